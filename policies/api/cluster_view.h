@@ -1,0 +1,125 @@
+// What a policy may know about the cluster: topology, the job's layout, the standby
+// pool and the *observed* health of machines.
+//
+// The topology is a Boost.Graph (machines under ToR switches, leaves, spines, storage)
+// that the simulator turns into its SimGrid platform and that localization policies
+// walk (e.g. "which machines share this ToR"). The layout answers parallel-group
+// queries: the job has TP x PP x DP ranks, `gpus_per_machine` consecutive ranks per
+// machine, rank order tensor-fastest, then pipeline stage, then data-parallel replica
+// (rank = t + TP * (p + PP * d)). With TP equal to the GPUs per machine, slot x holds
+// stage x mod PP of replica x / PP, so a PP group is PP consecutive slots (DOMAIN §4).
+//
+// Ground truth (which machine is really broken) is never here: health is what the
+// backend has observed or what a policy has decided (suspect, evicted).
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "policies/api/ids.h"
+
+namespace faultline {
+
+// Plain description of the cluster and the job layout, filled by scenarios/ or the
+// live config.
+struct ClusterSpec {
+  int machines = 0;          // machines running the job (= job slots)
+  int gpus_per_machine = 8;
+  int rack_size = 16;        // machines under one ToR switch
+  int racks_per_pod = 16;    // ToRs under one leaf switch
+  int spines = 8;
+  int standby_machines = 0;  // warm standbys parked outside the job
+  int storage_hosts = 4;     // remote storage / image registry front ends
+  double nic_gbps = 3200;        // per machine (8 x 400 Gb/s RDMA)
+  double tor_uplink_gbps = 25600;   // per ToR, all uplinks together
+  double leaf_uplink_gbps = 204800; // per leaf, all uplinks together
+  double storage_gbps = 400;     // per storage host
+  double link_latency_us = 2;
+  int tp = 8;
+  int pp = 1;
+  int dp = 1;
+};
+
+enum class NodeKind : std::uint8_t { kMachine, kTor, kLeaf, kSpine, kStorage };
+
+struct TopoNode {
+  NodeKind kind = NodeKind::kMachine;
+  int index = 0;  // machine id, rack index, pod index, spine index or storage index
+};
+struct TopoLink {
+  double bandwidth_bps = 0;  // bytes per second, all parallel links together
+  double latency_s = 0;
+};
+using TopologyGraph =
+    boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, TopoNode, TopoLink>;
+using TopoVertex = TopologyGraph::vertex_descriptor;
+
+enum class Health : std::uint8_t { kHealthy, kSuspect, kEvicted };
+
+class ClusterView {
+ public:
+  // Builds topology and layout. Requires a spec that scenarios/ validated:
+  // tp*pp*dp == machines*gpus_per_machine, gpus_per_machine % tp == 0.
+  explicit ClusterView(const ClusterSpec& spec);
+
+  const ClusterSpec& spec() const { return spec_; }
+  int slots() const { return spec_.machines; }
+  int gpus() const { return spec_.machines * spec_.gpus_per_machine; }
+  // Machines known to the cluster (job + standby + replacements handed out so far).
+  int machine_count() const { return static_cast<int>(slot_of_.size()); }
+
+  // --- topology -----------------------------------------------------------------
+  const TopologyGraph& graph() const { return graph_; }
+  TopoVertex machine_vertex(MachineId m) const;  // requires m < initial machines
+  int rack_of_slot(SlotId s) const { return s / spec_.rack_size; }
+  int racks() const { return (spec_.machines + spec_.rack_size - 1) / spec_.rack_size; }
+  // Slots under the same ToR as s, in increasing order.
+  std::vector<SlotId> rack_slots(int rack) const;
+
+  // --- layout ---------------------------------------------------------------------
+  // Slots holding ranks of the same pipeline(s) (same DP index) as slot s.
+  std::vector<SlotId> pp_group(SlotId s) const;
+  // Slots holding the same pipeline stage(s) as slot s in every replica.
+  std::vector<SlotId> dp_group(SlotId s) const;
+  // Index of the PP group of slot s (the replica of its first rank).
+  int pp_group_index(SlotId s) const;
+  int pp_groups() const { return spec_.dp; }
+  // Slots of PP group g (ranks with DP index g).
+  std::vector<SlotId> pp_group_slots(int g) const;
+  // Slots of DP group for stage p.
+  std::vector<SlotId> dp_group_slots(int stage) const;
+  SlotId slot_of_rank(std::int64_t rank) const {
+    return static_cast<SlotId>(rank / spec_.gpus_per_machine);
+  }
+
+  // --- who is where -----------------------------------------------------------------
+  MachineId machine_in(SlotId s) const { return machine_of_slot_[s]; }
+  // Slot that machine m serves, or -1 when m is standby, evicted or idle.
+  SlotId slot_of(MachineId m) const { return slot_of_[m]; }
+  const std::vector<MachineId>& standby() const { return standby_; }
+  Health health(MachineId m) const { return health_[m]; }
+
+  // --- mutation: backends only ---------------------------------------------------
+  // Registers a new machine (replacement from the scheduler or a refilled standby).
+  MachineId add_machine();
+  void place(MachineId m, SlotId s);      // m now serves s; the previous occupant is unplaced
+  void vacate(SlotId s);                  // s has no machine until the next place()
+  void set_health(MachineId m, Health h) { health_[m] = h; }
+  void add_standby(MachineId m) { standby_.push_back(m); }
+  // Removes m from the standby list; returns false when it was not there.
+  bool take_standby(MachineId m);
+
+ private:
+  void build_graph();
+  ClusterSpec spec_;
+  TopologyGraph graph_;
+  std::vector<TopoVertex> machine_vertex_;
+  std::vector<MachineId> machine_of_slot_;
+  std::vector<SlotId> slot_of_;
+  std::vector<Health> health_;
+  std::vector<MachineId> standby_;
+};
+
+}  // namespace faultline

@@ -1,0 +1,67 @@
+// The Policy contract, declared parameters and parameter values.
+//
+// A policy is a deterministic single-threaded reactor: on each event it may act, set
+// timers and note reasons through the World, and nothing else. Parameters are declared
+// (name, help, unit, default, range) so scenarios are validated against them and
+// `--help` output and reports can list them.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policies/api/event.h"
+#include "policies/api/world.h"
+
+namespace faultline {
+
+struct ParamSpec {
+  std::string name;
+  std::string help;
+  std::string unit;  // "s", "bytes", "ratio", "count", ...
+  double default_value = 0;
+  double min = 0;
+  double max = 0;
+};
+
+struct PolicyInfo {
+  std::string name;
+  std::string version;
+  std::string summary;
+  std::vector<ParamSpec> params;
+
+  const ParamSpec* find_param(const std::string& n) const {
+    for (const auto& p : params)
+      if (p.name == n) return &p;
+    return nullptr;
+  }
+};
+
+// Resolved parameter values: every declared parameter has a value.
+class Params {
+ public:
+  Params() = default;
+  // Resolves overrides against the specs. Returns an error message naming the
+  // parameter and what was expected, or nullopt when all overrides are valid.
+  static std::optional<std::string> resolve(const std::vector<ParamSpec>& specs,
+                                            const std::map<std::string, double>& overrides,
+                                            Params* out);
+  // Requires `name` to be declared.
+  double get(const std::string& name) const;
+  const std::map<std::string, double>& values() const { return values_; }
+
+ private:
+  std::map<std::string, double> values_;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual const PolicyInfo& info() const = 0;
+  // Called once before the first event, with the job placed and not yet started.
+  virtual void start(World&) {}
+  virtual void on_event(const Event& e, World& w) = 0;
+};
+
+}  // namespace faultline

@@ -1,0 +1,63 @@
+#include "policies/api/registry.h"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace faultline {
+
+std::optional<std::string> Params::resolve(const std::vector<ParamSpec>& specs,
+                                           const std::map<std::string, double>& overrides,
+                                           Params* out) {
+  out->values_.clear();
+  for (const auto& s : specs) out->values_[s.name] = s.default_value;
+  for (const auto& [k, v] : overrides) {
+    auto it = out->values_.find(k);
+    if (it == out->values_.end()) {
+      std::ostringstream o;
+      o << "unknown parameter '" << k << "'; expected one of:";
+      for (const auto& s : specs) o << ' ' << s.name;
+      return o.str();
+    }
+    for (const auto& s : specs) {
+      if (s.name != k) continue;
+      if (!(v >= s.min && v <= s.max)) {
+        std::ostringstream o;
+        o << "parameter '" << k << "' = " << v << " is out of range; expected " << s.min << " to "
+          << s.max << (s.unit.empty() ? "" : " ") << s.unit;
+        return o.str();
+      }
+    }
+    it->second = v;
+  }
+  return std::nullopt;
+}
+
+double Params::get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) throw std::logic_error("undeclared policy parameter: " + name);
+  return it->second;
+}
+
+void Registry::add(PolicyInfo info, Factory factory) {
+  std::string name = info.name;
+  entries_[name] = Entry{std::move(info), std::move(factory)};
+}
+
+const PolicyInfo* Registry::find(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : &it->second.info;
+}
+
+std::vector<std::string> Registry::names() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : entries_) out.push_back(k);
+  return out;
+}
+
+std::unique_ptr<Policy> Registry::make(const std::string& name, const Params& params) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) throw std::logic_error("unregistered policy stack: " + name);
+  return it->second.factory(params);
+}
+
+}  // namespace faultline

@@ -1,0 +1,105 @@
+#include <sstream>
+
+#include "policies/api/action.h"
+#include "policies/api/event.h"
+
+namespace faultline {
+
+namespace {
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+std::string join(const MachineSet& ms) {
+  std::ostringstream o;
+  o << '[';
+  for (size_t i = 0; i < ms.size(); ++i) o << (i ? "," : "") << ms[i];
+  o << ']';
+  return o.str();
+}
+}  // namespace
+
+const char* mode_name(AcquireMode m) {
+  switch (m) {
+    case AcquireMode::kRequeue: return "requeue";
+    case AcquireMode::kReschedule: return "reschedule";
+    case AcquireMode::kStandby: return "standby";
+    case AcquireMode::kOracle: return "oracle";
+  }
+  return "?";
+}
+
+const char* tier_name(CheckpointTier t) {
+  switch (t) {
+    case CheckpointTier::kRemote: return "remote";
+    case CheckpointTier::kMemory: return "memory";
+    case CheckpointTier::kMemoryWithPeer: return "memory+peer";
+  }
+  return "?";
+}
+
+std::string describe(const Action& a) {
+  return std::visit(
+      Overloaded{
+          [](const StopJob& x) { return "stop job (" + x.reason + ")"; },
+          [](const StartJob& x) { return "start job (" + x.reason + ")"; },
+          [](const EvictMachines& x) { return "evict " + join(x.machines) + " (" + x.reason + ")"; },
+          [](const AcquireMachines& x) {
+            return std::string("acquire machines: ") + mode_name(x.mode) + " " +
+                   std::to_string(x.slots.size()) + " slots (" + x.reason + ")";
+          },
+          [](const SetCheckpointPlan& x) {
+            std::ostringstream o;
+            o << "checkpoint every " << x.interval.to_seconds() << " s, blocking "
+              << x.blocking.to_seconds() << " s, " << tier_name(x.tier) << " (" << x.reason << ")";
+            return o.str();
+          },
+          [](const WatchProgress& x) {
+            std::ostringstream o;
+            o << "watch progress: stall after " << x.stall_window.to_seconds() << " s (" << x.reason
+              << ")";
+            return o.str();
+          },
+          [](const EnableOracle& x) { return "enable oracle (" + x.reason + ")"; },
+          [](const Note& x) { return "note: " + x.text; },
+      },
+      a);
+}
+
+std::string describe(const Event& e) {
+  return std::visit(
+      Overloaded{
+          [](const ProcessExit& x) {
+            return "process exit on " + std::to_string(x.machine) + " code " +
+                   std::to_string(x.exit_code) + ": " + x.signature;
+          },
+          [](const StartFailed& x) { return "start failed: " + x.signature; },
+          [](const InspectionAlert& x) {
+            return "inspection alert " + x.kind + " on " + std::to_string(x.machine) + ": " + x.detail;
+          },
+          [](const ProgressStalled& x) {
+            std::ostringstream o;
+            o << "progress stalled at step " << x.last_step << " for " << x.stalled_for.to_seconds()
+              << " s";
+            return o.str();
+          },
+          [](const StepTimeHigh& x) { return "step time high x" + std::to_string(x.ratio); },
+          [](const JobStarted& x) { return "job started from step " + std::to_string(x.step); },
+          [](const JobStopped&) { return std::string("job stopped"); },
+          [](const MachinesReady& x) { return "machines ready " + join(x.machines); },
+          [](const CodeUpdateRequested& x) {
+            return "code update requested " + x.version + (x.urgent ? " (urgent)" : "");
+          },
+          [](const TimerFired& x) { return "timer " + std::to_string(x.timer) + " fired"; },
+          [](const ActionFailed& x) {
+            return "action " + std::to_string(x.action) + " failed: " + x.reason;
+          },
+          [](const OracleFault& x) { return "oracle fault " + x.category + " on " + join(x.machines); },
+      },
+      e);
+}
+
+}  // namespace faultline

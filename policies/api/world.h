@@ -1,0 +1,36 @@
+// The World: everything a policy may see and do.
+//
+// sim::SimWorld (SimGrid) and live::LiveWorld (real processes) implement it once each;
+// tests use FakeWorld. A policy must not reach past it: no other clock, no other
+// randomness, no I/O. That is what lets the same policy code be scored in simulation
+// and then run live.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "policies/api/action.h"
+#include "policies/api/cluster_view.h"
+#include "policies/api/rng.h"
+#include "policies/api/time.h"
+
+namespace faultline {
+
+class World {
+ public:
+  virtual ~World() = default;
+  virtual Instant now() const = 0;
+  virtual const ClusterView& cluster() const = 0;
+  // Starts an action; its outcome comes back later as an Event. Never blocks.
+  virtual ActionId act(Action a) = 0;
+  // Fires TimerFired{id, tag} after `after`; timers at the same instant fire in the
+  // order they were set.
+  virtual TimerId set_timer(Duration after, std::uint64_t tag) = 0;
+  virtual void cancel_timer(TimerId id) = 0;
+  // A seeded stream owned by the policy stack.
+  virtual Rng& rng() = 0;
+  // Appends a line to the decision log.
+  virtual void note(std::string_view reason) = 0;
+};
+
+}  // namespace faultline

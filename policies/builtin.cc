@@ -1,0 +1,18 @@
+#include "policies/builtin.h"
+
+#include "policies/recovery/baselines.h"
+
+namespace faultline::policies {
+
+void register_builtin(Registry& r) {
+  r.add(requeue_info(), make_requeue);
+  r.add(oracle_info(), make_oracle);
+}
+
+Registry builtin_registry() {
+  Registry r;
+  register_builtin(r);
+  return r;
+}
+
+}  // namespace faultline::policies

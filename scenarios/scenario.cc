@@ -1,0 +1,387 @@
+#include "scenarios/scenario.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace faultline::scenarios {
+
+using nlohmann::json;
+
+namespace {
+
+std::string type_of(const json& j) {
+  if (j.is_null()) return "null";
+  if (j.is_boolean()) return "a boolean";
+  if (j.is_number_integer() || j.is_number_unsigned()) return "an integer";
+  if (j.is_number()) return "a number";
+  if (j.is_string()) return "a string";
+  if (j.is_array()) return "an array";
+  return "an object";
+}
+
+std::string brief(const json& j) {
+  std::string s = j.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+// Reads one JSON object, remembering which keys were read so unknown keys are errors.
+class Obj {
+ public:
+  Obj(const json& j, std::string path, const std::string& file) : j_(j), path_(std::move(path)), file_(file) {
+    if (!j_.is_object()) fail(path_, "expected an object, got " + type_of(j_));
+  }
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw ScenarioError(file_ + ": " + path + ": " + what);
+  }
+  std::string at(const std::string& key) const { return path_ + "." + key; }
+  bool has(const std::string& key) const { return j_.contains(key); }
+  const json* get(const std::string& key) {
+    seen_.insert(key);
+    auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+  double number(const std::string& key, double def, double lo, double hi, bool required = false) {
+    const json* v = get(key);
+    if (!v) {
+      if (required) fail(at(key), "required number is missing");
+      return def;
+    }
+    if (!v->is_number()) fail(at(key), "expected a number, got " + type_of(*v) + " " + brief(*v));
+    double x = v->get<double>();
+    if (!(x >= lo && x <= hi) || !std::isfinite(x)) {
+      std::ostringstream o;
+      o << "expected a number in [" << lo << ", " << hi << "], got " << brief(*v);
+      fail(at(key), o.str());
+    }
+    return x;
+  }
+  std::int64_t integer(const std::string& key, std::int64_t def, std::int64_t lo, std::int64_t hi,
+                       bool required = false) {
+    const json* v = get(key);
+    if (!v) {
+      if (required) fail(at(key), "required integer is missing");
+      return def;
+    }
+    if (!v->is_number_integer() && !v->is_number_unsigned())
+      fail(at(key), "expected an integer, got " + type_of(*v) + " " + brief(*v));
+    if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
+      fail(at(key), "expected an integer <= " + std::to_string(hi) + ", got " + brief(*v));
+    }
+    std::int64_t x = v->get<std::int64_t>();
+    if (x < lo || x > hi)
+      fail(at(key), "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                        "], got " + brief(*v));
+    return x;
+  }
+  std::string string(const std::string& key, const std::string& def, bool required = false) {
+    const json* v = get(key);
+    if (!v) {
+      if (required) fail(at(key), "required string is missing");
+      return def;
+    }
+    if (!v->is_string()) fail(at(key), "expected a string, got " + type_of(*v) + " " + brief(*v));
+    return v->get<std::string>();
+  }
+  bool boolean(const std::string& key, bool def) {
+    const json* v = get(key);
+    if (!v) return def;
+    if (!v->is_boolean()) fail(at(key), "expected true or false, got " + type_of(*v) + " " + brief(*v));
+    return v->get<bool>();
+  }
+  std::string choice(const std::string& key, const std::string& def,
+                     const std::vector<std::string>& choices) {
+    std::string s = string(key, def);
+    for (const auto& c : choices)
+      if (c == s) return s;
+    std::string all;
+    for (const auto& c : choices) all += (all.empty() ? "" : "|") + c;
+    fail(at(key), "expected one of " + all + ", got \"" + s + "\"");
+  }
+  // Fails on the first key that was never read.
+  void finish() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      if (!seen_.count(it.key())) {
+        std::string known;
+        for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
+        fail(at(it.key()), "unknown key; expected one of: " + known);
+      }
+    }
+  }
+
+ private:
+  const json& j_;
+  std::string path_;
+  const std::string& file_;
+  std::set<std::string> seen_;
+};
+
+// Applies "a.b[2].c=value" to the document.
+void apply_set(json& doc, const std::string& set, const std::string& file) {
+  auto eq = set.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ScenarioError(file + ": --set " + set + ": expected path=value, e.g. job.pp=4");
+  std::string path = set.substr(0, eq);
+  std::string text = set.substr(eq + 1);
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::exception&) {
+    value = text;
+  }
+  std::vector<std::string> parts;
+  std::string cur;
+  for (size_t i = 0; i < path.size(); ++i) {
+    char c = path[i];
+    if (c == '.' || c == '[' || c == ']') {
+      if (!cur.empty()) parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) parts.push_back(cur);
+  if (parts.empty()) throw ScenarioError(file + ": --set " + set + ": empty path");
+  json* node = &doc;
+  std::string where = "$";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    const bool last = i + 1 == parts.size();
+    if (node->is_array()) {
+      json* next = nullptr;
+      bool numeric = !p.empty() && p.find_first_not_of("0123456789") == std::string::npos;
+      if (numeric) {
+        size_t idx = std::stoul(p);
+        if (idx >= node->size())
+          throw ScenarioError(file + ": --set " + set + ": " + where + " has " +
+                              std::to_string(node->size()) + " elements, no index " + p);
+        next = &(*node)[idx];
+      } else {
+        for (auto& el : *node)
+          if (el.is_object() && el.value("name", "") == p) next = &el;
+        if (!next)
+          throw ScenarioError(file + ": --set " + set + ": " + where + " has no element named '" + p + "'");
+      }
+      where += "[" + p + "]";
+      if (last) *next = value;
+      node = next;
+    } else {
+      if (node->is_null()) *node = json::object();
+      if (!node->is_object())
+        throw ScenarioError(file + ": --set " + set + ": " + where + " is not an object");
+      where += "." + p;
+      if (last) {
+        (*node)[p] = value;
+      } else {
+        node = &(*node)[p];
+      }
+    }
+  }
+}
+
+FaultCategory parse_category(const json& j, const std::string& path, const std::string& file) {
+  Obj o(j, path, file);
+  FaultCategory c;
+  c.name = o.string("name", "", true);
+  if (c.name.empty()) o.fail(o.at("name"), "expected a non-empty string");
+  c.fault_class = o.choice("class", "explicit", {"explicit", "implicit", "manual"});
+  const bool per_machine = o.has("rate_per_machine_day");
+  const bool per_job = o.has("rate_per_job_day");
+  if (per_machine == per_job)
+    o.fail(path, "expected exactly one of rate_per_machine_day or rate_per_job_day");
+  c.rate_per_machine_day = o.number("rate_per_machine_day", 0, 0, 1e6);
+  // rate_per_job_day is converted once the machine count is known (see below).
+  double job_rate = o.number("rate_per_job_day", -1, 0, 1e9);
+  if (per_job) c.rate_per_machine_day = -job_rate - 1;  // marker, resolved by caller
+  c.weibull_shape = o.number("weibull_shape", 1, 0.05, 20);
+  std::string scope = o.choice("scope", "machine", {"machine", "rack", "job"});
+  c.scope = scope == "machine" ? FaultScope::kMachine : scope == "rack" ? FaultScope::kRack : FaultScope::kJob;
+  std::string sym = o.choice("symptom", "crash", {"crash", "hang", "slowdown", "nan", "manual"});
+  c.symptom = sym == "crash" ? Symptom::kCrash
+              : sym == "hang" ? Symptom::kHang
+              : sym == "slowdown" ? Symptom::kSlowdown
+              : sym == "nan" ? Symptom::kNan
+                             : Symptom::kManual;
+  c.persistent = o.boolean("persistent", false);
+  c.repair_h = o.number("repair_h", 24, 0, 1e5);
+  c.observe_after_s = o.number("observe_after_s", 0, 0, 1e6);
+  c.slowdown_factor = o.number("slowdown_factor", 1.5, 1, 100);
+  c.duration_s = o.number("duration_s", 0, 0, 1e9);
+  c.signature = o.string("signature", "");
+  c.exit_code = static_cast<int>(o.integer("exit_code", 1, 0, 255));
+  c.alert = o.choice("alert", "", {"", "gpu", "nic", "host", "switch", "storage"});
+  if (c.symptom == Symptom::kManual && c.scope != FaultScope::kJob)
+    o.fail(o.at("scope"), "expected \"job\" for symptom \"manual\" (a code change affects the whole job)");
+  if (c.persistent && c.scope == FaultScope::kJob)
+    o.fail(o.at("persistent"), "expected false for scope \"job\" (no machine to evict)");
+  if (c.signature.empty()) c.signature = c.name;
+  o.finish();
+  return c;
+}
+
+}  // namespace
+
+const char* symptom_name(Symptom s) {
+  switch (s) {
+    case Symptom::kCrash: return "crash";
+    case Symptom::kHang: return "hang";
+    case Symptom::kSlowdown: return "slowdown";
+    case Symptom::kNan: return "nan";
+    case Symptom::kManual: return "manual";
+  }
+  return "?";
+}
+
+const char* scope_name(FaultScope s) {
+  switch (s) {
+    case FaultScope::kMachine: return "machine";
+    case FaultScope::kRack: return "rack";
+    case FaultScope::kJob: return "job";
+  }
+  return "?";
+}
+
+Scenario parse_scenario(const std::string& text, const std::string& file,
+                        const std::vector<std::string>& sets, const Registry& registry) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    auto p = what.find("parse error");
+    throw ScenarioError(file + ": $: invalid JSON (" + (p == std::string::npos ? what : what.substr(p)) + ")");
+  }
+  for (const auto& s : sets) apply_set(doc, s, file);
+
+  Scenario sc;
+  sc.file = file;
+  sc.name = std::filesystem::path(file).stem().string();
+  Obj root(doc, "$", file);
+  sc.description = root.string("description", "", true);
+  sc.seed = static_cast<std::uint64_t>(root.integer("seed", 1, 0, INT64_MAX));
+  sc.replicas = static_cast<int>(root.integer("replicas", 100, 1, 10'000'000));
+
+  {
+    const json* cj = root.get("cluster");
+    if (!cj) root.fail("$.cluster", "required object is missing");
+    Obj c(*cj, "$.cluster", file);
+    auto& cl = sc.cluster;
+    cl.machines = static_cast<int>(c.integer("machines", 0, 1, 1'000'000, true));
+    cl.gpus_per_machine = static_cast<int>(c.integer("gpus_per_machine", 8, 1, 64));
+    cl.rack_size = static_cast<int>(c.integer("rack_size", 16, 1, 4096));
+    cl.racks_per_pod = static_cast<int>(c.integer("racks_per_pod", 16, 1, 4096));
+    cl.spines = static_cast<int>(c.integer("spines", 8, 1, 4096));
+    cl.standby_machines = static_cast<int>(c.integer("standby_machines", 0, 0, 100000));
+    cl.nic_gbps = c.number("nic_gbps", 3200, 1e-3, 1e7);
+    cl.tor_uplink_gbps = c.number("tor_uplink_gbps", cl.nic_gbps * cl.rack_size, 1e-3, 1e9);
+    cl.leaf_uplink_gbps = c.number("leaf_uplink_gbps", cl.tor_uplink_gbps * cl.racks_per_pod, 1e-3, 1e10);
+    cl.storage_hosts = static_cast<int>(c.integer("storage_hosts", 4, 1, 10000));
+    cl.storage_gbps = c.number("storage_gbps", 400, 1e-3, 1e7);
+    cl.link_latency_us = c.number("link_latency_us", 2, 0, 1e6);
+    if (const json* sj = c.get("scheduler")) {
+      Obj s(*sj, "$.cluster.scheduler", file);
+      auto& sch = sc.scheduler;
+      sch.requeue_base_s = s.number("requeue_base_s", sch.requeue_base_s, 0, 1e7);
+      sch.requeue_per_machine_s = s.number("requeue_per_machine_s", sch.requeue_per_machine_s, 0, 1e5);
+      sch.reschedule_base_s = s.number("reschedule_base_s", sch.reschedule_base_s, 0, 1e7);
+      sch.reschedule_per_machine_s =
+          s.number("reschedule_per_machine_s", sch.reschedule_per_machine_s, 0, 1e5);
+      s.finish();
+    }
+    c.finish();
+  }
+  {
+    const json* jj = root.get("job");
+    if (!jj) root.fail("$.job", "required object is missing");
+    Obj j(*jj, "$.job", file);
+    auto& cl = sc.cluster;
+    cl.tp = static_cast<int>(j.integer("tp", 1, 1, 1 << 20, true));
+    cl.pp = static_cast<int>(j.integer("pp", 1, 1, 1 << 20, true));
+    cl.dp = static_cast<int>(j.integer("dp", 1, 1, 1 << 24, true));
+    auto& job = sc.job;
+    job.step_time_s = j.number("step_time_s", 10, 1e-6, 1e6, true);
+    job.checkpoint_bytes_per_machine = j.number("checkpoint_bytes_per_machine", 0, 0, 1e15);
+    job.image_bytes = j.number("image_bytes", 0, 0, 1e15);
+    job.init_s = j.number("init_s", 0, 0, 1e6);
+    job.collective_timeout_s = j.number("collective_timeout_s", 600, 0, 1e7);
+    job.horizon_days = j.number("horizon_days", 90, 1e-6, 36500, true);
+    const std::int64_t ranks = static_cast<std::int64_t>(cl.tp) * cl.pp * cl.dp;
+    const std::int64_t gpus = static_cast<std::int64_t>(cl.machines) * cl.gpus_per_machine;
+    if (ranks != gpus)
+      j.fail("$.job", "expected tp*pp*dp == cluster.machines*cluster.gpus_per_machine (" +
+                          std::to_string(gpus) + "), got " + std::to_string(cl.tp) + "*" +
+                          std::to_string(cl.pp) + "*" + std::to_string(cl.dp) + " = " +
+                          std::to_string(ranks));
+    if (cl.gpus_per_machine % cl.tp != 0)
+      j.fail("$.job.tp", "expected a divisor of cluster.gpus_per_machine (" +
+                             std::to_string(cl.gpus_per_machine) + ": tensor parallelism stays inside a machine), got " +
+                             std::to_string(cl.tp));
+    j.finish();
+  }
+  {
+    const json* fj = root.get("faults");
+    if (!fj) root.fail("$.faults", "required object is missing");
+    Obj f(*fj, "$.faults", file);
+    const double scale = f.number("rate_scale", 1, 0, 1e6);
+    const json* cats = f.get("categories");
+    if (!cats || !cats->is_array())
+      f.fail("$.faults.categories", "expected an array of fault categories");
+    std::set<std::string> names;
+    for (size_t i = 0; i < cats->size(); ++i) {
+      std::string p = "$.faults.categories[" + std::to_string(i) + "]";
+      FaultCategory c = parse_category((*cats)[i], p, file);
+      if (c.rate_per_machine_day < 0) c.rate_per_machine_day = (-c.rate_per_machine_day - 1) / sc.cluster.machines;
+      c.rate_per_machine_day *= scale;
+      if (!names.insert(c.name).second) f.fail(p + ".name", "duplicate category name \"" + c.name + "\"");
+      sc.faults.push_back(std::move(c));
+    }
+    f.finish();
+  }
+  {
+    const json* pj = root.get("policy");
+    if (!pj) root.fail("$.policy", "required object is missing");
+    Obj p(*pj, "$.policy", file);
+    sc.policy = p.string("stack", "", true);
+    const PolicyInfo* info = registry.find(sc.policy);
+    if (!info) {
+      std::string all;
+      for (const auto& n : registry.names()) all += (all.empty() ? "" : "|") + n;
+      p.fail("$.policy.stack", "expected a registered stack (" + all + "), got \"" + sc.policy + "\"");
+    }
+    std::map<std::string, double> overrides;
+    if (const json* params = p.get("params")) {
+      if (!params->is_object()) p.fail("$.policy.params", "expected an object, got " + type_of(*params));
+      for (auto it = params->begin(); it != params->end(); ++it) {
+        const std::string where = "$.policy.params." + it.key();
+        if (it->is_boolean()) overrides[it.key()] = it->get<bool>() ? 1 : 0;
+        else if (it->is_number()) overrides[it.key()] = it->get<double>();
+        else p.fail(where, "expected a number, got " + type_of(*it) + " " + brief(*it));
+      }
+    }
+    if (auto err = Params::resolve(info->params, overrides, &sc.policy_params)) {
+      std::string key;
+      for (const auto& [k, v] : overrides)
+        if (!info->find_param(k) || err->find("'" + k + "'") != std::string::npos) { key = k; break; }
+      p.fail("$.policy.params" + (key.empty() ? std::string() : "." + key), *err);
+    }
+    p.finish();
+  }
+  root.finish();
+  return sc;
+}
+
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets,
+                       const Registry& registry) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ScenarioError(path + ": cannot open file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw ScenarioError(path + ": read error");
+  return parse_scenario(ss.str(), path, sets, registry);
+}
+
+}  // namespace faultline::scenarios

@@ -1,0 +1,89 @@
+// The scenario: one JSON file that says what cluster, what job, what faults and which
+// policy stack to simulate, validated at load time.
+//
+// Every error names the file, the JSON path and what was expected, in one line, e.g.
+//   bad.json: $.job.pp: expected an integer >= 1, got -3
+// Unknown keys are errors. `--set path=value` overrides apply to the JSON document
+// before validation, so they are checked exactly like the file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "policies/api/cluster_view.h"
+#include "policies/api/registry.h"
+
+namespace faultline::scenarios {
+
+// Thrown for every invalid input; what() is the one-line message.
+class ScenarioError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct JobSpec {
+  double step_time_s = 10;
+  double checkpoint_bytes_per_machine = 0;  // model + optimizer state held by one machine
+  double image_bytes = 0;                   // container image pulled by a fresh machine
+  double init_s = 0;                        // process launch and communicator init
+  double collective_timeout_s = 600;        // NCCL watchdog: a hung job exits after this (0 = never)
+  double horizon_days = 90;
+};
+
+// The cluster scheduler's response times (an environment property shared by all stacks).
+struct SchedulerSpec {
+  double requeue_base_s = 360;         // whole-job requeue
+  double requeue_per_machine_s = 0.18;
+  double reschedule_base_s = 120;      // cold replacement of a few machines
+  double reschedule_per_machine_s = 2;
+};
+
+enum class FaultScope : std::uint8_t { kMachine, kRack, kJob };
+enum class Symptom : std::uint8_t { kCrash, kHang, kSlowdown, kNan, kManual };
+
+struct FaultCategory {
+  std::string name;
+  std::string fault_class;       // "explicit", "implicit", "manual"
+  double rate_per_machine_day = 0;  // expected events per machine-day of the job (any scope)
+  double weibull_shape = 1;      // 1 = Poisson; otherwise per-machine renewal
+  FaultScope scope = FaultScope::kMachine;
+  Symptom symptom = Symptom::kCrash;
+  bool persistent = false;       // the machine stays broken until evicted
+  double repair_h = 24;          // time to repair an evicted machine
+  double observe_after_s = 0;    // exit seen this long after the fault (crash, nan)
+  double slowdown_factor = 1.5;  // step time multiplier (slowdown)
+  double duration_s = 0;         // how long a transient slowdown lasts (0 = until evicted)
+  std::string signature;         // log line observed with the exit
+  int exit_code = 1;
+  std::string alert;             // inspection kind that can see it ("gpu", "nic", ...) or ""
+};
+
+struct Scenario {
+  std::string file;        // where it came from, for messages
+  std::string name;        // file stem
+  std::string description;
+  std::uint64_t seed = 1;
+  int replicas = 100;
+  ClusterSpec cluster;
+  SchedulerSpec scheduler;
+  JobSpec job;
+  std::vector<FaultCategory> faults;
+  std::string policy;  // registered stack name
+  Params policy_params;
+};
+
+// Loads, applies `sets` ("json.path=value", value parsed as JSON or else taken as a
+// string), and validates against the registry. Throws ScenarioError.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets,
+                       const Registry& registry);
+// Same from text; `file` is used in messages.
+Scenario parse_scenario(const std::string& text, const std::string& file,
+                        const std::vector<std::string>& sets, const Registry& registry);
+
+const char* symptom_name(Symptom s);
+const char* scope_name(FaultScope s);
+
+}  // namespace faultline::scenarios

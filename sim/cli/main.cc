@@ -1,0 +1,242 @@
+// `faultline`: the one command-line front. Subcommands dispatch to the folder that
+// owns them; each has --help. Exit codes: 0 success, 1 runtime failure, 2 bad input
+// or usage.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "policies/builtin.h"
+#include "scenarios/scenario.h"
+#include "sim/report.h"
+#include "sim/runner.h"
+
+namespace {
+
+using faultline::Registry;
+namespace sc = faultline::scenarios;
+namespace sim = faultline::sim;
+
+constexpr const char* kTopHelp = R"(faultline - fault-tolerance policy for large GPU training clusters
+
+usage: faultline <command> [options]
+
+commands:
+  sim run SCENARIO.json     simulate a scenario's replicas and print ETTR and its breakdown
+  policies                  list the registered policy stacks and their parameters
+  probe ...                 GPU health probes (runs faultline-probe)
+  version                   print the version
+
+Run 'faultline <command> --help' for the options of a command.
+)";
+
+constexpr const char* kSimRunHelp = R"(usage: faultline sim run SCENARIO.json [options]
+
+Simulates the scenario's training job under its fault model and policy stack, one
+replica per independent fault history, and prints ETTR with a 95% confidence interval,
+the unproductive-time breakdown and incidents per category.
+
+options:
+  --replicas N        number of replicas (default: the scenario's "replicas")
+  --jobs J            replicas run in parallel as forked processes (default: 1)
+  --seed S            scenario seed (default: the scenario's "seed")
+  --set PATH=VALUE    override a scenario field before validation; repeatable.
+                      PATH is dotted JSON, e.g. job.pp=4, cluster.machines=2400,
+                      policy.params.checkpoint_interval_s=600,
+                      faults.categories.cuda_error.rate_per_machine_day=0.002
+                      (array elements by index or by "name"). VALUE is JSON, or a string.
+  --format table|json result on stdout as a table (default) or JSON
+  --out DIR           also write result.json, replicas.csv (and timeline.csv,
+                      incidents.csv, decisions.log when asked) into DIR
+  --timeline          record cumulative and 1-hour sliding-window ETTR per replica
+                      (every --timeline-step-s seconds, default 600) into timeline.csv
+  --timeline-step-s S sampling step of the timeline
+  --incidents         record every incident (time, category, detection, resolution)
+  --decisions         record every event and action of the policy (decisions.log)
+  --quiet             no progress bar
+  -h, --help          this text
+
+Same seed, same result: the JSON is byte-identical except wall_s, whatever --jobs is.
+)";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "faultline: %s (see --help)\n", msg.c_str());
+  return 2;
+}
+
+bool parse_int(const std::string& s, long long lo, long long hi, long long* out) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || end == s.c_str() || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+int sim_run(const std::vector<std::string>& args) {
+  std::string path, format = "table", out_dir;
+  std::vector<std::string> sets;
+  long long replicas = -1, jobs = 1, seed = -1;
+  sim::RunOptions opt;
+  bool quiet = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const char* name) -> const std::string* {
+      if (i + 1 >= args.size()) return nullptr;
+      (void)name;
+      return &args[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kSimRunHelp, stdout);
+      return 0;
+    } else if (a == "--replicas" || a == "--jobs" || a == "--seed") {
+      const std::string* v = value(a.c_str());
+      long long x;
+      const long long lo = a == "--seed" ? 0 : 1;
+      if (!v || !parse_int(*v, lo, a == "--jobs" ? 4096 : (1LL << 62), &x))
+        return usage_error(a + ": expected an integer >= " + std::to_string(lo));
+      (a == "--replicas" ? replicas : a == "--jobs" ? jobs : seed) = x;
+    } else if (a == "--set") {
+      const std::string* v = value("--set");
+      if (!v) return usage_error("--set: expected PATH=VALUE");
+      sets.push_back(*v);
+    } else if (a == "--format") {
+      const std::string* v = value("--format");
+      if (!v || (*v != "table" && *v != "json")) return usage_error("--format: expected table or json");
+      format = *v;
+    } else if (a == "--out") {
+      const std::string* v = value("--out");
+      if (!v) return usage_error("--out: expected a directory");
+      out_dir = *v;
+    } else if (a == "--timeline") {
+      opt.timeline = true;
+    } else if (a == "--timeline-step-s") {
+      const std::string* v = value("--timeline-step-s");
+      long long x;
+      if (!v || !parse_int(*v, 1, 1LL << 40, &x)) return usage_error("--timeline-step-s: expected seconds >= 1");
+      opt.timeline_step_s = static_cast<double>(x);
+    } else if (a == "--incidents") {
+      opt.incidents = true;
+    } else if (a == "--decisions") {
+      opt.decisions = true;
+    } else if (a == "--quiet") {
+      quiet = true;
+    } else if (!a.empty() && a[0] == '-') {
+      return usage_error("unknown option " + a);
+    } else if (path.empty()) {
+      path = a;
+    } else {
+      return usage_error("unexpected argument " + a);
+    }
+  }
+  if (path.empty()) return usage_error("sim run: expected SCENARIO.json");
+  if (seed >= 0) sets.push_back("seed=" + std::to_string(seed));
+  if (replicas > 0) sets.push_back("replicas=" + std::to_string(replicas));
+
+  Registry registry = faultline::policies::builtin_registry();
+  sc::Scenario scenario;
+  try {
+    scenario = sc::load_scenario(path, sets, registry);
+  } catch (const sc::ScenarioError& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 2;
+  }
+
+  const bool bar = !quiet && isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto progress = [&](int done, int total) {
+    if (!bar) return;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (el < 1.0 && done < total) return;
+    const int width = 40;
+    const int fill = static_cast<int>(static_cast<double>(done) / total * width);
+    std::fprintf(stderr, "\r[%.*s%*s] %d/%d replicas %.1f s", fill,
+                 "########################################", width - fill, "", done, total, el);
+    if (done == total) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  };
+  std::vector<sim::ReplicaResult> results;
+  sim::RunStats stats;
+  try {
+    results = sim::run_replicas(scenario, scenario.replicas, static_cast<int>(jobs), opt, registry, &stats, progress);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: %s: %s\n", path.c_str(), e.what());
+    return 1;
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  nlohmann::json result = sim::aggregate(scenario, results, wall);
+  if (!out_dir.empty()) {
+    try {
+      sim::write_out_dir(out_dir, result, results, scenario);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "faultline: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (format == "json") std::cout << result.dump(2) << "\n";
+  else std::cout << sim::format_table(result);
+  return 0;
+}
+
+int list_policies() {
+  Registry registry = faultline::policies::builtin_registry();
+  for (const auto& name : registry.names()) {
+    const auto* info = registry.find(name);
+    std::printf("%s (v%s): %s\n", name.c_str(), info->version.c_str(), info->summary.c_str());
+    for (const auto& p : info->params)
+      std::printf("    %-26s default %-10g [%g, %g] %s  %s\n", p.name.c_str(), p.default_value, p.min, p.max,
+                  p.unit.c_str(), p.help.c_str());
+  }
+  return 0;
+}
+
+int probe(int argc, char** argv) {
+  // faultline-probe lives next to this binary.
+  std::string self = "/proc/self/exe";
+  char buf[4096];
+  const ssize_t n = ::readlink(self.c_str(), buf, sizeof buf - 1);
+  std::string dir = ".";
+  if (n > 0) {
+    buf[n] = 0;
+    dir = std::string(buf);
+    dir = dir.substr(0, dir.rfind('/'));
+  }
+  const std::string exe = dir + "/faultline-probe";
+  std::vector<char*> args;
+  args.push_back(const_cast<char*>(exe.c_str()));
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  ::execv(exe.c_str(), args.data());
+  std::fprintf(stderr, "faultline: probe: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::fputs(kTopHelp, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "version" || args[0] == "--version") {
+    std::printf("faultline 0.1.0\n");
+    return 0;
+  }
+  if (args[0] == "policies") return list_policies();
+  if (args[0] == "probe") return probe(argc, argv);
+  if (args[0] == "sim") {
+    if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
+      std::fputs("usage: faultline sim run SCENARIO.json [options]   (faultline sim run --help)\n",
+                 args.size() < 2 ? stderr : stdout);
+      return args.size() < 2 ? 2 : 0;
+    }
+    if (args[1] == "run") return sim_run({args.begin() + 2, args.end()});
+    return usage_error("unknown sim command '" + args[1] + "'");
+  }
+  return usage_error("unknown command '" + args[0] + "'");
+}

@@ -1,0 +1,81 @@
+#include "sim/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace faultline::sim {
+
+using nlohmann::json;
+
+std::vector<std::uint8_t> encode(const ReplicaResult& r) {
+  json j;
+  const auto& b = r.breakdown;
+  j["r"] = r.replica;
+  j["e"] = r.ettr;
+  j["b"] = {b.productive, b.detection, b.diagnosis, b.failover, b.restore, b.recompute, b.checkpoint, b.degraded};
+  json cats = json::array();
+  for (const auto& c : r.categories)
+    cats.push_back({c.incidents, c.injected, c.resolution_sum_s, c.resolution_max_s, c.detection_sum_s, c.detected});
+  j["c"] = cats;
+  j["v"] = {r.evictions_true, r.evictions_false, r.faults_injected, r.checkpoints, r.events,
+            r.flow_batches_real, r.flow_batches_cached, r.steps};
+  json tl = json::array();
+  for (const auto& p : r.timeline) tl.push_back({p.t_h, p.cumulative, p.window_1h});
+  j["t"] = tl;
+  json inc = json::array();
+  for (const auto& i : r.incidents) inc.push_back({i.at_s, i.category, i.detected_s, i.resolved_s, i.slots});
+  j["i"] = inc;
+  j["d"] = r.decisions;
+  return json::to_msgpack(j);
+}
+
+ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
+  json j = json::from_msgpack(bytes);
+  ReplicaResult r;
+  r.replica = j["r"];
+  r.ettr = j["e"];
+  auto& b = r.breakdown;
+  const auto& jb = j["b"];
+  b.productive = jb[0]; b.detection = jb[1]; b.diagnosis = jb[2]; b.failover = jb[3];
+  b.restore = jb[4]; b.recompute = jb[5]; b.checkpoint = jb[6]; b.degraded = jb[7];
+  for (const auto& c : j["c"])
+    r.categories.push_back({c[0], c[1], c[2], c[3], c[4], c[5]});
+  const auto& v = j["v"];
+  r.evictions_true = v[0]; r.evictions_false = v[1]; r.faults_injected = v[2]; r.checkpoints = v[3];
+  r.events = v[4]; r.flow_batches_real = v[5]; r.flow_batches_cached = v[6]; r.steps = v[7];
+  for (const auto& p : j["t"]) r.timeline.push_back({p[0], p[1], p[2]});
+  for (const auto& i : j["i"])
+    r.incidents.push_back({i[0], i[1], i[2], i[3], i[4].get<std::vector<int>>()});
+  r.decisions = j["d"].get<std::vector<std::string>>();
+  return r;
+}
+
+double t95(std::size_t dof) {
+  static const double table[] = {0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+                                 2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+                                 2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+                                 2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+  if (dof == 0) return 0;
+  if (dof <= 30) return table[dof];
+  return 1.959964 + 2.4 / static_cast<double>(dof);  // close to t for large dof
+}
+
+Summary summarize(const std::vector<double>& xs) {
+  Summary s;
+  if (xs.empty()) return s;
+  double sum = 0;
+  for (double x : xs) sum += x;
+  s.mean = sum / xs.size();
+  double ss = 0;
+  for (double x : xs) ss += (x - s.mean) * (x - s.mean);
+  s.stddev = xs.size() > 1 ? std::sqrt(ss / (xs.size() - 1)) : 0;
+  const double half = xs.size() > 1 ? t95(xs.size() - 1) * s.stddev / std::sqrt(xs.size()) : 0;
+  s.lo = s.mean - half;
+  s.hi = s.mean + half;
+  s.min = *std::min_element(xs.begin(), xs.end());
+  s.max = *std::max_element(xs.begin(), xs.end());
+  return s;
+}
+
+}  // namespace faultline::sim

@@ -1,0 +1,64 @@
+// What one replica measured, and the aggregate over replicas.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/progress.h"
+
+namespace faultline::sim {
+
+struct CategoryStats {
+  std::int64_t incidents = 0;
+  std::int64_t injected = 0;         // ground-truth arrivals, including those that hit no running job
+  double resolution_sum_s = 0;
+  double resolution_max_s = 0;
+  double detection_sum_s = 0;
+  std::int64_t detected = 0;
+};
+
+struct TimelinePoint {
+  double t_h = 0;
+  double cumulative = 0;  // ETTR from the start to t
+  double window_1h = 0;   // ETTR over the hour ending at t
+};
+
+struct IncidentRecord {
+  double at_s = 0;
+  int category = 0;
+  double detected_s = -1;  // -1 = never acted on
+  double resolved_s = -1;  // -1 = open at the horizon
+  std::vector<int> slots;
+};
+
+struct ReplicaResult {
+  std::uint64_t replica = 0;
+  double ettr = 0;
+  Breakdown breakdown;
+  std::vector<CategoryStats> categories;
+  std::int64_t evictions_true = 0;
+  std::int64_t evictions_false = 0;
+  std::int64_t faults_injected = 0;
+  std::int64_t checkpoints = 0;
+  std::int64_t events = 0;
+  std::int64_t flow_batches_real = 0;
+  std::int64_t flow_batches_cached = 0;
+  std::int64_t steps = 0;
+  std::vector<TimelinePoint> timeline;
+  std::vector<IncidentRecord> incidents;
+  std::vector<std::string> decisions;  // only with --decisions
+};
+
+// msgpack round trip for the fork pipe (exact doubles).
+std::vector<std::uint8_t> encode(const ReplicaResult& r);
+ReplicaResult decode(const std::vector<std::uint8_t>& bytes);
+
+struct Summary {
+  double mean = 0, lo = 0, hi = 0, min = 0, max = 0, stddev = 0;
+};
+// Mean with a 95% confidence interval (Student t for small n, normal beyond 30).
+Summary summarize(const std::vector<double>& xs);
+double t95(std::size_t dof);
+
+}  // namespace faultline::sim

@@ -1,0 +1,92 @@
+// The SimGrid platform of a cluster and the data transfers that run on it.
+//
+// Built once per process from the ClusterView's Boost.Graph: one SimGrid host per job
+// slot (a replacement machine takes its slot's place in the topology), per standby
+// machine and per storage front end, in a star zone whose routes are the graph's paths
+// machine -> ToR -> leaf -> spine: the NIC, ToR-uplink and leaf-uplink links are shared
+// by everything below them, so a whole-job restore from storage contends for the
+// storage links and the uplinks exactly as the topology says. The star zone builds in
+// linear time (25k machines in well under a second); its one simplification is that
+// traffic between two machines of the same rack also crosses that rack's ToR uplink.
+//
+// Transfers come in batches (all machines restoring a checkpoint, all new machines
+// pulling an image) run as real SimGrid communications and waited on with wait_all.
+// A batch that starts on an idle network and finishes without overlap is memoised by
+// its exact transfer list: the same batch on an idle network takes the same time, and
+// a requeue-heavy replica repeats the same whole-job batch hundreds of times.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policies/api/cluster_view.h"
+
+namespace simgrid::s4u {
+class Host;
+class Engine;
+}  // namespace simgrid::s4u
+
+namespace faultline::sim {
+
+struct Transfer {
+  int src = 0;  // host index (see Platform)
+  int dst = 0;
+  double bytes = 0;
+};
+
+class Platform {
+ public:
+  // Creates the SimGrid engine and platform. One per process (SimGrid's rule).
+  Platform(const ClusterView& view, int argc_extra = 0);
+  ~Platform();
+  simgrid::s4u::Engine& engine() { return *engine_; }
+  int slot_host(SlotId s) const { return s; }
+  int standby_host(int i) const { return slots_ + i; }
+  int storage_host(int i) const { return slots_ + standbys_ + i; }
+  int storage_hosts() const { return storages_; }
+  simgrid::s4u::Host* host(int index) const { return hosts_[index]; }
+  simgrid::s4u::Host* control_host() const { return control_; }
+  double build_seconds() const { return build_s_; }
+
+ private:
+  std::unique_ptr<simgrid::s4u::Engine> engine_;
+  std::vector<simgrid::s4u::Host*> hosts_;
+  simgrid::s4u::Host* control_ = nullptr;
+  int slots_ = 0, standbys_ = 0, storages_ = 0;
+  double build_s_ = 0;
+};
+
+// Runs batches of transfers; completion is reported through a callback invoked from
+// a SimGrid actor (or, for memoised batches, returned at once).
+class FlowNet {
+ public:
+  explicit FlowNet(Platform& p) : platform_(p) {}
+  // Memoised duration if this batch may use the cache now, else -1.
+  std::int64_t cached(const std::vector<Transfer>& batch) const;
+  // Starts a real batch; `done(duration_ns)` runs in simulation context when all
+  // transfers finished. Requires a running SimGrid simulation (called from an actor).
+  void start(std::vector<Transfer> batch, std::function<void(std::int64_t)> done);
+  int in_flight() const { return in_flight_; }
+  // A memoised batch "runs" without SimGrid; hold it so nothing else is memoised or
+  // served from the cache while it is under way.
+  void hold() { ++in_flight_; ++epoch_; }
+  void release() { --in_flight_; }
+  // Counts for reports and benchmarks.
+  std::int64_t real_batches() const { return real_; }
+  std::int64_t cached_batches() const { return hits_; }
+  void count_hit() { ++hits_; }
+
+ private:
+  static std::string key_of(const std::vector<Transfer>& batch);
+  Platform& platform_;
+  std::map<std::string, std::int64_t> cache_;
+  int in_flight_ = 0;
+  std::uint64_t epoch_ = 0;  // bumps when a batch starts, to detect overlap
+  std::int64_t real_ = 0, hits_ = 0;
+};
+
+}  // namespace faultline::sim

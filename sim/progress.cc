@@ -1,0 +1,129 @@
+#include "sim/progress.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace faultline::sim {
+
+namespace {
+std::int64_t scale(std::int64_t ns, double f) { return static_cast<std::int64_t>(std::llround(ns * f)); }
+}  // namespace
+
+void ProgressModel::set_plan(std::int64_t interval_ns, std::int64_t blocking_ns) {
+  interval_ = interval_ns;
+  blocking_ = interval_ns > 0 ? blocking_ns : 0;
+}
+
+void ProgressModel::record(std::int64_t start, std::int64_t end, double rate) {
+  if (!record_ || end <= start) return;
+  if (!segments_.empty() && segments_.back().end == start && segments_.back().rate == rate) {
+    segments_.back().end = end;
+  } else {
+    segments_.push_back({start, end, rate});
+  }
+}
+
+void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
+  if (dt <= 0) return;
+  const std::int64_t start = at;
+  std::int64_t left = dt;
+  std::int64_t progress_gain = 0;
+  // Finish an open checkpoint block first.
+  if (in_ckpt_ > 0) {
+    const std::int64_t need = blocking_ - in_ckpt_;
+    const std::int64_t use = std::min(need, left);
+    in_ckpt_ += use;
+    b.checkpoint += use;
+    left -= use;
+    if (in_ckpt_ >= blocking_) {
+      committed_ += seg_progress_;
+      seg_progress_ = 0;
+      in_ckpt_ = 0;
+      ++checkpoints_;
+    }
+  }
+  if (left > 0 && interval_ <= 0) {
+    const std::int64_t gain = scale(left, rate_);
+    seg_progress_ += gain;
+    progress_gain += gain;
+    b.degraded += left - gain;
+    pending_degraded_ += left - gain;
+    left = 0;
+  }
+  while (left > 0) {
+    // Wall time to finish the current training segment at this rate.
+    const std::int64_t need_prog = interval_ - seg_progress_;
+    const std::int64_t need_wall = static_cast<std::int64_t>(std::ceil(need_prog / rate_));
+    if (left < need_wall) {
+      const std::int64_t gain = std::min(need_prog, scale(left, rate_));
+      seg_progress_ += gain;
+      progress_gain += gain;
+      b.degraded += left - gain;
+      left = 0;
+      break;
+    }
+    // Complete this segment, then as many whole cycles as fit, in closed form.
+    seg_progress_ += need_prog;
+    progress_gain += need_prog;
+    b.degraded += need_wall - need_prog;
+    left -= need_wall;
+    const std::int64_t cycle_wall = static_cast<std::int64_t>(std::ceil(interval_ / rate_)) + blocking_;
+    if (left < blocking_) {
+      in_ckpt_ = left;
+      b.checkpoint += left;
+      left = 0;
+      if (blocking_ == 0) {
+        committed_ += seg_progress_;
+        seg_progress_ = 0;
+        ++checkpoints_;
+      }
+      break;
+    }
+    left -= blocking_;
+    b.checkpoint += blocking_;
+    committed_ += seg_progress_;
+    seg_progress_ = 0;
+    ++checkpoints_;
+    if (cycle_wall > 0 && left >= cycle_wall) {
+      const std::int64_t k = left / cycle_wall;
+      const std::int64_t wall_train = static_cast<std::int64_t>(std::ceil(interval_ / rate_));
+      committed_ += k * interval_;
+      progress_gain += k * interval_;
+      b.checkpoint += k * blocking_;
+      b.degraded += k * (wall_train - interval_);
+      checkpoints_ += k;
+      left -= k * cycle_wall;
+    }
+    if (blocking_ == 0 && left > 0 && seg_progress_ == 0) continue;
+  }
+  // Progress is provisionally productive; lose() takes back what was not checkpointed.
+  b.productive += progress_gain;
+  if (record_ && progress_gain > 0) record(start, start + dt, static_cast<double>(progress_gain) / dt);
+}
+
+void ProgressModel::trim_segments(std::int64_t progress_ns) {
+  while (record_ && progress_ns > 0 && !segments_.empty()) {
+    auto& s = segments_.back();
+    const double have = (s.end - s.start) * s.rate;
+    if (have <= progress_ns) {
+      progress_ns -= static_cast<std::int64_t>(have);
+      segments_.pop_back();
+    } else {
+      s.end -= static_cast<std::int64_t>(progress_ns / s.rate);
+      progress_ns = 0;
+    }
+  }
+}
+
+void ProgressModel::lose(Breakdown& b) {
+  b.productive -= seg_progress_;
+  b.recompute += seg_progress_;
+  trim_segments(seg_progress_);
+  seg_progress_ = 0;
+  in_ckpt_ = 0;
+  pending_degraded_ = 0;
+}
+
+void ProgressModel::keep(Breakdown& b) { pending_degraded_ = 0; }
+
+}  // namespace faultline::sim

@@ -1,0 +1,75 @@
+// Training progress of one job between events, in closed form, and the wall-clock
+// accounting of where every nanosecond went.
+//
+// A running job alternates `interval` of training with a blocking checkpoint of
+// `blocking`; progress counts training time at full speed. Between two events the job
+// may cross thousands of checkpoints; advance() handles them with arithmetic, never a
+// loop per step. Losing the job (crash, stop) moves the progress made since the last
+// complete checkpoint to `recompute`. The buckets always add up to the wall time seen.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "policies/api/time.h"
+
+namespace faultline::sim {
+
+// Where wall time went; all buckets in nanoseconds and summing to the elapsed time.
+struct Breakdown {
+  std::int64_t productive = 0;   // training that was kept
+  std::int64_t detection = 0;    // job broken but not yet acted on
+  std::int64_t diagnosis = 0;    // stopped, policy diagnosing or deciding
+  std::int64_t failover = 0;     // waiting for machines, pulling images, process init
+  std::int64_t restore = 0;      // loading the checkpoint
+  std::int64_t recompute = 0;    // training lost since the last complete checkpoint
+  std::int64_t checkpoint = 0;   // blocking checkpoint time
+  std::int64_t degraded = 0;     // running slower than full speed
+  std::int64_t total() const {
+    return productive + detection + diagnosis + failover + restore + recompute + checkpoint + degraded;
+  }
+};
+
+// A period of kept progress, for timelines: progress accrues from `start` at `rate`
+// (training seconds per wall second, averaged over checkpoint cycles).
+struct ProgressSegment {
+  std::int64_t start = 0, end = 0;
+  double rate = 1;
+};
+
+class ProgressModel {
+ public:
+  // interval <= 0 means no checkpoints at all.
+  void set_plan(std::int64_t interval_ns, std::int64_t blocking_ns);
+  // rate in (0, 1]: 1 / slowdown factor.
+  void set_rate(double rate) { rate_ = rate; }
+  double rate() const { return rate_; }
+  void set_record_segments(bool on) { record_ = on; }
+
+  // Runs the job for `dt` from wall instant `at`, accruing progress and checkpoints.
+  void run(std::int64_t at, std::int64_t dt, Breakdown& b);
+  // Drops everything since the last complete checkpoint (crash or stop at `at`).
+  void lose(Breakdown& b);
+  // Treats the progress since the last checkpoint as kept (end of horizon).
+  void keep(Breakdown& b);
+
+  std::int64_t committed_ns() const { return committed_; }   // training at the newest checkpoint
+  std::int64_t pending_ns() const { return seg_progress_; }  // training since then
+  std::int64_t checkpoints() const { return checkpoints_; }
+  const std::vector<ProgressSegment>& segments() const { return segments_; }
+
+ private:
+  void record(std::int64_t start, std::int64_t end, double rate);
+  void trim_segments(std::int64_t progress_ns);
+  std::int64_t interval_ = 0, blocking_ = 0;
+  double rate_ = 1;
+  std::int64_t committed_ = 0;
+  std::int64_t seg_progress_ = 0;  // training since the last complete checkpoint
+  std::int64_t in_ckpt_ = 0;       // time spent in the current checkpoint block
+  std::int64_t checkpoints_ = 0;
+  std::int64_t pending_degraded_ = 0;
+  bool record_ = false;
+  std::vector<ProgressSegment> segments_;
+};
+
+}  // namespace faultline::sim

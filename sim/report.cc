@@ -1,0 +1,208 @@
+#include "sim/report.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+namespace faultline::sim {
+
+using nlohmann::json;
+
+namespace {
+
+json summary_json(const Summary& s) {
+  return {{"mean", s.mean}, {"ci95", {s.lo, s.hi}}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}};
+}
+
+const char* kBuckets[] = {"productive", "detection", "diagnosis", "failover",
+                          "restore",    "recompute", "checkpoint", "degraded"};
+
+std::int64_t bucket(const Breakdown& b, int i) {
+  switch (i) {
+    case 0: return b.productive;
+    case 1: return b.detection;
+    case 2: return b.diagnosis;
+    case 3: return b.failover;
+    case 4: return b.restore;
+    case 5: return b.recompute;
+    case 6: return b.checkpoint;
+    default: return b.degraded;
+  }
+}
+
+}  // namespace
+
+json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs, double wall_s) {
+  json out;
+  out["scenario"] = sc.name;
+  out["description"] = sc.description;
+  out["policy"] = sc.policy;
+  json params = json::object();
+  for (const auto& [k, v] : sc.policy_params.values()) params[k] = v;
+  out["policy_params"] = params;
+  out["replicas"] = rs.size();
+  out["seed"] = sc.seed;
+  out["machines"] = sc.cluster.machines;
+  out["gpus"] = static_cast<std::int64_t>(sc.cluster.machines) * sc.cluster.gpus_per_machine;
+  out["horizon_days"] = sc.job.horizon_days;
+
+  std::vector<double> ettr;
+  for (const auto& r : rs) ettr.push_back(r.ettr);
+  out["ettr"] = summary_json(summarize(ettr));
+
+  const double n = static_cast<double>(rs.size());
+  json bd = json::object(), share = json::object(), ci = json::object();
+  const double horizon_s = sc.job.horizon_days * 86400.0;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<double> xs;
+    for (const auto& r : rs) xs.push_back(bucket(r.breakdown, i) * 1e-9);
+    Summary s = summarize(xs);
+    bd[kBuckets[i]] = s.mean;
+    ci[kBuckets[i]] = {s.lo, s.hi};
+    share[kBuckets[i]] = s.mean / horizon_s;
+  }
+  out["breakdown_s"] = bd;
+  out["breakdown_ci95_s"] = ci;
+  out["breakdown_share"] = share;
+
+  json cats = json::object();
+  double total_incidents = 0, injected = 0;
+  for (size_t c = 0; c < sc.faults.size(); ++c) {
+    double inc = 0, inj = 0, res_sum = 0, res_max = 0, det_sum = 0, det_n = 0;
+    for (const auto& r : rs) {
+      const auto& k = r.categories[c];
+      inc += k.incidents;
+      inj += k.injected;
+      res_sum += k.resolution_sum_s;
+      res_max = std::max(res_max, k.resolution_max_s);
+      det_sum += k.detection_sum_s;
+      det_n += k.detected;
+    }
+    total_incidents += inc;
+    injected += inj;
+    cats[sc.faults[c].name] = {{"class", sc.faults[c].fault_class},
+                               {"symptom", scenarios::symptom_name(sc.faults[c].symptom)},
+                               {"incidents_per_replica", inc / n},
+                               {"injected_per_replica", inj / n},
+                               {"resolution_mean_s", inc > 0 ? res_sum / inc : 0.0},
+                               {"resolution_max_s", res_max},
+                               {"detection_mean_s", det_n > 0 ? det_sum / det_n : 0.0}};
+  }
+  out["incidents"] = {{"per_replica", total_incidents / n},
+                      {"faults_injected_per_replica", injected / n},
+                      {"by_category", cats}};
+  double et = 0, ef = 0, ckpt = 0, events = 0, real = 0, cached = 0, steps = 0;
+  for (const auto& r : rs) {
+    et += r.evictions_true;
+    ef += r.evictions_false;
+    ckpt += r.checkpoints;
+    events += r.events;
+    real += r.flow_batches_real;
+    cached += r.flow_batches_cached;
+    steps += r.steps;
+  }
+  out["evictions"] = {{"true_per_replica", et / n}, {"false_per_replica", ef / n}};
+  const double gpus = static_cast<double>(sc.cluster.machines) * sc.cluster.gpus_per_machine;
+  out["gpu_hours_lost_per_replica"] = (1.0 - out["ettr"]["mean"].get<double>()) * horizon_s / 3600.0 * gpus;
+  out["steps_per_replica"] = steps / n;
+  out["checkpoints_per_replica"] = ckpt / n;
+  out["engine"] = {{"events_per_replica", events / n},
+                   {"transfer_batches_simulated", real},
+                   {"transfer_batches_memoised", cached}};
+  out["wall_s"] = wall_s;
+  return out;
+}
+
+std::string format_table(const json& r) {
+  std::ostringstream o;
+  o << std::fixed;
+  const auto& e = r["ettr"];
+  o << "scenario   " << r["scenario"].get<std::string>() << "  (policy " << r["policy"].get<std::string>()
+    << ", " << r["replicas"].get<int>() << " replicas, seed " << r["seed"].get<std::uint64_t>() << ")\n";
+  o << "cluster    " << r["gpus"].get<std::int64_t>() << " GPUs on " << r["machines"].get<int>()
+    << " machines, " << std::setprecision(1) << r["horizon_days"].get<double>() << " days\n";
+  o << std::setprecision(2);
+  o << "ETTR       " << 100 * e["mean"].get<double>() << "%  (95% CI " << 100 * e["ci95"][0].get<double>()
+    << "% .. " << 100 * e["ci95"][1].get<double>() << "%, min " << 100 * e["min"].get<double>() << "%, max "
+    << 100 * e["max"].get<double>() << "%)\n\n";
+  o << "unproductive time per replica          hours    share\n";
+  for (const char* k : kBuckets) {
+    if (std::string(k) == "productive") continue;
+    o << "  " << std::left << std::setw(34) << k << std::right << std::setw(9) << std::setprecision(2)
+      << r["breakdown_s"][k].get<double>() / 3600.0 << std::setw(8) << std::setprecision(2)
+      << 100 * r["breakdown_share"][k].get<double>() << "%\n";
+  }
+  o << "\nincidents per replica: " << std::setprecision(1) << r["incidents"]["per_replica"].get<double>()
+    << "  (faults injected " << r["incidents"]["faults_injected_per_replica"].get<double>() << ")\n";
+  o << "  category                     count  detect mean s  resolve mean s  resolve max s\n";
+  for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end(); ++it) {
+    const auto& c = it.value();
+    o << "  " << std::left << std::setw(26) << it.key() << std::right << std::setw(8) << std::setprecision(1)
+      << c["incidents_per_replica"].get<double>() << std::setw(15) << std::setprecision(0)
+      << c["detection_mean_s"].get<double>() << std::setw(16) << c["resolution_mean_s"].get<double>()
+      << std::setw(15) << c["resolution_max_s"].get<double>() << "\n";
+  }
+  o << "\nevictions per replica: " << std::setprecision(1) << r["evictions"]["true_per_replica"].get<double>()
+    << " true, " << r["evictions"]["false_per_replica"].get<double>() << " false\n";
+  o << "GPU-hours lost per replica: " << std::setprecision(0) << r["gpu_hours_lost_per_replica"].get<double>()
+    << "\nwall time: " << std::setprecision(2) << r["wall_s"].get<double>() << " s\n";
+  return o.str();
+}
+
+void write_out_dir(const std::string& dir, const json& result, const std::vector<ReplicaResult>& rs,
+                   const scenarios::Scenario& sc) {
+  std::filesystem::create_directories(dir);
+  auto open = [&](const std::string& name) {
+    std::ofstream f(std::filesystem::path(dir) / name, std::ios::binary | std::ios::trunc);
+    if (!f) throw std::runtime_error(dir + "/" + name + ": cannot write");
+    return f;
+  };
+  {
+    auto f = open("result.json");
+    f << result.dump(2) << "\n";
+  }
+  {
+    auto f = open("replicas.csv");
+    f << "replica,ettr";
+    for (const char* k : kBuckets) f << "," << k << "_s";
+    f << ",incidents,faults_injected,evictions_true,evictions_false\n";
+    f << std::setprecision(17);
+    for (const auto& r : rs) {
+      std::int64_t inc = 0;
+      for (const auto& c : r.categories) inc += c.incidents;
+      f << r.replica << "," << r.ettr;
+      for (int i = 0; i < 8; ++i) f << "," << bucket(r.breakdown, i) * 1e-9;
+      f << "," << inc << "," << r.faults_injected << "," << r.evictions_true << "," << r.evictions_false << "\n";
+    }
+  }
+  if (!rs.empty() && !rs[0].timeline.empty()) {
+    auto f = open("timeline.csv");
+    f << "replica,t_h,ettr_cumulative,ettr_window_1h\n" << std::setprecision(10);
+    for (const auto& r : rs)
+      for (const auto& p : r.timeline) f << r.replica << "," << p.t_h << "," << p.cumulative << "," << p.window_1h << "\n";
+  }
+  bool any_inc = false;
+  for (const auto& r : rs) any_inc |= !r.incidents.empty();
+  if (any_inc) {
+    auto f = open("incidents.csv");
+    f << "replica,category,at_s,detected_s,resolved_s,slots\n" << std::setprecision(12);
+    for (const auto& r : rs)
+      for (const auto& i : r.incidents) {
+        f << r.replica << "," << sc.faults[i.category].name << "," << i.at_s << "," << i.detected_s << ","
+          << i.resolved_s << ",";
+        for (size_t k = 0; k < i.slots.size(); ++k) f << (k ? " " : "") << i.slots[k];
+        f << "\n";
+      }
+  }
+  bool any_dec = false;
+  for (const auto& r : rs) any_dec |= !r.decisions.empty();
+  if (any_dec) {
+    auto f = open("decisions.log");
+    for (const auto& r : rs)
+      for (const auto& d : r.decisions) f << "replica " << r.replica << " t=" << d << "\n";
+  }
+}
+
+}  // namespace faultline::sim

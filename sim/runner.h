@@ -1,0 +1,54 @@
+// Runs the replicas of one scenario: the platform is built once in this process,
+// replica 0 runs here, then every other replica runs in a forked child (SimGrid allows
+// one engine per process) that inherits the platform and the memoised transfer
+// durations, at most `jobs` at a time. Each replica draws only from streams seeded by
+// (scenario seed, replica index), and every child forks from the same parent state,
+// so results are bit-identical whatever `jobs` is.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "policies/api/registry.h"
+#include "scenarios/scenario.h"
+#include "sim/metrics.h"
+#include "sim/sim_world.h"
+
+namespace faultline::sim {
+
+struct RunStats {
+  double platform_build_s = 0;
+  double wall_s = 0;
+};
+
+// Thrown when a replica process dies or returns garbage.
+class RunError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs replicas in this process, one after another, on a platform built once. For
+// benchmarks and tools that need in-process results; run_replicas uses it for replica 0.
+class ReplicaRunner {
+ public:
+  ReplicaRunner(const scenarios::Scenario& sc, const Registry& registry);
+  ~ReplicaRunner();
+  ReplicaResult run(std::uint64_t replica, const RunOptions& opt);
+  double platform_build_s() const;
+
+ private:
+  const scenarios::Scenario& sc_;
+  const Registry& registry_;
+  std::unique_ptr<ClusterView> view_;
+  std::unique_ptr<Platform> platform_;
+  std::unique_ptr<FlowNet> flows_;
+};
+
+// `on_done(done, total)` is called in the parent after each replica.
+std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int replicas, int jobs,
+                                        const RunOptions& opt, const Registry& registry,
+                                        RunStats* stats,
+                                        const std::function<void(int, int)>& on_done = {});
+
+}  // namespace faultline::sim

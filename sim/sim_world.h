@@ -1,0 +1,175 @@
+// SimWorld: the simulator's World. One instance runs one replica.
+//
+// It owns the ground truth (faults from FaultStream), the symptom model that turns
+// each fault into what a real system would observe and when, the job's state machine
+// (running, stuck, down, acquiring machines, starting), closed-form progress, and the
+// accounting of every nanosecond into the breakdown buckets. Policies see it only
+// through the World interface.
+//
+// Time: an integer-nanosecond (time, sequence) event queue drives the replica. SimGrid
+// supplies the durations that depend on topology and contention (checkpoint restore,
+// image pulls): while no real transfer is under way the clock jumps from event to event
+// without entering SimGrid; before a real batch starts the SimGrid clock is brought to
+// the replica's time, and until the batch ends the replica waits on SimGrid for
+// whichever comes first, its next event or a batch completion.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_set>
+#include <variant>
+#include <vector>
+
+#include "policies/api/policy.h"
+#include "policies/api/registry.h"
+#include "scenarios/scenario.h"
+#include "sim/faults.h"
+#include "sim/metrics.h"
+#include "sim/network.h"
+#include "sim/progress.h"
+
+namespace faultline::sim {
+
+struct RunOptions {
+  bool timeline = false;
+  double timeline_step_s = 600;
+  bool decisions = false;
+  bool incidents = false;
+};
+
+class SimWorld final : public World {
+ public:
+  // `platform` and `flows` are shared by replicas of this process; `base` is the
+  // job's initial cluster view (copied).
+  SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platform& platform,
+           FlowNet& flows, const Registry& registry, std::uint64_t replica, RunOptions opt);
+  ~SimWorld() override;
+
+  // Runs the replica to the horizon. Must run inside a SimGrid actor.
+  ReplicaResult run();
+
+  // World
+  Instant now() const override { return Instant{now_}; }
+  const ClusterView& cluster() const override { return view_; }
+  ActionId act(Action a) override;
+  TimerId set_timer(Duration after, std::uint64_t tag) override;
+  void cancel_timer(TimerId id) override;
+  Rng& rng() override { return policy_rng_; }
+  void note(std::string_view reason) override;
+
+ private:
+  enum class JobState : std::uint8_t { kIdle, kRunning, kDown, kStarting };
+  enum class StartStage : std::uint8_t { kInit, kRestore };
+
+  struct Deliver {
+    Event event;
+    std::int64_t epoch = -1;  // dropped if the job's run epoch changed (-1 = always)
+  };
+  struct TimerItem {
+    TimerId id;
+    std::uint64_t tag;
+  };
+  struct Internal {
+    enum Kind : std::uint8_t { kAcquireScheduled, kAcquirePulled, kStartInit, kStartRestored, kFaultEnd, kWatchdog } kind;
+    std::uint64_t token = 0;  // action id or fault id
+  };
+  using Payload = std::variant<Deliver, TimerItem, Internal>;
+  struct Item {
+    std::int64_t at;
+    std::uint64_t seq;
+    Payload payload;
+  };
+  struct Later {
+    bool operator()(const Item& a, const Item& b) const {
+      return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+    }
+  };
+
+  struct Fault {
+    FaultId id = 0;
+    int category = 0;
+    std::int64_t at = 0;
+    std::vector<SlotId> slots;
+    MachineSet machines;
+    bool incident = false;   // affected the job
+    bool active = true;      // still affects a machine in the job (persistent / slowdown)
+    std::int64_t detected = -1;
+    std::int64_t resolved = -1;
+    bool rearmed = false;
+  };
+  struct Acquire {
+    ActionId id = 0;
+    AcquireMode mode;
+    std::vector<SlotId> slots;
+  };
+
+  void push(std::int64_t at, Payload p);
+  void deliver_at(std::int64_t at, Event e, bool epoch_bound);
+  void advance_to(std::int64_t t);
+  void account(std::int64_t t);
+  void dispatch(Item& item);
+  void on_internal(const Internal& in);
+  void inject(const FaultArrival& a);
+  void apply_symptom(Fault& f, bool at_start);
+  void job_down();
+  void abort_start(const std::string& signature, MachineId m, std::int64_t observe_at);
+  void update_rate();
+  void resolve_open(bool at_start);
+  void mark_acted();
+  void run_batch(std::vector<Transfer> batch, Internal done);
+  void finish_start();
+  std::vector<SlotId> empty_slots() const;
+  void place_new(SlotId s);
+  double fault_ratio(const Fault& f) const;
+
+  const scenarios::Scenario& sc_;
+  ClusterView view_;
+  Platform& platform_;
+  FlowNet& flows_;
+  std::unique_ptr<Policy> policy_;
+  std::uint64_t replica_;
+  RunOptions opt_;
+  Rng policy_rng_;
+  Rng world_rng_;
+  FaultStream faults_;
+
+  std::priority_queue<Item, std::vector<Item>, Later> queue_;
+  std::uint64_t seq_ = 0;
+  std::int64_t now_ = 0;
+  std::int64_t accounted_ = 0;
+  std::int64_t horizon_ = 0;
+  double sg_base_ = 0;  // SimGrid clock at replica time zero
+  std::unordered_set<TimerId> cancelled_;
+  TimerId next_timer_ = 1;
+  ActionId next_action_ = 1;
+  std::int64_t events_ = 0;
+  std::int64_t real_at_start_ = 0, cached_at_start_ = 0;
+
+  // Job and cluster state.
+  JobState job_ = JobState::kIdle;
+  StartStage stage_ = StartStage::kInit;
+  ActionId start_action_ = 0;
+  std::int64_t epoch_ = 0;
+  bool stuck_ = false;
+  bool broken_unacted_ = false;
+  std::vector<Acquire> acquiring_;
+  std::vector<bool> fresh_;  // slot got a new machine since the job last ran
+  std::vector<FaultId> broken_;  // per machine: active persistent fault id + 1, 0 = healthy
+  std::vector<Fault> fault_log_;
+  std::vector<FaultId> open_;  // incidents not yet resolved
+  ProgressModel progress_;
+  CheckpointTier tier_ = CheckpointTier::kRemote;
+  Duration stall_window_ = Duration::infinite();
+  bool oracle_ = false;
+  int code_version_ = 0;
+  std::uint64_t batch_token_ = 0;  // current start/acquire batch, to ignore stale ones
+  int real_in_flight_ = 0;
+
+  ReplicaResult result_;
+  struct SgSync;
+  std::unique_ptr<SgSync> sync_;
+};
+
+}  // namespace faultline::sim

@@ -1,0 +1,126 @@
+// The baseline stacks against FakeWorld: which actions, in which order, for which
+// observations.
+#include "policies/recovery/baselines.h"
+
+#include <gtest/gtest.h>
+
+#include "policies/builtin.h"
+#include "tests/support/fake_world.h"
+
+namespace faultline {
+namespace {
+
+using testing::FakeWorld;
+
+ClusterSpec small() {
+  ClusterSpec c;
+  c.machines = 8;
+  c.gpus_per_machine = 8;
+  c.tp = 8;
+  c.pp = 4;
+  c.dp = 2;
+  return c;
+}
+
+std::unique_ptr<Policy> make(const std::string& name, std::map<std::string, double> over = {}) {
+  Registry r = policies::builtin_registry();
+  Params p;
+  EXPECT_FALSE(Params::resolve(r.find(name)->params, over, &p));
+  return r.make(name, p);
+}
+
+TEST(Requeue, StartsWithRemoteCheckpointPlanThenStartsJob) {
+  FakeWorld w(small());
+  auto pol = make("requeue", {{"checkpoint_interval_s", 600}, {"checkpoint_write_s", 7}});
+  pol->start(w);
+  ASSERT_EQ(w.actions.size(), 2u);
+  auto plan = std::get<SetCheckpointPlan>(w.actions[0]);
+  EXPECT_EQ(plan.interval, Duration::seconds(600));
+  EXPECT_EQ(plan.blocking, Duration::seconds(7));
+  EXPECT_EQ(plan.tier, CheckpointTier::kRemote);
+  EXPECT_TRUE(std::holds_alternative<StartJob>(w.actions[1]));
+}
+
+TEST(Requeue, CrashWhileRunningStopsAndRequeuesWholeJob) {
+  FakeWorld w(small());
+  auto pol = make("requeue");
+  pol->start(w);
+  const ActionId start = w.last_action_id();
+  pol->on_event(JobStarted{start, 0}, w);
+  pol->on_event(ProcessExit{3, 1, "CUDA error"}, w);
+  ASSERT_EQ(w.actions.size(), 4u);
+  EXPECT_TRUE(std::holds_alternative<StopJob>(w.actions[2]));
+  auto acq = std::get<AcquireMachines>(w.actions[3]);
+  EXPECT_EQ(acq.mode, AcquireMode::kRequeue);
+  EXPECT_NE(acq.reason.find("CUDA error"), std::string::npos);
+  // Machines ready -> start.
+  pol->on_event(MachinesReady{w.last_action_id(), {}}, w);
+  EXPECT_TRUE(std::holds_alternative<StartJob>(w.actions.back()));
+}
+
+TEST(Requeue, IgnoresInspectionAlertsAndStallsItHasNoDetectorFor) {
+  FakeWorld w(small());
+  auto pol = make("requeue");
+  pol->start(w);
+  pol->on_event(JobStarted{w.last_action_id(), 0}, w);
+  const size_t before = w.actions.size();
+  pol->on_event(InspectionAlert{2, "nic", "port down"}, w);
+  pol->on_event(ProgressStalled{10, Duration::minutes(10)}, w);
+  EXPECT_EQ(w.actions.size(), before);
+}
+
+TEST(Requeue, FailureDuringRestartRequeuesAgainWithoutStopping) {
+  FakeWorld w(small());
+  auto pol = make("requeue");
+  pol->start(w);
+  pol->on_event(StartFailed{w.last_action_id(), kNoMachine, "HDFS error"}, w);
+  ASSERT_TRUE(std::holds_alternative<AcquireMachines>(w.actions.back()));
+  EXPECT_TRUE(w.all<StopJob>().empty());
+}
+
+TEST(Oracle, EvictsAndReplacesPersistentFaultyMachine) {
+  FakeWorld w(small());
+  auto pol = make("oracle");
+  pol->start(w);
+  ASSERT_TRUE(std::holds_alternative<EnableOracle>(w.actions[0]));
+  pol->on_event(JobStarted{w.last_action_id(), 0}, w);
+  pol->on_event(OracleFault{{5}, "cuda_error", true}, w);
+  auto ev = w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].machines, MachineSet{5});
+  auto acq = w.all<AcquireMachines>();
+  ASSERT_EQ(acq.size(), 1u);
+  EXPECT_EQ(acq[0].mode, AcquireMode::kOracle);
+  EXPECT_EQ(acq[0].slots, std::vector<SlotId>{5});
+}
+
+TEST(Oracle, TransientFaultRestartsInPlace) {
+  FakeWorld w(small());
+  auto pol = make("oracle");
+  pol->start(w);
+  pol->on_event(JobStarted{w.last_action_id(), 0}, w);
+  pol->on_event(OracleFault{{}, "storage_service", false}, w);
+  EXPECT_TRUE(w.all<EvictMachines>().empty());
+  EXPECT_TRUE(w.all<AcquireMachines>().empty());
+  EXPECT_TRUE(std::holds_alternative<StartJob>(w.actions.back()));
+}
+
+TEST(FakeWorld, TimersFireInTimeThenSetOrder) {
+  FakeWorld w(small());
+  struct Recorder : Policy {
+    PolicyInfo i{"rec", "1", "", {}};
+    std::vector<std::uint64_t> tags;
+    const PolicyInfo& info() const override { return i; }
+    void on_event(const Event& e, World&) override { tags.push_back(std::get<TimerFired>(e).tag); }
+  } rec;
+  w.set_timer(Duration::seconds(5), 1);
+  w.set_timer(Duration::seconds(2), 2);
+  w.set_timer(Duration::seconds(5), 3);
+  const TimerId gone = w.set_timer(Duration::seconds(1), 4);
+  w.cancel_timer(gone);
+  w.advance_to(Instant{Duration::seconds(10).ns}, rec);
+  EXPECT_EQ(rec.tags, (std::vector<std::uint64_t>{2, 1, 3}));
+}
+
+}  // namespace
+}  // namespace faultline

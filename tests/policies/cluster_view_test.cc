@@ -1,0 +1,72 @@
+#include "policies/api/cluster_view.h"
+
+#include <gtest/gtest.h>
+
+namespace faultline {
+namespace {
+
+ClusterSpec fig7() {
+  // ByteRobust Fig. 7: TP=2, PP=4, DP=4 on 16 machines of 2 GPUs.
+  ClusterSpec c;
+  c.machines = 16;
+  c.gpus_per_machine = 2;
+  c.rack_size = 4;
+  c.tp = 2;
+  c.pp = 4;
+  c.dp = 4;
+  return c;
+}
+
+TEST(ClusterView, PpGroupIsConsecutiveMachinesOfOnePipeline) {
+  ClusterView v(fig7());
+  EXPECT_EQ(v.pp_group(15), (std::vector<SlotId>{12, 13, 14, 15}));
+  EXPECT_EQ(v.pp_group(0), (std::vector<SlotId>{0, 1, 2, 3}));
+  EXPECT_EQ(v.pp_group_index(13), 3);
+}
+
+TEST(ClusterView, DpGroupHoldsOneStageOfEveryReplica) {
+  ClusterView v(fig7());
+  EXPECT_EQ(v.dp_group(13), (std::vector<SlotId>{1, 5, 9, 13}));
+}
+
+TEST(ClusterView, MachinesHoldingSeveralTensorGroupsSpanStages) {
+  // TP=2 on 8-GPU machines: each machine holds 4 consecutive stages of one replica.
+  ClusterSpec c;
+  c.machines = 4;
+  c.gpus_per_machine = 8;
+  c.tp = 2;
+  c.pp = 8;
+  c.dp = 2;
+  ClusterView v(c);
+  EXPECT_EQ(v.pp_group(0), (std::vector<SlotId>{0, 1}));
+  EXPECT_EQ(v.pp_group(3), (std::vector<SlotId>{2, 3}));
+  EXPECT_EQ(v.dp_group(0), (std::vector<SlotId>{0, 2}));
+}
+
+TEST(ClusterView, TopologyGraphHasOneVertexPerSwitchAndMachine) {
+  ClusterSpec c = fig7();
+  c.racks_per_pod = 2;
+  c.spines = 2;
+  c.storage_hosts = 3;
+  ClusterView v(c);
+  // 16 machines + 4 ToRs + 2 leaves + 2 spines + 3 storage.
+  EXPECT_EQ(boost::num_vertices(v.graph()), 27u);
+  // 16 NIC edges + 4 ToR uplinks + 2x2 leaf-spine + 3 storage.
+  EXPECT_EQ(boost::num_edges(v.graph()), 27u);
+  EXPECT_EQ(v.rack_slots(3), (std::vector<SlotId>{12, 13, 14, 15}));
+}
+
+TEST(ClusterView, ReplacementTakesTheSlotAndVacateEmptiesIt) {
+  ClusterView v(fig7());
+  const MachineId m = v.add_machine();
+  v.place(m, 5);
+  EXPECT_EQ(v.machine_in(5), m);
+  EXPECT_EQ(v.slot_of(5), -1);
+  EXPECT_EQ(v.slot_of(m), 5);
+  v.vacate(5);
+  EXPECT_EQ(v.machine_in(5), kNoMachine);
+  EXPECT_EQ(v.slot_of(m), -1);
+}
+
+}  // namespace
+}  // namespace faultline

@@ -1,0 +1,177 @@
+// End-to-end checks of `faultline sim run`, each simulation in its own process.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/support/cli.h"
+
+namespace faultline::testing {
+namespace {
+
+using nlohmann::json;
+
+json run_json(std::vector<std::string> args) {
+  args.insert(args.begin(), {"sim", "run"});
+  args.push_back("--format");
+  args.push_back("json");
+  CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+double daly(double M, double R, double tau, double delta) {
+  return tau / (M * std::exp(R / M) * (std::exp((tau + delta) / M) - 1));
+}
+
+struct DalyCase {
+  double M, R, tau, delta, horizon_days;
+};
+
+class DalyExactness : public ::testing::TestWithParam<DalyCase> {};
+
+// With the simulator set to Daly's assumptions, the mean ETTR over 2,000 replicas
+// agrees with the closed form within three standard errors.
+TEST_P(DalyExactness, MeanEttrMatchesClosedForm) {
+  const DalyCase c = GetParam();
+  json r = run_json({scenarios_dir() + "/daly-check.json", "--jobs", "2", "--replicas", "2000",
+                     "--set", "faults.categories.failure.rate_per_job_day=" + std::to_string(86400.0 / c.M),
+                     "--set", "cluster.scheduler.requeue_base_s=" + std::to_string(c.R),
+                     "--set", "policy.params.checkpoint_interval_s=" + std::to_string(c.tau),
+                     "--set", "policy.params.checkpoint_write_s=" + std::to_string(c.delta),
+                     "--set", "job.horizon_days=" + std::to_string(c.horizon_days)});
+  const double mean = r["ettr"]["mean"];
+  const double se = r["ettr"]["stddev"].get<double>() / std::sqrt(r["replicas"].get<double>());
+  const double expected = daly(c.M, c.R, c.tau, c.delta);
+  EXPECT_NEAR(mean, expected, 3 * se) << "Daly " << expected << " sim " << mean << " se " << se;
+  EXPECT_GT(se, 0);
+  // The breakdown accounts for every second of the horizon.
+  double total = 0;
+  for (auto& [k, v] : r["breakdown_s"].items()) total += v.get<double>();
+  EXPECT_NEAR(total, c.horizon_days * 86400, 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ParameterSets, DalyExactness,
+    ::testing::Values(DalyCase{4 * 3600.0, 600, 3600, 300, 180},   // M = 4 h
+                      DalyCase{3600.0, 300, 3600, 120, 60},        // MTBF equal to tau
+                      DalyCase{86400.0, 1800, 7200, 600, 365}));   // M = 1 day
+
+TEST(SimRun, SameSeedGivesByteIdenticalJsonWhateverJobs) {
+  auto strip = [](const std::string& text) {
+    json j = json::parse(text);
+    j.erase("wall_s");
+    return j.dump();
+  };
+  const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
+  CliResult a = run_cli({"sim", "run", scen, "--replicas", "30", "--jobs", "1", "--format", "json"});
+  CliResult b = run_cli({"sim", "run", scen, "--replicas", "30", "--jobs", "2", "--format", "json"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(strip(a.out), strip(b.out));
+  CliResult c = run_cli({"sim", "run", scen, "--replicas", "30", "--jobs", "2", "--format", "json", "--seed", "5"});
+  EXPECT_NE(strip(a.out), strip(c.out));
+}
+
+TEST(SimRun, JobSeesFaultsAtNTimesLambda) {
+  // 1,200 machines at 1e-3 faults per machine-day over 90 days: 108 per replica.
+  json r = run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "300", "--jobs", "2",
+                     "--set",
+                     R"(faults.categories=[{"name":"f","rate_per_machine_day":0.001,"symptom":"crash"}])",
+                     "--set", "policy.stack=oracle", "--set", "policy.params={}"});
+  const double mean = r["incidents"]["faults_injected_per_replica"];
+  const double expected = 1200 * 1e-3 * 90;
+  EXPECT_NEAR(mean, expected, 4 * std::sqrt(expected / 300));
+}
+
+TEST(SimRun, RequeueBelowOracleOnDefaultScenario) {
+  const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
+  json rq = run_json({scen, "--replicas", "40", "--jobs", "2"});
+  json orc = run_json({scen, "--replicas", "40", "--jobs", "2", "--set", "policy.stack=oracle", "--set",
+                       "policy.params={}"});
+  EXPECT_LT(rq["ettr"]["ci95"][1].get<double>(), orc["ettr"]["ci95"][0].get<double>());
+  EXPECT_GT(orc["ettr"]["mean"].get<double>(), 0.99);
+  // The dense job's ~175 incidents in 90 days (DOMAIN §2).
+  EXPECT_NEAR(orc["incidents"]["per_replica"].get<double>(), 175, 12);
+  // With other faults around, a hang is sometimes cleared early by another crash's requeue.
+  EXPECT_LE(rq["incidents"]["by_category"]["hang"]["detection_mean_s"].get<double>(), 600);
+}
+
+TEST(SimRun, RequeueDetectsHangsExactlyAtTheCollectiveTimeout) {
+  const std::string only_hangs =
+      R"(faults.categories=[{"name":"hang","rate_per_machine_day":1e-4,"symptom":"hang","persistent":true}])";
+  for (int timeout : {600, 1800}) {
+    json r = run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "20", "--set", only_hangs,
+                       "--set", "job.collective_timeout_s=" + std::to_string(timeout)});
+    EXPECT_NEAR(r["incidents"]["by_category"]["hang"]["detection_mean_s"].get<double>(), timeout, 1e-6);
+    EXPECT_GT(r["incidents"]["by_category"]["hang"]["incidents_per_replica"].get<double>(), 5);
+  }
+}
+
+TEST(SimRun, MalformedScenariosAreRejectedWithOneLineAndExitTwo) {
+  const std::string dir = tests_dir() + "/scenarios/malformed";
+  std::ifstream idx(dir + "/expected.tsv");
+  std::string line;
+  int n = 0;
+  while (std::getline(idx, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto tab = line.find('\t');
+    const std::string file = dir + "/" + line.substr(0, tab);
+    const std::string want = line.substr(tab + 1);
+    CliResult r = run_cli({"sim", "run", file});
+    EXPECT_EQ(r.exit_code, 2) << file << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << file;
+    ASSERT_FALSE(r.err.empty()) << file;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+    EXPECT_NE(r.err.find(file + ": " + want), std::string::npos) << "got: " << r.err << "want: " << want;
+    ++n;
+  }
+  EXPECT_GE(n, 20);
+}
+
+TEST(SimRun, BadCommandLineIsAUsageError) {
+  const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"sim", "run", scen, "--jobs", "0"},
+           {"sim", "run", scen, "--replicas", "x"},
+           {"sim", "run", scen, "--format", "xml"},
+           {"sim", "run", scen, "--bogus"},
+           {"sim", "run"},
+           {"sim", "run", "/nonexistent/scenario.json"},
+           {"sim", "run", scen, "--set", "job.pp"},
+           {"sim", "run", scen, "--set", "faults.categories[99].rate_per_machine_day=1"},
+           {"sim", "run", scen, "--set", "job.pp=-3"},
+           {"frobnicate"}}) {
+    CliResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+TEST(SimRun, OutDirHasResultReplicasTimelineAndIncidents) {
+  const auto dir = std::filesystem::temp_directory_path() / "faultline-outdir-test";
+  std::filesystem::remove_all(dir);
+  CliResult r = run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "3",
+                         "--out", dir.string(), "--timeline", "--incidents", "--decisions"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* f : {"result.json", "replicas.csv", "timeline.csv", "incidents.csv", "decisions.log"})
+    EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
+  // The timeline's last cumulative value is the replica's ETTR.
+  std::ifstream tl(dir / "timeline.csv");
+  std::string line, last0;
+  while (std::getline(tl, line))
+    if (line.rfind("0,", 0) == 0) last0 = line;
+  std::ifstream rep(dir / "replicas.csv");
+  std::getline(rep, line);
+  std::getline(rep, line);
+  const double ettr = std::stod(line.substr(line.find(',') + 1));
+  const double cum = std::stod(last0.substr(last0.find(',', last0.find(',') + 1) + 1));
+  EXPECT_NEAR(cum, ettr, 1e-6);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace faultline::testing

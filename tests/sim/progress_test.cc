@@ -1,0 +1,115 @@
+// The closed-form progress model against a brute-force reference that walks the job
+// one small tick at a time.
+#include "sim/progress.h"
+
+#include <gtest/gtest.h>
+
+#include "policies/api/rng.h"
+
+namespace faultline::sim {
+namespace {
+
+// Reference: explicit state machine stepped in ticks of `tick` ns.
+struct Reference {
+  std::int64_t interval, blocking;
+  double rate;
+  double seg = 0, ckpt = 0, committed = 0;
+  Breakdown b;
+  bool in_ckpt = false;
+  void run(std::int64_t dt, std::int64_t tick) {
+    for (std::int64_t t = 0; t < dt; t += tick) {
+      const std::int64_t step = std::min(tick, dt - t);
+      if (!in_ckpt) {
+        seg += step * rate;
+        b.productive += static_cast<std::int64_t>(step * rate);
+        b.degraded += step - static_cast<std::int64_t>(step * rate);
+        if (seg >= interval) {
+          in_ckpt = blocking > 0;
+          if (!in_ckpt) { committed += seg; seg = 0; }
+        }
+      } else {
+        ckpt += step;
+        b.checkpoint += step;
+        if (ckpt >= blocking) {
+          committed += seg;
+          seg = 0;
+          ckpt = 0;
+          in_ckpt = false;
+        }
+      }
+    }
+  }
+};
+
+TEST(ProgressModel, MatchesTickByTickReferenceAcrossManyCheckpoints) {
+  Rng rng(42);
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::int64_t tick = 1000;  // 1 us ticks; durations are multiples of the tick
+    const std::int64_t interval = (1 + rng.below(50)) * 10 * tick;
+    const std::int64_t blocking = rng.below(4) * 7 * tick;
+    ProgressModel m;
+    m.set_plan(interval, blocking);
+    Reference ref{interval, blocking, 1.0};
+    Breakdown b;
+    std::int64_t at = 0;
+    for (int k = 0; k < 5; ++k) {
+      const std::int64_t dt = (1 + rng.below(3000)) * tick;
+      m.run(at, dt, b);
+      ref.run(dt, tick);
+      at += dt;
+      ASSERT_EQ(b.checkpoint, ref.b.checkpoint) << "trial " << trial;
+      ASSERT_EQ(m.committed_ns(), static_cast<std::int64_t>(ref.committed)) << "trial " << trial;
+      ASSERT_EQ(m.pending_ns(), static_cast<std::int64_t>(ref.seg)) << "trial " << trial;
+    }
+    EXPECT_EQ(b.total(), at);
+  }
+}
+
+TEST(ProgressModel, LoseMovesUncommittedProgressToRecompute) {
+  ProgressModel m;
+  m.set_plan(100, 10);
+  Breakdown b;
+  m.run(0, 250, b);  // 100 train, 10 ckpt, 100 train, 10 ckpt, 30 train
+  EXPECT_EQ(m.committed_ns(), 200);
+  EXPECT_EQ(m.pending_ns(), 30);
+  m.lose(b);
+  EXPECT_EQ(b.recompute, 30);
+  EXPECT_EQ(b.productive, 200);
+  EXPECT_EQ(b.checkpoint, 20);
+  EXPECT_EQ(b.total(), 250);
+}
+
+TEST(ProgressModel, SlowdownSplitsWallTimeIntoProgressAndDegraded) {
+  ProgressModel m;
+  m.set_plan(0, 0);  // no checkpoints
+  m.set_rate(0.5);
+  Breakdown b;
+  m.run(0, 1000, b);
+  EXPECT_EQ(b.productive, 500);
+  EXPECT_EQ(b.degraded, 500);
+}
+
+TEST(ProgressModel, FailureDuringCheckpointLosesTheWholeSegment) {
+  ProgressModel m;
+  m.set_plan(100, 50);
+  Breakdown b;
+  m.run(0, 120, b);  // 100 trained, 20 of 50 checkpoint
+  EXPECT_EQ(m.committed_ns(), 0);
+  m.lose(b);
+  EXPECT_EQ(b.recompute, 100);
+  EXPECT_EQ(b.checkpoint, 20);
+}
+
+TEST(ProgressModel, TimelineSegmentsAreTrimmedByLostProgress) {
+  ProgressModel m;
+  m.set_record_segments(true);
+  m.set_plan(100, 0);
+  Breakdown b;
+  m.run(0, 150, b);
+  m.lose(b);  // 50 lost
+  ASSERT_EQ(m.segments().size(), 1u);
+  EXPECT_EQ(m.segments()[0].end, 100);
+}
+
+}  // namespace
+}  // namespace faultline::sim

@@ -1,0 +1,53 @@
+#include "tests/support/cli.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace faultline::testing {
+
+std::string faultline_binary() { return FAULTLINE_BIN; }
+std::string scenarios_dir() { return FAULTLINE_SOURCE_DIR "/scenarios"; }
+std::string tests_dir() { return FAULTLINE_SOURCE_DIR "/tests"; }
+
+CliResult run_cli(const std::vector<std::string>& args) {
+  char out_tmpl[] = "/tmp/faultline-test-outXXXXXX";
+  char err_tmpl[] = "/tmp/faultline-test-errXXXXXX";
+  const int out_fd = mkstemp(out_tmpl);
+  const int err_fd = mkstemp(err_tmpl);
+  if (out_fd < 0 || err_fd < 0) throw std::runtime_error("mkstemp failed");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    std::vector<std::string> all{faultline_binary()};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  auto slurp = [](const char* path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  r.out = slurp(out_tmpl);
+  r.err = slurp(err_tmpl);
+  close(out_fd);
+  close(err_fd);
+  unlink(out_tmpl);
+  unlink(err_tmpl);
+  return r;
+}
+
+}  // namespace faultline::testing

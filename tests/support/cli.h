@@ -1,0 +1,24 @@
+// Runs the built `faultline` binary in a child process (SimGrid allows one engine per
+// process, so every simulation in the tests gets its own).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace faultline::testing {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Path of the faultline binary (set by CMake).
+std::string faultline_binary();
+// Runs faultline with `args`; captures stdout and stderr.
+CliResult run_cli(const std::vector<std::string>& args);
+// Directory of the repository's scenarios (set by CMake).
+std::string scenarios_dir();
+std::string tests_dir();
+
+}  // namespace faultline::testing
