@@ -110,36 +110,41 @@ Platform::Platform(const ClusterView& view, int) {
 
 Platform::~Platform() = default;
 
-std::string FlowNet::key_of(const std::vector<Transfer>& batch) {
-  std::string k;
-  k.resize(batch.size() * (2 * sizeof(int) + sizeof(double)));
-  char* p = k.data();
+FlowNet::Key FlowNet::key_of(const std::vector<Transfer>& batch) {
+  // Two independent 64-bit hashes of the exact transfer list (a collision would need
+  // both to collide); cheap enough to compute for a 25k-transfer batch on every use.
+  auto mix = [](std::uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  Key k{batch.size(), 0x243F6A8885A308D3ull, 0x13198A2E03707344ull};
   for (const auto& t : batch) {
-    std::memcpy(p, &t.src, sizeof(int));
-    p += sizeof(int);
-    std::memcpy(p, &t.dst, sizeof(int));
-    p += sizeof(int);
-    std::memcpy(p, &t.bytes, sizeof(double));
-    p += sizeof(double);
+    std::uint64_t bytes;
+    std::memcpy(&bytes, &t.bytes, sizeof bytes);
+    const std::uint64_t v = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.src)) << 32) ^
+                            static_cast<std::uint32_t>(t.dst);
+    k.h1 = mix(k.h1 ^ v) + bytes;
+    k.h2 = mix(k.h2 + bytes) ^ (v * 0xD6E8FEB86659FD93ull);
   }
   return k;
 }
 
-std::int64_t FlowNet::cached(const std::vector<Transfer>& batch) const {
+std::int64_t FlowNet::cached(const Key& key) const {
   if (in_flight_ > 0) return -1;
-  auto it = cache_.find(key_of(batch));
+  auto it = cache_.find(key);
   return it == cache_.end() ? -1 : it->second;
 }
 
-void FlowNet::start(std::vector<Transfer> batch, std::function<void(std::int64_t)> done) {
+void FlowNet::start(std::vector<Transfer> batch, const Key& key, std::function<void(std::int64_t)> done) {
   ++real_;
   const bool idle = in_flight_ == 0;
   ++in_flight_;
   const std::uint64_t my_epoch = ++epoch_;
-  std::string key = key_of(batch);
   sg4::Actor::create("flows", platform_.control_host(),
                      [this, batch = std::move(batch), done = std::move(done), idle, my_epoch,
-                      key = std::move(key)]() {
+                      key]() {
                        const double t0 = sg4::Engine::get_clock();
                        std::vector<sg4::CommPtr> comms;
                        comms.reserve(batch.size());

@@ -65,11 +65,18 @@ class Platform {
 class FlowNet {
  public:
   explicit FlowNet(Platform& p) : platform_(p) {}
+  // Identity of a batch: its size and two 64-bit hashes of the exact transfer list.
+  struct Key {
+    std::size_t n;
+    std::uint64_t h1, h2;
+    auto operator<=>(const Key&) const = default;
+  };
+  static Key key_of(const std::vector<Transfer>& batch);
   // Memoised duration if this batch may use the cache now, else -1.
-  std::int64_t cached(const std::vector<Transfer>& batch) const;
+  std::int64_t cached(const Key& key) const;
   // Starts a real batch; `done(duration_ns)` runs in simulation context when all
   // transfers finished. Requires a running SimGrid simulation (called from an actor).
-  void start(std::vector<Transfer> batch, std::function<void(std::int64_t)> done);
+  void start(std::vector<Transfer> batch, const Key& key, std::function<void(std::int64_t)> done);
   int in_flight() const { return in_flight_; }
   // A memoised batch "runs" without SimGrid; hold it so nothing else is memoised or
   // served from the cache while it is under way.
@@ -81,9 +88,8 @@ class FlowNet {
   void count_hit() { ++hits_; }
 
  private:
-  static std::string key_of(const std::vector<Transfer>& batch);
   Platform& platform_;
-  std::map<std::string, std::int64_t> cache_;
+  std::map<Key, std::int64_t> cache_;
   int in_flight_ = 0;
   std::uint64_t epoch_ = 0;  // bumps when a batch starts, to detect overlap
   std::int64_t real_ = 0, hits_ = 0;

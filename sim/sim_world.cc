@@ -351,13 +351,31 @@ void SimWorld::place_new(SlotId s) {
   fresh_[s] = true;
 }
 
+void SimWorld::run_whole_job_batch(int kind, double bytes, bool, Internal done) {
+  auto it = whole_job_.find({kind, bytes});
+  if (it == whole_job_.end()) {
+    std::vector<Transfer> batch;
+    batch.reserve(view_.slots());
+    for (SlotId s = 0; s < view_.slots(); ++s)
+      batch.push_back({platform_.storage_host(s % platform_.storage_hosts()), platform_.slot_host(s), bytes});
+    FlowNet::Key key = FlowNet::key_of(batch);
+    it = whole_job_.emplace(std::make_pair(kind, bytes), std::make_pair(std::move(batch), key)).first;
+  }
+  run_batch_keyed(it->second.first, it->second.second, done);
+}
+
 void SimWorld::run_batch(std::vector<Transfer> batch, Internal done) {
-  const std::uint64_t token = batch_token_;
   if (batch.empty()) {
     push(now_, done);
     return;
   }
-  const std::int64_t d = flows_.cached(batch);
+  const FlowNet::Key key = FlowNet::key_of(batch);
+  run_batch_keyed(batch, key, done);
+}
+
+void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key, Internal done) {
+  const std::uint64_t token = batch_token_;
+  const std::int64_t d = flows_.cached(key);
   if (d >= 0) {
     flows_.count_hit();
     flows_.hold();
@@ -368,7 +386,7 @@ void SimWorld::run_batch(std::vector<Transfer> batch, Internal done) {
   // Bring SimGrid's clock to our time, then run the transfers for real.
   sg4::this_actor::sleep_until(sg_base_ + now_ * 1e-9);
   ++real_in_flight_;
-  flows_.start(std::move(batch), [this, done, token](std::int64_t) {
+  flows_.start(batch, key, [this, done, token](std::int64_t) {
     --real_in_flight_;
     const std::int64_t at =
         std::max(now_, Duration::round_ns((sg4::Engine::get_clock() - sg_base_) * 1e9));
@@ -436,8 +454,12 @@ ActionId SimWorld::act(Action a) {
               ++batch_token_;
               acquiring_.clear();
               acq.slots.clear();
+              // The whole job is torn down and rescheduled. Healthy machines come back
+              // (the job's reservation); machines with an active persistent fault are
+              // drained by the scheduler's node health check and replaced.
               for (SlotId s = 0; s < view_.slots(); ++s) {
-                view_.vacate(s);
+                const MachineId m = view_.machine_in(s);
+                if (m != kNoMachine && broken_[m]) view_.vacate(s);
                 acq.slots.push_back(s);
               }
               update_rate();
@@ -505,16 +527,24 @@ void SimWorld::on_internal(const Internal& in) {
       auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
                              [&](const Acquire& a) { return a.id == in.token; });
       if (it == acquiring_.end()) return;
+      const Internal pulled{Internal::kAcquirePulled, in.token};
+      if (it->mode == AcquireMode::kRequeue) {
+        // Every machine of the requeued job pulls the image again.
+        for (SlotId s : it->slots)
+          if (view_.machine_in(s) == kNoMachine) place_new(s);
+        if (sc_.job.image_bytes > 0) run_whole_job_batch(0, sc_.job.image_bytes, true, pulled);
+        else push(now_, pulled);
+        return;
+      }
       std::vector<Transfer> pull;
       for (SlotId s : it->slots) {
-        if (view_.machine_in(s) != kNoMachine) continue;
+        if (view_.machine_in(s) != kNoMachine) continue;  // already there
         place_new(s);
         if (sc_.job.image_bytes > 0)
-          pull.push_back({platform_.slot_host(s), platform_.storage_host(s % platform_.storage_hosts()),
+          pull.push_back({platform_.storage_host(s % platform_.storage_hosts()), platform_.slot_host(s),
                           sc_.job.image_bytes});
       }
-      std::sort(pull.begin(), pull.end(), [](const Transfer& a, const Transfer& b) { return a.dst < b.dst; });
-      run_batch(std::move(pull), Internal{Internal::kAcquirePulled, in.token});
+      run_batch(std::move(pull), pulled);
       return;
     }
     case Internal::kAcquirePulled: {
@@ -533,11 +563,14 @@ void SimWorld::on_internal(const Internal& in) {
       stage_ = StartStage::kRestore;
       std::vector<Transfer> restore;
       const double bytes = sc_.job.checkpoint_bytes_per_machine;
+      const Internal restored{Internal::kStartRestored, batch_token_};
+      if (bytes > 0 && tier_ == CheckpointTier::kRemote) {
+        run_whole_job_batch(1, bytes, true, restored);
+        return;
+      }
       if (bytes > 0) {
         for (SlotId s = 0; s < view_.slots(); ++s) {
-          if (tier_ == CheckpointTier::kRemote) {
-            restore.push_back({platform_.storage_host(s % platform_.storage_hosts()), platform_.slot_host(s), bytes});
-          } else if (fresh_[s]) {
+          if (fresh_[s]) {
             // The backup copy lives on a peer outside the slot's parallel groups (one rack over).
             const SlotId peer = (s + sc_.cluster.rack_size * (sc_.cluster.pp + 1)) % view_.slots();
             restore.push_back({platform_.slot_host(peer == s ? (s + 1) % view_.slots() : peer),
@@ -545,7 +578,7 @@ void SimWorld::on_internal(const Internal& in) {
           }
         }
       }
-      run_batch(std::move(restore), Internal{Internal::kStartRestored, batch_token_});
+      run_batch(std::move(restore), restored);
       return;
     }
     case Internal::kStartRestored: {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <queue>
 #include <string>
@@ -119,6 +120,9 @@ class SimWorld final : public World {
   void resolve_open(bool at_start);
   void mark_acted();
   void run_batch(std::vector<Transfer> batch, Internal done);
+  void run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key, Internal done);
+  // A whole-job batch (every slot from storage), built and hashed once per replica.
+  void run_whole_job_batch(int kind, double bytes, bool to_slots_from_storage, Internal done);
   void finish_start();
   std::vector<SlotId> empty_slots() const;
   void place_new(SlotId s);
@@ -167,6 +171,7 @@ class SimWorld final : public World {
   std::uint64_t batch_token_ = 0;  // current start/acquire batch, to ignore stale ones
   int real_in_flight_ = 0;
 
+  std::map<std::pair<int, double>, std::pair<std::vector<Transfer>, FlowNet::Key>> whole_job_;
   ReplicaResult result_;
   struct SgSync;
   std::unique_ptr<SgSync> sync_;
