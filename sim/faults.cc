@@ -1,5 +1,6 @@
 #include "sim/faults.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -9,9 +10,27 @@ namespace {
 constexpr double kNsPerDay = 86400e9;
 }
 
+std::vector<FaultArrival> trace_arrivals(const scenarios::Scenario& sc, std::uint64_t replica) {
+  std::vector<FaultArrival> out;
+  if (!sc.trace || !sc.trace->timelines) return out;
+  const scenarios::TraceSource& ts = *sc.trace;
+  traces::ArrivalOptions opt;
+  opt.mode = ts.mode == "replay" ? traces::ArrivalMode::kReplay : traces::ArrivalMode::kBootstrap;
+  opt.order = ts.node_order == "random" ? traces::NodeOrder::kRandom : traces::NodeOrder::kInOrder;
+  opt.time_scale = ts.time_scale;
+  opt.start_s = ts.start_day * 86400.0;
+  opt.slots = sc.cluster.machines;
+  opt.rack_size = sc.cluster.rack_size;
+  opt.horizon_s = sc.job.horizon_days * 86400.0;
+  for (const auto& a : traces::trace_arrivals(*ts.timelines, opt, sc.seed, replica))
+    out.push_back({a.at_ns, ts.first_category + a.category, a.slot});
+  return out;
+}
+
 FaultStream::FaultStream(const std::vector<scenarios::FaultCategory>& cats, int slots,
-                         int rack_size, std::uint64_t seed, std::uint64_t replica)
-    : cats_(cats), slots_(slots), rack_size_(rack_size) {
+                         int rack_size, std::uint64_t seed, std::uint64_t replica,
+                         std::vector<FaultArrival> scripted)
+    : cats_(cats), slots_(slots), rack_size_(rack_size), scripted_(std::move(scripted)) {
   for (size_t c = 0; c < cats_.size(); ++c) rng_.emplace_back(Rng({seed, replica, 0xFA17ull, c}));
   for (size_t c = 0; c < cats_.size(); ++c) {
     const auto& cat = cats_[c];
@@ -64,10 +83,19 @@ int FaultStream::units_of(int c) const {
 }
 
 std::int64_t FaultStream::peek_time() const {
-  return heap_.empty() ? std::numeric_limits<std::int64_t>::max() : heap_.top().at;
+  const std::int64_t modelled = heap_.empty() ? std::numeric_limits<std::int64_t>::max() : heap_.top().at;
+  if (scripted_next_ < scripted_.size()) return std::min(modelled, scripted_[scripted_next_].at_ns);
+  return modelled;
 }
 
 FaultArrival FaultStream::next() {
+  if (scripted_next_ < scripted_.size()) {
+    const FaultArrival& s = scripted_[scripted_next_];
+    if (heap_.empty() || s.at_ns < heap_.top().at || (s.at_ns == heap_.top().at && s.category < heap_.top().category)) {
+      ++scripted_next_;
+      return s;
+    }
+  }
   if (heap_.empty()) return {std::numeric_limits<std::int64_t>::max(), 0, 0};
   Pending p = heap_.top();
   heap_.pop();

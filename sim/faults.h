@@ -5,8 +5,9 @@
 // slot, which costs one draw per fault whatever N is; Weibull categories run one
 // renewal process per slot, started in equilibrium. Arrivals are generated lazily, so
 // a 200k-GPU, 90-day replica holds one pending arrival per category (plus one per slot
-// for Weibull ones). Policies never see these; the symptom model turns them into
-// observations.
+// for Weibull ones). A scenario's faults.trace adds arrivals fixed in advance by a real
+// trace (replayed or bootstrapped, traces/arrivals.h), merged in time order. Policies
+// never see these; the symptom model turns them into observations.
 #pragma once
 
 #include <cstdint>
@@ -24,10 +25,16 @@ struct FaultArrival {
   int slot = 0;  // target slot (machine scope), first slot of the rack (rack scope), 0 (job)
 };
 
+// Trace-driven arrivals of the scenario's faults.trace for one replica, in time order
+// (empty without a trace). Categories index the scenario's faults.
+std::vector<FaultArrival> trace_arrivals(const scenarios::Scenario& sc, std::uint64_t replica);
+
 class FaultStream {
  public:
+  // `scripted`: arrivals fixed in advance (a trace's), in time order, merged with the
+  // modelled ones.
   FaultStream(const std::vector<scenarios::FaultCategory>& cats, int slots, int rack_size,
-              std::uint64_t seed, std::uint64_t replica);
+              std::uint64_t seed, std::uint64_t replica, std::vector<FaultArrival> scripted = {});
   // Next arrival in time order (ties: lower category first). at_ns is INT64_MAX when none.
   FaultArrival next();
   std::int64_t peek_time() const;
@@ -52,6 +59,8 @@ class FaultStream {
   int rack_size_;
   std::vector<Rng> rng_;  // one stream per category
   std::priority_queue<Pending, std::vector<Pending>, std::greater<>> heap_;
+  std::vector<FaultArrival> scripted_;
+  std::size_t scripted_next_ = 0;
 };
 
 }  // namespace faultline::sim

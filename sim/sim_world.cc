@@ -38,7 +38,8 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
       opt_(opt),
       policy_rng_({sc.seed, replica, 0x9011C7ull}),
       world_rng_({sc.seed, replica, 0x3071Dull}),
-      faults_(sc.faults, sc.cluster.machines, sc.cluster.rack_size, sc.seed, replica) {
+      faults_(sc.faults, sc.cluster.machines, sc.cluster.rack_size, sc.seed, replica,
+              trace_arrivals(sc, replica)) {
   horizon_ = Duration::days(sc.job.horizon_days).ns;
   fresh_.assign(view_.slots(), true);
   broken_.assign(view_.machine_count(), 0);
@@ -47,7 +48,7 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
   result_.categories.resize(sc.faults.size());
 }
 
-SimWorld::~SimWorld() = default;
+SimWorld::~SimWorld() { *alive_ = false; }
 
 // ---------------------------------------------------------------- queue and clock
 
@@ -117,6 +118,13 @@ ReplicaResult SimWorld::run() {
     advance_to(item.at);
     dispatch(item);
   }
+  // Memoised batches still "running" at the horizon release the network; real ones
+  // finish inside SimGrid after this world is gone and report to no one.
+  while (holds_ > 0) {
+    flows_.release();
+    --holds_;
+  }
+  *alive_ = false;
   // Horizon: progress since the last checkpoint is kept.
   progress_.keep(result_.breakdown);
   result_.ettr = static_cast<double>(result_.breakdown.productive) / static_cast<double>(horizon_);
@@ -379,6 +387,7 @@ void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet
   if (d >= 0) {
     flows_.count_hit();
     flows_.hold();
+    ++holds_;
     push(now_ + d, Internal{Internal::kFaultEnd, ~1ull});  // releases the hold
     push(now_ + d, done);
     return;
@@ -386,7 +395,8 @@ void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet
   // Bring SimGrid's clock to our time, then run the transfers for real.
   sg4::this_actor::sleep_until(sg_base_ + now_ * 1e-9);
   ++real_in_flight_;
-  flows_.start(batch, key, [this, done, token](std::int64_t) {
+  flows_.start(batch, key, [this, alive = alive_, done, token](std::int64_t) {
+    if (!*alive) return;  // the replica ended before this batch did
     --real_in_flight_;
     const std::int64_t at =
         std::max(now_, Duration::round_ns((sg4::Engine::get_clock() - sg_base_) * 1e9));
@@ -506,6 +516,7 @@ void SimWorld::on_internal(const Internal& in) {
     case Internal::kFaultEnd: {
       if (in.token == ~1ull) {
         flows_.release();
+        --holds_;
         return;
       }
       Fault& f = fault_log_[in.token];

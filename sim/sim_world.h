@@ -170,6 +170,8 @@ class SimWorld final : public World {
   int code_version_ = 0;
   std::uint64_t batch_token_ = 0;  // current start/acquire batch, to ignore stale ones
   int real_in_flight_ = 0;
+  int holds_ = 0;  // memoised batches under way
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::map<std::pair<int, double>, std::pair<std::vector<Transfer>, FlowNet::Key>> whole_job_;
   ReplicaResult result_;

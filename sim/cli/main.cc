@@ -14,6 +14,7 @@
 #include "scenarios/scenario.h"
 #include "sim/report.h"
 #include "sim/runner.h"
+#include "traces/cli.h"
 
 namespace {
 
@@ -28,6 +29,8 @@ usage: faultline <command> [options]
 commands:
   sim run SCENARIO.json     simulate a scenario's replicas and print ETTR and its breakdown
   policies                  list the registered policy stacks and their parameters
+  trace stats|fit|convert|mix|generate
+                            fault traces: statistics, fits, fault models, format conversion
   probe ...                 GPU health probes (runs faultline-probe)
   version                   print the version
 
@@ -229,6 +232,7 @@ int main(int argc, char** argv) {
   }
   if (args[0] == "policies") return list_policies();
   if (args[0] == "probe") return probe(argc, argv);
+  if (args[0] == "trace") return faultline::traces::trace_command({args.begin() + 1, args.end()});
   if (args[0] == "sim") {
     if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
       std::fputs("usage: faultline sim run SCENARIO.json [options]   (faultline sim run --help)\n",
