@@ -1,5 +1,6 @@
 #include "policies/builtin.h"
 
+#include "policies/controller.h"
 #include "policies/recovery/baselines.h"
 
 namespace faultline::policies {
@@ -7,6 +8,8 @@ namespace faultline::policies {
 void register_builtin(Registry& r) {
   r.add(requeue_info(), make_requeue);
   r.add(oracle_info(), make_oracle);
+  r.add(byterobust_info(), make_byterobust);
+  r.add(reschedule_info(), make_reschedule);
 }
 
 Registry builtin_registry() {

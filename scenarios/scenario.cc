@@ -214,6 +214,16 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   c.signature = o.string("signature", "");
   c.exit_code = static_cast<int>(o.integer("exit_code", 1, 0, 255));
   c.alert = o.choice("alert", "", {"", "gpu", "nic", "host", "switch", "storage"});
+  c.code_bug = o.boolean("code_bug", false);
+  c.fix_h = o.number("fix_h", 4, 0, 1e5);
+  if (const json* rj = o.get("recall")) {
+    Obj r(*rj, path + ".recall", file);
+    for (const char* t : {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress", "replay"})
+      if (r.has(t)) c.recall[t] = r.number(t, 0, 0, 1);
+    r.finish();
+  }
+  if (c.code_bug && c.scope != FaultScope::kJob)
+    o.fail(o.at("code_bug"), "expected scope \"job\" for a code bug (code runs everywhere)");
   if (c.symptom == Symptom::kManual && c.scope != FaultScope::kJob)
     o.fail(o.at("scope"), "expected \"job\" for symptom \"manual\" (a code change affects the whole job)");
   if (c.persistent && c.scope == FaultScope::kJob)
@@ -223,7 +233,76 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   return c;
 }
 
+// faults.trace: reads the trace and its mapping now, so a bad file fails at load time.
+void parse_trace(const json& j, const std::string& file, Scenario& sc, std::set<std::string>& names) {
+  Obj t(j, "$.faults.trace", file);
+  TraceSource ts;
+  const std::filesystem::path dir = std::filesystem::path(file).parent_path();
+  auto resolve = [&](const std::string& p) {
+    if (p.empty()) return p;
+    const std::filesystem::path q(p);
+    return (q.is_absolute() ? q : dir / q).lexically_normal().string();
+  };
+  ts.file = t.string("file", "", true);
+  if (ts.file.empty()) t.fail(t.at("file"), "expected a non-empty path");
+  ts.file = resolve(ts.file);
+  ts.format = t.choice("format", "auto", {"auto", "jsonl", "csv", "infinitehbd", "oobleck", "columns"});
+  ts.columns = resolve(t.string("columns", ""));
+  if (ts.format == "columns" && ts.columns.empty())
+    t.fail(t.at("columns"), "required for \"format\": \"columns\" (a column-map file)");
+  if (!ts.columns.empty() && ts.format != "columns") t.fail(t.at("columns"), "only with \"format\": \"columns\"");
+  ts.mapping = resolve(t.string("mapping", ""));
+  ts.mode = t.choice("mode", "bootstrap", {"replay", "bootstrap"});
+  ts.node_order = t.choice("node_order", "in_order", {"in_order", "random"});
+  if (t.has("node_order") && ts.mode != "replay")
+    t.fail(t.at("node_order"), "only with \"mode\": \"replay\" (bootstrap draws nodes at random)");
+  ts.time_scale = t.number("time_scale", 1, 1e-6, 1e6);
+  ts.start_day = t.number("start_day", 0, -1e6, 1e6);
+  if (t.has("start_day") && ts.mode != "replay") t.fail(t.at("start_day"), "only with \"mode\": \"replay\"");
+  ts.fleet_nodes = static_cast<int>(t.integer("fleet_nodes", 0, 1, 100'000'000));
+  ts.strict = t.boolean("strict", true);
+  t.finish();
+  traces::SimTraceSpec spec;
+  spec.file = ts.file;
+  traces::parse_format(ts.format, &spec.format);
+  spec.columns = ts.columns;
+  spec.mapping = ts.mapping;
+  spec.fleet_nodes = ts.fleet_nodes;
+  spec.strict = ts.strict;
+  traces::SimTrace st;
+  try {
+    st = traces::load_sim_trace(spec);
+  } catch (const traces::SimTraceError& e) {
+    t.fail(t.at(e.field()), e.what());
+  }
+  ts.first_category = static_cast<int>(sc.faults.size());
+  for (std::size_t i = 0; i < st.map.categories.size(); ++i) {
+    json c = st.map.categories[i];
+    c["rate_per_machine_day"] = 0;  // arrivals come from the trace
+    FaultCategory fc = parse_category(c, "$.categories[" + std::to_string(i) + "]",
+                                      ts.mapping.empty() ? file : ts.mapping);
+    if (!names.insert(fc.name).second)
+      t.fail(t.at("mapping"), "category \"" + fc.name + "\" of the mapping is also in $.faults.categories");
+    sc.faults.push_back(std::move(fc));
+  }
+  ts.timelines = std::make_shared<const traces::FleetTimelines>(std::move(st.timelines));
+  sc.trace = std::move(ts);
+}
+
 }  // namespace
+
+double default_recall(const FaultCategory& c, const std::string& test) {
+  auto it = c.recall.find(test);
+  if (it != c.recall.end()) return it->second;
+  if (test == "stress") return 0.95;
+  if (test == "replay") return c.symptom == Symptom::kNan ? 0.99 : 0.9;
+  if (c.code_bug || c.scope == FaultScope::kJob) return 0;  // nothing wrong with a machine
+  if (c.symptom == Symptom::kNan) return test == "bitwise" ? 0.99 : test == "gpu_diag" ? 0.7 : 0;
+  if (c.alert == "gpu") return test == "gpu_diag" ? 0.9 : test == "intra_all_to_all" ? 0.8 : test == "inter_all_gather" ? 0.3 : 0.2;
+  if (c.alert == "nic" || c.alert == "switch") return test == "inter_all_gather" ? 0.95 : test == "intra_all_to_all" ? 0.1 : 0;
+  if (c.alert == "host") return test == "gpu_diag" ? 0.2 : 0.1;
+  return test == "gpu_diag" ? 0.5 : test == "inter_all_gather" ? 0.5 : test == "intra_all_to_all" ? 0.4 : 0.3;
+}
 
 const char* symptom_name(Symptom s) {
   switch (s) {
@@ -328,10 +407,11 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     Obj f(*fj, "$.faults", file);
     const double scale = f.number("rate_scale", 1, 0, 1e6);
     const json* cats = f.get("categories");
-    if (!cats || !cats->is_array())
+    const json* trace = f.get("trace");
+    if (cats ? !cats->is_array() : !trace)
       f.fail("$.faults.categories", "expected an array of fault categories");
     std::set<std::string> names;
-    for (size_t i = 0; i < cats->size(); ++i) {
+    for (size_t i = 0; cats && i < cats->size(); ++i) {
       std::string p = "$.faults.categories[" + std::to_string(i) + "]";
       FaultCategory c = parse_category((*cats)[i], p, file);
       if (c.rate_per_machine_day < 0) c.rate_per_machine_day = (-c.rate_per_machine_day - 1) / sc.cluster.machines;
@@ -339,7 +419,22 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
       if (!names.insert(c.name).second) f.fail(p + ".name", "duplicate category name \"" + c.name + "\"");
       sc.faults.push_back(std::move(c));
     }
+    if (trace) parse_trace(*trace, file, sc, names);
     f.finish();
+  }
+  if (const json* dj = root.get("diagnosis")) {
+    Obj d(*dj, "$.diagnosis", file);
+    auto& g = sc.diagnosis;
+    g.gpu_diag_s = d.number("gpu_diag_s", g.gpu_diag_s, 0, 1e6);
+    g.intra_all_to_all_s = d.number("intra_all_to_all_s", g.intra_all_to_all_s, 0, 1e6);
+    g.inter_all_gather_bytes = d.number("inter_all_gather_bytes", g.inter_all_gather_bytes, 0, 1e15);
+    g.bitwise_s = d.number("bitwise_s", g.bitwise_s, 0, 1e6);
+    g.stress_s = d.number("stress_s", g.stress_s, 0, 1e7);
+    g.capture_s = d.number("capture_s", g.capture_s, 0, 1e5);
+    g.replay_s = d.number("replay_s", g.replay_s, 0, 1e6);
+    g.false_positive_rate = d.number("false_positive_rate", g.false_positive_rate, 0, 1);
+    g.standby_wake_s = d.number("standby_wake_s", g.standby_wake_s, 0, 1e5);
+    d.finish();
   }
   {
     const json* pj = root.get("policy");

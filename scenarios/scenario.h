@@ -9,12 +9,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "policies/api/cluster_view.h"
 #include "policies/api/registry.h"
+#include "traces/arrivals.h"
 
 namespace faultline::scenarios {
 
@@ -59,6 +62,45 @@ struct FaultCategory {
   std::string signature;         // log line observed with the exit
   int exit_code = 1;
   std::string alert;             // inspection kind that can see it ("gpu", "nic", ...) or ""
+  bool code_bug = false;         // caused by the job's code: recurs until rolled back
+  double fix_h = 4;              // code bug: humans ship a fix after this long anyway
+  // Chance that each stop-time test finds the faulty machine, by test name
+  // (gpu_diag, intra_all_to_all, inter_all_gather, bitwise, stress, replay);
+  // defaults follow the alert kind (see default_recall).
+  std::map<std::string, double> recall;
+};
+
+// Stop-time tests, stack capture and replay as the environment runs them.
+struct DiagnosisSpec {
+  double gpu_diag_s = 120;        // EUD / dcgmi diag -r 2
+  double intra_all_to_all_s = 60;
+  double inter_all_gather_bytes = 4e9;  // per machine, to and from its ring neighbours (SimGrid flows)
+  double bitwise_s = 300;         // one step of the reference model + compare
+  double stress_s = 1800;         // full stress test baseline
+  double capture_s = 15;          // stacks of every rank (py-spy / gdb)
+  double replay_s = 900;          // one replay phase
+  double false_positive_rate = 0.001;  // per machine per test
+  double standby_wake_s = 10;     // parked standby to joined
+};
+
+// Recall of `test` for a category without an explicit value.
+double default_recall(const FaultCategory& c, const std::string& test);
+
+// faults.trace: faults replayed or bootstrapped from a real trace (traces/arrivals.h).
+// Its categories come from the mapping table and follow those of faults.categories.
+struct TraceSource {
+  std::string file;                     // resolved against the scenario file's directory
+  std::string format = "auto";          // auto|jsonl|csv|infinitehbd|oobleck|columns
+  std::string columns;                  // column-map file (format "columns"), resolved
+  std::string mapping;                  // category mapping table, resolved; "" = one per class
+  std::string mode = "bootstrap";       // replay | bootstrap
+  std::string node_order = "in_order";  // replay: in_order | random
+  double time_scale = 1;                // simulated seconds per trace second
+  double start_day = 0;                 // replay: trace day that becomes simulated time zero
+  int fleet_nodes = 0;                  // 0 = the trace's declared fleet, else its distinct nodes
+  bool strict = true;                   // a bad record or unmapped fault is a load error
+  int first_category = 0;               // index in Scenario::faults of the mapping's first category
+  std::shared_ptr<const traces::FleetTimelines> timelines;  // loaded at validation
 };
 
 struct Scenario {
@@ -71,6 +113,8 @@ struct Scenario {
   SchedulerSpec scheduler;
   JobSpec job;
   std::vector<FaultCategory> faults;
+  std::optional<TraceSource> trace;  // faults.trace
+  DiagnosisSpec diagnosis;
   std::string policy;  // registered stack name
   Params policy_params;
 };

@@ -27,6 +27,9 @@ std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   for (const auto& i : r.incidents) inc.push_back({i.at_s, i.category, i.detected_s, i.resolved_s, i.slots});
   j["i"] = inc;
   j["d"] = r.decisions;
+  j["m"] = r.resolved_by;
+  j["x"] = r.standby_exhaustions;
+  j["f"] = r.remote_fallbacks;
   return json::to_msgpack(j);
 }
 
@@ -48,6 +51,9 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
   for (const auto& i : j["i"])
     r.incidents.push_back({i[0], i[1], i[2], i[3], i[4].get<std::vector<int>>()});
   r.decisions = j["d"].get<std::vector<std::string>>();
+  r.resolved_by = j["m"].get<std::vector<std::int64_t>>();
+  r.standby_exhaustions = j["x"];
+  r.remote_fallbacks = j["f"];
   return r;
 }
 

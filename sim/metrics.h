@@ -45,6 +45,9 @@ struct ReplicaResult {
   std::int64_t flow_batches_real = 0;
   std::int64_t flow_batches_cached = 0;
   std::int64_t steps = 0;
+  std::vector<std::int64_t> resolved_by;  // incidents per Mechanism (index = enum value)
+  std::int64_t standby_exhaustions = 0;   // standby requests the pool could not fully serve
+  std::int64_t remote_fallbacks = 0;      // restores that lost both in-memory copies
   std::vector<TimelinePoint> timeline;
   std::vector<IncidentRecord> incidents;
   std::vector<std::string> decisions;  // only with --decisions

@@ -124,6 +124,15 @@ void ProgressModel::lose(Breakdown& b) {
   pending_degraded_ = 0;
 }
 
+void ProgressModel::roll_back_committed(std::int64_t to, Breakdown& b) {
+  if (to >= committed_) return;
+  const std::int64_t lost = committed_ - to;
+  b.productive -= lost;
+  b.recompute += lost;
+  trim_segments(lost);
+  committed_ = to;
+}
+
 void ProgressModel::keep(Breakdown& b) { pending_degraded_ = 0; }
 
 }  // namespace faultline::sim

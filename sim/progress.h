@@ -50,6 +50,8 @@ class ProgressModel {
   void run(std::int64_t at, std::int64_t dt, Breakdown& b);
   // Drops everything since the last complete checkpoint (crash or stop at `at`).
   void lose(Breakdown& b);
+  // Drops committed progress back to `to` (a restore from an older checkpoint).
+  void roll_back_committed(std::int64_t to, Breakdown& b);
   // Treats the progress since the last checkpoint as kept (end of horizon).
   void keep(Breakdown& b);
 

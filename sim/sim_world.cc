@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <simgrid/s4u.hpp>
+#include <stdexcept>
 
 namespace faultline::sim {
 
@@ -46,6 +47,7 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
   progress_.set_record_segments(opt_.timeline);
   result_.replica = replica;
   result_.categories.resize(sc.faults.size());
+  result_.resolved_by.assign(kMechanisms, 0);
 }
 
 SimWorld::~SimWorld() { *alive_ = false; }
@@ -90,6 +92,7 @@ ReplicaResult SimWorld::run() {
   sg_base_ = sg4::Engine::get_clock();
   real_at_start_ = flows_.real_batches();
   cached_at_start_ = flows_.cached_batches();
+  if (pool_target_ < 0) pool_target_ = sc_.cluster.standby_machines;
   policy_->start(*this);
   while (true) {
     const std::int64_t t_queue = queue_.empty() ? kNever : queue_.top().at;
@@ -115,6 +118,11 @@ ReplicaResult SimWorld::run() {
     }
     Item item = queue_.top();
     queue_.pop();
+    // A policy that keeps acting without time passing would never end; stop it loudly.
+    same_instant_ = item.at == now_ ? same_instant_ + 1 : 0;
+    if (same_instant_ > 100000)
+      throw std::runtime_error("policy '" + sc_.policy + "' made no progress: 100000 events at t=" +
+                               std::to_string(now_ * 1e-9) + " s (last: " + last_event_ + ")");
     advance_to(item.at);
     dispatch(item);
   }
@@ -176,6 +184,7 @@ void SimWorld::dispatch(Item& item) {
                  [&](Deliver& d) {
                    if (d.epoch >= 0 && d.epoch != epoch_) return;
                    ++events_;
+                   if (same_instant_ > 99990) last_event_ += " | " + describe(d.event);
                    if (opt_.decisions)
                      result_.decisions.push_back(std::to_string(now_ * 1e-9) + " event " + describe(d.event));
                    policy_->on_event(d.event, *this);
@@ -241,8 +250,24 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   const std::int64_t observe = now_ + secs(cat.observe_after_s);
   bool affects = false;
   if (oracle_ && !at_start) {
-    deliver_at(now_, OracleFault{f.machines, cat.name, cat.persistent}, false);
+    deliver_at(now_, OracleFault{f.machines, cat.name, cat.persistent, cat.code_bug}, false);
   }
+  // Real-time inspections see machine-level faults at their next check; network
+  // alerts repeat (flap) while the fault lasts.
+  if (!cat.alert.empty() && m != kNoMachine) {
+    auto it = inspections_.find(cat.alert);
+    if (it != inspections_.end()) {
+      const std::int64_t first = now_ + static_cast<std::int64_t>(world_rng_.uniform() * it->second.ns) + 1;
+      const bool flaps = cat.alert == "nic" || cat.alert == "switch";
+      for (MachineId x : f.machines) {
+        deliver_at(first, InspectionAlert{x, cat.alert, cat.signature}, false);
+        if (flaps && cat.persistent) deliver_at(first + it->second.ns, InspectionAlert{x, cat.alert, cat.signature}, false);
+      }
+    }
+  }
+  if (cat.symptom == Symptom::kNan && watch_metrics_ && job_ == JobState::kRunning)
+    deliver_at(now_ + secs(sc_.job.step_time_s), MetricAnomaly{"loss", std::numeric_limits<double>::infinity(), true},
+               false);
   switch (cat.symptom) {
     case Symptom::kCrash:
     case Symptom::kNan:
@@ -300,7 +325,8 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
     f.incident = true;
     open_.push_back(f.id);
   }
-  if (!cat.persistent && cat.symptom != Symptom::kSlowdown) f.active = false;
+  if (!cat.persistent && !cat.code_bug && cat.symptom != Symptom::kSlowdown) f.active = false;
+  if (cat.code_bug && !at_start) push(now_ + secs(cat.fix_h * 3600), Internal{Internal::kCodeFixed, f.id});
 }
 
 void SimWorld::update_rate() {
@@ -317,7 +343,10 @@ void SimWorld::update_rate() {
     for (MachineId m : f.machines)
       if (view_.slot_of(m) >= 0) worst = std::max(worst, fault_ratio(f));
   }
+  const bool was_slow = progress_.rate() < 1.0;
   progress_.set_rate(1.0 / worst);
+  if (slow_ratio_ > 0 && worst >= slow_ratio_ && !was_slow && job_ == JobState::kRunning)
+    push(now_ + slow_for_.ns, Internal{Internal::kSlowReport, static_cast<std::uint64_t>(epoch_)});
 }
 
 void SimWorld::resolve_open(bool at_start) {
@@ -326,6 +355,7 @@ void SimWorld::resolve_open(bool at_start) {
     Fault& f = fault_log_[id];
     bool affecting = false;
     if (f.active) {
+      if (sc_.faults[f.category].code_bug) affecting = true;
       for (MachineId m : f.machines)
         if (view_.slot_of(m) >= 0) affecting = true;
     }
@@ -426,18 +456,14 @@ ActionId SimWorld::act(Action a) {
             }
             deliver_at(now_, JobStopped{id}, false);
           },
-          [&](const StartJob&) {
+          [&](const StartJob& st) {
             if (job_ == JobState::kRunning) return fail("job already running");
             if (!empty_slots().empty())
               return fail(std::to_string(empty_slots().size()) + " slots have no machine");
-            job_ = JobState::kStarting;
-            stage_ = StartStage::kInit;
-            start_action_ = id;
-            ++epoch_;
-            ++batch_token_;
-            push(now_ + secs(sc_.job.init_s), Internal{Internal::kStartInit, batch_token_});
+            start_job(id, st.mechanism);
           },
           [&](const EvictMachines& e) {
+            note_mechanism(e.mechanism);
             for (MachineId m : e.machines) {
               if (m < 0 || m >= view_.machine_count()) continue;
               if (broken_[m]) ++result_.evictions_true;
@@ -457,7 +483,8 @@ ActionId SimWorld::act(Action a) {
             update_rate();
           },
           [&](const AcquireMachines& q) {
-            Acquire acq{id, q.mode, q.slots};
+            note_mechanism(q.mechanism);
+            Acquire acq{id, q.mode, q.slots, {}, 0};
             if (q.mode == AcquireMode::kRequeue) {
               if (job_ == JobState::kRunning) job_down();
               job_ = JobState::kDown;
@@ -476,7 +503,27 @@ ActionId SimWorld::act(Action a) {
             } else if (acq.slots.empty()) {
               acq.slots = empty_slots();
             }
-            if (q.mode == AcquireMode::kStandby) return fail("standby pool not modelled by this backend yet");
+            if (q.mode == AcquireMode::kStandby) {
+              // Warm standbys join after waking; any shortfall goes to the scheduler.
+              const int from_pool = std::min<int>(static_cast<int>(acq.slots.size()),
+                                                  static_cast<int>(view_.standby().size()));
+              acq.from_pool.assign(acq.slots.begin(), acq.slots.begin() + from_pool);
+              acq.slots.erase(acq.slots.begin(), acq.slots.begin() + from_pool);
+              if (!acq.slots.empty()) ++result_.standby_exhaustions;
+              if (!acq.from_pool.empty()) {
+                ++acq.waiting;
+                push(now_ + secs(sc_.diagnosis.standby_wake_s), Internal{Internal::kStandbyWoken, id});
+              }
+              if (!acq.slots.empty()) {
+                ++acq.waiting;
+                const double n = static_cast<double>(acq.slots.size());
+                push(now_ + secs(sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s * n),
+                     Internal{Internal::kAcquireScheduled, id});
+              }
+              if (acq.waiting == 0) return deliver_at(now_, MachinesReady{id, {}}, false);
+              acquiring_.push_back(std::move(acq));
+              return;
+            }
             if (q.mode == AcquireMode::kOracle) {
               MachineSet placed;
               for (SlotId s : acq.slots) {
@@ -492,6 +539,7 @@ ActionId SimWorld::act(Action a) {
             const double delay = q.mode == AcquireMode::kRequeue
                                      ? sc_.scheduler.requeue_base_s + sc_.scheduler.requeue_per_machine_s * n
                                      : sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s * n;
+            acq.waiting = 1;
             acquiring_.push_back(acq);
             push(now_ + secs(delay), Internal{Internal::kAcquireScheduled, id});
           },
@@ -502,10 +550,73 @@ ActionId SimWorld::act(Action a) {
             const std::int64_t interval = p.interval.ns > 0 ? p.interval.ns : secs(sc_.job.step_time_s);
             progress_.set_plan(interval, p.blocking.ns);
             tier_ = p.tier;
+            remote_interval_ = std::max<std::int64_t>(interval, p.remote_interval.ns);
           },
-          [&](const WatchProgress& w) { stall_window_ = w.stall_window; },
+          [&](const WatchProgress& w) {
+            stall_window_ = w.stall_window;
+            slow_ratio_ = w.slow_ratio;
+            slow_for_ = w.slow_for;
+            watch_metrics_ = w.metrics;
+          },
           [&](const EnableOracle&) { oracle_ = true; },
           [&](const Note& n) { note(n.text); },
+          [&](const EnableInspection& e) {
+            if (e.interval.ns <= 0) return fail("inspection interval must be positive");
+            inspections_[e.kind] = e.interval;
+          },
+          [&](const RunProbe& p) {
+            probes_[id] = p;
+            const auto& d = sc_.diagnosis;
+            double dur = 0;
+            switch (p.test) {
+              case ProbeKind::kGpuDiag: dur = d.gpu_diag_s; break;
+              case ProbeKind::kIntraAllToAll: dur = d.intra_all_to_all_s; break;
+              case ProbeKind::kBitwise: dur = d.bitwise_s; break;
+              case ProbeKind::kStress: dur = d.stress_s; break;
+              case ProbeKind::kInterAllGather: {
+                // Ring all-gather among the machines: real flows on the platform.
+                std::vector<Transfer> ring;
+                std::vector<SlotId> slots;
+                for (MachineId m : p.machines)
+                  if (m >= 0 && m < view_.machine_count() && view_.slot_of(m) >= 0) slots.push_back(view_.slot_of(m));
+                if (slots.size() >= 2 && d.inter_all_gather_bytes > 0)
+                  for (size_t i = 0; i < slots.size(); ++i)
+                    ring.push_back({platform_.slot_host(slots[i]), platform_.slot_host(slots[(i + 1) % slots.size()]),
+                                    d.inter_all_gather_bytes});
+                run_batch(std::move(ring), Internal{Internal::kProbeDone, id});
+                return;
+              }
+            }
+            push(now_ + secs(std::min(dur, p.deadline.to_seconds())), Internal{Internal::kProbeDone, id});
+          },
+          [&](const CaptureStacks&) {
+            push(now_ + secs(sc_.diagnosis.capture_s), Internal{Internal::kStacksDone, id});
+          },
+          [&](const RunReplay& r) {
+            replays_[id] = r;
+            push(now_ + secs(sc_.diagnosis.replay_s), Internal{Internal::kReplayDone, id});
+          },
+          [&](const HotUpdate& h) {
+            if (job_ == JobState::kRunning) job_down();
+            if (!empty_slots().empty()) return fail("slots have no machine");
+            ++code_version_;
+            start_job(id, Mechanism::kHotUpdate);
+          },
+          [&](const RollBack&) {
+            if (job_ == JobState::kRunning) job_down();
+            // Code bugs introduced since the last good version go away with it.
+            for (FaultId fid : open_) {
+              Fault& f = fault_log_[fid];
+              if (sc_.faults[f.category].code_bug) f.active = false;
+            }
+            code_version_ = good_version_;
+            if (!empty_slots().empty()) return fail("slots have no machine");
+            start_job(id, Mechanism::kRollback);
+          },
+          [&](const SetStandbyPool& p) {
+            pool_target_ = std::max(0, p.size);
+            refill_pool();
+          },
       },
       a);
   return id;
@@ -562,11 +673,66 @@ void SimWorld::on_internal(const Internal& in) {
       auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
                              [&](const Acquire& a) { return a.id == in.token; });
       if (it == acquiring_.end()) return;
-      MachineSet placed;
-      for (SlotId s : it->slots)
-        if (view_.machine_in(s) != kNoMachine) placed.push_back(view_.machine_in(s));
-      acquiring_.erase(it);
-      deliver_at(now_, MachinesReady{in.token, placed}, false);
+      acquire_part_done(in.token);
+      return;
+    }
+    case Internal::kStandbyWoken: {
+      auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+                             [&](const Acquire& a) { return a.id == in.token; });
+      if (it == acquiring_.end()) return;
+      for (SlotId s : it->from_pool) {
+        if (view_.machine_in(s) != kNoMachine || view_.standby().empty()) continue;
+        const MachineId m = view_.standby().front();
+        view_.take_standby(m);
+        view_.place(m, s);
+        fresh_[s] = true;
+      }
+      update_rate();
+      acquire_part_done(in.token);
+      refill_pool();
+      return;
+    }
+    case Internal::kPoolRefilled: {
+      --refills_;
+      const MachineId m = view_.add_machine();
+      broken_.push_back(0);
+      view_.add_standby(m);
+      return;
+    }
+    case Internal::kProbeDone:
+      deliver_probe(in.token);
+      return;
+    case Internal::kStacksDone:
+      deliver_at(now_, StacksCaptured{in.token, stack_signatures()}, false);
+      return;
+    case Internal::kReplayDone: {
+      auto it = replays_.find(in.token);
+      if (it == replays_.end()) return;
+      ReplayResult r{in.token, {}};
+      bool code_fault = false;  // the job's own code fails on every group
+      for (FaultId id : open_)
+        if (fault_log_[id].active && sc_.faults[fault_log_[id].category].code_bug) code_fault = true;
+      for (const auto& group : it->second.groups) {
+        bool failed = code_fault;
+        for (MachineId m : group) {
+          if (m < 0 || m >= view_.machine_count() || !broken_[m]) continue;
+          const Fault& f = fault_log_[broken_[m] - 1];
+          if (world_rng_.bernoulli(scenarios::default_recall(sc_.faults[f.category], "replay"))) failed = true;
+        }
+        r.group_failed.push_back(failed);
+      }
+      replays_.erase(it);
+      deliver_at(now_, std::move(r), false);
+      return;
+    }
+    case Internal::kSlowReport:
+      if (static_cast<std::int64_t>(in.token) == epoch_ && job_ == JobState::kRunning && slow_ratio_ > 0 &&
+          progress_.rate() <= 1.0 / slow_ratio_)
+        deliver_at(now_, StepTimeHigh{1.0 / progress_.rate()}, false);
+      return;
+    case Internal::kCodeFixed: {
+      Fault& f = fault_log_[in.token];
+      f.active = false;  // a fix shipped by hand; the next restart runs clean
       return;
     }
     case Internal::kStartInit: {
@@ -579,15 +745,28 @@ void SimWorld::on_internal(const Internal& in) {
         run_whole_job_batch(1, bytes, true, restored);
         return;
       }
-      if (bytes > 0) {
-        for (SlotId s = 0; s < view_.slots(); ++s) {
-          if (fresh_[s]) {
-            // The backup copy lives on a peer outside the slot's parallel groups (one rack over).
-            const SlotId peer = (s + sc_.cluster.rack_size * (sc_.cluster.pp + 1)) % view_.slots();
-            restore.push_back({platform_.slot_host(peer == s ? (s + 1) % view_.slots() : peer),
-                               platform_.slot_host(s), bytes});
-          }
+      bool peer_lost = false;
+      for (SlotId s = 0; s < view_.slots() && !peer_lost; ++s) {
+        if (!fresh_[s]) continue;
+        // The backup copy lives on a peer that shares none of the slot's TP, PP or DP
+        // groups: the next pipeline, next stage. Evicting a whole group keeps it.
+        const SlotId peer = (s + sc_.cluster.pp + 1) % view_.slots();
+        if (fresh_[peer] || peer == s) {
+          peer_lost = true;
+          break;
         }
+        if (bytes > 0) restore.push_back({platform_.slot_host(peer), platform_.slot_host(s), bytes});
+      }
+      if (peer_lost) {
+        // Both copies of some shard are gone: back to the last remote checkpoint.
+        ++result_.remote_fallbacks;
+        const std::int64_t committed = progress_.committed_ns();
+        progress_.roll_back_committed(committed - committed % remote_interval_, result_.breakdown);
+        if (bytes > 0) {
+          run_whole_job_batch(1, bytes, true, restored);
+          return;
+        }
+        restore.clear();
       }
       run_batch(std::move(restore), restored);
       return;
@@ -607,25 +786,122 @@ void SimWorld::finish_start() {
   std::fill(fresh_.begin(), fresh_.end(), false);
   update_rate();
   deliver_at(now_, JobStarted{start_action_, progress_.committed_ns() / secs(sc_.job.step_time_s)}, false);
-  // Persistent faults on machines still in the job strike again.
+  // Persistent faults on machines still in the job, and code bugs still in the code,
+  // strike again.
   std::vector<FaultId> rearm;
   for (FaultId id : open_) {
     Fault& f = fault_log_[id];
     if (!f.active) continue;
+    if (sc_.faults[f.category].code_bug) {
+      rearm.push_back(id);
+      continue;
+    }
     for (MachineId m : f.machines)
       if (view_.slot_of(m) >= 0 && broken_[m] == f.id + 1) {
         rearm.push_back(id);
         break;
       }
   }
+  const std::vector<FaultId> before = open_;
   resolve_open(true);
-  for (FaultId id : rearm) {
+  for (FaultId id : before)
+    if (fault_log_[id].resolved == now_ && std::find(rearm.begin(), rearm.end(), id) == rearm.end())
+      ++result_.resolved_by[static_cast<int>(mechanism_)];
+  mechanism_ = Mechanism::kNone;
+  if (rearm.empty()) good_version_ = code_version_;
+  for (FaultId id : rearm) {  // still open: resolve_open keeps what still affects the job
     Fault& f = fault_log_[id];
-    f.resolved = -1;
-    open_.push_back(id);
     if (sc_.faults[f.category].symptom != Symptom::kSlowdown) apply_symptom(f, true);
     if (job_ != JobState::kRunning) break;
   }
+}
+
+void SimWorld::start_job(ActionId id, Mechanism mech) {
+  note_mechanism(mech);
+  job_ = JobState::kStarting;
+  stage_ = StartStage::kInit;
+  start_action_ = id;
+  ++epoch_;
+  ++batch_token_;
+  push(now_ + secs(sc_.job.init_s), Internal{Internal::kStartInit, batch_token_});
+}
+
+void SimWorld::acquire_part_done(ActionId id) {
+  auto it = std::find_if(acquiring_.begin(), acquiring_.end(), [&](const Acquire& a) { return a.id == id; });
+  if (it == acquiring_.end() || --it->waiting > 0) return;
+  MachineSet placed;
+  for (const auto* list : {&it->slots, &it->from_pool})
+    for (SlotId s : *list)
+      if (view_.machine_in(s) != kNoMachine) placed.push_back(view_.machine_in(s));
+  acquiring_.erase(it);
+  deliver_at(now_, MachinesReady{id, placed}, false);
+}
+
+void SimWorld::refill_pool() {
+  // A refill is a cold machine from the scheduler plus its self-check.
+  while (static_cast<int>(view_.standby().size()) + refills_ < pool_target_) {
+    ++refills_;
+    push(now_ + secs(sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s +
+                     sc_.diagnosis.gpu_diag_s),
+         Internal{Internal::kPoolRefilled, 0});
+  }
+}
+
+void SimWorld::deliver_probe(ActionId id) {
+  auto it = probes_.find(id);
+  if (it == probes_.end()) return;
+  const RunProbe& p = it->second;
+  static const char* kNames[] = {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress"};
+  const std::string test = kNames[static_cast<int>(p.test)];
+  ProbeResult r{id, static_cast<int>(p.test), {}, false};
+  for (MachineId m : p.machines) {
+    if (m < 0 || m >= view_.machine_count()) continue;
+    bool fails;
+    if (broken_[m]) {
+      const Fault& f = fault_log_[broken_[m] - 1];
+      fails = world_rng_.bernoulli(scenarios::default_recall(sc_.faults[f.category], test));
+    } else {
+      fails = world_rng_.bernoulli(sc_.diagnosis.false_positive_rate);
+    }
+    if (fails) r.failed.push_back(m);
+  }
+  probes_.erase(it);
+  deliver_at(now_, std::move(r), false);
+}
+
+std::vector<std::string> SimWorld::stack_signatures() const {
+  // What py-spy / gdb would show, synthesised from ground truth (Fig. 7): in a hang the
+  // faulty machine sits in a collective with a dead peer, its pipeline neighbours in
+  // send/recv, everyone else waits in the data-parallel gradient sync; in a slowdown
+  // the slow machine is still computing while the rest wait for it.
+  std::vector<std::string> sig(view_.slots());
+  if (job_ != JobState::kRunning) return sig;  // nothing left to capture
+  const std::string healthy = "train_step > forward > transformer_layer > gemm";
+  const std::string waiting = "train_step > optimizer.step > all_reduce(grads) > ncclKernel wait";
+  std::fill(sig.begin(), sig.end(), healthy);
+  MachineId culprit = kNoMachine;
+  bool hang = false;
+  for (FaultId id : open_) {
+    const Fault& f = fault_log_[id];
+    const auto sym = sc_.faults[f.category].symptom;
+    if (!f.active || f.machines.empty()) continue;
+    if ((stuck_ && sym == Symptom::kHang) || (!stuck_ && sym == Symptom::kSlowdown)) {
+      culprit = f.machines.front();
+      hang = sym == Symptom::kHang;
+    }
+  }
+  if (culprit == kNoMachine || view_.slot_of(culprit) < 0) return sig;
+  std::fill(sig.begin(), sig.end(), waiting);
+  const SlotId c = view_.slot_of(culprit);
+  if (hang) {
+    int k = 0;
+    for (SlotId s : view_.pp_group(c))
+      sig[s] = s == c ? "train_step > forward > all_gather > ncclKernel (no progress)"
+                      : (k++ % 2 ? "train_step > pipeline > isend" : "train_step > pipeline > irecv");
+  } else {
+    sig[c] = "train_step > forward > transformer_layer > gemm (slow)";
+  }
+  return sig;
 }
 
 TimerId SimWorld::set_timer(Duration after, std::uint64_t tag) {

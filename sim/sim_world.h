@@ -73,7 +73,9 @@ class SimWorld final : public World {
     std::uint64_t tag;
   };
   struct Internal {
-    enum Kind : std::uint8_t { kAcquireScheduled, kAcquirePulled, kStartInit, kStartRestored, kFaultEnd, kWatchdog } kind;
+    enum Kind : std::uint8_t { kAcquireScheduled, kAcquirePulled, kStartInit, kStartRestored, kFaultEnd, kWatchdog,
+                        kProbeDone, kStacksDone, kReplayDone, kStandbyWoken, kPoolRefilled,
+                        kSlowReport, kCodeFixed } kind;
     std::uint64_t token = 0;  // action id or fault id
   };
   using Payload = std::variant<Deliver, TimerItem, Internal>;
@@ -103,8 +105,18 @@ class SimWorld final : public World {
   struct Acquire {
     ActionId id = 0;
     AcquireMode mode;
-    std::vector<SlotId> slots;
+    std::vector<SlotId> slots;     // to be filled by the scheduler
+    std::vector<SlotId> from_pool; // to be filled by waking standbys
+    int waiting = 0;               // parts not done yet
   };
+  void acquire_part_done(ActionId id);
+  void refill_pool();
+  void start_job(ActionId id, Mechanism mech);
+  void deliver_probe(ActionId id);
+  std::vector<std::string> stack_signatures() const;
+  void note_mechanism(Mechanism m) {
+    if (m != Mechanism::kNone) mechanism_ = m;
+  }
 
   void push(std::int64_t at, Payload p);
   void deliver_at(std::int64_t at, Event e, bool epoch_bound);
@@ -149,6 +161,8 @@ class SimWorld final : public World {
   TimerId next_timer_ = 1;
   ActionId next_action_ = 1;
   std::int64_t events_ = 0;
+  int same_instant_ = 0;
+  std::string last_event_;
   std::int64_t real_at_start_ = 0, cached_at_start_ = 0;
 
   // Job and cluster state.
@@ -174,6 +188,18 @@ class SimWorld final : public World {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::map<std::pair<int, double>, std::pair<std::vector<Transfer>, FlowNet::Key>> whole_job_;
+  std::map<std::string, Duration> inspections_;
+  bool watch_metrics_ = false;
+  double slow_ratio_ = 0;
+  Duration slow_for_ = Duration::minutes(5);
+  int pool_target_ = -1;  // -1: the scenario's standby_machines
+  int refills_ = 0;       // pool refills under way
+  std::map<ActionId, RunProbe> probes_;
+  std::map<ActionId, RunReplay> replays_;
+  Mechanism mechanism_ = Mechanism::kNone;
+  int good_version_ = 0;
+  std::int64_t remote_interval_ = Duration::hours(1).ns;  // newest code version that ran without a code fault
+
   ReplicaResult result_;
   struct SgSync;
   std::unique_ptr<SgSync> sync_;

@@ -15,6 +15,23 @@
 
 namespace faultline {
 
+// How an incident was resolved, for metrics: set on the action that resolves it.
+enum class Mechanism : std::uint8_t {
+  kNone,
+  kRealtimeEviction,   // eviction on a real-time inspection alert
+  kStopTimeEviction,   // eviction after stop-time tests
+  kReattempt,          // restart as is (transient fault)
+  kRollback,           // code rolled back
+  kReplay,             // eviction after dual-phase replay or bisection
+  kOverEviction,       // analyzer: whole parallel group evicted
+  kHotUpdate,          // code change applied in place
+  kRequeue,            // whole job requeued
+  kReschedule,         // evicted machines replaced cold
+  kOracle,             // perfect knowledge (baseline)
+};
+inline constexpr int kMechanisms = 11;
+const char* mechanism_name(Mechanism m);
+
 struct StopJob {
   std::string reason;
 };
@@ -22,11 +39,13 @@ struct StopJob {
 // complete checkpoint; JobStarted follows once restore and init are done.
 struct StartJob {
   std::string reason;
+  Mechanism mechanism = Mechanism::kNone;
 };
 // Removes machines from the job (they go to repair); their slots become empty.
 struct EvictMachines {
   MachineSet machines;
   std::string reason;
+  Mechanism mechanism = Mechanism::kNone;
 };
 enum class AcquireMode : std::uint8_t {
   kRequeue,     // kill everything, reschedule the whole job (every slot refilled)
@@ -40,21 +59,28 @@ struct AcquireMachines {
   AcquireMode mode = AcquireMode::kReschedule;
   std::vector<SlotId> slots;
   std::string reason;
+  Mechanism mechanism = Mechanism::kNone;
 };
 enum class CheckpointTier : std::uint8_t { kRemote, kMemory, kMemoryWithPeer };
-// How the job checkpoints from now on: every `interval` of training (rounded up to whole
-// steps by the backend where steps are real), blocking training for `blocking`.
+// How the job checkpoints from now on: every `interval` of training (zero: every step;
+// rounded up to whole steps by the backend where steps are real), blocking training for
+// `blocking`. kMemoryWithPeer keeps the newest copy in host memory and a backup on a
+// peer outside the machine's TP, PP and DP groups, with a remote copy every
+// `remote_interval` as the last resort.
 struct SetCheckpointPlan {
   Duration interval;
   Duration blocking;
   CheckpointTier tier = CheckpointTier::kRemote;
   std::string reason;
+  Duration remote_interval = Duration::hours(1);
 };
 // Asks for ProgressStalled when no step completes for `stall_window`, and for
 // StepTimeHigh when steps take more than `slow_ratio` x the baseline.
 struct WatchProgress {
   Duration stall_window = Duration::minutes(10);
   double slow_ratio = 0;  // 0 = off
+  Duration slow_for = Duration::minutes(5);  // how long steps must stay slow
+  bool metrics = false;   // also report NaN / loss and gradient-norm jumps (MetricAnomaly)
   std::string reason;
 };
 // Requests perfect fault knowledge (OracleFault events). Only the simulator grants it,
@@ -65,13 +91,61 @@ struct EnableOracle {
 struct Note {
   std::string text;
 };
+// Real-time inspections: the backend reports InspectionAlert for problems of `kind`
+// ("gpu", "nic", "host", "switch", "storage") it finds, checking every `interval`.
+struct EnableInspection {
+  std::string kind;
+  Duration interval;
+  std::string reason;
+};
+enum class ProbeKind : std::uint8_t {
+  kGpuDiag,       // EUD/DCGM-like GPU diagnostics on each machine
+  kIntraAllToAll, // all-to-all bandwidth among the GPUs of each machine
+  kInterAllGather,// all-gather with neighbouring machines over the network
+  kBitwise,       // one step of a small reference model, compared bit for bit
+  kStress,        // full stress test (baseline localisation)
+};
+// Runs a stop-time test on machines; ProbeResult lists those that failed it.
+struct RunProbe {
+  ProbeKind test = ProbeKind::kGpuDiag;
+  MachineSet machines;
+  Duration deadline = Duration::minutes(10);
+  std::string reason;
+};
+// Captures the stacks of every training process; StacksCaptured follows.
+struct CaptureStacks {
+  std::string reason;
+};
+// Replays a shortened job on each group of machines concurrently; ReplayResult says
+// which groups reproduced the fault.
+struct RunReplay {
+  std::vector<MachineSet> groups;
+  std::string reason;
+};
+// Restarts the job's processes in place with another code version (no rescheduling);
+// JobStarted follows.
+struct HotUpdate {
+  std::string version;
+  std::string reason;
+};
+// Hot update back to the last code version that ran cleanly.
+struct RollBack {
+  std::string reason;
+};
+// Keeps `size` warm standby machines initialised and parked; refills asynchronously.
+struct SetStandbyPool {
+  int size = 0;
+  std::string reason;
+};
 
 using Action = std::variant<StopJob, StartJob, EvictMachines, AcquireMachines, SetCheckpointPlan,
-                            WatchProgress, EnableOracle, Note>;
+                            WatchProgress, EnableOracle, Note, EnableInspection, RunProbe,
+                            CaptureStacks, RunReplay, HotUpdate, RollBack, SetStandbyPool>;
 
 // One line for logs, e.g. "evict [12,13] (pp group of 12 holds all outliers)".
 std::string describe(const Action& a);
 const char* mode_name(AcquireMode m);
 const char* tier_name(CheckpointTier t);
+const char* probe_name(ProbeKind k);
 
 }  // namespace faultline

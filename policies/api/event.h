@@ -68,11 +68,36 @@ struct OracleFault {
   MachineSet machines;  // empty for job-wide faults
   std::string category;
   bool persistent = false;
+  bool code_bug = false;  // caused by the job's code: a rollback fixes it
+};
+
+// A training-metric anomaly: any NaN, or a jump in loss or gradient norm.
+struct MetricAnomaly {
+  std::string metric;  // "loss", "grad_norm"
+  double ratio = 0;    // value / recent mean (infinity for NaN)
+  bool nan = false;
+};
+struct ProbeResult {
+  ActionId action = 0;
+  int test = 0;  // ProbeKind
+  MachineSet failed;
+  bool timed_out = false;
+};
+// One stack signature per job slot (the slot's processes aggregated; string-equal
+// signatures mean the same place in the code).
+struct StacksCaptured {
+  ActionId action = 0;
+  std::vector<std::string> by_slot;
+};
+struct ReplayResult {
+  ActionId action = 0;
+  std::vector<bool> group_failed;
 };
 
 using Event = std::variant<ProcessExit, StartFailed, InspectionAlert, ProgressStalled, StepTimeHigh,
                            JobStarted, JobStopped, MachinesReady, CodeUpdateRequested, TimerFired,
-                           ActionFailed, OracleFault>;
+                           ActionFailed, OracleFault, MetricAnomaly, ProbeResult, StacksCaptured,
+                           ReplayResult>;
 
 std::string describe(const Event& e);
 

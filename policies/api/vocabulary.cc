@@ -41,6 +41,34 @@ const char* tier_name(CheckpointTier t) {
   return "?";
 }
 
+const char* mechanism_name(Mechanism m) {
+  switch (m) {
+    case Mechanism::kNone: return "none";
+    case Mechanism::kRealtimeEviction: return "realtime_eviction";
+    case Mechanism::kStopTimeEviction: return "stop_time_eviction";
+    case Mechanism::kReattempt: return "reattempt";
+    case Mechanism::kRollback: return "rollback";
+    case Mechanism::kReplay: return "replay";
+    case Mechanism::kOverEviction: return "analyzer_over_eviction";
+    case Mechanism::kHotUpdate: return "hot_update";
+    case Mechanism::kRequeue: return "requeue";
+    case Mechanism::kReschedule: return "reschedule";
+    case Mechanism::kOracle: return "oracle";
+  }
+  return "?";
+}
+
+const char* probe_name(ProbeKind k) {
+  switch (k) {
+    case ProbeKind::kGpuDiag: return "gpu-diag";
+    case ProbeKind::kIntraAllToAll: return "intra-all-to-all";
+    case ProbeKind::kInterAllGather: return "inter-all-gather";
+    case ProbeKind::kBitwise: return "bitwise";
+    case ProbeKind::kStress: return "stress";
+  }
+  return "?";
+}
+
 std::string describe(const Action& a) {
   return std::visit(
       Overloaded{
@@ -65,6 +93,21 @@ std::string describe(const Action& a) {
           },
           [](const EnableOracle& x) { return "enable oracle (" + x.reason + ")"; },
           [](const Note& x) { return "note: " + x.text; },
+          [](const EnableInspection& x) {
+            std::ostringstream o;
+            o << "inspect " << x.kind << " every " << x.interval.to_seconds() << " s";
+            return o.str();
+          },
+          [](const RunProbe& x) {
+            return std::string("probe ") + probe_name(x.test) + " on " + join(x.machines) + " (" + x.reason + ")";
+          },
+          [](const CaptureStacks& x) { return "capture stacks (" + x.reason + ")"; },
+          [](const RunReplay& x) {
+            return "replay on " + std::to_string(x.groups.size()) + " groups (" + x.reason + ")";
+          },
+          [](const HotUpdate& x) { return "hot update to " + x.version + " (" + x.reason + ")"; },
+          [](const RollBack& x) { return "roll back (" + x.reason + ")"; },
+          [](const SetStandbyPool& x) { return "standby pool of " + std::to_string(x.size) + " (" + x.reason + ")"; },
       },
       a);
 }
@@ -98,6 +141,19 @@ std::string describe(const Event& e) {
             return "action " + std::to_string(x.action) + " failed: " + x.reason;
           },
           [](const OracleFault& x) { return "oracle fault " + x.category + " on " + join(x.machines); },
+          [](const MetricAnomaly& x) {
+            return "metric anomaly " + x.metric + (x.nan ? " NaN" : " x" + std::to_string(x.ratio));
+          },
+          [](const ProbeResult& x) {
+            return std::string("probe ") + probe_name(static_cast<ProbeKind>(x.test)) + " failed " + join(x.failed) +
+                   (x.timed_out ? " (deadline)" : "");
+          },
+          [](const StacksCaptured& x) { return "stacks of " + std::to_string(x.by_slot.size()) + " slots"; },
+          [](const ReplayResult& x) {
+            std::string s = "replay result";
+            for (bool b : x.group_failed) s += b ? " F" : " .";
+            return s;
+          },
       },
       e);
 }

@@ -25,6 +25,10 @@ class RestartCycle {
     state_ = State::kStarting;
     start_ = w.act(StartJob{why});
   }
+  void roll_back(World& w, const std::string& why) {
+    state_ = State::kStarting;
+    start_ = w.act(RollBack{why});
+  }
   // Returns true when the event belonged to the cycle.
   bool on_event(const Event& e, World& w) {
     if (auto* r = std::get_if<MachinesReady>(&e); r && r->action == acquire_) {
@@ -84,6 +88,11 @@ class Oracle final : public Policy {
   void on_event(const Event& e, World& w) override {
     if (cycle_.on_event(e, w)) return;
     if (auto* f = std::get_if<OracleFault>(&e)) {
+      if (f->code_bug) {
+        if (cycle_.state() == RestartCycle::State::kRunning) w.act(StopJob{"oracle: " + f->category});
+        cycle_.roll_back(w, "oracle knows the code is at fault");
+        return;
+      }
       std::vector<SlotId> slots;
       if (f->persistent || restart_spares_) {
         for (MachineId m : f->machines)

@@ -12,6 +12,7 @@
 
 #include "policies/builtin.h"
 #include "scenarios/scenario.h"
+#include "sim/cli/commands.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 #include "traces/cli.h"
@@ -28,6 +29,12 @@ usage: faultline <command> [options]
 
 commands:
   sim run SCENARIO.json     simulate a scenario's replicas and print ETTR and its breakdown
+  sim sweep SCENARIO.json   parameter sweep (grid/zip) with common random numbers; CSV, JSON;
+                            resumable; --mpi under mpirun
+  sim tune SCENARIO.json    best value of one numeric parameter (coarse grid, refinement)
+  analyze daly|young|meta-ettr|standby|check
+                            analytic ETTR and standby models; check against the simulator
+  report DIR... -o FILE     HTML report with figures of run, sweep and incident results
   policies                  list the registered policy stacks and their parameters
   trace stats|fit|convert|mix|generate
                             fault traces: statistics, fits, fault models, format conversion
@@ -233,13 +240,17 @@ int main(int argc, char** argv) {
   if (args[0] == "policies") return list_policies();
   if (args[0] == "probe") return probe(argc, argv);
   if (args[0] == "trace") return faultline::traces::trace_command({args.begin() + 1, args.end()});
+  if (args[0] == "analyze") return faultline::cli::analyze({args.begin() + 1, args.end()});
+  if (args[0] == "report") return faultline::cli::report({args.begin() + 1, args.end()});
   if (args[0] == "sim") {
     if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
-      std::fputs("usage: faultline sim run SCENARIO.json [options]   (faultline sim run --help)\n",
+      std::fputs("usage: faultline sim run|sweep|tune SCENARIO.json [options]   (faultline sim run --help)\n",
                  args.size() < 2 ? stderr : stdout);
       return args.size() < 2 ? 2 : 0;
     }
     if (args[1] == "run") return sim_run({args.begin() + 2, args.end()});
+    if (args[1] == "sweep") return faultline::cli::sim_sweep({args.begin() + 2, args.end()});
+    if (args[1] == "tune") return faultline::cli::sim_tune({args.begin() + 2, args.end()});
     return usage_error("unknown sim command '" + args[1] + "'");
   }
   return usage_error("unknown command '" + args[0] + "'");

@@ -97,7 +97,7 @@ TEST(SimRun, RequeueBelowOracleOnDefaultScenario) {
   // The dense job's ~175 incidents in 90 days (DOMAIN §2).
   EXPECT_NEAR(orc["incidents"]["per_replica"].get<double>(), 175, 12);
   // With other faults around, a hang is sometimes cleared early by another crash's requeue.
-  EXPECT_LE(rq["incidents"]["by_category"]["hang"]["detection_mean_s"].get<double>(), 600);
+  EXPECT_LE(rq["incidents"]["by_category"]["hang"]["detection_mean_s"].get<double>(), 1800);
 }
 
 TEST(SimRun, RequeueDetectsHangsExactlyAtTheCollectiveTimeout) {

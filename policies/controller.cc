@@ -1,0 +1,467 @@
+#include "policies/controller.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <optional>
+
+#include "policies/diagnosis/stop_time.h"
+#include "policies/localization/localization.h"
+#include "policies/recovery/standby.h"
+
+namespace faultline::policies {
+
+namespace {
+
+constexpr std::uint64_t kTagMfuRound = 1;
+constexpr std::uint64_t kTagDeferredUpdate = 2;
+
+class ByteRobust final : public Policy {
+ public:
+  explicit ByteRobust(const Params& p) : p_(p) {}
+  const PolicyInfo& info() const override { return byterobust_info(); }
+
+  void start(World& w) override {
+    const auto& spec = w.cluster().spec();
+    w.act(SetCheckpointPlan{Duration::zero(), Duration::seconds(p_.get("checkpoint_blocking_s")),
+                            CheckpointTier::kMemoryWithPeer,
+                            "every step to host memory with a backup on a peer outside the rank's groups",
+                            Duration::seconds(p_.get("remote_checkpoint_interval_s"))});
+    w.act(WatchProgress{Duration::seconds(p_.get("stall_window_s")), p_.get("slow_ratio"),
+                        Duration::seconds(p_.get("slow_for_s")), true, "stall, MFU and metric triggers"});
+    for (const char* kind : {"gpu", "nic", "host", "switch"})
+      w.act(EnableInspection{kind, Duration::seconds(p_.get(std::string("inspect_") + kind + "_s")),
+                             "real-time inspection"});
+    int pool = static_cast<int>(p_.get("standby_pool"));
+    if (pool < 0) pool = binomial_quantile(spec.machines, p_.get("standby_daily_p"), p_.get("standby_quantile"));
+    w.act(SetStandbyPool{pool, "P99 of Binomial(machines, daily failure probability)"});
+    start_job(w, "initial start", Mechanism::kNone);
+  }
+
+  void on_event(const Event& e, World& w) override {
+    std::visit([&](const auto& x) { handle(x, w); }, e);
+  }
+
+ private:
+  enum class State { kStarting, kRunning, kDiagnosing, kAcquiring };
+
+  // ------------------------------------------------------------ generic steps
+  void start_job(World& w, const std::string& why, Mechanism m) {
+    state_ = State::kStarting;
+    pending_start_ = w.act(StartJob{why, m});
+  }
+  void stop_if_running(World& w, const std::string& why) {
+    if (state_ == State::kRunning) w.act(StopJob{why});
+  }
+  // Evicts the machines of these slots and refills them from the standby pool.
+  void evict_and_replace(World& w, const std::vector<SlotId>& slots, Mechanism m, const std::string& why) {
+    MachineSet machines;
+    for (SlotId s : slots)
+      if (w.cluster().machine_in(s) != kNoMachine) machines.push_back(w.cluster().machine_in(s));
+    if (machines.empty()) return;
+    stop_if_running(w, why);
+    w.act(EvictMachines{machines, why, m});
+    state_ = State::kAcquiring;
+    pending_acquire_ = w.act(AcquireMachines{AcquireMode::kStandby, slots, why, m});
+    last_recovery_evicted_ = true;
+  }
+  void reattempt(World& w, const std::string& why) {
+    stop_if_running(w, why);
+    last_recovery_evicted_ = false;
+    start_job(w, "reattempt: " + why, Mechanism::kReattempt);
+  }
+  std::vector<SlotId> slots_of(World& w, const MachineSet& ms) {
+    std::vector<SlotId> out;
+    for (MachineId m : ms)
+      if (m >= 0 && m < w.cluster().machine_count() && w.cluster().slot_of(m) >= 0)
+        out.push_back(w.cluster().slot_of(m));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  MachineSet all_machines(World& w) {
+    MachineSet out;
+    for (SlotId s = 0; s < w.cluster().slots(); ++s)
+      if (w.cluster().machine_in(s) != kNoMachine) out.push_back(w.cluster().machine_in(s));
+    return out;
+  }
+  bool busy() const { return state_ != State::kRunning; }
+
+  // ------------------------------------------------------------ outcomes of our actions
+  void handle(const MachinesReady& r, World& w) {
+    if (r.action != pending_acquire_) return;
+    start_job(w, "replacements ready", Mechanism::kNone);
+  }
+  void handle(const JobStarted& s, World& w) {
+    if (s.action != pending_start_) return;
+    state_ = State::kRunning;
+    last_start_ = w.now();
+    if (deferred_update_) {
+      deferred_update_.reset();
+    }
+  }
+  void handle(const ActionFailed& f, World& w) {
+    w.note("action failed: " + f.reason);
+    if (f.action == pending_acquire_ || f.action == pending_start_) {
+      // Fall back to requeueing the whole job.
+      state_ = State::kAcquiring;
+      pending_acquire_ = w.act(AcquireMachines{AcquireMode::kRequeue, {}, "fallback: " + f.reason, Mechanism::kRequeue});
+    }
+  }
+
+  // ------------------------------------------------------------ detection
+  void handle(const InspectionAlert& a, World& w) {
+    if (a.machine < 0 || a.machine >= w.cluster().machine_count() || w.cluster().slot_of(a.machine) < 0) return;
+    if (a.kind == "nic" || a.kind == "switch") {
+      auto& times = alerts_[a.machine];
+      times.push_back(w.now());
+      while (!times.empty() && w.now() - times.front() > Duration::seconds(p_.get("flap_window_s"))) times.pop_front();
+      if (static_cast<int>(times.size()) < static_cast<int>(p_.get("flap_count"))) return;
+      alerts_.erase(a.machine);
+    } else if (a.kind != "gpu" && a.kind != "host") {
+      return;
+    }
+    if (state_ == State::kAcquiring) return;  // already replacing machines
+    evict_and_replace(w, {w.cluster().slot_of(a.machine)}, Mechanism::kRealtimeEviction,
+                      "real-time " + a.kind + " alert: " + a.detail);
+  }
+
+  void handle(const ProcessExit& x, World& w) { on_crash(w, x.machine, x.exit_code, x.signature, false); }
+  void handle(const StartFailed& x, World& w) {
+    if (x.action != pending_start_ && x.action != pending_acquire_) return;
+    on_crash(w, x.machine, 1, x.signature, true);
+  }
+
+  void on_crash(World& w, MachineId m, int code, const std::string& sig, bool at_start) {
+    if (m != kNoMachine && (m >= w.cluster().machine_count() || w.cluster().slot_of(m) < 0)) return;  // already evicted
+    if (state_ == State::kAcquiring || state_ == State::kDiagnosing) {
+      if (!at_start) return;  // recovery under way; this exit is its echo
+    }
+    const CrashKind kind = classify_crash(sig, code);
+    const bool soon = (w.now() - last_start_) < Duration::seconds(p_.get("recrash_window_s"));
+    level_ = soon ? level_ + 1 : 0;
+    stop_if_running(w, "crash: " + sig);
+    state_ = State::kDiagnosing;
+    if (kind == CrashKind::kUserCode || level_ == 1) {
+      // Code error, or a crash again after a restart: roll back recent code changes.
+      state_ = State::kStarting;
+      pending_start_ = w.act(RollBack{"crash after restart or code error: " + sig});
+      return;
+    }
+    if (level_ >= 2) {
+      start_replay(w, "crashes persist after eviction, reattempt and rollback");
+      return;
+    }
+    // Stop-time tests on the named machine and its neighbours, or on everyone.
+    plan_ = test_plan(kind);
+    suspects_.clear();
+    if (m != kNoMachine) {
+      const SlotId s = w.cluster().slot_of(m);
+      for (SlotId x : {s, static_cast<SlotId>((s + 1) % w.cluster().slots())})
+        if (w.cluster().machine_in(x) != kNoMachine) suspects_.push_back(w.cluster().machine_in(x));
+    } else {
+      suspects_ = all_machines(w);
+    }
+    next_test(w, sig);
+  }
+
+  void next_test(World& w, const std::string& why) {
+    if (plan_.empty()) {
+      reattempt(w, "stop-time tests found nothing (" + why + ")");
+      return;
+    }
+    const ProbeKind t = plan_.front();
+    plan_.erase(plan_.begin());
+    pending_probe_ = w.act(RunProbe{t, suspects_, Duration::seconds(p_.get("probe_deadline_s")), why});
+  }
+
+  void handle(const ProbeResult& r, World& w) {
+    if (r.action != pending_probe_) return;
+    if (!r.failed.empty()) {
+      if (r.test == static_cast<int>(ProbeKind::kBitwise) && nan_chain_) nan_chain_ = false;
+      evict_and_replace(w, slots_of(w, r.failed), Mechanism::kStopTimeEviction,
+                        std::string("failed ") + probe_name(static_cast<ProbeKind>(r.test)));
+      return;
+    }
+    if (nan_chain_) {
+      nan_chain_ = false;
+      start_replay(w, "bit-wise alignment passed everywhere");
+      return;
+    }
+    next_test(w, "previous test passed");
+  }
+
+  // ------------------------------------------------------------ implicit failures
+  void handle(const ProgressStalled&, World& w) {
+    if (state_ != State::kRunning) return;
+    state_ = State::kDiagnosing;  // still running (stuck); capture before stopping
+    mfu_rounds_left_ = 0;
+    pending_capture_ = w.act(CaptureStacks{"no progress for the stall window"});
+  }
+  void handle(const StepTimeHigh& s, World& w) {
+    if (state_ != State::kRunning || mfu_rounds_left_ > 0) return;
+    mfu_rounds_left_ = static_cast<int>(p_.get("mfu_rounds"));
+    flagged_.clear();
+    pending_capture_ = w.act(CaptureStacks{"MFU decline"});
+  }
+  void handle(const TimerFired& t, World& w) {
+    if (t.tag == kTagMfuRound && mfu_rounds_left_ > 0 && state_ == State::kRunning)
+      pending_capture_ = w.act(CaptureStacks{"MFU decline round"});
+    if (t.tag == kTagDeferredUpdate && deferred_update_ && state_ == State::kRunning) {
+      const std::string v = *deferred_update_;
+      deferred_update_.reset();
+      w.act(StopJob{"deferred update window elapsed"});
+      state_ = State::kStarting;
+      pending_start_ = w.act(HotUpdate{v, "forced after the deferral window"});
+    }
+  }
+  void handle(const StacksCaptured& c, World& w) {
+    if (c.action != pending_capture_) return;
+    StackVerdict v = aggregate_stacks(c.by_slot);
+    if (mfu_rounds_left_ > 0) {
+      for (SlotId s : v.outliers) ++flagged_[s];
+      if (--mfu_rounds_left_ > 0) {
+        w.set_timer(Duration::seconds(p_.get("mfu_round_s")), kTagMfuRound);
+        return;
+      }
+      if (flagged_.empty()) return;  // transient: nothing stands out
+      auto most = std::max_element(flagged_.begin(), flagged_.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+      evict_and_replace(w, over_eviction_set(w.cluster(), {most->first}), Mechanism::kOverEviction,
+                        "MFU decline: slot " + std::to_string(most->first) + " flagged most often");
+      return;
+    }
+    if (v.dominant.empty()) {
+      // The processes died before their stacks could be read: diagnose as a crash.
+      state_ = State::kRunning;
+      on_crash(w, kNoMachine, 1, "stalled job exited before stack capture", false);
+      return;
+    }
+    if (v.outliers.empty()) {
+      reattempt(w, "stalled with no outlier stacks");
+      return;
+    }
+    evict_and_replace(w, over_eviction_set(w.cluster(), v.outliers), Mechanism::kOverEviction,
+                      "stack aggregation: parallel group holding all " + std::to_string(v.outliers.size()) +
+                          " outliers");
+  }
+  void handle(const MetricAnomaly& a, World& w) {
+    if (state_ != State::kRunning) return;
+    stop_if_running(w, "metric anomaly: " + a.metric);
+    state_ = State::kDiagnosing;
+    nan_chain_ = true;
+    plan_.clear();
+    suspects_ = all_machines(w);
+    pending_probe_ = w.act(RunProbe{ProbeKind::kBitwise, suspects_, Duration::seconds(p_.get("probe_deadline_s")),
+                                    "NaN: bit-wise alignment on every machine"});
+  }
+
+  // ------------------------------------------------------------ replay / bisection
+  void start_replay(World& w, const std::string& why) {
+    stop_if_running(w, why);
+    state_ = State::kDiagnosing;
+    const auto& spec = w.cluster().spec();
+    if (p_.get("localization") == 1) {
+      std::vector<SlotId> all(w.cluster().slots());
+      for (SlotId s = 0; s < w.cluster().slots(); ++s) all[s] = s;
+      bisect_groups_ = bisection_round({all});
+      send_groups(w, bisect_groups_, why);
+      replay_phase_ = 10;
+      return;
+    }
+    plan_replay_ = dual_phase_plan(spec.pp, spec.dp, choose_replay_k(spec.pp, spec.dp));
+    replay_phase_ = 1;
+    send_groups(w, plan_replay_.horizontal, why);
+  }
+  void send_groups(World& w, const std::vector<std::vector<SlotId>>& groups, const std::string& why) {
+    std::vector<MachineSet> ms;
+    for (const auto& g : groups) {
+      MachineSet set;
+      for (SlotId s : g) set.push_back(w.cluster().machine_in(s));
+      ms.push_back(set);
+    }
+    pending_replay_ = w.act(RunReplay{ms, why});
+  }
+  void handle(const ReplayResult& r, World& w) {
+    if (r.action != pending_replay_) return;
+    auto first_failed = [&]() {
+      for (size_t i = 0; i < r.group_failed.size(); ++i)
+        if (r.group_failed[i]) return static_cast<int>(i);
+      return -1;
+    };
+    if (replay_phase_ == 10) {  // bisection
+      std::vector<std::vector<SlotId>> failing, done;
+      for (size_t i = 0; i < r.group_failed.size(); ++i)
+        if (r.group_failed[i]) (bisect_groups_[i].size() == 1 ? done : failing).push_back(bisect_groups_[i]);
+      if (failing.empty()) {
+        std::vector<SlotId> found;
+        for (const auto& g : done) found.push_back(g.front());
+        if (found.empty()) return reattempt(w, "bisection reproduced nothing");
+        return evict_and_replace(w, found, Mechanism::kReplay, "located by bisection");
+      }
+      for (const auto& g : done) failing.push_back(g);
+      bisect_groups_ = bisection_round(failing);
+      for (const auto& g : failing)
+        if (g.size() == 1) bisect_groups_.push_back(g);
+      return send_groups(w, bisect_groups_, "bisection round");
+    }
+    const int f = first_failed();
+    if (f < 0) return reattempt(w, "replay reproduced nothing");
+    if (std::all_of(r.group_failed.begin(), r.group_failed.end(), [](bool b) { return b; })) {
+      // Every group fails: not a machine, the code.
+      state_ = State::kStarting;
+      pending_start_ = w.act(RollBack{"replay fails on every group: the code is at fault"});
+      return;
+    }
+    if (replay_phase_ == 1) {
+      replay_h_ = f;
+      replay_phase_ = 2;
+      return send_groups(w, plan_replay_.vertical, "replay phase 2 (vertical)");
+    }
+    auto hit = replay_locate(plan_replay_, replay_h_, f);
+    if (!hit) return reattempt(w, "replay groups do not intersect");
+    evict_and_replace(w, {*hit}, Mechanism::kReplay, "dual-phase replay located slot " + std::to_string(*hit));
+  }
+
+  // ------------------------------------------------------------ code updates
+  void handle(const CodeUpdateRequested& c, World& w) {
+    if (!c.urgent && p_.get("defer_non_urgent") != 0) {
+      deferred_update_ = c.version;
+      w.set_timer(Duration::hours(p_.get("deferral_window_h")), kTagDeferredUpdate);
+      return;
+    }
+    if (busy()) {
+      deferred_update_ = c.version;  // merged into the recovery under way
+      return;
+    }
+    w.act(StopJob{"code update " + c.version});
+    state_ = State::kStarting;
+    pending_start_ = w.act(HotUpdate{c.version, "urgent update"});
+  }
+
+  template <class T>
+  void handle(const T&, World&) {}
+
+  const Params p_;
+  State state_ = State::kStarting;
+  ActionId pending_start_ = 0, pending_acquire_ = 0, pending_probe_ = 0, pending_capture_ = 0, pending_replay_ = 0;
+  Instant last_start_{};
+  int level_ = 0;
+  bool last_recovery_evicted_ = false;
+  bool nan_chain_ = false;
+  std::vector<ProbeKind> plan_;
+  MachineSet suspects_;
+  std::map<MachineId, std::deque<Instant>> alerts_;
+  int mfu_rounds_left_ = 0;
+  std::map<SlotId, int> flagged_;
+  ReplayPlan plan_replay_;
+  int replay_phase_ = 0, replay_h_ = -1;
+  std::vector<std::vector<SlotId>> bisect_groups_;
+  std::optional<std::string> deferred_update_;
+};
+
+// Reschedule (Pathways-style): the machine named by the crash is evicted and replaced
+// cold by the scheduler; a crash that names no machine requeues the whole job.
+// Restart from the last periodic remote checkpoint.
+class Reschedule final : public Policy {
+ public:
+  explicit Reschedule(const Params& p) : p_(p) {}
+  const PolicyInfo& info() const override { return reschedule_info(); }
+  void start(World& w) override {
+    w.act(SetCheckpointPlan{Duration::seconds(p_.get("checkpoint_interval_s")),
+                            Duration::seconds(p_.get("checkpoint_write_s")), CheckpointTier::kRemote,
+                            "periodic blocking save to remote storage"});
+    start_ = w.act(StartJob{"initial start"});
+  }
+  void on_event(const Event& e, World& w) override {
+    if (auto* r = std::get_if<MachinesReady>(&e); r && r->action == acquire_) {
+      start_ = w.act(StartJob{"machines ready"});
+      return;
+    }
+    if (auto* s = std::get_if<JobStarted>(&e); s && s->action == start_) {
+      running_ = true;
+      return;
+    }
+    MachineId m = kNoMachine;
+    std::string why;
+    if (auto* x = std::get_if<ProcessExit>(&e)) {
+      m = x->machine;
+      why = x->signature;
+    } else if (auto* s = std::get_if<StartFailed>(&e)) {
+      m = s->machine;
+      why = s->signature;
+    } else if (auto* c = std::get_if<CodeUpdateRequested>(&e)) {
+      why = "code update " + c->version;
+    } else {
+      return;
+    }
+    if (running_) w.act(StopJob{why});
+    running_ = false;
+    if (m != kNoMachine && m < w.cluster().machine_count() && w.cluster().slot_of(m) >= 0) {
+      const SlotId s = w.cluster().slot_of(m);
+      w.act(EvictMachines{{m}, "named by the crash: " + why, Mechanism::kReschedule});
+      acquire_ = w.act(AcquireMachines{AcquireMode::kReschedule, {s}, "cold replacement", Mechanism::kReschedule});
+    } else {
+      acquire_ = w.act(AcquireMachines{AcquireMode::kRequeue, {}, "no culprit named: " + why, Mechanism::kRequeue});
+    }
+  }
+
+ private:
+  const Params p_;
+  bool running_ = false;
+  ActionId start_ = 0, acquire_ = 0;
+};
+
+}  // namespace
+
+const PolicyInfo& byterobust_info() {
+  static const PolicyInfo info{
+      "byterobust",
+      "1",
+      "ByteRobust (SOSP'25): real-time inspections, stop-time tests, reattempt, rollback, dual-phase replay, "
+      "stack-aggregation over-eviction, warm standbys, hot updates, every-step in-memory checkpoints",
+      {
+          {"inspect_gpu_s", "GPU inspection interval (driver hang, lost GPU, temperature)", "s", 10, 0.1, 3600},
+          {"inspect_nic_s", "NIC inspection interval", "s", 30, 0.1, 3600},
+          {"inspect_host_s", "host kernel inspection interval (Xid, OS faults)", "s", 2, 0.1, 3600},
+          {"inspect_switch_s", "switch inspection interval", "s", 30, 0.1, 3600},
+          {"flap_window_s", "network alerts: window for counting repeats", "s", 300, 1, 86400},
+          {"flap_count", "network alerts: evict after this many within the window", "count", 2, 1, 100},
+          {"stall_window_s", "no progress for this long starts stack aggregation", "s", 600, 1, 86400},
+          {"slow_ratio", "step time above this multiple of normal is an MFU decline", "ratio", 1.2, 1.01, 100},
+          {"slow_for_s", "how long steps must stay slow", "s", 300, 1, 86400},
+          {"mfu_rounds", "aggregation rounds for an MFU decline", "count", 5, 1, 100},
+          {"mfu_round_s", "time between MFU aggregation rounds", "s", 10, 0.1, 3600},
+          {"recrash_window_s", "a crash within this of a restart escalates", "s", 1800, 0, 86400},
+          {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
+          {"localization", "silent-fault localization: 0 dual-phase replay, 1 bisection", "choice", 0, 0, 1},
+          {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1, 100000},
+          {"standby_daily_p", "a machine's daily failure probability (pool sizing)", "ratio", 1.2e-3, 0, 1},
+          {"standby_quantile", "pool sizing quantile", "ratio", 0.99, 0.5, 0.999999},
+          {"checkpoint_blocking_s", "blocking time of an every-step in-memory save", "s", 0.02, 0, 3600},
+          {"remote_checkpoint_interval_s", "remote copy interval (used if both memory copies are lost)", "s", 3600,
+           1, 1e7},
+          {"defer_non_urgent", "defer non-urgent code updates into the next recovery (1) or apply now (0)", "bool",
+           1, 0, 1},
+          {"deferral_window_h", "a deferred update is forced after this long", "h", 24, 0, 1e4},
+      }};
+  return info;
+}
+
+std::unique_ptr<Policy> make_byterobust(const Params& p) { return std::make_unique<ByteRobust>(p); }
+
+const PolicyInfo& reschedule_info() {
+  static const PolicyInfo info{
+      "reschedule",
+      "1",
+      "Pathways-style: evict the machine a crash names and replace it cold; otherwise requeue; restart from the "
+      "last periodic remote checkpoint",
+      {
+          {"checkpoint_interval_s", "training time between periodic checkpoints", "s", 1800, 1, 1e7},
+          {"checkpoint_write_s", "blocking time of one save to remote storage", "s", 6.77, 0, 1e5},
+      }};
+  return info;
+}
+
+std::unique_ptr<Policy> make_reschedule(const Params& p) { return std::make_unique<Reschedule>(p); }
+
+}  // namespace faultline::policies

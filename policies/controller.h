@@ -1,0 +1,28 @@
+// The ByteRobust fault-tolerance state machine, composed from the modules
+// (detection, diagnosis, localization, recovery, checkpoint) and registered as the
+// `byterobust` stack.
+//
+// Flow (DOMAIN §4): real-time inspection alerts evict at once (network alerts only
+// after `flap_count` alerts within `flap_window_s`); a crash stops the job and runs the
+// stop-time tests its log signature calls for, evicting what fails; if everything
+// passes the job is reattempted as is; a crash soon after a restart escalates to a
+// rollback of the code, then to dual-phase replay (or bisection). A stalled job is
+// diagnosed by stack aggregation and its outlier parallel group over-evicted; an MFU
+// decline by repeated aggregation rounds; a NaN by the bit-wise alignment test, then
+// replay. Evicted machines are replaced from the warm-standby pool; code updates are
+// hot updates. Checkpoints are taken every step in memory with a peer backup.
+#pragma once
+
+#include <memory>
+
+#include "policies/api/policy.h"
+
+namespace faultline::policies {
+
+const PolicyInfo& byterobust_info();
+std::unique_ptr<Policy> make_byterobust(const Params& p);
+
+const PolicyInfo& reschedule_info();
+std::unique_ptr<Policy> make_reschedule(const Params& p);
+
+}  // namespace faultline::policies

@@ -1,0 +1,555 @@
+// `faultline analyze`: the analytic models of analysis/models.h on the command line,
+// and `analyze check`, which runs the simulator under a model's assumptions and compares.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analysis/models.h"
+#include "policies/builtin.h"
+#include "scenarios/scenario.h"
+#include "sim/cli/commands.h"
+
+namespace faultline::cli {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kAnalyzeHelp = R"(usage: faultline analyze <model> [options]
+
+Analytic models of checkpointing and fault tolerance (DOMAIN.md §5, §7). Every model
+takes --format table|json (default table) and --help.
+
+models:
+  daly       Daly's exact ETTR for Poisson job failures, and the optimal interval
+  young      Young's first-order optimal checkpoint interval sqrt(2 delta M)
+  meta-ettr  Meta's small-loss ETTR approximation and its best interval
+  standby    warm-standby pool size: the Q-quantile of Binomial(machines, p)
+  check      run the simulator under Daly's assumptions and compare it with Daly's
+             closed form and Meta's approximation
+)";
+
+constexpr const char* kDalyHelp =
+    R"(usage: faultline analyze daly --mtbf-s M --checkpoint-s D [--restart-s R] [--interval-s T]
+
+Daly's model: job failures are Poisson with mean time M between them; work runs in
+segments of T followed by a blocking checkpoint of D; a failure at any moment costs a
+restart of R and loses the work since the last complete checkpoint. Prints
+  ETTR = T / (M e^(R/M) (e^((T+D)/M) - 1))
+for the given T, and the T that maximises it (found numerically), with Young's and
+Daly's closed-form estimates of that optimum for comparison.
+
+options:
+  --mtbf-s M          mean time between failures of the whole job, seconds (> 0)
+  --checkpoint-s D    blocking time of one checkpoint, seconds (>= 0)
+  --restart-s R       time from a failure to training again, seconds (default 0)
+  --interval-s T      training time between checkpoints, seconds (optional)
+  --format table|json
+)";
+
+constexpr const char* kYoungHelp =
+    R"(usage: faultline analyze young --mtbf-s M --checkpoint-s D [--restart-s R]
+
+Young's first-order optimal checkpoint interval tau* = sqrt(2 D M), with Daly's exact
+ETTR at tau* and at Daly's own optimum for comparison.
+
+options:
+  --mtbf-s M          mean time between failures of the whole job, seconds (> 0)
+  --checkpoint-s D    blocking time of one checkpoint, seconds (>= 0)
+  --restart-s R       restart cost used for the ETTR figures, seconds (default 0)
+  --format table|json
+)";
+
+constexpr const char* kMetaHelp =
+    R"(usage: faultline analyze meta-ettr --nodes N --rate-per-node-day r --restart-s u0
+                                    --write-s w [--interval-s D]
+
+Meta's approximation (Kokolis et al. 2024) for N nodes each failing r times per day,
+restart overhead u0, checkpoint interval D and checkpoint write time w:
+  E[ETTR] ~ (1 - N r (u0 + D/2)) / (1 + w/D),   best D = sqrt(2 w / (N r)),
+with N r converted to failures per second. A small-loss approximation (within ~5% of
+Monte Carlo in the paper); it goes negative when failures are frequent.
+
+options:
+  --nodes N              nodes (machines) in the job
+  --rate-per-node-day r  failures per node per day
+  --restart-s u0         restart overhead per failure, seconds
+  --write-s w            checkpoint write time, seconds
+  --interval-s D         checkpoint interval, seconds (optional; default: the best)
+  --format table|json
+)";
+
+constexpr const char* kStandbyHelp =
+    R"(usage: faultline analyze standby --machines N[,N2,...] --p P [--quantile Q]
+
+Warm-standby pool size (ByteRobust §6): the smallest k with
+P(Binomial(N, p) <= k) >= Q, p being one machine's failure probability per day. The
+binomial CDF is summed in log space, so it is exact for any N. ByteRobust's published
+sizes: 2, 2, 3, 4 for 128, 256, 512, 1,024 machines (p ~ 1.2e-3, Q = 0.99).
+
+options:
+  --machines N[,N2,...]  machines in the job (a comma-separated list for a table)
+  --p P                  failure probability of one machine per day, in [0, 1]
+  --quantile Q           the quantile to cover (default 0.99)
+  --format table|json
+)";
+
+constexpr const char* kCheckHelp = R"(usage: faultline analyze check [SCENARIO.json] [options]
+
+Runs the simulator (faultline sim run, in a child process, --format json) on a scenario
+that meets Daly's assumptions and prints Daly's closed form against the simulated mean
+ETTR and its 95% CI, and the error of Meta's approximation against the simulation.
+The scenario must have the shape of scenarios/daly-check.json (the default): Poisson
+crash faults (weibull_shape 1, observed at once, not persistent) of job or machine
+scope, the requeue stack, no image pull, no process init and no checkpoint bytes, and
+no fault trace. The model's inputs are read from it:
+  M = 86400 / (sum of the categories' rates per machine-day x machines)
+  R = requeue_base_s + requeue_per_machine_s x machines
+  tau = policy.params.checkpoint_interval_s, delta = policy.params.checkpoint_write_s
+and Meta's approximation is mapped as N r = 1/M, u0 = R, D = tau, w = delta.
+
+options:
+  --replicas N, --jobs J, --seed S, --set PATH=VALUE   passed to sim run
+  --strict            exit 1 when Daly's value is outside the simulation's CI
+  --format table|json
+)";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "faultline: %s (see --help)\n", msg.c_str());
+  return 2;
+}
+
+bool parse_double(const std::string& s, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (errno || end == s.c_str() || *end || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+// Options "--name VALUE" of one model. Returns an exit code >= 0 to stop with, or -1.
+struct Options {
+  std::map<std::string, std::string> values;
+  std::string format = "table";
+  std::vector<std::string> positional;
+  std::vector<std::string> sets;
+  bool strict = false;
+};
+
+int parse_options(const std::vector<std::string>& args, const std::vector<std::string>& allowed,
+                  const char* help, Options* o) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(help, stdout);
+      return 0;
+    }
+    if (a == "--format") {
+      if (i + 1 >= args.size() || (args[i + 1] != "table" && args[i + 1] != "json"))
+        return usage_error("--format: expected table or json");
+      o->format = args[++i];
+      continue;
+    }
+    if (a == "--strict" && std::find(allowed.begin(), allowed.end(), a) != allowed.end()) {
+      o->strict = true;
+      continue;
+    }
+    if (a.rfind("--", 0) == 0) {
+      if (std::find(allowed.begin(), allowed.end(), a) == allowed.end())
+        return usage_error("unknown option " + a);
+      if (i + 1 >= args.size()) return usage_error(a + ": expected a value");
+      if (a == "--set")
+        o->sets.push_back(args[++i]);
+      else
+        o->values[a] = args[++i];
+      continue;
+    }
+    o->positional.push_back(a);
+  }
+  return -1;
+}
+
+// A required or optional number option. Returns false after printing a usage error.
+bool number(const Options& o, const std::string& name, bool required, double def, double lo,
+            double* out, bool lo_open = false) {
+  auto it = o.values.find(name);
+  if (it == o.values.end()) {
+    if (required) {
+      usage_error(name + " is required");
+      return false;
+    }
+    *out = def;
+    return true;
+  }
+  double v;
+  if (!parse_double(it->second, &v) || (lo_open ? !(v > lo) : !(v >= lo))) {
+    std::ostringstream m;
+    m << name << ": expected a number " << (lo_open ? "> " : ">= ") << lo << ", got '" << it->second
+      << "'";
+    usage_error(m.str());
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+std::string fmt(double x, int prec = 6) {
+  std::ostringstream o;
+  o << std::setprecision(prec) << x;
+  return o.str();
+}
+
+std::string pct(double x, int decimals = 3) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(decimals) << 100 * x << "%";
+  return o.str();
+}
+
+int emit(const Options& o, const ordered_json& j, const std::string& table) {
+  if (o.format == "json")
+    std::cout << j.dump(2) << "\n";
+  else
+    std::cout << table;
+  return 0;
+}
+
+int daly(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = parse_options(args, {"--mtbf-s", "--restart-s", "--interval-s", "--checkpoint-s"},
+                             kDalyHelp, &o);
+      rc >= 0)
+    return rc;
+  if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
+  double M, R, T = 0, D;
+  if (!number(o, "--mtbf-s", true, 0, 0, &M, true) ||
+      !number(o, "--checkpoint-s", true, 0, 0, &D) || !number(o, "--restart-s", false, 0, 0, &R) ||
+      !number(o, "--interval-s", false, 0, 0, &T, true))
+    return 2;
+  const bool has_t = o.values.count("--interval-s") > 0;
+  const auto best = analysis::daly_optimal_interval(M, R, D);
+  const double young = analysis::young_interval(D, M);
+  const double est = analysis::daly_interval_estimate(D, M);
+  ordered_json j;
+  j["model"] = "daly";
+  j["inputs"] = {{"mtbf_s", M}, {"restart_s", R}, {"checkpoint_s", D}};
+  if (has_t) {
+    j["inputs"]["interval_s"] = T;
+    j["ettr"] = analysis::daly_ettr(M, R, T, D);
+  }
+  j["optimal"] = {{"interval_s", best.interval_s}, {"ettr", best.ettr}};
+  j["young_interval_s"] = young;
+  j["young_ettr"] = young > 0 ? analysis::daly_ettr(M, R, young, D) : std::nan("");
+  j["daly_estimate_interval_s"] = est;
+  std::ostringstream t;
+  t << "Daly's model: M = " << fmt(M) << " s, R = " << fmt(R) << " s, checkpoint = " << fmt(D)
+    << " s\n";
+  if (has_t) t << "  ETTR at interval " << fmt(T) << " s:        " << pct(j["ettr"]) << "\n";
+  t << "  optimal interval (numeric):   " << fmt(best.interval_s) << " s, ETTR " << pct(best.ettr)
+    << "\n";
+  t << "  Young's sqrt(2 D M):          " << fmt(young) << " s, ETTR " << pct(j["young_ettr"])
+    << "\n";
+  t << "  Daly's closed-form estimate:  " << fmt(est) << " s\n";
+  return emit(o, j, t.str());
+}
+
+int young(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = parse_options(args, {"--mtbf-s", "--checkpoint-s", "--restart-s"}, kYoungHelp, &o);
+      rc >= 0)
+    return rc;
+  if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
+  double M, D, R;
+  if (!number(o, "--mtbf-s", true, 0, 0, &M, true) ||
+      !number(o, "--checkpoint-s", true, 0, 0, &D) || !number(o, "--restart-s", false, 0, 0, &R))
+    return 2;
+  const double tau = analysis::young_interval(D, M);
+  const auto best = analysis::daly_optimal_interval(M, R, D);
+  ordered_json j;
+  j["model"] = "young";
+  j["inputs"] = {{"mtbf_s", M}, {"checkpoint_s", D}, {"restart_s", R}};
+  j["interval_s"] = tau;
+  j["daly_ettr_at_interval"] = tau > 0 ? analysis::daly_ettr(M, R, tau, D) : std::nan("");
+  j["daly_optimal"] = {{"interval_s", best.interval_s}, {"ettr", best.ettr}};
+  std::ostringstream t;
+  t << "Young's interval: sqrt(2 x " << fmt(D) << " s x " << fmt(M) << " s) = " << fmt(tau)
+    << " s\n";
+  t << "  Daly ETTR there (R = " << fmt(R) << " s): " << pct(j["daly_ettr_at_interval"]) << "\n";
+  t << "  Daly's optimum: " << fmt(best.interval_s) << " s, ETTR " << pct(best.ettr) << "\n";
+  return emit(o, j, t.str());
+}
+
+int meta(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = parse_options(
+          args, {"--nodes", "--rate-per-node-day", "--restart-s", "--interval-s", "--write-s"},
+          kMetaHelp, &o);
+      rc >= 0)
+    return rc;
+  if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
+  double N, r, u0, w, D;
+  if (!number(o, "--nodes", true, 0, 0, &N, true) ||
+      !number(o, "--rate-per-node-day", true, 0, 0, &r, true) ||
+      !number(o, "--restart-s", true, 0, 0, &u0) || !number(o, "--write-s", true, 0, 0, &w) ||
+      !number(o, "--interval-s", false, 0, 0, &D, true))
+    return 2;
+  const double best = analysis::meta_best_interval(N, r, w);
+  const bool has_d = o.values.count("--interval-s") > 0;
+  ordered_json j;
+  j["model"] = "meta-ettr";
+  j["inputs"] = {{"nodes", N}, {"rate_per_node_day", r}, {"restart_s", u0}, {"write_s", w}};
+  j["job_mtbf_s"] = 86400.0 / (N * r);
+  if (has_d) {
+    j["inputs"]["interval_s"] = D;
+    j["ettr"] = analysis::meta_ettr(N, r, u0, D, w);
+  }
+  j["best_interval_s"] = best;
+  j["ettr_at_best"] = best > 0 ? analysis::meta_ettr(N, r, u0, best, w) : std::nan("");
+  std::ostringstream t;
+  t << "Meta's approximation: " << fmt(N) << " nodes x " << fmt(r)
+    << " failures/node-day (job MTBF " << fmt(j["job_mtbf_s"].get<double>())
+    << " s), u0 = " << fmt(u0) << " s, w = " << fmt(w) << " s\n";
+  if (has_d) t << "  E[ETTR] at interval " << fmt(D) << " s: " << pct(j["ettr"]) << "\n";
+  t << "  best interval sqrt(2w/(N r)): " << fmt(best) << " s, E[ETTR] " << pct(j["ettr_at_best"])
+    << "\n";
+  return emit(o, j, t.str());
+}
+
+int standby(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = parse_options(args, {"--machines", "--p", "--quantile"}, kStandbyHelp, &o); rc >= 0)
+    return rc;
+  if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
+  double p, q;
+  if (!number(o, "--p", true, 0, 0, &p) || !number(o, "--quantile", false, 0.99, 0, &q)) return 2;
+  if (p > 1) return usage_error("--p: expected a probability in [0, 1]");
+  if (q > 1) return usage_error("--quantile: expected a probability in [0, 1]");
+  auto it = o.values.find("--machines");
+  if (it == o.values.end()) return usage_error("--machines is required");
+  std::vector<std::int64_t> ns;
+  std::stringstream ss(it->second);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    char* end = nullptr;
+    const long long n = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end || n < 1 || n > 100'000'000)
+      return usage_error("--machines: expected integers >= 1");
+    ns.push_back(n);
+  }
+  ordered_json j;
+  j["model"] = "standby";
+  j["p"] = p;
+  j["quantile"] = q;
+  j["pools"] = ordered_json::array();
+  std::ostringstream t;
+  t << "warm standby: smallest k with P(Binomial(N, " << fmt(p) << ") <= k) >= " << fmt(q) << "\n";
+  t << std::setw(10) << "machines" << std::setw(8) << "pool" << std::setw(14) << "P(X <= k)"
+    << std::setw(14) << "P(X <= k-1)" << std::setw(16) << "mean failures\n";
+  for (auto n : ns) {
+    const auto k = analysis::standby_pool_size(n, p, q);
+    const double at = analysis::binomial_cdf(k, n, p), below = analysis::binomial_cdf(k - 1, n, p);
+    j["pools"].push_back(
+        {{"machines", n}, {"pool", k}, {"cdf_at_pool", at}, {"cdf_below_pool", below}});
+    t << std::setw(10) << n << std::setw(8) << k << std::setw(14) << std::fixed
+      << std::setprecision(6) << at << std::setw(14) << below << std::setw(15)
+      << std::setprecision(3) << n * p << "\n";
+    t.unsetf(std::ios::fixed);
+  }
+  return emit(o, j, t.str());
+}
+
+// Runs `faultline sim run ... --format json` in a child process; returns its stdout.
+int run_sim(const std::vector<std::string>& args, std::string* out) {
+  char tmpl[] = "/tmp/faultline-check-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) return 1;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fd, STDOUT_FILENO);
+    std::vector<std::string> all{self_exe()};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::ifstream f(tmpl);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  ::close(fd);
+  ::unlink(tmpl);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int check(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = parse_options(args, {"--replicas", "--jobs", "--seed", "--set", "--strict"},
+                             kCheckHelp, &o);
+      rc >= 0)
+    return rc;
+  if (o.positional.size() > 1) return usage_error("unexpected argument " + o.positional[1]);
+  std::string path = o.positional.empty() ? "scenarios/daly-check.json" : o.positional[0];
+  if (o.positional.empty() && !std::filesystem::exists(path))
+    path = FAULTLINE_SOURCE_DIR "/scenarios/daly-check.json";  // run from outside the checkout
+  std::vector<std::string> sets = o.sets;
+  if (o.values.count("--seed")) sets.push_back("seed=" + o.values["--seed"]);
+  if (o.values.count("--replicas")) sets.push_back("replicas=" + o.values["--replicas"]);
+  Registry registry = policies::builtin_registry();
+  scenarios::Scenario sc;
+  try {
+    sc = scenarios::load_scenario(path, sets, registry);
+  } catch (const scenarios::ScenarioError& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 2;
+  }
+  // The model's assumptions, checked one by one so the message says what is off.
+  std::vector<std::string> off;
+  if (sc.policy != "requeue") off.push_back("policy.stack is " + sc.policy + ", expected requeue");
+  if (sc.job.image_bytes != 0) off.push_back("job.image_bytes must be 0");
+  if (sc.job.init_s != 0) off.push_back("job.init_s must be 0");
+  if (sc.job.checkpoint_bytes_per_machine != 0)
+    off.push_back("job.checkpoint_bytes_per_machine must be 0");
+  if (sc.trace) off.push_back("faults.trace must be absent");
+  double rate_per_day = 0;
+  for (const auto& c : sc.faults) {
+    const std::string at = "faults.categories." + c.name;
+    if (c.symptom != scenarios::Symptom::kCrash) off.push_back(at + ".symptom must be crash");
+    if (c.weibull_shape != 1) off.push_back(at + ".weibull_shape must be 1 (Poisson)");
+    if (c.observe_after_s != 0)
+      off.push_back(at + ".observe_after_s must be 0 (instant detection)");
+    if (c.persistent) off.push_back(at + ".persistent must be false");
+    if (c.scope == scenarios::FaultScope::kRack)
+      off.push_back(at + ".scope must be job or machine");
+    rate_per_day += c.rate_per_machine_day * sc.cluster.machines;
+  }
+  if (!(rate_per_day > 0)) off.push_back("the faults' total rate must be > 0");
+  if (!off.empty()) {
+    std::string all;
+    for (const auto& s : off) all += (all.empty() ? "" : "; ") + s;
+    std::fprintf(stderr, "faultline: analyze check: %s does not meet Daly's assumptions: %s\n",
+                 path.c_str(), all.c_str());
+    return 2;
+  }
+  const double M = 86400.0 / rate_per_day;
+  const double R =
+      sc.scheduler.requeue_base_s + sc.scheduler.requeue_per_machine_s * sc.cluster.machines;
+  const double tau = sc.policy_params.get("checkpoint_interval_s");
+  const double delta = sc.policy_params.get("checkpoint_write_s");
+
+  std::vector<std::string> run{"sim", "run", path, "--format", "json", "--quiet"};
+  for (const char* k : {"--replicas", "--jobs", "--seed"})
+    if (o.values.count(k)) {
+      run.push_back(k);
+      run.push_back(o.values[k]);
+    }
+  for (const auto& s : o.sets) {
+    run.push_back("--set");
+    run.push_back(s);
+  }
+  std::string text;
+  if (int rc = run_sim(run, &text); rc != 0) {
+    std::fprintf(stderr, "faultline: analyze check: the simulation failed (exit %d)\n", rc);
+    return rc == 2 ? 2 : 1;
+  }
+  nlohmann::json res;
+  try {
+    res = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: analyze check: unreadable simulation result: %s\n", e.what());
+    return 1;
+  }
+  const double mean = res["ettr"]["mean"], lo = res["ettr"]["ci95"][0], hi = res["ettr"]["ci95"][1];
+  const double sd = res["ettr"]["stddev"];
+  const double n = res["replicas"];
+  const double se = sd / std::sqrt(n);
+  const double model = analysis::daly_ettr(M, R, tau, delta);
+  const bool agrees = model >= lo && model <= hi;
+  // Meta's mapping: N r = 1/M (one "node" failing at the job's rate), u0 = R, D = tau, w = delta.
+  const double meta = analysis::meta_ettr(1, 86400.0 / M, R, tau, delta);
+  const auto best = analysis::daly_optimal_interval(M, R, delta);
+
+  ordered_json j;
+  j["scenario"] = path;
+  j["replicas"] = res["replicas"];
+  j["seed"] = res["seed"];
+  j["inputs"] = {{"mtbf_s", M},
+                 {"restart_s", R},
+                 {"interval_s", tau},
+                 {"checkpoint_s", delta},
+                 {"horizon_days", sc.job.horizon_days}};
+  j["simulation"] = {{"ettr", mean}, {"ci95", {lo, hi}}, {"stderr", se}};
+  j["daly"] = {{"ettr", model},
+               {"within_ci95", agrees},
+               {"z", se > 0 ? (model - mean) / se : 0.0},
+               {"relative_error", (model - mean) / mean}};
+  j["meta"] = {{"ettr", meta},
+               {"error", meta - mean},
+               {"relative_error", (meta - mean) / mean},
+               {"error_vs_daly", meta - model}};
+  j["optimal_interval_s"] = {{"daly", best.interval_s},
+                             {"young", analysis::young_interval(delta, M)},
+                             {"meta", analysis::meta_best_interval(1, 86400.0 / M, delta)}};
+  std::ostringstream t;
+  t << "analyze check: " << path << " (" << res["replicas"].get<long long>() << " replicas, seed "
+    << res["seed"].get<long long>() << ")\n";
+  t << "  model inputs: M = " << fmt(M) << " s (job MTBF), R = " << fmt(R)
+    << " s, tau = " << fmt(tau) << " s, delta = " << fmt(delta) << " s, horizon "
+    << fmt(sc.job.horizon_days) << " days\n";
+  t << "  simulation          ETTR " << pct(mean) << "  (95% CI " << pct(lo) << " .. " << pct(hi)
+    << ", standard error " << pct(se, 4) << ")\n";
+  t << "  Daly closed form    ETTR " << pct(model) << "  " << (agrees ? "within" : "OUTSIDE")
+    << " the simulation's 95% CI (z = " << std::fixed << std::setprecision(2)
+    << (se > 0 ? (model - mean) / se : 0) << ")\n";
+  t.unsetf(std::ios::fixed);
+  t << "  Meta approximation  ETTR " << pct(meta) << "  error vs simulation " << std::showpos
+    << std::fixed << std::setprecision(3) << 100 * (meta - mean) << " points ("
+    << 100 * (meta - mean) / mean << "% relative)" << std::noshowpos << "\n";
+  t.unsetf(std::ios::fixed);
+  t << "  optimal interval:   Daly " << fmt(best.interval_s) << " s, Young "
+    << fmt(analysis::young_interval(delta, M)) << " s, Meta "
+    << fmt(analysis::meta_best_interval(1, 86400.0 / M, delta)) << " s\n";
+  emit(o, j, t.str());
+  return o.strict && !agrees ? 1 : 0;
+}
+
+}  // namespace
+
+int analyze(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::fputs(kAnalyzeHelp, stderr);
+    return 2;
+  }
+  const std::string& m = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (m == "-h" || m == "--help" || m == "help") {
+    std::fputs(kAnalyzeHelp, stdout);
+    return 0;
+  }
+  if (m == "daly") return daly(rest);
+  if (m == "young") return young(rest);
+  if (m == "meta-ettr" || m == "meta") return meta(rest);
+  if (m == "standby") return standby(rest);
+  if (m == "check") return check(rest);
+  return usage_error("unknown model '" + m +
+                     "'; expected daly, young, meta-ettr, standby or check");
+}
+
+}  // namespace faultline::cli

@@ -1,0 +1,24 @@
+// Entry points of the `faultline` subcommands that live outside main.cc. Each takes the
+// arguments after its own name, prints its --help, and returns the process exit code:
+// 0 success, 1 runtime failure, 2 bad input or usage.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace faultline::cli {
+
+// faultline sim sweep SCENARIO --grid key=v1,v2 ... (sweep_cmd.cc)
+int sim_sweep(const std::vector<std::string>& args);
+// faultline sim tune SCENARIO --param key=lo:hi ... (sweep_cmd.cc)
+int sim_tune(const std::vector<std::string>& args);
+// faultline analyze daly|young|meta-ettr|standby|check ... (analyze_cmd.cc)
+int analyze(const std::vector<std::string>& args);
+// faultline report DIR... -o report.html (report_cmd.cc)
+int report(const std::vector<std::string>& args);
+
+// Path of the running faultline executable (/proc/self/exe), for re-running it in a
+// child process.
+std::string self_exe();
+
+}  // namespace faultline::cli

@@ -1,0 +1,146 @@
+// `faultline report`: a self-contained HTML page of figures from result directories.
+// The figures are drawn by analysis/report.py with matplotlib (Debian's
+// python3-matplotlib); this command checks the inputs, finds the script and an
+// interpreter, and runs it.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "sim/cli/commands.h"
+
+namespace faultline::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kReportHelp = R"(usage: faultline report DIR [DIR...] -o report.html [options]
+
+Writes one self-contained HTML page (figures embedded as PNG) from result directories:
+  - a `sim run --out DIR` directory (result.json; timeline.csv with --timeline,
+    incidents.csv with --incidents, decisions.log with --decisions), or
+  - a `sim sweep --out DIR` directory (sweep.json and points/).
+Figures: cumulative and 1-hour sliding-window ETTR over time (timeline.csv); the
+unproductive-time breakdown per policy stack or sweep point (stacked bars); an incident
+timeline of one replica (incidents.csv); shares of incidents and of lost time by fault
+category, and of recovery actions by mechanism (decisions.log); for sweeps, ETTR
+against each swept parameter with 95% CI bands, and a heatmap for two numeric axes.
+
+options:
+  -o, --out FILE     the HTML file to write (required)
+  --replica R        the replica whose timelines and incidents are drawn (default 0)
+  --title TEXT       the page title
+  -h, --help         this text
+
+Needs python3 with matplotlib (Debian: python3-matplotlib). FAULTLINE_PYTHON picks the
+interpreter (default /usr/bin/python3, else python3 on PATH); FAULTLINE_REPORT_SCRIPT
+the script (default: faultline_report.py next to this binary, else the checkout's
+analysis/report.py).
+)";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "faultline: %s (see --help)\n", msg.c_str());
+  return 2;
+}
+
+std::string find_script() {
+  if (const char* env = std::getenv("FAULTLINE_REPORT_SCRIPT"); env && *env) return env;
+  const fs::path exe = self_exe();
+  for (const fs::path& p : {exe.parent_path() / "faultline_report.py",
+                            exe.parent_path() / ".." / "share" / "faultline" / "report.py",
+                            fs::path(FAULTLINE_SOURCE_DIR) / "analysis" / "report.py"})
+    if (fs::exists(p)) return p.string();
+  return "";
+}
+
+std::string find_python() {
+  if (const char* env = std::getenv("FAULTLINE_PYTHON"); env && *env) return env;
+  // Debian's interpreter sees python3-matplotlib; a python3 earlier on PATH may not.
+  if (::access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
+  return "python3";
+}
+
+}  // namespace
+
+int report(const std::vector<std::string>& args) {
+  std::vector<std::string> dirs;
+  std::string out, replica = "0", title;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kReportHelp, stdout);
+      return 0;
+    }
+    if (a == "-o" || a == "--out" || a == "--replica" || a == "--title") {
+      if (i + 1 >= args.size()) return usage_error(a + ": expected a value");
+      const std::string& v = args[++i];
+      if (a == "--replica") {
+        char* end = nullptr;
+        const long r = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || r < 0) return usage_error("--replica: expected an integer >= 0");
+        replica = v;
+      } else if (a == "--title") {
+        title = v;
+      } else {
+        out = v;
+      }
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') return usage_error("unknown option " + a);
+    dirs.push_back(a);
+  }
+  if (dirs.empty()) return usage_error("report: expected at least one result directory");
+  if (out.empty()) return usage_error("report: expected -o report.html");
+  for (const auto& d : dirs) {
+    if (!fs::is_directory(d)) {
+      std::fprintf(stderr, "faultline: report: %s: not a directory\n", d.c_str());
+      return 2;
+    }
+    if (!fs::exists(fs::path(d) / "result.json") && !fs::exists(fs::path(d) / "sweep.json")) {
+      std::fprintf(stderr,
+                   "faultline: report: %s: expected result.json (sim run --out) or sweep.json (sim "
+                   "sweep --out)\n",
+                   d.c_str());
+      return 2;
+    }
+  }
+  const std::string script = find_script();
+  if (script.empty()) {
+    std::fprintf(
+        stderr, "faultline: report: cannot find the report script (set FAULTLINE_REPORT_SCRIPT)\n");
+    return 1;
+  }
+  const std::string python = find_python();
+  std::vector<std::string> argv{python, script, "--out", out, "--replica", replica};
+  if (!title.empty()) {
+    argv.push_back("--title");
+    argv.push_back(title);
+  }
+  argv.insert(argv.end(), dirs.begin(), dirs.end());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> cargv;
+    for (auto& s : argv) cargv.push_back(s.data());
+    cargv.push_back(nullptr);
+    ::execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "faultline: report: cannot run %s: %s (install python3-matplotlib)\n",
+                 cargv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status)) return 1;
+  return WEXITSTATUS(status) == 0 ? 0 : (WEXITSTATUS(status) == 2 ? 2 : 1);
+}
+
+}  // namespace faultline::cli

@@ -1,0 +1,630 @@
+// `faultline sim sweep` and `faultline sim tune`: what-if studies over scenario fields,
+// on one machine (forked processes) or over MPI ranks (faultline-mpi, see
+// sweep_mpi.cc). The engine is sim/sweep.h; the search of tune is analysis/tune.h.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "analysis/sweep_plan.h"
+#include "analysis/tune.h"
+#include "policies/builtin.h"
+#include "sim/cli/commands.h"
+#include "sim/sweep.h"
+
+namespace faultline::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kSweepHelp = R"(usage: faultline sim sweep SCENARIO.json [options]
+
+Simulates every point of a parameter grid over the scenario, each point with the same
+replicas and seeds (common random numbers: same scenario seed and replica index, same
+fault arrivals at every point), so differences between points are not noise. Writes a
+tidy CSV (one row per point: the parameters, replicas, then mean, lo and hi of the 95%
+CI of every metric) and JSON. Resumable: points already computed under --out DIR are
+not computed again, and an interrupted sweep keeps its finished work items. Points are
+keyed by their inputs (scenario file bytes, --set, --seed, --replicas, the point's
+values), not by the simulator's version: use a fresh DIR after changing the simulator.
+
+options:
+  --grid KEY=V1,V2,...  one axis: a scenario field (a --set path) and its values (JSON
+                        or strings; commas inside [..], {..} or ".." do not split);
+                        repeatable, the cartesian product of all axes is swept, the
+                        first axis slowest
+  --zip KEY=A,B,...     fields that move together (all --zip lists of one length form
+                        one axis); repeatable
+  --set PATH=VALUE      override a field at every point (as in sim run); repeatable
+  --replicas N          replicas per point (default: the scenario's)
+  --seed S              scenario seed (default: the scenario's)
+  --jobs J              work items in parallel, one process each (default: 1)
+  --out DIR             store points, sweep.csv and sweep.json in DIR; a rerun with the
+                        same DIR resumes (default: a temporary directory, removed)
+  --format table|csv|json   what goes to stdout (default: table)
+  --mpi                 run under mpirun: spread (point, replica) pairs over the ranks
+                        and gather on rank 0 (runs faultline-mpi); output byte-identical
+                        to a one-machine run
+  --quiet               no progress bar (it is drawn only when stderr is a terminal)
+  -h, --help            this text
+
+metrics (columns METRIC_mean, METRIC_lo, METRIC_hi): ettr; productive_s, detection_s,
+diagnosis_s, failover_s, restore_s, recompute_s, checkpoint_s, degraded_s,
+unproductive_s (seconds per replica); incidents, faults_injected, evictions_true,
+evictions_false, checkpoints (per replica); gpu_hours_lost (per replica).
+
+example:
+  faultline sim sweep scenarios/byterobust-dense-9600.json --jobs 2 --out sweep-ckpt \
+      --grid cluster.standby_machines=0,1,2,4,8 \
+      --grid policy.params.checkpoint_interval_s=10,600,1800
+
+internal (used by faultline-mpi): --plan prints the pending work of --out DIR as JSON;
+--work P:A:B[,P:A:B...] computes replicas [A, B) of point P into DIR without aggregating.
+)";
+
+constexpr const char* kTuneHelp =
+    R"(usage: faultline sim tune SCENARIO.json --param KEY=LO:HI [options]
+
+Finds the best value of one numeric scenario field for an objective: a coarse grid of
+--points values over [LO, HI], then --rounds refinements between the best value's
+neighbours. Every candidate runs the same replicas with the same seeds, so candidates
+are compared pairwise (paired differences), which resolves far smaller differences than
+independent runs would. Reports the best value with its 95% CI, the range of values
+whose paired difference from the best is not significant, and with --within X the
+smallest value whose mean is within X (relative) of the best.
+
+options:
+  --param KEY=LO:HI     the field (a --set path) and its range; whole numbers when LO and
+                        HI are written as integers (e.g. cluster.standby_machines=0:16)
+  --objective METRIC    a sweep metric (default: ettr; see sim sweep --help)
+  --goal max|min        default: max for ettr and productive_s, min for the others
+  --points K            values per grid (default: 7)
+  --rounds R            refinement rounds (default: 3)
+  --within X            also report the smallest value within X of the best (e.g. 0.001
+                        = 0.1%), refining around it
+  --replicas N, --seed S, --jobs J, --set PATH=VALUE, --out DIR, --quiet
+                        as in sim sweep (--out DIR keeps and reuses every candidate)
+  --format table|json   (default: table)
+  -h, --help            this text
+
+example:
+  faultline sim tune scenarios/byterobust-dense-9600.json --jobs 2 \
+      --param policy.params.checkpoint_interval_s=60:3600
+)";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "faultline: %s (see --help)\n", msg.c_str());
+  return 2;
+}
+
+bool parse_int(const std::string& s, long long lo, long long hi, long long* out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || end == s.c_str() || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_double(const std::string& s, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (errno || end == s.c_str() || *end || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+// A temporary store removed when the command ends (when no --out is given).
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "faultline-sweep-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A progress bar on stderr, drawn only for a terminal and at most every 0.2 s.
+class Progress {
+ public:
+  Progress(bool on, std::string what)
+      : on_(on), what_(std::move(what)), t0_(std::chrono::steady_clock::now()) {}
+  void operator()(long long done, long long total) {
+    if (!on_ || total <= 0) return;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (done < total && el - last_ < 0.2) return;
+    last_ = el;
+    const int width = 40;
+    const int fill = static_cast<int>(static_cast<double>(done) / total * width);
+    std::fprintf(stderr, "\r%s[%.*s%*s] %lld/%lld replicas %.1f s", what_.c_str(), fill,
+                 "########################################", width - fill, "", done, total, el);
+    if (done == total) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  bool on_;
+  std::string what_;
+  std::chrono::steady_clock::time_point t0_;
+  double last_ = -1;
+};
+
+struct CommonArgs {
+  std::string scenario;
+  std::vector<std::string> sets;
+  long long replicas = -1, seed = -1, jobs = 1;
+  std::string out_dir, format = "table";
+  bool quiet = false;
+};
+
+// Parses an option shared by sweep and tune. Returns 1 when consumed, 0 when not ours,
+// and -2 (after printing) on a usage error.
+int common_option(const std::vector<std::string>& args, size_t& i, CommonArgs& c,
+                  const std::vector<std::string>& formats) {
+  const std::string& a = args[i];
+  auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
+  if (a == "--replicas" || a == "--jobs" || a == "--seed") {
+    const std::string* v = value();
+    long long x;
+    const long long lo = a == "--seed" ? 0 : 1;
+    if (!v || !parse_int(*v, lo, a == "--jobs" ? 4096 : (1LL << 62), &x)) {
+      usage_error(a + ": expected an integer >= " + std::to_string(lo));
+      return -2;
+    }
+    (a == "--replicas" ? c.replicas : a == "--jobs" ? c.jobs : c.seed) = x;
+    return 1;
+  }
+  if (a == "--set") {
+    const std::string* v = value();
+    if (!v) return usage_error("--set: expected PATH=VALUE"), -2;
+    c.sets.push_back(*v);
+    return 1;
+  }
+  if (a == "--out") {
+    const std::string* v = value();
+    if (!v || v->empty()) return usage_error("--out: expected a directory"), -2;
+    c.out_dir = *v;
+    return 1;
+  }
+  if (a == "--format") {
+    const std::string* v = value();
+    if (!v || std::find(formats.begin(), formats.end(), *v) == formats.end()) {
+      std::string all;
+      for (const auto& f : formats) all += (all.empty() ? "" : " or ") + f;
+      usage_error("--format: expected " + all);
+      return -2;
+    }
+    c.format = *v;
+    return 1;
+  }
+  if (a == "--quiet") {
+    c.quiet = true;
+    return 1;
+  }
+  return 0;
+}
+
+sim::SweepSpec make_spec(const CommonArgs& c) {
+  sim::SweepSpec spec;
+  spec.scenario_path = c.scenario;
+  spec.base.sets = c.sets;
+  spec.base.seed = c.seed;
+  spec.base.replicas = c.replicas;
+  return spec;
+}
+
+std::string exe_dir() {
+  const std::string self = self_exe();
+  const auto slash = self.rfind('/');
+  return slash == std::string::npos ? "." : self.substr(0, slash);
+}
+
+// Items "P:A:B,P:A:B" of --work.
+bool parse_items(const std::string& s, std::vector<sim::WorkItem>* out) {
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    sim::WorkItem it;
+    char c1 = 0, c2 = 0;
+    std::istringstream is(part);
+    if (!(is >> it.point >> c1 >> it.first >> c2 >> it.last) || c1 != ':' || c2 != ':' || !is.eof())
+      return false;
+    out->push_back(it);
+  }
+  return !out->empty();
+}
+
+}  // namespace
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "faultline";
+  buf[n] = 0;
+  return buf;
+}
+
+int sim_sweep(const std::vector<std::string>& args) {
+  CommonArgs c;
+  std::vector<analysis::Axis> axes;
+  int zip_axis = -1;
+  bool mpi = false, plan_only = false;
+  std::string work;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kSweepHelp, stdout);
+      return 0;
+    }
+    const int r = common_option(args, i, c, {"table", "csv", "json"});
+    if (r == -2) return 2;
+    if (r == 1) continue;
+    if (a == "--grid" || a == "--zip") {
+      if (i + 1 >= args.size()) return usage_error(a + ": expected KEY=V1,V2,...");
+      try {
+        auto [key, values] = analysis::parse_axis_arg(args[++i], a);
+        if (a == "--grid") {
+          analysis::Axis ax;
+          ax.keys = {key};
+          for (auto& v : values) ax.values.push_back({v});
+          axes.push_back(std::move(ax));
+        } else {
+          if (zip_axis < 0) {
+            zip_axis = static_cast<int>(axes.size());
+            analysis::Axis ax;
+            ax.keys = {key};
+            for (auto& v : values) ax.values.push_back({v});
+            axes.push_back(std::move(ax));
+          } else {
+            analysis::Axis& ax = axes[zip_axis];
+            if (values.size() != ax.values.size())
+              return usage_error("--zip " + key + ": " + std::to_string(values.size()) +
+                                 " values, but " + ax.keys[0] + " has " +
+                                 std::to_string(ax.values.size()));
+            ax.keys.push_back(key);
+            for (size_t k = 0; k < values.size(); ++k) ax.values[k].push_back(values[k]);
+          }
+        }
+      } catch (const analysis::PlanError& e) {
+        return usage_error(e.what());
+      }
+    } else if (a == "--mpi") {
+      mpi = true;
+    } else if (a == "--plan") {
+      plan_only = true;
+    } else if (a == "--work") {
+      if (i + 1 >= args.size()) return usage_error("--work: expected P:A:B[,P:A:B...]");
+      work = args[++i];
+    } else if (!a.empty() && a[0] == '-') {
+      return usage_error("unknown option " + a);
+    } else if (c.scenario.empty()) {
+      c.scenario = a;
+    } else {
+      return usage_error("unexpected argument " + a);
+    }
+  }
+  if (c.scenario.empty()) return usage_error("sim sweep: expected SCENARIO.json");
+  if ((plan_only || !work.empty()) && c.out_dir.empty())
+    return usage_error("--plan and --work need --out DIR");
+
+  if (mpi) {
+    // MPI lives in its own executable that does not link SimGrid (libsimgrid exports
+    // MPI symbols of its own); it runs this binary for every piece of work.
+    const std::string driver = exe_dir() + "/faultline-mpi";
+    std::vector<std::string> argv{driver, self_exe(), "sim", "sweep"};
+    for (const auto& a : args)
+      if (a != "--mpi") argv.push_back(a);
+    std::vector<char*> cargv;
+    for (auto& s : argv) cargv.push_back(s.data());
+    cargv.push_back(nullptr);
+    std::fflush(stdout);
+    ::execv(driver.c_str(), cargv.data());
+    std::fprintf(stderr, "faultline: --mpi: cannot run %s: %s (it is built when CMake finds MPI)\n",
+                 driver.c_str(), std::strerror(errno));
+    return 2;
+  }
+
+  Registry registry = policies::builtin_registry();
+  sim::SweepSpec spec = make_spec(c);
+  spec.axes = axes;
+  std::vector<sim::PlannedPoint> points;
+  try {
+    points = sim::make_plan(spec, registry);
+  } catch (const scenarios::ScenarioError& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 2;
+  } catch (const analysis::PlanError& e) {
+    return usage_error(e.what());
+  }
+
+  try {
+    std::unique_ptr<TempDir> tmp;
+    if (c.out_dir.empty()) tmp = std::make_unique<TempDir>();
+    sim::SweepStore store(tmp ? tmp->path() : c.out_dir);
+
+    if (plan_only) {
+      ordered_json plan;
+      plan["points"] = ordered_json::array();
+      for (size_t i = 0; i < points.size(); ++i) {
+        ordered_json pending = ordered_json::array();
+        if (!store.done(points[i]))
+          for (const auto& [a, b] : store.pending(points[i])) pending.push_back({a, b});
+        plan["points"].push_back({{"index", i},
+                                  {"id", points[i].point.id},
+                                  {"replicas", points[i].scenario.replicas},
+                                  {"pending", pending}});
+      }
+      std::cout << plan.dump() << "\n";
+      return 0;
+    }
+    if (!work.empty()) {
+      std::vector<sim::WorkItem> items;
+      if (!parse_items(work, &items)) return usage_error("--work: expected P:A:B[,P:A:B...]");
+      for (const auto& it : items) {
+        if (it.point < 0 || it.point >= static_cast<int>(points.size()) || it.first < 0 ||
+            it.first >= it.last || it.last > points[it.point].scenario.replicas)
+          return usage_error("--work: item " + std::to_string(it.point) + ":" +
+                             std::to_string(it.first) + ":" + std::to_string(it.last) +
+                             " is outside the plan");
+        store.describe(points[it.point], c.scenario);
+      }
+      // Split to use this machine's --jobs; a replica's result does not depend on it.
+      const std::vector<sim::WorkItem> split = sim::split_items(items, static_cast<int>(c.jobs));
+      sim::ExecOptions opt;
+      opt.jobs = static_cast<int>(c.jobs);
+      sim::execute(points, split, registry, store, opt);
+      return 0;
+    }
+
+    Progress bar(!c.quiet && isatty(STDERR_FILENO), "");
+    sim::ExecOptions opt;
+    opt.jobs = static_cast<int>(c.jobs);
+    opt.on_progress = [&](long long d, long long t) { bar(d, t); };
+    const std::vector<json> results = sim::run_points(points, registry, store, opt);
+    const std::string csv = sim::sweep_csv(spec, points, results);
+    const std::string js = sim::sweep_json(spec, points, results).dump(2) + "\n";
+    if (!tmp) {
+      for (const auto& [name, text] : {std::pair{"sweep.csv", csv}, std::pair{"sweep.json", js}}) {
+        std::ofstream f(fs::path(c.out_dir) / name, std::ios::binary | std::ios::trunc);
+        f << text;
+        if (!f) throw std::runtime_error(c.out_dir + "/" + name + ": cannot write");
+      }
+    }
+    if (c.format == "csv")
+      std::cout << csv;
+    else if (c.format == "json")
+      std::cout << js;
+    else
+      std::cout << sim::sweep_table(spec, points, results);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+int sim_tune(const std::vector<std::string>& args) {
+  CommonArgs c;
+  std::string param, objective = "ettr", goal;
+  analysis::TuneRange range;
+  long long points = 7, rounds = 3;
+  double within = -1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kTuneHelp, stdout);
+      return 0;
+    }
+    const int r = common_option(args, i, c, {"table", "json"});
+    if (r == -2) return 2;
+    if (r == 1) continue;
+    auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
+    if (a == "--param") {
+      const std::string* v = value();
+      const auto eq = v ? v->find('=') : std::string::npos;
+      const auto colon = v ? v->find(':', eq == std::string::npos ? 0 : eq) : std::string::npos;
+      if (!v || eq == std::string::npos || eq == 0 || colon == std::string::npos)
+        return usage_error(
+            "--param: expected KEY=LO:HI, e.g. policy.params.checkpoint_interval_s=60:3600");
+      param = v->substr(0, eq);
+      const std::string lo = v->substr(eq + 1, colon - eq - 1), hi = v->substr(colon + 1);
+      if (!parse_double(lo, &range.lo) || !parse_double(hi, &range.hi) || !(range.lo < range.hi))
+        return usage_error("--param " + *v + ": expected numbers LO < HI");
+      long long ilo, ihi;
+      range.integer =
+          parse_int(lo, LLONG_MIN, LLONG_MAX, &ilo) && parse_int(hi, LLONG_MIN, LLONG_MAX, &ihi);
+    } else if (a == "--objective") {
+      const std::string* v = value();
+      const auto& names = sim::metric_names();
+      if (!v || std::find(names.begin(), names.end(), *v) == names.end())
+        return usage_error("--objective: expected a sweep metric such as ettr or unproductive_s");
+      objective = *v;
+    } else if (a == "--goal") {
+      const std::string* v = value();
+      if (!v || (*v != "max" && *v != "min")) return usage_error("--goal: expected max or min");
+      goal = *v;
+    } else if (a == "--points" || a == "--rounds") {
+      const std::string* v = value();
+      long long x;
+      const long long lo = a == "--points" ? 3 : 0;
+      if (!v || !parse_int(*v, lo, 1000, &x))
+        return usage_error(a + ": expected an integer >= " + std::to_string(lo));
+      (a == "--points" ? points : rounds) = x;
+    } else if (a == "--within") {
+      const std::string* v = value();
+      if (!v || !parse_double(*v, &within) || within < 0 || within >= 1)
+        return usage_error("--within: expected a fraction in [0, 1), e.g. 0.001");
+    } else if (!a.empty() && a[0] == '-') {
+      return usage_error("unknown option " + a);
+    } else if (c.scenario.empty()) {
+      c.scenario = a;
+    } else {
+      return usage_error("unexpected argument " + a);
+    }
+  }
+  if (c.scenario.empty()) return usage_error("sim tune: expected SCENARIO.json");
+  if (param.empty()) return usage_error("sim tune: expected --param KEY=LO:HI");
+  const bool maximize =
+      goal.empty() ? (objective == "ettr" || objective == "productive_s") : goal == "max";
+
+  Registry registry = policies::builtin_registry();
+  sim::SweepSpec spec = make_spec(c);
+  auto label = [&](double x) {
+    return range.integer ? std::to_string(static_cast<long long>(std::llround(x)))
+                         : analysis::format_double(x);
+  };
+  analysis::Tuner tuner(range, static_cast<int>(points), maximize, within);
+  try {
+    try {
+      (void)sim::make_plan(spec, registry);  // reads and validates the base scenario
+      (void)sim::plan_points(spec, {{{param, label(range.lo)}}, {{param, label(range.hi)}}},
+                             registry);
+    } catch (const scenarios::ScenarioError& e) {
+      std::fprintf(stderr, "faultline: %s\n", e.what());
+      return 2;
+    }
+    std::unique_ptr<TempDir> tmp;
+    if (c.out_dir.empty()) tmp = std::make_unique<TempDir>();
+    sim::SweepStore store(tmp ? tmp->path() : c.out_dir);
+    const bool bar_on = !c.quiet && isatty(STDERR_FILENO);
+    // Every candidate is a sweep point of the same store: same seeds, and a rerun with
+    // the same --out reuses what it already computed.
+    auto evaluate = [&](const std::vector<double>& xs, int round) {
+      std::vector<analysis::Assignment> assigns;
+      for (double x : xs) assigns.push_back({{param, label(x)}});
+      const auto pts = sim::plan_points(spec, assigns, registry);
+      Progress bar(bar_on, "round " + std::to_string(round) + " ");
+      sim::ExecOptions opt;
+      opt.jobs = static_cast<int>(c.jobs);
+      opt.on_progress = [&](long long d, long long t) { bar(d, t); };
+      const auto results = sim::run_points(pts, registry, store, opt);
+      for (size_t i = 0; i < xs.size(); ++i) {
+        analysis::Candidate cand;
+        cand.x = xs[i];
+        cand.per_replica = results[i]["per_replica"][objective].get<std::vector<double>>();
+        tuner.add(std::move(cand));
+      }
+    };
+    evaluate(tuner.first(), 0);
+    for (int round = 1; round <= rounds; ++round) {
+      const auto xs = tuner.next();
+      if (xs.empty()) break;
+      evaluate(xs, round);
+    }
+
+    const auto& cs = tuner.candidates();
+    const size_t best = tuner.best();
+    const analysis::MeanCi bci = cs[best].ci();
+    ordered_json out;
+    out["scenario"] = c.scenario;
+    out["param"] = param;
+    out["range"] = {range.lo, range.hi};
+    out["integer"] = range.integer;
+    out["objective"] = objective;
+    out["goal"] = maximize ? "max" : "min";
+    out["replicas"] = cs[best].per_replica.size();
+    out["best"] = {{"value", cs[best].x}, {"mean", bci.mean}, {"ci95", {bci.lo, bci.hi}}};
+    double ind_lo = cs[best].x, ind_hi = cs[best].x;
+    ordered_json rows = ordered_json::array();
+    for (const auto& cand : cs) {
+      const auto ci = cand.ci();
+      const auto d = analysis::paired_difference(cand.per_replica, cs[best].per_replica);
+      const bool same = d.lo <= 0 && d.hi >= 0;
+      if (same) {
+        ind_lo = std::min(ind_lo, cand.x);
+        ind_hi = std::max(ind_hi, cand.x);
+      }
+      rows.push_back({{"value", cand.x},
+                      {"mean", ci.mean},
+                      {"ci95", {ci.lo, ci.hi}},
+                      {"diff_vs_best", {{"mean", d.mean}, {"ci95", {d.lo, d.hi}}}},
+                      {"indistinguishable_from_best", same}});
+    }
+    out["indistinguishable_range"] = {ind_lo, ind_hi};
+    if (within >= 0) {
+      const size_t w = tuner.smallest_within();
+      const auto wci = cs[w].ci();
+      out["within"] = {
+          {"fraction", within}, {"value", cs[w].x}, {"mean", wci.mean}, {"ci95", {wci.lo, wci.hi}}};
+    }
+    out["candidates"] = rows;
+
+    if (c.format == "json") {
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    const bool pct = objective == "ettr";
+    const double k = pct ? 100 : 1;
+    const std::string unit = pct ? "%" : "";
+    std::ostringstream o;
+    o << std::fixed;
+    o << "tuning " << param << " in [" << label(range.lo) << ", " << label(range.hi) << "] for "
+      << (maximize ? "max " : "min ") << objective << ", " << cs[best].per_replica.size()
+      << " replicas per value (paired seeds)\n\n";
+    const int prec = pct ? 4 : 3;
+    auto num = [&](double x, bool sign = false) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, sign ? "%+.*f" : "%.*f", prec, k * x);
+      return std::string(buf);
+    };
+    char line[256];
+    std::snprintf(line, sizeof line, "%14s  %12s  %-22s  %s\n", "value",
+                  (objective + (pct ? " %" : "")).c_str(), "95% CI",
+                  "paired difference vs best, 95% CI");
+    o << line;
+    for (size_t i = 0; i < cs.size(); ++i) {
+      const auto& r = rows[i];
+      const std::string ci = "[" + num(r["ci95"][0]) + ", " + num(r["ci95"][1]) + "]";
+      const std::string diff = num(r["diff_vs_best"]["mean"], true) + " [" +
+                               num(r["diff_vs_best"]["ci95"][0], true) + ", " +
+                               num(r["diff_vs_best"]["ci95"][1], true) + "]";
+      std::snprintf(line, sizeof line, "%14s  %12s  %-22s  %s%s\n", label(cs[i].x).c_str(),
+                    num(r["mean"]).c_str(), ci.c_str(), diff.c_str(),
+                    i == best                                      ? "  <- best"
+                    : r["indistinguishable_from_best"].get<bool>() ? "  ~ best"
+                                                                   : "");
+      o << line;
+    }
+    o << std::setprecision(pct ? 4 : 3);
+    o << "\nbest " << param << " = " << label(cs[best].x) << ": " << objective << " "
+      << k * bci.mean << unit << " (95% CI " << k * bci.lo << unit << " .. " << k * bci.hi << unit
+      << ")\n";
+    o << "values not distinguishable from the best (paired 95% CI of the difference holds 0): "
+      << label(ind_lo) << " .. " << label(ind_hi) << "\n";
+    if (within >= 0) {
+      const auto& w = out["within"];
+      o << "smallest " << param << " within " << std::setprecision(3) << 100 * within
+        << "% of the best: " << label(w["value"].get<double>()) << std::setprecision(pct ? 4 : 3)
+        << " (" << objective << " " << k * w["mean"].get<double>() << unit << ")\n";
+    }
+    std::cout << o.str();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace faultline::cli

@@ -1,0 +1,599 @@
+#include "sim/sweep.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+#include "sim/metrics.h"
+#include "sim/report.h"
+#include "sim/runner.h"
+
+namespace faultline::sim {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+constexpr char kChunkMagic[8] = {'F', 'L', 'C', 'H', 'U', 'N', 'K', '1'};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot read");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Writes through a temporary name and renames, so a reader never sees half a file.
+void write_atomic(const fs::path& path, const std::string& bytes) {
+  const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw std::runtime_error(tmp.string() + ": cannot write");
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.flush();
+    if (!f) throw std::runtime_error(tmp.string() + ": write failed");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw std::runtime_error(path.string() + ": " + ec.message());
+}
+
+bool write_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+void put_u64(std::string& out, std::uint64_t v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// The value a --set would give: JSON when it parses, else the text as a string.
+json param_value(const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception&) {
+    return text;
+  }
+}
+
+// One replica's metrics, in metric_names() order.
+std::vector<double> replica_metrics(const ReplicaResult& r, const scenarios::Scenario& sc) {
+  const Breakdown& b = r.breakdown;
+  const std::int64_t buckets[] = {b.productive, b.detection, b.diagnosis,  b.failover,
+                                  b.restore,    b.recompute, b.checkpoint, b.degraded};
+  std::vector<double> m;
+  m.push_back(r.ettr);
+  for (std::int64_t x : buckets) m.push_back(static_cast<double>(x) * 1e-9);
+  m.push_back(static_cast<double>(b.total() - b.productive) * 1e-9);
+  std::int64_t incidents = 0;
+  for (const auto& c : r.categories) incidents += c.incidents;
+  m.push_back(static_cast<double>(incidents));
+  m.push_back(static_cast<double>(r.faults_injected));
+  m.push_back(static_cast<double>(r.evictions_true));
+  m.push_back(static_cast<double>(r.evictions_false));
+  m.push_back(static_cast<double>(r.checkpoints));
+  const double gpus = static_cast<double>(sc.cluster.machines) * sc.cluster.gpus_per_machine;
+  m.push_back((1.0 - r.ettr) * sc.job.horizon_days * 24.0 * gpus);
+  return m;
+}
+
+struct Chunk {
+  int first = 0, last = 0;
+  fs::path path;
+};
+
+std::vector<Chunk> list_chunks(const fs::path& dir) {
+  std::vector<Chunk> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    int a = 0, b = 0;
+    char tail = 0;
+    if (std::sscanf(name.c_str(), "chunk-%d-%d.bi%c", &a, &b, &tail) == 3 && tail == 'n' &&
+        name == "chunk-" + std::to_string(a) + "-" + std::to_string(b) + ".bin" && a < b)
+      out.push_back({a, b, e.path()});
+  }
+  std::sort(out.begin(), out.end(), [](const Chunk& x, const Chunk& y) {
+    return std::tie(x.first, x.last) < std::tie(y.first, y.last);
+  });
+  return out;
+}
+
+// Reads a chunk file into (replica, encoded result) records.
+std::vector<std::pair<std::uint64_t, std::vector<std::uint8_t>>> read_chunk(const fs::path& path) {
+  const std::string bytes = read_file(path.string());
+  if (bytes.size() < sizeof kChunkMagic ||
+      std::memcmp(bytes.data(), kChunkMagic, sizeof kChunkMagic) != 0)
+    throw std::runtime_error(path.string() + ": not a faultline chunk file");
+  std::vector<std::pair<std::uint64_t, std::vector<std::uint8_t>>> out;
+  size_t at = sizeof kChunkMagic;
+  while (at < bytes.size()) {
+    std::uint64_t replica = 0, len = 0;
+    if (bytes.size() - at < 16) throw std::runtime_error(path.string() + ": truncated");
+    std::memcpy(&replica, bytes.data() + at, 8);
+    std::memcpy(&len, bytes.data() + at + 8, 8);
+    at += 16;
+    if (bytes.size() - at < len) throw std::runtime_error(path.string() + ": truncated");
+    out.emplace_back(replica,
+                     std::vector<std::uint8_t>(bytes.begin() + at, bytes.begin() + at + len));
+    at += len;
+  }
+  return out;
+}
+
+// In a forked child: replicas [first, last) of one point, computed as run_replicas does
+// (replica 0 in this process first, every other replica in a fork of the state after
+// it), written as one chunk file. One byte goes to `progress_fd` per replica. Exits.
+[[noreturn]] void run_chunk_and_exit(const PlannedPoint& p, int first, int last,
+                                     const Registry& registry, const fs::path& file,
+                                     int progress_fd) {
+  int code = 0;
+  try {
+    ReplicaRunner runner(p.scenario, registry);
+    const RunOptions opt;
+    std::string out(kChunkMagic, sizeof kChunkMagic);
+    auto add = [&](std::uint64_t replica, const std::vector<std::uint8_t>& bytes) {
+      put_u64(out, replica);
+      put_u64(out, bytes.size());
+      out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      const char tick = 'x';
+      (void)!::write(progress_fd, &tick, 1);
+    };
+    const std::vector<std::uint8_t> r0 = encode(runner.run(0, opt));
+    for (int r = first; r < last; ++r) {
+      if (r == 0) {
+        add(0, r0);
+        continue;
+      }
+      int fds[2];
+      if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+      std::fflush(stdout);
+      std::fflush(stderr);
+      const pid_t pid = ::fork();
+      if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+      if (pid == 0) {
+        ::close(fds[0]);
+        int rc = 0;
+        try {
+          const std::vector<std::uint8_t> bytes =
+              encode(runner.run(static_cast<std::uint64_t>(r), opt));
+          if (!write_all(fds[1], bytes.data(), bytes.size())) rc = 3;
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "faultline: replica %d failed: %s\n", r, e.what());
+          rc = 4;
+        }
+        ::_exit(rc);
+      }
+      ::close(fds[1]);
+      std::vector<std::uint8_t> bytes;
+      std::uint8_t buf[65536];
+      while (true) {
+        const ssize_t n = ::read(fds[0], buf, sizeof buf);
+        if (n > 0)
+          bytes.insert(bytes.end(), buf, buf + n);
+        else if (n < 0 && errno == EINTR)
+          continue;
+        else
+          break;
+      }
+      ::close(fds[0]);
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || bytes.empty())
+        throw std::runtime_error("replica " + std::to_string(r) + " process failed (status " +
+                                 std::to_string(status) + ")");
+      add(static_cast<std::uint64_t>(r), bytes);
+    }
+    write_atomic(file, out);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: %s: %s\n", file.string().c_str(), e.what());
+    code = 1;
+  }
+  std::fflush(stderr);
+  ::_exit(code);
+}
+
+std::string assignment_text(const analysis::Assignment& a) {
+  std::string s;
+  for (const auto& [k, v] : a) s += (s.empty() ? "" : ", ") + k + "=" + v;
+  return s.empty() ? "the base scenario" : s;
+}
+
+}  // namespace
+
+const std::vector<std::string>& metric_names() {
+  static const std::vector<std::string> names = {
+      "ettr",           "productive_s",    "detection_s", "diagnosis_s",
+      "failover_s",     "restore_s",       "recompute_s", "checkpoint_s",
+      "degraded_s",     "unproductive_s",  "incidents",   "faults_injected",
+      "evictions_true", "evictions_false", "checkpoints", "gpu_hours_lost"};
+  return names;
+}
+
+std::vector<PlannedPoint> plan_points(const SweepSpec& spec,
+                                      const std::vector<analysis::Assignment>& points,
+                                      const Registry& registry) {
+  std::vector<PlannedPoint> out;
+  for (const auto& params : points) {
+    PlannedPoint p;
+    p.point.params = params;
+    p.point.id = analysis::point_id(spec.base, params);
+    std::vector<std::string> sets = spec.base.sets;
+    for (const auto& [k, v] : params) sets.push_back(k + "=" + v);
+    if (spec.base.seed >= 0) sets.push_back("seed=" + std::to_string(spec.base.seed));
+    if (spec.base.replicas > 0) sets.push_back("replicas=" + std::to_string(spec.base.replicas));
+    try {
+      p.scenario = scenarios::load_scenario(spec.scenario_path, sets, registry);
+    } catch (const scenarios::ScenarioError& e) {
+      if (params.empty()) throw;
+      throw scenarios::ScenarioError(std::string(e.what()) + " (sweep point " +
+                                     assignment_text(params) + ")");
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<PlannedPoint> make_plan(SweepSpec& spec, const Registry& registry) {
+  try {
+    spec.base.scenario_text = read_file(spec.scenario_path);
+  } catch (const std::runtime_error&) {
+    throw scenarios::ScenarioError(spec.scenario_path + ": cannot open file");
+  }
+  for (const auto& a : spec.axes)
+    for (const auto& k : a.keys)
+      if ((k == "seed" && spec.base.seed >= 0) || (k == "replicas" && spec.base.replicas > 0))
+        throw analysis::PlanError("--" + k + " and a sweep over " + k + " contradict each other");
+  std::vector<analysis::Assignment> params;
+  for (auto& p : analysis::expand(spec.base, spec.axes)) params.push_back(std::move(p.params));
+  return plan_points(spec, params, registry);
+}
+
+SweepStore::SweepStore(std::string dir) : dir_(std::move(dir)) {
+  std::error_code ec;
+  fs::create_directories(fs::path(dir_) / "points", ec);
+  if (ec) throw std::runtime_error(dir_ + "/points: " + ec.message());
+}
+
+std::string SweepStore::point_dir(const PlannedPoint& p) const {
+  return (fs::path(dir_) / "points" / p.point.id).string();
+}
+
+bool SweepStore::done(const PlannedPoint& p) const {
+  return fs::exists(fs::path(point_dir(p)) / "result.json");
+}
+
+std::vector<std::pair<int, int>> SweepStore::pending(const PlannedPoint& p) const {
+  const int n = p.scenario.replicas;
+  std::vector<bool> have(n, false);
+  for (const auto& c : list_chunks(point_dir(p)))
+    for (int r = std::max(0, c.first); r < std::min(n, c.last); ++r) have[r] = true;
+  std::vector<std::pair<int, int>> out;
+  for (int r = 0; r < n;) {
+    if (have[r]) {
+      ++r;
+      continue;
+    }
+    int e = r;
+    while (e < n && !have[e]) ++e;
+    out.emplace_back(r, e);
+    r = e;
+  }
+  return out;
+}
+
+json SweepStore::result(const PlannedPoint& p) const {
+  const std::string path = (fs::path(point_dir(p)) / "result.json").string();
+  try {
+    return json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+void SweepStore::describe(const PlannedPoint& p, const std::string& scenario_path) const {
+  ordered_json j;
+  j["id"] = p.point.id;
+  ordered_json params = ordered_json::object();
+  for (const auto& [k, v] : p.point.params) params[k] = param_value(v);
+  j["params"] = params;
+  j["scenario"] = scenario_path;
+  j["seed"] = p.scenario.seed;
+  j["replicas"] = p.scenario.replicas;
+  const fs::path dir = point_dir(p);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(dir.string() + ": " + ec.message());
+  if (!fs::exists(dir / "point.json")) write_atomic(dir / "point.json", j.dump(2) + "\n");
+}
+
+json SweepStore::finish(const PlannedPoint& p) const {
+  const fs::path dir = point_dir(p);
+  const int n = p.scenario.replicas;
+  std::vector<ReplicaResult> rs(n);
+  std::vector<bool> have(n, false);
+  const auto chunks = list_chunks(dir);
+  for (const auto& c : chunks)
+    for (auto& [replica, bytes] : read_chunk(c.path)) {
+      if (replica >= static_cast<std::uint64_t>(n) || have[replica]) continue;
+      rs[replica] = decode(bytes);
+      have[replica] = true;
+    }
+  for (int r = 0; r < n; ++r)
+    if (!have[r])
+      throw std::runtime_error(dir.string() + ": replica " + std::to_string(r) + " is missing");
+
+  json result = aggregate(p.scenario, rs, 0);
+  result.erase("wall_s");  // the only field that differs between identical runs
+  json params = json::object();
+  for (const auto& [k, v] : p.point.params) params[k] = param_value(v);
+  result["sweep_point"] = {{"id", p.point.id}, {"params", params}};
+  const auto& names = metric_names();
+  std::vector<std::vector<double>> per(names.size());
+  for (const auto& r : rs) {
+    const auto m = replica_metrics(r, p.scenario);
+    for (size_t i = 0; i < names.size(); ++i) per[i].push_back(m[i]);
+  }
+  json metrics = json::object(), per_replica = json::object();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Summary s = summarize(per[i]);
+    metrics[names[i]] = {{"mean", s.mean}, {"lo", s.lo}, {"hi", s.hi}};
+    per_replica[names[i]] = per[i];
+  }
+  result["metrics"] = metrics;
+  result["per_replica"] = per_replica;
+  write_atomic(dir / "result.json", result.dump(1) + "\n");
+  for (const auto& c : chunks) fs::remove(c.path);
+  return result;
+}
+
+std::vector<WorkItem> pending_items(const std::vector<PlannedPoint>& points,
+                                    const SweepStore& store, int jobs) {
+  std::vector<WorkItem> items;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (store.done(points[i])) continue;
+    for (const auto& [a, b] : store.pending(points[i]))
+      items.push_back({static_cast<int>(i), a, b});
+  }
+  return split_items(std::move(items), jobs);
+}
+
+std::vector<WorkItem> split_items(std::vector<WorkItem> items, int jobs) {
+  while (static_cast<int>(items.size()) < jobs) {
+    auto it = std::max_element(
+        items.begin(), items.end(),
+        [](const WorkItem& x, const WorkItem& y) { return x.last - x.first < y.last - y.first; });
+    if (it == items.end() || it->last - it->first < 2) break;
+    const int mid = it->first + (it->last - it->first) / 2;
+    WorkItem second{it->point, mid, it->last};
+    it->last = mid;
+    items.insert(it + 1, second);
+  }
+  return items;
+}
+
+void execute(const std::vector<PlannedPoint>& points, const std::vector<WorkItem>& items,
+             const Registry& registry, const SweepStore& store, const ExecOptions& opt) {
+  if (items.empty()) return;
+  long long total = 0, done = 0;
+  for (const auto& it : items) total += it.last - it.first;
+  int progress[2];
+  if (::pipe(progress) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  ::fcntl(progress[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(progress[0], F_SETFD, FD_CLOEXEC);
+  std::map<pid_t, WorkItem> running;
+  size_t next = 0;
+  const int jobs = std::max(1, opt.jobs);
+  auto fail = [&](const std::string& msg) {
+    for (const auto& [pid, it] : running) ::kill(pid, SIGKILL);
+    for (const auto& [pid, it] : running) ::waitpid(pid, nullptr, 0);
+    ::close(progress[0]);
+    ::close(progress[1]);
+    throw std::runtime_error(msg);
+  };
+  if (opt.on_progress) opt.on_progress(0, total);
+  while (next < items.size() || !running.empty()) {
+    while (next < items.size() && static_cast<int>(running.size()) < jobs) {
+      const WorkItem it = items[next++];
+      const PlannedPoint& p = points[it.point];
+      const fs::path file = fs::path(store.point_dir(p)) / ("chunk-" + std::to_string(it.first) +
+                                                            "-" + std::to_string(it.last) + ".bin");
+      std::fflush(stdout);
+      std::fflush(stderr);
+      const pid_t pid = ::fork();
+      if (pid < 0) fail(std::string("fork: ") + std::strerror(errno));
+      if (pid == 0) {
+        ::close(progress[0]);
+        run_chunk_and_exit(p, it.first, it.last, registry, file, progress[1]);
+      }
+      running[pid] = it;
+    }
+    pollfd pfd{progress[0], POLLIN, 0};
+    const int pr = ::poll(&pfd, 1, 100);
+    if (pr > 0) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(progress[0], buf, sizeof buf)) > 0) done += n;
+      if (opt.on_progress) opt.on_progress(std::min(done, total), total);
+    }
+    for (auto iter = running.begin(); iter != running.end();) {
+      int status = 0;
+      const pid_t r = ::waitpid(iter->first, &status, WNOHANG);
+      if (r == 0) {
+        ++iter;
+        continue;
+      }
+      const WorkItem it = iter->second;
+      iter = running.erase(iter);
+      if (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail("sweep point " + assignment_text(points[it.point].point.params) + ", replicas " +
+             std::to_string(it.first) + ".." + std::to_string(it.last - 1) +
+             ": process failed (status " + std::to_string(status) + ")");
+    }
+  }
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(progress[0], buf, sizeof buf)) > 0) done += n;
+  ::close(progress[0]);
+  ::close(progress[1]);
+  if (opt.on_progress) opt.on_progress(total, total);
+}
+
+std::vector<json> run_points(const std::vector<PlannedPoint>& points, const Registry& registry,
+                             const SweepStore& store, const ExecOptions& opt) {
+  const auto items = pending_items(points, store, opt.jobs);
+  std::vector<bool> touched(points.size(), false);
+  for (const auto& it : items) {
+    if (!touched[it.point]) store.describe(points[it.point], points[it.point].scenario.file);
+    touched[it.point] = true;
+  }
+  execute(points, items, registry, store, opt);
+  std::vector<json> out;
+  for (const auto& p : points) out.push_back(store.done(p) ? store.result(p) : store.finish(p));
+  return out;
+}
+
+namespace {
+
+std::vector<std::string> param_keys(const SweepSpec& spec,
+                                    const std::vector<PlannedPoint>& points) {
+  std::vector<std::string> keys;
+  for (const auto& a : spec.axes)
+    for (const auto& k : a.keys) keys.push_back(k);
+  if (keys.empty() && !points.empty())
+    for (const auto& [k, v] : points[0].point.params) keys.push_back(k);
+  return keys;
+}
+
+std::string value_of(const PlannedPoint& p, const std::string& key) {
+  for (const auto& [k, v] : p.point.params)
+    if (k == key) return v;
+  return "";
+}
+
+}  // namespace
+
+std::string sweep_csv(const SweepSpec& spec, const std::vector<PlannedPoint>& points,
+                      const std::vector<json>& results) {
+  const auto keys = param_keys(spec, points);
+  std::string out;
+  for (const auto& k : keys) out += analysis::csv_field(k) + ",";
+  out += "replicas";
+  for (const auto& m : metric_names()) out += "," + m + "_mean," + m + "_lo," + m + "_hi";
+  out += "\n";
+  for (size_t i = 0; i < points.size(); ++i) {
+    for (const auto& k : keys) out += analysis::csv_field(value_of(points[i], k)) + ",";
+    out += std::to_string(points[i].scenario.replicas);
+    const json& ms = results[i]["metrics"];
+    for (const auto& m : metric_names())
+      for (const char* f : {"mean", "lo", "hi"})
+        out += "," + analysis::format_double(ms[m][f].get<double>());
+    out += "\n";
+  }
+  return out;
+}
+
+ordered_json sweep_json(const SweepSpec& spec, const std::vector<PlannedPoint>& points,
+                        const std::vector<json>& results) {
+  ordered_json j;
+  j["scenario"] = spec.scenario_path;
+  j["scenario_name"] = points.empty() ? "" : points[0].scenario.name;
+  j["sets"] = spec.base.sets;
+  ordered_json axes = ordered_json::array();
+  for (const auto& a : spec.axes) {
+    ordered_json values = ordered_json::array();
+    for (const auto& v : a.values) {
+      ordered_json row = ordered_json::array();
+      for (const auto& x : v) row.push_back(ordered_json(param_value(x)));
+      values.push_back(row);
+    }
+    axes.push_back({{"keys", a.keys}, {"values", values}});
+  }
+  j["axes"] = axes;
+  j["metrics"] = metric_names();
+  ordered_json rows = ordered_json::array();
+  for (size_t i = 0; i < points.size(); ++i) {
+    const auto& p = points[i];
+    ordered_json row;
+    row["id"] = p.point.id;
+    ordered_json params = ordered_json::object();
+    for (const auto& [k, v] : p.point.params) params[k] = ordered_json(param_value(v));
+    row["params"] = params;
+    row["policy"] = p.scenario.policy;
+    row["seed"] = p.scenario.seed;
+    row["replicas"] = p.scenario.replicas;
+    ordered_json ms = ordered_json::object();
+    for (const auto& m : metric_names()) {
+      const json& x = results[i]["metrics"][m];
+      ms[m] = {{"mean", x["mean"].get<double>()},
+               {"lo", x["lo"].get<double>()},
+               {"hi", x["hi"].get<double>()}};
+    }
+    row["metrics"] = ms;
+    row["result"] = "points/" + p.point.id + "/result.json";
+    rows.push_back(row);
+  }
+  j["points"] = rows;
+  return j;
+}
+
+std::string sweep_table(const SweepSpec& spec, const std::vector<PlannedPoint>& points,
+                        const std::vector<json>& results) {
+  const auto keys = param_keys(spec, points);
+  std::vector<std::string> heads;
+  for (const auto& k : keys) {
+    const auto dot = k.rfind('.');
+    heads.push_back(dot == std::string::npos ? k : k.substr(dot + 1));
+  }
+  std::vector<size_t> width;
+  for (size_t c = 0; c < keys.size(); ++c) {
+    size_t w = heads[c].size();
+    for (const auto& p : points) w = std::max(w, value_of(p, keys[c]).size());
+    width.push_back(w);
+  }
+  std::ostringstream o;
+  o << std::fixed;
+  for (size_t c = 0; c < keys.size(); ++c)
+    o << std::setw(static_cast<int>(width[c])) << heads[c] << "  ";
+  o << "    ETTR %   95% CI            unproductive h  incidents\n";
+  for (size_t i = 0; i < points.size(); ++i) {
+    for (size_t c = 0; c < keys.size(); ++c)
+      o << std::setw(static_cast<int>(width[c])) << value_of(points[i], keys[c]) << "  ";
+    const json& m = results[i]["metrics"];
+    o << std::setprecision(3) << std::setw(10) << 100 * m["ettr"]["mean"].get<double>() << "   ["
+      << std::setw(6) << 100 * m["ettr"]["lo"].get<double>() << ", " << std::setw(6)
+      << 100 * m["ettr"]["hi"].get<double>() << "]" << std::setprecision(1) << std::setw(16)
+      << m["unproductive_s"]["mean"].get<double>() / 3600 << std::setw(11)
+      << m["incidents"]["mean"].get<double>() << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace faultline::sim

@@ -1,0 +1,175 @@
+// The byterobust stack against FakeWorld: which actions for which observations.
+#include "policies/controller.h"
+
+#include <gtest/gtest.h>
+
+#include "policies/builtin.h"
+#include "policies/diagnosis/stop_time.h"
+#include "tests/support/fake_world.h"
+
+namespace faultline {
+namespace {
+
+using testing::FakeWorld;
+
+ClusterSpec spec16() {
+  ClusterSpec c;
+  c.machines = 16;
+  c.gpus_per_machine = 2;
+  c.tp = 2;
+  c.pp = 4;
+  c.dp = 4;
+  return c;
+}
+
+struct Harness {
+  FakeWorld w{spec16()};
+  std::unique_ptr<Policy> p;
+  explicit Harness(std::map<std::string, double> over = {}) {
+    Registry r = policies::builtin_registry();
+    Params params;
+    EXPECT_FALSE(Params::resolve(r.find("byterobust")->params, over, &params));
+    p = r.make("byterobust", params);
+    p->start(w);
+    p->on_event(JobStarted{w.last_action_id(), 0}, w);
+    w.actions.clear();
+  }
+  void at(double s) { w.advance_to(Instant{Duration::seconds(s).ns}, *p); }
+};
+
+TEST(ByteRobust, StartsWithEveryStepPeerCheckpointInspectionsAndP99Pool) {
+  FakeWorld w(spec16());
+  Registry r = policies::builtin_registry();
+  Params params;
+  ASSERT_FALSE(Params::resolve(r.find("byterobust")->params, {}, &params));
+  auto p = r.make("byterobust", params);
+  p->start(w);
+  auto plan = w.all<SetCheckpointPlan>();
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].tier, CheckpointTier::kMemoryWithPeer);
+  EXPECT_EQ(plan[0].interval, Duration::zero());
+  EXPECT_EQ(w.all<EnableInspection>().size(), 4u);
+  auto pool = w.all<SetStandbyPool>();
+  ASSERT_EQ(pool.size(), 1u);
+  EXPECT_EQ(pool[0].size, 1);  // P99 of Binomial(16, 1.2e-3)
+  EXPECT_TRUE(std::holds_alternative<StartJob>(w.actions.back()));
+}
+
+TEST(ByteRobust, GpuAlertEvictsAtOnceAndTakesAStandby) {
+  Harness h;
+  h.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, h.w);
+  auto ev = h.w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].machines, MachineSet{5});
+  EXPECT_EQ(ev[0].mechanism, Mechanism::kRealtimeEviction);
+  auto acq = h.w.all<AcquireMachines>();
+  ASSERT_EQ(acq.size(), 1u);
+  EXPECT_EQ(acq[0].mode, AcquireMode::kStandby);
+  EXPECT_EQ(acq[0].slots, std::vector<SlotId>{5});
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  EXPECT_TRUE(std::holds_alternative<StartJob>(h.w.actions.back()));
+}
+
+TEST(ByteRobust, NetworkAlertsNeedTwoWithinFiveMinutes) {
+  Harness h;
+  h.p->on_event(InspectionAlert{3, "nic", "port down"}, h.w);
+  h.at(400);  // the first alert is outside the window by now
+  h.p->on_event(InspectionAlert{3, "nic", "port down"}, h.w);
+  EXPECT_TRUE(h.w.all<EvictMachines>().empty());
+  h.at(430);
+  h.p->on_event(InspectionAlert{3, "nic", "port down"}, h.w);
+  ASSERT_EQ(h.w.all<EvictMachines>().size(), 1u);
+}
+
+TEST(ByteRobust, CrashRunsTestsEvictsWhatFailsOrReattempts) {
+  Harness h;
+  h.at(4000);
+  h.p->on_event(ProcessExit{7, 1, "RuntimeError: CUDA error: an illegal memory access"}, h.w);
+  auto probes = h.w.all<RunProbe>();
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_EQ(probes[0].test, ProbeKind::kGpuDiag);
+  h.p->on_event(ProbeResult{h.w.last_action_id(), 0, {}, false}, h.w);  // passes
+  ASSERT_EQ(h.w.all<RunProbe>().size(), 2u);
+  EXPECT_EQ(h.w.all<RunProbe>()[1].test, ProbeKind::kIntraAllToAll);
+  h.p->on_event(ProbeResult{h.w.last_action_id(), 1, {7}, false}, h.w);  // machine 7 fails
+  auto ev = h.w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].machines, MachineSet{7});
+  EXPECT_EQ(ev[0].mechanism, Mechanism::kStopTimeEviction);
+}
+
+TEST(ByteRobust, EnvironmentCrashIsReattemptedThenRolledBackIfItRecurs) {
+  Harness h;
+  h.at(4000);
+  h.p->on_event(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error: '/mnt/hdfs/x'"}, h.w);
+  auto starts = h.w.all<StartJob>();
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].mechanism, Mechanism::kReattempt);
+  h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
+  h.at(4100);  // crashes again soon after the restart
+  h.p->on_event(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error: '/mnt/hdfs/x'"}, h.w);
+  EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
+}
+
+TEST(ByteRobust, StallCapturesStacksAndOverEvictsThePipelineGroup) {
+  Harness h;
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  ASSERT_EQ(h.w.all<CaptureStacks>().size(), 1u);
+  std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
+  stacks[15] = "forward > all_gather";
+  stacks[14] = "pipeline > isend";
+  stacks[12] = stacks[13] = "pipeline > irecv";
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), stacks}, h.w);
+  auto ev = h.w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].machines, (MachineSet{12, 13, 14, 15}));
+  EXPECT_EQ(ev[0].mechanism, Mechanism::kOverEviction);
+}
+
+TEST(ByteRobust, NanRunsBitwiseAlignmentThenReplayWhenItPasses) {
+  Harness h;
+  h.p->on_event(MetricAnomaly{"loss", 0, true}, h.w);
+  auto probes = h.w.all<RunProbe>();
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_EQ(probes[0].test, ProbeKind::kBitwise);
+  EXPECT_EQ(probes[0].machines.size(), 16u);
+  h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
+  auto replays = h.w.all<RunReplay>();
+  ASSERT_EQ(replays.size(), 1u);
+  // TP=2 machines, PP=4, DP=4: k=1, m=4, n=4 -> four horizontal groups of four.
+  EXPECT_EQ(replays[0].groups.size(), 4u);
+  std::vector<bool> h1(4, false);
+  h1[3] = true;  // group {12..15}
+  h.p->on_event(ReplayResult{h.w.last_action_id(), h1}, h.w);
+  std::vector<bool> v(4, false);
+  v[1] = true;  // vertical group x mod 4 == 1 -> {1, 5, 9, 13}
+  h.p->on_event(ReplayResult{h.w.last_action_id(), v}, h.w);
+  auto ev = h.w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].machines, MachineSet{13});
+  EXPECT_EQ(ev[0].mechanism, Mechanism::kReplay);
+}
+
+TEST(ByteRobust, UrgentCodeUpdateIsAHotUpdate) {
+  Harness h;
+  h.p->on_event(CodeUpdateRequested{"v2", true}, h.w);
+  auto hu = h.w.all<HotUpdate>();
+  ASSERT_EQ(hu.size(), 1u);
+  EXPECT_EQ(hu[0].version, "v2");
+  EXPECT_TRUE(h.w.all<AcquireMachines>().empty());
+}
+
+TEST(StopTime, SignaturesMapToTestPlans) {
+  using policies::classify_crash;
+  using policies::CrashKind;
+  EXPECT_EQ(classify_crash("TypeError: unsupported operand", 1), CrashKind::kUserCode);
+  EXPECT_EQ(classify_crash("NCCL WARN NET/IB : Got completion with error 12", 1), CrashKind::kNetwork);
+  EXPECT_EQ(classify_crash("NVRM: Xid (PCI:0000:1b:00): 79", 1), CrashKind::kMachine);
+  EXPECT_EQ(classify_crash("RuntimeError: Rank 0: found NaN in local grad norm", 1), CrashKind::kNumeric);
+  EXPECT_EQ(classify_crash("OSError: [Errno 5] Input/output error", 1), CrashKind::kEnvironment);
+  EXPECT_TRUE(policies::test_plan(CrashKind::kEnvironment).empty());
+  EXPECT_EQ(policies::test_plan(CrashKind::kNumeric), std::vector<ProbeKind>{ProbeKind::kBitwise});
+}
+
+}  // namespace
+}  // namespace faultline

@@ -1,0 +1,113 @@
+// The published worked examples (ByteRobust Fig. 6 and Fig. 7, §6 pool sizes) and the
+// localization algorithms against brute force.
+#include "policies/localization/localization.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "policies/api/rng.h"
+#include "policies/recovery/standby.h"
+
+namespace faultline::policies {
+namespace {
+
+TEST(DualPhaseReplay, Fig6LocatesMachine13InTwoPhases) {
+  // 24 machines, m = 4, n = 6, SDC on machine 13.
+  ReplayPlan p = dual_phase_plan_mn(4, 6);
+  ASSERT_EQ(p.horizontal.size(), 6u);
+  ASSERT_EQ(p.vertical.size(), 6u);
+  const SlotId faulty = 13;
+  int phases = 0, h = -1, v = -1;
+  ++phases;  // phase 1: horizontal groups run concurrently
+  for (size_t g = 0; g < p.horizontal.size(); ++g)
+    for (SlotId x : p.horizontal[g])
+      if (x == faulty) h = static_cast<int>(g);
+  ++phases;  // phase 2: vertical groups
+  for (size_t g = 0; g < p.vertical.size(); ++g)
+    for (SlotId x : p.vertical[g])
+      if (x == faulty) v = static_cast<int>(g);
+  EXPECT_EQ(h, 3);
+  EXPECT_EQ(p.horizontal[3], (std::vector<SlotId>{12, 13, 14, 15}));
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(p.vertical[1], (std::vector<SlotId>{1, 7, 13, 19}));
+  EXPECT_EQ(replay_locate(p, h, v), std::optional<SlotId>(13));
+  EXPECT_EQ(phases, 2);
+}
+
+TEST(DualPhaseReplay, LocatesEveryMachineUniquelyWhenMAtMostN) {
+  for (auto [pp, dp] : std::vector<std::pair<int, int>>{{8, 150}, {4, 16}, {2, 12}, {1, 7}}) {
+    const int k = choose_replay_k(pp, dp);
+    ReplayPlan p = dual_phase_plan(pp, dp, k);
+    ASSERT_LE(p.m, p.n) << pp << "x" << dp;
+    for (SlotId x = 0; x < pp * dp; ++x)
+      EXPECT_EQ(replay_locate(p, x / p.m, x % p.n), std::optional<SlotId>(x)) << pp << "x" << dp;
+  }
+  EXPECT_EQ(choose_replay_k(8, 150), 3);  // m = 24 <= n = 50
+}
+
+TEST(StackAggregation, Fig7OverEvictsPipelineGroupOfMachine15) {
+  // TP=2, PP=4, DP=4, 16 machines; 15 stuck in all-gather, 14 in isend, 12-13 in irecv,
+  // 0-11 waiting in the optimizer's gradient sync.
+  ClusterSpec c;
+  c.machines = 16;
+  c.gpus_per_machine = 2;
+  c.tp = 2;
+  c.pp = 4;
+  c.dp = 4;
+  ClusterView view(c);
+  std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
+  stacks[15] = "forward > all_gather";
+  stacks[14] = "pipeline > isend";
+  stacks[12] = stacks[13] = "pipeline > irecv";
+  StackVerdict v = aggregate_stacks(stacks);
+  EXPECT_EQ(v.dominant, "optimizer.step > all_reduce");
+  EXPECT_EQ(v.outliers, (std::vector<SlotId>{12, 13, 14, 15}));
+  EXPECT_EQ(over_eviction_set(view, v.outliers), (std::vector<SlotId>{12, 13, 14, 15}));
+  // One straggler: its PP group is evicted whole.
+  EXPECT_EQ(over_eviction_set(view, {5}), (std::vector<SlotId>{4, 5, 6, 7}));
+  // Outliers in one stage of two pipelines: the DP group holds them.
+  EXPECT_EQ(over_eviction_set(view, {1, 9}), (std::vector<SlotId>{1, 5, 9, 13}));
+  // Scattered: union of their pipeline groups.
+  EXPECT_EQ(over_eviction_set(view, {0, 6}).size(), 8u);
+}
+
+TEST(StandbyPool, P99SizesMatchPublishedTwoTwoThreeFour) {
+  // ByteRobust §6: 2, 2, 3, 4 standbys for 128, 256, 512, 1,024 machines.
+  EXPECT_EQ(binomial_quantile(128, 1.2e-3, 0.99), 2);
+  EXPECT_EQ(binomial_quantile(256, 1.2e-3, 0.99), 2);
+  EXPECT_EQ(binomial_quantile(512, 1.2e-3, 0.99), 3);
+  EXPECT_EQ(binomial_quantile(1024, 1.2e-3, 0.99), 4);
+  // Against a direct sum for a small case.
+  double cdf = 0;
+  int k = 0;
+  for (; k <= 10; ++k) {
+    cdf += binomial_pmf(10, 0.3, k);
+    if (cdf >= 0.9) break;
+  }
+  EXPECT_EQ(binomial_quantile(10, 0.3, 0.9), k);
+  EXPECT_NEAR(binomial_pmf(10, 0.3, 3), 120 * 0.027 * 0.0823543, 1e-12);
+}
+
+TEST(Bisection, FindsOneToThreeFaultyAmong1200InAtMostElevenRounds) {
+  Rng rng(3);
+  for (int faulty_count : {1, 2, 3}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::set<SlotId> bad;
+      while (static_cast<int>(bad.size()) < faulty_count) bad.insert(static_cast<SlotId>(rng.below(1200)));
+      BisectionResult r = bisect(1200, [&](const std::vector<SlotId>& g) {
+        for (SlotId s : g)
+          if (bad.count(s)) return true;
+        return false;
+      });
+      EXPECT_EQ(std::set<SlotId>(r.found.begin(), r.found.end()), bad);
+      // The depth of the leaf in the halving tree: floor or ceil of log2(1200).
+      EXPECT_GE(r.rounds, 10);
+      EXPECT_LE(r.rounds, 11);
+      EXPECT_LE(r.tests, 2 * faulty_count * 11);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace faultline::policies

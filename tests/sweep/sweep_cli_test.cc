@@ -1,0 +1,410 @@
+// `faultline sim sweep`, `sim tune`, `analyze check` and `report` end to end: each
+// simulation runs in a child process (one SimGrid engine per process).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/support/cli.h"
+
+namespace faultline::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+// CSV without quoted fields (what these tests produce) as rows of fields.
+std::vector<std::vector<std::string>> read_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& line : split(text, '\n'))
+    if (!line.empty()) rows.push_back(split(line, ','));
+  return rows;
+}
+
+// A fresh directory under the system temp dir, removed at the end of the test.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name)
+      : path_(fs::temp_directory_path() / ("faultline-test-" + name)) {
+    fs::remove_all(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+// Runs any program; captures stdout and stderr.
+CliResult run_program(const std::vector<std::string>& argv) {
+  char out_tmpl[] = "/tmp/faultline-prog-outXXXXXX";
+  char err_tmpl[] = "/tmp/faultline-prog-errXXXXXX";
+  const int out_fd = mkstemp(out_tmpl);
+  const int err_fd = mkstemp(err_tmpl);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out_tmpl);
+  r.err = slurp(err_tmpl);
+  close(out_fd);
+  close(err_fd);
+  unlink(out_tmpl);
+  unlink(err_tmpl);
+  return r;
+}
+
+const std::string kDaly = scenarios_dir() + "/daly-check.json";
+const std::string kDense = scenarios_dir() + "/byterobust-dense-9600.json";
+
+std::vector<std::string> sweep_args(const std::string& scenario, const std::string& out,
+                                    std::vector<std::string> extra) {
+  std::vector<std::string> a{"sim", "sweep", scenario, "--out", out, "--quiet"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+size_t column(const std::vector<std::string>& header, const std::string& name) {
+  for (size_t i = 0; i < header.size(); ++i)
+    if (header[i] == name) return i;
+  ADD_FAILURE() << "no column " << name;
+  return 0;
+}
+
+// The tidy CSV: one row per point, the swept keys, replicas, then mean/lo/hi of every
+// metric; the first axis varies slowest; the CI brackets the mean.
+TEST(SimSweep, CsvHasOneRowPerPointWithParametersThenMeanAndCi) {
+  TempDir dir("sweep-shape");
+  CliResult r = run_cli(
+      sweep_args(kDaly, dir.str(),
+                 {"--replicas", "20", "--jobs", "2", "--format", "csv", "--set",
+                  "job.horizon_days=30", "--grid", "policy.params.checkpoint_interval_s=1800,3600",
+                  "--grid", "cluster.scheduler.requeue_base_s=300,600,900"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, slurp(dir.path() / "sweep.csv"));
+  const auto rows = read_csv(r.out);
+  ASSERT_EQ(rows.size(), 7u);
+  const auto& h = rows[0];
+  EXPECT_EQ(h[0], "policy.params.checkpoint_interval_s");
+  EXPECT_EQ(h[1], "cluster.scheduler.requeue_base_s");
+  EXPECT_EQ(h[2], "replicas");
+  EXPECT_EQ(h[3], "ettr_mean");
+  EXPECT_EQ(h[4], "ettr_lo");
+  EXPECT_EQ(h[5], "ettr_hi");
+  for (const char* m :
+       {"productive_s", "detection_s", "diagnosis_s", "failover_s", "restore_s", "recompute_s",
+        "checkpoint_s", "degraded_s", "unproductive_s", "incidents", "faults_injected",
+        "evictions_true", "evictions_false", "checkpoints", "gpu_hours_lost"})
+    for (const char* f : {"_mean", "_lo", "_hi"}) column(h, std::string(m) + f);
+  EXPECT_EQ(h.size(), 2 + 1 + 16 * 3u);
+  const std::vector<std::pair<std::string, std::string>> order = {{"1800", "300"}, {"1800", "600"},
+                                                                  {"1800", "900"}, {"3600", "300"},
+                                                                  {"3600", "600"}, {"3600", "900"}};
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto& row = rows[i + 1];
+    ASSERT_EQ(row.size(), h.size());
+    EXPECT_EQ(row[0], order[i].first);
+    EXPECT_EQ(row[1], order[i].second);
+    EXPECT_EQ(row[2], "20");
+    const double mean = std::stod(row[3]), lo = std::stod(row[4]), hi = std::stod(row[5]);
+    EXPECT_LT(lo, mean);
+    EXPECT_LT(mean, hi);
+    EXPECT_GT(mean, 0.5);
+  }
+  // A longer restart costs ETTR at every interval (same fault histories at every point).
+  EXPECT_GT(std::stod(rows[1][3]), std::stod(rows[2][3]));
+  EXPECT_GT(std::stod(rows[2][3]), std::stod(rows[3][3]));
+  // The JSON has the same points, in the same order.
+  const json j = json::parse(slurp(dir.path() / "sweep.json"));
+  ASSERT_EQ(j["points"].size(), 6u);
+  EXPECT_EQ(j["points"][3]["params"]["policy.params.checkpoint_interval_s"], 3600);
+  EXPECT_EQ(j["points"][3]["metrics"]["ettr"]["mean"].get<double>(), std::stod(rows[4][3]));
+}
+
+// Common random numbers: two points that differ only in a parameter with no effect
+// (the requeue stack never reschedules) give identical results, and fault arrivals do
+// not depend on the checkpoint interval.
+TEST(SimSweep, CommonRandomNumbersAcrossPoints) {
+  TempDir dir("sweep-crn");
+  CliResult r = run_cli(sweep_args(kDense, dir.str(),
+                                   {"--replicas", "12", "--jobs", "2", "--format", "csv", "--grid",
+                                    "cluster.scheduler.reschedule_base_s=120,999", "--grid",
+                                    "policy.params.checkpoint_interval_s=600,1800"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = read_csv(r.out);
+  ASSERT_EQ(rows.size(), 5u);
+  // Rows 1,2 (reschedule 120) and 3,4 (reschedule 999): everything but the key equal.
+  for (int i : {1, 2})
+    for (size_t c = 1; c < rows[0].size(); ++c) EXPECT_EQ(rows[i][c], rows[i + 2][c]) << rows[0][c];
+  const size_t inj = column(rows[0], "faults_injected_mean");
+  EXPECT_EQ(rows[1][inj], rows[2][inj]);
+  EXPECT_NE(rows[1][column(rows[0], "ettr_mean")], rows[2][column(rows[0], "ettr_mean")]);
+}
+
+// A sweep point is exactly `sim run` with the same --set: same seeds, same replicas.
+TEST(SimSweep, PointEqualsSimRunWithTheSameSets) {
+  TempDir dir("sweep-vs-run");
+  CliResult s = run_cli(sweep_args(kDense, dir.str(),
+                                   {"--replicas", "9", "--jobs", "2", "--format", "json", "--grid",
+                                    "policy.params.checkpoint_interval_s=900"}));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  CliResult run = run_cli({"sim", "run", kDense, "--replicas", "9", "--jobs", "2", "--format",
+                           "json", "--set", "policy.params.checkpoint_interval_s=900"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json a = json::parse(run.out);
+  a.erase("wall_s");
+  const json sw = json::parse(s.out);
+  json b = json::parse(slurp(dir.path() / sw["points"][0]["result"].get<std::string>()));
+  for (const char* k : {"sweep_point", "metrics", "per_replica"}) b.erase(k);
+  EXPECT_EQ(a.dump(), b.dump());
+}
+
+// The same CSV whatever --jobs (work items split differently) and whether some
+// replicas were computed earlier by a --work run (how MPI ranks contribute).
+TEST(SimSweep, ResultIndependentOfJobsAndOfHowReplicasWereSplit) {
+  TempDir a("sweep-jobs1"), b("sweep-jobs3"), c("sweep-partial");
+  const std::vector<std::string> grid{"--replicas", "10",
+                                      "--format",   "csv",
+                                      "--grid",     "policy.params.checkpoint_interval_s=600,1800"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> v = grid;
+    v.insert(v.end(), extra.begin(), extra.end());
+    return v;
+  };
+  CliResult r1 = run_cli(sweep_args(kDense, a.str(), with({"--jobs", "1"})));
+  CliResult r3 = run_cli(sweep_args(kDense, b.str(), with({"--jobs", "3"})));
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  EXPECT_EQ(r1.out, r3.out);
+  // Replicas 3..6 of point 1 first, alone, then the rest.
+  CliResult w = run_cli(sweep_args(kDense, c.str(), with({"--work", "1:3:7"})));
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_TRUE(w.out.empty());
+  CliResult plan = run_cli(sweep_args(kDense, c.str(), with({"--plan"})));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const json p = json::parse(plan.out);
+  EXPECT_EQ(p["points"][1]["pending"], json::parse("[[0,3],[7,10]]"));
+  EXPECT_EQ(p["points"][0]["pending"], json::parse("[[0,10]]"));
+  CliResult rc = run_cli(sweep_args(kDense, c.str(), with({"--jobs", "2"})));
+  ASSERT_EQ(rc.exit_code, 0) << rc.err;
+  EXPECT_EQ(r1.out, rc.out);
+}
+
+// Resume: a rerun with the same --out does not recompute finished points (a doctored
+// stored result shows through), computes only what is new, and a deleted point is
+// computed again.
+TEST(SimSweep, ResumeSkipsPointsAlreadyDone) {
+  TempDir dir("sweep-resume");
+  const std::vector<std::string> base{"--replicas", "15",  "--jobs", "2",
+                                      "--format",   "csv", "--set",  "job.horizon_days=20"};
+  auto args = [&](const std::string& values) {
+    std::vector<std::string> v = base;
+    v.push_back("--grid");
+    v.push_back("policy.params.checkpoint_interval_s=" + values);
+    return sweep_args(kDaly, dir.str(), v);
+  };
+  CliResult first = run_cli(args("1200,2400"));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const json sweep = json::parse(slurp(dir.path() / "sweep.json"));
+  const fs::path p0 = dir.path() / sweep["points"][0]["result"].get<std::string>();
+  const fs::path p1 = dir.path() / sweep["points"][1]["result"].get<std::string>();
+  json doctored = json::parse(slurp(p0));
+  doctored["metrics"]["ettr"]["mean"] = 0.125;
+  std::ofstream(p0) << doctored.dump();
+  fs::remove(p1);
+  CliResult second = run_cli(args("1200,2400,3600"));
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const auto r1 = read_csv(first.out), r2 = read_csv(second.out);
+  ASSERT_EQ(r2.size(), 4u);
+  EXPECT_EQ(r2[1][column(r2[0], "ettr_mean")], "0.125");  // not recomputed
+  EXPECT_EQ(r2[2], r1[2]);                                // recomputed, identical
+  EXPECT_TRUE(fs::exists(p1));
+  EXPECT_EQ(r2[3][0], "3600");
+}
+
+TEST(SimSweep, BadInputIsAUsageErrorNamingThePoint) {
+  TempDir dir("sweep-bad");
+  for (std::vector<std::string> extra :
+       std::vector<std::vector<std::string>>{{"--grid", "job.pp"},
+                                             {"--grid", "job.pp=1,,2"},
+                                             {"--zip", "job.pp=1,2", "--zip", "job.dp=1"},
+                                             {"--grid", "job.pp=1", "--grid", "job.pp=2"},
+                                             {"--bogus"},
+                                             {"--jobs", "0"}}) {
+    CliResult r = run_cli(sweep_args(kDaly, dir.str(), extra));
+    EXPECT_EQ(r.exit_code, 2) << extra[0] << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  CliResult r = run_cli(sweep_args(kDaly, dir.str(), {"--grid", "job.horizon_days=30,-1"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("sweep point job.horizon_days=-1"), std::string::npos) << r.err;
+  EXPECT_EQ(run_cli({"sim", "sweep", "--help"}).exit_code, 0);
+}
+
+// mpirun -n 2 gives the same bytes as the one-machine run (CSV on stdout and in DIR,
+// and the JSON). Three points of 15 replicas: the ranks split inside a point.
+TEST(SimSweepMpi, TwoRanksGiveByteIdenticalCsv) {
+  const std::string mpiexec = FAULTLINE_MPIEXEC;
+  if (mpiexec.empty()) GTEST_SKIP() << "MPI was not found by CMake";
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  TempDir one("sweep-one"), two("sweep-mpi");
+  const std::vector<std::string> grid{
+      "--replicas", "15",     "--format",
+      "csv",        "--grid", "policy.params.checkpoint_interval_s=300,900,2700"};
+  std::vector<std::string> local = sweep_args(kDense, one.str(), grid);
+  local.insert(local.end(), {"--jobs", "2"});
+  CliResult a = run_cli(local);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  std::vector<std::string> mpi{mpiexec, "--allow-run-as-root", "--oversubscribe", "-n",
+                               "2",     faultline_binary()};
+  for (const auto& s : sweep_args(kDense, two.str(), grid)) mpi.push_back(s);
+  mpi.push_back("--mpi");
+  CliResult b = run_program(mpi);
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(slurp(one.path() / "sweep.csv"), slurp(two.path() / "sweep.csv"));
+  EXPECT_EQ(slurp(one.path() / "sweep.json"), slurp(two.path() / "sweep.json"));
+  EXPECT_EQ(read_csv(a.out).size(), 4u);
+}
+
+// analyze check: Daly's closed form agrees with the simulation under its assumptions,
+// and Meta's approximation's error is reported.
+TEST(AnalyzeCheck, DalyAgreesWithTheSimulation) {
+  CliResult r =
+      run_cli({"analyze", "check", kDaly, "--replicas", "600", "--jobs", "2", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_NEAR(j["daly"]["ettr"].get<double>(), 0.770912459055713, 1e-12);
+  EXPECT_LT(std::fabs(j["daly"]["z"].get<double>()), 4.0) << r.out;
+  EXPECT_NEAR(j["meta"]["ettr"].get<double>(), (1 - (600 + 1800) / 14400.0) / (1 + 300 / 3600.0),
+              1e-12);
+  EXPECT_LT(std::fabs(j["meta"]["relative_error"].get<double>()), 0.02);
+  EXPECT_EQ(j["inputs"]["mtbf_s"].get<double>(), 14400);
+  CliResult table = run_cli({"analyze", "check", kDaly, "--replicas", "50", "--jobs", "2"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("Daly closed form"), std::string::npos);
+  EXPECT_NE(table.out.find("Meta approximation"), std::string::npos);
+  // Outside the model's assumptions: refused, naming what is off.
+  CliResult bad = run_cli({"analyze", "check", kDense});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("job.image_bytes must be 0"), std::string::npos) << bad.err;
+}
+
+// sim tune finds Daly's optimum on the Daly scenario and the smallest value within X.
+TEST(SimTune, FindsTheBestCheckpointIntervalAndTheSmallestWithin) {
+  TempDir dir("tune");
+  CliResult r = run_cli({"sim",
+                         "tune",
+                         kDaly,
+                         "--param",
+                         "policy.params.checkpoint_interval_s=600:6000",
+                         "--replicas",
+                         "120",
+                         "--jobs",
+                         "2",
+                         "--points",
+                         "5",
+                         "--rounds",
+                         "2",
+                         "--within",
+                         "0.01",
+                         "--set",
+                         "job.horizon_days=120",
+                         "--format",
+                         "json",
+                         "--quiet",
+                         "--out",
+                         dir.str()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const double best = j["best"]["value"];
+  // Daly's optimum is 2743 s and the curve is flat around it.
+  EXPECT_NEAR(best, 2743, 700) << r.out;
+  EXPECT_LE(j["indistinguishable_range"][0].get<double>(), best);
+  EXPECT_GE(j["indistinguishable_range"][1].get<double>(), best);
+  const double bound = j["best"]["mean"].get<double>() * 0.99;
+  const double w = j["within"]["value"];
+  EXPECT_LT(w, best);
+  EXPECT_GE(j["within"]["mean"].get<double>(), bound);
+  for (const auto& c : j["candidates"])
+    if (c["value"].get<double>() < w) {
+      EXPECT_LT(c["mean"].get<double>(), bound) << c.dump();
+    }
+  EXPECT_GE(j["candidates"].size(), 7u);
+}
+
+TEST(Report, RendersAPageWithEmbeddedFigures) {
+  TempDir run("report-run"), sweep("report-sweep");
+  CliResult a = run_cli({"sim", "run", kDense, "--replicas", "3", "--jobs", "2", "--quiet", "--out",
+                         run.str(), "--timeline", "--incidents", "--decisions"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  CliResult b =
+      run_cli(sweep_args(kDaly, sweep.str(),
+                         {"--replicas", "8", "--jobs", "2", "--set", "job.horizon_days=20",
+                          "--grid", "policy.params.checkpoint_interval_s=1200,2400", "--grid",
+                          "cluster.scheduler.requeue_base_s=300,600"}));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const fs::path html = run.path() / "report.html";
+  CliResult r = run_cli({"report", run.str(), sweep.str(), "-o", html.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string page = slurp(html);
+  size_t images = 0;
+  for (size_t at = 0; (at = page.find("src=\"data:image/png;base64,", at)) != std::string::npos;
+       ++at)
+    ++images;
+  // Timeline, breakdown, sweep (two curves, heatmap, breakdown), incidents, shares.
+  EXPECT_GE(images, 8u) << r.err;
+  EXPECT_EQ(page.find("src=\"http"), std::string::npos);
+  for (const char* title : {"Cumulative ETTR since job start", "1-hour sliding-window ETTR",
+                            "Unproductive time per replica by cause", "Incidents of replica 0",
+                            "Share by resolution mechanism", "Mean ETTR (%) over"})
+    EXPECT_NE(page.find(title), std::string::npos) << title;
+  CliResult bad = run_cli({"report", "/nonexistent", "-o", html.string()});
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace faultline::testing

@@ -1,0 +1,159 @@
+// `faultline trace ...` end to end, each command in its own process.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/support/cli.h"
+
+namespace faultline::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kHbd = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
+
+std::string temp(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("faultline-cli-" + std::to_string(::getpid()) + "-" + name))
+      .string();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(TraceCli, StatsOfInfiniteHbd) {
+  if (!std::filesystem::exists(kHbd)) GTEST_SKIP() << kHbd << " not present";
+  CliResult r = run_cli({"trace", "stats", kHbd});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("584 on 231 distinct nodes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fleet 400 nodes, declared by the trace"), std::string::npos);
+  EXPECT_NE(r.out.find("345.08 days"), std::string::npos);
+  EXPECT_NE(r.out.find("4.231 faults per 1,000 node-days"), std::string::npos);
+  r = run_cli({"trace", "stats", kHbd, "--format", "json", "--nodes", "231"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["faults"], 584);
+  EXPECT_EQ(j["nodes"]["fleet_source"], "--nodes");
+  EXPECT_EQ(j["by_class"][0]["name"], "GPU");
+  EXPECT_EQ(j["by_class"][0]["faults"], 158);
+}
+
+TEST(TraceCli, BadRecordsAreReportedAndStrictExitsTwo) {
+  const std::string in = temp("bad.jsonl");
+  std::ofstream(in) << "{\"time_s\":1,\"node\":\"a\",\"event\":\"fault\"}\n{\"time_s\":\"late\","
+                       "\"node\":\"a\",\"event\":\"fault\"}\n";
+  CliResult r = run_cli({"trace", "stats", in});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.err.find("bad.jsonl:2: time_s: expected a number, got \"late\""), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("1 bad record(s) skipped"), std::string::npos) << r.err;
+  r = run_cli({"trace", "stats", in, "--strict"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("stopped at the first bad record"), std::string::npos) << r.err;
+  r = run_cli({"trace", "stats", temp("missing.jsonl")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cannot open file"), std::string::npos);
+  EXPECT_EQ(run_cli({"trace", "stats"}).exit_code, 2);
+  EXPECT_EQ(run_cli({"trace", "frobnicate"}).exit_code, 2);
+  EXPECT_EQ(run_cli({"trace", "fit", "--help"}).exit_code, 0);
+}
+
+TEST(TraceCli, ConvertRoundTripAndFitModel) {
+  if (!std::filesystem::exists(kHbd)) GTEST_SKIP() << kHbd << " not present";
+  const std::string a = temp("a.jsonl"), b = temp("b.csv"), c = temp("c.jsonl"),
+                    model = temp("model.json");
+  ASSERT_EQ(run_cli({"trace", "convert", kHbd, a}).exit_code, 0);
+  ASSERT_EQ(run_cli({"trace", "convert", a, b}).exit_code, 0);
+  ASSERT_EQ(run_cli({"trace", "convert", b, c, "--to", "jsonl"}).exit_code, 0);
+  EXPECT_EQ(slurp(a), slurp(c));
+  EXPECT_EQ(slurp(a).substr(0, 41), "{\"meta\":{\"version\":1,\"fleet_nodes\":400}}\n");
+  CliResult r = run_cli({"trace", "fit", a, "--mapping",
+                         FAULTLINE_SOURCE_DIR "/traces/mappings/infinitehbd.json", "-o", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("weibull"), std::string::npos);
+  const json m = json::parse(slurp(model));
+  ASSERT_TRUE(m.contains("categories"));
+  EXPECT_EQ(m.size(), 1u);
+  // It runs as the scenario's fault model.
+  r = run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "2",
+               "--quiet", "--format", "json", "--set", "faults=" + slurp(model)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(json::parse(r.out)["incidents"]["faults_injected_per_replica"].get<double>(), 300);
+}
+
+TEST(TraceCli, MixWritesTheShippedModel) {
+  CliResult r = run_cli(
+      {"trace", "mix", "byterobust-table1", "--incidents-per-day", "1.9444", "--machines", "1200"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out),
+            json::parse(slurp(FAULTLINE_SOURCE_DIR "/traces/models/byterobust-table1.json")));
+  EXPECT_EQ(run_cli({"trace", "mix", "byterobust-table1", "--machines", "1200"}).exit_code, 2);
+  EXPECT_EQ(
+      run_cli({"trace", "mix", "nope", "--incidents-per-day", "1", "--machines", "1"}).exit_code,
+      2);
+  EXPECT_NE(run_cli({"trace", "mix", "--list"}).out.find("byterobust-table1"), std::string::npos);
+}
+
+// A ToR failure logged on two servers of one rack is one incident that takes all 16
+// machines of the rack the first server's slot sits in.
+TEST(TraceCli, SwitchScopeFaultTakesTheWholeRackInTheSimulator) {
+  const std::filesystem::path dir = temp("rack");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "t.jsonl")
+      << "{\"meta\":{\"version\":1,\"fleet_nodes\":64}}\n"
+         "{\"time_s\":0,\"node\":\"n0\",\"event\":\"node_join\"}\n"
+         "{\"time_s\":0,\"node\":\"n1\",\"event\":\"node_join\"}\n"
+         "{\"time_s\":86400,\"node\":\"n1\",\"event\":\"fault\",\"class\":\"ToR\",\"scope\":\"switch\","
+         "\"scope_id\":\"tor-0\",\"duration_s\":3600}\n"
+         "{\"time_s\":86410,\"node\":\"n0\",\"event\":\"fault\",\"class\":\"ToR\",\"scope\":\"switch\","
+         "\"scope_id\":\"tor-0\",\"duration_s\":3600}\n";
+  json scenario = json::parse(R"({
+    "description": "one ToR failure from a trace",
+    "replicas": 2,
+    "cluster": {"machines": 64, "gpus_per_machine": 8, "rack_size": 16},
+    "job": {"tp": 8, "pp": 4, "dp": 16, "step_time_s": 5, "horizon_days": 3},
+    "faults": {"trace": {"file": "t.jsonl", "mode": "replay", "mapping": "map.json"}},
+    "policy": {"stack": "requeue", "params": {}}
+  })");
+  std::ofstream(dir / "s.json") << scenario.dump();
+  std::ofstream(dir / "map.json") << R"({"categories": [
+      {"name": "tor", "scope": "rack", "symptom": "crash", "persistent": true, "alert": "switch"},
+      {"name": "other"}], "rules": [{"scope": "switch", "category": "tor"}], "default": "other"})";
+  CliResult r = run_cli({"sim", "run", (dir / "s.json").string(), "--quiet", "--incidents", "--out",
+                         (dir / "out").string(), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["incidents"]["faults_injected_per_replica"], 1.0);
+  const std::string inc = slurp((dir / "out" / "incidents.csv").string());
+  std::istringstream lines(inc);
+  std::string line;
+  int rows = 0;
+  std::getline(lines, line);  // header
+  while (std::getline(lines, line)) {
+    ++rows;
+    EXPECT_NE(line.find(",tor,86400,"), std::string::npos) << line;
+    const std::string slots = line.substr(line.rfind(',') + 1);
+    EXPECT_EQ(slots, "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15") << line;
+  }
+  EXPECT_EQ(rows, 2);  // one per replica
+}
+
+TEST(TraceCli, BootstrapScenarioRuns) {
+  if (!std::filesystem::exists(kHbd)) GTEST_SKIP() << kHbd << " not present";
+  CliResult r = run_cli({"sim", "run", scenarios_dir() + "/infinitehbd-bootstrap-1200.json",
+                         "--replicas", "4", "--jobs", "2", "--quiet", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_NEAR(j["incidents"]["faults_injected_per_replica"].get<double>(), 457, 80);
+  EXPECT_GT(j["ettr"]["mean"].get<double>(), 0.5);
+  EXPECT_TRUE(j["incidents"]["by_category"].contains("gpu_fatal"));
+}
+
+}  // namespace
+}  // namespace faultline::testing

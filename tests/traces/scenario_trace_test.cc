@@ -1,0 +1,251 @@
+// Traces in scenarios: faults.trace loads and validates with one-line errors, its
+// arrivals reach the simulator's FaultStream deterministically, and the fault models
+// that `trace fit` and `trace mix` write load as a scenario's "faults".
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "policies/builtin.h"
+#include "scenarios/scenario.h"
+#include "sim/faults.h"
+#include "traces/model.h"
+#include "traces/readers.h"
+
+namespace faultline {
+namespace {
+
+using nlohmann::json;
+
+const std::string kHbd = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
+const std::string kScenarios = FAULTLINE_SOURCE_DIR "/scenarios/";
+
+json base() {
+  return json::parse(R"({
+    "description": "trace test",
+    "seed": 5,
+    "cluster": {"machines": 64, "gpus_per_machine": 8, "rack_size": 16},
+    "job": {"tp": 8, "pp": 4, "dp": 16, "step_time_s": 5, "horizon_days": 30},
+    "faults": {},
+    "policy": {"stack": "requeue", "params": {}}
+  })");
+}
+
+// Writes `doc` (and a small trace next to it) into a fresh directory; returns the scenario path.
+std::string write_case(const json& doc, const std::string& trace_text = "",
+                       const std::string& trace_name = "t.jsonl") {
+  static int n = 0;
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("faultline-trace-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+  std::filesystem::create_directories(dir / "sub");
+  if (!trace_text.empty()) std::ofstream(dir / "sub" / trace_name) << trace_text;
+  const auto path = dir / "scenario.json";
+  std::ofstream(path) << doc.dump(2);
+  return path.string();
+}
+
+std::string load_error(const std::string& path) {
+  const Registry r = policies::builtin_registry();
+  try {
+    scenarios::load_scenario(path, {}, r);
+  } catch (const scenarios::ScenarioError& e) {
+    return e.what();
+  }
+  return "loaded";
+}
+
+const char* kSmallTrace =
+    "{\"meta\":{\"version\":1,\"fleet_nodes\":32}}\n"
+    "{\"time_s\":3600,\"node\":\"a\",\"event\":\"fault_start\",\"class\":\"GPU\"}\n"
+    "{\"time_s\":7200,\"node\":\"a\",\"event\":\"fault_end\",\"class\":\"GPU\"}\n"
+    "{\"time_s\":86400,\"node\":\"b\",\"event\":\"fault\",\"class\":\"NIC\",\"duration_s\":60}\n"
+    "{\"time_s\":172800,\"node\":\"c\",\"event\":\"fault\",\"class\":\"ToR\",\"scope\":\"switch\","
+    "\"scope_id\":\"t1\"}\n";
+
+TEST(ScenarioTrace, LoadsRelativeToTheScenarioAndFeedsFaultStream) {
+  json doc = base();
+  doc["faults"] = {{"categories", json::array({{{"name", "code"},
+                                                {"class", "manual"},
+                                                {"scope", "job"},
+                                                {"symptom", "manual"},
+                                                {"rate_per_job_day", 0.5}}})},
+                   {"trace", {{"file", "sub/t.jsonl"}, {"mode", "replay"}, {"time_scale", 2}}}};
+  const std::string path = write_case(doc, kSmallTrace);
+  const Registry r = policies::builtin_registry();
+  const scenarios::Scenario sc = scenarios::load_scenario(path, {}, r);
+  ASSERT_TRUE(sc.trace);
+  EXPECT_EQ(sc.trace->first_category, 1);
+  // Identity mapping: rack_outage, gpu, nic, tor after the modelled category.
+  ASSERT_EQ(sc.faults.size(), 5u);
+  EXPECT_EQ(sc.faults[1].name, "rack_outage");
+  EXPECT_EQ(sc.faults[1].scope, scenarios::FaultScope::kRack);
+  EXPECT_EQ(sc.faults[2].name, "gpu");
+  EXPECT_DOUBLE_EQ(sc.faults[2].rate_per_machine_day, 0);
+  EXPECT_EQ(sc.trace->timelines->nodes.size(), 32u);
+  const auto scripted = sim::trace_arrivals(sc, 0);
+  ASSERT_EQ(scripted.size(), 3u);
+  EXPECT_EQ(scripted[0].at_ns, 7200'000'000'000);  // time_scale 2
+  EXPECT_EQ(scripted[0].category, 2);
+  EXPECT_EQ(scripted[0].slot, 0);
+  EXPECT_EQ(scripted[1].slot, 1);
+  EXPECT_EQ(scripted[2].category, 1);
+  EXPECT_EQ(scripted[2].slot, 0);  // node c is slot 2: its rack starts at slot 0
+  // FaultStream merges them with the modelled manual restarts, in time order.
+  sim::FaultStream fs(sc.faults, sc.cluster.machines, sc.cluster.rack_size, sc.seed, 0, scripted);
+  std::int64_t last = -1;
+  int from_trace = 0, modelled = 0;
+  while (fs.peek_time() < static_cast<std::int64_t>(30 * 86400e9)) {
+    const sim::FaultArrival a = fs.next();
+    EXPECT_GE(a.at_ns, last);
+    last = a.at_ns;
+    (a.category >= 1 ? from_trace : modelled)++;
+  }
+  EXPECT_EQ(from_trace, 3);
+  EXPECT_GT(modelled, 5);
+}
+
+TEST(ScenarioTrace, ErrorsAreOneLineWithTheJsonPath) {
+  auto with_trace = [](json trace) {
+    json doc = base();
+    doc["faults"] = {{"trace", trace}};
+    return doc;
+  };
+  auto tail = [](const std::string& s) { return s.substr(s.find(": $") + 2); };
+  EXPECT_EQ(tail(load_error(write_case(with_trace({{"mode", "replay"}})))),
+            "$.faults.trace.file: required string is missing");
+  EXPECT_EQ(tail(load_error(write_case(with_trace({{"file", "sub/t.jsonl"}, {"mode", "shuffle"}}),
+                                       kSmallTrace))),
+            "$.faults.trace.mode: expected one of replay|bootstrap, got \"shuffle\"");
+  EXPECT_EQ(tail(load_error(write_case(
+                with_trace({{"file", "sub/t.jsonl"}, {"node_order", "random"}}), kSmallTrace))),
+            "$.faults.trace.node_order: only with \"mode\": \"replay\" (bootstrap draws nodes at "
+            "random)");
+  EXPECT_EQ(tail(load_error(
+                write_case(with_trace({{"file", "sub/t.jsonl"}, {"time_scale", 0}}), kSmallTrace))),
+            "$.faults.trace.time_scale: expected a number in [1e-06, 1e+06], got 0");
+  EXPECT_EQ(tail(load_error(
+                write_case(with_trace({{"file", "sub/t.jsonl"}, {"speed", 1}}), kSmallTrace))),
+            "$.faults.trace.speed: unknown key; expected one of: columns, file, fleet_nodes, "
+            "format, mapping, mode, "
+            "node_order, start_day, strict, time_scale");
+  const std::string missing = load_error(write_case(with_trace({{"file", "sub/none.jsonl"}})));
+  EXPECT_NE(missing.find("$.faults.trace.file: "), std::string::npos) << missing;
+  EXPECT_NE(missing.find("sub/none.jsonl: cannot open file"), std::string::npos) << missing;
+  EXPECT_EQ(missing.find('\n'), std::string::npos);
+  // A bad record: strict by default, named with its line.
+  const std::string bad = load_error(write_case(
+      with_trace({{"file", "sub/t.jsonl"}}),
+      std::string(kSmallTrace) + "{\"time_s\":\"x\",\"node\":\"a\",\"event\":\"fault\"}\n"));
+  EXPECT_NE(bad.find("$.faults.trace.file: "), std::string::npos) << bad;
+  EXPECT_NE(bad.find("t.jsonl:6: time_s: expected a number, got \"x\""), std::string::npos) << bad;
+  EXPECT_EQ(load_error(write_case(with_trace({{"file", "sub/t.jsonl"}, {"strict", false}}),
+                                  std::string(kSmallTrace) +
+                                      "{\"time_s\":\"x\",\"node\":\"a\",\"event\":\"fault\"}\n")),
+            "loaded");
+  EXPECT_EQ(
+      tail(load_error(
+          write_case(with_trace({{"file", "sub/t.jsonl"}, {"fleet_nodes", 2}}), kSmallTrace))),
+      "$.faults.trace.fleet_nodes: fleet of 2 nodes is smaller than the 3 nodes in the trace");
+  // The mapping's categories are checked like the scenario's own.
+  json map = {{"categories", json::array({{{"name", "g"}, {"symptom", "sparks"}},
+                                          {{"name", "r"}, {"scope", "rack"}}})},
+              {"rules", json::array({{{"scope", "switch"}, {"category", "r"}}})},
+              {"default", "g"}};
+  const std::string p =
+      write_case(with_trace({{"file", "sub/t.jsonl"}, {"mapping", "sub/map.json"}}), kSmallTrace);
+  std::ofstream(std::filesystem::path(p).parent_path() / "sub" / "map.json") << map.dump();
+  const std::string e = load_error(p);
+  EXPECT_NE(e.find("map.json: $.categories[0].symptom: expected one of "
+                   "crash|hang|slowdown|nan|manual, got \"sparks\""),
+            std::string::npos)
+      << e;
+  // A switch-scope event needs a rack-scope category.
+  map = {{"categories", json::array({{{"name", "g"}}})}, {"default", "g"}};
+  std::ofstream(std::filesystem::path(p).parent_path() / "sub" / "map.json") << map.dump();
+  const std::string s = load_error(p);
+  EXPECT_NE(s.find("$.faults.trace.mapping: "), std::string::npos) << s;
+  EXPECT_NE(s.find("narrower scope (first at line 5)"), std::string::npos) << s;
+  // Without a trace, categories stay required.
+  json doc = base();
+  EXPECT_EQ(tail(load_error(write_case(doc))),
+            "$.faults.categories: expected an array of fault categories");
+}
+
+TEST(ScenarioTrace, ShippedBootstrapScenarioLoadsAndIsDeterministic) {
+  if (!std::filesystem::exists(kHbd)) GTEST_SKIP() << kHbd << " not present";
+  const Registry r = policies::builtin_registry();
+  const scenarios::Scenario sc =
+      scenarios::load_scenario(kScenarios + "infinitehbd-bootstrap-1200.json", {}, r);
+  ASSERT_TRUE(sc.trace);
+  EXPECT_EQ(sc.trace->mode, "bootstrap");
+  EXPECT_EQ(sc.trace->timelines->nodes.size(), 400u);
+  EXPECT_EQ(sc.trace->timelines->faults, 584u);
+  double total = 0;
+  for (std::uint64_t rep = 0; rep < 40; ++rep)
+    total += static_cast<double>(sim::trace_arrivals(sc, rep).size());
+  // 4.2308 per 1,000 node-days x 1,200 machines x 90 days = 457 per replica.
+  EXPECT_NEAR(total / 40, 1200 * 90 * 584 / (400 * 345.0843), 25);
+  const auto a = sim::trace_arrivals(sc, 3), b = sim::trace_arrivals(sc, 3);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].at_ns, b[i].at_ns);
+    EXPECT_EQ(a[i].slot, b[i].slot);
+  }
+  // Replay through --set: the first 90 days of the trace on the first 400 slots.
+  const scenarios::Scenario rp = scenarios::load_scenario(
+      kScenarios + "infinitehbd-bootstrap-1200.json", {"faults.trace.mode=replay"}, r);
+  const auto rr = sim::trace_arrivals(rp, 0);
+  EXPECT_GT(rr.size(), 100u);
+  for (const auto& x : rr) EXPECT_LT(x.slot, 400);
+}
+
+TEST(ScenarioTrace, FittedAndPublishedModelsLoadAsScenarioFaults) {
+  const Registry r = policies::builtin_registry();
+  auto load_with = [&](const nlohmann::ordered_json& faults) {
+    json doc = base();
+    doc["faults"] = json::parse(faults.dump());
+    return scenarios::parse_scenario(doc.dump(), "model.json", {}, r);
+  };
+  // The shipped Table 1 model is the mix at the dense job's calibration.
+  const auto mix = traces::published_mix("byterobust-table1", 1.9444, 1200);
+  std::ifstream f(FAULTLINE_SOURCE_DIR "/traces/models/byterobust-table1.json");
+  const json shipped = json::parse(f);
+  EXPECT_EQ(shipped, json::parse(mix.dump()));
+  const scenarios::Scenario s = load_with(mix);
+  ASSERT_EQ(s.faults.size(), 17u);
+  double per_day = 0;
+  for (const auto& c : s.faults)
+    per_day += c.rate_per_machine_day * 64;  // job rates are spread over 64 machines
+  EXPECT_NEAR(per_day,
+              1.9444 * 64 / 1200 * (1 - (1104 + 128 + 9582) / 55365.0) +
+                  1.9444 * (1104 + 128 + 9582) / 55365.0,
+              1e-3);
+  const auto scaled = traces::published_mix("byterobust-table1", 10, 100);
+  EXPECT_NEAR(scaled["categories"][0]["rate_per_machine_day"].get<double>(),
+              10 * 19968 / 55365.0 / 100, 2e-4 * 0.036);
+  EXPECT_THROW(traces::published_mix("nope", 1, 1), traces::TraceError);
+
+  if (!std::filesystem::exists(kHbd)) GTEST_SKIP() << kHbd << " not present";
+  traces::ReadResult rr = traces::read_trace_file(kHbd, traces::Format::kInfiniteHbd, {});
+  rr.trace.sort_by_time();
+  const auto map =
+      traces::load_category_map(FAULTLINE_SOURCE_DIR "/traces/mappings/infinitehbd.json");
+  std::vector<std::string> notes;
+  const auto model = traces::fault_model(rr.trace, map, {}, &notes);
+  const scenarios::Scenario m = load_with(model);
+  ASSERT_EQ(m.faults.size(), map.names.size());
+  double rate = 0;
+  for (const auto& c : m.faults) rate += c.rate_per_machine_day;
+  EXPECT_NEAR(rate * 1000, 4.2308, 0.01);
+  EXPECT_EQ(m.faults[1].name, "gpu_fatal");
+  EXPECT_LT(m.faults[1].weibull_shape, 1);  // GPU faults cluster on nodes
+  const auto identity =
+      traces::fault_model(rr.trace, traces::identity_category_map(rr.trace), {}, nullptr);
+  EXPECT_EQ(load_with(identity).faults.size(), 21u);
+}
+
+}  // namespace
+}  // namespace faultline

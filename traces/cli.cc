@@ -1,0 +1,550 @@
+#include "traces/cli.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "traces/category_map.h"
+#include "traces/config.h"
+#include "traces/fit.h"
+#include "traces/model.h"
+#include "traces/readers.h"
+#include "traces/stats.h"
+#include "traces/writers.h"
+
+namespace faultline::traces {
+
+namespace {
+
+constexpr const char* kTraceHelp = R"TXT(usage: faultline trace <command> [options]
+
+commands:
+  stats FILE            events, nodes, span, fault rate, MTBF, classes, repair and arrival statistics
+  fit FILE [-o M.json]  maximum-likelihood fits (exponential, Weibull, lognormal) of per-node time
+                        between failures and of repair times; -o writes a scenario fault model
+  convert IN OUT        between formats (canonical jsonl/csv, infinitehbd, oobleck)
+  mix NAME              a published incident mix as a scenario fault model, rescaled
+  generate FILE         a synthetic trace drawn from the fit of FILE
+
+Formats (--from / --to): jsonl, csv (the canonical format, traces/FORMAT.md), infinitehbd,
+oobleck, columns (any CSV / JSON Lines / JSON log, with --columns MAP.json); default: detected.
+Run 'faultline trace <command> --help' for its options.
+)TXT";
+
+constexpr const char* kInputHelp = R"TXT(input options:
+  --from FORMAT       jsonl|csv|infinitehbd|oobleck|columns (default: detected from the file)
+  --columns MAP.json  column map for a log in another layout (implies --from columns)
+  --strict            stop at the first bad record (exit 2) instead of skipping it
+  --max-issues N      print at most N bad-record messages (default 20)
+)TXT";
+
+constexpr const char* kStatsHelp = R"TXT(usage: faultline trace stats FILE [options]
+
+Counts events, faults and nodes; the span from the first to the last event; faults per
+1,000 node-days and the fleet MTBF; faults per level and class; repair times (median,
+mean, p90) of paired fault_start/fault_end; fleet-wide and per-node inter-arrival times.
+
+The rate divides by a node count: --nodes when given, else the fleet size the trace
+declares (400 for InfiniteHBD, "fleet_nodes" in the canonical meta record), else the
+distinct nodes of the trace. The output names the one used.
+
+options:
+  --format table|json output (default table)
+  --nodes N           fleet size to divide by
+)TXT";
+
+constexpr const char* kFitHelp = R"TXT(usage: faultline trace fit FILE [options]
+
+Fits exponential, Weibull and lognormal distributions by maximum likelihood, with
+right-censoring (fault-free stretches at the end of the trace, faults still open), to
+  - per-node time between failures (days), overall and per class,
+  - repair times (hours), overall and per class,
+and reports log-likelihood, AIC and the Kolmogorov-Smirnov distance to the Kaplan-Meier
+estimate. With -o, writes a fault model in the scenario's "faults" format: one category
+per mapping-table category, with the trace's rate per machine-day, the Weibull shape of
+its per-node gaps (when it beats the exponential by AIC) and its mean repair time.
+Use it in a scenario as "faults", or: --set "faults=$(cat model.json)".
+
+options:
+  -o, --out FILE      write the fault model
+  --mapping MAP.json  trace class -> simulator category table (default: one crash category
+                      per class); shipped: traces/mappings/infinitehbd.json
+  --format table|json fit report (default table)
+  --nodes N           fleet size (see stats)
+  --min-samples N     fewest observed values for a fit (default 5; 10 for the model's shapes)
+)TXT";
+
+constexpr const char* kConvertHelp = R"TXT(usage: faultline trace convert IN OUT [options]
+
+Reads IN in any known format and writes OUT ("-" = stdout). The canonical formats
+(jsonl, csv) are lossless in both directions; infinitehbd and oobleck hold less, and a
+note on stderr says what was dropped.
+
+options:
+  --to FORMAT         jsonl|csv|infinitehbd|oobleck (default: from OUT's extension:
+                      .jsonl, .csv, .json = infinitehbd)
+  --sort              write events in time order (default: as read)
+)TXT";
+
+constexpr const char* kMixHelp =
+    R"TXT(usage: faultline trace mix NAME --incidents-per-day X --machines N [-o FILE]
+       faultline trace mix --list
+
+Writes a published incident mix as a scenario fault model ({"categories": [...]}),
+scaled so that a job of N machines sees X incidents a day: machine-scope categories get
+rate_per_machine_day = X * share / N, job-wide ones rate_per_job_day = X * share.
+traces/models/byterobust-table1.json is byterobust-table1 at ByteRobust's dense job
+(175 incidents in 90 days on 1,200 machines: --incidents-per-day 1.9444 --machines 1200).
+
+options:
+  --incidents-per-day X   incidents per day for the whole job
+  --machines N            machines in the job
+  -o, --out FILE          write to FILE (default stdout)
+  --list                  the built-in mixes
+)TXT";
+
+constexpr const char* kGenerateHelp = R"TXT(usage: faultline trace generate FILE [options]
+
+Fits FILE (as 'trace fit' does) and draws a synthetic trace from the fit: per node and
+class a renewal process in equilibrium with the class's rate and Weibull shape,
+descriptions in the class's proportions, repair times from the best repair fit.
+
+options:
+  -o, --out FILE      output (default stdout)
+  --to FORMAT         jsonl|csv|infinitehbd|oobleck (default: OUT's extension, else jsonl)
+  --nodes N           fleet size to generate (default: the source's fleet)
+  --days D            length in days (default: the source's window)
+  --seed S            random seed (default 1)
+)TXT";
+
+int usage(const std::string& msg) {
+  std::fprintf(stderr, "faultline: trace: %s (see --help)\n", msg.c_str());
+  return 2;
+}
+
+bool to_int(const std::string& s, long long lo, long long hi, long long* out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || end == s.c_str() || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+bool to_double(const std::string& s, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (errno || end == s.c_str() || *end || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+// Options shared by the commands that read a trace.
+struct Input {
+  std::string path;
+  Format format = Format::kAuto;
+  std::string columns;
+  bool strict = false;
+  long long max_issues = 20;
+};
+
+// Parses one input option at args[i]; returns 1 consumed, 0 not an input option, -1 error.
+int input_option(const std::vector<std::string>& args, std::size_t& i, Input& in,
+                 std::string* err) {
+  const std::string& a = args[i];
+  auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
+  if (a == "--from") {
+    const std::string* v = value();
+    if (!v || !parse_format(*v, &in.format)) {
+      *err = "--from: expected jsonl|csv|infinitehbd|oobleck|columns";
+      return -1;
+    }
+    return 1;
+  }
+  if (a == "--columns") {
+    const std::string* v = value();
+    if (!v) {
+      *err = "--columns: expected a column-map file";
+      return -1;
+    }
+    in.columns = *v;
+    in.format = Format::kColumns;
+    return 1;
+  }
+  if (a == "--strict") {
+    in.strict = true;
+    return 1;
+  }
+  if (a == "--max-issues") {
+    const std::string* v = value();
+    if (!v || !to_int(*v, 0, 1LL << 40, &in.max_issues)) {
+      *err = "--max-issues: expected an integer >= 0";
+      return -1;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+// Reads the input trace; prints issues; returns false (with the exit code) on failure.
+bool read_input(const Input& in, Trace* out, int* code) {
+  ColumnMap columns;
+  const ColumnMap* cols = nullptr;
+  if (in.format == Format::kColumns) {
+    if (in.columns.empty()) {
+      *code = usage("--from columns needs --columns MAP.json");
+      return false;
+    }
+    try {
+      columns = load_column_map(in.columns);
+    } catch (const TraceError& e) {
+      std::fprintf(stderr, "faultline: %s\n", e.what());
+      *code = 2;
+      return false;
+    }
+    cols = &columns;
+  }
+  PrintingReporter rep(stderr, static_cast<std::size_t>(in.max_issues));
+  ReadOptions ro;
+  ro.strict = in.strict;
+  ro.reporter = &rep;
+  ReadResult r = read_trace_file(in.path, in.format, ro, cols);
+  if (!r.error.empty()) {
+    std::fprintf(stderr, "faultline: %s\n", r.error.c_str());
+    *code = 2;
+    return false;
+  }
+  if (r.stopped) {
+    std::fprintf(stderr, "faultline: %s: stopped at the first bad record (--strict)\n",
+                 in.path.c_str());
+    *code = 2;
+    return false;
+  }
+  if (r.issues > 0) {
+    std::fprintf(
+        stderr, "faultline: %s: %zu issue(s), %zu bad record(s) skipped, %zu records read%s\n",
+        in.path.c_str(), r.issues, r.skipped, r.records,
+        r.issues > static_cast<std::size_t>(in.max_issues) ? " (--max-issues to see more)" : "");
+  }
+  *out = std::move(r.trace);
+  return true;
+}
+
+Format format_from_extension(const std::string& path) {
+  auto ends = [&](const char* suf) {
+    const std::string s(suf);
+    return path.size() >= s.size() && path.compare(path.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends(".jsonl") || ends(".ndjson")) return Format::kJsonl;
+  if (ends(".csv")) return Format::kCsv;
+  if (ends(".json")) return Format::kInfiniteHbd;
+  return Format::kAuto;
+}
+
+int stats(const std::vector<std::string>& args) {
+  Input in;
+  std::string format = "table";
+  long long nodes = 0;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string err;
+    const int r = input_option(args, i, in, &err);
+    if (r < 0) return usage(err);
+    if (r > 0) continue;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kStatsHelp, stdout);
+      std::fputs(kInputHelp, stdout);
+      return 0;
+    } else if (a == "--format") {
+      if (i + 1 >= args.size() || (args[i + 1] != "table" && args[i + 1] != "json"))
+        return usage("--format: expected table or json");
+      format = args[++i];
+    } else if (a == "--nodes") {
+      if (i + 1 >= args.size() || !to_int(args[++i], 1, 100'000'000, &nodes))
+        return usage("--nodes: expected an integer >= 1");
+    } else if (!a.empty() && a[0] == '-' && a != "-") {
+      return usage("unknown option " + a);
+    } else if (in.path.empty()) {
+      in.path = a;
+    } else {
+      return usage("unexpected argument " + a);
+    }
+  }
+  if (in.path.empty()) return usage("stats: expected FILE");
+  Trace t;
+  int code = 0;
+  if (!read_input(in, &t, &code)) return code;
+  StatsOptions so;
+  so.nodes = static_cast<int>(nodes);
+  const TraceStats s = compute_stats(t, so);
+  if (format == "json")
+    std::cout << stats_json(s).dump(2) << "\n";
+  else
+    std::cout << stats_table(s);
+  return 0;
+}
+
+int fit(const std::vector<std::string>& args) {
+  Input in;
+  std::string format = "table", out, mapping;
+  long long nodes = 0, min_samples = 5;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string err;
+    const int r = input_option(args, i, in, &err);
+    if (r < 0) return usage(err);
+    if (r > 0) continue;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kFitHelp, stdout);
+      std::fputs(kInputHelp, stdout);
+      return 0;
+    } else if (a == "--format") {
+      if (i + 1 >= args.size() || (args[i + 1] != "table" && args[i + 1] != "json"))
+        return usage("--format: expected table or json");
+      format = args[++i];
+    } else if (a == "-o" || a == "--out") {
+      if (i + 1 >= args.size()) return usage(a + ": expected a file");
+      out = args[++i];
+    } else if (a == "--mapping") {
+      if (i + 1 >= args.size()) return usage("--mapping: expected a mapping file");
+      mapping = args[++i];
+    } else if (a == "--nodes") {
+      if (i + 1 >= args.size() || !to_int(args[++i], 1, 100'000'000, &nodes))
+        return usage("--nodes: expected an integer >= 1");
+    } else if (a == "--min-samples") {
+      if (i + 1 >= args.size() || !to_int(args[++i], 2, 1'000'000, &min_samples))
+        return usage("--min-samples: expected an integer >= 2");
+    } else if (!a.empty() && a[0] == '-' && a != "-") {
+      return usage("unknown option " + a);
+    } else if (in.path.empty()) {
+      in.path = a;
+    } else {
+      return usage("unexpected argument " + a);
+    }
+  }
+  if (in.path.empty()) return usage("fit: expected FILE");
+  CategoryMap map;
+  if (!mapping.empty()) {
+    try {
+      map = load_category_map(mapping);
+    } catch (const TraceError& e) {
+      std::fprintf(stderr, "faultline: %s\n", e.what());
+      return 2;
+    }
+  }
+  Trace t;
+  int code = 0;
+  if (!read_input(in, &t, &code)) return code;
+  t.sort_by_time();
+  FitOptions fo;
+  fo.nodes = static_cast<int>(nodes);
+  fo.min_samples = static_cast<std::size_t>(min_samples);
+  const TraceFit f = fit_trace(t, fo);
+  if (format == "json")
+    std::cout << fit_json(f).dump(2) << "\n";
+  else
+    std::cout << fit_table(f);
+  if (!out.empty()) {
+    if (mapping.empty()) map = identity_category_map(t);
+    ModelOptions mo;
+    mo.nodes = static_cast<int>(nodes);
+    mo.min_samples = std::max<std::size_t>(10, static_cast<std::size_t>(min_samples));
+    std::vector<std::string> notes;
+    const auto model = fault_model(t, map, mo, &notes);
+    std::string err;
+    if (!write_text_file(out, model.dump(2) + "\n", &err)) {
+      std::fprintf(stderr, "faultline: %s\n", err.c_str());
+      return 1;
+    }
+    for (const auto& n : notes) std::fprintf(stderr, "faultline: model: %s\n", n.c_str());
+    if (out != "-")
+      std::fprintf(stderr, "faultline: wrote fault model (%zu categories) to %s\n",
+                   map.names.size(), out.c_str());
+  }
+  return 0;
+}
+
+int convert(const std::vector<std::string>& args) {
+  Input in;
+  std::string out;
+  Format to = Format::kAuto;
+  bool sort = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string err;
+    const int r = input_option(args, i, in, &err);
+    if (r < 0) return usage(err);
+    if (r > 0) continue;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kConvertHelp, stdout);
+      std::fputs(kInputHelp, stdout);
+      return 0;
+    } else if (a == "--to") {
+      if (i + 1 >= args.size() || !parse_format(args[++i], &to) || to == Format::kAuto ||
+          to == Format::kColumns)
+        return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
+    } else if (a == "--sort") {
+      sort = true;
+    } else if (!a.empty() && a[0] == '-' && a != "-") {
+      return usage("unknown option " + a);
+    } else if (in.path.empty()) {
+      in.path = a;
+    } else if (out.empty()) {
+      out = a;
+    } else {
+      return usage("unexpected argument " + a);
+    }
+  }
+  if (in.path.empty() || out.empty()) return usage("convert: expected IN OUT");
+  if (to == Format::kAuto) to = format_from_extension(out);
+  if (to == Format::kAuto)
+    return usage("convert: cannot tell the output format from '" + out + "'; use --to");
+  Trace t;
+  int code = 0;
+  if (!read_input(in, &t, &code)) return code;
+  if (sort) t.sort_by_time();
+  const WriteResult w = write_trace(t, to);
+  std::string err;
+  if (!write_text_file(out, w.text, &err)) {
+    std::fprintf(stderr, "faultline: %s\n", err.c_str());
+    return 1;
+  }
+  for (const auto& n : w.notes) std::fprintf(stderr, "faultline: convert: %s\n", n.c_str());
+  return 0;
+}
+
+int mix(const std::vector<std::string>& args) {
+  std::string name, out = "-";
+  double rate = NAN;
+  long long machines = 0;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kMixHelp, stdout);
+      return 0;
+    } else if (a == "--list") {
+      for (const auto& n : mix_names())
+        std::printf("%-20s %s\n", n.c_str(), mix_description(n).c_str());
+      return 0;
+    } else if (a == "--incidents-per-day") {
+      if (i + 1 >= args.size() || !to_double(args[++i], &rate) || !(rate > 0))
+        return usage("--incidents-per-day: expected a number > 0");
+    } else if (a == "--machines") {
+      if (i + 1 >= args.size() || !to_int(args[++i], 1, 100'000'000, &machines))
+        return usage("--machines: expected an integer >= 1");
+    } else if (a == "-o" || a == "--out") {
+      if (i + 1 >= args.size()) return usage(a + ": expected a file");
+      out = args[++i];
+    } else if (!a.empty() && a[0] == '-') {
+      return usage("unknown option " + a);
+    } else if (name.empty()) {
+      name = a;
+    } else {
+      return usage("unexpected argument " + a);
+    }
+  }
+  if (name.empty()) return usage("mix: expected a mix name (--list shows them)");
+  if (std::isnan(rate) || machines == 0)
+    return usage("mix: expected --incidents-per-day X and --machines N");
+  nlohmann::ordered_json model;
+  try {
+    model = published_mix(name, rate, static_cast<int>(machines));
+  } catch (const TraceError& e) {
+    return usage(e.what());
+  }
+  std::string err;
+  if (!write_text_file(out, model.dump(2) + "\n", &err)) {
+    std::fprintf(stderr, "faultline: %s\n", err.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+int generate(const std::vector<std::string>& args) {
+  Input in;
+  std::string out = "-";
+  Format to = Format::kAuto;
+  long long nodes = 0, seed = 1;
+  double days = 0;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string err;
+    const int r = input_option(args, i, in, &err);
+    if (r < 0) return usage(err);
+    if (r > 0) continue;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kGenerateHelp, stdout);
+      std::fputs(kInputHelp, stdout);
+      return 0;
+    } else if (a == "-o" || a == "--out") {
+      if (i + 1 >= args.size()) return usage(a + ": expected a file");
+      out = args[++i];
+    } else if (a == "--to") {
+      if (i + 1 >= args.size() || !parse_format(args[++i], &to) || to == Format::kAuto ||
+          to == Format::kColumns)
+        return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
+    } else if (a == "--nodes") {
+      if (i + 1 >= args.size() || !to_int(args[++i], 1, 10'000'000, &nodes))
+        return usage("--nodes: expected an integer >= 1");
+    } else if (a == "--days") {
+      if (i + 1 >= args.size() || !to_double(args[++i], &days) || !(days > 0) || days > 1e5)
+        return usage("--days: expected a number in (0, 100000]");
+    } else if (a == "--seed") {
+      if (i + 1 >= args.size() || !to_int(args[++i], 0, 1LL << 62, &seed))
+        return usage("--seed: expected an integer >= 0");
+    } else if (!a.empty() && a[0] == '-' && a != "-") {
+      return usage("unknown option " + a);
+    } else if (in.path.empty()) {
+      in.path = a;
+    } else {
+      return usage("unexpected argument " + a);
+    }
+  }
+  if (in.path.empty()) return usage("generate: expected FILE");
+  if (to == Format::kAuto) to = format_from_extension(out);
+  if (to == Format::kAuto) to = Format::kJsonl;
+  Trace t;
+  int code = 0;
+  if (!read_input(in, &t, &code)) return code;
+  t.sort_by_time();
+  const TraceFit f = fit_trace(t, {});
+  GenerateOptions go;
+  go.nodes = static_cast<int>(nodes);
+  go.days = days;
+  go.seed = static_cast<std::uint64_t>(seed);
+  const Trace g = generate_trace(f, go);
+  const WriteResult w = write_trace(g, to);
+  std::string err;
+  if (!write_text_file(out, w.text, &err)) {
+    std::fprintf(stderr, "faultline: %s\n", err.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int trace_command(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::fputs(kTraceHelp, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (args[0] == "stats") return stats(rest);
+    if (args[0] == "fit") return fit(rest);
+    if (args[0] == "convert") return convert(rest);
+    if (args[0] == "mix") return mix(rest);
+    if (args[0] == "generate") return generate(rest);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: trace %s: %s\n", args[0].c_str(), e.what());
+    return 1;
+  }
+  return usage("unknown trace command '" + args[0] + "'");
+}
+
+}  // namespace faultline::traces

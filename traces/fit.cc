@@ -1,0 +1,642 @@
+#include "traces/fit.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+
+#include "traces/stats.h"
+
+namespace faultline::traces {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double kLogSqrt2Pi = 0.91893853320467274178;  // log(sqrt(2 pi))
+
+// log Q(z), Q = 1 - Phi, accurate far into the upper tail.
+double log_q(double z) {
+  if (z < 30) return std::log(0.5 * std::erfc(z / std::sqrt(2.0)));
+  // Asymptotic series of Mills' ratio.
+  const double z2 = z * z;
+  return -0.5 * z2 - std::log(z) - kLogSqrt2Pi + std::log1p(-1 / z2 + 3 / (z2 * z2));
+}
+
+// phi(z) / Q(z).
+double hazard(double z) { return std::exp(-0.5 * z * z - kLogSqrt2Pi - log_q(z)); }
+
+struct Clean {
+  std::vector<double> obs, cen;
+  std::size_t dropped = 0;
+};
+
+Clean clean(const Sample& s) {
+  Clean c;
+  c.obs.reserve(s.observed.size());
+  c.cen.reserve(s.censored.size());
+  for (double x : s.observed) {
+    if (std::isfinite(x) && x > 0)
+      c.obs.push_back(x);
+    else
+      ++c.dropped;
+  }
+  for (double x : s.censored) {
+    if (std::isfinite(x) && x > 0)
+      c.cen.push_back(x);
+    else
+      ++c.dropped;
+  }
+  return c;
+}
+
+Eigen::ArrayXd to_array(const std::vector<double>& v) {
+  return Eigen::Map<const Eigen::ArrayXd>(v.data(), static_cast<Eigen::Index>(v.size()));
+}
+
+void finish(FitResult& r, const Clean& c) {
+  if (!r.ok) return;
+  Sample s{c.obs, c.cen};
+  r.loglik = log_likelihood(r.dist, s);
+  r.aic = 2.0 * r.dist.parameters() - 2.0 * r.loglik;
+  r.ks = ks_statistic(r.dist, s);
+  if (!std::isfinite(r.loglik)) {
+    r.ok = false;
+    r.note = "log-likelihood is not finite";
+  }
+}
+
+}  // namespace
+
+const char* family_name(Family f) {
+  switch (f) {
+    case Family::kExponential:
+      return "exponential";
+    case Family::kWeibull:
+      return "weibull";
+    case Family::kLognormal:
+      return "lognormal";
+  }
+  return "?";
+}
+
+double Dist::cdf(double x) const {
+  if (!(x > 0)) return 0;
+  switch (family) {
+    case Family::kExponential:
+      return -std::expm1(-a * x);
+    case Family::kWeibull:
+      return -std::expm1(-std::pow(x / b, a));
+    case Family::kLognormal:
+      return 0.5 * std::erfc(-(std::log(x) - a) / (b * std::sqrt(2.0)));
+  }
+  return NAN;
+}
+
+double Dist::log_pdf(double x) const {
+  if (!(x > 0)) return -INFINITY;
+  switch (family) {
+    case Family::kExponential:
+      return std::log(a) - a * x;
+    case Family::kWeibull: {
+      const double lz = std::log(x / b);
+      return std::log(a / b) + (a - 1) * lz - std::exp(a * lz);
+    }
+    case Family::kLognormal: {
+      const double z = (std::log(x) - a) / b;
+      return -std::log(x) - std::log(b) - kLogSqrt2Pi - 0.5 * z * z;
+    }
+  }
+  return NAN;
+}
+
+double Dist::log_survival(double x) const {
+  if (!(x > 0)) return 0;
+  switch (family) {
+    case Family::kExponential:
+      return -a * x;
+    case Family::kWeibull:
+      return -std::pow(x / b, a);
+    case Family::kLognormal:
+      return log_q((std::log(x) - a) / b);
+  }
+  return NAN;
+}
+
+double Dist::mean() const {
+  switch (family) {
+    case Family::kExponential:
+      return 1 / a;
+    case Family::kWeibull:
+      return b * std::tgamma(1 + 1 / a);
+    case Family::kLognormal:
+      return std::exp(a + 0.5 * b * b);
+  }
+  return NAN;
+}
+
+double Dist::median() const {
+  switch (family) {
+    case Family::kExponential:
+      return std::log(2.0) / a;
+    case Family::kWeibull:
+      return b * std::pow(std::log(2.0), 1 / a);
+    case Family::kLognormal:
+      return std::exp(a);
+  }
+  return NAN;
+}
+
+double Dist::sample(Rng& rng) const {
+  switch (family) {
+    case Family::kExponential:
+      return rng.exponential(1 / a);
+    case Family::kWeibull:
+      return rng.weibull(a, b);
+    case Family::kLognormal:
+      return rng.lognormal(a, b);
+  }
+  return NAN;
+}
+
+double log_likelihood(const Dist& d, const Sample& s) {
+  double ll = 0;
+  for (double x : s.observed) ll += d.log_pdf(x);
+  for (double x : s.censored) ll += d.log_survival(x);
+  return ll;
+}
+
+double ks_statistic(const Dist& d, const Sample& s) {
+  struct Item {
+    double t;
+    bool observed;
+  };
+  std::vector<Item> items;
+  items.reserve(s.observed.size() + s.censored.size());
+  for (double x : s.observed) items.push_back({x, true});
+  for (double x : s.censored) items.push_back({x, false});
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return a.t != b.t ? a.t < b.t : (a.observed && !b.observed);
+  });
+  double at_risk = static_cast<double>(items.size());
+  double surv = 1, dmax = 0;
+  std::size_t i = 0;
+  while (i < items.size()) {
+    const double t = items[i].t;
+    std::size_t j = i, deaths = 0;
+    while (j < items.size() && items[j].t == t) {
+      deaths += items[j].observed;
+      ++j;
+    }
+    if (deaths > 0 && at_risk > 0) {
+      const double before = 1 - surv;
+      surv *= 1 - static_cast<double>(deaths) / at_risk;
+      const double after = 1 - surv;
+      const double fm = d.cdf(t);
+      dmax = std::max({dmax, std::fabs(fm - before), std::fabs(fm - after)});
+    }
+    at_risk -= static_cast<double>(j - i);
+    i = j;
+  }
+  return dmax;
+}
+
+FitResult fit_exponential(const Sample& s) {
+  const Clean c = clean(s);
+  FitResult r;
+  r.dist.family = Family::kExponential;
+  if (c.obs.empty()) {
+    r.note = "no observed values";
+    return r;
+  }
+  const double total = std::accumulate(c.obs.begin(), c.obs.end(), 0.0) +
+                       std::accumulate(c.cen.begin(), c.cen.end(), 0.0);
+  r.dist.a = static_cast<double>(c.obs.size()) / total;  // closed form: events / exposure
+  r.ok = std::isfinite(r.dist.a) && r.dist.a > 0;
+  if (!r.ok) r.note = "degenerate sample";
+  finish(r, c);
+  return r;
+}
+
+FitResult fit_weibull(const Sample& s) {
+  const Clean c = clean(s);
+  FitResult r;
+  r.dist.family = Family::kWeibull;
+  const double d = static_cast<double>(c.obs.size());
+  if (c.obs.size() < 2) {
+    r.note = "needs at least 2 observed values";
+    return r;
+  }
+  Eigen::ArrayXd x(static_cast<Eigen::Index>(c.obs.size() + c.cen.size()));
+  Eigen::Index n = 0;
+  for (double v : c.obs) x(n++) = v;
+  for (double v : c.cen) x(n++) = v;
+  // Work on x / max(x) <= 1 so that x^k neither overflows nor loses the largest term.
+  const double scale = x.maxCoeff();
+  const Eigen::ArrayXd logx = (x / scale).log();
+  const double lobs = logx.head(static_cast<Eigen::Index>(c.obs.size())).sum();
+  double sum_w = 0;
+  // Profile score g(k) = d/k + sum_obs log x - d A/S and its derivative (< 0: concave).
+  auto score = [&](double k, double* g, double* h) {
+    const Eigen::ArrayXd w = (k * logx).exp();
+    const double S = w.sum(), A = (w * logx).sum(), B = (w * logx.square()).sum();
+    sum_w = S;
+    *g = d / k + lobs - d * A / S;
+    *h = -d / (k * k) - d * (B * S - A * A) / (S * S);
+  };
+  double lo = 1e-3, hi = 1e3, g = 0, h = 0;
+  score(lo, &g, &h);
+  while (g <= 0 && lo > 1e-9) {
+    lo /= 10;
+    score(lo, &g, &h);
+  }
+  score(hi, &g, &h);
+  if (g >= 0) {
+    r.note = "shape beyond 1000 (values nearly equal)";
+    return r;
+  }
+  // Start from the log-scale spread: sd(log X) = pi / (k sqrt 6) for a Weibull.
+  const Eigen::ArrayXd lo_obs = logx.head(static_cast<Eigen::Index>(c.obs.size()));
+  const double sd = std::sqrt(std::max(1e-300, (lo_obs - lo_obs.mean()).square().mean()));
+  double k = std::clamp(1.2825 / sd, lo * 2, hi / 2);
+  int it = 0;
+  for (; it < 200; ++it) {
+    score(k, &g, &h);
+    if (g > 0)
+      lo = k;
+    else
+      hi = k;
+    double next = h < 0 ? k - g / h : NAN;
+    if (!(next > lo && next < hi)) next = std::sqrt(lo * hi);
+    if (std::fabs(next - k) <= 1e-12 * k || hi / lo < 1 + 1e-13) {
+      k = next;
+      break;
+    }
+    k = next;
+  }
+  score(k, &g, &h);
+  r.iterations = it + 1;
+  r.dist.a = k;
+  r.dist.b = scale * std::pow(sum_w / d, 1 / k);
+  r.ok = std::isfinite(r.dist.a) && std::isfinite(r.dist.b) && r.dist.b > 0;
+  if (!r.ok) r.note = "did not converge";
+  finish(r, c);
+  return r;
+}
+
+FitResult fit_lognormal(const Sample& s) {
+  const Clean c = clean(s);
+  FitResult r;
+  r.dist.family = Family::kLognormal;
+  if (c.obs.size() < 2) {
+    r.note = "needs at least 2 observed values";
+    return r;
+  }
+  const Eigen::ArrayXd y = to_array(c.obs).log();
+  // Censored values repeat (every fault-free node is censored at the same window):
+  // keep each distinct value once with its count.
+  std::vector<double> cen = c.cen;
+  std::sort(cen.begin(), cen.end());
+  std::vector<double> cen_value, cen_count;
+  for (double v : cen) {
+    if (!cen_value.empty() && cen_value.back() == v) {
+      cen_count.back() += 1;
+    } else {
+      cen_value.push_back(v);
+      cen_count.push_back(1);
+    }
+  }
+  const Eigen::ArrayXd yc = to_array(cen_value).log();
+  const Eigen::ArrayXd wc = to_array(cen_count);
+  double mu = y.mean();
+  double sigma = std::sqrt((y - mu).square().mean());
+  if (!(sigma > 1e-12)) {
+    r.note = "all observed values equal";
+    return r;
+  }
+  if (c.cen.empty()) {
+    // Closed form.
+    r.dist.a = mu;
+    r.dist.b = sigma;
+    r.ok = true;
+    r.iterations = 0;
+    finish(r, c);
+    return r;
+  }
+  // Censored: damped Newton ascent in theta = (mu, tau = log sigma).
+  const double d = static_cast<double>(c.obs.size());
+  auto objective = [&](const Eigen::Vector2d& th) {
+    const double sg = std::exp(th(1));
+    double ll = -d * th(1) - 0.5 * ((y - th(0)) / sg).square().sum();
+    for (Eigen::Index j = 0; j < yc.size(); ++j) ll += wc(j) * log_q((yc(j) - th(0)) / sg);
+    return ll;
+  };
+  auto gradient = [&](const Eigen::Vector2d& th) {
+    const double sg = std::exp(th(1));
+    const Eigen::ArrayXd z = (y - th(0)) / sg;
+    Eigen::Vector2d g(z.sum() / sg, -d + z.square().sum());
+    for (Eigen::Index j = 0; j < yc.size(); ++j) {
+      const double zc = (yc(j) - th(0)) / sg;
+      const double hz = wc(j) * hazard(zc);
+      g(0) += hz / sg;
+      g(1) += hz * zc;
+    }
+    return g;
+  };
+  Eigen::Vector2d th(mu, std::log(sigma));
+  double f = objective(th);
+  int it = 0;
+  for (; it < 200; ++it) {
+    const Eigen::Vector2d g = gradient(th);
+    if (g.norm() < 1e-9 * (1 + d)) break;
+    Eigen::Matrix2d H;
+    const double eps = 1e-6;
+    for (int k = 0; k < 2; ++k) {
+      Eigen::Vector2d e = Eigen::Vector2d::Zero();
+      e(k) = eps;
+      H.col(k) = (gradient(th + e) - gradient(th - e)) / (2 * eps);
+    }
+    H = 0.5 * (H + H.transpose()).eval();
+    Eigen::Vector2d step;
+    Eigen::LDLT<Eigen::Matrix2d> ldlt(-H);
+    if (ldlt.info() == Eigen::Success && ldlt.isPositive() && (-H).determinant() > 0) {
+      step = ldlt.solve(g);
+    } else {
+      step = g / (H.diagonal().cwiseAbs().maxCoeff() + 1);
+    }
+    double alpha = 1;
+    Eigen::Vector2d cand = th + step;
+    double fc = objective(cand);
+    for (int b = 0; b < 40 && !(fc >= f); ++b) {
+      alpha /= 2;
+      cand = th + alpha * step;
+      fc = objective(cand);
+    }
+    if (!(fc >= f)) break;
+    const bool tiny = (cand - th).norm() < 1e-12 || fc - f <= 1e-13 * std::fabs(f);
+    th = cand;
+    f = fc;
+    if (tiny) break;
+  }
+  r.iterations = it + 1;
+  r.dist.a = th(0);
+  r.dist.b = std::exp(th(1));
+  r.ok = std::isfinite(r.dist.a) && std::isfinite(r.dist.b) && r.dist.b > 0;
+  if (!r.ok) r.note = "did not converge";
+  finish(r, c);
+  return r;
+}
+
+const FitResult* FitSet::best() const {
+  const FitResult* b = nullptr;
+  for (const FitResult* r : {&exponential, &weibull, &lognormal})
+    if (r->ok && (!b || r->aic < b->aic)) b = r;
+  return b;
+}
+
+FitSet fit_all(const Sample& s) {
+  FitSet f;
+  const Clean c = clean(s);
+  f.observed = c.obs.size();
+  f.censored = c.cen.size();
+  f.dropped = c.dropped;
+  f.exponential = fit_exponential(s);
+  f.weibull = fit_weibull(s);
+  f.lognormal = fit_lognormal(s);
+  return f;
+}
+
+// ---------------------------------------------------------------- trace fits
+
+Sample tbf_sample_days(const Trace& t, const std::vector<FaultSpan>& faults, int fleet_nodes,
+                       const std::vector<char>& selected) {
+  auto [w0, w1] = t.observation_window();
+  Sample s;
+  std::vector<double> last(t.nodes.size(), NAN);
+  for (std::size_t i = 0; i < faults.size(); ++i) {
+    if (!selected[i]) continue;
+    const FaultSpan& f = faults[i];
+    if (f.start_s < w0 || f.start_s > w1) continue;
+    double& l = last[static_cast<std::size_t>(f.node)];
+    s.observed.push_back((f.start_s - (std::isnan(l) ? w0 : l)) / 86400.0);
+    l = f.start_s;
+  }
+  const double window_days = (w1 - w0) / 86400.0;
+  for (double l : last) s.censored.push_back(std::isnan(l) ? window_days : (w1 - l) / 86400.0);
+  for (int extra = static_cast<int>(t.nodes.size()); extra < fleet_nodes; ++extra)
+    s.censored.push_back(window_days);
+  return s;
+}
+
+Sample repair_sample_h(const std::vector<FaultSpan>& faults, double window_end_s,
+                       const std::vector<char>& selected) {
+  Sample s;
+  for (std::size_t i = 0; i < faults.size(); ++i) {
+    if (!selected[i]) continue;
+    const FaultSpan& f = faults[i];
+    if (!f.open())
+      s.observed.push_back(f.duration_s() / 3600.0);
+    else if (window_end_s > f.start_s)
+      s.censored.push_back((window_end_s - f.start_s) / 3600.0);
+  }
+  return s;
+}
+
+namespace {
+
+GroupFit fit_group(const Trace& t, const std::vector<FaultSpan>& faults,
+                   const std::vector<char>& sel, const std::string& name, int fleet,
+                   double window_end_s, double window_days, const FitOptions& opt) {
+  GroupFit g;
+  g.name = name;
+  std::map<std::int32_t, std::size_t> members;
+  for (std::size_t i = 0; i < faults.size(); ++i)
+    if (sel[i]) {
+      ++g.faults;
+      ++members[faults[i].category];
+    }
+  for (const auto& [cat, n] : members)
+    g.members.emplace_back(t.categories[static_cast<std::size_t>(cat)], n);
+  std::stable_sort(g.members.begin(), g.members.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  g.rate_per_node_day =
+      fleet > 0 && window_days > 0 ? static_cast<double>(g.faults) / (fleet * window_days) : NAN;
+  auto fit = [&](const Sample& s) {
+    std::size_t observed = 0;
+    for (double x : s.observed) observed += std::isfinite(x) && x > 0;
+    if (observed >= opt.min_samples) return fit_all(s);
+    FitSet f;
+    const Clean c = clean(s);
+    f.observed = c.obs.size();
+    f.censored = c.cen.size();
+    f.dropped = c.dropped;
+    f.exponential.dist.family = Family::kExponential;
+    f.weibull.dist.family = Family::kWeibull;
+    f.lognormal.dist.family = Family::kLognormal;
+    for (FitResult* r : {&f.exponential, &f.weibull, &f.lognormal})
+      r->note = "fewer than " + std::to_string(opt.min_samples) + " observed values";
+    return f;
+  };
+  g.tbf_days = fit(tbf_sample_days(t, faults, fleet, sel));
+  g.repair_h = fit(repair_sample_h(faults, window_end_s, sel));
+  return g;
+}
+
+json fit_result_json(const FitResult& r) {
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json j = {{"ok", r.ok}};
+  if (!r.note.empty()) j["note"] = r.note;
+  if (!r.ok) return j;
+  switch (r.dist.family) {
+    case Family::kExponential:
+      j["params"] = {{"rate", r.dist.a}};
+      break;
+    case Family::kWeibull:
+      j["params"] = {{"shape", r.dist.a}, {"scale", r.dist.b}};
+      break;
+    case Family::kLognormal:
+      j["params"] = {{"mu", r.dist.a}, {"sigma", r.dist.b}};
+      break;
+  }
+  j["loglik"] = num(r.loglik);
+  j["aic"] = num(r.aic);
+  j["ks"] = num(r.ks);
+  j["mean"] = num(r.dist.mean());
+  j["median"] = num(r.dist.median());
+  j["iterations"] = r.iterations;
+  return j;
+}
+
+json group_json(const GroupFit& g) {
+  json members = json::array();
+  for (const auto& [c, n] : g.members)
+    members.push_back({{"level", c.level}, {"desc", c.desc}, {"faults", n}});
+  return {{"name", g.name},
+          {"faults", g.faults},
+          {"rate_per_node_day",
+           std::isfinite(g.rate_per_node_day) ? json(g.rate_per_node_day) : json(nullptr)},
+          {"tbf_days", fitset_json(g.tbf_days)},
+          {"repair_h", fitset_json(g.repair_h)},
+          {"members", members}};
+}
+
+std::string params_text(const FitResult& r) {
+  char buf[96];
+  switch (r.dist.family) {
+    case Family::kExponential:
+      std::snprintf(buf, sizeof buf, "rate %.4g", r.dist.a);
+      break;
+    case Family::kWeibull:
+      std::snprintf(buf, sizeof buf, "shape %.4g scale %.4g", r.dist.a, r.dist.b);
+      break;
+    case Family::kLognormal:
+      std::snprintf(buf, sizeof buf, "mu %.4g sigma %.4g", r.dist.a, r.dist.b);
+      break;
+  }
+  return buf;
+}
+
+void fitset_table(std::string& o, const char* what, const FitSet& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "  %-16s n %zu observed, %zu censored%s\n", what, s.observed,
+                s.censored,
+                s.dropped ? (", " + std::to_string(s.dropped) + " zero dropped").c_str() : "");
+  o += buf;
+  const FitResult* best = s.best();
+  for (const FitResult* r : {&s.exponential, &s.weibull, &s.lognormal}) {
+    if (!r->ok) {
+      std::snprintf(buf, sizeof buf, "    %-12s   %s\n", family_name(r->dist.family),
+                    r->note.c_str());
+    } else {
+      std::snprintf(buf, sizeof buf,
+                    "    %-12s%s %-30s logL %11.2f  AIC %11.2f  KS %.4f  mean %.4g median %.4g\n",
+                    family_name(r->dist.family), r == best ? " *" : "  ", params_text(*r).c_str(),
+                    r->loglik, r->aic, r->ks, r->dist.mean(), r->dist.median());
+    }
+    o += buf;
+  }
+}
+
+}  // namespace
+
+json fitset_json(const FitSet& s) {
+  const FitResult* b = s.best();
+  return {{"observed", s.observed},
+          {"censored", s.censored},
+          {"dropped", s.dropped},
+          {"best", b ? json(family_name(b->dist.family)) : json(nullptr)},
+          {"exponential", fit_result_json(s.exponential)},
+          {"weibull", fit_result_json(s.weibull)},
+          {"lognormal", fit_result_json(s.lognormal)}};
+}
+
+TraceFit fit_trace(const Trace& t, const FitOptions& opt) {
+  TraceFit f;
+  f.source = t.source;
+  // Same fleet rule as the statistics.
+  if (opt.nodes > 0) {
+    f.fleet_nodes = opt.nodes;
+    f.fleet_source = "--nodes";
+  } else if (t.fleet_nodes > 0) {
+    f.fleet_nodes = t.fleet_nodes;
+    f.fleet_source = "declared by the trace";
+  } else {
+    f.fleet_nodes = static_cast<int>(t.nodes.size());
+    f.fleet_source = "distinct nodes in the trace";
+  }
+  auto [w0, w1] = t.observation_window();
+  f.window_start_s = w0;
+  f.window_days = (w1 - w0) / 86400.0;
+  const PairingResult p = pair_faults(t);
+  std::vector<char> all(p.faults.size(), 1);
+  f.overall = fit_group(t, p.faults, all, "all", f.fleet_nodes, w1, f.window_days, opt);
+  std::map<std::string, std::vector<char>> classes;
+  for (std::size_t i = 0; i < p.faults.size(); ++i) {
+    auto& sel = classes[t.categories[static_cast<std::size_t>(p.faults[i].category)].cls];
+    if (sel.empty()) sel.assign(p.faults.size(), 0);
+    sel[i] = 1;
+  }
+  for (const auto& [name, sel] : classes)
+    f.by_class.push_back(fit_group(t, p.faults, sel, name, f.fleet_nodes, w1, f.window_days, opt));
+  std::stable_sort(f.by_class.begin(), f.by_class.end(),
+                   [](const GroupFit& a, const GroupFit& b) { return a.faults > b.faults; });
+  return f;
+}
+
+json fit_json(const TraceFit& f) {
+  json classes = json::array();
+  for (const auto& g : f.by_class) classes.push_back(group_json(g));
+  return {{"source", f.source},
+          {"fleet_nodes", f.fleet_nodes},
+          {"fleet_source", f.fleet_source},
+          {"window_start_s", f.window_start_s},
+          {"window_days", f.window_days},
+          {"overall", group_json(f.overall)},
+          {"by_class", classes}};
+}
+
+std::string fit_table(const TraceFit& f) {
+  std::string o;
+  char buf[512];
+  std::snprintf(
+      buf, sizeof buf,
+      "fit of %s\nfleet %d nodes (%s), window %.2f days; maximum likelihood with right-censoring,\n"
+      "* = lowest AIC; KS = sup |model - Kaplan-Meier|; time between failures in days, repair in "
+      "hours\n",
+      f.source.c_str(), f.fleet_nodes, f.fleet_source.c_str(), f.window_days);
+  o += buf;
+  auto group = [&](const GroupFit& g) {
+    std::snprintf(buf, sizeof buf, "\n%s: %zu faults, %.4g per node-day\n", g.name.c_str(),
+                  g.faults, g.rate_per_node_day);
+    o += buf;
+    fitset_table(o, "between failures", g.tbf_days);
+    fitset_table(o, "repair", g.repair_h);
+  };
+  group(f.overall);
+  for (const auto& g : f.by_class) group(g);
+  return o;
+}
+
+}  // namespace faultline::traces
