@@ -10,6 +10,7 @@ void register_builtin(Registry& r) {
   r.add(oracle_info(), make_oracle);
   r.add(byterobust_info(), make_byterobust);
   r.add(reschedule_info(), make_reschedule);
+  r.add(failover_bench_info(), make_failover_bench);
 }
 
 Registry builtin_registry() {

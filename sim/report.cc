@@ -1,5 +1,7 @@
 #include "sim/report.h"
 
+#include "policies/api/action.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +106,21 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
     steps += r.steps;
   }
   out["evictions"] = {{"true_per_replica", et / n}, {"false_per_replica", ef / n}};
+  json mech = json::object();
+  double exhaust = 0, fallbacks = 0;
+  for (int m = 1; m < kMechanisms; ++m) {
+    double c = 0;
+    for (const auto& r : rs)
+      if (m < static_cast<int>(r.resolved_by.size())) c += r.resolved_by[m];
+    if (c > 0) mech[mechanism_name(static_cast<Mechanism>(m))] = c / n;
+  }
+  for (const auto& r : rs) {
+    exhaust += r.standby_exhaustions;
+    fallbacks += r.remote_fallbacks;
+  }
+  out["resolved_by_per_replica"] = mech;
+  out["standby_exhaustions_per_replica"] = exhaust / n;
+  out["remote_checkpoint_fallbacks_per_replica"] = fallbacks / n;
   const double gpus = static_cast<double>(sc.cluster.machines) * sc.cluster.gpus_per_machine;
   out["gpu_hours_lost_per_replica"] = (1.0 - out["ettr"]["mean"].get<double>()) * horizon_s / 3600.0 * gpus;
   out["steps_per_replica"] = steps / n;

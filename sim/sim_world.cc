@@ -42,7 +42,7 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
       faults_(sc.faults, sc.cluster.machines, sc.cluster.rack_size, sc.seed, replica,
               trace_arrivals(sc, replica)) {
   horizon_ = Duration::days(sc.job.horizon_days).ns;
-  fresh_.assign(view_.slots(), true);
+  fresh_.assign(view_.slots(), false);  // the first start loads initial weights, not a checkpoint
   broken_.assign(view_.machine_count(), 0);
   progress_.set_record_segments(opt_.timeline);
   result_.replica = replica;

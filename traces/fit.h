@@ -4,7 +4,8 @@
 // sample: a node's last fault-free stretch, or a fault still open when the trace
 // ends, says only "longer than this". Ignoring that would fit the fault-prone nodes
 // and overstate the rate; with it, the exponential fit of per-node time between
-// failures is exactly faults / (fleet nodes x window), the figure `trace stats` gives.
+// failures is faults / (fleet nodes x window), the figure `trace stats` gives (less
+// the simultaneous faults, whose zero gaps no continuous family can hold).
 // Each fit reports its log-likelihood, AIC (2k - 2 ln L) and the Kolmogorov-Smirnov
 // distance between the model and the Kaplan-Meier estimate (the plain empirical CDF
 // when nothing is censored).

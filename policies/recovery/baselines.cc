@@ -14,16 +14,17 @@ class RestartCycle {
 
   void begin(World& w, AcquireMode mode, std::vector<SlotId> slots, const std::string& why) {
     if (state_ == State::kRunning) w.act(StopJob{why});
+    const Mechanism mech = mode == AcquireMode::kRequeue ? Mechanism::kRequeue : Mechanism::kOracle;
     if (mode == AcquireMode::kOracle && slots.empty()) {
-      start(w, why);
+      start(w, why, mech);
       return;
     }
     state_ = State::kAcquiring;
-    acquire_ = w.act(AcquireMachines{mode, std::move(slots), why});
+    acquire_ = w.act(AcquireMachines{mode, std::move(slots), why, mech});
   }
-  void start(World& w, const std::string& why) {
+  void start(World& w, const std::string& why, Mechanism mech = Mechanism::kNone) {
     state_ = State::kStarting;
-    start_ = w.act(StartJob{why});
+    start_ = w.act(StartJob{why, mech});
   }
   void roll_back(World& w, const std::string& why) {
     state_ = State::kStarting;
@@ -125,7 +126,56 @@ class Oracle final : public Policy {
   RestartCycle cycle_;
 };
 
+class FailoverBench final : public Policy {
+ public:
+  explicit FailoverBench(const Params& p)
+      : k_(static_cast<int>(p.get("k"))), mode_(static_cast<int>(p.get("mode"))), at_(p.get("at_s")) {}
+  const PolicyInfo& info() const override { return failover_bench_info(); }
+  void start(World& w) override {
+    w.act(SetCheckpointPlan{Duration::zero(), Duration::zero(), CheckpointTier::kMemoryWithPeer, "no loss"});
+    start_ = w.act(StartJob{"initial start"});
+    w.set_timer(Duration::seconds(at_), 1);
+  }
+  void on_event(const Event& e, World& w) override {
+    if (auto* t = std::get_if<TimerFired>(&e); t && t->tag == 1) {
+      std::vector<SlotId> slots;
+      MachineSet ms;
+      for (SlotId s = 0; s < std::min(k_, w.cluster().slots()); ++s) {
+        slots.push_back(s);
+        ms.push_back(w.cluster().machine_in(s));
+      }
+      w.act(StopJob{"benchmark eviction"});
+      w.act(EvictMachines{ms, "benchmark eviction"});
+      const AcquireMode mode = mode_ == 0 ? AcquireMode::kStandby
+                               : mode_ == 1 ? AcquireMode::kReschedule
+                                            : AcquireMode::kRequeue;
+      acquire_ = w.act(AcquireMachines{mode, slots, "benchmark"});
+    }
+    if (auto* r = std::get_if<MachinesReady>(&e); r && r->action == acquire_) start_ = w.act(StartJob{"ready"});
+  }
+
+ private:
+  int k_, mode_;
+  double at_;
+  ActionId start_ = 0, acquire_ = 0;
+};
+
 }  // namespace
+
+const PolicyInfo& failover_bench_info() {
+  static const PolicyInfo info{
+      "failover-bench",
+      "1",
+      "experiment: evict k machines once and refill them (0 warm standby, 1 reschedule, 2 requeue)",
+      {
+          {"k", "machines evicted", "count", 1, 1, 1e6},
+          {"mode", "0 warm standby, 1 reschedule, 2 requeue", "choice", 0, 0, 2},
+          {"at_s", "when the eviction happens", "s", 3600, 0, 1e9},
+      }};
+  return info;
+}
+
+std::unique_ptr<Policy> make_failover_bench(const Params& p) { return std::make_unique<FailoverBench>(p); }
 
 const PolicyInfo& requeue_info() {
   static const PolicyInfo info{

@@ -17,6 +17,12 @@ namespace faultline::policies {
 const PolicyInfo& requeue_info();
 std::unique_ptr<Policy> make_requeue(const Params& p);
 
+// `failover-bench`: an experiment, not a policy. At `at_s` it evicts the machines of
+// slots 0..k-1 and refills them with the chosen mode, once; the run's failover time is
+// then that acquisition plus the restart. Used to reproduce ByteRobust Fig. 12.
+const PolicyInfo& failover_bench_info();
+std::unique_ptr<Policy> make_failover_bench(const Params& p);
+
 const PolicyInfo& oracle_info();
 std::unique_ptr<Policy> make_oracle(const Params& p);
 

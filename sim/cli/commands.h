@@ -12,6 +12,8 @@ namespace faultline::cli {
 int sim_sweep(const std::vector<std::string>& args);
 // faultline sim tune SCENARIO --param key=lo:hi ... (sweep_cmd.cc)
 int sim_tune(const std::vector<std::string>& args);
+// faultline sim compare SCENARIO --stacks A,B,... (compare_cmd.cc)
+int sim_compare(const std::vector<std::string>& args);
 // faultline analyze daly|young|meta-ettr|standby|check ... (analyze_cmd.cc)
 int analyze(const std::vector<std::string>& args);
 // faultline report DIR... -o report.html (report_cmd.cc)

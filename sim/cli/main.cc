@@ -29,6 +29,7 @@ usage: faultline <command> [options]
 
 commands:
   sim run SCENARIO.json     simulate a scenario's replicas and print ETTR and its breakdown
+  sim compare SCENARIO.json several policy stacks on the same faults, side by side
   sim sweep SCENARIO.json   parameter sweep (grid/zip) with common random numbers; CSV, JSON;
                             resumable; --mpi under mpirun
   sim tune SCENARIO.json    best value of one numeric parameter (coarse grid, refinement)
@@ -244,12 +245,13 @@ int main(int argc, char** argv) {
   if (args[0] == "report") return faultline::cli::report({args.begin() + 1, args.end()});
   if (args[0] == "sim") {
     if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
-      std::fputs("usage: faultline sim run|sweep|tune SCENARIO.json [options]   (faultline sim run --help)\n",
+      std::fputs("usage: faultline sim run|compare|sweep|tune SCENARIO.json [options]   (faultline sim run --help)\n",
                  args.size() < 2 ? stderr : stdout);
       return args.size() < 2 ? 2 : 0;
     }
     if (args[1] == "run") return sim_run({args.begin() + 2, args.end()});
     if (args[1] == "sweep") return faultline::cli::sim_sweep({args.begin() + 2, args.end()});
+    if (args[1] == "compare") return faultline::cli::sim_compare({args.begin() + 2, args.end()});
     if (args[1] == "tune") return faultline::cli::sim_tune({args.begin() + 2, args.end()});
     return usage_error("unknown sim command '" + args[1] + "'");
   }

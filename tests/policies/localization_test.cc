@@ -46,6 +46,26 @@ TEST(DualPhaseReplay, LocatesEveryMachineUniquelyWhenMAtMostN) {
   EXPECT_EQ(choose_replay_k(8, 150), 3);  // m = 24 <= n = 50
 }
 
+TEST(DualPhaseReplay, TwoFaultyMachinesLeaveAtMostFourCandidates) {
+  // Dual-phase replay assumes one faulty machine; with two, each phase has up to two
+  // failing groups and the intersections hold both faulty machines among <= 4 candidates.
+  const int pp = 8, dp = 150;
+  ReplayPlan p = dual_phase_plan(pp, dp, choose_replay_k(pp, dp));
+  Rng rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const SlotId a = static_cast<SlotId>(rng.below(1200));
+    SlotId b = a;
+    while (b == a) b = static_cast<SlotId>(rng.below(1200));
+    std::set<int> hs{a / p.m, b / p.m}, vs{a % p.n, b % p.n};
+    std::set<SlotId> candidates;
+    for (int h : hs)
+      for (int v : vs)
+        if (auto x = replay_locate(p, h, v)) candidates.insert(*x);
+    EXPECT_TRUE(candidates.count(a) && candidates.count(b));
+    EXPECT_LE(candidates.size(), 4u);
+  }
+}
+
 TEST(StackAggregation, Fig7OverEvictsPipelineGroupOfMachine15) {
   // TP=2, PP=4, DP=4, 16 machines; 15 stuck in all-gather, 14 in isend, 12-13 in irecv,
   // 0-11 waiting in the optimizer's gradient sync.

@@ -89,7 +89,7 @@ TEST(SimRun, JobSeesFaultsAtNTimesLambda) {
 
 TEST(SimRun, RequeueBelowOracleOnDefaultScenario) {
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
-  json rq = run_json({scen, "--replicas", "40", "--jobs", "2"});
+  json rq = run_json({scen, "--replicas", "40", "--jobs", "2", "--set", "policy.stack=requeue"});
   json orc = run_json({scen, "--replicas", "40", "--jobs", "2", "--set", "policy.stack=oracle", "--set",
                        "policy.params={}"});
   EXPECT_LT(rq["ettr"]["ci95"][1].get<double>(), orc["ettr"]["ci95"][0].get<double>());
@@ -105,6 +105,7 @@ TEST(SimRun, RequeueDetectsHangsExactlyAtTheCollectiveTimeout) {
       R"(faults.categories=[{"name":"hang","rate_per_machine_day":1e-4,"symptom":"hang","persistent":true}])";
   for (int timeout : {600, 1800}) {
     json r = run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "20", "--set", only_hangs,
+                       "--set", "policy.stack=requeue",
                        "--set", "job.collective_timeout_s=" + std::to_string(timeout)});
     EXPECT_NEAR(r["incidents"]["by_category"]["hang"]["detection_mean_s"].get<double>(), timeout, 1e-6);
     EXPECT_GT(r["incidents"]["by_category"]["hang"]["incidents_per_replica"].get<double>(), 5);
@@ -171,6 +172,33 @@ TEST(SimRun, OutDirHasResultReplicasTimelineAndIncidents) {
   const double cum = std::stod(last0.substr(last0.find(',', last0.find(',') + 1) + 1));
   EXPECT_NEAR(cum, ettr, 1e-6);
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace faultline::testing
+
+namespace faultline::testing {
+namespace {
+
+TEST(SimCompare, StacksSeeTheSameFaultsAndRankAsExpected) {
+  CliResult r = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
+                         "byterobust,requeue,oracle", "--replicas", "24", "--jobs", "2", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["stacks"].size(), 3u);
+  const auto& br = j["stacks"][0];
+  const auto& rq = j["stacks"][1];
+  const auto& orc = j["stacks"][2];
+  // Paired: every stack sees the same ground-truth faults.
+  EXPECT_EQ(br["incidents"]["faults_injected_per_replica"], rq["incidents"]["faults_injected_per_replica"]);
+  EXPECT_EQ(br["incidents"]["faults_injected_per_replica"], orc["incidents"]["faults_injected_per_replica"]);
+  EXPECT_LT(rq["ettr"]["ci95"][1].get<double>(), br["ettr"]["ci95"][0].get<double>());
+  EXPECT_LT(br["ettr"]["ci95"][1].get<double>(), orc["ettr"]["ci95"][0].get<double>());
+  EXPECT_LT(rq["ettr_minus_first"]["ci95"][1].get<double>(), 0);
+  // ByteRobust resolves incidents through its whole hierarchy.
+  for (const char* m : {"realtime_eviction", "reattempt", "rollback", "analyzer_over_eviction", "hot_update"})
+    EXPECT_GT(br["resolved_by_per_replica"].value(m, 0.0), 0) << m;
+  EXPECT_EQ(rq["resolved_by_per_replica"].value("requeue", 0.0), rq["incidents"]["per_replica"].get<double>());
 }
 
 }  // namespace

@@ -100,6 +100,8 @@ const std::string kDense = scenarios_dir() + "/byterobust-dense-9600.json";
 std::vector<std::string> sweep_args(const std::string& scenario, const std::string& out,
                                     std::vector<std::string> extra) {
   std::vector<std::string> a{"sim", "sweep", scenario, "--out", out, "--quiet"};
+  // The dense scenario runs byterobust; these sweeps vary the requeue stack's interval.
+  if (scenario == kDense) a.insert(a.end(), {"--set", "policy.stack=requeue"});
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -188,8 +190,9 @@ TEST(SimSweep, PointEqualsSimRunWithTheSameSets) {
                                    {"--replicas", "9", "--jobs", "2", "--format", "json", "--grid",
                                     "policy.params.checkpoint_interval_s=900"}));
   ASSERT_EQ(s.exit_code, 0) << s.err;
-  CliResult run = run_cli({"sim", "run", kDense, "--replicas", "9", "--jobs", "2", "--format",
-                           "json", "--set", "policy.params.checkpoint_interval_s=900"});
+  CliResult run = run_cli({"sim", "run", kDense, "--replicas", "9", "--jobs", "2", "--format", "json",
+                           "--set", "policy.stack=requeue", "--set",
+                           "policy.params.checkpoint_interval_s=900"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   json a = json::parse(run.out);
   a.erase("wall_s");

@@ -106,14 +106,15 @@ TEST(TraceCli, MixWritesTheShippedModel) {
 TEST(TraceCli, SwitchScopeFaultTakesTheWholeRackInTheSimulator) {
   const std::filesystem::path dir = temp("rack");
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "t.jsonl")
-      << "{\"meta\":{\"version\":1,\"fleet_nodes\":64}}\n"
-         "{\"time_s\":0,\"node\":\"n0\",\"event\":\"node_join\"}\n"
-         "{\"time_s\":0,\"node\":\"n1\",\"event\":\"node_join\"}\n"
-         "{\"time_s\":86400,\"node\":\"n1\",\"event\":\"fault\",\"class\":\"ToR\",\"scope\":\"switch\","
-         "\"scope_id\":\"tor-0\",\"duration_s\":3600}\n"
-         "{\"time_s\":86410,\"node\":\"n0\",\"event\":\"fault\",\"class\":\"ToR\",\"scope\":\"switch\","
-         "\"scope_id\":\"tor-0\",\"duration_s\":3600}\n";
+  std::ofstream(dir / "t.jsonl") << "{\"meta\":{\"version\":1,\"fleet_nodes\":64}}\n"
+                                    "{\"time_s\":0,\"node\":\"n0\",\"event\":\"node_join\"}\n"
+                                    "{\"time_s\":0,\"node\":\"n1\",\"event\":\"node_join\"}\n"
+                                    "{\"time_s\":86400,\"node\":\"n1\",\"event\":\"fault\","
+                                    "\"class\":\"ToR\",\"scope\":\"switch\","
+                                    "\"scope_id\":\"tor-0\",\"duration_s\":3600}\n"
+                                    "{\"time_s\":86410,\"node\":\"n0\",\"event\":\"fault\","
+                                    "\"class\":\"ToR\",\"scope\":\"switch\","
+                                    "\"scope_id\":\"tor-0\",\"duration_s\":3600}\n";
   json scenario = json::parse(R"({
     "description": "one ToR failure from a trace",
     "replicas": 2,

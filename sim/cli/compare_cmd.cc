@@ -1,0 +1,253 @@
+// faultline sim compare: several policy stacks on the same faults, side by side.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "policies/builtin.h"
+#include "sim/cli/commands.h"
+#include "sim/report.h"
+#include "sim/runner.h"
+
+namespace faultline::cli {
+
+namespace {
+
+constexpr const char* kHelp = R"(usage: faultline sim compare SCENARIO.json --stacks A,B,... [options]
+
+Runs every policy stack on the same fault histories (replica i of every stack sees the
+same ground-truth faults: paired comparison) and prints, side by side, ETTR with its
+95% CI, the paired ETTR difference to the first stack, the unproductive-time
+breakdown, incidents by resolution mechanism, evictions (true/false against ground
+truth) and standby-pool exhaustions.
+
+options:
+  --stacks A,B,...    registered stacks (default: byterobust,requeue,reschedule,oracle)
+  --replicas N        replicas per stack (default: the scenario's)
+  --jobs J            parallel replica processes (default: 1)
+  --seed S            scenario seed
+  --set PATH=VALUE    scenario override, repeatable (as in sim run)
+  --format table|json
+  --out DIR           one sub-directory per stack with result.json and replicas.csv
+  -h, --help          this text
+
+A stack other than the scenario's runs with its default parameters.
+)";
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ','))
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+// Runs one stack in a child process (one SimGrid engine per process).
+std::vector<sim::ReplicaResult> run_stack(const scenarios::Scenario& sc, int jobs) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    int code = 0;
+    try {
+      Registry registry = policies::builtin_registry();
+      auto rs = sim::run_replicas(sc, sc.replicas, jobs, {}, registry, nullptr);
+      for (const auto& r : rs) {
+        auto bytes = sim::encode(r);
+        std::uint64_t n = bytes.size();
+        if (::write(fds[1], &n, sizeof n) != sizeof n) code = 3;
+        size_t off = 0;
+        while (off < bytes.size()) {
+          ssize_t w = ::write(fds[1], bytes.data() + off, bytes.size() - off);
+          if (w <= 0) { code = 3; break; }
+          off += static_cast<size_t>(w);
+        }
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "faultline: %s: %s\n", sc.policy.c_str(), e.what());
+      code = 4;
+    }
+    ::close(fds[1]);
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  std::vector<std::uint8_t> data;
+  std::uint8_t buf[65536];
+  while (true) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) data.insert(data.end(), buf, buf + n);
+    else if (n < 0 && errno == EINTR) continue;
+    else break;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("stack " + sc.policy + " failed (status " + std::to_string(status) + ")");
+  std::vector<sim::ReplicaResult> out;
+  size_t off = 0;
+  while (off + 8 <= data.size()) {
+    std::uint64_t n;
+    std::memcpy(&n, data.data() + off, 8);
+    off += 8;
+    if (off + n > data.size()) throw std::runtime_error("stack " + sc.policy + ": truncated result");
+    out.push_back(sim::decode({data.begin() + off, data.begin() + off + n}));
+    off += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+int sim_compare(const std::vector<std::string>& args) {
+  std::string path, format = "table", out_dir;
+  std::vector<std::string> stacks = {"byterobust", "requeue", "reschedule", "oracle"}, sets;
+  long long replicas = -1, jobs = 1, seed = -1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto need = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
+    auto bad = [&](const std::string& m) {
+      std::fprintf(stderr, "faultline: %s (see --help)\n", m.c_str());
+      return 2;
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    } else if (a == "--stacks") {
+      const std::string* v = need();
+      if (!v || split(*v).empty()) return bad("--stacks: expected A,B,...");
+      stacks = split(*v);
+    } else if (a == "--replicas" || a == "--jobs" || a == "--seed") {
+      const std::string* v = need();
+      char* end = nullptr;
+      long long x = v ? std::strtoll(v->c_str(), &end, 10) : -1;
+      if (!v || *end || x < (a == "--seed" ? 0 : 1)) return bad(a + ": expected a positive integer");
+      (a == "--replicas" ? replicas : a == "--jobs" ? jobs : seed) = x;
+    } else if (a == "--set") {
+      const std::string* v = need();
+      if (!v) return bad("--set: expected PATH=VALUE");
+      sets.push_back(*v);
+    } else if (a == "--format") {
+      const std::string* v = need();
+      if (!v || (*v != "table" && *v != "json")) return bad("--format: expected table or json");
+      format = *v;
+    } else if (a == "--out") {
+      const std::string* v = need();
+      if (!v) return bad("--out: expected a directory");
+      out_dir = *v;
+    } else if (!a.empty() && a[0] == '-') {
+      return bad("unknown option " + a);
+    } else if (path.empty()) {
+      path = a;
+    } else {
+      return bad("unexpected argument " + a);
+    }
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "faultline: sim compare: expected SCENARIO.json (see --help)\n");
+    return 2;
+  }
+  if (seed >= 0) sets.push_back("seed=" + std::to_string(seed));
+  if (replicas > 0) sets.push_back("replicas=" + std::to_string(replicas));
+  Registry registry = policies::builtin_registry();
+  std::vector<scenarios::Scenario> scs;
+  try {
+    const scenarios::Scenario base = scenarios::load_scenario(path, sets, registry);
+    for (const auto& st : stacks) {
+      std::vector<std::string> s2 = sets;
+      s2.push_back("policy.stack=\"" + st + "\"");
+      if (st != base.policy) s2.push_back("policy.params={}");
+      scs.push_back(scenarios::load_scenario(path, s2, registry));
+    }
+  } catch (const scenarios::ScenarioError& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 2;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  nlohmann::json out;
+  out["scenario"] = scs.front().name;
+  out["replicas"] = scs.front().replicas;
+  out["seed"] = scs.front().seed;
+  out["stacks"] = nlohmann::json::array();
+  std::vector<std::vector<sim::ReplicaResult>> all;
+  try {
+    for (const auto& sc : scs) all.push_back(run_stack(sc, static_cast<int>(jobs)));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: %s: %s\n", path.c_str(), e.what());
+    return 1;
+  }
+  for (size_t k = 0; k < scs.size(); ++k) {
+    nlohmann::json r = sim::aggregate(scs[k], all[k], 0);
+    r.erase("wall_s");
+    std::vector<double> diff;
+    for (size_t i = 0; i < all[k].size() && i < all[0].size(); ++i) diff.push_back(all[k][i].ettr - all[0][i].ettr);
+    sim::Summary d = sim::summarize(diff);
+    r["ettr_minus_first"] = {{"mean", d.mean}, {"ci95", {d.lo, d.hi}}};
+    out["stacks"].push_back(r);
+    if (!out_dir.empty()) sim::write_out_dir(out_dir + "/" + scs[k].policy, r, all[k], scs[k]);
+  }
+  out["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (format == "json") {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::ostringstream o;
+  o << std::fixed;
+  const auto& st = out["stacks"];
+  o << "scenario " << out["scenario"].get<std::string>() << ", " << out["replicas"].get<int>()
+    << " paired replicas per stack, seed " << out["seed"].get<std::uint64_t>() << "\n\n";
+  auto row = [&](const std::string& label, auto cell) {
+    o << std::left << std::setw(34) << label << std::right;
+    for (const auto& r : st) o << std::setw(24) << cell(r);
+    o << "\n";
+  };
+  auto fmt = [](double v, int prec) {
+    std::ostringstream x;
+    x << std::fixed << std::setprecision(prec) << v;
+    return x.str();
+  };
+  row("", [&](const nlohmann::json& r) { return r["policy"].get<std::string>(); });
+  row("ETTR %", [&](const nlohmann::json& r) { return fmt(100 * r["ettr"]["mean"].get<double>(), 2); });
+  row("  95% CI", [&](const nlohmann::json& r) {
+    return fmt(100 * r["ettr"]["ci95"][0].get<double>(), 2) + ".." + fmt(100 * r["ettr"]["ci95"][1].get<double>(), 2);
+  });
+  row("  paired diff to first, pts", [&](const nlohmann::json& r) {
+    return fmt(100 * r["ettr_minus_first"]["mean"].get<double>(), 2) + " +-" +
+           fmt(100 * (r["ettr_minus_first"]["ci95"][1].get<double>() - r["ettr_minus_first"]["mean"].get<double>()), 2);
+  });
+  o << "unproductive hours per replica\n";
+  for (const char* k : {"detection", "diagnosis", "failover", "restore", "recompute", "checkpoint", "degraded"})
+    row(std::string("  ") + k, [&](const nlohmann::json& r) { return fmt(r["breakdown_s"][k].get<double>() / 3600, 2); });
+  o << "incidents resolved by (per replica)\n";
+  for (const char* m : {"realtime_eviction", "stop_time_eviction", "reattempt", "rollback", "replay",
+                        "analyzer_over_eviction", "hot_update", "requeue", "reschedule", "oracle"})
+    row(std::string("  ") + m, [&](const nlohmann::json& r) {
+      return fmt(r["resolved_by_per_replica"].value(m, 0.0), 1);
+    });
+  row("incidents per replica", [&](const nlohmann::json& r) { return fmt(r["incidents"]["per_replica"].get<double>(), 1); });
+  row("evictions true / false", [&](const nlohmann::json& r) {
+    return fmt(r["evictions"]["true_per_replica"].get<double>(), 1) + " / " +
+           fmt(r["evictions"]["false_per_replica"].get<double>(), 1);
+  });
+  row("standby pool exhaustions", [&](const nlohmann::json& r) {
+    return fmt(r["standby_exhaustions_per_replica"].get<double>(), 2);
+  });
+  row("remote-checkpoint fallbacks", [&](const nlohmann::json& r) {
+    return fmt(r["remote_checkpoint_fallbacks_per_replica"].get<double>(), 2);
+  });
+  o << "wall time: " << fmt(out["wall_s"].get<double>(), 2) << " s\n";
+  std::cout << o.str();
+  return 0;
+}
+
+}  // namespace faultline::cli
