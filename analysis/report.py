@@ -337,6 +337,10 @@ MECHANISM_NAMES = {"requeue": "requeue (whole job)", "reschedule": "reschedule (
 def mechanism_counts(run):
     """Recovery actions by mechanism: from the result when the simulator reports them,
     else from the incidents.csv mechanism column, else from decisions.log."""
+    rb = run.result.get("resolved_by_per_replica")
+    if isinstance(rb, dict) and rb:
+        return ({k.replace("_", " "): float(v) for k, v in rb.items() if float(v) > 0},
+                "incidents per replica, from result.json")
     inc = run.result.get("incidents", {})
     if isinstance(inc.get("by_mechanism"), dict) and inc["by_mechanism"]:
         out = {}
