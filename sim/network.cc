@@ -39,6 +39,10 @@ Platform::Platform(const ClusterView& view, int) {
   static char* argv[] = {arg0, arg1, nullptr};
   engine_ = std::make_unique<sg4::Engine>(&argc, argv);
   sg4::Engine::set_config("network/model:CM02");  // max-min fair sharing, no TCP-gamma tweaks
+  // Actors here are tiny (a driver and short-lived transfer waiters): small stacks
+  // without guard pages keep their creation cheap.
+  sg4::Engine::set_config("contexts/stack-size:256");
+  sg4::Engine::set_config("contexts/guard-size:0");
 
   const ClusterSpec& spec = view.spec();
   const TopologyGraph& g = view.graph();
