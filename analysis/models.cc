@@ -1,8 +1,12 @@
 #include "analysis/models.h"
 
+#include "policies/recovery/standby.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "policies/recovery/standby.h"
 
 namespace faultline::analysis {
 
@@ -75,59 +79,14 @@ double binomial_log_pmf(std::int64_t k, std::int64_t n, double p) {
          (nn - kk) * std::log1p(-p);
 }
 
-namespace {
-
-// Walks the pmf from k = 0 upwards in log space: log P(0) = n log1p(-p), and
-// log P(k+1) = log P(k) + log((n-k)/(k+1)) + log(p / (1-p)). Each term costs one log of
-// a small ratio, so the error grows like k ulps instead of lgamma's ~n ulps, and no
-// term underflows before it is rescaled. `visit(k, log_cdf)` returns true to stop.
-template <class Visit>
-void walk_cdf(std::int64_t n, double p, Visit visit) {
-  const double log_odds = std::log(p) - std::log1p(-p);
-  double lp = static_cast<double>(n) * std::log1p(-p);
-  double top = lp, sum = 1;  // sum of exp(log P(i) - top) over i <= k
-  for (std::int64_t k = 0; k < n; ++k) {
-    if (visit(k, top + std::log(sum))) return;
-    lp += std::log(static_cast<double>(n - k) / static_cast<double>(k + 1)) + log_odds;
-    if (lp > top) {
-      sum = sum * std::exp(top - lp) + 1;
-      top = lp;
-    } else {
-      sum += std::exp(lp - top);
-    }
-  }
-  visit(n, 0.0);
-}
-
-}  // namespace
-
-double binomial_cdf(std::int64_t k, std::int64_t n, double p) {
-  if (n < 0 || !(p >= 0 && p <= 1)) return kNaN;
-  if (k < 0) return 0;
-  if (k >= n) return 1;
-  if (p == 0) return 1;
-  if (p == 1) return 0;
-  double out = 1;
-  walk_cdf(n, p, [&](std::int64_t i, double log_cdf) {
-    if (i < k) return false;
-    out = std::min(1.0, std::exp(log_cdf));
-    return true;
-  });
-  return out;
-}
+// The same pool sizing the byterobust stack uses (policies/recovery/standby).
+double binomial_cdf(std::int64_t k, std::int64_t n, double p) { return policies::binomial_cdf(k, n, p); }
 
 std::int64_t standby_pool_size(std::int64_t machines, double p, double quantile) {
   if (machines < 0 || !(p >= 0 && p <= 1) || !(quantile >= 0 && quantile <= 1)) return -1;
-  if (p == 0 || machines == 0) return 0;
-  if (p == 1) return machines;
-  const double target = std::log(quantile);
-  std::int64_t out = machines;
-  walk_cdf(machines, p, [&](std::int64_t k, double log_cdf) {
-    if (log_cdf < target) return false;
-    out = k;
-    return true;
-  });
-  return out;
+  if (quantile == 0) return 0;
+  if (quantile == 1) return machines;
+  return policies::binomial_quantile(machines, p, quantile);
 }
 
 }  // namespace faultline::analysis

@@ -1,7 +1,18 @@
 # Fails when a file breaks the include rules of ARCHITECTURE.md §2:
 # policies/ never includes SimGrid, CUDA, NCCL, nlohmann/json, sockets or <chrono>;
-# realexec/ never includes SimGrid or CUDA.
+# realexec/ never includes SimGrid or CUDA; only sim/ includes SimGrid.
 set(bad "")
+file(GLOB_RECURSE no_simgrid ${ROOT}/traces/*.h ${ROOT}/traces/*.cc ${ROOT}/scenarios/*.h
+     ${ROOT}/scenarios/*.cc ${ROOT}/analysis/*.h ${ROOT}/analysis/*.cc ${ROOT}/kernels/*.h
+     ${ROOT}/kernels/*.cc ${ROOT}/kernels/*.cu)
+foreach(f IN LISTS no_simgrid)
+  file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include")
+  foreach(l IN LISTS lines)
+    if(l MATCHES "simgrid")
+      list(APPEND bad "${f}: ${l}")
+    endif()
+  endforeach()
+endforeach()
 file(GLOB_RECURSE policy_files ${ROOT}/policies/*.h ${ROOT}/policies/*.cc)
 foreach(f IN LISTS policy_files)
   file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include")

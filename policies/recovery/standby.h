@@ -9,5 +9,7 @@ namespace faultline::policies {
 int binomial_quantile(long n, double p, double q);
 // P[Binomial(n, p) = k].
 double binomial_pmf(long n, double p, long k);
+// P[Binomial(n, p) <= k]; NaN for invalid n or p.
+double binomial_cdf(long k, long n, double p);
 
 }  // namespace faultline::policies
