@@ -7,27 +7,17 @@
 #include <set>
 #include <sstream>
 
+#include "traces/config.h"
+
 namespace faultline::scenarios {
 
 using nlohmann::json;
 
 namespace {
 
-std::string type_of(const json& j) {
-  if (j.is_null()) return "null";
-  if (j.is_boolean()) return "a boolean";
-  if (j.is_number_integer() || j.is_number_unsigned()) return "an integer";
-  if (j.is_number()) return "a number";
-  if (j.is_string()) return "a string";
-  if (j.is_array()) return "an array";
-  return "an object";
-}
-
-std::string brief(const json& j) {
-  std::string s = j.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
-}
+// One wording for JSON type errors across scenarios and trace configs.
+std::string type_of(const json& j) { return traces::json_type_of(j); }
+std::string brief(const json& j) { return traces::json_brief(j); }
 
 // Reads one JSON object, remembering which keys were read so unknown keys are errors.
 class Obj {
