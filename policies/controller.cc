@@ -137,8 +137,14 @@ class ByteRobust final : public Policy {
       if (!at_start) return;  // recovery under way; this exit is its echo
     }
     const CrashKind kind = classify_crash(sig, code);
+    // "Crashes again": soon after the last restart and with the same signature (or on
+    // the same machine). At 10k+ GPUs an unrelated fault often lands within the window;
+    // escalating on it would roll back good code and replay for nothing.
     const bool soon = (w.now() - last_start_) < Duration::seconds(p_.get("recrash_window_s"));
-    level_ = soon ? level_ + 1 : 0;
+    const bool same = sig == last_crash_sig_ || (m != kNoMachine && m == last_crash_machine_);
+    level_ = soon && same ? level_ + 1 : 0;
+    last_crash_sig_ = sig;
+    last_crash_machine_ = m;
     stop_if_running(w, "crash: " + sig);
     state_ = State::kDiagnosing;
     if (kind == CrashKind::kUserCode || level_ == 1) {
@@ -346,6 +352,8 @@ class ByteRobust final : public Policy {
   ActionId pending_start_ = 0, pending_acquire_ = 0, pending_probe_ = 0, pending_capture_ = 0, pending_replay_ = 0;
   Instant last_start_{};
   int level_ = 0;
+  std::string last_crash_sig_;
+  MachineId last_crash_machine_ = kNoMachine;
   bool last_recovery_evicted_ = false;
   bool nan_chain_ = false;
   std::vector<ProbeKind> plan_;
