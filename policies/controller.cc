@@ -95,6 +95,8 @@ class ByteRobust final : public Policy {
     if (s.action != pending_start_) return;
     state_ = State::kRunning;
     last_start_ = w.now();
+    mfu_rounds_left_ = 0;  // rounds cut short by a restart start over on the next report
+    flagged_.clear();
     if (deferred_update_) {
       deferred_update_.reset();
     }

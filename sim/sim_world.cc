@@ -329,7 +329,7 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   if (cat.code_bug && !at_start) push(now_ + secs(cat.fix_h * 3600), Internal{Internal::kCodeFixed, f.id});
 }
 
-void SimWorld::update_rate() {
+bool SimWorld::update_rate() {
   double worst = 1;
   for (FaultId id : open_) {
     const Fault& f = fault_log_[id];
@@ -345,8 +345,11 @@ void SimWorld::update_rate() {
   }
   const bool was_slow = progress_.rate() < 1.0;
   progress_.set_rate(1.0 / worst);
-  if (slow_ratio_ > 0 && worst >= slow_ratio_ && !was_slow && job_ == JobState::kRunning)
+  if (slow_ratio_ > 0 && worst >= slow_ratio_ && !was_slow && job_ == JobState::kRunning) {
     push(now_ + slow_for_.ns, Internal{Internal::kSlowReport, static_cast<std::uint64_t>(epoch_)});
+    return true;
+  }
+  return false;
 }
 
 void SimWorld::resolve_open(bool at_start) {
@@ -726,9 +729,12 @@ void SimWorld::on_internal(const Internal& in) {
       return;
     }
     case Internal::kSlowReport:
+      // The step-time monitor keeps reporting while the job stays slow.
       if (static_cast<std::int64_t>(in.token) == epoch_ && job_ == JobState::kRunning && slow_ratio_ > 0 &&
-          progress_.rate() <= 1.0 / slow_ratio_)
+          progress_.rate() <= 1.0 / slow_ratio_) {
         deliver_at(now_, StepTimeHigh{1.0 / progress_.rate()}, false);
+        push(now_ + slow_for_.ns, Internal{Internal::kSlowReport, static_cast<std::uint64_t>(epoch_)});
+      }
       return;
     case Internal::kCodeFixed: {
       Fault& f = fault_log_[in.token];
@@ -784,7 +790,9 @@ void SimWorld::finish_start() {
   stuck_ = false;
   ++epoch_;
   std::fill(fresh_.begin(), fresh_.end(), false);
-  update_rate();
+  const bool reported = update_rate();
+  if (!reported && slow_ratio_ > 0 && progress_.rate() <= 1.0 / slow_ratio_)
+    push(now_ + slow_for_.ns, Internal{Internal::kSlowReport, static_cast<std::uint64_t>(epoch_)});
   deliver_at(now_, JobStarted{start_action_, progress_.committed_ns() / secs(sc_.job.step_time_s)}, false);
   // Persistent faults on machines still in the job, and code bugs still in the code,
   // strike again.

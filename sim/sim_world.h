@@ -128,7 +128,8 @@ class SimWorld final : public World {
   void apply_symptom(Fault& f, bool at_start);
   void job_down();
   void abort_start(const std::string& signature, MachineId m, std::int64_t observe_at);
-  void update_rate();
+  // Recomputes the progress rate; true when it just turned slow (a report is scheduled).
+  bool update_rate();
   void resolve_open(bool at_start);
   void mark_acted();
   void run_batch(std::vector<Transfer> batch, Internal done);

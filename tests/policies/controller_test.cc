@@ -150,6 +150,18 @@ TEST(ByteRobust, NanRunsBitwiseAlignmentThenReplayWhenItPasses) {
   EXPECT_EQ(ev[0].mechanism, Mechanism::kReplay);
 }
 
+TEST(ByteRobust, MfuRoundsCutShortByARestartStartOverOnTheNextReport) {
+  Harness h;
+  h.p->on_event(StepTimeHigh{1.3}, h.w);
+  ASSERT_EQ(h.w.all<CaptureStacks>().size(), 1u);
+  // A crash interrupts the rounds; after the restart the job is still slow.
+  h.at(4000);
+  h.p->on_event(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error"}, h.w);
+  h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
+  h.p->on_event(StepTimeHigh{1.3}, h.w);
+  EXPECT_EQ(h.w.all<CaptureStacks>().size(), 2u);
+}
+
 TEST(ByteRobust, UrgentCodeUpdateIsAHotUpdate) {
   Harness h;
   h.p->on_event(CodeUpdateRequested{"v2", true}, h.w);
