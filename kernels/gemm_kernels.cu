@@ -9,23 +9,11 @@
 
 #include "kernels/abft.h"
 #include "kernels/device_kernels.h"
+#include "kernels/launch.cuh"
 
 namespace faultline::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(std::uint64_t items) {
-  int device = 0;
-  int sms = 132;
-  if (cudaGetDevice(&device) == cudaSuccess) {
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  }
-  const std::uint64_t wanted = (items + kThreads - 1) / kThreads;
-  const std::uint64_t cap = static_cast<std::uint64_t>(sms) * 16;
-  const std::uint64_t blocks = wanted < cap ? wanted : cap;
-  return static_cast<unsigned>(blocks == 0 ? 1 : blocks);
-}
 
 template <typename T>
 __device__ __forceinline__ float to_float(T v);
