@@ -47,7 +47,6 @@ void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
     seg_progress_ += gain;
     progress_gain += gain;
     b.degraded += left - gain;
-    pending_degraded_ += left - gain;
     left = 0;
   }
   while (left > 0) {
@@ -121,7 +120,6 @@ void ProgressModel::lose(Breakdown& b) {
   trim_segments(seg_progress_);
   seg_progress_ = 0;
   in_ckpt_ = 0;
-  pending_degraded_ = 0;
 }
 
 void ProgressModel::roll_back_committed(std::int64_t to, Breakdown& b) {
@@ -133,6 +131,6 @@ void ProgressModel::roll_back_committed(std::int64_t to, Breakdown& b) {
   committed_ = to;
 }
 
-void ProgressModel::keep(Breakdown& b) { pending_degraded_ = 0; }
+void ProgressModel::keep(Breakdown&) {}  // pending progress already counts as productive
 
 }  // namespace faultline::sim

@@ -69,7 +69,6 @@ class ProgressModel {
   std::int64_t seg_progress_ = 0;  // training since the last complete checkpoint
   std::int64_t in_ckpt_ = 0;       // time spent in the current checkpoint block
   std::int64_t checkpoints_ = 0;
-  std::int64_t pending_degraded_ = 0;
   bool record_ = false;
   std::vector<ProgressSegment> segments_;
 };

@@ -142,4 +142,55 @@ std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int repli
   return results;
 }
 
+std::vector<ReplicaResult> run_replicas_in_child(const scenarios::Scenario& sc, int jobs,
+                                                 const RunOptions& opt, const Registry& registry) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw RunError(std::string("pipe: ") + std::strerror(errno));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw RunError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(fds[0]);
+    int code = 0;
+    try {
+      for (const auto& r : run_replicas(sc, sc.replicas, jobs, opt, registry, nullptr)) {
+        const std::vector<std::uint8_t> bytes = encode(r);
+        const std::uint64_t n = bytes.size();
+        if (!write_all(fds[1], &n, sizeof n) || !write_all(fds[1], bytes.data(), bytes.size())) code = 3;
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "faultline: %s: %s\n", sc.policy.c_str(), e.what());
+      code = 4;
+    }
+    ::close(fds[1]);
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  std::vector<std::uint8_t> data;
+  std::uint8_t buf[65536];
+  while (true) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) data.insert(data.end(), buf, buf + n);
+    else if (n < 0 && errno == EINTR) continue;
+    else break;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw RunError(sc.policy + " failed (status " + std::to_string(status) + ")");
+  std::vector<ReplicaResult> out;
+  std::size_t off = 0;
+  while (off + sizeof(std::uint64_t) <= data.size()) {
+    std::uint64_t n;
+    std::memcpy(&n, data.data() + off, sizeof n);
+    off += sizeof n;
+    if (off + n > data.size()) throw RunError(sc.policy + ": truncated result");
+    out.push_back(decode({data.begin() + off, data.begin() + off + n}));
+    off += n;
+  }
+  return out;
+}
+
 }  // namespace faultline::sim

@@ -51,4 +51,10 @@ std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int repli
                                         RunStats* stats,
                                         const std::function<void(int, int)>& on_done = {});
 
+// Runs run_replicas in one forked child and returns its results, so a process can
+// simulate several scenarios (SimGrid allows one engine per process). Throws RunError
+// when the child fails.
+std::vector<ReplicaResult> run_replicas_in_child(const scenarios::Scenario& sc, int jobs,
+                                                 const RunOptions& opt, const Registry& registry);
+
 }  // namespace faultline::sim

@@ -392,7 +392,7 @@ void SimWorld::place_new(SlotId s) {
   fresh_[s] = true;
 }
 
-void SimWorld::run_whole_job_batch(int kind, double bytes, bool, Internal done) {
+void SimWorld::run_whole_job_batch(int kind, double bytes, Internal done) {
   auto it = whole_job_.find({kind, bytes});
   if (it == whole_job_.end()) {
     std::vector<Transfer> batch;
@@ -657,7 +657,7 @@ void SimWorld::on_internal(const Internal& in) {
         // Every machine of the requeued job pulls the image again.
         for (SlotId s : it->slots)
           if (view_.machine_in(s) == kNoMachine) place_new(s);
-        if (sc_.job.image_bytes > 0) run_whole_job_batch(0, sc_.job.image_bytes, true, pulled);
+        if (sc_.job.image_bytes > 0) run_whole_job_batch(0, sc_.job.image_bytes, pulled);
         else push(now_, pulled);
         return;
       }
@@ -748,7 +748,7 @@ void SimWorld::on_internal(const Internal& in) {
       const double bytes = sc_.job.checkpoint_bytes_per_machine;
       const Internal restored{Internal::kStartRestored, batch_token_};
       if (bytes > 0 && tier_ == CheckpointTier::kRemote) {
-        run_whole_job_batch(1, bytes, true, restored);
+        run_whole_job_batch(1, bytes, restored);
         return;
       }
       bool peer_lost = false;
@@ -769,7 +769,7 @@ void SimWorld::on_internal(const Internal& in) {
         const std::int64_t committed = progress_.committed_ns();
         progress_.roll_back_committed(committed - committed % remote_interval_, result_.breakdown);
         if (bytes > 0) {
-          run_whole_job_batch(1, bytes, true, restored);
+          run_whole_job_batch(1, bytes, restored);
           return;
         }
         restore.clear();

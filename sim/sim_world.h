@@ -135,7 +135,7 @@ class SimWorld final : public World {
   void run_batch(std::vector<Transfer> batch, Internal done);
   void run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key, Internal done);
   // A whole-job batch (every slot from storage), built and hashed once per replica.
-  void run_whole_job_batch(int kind, double bytes, bool to_slots_from_storage, Internal done);
+  void run_whole_job_batch(int kind, double bytes, Internal done);
   void finish_start();
   std::vector<SlotId> empty_slots() const;
   void place_new(SlotId s);

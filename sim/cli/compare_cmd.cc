@@ -1,7 +1,4 @@
 // faultline sim compare: several policy stacks on the same faults, side by side.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -46,64 +43,6 @@ std::vector<std::string> split(const std::string& s) {
   std::string x;
   while (std::getline(ss, x, ','))
     if (!x.empty()) out.push_back(x);
-  return out;
-}
-
-// Runs one stack in a child process (one SimGrid engine per process).
-std::vector<sim::ReplicaResult> run_stack(const scenarios::Scenario& sc, int jobs) {
-  int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    int code = 0;
-    try {
-      Registry registry = policies::builtin_registry();
-      auto rs = sim::run_replicas(sc, sc.replicas, jobs, {}, registry, nullptr);
-      for (const auto& r : rs) {
-        auto bytes = sim::encode(r);
-        std::uint64_t n = bytes.size();
-        if (::write(fds[1], &n, sizeof n) != sizeof n) code = 3;
-        size_t off = 0;
-        while (off < bytes.size()) {
-          ssize_t w = ::write(fds[1], bytes.data() + off, bytes.size() - off);
-          if (w <= 0) { code = 3; break; }
-          off += static_cast<size_t>(w);
-        }
-      }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "faultline: %s: %s\n", sc.policy.c_str(), e.what());
-      code = 4;
-    }
-    ::close(fds[1]);
-    ::_exit(code);
-  }
-  ::close(fds[1]);
-  std::vector<std::uint8_t> data;
-  std::uint8_t buf[65536];
-  while (true) {
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) data.insert(data.end(), buf, buf + n);
-    else if (n < 0 && errno == EINTR) continue;
-    else break;
-  }
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error("stack " + sc.policy + " failed (status " + std::to_string(status) + ")");
-  std::vector<sim::ReplicaResult> out;
-  size_t off = 0;
-  while (off + 8 <= data.size()) {
-    std::uint64_t n;
-    std::memcpy(&n, data.data() + off, 8);
-    off += 8;
-    if (off + n > data.size()) throw std::runtime_error("stack " + sc.policy + ": truncated result");
-    out.push_back(sim::decode({data.begin() + off, data.begin() + off + n}));
-    off += n;
-  }
   return out;
 }
 
@@ -181,7 +120,7 @@ int sim_compare(const std::vector<std::string>& args) {
   out["stacks"] = nlohmann::json::array();
   std::vector<std::vector<sim::ReplicaResult>> all;
   try {
-    for (const auto& sc : scs) all.push_back(run_stack(sc, static_cast<int>(jobs)));
+    for (const auto& sc : scs) all.push_back(sim::run_replicas_in_child(sc, static_cast<int>(jobs), {}, registry));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s: %s\n", path.c_str(), e.what());
     return 1;
