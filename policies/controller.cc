@@ -15,6 +15,8 @@ namespace {
 
 constexpr std::uint64_t kTagMfuRound = 1;
 constexpr std::uint64_t kTagDeferredUpdate = 2;
+// Stands in for a crash signature when a stall escalates like a recurring crash.
+constexpr const char* kStallSignature = "(progress stalled)";
 
 class ByteRobust final : public Policy {
  public:
@@ -95,6 +97,8 @@ class ByteRobust final : public Policy {
     if (s.action != pending_start_) return;
     state_ = State::kRunning;
     last_start_ = w.now();
+    last_start_step_ = s.step;
+    ++starts_;
     mfu_rounds_left_ = 0;  // rounds cut short by a restart start over on the next report
     flagged_.clear();
     if (deferred_update_) {
@@ -199,8 +203,33 @@ class ByteRobust final : public Policy {
   }
 
   // ------------------------------------------------------------ implicit failures
-  void handle(const ProgressStalled&, World& w) {
+  void handle(const ProgressStalled& st, World& w) {
     if (state_ != State::kRunning) return;
+    // Stalled again before the restart that answered the last stall got a single step
+    // done (within recrash_window_s): that restart (reattempt or over-eviction) did not
+    // help, so escalate as for a recurring crash: roll back the code, then replay (DOMAIN
+    // §4 stop-time step 3, "if the restart fails, or the job crashes again after an
+    // eviction, roll back"). Hangs in the job's own code (Table 2) would otherwise loop
+    // through stall, reattempt, stall until a human ships a fix. A stall after progress,
+    // or after an unrelated recovery in between, is a new incident with its own
+    // aggregation.
+    const bool soon = (w.now() - last_start_) < Duration::seconds(p_.get("recrash_window_s"));
+    const bool again =
+        last_crash_sig_ == kStallSignature && starts_ == stall_answered_by_ && st.last_step <= last_start_step_;
+    level_ = soon && again ? level_ + 1 : 0;
+    last_crash_sig_ = kStallSignature;
+    last_crash_machine_ = kNoMachine;
+    stall_answered_by_ = starts_ + 1;  // whatever restarts the job next answers this stall
+    if (level_ == 1) {
+      stop_if_running(w, "stalled again after the restart");
+      state_ = State::kStarting;
+      pending_start_ = w.act(RollBack{"stalled again soon after the restart: roll back recent code"});
+      return;
+    }
+    if (level_ >= 2) {
+      start_replay(w, "stalls persist after restart and rollback");
+      return;
+    }
     state_ = State::kDiagnosing;  // still running (stuck); capture before stopping
     mfu_rounds_left_ = 0;
     pending_capture_ = w.act(CaptureStacks{"no progress for the stall window"});
@@ -245,6 +274,9 @@ class ByteRobust final : public Policy {
       return;
     }
     if (v.outliers.empty()) {
+      // The job is still up, stuck: stop it before restarting in place (otherwise the
+      // start is refused and the fallback requeues the whole job).
+      w.act(StopJob{"stalled with no outlier stacks"});
       reattempt(w, "stalled with no outlier stacks");
       return;
     }
@@ -320,14 +352,27 @@ class ByteRobust final : public Policy {
       pending_start_ = w.act(RollBack{"replay fails on every group: the code is at fault"});
       return;
     }
+    std::vector<int> failing;
+    for (size_t i = 0; i < r.group_failed.size(); ++i)
+      if (r.group_failed[i]) failing.push_back(static_cast<int>(i));
     if (replay_phase_ == 1) {
-      replay_h_ = f;
+      replay_h_ = failing;
       replay_phase_ = 2;
       return send_groups(w, plan_replay_.vertical, "replay phase 2 (vertical)");
     }
-    auto hit = replay_locate(plan_replay_, replay_h_, f);
-    if (!hit) return reattempt(w, "replay groups do not intersect");
-    evict_and_replace(w, {*hit}, Mechanism::kReplay, "dual-phase replay located slot " + std::to_string(*hit));
+    // Usually one machine is faulty and the two failing groups meet in it (Alg. 1). With
+    // two faulty machines each phase has two failing groups: evict every intersection
+    // (at most four machines, both faulty ones among them) rather than guess a pair that
+    // may not meet and replay again forever.
+    std::vector<SlotId> hits;
+    for (int h : replay_h_)
+      for (int v : failing)
+        if (auto hit = replay_locate(plan_replay_, h, v)) hits.push_back(*hit);
+    if (hits.empty()) return reattempt(w, "replay groups do not intersect");
+    std::sort(hits.begin(), hits.end());
+    std::string where;
+    for (SlotId x : hits) where += (where.empty() ? "" : ",") + std::to_string(x);
+    evict_and_replace(w, hits, Mechanism::kReplay, "dual-phase replay located slot(s) " + where);
   }
 
   // ------------------------------------------------------------ code updates
@@ -354,6 +399,9 @@ class ByteRobust final : public Policy {
   ActionId pending_start_ = 0, pending_acquire_ = 0, pending_probe_ = 0, pending_capture_ = 0, pending_replay_ = 0;
   Instant last_start_{};
   int level_ = 0;
+  int starts_ = 0;             // job starts so far
+  std::int64_t last_start_step_ = 0;  // the step the latest start restored
+  int stall_answered_by_ = -1;  // the start that restarted the job after the last stall
   std::string last_crash_sig_;
   MachineId last_crash_machine_ = kNoMachine;
   bool last_recovery_evicted_ = false;
@@ -364,7 +412,8 @@ class ByteRobust final : public Policy {
   int mfu_rounds_left_ = 0;
   std::map<SlotId, int> flagged_;
   ReplayPlan plan_replay_;
-  int replay_phase_ = 0, replay_h_ = -1;
+  int replay_phase_ = 0;
+  std::vector<int> replay_h_;  // failing horizontal groups of phase 1
   std::vector<std::vector<SlotId>> bisect_groups_;
   std::optional<std::string> deferred_update_;
 };

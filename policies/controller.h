@@ -7,7 +7,9 @@
 // stop-time tests its log signature calls for, evicting what fails; if everything
 // passes the job is reattempted as is; a crash soon after a restart escalates to a
 // rollback of the code, then to dual-phase replay (or bisection). A stalled job is
-// diagnosed by stack aggregation and its outlier parallel group over-evicted; an MFU
+// diagnosed by stack aggregation and its outlier parallel group over-evicted (a job that
+// stalls again before completing a step after a restart escalates to rollback, then
+// replay); an MFU
 // decline by repeated aggregation rounds; a NaN by the bit-wise alignment test, then
 // replay. Evicted machines are replaced from the warm-standby pool; code updates are
 // hot updates. Checkpoints are taken every step in memory with a peer backup.

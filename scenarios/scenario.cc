@@ -204,6 +204,9 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   c.signature = o.string("signature", "");
   c.exit_code = static_cast<int>(o.integer("exit_code", 1, 0, 255));
   c.alert = o.choice("alert", "", {"", "gpu", "nic", "host", "switch", "storage"});
+  c.alert_coverage = o.number("alert_coverage", 1, 0, 1);
+  if (o.has("alert_coverage") && c.alert.empty())
+    o.fail(o.at("alert_coverage"), "only with \"alert\" (the inspection kind that can see the fault)");
   c.code_bug = o.boolean("code_bug", false);
   c.fix_h = o.number("fix_h", 4, 0, 1e5);
   if (const json* rj = o.get("recall")) {
@@ -377,6 +380,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     job.image_bytes = j.number("image_bytes", 0, 0, 1e15);
     job.init_s = j.number("init_s", 0, 0, 1e6);
     job.collective_timeout_s = j.number("collective_timeout_s", 600, 0, 1e7);
+    job.checkpoint_mfu_loss = j.number("checkpoint_mfu_loss", 0, 0, 0.5);
     job.horizon_days = j.number("horizon_days", 90, 1e-6, 36500, true);
     const std::int64_t ranks = static_cast<std::int64_t>(cl.tp) * cl.pp * cl.dp;
     const std::int64_t gpus = static_cast<std::int64_t>(cl.machines) * cl.gpus_per_machine;

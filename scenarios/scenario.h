@@ -33,6 +33,12 @@ struct JobSpec {
   double image_bytes = 0;                   // container image pulled by a fresh machine
   double init_s = 0;                        // process launch and communicator init
   double collective_timeout_s = 600;        // NCCL watchdog: a hung job exits after this (0 = never)
+  // Share of training throughput an every-step in-memory checkpoint with a peer backup
+  // costs while its D2H copy, serialization and peer send overlap with training: more
+  // than its blocking time alone (ByteRobust Table 8 leaves 99.11-99.71% of MFU, DOMAIN
+  // §5). Charged as checkpoint time, at least the plan's own blocking; a plan asking for
+  // zero blocking (the oracle's idealised save) is taken at its word. 0 = blocking only.
+  double checkpoint_mfu_loss = 0;
   double horizon_days = 90;
 };
 
@@ -62,6 +68,11 @@ struct FaultCategory {
   std::string signature;         // log line observed with the exit
   int exit_code = 1;
   std::string alert;             // inspection kind that can see it ("gpu", "nic", ...) or ""
+  // Share of this category's faults that the inspection can see at all (drawn once per
+  // fault: a symptom DCGM/dmesg does not show stays invisible on every restart). The
+  // rest surface only through the crash log after observe_after_s and go to stop-time
+  // tests, as ByteRobust's real-time share of resolutions says many do (DOMAIN §2, §4.2).
+  double alert_coverage = 1;
   bool code_bug = false;         // caused by the job's code: recurs until rolled back
   double fix_h = 4;              // code bug: humans ship a fix after this long anyway
   // Chance that each stop-time test finds the faulty machine, by test name

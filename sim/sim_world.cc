@@ -226,6 +226,9 @@ void SimWorld::inject(const FaultArrival& a) {
   }
   if (cat.persistent)
     for (MachineId m : f.machines) broken_[m] = f.id + 1;
+  // Whether inspections can see this fault is a property of the fault, drawn once: one
+  // that DCGM or dmesg does not show stays invisible when it strikes again on a restart.
+  if (!cat.alert.empty() && cat.alert_coverage < 1) f.alert_seen = world_rng_.bernoulli(cat.alert_coverage);
   fault_log_.push_back(std::move(f));
   apply_symptom(fault_log_.back(), false);
 }
@@ -254,7 +257,7 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   }
   // Real-time inspections see machine-level faults at their next check; network
   // alerts repeat (flap) while the fault lasts.
-  if (!cat.alert.empty() && m != kNoMachine) {
+  if (!cat.alert.empty() && f.alert_seen && m != kNoMachine) {
     auto it = inspections_.find(cat.alert);
     if (it != inspections_.end()) {
       const std::int64_t first = now_ + static_cast<std::int64_t>(world_rng_.uniform() * it->second.ns) + 1;
@@ -551,7 +554,12 @@ ActionId SimWorld::act(Action a) {
               return fail("memory tier without a peer copy is not modelled yet; use remote or memory+peer");
             account(now_);
             const std::int64_t interval = p.interval.ns > 0 ? p.interval.ns : secs(sc_.job.step_time_s);
-            progress_.set_plan(interval, p.blocking.ns);
+            std::int64_t blocking = p.blocking.ns;
+            // Overlapped in-memory saves cost throughput beyond their blocking time (Table 8).
+            if (p.tier == CheckpointTier::kMemoryWithPeer && blocking > 0)
+              blocking = std::max(blocking, static_cast<std::int64_t>(std::llround(sc_.job.checkpoint_mfu_loss *
+                                                                                 static_cast<double>(interval))));
+            progress_.set_plan(interval, blocking);
             tier_ = p.tier;
             remote_interval_ = std::max<std::int64_t>(interval, p.remote_interval.ns);
           },

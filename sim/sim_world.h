@@ -101,6 +101,7 @@ class SimWorld final : public World {
     std::int64_t detected = -1;
     std::int64_t resolved = -1;
     bool rearmed = false;
+    bool alert_seen = true;  // the category's inspection can see this fault (alert_coverage)
   };
   struct Acquire {
     ActionId id = 0;

@@ -126,6 +126,82 @@ TEST(ByteRobust, StallCapturesStacksAndOverEvictsThePipelineGroup) {
   EXPECT_EQ(ev[0].mechanism, Mechanism::kOverEviction);
 }
 
+TEST(ByteRobust, StallSoonAfterTheRestartForAStallRollsBackThenReplays) {
+  // A hang in the job's own code (Table 2): every rank waits in the same place, so the
+  // aggregation finds no outliers and the job is reattempted; it stalls again at once.
+  Harness h;
+  h.at(4000);
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  auto starts = h.w.all<StartJob>();
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].mechanism, Mechanism::kReattempt);
+  // The stuck job is stopped before the restart in place (a start on a running job is
+  // refused, and the refusal used to requeue the whole job).
+  ASSERT_EQ(h.w.all<StopJob>().size(), 1u);
+  EXPECT_TRUE(h.w.all<AcquireMachines>().empty());
+  h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);  // and stalls before step 101
+  h.at(4700);
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
+  EXPECT_EQ(h.w.all<CaptureStacks>().size(), 1u);  // no second aggregation
+  h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
+  h.at(5400);
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  EXPECT_EQ(h.w.all<RunReplay>().size(), 1u);
+}
+
+TEST(ByteRobust, StallAfterAnUnrelatedRecoveryIsDiagnosedAfresh) {
+  // A stall is answered by an over-eviction; later a GPU alert restarts the job and a new
+  // hang stalls it soon after: the latest restart did not answer a stall, so aggregate.
+  Harness h;
+  h.at(4000);
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
+  stacks[15] = "forward > all_gather";
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), stacks}, h.w);
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
+  h.at(5000);
+  h.p->on_event(InspectionAlert{3, "gpu", "Xid 79"}, h.w);
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
+  h.at(5700);
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  EXPECT_TRUE(h.w.all<RollBack>().empty());
+  EXPECT_EQ(h.w.all<CaptureStacks>().size(), 2u);
+}
+
+TEST(ByteRobust, StallAfterProgressSinceTheRestartIsANewIncident) {
+  // The rollback fixed the code; 40 steps later a machine hangs: aggregate its stacks
+  // rather than escalate to replay.
+  Harness h;
+  h.at(4000);
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
+  h.at(4700);
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  ASSERT_EQ(h.w.all<RollBack>().size(), 1u);
+  h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
+  h.at(5700);
+  h.p->on_event(ProgressStalled{140, Duration::minutes(10)}, h.w);
+  EXPECT_TRUE(h.w.all<RunReplay>().empty());
+  EXPECT_EQ(h.w.all<CaptureStacks>().size(), 2u);
+}
+
+TEST(ByteRobust, StallLongAfterTheLastRestartIsDiagnosedAfresh) {
+  Harness h;
+  h.at(4000);
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
+  h.at(4000 + 7200);  // an unrelated hang two hours later
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  EXPECT_TRUE(h.w.all<RollBack>().empty());
+  EXPECT_EQ(h.w.all<CaptureStacks>().size(), 2u);
+}
+
 TEST(ByteRobust, NanRunsBitwiseAlignmentThenReplayWhenItPasses) {
   Harness h;
   h.p->on_event(MetricAnomaly{"loss", 0, true}, h.w);
@@ -147,6 +223,21 @@ TEST(ByteRobust, NanRunsBitwiseAlignmentThenReplayWhenItPasses) {
   auto ev = h.w.all<EvictMachines>();
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].machines, MachineSet{13});
+  EXPECT_EQ(ev[0].mechanism, Mechanism::kReplay);
+}
+
+TEST(ByteRobust, ReplayWithTwoFaultyMachinesEvictsEveryIntersection) {
+  // Machines 6 and 13 faulty: horizontal groups 1 and 3 fail, then vertical groups 2 and
+  // 1. Picking the first of each (1, 1 -> machine 5) would miss both; evict all four
+  // intersections instead of replaying again.
+  Harness h;
+  h.p->on_event(MetricAnomaly{"loss", 0, true}, h.w);
+  h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
+  h.p->on_event(ReplayResult{h.w.last_action_id(), {false, true, false, true}}, h.w);
+  h.p->on_event(ReplayResult{h.w.last_action_id(), {false, true, true, false}}, h.w);
+  auto ev = h.w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].machines, (MachineSet{5, 6, 13, 14}));
   EXPECT_EQ(ev[0].mechanism, Mechanism::kReplay);
 }
 

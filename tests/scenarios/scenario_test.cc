@@ -52,9 +52,26 @@ TEST(Scenario, ErrorNamesFilePathAndExpectation) {
   }
 }
 
+TEST(Scenario, AlertCoverageAndCheckpointMfuLossDefaultToNoEffect) {
+  Registry r = policies::builtin_registry();
+  Scenario s = parse_scenario(kMinimal, "m.json", {}, r);
+  EXPECT_EQ(s.job.checkpoint_mfu_loss, 0);
+  EXPECT_EQ(s.faults[0].alert_coverage, 1);
+  s = parse_scenario(kMinimal, "m.json",
+                     {"job.checkpoint_mfu_loss=0.0071", "faults.categories.c.alert=gpu",
+                      "faults.categories.c.alert_coverage=0.71"},
+                     r);
+  EXPECT_DOUBLE_EQ(s.job.checkpoint_mfu_loss, 0.0071);
+  EXPECT_DOUBLE_EQ(s.faults[0].alert_coverage, 0.71);
+  EXPECT_THROW(parse_scenario(kMinimal, "m.json", {"faults.categories.c.alert=gpu", "faults.categories.c.alert_coverage=1.5"}, r),
+               ScenarioError);
+  EXPECT_THROW(parse_scenario(kMinimal, "m.json", {"job.checkpoint_mfu_loss=-0.1"}, r), ScenarioError);
+}
+
 TEST(Scenario, ShippedScenariosLoad) {
   Registry r = policies::builtin_registry();
-  for (const char* f : {"byterobust-dense-9600.json", "daly-check.json", "scale-100k.json", "scale-200k.json"}) {
+  for (const char* f : {"byterobust-dense-9600.json", "byterobust-moe-9600.json", "daly-check.json", "scale-100k.json",
+                        "scale-200k.json", "recovery-16k.json"}) {
     EXPECT_NO_THROW(load_scenario(std::string(FAULTLINE_SOURCE_DIR "/scenarios/") + f, {}, r)) << f;
   }
 }
