@@ -14,6 +14,8 @@ int sim_sweep(const std::vector<std::string>& args);
 int sim_tune(const std::vector<std::string>& args);
 // faultline sim compare SCENARIO --stacks A,B,... (compare_cmd.cc)
 int sim_compare(const std::vector<std::string>& args);
+// faultline sim replay EVENTLOG --stack NAME (replay_cmd.cc)
+int sim_replay(const std::vector<std::string>& args);
 // faultline analyze daly|young|meta-ettr|standby|check ... (analyze_cmd.cc)
 int analyze(const std::vector<std::string>& args);
 // faultline report DIR... -o report.html (report_cmd.cc)

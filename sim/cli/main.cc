@@ -12,6 +12,7 @@
 
 #include "policies/builtin.h"
 #include "scenarios/scenario.h"
+#include "realexec/cli.h"
 #include "sim/cli/commands.h"
 #include "sim/report.h"
 #include "sim/runner.h"
@@ -33,6 +34,8 @@ commands:
   sim sweep SCENARIO.json   parameter sweep (grid/zip) with common random numbers; CSV, JSON;
                             resumable; --mpi under mpirun
   sim tune SCENARIO.json    best value of one numeric parameter (coarse grid, refinement)
+  sim replay EVENTLOG       re-run a live run's recorded faults under a policy stack; live
+                            vs simulated ETTR
   analyze daly|young|meta-ettr|standby|check
                             analytic ETTR and standby models; check against the simulator
   report DIR... -o FILE     HTML report with figures of run, sweep and incident results
@@ -40,6 +43,9 @@ commands:
   trace stats|fit|convert|mix|generate
                             fault traces: statistics, fits, fault models, format conversion
   probe ...                 GPU health probes (runs faultline-probe)
+  live run|inject|update|status|stop CONFIG
+                            live mode: the controller runs a policy stack against a real job
+  agent CONFIG --name NAME  live mode: the per-machine agent (one per machine)
   version                   print the version
 
 Run 'faultline <command> --help' for the options of a command.
@@ -243,9 +249,13 @@ int main(int argc, char** argv) {
   if (args[0] == "trace") return faultline::traces::trace_command({args.begin() + 1, args.end()});
   if (args[0] == "analyze") return faultline::cli::analyze({args.begin() + 1, args.end()});
   if (args[0] == "report") return faultline::cli::report({args.begin() + 1, args.end()});
+  // Live mode (realexec/): the controller and the per-machine agent.
+  if (args[0] == "live") return faultline::live::live_main({args.begin() + 1, args.end()});
+  if (args[0] == "agent") return faultline::live::agent_main({args.begin() + 1, args.end()});
   if (args[0] == "sim") {
     if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
-      std::fputs("usage: faultline sim run|compare|sweep|tune SCENARIO.json [options]   (faultline sim run --help)\n",
+      std::fputs("usage: faultline sim run|compare|sweep|tune SCENARIO.json [options]\n"
+                 "       faultline sim replay EVENTLOG [options]   (faultline sim run --help)\n",
                  args.size() < 2 ? stderr : stdout);
       return args.size() < 2 ? 2 : 0;
     }
@@ -253,6 +263,7 @@ int main(int argc, char** argv) {
     if (args[1] == "sweep") return faultline::cli::sim_sweep({args.begin() + 2, args.end()});
     if (args[1] == "compare") return faultline::cli::sim_compare({args.begin() + 2, args.end()});
     if (args[1] == "tune") return faultline::cli::sim_tune({args.begin() + 2, args.end()});
+    if (args[1] == "replay") return faultline::cli::sim_replay({args.begin() + 2, args.end()});
     return usage_error("unknown sim command '" + args[1] + "'");
   }
   return usage_error("unknown command '" + args[0] + "'");

@@ -1,0 +1,153 @@
+// The per-machine agent of live mode (`faultline agent CONFIG --name NAME`).
+//
+// One agent runs on every machine, job or standby. It dials the controller and keeps
+// dialling (0.5 s doubling to 5 s) for as long as it lives; the training ranks it
+// launched keep running while it is disconnected, their exits are queued and delivered
+// after the next welcome. It executes the controller's requests (launch, kill, inspect,
+// probe, capture, replay, inject, shutdown; see realexec/PROTOCOL.md) on one Reactor
+// thread and answers each with `done` or `error`. Everything from the network is type-
+// and range-checked; programs come from the local config (a version name selects an
+// argv), and children are started with execve, never through a shell.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "realexec/inspect.h"
+#include "realexec/live_config.h"
+#include "realexec/proc.h"
+#include "realexec/reactor.h"
+#include "realexec/stacks.h"
+#include "realexec/wire.h"
+
+namespace faultline::live {
+
+// Knobs that are not part of the live config: paths tests replace, and timings.
+struct AgentOptions {
+  std::string sysfs_root = "/sys";
+  std::string kmsg_path = "/dev/kmsg";
+  std::string ip_program = "ip";
+  StackCaptureOptions stacks;
+  Duration backoff_min = Duration::millis(500);
+  Duration backoff_max = Duration::seconds(5);
+  Duration kill_timeout = Duration::seconds(30);  // reaping after kill/shutdown
+  std::size_t max_queued_exits = 4096;            // kept while disconnected
+  // One line per call; default: stderr, prefixed "faultline agent NAME: ".
+  std::function<void(const std::string&)> log;
+};
+
+class Agent {
+ public:
+  // `config` must outlive the agent and hold a machine (job or standby) named `name`;
+  // throws LiveConfigError ("FILE: machines: no machine named NAME") otherwise.
+  // `token` is the shared secret (load_token).
+  Agent(Reactor& r, const LiveConfig& config, std::string name, std::string token,
+        AgentOptions options = {});
+  // Kills (SIGKILL, process group) every rank and child still running.
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Opens the kernel log and dials the controller. Call once.
+  void start();
+
+  // True after `shutdown` (exit code 0) or `machine_down` (137); the agent has then
+  // called Reactor::stop().
+  bool finished() const { return finished_; }
+  int exit_code() const { return exit_code_; }
+
+  // For tests and logs.
+  bool connected() const { return welcomed_; }
+  std::int64_t generation() const { return gen_; }
+  std::map<int, pid_t> rank_pids() const;  // rank -> pid of the ranks alive
+
+ private:
+  struct Rank;
+  struct PendingKill;
+  enum class Delivery { kQueue, kDrop };
+
+  // Connection.
+  void dial();
+  void schedule_redial();
+  void on_message(const nlohmann::json& m);
+  void on_close(const std::string& why);
+  void send(nlohmann::json msg, Delivery d);
+  nlohmann::json hello() const;
+  void heartbeat_tick();
+
+  // Requests.
+  void reply_done(std::uint64_t epoch, std::int64_t req, Instant started, nlohmann::json body);
+  void reply_error(std::int64_t req, const std::string& reason);
+  void handle_launch(const nlohmann::json& m, std::int64_t req);
+  void handle_kill(const nlohmann::json& m, std::int64_t req);
+  void handle_inspect(const nlohmann::json& m, std::int64_t req);
+  void handle_probe(const nlohmann::json& m, std::int64_t req);
+  void handle_capture(const nlohmann::json& m, std::int64_t req);
+  void handle_replay(const nlohmann::json& m, std::int64_t req);
+  void handle_inject(const nlohmann::json& m, std::int64_t req);
+  void handle_shutdown(const nlohmann::json& m, std::int64_t req);
+
+  // Ranks.
+  void on_rank_report(Rank& rk);
+  void on_rank_stderr(Rank& rk);
+  void on_rank_exit(int rank, int wait_status);
+  void kill_all_ranks();
+  void settle_kills();
+  void close_rank_fds(Rank& rk);
+  Rank* local_rank(int local_rank);
+
+  // Inspection.
+  void inspect_tick(const std::string& kind);
+  void drain_kernel_log();
+  void alert(const std::string& kind, const std::string& detail);
+
+  // Children other than ranks.
+  std::map<std::string, std::string> base_env() const;
+  std::string child_cwd() const;  // the workdir when it exists, else the agent's
+  void require_capacity();        // throws BadRequest when too many children run
+  void run_tracked(SpawnSpec spec, Duration deadline, std::function<void(const ChildResult&)> done);
+  void finish(int code);
+  void log(const std::string& line) const;
+
+  Reactor& r_;
+  const LiveConfig& config_;
+  const LiveMachine* machine_ = nullptr;
+  std::string name_;
+  std::string token_;
+  AgentOptions options_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+
+  std::unique_ptr<Conn> conn_;
+  std::uint64_t epoch_ = 0;  // incremented per connection; replies go to their own
+  bool welcomed_ = false;
+  std::string role_;
+  Duration backoff_;
+  std::uint64_t redial_timer_ = 0;
+  std::uint64_t heartbeat_timer_ = 0;
+  std::deque<nlohmann::json> queued_;  // exit messages waiting for a connection
+
+  std::int64_t gen_ = 0;
+  std::map<int, std::unique_ptr<Rank>> ranks_;  // by global rank
+  std::vector<std::unique_ptr<PendingKill>> kills_;
+  std::vector<std::weak_ptr<ChildRun>> children_;
+
+  KernelLogReader kmsg_;
+  std::string kmsg_error_;
+  bool kmsg_error_said_ = false;
+  std::map<std::string, std::uint64_t> inspect_timers_;  // kind -> timer
+  std::map<std::string, Duration> inspect_every_;
+
+  bool shutting_down_ = false;
+  bool finished_ = false;
+  int exit_code_ = 0;
+};
+
+}  // namespace faultline::live

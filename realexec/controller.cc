@@ -1,0 +1,314 @@
+#include "realexec/controller.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <stdexcept>
+
+namespace faultline::live {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double kHelloTimeoutS = 5;
+constexpr double kStartupWaitS = 30;
+constexpr std::uint64_t kOwnReqBase = 1ull << 40;  // controller-originated requests
+
+// Injectable faults and whether each leaves the machine broken until it is evicted.
+const std::map<std::string, bool>& fault_kinds() {
+  static const std::map<std::string, bool> kinds = {
+      {"kill", false}, {"stop", true},  {"crash", false}, {"hang", false},        {"nan", false},
+      {"slow", true},  {"sdc", true},   {"nic_down", true}, {"machine_down", true}, {"repair", false}};
+  return kinds;
+}
+
+}  // namespace
+
+Controller::Controller(const LiveConfig& config, const Registry& registry, Reactor& reactor, bool fresh)
+    : config_(config), reactor_(reactor) {
+  std::string err;
+  if (!load_token(config_.token_file, &token_, &err)) throw std::runtime_error(err);
+  std::error_code ec;
+  std::filesystem::create_directories(config_.state_dir, ec);
+  if (ec) throw std::runtime_error(config_.state_dir + ": cannot create the state directory: " + ec.message());
+  const std::string journal_path = config_.state_dir + "/journal.json";
+  const std::string log_path = config_.state_dir + "/events.jsonl";
+  if (fresh) {
+    std::filesystem::remove(journal_path, ec);
+    std::filesystem::remove(log_path, ec);
+  }
+  journal_ = std::make_unique<Journal>(journal_path);
+  if (!journal_->load(&err)) throw std::runtime_error(err);
+  try {
+    log_ = std::make_unique<traces::EventLogWriter>(log_path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
+  world_ = std::make_unique<LiveWorld>(config_, registry, reactor_, *this, *log_, *journal_);
+  if (!journal_->resumed()) {
+    const ClusterSpec spec = config_.cluster_spec();
+    traces::EventLogHeader h;
+    h.stack = config_.stack;
+    h.params = config_.params.values();
+    h.seed = config_.seed;
+    h.machines = spec.machines;
+    h.gpus_per_machine = spec.gpus_per_machine;
+    h.tp = spec.tp;
+    h.pp = spec.pp;
+    h.dp = spec.dp;
+    h.standby_machines = spec.standby_machines;
+    h.nominal_step_time_s = config_.job.nominal_step_time_s;
+    h.checkpoint_every_steps = journal_->state().ckpt_every;
+    h.config_file = std::filesystem::absolute(config_.file).string();
+    log_->header(0.0, h);
+  }
+  listen_fd_ = listen_tcp(config_.controller_host, config_.controller_port, &err);
+  if (listen_fd_ < 0)
+    throw std::runtime_error(config_.file + ": controller: cannot listen on " + config_.controller_host + ":" +
+                             std::to_string(config_.controller_port) + ": " + err);
+}
+
+Controller::~Controller() {
+  sessions_.clear();
+  if (listen_fd_ >= 0) {
+    reactor_.remove_fd(listen_fd_);
+    ::close(listen_fd_);
+  }
+}
+
+int Controller::run(double duration_s) {
+  reactor_.add_fd(listen_fd_, EPOLLIN, [this](std::uint32_t) { on_accept(); });
+  // SIGTERM/SIGINT stop the controller only: the agents keep the job running and a
+  // restarted controller adopts it. `faultline live stop` ends the whole run.
+  reactor_.on_signal(SIGTERM, [this] { reactor_.stop(); });
+  reactor_.on_signal(SIGINT, [this] { reactor_.stop(); });
+  if (duration_s > 0)
+    reactor_.add_timer(Duration::seconds(duration_s), [this] { shutdown("run duration reached"); });
+  // The policy starts once every machine's agent has said hello, or after
+  // kStartupWaitS with whatever has connected (a missing machine is then a failure the
+  // policy handles like any other).
+  reactor_.add_timer(Duration::seconds(kStartupWaitS), [this] { start_world(); });
+  std::uint64_t finish_timer = 0;
+  std::function<void()> poll_finished = [&] {
+    finish_timer = reactor_.add_timer(Duration::seconds(0.5), poll_finished);
+    if (world_->finished()) shutdown("the job finished");
+  };
+  poll_finished();
+  reactor_.run();
+  if (finish_timer) reactor_.cancel_timer(finish_timer);
+  return 0;
+}
+
+void Controller::start_world() {
+  if (world_started_) return;
+  world_started_ = true;
+  world_->start();
+}
+
+void Controller::shutdown(const std::string& why) {
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  start_world();
+  world_->note("shutdown: " + why);
+  const double ettr = world_->write_summary();
+  std::cout << "faultline live: " << why << "; measured ETTR " << ettr << "\n" << std::flush;
+  for (auto& [sid, s] : sessions_)
+    if (s.role == Session::Role::kAgent && s.conn && s.conn->is_open())
+      s.conn->send(json{{"type", "shutdown"}, {"req", kOwnReqBase}});
+  // Give the agents a moment to receive it.
+  reactor_.add_timer(Duration::seconds(0.5), [this] { reactor_.stop(); });
+}
+
+bool Controller::send(MachineId m, const json& msg) {
+  auto it = machine_session_.find(m);
+  if (it == machine_session_.end()) return false;
+  auto s = sessions_.find(it->second);
+  if (s == sessions_.end() || !s->second.conn || !s->second.conn->is_open()) return false;
+  return s->second.conn->send(msg);
+}
+
+bool Controller::connected(MachineId m) const {
+  auto it = machine_session_.find(m);
+  if (it == machine_session_.end()) return false;
+  auto s = sessions_.find(it->second);
+  return s != sessions_.end() && s->second.conn && s->second.conn->is_open();
+}
+
+void Controller::on_accept() {
+  for (;;) {
+    std::string peer;
+    const int fd = accept_tcp(listen_fd_, &peer);
+    if (fd < 0) return;
+    const std::uint64_t sid = next_session_++;
+    Session& s = sessions_[sid];
+    s.conn = std::make_unique<Conn>(
+        reactor_, fd, peer,
+        Conn::Handlers{[this, sid](const json& m) { on_message(sid, m); },
+                       [this, sid](const std::string& why) { on_close(sid, why); }});
+    s.timer = reactor_.add_timer(Duration::seconds(kHelloTimeoutS), [this, sid] {
+      auto it = sessions_.find(sid);
+      if (it == sessions_.end()) return;
+      it->second.timer = 0;
+      if (it->second.role == Session::Role::kHello) refuse(sid, "no hello within 5 s");
+    });
+  }
+}
+
+void Controller::refuse(std::uint64_t sid, const std::string& why) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return;
+  world_->note("refused connection from " + it->second.conn->peer() + ": " + why);
+  std::cerr << "faultline live: refused connection from " << it->second.conn->peer() << ": " << why << "\n";
+  it->second.conn->send(json{{"type", "refused"}, {"reason", why}});
+  it->second.role = Session::Role::kClient;  // no further messages are acted on
+  it->second.conn->set_handlers({[](const json&) {}, [this, sid](const std::string& w) { on_close(sid, w); }});
+  reactor_.add_timer(Duration::seconds(0.2), [this, sid] {
+    auto s = sessions_.find(sid);
+    if (s != sessions_.end() && s->second.conn->is_open()) s->second.conn->close("refused");
+  });
+}
+
+void Controller::arm_heartbeat(std::uint64_t sid) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return;
+  if (it->second.timer) reactor_.cancel_timer(it->second.timer);
+  it->second.timer = reactor_.add_timer(Duration::seconds(config_.heartbeat_timeout_s), [this, sid] {
+    auto s = sessions_.find(sid);
+    if (s == sessions_.end()) return;
+    s->second.timer = 0;
+    s->second.conn->close("no heartbeat for " + std::to_string(config_.heartbeat_timeout_s) + " s");
+  });
+}
+
+void Controller::on_message(std::uint64_t sid, const json& msg) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  const std::string type = msg.value("type", "");
+  if (s.role == Session::Role::kHello) {
+    if (type != "hello") return refuse(sid, "the first message must be a hello");
+    const std::string token = msg.contains("token") && msg["token"].is_string() ? msg["token"].get<std::string>() : "";
+    if (!tokens_equal(token, token_)) return refuse(sid, "bad token");
+    if (msg.value("proto", 0) != kProtocolVersion) return refuse(sid, "protocol version mismatch");
+    const std::string role = msg.value("role", "");
+    if (s.timer) reactor_.cancel_timer(s.timer);
+    s.timer = 0;
+    if (role == "client") {
+      s.role = Session::Role::kClient;
+      s.conn->send(json{{"type", "welcome"}, {"role", "client"}});
+      return;
+    }
+    if (role != "agent") return refuse(sid, "unknown role");
+    const std::string name = msg.contains("name") && msg["name"].is_string() ? msg["name"].get<std::string>() : "";
+    MachineId m = kNoMachine;
+    for (size_t i = 0; i < config_.machines.size(); ++i)
+      if (config_.machines[i].name == name) m = static_cast<MachineId>(i);
+    for (size_t i = 0; i < config_.standby.size(); ++i)
+      if (config_.standby[i].name == name) m = static_cast<MachineId>(config_.machines.size() + i);
+    if (m == kNoMachine) return refuse(sid, "unknown machine \"" + name.substr(0, 64) + "\"");
+    if (auto old = machine_session_.find(m); old != machine_session_.end() && old->second != sid) {
+      auto os = sessions_.find(old->second);
+      machine_session_.erase(old);
+      if (os != sessions_.end()) {
+        os->second.machine = kNoMachine;  // replaced: its close is not a loss
+        os->second.conn->close("replaced by a new connection");
+      }
+    }
+    s.role = Session::Role::kAgent;
+    s.machine = m;
+    machine_session_[m] = sid;
+    const bool in_job = world_->cluster().slot_of(m) >= 0;
+    s.conn->send(json{{"type", "welcome"}, {"machine", name}, {"machine_id", m}, {"role", in_job ? "job" : "standby"}});
+    arm_heartbeat(sid);
+    world_->on_agent_connected(m, msg);
+    if (!world_started_) {
+      bool all = true;
+      for (MachineId x = 0; x < static_cast<MachineId>(config_.machines.size() + config_.standby.size()); ++x)
+        all &= connected(x);
+      if (all) reactor_.defer([this] { start_world(); });
+    }
+    return;
+  }
+  if (s.role == Session::Role::kClient) return on_client(s, msg);
+  arm_heartbeat(sid);
+  if (type == "heartbeat") return;
+  world_->on_agent_message(s.machine, msg);
+}
+
+void Controller::on_client(Session& s, const json& msg) {
+  const std::string type = msg.value("type", "");
+  const json req = msg.contains("req") ? msg["req"] : json(0);
+  auto reply = [&](bool ok, const std::string& detail, json extra = json::object()) {
+    extra["type"] = "done";
+    extra["req"] = req;
+    extra["ok"] = ok;
+    extra["detail"] = detail;
+    s.conn->send(extra);
+  };
+  if (type == "status") return reply(true, "", json{{"status", world_->status()}});
+  if (type == "stop") {
+    reply(true, "stopping");
+    return shutdown("stopped by an operator");
+  }
+  if (type == "update") {
+    if (!msg.contains("version") || !msg["version"].is_string())
+      return reply(false, "update: version: expected a string");
+    const std::string v = msg["version"].get<std::string>();
+    if (!config_.job.versions.count(v)) return reply(false, "update: version: expected one of job.versions");
+    world_->request_code_update(v, msg.value("urgent", true));
+    return reply(true, "code update " + v + " requested");
+  }
+  if (type == "inject") {
+    const std::string name = msg.contains("machine") && msg["machine"].is_string() ? msg["machine"].get<std::string>() : "";
+    const std::string fault = msg.contains("fault") && msg["fault"].is_string() ? msg["fault"].get<std::string>() : "";
+    const std::string detail = msg.contains("detail") && msg["detail"].is_string() ? msg["detail"].get<std::string>() : "";
+    MachineId m = kNoMachine;
+    for (size_t i = 0; i < config_.machines.size(); ++i)
+      if (config_.machines[i].name == name) m = static_cast<MachineId>(i);
+    for (size_t i = 0; i < config_.standby.size(); ++i)
+      if (config_.standby[i].name == name) m = static_cast<MachineId>(config_.machines.size() + i);
+    if (m == kNoMachine) return reply(false, "inject: machine: expected a machine name from the config");
+    auto k = fault_kinds().find(fault);
+    if (k == fault_kinds().end()) return reply(false, "inject: fault: expected kill|stop|crash|hang|nan|slow|sdc|nic_down|machine_down|repair");
+    if (detail.size() > 200 || detail.find_first_of("\n\r") != std::string::npos)
+      return reply(false, "inject: detail: expected one line of at most 200 characters");
+    if (!connected(m)) return reply(false, "inject: machine " + name + " is not connected");
+    if (fault == "repair") {
+      // Clear the machine's injected faults, then return it to the pool if evicted.
+      send(m, json{{"type", "inject"}, {"req", kOwnReqBase + 1}, {"fault", fault}, {"detail", ""}});
+      const bool pooled = world_->repaired(m);
+      return reply(true, name + " repaired" + (pooled ? "; back in the standby pool" : ""));
+    }
+    world_->record_fault(m, fault, detail, k->second);
+    send(m, json{{"type", "inject"}, {"req", kOwnReqBase + 1}, {"fault", fault}, {"detail", detail}});
+    return reply(true, fault + " injected on " + name);
+  }
+  reply(false, "unknown request type \"" + type.substr(0, 32) + "\"");
+}
+
+void Controller::on_close(std::uint64_t sid, const std::string& why) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return;
+  const MachineId m = it->second.machine;
+  const bool agent = it->second.role == Session::Role::kAgent;
+  if (it->second.timer) reactor_.cancel_timer(it->second.timer);
+  // Destroy the connection after this callback returns.
+  auto conn = std::shared_ptr<Conn>(std::move(it->second.conn));
+  sessions_.erase(it);
+  reactor_.defer([conn] {});
+  if (agent && m != kNoMachine) {
+    auto ms = machine_session_.find(m);
+    if (ms != machine_session_.end() && ms->second == sid) {
+      machine_session_.erase(ms);
+      if (!shutting_down_) world_->on_agent_lost(m, why);
+    }
+  }
+}
+
+}  // namespace faultline::live

@@ -1,0 +1,66 @@
+// The live controller: accepts agent and operator connections, checks their token,
+// tracks heartbeats, and hands everything else to LiveWorld, which runs the policy.
+//
+// Agents dial in and say hello with the shared token and their machine name; a
+// connection without the right token is refused and the refusal is logged. Operator
+// clients (`faultline live inject|update|status|stop`) use the same protocol with
+// role "client". A machine whose agent goes silent for heartbeat_timeout_s, or whose
+// connection drops, is reported lost.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "realexec/live_config.h"
+#include "realexec/live_world.h"
+#include "realexec/wire.h"
+
+namespace faultline::live {
+
+class Controller final : public MachineLink {
+ public:
+  // Throws std::runtime_error (one line) when the token, the state dir, the journal or
+  // the listening socket cannot be set up.
+  Controller(const LiveConfig& config, const Registry& registry, Reactor& reactor, bool fresh);
+  ~Controller() override;
+
+  // Starts listening and the policy; returns once the reactor stops. `duration_s` > 0
+  // stops the run after that long (measured from this call). Returns the exit code.
+  int run(double duration_s);
+
+  bool send(MachineId m, const nlohmann::json& msg) override;
+  bool connected(MachineId m) const override;
+
+ private:
+  struct Session {
+    std::unique_ptr<Conn> conn;
+    enum class Role { kHello, kAgent, kClient } role = Role::kHello;
+    MachineId machine = kNoMachine;
+    std::uint64_t timer = 0;  // hello deadline, then heartbeat deadline
+  };
+  void on_accept();
+  void on_message(std::uint64_t sid, const nlohmann::json& msg);
+  void on_close(std::uint64_t sid, const std::string& why);
+  void on_client(Session& s, const nlohmann::json& msg);
+  void arm_heartbeat(std::uint64_t sid);
+  void refuse(std::uint64_t sid, const std::string& why);
+  void shutdown(const std::string& why);
+  void start_world();
+
+  const LiveConfig& config_;
+  Reactor& reactor_;
+  std::string token_;
+  std::unique_ptr<traces::EventLogWriter> log_;
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<LiveWorld> world_;
+  int listen_fd_ = -1;
+  std::uint64_t next_session_ = 1;
+  std::map<std::uint64_t, Session> sessions_;
+  std::map<MachineId, std::uint64_t> machine_session_;
+  bool shutting_down_ = false;
+  bool world_started_ = false;
+};
+
+}  // namespace faultline::live

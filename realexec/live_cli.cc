@@ -1,0 +1,166 @@
+// `faultline live ...`: the controller and its operator commands.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "policies/builtin.h"
+#include "realexec/cli.h"
+#include "realexec/controller.h"
+#include "realexec/live_config.h"
+#include "realexec/wire.h"
+
+namespace faultline::live {
+
+namespace {
+
+using nlohmann::json;
+
+const char* kUsage =
+    "usage: faultline live run CONFIG [--fresh] [--duration SECONDS]\n"
+    "       faultline live inject CONFIG --machine NAME --fault KIND [--detail TEXT]\n"
+    "       faultline live update CONFIG --version NAME [--deferred]\n"
+    "       faultline live status CONFIG\n"
+    "       faultline live stop CONFIG\n"
+    "\n"
+    "run     runs the controller: the config's policy stack against the job on the\n"
+    "        config's machines (start `faultline agent CONFIG --name NAME` on each).\n"
+    "        Resumes from STATE_DIR/journal.json when present (--fresh discards it);\n"
+    "        the event log is STATE_DIR/events.jsonl. SIGTERM stops the controller only\n"
+    "        (agents keep the job running for a restarted controller); `stop` ends the run.\n"
+    "inject  injects a fault through the machine's agent and records it as ground truth:\n"
+    "        kill | stop | crash | hang | nan | slow | sdc | nic_down | machine_down | repair\n"
+    "update  asks the policy for a code update (urgent unless --deferred)\n"
+    "status  prints the controller's view as JSON\n"
+    "stop    writes the summary (measured ETTR), shuts the agents down and exits\n";
+
+int usage_error(const std::string& msg) {
+  std::cerr << "faultline live: " << msg << "\n" << "run `faultline live --help` for usage\n";
+  return 2;
+}
+
+// Sends one request as an operator client and prints the reply. Returns the exit code.
+int client_request(const LiveConfig& config, json request) {
+  std::string token, err;
+  if (!load_token(config.token_file, &token, &err)) return usage_error(err), 2;
+  Reactor reactor;
+  const int fd = connect_tcp(config.controller_host, config.controller_port, &err);
+  if (fd < 0) {
+    std::cerr << "faultline live: cannot reach the controller at " << config.controller_host << ":"
+              << config.controller_port << ": " << err << "\n";
+    return 1;
+  }
+  int rc = 1;
+  std::unique_ptr<Conn> conn;
+  conn = std::make_unique<Conn>(
+      reactor, fd, config.controller_host,
+      Conn::Handlers{[&](const json& m) {
+                       const std::string type = m.value("type", "");
+                       if (type == "welcome") {
+                         request["req"] = 1;
+                         conn->send(request);
+                       } else if (type == "refused") {
+                         std::cerr << "faultline live: refused: " << m.value("reason", std::string()) << "\n";
+                         reactor.stop();
+                       } else if (type == "done") {
+                         rc = m.value("ok", false) ? 0 : 1;
+                         if (m.contains("status"))
+                           std::cout << m["status"].dump(2) << "\n";
+                         else
+                           (rc == 0 ? std::cout : std::cerr) << m.value("detail", std::string()) << "\n";
+                         reactor.stop();
+                       }
+                     },
+                     [&](const std::string& why) {
+                       if (!reactor.stopped()) std::cerr << "faultline live: connection closed: " << why << "\n";
+                       reactor.stop();
+                     }},
+      true);
+  conn->send(json{{"type", "hello"}, {"token", token}, {"role", "client"}, {"proto", kProtocolVersion}});
+  reactor.add_timer(Duration::seconds(10), [&] {
+    std::cerr << "faultline live: the controller did not answer within 10 s\n";
+    reactor.stop();
+  });
+  reactor.run();
+  return rc;
+}
+
+}  // namespace
+
+int live_main(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string cmd = args[0];
+  if (cmd != "run" && cmd != "inject" && cmd != "update" && cmd != "status" && cmd != "stop")
+    return usage_error("unknown subcommand \"" + cmd + "\"");
+  if (args.size() < 2 || args[1].rfind("--", 0) == 0) return usage_error(cmd + ": expected a CONFIG file");
+  bool fresh = false, deferred = false;
+  double duration = 0;
+  std::string machine, fault, detail, version;
+  for (size_t i = 2; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const char* flag) -> std::optional<std::string> {
+      if (i + 1 >= args.size()) return std::nullopt;
+      (void)flag;
+      return args[++i];
+    };
+    std::optional<std::string> v;
+    if (a == "--fresh" && cmd == "run") {
+      fresh = true;
+    } else if (a == "--deferred" && cmd == "update") {
+      deferred = true;
+    } else if (a == "--duration" && cmd == "run") {
+      if (!(v = value("--duration"))) return usage_error("--duration: expected a number of seconds");
+      try {
+        duration = std::stod(*v);
+      } catch (...) {
+        return usage_error("--duration: expected a number of seconds, got \"" + *v + "\"");
+      }
+      if (!(duration > 0)) return usage_error("--duration: expected a positive number of seconds");
+    } else if (a == "--machine" && cmd == "inject") {
+      if (!(v = value(""))) return usage_error("--machine: expected a machine name");
+      machine = *v;
+    } else if (a == "--fault" && cmd == "inject") {
+      if (!(v = value(""))) return usage_error("--fault: expected a fault kind");
+      fault = *v;
+    } else if (a == "--detail" && cmd == "inject") {
+      if (!(v = value(""))) return usage_error("--detail: expected text");
+      detail = *v;
+    } else if (a == "--version" && cmd == "update") {
+      if (!(v = value(""))) return usage_error("--version: expected a version name");
+      version = *v;
+    } else {
+      return usage_error(cmd + ": unknown option \"" + a + "\"");
+    }
+  }
+  const Registry registry = policies::builtin_registry();
+  LiveConfig config;
+  try {
+    config = load_live_config(args[1], registry);
+  } catch (const LiveConfigError& e) {
+    std::cerr << "faultline: " << e.what() << "\n";
+    return 2;
+  }
+  if (cmd == "run") {
+    try {
+      Reactor reactor;
+      Controller controller(config, registry, reactor, fresh);
+      return controller.run(duration);
+    } catch (const std::exception& e) {
+      std::cerr << "faultline: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  if (cmd == "inject") {
+    if (machine.empty() || fault.empty()) return usage_error("inject: --machine and --fault are required");
+    return client_request(config, json{{"type", "inject"}, {"machine", machine}, {"fault", fault}, {"detail", detail}});
+  }
+  if (cmd == "update") {
+    if (version.empty()) return usage_error("update: --version is required");
+    return client_request(config, json{{"type", "update"}, {"version", version}, {"urgent", !deferred}});
+  }
+  return client_request(config, json{{"type", cmd}});
+}
+
+}  // namespace faultline::live

@@ -1,0 +1,262 @@
+#include "realexec/live_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace faultline::live {
+
+namespace {
+
+using nlohmann::json;
+
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw LiveConfigError(file_ + ": " + path + ": " + what);
+  }
+  void only_keys(const json& obj, const std::string& path, std::initializer_list<const char*> keys) const {
+    if (!obj.is_object()) fail(path.empty() ? "(top level)" : path, "expected an object");
+    std::set<std::string> ok(keys.begin(), keys.end());
+    for (const auto& [k, v] : obj.items())
+      if (!ok.count(k)) fail(join(path, k), "unknown key");
+  }
+  static std::string join(const std::string& path, const std::string& k) {
+    return path.empty() ? k : path + "." + k;
+  }
+  std::string str(const json& obj, const std::string& path, const char* key, const std::string& dflt,
+                  bool required = false) const {
+    if (!obj.contains(key)) {
+      if (required) fail(join(path, key), "required (a string)");
+      return dflt;
+    }
+    const auto& v = obj.at(key);
+    if (!v.is_string()) fail(join(path, key), "expected a string");
+    return v.get<std::string>();
+  }
+  double num(const json& obj, const std::string& path, const char* key, double dflt, double lo,
+             double hi) const {
+    if (!obj.contains(key)) return dflt;
+    const auto& v = obj.at(key);
+    if (!v.is_number()) fail(join(path, key), "expected a number");
+    const double d = v.get<double>();
+    if (!(d >= lo && d <= hi))
+      fail(join(path, key), "expected a number in [" + fmt(lo) + ", " + fmt(hi) + "], got " + fmt(d));
+    return d;
+  }
+  int integer(const json& obj, const std::string& path, const char* key, int dflt, int lo, int hi) const {
+    if (!obj.contains(key)) return dflt;
+    const auto& v = obj.at(key);
+    if (!v.is_number_integer()) fail(join(path, key), "expected an integer");
+    const auto d = v.get<long long>();
+    if (d < lo || d > hi)
+      fail(join(path, key), "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                "], got " + std::to_string(d));
+    return static_cast<int>(d);
+  }
+  static std::string fmt(double d) {
+    std::ostringstream o;
+    o << d;
+    return o.str();
+  }
+
+ private:
+  std::string file_;
+};
+
+std::string resolve(const std::string& dir, const std::string& p) {
+  if (p.empty() || std::filesystem::path(p).is_absolute()) return p;
+  return (std::filesystem::path(dir) / p).lexically_normal().string();
+}
+
+bool valid_name(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+  return true;
+}
+
+LiveMachine read_machine(const Reader& r, const json& m, const std::string& path, const std::string& dir) {
+  r.only_keys(m, path, {"name", "addr", "workdir", "nic", "gpu_pci"});
+  LiveMachine out;
+  out.name = r.str(m, path, "name", "", true);
+  if (!valid_name(out.name)) r.fail(path + ".name", "expected 1-64 characters of [A-Za-z0-9._-]");
+  out.addr = r.str(m, path, "addr", "127.0.0.1");
+  out.workdir = resolve(dir, r.str(m, path, "workdir", "work/" + out.name));
+  out.nic = r.str(m, path, "nic", "");
+  if (m.contains("gpu_pci")) {
+    const auto& g = m.at("gpu_pci");
+    if (!g.is_array()) r.fail(path + ".gpu_pci", "expected an array of PCI bus id strings");
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (!g[i].is_string()) r.fail(path + ".gpu_pci[" + std::to_string(i) + "]", "expected a string");
+      out.gpu_pci.push_back(g[i].get<std::string>());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ClusterSpec LiveConfig::cluster_spec() const {
+  ClusterSpec s;
+  s.machines = static_cast<int>(machines.size());
+  s.gpus_per_machine = job.gpus_per_machine;
+  s.rack_size = std::max(1, s.machines);
+  s.racks_per_pod = 1;
+  s.spines = 1;
+  s.standby_machines = static_cast<int>(standby.size());
+  s.storage_hosts = 1;
+  s.tp = job.tp;
+  s.pp = job.pp;
+  s.dp = job.dp;
+  return s;
+}
+
+const LiveMachine* LiveConfig::find(const std::string& name) const {
+  for (const auto& m : machines)
+    if (m.name == name) return &m;
+  for (const auto& m : standby)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+LiveConfig parse_live_config(const std::string& text, const std::string& file, const Registry& registry) {
+  Reader r(file);
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw LiveConfigError(file + ": (top level): expected JSON (" + std::string(e.what()) + ")");
+  }
+  r.only_keys(doc, "", {"description", "controller", "token_file", "machines", "standby", "job", "policy",
+                        "seed", "state_dir", "trainjob_bin", "probe_bin", "heartbeat_s",
+                        "heartbeat_timeout_s"});
+  LiveConfig c;
+  c.file = file;
+  c.dir = std::filesystem::path(file).parent_path().string();
+  if (c.dir.empty()) c.dir = ".";
+  c.description = r.str(doc, "", "description", "");
+  const std::string ctl = r.str(doc, "", "controller", "127.0.0.1:7700");
+  {
+    const auto colon = ctl.rfind(':');
+    int port = -1;
+    if (colon != std::string::npos) {
+      try {
+        size_t used = 0;
+        port = std::stoi(ctl.substr(colon + 1), &used);
+        if (used != ctl.size() - colon - 1) port = -1;
+      } catch (...) {
+        port = -1;
+      }
+    }
+    if (colon == std::string::npos || colon == 0 || port < 1 || port > 65535)
+      r.fail("controller", "expected \"host:port\" with a port in 1..65535, got \"" + ctl + "\"");
+    c.controller_host = ctl.substr(0, colon);
+    c.controller_port = port;
+  }
+  c.token_file = resolve(c.dir, r.str(doc, "", "token_file", "", true));
+  std::set<std::string> names;
+  for (const char* key : {"machines", "standby"}) {
+    if (!doc.contains(key)) {
+      if (std::string(key) == "machines") r.fail("machines", "required (an array of machines)");
+      continue;
+    }
+    const auto& arr = doc.at(key);
+    if (!arr.is_array()) r.fail(key, "expected an array of machines");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string path = std::string(key) + "[" + std::to_string(i) + "]";
+      LiveMachine m = read_machine(r, arr[i], path, c.dir);
+      if (!names.insert(m.name).second) r.fail(path + ".name", "duplicate machine name \"" + m.name + "\"");
+      (std::string(key) == "machines" ? c.machines : c.standby).push_back(std::move(m));
+    }
+  }
+  if (c.machines.empty()) r.fail("machines", "expected at least one machine");
+
+  if (!doc.contains("job")) r.fail("job", "required (an object)");
+  const json& j = doc.at("job");
+  r.only_keys(j, "job", {"versions", "version", "gpus_per_machine", "tp", "pp", "dp", "master_port",
+                         "nominal_step_time_s", "env", "replay_steps", "bitwise_steps"});
+  if (!j.contains("versions") || !j.at("versions").is_object() || j.at("versions").empty())
+    r.fail("job.versions", "expected an object mapping version names to argv arrays");
+  for (const auto& [name, argv] : j.at("versions").items()) {
+    const std::string path = "job.versions." + name;
+    if (!valid_name(name)) r.fail(path, "version names are 1-64 characters of [A-Za-z0-9._-]");
+    if (!argv.is_array() || argv.empty()) r.fail(path, "expected a non-empty array of strings");
+    std::vector<std::string> args;
+    for (size_t i = 0; i < argv.size(); ++i) {
+      if (!argv[i].is_string()) r.fail(path + "[" + std::to_string(i) + "]", "expected a string");
+      args.push_back(argv[i].get<std::string>());
+    }
+    if (args[0].find('/') != std::string::npos) args[0] = resolve(c.dir, args[0]);
+    c.job.versions[name] = std::move(args);
+  }
+  c.job.version = r.str(j, "job", "version", c.job.versions.begin()->first);
+  if (!c.job.versions.count(c.job.version)) r.fail("job.version", "expected one of the names in job.versions");
+  c.job.gpus_per_machine = r.integer(j, "job", "gpus_per_machine", 1, 1, 64);
+  c.job.tp = r.integer(j, "job", "tp", 1, 1, 64);
+  c.job.pp = r.integer(j, "job", "pp", 1, 1, 1024);
+  const int ranks = static_cast<int>(c.machines.size()) * c.job.gpus_per_machine;
+  c.job.dp = r.integer(j, "job", "dp", 0, 0, 1 << 20);
+  if (c.job.dp == 0) c.job.dp = ranks / (c.job.tp * c.job.pp);
+  if (c.job.tp * c.job.pp * c.job.dp != ranks)
+    r.fail("job", "expected tp * pp * dp = machines * gpus_per_machine = " + std::to_string(ranks));
+  if (c.job.gpus_per_machine % c.job.tp != 0) r.fail("job.tp", "expected a divisor of gpus_per_machine");
+  c.job.master_port = r.integer(j, "job", "master_port", 29500, 1024, 65000);
+  c.job.nominal_step_time_s = r.num(j, "job", "nominal_step_time_s", 0.2, 1e-3, 3600);
+  c.job.replay_steps = r.integer(j, "job", "replay_steps", 20, 1, 1000000);
+  c.job.bitwise_steps = r.integer(j, "job", "bitwise_steps", 1, 1, 1000000);
+  if (j.contains("env")) {
+    const auto& e = j.at("env");
+    if (!e.is_object()) r.fail("job.env", "expected an object of strings");
+    for (const auto& [k, v] : e.items()) {
+      if (!v.is_string()) r.fail("job.env." + k, "expected a string");
+      c.job.env[k] = v.get<std::string>();
+    }
+  }
+
+  if (doc.contains("policy")) {
+    const json& p = doc.at("policy");
+    r.only_keys(p, "policy", {"stack", "params"});
+    c.stack = r.str(p, "policy", "stack", c.stack);
+    if (p.contains("params")) {
+      if (!p.at("params").is_object()) r.fail("policy.params", "expected an object of numbers");
+      for (const auto& [k, v] : p.at("params").items()) {
+        if (!v.is_number()) r.fail("policy.params." + k, "expected a number");
+        c.param_overrides[k] = v.get<double>();
+      }
+    }
+  }
+  const PolicyInfo* info = registry.find(c.stack);
+  if (!info) {
+    std::string known;
+    for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
+    r.fail("policy.stack", "expected a registered stack (" + known + "), got \"" + c.stack + "\"");
+  }
+  if (auto err = Params::resolve(info->params, c.param_overrides, &c.params)) r.fail("policy.params", *err);
+
+  if (doc.contains("seed")) {
+    if (!doc.at("seed").is_number_unsigned()) r.fail("seed", "expected a non-negative integer");
+    c.seed = doc.at("seed").get<std::uint64_t>();
+  }
+  c.state_dir = resolve(c.dir, r.str(doc, "", "state_dir", "state"));
+  c.trainjob_bin = resolve(c.dir, r.str(doc, "", "trainjob_bin", "", true));
+  c.probe_bin = resolve(c.dir, r.str(doc, "", "probe_bin", ""));
+  c.heartbeat_s = r.num(doc, "", "heartbeat_s", 1, 0.05, 60);
+  c.heartbeat_timeout_s = r.num(doc, "", "heartbeat_timeout_s", 5, 0.2, 600);
+  if (c.heartbeat_timeout_s <= c.heartbeat_s)
+    r.fail("heartbeat_timeout_s", "expected more than heartbeat_s");
+  return c;
+}
+
+LiveConfig load_live_config(const std::string& path, const Registry& registry) {
+  std::ifstream in(path);
+  if (!in) throw LiveConfigError(path + ": (file): cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_live_config(ss.str(), path, registry);
+}
+
+}  // namespace faultline::live

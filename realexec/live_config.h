@@ -1,0 +1,81 @@
+// The live configuration: which machines run the job and which wait as warm standbys,
+// how to launch the job (one argv per code version), its layout, and the policy stack.
+//
+// One JSON file is shared by the controller (`faultline live CONFIG`) and every agent
+// (`faultline agent CONFIG --name NAME`). Agents take only the name of a code version
+// from the network and look its argv up here, so nothing a peer sends is ever executed
+// as given. Relative paths are resolved against the config file's directory.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "policies/api/cluster_view.h"
+#include "policies/api/policy.h"
+#include "policies/api/registry.h"
+
+namespace faultline::live {
+
+class LiveConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct LiveMachine {
+  std::string name;                   // unique; the agent's --name
+  std::string addr = "127.0.0.1";     // address the machine's ranks bind and are reached on
+  std::string workdir;                // machine-local disk: ckpt/, faults, logs/
+  std::string nic;                    // interface watched by NIC inspection ("" = none)
+  std::vector<std::string> gpu_pci;   // PCI bus ids of its GPUs, to match kernel Xid lines
+};
+
+struct LiveJob {
+  std::map<std::string, std::vector<std::string>> versions;  // code version -> argv
+  std::string version;                // version started first
+  int gpus_per_machine = 1;           // ranks per machine
+  int tp = 1;
+  int pp = 1;
+  int dp = 0;                         // 0: machines * gpus_per_machine / (tp * pp)
+  int master_port = 29500;
+  double nominal_step_time_s = 0.2;   // used to turn checkpoint intervals into steps
+  std::map<std::string, std::string> env;  // extra environment for every rank
+  int replay_steps = 20;              // steps of one replay run (RunReplay)
+  int bitwise_steps = 1;              // steps of the bit-wise alignment probe
+};
+
+struct LiveConfig {
+  std::string file;  // as given, for messages
+  std::string dir;   // its directory
+  std::string description;
+  std::string controller_host = "127.0.0.1";
+  int controller_port = 7700;
+  std::string token_file;
+  std::vector<LiveMachine> machines;  // slot order
+  std::vector<LiveMachine> standby;
+  LiveJob job;
+  std::string stack = "byterobust";
+  Params params;                      // resolved against the stack's declared parameters
+  std::map<std::string, double> param_overrides;  // as written, for the event log header
+  std::uint64_t seed = 1;
+  std::string state_dir;              // journal.json, events.jsonl
+  std::string trainjob_bin;           // program for bit-wise probes, all-gather and replay
+  std::string probe_bin;              // faultline-probe ("" = none: GPU probes pass as no_gpu)
+  double heartbeat_s = 1;             // agent heartbeat period
+  double heartbeat_timeout_s = 5;     // silence after which a machine is reported lost
+
+  // The cluster and layout the policies see (ClusterSpec of policies/api).
+  ClusterSpec cluster_spec() const;
+  // The machine entry named `name` (job or standby), or nullptr.
+  const LiveMachine* find(const std::string& name) const;
+};
+
+// Loads and validates; unknown keys are errors. Throws LiveConfigError with a one-line
+// message "FILE: FIELD: what was expected".
+LiveConfig load_live_config(const std::string& path, const Registry& registry);
+LiveConfig parse_live_config(const std::string& text, const std::string& file,
+                             const Registry& registry);
+
+}  // namespace faultline::live

@@ -1,0 +1,1068 @@
+#include "realexec/live_world.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "policies/api/registry.h"
+
+extern char** environ;
+
+namespace faultline::live {
+
+using nlohmann::json;
+using traces::to_json;
+
+namespace {
+
+constexpr double kStartTimeoutS = 120;    // launch to every rank restored
+constexpr double kRequestTimeoutS = 30;   // plain agent requests (kill, launch, capture)
+constexpr double kReplayTimeoutS = 300;
+constexpr int kGoodVersionSteps = 20;     // steps a version must run to become the rollback target
+constexpr double kMetricJump = 5;         // DOMAIN §3: a 5x jump in loss or gradient norm
+constexpr int kMetricWarmup = 5;          // steps before jumps are judged
+constexpr int kMaxActionsPerSecond = 1000;
+
+const char* probe_wire_name(ProbeKind k) {
+  switch (k) {
+    case ProbeKind::kGpuDiag: return "gpu_diag";
+    case ProbeKind::kIntraAllToAll: return "intra_all_to_all";
+    case ProbeKind::kInterAllGather: return "inter_all_gather";
+    case ProbeKind::kBitwise: return "bitwise";
+    case ProbeKind::kStress: return "stress";
+  }
+  return "gpu_diag";
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+bool ok_of(const json& r) { return r.is_object() && r.value("ok", false); }
+std::string detail_of(const json& r) {
+  if (!r.is_object()) return "";
+  if (r.contains("detail") && r["detail"].is_string()) return r["detail"].get<std::string>();
+  if (r.contains("reason") && r["reason"].is_string()) return r["reason"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+// One action that waits for several agents.
+struct LiveWorld::Pending {
+  int remaining = 0;
+};
+
+LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor, MachineLink& link,
+                     traces::EventLogWriter& log, Journal& journal)
+    : config_(config),
+      reactor_(reactor),
+      link_(link),
+      log_(log),
+      journal_(journal),
+      cluster_(config.cluster_spec()),
+      rng_({config.seed, 0x11fe}),
+      policy_(registry.make(config.stack, config.params)) {
+  auto& s = journal_.state();
+  if (!journal_.resumed()) {
+    s = JournalState{};
+    s.origin_ns = reactor_.now().ns;
+    s.version = config_.job.version;
+    s.good_version = config_.job.version;
+    for (SlotId i = 0; i < cluster_.slots(); ++i) s.slots.push_back(cluster_.machine_in(i));
+    s.standby = cluster_.standby();
+  } else {
+    // Rebuild the placement the previous controller left.
+    for (MachineId m : s.evicted) {
+      if (m >= 0 && m < cluster_.machine_count()) {
+        if (cluster_.slot_of(m) >= 0) cluster_.vacate(cluster_.slot_of(m));
+        cluster_.take_standby(m);
+        cluster_.set_health(m, Health::kEvicted);
+      }
+    }
+    for (SlotId i = 0; i < cluster_.slots() && i < static_cast<SlotId>(s.slots.size()); ++i) {
+      const MachineId m = s.slots[i];
+      if (m == kNoMachine) {
+        if (cluster_.machine_in(i) != kNoMachine) cluster_.vacate(i);
+      } else if (m < cluster_.machine_count()) {
+        cluster_.take_standby(m);
+        cluster_.place(m, i);
+      }
+    }
+    for (MachineId m : std::vector<MachineId>(cluster_.standby()))
+      if (std::find(s.standby.begin(), s.standby.end(), m) == s.standby.end()) cluster_.take_standby(m);
+    next_action_ = s.next_action;
+    healthy_step_times_ = s.step_times;
+    last_step_ = s.last_step;
+  }
+  origin_ = Instant{s.origin_ns};
+}
+
+LiveWorld::~LiveWorld() {
+  for (auto& [id, t] : timers_) reactor_.cancel_timer(t);
+  for (auto& [req, t] : reply_timers_) reactor_.cancel_timer(t);
+  if (watchdog_timer_) reactor_.cancel_timer(watchdog_timer_);
+  if (start_timer_) reactor_.cancel_timer(start_timer_);
+  if (adopt_timer_) reactor_.cancel_timer(adopt_timer_);
+}
+
+Instant LiveWorld::now() const { return Instant{reactor_.now().ns - origin_.ns}; }
+
+void LiveWorld::log(const std::string& kind, json fields) {
+  fields["t_s"] = now().to_seconds();
+  fields["kind"] = kind;
+  log_.write(fields);
+}
+
+void LiveWorld::note(std::string_view reason) { log("note", {{"text", std::string(reason)}}); }
+
+void LiveWorld::save_journal() {
+  auto& s = journal_.state();
+  s.slots.clear();
+  for (SlotId i = 0; i < cluster_.slots(); ++i) s.slots.push_back(cluster_.machine_in(i));
+  s.standby = cluster_.standby();
+  s.evicted.clear();
+  for (MachineId m = 0; m < cluster_.machine_count(); ++m)
+    if (cluster_.health(m) == Health::kEvicted) s.evicted.push_back(m);
+  s.next_action = next_action_;
+  s.last_step = last_step_;
+  s.step_times = healthy_step_times_;
+  std::string err;
+  if (!journal_.save(&err)) note("journal write failed: " + err);
+}
+
+void LiveWorld::start() {
+  watchdog_timer_ = reactor_.add_timer(Duration::seconds(0.25), [this] { watchdog_tick(); });
+  if (journal_.resumed()) {
+    log("restart", {{"reason", "controller restarted; resuming generation " +
+                                   std::to_string(journal_.state().gen) + " from " + journal_.path()}});
+    adopting_ = journal_.state().running;
+  }
+  save_journal();
+  started_ = true;
+  delivering_ = true;
+  policy_->start(*this);
+  delivering_ = false;
+  drain();
+}
+
+// --- events ----------------------------------------------------------------------------
+
+void LiveWorld::deliver(Event e) {
+  if (closed_) return;  // after the summary: the run is over
+  if (!started_) {
+    note("before the policy started: " + describe(e));
+    return;
+  }
+  queue_.push_back(std::move(e));
+  if (!delivering_ && !drain_scheduled_) {
+    drain_scheduled_ = true;
+    reactor_.defer([this] {
+      drain_scheduled_ = false;
+      drain();
+    });
+  }
+}
+
+void LiveWorld::drain() {
+  if (delivering_) return;
+  delivering_ = true;
+  while (!queue_.empty()) {
+    Event e = std::move(queue_.front());
+    queue_.pop_front();
+    log("event", {{"event", to_json(e)}});
+    policy_->on_event(e, *this);
+  }
+  delivering_ = false;
+}
+
+void LiveWorld::outcome(ActionId id, bool ok, const std::string& detail, Instant started) {
+  log("outcome", {{"id", id}, {"ok", ok}, {"detail", detail}, {"duration_s", (now() - started).to_seconds()}});
+}
+
+// --- requests to agents ------------------------------------------------------------------
+
+void LiveWorld::request(MachineId m, json msg, Duration timeout, Reply on_reply) {
+  const std::uint64_t req = next_req_++;
+  msg["req"] = req;
+  if (!link_.send(m, msg)) {
+    reactor_.defer([on_reply] { on_reply(json{{"ok", false}, {"detail", "agent not connected"}}); });
+    return;
+  }
+  replies_[req] = {m, std::move(on_reply)};
+  reply_timers_[req] = reactor_.add_timer(timeout, [this, req] {
+    reply_timers_.erase(req);
+    auto it = replies_.find(req);
+    if (it == replies_.end()) return;
+    Reply r = std::move(it->second.second);
+    replies_.erase(it);
+    r(json{{"ok", false}, {"timed_out", true}, {"detail", "agent did not answer in time"}});
+  });
+}
+
+void LiveWorld::fail_requests_of(MachineId m, const std::string& why) {
+  std::vector<std::uint64_t> reqs;
+  for (const auto& [req, p] : replies_)
+    if (p.first == m) reqs.push_back(req);
+  for (auto req : reqs) {
+    Reply r = std::move(replies_[req].second);
+    replies_.erase(req);
+    if (auto t = reply_timers_.find(req); t != reply_timers_.end()) {
+      reactor_.cancel_timer(t->second);
+      reply_timers_.erase(t);
+    }
+    r(json{{"ok", false}, {"detail", why}});
+  }
+}
+
+const LiveMachine& LiveWorld::machine_config(MachineId m) const {
+  const int jobs = static_cast<int>(config_.machines.size());
+  return m < jobs ? config_.machines[m] : config_.standby[m - jobs];
+}
+
+MachineSet LiveWorld::job_machines() const {
+  MachineSet out;
+  for (SlotId s = 0; s < cluster_.slots(); ++s)
+    if (cluster_.machine_in(s) != kNoMachine) out.push_back(cluster_.machine_in(s));
+  return out;
+}
+
+// --- actions -----------------------------------------------------------------------------
+
+ActionId LiveWorld::act(Action a) {
+  const ActionId id = next_action_++;
+  if (closed_) return id;
+  log("action", {{"id", id}, {"action", to_json(a)}});
+  // A policy that acts without end (each failure answered by a new action) would flood
+  // the log; stop the run with a clear message instead.
+  if (now() - burst_start_ > Duration::seconds(1)) {
+    burst_start_ = now();
+    burst_actions_ = 0;
+  }
+  if (++burst_actions_ > kMaxActionsPerSecond) {
+    note("policy livelock: more than " + std::to_string(kMaxActionsPerSecond) + " actions in one second; stopping");
+    std::fprintf(stderr, "faultline live: policy livelock (more than %d actions in one second); stopping\n",
+                 kMaxActionsPerSecond);
+    reactor_.stop();
+    return id;
+  }
+  const Instant t = now();
+  std::visit(
+      [&](auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, StopJob>) {
+          do_stop(id, x);
+        } else if constexpr (std::is_same_v<T, StartJob>) {
+          do_start(id, x.reason);
+        } else if constexpr (std::is_same_v<T, EvictMachines>) {
+          do_evict(id, x);
+        } else if constexpr (std::is_same_v<T, AcquireMachines>) {
+          do_acquire(id, x);
+        } else if constexpr (std::is_same_v<T, SetCheckpointPlan>) {
+          // The tolerance keeps 30 s at 1 s steps at 30 steps despite rounding.
+          const double every = x.interval.ns <= 0 ? 1 : std::ceil(x.interval.to_seconds() /
+                                                                  config_.job.nominal_step_time_s - 1e-6);
+          journal_.state().ckpt_every = static_cast<int>(std::max(1.0, every));
+          outcome(id, true, "checkpoint every " + std::to_string(journal_.state().ckpt_every) +
+                                " steps (applies from the next launch)", t);
+          save_journal();
+        } else if constexpr (std::is_same_v<T, WatchProgress>) {
+          watch_ = x;
+          outcome(id, true, "watching progress", t);
+        } else if constexpr (std::is_same_v<T, EnableOracle>) {
+          outcome(id, false, "live mode has no ground truth", t);
+          deliver(ActionFailed{id, "live mode has no ground truth (oracle is a simulation baseline)"});
+        } else if constexpr (std::is_same_v<T, Note>) {
+          note(x.text);
+        } else if constexpr (std::is_same_v<T, EnableInspection>) {
+          do_inspect(x);
+          outcome(id, true, "inspection of " + x.kind + " every " + std::to_string(x.interval.to_seconds()) + " s", t);
+        } else if constexpr (std::is_same_v<T, RunProbe>) {
+          do_probe(id, x);
+        } else if constexpr (std::is_same_v<T, CaptureStacks>) {
+          do_capture(id);
+        } else if constexpr (std::is_same_v<T, RunReplay>) {
+          do_replay(id, x);
+        } else if constexpr (std::is_same_v<T, HotUpdate>) {
+          if (!config_.job.versions.count(x.version)) {
+            outcome(id, false, "unknown code version " + x.version, t);
+            deliver(ActionFailed{id, "unknown code version \"" + x.version + "\" (not in job.versions)"});
+            return;
+          }
+          journal_.state().version = x.version;
+          do_start(id, "hot update to " + x.version);
+        } else if constexpr (std::is_same_v<T, RollBack>) {
+          journal_.state().version = journal_.state().good_version;
+          do_start(id, "roll back to " + journal_.state().good_version);
+        } else if constexpr (std::is_same_v<T, SetStandbyPool>) {
+          const int have = static_cast<int>(cluster_.standby().size());
+          outcome(id, have >= x.size, "pool of " + std::to_string(x.size) + " wanted, " + std::to_string(have) +
+                                          " standby machines configured and parked", t);
+        }
+      },
+      a);
+  return id;
+}
+
+TimerId LiveWorld::set_timer(Duration after, std::uint64_t tag) {
+  const TimerId id = next_timer_++;
+  timers_[id] = reactor_.add_timer(after, [this, id, tag] {
+    timers_.erase(id);
+    deliver(TimerFired{id, tag});
+  });
+  return id;
+}
+
+void LiveWorld::cancel_timer(TimerId id) {
+  auto it = timers_.find(id);
+  if (it == timers_.end()) return;
+  reactor_.cancel_timer(it->second);
+  timers_.erase(it);
+}
+
+void LiveWorld::kill_all(std::function<void()> then) {
+  const std::int64_t gen = journal_.state().gen;
+  auto pending = std::make_shared<int>(0);
+  auto done = std::make_shared<std::function<void()>>(std::move(then));
+  MachineSet targets = job_machines();
+  for (MachineId m = 0; m < cluster_.machine_count(); ++m)
+    if (cluster_.slot_of(m) < 0 && link_.connected(m) && adopted_ranks_.count(m)) targets.push_back(m);
+  *pending = static_cast<int>(targets.size()) + 1;
+  auto finish = [pending, done] {
+    if (--*pending == 0) (*done)();
+  };
+  for (MachineId m : targets)
+    request(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
+            [finish](const json&) { finish(); });
+  finish();
+}
+
+void LiveWorld::job_broken() {
+  if (running_) {
+    running_ = false;
+    journal_.state().running = false;
+    save_journal();
+  }
+}
+
+void LiveWorld::do_stop(ActionId id, const StopJob& a) {
+  const Instant t = now();
+  job_broken();
+  if (starting_) {  // a start in flight is abandoned
+    if (start_timer_) reactor_.cancel_timer(start_timer_);
+    start_timer_ = 0;
+    starting_ = 0;
+  }
+  kill_all([this, id, t] {
+    outcome(id, true, "every rank killed", t);
+    deliver(JobStopped{id});
+  });
+}
+
+void LiveWorld::do_start(ActionId id, const std::string& why) {
+  const Instant t = now();
+  for (SlotId s = 0; s < cluster_.slots(); ++s) {
+    if (cluster_.machine_in(s) == kNoMachine) {
+      outcome(id, false, "slot " + std::to_string(s) + " has no machine", t);
+      deliver(ActionFailed{id, "cannot start: slot " + std::to_string(s) + " has no machine"});
+      return;
+    }
+  }
+  if (start_timer_) reactor_.cancel_timer(start_timer_);
+  start_timer_ = 0;
+  starting_ = id;
+  start_began_ = t;
+  launch_gen_ = -1;
+  if (adopting_) {
+    // A restarted controller: wait for the slots' agents to report what they run.
+    adopt_action_ = id;
+    const auto check = [this] {
+      adopt_timer_ = 0;
+      if (!adopting_) return;
+      adopting_ = false;
+      const auto& s = journal_.state();
+      bool all = true;
+      for (MachineId m : job_machines())
+        if (static_cast<int>(adopted_ranks_[m].size()) != config_.job.gpus_per_machine) all = false;
+      if (all && starting_ == adopt_action_) {
+        running_ = true;
+        starting_ = 0;
+        steps_since_start_ = 0;
+        last_progress_ = now();
+        outcome(adopt_action_, true, "adopted generation " + std::to_string(s.gen) + " still running", start_began_);
+        deliver(JobStarted{adopt_action_, std::max<std::int64_t>(0, last_step_)});
+        return;
+      }
+      note("cannot adopt generation " + std::to_string(s.gen) + ": not every rank is alive; relaunching");
+      kill_all([this] { if (starting_ == adopt_action_) launch(adopt_action_, start_began_); });
+    };
+    bool all_connected = true;
+    for (MachineId m : job_machines()) all_connected &= link_.connected(m) && adopted_ranks_.count(m);
+    if (all_connected) {
+      reactor_.defer(check);
+    } else {
+      adopt_timer_ = reactor_.add_timer(Duration::seconds(2 * config_.heartbeat_timeout_s), check);
+    }
+    return;
+  }
+  note("start: " + why);
+  kill_all([this, id, t] {
+    if (starting_ == id) launch(id, t);
+  });
+}
+
+void LiveWorld::launch(ActionId id, Instant started) {
+  auto& s = journal_.state();
+  ++s.gen;
+  launch_gen_ = s.gen;
+  running_ = false;
+  s.running = false;
+  started_ranks_.clear();
+  clean_exits_.clear();
+  exit_reported_ = false;
+  metric_reported_ = false;
+  start_step_ = 0;
+  save_journal();
+  const int g = config_.job.gpus_per_machine;
+  const int world = cluster_.slots() * g;
+  const std::string master = machine_config(cluster_.machine_in(0)).addr;
+  for (SlotId slot = 0; slot < cluster_.slots(); ++slot) {
+    const MachineId m = cluster_.machine_in(slot);
+    json ranks = json::array();
+    for (int l = 0; l < g; ++l) ranks.push_back({{"rank", slot * g + l}, {"local_rank", l}});
+    request(m,
+            json{{"type", "launch"}, {"gen", s.gen}, {"version", s.version}, {"ranks", ranks},
+                 {"world_size", world}, {"master_addr", master}, {"master_port", config_.job.master_port},
+                 {"ckpt_every", s.ckpt_every}},
+            Duration::seconds(kRequestTimeoutS), [this, id, m](const json& r) {
+              if (starting_ != id || ok_of(r) || (r.is_object() && r.value("type", "") == "done" && !r.contains("ok")))
+                return;
+              const std::string why = "launch failed on " + machine_config(m).name + ": " + detail_of(r);
+              starting_ = 0;
+              if (start_timer_) reactor_.cancel_timer(start_timer_);
+              start_timer_ = 0;
+              outcome(id, false, why, start_began_);
+              deliver(StartFailed{id, m, why});
+            });
+  }
+  start_timer_ = reactor_.add_timer(Duration::seconds(kStartTimeoutS), [this, id] {
+    start_timer_ = 0;
+    if (starting_ != id) return;
+    starting_ = 0;
+    outcome(id, false, "ranks did not all start in time", start_began_);
+    deliver(StartFailed{id, kNoMachine, "job start timed out"});
+  });
+}
+
+void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
+  const Instant t = now();
+  std::string names;
+  for (MachineId m : a.machines) {
+    if (m < 0 || m >= cluster_.machine_count()) continue;
+    if (cluster_.slot_of(m) >= 0) cluster_.vacate(cluster_.slot_of(m));
+    cluster_.take_standby(m);
+    cluster_.set_health(m, Health::kEvicted);
+    names += (names.empty() ? "" : ", ") + machine_config(m).name;
+    if (link_.connected(m))
+      request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}}, Duration::seconds(kRequestTimeoutS),
+              [](const json&) {});
+  }
+  job_broken();
+  save_journal();
+  outcome(id, true, "evicted " + names + " (" + a.reason + ")", t);
+}
+
+void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
+  const Instant t = now();
+  if (a.mode == AcquireMode::kOracle) {
+    outcome(id, false, "no oracle in live mode", t);
+    deliver(ActionFailed{id, "live mode has no oracle spares"});
+    return;
+  }
+  if (a.mode == AcquireMode::kRequeue) {
+    // A requeued job gets healthy machines: a slot whose agent is gone is refilled.
+    for (SlotId s = 0; s < cluster_.slots(); ++s) {
+      const MachineId m = cluster_.machine_in(s);
+      if (m != kNoMachine && !link_.connected(m)) {
+        cluster_.vacate(s);
+        cluster_.set_health(m, Health::kEvicted);
+        note("requeue: " + machine_config(m).name + " is unreachable and is left out");
+      }
+    }
+  }
+  std::vector<SlotId> slots = a.slots;
+  if (slots.empty() || a.mode == AcquireMode::kRequeue)
+    for (SlotId s = 0; s < cluster_.slots(); ++s)
+      if (cluster_.machine_in(s) == kNoMachine && std::find(slots.begin(), slots.end(), s) == slots.end())
+        slots.push_back(s);
+  std::vector<SlotId> empty;
+  for (SlotId s : slots)
+    if (s >= 0 && s < cluster_.slots() && cluster_.machine_in(s) == kNoMachine) empty.push_back(s);
+  MachineSet ready;
+  for (MachineId m : cluster_.standby())
+    if (link_.connected(m) && cluster_.health(m) != Health::kEvicted) ready.push_back(m);
+  if (ready.size() < empty.size()) {
+    const std::string why = std::to_string(empty.size()) + " slots to fill, " + std::to_string(ready.size()) +
+                            " standby machines connected";
+    if (a.mode == AcquireMode::kStandby) {
+      outcome(id, false, "standby pool exhausted: " + why, t);
+      deliver(ActionFailed{id, "standby pool exhausted: " + why});
+      return;
+    }
+    // Requeue and reschedule wait, as a job waits in a scheduler's queue, until enough
+    // machines are parked (a standby connects or an operator repairs a machine).
+    note(std::string(mode_name(a.mode)) + " waits for machines: " + why);
+    waiting_acquire_ = WaitingAcquire{id, empty, t};
+    return;
+  }
+  place_into(id, empty, ready, t);
+}
+
+void LiveWorld::place_into(ActionId id, const std::vector<SlotId>& empty, const MachineSet& ready, Instant t) {
+  MachineSet placed;
+  for (size_t i = 0; i < empty.size(); ++i) {
+    cluster_.take_standby(ready[i]);
+    cluster_.place(ready[i], empty[i]);
+    placed.push_back(ready[i]);
+  }
+  save_journal();
+  std::string names;
+  for (MachineId m : placed) names += (names.empty() ? "" : ", ") + machine_config(m).name;
+  outcome(id, true, placed.empty() ? "no empty slot" : "standby " + names + " joined", t);
+  deliver(MachinesReady{id, placed});
+}
+
+void LiveWorld::retry_waiting_acquire() {
+  if (!waiting_acquire_) return;
+  MachineSet ready;
+  for (MachineId m : cluster_.standby())
+    if (link_.connected(m) && cluster_.health(m) != Health::kEvicted) ready.push_back(m);
+  std::vector<SlotId> empty;
+  for (SlotId s : waiting_acquire_->slots)
+    if (cluster_.machine_in(s) == kNoMachine) empty.push_back(s);
+  if (ready.size() < empty.size()) return;
+  const WaitingAcquire w = *waiting_acquire_;
+  waiting_acquire_.reset();
+  place_into(w.id, empty, ready, w.started);
+}
+
+void LiveWorld::do_inspect(const EnableInspection& a) {
+  inspections_[a.kind] = a.interval.to_seconds();
+  json kinds = json::object();
+  for (const auto& [k, v] : inspections_) kinds[k] = v;
+  for (MachineId m = 0; m < cluster_.machine_count(); ++m)
+    if (link_.connected(m))
+      request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS), [](const json&) {});
+}
+
+void LiveWorld::run_reference(std::vector<std::string> argv, std::function<void(std::optional<std::string>)> done) {
+  // The controller's host is trusted hardware outside the job: it computes the
+  // fault-free answer that bit-wise probes and replays are compared with.
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    reactor_.defer([done] { done(std::nullopt); });
+    return;
+  }
+  const std::string dir = config_.state_dir + "/reference";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<std::string> env_s = {"FAULTLINE_CKPT_DIR=" + dir, "FAULTLINE_FAULT_FILE=" + dir + "/none",
+                                    "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=29399", "FAULTLINE_HOST_ADDR=127.0.0.1",
+                                    "PATH=/usr/bin:/bin"};
+  std::vector<char*> args, env;
+  for (auto& s : argv) args.push_back(s.data());
+  args.push_back(nullptr);
+  for (auto& s : env_s) env.push_back(s.data());
+  env.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    reactor_.defer([done] { done(std::nullopt); });
+    return;
+  }
+  auto buf = std::make_shared<std::string>();
+  const int fd = out[0];
+  reactor_.add_fd(fd, EPOLLIN, [this, fd, buf](std::uint32_t) {
+    char tmp[4096];
+    const ssize_t n = ::read(fd, tmp, sizeof tmp);
+    if (n > 0 && buf->size() < (1 << 16)) buf->append(tmp, static_cast<size_t>(n));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) reactor_.remove_fd(fd);
+  });
+  reactor_.watch_child(pid, [this, fd, buf, done](int status) {
+    // Drain what is left, then parse the last JSON line with a hash.
+    char tmp[4096];
+    ssize_t n;
+    while ((n = ::read(fd, tmp, sizeof tmp)) > 0) buf->append(tmp, static_cast<size_t>(n));
+    reactor_.remove_fd(fd);
+    ::close(fd);
+    std::optional<std::string> hash;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      size_t pos = 0;
+      while (pos < buf->size()) {
+        size_t nl = buf->find('\n', pos);
+        if (nl == std::string::npos) nl = buf->size();
+        const json j = json::parse(buf->substr(pos, nl - pos), nullptr, false);
+        if (j.is_object() && j.contains("hash") && j["hash"].is_string()) hash = j["hash"].get<std::string>();
+        pos = nl + 1;
+      }
+    }
+    done(hash);
+  });
+}
+
+void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
+  const Instant t = now();
+  const int deadline_ms = static_cast<int>(std::min(a.deadline.to_seconds(), 600.0) * 1000);
+  struct State {
+    int remaining = 0;
+    MachineSet failed;
+    std::map<MachineId, std::string> hashes;
+    std::optional<std::string> reference;
+    bool timed_out = false;
+    std::string details;
+  };
+  auto st = std::make_shared<State>();
+  MachineSet machines;
+  for (MachineId m : a.machines)
+    if (m >= 0 && m < cluster_.machine_count()) machines.push_back(m);
+  const bool hashed = a.test == ProbeKind::kBitwise || a.test == ProbeKind::kStress;
+  const int steps = config_.job.bitwise_steps * (a.test == ProbeKind::kStress ? 10 : 1);
+  st->remaining = static_cast<int>(machines.size()) + (hashed ? 1 : 0) + 1;
+  auto finish = [this, id, t, st, a, hashed] {
+    if (--st->remaining > 0) return;
+    if (hashed) {
+      // Without the reference run, a strict majority of machines defines the right answer;
+      // with neither, the test is inconclusive and fails nobody on its hash.
+      std::optional<std::string> expected = st->reference;
+      if (!expected) {
+        std::map<std::string, int> votes;
+        for (const auto& [m, h] : st->hashes) ++votes[h];
+        for (const auto& [h, n] : votes)
+          if (2 * n > static_cast<int>(st->hashes.size())) expected = h;
+      }
+      if (expected)
+        for (const auto& [m, h] : st->hashes)
+          if (h != *expected) st->failed.push_back(m);
+    }
+    std::sort(st->failed.begin(), st->failed.end());
+    st->failed.erase(std::unique(st->failed.begin(), st->failed.end()), st->failed.end());
+    std::string names;
+    for (MachineId m : st->failed) names += (names.empty() ? "" : ", ") + machine_config(m).name;
+    outcome(id, true, std::string(probe_wire_name(a.test)) + ": " +
+                          (st->failed.empty() ? "all passed" : "failed on " + names) + st->details, t);
+    deliver(ProbeResult{id, static_cast<int>(a.test), st->failed, st->timed_out});
+  };
+  if (hashed) {
+    run_reference({config_.trainjob_bin, "--probe", "bitwise", "--seed", std::to_string(config_.seed), "--steps",
+                   std::to_string(steps)},
+                  [st, finish](std::optional<std::string> h) {
+                    st->reference = h;
+                    if (!h) st->details += "; the reference run failed";
+                    finish();
+                  });
+  }
+  const std::string master = machines.empty() ? "127.0.0.1" : machine_config(machines[0]).addr;
+  for (size_t i = 0; i < machines.size(); ++i) {
+    const MachineId m = machines[i];
+    json msg{{"type", "probe"}, {"test", probe_wire_name(a.test)}, {"deadline_ms", deadline_ms},
+             {"rank", static_cast<int>(i)}, {"world_size", static_cast<int>(machines.size())},
+             {"master_addr", master}, {"master_port", config_.job.master_port + 100},
+             {"seed", config_.seed}, {"steps", steps}};
+    request(m, msg, Duration::millis(deadline_ms + 10000), [this, m, st, finish, hashed](const json& r) {
+      if (!ok_of(r)) {
+        st->failed.push_back(m);
+        if (r.value("timed_out", false)) st->timed_out = true;
+        st->details += "; " + machine_config(m).name + ": " + detail_of(r);
+      } else if (hashed) {
+        if (r.contains("hash") && r["hash"].is_string())
+          st->hashes[m] = r["hash"].get<std::string>();
+        else
+          st->failed.push_back(m);
+      }
+      finish();
+    });
+  }
+  finish();
+}
+
+void LiveWorld::do_capture(ActionId id) {
+  const Instant t = now();
+  struct State {
+    int remaining = 0;
+    std::vector<std::string> by_slot;
+  };
+  auto st = std::make_shared<State>();
+  st->by_slot.assign(cluster_.slots(), "");
+  const MachineSet ms = job_machines();
+  st->remaining = static_cast<int>(ms.size()) + 1;
+  auto finish = [this, id, t, st] {
+    if (--st->remaining > 0) return;
+    outcome(id, true, "stacks of " + std::to_string(st->by_slot.size()) + " slots", t);
+    deliver(StacksCaptured{id, st->by_slot});
+  };
+  for (MachineId m : ms) {
+    const SlotId slot = cluster_.slot_of(m);
+    request(m, json{{"type", "capture"}}, Duration::seconds(kRequestTimeoutS), [st, slot, finish](const json& r) {
+      std::string sig;
+      if (r.is_object() && r.contains("by_rank") && r["by_rank"].is_object()) {
+        std::map<long, std::string> ordered;  // by rank, so the slot signature is stable
+        for (const auto& [rank, s] : r["by_rank"].items())
+          if (s.is_string()) ordered[std::strtol(rank.c_str(), nullptr, 10)] = s.get<std::string>();
+        for (const auto& [rank, s] : ordered) sig += (sig.empty() ? "" : " | ") + s;
+      }
+      if (sig.empty()) sig = r.value("timed_out", false) ? "<no answer>" : "<no process>";
+      st->by_slot[slot] = sig;
+      finish();
+    });
+  }
+  finish();
+}
+
+void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
+  const Instant t = now();
+  struct State {
+    int remaining = 0;
+    std::vector<bool> failed;
+    std::vector<std::vector<std::string>> hashes;
+    std::optional<std::string> reference;
+  };
+  auto st = std::make_shared<State>();
+  st->failed.assign(a.groups.size(), false);
+  st->hashes.resize(a.groups.size());
+  int requests = 0;
+  for (const auto& g : a.groups) requests += static_cast<int>(g.size());
+  st->remaining = requests + 2;
+  auto finish = [this, id, t, st] {
+    if (--st->remaining > 0) return;
+    std::string verdict;
+    for (size_t g = 0; g < st->failed.size(); ++g) {
+      for (const auto& h : st->hashes[g])
+        if (!st->reference || h != *st->reference) st->failed[g] = true;
+      verdict += st->failed[g] ? "F" : ".";
+    }
+    outcome(id, st->reference.has_value(), "groups " + verdict + (st->reference ? "" : " (reference run failed)"), t);
+    deliver(ReplayResult{id, st->failed});
+  };
+  const int steps = config_.job.replay_steps;
+  run_reference({config_.trainjob_bin, "--replay", "--steps", std::to_string(steps), "--seed",
+                 std::to_string(config_.seed)},
+                [st, finish](std::optional<std::string> h) {
+                  st->reference = h;
+                  finish();
+                });
+  for (size_t g = 0; g < a.groups.size(); ++g) {
+    const auto& group = a.groups[g];
+    if (group.empty()) continue;
+    const std::string master = machine_config(group[0]).addr;
+    for (size_t i = 0; i < group.size(); ++i) {
+      const MachineId m = group[i];
+      json msg{{"type", "replay"}, {"steps", steps}, {"rank", static_cast<int>(i)},
+               {"world_size", static_cast<int>(group.size())}, {"master_addr", master},
+               {"master_port", config_.job.master_port + 200 + static_cast<int>(g)},
+               {"deadline_ms", static_cast<int>(kReplayTimeoutS * 1000)}, {"from_init", true},
+               {"seed", config_.seed}};
+      request(m, msg, Duration::seconds(kReplayTimeoutS + 10), [st, g, i, finish](const json& r) {
+        if (!ok_of(r)) st->failed[g] = true;
+        if (i == 0) {
+          if (r.contains("hash") && r["hash"].is_string())
+            st->hashes[g].push_back(r["hash"].get<std::string>());
+          else
+            st->failed[g] = true;
+        }
+        finish();
+      });
+    }
+  }
+  finish();
+}
+
+// --- what agents tell ----------------------------------------------------------------------
+
+void LiveWorld::on_agent_connected(MachineId m, const json& hello) {
+  const auto& s = journal_.state();
+  if (hello.contains("gen") && hello["gen"].is_number_integer() && hello["gen"].get<std::int64_t>() == s.gen &&
+      hello.contains("ranks") && hello["ranks"].is_array()) {
+    std::set<std::int64_t> alive;
+    for (const auto& r : hello["ranks"])
+      if (r.is_object() && r.contains("rank") && r["rank"].is_number_integer()) alive.insert(r["rank"].get<std::int64_t>());
+    adopted_ranks_[m] = alive;
+  } else {
+    adopted_ranks_[m] = {};
+  }
+  if (!inspections_.empty()) {
+    json kinds = json::object();
+    for (const auto& [k, v] : inspections_) kinds[k] = v;
+    request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS), [](const json&) {});
+  }
+  retry_waiting_acquire();
+  if (adopting_ && adopt_timer_) {
+    bool all = true;
+    for (MachineId x : job_machines()) all &= link_.connected(x) && adopted_ranks_.count(x);
+    if (all) {
+      reactor_.cancel_timer(adopt_timer_);
+      adopt_timer_ = reactor_.add_timer(Duration::zero(), [this] {
+        // Re-enter do_start's check through a fresh start of the adoption timer path.
+        adopt_timer_ = 0;
+        const ActionId id = adopt_action_;
+        do_start(id, "adopt");
+      });
+    }
+  }
+}
+
+void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
+  fail_requests_of(m, "agent lost: " + why);
+  adopted_ranks_.erase(m);
+  if (cluster_.slot_of(m) >= 0) {
+    note("agent of " + machine_config(m).name + " lost: " + why);
+    deliver(InspectionAlert{m, "host", "agent lost: " + why});
+  } else if (cluster_.take_standby(m)) {
+    note("standby " + machine_config(m).name + " lost (" + why + "); removed from the pool");
+    save_journal();
+  }
+}
+
+void LiveWorld::on_agent_message(MachineId m, const json& msg) {
+  const std::string type = msg.value("type", "");
+  if (type == "done" || type == "error") {
+    if (!msg.contains("req") || !msg["req"].is_number_unsigned()) return;
+    const auto req = msg["req"].get<std::uint64_t>();
+    auto it = replies_.find(req);
+    if (it == replies_.end() || it->second.first != m) return;
+    Reply r = std::move(it->second.second);
+    replies_.erase(it);
+    if (auto tm = reply_timers_.find(req); tm != reply_timers_.end()) {
+      reactor_.cancel_timer(tm->second);
+      reply_timers_.erase(tm);
+    }
+    json reply = msg;
+    if (type == "error") {
+      reply["ok"] = false;
+      if (!reply.contains("detail")) reply["detail"] = msg.value("reason", std::string("error"));
+    } else if (!reply.contains("ok")) {
+      reply["ok"] = true;
+    }
+    r(reply);
+  } else if (type == "report") {
+    on_report(m, msg);
+  } else if (type == "exit") {
+    on_exit(m, msg);
+  } else if (type == "alert") {
+    if (cluster_.slot_of(m) < 0) return;  // standby or evicted: nothing the job policy acts on
+    deliver(InspectionAlert{m, msg.value("kind", std::string("host")), msg.value("detail", std::string())});
+  }
+}
+
+void LiveWorld::on_report(MachineId m, const json& msg) {
+  if (!msg.contains("gen") || !msg["gen"].is_number_integer()) return;
+  if (msg["gen"].get<std::int64_t>() != journal_.state().gen) return;
+  if (!msg.contains("report") || !msg["report"].is_object()) return;
+  const json& r = msg["report"];
+  const std::string type = r.value("type", "");
+  const std::int64_t rank = r.contains("rank") && r["rank"].is_number_integer() ? r["rank"].get<std::int64_t>() : -1;
+  if (type == "started" && starting_) {
+    started_ranks_.insert(rank);
+    if (r.contains("step") && r["step"].is_number_integer()) start_step_ = r["step"].get<std::int64_t>();
+    if (static_cast<int>(started_ranks_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {
+      const ActionId id = starting_;
+      starting_ = 0;
+      if (start_timer_) reactor_.cancel_timer(start_timer_);
+      start_timer_ = 0;
+      running_ = true;
+      auto& s = journal_.state();
+      s.running = true;
+      if (s.first_step < 0) s.first_step = start_step_;
+      steps_since_start_ = 0;
+      last_progress_ = now();
+      stall_reported_ = false;
+      slow_since_.reset();
+      slow_reported_ = false;
+      loss_samples_ = 0;
+      save_journal();
+      log("progress", {{"step", start_step_}, {"loss", nullptr}, {"restart", true}});
+      outcome(id, true, "every rank started from step " + std::to_string(start_step_) + " (" +
+                            r.value("restored_from", std::string("?")) + ")", start_began_);
+      deliver(JobStarted{id, start_step_});
+    }
+    return;
+  }
+  if (type != "step" || rank != 0) return;  // rank 0 carries the global loss and step
+  const std::int64_t step = r.value("step", static_cast<std::int64_t>(-1));
+  const double step_time = r.contains("step_time_s") && r["step_time_s"].is_number() ? r["step_time_s"].get<double>() : 0;
+  const bool nan = r.value("loss_nan", false) || !r.contains("loss") || !r["loss"].is_number();
+  const double loss = nan ? 0 : r["loss"].get<double>();
+  last_progress_ = now();
+  stall_reported_ = false;
+  last_step_ = step;
+  ++steps_since_start_;
+  if (nan)
+    log("progress", {{"step", step}, {"loss", nullptr}, {"restart", false}});
+  else
+    log("progress", {{"step", step}, {"loss", loss}, {"restart", false}});
+  auto& s = journal_.state();
+  if (steps_since_start_ == kGoodVersionSteps && s.good_version != s.version) {
+    s.good_version = s.version;
+    note("code version " + s.version + " ran " + std::to_string(kGoodVersionSteps) + " steps cleanly");
+    save_journal();
+  }
+  if (!running_) return;
+  // Metric triggers (DOMAIN §3): any NaN, or a 5x jump in loss.
+  if (watch_ && watch_->metrics && !metric_reported_) {
+    if (nan) {
+      metric_reported_ = true;
+      deliver(MetricAnomaly{"loss", INFINITY, true});
+      return;
+    }
+    if (loss_samples_ >= kMetricWarmup && loss_mean_ > 0 && loss > kMetricJump * loss_mean_) {
+      metric_reported_ = true;
+      deliver(MetricAnomaly{"loss", loss / loss_mean_, false});
+      return;
+    }
+  }
+  if (!nan) {
+    loss_mean_ = loss_samples_ == 0 ? loss : 0.8 * loss_mean_ + 0.2 * loss;
+    ++loss_samples_;
+  }
+  // Step-time baseline from healthy steps; MFU decline when slower for slow_for.
+  const double base = median(healthy_step_times_);
+  const bool slow = watch_ && watch_->slow_ratio > 0 && base > 0 && step_time > watch_->slow_ratio * base;
+  if (!slow && step_time > 0 && steps_since_start_ > 2) {
+    healthy_step_times_.push_back(step_time);
+    if (healthy_step_times_.size() > 4096) healthy_step_times_.erase(healthy_step_times_.begin());
+  }
+  if (slow) {
+    if (!slow_since_) slow_since_ = now();
+    if (!slow_reported_ && now() - *slow_since_ >= watch_->slow_for) {
+      slow_reported_ = true;
+      deliver(StepTimeHigh{step_time / base});
+    }
+  } else {
+    slow_since_.reset();
+    slow_reported_ = false;
+  }
+}
+
+void LiveWorld::on_exit(MachineId m, const json& msg) {
+  if (!msg.contains("gen") || !msg["gen"].is_number_integer()) return;
+  if (msg["gen"].get<std::int64_t>() != journal_.state().gen) return;
+  const int code = msg.contains("code") && msg["code"].is_number_integer() ? msg["code"].get<int>() : -1;
+  const int sig = msg.contains("signal") && msg["signal"].is_number_integer() ? msg["signal"].get<int>() : 0;
+  const std::string signature = msg.value("signature", std::string());
+  const std::int64_t rank = msg.contains("rank") && msg["rank"].is_number_integer() ? msg["rank"].get<std::int64_t>() : -1;
+  if (code == 0 && sig == 0) {
+    clean_exits_.insert(rank);
+    if (static_cast<int>(clean_exits_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {
+      note("every rank finished its steps");
+      job_broken();
+      finished_ = true;
+    }
+    return;
+  }
+  if (starting_) {
+    // Ranks of the previous generation die while a start kills them: not a failure of
+    // this start, whose ranks are launched only after the kill.
+    if (launch_gen_ != journal_.state().gen) return;
+    const ActionId id = starting_;
+    starting_ = 0;
+    if (start_timer_) reactor_.cancel_timer(start_timer_);
+    start_timer_ = 0;
+    outcome(id, false, "rank " + std::to_string(rank) + " exited while starting: " + signature, start_began_);
+    deliver(StartFailed{id, m, signature});
+    return;
+  }
+  if (!running_ || exit_reported_) return;  // echoes of an exit already reported
+  exit_reported_ = true;
+  job_broken();
+  deliver(ProcessExit{m, sig ? 128 + sig : code, signature});
+}
+
+void LiveWorld::watchdog_tick() {
+  watchdog_timer_ = reactor_.add_timer(Duration::seconds(0.25), [this] { watchdog_tick(); });
+  if (!running_ || !watch_ || stall_reported_) return;
+  const Duration idle = now() - last_progress_;
+  if (idle >= watch_->stall_window) {
+    stall_reported_ = true;
+    deliver(ProgressStalled{last_step_, idle});
+  }
+}
+
+// --- operator -------------------------------------------------------------------------------
+
+void LiveWorld::request_code_update(const std::string& version, bool urgent) {
+  record_fault(kNoMachine, "update", version, false);
+  deliver(CodeUpdateRequested{version, urgent});
+}
+
+void LiveWorld::record_fault(MachineId m, const std::string& kind, const std::string& detail, bool persistent) {
+  log("fault", {{"machine", m},
+                {"slot", m >= 0 && m < cluster_.machine_count() ? cluster_.slot_of(m) : -1},
+                {"fault", kind},
+                {"detail", detail},
+                {"persistent", persistent}});
+}
+
+bool LiveWorld::repaired(MachineId m) {
+  if (m < 0 || m >= cluster_.machine_count() || cluster_.slot_of(m) >= 0) return false;
+  const auto& sb = cluster_.standby();
+  if (std::find(sb.begin(), sb.end(), m) != sb.end()) return false;
+  cluster_.set_health(m, Health::kHealthy);
+  cluster_.add_standby(m);
+  note(machine_config(m).name + " repaired; back in the standby pool");
+  save_journal();
+  retry_waiting_acquire();
+  return true;
+}
+
+json LiveWorld::status() const {
+  const auto& s = journal_.state();
+  json slots = json::array();
+  for (SlotId i = 0; i < cluster_.slots(); ++i) {
+    const MachineId m = cluster_.machine_in(i);
+    slots.push_back(m == kNoMachine ? json(nullptr) : json(machine_config(m).name));
+  }
+  json standby = json::array();
+  for (MachineId m : cluster_.standby()) standby.push_back(machine_config(m).name);
+  return json{{"t_s", now().to_seconds()}, {"gen", s.gen},         {"version", s.version},
+              {"running", running_},      {"step", last_step_},    {"slots", slots},
+              {"standby", standby},       {"stack", config_.stack}};
+}
+
+double LiveWorld::write_summary() {
+  const auto& s = journal_.state();
+  const double step_time = healthy_step_times_.empty() ? config_.job.nominal_step_time_s : median(healthy_step_times_);
+  const std::int64_t first = std::max<std::int64_t>(0, s.first_step);
+  const std::int64_t last = std::max<std::int64_t>(first, last_step_);
+  const double elapsed = now().to_seconds();
+  const double productive = static_cast<double>(last - first) * step_time;
+  const double ettr = elapsed > 0 ? productive / elapsed : 0;
+  closed_ = true;
+  log("summary", {{"elapsed_s", elapsed},
+                  {"final_step", last},
+                  {"first_step", first},
+                  {"productive_s", productive},
+                  {"ettr", ettr},
+                  {"step_time_s", step_time}});
+  save_journal();
+  return ettr;
+}
+
+}  // namespace faultline::live

@@ -1,0 +1,183 @@
+// LiveWorld: the live backend's World. It runs a registered policy stack, unchanged,
+// against real training processes on real machines reached through their agents.
+//
+// Policies see only what the agents observe (process exits with their log line, step
+// reports, inspection alerts, probe verdicts, captured stacks, replay hashes) and act
+// through the shared Action vocabulary, which LiveWorld turns into agent requests
+// (launch, kill, probe, capture, replay). Every event shown and action taken is
+// written to the event log; the placement of machines, the code version and the job
+// generation are journaled, so a restarted controller adopts the job it was managing.
+//
+// Machine ids follow the config: job machines 0..M-1 in slot order, then standbys.
+// Requests to agents go through a MachineLink (the controller's connections); replies
+// and reports come back through on_agent_message. Events raised while an action is
+// being started are queued and delivered after the policy's handler returns.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "policies/api/policy.h"
+#include "realexec/journal.h"
+#include "realexec/live_config.h"
+#include "realexec/reactor.h"
+#include "traces/event_log.h"
+
+namespace faultline::live {
+
+// How LiveWorld reaches agents (implemented by the Controller; faked in unit tests).
+class MachineLink {
+ public:
+  virtual ~MachineLink() = default;
+  // Sends a request; false when the machine's agent is not connected.
+  virtual bool send(MachineId m, const nlohmann::json& msg) = 0;
+  virtual bool connected(MachineId m) const = 0;
+};
+
+class LiveWorld final : public World {
+ public:
+  // `journal` holds the state to resume from (journal.resumed() says whether it was
+  // loaded from disk). `log` is open for append. Neither is owned.
+  LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor, MachineLink& link,
+            traces::EventLogWriter& log, Journal& journal);
+  ~LiveWorld() override;
+
+  // Builds the policy stack and calls its start(); call once, after the log header.
+  void start();
+
+  // --- from the controller ----------------------------------------------------------
+  void on_agent_connected(MachineId m, const nlohmann::json& hello);
+  void on_agent_message(MachineId m, const nlohmann::json& msg);
+  void on_agent_lost(MachineId m, const std::string& why);
+  // An operator's code update (CodeUpdateRequested for the policy).
+  void request_code_update(const std::string& version, bool urgent);
+  // Records an injected fault (ground truth, never shown to the policy).
+  void record_fault(MachineId m, const std::string& kind, const std::string& detail, bool persistent);
+  // An operator repaired machine m: an evicted machine returns to the standby pool.
+  // Returns false (and changes nothing) when m is serving a slot or already parked.
+  bool repaired(MachineId m);
+  nlohmann::json status() const;
+  // Writes the summary record; returns the measured ETTR.
+  double write_summary();
+  bool finished() const { return finished_; }
+
+  // --- World ---------------------------------------------------------------------------
+  Instant now() const override;
+  const ClusterView& cluster() const override { return cluster_; }
+  ActionId act(Action a) override;
+  TimerId set_timer(Duration after, std::uint64_t tag) override;
+  void cancel_timer(TimerId id) override;
+  Rng& rng() override { return rng_; }
+  void note(std::string_view reason) override;
+
+ private:
+  struct Pending;  // an action waiting for agent replies
+  using Reply = std::function<void(const nlohmann::json&)>;
+
+  void deliver(Event e);
+  void drain();
+  void log(const std::string& kind, nlohmann::json fields);
+  void outcome(ActionId id, bool ok, const std::string& detail, Instant started);
+  void save_journal();
+
+  // Sends `msg` with a fresh req id; `on_reply` gets the agent's reply, or a synthetic
+  // {"ok":false,"detail":...} when the agent is lost or `timeout` passes first.
+  void request(MachineId m, nlohmann::json msg, Duration timeout, Reply on_reply);
+  void fail_requests_of(MachineId m, const std::string& why);
+
+  // Action handlers.
+  void do_stop(ActionId id, const StopJob& a);
+  void do_start(ActionId id, const std::string& why);
+  void do_evict(ActionId id, const EvictMachines& a);
+  void do_acquire(ActionId id, const AcquireMachines& a);
+  void do_probe(ActionId id, const RunProbe& a);
+  void do_capture(ActionId id);
+  void do_replay(ActionId id, const RunReplay& a);
+  void do_inspect(const EnableInspection& a);
+  void place_into(ActionId id, const std::vector<SlotId>& empty, const MachineSet& ready,
+                  Instant t);
+  void retry_waiting_acquire();
+
+  void kill_all(std::function<void()> then);
+  void launch(ActionId id, Instant started);
+  void job_broken();
+  MachineSet job_machines() const;
+  const LiveMachine& machine_config(MachineId m) const;
+  void on_report(MachineId m, const nlohmann::json& msg);
+  void on_exit(MachineId m, const nlohmann::json& msg);
+  void watchdog_tick();
+  // Runs the reference computation (bit-wise probe or replay) on the controller host.
+  void run_reference(std::vector<std::string> argv, std::function<void(std::optional<std::string>)> done);
+
+  const LiveConfig& config_;
+  Reactor& reactor_;
+  MachineLink& link_;
+  traces::EventLogWriter& log_;
+  Journal& journal_;
+  ClusterView cluster_;
+  Rng rng_;
+  std::unique_ptr<Policy> policy_;
+  Instant origin_;
+
+  ActionId next_action_ = 1;
+  std::uint64_t next_req_ = 1;
+  std::map<std::uint64_t, std::pair<MachineId, Reply>> replies_;
+  std::map<std::uint64_t, std::uint64_t> reply_timers_;
+  std::map<TimerId, std::uint64_t> timers_;  // policy timer -> reactor timer
+  TimerId next_timer_ = 1;
+  std::deque<Event> queue_;
+  bool delivering_ = false;
+  bool started_ = false;
+  bool closed_ = false;  // the summary is written; nothing more is delivered or done
+  bool drain_scheduled_ = false;
+
+  // Job state (journaled: gen, version, good version, running, placement).
+  bool running_ = false;        // every rank of the current generation started
+  ActionId starting_ = 0;       // StartJob / HotUpdate / RollBack waiting for ranks
+  Instant start_began_{};
+  std::int64_t launch_gen_ = -1;  // generation the pending start launched (-1: not yet)
+  std::uint64_t start_timer_ = 0;
+  std::set<std::int64_t> started_ranks_;
+  std::int64_t start_step_ = 0;
+  bool exit_reported_ = false;  // the generation's first exit went to the policy
+  std::set<std::int64_t> clean_exits_;
+  bool finished_ = false;
+
+  // Resume: the journal's generation, adopted when every slot's agent still runs it.
+  bool adopting_ = false;
+  std::map<MachineId, std::set<std::int64_t>> adopted_ranks_;
+  ActionId adopt_action_ = 0;
+  std::uint64_t adopt_timer_ = 0;
+
+  // Progress monitoring (WatchProgress, metric triggers).
+  std::optional<WatchProgress> watch_;
+  Instant last_progress_{};
+  std::int64_t last_step_ = -1;
+  bool stall_reported_ = false;
+  std::vector<double> healthy_step_times_;
+  std::optional<Instant> slow_since_;
+  bool slow_reported_ = false;
+  double loss_mean_ = 0;
+  int loss_samples_ = 0;
+  bool metric_reported_ = false;
+  std::int64_t steps_since_start_ = 0;
+  std::map<std::string, double> inspections_;  // kind -> interval s
+  std::uint64_t watchdog_timer_ = 0;
+  struct WaitingAcquire {
+    ActionId id = 0;
+    std::vector<SlotId> slots;
+    Instant started;
+  };
+  std::optional<WaitingAcquire> waiting_acquire_;  // requeue/reschedule short of machines
+  Instant burst_start_{};
+  int burst_actions_ = 0;
+};
+
+}  // namespace faultline::live

@@ -1,0 +1,680 @@
+// The agent end to end against a minimal controller in the test, on one reactor:
+// authentication, launches of a helper rank program (no shell), reports, exits and
+// their signatures, kill of a stopped rank, captures, probes, replays, injected faults,
+// inspection alerts, disconnection, invalid requests, shutdown and machine_down.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "realexec/agent.h"
+#include "realexec/stacks.h"
+
+namespace faultline::live {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kToken = "test-token-0123456789abcdef";
+
+// Accepts agent connections, checks the hello's token, records every message.
+class FakeController {
+ public:
+  FakeController(Reactor& r, std::string token) : r_(r), token_(std::move(token)) {
+    std::string err;
+    listen_fd_ = listen_tcp("127.0.0.1", 0, &err);
+    EXPECT_GE(listen_fd_, 0) << err;
+    port_ = bound_port(listen_fd_);
+    accept_on();
+  }
+  ~FakeController() {
+    conn_.reset();
+    if (accepting_) r_.remove_fd(listen_fd_);
+    ::close(listen_fd_);
+  }
+  int port() const { return port_; }
+  void accept_on() {
+    if (accepting_) return;
+    accepting_ = true;
+    r_.add_fd(listen_fd_, EPOLLIN, [this](std::uint32_t) {
+      std::string peer;
+      int fd = accept_tcp(listen_fd_, &peer);
+      if (fd < 0) return;
+      ++connections;
+      conn_ = std::make_unique<Conn>(
+          r_, fd, peer,
+          Conn::Handlers{[this](const json& m) { on_message(m); },
+                         [this](const std::string& why) { closed.push_back(why); }});
+    });
+  }
+  // Connections then wait in the listen backlog.
+  void accept_off() {
+    if (!accepting_) return;
+    accepting_ = false;
+    r_.remove_fd(listen_fd_);
+  }
+  void send_raw(const json& m) { EXPECT_TRUE(conn_ && conn_->send(m)); }
+  void drop() {
+    if (conn_) conn_->close("test drops the agent");
+  }
+  bool connected() const { return conn_ && conn_->is_open() && welcomed_; }
+
+  // Sends `m` with a fresh req and waits for its done/error.
+  json request(json m, Duration timeout = Duration::seconds(30)) {
+    std::int64_t req = next_req_++;
+    m["req"] = req;
+    EXPECT_TRUE(conn_ && conn_->send(m));
+    json reply;
+    r_.run_until(
+        [&] {
+          for (const auto& x : messages) {
+            if ((x["type"] == "done" || x["type"] == "error") && x.contains("req") &&
+                x["req"] == req) {
+              reply = x;
+              return true;
+            }
+          }
+          return false;
+        },
+        timeout);
+    EXPECT_FALSE(reply.is_null()) << "no reply to " << m.dump();
+    return reply;
+  }
+  std::vector<json> of_type(const std::string& type) const {
+    std::vector<json> out;
+    for (const auto& m : messages) {
+      if (m["type"] == type) out.push_back(m);
+    }
+    return out;
+  }
+  std::size_t index_of(const std::function<bool(const json&)>& pred) const {
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      if (pred(messages[i])) return i;
+    }
+    return std::string::npos;
+  }
+
+  std::vector<json> messages;
+  std::vector<json> hellos;
+  std::vector<std::string> closed;
+  int connections = 0;
+
+ private:
+  void on_message(const json& m) {
+    if (m.value("type", "") == "hello") {
+      hellos.push_back(m);
+      if (!tokens_equal(m.value("token", ""), token_)) {
+        conn_->send({{"type", "refused"}, {"reason", "bad token"}});
+        conn_->close_after_flush("refused");
+        return;
+      }
+      welcomed_ = true;
+      conn_->send({{"type", "welcome"}, {"machine", m["name"]}, {"role", "job"}});
+      return;
+    }
+    messages.push_back(m);
+  }
+
+  Reactor& r_;
+  std::string token_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  bool accepting_ = false;
+  bool welcomed_ = false;
+  std::unique_ptr<Conn> conn_;
+  std::int64_t next_req_ = 1;
+};
+
+class AgentE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/faultline-agent-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    fs::create_directories(dir_ + "/sys/class/net/eth0");
+    set_operstate("up");
+    std::ofstream(dir_ + "/kmsg") << "6,1,1,-;boot line\n";
+
+    config_.file = dir_ + "/live.json";
+    config_.controller_host = "127.0.0.1";
+    config_.heartbeat_s = 0.1;
+    LiveMachine m;
+    m.name = "m0";
+    m.addr = "127.0.0.1";
+    m.workdir = dir_ + "/work";
+    m.nic = "eth0";
+    m.gpu_pci = {"0000:3b:00.0"};
+    config_.machines.push_back(m);
+    LiveMachine s = m;
+    s.name = "s0";
+    config_.standby.push_back(s);
+    const std::string helper = FAULTLINE_AGENT_TEST_RANK;
+    config_.job.versions["v1"] = {helper, "report", "3", "7"};
+    config_.job.versions["sleep"] = {helper, "sleep"};
+    config_.job.versions["env"] = {helper, "env"};
+    config_.job.versions["junk"] = {helper, "junk"};
+    config_.job.versions["clean"] = {helper, "report", "0", "0"};
+    config_.job.env["FAULTLINE_TEST_EXTRA"] = "extra";
+    config_.trainjob_bin = helper;
+    config_.probe_bin = helper;
+  }
+  void TearDown() override {
+    agent_.reset();
+    controller_.reset();
+    fs::remove_all(dir_);
+  }
+  void set_operstate(const std::string& s) {
+    std::ofstream(dir_ + "/sys/class/net/eth0/operstate") << s << "\n";
+  }
+  void start(const std::string& controller_token = kToken, const std::string& name = "m0") {
+    controller_ = std::make_unique<FakeController>(r_, controller_token);
+    config_.controller_port = controller_->port();
+    AgentOptions o;
+    o.sysfs_root = dir_ + "/sys";
+    o.kmsg_path = dir_ + "/kmsg";
+    o.ip_program = "/nonexistent/ip";  // never touch the host's interfaces
+    o.backoff_min = Duration::millis(100);
+    o.backoff_max = Duration::millis(400);
+    o.log = [this](const std::string& l) { logs_.push_back(l); };
+    agent_ = std::make_unique<Agent>(r_, config_, name, kToken, o);
+    agent_->start();
+    if (controller_token == kToken) {
+      ASSERT_TRUE(r_.run_until([&] { return controller_->connected() && agent_->connected(); },
+                               Duration::seconds(5)));
+    }
+  }
+  json launch(const std::string& version, std::vector<std::pair<int, int>> ranks, int gen = 1,
+              int world = 4) {
+    json rs = json::array();
+    for (auto [r, l] : ranks) rs.push_back({{"rank", r}, {"local_rank", l}});
+    return controller_->request({{"type", "launch"},
+                                 {"gen", gen},
+                                 {"version", version},
+                                 {"ranks", rs},
+                                 {"world_size", world},
+                                 {"master_addr", "127.0.0.1"},
+                                 {"master_port", 29500},
+                                 {"ckpt_every", 50}});
+  }
+  bool wait(const std::function<bool()>& pred, double seconds = 10) {
+    return r_.run_until(pred, Duration::seconds(seconds));
+  }
+  bool logged(const std::string& part) const {
+    for (const auto& l : logs_) {
+      if (l.find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
+  std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  std::string dir_;
+  LiveConfig config_;
+  Reactor r_;
+  std::unique_ptr<FakeController> controller_;
+  std::unique_ptr<Agent> agent_;
+  std::vector<std::string> logs_;
+};
+
+TEST_F(AgentE2E, HelloCarriesTokenAndHeartbeatsFollow) {
+  start();
+  ASSERT_EQ(controller_->hellos.size(), 1u);
+  const json& h = controller_->hellos[0];
+  EXPECT_EQ(h["token"], kToken);
+  EXPECT_EQ(h["role"], "agent");
+  EXPECT_EQ(h["name"], "m0");
+  EXPECT_EQ(h["proto"], 1);
+  EXPECT_EQ(h["pid"], ::getpid());
+  EXPECT_EQ(h["ranks"], json::array());
+  EXPECT_TRUE(wait([&] { return controller_->of_type("heartbeat").size() >= 3; }, 5));
+}
+
+TEST_F(AgentE2E, StandbyMachinesRunAgentsToo) {
+  start(kToken, "s0");
+  EXPECT_EQ(controller_->hellos[0]["name"], "s0");
+}
+
+TEST_F(AgentE2E, UnknownMachineNameIsAConfigError) {
+  controller_ = std::make_unique<FakeController>(r_, kToken);
+  try {
+    Agent a(r_, config_, "nope", kToken);
+    FAIL() << "expected LiveConfigError";
+  } catch (const LiveConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              config_.file + ": machines: no machine or standby named 'nope'");
+  }
+}
+
+TEST_F(AgentE2E, WrongTokenIsRefusedLoggedAndRetried) {
+  start("another-token-0123456789");
+  ASSERT_TRUE(wait([&] { return controller_->hellos.size() >= 3; }, 10));
+  EXPECT_TRUE(logged("refused by the controller: bad token"));
+  EXPECT_FALSE(agent_->connected());
+  EXPECT_FALSE(agent_->finished());
+}
+
+TEST_F(AgentE2E, LaunchForwardsReportsAndExitsWithSignature) {
+  start();
+  json d = launch("v1", {{2, 0}, {3, 1}});
+  EXPECT_EQ(d["type"], "done");
+  EXPECT_EQ(d["ok"], true);
+  EXPECT_TRUE(d.contains("duration_s"));
+  ASSERT_TRUE(wait([&] { return controller_->of_type("exit").size() == 2; }));
+  auto reports = controller_->of_type("report");
+  ASSERT_EQ(reports.size(), 8u);  // 3 steps + 1 fatal per rank
+  for (const auto& r : reports) {
+    EXPECT_EQ(r["gen"], 1);
+    if (r["report"]["type"] == "step") {
+      EXPECT_EQ(r["report"]["rank"], r["rank"]);
+    }
+  }
+  for (const auto& e : controller_->of_type("exit")) {
+    EXPECT_EQ(e["gen"], 1);
+    EXPECT_TRUE(e["rank"] == 2 || e["rank"] == 3);
+    EXPECT_EQ(e["code"], 7);
+    EXPECT_EQ(e["signal"], 0);
+    EXPECT_EQ(e["signature"], "CUDA error: illegal memory access");  // the fatal report's
+    // Reports of a rank arrive before its exit.
+    std::size_t exit_at = controller_->index_of(
+        [&](const json& m) { return m["type"] == "exit" && m["rank"] == e["rank"]; });
+    std::size_t fatal_at = controller_->index_of([&](const json& m) {
+      return m["type"] == "report" && m["rank"] == e["rank"] && m["report"]["type"] == "fatal";
+    });
+    EXPECT_LT(fatal_at, exit_at);
+  }
+  // stdout and stderr in the rank's log.
+  std::string log = read_file(config_.machines[0].workdir + "/logs/rank2.gen1.log");
+  EXPECT_NE(log.find("loading shard 3"), std::string::npos);
+  EXPECT_NE(log.find("illegal memory access"), std::string::npos);
+  EXPECT_TRUE(agent_->rank_pids().empty());
+}
+
+TEST_F(AgentE2E, WithoutAFatalReportTheLastErrorLineOfStderrIsTheSignature) {
+  config_.job.env["FAULTLINE_TEST_NO_FATAL"] = "1";
+  start();
+  launch("v1", {{0, 0}});
+  ASSERT_TRUE(wait([&] { return controller_->of_type("exit").size() == 1; }));
+  EXPECT_EQ(controller_->of_type("exit")[0]["signature"],
+            "RuntimeError: CUDA error: an illegal memory access was encountered");
+}
+
+TEST_F(AgentE2E, CleanExitSignatureIsTheExitCode) {
+  start();
+  launch("clean", {{0, 0}});
+  ASSERT_TRUE(wait([&] { return controller_->of_type("exit").size() == 1; }));
+  EXPECT_EQ(controller_->of_type("exit")[0]["signature"], "exit code 0");
+}
+
+TEST_F(AgentE2E, RanksGetTheLaunchEnvironment) {
+  start();
+  launch("env", {{5, 1}}, 3, 8);
+  ASSERT_TRUE(wait([&] { return controller_->of_type("report").size() == 1; }));
+  json env = controller_->of_type("report")[0]["report"];
+  const std::string work = config_.machines[0].workdir;
+  EXPECT_EQ(env["RANK"], "5");
+  EXPECT_EQ(env["WORLD_SIZE"], "8");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "29500");
+  EXPECT_EQ(env["FAULTLINE_HOST_ADDR"], "127.0.0.1");
+  EXPECT_EQ(env["FAULTLINE_CKPT_DIR"], work + "/ckpt");
+  EXPECT_EQ(env["FAULTLINE_CKPT_EVERY"], "50");
+  EXPECT_EQ(env["FAULTLINE_FAULT_FILE"], work + "/faults");
+  EXPECT_EQ(env["FAULTLINE_REPORT_FD"], "3");
+  EXPECT_EQ(env["FAULTLINE_TEST_EXTRA"], "extra");
+  EXPECT_TRUE(fs::is_directory(work + "/ckpt"));
+  // A second launch while ranks run is refused; hello after reconnect lists them.
+  json d = launch("env", {{0, 0}}, 4);
+  EXPECT_EQ(d["type"], "error");
+  EXPECT_NE(d["reason"].get<std::string>().find("still running"), std::string::npos);
+}
+
+TEST_F(AgentE2E, KillWorksOnAStoppedRankAndCaptureMarksIt) {
+  start();
+  launch("sleep", {{0, 0}, {1, 1}});
+  auto pids = agent_->rank_pids();
+  ASSERT_EQ(pids.size(), 2u);
+  wait([] { return false; }, 0.3);  // let the helpers reach their sleeping function
+  json d = controller_->request({{"type", "inject"}, {"fault", "stop"}});
+  EXPECT_EQ(d["ok"], true);
+  EXPECT_EQ(d["rank"], 0);
+  for (int i = 0; i < 100 && process_state(pids[0]) != 'T'; ++i) ::usleep(10000);
+  if (!find_program("gdb").empty()) {
+    json c = controller_->request({{"type", "capture"}});
+    ASSERT_EQ(c["type"], "done");
+    std::string s0 = c["by_rank"]["0"];
+    std::string s1 = c["by_rank"]["1"];
+    EXPECT_EQ(s0.rfind("[stopped] ", 0), 0u) << s0;
+    EXPECT_NE(s0.find("helper_sleep_forever < main"), std::string::npos) << s0;
+    EXPECT_NE(s1.find("helper_sleep_forever < main"), std::string::npos) << s1;
+    EXPECT_EQ(s1.find("[stopped]"), std::string::npos) << s1;
+  }
+  json k = controller_->request({{"type", "kill"}, {"gen", 1}});
+  EXPECT_EQ(k["type"], "done");
+  EXPECT_EQ(k["ok"], true);
+  auto exits = controller_->of_type("exit");
+  ASSERT_EQ(exits.size(), 2u);  // before the kill's done
+  for (const auto& e : exits) {
+    EXPECT_EQ(e["signature"], "killed by signal 9 (SIGKILL)");
+    EXPECT_EQ(e["signal"], 9);
+    EXPECT_EQ(e["code"], -1);
+  }
+  EXPECT_TRUE(agent_->rank_pids().empty());
+  EXPECT_NE(::kill(pids[0], 0), 0);
+  // Nothing left to kill.
+  json again = controller_->request({{"type", "kill"}, {"gen", 1}});
+  EXPECT_EQ(again["ok"], true);
+}
+
+TEST_F(AgentE2E, InjectedKillIsAnExitWithSignal) {
+  start();
+  launch("sleep", {{0, 0}});
+  EXPECT_EQ(controller_->request({{"type", "inject"}, {"fault", "kill"}})["ok"], true);
+  ASSERT_TRUE(wait([&] { return controller_->of_type("exit").size() == 1; }));
+  EXPECT_EQ(controller_->of_type("exit")[0]["signature"], "killed by signal 9 (SIGKILL)");
+  json none = controller_->request({{"type", "inject"}, {"fault", "kill"}});
+  EXPECT_EQ(none["ok"], false);
+  EXPECT_EQ(none["detail"], "no local rank 0 running");
+}
+
+TEST_F(AgentE2E, BadReportLinesAreDropped) {
+  start();
+  launch("junk", {{0, 0}});
+  ASSERT_TRUE(wait([&] { return controller_->of_type("exit").size() == 1; }));
+  auto reports = controller_->of_type("report");
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0]["report"]["step"], 1);
+  EXPECT_TRUE(logged("report line dropped: not a JSON object"));
+  EXPECT_TRUE(logged("report line dropped: longer than 4 KiB"));
+}
+
+TEST_F(AgentE2E, ExitsWhileDisconnectedAreDeliveredAfterReconnect) {
+  start();
+  launch("sleep", {{0, 0}, {1, 1}});
+  auto pids = agent_->rank_pids();
+  controller_->accept_off();
+  controller_->drop();
+  ASSERT_TRUE(wait([&] { return !agent_->connected(); }));
+  ::kill(pids[1], SIGKILL);  // dies while the agent has no controller
+  ASSERT_TRUE(wait([&] { return agent_->rank_pids().size() == 1; }));
+  wait([] { return false; }, 0.3);
+  EXPECT_TRUE(controller_->of_type("exit").empty());
+  EXPECT_EQ(::kill(pids[0], 0), 0);  // the other rank keeps running
+  controller_->accept_on();
+  ASSERT_TRUE(wait([&] { return controller_->of_type("exit").size() == 1; }));
+  json e = controller_->of_type("exit")[0];
+  EXPECT_EQ(e["rank"], 1);
+  EXPECT_EQ(e["pid"], pids[1]);
+  // The new hello tells a restarted controller what still runs.
+  const json& h = controller_->hellos.back();
+  EXPECT_EQ(h["gen"], 1);
+  ASSERT_EQ(h["ranks"].size(), 1u);
+  EXPECT_EQ(h["ranks"][0]["rank"], 0);
+  EXPECT_EQ(h["ranks"][0]["pid"], pids[0]);
+  EXPECT_GE(controller_->connections, 2);
+}
+
+TEST_F(AgentE2E, InvalidRequestsGetErrorsAndTheAgentCarriesOn) {
+  start();
+  auto reason = [&](json m) {
+    json r = controller_->request(std::move(m));
+    EXPECT_EQ(r["type"], "error") << r.dump();
+    return r.value("reason", "");
+  };
+  auto launch_msg = [](json patch) {
+    json m = {{"type", "launch"},    {"gen", 1},
+              {"version", "v1"},     {"ranks", {{{"rank", 0}, {"local_rank", 0}}}},
+              {"world_size", 2},     {"master_addr", "127.0.0.1"},
+              {"master_port", 29500}};
+    m.merge_patch(patch);
+    return m;
+  };
+  EXPECT_EQ(reason(launch_msg({{"version", "rm -rf /"}})),
+            "launch: version: unknown code version 'rm -rf /'");
+  EXPECT_EQ(reason(launch_msg({{"gen", "1"}})),
+            "launch: gen: expected an integer in [0, 9007199254740992]");
+  EXPECT_EQ(reason(launch_msg({{"master_port", 70000}})),
+            "launch: master_port: expected an integer in [1, 65535], got 70000");
+  EXPECT_EQ(reason(launch_msg({{"ranks", {{{"rank", 5}, {"local_rank", 0}}}}})),
+            "launch: rank: expected an integer in [0, 1], got 5");
+  EXPECT_EQ(reason(launch_msg({{"master_addr", "a;b"}})),
+            "launch: master_addr: expected a host name or IP address");
+  EXPECT_EQ(reason(launch_msg({{"ranks", "all"}})).substr(0, 15), "launch: ranks: ");
+  EXPECT_EQ(reason({{"type", "frobnicate"}}),
+            "frobnicate: type: unknown message type 'frobnicate'");
+  EXPECT_EQ(reason({{"type", "probe"}, {"test", "gpu_diag"}, {"deadline_ms", -1}}),
+            "probe: deadline_ms: expected an integer in [1, 3600000], got -1");
+  EXPECT_EQ(reason({{"type", "probe"}, {"test", "rowhammer"}, {"deadline_ms", 10}}).substr(0, 13),
+            "probe: test: ");
+  EXPECT_EQ(reason({{"type", "inject"}, {"fault", "crash"}, {"detail", "two\nlines"}}),
+            "inject: detail: expected a single line of printable characters");
+  EXPECT_EQ(reason({{"type", "inject"}, {"fault", "crash"}, {"detail", std::string(201, 'x')}}),
+            "inject: detail: expected at most 200 characters");
+  EXPECT_EQ(reason({{"type", "inject"}, {"fault", "slow"}, {"detail", "fast"}}),
+            "inject: detail: slow expects a positive slowdown factor, e.g. \"3\"");
+  EXPECT_EQ(reason({{"type", "inject"}, {"fault", "reboot"}}).substr(0, 14), "inject: fault:");
+  EXPECT_EQ(reason({{"type", "inspect"}, {"kinds", {{"nic", "often"}}}}),
+            "inspect: kinds.nic: expected an interval in seconds in [0.05, 86400]");
+  EXPECT_EQ(reason({{"type", "replay"}, {"steps", 0}}),
+            "replay: steps: expected an integer in [1, 10000000], got 0");
+  // Still serving.
+  EXPECT_EQ(launch("clean", {{0, 0}})["ok"], true);
+}
+
+TEST_F(AgentE2E, MissingReqGetsAnErrorWithNullReq) {
+  start();
+  controller_->send_raw({{"type", "kill"}, {"req", "seven"}});
+  ASSERT_TRUE(wait([&] { return !controller_->of_type("error").empty(); }));
+  json e = controller_->of_type("error")[0];
+  EXPECT_TRUE(e["req"].is_null());
+  EXPECT_EQ(e["reason"], "kill: req: expected an integer in [0, 9007199254740992]");
+  controller_->send_raw({{"no_type", 1}});
+  ASSERT_TRUE(wait([&] { return controller_->of_type("error").size() == 2; }));
+  EXPECT_EQ(controller_->of_type("error")[1]["reason"], "type: missing (expected a string)");
+  EXPECT_TRUE(controller_->connected());
+}
+
+TEST_F(AgentE2E, FaultDirectivesGoToTheFaultFile) {
+  start();
+  const std::string faults = config_.machines[0].workdir + "/faults";
+  EXPECT_EQ(controller_->request({{"type", "inject"},
+                                  {"fault", "crash"},
+                                  {"detail", "CUDA error: an illegal memory access"}})["ok"],
+            true);
+  EXPECT_EQ(controller_->request({{"type", "inject"}, {"fault", "hang"}, {"local_rank", 1}})["ok"],
+            true);
+  EXPECT_EQ(controller_->request({{"type", "inject"}, {"fault", "nan"}})["ok"], true);
+  EXPECT_EQ(controller_->request({{"type", "inject"}, {"fault", "slow"}, {"detail", "3"}})["ok"],
+            true);
+  EXPECT_EQ(
+      controller_->request({{"type", "inject"}, {"fault", "sdc"}, {"detail", "after=5"}})["ok"],
+      true);
+  EXPECT_EQ(read_file(faults),
+            "crash CUDA error: an illegal memory access\nlocal_rank=1 hang\nnan\nslow 3\n"
+            "sdc after=5\n");
+  // nic_down with a NIC runs the fixed `ip` argv (here a missing program: fails cleanly).
+  json nic = controller_->request({{"type", "inject"}, {"fault", "nic_down"}});
+  EXPECT_EQ(nic["type"], "done");
+  EXPECT_EQ(nic["ok"], false);
+  EXPECT_NE(nic["detail"].get<std::string>().find("cannot execute /nonexistent/ip"),
+            std::string::npos);
+  json repair = controller_->request({{"type", "inject"}, {"fault", "repair"}});
+  EXPECT_EQ(repair["type"], "done");
+  EXPECT_FALSE(fs::exists(faults));
+}
+
+TEST_F(AgentE2E, NicDownNeedsAConfiguredNic) {
+  config_.machines[0].nic = "";
+  start();
+  json r = controller_->request({{"type", "inject"}, {"fault", "nic_down"}});
+  EXPECT_EQ(r["type"], "error");
+  EXPECT_EQ(r["reason"], "inject: fault: nic_down needs a nic in the config of machine m0");
+  json repair = controller_->request({{"type", "inject"}, {"fault", "repair"}});
+  EXPECT_EQ(repair["ok"], true);
+}
+
+TEST_F(AgentE2E, InspectionAlerts) {
+  start();
+  json d = controller_->request(
+      {{"type", "inspect"}, {"kinds", {{"nic", 0.1}, {"gpu", 0.1}, {"host", 0.1}, {"switch", 1}}}});
+  EXPECT_EQ(d["ok"], true);
+  EXPECT_EQ(d["active"], json::array({"gpu", "host", "nic"}));
+  EXPECT_EQ(d["ignored"], json::array({"switch"}));
+  wait([] { return false; }, 0.3);
+  EXPECT_TRUE(controller_->of_type("alert").empty());  // NIC up, quiet kernel log
+  set_operstate("down");
+  ASSERT_TRUE(wait([&] { return controller_->of_type("alert").size() >= 2; }));
+  EXPECT_EQ(controller_->of_type("alert")[0]["kind"], "nic");
+  EXPECT_EQ(controller_->of_type("alert")[0]["detail"], "nic eth0 is down (operstate down)");
+  set_operstate("up");
+  wait([] { return false; }, 0.2);
+  controller_->messages.clear();
+  {
+    std::ofstream k(dir_ + "/kmsg", std::ios::app);
+    k << "4,10,100,-;NVRM: Xid (PCI:0000:af:00): 79, another machine's GPU\n";
+    k << "4,11,101,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n";
+    k << "2,12,102,-;mce: [Hardware Error]: Machine check events logged\n";
+  }
+  ASSERT_TRUE(wait([&] { return controller_->of_type("alert").size() >= 2; }));
+  wait([] { return false; }, 0.3);
+  auto alerts = controller_->of_type("alert");
+  ASSERT_EQ(alerts.size(), 2u);
+  for (const auto& a : alerts) {
+    if (a["kind"] == "gpu") {
+      EXPECT_NE(a["detail"].get<std::string>().find("fallen off the bus"), std::string::npos);
+    } else {
+      EXPECT_EQ(a["kind"], "host");
+      EXPECT_NE(a["detail"].get<std::string>().find("Machine check"), std::string::npos);
+    }
+  }
+  // An empty set stops inspection.
+  EXPECT_EQ(controller_->request({{"type", "inspect"}, {"kinds", json::object()}})["ok"], true);
+  set_operstate("down");
+  controller_->messages.clear();
+  wait([] { return false; }, 0.3);
+  EXPECT_TRUE(controller_->of_type("alert").empty());
+}
+
+TEST_F(AgentE2E, UnreadableKernelLogIsSaidOnce) {
+  fs::remove(dir_ + "/kmsg");
+  start();
+  json d = controller_->request({{"type", "inspect"}, {"kinds", {{"gpu", 1}}}});
+  EXPECT_EQ(d["ok"], true);
+  EXPECT_NE(d["detail"].get<std::string>().find("kernel log unavailable"), std::string::npos);
+  controller_->request({{"type", "inspect"}, {"kinds", {{"gpu", 1}}}});
+  int said = 0;
+  for (const auto& l : logs_) said += l.find("kernel log unavailable") != std::string::npos;
+  EXPECT_EQ(said, 1);
+}
+
+TEST_F(AgentE2E, Probes) {
+  start();
+  json b = controller_->request(
+      {{"type", "probe"}, {"test", "bitwise"}, {"deadline_ms", 10000}, {"seed", 42}, {"steps", 3}});
+  EXPECT_EQ(b["ok"], true) << b.dump();
+  EXPECT_EQ(b["test"], "bitwise");
+  EXPECT_EQ(b["hash"], "h-42-3");
+  EXPECT_EQ(b["timed_out"], false);
+  EXPECT_EQ(b["result"]["fault_file"], config_.machines[0].workdir + "/faults");
+  json s = controller_->request(
+      {{"type", "probe"}, {"test", "stress"}, {"deadline_ms", 10000}, {"seed", 1}, {"steps", 3}});
+  EXPECT_EQ(s["hash"], "h-1-30");
+  json g = controller_->request({{"type", "probe"}, {"test", "gpu_diag"}, {"deadline_ms", 10000}});
+  EXPECT_EQ(g["ok"], true) << g.dump();
+  EXPECT_EQ(g["detail"], "no_gpu");
+  EXPECT_EQ(g["verdict"], "no_gpu");
+  json a = controller_->request(
+      {{"type", "probe"}, {"test", "intra_all_to_all"}, {"deadline_ms", 10000}});
+  EXPECT_EQ(a["detail"], "no_gpu");
+  json ag = controller_->request({{"type", "probe"},
+                                  {"test", "inter_all_gather"},
+                                  {"deadline_ms", 10000},
+                                  {"rank", 1},
+                                  {"world_size", 2},
+                                  {"master_addr", "127.0.0.1"},
+                                  {"master_port", 29600}});
+  EXPECT_EQ(ag["ok"], true) << ag.dump();
+  EXPECT_EQ(ag["result"]["kind"], "allgather");
+  config_.job.env["FAULTLINE_TEST_HANG"] = "1";
+  json t = controller_->request({{"type", "probe"},
+                                 {"test", "inter_all_gather"},
+                                 {"deadline_ms", 300},
+                                 {"rank", 0},
+                                 {"world_size", 2},
+                                 {"master_addr", "127.0.0.1"},
+                                 {"master_port", 29600}});
+  EXPECT_EQ(t["ok"], false);
+  EXPECT_EQ(t["timed_out"], true);
+  EXPECT_LT(t["duration_s"].get<double>(), 5.0);
+  config_.probe_bin = "";
+  json n = controller_->request({{"type", "probe"}, {"test", "gpu_diag"}, {"deadline_ms", 1000}});
+  EXPECT_EQ(n["ok"], true);
+  EXPECT_EQ(n["detail"], "no probe program");
+}
+
+TEST_F(AgentE2E, Replay) {
+  start();
+  json base = {{"type", "replay"},           {"steps", 20},          {"world_size", 2},
+               {"master_addr", "127.0.0.1"}, {"master_port", 29700}, {"deadline_ms", 10000}};
+  json r0 = base;
+  r0["rank"] = 0;
+  json d0 = controller_->request(r0);
+  EXPECT_EQ(d0["ok"], true) << d0.dump();
+  EXPECT_EQ(d0["hash"], "r-20");
+  EXPECT_EQ(d0["from_step"], 40);
+  json r1 = base;
+  r1["rank"] = 1;
+  json d1 = controller_->request(r1);
+  EXPECT_EQ(d1["ok"], true);
+  EXPECT_FALSE(d1.contains("hash"));
+}
+
+TEST_F(AgentE2E, ShutdownKillsRanksRepliesAndExitsZero) {
+  start();
+  launch("sleep", {{0, 0}});
+  pid_t pid = agent_->rank_pids().at(0);
+  // The agent stops the reactor it shares with the fake controller when it finishes, so
+  // wait for that first, then let the controller read what was sent.
+  controller_->send_raw({{"type", "shutdown"}, {"req", 77}});
+  ASSERT_TRUE(wait([&] { return agent_->finished(); }));
+  EXPECT_EQ(agent_->exit_code(), 0);
+  ASSERT_TRUE(wait([&] {
+    return controller_->index_of([](const json& m) {
+      return m["type"] == "done" && m["req"] == 77;
+    }) != std::string::npos;
+  }));
+  EXPECT_TRUE(wait([&] { return !controller_->closed.empty(); }));  // the agent hung up
+  EXPECT_EQ(controller_->of_type("exit").size(), 1u);
+  EXPECT_NE(::kill(pid, 0), 0);
+}
+
+TEST_F(AgentE2E, MachineDownKillsEverythingAndExits137) {
+  start();
+  launch("sleep", {{0, 0}, {1, 1}});
+  auto pids = agent_->rank_pids();
+  controller_->send_raw({{"type", "inject"}, {"fault", "machine_down"}, {"req", 99}});
+  ASSERT_TRUE(wait([&] { return agent_->finished(); }));
+  EXPECT_EQ(agent_->exit_code(), 137);
+  wait([] { return false; }, 0.2);
+  EXPECT_EQ(controller_->index_of([](const json& m) { return m["req"] == 99; }),
+            std::string::npos);  // no reply: the machine is gone
+  // The ranks die at once (the reactor's child watch reaps them).
+  EXPECT_TRUE(wait([&] {
+    for (auto [rank, pid] : pids) {
+      if (::kill(pid, 0) == 0) return false;
+    }
+    return true;
+  }));
+}
+
+}  // namespace
+}  // namespace faultline::live

@@ -1,0 +1,108 @@
+// A tiny stand-in for a training rank, probe program and training job in the agent's
+// tests (no shell anywhere). The first argument picks what it does:
+//   sleep                  print "ready" on stdout, then sleep in helper_sleep_forever()
+//   report N CODE          N step reports on $FAULTLINE_REPORT_FD, an error on stderr, a
+//                          fatal report (unless FAULTLINE_TEST_NO_FATAL), then exit CODE
+//   env                    one report with the launch environment, then sleep
+//   junk                   malformed and over-long report lines, then one good report
+//   --probe KIND ...       the training job's probe mode: a JSON line with a hash
+//                          (hangs when FAULTLINE_TEST_HANG=1)
+//   --replay --steps K     the replay mode: {"hash":..., "from_step":...}
+//   gemm|nccl ...          faultline-probe on a machine without GPU: exit 3
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+int report_fd() {
+  const char* v = std::getenv("FAULTLINE_REPORT_FD");
+  return v ? std::atoi(v) : -1;
+}
+
+void report(const std::string& line) {
+  int fd = report_fd();
+  if (fd < 0) return;
+  std::string l = line + "\n";
+  ssize_t w = ::write(fd, l.data(), l.size());
+  (void)w;
+}
+
+std::string env(const char* k) {
+  const char* v = std::getenv(k);
+  return v ? v : "";
+}
+
+__attribute__((noinline)) void helper_sleep_forever() {
+  for (;;) ::sleep(100);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "sleep") {
+    std::printf("ready\n");
+    std::fflush(stdout);
+    helper_sleep_forever();
+  }
+  if (mode == "report" && argc >= 4) {
+    int n = std::atoi(argv[2]);
+    for (int i = 0; i < n; ++i) {
+      report("{\"type\":\"step\",\"step\":" + std::to_string(i) + ",\"rank\":" + env("RANK") + "}");
+    }
+    std::fprintf(stderr, "loading shard 3\n");
+    std::fprintf(stderr, "RuntimeError: CUDA error: an illegal memory access was encountered\n");
+    std::fprintf(stderr, "cleaning up\n");
+    if (std::getenv("FAULTLINE_TEST_NO_FATAL") == nullptr) {
+      report("{\"type\":\"fatal\",\"signature\":\"CUDA error: illegal memory access\"}");
+    }
+    return std::atoi(argv[3]);
+  }
+  if (mode == "env") {
+    std::string j = "{\"type\":\"env\"";
+    for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                          "FAULTLINE_HOST_ADDR", "FAULTLINE_CKPT_DIR", "FAULTLINE_CKPT_EVERY",
+                          "FAULTLINE_FAULT_FILE", "FAULTLINE_REPORT_FD", "FAULTLINE_TEST_EXTRA"}) {
+      j += std::string(",\"") + k + "\":\"" + env(k) + "\"";
+    }
+    report(j + "}");
+    helper_sleep_forever();
+  }
+  if (mode == "junk") {
+    report("not json");
+    report("[1,2,3]");
+    report("{\"big\":\"" + std::string(5000, 'x') + "\"}");
+    report("{\"type\":\"step\",\"step\":1}");
+    return 0;
+  }
+  if (mode == "--probe") {
+    if (env("FAULTLINE_TEST_HANG") == "1") helper_sleep_forever();
+    std::string seed = "0";
+    std::string steps = "0";
+    for (int i = 2; i + 1 < argc; ++i) {
+      if (std::strcmp(argv[i], "--seed") == 0) seed = argv[i + 1];
+      if (std::strcmp(argv[i], "--steps") == 0) steps = argv[i + 1];
+    }
+    std::printf("progress line\n{\"hash\":\"h-%s-%s\",\"kind\":\"%s\",\"fault_file\":\"%s\"}\n",
+                seed.c_str(), steps.c_str(), argc > 2 ? argv[2] : "",
+                env("FAULTLINE_FAULT_FILE").c_str());
+    return 0;
+  }
+  if (mode == "--replay") {
+    std::string steps = argc > 3 ? argv[3] : "0";
+    std::printf("{\"hash\":\"r-%s\",\"from_step\":40,\"rank\":%s}\n", steps.c_str(),
+                env("RANK").c_str());
+    return 0;
+  }
+  if (mode == "gemm" || mode == "nccl") {
+    std::printf("{\"schema\":1,\"probe\":\"%s\",\"verdict\":\"no_gpu\",\"exit_code\":3}\n",
+                mode.c_str());
+    return 3;
+  }
+  std::fprintf(stderr, "rank_helper: unknown mode '%s'\n", mode.c_str());
+  return 2;
+}

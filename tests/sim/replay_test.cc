@@ -1,0 +1,477 @@
+// `faultline sim replay` end to end, through the CLI: hand-written event logs (a header,
+// a few faults, the actions and events a live run would have logged, a summary) are
+// replayed and checked against quantities computed here independently of the simulator:
+// the closed-form progress of a job that alternates training and checkpoint stalls, the
+// mechanism each stack must use, and the number of faults in the log.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/support/cli.h"
+
+namespace faultline::testing {
+namespace {
+
+using nlohmann::json;
+
+// A live run as the tests write it: 4 machines x 1 GPU, dp 4, steps of 1 s, a checkpoint
+// after every 30th step that stalls the next step by 3 s, process start 5 s.
+constexpr double kStep = 1.0, kStall = 3.0, kInit = 5.0, kHorizon = 600.0;
+constexpr int kEvery = 30;
+
+class LogFile {
+ public:
+  explicit LogFile(const std::string& tag)
+      : path_((std::filesystem::temp_directory_path() /
+               ("faultline-replay-" + std::to_string(::getpid()) + "-" + tag + ".jsonl"))
+                  .string()) {}
+  ~LogFile() { std::filesystem::remove(path_); }
+  void add(json record) { lines_.push_back(record.dump()); }
+  void raw(const std::string& line) { lines_.push_back(line); }
+  const std::string& write(bool trailing_newline = true) {
+    std::ofstream f(path_, std::ios::binary | std::ios::trunc);
+    for (std::size_t i = 0; i < lines_.size(); ++i)
+      f << lines_[i] << (i + 1 < lines_.size() || trailing_newline ? "\n" : "");
+    return path_;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<std::string> lines_;
+};
+
+json header(const std::string& stack = "requeue") {
+  return {{"t_s", 0},
+          {"kind", "header"},
+          {"format", "faultline-eventlog"},
+          {"version", 1},
+          {"stack", stack},
+          {"params", {{"checkpoint_interval_s", 30}, {"checkpoint_write_s", 0.5}}},
+          {"seed", 3},
+          {"cluster",
+           {{"machines", 4},
+            {"gpus_per_machine", 1},
+            {"tp", 1},
+            {"pp", 1},
+            {"dp", 4},
+            {"standby_machines", 1}}},
+          {"nominal_step_time_s", kStep},
+          {"checkpoint_every_steps", kEvery},
+          {"config_file", "live.json"}};
+}
+
+json action(double t, int id, json a) {
+  return {{"t_s", t}, {"kind", "action"}, {"id", id}, {"action", a}};
+}
+json outcome(double t, int id, double dur) {
+  return {{"t_s", t},   {"kind", "outcome"}, {"id", id},
+          {"ok", true}, {"detail", ""},      {"duration_s", dur}};
+}
+json fault(double t, int machine, int slot, const std::string& kind, const std::string& detail = "",
+           std::optional<bool> persistent = std::nullopt) {
+  json f = {{"t_s", t},     {"kind", "fault"}, {"machine", machine},
+            {"slot", slot}, {"fault", kind},   {"detail", detail}};
+  if (persistent) f["persistent"] = *persistent;
+  return f;
+}
+json progress(double t, long step, bool restart = false) {
+  return {{"t_s", t}, {"kind", "progress"}, {"step", step}, {"loss", 2.0}, {"restart", restart}};
+}
+json summary(double elapsed, long final_step, long first_step = 0) {
+  const double productive = (final_step - first_step) * kStep;
+  return {{"t_s", elapsed},
+          {"kind", "summary"},
+          {"elapsed_s", elapsed},
+          {"final_step", final_step},
+          {"first_step", first_step},
+          {"productive_s", productive},
+          {"ettr", productive / elapsed},
+          {"step_time_s", kStep}};
+}
+
+// The live timeline of a job that trains `from`..`to` (wall s) restarting from
+// `committed` steps: progress samples, one per step, a checkpoint every kEvery steps
+// stalling the next step. Returns the last step completed by `to`, and the committed
+// (checkpointed) step at `to`.
+std::pair<long, long> run_steps(LogFile& log, double from, double to, long committed) {
+  double t = from;
+  long step = committed;
+  bool first = true;
+  while (true) {
+    const double dt = kStep + (step > committed && step % kEvery == 0 ? kStall : 0);
+    if (t + dt > to + 1e-9) break;
+    t += dt;
+    ++step;
+    log.add(progress(t, step, first && committed > 0));
+    first = false;
+  }
+  long ckpt = committed;
+  for (long s = committed + 1; s <= step; ++s)
+    if (s % kEvery == 0 && s < step) ckpt = s;  // saved once the stall after it is done
+  return {step, ckpt};
+}
+
+// Training time kept by a job that alternates `tau` of training and `delta` of
+// checkpoint stall, from wall time `from` to `to`, starting from a fresh segment:
+// closed form, with the progress of the last, partial segment kept.
+struct Kept {
+  double committed = 0;  // in complete checkpoints
+  double pending = 0;    // since the last one
+};
+Kept train(double from, double to, double tau, double delta) {
+  const double wall = to - from;
+  const double cycles = std::floor(wall / (tau + delta));
+  const double rest = wall - cycles * (tau + delta);
+  Kept k;
+  k.committed = cycles * tau + (rest >= tau + delta ? tau : 0);
+  k.pending = std::min(rest, tau);
+  if (rest >= tau && rest < tau + delta) k.pending = tau;  // in the stall: not yet committed
+  return k;
+}
+
+json replay(std::vector<std::string> args) {
+  args.insert(args.begin(), {"sim", "replay"});
+  args.push_back("--format");
+  args.push_back("json");
+  CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return json::object();
+  return json::parse(r.out);
+}
+
+// A fault-free run: the simulated ETTR is the steady state implied by the checkpoint
+// stall and the start time, which is also what the live run measured.
+TEST(SimReplay, FaultFreeLogGivesTheCheckpointSteadyState) {
+  LogFile log("nofault");
+  json h = header();
+  h["checkpoint_every_steps"] = 10;  // as known before the policy's plan: the plan decides
+  log.add(h);
+  log.add(action(0, 1,
+                 {{"type", "SetCheckpointPlan"},
+                  {"interval_s", 30.0},
+                  {"blocking_s", 0.5},
+                  {"tier", "remote"},
+                  {"reason", "periodic"},
+                  {"remote_interval_s", 3600.0}}));
+  log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kInit, 2, kInit));
+  auto [last, ckpt] = run_steps(log, kInit, kHorizon, 0);
+  (void)ckpt;
+  log.add(summary(kHorizon, last));
+  const json r = replay({log.write(), "--replicas", "4"});
+  ASSERT_TRUE(r.contains("sim"));
+  // Independent: init, then cycles of 30 s of training and a 3 s stall, to 600 s.
+  const Kept k = train(kInit, kHorizon, kEvery * kStep, kStall);
+  const double expected = (k.committed + k.pending) / kHorizon;
+  EXPECT_NEAR(expected, 541.0 / 600.0, 1e-12);  // the test's own arithmetic, spelled out
+  EXPECT_NEAR(r["sim"]["ettr"]["mean"].get<double>(), expected, 1e-6);
+  EXPECT_NEAR(r["sim_ettr"]["mean"].get<double>(), expected, 1e-6);  // no jitter, no start delay
+  EXPECT_NEAR(r["live"]["ettr"].get<double>(), static_cast<double>(last) / kHorizon, 1e-12);
+  EXPECT_NEAR(r["ettr_diff_pts"].get<double>(), 0, 0.05);
+  // The calibration came from the log, not from the header's 0.5 s or the defaults.
+  EXPECT_DOUBLE_EQ(r["calibration"]["job.init_s"]["value"].get<double>(), kInit);
+  EXPECT_NEAR(r["calibration"]["policy.params.checkpoint_write_s"]["value"].get<double>(), kStall,
+              1e-9);
+  EXPECT_DOUBLE_EQ(r["calibration"]["job.step_time_s"]["value"].get<double>(), kStep);
+  EXPECT_DOUBLE_EQ(r["calibration"]["live.checkpoint_every_steps"]["value"].get<double>(), kEvery);
+  EXPECT_DOUBLE_EQ(r["sim"]["policy_params"]["checkpoint_interval_s"].get<double>(),
+                   kEvery * kStep);
+  EXPECT_EQ(r["faults"]["in_log"], 0);
+  EXPECT_EQ(r["sim"]["incidents"]["faults_injected_per_replica"].get<double>(), 0);
+}
+
+// One machine lost at a known time. Requeue must requeue the whole job; byterobust's
+// host inspection (every 2 s) sees it before the exit (10 s later) and evicts it in real
+// time. The requeue ETTR follows from the timeline: work since the last checkpoint is
+// lost, and the job is back after exit lag + requeue + start.
+TEST(SimReplay, MachineDownUnderRequeueAndByterobust) {
+  constexpr double kFault = 190, kLag = 10, kRequeue = 8;
+  LogFile log("machinedown");
+  log.add(header());
+  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kInit, 1, kInit));
+  auto [last1, ckpt1] = run_steps(log, kInit, kFault, 0);
+  (void)last1;
+  log.add(fault(kFault, 1, 1, "machine_down", "power cut"));
+  log.add(
+      {{"t_s", kFault + kLag},
+       {"kind", "event"},
+       {"event",
+        {{"type", "ProcessExit"}, {"machine", 1}, {"exit_code", 1}, {"signature", "agent lost"}}}});
+  const double t_exit = kFault + kLag;
+  log.add(action(t_exit, 2,
+                 {{"type", "AcquireMachines"},
+                  {"mode", "requeue"},
+                  {"slots", json::array()},
+                  {"reason", "requeue whole job"},
+                  {"mechanism", "requeue"}}));
+  log.add(outcome(t_exit + kRequeue, 2, kRequeue));
+  log.add(action(t_exit + kRequeue, 3,
+                 {{"type", "StartJob"}, {"reason", "machines ready"}, {"mechanism", "none"}}));
+  log.add(outcome(t_exit + kRequeue + kInit, 3, kInit));
+  auto [last, ckpt] = run_steps(log, t_exit + kRequeue + kInit, kHorizon, ckpt1);
+  (void)ckpt;
+  log.add(summary(kHorizon, last));
+  log.write();
+
+  // Independent expectation for requeue: training from 5 s to the fault, keep what was
+  // checkpointed, restart at fault + lag + requeue + init from a fresh segment.
+  const Kept before = train(kInit, kFault, kEvery * kStep, kStall);
+  const Kept after = train(t_exit + kRequeue + kInit, kHorizon, kEvery * kStep, kStall);
+  const double expected = (before.committed + after.committed + after.pending) / kHorizon;
+  EXPECT_DOUBLE_EQ(before.committed, 150);  // 5 checkpoints by 190 s; 20 s lost
+
+  const json rq = replay({log.path(), "--stack", "requeue", "--replicas", "5"});
+  ASSERT_TRUE(rq.contains("sim"));
+  EXPECT_EQ(rq["faults"]["replayed"], 1);
+  EXPECT_DOUBLE_EQ(rq["sim"]["incidents"]["faults_injected_per_replica"].get<double>(), 1);
+  EXPECT_DOUBLE_EQ(rq["sim"]["resolved_by_per_replica"].value("requeue", 0.0), 1.0);
+  EXPECT_EQ(rq["sim"]["resolved_by_per_replica"].size(), 1u);
+  EXPECT_DOUBLE_EQ(rq["live"]["resolved_by"].value("requeue", 0.0), 1.0);
+  EXPECT_NEAR(rq["sim"]["ettr"]["mean"].get<double>(), expected, 1e-6);
+  EXPECT_NEAR(rq["live"]["ettr"].get<double>(), static_cast<double>(last) / kHorizon, 1e-12);
+  EXPECT_DOUBLE_EQ(rq["calibration"]["cluster.scheduler.requeue_base_s"]["value"].get<double>(),
+                   kRequeue);
+  EXPECT_DOUBLE_EQ(rq["sim"]["evictions"]["true_per_replica"].get<double>(), 0);
+
+  const json br = replay({log.path(), "--stack", "byterobust", "--replicas", "5"});
+  ASSERT_TRUE(br.contains("sim"));
+  EXPECT_EQ(br["stack"], "byterobust");
+  EXPECT_DOUBLE_EQ(br["sim"]["incidents"]["faults_injected_per_replica"].get<double>(), 1);
+  EXPECT_DOUBLE_EQ(br["sim"]["resolved_by_per_replica"].value("realtime_eviction", 0.0), 1.0);
+  EXPECT_EQ(br["sim"]["resolved_by_per_replica"].size(), 1u);
+  EXPECT_DOUBLE_EQ(br["sim"]["evictions"]["true_per_replica"].get<double>(), 1);
+  // Not the recorded stack: its own defaults, not the header's parameters.
+  EXPECT_FALSE(br["sim"]["policy_params"].contains("checkpoint_write_s"));
+}
+
+// Every recorded fault on a job slot before the end is injected exactly once, with the
+// symptom the simulator knows for its kind; the others are reported as skipped.
+TEST(SimReplay, InjectsExactlyTheRecordedFaults) {
+  LogFile log("kinds");
+  log.add(header());
+  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kInit, 1, kInit));
+  log.add(fault(50, 0, 0, "kill"));
+  log.add({{"t_s", 50.5},
+           {"kind", "event"},
+           {"event",
+            {{"type", "ProcessExit"}, {"machine", 0}, {"exit_code", 137}, {"signature", ""}}}});
+  log.add(fault(100, 1, 1, "crash",
+                "RuntimeError: CUDA error: an illegal memory access was encountered"));
+  log.add(fault(150, 2, 2, "hang"));
+  log.add(fault(200, 3, 3, "stop"));
+  log.add(fault(250, 0, 0, "nan"));
+  log.add(fault(300, 1, 1, "slow", "1.5"));
+  log.add(fault(350, 2, 2, "sdc"));
+  log.add(fault(400, 3, 3, "nic_down"));
+  log.add(fault(450, 0, 0, "machine_down"));
+  log.add(fault(500, -1, -1, "update", "v2"));
+  log.add(fault(520, 4, -1, "kill"));  // a standby: not in the job
+  log.add(fault(700, 1, 1, "kill"));   // after the end of the run
+  log.add(summary(kHorizon, 300));
+  const json r = replay({log.write(), "--stack", "requeue", "--replicas", "3"});
+  ASSERT_TRUE(r.contains("sim"));
+  EXPECT_EQ(r["faults"]["in_log"], 12);
+  EXPECT_EQ(r["faults"]["replayed"], 10);
+  EXPECT_EQ(r["faults"]["skipped"].size(), 2u);
+  EXPECT_DOUBLE_EQ(r["sim"]["incidents"]["faults_injected_per_replica"].get<double>(), 10);
+  const json& cats = r["sim"]["incidents"]["by_category"];
+  ASSERT_EQ(cats.size(), 10u);
+  std::map<std::string, std::string> symptom_of;
+  for (auto it = cats.begin(); it != cats.end(); ++it) {
+    EXPECT_DOUBLE_EQ(it.value()["injected_per_replica"].get<double>(), 1) << it.key();
+    symptom_of[it.key().substr(0, it.key().find('#'))] = it.value()["symptom"];
+  }
+  EXPECT_EQ(symptom_of["kill"], "crash");
+  EXPECT_EQ(symptom_of["crash"], "crash");
+  EXPECT_EQ(symptom_of["hang"], "hang");
+  EXPECT_EQ(symptom_of["stop"], "hang");
+  EXPECT_EQ(symptom_of["nan"], "nan");
+  EXPECT_EQ(symptom_of["slow"], "slowdown");
+  EXPECT_EQ(symptom_of["sdc"], "nan");
+  EXPECT_EQ(symptom_of["nic_down"], "hang");  // nothing exited in the log
+  EXPECT_EQ(symptom_of["machine_down"], "crash");
+  EXPECT_EQ(symptom_of["update"], "manual");
+}
+
+// A live run whose steps jitter (every 4th step takes 1.4 s instead of 1 s: the median
+// is 1 s, the mean 1.1 s) and whose job starts 4 s after the clock (agents connecting).
+// The live ETTR counts steps at the median over the whole clock; the replay must report
+// the same quantity, not the simulator's own training-time ETTR.
+TEST(SimReplay, StepJitterAndStartDelayAreCountedAsTheLiveRunCountsThem) {
+  constexpr double kStart = 4;
+  LogFile log("jitter");
+  log.add(header());
+  log.add(action(kStart, 1,
+                 {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kStart + kInit, 1, kInit));
+  double t = kStart + kInit;
+  long step = 0;
+  while (true) {
+    const double dt =
+        ((step + 1) % 4 == 0 ? 1.4 : 1.0) + (step > 0 && step % kEvery == 0 ? kStall : 0);
+    if (t + dt > kHorizon) break;
+    t += dt;
+    ++step;
+    log.add(progress(t, step));
+  }
+  // What the live run measured: steps at the median (1 s) over the 600 s clock.
+  const double live = static_cast<double>(step) * kStep / kHorizon;
+  log.add(summary(kHorizon, step));
+  const json r = replay({log.write(), "--replicas", "2"});
+  ASSERT_TRUE(r.contains("sim_ettr"));
+  EXPECT_NEAR(r["live"]["ettr"].get<double>(), live, 1e-12);
+  EXPECT_NEAR(r["calibration"]["job.step_time_s"]["value"].get<double>(), 1.1, 0.01);
+  EXPECT_DOUBLE_EQ(r["calibration"]["live.start_offset_s"]["value"].get<double>(), kStart);
+  EXPECT_NEAR(r["sim_ettr"]["mean"].get<double>(), live, 0.005);  // within half a point
+  // Unconverted, the simulator's own ETTR is ~10% higher: the conversion is what matters.
+  EXPECT_GT(r["sim"]["ettr"]["mean"].get<double>(), live + 0.05);
+}
+
+// The stop-time tests take the live run's measured time in the simulator, including the
+// inter-machine all-gather, which the simulator runs as network flows.
+TEST(SimReplay, ProbesTakeTheirMeasuredTimes) {
+  LogFile log("probes");
+  json h = header("byterobust");
+  h["params"] = json::object();
+  h["checkpoint_every_steps"] = 1;
+  log.add(h);
+  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kInit, 1, kInit));
+  log.add(action(1, 2,
+                 {{"type", "RunProbe"},
+                  {"test", "inter-all-gather"},
+                  {"machines", {0, 1}},
+                  {"deadline_s", 600.0},
+                  {"reason", ""}}));
+  log.add(outcome(5, 2, 4.0));
+  log.add(action(6, 3,
+                 {{"type", "RunProbe"},
+                  {"test", "gpu-diag"},
+                  {"machines", {0}},
+                  {"deadline_s", 600.0},
+                  {"reason", ""}}));
+  log.add(outcome(13, 3, 7.0));
+  // A network crash: byterobust's plan for it is the inter-machine all-gather.
+  log.add(fault(100, 1, 1, "crash", "NCCL WARN NET/IB : Got completion with error 12"));
+  log.add(summary(kHorizon, 500));
+  const std::string dir = log.path() + ".out";
+  const json r = replay({log.write(), "--replicas", "1", "--out", dir, "--decisions"});
+  ASSERT_TRUE(r.contains("sim"));
+  EXPECT_DOUBLE_EQ(r["calibration"]["diagnosis.gpu_diag_s"]["value"].get<double>(), 7.0);
+  std::ifstream f(dir + "/decisions.log");
+  std::string line;
+  double asked = -1, answered = -1;
+  while (std::getline(f, line)) {
+    auto at = [&]() { return std::stod(line.substr(line.find("t=") + 2)); };
+    if (line.find("act probe inter-all-gather") != std::string::npos && asked < 0) asked = at();
+    if (line.find("event probe inter-all-gather") != std::string::npos && answered < 0)
+      answered = at();
+  }
+  std::filesystem::remove_all(dir);
+  ASSERT_GE(asked, 0);
+  ASSERT_GE(answered, 0);
+  EXPECT_NEAR(answered - asked, 4.0, 0.04);  // within 1%
+}
+
+// Start attempts that fail while agents connect are set-up, not incidents: the job's time
+// zero is its first successful start. What a controller logs after the summary (shutting
+// down, its policy reacting to the stopped ranks) is not part of the run.
+TEST(SimReplay, SetUpAttemptsAndShutdownAreNotIncidents) {
+  LogFile log("setup");
+  log.add(header());
+  log.add(
+      action(0.01, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add({{"t_s", 0.02},
+           {"kind", "outcome"},
+           {"id", 1},
+           {"ok", false},
+           {"detail", "agent not connected"},
+           {"duration_s", 0.01}});
+  log.add(action(0.02, 2,
+                 {{"type", "AcquireMachines"},
+                  {"mode", "requeue"},
+                  {"slots", json::array()},
+                  {"reason", "start failed"},
+                  {"mechanism", "requeue"}}));
+  log.add(outcome(0.03, 2, 0.01));
+  log.add(
+      action(2.0, 3, {{"type", "StartJob"}, {"reason", "machines ready"}, {"mechanism", "none"}}));
+  log.add(outcome(2.0 + kInit, 3, kInit));
+  log.add(summary(kHorizon, 500));
+  log.add(action(kHorizon + 0.01, 4,
+                 {{"type", "AcquireMachines"},
+                  {"mode", "requeue"},
+                  {"slots", json::array()},
+                  {"reason", "exit"},
+                  {"mechanism", "requeue"}}));
+  log.add(action(kHorizon + 0.02, 5,
+                 {{"type", "StartJob"}, {"reason", "ready"}, {"mechanism", "none"}}));
+  log.add(fault(kHorizon + 0.03, 1, 1, "kill"));
+  const json r = replay({log.write(), "--replicas", "2"});
+  ASSERT_TRUE(r.contains("sim"));
+  EXPECT_TRUE(r["live"]["resolved_by"].empty()) << r["live"]["resolved_by"];
+  EXPECT_DOUBLE_EQ(r["calibration"]["live.start_offset_s"]["value"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(r["calibration"]["job.init_s"]["value"].get<double>(), kInit);
+  EXPECT_EQ(r["faults"]["in_log"], 1);
+  EXPECT_EQ(r["faults"]["replayed"], 0);
+  EXPECT_EQ(r["faults"]["skipped"].size(), 1u);
+  // Simulated from the first successful start: (600 - 2) s of which init and the
+  // checkpoint stalls are lost, converted to the 600 s live clock. No progress samples:
+  // the stall is the header's checkpoint_write_s (0.5 s), not measured.
+  const Kept k = train(kInit, kHorizon - 2.0, kEvery * kStep, 0.5);
+  EXPECT_NEAR(r["sim_ettr"]["mean"].get<double>(), (k.committed + k.pending) / kHorizon, 1e-6);
+}
+
+TEST(SimReplay, TextOutputShowsLiveAndSimulatedEttrAndCalibration) {
+  LogFile log("text");
+  log.add(header());
+  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kInit, 1, kInit));
+  log.add(summary(kHorizon, 500));
+  log.raw(R"({"t_s":601,"kind":"no)");  // torn by a crash mid-write
+  CliResult r = run_cli({"sim", "replay", log.write(false), "--replicas", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("torn last line"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("ETTR       live 83.33%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sim  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("job.init_s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("StartJob median of 1"), std::string::npos) << r.out;
+}
+
+TEST(SimReplay, BadLogIsAOneLineErrorWithFileAndLine) {
+  LogFile log("bad");
+  log.add(header());
+  log.add({{"t_s", 10}, {"kind", "fault"}, {"machine", 1}, {"slot", 1}, {"fault", "meteor"}});
+  log.add(summary(kHorizon, 500));
+  CliResult r = run_cli({"sim", "replay", log.write()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("faultline: " + log.path() + ":2: $.fault: expected one of kill|", 0), 0u)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+
+  CliResult missing = run_cli({"sim", "replay", "/nonexistent/log.jsonl"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("cannot open file"), std::string::npos);
+
+  LogFile ok("stack");
+  ok.add(header());
+  ok.add(summary(kHorizon, 500));
+  CliResult stack = run_cli({"sim", "replay", ok.write(), "--stack", "teleport"});
+  EXPECT_EQ(stack.exit_code, 2);
+  EXPECT_NE(stack.err.find("--stack: expected a registered stack"), std::string::npos) << stack.err;
+}
+
+}  // namespace
+}  // namespace faultline::testing
