@@ -16,6 +16,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "traces/config.h"
+
 namespace faultline::traces {
 
 using nlohmann::json;
@@ -23,22 +25,6 @@ using nlohmann::json;
 namespace {
 
 // ---------------------------------------------------------------- scalars
-
-std::string type_of(const json& j) {
-  if (j.is_null()) return "null";
-  if (j.is_boolean()) return "a boolean";
-  if (j.is_number_integer() || j.is_number_unsigned()) return "an integer";
-  if (j.is_number()) return "a number";
-  if (j.is_string()) return "a string";
-  if (j.is_array()) return "an array";
-  return "an object";
-}
-
-std::string brief(const json& j) {
-  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
-}
 
 // JSON has no infinities or NaN: they travel as strings.
 json real_json(double x) {
@@ -63,7 +49,7 @@ Duration from_s(double x) {
 class In {
  public:
   In(const json& j, std::string path) : j_(j), path_(std::move(path)) {
-    if (!j_.is_object()) fail(path_, "expected an object, got " + type_of(j_));
+    if (!j_.is_object()) fail(path_, "expected an object, got " + json_type_of(j_));
   }
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
     throw EventLogError(path + ": " + what);
@@ -90,13 +76,13 @@ class In {
   std::int64_t as_integer(const json& v, const std::string& where, std::int64_t lo,
                           std::int64_t hi) const {
     if (!v.is_number_integer() && !v.is_number_unsigned())
-      fail(where, "expected an integer, got " + type_of(v) + " " + brief(v));
+      fail(where, "expected an integer, got " + json_type_of(v) + " " + json_brief(v));
     if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
-      fail(where, "expected an integer <= " + std::to_string(hi) + ", got " + brief(v));
+      fail(where, "expected an integer <= " + std::to_string(hi) + ", got " + json_brief(v));
     const std::int64_t x = v.get<std::int64_t>();
     if (x < lo || x > hi)
       fail(where, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                      "], got " + brief(v));
+                      "], got " + json_brief(v));
     return x;
   }
   std::uint64_t unsigned_integer(const std::string& key, std::uint64_t def, bool required = false) {
@@ -105,7 +91,7 @@ class In {
     if (v->is_number_unsigned()) return v->get<std::uint64_t>();
     if (v->is_number_integer() && v->get<std::int64_t>() >= 0)
       return static_cast<std::uint64_t>(v->get<std::int64_t>());
-    fail(at(key), "expected an integer >= 0, got " + type_of(*v) + " " + brief(*v));
+    fail(at(key), "expected an integer >= 0, got " + json_type_of(*v) + " " + json_brief(*v));
   }
   // A number, or "inf", "-inf", "nan".
   double real(const std::string& key, double def, bool required = false) {
@@ -122,17 +108,17 @@ class In {
       if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
     }
     fail(where,
-         "expected a number (or \"inf\", \"-inf\", \"nan\"), got " + type_of(v) + " " + brief(v));
+         "expected a number (or \"inf\", \"-inf\", \"nan\"), got " + json_type_of(v) + " " + json_brief(v));
   }
   // A finite number within [lo, hi].
   double finite(const std::string& key, double def, double lo, double hi, bool required = false) {
     const json* v = required ? &need(key, "number") : get(key);
     if (!v) return def;
-    if (!v->is_number()) fail(at(key), "expected a number, got " + type_of(*v) + " " + brief(*v));
+    if (!v->is_number()) fail(at(key), "expected a number, got " + json_type_of(*v) + " " + json_brief(*v));
     const double x = v->get<double>();
     if (!std::isfinite(x) || x < lo || x > hi) {
       std::ostringstream o;
-      o << "expected a finite number in [" << lo << ", " << hi << "], got " << brief(*v);
+      o << "expected a finite number in [" << lo << ", " << hi << "], got " << json_brief(*v);
       fail(at(key), o.str());
     }
     return x;
@@ -141,25 +127,25 @@ class In {
     const json* v = get(key);
     if (!v) return def;
     if (!v->is_number())
-      fail(at(key), "expected seconds (a number), got " + type_of(*v) + " " + brief(*v));
+      fail(at(key), "expected seconds (a number), got " + json_type_of(*v) + " " + json_brief(*v));
     return from_s(v->get<double>());
   }
   std::string string(const std::string& key, const std::string& def, bool required = false) {
     const json* v = required ? &need(key, "string") : get(key);
     if (!v) return def;
-    if (!v->is_string()) fail(at(key), "expected a string, got " + type_of(*v) + " " + brief(*v));
+    if (!v->is_string()) fail(at(key), "expected a string, got " + json_type_of(*v) + " " + json_brief(*v));
     return v->get<std::string>();
   }
   bool boolean(const std::string& key, bool def, bool required = false) {
     const json* v = required ? &need(key, "boolean") : get(key);
     if (!v) return def;
     if (!v->is_boolean())
-      fail(at(key), "expected true or false, got " + type_of(*v) + " " + brief(*v));
+      fail(at(key), "expected true or false, got " + json_type_of(*v) + " " + json_brief(*v));
     return v->get<bool>();
   }
   std::vector<std::int32_t> ids(const json& v, const std::string& where) const {
     if (!v.is_array())
-      fail(where, "expected an array of integers, got " + type_of(v) + " " + brief(v));
+      fail(where, "expected an array of integers, got " + json_type_of(v) + " " + json_brief(v));
     std::vector<std::int32_t> out;
     out.reserve(v.size());
     for (std::size_t i = 0; i < v.size(); ++i)
@@ -177,11 +163,11 @@ class In {
     const json* v = get(key);
     if (!v) return {};
     if (!v->is_array())
-      fail(at(key), "expected an array of strings, got " + type_of(*v) + " " + brief(*v));
+      fail(at(key), "expected an array of strings, got " + json_type_of(*v) + " " + json_brief(*v));
     std::vector<std::string> out;
     for (std::size_t i = 0; i < v->size(); ++i) {
       if (!(*v)[i].is_string())
-        fail(at(key) + "[" + std::to_string(i) + "]", "expected a string, got " + type_of((*v)[i]));
+        fail(at(key) + "[" + std::to_string(i) + "]", "expected a string, got " + json_type_of((*v)[i]));
       out.push_back((*v)[i].get<std::string>());
     }
     return out;
@@ -190,12 +176,12 @@ class In {
     const json* v = get(key);
     if (!v) return {};
     if (!v->is_array())
-      fail(at(key), "expected an array of booleans, got " + type_of(*v) + " " + brief(*v));
+      fail(at(key), "expected an array of booleans, got " + json_type_of(*v) + " " + json_brief(*v));
     std::vector<bool> out;
     for (std::size_t i = 0; i < v->size(); ++i) {
       if (!(*v)[i].is_boolean())
         fail(at(key) + "[" + std::to_string(i) + "]",
-             "expected true or false, got " + type_of((*v)[i]));
+             "expected true or false, got " + json_type_of((*v)[i]));
       out.push_back((*v)[i].get<bool>());
     }
     return out;
@@ -209,7 +195,7 @@ class In {
       if (auto e = from(v->get_ref<const std::string&>())) return *e;
     std::string all;
     for (const char* n : names) all += (all.empty() ? "" : "|") + std::string(n);
-    fail(at(key), "expected one of " + all + ", got " + brief(*v));
+    fail(at(key), "expected one of " + all + ", got " + json_brief(*v));
   }
   // Fails on the first key that was never read.
   void finish() const {
@@ -430,7 +416,7 @@ int probe_test(In& in, const std::string& key) {
   std::string all;
   for (const char* n : names_of<ProbeKind, kProbes>(probe_name))
     all += (all.empty() ? "" : "|") + std::string(n);
-  in.fail(in.at(key), "expected one of " + all + ", got " + brief(*v));
+  in.fail(in.at(key), "expected one of " + all + ", got " + json_brief(*v));
 }
 
 faultline::Event decode_event(std::size_t index, In& in) {
@@ -605,7 +591,7 @@ faultline::Action decode_action(std::size_t index, In& in) {
       RunReplay x;
       if (const json* g = in.get("groups")) {
         if (!g->is_array())
-          in.fail(in.at("groups"), "expected an array of machine arrays, got " + type_of(*g));
+          in.fail(in.at("groups"), "expected an array of machine arrays, got " + json_type_of(*g));
         for (std::size_t i = 0; i < g->size(); ++i)
           x.groups.push_back(in.ids((*g)[i], in.at("groups") + "[" + std::to_string(i) + "]"));
       }
@@ -681,7 +667,7 @@ EventLogHeader decode_header(In& in) {
   if (h.stack.empty()) in.fail(in.at("stack"), "expected a policy stack name, got \"\"");
   if (const json* p = in.get("params")) {
     if (!p->is_object())
-      in.fail(in.at("params"), "expected an object of numbers, got " + type_of(*p));
+      in.fail(in.at("params"), "expected an object of numbers, got " + json_type_of(*p));
     for (auto it = p->begin(); it != p->end(); ++it) {
       const std::string where = in.at("params") + "." + it.key();
       if (it->is_boolean())
@@ -689,7 +675,7 @@ EventLogHeader decode_header(In& in) {
       else if (it->is_number() && std::isfinite(it->get<double>()))
         h.params[it.key()] = it->get<double>();
       else
-        in.fail(where, "expected a finite number, got " + type_of(*it) + " " + brief(*it));
+        in.fail(where, "expected a finite number, got " + json_type_of(*it) + " " + json_brief(*it));
     }
   }
   h.seed = in.unsigned_integer("seed", 0);
