@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "realexec/wire.h"
+
 namespace faultline::live {
 
 namespace {
@@ -140,23 +142,8 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   if (c.dir.empty()) c.dir = ".";
   c.description = r.str(doc, "", "description", "");
   const std::string ctl = r.str(doc, "", "controller", "127.0.0.1:7700");
-  {
-    const auto colon = ctl.rfind(':');
-    int port = -1;
-    if (colon != std::string::npos) {
-      try {
-        size_t used = 0;
-        port = std::stoi(ctl.substr(colon + 1), &used);
-        if (used != ctl.size() - colon - 1) port = -1;
-      } catch (...) {
-        port = -1;
-      }
-    }
-    if (colon == std::string::npos || colon == 0 || port < 1 || port > 65535)
-      r.fail("controller", "expected \"host:port\" with a port in 1..65535, got \"" + ctl + "\"");
-    c.controller_host = ctl.substr(0, colon);
-    c.controller_port = port;
-  }
+  if (!split_host_port(ctl, &c.controller_host, &c.controller_port) || c.controller_port < 1)
+    r.fail("controller", "expected \"host:port\" with a port in 1..65535, got \"" + ctl + "\"");
   c.token_file = resolve(c.dir, r.str(doc, "", "token_file", "", true));
   std::set<std::string> names;
   for (const char* key : {"machines", "standby"}) {

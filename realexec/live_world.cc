@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "policies/api/registry.h"
+#include "traces/stats.h"
 
 extern char** environ;
 
@@ -42,12 +43,7 @@ const char* probe_wire_name(ProbeKind k) {
   return "gpu_diag";
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using traces::median;
 
 bool ok_of(const json& r) { return r.is_object() && r.value("ok", false); }
 std::string detail_of(const json& r) {

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "traces/config.h"
+#include "traces/stats.h"
 
 namespace faultline::traces {
 
@@ -895,9 +896,7 @@ std::optional<double> healthy_step_time(const std::vector<Timed<ProgressRecord>>
     per_step.push_back((b.t_s - a.t_s) / static_cast<double>(b.value.step - a.value.step));
   }
   if (per_step.empty()) return std::nullopt;
-  std::sort(per_step.begin(), per_step.end());
-  const std::size_t n = per_step.size();
-  return n % 2 ? per_step[n / 2] : 0.5 * (per_step[n / 2 - 1] + per_step[n / 2]);
+  return median(std::move(per_step));
 }
 
 SummaryRecord summarize_progress(const std::vector<Timed<ProgressRecord>>& progress,

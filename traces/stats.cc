@@ -19,6 +19,13 @@ double quantile_sorted(const std::vector<double>& s, double p) {
   return s[lo] + (h - static_cast<double>(lo)) * (s[hi] - s[lo]);
 }
 
+double median(std::vector<double> xs) {
+  if (xs.empty()) return NAN;
+  std::sort(xs.begin(), xs.end());
+  const std::size_t n = xs.size();
+  return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+}
+
 Summary summarize(std::vector<double> xs) {
   Summary s;
   s.n = xs.size();

@@ -26,6 +26,8 @@ struct Summary {
 Summary summarize(std::vector<double> xs);
 // The p-quantile (0 <= p <= 1) of sorted data, linear interpolation; NaN when empty.
 double quantile_sorted(const std::vector<double>& sorted, double p);
+// The median (the mean of the middle two for an even count); NaN when empty.
+double median(std::vector<double> xs);
 
 struct GroupCount {
   std::string name;

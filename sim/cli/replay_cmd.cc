@@ -32,6 +32,7 @@
 #include "scenarios/scenario.h"
 #include "sim/cli/commands.h"
 #include "sim/report.h"
+#include "traces/stats.h"
 #include "sim/runner.h"
 #include "traces/event_log.h"
 
@@ -92,11 +93,7 @@ int usage(const std::string& m) {
   return 2;
 }
 
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  const std::size_t n = xs.size();
-  return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
-}
+using traces::median;
 
 // One calibrated environment value: what it is, where it came from.
 struct Calibrated {
