@@ -20,10 +20,11 @@ import os
 import re
 import sys
 
-BUCKETS = ["detection", "diagnosis", "failover", "restore", "recompute", "checkpoint", "degraded"]
+BUCKETS = ["detection", "diagnosis", "failover", "restore", "recompute", "checkpoint", "degraded", "warmup"]
 BUCKET_COLORS = {
     "detection": "#d62728", "diagnosis": "#9467bd", "failover": "#ff7f0e", "restore": "#8c564b",
     "recompute": "#e377c2", "checkpoint": "#1f77b4", "degraded": "#bcbd22",
+    "warmup": "#17becf",
 }
 BUCKET_HELP = {
     "detection": "job broken, not yet acted on",
@@ -33,6 +34,7 @@ BUCKET_HELP = {
     "recompute": "work lost since the last checkpoint",
     "checkpoint": "blocking checkpoint saves",
     "degraded": "running slower than full speed",
+    "warmup": "after a restart, before full speed",
 }
 
 

@@ -20,23 +20,47 @@ constexpr const char* kStallSignature = "(progress stalled)";
 
 class ByteRobust final : public Policy {
  public:
-  explicit ByteRobust(const Params& p) : p_(p) {}
+  explicit ByteRobust(const Params& p)
+      : p_(p),
+        detection_(static_cast<DetectionModule>(p.get("detection"))),
+        localization_(static_cast<LocalizationModule>(p.get("localization"))),
+        checkpoint_(static_cast<CheckpointModule>(p.get("checkpoint"))),
+        recovery_(static_cast<RecoveryModule>(p.get("recovery"))) {}
   const PolicyInfo& info() const override { return byterobust_info(); }
 
   void start(World& w) override {
     const auto& spec = w.cluster().spec();
-    w.act(SetCheckpointPlan{Duration::zero(), Duration::seconds(p_.get("checkpoint_blocking_s")),
-                            CheckpointTier::kMemoryWithPeer,
-                            "every step to host memory with a backup on a peer outside the rank's groups",
-                            Duration::seconds(p_.get("remote_checkpoint_interval_s"))});
-    w.act(WatchProgress{Duration::seconds(p_.get("stall_window_s")), p_.get("slow_ratio"),
-                        Duration::seconds(p_.get("slow_for_s")), true, "stall, MFU and metric triggers"});
-    for (const char* kind : {"gpu", "nic", "host", "switch"})
-      w.act(EnableInspection{kind, Duration::seconds(p_.get(std::string("inspect_") + kind + "_s")),
-                             "real-time inspection"});
-    int pool = static_cast<int>(p_.get("standby_pool"));
-    if (pool < 0) pool = binomial_quantile(spec.machines, p_.get("standby_daily_p"), p_.get("standby_quantile"));
-    w.act(SetStandbyPool{pool, "P99 of Binomial(machines, daily failure probability)"});
+    const Duration remote_every = Duration::seconds(p_.get("remote_checkpoint_interval_s"));
+    const Duration interval = Duration::seconds(p_.get("checkpoint_interval_s"));
+    switch (checkpoint_) {
+      case CheckpointModule::kPeer:
+        w.act(SetCheckpointPlan{Duration::zero(), Duration::seconds(p_.get("checkpoint_blocking_s")),
+                                CheckpointTier::kMemoryWithPeer,
+                                "every step to host memory with a backup on a peer outside the rank's groups",
+                                remote_every});
+        break;
+      case CheckpointModule::kMemory:
+        w.act(SetCheckpointPlan{interval, Duration::seconds(p_.get("memory_checkpoint_blocking_s")),
+                                CheckpointTier::kMemory,
+                                "Gemini-style: to host memory with a copy on the next machine", remote_every});
+        break;
+      case CheckpointModule::kRemote:
+        w.act(SetCheckpointPlan{interval, Duration::seconds(p_.get("remote_checkpoint_write_s")),
+                                CheckpointTier::kRemote, "Megatron-style: periodic blocking save to remote storage"});
+        break;
+    }
+    if (detection_ == DetectionModule::kRealtime) {
+      w.act(WatchProgress{Duration::seconds(p_.get("stall_window_s")), p_.get("slow_ratio"),
+                          Duration::seconds(p_.get("slow_for_s")), true, "stall, MFU and metric triggers"});
+      for (const char* kind : {"gpu", "nic", "host", "switch"})
+        w.act(EnableInspection{kind, Duration::seconds(p_.get(std::string("inspect_") + kind + "_s")),
+                               "real-time inspection"});
+    }  // timeout: process exits and the NCCL watchdog only
+    if (recovery_ == RecoveryModule::kStandby) {
+      int pool = static_cast<int>(p_.get("standby_pool"));
+      if (pool < 0) pool = binomial_quantile(spec.machines, p_.get("standby_daily_p"), p_.get("standby_quantile"));
+      w.act(SetStandbyPool{pool, "P99 of Binomial(machines, daily failure probability)"});
+    }
     start_job(w, "initial start", Mechanism::kNone);
   }
 
@@ -46,6 +70,11 @@ class ByteRobust final : public Policy {
 
  private:
   enum class State { kStarting, kRunning, kDiagnosing, kAcquiring };
+  // The modules a scenario picks by name (byterobust_info's choices, in order).
+  enum class DetectionModule { kRealtime, kTimeout };
+  enum class LocalizationModule { kReplay, kBisection, kStress };
+  enum class CheckpointModule { kPeer, kMemory, kRemote };
+  enum class RecoveryModule { kStandby, kReschedule, kRequeue };
 
   // ------------------------------------------------------------ generic steps
   void start_job(World& w, const std::string& why, Mechanism m) {
@@ -64,7 +93,17 @@ class ByteRobust final : public Policy {
     stop_if_running(w, why);
     w.act(EvictMachines{machines, why, m});
     state_ = State::kAcquiring;
-    pending_acquire_ = w.act(AcquireMachines{AcquireMode::kStandby, slots, why, m});
+    switch (recovery_) {
+      case RecoveryModule::kStandby:
+        pending_acquire_ = w.act(AcquireMachines{AcquireMode::kStandby, slots, why, m});
+        break;
+      case RecoveryModule::kReschedule:
+        pending_acquire_ = w.act(AcquireMachines{AcquireMode::kReschedule, slots, why, m});
+        break;
+      case RecoveryModule::kRequeue:
+        pending_acquire_ = w.act(AcquireMachines{AcquireMode::kRequeue, {}, why, m});
+        break;
+    }
     last_recovery_evicted_ = true;
   }
   void reattempt(World& w, const std::string& why) {
@@ -300,7 +339,17 @@ class ByteRobust final : public Policy {
     stop_if_running(w, why);
     state_ = State::kDiagnosing;
     const auto& spec = w.cluster().spec();
-    if (p_.get("localization") == 1) {
+    if (localization_ == LocalizationModule::kStress) {
+      // The baseline: stress-test every machine and evict what fails; nothing found
+      // leaves a reattempt (next_test with an empty plan).
+      nan_chain_ = false;
+      plan_.clear();
+      suspects_ = all_machines(w);
+      pending_probe_ = w.act(RunProbe{ProbeKind::kStress, suspects_, Duration::seconds(p_.get("stress_deadline_s")),
+                                      "full-cluster stress test: " + why});
+      return;
+    }
+    if (localization_ == LocalizationModule::kBisection) {
       std::vector<SlotId> all(w.cluster().slots());
       for (SlotId s = 0; s < w.cluster().slots(); ++s) all[s] = s;
       bisect_groups_ = bisection_round({all});
@@ -395,6 +444,10 @@ class ByteRobust final : public Policy {
   void handle(const T&, World&) {}
 
   const Params p_;
+  const DetectionModule detection_;
+  const LocalizationModule localization_;
+  const CheckpointModule checkpoint_;
+  const RecoveryModule recovery_;
   State state_ = State::kStarting;
   ActionId pending_start_ = 0, pending_acquire_ = 0, pending_probe_ = 0, pending_capture_ = 0, pending_replay_ = 0;
   Instant last_start_{};
@@ -492,13 +545,35 @@ const PolicyInfo& byterobust_info() {
           {"mfu_round_s", "time between MFU aggregation rounds", "s", 10, 0.1, 3600},
           {"recrash_window_s", "a crash within this of a restart escalates", "s", 1800, 0, 86400},
           {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
-          {"localization", "silent-fault localization: 0 dual-phase replay, 1 bisection", "choice", 0, 0, 1},
+          {"detection",
+           "detection module: realtime (inspections; stall, MFU and metric triggers) or timeout (process exits "
+           "and the NCCL collective timeout only)",
+           "choice", 0, 0, 1, {"realtime", "timeout"}},
+          {"localization",
+           "silent-fault localization: replay (dual-phase), bisection (adaptive group testing) or stress (the "
+           "full-cluster stress test baseline)",
+           "choice", 0, 0, 2, {"replay", "bisection", "stress"}},
+          {"checkpoint",
+           "checkpoint module: peer (every step in memory, backup on a peer outside the rank's groups), memory "
+           "(Gemini-style, in memory with a copy on the next machine) or remote (Megatron-style blocking save)",
+           "choice", 0, 0, 2, {"peer", "memory", "remote"}},
+          {"recovery",
+           "replacement of evicted machines: standby (warm pool), reschedule (cold machines) or requeue (the "
+           "whole job)",
+           "choice", 0, 0, 2, {"standby", "reschedule", "requeue"}},
+          {"stress_deadline_s", "deadline of the full-cluster stress test (localization=stress)", "s", 86400, 1,
+           1e7},
           {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1, 100000},
           {"standby_daily_p", "a machine's daily failure probability (pool sizing)", "ratio", 1.2e-3, 0, 1},
           {"standby_quantile", "pool sizing quantile", "ratio", 0.99, 0.5, 0.999999},
           {"checkpoint_blocking_s", "blocking time of an every-step in-memory save", "s", 0.02, 0, 3600},
           {"remote_checkpoint_interval_s", "remote copy interval (used if both memory copies are lost)", "s", 3600,
            1, 1e7},
+          {"checkpoint_interval_s", "training time between saves (checkpoint=memory or remote)", "s", 1800, 1, 1e7},
+          {"memory_checkpoint_blocking_s", "blocking time of an in-memory save (checkpoint=memory; Table 8: 1.84 s)",
+           "s", 1.84, 0, 3600},
+          {"remote_checkpoint_write_s", "blocking time of a save to remote storage (checkpoint=remote; Table 8: 6.77 s)",
+           "s", 6.77, 0, 1e5},
           {"defer_non_urgent", "defer non-urgent code updates into the next recovery (1) or apply now (0)", "bool",
            1, 0, 1},
           {"deferral_window_h", "a deferred update is forced after this long", "h", 24, 0, 1e4},

@@ -13,6 +13,10 @@
 // decline by repeated aggregation rounds; a NaN by the bit-wise alignment test, then
 // replay. Evicted machines are replaced from the warm-standby pool; code updates are
 // hot updates. Checkpoints are taken every step in memory with a peer backup.
+//
+// Each module can be swapped by name through the stack's choice parameters: detection
+// (realtime | timeout), localization (replay | bisection | stress), checkpoint (peer |
+// memory | remote) and recovery (standby | reschedule | requeue).
 #pragma once
 
 #include <memory>

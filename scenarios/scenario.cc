@@ -381,6 +381,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     job.init_s = j.number("init_s", 0, 0, 1e6);
     job.collective_timeout_s = j.number("collective_timeout_s", 600, 0, 1e7);
     job.checkpoint_mfu_loss = j.number("checkpoint_mfu_loss", 0, 0, 0.5);
+    job.restart_warmup_s = j.number("restart_warmup_s", 0, 0, 1e6);
     job.horizon_days = j.number("horizon_days", 90, 1e-6, 36500, true);
     const std::int64_t ranks = static_cast<std::int64_t>(cl.tp) * cl.pp * cl.dp;
     const std::int64_t gpus = static_cast<std::int64_t>(cl.machines) * cl.gpus_per_machine;
@@ -446,9 +447,22 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
       if (!params->is_object()) p.fail("$.policy.params", "expected an object, got " + type_of(*params));
       for (auto it = params->begin(); it != params->end(); ++it) {
         const std::string where = "$.policy.params." + it.key();
+        const ParamSpec* spec = info->find_param(it.key());
         if (it->is_boolean()) overrides[it.key()] = it->get<bool>() ? 1 : 0;
         else if (it->is_number()) overrides[it.key()] = it->get<double>();
-        else p.fail(where, "expected a number, got " + type_of(*it) + " " + brief(*it));
+        else if (it->is_string() && spec && !spec->choices.empty()) {
+          const int i = spec->choice_index(it->get<std::string>());
+          if (i < 0) {
+            std::string all;
+            for (const auto& c : spec->choices) all += (all.empty() ? "" : "|") + c;
+            p.fail(where, "expected one of " + all + ", got " + brief(*it));
+          }
+          overrides[it.key()] = i;
+        } else {
+          p.fail(where, std::string(spec && !spec->choices.empty() ? "expected a module name or its index"
+                                                                   : "expected a number") +
+                            ", got " + type_of(*it) + " " + brief(*it));
+        }
       }
     }
     if (auto err = Params::resolve(info->params, overrides, &sc.policy_params)) {

@@ -39,6 +39,12 @@ struct JobSpec {
   // §5). Charged as checkpoint time, at least the plan's own blocking; a plan asking for
   // zero blocking (the oracle's idealised save) is taken at its word. 0 = blocking only.
   double checkpoint_mfu_loss = 0;
+  // Wall time after every (re)start, counted from training resumed, before the job runs
+  // at full speed again: communicators set up on first use, data loaders refilled,
+  // allocator and kernel caches warmed. It makes no progress and a fault during it
+  // costs it again. The published per-incident times (DOMAIN §4-5) itemise none of it;
+  // the ByteRobust job scenarios fit it (README, "The dense job's figures"). 0 = none.
+  double restart_warmup_s = 0;
   double horizon_days = 90;
 };
 

@@ -13,7 +13,9 @@ std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   const auto& b = r.breakdown;
   j["r"] = r.replica;
   j["e"] = r.ettr;
-  j["b"] = {b.productive, b.detection, b.diagnosis, b.failover, b.restore, b.recompute, b.checkpoint, b.degraded};
+  json jb = json::array();
+  for (const auto& k : kBuckets) jb.push_back(b.*k.field);
+  j["b"] = jb;
   json cats = json::array();
   for (const auto& c : r.categories)
     cats.push_back({c.incidents, c.injected, c.resolution_sum_s, c.resolution_max_s, c.detection_sum_s, c.detected});
@@ -40,8 +42,8 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
   r.ettr = j["e"];
   auto& b = r.breakdown;
   const auto& jb = j["b"];
-  b.productive = jb[0]; b.detection = jb[1]; b.diagnosis = jb[2]; b.failover = jb[3];
-  b.restore = jb[4]; b.recompute = jb[5]; b.checkpoint = jb[6]; b.degraded = jb[7];
+  std::size_t i = 0;
+  for (const auto& k : kBuckets) b.*k.field = jb.at(i++);
   for (const auto& c : j["c"])
     r.categories.push_back({c[0], c[1], c[2], c[3], c[4], c[5]});
   const auto& v = j["v"];

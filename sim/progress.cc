@@ -25,6 +25,14 @@ void ProgressModel::record(std::int64_t start, std::int64_t end, double rate) {
 
 void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
   if (dt <= 0) return;
+  if (warmup_left_ > 0) {
+    const std::int64_t use = std::min(warmup_left_, dt);
+    warmup_left_ -= use;
+    b.warmup += use;
+    at += use;
+    dt -= use;
+    if (dt == 0) return;
+  }
   const std::int64_t start = at;
   std::int64_t left = dt;
   std::int64_t progress_gain = 0;
@@ -120,6 +128,7 @@ void ProgressModel::lose(Breakdown& b) {
   trim_segments(seg_progress_);
   seg_progress_ = 0;
   in_ckpt_ = 0;
+  warmup_left_ = 0;
 }
 
 void ProgressModel::roll_back_committed(std::int64_t to, Breakdown& b) {

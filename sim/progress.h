@@ -5,7 +5,9 @@
 // `blocking`; progress counts training time at full speed. Between two events the job
 // may cross thousands of checkpoints; advance() handles them with arithmetic, never a
 // loop per step. Losing the job (crash, stop) moves the progress made since the last
-// complete checkpoint to `recompute`. The buckets always add up to the wall time seen.
+// complete checkpoint to `recompute`. After a (re)start the job may first run a
+// warm-up that makes no progress (communicators built on first use, data loaders
+// refilled, caches warmed). The buckets always add up to the wall time seen.
 #pragma once
 
 #include <cstdint>
@@ -25,10 +27,28 @@ struct Breakdown {
   std::int64_t recompute = 0;    // training lost since the last complete checkpoint
   std::int64_t checkpoint = 0;   // blocking checkpoint time
   std::int64_t degraded = 0;     // running slower than full speed
-  std::int64_t total() const {
-    return productive + detection + diagnosis + failover + restore + recompute + checkpoint + degraded;
-  }
+  std::int64_t warmup = 0;       // running after a (re)start before full speed (job.restart_warmup_s)
+  std::int64_t total() const;
 };
+
+// The buckets in report order, with their names in results, tables and CSV columns.
+struct BucketInfo {
+  const char* name;
+  std::int64_t Breakdown::*field;
+};
+inline constexpr BucketInfo kBuckets[] = {
+    {"productive", &Breakdown::productive}, {"detection", &Breakdown::detection},
+    {"diagnosis", &Breakdown::diagnosis},   {"failover", &Breakdown::failover},
+    {"restore", &Breakdown::restore},       {"recompute", &Breakdown::recompute},
+    {"checkpoint", &Breakdown::checkpoint}, {"degraded", &Breakdown::degraded},
+    {"warmup", &Breakdown::warmup},
+};
+
+inline std::int64_t Breakdown::total() const {
+  std::int64_t t = 0;
+  for (const auto& k : kBuckets) t += this->*k.field;
+  return t;
+}
 
 // A period of kept progress, for timelines: progress accrues from `start` at `rate`
 // (training seconds per wall second, averaged over checkpoint cycles).
@@ -45,6 +65,9 @@ class ProgressModel {
   void set_rate(double rate) { rate_ = rate; }
   double rate() const { return rate_; }
   void set_record_segments(bool on) { record_ = on; }
+  // The job has just (re)started: its first `ns` of running make no progress and go
+  // to the warm-up bucket. A stop (lose) ends the warm-up.
+  void start_warmup(std::int64_t ns) { warmup_left_ = ns > 0 ? ns : 0; }
 
   // Runs the job for `dt` from wall instant `at`, accruing progress and checkpoints.
   void run(std::int64_t at, std::int64_t dt, Breakdown& b);
@@ -69,6 +92,7 @@ class ProgressModel {
   std::int64_t seg_progress_ = 0;  // training since the last complete checkpoint
   std::int64_t in_ckpt_ = 0;       // time spent in the current checkpoint block
   std::int64_t checkpoints_ = 0;
+  std::int64_t warmup_left_ = 0;
   bool record_ = false;
   std::vector<ProgressSegment> segments_;
 };

@@ -18,22 +18,6 @@ json summary_json(const Summary& s) {
   return {{"mean", s.mean}, {"ci95", {s.lo, s.hi}}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}};
 }
 
-const char* kBuckets[] = {"productive", "detection", "diagnosis", "failover",
-                          "restore",    "recompute", "checkpoint", "degraded"};
-
-std::int64_t bucket(const Breakdown& b, int i) {
-  switch (i) {
-    case 0: return b.productive;
-    case 1: return b.detection;
-    case 2: return b.diagnosis;
-    case 3: return b.failover;
-    case 4: return b.restore;
-    case 5: return b.recompute;
-    case 6: return b.checkpoint;
-    default: return b.degraded;
-  }
-}
-
 }  // namespace
 
 json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs, double wall_s) {
@@ -57,13 +41,13 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   const double n = static_cast<double>(rs.size());
   json bd = json::object(), share = json::object(), ci = json::object();
   const double horizon_s = sc.job.horizon_days * 86400.0;
-  for (int i = 0; i < 8; ++i) {
+  for (const auto& k : kBuckets) {
     std::vector<double> xs;
-    for (const auto& r : rs) xs.push_back(bucket(r.breakdown, i) * 1e-9);
+    for (const auto& r : rs) xs.push_back(r.breakdown.*k.field * 1e-9);
     Summary s = summarize(xs);
-    bd[kBuckets[i]] = s.mean;
-    ci[kBuckets[i]] = {s.lo, s.hi};
-    share[kBuckets[i]] = s.mean / horizon_s;
+    bd[k.name] = s.mean;
+    ci[k.name] = {s.lo, s.hi};
+    share[k.name] = s.mean / horizon_s;
   }
   out["breakdown_s"] = bd;
   out["breakdown_ci95_s"] = ci;
@@ -145,7 +129,8 @@ std::string format_table(const json& r) {
     << "% .. " << 100 * e["ci95"][1].get<double>() << "%, min " << 100 * e["min"].get<double>() << "%, max "
     << 100 * e["max"].get<double>() << "%)\n\n";
   o << "unproductive time per replica          hours    share\n";
-  for (const char* k : kBuckets) {
+  for (const auto& b : kBuckets) {
+    const char* k = b.name;
     if (std::string(k) == "productive") continue;
     o << "  " << std::left << std::setw(34) << k << std::right << std::setw(9) << std::setprecision(2)
       << r["breakdown_s"][k].get<double>() / 3600.0 << std::setw(8) << std::setprecision(2)
@@ -183,14 +168,14 @@ void write_out_dir(const std::string& dir, const json& result, const std::vector
   {
     auto f = open("replicas.csv");
     f << "replica,ettr";
-    for (const char* k : kBuckets) f << "," << k << "_s";
+    for (const auto& k : kBuckets) f << "," << k.name << "_s";
     f << ",incidents,faults_injected,evictions_true,evictions_false\n";
     f << std::setprecision(17);
     for (const auto& r : rs) {
       std::int64_t inc = 0;
       for (const auto& c : r.categories) inc += c.incidents;
       f << r.replica << "," << r.ettr;
-      for (int i = 0; i < 8; ++i) f << "," << bucket(r.breakdown, i) * 1e-9;
+      for (const auto& k : kBuckets) f << "," << r.breakdown.*k.field * 1e-9;
       f << "," << inc << "," << r.faults_injected << "," << r.evictions_true << "," << r.evictions_false << "\n";
     }
   }

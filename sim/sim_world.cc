@@ -550,8 +550,6 @@ ActionId SimWorld::act(Action a) {
             push(now_ + secs(delay), Internal{Internal::kAcquireScheduled, id});
           },
           [&](const SetCheckpointPlan& p) {
-            if (p.tier == CheckpointTier::kMemory)
-              return fail("memory tier without a peer copy is not modelled yet; use remote or memory+peer");
             account(now_);
             const std::int64_t interval = p.interval.ns > 0 ? p.interval.ns : secs(sc_.job.step_time_s);
             std::int64_t blocking = p.blocking.ns;
@@ -762,9 +760,12 @@ void SimWorld::on_internal(const Internal& in) {
       bool peer_lost = false;
       for (SlotId s = 0; s < view_.slots() && !peer_lost; ++s) {
         if (!fresh_[s]) continue;
-        // The backup copy lives on a peer that shares none of the slot's TP, PP or DP
-        // groups: the next pipeline, next stage. Evicting a whole group keeps it.
-        const SlotId peer = (s + sc_.cluster.pp + 1) % view_.slots();
+        // kMemoryWithPeer: the backup copy lives on a peer that shares none of the slot's
+        // TP, PP or DP groups (the next pipeline, next stage), so evicting a whole group
+        // keeps it. kMemory (Gemini-style): on the next machine, the next stage of the same
+        // pipeline, so over-evicting that pipeline loses both copies.
+        const SlotId peer = tier_ == CheckpointTier::kMemoryWithPeer ? (s + sc_.cluster.pp + 1) % view_.slots()
+                                                                     : (s + 1) % view_.slots();
         if (fresh_[peer] || peer == s) {
           peer_lost = true;
           break;
@@ -798,6 +799,7 @@ void SimWorld::finish_start() {
   stuck_ = false;
   ++epoch_;
   std::fill(fresh_.begin(), fresh_.end(), false);
+  progress_.start_warmup(secs(sc_.job.restart_warmup_s));
   const bool reported = update_rate();
   if (!reported && slow_ratio_ > 0 && progress_.rate() <= 1.0 / slow_ratio_)
     push(now_ + slow_for_.ns, Internal{Internal::kSlowReport, static_cast<std::uint64_t>(epoch_)});

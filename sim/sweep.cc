@@ -84,11 +84,9 @@ json param_value(const std::string& text) {
 // One replica's metrics, in metric_names() order.
 std::vector<double> replica_metrics(const ReplicaResult& r, const scenarios::Scenario& sc) {
   const Breakdown& b = r.breakdown;
-  const std::int64_t buckets[] = {b.productive, b.detection, b.diagnosis,  b.failover,
-                                  b.restore,    b.recompute, b.checkpoint, b.degraded};
   std::vector<double> m;
   m.push_back(r.ettr);
-  for (std::int64_t x : buckets) m.push_back(static_cast<double>(x) * 1e-9);
+  for (const auto& k : kBuckets) m.push_back(static_cast<double>(b.*k.field) * 1e-9);
   m.push_back(static_cast<double>(b.total() - b.productive) * 1e-9);
   std::int64_t incidents = 0;
   for (const auto& c : r.categories) incidents += c.incidents;
@@ -229,11 +227,14 @@ std::string assignment_text(const analysis::Assignment& a) {
 }  // namespace
 
 const std::vector<std::string>& metric_names() {
-  static const std::vector<std::string> names = {
-      "ettr",           "productive_s",    "detection_s", "diagnosis_s",
-      "failover_s",     "restore_s",       "recompute_s", "checkpoint_s",
-      "degraded_s",     "unproductive_s",  "incidents",   "faults_injected",
-      "evictions_true", "evictions_false", "checkpoints", "gpu_hours_lost"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n{"ettr"};
+    for (const auto& k : kBuckets) n.push_back(std::string(k.name) + "_s");
+    for (const char* x : {"unproductive_s", "incidents", "faults_injected", "evictions_true", "evictions_false",
+                          "checkpoints", "gpu_hours_lost"})
+      n.push_back(x);
+    return n;
+  }();
   return names;
 }
 

@@ -23,6 +23,16 @@ struct ParamSpec {
   double default_value = 0;
   double min = 0;
   double max = 0;
+  // A choice among named modules: the value is the index of the name, a scenario may
+  // give the name instead, and min/max are 0 and choices.size() - 1.
+  std::vector<std::string> choices = {};
+
+  // The index of `name` among the choices, or -1.
+  int choice_index(const std::string& name) const {
+    for (size_t i = 0; i < choices.size(); ++i)
+      if (choices[i] == name) return static_cast<int>(i);
+    return -1;
+  }
 };
 
 struct PolicyInfo {

@@ -20,6 +20,12 @@ std::optional<std::string> Params::resolve(const std::vector<ParamSpec>& specs,
     }
     for (const auto& s : specs) {
       if (s.name != k) continue;
+      if (!s.choices.empty() && !(v >= s.min && v <= s.max && v == static_cast<int>(v))) {
+        std::ostringstream o;
+        o << "parameter '" << k << "' = " << v << " is not a choice; expected one of:";
+        for (size_t i = 0; i < s.choices.size(); ++i) o << ' ' << s.choices[i] << " (" << i << ')';
+        return o.str();
+      }
       if (!(v >= s.min && v <= s.max)) {
         std::ostringstream o;
         o << "parameter '" << k << "' = " << v << " is out of range; expected " << s.min << " to "

@@ -16,7 +16,9 @@
 #include <sstream>
 
 #include "analysis/models.h"
+#include "policies/api/rng.h"
 #include "policies/builtin.h"
+#include "policies/localization/localization.h"
 #include "scenarios/scenario.h"
 #include "sim/cli/commands.h"
 
@@ -36,6 +38,8 @@ models:
   young      Young's first-order optimal checkpoint interval sqrt(2 delta M)
   meta-ettr  Meta's small-loss ETTR approximation and its best interval
   standby    warm-standby pool size: the Q-quantile of Binomial(machines, p)
+  localize   dual-phase replay against bisection: rounds and time to locate k faulty
+             machines, run on the byterobust stack's own localization code
   check      run the simulator under Daly's assumptions and compare it with Daly's
              closed form and Meta's approximation
 )";
@@ -115,13 +119,41 @@ crash faults (weibull_shape 1, observed at once, not persistent) of job or machi
 scope, the requeue stack, no image pull, no process init and no checkpoint bytes, and
 no fault trace. The model's inputs are read from it:
   M = 86400 / (sum of the categories' rates per machine-day x machines)
-  R = requeue_base_s + requeue_per_machine_s x machines
+  R = requeue_base_s + requeue_per_machine_s x machines + job.restart_warmup_s
   tau = policy.params.checkpoint_interval_s, delta = policy.params.checkpoint_write_s
 and Meta's approximation is mapped as N r = 1/M, u0 = R, D = tau, w = delta.
 
 options:
   --replicas N, --jobs J, --seed S, --set PATH=VALUE   passed to sim run
   --strict            exit 1 when Daly's value is outside the simulation's CI
+  --format table|json
+)";
+
+constexpr const char* kLocalizeHelp =
+    R"(usage: faultline analyze localize [--machines N] [--pp P] [--faulty K[,K2,...]]
+                                   [--phase-s S] [--trials T] [--seed SEED]
+
+Silent-fault localization (ByteRobust §4.2) on N = PP x DP machines, with the
+byterobust stack's own code (policies/localization). Each round replays the job on
+groups of machines at once and takes S seconds; a group fails when it holds a faulty
+machine.
+  dual-phase replay: m = k PP, n = DP / k (the largest k with m <= n); phase 1 groups
+    x by floor(x / m), phase 2 by x mod n; the candidates are the intersections of the
+    failing groups (one machine when one is faulty; up to K^2 when K are). The stack
+    evicts every candidate after two phases; locating exactly takes a third round
+    that tests the candidates one by one, concurrently, when there are more than K.
+  bisection (adaptive group testing): halve every failing group and test the halves
+    concurrently until the failing groups are single machines.
+With one faulty machine every position 0..N-1 is tried; with more, T random sets.
+
+options:
+  --machines N        machines in the job (default 1200)
+  --pp P              pipeline stages; N must be a multiple (default 8)
+  --faulty K,...      faulty machines per case (default 1,2)
+  --phase-s S         time of one replay round, seconds (default 3600: the dense
+                      scenario's diagnosis.replay_s)
+  --trials T          random faulty sets per K > 1 (default 2000)
+  --seed SEED         seed of those sets (default 1)
   --format table|json
 )";
 
@@ -369,6 +401,151 @@ int standby(const std::vector<std::string>& args) {
   return emit(o, j, t.str());
 }
 
+struct Tally {
+  double sum = 0, max = 0, n = 0;
+  void add(double x) {
+    sum += x;
+    max = std::max(max, x);
+    ++n;
+  }
+  double mean() const { return n > 0 ? sum / n : 0; }
+};
+
+int localize(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = parse_options(args, {"--machines", "--pp", "--faulty", "--phase-s", "--trials", "--seed"},
+                             kLocalizeHelp, &o);
+      rc >= 0)
+    return rc;
+  if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
+  double machines, pp, phase_s, trials, seed;
+  if (!number(o, "--machines", false, 1200, 1, &machines) || !number(o, "--pp", false, 8, 1, &pp) ||
+      !number(o, "--phase-s", false, 3600, 0, &phase_s, true) || !number(o, "--trials", false, 2000, 1, &trials) ||
+      !number(o, "--seed", false, 1, 0, &seed))
+    return 2;
+  const int n_machines = static_cast<int>(machines), n_pp = static_cast<int>(pp);
+  if (machines != n_machines || machines > 1e6) return usage_error("--machines: expected an integer in [1, 1000000]");
+  if (pp != n_pp || n_machines % n_pp != 0)
+    return usage_error("--pp: expected an integer dividing --machines (" + std::to_string(n_machines) + ")");
+  if (trials != std::floor(trials) || trials > 1e6) return usage_error("--trials: expected an integer <= 1000000");
+  std::vector<int> ks;
+  {
+    std::stringstream ss(o.values.count("--faulty") ? o.values["--faulty"] : "1,2");
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      char* end = nullptr;
+      const long k = std::strtol(part.c_str(), &end, 10);
+      if (part.empty() || *end || k < 1 || k > std::min(n_machines, 64))
+        return usage_error("--faulty: expected integers in [1, " + std::to_string(std::min(n_machines, 64)) + "]");
+      ks.push_back(static_cast<int>(k));
+    }
+  }
+  const int dp = n_machines / n_pp;
+  const int k = policies::choose_replay_k(n_pp, dp);
+  const policies::ReplayPlan plan = policies::dual_phase_plan(n_pp, dp, k);
+  // The group each slot falls in, per phase.
+  std::vector<int> h_of(n_machines), v_of(n_machines);
+  for (size_t g = 0; g < plan.horizontal.size(); ++g)
+    for (SlotId s : plan.horizontal[g]) h_of[s] = static_cast<int>(g);
+  for (size_t g = 0; g < plan.vertical.size(); ++g)
+    for (SlotId s : plan.vertical[g]) v_of[s] = static_cast<int>(g);
+
+  ordered_json j;
+  j["model"] = "localize";
+  j["machines"] = n_machines;
+  j["pp"] = n_pp;
+  j["dp"] = dp;
+  j["replay"] = {{"k", k}, {"m", plan.m}, {"n", plan.n}};
+  j["phase_s"] = phase_s;
+  j["cases"] = ordered_json::array();
+  std::ostringstream t;
+  t << "localization among " << n_machines << " machines (PP=" << n_pp << ", DP=" << dp << "), one round "
+    << fmt(phase_s) << " s\n";
+  t << "dual-phase replay: k=" << k << ", m=" << plan.m << " machines per horizontal group, n=" << plan.n
+    << " groups per phase\n\n";
+  t << std::setw(8) << "faulty" << std::setw(8) << "sets" << "  " << std::left << std::setw(22) << "method"
+    << std::right << std::setw(14) << "rounds mean" << std::setw(6) << "max" << std::setw(12) << "hours mean"
+    << std::setw(14) << "found all %" << std::setw(16) << "healthy evicted" << std::setw(14) << "group tests\n";
+  Rng rng(static_cast<std::uint64_t>(seed));
+  for (int faulty : ks) {
+    Tally replay_rounds, replay_exact_rounds, replay_false, bisect_rounds, bisect_tests, bisect_false;
+    int sets = 0, replay_found = 0, bisect_found = 0;
+    auto one = [&](const std::vector<SlotId>& bad) {
+      ++sets;
+      std::vector<char> is_bad(n_machines, 0);
+      for (SlotId s : bad) is_bad[s] = 1;
+      // Dual-phase replay: the failing groups of each phase, then their intersections.
+      std::vector<char> h_fail(plan.horizontal.size(), 0), v_fail(plan.vertical.size(), 0);
+      for (SlotId s : bad) h_fail[h_of[s]] = v_fail[v_of[s]] = 1;
+      std::vector<SlotId> candidates;
+      for (size_t h = 0; h < h_fail.size(); ++h)
+        for (size_t v = 0; v < v_fail.size(); ++v)
+          if (h_fail[h] && v_fail[v])
+            if (auto hit = policies::replay_locate(plan, static_cast<int>(h), static_cast<int>(v)))
+              candidates.push_back(*hit);
+      int caught = 0;
+      for (SlotId c : candidates) caught += is_bad[c];
+      if (caught == faulty) ++replay_found;
+      replay_rounds.add(2);
+      replay_exact_rounds.add(static_cast<int>(candidates.size()) > faulty ? 3 : 2);
+      replay_false.add(static_cast<double>(candidates.size()) - caught);
+      // Bisection.
+      const policies::BisectionResult b = policies::bisect(n_machines, [&](const std::vector<SlotId>& g) {
+        for (SlotId s : g)
+          if (is_bad[s]) return true;
+        return false;
+      });
+      int b_caught = 0;
+      for (SlotId f : b.found) b_caught += is_bad[f];
+      if (b_caught == faulty && static_cast<int>(b.found.size()) == faulty) ++bisect_found;
+      bisect_rounds.add(b.rounds);
+      bisect_tests.add(b.tests);
+      bisect_false.add(static_cast<double>(b.found.size()) - b_caught);
+    };
+    if (faulty == 1) {
+      for (SlotId s = 0; s < n_machines; ++s) one({s});
+    } else {
+      for (int tr = 0; tr < static_cast<int>(trials); ++tr) {
+        std::vector<SlotId> bad;
+        while (static_cast<int>(bad.size()) < faulty) {
+          const SlotId s = static_cast<SlotId>(rng.below(n_machines));
+          if (std::find(bad.begin(), bad.end(), s) == bad.end()) bad.push_back(s);
+        }
+        one(bad);
+      }
+    }
+    const double hours = phase_s / 3600;
+    auto row = [&](const char* method, const Tally& rounds, int found, const Tally& healthy, const Tally* tests) {
+      t << std::setw(8) << faulty << std::setw(8) << sets << "  " << std::left << std::setw(22) << method
+        << std::right << std::fixed << std::setprecision(2) << std::setw(14) << rounds.mean() << std::setw(6)
+        << std::setprecision(0) << rounds.max << std::setprecision(2) << std::setw(12) << rounds.mean() * hours
+        << std::setprecision(1) << std::setw(14) << 100.0 * found / sets << std::setprecision(2) << std::setw(16)
+        << healthy.mean() << std::setw(13);
+      if (tests) t << std::setprecision(1) << tests->mean();
+      else t << "-";
+      t << "\n";
+      t.unsetf(std::ios::fixed);
+    };
+    row("replay (evict all)", replay_rounds, replay_found, replay_false, nullptr);
+    Tally none;
+    for (int i = 0; i < sets; ++i) none.add(0);
+    row("replay (exact)", replay_exact_rounds, replay_found, none, nullptr);
+    row("bisection", bisect_rounds, bisect_found, bisect_false, &bisect_tests);
+    j["cases"].push_back(
+        {{"faulty", faulty},
+         {"sets", sets},
+         {"replay", {{"rounds_mean", replay_rounds.mean()}, {"rounds_max", replay_rounds.max},
+                     {"hours_mean", replay_rounds.mean() * hours}, {"found_all_share", 1.0 * replay_found / sets},
+                     {"healthy_evicted_mean", replay_false.mean()}, {"healthy_evicted_max", replay_false.max},
+                     {"exact_rounds_mean", replay_exact_rounds.mean()}, {"exact_rounds_max", replay_exact_rounds.max},
+                     {"exact_hours_mean", replay_exact_rounds.mean() * hours}}},
+         {"bisection", {{"rounds_mean", bisect_rounds.mean()}, {"rounds_max", bisect_rounds.max},
+                        {"hours_mean", bisect_rounds.mean() * hours}, {"found_all_share", 1.0 * bisect_found / sets},
+                        {"healthy_evicted_mean", bisect_false.mean()}, {"group_tests_mean", bisect_tests.mean()}}}});
+  }
+  return emit(o, j, t.str());
+}
+
 // Runs `faultline sim run ... --format json` in a child process; returns its stdout.
 int run_sim(const std::vector<std::string>& args, std::string* out) {
   char tmpl[] = "/tmp/faultline-check-XXXXXX";
@@ -449,8 +626,9 @@ int check(const std::vector<std::string>& args) {
     return 2;
   }
   const double M = 86400.0 / rate_per_day;
-  const double R =
-      sc.scheduler.requeue_base_s + sc.scheduler.requeue_per_machine_s * sc.cluster.machines;
+  // The recovery a failure can interrupt: the requeue, then the warm-up after the restart.
+  const double R = sc.scheduler.requeue_base_s + sc.scheduler.requeue_per_machine_s * sc.cluster.machines +
+                   sc.job.restart_warmup_s;
   const double tau = sc.policy_params.get("checkpoint_interval_s");
   const double delta = sc.policy_params.get("checkpoint_write_s");
 
@@ -547,9 +725,10 @@ int analyze(const std::vector<std::string>& args) {
   if (m == "young") return young(rest);
   if (m == "meta-ettr" || m == "meta") return meta(rest);
   if (m == "standby") return standby(rest);
+  if (m == "localize") return localize(rest);
   if (m == "check") return check(rest);
   return usage_error("unknown model '" + m +
-                     "'; expected daly, young, meta-ettr, standby or check");
+                     "'; expected daly, young, meta-ettr, standby, localize or check");
 }
 
 }  // namespace faultline::cli

@@ -165,8 +165,11 @@ int sim_compare(const std::vector<std::string>& args) {
            fmt(100 * (r["ettr_minus_first"]["ci95"][1].get<double>() - r["ettr_minus_first"]["mean"].get<double>()), 2);
   });
   o << "unproductive hours per replica\n";
-  for (const char* k : {"detection", "diagnosis", "failover", "restore", "recompute", "checkpoint", "degraded"})
-    row(std::string("  ") + k, [&](const nlohmann::json& r) { return fmt(r["breakdown_s"][k].get<double>() / 3600, 2); });
+  for (const auto& b : sim::kBuckets) {
+    const std::string k = b.name;
+    if (k == "productive") continue;
+    row("  " + k, [&](const nlohmann::json& r) { return fmt(r["breakdown_s"][k].get<double>() / 3600, 2); });
+  }
   o << "incidents resolved by (per replica)\n";
   for (const char* m : {"realtime_eviction", "stop_time_eviction", "reattempt", "rollback", "replay",
                         "analyzer_over_eviction", "hot_update", "requeue", "reschedule", "oracle"})

@@ -204,9 +204,17 @@ int list_policies() {
   for (const auto& name : registry.names()) {
     const auto* info = registry.find(name);
     std::printf("%s (v%s): %s\n", name.c_str(), info->version.c_str(), info->summary.c_str());
-    for (const auto& p : info->params)
+    for (const auto& p : info->params) {
+      if (!p.choices.empty()) {
+        std::string all;
+        for (const auto& c : p.choices) all += (all.empty() ? "" : "|") + c;
+        std::printf("    %-26s default %-10s one of %s  %s\n", p.name.c_str(),
+                    p.choices[static_cast<size_t>(p.default_value)].c_str(), all.c_str(), p.help.c_str());
+        continue;
+      }
       std::printf("    %-26s default %-10g [%g, %g] %s  %s\n", p.name.c_str(), p.default_value, p.min, p.max,
                   p.unit.c_str(), p.help.c_str());
+    }
   }
   return 0;
 }

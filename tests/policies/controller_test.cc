@@ -262,6 +262,88 @@ TEST(ByteRobust, UrgentCodeUpdateIsAHotUpdate) {
   EXPECT_TRUE(h.w.all<AcquireMachines>().empty());
 }
 
+// Modules swapped by name (by index here; scenarios give the names): checkpoint,
+// detection, recovery and localization each change what the stack does.
+TEST(ByteRobustModules, CheckpointModulesSetTheirPlans) {
+  Registry r = policies::builtin_registry();
+  for (auto [choice, tier, blocking] : {std::tuple{1.0, CheckpointTier::kMemory, 1.84},
+                                        std::tuple{2.0, CheckpointTier::kRemote, 6.77}}) {
+    Params params;
+    ASSERT_FALSE(Params::resolve(r.find("byterobust")->params, {{"checkpoint", choice}}, &params));
+    FakeWorld fw(spec16());
+    r.make("byterobust", params)->start(fw);
+    auto plan = fw.all<SetCheckpointPlan>();
+    ASSERT_EQ(plan.size(), 1u);
+    EXPECT_EQ(plan[0].tier, tier);
+    EXPECT_EQ(plan[0].interval, Duration::seconds(1800));
+    EXPECT_EQ(plan[0].blocking, Duration::seconds(blocking));
+  }
+}
+
+TEST(ByteRobustModules, TimeoutDetectionEnablesNoInspectionOrWatch) {
+  FakeWorld w(spec16());
+  Registry r = policies::builtin_registry();
+  Params params;
+  ASSERT_FALSE(Params::resolve(r.find("byterobust")->params, {{"detection", 1}}, &params));
+  r.make("byterobust", params)->start(w);
+  EXPECT_TRUE(w.all<EnableInspection>().empty());
+  EXPECT_TRUE(w.all<WatchProgress>().empty());
+  EXPECT_EQ(w.all<SetStandbyPool>().size(), 1u);  // the other modules are unchanged
+}
+
+TEST(ByteRobustModules, RecoveryModulesReplaceEvictedMachinesTheirWay) {
+  {
+    Harness h({{"recovery", 1}});
+    h.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, h.w);
+    auto acq = h.w.all<AcquireMachines>();
+    ASSERT_EQ(acq.size(), 1u);
+    EXPECT_EQ(acq[0].mode, AcquireMode::kReschedule);
+    EXPECT_EQ(acq[0].slots, std::vector<SlotId>{5});
+  }
+  {
+    Harness h({{"recovery", 2}});
+    h.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, h.w);
+    ASSERT_EQ(h.w.all<EvictMachines>().size(), 1u);
+    auto acq = h.w.all<AcquireMachines>();
+    ASSERT_EQ(acq.size(), 1u);
+    EXPECT_EQ(acq[0].mode, AcquireMode::kRequeue);
+    EXPECT_TRUE(acq[0].slots.empty());
+  }
+  FakeWorld w(spec16());
+  Registry r = policies::builtin_registry();
+  Params params;
+  ASSERT_FALSE(Params::resolve(r.find("byterobust")->params, {{"recovery", 1}}, &params));
+  r.make("byterobust", params)->start(w);
+  EXPECT_TRUE(w.all<SetStandbyPool>().empty());  // no pool without the standby module
+}
+
+TEST(ByteRobustModules, StressLocalizationTestsEveryMachineThenEvictsOrReattempts) {
+  for (bool finds : {true, false}) {
+    Harness h({{"localization", 2}});
+    h.p->on_event(MetricAnomaly{"loss", 0, true}, h.w);
+    h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
+    EXPECT_TRUE(h.w.all<RunReplay>().empty());
+    auto probes = h.w.all<RunProbe>();
+    ASSERT_EQ(probes.size(), 2u);
+    EXPECT_EQ(probes[1].test, ProbeKind::kStress);
+    EXPECT_EQ(probes[1].machines.size(), 16u);
+    h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kStress),
+                              finds ? MachineSet{9} : MachineSet{}, false},
+                  h.w);
+    if (finds) {
+      auto ev = h.w.all<EvictMachines>();
+      ASSERT_EQ(ev.size(), 1u);
+      EXPECT_EQ(ev[0].machines, MachineSet{9});
+      EXPECT_EQ(ev[0].mechanism, Mechanism::kStopTimeEviction);
+    } else {
+      EXPECT_TRUE(h.w.all<EvictMachines>().empty());
+      auto starts = h.w.all<StartJob>();
+      ASSERT_EQ(starts.size(), 1u);
+      EXPECT_EQ(starts[0].mechanism, Mechanism::kReattempt);
+    }
+  }
+}
+
 TEST(StopTime, SignaturesMapToTestPlans) {
   using policies::classify_crash;
   using policies::CrashKind;

@@ -41,6 +41,45 @@ TEST(Scenario, SetOverridesByPathIndexAndName) {
   EXPECT_EQ(s.description, "changed by --set");
 }
 
+// The byterobust stack's modules are chosen by name (or index); an unknown name is an
+// error that lists the names. restart_warmup_s defaults to none and must be >= 0.
+TEST(Scenario, ModulesByNameAndRestartWarmup) {
+  Registry r = policies::builtin_registry();
+  const std::vector<std::string> br = {"policy.stack=byterobust", "policy.params={}"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> sets = br;
+    sets.insert(sets.end(), more.begin(), more.end());
+    return parse_scenario(kMinimal, "m.json", sets, r);
+  };
+  Scenario s = with({});
+  EXPECT_EQ(s.job.restart_warmup_s, 0);
+  EXPECT_EQ(s.policy_params.get("checkpoint"), 0);
+  s = with({"policy.params.checkpoint=remote", "policy.params.localization=stress", "policy.params.recovery=requeue",
+            "policy.params.detection=timeout", "job.restart_warmup_s=120"});
+  EXPECT_EQ(s.policy_params.get("checkpoint"), 2);
+  EXPECT_EQ(s.policy_params.get("localization"), 2);
+  EXPECT_EQ(s.policy_params.get("recovery"), 2);
+  EXPECT_EQ(s.policy_params.get("detection"), 1);
+  EXPECT_EQ(s.job.restart_warmup_s, 120);
+  EXPECT_EQ(with({"policy.params.localization=1"}).policy_params.get("localization"), 1);  // by index
+  try {
+    with({"policy.params.checkpoint=gemini"});
+    FAIL() << "accepted an unknown module";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()), "m.json: $.policy.params.checkpoint: expected one of peer|memory|remote, got \"gemini\"");
+  }
+  try {
+    with({"policy.params.recovery=1.5"});
+    FAIL() << "accepted a fractional choice";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("$.policy.params.recovery: parameter 'recovery' = 1.5 is not a choice"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(with({"policy.params.checkpoint_write_s=\"x\""}), ScenarioError);
+  EXPECT_THROW(with({"job.restart_warmup_s=-1"}), ScenarioError);
+}
+
 TEST(Scenario, ErrorNamesFilePathAndExpectation) {
   Registry r = policies::builtin_registry();
   try {

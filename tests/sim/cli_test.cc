@@ -29,6 +29,7 @@ double daly(double M, double R, double tau, double delta) {
 
 struct DalyCase {
   double M, R, tau, delta, horizon_days;
+  double warmup = 0;  // job.restart_warmup_s: part of the recovery a failure can interrupt
 };
 
 class DalyExactness : public ::testing::TestWithParam<DalyCase> {};
@@ -42,23 +43,29 @@ TEST_P(DalyExactness, MeanEttrMatchesClosedForm) {
                      "--set", "cluster.scheduler.requeue_base_s=" + std::to_string(c.R),
                      "--set", "policy.params.checkpoint_interval_s=" + std::to_string(c.tau),
                      "--set", "policy.params.checkpoint_write_s=" + std::to_string(c.delta),
-                     "--set", "job.horizon_days=" + std::to_string(c.horizon_days)});
+                     "--set", "job.horizon_days=" + std::to_string(c.horizon_days),
+                     "--set", "job.restart_warmup_s=" + std::to_string(c.warmup)});
   const double mean = r["ettr"]["mean"];
   const double se = r["ettr"]["stddev"].get<double>() / std::sqrt(r["replicas"].get<double>());
-  const double expected = daly(c.M, c.R, c.tau, c.delta);
+  // A warm-up after the restart makes no progress and a failure during it costs the
+  // restart again: in Daly's terms the recovery is R + warm-up.
+  const double expected = daly(c.M, c.R + c.warmup, c.tau, c.delta);
   EXPECT_NEAR(mean, expected, 3 * se) << "Daly " << expected << " sim " << mean << " se " << se;
   EXPECT_GT(se, 0);
   // The breakdown accounts for every second of the horizon.
   double total = 0;
   for (auto& [k, v] : r["breakdown_s"].items()) total += v.get<double>();
   EXPECT_NEAR(total, c.horizon_days * 86400, 1e-3);
+  if (c.warmup > 0) EXPECT_GT(r["breakdown_s"]["warmup"].get<double>(), 0);
+  else EXPECT_EQ(r["breakdown_s"]["warmup"].get<double>(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     ParameterSets, DalyExactness,
     ::testing::Values(DalyCase{4 * 3600.0, 600, 3600, 300, 180},   // M = 4 h
                       DalyCase{3600.0, 300, 3600, 120, 60},        // MTBF equal to tau
-                      DalyCase{86400.0, 1800, 7200, 600, 365}));   // M = 1 day
+                      DalyCase{86400.0, 1800, 7200, 600, 365},     // M = 1 day
+                      DalyCase{4 * 3600.0, 300, 3600, 300, 180, 900}));  // warm-up 900 s after each restart
 
 TEST(SimRun, SameSeedGivesByteIdenticalJsonWhateverJobs) {
   auto strip = [](const std::string& text) {
@@ -93,7 +100,8 @@ TEST(SimRun, RequeueBelowOracleOnDefaultScenario) {
   json orc = run_json({scen, "--replicas", "40", "--jobs", "2", "--set", "policy.stack=oracle", "--set",
                        "policy.params={}"});
   EXPECT_LT(rq["ettr"]["ci95"][1].get<double>(), orc["ettr"]["ci95"][0].get<double>());
-  EXPECT_GT(orc["ettr"]["mean"].get<double>(), 0.99);
+  // The oracle loses little beyond the warm-up after each restart.
+  EXPECT_GT(orc["ettr"]["mean"].get<double>() + orc["breakdown_share"]["warmup"].get<double>(), 0.99);
   // The dense job's ~175 incidents in 90 days (DOMAIN §2).
   EXPECT_NEAR(orc["incidents"]["per_replica"].get<double>(), 175, 12);
   // With other faults around, a hang is sometimes cleared early by another crash's requeue.
@@ -218,7 +226,8 @@ TEST(SimRun, CheckpointMfuLossIsChargedToEveryStepSaves) {
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
   const std::string quiet = R"(faults.categories=[{"name":"f","rate_per_machine_day":0,"symptom":"crash"}])";
   auto ckpt_share = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a{scen, "--replicas", "2", "--set", quiet, "--set", "job.horizon_days=1"};
+    std::vector<std::string> a{scen, "--replicas", "2", "--set", quiet, "--set", "job.horizon_days=1",
+                               "--set", "job.restart_warmup_s=0"};
     a.insert(a.end(), extra.begin(), extra.end());
     json r = run_json(a);
     return r["breakdown_share"]["checkpoint"].get<double>();
@@ -226,6 +235,26 @@ TEST(SimRun, CheckpointMfuLossIsChargedToEveryStepSaves) {
   EXPECT_NEAR(ckpt_share({}), 0.0071, 1e-4);                                        // 0.71% of a 10 s step
   EXPECT_NEAR(ckpt_share({"--set", "job.checkpoint_mfu_loss=0"}), 0.002, 1e-4);  // 0.02 s blocking only
   EXPECT_EQ(ckpt_share({"--set", "policy.stack=oracle", "--set", "policy.params={}"}), 0);
+}
+
+// Over-eviction-aware checkpointing (DOMAIN §5): over-evicting a pipeline group loses
+// both in-memory copies of a shard when the backup sits on the next machine (Gemini-style,
+// checkpoint=memory), so the job falls back to remote storage; with the backup on a peer
+// outside the rank's groups (checkpoint=peer) it never does.
+TEST(SimRun, OverEvictionLosesNeighbourCopiesButNotPeerCopies) {
+  const std::string hangs =
+      R"(faults.categories=[{"name":"h","rate_per_machine_day":0.0005,"symptom":"hang","persistent":true,"repair_h":24}])";
+  auto run = [&](const char* module) {
+    return run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "10", "--jobs", "2", "--set", hangs,
+                     "--set", std::string("policy.params.checkpoint=") + module});
+  };
+  json memory = run("memory"), peer = run("peer");
+  const double over = memory["resolved_by_per_replica"]["analyzer_over_eviction"];
+  ASSERT_GT(over, 10);
+  EXPECT_GE(memory["remote_checkpoint_fallbacks_per_replica"].get<double>(), 0.9 * over);
+  EXPECT_GT(peer["resolved_by_per_replica"]["analyzer_over_eviction"].get<double>(), 10);
+  EXPECT_EQ(peer["remote_checkpoint_fallbacks_per_replica"].get<double>(), 0);
+  EXPECT_GT(memory["breakdown_s"]["recompute"].get<double>(), 10 * peer["breakdown_s"]["recompute"].get<double>());
 }
 
 // A fault the inspection cannot see surfaces only in the crash log and goes to the
@@ -243,7 +272,9 @@ TEST(SimRun, AlertCoverageSplitsRealTimeFromStopTimeEviction) {
 }
 
 // The dense job's calibration (DOMAIN §2, §4.2, Table 4, 6, 8): per-incident costs as
-// published, requeue far below, oracle on top, the MoE job below the dense one.
+// published, requeue far below, oracle on top, the MoE job below the dense one. The
+// itemised costs alone leave byterobust above the published 97%; the warm-up fitted
+// for the remainder is charged once per restart and brings it into the 95-98% band.
 TEST(SimCompare, DenseAndMoeScenariosFollowThePublishedPerIncidentCosts) {
   auto compare = [](const std::string& scen) {
     CliResult r = run_cli({"sim", "compare", scenarios_dir() + "/" + scen, "--stacks", "byterobust,requeue,oracle",
@@ -254,8 +285,13 @@ TEST(SimCompare, DenseAndMoeScenariosFollowThePublishedPerIncidentCosts) {
   json dense = compare("byterobust-dense-9600.json");
   const auto& br = dense["stacks"][0];
   const double ettr = br["ettr"]["mean"];
-  EXPECT_GT(ettr, 0.975);
-  EXPECT_LT(ettr, 0.99);
+  EXPECT_GT(ettr, 0.95);
+  EXPECT_LT(ettr, 0.98);
+  // Without the fitted warm-up the published per-incident times alone give ~98.5%.
+  const double horizon_s = 90 * 86400.0;
+  const double warmup_s = br["breakdown_s"]["warmup"];
+  EXPECT_GT(ettr + warmup_s / horizon_s, 0.98);
+  EXPECT_LT(ettr + warmup_s / horizon_s, 0.99);
   EXPECT_LT(dense["stacks"][1]["ettr"]["ci95"][1].get<double>() + 0.03, br["ettr"]["ci95"][0].get<double>());
   EXPECT_LT(br["ettr"]["ci95"][1].get<double>(), dense["stacks"][2]["ettr"]["ci95"][0].get<double>());
   // Real-time checks resolve about a third of the incidents (§4.2: 32.52%).

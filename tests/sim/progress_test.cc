@@ -89,6 +89,33 @@ TEST(ProgressModel, SlowdownSplitsWallTimeIntoProgressAndDegraded) {
   EXPECT_EQ(b.degraded, 500);
 }
 
+// After a restart the first `warmup` of running makes no progress; the checkpoint
+// cycle starts after it; a stop ends it, and the next start begins a new one.
+TEST(ProgressModel, WarmupRunsBeforeProgressAndEndsWithAStop) {
+  ProgressModel m;
+  m.set_plan(100, 10);
+  Breakdown b;
+  m.start_warmup(70);
+  m.run(0, 50, b);  // all warm-up
+  EXPECT_EQ(b.warmup, 50);
+  EXPECT_EQ(b.productive, 0);
+  m.run(50, 150, b);  // 20 warm-up, 100 train, 10 ckpt, 20 train
+  EXPECT_EQ(b.warmup, 70);
+  EXPECT_EQ(m.committed_ns(), 100);
+  EXPECT_EQ(m.pending_ns(), 20);
+  EXPECT_EQ(b.checkpoint, 10);
+  EXPECT_EQ(b.total(), 200);
+  m.start_warmup(40);
+  m.run(200, 30, b);  // a fault 30 into the warm-up
+  m.lose(b);
+  EXPECT_EQ(b.warmup, 100);
+  EXPECT_EQ(b.recompute, 20);
+  m.run(230, 40, b);  // no warm-up left after the stop: training again
+  EXPECT_EQ(b.warmup, 100);
+  EXPECT_EQ(m.pending_ns(), 40);
+  EXPECT_EQ(b.total(), 270);
+}
+
 TEST(ProgressModel, FailureDuringCheckpointLosesTheWholeSegment) {
   ProgressModel m;
   m.set_plan(100, 50);

@@ -135,10 +135,10 @@ TEST(SimSweep, CsvHasOneRowPerPointWithParametersThenMeanAndCi) {
   EXPECT_EQ(h[5], "ettr_hi");
   for (const char* m :
        {"productive_s", "detection_s", "diagnosis_s", "failover_s", "restore_s", "recompute_s",
-        "checkpoint_s", "degraded_s", "unproductive_s", "incidents", "faults_injected",
+        "checkpoint_s", "degraded_s", "warmup_s", "unproductive_s", "incidents", "faults_injected",
         "evictions_true", "evictions_false", "checkpoints", "gpu_hours_lost"})
     for (const char* f : {"_mean", "_lo", "_hi"}) column(h, std::string(m) + f);
-  EXPECT_EQ(h.size(), 2 + 1 + 16 * 3u);
+  EXPECT_EQ(h.size(), 2 + 1 + 17 * 3u);
   const std::vector<std::pair<std::string, std::string>> order = {{"1800", "300"}, {"1800", "600"},
                                                                   {"1800", "900"}, {"3600", "300"},
                                                                   {"3600", "600"}, {"3600", "900"}};
@@ -334,6 +334,60 @@ TEST(AnalyzeCheck, DalyAgreesWithTheSimulation) {
   CliResult bad = run_cli({"analyze", "check", kDense});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("job.image_bytes must be 0"), std::string::npos) << bad.err;
+}
+
+// analyze localize runs the byterobust stack's localization code. One faulty machine:
+// dual-phase replay in exactly two phases with no healthy machine evicted, and
+// bisection's mean rounds over every position equal the halving tree's mean leaf depth,
+// d + 2 (N - 2^d) / N with d = floor(log2 N). Two faulty: the healthy machines replay
+// evicts match an enumeration of every pair from Alg. 1's definition (groups x / m and
+// x mod n, a candidate where a failing pair of groups meets).
+TEST(AnalyzeLocalize, ReplayAndBisectionRoundsMatchIndependentCounts) {
+  for (auto [machines, pp] : {std::pair{1200, 8}, std::pair{24, 4}}) {
+    CliResult r = run_cli({"analyze", "localize", "--machines", std::to_string(machines), "--pp",
+                           std::to_string(pp), "--faulty", "1,2", "--trials", "4000", "--format", "json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    const int m = j["replay"]["m"], n = j["replay"]["n"];
+    ASSERT_EQ(m * n, machines);
+    ASSERT_LE(m, n);
+    const auto& one = j["cases"][0];
+    EXPECT_EQ(one["sets"].get<int>(), machines);
+    EXPECT_EQ(one["replay"]["rounds_max"].get<double>(), 2);
+    EXPECT_EQ(one["replay"]["found_all_share"].get<double>(), 1);
+    EXPECT_EQ(one["replay"]["healthy_evicted_max"].get<double>(), 0);
+    const int d = static_cast<int>(std::floor(std::log2(machines)));
+    const double mean_depth = d + 2.0 * (machines - (1 << d)) / machines;
+    EXPECT_NEAR(one["bisection"]["rounds_mean"].get<double>(), mean_depth, 1e-9);
+    EXPECT_EQ(one["bisection"]["found_all_share"].get<double>(), 1);
+    EXPECT_NEAR(one["bisection"]["hours_mean"].get<double>(), mean_depth, 1e-9);  // 3600 s rounds
+    // Two faulty: expected extra candidates over all pairs.
+    std::vector<std::vector<char>> meet(machines / m, std::vector<char>(n, 0));
+    for (int x = 0; x < machines; ++x) meet[x / m][x % n] = 1;
+    double extra = 0, pairs = 0;
+    for (int a = 0; a < machines; ++a)
+      for (int b = a + 1; b < machines; ++b) {
+        std::vector<int> hs{a / m}, vs{a % n};
+        if (b / m != a / m) hs.push_back(b / m);
+        if (b % n != a % n) vs.push_back(b % n);
+        int c = 0;
+        for (int h : hs)
+          for (int v : vs) c += meet[h][v];
+        extra += c - 2;
+        ++pairs;
+      }
+    const auto& two = j["cases"][1];
+    EXPECT_EQ(two["replay"]["found_all_share"].get<double>(), 1);
+    EXPECT_EQ(two["bisection"]["found_all_share"].get<double>(), 1);
+    // 4,000 random pairs; the extra count is 0 or 2: standard error <= 1 / sqrt(4000).
+    EXPECT_NEAR(two["replay"]["healthy_evicted_mean"].get<double>(), extra / pairs, 4 / std::sqrt(4000.0))
+        << machines;
+    EXPECT_LE(two["replay"]["healthy_evicted_max"].get<double>(), 2);
+    EXPECT_LE(two["bisection"]["rounds_max"].get<double>(), d + 1);
+  }
+  CliResult bad = run_cli({"analyze", "localize", "--machines", "1200", "--pp", "7"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--pp: expected an integer dividing --machines (1200)"), std::string::npos) << bad.err;
 }
 
 // sim tune finds Daly's optimum on the Daly scenario and the smallest value within X.
