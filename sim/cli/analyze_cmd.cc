@@ -527,8 +527,7 @@ int localize(const std::vector<std::string>& args) {
       t.unsetf(std::ios::fixed);
     };
     row("replay (evict all)", replay_rounds, replay_found, replay_false, nullptr);
-    Tally none;
-    for (int i = 0; i < sets; ++i) none.add(0);
+    const Tally none{0, 0, static_cast<double>(sets)};  // the third round evicts only the faulty
     row("replay (exact)", replay_exact_rounds, replay_found, none, nullptr);
     row("bisection", bisect_rounds, bisect_found, bisect_false, &bisect_tests);
     j["cases"].push_back(
