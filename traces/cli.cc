@@ -152,10 +152,17 @@ struct Input {
   long long max_issues = 20;
 };
 
-// Parses one input option at args[i]; returns 1 consumed, 0 not an input option, -1 error.
-int input_option(const std::vector<std::string>& args, std::size_t& i, Input& in,
+// Parses one option every trace-reading command takes at args[i]: the input options, and
+// -h/--help (prints `help` and the input options). Returns 1 consumed, 0 not one of them,
+// -1 error (in *err), 2 help printed (exit 0).
+int input_option(const std::vector<std::string>& args, std::size_t& i, Input& in, const char* help,
                  std::string* err) {
   const std::string& a = args[i];
+  if (a == "-h" || a == "--help") {
+    std::fputs(help, stdout);
+    std::fputs(kInputHelp, stdout);
+    return 2;
+  }
   auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
   if (a == "--from") {
     const std::string* v = value();
@@ -188,6 +195,12 @@ int input_option(const std::vector<std::string>& args, std::size_t& i, Input& in
     return 1;
   }
   return 0;
+}
+
+// The value of --to at args[i]: a format the writers support. Returns false when it is
+// missing or not one of them.
+bool output_format(const std::vector<std::string>& args, std::size_t& i, Format* to) {
+  return i + 1 < args.size() && parse_format(args[++i], to) && *to != Format::kAuto && *to != Format::kColumns;
 }
 
 // Reads the input trace; prints issues; returns false (with the exit code) on failure.
@@ -252,14 +265,11 @@ int stats(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     std::string err;
-    const int r = input_option(args, i, in, &err);
+    const int r = input_option(args, i, in, kStatsHelp, &err);
     if (r < 0) return usage(err);
+    if (r == 2) return 0;
     if (r > 0) continue;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kStatsHelp, stdout);
-      std::fputs(kInputHelp, stdout);
-      return 0;
-    } else if (a == "--format") {
+    if (a == "--format") {
       if (i + 1 >= args.size() || (args[i + 1] != "table" && args[i + 1] != "json"))
         return usage("--format: expected table or json");
       format = args[++i];
@@ -295,14 +305,11 @@ int fit(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     std::string err;
-    const int r = input_option(args, i, in, &err);
+    const int r = input_option(args, i, in, kFitHelp, &err);
     if (r < 0) return usage(err);
+    if (r == 2) return 0;
     if (r > 0) continue;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kFitHelp, stdout);
-      std::fputs(kInputHelp, stdout);
-      return 0;
-    } else if (a == "--format") {
+    if (a == "--format") {
       if (i + 1 >= args.size() || (args[i + 1] != "table" && args[i + 1] != "json"))
         return usage("--format: expected table or json");
       format = args[++i];
@@ -376,17 +383,12 @@ int convert(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     std::string err;
-    const int r = input_option(args, i, in, &err);
+    const int r = input_option(args, i, in, kConvertHelp, &err);
     if (r < 0) return usage(err);
+    if (r == 2) return 0;
     if (r > 0) continue;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kConvertHelp, stdout);
-      std::fputs(kInputHelp, stdout);
-      return 0;
-    } else if (a == "--to") {
-      if (i + 1 >= args.size() || !parse_format(args[++i], &to) || to == Format::kAuto ||
-          to == Format::kColumns)
-        return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
+    if (a == "--to") {
+      if (!output_format(args, i, &to)) return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
     } else if (a == "--sort") {
       sort = true;
     } else if (!a.empty() && a[0] == '-' && a != "-") {
@@ -473,20 +475,15 @@ int generate(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     std::string err;
-    const int r = input_option(args, i, in, &err);
+    const int r = input_option(args, i, in, kGenerateHelp, &err);
     if (r < 0) return usage(err);
+    if (r == 2) return 0;
     if (r > 0) continue;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kGenerateHelp, stdout);
-      std::fputs(kInputHelp, stdout);
-      return 0;
-    } else if (a == "-o" || a == "--out") {
+    if (a == "-o" || a == "--out") {
       if (i + 1 >= args.size()) return usage(a + ": expected a file");
       out = args[++i];
     } else if (a == "--to") {
-      if (i + 1 >= args.size() || !parse_format(args[++i], &to) || to == Format::kAuto ||
-          to == Format::kColumns)
-        return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
+      if (!output_format(args, i, &to)) return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
     } else if (a == "--nodes") {
       if (i + 1 >= args.size() || !to_int(args[++i], 1, 10'000'000, &nodes))
         return usage("--nodes: expected an integer >= 1");
