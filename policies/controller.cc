@@ -15,8 +15,9 @@ namespace {
 
 constexpr std::uint64_t kTagMfuRound = 1;
 constexpr std::uint64_t kTagDeferredUpdate = 2;
-// Stands in for a crash signature when a stall escalates like a recurring crash.
+// Stand in for a crash signature when a stall or a NaN escalates like a recurring crash.
 constexpr const char* kStallSignature = "(progress stalled)";
+constexpr const char* kNanSignature = "(metric anomaly)";
 
 class ByteRobust final : public Policy {
  public:
@@ -106,6 +107,32 @@ class ByteRobust final : public Policy {
     }
     last_recovery_evicted_ = true;
   }
+  // A diagnosis round (stop-time tests, stack aggregation, replay) that found nothing
+  // for the failure under way. Reported with its count, so a backend can check that no
+  // run of them exceeds max_fruitless_rounds.
+  void fruitless(World& w, const std::string& what) {
+    ++fruitless_;
+    w.act(Note{"fruitless round " + std::to_string(fruitless_) + "/" +
+                   std::to_string(static_cast<int>(p_.get("max_fruitless_rounds"))) + ": " + what,
+               fruitless_});
+  }
+  // Before another round: true when the declared maximum of fruitless rounds is spent,
+  // in which case the stack stops localizing and requeues the whole job (the scheduler's
+  // node health check drains what our tests could not find).
+  bool gave_up(World& w, const std::string& why) {
+    if (fruitless_ < static_cast<int>(p_.get("max_fruitless_rounds"))) return false;
+    w.note("giving up after " + std::to_string(fruitless_) + " fruitless rounds (" + why +
+           "): requeue the whole job instead of another round");
+    stop_if_running(w, "gave up localizing");
+    fruitless_ = 0;
+    level_ = 0;
+    nan_chain_ = false;
+    state_ = State::kAcquiring;
+    last_recovery_evicted_ = false;
+    pending_acquire_ =
+        w.act(AcquireMachines{AcquireMode::kRequeue, {}, "fruitless rounds exhausted: " + why, Mechanism::kRequeue});
+    return true;
+  }
   void reattempt(World& w, const std::string& why) {
     stop_if_running(w, why);
     last_recovery_evicted_ = false;
@@ -139,6 +166,8 @@ class ByteRobust final : public Policy {
     last_start_step_ = s.step;
     ++starts_;
     mfu_rounds_left_ = 0;  // rounds cut short by a restart start over on the next report
+    mfu_fruitless_ = 0;
+    mfu_given_up_ = false;
     flagged_.clear();
     if (deferred_update_) {
       deferred_update_.reset();
@@ -182,32 +211,75 @@ class ByteRobust final : public Policy {
       if (!at_start) return;  // recovery under way; this exit is its echo
     }
     const CrashKind kind = classify_crash(sig, code);
-    // "Crashes again": soon after the last restart and with the same signature (or on
-    // the same machine). At 10k+ GPUs an unrelated fault often lands within the window;
-    // escalating on it would roll back good code and replay for nothing.
+    // "The same failure again" (DOMAIN §4, stop-time step 3: "if the restart fails, or
+    // the job crashes again after an eviction, roll back"): within recrash_window_s of
+    // the restart that answered the last crash, with the same log signature, at the same
+    // locus: the same machine or the same rank (slot; a replacement that crashes like its
+    // predecessor points at the code or the data), or again no machine at all. A crash
+    // elsewhere is an independent incident with its own tests: at 10k+ machines the job's
+    // MTBF is shorter than the window and unrelated CUDA errors share their signature, so
+    // escalating on the signature alone would roll back good code and replay for nothing.
     const bool soon = (w.now() - last_start_) < Duration::seconds(p_.get("recrash_window_s"));
-    const bool same = sig == last_crash_sig_ || (m != kNoMachine && m == last_crash_machine_);
-    level_ = soon && same ? level_ + 1 : 0;
+    const SlotId slot = m == kNoMachine ? -1 : w.cluster().slot_of(m);
+    const bool same_locus = m == kNoMachine ? last_crash_machine_ == kNoMachine && last_crash_slot_ < 0
+                                            : m == last_crash_machine_ || slot == last_crash_slot_;
+    const bool again = soon && sig == last_crash_sig_ && same_locus;
+    named_ = again && m != kNoMachine && m == last_crash_machine_ ? named_ + 1 : 1;
+    level_ = again ? level_ + 1 : 0;
+    if (!again) fruitless_ = 0;
     last_crash_sig_ = sig;
     last_crash_machine_ = m;
+    last_crash_slot_ = slot;
     stop_if_running(w, "crash: " + sig);
     state_ = State::kDiagnosing;
-    if (kind == CrashKind::kUserCode || level_ == 1) {
-      // Code error, or a crash again after a restart: roll back recent code changes.
+    if (kind == CrashKind::kUserCode) {
       state_ = State::kStarting;
-      pending_start_ = w.act(RollBack{"crash after restart or code error: " + sig});
+      pending_start_ = w.act(RollBack{"code error in the log: " + sig});
+      return;
+    }
+    // Evidence the tests missed: the log keeps naming the same machine although its tests
+    // passed and a reattempt did not help. ByteRobust evicts on explicit, attributed
+    // errors (§4: high-confidence machine-specific events are evicted at once).
+    const int evict_after = static_cast<int>(p_.get("attributed_evict_after"));
+    const bool attributable = kind == CrashKind::kMachine || kind == CrashKind::kNetwork || kind == CrashKind::kUnknown;
+    if (again && attributable && evict_after > 0 && named_ >= evict_after) {
+      level_ = 0;
+      named_ = 0;
+      fruitless_ = 0;
+      evict_and_replace(w, {slot}, Mechanism::kAttributedEviction,
+                        "crash log named machine " + std::to_string(m) + " " + std::to_string(evict_after) +
+                            " times in a row: " + sig);
+      return;
+    }
+    if (level_ == 1) {
+      // The same crash again after a restart: roll back recent code changes.
+      state_ = State::kStarting;
+      pending_start_ = w.act(RollBack{"the same crash again after the restart: " + sig});
       return;
     }
     if (level_ >= 2) {
       start_replay(w, "crashes persist after eviction, reattempt and rollback");
       return;
     }
-    // Stop-time tests on the named machine and its neighbours, or on everyone.
+    // Stop-time tests on the named machine and its pipeline neighbours (a log may name
+    // the rank that saw the broken peer first), or on everyone.
+    if (gave_up(w, sig)) return;
     plan_ = test_plan(kind);
     suspects_.clear();
     if (m != kNoMachine) {
-      const SlotId s = w.cluster().slot_of(m);
-      for (SlotId x : {s, static_cast<SlotId>((s + 1) % w.cluster().slots())})
+      const std::vector<SlotId> group = w.cluster().pp_group(slot);
+      const auto at = std::find(group.begin(), group.end(), slot);
+      std::vector<SlotId> near{slot};
+      if (group.size() > 1 && at != group.end()) {
+        const std::size_t i = static_cast<std::size_t>(at - group.begin());
+        near.push_back(group[(i + group.size() - 1) % group.size()]);
+        near.push_back(group[(i + 1) % group.size()]);
+      } else {
+        near.push_back((slot + 1) % w.cluster().slots());
+      }
+      std::sort(near.begin(), near.end());
+      near.erase(std::unique(near.begin(), near.end()), near.end());
+      for (SlotId x : near)
         if (w.cluster().machine_in(x) != kNoMachine) suspects_.push_back(w.cluster().machine_in(x));
     } else {
       suspects_ = all_machines(w);
@@ -217,6 +289,7 @@ class ByteRobust final : public Policy {
 
   void next_test(World& w, const std::string& why) {
     if (plan_.empty()) {
+      fruitless(w, "stop-time tests found nothing (" + why + ")");
       reattempt(w, "stop-time tests found nothing (" + why + ")");
       return;
     }
@@ -229,6 +302,7 @@ class ByteRobust final : public Policy {
     if (r.action != pending_probe_) return;
     if (!r.failed.empty()) {
       if (r.test == static_cast<int>(ProbeKind::kBitwise) && nan_chain_) nan_chain_ = false;
+      fruitless_ = 0;
       evict_and_replace(w, slots_of(w, r.failed), Mechanism::kStopTimeEviction,
                         std::string("failed ") + probe_name(static_cast<ProbeKind>(r.test)));
       return;
@@ -258,6 +332,8 @@ class ByteRobust final : public Policy {
     level_ = soon && again ? level_ + 1 : 0;
     last_crash_sig_ = kStallSignature;
     last_crash_machine_ = kNoMachine;
+    last_crash_slot_ = -1;
+    if (level_ == 0) fruitless_ = 0;
     stall_answered_by_ = starts_ + 1;  // whatever restarts the job next answers this stall
     if (level_ == 1) {
       stop_if_running(w, "stalled again after the restart");
@@ -269,12 +345,13 @@ class ByteRobust final : public Policy {
       start_replay(w, "stalls persist after restart and rollback");
       return;
     }
+    if (gave_up(w, "progress stalled")) return;
     state_ = State::kDiagnosing;  // still running (stuck); capture before stopping
     mfu_rounds_left_ = 0;
     pending_capture_ = w.act(CaptureStacks{"no progress for the stall window"});
   }
   void handle(const StepTimeHigh& s, World& w) {
-    if (state_ != State::kRunning || mfu_rounds_left_ > 0) return;
+    if (state_ != State::kRunning || mfu_rounds_left_ > 0 || mfu_given_up_) return;
     mfu_rounds_left_ = static_cast<int>(p_.get("mfu_rounds"));
     flagged_.clear();
     pending_capture_ = w.act(CaptureStacks{"MFU decline"});
@@ -299,7 +376,21 @@ class ByteRobust final : public Policy {
         w.set_timer(Duration::seconds(p_.get("mfu_round_s")), kTagMfuRound);
         return;
       }
-      if (flagged_.empty()) return;  // transient: nothing stands out
+      if (flagged_.empty()) {
+        // Nothing stands out: a transient, or a slowdown stacks cannot place. After the
+        // declared number of such sequences stop aggregating until the next restart
+        // instead of capturing every slot's stacks every few minutes for days.
+        ++mfu_fruitless_;
+        w.act(Note{"fruitless round " + std::to_string(mfu_fruitless_) + "/" +
+                       std::to_string(static_cast<int>(p_.get("max_fruitless_rounds"))) +
+                       ": MFU aggregation flagged no slot",
+                   mfu_fruitless_});
+        if (mfu_fruitless_ >= static_cast<int>(p_.get("max_fruitless_rounds"))) {
+          mfu_given_up_ = true;
+          w.note("giving up on the MFU decline until the next restart: no slot stands out");
+        }
+        return;
+      }
       auto most = std::max_element(flagged_.begin(), flagged_.end(),
                                    [](const auto& a, const auto& b) { return a.second < b.second; });
       evict_and_replace(w, over_eviction_set(w.cluster(), {most->first}), Mechanism::kOverEviction,
@@ -315,16 +406,31 @@ class ByteRobust final : public Policy {
     if (v.outliers.empty()) {
       // The job is still up, stuck: stop it before restarting in place (otherwise the
       // start is refused and the fallback requeues the whole job).
+      fruitless(w, "stalled with no outlier stacks");
       w.act(StopJob{"stalled with no outlier stacks"});
       reattempt(w, "stalled with no outlier stacks");
       return;
     }
+    fruitless_ = 0;
     evict_and_replace(w, over_eviction_set(w.cluster(), v.outliers), Mechanism::kOverEviction,
                       "stack aggregation: parallel group holding all " + std::to_string(v.outliers.size()) +
                           " outliers");
   }
   void handle(const MetricAnomaly& a, World& w) {
     if (state_ != State::kRunning) return;
+    // A NaN again soon after the restart that answered the last one: that round's
+    // evictions did not remove the cause. Go straight to replay (bounded by
+    // max_fruitless_rounds like every round).
+    const bool soon = (w.now() - last_start_) < Duration::seconds(p_.get("recrash_window_s"));
+    const bool again = soon && last_crash_sig_ == kNanSignature;
+    last_crash_sig_ = kNanSignature;
+    last_crash_machine_ = kNoMachine;
+    last_crash_slot_ = -1;
+    if (again) {
+      start_replay(w, "NaN again soon after the last round's restart");
+      return;
+    }
+    fruitless_ = 0;
     stop_if_running(w, "metric anomaly: " + a.metric);
     state_ = State::kDiagnosing;
     nan_chain_ = true;
@@ -336,6 +442,7 @@ class ByteRobust final : public Policy {
 
   // ------------------------------------------------------------ replay / bisection
   void start_replay(World& w, const std::string& why) {
+    if (gave_up(w, why)) return;
     stop_if_running(w, why);
     state_ = State::kDiagnosing;
     const auto& spec = w.cluster().spec();
@@ -384,7 +491,11 @@ class ByteRobust final : public Policy {
       if (failing.empty()) {
         std::vector<SlotId> found;
         for (const auto& g : done) found.push_back(g.front());
-        if (found.empty()) return reattempt(w, "bisection reproduced nothing");
+        if (found.empty()) {
+          fruitless(w, "bisection reproduced nothing");
+          return reattempt(w, "bisection reproduced nothing");
+        }
+        fruitless_ = 0;
         return evict_and_replace(w, found, Mechanism::kReplay, "located by bisection");
       }
       for (const auto& g : done) failing.push_back(g);
@@ -394,7 +505,10 @@ class ByteRobust final : public Policy {
       return send_groups(w, bisect_groups_, "bisection round");
     }
     const int f = first_failed();
-    if (f < 0) return reattempt(w, "replay reproduced nothing");
+    if (f < 0) {
+      fruitless(w, "replay reproduced nothing");
+      return reattempt(w, "replay reproduced nothing");
+    }
     if (std::all_of(r.group_failed.begin(), r.group_failed.end(), [](bool b) { return b; })) {
       // Every group fails: not a machine, the code.
       state_ = State::kStarting;
@@ -417,7 +531,11 @@ class ByteRobust final : public Policy {
     for (int h : replay_h_)
       for (int v : failing)
         if (auto hit = replay_locate(plan_replay_, h, v)) hits.push_back(*hit);
-    if (hits.empty()) return reattempt(w, "replay groups do not intersect");
+    if (hits.empty()) {
+      fruitless(w, "replay groups do not intersect");
+      return reattempt(w, "replay groups do not intersect");
+    }
+    fruitless_ = 0;
     std::sort(hits.begin(), hits.end());
     std::string where;
     for (SlotId x : hits) where += (where.empty() ? "" : ",") + std::to_string(x);
@@ -457,6 +575,11 @@ class ByteRobust final : public Policy {
   int stall_answered_by_ = -1;  // the start that restarted the job after the last stall
   std::string last_crash_sig_;
   MachineId last_crash_machine_ = kNoMachine;
+  SlotId last_crash_slot_ = -1;
+  int named_ = 0;           // crashes in a row that named the same machine
+  int fruitless_ = 0;       // diagnosis rounds in a row that found nothing for this failure
+  int mfu_fruitless_ = 0;   // MFU aggregation sequences since the restart that flagged nothing
+  bool mfu_given_up_ = false;
   bool last_recovery_evicted_ = false;
   bool nan_chain_ = false;
   std::vector<ProbeKind> plan_;
@@ -528,7 +651,7 @@ class Reschedule final : public Policy {
 const PolicyInfo& byterobust_info() {
   static const PolicyInfo info{
       "byterobust",
-      "1",
+      "2",
       "ByteRobust (SOSP'25): real-time inspections, stop-time tests, reattempt, rollback, dual-phase replay, "
       "stack-aggregation over-eviction, warm standbys, hot updates, every-step in-memory checkpoints",
       {
@@ -543,7 +666,16 @@ const PolicyInfo& byterobust_info() {
           {"slow_for_s", "how long steps must stay slow", "s", 300, 1, 86400},
           {"mfu_rounds", "aggregation rounds for an MFU decline", "count", 5, 1, 100},
           {"mfu_round_s", "time between MFU aggregation rounds", "s", 10, 0.1, 3600},
-          {"recrash_window_s", "a crash within this of a restart escalates", "s", 1800, 0, 86400},
+          {"recrash_window_s",
+           "the same crash (signature and machine or rank) within this of a restart escalates", "s", 1800, 0,
+           86400},
+          {"attributed_evict_after",
+           "evict a machine that crash logs name this many times in a row after restarts (0 = never)", "count", 2,
+           0, 100},
+          {"max_fruitless_rounds",
+           "diagnosis rounds in a row that may find nothing before the stack gives up (requeues; MFU: stops "
+           "aggregating until the next restart)",
+           "count", 3, 1, 100},
           {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
           {"detection",
            "detection module: realtime (inspections; stall, MFU and metric triggers) or timeout (process exits "

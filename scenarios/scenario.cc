@@ -209,6 +209,7 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
     o.fail(o.at("alert_coverage"), "only with \"alert\" (the inspection kind that can see the fault)");
   c.code_bug = o.boolean("code_bug", false);
   c.fix_h = o.number("fix_h", 4, 0, 1e5);
+  c.attribution = o.number("attribution", 1, 0, 1);
   if (const json* rj = o.get("recall")) {
     Obj r(*rj, path + ".recall", file);
     for (const char* t : {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress", "replay"})
@@ -221,6 +222,8 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
     o.fail(o.at("scope"), "expected \"job\" for symptom \"manual\" (a code change affects the whole job)");
   if (c.persistent && c.scope == FaultScope::kJob)
     o.fail(o.at("persistent"), "expected false for scope \"job\" (no machine to evict)");
+  if (o.has("attribution") && c.scope == FaultScope::kJob)
+    o.fail(o.at("attribution"), "only with scope \"machine\" or \"rack\" (a job-wide fault has no culprit machine)");
   if (c.signature.empty()) c.signature = c.name;
   o.finish();
   return c;
@@ -297,6 +300,12 @@ double default_recall(const FaultCategory& c, const std::string& test) {
   return test == "gpu_diag" ? 0.5 : test == "inter_all_gather" ? 0.5 : test == "intra_all_to_all" ? 0.4 : 0.3;
 }
 
+double false_positive(const DiagnosisSpec& d, const std::string& test) {
+  auto it = d.false_positive.find(test);
+  if (it != d.false_positive.end()) return it->second;
+  return test == "bitwise" ? 0 : d.false_positive_rate;
+}
+
 const char* symptom_name(Symptom s) {
   switch (s) {
     case Symptom::kCrash: return "crash";
@@ -362,7 +371,31 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
       sch.reschedule_base_s = s.number("reschedule_base_s", sch.reschedule_base_s, 0, 1e7);
       sch.reschedule_per_machine_s =
           s.number("reschedule_per_machine_s", sch.reschedule_per_machine_s, 0, 1e5);
+      sch.health_check_recall = s.number("health_check_recall", sch.health_check_recall, 0, 1);
       s.finish();
+    }
+    if (const json* rj = c.get("repair")) {
+      Obj r(*rj, "$.cluster.repair", file);
+      auto& rp = sc.repair;
+      rp.auto_h = r.number("auto_h", rp.auto_h, 0, 1e5);
+      rp.to_manual = r.number("to_manual", rp.to_manual, 0, 1);
+      rp.auto_fail = r.number("auto_fail", rp.auto_fail, 0, 1);
+      rp.manual_fail = r.number("manual_fail", rp.manual_fail, 0, 1);
+      rp.retire_after = static_cast<int>(r.integer("retire_after", rp.retire_after, 0, 1000000));
+      rp.bad_fraction = r.number("bad_fraction", rp.bad_fraction, 0, 1);
+      rp.bad_rate_factor = r.number("bad_rate_factor", rp.bad_rate_factor, 1, 1000);
+      rp.spare_machines = static_cast<int>(r.integer("spare_machines", rp.spare_machines, -1, 10'000'000));
+      // Parameters that cannot act as written are errors, not silently ignored.
+      if (r.has("manual_fail") && rp.to_manual == 0)
+        r.fail(r.at("manual_fail"), "only with to_manual > 0 (no machine reaches manual repair)");
+      if (r.has("bad_rate_factor") && rp.bad_fraction == 0)
+        r.fail(r.at("bad_rate_factor"), "only with bad_fraction > 0 (there are no bad machines)");
+      if (rp.bad_fraction == 1 && rp.bad_rate_factor != 1)
+        r.fail(r.at("bad_fraction"), "expected < 1 with bad_rate_factor > 1 (bad relative to what?)");
+      if (rp.auto_fail == 1 && rp.to_manual == 0 && rp.retire_after == 0)
+        r.fail(r.at("auto_fail"), "expected < 1: every repair fails, no machine is retired, broken machines "
+                                  "would cycle forever");
+      r.finish();
     }
     c.finish();
   }
@@ -428,6 +461,12 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     g.capture_s = d.number("capture_s", g.capture_s, 0, 1e5);
     g.replay_s = d.number("replay_s", g.replay_s, 0, 1e6);
     g.false_positive_rate = d.number("false_positive_rate", g.false_positive_rate, 0, 1);
+    if (const json* fj = d.get("false_positive")) {
+      Obj f(*fj, "$.diagnosis.false_positive", file);
+      for (const char* t : {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress"})
+        if (f.has(t)) g.false_positive[t] = f.number(t, 0, 0, 1);
+      f.finish();
+    }
     g.standby_wake_s = d.number("standby_wake_s", g.standby_wake_s, 0, 1e5);
     d.finish();
   }

@@ -54,6 +54,34 @@ struct SchedulerSpec {
   double requeue_per_machine_s = 0.18;
   double reschedule_base_s = 120;      // cold replacement of a few machines
   double reschedule_per_machine_s = 2;
+  // Share of machines with an active persistent fault that the scheduler's node health
+  // check drains before handing a machine to the job (a requeue's re-check of the job's
+  // own machines, and every draw from the free pool). 1 = all of them; below 1 a requeue
+  // or a replacement can land on a broken machine (a repair that failed). Not published:
+  // our assumption, stated.
+  double health_check_recall = 1;
+};
+
+// What happens to machines after they leave the job, and how unequal machines are
+// (AIReSim, arXiv 2603.07041, DOMAIN §9). An evicted machine goes to automatic repair
+// (`auto_h`); a broken one is handed on to manual repair with probability `to_manual`
+// (taking its fault category's `repair_h`); a repair fails with `auto_fail` or
+// `manual_fail` and the machine comes back with its fault still in place. Repaired
+// machines join the free pool the scheduler draws replacements from (`spare_machines`
+// besides the job and its standbys at the start; the wider cluster supplies a fresh
+// machine when the pool is empty). A machine that a fault struck `retire_after` times is
+// retired for good. `bad_fraction` of all machines are "bad": in machine-scope hardware
+// categories they fail `bad_rate_factor` times as often as the others, the categories'
+// rates staying the population mean.
+struct RepairSpec {
+  double auto_h = 2;           // AIReSim: automatic repair 2 h
+  double to_manual = 0.8;      // AIReSim: P(automatic -> manual) 0.8
+  double auto_fail = 0.4;      // AIReSim: automatic repair fails 40%
+  double manual_fail = 0.2;    // AIReSim: manual repair fails 20%
+  int retire_after = 3;        // not published (AIReSim studies thresholds): our default
+  double bad_fraction = 0.15;  // AIReSim: 15% of servers are bad
+  double bad_rate_factor = 5;  // AIReSim: bad servers fail 5x as often
+  int spare_machines = -1;     // -1: 4.8% of the job's machines (AIReSim: 200 for 4,160)
 };
 
 enum class FaultScope : std::uint8_t { kMachine, kRack, kJob };
@@ -85,6 +113,10 @@ struct FaultCategory {
   // (gpu_diag, intra_all_to_all, inter_all_gather, bitwise, stress, replay);
   // defaults follow the alert kind (see default_recall).
   std::map<std::string, double> recall;
+  // Share of this category's crash logs (and StartFailed reports) that name the culprit
+  // machine; the others name its pipeline neighbour, a rank that saw the broken peer
+  // first. Not published: 1 (always the culprit) keeps the calibrated scenarios' figures.
+  double attribution = 1;
 };
 
 // Stop-time tests, stack capture and replay as the environment runs them.
@@ -96,9 +128,17 @@ struct DiagnosisSpec {
   double stress_s = 1800;         // full stress test baseline
   double capture_s = 15;          // stacks of every rank (py-spy / gdb)
   double replay_s = 900;          // one replay phase
-  double false_positive_rate = 0.001;  // per machine per test
+  // Chance that a test fails a healthy machine, per machine per test, by test name
+  // (gpu_diag, intra_all_to_all, inter_all_gather, bitwise, stress). A bit-wise
+  // comparison of a deterministic reference step has none (DOMAIN §4): its default is 0;
+  // the others default to false_positive_rate.
+  double false_positive_rate = 0.001;
+  std::map<std::string, double> false_positive;
   double standby_wake_s = 10;     // parked standby to joined
 };
+
+// False-positive rate of `test` (probe_name wording).
+double false_positive(const DiagnosisSpec& d, const std::string& test);
 
 // Recall of `test` for a category without an explicit value.
 double default_recall(const FaultCategory& c, const std::string& test);
@@ -128,6 +168,7 @@ struct Scenario {
   int replicas = 100;
   ClusterSpec cluster;
   SchedulerSpec scheduler;
+  RepairSpec repair;
   JobSpec job;
   std::vector<FaultCategory> faults;
   std::optional<TraceSource> trace;  // faults.trace

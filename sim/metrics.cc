@@ -18,10 +18,13 @@ std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   j["b"] = jb;
   json cats = json::array();
   for (const auto& c : r.categories)
-    cats.push_back({c.incidents, c.injected, c.resolution_sum_s, c.resolution_max_s, c.detection_sum_s, c.detected});
+    cats.push_back({c.incidents, c.injected, c.resolution_sum_s, c.resolution_max_s, c.detection_sum_s, c.detected,
+                    c.recurred, json(std::vector<std::int64_t>(std::begin(c.outcomes), std::end(c.outcomes)))});
   j["c"] = cats;
   j["v"] = {r.evictions_true, r.evictions_false, r.faults_injected, r.checkpoints, r.events,
-            r.flow_batches_real, r.flow_batches_cached, r.steps};
+            r.flow_batches_real, r.flow_batches_cached, r.steps, r.evictions_false_positive, r.false_failures,
+            r.max_fruitless_rounds, r.health_check_drains, r.repairs, r.retired};
+  j["o"] = {r.dominant.category, r.dominant.at_s, r.dominant.resolution_s};
   json tl = json::array();
   for (const auto& p : r.timeline) tl.push_back({p.t_h, p.cumulative, p.window_1h});
   j["t"] = tl;
@@ -44,11 +47,17 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
   const auto& jb = j["b"];
   std::size_t i = 0;
   for (const auto& k : kBuckets) b.*k.field = jb.at(i++);
-  for (const auto& c : j["c"])
-    r.categories.push_back({c[0], c[1], c[2], c[3], c[4], c[5]});
+  for (const auto& c : j["c"]) {
+    CategoryStats k{c[0], c[1], c[2], c[3], c[4], c[5], c[6]};
+    for (int o = 0; o < kOutcomes; ++o) k.outcomes[o] = c[7][o];
+    r.categories.push_back(k);
+  }
   const auto& v = j["v"];
   r.evictions_true = v[0]; r.evictions_false = v[1]; r.faults_injected = v[2]; r.checkpoints = v[3];
   r.events = v[4]; r.flow_batches_real = v[5]; r.flow_batches_cached = v[6]; r.steps = v[7];
+  r.evictions_false_positive = v[8]; r.false_failures = v[9]; r.max_fruitless_rounds = v[10];
+  r.health_check_drains = v[11]; r.repairs = v[12]; r.retired = v[13];
+  r.dominant = {j["o"][0], j["o"][1], j["o"][2]};
   for (const auto& p : j["t"]) r.timeline.push_back({p[0], p[1], p[2]});
   for (const auto& i : j["i"])
     r.incidents.push_back({i[0], i[1], i[2], i[3], i[4].get<std::vector<int>>()});

@@ -9,6 +9,19 @@
 
 namespace faultline::sim {
 
+// The fault ledger: what became of each fault (index into CategoryStats::outcomes).
+enum FaultOutcome : int {
+  kOutcomeInterrupted,  // struck the job: an incident
+  kOutcomeCaught,       // its machine left the job on evidence (alert, failed test, crash log) before it struck
+  kOutcomeLeft,         // its machine left the job for another reason before it struck
+  kOutcomeAbsorbed,     // nothing it could hit: a transient fault while the job was down, an empty
+                        // slot, or it ended (transient slowdown over, code fixed or rolled back) first
+  kOutcomeHorizon,      // still waiting to strike when the horizon came
+  kOutcomes
+};
+inline constexpr const char* kOutcomeNames[kOutcomes] = {"interrupted", "caught_before_strike", "left_job",
+                                                         "absorbed", "horizon"};
+
 struct CategoryStats {
   std::int64_t incidents = 0;
   std::int64_t injected = 0;         // ground-truth arrivals, including those that hit no running job
@@ -16,6 +29,15 @@ struct CategoryStats {
   double resolution_max_s = 0;
   double detection_sum_s = 0;
   std::int64_t detected = 0;
+  std::int64_t recurred = 0;  // faults that came back with a machine whose repair failed
+  std::int64_t outcomes[kOutcomes] = {};  // sums to injected + recurred
+};
+
+// The incident that cost a replica most (longest from fault to resolution).
+struct DominantIncident {
+  int category = -1;
+  double at_s = 0;
+  double resolution_s = 0;
 };
 
 struct TimelinePoint {
@@ -38,7 +60,14 @@ struct ReplicaResult {
   Breakdown breakdown;
   std::vector<CategoryStats> categories;
   std::int64_t evictions_true = 0;
-  std::int64_t evictions_false = 0;
+  std::int64_t evictions_false = 0;           // healthy machines evicted, for any reason
+  std::int64_t evictions_false_positive = 0;  // of those, ones a test had falsely failed
+  std::int64_t false_failures = 0;            // tests that failed a healthy machine
+  int max_fruitless_rounds = 0;               // longest run of fruitless diagnosis the stack reported
+  std::int64_t health_check_drains = 0;       // broken machines the scheduler's check drained
+  std::int64_t repairs = 0;                   // machines repaired and back in the free pool
+  std::int64_t retired = 0;                   // machines retired after repeated failures
+  DominantIncident dominant;
   std::int64_t faults_injected = 0;
   std::int64_t checkpoints = 0;
   std::int64_t events = 0;

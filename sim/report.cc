@@ -2,6 +2,7 @@
 
 #include "policies/api/action.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -56,9 +57,12 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   json cats = json::object();
   double total_incidents = 0, injected = 0;
   for (size_t c = 0; c < sc.faults.size(); ++c) {
-    double inc = 0, inj = 0, res_sum = 0, res_max = 0, det_sum = 0, det_n = 0;
+    double inc = 0, inj = 0, res_sum = 0, res_max = 0, det_sum = 0, det_n = 0, rec = 0;
+    double outcomes[kOutcomes] = {};
     for (const auto& r : rs) {
       const auto& k = r.categories[c];
+      rec += k.recurred;
+      for (int o = 0; o < kOutcomes; ++o) outcomes[o] += k.outcomes[o];
       inc += k.incidents;
       inj += k.injected;
       res_sum += k.resolution_sum_s;
@@ -75,21 +79,71 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
                                {"resolution_mean_s", inc > 0 ? res_sum / inc : 0.0},
                                {"resolution_max_s", res_max},
                                {"detection_mean_s", det_n > 0 ? det_sum / det_n : 0.0}};
+    // The fault ledger (totals over replicas balance exactly: outcomes = injected + recurred).
+    json oc = json::object();
+    for (int o = 0; o < kOutcomes; ++o) oc[kOutcomeNames[o]] = outcomes[o] / n;
+    cats[sc.faults[c].name]["recurred_per_replica"] = rec / n;
+    cats[sc.faults[c].name]["outcomes"] = oc;
+    double sum = 0;
+    for (double x : outcomes) sum += x;
+    cats[sc.faults[c].name]["ledger_balanced"] = sum == inj + rec;
   }
   out["incidents"] = {{"per_replica", total_incidents / n},
                       {"faults_injected_per_replica", injected / n},
                       {"by_category", cats}};
-  double et = 0, ef = 0, ckpt = 0, events = 0, real = 0, cached = 0, steps = 0;
+  double et = 0, ef = 0, efp = 0, ff = 0, ckpt = 0, events = 0, real = 0, cached = 0, steps = 0;
+  double drains = 0, repairs = 0, retired = 0;
+  int fruitless = 0;
   for (const auto& r : rs) {
     et += r.evictions_true;
     ef += r.evictions_false;
+    efp += r.evictions_false_positive;
+    ff += r.false_failures;
+    drains += r.health_check_drains;
+    repairs += r.repairs;
+    retired += r.retired;
+    fruitless = std::max(fruitless, r.max_fruitless_rounds);
     ckpt += r.checkpoints;
     events += r.events;
     real += r.flow_batches_real;
     cached += r.flow_batches_cached;
     steps += r.steps;
   }
-  out["evictions"] = {{"true_per_replica", et / n}, {"false_per_replica", ef / n}};
+  // false = every healthy machine evicted; false_positive = those a test had falsely
+  // failed; collateral = the rest (deliberate over-eviction, replay intersections).
+  out["evictions"] = {{"true_per_replica", et / n},
+                      {"false_per_replica", ef / n},
+                      {"false_positive_per_replica", efp / n},
+                      {"collateral_per_replica", (ef - efp) / n},
+                      {"tests_failing_healthy_per_replica", ff / n}};
+  out["repair"] = {{"repaired_per_replica", repairs / n},
+                   {"retired_per_replica", retired / n},
+                   {"health_check_drains_per_replica", drains / n}};
+  out["max_fruitless_rounds"] = fruitless;
+  {
+    // Outlier replicas, named so a researcher can rerun and read them: the five worst
+    // by ETTR, with the incident that cost each most.
+    std::vector<const ReplicaResult*> order;
+    for (const auto& r : rs) order.push_back(&r);
+    std::sort(order.begin(), order.end(), [](const ReplicaResult* a, const ReplicaResult* b) {
+      return a->ettr != b->ettr ? a->ettr < b->ettr : a->replica < b->replica;
+    });
+    const Summary es = summarize(ettr);
+    json worst = json::array();
+    for (std::size_t i = 0; i < order.size() && i < 5; ++i) {
+      const ReplicaResult& r = *order[i];
+      json w = {{"replica", r.replica},
+                {"seed", sc.seed},
+                {"ettr", r.ettr},
+                {"z", es.stddev > 0 ? (r.ettr - es.mean) / es.stddev : 0.0}};
+      if (r.dominant.category >= 0)
+        w["dominant_incident"] = {{"category", sc.faults[r.dominant.category].name},
+                                  {"at_h", r.dominant.at_s / 3600},
+                                  {"resolution_s", r.dominant.resolution_s}};
+      worst.push_back(w);
+    }
+    out["outliers"] = worst;
+  }
   json mech = json::object();
   double exhaust = 0, fallbacks = 0;
   for (int m = 1; m < kMechanisms; ++m) {
@@ -146,8 +200,33 @@ std::string format_table(const json& r) {
       << c["detection_mean_s"].get<double>() << std::setw(16) << c["resolution_mean_s"].get<double>()
       << std::setw(15) << c["resolution_max_s"].get<double>() << "\n";
   }
-  o << "\nevictions per replica: " << std::setprecision(1) << r["evictions"]["true_per_replica"].get<double>()
-    << " true, " << r["evictions"]["false_per_replica"].get<double>() << " false\n";
+  o << "\nfault ledger per replica (what became of each fault)\n"
+    << "  category                  injected  interrupted  caught  left job  absorbed  horizon\n";
+  for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end(); ++it) {
+    const auto& c = it.value();
+    const auto& oc = c["outcomes"];
+    o << "  " << std::left << std::setw(24) << it.key() << std::right << std::setprecision(2) << std::setw(10)
+      << c["injected_per_replica"].get<double>() + c["recurred_per_replica"].get<double>() << std::setw(13)
+      << oc["interrupted"].get<double>() << std::setw(8) << oc["caught_before_strike"].get<double>() << std::setw(10)
+      << oc["left_job"].get<double>() << std::setw(10) << oc["absorbed"].get<double>() << std::setw(9)
+      << oc["horizon"].get<double>() << "\n";
+  }
+  const auto& ev = r["evictions"];
+  o << "\nevictions per replica: " << std::setprecision(1) << ev["true_per_replica"].get<double>() << " true, "
+    << ev["false_per_replica"].get<double>() << " healthy (" << std::setprecision(2)
+    << ev["false_positive_per_replica"].get<double>() << " failed a test falsely, " << std::setprecision(1)
+    << ev["collateral_per_replica"].get<double>() << " went with their group)\n";
+  o << "longest run of fruitless diagnosis rounds: " << r["max_fruitless_rounds"].get<int>() << "\n";
+  o << "worst replicas:";
+  for (const auto& w : r["outliers"]) {
+    o << "\n  replica " << w["replica"].get<std::uint64_t>() << " (seed " << w["seed"].get<std::uint64_t>()
+      << ")  ETTR " << std::setprecision(2) << 100 * w["ettr"].get<double>() << "%";
+    if (w.contains("dominant_incident"))
+      o << "  costliest incident: " << w["dominant_incident"]["category"].get<std::string>() << " at "
+        << std::setprecision(1) << w["dominant_incident"]["at_h"].get<double>() << " h, resolved in "
+        << std::setprecision(0) << w["dominant_incident"]["resolution_s"].get<double>() << " s";
+  }
+  o << "\n";
   o << "GPU-hours lost per replica: " << std::setprecision(0) << r["gpu_hours_lost_per_replica"].get<double>()
     << "\nwall time: " << std::setprecision(2) << r["wall_s"].get<double>() << " s\n";
   return o.str();

@@ -21,6 +21,26 @@ struct Overloaded : Ts... {
 };
 template <class... Ts>
 Overloaded(Ts...) -> Overloaded<Ts...>;
+
+// Bad machines (cluster.repair): in machine-scope hardware categories a bad machine fails
+// bad_rate_factor (k) times as often as a good one and the category's rate λ stays the
+// population mean, so a good machine fails at λ/(1-f+f·k). Arrivals are drawn at the bad
+// machines' rate λ·k/(1-f+f·k) on every slot and thinned by the machine that is there
+// (kept with probability 1 for a bad machine, 1/k for a good one).
+bool hardware(const scenarios::FaultCategory& c) {
+  return c.scope == FaultScope::kMachine && !c.code_bug && c.symptom != Symptom::kManual && c.rate_per_machine_day > 0;
+}
+double thin_factor(const scenarios::Scenario& sc, const scenarios::FaultCategory& c) {
+  const double f = sc.repair.bad_fraction, k = sc.repair.bad_rate_factor;
+  if (!hardware(c) || f <= 0 || k <= 1) return 1;
+  return k / (1 - f + f * k);
+}
+std::vector<scenarios::FaultCategory> arrival_categories(const scenarios::Scenario& sc) {
+  std::vector<scenarios::FaultCategory> cats = sc.faults;
+  for (auto& c : cats) c.rate_per_machine_day *= thin_factor(sc, c);
+  return cats;
+}
+constexpr const char* kTestNames[] = {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress"};
 }  // namespace
 
 struct SimWorld::SgSync {
@@ -38,12 +58,24 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
       replica_(replica),
       opt_(opt),
       policy_rng_({sc.seed, replica, 0x9011C7ull}),
-      world_rng_({sc.seed, replica, 0x3071Dull}),
-      faults_(sc.faults, sc.cluster.machines, sc.cluster.rack_size, sc.seed, replica,
+      faults_(arrival_categories(sc), sc.cluster.machines, sc.cluster.rack_size, sc.seed, replica,
               trace_arrivals(sc, replica)) {
   horizon_ = Duration::days(sc.job.horizon_days).ns;
   fresh_.assign(view_.slots(), false);  // the first start loads initial weights, not a checkpoint
-  broken_.assign(view_.machine_count(), 0);
+  for (const auto& c : sc.faults) thin_.push_back(thin_factor(sc, c));
+  const int initial = view_.machine_count();
+  for (MachineId m = 0; m < initial; ++m) {
+    broken_.push_back(0);
+    bad_.push_back(sc.repair.bad_fraction > 0 &&
+                   Rng({sc.seed, replica, 0xBADull, static_cast<std::uint64_t>(m)}).bernoulli(sc.repair.bad_fraction));
+    evidence_.push_back(false);
+    fp_failed_.push_back(false);
+    tests_of_.push_back({});
+    failures_.push_back(0);
+    repairs_of_.push_back(0);
+  }
+  spares_left_ = sc.repair.spare_machines >= 0 ? sc.repair.spare_machines
+                                               : static_cast<int>(std::lround(0.048 * sc.cluster.machines));
   progress_.set_record_segments(opt_.timeline);
   result_.replica = replica;
   result_.categories.resize(sc.faults.size());
@@ -142,11 +174,18 @@ ReplicaResult SimWorld::run() {
   result_.flow_batches_real = flows_.real_batches() - real_at_start_;
   result_.flow_batches_cached = flows_.cached_batches() - cached_at_start_;
   for (const Fault& f : fault_log_) {
-    if (!f.incident) continue;
     auto& c = result_.categories[f.category];
+    const int o = f.incident ? kOutcomeInterrupted
+                  : f.outcome == Outcome::kCaught   ? kOutcomeCaught
+                  : f.outcome == Outcome::kLeft     ? kOutcomeLeft
+                  : f.outcome == Outcome::kAbsorbed ? kOutcomeAbsorbed
+                                                    : kOutcomeHorizon;
+    ++c.outcomes[o];
+    if (!f.incident) continue;
     ++c.incidents;
     const std::int64_t end = f.resolved >= 0 ? f.resolved : horizon_;
     const double res = (end - f.at) * 1e-9;
+    if (res > result_.dominant.resolution_s) result_.dominant = {f.category, f.at * 1e-9, res};
     c.resolution_sum_s += res;
     c.resolution_max_s = std::max(c.resolution_max_s, res);
     if (f.detected >= 0) {
@@ -156,6 +195,16 @@ ReplicaResult SimWorld::run() {
     if (opt_.incidents)
       result_.incidents.push_back({f.at * 1e-9, f.category, f.detected >= 0 ? f.detected * 1e-9 : -1,
                                    f.resolved >= 0 ? f.resolved * 1e-9 : -1, f.slots});
+  }
+  // The ledger must balance: every fault (and every recurrence) has exactly one outcome.
+  for (std::size_t c = 0; c < result_.categories.size(); ++c) {
+    const auto& k = result_.categories[c];
+    std::int64_t sum = 0;
+    for (std::int64_t x : k.outcomes) sum += x;
+    if (sum != k.injected + k.recurred)
+      throw std::logic_error("fault ledger of category '" + sc_.faults[c].name + "' does not balance: " +
+                             std::to_string(sum) + " outcomes for " + std::to_string(k.injected) + " faults and " +
+                             std::to_string(k.recurred) + " recurrences");
   }
   if (opt_.timeline) {
     const auto& segs = progress_.segments();
@@ -184,6 +233,11 @@ void SimWorld::dispatch(Item& item) {
                  [&](Deliver& d) {
                    if (d.epoch >= 0 && d.epoch != epoch_) return;
                    ++events_;
+                   MachineId named = kNoMachine;
+                   if (const auto* a = std::get_if<InspectionAlert>(&d.event)) named = a->machine;
+                   if (const auto* x = std::get_if<ProcessExit>(&d.event)) named = x->machine;
+                   if (const auto* x = std::get_if<StartFailed>(&d.event)) named = x->machine;
+                   if (named >= 0 && named < static_cast<MachineId>(evidence_.size())) evidence_[named] = true;
                    if (same_instant_ > 99990) last_event_ += " | " + describe(d.event);
                    if (opt_.decisions)
                      result_.decisions.push_back(std::to_string(now_ * 1e-9) + " event " + describe(d.event));
@@ -206,12 +260,49 @@ void SimWorld::dispatch(Item& item) {
 
 double SimWorld::fault_ratio(const Fault& f) const { return sc_.faults[f.category].slowdown_factor; }
 
+Rng SimWorld::fault_rng(Fault& f, int purpose) {
+  return Rng({sc_.seed, replica_, 0xFA17ull, f.key, static_cast<std::uint64_t>(purpose), f.uses[purpose]++});
+}
+
+void SimWorld::settle(Fault& f, Outcome o) {
+  if (f.outcome != Outcome::kPending) return;
+  f.outcome = o;
+  pending_.erase(std::remove(pending_.begin(), pending_.end(), f.id), pending_.end());
+}
+
+MachineId SimWorld::attributed(Fault& f) {
+  const MachineId m = f.machines.empty() ? kNoMachine : f.machines.front();
+  const double share = sc_.faults[f.category].attribution;
+  if (m == kNoMachine || share >= 1 || fault_rng(f, kAttribution).bernoulli(share)) return m;
+  // The log names the next stage of the culprit's pipeline: the rank that saw the broken
+  // peer first.
+  const SlotId s = view_.slot_of(m);
+  if (s < 0) return m;
+  const std::vector<SlotId> group = view_.pp_group(s);
+  SlotId next = (s + 1) % view_.slots();
+  for (std::size_t i = 0; i < group.size() && group.size() > 1; ++i)
+    if (group[i] == s) next = group[(i + 1) % group.size()];
+  const MachineId peer = view_.machine_in(next);
+  return peer == kNoMachine ? m : peer;
+}
+
 void SimWorld::inject(const FaultArrival& a) {
+  const std::uint64_t key = arrivals_++;
+  const auto& cat = sc_.faults[a.category];
+  if (thin_[a.category] > 1) {
+    // Bad machines fail more often: keep the arrival with the machine's share of the
+    // drawn rate (an empty slot keeps the population's mean share).
+    const MachineId here = view_.machine_in(a.slot);
+    const double keep = here == kNoMachine ? 1.0 / thin_[a.category]
+                        : is_bad(here)     ? 1.0
+                                           : 1.0 / sc_.repair.bad_rate_factor;
+    if (keep < 1 && !Rng({sc_.seed, replica_, 0x7415ull, key}).bernoulli(keep)) return;
+  }
   ++result_.faults_injected;
   ++result_.categories[a.category].injected;
-  const auto& cat = sc_.faults[a.category];
   Fault f;
   f.id = fault_log_.size();
+  f.key = key;
   f.category = a.category;
   f.at = now_;
   if (cat.scope == FaultScope::kMachine) f.slots = {a.slot};
@@ -219,16 +310,21 @@ void SimWorld::inject(const FaultArrival& a) {
   for (SlotId s : f.slots)
     if (view_.machine_in(s) != kNoMachine) f.machines.push_back(view_.machine_in(s));
   if (cat.scope != FaultScope::kJob && f.machines.empty()) {
-    // Hit only empty slots: a machine outside the job; nothing to observe.
+    // Hit only empty slots (machines being replaced): nothing there to break.
     f.active = false;
+    f.outcome = Outcome::kAbsorbed;
     fault_log_.push_back(std::move(f));
     return;
   }
   if (cat.persistent)
-    for (MachineId m : f.machines) broken_[m] = f.id + 1;
+    for (MachineId m : f.machines) {
+      broken_[m] = f.id + 1;
+      ++failures_[m];
+    }
   // Whether inspections can see this fault is a property of the fault, drawn once: one
   // that DCGM or dmesg does not show stays invisible when it strikes again on a restart.
-  if (!cat.alert.empty() && cat.alert_coverage < 1) f.alert_seen = world_rng_.bernoulli(cat.alert_coverage);
+  if (!cat.alert.empty() && cat.alert_coverage < 1)
+    f.alert_seen = fault_rng(f, kCoverage).bernoulli(cat.alert_coverage);
   fault_log_.push_back(std::move(f));
   apply_symptom(fault_log_.back(), false);
 }
@@ -250,6 +346,9 @@ void SimWorld::abort_start(const std::string& signature, MachineId m, std::int64
 void SimWorld::apply_symptom(Fault& f, bool at_start) {
   const auto& cat = sc_.faults[f.category];
   const MachineId m = f.machines.empty() ? kNoMachine : f.machines.front();
+  const bool exits = cat.symptom == Symptom::kCrash || cat.symptom == Symptom::kNan;
+  // The machine the crash log (or the failed start) names, drawn only when one is reported.
+  auto named = [&]() { return exits ? attributed(f) : m; };
   const std::int64_t observe = now_ + secs(cat.observe_after_s);
   bool affects = false;
   if (oracle_ && !at_start) {
@@ -260,7 +359,8 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   if (!cat.alert.empty() && f.alert_seen && m != kNoMachine) {
     auto it = inspections_.find(cat.alert);
     if (it != inspections_.end()) {
-      const std::int64_t first = now_ + static_cast<std::int64_t>(world_rng_.uniform() * it->second.ns) + 1;
+      const std::int64_t first =
+          now_ + static_cast<std::int64_t>(fault_rng(f, kInspectionPhase).uniform() * it->second.ns) + 1;
       const bool flaps = cat.alert == "nic" || cat.alert == "switch";
       for (MachineId x : f.machines) {
         deliver_at(first, InspectionAlert{x, cat.alert, cat.signature}, false);
@@ -278,11 +378,11 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
         affects = true;
         job_down();
         broken_unacted_ = true;
-        deliver_at(observe, ProcessExit{m, cat.exit_code, cat.signature}, false);
+        deliver_at(observe, ProcessExit{named(), cat.exit_code, cat.signature}, false);
       } else if (job_ == JobState::kStarting) {
         affects = true;
         broken_unacted_ = true;
-        abort_start(cat.signature, m, observe);
+        abort_start(cat.signature, named(), observe);
       } else if (!acquiring_.empty() && cat.scope == FaultScope::kJob) {
         // A job-wide fault while machines are being acquired fails the restart.
         affects = true;
@@ -315,7 +415,13 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
       }
       break;
     case Symptom::kSlowdown:
-      if (job_ == JobState::kRunning || job_ == JobState::kStarting) affects = true;
+      if (job_ == JobState::kRunning || job_ == JobState::kStarting) {
+        affects = true;
+        if (!f.incident) {  // open before the rate is recomputed: only open slowdowns slow the job
+          f.incident = true;
+          open_.push_back(f.id);
+        }
+      }
       if (cat.duration_s > 0 && !at_start) push(now_ + secs(cat.duration_s), Internal{Internal::kFaultEnd, f.id});
       update_rate();
       break;
@@ -324,12 +430,128 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
       deliver_at(now_, CodeUpdateRequested{"v" + std::to_string(++code_version_), true}, false);
       break;
   }
-  if (affects && !f.incident) {
-    f.incident = true;
-    open_.push_back(f.id);
+  if (affects) {
+    if (!f.incident) {
+      f.incident = true;
+      open_.push_back(f.id);
+    }
+    settle(f, Outcome::kInterrupted);
   }
   if (!cat.persistent && !cat.code_bug && cat.symptom != Symptom::kSlowdown) f.active = false;
   if (cat.code_bug && !at_start) push(now_ + secs(cat.fix_h * 3600), Internal{Internal::kCodeFixed, f.id});
+  if (!affects && f.outcome == Outcome::kPending) {
+    // It landed while the job could not feel it (down, restarting elsewhere, already
+    // hung). A fault that lasts strikes at the next start on its machine (strike_pending);
+    // a transient one had nothing to hit.
+    if (f.active) {
+      if (std::find(pending_.begin(), pending_.end(), f.id) == pending_.end()) pending_.push_back(f.id);
+    } else {
+      settle(f, Outcome::kAbsorbed);
+    }
+  }
+}
+
+void SimWorld::on_leave(MachineId m) {
+  // Pending faults whose machines have all left the job never strike it: caught when
+  // something named the machine (an alert, a failed test, a crash log), else left.
+  std::vector<FaultId> gone;
+  for (FaultId id : pending_) {
+    const Fault& f = fault_log_[id];
+    if (sc_.faults[f.category].scope == FaultScope::kJob ||
+        std::find(f.machines.begin(), f.machines.end(), m) == f.machines.end())
+      continue;
+    bool still = false;
+    for (MachineId x : f.machines) still |= view_.slot_of(x) >= 0;
+    if (!still) gone.push_back(id);
+  }
+  for (FaultId id : gone) settle(fault_log_[id], evidence_[m] ? Outcome::kCaught : Outcome::kLeft);
+}
+
+void SimWorld::on_join(MachineId m) {
+  evidence_[m] = false;
+  fp_failed_[m] = false;
+  if (!broken_[m]) return;
+  // A machine whose repair failed (or that the health check missed) brings its fault
+  // back: a recurrence with its own ledger entry, striking at the next start.
+  const Fault& old = fault_log_[broken_[m] - 1];
+  Fault f;
+  f.id = fault_log_.size();
+  f.key = (1ull << 62) + f.id;
+  f.category = old.category;
+  f.at = now_;
+  f.recurrence = true;
+  f.slots = {view_.slot_of(m)};
+  f.machines = {m};
+  f.alert_seen = old.alert_seen;
+  broken_[m] = f.id + 1;
+  ++result_.categories[f.category].recurred;
+  fault_log_.push_back(std::move(f));
+  apply_symptom(fault_log_.back(), false);
+}
+
+MachineId SimWorld::new_machine(bool may_be_bad) {
+  const MachineId m = view_.add_machine();
+  broken_.push_back(0);
+  bad_.push_back(may_be_bad && sc_.repair.bad_fraction > 0 &&
+                 Rng({sc_.seed, replica_, 0xBADull, static_cast<std::uint64_t>(m)}).bernoulli(sc_.repair.bad_fraction));
+  evidence_.push_back(false);
+  fp_failed_.push_back(false);
+  tests_of_.push_back({});
+  failures_.push_back(0);
+  repairs_of_.push_back(0);
+  return m;
+}
+
+MachineId SimWorld::draw_machine() {
+  // The scheduler hands out a machine from the free pool, chosen at random (AIReSim's
+  // default host selection): a never-used spare or a machine back from repair. The
+  // wider cluster supplies a fresh machine when the pool is empty. Its node health
+  // check drains broken machines with health_check_recall.
+  while (true) {
+    const std::uint64_t n = static_cast<std::uint64_t>(spares_left_) + free_pool_.size();
+    MachineId m;
+    if (n == 0) {
+      m = new_machine(true);
+    } else {
+      const std::uint64_t i = Rng({sc_.seed, replica_, 0x5C4Eull, draws_++}).below(n);
+      if (i < static_cast<std::uint64_t>(spares_left_)) {
+        --spares_left_;
+        m = new_machine(true);
+      } else {
+        const std::size_t k = i - spares_left_;
+        m = free_pool_[k];
+        free_pool_.erase(free_pool_.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+    }
+    if (broken_[m] && Rng({sc_.seed, replica_, 0x4EA1ull, static_cast<std::uint64_t>(m), repairs_of_[m]})
+                          .bernoulli(sc_.scheduler.health_check_recall)) {
+      ++result_.health_check_drains;
+      start_repair(m);
+      continue;
+    }
+    return m;
+  }
+}
+
+void SimWorld::start_repair(MachineId m) {
+  view_.set_health(m, Health::kEvicted);
+  const auto& rp = sc_.repair;
+  Rng rng({sc_.seed, replica_, 0x4E9A1ull, static_cast<std::uint64_t>(m), repairs_of_[m]++});
+  const std::uint64_t token = static_cast<std::uint64_t>(m) << 1;
+  if (!broken_[m]) {
+    // Healthy (a false failure, over-eviction): the automatic check passes it.
+    push(now_ + secs(rp.auto_h * 3600), Internal{Internal::kRepaired, token | 1});
+    return;
+  }
+  if (rp.retire_after > 0 && failures_[m] >= rp.retire_after) {
+    ++result_.retired;
+    return;
+  }
+  const auto& cat = sc_.faults[fault_log_[broken_[m] - 1].category];
+  const bool manual = rng.bernoulli(rp.to_manual);
+  const bool fixed = !rng.bernoulli(manual ? rp.manual_fail : rp.auto_fail);
+  push(now_ + secs((rp.auto_h + (manual ? cat.repair_h : 0)) * 3600),
+       Internal{Internal::kRepaired, token | (fixed ? 1 : 0)});
 }
 
 bool SimWorld::update_rate() {
@@ -338,14 +560,10 @@ bool SimWorld::update_rate() {
     const Fault& f = fault_log_[id];
     if (!f.active || sc_.faults[f.category].symptom != Symptom::kSlowdown) continue;
     for (MachineId m : f.machines)
-      if (view_.slot_of(m) >= 0) worst = std::max(worst, fault_ratio(f));
+      if (still_on(f, m)) worst = std::max(worst, fault_ratio(f));
   }
-  // Also slowdowns recorded but not yet open (job idle when they arrived).
-  for (const Fault& f : fault_log_) {
-    if (f.incident || !f.active || sc_.faults[f.category].symptom != Symptom::kSlowdown) continue;
-    for (MachineId m : f.machines)
-      if (view_.slot_of(m) >= 0) worst = std::max(worst, fault_ratio(f));
-  }
+  // A slowdown that landed while the job was stopped slows it only once it strikes at
+  // the next start, as an incident (strike_pending).
   const bool was_slow = progress_.rate() < 1.0;
   progress_.set_rate(1.0 / worst);
   if (slow_ratio_ > 0 && worst >= slow_ratio_ && !was_slow && job_ == JobState::kRunning) {
@@ -363,7 +581,7 @@ void SimWorld::resolve_open(bool at_start) {
     if (f.active) {
       if (sc_.faults[f.category].code_bug) affecting = true;
       for (MachineId m : f.machines)
-        if (view_.slot_of(m) >= 0) affecting = true;
+        if (still_on(f, m)) affecting = true;
     }
     if (affecting) still.push_back(id);
     else f.resolved = now_;
@@ -388,10 +606,12 @@ std::vector<SlotId> SimWorld::empty_slots() const {
   return out;
 }
 
-void SimWorld::place_new(SlotId s) {
-  const MachineId m = view_.add_machine();
-  broken_.push_back(0);
+void SimWorld::place_new(SlotId s, bool oracle) {
+  // The oracle's unlimited ready spares are fresh, good machines; the scheduler's come
+  // from the free pool.
+  const MachineId m = oracle ? new_machine(false) : draw_machine();
   view_.place(m, s);
+  on_join(m);
   fresh_[s] = true;
 }
 
@@ -472,19 +692,24 @@ ActionId SimWorld::act(Action a) {
             note_mechanism(e.mechanism);
             for (MachineId m : e.machines) {
               if (m < 0 || m >= view_.machine_count()) continue;
-              if (broken_[m]) ++result_.evictions_true;
-              else ++result_.evictions_false;
               const SlotId s = view_.slot_of(m);
-              if (s >= 0) {
-                if (job_ == JobState::kRunning) job_down();
-                if (job_ == JobState::kStarting) {
-                  job_ = JobState::kDown;
-                  ++epoch_;
-                  ++batch_token_;
-                }
-                view_.vacate(s);
+              if (s < 0) continue;  // not in the job (already evicted, a standby)
+              if (broken_[m]) {
+                ++result_.evictions_true;
+              } else {
+                ++result_.evictions_false;
+                // A test failed it although healthy, or it went with its group.
+                if (fp_failed_[m]) ++result_.evictions_false_positive;
               }
-              view_.set_health(m, Health::kEvicted);
+              if (job_ == JobState::kRunning) job_down();
+              if (job_ == JobState::kStarting) {
+                job_ = JobState::kDown;
+                ++epoch_;
+                ++batch_token_;
+              }
+              view_.vacate(s);
+              on_leave(m);
+              start_repair(m);
             }
             update_rate();
           },
@@ -502,7 +727,14 @@ ActionId SimWorld::act(Action a) {
               // drained by the scheduler's node health check and replaced.
               for (SlotId s = 0; s < view_.slots(); ++s) {
                 const MachineId m = view_.machine_in(s);
-                if (m != kNoMachine && broken_[m]) view_.vacate(s);
+                if (m != kNoMachine && broken_[m] &&
+                    Rng({sc_.seed, replica_, 0x4EA1ull, static_cast<std::uint64_t>(m), repairs_of_[m]})
+                        .bernoulli(sc_.scheduler.health_check_recall)) {
+                  ++result_.health_check_drains;
+                  view_.vacate(s);
+                  on_leave(m);
+                  start_repair(m);
+                }
                 acq.slots.push_back(s);
               }
               update_rate();
@@ -533,8 +765,12 @@ ActionId SimWorld::act(Action a) {
             if (q.mode == AcquireMode::kOracle) {
               MachineSet placed;
               for (SlotId s : acq.slots) {
-                if (view_.machine_in(s) != kNoMachine) view_.vacate(s);
-                place_new(s);
+                if (const MachineId old = view_.machine_in(s); old != kNoMachine) {
+                  view_.vacate(s);
+                  on_leave(old);
+                  start_repair(old);
+                }
+                place_new(s, true);
                 placed.push_back(view_.machine_in(s));
               }
               update_rate();
@@ -568,7 +804,10 @@ ActionId SimWorld::act(Action a) {
             watch_metrics_ = w.metrics;
           },
           [&](const EnableOracle&) { oracle_ = true; },
-          [&](const Note& n) { note(n.text); },
+          [&](const Note& n) {
+            note(n.text);
+            result_.max_fruitless_rounds = std::max(result_.max_fruitless_rounds, n.fruitless_round);
+          },
           [&](const EnableInspection& e) {
             if (e.interval.ns <= 0) return fail("inspection interval must be positive");
             inspections_[e.kind] = e.interval;
@@ -618,6 +857,13 @@ ActionId SimWorld::act(Action a) {
               Fault& f = fault_log_[fid];
               if (sc_.faults[f.category].code_bug) f.active = false;
             }
+            for (FaultId fid : std::vector<FaultId>(pending_)) {
+              Fault& f = fault_log_[fid];
+              if (sc_.faults[f.category].code_bug) {
+                f.active = false;
+                settle(f, Outcome::kAbsorbed);
+              }
+            }
             code_version_ = good_version_;
             if (!empty_slots().empty()) return fail("slots have no machine");
             start_job(id, Mechanism::kRollback);
@@ -642,6 +888,7 @@ void SimWorld::on_internal(const Internal& in) {
       Fault& f = fault_log_[in.token];
       if (!f.active) return;
       f.active = false;
+      settle(f, Outcome::kAbsorbed);  // a transient slowdown over before the job felt it
       for (MachineId m : f.machines)
         if (broken_[m] == f.id + 1) broken_[m] = 0;
       update_rate();
@@ -694,6 +941,7 @@ void SimWorld::on_internal(const Internal& in) {
         const MachineId m = view_.standby().front();
         view_.take_standby(m);
         view_.place(m, s);
+        on_join(m);
         fresh_[s] = true;
       }
       update_rate();
@@ -703,9 +951,7 @@ void SimWorld::on_internal(const Internal& in) {
     }
     case Internal::kPoolRefilled: {
       --refills_;
-      const MachineId m = view_.add_machine();
-      broken_.push_back(0);
-      view_.add_standby(m);
+      view_.add_standby(draw_machine());
       return;
     }
     case Internal::kProbeDone:
@@ -725,8 +971,9 @@ void SimWorld::on_internal(const Internal& in) {
         bool failed = code_fault;
         for (MachineId m : group) {
           if (m < 0 || m >= view_.machine_count() || !broken_[m]) continue;
-          const Fault& f = fault_log_[broken_[m] - 1];
-          if (world_rng_.bernoulli(scenarios::default_recall(sc_.faults[f.category], "replay"))) failed = true;
+          Fault& f = fault_log_[broken_[m] - 1];
+          if (fault_rng(f, kReplayDraw).bernoulli(scenarios::default_recall(sc_.faults[f.category], "replay")))
+            failed = true;
         }
         r.group_failed.push_back(failed);
       }
@@ -745,6 +992,23 @@ void SimWorld::on_internal(const Internal& in) {
     case Internal::kCodeFixed: {
       Fault& f = fault_log_[in.token];
       f.active = false;  // a fix shipped by hand; the next restart runs clean
+      settle(f, Outcome::kAbsorbed);
+      return;
+    }
+    case Internal::kRepaired: {
+      const MachineId m = static_cast<MachineId>(in.token >> 1);
+      if (in.token & 1) {
+        if (broken_[m]) {
+          Fault& f = fault_log_[broken_[m] - 1];
+          broken_[m] = 0;
+          bool any = false;
+          for (MachineId x : f.machines) any |= broken_[x] == f.id + 1;
+          if (!any) f.active = false;
+        }
+        ++result_.repairs;
+      }
+      view_.set_health(m, Health::kHealthy);
+      free_pool_.push_back(m);
       return;
     }
     case Internal::kStartInit: {
@@ -800,6 +1064,29 @@ void SimWorld::finish_start() {
   ++epoch_;
   std::fill(fresh_.begin(), fresh_.end(), false);
   progress_.start_warmup(secs(sc_.job.restart_warmup_s));
+  // Faults that landed while the job was stopped, on machines it now runs on (and code
+  // bugs in the code it now runs), strike now. Slowdowns take effect before the rate is
+  // set; the others strike below, after JobStarted.
+  std::vector<FaultId> fresh, keep;
+  for (FaultId id : pending_) {
+    Fault& f = fault_log_[id];
+    if (!f.active || f.outcome != Outcome::kPending) continue;
+    const auto& cat = sc_.faults[f.category];
+    bool here = cat.scope == FaultScope::kJob;
+    for (MachineId m : f.machines) here |= still_on(f, m);
+    if (!here) {
+      keep.push_back(id);
+      continue;
+    }
+    if (cat.symptom == Symptom::kSlowdown) {
+      f.incident = true;
+      open_.push_back(id);
+      f.outcome = Outcome::kInterrupted;
+    } else {
+      fresh.push_back(id);
+    }
+  }
+  pending_ = std::move(keep);
   const bool reported = update_rate();
   if (!reported && slow_ratio_ > 0 && progress_.rate() <= 1.0 / slow_ratio_)
     push(now_ + slow_for_.ns, Internal{Internal::kSlowReport, static_cast<std::uint64_t>(epoch_)});
@@ -807,6 +1094,8 @@ void SimWorld::finish_start() {
   // Persistent faults on machines still in the job, and code bugs still in the code,
   // strike again.
   std::vector<FaultId> rearm;
+  bool code_fault = false;
+  for (FaultId id : fresh) code_fault |= sc_.faults[fault_log_[id].category].code_bug;
   for (FaultId id : open_) {
     Fault& f = fault_log_[id];
     if (!f.active) continue;
@@ -826,11 +1115,16 @@ void SimWorld::finish_start() {
     if (fault_log_[id].resolved == now_ && std::find(rearm.begin(), rearm.end(), id) == rearm.end())
       ++result_.resolved_by[static_cast<int>(mechanism_)];
   mechanism_ = Mechanism::kNone;
-  if (rearm.empty()) good_version_ = code_version_;
+  if (rearm.empty() && !code_fault) good_version_ = code_version_;
+  rearm.insert(rearm.end(), fresh.begin(), fresh.end());
   for (FaultId id : rearm) {  // still open: resolve_open keeps what still affects the job
     Fault& f = fault_log_[id];
+    if (job_ != JobState::kRunning) {
+      // An earlier one brought the job down again: the rest wait for the next start.
+      if (f.outcome == Outcome::kPending && f.active) pending_.push_back(id);
+      continue;
+    }
     if (sc_.faults[f.category].symptom != Symptom::kSlowdown) apply_symptom(f, true);
-    if (job_ != JobState::kRunning) break;
   }
 }
 
@@ -869,19 +1163,30 @@ void SimWorld::deliver_probe(ActionId id) {
   auto it = probes_.find(id);
   if (it == probes_.end()) return;
   const RunProbe& p = it->second;
-  static const char* kNames[] = {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress"};
-  const std::string test = kNames[static_cast<int>(p.test)];
-  ProbeResult r{id, static_cast<int>(p.test), {}, false};
+  const int kind = static_cast<int>(p.test);
+  const std::string test = kTestNames[kind];
+  const double fp = scenarios::false_positive(sc_.diagnosis, test);
+  ProbeResult r{id, kind, {}, false};
   for (MachineId m : p.machines) {
     if (m < 0 || m >= view_.machine_count()) continue;
     bool fails;
+    const std::uint32_t n = tests_of_[m][kind]++;
     if (broken_[m]) {
-      const Fault& f = fault_log_[broken_[m] - 1];
-      fails = world_rng_.bernoulli(scenarios::default_recall(sc_.faults[f.category], test));
+      Fault& f = fault_log_[broken_[m] - 1];
+      fails = fault_rng(f, kProbe0 + kind).bernoulli(scenarios::default_recall(sc_.faults[f.category], test));
     } else {
-      fails = world_rng_.bernoulli(sc_.diagnosis.false_positive_rate);
+      fails = fp > 0 && Rng({sc_.seed, replica_, 0xF9ull, static_cast<std::uint64_t>(m),
+                             static_cast<std::uint64_t>(kind), n})
+                            .bernoulli(fp);
+      if (fails) {
+        fp_failed_[m] = true;
+        ++result_.false_failures;
+      }
     }
-    if (fails) r.failed.push_back(m);
+    if (fails) {
+      r.failed.push_back(m);
+      evidence_[m] = true;
+    }
   }
   probes_.erase(it);
   deliver_at(now_, std::move(r), false);

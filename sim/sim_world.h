@@ -14,6 +14,7 @@
 // whichever comes first, its next event or a batch completion.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -75,7 +76,7 @@ class SimWorld final : public World {
   struct Internal {
     enum Kind : std::uint8_t { kAcquireScheduled, kAcquirePulled, kStartInit, kStartRestored, kFaultEnd, kWatchdog,
                         kProbeDone, kStacksDone, kReplayDone, kStandbyWoken, kPoolRefilled,
-                        kSlowReport, kCodeFixed } kind;
+                        kSlowReport, kCodeFixed, kRepaired } kind;
     std::uint64_t token = 0;  // action id or fault id
   };
   using Payload = std::variant<Deliver, TimerItem, Internal>;
@@ -90,9 +91,21 @@ class SimWorld final : public World {
     }
   };
 
+  // What became of a fault (the ledger): exactly one outcome each, fixed the first
+  // time one applies; kPending until then (kPending at the horizon = "horizon").
+  enum class Outcome : std::uint8_t { kPending, kInterrupted, kCaught, kLeft, kAbsorbed };
+  // Per-fault random streams, so that two stacks that test differently still see the
+  // same draws for the same fault (common random numbers): each purpose of each fault
+  // has its own stream, and each use of it (the n-th gpu_diag of this fault) its own.
+  enum Purpose : std::uint8_t { kCoverage, kInspectionPhase, kAttribution, kProbe0, kReplayDraw = kProbe0 + 5,
+                                kPurposes };
   struct Fault {
     FaultId id = 0;
+    std::uint64_t key = 0;  // arrival index (same in every stack); recurrences get their own
     int category = 0;
+    Outcome outcome = Outcome::kPending;
+    bool recurrence = false;  // came back with a machine whose repair failed
+    std::array<std::uint16_t, kPurposes> uses{};
     std::int64_t at = 0;
     std::vector<SlotId> slots;
     MachineSet machines;
@@ -139,8 +152,28 @@ class SimWorld final : public World {
   void run_whole_job_batch(int kind, double bytes, Internal done);
   void finish_start();
   std::vector<SlotId> empty_slots() const;
-  void place_new(SlotId s);
+  void place_new(SlotId s, bool oracle = false);
   double fault_ratio(const Fault& f) const;
+  // The next draw of this fault's stream for `purpose`.
+  Rng fault_rng(Fault& f, int purpose);
+  // The machine a crash log names: the culprit with the category's attribution, else
+  // its pipeline neighbour.
+  MachineId attributed(Fault& f);
+  // Fault ledger: a pending fault's machines left the job, it ended, or it struck.
+  void settle(Fault& f, Outcome o);
+  void strike_pending();
+  // Machines entering and leaving the job (any slot), and the repair pipeline.
+  void on_join(MachineId m);
+  void on_leave(MachineId m);
+  MachineId new_machine(bool may_be_bad);
+  MachineId draw_machine();
+  void start_repair(MachineId m);
+  // The fault still affects machine m in the job (a persistent fault until its machine
+  // is repaired; a transient one while it lasts).
+  bool still_on(const Fault& f, MachineId m) const {
+    return view_.slot_of(m) >= 0 && (!sc_.faults[f.category].persistent || broken_[m] == f.id + 1);
+  }
+  bool is_bad(MachineId m) const { return m >= 0 && m < static_cast<MachineId>(bad_.size()) && bad_[m]; }
 
   const scenarios::Scenario& sc_;
   ClusterView view_;
@@ -150,7 +183,6 @@ class SimWorld final : public World {
   std::uint64_t replica_;
   RunOptions opt_;
   Rng policy_rng_;
-  Rng world_rng_;
   FaultStream faults_;
 
   std::priority_queue<Item, std::vector<Item>, Later> queue_;
@@ -179,6 +211,19 @@ class SimWorld final : public World {
   std::vector<FaultId> broken_;  // per machine: active persistent fault id + 1, 0 = healthy
   std::vector<Fault> fault_log_;
   std::vector<FaultId> open_;  // incidents not yet resolved
+  std::vector<FaultId> pending_;  // active faults that have not struck the job yet
+  std::uint64_t arrivals_ = 0;    // arrival index, the key of per-fault streams
+  std::vector<double> thin_;      // per category: arrival-rate multiplier for bad machines (1 = none)
+  // Per machine (index = MachineId).
+  std::vector<bool> bad_;           // fails bad_rate_factor x as often
+  std::vector<bool> evidence_;      // an alert, a failed test or a crash log named it since it joined
+  std::vector<bool> fp_failed_;     // a test failed it while it was healthy
+  std::vector<std::array<std::uint32_t, 5>> tests_of_;  // tests it took, by kind (its false-positive streams)
+  std::vector<int> failures_;       // faults that landed on it (retirement)
+  std::vector<std::uint32_t> repairs_of_;
+  std::vector<MachineId> free_pool_;  // repaired machines the scheduler can hand out
+  int spares_left_ = 0;
+  std::uint64_t draws_ = 0;           // scheduler draws from the free pool               // never-used spare machines still in the free pool
   ProgressModel progress_;
   CheckpointTier tier_ = CheckpointTier::kRemote;
   Duration stall_window_ = Duration::infinite();

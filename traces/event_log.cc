@@ -363,7 +363,10 @@ struct ActionEncoder {
     o["reason"] = x.reason;
   }
   void operator()(const EnableOracle& x) { o["reason"] = x.reason; }
-  void operator()(const Note& x) { o["text"] = x.text; }
+  void operator()(const Note& x) {
+    o["text"] = x.text;
+    if (x.fruitless_round > 0) o["fruitless_round"] = x.fruitless_round;
+  }
   void operator()(const EnableInspection& x) {
     o["kind"] = x.kind;
     o["interval_s"] = to_s(x.interval);
@@ -569,7 +572,7 @@ faultline::Action decode_action(std::size_t index, In& in) {
     case 6:
       return EnableOracle{in.string("reason", "")};
     case 7:
-      return Note{in.string("text", "")};
+      return Note{in.string("text", ""), static_cast<int>(in.integer("fruitless_round", 0, 0, 1000000))};
     case 8: {
       EnableInspection x;
       x.kind = in.string("kind", "");

@@ -28,8 +28,9 @@ enum class Mechanism : std::uint8_t {
   kRequeue,            // whole job requeued
   kReschedule,         // evicted machines replaced cold
   kOracle,             // perfect knowledge (baseline)
+  kAttributedEviction, // eviction of the machine that crash logs named again and again
 };
-inline constexpr int kMechanisms = 11;
+inline constexpr int kMechanisms = 12;
 const char* mechanism_name(Mechanism m);
 
 struct StopJob {
@@ -90,6 +91,10 @@ struct EnableOracle {
 };
 struct Note {
   std::string text;
+  // > 0: this note reports the n-th diagnostic round in a row that found nothing for
+  // the same failure (a stack declares its maximum; backends keep the worst run for
+  // metrics). 0: an ordinary note.
+  int fruitless_round = 0;
 };
 // Real-time inspections: the backend reports InspectionAlert for problems of `kind`
 // ("gpu", "nic", "host", "switch", "storage") it finds, checking every `interval`.

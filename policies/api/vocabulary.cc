@@ -54,6 +54,7 @@ const char* mechanism_name(Mechanism m) {
     case Mechanism::kRequeue: return "requeue";
     case Mechanism::kReschedule: return "reschedule";
     case Mechanism::kOracle: return "oracle";
+    case Mechanism::kAttributedEviction: return "attributed_eviction";
   }
   return "?";
 }

@@ -171,15 +171,22 @@ int sim_compare(const std::vector<std::string>& args) {
     row("  " + k, [&](const nlohmann::json& r) { return fmt(r["breakdown_s"][k].get<double>() / 3600, 2); });
   }
   o << "incidents resolved by (per replica)\n";
-  for (const char* m : {"realtime_eviction", "stop_time_eviction", "reattempt", "rollback", "replay",
-                        "analyzer_over_eviction", "hot_update", "requeue", "reschedule", "oracle"})
+  for (int k = 1; k < kMechanisms; ++k) {
+    const char* m = mechanism_name(static_cast<Mechanism>(k));
     row(std::string("  ") + m, [&](const nlohmann::json& r) {
       return fmt(r["resolved_by_per_replica"].value(m, 0.0), 1);
     });
+  }
   row("incidents per replica", [&](const nlohmann::json& r) { return fmt(r["incidents"]["per_replica"].get<double>(), 1); });
-  row("evictions true / false", [&](const nlohmann::json& r) {
+  row("evictions true / healthy", [&](const nlohmann::json& r) {
     return fmt(r["evictions"]["true_per_replica"].get<double>(), 1) + " / " +
            fmt(r["evictions"]["false_per_replica"].get<double>(), 1);
+  });
+  row("  healthy: test false positive", [&](const nlohmann::json& r) {
+    return fmt(r["evictions"]["false_positive_per_replica"].get<double>(), 2);
+  });
+  row("longest fruitless run (max)", [&](const nlohmann::json& r) {
+    return std::to_string(r["max_fruitless_rounds"].get<int>());
   });
   row("standby pool exhaustions", [&](const nlohmann::json& r) {
     return fmt(r["standby_exhaustions_per_replica"].get<double>(), 2);

@@ -358,3 +358,134 @@ TEST(StopTime, SignaturesMapToTestPlans) {
 
 }  // namespace
 }  // namespace faultline
+
+namespace faultline {
+namespace {
+
+using testing::FakeWorld;
+
+struct Ladder {
+  FakeWorld w{spec16()};
+  std::unique_ptr<Policy> p;
+  Ladder() {
+    Registry r = policies::builtin_registry();
+    Params params;
+    EXPECT_FALSE(Params::resolve(r.find("byterobust")->params, {}, &params));
+    p = r.make("byterobust", params);
+    p->start(w);
+    started();
+  }
+  void started() {
+    p->on_event(JobStarted{w.last_action_id(), 0}, w);
+    w.actions.clear();
+  }
+  void at(double s) { w.advance_to(Instant{Duration::seconds(s).ns}, *p); }
+  // Answers every stop-time test of the plan with "passed".
+  void tests_pass() {
+    for (int i = 0; i < 5 && !w.all<RunProbe>().empty() && std::holds_alternative<RunProbe>(w.actions.back()); ++i)
+      p->on_event(ProbeResult{w.last_action_id(), static_cast<int>(w.all<RunProbe>().back().test), {}, false}, w);
+  }
+  int max_fruitless() const {
+    int m = 0;
+    for (const auto& n : w.all<Note>()) m = std::max(m, n.fruitless_round);
+    return m;
+  }
+};
+
+const char* kCuda = "RuntimeError: CUDA error: an illegal memory access";
+
+// Escalation by locus: the same signature on another machine soon after a restart is an
+// independent incident (at scale the job's MTBF is shorter than the window), not "the
+// same crash again": it gets its own tests, no rollback. Failed on the signature-only rule.
+TEST(ByteRobustLadder, SameSignatureOnAnotherMachineIsANewIncident) {
+  Ladder h;
+  h.at(4000);
+  h.p->on_event(ProcessExit{7, 1, kCuda}, h.w);
+  h.tests_pass();
+  ASSERT_EQ(h.w.all<StartJob>().size(), 1u);  // reattempt
+  h.started();
+  h.at(4100);
+  h.p->on_event(ProcessExit{3, 1, kCuda}, h.w);
+  EXPECT_TRUE(h.w.all<RollBack>().empty());
+  ASSERT_EQ(h.w.all<RunProbe>().size(), 1u);
+  EXPECT_EQ(h.w.all<RunProbe>()[0].test, ProbeKind::kGpuDiag);
+  // The suspects are machine 3 and its pipeline neighbours (slots 0..3 form its group).
+  EXPECT_EQ(h.w.all<RunProbe>()[0].machines, (MachineSet{0, 2, 3}));
+}
+
+// Evidence the tests miss: the crash log names machine 7 again after its tests passed and
+// a reattempt: evict it, instead of rolling back good code and replaying for an hour.
+TEST(ByteRobustLadder, CrashLogNamingTheSameMachineTwiceEvictsIt) {
+  Ladder h;
+  h.at(4000);
+  h.p->on_event(ProcessExit{7, 1, kCuda}, h.w);
+  h.tests_pass();
+  h.started();
+  h.at(4100);
+  h.p->on_event(ProcessExit{7, 1, kCuda}, h.w);
+  auto ev = h.w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].machines, MachineSet{7});
+  EXPECT_EQ(ev[0].mechanism, Mechanism::kAttributedEviction);
+  EXPECT_TRUE(h.w.all<RollBack>().empty());
+  // The replacement in the same rank crashes the same way: now it is the code.
+  auto& view = h.w.mutable_cluster();
+  view.vacate(7);
+  const MachineId fresh = view.add_machine();
+  view.place(fresh, 7);
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {fresh}}, h.w);
+  h.started();
+  h.at(4200);
+  h.p->on_event(ProcessExit{fresh, 1, kCuda}, h.w);
+  EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
+}
+
+// No loop runs unbounded: NaNs that replay cannot place come back after every restart;
+// after max_fruitless_rounds (3) fruitless rounds the stack gives up and requeues, and it
+// never reports a fourth.
+TEST(ByteRobustLadder, FruitlessRoundsAreBoundedThenTheStackRequeues) {
+  Ladder h;
+  double t = 4000;
+  bool requeued = false;
+  for (int round = 0; round < 6 && !requeued; ++round) {
+    h.at(t += 60);
+    h.p->on_event(MetricAnomaly{"loss", 1e30, true}, h.w);
+    if (!h.w.all<RunProbe>().empty() && std::holds_alternative<RunProbe>(h.w.actions.back()))
+      h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
+    for (const auto& a : h.w.all<AcquireMachines>()) requeued |= a.mode == AcquireMode::kRequeue;
+    if (requeued) break;
+    for (int phase = 0; phase < 2 && std::holds_alternative<RunReplay>(h.w.actions.back()); ++phase) {
+      const auto groups = std::get<RunReplay>(h.w.actions.back()).groups.size();
+      h.p->on_event(ReplayResult{h.w.last_action_id(), std::vector<bool>(groups, false)}, h.w);
+    }
+    ASSERT_TRUE(std::holds_alternative<StartJob>(h.w.actions.back())) << describe(h.w.actions.back());
+    const int seen = h.max_fruitless();
+    EXPECT_LE(seen, 3);
+    h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
+  }
+  EXPECT_TRUE(requeued);
+  EXPECT_EQ(h.max_fruitless(), 3);
+}
+
+// An MFU decline that no aggregation can place stops being aggregated after the declared
+// number of fruitless sequences, until the next restart (it used to capture every slot's
+// stacks every 5 minutes for days).
+TEST(ByteRobustLadder, MfuAggregationThatFlagsNothingGivesUpUntilTheNextRestart) {
+  Ladder h;
+  const std::vector<std::string> same(16, "train_step > forward > gemm");
+  int captures = 0;
+  for (int report = 0; report < 10; ++report) {
+    h.p->on_event(StepTimeHigh{1.3}, h.w);
+    for (int round = 0; round < 5; ++round) {
+      if (h.w.all<CaptureStacks>().size() == static_cast<size_t>(captures)) break;
+      ++captures;
+      h.p->on_event(StacksCaptured{h.w.last_action_id(), same}, h.w);
+      h.p->on_event(TimerFired{0, 1}, h.w);  // the next MFU round
+    }
+  }
+  EXPECT_EQ(captures, 3 * 5);
+  EXPECT_EQ(h.max_fruitless(), 3);
+}
+
+}  // namespace
+}  // namespace faultline

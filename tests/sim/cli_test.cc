@@ -189,6 +189,17 @@ namespace faultline::testing {
 namespace {
 
 TEST(SimCompare, StacksSeeTheSameFaultsAndRankAsExpected) {
+  // Paired: with identical machines every stack sees the same ground-truth faults. With
+  // bad machines (the default) the arrivals are the same but what they hit depends on the
+  // machines each stack keeps, so the counts differ a little.
+  CliResult same = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
+                            "byterobust,requeue,oracle", "--replicas", "6", "--jobs", "2", "--format", "json",
+                            "--set", "cluster.repair.bad_fraction=0"});
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  json js = json::parse(same.out);
+  for (int k : {1, 2})
+    EXPECT_EQ(js["stacks"][0]["incidents"]["faults_injected_per_replica"],
+              js["stacks"][k]["incidents"]["faults_injected_per_replica"]);
   CliResult r = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
                          "byterobust,requeue,oracle", "--replicas", "24", "--jobs", "2", "--format", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -197,9 +208,10 @@ TEST(SimCompare, StacksSeeTheSameFaultsAndRankAsExpected) {
   const auto& br = j["stacks"][0];
   const auto& rq = j["stacks"][1];
   const auto& orc = j["stacks"][2];
-  // Paired: every stack sees the same ground-truth faults.
-  EXPECT_EQ(br["incidents"]["faults_injected_per_replica"], rq["incidents"]["faults_injected_per_replica"]);
-  EXPECT_EQ(br["incidents"]["faults_injected_per_replica"], orc["incidents"]["faults_injected_per_replica"]);
+  for (const auto* other : {&rq, &orc})
+    EXPECT_NEAR((*other)["incidents"]["faults_injected_per_replica"].get<double>(),
+                br["incidents"]["faults_injected_per_replica"].get<double>(),
+                0.05 * br["incidents"]["faults_injected_per_replica"].get<double>());
   EXPECT_LT(rq["ettr"]["ci95"][1].get<double>(), br["ettr"]["ci95"][0].get<double>());
   EXPECT_LT(br["ettr"]["ci95"][1].get<double>(), orc["ettr"]["ci95"][0].get<double>());
   EXPECT_LT(rq["ettr_minus_first"]["ci95"][1].get<double>(), 0);
