@@ -325,7 +325,9 @@ class ByteRobust final : public Policy {
     // eviction, roll back"). Hangs in the job's own code (Table 2) would otherwise loop
     // through stall, reattempt, stall until a human ships a fix. A stall after progress,
     // or after an unrelated recovery in between, is a new incident with its own
-    // aggregation.
+    // aggregation. The stacks are captured first in every case (15 s): a stall whose
+    // stacks show outliers is a machine, whatever came before (a machine hang that struck
+    // at the restart looks like the code hanging again until its stacks are read).
     const bool soon = (w.now() - last_start_) < Duration::seconds(p_.get("recrash_window_s"));
     const bool again =
         last_crash_sig_ == kStallSignature && starts_ == stall_answered_by_ && st.last_step <= last_start_step_;
@@ -335,17 +337,7 @@ class ByteRobust final : public Policy {
     last_crash_slot_ = -1;
     if (level_ == 0) fruitless_ = 0;
     stall_answered_by_ = starts_ + 1;  // whatever restarts the job next answers this stall
-    if (level_ == 1) {
-      stop_if_running(w, "stalled again after the restart");
-      state_ = State::kStarting;
-      pending_start_ = w.act(RollBack{"stalled again soon after the restart: roll back recent code"});
-      return;
-    }
-    if (level_ >= 2) {
-      start_replay(w, "stalls persist after restart and rollback");
-      return;
-    }
-    if (gave_up(w, "progress stalled")) return;
+    if (level_ == 0 && gave_up(w, "progress stalled")) return;
     state_ = State::kDiagnosing;  // still running (stuck); capture before stopping
     mfu_rounds_left_ = 0;
     pending_capture_ = w.act(CaptureStacks{"no progress for the stall window"});
@@ -404,6 +396,18 @@ class ByteRobust final : public Policy {
       return;
     }
     if (v.outliers.empty()) {
+      // Every rank waits in the same place: nothing points at a machine. The first time
+      // reattempt; stalled again before a step, roll back the code; again, replay.
+      if (level_ == 1) {
+        w.act(StopJob{"stalled again after the restart, no outlier stacks"});
+        state_ = State::kStarting;
+        pending_start_ = w.act(RollBack{"stalled again soon after the restart: roll back recent code"});
+        return;
+      }
+      if (level_ >= 2) {
+        start_replay(w, "stalls persist after restart and rollback");
+        return;
+      }
       // The job is still up, stuck: stop it before restarting in place (otherwise the
       // start is refused and the fallback requeues the whole job).
       fruitless(w, "stalled with no outlier stacks");
@@ -412,6 +416,7 @@ class ByteRobust final : public Policy {
       return;
     }
     fruitless_ = 0;
+    level_ = 0;
     evict_and_replace(w, over_eviction_set(w.cluster(), v.outliers), Mechanism::kOverEviction,
                       "stack aggregation: parallel group holding all " + std::to_string(v.outliers.size()) +
                           " outliers");

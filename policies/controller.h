@@ -5,13 +5,16 @@
 // Flow (DOMAIN §4): real-time inspection alerts evict at once (network alerts only
 // after `flap_count` alerts within `flap_window_s`); a crash stops the job and runs the
 // stop-time tests its log signature calls for, evicting what fails; if everything
-// passes the job is reattempted as is; a crash soon after a restart escalates to a
-// rollback of the code, then to dual-phase replay (or bisection). A stalled job is
-// diagnosed by stack aggregation and its outlier parallel group over-evicted (a job that
-// stalls again before completing a step after a restart escalates to rollback, then
-// replay); an MFU
-// decline by repeated aggregation rounds; a NaN by the bit-wise alignment test, then
-// replay. Evicted machines are replaced from the warm-standby pool; code updates are
+// passes the job is reattempted as is. The same crash again soon after the restart (same
+// signature, same machine or rank: escalation by locus) evicts the machine the log keeps
+// naming, else escalates to a rollback of the code, then to dual-phase replay (or
+// bisection); a crash elsewhere is a new incident. A stalled job is diagnosed by stack
+// aggregation and its outlier parallel group over-evicted (a job that stalls again before
+// completing a step after a restart, with no outlier stacks, escalates to rollback, then
+// replay); an MFU decline by repeated aggregation rounds; a NaN by the bit-wise alignment
+// test, then replay. No diagnosis loop is unbounded: after max_fruitless_rounds rounds in
+// a row that found nothing the stack requeues the job (an MFU decline: stops aggregating
+// until the next restart), each fruitless round numbered in the decisions log. Evicted machines are replaced from the warm-standby pool; code updates are
 // hot updates. Checkpoints are taken every step in memory with a peer backup.
 //
 // Each module can be swapped by name through the stack's choice parameters: detection

@@ -63,17 +63,7 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
   horizon_ = Duration::days(sc.job.horizon_days).ns;
   fresh_.assign(view_.slots(), false);  // the first start loads initial weights, not a checkpoint
   for (const auto& c : sc.faults) thin_.push_back(thin_factor(sc, c));
-  const int initial = view_.machine_count();
-  for (MachineId m = 0; m < initial; ++m) {
-    broken_.push_back(0);
-    bad_.push_back(sc.repair.bad_fraction > 0 &&
-                   Rng({sc.seed, replica, 0xBADull, static_cast<std::uint64_t>(m)}).bernoulli(sc.repair.bad_fraction));
-    evidence_.push_back(false);
-    fp_failed_.push_back(false);
-    tests_of_.push_back({});
-    failures_.push_back(0);
-    repairs_of_.push_back(0);
-  }
+  for (MachineId m = 0; m < view_.machine_count(); ++m) track_machine(m, true);
   spares_left_ = sc.repair.spare_machines >= 0 ? sc.repair.spare_machines
                                                : static_cast<int>(std::lround(0.048 * sc.cluster.machines));
   progress_.set_record_segments(opt_.timeline);
@@ -489,9 +479,10 @@ void SimWorld::on_join(MachineId m) {
   apply_symptom(fault_log_.back(), false);
 }
 
-MachineId SimWorld::new_machine(bool may_be_bad) {
-  const MachineId m = view_.add_machine();
+void SimWorld::track_machine(MachineId m, bool may_be_bad) {
   broken_.push_back(0);
+  // Whether a machine is bad is drawn from its own stream: the job's first machines are
+  // the same in every stack.
   bad_.push_back(may_be_bad && sc_.repair.bad_fraction > 0 &&
                  Rng({sc_.seed, replica_, 0xBADull, static_cast<std::uint64_t>(m)}).bernoulli(sc_.repair.bad_fraction));
   evidence_.push_back(false);
@@ -499,6 +490,11 @@ MachineId SimWorld::new_machine(bool may_be_bad) {
   tests_of_.push_back({});
   failures_.push_back(0);
   repairs_of_.push_back(0);
+}
+
+MachineId SimWorld::new_machine(bool may_be_bad) {
+  const MachineId m = view_.add_machine();
+  track_machine(m, may_be_bad);
   return m;
 }
 

@@ -165,6 +165,7 @@ class SimWorld final : public World {
   // Machines entering and leaving the job (any slot), and the repair pipeline.
   void on_join(MachineId m);
   void on_leave(MachineId m);
+  void track_machine(MachineId m, bool may_be_bad);  // per-machine state for a new id
   MachineId new_machine(bool may_be_bad);
   MachineId draw_machine();
   void start_repair(MachineId m);

@@ -143,12 +143,35 @@ TEST(ByteRobust, StallSoonAfterTheRestartForAStallRollsBackThenReplays) {
   h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);  // and stalls before step 101
   h.at(4700);
   h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  ASSERT_EQ(h.w.all<CaptureStacks>().size(), 2u);  // the stacks are read every time
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
-  EXPECT_EQ(h.w.all<CaptureStacks>().size(), 1u);  // no second aggregation
   h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
   h.at(5400);
   h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
   EXPECT_EQ(h.w.all<RunReplay>().size(), 1u);
+}
+
+TEST(ByteRobust, AMachineHangThatStrikesAtTheRestartIsOverEvictedNotRolledBack) {
+  // A code hang is reattempted; a machine hang that landed meanwhile strikes at the
+  // restart, so the job stalls again before a step. Its stacks show the outlier group:
+  // over-evict it, instead of rolling back good code and replaying for two hours.
+  Harness h;
+  h.at(4000);
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
+  h.at(4700);
+  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
+  stacks[9] = "forward > all_gather";
+  stacks[8] = stacks[10] = stacks[11] = "pipeline > irecv";
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), stacks}, h.w);
+  EXPECT_TRUE(h.w.all<RollBack>().empty());
+  auto ev = h.w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].machines, (MachineSet{8, 9, 10, 11}));
 }
 
 TEST(ByteRobust, StallAfterAnUnrelatedRecoveryIsDiagnosedAfresh) {
@@ -182,12 +205,15 @@ TEST(ByteRobust, StallAfterProgressSinceTheRestartIsANewIncident) {
   h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
   h.at(4700);
   h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
   ASSERT_EQ(h.w.all<RollBack>().size(), 1u);
   h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
   h.at(5700);
   h.p->on_event(ProgressStalled{140, Duration::minutes(10)}, h.w);
+  EXPECT_EQ(h.w.all<CaptureStacks>().size(), 3u);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
   EXPECT_TRUE(h.w.all<RunReplay>().empty());
-  EXPECT_EQ(h.w.all<CaptureStacks>().size(), 2u);
+  EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
 }
 
 TEST(ByteRobust, StallLongAfterTheLastRestartIsDiagnosedAfresh) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/sim/sim_json.h"
 #include "tests/support/cli.h"
 
 namespace faultline::testing {
@@ -14,14 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-json run_json(std::vector<std::string> args) {
-  args.insert(args.begin(), {"sim", "run"});
-  args.push_back("--format");
-  args.push_back("json");
-  CliResult r = run_cli(args);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return json::parse(r.out);
-}
+json run_json(std::vector<std::string> args) { return sim_run_json(std::move(args)); }
 
 double daly(double M, double R, double tau, double delta) {
   return tau / (M * std::exp(R / M) * (std::exp((tau + delta) / M) - 1));
