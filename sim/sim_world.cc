@@ -519,14 +519,21 @@ MachineId SimWorld::draw_machine() {
         free_pool_.erase(free_pool_.begin() + static_cast<std::ptrdiff_t>(k));
       }
     }
-    if (broken_[m] && Rng({sc_.seed, replica_, 0x4EA1ull, static_cast<std::uint64_t>(m), repairs_of_[m]})
-                          .bernoulli(sc_.scheduler.health_check_recall)) {
-      ++result_.health_check_drains;
+    if (health_check_drains(m)) {
       start_repair(m);
       continue;
     }
     return m;
   }
+}
+
+bool SimWorld::health_check_drains(MachineId m) {
+  if (!broken_[m]) return false;
+  const std::uint32_t n = tests_of_[m][5]++;
+  if (!Rng({sc_.seed, replica_, 0x4EA1ull, static_cast<std::uint64_t>(m), n}).bernoulli(sc_.scheduler.health_check_recall))
+    return false;
+  ++result_.health_check_drains;
+  return true;
 }
 
 void SimWorld::start_repair(MachineId m) {
@@ -723,10 +730,7 @@ ActionId SimWorld::act(Action a) {
               // drained by the scheduler's node health check and replaced.
               for (SlotId s = 0; s < view_.slots(); ++s) {
                 const MachineId m = view_.machine_in(s);
-                if (m != kNoMachine && broken_[m] &&
-                    Rng({sc_.seed, replica_, 0x4EA1ull, static_cast<std::uint64_t>(m), repairs_of_[m]})
-                        .bernoulli(sc_.scheduler.health_check_recall)) {
-                  ++result_.health_check_drains;
+                if (m != kNoMachine && health_check_drains(m)) {
                   view_.vacate(s);
                   on_leave(m);
                   start_repair(m);

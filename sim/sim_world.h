@@ -168,6 +168,9 @@ class SimWorld final : public World {
   void track_machine(MachineId m, bool may_be_bad);  // per-machine state for a new id
   MachineId new_machine(bool may_be_bad);
   MachineId draw_machine();
+  // The scheduler's node health check drains machine m (it has an active persistent fault
+  // and the check sees it, with health_check_recall).
+  bool health_check_drains(MachineId m);
   void start_repair(MachineId m);
   // The fault still affects machine m in the job (a persistent fault until its machine
   // is repaired; a transient one while it lasts).
@@ -219,7 +222,9 @@ class SimWorld final : public World {
   std::vector<bool> bad_;           // fails bad_rate_factor x as often
   std::vector<bool> evidence_;      // an alert, a failed test or a crash log named it since it joined
   std::vector<bool> fp_failed_;     // a test failed it while it was healthy
-  std::vector<std::array<std::uint32_t, 5>> tests_of_;  // tests it took, by kind (its false-positive streams)
+  // Tests it took, by probe kind, and (last) the scheduler's health checks of it: the keys
+  // of its false-positive and health-check streams.
+  std::vector<std::array<std::uint32_t, 6>> tests_of_;
   std::vector<int> failures_;       // faults that landed on it (retirement)
   std::vector<std::uint32_t> repairs_of_;
   std::vector<MachineId> free_pool_;  // repaired machines the scheduler can hand out
