@@ -10,6 +10,7 @@
 
 #include "traces/config.h"
 #include "traces/readers.h"
+#include "tests/support/shared_data.h"
 
 namespace faultline::traces {
 namespace {
@@ -200,7 +201,7 @@ TEST(CategoryMap, ErrorsNameTheFileAndPath) {
 TEST(CategoryMap, ShippedInfiniteHbdMappingCoversTheTrace) {
   const std::string path = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
   const CategoryMap m = load_category_map(FAULTLINE_SOURCE_DIR "/traces/mappings/infinitehbd.json");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  FAULTLINE_REQUIRE_SHARED(path);
   ReadResult r = read_trace_file(path, Format::kInfiniteHbd, {});
   r.trace.sort_by_time();
   const FleetTimelines tl = build_timelines(r.trace, m, 0);

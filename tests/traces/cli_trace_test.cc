@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tests/support/cli.h"
+#include "tests/support/shared_data.h"
 
 namespace faultline::testing {
 namespace {
@@ -29,7 +30,7 @@ std::string slurp(const std::string& path) {
 }
 
 TEST(TraceCli, StatsOfInfiniteHbd) {
-  if (!std::filesystem::exists(kHbd)) GTEST_SKIP() << kHbd << " not present";
+  FAULTLINE_REQUIRE_SHARED(kHbd);
   CliResult r = run_cli({"trace", "stats", kHbd});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("584 on 231 distinct nodes"), std::string::npos) << r.out;
@@ -66,7 +67,7 @@ TEST(TraceCli, BadRecordsAreReportedAndStrictExitsTwo) {
 }
 
 TEST(TraceCli, ConvertRoundTripAndFitModel) {
-  if (!std::filesystem::exists(kHbd)) GTEST_SKIP() << kHbd << " not present";
+  FAULTLINE_REQUIRE_SHARED(kHbd);
   const std::string a = temp("a.jsonl"), b = temp("b.csv"), c = temp("c.jsonl"),
                     model = temp("model.json");
   ASSERT_EQ(run_cli({"trace", "convert", kHbd, a}).exit_code, 0);
@@ -146,7 +147,7 @@ TEST(TraceCli, SwitchScopeFaultTakesTheWholeRackInTheSimulator) {
 }
 
 TEST(TraceCli, BootstrapScenarioRuns) {
-  if (!std::filesystem::exists(kHbd)) GTEST_SKIP() << kHbd << " not present";
+  FAULTLINE_REQUIRE_SHARED(kHbd);
   CliResult r = run_cli({"sim", "run", scenarios_dir() + "/infinitehbd-bootstrap-1200.json",
                          "--replicas", "4", "--jobs", "2", "--quiet", "--format", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -12,6 +12,7 @@
 #include "traces/readers.h"
 #include "traces/stats.h"
 #include "traces/writers.h"
+#include "tests/support/shared_data.h"
 
 namespace faultline::traces {
 namespace {
@@ -107,8 +108,7 @@ TEST(Convert, CanonicalJsonlAndCsvRoundTripLosslessly) {
 
 TEST(Convert, RealTracesThroughCanonicalForms) {
   const std::string dir = FAULTLINE_SOURCE_DIR "/../shared/traces/";
-  if (!std::filesystem::exists(dir + "infinitehbd/fault_trace.json"))
-    GTEST_SKIP() << "no ../shared/traces";
+  FAULTLINE_REQUIRE_SHARED(dir + "infinitehbd/fault_trace.json");
   ReadResult hbd = read_trace_file(dir + "infinitehbd/fault_trace.json", Format::kInfiniteHbd, {});
   ASSERT_TRUE(hbd.ok());
   const Flat original = flatten(hbd.trace);

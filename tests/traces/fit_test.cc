@@ -10,6 +10,7 @@
 #include "traces/model.h"
 #include "traces/readers.h"
 #include "traces/stats.h"
+#include "tests/support/shared_data.h"
 
 namespace faultline::traces {
 namespace {
@@ -180,7 +181,7 @@ TEST(FitRoundTrip, SyntheticSourceRatesAndRepairMediansComeBack) {
 
 TEST(FitRoundTrip, InfiniteHbdRatesAndRepairMediansComeBack) {
   const std::string path = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  FAULTLINE_REQUIRE_SHARED(path);
   ReadResult r = read_trace_file(path, Format::kInfiniteHbd, {});
   ASSERT_TRUE(r.ok());
   r.trace.sort_by_time();
@@ -189,7 +190,7 @@ TEST(FitRoundTrip, InfiniteHbdRatesAndRepairMediansComeBack) {
 
 TEST(FitTrace, RatesAreFaultsOverFleetExposure) {
   const std::string path = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  FAULTLINE_REQUIRE_SHARED(path);
   ReadResult r = read_trace_file(path, Format::kInfiniteHbd, {});
   const TraceFit f = fit_trace(r.trace);
   EXPECT_EQ(f.fleet_nodes, 400);

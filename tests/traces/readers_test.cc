@@ -8,6 +8,7 @@
 
 #include "traces/config.h"
 #include "traces/timefmt.h"
+#include "tests/support/shared_data.h"
 
 namespace faultline::traces {
 namespace {
@@ -345,7 +346,7 @@ TEST(Readers, GarbageNeverCrashesOrThrows) {
 
 TEST(Readers, RealFilesReadCleanly) {
   const std::string dir = FAULTLINE_SOURCE_DIR "/../shared/traces/";
-  if (!std::filesystem::exists(dir + "oobleck/p3-trace.csv")) GTEST_SKIP() << "no ../shared/traces";
+  FAULTLINE_REQUIRE_SHARED(dir + "oobleck/p3-trace.csv");
   for (const char* f :
        {"oobleck/p3-trace.csv", "oobleck/g4dn-trace.csv", "oobleck/1h.csv", "oobleck/5m.csv"}) {
     ReadOptions o;

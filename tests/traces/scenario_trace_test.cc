@@ -13,6 +13,7 @@
 #include "sim/faults.h"
 #include "traces/model.h"
 #include "traces/readers.h"
+#include "tests/support/shared_data.h"
 
 namespace faultline {
 namespace {
@@ -175,7 +176,7 @@ TEST(ScenarioTrace, ErrorsAreOneLineWithTheJsonPath) {
 }
 
 TEST(ScenarioTrace, ShippedBootstrapScenarioLoadsAndIsDeterministic) {
-  if (!std::filesystem::exists(kHbd)) GTEST_SKIP() << kHbd << " not present";
+  FAULTLINE_REQUIRE_SHARED(kHbd);
   const Registry r = policies::builtin_registry();
   const scenarios::Scenario sc =
       scenarios::load_scenario(kScenarios + "infinitehbd-bootstrap-1200.json", {}, r);
@@ -228,7 +229,7 @@ TEST(ScenarioTrace, FittedAndPublishedModelsLoadAsScenarioFaults) {
               10 * 19968 / 55365.0 / 100, 2e-4 * 0.036);
   EXPECT_THROW(traces::published_mix("nope", 1, 1), traces::TraceError);
 
-  if (!std::filesystem::exists(kHbd)) GTEST_SKIP() << kHbd << " not present";
+  FAULTLINE_REQUIRE_SHARED(kHbd);
   traces::ReadResult rr = traces::read_trace_file(kHbd, traces::Format::kInfiniteHbd, {});
   rr.trace.sort_by_time();
   const auto map =

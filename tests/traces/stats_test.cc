@@ -8,6 +8,7 @@
 #include <map>
 
 #include "traces/readers.h"
+#include "tests/support/shared_data.h"
 
 namespace faultline::traces {
 namespace {
@@ -24,7 +25,7 @@ Trace read_strict(const std::string& path) {
 }
 
 TEST(InfiniteHbdStats, MatchesTheTraceReadme) {
-  if (!std::filesystem::exists(kInfiniteHbd)) GTEST_SKIP() << kInfiniteHbd << " not present";
+  FAULTLINE_REQUIRE_SHARED(kInfiniteHbd);
   const Trace t = read_strict(kInfiniteHbd);
   const TraceStats s = compute_stats(t);
   EXPECT_EQ(s.events, 1168u);
