@@ -1,6 +1,7 @@
 #include "policies/builtin.h"
 
 #include "policies/controller.h"
+#include "policies/localization/localizers.h"
 #include "policies/recovery/baselines.h"
 
 namespace faultline::policies {
@@ -17,6 +18,22 @@ Registry builtin_registry() {
   Registry r;
   register_builtin(r);
   return r;
+}
+
+void register_builtin_modules(ModuleRegistry& m) {
+  // The first of a kind is a stack's default choice.
+  m.add(dual_phase_replay_info(), make_dual_phase_replay);
+  m.add(bisection_info(), make_bisection);
+  m.add(stress_info(), make_stress);
+}
+
+const ModuleRegistry& builtin_modules() {
+  static const ModuleRegistry modules = [] {
+    ModuleRegistry m;
+    register_builtin_modules(m);
+    return m;
+  }();
+  return modules;
 }
 
 }  // namespace faultline::policies

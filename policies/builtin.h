@@ -3,11 +3,17 @@
 #pragma once
 
 #include "policies/api/registry.h"
+#include "policies/module.h"
 
 namespace faultline::policies {
 
 void register_builtin(Registry& r);
 // A registry with every built-in stack.
 Registry builtin_registry();
+
+// Registers the built-in modules (policies/module.h), one line each.
+void register_builtin_modules(ModuleRegistry& m);
+// The built-in modules; built once, immutable. A stack's choice parameters list them.
+const ModuleRegistry& builtin_modules();
 
 }  // namespace faultline::policies

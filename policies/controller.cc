@@ -5,13 +5,21 @@
 #include <map>
 #include <optional>
 
+#include "policies/builtin.h"
 #include "policies/diagnosis/stop_time.h"
 #include "policies/localization/localization.h"
+#include "policies/module.h"
 #include "policies/recovery/standby.h"
 
 namespace faultline::policies {
 
 namespace {
+
+// The name a choice parameter selects (its choices follow the module registry's order).
+std::string choice_name(const Params& p, const std::string& param) {
+  const ParamSpec* spec = byterobust_info().find_param(param);
+  return spec->choices.at(static_cast<std::size_t>(p.get(param)));
+}
 
 constexpr std::uint64_t kTagMfuRound = 1;
 constexpr std::uint64_t kTagDeferredUpdate = 2;
@@ -24,7 +32,7 @@ class ByteRobust final : public Policy {
   explicit ByteRobust(const Params& p)
       : p_(p),
         detection_(static_cast<DetectionModule>(p.get("detection"))),
-        localization_(static_cast<LocalizationModule>(p.get("localization"))),
+        localizer_(builtin_modules().make_localizer(choice_name(p, "localization"), p)),
         checkpoint_(static_cast<CheckpointModule>(p.get("checkpoint"))),
         recovery_(static_cast<RecoveryModule>(p.get("recovery"))) {}
   const PolicyInfo& info() const override { return byterobust_info(); }
@@ -73,7 +81,6 @@ class ByteRobust final : public Policy {
   enum class State { kStarting, kRunning, kDiagnosing, kAcquiring };
   // The modules a scenario picks by name (byterobust_info's choices, in order).
   enum class DetectionModule { kRealtime, kTimeout };
-  enum class LocalizationModule { kReplay, kBisection, kStress };
   enum class CheckpointModule { kPeer, kMemory, kRemote };
   enum class RecoveryModule { kStandby, kReschedule, kRequeue };
 
@@ -300,6 +307,7 @@ class ByteRobust final : public Policy {
 
   void handle(const ProbeResult& r, World& w) {
     if (r.action != pending_probe_) return;
+    if (localizing_) return localization_step(localizer_->answer(r, w.cluster()), w);
     if (!r.failed.empty()) {
       if (r.test == static_cast<int>(ProbeKind::kBitwise) && nan_chain_) nan_chain_ = false;
       fruitless_ = 0;
@@ -445,106 +453,45 @@ class ByteRobust final : public Policy {
                                     "NaN: bit-wise alignment on every machine"});
   }
 
-  // ------------------------------------------------------------ replay / bisection
+  // ------------------------------------------------------------ localization module
+  // The failure is not placed by any stop-time test: hand it to the localization module
+  // (dual-phase replay, bisection, stress: `localization`) and act on its verdict.
   void start_replay(World& w, const std::string& why) {
     if (gave_up(w, why)) return;
     stop_if_running(w, why);
     state_ = State::kDiagnosing;
-    const auto& spec = w.cluster().spec();
-    if (localization_ == LocalizationModule::kStress) {
-      // The baseline: stress-test every machine and evict what fails; nothing found
-      // leaves a reattempt (next_test with an empty plan).
-      nan_chain_ = false;
-      plan_.clear();
-      suspects_ = all_machines(w);
-      pending_probe_ = w.act(RunProbe{ProbeKind::kStress, suspects_, Duration::seconds(p_.get("stress_deadline_s")),
-                                      "full-cluster stress test: " + why});
+    nan_chain_ = false;
+    plan_.clear();
+    localizing_ = true;
+    localization_step(localizer_->begin(why, w.cluster()), w);
+  }
+  void localization_step(LocalizationStep step, World& w) {
+    if (auto* test = std::get_if<LocalizationTest>(&step)) {
+      if (auto* probe = std::get_if<RunProbe>(test)) pending_probe_ = w.act(*probe);
+      if (auto* replay = std::get_if<RunReplay>(test)) pending_replay_ = w.act(*replay);
       return;
     }
-    if (localization_ == LocalizationModule::kBisection) {
-      std::vector<SlotId> all(w.cluster().slots());
-      for (SlotId s = 0; s < w.cluster().slots(); ++s) all[s] = s;
-      bisect_groups_ = bisection_round({all});
-      send_groups(w, bisect_groups_, why);
-      replay_phase_ = 10;
-      return;
-    }
-    plan_replay_ = dual_phase_plan(spec.pp, spec.dp, choose_replay_k(spec.pp, spec.dp));
-    replay_phase_ = 1;
-    send_groups(w, plan_replay_.horizontal, why);
-  }
-  void send_groups(World& w, const std::vector<std::vector<SlotId>>& groups, const std::string& why) {
-    std::vector<MachineSet> ms;
-    for (const auto& g : groups) {
-      MachineSet set;
-      for (SlotId s : g) set.push_back(w.cluster().machine_in(s));
-      ms.push_back(set);
-    }
-    pending_replay_ = w.act(RunReplay{ms, why});
-  }
-  void handle(const ReplayResult& r, World& w) {
-    if (r.action != pending_replay_) return;
-    auto first_failed = [&]() {
-      for (size_t i = 0; i < r.group_failed.size(); ++i)
-        if (r.group_failed[i]) return static_cast<int>(i);
-      return -1;
-    };
-    if (replay_phase_ == 10) {  // bisection
-      std::vector<std::vector<SlotId>> failing, done;
-      for (size_t i = 0; i < r.group_failed.size(); ++i)
-        if (r.group_failed[i]) (bisect_groups_[i].size() == 1 ? done : failing).push_back(bisect_groups_[i]);
-      if (failing.empty()) {
-        std::vector<SlotId> found;
-        for (const auto& g : done) found.push_back(g.front());
-        if (found.empty()) {
-          fruitless(w, "bisection reproduced nothing");
-          return reattempt(w, "bisection reproduced nothing");
-        }
-        fruitless_ = 0;
-        return evict_and_replace(w, found, Mechanism::kReplay, "located by bisection");
-      }
-      for (const auto& g : done) failing.push_back(g);
-      bisect_groups_ = bisection_round(failing);
-      for (const auto& g : failing)
-        if (g.size() == 1) bisect_groups_.push_back(g);
-      return send_groups(w, bisect_groups_, "bisection round");
-    }
-    const int f = first_failed();
-    if (f < 0) {
-      fruitless(w, "replay reproduced nothing");
-      return reattempt(w, "replay reproduced nothing");
-    }
-    if (std::all_of(r.group_failed.begin(), r.group_failed.end(), [](bool b) { return b; })) {
-      // Every group fails: not a machine, the code.
+    localizing_ = false;
+    const Located& l = std::get<Located>(step);
+    if (l.code_at_fault) {
       state_ = State::kStarting;
-      pending_start_ = w.act(RollBack{"replay fails on every group: the code is at fault"});
+      pending_start_ = w.act(RollBack{l.reason});
       return;
     }
-    std::vector<int> failing;
-    for (size_t i = 0; i < r.group_failed.size(); ++i)
-      if (r.group_failed[i]) failing.push_back(static_cast<int>(i));
-    if (replay_phase_ == 1) {
-      replay_h_ = failing;
-      replay_phase_ = 2;
-      return send_groups(w, plan_replay_.vertical, "replay phase 2 (vertical)");
-    }
-    // Usually one machine is faulty and the two failing groups meet in it (Alg. 1). With
-    // two faulty machines each phase has two failing groups: evict every intersection
-    // (at most four machines, both faulty ones among them) rather than guess a pair that
-    // may not meet and replay again forever.
-    std::vector<SlotId> hits;
-    for (int h : replay_h_)
-      for (int v : failing)
-        if (auto hit = replay_locate(plan_replay_, h, v)) hits.push_back(*hit);
-    if (hits.empty()) {
-      fruitless(w, "replay groups do not intersect");
-      return reattempt(w, "replay groups do not intersect");
+    std::vector<SlotId> slots;
+    for (SlotId s : l.evict)
+      if (s >= 0 && s < w.cluster().slots() && w.cluster().machine_in(s) != kNoMachine) slots.push_back(s);
+    if (slots.empty()) {
+      fruitless(w, l.reason);
+      reattempt(w, l.reason);
+      return;
     }
     fruitless_ = 0;
-    std::sort(hits.begin(), hits.end());
-    std::string where;
-    for (SlotId x : hits) where += (where.empty() ? "" : ",") + std::to_string(x);
-    evict_and_replace(w, hits, Mechanism::kReplay, "dual-phase replay located slot(s) " + where);
+    evict_and_replace(w, slots, l.credit, l.reason);
+  }
+  void handle(const ReplayResult& r, World& w) {
+    if (r.action != pending_replay_ || !localizing_) return;
+    localization_step(localizer_->answer(r, w.cluster()), w);
   }
 
   // ------------------------------------------------------------ code updates
@@ -568,7 +515,8 @@ class ByteRobust final : public Policy {
 
   const Params p_;
   const DetectionModule detection_;
-  const LocalizationModule localization_;
+  const std::unique_ptr<Localizer> localizer_;
+  bool localizing_ = false;  // the localizer's conversation is under way
   const CheckpointModule checkpoint_;
   const RecoveryModule recovery_;
   State state_ = State::kStarting;
@@ -592,10 +540,6 @@ class ByteRobust final : public Policy {
   std::map<MachineId, std::deque<Instant>> alerts_;
   int mfu_rounds_left_ = 0;
   std::map<SlotId, int> flagged_;
-  ReplayPlan plan_replay_;
-  int replay_phase_ = 0;
-  std::vector<int> replay_h_;  // failing horizontal groups of phase 1
-  std::vector<std::vector<SlotId>> bisect_groups_;
   std::optional<std::string> deferred_update_;
 };
 
@@ -687,9 +631,10 @@ const PolicyInfo& byterobust_info() {
            "and the NCCL collective timeout only)",
            "choice", 0, 0, 1, {"realtime", "timeout"}},
           {"localization",
-           "silent-fault localization: replay (dual-phase), bisection (adaptive group testing) or stress (the "
-           "full-cluster stress test baseline)",
-           "choice", 0, 0, 2, {"replay", "bisection", "stress"}},
+           "silent-fault localization module (replay: dual-phase; bisection: adaptive group testing; stress: the "
+           "full-cluster stress test baseline; `faultline policies` lists them)",
+           "choice", 0, 0, static_cast<double>(builtin_modules().of(ModuleKind::kLocalization).size() - 1),
+           builtin_modules().names(ModuleKind::kLocalization)},
           {"checkpoint",
            "checkpoint module: peer (every step in memory, backup on a peer outside the rank's groups), memory "
            "(Gemini-style, in memory with a copy on the next machine) or remote (Megatron-style blocking save)",

@@ -216,6 +216,14 @@ int list_policies() {
                   p.unit.c_str(), p.help.c_str());
     }
   }
+  // The modules a stack's choice parameters pick from (policies/module.h).
+  const auto& modules = faultline::policies::builtin_modules();
+  std::printf("\nmodules\n");
+  for (auto kind : {faultline::policies::ModuleKind::kDetection, faultline::policies::ModuleKind::kLocalization,
+                    faultline::policies::ModuleKind::kRecovery, faultline::policies::ModuleKind::kCheckpoint})
+    for (const auto* m : modules.of(kind))
+      std::printf("  %-13s %-12s v%-3s %s\n", faultline::policies::module_kind_name(kind), m->name.c_str(),
+                  m->version.c_str(), m->summary.c_str());
   return 0;
 }
 

@@ -1,0 +1,32 @@
+// The built-in Localizer modules (policies/module.h), registered in builtin.cc:
+//
+// - replay: ByteRobust's dual-phase replay (§4.2, Alg. 1): a horizontal then a vertical
+//   phase of concurrent replays; evicts every intersection of failing groups (usually one
+//   machine; with two faulty ones, at most four). Every group failing means the code.
+// - bisection: adaptive group testing with replays, halving every failing group each
+//   round until single machines remain (ceil(log2 N) rounds).
+// - stress: the selective-stress-testing baseline (Table 6): one stress test on every
+//   machine, evicting what fails.
+//
+// Each reads the stack's parameters it needs (stress: stress_deadline_s).
+#pragma once
+
+#include <memory>
+
+#include "policies/module.h"
+
+namespace faultline::policies {
+
+const ModuleInfo& dual_phase_replay_info();
+std::unique_ptr<Localizer> make_dual_phase_replay(const Params& p);
+
+const ModuleInfo& bisection_info();
+std::unique_ptr<Localizer> make_bisection(const Params& p);
+
+const ModuleInfo& stress_info();
+std::unique_ptr<Localizer> make_stress(const Params& p);
+
+// Replay groups of slots as the machines now in them (a slot without one stays kNoMachine).
+std::vector<MachineSet> machines_of_groups(const ClusterView& view, const std::vector<std::vector<SlotId>>& groups);
+
+}  // namespace faultline::policies

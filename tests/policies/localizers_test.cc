@@ -1,0 +1,139 @@
+// The localization modules on their own: no World, no clock, synthetic outcomes only
+// (policies/module.h). Each worked example is checked against what the published
+// algorithm must return.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "policies/builtin.h"
+#include "policies/controller.h"
+#include "policies/localization/localizers.h"
+
+namespace faultline::policies {
+namespace {
+
+ClusterView view_of(int machines, int pp, int dp) {
+  ClusterSpec c;
+  c.machines = machines;
+  c.gpus_per_machine = 2;
+  c.tp = 2;
+  c.pp = pp;
+  c.dp = dp;
+  return ClusterView(c);
+}
+
+Params byterobust_params(std::map<std::string, double> over = {}) {
+  Params p;
+  EXPECT_FALSE(Params::resolve(byterobust_info().params, over, &p));
+  return p;
+}
+
+// Replays `test` against ground truth: a group fails when it holds a faulty machine.
+ReplayResult replay_against(const LocalizationStep& step, const std::set<MachineId>& faulty) {
+  const auto& test = std::get<LocalizationTest>(step);
+  const auto& replay = std::get<RunReplay>(test);
+  ReplayResult r;
+  for (const auto& g : replay.groups)
+    r.group_failed.push_back(std::any_of(g.begin(), g.end(), [&](MachineId m) { return faulty.count(m) > 0; }));
+  return r;
+}
+
+// ByteRobust Fig. 6: 24 machines, m = 4, n = 6, SDC on machine 13: horizontal group 3
+// ({12..15}) and vertical group 1 ({1, 7, 13, 19}) fail; they meet in 13. Two phases.
+TEST(DualPhaseReplay, LocatesFigureSixInTwoPhases) {
+  const ClusterView view = view_of(24, 4, 6);
+  auto loc = make_dual_phase_replay(byterobust_params());
+  LocalizationStep step = loc->begin("NaN persists", view);
+  ASSERT_EQ(std::get<RunReplay>(std::get<LocalizationTest>(step)).groups.size(), 6u);
+  EXPECT_EQ(std::get<RunReplay>(std::get<LocalizationTest>(step)).reason, "NaN persists");
+  step = loc->answer(replay_against(step, {13}), view);
+  const auto& phase2 = std::get<RunReplay>(std::get<LocalizationTest>(step));
+  EXPECT_EQ(phase2.groups[1], (MachineSet{1, 7, 13, 19}));
+  step = loc->answer(replay_against(step, {13}), view);
+  const auto& located = std::get<Located>(step);
+  EXPECT_EQ(located.evict, std::vector<SlotId>{13});
+  EXPECT_FALSE(located.code_at_fault);
+  EXPECT_EQ(located.credit, Mechanism::kReplay);
+}
+
+TEST(DualPhaseReplay, EveryGroupFailingIsTheCodeAndNoneFailingIsNothing) {
+  const ClusterView view = view_of(24, 4, 6);
+  auto loc = make_dual_phase_replay(byterobust_params());
+  LocalizationStep step = loc->begin("x", view);
+  ReplayResult all;
+  all.group_failed.assign(6, true);
+  EXPECT_TRUE(std::get<Located>(loc->answer(all, view)).code_at_fault);
+  step = loc->begin("x", view);
+  ReplayResult none;
+  none.group_failed.assign(6, false);
+  const Located nothing = std::get<Located>(loc->answer(none, view));
+  EXPECT_TRUE(nothing.evict.empty());
+  EXPECT_FALSE(nothing.code_at_fault);
+}
+
+TEST(DualPhaseReplay, TwoFaultyMachinesAreAmongTheIntersections) {
+  const ClusterView view = view_of(24, 4, 6);
+  auto loc = make_dual_phase_replay(byterobust_params());
+  const std::set<MachineId> faulty{2, 17};
+  LocalizationStep step = loc->begin("x", view);
+  step = loc->answer(replay_against(step, faulty), view);
+  step = loc->answer(replay_against(step, faulty), view);
+  const auto& evict = std::get<Located>(step).evict;
+  EXPECT_LE(evict.size(), 4u);
+  for (MachineId m : faulty) EXPECT_NE(std::find(evict.begin(), evict.end(), m), evict.end());
+}
+
+// Adaptive group testing finds one faulty machine among 16 in log2(16) = 4 rounds, and
+// any number of them.
+TEST(Bisection, FindsEveryFaultyMachineInLogarithmicRounds) {
+  const ClusterView view = view_of(16, 4, 4);
+  for (const std::set<MachineId>& faulty : {std::set<MachineId>{5}, std::set<MachineId>{3, 12}}) {
+    auto loc = make_bisection(byterobust_params());
+    LocalizationStep step = loc->begin("x", view);
+    int rounds = 0;
+    while (std::holds_alternative<LocalizationTest>(step) && rounds < 20) {
+      step = loc->answer(replay_against(step, faulty), view);
+      ++rounds;
+    }
+    const auto& located = std::get<Located>(step);
+    EXPECT_EQ(std::set<SlotId>(located.evict.begin(), located.evict.end()),
+              std::set<SlotId>(faulty.begin(), faulty.end()));
+    EXPECT_LE(rounds, 5);
+  }
+}
+
+TEST(Bisection, NothingReproducedIsNothingFound) {
+  const ClusterView view = view_of(16, 4, 4);
+  auto loc = make_bisection(byterobust_params());
+  LocalizationStep step = loc->begin("x", view);
+  step = loc->answer(replay_against(step, {}), view);
+  EXPECT_TRUE(std::get<Located>(step).evict.empty());
+}
+
+TEST(Stress, TestsEveryMachineWithItsDeadlineAndEvictsWhatFails) {
+  const ClusterView view = view_of(16, 4, 4);
+  auto loc = make_stress(byterobust_params({{"stress_deadline_s", 7200}}));
+  LocalizationStep step = loc->begin("x", view);
+  const auto& probe = std::get<RunProbe>(std::get<LocalizationTest>(step));
+  EXPECT_EQ(probe.test, ProbeKind::kStress);
+  EXPECT_EQ(probe.machines.size(), 16u);
+  EXPECT_EQ(probe.deadline, Duration::seconds(7200));
+  const Located located = std::get<Located>(loc->answer(ProbeResult{0, 4, {9, 7}, false}, view));
+  EXPECT_EQ(located.evict, (std::vector<SlotId>{7, 9}));
+  EXPECT_EQ(located.credit, Mechanism::kStopTimeEviction);
+  EXPECT_TRUE(std::get<Located>(loc->answer(ProbeResult{0, 4, {}, false}, view)).evict.empty());
+}
+
+TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {
+  ModuleRegistry m;
+  register_builtin_modules(m);
+  EXPECT_EQ(m.names(ModuleKind::kLocalization), (std::vector<std::string>{"replay", "bisection", "stress"}));
+  EXPECT_THROW(m.add(bisection_info(), make_bisection), std::invalid_argument);
+  EXPECT_THROW(m.make_localizer("tor-bisection", byterobust_params()), std::invalid_argument);
+  EXPECT_EQ(m.make_localizer("stress", byterobust_params())->info().name, "stress");
+  EXPECT_EQ(byterobust_info().find_param("localization")->choices, m.names(ModuleKind::kLocalization));
+}
+
+}  // namespace
+}  // namespace faultline::policies
