@@ -1,7 +1,9 @@
 #include "policies/builtin.h"
 
 #include "policies/controller.h"
+#include "policies/checkpoint/plans.h"
 #include "policies/localization/localizers.h"
+#include "policies/recovery/replace.h"
 #include "policies/recovery/baselines.h"
 
 namespace faultline::policies {
@@ -25,6 +27,12 @@ void register_builtin_modules(ModuleRegistry& m) {
   m.add(dual_phase_replay_info(), make_dual_phase_replay);
   m.add(bisection_info(), make_bisection);
   m.add(stress_info(), make_stress);
+  m.add(peer_checkpoint_info(), make_peer_checkpoint);
+  m.add(memory_checkpoint_info(), make_memory_checkpoint);
+  m.add(remote_checkpoint_info(), make_remote_checkpoint);
+  m.add(standby_recovery_info(), make_standby_recovery);
+  m.add(reschedule_recovery_info(), make_reschedule_recovery);
+  m.add(requeue_recovery_info(), make_requeue_recovery);
 }
 
 const ModuleRegistry& builtin_modules() {

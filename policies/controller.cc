@@ -9,7 +9,6 @@
 #include "policies/diagnosis/stop_time.h"
 #include "policies/localization/localization.h"
 #include "policies/module.h"
-#include "policies/recovery/standby.h"
 
 namespace faultline::policies {
 
@@ -33,31 +32,12 @@ class ByteRobust final : public Policy {
       : p_(p),
         detection_(static_cast<DetectionModule>(p.get("detection"))),
         localizer_(builtin_modules().make_localizer(choice_name(p, "localization"), p)),
-        checkpoint_(static_cast<CheckpointModule>(p.get("checkpoint"))),
-        recovery_(static_cast<RecoveryModule>(p.get("recovery"))) {}
+        checkpoint_(builtin_modules().make_checkpoint(choice_name(p, "checkpoint"), p)),
+        recovery_(builtin_modules().make_recovery(choice_name(p, "recovery"), p)) {}
   const PolicyInfo& info() const override { return byterobust_info(); }
 
   void start(World& w) override {
-    const auto& spec = w.cluster().spec();
-    const Duration remote_every = Duration::seconds(p_.get("remote_checkpoint_interval_s"));
-    const Duration interval = Duration::seconds(p_.get("checkpoint_interval_s"));
-    switch (checkpoint_) {
-      case CheckpointModule::kPeer:
-        w.act(SetCheckpointPlan{Duration::zero(), Duration::seconds(p_.get("checkpoint_blocking_s")),
-                                CheckpointTier::kMemoryWithPeer,
-                                "every step to host memory with a backup on a peer outside the rank's groups",
-                                remote_every});
-        break;
-      case CheckpointModule::kMemory:
-        w.act(SetCheckpointPlan{interval, Duration::seconds(p_.get("memory_checkpoint_blocking_s")),
-                                CheckpointTier::kMemory,
-                                "Gemini-style: to host memory with a copy on the next machine", remote_every});
-        break;
-      case CheckpointModule::kRemote:
-        w.act(SetCheckpointPlan{interval, Duration::seconds(p_.get("remote_checkpoint_write_s")),
-                                CheckpointTier::kRemote, "Megatron-style: periodic blocking save to remote storage"});
-        break;
-    }
+    w.act(checkpoint_->plan(w.cluster()));
     if (detection_ == DetectionModule::kRealtime) {
       w.act(WatchProgress{Duration::seconds(p_.get("stall_window_s")), p_.get("slow_ratio"),
                           Duration::seconds(p_.get("slow_for_s")), true, "stall, MFU and metric triggers"});
@@ -65,11 +45,7 @@ class ByteRobust final : public Policy {
         w.act(EnableInspection{kind, Duration::seconds(p_.get(std::string("inspect_") + kind + "_s")),
                                "real-time inspection"});
     }  // timeout: process exits and the NCCL watchdog only
-    if (recovery_ == RecoveryModule::kStandby) {
-      int pool = static_cast<int>(p_.get("standby_pool"));
-      if (pool < 0) pool = binomial_quantile(spec.machines, p_.get("standby_daily_p"), p_.get("standby_quantile"));
-      w.act(SetStandbyPool{pool, "P99 of Binomial(machines, daily failure probability)"});
-    }
+    if (auto pool = recovery_->start(w.cluster())) w.act(*pool);
     start_job(w, "initial start", Mechanism::kNone);
   }
 
@@ -81,8 +57,6 @@ class ByteRobust final : public Policy {
   enum class State { kStarting, kRunning, kDiagnosing, kAcquiring };
   // The modules a scenario picks by name (byterobust_info's choices, in order).
   enum class DetectionModule { kRealtime, kTimeout };
-  enum class CheckpointModule { kPeer, kMemory, kRemote };
-  enum class RecoveryModule { kStandby, kReschedule, kRequeue };
 
   // ------------------------------------------------------------ generic steps
   void start_job(World& w, const std::string& why, Mechanism m) {
@@ -101,17 +75,7 @@ class ByteRobust final : public Policy {
     stop_if_running(w, why);
     w.act(EvictMachines{machines, why, m});
     state_ = State::kAcquiring;
-    switch (recovery_) {
-      case RecoveryModule::kStandby:
-        pending_acquire_ = w.act(AcquireMachines{AcquireMode::kStandby, slots, why, m});
-        break;
-      case RecoveryModule::kReschedule:
-        pending_acquire_ = w.act(AcquireMachines{AcquireMode::kReschedule, slots, why, m});
-        break;
-      case RecoveryModule::kRequeue:
-        pending_acquire_ = w.act(AcquireMachines{AcquireMode::kRequeue, {}, why, m});
-        break;
-    }
+    pending_acquire_ = w.act(recovery_->replace(slots, why, m));
     last_recovery_evicted_ = true;
   }
   // A diagnosis round (stop-time tests, stack aggregation, replay) that found nothing
@@ -517,8 +481,8 @@ class ByteRobust final : public Policy {
   const DetectionModule detection_;
   const std::unique_ptr<Localizer> localizer_;
   bool localizing_ = false;  // the localizer's conversation is under way
-  const CheckpointModule checkpoint_;
-  const RecoveryModule recovery_;
+  const std::unique_ptr<CheckpointPlanner> checkpoint_;
+  const std::unique_ptr<Recovery> recovery_;
   State state_ = State::kStarting;
   ActionId pending_start_ = 0, pending_acquire_ = 0, pending_probe_ = 0, pending_capture_ = 0, pending_replay_ = 0;
   Instant last_start_{};
@@ -638,11 +602,13 @@ const PolicyInfo& byterobust_info() {
           {"checkpoint",
            "checkpoint module: peer (every step in memory, backup on a peer outside the rank's groups), memory "
            "(Gemini-style, in memory with a copy on the next machine) or remote (Megatron-style blocking save)",
-           "choice", 0, 0, 2, {"peer", "memory", "remote"}},
+           "choice", 0, 0, static_cast<double>(builtin_modules().of(ModuleKind::kCheckpoint).size() - 1),
+           builtin_modules().names(ModuleKind::kCheckpoint)},
           {"recovery",
            "replacement of evicted machines: standby (warm pool), reschedule (cold machines) or requeue (the "
            "whole job)",
-           "choice", 0, 0, 2, {"standby", "reschedule", "requeue"}},
+           "choice", 0, 0, static_cast<double>(builtin_modules().of(ModuleKind::kRecovery).size() - 1),
+           builtin_modules().names(ModuleKind::kRecovery)},
           {"stress_deadline_s", "deadline of the full-cluster stress test (localization=stress)", "s", 86400, 1,
            1e7},
           {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1, 100000},

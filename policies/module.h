@@ -6,14 +6,16 @@
 // what they need as arguments and answer with values, so they are tested with synthetic
 // inputs, without a clock, and run unchanged under every backend.
 //
-// This first cut covers localization: a Localizer is a search for culprits run as a
+// Three concerns are modules so far. A Localizer is a search for culprits run as a
 // conversation of tests (begin, then answer after each outcome), pure in the torchft
-// sense: no World, no clock, no randomness. Detection, recovery and checkpoint modules
-// follow the same shape (MODULES.md) and land in the same registry.
+// sense: no World, no clock, no randomness. A Recovery says how evicted machines are
+// replaced; a CheckpointPlanner how the job checkpoints. Detection follows the same shape
+// (MODULES.md) and lands in the same registry.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -62,28 +64,58 @@ class Localizer {
   virtual LocalizationStep answer(const Event& outcome, const ClusterView& view) = 0;
 };
 
+// How evicted machines are replaced (warm standbys, cold machines, the whole job).
+class Recovery {
+ public:
+  virtual ~Recovery() = default;
+  virtual const ModuleInfo& info() const = 0;
+  // What to set up before the job starts (a standby pool), if anything.
+  virtual std::optional<SetStandbyPool> start(const ClusterView& view) const { return std::nullopt; }
+  // The request that refills `slots`, credited to `credit`.
+  virtual AcquireMachines replace(const std::vector<SlotId>& slots, const std::string& why,
+                                  Mechanism credit) const = 0;
+};
+
+// How the job checkpoints: asked once, at the start.
+class CheckpointPlanner {
+ public:
+  virtual ~CheckpointPlanner() = default;
+  virtual const ModuleInfo& info() const = 0;
+  virtual SetCheckpointPlan plan(const ClusterView& view) const = 0;
+};
+
 // Modules by kind and name. Explicit, like Registry: builtin.cc adds one line per module;
 // there are no static constructors. Insertion order is kept: a stack's choice list (and
 // so its default, the first) follows it.
 class ModuleRegistry {
  public:
-  // Builds a localizer from the stack's resolved parameters.
+  // Each builds a module from the stack's resolved parameters.
   using LocalizerFactory = std::function<std::unique_ptr<Localizer>(const Params&)>;
+  using RecoveryFactory = std::function<std::unique_ptr<Recovery>(const Params&)>;
+  using CheckpointFactory = std::function<std::unique_ptr<CheckpointPlanner>(const Params&)>;
 
-  // Throws std::invalid_argument when (kind, name) is already registered.
+  // Each throws std::invalid_argument when (kind, name) is already registered, or when
+  // info.kind does not match the factory.
   void add(ModuleInfo info, LocalizerFactory make);
+  void add(ModuleInfo info, RecoveryFactory make);
+  void add(ModuleInfo info, CheckpointFactory make);
   // The modules of one kind, in registration order.
   std::vector<const ModuleInfo*> of(ModuleKind kind) const;
   std::vector<std::string> names(ModuleKind kind) const;
   const ModuleInfo* find(ModuleKind kind, std::string_view name) const;
   // Requires a registered localizer `name`; throws std::invalid_argument otherwise.
   std::unique_ptr<Localizer> make_localizer(std::string_view name, const Params& params) const;
+  std::unique_ptr<Recovery> make_recovery(std::string_view name, const Params& params) const;
+  std::unique_ptr<CheckpointPlanner> make_checkpoint(std::string_view name, const Params& params) const;
 
  private:
   struct Entry {
     ModuleInfo info;
-    LocalizerFactory make;
+    std::variant<LocalizerFactory, RecoveryFactory, CheckpointFactory> make;
   };
+  void insert(ModuleInfo info, ModuleKind want, decltype(Entry::make) make);
+  template <class F>
+  const F& factory(ModuleKind kind, std::string_view name) const;
   std::vector<Entry> entries_;
 };
 

@@ -14,11 +14,24 @@ const char* module_kind_name(ModuleKind k) {
   return "?";
 }
 
-void ModuleRegistry::add(ModuleInfo info, LocalizerFactory make) {
+void ModuleRegistry::insert(ModuleInfo info, ModuleKind want, decltype(Entry::make) make) {
+  if (info.kind != want)
+    throw std::invalid_argument(std::string(module_kind_name(info.kind)) + " module '" + info.name +
+                                "' registered with a " + module_kind_name(want) + " factory");
   if (find(info.kind, info.name))
     throw std::invalid_argument(std::string(module_kind_name(info.kind)) + " module '" + info.name +
                                 "' is registered twice");
   entries_.push_back({std::move(info), std::move(make)});
+}
+
+void ModuleRegistry::add(ModuleInfo info, LocalizerFactory make) {
+  insert(std::move(info), ModuleKind::kLocalization, std::move(make));
+}
+void ModuleRegistry::add(ModuleInfo info, RecoveryFactory make) {
+  insert(std::move(info), ModuleKind::kRecovery, std::move(make));
+}
+void ModuleRegistry::add(ModuleInfo info, CheckpointFactory make) {
+  insert(std::move(info), ModuleKind::kCheckpoint, std::move(make));
 }
 
 std::vector<const ModuleInfo*> ModuleRegistry::of(ModuleKind kind) const {
@@ -40,10 +53,21 @@ const ModuleInfo* ModuleRegistry::find(ModuleKind kind, std::string_view name) c
   return nullptr;
 }
 
-std::unique_ptr<Localizer> ModuleRegistry::make_localizer(std::string_view name, const Params& params) const {
+template <class F>
+const F& ModuleRegistry::factory(ModuleKind kind, std::string_view name) const {
   for (const auto& e : entries_)
-    if (e.info.kind == ModuleKind::kLocalization && e.info.name == name) return e.make(params);
-  throw std::invalid_argument("no localization module '" + std::string(name) + "'");
+    if (e.info.kind == kind && e.info.name == name) return std::get<F>(e.make);
+  throw std::invalid_argument(std::string("no ") + module_kind_name(kind) + " module '" + std::string(name) + "'");
+}
+
+std::unique_ptr<Localizer> ModuleRegistry::make_localizer(std::string_view name, const Params& params) const {
+  return factory<LocalizerFactory>(ModuleKind::kLocalization, name)(params);
+}
+std::unique_ptr<Recovery> ModuleRegistry::make_recovery(std::string_view name, const Params& params) const {
+  return factory<RecoveryFactory>(ModuleKind::kRecovery, name)(params);
+}
+std::unique_ptr<CheckpointPlanner> ModuleRegistry::make_checkpoint(std::string_view name, const Params& params) const {
+  return factory<CheckpointFactory>(ModuleKind::kCheckpoint, name)(params);
 }
 
 }  // namespace faultline::policies

@@ -1,4 +1,4 @@
-// The localization modules on their own: no World, no clock, synthetic outcomes only
+// The policy modules on their own: no World, no clock, synthetic outcomes only
 // (policies/module.h). Each worked example is checked against what the published
 // algorithm must return.
 #include <gtest/gtest.h>
@@ -8,7 +8,9 @@
 
 #include "policies/builtin.h"
 #include "policies/controller.h"
+#include "policies/checkpoint/plans.h"
 #include "policies/localization/localizers.h"
+#include "policies/recovery/replace.h"
 
 namespace faultline::policies {
 namespace {
@@ -132,7 +134,62 @@ TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {
   EXPECT_THROW(m.add(bisection_info(), make_bisection), std::invalid_argument);
   EXPECT_THROW(m.make_localizer("tor-bisection", byterobust_params()), std::invalid_argument);
   EXPECT_EQ(m.make_localizer("stress", byterobust_params())->info().name, "stress");
-  EXPECT_EQ(byterobust_info().find_param("localization")->choices, m.names(ModuleKind::kLocalization));
+  for (auto [param, kind] : {std::pair{"localization", ModuleKind::kLocalization},
+                             {"checkpoint", ModuleKind::kCheckpoint},
+                             {"recovery", ModuleKind::kRecovery}})
+    EXPECT_EQ(byterobust_info().find_param(param)->choices, m.names(kind)) << param;
+}
+
+// ByteRobust §6: the pool is the P99 of Binomial(N, p); published sizes 2, 2, 3, 4 for
+// 128..1,024 machines at p = 1.2e-3. Only the standby module sizes a pool.
+TEST(Recovery, StandbySizesThePoolAndEachModeRefillsItsWay) {
+  auto standby = make_standby_recovery(byterobust_params());
+  for (auto [machines, pool] : {std::pair{128, 2}, {256, 2}, {512, 3}, {1024, 4}}) {
+    ClusterSpec c;
+    c.machines = machines;
+    c.gpus_per_machine = 1;
+    c.tp = 1;
+    c.pp = 1;
+    c.dp = machines;
+    EXPECT_EQ(standby->start(ClusterView(c))->size, pool) << machines;
+  }
+  EXPECT_EQ(make_standby_recovery(byterobust_params({{"standby_pool", 7}}))->start(view_of(16, 4, 4))->size, 7);
+  EXPECT_FALSE(make_reschedule_recovery(byterobust_params())->start(view_of(16, 4, 4)));
+  const std::vector<SlotId> slots{3, 4};
+  const AcquireMachines a = standby->replace(slots, "why", Mechanism::kOverEviction);
+  EXPECT_EQ(a.mode, AcquireMode::kStandby);
+  EXPECT_EQ(a.slots, slots);
+  EXPECT_EQ(a.mechanism, Mechanism::kOverEviction);
+  EXPECT_EQ(make_reschedule_recovery(byterobust_params())->replace(slots, "why", Mechanism::kReplay).mode,
+            AcquireMode::kReschedule);
+  const AcquireMachines q = make_requeue_recovery(byterobust_params())->replace(slots, "why", Mechanism::kReplay);
+  EXPECT_EQ(q.mode, AcquireMode::kRequeue);
+  EXPECT_TRUE(q.slots.empty());  // the whole job
+}
+
+// Table 8's blocking times by tier; only the peer plan saves every step.
+TEST(CheckpointPlanner, PlansFollowTheirTiersAndTable8) {
+  const ClusterView view = view_of(16, 4, 4);
+  const SetCheckpointPlan peer = make_peer_checkpoint(byterobust_params())->plan(view);
+  EXPECT_EQ(peer.tier, CheckpointTier::kMemoryWithPeer);
+  EXPECT_EQ(peer.interval, Duration::zero());
+  EXPECT_EQ(peer.remote_interval, Duration::hours(1));
+  const SetCheckpointPlan memory = make_memory_checkpoint(byterobust_params())->plan(view);
+  EXPECT_EQ(memory.tier, CheckpointTier::kMemory);
+  EXPECT_EQ(memory.blocking, Duration::seconds(1.84));
+  EXPECT_EQ(memory.interval, Duration::seconds(1800));
+  const SetCheckpointPlan remote = make_remote_checkpoint(byterobust_params({{"checkpoint_interval_s", 600}}))->plan(view);
+  EXPECT_EQ(remote.tier, CheckpointTier::kRemote);
+  EXPECT_EQ(remote.blocking, Duration::seconds(6.77));
+  EXPECT_EQ(remote.interval, Duration::seconds(600));
+}
+
+TEST(ModuleRegistry, AFactoryOfTheWrongKindIsRefused) {
+  ModuleRegistry m;
+  EXPECT_THROW(m.add(bisection_info(), ModuleRegistry::RecoveryFactory(make_requeue_recovery)), std::invalid_argument);
+  m.add(requeue_recovery_info(), make_requeue_recovery);
+  EXPECT_EQ(m.names(ModuleKind::kRecovery), std::vector<std::string>{"requeue"});
+  EXPECT_TRUE(m.names(ModuleKind::kLocalization).empty());
 }
 
 }  // namespace
