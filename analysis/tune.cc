@@ -4,17 +4,9 @@
 #include <cmath>
 #include <stdexcept>
 
-namespace faultline::analysis {
+#include "traces/stats.h"
 
-double student_t95(std::size_t dof) {
-  static const double table[] = {0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
-                                 2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-                                 2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
-                                 2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
-  if (dof == 0) return 0;
-  if (dof <= 30) return table[dof];
-  return 1.959964 + 2.4 / static_cast<double>(dof);  // the same rule as sim::t95
-}
+namespace faultline::analysis {
 
 MeanCi mean_ci95(const std::vector<double>& xs) {
   MeanCi m;
@@ -26,7 +18,7 @@ MeanCi mean_ci95(const std::vector<double>& xs) {
   for (double x : xs) ss += (x - m.mean) * (x - m.mean);
   const double n = static_cast<double>(xs.size());
   const double sd = xs.size() > 1 ? std::sqrt(ss / (n - 1)) : 0;
-  const double half = xs.size() > 1 ? student_t95(xs.size() - 1) * sd / std::sqrt(n) : 0;
+  const double half = xs.size() > 1 ? traces::student_t95(xs.size() - 1) * sd / std::sqrt(n) : 0;
   m.lo = m.mean - half;
   m.hi = m.mean + half;
   return m;

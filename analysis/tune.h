@@ -19,8 +19,6 @@ struct MeanCi {
 };
 // Mean and 95% confidence interval of xs (lo = hi = mean when xs.size() < 2).
 MeanCi mean_ci95(const std::vector<double>& xs);
-// Two-sided Student t quantile for 95% with `dof` degrees of freedom.
-double student_t95(std::size_t dof);
 // Mean and CI of a[i] - b[i]; requires a.size() == b.size().
 MeanCi paired_difference(const std::vector<double>& a, const std::vector<double>& b);
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "traces/stats.h"
+
 namespace faultline::sim {
 
 using nlohmann::json;
@@ -68,16 +70,6 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
   return r;
 }
 
-double t95(std::size_t dof) {
-  static const double table[] = {0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
-                                 2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-                                 2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
-                                 2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
-  if (dof == 0) return 0;
-  if (dof <= 30) return table[dof];
-  return 1.959964 + 2.4 / static_cast<double>(dof);  // close to t for large dof
-}
-
 Summary summarize(const std::vector<double>& xs) {
   Summary s;
   if (xs.empty()) return s;
@@ -87,7 +79,7 @@ Summary summarize(const std::vector<double>& xs) {
   double ss = 0;
   for (double x : xs) ss += (x - s.mean) * (x - s.mean);
   s.stddev = xs.size() > 1 ? std::sqrt(ss / (xs.size() - 1)) : 0;
-  const double half = xs.size() > 1 ? t95(xs.size() - 1) * s.stddev / std::sqrt(xs.size()) : 0;
+  const double half = xs.size() > 1 ? traces::student_t95(xs.size() - 1) * s.stddev / std::sqrt(xs.size()) : 0;
   s.lo = s.mean - half;
   s.hi = s.mean + half;
   s.min = *std::min_element(xs.begin(), xs.end());

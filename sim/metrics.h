@@ -91,6 +91,5 @@ struct Summary {
 };
 // Mean with a 95% confidence interval (Student t for small n, normal beyond 30).
 Summary summarize(const std::vector<double>& xs);
-double t95(std::size_t dof);
 
 }  // namespace faultline::sim

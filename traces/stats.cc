@@ -320,4 +320,14 @@ std::string stats_table(const TraceStats& s) {
   return o;
 }
 
+double student_t95(std::size_t dof) {
+  static const double table[] = {0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+                                 2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+                                 2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+                                 2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+  if (dof == 0) return 0;
+  if (dof <= 30) return table[dof];
+  return 1.959964 + 2.4 / static_cast<double>(dof);  // close to t for large dof
+}
+
 }  // namespace faultline::traces

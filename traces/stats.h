@@ -28,6 +28,10 @@ Summary summarize(std::vector<double> xs);
 double quantile_sorted(const std::vector<double>& sorted, double p);
 // The median (the mean of the middle two for an even count); NaN when empty.
 double median(std::vector<double> xs);
+// The two-sided 95% Student t quantile for `dof` degrees of freedom (a table to 30, then
+// 1.96 + 2.4/dof); 0 for dof 0. The one t95 of the simulator's, sweeps' and tuning's
+// confidence intervals.
+double student_t95(std::size_t dof);
 
 struct GroupCount {
   std::string name;
