@@ -32,16 +32,7 @@ constexpr double kMetricJump = 5;         // DOMAIN §3: a 5x jump in loss or gr
 constexpr int kMetricWarmup = 5;          // steps before jumps are judged
 constexpr int kMaxActionsPerSecond = 1000;
 
-const char* probe_wire_name(ProbeKind k) {
-  switch (k) {
-    case ProbeKind::kGpuDiag: return "gpu_diag";
-    case ProbeKind::kIntraAllToAll: return "intra_all_to_all";
-    case ProbeKind::kInterAllGather: return "inter_all_gather";
-    case ProbeKind::kBitwise: return "bitwise";
-    case ProbeKind::kStress: return "stress";
-  }
-  return "gpu_diag";
-}
+const char* probe_wire_name(ProbeKind k) { return probe_key(k); }
 
 using traces::median;
 

@@ -212,7 +212,9 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   c.attribution = o.number("attribution", 1, 0, 1);
   if (const json* rj = o.get("recall")) {
     Obj r(*rj, path + ".recall", file);
-    for (const char* t : {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress", "replay"})
+    std::vector<std::string> tests{"replay"};
+    for (int k = 0; k < kProbeKinds; ++k) tests.push_back(probe_key(static_cast<ProbeKind>(k)));
+    for (const auto& t : tests)
       if (r.has(t)) c.recall[t] = r.number(t, 0, 0, 1);
     r.finish();
   }
@@ -463,8 +465,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     g.false_positive_rate = d.number("false_positive_rate", g.false_positive_rate, 0, 1);
     if (const json* fj = d.get("false_positive")) {
       Obj f(*fj, "$.diagnosis.false_positive", file);
-      for (const char* t : {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress"})
-        if (f.has(t)) g.false_positive[t] = f.number(t, 0, 0, 1);
+      for (int k = 0; k < kProbeKinds; ++k)
+        if (const std::string t = probe_key(static_cast<ProbeKind>(k)); f.has(t)) g.false_positive[t] = f.number(t, 0, 0, 1);
       f.finish();
     }
     g.standby_wake_s = d.number("standby_wake_s", g.standby_wake_s, 0, 1e5);

@@ -40,7 +40,6 @@ std::vector<scenarios::FaultCategory> arrival_categories(const scenarios::Scenar
   for (auto& c : cats) c.rate_per_machine_day *= thin_factor(sc, c);
   return cats;
 }
-constexpr const char* kTestNames[] = {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress"};
 }  // namespace
 
 struct SimWorld::SgSync {
@@ -1164,7 +1163,7 @@ void SimWorld::deliver_probe(ActionId id) {
   if (it == probes_.end()) return;
   const RunProbe& p = it->second;
   const int kind = static_cast<int>(p.test);
-  const std::string test = kTestNames[kind];
+  const std::string test = probe_key(p.test);
   const double fp = scenarios::false_positive(sc_.diagnosis, test);
   ProbeResult r{id, kind, {}, false};
   for (MachineId m : p.machines) {

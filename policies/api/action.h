@@ -110,6 +110,7 @@ enum class ProbeKind : std::uint8_t {
   kBitwise,       // one step of a small reference model, compared bit for bit
   kStress,        // full stress test (baseline localisation)
 };
+inline constexpr int kProbeKinds = 5;
 // Runs a stop-time test on machines; ProbeResult lists those that failed it.
 struct RunProbe {
   ProbeKind test = ProbeKind::kGpuDiag;
@@ -151,6 +152,9 @@ using Action = std::variant<StopJob, StartJob, EvictMachines, AcquireMachines, S
 std::string describe(const Action& a);
 const char* mode_name(AcquireMode m);
 const char* tier_name(CheckpointTier t);
-const char* probe_name(ProbeKind k);
+const char* probe_name(ProbeKind k);  // for logs: "gpu-diag"
+// The snake_case key of a probe kind in scenarios (recall, false_positive), the agent
+// protocol and configs: "gpu_diag", "intra_all_to_all", ...
+const char* probe_key(ProbeKind k);
 
 }  // namespace faultline

@@ -59,6 +59,17 @@ const char* mechanism_name(Mechanism m) {
   return "?";
 }
 
+const char* probe_key(ProbeKind k) {
+  switch (k) {
+    case ProbeKind::kGpuDiag: return "gpu_diag";
+    case ProbeKind::kIntraAllToAll: return "intra_all_to_all";
+    case ProbeKind::kInterAllGather: return "inter_all_gather";
+    case ProbeKind::kBitwise: return "bitwise";
+    case ProbeKind::kStress: return "stress";
+  }
+  return "?";
+}
+
 const char* probe_name(ProbeKind k) {
   switch (k) {
     case ProbeKind::kGpuDiag: return "gpu-diag";

@@ -629,8 +629,9 @@ int sim_replay(const std::vector<std::string>& args) {
     {
       json recall = json::object();
       const bool sdc = f.fault == FaultKind::kSdc;
-      for (const char* t : {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress"})
-        recall[t] = (f.fault == FaultKind::kNicDown && std::string(t) == "inter_all_gather") ? 1.0 : 0.0;
+      for (int k = 0; k < kProbeKinds; ++k)
+        recall[probe_key(static_cast<ProbeKind>(k))] =
+            f.fault == FaultKind::kNicDown && static_cast<ProbeKind>(k) == ProbeKind::kInterAllGather ? 1.0 : 0.0;
       recall["replay"] = sdc || f.persistent ? 1.0 : 0.0;
       c["recall"] = recall;
     }
