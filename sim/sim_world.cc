@@ -430,7 +430,7 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   if (cat.code_bug && !at_start) push(now_ + secs(cat.fix_h * 3600), Internal{Internal::kCodeFixed, f.id});
   if (!affects && f.outcome == Outcome::kPending) {
     // It landed while the job could not feel it (down, restarting elsewhere, already
-    // hung). A fault that lasts strikes at the next start on its machine (strike_pending);
+    // hung). A fault that lasts strikes at the next start on its machine (finish_start);
     // a transient one had nothing to hit.
     if (f.active) {
       if (std::find(pending_.begin(), pending_.end(), f.id) == pending_.end()) pending_.push_back(f.id);
@@ -468,7 +468,6 @@ void SimWorld::on_join(MachineId m) {
   f.key = (1ull << 62) + f.id;
   f.category = old.category;
   f.at = now_;
-  f.recurrence = true;
   f.slots = {view_.slot_of(m)};
   f.machines = {m};
   f.alert_seen = old.alert_seen;
@@ -565,7 +564,7 @@ bool SimWorld::update_rate() {
       if (still_on(f, m)) worst = std::max(worst, fault_ratio(f));
   }
   // A slowdown that landed while the job was stopped slows it only once it strikes at
-  // the next start, as an incident (strike_pending).
+  // the next start, as an incident (finish_start).
   const bool was_slow = progress_.rate() < 1.0;
   progress_.set_rate(1.0 / worst);
   if (slow_ratio_ > 0 && worst >= slow_ratio_ && !was_slow && job_ == JobState::kRunning) {

@@ -104,7 +104,6 @@ class SimWorld final : public World {
     std::uint64_t key = 0;  // arrival index (same in every stack); recurrences get their own
     int category = 0;
     Outcome outcome = Outcome::kPending;
-    bool recurrence = false;  // came back with a machine whose repair failed
     std::array<std::uint16_t, kPurposes> uses{};
     std::int64_t at = 0;
     std::vector<SlotId> slots;
@@ -159,9 +158,8 @@ class SimWorld final : public World {
   // The machine a crash log names: the culprit with the category's attribution, else
   // its pipeline neighbour.
   MachineId attributed(Fault& f);
-  // Fault ledger: a pending fault's machines left the job, it ended, or it struck.
+  // Fault ledger: fixes a pending fault's outcome (it struck, its machines left, or it ended).
   void settle(Fault& f, Outcome o);
-  void strike_pending();
   // Machines entering and leaving the job (any slot), and the repair pipeline.
   void on_join(MachineId m);
   void on_leave(MachineId m);
