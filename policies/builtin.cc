@@ -1,7 +1,10 @@
 #include "policies/builtin.h"
 
+#include <stdexcept>
+
 #include "policies/controller.h"
 #include "policies/checkpoint/plans.h"
+#include "policies/detection/detectors.h"
 #include "policies/localization/localizers.h"
 #include "policies/recovery/replace.h"
 #include "policies/recovery/baselines.h"
@@ -24,6 +27,8 @@ Registry builtin_registry() {
 
 void register_builtin_modules(ModuleRegistry& m) {
   // The first of a kind is a stack's default choice.
+  m.add(realtime_detection_info(), make_realtime_detection);
+  m.add(timeout_detection_info(), make_timeout_detection);
   m.add(dual_phase_replay_info(), make_dual_phase_replay);
   m.add(bisection_info(), make_bisection);
   m.add(stress_info(), make_stress);
@@ -35,13 +40,27 @@ void register_builtin_modules(ModuleRegistry& m) {
   m.add(requeue_recovery_info(), make_requeue_recovery);
 }
 
-const ModuleRegistry& builtin_modules() {
-  static const ModuleRegistry modules = [] {
-    ModuleRegistry m;
-    register_builtin_modules(m);
-    return m;
+namespace {
+ModuleRegistry& process_modules() {
+  static ModuleRegistry m = [] {
+    ModuleRegistry r;
+    register_builtin_modules(r);
+    return r;
   }();
-  return modules;
+  return m;
+}
+bool g_frozen = false;
+}  // namespace
+
+const ModuleRegistry& modules() {
+  g_frozen = true;
+  return process_modules();
+}
+
+ModuleRegistry& modules_for_registration() {
+  if (g_frozen)
+    throw std::logic_error("policy modules are registered before the first stack is built or described");
+  return process_modules();
 }
 
 }  // namespace faultline::policies

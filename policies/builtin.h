@@ -13,7 +13,11 @@ Registry builtin_registry();
 
 // Registers the built-in modules (policies/module.h), one line each.
 void register_builtin_modules(ModuleRegistry& m);
-// The built-in modules; built once, immutable. A stack's choice parameters list them.
-const ModuleRegistry& builtin_modules();
+// The modules of this process: the built-in ones, then those plugins registered
+// (policies/plugin.h). A stack's choice parameters list them, so plugins load before the
+// first stack is described; after that the registry is frozen.
+const ModuleRegistry& modules();
+// For the plugin loader: the registry to add to. Throws std::logic_error once frozen.
+ModuleRegistry& modules_for_registration();
 
 }  // namespace faultline::policies

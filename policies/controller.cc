@@ -22,6 +22,7 @@ std::string choice_name(const Params& p, const std::string& param) {
 
 constexpr std::uint64_t kTagMfuRound = 1;
 constexpr std::uint64_t kTagDeferredUpdate = 2;
+constexpr std::uint64_t kTagDetect = 3;
 // Stand in for a crash signature when a stall or a NaN escalates like a recurring crash.
 constexpr const char* kStallSignature = "(progress stalled)";
 constexpr const char* kNanSignature = "(metric anomaly)";
@@ -30,17 +31,16 @@ class ByteRobust final : public Policy {
  public:
   explicit ByteRobust(const Params& p)
       : p_(p),
-        detection_(static_cast<DetectionModule>(p.get("detection"))),
-        localizer_(builtin_modules().make_localizer(choice_name(p, "localization"), p)),
-        checkpoint_(builtin_modules().make_checkpoint(choice_name(p, "checkpoint"), p)),
-        recovery_(builtin_modules().make_recovery(choice_name(p, "recovery"), p)) {}
+        detector_(modules().make_detector(choice_name(p, "detection"), p)),
+        localizer_(modules().make_localizer(choice_name(p, "localization"), p)),
+        checkpoint_(modules().make_checkpoint(choice_name(p, "checkpoint"), p)),
+        recovery_(modules().make_recovery(choice_name(p, "recovery"), p)) {}
   const PolicyInfo& info() const override { return byterobust_info(); }
 
   void start(World& w) override {
     w.act(checkpoint_->plan(w.cluster()));
-    if (detection_ == DetectionModule::kRealtime) {
-      w.act(WatchProgress{Duration::seconds(p_.get("stall_window_s")), p_.get("slow_ratio"),
-                          Duration::seconds(p_.get("slow_for_s")), true, "stall, MFU and metric triggers"});
+    if (auto watch = detector_->watch()) {
+      w.act(*watch);
       for (const char* kind : {"gpu", "nic", "host", "switch"})
         w.act(EnableInspection{kind, Duration::seconds(p_.get(std::string("inspect_") + kind + "_s")),
                                "real-time inspection"});
@@ -55,8 +55,6 @@ class ByteRobust final : public Policy {
 
  private:
   enum class State { kStarting, kRunning, kDiagnosing, kAcquiring };
-  // The modules a scenario picks by name (byterobust_info's choices, in order).
-  enum class DetectionModule { kRealtime, kTimeout };
 
   // ------------------------------------------------------------ generic steps
   void start_job(World& w, const std::string& why, Mechanism m) {
@@ -143,6 +141,8 @@ class ByteRobust final : public Policy {
     if (deferred_update_) {
       deferred_update_.reset();
     }
+    detector_->restart(w.now(), s.step);
+    schedule_detection(w);
   }
   void handle(const ActionFailed& f, World& w) {
     w.note("action failed: " + f.reason);
@@ -288,6 +288,26 @@ class ByteRobust final : public Policy {
   }
 
   // ------------------------------------------------------------ implicit failures
+  // The detection module judges the samples; its findings go to the handlers below.
+  void handle(const StepSample& s, World& w) {
+    if (state_ != State::kRunning) return;
+    auto f = detector_->observe(s, w.now());
+    schedule_detection(w);
+    if (f) found(*f, w);
+  }
+  void found(const Finding& f, World& w) {
+    w.note("detected: " + describe(f));
+    std::visit([&](const auto& x) { handle(x, w); }, f);
+  }
+  // One timer at the detector's next check time.
+  void schedule_detection(World& w) {
+    const Instant at = detector_->next_check();
+    if (at == detect_at_) return;
+    if (detect_timer_) w.cancel_timer(detect_timer_);
+    detect_timer_ = 0;
+    detect_at_ = at;
+    if (at != Instant::max()) detect_timer_ = w.set_timer(std::max(Duration::zero(), at - w.now()), kTagDetect);
+  }
   void handle(const ProgressStalled& st, World& w) {
     if (state_ != State::kRunning) return;
     // Stalled again before the restart that answered the last stall got a single step
@@ -321,6 +341,15 @@ class ByteRobust final : public Policy {
     pending_capture_ = w.act(CaptureStacks{"MFU decline"});
   }
   void handle(const TimerFired& t, World& w) {
+    if (t.tag == kTagDetect && t.timer == detect_timer_) {
+      detect_timer_ = 0;
+      detect_at_ = Instant::max();
+      if (state_ != State::kRunning) return;
+      auto f = detector_->check(w.now());
+      schedule_detection(w);
+      if (f) found(*f, w);
+      return;
+    }
     if (t.tag == kTagMfuRound && mfu_rounds_left_ > 0 && state_ == State::kRunning)
       pending_capture_ = w.act(CaptureStacks{"MFU decline round"});
     if (t.tag == kTagDeferredUpdate && deferred_update_ && state_ == State::kRunning) {
@@ -478,7 +507,9 @@ class ByteRobust final : public Policy {
   void handle(const T&, World&) {}
 
   const Params p_;
-  const DetectionModule detection_;
+  const std::unique_ptr<Detector> detector_;
+  TimerId detect_timer_ = 0;
+  Instant detect_at_ = Instant::max();
   const std::unique_ptr<Localizer> localizer_;
   bool localizing_ = false;  // the localizer's conversation is under way
   const std::unique_ptr<CheckpointPlanner> checkpoint_;
@@ -562,7 +593,8 @@ class Reschedule final : public Policy {
 }  // namespace
 
 const PolicyInfo& byterobust_info() {
-  static const PolicyInfo info{
+  static const PolicyInfo info = [] {
+    PolicyInfo info{
       "byterobust",
       "2",
       "ByteRobust (SOSP'25): real-time inspections, stop-time tests, reattempt, rollback, dual-phase replay, "
@@ -590,25 +622,20 @@ const PolicyInfo& byterobust_info() {
            "aggregating until the next restart)",
            "count", 3, 1, 100},
           {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
-          {"detection",
-           "detection module: realtime (inspections; stall, MFU and metric triggers) or timeout (process exits "
-           "and the NCCL collective timeout only)",
-           "choice", 0, 0, 1, {"realtime", "timeout"}},
-          {"localization",
-           "silent-fault localization module (replay: dual-phase; bisection: adaptive group testing; stress: the "
-           "full-cluster stress test baseline; `faultline policies` lists them)",
-           "choice", 0, 0, static_cast<double>(builtin_modules().of(ModuleKind::kLocalization).size() - 1),
-           builtin_modules().names(ModuleKind::kLocalization)},
-          {"checkpoint",
-           "checkpoint module: peer (every step in memory, backup on a peer outside the rank's groups), memory "
-           "(Gemini-style, in memory with a copy on the next machine) or remote (Megatron-style blocking save)",
-           "choice", 0, 0, static_cast<double>(builtin_modules().of(ModuleKind::kCheckpoint).size() - 1),
-           builtin_modules().names(ModuleKind::kCheckpoint)},
-          {"recovery",
-           "replacement of evicted machines: standby (warm pool), reschedule (cold machines) or requeue (the "
-           "whole job)",
-           "choice", 0, 0, static_cast<double>(builtin_modules().of(ModuleKind::kRecovery).size() - 1),
-           builtin_modules().names(ModuleKind::kRecovery)},
+          module_choice(modules(), ModuleKind::kDetection, "detection",
+                        "detection module: realtime (step samples judged for stalls, slow steps, NaN and loss "
+                        "jumps; real-time inspections) or timeout (process exits and the NCCL collective timeout "
+                        "only)"),
+          module_choice(modules(), ModuleKind::kLocalization, "localization",
+                        "silent-fault localization module (replay: dual-phase; bisection: adaptive group testing; "
+                        "stress: the full-cluster stress test baseline; `faultline policies` lists them)"),
+          module_choice(modules(), ModuleKind::kCheckpoint, "checkpoint",
+                        "checkpoint module: peer (every step in memory, backup on a peer outside the rank's "
+                        "groups), memory (Gemini-style, in memory with a copy on the next machine) or remote "
+                        "(Megatron-style blocking save)"),
+          module_choice(modules(), ModuleKind::kRecovery, "recovery",
+                        "replacement of evicted machines: standby (warm pool), reschedule (cold machines) or "
+                        "requeue (the whole job)"),
           {"stress_deadline_s", "deadline of the full-cluster stress test (localization=stress)", "s", 86400, 1,
            1e7},
           {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1, 100000},
@@ -626,6 +653,9 @@ const PolicyInfo& byterobust_info() {
            1, 0, 1},
           {"deferral_window_h", "a deferred update is forced after this long", "h", 24, 0, 1e4},
       }};
+    add_module_params(modules(), info.params);
+    return info;
+  }();
   return info;
 }
 

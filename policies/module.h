@@ -6,11 +6,12 @@
 // what they need as arguments and answer with values, so they are tested with synthetic
 // inputs, without a clock, and run unchanged under every backend.
 //
-// Three concerns are modules so far. A Localizer is a search for culprits run as a
-// conversation of tests (begin, then answer after each outcome), pure in the torchft
-// sense: no World, no clock, no randomness. A Recovery says how evicted machines are
-// replaced; a CheckpointPlanner how the job checkpoints. Detection follows the same shape
-// (MODULES.md) and lands in the same registry.
+// Four concerns are modules. A Detector turns the step samples a backend delivers
+// (observations: step, step time, loss, NaN) into findings (a stall, slow steps, a metric
+// anomaly); it is given the time with every call and never reads a clock. A Localizer is
+// a search for culprits run as a conversation of tests (begin, then answer after each
+// outcome), pure in the torchft sense: no World, no clock, no randomness. A Recovery says
+// how evicted machines are replaced; a CheckpointPlanner how the job checkpoints.
 #pragma once
 
 #include <functional>
@@ -38,6 +39,53 @@ struct ModuleInfo {
   std::string name;     // its choice name in a stack's parameters ("replay")
   std::string version;
   std::string summary;  // one line, for `faultline policies`
+  // Parameters of its own, beyond the stack's: a stack that composes modules declares
+  // them as its own (a name already declared is shared), so scenarios set and validate
+  // them like any other parameter ("policy.params.my_group_size").
+  std::vector<ParamSpec> params = {};
+};
+
+// ---------------------------------------------------------------- detection
+
+// What a detector concluded from the samples (the stack acts on it).
+// No step completed for `stalled_for`; `last_step` is the last step seen.
+struct ProgressStalled {
+  std::int64_t last_step = 0;
+  Duration stalled_for;
+};
+// Steps took `ratio` x the healthy baseline for the declared time.
+struct StepTimeHigh {
+  double ratio = 1;
+};
+// A training-metric anomaly: any NaN, or a jump in loss or gradient norm.
+struct MetricAnomaly {
+  std::string metric;  // "loss", "grad_norm"
+  double ratio = 0;    // value / recent mean (infinity for NaN)
+  bool nan = false;
+};
+using Finding = std::variant<ProgressStalled, StepTimeHigh, MetricAnomaly>;
+std::string describe(const Finding& f);
+
+// Stall, slow-step, NaN and loss-jump detection, run unchanged under every backend. The
+// stack feeds it the job's StepSamples while the job runs and calls check() when the
+// time next_check() asked for has come; every call carries the time, so a detector is
+// tested with a synthetic sample stream and no clock.
+class Detector {
+ public:
+  virtual ~Detector() = default;
+  virtual const ModuleInfo& info() const = 0;
+  // The samples it needs (WatchSteps), or nullopt when it needs none: the stack then
+  // relies on process exits and the collective timeout alone (no inspections either).
+  virtual std::optional<WatchSteps> watch() const = 0;
+  // The job (re)started at `now`, restored at `step`: everything about the run before is
+  // forgotten except what spans restarts (a step-time baseline).
+  virtual void restart(Instant now, std::int64_t step) = 0;
+  // A sample arrived at `now`. Returns what it concludes, if anything.
+  virtual std::optional<Finding> observe(const StepSample& s, Instant now) = 0;
+  // Time passed without samples; called at (or after) next_check().
+  virtual std::optional<Finding> check(Instant now) = 0;
+  // When check() should next run, or Instant::max() when nothing is due.
+  virtual Instant next_check() const = 0;
 };
 
 // A test a localizer asks the stack to run: a probe on machines, or a replay on groups.
@@ -90,20 +138,28 @@ class CheckpointPlanner {
 class ModuleRegistry {
  public:
   // Each builds a module from the stack's resolved parameters.
+  using DetectorFactory = std::function<std::unique_ptr<Detector>(const Params&)>;
   using LocalizerFactory = std::function<std::unique_ptr<Localizer>(const Params&)>;
   using RecoveryFactory = std::function<std::unique_ptr<Recovery>(const Params&)>;
   using CheckpointFactory = std::function<std::unique_ptr<CheckpointPlanner>(const Params&)>;
 
   // Each throws std::invalid_argument when (kind, name) is already registered, or when
   // info.kind does not match the factory.
+  void add(ModuleInfo info, DetectorFactory make);
   void add(ModuleInfo info, LocalizerFactory make);
   void add(ModuleInfo info, RecoveryFactory make);
   void add(ModuleInfo info, CheckpointFactory make);
+  // Adds every module of `other`, in its order; throws std::invalid_argument, adding
+  // nothing, when one of them is registered here already.
+  void merge(const ModuleRegistry& other);
+  // Every module, in registration order.
+  std::vector<const ModuleInfo*> all() const;
   // The modules of one kind, in registration order.
   std::vector<const ModuleInfo*> of(ModuleKind kind) const;
   std::vector<std::string> names(ModuleKind kind) const;
   const ModuleInfo* find(ModuleKind kind, std::string_view name) const;
-  // Requires a registered localizer `name`; throws std::invalid_argument otherwise.
+  // Requires a registered module `name` of the kind; throws std::invalid_argument otherwise.
+  std::unique_ptr<Detector> make_detector(std::string_view name, const Params& params) const;
   std::unique_ptr<Localizer> make_localizer(std::string_view name, const Params& params) const;
   std::unique_ptr<Recovery> make_recovery(std::string_view name, const Params& params) const;
   std::unique_ptr<CheckpointPlanner> make_checkpoint(std::string_view name, const Params& params) const;
@@ -111,12 +167,19 @@ class ModuleRegistry {
  private:
   struct Entry {
     ModuleInfo info;
-    std::variant<LocalizerFactory, RecoveryFactory, CheckpointFactory> make;
+    std::variant<DetectorFactory, LocalizerFactory, RecoveryFactory, CheckpointFactory> make;
   };
   void insert(ModuleInfo info, ModuleKind want, decltype(Entry::make) make);
   template <class F>
   const F& factory(ModuleKind kind, std::string_view name) const;
   std::vector<Entry> entries_;
 };
+
+// A stack's choice parameter among the registered modules of `kind`, in registration
+// order (the first is the default).
+ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name, std::string help);
+// Appends to a stack's parameters those its modules declare (ModuleInfo::params) that it
+// does not declare itself, in registration order.
+void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params);
 
 }  // namespace faultline::policies

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <stdexcept>
 
 #include "policies/module.h"
@@ -24,6 +25,9 @@ void ModuleRegistry::insert(ModuleInfo info, ModuleKind want, decltype(Entry::ma
   entries_.push_back({std::move(info), std::move(make)});
 }
 
+void ModuleRegistry::add(ModuleInfo info, DetectorFactory make) {
+  insert(std::move(info), ModuleKind::kDetection, std::move(make));
+}
 void ModuleRegistry::add(ModuleInfo info, LocalizerFactory make) {
   insert(std::move(info), ModuleKind::kLocalization, std::move(make));
 }
@@ -32,6 +36,20 @@ void ModuleRegistry::add(ModuleInfo info, RecoveryFactory make) {
 }
 void ModuleRegistry::add(ModuleInfo info, CheckpointFactory make) {
   insert(std::move(info), ModuleKind::kCheckpoint, std::move(make));
+}
+
+void ModuleRegistry::merge(const ModuleRegistry& other) {
+  for (const auto& e : other.entries_)
+    if (find(e.info.kind, e.info.name))
+      throw std::invalid_argument(std::string(module_kind_name(e.info.kind)) + " module '" + e.info.name +
+                                  "' is already registered");
+  for (const auto& e : other.entries_) entries_.push_back(e);
+}
+
+std::vector<const ModuleInfo*> ModuleRegistry::all() const {
+  std::vector<const ModuleInfo*> out;
+  for (const auto& e : entries_) out.push_back(&e.info);
+  return out;
 }
 
 std::vector<const ModuleInfo*> ModuleRegistry::of(ModuleKind kind) const {
@@ -60,6 +78,9 @@ const F& ModuleRegistry::factory(ModuleKind kind, std::string_view name) const {
   throw std::invalid_argument(std::string("no ") + module_kind_name(kind) + " module '" + std::string(name) + "'");
 }
 
+std::unique_ptr<Detector> ModuleRegistry::make_detector(std::string_view name, const Params& params) const {
+  return factory<DetectorFactory>(ModuleKind::kDetection, name)(params);
+}
 std::unique_ptr<Localizer> ModuleRegistry::make_localizer(std::string_view name, const Params& params) const {
   return factory<LocalizerFactory>(ModuleKind::kLocalization, name)(params);
 }
@@ -68,6 +89,22 @@ std::unique_ptr<Recovery> ModuleRegistry::make_recovery(std::string_view name, c
 }
 std::unique_ptr<CheckpointPlanner> ModuleRegistry::make_checkpoint(std::string_view name, const Params& params) const {
   return factory<CheckpointFactory>(ModuleKind::kCheckpoint, name)(params);
+}
+
+ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name, std::string help) {
+  const std::vector<std::string> names = r.names(kind);
+  return ParamSpec{std::move(name), std::move(help), "choice", 0, 0,
+                   names.empty() ? 0 : static_cast<double>(names.size() - 1), names};
+}
+
+void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params) {
+  for (ModuleKind kind : {ModuleKind::kDetection, ModuleKind::kLocalization, ModuleKind::kRecovery,
+                          ModuleKind::kCheckpoint})
+    for (const ModuleInfo* m : r.of(kind))
+      for (const ParamSpec& p : m->params) {
+        const bool have = std::any_of(params.begin(), params.end(), [&](const ParamSpec& q) { return q.name == p.name; });
+        if (!have) params.push_back(p);
+      }
 }
 
 }  // namespace faultline::policies

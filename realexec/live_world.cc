@@ -28,8 +28,7 @@ constexpr double kStartTimeoutS = 120;    // launch to every rank restored
 constexpr double kRequestTimeoutS = 30;   // plain agent requests (kill, launch, capture)
 constexpr double kReplayTimeoutS = 300;
 constexpr int kGoodVersionSteps = 20;     // steps a version must run to become the rollback target
-constexpr double kMetricJump = 5;         // DOMAIN §3: a 5x jump in loss or gradient norm
-constexpr int kMetricWarmup = 5;          // steps before jumps are judged
+constexpr double kHealthyStep = 1.5;     // accounting: a step this much over the median is not nominal
 constexpr int kMaxActionsPerSecond = 1000;
 
 const char* probe_wire_name(ProbeKind k) { return probe_key(k); }
@@ -99,7 +98,6 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
 LiveWorld::~LiveWorld() {
   for (auto& [id, t] : timers_) reactor_.cancel_timer(t);
   for (auto& [req, t] : reply_timers_) reactor_.cancel_timer(t);
-  if (watchdog_timer_) reactor_.cancel_timer(watchdog_timer_);
   if (start_timer_) reactor_.cancel_timer(start_timer_);
   if (adopt_timer_) reactor_.cancel_timer(adopt_timer_);
 }
@@ -130,7 +128,6 @@ void LiveWorld::save_journal() {
 }
 
 void LiveWorld::start() {
-  watchdog_timer_ = reactor_.add_timer(Duration::seconds(0.25), [this] { watchdog_tick(); });
   if (journal_.resumed()) {
     log("restart", {{"reason", "controller restarted; resuming generation " +
                                    std::to_string(journal_.state().gen) + " from " + journal_.path()}});
@@ -264,9 +261,9 @@ ActionId LiveWorld::act(Action a) {
           outcome(id, true, "checkpoint every " + std::to_string(journal_.state().ckpt_every) +
                                 " steps (applies from the next launch)", t);
           save_journal();
-        } else if constexpr (std::is_same_v<T, WatchProgress>) {
+        } else if constexpr (std::is_same_v<T, WatchSteps>) {
           watch_ = x;
-          outcome(id, true, "watching progress", t);
+          outcome(id, true, "step samples every " + std::to_string(x.every.to_seconds()) + " s", t);
         } else if constexpr (std::is_same_v<T, EnableOracle>) {
           outcome(id, false, "live mode has no ground truth", t);
           deliver(ActionFailed{id, "live mode has no ground truth (oracle is a simulation baseline)"});
@@ -386,7 +383,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
         running_ = true;
         starting_ = 0;
         steps_since_start_ = 0;
-        last_progress_ = now();
+        sample_ = PendingSample{now()};
         outcome(adopt_action_, true, "adopted generation " + std::to_string(s.gen) + " still running", start_began_);
         deliver(JobStarted{adopt_action_, std::max<std::int64_t>(0, last_step_)});
         return;
@@ -418,7 +415,6 @@ void LiveWorld::launch(ActionId id, Instant started) {
   started_ranks_.clear();
   clean_exits_.clear();
   exit_reported_ = false;
-  metric_reported_ = false;
   start_step_ = 0;
   save_journal();
   const int g = config_.job.gpus_per_machine;
@@ -879,11 +875,7 @@ void LiveWorld::on_report(MachineId m, const json& msg) {
       s.running = true;
       if (s.first_step < 0) s.first_step = start_step_;
       steps_since_start_ = 0;
-      last_progress_ = now();
-      stall_reported_ = false;
-      slow_since_.reset();
-      slow_reported_ = false;
-      loss_samples_ = 0;
+      sample_ = PendingSample{now()};
       save_journal();
       log("progress", {{"step", start_step_}, {"loss", nullptr}, {"restart", true}});
       outcome(id, true, "every rank started from step " + std::to_string(start_step_) + " (" +
@@ -895,13 +887,12 @@ void LiveWorld::on_report(MachineId m, const json& msg) {
   if (type != "step" || rank != 0) return;  // rank 0 carries the global loss and step
   const std::int64_t step = r.value("step", static_cast<std::int64_t>(-1));
   const double step_time = r.contains("step_time_s") && r["step_time_s"].is_number() ? r["step_time_s"].get<double>() : 0;
-  const bool nan = r.value("loss_nan", false) || !r.contains("loss") || !r["loss"].is_number();
-  const double loss = nan ? 0 : r["loss"].get<double>();
-  last_progress_ = now();
-  stall_reported_ = false;
+  const bool loss_nan = r.value("loss_nan", false) || !r.contains("loss") || !r["loss"].is_number();
+  const bool grad_nan = r.value("grad_norm_nan", false);
+  const double loss = loss_nan ? 0 : r["loss"].get<double>();
   last_step_ = step;
   ++steps_since_start_;
-  if (nan)
+  if (loss_nan)
     log("progress", {{"step", step}, {"loss", nullptr}, {"restart", false}});
   else
     log("progress", {{"step", step}, {"loss", loss}, {"restart", false}});
@@ -911,40 +902,31 @@ void LiveWorld::on_report(MachineId m, const json& msg) {
     note("code version " + s.version + " ran " + std::to_string(kGoodVersionSteps) + " steps cleanly");
     save_journal();
   }
-  if (!running_) return;
-  // Metric triggers (DOMAIN §3): any NaN, or a 5x jump in loss.
-  if (watch_ && watch_->metrics && !metric_reported_) {
-    if (nan) {
-      metric_reported_ = true;
-      deliver(MetricAnomaly{"loss", INFINITY, true});
-      return;
-    }
-    if (loss_samples_ >= kMetricWarmup && loss_mean_ > 0 && loss > kMetricJump * loss_mean_) {
-      metric_reported_ = true;
-      deliver(MetricAnomaly{"loss", loss / loss_mean_, false});
-      return;
-    }
-  }
-  if (!nan) {
-    loss_mean_ = loss_samples_ == 0 ? loss : 0.8 * loss_mean_ + 0.2 * loss;
-    ++loss_samples_;
-  }
-  // Step-time baseline from healthy steps; MFU decline when slower for slow_for.
-  const double base = median(healthy_step_times_);
-  const bool slow = watch_ && watch_->slow_ratio > 0 && base > 0 && step_time > watch_->slow_ratio * base;
-  if (!slow && step_time > 0 && steps_since_start_ > 2) {
+  // Healthy step times, for the ETTR accounting's nominal step (not for detection, which
+  // is the policy's): past the first steps of a run and not far above the median so far.
+  if (std::isfinite(step_time) && step_time > 0 && steps_since_start_ > 2 &&
+      (healthy_step_times_.empty() || step_time <= kHealthyStep * median(healthy_step_times_))) {
     healthy_step_times_.push_back(step_time);
     if (healthy_step_times_.size() > 4096) healthy_step_times_.erase(healthy_step_times_.begin());
   }
-  if (slow) {
-    if (!slow_since_) slow_since_ = now();
-    if (!slow_reported_ && now() - *slow_since_ >= watch_->slow_for) {
-      slow_reported_ = true;
-      deliver(StepTimeHigh{step_time / base});
-    }
-  } else {
-    slow_since_.reset();
-    slow_reported_ = false;
+  if (!running_ || !watch_) return;
+  // Observations for the policy's detection module, at the cadence it asked for: the steps
+  // since the last sample, their mean step time, the latest finite loss and gradient norm,
+  // and whether any of them was NaN.
+  sample_.steps += 1;
+  if (std::isfinite(step_time) && step_time > 0) sample_.time_s += step_time;
+  sample_.nan |= loss_nan || grad_nan;
+  if (!loss_nan) sample_.loss = loss;
+  if (!grad_nan && r.contains("grad_norm") && r["grad_norm"].is_number()) sample_.grad_norm = r["grad_norm"].get<double>();
+  if (sample_.nan || watch_->every.ns <= 0 || now() - sample_.since >= watch_->every) {
+    StepSample out;
+    out.step = step;
+    out.step_time_s = sample_.time_s / static_cast<double>(sample_.steps);
+    out.loss = sample_.loss;
+    out.grad_norm = sample_.grad_norm;
+    out.nan = sample_.nan;
+    sample_ = PendingSample{now()};
+    deliver(out);
   }
 }
 
@@ -980,16 +962,6 @@ void LiveWorld::on_exit(MachineId m, const json& msg) {
   exit_reported_ = true;
   job_broken();
   deliver(ProcessExit{m, sig ? 128 + sig : code, signature});
-}
-
-void LiveWorld::watchdog_tick() {
-  watchdog_timer_ = reactor_.add_timer(Duration::seconds(0.25), [this] { watchdog_tick(); });
-  if (!running_ || !watch_ || stall_reported_) return;
-  const Duration idle = now() - last_progress_;
-  if (idle >= watch_->stall_window) {
-    stall_reported_ = true;
-    deliver(ProgressStalled{last_step_, idle});
-  }
 }
 
 // --- operator -------------------------------------------------------------------------------

@@ -112,7 +112,6 @@ class LiveWorld final : public World {
   const LiveMachine& machine_config(MachineId m) const;
   void on_report(MachineId m, const nlohmann::json& msg);
   void on_exit(MachineId m, const nlohmann::json& msg);
-  void watchdog_tick();
   // Runs the reference computation (bit-wise probe or replay) on the controller host.
   void run_reference(std::vector<std::string> argv, std::function<void(std::optional<std::string>)> done);
 
@@ -156,20 +155,21 @@ class LiveWorld final : public World {
   ActionId adopt_action_ = 0;
   std::uint64_t adopt_timer_ = 0;
 
-  // Progress monitoring (WatchProgress, metric triggers).
-  std::optional<WatchProgress> watch_;
-  Instant last_progress_{};
+  // Step samples for the policy's detection module (WatchSteps): what rank 0 reported
+  // since the last sample.
+  std::optional<WatchSteps> watch_;
+  struct PendingSample {
+    Instant since{};
+    std::int64_t steps = 0;
+    double time_s = 0;
+    std::optional<double> loss, grad_norm;
+    bool nan = false;
+  };
+  PendingSample sample_;
   std::int64_t last_step_ = -1;
-  bool stall_reported_ = false;
-  std::vector<double> healthy_step_times_;
-  std::optional<Instant> slow_since_;
-  bool slow_reported_ = false;
-  double loss_mean_ = 0;
-  int loss_samples_ = 0;
-  bool metric_reported_ = false;
+  std::vector<double> healthy_step_times_;  // for the accounting's nominal step time
   std::int64_t steps_since_start_ = 0;
   std::map<std::string, double> inspections_;  // kind -> interval s
-  std::uint64_t watchdog_timer_ = 0;
   struct WaitingAcquire {
     ActionId id = 0;
     std::vector<SlotId> slots;

@@ -357,9 +357,9 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
       }
     }
   }
-  if (cat.symptom == Symptom::kNan && watch_metrics_ && job_ == JobState::kRunning)
-    deliver_at(now_ + secs(sc_.job.step_time_s), MetricAnomaly{"loss", std::numeric_limits<double>::infinity(), true},
-               false);
+  // The next step's sample shows the NaN (the job is already down for the accounting,
+  // its crash is observed later: the sample may come first).
+  if (cat.symptom == Symptom::kNan && job_ == JobState::kRunning) send_sample(now_ + secs(sc_.job.step_time_s), true);
   switch (cat.symptom) {
     case Symptom::kCrash:
     case Symptom::kNan:
@@ -387,10 +387,7 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
         affects = true;
         stuck_ = true;
         broken_unacted_ = true;
-        if (!stall_window_.is_infinite())
-          deliver_at(now_ + stall_window_.ns,
-                     ProgressStalled{progress_.committed_ns() / secs(sc_.job.step_time_s), stall_window_},
-                     true);
+        send_sample(now_, false);  // the step counter stops
         if (sc_.job.collective_timeout_s > 0) {
           // The NCCL watchdog aborts every rank; the log names the collective, not the culprit.
           push(now_ + secs(sc_.job.collective_timeout_s),
@@ -412,7 +409,7 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
         }
       }
       if (cat.duration_s > 0 && !at_start) push(now_ + secs(cat.duration_s), Internal{Internal::kFaultEnd, f.id});
-      update_rate();
+      update_rate(true);
       break;
     case Symptom::kManual:
       affects = true;
@@ -555,7 +552,20 @@ void SimWorld::start_repair(MachineId m) {
        Internal{Internal::kRepaired, token | (fixed ? 1 : 0)});
 }
 
-bool SimWorld::update_rate() {
+void SimWorld::send_sample(std::int64_t at, bool nan) {
+  if (!watch_steps_) return;
+  const std::int64_t step_ns = secs(sc_.job.step_time_s);
+  StepSample s;
+  s.step = (progress_.committed_ns() + progress_.pending_ns()) / step_ns;
+  s.step_time_s = stuck_ ? std::numeric_limits<double>::infinity() : sc_.job.step_time_s / progress_.rate();
+  s.nan = nan;
+  s.steady = true;
+  // A NaN's sample reaches the policy even though the job is already down here; the
+  // others belong to this run of the job.
+  deliver_at(at, std::move(s), !nan);
+}
+
+void SimWorld::update_rate(bool sample) {
   double worst = 1;
   for (FaultId id : open_) {
     const Fault& f = fault_log_[id];
@@ -565,13 +575,9 @@ bool SimWorld::update_rate() {
   }
   // A slowdown that landed while the job was stopped slows it only once it strikes at
   // the next start, as an incident (finish_start).
-  const bool was_slow = progress_.rate() < 1.0;
+  const double before = progress_.rate();
   progress_.set_rate(1.0 / worst);
-  if (slow_ratio_ > 0 && worst >= slow_ratio_ && !was_slow && job_ == JobState::kRunning) {
-    push(now_ + slow_for_.ns, Internal{Internal::kSlowReport, static_cast<std::uint64_t>(epoch_)});
-    return true;
-  }
-  return false;
+  if (sample && progress_.rate() != before && job_ == JobState::kRunning && !stuck_) send_sample(now_, false);
 }
 
 void SimWorld::resolve_open(bool at_start) {
@@ -667,7 +673,7 @@ ActionId SimWorld::act(Action a) {
   if (opt_.decisions) result_.decisions.push_back(std::to_string(now_ * 1e-9) + " act " + describe(a));
   const bool acts_on_incident = !std::holds_alternative<Note>(a) &&
                                 !std::holds_alternative<SetCheckpointPlan>(a) &&
-                                !std::holds_alternative<WatchProgress>(a) &&
+                                !std::holds_alternative<WatchSteps>(a) &&
                                 !std::holds_alternative<EnableOracle>(a);
   if (acts_on_incident) mark_acted();
   auto fail = [&](std::string why) { deliver_at(now_, ActionFailed{id, std::move(why)}, false); };
@@ -712,7 +718,7 @@ ActionId SimWorld::act(Action a) {
               on_leave(m);
               start_repair(m);
             }
-            update_rate();
+            update_rate(true);
           },
           [&](const AcquireMachines& q) {
             note_mechanism(q.mechanism);
@@ -735,7 +741,7 @@ ActionId SimWorld::act(Action a) {
                 }
                 acq.slots.push_back(s);
               }
-              update_rate();
+              update_rate(true);
             } else if (acq.slots.empty()) {
               acq.slots = empty_slots();
             }
@@ -771,7 +777,7 @@ ActionId SimWorld::act(Action a) {
                 place_new(s, true);
                 placed.push_back(view_.machine_in(s));
               }
-              update_rate();
+              update_rate(true);
               deliver_at(now_, MachinesReady{id, placed}, false);
               return;
             }
@@ -795,12 +801,7 @@ ActionId SimWorld::act(Action a) {
             tier_ = p.tier;
             remote_interval_ = std::max<std::int64_t>(interval, p.remote_interval.ns);
           },
-          [&](const WatchProgress& w) {
-            stall_window_ = w.stall_window;
-            slow_ratio_ = w.slow_ratio;
-            slow_for_ = w.slow_for;
-            watch_metrics_ = w.metrics;
-          },
+          [&](const WatchSteps&) { watch_steps_ = true; },
           [&](const EnableOracle&) { oracle_ = true; },
           [&](const Note& n) {
             note(n.text);
@@ -889,7 +890,7 @@ void SimWorld::on_internal(const Internal& in) {
       settle(f, Outcome::kAbsorbed);  // a transient slowdown over before the job felt it
       for (MachineId m : f.machines)
         if (broken_[m] == f.id + 1) broken_[m] = 0;
-      update_rate();
+      update_rate(true);
       if (job_ == JobState::kRunning) resolve_open(false);
       return;
     }
@@ -942,7 +943,7 @@ void SimWorld::on_internal(const Internal& in) {
         on_join(m);
         fresh_[s] = true;
       }
-      update_rate();
+      update_rate(true);
       acquire_part_done(in.token);
       refill_pool();
       return;
@@ -979,14 +980,6 @@ void SimWorld::on_internal(const Internal& in) {
       deliver_at(now_, std::move(r), false);
       return;
     }
-    case Internal::kSlowReport:
-      // The step-time monitor keeps reporting while the job stays slow.
-      if (static_cast<std::int64_t>(in.token) == epoch_ && job_ == JobState::kRunning && slow_ratio_ > 0 &&
-          progress_.rate() <= 1.0 / slow_ratio_) {
-        deliver_at(now_, StepTimeHigh{1.0 / progress_.rate()}, false);
-        push(now_ + slow_for_.ns, Internal{Internal::kSlowReport, static_cast<std::uint64_t>(epoch_)});
-      }
-      return;
     case Internal::kCodeFixed: {
       Fault& f = fault_log_[in.token];
       f.active = false;  // a fix shipped by hand; the next restart runs clean
@@ -1085,10 +1078,9 @@ void SimWorld::finish_start() {
     }
   }
   pending_ = std::move(keep);
-  const bool reported = update_rate();
-  if (!reported && slow_ratio_ > 0 && progress_.rate() <= 1.0 / slow_ratio_)
-    push(now_ + slow_for_.ns, Internal{Internal::kSlowReport, static_cast<std::uint64_t>(epoch_)});
+  update_rate(false);
   deliver_at(now_, JobStarted{start_action_, progress_.committed_ns() / secs(sc_.job.step_time_s)}, false);
+  send_sample(now_, false);  // every start opens the sample stream with the step rate
   // Persistent faults on machines still in the job, and code bugs still in the code,
   // strike again.
   std::vector<FaultId> rearm;

@@ -76,7 +76,7 @@ class SimWorld final : public World {
   struct Internal {
     enum Kind : std::uint8_t { kAcquireScheduled, kAcquirePulled, kStartInit, kStartRestored, kFaultEnd, kWatchdog,
                         kProbeDone, kStacksDone, kReplayDone, kStandbyWoken, kPoolRefilled,
-                        kSlowReport, kCodeFixed, kRepaired } kind;
+                        kCodeFixed, kRepaired } kind;
     std::uint64_t token = 0;  // action id or fault id
   };
   using Payload = std::variant<Deliver, TimerItem, Internal>;
@@ -142,7 +142,11 @@ class SimWorld final : public World {
   void job_down();
   void abort_start(const std::string& signature, MachineId m, std::int64_t observe_at);
   // Recomputes the progress rate; true when it just turned slow (a report is scheduled).
-  bool update_rate();
+  // Recomputes the step rate from the open slowdowns; with `sample`, a change while the
+  // job runs is sent as a steady StepSample.
+  void update_rate(bool sample);
+  // A steady StepSample of the job now, delivered at `at` (when the policy asked for them).
+  void send_sample(std::int64_t at, bool nan);
   void resolve_open(bool at_start);
   void mark_acted();
   void run_batch(std::vector<Transfer> batch, Internal done);
@@ -230,7 +234,6 @@ class SimWorld final : public World {
   std::uint64_t draws_ = 0;           // scheduler draws from the free pool               // never-used spare machines still in the free pool
   ProgressModel progress_;
   CheckpointTier tier_ = CheckpointTier::kRemote;
-  Duration stall_window_ = Duration::infinite();
   bool oracle_ = false;
   int code_version_ = 0;
   std::uint64_t batch_token_ = 0;  // current start/acquire batch, to ignore stale ones
@@ -240,9 +243,7 @@ class SimWorld final : public World {
 
   std::map<std::pair<int, double>, std::pair<std::vector<Transfer>, FlowNet::Key>> whole_job_;
   std::map<std::string, Duration> inspections_;
-  bool watch_metrics_ = false;
-  double slow_ratio_ = 0;
-  Duration slow_for_ = Duration::minutes(5);
+  bool watch_steps_ = false;  // the policy asked for StepSamples
   int pool_target_ = -1;  // -1: the scenario's standby_machines
   int refills_ = 0;       // pool refills under way
   std::map<ActionId, RunProbe> probes_;

@@ -238,16 +238,15 @@ struct TypeNames;
 template <>
 struct TypeNames<faultline::Event> {
   static constexpr std::array<const char*, std::variant_size_v<faultline::Event>> kNames = {
-      "ProcessExit",         "StartFailed", "InspectionAlert", "ProgressStalled",
-      "StepTimeHigh",        "JobStarted",  "JobStopped",      "MachinesReady",
-      "CodeUpdateRequested", "TimerFired",  "ActionFailed",    "OracleFault",
-      "MetricAnomaly",       "ProbeResult", "StacksCaptured",  "ReplayResult"};
+      "ProcessExit",  "StartFailed",  "InspectionAlert", "StepSample",  "JobStarted",
+      "JobStopped",   "MachinesReady", "CodeUpdateRequested", "TimerFired", "ActionFailed",
+      "OracleFault",  "ProbeResult",  "StacksCaptured",  "ReplayResult"};
 };
 template <>
 struct TypeNames<faultline::Action> {
   static constexpr std::array<const char*, std::variant_size_v<faultline::Action>> kNames = {
       "StopJob",       "StartJob",     "EvictMachines", "AcquireMachines",  "SetCheckpointPlan",
-      "WatchProgress", "EnableOracle", "Note",          "EnableInspection", "RunProbe",
+      "WatchSteps",    "EnableOracle", "Note",          "EnableInspection", "RunProbe",
       "CaptureStacks", "RunReplay",    "HotUpdate",     "RollBack",         "SetStandbyPool"};
 };
 
@@ -275,11 +274,14 @@ struct EventEncoder {
     o["kind"] = x.kind;
     o["detail"] = x.detail;
   }
-  void operator()(const ProgressStalled& x) {
-    o["last_step"] = x.last_step;
-    o["stalled_for_s"] = to_s(x.stalled_for);
+  void operator()(const StepSample& x) {
+    o["step"] = x.step;
+    o["step_time_s"] = real_json(x.step_time_s);
+    if (x.loss) o["loss"] = real_json(*x.loss);
+    if (x.grad_norm) o["grad_norm"] = real_json(*x.grad_norm);
+    o["nan"] = x.nan;
+    o["steady"] = x.steady;
   }
-  void operator()(const StepTimeHigh& x) { o["ratio"] = real_json(x.ratio); }
   void operator()(const JobStarted& x) {
     o["action"] = x.action;
     o["step"] = x.step;
@@ -306,11 +308,6 @@ struct EventEncoder {
     o["category"] = x.category;
     o["persistent"] = x.persistent;
     o["code_bug"] = x.code_bug;
-  }
-  void operator()(const MetricAnomaly& x) {
-    o["metric"] = x.metric;
-    o["ratio"] = real_json(x.ratio);
-    o["nan"] = x.nan;
   }
   void operator()(const ProbeResult& x) {
     o["action"] = x.action;
@@ -355,11 +352,8 @@ struct ActionEncoder {
     o["reason"] = x.reason;
     o["remote_interval_s"] = to_s(x.remote_interval);
   }
-  void operator()(const WatchProgress& x) {
-    o["stall_window_s"] = to_s(x.stall_window);
-    o["slow_ratio"] = real_json(x.slow_ratio);
-    o["slow_for_s"] = to_s(x.slow_for);
-    o["metrics"] = x.metrics;
+  void operator()(const WatchSteps& x) {
+    o["every_s"] = to_s(x.every);
     o["reason"] = x.reason;
   }
   void operator()(const EnableOracle& x) { o["reason"] = x.reason; }
@@ -447,46 +441,48 @@ faultline::Event decode_event(std::size_t index, In& in) {
       return x;
     }
     case 3: {
-      ProgressStalled x;
-      x.last_step = in.integer("last_step", 0, kI64Min, kI64Max);
-      x.stalled_for = in.duration("stalled_for_s", Duration::zero());
+      StepSample x;
+      x.step = in.integer("step", 0, kI64Min, kI64Max);
+      x.step_time_s = in.real("step_time_s", 0);
+      if (in.get("loss")) x.loss = in.real("loss", 0);
+      if (in.get("grad_norm")) x.grad_norm = in.real("grad_norm", 0);
+      x.nan = in.boolean("nan", false);
+      x.steady = in.boolean("steady", false);
       return x;
     }
-    case 4:
-      return StepTimeHigh{in.real("ratio", 1)};
-    case 5: {
+    case 4: {
       JobStarted x;
       x.action = in.unsigned_integer("action", 0);
       x.step = in.integer("step", 0, kI64Min, kI64Max);
       return x;
     }
-    case 6:
+    case 5:
       return JobStopped{in.unsigned_integer("action", 0)};
-    case 7: {
+    case 6: {
       MachinesReady x;
       x.action = in.unsigned_integer("action", 0);
       x.machines = in.ids("machines");
       return x;
     }
-    case 8: {
+    case 7: {
       CodeUpdateRequested x;
       x.version = in.string("version", "");
       x.urgent = in.boolean("urgent", true);
       return x;
     }
-    case 9: {
+    case 8: {
       TimerFired x;
       x.timer = in.unsigned_integer("timer", 0);
       x.tag = in.unsigned_integer("tag", 0);
       return x;
     }
-    case 10: {
+    case 9: {
       ActionFailed x;
       x.action = in.unsigned_integer("action", 0);
       x.reason = in.string("reason", "");
       return x;
     }
-    case 11: {
+    case 10: {
       OracleFault x;
       x.machines = in.ids("machines");
       x.category = in.string("category", "");
@@ -494,14 +490,7 @@ faultline::Event decode_event(std::size_t index, In& in) {
       x.code_bug = in.boolean("code_bug", false);
       return x;
     }
-    case 12: {
-      MetricAnomaly x;
-      x.metric = in.string("metric", "");
-      x.ratio = in.real("ratio", 0);
-      x.nan = in.boolean("nan", false);
-      return x;
-    }
-    case 13: {
+    case 11: {
       ProbeResult x;
       x.action = in.unsigned_integer("action", 0);
       x.test = probe_test(in, "test");
@@ -509,7 +498,7 @@ faultline::Event decode_event(std::size_t index, In& in) {
       x.timed_out = in.boolean("timed_out", false);
       return x;
     }
-    case 14: {
+    case 12: {
       StacksCaptured x;
       x.action = in.unsigned_integer("action", 0);
       x.by_slot = in.strings("by_slot");
@@ -561,11 +550,8 @@ faultline::Action decode_action(std::size_t index, In& in) {
       return x;
     }
     case 5: {
-      WatchProgress x;
-      x.stall_window = in.duration("stall_window_s", x.stall_window);
-      x.slow_ratio = in.real("slow_ratio", x.slow_ratio);
-      x.slow_for = in.duration("slow_for_s", x.slow_for);
-      x.metrics = in.boolean("metrics", x.metrics);
+      WatchSteps x;
+      x.every = in.duration("every_s", x.every);
       x.reason = in.string("reason", "");
       return x;
     }

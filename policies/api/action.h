@@ -75,13 +75,11 @@ struct SetCheckpointPlan {
   std::string reason;
   Duration remote_interval = Duration::hours(1);
 };
-// Asks for ProgressStalled when no step completes for `stall_window`, and for
-// StepTimeHigh when steps take more than `slow_ratio` x the baseline.
-struct WatchProgress {
-  Duration stall_window = Duration::minutes(10);
-  double slow_ratio = 0;  // 0 = off
-  Duration slow_for = Duration::minutes(5);  // how long steps must stay slow
-  bool metrics = false;   // also report NaN / loss and gradient-norm jumps (MetricAnomaly)
+// Asks for StepSample events while the job runs: at most one per `every` (zero: one per
+// step), and one at every start. A backend whose samples are promises (the simulator's
+// steady samples) sends fewer: one per change.
+struct WatchSteps {
+  Duration every = Duration::zero();
   std::string reason;
 };
 // Requests perfect fault knowledge (OracleFault events). Only the simulator grants it,
@@ -145,7 +143,7 @@ struct SetStandbyPool {
 };
 
 using Action = std::variant<StopJob, StartJob, EvictMachines, AcquireMachines, SetCheckpointPlan,
-                            WatchProgress, EnableOracle, Note, EnableInspection, RunProbe,
+                            WatchSteps, EnableOracle, Note, EnableInspection, RunProbe,
                             CaptureStacks, RunReplay, HotUpdate, RollBack, SetStandbyPool>;
 
 // One line for logs, e.g. "evict [12,13] (pp group of 12 holds all outliers)".

@@ -1,11 +1,15 @@
 // What a policy may observe.
 //
-// Only symptoms a real system would see: an exit code with a log signature, a stalled
-// step counter, an inspection alert, the outcome of an action. Injected faults (ground
+// Only what a real system would see: an exit code with a log signature, samples of the
+// step counter and training metrics, an inspection alert, the outcome of an action.
+// Observations, not conclusions: whether samples mean a stall, slow steps or a NaN is
+// decided by the policy's detection module (policies/detection), the same under every
+// backend. Injected faults (ground
 // truth) never appear here, except OracleFault, which the simulator sends only to the
 // oracle baseline after it asked with EnableOracle.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -33,12 +37,18 @@ struct InspectionAlert {
   std::string kind;  // "nic", "gpu", "host", "switch"
   std::string detail;
 };
-struct ProgressStalled {
-  std::int64_t last_step = 0;
-  Duration stalled_for;
-};
-struct StepTimeHigh {
-  double ratio = 1;
+// A sample of the job's progress and metrics, at the cadence WatchSteps asked for, and
+// one at every (re)start. Live mode reports what rank 0 saw since the last sample. The
+// simulator sends one only when the step rate changes, each with `steady` set: a promise
+// that steps keep taking `step_time_s` until the next sample (a detector extrapolates);
+// a hang is a steady sample with an infinite step time.
+struct StepSample {
+  std::int64_t step = 0;             // steps completed (the global step counter)
+  double step_time_s = 0;            // seconds per step since the last sample; 0: unknown
+  std::optional<double> loss;        // the latest finite loss, when the backend knows it
+  std::optional<double> grad_norm;   // the latest finite gradient norm, when known
+  bool nan = false;                  // a NaN or Inf in loss or gradients since the last sample
+  bool steady = false;               // see above
 };
 struct JobStarted {
   ActionId action = 0;
@@ -70,13 +80,6 @@ struct OracleFault {
   bool persistent = false;
   bool code_bug = false;  // caused by the job's code: a rollback fixes it
 };
-
-// A training-metric anomaly: any NaN, or a jump in loss or gradient norm.
-struct MetricAnomaly {
-  std::string metric;  // "loss", "grad_norm"
-  double ratio = 0;    // value / recent mean (infinity for NaN)
-  bool nan = false;
-};
 struct ProbeResult {
   ActionId action = 0;
   int test = 0;  // ProbeKind
@@ -94,10 +97,9 @@ struct ReplayResult {
   std::vector<bool> group_failed;
 };
 
-using Event = std::variant<ProcessExit, StartFailed, InspectionAlert, ProgressStalled, StepTimeHigh,
-                           JobStarted, JobStopped, MachinesReady, CodeUpdateRequested, TimerFired,
-                           ActionFailed, OracleFault, MetricAnomaly, ProbeResult, StacksCaptured,
-                           ReplayResult>;
+using Event = std::variant<ProcessExit, StartFailed, InspectionAlert, StepSample, JobStarted, JobStopped,
+                           MachinesReady, CodeUpdateRequested, TimerFired, ActionFailed, OracleFault,
+                           ProbeResult, StacksCaptured, ReplayResult>;
 
 std::string describe(const Event& e);
 

@@ -97,10 +97,9 @@ std::string describe(const Action& a) {
               << x.blocking.to_seconds() << " s, " << tier_name(x.tier) << " (" << x.reason << ")";
             return o.str();
           },
-          [](const WatchProgress& x) {
+          [](const WatchSteps& x) {
             std::ostringstream o;
-            o << "watch progress: stall after " << x.stall_window.to_seconds() << " s (" << x.reason
-              << ")";
+            o << "watch steps: a sample every " << x.every.to_seconds() << " s (" << x.reason << ")";
             return o.str();
           },
           [](const EnableOracle& x) { return "enable oracle (" + x.reason + ")"; },
@@ -135,13 +134,15 @@ std::string describe(const Event& e) {
           [](const InspectionAlert& x) {
             return "inspection alert " + x.kind + " on " + std::to_string(x.machine) + ": " + x.detail;
           },
-          [](const ProgressStalled& x) {
+          [](const StepSample& x) {
             std::ostringstream o;
-            o << "progress stalled at step " << x.last_step << " for " << x.stalled_for.to_seconds()
-              << " s";
+            o << "step sample " << x.step << ": " << x.step_time_s << " s/step";
+            if (x.loss) o << ", loss " << *x.loss;
+            if (x.grad_norm) o << ", grad norm " << *x.grad_norm;
+            if (x.nan) o << ", NaN";
+            if (x.steady) o << " (steady)";
             return o.str();
           },
-          [](const StepTimeHigh& x) { return "step time high x" + std::to_string(x.ratio); },
           [](const JobStarted& x) { return "job started from step " + std::to_string(x.step); },
           [](const JobStopped&) { return std::string("job stopped"); },
           [](const MachinesReady& x) { return "machines ready " + join(x.machines); },
@@ -153,9 +154,6 @@ std::string describe(const Event& e) {
             return "action " + std::to_string(x.action) + " failed: " + x.reason;
           },
           [](const OracleFault& x) { return "oracle fault " + x.category + " on " + join(x.machines); },
-          [](const MetricAnomaly& x) {
-            return "metric anomaly " + x.metric + (x.nan ? " NaN" : " x" + std::to_string(x.ratio));
-          },
           [](const ProbeResult& x) {
             return std::string("probe ") + probe_name(static_cast<ProbeKind>(x.test)) + " failed " + join(x.failed) +
                    (x.timed_out ? " (deadline)" : "");

@@ -217,7 +217,7 @@ int list_policies() {
     }
   }
   // The modules a stack's choice parameters pick from (policies/module.h).
-  const auto& modules = faultline::policies::builtin_modules();
+  const auto& modules = faultline::policies::modules();
   std::printf("\nmodules\n");
   for (auto kind : {faultline::policies::ModuleKind::kDetection, faultline::policies::ModuleKind::kLocalization,
                     faultline::policies::ModuleKind::kRecovery, faultline::policies::ModuleKind::kCheckpoint})

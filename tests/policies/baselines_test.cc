@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "policies/builtin.h"
 #include "tests/support/fake_world.h"
 
@@ -65,7 +67,7 @@ TEST(Requeue, IgnoresInspectionAlertsAndStallsItHasNoDetectorFor) {
   pol->on_event(JobStarted{w.last_action_id(), 0}, w);
   const size_t before = w.actions.size();
   pol->on_event(InspectionAlert{2, "nic", "port down"}, w);
-  pol->on_event(ProgressStalled{10, Duration::minutes(10)}, w);
+  pol->on_event(StepSample{10, std::numeric_limits<double>::infinity(), std::nullopt, std::nullopt, false, true}, w);
   EXPECT_EQ(w.actions.size(), before);
 }
 

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "policies/builtin.h"
 #include "policies/diagnosis/stop_time.h"
 #include "tests/support/fake_world.h"
@@ -22,6 +24,32 @@ ClusterSpec spec16() {
   return c;
 }
 
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Observations as the simulator sends them (steady samples), so the stack's detection
+// module draws the conclusions: tests say what the job did, not what was concluded.
+void sample(FakeWorld& w, Policy& p, std::int64_t step, double step_time, bool nan = false) {
+  p.on_event(StepSample{step, step_time, std::nullopt, std::nullopt, nan, true}, w);
+}
+// The job started from `step` and steps take 1 s (the healthy baseline).
+void started(FakeWorld& w, Policy& p, std::int64_t step) {
+  p.on_event(JobStarted{w.last_action_id(), step}, w);
+  sample(w, p, step, 1.0);
+}
+// The step counter stops at `step` one stall window (600 s) before `t`; at `t` the
+// detector reports the stall.
+void stalled_at(FakeWorld& w, Policy& p, double t, std::int64_t step) {
+  w.advance_to(Instant{Duration::seconds(t - 600).ns}, p);
+  sample(w, p, step, kInf);
+  w.advance_to(Instant{Duration::seconds(t).ns}, p);
+}
+// Steps slow down to 1.3 s; slow_for (300 s) later the detector reports it.
+void slowed(FakeWorld& w, Policy& p) {
+  sample(w, p, 0, 1.3);
+  w.advance_to(w.now() + Duration::seconds(300), p);
+}
+
 struct Harness {
   FakeWorld w{spec16()};
   std::unique_ptr<Policy> p;
@@ -31,10 +59,14 @@ struct Harness {
     EXPECT_FALSE(Params::resolve(r.find("byterobust")->params, over, &params));
     p = r.make("byterobust", params);
     p->start(w);
-    p->on_event(JobStarted{w.last_action_id(), 0}, w);
+    faultline::started(w, *p, 0);
     w.actions.clear();
   }
   void at(double s) { w.advance_to(Instant{Duration::seconds(s).ns}, *p); }
+  void started(std::int64_t step) { faultline::started(w, *p, step); }
+  void stalled_at(double t, std::int64_t step) { faultline::stalled_at(w, *p, t, step); }
+  void nan() { sample(w, *p, 0, 1.0, true); }
+  void slowed() { faultline::slowed(w, *p); }
 };
 
 TEST(ByteRobust, StartsWithEveryStepPeerCheckpointInspectionsAndP99Pool) {
@@ -105,7 +137,7 @@ TEST(ByteRobust, EnvironmentCrashIsReattemptedThenRolledBackIfItRecurs) {
   auto starts = h.w.all<StartJob>();
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].mechanism, Mechanism::kReattempt);
-  h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
+  h.started(0);
   h.at(4100);  // crashes again soon after the restart
   h.p->on_event(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error: '/mnt/hdfs/x'"}, h.w);
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
@@ -113,7 +145,7 @@ TEST(ByteRobust, EnvironmentCrashIsReattemptedThenRolledBackIfItRecurs) {
 
 TEST(ByteRobust, StallCapturesStacksAndOverEvictsThePipelineGroup) {
   Harness h;
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.stalled_at(600, 100);
   ASSERT_EQ(h.w.all<CaptureStacks>().size(), 1u);
   std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
   stacks[15] = "forward > all_gather";
@@ -130,8 +162,7 @@ TEST(ByteRobust, StallSoonAfterTheRestartForAStallRollsBackThenReplays) {
   // A hang in the job's own code (Table 2): every rank waits in the same place, so the
   // aggregation finds no outliers and the job is reattempted; it stalls again at once.
   Harness h;
-  h.at(4000);
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.stalled_at(4000, 100);
   h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
   auto starts = h.w.all<StartJob>();
   ASSERT_EQ(starts.size(), 1u);
@@ -140,15 +171,13 @@ TEST(ByteRobust, StallSoonAfterTheRestartForAStallRollsBackThenReplays) {
   // refused, and the refusal used to requeue the whole job).
   ASSERT_EQ(h.w.all<StopJob>().size(), 1u);
   EXPECT_TRUE(h.w.all<AcquireMachines>().empty());
-  h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);  // and stalls before step 101
-  h.at(4700);
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.started(100);  // and stalls before step 101
+  h.stalled_at(4700, 100);
   ASSERT_EQ(h.w.all<CaptureStacks>().size(), 2u);  // the stacks are read every time
   h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
-  h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
-  h.at(5400);
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.started(100);
+  h.stalled_at(5400, 100);
   h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
   EXPECT_EQ(h.w.all<RunReplay>().size(), 1u);
 }
@@ -158,12 +187,10 @@ TEST(ByteRobust, AMachineHangThatStrikesAtTheRestartIsOverEvictedNotRolledBack) 
   // restart, so the job stalls again before a step. Its stacks show the outlier group:
   // over-evict it, instead of rolling back good code and replaying for two hours.
   Harness h;
-  h.at(4000);
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.stalled_at(4000, 100);
   h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
-  h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
-  h.at(4700);
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.started(100);
+  h.stalled_at(4700, 100);
   std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
   stacks[9] = "forward > all_gather";
   stacks[8] = stacks[10] = stacks[11] = "pipeline > irecv";
@@ -178,19 +205,17 @@ TEST(ByteRobust, StallAfterAnUnrelatedRecoveryIsDiagnosedAfresh) {
   // A stall is answered by an over-eviction; later a GPU alert restarts the job and a new
   // hang stalls it soon after: the latest restart did not answer a stall, so aggregate.
   Harness h;
-  h.at(4000);
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.stalled_at(4000, 100);
   std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
   stacks[15] = "forward > all_gather";
   h.p->on_event(StacksCaptured{h.w.last_action_id(), stacks}, h.w);
   h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
-  h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
+  h.started(0);
   h.at(5000);
   h.p->on_event(InspectionAlert{3, "gpu", "Xid 79"}, h.w);
   h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
-  h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
-  h.at(5700);
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.started(0);
+  h.stalled_at(5700, 100);
   EXPECT_TRUE(h.w.all<RollBack>().empty());
   EXPECT_EQ(h.w.all<CaptureStacks>().size(), 2u);
 }
@@ -199,17 +224,14 @@ TEST(ByteRobust, StallAfterProgressSinceTheRestartIsANewIncident) {
   // The rollback fixed the code; 40 steps later a machine hangs: aggregate its stacks
   // rather than escalate to replay.
   Harness h;
-  h.at(4000);
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.stalled_at(4000, 100);
   h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
-  h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
-  h.at(4700);
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.started(100);
+  h.stalled_at(4700, 100);
   h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
   ASSERT_EQ(h.w.all<RollBack>().size(), 1u);
-  h.p->on_event(JobStarted{h.w.last_action_id(), 100}, h.w);
-  h.at(5700);
-  h.p->on_event(ProgressStalled{140, Duration::minutes(10)}, h.w);
+  h.started(100);
+  h.stalled_at(5700, 140);
   EXPECT_EQ(h.w.all<CaptureStacks>().size(), 3u);
   h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
   EXPECT_TRUE(h.w.all<RunReplay>().empty());
@@ -218,19 +240,17 @@ TEST(ByteRobust, StallAfterProgressSinceTheRestartIsANewIncident) {
 
 TEST(ByteRobust, StallLongAfterTheLastRestartIsDiagnosedAfresh) {
   Harness h;
-  h.at(4000);
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.stalled_at(4000, 100);
   h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
-  h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
-  h.at(4000 + 7200);  // an unrelated hang two hours later
-  h.p->on_event(ProgressStalled{100, Duration::minutes(10)}, h.w);
+  h.started(0);
+  h.stalled_at(4000 + 7200, 100);  // an unrelated hang two hours later
   EXPECT_TRUE(h.w.all<RollBack>().empty());
   EXPECT_EQ(h.w.all<CaptureStacks>().size(), 2u);
 }
 
 TEST(ByteRobust, NanRunsBitwiseAlignmentThenReplayWhenItPasses) {
   Harness h;
-  h.p->on_event(MetricAnomaly{"loss", 0, true}, h.w);
+  h.nan();
   auto probes = h.w.all<RunProbe>();
   ASSERT_EQ(probes.size(), 1u);
   EXPECT_EQ(probes[0].test, ProbeKind::kBitwise);
@@ -257,7 +277,7 @@ TEST(ByteRobust, ReplayWithTwoFaultyMachinesEvictsEveryIntersection) {
   // 1. Picking the first of each (1, 1 -> machine 5) would miss both; evict all four
   // intersections instead of replaying again.
   Harness h;
-  h.p->on_event(MetricAnomaly{"loss", 0, true}, h.w);
+  h.nan();
   h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
   h.p->on_event(ReplayResult{h.w.last_action_id(), {false, true, false, true}}, h.w);
   h.p->on_event(ReplayResult{h.w.last_action_id(), {false, true, true, false}}, h.w);
@@ -269,13 +289,13 @@ TEST(ByteRobust, ReplayWithTwoFaultyMachinesEvictsEveryIntersection) {
 
 TEST(ByteRobust, MfuRoundsCutShortByARestartStartOverOnTheNextReport) {
   Harness h;
-  h.p->on_event(StepTimeHigh{1.3}, h.w);
+  h.slowed();
   ASSERT_EQ(h.w.all<CaptureStacks>().size(), 1u);
   // A crash interrupts the rounds; after the restart the job is still slow.
   h.at(4000);
   h.p->on_event(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error"}, h.w);
-  h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
-  h.p->on_event(StepTimeHigh{1.3}, h.w);
+  h.started(0);
+  h.slowed();
   EXPECT_EQ(h.w.all<CaptureStacks>().size(), 2u);
 }
 
@@ -313,7 +333,7 @@ TEST(ByteRobustModules, TimeoutDetectionEnablesNoInspectionOrWatch) {
   ASSERT_FALSE(Params::resolve(r.find("byterobust")->params, {{"detection", 1}}, &params));
   r.make("byterobust", params)->start(w);
   EXPECT_TRUE(w.all<EnableInspection>().empty());
-  EXPECT_TRUE(w.all<WatchProgress>().empty());
+  EXPECT_TRUE(w.all<WatchSteps>().empty());
   EXPECT_EQ(w.all<SetStandbyPool>().size(), 1u);  // the other modules are unchanged
 }
 
@@ -346,7 +366,7 @@ TEST(ByteRobustModules, RecoveryModulesReplaceEvictedMachinesTheirWay) {
 TEST(ByteRobustModules, StressLocalizationTestsEveryMachineThenEvictsOrReattempts) {
   for (bool finds : {true, false}) {
     Harness h({{"localization", 2}});
-    h.p->on_event(MetricAnomaly{"loss", 0, true}, h.w);
+    h.nan();
     h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
     EXPECT_TRUE(h.w.all<RunReplay>().empty());
     auto probes = h.w.all<RunProbe>();
@@ -402,9 +422,12 @@ struct Ladder {
     started();
   }
   void started() {
-    p->on_event(JobStarted{w.last_action_id(), 0}, w);
+    faultline::started(w, *p, 0);
     w.actions.clear();
   }
+  void started(std::int64_t step) { faultline::started(w, *p, step); }
+  void nan() { sample(w, *p, 0, 1.0, true); }
+  void slowed() { faultline::slowed(w, *p); }
   void at(double s) { w.advance_to(Instant{Duration::seconds(s).ns}, *p); }
   // Answers every stop-time test of the plan with "passed".
   void tests_pass() {
@@ -475,7 +498,7 @@ TEST(ByteRobustLadder, FruitlessRoundsAreBoundedThenTheStackRequeues) {
   bool requeued = false;
   for (int round = 0; round < 6 && !requeued; ++round) {
     h.at(t += 60);
-    h.p->on_event(MetricAnomaly{"loss", 1e30, true}, h.w);
+    h.nan();
     if (!h.w.all<RunProbe>().empty() && std::holds_alternative<RunProbe>(h.w.actions.back()))
       h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
     for (const auto& a : h.w.all<AcquireMachines>()) requeued |= a.mode == AcquireMode::kRequeue;
@@ -487,7 +510,7 @@ TEST(ByteRobustLadder, FruitlessRoundsAreBoundedThenTheStackRequeues) {
     ASSERT_TRUE(std::holds_alternative<StartJob>(h.w.actions.back())) << describe(h.w.actions.back());
     const int seen = h.max_fruitless();
     EXPECT_LE(seen, 3);
-    h.p->on_event(JobStarted{h.w.last_action_id(), 0}, h.w);
+    h.started(0);
   }
   EXPECT_TRUE(requeued);
   EXPECT_EQ(h.max_fruitless(), 3);
@@ -501,7 +524,7 @@ TEST(ByteRobustLadder, MfuAggregationThatFlagsNothingGivesUpUntilTheNextRestart)
   const std::vector<std::string> same(16, "train_step > forward > gemm");
   int captures = 0;
   for (int report = 0; report < 10; ++report) {
-    h.p->on_event(StepTimeHigh{1.3}, h.w);
+    h.slowed();
     for (int round = 0; round < 5; ++round) {
       if (h.w.all<CaptureStacks>().size() == static_cast<size_t>(captures)) break;
       ++captures;

@@ -33,9 +33,10 @@ bool equal(const faultline::Event& a, const faultline::Event& b) {
           return x.action == y.action && x.machine == y.machine && x.signature == y.signature;
         if constexpr (std::is_same_v<T, InspectionAlert>)
           return x.machine == y.machine && x.kind == y.kind && x.detail == y.detail;
-        if constexpr (std::is_same_v<T, ProgressStalled>)
-          return x.last_step == y.last_step && x.stalled_for == y.stalled_for;
-        if constexpr (std::is_same_v<T, StepTimeHigh>) return same(x.ratio, y.ratio);
+        if constexpr (std::is_same_v<T, StepSample>)
+          return x.step == y.step && same(x.step_time_s, y.step_time_s) && x.loss.has_value() == y.loss.has_value() &&
+                 (!x.loss || same(*x.loss, *y.loss)) && x.grad_norm.has_value() == y.grad_norm.has_value() &&
+                 (!x.grad_norm || same(*x.grad_norm, *y.grad_norm)) && x.nan == y.nan && x.steady == y.steady;
         if constexpr (std::is_same_v<T, JobStarted>)
           return x.action == y.action && x.step == y.step;
         if constexpr (std::is_same_v<T, JobStopped>) return x.action == y.action;
@@ -49,8 +50,6 @@ bool equal(const faultline::Event& a, const faultline::Event& b) {
         if constexpr (std::is_same_v<T, OracleFault>)
           return x.machines == y.machines && x.category == y.category &&
                  x.persistent == y.persistent && x.code_bug == y.code_bug;
-        if constexpr (std::is_same_v<T, MetricAnomaly>)
-          return x.metric == y.metric && same(x.ratio, y.ratio) && x.nan == y.nan;
         if constexpr (std::is_same_v<T, ProbeResult>)
           return x.action == y.action && x.test == y.test && x.failed == y.failed &&
                  x.timed_out == y.timed_out;
@@ -79,9 +78,7 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
         if constexpr (std::is_same_v<T, SetCheckpointPlan>)
           return x.interval == y.interval && x.blocking == y.blocking && x.tier == y.tier &&
                  x.reason == y.reason && x.remote_interval == y.remote_interval;
-        if constexpr (std::is_same_v<T, WatchProgress>)
-          return x.stall_window == y.stall_window && same(x.slow_ratio, y.slow_ratio) &&
-                 x.slow_for == y.slow_for && x.metrics == y.metrics && x.reason == y.reason;
+        if constexpr (std::is_same_v<T, WatchSteps>) return x.every == y.every && x.reason == y.reason;
         if constexpr (std::is_same_v<T, EnableOracle>) return x.reason == y.reason;
         if constexpr (std::is_same_v<T, Note>) return x.text == y.text;
         if constexpr (std::is_same_v<T, EnableInspection>)
@@ -109,8 +106,7 @@ std::vector<faultline::Event> all_events() {
       ProcessExit{3, 137, "RuntimeError: CUDA error: \"illegal\" memory access \xc3\xa9"},
       StartFailed{18446744073709551615ull, 7, "NCCL init failed"},
       InspectionAlert{2, "nic", "mlx5_0 down"},
-      ProgressStalled{123456789012345, Duration::nanos(600'000'000'001)},
-      StepTimeHigh{1.2345678901234567},
+      StepSample{123456789012345, inf, 1.2345678901234567, std::nullopt, true, true},
       JobStarted{42, 9000},
       JobStopped{43},
       MachinesReady{44, {5, 6, 2147483647}},
@@ -118,7 +114,6 @@ std::vector<faultline::Event> all_events() {
       TimerFired{7, 18446744073709551614ull},
       ActionFailed{45, "slots have no machine"},
       OracleFault{{1, 9}, "gpu_fatal", true, true},
-      MetricAnomaly{"loss", inf, true},
       ProbeResult{46, static_cast<int>(ProbeKind::kInterAllGather), {0, 3}, true},
       StacksCaptured{47, {"train_step > gemm", "", "train_step > all_reduce"}},
       ReplayResult{48, {true, false, true}},
@@ -133,7 +128,7 @@ std::vector<faultline::Action> all_actions() {
       AcquireMachines{AcquireMode::kStandby, {4, 0}, "replace", Mechanism::kOverEviction},
       SetCheckpointPlan{Duration::nanos(1'800'000'000'007), Duration::millis(6.77),
                         CheckpointTier::kMemoryWithPeer, "every step", Duration::hours(2)},
-      WatchProgress{Duration::seconds(600.5), 1.2, Duration::nanos(1), true, "triggers"},
+      WatchSteps{Duration::nanos(600'000'000'001), "triggers"},
       EnableOracle{"upper bound"},
       Note{"line one\nline two\ttab"},
       EnableInspection{"host", Duration::seconds(2), "real-time inspection"},
@@ -186,7 +181,8 @@ TEST(EventLogJson, FieldNamesUnitsAndEnumsAreTheDocumentedOnes) {
   EXPECT_EQ(j["slots"], json::array());
   j = to_json(faultline::Event{ProbeResult{1, static_cast<int>(ProbeKind::kGpuDiag), {2}, false}});
   EXPECT_EQ(j["test"], "gpu-diag");
-  EXPECT_EQ(to_json(faultline::Event{MetricAnomaly{"loss", std::nan(""), true}})["ratio"], "nan");
+  EXPECT_EQ(to_json(faultline::Event{StepSample{1, std::nan(""), std::nullopt, std::nullopt, true, false}})["step_time_s"],
+            "nan");
   EXPECT_EQ(to_json(faultline::Event{ProcessExit{1, 137, ""}}),
             json::parse(R"({"type":"ProcessExit","machine":1,"exit_code":137,"signature":""})"));
   // Sub-nanosecond-exact durations at the scale of a long run.

@@ -281,6 +281,11 @@ class LiveCluster {
   static bool is_event(const json& r, const std::string& type) {
     return r.value("kind", "") == "event" && r.contains("event") && r["event"].value("type", "") == type;
   }
+  // A note of the policy that starts with `prefix` (its detection module's findings are
+  // noted "detected: ...").
+  static bool is_note(const json& r, const std::string& prefix) {
+    return r.value("kind", "") == "note" && r.value("text", "").rfind(prefix, 0) == 0;
+  }
   static bool is_action(const json& r, const std::string& type) {
     return r.value("kind", "") == "action" && r.contains("action") && r["action"].value("type", "") == type;
   }
@@ -401,7 +406,7 @@ TEST(LiveE2E, FrozenRankIsFoundByStackAggregationAndEvicted) {
   ASSERT_FALSE(c.wait_step(20, 60).is_null());
   ASSERT_EQ(c.inject("m2", "stop"), 0);
   const double t_fault = c.fault_time("stop");
-  const json stalled = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "ProgressStalled") && r["t_s"] > t_fault; }, 40);
+  const json stalled = c.wait_for([&](const json& r) { return LiveCluster::is_note(r, "detected: progress stalled") && r["t_s"] > t_fault; }, 40);
   ASSERT_FALSE(stalled.is_null()) << "stall not detected";
   EXPECT_LT(stalled["t_s"].get<double>() - t_fault, 8.0 + 10.0) << "within the stall window plus 10 s";
   const json evict = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault; }, 60);
@@ -421,7 +426,7 @@ TEST(LiveE2E, SilentBitFlipIsLocatedByReplayAndEvicted) {
   ASSERT_FALSE(c.wait_step(15, 60).is_null());
   ASSERT_EQ(c.inject("m1", "sdc", "after=3"), 0);
   const double t_fault = c.fault_time("sdc");
-  const json caught = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "MetricAnomaly") && r["t_s"] > t_fault; }, 60);
+  const json caught = c.wait_for([&](const json& r) { return LiveCluster::is_note(r, "detected: metric anomaly") && r["t_s"] > t_fault; }, 60);
   ASSERT_FALSE(caught.is_null()) << "the bit flip was not caught by the metric triggers";
   const json evict = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault; }, 120);
   ASSERT_FALSE(evict.is_null()) << "nothing evicted";

@@ -1,0 +1,231 @@
+#include "policies/detection/detectors.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace faultline::policies {
+
+namespace {
+
+bool finite_positive(double t) { return std::isfinite(t) && t > 0; }
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  if (v.size() % 2) return v[mid];
+  const double hi = v[mid];
+  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + hi) / 2;
+}
+
+}  // namespace
+
+std::string describe(const Finding& f) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        std::ostringstream o;
+        if constexpr (std::is_same_v<T, ProgressStalled>)
+          o << "progress stalled at step " << x.last_step << " for " << x.stalled_for.to_seconds() << " s";
+        else if constexpr (std::is_same_v<T, StepTimeHigh>)
+          o << "step time high x" << std::to_string(x.ratio);
+        else
+          o << "metric anomaly " << x.metric << (x.nan ? " NaN" : " x" + std::to_string(x.ratio));
+        return o.str();
+      },
+      f);
+}
+
+// ---------------------------------------------------------------- stall
+
+void StallDetector::restart(Instant now, std::int64_t step) {
+  last_advance_ = now;
+  last_step_ = step;
+  moving_ = false;
+  reported_ = false;
+}
+
+void StallDetector::observe(const StepSample& s, Instant now) {
+  // A steady sample promised progress up to now; any sample with a higher step shows it.
+  if (s.step > last_step_ || moving_) {
+    last_advance_ = now;
+    reported_ = false;
+  }
+  last_step_ = std::max(last_step_, s.step);
+  moving_ = s.steady && finite_positive(s.step_time_s);
+}
+
+std::optional<Finding> StallDetector::check(Instant now) {
+  if (reported_ || moving_ || now - last_advance_ < window_) return std::nullopt;
+  reported_ = true;
+  return ProgressStalled{last_step_, now - last_advance_};
+}
+
+Instant StallDetector::next_check() const {
+  if (reported_ || moving_ || window_.is_infinite()) return Instant::max();
+  return last_advance_ + window_;
+}
+
+// ---------------------------------------------------------------- slow steps
+
+void SlowStepDetector::restart(Instant now, std::int64_t step) {
+  since_restart_ = 0;
+  last_ = 0;
+  steady_ = false;
+  report_at_.reset();
+}
+
+double SlowStepDetector::baseline() const { return median_of(healthy_); }
+
+std::optional<Finding> SlowStepDetector::observe(const StepSample& s, Instant now) {
+  ++since_restart_;
+  steady_ = s.steady;
+  last_ = s.step_time_s;
+  if (!finite_positive(s.step_time_s)) {
+    report_at_.reset();  // no step time (unknown, or a stopped counter: the stall detector's)
+    return std::nullopt;
+  }
+  const double base = baseline();
+  const bool slow = ratio_ > 0 && base > 0 && s.step_time_s > ratio_ * base;
+  // Live steps right after a (re)start are slow for reasons of their own (communicators,
+  // data loaders); a steady sample already averages them out.
+  if (!slow && (s.steady || since_restart_ > 2)) {
+    healthy_.push_back(s.step_time_s);
+    if (healthy_.size() > 4096) healthy_.erase(healthy_.begin());
+  }
+  if (!slow) {
+    report_at_.reset();
+    return std::nullopt;
+  }
+  if (!report_at_) report_at_ = now + slow_for_;
+  return due(now);
+}
+
+std::optional<Finding> SlowStepDetector::due(Instant now) {
+  if (!report_at_ || now < *report_at_) return std::nullopt;
+  // Report again after another slow_for while the steps stay slow.
+  while (*report_at_ <= now) *report_at_ = *report_at_ + slow_for_;
+  return StepTimeHigh{last_ / baseline()};
+}
+
+std::optional<Finding> SlowStepDetector::check(Instant now) {
+  // A per-step stream is judged when its samples arrive: without them the job may be
+  // hung, not slow. A steady sample's step time holds until the next one.
+  if (!steady_) return std::nullopt;
+  return due(now);
+}
+
+Instant SlowStepDetector::next_check() const {
+  return steady_ && report_at_ ? *report_at_ : Instant::max();
+}
+
+// ---------------------------------------------------------------- metrics
+
+std::optional<Finding> NanDetector::observe(const StepSample& s) {
+  if (!s.nan || reported_) return std::nullopt;
+  reported_ = true;
+  return MetricAnomaly{"loss", std::numeric_limits<double>::infinity(), true};
+}
+
+void JumpDetector::restart() {
+  loss_ = {};
+  grad_ = {};
+  reported_ = false;
+}
+
+std::optional<Finding> JumpDetector::judge(const char* metric, const std::optional<double>& v, Mean& m) {
+  if (!v || !std::isfinite(*v)) return std::nullopt;
+  if (m.samples >= warmup_ && m.value > 0 && *v > ratio_ * m.value) return MetricAnomaly{metric, *v / m.value, false};
+  m.value = m.samples == 0 ? *v : 0.8 * m.value + 0.2 * *v;
+  ++m.samples;
+  return std::nullopt;
+}
+
+std::optional<Finding> JumpDetector::observe(const StepSample& s) {
+  if (reported_ || s.nan) return std::nullopt;
+  auto f = judge("loss", s.loss, loss_);
+  if (!f) f = judge("grad_norm", s.grad_norm, grad_);
+  if (f) reported_ = true;
+  return f;
+}
+
+// ---------------------------------------------------------------- modules
+
+namespace {
+
+class Realtime final : public Detector {
+ public:
+  explicit Realtime(const Params& p)
+      : stall_(Duration::seconds(p.get("stall_window_s"))),
+        slow_(p.get("slow_ratio"), Duration::seconds(p.get("slow_for_s"))),
+        jump_(p.get("jump_ratio"), static_cast<int>(p.get("jump_warmup"))) {}
+  const ModuleInfo& info() const override { return realtime_detection_info(); }
+  std::optional<WatchSteps> watch() const override {
+    return WatchSteps{Duration::zero(), "stall, slow-step, NaN and loss-jump detection"};
+  }
+  void restart(Instant now, std::int64_t step) override {
+    stall_.restart(now, step);
+    slow_.restart(now, step);
+    nan_.restart();
+    jump_.restart();
+  }
+  std::optional<Finding> observe(const StepSample& s, Instant now) override {
+    stall_.observe(s, now);
+    auto nan = nan_.observe(s);
+    auto jump = jump_.observe(s);
+    auto slow = slow_.observe(s, now);
+    if (nan) return nan;
+    if (jump) return jump;
+    return slow;
+  }
+  std::optional<Finding> check(Instant now) override {
+    if (auto f = stall_.check(now)) return f;
+    return slow_.check(now);
+  }
+  Instant next_check() const override { return std::min(stall_.next_check(), slow_.next_check()); }
+
+ private:
+  StallDetector stall_;
+  SlowStepDetector slow_;
+  NanDetector nan_;
+  JumpDetector jump_;
+};
+
+class TimeoutOnly final : public Detector {
+ public:
+  const ModuleInfo& info() const override { return timeout_detection_info(); }
+  std::optional<WatchSteps> watch() const override { return std::nullopt; }
+  void restart(Instant, std::int64_t) override {}
+  std::optional<Finding> observe(const StepSample&, Instant) override { return std::nullopt; }
+  std::optional<Finding> check(Instant) override { return std::nullopt; }
+  Instant next_check() const override { return Instant::max(); }
+};
+
+}  // namespace
+
+const ModuleInfo& realtime_detection_info() {
+  static const ModuleInfo info{
+      ModuleKind::kDetection,
+      "realtime",
+      "1",
+      "stall, slow-step, NaN and loss/grad-norm jump detection on step samples, with real-time inspections",
+      {
+          {"jump_ratio", "a loss or gradient norm above this multiple of its recent mean is an anomaly", "ratio", 5,
+           1.01, 1e6},
+          {"jump_warmup", "samples after a restart before jumps are judged", "count", 5, 0, 1e6},
+      }};
+  return info;
+}
+std::unique_ptr<Detector> make_realtime_detection(const Params& p) { return std::make_unique<Realtime>(p); }
+std::unique_ptr<Detector> make_step_detectors(const Params& p) { return std::make_unique<Realtime>(p); }
+
+const ModuleInfo& timeout_detection_info() {
+  static const ModuleInfo info{ModuleKind::kDetection, "timeout", "1",
+                               "process exits and the NCCL collective timeout only: no samples, no inspections"};
+  return info;
+}
+std::unique_ptr<Detector> make_timeout_detection(const Params&) { return std::make_unique<TimeoutOnly>(); }
+
+}  // namespace faultline::policies
