@@ -204,16 +204,14 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
     }
   }
 
+  const json* params = nullptr;
   if (doc.contains("policy")) {
     const json& p = doc.at("policy");
     r.only_keys(p, "policy", {"stack", "params"});
     c.stack = r.str(p, "policy", "stack", c.stack);
     if (p.contains("params")) {
-      if (!p.at("params").is_object()) r.fail("policy.params", "expected an object of numbers");
-      for (const auto& [k, v] : p.at("params").items()) {
-        if (!v.is_number()) r.fail("policy.params." + k, "expected a number");
-        c.param_overrides[k] = v.get<double>();
-      }
+      params = &p.at("params");
+      if (!params->is_object()) r.fail("policy.params", "expected an object of numbers and module names");
     }
   }
   const PolicyInfo* info = registry.find(c.stack);
@@ -222,6 +220,25 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
     for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
     r.fail("policy.stack", "expected a registered stack (" + known + "), got \"" + c.stack + "\"");
   }
+  if (params)
+    for (const auto& [k, v] : params->items()) {
+      // A module is chosen by name, as in scenarios ("localization": "bisection").
+      const ParamSpec* spec = info->find_param(k);
+      if (v.is_string() && spec && !spec->choices.empty()) {
+        const int i = spec->choice_index(v.get<std::string>());
+        if (i < 0) {
+          std::string all;
+          for (const auto& ch : spec->choices) all += (all.empty() ? "" : "|") + ch;
+          r.fail("policy.params." + k, "expected one of " + all + ", got \"" + v.get<std::string>() + "\"");
+        }
+        c.param_overrides[k] = i;
+        continue;
+      }
+      if (!v.is_number())
+        r.fail("policy.params." + k,
+               spec && !spec->choices.empty() ? "expected a module name or its index" : "expected a number");
+      c.param_overrides[k] = v.get<double>();
+    }
   if (auto err = Params::resolve(info->params, c.param_overrides, &c.params)) r.fail("policy.params", *err);
 
   if (doc.contains("seed")) {

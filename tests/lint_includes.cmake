@@ -1,14 +1,15 @@
 # Fails when a file breaks the include rules of ARCHITECTURE.md §2:
 # policies/ never includes SimGrid, CUDA, NCCL, nlohmann/json, sockets or <chrono>;
-# realexec/ never includes SimGrid or CUDA; only sim/ includes SimGrid.
+# realexec/ never includes SimGrid or CUDA; only sim/ includes SimGrid; plugins/ (linked
+# into faultline-live) includes neither SimGrid nor sim/.
 set(bad "")
-file(GLOB_RECURSE no_simgrid ${ROOT}/traces/*.h ${ROOT}/traces/*.cc ${ROOT}/scenarios/*.h
+file(GLOB_RECURSE no_simgrid ${ROOT}/plugins/*.h ${ROOT}/plugins/*.cc ${ROOT}/traces/*.h ${ROOT}/traces/*.cc ${ROOT}/scenarios/*.h
      ${ROOT}/scenarios/*.cc ${ROOT}/analysis/*.h ${ROOT}/analysis/*.cc ${ROOT}/kernels/*.h
      ${ROOT}/kernels/*.cc ${ROOT}/kernels/*.cu)
 foreach(f IN LISTS no_simgrid)
   file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include")
   foreach(l IN LISTS lines)
-    if(l MATCHES "simgrid")
+    if(l MATCHES "simgrid|\"sim/")
       list(APPEND bad "${f}: ${l}")
     endif()
   endforeach()
@@ -26,7 +27,7 @@ file(GLOB_RECURSE live_files ${ROOT}/realexec/*.h ${ROOT}/realexec/*.cc)
 foreach(f IN LISTS live_files)
   file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include")
   foreach(l IN LISTS lines)
-    if(l MATCHES "simgrid|cuda_runtime|cuda\\.h|nccl")
+    if(l MATCHES "simgrid|cuda_runtime|cuda\\.h|nccl|\"sim/")
       list(APPEND bad "${f}: ${l}")
     endif()
   endforeach()

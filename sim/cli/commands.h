@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/cli/commands.h"  // self_exe, exe_dir
+
 namespace faultline::cli {
 
 // faultline sim sweep SCENARIO --grid key=v1,v2 ... (sweep_cmd.cc)
@@ -16,13 +18,5 @@ int sim_tune(const std::vector<std::string>& args);
 int sim_compare(const std::vector<std::string>& args);
 // faultline sim replay EVENTLOG --stack NAME (replay_cmd.cc)
 int sim_replay(const std::vector<std::string>& args);
-// faultline analyze daly|young|meta-ettr|standby|check ... (analyze_cmd.cc)
-int analyze(const std::vector<std::string>& args);
-// faultline report DIR... -o report.html (report_cmd.cc)
-int report(const std::vector<std::string>& args);
-
-// Path of the running faultline executable (/proc/self/exe), for re-running it in a
-// child process.
-std::string self_exe();
 
 }  // namespace faultline::cli

@@ -1,4 +1,5 @@
 // faultline sim compare: several policy stacks on the same faults, side by side.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,7 +26,10 @@ breakdown, incidents by resolution mechanism, evictions (true/false against grou
 truth) and standby-pool exhaustions.
 
 options:
-  --stacks A,B,...    registered stacks (default: byterobust,requeue,reschedule,oracle)
+  --stacks A,B,...    registered stacks (default: byterobust,requeue,reschedule,oracle); a
+                      stack may carry parameters, NAME+PARAM=VALUE+...: e.g.
+                      byterobust,byterobust+localization=bisection compares two
+                      localization modules inside the same stack
   --replicas N        replicas per stack (default: the scenario's)
   --jobs J            parallel replica processes (default: 1)
   --seed S            scenario seed
@@ -34,7 +38,8 @@ options:
   --out DIR           one sub-directory per stack with result.json and replicas.csv
   -h, --help          this text
 
-A stack other than the scenario's runs with its default parameters.
+A stack other than the scenario's runs with its default parameters (and those given
+after '+'); the scenario's own stack keeps the scenario's parameters.
 )";
 
 std::vector<std::string> split(const std::string& s) {
@@ -102,10 +107,22 @@ int sim_compare(const std::vector<std::string>& args) {
   std::vector<scenarios::Scenario> scs;
   try {
     const scenarios::Scenario base = scenarios::load_scenario(path, sets, registry);
-    for (const auto& st : stacks) {
+    for (const auto& spec : stacks) {
+      // NAME+PARAM=VALUE+...: the stack, then parameter overrides.
+      std::vector<std::string> parts;
+      std::stringstream ss(spec);
+      for (std::string x; std::getline(ss, x, '+');) parts.push_back(x);
       std::vector<std::string> s2 = sets;
-      s2.push_back("policy.stack=\"" + st + "\"");
-      if (st != base.policy) s2.push_back("policy.params={}");
+      s2.push_back("policy.stack=\"" + parts[0] + "\"");
+      if (parts[0] != base.policy) s2.push_back("policy.params={}");
+      for (std::size_t k = 1; k < parts.size(); ++k) {
+        if (parts[k].find('=') == std::string::npos || parts[k].front() == '=') {
+          std::fprintf(stderr, "faultline: --stacks: '%s': expected NAME+PARAM=VALUE, got '%s'\n", spec.c_str(),
+                       parts[k].c_str());
+          return 2;
+        }
+        s2.push_back("policy.params." + parts[k]);
+      }
       scs.push_back(scenarios::load_scenario(path, s2, registry));
     }
   } catch (const scenarios::ScenarioError& e) {
@@ -128,12 +145,13 @@ int sim_compare(const std::vector<std::string>& args) {
   for (size_t k = 0; k < scs.size(); ++k) {
     nlohmann::json r = sim::aggregate(scs[k], all[k], 0);
     r.erase("wall_s");
+    r["label"] = stacks[k];
     std::vector<double> diff;
     for (size_t i = 0; i < all[k].size() && i < all[0].size(); ++i) diff.push_back(all[k][i].ettr - all[0][i].ettr);
     sim::Summary d = sim::summarize(diff);
     r["ettr_minus_first"] = {{"mean", d.mean}, {"ci95", {d.lo, d.hi}}};
     out["stacks"].push_back(r);
-    if (!out_dir.empty()) sim::write_out_dir(out_dir + "/" + scs[k].policy, r, all[k], scs[k]);
+    if (!out_dir.empty()) sim::write_out_dir(out_dir + "/" + stacks[k], r, all[k], scs[k]);
   }
   out["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (format == "json") {
@@ -145,9 +163,11 @@ int sim_compare(const std::vector<std::string>& args) {
   const auto& st = out["stacks"];
   o << "scenario " << out["scenario"].get<std::string>() << ", " << out["replicas"].get<int>()
     << " paired replicas per stack, seed " << out["seed"].get<std::uint64_t>() << "\n\n";
+  int width = 24;  // wide enough for the longest stack label
+  for (const auto& spec : stacks) width = std::max(width, static_cast<int>(spec.size()) + 2);
   auto row = [&](const std::string& label, auto cell) {
     o << std::left << std::setw(34) << label << std::right;
-    for (const auto& r : st) o << std::setw(24) << cell(r);
+    for (const auto& r : st) o << std::setw(width) << cell(r);
     o << "\n";
   };
   auto fmt = [](double v, int prec) {
@@ -155,7 +175,7 @@ int sim_compare(const std::vector<std::string>& args) {
     x << std::fixed << std::setprecision(prec) << v;
     return x.str();
   };
-  row("", [&](const nlohmann::json& r) { return r["policy"].get<std::string>(); });
+  row("", [&](const nlohmann::json& r) { return r["label"].get<std::string>(); });
   row("ETTR %", [&](const nlohmann::json& r) { return fmt(100 * r["ettr"]["mean"].get<double>(), 2); });
   row("  95% CI", [&](const nlohmann::json& r) {
     return fmt(100 * r["ettr"]["ci95"][0].get<double>(), 2) + ".." + fmt(100 * r["ettr"]["ci95"][1].get<double>(), 2);

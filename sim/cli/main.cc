@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "analysis/cli/commands.h"
+#include "plugins/loader.h"
 #include "policies/builtin.h"
 #include "scenarios/scenario.h"
-#include "realexec/cli.h"
 #include "sim/cli/commands.h"
 #include "sim/report.h"
 #include "sim/runner.h"
@@ -39,7 +40,8 @@ commands:
   analyze daly|young|meta-ettr|standby|check
                             analytic ETTR and standby models; check against the simulator
   report DIR... -o FILE     HTML report with figures of run, sweep and incident results
-  policies                  list the registered policy stacks and their parameters
+  policies                  list the policy stacks and the modules they compose (detection,
+                            localization, recovery, checkpoint), plugins' included
   trace stats|fit|convert|mix|generate
                             fault traces: statistics, fits, fault models, format conversion
   probe ...                 GPU health probes (runs faultline-probe)
@@ -47,6 +49,9 @@ commands:
                             live mode: the controller runs a policy stack against a real job
   agent CONFIG --name NAME  live mode: the per-machine agent (one per machine)
   version                   print the version
+
+Every command takes --plugin FILE (repeatable; or FAULTLINE_PLUGINS=FILE:FILE): policy
+modules built outside this tree (policies/plugin.h), loaded before anything else.
 
 Run 'faultline <command> --help' for the options of a command.
 )";
@@ -199,59 +204,62 @@ int sim_run(const std::vector<std::string>& args) {
   return 0;
 }
 
-int list_policies() {
-  Registry registry = faultline::policies::builtin_registry();
-  for (const auto& name : registry.names()) {
-    const auto* info = registry.find(name);
-    std::printf("%s (v%s): %s\n", name.c_str(), info->version.c_str(), info->summary.c_str());
-    for (const auto& p : info->params) {
-      if (!p.choices.empty()) {
-        std::string all;
-        for (const auto& c : p.choices) all += (all.empty() ? "" : "|") + c;
-        std::printf("    %-26s default %-10s one of %s  %s\n", p.name.c_str(),
-                    p.choices[static_cast<size_t>(p.default_value)].c_str(), all.c_str(), p.help.c_str());
-        continue;
-      }
-      std::printf("    %-26s default %-10g [%g, %g] %s  %s\n", p.name.c_str(), p.default_value, p.min, p.max,
-                  p.unit.c_str(), p.help.c_str());
-    }
+void print_param(const faultline::ParamSpec& p) {
+  if (!p.choices.empty()) {
+    std::string all;
+    for (const auto& c : p.choices) all += (all.empty() ? "" : "|") + c;
+    std::printf("    %-26s default %-10s one of %s  %s\n", p.name.c_str(),
+                p.choices[static_cast<size_t>(p.default_value)].c_str(), all.c_str(), p.help.c_str());
+    return;
   }
-  // The modules a stack's choice parameters pick from (policies/module.h).
-  const auto& modules = faultline::policies::modules();
-  std::printf("\nmodules\n");
-  for (auto kind : {faultline::policies::ModuleKind::kDetection, faultline::policies::ModuleKind::kLocalization,
-                    faultline::policies::ModuleKind::kRecovery, faultline::policies::ModuleKind::kCheckpoint})
-    for (const auto* m : modules.of(kind))
-      std::printf("  %-13s %-12s v%-3s %s\n", faultline::policies::module_kind_name(kind), m->name.c_str(),
-                  m->version.c_str(), m->summary.c_str());
-  return 0;
+  std::printf("    %-26s default %-10g [%g, %g] %s  %s\n", p.name.c_str(), p.default_value, p.min, p.max,
+              p.unit.c_str(), p.help.c_str());
 }
 
-int probe(int argc, char** argv) {
-  // faultline-probe lives next to this binary.
-  std::string self = "/proc/self/exe";
-  char buf[4096];
-  const ssize_t n = ::readlink(self.c_str(), buf, sizeof buf - 1);
-  std::string dir = ".";
-  if (n > 0) {
-    buf[n] = 0;
-    dir = std::string(buf);
-    dir = dir.substr(0, dir.rfind('/'));
+int list_policies() {
+  namespace pol = faultline::policies;
+  Registry registry = pol::builtin_registry();
+  // The modules a stack's choice parameters pick from (policies/module.h), plugins' too.
+  const auto& modules = pol::modules();
+  std::printf("stacks\n");
+  for (const auto& name : registry.names()) {
+    const auto* info = registry.find(name);
+    std::printf("  %s (v%s): %s\n", name.c_str(), info->version.c_str(), info->summary.c_str());
+    for (const auto& p : info->params) {
+      bool from_module = false;  // listed under its module below
+      for (const auto* m : modules.all())
+        for (const auto& q : m->params) from_module |= q.name == p.name;
+      if (!from_module) print_param(p);
+    }
   }
-  const std::string exe = dir + "/faultline-probe";
-  std::vector<char*> args;
-  args.push_back(const_cast<char*>(exe.c_str()));
-  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
-  args.push_back(nullptr);
-  ::execv(exe.c_str(), args.data());
-  std::fprintf(stderr, "faultline: probe: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
-  return 2;
+  std::printf("\nmodules (choose with policy.params.<kind>, e.g. \"localization\": \"bisection\")\n");
+  for (auto kind : {pol::ModuleKind::kDetection, pol::ModuleKind::kLocalization, pol::ModuleKind::kRecovery,
+                    pol::ModuleKind::kCheckpoint}) {
+    std::printf("  %s\n", pol::module_kind_name(kind));
+    for (const auto* m : modules.of(kind)) {
+      std::string from;
+      for (const auto& l : faultline::plugins::loaded())
+        for (const auto& name : l.modules)
+          if (name == std::string(pol::module_kind_name(kind)) + "/" + m->name) from = "  [plugin " + l.path + "]";
+      std::printf("    %-16s v%-3s %s%s\n", m->name.c_str(), m->version.c_str(), m->summary.c_str(), from.c_str());
+      for (const auto& p : m->params) {
+        std::printf("  ");
+        print_param(p);
+      }
+    }
+  }
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  // Plugins first: scenarios and configs are validated against the modules they add.
+  if (auto err = faultline::plugins::load_plugins(args)) {
+    std::fprintf(stderr, "faultline: plugin %s\n", err->c_str());
+    return 2;
+  }
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::fputs(kTopHelp, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
@@ -261,13 +269,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (args[0] == "policies") return list_policies();
-  if (args[0] == "probe") return probe(argc, argv);
+  // Sibling programs: GPU probes (kernels/) and live mode (realexec/), which link neither
+  // the simulator nor each other. They load the same plugins (FAULTLINE_PLUGINS).
+  if (args[0] == "probe") return faultline::cli::exec_sibling("faultline-probe", {args.begin() + 1, args.end()});
+  if (args[0] == "live" || args[0] == "agent") return faultline::cli::exec_sibling("faultline-live", args);
   if (args[0] == "trace") return faultline::traces::trace_command({args.begin() + 1, args.end()});
   if (args[0] == "analyze") return faultline::cli::analyze({args.begin() + 1, args.end()});
   if (args[0] == "report") return faultline::cli::report({args.begin() + 1, args.end()});
-  // Live mode (realexec/): the controller and the per-machine agent.
-  if (args[0] == "live") return faultline::live::live_main({args.begin() + 1, args.end()});
-  if (args[0] == "agent") return faultline::live::agent_main({args.begin() + 1, args.end()});
   if (args[0] == "sim") {
     if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
       std::fputs("usage: faultline sim run|compare|sweep|tune SCENARIO.json [options]\n"

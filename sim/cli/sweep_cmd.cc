@@ -235,12 +235,6 @@ sim::SweepSpec make_spec(const CommonArgs& c) {
   return spec;
 }
 
-std::string exe_dir() {
-  const std::string self = self_exe();
-  const auto slash = self.rfind('/');
-  return slash == std::string::npos ? "." : self.substr(0, slash);
-}
-
 // Items "P:A:B,P:A:B" of --work.
 bool parse_items(const std::string& s, std::vector<sim::WorkItem>* out) {
   std::stringstream ss(s);
@@ -257,14 +251,6 @@ bool parse_items(const std::string& s, std::vector<sim::WorkItem>* out) {
 }
 
 }  // namespace
-
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "faultline";
-  buf[n] = 0;
-  return buf;
-}
 
 int sim_sweep(const std::vector<std::string>& args) {
   CommonArgs c;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/cli/commands.h"
+#include "analysis/cli/commands.h"
 
 namespace faultline::cli {
 

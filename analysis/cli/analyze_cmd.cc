@@ -20,7 +20,7 @@
 #include "policies/builtin.h"
 #include "policies/localization/localization.h"
 #include "scenarios/scenario.h"
-#include "sim/cli/commands.h"
+#include "analysis/cli/commands.h"
 
 namespace faultline::cli {
 

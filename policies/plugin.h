@@ -1,0 +1,35 @@
+// Writing a plugin: policy modules built outside this tree, loaded by `faultline` and
+// `faultline-live` at start (--plugin FILE, or FAULTLINE_PLUGINS=FILE:FILE).
+//
+// A plugin is a shared object with one registration function:
+//
+//   #include "policies/plugin.h"
+//   class MyLocalizer final : public faultline::policies::Localizer { ... };
+//   FAULTLINE_PLUGIN(registry) {
+//     registry.add(my_localizer_info(), [](const faultline::Params& p) { return std::make_unique<MyLocalizer>(p); });
+//   }
+//
+// built with find_package(faultline) and faultline_add_plugin(NAME source.cc) against an
+// installed faultline (docs/writing-a-policy-module.md walks through it). The plugin calls
+// into the program that loads it (ModuleRegistry::add, describe, ClusterView, ...); it
+// links no faultline library of its own.
+//
+// The ABI is the layout of policies/module.h and policies/api/*.h. Its number changes
+// whenever one of them changes incompatibly; the loader refuses a plugin built for
+// another number (exit 2, naming the file and both numbers), so a stale plugin never
+// runs against the wrong layout.
+#pragma once
+
+#include "policies/module.h"
+
+#define FAULTLINE_PLUGIN_ABI 1
+
+// Defines the plugin's entry points and opens the body of its registration function,
+// whose ModuleRegistry& parameter is named `registry_param`.
+#define FAULTLINE_PLUGIN(registry_param)                                                                  \
+  static void faultline_plugin_register_modules(::faultline::policies::ModuleRegistry& registry_param);   \
+  extern "C" __attribute__((visibility("default"))) int faultline_plugin_abi() { return FAULTLINE_PLUGIN_ABI; } \
+  extern "C" __attribute__((visibility("default"))) void faultline_plugin_register(void* registry) {     \
+    faultline_plugin_register_modules(*static_cast<::faultline::policies::ModuleRegistry*>(registry));     \
+  }                                                                                                       \
+  static void faultline_plugin_register_modules(::faultline::policies::ModuleRegistry& registry_param)

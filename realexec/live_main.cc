@@ -1,0 +1,27 @@
+// `faultline-live`: live mode's program, the controller (`faultline-live live ...`) and
+// the per-machine agent (`faultline-live agent ...`). `faultline live|agent` execs it. It
+// links the policy stacks, the wire protocol and the reactor, and neither the simulator
+// (SimGrid) nor the fitting code (Eigen): a tests checks its ldd and symbols.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "plugins/loader.h"
+#include "realexec/cli.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (auto err = faultline::plugins::load_plugins(args)) {
+    std::fprintf(stderr, "faultline: plugin %s\n", err->c_str());
+    return 2;
+  }
+  if (args.empty() || (args[0] != "live" && args[0] != "agent")) {
+    std::fputs("usage: faultline-live live run|inject|update|status|stop CONFIG [options]\n"
+               "       faultline-live agent CONFIG --name NAME\n"
+               "(the same as faultline live ... and faultline agent ...; --plugin FILE loads policy modules)\n",
+               args.empty() || args[0] == "-h" || args[0] == "--help" ? stdout : stderr);
+    return args.empty() || args[0] == "-h" || args[0] == "--help" ? 0 : 2;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  return args[0] == "live" ? faultline::live::live_main(rest) : faultline::live::agent_main(rest);
+}
