@@ -18,6 +18,7 @@
 #include "analysis/models.h"
 #include "policies/api/rng.h"
 #include "policies/builtin.h"
+#include "policies/controller.h"
 #include "policies/localization/localization.h"
 #include "scenarios/scenario.h"
 #include "analysis/cli/commands.h"
@@ -38,8 +39,8 @@ models:
   young      Young's first-order optimal checkpoint interval sqrt(2 delta M)
   meta-ettr  Meta's small-loss ETTR approximation and its best interval
   standby    warm-standby pool size: the Q-quantile of Binomial(machines, p)
-  localize   dual-phase replay against bisection: rounds and time to locate k faulty
-             machines, run on the byterobust stack's own localization code
+  localize   every localization module (plugins' too) on k faulty machines: rounds, time,
+             healthy machines evicted, run on the modules' own code
   check      run the simulator under Daly's assumptions and compare it with Daly's
              closed form and Meta's approximation
 )";
@@ -131,20 +132,23 @@ options:
 
 constexpr const char* kLocalizeHelp =
     R"(usage: faultline analyze localize [--machines N] [--pp P] [--faulty K[,K2,...]]
-                                   [--phase-s S] [--trials T] [--seed SEED]
+                                   [--phase-s S] [--trials T] [--seed SEED] [--localizers A,B]
 
-Silent-fault localization (ByteRobust §4.2) on N = PP x DP machines, with the
-byterobust stack's own code (policies/localization). Each round replays the job on
-groups of machines at once and takes S seconds; a group fails when it holds a faulty
-machine.
-  dual-phase replay: m = k PP, n = DP / k (the largest k with m <= n); phase 1 groups
-    x by floor(x / m), phase 2 by x mod n; the candidates are the intersections of the
-    failing groups (one machine when one is faulty; up to K^2 when K are). The stack
-    evicts every candidate after two phases; locating exactly takes a third round
-    that tests the candidates one by one, concurrently, when there are more than K.
-  bisection (adaptive group testing): halve every failing group and test the halves
-    concurrently until the failing groups are single machines.
-With one faulty machine every position 0..N-1 is tried; with more, T random sets.
+Silent-fault localization (ByteRobust §4.2) on N = PP x DP machines: every registered
+localization module (policies/module.h; plugins loaded with --plugin included) is run
+by its own code, the conversation the byterobust stack holds with it, answered from
+ground truth: a replay group fails when it holds a faulty machine, a probe fails
+exactly the faulty machines it tests. Each round (one test, its groups concurrently)
+takes S seconds. The built-in ones:
+  replay: dual-phase replay, m = k PP, n = DP / k (the largest k with m <= n); phase 1
+    groups x by floor(x / m), phase 2 by x mod n; evicts the intersections of the
+    failing groups (one machine when one is faulty; up to K^2 when K are).
+  bisection: adaptive group testing, halving every failing group each round until the
+    failing groups are single machines (found ones are tested again alongside).
+  stress: one stress test of every machine.
+"exact" rounds add the round that would test the candidates one by one when healthy
+machines are among them. With one faulty machine every position 0..N-1 is tried; with
+more, T random sets.
 
 options:
   --machines N        machines in the job (default 1200)
@@ -154,6 +158,7 @@ options:
                       scenario's diagnosis.replay_s)
   --trials T          random faulty sets per K > 1 (default 2000)
   --seed SEED         seed of those sets (default 1)
+  --localizers A,B    only these modules (default: every registered one)
   --format table|json
 )";
 
@@ -413,7 +418,7 @@ struct Tally {
 
 int localize(const std::vector<std::string>& args) {
   Options o;
-  if (int rc = parse_options(args, {"--machines", "--pp", "--faulty", "--phase-s", "--trials", "--seed"},
+  if (int rc = parse_options(args, {"--machines", "--pp", "--faulty", "--phase-s", "--trials", "--seed", "--localizers"},
                              kLocalizeHelp, &o);
       rc >= 0)
     return rc;
@@ -443,12 +448,32 @@ int localize(const std::vector<std::string>& args) {
   const int dp = n_machines / n_pp;
   const int k = policies::choose_replay_k(n_pp, dp);
   const policies::ReplayPlan plan = policies::dual_phase_plan(n_pp, dp, k);
-  // The group each slot falls in, per phase.
-  std::vector<int> h_of(n_machines), v_of(n_machines);
-  for (size_t g = 0; g < plan.horizontal.size(); ++g)
-    for (SlotId s : plan.horizontal[g]) h_of[s] = static_cast<int>(g);
-  for (size_t g = 0; g < plan.vertical.size(); ++g)
-    for (SlotId s : plan.vertical[g]) v_of[s] = static_cast<int>(g);
+  // Every registered localizer, plugins' included, by its own code: the conversation the
+  // byterobust stack holds with it, answered from ground truth (a replay group fails when
+  // it holds a faulty machine, a probe fails exactly the faulty machines it tests).
+  ClusterSpec spec;
+  spec.machines = n_machines;
+  spec.gpus_per_machine = 1;
+  spec.tp = 1;
+  spec.pp = n_pp;
+  spec.dp = dp;
+  const ClusterView view(spec);
+  Params params;
+  Params::resolve(policies::byterobust_info().params, {}, &params);
+  std::vector<std::string> names = policies::modules().names(policies::ModuleKind::kLocalization);
+  if (o.values.count("--localizers")) {
+    names.clear();
+    std::stringstream ss(o.values["--localizers"]);
+    for (std::string x; std::getline(ss, x, ',');) {
+      if (!policies::modules().find(policies::ModuleKind::kLocalization, x)) {
+        std::string all;
+        for (const auto& n : policies::modules().names(policies::ModuleKind::kLocalization))
+          all += (all.empty() ? "" : "|") + n;
+        return usage_error("--localizers: expected names among " + all + ", got '" + x + "'");
+      }
+      names.push_back(x);
+    }
+  }
 
   ordered_json j;
   j["model"] = "localize";
@@ -457,53 +482,21 @@ int localize(const std::vector<std::string>& args) {
   j["dp"] = dp;
   j["replay"] = {{"k", k}, {"m", plan.m}, {"n", plan.n}};
   j["phase_s"] = phase_s;
+  j["localizers"] = names;
   j["cases"] = ordered_json::array();
   std::ostringstream t;
   t << "localization among " << n_machines << " machines (PP=" << n_pp << ", DP=" << dp << "), one round "
     << fmt(phase_s) << " s\n";
   t << "dual-phase replay: k=" << k << ", m=" << plan.m << " machines per horizontal group, n=" << plan.n
     << " groups per phase\n\n";
-  t << std::setw(8) << "faulty" << std::setw(8) << "sets" << "  " << std::left << std::setw(22) << "method"
+  t << std::setw(8) << "faulty" << std::setw(8) << "sets" << "  " << std::left << std::setw(22) << "localizer"
     << std::right << std::setw(14) << "rounds mean" << std::setw(6) << "max" << std::setw(12) << "hours mean"
     << std::setw(14) << "found all %" << std::setw(16) << "healthy evicted" << std::setw(14) << "group tests\n";
   Rng rng(static_cast<std::uint64_t>(seed));
   for (int faulty : ks) {
-    Tally replay_rounds, replay_exact_rounds, replay_false, bisect_rounds, bisect_tests, bisect_false;
-    int sets = 0, replay_found = 0, bisect_found = 0;
-    auto one = [&](const std::vector<SlotId>& bad) {
-      ++sets;
-      std::vector<char> is_bad(n_machines, 0);
-      for (SlotId s : bad) is_bad[s] = 1;
-      // Dual-phase replay: the failing groups of each phase, then their intersections.
-      std::vector<char> h_fail(plan.horizontal.size(), 0), v_fail(plan.vertical.size(), 0);
-      for (SlotId s : bad) h_fail[h_of[s]] = v_fail[v_of[s]] = 1;
-      std::vector<SlotId> candidates;
-      for (size_t h = 0; h < h_fail.size(); ++h)
-        for (size_t v = 0; v < v_fail.size(); ++v)
-          if (h_fail[h] && v_fail[v])
-            if (auto hit = policies::replay_locate(plan, static_cast<int>(h), static_cast<int>(v)))
-              candidates.push_back(*hit);
-      int caught = 0;
-      for (SlotId c : candidates) caught += is_bad[c];
-      if (caught == faulty) ++replay_found;
-      replay_rounds.add(2);
-      replay_exact_rounds.add(static_cast<int>(candidates.size()) > faulty ? 3 : 2);
-      replay_false.add(static_cast<double>(candidates.size()) - caught);
-      // Bisection.
-      const policies::BisectionResult b = policies::bisect(n_machines, [&](const std::vector<SlotId>& g) {
-        for (SlotId s : g)
-          if (is_bad[s]) return true;
-        return false;
-      });
-      int b_caught = 0;
-      for (SlotId f : b.found) b_caught += is_bad[f];
-      if (b_caught == faulty && static_cast<int>(b.found.size()) == faulty) ++bisect_found;
-      bisect_rounds.add(b.rounds);
-      bisect_tests.add(b.tests);
-      bisect_false.add(static_cast<double>(b.found.size()) - b_caught);
-    };
+    std::vector<std::vector<SlotId>> sets;
     if (faulty == 1) {
-      for (SlotId s = 0; s < n_machines; ++s) one({s});
+      for (SlotId s = 0; s < n_machines; ++s) sets.push_back({s});
     } else {
       for (int tr = 0; tr < static_cast<int>(trials); ++tr) {
         std::vector<SlotId> bad;
@@ -511,36 +504,71 @@ int localize(const std::vector<std::string>& args) {
           const SlotId s = static_cast<SlotId>(rng.below(n_machines));
           if (std::find(bad.begin(), bad.end(), s) == bad.end()) bad.push_back(s);
         }
-        one(bad);
+        sets.push_back(bad);
       }
     }
-    const double hours = phase_s / 3600;
-    auto row = [&](const char* method, const Tally& rounds, int found, const Tally& healthy, const Tally* tests) {
-      t << std::setw(8) << faulty << std::setw(8) << sets << "  " << std::left << std::setw(22) << method
+    ordered_json row_json{{"faulty", faulty}, {"sets", sets.size()}};
+    for (const auto& name : names) {
+      Tally rounds, healthy, tests, exact;
+      int found = 0;
+      for (const auto& bad : sets) {
+        std::vector<char> is_bad(n_machines, 0);
+        for (SlotId s : bad) is_bad[view.machine_in(s)] = 1;
+        auto loc = policies::modules().make_localizer(name, params);
+        policies::LocalizationStep step = loc->begin("analysis", view);
+        int r = 0, group_tests = 0;
+        while (auto* test = std::get_if<policies::LocalizationTest>(&step)) {
+          ++r;
+          if (r > 10000) throw std::runtime_error("localizer " + name + " did not conclude in 10000 rounds");
+          if (const auto* replay = std::get_if<RunReplay>(test)) {
+            ReplayResult out{1, {}};
+            for (const auto& g : replay->groups) {
+              bool f = false;
+              for (MachineId m : g) f |= m >= 0 && m < n_machines && is_bad[m];
+              out.group_failed.push_back(f);
+            }
+            group_tests += static_cast<int>(replay->groups.size());
+            step = loc->answer(out, view);
+          } else {
+            const auto& probe = std::get<RunProbe>(*test);
+            ProbeResult out{1, static_cast<int>(probe.test), {}, false};
+            for (MachineId m : probe.machines)
+              if (m >= 0 && m < n_machines && is_bad[m]) out.failed.push_back(m);
+            group_tests += static_cast<int>(probe.machines.size());
+            step = loc->answer(out, view);
+          }
+        }
+        const auto& verdict = std::get<policies::Located>(step);
+        int caught = 0;
+        for (SlotId s : verdict.evict) caught += s >= 0 && s < n_machines && is_bad[view.machine_in(s)];
+        const double wrong = static_cast<double>(verdict.evict.size()) - caught;
+        found += caught == faulty && !verdict.code_at_fault;
+        rounds.add(r);
+        healthy.add(wrong);
+        tests.add(group_tests);
+        // Evicting only the faulty takes one more round that tests the candidates one by
+        // one, concurrently, whenever healthy machines are among them.
+        exact.add(r + (wrong > 0 ? 1 : 0));
+      }
+      const double hours = phase_s / 3600;
+      t << std::setw(8) << faulty << std::setw(8) << sets.size() << "  " << std::left << std::setw(22) << name
         << std::right << std::fixed << std::setprecision(2) << std::setw(14) << rounds.mean() << std::setw(6)
         << std::setprecision(0) << rounds.max << std::setprecision(2) << std::setw(12) << rounds.mean() * hours
-        << std::setprecision(1) << std::setw(14) << 100.0 * found / sets << std::setprecision(2) << std::setw(16)
-        << healthy.mean() << std::setw(13);
-      if (tests) t << std::setprecision(1) << tests->mean();
-      else t << "-";
-      t << "\n";
+        << std::setprecision(1) << std::setw(14) << 100.0 * found / static_cast<double>(sets.size())
+        << std::setprecision(2) << std::setw(16) << healthy.mean() << std::setprecision(1) << std::setw(13)
+        << tests.mean() << "\n";
       t.unsetf(std::ios::fixed);
-    };
-    row("replay (evict all)", replay_rounds, replay_found, replay_false, nullptr);
-    const Tally none{0, 0, static_cast<double>(sets)};  // the third round evicts only the faulty
-    row("replay (exact)", replay_exact_rounds, replay_found, none, nullptr);
-    row("bisection", bisect_rounds, bisect_found, bisect_false, &bisect_tests);
-    j["cases"].push_back(
-        {{"faulty", faulty},
-         {"sets", sets},
-         {"replay", {{"rounds_mean", replay_rounds.mean()}, {"rounds_max", replay_rounds.max},
-                     {"hours_mean", replay_rounds.mean() * hours}, {"found_all_share", 1.0 * replay_found / sets},
-                     {"healthy_evicted_mean", replay_false.mean()}, {"healthy_evicted_max", replay_false.max},
-                     {"exact_rounds_mean", replay_exact_rounds.mean()}, {"exact_rounds_max", replay_exact_rounds.max},
-                     {"exact_hours_mean", replay_exact_rounds.mean() * hours}}},
-         {"bisection", {{"rounds_mean", bisect_rounds.mean()}, {"rounds_max", bisect_rounds.max},
-                        {"hours_mean", bisect_rounds.mean() * hours}, {"found_all_share", 1.0 * bisect_found / sets},
-                        {"healthy_evicted_mean", bisect_false.mean()}, {"group_tests_mean", bisect_tests.mean()}}}});
+      row_json[name] = {{"rounds_mean", rounds.mean()},
+                        {"rounds_max", rounds.max},
+                        {"hours_mean", rounds.mean() * hours},
+                        {"found_all_share", found / static_cast<double>(sets.size())},
+                        {"healthy_evicted_mean", healthy.mean()},
+                        {"healthy_evicted_max", healthy.max},
+                        {"group_tests_mean", tests.mean()},
+                        {"exact_rounds_mean", exact.mean()},
+                        {"exact_hours_mean", exact.mean() * hours}};
+    }
+    j["cases"].push_back(row_json);
   }
   return emit(o, j, t.str());
 }

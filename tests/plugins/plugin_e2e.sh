@@ -52,6 +52,17 @@ FAULTLINE_PLUGINS=$plugin "$bin" sim run "$scenario" --replicas 4 --quiet --deci
   "${silent[@]}" --set policy.params.localization='"pp-group-replay"' > /dev/null
 grep -q "pp-group replay: evict" "$work/run/decisions.log" || fail "no decision of the plugin in decisions.log"
 
+# analyze localize runs it by its own code: one round; with one faulty machine it evicts
+# that machine's pipeline group, PP - 1 = 3 healthy machines, every time.
+"$bin" analyze localize --plugin "$plugin" --machines 24 --pp 4 --faulty 1 --localizers pp-group-replay \
+  --format json > "$work/localize.json"
+python3 - "$work/localize.json" <<'PY' || fail "analyze localize"
+import json, sys
+c = json.load(open(sys.argv[1]))["cases"][0]["pp-group-replay"]
+assert c["rounds_max"] == 1 and c["found_all_share"] == 1, c
+assert c["healthy_evicted_mean"] == 3 and c["healthy_evicted_max"] == 3, c
+PY
+
 # Live mode composes the same stack with it: a controller run (no agents) starts the
 # policy, which builds its modules, and exits cleanly.
 mkdir -p "$work/live"

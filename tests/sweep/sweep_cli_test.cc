@@ -336,7 +336,7 @@ TEST(AnalyzeCheck, DalyAgreesWithTheSimulation) {
   EXPECT_NE(bad.err.find("job.image_bytes must be 0"), std::string::npos) << bad.err;
 }
 
-// analyze localize runs the byterobust stack's localization code. One faulty machine:
+// analyze localize runs every localization module's own code. One faulty machine:
 // dual-phase replay in exactly two phases with no healthy machine evicted, and
 // bisection's mean rounds over every position equal the halving tree's mean leaf depth,
 // d + 2 (N - 2^d) / N with d = floor(log2 N). Two faulty: the healthy machines replay
@@ -384,6 +384,11 @@ TEST(AnalyzeLocalize, ReplayAndBisectionRoundsMatchIndependentCounts) {
         << machines;
     EXPECT_LE(two["replay"]["healthy_evicted_max"].get<double>(), 2);
     EXPECT_LE(two["bisection"]["rounds_max"].get<double>(), d + 1);
+    // The stress baseline: one round, a test per machine, exact.
+    EXPECT_EQ(j["localizers"], json::array({"replay", "bisection", "stress"}));
+    EXPECT_EQ(two["stress"]["rounds_max"].get<double>(), 1);
+    EXPECT_EQ(two["stress"]["group_tests_mean"].get<double>(), machines);
+    EXPECT_EQ(two["stress"]["healthy_evicted_max"].get<double>(), 0);
   }
   CliResult bad = run_cli({"analyze", "localize", "--machines", "1200", "--pp", "7"});
   EXPECT_EQ(bad.exit_code, 2);
