@@ -1,11 +1,5 @@
 #include "sim/sweep.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -17,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "sim/fork_pool.h"
 #include "sim/metrics.h"
 #include "sim/report.h"
 #include "sim/runner.h"
@@ -52,20 +47,6 @@ void write_atomic(const fs::path& path, const std::string& bytes) {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) throw std::runtime_error(path.string() + ": " + ec.message());
-}
-
-bool write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 void put_u64(std::string& out, std::uint64_t v) {
@@ -145,77 +126,33 @@ std::vector<std::pair<std::uint64_t, std::vector<std::uint8_t>>> read_chunk(cons
   return out;
 }
 
-// In a forked child: replicas [first, last) of one point, computed as run_replicas does
-// (replica 0 in this process first, every other replica in a fork of the state after
-// it), written as one chunk file. One byte goes to `progress_fd` per replica. Exits.
-[[noreturn]] void run_chunk_and_exit(const PlannedPoint& p, int first, int last,
-                                     const Registry& registry, const fs::path& file,
-                                     int progress_fd) {
-  int code = 0;
-  try {
-    ReplicaRunner runner(p.scenario, registry);
-    const RunOptions opt;
-    std::string out(kChunkMagic, sizeof kChunkMagic);
-    auto add = [&](std::uint64_t replica, const std::vector<std::uint8_t>& bytes) {
-      put_u64(out, replica);
-      put_u64(out, bytes.size());
-      out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-      const char tick = 'x';
-      (void)!::write(progress_fd, &tick, 1);
-    };
-    const std::vector<std::uint8_t> r0 = encode(runner.run(0, opt));
-    for (int r = first; r < last; ++r) {
-      if (r == 0) {
-        add(0, r0);
-        continue;
-      }
-      int fds[2];
-      if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-      std::fflush(stdout);
-      std::fflush(stderr);
-      const pid_t pid = ::fork();
-      if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-      if (pid == 0) {
-        ::close(fds[0]);
-        int rc = 0;
-        try {
-          const std::vector<std::uint8_t> bytes =
-              encode(runner.run(static_cast<std::uint64_t>(r), opt));
-          if (!write_all(fds[1], bytes.data(), bytes.size())) rc = 3;
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "faultline: replica %d failed: %s\n", r, e.what());
-          rc = 4;
-        }
-        ::_exit(rc);
-      }
-      ::close(fds[1]);
-      std::vector<std::uint8_t> bytes;
-      std::uint8_t buf[65536];
-      while (true) {
-        const ssize_t n = ::read(fds[0], buf, sizeof buf);
-        if (n > 0)
-          bytes.insert(bytes.end(), buf, buf + n);
-        else if (n < 0 && errno == EINTR)
-          continue;
-        else
-          break;
-      }
-      ::close(fds[0]);
-      int status = 0;
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || bytes.empty())
-        throw std::runtime_error("replica " + std::to_string(r) + " process failed (status " +
-                                 std::to_string(status) + ")");
-      add(static_cast<std::uint64_t>(r), bytes);
-    }
-    write_atomic(file, out);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "faultline: %s: %s\n", file.string().c_str(), e.what());
-    code = 1;
-  }
-  std::fflush(stderr);
-  ::_exit(code);
+// In a forked child (execute's pool): replicas [first, last) of one point, computed as
+// run_replicas does (replica 0 in this process first, every other replica in a fork of
+// the state after it), written as one chunk file. Ticks once per replica.
+void run_chunk(const PlannedPoint& p, int first, int last, const Registry& registry, const fs::path& file,
+               const std::function<void()>& tick) {
+  ReplicaRunner runner(p.scenario, registry);
+  const RunOptions opt;
+  std::string out(kChunkMagic, sizeof kChunkMagic);
+  auto add = [&](std::uint64_t replica, const std::vector<std::uint8_t>& bytes) {
+    put_u64(out, replica);
+    put_u64(out, bytes.size());
+    out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    tick();
+  };
+  const std::vector<std::uint8_t> r0 = encode(runner.run(0, opt));
+  std::vector<int> rest;
+  for (int r = first; r < last; ++r)
+    if (r == 0) add(0, r0);
+    else rest.push_back(r);
+  fork_pool(
+      rest.size(), ForkPoolOptions{1, nullptr},
+      [&](std::size_t i, const std::function<void()>&) {
+        return encode(runner.run(static_cast<std::uint64_t>(rest[i]), opt));
+      },
+      [&](std::size_t i, std::vector<std::uint8_t> bytes) { add(static_cast<std::uint64_t>(rest[i]), bytes); },
+      [&](std::size_t i) { return "replica " + std::to_string(rest[i]); });
+  write_atomic(file, out);
 }
 
 std::string assignment_text(const analysis::Assignment& a) {
@@ -403,67 +340,28 @@ std::vector<WorkItem> split_items(std::vector<WorkItem> items, int jobs) {
 void execute(const std::vector<PlannedPoint>& points, const std::vector<WorkItem>& items,
              const Registry& registry, const SweepStore& store, const ExecOptions& opt) {
   if (items.empty()) return;
-  long long total = 0, done = 0;
+  long long total = 0;
   for (const auto& it : items) total += it.last - it.first;
-  int progress[2];
-  if (::pipe(progress) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  ::fcntl(progress[0], F_SETFL, O_NONBLOCK);
-  ::fcntl(progress[0], F_SETFD, FD_CLOEXEC);
-  std::map<pid_t, WorkItem> running;
-  size_t next = 0;
-  const int jobs = std::max(1, opt.jobs);
-  auto fail = [&](const std::string& msg) {
-    for (const auto& [pid, it] : running) ::kill(pid, SIGKILL);
-    for (const auto& [pid, it] : running) ::waitpid(pid, nullptr, 0);
-    ::close(progress[0]);
-    ::close(progress[1]);
-    throw std::runtime_error(msg);
-  };
   if (opt.on_progress) opt.on_progress(0, total);
-  while (next < items.size() || !running.empty()) {
-    while (next < items.size() && static_cast<int>(running.size()) < jobs) {
-      const WorkItem it = items[next++];
-      const PlannedPoint& p = points[it.point];
-      const fs::path file = fs::path(store.point_dir(p)) / ("chunk-" + std::to_string(it.first) +
-                                                            "-" + std::to_string(it.last) + ".bin");
-      std::fflush(stdout);
-      std::fflush(stderr);
-      const pid_t pid = ::fork();
-      if (pid < 0) fail(std::string("fork: ") + std::strerror(errno));
-      if (pid == 0) {
-        ::close(progress[0]);
-        run_chunk_and_exit(p, it.first, it.last, registry, file, progress[1]);
-      }
-      running[pid] = it;
-    }
-    pollfd pfd{progress[0], POLLIN, 0};
-    const int pr = ::poll(&pfd, 1, 100);
-    if (pr > 0) {
-      char buf[4096];
-      ssize_t n;
-      while ((n = ::read(progress[0], buf, sizeof buf)) > 0) done += n;
-      if (opt.on_progress) opt.on_progress(std::min(done, total), total);
-    }
-    for (auto iter = running.begin(); iter != running.end();) {
-      int status = 0;
-      const pid_t r = ::waitpid(iter->first, &status, WNOHANG);
-      if (r == 0) {
-        ++iter;
-        continue;
-      }
-      const WorkItem it = iter->second;
-      iter = running.erase(iter);
-      if (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail("sweep point " + assignment_text(points[it.point].point.params) + ", replicas " +
-             std::to_string(it.first) + ".." + std::to_string(it.last - 1) +
-             ": process failed (status " + std::to_string(status) + ")");
-    }
-  }
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(progress[0], buf, sizeof buf)) > 0) done += n;
-  ::close(progress[0]);
-  ::close(progress[1]);
+  ForkPoolOptions pool{opt.jobs, nullptr};
+  if (opt.on_progress) pool.on_tick = [&](long long done) { opt.on_progress(std::min(done, total), total); };
+  fork_pool(
+      items.size(), pool,
+      [&](std::size_t i, const std::function<void()>& tick) {
+        const WorkItem& it = items[i];
+        const PlannedPoint& p = points[it.point];
+        run_chunk(p, it.first, it.last, registry,
+                  fs::path(store.point_dir(p)) /
+                      ("chunk-" + std::to_string(it.first) + "-" + std::to_string(it.last) + ".bin"),
+                  tick);
+        return std::vector<std::uint8_t>{};
+      },
+      [](std::size_t, std::vector<std::uint8_t>) {},
+      [&](std::size_t i) {
+        const WorkItem& it = items[i];
+        return "sweep point " + assignment_text(points[it.point].point.params) + ", replicas " +
+               std::to_string(it.first) + ".." + std::to_string(it.last - 1);
+      });
   if (opt.on_progress) opt.on_progress(total, total);
 }
 
