@@ -1,0 +1,216 @@
+// Internals shared by the agent's source files (agent.cc: connection, dispatch,
+// inspection, injection; agent_ranks.cc: the training ranks; agent_tests.cc: stop-time
+// probes, stack capture and replays). Not part of the agent's interface.
+#pragma once
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "realexec/agent.h"
+
+namespace faultline::live::agent_detail {
+
+using nlohmann::json;
+
+constexpr std::size_t kMaxReportLine = 4096;
+constexpr std::size_t kMaxStderrLine = 4096;
+constexpr std::size_t kMaxSignature = 300;
+constexpr std::int64_t kMaxReq = std::int64_t{1} << 53;
+constexpr std::int64_t kMaxDeadlineMs = 3600 * 1000;
+constexpr int kMaxLocalRanks = 1024;
+constexpr std::size_t kMaxDirective = 200;
+constexpr std::size_t kMaxChildren = 64;  // probes, replays, debuggers, `ip` at once
+
+struct BadRequest {
+  std::string reason;
+};
+
+[[noreturn]] inline void bad(const std::string& reason) { throw BadRequest{reason}; }
+
+inline std::optional<std::int64_t> opt_int(const json& m, const char* key, std::int64_t lo,
+                                    std::int64_t hi) {
+  auto it = m.find(key);
+  if (it == m.end()) return std::nullopt;
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (!it->is_number_integer()) bad(std::string(key) + ": expected an integer in " + range);
+  std::int64_t v;
+  if (it->is_number_unsigned()) {
+    auto u = it->get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(hi)) {
+      bad(std::string(key) + ": expected an integer in " + range + ", got " + std::to_string(u));
+    }
+    v = static_cast<std::int64_t>(u);
+  } else {
+    v = it->get<std::int64_t>();
+  }
+  if (v < lo || v > hi) {
+    bad(std::string(key) + ": expected an integer in " + range + ", got " + std::to_string(v));
+  }
+  return v;
+}
+
+inline std::int64_t need_int(const json& m, const char* key, std::int64_t lo, std::int64_t hi) {
+  auto v = opt_int(m, key, lo, hi);
+  if (!v) bad(std::string(key) + ": missing (expected an integer)");
+  return *v;
+}
+
+inline bool printable(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f;
+  });
+}
+
+inline std::optional<std::string> opt_string(const json& m, const char* key, std::size_t max_len) {
+  auto it = m.find(key);
+  if (it == m.end()) return std::nullopt;
+  if (!it->is_string()) bad(std::string(key) + ": expected a string");
+  std::string s = it->get<std::string>();
+  if (s.size() > max_len) {
+    bad(std::string(key) + ": expected at most " + std::to_string(max_len) + " characters");
+  }
+  if (!printable(s)) bad(std::string(key) + ": expected a single line of printable characters");
+  return s;
+}
+
+inline std::string need_string(const json& m, const char* key, std::size_t max_len) {
+  auto v = opt_string(m, key, max_len);
+  if (!v) bad(std::string(key) + ": missing (expected a string)");
+  return *v;
+}
+
+// A host name or address for MASTER_ADDR: letters, digits and . - _ : only.
+inline std::string need_host(const json& m, const char* key) {
+  std::string s = need_string(m, key, 253);
+  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+               c == ':';
+      })) {
+    bad(std::string(key) + ": expected a host name or IP address");
+  }
+  return s;
+}
+
+inline std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+inline std::string trim(const std::string& s) {
+  std::size_t b = 0;
+  std::size_t e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+// Whether a stderr line reads like the reason a rank failed.
+inline bool looks_like_error(const std::string& line) {
+  static const char* const kWords[] = {"error",
+                                       "exception",
+                                       "fatal",
+                                       "abort",
+                                       "panic",
+                                       "terminate called",
+                                       "segmentation fault",
+                                       "assert",
+                                       "failed",
+                                       "traceback",
+                                       "timed out",
+                                       "timeout",
+                                       "killed",
+                                       "core dumped"};
+  const std::string low = lower(line);
+  for (const char* w : kWords) {
+    if (low.find(w) != std::string::npos) return true;
+  }
+  return false;
+}
+
+inline std::string fmt_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", s);
+  return buf;
+}
+
+// The last line of `text` that parses as a JSON object, or null.
+inline json last_json_line(const std::string& text) {
+  std::size_t end = text.size();
+  while (end > 0) {
+    std::size_t start = text.rfind('\n', end - 1);
+    start = start == std::string::npos ? 0 : start + 1;
+    std::string line = trim(text.substr(start, end - start));
+    if (!line.empty() && line[0] == '{') {
+      json j = json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.is_object()) return j;
+    }
+    if (start == 0) break;
+    end = start - 1;
+  }
+  return nullptr;
+}
+
+inline std::string last_line(const std::string& text) {
+  std::string last;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t nl = text.find('\n', start);
+    std::string line =
+        trim(text.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+    if (!line.empty()) last = line;
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  if (last.size() > kMaxSignature) last.resize(kMaxSignature);
+  return last;
+}
+
+inline void set_nonblocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+}  // namespace faultline::live::agent_detail
+
+namespace faultline::live {
+
+struct Agent::Rank {
+  int rank = 0;
+  int local_rank = 0;
+  std::int64_t gen = 0;
+  pid_t pid = -1;
+  int report_fd = -1;  // our end of the socketpair (fd 3 in the rank)
+  int stderr_fd = -1;  // read end of the rank's stderr pipe
+  int log_fd = -1;     // logs/rank<r>.gen<g>.log, where stderr is copied
+  std::string report_buf;
+  bool report_skipping = false;  // inside an over-long report line
+  int bad_reports = 0;
+  std::string stderr_buf;
+  std::string error_line;       // last stderr line that looked like an error
+  std::string fatal_signature;  // from a `fatal` report
+  bool killed_by_agent = false;
+};
+
+struct Agent::PendingKill {
+  std::int64_t req = 0;
+  std::uint64_t epoch = 0;
+  Instant started;
+  std::uint64_t timer = 0;
+  bool shutdown = false;
+};
+
+}  // namespace faultline::live

@@ -1,0 +1,373 @@
+// The agent's training ranks: launch with the job's environment, report and stderr
+// streams, exits, and kills with a reaping deadline.
+#include "realexec/agent_internal.h"
+
+namespace faultline::live {
+
+using namespace agent_detail;
+
+std::map<int, pid_t> Agent::rank_pids() const {
+  std::map<int, pid_t> out;
+  for (const auto& [rank, rk] : ranks_) out[rank] = rk->pid;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Requests
+
+std::map<std::string, std::string> Agent::base_env() const {
+  std::map<std::string, std::string> env;
+  env["FAULTLINE_MACHINE"] = name_;
+  env["FAULTLINE_HOST_ADDR"] = machine_->addr;
+  env["FAULTLINE_CKPT_DIR"] = machine_->workdir + "/ckpt";
+  env["FAULTLINE_FAULT_FILE"] = machine_->workdir + "/faults";
+  return env;
+}
+
+std::string Agent::child_cwd() const {
+  std::error_code ec;
+  if (!machine_->workdir.empty() && std::filesystem::is_directory(machine_->workdir, ec)) {
+    return machine_->workdir;
+  }
+  return "";
+}
+
+void Agent::handle_launch(const json& m, std::int64_t req) {
+  const Instant started = r_.now();
+  const std::int64_t gen = need_int(m, "gen", 0, kMaxReq);
+  const std::string version = need_string(m, "version", 128);
+  const std::int64_t world = need_int(m, "world_size", 1, 1 << 20);
+  const std::string master_addr = need_host(m, "master_addr");
+  const std::int64_t master_port = need_int(m, "master_port", 1, 65535);
+  const std::int64_t ckpt_every = opt_int(m, "ckpt_every", 0, 1000000000).value_or(0);
+  auto vit = config_.job.versions.find(version);
+  if (vit == config_.job.versions.end() || vit->second.empty()) {
+    bad("version: unknown code version '" + version + "'");
+  }
+  auto rit = m.find("ranks");
+  if (rit == m.end() || !rit->is_array() || rit->empty() ||
+      rit->size() > static_cast<std::size_t>(kMaxLocalRanks)) {
+    bad("ranks: expected an array of 1.." + std::to_string(kMaxLocalRanks) +
+        " {rank, local_rank} objects");
+  }
+  std::vector<std::pair<int, int>> wanted;  // (rank, local_rank)
+  std::set<std::int64_t> seen_rank;
+  std::set<std::int64_t> seen_local;
+  for (const auto& e : *rit) {
+    if (!e.is_object()) bad("ranks: expected {rank, local_rank} objects");
+    std::int64_t rank = need_int(e, "rank", 0, world - 1);
+    std::int64_t local = need_int(e, "local_rank", 0, kMaxLocalRanks - 1);
+    if (!seen_rank.insert(rank).second) bad("ranks: rank " + std::to_string(rank) + " twice");
+    if (!seen_local.insert(local).second) {
+      bad("ranks: local_rank " + std::to_string(local) + " twice");
+    }
+    wanted.emplace_back(static_cast<int>(rank), static_cast<int>(local));
+  }
+  if (!ranks_.empty()) {
+    bad("ranks of generation " + std::to_string(gen_) + " are still running; kill them first");
+  }
+  if (machine_->workdir.empty()) bad("machine " + name_ + " has no workdir in the config");
+  std::error_code ec;
+  for (const char* sub : {"/ckpt", "/logs"}) {
+    std::filesystem::create_directories(machine_->workdir + sub, ec);
+    if (ec) {
+      reply_done(epoch_, req, started,
+                 {{"ok", false},
+                  {"detail", "cannot create " + machine_->workdir + sub + ": " + ec.message()}});
+      return;
+    }
+  }
+
+  gen_ = gen;
+  json pids = json::object();
+  std::string failure;
+  std::weak_ptr<bool> guard = alive_;
+  for (const auto& [rank, local] : wanted) {
+    std::map<std::string, std::string> env = base_env();
+    env["RANK"] = std::to_string(rank);
+    env["WORLD_SIZE"] = std::to_string(world);
+    env["LOCAL_RANK"] = std::to_string(local);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(wanted.size());
+    env["MASTER_ADDR"] = master_addr;
+    env["MASTER_PORT"] = std::to_string(master_port);
+    env["FAULTLINE_CKPT_EVERY"] = std::to_string(ckpt_every);
+    env["FAULTLINE_REPORT_FD"] = "3";
+    env["FAULTLINE_GEN"] = std::to_string(gen);
+    for (const auto& [k, v] : config_.job.env) env[k] = v;
+
+    int sp[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+      failure = std::string("socketpair: ") + std::strerror(errno);
+      break;
+    }
+    const std::string log_path = machine_->workdir + "/logs/rank" + std::to_string(rank) + ".gen" +
+                                 std::to_string(gen) + ".log";
+    SpawnSpec spec;
+    spec.argv = vit->second;
+    spec.env = make_env(env);
+    spec.cwd = machine_->workdir;
+    spec.stdout_to = Redirect::file(log_path);
+    spec.stderr_to = Redirect::pipe();
+    spec.extra_fds[3] = sp[1];
+    Spawned out;
+    std::string err;
+    bool ok = spawn(spec, &out, &err);
+    ::close(sp[1]);
+    if (!ok) {
+      ::close(sp[0]);
+      failure = "rank " + std::to_string(rank) + ": " + err;
+      break;
+    }
+    auto rk = std::make_unique<Rank>();
+    rk->rank = rank;
+    rk->local_rank = local;
+    rk->gen = gen;
+    rk->pid = out.pid;
+    rk->report_fd = sp[0];
+    rk->stderr_fd = out.stderr_fd;
+    rk->log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    set_nonblocking(rk->report_fd);
+    Rank* raw = rk.get();
+    ranks_[rank] = std::move(rk);
+    r_.add_fd(raw->report_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_report(*raw); });
+    if (raw->stderr_fd >= 0) {
+      r_.add_fd(raw->stderr_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_stderr(*raw); });
+    }
+    const int rank_id = rank;
+    r_.watch_child(out.pid, [this, guard, rank_id](int status) {
+      if (guard.lock()) on_rank_exit(rank_id, status);
+    });
+    pids[std::to_string(rank)] = out.pid;
+  }
+  if (!failure.empty()) {
+    log("launch of generation " + std::to_string(gen) + " failed: " + failure);
+    kill_all_ranks();  // their exits follow
+    reply_done(epoch_, req, started, {{"ok", false}, {"detail", failure}, {"pids", pids}});
+    return;
+  }
+  log("launched generation " + std::to_string(gen) + " (" + version +
+      "): " + std::to_string(wanted.size()) + " ranks");
+  reply_done(epoch_, req, started, {{"ok", true}, {"gen", gen}, {"pids", pids}});
+}
+
+void Agent::handle_kill(const json& m, std::int64_t req) {
+  const Instant started = r_.now();
+  auto gen = opt_int(m, "gen", 0, kMaxReq);
+  if (ranks_.empty() || (gen && *gen != gen_)) {
+    reply_done(epoch_, req, started,
+               {{"ok", true},
+                {"detail", gen ? "no ranks of generation " + std::to_string(*gen) + " running"
+                               : std::string("no ranks running")}});
+    return;
+  }
+  kill_all_ranks();
+  auto k = std::make_unique<PendingKill>();
+  k->req = req;
+  k->epoch = epoch_;
+  k->started = started;
+  PendingKill* raw = k.get();
+  std::weak_ptr<bool> guard = alive_;
+  k->timer = r_.add_timer(options_.kill_timeout, [this, guard, raw] {
+    if (!guard.lock()) return;
+    auto it =
+        std::find_if(kills_.begin(), kills_.end(), [raw](const auto& p) { return p.get() == raw; });
+    if (it == kills_.end()) return;
+    reply_done(raw->epoch, raw->req, raw->started,
+               {{"ok", false},
+                {"detail", std::to_string(ranks_.size()) + " ranks not reaped after " +
+                               fmt_seconds(options_.kill_timeout.to_seconds()) + " s"}});
+    kills_.erase(it);
+  });
+  kills_.push_back(std::move(k));
+}
+
+Agent::Rank* Agent::local_rank(int local) {
+  for (auto& [rank, rk] : ranks_) {
+    if (rk->local_rank == local) return rk.get();
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------
+// Ranks
+
+void Agent::kill_all_ranks() {
+  for (auto& [rank, rk] : ranks_) {
+    rk->killed_by_agent = true;
+    signal_group(rk->pid, SIGKILL);
+  }
+}
+
+void Agent::close_rank_fds(Rank& rk) {
+  for (int* fd : {&rk.report_fd, &rk.stderr_fd}) {
+    if (*fd >= 0) {
+      r_.remove_fd(*fd);
+      ::close(*fd);
+      *fd = -1;
+    }
+  }
+  if (rk.log_fd >= 0) {
+    ::close(rk.log_fd);
+    rk.log_fd = -1;
+  }
+}
+
+void Agent::on_rank_report(Rank& rk) {
+  char buf[16384];
+  while (rk.report_fd >= 0) {
+    ssize_t n = ::read(rk.report_fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {  // the rank closed its end (or an error): no more reports
+      r_.remove_fd(rk.report_fd);
+      ::close(rk.report_fd);
+      rk.report_fd = -1;
+      return;
+    }
+    rk.report_buf.append(buf, static_cast<std::size_t>(n));
+    std::size_t start = 0;
+    while (true) {
+      auto nl = rk.report_buf.find('\n', start);
+      if (nl == std::string::npos) break;
+      std::string line = rk.report_buf.substr(start, nl - start);
+      start = nl + 1;
+      if (rk.report_skipping) {
+        rk.report_skipping = false;
+        continue;
+      }
+      if (trim(line).empty()) continue;
+      json report;
+      std::string problem;
+      if (line.size() > kMaxReportLine) {
+        problem = "longer than 4 KiB";
+      } else {
+        report = json::parse(line, nullptr, false);
+        if (report.is_discarded() || !report.is_object()) problem = "not a JSON object";
+      }
+      if (!problem.empty()) {
+        if (rk.bad_reports++ < 5) {
+          log("rank " + std::to_string(rk.rank) + ": report line dropped: " + problem);
+        }
+        continue;
+      }
+      if (report.value("type", "") == "fatal") {
+        for (const char* key : {"signature", "message", "detail"}) {
+          auto it = report.find(key);
+          if (it != report.end() && it->is_string() && !it->get<std::string>().empty()) {
+            rk.fatal_signature = it->get<std::string>().substr(0, kMaxSignature);
+            break;
+          }
+        }
+      }
+      send({{"type", "report"}, {"gen", rk.gen}, {"rank", rk.rank}, {"report", report}},
+           Delivery::kDrop);
+    }
+    rk.report_buf.erase(0, start);
+    if (rk.report_buf.size() > kMaxReportLine) {
+      rk.report_buf.clear();
+      rk.report_skipping = true;
+      if (rk.bad_reports++ < 5) {
+        log("rank " + std::to_string(rk.rank) + ": report line dropped: longer than 4 KiB");
+      }
+    }
+  }
+}
+
+void Agent::on_rank_stderr(Rank& rk) {
+  char buf[16384];
+  auto take_line = [&rk](const std::string& raw) {
+    std::string line = trim(raw);
+    if (line.empty() || !looks_like_error(line)) return;
+    if (line.size() > kMaxSignature) line.resize(kMaxSignature);
+    rk.error_line = line;
+  };
+  while (rk.stderr_fd >= 0) {
+    ssize_t n = ::read(rk.stderr_fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      r_.remove_fd(rk.stderr_fd);
+      ::close(rk.stderr_fd);
+      rk.stderr_fd = -1;
+      if (!rk.stderr_buf.empty()) take_line(rk.stderr_buf);
+      rk.stderr_buf.clear();
+      return;
+    }
+    if (rk.log_fd >= 0) {
+      ssize_t w = ::write(rk.log_fd, buf, static_cast<std::size_t>(n));
+      (void)w;  // a full log disk must not stop supervision
+    }
+    rk.stderr_buf.append(buf, static_cast<std::size_t>(n));
+    std::size_t start = 0;
+    while (true) {
+      auto nl = rk.stderr_buf.find('\n', start);
+      if (nl == std::string::npos) break;
+      take_line(rk.stderr_buf.substr(start, nl - start));
+      start = nl + 1;
+    }
+    rk.stderr_buf.erase(0, start);
+    if (rk.stderr_buf.size() > kMaxStderrLine) {
+      take_line(rk.stderr_buf);
+      rk.stderr_buf.clear();
+    }
+  }
+}
+
+void Agent::on_rank_exit(int rank, int status) {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) return;
+  Rank& rk = *it->second;
+  // Everything the rank wrote before dying is in the socket and the pipe: take it now,
+  // so its reports and its error line come before the exit.
+  on_rank_report(rk);
+  on_rank_stderr(rk);
+  if (!rk.stderr_buf.empty()) {
+    std::string line = trim(rk.stderr_buf);
+    if (!line.empty() && looks_like_error(line)) rk.error_line = line.substr(0, kMaxSignature);
+  }
+  close_rank_fds(rk);
+  std::string signature;
+  const bool clean_exit = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!rk.killed_by_agent && !clean_exit) {
+    // The rank's own word first (a `fatal` report), then what its stderr said.
+    signature = !rk.fatal_signature.empty() ? rk.fatal_signature : rk.error_line;
+  }
+  if (signature.empty()) signature = describe_wait_status(status);
+  json msg = {{"type", "exit"},
+              {"gen", rk.gen},
+              {"rank", rk.rank},
+              {"pid", rk.pid},
+              {"code", WIFEXITED(status) ? WEXITSTATUS(status) : -1},
+              {"signal", WIFSIGNALED(status) ? WTERMSIG(status) : 0},
+              {"signature", signature}};
+  log("rank " + std::to_string(rk.rank) + " (gen " + std::to_string(rk.gen) + ", pid " +
+      std::to_string(rk.pid) + ") exited: " + signature);
+  ranks_.erase(it);
+  send(std::move(msg), Delivery::kQueue);
+  settle_kills();
+}
+
+void Agent::settle_kills() {
+  if (!ranks_.empty() || kills_.empty()) return;
+  auto kills = std::move(kills_);
+  kills_.clear();
+  bool shutdown = false;
+  for (auto& k : kills) {
+    r_.cancel_timer(k->timer);
+    reply_done(k->epoch, k->req, k->started, {{"ok", true}});
+    shutdown = shutdown || k->shutdown;
+  }
+  if (shutdown) {
+    if (conn_ && conn_->is_open()) {
+      conn_->close_after_flush("shutdown");  // on_close finishes
+      std::weak_ptr<bool> guard = alive_;
+      r_.add_timer(Duration::seconds(2), [this, guard] {
+        if (guard.lock()) finish(0);
+      });
+    } else {
+      finish(0);
+    }
+  }
+}
+
+}  // namespace faultline::live
