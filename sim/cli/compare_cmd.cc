@@ -10,6 +10,7 @@
 
 #include "policies/builtin.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/flags.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 
@@ -54,55 +55,34 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int sim_compare(const std::vector<std::string>& args) {
-  std::string path, format = "table", out_dir;
-  std::vector<std::string> stacks = {"byterobust", "requeue", "reschedule", "oracle"}, sets;
-  long long replicas = -1, jobs = 1, seed = -1;
+  std::string path;
+  std::vector<std::string> stacks = {"byterobust", "requeue", "reschedule", "oracle"};
+  SimFlags f;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto need = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
-    auto bad = [&](const std::string& m) {
-      std::fprintf(stderr, "faultline: %s (see --help)\n", m.c_str());
-      return 2;
-    };
+    if (const int r = sim_flag(args, i, f, {"table", "json"})) {
+      if (r < 0) return 2;
+      continue;
+    }
     if (a == "-h" || a == "--help") {
       std::fputs(kHelp, stdout);
       return 0;
     } else if (a == "--stacks") {
-      const std::string* v = need();
-      if (!v || split(*v).empty()) return bad("--stacks: expected A,B,...");
-      stacks = split(*v);
-    } else if (a == "--replicas" || a == "--jobs" || a == "--seed") {
-      const std::string* v = need();
-      char* end = nullptr;
-      long long x = v ? std::strtoll(v->c_str(), &end, 10) : -1;
-      if (!v || *end || x < (a == "--seed" ? 0 : 1)) return bad(a + ": expected a positive integer");
-      (a == "--replicas" ? replicas : a == "--jobs" ? jobs : seed) = x;
-    } else if (a == "--set") {
-      const std::string* v = need();
-      if (!v) return bad("--set: expected PATH=VALUE");
-      sets.push_back(*v);
-    } else if (a == "--format") {
-      const std::string* v = need();
-      if (!v || (*v != "table" && *v != "json")) return bad("--format: expected table or json");
-      format = *v;
-    } else if (a == "--out") {
-      const std::string* v = need();
-      if (!v) return bad("--out: expected a directory");
-      out_dir = *v;
+      if (i + 1 >= args.size() || split(args[i + 1]).empty()) return usage_error("--stacks: expected A,B,...");
+      stacks = split(args[++i]);
     } else if (!a.empty() && a[0] == '-') {
-      return bad("unknown option " + a);
+      return usage_error("unknown option " + a);
     } else if (path.empty()) {
       path = a;
     } else {
-      return bad("unexpected argument " + a);
+      return usage_error("unexpected argument " + a);
     }
   }
-  if (path.empty()) {
-    std::fprintf(stderr, "faultline: sim compare: expected SCENARIO.json (see --help)\n");
-    return 2;
-  }
-  if (seed >= 0) sets.push_back("seed=" + std::to_string(seed));
-  if (replicas > 0) sets.push_back("replicas=" + std::to_string(replicas));
+  if (path.empty()) return usage_error("sim compare: expected SCENARIO.json");
+  const std::vector<std::string> sets = f.scenario_sets();
+  const std::string& format = f.format;
+  const std::string& out_dir = f.out_dir;
+  const long long jobs = f.jobs;
   Registry registry = policies::builtin_registry();
   std::vector<scenarios::Scenario> scs;
   try {

@@ -15,6 +15,7 @@
 #include "policies/builtin.h"
 #include "scenarios/scenario.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/flags.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 #include "traces/cli.h"
@@ -24,6 +25,7 @@ namespace {
 using faultline::Registry;
 namespace sc = faultline::scenarios;
 namespace sim = faultline::sim;
+using faultline::cli::usage_error;
 
 constexpr const char* kTopHelp = R"(faultline - fault-tolerance policy for large GPU training clusters
 
@@ -85,68 +87,30 @@ options:
 Same seed, same result: the JSON is byte-identical except wall_s, whatever --jobs is.
 )";
 
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "faultline: %s (see --help)\n", msg.c_str());
-  return 2;
-}
-
-bool parse_int(const std::string& s, long long lo, long long hi, long long* out) {
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno || end == s.c_str() || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
 int sim_run(const std::vector<std::string>& args) {
-  std::string path, format = "table", out_dir;
-  std::vector<std::string> sets;
-  long long replicas = -1, jobs = 1, seed = -1;
+  std::string path;
+  faultline::cli::SimFlags f;
   sim::RunOptions opt;
-  bool quiet = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&](const char* name) -> const std::string* {
-      if (i + 1 >= args.size()) return nullptr;
-      (void)name;
-      return &args[++i];
-    };
+    if (const int r = faultline::cli::sim_flag(args, i, f, {"table", "json"})) {
+      if (r < 0) return 2;
+      continue;
+    }
     if (a == "-h" || a == "--help") {
       std::fputs(kSimRunHelp, stdout);
       return 0;
-    } else if (a == "--replicas" || a == "--jobs" || a == "--seed") {
-      const std::string* v = value(a.c_str());
-      long long x;
-      const long long lo = a == "--seed" ? 0 : 1;
-      if (!v || !parse_int(*v, lo, a == "--jobs" ? 4096 : (1LL << 62), &x))
-        return usage_error(a + ": expected an integer >= " + std::to_string(lo));
-      (a == "--replicas" ? replicas : a == "--jobs" ? jobs : seed) = x;
-    } else if (a == "--set") {
-      const std::string* v = value("--set");
-      if (!v) return usage_error("--set: expected PATH=VALUE");
-      sets.push_back(*v);
-    } else if (a == "--format") {
-      const std::string* v = value("--format");
-      if (!v || (*v != "table" && *v != "json")) return usage_error("--format: expected table or json");
-      format = *v;
-    } else if (a == "--out") {
-      const std::string* v = value("--out");
-      if (!v) return usage_error("--out: expected a directory");
-      out_dir = *v;
     } else if (a == "--timeline") {
       opt.timeline = true;
     } else if (a == "--timeline-step-s") {
-      const std::string* v = value("--timeline-step-s");
       long long x;
-      if (!v || !parse_int(*v, 1, 1LL << 40, &x)) return usage_error("--timeline-step-s: expected seconds >= 1");
+      if (i + 1 >= args.size() || !faultline::cli::parse_int(args[++i], 1, 1LL << 40, &x))
+        return usage_error("--timeline-step-s: expected seconds >= 1");
       opt.timeline_step_s = static_cast<double>(x);
     } else if (a == "--incidents") {
       opt.incidents = true;
     } else if (a == "--decisions") {
       opt.decisions = true;
-    } else if (a == "--quiet") {
-      quiet = true;
     } else if (!a.empty() && a[0] == '-') {
       return usage_error("unknown option " + a);
     } else if (path.empty()) {
@@ -156,8 +120,11 @@ int sim_run(const std::vector<std::string>& args) {
     }
   }
   if (path.empty()) return usage_error("sim run: expected SCENARIO.json");
-  if (seed >= 0) sets.push_back("seed=" + std::to_string(seed));
-  if (replicas > 0) sets.push_back("replicas=" + std::to_string(replicas));
+  const std::vector<std::string> sets = f.scenario_sets();
+  const std::string& format = f.format;
+  const std::string& out_dir = f.out_dir;
+  const long long jobs = f.jobs;
+  const bool quiet = f.quiet;
 
   Registry registry = faultline::policies::builtin_registry();
   sc::Scenario scenario;

@@ -31,6 +31,7 @@
 #include "policies/builtin.h"
 #include "scenarios/scenario.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/flags.h"
 #include "sim/report.h"
 #include "traces/stats.h"
 #include "sim/runner.h"
@@ -88,10 +89,7 @@ A malformed log is an error "faultline: FILE:LINE: $.field: what was expected" (
 a torn last line (a crash mid-write) is left out with a warning.
 )";
 
-int usage(const std::string& m) {
-  std::fprintf(stderr, "faultline: %s (see --help)\n", m.c_str());
-  return 2;
-}
+int usage(const std::string& m) { return usage_error(m); }
 
 using traces::median;
 
@@ -309,42 +307,22 @@ std::string fmt(double v, int prec) {
 }  // namespace
 
 int sim_replay(const std::vector<std::string>& args) {
-  std::string path, stack, format = "text", out_dir;
-  std::vector<std::string> sets;
-  long long replicas = 20, jobs = 1, seed = -1;
+  std::string path, stack;
+  SimFlags f;
+  f.replicas = 20;
   bool decisions = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto need = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
+    if (const int r = sim_flag(args, i, f, {"text", "json", "table"})) {
+      if (r < 0) return 2;
+      continue;
+    }
     if (a == "-h" || a == "--help") {
       std::fputs(kHelp, stdout);
       return 0;
     } else if (a == "--stack") {
-      const std::string* v = need();
-      if (!v || v->empty()) return usage("--stack: expected a policy stack name");
-      stack = *v;
-    } else if (a == "--replicas" || a == "--jobs" || a == "--seed") {
-      const std::string* v = need();
-      char* end = nullptr;
-      const long long lo = a == "--seed" ? 0 : 1;
-      errno = 0;
-      const long long x = v ? std::strtoll(v->c_str(), &end, 10) : -1;
-      if (!v || v->empty() || *end || errno || x < lo || (a == "--jobs" && x > 4096))
-        return usage(a + ": expected an integer >= " + std::to_string(lo));
-      (a == "--replicas" ? replicas : a == "--jobs" ? jobs : seed) = x;
-    } else if (a == "--set") {
-      const std::string* v = need();
-      if (!v) return usage("--set: expected PATH=VALUE");
-      sets.push_back(*v);
-    } else if (a == "--format") {
-      const std::string* v = need();
-      if (!v || (*v != "text" && *v != "json" && *v != "table"))
-        return usage("--format: expected text or json");
-      format = *v == "table" ? "text" : *v;
-    } else if (a == "--out") {
-      const std::string* v = need();
-      if (!v) return usage("--out: expected a directory");
-      out_dir = *v;
+      if (i + 1 >= args.size() || args[i + 1].empty()) return usage("--stack: expected a policy stack name");
+      stack = args[++i];
     } else if (a == "--decisions") {
       decisions = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -355,6 +333,10 @@ int sim_replay(const std::vector<std::string>& args) {
       return usage("unexpected argument " + a);
     }
   }
+  const std::vector<std::string>& sets = f.sets;
+  const long long replicas = f.replicas, jobs = f.jobs, seed = f.seed;
+  const std::string format = f.format == "table" ? "text" : f.format;
+  const std::string& out_dir = f.out_dir;
   if (path.empty()) return usage("sim replay: expected EVENTLOG");
 
   EventLog log;

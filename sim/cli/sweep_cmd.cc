@@ -19,6 +19,7 @@
 #include "analysis/tune.h"
 #include "policies/builtin.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/flags.h"
 #include "sim/sweep.h"
 
 namespace faultline::cli {
@@ -104,20 +105,6 @@ example:
       --param policy.params.checkpoint_interval_s=60:3600
 )";
 
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "faultline: %s (see --help)\n", msg.c_str());
-  return 2;
-}
-
-bool parse_int(const std::string& s, long long lo, long long hi, long long* out) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno || end == s.c_str() || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
 bool parse_double(const std::string& s, double* out) {
   char* end = nullptr;
   errno = 0;
@@ -171,60 +158,10 @@ class Progress {
   double last_ = -1;
 };
 
-struct CommonArgs {
+// The shared simulation options (sim/cli/flags.h) and the scenario.
+struct CommonArgs : SimFlags {
   std::string scenario;
-  std::vector<std::string> sets;
-  long long replicas = -1, seed = -1, jobs = 1;
-  std::string out_dir, format = "table";
-  bool quiet = false;
 };
-
-// Parses an option shared by sweep and tune. Returns 1 when consumed, 0 when not ours,
-// and -2 (after printing) on a usage error.
-int common_option(const std::vector<std::string>& args, size_t& i, CommonArgs& c,
-                  const std::vector<std::string>& formats) {
-  const std::string& a = args[i];
-  auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
-  if (a == "--replicas" || a == "--jobs" || a == "--seed") {
-    const std::string* v = value();
-    long long x;
-    const long long lo = a == "--seed" ? 0 : 1;
-    if (!v || !parse_int(*v, lo, a == "--jobs" ? 4096 : (1LL << 62), &x)) {
-      usage_error(a + ": expected an integer >= " + std::to_string(lo));
-      return -2;
-    }
-    (a == "--replicas" ? c.replicas : a == "--jobs" ? c.jobs : c.seed) = x;
-    return 1;
-  }
-  if (a == "--set") {
-    const std::string* v = value();
-    if (!v) return usage_error("--set: expected PATH=VALUE"), -2;
-    c.sets.push_back(*v);
-    return 1;
-  }
-  if (a == "--out") {
-    const std::string* v = value();
-    if (!v || v->empty()) return usage_error("--out: expected a directory"), -2;
-    c.out_dir = *v;
-    return 1;
-  }
-  if (a == "--format") {
-    const std::string* v = value();
-    if (!v || std::find(formats.begin(), formats.end(), *v) == formats.end()) {
-      std::string all;
-      for (const auto& f : formats) all += (all.empty() ? "" : " or ") + f;
-      usage_error("--format: expected " + all);
-      return -2;
-    }
-    c.format = *v;
-    return 1;
-  }
-  if (a == "--quiet") {
-    c.quiet = true;
-    return 1;
-  }
-  return 0;
-}
 
 sim::SweepSpec make_spec(const CommonArgs& c) {
   sim::SweepSpec spec;
@@ -264,7 +201,7 @@ int sim_sweep(const std::vector<std::string>& args) {
       std::fputs(kSweepHelp, stdout);
       return 0;
     }
-    const int r = common_option(args, i, c, {"table", "csv", "json"});
+    const int r = sim_flag(args, i, c, {"table", "csv", "json"});
     if (r == -2) return 2;
     if (r == 1) continue;
     if (a == "--grid" || a == "--zip") {
@@ -423,7 +360,7 @@ int sim_tune(const std::vector<std::string>& args) {
       std::fputs(kTuneHelp, stdout);
       return 0;
     }
-    const int r = common_option(args, i, c, {"table", "json"});
+    const int r = sim_flag(args, i, c, {"table", "json"});
     if (r == -2) return 2;
     if (r == 1) continue;
     auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
