@@ -1,6 +1,7 @@
-// Internals shared by the agent's source files (agent.cc: connection, dispatch,
-// inspection, injection; agent_ranks.cc: the training ranks; agent_tests.cc: stop-time
-// probes, stack capture and replays). Not part of the agent's interface.
+// Internals shared by the agent's source files (agent.cc: connection, dispatch and host
+// inspection; agent_ranks.cc: the training ranks; agent_tests.cc: stop-time probes,
+// stack capture and replays; agent_inject.cc: fault injection). Not part of the agent's
+// interface.
 #pragma once
 
 #include <errno.h>
