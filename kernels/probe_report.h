@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/probe_exit_codes.h"
+
 namespace faultline::kernels {
 
 // The probes `faultline-probe` knows, one per process.
@@ -35,13 +37,7 @@ enum class Verdict { kPending, kPass, kFail, kSkip, kNoGpu, kDeadlineExceeded, k
 std::string_view verdict_name(Verdict verdict);
 std::optional<Verdict> parse_verdict(std::string_view name);
 
-// Exit codes of `faultline-probe`: the verdict, readable without parsing JSON. A skipped probe
-// (nothing to test, e.g. p2p with one GPU) exits 0 like a pass.
-inline constexpr int kExitPass = 0;
-inline constexpr int kExitFail = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitNoGpu = 3;
-inline constexpr int kExitDeadline = 4;
+// The exit code (kernels/probe_exit_codes.h) a verdict becomes.
 int exit_code_for(Verdict verdict);
 
 enum class Comparison { kAtLeast, kAtMost };

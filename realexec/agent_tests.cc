@@ -1,5 +1,6 @@
 // The agent's stop-time work: probes in child processes with deadlines, stack capture
 // with gdb, and replays of the job on a group of machines.
+#include "kernels/probe_exit_codes.h"
 #include "realexec/agent_internal.h"
 
 namespace faultline::live {
@@ -83,19 +84,19 @@ void Agent::handle_probe(const json& m, std::int64_t req) {
             body["report"] = report;
           }
           const int code = res.exit_code();
-          if (res.timed_out || code == 4) {
+          if (res.timed_out || code == kernels::kExitDeadline) {
             body["ok"] = false;
             body["timed_out"] = true;
             body["detail"] = res.timed_out ? "killed at the deadline" : "deadline_exceeded";
-          } else if (code == 0) {
+          } else if (code == kernels::kExitPass) {
             body["ok"] = true;
             body["detail"] = verdict.empty() ? "pass" : verdict;
-          } else if (code == 3) {
+          } else if (code == kernels::kExitNoGpu) {
             body["ok"] = true;
             body["detail"] = "no_gpu";
           } else {
             body["ok"] = false;
-            std::string why = code == 2 ? "usage error" : verdict.empty() ? "fail" : verdict;
+            std::string why = code == kernels::kExitUsage ? "usage error" : verdict.empty() ? "fail" : verdict;
             std::string last = last_line(res.err);
             body["detail"] = why + " (" + describe_wait_status(res.wait_status) + ")" +
                              (last.empty() ? "" : ": " + last);
