@@ -204,6 +204,18 @@ GroupResult run_group(const GroupSpec& spec) {
       kill_all();
     }
   }
+  // A rank may write its last reports and exit between two polls: read what is left
+  // (every rank has exited, so each socket ends).
+  for (int r = 0; r < spec.world; ++r) {
+    if (report_fds[r] < 0) continue;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(report_fds[r], buf, sizeof buf)) > 0) partial[r].append(buf, static_cast<std::size_t>(n));
+    for (auto nl = partial[r].find('\n'); nl != std::string::npos; nl = partial[r].find('\n')) {
+      res.ranks[r].reports.push_back(Json::parse(partial[r].substr(0, nl)));
+      partial[r].erase(0, nl + 1);
+    }
+  }
   for (int r = 0; r < spec.world; ++r) {
     if (report_fds[r] >= 0) ::close(report_fds[r]);
     res.ranks[r].out = slurp(io / ("out" + std::to_string(r)));
