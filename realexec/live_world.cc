@@ -248,6 +248,11 @@ ActionId LiveWorld::act(Action a) {
         if constexpr (std::is_same_v<T, StopJob>) {
           do_stop(id, x);
         } else if constexpr (std::is_same_v<T, StartJob>) {
+          if (running_) {  // world.h: a start is refused while the job runs (stop it first)
+            outcome(id, false, "job already running", t);
+            deliver(ActionFailed{id, "job already running"});
+            return;
+          }
           do_start(id, x.reason);
         } else if constexpr (std::is_same_v<T, EvictMachines>) {
           do_evict(id, x);
@@ -270,6 +275,11 @@ ActionId LiveWorld::act(Action a) {
         } else if constexpr (std::is_same_v<T, Note>) {
           note(x.text);
         } else if constexpr (std::is_same_v<T, EnableInspection>) {
+          if (x.interval.ns <= 0) {
+            outcome(id, false, "inspection interval must be positive", t);
+            deliver(ActionFailed{id, "inspection interval must be positive"});
+            return;
+          }
           do_inspect(x);
           outcome(id, true, "inspection of " + x.kind + " every " + std::to_string(x.interval.to_seconds()) + " s", t);
         } else if constexpr (std::is_same_v<T, RunProbe>) {
@@ -452,14 +462,18 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
   const Instant t = now();
   std::string names;
   for (MachineId m : a.machines) {
-    if (m < 0 || m >= cluster_.machine_count()) continue;
-    if (cluster_.slot_of(m) >= 0) cluster_.vacate(cluster_.slot_of(m));
-    cluster_.take_standby(m);
+    // Only machines in the job's slots (action.h): a standby or an evicted machine is left as is.
+    if (m < 0 || m >= cluster_.machine_count() || cluster_.slot_of(m) < 0) continue;
+    cluster_.vacate(cluster_.slot_of(m));
     cluster_.set_health(m, Health::kEvicted);
     names += (names.empty() ? "" : ", ") + machine_config(m).name;
     if (link_.connected(m))
       request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}}, Duration::seconds(kRequestTimeoutS),
               [](const json&) {});
+  }
+  if (names.empty()) {
+    outcome(id, true, "nothing to evict: no machine of the job named (" + a.reason + ")", t);
+    return;
   }
   job_broken();
   save_journal();
@@ -498,13 +512,9 @@ void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
   if (ready.size() < empty.size()) {
     const std::string why = std::to_string(empty.size()) + " slots to fill, " + std::to_string(ready.size()) +
                             " standby machines connected";
-    if (a.mode == AcquireMode::kStandby) {
-      outcome(id, false, "standby pool exhausted: " + why, t);
-      deliver(ActionFailed{id, "standby pool exhausted: " + why});
-      return;
-    }
-    // Requeue and reschedule wait, as a job waits in a scheduler's queue, until enough
-    // machines are parked (a standby connects or an operator repairs a machine).
+    // Every mode waits, as a job waits in a scheduler's queue, until enough machines are
+    // parked (a standby connects or an operator repairs a machine): a standby shortfall is
+    // filled as the scheduler would fill it (action.h), as in the simulator.
     note(std::string(mode_name(a.mode)) + " waits for machines: " + why);
     waiting_acquire_ = WaitingAcquire{id, empty, t};
     return;

@@ -22,17 +22,26 @@ namespace faultline::live {
 // CLOCK_MONOTONIC in nanoseconds since an arbitrary epoch.
 Instant monotonic_now();
 
+// Tag of the test constructor: a reactor whose clock only advance_to() moves.
+struct ManualClock {};
+
 class Reactor {
  public:
   using FdHandler = std::function<void(std::uint32_t epoll_events)>;
   using Callback = std::function<void()>;
 
   Reactor();  // throws std::runtime_error when epoll/timerfd cannot be created
+  // For tests (the World conformance suite): now() starts at zero and moves only with
+  // advance_to(), which fires the timers due in (deadline, order set) order, each at its
+  // own deadline. Fds and signals still work through run_until.
+  explicit Reactor(ManualClock);
   ~Reactor();
   Reactor(const Reactor&) = delete;
   Reactor& operator=(const Reactor&) = delete;
 
-  Instant now() const { return monotonic_now(); }
+  Instant now() const { return manual_ ? Instant{manual_ns_} : monotonic_now(); }
+  // REQUIRES: a ManualClock reactor and t >= now().
+  void advance_to(Instant t);
 
   // Watches `fd` (not owned) for `events` (EPOLLIN, EPOLLOUT, ...). A handler may remove
   // its own or any other fd; removal takes effect at once.
@@ -76,6 +85,8 @@ class Reactor {
   };
   static constexpr std::int64_t kDisarmed = std::numeric_limits<std::int64_t>::max();
 
+  bool manual_ = false;
+  std::int64_t manual_ns_ = 0;
   int epfd_ = -1;
   int timerfd_ = -1;
   int sigfd_ = -1;

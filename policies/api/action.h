@@ -3,7 +3,9 @@
 // A closed variant of small plain structs, so actions log, replay and compare as
 // values. Every action carries a human-readable reason. The outcome arrives later as
 // an Event (MachinesReady, JobStarted, ActionFailed, ...) tagged with the ActionId that
-// World::act returned. A backend that cannot do an action answers ActionFailed.
+// World::act returned, never during act(). A backend that cannot do an action answers
+// ActionFailed. What each action yields, and every ActionFailed case, is written beside
+// it and pinned on SimWorld and LiveWorld by tests/conformance.
 #pragma once
 
 #include <string>
@@ -33,16 +35,21 @@ enum class Mechanism : std::uint8_t {
 inline constexpr int kMechanisms = 12;
 const char* mechanism_name(Mechanism m);
 
+// Stops the job (kills every rank); JobStopped follows, also when nothing was running.
 struct StopJob {
   std::string reason;
 };
 // Starts the job on the machines now placed in its slots, restoring the newest
-// complete checkpoint; JobStarted follows once restore and init are done.
+// complete checkpoint; JobStarted follows once restore and init are done (StartFailed
+// if it fails). ActionFailed: the job is running ("job already running": stop it
+// first; a start already under way is replaced), or a slot has no machine.
 struct StartJob {
   std::string reason;
   Mechanism mechanism = Mechanism::kNone;
 };
-// Removes machines from the job (they go to repair); their slots become empty.
+// Removes machines from the job (they go to repair); their slots become empty and the
+// job, if running, is broken. Machines not in a slot (standbys, evicted ones) are left
+// as they are. No event follows.
 struct EvictMachines {
   MachineSet machines;
   std::string reason;
@@ -51,11 +58,15 @@ struct EvictMachines {
 enum class AcquireMode : std::uint8_t {
   kRequeue,     // kill everything, reschedule the whole job (every slot refilled)
   kReschedule,  // cold machines from the scheduler for the empty slots only
-  kStandby,     // warm standbys from the pool for the empty slots (shortfall fails)
+  kStandby,     // warm standbys from the pool for the empty slots (shortfall: as kReschedule)
   kOracle,      // unlimited ready spares, no delay (upper-bound baseline only)
 };
 // Fills the given slots (empty ones if the list is empty) with machines;
-// MachinesReady follows when they are placed and their environment is ready.
+// MachinesReady follows when they are placed and their environment is ready, listing
+// the machines newly placed (empty when no slot needed filling). A standby shortfall is
+// filled as kReschedule fills slots: cold machines from the scheduler in the simulator;
+// live mode waits, as in a scheduler's queue, until enough machines are parked.
+// ActionFailed: kOracle anywhere but the simulator.
 struct AcquireMachines {
   AcquireMode mode = AcquireMode::kReschedule;
   std::vector<SlotId> slots;
@@ -63,9 +74,10 @@ struct AcquireMachines {
   Mechanism mechanism = Mechanism::kNone;
 };
 enum class CheckpointTier : std::uint8_t { kRemote, kMemory, kMemoryWithPeer };
-// How the job checkpoints from now on: every `interval` of training (zero: every step;
-// rounded up to whole steps by the backend where steps are real), blocking training for
-// `blocking`. kMemoryWithPeer keeps the newest copy in host memory and a backup on a
+// How the job checkpoints from now on: every `interval` of training (zero: every step),
+// blocking training for `blocking`. No event follows. The simulator uses the interval as
+// given; live mode rounds it up to whole steps of the job's nominal step time (at least
+// one), from the next launch. kMemoryWithPeer keeps the newest copy in host memory and a backup on a
 // peer outside the machine's TP, PP and DP groups, with a remote copy every
 // `remote_interval` as the last resort.
 struct SetCheckpointPlan {
@@ -82,8 +94,8 @@ struct WatchSteps {
   Duration every = Duration::zero();
   std::string reason;
 };
-// Requests perfect fault knowledge (OracleFault events). Only the simulator grants it,
-// and only for the oracle upper bound; live mode answers ActionFailed.
+// Requests perfect fault knowledge (OracleFault events). Only the simulator grants it
+// (no event), and only for the oracle upper bound; live mode answers ActionFailed.
 struct EnableOracle {
   std::string reason;
 };
@@ -96,6 +108,7 @@ struct Note {
 };
 // Real-time inspections: the backend reports InspectionAlert for problems of `kind`
 // ("gpu", "nic", "host", "switch", "storage") it finds, checking every `interval`.
+// ActionFailed: an interval that is not positive.
 struct EnableInspection {
   std::string kind;
   Duration interval;
@@ -126,13 +139,16 @@ struct RunReplay {
   std::vector<MachineSet> groups;
   std::string reason;
 };
-// Restarts the job's processes in place with another code version (no rescheduling);
-// JobStarted follows.
+// Restarts the job's processes in place with another code version (no rescheduling;
+// a running job is stopped first); JobStarted follows. ActionFailed: a slot has no
+// machine; in live mode, a version not in the config.
 struct HotUpdate {
   std::string version;
   std::string reason;
 };
-// Hot update back to the last code version that ran cleanly.
+// Hot update back to the last code version that ran cleanly (the rollback target: in
+// the simulator the newest version that ran without a code fault, in live mode the
+// newest that ran 20 steps; the first version if none has). ActionFailed as HotUpdate.
 struct RollBack {
   std::string reason;
 };

@@ -16,6 +16,13 @@
 
 namespace faultline {
 
+// The contract every World honours (tests/conformance checks it on FakeWorld, SimWorld
+// and LiveWorld):
+// - act() returns at once and never calls back into the policy; the outcome arrives
+//   later as an event (action.h says which, and every ActionFailed case).
+// - Events are delivered one at a time, in time order; a policy is never re-entered.
+// - Timers at the same instant fire in the order they were set; cancelling a timer that
+//   fired or was cancelled does nothing.
 class World {
  public:
   virtual ~World() = default;

@@ -1,0 +1,582 @@
+// The World contract (policies/api/world.h, action.h) as a table: each row is a scripted
+// policy and what it must observe, run against SimWorld (in process, through
+// ReplicaRunner) and LiveWorld (a fake link answering as agents do, a manual reactor
+// clock), and where it applies FakeWorld. Where the Worlds differ by design (live mode
+// has no oracle, rounds checkpoints to whole steps) the row says so per World.
+//
+// Also here, because it needs both Worlds: the same detector, fed the sample stream of a
+// simulated run and the one live mode delivers for the same step timeline, reaches the
+// same conclusions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "policies/builtin.h"
+#include "policies/detection/detectors.h"
+#include "realexec/journal.h"
+#include "realexec/live_config.h"
+#include "realexec/live_world.h"
+#include "realexec/reactor.h"
+#include "scenarios/scenario.h"
+#include "sim/runner.h"
+#include "tests/support/fake_world.h"
+#include "traces/event_log.h"
+
+namespace faultline {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------- the scripted policy
+
+struct Seen {
+  Instant at;
+  Event event;
+};
+
+// What a row does: at the start, and on each event. Both get the World.
+struct Script {
+  std::function<void(World&)> start;
+  std::function<void(const Event&, World&)> on = [](const Event&, World&) {};
+};
+
+Script* g_script = nullptr;
+std::vector<Seen> g_seen;
+
+class ScriptPolicy final : public Policy {
+ public:
+  const PolicyInfo& info() const override { return script_info(); }
+  void start(World& w) override { g_script->start(w); }
+  void on_event(const Event& e, World& w) override {
+    g_seen.push_back({w.now(), e});
+    g_script->on(e, w);
+  }
+  static const PolicyInfo& script_info() {
+    static const PolicyInfo info{"conformance-script", "1", "a scripted policy for the World conformance suite", {}};
+    return info;
+  }
+};
+
+Registry registry() {
+  Registry r = policies::builtin_registry();
+  r.add(ScriptPolicy::script_info(), [](const Params&) { return std::make_unique<ScriptPolicy>(); });
+  return r;
+}
+
+template <class T>
+std::vector<T> seen() {
+  std::vector<T> out;
+  for (const auto& s : g_seen)
+    if (auto* x = std::get_if<T>(&s.event)) out.push_back(*x);
+  return out;
+}
+
+// ---------------------------------------------------------------- the Worlds
+
+// Four job machines (PP 2 x DP 2, one GPU each) and one warm standby, steps of 2 s.
+constexpr double kStepS = 2;
+
+// The simulated run's faults (a trace, in order, on machine 0): steps slow from 2 s to
+// 3 s at 600 s, and the counter stops at 890 s. The rows act long before.
+constexpr double kSlowAt = 600, kHangAt = 890;
+
+// SimWorld: one SimGrid engine per process, so one runner for every row; a row is a replica.
+struct Sim {
+  Registry reg = registry();
+  scenarios::Scenario sc;
+  std::unique_ptr<sim::ReplicaRunner> runner;
+  std::uint64_t replica = 0;
+  Sim() {
+    const json doc = {
+        {"description", "World conformance: four machines, one standby, no faults"},
+        {"seed", 3},
+        {"replicas", 1},
+        {"cluster",
+         {{"machines", 4},
+          {"gpus_per_machine", 1},
+          {"rack_size", 4},
+          {"storage_hosts", 1},
+          {"standby_machines", 1},
+          {"scheduler", {{"requeue_base_s", 60}, {"requeue_per_machine_s", 0}, {"reschedule_base_s", 30},
+                         {"reschedule_per_machine_s", 0}}}}},
+        {"job",
+         {{"tp", 1}, {"pp", 2}, {"dp", 2}, {"step_time_s", kStepS}, {"checkpoint_bytes_per_machine", 0},
+          {"image_bytes", 0}, {"init_s", 0}, {"horizon_days", 0.05}, {"collective_timeout_s", 0}}},
+        {"faults",
+         {{"categories",
+           json::array({{{"name", "slow"}, {"rate_per_machine_day", 0}, {"symptom", "slowdown"},
+                         {"slowdown_factor", 1.5}, {"duration_s", 1e6}, {"persistent", false}},
+                        {{"name", "hang"}, {"rate_per_machine_day", 0}, {"symptom", "hang"}, {"persistent", false}}})}}},
+        {"policy", {{"stack", "conformance-script"}}}};
+    sc = scenarios::parse_scenario(doc.dump(), "conformance.json", {}, reg);
+    auto tl = std::make_shared<traces::FleetTimelines>();
+    tl->nodes.resize(4);
+    tl->category_scope = {traces::Scope::kNode, traces::Scope::kNode};
+    tl->window_end_s = 0.05 * 86400;
+    tl->trace_nodes = 4;
+    tl->nodes[0] = {{kSlowAt, 0}, {kHangAt, 1}};
+    tl->faults = 2;
+    scenarios::TraceSource ts;
+    ts.mode = "replay";
+    ts.node_order = "in_order";
+    ts.timelines = std::move(tl);
+    sc.trace = std::move(ts);
+    runner = std::make_unique<sim::ReplicaRunner>(sc, reg);
+  }
+  static Sim& get() {
+    static Sim s;
+    return s;
+  }
+  void run(Script& script) {
+    g_script = &script;
+    g_seen.clear();
+    runner->run(replica++, {});
+  }
+};
+
+// An agent's side of the link, answered at once: kill, launch (every rank reports it
+// started from step 0), inspect.
+class FakeLink final : public live::MachineLink {
+ public:
+  bool send(MachineId m, const json& msg) override {
+    sent.push_back({m, msg});
+    return true;
+  }
+  bool connected(MachineId) const override { return true; }
+  std::deque<std::pair<MachineId, json>> sent;
+};
+
+struct Live {
+  fs::path dir;
+  live::Reactor reactor{live::ManualClock{}};
+  FakeLink link;
+  live::LiveConfig config;
+  live::Journal journal;
+  traces::EventLogWriter log;
+  std::unique_ptr<live::LiveWorld> world;
+
+  Live(const Registry& reg, const std::string& stack = "conformance-script", json params = json::object())
+      : dir(make_dir()),
+        config(live::parse_live_config(config_text(dir, stack, params), (dir / "live.json").string(), reg)),
+        journal((dir / "journal.json").string()),
+        log((dir / "events.jsonl").string()) {
+    std::string err;
+    EXPECT_TRUE(journal.load(&err)) << err;
+    world = std::make_unique<live::LiveWorld>(config, reg, reactor, link, log, journal);
+  }
+  ~Live() {
+    world.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  static fs::path make_dir() {
+    char tmpl[] = "/tmp/faultline-conformance-XXXXXX";
+    return fs::path(::mkdtemp(tmpl));
+  }
+  static std::string config_text(const fs::path& dir, const std::string& stack, const json& params) {
+    json machines = json::array();
+    for (int i = 0; i < 4; ++i)
+      machines.push_back({{"name", "m" + std::to_string(i)}, {"addr", "127.0.0.1"}, {"workdir", "m" + std::to_string(i)}});
+    const json doc = {
+        {"controller", "127.0.0.1:1"},
+        {"token_file", "token"},
+        {"machines", machines},
+        {"standby", json::array({{{"name", "s0"}, {"addr", "127.0.0.1"}, {"workdir", "s0"}}})},
+        {"job",
+         {{"versions", {{"v1", {"/bin/true"}}, {"v2", {"/bin/true"}}}},
+          {"version", "v1"},
+          {"gpus_per_machine", 1},
+          {"tp", 1},
+          {"pp", 2},
+          {"dp", 2},
+          {"master_port", 29500},
+          {"nominal_step_time_s", kStepS}}},
+        {"policy", {{"stack", stack}, {"params", params}}},
+        {"trainjob_bin", "/bin/true"},
+        {"state_dir", dir.string()}};
+    return doc.dump();
+  }
+  // Answers what the controller sent, as agents would, until nothing is left.
+  void pump() {
+    while (!link.sent.empty()) {
+      auto [m, msg] = link.sent.front();
+      link.sent.pop_front();
+      const std::string type = msg.value("type", "");
+      world->on_agent_message(m, {{"type", "done"}, {"req", msg["req"]}, {"ok", true}});
+      if (type == "launch")
+        for (const auto& r : msg["ranks"])
+          world->on_agent_message(m, {{"type", "report"},
+                                      {"gen", msg["gen"]},
+                                      {"report", {{"type", "started"}, {"rank", r["rank"]}, {"step", 0}}}});
+    }
+  }
+  void run(Script& script, double seconds) {
+    g_script = &script;
+    g_seen.clear();
+    world->start();
+    advance(seconds);
+  }
+  // Moves the clock, answering the agents' side at every step.
+  void advance(double seconds) {
+    const Instant end = reactor.now() + Duration::seconds(seconds);
+    pump();
+    while (reactor.now() < end) {
+      reactor.advance_to(std::min(end, reactor.now() + Duration::millis(100)));
+      pump();
+    }
+  }
+};
+
+// ---------------------------------------------------------------- the table
+
+enum class Want { kEvent, kActionFailed, kNothing };
+
+struct Row {
+  const char* name;
+  // Builds the script; `failed_of`/`watch` let a row point at the action whose outcome matters.
+  std::function<Script(ActionId* watch)> make;
+  // What must follow the watched action, in SimWorld and in LiveWorld.
+  Want sim, live;
+  const char* failure = "";  // the ActionFailed reason, where both fail alike
+};
+
+// Starts the job; once JobStarted arrives, `then` runs (once).
+Script started_then(ActionId* watch, std::function<ActionId(World&)> then) {
+  auto done = std::make_shared<bool>(false);
+  Script s;
+  s.start = [](World& w) { w.act(StartJob{"first start"}); };
+  s.on = [done, watch, then](const Event& e, World& w) {
+    if (std::holds_alternative<JobStarted>(e) && !*done) {
+      *done = true;
+      *watch = then(w);
+    }
+  };
+  return s;
+}
+
+std::vector<Row> rows() {
+  return {
+      {"StartJobOnARunningJobIsRefused",
+       [](ActionId* watch) { return started_then(watch, [](World& w) { return w.act(StartJob{"again"}); }); },
+       Want::kActionFailed, Want::kActionFailed, "job already running"},
+      {"StartJobWithAnEmptySlotIsRefused",
+       [](ActionId* watch) {
+         Script s;
+         s.start = [watch](World& w) {
+           w.act(EvictMachines{{1}, "empty slot 1"});
+           *watch = w.act(StartJob{"with a hole"});
+         };
+         return s;
+       },
+       Want::kActionFailed, Want::kActionFailed, "slot"},
+      {"EvictingAMachineOutsideTheJobLeavesTheJobRunning",
+       [](ActionId* watch) {
+         return started_then(watch, [](World& w) {
+           w.act(EvictMachines{{4}, "the standby, not a job machine"});
+           return w.act(StartJob{"refused only if the job still runs"});
+         });
+       },
+       Want::kActionFailed, Want::kActionFailed, "job already running"},
+      {"StopJobAnswersJobStoppedEvenWhenNothingRuns",
+       [](ActionId* watch) {
+         Script s;
+         s.start = [watch](World& w) { *watch = w.act(StopJob{"nothing runs yet"}); };
+         return s;
+       },
+       Want::kEvent, Want::kEvent},
+      {"InspectionWithoutAPositiveIntervalIsRefused",
+       [](ActionId* watch) {
+         Script s;
+         s.start = [watch](World& w) { *watch = w.act(EnableInspection{"gpu", Duration::zero(), "bad"}); };
+         return s;
+       },
+       Want::kActionFailed, Want::kActionFailed, "inspection interval must be positive"},
+      {"OracleOnlyInTheSimulator",
+       [](ActionId* watch) {
+         Script s;
+         s.start = [watch](World& w) { *watch = w.act(EnableOracle{"upper bound"}); };
+         return s;
+       },
+       Want::kNothing, Want::kActionFailed},
+      {"StandbyShortfallIsFilledNotRefused",
+       [](ActionId* watch) {
+         Script s;
+         s.start = [watch](World& w) {
+           w.act(EvictMachines{{0, 1}, "two slots, one standby"});
+           *watch = w.act(AcquireMachines{AcquireMode::kStandby, {}, "refill"});
+         };
+         return s;
+       },
+       // The simulator takes the second machine from the scheduler; live mode waits for one.
+       Want::kEvent, Want::kNothing},
+  };
+}
+
+bool failed(ActionId id, std::string* why) {
+  for (const auto& f : seen<ActionFailed>())
+    if (f.action == id) {
+      *why = f.reason;
+      return true;
+    }
+  return false;
+}
+bool answered(ActionId id) {
+  for (const auto& s : g_seen) {
+    if (auto* x = std::get_if<JobStopped>(&s.event); x && x->action == id) return true;
+    if (auto* x = std::get_if<MachinesReady>(&s.event); x && x->action == id) return true;
+    if (auto* x = std::get_if<JobStarted>(&s.event); x && x->action == id) return true;
+  }
+  return false;
+}
+
+void check(const Row& row, Want want, ActionId watch, const char* world) {
+  SCOPED_TRACE(std::string(world) + ": " + row.name);
+  ASSERT_NE(watch, 0u) << "the row's action was never taken";
+  std::string why;
+  const bool f = failed(watch, &why);
+  switch (want) {
+    case Want::kActionFailed:
+      EXPECT_TRUE(f) << "no ActionFailed";
+      EXPECT_NE(why.find(row.failure), std::string::npos) << why;
+      break;
+    case Want::kEvent:
+      EXPECT_FALSE(f) << why;
+      EXPECT_TRUE(answered(watch)) << "no outcome event";
+      break;
+    case Want::kNothing:
+      EXPECT_FALSE(f) << why;
+      EXPECT_FALSE(answered(watch));
+      break;
+  }
+}
+
+TEST(WorldConformance, EveryRowOnSimWorldAndLiveWorld) {
+  const Registry reg = registry();
+  for (const Row& row : rows()) {
+    ActionId watch = 0;
+    Script s = row.make(&watch);
+    Sim::get().run(s);
+    check(row, row.sim, watch, "SimWorld");
+
+    watch = 0;
+    Script l = row.make(&watch);
+    Live live(reg);
+    live.run(l, 120);
+    check(row, row.live, watch, "LiveWorld");
+  }
+}
+
+// MachinesReady lists the machines newly placed: the standby (machine 4) into slot 2.
+TEST(WorldConformance, MachinesReadyListsTheMachinesNewlyPlaced) {
+  auto script = [](ActionId* watch) {
+    Script s;
+    s.start = [watch](World& w) {
+      w.act(EvictMachines{{2}, "slot 2"});
+      *watch = w.act(AcquireMachines{AcquireMode::kStandby, {2}, "standby"});
+    };
+    return s;
+  };
+  ActionId watch = 0;
+  Script s = script(&watch);
+  Sim::get().run(s);
+  auto ready = seen<MachinesReady>();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].action, watch);
+  EXPECT_EQ(ready[0].machines, MachineSet{4});
+
+  const Registry reg = registry();
+  Live live(reg);
+  Script l = script(&watch);
+  live.run(l, 10);
+  ready = seen<MachinesReady>();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].machines, MachineSet{4});
+}
+
+// Timers at one instant fire in the order set; cancelling a fired timer does nothing.
+TEST(WorldConformance, TimersFireInTheOrderSetAndCancellingAFiredOneIsHarmless) {
+  auto script = [] {
+    Script s;
+    s.start = [](World& w) {
+      w.set_timer(Duration::seconds(5), 2);
+      w.set_timer(Duration::seconds(5), 1);
+      const TimerId gone = w.set_timer(Duration::seconds(5), 3);
+      w.cancel_timer(gone);
+      w.set_timer(Duration::seconds(1), 0);
+    };
+    s.on = [](const Event& e, World& w) {
+      if (auto* t = std::get_if<TimerFired>(&e); t && t->tag == 0) w.cancel_timer(t->timer);
+    };
+    return s;
+  };
+  auto tags = [] {
+    std::vector<std::uint64_t> out;
+    for (const auto& t : seen<TimerFired>()) out.push_back(t.tag);
+    return out;
+  };
+  const std::vector<std::uint64_t> want{0, 2, 1};
+  Script s = script();
+  Sim::get().run(s);
+  EXPECT_EQ(tags(), want) << "SimWorld";
+  const Registry reg = registry();
+  Live live(reg);
+  Script l = script();
+  live.run(l, 10);
+  EXPECT_EQ(tags(), want) << "LiveWorld";
+  // FakeWorld, for unit tests, keeps the same order.
+  ClusterSpec spec;
+  spec.machines = 4;
+  testing::FakeWorld fake(spec);
+  ScriptPolicy p;
+  Script f = script();
+  g_script = &f;
+  g_seen.clear();
+  p.start(fake);
+  fake.advance_to(Instant{Duration::seconds(10).ns}, p);
+  EXPECT_EQ(tags(), want) << "FakeWorld";
+}
+
+// Live mode rounds a checkpoint interval up to whole steps, and rolls back to the first
+// version when none has run 20 steps.
+TEST(WorldConformance, LiveRoundsCheckpointsToWholeStepsAndRollsBackToTheFirstVersion) {
+  const Registry reg = registry();
+  Live live(reg);
+  Script s;
+  s.start = [](World& w) {
+    w.act(SetCheckpointPlan{Duration::seconds(3), Duration::zero(), CheckpointTier::kRemote, "3 s = 1.5 steps"});
+    w.act(StartJob{"start"});
+  };
+  bool once = false;
+  s.on = [&](const Event& e, World& w) {
+    if (!std::holds_alternative<JobStarted>(e) || once) return;
+    once = true;
+    w.act(HotUpdate{"v2", "new code"});
+    w.act(RollBack{"back"});
+  };
+  live.run(s, 30);
+  EXPECT_EQ(live.journal.state().ckpt_every, 2);
+  EXPECT_EQ(live.journal.state().version, "v1");
+  Live unknown(reg);
+  Script u;
+  ActionId id = 0;
+  u.start = [&](World& w) { id = w.act(HotUpdate{"v9", "no such version"}); };
+  unknown.run(u, 5);
+  std::string why;
+  EXPECT_TRUE(failed(id, &why));
+  EXPECT_NE(why.find("unknown code version"), std::string::npos) << why;
+}
+
+// ---------------------------------------------------------------- one detector, two Worlds
+
+// The samples a World delivered, and the findings a fresh realtime detector draws from
+// them, with its checks run when it asks (as the stack's timer does).
+struct Finding {
+  double at_s;
+  std::string what;
+  std::int64_t step = -1;
+};
+std::vector<Finding> findings_of(const std::vector<std::pair<Instant, StepSample>>& stream, Instant end) {
+  const Registry reg = registry();
+  Params p;
+  Params::resolve(reg.find("byterobust")->params, {{"stall_window_s", 120}, {"slow_for_s", 60}}, &p);
+  auto d = policies::modules().make_detector("realtime", p);
+  std::vector<Finding> out;
+  auto note = [&](const std::optional<policies::Finding>& f, Instant t) {
+    if (!f) return;
+    Finding x{t.to_seconds(), policies::describe(*f)};
+    if (auto* st = std::get_if<policies::ProgressStalled>(&*f)) x.step = st->last_step;
+    x.what = x.what.substr(0, x.what.find(' ', x.what.find(' ') + 1));  // "progress stalled", "step time", ...
+    out.push_back(x);
+  };
+  d->restart(Instant{}, 0);
+  for (std::size_t i = 0; i <= stream.size(); ++i) {
+    const Instant next = i < stream.size() ? stream[i].first : end;
+    while (d->next_check() <= next) {
+      const Instant t = d->next_check();
+      note(d->check(t), t);
+    }
+    if (i < stream.size()) note(d->observe(stream[i].second, stream[i].first), stream[i].first);
+  }
+  return out;
+}
+
+TEST(DetectorAcrossWorlds, TheSameSampleTimelineGivesTheSameFindingsInSimulationAndLive) {
+  // The simulated run (the scenario's trace: slower steps at 600 s, a hang at 890 s):
+  // the samples SimWorld delivers to a policy that only watches.
+  const double slow_at = kSlowAt, hang_at = kHangAt, end_s = 1500;
+  auto at = [](double s) { return Instant{Duration::seconds(s).ns}; };
+  Script watcher;
+  watcher.start = [](World& w) {
+    w.act(WatchSteps{Duration::zero(), "samples"});
+    w.act(StartJob{"start"});
+  };
+  Sim::get().run(watcher);
+  std::vector<std::pair<Instant, StepSample>> sim;
+  Instant sim_t0 = Instant::max();
+  for (const auto& x : g_seen) {
+    if (std::holds_alternative<JobStarted>(x.event) && sim_t0 == Instant::max()) sim_t0 = x.at;
+    if (auto* smp = std::get_if<StepSample>(&x.event)) sim.push_back({Instant{(x.at - sim_t0).ns}, *smp});
+  }
+  ASSERT_EQ(sim.size(), 3u) << "a sample at the start, at the slowdown and at the hang";
+  EXPECT_EQ(sim[1].second.step_time_s, 3.0);
+  EXPECT_TRUE(std::isinf(sim[2].second.step_time_s));
+  const auto from_sim = findings_of(sim, at(end_s));
+
+  // The live run of the same timeline: rank 0 reports every step, LiveWorld samples them
+  // (WatchSteps every step) for the policy. The script records what it is given.
+  const Registry reg = registry();
+  Live live(reg);
+  Script s;
+  s.start = [](World& w) {
+    w.act(WatchSteps{Duration::zero(), "samples"});
+    w.act(StartJob{"start"});
+  };
+  live.run(s, 0.5);
+  ASSERT_EQ(seen<JobStarted>().size(), 1u);
+  const Instant t0 = live.reactor.now();
+  const std::int64_t gen = live.journal.state().gen;
+  double t = 0;
+  for (std::int64_t step = 1;; ++step) {
+    const double dt = t < slow_at ? 2.0 : 3.0;
+    if (t + dt > hang_at) break;  // the step under way when the counter stops never ends
+    t += dt;
+    live.reactor.advance_to(t0 + Duration::seconds(t));
+    live.world->on_agent_message(0, {{"type", "report"},
+                                     {"gen", gen},
+                                     {"report", {{"type", "step"}, {"rank", 0}, {"step", step}, {"step_time_s", dt},
+                                                 {"loss", 1.0}, {"grad_norm", 1.0}}}});
+  }
+  live.reactor.advance_to(t0 + Duration::seconds(end_s));
+  std::vector<std::pair<Instant, StepSample>> from_live_stream;
+  for (const auto& x : g_seen)
+    if (auto* smp = std::get_if<StepSample>(&x.event))
+      from_live_stream.push_back({Instant{(x.at - t0).ns}, *smp});
+  ASSERT_EQ(from_live_stream.size(), 396u) << "one sample per step report";
+  const auto from_live = findings_of(from_live_stream, at(end_s));
+
+  // Slow steps reported slow_for after they began, again every slow_for until the hang;
+  // then the stall, one window after the last step.
+  ASSERT_FALSE(from_sim.empty());
+  ASSERT_EQ(from_sim.size(), from_live.size()) << "sim " << from_sim.size() << ", live " << from_live.size();
+  for (std::size_t i = 0; i < from_sim.size(); ++i) {
+    SCOPED_TRACE("finding " + std::to_string(i) + ": " + from_sim[i].what);
+    EXPECT_EQ(from_sim[i].what, from_live[i].what);
+    EXPECT_NEAR(from_sim[i].at_s, from_live[i].at_s, 3.0) << "within one step";
+    if (from_sim[i].step >= 0) EXPECT_NEAR(from_sim[i].step, from_live[i].step, 1);
+  }
+  EXPECT_EQ(from_sim.back().what, "progress stalled");
+}
+
+}  // namespace
+}  // namespace faultline
