@@ -273,10 +273,10 @@ class ByteRobust final : public Policy {
     if (r.action != pending_probe_) return;
     if (localizing_) return localization_step(localizer_->answer(r, w.cluster()), w);
     if (!r.failed.empty()) {
-      if (r.test == static_cast<int>(ProbeKind::kBitwise) && nan_chain_) nan_chain_ = false;
+      if (r.test == ProbeKind::kBitwise && nan_chain_) nan_chain_ = false;
       fruitless_ = 0;
       evict_and_replace(w, slots_of(w, r.failed), Mechanism::kStopTimeEviction,
-                        std::string("failed ") + probe_name(static_cast<ProbeKind>(r.test)));
+                        std::string("failed ") + probe_name(r.test));
       return;
     }
     if (nan_chain_) {

@@ -662,7 +662,7 @@ void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
     for (MachineId m : st->failed) names += (names.empty() ? "" : ", ") + machine_config(m).name;
     outcome(id, true, std::string(probe_wire_name(a.test)) + ": " +
                           (st->failed.empty() ? "all passed" : "failed on " + names) + st->details, t);
-    deliver(ProbeResult{id, static_cast<int>(a.test), st->failed, st->timed_out});
+    deliver(ProbeResult{id, a.test, st->failed, st->timed_out});
   };
   if (hashed) {
     run_reference({config_.trainjob_bin, "--probe", "bitwise", "--seed", std::to_string(config_.seed), "--steps",

@@ -1156,7 +1156,7 @@ void SimWorld::deliver_probe(ActionId id) {
   const int kind = static_cast<int>(p.test);
   const std::string test = probe_key(p.test);
   const double fp = scenarios::false_positive(sc_.diagnosis, test);
-  ProbeResult r{id, kind, {}, false};
+  ProbeResult r{id, p.test, {}, false};
   for (MachineId m : p.machines) {
     if (m < 0 || m >= view_.machine_count()) continue;
     bool fails;

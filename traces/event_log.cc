@@ -250,11 +250,6 @@ struct TypeNames<faultline::Action> {
       "CaptureStacks", "RunReplay",    "HotUpdate",     "RollBack",         "SetStandbyPool"};
 };
 
-json probe_json(int test) {
-  if (test >= 0 && test < kProbes) return probe_name(static_cast<ProbeKind>(test));
-  return test;  // not a known kind: kept as the number, so the round trip stays exact
-}
-
 // ---------------------------------------------------------------- encoders
 
 struct EventEncoder {
@@ -311,7 +306,7 @@ struct EventEncoder {
   }
   void operator()(const ProbeResult& x) {
     o["action"] = x.action;
-    o["test"] = probe_json(x.test);
+    o["test"] = probe_name(x.test);
     o["failed"] = x.failed;
     o["timed_out"] = x.timed_out;
   }
@@ -404,19 +399,6 @@ Mechanism mechanism(In& in) {
                                   names_of<Mechanism, kMechanisms>(mechanism_name));
 }
 
-int probe_test(In& in, const std::string& key) {
-  const json* v = in.get(key);
-  if (!v) return 0;
-  if (v->is_number_integer() || v->is_number_unsigned())
-    return static_cast<int>(in.as_integer(*v, in.at(key), kI32Min, kI32Max));
-  if (v->is_string())
-    if (auto k = probe_from_name(v->get_ref<const std::string&>())) return static_cast<int>(*k);
-  std::string all;
-  for (const char* n : names_of<ProbeKind, kProbes>(probe_name))
-    all += (all.empty() ? "" : "|") + std::string(n);
-  in.fail(in.at(key), "expected one of " + all + ", got " + json_brief(*v));
-}
-
 faultline::Event decode_event(std::size_t index, In& in) {
   switch (index) {
     case 0: {
@@ -493,7 +475,7 @@ faultline::Event decode_event(std::size_t index, In& in) {
     case 11: {
       ProbeResult x;
       x.action = in.unsigned_integer("action", 0);
-      x.test = probe_test(in, "test");
+      x.test = in.enumerated<ProbeKind>("test", x.test, probe_from_name, names_of<ProbeKind, kProbes>(probe_name));
       x.failed = in.ids("failed");
       x.timed_out = in.boolean("timed_out", false);
       return x;

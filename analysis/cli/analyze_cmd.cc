@@ -531,7 +531,7 @@ int localize(const std::vector<std::string>& args) {
             step = loc->answer(out, view);
           } else {
             const auto& probe = std::get<RunProbe>(*test);
-            ProbeResult out{1, static_cast<int>(probe.test), {}, false};
+            ProbeResult out{1, probe.test, {}, false};
             for (MachineId m : probe.machines)
               if (m >= 0 && m < n_machines && is_bad[m]) out.failed.push_back(m);
             group_tests += static_cast<int>(probe.machines.size());

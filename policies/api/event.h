@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "policies/api/action.h"  // ProbeKind
 #include "policies/api/ids.h"
 #include "policies/api/time.h"
 
@@ -82,7 +83,7 @@ struct OracleFault {
 };
 struct ProbeResult {
   ActionId action = 0;
-  int test = 0;  // ProbeKind
+  ProbeKind test = ProbeKind::kGpuDiag;
   MachineSet failed;
   bool timed_out = false;
 };

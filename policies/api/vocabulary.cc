@@ -155,7 +155,7 @@ std::string describe(const Event& e) {
           },
           [](const OracleFault& x) { return "oracle fault " + x.category + " on " + join(x.machines); },
           [](const ProbeResult& x) {
-            return std::string("probe ") + probe_name(static_cast<ProbeKind>(x.test)) + " failed " + join(x.failed) +
+            return std::string("probe ") + probe_name(x.test) + " failed " + join(x.failed) +
                    (x.timed_out ? " (deadline)" : "");
           },
           [](const StacksCaptured& x) { return "stacks of " + std::to_string(x.by_slot.size()) + " slots"; },

@@ -120,10 +120,10 @@ TEST(ByteRobust, CrashRunsTestsEvictsWhatFailsOrReattempts) {
   auto probes = h.w.all<RunProbe>();
   ASSERT_EQ(probes.size(), 1u);
   EXPECT_EQ(probes[0].test, ProbeKind::kGpuDiag);
-  h.p->on_event(ProbeResult{h.w.last_action_id(), 0, {}, false}, h.w);  // passes
+  h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kGpuDiag, {}, false}, h.w);  // passes
   ASSERT_EQ(h.w.all<RunProbe>().size(), 2u);
   EXPECT_EQ(h.w.all<RunProbe>()[1].test, ProbeKind::kIntraAllToAll);
-  h.p->on_event(ProbeResult{h.w.last_action_id(), 1, {7}, false}, h.w);  // machine 7 fails
+  h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kIntraAllToAll, {7}, false}, h.w);  // machine 7 fails
   auto ev = h.w.all<EvictMachines>();
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].machines, MachineSet{7});
@@ -255,7 +255,7 @@ TEST(ByteRobust, NanRunsBitwiseAlignmentThenReplayWhenItPasses) {
   ASSERT_EQ(probes.size(), 1u);
   EXPECT_EQ(probes[0].test, ProbeKind::kBitwise);
   EXPECT_EQ(probes[0].machines.size(), 16u);
-  h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
+  h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kBitwise, {}, false}, h.w);
   auto replays = h.w.all<RunReplay>();
   ASSERT_EQ(replays.size(), 1u);
   // TP=2 machines, PP=4, DP=4: k=1, m=4, n=4 -> four horizontal groups of four.
@@ -278,7 +278,7 @@ TEST(ByteRobust, ReplayWithTwoFaultyMachinesEvictsEveryIntersection) {
   // intersections instead of replaying again.
   Harness h;
   h.nan();
-  h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
+  h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kBitwise, {}, false}, h.w);
   h.p->on_event(ReplayResult{h.w.last_action_id(), {false, true, false, true}}, h.w);
   h.p->on_event(ReplayResult{h.w.last_action_id(), {false, true, true, false}}, h.w);
   auto ev = h.w.all<EvictMachines>();
@@ -367,13 +367,13 @@ TEST(ByteRobustModules, StressLocalizationTestsEveryMachineThenEvictsOrReattempt
   for (bool finds : {true, false}) {
     Harness h({{"localization", 2}});
     h.nan();
-    h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
+    h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kBitwise, {}, false}, h.w);
     EXPECT_TRUE(h.w.all<RunReplay>().empty());
     auto probes = h.w.all<RunProbe>();
     ASSERT_EQ(probes.size(), 2u);
     EXPECT_EQ(probes[1].test, ProbeKind::kStress);
     EXPECT_EQ(probes[1].machines.size(), 16u);
-    h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kStress),
+    h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kStress,
                               finds ? MachineSet{9} : MachineSet{}, false},
                   h.w);
     if (finds) {
@@ -432,7 +432,7 @@ struct Ladder {
   // Answers every stop-time test of the plan with "passed".
   void tests_pass() {
     for (int i = 0; i < 5 && !w.all<RunProbe>().empty() && std::holds_alternative<RunProbe>(w.actions.back()); ++i)
-      p->on_event(ProbeResult{w.last_action_id(), static_cast<int>(w.all<RunProbe>().back().test), {}, false}, w);
+      p->on_event(ProbeResult{w.last_action_id(), w.all<RunProbe>().back().test, {}, false}, w);
   }
   int max_fruitless() const {
     int m = 0;
@@ -500,7 +500,7 @@ TEST(ByteRobustLadder, FruitlessRoundsAreBoundedThenTheStackRequeues) {
     h.at(t += 60);
     h.nan();
     if (!h.w.all<RunProbe>().empty() && std::holds_alternative<RunProbe>(h.w.actions.back()))
-      h.p->on_event(ProbeResult{h.w.last_action_id(), static_cast<int>(ProbeKind::kBitwise), {}, false}, h.w);
+      h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kBitwise, {}, false}, h.w);
     for (const auto& a : h.w.all<AcquireMachines>()) requeued |= a.mode == AcquireMode::kRequeue;
     if (requeued) break;
     for (int phase = 0; phase < 2 && std::holds_alternative<RunReplay>(h.w.actions.back()); ++phase) {

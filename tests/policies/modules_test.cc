@@ -121,10 +121,10 @@ TEST(Stress, TestsEveryMachineWithItsDeadlineAndEvictsWhatFails) {
   EXPECT_EQ(probe.test, ProbeKind::kStress);
   EXPECT_EQ(probe.machines.size(), 16u);
   EXPECT_EQ(probe.deadline, Duration::seconds(7200));
-  const Located located = std::get<Located>(loc->answer(ProbeResult{0, 4, {9, 7}, false}, view));
+  const Located located = std::get<Located>(loc->answer(ProbeResult{0, ProbeKind::kStress, {9, 7}, false}, view));
   EXPECT_EQ(located.evict, (std::vector<SlotId>{7, 9}));
   EXPECT_EQ(located.credit, Mechanism::kStopTimeEviction);
-  EXPECT_TRUE(std::get<Located>(loc->answer(ProbeResult{0, 4, {}, false}, view)).evict.empty());
+  EXPECT_TRUE(std::get<Located>(loc->answer(ProbeResult{0, ProbeKind::kStress, {}, false}, view)).evict.empty());
 }
 
 TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {

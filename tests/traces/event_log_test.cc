@@ -114,7 +114,7 @@ std::vector<faultline::Event> all_events() {
       TimerFired{7, 18446744073709551614ull},
       ActionFailed{45, "slots have no machine"},
       OracleFault{{1, 9}, "gpu_fatal", true, true},
-      ProbeResult{46, static_cast<int>(ProbeKind::kInterAllGather), {0, 3}, true},
+      ProbeResult{46, ProbeKind::kInterAllGather, {0, 3}, true},
       StacksCaptured{47, {"train_step > gemm", "", "train_step > all_reduce"}},
       ReplayResult{48, {true, false, true}},
   };
@@ -179,7 +179,7 @@ TEST(EventLogJson, FieldNamesUnitsAndEnumsAreTheDocumentedOnes) {
   EXPECT_EQ(j["mode"], "requeue");
   EXPECT_EQ(j["mechanism"], "requeue");
   EXPECT_EQ(j["slots"], json::array());
-  j = to_json(faultline::Event{ProbeResult{1, static_cast<int>(ProbeKind::kGpuDiag), {2}, false}});
+  j = to_json(faultline::Event{ProbeResult{1, ProbeKind::kGpuDiag, {2}, false}});
   EXPECT_EQ(j["test"], "gpu-diag");
   EXPECT_EQ(to_json(faultline::Event{StepSample{1, std::nan(""), std::nullopt, std::nullopt, true, false}})["step_time_s"],
             "nan");
