@@ -38,6 +38,11 @@ class ByteRobust final : public Policy {
   const PolicyInfo& info() const override { return byterobust_info(); }
 
   void start(World& w) override {
+    // Name every module and its version in the decision log, so a log says what decided.
+    std::string names;
+    for (const ModuleInfo* m : {&detector_->info(), &localizer_->info(), &recovery_->info(), &checkpoint_->info()})
+      names += (names.empty() ? "" : ", ") + std::string(module_kind_name(m->kind)) + " " + m->name + " v" + m->version;
+    w.note("modules: " + names);
     w.act(checkpoint_->plan(w.cluster()));
     if (auto watch = detector_->watch()) {
       w.act(*watch);

@@ -1,6 +1,7 @@
 #include "sim/report.h"
 
 #include "policies/api/action.h"
+#include "policies/builtin.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -29,6 +30,20 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   json params = json::object();
   for (const auto& [k, v] : sc.policy_params.values()) params[k] = v;
   out["policy_params"] = params;
+  // The modules the choice parameters picked, by name and version (the index alone
+  // depends on which plugins were loaded, and in what order).
+  json mods = json::object();
+  for (auto kind : {policies::ModuleKind::kDetection, policies::ModuleKind::kLocalization,
+                    policies::ModuleKind::kRecovery, policies::ModuleKind::kCheckpoint}) {
+    const std::string key = policies::module_kind_name(kind);
+    const auto it = sc.policy_params.values().find(key);
+    const auto all = policies::modules().of(kind);
+    if (it == sc.policy_params.values().end() || it->second < 0 || it->second >= static_cast<double>(all.size()))
+      continue;
+    const auto* m = all[static_cast<std::size_t>(it->second)];
+    mods[key] = {{"name", m->name}, {"version", m->version}};
+  }
+  if (!mods.empty()) out["policy_modules"] = mods;
   out["replicas"] = rs.size();
   out["seed"] = sc.seed;
   out["machines"] = sc.cluster.machines;
@@ -178,6 +193,12 @@ std::string format_table(const json& r) {
     << ", " << r["replicas"].get<int>() << " replicas, seed " << r["seed"].get<std::uint64_t>() << ")\n";
   o << "cluster    " << r["gpus"].get<std::int64_t>() << " GPUs on " << r["machines"].get<int>()
     << " machines, " << std::setprecision(1) << r["horizon_days"].get<double>() << " days\n";
+  if (r.contains("policy_modules")) {
+    o << "modules   ";
+    for (const auto& [kind, m] : r["policy_modules"].items())
+      o << " " << kind << " " << m["name"].get<std::string>() << " v" << m["version"].get<std::string>();
+    o << "\n";
+  }
   o << std::setprecision(2);
   o << "ETTR       " << 100 * e["mean"].get<double>() << "%  (95% CI " << 100 * e["ci95"][0].get<double>()
     << "% .. " << 100 * e["ci95"][1].get<double>() << "%, min " << 100 * e["min"].get<double>() << "%, max "

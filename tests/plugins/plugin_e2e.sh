@@ -43,6 +43,8 @@ assert [s["label"] for s in r] == ["byterobust", "byterobust+localization=pp-gro
 a, b = r[0]["ettr"]["mean"], r[1]["ettr"]["mean"]
 print(f"ETTR built-in replay {a:.6f}, pp-group-replay {b:.6f}")
 assert a != b, "the plugin's localizer changed nothing"
+assert r[1]["policy_modules"]["localization"] == {"name": "pp-group-replay", "version": "1"}, r[1]["policy_modules"]
+assert r[0]["policy_modules"]["localization"]["name"] == "replay"
 over = r[1]["resolved_by_per_replica"].get("analyzer_over_eviction", 0)
 assert over > r[0]["resolved_by_per_replica"].get("analyzer_over_eviction", 0), "no pipeline group was evicted whole"
 PY
@@ -51,6 +53,7 @@ PY
 FAULTLINE_PLUGINS=$plugin "$bin" sim run "$scenario" --replicas 4 --quiet --decisions --out "$work/run" \
   "${silent[@]}" --set policy.params.localization='"pp-group-replay"' > /dev/null
 grep -q "pp-group replay: evict" "$work/run/decisions.log" || fail "no decision of the plugin in decisions.log"
+grep -q "note modules: .*localization pp-group-replay v1" "$work/run/decisions.log" || fail "the log does not name the module"
 
 # analyze localize runs it by its own code: one round; with one faulty machine it evicts
 # that machine's pipeline group, PP - 1 = 3 healthy machines, every time.
