@@ -630,7 +630,7 @@ const PolicyInfo& byterobust_info() {
           module_choice(modules(), ModuleKind::kDetection, "detection",
                         "detection module: realtime (step samples judged for stalls, slow steps, NaN and loss "
                         "jumps; real-time inspections) or timeout (process exits and the NCCL collective timeout "
-                        "only)"),
+                        "only); `faultline policies` lists them, plugins included"),
           module_choice(modules(), ModuleKind::kLocalization, "localization",
                         "silent-fault localization module (replay: dual-phase; bisection: adaptive group testing; "
                         "stress: the full-cluster stress test baseline; `faultline policies` lists them)"),

@@ -159,6 +159,8 @@ class LiveWorld final : public World {
   // since the last sample.
   std::optional<WatchSteps> watch_;
   struct PendingSample {
+    PendingSample() = default;
+    explicit PendingSample(Instant t) : since(t) {}
     Instant since{};
     std::int64_t steps = 0;
     double time_s = 0;

@@ -88,8 +88,8 @@ struct SetCheckpointPlan {
   Duration remote_interval = Duration::hours(1);
 };
 // Asks for StepSample events while the job runs: at most one per `every` (zero: one per
-// step), and one at every start. A backend whose samples are promises (the simulator's
-// steady samples) sends fewer: one per change.
+// step), plus one at once for a NaN. A backend whose samples are promises (the simulator's
+// steady samples) sends fewer: one at every start, then one per change of step rate.
 struct WatchSteps {
   Duration every = Duration::zero();
   std::string reason;

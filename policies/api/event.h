@@ -38,9 +38,10 @@ struct InspectionAlert {
   std::string kind;  // "nic", "gpu", "host", "switch"
   std::string detail;
 };
-// A sample of the job's progress and metrics, at the cadence WatchSteps asked for, and
-// one at every (re)start. Live mode reports what rank 0 saw since the last sample. The
-// simulator sends one only when the step rate changes, each with `steady` set: a promise
+// A sample of the job's progress and metrics, at the cadence WatchSteps asked for. Live
+// mode reports what rank 0 saw since the last sample, from its first step report after a
+// start; it never sends one at a start itself. The simulator sends one at every start and
+// then only when the step rate changes, each with `steady` set: a promise
 // that steps keep taking `step_time_s` until the next sample (a detector extrapolates);
 // a hang is a steady sample with an infinite step time.
 struct StepSample {

@@ -573,7 +573,9 @@ TEST(DetectorAcrossWorlds, TheSameSampleTimelineGivesTheSameFindingsInSimulation
     SCOPED_TRACE("finding " + std::to_string(i) + ": " + from_sim[i].what);
     EXPECT_EQ(from_sim[i].what, from_live[i].what);
     EXPECT_NEAR(from_sim[i].at_s, from_live[i].at_s, 3.0) << "within one step";
-    if (from_sim[i].step >= 0) EXPECT_NEAR(from_sim[i].step, from_live[i].step, 1);
+    if (from_sim[i].step >= 0) {
+      EXPECT_NEAR(from_sim[i].step, from_live[i].step, 1);
+    }
   }
   EXPECT_EQ(from_sim.back().what, "progress stalled");
 }
