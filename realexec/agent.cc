@@ -2,7 +2,7 @@
 // reactor (the ranks: agent_ranks.cc; stop-time tests: agent_tests.cc; fault injection:
 // agent_inject.cc; shared internals: agent_internal.h).
 //
-// Validation throws BadRequest inside a handler; on_message turns it into an `error`
+// Validation throws BadMessage inside a handler; on_message turns it into an `error`
 // reply, so a malformed request never reaches a half-done state.
 #include "realexec/agent_internal.h"
 
@@ -209,7 +209,7 @@ void Agent::on_message(const json& m) {
     if (type == "inject") return handle_inject(m, req);
     if (type == "shutdown") return handle_shutdown(m, req);
     bad("type: unknown message type '" + type.substr(0, 64) + "'");
-  } catch (const BadRequest& e) {
+  } catch (const BadMessage& e) {
     reply_error(req, (type.empty() ? "" : type + ": ") + e.reason);
   } catch (const std::exception& e) {
     // A runtime failure while executing a valid request (e.g. out of fds).

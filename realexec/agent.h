@@ -112,7 +112,7 @@ class Agent {
   // Children other than ranks.
   std::map<std::string, std::string> base_env() const;
   std::string child_cwd() const;  // the workdir when it exists, else the agent's
-  void require_capacity();        // throws BadRequest when too many children run
+  void require_capacity();        // throws BadMessage when too many children run
   void run_tracked(SpawnSpec spec, Duration deadline, std::function<void(const ChildResult&)> done);
   void finish(int code);
   void log(const std::string& line) const;

@@ -22,89 +22,30 @@
 #include <set>
 
 #include "realexec/agent.h"
+#include "realexec/messages.h"
 
 namespace faultline::live::agent_detail {
 
 using nlohmann::json;
 
-constexpr std::size_t kMaxReportLine = 4096;
+// The field reader and limits are live mode's one codec (realexec/messages.h).
+using live::bad;
+using live::BadMessage;
+using live::kMaxReportLine;
+using live::kMaxReq;
+using live::kMaxSignature;
+using live::need_host;
+using live::need_int;
+using live::need_string;
+using live::opt_int;
+using live::opt_string;
+using live::printable;
+
 constexpr std::size_t kMaxStderrLine = 4096;
-constexpr std::size_t kMaxSignature = 300;
-constexpr std::int64_t kMaxReq = std::int64_t{1} << 53;
 constexpr std::int64_t kMaxDeadlineMs = 3600 * 1000;
 constexpr int kMaxLocalRanks = 1024;
 constexpr std::size_t kMaxDirective = 200;
 constexpr std::size_t kMaxChildren = 64;  // probes, replays, debuggers, `ip` at once
-
-struct BadRequest {
-  std::string reason;
-};
-
-[[noreturn]] inline void bad(const std::string& reason) { throw BadRequest{reason}; }
-
-inline std::optional<std::int64_t> opt_int(const json& m, const char* key, std::int64_t lo,
-                                    std::int64_t hi) {
-  auto it = m.find(key);
-  if (it == m.end()) return std::nullopt;
-  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  if (!it->is_number_integer()) bad(std::string(key) + ": expected an integer in " + range);
-  std::int64_t v;
-  if (it->is_number_unsigned()) {
-    auto u = it->get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi)) {
-      bad(std::string(key) + ": expected an integer in " + range + ", got " + std::to_string(u));
-    }
-    v = static_cast<std::int64_t>(u);
-  } else {
-    v = it->get<std::int64_t>();
-  }
-  if (v < lo || v > hi) {
-    bad(std::string(key) + ": expected an integer in " + range + ", got " + std::to_string(v));
-  }
-  return v;
-}
-
-inline std::int64_t need_int(const json& m, const char* key, std::int64_t lo, std::int64_t hi) {
-  auto v = opt_int(m, key, lo, hi);
-  if (!v) bad(std::string(key) + ": missing (expected an integer)");
-  return *v;
-}
-
-inline bool printable(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f;
-  });
-}
-
-inline std::optional<std::string> opt_string(const json& m, const char* key, std::size_t max_len) {
-  auto it = m.find(key);
-  if (it == m.end()) return std::nullopt;
-  if (!it->is_string()) bad(std::string(key) + ": expected a string");
-  std::string s = it->get<std::string>();
-  if (s.size() > max_len) {
-    bad(std::string(key) + ": expected at most " + std::to_string(max_len) + " characters");
-  }
-  if (!printable(s)) bad(std::string(key) + ": expected a single line of printable characters");
-  return s;
-}
-
-inline std::string need_string(const json& m, const char* key, std::size_t max_len) {
-  auto v = opt_string(m, key, max_len);
-  if (!v) bad(std::string(key) + ": missing (expected a string)");
-  return *v;
-}
-
-// A host name or address for MASTER_ADDR: letters, digits and . - _ : only.
-inline std::string need_host(const json& m, const char* key) {
-  std::string s = need_string(m, key, 253);
-  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
-               c == ':';
-      })) {
-    bad(std::string(key) + ": expected a host name or IP address");
-  }
-  return s;
-}
 
 inline std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -236,30 +236,19 @@ void Agent::on_rank_report(Rank& rk) {
         continue;
       }
       if (trim(line).empty()) continue;
-      json report;
-      std::string problem;
-      if (line.size() > kMaxReportLine) {
-        problem = "longer than 4 KiB";
-      } else {
-        report = json::parse(line, nullptr, false);
-        if (report.is_discarded() || !report.is_object()) problem = "not a JSON object";
-      }
-      if (!problem.empty()) {
-        if (rk.bad_reports++ < 5) {
-          log("rank " + std::to_string(rk.rank) + ": report line dropped: " + problem);
-        }
+      // Decoded here; what goes on is the parsed object with the fields live mode reads in
+      // their canonical encoding (a bare NaN becomes null plus a flag).
+      RankReport report;
+      json forwarded;
+      try {
+        report = parse_rank_report_line(line, &forwarded);
+      } catch (const BadMessage& e) {
+        if (rk.bad_reports++ < 5) log("rank " + std::to_string(rk.rank) + ": report line dropped: " + e.reason);
         continue;
       }
-      if (report.value("type", "") == "fatal") {
-        for (const char* key : {"signature", "message", "detail"}) {
-          auto it = report.find(key);
-          if (it != report.end() && it->is_string() && !it->get<std::string>().empty()) {
-            rk.fatal_signature = it->get<std::string>().substr(0, kMaxSignature);
-            break;
-          }
-        }
-      }
-      send({{"type", "report"}, {"gen", rk.gen}, {"rank", rk.rank}, {"report", report}},
+      if (report.type == "fatal" && !report.signature.empty()) rk.fatal_signature = report.signature;
+      forwarded.update(encode(report));
+      send({{"type", "report"}, {"gen", rk.gen}, {"rank", rk.rank}, {"report", forwarded}},
            Delivery::kDrop);
     }
     rk.report_buf.erase(0, start);

@@ -190,106 +190,132 @@ void Controller::on_message(std::uint64_t sid, const json& msg) {
   auto it = sessions_.find(sid);
   if (it == sessions_.end()) return;
   Session& s = it->second;
-  const std::string type = msg.value("type", "");
-  if (s.role == Session::Role::kHello) {
-    if (type != "hello") return refuse(sid, "the first message must be a hello");
-    const std::string token = msg.contains("token") && msg["token"].is_string() ? msg["token"].get<std::string>() : "";
-    if (!tokens_equal(token, token_)) return refuse(sid, "bad token");
-    if (msg.value("proto", 0) != kProtocolVersion) return refuse(sid, "protocol version mismatch");
-    const std::string role = msg.value("role", "");
-    if (s.timer) reactor_.cancel_timer(s.timer);
-    s.timer = 0;
-    if (role == "client") {
-      s.role = Session::Role::kClient;
-      s.conn->send(json{{"type", "welcome"}, {"role", "client"}});
-      return;
-    }
-    if (role != "agent") return refuse(sid, "unknown role");
-    const std::string name = msg.contains("name") && msg["name"].is_string() ? msg["name"].get<std::string>() : "";
-    MachineId m = kNoMachine;
-    for (size_t i = 0; i < config_.machines.size(); ++i)
-      if (config_.machines[i].name == name) m = static_cast<MachineId>(i);
-    for (size_t i = 0; i < config_.standby.size(); ++i)
-      if (config_.standby[i].name == name) m = static_cast<MachineId>(config_.machines.size() + i);
-    if (m == kNoMachine) return refuse(sid, "unknown machine \"" + name.substr(0, 64) + "\"");
-    if (auto old = machine_session_.find(m); old != machine_session_.end() && old->second != sid) {
-      auto os = sessions_.find(old->second);
-      machine_session_.erase(old);
-      if (os != sessions_.end()) {
-        os->second.machine = kNoMachine;  // replaced: its close is not a loss
-        os->second.conn->close("replaced by a new connection");
+  // Every message is decoded before anything is done with it (realexec/messages.h); one
+  // that does not decode is refused with its reason and noted, and the process carries on.
+  try {
+    if (s.role == Session::Role::kHello) return on_hello(sid, decode_hello(msg, kProtocolVersion));
+    if (s.role == Session::Role::kClient) {
+      json req = 0;
+      try {
+        return on_client(s, decode_client_request(msg, &req));
+      } catch (const BadMessage& e) {
+        note_refusal(s, e.reason);
+        s.conn->send(json{{"type", "done"}, {"req", req}, {"ok", false}, {"detail", e.reason}});
+        return;
       }
     }
-    s.role = Session::Role::kAgent;
-    s.machine = m;
-    machine_session_[m] = sid;
-    const bool in_job = world_->cluster().slot_of(m) >= 0;
-    s.conn->send(json{{"type", "welcome"}, {"machine", name}, {"machine_id", m}, {"role", in_job ? "job" : "standby"}});
     arm_heartbeat(sid);
-    world_->on_agent_connected(m, msg);
-    if (!world_started_) {
-      bool all = true;
-      for (MachineId x = 0; x < static_cast<MachineId>(config_.machines.size() + config_.standby.size()); ++x)
-        all &= connected(x);
-      if (all) reactor_.defer([this] { start_world(); });
-    }
-    return;
+    // An agent's messages are not requests: a refusal is noted, never answered (an answer
+    // to an agent that did not understand it would be refused in turn, without end).
+    world_->on_agent_message(s.machine, msg);
+  } catch (const BadMessage& e) {
+    if (s.role == Session::Role::kHello) return refuse(sid, e.reason);
+    note_refusal(s, e.reason);
+  } catch (const std::exception& e) {
+    // A fault of ours while acting on a valid message: say so and drop that connection,
+    // never the controller.
+    world_->note("internal error on a message from " + s.conn->peer() + ": " + e.what() + "; connection closed");
+    s.conn->close("internal error");
   }
-  if (s.role == Session::Role::kClient) return on_client(s, msg);
-  arm_heartbeat(sid);
-  if (type == "heartbeat") return;
-  world_->on_agent_message(s.machine, msg);
 }
 
-void Controller::on_client(Session& s, const json& msg) {
-  const std::string type = msg.value("type", "");
-  const json req = msg.contains("req") ? msg["req"] : json(0);
+void Controller::note_refusal(Session& s, const std::string& reason) {
+  // The first few of each connection, then one line per 1000: a flood of junk must not
+  // fill the event log.
+  ++s.refused;
+  if (s.refused <= 5 || s.refused % 1000 == 0) {
+    const std::string who = s.machine != kNoMachine ? "agent of " + config_machine_name(s.machine) : s.conn->peer();
+    world_->note("refused a message from " + who + ": " + reason +
+                 (s.refused > 5 ? " (" + std::to_string(s.refused) + " refused so far)" : ""));
+  }
+}
+
+std::string Controller::config_machine_name(MachineId m) const {
+  const auto jobs = config_.machines.size();
+  if (m >= 0 && static_cast<std::size_t>(m) < jobs) return config_.machines[m].name;
+  if (m >= 0 && static_cast<std::size_t>(m) - jobs < config_.standby.size()) return config_.standby[m - jobs].name;
+  return "machine " + std::to_string(m);
+}
+
+void Controller::on_hello(std::uint64_t sid, const Hello& hello) {
+  Session& s = sessions_.at(sid);
+  if (!tokens_equal(hello.token, token_)) return refuse(sid, "bad token");
+  if (s.timer) reactor_.cancel_timer(s.timer);
+  s.timer = 0;
+  if (hello.role == Hello::Role::kClient) {
+    s.role = Session::Role::kClient;
+    s.conn->send(json{{"type", "welcome"}, {"role", "client"}});
+    return;
+  }
+  const std::string& name = hello.name;
+  MachineId m = kNoMachine;
+  for (size_t i = 0; i < config_.machines.size(); ++i)
+    if (config_.machines[i].name == name) m = static_cast<MachineId>(i);
+  for (size_t i = 0; i < config_.standby.size(); ++i)
+    if (config_.standby[i].name == name) m = static_cast<MachineId>(config_.machines.size() + i);
+  if (m == kNoMachine) return refuse(sid, "unknown machine \"" + name.substr(0, 64) + "\"");
+  if (auto old = machine_session_.find(m); old != machine_session_.end() && old->second != sid) {
+    auto os = sessions_.find(old->second);
+    machine_session_.erase(old);
+    if (os != sessions_.end()) {
+      os->second.machine = kNoMachine;  // replaced: its close is not a loss
+      os->second.conn->close("replaced by a new connection");
+    }
+  }
+  s.role = Session::Role::kAgent;
+  s.machine = m;
+  machine_session_[m] = sid;
+  const bool in_job = world_->cluster().slot_of(m) >= 0;
+  s.conn->send(json{{"type", "welcome"}, {"machine", name}, {"machine_id", m}, {"role", in_job ? "job" : "standby"}});
+  arm_heartbeat(sid);
+  world_->on_agent_connected(m, hello);
+  if (!world_started_) {
+    bool all = true;
+    for (MachineId x = 0; x < static_cast<MachineId>(config_.machines.size() + config_.standby.size()); ++x)
+      all &= connected(x);
+    if (all) reactor_.defer([this] { start_world(); });
+  }
+}
+
+void Controller::on_client(Session& s, const ClientRequest& request) {
   auto reply = [&](bool ok, const std::string& detail, json extra = json::object()) {
     extra["type"] = "done";
-    extra["req"] = req;
+    extra["req"] = request.req;
     extra["ok"] = ok;
     extra["detail"] = detail;
     s.conn->send(extra);
   };
-  if (type == "status") return reply(true, "", json{{"status", world_->status()}});
-  if (type == "stop") {
+  if (std::holds_alternative<StatusRequest>(request.body))
+    return reply(true, "", json{{"status", world_->status()}});
+  if (std::holds_alternative<StopRequest>(request.body)) {
     reply(true, "stopping");
     return shutdown("stopped by an operator");
   }
-  if (type == "update") {
-    if (!msg.contains("version") || !msg["version"].is_string())
-      return reply(false, "update: version: expected a string");
-    const std::string v = msg["version"].get<std::string>();
-    if (!config_.job.versions.count(v)) return reply(false, "update: version: expected one of job.versions");
-    world_->request_code_update(v, msg.value("urgent", true));
-    return reply(true, "code update " + v + " requested");
+  if (const auto* u = std::get_if<UpdateRequest>(&request.body)) {
+    if (!config_.job.versions.count(u->version)) return reply(false, "update: version: expected one of job.versions");
+    world_->request_code_update(u->version, u->urgent);
+    return reply(true, "code update " + u->version + " requested");
   }
-  if (type == "inject") {
-    const std::string name = msg.contains("machine") && msg["machine"].is_string() ? msg["machine"].get<std::string>() : "";
-    const std::string fault = msg.contains("fault") && msg["fault"].is_string() ? msg["fault"].get<std::string>() : "";
-    const std::string detail = msg.contains("detail") && msg["detail"].is_string() ? msg["detail"].get<std::string>() : "";
-    MachineId m = kNoMachine;
-    for (size_t i = 0; i < config_.machines.size(); ++i)
-      if (config_.machines[i].name == name) m = static_cast<MachineId>(i);
-    for (size_t i = 0; i < config_.standby.size(); ++i)
-      if (config_.standby[i].name == name) m = static_cast<MachineId>(config_.machines.size() + i);
-    if (m == kNoMachine) return reply(false, "inject: machine: expected a machine name from the config");
-    auto k = fault_kinds().find(fault);
-    if (k == fault_kinds().end()) return reply(false, "inject: fault: expected kill|stop|crash|hang|nan|slow|sdc|nic_down|machine_down|repair");
-    if (detail.size() > 200 || detail.find_first_of("\n\r") != std::string::npos)
-      return reply(false, "inject: detail: expected one line of at most 200 characters");
-    if (!connected(m)) return reply(false, "inject: machine " + name + " is not connected");
-    if (fault == "repair") {
-      // Clear the machine's injected faults, then return it to the pool if evicted.
-      send(m, json{{"type", "inject"}, {"req", kOwnReqBase + 1}, {"fault", fault}, {"detail", ""}});
-      const bool pooled = world_->repaired(m);
-      return reply(true, name + " repaired" + (pooled ? "; back in the standby pool" : ""));
-    }
-    world_->record_fault(m, fault, detail, k->second);
-    send(m, json{{"type", "inject"}, {"req", kOwnReqBase + 1}, {"fault", fault}, {"detail", detail}});
-    return reply(true, fault + " injected on " + name);
+  const auto& in = std::get<InjectRequest>(request.body);
+  MachineId m = kNoMachine;
+  for (size_t i = 0; i < config_.machines.size(); ++i)
+    if (config_.machines[i].name == in.machine) m = static_cast<MachineId>(i);
+  for (size_t i = 0; i < config_.standby.size(); ++i)
+    if (config_.standby[i].name == in.machine) m = static_cast<MachineId>(config_.machines.size() + i);
+  if (m == kNoMachine) return reply(false, "inject: machine: expected a machine name from the config");
+  auto k = fault_kinds().find(in.fault);
+  if (k == fault_kinds().end())
+    return reply(false, "inject: fault: expected kill|stop|crash|hang|nan|slow|sdc|nic_down|machine_down|repair");
+  if (!connected(m)) return reply(false, "inject: machine " + in.machine + " is not connected");
+  if (in.fault == "repair") {
+    // Clear the machine's injected faults, then return it to the pool if evicted.
+    send(m, json{{"type", "inject"}, {"req", kOwnReqBase + 1}, {"fault", in.fault}, {"detail", ""}});
+    const bool pooled = world_->repaired(m);
+    return reply(true, in.machine + " repaired" + (pooled ? "; back in the standby pool" : ""));
   }
-  reply(false, "unknown request type \"" + type.substr(0, 32) + "\"");
+  world_->record_fault(m, in.fault, in.detail, k->second);
+  send(m, json{{"type", "inject"}, {"req", kOwnReqBase + 1}, {"fault", in.fault}, {"detail", in.detail}});
+  return reply(true, in.fault + " injected on " + in.machine);
 }
 
 void Controller::on_close(std::uint64_t sid, const std::string& why) {

@@ -15,6 +15,7 @@
 
 #include "realexec/live_config.h"
 #include "realexec/live_world.h"
+#include "realexec/messages.h"
 #include "realexec/wire.h"
 
 namespace faultline::live {
@@ -39,11 +40,15 @@ class Controller final : public MachineLink {
     enum class Role { kHello, kAgent, kClient } role = Role::kHello;
     MachineId machine = kNoMachine;
     std::uint64_t timer = 0;  // hello deadline, then heartbeat deadline
+    std::uint64_t refused = 0;  // messages refused on this connection
   };
   void on_accept();
   void on_message(std::uint64_t sid, const nlohmann::json& msg);
   void on_close(std::uint64_t sid, const std::string& why);
-  void on_client(Session& s, const nlohmann::json& msg);
+  void on_hello(std::uint64_t sid, const Hello& hello);
+  void on_client(Session& s, const ClientRequest& request);
+  void note_refusal(Session& s, const std::string& reason);
+  std::string config_machine_name(MachineId m) const;
   void arm_heartbeat(std::uint64_t sid);
   void refuse(std::uint64_t sid, const std::string& why);
   void shutdown(const std::string& why);

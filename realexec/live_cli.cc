@@ -7,6 +7,7 @@
 #include "realexec/cli.h"
 #include "realexec/controller.h"
 #include "realexec/live_config.h"
+#include "realexec/messages.h"
 #include "realexec/wire.h"
 
 namespace faultline::live {
@@ -54,19 +55,27 @@ int client_request(const LiveConfig& config, json request) {
   conn = std::make_unique<Conn>(
       reactor, fd, config.controller_host,
       Conn::Handlers{[&](const json& m) {
-                       const std::string type = m.value("type", "");
-                       if (type == "welcome") {
-                         request["req"] = 1;
-                         conn->send(request);
-                       } else if (type == "refused") {
-                         std::cerr << "faultline live: refused: " << m.value("reason", std::string()) << "\n";
-                         reactor.stop();
-                       } else if (type == "done") {
-                         rc = m.value("ok", false) ? 0 : 1;
-                         if (m.contains("status"))
-                           std::cout << m["status"].dump(2) << "\n";
-                         else
-                           (rc == 0 ? std::cout : std::cerr) << m.value("detail", std::string()) << "\n";
+                       // The controller's answers are decoded like any other input.
+                       try {
+                         const std::string type = need_string(m, "type", 64);
+                         if (type == "welcome") {
+                           request["req"] = 1;
+                           conn->send(request);
+                         } else if (type == "refused") {
+                           std::cerr << "faultline live: refused: " << opt_text(m, "reason", kMaxText).value_or("")
+                                     << "\n";
+                           reactor.stop();
+                         } else if (type == "done") {
+                           rc = opt_bool(m, "ok", false) ? 0 : 1;
+                           if (m.contains("status"))
+                             std::cout << m["status"].dump(2) << "\n";
+                           else
+                             (rc == 0 ? std::cout : std::cerr) << opt_text(m, "detail", kMaxText).value_or("") << "\n";
+                           reactor.stop();
+                         }
+                       } catch (const BadMessage& e) {
+                         std::cerr << "faultline live: the controller sent an invalid message: " << e.reason << "\n";
+                         rc = 1;
                          reactor.stop();
                        }
                      },

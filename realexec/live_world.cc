@@ -35,12 +35,12 @@ const char* probe_wire_name(ProbeKind k) { return probe_key(k); }
 
 using traces::median;
 
-bool ok_of(const json& r) { return r.is_object() && r.value("ok", false); }
-std::string detail_of(const json& r) {
-  if (!r.is_object()) return "";
-  if (r.contains("detail") && r["detail"].is_string()) return r["detail"].get<std::string>();
-  if (r.contains("reason") && r["reason"].is_string()) return r["reason"].get<std::string>();
-  return "";
+AgentReply failed_reply(std::string detail, bool timed_out = false) {
+  AgentReply r;
+  r.ok = false;
+  r.detail = std::move(detail);
+  r.timed_out = timed_out;
+  return r;
 }
 
 }  // namespace
@@ -181,7 +181,7 @@ void LiveWorld::request(MachineId m, json msg, Duration timeout, Reply on_reply)
   const std::uint64_t req = next_req_++;
   msg["req"] = req;
   if (!link_.send(m, msg)) {
-    reactor_.defer([on_reply] { on_reply(json{{"ok", false}, {"detail", "agent not connected"}}); });
+    reactor_.defer([on_reply] { on_reply(failed_reply("agent not connected")); });
     return;
   }
   replies_[req] = {m, std::move(on_reply)};
@@ -191,7 +191,7 @@ void LiveWorld::request(MachineId m, json msg, Duration timeout, Reply on_reply)
     if (it == replies_.end()) return;
     Reply r = std::move(it->second.second);
     replies_.erase(it);
-    r(json{{"ok", false}, {"timed_out", true}, {"detail", "agent did not answer in time"}});
+    r(failed_reply("agent did not answer in time", true));
   });
 }
 
@@ -206,7 +206,7 @@ void LiveWorld::fail_requests_of(MachineId m, const std::string& why) {
       reactor_.cancel_timer(t->second);
       reply_timers_.erase(t);
     }
-    r(json{{"ok", false}, {"detail", why}});
+    r(failed_reply(why));
   }
 }
 
@@ -338,7 +338,7 @@ void LiveWorld::kill_all(std::function<void()> then) {
   };
   for (MachineId m : targets)
     request(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
-            [finish](const json&) { finish(); });
+            [finish](const AgentReply&) { finish(); });
   finish();
 }
 
@@ -438,10 +438,9 @@ void LiveWorld::launch(ActionId id, Instant started) {
             json{{"type", "launch"}, {"gen", s.gen}, {"version", s.version}, {"ranks", ranks},
                  {"world_size", world}, {"master_addr", master}, {"master_port", config_.job.master_port},
                  {"ckpt_every", s.ckpt_every}},
-            Duration::seconds(kRequestTimeoutS), [this, id, m](const json& r) {
-              if (starting_ != id || ok_of(r) || (r.is_object() && r.value("type", "") == "done" && !r.contains("ok")))
-                return;
-              const std::string why = "launch failed on " + machine_config(m).name + ": " + detail_of(r);
+            Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
+              if (starting_ != id || r.ok) return;
+              const std::string why = "launch failed on " + machine_config(m).name + ": " + r.detail;
               starting_ = 0;
               if (start_timer_) reactor_.cancel_timer(start_timer_);
               start_timer_ = 0;
@@ -469,7 +468,7 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
     names += (names.empty() ? "" : ", ") + machine_config(m).name;
     if (link_.connected(m))
       request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}}, Duration::seconds(kRequestTimeoutS),
-              [](const json&) {});
+              [](const AgentReply&) {});
   }
   if (names.empty()) {
     outcome(id, true, "nothing to evict: no machine of the job named (" + a.reason + ")", t);
@@ -556,7 +555,7 @@ void LiveWorld::do_inspect(const EnableInspection& a) {
   for (const auto& [k, v] : inspections_) kinds[k] = v;
   for (MachineId m = 0; m < cluster_.machine_count(); ++m)
     if (link_.connected(m))
-      request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS), [](const json&) {});
+      request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
 }
 
 void LiveWorld::run_reference(std::vector<std::string> argv, std::function<void(std::optional<std::string>)> done) {
@@ -680,14 +679,14 @@ void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
              {"rank", static_cast<int>(i)}, {"world_size", static_cast<int>(machines.size())},
              {"master_addr", master}, {"master_port", config_.job.master_port + 100},
              {"seed", config_.seed}, {"steps", steps}};
-    request(m, msg, Duration::millis(deadline_ms + 10000), [this, m, st, finish, hashed](const json& r) {
-      if (!ok_of(r)) {
+    request(m, msg, Duration::millis(deadline_ms + 10000), [this, m, st, finish, hashed](const AgentReply& r) {
+      if (!r.ok) {
         st->failed.push_back(m);
-        if (r.value("timed_out", false)) st->timed_out = true;
-        st->details += "; " + machine_config(m).name + ": " + detail_of(r);
+        if (r.timed_out) st->timed_out = true;
+        st->details += "; " + machine_config(m).name + ": " + r.detail;
       } else if (hashed) {
-        if (r.contains("hash") && r["hash"].is_string())
-          st->hashes[m] = r["hash"].get<std::string>();
+        if (r.hash)
+          st->hashes[m] = *r.hash;
         else
           st->failed.push_back(m);
       }
@@ -714,15 +713,10 @@ void LiveWorld::do_capture(ActionId id) {
   };
   for (MachineId m : ms) {
     const SlotId slot = cluster_.slot_of(m);
-    request(m, json{{"type", "capture"}}, Duration::seconds(kRequestTimeoutS), [st, slot, finish](const json& r) {
+    request(m, json{{"type", "capture"}}, Duration::seconds(kRequestTimeoutS), [st, slot, finish](const AgentReply& r) {
       std::string sig;
-      if (r.is_object() && r.contains("by_rank") && r["by_rank"].is_object()) {
-        std::map<long, std::string> ordered;  // by rank, so the slot signature is stable
-        for (const auto& [rank, s] : r["by_rank"].items())
-          if (s.is_string()) ordered[std::strtol(rank.c_str(), nullptr, 10)] = s.get<std::string>();
-        for (const auto& [rank, s] : ordered) sig += (sig.empty() ? "" : " | ") + s;
-      }
-      if (sig.empty()) sig = r.value("timed_out", false) ? "<no answer>" : "<no process>";
+      for (const auto& [rank, s] : r.by_rank) sig += (sig.empty() ? "" : " | ") + s;  // by rank: stable
+      if (sig.empty()) sig = r.timed_out ? "<no answer>" : "<no process>";
       st->by_slot[slot] = sig;
       finish();
     });
@@ -773,11 +767,11 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
                {"master_port", config_.job.master_port + 200 + static_cast<int>(g)},
                {"deadline_ms", static_cast<int>(kReplayTimeoutS * 1000)}, {"from_init", true},
                {"seed", config_.seed}};
-      request(m, msg, Duration::seconds(kReplayTimeoutS + 10), [st, g, i, finish](const json& r) {
-        if (!ok_of(r)) st->failed[g] = true;
+      request(m, msg, Duration::seconds(kReplayTimeoutS + 10), [st, g, i, finish](const AgentReply& r) {
+        if (!r.ok) st->failed[g] = true;
         if (i == 0) {
-          if (r.contains("hash") && r["hash"].is_string())
-            st->hashes[g].push_back(r["hash"].get<std::string>());
+          if (r.hash)
+            st->hashes[g].push_back(*r.hash);
           else
             st->failed[g] = true;
         }
@@ -790,21 +784,17 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
 
 // --- what agents tell ----------------------------------------------------------------------
 
-void LiveWorld::on_agent_connected(MachineId m, const json& hello) {
+void LiveWorld::on_agent_connected(MachineId m, const Hello& hello) {
   const auto& s = journal_.state();
-  if (hello.contains("gen") && hello["gen"].is_number_integer() && hello["gen"].get<std::int64_t>() == s.gen &&
-      hello.contains("ranks") && hello["ranks"].is_array()) {
-    std::set<std::int64_t> alive;
-    for (const auto& r : hello["ranks"])
-      if (r.is_object() && r.contains("rank") && r["rank"].is_number_integer()) alive.insert(r["rank"].get<std::int64_t>());
-    adopted_ranks_[m] = alive;
+  if (hello.gen && *hello.gen == s.gen) {
+    adopted_ranks_[m] = std::set<std::int64_t>(hello.alive_ranks.begin(), hello.alive_ranks.end());
   } else {
     adopted_ranks_[m] = {};
   }
   if (!inspections_.empty()) {
     json kinds = json::object();
     for (const auto& [k, v] : inspections_) kinds[k] = v;
-    request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS), [](const json&) {});
+    request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
   }
   retry_waiting_acquire();
   if (adopting_ && adopt_timer_) {
@@ -835,46 +825,35 @@ void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
 }
 
 void LiveWorld::on_agent_message(MachineId m, const json& msg) {
-  const std::string type = msg.value("type", "");
-  if (type == "done" || type == "error") {
-    if (!msg.contains("req") || !msg["req"].is_number_unsigned()) return;
-    const auto req = msg["req"].get<std::uint64_t>();
-    auto it = replies_.find(req);
+  const AgentMessage decoded = decode_agent_message(msg);  // throws BadMessage: nothing done
+  if (const auto* reply = std::get_if<AgentReply>(&decoded)) {
+    auto it = replies_.find(reply->req);
     if (it == replies_.end() || it->second.first != m) return;
     Reply r = std::move(it->second.second);
     replies_.erase(it);
-    if (auto tm = reply_timers_.find(req); tm != reply_timers_.end()) {
+    if (auto tm = reply_timers_.find(reply->req); tm != reply_timers_.end()) {
       reactor_.cancel_timer(tm->second);
       reply_timers_.erase(tm);
     }
-    json reply = msg;
-    if (type == "error") {
-      reply["ok"] = false;
-      if (!reply.contains("detail")) reply["detail"] = msg.value("reason", std::string("error"));
-    } else if (!reply.contains("ok")) {
-      reply["ok"] = true;
-    }
-    r(reply);
-  } else if (type == "report") {
-    on_report(m, msg);
-  } else if (type == "exit") {
-    on_exit(m, msg);
-  } else if (type == "alert") {
+    r(*reply);
+  } else if (const auto* report = std::get_if<AgentReport>(&decoded)) {
+    on_report(m, *report);
+  } else if (const auto* exit = std::get_if<AgentExit>(&decoded)) {
+    on_exit(m, *exit);
+  } else if (const auto* alert = std::get_if<AgentAlert>(&decoded)) {
     if (cluster_.slot_of(m) < 0) return;  // standby or evicted: nothing the job policy acts on
-    deliver(InspectionAlert{m, msg.value("kind", std::string("host")), msg.value("detail", std::string())});
+    deliver(InspectionAlert{m, alert->kind, alert->detail});
   }
 }
 
-void LiveWorld::on_report(MachineId m, const json& msg) {
-  if (!msg.contains("gen") || !msg["gen"].is_number_integer()) return;
-  if (msg["gen"].get<std::int64_t>() != journal_.state().gen) return;
-  if (!msg.contains("report") || !msg["report"].is_object()) return;
-  const json& r = msg["report"];
-  const std::string type = r.value("type", "");
-  const std::int64_t rank = r.contains("rank") && r["rank"].is_number_integer() ? r["rank"].get<std::int64_t>() : -1;
-  if (type == "started" && starting_) {
+void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
+  (void)m;
+  if (msg.gen != journal_.state().gen) return;
+  const RankReport& r = msg.report;
+  const std::int64_t rank = r.rank.value_or(-1);
+  if (r.type == "started" && starting_) {
     started_ranks_.insert(rank);
-    if (r.contains("step") && r["step"].is_number_integer()) start_step_ = r["step"].get<std::int64_t>();
+    if (r.step) start_step_ = *r.step;
     if (static_cast<int>(started_ranks_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {
       const ActionId id = starting_;
       starting_ = 0;
@@ -889,23 +868,24 @@ void LiveWorld::on_report(MachineId m, const json& msg) {
       save_journal();
       log("progress", {{"step", start_step_}, {"loss", nullptr}, {"restart", true}});
       outcome(id, true, "every rank started from step " + std::to_string(start_step_) + " (" +
-                            r.value("restored_from", std::string("?")) + ")", start_began_);
+                            (r.restored_from.empty() ? std::string("?") : r.restored_from) + ")",
+              start_began_);
       deliver(JobStarted{id, start_step_});
     }
     return;
   }
-  if (type != "step" || rank != 0) return;  // rank 0 carries the global loss and step
-  const std::int64_t step = r.value("step", static_cast<std::int64_t>(-1));
-  const double step_time = r.contains("step_time_s") && r["step_time_s"].is_number() ? r["step_time_s"].get<double>() : 0;
-  const bool loss_nan = r.value("loss_nan", false) || !r.contains("loss") || !r["loss"].is_number();
-  const bool grad_nan = r.value("grad_norm_nan", false);
-  const double loss = loss_nan ? 0 : r["loss"].get<double>();
+  if (r.type != "step" || rank != 0) return;  // rank 0 carries the global loss and step
+  const std::int64_t step = *r.step;  // a step report without one does not decode
+  const double step_time = r.step_time_s.value_or(0);
+  const bool loss_nan = r.loss_nan();
+  const bool grad_nan = r.grad_norm_nan();
+  const std::optional<double> loss = loss_nan ? std::nullopt : r.loss;  // finite, or not known
   last_step_ = step;
   ++steps_since_start_;
-  if (loss_nan)
+  if (!loss)
     log("progress", {{"step", step}, {"loss", nullptr}, {"restart", false}});
   else
-    log("progress", {{"step", step}, {"loss", loss}, {"restart", false}});
+    log("progress", {{"step", step}, {"loss", *loss}, {"restart", false}});
   auto& s = journal_.state();
   if (steps_since_start_ == kGoodVersionSteps && s.good_version != s.version) {
     s.good_version = s.version;
@@ -926,8 +906,8 @@ void LiveWorld::on_report(MachineId m, const json& msg) {
   sample_.steps += 1;
   if (std::isfinite(step_time) && step_time > 0) sample_.time_s += step_time;
   sample_.nan |= loss_nan || grad_nan;
-  if (!loss_nan) sample_.loss = loss;
-  if (!grad_nan && r.contains("grad_norm") && r["grad_norm"].is_number()) sample_.grad_norm = r["grad_norm"].get<double>();
+  if (loss) sample_.loss = *loss;
+  if (!grad_nan && r.grad_norm) sample_.grad_norm = *r.grad_norm;
   if (sample_.nan || watch_->every.ns <= 0 || now() - sample_.since >= watch_->every) {
     StepSample out;
     out.step = step;
@@ -940,13 +920,12 @@ void LiveWorld::on_report(MachineId m, const json& msg) {
   }
 }
 
-void LiveWorld::on_exit(MachineId m, const json& msg) {
-  if (!msg.contains("gen") || !msg["gen"].is_number_integer()) return;
-  if (msg["gen"].get<std::int64_t>() != journal_.state().gen) return;
-  const int code = msg.contains("code") && msg["code"].is_number_integer() ? msg["code"].get<int>() : -1;
-  const int sig = msg.contains("signal") && msg["signal"].is_number_integer() ? msg["signal"].get<int>() : 0;
-  const std::string signature = msg.value("signature", std::string());
-  const std::int64_t rank = msg.contains("rank") && msg["rank"].is_number_integer() ? msg["rank"].get<std::int64_t>() : -1;
+void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
+  if (msg.gen != journal_.state().gen) return;
+  const int code = msg.code;
+  const int sig = msg.signal;
+  const std::string& signature = msg.signature;
+  const std::int64_t rank = msg.rank;
   if (code == 0 && sig == 0) {
     clean_exits_.insert(rank);
     if (static_cast<int>(clean_exits_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {

@@ -27,6 +27,7 @@
 #include "policies/api/policy.h"
 #include "realexec/journal.h"
 #include "realexec/live_config.h"
+#include "realexec/messages.h"
 #include "realexec/reactor.h"
 #include "traces/event_log.h"
 
@@ -53,7 +54,9 @@ class LiveWorld final : public World {
   void start();
 
   // --- from the controller ----------------------------------------------------------
-  void on_agent_connected(MachineId m, const nlohmann::json& hello);
+  void on_agent_connected(MachineId m, const Hello& hello);
+  // Decodes the message first (realexec/messages.h): one that does not decode throws
+  // BadMessage and changes nothing.
   void on_agent_message(MachineId m, const nlohmann::json& msg);
   void on_agent_lost(MachineId m, const std::string& why);
   // An operator's code update (CodeUpdateRequested for the policy).
@@ -79,7 +82,7 @@ class LiveWorld final : public World {
 
  private:
   struct Pending;  // an action waiting for agent replies
-  using Reply = std::function<void(const nlohmann::json&)>;
+  using Reply = std::function<void(const AgentReply&)>;
 
   void deliver(Event e);
   void drain();
@@ -88,7 +91,7 @@ class LiveWorld final : public World {
   void save_journal();
 
   // Sends `msg` with a fresh req id; `on_reply` gets the agent's reply, or a synthetic
-  // {"ok":false,"detail":...} when the agent is lost or `timeout` passes first.
+  // failed one (ok false, a detail) when the agent is lost or `timeout` passes first.
   void request(MachineId m, nlohmann::json msg, Duration timeout, Reply on_reply);
   void fail_requests_of(MachineId m, const std::string& why);
 
@@ -110,8 +113,8 @@ class LiveWorld final : public World {
   void job_broken();
   MachineSet job_machines() const;
   const LiveMachine& machine_config(MachineId m) const;
-  void on_report(MachineId m, const nlohmann::json& msg);
-  void on_exit(MachineId m, const nlohmann::json& msg);
+  void on_report(MachineId m, const AgentReport& msg);
+  void on_exit(MachineId m, const AgentExit& msg);
   // Runs the reference computation (bit-wise probe or replay) on the controller host.
   void run_reference(std::vector<std::string> argv, std::function<void(std::optional<std::string>)> done);
 

@@ -391,10 +391,17 @@ TEST_F(AgentE2E, BadReportLinesAreDropped) {
   launch("junk", {{0, 0}});
   ASSERT_TRUE(wait([&] { return controller_->of_type("exit").size() == 1; }));
   auto reports = controller_->of_type("report");
-  ASSERT_EQ(reports.size(), 1u);
+  ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(reports[0]["report"]["step"], 1);
+  // Python's bare NaN is read, and forwarded the canonical way: null plus the flag.
+  EXPECT_EQ(reports[1]["report"]["step"], 2);
+  EXPECT_TRUE(reports[1]["report"]["loss"].is_null());
+  EXPECT_EQ(reports[1]["report"]["loss_nan"], true);
+  EXPECT_TRUE(logged("report line dropped: not JSON"));
   EXPECT_TRUE(logged("report line dropped: not a JSON object"));
   EXPECT_TRUE(logged("report line dropped: longer than 4 KiB"));
+  EXPECT_TRUE(logged("report line dropped: report: type: expected a string, got an integer"));
+  EXPECT_TRUE(logged("report line dropped: report: loss_nan: expected true or false, got a string"));
 }
 
 TEST_F(AgentE2E, ExitsWhileDisconnectedAreDeliveredAfterReconnect) {

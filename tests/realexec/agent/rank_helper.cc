@@ -4,7 +4,8 @@
 //   report N CODE          N step reports on $FAULTLINE_REPORT_FD, an error on stderr, a
 //                          fatal report (unless FAULTLINE_TEST_NO_FATAL), then exit CODE
 //   env                    one report with the launch environment, then sleep
-//   junk                   malformed and over-long report lines, then one good report
+//   junk                   malformed and over-long report lines, one good report, one
+//                          with a bare NaN (as Python writes it)
 //   --probe KIND ...       the training job's probe mode: a JSON line with a hash
 //                          (hangs when FAULTLINE_TEST_HANG=1)
 //   --replay --steps K     the replay mode: {"hash":..., "from_step":...}
@@ -76,7 +77,10 @@ int main(int argc, char** argv) {
     report("not json");
     report("[1,2,3]");
     report("{\"big\":\"" + std::string(5000, 'x') + "\"}");
+    report("{\"type\": 5}");                                 // killed the agent once
+    report("{\"type\":\"step\",\"step\":1,\"loss_nan\":\"no\"}");  // a flag of the wrong type
     report("{\"type\":\"step\",\"step\":1}");
+    report("{\"type\": \"step\", \"step\": 2, \"loss\": NaN}");   // Python's json.dumps of a NaN
     return 0;
   }
   if (mode == "--probe") {

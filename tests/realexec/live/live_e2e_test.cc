@@ -4,7 +4,9 @@
 // reference training job; faults are real: SIGKILL, SIGSTOP, a bit flip, a NIC taken
 // down, a killed controller. Checks compare with independent references: a fault-free
 // single-process run of the same seed, the fault's injection time, the ground truth.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -20,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -192,6 +195,15 @@ class LiveCluster {
   std::string ns_name(size_t i) const { return "fl" + std::to_string(id_) + "m" + std::to_string(i); }
   const std::string& dir() const { return dir_; }
   std::string config() const { return dir_ + "/live.json"; }
+  // Where the controller listens, and its token, for tests that speak the protocol raw.
+  std::string controller_host() const { return config_["controller"].get<std::string>().substr(0, config_["controller"].get<std::string>().rfind(':')); }
+  int controller_port() const { return port_; }
+  std::string token() const {
+    std::string t = slurp(dir_ + "/token");
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+    return t;
+  }
+  bool controller_alive() const { return controller_ > 0 && waitpid(controller_, nullptr, WNOHANG) == 0; }
   bool netns() const { return netns_; }
 
   void start_controller(bool fresh = true) {
@@ -456,6 +468,182 @@ TEST(LiveE2E, NicDownRaisesInspectionAlertsAndEvictsPerTheFlapRule) {
   EXPECT_GE(alerts, 2) << "evicted only after the flap count of alerts";
   const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > evict["t_s"]; }, 60);
   ASSERT_FALSE(started.is_null());
+  c.stop_run();
+}
+
+// A peer that speaks the framed protocol raw, blocking, with a receive timeout: what an
+// attacker on the network, a buggy client or a confused agent would send.
+class RawPeer {
+ public:
+  RawPeer(const std::string& host, int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+    timeval tv{1, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RawPeer() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  bool send_text(const std::string& body) {
+    std::string f(4, '\0');
+    const std::uint32_t n = static_cast<std::uint32_t>(body.size());
+    f[0] = static_cast<char>(n >> 24), f[1] = static_cast<char>(n >> 16), f[2] = static_cast<char>(n >> 8),
+    f[3] = static_cast<char>(n);
+    f += body;
+    return ::send(fd_, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size());
+  }
+  bool send(const json& m) { return send_text(m.dump()); }
+  // The next message, or null when the peer closed or said nothing within a second.
+  json receive() {
+    std::string len(4, '\0');
+    if (!read_exact(len.data(), 4)) return json();
+    const std::uint32_t n = (std::uint32_t(std::uint8_t(len[0])) << 24) | (std::uint32_t(std::uint8_t(len[1])) << 16) |
+                            (std::uint32_t(std::uint8_t(len[2])) << 8) | std::uint32_t(std::uint8_t(len[3]));
+    if (n > (1u << 20)) return json();
+    std::string body(n, '\0');
+    if (!read_exact(body.data(), n)) return json();
+    return json::parse(body, nullptr, false);
+  }
+  // Skips heartbeat-free chatter (e.g. an inspect request to an agent) until `type`.
+  json receive_type(const std::string& type) {
+    for (int i = 0; i < 20; ++i) {
+      json m = receive();
+      if (m.is_null() || m.is_discarded()) return json();
+      if (m.value("type", "") == type) return m;
+    }
+    return json();
+  }
+
+ private:
+  bool read_exact(char* p, std::size_t n) {
+    while (n > 0) {
+      const ssize_t r = ::recv(fd_, p, n, 0);
+      if (r <= 0) return false;
+      p += r;
+      n -= static_cast<std::size_t>(r);
+    }
+    return true;
+  }
+  int fd_ = -1;
+};
+
+// Frames of every shape: a valid message with fields retyped, dropped or added.
+json mutated(const json& seed, std::mt19937_64& rng) {
+  static const char* keys[] = {"type", "req", "gen", "rank", "report", "code", "signal", "signature", "kind",
+                               "detail", "ok", "hash", "by_rank", "timed_out", "machine", "fault", "version",
+                               "urgent", "proto", "role", "token", "name", "ranks"};
+  static const json values[] = {nullptr, 5, -1, 1.5, "x", "NaN", json::array(), json{{"a", 1}}, true,
+                                std::string(3000, 'y'), 9007199254740993ull, json::array({1, "2"})};
+  json m = seed;
+  for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e) {
+    json& t = m.contains("report") && m["report"].is_object() && (rng() & 1) ? m["report"] : m;
+    const char* k = keys[rng() % (sizeof keys / sizeof *keys)];
+    if (rng() % 4 == 0) t.erase(k);
+    else t[k] = values[rng() % (sizeof values / sizeof *values)];
+  }
+  return m;
+}
+
+// Each message that killed the controller in the operator's review, then tens of thousands
+// of mutated ones, unauthenticated, as an operator client and as an agent: every one is
+// refused with a reason, the controller stays up and answers, and the job keeps training.
+TEST(LiveE2E, HostileFramesAreRefusedAndTheRunCarriesOn) {
+  LiveCluster c("hostile", json::object());
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(10, 60).is_null());
+  const std::string host = c.controller_host();
+  const int port = c.controller_port();
+  auto alive = [&](const std::string& after) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE(c.controller_alive()) << "the controller died after " << after;
+  };
+  // Before authentication: each on a connection of its own, refused with a reason.
+  const json hello_ok{{"type", "hello"}, {"token", c.token()}, {"role", "client"}, {"proto", 1}};
+  json proto_text = hello_ok, role_number = hello_ok;
+  proto_text["proto"] = "1";
+  role_number["role"] = 7;
+  for (const json& m : {json{{"type", nullptr}}, json{{"type", 5}}, json{{"type", {{"a", 1}}}}, proto_text, role_number}) {
+    RawPeer p(host, port);
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(p.send(m));
+    const json r = p.receive_type("refused");
+    EXPECT_FALSE(r.is_null()) << m.dump() << " was not refused";
+    alive(m.dump());
+  }
+  // An operator client: requests of the wrong shape get a failed reply, the session stays.
+  {
+    RawPeer p(host, port);
+    ASSERT_TRUE(p.send(hello_ok));
+    ASSERT_FALSE(p.receive_type("welcome").is_null());
+    for (const json& m : {json{{"type", nullptr}}, json{{"type", "inject"}, {"machine", 3}, {"req", 1}},
+                          json{{"type", "status"}, {"req", {{"a", 1}}}}, json{{"type", "update"}, {"version", 2}}}) {
+      ASSERT_TRUE(p.send(m));
+      const json r = p.receive_type("done");
+      ASSERT_FALSE(r.is_null()) << m.dump();
+      EXPECT_EQ(r.value("ok", true), false) << m.dump();
+      alive(m.dump());
+    }
+    ASSERT_TRUE(p.send(json{{"type", "status"}, {"req", 2}}));
+    EXPECT_EQ(p.receive_type("done").value("ok", false), true) << "the same session still answers";
+  }
+  // An agent (the standby's name: the real one redials after): a rank report whose NaN flag
+  // is a string, for the generation that is running.
+  const json journal = json::parse(slurp(c.dir() + "/state/journal.json"), nullptr, false);
+  ASSERT_TRUE(journal.is_object() && journal.contains("gen"));
+  const json gen = journal["gen"];
+  std::mt19937_64 rng(7);
+  {
+    RawPeer p(host, port);
+    ASSERT_TRUE(p.send(json{{"type", "hello"}, {"token", c.token()}, {"role", "agent"}, {"name", "s0"}, {"proto", 1}}));
+    ASSERT_FALSE(p.receive_type("welcome").is_null());
+    ASSERT_TRUE(p.send(json{{"type", "report"}, {"gen", gen}, {"rank", 0},
+                            {"report", {{"type", "step"}, {"rank", 0}, {"step", 5}, {"loss_nan", "no"}}}}));
+    alive("a report with \"loss_nan\": \"no\"");
+    const std::vector<json> seeds = {
+        json{{"type", "report"}, {"gen", gen}, {"rank", 0},
+             {"report", {{"type", "step"}, {"rank", 0}, {"step", 5}, {"loss", 1.0}, {"step_time_s", 0.1}}}},
+        json{{"type", "exit"}, {"gen", gen.get<long>() + 1000}, {"rank", 0}, {"code", 1}, {"signal", 0}, {"signature", "x"}},
+        json{{"type", "alert"}, {"kind", "nic"}, {"detail", "d"}},
+        json{{"type", "done"}, {"req", 123456789}, {"ok", true}},
+        json{{"type", "heartbeat"}}};
+    for (int i = 0; i < 20000; ++i) {
+      json m = mutated(seeds[rng() % seeds.size()], rng);
+      // Stale generations only: a well-formed report or exit of the running one would be
+      // believed, as it should be from an authenticated agent.
+      if (m.contains("gen") && m["gen"] == gen) m["gen"] = gen.get<long>() + 1000;
+      if (!p.send(m)) break;
+    }
+    alive("20000 mutated agent messages");
+  }
+  // Unauthenticated peers, one mutated hello each.
+  for (int i = 0; i < 300; ++i) {
+    RawPeer p(host, port);
+    if (!p.ok()) continue;
+    json m = mutated(hello_ok, rng);
+    if (m == hello_ok) continue;
+    p.send(m);
+  }
+  alive("300 mutated hellos");
+  // Still in charge: it answers, the job trains, and the refusals are noted, not flooded.
+  EXPECT_EQ(c.client({"status", c.config()}), 0);
+  ASSERT_FALSE(c.wait_step(c.last_step() + 20, 60).is_null()) << "the job stopped training";
+  int refusal_notes = 0;
+  for (const auto& r : c.records())
+    if (LiveCluster::is_note(r, "refused a message from")) ++refusal_notes;
+  EXPECT_GE(refusal_notes, 5);
+  EXPECT_LT(refusal_notes, 200) << "one note per refused frame floods the log";
+  EXPECT_FALSE(c.wait_for([](const json& r) {
+                      return LiveCluster::is_note(r, "refused a message from agent of s0: report: report.loss_nan:");
+                    }, 5).is_null());
   c.stop_run();
 }
 

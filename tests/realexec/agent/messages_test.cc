@@ -1,0 +1,333 @@
+// Live mode's message codec (realexec/messages.h): every message that crashed a process in
+// the operator's review is refused with a reason naming the field, NaN is read the way jobs
+// write it, and a million generated and mutated frames raise nothing but a refusal.
+#include "realexec/messages.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace faultline::live {
+namespace {
+
+using nlohmann::json;
+
+template <class F>
+std::string refusal(F&& f) {
+  try {
+    f();
+  } catch (const BadMessage& e) {
+    return e.reason;
+  }
+  return "(accepted)";
+}
+
+json good_hello() {
+  return {{"type", "hello"}, {"token", "t0123456789abcdef"}, {"role", "agent"}, {"name", "m0"},
+          {"proto", 1},      {"pid", 42},                    {"gen", 3},        {"ranks", {{{"rank", 0}, {"local_rank", 0}, {"pid", 7}}}}};
+}
+
+json good_step_report() {
+  return {{"type", "report"},
+          {"gen", 3},
+          {"rank", 0},
+          {"report", {{"type", "step"}, {"rank", 0}, {"step", 12}, {"loss", 2.5}, {"grad_norm", 0.7}, {"step_time_s", 0.1}}}};
+}
+
+// --- the messages of the review, each a regression test -------------------------------------
+
+TEST(Messages, TypeOfTheWrongKindIsRefusedOnEveryChannel) {
+  for (const json& type : {json(nullptr), json(5), json{{"a", 1}}, json::array(), json(true)}) {
+    const json m{{"type", type}};
+    SCOPED_TRACE(m.dump());
+    EXPECT_EQ(refusal([&] { decode_hello(m, 1); }).rfind("type: expected a string, got ", 0), 0u);
+    EXPECT_EQ(refusal([&] { decode_agent_message(m); }).rfind("type: expected a string, got ", 0), 0u);
+    EXPECT_EQ(refusal([&] { decode_client_request(m); }).rfind("type: expected a string, got ", 0), 0u);
+    EXPECT_EQ(refusal([&] { decode_rank_report(m); }).rfind("report: type: expected a string, got ", 0), 0u);
+  }
+  EXPECT_EQ(refusal([] { decode_hello(json{{"type", nullptr}}, 1); }), "type: expected a string, got null");
+  EXPECT_EQ(refusal([] { decode_hello(json::array(), 1); }), "expected a JSON object, got an array");
+  EXPECT_EQ(refusal([] { decode_agent_message(json::object()); }), "type: missing (expected a string)");
+}
+
+TEST(Messages, HelloFieldsOfTheWrongTypeAreRefused) {
+  json h = good_hello();
+  h["proto"] = "1";
+  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: proto: expected an integer in [0, 1048576]");
+  h["proto"] = 2;
+  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: proto: protocol version mismatch: expected 1, got 2");
+  h = good_hello();
+  h["role"] = 7;
+  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: role: expected a string");
+  h["role"] = "root";
+  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: role: expected \"agent\" or \"client\", got \"root\"");
+  h = good_hello();
+  h["ranks"] = {{{"rank", "0"}}};
+  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: ranks: rank: expected an integer in [0, 2147483647]");
+  h = good_hello();
+  h["name"] = "m0\n";
+  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: name: expected a single line of printable characters");
+  EXPECT_EQ(refusal([] { decode_hello(json{{"type", "status"}}, 1); }),
+            "the first message must be a hello, got \"status\"");
+  const Hello ok = decode_hello(good_hello(), 1);
+  EXPECT_EQ(ok.name, "m0");
+  EXPECT_EQ(ok.gen, 3);
+  EXPECT_EQ(ok.alive_ranks, std::vector<std::int64_t>{0});
+}
+
+TEST(Messages, RankReportWithAFlagOfTheWrongTypeIsRefused) {
+  json m = good_step_report();
+  m["report"]["loss_nan"] = "no";
+  EXPECT_EQ(refusal([&] { decode_agent_message(m); }),
+            "report: report.loss_nan: expected true or false, got a string");
+  m = good_step_report();
+  m["report"]["step"] = -1;
+  EXPECT_EQ(refusal([&] { decode_agent_message(m); }),
+            "report: report.step: expected an integer in [0, 9223372036854775807], got -1");
+  m = good_step_report();
+  m["report"].erase("step");
+  EXPECT_EQ(refusal([&] { decode_agent_message(m); }), "report: report.step: missing (expected the step completed)");
+  m = good_step_report();
+  m["report"] = "x";
+  EXPECT_EQ(refusal([&] { decode_agent_message(m); }), "report: report: expected an object, got a string");
+  m = good_step_report();
+  m["gen"] = 1.5;
+  EXPECT_EQ(refusal([&] { decode_agent_message(m); }), "report: gen: expected an integer in [0, 9223372036854775807]");
+}
+
+TEST(Messages, RankPipeLineWithANumericTypeIsRefused) {
+  EXPECT_EQ(refusal([] { parse_rank_report_line(R"({"type": 5})"); }), "report: type: expected a string, got an integer");
+  EXPECT_EQ(refusal([] { parse_rank_report_line("not json"); }), "not JSON");
+  EXPECT_EQ(refusal([] { parse_rank_report_line("[1,2]"); }), "not a JSON object");
+  EXPECT_EQ(refusal([] { parse_rank_report_line(std::string(5000, ' ')); }), "longer than 4 KiB");
+}
+
+TEST(Messages, AgentRepliesAlertsAndExitsAreChecked) {
+  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "done"}, {"req", 1}, {"ok", "yes"}}); }),
+            "done: ok: expected true or false, got a string");
+  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "done"}, {"req", 1}, {"timed_out", 1}}); }),
+            "done: timed_out: expected true or false, got an integer");
+  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "done"}, {"req", 1}, {"by_rank", {{"x", "s"}}}}); }),
+            "done: by_rank: expected rank numbers as keys");
+  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "alert"}, {"kind", "fire"}}); }),
+            "alert: kind: expected \"nic\", \"gpu\" or \"host\", got \"fire\"");
+  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "exit"}, {"gen", 1}, {"rank", 0}, {"code", 300}}); }),
+            "exit: code: expected an integer in [-1, 255], got 300");
+  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "welcome"}}); }),
+            "welcome: type: unknown message type \"welcome\"");
+  const auto reply = std::get<AgentReply>(decode_agent_message(
+      json{{"type", "done"}, {"req", 9}, {"by_rank", {{"10", "b"}, {"2", "a"}}}, {"hash", "h1"}}));
+  EXPECT_TRUE(reply.ok) << "a done without ok succeeded";
+  EXPECT_EQ(reply.hash, "h1");
+  ASSERT_EQ(reply.by_rank.size(), 2u);
+  EXPECT_EQ(reply.by_rank.begin()->second, "a") << "ordered by rank number, not by key text";
+  const auto err = std::get<AgentReply>(decode_agent_message(json{{"type", "error"}, {"req", 9}, {"reason", "r"}}));
+  EXPECT_FALSE(err.ok);
+  EXPECT_EQ(err.detail, "r");
+}
+
+TEST(Messages, ClientRequestsAreChecked) {
+  EXPECT_EQ(refusal([] { decode_client_request(json{{"type", "inject"}, {"machine", 3}}); }),
+            "inject: machine: expected a string");
+  EXPECT_EQ(refusal([] { decode_client_request(json{{"type", "update"}, {"version", "v2"}, {"urgent", "no"}}); }),
+            "update: urgent: expected true or false, got a string");
+  EXPECT_EQ(refusal([] { decode_client_request(json{{"type", "reboot"}}); }),
+            "reboot: type: unknown request type \"reboot\"");
+  json req;
+  EXPECT_EQ(refusal([&] { decode_client_request(json{{"type", "frob"}, {"req", 7}}, &req); }),
+            "frob: type: unknown request type \"frob\"");
+  EXPECT_EQ(req, 7) << "a refusal echoes the request's req";
+  EXPECT_EQ(refusal([] { decode_client_request(json{{"type", "stop"}, {"req", {{"a", 1}}}}); }),
+            "stop: req: expected an integer in [0, 9007199254740992]");
+  const auto in = decode_client_request(json{{"type", "inject"}, {"machine", "m1"}, {"fault", "kill"}});
+  EXPECT_EQ(std::get<InjectRequest>(in.body).machine, "m1");
+}
+
+// --- NaN the way jobs write it ----------------------------------------------------------------
+
+TEST(Messages, NanAndInfinityAreReadAsJobsWriteThem) {
+  // Python: json.dumps({"loss": float("nan")}) writes a bare NaN, which is not JSON.
+  const RankReport py = parse_rank_report_line(
+      R"({"type": "step", "rank": 0, "step": 4, "loss": NaN, "grad_norm": Infinity, "step_time_s": 0.5})");
+  EXPECT_TRUE(py.loss_nan());
+  EXPECT_TRUE(py.grad_norm_nan());
+  EXPECT_TRUE(parse_rank_report_line(R"({"type":"step","step":4,"loss":-Infinity})").loss_nan());
+  // The trainjob's way: null plus a flag; strings as well.
+  EXPECT_TRUE(parse_rank_report_line(R"({"type":"step","step":4,"loss":null,"loss_nan":true})").loss_nan());
+  EXPECT_TRUE(parse_rank_report_line(R"({"type":"step","step":4,"loss":"nan"})").loss_nan());
+  // Words inside strings are left alone.
+  const RankReport f = parse_rank_report_line(R"({"type":"fatal","signature":"loss is NaN at \"Infinity\""})");
+  EXPECT_EQ(f.signature, "loss is NaN at \"Infinity\"");
+  // A finite loss, and no loss at all, are not NaN.
+  const RankReport fin = parse_rank_report_line(R"({"type":"step","step":4,"loss":1e-3})");
+  EXPECT_FALSE(fin.loss_nan());
+  EXPECT_DOUBLE_EQ(*fin.loss, 1e-3);
+  EXPECT_FALSE(parse_rank_report_line(R"({"type":"step","step":4})").loss_nan());
+  // Re-encoded for the controller as null plus the flag, and decoded back the same.
+  const json wire = encode(py);
+  EXPECT_TRUE(wire["loss"].is_null());
+  EXPECT_EQ(wire["loss_nan"], true);
+  const RankReport back = decode_rank_report(wire);
+  EXPECT_TRUE(back.loss_nan());
+  EXPECT_EQ(back.step, 4);
+  EXPECT_DOUBLE_EQ(*back.step_time_s, 0.5);
+}
+
+// --- a million frames -------------------------------------------------------------------------
+
+// Valid messages of every channel, to mutate.
+std::vector<json> seeds() {
+  return {good_hello(),
+          json{{"type", "hello"}, {"token", "x"}, {"role", "client"}, {"proto", 1}},
+          json{{"type", "heartbeat"}},
+          good_step_report(),
+          json{{"type", "report"}, {"gen", 1}, {"rank", 0},
+               {"report", {{"type", "started"}, {"rank", 0}, {"step", 0}, {"restored_from", "memory"}, {"pid", 5}}}},
+          json{{"type", "report"}, {"gen", 1}, {"rank", 0}, {"report", {{"type", "fatal"}, {"signature", "CUDA error"}}}},
+          json{{"type", "exit"}, {"gen", 1}, {"rank", 0}, {"pid", 9}, {"code", -1}, {"signal", 9}, {"signature", "x"}},
+          json{{"type", "alert"}, {"kind", "nic"}, {"detail", "data0 down"}},
+          json{{"type", "done"}, {"req", 4}, {"ok", true}, {"detail", ""}, {"hash", "abc"}, {"timed_out", false}},
+          json{{"type", "done"}, {"req", 5}, {"ok", true}, {"by_rank", {{"0", "a"}, {"1", "b"}}}},
+          json{{"type", "error"}, {"req", nullptr}, {"reason", "kill: req: missing"}},
+          json{{"type", "status"}, {"req", 1}},
+          json{{"type", "stop"}},
+          json{{"type", "update"}, {"version", "v2"}, {"urgent", false}},
+          json{{"type", "inject"}, {"machine", "m1"}, {"fault", "hang"}, {"detail", "d"}}};
+}
+
+json random_value(std::mt19937_64& rng, int depth) {
+  switch (rng() % (depth > 2 ? 9 : 11)) {
+    case 0: return nullptr;
+    case 1: return (rng() & 1) != 0;
+    case 2: return static_cast<std::int64_t>(rng());
+    case 3: return static_cast<std::uint64_t>(rng());
+    case 4: return static_cast<std::int64_t>(rng() % 7) - 2;
+    case 5: return std::ldexp(static_cast<double>(rng() % 1000) - 500, static_cast<int>(rng() % 80) - 40);
+    case 6: {
+      static const char* words[] = {"hello", "agent", "client", "step", "started", "fatal", "done", "error",
+                                    "report", "exit", "alert", "nic", "NaN", "Infinity", "", "m0", "\n", "\x01",
+                                    "heartbeat", "status", "stop", "inject", "update", "kill", "v2"};
+      return words[rng() % (sizeof words / sizeof *words)];
+    }
+    case 7: return std::string(rng() % 16 == 0 ? 5000 : rng() % 64, static_cast<char>('a' + rng() % 26));
+    case 8: return static_cast<double>(rng() % 100) / 7.0;
+    case 9: {
+      json a = json::array();
+      for (int i = static_cast<int>(rng() % 4); i > 0; --i) a.push_back(random_value(rng, depth + 1));
+      return a;
+    }
+    default: {
+      json o = json::object();
+      for (int i = static_cast<int>(rng() % 4); i > 0; --i)
+        o[std::to_string(rng() % 12)] = random_value(rng, depth + 1);
+      return o;
+    }
+  }
+}
+
+// One frame: a seed with fields changed, dropped, added or retyped, or its text damaged.
+std::string mutate(const std::vector<json>& base, std::mt19937_64& rng) {
+  static const char* keys[] = {"type", "token", "role", "name", "proto", "gen", "ranks", "rank", "report",
+                               "step", "loss", "loss_nan", "grad_norm", "grad_norm_nan", "step_time_s", "req",
+                               "ok", "detail", "reason", "hash", "by_rank", "timed_out", "kind", "code", "signal",
+                               "signature", "version", "urgent", "machine", "fault", "pid", "restored_from"};
+  json m = base[rng() % base.size()];
+  const int edits = 1 + static_cast<int>(rng() % 3);
+  for (int e = 0; e < edits; ++e) {
+    json& target = (m.contains("report") && m["report"].is_object() && (rng() & 1)) ? m["report"] : m;
+    const std::string key = keys[rng() % (sizeof keys / sizeof *keys)];
+    switch (rng() % 4) {
+      case 0: target.erase(key); break;
+      default: target[key] = random_value(rng, 0); break;
+    }
+  }
+  if (rng() % 4 == 0) m = random_value(rng, 0);
+  std::string text = m.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (rng() % 3 == 0 && !text.empty()) {
+    for (int i = static_cast<int>(rng() % 4); i >= 0; --i) {
+      const std::size_t at = rng() % text.size();
+      switch (rng() % 3) {
+        case 0: text[at] = static_cast<char>(rng() % 256); break;
+        case 1: text.erase(at, 1 + rng() % 8); break;
+        default: text.insert(at, rng() % 2 ? "NaN" : "-Infinity"); break;
+      }
+      if (text.empty()) break;
+    }
+  }
+  return text;
+}
+
+TEST(Messages, AMillionMutatedFramesRaiseNothingButRefusals) {
+  const std::vector<json> base = seeds();
+  for (const json& s : base) {  // the seeds themselves decode on their channel
+    SCOPED_TRACE(s.dump());
+    const std::string t = s.value("type", "");
+    if (t == "hello") {
+      EXPECT_NO_THROW(decode_hello(s, 1));
+    } else if (t == "status" || t == "stop" || t == "update" || t == "inject") {
+      EXPECT_NO_THROW(decode_client_request(s));
+    } else if (t != "error") {
+      EXPECT_NO_THROW(decode_agent_message(s));
+    }
+  }
+  std::mt19937_64 rng(20261125);
+  constexpr int kFrames = 1'000'000;
+  int accepted = 0, refused = 0, not_json = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kFrames; ++i) {
+    const std::string frame = mutate(base, rng);
+    // The rank pipe reads the text as a job wrote it.
+    try {
+      const RankReport r = parse_rank_report_line(frame);
+      const json again = encode(r);  // what the agent forwards decodes on the controller
+      decode_rank_report(again);
+      ++accepted;
+    } catch (const BadMessage&) {
+      ++refused;
+    }
+    // The sockets: a frame that is not a JSON object closes the connection (wire.cc).
+    const json m = json::parse(frame, nullptr, false);
+    if (m.is_discarded() || !m.is_object()) {
+      ++not_json;
+      continue;
+    }
+    for (int channel = 0; channel < 3; ++channel) {
+      try {
+        if (channel == 0) {
+          const Hello h = decode_hello(m, 1);
+          ASSERT_TRUE(h.role == Hello::Role::kClient || printable(h.name));
+        } else if (channel == 1) {
+          const AgentMessage a = decode_agent_message(m);
+          if (const auto* e = std::get_if<AgentExit>(&a)) {
+            ASSERT_TRUE(e->code >= -1 && e->code <= 255);
+          }
+          if (const auto* p = std::get_if<AgentReport>(&a)) {
+            ASSERT_GE(p->gen, 0);
+          }
+        } else {
+          const ClientRequest c = decode_client_request(m);
+          ASSERT_TRUE(c.req.is_number_integer());
+        }
+        ++accepted;
+      } catch (const BadMessage& e) {
+        ASSERT_FALSE(e.reason.empty());
+        ASSERT_EQ(e.reason.find('\n'), std::string::npos) << "a refusal is one line";
+        ++refused;
+      }
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << kFrames << " frames in " << s << " s: " << accepted << " decoded, " << refused << " refused, "
+            << not_json << " not JSON objects\n";
+  // The mutations reach both sides of every decoder.
+  EXPECT_GT(accepted, kFrames / 20);
+  EXPECT_GT(refused, kFrames / 2);
+  EXPECT_GT(not_json, kFrames / 20);
+}
+
+}  // namespace
+}  // namespace faultline::live
