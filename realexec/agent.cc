@@ -91,7 +91,8 @@ void Agent::dial() {
   conn_ = std::make_unique<Conn>(
       r_, fd, config_.controller_host + ":" + std::to_string(config_.controller_port), std::move(h),
       true);
-  conn_->send(hello());
+  handshake_ = std::make_unique<PeerHandshake>("agent", name_);
+  conn_->send(handshake_->hello(kProtocolVersion));
 }
 
 void Agent::schedule_redial() {
@@ -103,13 +104,12 @@ void Agent::schedule_redial() {
   backoff_ = std::min(backoff_ * 2, options_.backoff_max);
 }
 
-json Agent::hello() const {
+json Agent::auth_fields() const {
   json ranks = json::array();
   for (const auto& [rank, rk] : ranks_) {
     ranks.push_back({{"rank", rk->rank}, {"local_rank", rk->local_rank}, {"pid", rk->pid}});
   }
-  return {{"type", "hello"},           {"token", token_},   {"role", "agent"}, {"name", name_},
-          {"proto", kProtocolVersion}, {"pid", ::getpid()}, {"gen", gen_},     {"ranks", ranks}};
+  return {{"pid", ::getpid()}, {"gen", gen_}, {"ranks", ranks}};
 }
 
 void Agent::on_close(const std::string& why) {
@@ -177,6 +177,36 @@ void Agent::on_message(const json& m) {
     auto t = m.find("type");
     if (t == m.end() || !t->is_string()) bad("type: missing (expected a string)");
     type = t->get<std::string>();
+    // Until the controller has proved the token (auth.h), only its challenge or a refusal
+    // is read; anything else ends the connection. The agent never obeys a controller that
+    // has not proved it holds the token, and never sends it a proof of its own.
+    if (type == "challenge" && handshake_ && !handshake_->verified()) {
+      Challenge c;
+      try {
+        c = decode_challenge(m);
+      } catch (const BadMessage& e) {
+        log("the controller at " + conn_->peer() + " sent an invalid challenge (" + e.reason + "); closing");
+        conn_->close("invalid challenge");
+        return;
+      }
+      auto answer = handshake_->answer(token_, c);
+      if (!answer) {
+        log("the controller at " + conn_->peer() +
+            " failed authentication: its proof does not match our token (not our controller, or another "
+            "token); not talking to it");
+        conn_->close("the controller failed authentication");
+        return;
+      }
+      answer->update(auth_fields());
+      conn_->send(*answer);
+      return;
+    }
+    if (type != "refused" && (!handshake_ || !handshake_->verified())) {
+      log("the controller at " + (conn_ ? conn_->peer() : std::string("?")) + " sent '" + type.substr(0, 32) +
+          "' before proving the token; closing");
+      if (conn_) conn_->close("message before authentication");
+      return;
+    }
     if (type == "welcome") {
       auto machine = opt_string(m, "machine", 256).value_or(name_);
       role_ = opt_string(m, "role", 32).value_or("");

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "realexec/auth.h"
 #include "realexec/inspect.h"
 #include "realexec/live_config.h"
 #include "realexec/proc.h"
@@ -80,7 +81,7 @@ class Agent {
   void on_message(const nlohmann::json& m);
   void on_close(const std::string& why);
   void send(nlohmann::json msg, Delivery d);
-  nlohmann::json hello() const;
+  nlohmann::json auth_fields() const;  // what the auth message tells (pid, gen, ranks)
   void heartbeat_tick();
 
   // Requests.
@@ -122,6 +123,7 @@ class Agent {
   const LiveMachine* machine_ = nullptr;
   std::string name_;
   std::string token_;
+  std::unique_ptr<PeerHandshake> handshake_;  // of the current connection
   AgentOptions options_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 

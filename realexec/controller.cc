@@ -34,6 +34,11 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     : config_(config), reactor_(reactor) {
   std::string err;
   if (!load_token(config_.token_file, &token_, &err)) throw std::runtime_error(err);
+  if (!config_.status_token_file.empty()) {
+    if (!load_token(config_.status_token_file, &status_token_, &err)) throw std::runtime_error(err);
+    if (tokens_equal(status_token_, token_))
+      throw std::runtime_error(config_.status_token_file + ": token: the read-only credential equals token_file's");
+  }
   std::error_code ec;
   std::filesystem::create_directories(config_.state_dir, ec);
   if (ec) throw std::runtime_error(config_.state_dir + ": cannot create the state directory: " + ec.message());
@@ -155,7 +160,8 @@ void Controller::on_accept() {
       auto it = sessions_.find(sid);
       if (it == sessions_.end()) return;
       it->second.timer = 0;
-      if (it->second.role == Session::Role::kHello) refuse(sid, "no hello within 5 s");
+      if (it->second.role == Session::Role::kHello || it->second.role == Session::Role::kChallenged)
+        refuse(sid, "no authenticated hello within 5 s");
     });
   }
 }
@@ -163,8 +169,7 @@ void Controller::on_accept() {
 void Controller::refuse(std::uint64_t sid, const std::string& why) {
   auto it = sessions_.find(sid);
   if (it == sessions_.end()) return;
-  world_->note("refused connection from " + it->second.conn->peer() + ": " + why);
-  std::cerr << "faultline live: refused connection from " << it->second.conn->peer() << ": " << why << "\n";
+  note_unauthenticated("refused connection from " + it->second.conn->peer() + ": " + why);
   it->second.conn->send(json{{"type", "refused"}, {"reason", why}});
   it->second.role = Session::Role::kClient;  // no further messages are acted on
   it->second.conn->set_handlers({[](const json&) {}, [this, sid](const std::string& w) { on_close(sid, w); }});
@@ -194,6 +199,12 @@ void Controller::on_message(std::uint64_t sid, const json& msg) {
   // that does not decode is refused with its reason and noted, and the process carries on.
   try {
     if (s.role == Session::Role::kHello) return on_hello(sid, decode_hello(msg, kProtocolVersion));
+    if (s.role == Session::Role::kChallenged) {
+      const Auth auth = decode_auth(msg);
+      const Hello& h = s.handshake.hello();
+      if (!s.handshake.verify(h.read_only ? status_token_ : token_, auth)) return refuse(sid, "bad token");
+      return on_authenticated(sid, auth);
+    }
     if (s.role == Session::Role::kClient) {
       json req = 0;
       try {
@@ -205,11 +216,12 @@ void Controller::on_message(std::uint64_t sid, const json& msg) {
       }
     }
     arm_heartbeat(sid);
+    s.last_heard = reactor_.now();
     // An agent's messages are not requests: a refusal is noted, never answered (an answer
     // to an agent that did not understand it would be refused in turn, without end).
     world_->on_agent_message(s.machine, msg);
   } catch (const BadMessage& e) {
-    if (s.role == Session::Role::kHello) return refuse(sid, e.reason);
+    if (s.role == Session::Role::kHello || s.role == Session::Role::kChallenged) return refuse(sid, e.reason);
     note_refusal(s, e.reason);
   } catch (const std::exception& e) {
     // A fault of ours while acting on a valid message: say so and drop that connection,
@@ -217,6 +229,17 @@ void Controller::on_message(std::uint64_t sid, const json& msg) {
     world_->note("internal error on a message from " + s.conn->peer() + ": " + e.what() + "; connection closed");
     s.conn->close("internal error");
   }
+}
+
+void Controller::note_unauthenticated(const std::string& text) {
+  // Anyone can connect: the first 20 are noted, then one line per 1000, so that a flood of
+  // connections cannot fill the event log or the terminal.
+  ++unauthenticated_;
+  if (unauthenticated_ > 20 && unauthenticated_ % 1000 != 0) return;
+  const std::string line =
+      text + (unauthenticated_ > 20 ? " (" + std::to_string(unauthenticated_) + " refused so far)" : "");
+  world_->note(line);
+  std::cerr << "faultline live: " << line << "\n";
 }
 
 void Controller::note_refusal(Session& s, const std::string& reason) {
@@ -239,12 +262,27 @@ std::string Controller::config_machine_name(MachineId m) const {
 
 void Controller::on_hello(std::uint64_t sid, const Hello& hello) {
   Session& s = sessions_.at(sid);
-  if (!tokens_equal(hello.token, token_)) return refuse(sid, "bad token");
+  if (hello.read_only && status_token_.empty())
+    return refuse(sid, "read-only access is not configured (the config has no status_token_file)");
+  if (hello.role == Hello::Role::kAgent) {
+    bool known = false;
+    for (const auto& m : config_.machines) known |= m.name == hello.name;
+    for (const auto& m : config_.standby) known |= m.name == hello.name;
+    if (!known) return refuse(sid, "unknown machine \"" + hello.name.substr(0, 64) + "\"");
+  }
+  s.role = Session::Role::kChallenged;
+  s.conn->send(s.handshake.challenge(hello.read_only ? status_token_ : token_, hello));
+}
+
+void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
+  Session& s = sessions_.at(sid);
+  const Hello hello = s.handshake.hello();
   if (s.timer) reactor_.cancel_timer(s.timer);
   s.timer = 0;
   if (hello.role == Hello::Role::kClient) {
     s.role = Session::Role::kClient;
-    s.conn->send(json{{"type", "welcome"}, {"role", "client"}});
+    s.read_only = hello.read_only;
+    s.conn->send(json{{"type", "welcome"}, {"role", "client"}, {"access", hello.read_only ? "read" : "admin"}});
     return;
   }
   const std::string& name = hello.name;
@@ -256,6 +294,12 @@ void Controller::on_hello(std::uint64_t sid, const Hello& hello) {
   if (m == kNoMachine) return refuse(sid, "unknown machine \"" + name.substr(0, 64) + "\"");
   if (auto old = machine_session_.find(m); old != machine_session_.end() && old->second != sid) {
     auto os = sessions_.find(old->second);
+    // A session is bound to its machine: while the one there is live (heard from within
+    // heartbeat_timeout_s) a second hello for the name is refused; a restarted agent gets
+    // in once the old session has closed or gone silent.
+    if (os != sessions_.end() && os->second.conn && os->second.conn->is_open() &&
+        reactor_.now() - os->second.last_heard < Duration::seconds(config_.heartbeat_timeout_s))
+      return refuse(sid, name + " already has a live session (from " + os->second.conn->peer() + ")");
     machine_session_.erase(old);
     if (os != sessions_.end()) {
       os->second.machine = kNoMachine;  // replaced: its close is not a loss
@@ -264,11 +308,12 @@ void Controller::on_hello(std::uint64_t sid, const Hello& hello) {
   }
   s.role = Session::Role::kAgent;
   s.machine = m;
+  s.last_heard = reactor_.now();
   machine_session_[m] = sid;
   const bool in_job = world_->cluster().slot_of(m) >= 0;
   s.conn->send(json{{"type", "welcome"}, {"machine", name}, {"machine_id", m}, {"role", in_job ? "job" : "standby"}});
   arm_heartbeat(sid);
-  world_->on_agent_connected(m, hello);
+  world_->on_agent_connected(m, auth);
   if (!world_started_) {
     bool all = true;
     for (MachineId x = 0; x < static_cast<MachineId>(config_.machines.size() + config_.standby.size()); ++x)
@@ -287,6 +332,10 @@ void Controller::on_client(Session& s, const ClientRequest& request) {
   };
   if (std::holds_alternative<StatusRequest>(request.body))
     return reply(true, "", json{{"status", world_->status()}});
+  if (s.read_only) {
+    note_refusal(s, "a read-only session may only ask for status");
+    return reply(false, "refused: a read-only session may only ask for status");
+  }
   if (std::holds_alternative<StopRequest>(request.body)) {
     reply(true, "stopping");
     return shutdown("stopped by an operator");
@@ -323,6 +372,12 @@ void Controller::on_close(std::uint64_t sid, const std::string& why) {
   if (it == sessions_.end()) return;
   const MachineId m = it->second.machine;
   const bool agent = it->second.role == Session::Role::kAgent;
+  if (it->second.role == Session::Role::kChallenged) {
+    const Hello& h = it->second.handshake.hello();
+    note_unauthenticated("connection from " + it->second.conn->peer() + " (" + h.proof_role() +
+                         (h.name.empty() ? "" : " " + h.name) +
+                         ") closed before answering the challenge: it did not prove the token (" + why + ")");
+  }
   if (it->second.timer) reactor_.cancel_timer(it->second.timer);
   // Destroy the connection after this callback returns.
   auto conn = std::shared_ptr<Conn>(std::move(it->second.conn));

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "realexec/live_config.h"
+#include "realexec/auth.h"
 #include "realexec/live_world.h"
 #include "realexec/messages.h"
 #include "realexec/wire.h"
@@ -37,17 +38,23 @@ class Controller final : public MachineLink {
  private:
   struct Session {
     std::unique_ptr<Conn> conn;
-    enum class Role { kHello, kAgent, kClient } role = Role::kHello;
+    // kHello: waiting for the hello; kChallenged: for the answer to our challenge.
+    enum class Role { kHello, kChallenged, kAgent, kClient } role = Role::kHello;
+    ControllerHandshake handshake;
+    bool read_only = false;  // a client that proved the status credential
     MachineId machine = kNoMachine;
-    std::uint64_t timer = 0;  // hello deadline, then heartbeat deadline
+    std::uint64_t timer = 0;  // handshake deadline, then heartbeat deadline
     std::uint64_t refused = 0;  // messages refused on this connection
+    Instant last_heard{};       // agents: the last message received
   };
   void on_accept();
   void on_message(std::uint64_t sid, const nlohmann::json& msg);
   void on_close(std::uint64_t sid, const std::string& why);
   void on_hello(std::uint64_t sid, const Hello& hello);
+  void on_authenticated(std::uint64_t sid, const Auth& auth);
   void on_client(Session& s, const ClientRequest& request);
   void note_refusal(Session& s, const std::string& reason);
+  void note_unauthenticated(const std::string& text);
   std::string config_machine_name(MachineId m) const;
   void arm_heartbeat(std::uint64_t sid);
   void refuse(std::uint64_t sid, const std::string& why);
@@ -57,6 +64,7 @@ class Controller final : public MachineLink {
   const LiveConfig& config_;
   Reactor& reactor_;
   std::string token_;
+  std::string status_token_;  // the read-only credential; empty: none
   std::unique_ptr<traces::EventLogWriter> log_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<LiveWorld> world_;
@@ -65,6 +73,7 @@ class Controller final : public MachineLink {
   std::map<std::uint64_t, Session> sessions_;
   std::map<MachineId, std::uint64_t> machine_session_;
   bool shutting_down_ = false;
+  std::uint64_t unauthenticated_ = 0;  // refused or failed handshakes
   bool world_started_ = false;
 };
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "policies/builtin.h"
+#include "realexec/auth.h"
 #include "realexec/cli.h"
 #include "realexec/controller.h"
 #include "realexec/live_config.h"
@@ -40,9 +41,11 @@ int usage_error(const std::string& msg) {
 }
 
 // Sends one request as an operator client and prints the reply. Returns the exit code.
-int client_request(const LiveConfig& config, json request) {
+// `read_only`: authenticate with the status credential (status_token_file).
+int client_request(const LiveConfig& config, json request, bool read_only = false) {
   std::string token, err;
-  if (!load_token(config.token_file, &token, &err)) return usage_error(err), 2;
+  if (!load_token(read_only ? config.status_token_file : config.token_file, &token, &err)) return usage_error(err), 2;
+  PeerHandshake handshake(read_only ? "client-read" : "client", "");
   Reactor reactor;
   const int fd = connect_tcp(config.controller_host, config.controller_port, &err);
   if (fd < 0) {
@@ -58,12 +61,28 @@ int client_request(const LiveConfig& config, json request) {
                        // The controller's answers are decoded like any other input.
                        try {
                          const std::string type = need_string(m, "type", 64);
-                         if (type == "welcome") {
+                         if (type == "challenge") {
+                           auto answer = handshake.answer(token, decode_challenge(m));
+                           if (!answer) {
+                             std::cerr << "faultline live: the controller at " << config.controller_host << ":"
+                                       << config.controller_port
+                                       << " failed authentication: its proof does not match the token\n";
+                             rc = 1;
+                             reactor.stop();
+                             return;
+                           }
+                           conn->send(*answer);
+                         } else if (type == "welcome" && handshake.verified()) {
                            request["req"] = 1;
                            conn->send(request);
                          } else if (type == "refused") {
                            std::cerr << "faultline live: refused: " << opt_text(m, "reason", kMaxText).value_or("")
                                      << "\n";
+                           reactor.stop();
+                         } else if (!handshake.verified()) {
+                           std::cerr << "faultline live: the controller sent '" << type
+                                     << "' before proving the token; not talking to it\n";
+                           rc = 1;
                            reactor.stop();
                          } else if (type == "done") {
                            rc = opt_bool(m, "ok", false) ? 0 : 1;
@@ -84,7 +103,7 @@ int client_request(const LiveConfig& config, json request) {
                        reactor.stop();
                      }},
       true);
-  conn->send(json{{"type", "hello"}, {"token", token}, {"role", "client"}, {"proto", kProtocolVersion}});
+  conn->send(handshake.hello(kProtocolVersion));
   reactor.add_timer(Duration::seconds(10), [&] {
     std::cerr << "faultline live: the controller did not answer within 10 s\n";
     reactor.stop();
@@ -169,7 +188,8 @@ int live_main(const std::vector<std::string>& args) {
     if (version.empty()) return usage_error("update: --version is required");
     return client_request(config, json{{"type", "update"}, {"version", version}, {"urgent", !deferred}});
   }
-  return client_request(config, json{{"type", cmd}});
+  // status asks with the read-only credential when the config has one.
+  return client_request(config, json{{"type", cmd}}, cmd == "status" && !config.status_token_file.empty());
 }
 
 }  // namespace faultline::live

@@ -133,7 +133,7 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   } catch (const json::parse_error& e) {
     throw LiveConfigError(file + ": (top level): expected JSON (" + std::string(e.what()) + ")");
   }
-  r.only_keys(doc, "", {"description", "controller", "token_file", "machines", "standby", "job", "policy",
+  r.only_keys(doc, "", {"description", "controller", "token_file", "status_token_file", "machines", "standby", "job", "policy",
                         "seed", "state_dir", "trainjob_bin", "probe_bin", "heartbeat_s",
                         "heartbeat_timeout_s"});
   LiveConfig c;
@@ -145,6 +145,11 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   if (!split_host_port(ctl, &c.controller_host, &c.controller_port) || c.controller_port < 1)
     r.fail("controller", "expected \"host:port\" with a port in 1..65535, got \"" + ctl + "\"");
   c.token_file = resolve(c.dir, r.str(doc, "", "token_file", "", true));
+  if (const std::string st = r.str(doc, "", "status_token_file", ""); !st.empty()) {
+    c.status_token_file = resolve(c.dir, st);
+    if (c.status_token_file == c.token_file)
+      r.fail("status_token_file", "expected a file other than token_file (the read-only credential is its own)");
+  }
   std::set<std::string> names;
   for (const char* key : {"machines", "standby"}) {
     if (!doc.contains(key)) {
@@ -165,7 +170,7 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   if (!doc.contains("job")) r.fail("job", "required (an object)");
   const json& j = doc.at("job");
   r.only_keys(j, "job", {"versions", "version", "gpus_per_machine", "tp", "pp", "dp", "master_port",
-                         "nominal_step_time_s", "env", "replay_steps", "bitwise_steps"});
+                         "nominal_step_time_s", "env", "replay_steps", "bitwise_steps", "startup_timeout_s"});
   if (!j.contains("versions") || !j.at("versions").is_object() || j.at("versions").empty())
     r.fail("job.versions", "expected an object mapping version names to argv arrays");
   for (const auto& [name, argv] : j.at("versions").items()) {
@@ -193,6 +198,7 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   if (c.job.gpus_per_machine % c.job.tp != 0) r.fail("job.tp", "expected a divisor of gpus_per_machine");
   c.job.master_port = r.integer(j, "job", "master_port", 29500, 1024, 65000);
   c.job.nominal_step_time_s = r.num(j, "job", "nominal_step_time_s", 0.2, 1e-3, 3600);
+  c.job.startup_timeout_s = r.num(j, "job", "startup_timeout_s", 120, 1, 7 * 86400);
   c.job.replay_steps = r.integer(j, "job", "replay_steps", 20, 1, 1000000);
   c.job.bitwise_steps = r.integer(j, "job", "bitwise_steps", 1, 1, 1000000);
   if (j.contains("env")) {

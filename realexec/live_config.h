@@ -44,6 +44,7 @@ struct LiveJob {
   std::map<std::string, std::string> env;  // extra environment for every rank
   int replay_steps = 20;              // steps of one replay run (RunReplay)
   int bitwise_steps = 1;              // steps of the bit-wise alignment probe
+  double startup_timeout_s = 120;     // launch to every rank restored, before StartFailed
 };
 
 struct LiveConfig {
@@ -53,6 +54,9 @@ struct LiveConfig {
   std::string controller_host = "127.0.0.1";
   int controller_port = 7700;
   std::string token_file;
+  // The read-only credential: a client proving this token may ask for status, nothing else.
+  // Empty: none (status then needs token_file).
+  std::string status_token_file;
   std::vector<LiveMachine> machines;  // slot order
   std::vector<LiveMachine> standby;
   LiveJob job;

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "policies/api/registry.h"
+#include "traces/config.h"
 #include "traces/stats.h"
 
 extern char** environ;
@@ -24,7 +25,6 @@ using traces::to_json;
 
 namespace {
 
-constexpr double kStartTimeoutS = 120;    // launch to every rank restored
 constexpr double kRequestTimeoutS = 30;   // plain agent requests (kill, launch, capture)
 constexpr double kReplayTimeoutS = 300;
 constexpr int kGoodVersionSteps = 20;     // steps a version must run to become the rollback target
@@ -448,11 +448,13 @@ void LiveWorld::launch(ActionId id, Instant started) {
               deliver(StartFailed{id, m, why});
             });
   }
-  start_timer_ = reactor_.add_timer(Duration::seconds(kStartTimeoutS), [this, id] {
+  start_timer_ = reactor_.add_timer(Duration::seconds(config_.job.startup_timeout_s), [this, id] {
     start_timer_ = 0;
     if (starting_ != id) return;
     starting_ = 0;
-    outcome(id, false, "ranks did not all start in time", start_began_);
+    outcome(id, false,
+            "ranks did not all start within job.startup_timeout_s = " + traces::json_brief(config_.job.startup_timeout_s) + " s",
+            start_began_);
     deliver(StartFailed{id, kNoMachine, "job start timed out"});
   });
 }
@@ -784,10 +786,10 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
 
 // --- what agents tell ----------------------------------------------------------------------
 
-void LiveWorld::on_agent_connected(MachineId m, const Hello& hello) {
+void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
   const auto& s = journal_.state();
-  if (hello.gen && *hello.gen == s.gen) {
-    adopted_ranks_[m] = std::set<std::int64_t>(hello.alive_ranks.begin(), hello.alive_ranks.end());
+  if (auth.gen && *auth.gen == s.gen) {
+    adopted_ranks_[m] = std::set<std::int64_t>(auth.alive_ranks.begin(), auth.alive_ranks.end());
   } else {
     adopted_ranks_[m] = {};
   }

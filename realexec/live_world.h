@@ -54,7 +54,8 @@ class LiveWorld final : public World {
   void start();
 
   // --- from the controller ----------------------------------------------------------
-  void on_agent_connected(MachineId m, const Hello& hello);
+  // `auth` says which ranks of which generation the agent still runs (adoption).
+  void on_agent_connected(MachineId m, const Auth& auth);
   // Decodes the message first (realexec/messages.h): one that does not decode throws
   // BadMessage and changes nothing.
   void on_agent_message(MachineId m, const nlohmann::json& msg);

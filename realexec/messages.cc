@@ -260,38 +260,82 @@ json encode(const RankReport& r) {
   return j;
 }
 
-// --- hello -----------------------------------------------------------------------------------
+// --- the handshake -----------------------------------------------------------------------------
+
+namespace {
+
+std::string need_hex256(const json& j, const char* key) {
+  const std::string v = need_string(j, key, 64);
+  if (v.size() != 64 || !std::all_of(v.begin(), v.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    bad(std::string(key) + ": expected 64 lowercase hex digits");
+  return v;
+}
+
+}  // namespace
+
+std::string Hello::proof_role() const {
+  if (role == Role::kAgent) return "agent";
+  return read_only ? "client-read" : "client";
+}
 
 Hello decode_hello(const json& j, int protocol_version) {
   const std::string type = need_type(j);
   if (type != "hello") bad("the first message must be a hello, got \"" + type + "\"");
   return within("hello", [&] {
     Hello h;
-    h.token = opt_text(j, "token", 4096).value_or("");
+    if (j.contains("token"))
+      bad("token: the token never goes on the wire; expected protocol " + std::to_string(protocol_version) +
+          " (challenge and proof)");
     const auto proto = opt_int(j, "proto", 0, 1 << 20);
     if (!proto) bad("proto: missing (expected " + std::to_string(protocol_version) + ")");
     if (*proto != protocol_version)
       bad("proto: protocol version mismatch: expected " + std::to_string(protocol_version) + ", got " +
           std::to_string(*proto));
     const std::string role = need_string(j, "role", 16);
+    h.nonce = need_hex256(j, "nonce");
     if (role == "client") {
       h.role = Hello::Role::kClient;
+      const std::string access = opt_string(j, "access", 16).value_or("admin");
+      if (access != "admin" && access != "read")
+        bad("access: expected \"admin\" or \"read\", got \"" + access + "\"");
+      h.read_only = access == "read";
       return h;
     }
     if (role != "agent") bad("role: expected \"agent\" or \"client\", got \"" + role + "\"");
     h.role = Hello::Role::kAgent;
     h.name = need_string(j, "name", 256);
-    h.gen = opt_int(j, "gen", 0, std::numeric_limits<std::int64_t>::max());
-    h.pid = opt_int(j, "pid", 0, std::numeric_limits<std::int32_t>::max());
+    return h;
+  });
+}
+
+Challenge decode_challenge(const json& j) {
+  const std::string type = need_type(j);
+  if (type != "challenge") bad("expected a challenge, got \"" + type + "\"");
+  return within("challenge", [&] {
+    Challenge c;
+    c.nonce = need_hex256(j, "nonce");
+    c.proof = need_hex256(j, "proof");
+    return c;
+  });
+}
+
+Auth decode_auth(const json& j) {
+  const std::string type = need_type(j);
+  if (type != "auth") bad("expected auth, got \"" + type + "\"");
+  return within("auth", [&] {
+    Auth a;
+    a.proof = need_hex256(j, "proof");
+    a.gen = opt_int(j, "gen", 0, std::numeric_limits<std::int64_t>::max());
+    a.pid = opt_int(j, "pid", 0, std::numeric_limits<std::int32_t>::max());
     if (auto it = j.find("ranks"); it != j.end()) {
       if (!it->is_array()) bad("ranks: expected an array of {rank, local_rank, pid}");
       if (it->size() > 4096) bad("ranks: expected at most 4096 ranks");
       for (const json& r : *it) {
         if (!r.is_object()) bad("ranks: expected an array of {rank, local_rank, pid}");
-        h.alive_ranks.push_back(within("ranks", [&] { return need_int(r, "rank", 0, kMaxRank); }));
+        a.alive_ranks.push_back(within("ranks", [&] { return need_int(r, "rank", 0, kMaxRank); }));
       }
     }
-    return h;
+    return a;
   });
 }
 

@@ -85,18 +85,33 @@ RankReport decode_rank_report(const nlohmann::json& j);
 RankReport parse_rank_report_line(std::string_view line, nlohmann::json* parsed = nullptr);
 nlohmann::json encode(const RankReport& r);
 
-// --- peer -> controller: the first message ---------------------------------------------------
+// --- the handshake (PROTOCOL.md, "Authentication") ---------------------------------------------
+// peer -> controller, first: who it claims to be and its nonce. No secret.
 struct Hello {
   enum class Role { kAgent, kClient };
-  std::string token;                       // compared by the controller, never logged
   Role role = Role::kAgent;
-  std::string name;                        // agents: the machine name
-  std::optional<std::int64_t> gen;         // agents: generation of the ranks it runs
-  std::vector<std::int64_t> alive_ranks;   // agents: ranks still running
+  bool read_only = false;  // clients: "access": "read" (the status credential)
+  std::string name;        // agents: the machine name
+  std::string nonce;       // 64 hex digits
+  // The role as it enters the proofs: "agent", "client" or "client-read".
+  std::string proof_role() const;
+};
+// Refuses anything but {"type": "hello", "proto": protocol_version, "role": ..., "nonce": ...}.
+Hello decode_hello(const nlohmann::json& j, int protocol_version);
+// controller -> peer: its nonce and its proof of the token.
+struct Challenge {
+  std::string nonce;
+  std::string proof;
+};
+Challenge decode_challenge(const nlohmann::json& j);
+// peer -> controller, second: its proof, and (agents) what it runs, for adoption.
+struct Auth {
+  std::string proof;
+  std::optional<std::int64_t> gen;        // agents: generation of the ranks it runs
+  std::vector<std::int64_t> alive_ranks;  // agents: ranks still running
   std::optional<std::int64_t> pid;
 };
-// Refuses anything but {"type": "hello", "proto": kProtocolVersion, "role": ...}.
-Hello decode_hello(const nlohmann::json& j, int protocol_version);
+Auth decode_auth(const nlohmann::json& j);
 
 // --- agent -> controller ---------------------------------------------------------------------
 struct AgentHeartbeat {};

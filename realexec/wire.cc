@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -378,9 +379,11 @@ bool load_token(const std::string& path, std::string* token, std::string* err) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return fail(std::string("cannot read: ") + errno_text());
   if (!S_ISREG(st.st_mode)) return fail("expected a regular file");
-  if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
-    return fail("file is readable or writable by others; expected mode 0600 (chmod 600 " + path +
-                ")");
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return fail(std::string("file is accessible by group or others (mode ") + mode +
+                "); expected mode 0600 or 0400 (chmod 600 " + path + ")");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return fail(std::string("cannot read: ") + errno_text());

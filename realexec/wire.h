@@ -2,9 +2,9 @@
 //
 // A frame is a 4-byte big-endian length N (1..kMaxFrameBytes) followed by N bytes of
 // one UTF-8 JSON object. A frame that is too long, not JSON, or not an object closes the
-// connection with a reason; nothing received is ever passed to a shell. The first
-// message of every connection is a hello carrying the shared token (see PROTOCOL.md);
-// a peer without the right token is refused and logged by the accepting side.
+// connection with a reason; nothing received is ever passed to a shell. Every connection
+// opens with a mutual challenge-response handshake (auth.h, PROTOCOL.md); a peer that
+// cannot prove the shared token is refused and logged by the accepting side.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +22,7 @@ namespace faultline::live {
 
 inline constexpr std::size_t kMaxFrameBytes = 1 << 20;          // 1 MiB per message
 inline constexpr std::size_t kMaxQueuedBytes = 16 * (1 << 20);  // unsent output per peer
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;  // 2: challenge-response authentication
 
 // One framed connection on a non-blocking socket, driven by a Reactor.
 // Owns the fd. Callbacks run on the reactor thread; on_close runs at most once, from a

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "realexec/agent.h"
+#include "realexec/auth.h"
 #include "realexec/stacks.h"
 
 namespace faultline::live {
@@ -101,20 +102,33 @@ class FakeController {
 
   std::vector<json> messages;
   std::vector<json> hellos;
+  std::vector<json> auths;
+  bool skip_challenge = false;  // a rogue that welcomes without proving anything
   std::vector<std::string> closed;
   int connections = 0;
 
  private:
+  // The controller's side of the handshake (auth.h), or a rogue's when `skip_challenge`.
   void on_message(const json& m) {
-    if (m.value("type", "") == "hello") {
+    const std::string type = m.value("type", "");
+    if (type == "hello") {
       hellos.push_back(m);
-      if (!tokens_equal(m.value("token", ""), token_)) {
+      if (skip_challenge) {
+        conn_->send({{"type", "welcome"}, {"machine", m["name"]}, {"role", "job"}});
+        return;
+      }
+      conn_->send(handshake_.challenge(token_, decode_hello(m, kProtocolVersion)));
+      return;
+    }
+    if (type == "auth") {
+      auths.push_back(m);
+      if (!handshake_.verify(token_, decode_auth(m))) {
         conn_->send({{"type", "refused"}, {"reason", "bad token"}});
         conn_->close_after_flush("refused");
         return;
       }
       welcomed_ = true;
-      conn_->send({{"type", "welcome"}, {"machine", m["name"]}, {"role", "job"}});
+      conn_->send({{"type", "welcome"}, {"machine", handshake_.hello().name}, {"role", "job"}});
       return;
     }
     messages.push_back(m);
@@ -127,6 +141,7 @@ class FakeController {
   bool accepting_ = false;
   bool welcomed_ = false;
   std::unique_ptr<Conn> conn_;
+  ControllerHandshake handshake_;
   std::int64_t next_req_ = 1;
 };
 
@@ -225,17 +240,42 @@ class AgentE2E : public ::testing::Test {
   std::vector<std::string> logs_;
 };
 
-TEST_F(AgentE2E, HelloCarriesTokenAndHeartbeatsFollow) {
+TEST_F(AgentE2E, HandshakeProvesTheTokenWithoutSendingItAndHeartbeatsFollow) {
   start();
   ASSERT_EQ(controller_->hellos.size(), 1u);
+  ASSERT_EQ(controller_->auths.size(), 1u);
   const json& h = controller_->hellos[0];
-  EXPECT_EQ(h["token"], kToken);
+  EXPECT_FALSE(h.contains("token"));
   EXPECT_EQ(h["role"], "agent");
   EXPECT_EQ(h["name"], "m0");
-  EXPECT_EQ(h["proto"], 1);
-  EXPECT_EQ(h["pid"], ::getpid());
-  EXPECT_EQ(h["ranks"], json::array());
+  EXPECT_EQ(h["proto"], 2);
+  EXPECT_TRUE(is_hex256(h["nonce"].get<std::string>()));
+  const json& a = controller_->auths[0];
+  EXPECT_EQ(a["pid"], ::getpid());
+  EXPECT_EQ(a["ranks"], json::array());
+  EXPECT_TRUE(is_hex256(a["proof"].get<std::string>()));
+  // Nothing the agent sent contains the token.
+  for (const json& m : {h, a}) EXPECT_EQ(m.dump().find(kToken), std::string::npos) << m.dump();
   EXPECT_TRUE(wait([&] { return controller_->of_type("heartbeat").size() >= 3; }, 5));
+}
+
+// A controller on the port that does not hold the token: its proof fails, the agent says
+// so, sends no proof of its own and keeps redialling; one that skips the challenge and
+// welcomes at once is not believed either. The job's requests are never obeyed.
+TEST_F(AgentE2E, RogueControllerIsRefusedAndLearnsNoProof) {
+  start("another-token-0123456789");
+  ASSERT_TRUE(wait([&] { return controller_->hellos.size() >= 3; }, 10));
+  EXPECT_TRUE(logged("failed authentication: its proof does not match our token"));
+  EXPECT_TRUE(controller_->auths.empty()) << "the agent answered a controller that proved nothing";
+  EXPECT_TRUE(controller_->messages.empty());
+  for (const json& h : controller_->hellos) EXPECT_EQ(h.dump().find(kToken), std::string::npos);
+  EXPECT_FALSE(agent_->connected());
+  controller_->skip_challenge = true;
+  const std::size_t before = controller_->hellos.size();
+  ASSERT_TRUE(wait([&] { return controller_->hellos.size() >= before + 2; }, 10));
+  EXPECT_TRUE(logged("sent 'welcome' before proving the token; closing"));
+  EXPECT_FALSE(agent_->connected());
+  EXPECT_TRUE(controller_->messages.empty()) << "no heartbeat, report or reply to a rogue";
 }
 
 TEST_F(AgentE2E, StandbyMachinesRunAgentsToo) {
@@ -257,7 +297,7 @@ TEST_F(AgentE2E, UnknownMachineNameIsAConfigError) {
 TEST_F(AgentE2E, WrongTokenIsRefusedLoggedAndRetried) {
   start("another-token-0123456789");
   ASSERT_TRUE(wait([&] { return controller_->hellos.size() >= 3; }, 10));
-  EXPECT_TRUE(logged("refused by the controller: bad token"));
+  EXPECT_TRUE(logged("failed authentication"));
   EXPECT_FALSE(agent_->connected());
   EXPECT_FALSE(agent_->finished());
 }
@@ -421,8 +461,8 @@ TEST_F(AgentE2E, ExitsWhileDisconnectedAreDeliveredAfterReconnect) {
   json e = controller_->of_type("exit")[0];
   EXPECT_EQ(e["rank"], 1);
   EXPECT_EQ(e["pid"], pids[1]);
-  // The new hello tells a restarted controller what still runs.
-  const json& h = controller_->hellos.back();
+  // The new handshake tells a restarted controller what still runs.
+  const json& h = controller_->auths.back();
   EXPECT_EQ(h["gen"], 1);
   ASSERT_EQ(h["ranks"].size(), 1u);
   EXPECT_EQ(h["ranks"][0]["rank"], 0);

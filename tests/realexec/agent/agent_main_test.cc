@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "realexec/auth.h"
 #include "realexec/proc.h"
 #include "realexec/wire.h"
 
@@ -74,7 +75,7 @@ TEST_F(AgentMain, UsageAndConfigErrorsExit2) {
   ::chmod((dir_ + "/token").c_str(), 0644);
   r = run({dir_ + "/live.json", "--name", "m0"});
   EXPECT_EQ(r.exit_code(), 2);
-  EXPECT_NE(r.err.find("token: file is readable or writable by others"), std::string::npos)
+  EXPECT_NE(r.err.find("token: file is accessible by group or others"), std::string::npos)
       << r.err;
 }
 
@@ -85,6 +86,7 @@ TEST_F(AgentMain, RunsUntilMachineDown) {
   ASSERT_GE(lfd, 0) << err;
   write_config(bound_port(lfd));
   std::unique_ptr<Conn> conn;
+  ControllerHandshake handshake;
   std::vector<json> got;
   r.add_fd(lfd, EPOLLIN, [&](std::uint32_t) {
     std::string peer;
@@ -95,7 +97,10 @@ TEST_F(AgentMain, RunsUntilMachineDown) {
         Conn::Handlers{[&](const json& m) {
                          got.push_back(m);
                          if (m["type"] == "hello") {
-                           conn->send({{"type", "welcome"}, {"machine", "m0"}, {"role", "job"}});
+                           conn->send(handshake.challenge(kToken, decode_hello(m, kProtocolVersion)));
+                         } else if (m["type"] == "auth") {
+                           if (handshake.verify(kToken, decode_auth(m)))
+                             conn->send({{"type", "welcome"}, {"machine", "m0"}, {"role", "job"}});
                          }
                        },
                        {}});
@@ -116,7 +121,10 @@ TEST_F(AgentMain, RunsUntilMachineDown) {
     return false;
   };
   ASSERT_TRUE(r.run_until([&] { return has("heartbeat"); }, Duration::seconds(10)));
-  EXPECT_EQ(got[0]["token"], kToken);
+  // The token file was read: the agent proved it, without sending it.
+  ASSERT_GE(got.size(), 2u);
+  EXPECT_EQ(got[1]["type"], "auth");
+  for (const json& m : got) EXPECT_EQ(m.dump().find(kToken), std::string::npos);
   conn->send({{"type", "launch"},
               {"req", 1},
               {"gen", 2},

@@ -1,6 +1,7 @@
 // Live mode's message codec (realexec/messages.h): every message that crashed a process in
 // the operator's review is refused with a reason naming the field, NaN is read the way jobs
-// write it, and a million generated and mutated frames raise nothing but a refusal.
+// write it, a million generated and mutated frames raise nothing but a refusal, and the
+// handshake (auth.h) proves the token both ways without replay, reflection or a token sent.
 #include "realexec/messages.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "realexec/auth.h"
 
 namespace faultline::live {
 namespace {
@@ -26,9 +29,13 @@ std::string refusal(F&& f) {
   return "(accepted)";
 }
 
-json good_hello() {
-  return {{"type", "hello"}, {"token", "t0123456789abcdef"}, {"role", "agent"}, {"name", "m0"},
-          {"proto", 1},      {"pid", 42},                    {"gen", 3},        {"ranks", {{{"rank", 0}, {"local_rank", 0}, {"pid", 7}}}}};
+const std::string kNonce(64, 'a');
+
+json good_hello() { return {{"type", "hello"}, {"role", "agent"}, {"name", "m0"}, {"proto", 2}, {"nonce", kNonce}}; }
+
+json good_auth() {
+  return {{"type", "auth"}, {"proof", std::string(64, 'b')}, {"pid", 42}, {"gen", 3},
+          {"ranks", {{{"rank", 0}, {"local_rank", 0}, {"pid", 7}}}}};
 }
 
 json good_step_report() {
@@ -44,39 +51,51 @@ TEST(Messages, TypeOfTheWrongKindIsRefusedOnEveryChannel) {
   for (const json& type : {json(nullptr), json(5), json{{"a", 1}}, json::array(), json(true)}) {
     const json m{{"type", type}};
     SCOPED_TRACE(m.dump());
-    EXPECT_EQ(refusal([&] { decode_hello(m, 1); }).rfind("type: expected a string, got ", 0), 0u);
+    EXPECT_EQ(refusal([&] { decode_hello(m, 2); }).rfind("type: expected a string, got ", 0), 0u);
     EXPECT_EQ(refusal([&] { decode_agent_message(m); }).rfind("type: expected a string, got ", 0), 0u);
     EXPECT_EQ(refusal([&] { decode_client_request(m); }).rfind("type: expected a string, got ", 0), 0u);
     EXPECT_EQ(refusal([&] { decode_rank_report(m); }).rfind("report: type: expected a string, got ", 0), 0u);
   }
-  EXPECT_EQ(refusal([] { decode_hello(json{{"type", nullptr}}, 1); }), "type: expected a string, got null");
-  EXPECT_EQ(refusal([] { decode_hello(json::array(), 1); }), "expected a JSON object, got an array");
+  EXPECT_EQ(refusal([] { decode_hello(json{{"type", nullptr}}, 2); }), "type: expected a string, got null");
+  EXPECT_EQ(refusal([] { decode_hello(json::array(), 2); }), "expected a JSON object, got an array");
   EXPECT_EQ(refusal([] { decode_agent_message(json::object()); }), "type: missing (expected a string)");
 }
 
 TEST(Messages, HelloFieldsOfTheWrongTypeAreRefused) {
   json h = good_hello();
   h["proto"] = "1";
-  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: proto: expected an integer in [0, 1048576]");
-  h["proto"] = 2;
-  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: proto: protocol version mismatch: expected 1, got 2");
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: proto: expected an integer in [0, 1048576]");
+  h["proto"] = 1;
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: proto: protocol version mismatch: expected 2, got 1");
   h = good_hello();
   h["role"] = 7;
-  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: role: expected a string");
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: role: expected a string");
   h["role"] = "root";
-  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: role: expected \"agent\" or \"client\", got \"root\"");
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: role: expected \"agent\" or \"client\", got \"root\"");
   h = good_hello();
-  h["ranks"] = {{{"rank", "0"}}};
-  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: ranks: rank: expected an integer in [0, 2147483647]");
+  h["token"] = "t0123456789abcdef";
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }),
+            "hello: token: the token never goes on the wire; expected protocol 2 (challenge and proof)");
+  h = good_hello();
+  h["nonce"] = "abc";
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: nonce: expected 64 lowercase hex digits");
+  json a = good_auth();
+  a["ranks"] = {{{"rank", "0"}}};
+  EXPECT_EQ(refusal([&] { decode_auth(a); }), "auth: ranks: rank: expected an integer in [0, 2147483647]");
+  a = good_auth();
+  a["proof"] = 5;
+  EXPECT_EQ(refusal([&] { decode_auth(a); }), "auth: proof: expected a string");
   h = good_hello();
   h["name"] = "m0\n";
-  EXPECT_EQ(refusal([&] { decode_hello(h, 1); }), "hello: name: expected a single line of printable characters");
-  EXPECT_EQ(refusal([] { decode_hello(json{{"type", "status"}}, 1); }),
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: name: expected a single line of printable characters");
+  EXPECT_EQ(refusal([] { decode_hello(json{{"type", "status"}}, 2); }),
             "the first message must be a hello, got \"status\"");
-  const Hello ok = decode_hello(good_hello(), 1);
+  const Hello ok = decode_hello(good_hello(), 2);
   EXPECT_EQ(ok.name, "m0");
-  EXPECT_EQ(ok.gen, 3);
-  EXPECT_EQ(ok.alive_ranks, std::vector<std::int64_t>{0});
+  EXPECT_EQ(ok.proof_role(), "agent");
+  const Auth au = decode_auth(good_auth());
+  EXPECT_EQ(au.gen, 3);
+  EXPECT_EQ(au.alive_ranks, std::vector<std::int64_t>{0});
 }
 
 TEST(Messages, RankReportWithAFlagOfTheWrongTypeIsRefused) {
@@ -147,6 +166,67 @@ TEST(Messages, ClientRequestsAreChecked) {
   EXPECT_EQ(std::get<InjectRequest>(in.body).machine, "m1");
 }
 
+// --- the handshake (auth.h) ----------------------------------------------------------------
+
+TEST(Auth, HmacMatchesRfc4231) {
+  // RFC 4231, test case 2.
+  EXPECT_EQ(hmac_sha256_hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+TEST(Auth, BothSidesProveTheTokenAndNothingReplaysOrReflects) {
+  const std::string key = "the-shared-token-0123456789";
+  // A full exchange.
+  PeerHandshake peer("agent", "m0");
+  ControllerHandshake ctl;
+  const json hello = peer.hello(2);
+  EXPECT_EQ(hello.dump().find(key), std::string::npos);
+  const json challenge = ctl.challenge(key, decode_hello(hello, 2));
+  auto answer = peer.answer(key, decode_challenge(challenge));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(peer.verified());
+  EXPECT_TRUE(ctl.verify(key, decode_auth(*answer)));
+  // A controller without the key: the peer does not answer.
+  PeerHandshake peer2("agent", "m0");
+  ControllerHandshake rogue;
+  EXPECT_FALSE(peer2.answer(key, decode_challenge(rogue.challenge("not-the-key-0123456789", decode_hello(peer2.hello(2), 2)))));
+  EXPECT_FALSE(peer2.verified());
+  // A peer without the key: its proof fails.
+  PeerHandshake liar("agent", "m0");
+  ControllerHandshake ctl2;
+  const json c2 = ctl2.challenge(key, decode_hello(liar.hello(2), 2));
+  json forged{{"type", "auth"}, {"proof", auth_proof("wrong-key-0123456789", Prover::kPeer, decode_hello(liar.hello(2), 2).nonce,
+                                                    decode_challenge(c2).nonce, "agent", "m0")}};
+  EXPECT_FALSE(ctl2.verify(key, decode_auth(forged)));
+  // Replay: the first exchange's answer, to a new challenge for the same hello.
+  ControllerHandshake ctl3;
+  ctl3.challenge(key, decode_hello(hello, 2));
+  EXPECT_FALSE(ctl3.verify(key, decode_auth(*answer))) << "a recorded answer was accepted again";
+  // Reflection: the controller's own proof handed back as a peer's.
+  json reflected{{"type", "auth"}, {"proof", decode_challenge(challenge).proof}};
+  EXPECT_FALSE(ctl.verify(key, decode_auth(reflected)));
+  // Identity: an answer proving "agent m0" is no proof of "agent m1" or of a client.
+  for (const auto& [role, name] : std::vector<std::pair<std::string, std::string>>{{"agent", "m1"}, {"client", ""}}) {
+    PeerHandshake other(role, name);
+    json h = other.hello(2);
+    h["nonce"] = hello["nonce"];  // even with the nonce of the first exchange
+    ControllerHandshake c;
+    const json ch = c.challenge(key, decode_hello(h, 2));
+    const std::string p0 = auth_proof(key, Prover::kPeer, hello["nonce"].get<std::string>(),
+                                      decode_challenge(ch).nonce, "agent", "m0");
+    EXPECT_FALSE(c.verify(key, decode_auth(json{{"type", "auth"}, {"proof", p0}}))) << role << " " << name;
+  }
+  // A read-only client proves the status credential, not the main token.
+  PeerHandshake reader("client-read", "");
+  ControllerHandshake ctl4;
+  const json hr = reader.hello(2);
+  EXPECT_EQ(hr["access"], "read");
+  const json ch4 = ctl4.challenge("status-credential-0123", decode_hello(hr, 2));
+  EXPECT_FALSE(reader.answer(key, decode_challenge(ch4))) << "the status credential is not the main token";
+  // Nonces are fresh.
+  EXPECT_NE(random_nonce(), random_nonce());
+}
+
 // --- NaN the way jobs write it ----------------------------------------------------------------
 
 TEST(Messages, NanAndInfinityAreReadAsJobsWriteThem) {
@@ -182,7 +262,9 @@ TEST(Messages, NanAndInfinityAreReadAsJobsWriteThem) {
 // Valid messages of every channel, to mutate.
 std::vector<json> seeds() {
   return {good_hello(),
-          json{{"type", "hello"}, {"token", "x"}, {"role", "client"}, {"proto", 1}},
+          json{{"type", "hello"}, {"nonce", kNonce}, {"role", "client"}, {"access", "read"}, {"proto", 2}},
+          good_auth(),
+          json{{"type", "challenge"}, {"nonce", kNonce}, {"proof", std::string(64, '0')}},
           json{{"type", "heartbeat"}},
           good_step_report(),
           json{{"type", "report"}, {"gen", 1}, {"rank", 0},
@@ -267,7 +349,11 @@ TEST(Messages, AMillionMutatedFramesRaiseNothingButRefusals) {
     SCOPED_TRACE(s.dump());
     const std::string t = s.value("type", "");
     if (t == "hello") {
-      EXPECT_NO_THROW(decode_hello(s, 1));
+      EXPECT_NO_THROW(decode_hello(s, 2));
+    } else if (t == "auth") {
+      EXPECT_NO_THROW(decode_auth(s));
+    } else if (t == "challenge") {
+      EXPECT_NO_THROW(decode_challenge(s));
     } else if (t == "status" || t == "stop" || t == "update" || t == "inject") {
       EXPECT_NO_THROW(decode_client_request(s));
     } else if (t != "error") {
@@ -295,10 +381,10 @@ TEST(Messages, AMillionMutatedFramesRaiseNothingButRefusals) {
       ++not_json;
       continue;
     }
-    for (int channel = 0; channel < 3; ++channel) {
+    for (int channel = 0; channel < 5; ++channel) {
       try {
         if (channel == 0) {
-          const Hello h = decode_hello(m, 1);
+          const Hello h = decode_hello(m, 2);
           ASSERT_TRUE(h.role == Hello::Role::kClient || printable(h.name));
         } else if (channel == 1) {
           const AgentMessage a = decode_agent_message(m);
@@ -308,9 +394,14 @@ TEST(Messages, AMillionMutatedFramesRaiseNothingButRefusals) {
           if (const auto* p = std::get_if<AgentReport>(&a)) {
             ASSERT_GE(p->gen, 0);
           }
-        } else {
+        } else if (channel == 2) {
           const ClientRequest c = decode_client_request(m);
           ASSERT_TRUE(c.req.is_number_integer());
+        } else if (channel == 3) {
+          ASSERT_TRUE(is_hex256(decode_auth(m).proof));
+        } else {
+          const Challenge ch = decode_challenge(m);
+          ASSERT_TRUE(is_hex256(ch.nonce) && is_hex256(ch.proof));
         }
         ++accepted;
       } catch (const BadMessage& e) {

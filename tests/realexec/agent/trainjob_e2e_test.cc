@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "realexec/agent.h"
+#include "realexec/auth.h"
 
 namespace faultline::live {
 namespace {
@@ -53,7 +54,10 @@ class WithTrainjob : public ::testing::Test {
           r_, fd, peer,
           Conn::Handlers{[this](const json& m) {
                            if (m["type"] == "hello") {
-                             conn_->send({{"type", "welcome"}, {"machine", "m0"}, {"role", "job"}});
+                             conn_->send(handshake_.challenge(kToken, decode_hello(m, kProtocolVersion)));
+                           } else if (m["type"] == "auth") {
+                             if (handshake_.verify(kToken, decode_auth(m)))
+                               conn_->send({{"type", "welcome"}, {"machine", "m0"}, {"role", "job"}});
                            } else {
                              got_.push_back(m);
                            }
@@ -100,6 +104,7 @@ class WithTrainjob : public ::testing::Test {
   int listen_fd_ = -1;
   LiveConfig config_;
   Reactor r_;
+  ControllerHandshake handshake_;
   std::unique_ptr<Conn> conn_;
   std::unique_ptr<Agent> agent_;
   std::vector<json> got_;

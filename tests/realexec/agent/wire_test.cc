@@ -255,13 +255,19 @@ TEST_F(TokenFile, RejectsShortToken) {
   EXPECT_EQ(err, path + ": token: expected at least 16 characters, got 8");
 }
 
-TEST_F(TokenFile, RejectsWorldReadableFile) {
-  std::string path = write("open", "0123456789abcdef-secret\n", 0644);
+TEST_F(TokenFile, RejectsAnyGroupOrOtherAccess) {
+  for (mode_t mode : {0644, 0640, 0604, 0620, 0610, 0602}) {
+    std::string path = write("open", "0123456789abcdef-secret\n", mode);
+    ::chmod(path.c_str(), mode);
+    std::string token, err;
+    EXPECT_FALSE(load_token(path, &token, &err)) << std::oct << mode;
+    EXPECT_NE(err.find(path + ": token: file is accessible by group or others"), std::string::npos) << err;
+    EXPECT_NE(err.find("expected mode 0600 or 0400"), std::string::npos);
+  }
+  std::string path = write("readonly", "0123456789abcdef-secret\n", 0400);
+  ::chmod(path.c_str(), 0400);
   std::string token, err;
-  EXPECT_FALSE(load_token(path, &token, &err));
-  EXPECT_NE(err.find(path + ": token: file is readable or writable by others"), std::string::npos)
-      << err;
-  EXPECT_NE(err.find("0600"), std::string::npos);
+  EXPECT_TRUE(load_token(path, &token, &err)) << err;
 }
 
 TEST_F(TokenFile, RejectsMissingFileAndSeveralLines) {

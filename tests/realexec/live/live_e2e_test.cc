@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -26,7 +27,10 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <set>
 #include <vector>
+
+#include "realexec/auth.h"
 
 extern char** environ;
 
@@ -204,6 +208,18 @@ class LiveCluster {
     return t;
   }
   bool controller_alive() const { return controller_ > 0 && waitpid(controller_, nullptr, WNOHANG) == 0; }
+  // Changes the config before the controller starts.
+  void edit_config(const std::function<void(json&)>& f) {
+    f(config_);
+    std::ofstream(dir_ + "/live.json") << config_.dump(2);
+  }
+  // A token file of mode 0600 in the test's directory; returns its path.
+  std::string write_token(const std::string& name, const std::string& text) const {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text << "\n";
+    chmod(path.c_str(), 0600);
+    return path;
+  }
   bool netns() const { return netns_; }
 
   void start_controller(bool fresh = true) {
@@ -488,8 +504,24 @@ class RawPeer {
       fd_ = -1;
     }
   }
+  // An accepted connection (the rogue controller's side).
+  explicit RawPeer(int fd) : fd_(fd) {
+    timeval tv{1, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
   ~RawPeer() {
     if (fd_ >= 0) close(fd_);
+  }
+  // The peer's side of the handshake with `key`; returns the welcome (null when refused).
+  json authenticate(const std::string& key, const std::string& role = "client", const std::string& name = "") {
+    faultline::live::PeerHandshake h(role, name);
+    send(h.hello(2));
+    const json ch = receive_type("challenge");
+    if (ch.is_null()) return json();
+    auto answer = h.answer(key, faultline::live::decode_challenge(ch));
+    if (!answer) return json();
+    send(*answer);
+    return receive_type("welcome");
   }
   bool ok() const { return fd_ >= 0; }
   bool send_text(const std::string& body) {
@@ -512,15 +544,21 @@ class RawPeer {
     if (!read_exact(body.data(), n)) return json();
     return json::parse(body, nullptr, false);
   }
-  // Skips heartbeat-free chatter (e.g. an inspect request to an agent) until `type`.
+  // Skips other messages (e.g. an inspect request to an agent) until `type`; null when the
+  // connection closes or goes quiet first. A refusal ends the wait too, kept in refusal().
   json receive_type(const std::string& type) {
     for (int i = 0; i < 20; ++i) {
       json m = receive();
       if (m.is_null() || m.is_discarded()) return json();
       if (m.value("type", "") == type) return m;
+      if (m.value("type", "") == "refused") {
+        refusal_ = m.value("reason", "");
+        return json();
+      }
     }
     return json();
   }
+  const std::string& refusal() const { return refusal_; }
 
  private:
   bool read_exact(char* p, std::size_t n) {
@@ -533,6 +571,7 @@ class RawPeer {
     return true;
   }
   int fd_ = -1;
+  std::string refusal_;
 };
 
 // Frames of every shape: a valid message with fields retyped, dropped or added.
@@ -567,23 +606,25 @@ TEST(LiveE2E, HostileFramesAreRefusedAndTheRunCarriesOn) {
     ASSERT_TRUE(c.controller_alive()) << "the controller died after " << after;
   };
   // Before authentication: each on a connection of its own, refused with a reason.
-  const json hello_ok{{"type", "hello"}, {"token", c.token()}, {"role", "client"}, {"proto", 1}};
-  json proto_text = hello_ok, role_number = hello_ok;
+  const json hello_ok = faultline::live::PeerHandshake("client", "").hello(2);
+  json proto_text = hello_ok, role_number = hello_ok, old_protocol = hello_ok;
   proto_text["proto"] = "1";
   role_number["role"] = 7;
-  for (const json& m : {json{{"type", nullptr}}, json{{"type", 5}}, json{{"type", {{"a", 1}}}}, proto_text, role_number}) {
+  old_protocol["proto"] = 1;
+  old_protocol["token"] = c.token();  // the old clear-text hello
+  for (const json& m : {json{{"type", nullptr}}, json{{"type", 5}}, json{{"type", {{"a", 1}}}}, proto_text, role_number,
+                        old_protocol}) {
     RawPeer p(host, port);
     ASSERT_TRUE(p.ok());
     ASSERT_TRUE(p.send(m));
-    const json r = p.receive_type("refused");
-    EXPECT_FALSE(r.is_null()) << m.dump() << " was not refused";
+    p.receive_type("welcome");
+    EXPECT_FALSE(p.refusal().empty()) << m.dump() << " was not refused";
     alive(m.dump());
   }
   // An operator client: requests of the wrong shape get a failed reply, the session stays.
   {
     RawPeer p(host, port);
-    ASSERT_TRUE(p.send(hello_ok));
-    ASSERT_FALSE(p.receive_type("welcome").is_null());
+    ASSERT_FALSE(p.authenticate(c.token()).is_null());
     for (const json& m : {json{{"type", nullptr}}, json{{"type", "inject"}, {"machine", 3}, {"req", 1}},
                           json{{"type", "status"}, {"req", {{"a", 1}}}}, json{{"type", "update"}, {"version", 2}}}) {
       ASSERT_TRUE(p.send(m));
@@ -595,16 +636,23 @@ TEST(LiveE2E, HostileFramesAreRefusedAndTheRunCarriesOn) {
     ASSERT_TRUE(p.send(json{{"type", "status"}, {"req", 2}}));
     EXPECT_EQ(p.receive_type("done").value("ok", false), true) << "the same session still answers";
   }
-  // An agent (the standby's name: the real one redials after): a rank report whose NaN flag
-  // is a string, for the generation that is running.
+  // An agent: sessions are bound to their machine, so the name of a live one is refused;
+  // the standby's agent is killed first and its name taken. Then a rank report whose NaN
+  // flag is a string, for the generation that is running.
+  {
+    RawPeer p(host, port);
+    EXPECT_TRUE(p.authenticate(c.token(), "agent", "m1").is_null());
+    EXPECT_NE(p.refusal().find("m1 already has a live session"), std::string::npos) << p.refusal();
+  }
+  c.kill_machine("s0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const json journal = json::parse(slurp(c.dir() + "/state/journal.json"), nullptr, false);
   ASSERT_TRUE(journal.is_object() && journal.contains("gen"));
   const json gen = journal["gen"];
   std::mt19937_64 rng(7);
   {
     RawPeer p(host, port);
-    ASSERT_TRUE(p.send(json{{"type", "hello"}, {"token", c.token()}, {"role", "agent"}, {"name", "s0"}, {"proto", 1}}));
-    ASSERT_FALSE(p.receive_type("welcome").is_null());
+    ASSERT_FALSE(p.authenticate(c.token(), "agent", "s0").is_null()) << p.refusal();
     ASSERT_TRUE(p.send(json{{"type", "report"}, {"gen", gen}, {"rank", 0},
                             {"report", {{"type", "step"}, {"rank", 0}, {"step", 5}, {"loss_nan", "no"}}}}));
     alive("a report with \"loss_nan\": \"no\"");
@@ -647,6 +695,138 @@ TEST(LiveE2E, HostileFramesAreRefusedAndTheRunCarriesOn) {
   c.stop_run();
 }
 
+// The handshake against real processes: the read-only credential reads status and nothing
+// else; a recorded answer, a wrong one and an old clear-text hello are refused; a rogue
+// controller on the port gets hellos without a secret, no answer to its challenge, and
+// nothing it can replay; the agents come back to the real controller, which adopts the job.
+TEST(LiveE2E, AuthenticationReadOnlyCredentialReplayAndRogueController) {
+  LiveCluster c("auth", json::object());
+  const std::string status_token = "status-" + std::to_string(getpid()) + "-fedcba9876543210";
+  const std::string status_file = c.write_token("status-token", status_token);
+  c.edit_config([&](json& cfg) { cfg["status_token_file"] = status_file; });
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(10, 60).is_null());
+  const std::string host = c.controller_host();
+  const int port = c.controller_port();
+  // Read-only: status answers; stop and inject are refused; the CLI's status uses it.
+  {
+    RawPeer p(host, port);
+    const json w = p.authenticate(status_token, "client-read");
+    ASSERT_FALSE(w.is_null()) << p.refusal();
+    EXPECT_EQ(w.value("access", ""), "read");
+    ASSERT_TRUE(p.send(json{{"type", "status"}, {"req", 1}}));
+    EXPECT_EQ(p.receive_type("done").value("ok", false), true);
+    for (const json& m : {json{{"type", "stop"}, {"req", 2}}, json{{"type", "inject"}, {"req", 3}, {"machine", "m1"}, {"fault", "kill"}},
+                          json{{"type", "update"}, {"req", 4}, {"version", "v1"}}}) {
+      ASSERT_TRUE(p.send(m));
+      const json r = p.receive_type("done");
+      EXPECT_EQ(r.value("ok", true), false) << m.dump();
+      EXPECT_NE(r.value("detail", "").find("read-only"), std::string::npos) << r.dump();
+    }
+    // The status credential is no admin credential, nor the other way round.
+    RawPeer q(host, port);
+    EXPECT_TRUE(q.authenticate(status_token, "client").is_null());
+    RawPeer q2(host, port);
+    EXPECT_TRUE(q2.authenticate(c.token(), "client-read").is_null());
+  }
+  EXPECT_EQ(c.client({"status", c.config()}), 0) << "status with the read-only credential";
+  {
+    // A config whose token_file holds the status credential cannot stop the run.
+    json cfg = json::parse(slurp(c.config()));
+    cfg["token_file"] = c.write_token("admin-guess", status_token);
+    cfg.erase("status_token_file");
+    std::ofstream(c.dir() + "/reader.json") << cfg.dump();
+    EXPECT_NE(c.client({"stop", c.dir() + "/reader.json"}), 0);
+    EXPECT_TRUE(c.controller_alive());
+  }
+  // A recorded answer replayed on a new connection, with the same hello, is refused.
+  {
+    faultline::live::PeerHandshake h("client", "");
+    const json hello = h.hello(2);
+    RawPeer p(host, port);
+    p.send(hello);
+    const json ch = p.receive_type("challenge");
+    ASSERT_FALSE(ch.is_null());
+    const auto answer = h.answer(c.token(), faultline::live::decode_challenge(ch));
+    ASSERT_TRUE(answer);
+    p.send(*answer);
+    ASSERT_FALSE(p.receive_type("welcome").is_null());
+    RawPeer replay(host, port);
+    replay.send(hello);
+    ASSERT_FALSE(replay.receive_type("challenge").is_null());
+    replay.send(*answer);
+    EXPECT_TRUE(replay.receive_type("welcome").is_null());
+    EXPECT_EQ(replay.refusal(), "bad token");
+    RawPeer wrong(host, port);
+    wrong.send(faultline::live::PeerHandshake("agent", "m2").hello(2));
+    ASSERT_FALSE(wrong.receive_type("challenge").is_null());
+    wrong.send(json{{"type", "auth"}, {"proof", std::string(64, 'f')}});
+    EXPECT_TRUE(wrong.receive_type("welcome").is_null());
+    EXPECT_EQ(wrong.refusal(), "bad token");
+  }
+  // A rogue controller takes the port.
+  const long before = c.last_step();
+  c.kill_controller(SIGKILL);
+  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << strerror(errno);
+  ASSERT_EQ(listen(lfd, 64), 0);
+  timeval tv{0, 200000};
+  setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::vector<json> heard;
+  std::set<std::string> names;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+  while (std::chrono::steady_clock::now() < until) {
+    const int fd = accept(lfd, nullptr, nullptr);
+    if (fd < 0) continue;
+    RawPeer agent(fd);
+    for (int i = 0; i < 4; ++i) {
+      const json m = agent.receive();
+      if (m.is_null() || m.is_discarded()) break;
+      heard.push_back(m);
+      if (m.value("type", "") == "hello") {
+        names.insert(m.value("name", ""));
+        // A challenge with a proof it cannot make; then a welcome and a request for luck.
+        agent.send(json{{"type", "challenge"}, {"nonce", std::string(64, '1')}, {"proof", std::string(64, '2')}});
+        agent.send(json{{"type", "welcome"}, {"machine", m.value("name", "")}, {"role", "job"}});
+        agent.send(json{{"type", "kill"}, {"req", 1}, {"gen", 1}});
+      }
+    }
+  }
+  close(lfd);
+  EXPECT_GE(names.size(), 4u) << "the agents redialled the port";
+  for (const json& m : heard) {
+    EXPECT_EQ(m.value("type", ""), "hello") << "an agent said more than hello to a rogue: " << m.dump();
+    EXPECT_EQ(m.dump().find(c.token()), std::string::npos) << "the token went on the wire";
+    EXPECT_FALSE(m.contains("token"));
+  }
+  // What the rogue heard gets it nothing from the real controller.
+  c.start_controller(false);
+  ASSERT_FALSE(c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
+  for (const json& m : heard) {
+    RawPeer p(host, port);
+    if (!p.ok()) continue;
+    p.send(m);
+    if (p.receive_type("challenge").is_null()) continue;
+    for (const json& again : heard) p.send(again);  // all it has for an answer
+    EXPECT_TRUE(p.receive_type("welcome").is_null());
+    break;
+  }
+  // The ranks kept running under agents that obeyed no one; the real controller adopts them.
+  const json adopted = c.wait_for([](const json& r) {
+    return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
+  }, 40);
+  EXPECT_FALSE(adopted.is_null()) << "the ranks did not survive the rogue";
+  ASSERT_FALSE(c.wait_step(before + 20, 60).is_null());
+  c.stop_run();
+}
+
 TEST(LiveE2E, ClientWithoutTokenIsRefusedAndARestartedControllerAdoptsTheJob) {
   LiveCluster c("restart", json::object());
   c.start_controller();
@@ -660,9 +840,11 @@ TEST(LiveE2E, ClientWithoutTokenIsRefusedAndARestartedControllerAdoptsTheJob) {
     cfg["token_file"] = c.dir() + "/bad-token";
     std::ofstream(c.dir() + "/bad.json") << cfg.dump();
     EXPECT_NE(c.client({"status", c.dir() + "/bad.json"}), 0);
+    // The client finds the controller's proof wrong and leaves without answering.
     EXPECT_FALSE(c.wait_for([](const json& r) {
-                      return r.value("kind", "") == "note" && r.value("text", "").find("bad token") != std::string::npos;
-                    }, 10).is_null()) << "the refusal is logged";
+                      return r.value("kind", "") == "note" &&
+                             r.value("text", "").find("did not prove the token") != std::string::npos;
+                    }, 10).is_null()) << "the failed handshake is logged";
   }
   // Kill the controller mid-run; the job keeps running under its agents.
   const long before = c.last_step();
