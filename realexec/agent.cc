@@ -46,7 +46,7 @@ void Agent::log(const std::string& line) const {
   if (options_.log) {
     options_.log(line);
   } else {
-    std::cerr << "faultline agent " << name_ << ": " << line << std::endl;
+    std::cerr << log_stamp() << " faultline agent " << name_ << ": " << line << std::endl;
   }
 }
 

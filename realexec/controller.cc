@@ -122,7 +122,7 @@ void Controller::shutdown(const std::string& why) {
   start_world();
   world_->note("shutdown: " + why);
   const double ettr = world_->write_summary();
-  std::cout << "faultline live: " << why << "; measured ETTR " << ettr << "\n" << std::flush;
+  std::cout << log_stamp() << " faultline live: " << why << "; measured ETTR " << ettr << "\n" << std::flush;
   for (auto& [sid, s] : sessions_)
     if (s.role == Session::Role::kAgent && s.conn && s.conn->is_open())
       s.conn->send(json{{"type", "shutdown"}, {"req", kOwnReqBase}});
@@ -239,7 +239,7 @@ void Controller::note_unauthenticated(const std::string& text) {
   const std::string line =
       text + (unauthenticated_ > 20 ? " (" + std::to_string(unauthenticated_) + " refused so far)" : "");
   world_->note(line);
-  std::cerr << "faultline live: " << line << "\n";
+  std::cerr << log_stamp() << " faultline live: " << line << "\n";
 }
 
 void Controller::note_refusal(Session& s, const std::string& reason) {

@@ -51,6 +51,10 @@ bool Journal::load(std::string* err) {
     s.last_step = j.at("last_step").get<std::int64_t>();
     s.next_action = j.at("next_action").get<std::uint64_t>();
     s.step_times = j.at("step_times").get<std::vector<double>>();
+    // Added with the repair pipeline; absent in older journals.
+    if (j.contains("strikes"))
+      for (const auto& pr : j.at("strikes")) s.strikes[pr.at(0).get<MachineId>()] = pr.at(1).get<int>();
+    if (j.contains("retired")) s.retired = j.at("retired").get<std::vector<MachineId>>();
     state_ = std::move(s);
   } catch (const std::exception& e) {
     *err = path_ + ": (journal): expected a faultline controller journal (" + e.what() + ")";
@@ -75,6 +79,9 @@ bool Journal::save(std::string* err) const {
   j["last_step"] = state_.last_step;
   j["next_action"] = state_.next_action;
   j["step_times"] = state_.step_times;
+  j["strikes"] = json::array();
+  for (const auto& [m, n] : state_.strikes) j["strikes"].push_back({m, n});
+  j["retired"] = state_.retired;
   const std::string tmp = path_ + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct JournalState {
   std::int64_t last_step = -1;      // newest step reported
   std::uint64_t next_action = 1;
   std::vector<double> step_times;   // healthy step times (s), for the fault-free step time
+  std::map<MachineId, int> strikes;  // times each machine was taken out of the job
+  std::vector<MachineId> retired;   // evicted too often: left out for good
 };
 
 class Journal {

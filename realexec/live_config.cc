@@ -135,7 +135,7 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   }
   r.only_keys(doc, "", {"description", "controller", "token_file", "status_token_file", "machines", "standby", "job", "policy",
                         "seed", "state_dir", "trainjob_bin", "probe_bin", "heartbeat_s",
-                        "heartbeat_timeout_s"});
+                        "heartbeat_timeout_s", "repair"});
   LiveConfig c;
   c.file = file;
   c.dir = std::filesystem::path(file).parent_path().string();
@@ -256,6 +256,14 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   c.probe_bin = resolve(c.dir, r.str(doc, "", "probe_bin", ""));
   c.heartbeat_s = r.num(doc, "", "heartbeat_s", 1, 0.05, 60);
   c.heartbeat_timeout_s = r.num(doc, "", "heartbeat_timeout_s", 5, 0.2, 600);
+  if (doc.contains("repair")) {
+    const json& rp = doc.at("repair");
+    r.only_keys(rp, "repair", {"check_after_s", "retry_after_s", "max_checks", "retire_after"});
+    c.repair.check_after_s = r.num(rp, "repair", "check_after_s", c.repair.check_after_s, 0, 86400);
+    c.repair.retry_after_s = r.num(rp, "repair", "retry_after_s", c.repair.retry_after_s, 0.1, 86400);
+    c.repair.max_checks = r.integer(rp, "repair", "max_checks", c.repair.max_checks, 1, 1000);
+    c.repair.retire_after = r.integer(rp, "repair", "retire_after", c.repair.retire_after, 0, 1000);
+  }
   if (c.heartbeat_timeout_s <= c.heartbeat_s)
     r.fail("heartbeat_timeout_s", "expected more than heartbeat_s");
   return c;

@@ -47,6 +47,19 @@ struct LiveJob {
   double startup_timeout_s = 120;     // launch to every rank restored, before StartFailed
 };
 
+// The repair pipeline (as the simulator's RepairSpec): a machine taken out of the job, or a
+// standby whose agent came back, is checked after `check_after_s` by the stop-time probes
+// (gpu_diag, then bit-wise against the reference run) and returns to the standby pool when
+// they pass and it raised no inspection alert meanwhile; a failed check is retried every
+// `retry_after_s`, `max_checks` times, then left to a human (`faultline live inject
+// --fault repair`). A machine evicted `retire_after` times is retired for good (0: never).
+struct LiveRepair {
+  double check_after_s = 10;
+  double retry_after_s = 60;
+  int max_checks = 3;
+  int retire_after = 3;
+};
+
 struct LiveConfig {
   std::string file;  // as given, for messages
   std::string dir;   // its directory
@@ -68,6 +81,7 @@ struct LiveConfig {
   std::string trainjob_bin;           // program for bit-wise probes, all-gather and replay
   std::string probe_bin;              // faultline-probe ("" = none: GPU probes pass as no_gpu)
   double heartbeat_s = 1;             // agent heartbeat period
+  LiveRepair repair;
   double heartbeat_timeout_s = 5;     // silence after which a machine is reported lost
 
   // The cluster and layout the policies see (ClusterSpec of policies/api).

@@ -471,6 +471,7 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
     if (link_.connected(m))
       request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}}, Duration::seconds(kRequestTimeoutS),
               [](const AgentReply&) {});
+    taken_out(m);
   }
   if (names.empty()) {
     outcome(id, true, "nothing to evict: no machine of the job named (" + a.reason + ")", t);
@@ -496,6 +497,7 @@ void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
         cluster_.vacate(s);
         cluster_.set_health(m, Health::kEvicted);
         note("requeue: " + machine_config(m).name + " is unreachable and is left out");
+        taken_out(m);
       }
     }
   }
@@ -625,7 +627,21 @@ void LiveWorld::run_reference(std::vector<std::string> argv, std::function<void(
 
 void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
   const Instant t = now();
-  const int deadline_ms = static_cast<int>(std::min(a.deadline.to_seconds(), 600.0) * 1000);
+  MachineSet machines;
+  for (MachineId m : a.machines)
+    if (m >= 0 && m < cluster_.machine_count()) machines.push_back(m);
+  probe_machines(a.test, machines, a.deadline,
+                 [this, id, t, test = a.test](const MachineSet& failed, bool timed_out, const std::string& details) {
+                   std::string names;
+                   for (MachineId m : failed) names += (names.empty() ? "" : ", ") + machine_config(m).name;
+                   outcome(id, true, std::string(probe_wire_name(test)) + ": " +
+                                         (failed.empty() ? "all passed" : "failed on " + names) + details, t);
+                   deliver(ProbeResult{id, test, failed, timed_out});
+                 });
+}
+
+void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done) {
+  const int deadline_ms = static_cast<int>(std::min(deadline.to_seconds(), 600.0) * 1000);
   struct State {
     int remaining = 0;
     MachineSet failed;
@@ -635,13 +651,10 @@ void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
     std::string details;
   };
   auto st = std::make_shared<State>();
-  MachineSet machines;
-  for (MachineId m : a.machines)
-    if (m >= 0 && m < cluster_.machine_count()) machines.push_back(m);
-  const bool hashed = a.test == ProbeKind::kBitwise || a.test == ProbeKind::kStress;
-  const int steps = config_.job.bitwise_steps * (a.test == ProbeKind::kStress ? 10 : 1);
+  const bool hashed = test == ProbeKind::kBitwise || test == ProbeKind::kStress;
+  const int steps = config_.job.bitwise_steps * (test == ProbeKind::kStress ? 10 : 1);
   st->remaining = static_cast<int>(machines.size()) + (hashed ? 1 : 0) + 1;
-  auto finish = [this, id, t, st, a, hashed] {
+  auto finish = [st, hashed, done] {
     if (--st->remaining > 0) return;
     if (hashed) {
       // Without the reference run, a strict majority of machines defines the right answer;
@@ -659,11 +672,7 @@ void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
     }
     std::sort(st->failed.begin(), st->failed.end());
     st->failed.erase(std::unique(st->failed.begin(), st->failed.end()), st->failed.end());
-    std::string names;
-    for (MachineId m : st->failed) names += (names.empty() ? "" : ", ") + machine_config(m).name;
-    outcome(id, true, std::string(probe_wire_name(a.test)) + ": " +
-                          (st->failed.empty() ? "all passed" : "failed on " + names) + st->details, t);
-    deliver(ProbeResult{id, a.test, st->failed, st->timed_out});
+    done(st->failed, st->timed_out, st->details);
   };
   if (hashed) {
     run_reference({config_.trainjob_bin, "--probe", "bitwise", "--seed", std::to_string(config_.seed), "--steps",
@@ -677,7 +686,7 @@ void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
   const std::string master = machines.empty() ? "127.0.0.1" : machine_config(machines[0]).addr;
   for (size_t i = 0; i < machines.size(); ++i) {
     const MachineId m = machines[i];
-    json msg{{"type", "probe"}, {"test", probe_wire_name(a.test)}, {"deadline_ms", deadline_ms},
+    json msg{{"type", "probe"}, {"test", probe_wire_name(test)}, {"deadline_ms", deadline_ms},
              {"rank", static_cast<int>(i)}, {"world_size", static_cast<int>(machines.size())},
              {"master_addr", master}, {"master_port", config_.job.master_port + 100},
              {"seed", config_.seed}, {"steps", steps}};
@@ -798,6 +807,15 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
     for (const auto& [k, v] : inspections_) kinds[k] = v;
     request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
   }
+  // A machine outside the job and the pool (evicted, or a standby whose agent was lost)
+  // whose agent is back: check it, unless retired or given up on.
+  if (cluster_.slot_of(m) < 0 && !in_pool(m) && !is_retired(m)) {
+    Repair& r = repairs_[m];
+    if (!r.running && !r.given_up && r.timer == 0) {
+      if (r.since.ns == 0) r.since = now();
+      schedule_repair(m, Duration::seconds(config_.repair.check_after_s));
+    }
+  }
   retry_waiting_acquire();
   if (adopting_ && adopt_timer_) {
     bool all = true;
@@ -821,7 +839,8 @@ void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
     note("agent of " + machine_config(m).name + " lost: " + why);
     deliver(InspectionAlert{m, "host", "agent lost: " + why});
   } else if (cluster_.take_standby(m)) {
-    note("standby " + machine_config(m).name + " lost (" + why + "); removed from the pool");
+    note("standby " + machine_config(m).name + " lost (" + why +
+         "); removed from the pool until its agent is back and it passes a repair check");
     save_journal();
   }
 }
@@ -843,6 +862,7 @@ void LiveWorld::on_agent_message(MachineId m, const json& msg) {
   } else if (const auto* exit = std::get_if<AgentExit>(&decoded)) {
     on_exit(m, *exit);
   } else if (const auto* alert = std::get_if<AgentAlert>(&decoded)) {
+    last_alert_[m] = now();               // a machine under repair fails its check on it
     if (cluster_.slot_of(m) < 0) return;  // standby or evicted: nothing the job policy acts on
     deliver(InspectionAlert{m, alert->kind, alert->detail});
   }
@@ -974,12 +994,116 @@ bool LiveWorld::repaired(MachineId m) {
   if (m < 0 || m >= cluster_.machine_count() || cluster_.slot_of(m) >= 0) return false;
   const auto& sb = cluster_.standby();
   if (std::find(sb.begin(), sb.end(), m) != sb.end()) return false;
+  if (auto r = repairs_.find(m); r != repairs_.end()) {
+    if (r->second.timer) reactor_.cancel_timer(r->second.timer);
+    repairs_.erase(r);
+  }
+  auto& js = journal_.state();
+  js.strikes.erase(m);
+  js.retired.erase(std::remove(js.retired.begin(), js.retired.end(), m), js.retired.end());
   cluster_.set_health(m, Health::kHealthy);
   cluster_.add_standby(m);
   note(machine_config(m).name + " repaired; back in the standby pool");
   save_journal();
   retry_waiting_acquire();
   return true;
+}
+
+// --- the repair pipeline ------------------------------------------------------------------------
+
+bool LiveWorld::is_retired(MachineId m) const {
+  const auto& r = journal_.state().retired;
+  return std::find(r.begin(), r.end(), m) != r.end();
+}
+
+bool LiveWorld::in_pool(MachineId m) const {
+  const auto& sb = cluster_.standby();
+  return std::find(sb.begin(), sb.end(), m) != sb.end();
+}
+
+void LiveWorld::taken_out(MachineId m) {
+  auto& s = journal_.state();
+  const int strikes = ++s.strikes[m];
+  if (config_.repair.retire_after > 0 && strikes >= config_.repair.retire_after) {
+    if (!is_retired(m)) s.retired.push_back(m);
+    if (auto r = repairs_.find(m); r != repairs_.end() && r->second.timer) reactor_.cancel_timer(r->second.timer);
+    repairs_.erase(m);
+    note(machine_config(m).name + " retired: taken out of the job " + std::to_string(strikes) +
+         " times (repair.retire_after = " + std::to_string(config_.repair.retire_after) +
+         "); only an operator's repair returns it");
+    return;
+  }
+  Repair& r = repairs_[m];
+  if (r.timer) reactor_.cancel_timer(r.timer);
+  r = Repair{};
+  r.since = now();
+  schedule_repair(m, Duration::seconds(config_.repair.check_after_s));
+}
+
+void LiveWorld::schedule_repair(MachineId m, Duration after) {
+  Repair& r = repairs_[m];
+  if (r.timer) reactor_.cancel_timer(r.timer);
+  r.timer = reactor_.add_timer(after, [this, m] {
+    auto it = repairs_.find(m);
+    if (it == repairs_.end()) return;
+    it->second.timer = 0;
+    run_repair_check(m);
+  });
+}
+
+void LiveWorld::run_repair_check(MachineId m) {
+  auto it = repairs_.find(m);
+  if (it == repairs_.end() || it->second.running) return;
+  if (cluster_.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) {
+    repairs_.erase(it);
+    return;
+  }
+  if (!link_.connected(m)) return;  // checked when its agent is back (on_agent_connected)
+  Repair& r = it->second;
+  r.running = true;
+  ++r.checks;
+  const Duration deadline = Duration::seconds(60);
+  probe_machines(ProbeKind::kGpuDiag, {m}, deadline,
+                 [this, m, deadline](const MachineSet& failed, bool, const std::string& details) {
+                   if (!failed.empty()) return repair_failed(m, "gpu_diag failed" + details);
+                   probe_machines(ProbeKind::kBitwise, {m}, deadline,
+                                  [this, m](const MachineSet& failed2, bool, const std::string& details2) {
+                                    if (!failed2.empty()) return repair_failed(m, "bit-wise test failed" + details2);
+                                    auto it2 = repairs_.find(m);
+                                    if (it2 == repairs_.end()) return;
+                                    if (auto a = last_alert_.find(m);
+                                        a != last_alert_.end() && a->second >= it2->second.since)
+                                      return repair_failed(m, "it raised an inspection alert since it was taken out");
+                                    const int checks = it2->second.checks;
+                                    repairs_.erase(it2);
+                                    if (cluster_.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) return;
+                                    cluster_.set_health(m, Health::kHealthy);
+                                    cluster_.add_standby(m);
+                                    note(machine_config(m).name + " passed its repair check (gpu_diag, bit-wise" +
+                                         (checks > 1 ? ", check " + std::to_string(checks) : std::string()) +
+                                         "); back in the standby pool");
+                                    save_journal();
+                                    retry_waiting_acquire();
+                                  });
+                 });
+}
+
+void LiveWorld::repair_failed(MachineId m, const std::string& why) {
+  auto it = repairs_.find(m);
+  if (it == repairs_.end()) return;
+  Repair& r = it->second;
+  r.running = false;
+  if (r.checks >= config_.repair.max_checks) {
+    r.given_up = true;
+    note(machine_config(m).name + " failed its repair check " + std::to_string(r.checks) + " times (" + why +
+         "); left to an operator: faultline live inject CONFIG --machine " + machine_config(m).name +
+         " --fault repair");
+    return;
+  }
+  note(machine_config(m).name + " failed its repair check (" + why + "); next check in " +
+       traces::json_brief(config_.repair.retry_after_s) + " s");
+  r.since = now();
+  schedule_repair(m, Duration::seconds(config_.repair.retry_after_s));
 }
 
 json LiveWorld::status() const {
@@ -991,9 +1115,17 @@ json LiveWorld::status() const {
   }
   json standby = json::array();
   for (MachineId m : cluster_.standby()) standby.push_back(machine_config(m).name);
+  // Machines out of the job and the pool: under repair (checks run), given up on, retired.
+  json repairing = json::array(), retired = json::array();
+  for (const auto& [m, r] : repairs_)
+    repairing.push_back({{"machine", machine_config(m).name},
+                         {"checks", r.checks},
+                         {"state", r.given_up ? "left to an operator" : r.running ? "checking" : "waiting"}});
+  for (MachineId m : s.retired) retired.push_back(machine_config(m).name);
   return json{{"t_s", now().to_seconds()}, {"gen", s.gen},         {"version", s.version},
               {"running", running_},      {"step", last_step_},    {"slots", slots},
-              {"standby", standby},       {"stack", config_.stack}};
+              {"standby", standby},       {"stack", config_.stack}, {"repairing", repairing},
+              {"retired", retired}};
 }
 
 double LiveWorld::write_summary() {

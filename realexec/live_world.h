@@ -102,6 +102,28 @@ class LiveWorld final : public World {
   void do_evict(ActionId id, const EvictMachines& a);
   void do_acquire(ActionId id, const AcquireMachines& a);
   void do_probe(ActionId id, const RunProbe& a);
+  // Runs `test` on `machines` (bit-wise and stress compared with a reference run on this
+  // host); `done` gets the machines that failed, whether one timed out, and details.
+  using ProbeDone = std::function<void(const MachineSet& failed, bool timed_out, const std::string& details)>;
+  void probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done);
+
+  // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
+  // A machine taken out of the job: a strike, then retirement or a repair check.
+  void taken_out(MachineId m);
+  void schedule_repair(MachineId m, Duration after);
+  void run_repair_check(MachineId m);
+  void repair_failed(MachineId m, const std::string& why);
+  bool is_retired(MachineId m) const;
+  bool in_pool(MachineId m) const;
+  struct Repair {
+    std::uint64_t timer = 0;  // reactor timer of the next check; 0: none
+    int checks = 0;           // checks run since it was taken out
+    bool running = false;
+    bool given_up = false;    // max_checks failed: left to a human
+    Instant since{};          // an inspection alert after this fails the check
+  };
+  std::map<MachineId, Repair> repairs_;
+  std::map<MachineId, Instant> last_alert_;
   void do_capture(ActionId id);
   void do_replay(ActionId id, const RunReplay& a);
   void do_inspect(const EnableInspection& a);

@@ -16,6 +16,7 @@
 
 #include <cstring>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -365,6 +366,17 @@ int accept_tcp(int listen_fd, std::string* peer) {
   set_nodelay(fd);
   if (peer) *peer = format_peer(reinterpret_cast<sockaddr*>(&ss), len);
   return fd;
+}
+
+std::string log_stamp() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  tm t{};
+  ::gmtime_r(&ts.tv_sec, &t);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000);
+  return buf;
 }
 
 bool load_token(const std::string& path, std::string* token, std::string* err) {

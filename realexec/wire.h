@@ -88,6 +88,9 @@ int connect_tcp(const std::string& host, int port, std::string* err);
 // Accepts one pending connection as a non-blocking fd; -1 when none. *peer = "ip:port".
 int accept_tcp(int listen_fd, std::string* peer);
 
+// The wall-clock time for a log line: "2026-11-25T09:10:11.123Z" (UTC, milliseconds).
+std::string log_stamp();
+
 // Reads the shared token from `path`: one line, at least 16 characters, file not
 // readable by others. Returns false with *err naming the file and what was wrong.
 bool load_token(const std::string& path, std::string* token, std::string* err);

@@ -165,6 +165,7 @@ struct Live {
   live::Journal journal;
   traces::EventLogWriter log;
   std::unique_ptr<live::LiveWorld> world;
+  std::string probe_hash = "h";  // what agents answer a bit-wise probe; empty: no hash (it fails)
 
   Live(const Registry& reg, const std::string& stack = "conformance-script", json params = json::object())
       : dir(make_dir()),
@@ -203,7 +204,9 @@ struct Live {
           {"master_port", 29500},
           {"nominal_step_time_s", kStepS}}},
         {"policy", {{"stack", stack}, {"params", params}}},
-        {"trainjob_bin", "/bin/true"},
+        // No reference runs here (a manual clock does not reap children): the bit-wise
+        // probe's answer is the agents' majority.
+        {"trainjob_bin", "/nonexistent/faultline-trainjob"},
         {"state_dir", dir.string()}};
     return doc.dump();
   }
@@ -213,7 +216,9 @@ struct Live {
       auto [m, msg] = link.sent.front();
       link.sent.pop_front();
       const std::string type = msg.value("type", "");
-      world->on_agent_message(m, {{"type", "done"}, {"req", msg["req"]}, {"ok", true}});
+      json done{{"type", "done"}, {"req", msg["req"]}, {"ok", true}};
+      if (type == "probe" && !probe_hash.empty()) done["hash"] = probe_hash;
+      world->on_agent_message(m, done);
       if (type == "launch")
         for (const auto& r : msg["ranks"])
           world->on_agent_message(m, {{"type", "report"},
@@ -318,8 +323,9 @@ std::vector<Row> rows() {
          };
          return s;
        },
-       // The simulator takes the second machine from the scheduler; live mode waits for one.
-       Want::kEvent, Want::kNothing},
+       // The simulator takes the second machine from the scheduler; live mode waits for one,
+       // which its repair pipeline brings: an evicted machine that passes its check (10 s).
+       Want::kEvent, Want::kEvent},
   };
 }
 
@@ -509,6 +515,96 @@ std::vector<Finding> findings_of(const std::vector<std::pair<Instant, StepSample
     if (i < stream.size()) note(d->observe(stream[i].second, stream[i].first), stream[i].first);
   }
   return out;
+}
+
+// ---------------------------------------------------------------- live mode's repair pipeline
+
+std::vector<std::string> notes_of(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::ifstream in(dir / "events.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const json r = json::parse(line, nullptr, false);
+    if (r.is_object() && r.value("kind", "") == "note") out.push_back(r.value("text", ""));
+  }
+  return out;
+}
+
+int count_with(const std::vector<std::string>& notes, const std::string& part) {
+  int n = 0;
+  for (const auto& t : notes) n += t.find(part) != std::string::npos;
+  return n;
+}
+
+// Every 15 s the machine in slot 2 is evicted and a standby takes its place. Machines taken
+// out pass their repair check 10 s later and rejoin the pool, so m2 and s0 take turns, until
+// each has been taken out retire_after = 3 times and is retired.
+TEST(LiveRepair, EvictedMachinesRejoinThePoolAfterTheirCheckAndRetireAfterThreeStrikes) {
+  Script s;
+  s.start = [](World& w) { w.set_timer(Duration::seconds(1), 1); };
+  s.on = [](const Event& e, World& w) {
+    if (!std::holds_alternative<TimerFired>(e)) return;
+    w.act(EvictMachines{{w.cluster().machine_in(2)}, "drill"});
+    w.act(AcquireMachines{AcquireMode::kStandby, {2}, "refill"});
+    w.set_timer(Duration::seconds(15), 1);
+  };
+  const Registry reg = registry();
+  Live live(reg);
+  live.run(s, 100);
+  const auto notes = notes_of(live.dir);
+  EXPECT_EQ(count_with(notes, "m2 passed its repair check"), 2);
+  EXPECT_EQ(count_with(notes, "s0 passed its repair check"), 2);
+  EXPECT_EQ(count_with(notes, "m2 retired: taken out of the job 3 times"), 1);
+  EXPECT_EQ(count_with(notes, "s0 retired: taken out of the job 3 times"), 1);
+  const json st = live.world->status();
+  EXPECT_EQ(st["retired"], json::array({"m2", "s0"}));
+  EXPECT_TRUE(st["standby"].empty());
+  EXPECT_TRUE(st["slots"][2].is_null()) << "no machine left to fill slot 2";
+  // An operator's repair returns a retired machine and clears its strikes.
+  EXPECT_TRUE(live.world->repaired(2));
+  live.advance(1);
+  EXPECT_EQ(live.world->status()["retired"], json::array({"s0"}));
+  EXPECT_EQ(live.world->cluster().machine_in(2), 2) << "the waiting refill took the repaired machine";
+}
+
+// A check that keeps failing (the bit-wise probe without a matching hash) is retried
+// max_checks times, then the machine is left to an operator, who returns it.
+TEST(LiveRepair, AMachineThatKeepsFailingItsCheckIsLeftToAnOperator) {
+  Script s;
+  s.start = [](World& w) { w.act(EvictMachines{{1}, "suspect"}); };
+  const Registry reg = registry();
+  Live live(reg);
+  live.probe_hash = "";
+  live.run(s, 10 + 3 * 61);
+  const auto notes = notes_of(live.dir);
+  EXPECT_EQ(count_with(notes, "m1 failed its repair check (bit-wise test failed"), 2) << "then retried";
+  EXPECT_EQ(count_with(notes, "m1 failed its repair check 3 times"), 1);
+  EXPECT_EQ(count_with(notes, "left to an operator"), 1);
+  const json st = live.world->status();
+  ASSERT_EQ(st["repairing"].size(), 1u);
+  EXPECT_EQ(st["repairing"][0]["state"], "left to an operator");
+  EXPECT_TRUE(live.world->repaired(1));
+  EXPECT_TRUE(live.world->status()["repairing"].empty());
+  EXPECT_EQ(live.world->status()["standby"], json::array({"s0", "m1"}));
+}
+
+// A standby whose agent was lost leaves the pool, and rejoins once its agent is back and
+// it passed its check (it never failed the job: no strike).
+TEST(LiveRepair, AStandbyWhoseAgentComesBackRejoinsThePool) {
+  Script s;
+  s.start = [](World&) {};
+  const Registry reg = registry();
+  Live live(reg);
+  live.run(s, 1);
+  live.world->on_agent_lost(4, "connection reset");
+  EXPECT_TRUE(live.world->status()["standby"].empty());
+  live.advance(30);
+  EXPECT_TRUE(live.world->status()["standby"].empty()) << "no check while its agent is away";
+  live.world->on_agent_connected(4, live::Auth{});
+  live.advance(11);
+  EXPECT_EQ(live.world->status()["standby"], json::array({"s0"}));
+  EXPECT_EQ(count_with(notes_of(live.dir), "s0 passed its repair check"), 1);
+  EXPECT_TRUE(live.world->status()["retired"].empty());
 }
 
 TEST(DetectorAcrossWorlds, TheSameSampleTimelineGivesTheSameFindingsInSimulationAndLive) {

@@ -102,14 +102,15 @@ bool netns_usable() {
 // One live deployment: controller + 4 job machines + 1 standby.
 class LiveCluster {
  public:
-  explicit LiveCluster(const std::string& test, json params, int step_ms = 100) {
+  explicit LiveCluster(const std::string& test, json params, int step_ms = 100, int standbys = 1) {
     static int counter = 0;
     id_ = (getpid() * 7 + counter++) % 200 + 20;
     dir_ = (fs::temp_directory_path() / ("faultline-live-" + test + "-" + std::to_string(getpid()))).string();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     netns_ = netns_usable();
-    names_ = {"m0", "m1", "m2", "m3", "s0"};
+    names_ = {"m0", "m1", "m2", "m3"};
+    for (int i = 0; i < standbys; ++i) names_.push_back("s" + std::to_string(i));
     std::string ctl_host = "127.0.0.1";
     if (netns_) {
       // Two networks, as on real clusters: management (agent <-> controller, mgmt0) and
@@ -233,6 +234,15 @@ class LiveCluster {
       kill(controller_, sig);
       waitpid(controller_, nullptr, 0);
       controller_ = -1;
+    }
+  }
+  // Starts one machine's agent again (as its supervisor, e.g. systemd, would).
+  void restart_agent(const std::string& name) {
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (names_[i] != name) continue;
+      std::vector<std::string> argv = {kFaultline, "agent", config(), "--name", names_[i]};
+      if (netns_) argv.insert(argv.begin(), {"ip", "netns", "exec", ns_name(i)});
+      agents_[names_[i]] = spawn(argv, dir_ + "/agent-" + names_[i] + ".log");
     }
   }
   void start_agents() {
@@ -824,6 +834,81 @@ TEST(LiveE2E, AuthenticationReadOnlyCredentialReplayAndRogueController) {
   }, 40);
   EXPECT_FALSE(adopted.is_null()) << "the ranks did not survive the rogue";
   ASSERT_FALSE(c.wait_step(before + 20, 60).is_null());
+  c.stop_run();
+}
+
+// The operator's overnight drill: hang, SIGSTOP and a killed agent (restarted by its
+// supervisor), each twice, with a warm pool of 2. After each, without a human, the job
+// trains again and the pool is back to 2: the machine taken out passes its repair check
+// (gpu_diag, bit-wise) and rejoins, or, for the killed agent, rejoins once its agent is back.
+TEST(LiveE2E, FaultDrillThePoolHealsItselfAfterEachFault) {
+  LiveCluster c("drill", json{{"standby_pool", 2}, {"stall_window_s", 5}}, 100, 2);
+  c.edit_config([](json& cfg) {
+    cfg["repair"] = {{"check_after_s", 1}, {"retry_after_s", 2}, {"max_checks", 5}, {"retire_after", 3}};
+  });
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(10, 60).is_null());
+  const std::string host = c.controller_host();
+  const int port = c.controller_port();
+  auto status = [&]() -> json {
+    RawPeer p(host, port);
+    if (p.authenticate(c.token()).is_null()) return json();
+    p.send(json{{"type", "status"}, {"req", 1}});
+    const json r = p.receive_type("done");
+    return r.is_object() && r.contains("status") ? r["status"] : json();
+  };
+  // Waits until the pool holds 2, every slot is filled and the job has made progress.
+  auto healed = [&](long after_step, double timeout_s) -> json {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < end) {
+      const json st = status();
+      if (st.is_object() && st["standby"].size() == 2 && st.value("running", false) &&
+          st.value("step", -1L) > after_step + 5) {
+        bool full = true;
+        for (const auto& s : st["slots"]) full &= s.is_string();
+        if (full) return st;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    return status();
+  };
+  std::map<std::string, int> struck;
+  const std::vector<std::string> drill = {"hang", "stop", "agent", "hang", "stop", "agent"};
+  for (size_t i = 0; i < drill.size(); ++i) {
+    const json before = status();
+    ASSERT_TRUE(before.is_object());
+    // The victim: a machine in a slot, struck least so far (none reaches retire_after).
+    std::string victim;
+    for (const auto& s : before["slots"])
+      if (s.is_string() && (victim.empty() || struck[s.get<std::string>()] < struck[victim])) victim = s.get<std::string>();
+    ++struck[victim];
+    SCOPED_TRACE("fault " + std::to_string(i) + ": " + drill[i] + " on " + victim);
+    const long step = c.last_step();
+    if (drill[i] == "agent") {
+      c.kill_machine(victim);
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      c.restart_agent(victim);
+    } else {
+      ASSERT_EQ(c.inject(victim, drill[i]), 0);
+    }
+    const json after = healed(step, 90);
+    ASSERT_TRUE(after.is_object());
+    EXPECT_EQ(after["standby"].size(), 2u) << after.dump();
+    EXPECT_GT(after.value("step", -1L), step + 5) << "the job did not train again";
+    EXPECT_TRUE(after["retired"].empty()) << after.dump();
+    if (HasFailure()) break;
+  }
+  // Every return to the pool is noted, by its repair check or its agent's return.
+  int back = 0;
+  for (const auto& r : c.records()) {
+    if (!LiveCluster::is_note(r, "")) continue;
+    const std::string text = r.value("text", "");
+    if (text.find("repair") != std::string::npos || text.find("pool") != std::string::npos)
+      std::cout << "  t=" << r.value("t_s", 0.0) << " s: " << text << "\n";
+    if (text.find("passed its repair check") != std::string::npos) ++back;
+  }
+  EXPECT_GE(back, 6);
   c.stop_run();
 }
 
