@@ -55,11 +55,12 @@ class ByteRobust final : public Policy {
   }
 
   void on_event(const Event& e, World& w) override {
+    if (state_ == State::kEnded) return;  // EndRun: nothing is done any more
     std::visit([&](const auto& x) { handle(x, w); }, e);
   }
 
  private:
-  enum class State { kStarting, kRunning, kDiagnosing, kAcquiring };
+  enum class State { kStarting, kRunning, kDiagnosing, kAcquiring, kEnded };
 
   // ------------------------------------------------------------ generic steps
   void start_job(World& w, const std::string& why, Mechanism m) {
@@ -429,6 +430,30 @@ class ByteRobust final : public Policy {
   }
   void handle(const MetricAnomaly& a, World& w) {
     if (state_ != State::kRunning) return;
+    // The same NaN at the same step again and again: whatever runs the job, the same
+    // batch explodes. Nothing on the machines can fix that: the second time rolls the code
+    // back, the identical_incident_limit-th time ends the run with the verdict
+    // "code_or_data" (do not requeue) instead of looping through diagnosis forever.
+    // Identical: the same step as the last NaN, reached again from a checkpoint before it
+    // (the steps in between ran clean), so the same batch exploded on whatever machines.
+    const bool same_step = a.nan && a.step >= 0 && a.step == last_nan_step_ && a.step > last_start_step_;
+    nan_repeats_ = same_step ? nan_repeats_ + 1 : 1;
+    last_nan_step_ = a.nan ? a.step : -1;
+    const int limit = static_cast<int>(p_.get("identical_incident_limit"));
+    if (limit > 0 && nan_repeats_ >= limit) {
+      stop_if_running(w, "metric anomaly: " + a.metric);
+      state_ = State::kEnded;
+      w.act(EndRun{"code_or_data", "NaN at step " + std::to_string(a.step) + " " + std::to_string(nan_repeats_) +
+                                       " times in a row, after diagnosis and a code rollback: the data or the code "
+                                       "is at fault; do not requeue"});
+      return;
+    }
+    if (limit > 1 && nan_repeats_ == limit - 1) {
+      stop_if_running(w, "metric anomaly: " + a.metric);
+      state_ = State::kStarting;
+      pending_start_ = w.act(RollBack{"NaN at step " + std::to_string(a.step) + " again after a clean diagnosis"});
+      return;
+    }
     // A NaN again soon after the restart that answered the last one: that round's
     // evictions did not remove the cause. Go straight to replay (bounded by
     // max_fruitless_rounds like every round).
@@ -531,6 +556,8 @@ class ByteRobust final : public Policy {
   SlotId last_crash_slot_ = -1;
   int named_ = 0;           // crashes in a row that named the same machine
   int fruitless_ = 0;       // diagnosis rounds in a row that found nothing for this failure
+  std::int64_t last_nan_step_ = -1;  // step of the last NaN incident
+  int nan_repeats_ = 0;              // NaN incidents in a row at that same step
   int mfu_fruitless_ = 0;   // MFU aggregation sequences since the restart that flagged nothing
   bool mfu_given_up_ = false;
   bool last_recovery_evicted_ = false;
@@ -627,6 +654,10 @@ const PolicyInfo& byterobust_info() {
            "aggregating until the next restart)",
            "count", 3, 1, 100},
           {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
+          {"identical_incident_limit",
+           "the same NaN at the same step this many times in a row ends the run with the verdict code_or_data "
+           "(the time before, the code is rolled back; 0 = never)",
+           "count", 3, 0, 100},
           module_choice(modules(), ModuleKind::kDetection, "detection",
                         "detection module: realtime (step samples judged for stalls, slow steps, NaN and loss "
                         "jumps; real-time inspections) or timeout (process exits and the NCCL collective timeout "

@@ -62,6 +62,7 @@ struct MetricAnomaly {
   std::string metric;  // "loss", "grad_norm"
   double ratio = 0;    // value / recent mean (infinity for NaN)
   bool nan = false;
+  std::int64_t step = -1;  // the step of the sample that showed it; -1: unknown
 };
 using Finding = std::variant<ProgressStalled, StepTimeHigh, MetricAnomaly>;
 std::string describe(const Finding& f);

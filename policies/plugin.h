@@ -22,7 +22,7 @@
 
 #include "policies/module.h"
 
-#define FAULTLINE_PLUGIN_ABI 1
+#define FAULTLINE_PLUGIN_ABI 2  // 2: EndRun action, MetricAnomaly::step
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

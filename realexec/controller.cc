@@ -102,12 +102,14 @@ int Controller::run(double duration_s) {
   std::uint64_t finish_timer = 0;
   std::function<void()> poll_finished = [&] {
     finish_timer = reactor_.add_timer(Duration::seconds(0.5), poll_finished);
-    if (world_->finished()) shutdown("the job finished");
+    if (world_->finished())
+      shutdown(world_->ended_verdict().empty() ? "the job finished"
+                                               : "the policy ended the run: " + world_->ended_verdict());
   };
   poll_finished();
   reactor_.run();
   if (finish_timer) reactor_.cancel_timer(finish_timer);
-  return 0;
+  return world_->ended_verdict().empty() ? 0 : kExitEndedRun;
 }
 
 void Controller::start_world() {

@@ -21,6 +21,10 @@
 
 namespace faultline::live {
 
+// `faultline live run` exits with this after the policy ended the run (EndRun, e.g. the
+// verdict "code_or_data": do not requeue, the code or the data is at fault).
+inline constexpr int kExitEndedRun = 3;
+
 class Controller final : public MachineLink {
  public:
   // Throws std::runtime_error (one line) when the token, the state dir, the journal or

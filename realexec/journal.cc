@@ -55,6 +55,7 @@ bool Journal::load(std::string* err) {
     if (j.contains("strikes"))
       for (const auto& pr : j.at("strikes")) s.strikes[pr.at(0).get<MachineId>()] = pr.at(1).get<int>();
     if (j.contains("retired")) s.retired = j.at("retired").get<std::vector<MachineId>>();
+    if (j.contains("ended_verdict")) s.ended_verdict = j.at("ended_verdict").get<std::string>();
     state_ = std::move(s);
   } catch (const std::exception& e) {
     *err = path_ + ": (journal): expected a faultline controller journal (" + e.what() + ")";
@@ -82,6 +83,7 @@ bool Journal::save(std::string* err) const {
   j["strikes"] = json::array();
   for (const auto& [m, n] : state_.strikes) j["strikes"].push_back({m, n});
   j["retired"] = state_.retired;
+  j["ended_verdict"] = state_.ended_verdict;
   const std::string tmp = path_ + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {

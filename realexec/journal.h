@@ -31,6 +31,7 @@ struct JournalState {
   std::vector<double> step_times;   // healthy step times (s), for the fault-free step time
   std::map<MachineId, int> strikes;  // times each machine was taken out of the job
   std::vector<MachineId> retired;   // evicted too often: left out for good
+  std::string ended_verdict;        // EndRun's verdict: the job is not started again
 };
 
 class Journal {

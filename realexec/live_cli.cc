@@ -33,7 +33,11 @@ const char* kUsage =
     "        kill | stop | crash | hang | nan | slow | sdc | nic_down | machine_down | repair\n"
     "update  asks the policy for a code update (urgent unless --deferred)\n"
     "status  prints the controller's view as JSON\n"
-    "stop    writes the summary (measured ETTR), shuts the agents down and exits\n";
+    "stop    writes the summary (measured ETTR), shuts the agents down and exits\n"
+    "\n"
+    "exit status of run: 0 when stopped or the job finished, 3 when the policy ended the run\n"
+    "(the same incident kept recurring: code or data at fault, do not requeue), 2 for a bad\n"
+    "config or token, 1 for other failures.\n";
 
 int usage_error(const std::string& msg) {
   std::cerr << "faultline live: " << msg << "\n" << "run `faultline live --help` for usage\n";

@@ -245,8 +245,24 @@ ActionId LiveWorld::act(Action a) {
   std::visit(
       [&](auto& x) {
         using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, StartJob> || std::is_same_v<T, HotUpdate> || std::is_same_v<T, RollBack> ||
+                      std::is_same_v<T, AcquireMachines>) {
+          if (!journal_.state().ended_verdict.empty()) {
+            const std::string why = "the run was ended: " + journal_.state().ended_verdict;
+            outcome(id, false, why, t);
+            deliver(ActionFailed{id, why});
+            return;
+          }
+        }
         if constexpr (std::is_same_v<T, StopJob>) {
           do_stop(id, x);
+        } else if constexpr (std::is_same_v<T, EndRun>) {
+          // The job stops for good; the controller exits with kExitEndedRun.
+          journal_.state().ended_verdict = x.verdict.empty() ? "ended" : x.verdict;
+          save_journal();
+          note("the run is ended: " + journal_.state().ended_verdict + " (" + x.reason + ")");
+          do_stop(id, StopJob{"end of the run: " + x.reason});
+          finished_ = true;
         } else if constexpr (std::is_same_v<T, StartJob>) {
           if (running_) {  // world.h: a start is refused while the job runs (stop it first)
             outcome(id, false, "job already running", t);

@@ -71,6 +71,8 @@ class LiveWorld final : public World {
   // Writes the summary record; returns the measured ETTR.
   double write_summary();
   bool finished() const { return finished_; }
+  // The verdict of an EndRun ("code_or_data"), empty when the run was not ended.
+  const std::string& ended_verdict() const { return journal_.state().ended_verdict; }
 
   // --- World ---------------------------------------------------------------------------
   Instant now() const override;

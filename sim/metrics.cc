@@ -25,7 +25,7 @@ std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   j["c"] = cats;
   j["v"] = {r.evictions_true, r.evictions_false, r.faults_injected, r.checkpoints, r.events,
             r.flow_batches_real, r.flow_batches_cached, r.steps, r.evictions_false_positive, r.false_failures,
-            r.max_fruitless_rounds, r.health_check_drains, r.repairs, r.retired};
+            r.max_fruitless_rounds, r.health_check_drains, r.repairs, r.retired, r.runs_ended};
   j["o"] = {r.dominant.category, r.dominant.at_s, r.dominant.resolution_s};
   json tl = json::array();
   for (const auto& p : r.timeline) tl.push_back({p.t_h, p.cumulative, p.window_1h});
@@ -58,7 +58,7 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
   r.evictions_true = v[0]; r.evictions_false = v[1]; r.faults_injected = v[2]; r.checkpoints = v[3];
   r.events = v[4]; r.flow_batches_real = v[5]; r.flow_batches_cached = v[6]; r.steps = v[7];
   r.evictions_false_positive = v[8]; r.false_failures = v[9]; r.max_fruitless_rounds = v[10];
-  r.health_check_drains = v[11]; r.repairs = v[12]; r.retired = v[13];
+  r.health_check_drains = v[11]; r.repairs = v[12]; r.retired = v[13]; r.runs_ended = v[14];
   r.dominant = {j["o"][0], j["o"][1], j["o"][2]};
   for (const auto& p : j["t"]) r.timeline.push_back({p[0], p[1], p[2]});
   for (const auto& i : j["i"])

@@ -67,6 +67,7 @@ struct ReplicaResult {
   std::int64_t health_check_drains = 0;       // broken machines the scheduler's check drained
   std::int64_t repairs = 0;                   // machines repaired and back in the free pool
   std::int64_t retired = 0;                   // machines retired after repeated failures
+  std::int64_t runs_ended = 0;                // 1 when the policy ended the run (EndRun)
   DominantIncident dominant;
   std::int64_t faults_injected = 0;
   std::int64_t checkpoints = 0;

@@ -107,7 +107,7 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
                       {"faults_injected_per_replica", injected / n},
                       {"by_category", cats}};
   double et = 0, ef = 0, efp = 0, ff = 0, ckpt = 0, events = 0, real = 0, cached = 0, steps = 0;
-  double drains = 0, repairs = 0, retired = 0;
+  double drains = 0, repairs = 0, retired = 0, ended = 0;
   int fruitless = 0;
   for (const auto& r : rs) {
     et += r.evictions_true;
@@ -117,6 +117,7 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
     drains += r.health_check_drains;
     repairs += r.repairs;
     retired += r.retired;
+    ended += r.runs_ended;
     fruitless = std::max(fruitless, r.max_fruitless_rounds);
     ckpt += r.checkpoints;
     events += r.events;
@@ -135,6 +136,9 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
                    {"retired_per_replica", retired / n},
                    {"health_check_drains_per_replica", drains / n}};
   out["max_fruitless_rounds"] = fruitless;
+  // Replicas whose policy ended the run (EndRun: e.g. the same NaN at the same step
+  // again and again; code or data at fault).
+  out["runs_ended_per_replica"] = ended / n;
   {
     // Outlier replicas, named so a researcher can rerun and read them: the five worst
     // by ETTR, with the incident that cost each most.

@@ -690,6 +690,7 @@ ActionId SimWorld::act(Action a) {
             deliver_at(now_, JobStopped{id}, false);
           },
           [&](const StartJob& st) {
+            if (ended_) return fail("the run was ended: " + ended_verdict_);
             if (job_ == JobState::kRunning) return fail("job already running");
             if (!empty_slots().empty())
               return fail(std::to_string(empty_slots().size()) + " slots have no machine");
@@ -721,6 +722,7 @@ ActionId SimWorld::act(Action a) {
             update_rate(true);
           },
           [&](const AcquireMachines& q) {
+            if (ended_) return fail("the run was ended: " + ended_verdict_);
             note_mechanism(q.mechanism);
             Acquire acq{id, q.mode, q.slots, {}, 0};
             if (q.mode == AcquireMode::kRequeue) {
@@ -844,12 +846,14 @@ ActionId SimWorld::act(Action a) {
             push(now_ + secs(sc_.diagnosis.replay_s), Internal{Internal::kReplayDone, id});
           },
           [&](const HotUpdate& h) {
+            if (ended_) return fail("the run was ended: " + ended_verdict_);
             if (job_ == JobState::kRunning) job_down();
             if (!empty_slots().empty()) return fail("slots have no machine");
             ++code_version_;
             start_job(id, Mechanism::kHotUpdate);
           },
           [&](const RollBack&) {
+            if (ended_) return fail("the run was ended: " + ended_verdict_);
             if (job_ == JobState::kRunning) job_down();
             // Code bugs introduced since the last good version go away with it.
             for (FaultId fid : open_) {
@@ -870,6 +874,18 @@ ActionId SimWorld::act(Action a) {
           [&](const SetStandbyPool& p) {
             pool_target_ = std::max(0, p.size);
             refill_pool();
+          },
+          [&](const EndRun& e) {
+            // The job stays down for the rest of the horizon: its time is lost.
+            if (job_ == JobState::kRunning) job_down();
+            else if (job_ == JobState::kStarting) {
+              job_ = JobState::kDown;
+              ++epoch_;
+              ++batch_token_;
+            }
+            if (!ended_) ++result_.runs_ended;
+            ended_ = true;
+            ended_verdict_ = e.verdict;
           },
       },
       a);

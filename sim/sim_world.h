@@ -211,6 +211,8 @@ class SimWorld final : public World {
   ActionId start_action_ = 0;
   std::int64_t epoch_ = 0;
   bool stuck_ = false;
+  bool ended_ = false;  // EndRun: nothing starts the job again
+  std::string ended_verdict_;
   bool broken_unacted_ = false;
   std::vector<Acquire> acquiring_;
   std::vector<bool> fresh_;  // slot got a new machine since the job last ran

@@ -247,7 +247,8 @@ struct TypeNames<faultline::Action> {
   static constexpr std::array<const char*, std::variant_size_v<faultline::Action>> kNames = {
       "StopJob",       "StartJob",     "EvictMachines", "AcquireMachines",  "SetCheckpointPlan",
       "WatchSteps",    "EnableOracle", "Note",          "EnableInspection", "RunProbe",
-      "CaptureStacks", "RunReplay",    "HotUpdate",     "RollBack",         "SetStandbyPool"};
+      "CaptureStacks", "RunReplay",    "HotUpdate",     "RollBack",         "SetStandbyPool",
+      "EndRun"};
 };
 
 // ---------------------------------------------------------------- encoders
@@ -379,6 +380,10 @@ struct ActionEncoder {
   void operator()(const RollBack& x) { o["reason"] = x.reason; }
   void operator()(const SetStandbyPool& x) {
     o["size"] = x.size;
+    o["reason"] = x.reason;
+  }
+  void operator()(const EndRun& x) {
+    o["verdict"] = x.verdict;
     o["reason"] = x.reason;
   }
 };
@@ -578,12 +583,14 @@ faultline::Action decode_action(std::size_t index, In& in) {
     }
     case 13:
       return RollBack{in.string("reason", "")};
-    default: {
+    case 14: {
       SetStandbyPool x;
       x.size = static_cast<int>(in.integer("size", 0, kI32Min, kI32Max));
       x.reason = in.string("reason", "");
       return x;
     }
+    default:
+      return EndRun{in.string("verdict", "", true), in.string("reason", "")};
   }
 }
 

@@ -158,9 +158,20 @@ struct SetStandbyPool {
   std::string reason;
 };
 
+// Ends the run: the job is stopped and is not started again, whatever comes next
+// (StartJob, HotUpdate, RollBack and AcquireMachines then answer ActionFailed). For what
+// no restart, eviction or requeue can fix. `verdict` is a stable word for scripts and
+// schedulers: "code_or_data" (the same incident recurs wherever the job runs: do not
+// requeue). Live mode's controller exits with status 3 after it (kExitEndedRun); the
+// simulator counts the replica's run as ended and accounts its remaining time as lost.
+struct EndRun {
+  std::string verdict;
+  std::string reason;
+};
+
 using Action = std::variant<StopJob, StartJob, EvictMachines, AcquireMachines, SetCheckpointPlan,
                             WatchSteps, EnableOracle, Note, EnableInspection, RunProbe,
-                            CaptureStacks, RunReplay, HotUpdate, RollBack, SetStandbyPool>;
+                            CaptureStacks, RunReplay, HotUpdate, RollBack, SetStandbyPool, EndRun>;
 
 // One line for logs, e.g. "evict [12,13] (pp group of 12 holds all outliers)".
 std::string describe(const Action& a);

@@ -119,6 +119,7 @@ std::string describe(const Action& a) {
           [](const HotUpdate& x) { return "hot update to " + x.version + " (" + x.reason + ")"; },
           [](const RollBack& x) { return "roll back (" + x.reason + ")"; },
           [](const SetStandbyPool& x) { return "standby pool of " + std::to_string(x.size) + " (" + x.reason + ")"; },
+          [](const EndRun& x) { return "end the run: " + x.verdict + " (" + x.reason + ")"; },
       },
       a);
 }

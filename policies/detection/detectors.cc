@@ -126,7 +126,7 @@ Instant SlowStepDetector::next_check() const {
 std::optional<Finding> NanDetector::observe(const StepSample& s) {
   if (!s.nan || reported_) return std::nullopt;
   reported_ = true;
-  return MetricAnomaly{"loss", std::numeric_limits<double>::infinity(), true};
+  return MetricAnomaly{"loss", std::numeric_limits<double>::infinity(), true, s.step};
 }
 
 void JumpDetector::restart() {

@@ -26,6 +26,9 @@ struct Options {
   std::string version = "dev";
   std::int64_t deadline_ms = 30000;  // probes
   int probe_mib = 4;                 // allgather probe: MiB per rank
+  // Data at fault: the batch of this step makes every rank's gradient NaN, in every run
+  // that computes the step (-1: none). A deterministic NaN no machine can be blamed for.
+  std::int64_t bad_batch_at = -1;
   // Environment.
   int rank = 0;
   int world_size = 1;

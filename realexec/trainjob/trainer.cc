@@ -278,7 +278,7 @@ void Job::compute_local(std::int64_t step, int first, int last, std::span<double
     task_.microbatch_contribution(state_.weights, step, mb,
                                   out.subspan((mb - first) * stride, stride));
   }
-  if (nan_armed_) {
+  if (nan_armed_ || step == opt_.bad_batch_at) {
     std::fill(out.begin(), out.end(), std::numeric_limits<double>::quiet_NaN());
     nan_armed_ = false;
   }

@@ -66,6 +66,7 @@ struct Harness {
   void started(std::int64_t step) { faultline::started(w, *p, step); }
   void stalled_at(double t, std::int64_t step) { faultline::stalled_at(w, *p, t, step); }
   void nan() { sample(w, *p, 0, 1.0, true); }
+  void nan_at(std::int64_t step) { sample(w, *p, step, 1.0, true); }
   void slowed() { faultline::slowed(w, *p); }
 };
 
@@ -427,6 +428,7 @@ struct Ladder {
   }
   void started(std::int64_t step) { faultline::started(w, *p, step); }
   void nan() { sample(w, *p, 0, 1.0, true); }
+  void nan_at(std::int64_t step) { sample(w, *p, step, 1.0, true); }
   void slowed() { faultline::slowed(w, *p); }
   void at(double s) { w.advance_to(Instant{Duration::seconds(s).ns}, *p); }
   // Answers every stop-time test of the plan with "passed".
@@ -534,6 +536,96 @@ TEST(ByteRobustLadder, MfuAggregationThatFlagsNothingGivesUpUntilTheNextRestart)
   }
   EXPECT_EQ(captures, 3 * 5);
   EXPECT_EQ(h.max_fruitless(), 3);
+}
+
+}  // namespace
+}  // namespace faultline
+
+namespace faultline {
+namespace {
+
+// Answers a NaN round of the byterobust stack as a backend whose machines are all fine
+// would: bit-wise alignment passes, both replay phases find nothing; returns the action
+// the round ended with.
+Action clean_nan_round(Ladder& h) {
+  if (std::holds_alternative<RunProbe>(h.w.actions.back()))
+    h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kBitwise, {}, false}, h.w);
+  for (int phase = 0; phase < 2 && std::holds_alternative<RunReplay>(h.w.actions.back()); ++phase) {
+    const auto groups = std::get<RunReplay>(h.w.actions.back()).groups.size();
+    h.p->on_event(ReplayResult{h.w.last_action_id(), std::vector<bool>(groups, false)}, h.w);
+  }
+  return h.w.actions.back();
+}
+
+// The review's silent loop: a deterministic NaN (a bad batch at step 30) looped stop ->
+// bit-wise -> replay -> reattempt forever. Now: the first time is diagnosed, the second
+// rolls the code back, the third (identical_incident_limit) ends the run with its verdict.
+TEST(ByteRobustLadder, TheSameNanAtTheSameStepRollsBackThenEndsTheRun) {
+  Ladder h;
+  double t = 4000;
+  h.at(t);
+  h.nan_at(30);
+  EXPECT_TRUE(std::holds_alternative<StartJob>(clean_nan_round(h))) << "first time: diagnosed, reattempted";
+  h.started(20);  // restored from the checkpoint at step 20
+  h.at(t += 15);
+  h.nan_at(30);
+  ASSERT_TRUE(std::holds_alternative<RollBack>(h.w.actions.back())) << describe(h.w.actions.back());
+  h.started(20);
+  h.at(t += 15);
+  h.nan_at(30);
+  const auto ended = h.w.all<EndRun>();
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].verdict, "code_or_data");
+  EXPECT_NE(ended[0].reason.find("NaN at step 30 3 times in a row"), std::string::npos) << ended[0].reason;
+  EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
+  // An ended run does nothing more, whatever happens.
+  const std::size_t n = h.w.actions.size();
+  h.p->on_event(ProcessExit{3, 1, kCuda}, h.w);
+  h.nan_at(30);
+  h.at(t += 3600);
+  EXPECT_EQ(h.w.actions.size(), n);
+}
+
+// NaNs at different steps, or at the step the job restarted from (the machine, not the
+// data: nothing ran clean in between), are separate incidents: no rollback, no end.
+TEST(ByteRobustLadder, NanAtOtherStepsOrAtTheRestartStepIsNotTheSameIncident) {
+  Ladder h;
+  double t = 4000;
+  for (std::int64_t step : {30, 31, 30, 45}) {
+    h.at(t += 3000);  // outside recrash_window_s: each a fresh incident
+    h.nan_at(step);
+    clean_nan_round(h);
+    h.started(20);
+  }
+  for (int i = 0; i < 3; ++i) {
+    h.at(t += 3000);
+    h.nan_at(20);  // at the restored step itself
+    clean_nan_round(h);
+    h.started(20);
+  }
+  EXPECT_TRUE(h.w.all<EndRun>().empty());
+  EXPECT_TRUE(h.w.all<RollBack>().empty());
+}
+
+// 0 turns the rule off, as before.
+TEST(ByteRobustLadder, IdenticalIncidentLimitZeroNeverEndsTheRun) {
+  FakeWorld w{spec16()};
+  Registry r = policies::builtin_registry();
+  Params params;
+  ASSERT_FALSE(Params::resolve(r.find("byterobust")->params, {{"identical_incident_limit", 0}}, &params));
+  auto p = r.make("byterobust", params);
+  p->start(w);
+  faultline::started(w, *p, 0);
+  for (int i = 0; i < 5; ++i) {
+    w.advance_to(w.now() + Duration::seconds(3000), *p);
+    sample(w, *p, 30, 1.0, true);
+    if (std::holds_alternative<RunProbe>(w.actions.back()))
+      p->on_event(ProbeResult{w.last_action_id(), ProbeKind::kBitwise, {}, false}, w);
+    for (int phase = 0; phase < 2 && std::holds_alternative<RunReplay>(w.actions.back()); ++phase)
+      p->on_event(ReplayResult{w.last_action_id(), std::vector<bool>(std::get<RunReplay>(w.actions.back()).groups.size(), false)}, w);
+    faultline::started(w, *p, 20);
+  }
+  EXPECT_TRUE(w.all<EndRun>().empty());
 }
 
 }  // namespace

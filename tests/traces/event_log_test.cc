@@ -94,6 +94,7 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
         if constexpr (std::is_same_v<T, RollBack>) return x.reason == y.reason;
         if constexpr (std::is_same_v<T, SetStandbyPool>)
           return x.size == y.size && x.reason == y.reason;
+        if constexpr (std::is_same_v<T, EndRun>) return x.verdict == y.verdict && x.reason == y.reason;
       },
       a);
 }
@@ -138,6 +139,7 @@ std::vector<faultline::Action> all_actions() {
       HotUpdate{"v3", "urgent update"},
       RollBack{"crash after restart"},
       SetStandbyPool{-1, "P99"},
+      EndRun{"code_or_data", "NaN at step 30 three times"},
   };
 }
 
