@@ -1,5 +1,7 @@
 // `faultline live ...`: the controller and its operator commands.
+#include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,7 +23,7 @@ const char* kUsage =
     "usage: faultline live run CONFIG [--fresh] [--duration SECONDS]\n"
     "       faultline live inject CONFIG --machine NAME --fault KIND [--detail TEXT]\n"
     "       faultline live update CONFIG --version NAME [--deferred]\n"
-    "       faultline live status CONFIG\n"
+    "       faultline live status CONFIG [--json]\n"
     "       faultline live stop CONFIG\n"
     "\n"
     "run     runs the controller: the config's policy stack against the job on the\n"
@@ -32,12 +34,54 @@ const char* kUsage =
     "inject  injects a fault through the machine's agent and records it as ground truth:\n"
     "        kill | stop | crash | hang | nan | slow | sdc | nic_down | machine_down | repair\n"
     "update  asks the policy for a code update (urgent unless --deferred)\n"
-    "status  prints the controller's view as JSON\n"
+    "status  prints the controller's view: the run, ETTR so far, every machine by state,\n"
+    "        the pool, recent incidents and their phase (--json: the same as JSON)\n"
     "stop    writes the summary (measured ETTR), shuts the agents down and exits\n"
     "\n"
     "exit status of run: 0 when stopped or the job finished, 3 when the policy ended the run\n"
     "(the same incident kept recurring: code or data at fault, do not requeue), 2 for a bad\n"
     "config or token, 1 for other failures.\n";
+
+// The operator's table of a status reply. Reads defensively: the reply came off a socket.
+std::string status_table(const json& st) {
+  auto str = [&](const json& o, const char* k, const std::string& d = "") {
+    return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : d;
+  };
+  auto num = [&](const json& o, const char* k, double d = 0) {
+    return o.is_object() && o.contains(k) && o[k].is_number() ? o[k].get<double>() : d;
+  };
+  char buf[256];
+  std::ostringstream out;
+  std::snprintf(buf, sizeof buf, "%s  run %.0f s, generation %.0f, code %s, step %.0f, %s\n", log_stamp().c_str(),
+                num(st, "t_s"), num(st, "gen"), str(st, "version", "?").c_str(), num(st, "step", -1),
+                st.value("running", false) ? "training" : "not training");
+  out << buf;
+  std::snprintf(buf, sizeof buf, "ETTR so far %.1f %%   stack %s   incidents %.0f\n", 100 * num(st, "ettr_so_far"),
+                str(st, "stack", "?").c_str(), num(st, "incident_count"));
+  out << buf;
+  if (!str(st, "ended_verdict").empty()) out << "RUN ENDED: " << str(st, "ended_verdict") << "\n";
+  const json standby = st.contains("standby") && st["standby"].is_array() ? st["standby"] : json::array();
+  out << "\nMACHINE          STATE                   CONNECTED  STRIKES\n";
+  if (st.contains("machines") && st["machines"].is_array())
+    for (const auto& m : st["machines"]) {
+      std::snprintf(buf, sizeof buf, "%-16s %-23s %-10s %.0f\n", str(m, "machine", "?").c_str(),
+                    str(m, "state", "?").c_str(), m.value("connected", false) ? "yes" : "NO", num(m, "strikes"));
+      out << buf;
+    }
+  out << "standby pool: " << standby.size() << "\n";
+  if (st.contains("incidents") && st["incidents"].is_array() && !st["incidents"].empty()) {
+    out << "\nINCIDENT  BEGAN (s)  LASTED (s)  PHASE                   CAUSE\n";
+    int i = static_cast<int>(num(st, "incident_count")) - static_cast<int>(st["incidents"].size());
+    for (const auto& in : st["incidents"]) {
+      const double began = num(in, "began_s");
+      const bool resolved = in.contains("resolved_s") && in["resolved_s"].is_number();
+      const double lasted = (resolved ? in["resolved_s"].get<double>() : num(st, "t_s")) - began;
+      std::snprintf(buf, sizeof buf, "%-9d %-10.1f %-11.1f %-23s ", ++i, began, lasted, str(in, "phase", "?").c_str());
+      out << buf << str(in, "cause").substr(0, 100) << "\n";
+    }
+  }
+  return out.str();
+}
 
 int usage_error(const std::string& msg) {
   std::cerr << "faultline live: " << msg << "\n" << "run `faultline live --help` for usage\n";
@@ -46,7 +90,7 @@ int usage_error(const std::string& msg) {
 
 // Sends one request as an operator client and prints the reply. Returns the exit code.
 // `read_only`: authenticate with the status credential (status_token_file).
-int client_request(const LiveConfig& config, json request, bool read_only = false) {
+int client_request(const LiveConfig& config, json request, bool read_only = false, bool as_json = true) {
   std::string token, err;
   if (!load_token(read_only ? config.status_token_file : config.token_file, &token, &err)) return usage_error(err), 2;
   PeerHandshake handshake(read_only ? "client-read" : "client", "");
@@ -91,7 +135,7 @@ int client_request(const LiveConfig& config, json request, bool read_only = fals
                          } else if (type == "done") {
                            rc = opt_bool(m, "ok", false) ? 0 : 1;
                            if (m.contains("status"))
-                             std::cout << m["status"].dump(2) << "\n";
+                             std::cout << (as_json ? m["status"].dump(2) + "\n" : status_table(m["status"]));
                            else
                              (rc == 0 ? std::cout : std::cerr) << opt_text(m, "detail", kMaxText).value_or("") << "\n";
                            reactor.stop();
@@ -127,7 +171,7 @@ int live_main(const std::vector<std::string>& args) {
   if (cmd != "run" && cmd != "inject" && cmd != "update" && cmd != "status" && cmd != "stop")
     return usage_error("unknown subcommand \"" + cmd + "\"");
   if (args.size() < 2 || args[1].rfind("--", 0) == 0) return usage_error(cmd + ": expected a CONFIG file");
-  bool fresh = false, deferred = false;
+  bool fresh = false, deferred = false, as_json = false;
   double duration = 0;
   std::string machine, fault, detail, version;
   for (size_t i = 2; i < args.size(); ++i) {
@@ -140,6 +184,8 @@ int live_main(const std::vector<std::string>& args) {
     std::optional<std::string> v;
     if (a == "--fresh" && cmd == "run") {
       fresh = true;
+    } else if (a == "--json" && cmd == "status") {
+      as_json = true;
     } else if (a == "--deferred" && cmd == "update") {
       deferred = true;
     } else if (a == "--duration" && cmd == "run") {
@@ -193,7 +239,7 @@ int live_main(const std::vector<std::string>& args) {
     return client_request(config, json{{"type", "update"}, {"version", version}, {"urgent", !deferred}});
   }
   // status asks with the read-only credential when the config has one.
-  return client_request(config, json{{"type", cmd}}, cmd == "status" && !config.status_token_file.empty());
+  return client_request(config, json{{"type", cmd}}, cmd == "status" && !config.status_token_file.empty(), as_json);
 }
 
 }  // namespace faultline::live

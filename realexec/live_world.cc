@@ -358,8 +358,13 @@ void LiveWorld::kill_all(std::function<void()> then) {
   finish();
 }
 
-void LiveWorld::job_broken() {
+void LiveWorld::job_broken(const std::string& cause) {
   if (running_) {
+    // The job stopped training: an incident opens, from its last step report (a hang or a
+    // slowdown began before it was detected), until every rank runs again.
+    const Instant began = last_progress_at_.ns > 0 && last_progress_at_ < now() ? last_progress_at_ : now();
+    incidents_.push_back(Incident{began, std::nullopt, cause});
+    if (incidents_.size() > 1000) incidents_.erase(incidents_.begin());
     running_ = false;
     journal_.state().running = false;
     save_journal();
@@ -368,7 +373,7 @@ void LiveWorld::job_broken() {
 
 void LiveWorld::do_stop(ActionId id, const StopJob& a) {
   const Instant t = now();
-  job_broken();
+  job_broken("stopped: " + a.reason);
   if (starting_) {  // a start in flight is abandoned
     if (start_timer_) reactor_.cancel_timer(start_timer_);
     start_timer_ = 0;
@@ -493,7 +498,7 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
     outcome(id, true, "nothing to evict: no machine of the job named (" + a.reason + ")", t);
     return;
   }
-  job_broken();
+  job_broken("evicted " + names + " (" + a.reason + ")");
   save_journal();
   outcome(id, true, "evicted " + names + " (" + a.reason + ")", t);
 }
@@ -898,6 +903,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
       if (start_timer_) reactor_.cancel_timer(start_timer_);
       start_timer_ = 0;
       running_ = true;
+      if (!incidents_.empty() && !incidents_.back().resolved) incidents_.back().resolved = now();
       auto& s = journal_.state();
       s.running = true;
       if (s.first_step < 0) s.first_step = start_step_;
@@ -919,6 +925,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   const bool grad_nan = r.grad_norm_nan();
   const std::optional<double> loss = loss_nan ? std::nullopt : r.loss;  // finite, or not known
   last_step_ = step;
+  last_progress_at_ = now();
   ++steps_since_start_;
   if (!loss)
     log("progress", {{"step", step}, {"loss", nullptr}, {"restart", false}});
@@ -968,7 +975,7 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
     clean_exits_.insert(rank);
     if (static_cast<int>(clean_exits_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {
       note("every rank finished its steps");
-      job_broken();
+      job_broken("every rank finished its steps");
       finished_ = true;
     }
     return;
@@ -987,7 +994,7 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
   }
   if (!running_ || exit_reported_) return;  // echoes of an exit already reported
   exit_reported_ = true;
-  job_broken();
+  job_broken("rank " + std::to_string(rank) + " on " + machine_config(m).name + " exited: " + signature);
   deliver(ProcessExit{m, sig ? 128 + sig : code, signature});
 }
 
@@ -1138,20 +1145,59 @@ json LiveWorld::status() const {
                          {"checks", r.checks},
                          {"state", r.given_up ? "left to an operator" : r.running ? "checking" : "waiting"}});
   for (MachineId m : s.retired) retired.push_back(machine_config(m).name);
+  // Every machine by state, for the operator's table.
+  json machines = json::array();
+  for (MachineId m = 0; m < cluster_.machine_count(); ++m) {
+    std::string state;
+    if (cluster_.slot_of(m) >= 0) state = "job slot " + std::to_string(cluster_.slot_of(m));
+    else if (in_pool(m)) state = "standby";
+    else if (is_retired(m)) state = "retired";
+    else if (auto r = repairs_.find(m); r != repairs_.end())
+      state = r->second.given_up ? "left to an operator" : r->second.running ? "repair check" : "awaiting repair check";
+    else state = "out";
+    machines.push_back({{"machine", machine_config(m).name},
+                        {"state", state},
+                        {"connected", link_.connected(m)},
+                        {"strikes", s.strikes.count(m) ? s.strikes.at(m) : 0}});
+  }
+  json incidents = json::array();
+  const std::size_t from = incidents_.size() > 20 ? incidents_.size() - 20 : 0;
+  for (std::size_t i = from; i < incidents_.size(); ++i) {
+    const Incident& in = incidents_[i];
+    incidents.push_back({{"began_s", in.began.to_seconds()},
+                         {"resolved_s", in.resolved ? json(in.resolved->to_seconds()) : json(nullptr)},
+                         {"phase", in.resolved ? "resolved" : starting_ ? "restarting" : "diagnosis and recovery"},
+                         {"cause", in.cause}});
+  }
+  const Accounting acc = accounting();
   return json{{"t_s", now().to_seconds()}, {"gen", s.gen},         {"version", s.version},
               {"running", running_},      {"step", last_step_},    {"slots", slots},
               {"standby", standby},       {"stack", config_.stack}, {"repairing", repairing},
-              {"retired", retired}};
+              {"retired", retired},       {"machines", machines},  {"ettr_so_far", acc.ettr},
+              {"incident_count", incidents_.size()}, {"incidents", incidents},
+              {"ended_verdict", s.ended_verdict}};
+}
+
+LiveWorld::Accounting LiveWorld::accounting() const {
+  const auto& s = journal_.state();
+  Accounting a;
+  a.step_time_s = healthy_step_times_.empty() ? config_.job.nominal_step_time_s : median(healthy_step_times_);
+  a.first = std::max<std::int64_t>(0, s.first_step);
+  a.last = std::max<std::int64_t>(a.first, last_step_);
+  a.elapsed_s = now().to_seconds();
+  a.productive_s = static_cast<double>(a.last - a.first) * a.step_time_s;
+  a.ettr = a.elapsed_s > 0 ? a.productive_s / a.elapsed_s : 0;
+  return a;
 }
 
 double LiveWorld::write_summary() {
-  const auto& s = journal_.state();
-  const double step_time = healthy_step_times_.empty() ? config_.job.nominal_step_time_s : median(healthy_step_times_);
-  const std::int64_t first = std::max<std::int64_t>(0, s.first_step);
-  const std::int64_t last = std::max<std::int64_t>(first, last_step_);
-  const double elapsed = now().to_seconds();
-  const double productive = static_cast<double>(last - first) * step_time;
-  const double ettr = elapsed > 0 ? productive / elapsed : 0;
+  const Accounting acc = accounting();
+  const double step_time = acc.step_time_s;
+  const std::int64_t first = acc.first;
+  const std::int64_t last = acc.last;
+  const double elapsed = acc.elapsed_s;
+  const double productive = acc.productive_s;
+  const double ettr = acc.ettr;
   closed_ = true;
   log("summary", {{"elapsed_s", elapsed},
                   {"final_step", last},

@@ -135,7 +135,21 @@ class LiveWorld final : public World {
 
   void kill_all(std::function<void()> then);
   void launch(ActionId id, Instant started);
-  void job_broken();
+  void job_broken(const std::string& cause);
+  // Incidents: from the job's stop to every rank running again (status).
+  struct Incident {
+    Instant began;
+    std::optional<Instant> resolved;
+    std::string cause;
+  };
+  std::vector<Incident> incidents_;
+  Instant last_progress_at_{};  // time of rank 0's last step report
+  // ETTR so far, as the summary computes it.
+  struct Accounting {
+    double step_time_s = 0, elapsed_s = 0, productive_s = 0, ettr = 0;
+    std::int64_t first = 0, last = 0;
+  };
+  Accounting accounting() const;
   MachineSet job_machines() const;
   const LiveMachine& machine_config(MachineId m) const;
   void on_report(MachineId m, const AgentReport& msg);

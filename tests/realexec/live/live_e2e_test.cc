@@ -273,6 +273,13 @@ class LiveCluster {
     waitpid(p, nullptr, 0);
     agents_[name] = -1;
   }
+  // A client command whose stdout and stderr go to `out` (a fresh file); returns its status.
+  int client_to(std::vector<std::string> args, const std::string& out) {
+    std::vector<std::string> argv = {kFaultline, "live"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    fs::remove(out);
+    return run_wait(argv, out);
+  }
   int client(std::vector<std::string> args) {
     std::vector<std::string> argv = {kFaultline, "live"};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -922,6 +929,21 @@ TEST(LiveE2E, FaultDrillThePoolHealsItselfAfterEachFault) {
     if (text.find("passed its repair check") != std::string::npos) ++back;
   }
   EXPECT_GE(back, 6);
+  // The operator's view: a table by default, the same as JSON with --json.
+  ASSERT_EQ(c.client_to({"status", c.config()}, c.dir() + "/status.txt"), 0);
+  const std::string table = slurp(c.dir() + "/status.txt");
+  std::cout << table;
+  EXPECT_NE(table.find("ETTR so far"), std::string::npos) << table;
+  EXPECT_NE(table.find("standby pool: 2"), std::string::npos) << table;
+  EXPECT_NE(table.find("MACHINE"), std::string::npos);
+  EXPECT_NE(table.find("resolved"), std::string::npos);
+  ASSERT_EQ(c.client_to({"status", c.config(), "--json"}, c.dir() + "/status.json"), 0);
+  const json st = json::parse(slurp(c.dir() + "/status.json"), nullptr, false);
+  ASSERT_TRUE(st.is_object());
+  EXPECT_EQ(st["machines"].size(), 6u);
+  EXPECT_GE(st["incident_count"].get<int>(), 6);
+  EXPECT_GT(st["ettr_so_far"].get<double>(), 0.2);
+  for (const auto& in : st["incidents"]) EXPECT_EQ(in["phase"], "resolved") << in.dump();
   c.stop_run();
 }
 
