@@ -22,7 +22,8 @@
 
 #include "policies/module.h"
 
-#define FAULTLINE_PLUGIN_ABI 2  // 2: EndRun action, MetricAnomaly::step
+// 2: the EndRun action and MetricAnomaly::step. (CMakeLists.txt reads the number below.)
+#define FAULTLINE_PLUGIN_ABI 2
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

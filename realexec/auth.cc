@@ -36,13 +36,6 @@ std::string random_nonce() {
   return hex(buf, sizeof buf);
 }
 
-bool is_hex256(std::string_view s) {
-  if (s.size() != 64) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
-
 std::string auth_proof(std::string_view key, Prover who, std::string_view peer_nonce,
                        std::string_view controller_nonce, std::string_view role, std::string_view name) {
   std::string msg = "faultline-live/2\n";

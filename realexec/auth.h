@@ -16,8 +16,6 @@ namespace faultline::live {
 
 // 32 bytes from the kernel's CSPRNG (getrandom), as 64 lowercase hex digits.
 std::string random_nonce();
-// True for 64 lowercase hex digits: the shape of a nonce and of a proof.
-bool is_hex256(std::string_view s);
 
 // HMAC-SHA256(key, msg) as 64 hex digits.
 std::string hmac_sha256_hex(std::string_view key, std::string_view msg);

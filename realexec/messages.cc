@@ -86,6 +86,11 @@ std::int64_t need_int(const json& m, const char* key, std::int64_t lo, std::int6
   return *v;
 }
 
+bool is_hex256(std::string_view s) {
+  return s.size() == 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
 bool printable(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) {
     return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f;
@@ -266,8 +271,7 @@ namespace {
 
 std::string need_hex256(const json& j, const char* key) {
   const std::string v = need_string(j, key, 64);
-  if (v.size() != 64 || !std::all_of(v.begin(), v.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
-    bad(std::string(key) + ": expected 64 lowercase hex digits");
+  if (!is_hex256(v)) bad(std::string(key) + ": expected 64 lowercase hex digits");
   return v;
 }
 

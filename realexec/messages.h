@@ -41,6 +41,8 @@ inline constexpr std::int64_t kMaxRank = (std::int64_t{1} << 31) - 1;
 // naming the key when it has the wrong type or range.
 std::optional<std::int64_t> opt_int(const nlohmann::json& m, const char* key, std::int64_t lo, std::int64_t hi);
 std::int64_t need_int(const nlohmann::json& m, const char* key, std::int64_t lo, std::int64_t hi);
+// True for 64 lowercase hex digits: the shape of a nonce and of a proof (auth.h).
+bool is_hex256(std::string_view s);
 // Printable ASCII, one line: for names that reach file names, argv and log lines.
 bool printable(const std::string& s);
 std::optional<std::string> opt_string(const nlohmann::json& m, const char* key, std::size_t max_len);
