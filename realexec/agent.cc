@@ -79,6 +79,7 @@ void Agent::dial() {
     return;
   }
   ++epoch_;
+  refused_ = 0;
   welcomed_ = false;
   std::weak_ptr<bool> guard = alive_;
   Conn::Handlers h;
@@ -163,7 +164,11 @@ void Agent::reply_done(std::uint64_t epoch, std::int64_t req, Instant started, j
 }
 
 void Agent::reply_error(std::int64_t req, const std::string& reason) {
-  log("invalid request " + (req >= 0 ? std::to_string(req) : std::string("?")) + ": " + reason);
+  // Every refusal is answered; the log gets the first few of a connection, then one per 1000.
+  ++refused_;
+  if (refused_ <= 20 || refused_ % 1000 == 0)
+    log("invalid request " + (req >= 0 ? std::to_string(req) : std::string("?")) + ": " + reason +
+        (refused_ > 20 ? " (" + std::to_string(refused_) + " refused on this connection)" : ""));
   if (!conn_ || !conn_->is_open()) return;
   json e = {{"type", "error"}, {"reason", reason}};
   e["req"] = req >= 0 ? json(req) : json(nullptr);

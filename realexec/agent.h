@@ -99,6 +99,7 @@ class Agent {
   // Ranks.
   void on_rank_report(Rank& rk);
   void on_rank_stderr(Rank& rk);
+  void note_bad_report(Rank& rk, const std::string& reason);
   void on_rank_exit(int rank, int wait_status);
   void kill_all_ranks();
   void settle_kills();
@@ -129,6 +130,7 @@ class Agent {
 
   std::unique_ptr<Conn> conn_;
   std::uint64_t epoch_ = 0;  // incremented per connection; replies go to their own
+  std::uint64_t refused_ = 0;  // requests refused on this connection
   bool welcomed_ = false;
   std::string role_;
   Duration backoff_;

@@ -243,7 +243,7 @@ void Agent::on_rank_report(Rank& rk) {
       try {
         report = parse_rank_report_line(line, &forwarded);
       } catch (const BadMessage& e) {
-        if (rk.bad_reports++ < 5) log("rank " + std::to_string(rk.rank) + ": report line dropped: " + e.reason);
+        note_bad_report(rk, e.reason);
         continue;
       }
       if (report.type == "fatal" && !report.signature.empty()) rk.fatal_signature = report.signature;
@@ -255,11 +255,18 @@ void Agent::on_rank_report(Rank& rk) {
     if (rk.report_buf.size() > kMaxReportLine) {
       rk.report_buf.clear();
       rk.report_skipping = true;
-      if (rk.bad_reports++ < 5) {
-        log("rank " + std::to_string(rk.rank) + ": report line dropped: longer than 4 KiB");
-      }
+      note_bad_report(rk, "longer than 4 KiB");
     }
   }
+}
+
+// The first few dropped lines of a rank, then one per 1000: a rank that writes junk must
+// not fill the agent's log.
+void Agent::note_bad_report(Rank& rk, const std::string& reason) {
+  ++rk.bad_reports;
+  if (rk.bad_reports > 5 && rk.bad_reports % 1000 != 0) return;
+  log("rank " + std::to_string(rk.rank) + ": report line dropped: " + reason +
+      (rk.bad_reports > 5 ? " (" + std::to_string(rk.bad_reports) + " dropped so far)" : ""));
 }
 
 void Agent::on_rank_stderr(Rank& rk) {
