@@ -176,13 +176,34 @@ class ByteRobust final : public Policy {
                       "real-time " + a.kind + " alert: " + a.detail);
   }
 
-  void handle(const ProcessExit& x, World& w) { on_crash(w, x.machine, x.exit_code, x.signature, false); }
+  void handle(const ProcessExit& x, World& w) { on_crash(w, x.machine, x.exit_code, x.signature, false, x.step); }
   void handle(const StartFailed& x, World& w) {
     if (x.action != pending_start_ && x.action != pending_acquire_) return;
-    on_crash(w, x.machine, 1, x.signature, true);
+    on_crash(w, x.machine, 1, x.signature, true, -1);
   }
 
-  void on_crash(World& w, MachineId m, int code, const std::string& sig, bool at_start) {
+  // Ends the run (EndRun, verdict code_or_data) when `repeats` identical incidents reached
+  // identical_incident_limit; rolls the code back at the one before. True when it acted.
+  bool escalate_identical(World& w, int repeats, const std::string& what, const std::string& why) {
+    const int limit = static_cast<int>(p_.get("identical_incident_limit"));
+    if (limit > 0 && repeats >= limit) {
+      stop_if_running(w, why);
+      state_ = State::kEnded;
+      w.act(EndRun{"code_or_data", what + " " + std::to_string(repeats) +
+                                       " times in a row, after diagnosis and a code rollback: the data or the code "
+                                       "is at fault; do not requeue"});
+      return true;
+    }
+    if (limit > 1 && repeats == limit - 1) {
+      stop_if_running(w, why);
+      state_ = State::kStarting;
+      pending_start_ = w.act(RollBack{what + " again after a clean diagnosis"});
+      return true;
+    }
+    return false;
+  }
+
+  void on_crash(World& w, MachineId m, int code, const std::string& sig, bool at_start, std::int64_t step) {
     if (m != kNoMachine && (m >= w.cluster().machine_count() || w.cluster().slot_of(m) < 0)) return;  // already evicted
     if (state_ == State::kAcquiring || state_ == State::kDiagnosing) {
       if (!at_start) return;  // recovery under way; this exit is its echo
@@ -201,12 +222,25 @@ class ByteRobust final : public Policy {
     const bool same_locus = m == kNoMachine ? last_crash_machine_ == kNoMachine && last_crash_slot_ < 0
                                             : m == last_crash_machine_ || slot == last_crash_slot_;
     const bool again = soon && sig == last_crash_sig_ && same_locus;
+    // The same crash in the same step at the same locus, run again from a checkpoint:
+    // whatever machines run the job, it dies there; the code or the data is at fault.
+    // Escalates like the same NaN (handle MetricAnomaly): rolled back, then the run ends,
+    // instead of tests, rollback, replay and requeue over and over. Unlike a NaN, a crash
+    // right after a restore from the step before counts: the exit came after every rank
+    // started (a failed restore is StartFailed, never counted), in the failing step itself,
+    // and with a checkpoint every step that is where a deterministic crash recurs.
+    const bool same_step = step >= 0 && step == last_crash_step_ && sig == last_crash_sig_ && same_locus;
+    crash_repeats_ = same_step ? crash_repeats_ + 1 : 1;
+    last_crash_step_ = step;
     named_ = again && m != kNoMachine && m == last_crash_machine_ ? named_ + 1 : 1;
     level_ = again ? level_ + 1 : 0;
     if (!again) fruitless_ = 0;
     last_crash_sig_ = sig;
     last_crash_machine_ = m;
     last_crash_slot_ = slot;
+    if (escalate_identical(w, crash_repeats_, "the same crash at step " + std::to_string(step) + " (" + sig + ")",
+                           "crash: " + sig))
+      return;
     stop_if_running(w, "crash: " + sig);
     state_ = State::kDiagnosing;
     if (kind == CrashKind::kUserCode) {
@@ -439,21 +473,8 @@ class ByteRobust final : public Policy {
     const bool same_step = a.nan && a.step >= 0 && a.step == last_nan_step_ && a.step > last_start_step_;
     nan_repeats_ = same_step ? nan_repeats_ + 1 : 1;
     last_nan_step_ = a.nan ? a.step : -1;
-    const int limit = static_cast<int>(p_.get("identical_incident_limit"));
-    if (limit > 0 && nan_repeats_ >= limit) {
-      stop_if_running(w, "metric anomaly: " + a.metric);
-      state_ = State::kEnded;
-      w.act(EndRun{"code_or_data", "NaN at step " + std::to_string(a.step) + " " + std::to_string(nan_repeats_) +
-                                       " times in a row, after diagnosis and a code rollback: the data or the code "
-                                       "is at fault; do not requeue"});
+    if (escalate_identical(w, nan_repeats_, "NaN at step " + std::to_string(a.step), "metric anomaly: " + a.metric))
       return;
-    }
-    if (limit > 1 && nan_repeats_ == limit - 1) {
-      stop_if_running(w, "metric anomaly: " + a.metric);
-      state_ = State::kStarting;
-      pending_start_ = w.act(RollBack{"NaN at step " + std::to_string(a.step) + " again after a clean diagnosis"});
-      return;
-    }
     // A NaN again soon after the restart that answered the last one: that round's
     // evictions did not remove the cause. Go straight to replay (bounded by
     // max_fruitless_rounds like every round).
@@ -558,6 +579,8 @@ class ByteRobust final : public Policy {
   int fruitless_ = 0;       // diagnosis rounds in a row that found nothing for this failure
   std::int64_t last_nan_step_ = -1;  // step of the last NaN incident
   int nan_repeats_ = 0;              // NaN incidents in a row at that same step
+  std::int64_t last_crash_step_ = -1;  // step the last crash came after (-1: unknown)
+  int crash_repeats_ = 0;              // identical crashes in a row (same signature, step, locus)
   int mfu_fruitless_ = 0;   // MFU aggregation sequences since the restart that flagged nothing
   bool mfu_given_up_ = false;
   bool last_recovery_evicted_ = false;
@@ -655,8 +678,9 @@ const PolicyInfo& byterobust_info() {
            "count", 3, 1, 100},
           {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
           {"identical_incident_limit",
-           "the same NaN at the same step this many times in a row ends the run with the verdict code_or_data "
-           "(the time before, the code is rolled back; 0 = never)",
+           "the same NaN at the same step, or the same crash (signature, rank) after the same step, this many "
+           "times in a row ends the run with the verdict code_or_data (the time before, the code is rolled back; "
+           "0 = never)",
            "count", 3, 0, 100},
           module_choice(modules(), ModuleKind::kDetection, "detection",
                         "detection module: realtime (step samples judged for stalls, slow steps, NaN and loss "

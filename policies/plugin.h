@@ -22,8 +22,9 @@
 
 #include "policies/module.h"
 
-// 2: the EndRun action and MetricAnomaly::step. (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 2
+// 2: the EndRun action and MetricAnomaly::step. 3: ProcessExit::step.
+// (CMakeLists.txt reads the number below.)
+#define FAULTLINE_PLUGIN_ABI 3
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

@@ -365,9 +365,10 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
     case Symptom::kNan:
       if (job_ == JobState::kRunning) {
         affects = true;
+        const std::int64_t step = steps_done();
         job_down();
         broken_unacted_ = true;
-        deliver_at(observe, ProcessExit{named(), cat.exit_code, cat.signature}, false);
+        deliver_at(observe, ProcessExit{named(), cat.exit_code, cat.signature, step}, false);
       } else if (job_ == JobState::kStarting) {
         affects = true;
         broken_unacted_ = true;
@@ -552,11 +553,14 @@ void SimWorld::start_repair(MachineId m) {
        Internal{Internal::kRepaired, token | (fixed ? 1 : 0)});
 }
 
+std::int64_t SimWorld::steps_done() const {
+  return (progress_.committed_ns() + progress_.pending_ns()) / secs(sc_.job.step_time_s);
+}
+
 void SimWorld::send_sample(std::int64_t at, bool nan) {
   if (!watch_steps_) return;
-  const std::int64_t step_ns = secs(sc_.job.step_time_s);
   StepSample s;
-  s.step = (progress_.committed_ns() + progress_.pending_ns()) / step_ns;
+  s.step = steps_done();
   s.step_time_s = stuck_ ? std::numeric_limits<double>::infinity() : sc_.job.step_time_s / progress_.rate();
   s.nan = nan;
   s.steady = true;
@@ -912,8 +916,9 @@ void SimWorld::on_internal(const Internal& in) {
     }
     case Internal::kWatchdog: {
       if (static_cast<std::int64_t>(in.token) != epoch_ || job_ != JobState::kRunning || !stuck_) return;
+      const std::int64_t step = steps_done();
       job_down();
-      deliver_at(now_, ProcessExit{kNoMachine, 134, "Watchdog caught collective operation timeout"}, false);
+      deliver_at(now_, ProcessExit{kNoMachine, 134, "Watchdog caught collective operation timeout", step}, false);
       return;
     }
     case Internal::kAcquireScheduled: {

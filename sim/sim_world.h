@@ -147,6 +147,7 @@ class SimWorld final : public World {
   void update_rate(bool sample);
   // A steady StepSample of the job now, delivered at `at` (when the policy asked for them).
   void send_sample(std::int64_t at, bool nan);
+  std::int64_t steps_done() const;  // the global step counter now (as StepSample::step)
   void resolve_open(bool at_start);
   void mark_acted();
   void run_batch(std::vector<Transfer> batch, Internal done);

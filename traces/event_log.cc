@@ -259,6 +259,7 @@ struct EventEncoder {
     o["machine"] = x.machine;
     o["exit_code"] = x.exit_code;
     o["signature"] = x.signature;
+    if (x.step >= 0) o["step"] = x.step;
   }
   void operator()(const StartFailed& x) {
     o["action"] = x.action;
@@ -411,6 +412,7 @@ faultline::Event decode_event(std::size_t index, In& in) {
       x.machine = machine(in);
       x.exit_code = static_cast<int>(in.integer("exit_code", x.exit_code, kI32Min, kI32Max));
       x.signature = in.string("signature", "");
+      x.step = in.integer("step", -1, -1, std::numeric_limits<std::int64_t>::max());
       return x;
     }
     case 1: {

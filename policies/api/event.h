@@ -26,6 +26,7 @@ struct ProcessExit {
   MachineId machine = kNoMachine;
   int exit_code = 1;
   std::string signature;  // a log line, e.g. "CUDA error: an illegal memory access"
+  std::int64_t step = -1;  // the last step the job completed before the exit; -1: unknown
 };
 // The job failed while starting (restore, init); treated like ProcessExit by most policies.
 struct StartFailed {

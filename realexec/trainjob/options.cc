@@ -33,7 +33,7 @@ ParsedOptions usage_error(std::string message) {
 std::string usage_text() {
   return "usage: faultline-trainjob [--seed N] [--steps N] [--step-ms N] [--hidden N]\n"
          "                          [--microbatches N] [--loss-log PATH] [--version STR]\n"
-         "                          [--bad-batch-at STEP]\n"
+         "                          [--bad-batch-at STEP] [--crash-at STEP]\n"
          "       faultline-trainjob --probe bitwise [--seed N] [--steps K]\n"
          "       faultline-trainjob --probe allgather [--deadline-ms N] [--probe-mib N]\n"
          "       faultline-trainjob --replay --steps K [--seed N]\n"
@@ -67,7 +67,8 @@ ParsedOptions parse_options(const std::vector<std::string>& args, const EnvLooku
     const bool known = flag == "--seed" || flag == "--steps" || flag == "--step-ms" ||
                        flag == "--hidden" || flag == "--microbatches" || flag == "--loss-log" ||
                        flag == "--version" || flag == "--probe" || flag == "--deadline-ms" ||
-                       flag == "--probe-mib" || flag == "--bad-batch-at";
+                       flag == "--probe-mib" || flag == "--bad-batch-at" ||
+                       flag == "--crash-at";
     if (!known) return usage_error("unknown flag " + flag);
     std::string value;
     if (inline_value) {
@@ -106,6 +107,8 @@ ParsedOptions parse_options(const std::vector<std::string>& args, const EnvLooku
       ok = parse_int(value, o.deadline_ms) && o.deadline_ms > 0;
     } else if (flag == "--bad-batch-at") {
       ok = parse_int(value, o.bad_batch_at) && o.bad_batch_at >= 0;
+    } else if (flag == "--crash-at") {
+      ok = parse_int(value, o.crash_at) && o.crash_at >= 1;
     } else if (flag == "--probe-mib") {
       ok = parse_int(value, o.probe_mib) && o.probe_mib > 0 && o.probe_mib <= 1024;
     }

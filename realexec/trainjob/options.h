@@ -29,6 +29,10 @@ struct Options {
   // Data at fault: the batch of this step makes every rank's gradient NaN, in every run
   // that computes the step (-1: none). A deterministic NaN no machine can be blamed for.
   std::int64_t bad_batch_at = -1;
+  // Code or data at fault: the last rank dies in this step with an illegal memory access,
+  // in every run that computes the step (-1: none). A deterministic crash no machine can
+  // be blamed for.
+  std::int64_t crash_at = -1;
   // Environment.
   int rank = 0;
   int world_size = 1;

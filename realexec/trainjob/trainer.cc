@@ -33,6 +33,7 @@ constexpr int kKeepCheckpoints = 3;
 constexpr double kExplodedGradRatio = 1000;
 constexpr std::string_view kBadVersionSignature = "TypeError: bad code version";
 constexpr std::int64_t kBadVersionCrashStep = 3;
+constexpr std::string_view kCrashAtSignature = "CUDA error: an illegal memory access was encountered";
 
 // A fatal error of the rank: unwinds to run_job, which reports it and exits 1.
 struct Fatal {
@@ -380,6 +381,7 @@ int Job::train() {
     const std::int64_t step = state_.step + 1;
     fire_one_shot_faults();
     if (bad_version && step == kBadVersionCrashStep) fatal(std::string(kBadVersionSignature));
+    if (step == opt_.crash_at && opt_.rank == opt_.world_size - 1) fatal(std::string(kCrashAtSignature));
     const auto t0 = Clock::now();
     const StepOutcome out = run_step();
     if (loss_fd >= 0) {

@@ -607,6 +607,90 @@ TEST(ByteRobustLadder, NanAtOtherStepsOrAtTheRestartStepIsNotTheSameIncident) {
   EXPECT_TRUE(h.w.all<RollBack>().empty());
 }
 
+// Answers whatever the byterobust stack asks after a crash as a backend whose machines are
+// all fine would (tests pass, replay finds nothing, replacements are ready at once) until
+// it starts the job again or ends the run; returns the last action.
+Action answer_until_start(Ladder& h) {
+  for (int i = 0; i < 20; ++i) {
+    const Action a = h.w.actions.back();
+    if (const auto* p = std::get_if<RunProbe>(&a)) {
+      h.p->on_event(ProbeResult{h.w.last_action_id(), p->test, {}, false}, h.w);
+    } else if (const auto* r = std::get_if<RunReplay>(&a)) {
+      h.p->on_event(ReplayResult{h.w.last_action_id(), std::vector<bool>(r->groups.size(), false)}, h.w);
+    } else if (std::holds_alternative<AcquireMachines>(a)) {
+      h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+    } else if (std::holds_alternative<CaptureStacks>(a)) {
+      h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "train_step")}, h.w);
+    } else {
+      return a;
+    }
+  }
+  return h.w.actions.back();
+}
+
+// The crash twin of the NaN loop: a crash at the same step in the same rank, whatever
+// machine runs it (data or code at fault), looped tests -> reattempt -> rollback -> replay
+// -> requeue for ever. Now the second identical crash rolls back, the third ends the run.
+TEST(ByteRobustLadder, TheSameCrashAtTheSameStepRollsBackThenEndsTheRun) {
+  // Restored from a checkpoint 10 steps before the crash, or from the step just before it
+  // (a checkpoint every step), and long after the restart or at once.
+  for (const std::int64_t restored : {20, 30})
+    for (const double gap : {3000.0, 2.0}) {
+      Ladder h;
+      double t = 4000;
+      int crashes = 0;
+      for (; crashes < 12; ++crashes) {
+        h.at(t += gap);
+        h.p->on_event(ProcessExit{7, 1, kCuda, 30}, h.w);
+        const Action last = answer_until_start(h);
+        if (!h.w.all<EndRun>().empty()) break;
+        ASSERT_TRUE(std::holds_alternative<StartJob>(last) || std::holds_alternative<RollBack>(last)) << describe(last);
+        h.started(restored);
+      }
+      const auto ended = h.w.all<EndRun>();
+      ASSERT_EQ(ended.size(), 1u) << "no verdict after " << crashes << " identical crashes";
+      EXPECT_EQ(crashes + 1, 3) << "restored " << restored << ", gap " << gap;
+      EXPECT_EQ(ended[0].verdict, "code_or_data");
+      EXPECT_NE(ended[0].reason.find("the same crash at step 30"), std::string::npos) << ended[0].reason;
+      EXPECT_NE(ended[0].reason.find("3 times in a row"), std::string::npos) << ended[0].reason;
+      EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
+    }
+}
+
+// Crashes after other steps, with no step known, in another rank or with another
+// signature are separate incidents: never the verdict.
+TEST(ByteRobustLadder, CrashesAtOtherStepsOrRanksAreNotTheSameIncident) {
+  struct Case {
+    MachineId machine;
+    std::int64_t step;
+  };
+  const std::vector<std::vector<Case>> runs = {
+      {{7, 30}, {7, 31}, {7, 30}, {7, 45}, {7, 30}, {7, 46}},  // other steps in between
+      {{7, -1}, {7, -1}, {7, -1}, {7, -1}},                    // step unknown
+      {{7, 30}, {3, 30}, {7, 30}, {3, 30}, {7, 30}},           // alternating ranks
+  };
+  for (const auto& run : runs) {
+    Ladder h;
+    double t = 4000;
+    for (const Case& c : run) {
+      h.at(t += 3000);
+      h.p->on_event(ProcessExit{c.machine, 1, kCuda, c.step}, h.w);
+      answer_until_start(h);
+      h.started(20);
+    }
+    EXPECT_TRUE(h.w.all<EndRun>().empty()) << "run starting at machine " << run[0].machine;
+  }
+  Ladder h;
+  double t = 4000;
+  for (const char* sig : {kCuda, "RuntimeError: NCCL error: unhandled system error", kCuda, "Segmentation fault"}) {
+    h.at(t += 3000);
+    h.p->on_event(ProcessExit{7, 1, sig, 30}, h.w);
+    answer_until_start(h);
+    h.started(20);
+  }
+  EXPECT_TRUE(h.w.all<EndRun>().empty()) << "other signatures in between";
+}
+
 // 0 turns the rule off, as before.
 TEST(ByteRobustLadder, IdenticalIncidentLimitZeroNeverEndsTheRun) {
   FakeWorld w{spec16()};

@@ -176,6 +176,8 @@ TEST(TrainjobOptions, FlagsAndEnvironment) {
   EXPECT_EQ(o.rendezvous_s, 60);
   EXPECT_EQ(parse({"--probe", "bitwise"}).options->steps, 1);
   EXPECT_EQ(parse({"--replay", "--steps", "4"}).options->mode, Mode::kReplay);
+  EXPECT_EQ(parse({"--crash-at", "30"}).options->crash_at, 30);
+  EXPECT_EQ(parse({}).options->crash_at, -1);
 }
 
 TEST(TrainjobOptions, ErrorsNameTheFlagAndExitTwo) {
@@ -194,6 +196,9 @@ TEST(TrainjobOptions, ErrorsNameTheFlagAndExitTwo) {
   EXPECT_EQ(p.exit_code, 2);
   p = parse({"--probe", "nccl"});
   EXPECT_EQ(p.exit_code, 2);
+  p = parse({"--crash-at", "0"});
+  EXPECT_EQ(p.exit_code, 2);
+  EXPECT_NE(p.message.find("--crash-at"), std::string::npos);
   p = parse({"--help"});
   EXPECT_FALSE(p.options);
   EXPECT_EQ(p.exit_code, 0);
