@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "policies/api/registry.h"
 #include "traces/config.h"
@@ -30,6 +31,21 @@ constexpr double kReplayTimeoutS = 300;
 constexpr int kGoodVersionSteps = 20;     // steps a version must run to become the rollback target
 constexpr double kHealthyStep = 1.5;     // accounting: a step this much over the median is not nominal
 constexpr int kMaxActionsPerSecond = 1000;
+// How long a victim's exit (a collective timeout, a peer's connection lost) waits for the
+// exit of the rank that caused it: a killed rank's exit reaches its agent at once, its
+// peers' errors may overtake it by the agents' round trips.
+constexpr double kPeerGraceS = 1.5;
+
+// Log lines of a rank that failed because a peer did: gloo, the NCCL watchdog, PyTorch's
+// TCPStore, and faultline-trainjob's collectives. Such a rank is a victim; the world does
+// not name its machine (as the simulator's watchdog exit names none).
+bool is_peer_symptom(const std::string& sig) {
+  for (const char* s : {"Timed out waiting", "collective operation timeout", "Connection closed by peer",
+                        "Connection reset by peer", "collective: timed out", "collective: connection to",
+                        "DistNetworkError"})
+    if (sig.find(s) != std::string::npos) return true;
+  return false;
+}
 
 const char* probe_wire_name(ProbeKind k) { return probe_key(k); }
 
@@ -446,6 +462,10 @@ void LiveWorld::launch(ActionId id, Instant started) {
   started_ranks_.clear();
   clean_exits_.clear();
   exit_reported_ = false;
+  rank_steps_.clear();
+  victim_.reset();
+  if (victim_timer_) reactor_.cancel_timer(victim_timer_);
+  victim_timer_ = 0;
   start_step_ = 0;
   save_journal();
   const int g = config_.job.gpus_per_machine;
@@ -889,11 +909,29 @@ void LiveWorld::on_agent_message(MachineId m, const json& msg) {
   }
 }
 
+// An agent speaks for the ranks of its own slot only: a report or an exit about any other
+// rank (a confused or hostile agent, a standby) is never believed. A machine in no slot is
+// ignored without a word (an evicted machine's ranks may still be dying); one in a slot that
+// names a rank of another slot is refused.
+bool LiveWorld::runs_rank(MachineId m, std::int64_t rank, const char* what) const {
+  const int slot = cluster_.slot_of(m);
+  if (slot < 0) return false;
+  const std::int64_t g = config_.job.gpus_per_machine;
+  if (rank < slot * g || rank >= (slot + 1) * g)
+    bad(std::string(what) + ": rank " + std::to_string(rank) + " is not run by " + machine_config(m).name +
+        " (slot " + std::to_string(slot) + ")");
+  return true;
+}
+
 void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
-  (void)m;
   if (msg.gen != journal_.state().gen) return;
   const RankReport& r = msg.report;
-  const std::int64_t rank = r.rank.value_or(-1);
+  // The rank whose pipe it came from (the agent says), or failing that the one it claims.
+  if (msg.rank >= 0 && r.rank && *r.rank != msg.rank)
+    bad("report: report.rank " + std::to_string(*r.rank) + " differs from the rank of its pipe, " +
+        std::to_string(msg.rank));
+  const std::int64_t rank = msg.rank >= 0 ? msg.rank : r.rank.value_or(-1);
+  if (!runs_rank(m, rank, "report")) return;
   if (r.type == "started" && starting_) {
     started_ranks_.insert(rank);
     if (r.step) start_step_ = *r.step;
@@ -918,8 +956,10 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
     }
     return;
   }
-  if (r.type != "step" || rank != 0) return;  // rank 0 carries the global loss and step
+  if (r.type != "step") return;
   const std::int64_t step = *r.step;  // a step report without one does not decode
+  if (running_) rank_steps_[rank] = step;
+  if (rank != 0) return;  // rank 0 carries the global loss and step
   const double step_time = r.step_time_s.value_or(0);
   const bool loss_nan = r.loss_nan();
   const bool grad_nan = r.grad_norm_nan();
@@ -967,6 +1007,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
 
 void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
   if (msg.gen != journal_.state().gen) return;
+  if (!runs_rank(m, msg.rank, "exit")) return;
   const int code = msg.code;
   const int sig = msg.signal;
   const std::string& signature = msg.signature;
@@ -993,9 +1034,72 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
     return;
   }
   if (!running_ || exit_reported_) return;  // echoes of an exit already reported
+  const int status = sig ? 128 + sig : code;
+  if (sig == 0 && is_peer_symptom(signature)) {
+    // A victim: wait a little for the exit of the rank that caused it.
+    if (!victim_) {
+      victim_ = VictimExit{m, rank, status, signature};
+      victim_timer_ = reactor_.add_timer(Duration::seconds(kPeerGraceS), [this] {
+        victim_timer_ = 0;
+        attribute_victim_exit();
+      });
+    }
+    return;
+  }
+  report_exit(m, rank, status, signature);
+}
+
+// The last step `rank` reported in this run of the job (the restored step before its first).
+std::int64_t LiveWorld::rank_step(std::int64_t rank) const {
+  const auto it = rank_steps_.find(rank);
+  return it != rank_steps_.end() ? it->second : start_step_;
+}
+
+void LiveWorld::report_exit(MachineId m, std::int64_t rank, int code, const std::string& signature) {
+  if (!running_ || exit_reported_) return;
   exit_reported_ = true;
-  job_broken("rank " + std::to_string(rank) + " on " + machine_config(m).name + " exited: " + signature);
-  deliver(ProcessExit{m, sig ? 128 + sig : code, signature});
+  if (victim_timer_) reactor_.cancel_timer(victim_timer_);
+  victim_timer_ = 0;
+  victim_.reset();
+  job_broken("rank " + std::to_string(rank) + (m == kNoMachine ? "" : " on " + machine_config(m).name) +
+             " exited: " + signature);
+  deliver(ProcessExit{m, code, signature, rank_step(rank)});
+}
+
+// No rank exited on its own within the grace: the victim's exit is reported as the
+// collective's, naming the machine whose ranks stalled first when the step reports show
+// one (all of its ranks behind every other rank), and no machine otherwise.
+void LiveWorld::attribute_victim_exit() {
+  if (!victim_) return;
+  const VictimExit v = *victim_;
+  victim_.reset();
+  if (!running_ || exit_reported_) return;
+  const int g = config_.job.gpus_per_machine;
+  const SlotId slots = cluster_.slots();
+  std::vector<std::int64_t> lo(static_cast<std::size_t>(slots)), hi(static_cast<std::size_t>(slots));
+  SlotId laggard = 0;
+  for (SlotId s = 0; s < slots; ++s) {
+    const auto i = static_cast<std::size_t>(s);
+    lo[i] = std::numeric_limits<std::int64_t>::max();
+    hi[i] = -1;
+    for (int k = 0; k < g; ++k) {
+      const std::int64_t st = rank_step(static_cast<std::int64_t>(s) * g + k);
+      lo[i] = std::min(lo[i], st);
+      hi[i] = std::max(hi[i], st);
+    }
+    if (hi[i] < hi[static_cast<std::size_t>(laggard)]) laggard = s;
+  }
+  const std::int64_t behind = hi[static_cast<std::size_t>(laggard)];
+  std::int64_t others = std::numeric_limits<std::int64_t>::max();
+  for (SlotId s = 0; s < slots; ++s)
+    if (s != laggard) others = std::min(others, lo[static_cast<std::size_t>(s)]);
+  const MachineId named = slots > 1 && behind < others ? cluster_.machine_in(laggard) : kNoMachine;
+  note("rank " + std::to_string(v.rank) + " on " + machine_config(v.machine).name +
+       " exited because a peer stopped answering (" + v.signature + "); " +
+       (named == kNoMachine ? std::string("no machine's ranks are behind the others: the exit names no machine")
+                            : machine_config(named).name + "'s ranks stalled first, after step " + std::to_string(behind) +
+                                  " (every other rank reported step " + std::to_string(others) + " or later)"));
+  report_exit(named, v.rank, v.code, v.signature);
 }
 
 // --- operator -------------------------------------------------------------------------------

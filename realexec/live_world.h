@@ -152,8 +152,12 @@ class LiveWorld final : public World {
   Accounting accounting() const;
   MachineSet job_machines() const;
   const LiveMachine& machine_config(MachineId m) const;
+  bool runs_rank(MachineId m, std::int64_t rank, const char* what) const;
   void on_report(MachineId m, const AgentReport& msg);
   void on_exit(MachineId m, const AgentExit& msg);
+  void report_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
+  void attribute_victim_exit();
+  std::int64_t rank_step(std::int64_t rank) const;
   // Runs the reference computation (bit-wise probe or replay) on the controller host.
   void run_reference(std::vector<std::string> argv, std::function<void(std::optional<std::string>)> done);
 
@@ -188,6 +192,19 @@ class LiveWorld final : public World {
   std::set<std::int64_t> started_ranks_;
   std::int64_t start_step_ = 0;
   bool exit_reported_ = false;  // the generation's first exit went to the policy
+  // The latest step each rank reported in this run of the job (a rank's exit comes after
+  // its own last report: one agent, one ordered connection).
+  std::map<std::int64_t, std::int64_t> rank_steps_;
+  // A rank that exited because a peer stopped answering (see is_peer_symptom), held for
+  // kPeerGraceS in case the cause exits too; then attributed (see attribute_victim_exit).
+  struct VictimExit {
+    MachineId machine = kNoMachine;
+    std::int64_t rank = -1;
+    int code = 1;
+    std::string signature;
+  };
+  std::optional<VictimExit> victim_;
+  std::uint64_t victim_timer_ = 0;
   std::set<std::int64_t> clean_exits_;
   bool finished_ = false;
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "realexec/journal.h"
 #include "realexec/live_config.h"
 #include "realexec/live_world.h"
+#include "realexec/messages.h"
 #include "realexec/reactor.h"
 #include "scenarios/scenario.h"
 #include "sim/runner.h"
@@ -674,6 +676,142 @@ TEST(DetectorAcrossWorlds, TheSameSampleTimelineGivesTheSameFindingsInSimulation
     }
   }
   EXPECT_EQ(from_sim.back().what, "progress stalled");
+}
+
+// ---------------------------------------------------------------- what LiveWorld believes
+
+// A LiveWorld whose job runs (every rank started from step 0), with step samples at every
+// report, and what agents would send it.
+struct RunningLive {
+  Registry reg = registry();
+  Live live{reg};
+  Script script;
+  std::int64_t gen = 0;
+  RunningLive() {
+    script.start = [](World& w) {
+      w.act(WatchSteps{Duration::zero(), "samples"});
+      w.act(StartJob{"start"});
+    };
+    live.run(script, 0.5);
+    gen = live.journal.state().gen;
+  }
+  std::vector<std::string> refused;  // what on_agent_message refused (the controller notes it)
+  void send(MachineId m, const json& msg) {
+    try {
+      live.world->on_agent_message(m, msg);
+    } catch (const live::BadMessage& e) {
+      refused.push_back(e.reason);
+    }
+  }
+  bool was_refused(const std::string& part) const {
+    for (const auto& x : refused)
+      if (x.find(part) != std::string::npos) return true;
+    return false;
+  }
+  void step(MachineId m, std::int64_t rank, std::int64_t step, std::optional<std::int64_t> claimed = std::nullopt) {
+    send(m, {{"type", "report"},
+             {"gen", gen},
+             {"rank", rank},
+             {"report", {{"type", "step"}, {"rank", claimed.value_or(rank)}, {"step", step},
+                         {"step_time_s", kStepS}, {"loss", 1.0}, {"grad_norm", 1.0}}}});
+  }
+  void exit(MachineId m, std::int64_t rank, int code, int signal, const std::string& signature) {
+    send(m, {{"type", "exit"}, {"gen", gen}, {"rank", rank}, {"code", code},
+             {"signal", signal}, {"signature", signature}});
+  }
+  void advance(double s) { live.advance(s); }
+  std::vector<std::string> notes() const {
+    std::vector<std::string> out;
+    std::ifstream in(live.dir / "events.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const json r = json::parse(line, nullptr, false);
+      if (r.is_object() && r.value("kind", "") == "note") out.push_back(r.value("text", ""));
+    }
+    return out;
+  }
+  bool noted(const std::string& part) const {
+    for (const auto& n : notes())
+      if (n.find(part) != std::string::npos) return true;
+    return false;
+  }
+};
+
+// The fuzz found it: a standby's agent (or any session) could report an exit or a step of
+// a rank it does not run; the exit stopped and restarted the job, a forged step 1000000
+// went to the policy as progress. An agent now speaks for its own slot's ranks only.
+TEST(LiveWorldBelief, ReportsAndExitsCountOnlyFromTheMachineThatRunsTheRank) {
+  RunningLive r;
+  ASSERT_EQ(seen<JobStarted>().size(), 1u);
+  r.exit(4, 1, 1, 0, "forged by the standby");           // s0 runs no rank
+  r.exit(0, 2, 1, 0, "forged by m0 about m2's rank");     // m0 runs rank 0 only
+  r.step(4, 0, 1000000);                                  // the standby as rank 0
+  r.step(0, 0, 777, 3);                                   // rank 0's pipe claiming rank 3
+  r.step(3, 3, 888);                                      // rank 3's own step: not rank 0's progress
+  r.advance(1);
+  EXPECT_TRUE(seen<ProcessExit>().empty()) << describe(Event{seen<ProcessExit>().front()});
+  for (const auto& smp : seen<StepSample>()) {
+    EXPECT_NE(smp.step, 1000000);
+    EXPECT_NE(smp.step, 777);
+    EXPECT_NE(smp.step, 888);
+  }
+  EXPECT_TRUE(r.was_refused("exit: rank 2 is not run by m0"));
+  EXPECT_TRUE(r.was_refused("report.rank 3 differs from the rank of its pipe, 0"));
+  EXPECT_EQ(r.refused.size(), 2u) << "the standby's messages are dropped without a word";
+  // What the right machines say still counts.
+  r.step(0, 0, 1);
+  ASSERT_FALSE(seen<StepSample>().empty());
+  EXPECT_EQ(seen<StepSample>().back().step, 1);
+  r.exit(1, 1, 1, 0, "CUDA error: an illegal memory access was encountered");
+  ASSERT_EQ(seen<ProcessExit>().size(), 1u);
+  EXPECT_EQ(seen<ProcessExit>()[0].machine, 1);
+}
+
+constexpr const char* kPeerTimeout = "collective: timed out receiving from rank 2 (127.0.0.1:29502)";
+
+// A rank that times out waiting for a peer is the victim: the exit of the rank that caused
+// it, arriving a little later, is the one reported (it used to be the victim's).
+TEST(LiveWorldBelief, AVictimsExitWaitsForTheExitOfItsCause) {
+  RunningLive r;
+  r.exit(1, 1, 1, 0, kPeerTimeout);
+  r.advance(0.3);
+  EXPECT_TRUE(seen<ProcessExit>().empty()) << "held for the cause";
+  r.exit(2, 2, -1, 9, "");
+  ASSERT_EQ(seen<ProcessExit>().size(), 1u);
+  EXPECT_EQ(seen<ProcessExit>()[0].machine, 2);
+  EXPECT_EQ(seen<ProcessExit>()[0].exit_code, 128 + 9);
+  r.advance(3);
+  EXPECT_EQ(seen<ProcessExit>().size(), 1u) << "the victim's exit is not reported as well";
+}
+
+// No cause exits: the machine whose ranks stopped reporting steps first is named; when
+// every rank reached the same step, none is (as the simulator's watchdog exit).
+TEST(LiveWorldBelief, AVictimsExitNamesTheMachineThatStalledFirstOrNone) {
+  for (const bool laggard : {true, false}) {
+    SCOPED_TRACE(laggard ? "rank 2 behind" : "all at step 10");
+    RunningLive r;
+    for (std::int64_t rank = 0; rank < 4; ++rank) r.step(rank, rank, laggard && rank == 2 ? 9 : 10);
+    r.exit(1, 1, 1, 0, kPeerTimeout);
+    r.advance(1);
+    EXPECT_TRUE(seen<ProcessExit>().empty()) << "held for the cause";
+    r.advance(1);
+    ASSERT_EQ(seen<ProcessExit>().size(), 1u);
+    const ProcessExit x = seen<ProcessExit>()[0];
+    EXPECT_EQ(x.machine, laggard ? 2 : kNoMachine);
+    EXPECT_EQ(x.signature, kPeerTimeout);
+    EXPECT_EQ(x.step, 10) << "the victim's own last step";
+    EXPECT_TRUE(r.noted(laggard ? "m2's ranks stalled first, after step 9" : "the exit names no machine"));
+  }
+}
+
+// Any other exit is reported at once, with the step its rank last reported.
+TEST(LiveWorldBelief, AnOrdinaryExitIsReportedAtOnceWithItsRanksStep) {
+  RunningLive r;
+  r.step(0, 0, 12);
+  r.step(3, 3, 11);
+  r.exit(3, 3, 1, 0, "CUDA error: an illegal memory access was encountered");
+  ASSERT_EQ(seen<ProcessExit>().size(), 1u);
+  EXPECT_EQ(seen<ProcessExit>()[0].machine, 3);
+  EXPECT_EQ(seen<ProcessExit>()[0].step, 11);
 }
 
 }  // namespace

@@ -31,53 +31,16 @@
 #include <vector>
 
 #include "realexec/auth.h"
-
-extern char** environ;
+#include "tests/realexec/live/live_support.h"
 
 namespace {
 
 using nlohmann::json;
+using namespace faultline::live_test;
 namespace fs = std::filesystem;
 
 const char* const kFaultline = FAULTLINE_BIN;
 const char* const kTrainjob = TRAINJOB_BIN;
-
-pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawnattr_t at;
-  posix_spawnattr_init(&at);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&at, 0);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &fa, &at, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  return rc == 0 ? pid : -1;
-}
-
-int run_wait(const std::vector<std::string>& argv, const std::string& out_path) {
-  const pid_t pid = spawn(argv, out_path);
-  if (pid < 0) return -1;
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-int sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // step -> every loss string logged for it (recomputed steps appear more than once).
 std::map<long, std::vector<std::string>> read_loss_log(const std::string& path) {
@@ -555,11 +518,7 @@ class RawPeer {
   }
   bool ok() const { return fd_ >= 0; }
   bool send_text(const std::string& body) {
-    std::string f(4, '\0');
-    const std::uint32_t n = static_cast<std::uint32_t>(body.size());
-    f[0] = static_cast<char>(n >> 24), f[1] = static_cast<char>(n >> 16), f[2] = static_cast<char>(n >> 8),
-    f[3] = static_cast<char>(n);
-    f += body;
+    const std::string f = frame(body);
     return ::send(fd_, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size());
   }
   bool send(const json& m) { return send_text(m.dump()); }
@@ -603,23 +562,6 @@ class RawPeer {
   int fd_ = -1;
   std::string refusal_;
 };
-
-// Frames of every shape: a valid message with fields retyped, dropped or added.
-json mutated(const json& seed, std::mt19937_64& rng) {
-  static const char* keys[] = {"type", "req", "gen", "rank", "report", "code", "signal", "signature", "kind",
-                               "detail", "ok", "hash", "by_rank", "timed_out", "machine", "fault", "version",
-                               "urgent", "proto", "role", "token", "name", "ranks"};
-  static const json values[] = {nullptr, 5, -1, 1.5, "x", "NaN", json::array(), json{{"a", 1}}, true,
-                                std::string(3000, 'y'), 9007199254740993ull, json::array({1, "2"})};
-  json m = seed;
-  for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e) {
-    json& t = m.contains("report") && m["report"].is_object() && (rng() & 1) ? m["report"] : m;
-    const char* k = keys[rng() % (sizeof keys / sizeof *keys)];
-    if (rng() % 4 == 0) t.erase(k);
-    else t[k] = values[rng() % (sizeof values / sizeof *values)];
-  }
-  return m;
-}
 
 // Each message that killed the controller in the operator's review, then tens of thousands
 // of mutated ones, unauthenticated, as an operator client and as an agent: every one is
@@ -979,6 +921,72 @@ TEST(LiveE2E, ADeterministicNanEndsTheRunWithItsVerdictAndExitStatus) {
   EXPECT_GE(nan_incidents, 3);
   const std::string log = slurp(c.dir() + "/controller.log");
   EXPECT_NE(log.find("the policy ended the run: code_or_data"), std::string::npos) << log;
+}
+
+// The crash twin of the bad batch: the last rank dies in step 30 with an illegal memory
+// access in every run (data or code at fault). It looped tests -> reattempt -> rollback ->
+// replay -> requeue; now it ends with the verdict within three identical crashes.
+TEST(LiveE2E, ADeterministicCrashEndsTheRunWithItsVerdictAndExitStatus) {
+  LiveCluster c("crashat", json::object());
+  c.edit_config([](json& cfg) {
+    auto& argv = cfg["job"]["versions"]["v1"];
+    argv.push_back("--crash-at");
+    argv.push_back("30");
+  });
+  c.start_controller();
+  c.start_agents();
+  const int status = c.wait_controller_exit(150);
+  ASSERT_EQ(status, 3) << "the controller did not end the run (exit status 3)";
+  int exits = 0, rollbacks = 0, ends = 0;
+  std::string verdict;
+  std::set<long> steps;
+  for (const auto& r : c.records()) {
+    if (LiveCluster::is_action(r, "RollBack")) ++rollbacks;
+    if (LiveCluster::is_action(r, "EndRun")) {
+      ++ends;
+      verdict = r["action"].value("verdict", "");
+    }
+    if (LiveCluster::is_event(r, "ProcessExit")) {
+      ++exits;
+      EXPECT_EQ(r["event"].value("machine", -9), 3) << "the last rank's machine: " << r.dump();
+      steps.insert(r["event"].value("step", -9L));
+    }
+  }
+  EXPECT_EQ(ends, 1);
+  EXPECT_EQ(verdict, "code_or_data");
+  EXPECT_EQ(rollbacks, 1);
+  EXPECT_EQ(exits, 3) << "three identical crashes, then the verdict";
+  EXPECT_EQ(steps, std::set<long>{29}) << "each exit came after the rank's step 29";
+}
+
+// A rank whose peer froze times out in its collective: it is the victim. Its exit used to
+// be reported as a crash of its own machine, so the tests and evictions went to a healthy
+// machine. Now it names the machine whose ranks stalled first, or none.
+TEST(LiveE2E, ACollectiveTimeoutIsNotBlamedOnTheRankThatReportedIt) {
+  LiveCluster c("ctimeout", json{{"stall_window_s", 120}});
+  c.edit_config([](json& cfg) { cfg["job"]["env"]["FAULTLINE_COLLECTIVE_TIMEOUT_S"] = "2"; });
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(20, 60).is_null());
+  ASSERT_EQ(c.inject("m2", "stop"), 0);
+  const double t_fault = c.fault_time("stop");
+  ASSERT_GE(t_fault, 0);
+  const json exit = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "ProcessExit") && r["t_s"] >= t_fault; }, 30);
+  ASSERT_FALSE(exit.is_null()) << "no exit after the collective timeout";
+  const int named = exit["event"].value("machine", -9);
+  EXPECT_TRUE(named == -1 || named == 2) << "blamed a victim: " << exit.dump();
+  EXPECT_NE(exit["event"].value("signature", "").find("collective: timed out"), std::string::npos) << exit.dump();
+  const json note = c.wait_for([&](const json& r) {
+    return r.value("kind", "") == "note" && r.value("text", "").find("because a peer stopped answering") != std::string::npos;
+  }, 5);
+  EXPECT_FALSE(note.is_null());
+  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; }, 90);
+  ASSERT_FALSE(started.is_null()) << "training did not resume";
+  for (const auto& r : c.records())
+    if (LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault)
+      for (const auto& m : r["action"]["machines"]) EXPECT_EQ(m.get<int>(), 2) << "evicted a victim: " << r.dump();
+  ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 10, 60).is_null());
+  c.stop_run();
 }
 
 TEST(LiveE2E, ClientWithoutTokenIsRefusedAndARestartedControllerAdoptsTheJob) {
