@@ -433,7 +433,7 @@ class ByteRobust final : public Policy {
     if (v.dominant.empty()) {
       // The processes died before their stacks could be read: diagnose as a crash.
       state_ = State::kRunning;
-      on_crash(w, kNoMachine, 1, "stalled job exited before stack capture", false);
+      on_crash(w, kNoMachine, 1, "stalled job exited before stack capture", false, -1);
       return;
     }
     if (v.outliers.empty()) {
