@@ -759,9 +759,11 @@ TEST(LiveWorldBelief, ReportsAndExitsCountOnlyFromTheMachineThatRunsTheRank) {
   EXPECT_EQ(r.refused.size(), 2u) << "the standby's messages are dropped without a word";
   // What the right machines say still counts.
   r.step(0, 0, 1);
+  r.advance(0.1);  // events reach the policy at the reactor's next turn
   ASSERT_FALSE(seen<StepSample>().empty());
   EXPECT_EQ(seen<StepSample>().back().step, 1);
   r.exit(1, 1, 1, 0, "CUDA error: an illegal memory access was encountered");
+  r.advance(0.1);
   ASSERT_EQ(seen<ProcessExit>().size(), 1u);
   EXPECT_EQ(seen<ProcessExit>()[0].machine, 1);
 }
@@ -776,6 +778,7 @@ TEST(LiveWorldBelief, AVictimsExitWaitsForTheExitOfItsCause) {
   r.advance(0.3);
   EXPECT_TRUE(seen<ProcessExit>().empty()) << "held for the cause";
   r.exit(2, 2, -1, 9, "");
+  r.advance(0.1);  // well inside the grace
   ASSERT_EQ(seen<ProcessExit>().size(), 1u);
   EXPECT_EQ(seen<ProcessExit>()[0].machine, 2);
   EXPECT_EQ(seen<ProcessExit>()[0].exit_code, 128 + 9);
@@ -809,6 +812,7 @@ TEST(LiveWorldBelief, AnOrdinaryExitIsReportedAtOnceWithItsRanksStep) {
   r.step(0, 0, 12);
   r.step(3, 3, 11);
   r.exit(3, 3, 1, 0, "CUDA error: an illegal memory access was encountered");
+  r.advance(0.1);  // the reactor's next turn, not the victims' grace
   ASSERT_EQ(seen<ProcessExit>().size(), 1u);
   EXPECT_EQ(seen<ProcessExit>()[0].machine, 3);
   EXPECT_EQ(seen<ProcessExit>()[0].step, 11);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -52,6 +53,9 @@ inline int run_wait(const std::vector<std::string>& argv, const std::string& out
   waitpid(pid, &st, 0);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+// A shell command, its output discarded; its exit status.
+inline int sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
 
 inline std::string slurp(const std::string& path) {
   std::ifstream in(path);
