@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -1077,20 +1078,104 @@ EventLogWriter::EventLogWriter(const std::string& path) : path_(path) {
 }
 
 EventLogWriter::~EventLogWriter() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {
+    flush();  // a last chance for what waits in the backlog
+    ::close(fd_);
+  }
 }
 
 EventLogWriter::EventLogWriter(EventLogWriter&& o) noexcept
-    : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), failed_(o.failed_) {}
+    : path_(std::move(o.path_)),
+      fd_(std::exchange(o.fd_, -1)),
+      backlog_(std::move(o.backlog_)),
+      backlog_bytes_(std::exchange(o.backlog_bytes_, 0)),
+      backlog_limit_bytes_(o.backlog_limit_bytes_),
+      backlog_limit_records_(o.backlog_limit_records_),
+      cut_at_(std::exchange(o.cut_at_, std::nullopt)),
+      health_(std::move(o.health_)) {}
 
 EventLogWriter& EventLogWriter::operator=(EventLogWriter&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);
     path_ = std::move(o.path_);
     fd_ = std::exchange(o.fd_, -1);
-    failed_ = o.failed_;
+    backlog_ = std::move(o.backlog_);
+    backlog_bytes_ = std::exchange(o.backlog_bytes_, 0);
+    backlog_limit_bytes_ = o.backlog_limit_bytes_;
+    backlog_limit_records_ = o.backlog_limit_records_;
+    cut_at_ = std::exchange(o.cut_at_, std::nullopt);
+    health_ = std::move(o.health_);
   }
   return *this;
+}
+
+void EventLogWriter::failed(int err) {
+  ++health_.failed_writes;
+  health_.last_error = path_ + ": " + std::strerror(err);
+  if (!health_.failing) {
+    health_.failing = true;
+    ++health_.outages;
+    health_.since_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+    health_.written_late = 0;
+    health_.outage_lost = 0;
+  }
+}
+
+bool EventLogWriter::append(const std::string& line) {
+  if (fd_ < 0) {
+    failed(EBADF);
+    return false;
+  }
+  // A line that could not be cut off earlier is cut first: nothing may follow a torn line.
+  if (cut_at_) {
+    if (::ftruncate(fd_, *cut_at_) != 0) {
+      failed(errno);
+      return false;
+    }
+    cut_at_.reset();
+  }
+  // One write(2) per line; a short write is finished by further writes, and when those
+  // fail (disk full) what was written is cut off again: the file holds whole lines only.
+  const char* p = line.data();
+  std::size_t left = line.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      const std::size_t written = line.size() - left;
+      if (written > 0) {
+        // O_APPEND: the offset is the end of our own bytes.
+        const off_t end = ::lseek(fd_, 0, SEEK_CUR);
+        const off_t begin = end - static_cast<off_t>(written);
+        if (end < 0 || ::ftruncate(fd_, begin) != 0) cut_at_ = end < 0 ? std::nullopt : std::optional<off_t>(begin);
+      }
+      failed(err);
+      return false;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bool EventLogWriter::flush() {
+  bool wrote = false;
+  while (!backlog_.empty()) {
+    if (!append(backlog_.front())) {
+      health_.pending = backlog_.size();
+      return false;
+    }
+    backlog_bytes_ -= backlog_.front().size();
+    backlog_.pop_front();
+    ++health_.written_late;
+    wrote = true;
+  }
+  health_.pending = 0;
+  if (wrote) health_.failing = false;  // recovered: a write went through and nothing waits
+  return true;
 }
 
 bool EventLogWriter::write(const json& record) {
@@ -1098,28 +1183,24 @@ bool EventLogWriter::write(const json& record) {
   try {
     line = record.dump(-1, ' ', false, json::error_handler_t::replace);
   } catch (...) {
-    ++failed_;
+    ++health_.failed_writes;
     return false;
   }
   line += '\n';
-  if (fd_ < 0) {
-    ++failed_;
-    return false;
+  // Order is kept: the backlog goes first, and while it cannot, the line waits behind it.
+  if (flush() && append(line)) {
+    health_.failing = false;
+    return true;
   }
-  // One write(2) per line; a short write (disk full) is finished by further writes.
-  const char* p = line.data();
-  std::size_t left = line.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ++failed_;
-      return false;
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
+  if (backlog_.size() >= backlog_limit_records_ || backlog_bytes_ + line.size() > backlog_limit_bytes_) {
+    ++health_.lost;
+    ++health_.outage_lost;
+  } else {
+    backlog_bytes_ += line.size();
+    backlog_.push_back(std::move(line));
   }
-  return true;
+  health_.pending = backlog_.size();
+  return false;
 }
 
 }  // namespace faultline::traces

@@ -34,12 +34,19 @@
 // `faultline::Event` (the policy vocabulary) is spelled out in full here: traces::Event
 // is a fault trace's record (traces/trace.h).
 //
-// Writing never throws after open: a failed write returns false and the run goes on.
+// Writing never throws after open, and a failed write (a full disk, an I/O error) loses
+// nothing while memory allows: the partial line is cut off again (the file only ever holds
+// whole records), the record waits in a bounded in-memory backlog, and the backlog is
+// written first, in order, at the next write or flush(). What did not fit in the backlog
+// is counted as lost. StorageHealth says how the file stands.
 // Reading tolerates a torn last line (a crash mid-write) and reports it; any other bad
 // line is an error "file:line: $.field: what was expected".
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -50,6 +57,7 @@
 
 #include "policies/api/action.h"
 #include "policies/api/event.h"
+#include "traces/storage_health.h"
 
 namespace faultline::traces {
 
@@ -214,9 +222,14 @@ std::optional<double> healthy_step_time(const std::vector<Timed<ProgressRecord>>
 
 // Appends records to a log file, one line per record, each with a single write(2) on an
 // O_APPEND descriptor, so a line is never interleaved with another writer's and a crash
-// leaves at most the last line torn. Not thread-safe; move-only.
+// leaves at most the last line torn. A write that fails or stops short is cut back off
+// (ftruncate to where the line began) and the line joins the backlog (see the top of this
+// file). Not thread-safe; move-only.
 class EventLogWriter {
  public:
+  static constexpr std::size_t kBacklogBytes = std::size_t{4} << 20;  // 4 MiB of lines
+  static constexpr std::size_t kBacklogRecords = 100000;
+
   // Opens (creating, mode 0644) `path` for append. Throws EventLogError when it cannot.
   explicit EventLogWriter(const std::string& path);
   ~EventLogWriter();
@@ -225,7 +238,8 @@ class EventLogWriter {
   EventLogWriter(const EventLogWriter&) = delete;
   EventLogWriter& operator=(const EventLogWriter&) = delete;
 
-  // Each returns false when the line could not be written whole (the writer stays usable).
+  // Each returns true when the record (and every record before it) is in the file; false
+  // when it waits in the backlog or was lost (health() says which; the writer stays usable).
   bool header(double t_s, const EventLogHeader& h) { return write(header_record(t_s, h)); }
   bool event(double t_s, const faultline::Event& e) { return write(event_record(t_s, e)); }
   bool action(double t_s, ActionId id, const faultline::Action& a) {
@@ -240,13 +254,34 @@ class EventLogWriter {
   // Writes one record object as one line (invalid UTF-8 is replaced, never thrown).
   bool write(const nlohmann::json& record);
 
+  // Writes the backlog now (a timer calls it so that records do not wait for the next
+  // one). Returns true when nothing is pending.
+  bool flush();
+  // Caps the backlog (tests; the defaults are kBacklogBytes and kBacklogRecords).
+  void set_backlog_limits(std::size_t bytes, std::size_t records) {
+    backlog_limit_bytes_ = bytes;
+    backlog_limit_records_ = records;
+  }
+
   const std::string& path() const { return path_; }
-  std::size_t failed_writes() const { return failed_; }
+  std::size_t failed_writes() const { return health_.failed_writes; }
+  const StorageHealth& health() const { return health_; }
 
  private:
+  // Writes one whole line, or cuts off what it wrote and returns false (errno kept in
+  // health_.last_error).
+  bool append(const std::string& line);
+  void failed(int err);
+
   std::string path_;
   int fd_ = -1;
-  std::size_t failed_ = 0;
+  std::deque<std::string> backlog_;
+  std::size_t backlog_bytes_ = 0;
+  std::size_t backlog_limit_bytes_ = kBacklogBytes;
+  std::size_t backlog_limit_records_ = kBacklogRecords;
+  // Where a line that could not be cut off began: nothing is appended before the cut works.
+  std::optional<off_t> cut_at_;
+  StorageHealth health_;
 };
 
 }  // namespace faultline::traces

@@ -4,9 +4,16 @@
 #include "traces/event_log.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -479,6 +486,183 @@ TEST(EventLogSummary, LiveEttrFromProgressUsesTheMedianHealthyStep) {
   EXPECT_DOUBLE_EQ(s.ettr, 0.5);
   // Without two consecutive healthy samples: the nominal step time.
   EXPECT_DOUBLE_EQ(summarize_progress({p[0]}, 100, 9).step_time_s, 9);
+}
+
+
+// A log on a disk that really fills: a 64 KiB tmpfs filled with a filler file when the
+// tests run as root (and may mount), else a file-size limit (RLIMIT_FSIZE, SIGXFSZ
+// ignored) set just above the log's size. Writes fail in the kernel either way, often
+// after part of a line went out, which is what tore records before.
+class FullDisk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/faultline-fulldisk-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    mounted_ = ::geteuid() == 0 && ::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=64k") == 0;
+    path_ = dir_ + "/events.jsonl";
+    if (!mounted_) {
+      old_xfsz_ = std::signal(SIGXFSZ, SIG_IGN);
+      ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit_), 0);
+    }
+  }
+  void TearDown() override {
+    free_space();
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+    else std::signal(SIGXFSZ, old_xfsz_);
+    std::filesystem::remove_all(dir_);
+  }
+  // Leaves no room for the log to grow by another page (tmpfs) or another byte past
+  // `slack` (file-size limit).
+  void fill() {
+    if (mounted_) {
+      const int fd = ::open((dir_ + "/filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      ASSERT_GE(fd, 0);
+      const std::string block(4096, 'x');
+      while (::write(fd, block.data(), block.size()) > 0) {
+      }
+      for (std::size_t n = 512; n > 0; n /= 2)
+        while (::write(fd, block.data(), n) > 0) {
+        }
+      ::close(fd);
+    } else {
+      rlimit l = old_limit_;
+      l.rlim_cur = static_cast<rlim_t>(std::filesystem::file_size(path_) + 10);
+      ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &l), 0);
+    }
+  }
+  void free_space() {
+    if (mounted_) std::filesystem::remove(dir_ + "/filler");
+    else ::setrlimit(RLIMIT_FSIZE, &old_limit_);
+  }
+  std::string read_text() const {
+    std::ifstream f(path_, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  // Writes "note i" for i = first, first+1, ... until one fails (the disk is full);
+  // returns the i that failed.
+  int write_until_failure(EventLogWriter& w, int first) {
+    for (int i = first; i < first + 2000; ++i)
+      if (!w.note(i, "note " + std::to_string(i))) return i;
+    ADD_FAILURE() << "no write failed on a full disk";
+    return -1;
+  }
+  // Every line is a whole record (the file ends with a newline) and the log decodes with
+  // no torn tail; returns the notes' numbers in file order.
+  std::vector<int> notes_in_file() const {
+    const std::string text = read_text();
+    EXPECT_TRUE(text.empty() || text.back() == '\n') << "a torn record stayed in the file";
+    std::vector<int> out;
+    try {
+      const EventLog log = read_event_log(path_);
+      EXPECT_FALSE(log.torn_tail) << "torn line " << log.torn_line;
+      for (const auto& n : log.notes) out.push_back(std::stoi(n.value.substr(5)));
+    } catch (const EventLogError& e) {
+      ADD_FAILURE() << e.what();
+    }
+    return out;
+  }
+  static EventLogHeader header() {
+    EventLogHeader h;
+    h.stack = "byterobust";
+    return h;
+  }
+
+  std::string dir_, path_;
+  bool mounted_ = false;
+  rlimit old_limit_{};
+  void (*old_xfsz_)(int) = SIG_DFL;
+};
+
+TEST_F(FullDisk, AFailedWriteLeavesNoTornRecordAndTheBacklogIsWrittenInOrderOnceThereIsRoom) {
+  EventLogWriter w(path_);
+  ASSERT_TRUE(w.header(0, header()));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(w.note(i, "note " + std::to_string(i)));
+  EXPECT_FALSE(w.health().failing);
+  fill();
+  const auto before = std::chrono::system_clock::now();
+  const int failed_at = write_until_failure(w, 5);
+  ASSERT_GT(failed_at, 0);
+  for (int i = failed_at + 1; i < failed_at + 20; ++i) EXPECT_FALSE(w.note(i, "note " + std::to_string(i)));
+  EXPECT_FALSE(w.flush()) << "the disk is still full";
+
+  // While full: the file holds whole records only, up to the last one that went through.
+  std::vector<int> want;
+  for (int i = 0; i < failed_at; ++i) want.push_back(i);
+  EXPECT_EQ(notes_in_file(), want);
+  const StorageHealth h = w.health();
+  EXPECT_TRUE(h.failing);
+  EXPECT_EQ(h.outages, 1u);
+  EXPECT_EQ(h.pending, 20u);
+  EXPECT_EQ(h.lost, 0u);
+  EXPECT_GE(h.failed_writes, 21u) << "each record tried once, and the flush";
+  EXPECT_EQ(w.failed_writes(), h.failed_writes);
+  EXPECT_EQ(h.last_error, path_ + ": " + std::strerror(mounted_ ? ENOSPC : EFBIG));
+  const auto since = std::chrono::system_clock::time_point(std::chrono::milliseconds(h.since_unix_ms));
+  EXPECT_LE(std::chrono::abs(since - before), std::chrono::seconds(2));
+
+  // Room again: the next record goes out after the 20 that waited, in order.
+  free_space();
+  EXPECT_TRUE(w.note(failed_at + 20, "note " + std::to_string(failed_at + 20)));
+  for (int i = failed_at; i <= failed_at + 20; ++i) want.push_back(i);
+  EXPECT_EQ(notes_in_file(), want);
+  EXPECT_FALSE(w.health().failing);
+  EXPECT_EQ(w.health().pending, 0u);
+  EXPECT_EQ(w.health().written_late, 20u);
+  EXPECT_EQ(w.health().lost, 0u);
+  EXPECT_EQ(w.health().outages, 1u);
+  EXPECT_EQ(w.health().since_unix_ms, h.since_unix_ms) << "the outage that ended keeps its start";
+}
+
+TEST_F(FullDisk, ABacklogThatOverflowsCountsTheRecordsItLostAndFlushWritesTheRest) {
+  EventLogWriter w(path_);
+  w.set_backlog_limits(1 << 20, 8);
+  ASSERT_TRUE(w.header(0, header()));
+  fill();
+  const int failed_at = write_until_failure(w, 0);
+  ASSERT_GE(failed_at, 0);
+  for (int i = failed_at + 1; i < failed_at + 12; ++i) EXPECT_FALSE(w.note(i, "note " + std::to_string(i)));
+  EXPECT_EQ(w.health().pending, 8u);
+  EXPECT_EQ(w.health().lost, 4u);
+  EXPECT_EQ(w.health().outage_lost, 4u);
+  EXPECT_TRUE(w.health().failing);
+
+  free_space();
+  EXPECT_TRUE(w.flush()) << "the backlog goes out without waiting for another record";
+  std::vector<int> want;
+  for (int i = 0; i < failed_at + 8; ++i) want.push_back(i);  // the oldest 8 waited; the 4 after were lost
+  EXPECT_EQ(notes_in_file(), want);
+  EXPECT_FALSE(w.health().failing);
+  EXPECT_EQ(w.health().pending, 0u);
+  EXPECT_EQ(w.health().written_late, 8u);
+  EXPECT_EQ(w.health().lost, 4u);
+
+  // A second outage counts on; its own tallies start over.
+  fill();
+  const int again = write_until_failure(w, failed_at + 12);
+  ASSERT_GE(again, 0);
+  EXPECT_EQ(w.health().outages, 2u);
+  EXPECT_EQ(w.health().outage_lost, 0u);
+  EXPECT_EQ(w.health().pending, 1u);
+  free_space();
+  EXPECT_TRUE(w.flush());
+  EXPECT_EQ(w.health().written_late, 1u);
+  EXPECT_EQ(notes_in_file().back(), again);
+}
+
+TEST_F(FullDisk, ABacklogStillWaitingWhenTheWriterClosesIsWrittenByItsLastFlush) {
+  {
+    EventLogWriter w(path_);
+    ASSERT_TRUE(w.header(0, header()));
+    fill();
+    ASSERT_GE(write_until_failure(w, 0), 0);
+    EXPECT_FALSE(w.note(9999, "note 9999"));
+    free_space();
+  }
+  // The destructor's last flush wrote what waited.
+  EXPECT_EQ(notes_in_file().back(), 9999);
 }
 
 }  // namespace

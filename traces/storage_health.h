@@ -1,0 +1,26 @@
+// How writing a file stands after failures (a full disk, an I/O error): what the live
+// event log's writer (traces/event_log.h) and the live controller's journal
+// (realexec/journal.h) report, and what `faultline live status` shows as "storage".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace faultline::traces {
+
+// An outage begins at the first failed write and ends when everything that waited has
+// been written (for the journal: at the next save that works).
+struct StorageHealth {
+  bool failing = false;             // an outage is under way
+  std::uint64_t outages = 0;        // outages begun so far (the current one included)
+  std::int64_t since_unix_ms = 0;   // wall clock of the current (or last) outage's first failure
+  std::string last_error;           // "PATH: strerror text" of the latest failure
+  std::uint64_t failed_writes = 0;  // failed attempts, all outages (a retried record counts again)
+  std::size_t pending = 0;          // records waiting in the backlog
+  std::uint64_t lost = 0;           // records dropped because the backlog was full, all outages
+  std::uint64_t written_late = 0;   // current (or last) outage: records written from the backlog
+  std::uint64_t outage_lost = 0;    // current (or last) outage: records dropped
+};
+
+}  // namespace faultline::traces
