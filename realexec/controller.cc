@@ -39,6 +39,9 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     if (tokens_equal(status_token_, token_))
       throw std::runtime_error(config_.status_token_file + ": token: the read-only credential equals token_file's");
   }
+  // A file-size limit (ulimit -f) makes writes fail with EFBIG, reported like a full disk,
+  // instead of killing the controller.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::error_code ec;
   std::filesystem::create_directories(config_.state_dir, ec);
   if (ec) throw std::runtime_error(config_.state_dir + ": cannot create the state directory: " + ec.message());
@@ -102,6 +105,7 @@ int Controller::run(double duration_s) {
   std::uint64_t finish_timer = 0;
   std::function<void()> poll_finished = [&] {
     finish_timer = reactor_.add_timer(Duration::seconds(0.5), poll_finished);
+    watch_storage();
     if (world_->finished())
       shutdown(world_->ended_verdict().empty() ? "the job finished"
                                                : "the policy ended the run: " + world_->ended_verdict());
@@ -109,7 +113,64 @@ int Controller::run(double duration_s) {
   poll_finished();
   reactor_.run();
   if (finish_timer) reactor_.cancel_timer(finish_timer);
-  return world_->ended_verdict().empty() ? 0 : kExitEndedRun;
+  watch_storage();  // a last try for what still waits
+  int code = world_->ended_verdict().empty() ? 0 : kExitEndedRun;
+  std::cout << std::flush;
+  if (journal_->health().failing)
+    std::cerr << log_stamp() << " faultline live: the journal could not be saved since "
+              << utc_stamp(journal_->health().since_unix_ms) << " (" << journal_->health().last_error
+              << "): a restarted controller resumes from the previous journal\n";
+  const traces::StorageHealth& h = log_->health();
+  if (const std::uint64_t lost = h.lost + h.pending; lost > 0) {
+    // What still waits in the backlog now is lost with the process.
+    std::cerr << log_stamp() << " faultline live: the event log " << log_->path() << " is incomplete: " << lost
+              << " records lost to write failures (" << h.last_error << ")"
+              << (code == 0 ? "; exit status " + std::to_string(kExitLostRecords) : "") << "\n";
+    if (code == 0) code = kExitLostRecords;
+  }
+  std::cerr << std::flush;
+  return code;
+}
+
+void Controller::watch_storage() {
+  log_->flush();
+  journal_->retry();
+  const std::string stamp = log_stamp();
+  {
+    const traces::StorageHealth& h = log_->health();
+    if (h.outages > log_watch_.outages) {
+      log_watch_.outages = h.outages;
+      log_watch_.failing = true;
+      std::cerr << stamp << " faultline live: storage: writing the event log failed at " << utc_stamp(h.since_unix_ms)
+                << ": " << h.last_error << "; " << h.pending
+                << " records pending, kept in memory and retried (reported once per outage)\n";
+    }
+    if (log_watch_.failing && !h.failing) {
+      log_watch_.failing = false;
+      const std::string line = "storage: the event log is written again after failing since " +
+                               utc_stamp(h.since_unix_ms) + ": " + std::to_string(h.written_late) +
+                               " records written late, " + std::to_string(h.outage_lost) + " lost";
+      std::cerr << stamp << " faultline live: " << line << "\n";
+      if (!shutting_down_) world_->note(line);  // the log itself says where it has a gap (never after the summary)
+    }
+  }
+  {
+    const traces::StorageHealth& h = journal_->health();
+    if (h.outages > journal_watch_.outages) {
+      journal_watch_.outages = h.outages;
+      journal_watch_.failing = true;
+      std::cerr << stamp << " faultline live: storage: saving the journal failed at " << utc_stamp(h.since_unix_ms)
+                << ": " << h.last_error << "; the previous journal stays, retried (reported once per outage)\n";
+    }
+    if (journal_watch_.failing && !h.failing) {
+      journal_watch_.failing = false;
+      const std::string line =
+          "storage: the journal is saved again after failing since " + utc_stamp(h.since_unix_ms);
+      std::cerr << stamp << " faultline live: " << line << "\n";
+      if (!shutting_down_) world_->note(line);
+    }
+  }
+  std::cerr << std::flush;
 }
 
 void Controller::start_world() {

@@ -24,6 +24,11 @@ namespace faultline::live {
 // `faultline live run` exits with this after the policy ended the run (EndRun, e.g. the
 // verdict "code_or_data": do not requeue, the code or the data is at fault).
 inline constexpr int kExitEndedRun = 3;
+// ... with this when event log records were lost (not merely written late: a full disk
+// outlasted the in-memory backlog, or records still waited at exit) and the run was not
+// ended by the policy (kExitEndedRun takes precedence: it decides whether to requeue).
+// The last line of its output says how many.
+inline constexpr int kExitLostRecords = 4;
 
 class Controller final : public MachineLink {
  public:
@@ -64,6 +69,13 @@ class Controller final : public MachineLink {
   void refuse(std::uint64_t sid, const std::string& why);
   void shutdown(const std::string& why);
   void start_world();
+  // Retries what waits to be written (the event log's backlog, a failed journal save) and
+  // reports an outage of either on stderr: one line when it begins, one when it ends.
+  void watch_storage();
+  struct StorageWatch {
+    std::uint64_t outages = 0;  // outages reported so far
+    bool failing = false;       // an outage was reported and has not ended
+  };
 
   const LiveConfig& config_;
   Reactor& reactor_;
@@ -79,6 +91,7 @@ class Controller final : public MachineLink {
   bool shutting_down_ = false;
   std::uint64_t unauthenticated_ = 0;  // refused or failed handshakes
   bool world_started_ = false;
+  StorageWatch log_watch_, journal_watch_;
 };
 
 }  // namespace faultline::live

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,7 +21,10 @@ bool write_all(int fd, const std::string& s) {
   while (off < s.size()) {
     const ssize_t n = ::write(fd, s.data() + off, s.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
+    if (n <= 0) {
+      if (n == 0) errno = ENOSPC;
+      return false;
+    }
     off += static_cast<size_t>(n);
   }
   return true;
@@ -65,7 +69,7 @@ bool Journal::load(std::string* err) {
   return true;
 }
 
-bool Journal::save(std::string* err) const {
+bool Journal::save(std::string* err) {
   json j;
   j["origin_ns"] = state_.origin_ns;
   j["gen"] = state_.gen;
@@ -85,23 +89,44 @@ bool Journal::save(std::string* err) const {
   j["retired"] = state_.retired;
   j["ended_verdict"] = state_.ended_verdict;
   const std::string tmp = path_ + ".tmp";
+  // The previous journal is replaced only by a whole, synced new one: a failure anywhere
+  // before the rename leaves it as it was, and the partial temporary file is removed
+  // (on a full disk it holds space the retry will need).
+  auto fail = [&](const std::string& file, int e) {
+    ::unlink(tmp.c_str());
+    *err = file + ": " + std::strerror(e);
+    ++health_.failed_writes;
+    health_.last_error = *err;
+    if (!health_.failing) {
+      health_.failing = true;
+      ++health_.outages;
+      health_.since_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+      health_.written_late = 0;
+    }
+    health_.pending = 1;
+    return false;
+  };
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    *err = tmp + ": " + std::strerror(errno);
-    return false;
-  }
-  const bool ok = write_all(fd, j.dump() + "\n") && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    *err = path_ + ": " + std::strerror(errno);
-    return false;
-  }
+  if (fd < 0) return fail(tmp, errno);
+  int e = 0;
+  errno = 0;
+  if (!write_all(fd, j.dump() + "\n") || ::fsync(fd) != 0) e = errno ? errno : EIO;
+  if (::close(fd) != 0 && e == 0) e = errno;
+  if (e != 0) return fail(tmp, e);
+  if (std::rename(tmp.c_str(), path_.c_str()) != 0) return fail(path_, errno);
   const std::string dir = std::filesystem::path(path_).parent_path().string();
   const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+  if (health_.failing) {
+    health_.failing = false;
+    health_.written_late = 1;
+  }
+  health_.pending = 0;
   return true;
 }
 

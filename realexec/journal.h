@@ -4,6 +4,9 @@
 // Saved atomically (write a temporary file, fsync, rename, fsync the directory) after
 // every change of placement, generation or code version. Policy state is not
 // journaled: a restarted policy starts fresh and its StartJob adopts the running job.
+// A save that fails (a full disk) leaves the previous journal whole and removes its
+// temporary file; health() says so until a later save (the next change, or retry())
+// works.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "policies/api/ids.h"
+#include "traces/storage_health.h"
 
 namespace faultline::live {
 
@@ -40,8 +44,16 @@ class Journal {
   // Loads the journal when the file exists. Returns false with *err ("FILE: FIELD: ...")
   // when it exists but cannot be used; true otherwise (resumed() says which).
   bool load(std::string* err);
-  // Writes atomically; false with *err on an I/O error (the previous journal stays).
-  bool save(std::string* err) const;
+  // Writes atomically; false with *err ("PATH: strerror text") on an I/O error (the
+  // previous journal stays, whole).
+  bool save(std::string* err);
+  // Saves again when the last save failed; true when the journal on disk is current.
+  bool retry() {
+    std::string err;
+    return !health_.failing || save(&err);
+  }
+  // pending is 1 while the state on disk is out of date; lost is never counted.
+  const traces::StorageHealth& health() const { return health_; }
   bool resumed() const { return resumed_; }
   JournalState& state() { return state_; }
   const JournalState& state() const { return state_; }
@@ -51,6 +63,7 @@ class Journal {
   std::string path_;
   JournalState state_;
   bool resumed_ = false;
+  traces::StorageHealth health_;
 };
 
 }  // namespace faultline::live

@@ -34,13 +34,15 @@ const char* kUsage =
     "inject  injects a fault through the machine's agent and records it as ground truth:\n"
     "        kill | stop | crash | hang | nan | slow | sdc | nic_down | machine_down | repair\n"
     "update  asks the policy for a code update (urgent unless --deferred)\n"
-    "status  prints the controller's view: the run, ETTR so far, every machine by state,\n"
-    "        the pool, recent incidents and their phase (--json: the same as JSON)\n"
+    "status  prints the controller's view: the run, ETTR so far, storage (ok, or failing\n"
+    "        since when, with records pending and lost), every machine by state, the pool,\n"
+    "        recent incidents and their phase (--json: the same as JSON)\n"
     "stop    writes the summary (measured ETTR), shuts the agents down and exits\n"
     "\n"
     "exit status of run: 0 when stopped or the job finished, 3 when the policy ended the run\n"
-    "(the same incident kept recurring: code or data at fault, do not requeue), 2 for a bad\n"
-    "config or token, 1 for other failures.\n";
+    "(the same incident kept recurring: code or data at fault, do not requeue), 4 when event\n"
+    "log records were lost to write failures (a full disk outlasted the in-memory backlog;\n"
+    "3 takes precedence), 2 for a bad config or token, 1 for other failures.\n";
 
 // The operator's table of a status reply. Reads defensively: the reply came off a socket.
 std::string status_table(const json& st) {
@@ -60,6 +62,31 @@ std::string status_table(const json& st) {
                 str(st, "stack", "?").c_str(), num(st, "incident_count"));
   out << buf;
   if (!str(st, "ended_verdict").empty()) out << "RUN ENDED: " << str(st, "ended_verdict") << "\n";
+  if (st.contains("storage") && st["storage"].is_object()) {
+    const json& sto = st["storage"];
+    const json none = json::object();
+    const json& ev = sto.contains("event_log") && sto["event_log"].is_object() ? sto["event_log"] : none;
+    const json& jo = sto.contains("journal") && sto["journal"].is_object() ? sto["journal"] : none;
+    const bool ev_failing = ev.value("failing", false) == true, jo_failing = jo.value("failing", false) == true;
+    if (!ev_failing && !jo_failing) {
+      out << "storage: ok";
+      if (num(ev, "lost") > 0) {
+        std::snprintf(buf, sizeof buf, " (%.0f event log records lost in earlier write failures)", num(ev, "lost"));
+        out << buf;
+      }
+      out << "\n";
+    }
+    if (ev_failing) {
+      std::snprintf(buf, sizeof buf, "storage: FAILING since %s (%.0f s): event log %.0f records pending, %.0f lost: ",
+                    str(ev, "since", "?").c_str(), num(ev, "failing_for_s"), num(ev, "pending"), num(ev, "lost"));
+      out << buf << str(ev, "last_error").substr(0, 200) << "\n";
+    }
+    if (jo_failing) {
+      std::snprintf(buf, sizeof buf, "storage: FAILING since %s (%.0f s): journal not saved (the previous one stays): ",
+                    str(jo, "since", "?").c_str(), num(jo, "failing_for_s"));
+      out << buf << str(jo, "last_error").substr(0, 200) << "\n";
+    }
+  }
   const json standby = st.contains("standby") && st["standby"].is_array() ? st["standby"] : json::array();
   out << "\nMACHINE          STATE                   CONNECTED  STRIKES\n";
   if (st.contains("machines") && st["machines"].is_array())

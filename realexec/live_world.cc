@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
 
 #include "policies/api/registry.h"
+#include "realexec/wire.h"
 #include "traces/config.h"
 #include "traces/stats.h"
 
@@ -57,6 +59,22 @@ AgentReply failed_reply(std::string detail, bool timed_out = false) {
   r.detail = std::move(detail);
   r.timed_out = timed_out;
   return r;
+}
+
+// One file's part of the status "storage" field.
+json storage_status(const traces::StorageHealth& h, const std::string& path) {
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  return json{{"path", path},
+              {"failing", h.failing},
+              {"since", h.failing ? json(utc_stamp(h.since_unix_ms)) : json(nullptr)},
+              {"failing_for_s", h.failing ? json(static_cast<double>(now_ms - h.since_unix_ms) / 1000) : json(nullptr)},
+              {"pending", h.pending},
+              {"lost", h.lost},
+              {"failed_writes", h.failed_writes},
+              {"outages", h.outages},
+              {"last_error", h.last_error}};
 }
 
 }  // namespace
@@ -139,8 +157,12 @@ void LiveWorld::save_journal() {
   s.next_action = next_action_;
   s.last_step = last_step_;
   s.step_times = healthy_step_times_;
+  // Noted once per outage, not once per save (the event log may be failing too, and its
+  // backlog is bounded); the controller reports the outage and its end.
+  const bool was_failing = journal_.health().failing;
   std::string err;
-  if (!journal_.save(&err)) note("journal write failed: " + err);
+  if (!journal_.save(&err) && !was_failing)
+    note("journal write failed: " + err + "; the previous journal stays, retrying at the next save");
 }
 
 void LiveWorld::start() {
@@ -1279,7 +1301,10 @@ json LiveWorld::status() const {
               {"standby", standby},       {"stack", config_.stack}, {"repairing", repairing},
               {"retired", retired},       {"machines", machines},  {"ettr_so_far", acc.ettr},
               {"incident_count", incidents_.size()}, {"incidents", incidents},
-              {"ended_verdict", s.ended_verdict}};
+              {"ended_verdict", s.ended_verdict},
+              {"storage", {{"state", log_.health().failing || journal_.health().failing ? "failing" : "ok"},
+                           {"event_log", storage_status(log_.health(), log_.path())},
+                           {"journal", storage_status(journal_.health(), journal_.path())}}}};
 }
 
 LiveWorld::Accounting LiveWorld::accounting() const {

@@ -371,11 +371,16 @@ int accept_tcp(int listen_fd, std::string* peer) {
 std::string log_stamp() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
+  return utc_stamp(std::int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000);
+}
+
+std::string utc_stamp(std::int64_t unix_ms) {
+  const time_t secs = static_cast<time_t>(unix_ms / 1000);
   tm t{};
-  ::gmtime_r(&ts.tv_sec, &t);
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000);
+  ::gmtime_r(&secs, &t);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(unix_ms % 1000));
   return buf;
 }
 

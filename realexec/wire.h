@@ -90,6 +90,8 @@ int accept_tcp(int listen_fd, std::string* peer);
 
 // The wall-clock time for a log line: "2026-11-25T09:10:11.123Z" (UTC, milliseconds).
 std::string log_stamp();
+// The same for a wall-clock time given as milliseconds since the Unix epoch.
+std::string utc_stamp(std::int64_t unix_ms);
 
 // Reads the shared token from `path`: one line, at least 16 characters, file not
 // readable by others. Returns false with *err naming the file and what was wrong.
