@@ -179,17 +179,18 @@ class ByteRobust final : public Policy {
   void handle(const ProcessExit& x, World& w) { on_crash(w, x.machine, x.exit_code, x.signature, false, x.step); }
   void handle(const StartFailed& x, World& w) {
     if (x.action != pending_start_ && x.action != pending_acquire_) return;
-    on_crash(w, x.machine, 1, x.signature, true, -1);
+    on_crash(w, x.machine, 1, x.signature, true, x.step);
   }
 
   // Ends the run (EndRun, verdict code_or_data) when `repeats` identical incidents reached
-  // identical_incident_limit; rolls the code back at the one before. True when it acted.
-  bool escalate_identical(World& w, int repeats, const std::string& what, const std::string& why) {
+  // identical_incident_limit; rolls the code back at the one before. `what` says what
+  // recurred, `times` how often (at least `repeats`). True when it acted.
+  bool escalate_identical(World& w, int repeats, int times, const std::string& what, const std::string& why) {
     const int limit = static_cast<int>(p_.get("identical_incident_limit"));
     if (limit > 0 && repeats >= limit) {
       stop_if_running(w, why);
       state_ = State::kEnded;
-      w.act(EndRun{"code_or_data", what + " " + std::to_string(repeats) +
+      w.act(EndRun{"code_or_data", what + " " + std::to_string(times) +
                                        " times in a row, after diagnosis and a code rollback: the data or the code "
                                        "is at fault; do not requeue"});
       return true;
@@ -221,16 +222,25 @@ class ByteRobust final : public Policy {
     const SlotId slot = m == kNoMachine ? -1 : w.cluster().slot_of(m);
     const bool same_locus = m == kNoMachine ? last_crash_machine_ == kNoMachine && last_crash_slot_ < 0
                                             : m == last_crash_machine_ || slot == last_crash_slot_;
-    const bool again = soon && sig == last_crash_sig_ && same_locus;
-    // The same crash in the same step at the same locus, run again from a checkpoint:
-    // whatever machines run the job, it dies there; the code or the data is at fault.
-    // Escalates like the same NaN (handle MetricAnomaly): rolled back, then the run ends,
-    // instead of tests, rollback, replay and requeue over and over. Unlike a NaN, a crash
-    // right after a restore from the step before counts: the exit came after every rank
-    // started (a failed restore is StartFailed, never counted), in the failing step itself,
-    // and with a checkpoint every step that is where a deterministic crash recurs.
+    // The same signature after the same step as the last crash is a recurrence however
+    // long the job ran in between (slow steps, or a restore from far back).
     const bool same_step = step >= 0 && step == last_crash_step_ && sig == last_crash_sig_ && same_locus;
-    crash_repeats_ = same_step ? crash_repeats_ + 1 : 1;
+    const bool again = (soon || same_step) && sig == last_crash_sig_ && same_locus;
+    // The same crash after the same step at the same rank, run again from a checkpoint,
+    // on one machine after another: it follows the rank, not a machine, so the code or the
+    // data is at fault. Escalates like the same NaN (handle MetricAnomaly), counting the
+    // machines it struck in turn: on the second the code is rolled back (the ladder's own answer
+    // to a replacement that crashes like its predecessor), on identical_incident_limit
+    // machines the run ends, instead of tests, rollback and replay over and over. On one
+    // machine it is the ladder's (tests, then an attributed eviction): a persistent
+    // hardware fault recurs at the same step too, the same time after every restart, and
+    // a replacement may be broken as well. Unlike a NaN, a crash right after a restore
+    // from the step before counts: the exit came after its rank restored and started (a
+    // failed restore has no step and never counts), and with a checkpoint every step that
+    // is where a deterministic crash recurs.
+    const bool struck_another = same_step && m != kNoMachine && m != last_crash_machine_;
+    crash_streak_ = same_step ? crash_streak_ + 1 : 1;
+    crash_turns_ = !same_step ? 1 : crash_turns_ + (struck_another ? 1 : 0);
     last_crash_step_ = step;
     named_ = again && m != kNoMachine && m == last_crash_machine_ ? named_ + 1 : 1;
     level_ = again ? level_ + 1 : 0;
@@ -238,8 +248,10 @@ class ByteRobust final : public Policy {
     last_crash_sig_ = sig;
     last_crash_machine_ = m;
     last_crash_slot_ = slot;
-    if (escalate_identical(w, crash_repeats_, "the same crash at step " + std::to_string(step) + " (" + sig + ")",
-                           "crash: " + sig))
+    if (struck_another && escalate_identical(w, crash_turns_, crash_streak_,
+                                             "the same crash at step " + std::to_string(step) + ", on " +
+                                                 std::to_string(crash_turns_) + " machines in turn (" + sig + "),",
+                                             "crash: " + sig))
       return;
     stop_if_running(w, "crash: " + sig);
     state_ = State::kDiagnosing;
@@ -473,7 +485,7 @@ class ByteRobust final : public Policy {
     const bool same_step = a.nan && a.step >= 0 && a.step == last_nan_step_ && a.step > last_start_step_;
     nan_repeats_ = same_step ? nan_repeats_ + 1 : 1;
     last_nan_step_ = a.nan ? a.step : -1;
-    if (escalate_identical(w, nan_repeats_, "NaN at step " + std::to_string(a.step), "metric anomaly: " + a.metric))
+    if (escalate_identical(w, nan_repeats_, nan_repeats_, "NaN at step " + std::to_string(a.step), "metric anomaly: " + a.metric))
       return;
     // A NaN again soon after the restart that answered the last one: that round's
     // evictions did not remove the cause. Go straight to replay (bounded by
@@ -580,7 +592,8 @@ class ByteRobust final : public Policy {
   std::int64_t last_nan_step_ = -1;  // step of the last NaN incident
   int nan_repeats_ = 0;              // NaN incidents in a row at that same step
   std::int64_t last_crash_step_ = -1;  // step the last crash came after (-1: unknown)
-  int crash_repeats_ = 0;              // identical crashes in a row (same signature, step, locus)
+  int crash_streak_ = 0;               // identical crashes in a row (same signature, step, rank)
+  int crash_turns_ = 0;                // machines they struck in turn (a change of machine counts)
   int mfu_fruitless_ = 0;   // MFU aggregation sequences since the restart that flagged nothing
   bool mfu_given_up_ = false;
   bool last_recovery_evicted_ = false;
@@ -678,8 +691,8 @@ const PolicyInfo& byterobust_info() {
            "count", 3, 1, 100},
           {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
           {"identical_incident_limit",
-           "the same NaN at the same step, or the same crash (signature, rank) after the same step, this many "
-           "times in a row ends the run with the verdict code_or_data (the time before, the code is rolled back; "
+           "the same NaN at the same step this many times in a row, or the same crash (signature, rank) after the "
+           "same step on this many machines in turn, ends the run with the verdict code_or_data (the time before, the code is rolled back; "
            "0 = never)",
            "count", 3, 0, 100},
           module_choice(modules(), ModuleKind::kDetection, "detection",

@@ -22,7 +22,7 @@
 
 #include "policies/module.h"
 
-// 2: the EndRun action and MetricAnomaly::step. 3: ProcessExit::step.
+// 2: the EndRun action and MetricAnomaly::step. 3: ProcessExit::step, StartFailed::step.
 // (CMakeLists.txt reads the number below.)
 #define FAULTLINE_PLUGIN_ABI 3
 

@@ -42,9 +42,10 @@ constexpr double kPeerGraceS = 1.5;
 // TCPStore, and faultline-trainjob's collectives. Such a rank is a victim; the world does
 // not name its machine (as the simulator's watchdog exit names none).
 bool is_peer_symptom(const std::string& sig) {
+  // faultline-trainjob's collectives fail only because of a peer ("collective: all_gather:
+  // connection to rank 3 lost (closed by peer)", "... timed out ...").
   for (const char* s : {"Timed out waiting", "collective operation timeout", "Connection closed by peer",
-                        "Connection reset by peer", "collective: timed out", "collective: connection to",
-                        "DistNetworkError"})
+                        "Connection reset by peer", "collective: ", "DistNetworkError"})
     if (sig.find(s) != std::string::npos) return true;
   return false;
 }
@@ -1047,28 +1048,46 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
     // Ranks of the previous generation die while a start kills them: not a failure of
     // this start, whose ranks are launched only after the kill.
     if (launch_gen_ != journal_.state().gen) return;
-    const ActionId id = starting_;
-    starting_ = 0;
-    if (start_timer_) reactor_.cancel_timer(start_timer_);
-    start_timer_ = 0;
-    outcome(id, false, "rank " + std::to_string(rank) + " exited while starting: " + signature, start_began_);
-    deliver(StartFailed{id, m, signature});
+    if (sig == 0 && is_peer_symptom(signature)) {
+      hold_victim(m, rank, code, signature);
+      return;
+    }
+    fail_start(m, rank, signature);
     return;
   }
   if (!running_ || exit_reported_) return;  // echoes of an exit already reported
   const int status = sig ? 128 + sig : code;
   if (sig == 0 && is_peer_symptom(signature)) {
-    // A victim: wait a little for the exit of the rank that caused it.
-    if (!victim_) {
-      victim_ = VictimExit{m, rank, status, signature};
-      victim_timer_ = reactor_.add_timer(Duration::seconds(kPeerGraceS), [this] {
-        victim_timer_ = 0;
-        attribute_victim_exit();
-      });
-    }
+    hold_victim(m, rank, status, signature);
     return;
   }
   report_exit(m, rank, status, signature);
+}
+
+// A start that failed because `rank` exited; its step is the one the rank had started
+// from, when it had reported that it started (so a crash in its first step counts as one
+// after that step).
+void LiveWorld::fail_start(MachineId m, std::int64_t rank, const std::string& signature) {
+  if (!starting_) return;
+  const ActionId id = starting_;
+  starting_ = 0;
+  if (start_timer_) reactor_.cancel_timer(start_timer_);
+  start_timer_ = 0;
+  if (victim_timer_) reactor_.cancel_timer(victim_timer_);
+  victim_timer_ = 0;
+  victim_.reset();
+  outcome(id, false, "rank " + std::to_string(rank) + " exited while starting: " + signature, start_began_);
+  deliver(StartFailed{id, m, signature, started_ranks_.count(rank) ? start_step_ : -1});
+}
+
+// A victim (a peer stopped answering) waits a little for the exit of the rank that caused it.
+void LiveWorld::hold_victim(MachineId m, std::int64_t rank, int code, const std::string& signature) {
+  if (victim_) return;  // the first victim speaks for them all
+  victim_ = VictimExit{m, rank, code, signature};
+  victim_timer_ = reactor_.add_timer(Duration::seconds(kPeerGraceS), [this] {
+    victim_timer_ = 0;
+    attribute_victim_exit();
+  });
 }
 
 // The last step `rank` reported in this run of the job (the restored step before its first).
@@ -1095,6 +1114,10 @@ void LiveWorld::attribute_victim_exit() {
   if (!victim_) return;
   const VictimExit v = *victim_;
   victim_.reset();
+  if (starting_) {  // no rank exited on its own: the start failed where the victim was
+    fail_start(v.machine, v.rank, v.signature);
+    return;
+  }
   if (!running_ || exit_reported_) return;
   const int g = config_.job.gpus_per_machine;
   const SlotId slots = cluster_.slots();

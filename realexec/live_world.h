@@ -157,6 +157,8 @@ class LiveWorld final : public World {
   void on_exit(MachineId m, const AgentExit& msg);
   void report_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
   void attribute_victim_exit();
+  void hold_victim(MachineId m, std::int64_t rank, int code, const std::string& signature);
+  void fail_start(MachineId m, std::int64_t rank, const std::string& signature);
   std::int64_t rank_step(std::int64_t rank) const;
   // Runs the reference computation (bit-wise probe or replay) on the controller host.
   void run_reference(std::vector<std::string> argv, std::function<void(std::optional<std::string>)> done);

@@ -266,6 +266,7 @@ struct EventEncoder {
     o["action"] = x.action;
     o["machine"] = x.machine;
     o["signature"] = x.signature;
+    if (x.step >= 0) o["step"] = x.step;
   }
   void operator()(const InspectionAlert& x) {
     o["machine"] = x.machine;
@@ -421,6 +422,7 @@ faultline::Event decode_event(std::size_t index, In& in) {
       x.action = in.unsigned_integer("action", 0);
       x.machine = machine(in);
       x.signature = in.string("signature", "");
+      x.step = in.integer("step", -1, -1, std::numeric_limits<std::int64_t>::max());
       return x;
     }
     case 2: {

@@ -33,6 +33,7 @@ struct StartFailed {
   ActionId action = 0;
   MachineId machine = kNoMachine;
   std::string signature;
+  std::int64_t step = -1;  // the step the failing rank had restored and started from; -1: it had not
 };
 struct InspectionAlert {
   MachineId machine = kNoMachine;

@@ -609,7 +609,7 @@ TEST(ByteRobustLadder, NanAtOtherStepsOrAtTheRestartStepIsNotTheSameIncident) {
 
 // Answers whatever the byterobust stack asks after a crash as a backend whose machines are
 // all fine would (tests pass, replay finds nothing, replacements are ready at once) until
-// it starts the job again or ends the run; returns the last action.
+// it starts the job again or ends the run; returns the last action. Evictions take effect.
 Action answer_until_start(Ladder& h) {
   for (int i = 0; i < 20; ++i) {
     const Action a = h.w.actions.back();
@@ -618,7 +618,18 @@ Action answer_until_start(Ladder& h) {
     } else if (const auto* r = std::get_if<RunReplay>(&a)) {
       h.p->on_event(ReplayResult{h.w.last_action_id(), std::vector<bool>(r->groups.size(), false)}, h.w);
     } else if (std::holds_alternative<AcquireMachines>(a)) {
-      h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+      // Evicted machines leave their slots; a fresh machine takes each.
+      std::vector<MachineId> fresh;
+      auto& view = h.w.mutable_cluster();
+      for (const auto& ev : h.w.all<EvictMachines>())
+        for (const MachineId m : ev.machines) {
+          const SlotId slot = view.slot_of(m);
+          if (slot < 0) continue;
+          view.vacate(slot);
+          fresh.push_back(view.add_machine());
+          view.place(fresh.back(), slot);
+        }
+      h.p->on_event(MachinesReady{h.w.last_action_id(), fresh}, h.w);
     } else if (std::holds_alternative<CaptureStacks>(a)) {
       h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "train_step")}, h.w);
     } else {
@@ -630,18 +641,25 @@ Action answer_until_start(Ladder& h) {
 
 // The crash twin of the NaN loop: a crash at the same step in the same rank, whatever
 // machine runs it (data or code at fault), looped tests -> reattempt -> rollback -> replay
-// -> requeue for ever. Now the second identical crash rolls back, the third ends the run.
-TEST(ByteRobustLadder, TheSameCrashAtTheSameStepRollsBackThenEndsTheRun) {
+// -> requeue for ever. Now: tested, then (named twice) its machine evicted, as a hardware
+// fault would be; when it strikes the replacement the code is rolled back; named twice
+// there, the replacement is evicted too; when it strikes a third machine the run ends.
+TEST(ByteRobustLadder, TheSameCrashAtTheSameStepFollowsItsRankRollsBackThenEndsTheRun) {
   // Restored from a checkpoint 10 steps before the crash, or from the step just before it
-  // (a checkpoint every step), and long after the restart or at once.
+  // (a checkpoint every step), and long after the restart (slow steps) or at once.
   for (const std::int64_t restored : {20, 30})
     for (const double gap : {3000.0, 2.0}) {
+      SCOPED_TRACE("restored " + std::to_string(restored) + ", gap " + std::to_string(gap));
       Ladder h;
+      const SlotId slot = h.w.cluster().slot_of(7);
       double t = 4000;
       int crashes = 0;
+      std::set<MachineId> struck;
       for (; crashes < 12; ++crashes) {
         h.at(t += gap);
-        h.p->on_event(ProcessExit{7, 1, kCuda, 30}, h.w);
+        const MachineId m = h.w.cluster().machine_in(slot);  // whoever runs the rank now
+        struck.insert(m);
+        h.p->on_event(ProcessExit{m, 1, kCuda, 30}, h.w);
         const Action last = answer_until_start(h);
         if (!h.w.all<EndRun>().empty()) break;
         ASSERT_TRUE(std::holds_alternative<StartJob>(last) || std::holds_alternative<RollBack>(last)) << describe(last);
@@ -649,12 +667,32 @@ TEST(ByteRobustLadder, TheSameCrashAtTheSameStepRollsBackThenEndsTheRun) {
       }
       const auto ended = h.w.all<EndRun>();
       ASSERT_EQ(ended.size(), 1u) << "no verdict after " << crashes << " identical crashes";
-      EXPECT_EQ(crashes + 1, 3) << "restored " << restored << ", gap " << gap;
+      EXPECT_EQ(crashes + 1, 5);
+      EXPECT_EQ(struck.size(), 3u) << "machine 7, then two replacements";
+      EXPECT_EQ(h.w.all<EvictMachines>().size(), 2u);
       EXPECT_EQ(ended[0].verdict, "code_or_data");
       EXPECT_NE(ended[0].reason.find("the same crash at step 30"), std::string::npos) << ended[0].reason;
-      EXPECT_NE(ended[0].reason.find("3 times in a row"), std::string::npos) << ended[0].reason;
+      EXPECT_NE(ended[0].reason.find("on 3 machines in turn"), std::string::npos) << ended[0].reason;
+      EXPECT_NE(ended[0].reason.find("5 times in a row"), std::string::npos) << ended[0].reason;
       EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
     }
+}
+
+// A crash that stays with its machine, at the same step every time (a persistent hardware
+// fault strikes the same time after every restart): the ladder evicts the machine; no
+// verdict, no rollback.
+TEST(ByteRobustLadder, TheSameCrashThatStaysWithItsMachineEvictsItAndNeverEndsTheRun) {
+  Ladder h;
+  double t = 4000;
+  for (int i = 0; i < 2; ++i) {
+    h.at(t += 60);
+    h.p->on_event(ProcessExit{7, 1, kCuda, 30}, h.w);
+    answer_until_start(h);
+    h.started(20);
+  }
+  EXPECT_EQ(h.w.cluster().slot_of(7), -1) << "evicted";
+  EXPECT_TRUE(h.w.all<EndRun>().empty());
+  EXPECT_TRUE(h.w.all<RollBack>().empty());
 }
 
 // Crashes after other steps, with no step known, in another rank or with another
