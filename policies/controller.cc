@@ -717,7 +717,9 @@ const PolicyInfo& byterobust_info() {
           {"checkpoint_blocking_s", "blocking time of an every-step in-memory save", "s", 0.02, 0, 3600},
           {"remote_checkpoint_interval_s", "remote copy interval (used if both memory copies are lost)", "s", 3600,
            1, 1e7},
-          {"checkpoint_interval_s", "training time between saves (checkpoint=memory or remote)", "s", 1800, 1, 1e7},
+          // Sub-second intervals are real at small scale (a live run of 0.2 s steps that saves
+          // every few steps): `sim replay` maps a run's interval as it was measured.
+          {"checkpoint_interval_s", "training time between saves (checkpoint=memory or remote)", "s", 1800, 1e-3, 1e7},
           {"memory_checkpoint_blocking_s", "blocking time of an in-memory save (checkpoint=memory; Table 8: 1.84 s)",
            "s", 1.84, 0, 3600},
           {"remote_checkpoint_write_s", "blocking time of a save to remote storage (checkpoint=remote; Table 8: 6.77 s)",
@@ -741,7 +743,7 @@ const PolicyInfo& reschedule_info() {
       "Pathways-style: evict the machine a crash names and replace it cold; otherwise requeue; restart from the "
       "last periodic remote checkpoint",
       {
-          {"checkpoint_interval_s", "training time between periodic checkpoints", "s", 1800, 1, 1e7},
+          {"checkpoint_interval_s", "training time between periodic checkpoints", "s", 1800, 1e-3, 1e7},
           {"checkpoint_write_s", "blocking time of one save to remote storage", "s", 6.77, 0, 1e5},
       }};
   return info;

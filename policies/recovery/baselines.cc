@@ -184,7 +184,7 @@ const PolicyInfo& requeue_info() {
       "common practice: detect at exit or collective timeout, requeue the whole job, restart "
       "from the last periodic remote checkpoint",
       {
-          {"checkpoint_interval_s", "training time between periodic checkpoints", "s", 1800, 1,
+          {"checkpoint_interval_s", "training time between periodic checkpoints", "s", 1800, 1e-3,
            1e7},
           {"checkpoint_write_s", "blocking time of one save to remote storage (Megatron-style)",
            "s", 6.77, 0, 1e5},

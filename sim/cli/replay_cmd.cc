@@ -203,7 +203,10 @@ std::optional<std::pair<double, int>> mean_running_step(const EventLog& log, std
 // Steps between checkpoints in the live run. The policy's plan (its SetCheckpointPlan
 // before the first start) decides, rounded up to whole steps of the nominal step time as
 // the live backend does (action.h); the header's value is the one known before the plan.
-Calibrated checkpoint_every(const EventLog& log) {
+// `every_step_plan`: the plan asked for a save every step (interval 0, the peer module),
+// which no interval parameter of the stack decided.
+Calibrated checkpoint_every(const EventLog& log, bool* every_step_plan) {
+  *every_step_plan = false;
   double first_start = std::numeric_limits<double>::infinity();
   for (const auto& a : log.actions)
     if (std::holds_alternative<StartJob>(a.value.action)) {
@@ -217,6 +220,7 @@ Calibrated checkpoint_every(const EventLog& log) {
   if (!plan)
     return {static_cast<double>(log.header.checkpoint_every_steps), "header checkpoint_every_steps",
             1};
+  *every_step_plan = plan->interval.ns <= 0;
   // Whole steps, with a tolerance for the rounding of the division (30 s / 1 s is 30).
   const double every = plan->interval.ns <= 0 ? 1
                                               : std::ceil(static_cast<double>(plan->interval.ns) /
@@ -404,7 +408,8 @@ int sim_replay(const std::vector<std::string>& args) {
                   : traces::summarize_progress(log.progress, horizon_s, step.value);
   // The simulator trains at the mean running step; the live ETTR counts steps at the
   // median. Their ratio converts the simulated ETTR to the live definition.
-  const Calibrated every = checkpoint_every(log);
+  bool every_step_plan = false;
+  const Calibrated every = checkpoint_every(log, &every_step_plan);
   const auto every_steps = static_cast<std::int64_t>(every.value);
   Calibrated mean_step = step;
   if (auto m = mean_running_step(log, every_steps, step.value))
@@ -643,7 +648,11 @@ int sim_replay(const std::vector<std::string>& args) {
     for (const char* p : {"checkpoint_write_s", "checkpoint_blocking_s"})
       if (info->find_param(p)) ckpt_param = p;
     if (ckpt && !ckpt_param.empty()) cal["policy.params." + ckpt_param] = *ckpt;
-    if (every_steps > 0 && info->find_param("checkpoint_interval_s"))
+    // The interval the run checkpointed at, in training time at the simulated step: a
+    // small live run's is often under a second, and is taken as it is. A plan that saved
+    // every step (the peer module) read no interval parameter; the replayed stack plans
+    // every step again, so there is nothing to calibrate.
+    if (every_steps > 0 && !every_step_plan && info->find_param("checkpoint_interval_s"))
       cal["policy.params.checkpoint_interval_s"] = {
           static_cast<double>(every_steps) * mean_step.value,
           std::to_string(every_steps) + " steps between checkpoints x running step", 1};

@@ -434,6 +434,100 @@ TEST(SimReplay, SetUpAttemptsAndShutdownAreNotIncidents) {
   EXPECT_NEAR(r["sim_ettr"]["mean"].get<double>(), (k.committed + k.pending) / kHorizon, 1e-6);
 }
 
+// A small live run checkpoints far more often than once a second: the demo
+// (realexec/scripts/live-local.sh) takes 0.2 s steps and byterobust saves every step,
+// and a periodic plan of 1 s at a nominal 0.25 s step saves every 4 steps, which a job
+// that runs faster than its nominal step does in under a second. The replay takes those
+// timings as they are (no error, no value moved into a range) and its ETTR is the
+// closed form of the run.
+json summary_at(double elapsed, long final_step, double step) {
+  return {{"t_s", elapsed},           {"kind", "summary"},
+          {"elapsed_s", elapsed},     {"final_step", final_step},
+          {"first_step", 0},          {"productive_s", final_step * step},
+          {"ettr", final_step * step / elapsed}, {"step_time_s", step}};
+}
+
+constexpr double kSmallStep = 0.2, kSmallInit = 3;
+
+TEST(SimReplay, EveryStepCheckpointsAtSubSecondStepsReplay) {
+  constexpr double kLength = 120;
+  {  // byterobust, every step in memory with a peer copy
+    LogFile log("every-step");
+    json h = header("byterobust");
+    h["params"] = json::object();
+    h["nominal_step_time_s"] = kSmallStep;
+    h["checkpoint_every_steps"] = 1;
+    log.add(h);
+    log.add(action(0, 1,
+                   {{"type", "SetCheckpointPlan"},
+                    {"interval_s", 0.0},
+                    {"blocking_s", 0.02},
+                    {"tier", "memory+peer"},
+                    {"reason", "every step"},
+                    {"remote_interval_s", 3600.0}}));
+    log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+    log.add(outcome(kSmallInit, 2, kSmallInit));
+    long step = 0;
+    while (kSmallInit + (step + 1) * kSmallStep <= kLength + 1e-9) {
+      ++step;
+      log.add(progress(kSmallInit + step * kSmallStep, step));
+    }
+    log.add(summary_at(kLength, step, kSmallStep));
+    const json r = replay({log.write(), "--replicas", "2"});
+    ASSERT_TRUE(r.contains("sim_ettr"));
+    EXPECT_EQ(step, 585);
+    // The checkpoint is inside the step time: the job loses only its start.
+    EXPECT_NEAR(r["live"]["ettr"].get<double>(), (kLength - kSmallInit) / kLength, 1e-9);
+    EXPECT_NEAR(r["sim_ettr"]["mean"].get<double>(), (kLength - kSmallInit) / kLength, 1e-6);
+    EXPECT_DOUBLE_EQ(r["calibration"]["live.checkpoint_every_steps"]["value"].get<double>(), 1);
+  }
+}
+
+TEST(SimReplay, PeriodicSubSecondCheckpointsReplayAtTheirMeasuredInterval) {
+  {  // requeue, a periodic plan of 1 s at a nominal 0.25 s step: every 4 steps, at 0.2 s each
+    constexpr double kEnd = 120.5;  // not on a checkpoint boundary
+    LogFile log("periodic");
+    json h = header("requeue");
+    h["params"] = {{"checkpoint_interval_s", 1.0}, {"checkpoint_write_s", 0.05}};
+    h["nominal_step_time_s"] = 0.25;
+    h["checkpoint_every_steps"] = 4;
+    log.add(h);
+    log.add(action(0, 1,
+                   {{"type", "SetCheckpointPlan"},
+                    {"interval_s", 1.0},
+                    {"blocking_s", 0.05},
+                    {"tier", "remote"},
+                    {"reason", "periodic"},
+                    {"remote_interval_s", 3600.0}}));
+    log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+    log.add(outcome(kSmallInit, 2, kSmallInit));
+    // Steps of 0.2 s; the step after every 4th is 0.1 s longer (the blocking save).
+    double t = kSmallInit;
+    long step = 0;
+    while (true) {
+      const double dt = kSmallStep + (step > 0 && step % 4 == 0 ? 0.1 : 0);
+      if (t + dt > kEnd + 1e-9) break;
+      t += dt;
+      log.add(progress(t, ++step));
+    }
+    log.add(summary_at(kEnd, step, kSmallStep));
+    const json r = replay({log.write(), "--replicas", "2"});
+    ASSERT_TRUE(r.contains("sim_ettr"));
+    EXPECT_NEAR(r["sim"]["policy_params"]["checkpoint_interval_s"].get<double>(), 4 * kSmallStep,
+                1e-9);
+    EXPECT_NEAR(r["calibration"]["policy.params.checkpoint_write_s"]["value"].get<double>(), 0.1,
+                1e-9);
+    // 0.8 s of training and a 0.1 s stall, from the start to the end: 130 cycles and
+    // 0.5 s of a last one (104.5 s), where the live run counted 522 whole steps.
+    const Kept k = train(kSmallInit, kEnd, 4 * kSmallStep, 0.1);
+    EXPECT_NEAR(k.committed + k.pending, 104.5, 1e-9);  // the test's own arithmetic
+    EXPECT_NEAR(r["sim_ettr"]["mean"].get<double>(), (k.committed + k.pending) / kEnd, 1e-6);
+    EXPECT_EQ(step, 522);
+    EXPECT_NEAR(r["live"]["ettr"].get<double>(), step * kSmallStep / kEnd, 1e-9);
+    EXPECT_NEAR(r["ettr_diff_pts"].get<double>(), 0, 0.2);
+  }
+}
+
 TEST(SimReplay, TextOutputShowsLiveAndSimulatedEttrAndCalibration) {
   LogFile log("text");
   log.add(header());
