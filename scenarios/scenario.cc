@@ -199,6 +199,9 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   c.persistent = o.boolean("persistent", false);
   c.repair_h = o.number("repair_h", 24, 0, 1e5);
   c.observe_after_s = o.number("observe_after_s", 0, 0, 1e6);
+  c.exits = o.boolean("exits", true);
+  if (o.has("exits") && c.symptom != Symptom::kNan)
+    o.fail(o.at("exits"), "only with \"symptom\": \"nan\" (a crash always exits; a hang or slowdown never does)");
   c.slowdown_factor = o.number("slowdown_factor", 1.5, 1, 100);
   c.duration_s = o.number("duration_s", 0, 0, 1e9);
   c.signature = o.string("signature", "");

@@ -97,6 +97,11 @@ struct FaultCategory {
   bool persistent = false;       // the machine stays broken until evicted
   double repair_h = 24;          // time to repair an evicted machine
   double observe_after_s = 0;    // exit seen this long after the fault (crash, nan)
+  // nan: the job's NaN check ends its processes (the exit is seen observe_after_s after
+  // the fault), as Megatron's does. false: the job has no such check and keeps running
+  // (a live job that reports its loss, realexec's reference job): only its step samples
+  // show the NaN, and a stack that does not read them never sees it.
+  bool exits = true;
   double slowdown_factor = 1.5;  // step time multiplier (slowdown)
   double duration_s = 0;         // how long a transient slowdown lasts (0 = until evicted)
   std::string signature;         // log line observed with the exit

@@ -335,7 +335,7 @@ void SimWorld::abort_start(const std::string& signature, MachineId m, std::int64
 void SimWorld::apply_symptom(Fault& f, bool at_start) {
   const auto& cat = sc_.faults[f.category];
   const MachineId m = f.machines.empty() ? kNoMachine : f.machines.front();
-  const bool exits = cat.symptom == Symptom::kCrash || cat.symptom == Symptom::kNan;
+  const bool exits = cat.symptom == Symptom::kCrash || (cat.symptom == Symptom::kNan && cat.exits);
   // The machine the crash log (or the failed start) names, drawn only when one is reported.
   auto named = [&]() { return exits ? attributed(f) : m; };
   const std::int64_t observe = now_ + secs(cat.observe_after_s);
@@ -361,8 +361,20 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   // its crash is observed later: the sample may come first).
   if (cat.symptom == Symptom::kNan && job_ == JobState::kRunning) send_sample(now_ + secs(sc_.job.step_time_s), true);
   switch (cat.symptom) {
-    case Symptom::kCrash:
     case Symptom::kNan:
+      if (!cat.exits) {
+        // No NaN check: the job trains on, every step wasted from here on (its progress
+        // is lost back to the last checkpoint before the NaN), and only the sample above
+        // shows it. A NaN during a start shows once the job runs (finish_start).
+        if (job_ == JobState::kRunning) {
+          affects = true;
+          job_down();
+          broken_unacted_ = true;
+        }
+        break;
+      }
+      [[fallthrough]];
+    case Symptom::kCrash:
       if (job_ == JobState::kRunning) {
         affects = true;
         const std::int64_t step = steps_done();

@@ -61,7 +61,10 @@ take from large-cluster defaults are the live run's own medians: process start
 (StartJob), requeue, cold replacement and standby wake (AcquireMachines by mode),
 stop-time tests (RunProbe by test), stack capture, replay, the checkpoint stall (from
 progress samples), the collective timeout (hang to exit) and, per fault, how long its
-exit took to be seen, with its exit code and log line. The values used are printed.
+exit took to be seen, with its exit code and log line (a NaN or silent corruption that
+no exit followed, seen only in the step samples, is replayed as a NaN that does not
+exit), and, when the run rescheduled nothing, the standby pool's refill from the
+machines that came back to it after an eviction. The values used are printed.
 
 The simulated ETTR is reported in the live definition (steps counted at the median
 healthy step time, over the whole live clock): the simulator's own ETTR times the
@@ -478,6 +481,30 @@ int sim_replay(const std::vector<std::string>& args) {
   probe("diagnosis.stress_s", "RunProbe:stress", diag.stress_s);
   from("diagnosis.capture_s", {"CaptureStacks"}, diag.capture_s, not_measured);
   from("diagnosis.replay_s", {"RunReplay"}, diag.replay_s, not_measured);
+  if (cal["cluster.scheduler.reschedule_base_s"].samples == 0) {
+    // A live run that never rescheduled still refilled its standby pool: machines taken
+    // out come back once they pass their repair check (or an operator repairs them), and
+    // a standby shortfall waits for them (realexec/live_world.cc). The simulator refills
+    // its pool, and fills a shortfall, from the scheduler after reschedule_base_s (plus
+    // the self-check, gpu_diag_s): left at the large-cluster default (120 s), a pool
+    // that the run refilled in seconds stays empty for minutes. Each return (the live
+    // controller's note "NAME ... back in the standby pool") is timed from the eviction
+    // before it.
+    std::vector<double> evicted_at, back;
+    for (const auto& a : log.actions)
+      if (std::holds_alternative<EvictMachines>(a.value.action)) evicted_at.push_back(a.t_s);
+    for (const auto& n : log.notes) {
+      if (n.value.find("back in the standby pool") == std::string::npos) continue;
+      auto it = std::upper_bound(evicted_at.begin(), evicted_at.end(), n.t_s);
+      if (it != evicted_at.begin()) back.push_back(n.t_s - *std::prev(it));
+    }
+    if (!back.empty())
+      cal["cluster.scheduler.reschedule_base_s"] = {
+          std::max(0.0, median(back) - cal["diagnosis.gpu_diag_s"].value),
+          "standby pool returns, median of " + std::to_string(back.size()) +
+              " (eviction to \"back in the standby pool\", less gpu_diag_s)",
+          static_cast<int>(back.size())};
+  }
   // The inter-machine all-gather is a ring of real flows in the simulator: each NIC
   // carries one flow out and one in, so a test of T seconds moves about T x NIC/2 bytes.
   // The simulator's network model (CM02) completes such a ring 1.05x slower than the
@@ -583,19 +610,20 @@ int sim_replay(const std::vector<std::string>& args) {
         c["persistent"] = true;
         break;
       case FaultKind::kNan:
+      case FaultKind::kSdc:
+        // Seen as an exit (a job with a NaN check), or only in the step samples: a job
+        // that reports its loss and trains on until the policy stops it, as the reference
+        // job does. Then the simulated job does not exit either; replayed as an exit at
+        // once, the stack took the crash path (stop-time tests, reattempts on the
+        // corrupt machine) instead of the NaN path the run took (bit-wise test, replay).
         symptom = "nan";
         cls = "implicit";
-        if (!seen.found) sig = "found NaN in local grad norm";
+        if (!seen.found) c["exits"] = false;
         break;
       case FaultKind::kSlow:
         symptom = "slowdown";
         cls = "implicit";
         c["slowdown_factor"] = std::strtod(f.detail.c_str(), nullptr);
-        break;
-      case FaultKind::kSdc:
-        symptom = "nan";
-        cls = "implicit";
-        if (!seen.found) sig = "silent data corruption";
         break;
       case FaultKind::kNicDown:
         alert = "nic";
@@ -623,7 +651,8 @@ int sim_replay(const std::vector<std::string>& args) {
       c["recall"] = recall;
     }
     if (!alert.empty()) c["alert"] = alert;
-    if (symptom == "crash" || symptom == "nan") {
+    const bool exits = symptom == "crash" || (symptom == "nan" && seen.found);
+    if (exits) {
       c["exit_code"] = std::clamp(code, 0, 255);
       double lag = seen.found ? seen.lag_s : 0.0;
       if (machine_down_lag) {
@@ -633,7 +662,7 @@ int sim_replay(const std::vector<std::string>& args) {
       c["observe_after_s"] = lag;
       if (!sig.empty()) c["signature"] = sig;
     }
-    empty_signature.push_back((symptom == "crash" || symptom == "nan") && sig.empty());
+    empty_signature.push_back(exits && sig.empty());
     scopes.push_back(f.fault == FaultKind::kUpdate ? traces::Scope::kJob : traces::Scope::kNode);
     categories.push_back(std::move(c));
   }

@@ -107,6 +107,22 @@ TEST(Scenario, AlertCoverageAndCheckpointMfuLossDefaultToNoEffect) {
   EXPECT_THROW(parse_scenario(kMinimal, "m.json", {"job.checkpoint_mfu_loss=-0.1"}, r), ScenarioError);
 }
 
+// A NaN exits (the job's NaN check) unless the category says the job has none; the key
+// means nothing for the other symptoms and is refused there.
+TEST(Scenario, NanExitsUnlessTheCategorySaysNot) {
+  Registry r = policies::builtin_registry();
+  EXPECT_TRUE(parse_scenario(kMinimal, "m.json", {}, r).faults[0].exits);
+  Scenario s = parse_scenario(kMinimal, "m.json",
+                              {"faults.categories.c.symptom=nan", "faults.categories.c.exits=false"}, r);
+  EXPECT_FALSE(s.faults[0].exits);
+  try {
+    parse_scenario(kMinimal, "m.json", {"faults.categories.c.exits=false"}, r);
+    FAIL() << "accepted exits for a crash";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("only with \"symptom\": \"nan\""), std::string::npos) << e.what();
+  }
+}
+
 TEST(Scenario, ShippedScenariosLoad) {
   Registry r = policies::builtin_registry();
   for (const char* f : {"byterobust-dense-9600.json", "byterobust-moe-9600.json", "daly-check.json", "scale-100k.json",
