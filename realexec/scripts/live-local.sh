@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A live run on one machine: 4 job machines and 2 warm standbys as local agents on
 # loopback, the reference training job, the byterobust stack and a scripted fault
-# schedule injected through `faultline live inject`. Prints the measured ETTR and then
-# `faultline sim replay` of the run's event log under the same stack.
+# schedule injected through `faultline live inject`. Prints the measured ETTR, then
+# `faultline sim replay` of the run's event log under the same stack, and last a line
+# `live ETTR L%  replayed ETTR R%  diff D pts`; exits 1 when D is over 5 points.
 #
 # usage: realexec/scripts/live-local.sh BUILD_DIR WORK_DIR [DURATION_S]
 set -euo pipefail
@@ -54,4 +55,18 @@ at "$(s 500)" inject m1 repair
 at "$(s 530)" inject m2 hang
 wait $ctl || true
 tail -1 "$work/controller.log"
-"$bin/faultline" sim replay "$work/state/events.jsonl" --stack byterobust
+# The replay of the run's event log (its calibration, incidents by mechanism), then both
+# figures side by side. More than 5 points apart is a failure: the replay took the run's
+# own timings, so it must land near what the run measured.
+"$bin/faultline" sim replay "$work/state/events.jsonl" --stack byterobust | tee "$work/replay.txt"
+live=$(sed -n 's/^ETTR *live \([0-9.]*\)%.*/\1/p' "$work/replay.txt")
+sim=$(sed -n 's/^ *sim  *\([0-9.]*\)%.*/\1/p' "$work/replay.txt")
+if [ -z "$live" ] || [ -z "$sim" ]; then
+  echo "live-local.sh: no ETTR figures in the replay's output ($work/replay.txt)" >&2
+  exit 2
+fi
+awk -v l="$live" -v s="$sim" 'BEGIN {
+  d = s - l; a = d < 0 ? -d : d
+  printf "live ETTR %.1f%%  replayed ETTR %.1f%%  diff %.1f pts\n", l, s, a; fflush()
+  if (a > 5) { print "live-local.sh: the replay is more than 5 points from the live run" > "/dev/stderr"; exit 1 }
+}'
