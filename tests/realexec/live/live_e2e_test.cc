@@ -523,7 +523,8 @@ class RawPeer {
     const std::string f = frame(body);
     return ::send(fd_, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size());
   }
-  bool send(const json& m) { return send_text(m.dump()); }
+  // Invalid UTF-8 in a mutated string goes out as U+FFFD (raw bytes are the fuzz's).
+  bool send(const json& m) { return send_text(m.dump(-1, ' ', false, json::error_handler_t::replace)); }
   // The next message, or null when the peer closed or said nothing within a second.
   json receive() {
     std::string len(4, '\0');
