@@ -95,16 +95,7 @@ bool Journal::save(std::string* err) {
   auto fail = [&](const std::string& file, int e) {
     ::unlink(tmp.c_str());
     *err = file + ": " + std::strerror(e);
-    ++health_.failed_writes;
-    health_.last_error = *err;
-    if (!health_.failing) {
-      health_.failing = true;
-      ++health_.outages;
-      health_.since_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
-      health_.written_late = 0;
-    }
+    health_.failed(*err);
     health_.pending = 1;
     return false;
   };

@@ -1111,19 +1111,7 @@ EventLogWriter& EventLogWriter::operator=(EventLogWriter&& o) noexcept {
   return *this;
 }
 
-void EventLogWriter::failed(int err) {
-  ++health_.failed_writes;
-  health_.last_error = path_ + ": " + std::strerror(err);
-  if (!health_.failing) {
-    health_.failing = true;
-    ++health_.outages;
-    health_.since_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count();
-    health_.written_late = 0;
-    health_.outage_lost = 0;
-  }
-}
+void EventLogWriter::failed(int err) { health_.failed(path_ + ": " + std::strerror(err)); }
 
 bool EventLogWriter::append(const std::string& line) {
   if (fd_ < 0) {

@@ -3,9 +3,11 @@
 // (realexec/journal.h) report, and what `faultline live status` shows as "storage".
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace faultline::traces {
 
@@ -21,6 +23,20 @@ struct StorageHealth {
   std::uint64_t lost = 0;           // records dropped because the backlog was full, all outages
   std::uint64_t written_late = 0;   // current (or last) outage: records written from the backlog
   std::uint64_t outage_lost = 0;    // current (or last) outage: records dropped
+
+  // A failed attempt ("PATH: strerror text"); the first of an outage begins it.
+  void failed(std::string error) {
+    ++failed_writes;
+    last_error = std::move(error);
+    if (failing) return;
+    failing = true;
+    ++outages;
+    since_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    written_late = 0;
+    outage_lost = 0;
+  }
 };
 
 }  // namespace faultline::traces
