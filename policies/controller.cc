@@ -229,8 +229,8 @@ class ByteRobust final : public Policy {
     // The same crash after the same step at the same rank, run again from a checkpoint,
     // on one machine after another: it follows the rank, not a machine, so the code or the
     // data is at fault. Escalates like the same NaN (handle MetricAnomaly), counting the
-    // machines it struck in turn: on the second the code is rolled back (the ladder's own answer
-    // to a replacement that crashes like its predecessor), on identical_incident_limit
+    // machines it struck in turn: on the second the code is rolled back (the ladder's own
+    // answer to a replacement that crashes like its predecessor), on identical_incident_limit
     // machines the run ends, instead of tests, rollback and replay over and over. On one
     // machine it is the ladder's (tests, then an attributed eviction): a persistent
     // hardware fault recurs at the same step too, the same time after every restart, and
@@ -485,7 +485,8 @@ class ByteRobust final : public Policy {
     const bool same_step = a.nan && a.step >= 0 && a.step == last_nan_step_ && a.step > last_start_step_;
     nan_repeats_ = same_step ? nan_repeats_ + 1 : 1;
     last_nan_step_ = a.nan ? a.step : -1;
-    if (escalate_identical(w, nan_repeats_, nan_repeats_, "NaN at step " + std::to_string(a.step), "metric anomaly: " + a.metric))
+    if (escalate_identical(w, nan_repeats_, nan_repeats_, "NaN at step " + std::to_string(a.step),
+                           "metric anomaly: " + a.metric))
       return;
     // A NaN again soon after the restart that answered the last one: that round's
     // evictions did not remove the cause. Go straight to replay (bounded by
@@ -692,8 +693,8 @@ const PolicyInfo& byterobust_info() {
           {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
           {"identical_incident_limit",
            "the same NaN at the same step this many times in a row, or the same crash (signature, rank) after the "
-           "same step on this many machines in turn, ends the run with the verdict code_or_data (the time before, the code is rolled back; "
-           "0 = never)",
+           "same step on this many machines in turn, ends the run with the verdict code_or_data (the time before, "
+           "the code is rolled back; 0 = never)",
            "count", 3, 0, 100},
           module_choice(modules(), ModuleKind::kDetection, "detection",
                         "detection module: realtime (step samples judged for stalls, slow steps, NaN and loss "

@@ -1142,8 +1142,9 @@ void LiveWorld::attribute_victim_exit() {
   note("rank " + std::to_string(v.rank) + " on " + machine_config(v.machine).name +
        " exited because a peer stopped answering (" + v.signature + "); " +
        (named == kNoMachine ? std::string("no machine's ranks are behind the others: the exit names no machine")
-                            : machine_config(named).name + "'s ranks stalled first, after step " + std::to_string(behind) +
-                                  " (every other rank reported step " + std::to_string(others) + " or later)"));
+                            : machine_config(named).name + "'s ranks stalled first, after step " +
+                                  std::to_string(behind) + " (every other rank reported step " +
+                                  std::to_string(others) + " or later)"));
   report_exit(named, v.rank, v.code, v.signature);
 }
 
