@@ -85,6 +85,8 @@ void launch_read(const void* src, std::uint64_t vectors, std::uint32_t* sink, cu
 
 // A single-thread kernel that spins for `microseconds` (throttle injection).
 void launch_sleep(double microseconds, cudaStream_t stream);
+// A kernel that spins until *release (device memory) is non-zero: the hang-kernel injection.
+void launch_spin_forever(const unsigned int* release, cudaStream_t stream);
 
 // All-reduce test data: rank r's element i is allreduce_input(key, i) + r, a small integer, so the
 // sum over n ranks is exact in FP32 and checkable.

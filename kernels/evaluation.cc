@@ -29,6 +29,14 @@ void evaluate_gemm(ProbeReport& r, const ModelThresholds& model, const ProbeOpti
               model.limits.checksum_mismatches_max, prefix + "mismatched_iterations_max");
     add_check(r, "gemm." + p + ".digest", prefix + "digest_mismatch", Comparison::kAtMost, 0.0,
               prefix + "digest_mismatch_max");
+    const double size = has(r, prefix + "size") ? r.metrics.at(prefix + "size") : options.gemm.size;
+    if (path != GemmPath::kTiled && size < model.limits.gemm_throughput_min_size) {
+      r.notes.push_back("gemm." + p + " throughput not judged: size " + format_number(size) +
+                        " is below gemm_throughput_min_size " +
+                        format_number(model.limits.gemm_throughput_min_size) +
+                        " (healthy GPUs fall short of both limits there)");
+      continue;
+    }
     if (has(r, prefix + "tflops")) {
       if (auto spec = model.dense_tflops(path)) {
         add_check(r, "gemm." + p + ".tflops", prefix + "tflops", Comparison::kAtLeast,

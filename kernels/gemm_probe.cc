@@ -340,6 +340,14 @@ void run_gemm_probe(const ProbeOptions& options, const ProbeContext& context, Pr
 
   report.details["abft"] = {{"tolerance_sigma", g.tolerance_sigma},
                             {"model", "sigma * sqrt(coef(k) * Q), see kernels/abft.h"}};
+  if (options.common.inject == Injection::kHangKernel) {
+    // A wedged GPU: the kernel never returns and this thread blocks in the driver. Only the
+    // deadline (the watchdog kills this process, and with it the CUDA context) ends it.
+    auto release = device_alloc<unsigned int>(1, "cudaMalloc(release)");
+    FAULTLINE_CUDA(cudaMemsetAsync(release.get(), 0, sizeof(unsigned int), stream.get()));
+    launch_spin_forever(release.get(), stream.get());
+    FAULTLINE_CUDA(cudaStreamSynchronize(stream.get()));
+  }
   for (GemmPath path : g.paths) {
     const std::string name(gemm_path_name(path));
     BurnResult r = burn(path, options, context, report, stream, handle.get());

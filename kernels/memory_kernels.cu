@@ -113,6 +113,11 @@ __global__ void sleep_kernel(unsigned long long nanoseconds) {
   }
 }
 
+// Spins until *release becomes non-zero, which nothing does: a kernel that never finishes.
+__global__ void spin_kernel(const volatile unsigned int* release) {
+  while (*release == 0) __nanosleep(1000);
+}
+
 __global__ void fill_allreduce_kernel(float* data, std::uint64_t count, std::uint64_t key,
                                       int rank) {
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
@@ -184,6 +189,10 @@ void launch_read(const void* src, std::uint64_t vectors, std::uint32_t* sink, cu
 void launch_sleep(double microseconds, cudaStream_t stream) {
   if (!(microseconds > 0)) return;
   sleep_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(microseconds * 1000.0));
+}
+
+void launch_spin_forever(const unsigned int* release, cudaStream_t stream) {
+  spin_kernel<<<1, 1, 0, stream>>>(release);
 }
 
 void launch_fill_allreduce_input(float* data, std::uint64_t count, std::uint64_t key, int rank,

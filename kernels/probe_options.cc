@@ -184,18 +184,20 @@ const std::vector<OptionSpec>& option_table() {
       {"--inject",
        "KIND",
        "fault injection: none, bitflip (flip result bits; checks must catch them), throttle "
-       "(slow the timed work), hang (stop responding; the deadline must catch it)",
+       "(slow the timed work), hang (stop responding; the deadline must catch it), hang-kernel "
+       "(gemm: launch a GPU kernel that never finishes)",
        {},
        [](ProbeOptions& o, std::string_view v) -> std::optional<std::string> {
          for (Injection i :
-              {Injection::kNone, Injection::kBitflip, Injection::kThrottle, Injection::kHang}) {
+              {Injection::kNone, Injection::kBitflip, Injection::kThrottle, Injection::kHang,
+               Injection::kHangKernel}) {
            if (injection_name(i) == v) {
              o.common.inject = i;
              return std::nullopt;
            }
          }
          return "unknown injection '" + std::string(v) +
-                "' (allowed: none, bitflip, throttle, hang)";
+                "' (allowed: none, bitflip, throttle, hang, hang-kernel)";
        }},
       {"--seed",
        "N",
@@ -494,6 +496,9 @@ std::optional<std::string> validate(ProbeOptions& o, const std::set<std::string>
       o.common.device = *local_rank;
     }
   }
+  if (o.common.inject == Injection::kHangKernel && o.probe != ProbeKind::kGemm) {
+    return "--inject hang-kernel applies to the gemm probe only";
+  }
   if (o.probe == ProbeKind::kNccl) {
     auto& n = o.nccl;
     if (n.rendezvous) {
@@ -531,6 +536,8 @@ std::string_view injection_name(Injection injection) {
       return "throttle";
     case Injection::kHang:
       return "hang";
+    case Injection::kHangKernel:
+      return "hang-kernel";
   }
   return "none";
 }

@@ -23,7 +23,9 @@ namespace faultline::kernels {
 //             outputs); the checksum / memory / data checks must catch every one.
 //   throttle: insert sleeps into the timed work; bandwidth and TFLOP/s checks must catch it.
 //   hang:     the probe stops responding before touching the GPU; the deadline must catch it.
-enum class Injection { kNone, kBitflip, kThrottle, kHang };
+//   hang-kernel (gemm only): the first burn launches a GPU kernel that never finishes and waits
+//             for it, as a wedged GPU would; the deadline must kill the probe and its context.
+enum class Injection { kNone, kBitflip, kThrottle, kHang, kHangKernel };
 std::string_view injection_name(Injection injection);
 
 // The GEMM paths the burn exercises: cuBLAS in three precisions plus our own tiled kernel (BF16

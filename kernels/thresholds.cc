@@ -55,7 +55,8 @@ const std::set<std::string> kLimitKeys = {"bit_errors_max",
                                           "retired_pages_pending_max",
                                           "remapped_rows_pending_max",
                                           "remapped_rows_failure_max",
-                                          "temperature_c_max"};
+                                          "temperature_c_max",
+                                          "gemm_throughput_min_size"};
 const std::set<std::string> kSpecKeys = {
     "hbm_gbps",  "bf16_dense_tflops", "fp16_dense_tflops", "tf32_dense_tflops",
     "pcie_gbps", "nvlink_gbps",       "nccl_busbw_gbps"};
@@ -79,6 +80,7 @@ double* limit_field(Limits& l, const std::string& key) {
   if (key == "remapped_rows_pending_max") return &l.remapped_rows_pending_max;
   if (key == "remapped_rows_failure_max") return &l.remapped_rows_failure_max;
   if (key == "temperature_c_max") return &l.temperature_c_max;
+  if (key == "gemm_throughput_min_size") return &l.gemm_throughput_min_size;
   return nullptr;
 }
 
@@ -113,13 +115,33 @@ void read_limits(const nlohmann::json& obj, Limits& l, bool complete, const std:
   }
 }
 
+// "calibration": where each number comes from, keyed by the number's own key (a pass fraction,
+// a limit or a spec number); every value a non-empty sentence.
+void check_calibration(const nlohmann::json& obj, const std::string& source,
+                       const std::string& where) {
+  auto c = obj.find("calibration");
+  if (c == obj.end()) return;
+  const std::string w = where.empty() ? "calibration" : where + ".calibration";
+  if (!c->is_object()) fail(source, w, "an object of sentences keyed by a number's key");
+  std::set<std::string> allowed = kSpecKeys;
+  allowed.insert(kFractionKeys.begin(), kFractionKeys.end());
+  allowed.insert(kLimitKeys.begin(), kLimitKeys.end());
+  reject_unknown_keys(*c, allowed, source, w + ".");
+  for (const auto& [key, value] : c->items()) {
+    if (!value.is_string() || value.get<std::string>().empty()) {
+      fail(source, w + "." + key, "a non-empty string naming the number's source");
+    }
+  }
+}
+
 ModelThresholds read_model(const nlohmann::json& obj, const PassFractions& fractions,
                            const Limits& limits, const std::string& source,
                            const std::string& where, bool is_fallback) {
   if (!obj.is_object()) fail(source, where, "an object");
   std::set<std::string> allowed = kSpecKeys;
-  allowed.insert({"name", "match", "pass_fractions", "limits", "source"});
+  allowed.insert({"name", "match", "pass_fractions", "limits", "source", "calibration"});
   reject_unknown_keys(obj, allowed, source, where + ".");
+  check_calibration(obj, source, where);
   ModelThresholds m;
   auto name = obj.find("name");
   if (name == obj.end() || !name->is_string() || name->get<std::string>().empty()) {
@@ -186,8 +208,10 @@ std::optional<double> ModelThresholds::dense_tflops(GemmPath path) const {
 
 ThresholdTable ThresholdTable::parse(const nlohmann::json& doc, std::string source) {
   if (!doc.is_object()) fail(source, "(document)", "a JSON object");
-  reject_unknown_keys(doc, {"description", "pass_fractions", "limits", "models", "fallback"},
-                      source, "");
+  reject_unknown_keys(
+      doc, {"description", "pass_fractions", "limits", "calibration", "models", "fallback"}, source,
+      "");
+  check_calibration(doc, source, "");
   if (auto d = doc.find("description"); d == doc.end() || !d->is_string()) {
     fail(source, "description", "a string saying what the numbers are and where they come from");
   }

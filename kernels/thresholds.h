@@ -45,6 +45,11 @@ struct Limits {
   double remapped_rows_pending_max = 0;
   double remapped_rows_failure_max = 0;
   double temperature_c_max = 87;
+  // GEMM throughput (gemm_tflops and gemm_vs_baseline) is judged only for matrices at least this
+  // large; smaller ones get correctness checks alone. Measured on an H200 (1 s burns): bf16 246,
+  // 537, 638, 661 TFLOP/s at n = 2048, 4096, 8192, 16384, and burn/plain-cuBLAS 0.35, 0.75, 0.92,
+  // 0.94 (limits 544 and 0.90): a small healthy burn misses both.
+  double gemm_throughput_min_size = 16384;
 };
 
 struct ModelThresholds {

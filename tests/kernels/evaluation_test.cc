@@ -41,11 +41,11 @@ bool has_note_containing(const ProbeReport& r, const std::string& text) {
 }
 
 TEST(Evaluation, HbmBandwidthAgainstH100Spec) {
-  // 3350 GB/s * 0.85 = 2847.5 GB/s.
-  auto pass = evaluated(ProbeKind::kHbm, {{"hbm_bandwidth_gbps", 2900}, {"hbm_bit_errors", 0}});
+  // 3350 GB/s * 0.82 = 2747 GB/s (healthy H100 SXM are published at ~0.87 of spec).
+  auto pass = evaluated(ProbeKind::kHbm, {{"hbm_bandwidth_gbps", 2800}, {"hbm_bit_errors", 0}});
   EXPECT_EQ(pass.verdict, Verdict::kPass);
-  EXPECT_DOUBLE_EQ(pass.thresholds.at("hbm_bandwidth_gbps_min"), 2847.5);
-  auto slow = evaluated(ProbeKind::kHbm, {{"hbm_bandwidth_gbps", 2800}, {"hbm_bit_errors", 0}});
+  EXPECT_DOUBLE_EQ(pass.thresholds.at("hbm_bandwidth_gbps_min"), 2747);
+  auto slow = evaluated(ProbeKind::kHbm, {{"hbm_bandwidth_gbps", 2700}, {"hbm_bit_errors", 0}});
   EXPECT_EQ(slow.verdict, Verdict::kFail);
   EXPECT_FALSE(find_check(slow, "hbm.bandwidth")->passed);
   EXPECT_TRUE(has_note_containing(slow, "hbm.bandwidth failed"));
@@ -83,7 +83,7 @@ TEST(Evaluation, GemmBurnAgainstBaselineAndSpec) {
       {"gemm_tiled_digest_mismatch", 0}};
   auto r = evaluated(ProbeKind::kGemm, healthy);
   EXPECT_EQ(r.verdict, Verdict::kPass);
-  EXPECT_DOUBLE_EQ(r.thresholds.at("gemm_bf16_vs_baseline_min"), 0.90);
+  EXPECT_DOUBLE_EQ(r.thresholds.at("gemm_bf16_vs_baseline_min"), 0.88);
   EXPECT_NEAR(r.thresholds.at("gemm_bf16_tflops_min"), 989 * 0.55, 1e-9);
   // The hand-written kernel has no spec and no baseline check.
   EXPECT_EQ(find_check(r, "gemm.tiled.tflops"), nullptr);
@@ -107,6 +107,34 @@ TEST(Evaluation, GemmBurnAgainstBaselineAndSpec) {
   auto digest = healthy;
   digest["gemm_bf16_digest_mismatch"] = 1;
   EXPECT_EQ(evaluated(ProbeKind::kGemm, digest).verdict, Verdict::kFail);
+}
+
+// Healthy H200, 1 s burns: bf16 246 TFLOP/s and 0.35 of plain cuBLAS at n=2048, 537 and 0.75 at
+// 4096, 661 and 0.94 at 16384. The limits (0.55 of the 989 TFLOP/s spec, 0.90 of the baseline)
+// hold only at the size they were set for; smaller runs are judged on correctness alone.
+TEST(Evaluation, GemmThroughputIsJudgedOnlyAtTheCalibratedSize) {
+  std::map<std::string, double> small = {
+      {"gemm_bf16_iterations", 1000},  {"gemm_bf16_tflops", 246},
+      {"gemm_bf16_vs_baseline", 0.35}, {"gemm_bf16_mismatched_iterations", 0},
+      {"gemm_bf16_digest_mismatch", 0}, {"gemm_bf16_size", 2048}};
+  auto r = evaluated(ProbeKind::kGemm, small);
+  EXPECT_EQ(r.verdict, Verdict::kPass);
+  EXPECT_EQ(find_check(r, "gemm.bf16.tflops"), nullptr);
+  EXPECT_EQ(find_check(r, "gemm.bf16.vs_baseline"), nullptr);
+  EXPECT_TRUE(has_note_containing(r, "gemm.bf16 throughput not judged: size 2048"));
+
+  auto corrupt_small = small;
+  corrupt_small["gemm_bf16_mismatched_iterations"] = 1;
+  EXPECT_EQ(evaluated(ProbeKind::kGemm, corrupt_small).verdict, Verdict::kFail);
+
+  auto big = small;
+  big["gemm_bf16_size"] = 16384;
+  auto b = evaluated(ProbeKind::kGemm, big);
+  EXPECT_EQ(b.verdict, Verdict::kFail);
+  ASSERT_NE(find_check(b, "gemm.bf16.tflops"), nullptr);
+  EXPECT_FALSE(find_check(b, "gemm.bf16.tflops")->passed);
+  ASSERT_NE(find_check(b, "gemm.bf16.vs_baseline"), nullptr);
+  EXPECT_FALSE(find_check(b, "gemm.bf16.vs_baseline")->passed);
 }
 
 TEST(Evaluation, NoBaselineMeansNoBaselineCheck) {

@@ -188,6 +188,18 @@ TEST(GpuProbes, EveryProbeRuns) {
   }
 }
 
+// A GPU kernel that never finishes (the probe blocks inside the driver) is killed at the
+// deadline; the GPU is usable again right after, by a fresh probe.
+TEST(GpuInjection, AKernelThatNeverFinishesIsKilledAtTheDeadline) {
+  SKIP_WITHOUT_GPU();
+  const Probe p = probe({"gemm", "--inject", "hang-kernel", "--deadline", "8"}, 60);
+  EXPECT_EQ(verdict(p), "deadline_exceeded") << p.run.out;
+  EXPECT_EQ(p.run.exit_code, 4);
+  EXPECT_LT(p.run.elapsed_s, 20);
+  const Probe after = probe({"gemm", "--duration", "1", "--size", "4096", "--no-baseline"});
+  EXPECT_EQ(verdict(after), "pass") << after.run.out;
+}
+
 TEST(GpuNccl, MissingRankBecomesDeadlineVerdict) {
   SKIP_WITHOUT_GPU();
   const std::string path = ::testing::TempDir() + "/faultline_nccl_missing_rank.id";

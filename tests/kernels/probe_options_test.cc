@@ -114,6 +114,7 @@ TEST(ProbeOptions, UsageErrors) {
       {"env", "--deadline", "0"},
       {"env", "--deadline", "nan"},
       {"env", "--inject", "meteor"},
+      {"hbm", "--inject", "hang-kernel"},  // gemm only
       {"env", "--pretty=yes"},
       {"nccl", "--rank", "0"},  // needs --rendezvous
       {"nccl", "--rendezvous", "file:/tmp/x", "--rank", "2", "--nranks", "2"},

@@ -21,7 +21,7 @@ nlohmann::json minimal_document() {
     "limits": {"bit_errors_max": 0, "checksum_mismatches_max": 0, "data_errors_max": 0,
                "ecc_uncorrected_max": 0, "retired_pages_pending_max": 0,
                "remapped_rows_pending_max": 0, "remapped_rows_failure_max": 0,
-               "temperature_c_max": 87},
+               "temperature_c_max": 87, "gemm_throughput_min_size": 16384},
     "models": [{"name": "X1", "match": ["X1"], "hbm_gbps": 1000, "bf16_dense_tflops": 100,
                 "fp16_dense_tflops": 100, "tf32_dense_tflops": 50, "pcie_gbps": 32,
                 "nvlink_gbps": null, "nccl_busbw_gbps": null}],
@@ -43,14 +43,44 @@ TEST(Thresholds, ShippedFileHasTheRequiredModels) {
   const auto& h100 = t.lookup("NVIDIA H100 80GB HBM3");
   EXPECT_EQ(h100.name, "H100 SXM");
   EXPECT_DOUBLE_EQ(*h100.hbm_gbps, 3350);
-  EXPECT_DOUBLE_EQ(h100.fractions.hbm_bandwidth, 0.85);
-  EXPECT_DOUBLE_EQ(*h100.hbm_gbps * h100.fractions.hbm_bandwidth, 2847.5);
+  EXPECT_DOUBLE_EQ(h100.fractions.hbm_bandwidth, 0.82);
+  EXPECT_DOUBLE_EQ(*h100.hbm_gbps * h100.fractions.hbm_bandwidth, 2747);
   ASSERT_TRUE(h100.bf16_dense_tflops);
   EXPECT_GT(*h100.bf16_dense_tflops, 900);
   const auto& h200 = t.lookup("NVIDIA H200");
   EXPECT_EQ(h200.name, "H200");
   EXPECT_DOUBLE_EQ(*h200.hbm_gbps, 4800);
-  EXPECT_DOUBLE_EQ(h200.fractions.gemm_vs_baseline, 0.90);
+  EXPECT_DOUBLE_EQ(h200.fractions.gemm_vs_baseline, 0.88);
+}
+
+// The lowest figures a healthy H200 reached (kernels/VALIDATION.md, 2026-11-26): every limit of
+// the shipped file must sit at least 5 points of spec (or of the baseline) below them.
+TEST(Thresholds, ShippedH200LimitsLeaveFivePointsBelowTheMeasuredGpu) {
+  const auto& h200 = shipped().lookup("NVIDIA H200");
+  const double margin = 0.05;
+  EXPECT_LE(h200.fractions.hbm_bandwidth, 4401.7 / *h200.hbm_gbps - margin);
+  EXPECT_LE(h200.fractions.gemm_tflops, 643.5 / *h200.bf16_dense_tflops - margin);
+  EXPECT_LE(h200.fractions.gemm_tflops, 623.3 / *h200.fp16_dense_tflops - margin);
+  EXPECT_LE(h200.fractions.gemm_tflops, 334.6 / *h200.tf32_dense_tflops - margin);
+  EXPECT_LE(h200.fractions.gemm_vs_baseline, 0.939 - margin);
+  EXPECT_LE(h200.fractions.pcie_bandwidth, 55.2 / *h200.pcie_gbps - margin);
+  EXPECT_GE(h200.limits.gemm_throughput_min_size, 16384);
+  // Published healthy H100 SXM HBM level (~0.87 of spec), not yet measured here.
+  EXPECT_LE(shipped().lookup("NVIDIA H100 80GB HBM3").fractions.hbm_bandwidth, 0.87 - margin);
+}
+
+TEST(Thresholds, EveryGlobalFractionAndH200NumberNamesItsSource) {
+  const auto doc = nlohmann::json::parse(std::ifstream(FAULTLINE_THRESHOLDS_FILE));
+  for (const auto& [key, value] : doc["pass_fractions"].items()) {
+    EXPECT_TRUE(doc["calibration"].contains(key)) << key;
+  }
+  for (const auto& m : doc["models"]) {
+    if (m["name"] != "H200") continue;
+    for (const char* key : {"hbm_gbps", "bf16_dense_tflops", "fp16_dense_tflops",
+                            "tf32_dense_tflops", "pcie_gbps"}) {
+      EXPECT_TRUE(m["calibration"].contains(key)) << key;
+    }
+  }
 }
 
 TEST(Thresholds, LookupPrefersTheMoreSpecificModel) {
@@ -134,6 +164,16 @@ TEST(Thresholds, ErrorsNameTheFileAndField) {
   auto duplicate = minimal_document();
   duplicate["models"].push_back(duplicate["models"][0]);
   EXPECT_NE(error_of(duplicate).find("models[1].name"), std::string::npos);
+
+  auto calibration_key = minimal_document();
+  calibration_key["calibration"] = {{"hbm_bandwith", "typo"}};
+  EXPECT_NE(error_of(calibration_key).find("calibration.hbm_bandwith"), std::string::npos)
+      << error_of(calibration_key);
+
+  auto calibration_value = minimal_document();
+  calibration_value["models"][0]["calibration"] = {{"hbm_gbps", 3}};
+  EXPECT_NE(error_of(calibration_value).find("models[0].calibration.hbm_gbps"), std::string::npos)
+      << error_of(calibration_value);
 
   auto nofallback = minimal_document();
   nofallback.erase("fallback");
