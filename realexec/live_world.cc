@@ -956,6 +956,9 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   const std::int64_t rank = msg.rank >= 0 ? msg.rank : r.rank.value_or(-1);
   if (!runs_rank(m, rank, "report")) return;
   if (r.type == "started" && starting_) {
+    // While the start kills, the journal's generation is the outgoing one: its late
+    // "started" reports must not complete a start that has not launched yet.
+    if (launch_gen_ != journal_.state().gen) return;
     started_ranks_.insert(rank);
     if (r.step) start_step_ = *r.step;
     if (static_cast<int>(started_ranks_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {

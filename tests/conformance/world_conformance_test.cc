@@ -772,6 +772,34 @@ constexpr const char* kPeerTimeout = "collective: all_gather: timed out receivin
 
 // A rank that times out waiting for a peer is the victim: the exit of the rank that caused
 // it, arriving a little later, is the one reported (it used to be the victim's).
+// CI caught it under load: a start's kill phase still counted the outgoing generation's
+// "started" reports (late, from the start before it), declared the new start done before
+// launching it, and took the old ranks' exits for crashes of the new run. While a start
+// kills, only the generation it launches can complete it.
+TEST(LiveWorldBelief, AStartIsCompletedOnlyByTheGenerationItLaunches) {
+  RunningLive r;
+  ASSERT_EQ(seen<JobStarted>().size(), 1u);
+  const std::int64_t old_gen = r.gen;
+  r.live.world->act(StopJob{"stop"});
+  r.advance(0.5);
+  ASSERT_EQ(seen<JobStopped>().size(), 1u);
+  r.live.world->act(StartJob{"again"});  // kills first: requests queued, not yet answered
+  for (MachineId m = 0; m < 4; ++m)
+    r.send(m, {{"type", "report"},
+               {"gen", old_gen},
+               {"rank", m},
+               {"report", {{"type", "started"}, {"rank", m}, {"step", 0}}}});
+  r.exit(0, 0, 1, 0, "exit code 1");  // an old rank dying of the kill
+  r.live.reactor.advance_to(r.live.reactor.now() + Duration::millis(1));  // deliver; kills unanswered
+  EXPECT_EQ(seen<JobStarted>().size(), 1u) << "the new start was completed by the old generation";
+  EXPECT_TRUE(seen<ProcessExit>().empty());
+  EXPECT_EQ(r.live.journal.state().gen, old_gen) << "not launched yet";
+  r.advance(1);  // the kills are answered; the launch runs and its ranks report
+  ASSERT_EQ(seen<JobStarted>().size(), 2u);
+  EXPECT_EQ(r.live.journal.state().gen, old_gen + 1);
+  EXPECT_TRUE(seen<ProcessExit>().empty());
+}
+
 TEST(LiveWorldBelief, AVictimsExitWaitsForTheExitOfItsCause) {
   RunningLive r;
   r.exit(1, 1, 1, 0, kPeerTimeout);
