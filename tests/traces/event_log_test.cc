@@ -4,20 +4,18 @@
 #include "traces/event_log.h"
 
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <sys/mount.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
+
+#include "tests/support/full_disk.h"
 
 namespace faultline::traces {
 namespace {
@@ -495,46 +493,10 @@ TEST(EventLogSummary, LiveEttrFromProgressUsesTheMedianHealthyStep) {
 // after part of a line went out, which is what tore records before.
 class FullDisk : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/faultline-fulldisk-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    mounted_ = ::geteuid() == 0 && ::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=64k") == 0;
-    path_ = dir_ + "/events.jsonl";
-    if (!mounted_) {
-      old_xfsz_ = std::signal(SIGXFSZ, SIG_IGN);
-      ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit_), 0);
-    }
-  }
-  void TearDown() override {
-    free_space();
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-    else std::signal(SIGXFSZ, old_xfsz_);
-    std::filesystem::remove_all(dir_);
-  }
-  // Leaves no room for the log to grow by another page (tmpfs) or another byte past
-  // `slack` (file-size limit).
-  void fill() {
-    if (mounted_) {
-      const int fd = ::open((dir_ + "/filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      ASSERT_GE(fd, 0);
-      const std::string block(4096, 'x');
-      while (::write(fd, block.data(), block.size()) > 0) {
-      }
-      for (std::size_t n = 512; n > 0; n /= 2)
-        while (::write(fd, block.data(), n) > 0) {
-        }
-      ::close(fd);
-    } else {
-      rlimit l = old_limit_;
-      l.rlim_cur = static_cast<rlim_t>(std::filesystem::file_size(path_) + 10);
-      ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &l), 0);
-    }
-  }
-  void free_space() {
-    if (mounted_) std::filesystem::remove(dir_ + "/filler");
-    else ::setrlimit(RLIMIT_FSIZE, &old_limit_);
-  }
+  // Leaves no room for the log to grow by another byte (tmpfs) or another byte past a
+  // slack of 10 (file-size limit).
+  void fill() { disk_.fill(std::filesystem::file_size(path_) + 10, true); }
+  void free_space() { disk_.free_space(); }
   std::string read_text() const {
     std::ifstream f(path_, std::ios::binary);
     std::stringstream ss;
@@ -570,10 +532,10 @@ class FullDisk : public ::testing::Test {
     return h;
   }
 
-  std::string dir_, path_;
-  bool mounted_ = false;
-  rlimit old_limit_{};
-  void (*old_xfsz_)(int) = SIG_DFL;
+  faultline::testing::FullDiskDir disk_{"faultline-fulldisk"};
+  const std::string dir_ = disk_.path();
+  const std::string path_ = dir_ + "/events.jsonl";
+  const bool mounted_ = disk_.mounted();
 };
 
 TEST_F(FullDisk, AFailedWriteLeavesNoTornRecordAndTheBacklogIsWrittenInOrderOnceThereIsRoom) {

@@ -3,60 +3,23 @@
 // works again at the next save once there is room.
 #include "realexec/journal.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mount.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
-#include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/full_disk.h"
+
 namespace faultline::live {
 namespace {
 
-// A 64 KiB tmpfs filled by a filler file when running as root (and allowed to mount),
-// else a file-size limit of a few bytes (RLIMIT_FSIZE, SIGXFSZ ignored).
+// The journal's directory on a disk the test fills (tests/support/full_disk.h).
 class FullDiskJournal : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/faultline-journal-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    mounted_ = ::geteuid() == 0 && ::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=64k") == 0;
-    if (!mounted_) {
-      old_xfsz_ = std::signal(SIGXFSZ, SIG_IGN);
-      ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit_), 0);
-    }
-  }
-  void TearDown() override {
-    free_space();
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-    else std::signal(SIGXFSZ, old_xfsz_);
-    std::filesystem::remove_all(dir_);
-  }
-  void fill() {
-    if (mounted_) {
-      const int fd = ::open((dir_ + "/filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      ASSERT_GE(fd, 0);
-      const std::string block(4096, 'x');
-      while (::write(fd, block.data(), block.size()) > 0) {
-      }
-      ::close(fd);
-    } else {
-      rlimit l = old_limit_;
-      l.rlim_cur = 8;
-      ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &l), 0);
-    }
-  }
-  void free_space() {
-    if (mounted_) std::filesystem::remove(dir_ + "/filler");
-    else ::setrlimit(RLIMIT_FSIZE, &old_limit_);
-  }
+  void fill() { disk_.fill(8, false); }
+  void free_space() { disk_.free_space(); }
   std::string slurp(const std::string& path) const {
     std::ifstream f(path);
     std::stringstream ss;
@@ -64,10 +27,9 @@ class FullDiskJournal : public ::testing::Test {
     return ss.str();
   }
 
-  std::string dir_;
-  bool mounted_ = false;
-  rlimit old_limit_{};
-  void (*old_xfsz_)(int) = SIG_DFL;
+  faultline::testing::FullDiskDir disk_{"faultline-journal"};
+  const std::string dir_ = disk_.path();
+  const bool mounted_ = disk_.mounted();
 };
 
 TEST_F(FullDiskJournal, AFailedSaveKeepsThePreviousJournalWholeAndTheNextSaveWorksOnceThereIsRoom) {
