@@ -9,6 +9,7 @@
 #include "realexec/auth.h"
 #include "realexec/cli.h"
 #include "realexec/controller.h"
+#include "realexec/launcher.h"
 #include "realexec/live_config.h"
 #include "realexec/messages.h"
 #include "realexec/wire.h"
@@ -25,6 +26,7 @@ const char* kUsage =
     "       faultline live update CONFIG --version NAME [--deferred]\n"
     "       faultline live status CONFIG [--json]\n"
     "       faultline live stop CONFIG\n"
+    "       faultline live launch CONFIG [--via local|ssh] [options]   (--help: its options)\n"
     "\n"
     "run     runs the controller: the config's policy stack against the job on the\n"
     "        config's machines (start `faultline agent CONFIG --name NAME` on each).\n"
@@ -38,6 +40,7 @@ const char* kUsage =
     "        since when, with records pending and lost), every machine by state, the pool,\n"
     "        recent incidents and their phase (--json: the same as JSON)\n"
     "stop    writes the summary (measured ETTR), shuts the agents down and exits\n"
+    "launch  starts an agent for every machine, locally or over ssh, and restarts them\n"
     "\n"
     "exit status of run: 0 when stopped or the job finished, 3 when the policy ended the run\n"
     "(the same incident kept recurring: code or data at fault, do not requeue), 4 when event\n"
@@ -195,6 +198,7 @@ int live_main(const std::vector<std::string>& args) {
     return args.empty() ? 2 : 0;
   }
   const std::string cmd = args[0];
+  if (cmd == "launch") return launch_main(args);
   if (cmd != "run" && cmd != "inject" && cmd != "update" && cmd != "status" && cmd != "stop")
     return usage_error("unknown subcommand \"" + cmd + "\"");
   if (args.size() < 2 || args[1].rfind("--", 0) == 0) return usage_error(cmd + ": expected a CONFIG file");

@@ -1,5 +1,7 @@
 #include "realexec/live_config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -81,14 +83,26 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
+bool valid_ssh_destination(const std::string& s) {
+  if (s.empty() || s.size() > 255 || s.front() == '-') return false;
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '_' || c == '@' || c == ':' || c == '-';
+  });
+}
+
 LiveMachine read_machine(const Reader& r, const json& m, const std::string& path, const std::string& dir) {
-  r.only_keys(m, path, {"name", "addr", "workdir", "nic", "gpu_pci"});
+  r.only_keys(m, path, {"name", "addr", "workdir", "nic", "gpu_pci", "ssh"});
   LiveMachine out;
   out.name = r.str(m, path, "name", "", true);
   if (!valid_name(out.name)) r.fail(path + ".name", "expected 1-64 characters of [A-Za-z0-9._-]");
   out.addr = r.str(m, path, "addr", "127.0.0.1");
   out.workdir = resolve(dir, r.str(m, path, "workdir", "work/" + out.name));
   out.nic = r.str(m, path, "nic", "");
+  out.ssh = r.str(m, path, "ssh", "");
+  // It becomes an ssh destination: nothing that ssh could read as an option or a shell as
+  // more than a word.
+  if (m.contains("ssh") && !valid_ssh_destination(out.ssh))
+    r.fail(path + ".ssh", "expected [user@]host: 1-255 characters of [A-Za-z0-9._@:-], not starting with '-'");
   if (m.contains("gpu_pci")) {
     const auto& g = m.at("gpu_pci");
     if (!g.is_array()) r.fail(path + ".gpu_pci", "expected an array of PCI bus id strings");

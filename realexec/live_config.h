@@ -30,6 +30,7 @@ struct LiveMachine {
   std::string workdir;                // machine-local disk: ckpt/, faults, logs/
   std::string nic;                    // interface watched by NIC inspection ("" = none)
   std::vector<std::string> gpu_pci;   // PCI bus ids of its GPUs, to match kernel Xid lines
+  std::string ssh;                    // "[user@]host" for `live launch --via ssh` ("" = addr)
 };
 
 struct LiveJob {

@@ -1,15 +1,18 @@
-// The live config's keys added for operators: the start timeout and the read-only credential.
+// The live config's keys added for operators (the start timeout, the read-only credential, the
+// ssh destination) and the commands `faultline live launch` runs from a config.
 #include "realexec/live_config.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "policies/builtin.h"
+#include "realexec/launcher.h"
 
 namespace faultline::live {
 namespace {
@@ -65,6 +68,54 @@ TEST_F(LiveConfigKeys, TheReadOnlyCredentialIsAFileOfItsOwn) {
   EXPECT_EQ(c.status_token_file, dir_ + "/status-token");
   const std::string err = load(job, json{{"status_token_file", "token"}});
   EXPECT_NE(err.find("status_token_file: expected a file other than token_file"), std::string::npos) << err;
+}
+
+// A machine's `ssh` destination becomes an argument of ssh: an option-like or shell-like
+// value is refused with the field named.
+TEST_F(LiveConfigKeys, TheSshDestinationIsAUserAndHostNothingMore) {
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
+  LiveConfig c;
+  ASSERT_EQ(load(job, json{{"machines", {{{"name", "m0"}, {"ssh", "ops@gpu01.example"}}}}}, &c), "");
+  EXPECT_EQ(c.machines[0].ssh, "ops@gpu01.example");
+  for (const std::string bad : {"-oProxyCommand=sh", "gpu01;reboot", "gpu 01", "", "a$(id)"}) {
+    const std::string err = load(job, json{{"machines", {{{"name", "m0"}, {"ssh", bad}}}}});
+    EXPECT_NE(err.find("machines[0].ssh: expected [user@]host"), std::string::npos) << bad << ": " << err;
+  }
+}
+
+TEST_F(LiveConfigKeys, LaunchCommandsLocallyAndOverSsh) {
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
+  LiveConfig c;
+  ASSERT_EQ(load(job, json{{"machines", {{{"name", "m0"}, {"addr", "10.0.0.5"}},
+                                         {{"name", "m1"}, {"ssh", "ops@gpu02"}}}}}, &c), "");
+  LaunchOptions o;
+  o.agent_bin = "/opt/fl/bin/faultline-live";
+  EXPECT_EQ(agent_command(c, c.machines[0], o),
+            (std::vector<std::string>{"/opt/fl/bin/faultline-live", "agent", c.file, "--name", "m0"}));
+  o.via = LaunchOptions::Via::kSsh;
+  o.remote_config = "/etc/faultline/it's.json";
+  o.identity_file = "/root/.ssh/id_fl";
+  o.ssh_options = {"UserKnownHostsFile=/tmp/kh"};
+  const std::vector<std::string> want = {
+      "ssh", "-tt", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=2",
+      "-o", "ServerAliveCountMax=3", "-i", "/root/.ssh/id_fl", "-o", "UserKnownHostsFile=/tmp/kh", "--",
+      "10.0.0.5", "'/opt/fl/bin/faultline-live'", "'agent'", "'/etc/faultline/it'\\''s.json'", "'--name'", "'m0'"};
+  EXPECT_EQ(agent_command(c, c.machines[0], o), want) << "the machine's addr when it names no ssh host";
+  EXPECT_EQ(agent_command(c, c.machines[1], o)[15], "ops@gpu02");
+  EXPECT_EQ(shell_quote("a b'c"), "'a b'\\''c'");
+}
+
+TEST_F(LiveConfigKeys, ASessionsEndIsSaidInOneLine) {
+  LaunchOptions ssh;
+  ssh.via = LaunchOptions::Via::kSsh;
+  EXPECT_EQ(describe_session_end(ssh, 255 << 8, "ssh: connect to host 10.0.0.5 port 22: No route to host"),
+            "ssh failed (exit 255): ssh: connect to host 10.0.0.5 port 22: No route to host");
+  EXPECT_EQ(describe_session_end(ssh, 2 << 8, "faultline agent: live.json: (file): cannot be read"),
+            "its agent refused its command line, config or token (exit 2): faultline agent: live.json: (file): "
+            "cannot be read");
+  EXPECT_EQ(describe_session_end(ssh, 0, ""), "its agent shut down (the run was stopped)");
+  EXPECT_EQ(describe_session_end(LaunchOptions{}, 255 << 8, ""), "its agent ended: exit code 255");
+  EXPECT_EQ(describe_session_end(LaunchOptions{}, SIGKILL, ""), "its agent ended: killed by signal 9 (SIGKILL)");
 }
 
 }  // namespace

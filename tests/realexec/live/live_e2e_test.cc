@@ -143,6 +143,7 @@ class LiveCluster {
     std::ofstream(dir_ + "/live.json") << config_.dump(2);
   }
   ~LiveCluster() {
+    stop_launcher();
     kill_controller(SIGKILL);
     for (auto& [n, p] : agents_)
       if (p > 0) {
@@ -157,6 +158,69 @@ class LiveCluster {
     if (!::testing::Test::HasFailure()) fs::remove_all(dir_);
     else std::cerr << "kept " << dir_ << " for inspection\n";
   }
+
+  // Hosts reached over ssh, as on a real cluster: an sshd (Debian's openssh-server) in each
+  // namespace host on its management address, a key pair made for the test, and
+  // `faultline live launch --via ssh` starting every agent through them. `without_sshd`
+  // names hosts whose sshd is not started (unreachable for the launcher).
+  void start_agents_over_ssh(const std::set<std::string>& without_sshd = {}) {
+    ASSERT_TRUE(netns_) << "ssh hosts are network namespaces: needs root";
+    const std::string sshd = "/usr/sbin/sshd";
+    ASSERT_EQ(access(sshd.c_str(), X_OK), 0) << sshd << " missing: install Debian's openssh-server";
+    const std::string d = dir_ + "/ssh";
+    fs::create_directories(d);
+    fs::create_directories("/run/sshd");  // sshd's privilege separation directory
+    ASSERT_EQ(sh("ssh-keygen -q -t ed25519 -N '' -f " + d + "/host_key"), 0);
+    ASSERT_EQ(sh("ssh-keygen -q -t ed25519 -N '' -f " + d + "/id"), 0);
+    fs::copy_file(d + "/id.pub", d + "/authorized_keys");
+    edit_config([&](json& cfg) {
+      for (const char* list : {"machines", "standby"})
+        for (auto& m : cfg[list])
+          for (size_t i = 0; i < names_.size(); ++i)
+            if (m["name"] == names_[i]) m["ssh"] = "root@" + mgmt_addr(i);
+    });
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (without_sshd.count(names_[i])) continue;
+      const std::string cfg = d + "/sshd-" + names_[i] + ".conf";
+      std::ofstream(cfg) << "ListenAddress " << mgmt_addr(i) << ":22\nHostKey " << d << "/host_key\n"
+                         << "AuthorizedKeysFile " << d << "/authorized_keys\nPermitRootLogin prohibit-password\n"
+                         << "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+                         << "StrictModes no\nPidFile " << d << "/sshd-" << names_[i] << ".pid\nLogLevel ERROR\n";
+      sshds_.push_back(spawn({"ip", "netns", "exec", ns_name(i), sshd, "-D", "-f", cfg, "-E", d + "/sshd-" + names_[i] + ".log"},
+                             d + "/sshd-" + names_[i] + ".out"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // sshd listening
+    launcher_ = spawn({kFaultline, "live", "launch", config(), "--via", "ssh", "--ssh-identity", d + "/id",
+                       "--connect-timeout", "2", "--ssh-option", "UserKnownHostsFile=" + d + "/known_hosts",
+                       "--ssh-option", "StrictHostKeyChecking=accept-new", "--ssh-option", "LogLevel=ERROR"},
+                      dir_ + "/launcher.log");
+  }
+  // SIGTERM to the launcher (its ssh sessions hang up, the remote agents kill their ranks
+  // and exit), then the sshds go; returns the launcher's exit status (-1 if none).
+  int stop_launcher() {
+    int status = -1;
+    if (launcher_ > 0) {
+      kill(launcher_, SIGTERM);
+      int st = 0;
+      for (int i = 0; i < 100; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(100)))
+        if (waitpid(launcher_, &st, WNOHANG) == launcher_) {
+          status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          break;
+        }
+      if (status < 0) {
+        kill(-launcher_, SIGKILL);
+        waitpid(launcher_, nullptr, 0);
+      }
+      launcher_ = -1;
+    }
+    for (pid_t p : sshds_) {
+      kill(-p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+    sshds_.clear();
+    return status;
+  }
+  std::string launcher_log() const { return slurp(dir_ + "/launcher.log"); }
 
   const json& config_json() const { return config_; }
   // Cuts host i off the network, as a dead switch port or a powered-off machine would: both
@@ -357,6 +421,8 @@ class LiveCluster {
   json config_;
   pid_t controller_ = -1;
   std::map<std::string, pid_t> agents_;
+  pid_t launcher_ = -1;
+  std::vector<pid_t> sshds_;
 };
 
 TEST(LiveE2E, KilledRankIsDetectedReattemptedAndResumesBitExactly) {
@@ -461,6 +527,66 @@ TEST(LiveE2E, AnUnreachableHostIsReportedWithinTheHeartbeatTimeoutAndReplaced) {
   const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_cut; }, 60);
   ASSERT_FALSE(started.is_null());
   ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 10, 60).is_null()) << "training did not go on";
+  c.stop_run();
+}
+
+// The fault suite with every agent started over ssh by `faultline live launch --via ssh`
+// on five namespace hosts: a killed rank, a hang, a NaN, a machine down (its agent exits;
+// the launcher starts it again) and a controller restart, each followed by training.
+TEST(LiveSsh, TheFaultSuitePassesWithAgentsLaunchedOverSsh) {
+  if (!netns_usable()) GTEST_SKIP() << "needs root and network namespaces (hosts are namespaces)";
+  LiveCluster c("ssh", json{{"standby_pool", 1}, {"stall_window_s", 5}});
+  c.start_controller();
+  c.start_agents_over_ssh();
+  ASSERT_FALSE(c.wait_step(15, 60).is_null()) << c.launcher_log();
+  // After a fault at controller time t: the job started again after it, and trained on.
+  auto trains_again = [&](double t, const std::string& what) {
+    const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
+    ASSERT_FALSE(started.is_null()) << what << ": the job did not start again\n" << c.launcher_log();
+    ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 8, 60).is_null()) << what << ": no training after";
+  };
+  for (const auto& [machine, fault] : std::vector<std::pair<std::string, std::string>>{
+           {"m1", "kill"}, {"m2", "hang"}, {"m0", "nan"}, {"m3", "machine_down"}}) {
+    SCOPED_TRACE(fault + " on " + machine);
+    ASSERT_EQ(c.inject(machine, fault), 0);
+    const double t = c.fault_time(fault);
+    ASSERT_GE(t, 0);
+    trains_again(t, fault);
+  }
+  const std::string log = c.launcher_log();
+  const auto down = log.find("m3 (root@" + c.mgmt_addr(3) + "): its agent ended: exit code 137");
+  ASSERT_NE(down, std::string::npos) << "the machine_down agent's end was not reported:\n" << log;
+  EXPECT_NE(log.substr(down, log.find('\n', down) - down).find("; starting it again in 1 s"), std::string::npos) << log;
+  EXPECT_NE(log.find("m3 (root@" + c.mgmt_addr(3) + "): started", down), std::string::npos) << "not restarted:\n" << log;
+  // A restarted controller adopts the job the ssh-launched agents kept running.
+  const long before = c.last_step();
+  c.kill_controller(SIGTERM);
+  c.start_controller(false);
+  ASSERT_FALSE(c.wait_step(before + 10, 60).is_null()) << "no training after the controller restart";
+  c.stop_run();
+  const int launcher_status = c.stop_launcher();
+  EXPECT_EQ(launcher_status, 0) << c.launcher_log();
+}
+
+// A host whose sshd does not answer: one line naming the machine, its host and ssh's
+// reason, and retries with a backoff; the other machines train.
+TEST(LiveSsh, AnUnreachableSshHostIsReportedByNameAndRetried) {
+  if (!netns_usable()) GTEST_SKIP() << "needs root and network namespaces (hosts are namespaces)";
+  LiveCluster c("ssh-unreachable", json{{"standby_pool", 0}});
+  c.start_controller();
+  c.start_agents_over_ssh({"s0"});
+  ASSERT_FALSE(c.wait_step(10, 60).is_null()) << c.launcher_log();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < end && c.launcher_log().find("ssh failed") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string log = c.launcher_log();
+  std::cout << log;
+  const auto failed = log.find("ssh failed");
+  ASSERT_NE(failed, std::string::npos) << log;
+  const auto begin = log.rfind('\n', failed) + 1;
+  const std::string s0 = log.substr(begin, log.find('\n', failed) - begin);
+  EXPECT_EQ(s0.rfind("faultline launch: s0 (root@" + c.mgmt_addr(4) + "): ssh failed (exit 255): ssh: connect to host", 0), 0u) << s0;
+  EXPECT_NE(s0.find("starting it again in"), std::string::npos) << s0;
   c.stop_run();
 }
 
