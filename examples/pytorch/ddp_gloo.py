@@ -2,13 +2,14 @@
 """A plain PyTorch DDP training script (gloo, CPU) that runs under faultline live mode.
 
 faultline-specific lines: 5, each marked "# faultline" (the import, Job, restore,
-begin_step, end_step). Without them this is an ordinary script: run it standalone
-(one process) or under torchrun; under `faultline agent` the same file reports its steps,
-checkpoints, restores after a failure and obeys `faultline live inject`.
+begin_step, end_step), plus one DDP argument for bit-exact resumption
+(find_unused_parameters=True, see below). Without them this is an ordinary script: run it
+standalone (one process) or under torchrun; under `faultline agent` the same file reports
+its steps, checkpoints, restores after a failure and obeys `faultline live inject`.
 
 Deterministic: fixed seeds, and each step's data is a function of (step, rank) only, so a
 run resumed from a checkpoint ends with the same parameters, bit for bit, as a run without
-faults. --digest writes the SHA-256 of the final parameters (rank 0).
+faults of the same world size. --digest writes the SHA-256 of the final parameters (rank 0).
 """
 
 import argparse
@@ -54,8 +55,12 @@ def main():
         os.environ.setdefault(k, v)  # standalone: a group of one
     dist.init_process_group("gloo")
     torch.manual_seed(args.seed)
+    # find_unused_parameters=True keeps DDP's first bucket layout for good. Without it DDP
+    # re-buckets after each process's first iteration, so the first step after a restart
+    # all-reduces with another layout; ring all-reduce sums an element in an order set by its
+    # offset, and with more than 2 ranks the resumed run drifts from a fault-free one.
     model = DDP(torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(),
-                                    torch.nn.Linear(HIDDEN, 1)))
+                                    torch.nn.Linear(HIDDEN, 1)), find_unused_parameters=True)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     job = faultline.Job(model, optimizer)  # faultline
     start = job.restore()  # faultline
