@@ -91,6 +91,8 @@ def agree(store, rank, world_size):
         return -1, None, False
     data = read_file(store.path(step)) if step in held else None
     if world_size == 1:
+        if data is None:
+            raise RuntimeError("checkpoint of step %d unreadable" % step)
         return step, data, True
     has = [torch.zeros(1, dtype=torch.int64) for _ in range(world_size)]
     dist.all_gather(has, torch.tensor([1 if data is not None else 0], dtype=torch.int64))

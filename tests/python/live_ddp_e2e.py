@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-STEPS = 300
+STEPS = 200
 STEP_MS = 40
 RANKS = 4
 

@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import socket
 import tempfile
+import time
 import unittest
 
 import torch
@@ -144,6 +145,36 @@ class JobTest(unittest.TestCase):
         self.assertLess(norms[2], 100)
         self.assertTrue(norms[3] is None or norms[3] > 1e6, norms)  # the 4th computed step
         self.assertEqual(steps[3]["checkpoint_step"], 3)
+        h.close()
+
+    def test_slow_stretches_the_step_by_its_factor(self):
+        h = Harness(self.dir.name, ckpt_every=0)
+        h.job.restore()
+        with open(h.env["FAULTLINE_FAULT_FILE"], "w") as f:
+            f.write("slow 4\n")
+        h.job.begin_step(1)
+        time.sleep(0.1)  # the step's work
+        h.job.end_step(1, 0.5)
+        step = [r for r in h.reports() if r["type"] == "step"][0]
+        self.assertGreaterEqual(step["step_time_s"], 0.4)
+        self.assertLess(step["step_time_s"], 2.0)
+        h.close()
+
+    def test_hang_blocks_the_rank(self):
+        import subprocess
+        import sys
+        h = Harness(self.dir.name)
+        with open(h.env["FAULTLINE_FAULT_FILE"], "w") as f:
+            f.write("hang\n")
+        code = "import faultline, torch; j = faultline.Job(torch.nn.Linear(2, 1)); j.begin_step(1); print('not reached')"
+        p = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, **h.env), pass_fds=(h.w,),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        with self.assertRaises(subprocess.TimeoutExpired):
+            p.wait(timeout=3)
+        p.kill()
+        self.assertEqual(p.communicate()[0], b"")
+        with open(h.env["FAULTLINE_FAULT_FILE"]) as f:
+            self.assertEqual(f.read(), "")  # consumed before it acted: a restart does not hang again
         h.close()
 
     def test_crash_reports_fatal_prints_the_signature_and_exits_1(self):
