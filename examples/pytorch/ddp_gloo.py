@@ -47,12 +47,14 @@ def digest(model):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--step-ms", type=float, default=0, help="extra time per step (simulated compute)")
+    ap.add_argument("--step-ms", type=float, default=0,
+                    help="extra time per step (simulated compute)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--digest", help="file for the SHA-256 of the final parameters (rank 0)")
     args = ap.parse_args()
-    for k, v in (("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")):
-        os.environ.setdefault(k, v)  # standalone: a group of one
+    alone = {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    for k, v in alone.items():
+        os.environ.setdefault(k, v)  # without a launcher: a group of one
     dist.init_process_group("gloo")
     torch.manual_seed(args.seed)
     # find_unused_parameters=True keeps DDP's first bucket layout for good. Without it DDP

@@ -2,7 +2,8 @@
 
 Read at every step boundary exactly as the reference job does (realexec/trainjob/faults.h):
 
-    [local_rank=K|K1,K2|all] crash SIGNATURE...   one-shot: fatal report, SIGNATURE on stderr, exit 1
+    [local_rank=K|K1,K2|all] crash SIGNATURE...   one-shot: fatal report, SIGNATURE on stderr,
+                                                   exit 1
     [local_rank=...] hang                          one-shot: block forever
     [local_rank=...] nan                           one-shot: next step's local gradient is NaN
     [local_rank=...] slow FACTOR                   persistent: step time x FACTOR
@@ -85,7 +86,8 @@ def parse_line(line):
         if not math.isfinite(d.factor) or d.factor <= 0:
             raise FaultSyntaxError("slow wants one positive FACTOR")
     elif tok == "sdc":
-        if args and (len(args) != 1 or not args[0].startswith("after=") or not args[0][6:].isdigit()):
+        if args and (len(args) != 1 or not args[0].startswith("after=")
+                     or not args[0][6:].isdigit()):
             raise FaultSyntaxError("sdc takes an optional after=N (N >= 0)")
         d.after = int(args[0][6:]) if args else 0
     elif not tok:
@@ -176,7 +178,8 @@ class FaultFile:
         it; False when it was gone already (someone else fired it): then it must not act."""
         if self._path is None:
             return False
-        dfd = os.open(os.path.dirname(self._path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        directory = os.path.dirname(self._path) or "."
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             fcntl.flock(dfd, fcntl.LOCK_EX)
             data = read_file(self._path)

@@ -52,7 +52,8 @@ class Job:
         self._reporter = Reporter(int(env["FAULTLINE_REPORT_FD"]) if self.active else None)
         local_rank = _env_int(env, "LOCAL_RANK", self.rank)
         fault_path = env.get("FAULTLINE_FAULT_FILE") if self.active else None
-        self._faults = FaultFile(fault_path or None, local_rank, _env_int(env, "LOCAL_WORLD_SIZE", 0))
+        self._faults = FaultFile(fault_path or None, local_rank,
+                                 _env_int(env, "LOCAL_WORLD_SIZE", 0))
         ckpt_dir = env.get("FAULTLINE_CKPT_DIR") if self.active else None
         self._store = CheckpointStore(ckpt_dir, self.rank) if ckpt_dir else None
         self._ckpt_every = _env_int(env, "FAULTLINE_CKPT_EVERY", DEFAULT_CKPT_EVERY)

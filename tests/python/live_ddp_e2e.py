@@ -52,6 +52,7 @@ class Cluster:
             f.write("python-e2e-token-%d-0123456789abcdef\n" % os.getpid())
         names = ["m%d" % i for i in range(RANKS)] + ["s0"]
         machine = lambda n: {"name": n, "addr": "127.0.0.1", "workdir": os.path.join(self.dir, n)}
+        self.digest = os.path.join(self.dir, "digest.live")
         self.example = [args.python, args.example, "--steps", str(STEPS), "--step-ms", str(STEP_MS)]
         self.job_env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "GLOO_SOCKET_IFNAME": "lo",
                         "OMP_NUM_THREADS": "1"}  # 5 torch processes share a small machine
@@ -61,12 +62,13 @@ class Cluster:
             "token_file": token,
             "machines": [machine(n) for n in names[:RANKS]],
             "standby": [machine(n) for n in names[RANKS:]],
-            "job": {"versions": {"v1": self.example + ["--digest", os.path.join(self.dir, "digest.live")]},
+            "job": {"versions": {"v1": self.example + ["--digest", self.digest]},
                     "version": "v1", "gpus_per_machine": 1, "master_port": free_port(),
                     "nominal_step_time_s": STEP_MS / 1000, "env": self.job_env},
             "policy": {"stack": "byterobust",
-                       "params": {"stall_window_s": 8, "recrash_window_s": 5, "probe_deadline_s": 60,
-                                  "inspect_nic_s": 1, "standby_pool": 1}},
+                       "params": {"stall_window_s": 8, "recrash_window_s": 5,
+                                  "probe_deadline_s": 60, "inspect_nic_s": 1,
+                                  "standby_pool": 1}},
             "seed": 7,
             "state_dir": os.path.join(self.dir, "state"),
             "trainjob_bin": args.trainjob,
@@ -96,10 +98,12 @@ class Cluster:
                 p.wait()
 
     def inject(self, machine, fault):
-        rc = subprocess.call([self.args.faultline, "live", "inject", self.config, "--machine", machine,
-                              "--fault", fault], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        argv = [self.args.faultline, "live", "inject", self.config, "--machine", machine,
+                "--fault", fault]
+        rc = subprocess.call(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         check(rc == 0, "inject %s on %s: exit %d" % (fault, machine, rc))
-        return self.wait_for(lambda r: r.get("kind") == "fault" and r.get("fault") == fault, 10)["t_s"]
+        recorded = lambda r: r.get("kind") == "fault" and r.get("fault") == fault
+        return self.wait_for(recorded, 10, "the %s fault in the event log" % fault)["t_s"]
 
     def records(self):
         try:
@@ -126,8 +130,8 @@ class Cluster:
         raise Failure("timed out after %g s waiting for %s" % (timeout_s, what))
 
     def wait_step(self, step, timeout_s):
-        return self.wait_for(lambda r: r.get("kind") == "progress" and r.get("step", -1) >= step, timeout_s,
-                             "step %d" % step)
+        reached = lambda r: r.get("kind") == "progress" and r.get("step", -1) >= step
+        return self.wait_for(reached, timeout_s, "step %d" % step)
 
     def wait_started_after(self, t, timeout_s):
         return self.wait_for(lambda r: is_event(r, "JobStarted") and r["t_s"] > t, timeout_s,
@@ -141,12 +145,13 @@ def is_event(r, kind):
 def reference_digest(args, workdir):
     """The fault-free run: the same example, 4 ranks, no faultline (the library is a no-op)."""
     out = os.path.join(workdir, "digest.reference")
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(RANKS),
-               GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               WORLD_SIZE=str(RANKS), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     env.pop("FAULTLINE_REPORT_FD", None)
     log = open(os.path.join(workdir, "reference.log"), "ab")
     procs = [subprocess.Popen([args.python, args.example, "--steps", str(STEPS), "--digest", out],
-                              env=dict(env, RANK=str(r)), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                              env=dict(env, RANK=str(r)), stdin=subprocess.DEVNULL, stdout=log,
+                              stderr=log)
              for r in range(RANKS)]
     codes = [p.wait(timeout=120) for p in procs]
     check(codes == [0] * RANKS, "the reference run failed: exit codes %s" % codes)
@@ -156,15 +161,18 @@ def reference_digest(args, workdir):
 
 def run(args):
     t_begin = time.monotonic()
-    torch_ok = subprocess.call([args.python, "-c", "import torch.distributed"], stderr=subprocess.DEVNULL)
-    check(torch_ok == 0, "%s cannot import torch: install python3-torch (.ci/install-deps)" % args.python)
+    torch_ok = subprocess.call([args.python, "-c", "import torch.distributed"],
+                               stderr=subprocess.DEVNULL)
+    check(torch_ok == 0,
+          "%s cannot import torch: install python3-torch (.ci/install-deps)" % args.python)
     c = Cluster(args)
     try:
         reference = reference_digest(args, c.dir)
         c.start()
         c.wait_step(15, 90)
         t_kill = c.inject("m1", "kill")
-        exit_ev = c.wait_for(lambda r: is_event(r, "ProcessExit") and r["t_s"] >= t_kill, 20, "a ProcessExit")
+        exited = lambda r: is_event(r, "ProcessExit") and r["t_s"] >= t_kill
+        exit_ev = c.wait_for(exited, 20, "a ProcessExit")
         started = c.wait_started_after(t_kill, 60)
         resumed_at = started["event"].get("step", -1)
         print("kill at t=%.1f s: ProcessExit after %.1f s, resumed from step %d after %.1f s"
@@ -173,17 +181,18 @@ def run(args):
         t_nan = c.inject("m2", "nan")
         # The poisoned step's gradient norm is NaN (its loss, computed before, is not): the
         # controller's step sample says nan, and the job restarts from before that step.
-        nan_ev = c.wait_for(lambda r: is_event(r, "StepSample") and r["event"].get("nan") and r["t_s"] >= t_nan,
-                            20, "a NaN step sample")
+        nan_seen = lambda r: (is_event(r, "StepSample") and r["event"].get("nan")
+                              and r["t_s"] >= t_nan)
+        nan_ev = c.wait_for(nan_seen, 20, "a NaN step sample")
         nan_step = nan_ev["event"]["step"]
         started = c.wait_started_after(nan_ev["t_s"], 60)
-        print("nan at t=%.1f s: NaN at step %d reported after %.1f s, resumed from step %d after %.1f s"
+        print("nan at t=%.1f s: NaN at step %d after %.1f s, resumed from step %d after %.1f s"
               % (t_nan, nan_step, nan_ev["t_s"] - t_nan, started["event"].get("step", -1),
                  started["t_s"] - t_nan))
         check(started["event"].get("step", -1) < nan_step, "the job did not go back before the NaN")
         code = c.procs["controller"].wait(timeout=120)
         check(code == 0, "the controller exited %d, not 0 (the job finished)" % code)
-        with open(os.path.join(c.dir, "digest.live")) as f:
+        with open(c.digest) as f:
             live = f.read().strip()
         print("digest fault-free %s\ndigest live       %s" % (reference, live))
         check(live == reference, "the parameters after the faults differ from the fault-free run's")

@@ -10,18 +10,21 @@ from faultline.faults import FaultFile, FaultSyntaxError, consume_in_text, parse
 class ParseTest(unittest.TestCase):
     def test_directives(self):
         d = parse_line("crash CUDA error:  illegal address")
-        self.assertEqual((d.kind, d.signature, d.local_ranks), ("crash", "CUDA error:  illegal address", [0]))
+        self.assertEqual((d.kind, d.signature, d.local_ranks),
+                         ("crash", "CUDA error:  illegal address", [0]))
         self.assertEqual(parse_line("crash").signature, "injected crash")
         self.assertEqual(parse_line("slow 2.5").factor, 2.5)
         self.assertEqual(parse_line("sdc").after, 0)
         self.assertEqual(parse_line("sdc after=7").after, 7)
         d = parse_line("local_rank=1,3 nan")
-        self.assertEqual((d.kind, d.local_ranks, d.applies_to(0), d.applies_to(3)), ("nan", [1, 3], False, True))
+        self.assertEqual((d.kind, d.local_ranks, d.applies_to(0), d.applies_to(3)),
+                         ("nan", [1, 3], False, True))
         self.assertTrue(parse_line("local_rank=all hang").applies_to(5))
 
     def test_malformed_lines_are_refused(self):
-        for bad in ("hang now", "nan 1", "slow", "slow 0", "slow -1", "slow x", "slow nan", "slow 2 3",
-                    "sdc 3", "sdc after=-1", "sdc after=x", "bogus", "local_rank=x nan", "local_rank=1"):
+        for bad in ("hang now", "nan 1", "slow", "slow 0", "slow -1", "slow x", "slow nan",
+                    "slow 2 3", "sdc 3", "sdc after=-1", "sdc after=x", "bogus", "local_rank=x nan",
+                    "local_rank=1"):
             with self.assertRaises(FaultSyntaxError, msg=bad):
                 parse_line(bad)
 
@@ -43,8 +46,8 @@ class ConsumeTest(unittest.TestCase):
         self.assertEqual(consume_in_text("local_rank=all nan\n", "local_rank=all nan", 1, 3),
                          "local_rank=0,2 nan\n")
         self.assertEqual(consume_in_text("local_rank=all nan\n", "local_rank=all nan", 0, 0), "")
-        self.assertEqual(consume_in_text("local_rank=0,1 crash x y\n", "local_rank=0,1 crash x y", 0, 2),
-                         "local_rank=1 crash x y\n")
+        line = "local_rank=0,1 crash x y"
+        self.assertEqual(consume_in_text(line + "\n", line, 0, 2), "local_rank=1 crash x y\n")
 
 
 class FaultFileTest(unittest.TestCase):

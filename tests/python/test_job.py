@@ -44,9 +44,11 @@ class Harness:
     def __init__(self, workdir, rank=0, world_size=1, ckpt_every=2, model=None):
         self.r, self.w = os.pipe()
         os.set_blocking(self.r, False)
-        self.env = {"FAULTLINE_REPORT_FD": str(self.w), "RANK": str(rank), "WORLD_SIZE": str(world_size),
-                    "LOCAL_RANK": "0", "FAULTLINE_CKPT_DIR": os.path.join(workdir, "ckpt"),
-                    "FAULTLINE_CKPT_EVERY": str(ckpt_every), "FAULTLINE_FAULT_FILE": os.path.join(workdir, "faults")}
+        self.env = {"FAULTLINE_REPORT_FD": str(self.w), "RANK": str(rank),
+                    "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0",
+                    "FAULTLINE_CKPT_DIR": os.path.join(workdir, "ckpt"),
+                    "FAULTLINE_CKPT_EVERY": str(ckpt_every),
+                    "FAULTLINE_FAULT_FILE": os.path.join(workdir, "faults")}
         self.model = model or make_model()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
         self.job = faultline.Job(self.model, self.optimizer, env=self.env)
@@ -72,7 +74,8 @@ class Harness:
 class StandaloneTest(unittest.TestCase):
     def test_without_a_report_fd_every_call_is_a_no_op(self):
         with tempfile.TemporaryDirectory() as d:
-            env = {"RANK": "0", "FAULTLINE_CKPT_DIR": d, "FAULTLINE_FAULT_FILE": os.path.join(d, "faults")}
+            env = {"RANK": "0", "FAULTLINE_CKPT_DIR": d,
+                   "FAULTLINE_FAULT_FILE": os.path.join(d, "faults")}
             with open(env["FAULTLINE_FAULT_FILE"], "w") as f:
                 f.write("crash should not fire\n")
             model = make_model()
@@ -166,15 +169,16 @@ class JobTest(unittest.TestCase):
         h = Harness(self.dir.name)
         with open(h.env["FAULTLINE_FAULT_FILE"], "w") as f:
             f.write("hang\n")
-        code = "import faultline, torch; j = faultline.Job(torch.nn.Linear(2, 1)); j.begin_step(1); print('not reached')"
-        p = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, **h.env), pass_fds=(h.w,),
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        code = ("import faultline, torch; j = faultline.Job(torch.nn.Linear(2, 1)); "
+                "j.begin_step(1); print('not reached')")
+        p = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, **h.env),
+                             pass_fds=(h.w,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
         with self.assertRaises(subprocess.TimeoutExpired):
             p.wait(timeout=3)
         p.kill()
         self.assertEqual(p.communicate()[0], b"")
         with open(h.env["FAULTLINE_FAULT_FILE"]) as f:
-            self.assertEqual(f.read(), "")  # consumed before it acted: a restart does not hang again
+            self.assertEqual(f.read(), "")  # consumed before it acted: a restart runs on
         h.close()
 
     def test_crash_reports_fatal_prints_the_signature_and_exits_1(self):
@@ -185,10 +189,12 @@ class JobTest(unittest.TestCase):
             f.write("crash CUDA error: an illegal memory access was encountered\n")
         code = ("import faultline, torch; m = torch.nn.Linear(2, 1); "
                 "j = faultline.Job(m); j.restore(); j.begin_step(1); print('not reached')")
-        out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **h.env), pass_fds=(h.w,),
-                             stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **h.env),
+                             pass_fds=(h.w,), stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True)
         self.assertEqual(out.returncode, 1, out.stderr)
-        self.assertEqual(out.stderr.strip().splitlines()[-1], "CUDA error: an illegal memory access was encountered")
+        self.assertEqual(out.stderr.strip().splitlines()[-1],
+                         "CUDA error: an illegal memory access was encountered")
         self.assertNotIn("not reached", out.stdout)
         self.assertEqual([r["type"] for r in h.reports()], ["started", "fatal"])
         h.close()
@@ -217,7 +223,8 @@ class RestoreAgreementTest(unittest.TestCase):
             ctx = multiprocessing.get_context("spawn")
             results = ctx.Queue()
             port = free_port()
-            procs = [ctx.Process(target=_agreement_rank, args=(r, port, [d0, d1], results)) for r in (0, 1)]
+            procs = [ctx.Process(target=_agreement_rank, args=(r, port, [d0, d1], results))
+                     for r in (0, 1)]
             for p in procs:
                 p.start()
             got = dict((r[0], r[1:]) for r in (results.get(timeout=60) for _ in procs))

@@ -38,7 +38,8 @@ class ReportTest(unittest.TestCase):
 
     def test_tensors_and_numpy_like_numbers_are_plain_floats(self):
         import torch
-        obj = strict_loads(encode_line(step_report(0, 1, torch.tensor(0.5), torch.tensor(math.nan), 0, -1)))
+        report = step_report(0, 1, torch.tensor(0.5), torch.tensor(math.nan), 0, -1)
+        obj = strict_loads(encode_line(report))
         self.assertEqual(obj["loss"], 0.5)
         self.assertIs(obj["grad_norm_nan"], True)
 
