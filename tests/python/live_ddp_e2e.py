@@ -177,6 +177,8 @@ def run(args):
         resumed_at = started["event"].get("step", -1)
         print("kill at t=%.1f s: ProcessExit after %.1f s, resumed from step %d after %.1f s"
               % (t_kill, exit_ev["t_s"] - t_kill, resumed_at, started["t_s"] - t_kill))
+        # From a checkpoint, not from scratch (which would also end bit-identical).
+        check(resumed_at > 0, "the restart after the kill did not restore a checkpoint")
         c.wait_step(resumed_at + 15, 60)
         t_nan = c.inject("m2", "nan")
         # The poisoned step's gradient norm is NaN (its loss, computed before, is not): the
@@ -189,7 +191,8 @@ def run(args):
         print("nan at t=%.1f s: NaN at step %d after %.1f s, resumed from step %d after %.1f s"
               % (t_nan, nan_step, nan_ev["t_s"] - t_nan, started["event"].get("step", -1),
                  started["t_s"] - t_nan))
-        check(started["event"].get("step", -1) < nan_step, "the job did not go back before the NaN")
+        check(0 < started["event"].get("step", -1) < nan_step,
+              "the restart after the NaN did not restore a checkpoint from before it")
         code = c.procs["controller"].wait(timeout=120)
         check(code == 0, "the controller exited %d, not 0 (the job finished)" % code)
         with open(c.digest) as f:
