@@ -1,0 +1,74 @@
+"""Step reports to the faultline agent: one strict JSON object per line on FAULTLINE_REPORT_FD.
+
+The wire format is the reference job's (realexec/PROTOCOL.md, "Rank reports"): a non-finite
+loss or gradient norm goes out as ``null`` plus ``"<name>_nan": true``, never as a bare
+``NaN`` token, so any strict JSON reader (and the agent's type checks) accepts every line.
+"""
+
+import json
+import math
+import os
+
+
+def encode_number(obj, name, value):
+    """Sets obj[name] to a finite float, or to None with obj[name + "_nan"] = True."""
+    x = float(value)
+    if math.isfinite(x):
+        obj[name] = x
+    else:
+        obj[name] = None
+        obj[name + "_nan"] = True
+
+
+def step_report(rank, step, loss, grad_norm, step_time_s, checkpoint_step):
+    """The object of a "step" report; loss or grad_norm None means not known (left out)."""
+    obj = {"type": "step", "rank": rank, "step": step}
+    if loss is not None:
+        encode_number(obj, "loss", loss)
+    if grad_norm is not None:
+        encode_number(obj, "grad_norm", grad_norm)
+    obj["step_time_s"] = max(0.0, float(step_time_s))
+    obj["checkpoint_step"] = checkpoint_step
+    return obj
+
+
+def encode_line(obj):
+    """One report line; allow_nan=False makes a stray NaN a bug here, not on the wire."""
+    return (json.dumps(obj, allow_nan=False, separators=(",", ":")) + "\n").encode()
+
+
+class Reporter:
+    """Writes reports to a file descriptor; fd None (not under faultline) writes nothing."""
+
+    def __init__(self, fd):
+        self._fd = fd
+
+    @property
+    def active(self):
+        return self._fd is not None
+
+    def write(self, obj):
+        if self._fd is None:
+            return
+        data = encode_line(obj)
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+        except OSError:
+            self._fd = None  # the agent is gone: keep training, stop reporting
+
+    def started(self, rank, step, restored_from, version=None):
+        obj = {"type": "started", "rank": rank, "step": step, "restored_from": restored_from,
+               "pid": os.getpid()}
+        if version is not None:
+            obj["version"] = version
+        self.write(obj)
+
+    def step(self, rank, step, loss, grad_norm, step_time_s, checkpoint_step):
+        self.write(step_report(rank, step, loss, grad_norm, step_time_s, checkpoint_step))
+
+    def checkpoint(self, rank, step):
+        self.write({"type": "checkpoint", "rank": rank, "step": step})
+
+    def fatal(self, rank, signature):
+        self.write({"type": "fatal", "rank": rank, "signature": signature})

@@ -1,0 +1,74 @@
+"""Report encoding: strict JSON, non-finite numbers as null plus a boolean _nan flag."""
+
+import json
+import math
+import os
+import unittest
+
+from faultline.report import Reporter, encode_line, step_report
+
+
+def strict_loads(line):
+    def refuse(token):
+        raise ValueError("non-strict JSON token " + token)
+    return json.loads(line, parse_constant=refuse)
+
+
+class ReportTest(unittest.TestCase):
+    def test_finite_numbers_are_plain(self):
+        obj = strict_loads(encode_line(step_report(0, 3, 0.25, 1.5, 0.01, -1)))
+        self.assertEqual(obj, {"type": "step", "rank": 0, "step": 3, "loss": 0.25, "grad_norm": 1.5,
+                               "step_time_s": 0.01, "checkpoint_step": -1})
+
+    def test_nan_and_infinity_become_null_with_a_boolean_flag(self):
+        for bad in (math.nan, math.inf, -math.inf):
+            line = encode_line(step_report(0, 3, bad, bad, 0.01, 2))
+            self.assertNotIn(b"NaN", line)
+            self.assertNotIn(b"Infinity", line)
+            obj = strict_loads(line)
+            self.assertIsNone(obj["loss"])
+            self.assertIs(obj["loss_nan"], True)
+            self.assertIsNone(obj["grad_norm"])
+            self.assertIs(obj["grad_norm_nan"], True)
+
+    def test_unknown_loss_is_left_out_not_nan(self):
+        obj = strict_loads(encode_line(step_report(1, 3, None, None, 0.01, 2)))
+        self.assertNotIn("loss", obj)
+        self.assertNotIn("loss_nan", obj)
+
+    def test_tensors_and_numpy_like_numbers_are_plain_floats(self):
+        import torch
+        report = step_report(0, 1, torch.tensor(0.5), torch.tensor(math.nan), 0, -1)
+        obj = strict_loads(encode_line(report))
+        self.assertEqual(obj["loss"], 0.5)
+        self.assertIs(obj["grad_norm_nan"], True)
+
+    def test_reporter_writes_one_line_per_report(self):
+        r, w = os.pipe()
+        rep = Reporter(w)
+        rep.started(0, 10, "peer")
+        rep.step(0, 11, math.nan, 2.0, 0.1, 10)
+        rep.fatal(0, "boom")
+        os.close(w)
+        lines = os.read(r, 65536).decode().splitlines()
+        os.close(r)
+        self.assertEqual([strict_loads(l)["type"] for l in lines], ["started", "step", "fatal"])
+        self.assertEqual(strict_loads(lines[0])["restored_from"], "peer")
+        self.assertIs(strict_loads(lines[1])["loss_nan"], True)
+
+    def test_a_gone_agent_stops_reporting_without_failing_the_job(self):
+        r, w = os.pipe()
+        os.close(r)
+        rep = Reporter(w)
+        rep.fatal(0, "x")  # EPIPE (Python ignores SIGPIPE)
+        self.assertFalse(rep.active)
+        os.close(w)
+
+    def test_no_descriptor_writes_nothing(self):
+        rep = Reporter(None)
+        rep.step(0, 1, 1.0, 1.0, 0.1, -1)
+        self.assertFalse(rep.active)
+
+
+if __name__ == "__main__":
+    unittest.main()
