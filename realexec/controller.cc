@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -80,9 +81,27 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
   if (listen_fd_ < 0)
     throw std::runtime_error(config_.file + ": controller: cannot listen on " + config_.controller_host + ":" +
                              std::to_string(config_.controller_port) + ": " + err);
+  if (config_.metrics_port > 0) start_metrics();
+}
+
+void Controller::start_metrics() {
+  std::string token, err;
+  if (!config_.metrics_token_file.empty()) {
+    if (!load_token(config_.metrics_token_file, &token, &err)) throw std::runtime_error(err);
+    if (tokens_equal(token, token_) || (!status_token_.empty() && tokens_equal(token, status_token_)))
+      throw std::runtime_error(config_.metrics_token_file +
+                               ": token: the metrics credential equals a control credential");
+  }
+  const int fd = listen_tcp(config_.metrics_host, config_.metrics_port, &err);
+  if (fd < 0)
+    throw std::runtime_error(config_.file + ": metrics_listen: cannot listen on " + config_.metrics_host + ":" +
+                             std::to_string(config_.metrics_port) + ": " + err);
+  metrics_ = std::make_unique<MetricsServer>(reactor_, fd, std::move(token),
+                                             [this] { return render(world_->metrics()); });
 }
 
 Controller::~Controller() {
+  metrics_.reset();
   sessions_.clear();
   if (listen_fd_ >= 0) {
     reactor_.remove_fd(listen_fd_);
@@ -189,8 +208,9 @@ void Controller::shutdown(const std::string& why) {
   for (auto& [sid, s] : sessions_)
     if (s.role == Session::Role::kAgent && s.conn && s.conn->is_open())
       s.conn->send(json{{"type", "shutdown"}, {"req", kOwnReqBase}});
-  // Give the agents a moment to receive it.
-  reactor_.add_timer(Duration::seconds(0.5), [this] { reactor_.stop(); });
+  // Give the agents a moment to receive it, and a scraper its chance at the final values.
+  const double linger_s = metrics_ ? std::max(0.5, config_.metrics_linger_s) : 0.5;
+  reactor_.add_timer(Duration::seconds(linger_s), [this] { reactor_.stop(); });
 }
 
 bool Controller::send(MachineId m, const json& msg) {

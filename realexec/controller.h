@@ -17,6 +17,7 @@
 #include "realexec/auth.h"
 #include "realexec/live_world.h"
 #include "realexec/messages.h"
+#include "realexec/metrics_http.h"
 #include "realexec/wire.h"
 
 namespace faultline::live {
@@ -69,6 +70,8 @@ class Controller final : public MachineLink {
   void refuse(std::uint64_t sid, const std::string& why);
   void shutdown(const std::string& why);
   void start_world();
+  // Listens on metrics_listen (when set) and serves LiveWorld's metrics there.
+  void start_metrics();
   // Retries what waits to be written (the event log's backlog, a failed journal save) and
   // reports an outage of either on stderr: one line when it begins, one when it ends.
   void watch_storage();
@@ -85,6 +88,7 @@ class Controller final : public MachineLink {
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<LiveWorld> world_;
   int listen_fd_ = -1;
+  std::unique_ptr<MetricsServer> metrics_;  // null: no metrics_listen
   std::uint64_t next_session_ = 1;
   std::map<std::uint64_t, Session> sessions_;
   std::map<MachineId, std::uint64_t> machine_session_;

@@ -114,6 +114,29 @@ LiveMachine read_machine(const Reader& r, const json& m, const std::string& path
   return out;
 }
 
+// The Prometheus endpoint's keys; REQUIRES c's controller and token files already read.
+void read_metrics(const Reader& r, const json& doc, LiveConfig* c) {
+  const std::string listen = r.str(doc, "", "metrics_listen", "");
+  if (listen.empty()) {
+    for (const char* key : {"metrics_token_file", "metrics_linger_s"})
+      if (doc.contains(key)) r.fail(key, "expected only together with metrics_listen");
+    return;
+  }
+  if (!split_host_port(listen, &c->metrics_host, &c->metrics_port) || c->metrics_port < 1)
+    r.fail("metrics_listen", "expected \"host:port\" with a port in 1..65535, got \"" + listen + "\"");
+  if (c->metrics_port == c->controller_port)
+    r.fail("metrics_listen", "expected a port other than the controller's (" + std::to_string(c->controller_port) +
+                                 "): the metrics endpoint speaks HTTP, not the control protocol");
+  if (const std::string t = r.str(doc, "", "metrics_token_file", ""); !t.empty()) {
+    c->metrics_token_file = resolve(c->dir, t);
+    // Prometheus sends it in every scrape, in the clear unless behind TLS: it must never be
+    // a credential that can do more than read the metrics.
+    if (c->metrics_token_file == c->token_file || c->metrics_token_file == c->status_token_file)
+      r.fail("metrics_token_file", "expected a file of its own (not token_file or status_token_file)");
+  }
+  c->metrics_linger_s = r.num(doc, "", "metrics_linger_s", 0, 0, 600);
+}
+
 }  // namespace
 
 ClusterSpec LiveConfig::cluster_spec() const {
@@ -147,7 +170,8 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   } catch (const json::parse_error& e) {
     throw LiveConfigError(file + ": (top level): expected JSON (" + std::string(e.what()) + ")");
   }
-  r.only_keys(doc, "", {"description", "controller", "token_file", "status_token_file", "machines", "standby", "job", "policy",
+  r.only_keys(doc, "", {"description", "controller", "token_file", "status_token_file", "metrics_listen",
+                        "metrics_token_file", "metrics_linger_s", "machines", "standby", "job", "policy",
                         "seed", "state_dir", "trainjob_bin", "probe_bin", "heartbeat_s",
                         "heartbeat_timeout_s", "repair"});
   LiveConfig c;
@@ -164,6 +188,7 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
     if (c.status_token_file == c.token_file)
       r.fail("status_token_file", "expected a file other than token_file (the read-only credential is its own)");
   }
+  read_metrics(r, doc, &c);
   std::set<std::string> names;
   for (const char* key : {"machines", "standby"}) {
     if (!doc.contains(key)) {

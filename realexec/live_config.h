@@ -71,6 +71,15 @@ struct LiveConfig {
   // The read-only credential: a client proving this token may ask for status, nothing else.
   // Empty: none (status then needs token_file).
   std::string status_token_file;
+  // Prometheus endpoint `GET /metrics` (metrics_http.h), on its own address; port 0: none.
+  std::string metrics_host;
+  int metrics_port = 0;
+  // The scraper's credential: a request must carry "Authorization: Bearer <token>". It
+  // grants reading the metrics and nothing else. Empty: the endpoint is open.
+  std::string metrics_token_file;
+  // After the run ends, /metrics keeps serving the final values this long, so that a
+  // scrape sees them (at least twice the scrape interval); then the controller exits.
+  double metrics_linger_s = 0;
   std::vector<LiveMachine> machines;  // slot order
   std::vector<LiveMachine> standby;
   LiveJob job;

@@ -397,13 +397,15 @@ void LiveWorld::kill_all(std::function<void()> then) {
   finish();
 }
 
-void LiveWorld::job_broken(const std::string& cause) {
+void LiveWorld::job_broken(const std::string& category, const std::string& cause) {
   if (running_) {
     // The job stopped training: an incident opens, from its last step report (a hang or a
     // slowdown began before it was detected), until every rank runs again.
     const Instant began = last_progress_at_.ns > 0 && last_progress_at_ < now() ? last_progress_at_ : now();
-    incidents_.push_back(Incident{began, std::nullopt, cause});
+    incidents_.push_back(Incident{began, std::nullopt, cause, category, now(), std::nullopt});
     if (incidents_.size() > 1000) incidents_.erase(incidents_.begin());
+    ++incident_stats_.opened[category];
+    incident_stats_.detection.observe((now() - began).to_seconds());
     running_ = false;
     journal_.state().running = false;
     save_journal();
@@ -412,7 +414,7 @@ void LiveWorld::job_broken(const std::string& cause) {
 
 void LiveWorld::do_stop(ActionId id, const StopJob& a) {
   const Instant t = now();
-  job_broken("stopped: " + a.reason);
+  job_broken("policy_stop", "stopped: " + a.reason);
   if (starting_) {  // a start in flight is abandoned
     if (start_timer_) reactor_.cancel_timer(start_timer_);
     start_timer_ = 0;
@@ -438,6 +440,8 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
   starting_ = id;
   start_began_ = t;
   launch_gen_ = -1;
+  if (!incidents_.empty() && !incidents_.back().resolved && !incidents_.back().restart_began)
+    incidents_.back().restart_began = t;
   if (adopting_) {
     // A restarted controller: wait for the slots' agents to report what they run.
     adopt_action_ = id;
@@ -451,6 +455,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
         if (static_cast<int>(adopted_ranks_[m].size()) != config_.job.gpus_per_machine) all = false;
       if (all && starting_ == adopt_action_) {
         running_ = true;
+        job_running();
         starting_ = 0;
         steps_since_start_ = 0;
         sample_ = PendingSample{now()};
@@ -541,7 +546,7 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
     outcome(id, true, "nothing to evict: no machine of the job named (" + a.reason + ")", t);
     return;
   }
-  job_broken("evicted " + names + " (" + a.reason + ")");
+  job_broken("eviction", "evicted " + names + " (" + a.reason + ")");
   save_journal();
   outcome(id, true, "evicted " + names + " (" + a.reason + ")", t);
 }
@@ -967,7 +972,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
       if (start_timer_) reactor_.cancel_timer(start_timer_);
       start_timer_ = 0;
       running_ = true;
-      if (!incidents_.empty() && !incidents_.back().resolved) incidents_.back().resolved = now();
+      job_running();
       auto& s = journal_.state();
       s.running = true;
       if (s.first_step < 0) s.first_step = start_step_;
@@ -1042,7 +1047,7 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
     clean_exits_.insert(rank);
     if (static_cast<int>(clean_exits_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {
       note("every rank finished its steps");
-      job_broken("every rank finished its steps");
+      job_broken("job_finished", "every rank finished its steps");
       finished_ = true;
     }
     return;
@@ -1105,7 +1110,7 @@ void LiveWorld::report_exit(MachineId m, std::int64_t rank, int code, const std:
   if (victim_timer_) reactor_.cancel_timer(victim_timer_);
   victim_timer_ = 0;
   victim_.reset();
-  job_broken("rank " + std::to_string(rank) + (m == kNoMachine ? "" : " on " + machine_config(m).name) +
+  job_broken("rank_exit", "rank " + std::to_string(rank) + (m == kNoMachine ? "" : " on " + machine_config(m).name) +
              " exited: " + signature);
   deliver(ProcessExit{m, code, signature, rank_step(rank)});
 }
@@ -1302,12 +1307,15 @@ json LiveWorld::status() const {
   json machines = json::array();
   for (MachineId m = 0; m < cluster_.machine_count(); ++m) {
     std::string state;
-    if (cluster_.slot_of(m) >= 0) state = "job slot " + std::to_string(cluster_.slot_of(m));
-    else if (in_pool(m)) state = "standby";
-    else if (is_retired(m)) state = "retired";
-    else if (auto r = repairs_.find(m); r != repairs_.end())
-      state = r->second.given_up ? "left to an operator" : r->second.running ? "repair check" : "awaiting repair check";
-    else state = "out";
+    switch (machine_state(m)) {
+      case MachineState::kJob: state = "job slot " + std::to_string(cluster_.slot_of(m)); break;
+      case MachineState::kStandby: state = "standby"; break;
+      case MachineState::kRetired: state = "retired"; break;
+      case MachineState::kLeftToOperator: state = "left to an operator"; break;
+      case MachineState::kRepairCheck: state = "repair check"; break;
+      case MachineState::kAwaitingRepair: state = "awaiting repair check"; break;
+      case MachineState::kOut: state = "out"; break;
+    }
     machines.push_back({{"machine", machine_config(m).name},
                         {"state", state},
                         {"connected", link_.connected(m)},
@@ -1334,19 +1342,63 @@ json LiveWorld::status() const {
                            {"journal", storage_status(journal_.health(), journal_.path())}}}};
 }
 
-LiveWorld::Accounting LiveWorld::accounting() const {
+LiveWorld::MachineState LiveWorld::machine_state(MachineId m) const {
+  if (cluster_.slot_of(m) >= 0) return MachineState::kJob;
+  if (in_pool(m)) return MachineState::kStandby;
+  if (is_retired(m)) return MachineState::kRetired;
+  if (auto r = repairs_.find(m); r != repairs_.end())
+    return r->second.given_up ? MachineState::kLeftToOperator
+           : r->second.running ? MachineState::kRepairCheck
+                               : MachineState::kAwaitingRepair;
+  return MachineState::kOut;
+}
+
+void LiveWorld::job_running() {
+  if (!first_running_at_) first_running_at_ = now();
+  if (incidents_.empty() || incidents_.back().resolved) return;
+  Incident& in = incidents_.back();
+  in.resolved = now();
+  ++incident_stats_.closed[{in.category, "recovered"}];
+  incident_stats_.recovery.observe((*in.resolved - in.detected).to_seconds());
+  const PhaseSeconds p = phases(in, *in.resolved);
+  incident_stats_.closed_phases.detection += p.detection;
+  incident_stats_.closed_phases.diagnosis += p.diagnosis;
+  incident_stats_.closed_phases.restart += p.restart;
+}
+
+LiveWorld::PhaseSeconds LiveWorld::phases(const Incident& in, Instant until) {
+  // Each boundary clamped to `until`, so an open incident's phases grow with time and sum
+  // to its duration so far.
+  const auto at_most = [&](Instant t) { return t < until ? t : until; };
+  const Instant detected = at_most(in.detected);
+  const Instant restart = at_most(in.restart_began.value_or(until));
+  PhaseSeconds p;
+  p.detection = (detected - at_most(in.began)).to_seconds();
+  p.diagnosis = (restart - detected).to_seconds();
+  p.restart = (until - restart).to_seconds();
+  return p;
+}
+
+std::vector<double> LiveWorld::IncidentStats::latency_bounds() {
+  return {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600};
+}
+
+LiveWorld::Accounting LiveWorld::accounting_at(Instant at) const {
   const auto& s = journal_.state();
   Accounting a;
   a.step_time_s = healthy_step_times_.empty() ? config_.job.nominal_step_time_s : median(healthy_step_times_);
   a.first = std::max<std::int64_t>(0, s.first_step);
   a.last = std::max<std::int64_t>(a.first, last_step_);
-  a.elapsed_s = now().to_seconds();
+  a.elapsed_s = at.to_seconds();
   a.productive_s = static_cast<double>(a.last - a.first) * a.step_time_s;
   a.ettr = a.elapsed_s > 0 ? a.productive_s / a.elapsed_s : 0;
   return a;
 }
 
 double LiveWorld::write_summary() {
+  closed_at_ = now();
+  if (!incidents_.empty() && !incidents_.back().resolved)
+    ++incident_stats_.closed[{incidents_.back().category, "run_ended"}];
   const Accounting acc = accounting();
   const double step_time = acc.step_time_s;
   const std::int64_t first = acc.first;

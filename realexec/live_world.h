@@ -28,6 +28,7 @@
 #include "realexec/journal.h"
 #include "realexec/live_config.h"
 #include "realexec/messages.h"
+#include "realexec/metrics.h"
 #include "realexec/reactor.h"
 #include "traces/event_log.h"
 
@@ -68,8 +69,11 @@ class LiveWorld final : public World {
   // Returns false (and changes nothing) when m is serving a slot or already parked.
   bool repaired(MachineId m);
   nlohmann::json status() const;
-  // Writes the summary record; returns the measured ETTR.
+  // Writes the summary record; returns the measured ETTR. From then on the accounting
+  // (status, metrics) stays as of this moment: the run's final account.
   double write_summary();
+  // The metrics of `GET /metrics` (docs/metrics.md), as of now; defined in live_metrics.cc.
+  std::vector<MetricFamily> metrics() const;
   bool finished() const { return finished_; }
   // The verdict of an EndRun ("code_or_data"), empty when the run was not ended.
   const std::string& ended_verdict() const { return journal_.state().ended_verdict; }
@@ -135,22 +139,53 @@ class LiveWorld final : public World {
 
   void kill_all(std::function<void()> then);
   void launch(ActionId id, Instant started);
-  void job_broken(const std::string& cause);
+  // `category` (metrics label): rank_exit, eviction, policy_stop or job_finished.
+  void job_broken(const std::string& category, const std::string& cause);
+  // Every rank of the job runs: ends the start-up phase or resolves the open incident.
+  void job_running();
   // Incidents: from the job's stop to every rank running again (status).
   struct Incident {
-    Instant began;
+    Instant began;  // rank 0's last step report before the stop (or the stop itself)
     std::optional<Instant> resolved;
     std::string cause;
+    std::string category;
+    Instant detected;                     // when the controller knew the job had stopped
+    std::optional<Instant> restart_began;  // the first start launched after it
   };
   std::vector<Incident> incidents_;
+  // Seconds of an incident in each phase up to `until`: detection (began to detected),
+  // diagnosis (detected to the first restart), restart (to every rank running again).
+  struct PhaseSeconds {
+    double detection = 0, diagnosis = 0, restart = 0;
+  };
+  static PhaseSeconds phases(const Incident& in, Instant until);
+  // What the metrics count beyond incidents_ (which keeps only the latest 1000).
+  struct IncidentStats {
+    std::map<std::string, std::uint64_t> opened;  // category -> count
+    // (category, resolution) -> count; resolution: recovered, or run_ended (still open
+    // when the summary was written).
+    std::map<std::pair<std::string, std::string>, std::uint64_t> closed;
+    PhaseSeconds closed_phases;  // summed over resolved incidents
+    Histogram detection{latency_bounds()}, recovery{latency_bounds()};
+    static std::vector<double> latency_bounds();
+  };
+  IncidentStats incident_stats_;
+  std::optional<Instant> first_running_at_;  // end of the start-up phase
+  std::optional<Instant> closed_at_;         // the summary's time: the accounting's "now" after it
+  Instant account_now() const { return closed_at_ ? *closed_at_ : now(); }
   Instant last_progress_at_{};  // time of rank 0's last step report
   // ETTR so far, as the summary computes it.
   struct Accounting {
     double step_time_s = 0, elapsed_s = 0, productive_s = 0, ettr = 0;
     std::int64_t first = 0, last = 0;
   };
-  Accounting accounting() const;
+  Accounting accounting() const { return accounting_at(account_now()); }
+  // As of `at` (one reading of the clock for everything derived from it).
+  Accounting accounting_at(Instant at) const;
   MachineSet job_machines() const;
+  // Where a machine is, for status and metrics.
+  enum class MachineState { kJob, kStandby, kRetired, kRepairCheck, kAwaitingRepair, kLeftToOperator, kOut };
+  MachineState machine_state(MachineId m) const;
   const LiveMachine& machine_config(MachineId m) const;
   bool runs_rank(MachineId m, std::int64_t rank, const char* what) const;
   void on_report(MachineId m, const AgentReport& msg);

@@ -846,5 +846,65 @@ TEST(LiveWorldBelief, AnOrdinaryExitIsReportedAtOnceWithItsRanksStep) {
   EXPECT_EQ(seen<ProcessExit>()[0].step, 11);
 }
 
+// ---------------------------------------------------------------- what LiveWorld exports
+
+// One sample of LiveWorld::metrics(): a gauge or counter by name and labels, or a histogram's
+// _count or _sum.
+double metric(const std::vector<live::MetricFamily>& families, const std::string& name,
+              const live::Labels& labels = {}) {
+  for (const auto& f : families) {
+    for (const auto& smp : f.samples)
+      if (f.name == name && smp.labels == labels) return smp.value;
+    for (const auto& [l, h] : f.histograms) {
+      if (f.name + "_count" == name && l == labels) return static_cast<double>(h.count());
+      if (f.name + "_sum" == name && l == labels) return h.sum();
+    }
+  }
+  ADD_FAILURE() << "no sample " << name;
+  return std::nan("");
+}
+
+// The metrics are LiveWorld's own account: an incident is counted once, by category and
+// resolution, with its recovery time; the phases sum to the unproductive time; the ETTR is
+// the status's, and once the summary is written it is final (it used to keep falling with
+// the clock, so a scrape after the summary disagreed with the summary).
+TEST(LiveWorldMetrics, AnIncidentIsCountedOnceAndTheAccountIsFinalAfterTheSummary) {
+  RunningLive r;
+  const auto metrics = [&] { return r.live.world->metrics(); };
+  for (int s = 1; s <= 5; ++s) {
+    r.step(0, 0, s);
+    r.advance(kStepS);
+  }
+  r.live.world->act(StopJob{"drill"});
+  r.advance(3);
+  auto m = metrics();
+  EXPECT_EQ(metric(m, "faultline_incidents_opened_total", {{"category", "policy_stop"}}), 1);
+  EXPECT_EQ(metric(m, "faultline_incidents_open"), 1);
+  r.live.world->act(StartJob{"again"});
+  r.advance(1);
+  m = metrics();
+  EXPECT_EQ(metric(m, "faultline_incidents_total", {{"category", "policy_stop"}, {"resolution", "recovered"}}), 1);
+  EXPECT_EQ(metric(m, "faultline_incidents_open"), 0);
+  EXPECT_EQ(metric(m, "faultline_recovery_latency_seconds_count"), 1);
+  EXPECT_EQ(metric(m, "faultline_detection_latency_seconds_count"), 1);
+  EXPECT_NEAR(metric(m, "faultline_detection_latency_seconds_sum"), kStepS, 0.11) << "from the last step report";
+  EXPECT_NEAR(metric(m, "faultline_unproductive_seconds", {{"phase", "diagnosis"}}), 3, 0.11) << "stop to restart";
+  double phases = 0;
+  for (const char* p : {"startup", "detection", "diagnosis", "restart", "other"})
+    phases += metric(m, "faultline_unproductive_seconds", {{"phase", p}});
+  EXPECT_NEAR(phases, metric(m, "faultline_elapsed_seconds") - metric(m, "faultline_productive_seconds"), 1e-9);
+  EXPECT_EQ(metric(m, "faultline_ettr"), r.live.world->status()["ettr_so_far"].get<double>());
+  EXPECT_EQ(metric(m, "faultline_machines", {{"state", "job"}}), 4);
+  EXPECT_EQ(metric(m, "faultline_standby_pool_machines", {{"pool", "actual"}}), 1);
+  EXPECT_EQ(metric(m, "faultline_step"), 5);
+
+  const double ettr = r.live.world->write_summary();
+  r.advance(10);
+  m = metrics();
+  EXPECT_EQ(metric(m, "faultline_run_ended"), 1);
+  EXPECT_EQ(metric(m, "faultline_ettr"), ettr) << "final";
+  EXPECT_EQ(r.live.world->status()["ettr_so_far"].get<double>(), ettr) << "final";
+}
+
 }  // namespace
 }  // namespace faultline

@@ -1,5 +1,5 @@
 // The live config's keys added for operators (the start timeout, the read-only credential, the
-// ssh destination) and the commands `faultline live launch` runs from a config.
+// ssh destination, the metrics endpoint) and the commands `faultline live launch` runs.
 #include "realexec/live_config.h"
 
 #include <gtest/gtest.h>
@@ -116,6 +116,37 @@ TEST_F(LiveConfigKeys, ASessionsEndIsSaidInOneLine) {
   EXPECT_EQ(describe_session_end(ssh, 0, ""), "its agent shut down (the run was stopped)");
   EXPECT_EQ(describe_session_end(LaunchOptions{}, 255 << 8, ""), "its agent ended: exit code 255");
   EXPECT_EQ(describe_session_end(LaunchOptions{}, SIGKILL, ""), "its agent ended: killed by signal 9 (SIGKILL)");
+}
+
+TEST_F(LiveConfigKeys, TheMetricsEndpointIsOptionalAndStrictlyChecked) {
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
+  LiveConfig c;
+  ASSERT_EQ(load(job, json::object(), &c), "");
+  EXPECT_EQ(c.metrics_port, 0) << "none by default";
+  ASSERT_EQ(load(job, json{{"metrics_listen", "0.0.0.0:9464"}, {"metrics_token_file", "metrics-token"},
+                           {"metrics_linger_s", 5}},
+                 &c),
+            "");
+  EXPECT_EQ(c.metrics_host, "0.0.0.0");
+  EXPECT_EQ(c.metrics_port, 9464);
+  EXPECT_EQ(c.metrics_token_file, dir_ + "/metrics-token");
+  EXPECT_EQ(c.metrics_linger_s, 5);
+  const auto error_of = [&](json extra) { return load(job, std::move(extra)); };
+  EXPECT_EQ(error_of({{"metrics_listen", "9464"}}),
+            dir_ + "/live.json: metrics_listen: expected \"host:port\" with a port in 1..65535, got \"9464\"");
+  EXPECT_NE(error_of({{"metrics_listen", "h:0"}}).find("metrics_listen: expected \"host:port\""), std::string::npos);
+  EXPECT_NE(error_of({{"metrics_listen", "h:70000"}}).find("metrics_listen: expected"), std::string::npos);
+  EXPECT_NE(error_of({{"metrics_listen", 9464}}).find("metrics_listen: expected a string"), std::string::npos);
+  EXPECT_NE(error_of({{"metrics_listen", "127.0.0.1:7700"}}).find("metrics_listen: expected a port other than"),
+            std::string::npos)
+      << "the controller's default port";
+  EXPECT_NE(error_of({{"metrics_token_file", "metrics-token"}}).find("metrics_token_file: expected only together"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"metrics_listen", "h:9464"}, {"metrics_token_file", "token"}})
+                .find("metrics_token_file: expected a file of its own"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"metrics_listen", "h:9464"}, {"metrics_linger_s", -1}}).find("metrics_linger_s: expected a number in"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -16,12 +16,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iomanip>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -1314,9 +1317,10 @@ TEST(LiveE2E, ACollectiveTimeoutIsNotBlamedOnTheRankThatReportedIt) {
   EXPECT_FALSE(note.is_null());
   const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; }, 90);
   ASSERT_FALSE(started.is_null()) << "training did not resume";
-  for (const auto& r : c.records())
-    if (LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault)
-      for (const auto& m : r["action"]["machines"]) EXPECT_EQ(m.get<int>(), 2) << "evicted a victim: " << r.dump();
+  for (const auto& r : c.records()) {
+    if (!LiveCluster::is_action(r, "EvictMachines") || r["t_s"] <= t_fault) continue;
+    for (const auto& m : r["action"]["machines"]) EXPECT_EQ(m.get<int>(), 2) << "evicted a victim: " << r.dump();
+  }
   ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 10, 60).is_null());
   c.stop_run();
 }
@@ -1357,3 +1361,200 @@ TEST(LiveE2E, ClientWithoutTokenIsRefusedAndARestartedControllerAdoptsTheJob) {
 }
 
 }  // namespace
+
+// --- the Prometheus endpoint, scraped by the real prometheus -----------------------------
+
+namespace metrics_e2e {
+
+// A loopback port free at the time of asking (bound to port 0, then released).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One HTTP/1.0 exchange on loopback: the whole response (status line, headers, body), "" when
+// the connection fails.
+std::string http(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    char buf[4096];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+std::string body_of(const std::string& response) {
+  const std::size_t p = response.find("\r\n\r\n");
+  return p == std::string::npos ? "" : response.substr(p + 4);
+}
+
+std::string url_encode(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '_' || ch == '.' || ch == '-') {
+      out += static_cast<char>(ch);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", ch);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// Prometheus's instant query API: the result vector (empty on any failure).
+json prom_query(int port, const std::string& promql) {
+  const json r = json::parse(body_of(http(port, "GET /api/v1/query?query=" + url_encode(promql) +
+                                                    " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")),
+                             nullptr, false);
+  if (r.is_discarded() || r.value("status", "") != "success") return json::array();
+  return r["data"]["result"];
+}
+
+// The value of a one-sample result as Prometheus printed it (Go's shortest round-trip form).
+double sample_value(const json& result) { return std::stod(result.at(0).at("value").at(1).get<std::string>()); }
+
+std::string find_prometheus() {
+  FILE* p = popen("command -v prometheus 2>/dev/null", "r");
+  char buf[512] = {0};
+  const bool got = p && fgets(buf, sizeof buf, p) != nullptr;
+  if (p) pclose(p);
+  std::string path = got ? buf : "";
+  while (!path.empty() && path.back() == '\n') path.pop_back();
+  return path;
+}
+
+// A prometheus process of the test's own, killed (with its group) at scope exit.
+struct Prometheus {
+  pid_t pid = -1;
+  ~Prometheus() {
+    if (pid > 0) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+}  // namespace metrics_e2e
+
+// The operator's view through Prometheus equals the controller's own account: a run with one
+// killed rank trains a bounded number of steps and finishes, so its ETTR is final; Prometheus
+// (Debian's binary, scraping every second with the bearer token) must then hold exactly the
+// ETTR that `faultline live status` reports, and the incident counters must count the kill.
+TEST(LiveE2E, PrometheusScrapesTheControllersExactEttrAndCountsTheKilledRank) {
+  using namespace metrics_e2e;
+  const std::string prometheus = find_prometheus();
+  if (prometheus.empty()) {
+    // CI installs it (.ci/install-deps): there, a missing binary is a failure, not a skip.
+    if (std::getenv("CI")) FAIL() << "prometheus is not installed (apt-get install prometheus)";
+    GTEST_SKIP() << "prometheus is not installed (apt-get install prometheus)";
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  LiveCluster c("metrics", json::object());
+  const int metrics_port = free_port();
+  const int prom_port = free_port();
+  const std::string token = "metrics-e2e-token-" + std::to_string(getpid()) + "-0123456789";
+  const std::string token_file = c.write_token("metrics-token", token);
+  c.edit_config([&](json& cfg) {
+    cfg["metrics_listen"] = "127.0.0.1:" + std::to_string(metrics_port);
+    cfg["metrics_token_file"] = token_file;
+    cfg["metrics_linger_s"] = 30;
+    auto& argv = cfg["job"]["versions"]["v1"];
+    argv.push_back("--steps");
+    argv.push_back("60");
+  });
+  std::ofstream(c.dir() + "/prometheus.yml")
+      << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+         "scrape_configs:\n"
+         "  - job_name: faultline\n"
+         "    scrape_interval: 1s\n"
+         "    scrape_timeout: 1s\n"
+         "    authorization: {type: Bearer, credentials_file: " << token_file << "}\n"
+         "    static_configs: [{targets: ['127.0.0.1:" << metrics_port << "']}]\n";
+  Prometheus prom;
+  prom.pid = spawn({prometheus, "--config.file=" + c.dir() + "/prometheus.yml",
+                    "--storage.tsdb.path=" + c.dir() + "/prometheus-data",
+                    "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
+                   c.dir() + "/prometheus.log");
+  ASSERT_GT(prom.pid, 0);
+  c.start_controller();
+  c.start_agents();
+
+  ASSERT_FALSE(c.wait_step(20, 60).is_null()) << "training did not reach step 20";
+  // The endpoint itself (listening by now): without the token, nothing.
+  const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+  EXPECT_EQ(http(metrics_port, get + "\r\n").rfind("HTTP/1.1 401 ", 0), 0u);
+  ASSERT_EQ(c.inject("m1", "kill"), 0);
+  const double t_fault = c.fault_time("kill");
+  ASSERT_FALSE(c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
+                          40).is_null())
+      << "training did not resume after the kill";
+
+  // The job trains its 60 steps and finishes; the controller writes its summary and serves
+  // the final values for metrics_linger_s. Wait until Prometheus has scraped them.
+  json ended;
+  for (int i = 0; i < 600 && (ended.empty() || sample_value(ended) != 1); ++i) {
+    ended = prom_query(prom_port, "faultline_run_ended");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(ended.empty()) << "Prometheus never got a sample; its targets: "
+                              << body_of(http(prom_port, "GET /api/v1/targets HTTP/1.0\r\n\r\n"));
+  ASSERT_EQ(sample_value(ended), 1) << "the run did not end within 60 s";
+  const json ettr = prom_query(prom_port, "faultline_ettr");
+  ASSERT_EQ(ettr.size(), 1u);
+  const double prom_ettr = sample_value(ettr);
+
+  // The controller's own account, after the run ended (the accounting is final).
+  ASSERT_EQ(c.client_to({"status", c.config(), "--json"}, c.dir() + "/status.json"), 0);
+  const json status = json::parse(slurp(c.dir() + "/status.json"));
+  const double own_ettr = status.at("ettr_so_far").get<double>();
+  std::cerr << std::setprecision(17) << "ETTR: Prometheus " << prom_ettr << ", faultline live status " << own_ettr
+            << ", difference " << prom_ettr - own_ettr << "\n";
+  EXPECT_GT(own_ettr, 0);
+  EXPECT_NEAR(prom_ettr, own_ettr, 1e-9);
+  EXPECT_EQ(prom_ettr, own_ettr) << "both print the shortest form that reads back as the same double";
+  // And the summary record's ETTR (the event log) is the same number.
+  const json summary = c.wait_for([](const json& r) { return r.value("kind", "") == "summary"; }, 5);
+  ASSERT_FALSE(summary.is_null());
+  EXPECT_EQ(summary["ettr"].get<double>(), own_ettr);
+
+  // The kill is one rank_exit incident, recovered; every incident the controller counts
+  // (the job's own finish included) is counted as opened.
+  const json killed =
+      prom_query(prom_port, "faultline_incidents_total{category=\"rank_exit\",resolution=\"recovered\"}");
+  ASSERT_EQ(killed.size(), 1u) << prom_query(prom_port, "faultline_incidents_total").dump();
+  EXPECT_GE(sample_value(killed), 1);
+  std::cerr << "incidents: rank_exit recovered " << sample_value(killed) << ", opened (all categories) "
+            << prom_query(prom_port, "sum(faultline_incidents_opened_total)").dump() << ", status incident_count "
+            << status.at("incident_count") << "\n";
+  const json opened = prom_query(prom_port, "sum(faultline_incidents_opened_total)");
+  ASSERT_EQ(opened.size(), 1u);
+  EXPECT_EQ(sample_value(opened), status.at("incident_count").get<double>());
+  const json recovered = prom_query(prom_port, "faultline_recovery_latency_seconds_count");
+  ASSERT_EQ(recovered.size(), 1u);
+  EXPECT_EQ(sample_value(recovered), sample_value(killed));
+  // The same final values come straight from the endpoint.
+  const std::string direct = body_of(http(metrics_port, get + "Authorization: Bearer " + token + "\r\n\r\n"));
+  const std::size_t at = direct.find("\nfaultline_ettr ");
+  ASSERT_NE(at, std::string::npos) << direct.substr(0, 600);
+  EXPECT_EQ(std::strtod(direct.c_str() + at + 16, nullptr), own_ettr);
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cerr << "metrics e2e took " << took_s << " s\n";
+  EXPECT_LT(took_s, 90);
+}

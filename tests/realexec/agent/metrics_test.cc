@@ -1,0 +1,192 @@
+// The exposition renderer (realexec/metrics.h), read back by a parser written here from the
+// format's description (not from the renderer): names, escaping, histogram buckets, values
+// that round-trip exactly, and the names the format forbids.
+#include "realexec/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace faultline::live {
+namespace {
+
+struct ParsedSample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+struct Parsed {
+  std::map<std::string, std::string> help, type;
+  std::vector<ParsedSample> samples;
+};
+
+// Text exposition 0.0.4: "# HELP name text", "# TYPE name type", then
+// name{label="value",...} value, label values with \\, \" and \n escaped.
+Parsed parse(const std::string& text) {
+  Parsed p;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) throw std::runtime_error("last line without a newline");
+    const std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) {
+      const std::size_t sp = line.find(' ', 7);
+      auto& m = line[2] == 'H' ? p.help : p.type;
+      if (sp == std::string::npos || m.count(line.substr(7, sp - 7)))
+        throw std::runtime_error("bad: " + line);
+      m[line.substr(7, sp - 7)] = line.substr(sp + 1);
+      continue;
+    }
+    ParsedSample s;
+    std::size_t i = 0;
+    while (i < line.size() && line[i] != '{' && line[i] != ' ') s.name += line[i++];
+    if (i < line.size() && line[i] == '{') {
+      ++i;
+      while (line.at(i) != '}') {
+        std::string k, v;
+        while (line.at(i) != '=') k += line[i++];
+        if (line.at(++i) != '"') throw std::runtime_error("unquoted value: " + line);
+        for (++i; line.at(i) != '"'; ++i) {
+          if (line[i] == '\\') {
+            const char e = line.at(++i);
+            if (e == 'n')
+              v += '\n';
+            else if (e == '\\' || e == '"')
+              v += e;
+            else
+              throw std::runtime_error("bad escape: " + line);
+          } else {
+            v += line[i];
+          }
+        }
+        ++i;
+        if (line.at(i) == ',') ++i;
+        if (!s.labels.emplace(k, v).second) throw std::runtime_error("repeated label: " + line);
+      }
+      ++i;
+    }
+    if (line.at(i) != ' ') throw std::runtime_error("no value: " + line);
+    const std::string v = line.substr(i + 1);
+    if (v == "+Inf")
+      s.value = std::numeric_limits<double>::infinity();
+    else if (v == "-Inf")
+      s.value = -std::numeric_limits<double>::infinity();
+    else if (v == "NaN")
+      s.value = std::numeric_limits<double>::quiet_NaN();
+    else {
+      char* end = nullptr;
+      s.value = std::strtod(v.c_str(), &end);
+      if (end != v.c_str() + v.size()) throw std::runtime_error("bad value: " + line);
+    }
+    p.samples.push_back(s);
+  }
+  return p;
+}
+
+TEST(Metrics, GaugesAndCountersReadBackWithHelpTypeAndExactValues) {
+  const double ettr = 0.1 + 0.2;  // 0.30000000000000004: a value a %g would round
+  std::vector<MetricFamily> f;
+  f.push_back({"faultline_ettr", "ETTR so far.", MetricType::kGauge, {{{}, ettr}}, {}});
+  f.push_back({"faultline_incidents_total",
+               "Incidents.",
+               MetricType::kCounter,
+               {{{{"category", "rank_exit"}, {"resolution", "recovered"}}, 3}},
+               {}});
+  const Parsed p = parse(render(f));
+  EXPECT_EQ(p.type.at("faultline_ettr"), "gauge");
+  EXPECT_EQ(p.type.at("faultline_incidents_total"), "counter");
+  EXPECT_EQ(p.help.at("faultline_ettr"), "ETTR so far.");
+  ASSERT_EQ(p.samples.size(), 2u);
+  EXPECT_EQ(p.samples[0].value, ettr) << "bit-exact round trip";
+  EXPECT_EQ(p.samples[1].labels.at("category"), "rank_exit");
+  EXPECT_EQ(p.samples[1].labels.at("resolution"), "recovered");
+  EXPECT_EQ(p.samples[1].value, 3);
+}
+
+TEST(Metrics, TheExactTextOfASmallFamily) {
+  std::vector<MetricFamily> f;
+  f.push_back({"faultline_machines",
+               "Machines by state.",
+               MetricType::kGauge,
+               {{{{"state", "job"}}, 4}, {{{"state", "standby"}}, 1}},
+               {}});
+  EXPECT_EQ(render(f),
+            "# HELP faultline_machines Machines by state.\n"
+            "# TYPE faultline_machines gauge\n"
+            "faultline_machines{state=\"job\"} 4\n"
+            "faultline_machines{state=\"standby\"} 1\n");
+}
+
+TEST(Metrics, LabelValuesAndHelpAreEscaped) {
+  const std::string hostile = "a\\b\"c\nd}{,=\xc3\xa9";
+  std::vector<MetricFamily> f;
+  f.push_back({"faultline_x",
+               "line one\nback\\slash \"quoted\"",
+               MetricType::kGauge,
+               {{{{"cause", hostile}}, 1}},
+               {}});
+  const std::string text = render(f);
+  EXPECT_NE(text.find("# HELP faultline_x line one\\nback\\\\slash \"quoted\"\n"),
+            std::string::npos)
+      << text;
+  const Parsed p = parse(text);
+  ASSERT_EQ(p.samples.size(), 1u);
+  EXPECT_EQ(p.samples[0].labels.at("cause"), hostile);
+}
+
+TEST(Metrics, HistogramBucketsAreCumulativeWithInfSumAndCount) {
+  Histogram h({0.5, 1, 5});
+  for (double v : {0.1, 0.5, 0.7, 3.0, 9.0}) h.observe(v);
+  std::vector<MetricFamily> f;
+  MetricFamily fam{
+      "faultline_recovery_latency_seconds", "Recovery.", MetricType::kHistogram, {}, {}};
+  fam.histograms.emplace_back(Labels{}, h);
+  f.push_back(fam);
+  const Parsed p = parse(render(f));
+  EXPECT_EQ(p.type.at("faultline_recovery_latency_seconds"), "histogram");
+  std::map<std::string, double> buckets;
+  double sum = -1, count = -1;
+  for (const auto& s : p.samples) {
+    if (s.name == "faultline_recovery_latency_seconds_bucket") buckets[s.labels.at("le")] = s.value;
+    if (s.name == "faultline_recovery_latency_seconds_sum") sum = s.value;
+    if (s.name == "faultline_recovery_latency_seconds_count") count = s.value;
+  }
+  // le is "less than or equal": 0.5 falls in the 0.5 bucket.
+  EXPECT_EQ(buckets, (std::map<std::string, double>{{"0.5", 2}, {"1", 3}, {"5", 4}, {"+Inf", 5}}));
+  EXPECT_EQ(sum, 0.1 + 0.5 + 0.7 + 3.0 + 9.0);
+  EXPECT_EQ(count, 5);
+}
+
+TEST(Metrics, SpecialValuesAreWrittenAsTheFormatSpellsThem) {
+  EXPECT_EQ(format_value(std::numeric_limits<double>::infinity()), "+Inf");
+  EXPECT_EQ(format_value(-std::numeric_limits<double>::infinity()), "-Inf");
+  EXPECT_EQ(format_value(std::nan("")), "NaN");
+  EXPECT_EQ(format_value(42), "42");
+  EXPECT_EQ(format_value(-0.25), "-0.25");
+  EXPECT_EQ(std::strtod(format_value(1.0 / 3).c_str(), nullptr), 1.0 / 3);
+}
+
+TEST(Metrics, NamesTheFormatForbidsAreRefused) {
+  auto one = [](std::string name, MetricType t, Labels l = {}) {
+    return render({MetricFamily{std::move(name), "h", t, {{std::move(l), 1}}, {}}});
+  };
+  EXPECT_THROW(one("1faultline", MetricType::kGauge), std::logic_error);
+  EXPECT_THROW(one("faultline-x", MetricType::kGauge), std::logic_error);
+  EXPECT_THROW(one("faultline_x", MetricType::kCounter), std::logic_error)
+      << "a counter ends in _total";
+  EXPECT_THROW(one("faultline_x_total", MetricType::kGauge), std::logic_error);
+  EXPECT_THROW(one("faultline_x", MetricType::kGauge, {{"bad-label", "v"}}), std::logic_error);
+  EXPECT_THROW(one("faultline_x", MetricType::kGauge, {{"__reserved", "v"}}), std::logic_error);
+  EXPECT_NO_THROW(one("faultline_x", MetricType::kGauge, {{"phase", "v"}}));
+  EXPECT_THROW(Histogram({1, 1}), std::logic_error);
+}
+
+}  // namespace
+}  // namespace faultline::live
