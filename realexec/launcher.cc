@@ -32,8 +32,8 @@ const char* kUsage =
     "\n"
     "Starts `AGENT_BIN agent CONFIG --name NAME` for every machine and standby of CONFIG\n"
     "(or those --only names) and starts each again when it ends, after a backoff (1 s\n"
-    "doubling to 30 s), except after exit 0 (the run was stopped) or 2 (a bad config or\n"
-    "token on that host). --via ssh runs it on the machine's `ssh` host (default: its\n"
+    "doubling to 30 s), except after exit 0 (the run was stopped), 2 (a bad config or\n"
+    "token on that host) or 127 (no agent program there). --via ssh runs it on the machine's `ssh` host (default: its\n"
     "`addr`) as `ssh -tt -o BatchMode=yes`: the user's keys, never a password prompt.\n"
     "AGENT_BIN defaults to this program, --remote-config to CONFIG's absolute path (the\n"
     "same paths on every host); each machine's output goes to LOG_DIR/NAME.log (default\n"
@@ -71,6 +71,14 @@ std::string last_line(const std::string& path) {
 std::string host_of(const LiveMachine& m, const LaunchOptions& o) {
   if (o.via == LaunchOptions::Via::kLocal) return "local";
   return m.ssh.empty() ? m.addr : m.ssh;
+}
+
+// Exit 0: the run was stopped. 2: the agent refused its config or token on that host. 127:
+// the remote shell found no agent program there. A restart cannot change any of them.
+bool restartable(int status) {
+  if (!WIFEXITED(status)) return true;
+  const int code = WEXITSTATUS(status);
+  return code != 0 && code != 2 && code != 127;
 }
 
 // One machine's agent, kept running.
@@ -142,7 +150,7 @@ class Supervisor {
     s.pid = -1;
     s.end_status = status;
     const std::string why = describe_session_end(options_, status, last_line(log_path(s)));
-    const bool for_good = stopping_ || (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 2));
+    const bool for_good = stopping_ || !restartable(status);
     if (for_good) {
       say(s, why + (stopping_ ? "" : "; not restarted"));
       return finish(s);
@@ -244,6 +252,7 @@ std::string describe_session_end(const LaunchOptions& o, int status, const std::
     if (code == 0) return "its agent shut down (the run was stopped)";
     if (code == 2) return "its agent refused its command line, config or token (exit 2)" + said;
     if (code == 255 && o.via == LaunchOptions::Via::kSsh) return "ssh failed (exit 255)" + said;
+    if (code == 127) return "no agent program there (exit 127)" + said;
   }
   return "its agent ended: " + describe_wait_status(status) + said;
 }

@@ -7,7 +7,8 @@
 // session is supervised: when it ends, one line says which machine, which host and why
 // (for ssh, the reason ssh gave: unreachable, refused, no key), and it is started again
 // after a backoff (1 s, doubling to 30 s), except after exit 2 (a bad command line, config
-// or token on that host: a restart cannot fix it) and exit 0 (the run was stopped). The
+// or token on that host), 127 (no agent program there: a restart cannot fix either) and
+// exit 0 (the run was stopped). The
 // launcher exits when every session has ended for good; SIGTERM or SIGINT ends them all.
 //
 // ssh gets a pseudo-terminal (-tt) so that a dropped connection hangs the remote session

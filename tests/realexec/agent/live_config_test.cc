@@ -114,6 +114,8 @@ TEST_F(LiveConfigKeys, ASessionsEndIsSaidInOneLine) {
             "its agent refused its command line, config or token (exit 2): faultline agent: live.json: (file): "
             "cannot be read");
   EXPECT_EQ(describe_session_end(ssh, 0, ""), "its agent shut down (the run was stopped)");
+  EXPECT_EQ(describe_session_end(ssh, 127 << 8, "bash: line 1: /opt/fl/bin/faultline-live: No such file or directory"),
+            "no agent program there (exit 127): bash: line 1: /opt/fl/bin/faultline-live: No such file or directory");
   EXPECT_EQ(describe_session_end(LaunchOptions{}, 255 << 8, ""), "its agent ended: exit code 255");
   EXPECT_EQ(describe_session_end(LaunchOptions{}, SIGKILL, ""), "its agent ended: killed by signal 9 (SIGKILL)");
 }
