@@ -121,7 +121,7 @@ class Supervisor {
       if (WIFEXITED(s.end_status) && WEXITSTATUS(s.end_status) == 2) refused = true;
       else if (!stopping_ && !(WIFEXITED(s.end_status) && WEXITSTATUS(s.end_status) == 0)) failed = true;
     }
-    return refused ? 2 : failed ? 1 : 0;
+    return refused ? 2 : failed || allocation_over_ ? 1 : 0;
   }
 
  private:
@@ -167,12 +167,33 @@ class Supervisor {
       say(s, why + (stopping_ ? "" : "; not restarted"));
       return finish(s);
     }
+    // srun refused: when the allocation itself is over, no restart can succeed.
+    if (options_.via == LaunchOptions::Via::kSlurm && why.rfind("srun failed", 0) == 0) {
+      const std::string state = allocation_state();
+      if (state != "RUNNING") {
+        say(s, why + "; not restarted");
+        std::fprintf(stderr, "faultline launch: slurm job %s is over (squeue: %s); ending every session\n",
+                     options_.slurm_job.c_str(), state.c_str());
+        std::fflush(stderr);
+        allocation_over_ = true;
+        finish(s);
+        return stop_all();
+      }
+    }
     if ((reactor_.now() - s.started).to_seconds() >= kHealthySessionS) s.backoff_s = kFirstBackoffS;
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", s.backoff_s);
     say(s, why + "; starting it again in " + buf + " s");
     s.restart_timer = reactor_.add_timer(Duration::seconds(s.backoff_s), [this, &s] { launch(s); });
     s.backoff_s = std::min(kMaxBackoffS, 2 * s.backoff_s);
+  }
+
+  // The allocation's state as squeue says it: RUNNING while it lasts.
+  std::string allocation_state() const {
+    std::string state;
+    const int rc = run_capture({"squeue", "--noheader", "--jobs=" + options_.slurm_job, "--format=%T"}, &state);
+    if (rc != 0) return "exit " + std::to_string(rc) + (state.empty() ? "" : ": " + state.substr(0, state.find('\n')));
+    return state.empty() ? "no longer listed" : state;
   }
 
   // Follows the controller's event log from its end (evictions before the launcher started
@@ -217,6 +238,12 @@ class Supervisor {
         signal_group(s.pid, SIGTERM);
       }
       if (!options_.slurm_drain) continue;
+      // Agents lost because the allocation ended are no fault of their nodes.
+      const std::string state = allocation_state();
+      if (state != "RUNNING") {
+        say(s, "slurm node " + node + " not drained: slurm job " + options_.slurm_job + " is over (squeue: " + state + ")");
+        continue;
+      }
       std::string out;
       const int rc = run_capture(drain_command(node, "evicted " + name + ": " + reason), &out);
       if (rc == 0) say(s, "drained slurm node " + node);
@@ -251,6 +278,7 @@ class Supervisor {
   const LaunchOptions options_;
   std::vector<Session> sessions_;  // sized once in start(): callbacks hold references
   bool stopping_ = false;
+  bool allocation_over_ = false;  // slurm: the allocation ended under the launcher
   std::string events_path_;
   std::streamoff events_offset_ = 0;
 };
