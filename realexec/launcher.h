@@ -1,11 +1,12 @@
 // `faultline live launch CONFIG`: starts one agent per machine of a live config and keeps it
 // running, as a small cluster's operator would otherwise do by hand or with systemd.
 //
-// Two ways in: `local` (the agents are children of the launcher, for one machine) and `ssh`
+// Three ways in: `local` (the agents are children of the launcher, for one machine), `ssh`
 // (`ssh -tt HOST faultline-live agent CONFIG --name NAME` per machine, with the user's keys
-// and BatchMode, so a missing key is an error, never a password prompt). Each machine's
-// session is supervised: when it ends, one line says which machine, which host and why
-// (for ssh, the reason ssh gave: unreachable, refused, no key), and it is started again
+// and BatchMode, so a missing key is an error, never a password prompt) and `slurm` (one
+// job step per machine, below). Each machine's session is supervised: when it ends, one
+// line says which machine, which host and why (for ssh, the reason ssh gave: unreachable,
+// refused, no key; for slurm, srun's), and it is started again
 // after a backoff (1 s, doubling to 30 s), except after exit 2 (a bad command line, config
 // or token on that host: a restart cannot fix it) and exit 0 (the run was stopped). The
 // launcher exits when every session has ended for good; SIGTERM or SIGINT ends them all.
@@ -25,7 +26,9 @@
 // (STATE_DIR/events.jsonl): a machine the controller evicts has its step ended, is never
 // given a step again, and its node is drained with the reason (`scontrol update
 // nodename=NODE state=drain reason="faultline: ..."`); where draining is not permitted,
-// one line says so and the launcher carries on.
+// one line says so and the launcher carries on. When srun refuses a step and squeue no
+// longer shows the allocation RUNNING, every session is ended (exit 1), and machines
+// evicted then (their agents lost with the allocation) are not drained.
 #pragma once
 
 #include <string>
