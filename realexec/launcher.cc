@@ -169,8 +169,8 @@ class Supervisor {
     }
     // srun refused: when the allocation itself is over, no restart can succeed.
     if (options_.via == LaunchOptions::Via::kSlurm && why.rfind("srun failed", 0) == 0) {
-      const std::string state = allocation_state();
-      if (state != "RUNNING") {
+      std::string state;
+      if (allocation_over(&state)) {
         say(s, why + "; not restarted");
         std::fprintf(stderr, "faultline launch: slurm job %s is over (squeue: %s); ending every session\n",
                      options_.slurm_job.c_str(), state.c_str());
@@ -188,12 +188,18 @@ class Supervisor {
     s.backoff_s = std::min(kMaxBackoffS, 2 * s.backoff_s);
   }
 
-  // The allocation's state as squeue says it: RUNNING while it lasts.
-  std::string allocation_state() const {
-    std::string state;
-    const int rc = run_capture({"squeue", "--noheader", "--jobs=" + options_.slurm_job, "--format=%T"}, &state);
-    if (rc != 0) return "exit " + std::to_string(rc) + (state.empty() ? "" : ": " + state.substr(0, state.find('\n')));
-    return state.empty() ? "no longer listed" : state;
+  // Whether the allocation is over, as squeue says it: listed in a state other than RUNNING,
+  // no longer listed, or unknown to Slurm. squeue failing otherwise (the controller not
+  // answering) is not taken for the end of the allocation. *said: squeue's word.
+  bool allocation_over(std::string* said) const {
+    std::string out;
+    const int rc = run_capture({"squeue", "--noheader", "--jobs=" + options_.slurm_job, "--format=%T"}, &out);
+    if (rc != 0) {
+      *said = "exit " + std::to_string(rc) + (out.empty() ? "" : ": " + out.substr(0, out.find('\n')));
+      return out.find("Invalid job id") != std::string::npos;
+    }
+    *said = out.empty() ? "no longer listed" : out;
+    return out != "RUNNING";
   }
 
   // Follows the controller's event log from its end (evictions before the launcher started
@@ -239,8 +245,8 @@ class Supervisor {
       }
       if (!options_.slurm_drain) continue;
       // Agents lost because the allocation ended are no fault of their nodes.
-      const std::string state = allocation_state();
-      if (state != "RUNNING") {
+      std::string state;
+      if (allocation_over(&state)) {
         say(s, "slurm node " + node + " not drained: slurm job " + options_.slurm_job + " is over (squeue: " + state + ")");
         continue;
       }

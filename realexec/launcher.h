@@ -26,9 +26,10 @@
 // (STATE_DIR/events.jsonl): a machine the controller evicts has its step ended, is never
 // given a step again, and its node is drained with the reason (`scontrol update
 // nodename=NODE state=drain reason="faultline: ..."`); where draining is not permitted,
-// one line says so and the launcher carries on. When srun refuses a step and squeue no
-// longer shows the allocation RUNNING, every session is ended (exit 1), and machines
-// evicted then (their agents lost with the allocation) are not drained.
+// one line says so and the launcher carries on. When srun refuses a step and squeue shows
+// the allocation no longer RUNNING (or Slurm no longer knows it), every session is ended
+// (exit 1), and machines evicted then (their agents lost with it) are not drained; squeue
+// not reaching slurmctld is not taken for the end of the allocation.
 #pragma once
 
 #include <string>

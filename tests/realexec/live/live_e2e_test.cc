@@ -341,6 +341,7 @@ class LiveCluster {
         waitpid(*it, nullptr, 0);
       }
     }
+    if (!slurm_pids_.empty()) unsetenv("SLURM_CONF");
     slurm_pids_.clear();
   }
 
