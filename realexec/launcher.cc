@@ -291,7 +291,8 @@ class Supervisor {
 
 }  // namespace
 
-// Runs argv, waits; its stdout and stderr, last line only and trimmed, in *out. -1: not started.
+// Runs argv and waits; its stdout and stderr, trimmed, in *out (for `scontrol update`, the
+// last line only: its reason). Returns its exit code, -1 when it could not be started.
 int run_capture(const std::vector<std::string>& argv, std::string* out) {
   std::string cmd;
   for (const auto& w : argv) cmd += shell_quote(w) + " ";
@@ -414,10 +415,9 @@ std::vector<std::string> agent_command(const LiveConfig& config, const LiveMachi
   if (o.via == LaunchOptions::Via::kLocal) return agent;
   if (o.via == LaunchOptions::Via::kSlurm) {
     // One step per machine on its node; --overlap so a restarted agent's step never waits
-    // for the resources of the one that just ended; --kill-on-bad-exit so a dead agent
-    // takes its step (and its ranks) down.
+    // for the resources of the one that just ended.
     std::vector<std::string> cmd = {"srun", "--jobid=" + o.slurm_job, "--nodes=1", "--ntasks=1",
-                                    "--nodelist=" + slurm_node_of(m), "--overlap", "--kill-on-bad-exit=1",
+                                    "--nodelist=" + slurm_node_of(m), "--overlap",
                                     "--job-name=faultline-agent-" + m.name, "--quiet"};
     cmd.insert(cmd.end(), agent.begin(), agent.end());
     return cmd;

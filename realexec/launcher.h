@@ -19,7 +19,7 @@
 //
 // `slurm` runs inside a Slurm allocation (SLURM_JOB_ID, or --slurm-job): each machine's
 // agent is one job step on its node (its `slurm_node`, default its name), `srun --jobid=J
-// --nodes=1 --ntasks=1 --nodelist=NODE --overlap --kill-on-bad-exit=1 AGENT ...`, so Slurm
+// --nodes=1 --ntasks=1 --nodelist=NODE --overlap AGENT ...`, so Slurm
 // accounts for it and scancel ends it. Every machine's node must be in the allocation
 // (checked before anything starts, `scontrol show hostnames`); nodes of the allocation that
 // no machine names are reported as spare. The launcher follows the controller's event log

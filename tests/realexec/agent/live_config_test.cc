@@ -131,7 +131,7 @@ TEST_F(LiveConfigKeys, SlurmStepsRunOnTheMachinesNodes) {
   o.slurm_job = "4242";
   EXPECT_EQ(agent_command(c, c.machines[1], o),
             (std::vector<std::string>{"srun", "--jobid=4242", "--nodes=1", "--ntasks=1", "--nodelist=gpu-017",
-                                      "--overlap", "--kill-on-bad-exit=1", "--job-name=faultline-agent-m1", "--quiet",
+                                      "--overlap", "--job-name=faultline-agent-m1", "--quiet",
                                       "/opt/fl/bin/faultline-live", "agent", c.file, "--name", "m1"}));
   for (const std::string bad : {"gpu[01-04]", "a,b", "-w", "", "gpu 1"}) {
     const std::string err = load(job, json{{"machines", {{{"name", "m0"}, {"slurm_node", bad}}}}});
