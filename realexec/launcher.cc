@@ -6,18 +6,26 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "policies/builtin.h"
 #include "realexec/proc.h"
 #include "realexec/reactor.h"
 
 namespace faultline::live {
+
+int run_capture(const std::vector<std::string>& argv, std::string* out);
+
 namespace {
 
 constexpr double kFirstBackoffS = 1;
@@ -26,18 +34,24 @@ constexpr double kHealthySessionS = 60;  // a session that lived this long reset
 constexpr double kStopGraceS = 5;        // SIGTERM, then SIGKILL
 
 const char* kUsage =
-    "usage: faultline live launch CONFIG [--via local|ssh] [--only NAME,...] [--agent-bin PATH]\n"
+    "usage: faultline live launch CONFIG [--via local|ssh|slurm] [--only NAME,...] [--agent-bin PATH]\n"
     "         [--remote-config PATH] [--ssh-identity FILE] [--ssh-option KEY=VALUE]...\n"
-    "         [--connect-timeout SECONDS] [--log-dir DIR]\n"
+    "         [--connect-timeout SECONDS] [--log-dir DIR] [--slurm-job ID] [--slurm-drain yes|no]\n"
     "\n"
     "Starts `AGENT_BIN agent CONFIG --name NAME` for every machine and standby of CONFIG\n"
     "(or those --only names) and starts each again when it ends, after a backoff (1 s\n"
     "doubling to 30 s), except after exit 0 (the run was stopped), 2 (a bad config or\n"
-    "token on that host) or 127 (no agent program there). --via ssh runs it on the machine's `ssh` host (default: its\n"
-    "`addr`) as `ssh -tt -o BatchMode=yes`: the user's keys, never a password prompt.\n"
+    "token on that host) or 127 (no agent program there). --via ssh runs it on the\n"
+    "machine's `ssh` host (default: its `addr`) as `ssh -tt -o BatchMode=yes`: the user's\n"
+    "keys, never a password prompt.\n"
     "AGENT_BIN defaults to this program, --remote-config to CONFIG's absolute path (the\n"
     "same paths on every host); each machine's output goes to LOG_DIR/NAME.log (default\n"
-    "STATE_DIR/launch). SIGTERM or SIGINT ends every session (the agents kill their ranks).\n";
+    "STATE_DIR/launch). SIGTERM or SIGINT ends every session (the agents kill their ranks).\n"
+    "--via slurm runs each agent as a job step of the allocation (--slurm-job, default\n"
+    "$SLURM_JOB_ID) on the machine's `slurm_node` (default its name): `srun --nodes=1\n"
+    "--ntasks=1 --nodelist=NODE --overlap`. A machine the controller evicts (STATE_DIR/\n"
+    "events.jsonl) has its step ended, gets no new one, and its node is drained with the\n"
+    "reason (--slurm-drain no: not drained).\n";
 
 std::string self_exe() {
   std::error_code ec;
@@ -70,6 +84,7 @@ std::string last_line(const std::string& path) {
 
 std::string host_of(const LiveMachine& m, const LaunchOptions& o) {
   if (o.via == LaunchOptions::Via::kLocal) return "local";
+  if (o.via == LaunchOptions::Via::kSlurm) return "slurm node " + slurm_node_of(m);
   return m.ssh.empty() ? m.addr : m.ssh;
 }
 
@@ -88,6 +103,7 @@ struct Session {
   Instant started;
   double backoff_s = kFirstBackoffS;
   bool over = false;      // ended for good
+  bool evicted = false;   // slurm: evicted by the controller, never started again
   int end_status = 0;     // its last wait status
   std::uint64_t restart_timer = 0;
 };
@@ -105,6 +121,7 @@ class Supervisor {
     }
     for (int sig : {SIGTERM, SIGINT}) reactor_.on_signal(sig, [this] { stop_all(); });
     for (Session& s : sessions_) launch(s);
+    if (options_.via == LaunchOptions::Via::kSlurm) watch_evictions();
   }
 
   int exit_code() const {
@@ -113,7 +130,7 @@ class Supervisor {
       if (WIFEXITED(s.end_status) && WEXITSTATUS(s.end_status) == 2) refused = true;
       else if (!stopping_ && !(WIFEXITED(s.end_status) && WEXITSTATUS(s.end_status) == 0)) failed = true;
     }
-    return refused ? 2 : failed ? 1 : 0;
+    return refused ? 2 : failed || allocation_over_ ? 1 : 0;
   }
 
  private:
@@ -127,7 +144,7 @@ class Supervisor {
 
   void launch(Session& s) {
     s.restart_timer = 0;
-    if (stopping_) return finish(s);
+    if (stopping_ || s.evicted) return finish(s);
     SpawnSpec spec;
     spec.argv = agent_command(config_, *s.machine, options_);
     spec.env = make_env({});
@@ -150,10 +167,27 @@ class Supervisor {
     s.pid = -1;
     s.end_status = status;
     const std::string why = describe_session_end(options_, status, last_line(log_path(s)));
+    if (s.evicted) {
+      say(s, why + "; not restarted: evicted, its node gets no more steps");
+      return finish(s);
+    }
     const bool for_good = stopping_ || !restartable(status);
     if (for_good) {
       say(s, why + (stopping_ ? "" : "; not restarted"));
       return finish(s);
+    }
+    // srun refused: when the allocation itself is over, no restart can succeed.
+    if (options_.via == LaunchOptions::Via::kSlurm && why.rfind("srun failed", 0) == 0) {
+      std::string state;
+      if (allocation_over(&state)) {
+        say(s, why + "; not restarted");
+        std::fprintf(stderr, "faultline launch: slurm job %s is over (squeue: %s); ending every session\n",
+                     options_.slurm_job.c_str(), state.c_str());
+        std::fflush(stderr);
+        allocation_over_ = true;
+        finish(s);
+        return stop_all();
+      }
     }
     if ((reactor_.now() - s.started).to_seconds() >= kHealthySessionS) s.backoff_s = kFirstBackoffS;
     char buf[32];
@@ -161,6 +195,75 @@ class Supervisor {
     say(s, why + "; starting it again in " + buf + " s");
     s.restart_timer = reactor_.add_timer(Duration::seconds(s.backoff_s), [this, &s] { launch(s); });
     s.backoff_s = std::min(kMaxBackoffS, 2 * s.backoff_s);
+  }
+
+  // Whether the allocation is over, as squeue says it: listed in a state other than RUNNING,
+  // no longer listed, or unknown to Slurm. squeue failing otherwise (the controller not
+  // answering) is not taken for the end of the allocation. *said: squeue's word.
+  bool allocation_over(std::string* said) const {
+    std::string out;
+    const int rc = run_capture({"squeue", "--noheader", "--jobs=" + options_.slurm_job, "--format=%T"}, &out);
+    if (rc != 0) {
+      *said = "exit " + std::to_string(rc) + (out.empty() ? "" : ": " + out.substr(0, out.find('\n')));
+      return out.find("Invalid job id") != std::string::npos;
+    }
+    *said = out.empty() ? "no longer listed" : out;
+    return out != "RUNNING";
+  }
+
+  // Follows the controller's event log from its end (evictions before the launcher started
+  // were acted on by whoever ran the job then).
+  void watch_evictions() {
+    events_path_ = config_.state_dir + "/events.jsonl";
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(events_path_, ec);
+    events_offset_ = ec ? 0 : static_cast<std::streamoff>(size);
+    poll_events();
+  }
+
+  void poll_events() {
+    std::ifstream in(events_path_, std::ios::binary);
+    if (in) {
+      in.seekg(0, std::ios::end);
+      const std::streamoff size = in.tellg();
+      if (size < events_offset_) events_offset_ = 0;  // a fresh log (controller run with --fresh)
+      in.seekg(events_offset_);
+      std::string line;
+      while (in.tellg() < size && std::getline(in, line)) {
+        if (in.eof()) break;  // a line still being written: read it next time
+        events_offset_ = in.tellg();
+        std::string reason;
+        for (const auto& name : evicted_by(config_, line, &reason)) evict(name, reason);
+      }
+    }
+    if (!stopping_) reactor_.add_timer(Duration::seconds(1), [this] { poll_events(); });
+  }
+
+  void evict(const std::string& name, const std::string& reason) {
+    for (Session& s : sessions_) {
+      if (s.machine->name != name || s.evicted) continue;
+      s.evicted = true;
+      const std::string node = slurm_node_of(*s.machine);
+      say(s, "evicted by the controller (" + reason + "): its step is ended and the node gets no more steps");
+      if (s.restart_timer) {
+        reactor_.cancel_timer(s.restart_timer);
+        s.restart_timer = 0;
+        finish(s);
+      } else if (s.pid > 0) {
+        signal_group(s.pid, SIGTERM);
+      }
+      if (!options_.slurm_drain) continue;
+      // Agents lost because the allocation ended are no fault of their nodes.
+      std::string state;
+      if (allocation_over(&state)) {
+        say(s, "slurm node " + node + " not drained: slurm job " + options_.slurm_job + " is over (squeue: " + state + ")");
+        continue;
+      }
+      std::string out;
+      const int rc = run_capture(drain_command(node, "evicted " + name + ": " + reason), &out);
+      if (rc == 0) say(s, "drained slurm node " + node);
+      else say(s, "could not drain slurm node " + node + " (" + (out.empty() ? "exit " + std::to_string(rc) : out) + "); carrying on");
+    }
   }
 
   void finish(Session& s) {
@@ -190,7 +293,34 @@ class Supervisor {
   const LaunchOptions options_;
   std::vector<Session> sessions_;  // sized once in start(): callbacks hold references
   bool stopping_ = false;
+  bool allocation_over_ = false;  // slurm: the allocation ended under the launcher
+  std::string events_path_;
+  std::streamoff events_offset_ = 0;
 };
+
+}  // namespace
+
+// Runs argv and waits; its stdout and stderr, trimmed, in *out (for `scontrol update`, the
+// last line only: its reason). Returns its exit code, -1 when it could not be started.
+int run_capture(const std::vector<std::string>& argv, std::string* out) {
+  std::string cmd;
+  for (const auto& w : argv) cmd += shell_quote(w) + " ";
+  cmd += "2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return -1;
+  std::string text;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const int st = ::pclose(f);
+  *out = text;
+  while (!out->empty() && (out->back() == '\n' || out->back() == ' ' || out->back() == '\r')) out->pop_back();
+  if (const auto nl = out->rfind('\n'); nl != std::string::npos && argv.size() > 1 && argv[1] == "update")
+    *out = out->substr(nl + 1);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+namespace {
 
 int usage_error(const std::string& what) {
   std::cerr << "faultline live launch: " << what << "\n(run 'faultline live launch --help' for usage)\n";
@@ -222,6 +352,65 @@ std::vector<std::string> split_names(const std::string& text) {
 
 }  // namespace
 
+std::string slurm_node_of(const LiveMachine& m) { return m.slurm_node.empty() ? m.name : m.slurm_node; }
+
+std::vector<std::string> parse_hostnames(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    const auto e = line.find_last_not_of(" \t\r");
+    out.push_back(line.substr(b, e - b + 1));
+  }
+  return out;
+}
+
+std::string check_slurm_nodes(const std::vector<const LiveMachine*>& machines,
+                              const std::vector<std::string>& allocation, const std::string& job,
+                              std::vector<std::string>* spare) {
+  std::map<std::string, std::string> taken;  // node -> machine
+  for (const LiveMachine* m : machines) {
+    const std::string node = slurm_node_of(*m);
+    if (std::find(allocation.begin(), allocation.end(), node) == allocation.end()) {
+      std::string nodes;
+      for (const auto& a : allocation) nodes += (nodes.empty() ? "" : ",") + a;
+      return m->name + ": slurm node \"" + node + "\" is not in allocation " + job + " (its nodes: " +
+             (nodes.empty() ? "none" : nodes) + ")";
+    }
+    if (!taken.emplace(node, m->name).second)
+      return m->name + ": slurm node \"" + node + "\" is already machine " + taken[node] + "'s";
+  }
+  spare->clear();
+  for (const auto& a : allocation)
+    if (!taken.count(a)) spare->push_back(a);
+  return "";
+}
+
+std::vector<std::string> drain_command(const std::string& node, const std::string& reason) {
+  return {"scontrol", "update", "nodename=" + node, "state=drain", "reason=faultline: " + reason};
+}
+
+std::vector<std::string> evicted_by(const LiveConfig& config, const std::string& line, std::string* reason) {
+  std::vector<std::string> out;
+  if (line.find("EvictMachines") == std::string::npos) return out;
+  const auto j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("kind", "") != "action" || !j.contains("action") ||
+      !j["action"].is_object() || j["action"].value("type", "") != "EvictMachines" ||
+      !j["action"].contains("machines") || !j["action"]["machines"].is_array())
+    return out;
+  *reason = j["action"].value("reason", "");
+  for (const auto& id : j["action"]["machines"]) {
+    if (!id.is_number_integer()) continue;
+    const long i = id.get<long>();
+    const long n = static_cast<long>(config.machines.size());
+    if (i >= 0 && i < n) out.push_back(config.machines[i].name);
+    else if (i >= n && i < n + static_cast<long>(config.standby.size())) out.push_back(config.standby[i - n].name);
+  }
+  return out;
+}
+
 std::string shell_quote(const std::string& word) {
   std::string out = "'";
   for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -233,6 +422,15 @@ std::vector<std::string> agent_command(const LiveConfig& config, const LiveMachi
   const std::string config_path = o.remote_config.empty() ? config.file : o.remote_config;
   const std::vector<std::string> agent = {o.agent_bin, "agent", config_path, "--name", m.name};
   if (o.via == LaunchOptions::Via::kLocal) return agent;
+  if (o.via == LaunchOptions::Via::kSlurm) {
+    // One step per machine on its node; --overlap so a restarted agent's step never waits
+    // for the resources of the one that just ended.
+    std::vector<std::string> cmd = {"srun", "--jobid=" + o.slurm_job, "--nodes=1", "--ntasks=1",
+                                    "--nodelist=" + slurm_node_of(m), "--overlap",
+                                    "--job-name=faultline-agent-" + m.name, "--quiet"};
+    cmd.insert(cmd.end(), agent.begin(), agent.end());
+    return cmd;
+  }
   char timeout[32];
   std::snprintf(timeout, sizeof timeout, "%d", std::max(1, static_cast<int>(o.connect_timeout_s + 0.5)));
   std::vector<std::string> cmd = {"ssh", "-tt", "-o", "BatchMode=yes", "-o", std::string("ConnectTimeout=") + timeout,
@@ -253,6 +451,12 @@ std::string describe_session_end(const LaunchOptions& o, int status, const std::
     if (code == 2) return "its agent refused its command line, config or token (exit 2)" + said;
     if (code == 255 && o.via == LaunchOptions::Via::kSsh) return "ssh failed (exit 255)" + said;
     if (code == 127) return "no agent program there (exit 127)" + said;
+    // srun's own refusals (no step, node unreachable), not its report of the agent's exit
+    // ("srun: error: NODE: task 0: Exited with exit code 137").
+    if (o.via == LaunchOptions::Via::kSlurm && code != 0 && last.rfind("srun: ", 0) == 0 &&
+        last.find(": task ") == std::string::npos)
+      return "srun failed (exit " + std::to_string(code) + "): " +
+             last.substr(last.rfind("srun: error: ", 0) == 0 ? 13 : 6);
   }
   return "its agent ended: " + describe_wait_status(status) + said;
 }
@@ -270,8 +474,14 @@ int launch_main(const std::vector<std::string>& args) {
     if (i + 1 >= args.size()) return usage_error(a + ": unknown option or missing value");
     const std::string& v = args[++i];
     if (a == "--via") {
-      if (v != "local" && v != "ssh") return usage_error("--via: expected local or ssh, got \"" + v + "\"");
-      o.via = v == "ssh" ? LaunchOptions::Via::kSsh : LaunchOptions::Via::kLocal;
+      if (v != "local" && v != "ssh" && v != "slurm")
+        return usage_error("--via: expected local, ssh or slurm, got \"" + v + "\"");
+      o.via = v == "ssh" ? LaunchOptions::Via::kSsh : v == "slurm" ? LaunchOptions::Via::kSlurm : LaunchOptions::Via::kLocal;
+    } else if (a == "--slurm-job") {
+      o.slurm_job = v;
+    } else if (a == "--slurm-drain") {
+      if (v != "yes" && v != "no") return usage_error("--slurm-drain: expected yes or no, got \"" + v + "\"");
+      o.slurm_drain = v == "yes";
     } else if (a == "--only") {
       only = v;
     } else if (a == "--agent-bin") {
@@ -317,6 +527,38 @@ int launch_main(const std::vector<std::string>& args) {
       const LiveMachine* m = config.find(name);
       if (!m) return usage_error("--only: no machine \"" + name + "\" in " + config.file);
       machines.push_back(m);
+    }
+  }
+  if (o.via == LaunchOptions::Via::kSlurm) {
+    const char* env_job = std::getenv("SLURM_JOB_ID");
+    if (o.slurm_job.empty() && env_job) o.slurm_job = env_job;
+    if (o.slurm_job.empty())
+      return usage_error("--via slurm: not inside a Slurm allocation (no SLURM_JOB_ID; run it under salloc or sbatch, or give --slurm-job)");
+    if (o.slurm_job.find_first_not_of("0123456789_") != std::string::npos)
+      return usage_error("--slurm-job: expected a job id, got \"" + o.slurm_job + "\"");
+    std::string nodelist;
+    const int rc = run_capture({"squeue", "--noheader", "--jobs=" + o.slurm_job, "--format=%N"}, &nodelist);
+    if (rc != 0 || nodelist.empty() || nodelist.find('\n') != std::string::npos) {
+      std::cerr << "faultline live launch: slurm job " << o.slurm_job << ": cannot read its nodes (squeue: "
+                << (nodelist.empty() ? "exit " + std::to_string(rc) : nodelist.substr(0, nodelist.find('\n'))) << ")\n";
+      return 2;
+    }
+    std::string hosts;
+    if (run_capture({"scontrol", "show", "hostnames", nodelist}, &hosts) != 0) {
+      std::cerr << "faultline live launch: slurm job " << o.slurm_job << ": scontrol show hostnames " << nodelist
+                << ": " << hosts << "\n";
+      return 2;
+    }
+    std::vector<std::string> spare;
+    const std::string err = check_slurm_nodes(machines, parse_hostnames(hosts), o.slurm_job, &spare);
+    if (!err.empty()) {
+      std::cerr << "faultline live launch: " << err << "\n";
+      return 2;
+    }
+    if (!spare.empty()) {
+      std::string list;
+      for (const auto& n : spare) list += (list.empty() ? "" : ",") + n;
+      std::cerr << "faultline launch: slurm job " << o.slurm_job << ": nodes no machine names (unused): " << list << "\n";
     }
   }
   try {

@@ -1,11 +1,12 @@
 // `faultline live launch CONFIG`: starts one agent per machine of a live config and keeps it
 // running, as a small cluster's operator would otherwise do by hand or with systemd.
 //
-// Two ways in: `local` (the agents are children of the launcher, for one machine) and `ssh`
+// Three ways in: `local` (the agents are children of the launcher, for one machine), `ssh`
 // (`ssh -tt HOST faultline-live agent CONFIG --name NAME` per machine, with the user's keys
-// and BatchMode, so a missing key is an error, never a password prompt). Each machine's
-// session is supervised: when it ends, one line says which machine, which host and why
-// (for ssh, the reason ssh gave: unreachable, refused, no key), and it is started again
+// and BatchMode, so a missing key is an error, never a password prompt) and `slurm` (one
+// job step per machine, below). Each machine's session is supervised: when it ends, one
+// line says which machine, which host and why (for ssh, the reason ssh gave: unreachable,
+// refused, no key; for slurm, srun's), and it is started again
 // after a backoff (1 s, doubling to 30 s), except after exit 2 (a bad command line, config
 // or token on that host), 127 (no agent program there: a restart cannot fix either) and
 // exit 0 (the run was stopped). The
@@ -16,6 +17,20 @@
 // instead of running on unsupervised beside the agent a restart brings up. The remote
 // command line is built from the local config only, each word single-quoted for the
 // remote shell; host names that could be read as ssh options are refused by the config.
+//
+// `slurm` runs inside a Slurm allocation (SLURM_JOB_ID, or --slurm-job): each machine's
+// agent is one job step on its node (its `slurm_node`, default its name), `srun --jobid=J
+// --nodes=1 --ntasks=1 --nodelist=NODE --overlap AGENT ...`, so Slurm
+// accounts for it and scancel ends it. Every machine's node must be in the allocation
+// (checked before anything starts, `scontrol show hostnames`); nodes of the allocation that
+// no machine names are reported as spare. The launcher follows the controller's event log
+// (STATE_DIR/events.jsonl): a machine the controller evicts has its step ended, is never
+// given a step again, and its node is drained with the reason (`scontrol update
+// nodename=NODE state=drain reason="faultline: ..."`); where draining is not permitted,
+// one line says so and the launcher carries on. When srun refuses a step and squeue shows
+// the allocation no longer RUNNING (or Slurm no longer knows it), every session is ended
+// (exit 1), and machines evicted then (their agents lost with it) are not drained; squeue
+// not reaching slurmctld is not taken for the end of the allocation.
 #pragma once
 
 #include <string>
@@ -26,7 +41,7 @@
 namespace faultline::live {
 
 struct LaunchOptions {
-  enum class Via { kLocal, kSsh };
+  enum class Via { kLocal, kSsh, kSlurm };
   Via via = Via::kLocal;
   std::vector<std::string> only;         // machine names; empty: every machine and standby
   std::string agent_bin;                 // program run as `BIN agent CONFIG --name NAME`
@@ -35,11 +50,34 @@ struct LaunchOptions {
   std::vector<std::string> ssh_options;  // ssh -o, each "Key=Value"
   double connect_timeout_s = 5;          // ssh ConnectTimeout
   std::string log_dir;                   // one log per machine: NAME.log
+  std::string slurm_job;                 // slurm: the allocation's job id
+  bool slurm_drain = true;               // slurm: drain an evicted machine's node
 };
 
 // The command that starts machine `m`'s agent (an ssh command line for kSsh).
 std::vector<std::string> agent_command(const LiveConfig& config, const LiveMachine& m,
                                        const LaunchOptions& options);
+
+// The Slurm node a machine runs on: its `slurm_node`, else its name.
+std::string slurm_node_of(const LiveMachine& m);
+
+// Node names from `scontrol show hostnames` output: one a line, blanks trimmed.
+std::vector<std::string> parse_hostnames(const std::string& text);
+
+// Checks that every machine's node is in the allocation and no two machines share one.
+// Returns "" or a one-line error naming the machine and its node; *spare gets the nodes
+// of the allocation no machine names, in allocation order.
+std::string check_slurm_nodes(const std::vector<const LiveMachine*>& machines,
+                              const std::vector<std::string>& allocation, const std::string& job,
+                              std::vector<std::string>* spare);
+
+// `scontrol update nodename=NODE state=drain reason=faultline: REASON` (one argv word each).
+std::vector<std::string> drain_command(const std::string& node, const std::string& reason);
+
+// The machines an event log line evicts (by name; ids are job machines then standbys, in
+// config order), with the controller's reason in *reason. Empty for any other line.
+std::vector<std::string> evicted_by(const LiveConfig& config, const std::string& line,
+                                    std::string* reason);
 
 // `word` quoted for a POSIX shell: 'it'\''s'.
 std::string shell_quote(const std::string& word);

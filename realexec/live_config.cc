@@ -91,7 +91,7 @@ bool valid_ssh_destination(const std::string& s) {
 }
 
 LiveMachine read_machine(const Reader& r, const json& m, const std::string& path, const std::string& dir) {
-  r.only_keys(m, path, {"name", "addr", "workdir", "nic", "gpu_pci", "ssh"});
+  r.only_keys(m, path, {"name", "addr", "workdir", "nic", "gpu_pci", "ssh", "slurm_node"});
   LiveMachine out;
   out.name = r.str(m, path, "name", "", true);
   if (!valid_name(out.name)) r.fail(path + ".name", "expected 1-64 characters of [A-Za-z0-9._-]");
@@ -103,6 +103,11 @@ LiveMachine read_machine(const Reader& r, const json& m, const std::string& path
   // more than a word.
   if (m.contains("ssh") && !valid_ssh_destination(out.ssh))
     r.fail(path + ".ssh", "expected [user@]host: 1-255 characters of [A-Za-z0-9._@:-], not starting with '-'");
+  out.slurm_node = r.str(m, path, "slurm_node", "");
+  // It becomes srun's --nodelist and scontrol's nodename: one host name, never a list or
+  // an expression.
+  if (m.contains("slurm_node") && (!valid_name(out.slurm_node) || out.slurm_node.front() == '-'))
+    r.fail(path + ".slurm_node", "expected one Slurm node name: 1-64 characters of [A-Za-z0-9._-], not starting with '-'");
   if (m.contains("gpu_pci")) {
     const auto& g = m.at("gpu_pci");
     if (!g.is_array()) r.fail(path + ".gpu_pci", "expected an array of PCI bus id strings");

@@ -31,6 +31,7 @@ struct LiveMachine {
   std::string nic;                    // interface watched by NIC inspection ("" = none)
   std::vector<std::string> gpu_pci;   // PCI bus ids of its GPUs, to match kernel Xid lines
   std::string ssh;                    // "[user@]host" for `live launch --via ssh` ("" = addr)
+  std::string slurm_node;             // Slurm node for `live launch --via slurm` ("" = name)
 };
 
 struct LiveJob {

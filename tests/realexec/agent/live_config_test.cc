@@ -151,5 +151,71 @@ TEST_F(LiveConfigKeys, TheMetricsEndpointIsOptionalAndStrictlyChecked) {
             std::string::npos);
 }
 
+// --via slurm: one step per machine on its node; a slurm_node is one host name, never a list.
+TEST_F(LiveConfigKeys, SlurmStepsRunOnTheMachinesNodes) {
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
+  LiveConfig c;
+  ASSERT_EQ(load(job, json{{"machines", {{{"name", "m0"}}, {{"name", "m1"}, {"slurm_node", "gpu-017"}}}}}, &c), "");
+  EXPECT_EQ(slurm_node_of(c.machines[0]), "m0");
+  EXPECT_EQ(slurm_node_of(c.machines[1]), "gpu-017");
+  LaunchOptions o;
+  o.via = LaunchOptions::Via::kSlurm;
+  o.agent_bin = "/opt/fl/bin/faultline-live";
+  o.slurm_job = "4242";
+  EXPECT_EQ(agent_command(c, c.machines[1], o),
+            (std::vector<std::string>{"srun", "--jobid=4242", "--nodes=1", "--ntasks=1", "--nodelist=gpu-017",
+                                      "--overlap", "--job-name=faultline-agent-m1", "--quiet",
+                                      "/opt/fl/bin/faultline-live", "agent", c.file, "--name", "m1"}));
+  for (const std::string bad : {"gpu[01-04]", "a,b", "-w", "", "gpu 1"}) {
+    const std::string err = load(job, json{{"machines", {{{"name", "m0"}, {"slurm_node", bad}}}}});
+    EXPECT_NE(err.find("machines[0].slurm_node: expected one Slurm node name"), std::string::npos) << bad << ": " << err;
+  }
+  EXPECT_EQ(drain_command("gpu-017", "evicted m1: machine lost"),
+            (std::vector<std::string>{"scontrol", "update", "nodename=gpu-017", "state=drain",
+                                      "reason=faultline: evicted m1: machine lost"}));
+}
+
+TEST_F(LiveConfigKeys, SlurmNodesMustBeInTheAllocationAndTheRestAreSpare) {
+  // As `scontrol show hostnames n[0-1],gpu-7` prints them.
+  const auto alloc = parse_hostnames("m0\nn1\n  gpu-7 \n\n");
+  EXPECT_EQ(alloc, (std::vector<std::string>{"m0", "n1", "gpu-7"}));
+  LiveMachine a, b, d;
+  a.name = "m0";
+  b.name = "m1";
+  b.slurm_node = "gpu-7";
+  d.name = "m2";
+  d.slurm_node = "n9";
+  std::vector<std::string> spare;
+  EXPECT_EQ(check_slurm_nodes({&a, &b}, alloc, "17", &spare), "");
+  EXPECT_EQ(spare, std::vector<std::string>{"n1"});
+  EXPECT_EQ(check_slurm_nodes({&a, &d}, alloc, "17", &spare),
+            "m2: slurm node \"n9\" is not in allocation 17 (its nodes: m0,n1,gpu-7)");
+  d.slurm_node = "m0";
+  EXPECT_EQ(check_slurm_nodes({&a, &d}, alloc, "17", &spare), "m2: slurm node \"m0\" is already machine m0's");
+}
+
+TEST_F(LiveConfigKeys, EvictionsAreReadFromTheEventLogByMachineName) {
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
+  LiveConfig c;
+  ASSERT_EQ(load(job, json{{"machines", {{{"name", "m0"}}, {{"name", "m1"}}}}, {"standby", {{{"name", "s0"}}}}}, &c), "");
+  std::string why;
+  EXPECT_EQ(evicted_by(c, R"({"action":{"machines":[1,2],"mechanism":"x","reason":"machine lost","type":"EvictMachines"},"id":3,"kind":"action","t_s":1.5})", &why),
+            (std::vector<std::string>{"m1", "s0"}));
+  EXPECT_EQ(why, "machine lost");
+  EXPECT_TRUE(evicted_by(c, R"({"action":{"machines":[0],"type":"StopJob"},"kind":"action"})", &why).empty());
+  EXPECT_TRUE(evicted_by(c, R"({"kind":"note","text":"EvictMachines"})", &why).empty());
+  EXPECT_TRUE(evicted_by(c, R"({"action":{"machines":[7],"type":"EvictMachines"},"kind":"action"})", &why).empty());
+  EXPECT_TRUE(evicted_by(c, "{truncated EvictMachines", &why).empty());
+}
+
+TEST_F(LiveConfigKeys, SrunsRefusalIsSaidInOneLine) {
+  LaunchOptions o;
+  o.via = LaunchOptions::Via::kSlurm;
+  EXPECT_EQ(describe_session_end(o, 1 << 8, "srun: error: Unable to create step for job 5: Requested node configuration is not available"),
+            "srun failed (exit 1): Unable to create step for job 5: Requested node configuration is not available");
+  EXPECT_EQ(describe_session_end(o, 137 << 8, "srun: error: m3: task 0: Exited with exit code 137"),
+            "its agent ended: exit code 137: srun: error: m3: task 0: Exited with exit code 137");
+}
+
 }  // namespace
 }  // namespace faultline::live

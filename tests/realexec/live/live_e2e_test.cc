@@ -147,6 +147,7 @@ class LiveCluster {
   }
   ~LiveCluster() {
     stop_launcher();
+    stop_slurm();
     kill_controller(SIGKILL);
     for (auto& [n, p] : agents_)
       if (p > 0) {
@@ -224,6 +225,128 @@ class LiveCluster {
     return status;
   }
   std::string launcher_log() const { return slurp(dir_ + "/launcher.log"); }
+
+  // A Slurm cluster of the test's own, from Debian's slurm-wlm and munge: munged with a key
+  // made here and a private socket, slurmctld on the management bridge, one slurmd per
+  // namespace host (NodeName = machine name, NodeAddr = its management address), each in
+  // the foreground as root with its log, spool and pid file in the test's directory; the
+  // private slurm.conf reaches every Slurm command through SLURM_CONF. Nothing system-wide
+  // is started or touched. Then a `salloc --no-shell` allocation of every host; its id.
+  std::string start_slurm() {
+    EXPECT_TRUE(netns_) << "slurm hosts are network namespaces: needs root";
+    const std::string d = dir_ + "/slurm";
+    fs::create_directories(d + "/munge");
+    fs::create_directories(d + "/state");
+    chmod((d + "/munge").c_str(), 0700);
+    {
+      std::ifstream rnd("/dev/urandom", std::ios::binary);
+      std::string key(1024, '\0');
+      rnd.read(key.data(), static_cast<std::streamsize>(key.size()));
+      std::ofstream(d + "/munge/key", std::ios::binary) << key;
+    }
+    chmod((d + "/munge/key").c_str(), 0400);
+    slurm_pids_.push_back(spawn({"/usr/sbin/munged", "--foreground", "--force", "--key-file=" + d + "/munge/key",
+                                 "--socket=" + d + "/munge/sock", "--pid-file=" + d + "/munge/pid",
+                                 "--log-file=" + d + "/munge/log", "--seed-file=" + d + "/munge/seed"},
+                                d + "/munged.out"));
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    std::string shorthost = host;
+    shorthost = shorthost.substr(0, shorthost.find('.'));
+    const int ctl_port = 21000 + id_ * 2;
+    std::ofstream conf(d + "/slurm.conf");
+    conf << "ClusterName=fl" << id_ << "\nSlurmctldHost=" << shorthost << "(" << mgmt_subnet() << ".1)\n"
+         << "SlurmctldPort=" << ctl_port << "\nSlurmdPort=" << ctl_port + 1 << "\n"
+         << "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=" << d << "/munge/sock\n"
+         << "SlurmUser=root\nSlurmdUser=root\nStateSaveLocation=" << d << "/state\n"
+         << "SlurmdSpoolDir=" << d << "/spool-%n\nSlurmctldPidFile=" << d << "/slurmctld.pid\n"
+         << "SlurmdPidFile=" << d << "/slurmd-%n.pid\nSlurmctldLogFile=" << d << "/slurmctld.log\n"
+         << "SlurmdLogFile=" << d << "/slurmd-%n.log\n"
+         << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n"
+         << "AccountingStorageType=accounting_storage/none\nSchedulerType=sched/builtin\n"
+         << "SelectType=select/linear\nMpiDefault=none\nMailProg=/bin/true\nReturnToService=2\n"
+         << "SlurmdParameters=config_overrides\nSlurmctldTimeout=10\nSlurmdTimeout=30\nInactiveLimit=0\n"
+         << "KillWait=2\nMessageTimeout=5\n";
+    std::string nodes;
+    for (size_t i = 0; i < names_.size(); ++i) {
+      conf << "NodeName=" << names_[i] << " NodeAddr=" << mgmt_addr(i) << " CPUs=1 State=UNKNOWN\n";
+      nodes += (nodes.empty() ? "" : ",") + names_[i];
+      fs::create_directories(d + "/spool-" + names_[i]);
+    }
+    conf << "PartitionName=fl Nodes=" << nodes << " Default=YES MaxTime=INFINITE State=UP\n";
+    conf.close();
+    setenv("SLURM_CONF", (d + "/slurm.conf").c_str(), 1);
+    for (int i = 0; i < 50 && !fs::exists(d + "/munge/sock"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    slurm_pids_.push_back(spawn({"/usr/sbin/slurmctld", "-D", "-i", "-f", d + "/slurm.conf"}, d + "/slurmctld.out"));
+    // The namespace host's own /sys (its /sys/class/net, which the agent's NIC inspection
+    // reads), as `ip netns exec` gives, but with the host's cgroup mounts kept, which
+    // slurmd needs and `ip netns exec` hides: in a private mount namespace, the cgroup tree
+    // is set aside, a sysfs of the host's network namespace mounted on /sys, and the
+    // cgroup tree put back on it. Nothing outside that mount namespace changes.
+    for (size_t i = 0; i < names_.size(); ++i) {
+      const std::string cg = d + "/cgroup-" + names_[i];
+      fs::create_directories(cg);
+      slurm_pids_.push_back(spawn({"nsenter", "--net=/run/netns/" + ns_name(i), "unshare", "--mount", "--propagation",
+                                   "private", "sh", "-c",
+                                   "mount --rbind /sys/fs/cgroup \"$1\" && mount -t sysfs sysfs /sys && "
+                                   "mount --rbind \"$1\" /sys/fs/cgroup && exec /usr/sbin/slurmd -D -N \"$2\" -f \"$3\"",
+                                   "sh", cg, names_[i], d + "/slurm.conf"},
+                                  d + "/slurmd-" + names_[i] + ".out"));
+    }
+    bool idle = false;
+    for (int i = 0; i < 120 && !idle; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      fs::remove(d + "/sinfo.out");  // run_wait appends
+      run_wait({"sinfo", "--noheader", "--format=%t %D"}, d + "/sinfo.out");
+      idle = slurp(d + "/sinfo.out") == "idle " + std::to_string(names_.size()) + "\n";
+    }
+    EXPECT_TRUE(idle) << "slurm nodes not idle: " << slurp(d + "/sinfo.out") << slurp(d + "/slurmctld.out");
+    if (!idle) return "";
+    EXPECT_EQ(run_wait({"salloc", "--no-shell", "--nodes=" + std::to_string(names_.size()), "--job-name=faultline-e2e",
+                        "--immediate=30"},
+                       d + "/salloc.out"),
+              0)
+        << slurp(d + "/salloc.out");
+    const std::string out = slurp(d + "/salloc.out");
+    const auto at = out.find("Granted job allocation ");
+    EXPECT_NE(at, std::string::npos) << out;
+    if (at == std::string::npos) return "";
+    slurm_job_ = std::to_string(std::stol(out.substr(at + 23)));
+    return slurm_job_;
+  }
+  // `faultline live launch --via slurm` in the allocation; `extra` more options.
+  void launch_over_slurm(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {kFaultline, "live", "launch", config(), "--via", "slurm", "--slurm-job", slurm_job_};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    launcher_ = spawn(argv, dir_ + "/launcher.log");
+  }
+  // A Slurm command's output (stdout and stderr).
+  std::string slurm_cmd(const std::vector<std::string>& argv) const {
+    fs::remove(dir_ + "/slurm/cmd.out");  // run_wait appends
+    run_wait(argv, dir_ + "/slurm/cmd.out");
+    return slurp(dir_ + "/slurm/cmd.out");
+  }
+  void stop_slurm() {
+    if (!slurm_job_.empty()) run_wait({"scancel", slurm_job_}, dir_ + "/slurm/scancel.out");
+    slurm_job_.clear();
+    // slurmds first, then slurmctld, then munged (the reverse of their start).
+    for (auto it = slurm_pids_.rbegin(); it != slurm_pids_.rend(); ++it) {
+      kill(-*it, SIGTERM);
+      int st = 0;
+      bool gone = false;
+      for (int i = 0; i < 50 && !gone; ++i) {
+        gone = waitpid(*it, &st, WNOHANG) == *it;
+        if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (!gone) {
+        kill(-*it, SIGKILL);
+        waitpid(*it, nullptr, 0);
+      }
+    }
+    if (!slurm_pids_.empty()) unsetenv("SLURM_CONF");
+    slurm_pids_.clear();
+  }
 
   const json& config_json() const { return config_; }
   // Cuts host i off the network, as a dead switch port or a powered-off machine would: both
@@ -426,7 +549,28 @@ class LiveCluster {
   std::map<std::string, pid_t> agents_;
   pid_t launcher_ = -1;
   std::vector<pid_t> sshds_;
+  std::vector<pid_t> slurm_pids_;  // munged, slurmctld, the slurmds
+  std::string slurm_job_;
 };
+
+// "" when Debian's Slurm and munge are installed, else what is missing.
+std::string slurm_missing() {
+  std::string missing;
+  for (const char* p : {"/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd"})
+    if (access(p, X_OK) != 0) missing += std::string(missing.empty() ? "" : ", ") + p;
+  for (const char* p : {"srun", "salloc", "scontrol", "sinfo", "squeue", "scancel", "nsenter"})
+    if (sh(std::string("command -v ") + p) != 0) missing += std::string(missing.empty() ? "" : ", ") + p;
+  return missing;
+}
+
+// Skips only where namespaces cannot be made; a missing Slurm or munge fails (as a missing
+// sshd does: .ci/install-deps installs slurm-wlm and munge).
+#define REQUIRE_SLURM()                                                                                \
+  do {                                                                                                 \
+    if (!netns_usable()) GTEST_SKIP() << "needs root and network namespaces (hosts are namespaces)"; \
+    const std::string missing = slurm_missing();                                                       \
+    ASSERT_TRUE(missing.empty()) << "Slurm is missing: " << missing << " (apt-get install slurm-wlm munge)"; \
+  } while (0)
 
 TEST(LiveE2E, KilledRankIsDetectedReattemptedAndResumesBitExactly) {
   LiveCluster c("kill", json::object());
@@ -591,6 +735,93 @@ TEST(LiveSsh, AnUnreachableSshHostIsReportedByNameAndRetried) {
   EXPECT_EQ(s0.rfind("faultline launch: s0 (root@" + c.mgmt_addr(4) + "): ssh failed (exit 255): ssh: connect to host", 0), 0u) << s0;
   EXPECT_NE(s0.find("starting it again in"), std::string::npos) << s0;
   c.stop_run();
+}
+
+// A real Slurm cluster (one slurmd per namespace host) and `faultline live launch --via
+// slurm` in an allocation of all of them: the job trains, a killed rank and a machine_down
+// are handled, the evicted machine's node is drained with faultline's reason and gets no
+// step again; when the allocation is gone, srun's refusal is one line naming the node.
+TEST(LiveSlurm, AgentsAreJobStepsAndAnEvictedNodeIsDrained) {
+  REQUIRE_SLURM();
+  LiveCluster c("slurm", json{{"standby_pool", 1}, {"stall_window_s", 5}});
+  const std::string job = c.start_slurm();
+  ASSERT_FALSE(job.empty());
+  c.start_controller();
+  c.launch_over_slurm();
+  ASSERT_FALSE(c.wait_step(15, 90).is_null()) << c.launcher_log();
+  // Each agent is a step of the allocation, on its own node.
+  const std::string steps = c.slurm_cmd({"squeue", "--steps", "--noheader", "--jobs=" + job, "--format=%j %N"});
+  for (const char* m : {"m0", "m1", "m2", "m3", "s0"})
+    EXPECT_NE(steps.find(std::string("faultline-agent-") + m + " " + m), std::string::npos) << m << "\n" << steps;
+  auto trains_again = [&](double t, const std::string& what) {
+    const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
+    ASSERT_FALSE(started.is_null()) << what << ": the job did not start again\n" << c.launcher_log();
+    ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 8, 60).is_null()) << what << ": no training after";
+  };
+  ASSERT_EQ(c.inject("m1", "kill"), 0);
+  trains_again(c.fault_time("kill"), "kill");
+  ASSERT_EQ(c.inject("m3", "machine_down"), 0);
+  trains_again(c.fault_time("machine_down"), "machine_down");
+  const json evict = c.wait_for([](const json& r) { return LiveCluster::is_action(r, "EvictMachines"); }, 30);
+  ASSERT_FALSE(evict.is_null()) << "machine_down evicted nothing";
+  ASSERT_EQ(evict["action"]["machines"], json::array({3}));
+  // The launcher drains m3's node with the controller's reason.
+  std::string node;
+  for (int i = 0; i < 50; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(200))) {
+    node = c.slurm_cmd({"scontrol", "show", "node", "m3"});
+    if (node.find("DRAIN") != std::string::npos) break;
+  }
+  std::cout << node;
+  EXPECT_NE(node.find("DRAIN"), std::string::npos) << node << c.launcher_log();
+  EXPECT_NE(node.find("Reason=faultline: evicted m3: "), std::string::npos) << node;
+  // "draining" while the allocation holds it, "drained" after.
+  EXPECT_NE(c.slurm_cmd({"sinfo", "--noheader", "--nodes=m3", "--format=%T"}).find("drain"), std::string::npos)
+      << c.slurm_cmd({"sinfo", "--noheader", "--nodes=m3", "--format=%T"});
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::string log = c.launcher_log();
+  std::cout << log;
+  const auto evicted = log.find("m3 (slurm node m3): evicted by the controller (");
+  ASSERT_NE(evicted, std::string::npos) << log;
+  EXPECT_NE(log.find("m3 (slurm node m3): drained slurm node m3", evicted), std::string::npos) << log;
+  EXPECT_EQ(log.find("m3 (slurm node m3): started", evicted), std::string::npos) << "a step on an evicted node:\n" << log;
+  EXPECT_EQ(c.slurm_cmd({"squeue", "--steps", "--noheader", "--jobs=" + job, "--nodelist=m3", "--format=%j"}), "");
+  // The allocation ends under the agents: srun's refusal of the restart is one line naming
+  // the node and Slurm's reason, and the launcher ends (exit 1) instead of retrying forever.
+  const long before = c.last_step();
+  EXPECT_GT(before, 0);
+  c.slurm_cmd({"scancel", job});
+  std::string refused;
+  for (int i = 0; i < 150; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(200))) {
+    log = c.launcher_log();
+    if (log.find("; ending every session") != std::string::npos) break;
+  }
+  std::cout << log;
+  const auto at = log.find(" (slurm node ", log.find("): srun failed (exit 1): ") - 20);
+  ASSERT_NE(log.find("): srun failed (exit 1): "), std::string::npos) << log;
+  refused = log.substr(log.rfind('\n', at) + 1, log.find('\n', at) - log.rfind('\n', at) - 1);
+  EXPECT_NE(refused.find("job " + job), std::string::npos) << refused;
+  EXPECT_NE(refused.find("; not restarted"), std::string::npos) << refused;
+  EXPECT_NE(log.find("faultline launch: slurm job " + job + " is over (squeue: "), std::string::npos) << log;
+  // Agents lost with the allocation are no fault of their nodes: only m3 is drained.
+  for (const char* m : {"m0", "m1", "m2", "s0"})
+    EXPECT_EQ(c.slurm_cmd({"scontrol", "show", "node", m}).find("DRAIN"), std::string::npos) << m << "\n" << log;
+  c.stop_run();
+  EXPECT_EQ(c.stop_launcher(), 1) << log;
+}
+
+// A machine whose Slurm node is not in the allocation: one line naming it, nothing started.
+TEST(LiveSlurm, ANodeOutsideTheAllocationIsRefusedInOneLine) {
+  REQUIRE_SLURM();
+  LiveCluster c("slurm-bad", json::object());
+  c.edit_config([](json& cfg) { cfg["machines"][1]["slurm_node"] = "gpu-404"; });
+  const std::string job = c.start_slurm();
+  ASSERT_FALSE(job.empty());
+  const int rc = c.client_to({"launch", c.config(), "--via", "slurm", "--slurm-job", job}, c.dir() + "/launch.out");
+  const std::string out = slurp(c.dir() + "/launch.out");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_EQ(out, "faultline live launch: m1: slurm node \"gpu-404\" is not in allocation " + job +
+                     " (its nodes: m0,m1,m2,m3,s0)\n");
+  EXPECT_TRUE(!fs::exists(c.dir() + "/state/launch") || fs::is_empty(c.dir() + "/state/launch")) << "nothing started";
 }
 
 TEST(LiveE2E, FrozenRankIsFoundByStackAggregationAndEvicted) {
