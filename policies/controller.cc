@@ -414,7 +414,7 @@ class ByteRobust final : public Policy {
   }
   void handle(const StacksCaptured& c, World& w) {
     if (c.action != pending_capture_) return;
-    StackVerdict v = aggregate_stacks(c.by_slot);
+    StackVerdict v = aggregate_stacks(c.stacks);
     if (mfu_rounds_left_ > 0) {
       for (SlotId s : v.outliers) ++flagged_[s];
       if (--mfu_rounds_left_ > 0) {

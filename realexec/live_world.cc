@@ -789,7 +789,7 @@ void LiveWorld::do_capture(ActionId id) {
   auto finish = [this, id, t, st] {
     if (--st->remaining > 0) return;
     outcome(id, true, "stacks of " + std::to_string(st->by_slot.size()) + " slots", t);
-    deliver(StacksCaptured{id, st->by_slot});
+    deliver(StacksCaptured{id, StackSignatures(st->by_slot)});
   };
   for (MachineId m : ms) {
     const SlotId slot = cluster_.slot_of(m);

@@ -629,13 +629,19 @@ std::vector<SlotId> SimWorld::empty_slots() const {
   return out;
 }
 
+void SimWorld::mark_fresh(SlotId s) {
+  if (fresh_[s]) return;
+  fresh_[s] = true;
+  fresh_slots_.push_back(s);
+}
+
 void SimWorld::place_new(SlotId s, bool oracle) {
   // The oracle's unlimited ready spares are fresh, good machines; the scheduler's come
   // from the free pool.
   const MachineId m = oracle ? new_machine(false) : draw_machine();
   view_.place(m, s);
   on_join(m);
-  fresh_[s] = true;
+  mark_fresh(s);
 }
 
 void SimWorld::run_whole_job_batch(int kind, double bytes, Internal done) {
@@ -974,7 +980,7 @@ void SimWorld::on_internal(const Internal& in) {
         view_.take_standby(m);
         view_.place(m, s);
         on_join(m);
-        fresh_[s] = true;
+        mark_fresh(s);
       }
       update_rate(true);
       acquire_part_done(in.token);
@@ -1046,8 +1052,9 @@ void SimWorld::on_internal(const Internal& in) {
         return;
       }
       bool peer_lost = false;
-      for (SlotId s = 0; s < view_.slots() && !peer_lost; ++s) {
-        if (!fresh_[s]) continue;
+      // Only the slots that got a machine (in slot order, as the transfer list's key needs).
+      std::sort(fresh_slots_.begin(), fresh_slots_.end());
+      for (SlotId s : fresh_slots_) {
         // kMemoryWithPeer: the backup copy lives on a peer that shares none of the slot's
         // TP, PP or DP groups (the next pipeline, next stage), so evicting a whole group
         // keeps it. kMemory (Gemini-style): on the next machine, the next stage of the same
@@ -1086,7 +1093,8 @@ void SimWorld::finish_start() {
   job_ = JobState::kRunning;
   stuck_ = false;
   ++epoch_;
-  std::fill(fresh_.begin(), fresh_.end(), false);
+  for (SlotId s : fresh_slots_) fresh_[s] = false;
+  fresh_slots_.clear();
   progress_.start_warmup(secs(sc_.job.restart_warmup_s));
   // Faults that landed while the job was stopped, on machines it now runs on (and code
   // bugs in the code it now runs), strike now. Slowdowns take effect before the rate is
@@ -1215,16 +1223,16 @@ void SimWorld::deliver_probe(ActionId id) {
   deliver_at(now_, std::move(r), false);
 }
 
-std::vector<std::string> SimWorld::stack_signatures() const {
+StackSignatures SimWorld::stack_signatures() const {
   // What py-spy / gdb would show, synthesised from ground truth (Fig. 7): in a hang the
   // faulty machine sits in a collective with a dead peer, its pipeline neighbours in
   // send/recv, everyone else waits in the data-parallel gradient sync; in a slowdown
   // the slow machine is still computing while the rest wait for it.
-  std::vector<std::string> sig(view_.slots());
-  if (job_ != JobState::kRunning) return sig;  // nothing left to capture
-  const std::string healthy = "train_step > forward > transformer_layer > gemm";
-  const std::string waiting = "train_step > optimizer.step > all_reduce(grads) > ncclKernel wait";
-  std::fill(sig.begin(), sig.end(), healthy);
+  StackSignatures sig;
+  if (job_ != JobState::kRunning) {  // nothing left to capture
+    sig.assign(view_.slots(), 0);
+    return sig;
+  }
   MachineId culprit = kNoMachine;
   bool hang = false;
   for (FaultId id : open_) {
@@ -1236,16 +1244,20 @@ std::vector<std::string> SimWorld::stack_signatures() const {
       hang = sym == Symptom::kHang;
     }
   }
-  if (culprit == kNoMachine || view_.slot_of(culprit) < 0) return sig;
-  std::fill(sig.begin(), sig.end(), waiting);
+  if (culprit == kNoMachine || view_.slot_of(culprit) < 0) {
+    sig.assign(view_.slots(), sig.intern("train_step > forward > transformer_layer > gemm"));
+    return sig;
+  }
+  sig.assign(view_.slots(), sig.intern("train_step > optimizer.step > all_reduce(grads) > ncclKernel wait"));
   const SlotId c = view_.slot_of(culprit);
   if (hang) {
+    const std::uint32_t stuck = sig.intern("train_step > forward > all_gather > ncclKernel (no progress)");
+    const std::uint32_t isend = sig.intern("train_step > pipeline > isend");
+    const std::uint32_t irecv = sig.intern("train_step > pipeline > irecv");
     int k = 0;
-    for (SlotId s : view_.pp_group(c))
-      sig[s] = s == c ? "train_step > forward > all_gather > ncclKernel (no progress)"
-                      : (k++ % 2 ? "train_step > pipeline > isend" : "train_step > pipeline > irecv");
+    for (SlotId s : view_.pp_group(c)) sig.set(s, s == c ? stuck : (k++ % 2 ? isend : irecv));
   } else {
-    sig[c] = "train_step > forward > transformer_layer > gemm (slow)";
+    sig.set(c, sig.intern("train_step > forward > transformer_layer > gemm (slow)"));
   }
   return sig;
 }

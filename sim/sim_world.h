@@ -126,7 +126,7 @@ class SimWorld final : public World {
   void refill_pool();
   void start_job(ActionId id, Mechanism mech);
   void deliver_probe(ActionId id);
-  std::vector<std::string> stack_signatures() const;
+  StackSignatures stack_signatures() const;
   void note_mechanism(Mechanism m) {
     if (m != Mechanism::kNone) mechanism_ = m;
   }
@@ -156,6 +156,7 @@ class SimWorld final : public World {
   void run_whole_job_batch(int kind, double bytes, Internal done);
   void finish_start();
   std::vector<SlotId> empty_slots() const;
+  void mark_fresh(SlotId s);
   void place_new(SlotId s, bool oracle = false);
   double fault_ratio(const Fault& f) const;
   // The next draw of this fault's stream for `purpose`.
@@ -217,6 +218,7 @@ class SimWorld final : public World {
   bool broken_unacted_ = false;
   std::vector<Acquire> acquiring_;
   std::vector<bool> fresh_;  // slot got a new machine since the job last ran
+  std::vector<SlotId> fresh_slots_;  // those slots: work per restart in changed slots, not N
   std::vector<FaultId> broken_;  // per machine: active persistent fault id + 1, 0 = healthy
   std::vector<Fault> fault_log_;
   std::vector<FaultId> open_;  // incidents not yet resolved

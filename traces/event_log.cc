@@ -316,7 +316,7 @@ struct EventEncoder {
   }
   void operator()(const StacksCaptured& x) {
     o["action"] = x.action;
-    o["by_slot"] = x.by_slot;
+    o["by_slot"] = x.stacks.strings();
   }
   void operator()(const ReplayResult& x) {
     o["action"] = x.action;
@@ -493,7 +493,7 @@ faultline::Event decode_event(std::size_t index, In& in) {
     case 12: {
       StacksCaptured x;
       x.action = in.unsigned_integer("action", 0);
-      x.by_slot = in.strings("by_slot");
+      x.stacks = StackSignatures(in.strings("by_slot"));
       return x;
     }
     default: {

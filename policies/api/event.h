@@ -9,8 +9,10 @@
 // oracle baseline after it asked with EnableOracle.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -91,10 +93,36 @@ struct ProbeResult {
   bool timed_out = false;
 };
 // One stack signature per job slot (the slot's processes aggregated; string-equal
-// signatures mean the same place in the code).
+// signatures mean the same place in the code), interned: each distinct signature is
+// stored once and every slot holds the index of its own, so grouping 10k slots
+// compares integers, not strings. Index 0 is always "" (nothing captured).
+class StackSignatures {
+ public:
+  StackSignatures() = default;
+  // Interns one signature per slot, in slot order.
+  explicit StackSignatures(const std::vector<std::string>& by_slot);
+  // `slots` slots, every one at `signature`.
+  StackSignatures(std::size_t slots, std::string_view signature);
+  std::size_t size() const { return by_slot_.size(); }
+  const std::string& at(std::size_t slot) const { return signatures_[by_slot_[slot]]; }
+  // The index of slot `slot`'s signature in signatures(); equal signatures, equal index.
+  std::uint32_t id(std::size_t slot) const { return by_slot_[slot]; }
+  const std::vector<std::string>& signatures() const { return signatures_; }
+  // The index of `signature`, added when new (linear: there are a handful).
+  std::uint32_t intern(std::string_view signature);
+  void set(std::size_t slot, std::uint32_t id) { by_slot_[slot] = id; }
+  void assign(std::size_t slots, std::uint32_t id) { by_slot_.assign(slots, id); }
+  // Every slot's signature, in slot order (for logs and tests).
+  std::vector<std::string> strings() const;
+  bool operator==(const StackSignatures& o) const { return strings() == o.strings(); }
+
+ private:
+  std::vector<std::string> signatures_{std::string()};
+  std::vector<std::uint32_t> by_slot_;
+};
 struct StacksCaptured {
   ActionId action = 0;
-  std::vector<std::string> by_slot;
+  StackSignatures stacks;
 };
 struct ReplayResult {
   ActionId action = 0;

@@ -159,7 +159,7 @@ std::string describe(const Event& e) {
             return std::string("probe ") + probe_name(x.test) + " failed " + join(x.failed) +
                    (x.timed_out ? " (deadline)" : "");
           },
-          [](const StacksCaptured& x) { return "stacks of " + std::to_string(x.by_slot.size()) + " slots"; },
+          [](const StacksCaptured& x) { return "stacks of " + std::to_string(x.stacks.size()) + " slots"; },
           [](const ReplayResult& x) {
             std::string s = "replay result";
             for (bool b : x.group_failed) s += b ? " F" : " .";

@@ -6,20 +6,28 @@
 
 namespace faultline::policies {
 
-StackVerdict aggregate_stacks(const std::vector<std::string>& by_slot) {
-  std::map<std::string, int> count;
-  for (const auto& s : by_slot)
-    if (!s.empty()) ++count[s];
-  StackVerdict v;
+StackVerdict aggregate_stacks(const StackSignatures& stacks) {
+  // Counted by interned index (one index per distinct signature); the dominant group is
+  // the largest, ties going to the signature first in string order.
+  const auto& sigs = stacks.signatures();
+  std::vector<int> count(sigs.size(), 0);
+  for (std::size_t s = 0; s < stacks.size(); ++s) ++count[stacks.id(s)];
+  std::uint32_t dominant = 0;  // "": nothing captured anywhere
   int best = 0;
-  for (const auto& [sig, n] : count)
-    if (n > best) {
-      best = n;
-      v.dominant = sig;
+  for (std::uint32_t i = 1; i < sigs.size(); ++i)
+    if (count[i] > best || (count[i] == best && best > 0 && sigs[i] < sigs[dominant])) {
+      best = count[i];
+      dominant = i;
     }
-  for (SlotId s = 0; s < static_cast<SlotId>(by_slot.size()); ++s)
-    if (!by_slot[s].empty() && by_slot[s] != v.dominant) v.outliers.push_back(s);
+  StackVerdict v;
+  v.dominant = sigs[dominant];
+  for (std::size_t s = 0; s < stacks.size(); ++s)
+    if (stacks.id(s) != 0 && stacks.id(s) != dominant) v.outliers.push_back(static_cast<SlotId>(s));
   return v;
+}
+
+StackVerdict aggregate_stacks(const std::vector<std::string>& by_slot) {
+  return aggregate_stacks(StackSignatures(by_slot));
 }
 
 std::vector<SlotId> over_eviction_set(const ClusterView& view, const std::vector<SlotId>& outliers) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "policies/api/cluster_view.h"
+#include "policies/api/event.h"
 
 namespace faultline::policies {
 
@@ -25,7 +26,9 @@ struct StackVerdict {
   std::string dominant;
   std::vector<SlotId> outliers;  // slots whose signature is not the dominant one
 };
-// Requires by_slot non-empty; empty signatures (nothing captured) are ignored.
+// Empty signatures (nothing captured) are ignored; ties for the dominant group go to the
+// signature first in string order.
+StackVerdict aggregate_stacks(const StackSignatures& stacks);
 StackVerdict aggregate_stacks(const std::vector<std::string>& by_slot);
 
 // The slots to evict for these outliers: the PP group holding all of them, else the

@@ -152,7 +152,7 @@ TEST(ByteRobust, StallCapturesStacksAndOverEvictsThePipelineGroup) {
   stacks[15] = "forward > all_gather";
   stacks[14] = "pipeline > isend";
   stacks[12] = stacks[13] = "pipeline > irecv";
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), stacks}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(stacks)}, h.w);
   auto ev = h.w.all<EvictMachines>();
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].machines, (MachineSet{12, 13, 14, 15}));
@@ -164,7 +164,7 @@ TEST(ByteRobust, StallSoonAfterTheRestartForAStallRollsBackThenReplays) {
   // aggregation finds no outliers and the job is reattempted; it stalls again at once.
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
   auto starts = h.w.all<StartJob>();
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].mechanism, Mechanism::kReattempt);
@@ -175,11 +175,11 @@ TEST(ByteRobust, StallSoonAfterTheRestartForAStallRollsBackThenReplays) {
   h.started(100);  // and stalls before step 101
   h.stalled_at(4700, 100);
   ASSERT_EQ(h.w.all<CaptureStacks>().size(), 2u);  // the stacks are read every time
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
   h.started(100);
   h.stalled_at(5400, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
   EXPECT_EQ(h.w.all<RunReplay>().size(), 1u);
 }
 
@@ -189,13 +189,13 @@ TEST(ByteRobust, AMachineHangThatStrikesAtTheRestartIsOverEvictedNotRolledBack) 
   // over-evict it, instead of rolling back good code and replaying for two hours.
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
   h.started(100);
   h.stalled_at(4700, 100);
   std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
   stacks[9] = "forward > all_gather";
   stacks[8] = stacks[10] = stacks[11] = "pipeline > irecv";
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), stacks}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(stacks)}, h.w);
   EXPECT_TRUE(h.w.all<RollBack>().empty());
   auto ev = h.w.all<EvictMachines>();
   ASSERT_EQ(ev.size(), 1u);
@@ -209,7 +209,7 @@ TEST(ByteRobust, StallAfterAnUnrelatedRecoveryIsDiagnosedAfresh) {
   h.stalled_at(4000, 100);
   std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
   stacks[15] = "forward > all_gather";
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), stacks}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(stacks)}, h.w);
   h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
   h.started(0);
   h.at(5000);
@@ -226,15 +226,15 @@ TEST(ByteRobust, StallAfterProgressSinceTheRestartIsANewIncident) {
   // rather than escalate to replay.
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
   h.started(100);
   h.stalled_at(4700, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
   ASSERT_EQ(h.w.all<RollBack>().size(), 1u);
   h.started(100);
   h.stalled_at(5700, 140);
   EXPECT_EQ(h.w.all<CaptureStacks>().size(), 3u);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
   EXPECT_TRUE(h.w.all<RunReplay>().empty());
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
 }
@@ -242,7 +242,7 @@ TEST(ByteRobust, StallAfterProgressSinceTheRestartIsANewIncident) {
 TEST(ByteRobust, StallLongAfterTheLastRestartIsDiagnosedAfresh) {
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "all_reduce")}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
   h.started(0);
   h.stalled_at(4000 + 7200, 100);  // an unrelated hang two hours later
   EXPECT_TRUE(h.w.all<RollBack>().empty());
@@ -530,7 +530,7 @@ TEST(ByteRobustLadder, MfuAggregationThatFlagsNothingGivesUpUntilTheNextRestart)
     for (int round = 0; round < 5; ++round) {
       if (h.w.all<CaptureStacks>().size() == static_cast<size_t>(captures)) break;
       ++captures;
-      h.p->on_event(StacksCaptured{h.w.last_action_id(), same}, h.w);
+      h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(same)}, h.w);
       h.p->on_event(TimerFired{0, 1}, h.w);  // the next MFU round
     }
   }
@@ -631,7 +631,7 @@ Action answer_until_start(Ladder& h) {
         }
       h.p->on_event(MachinesReady{h.w.last_action_id(), fresh}, h.w);
     } else if (std::holds_alternative<CaptureStacks>(a)) {
-      h.p->on_event(StacksCaptured{h.w.last_action_id(), std::vector<std::string>(16, "train_step")}, h.w);
+      h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "train_step"))}, h.w);
     } else {
       return a;
     }

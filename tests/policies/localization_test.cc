@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "policies/api/rng.h"
@@ -90,6 +91,51 @@ TEST(StackAggregation, Fig7OverEvictsPipelineGroupOfMachine15) {
   EXPECT_EQ(over_eviction_set(view, {1, 9}), (std::vector<SlotId>{1, 5, 9, 13}));
   // Scattered: union of their pipeline groups.
   EXPECT_EQ(over_eviction_set(view, {0, 6}).size(), 8u);
+}
+
+// Interned signatures (what the simulator and live mode deliver) against the plain
+// definition on strings: group by string equality, the largest group dominant (ties: the
+// signature first in string order), empty signatures ignored.
+TEST(StackAggregation, InternedSignaturesAgreeWithGroupingStrings) {
+  auto by_strings = [](const std::vector<std::string>& by_slot) {
+    std::map<std::string, int> count;
+    for (const auto& s : by_slot)
+      if (!s.empty()) ++count[s];
+    StackVerdict v;
+    int best = 0;
+    for (const auto& [sig, n] : count)
+      if (n > best) best = n, v.dominant = sig;
+    for (SlotId s = 0; s < static_cast<SlotId>(by_slot.size()); ++s)
+      if (!by_slot[s].empty() && by_slot[s] != v.dominant) v.outliers.push_back(s);
+    return v;
+  };
+  const std::vector<std::string> pool = {"", "b > wait", "a > gemm", "c > isend", "a > gemm (slow)"};
+  Rng rng(17);
+  int ties = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int slots = 1 + static_cast<int>(rng.below(24));
+    const int kinds = 1 + static_cast<int>(rng.below(pool.size()));
+    std::vector<std::string> by_slot;
+    for (int s = 0; s < slots; ++s) by_slot.push_back(pool[rng.below(kinds)]);
+    // Interned in a shuffled order, so index order is not string order.
+    StackSignatures interned;
+    for (int i = static_cast<int>(pool.size()) - 1; i >= 0; --i) interned.intern(pool[(i * 3 + trial) % pool.size()]);
+    interned.assign(by_slot.size(), 0);
+    for (std::size_t s = 0; s < by_slot.size(); ++s) interned.set(s, interned.intern(by_slot[s]));
+    ASSERT_EQ(interned.strings(), by_slot);
+    const StackVerdict want = by_strings(by_slot);
+    const StackVerdict got = aggregate_stacks(interned);
+    ASSERT_EQ(got.dominant, want.dominant) << "trial " << trial;
+    ASSERT_EQ(got.outliers, want.outliers) << "trial " << trial;
+    std::map<std::string, int> count;
+    for (const auto& s : by_slot)
+      if (!s.empty()) ++count[s];
+    int top = 0, at_top = 0;
+    for (const auto& [sig, n] : count) top = std::max(top, n);
+    for (const auto& [sig, n] : count) at_top += n == top;
+    ties += at_top > 1;
+  }
+  EXPECT_GT(ties, 50) << "the trials must exercise tie-breaking";
 }
 
 TEST(StandbyPool, P99SizesMatchPublishedTwoTwoThreeFour) {

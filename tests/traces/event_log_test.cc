@@ -59,7 +59,7 @@ bool equal(const faultline::Event& a, const faultline::Event& b) {
           return x.action == y.action && x.test == y.test && x.failed == y.failed &&
                  x.timed_out == y.timed_out;
         if constexpr (std::is_same_v<T, StacksCaptured>)
-          return x.action == y.action && x.by_slot == y.by_slot;
+          return x.action == y.action && x.stacks == y.stacks;
         if constexpr (std::is_same_v<T, ReplayResult>)
           return x.action == y.action && x.group_failed == y.group_failed;
       },
@@ -121,7 +121,7 @@ std::vector<faultline::Event> all_events() {
       ActionFailed{45, "slots have no machine"},
       OracleFault{{1, 9}, "gpu_fatal", true, true},
       ProbeResult{46, ProbeKind::kInterAllGather, {0, 3}, true},
-      StacksCaptured{47, {"train_step > gemm", "", "train_step > all_reduce"}},
+      StacksCaptured{47, StackSignatures({"train_step > gemm", "", "train_step > all_reduce"})},
       ReplayResult{48, {true, false, true}},
   };
 }
