@@ -1059,8 +1059,11 @@ void SimWorld::on_internal(const Internal& in) {
         // TP, PP or DP groups (the next pipeline, next stage), so evicting a whole group
         // keeps it. kMemory (Gemini-style): on the next machine, the next stage of the same
         // pipeline, so over-evicting that pipeline loses both copies.
-        const SlotId peer = tier_ == CheckpointTier::kMemoryWithPeer ? (s + sc_.cluster.pp + 1) % view_.slots()
-                                                                     : (s + 1) % view_.slots();
+        // A job of PP + 1 machines has no such peer ((s + PP + 1) mod N is s itself): the
+        // backup is on the next machine, as on a job that small every machine shares a group.
+        SlotId peer = (s + 1) % view_.slots();
+        if (tier_ == CheckpointTier::kMemoryWithPeer && (s + sc_.cluster.pp + 1) % view_.slots() != s)
+          peer = (s + sc_.cluster.pp + 1) % view_.slots();
         if (fresh_[peer] || peer == s) {
           peer_lost = true;
           break;

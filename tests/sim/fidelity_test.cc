@@ -248,5 +248,24 @@ TEST(FaultLedger, SymptomDrawsArePerFaultSoComparisonsStayPaired) {
   EXPECT_GE(same, 0.9 * matched) << same << " of " << matched;  // 34% on the old single stream
 }
 
+// Found replaying a two-machine live run: the in-memory checkpoint's backup peer is
+// "the next pipeline, next stage", slot + PP + 1, which on a job of PP + 1 machines (two
+// machines of pure data parallelism) is the slot itself. Every replaced machine then
+// "lost both copies" and the job fell back to the remote checkpoint (48.7 times per
+// replica, where the live run restored from the surviving machine). A job that small has
+// no machine outside the slot's groups: the backup is on the next machine.
+TEST(FaultLedger, TheInMemoryBackupOfATwoMachineJobIsOnTheOtherMachine) {
+  const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
+  for (int pp : {1, 2}) {
+    SCOPED_TRACE("pp " + std::to_string(pp));
+    json r = sim_json({scen, "--replicas", "20", "--jobs", "2", "--set", "cluster.machines=" + std::to_string(2 * pp),
+                       "--set", "job.pp=" + std::to_string(pp), "--set", "job.dp=2", "--set",
+                       "cluster.standby_machines=2"});
+    expect_ledger_balances(r, "pp " + std::to_string(pp));
+    // Both copies are lost only when both machines holding a shard fail together.
+    EXPECT_LT(r["remote_checkpoint_fallbacks_per_replica"].get<double>(), 1.0);
+  }
+}
+
 }  // namespace
 }  // namespace faultline::testing
