@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -51,7 +53,8 @@ const char* kUsage =
     "$SLURM_JOB_ID) on the machine's `slurm_node` (default its name): `srun --nodes=1\n"
     "--ntasks=1 --nodelist=NODE --overlap`. A machine the controller evicts (STATE_DIR/\n"
     "events.jsonl) has its step ended, gets no new one, and its node is drained with the\n"
-    "reason (--slurm-drain no: not drained).\n";
+    "reason (--slurm-drain no: not drained). Nodes of the allocation that no machine names\n"
+    "get no agent: `faultline live slurm-config` writes CONFIG with them as standbys.\n";
 
 std::string self_exe() {
   std::error_code ec;
@@ -350,6 +353,32 @@ std::vector<std::string> split_names(const std::string& text) {
   return out;
 }
 
+// The allocation's job id: *job as given, else $SLURM_JOB_ID. "" or a one-line error.
+std::string resolve_slurm_job(std::string* job) {
+  const char* env_job = std::getenv("SLURM_JOB_ID");
+  if (job->empty() && env_job) *job = env_job;
+  if (job->empty())
+    return "not inside a Slurm allocation (no SLURM_JOB_ID; run it under salloc or sbatch, or give --slurm-job)";
+  if (job->find_first_not_of("0123456789_") != std::string::npos)
+    return "--slurm-job: expected a job id, got \"" + *job + "\"";
+  return "";
+}
+
+// The nodes of allocation `job`, in allocation order (squeue's %N through `scontrol show
+// hostnames`). "" or a one-line error.
+std::string read_allocation(const std::string& job, std::vector<std::string>* nodes) {
+  std::string nodelist;
+  const int rc = run_capture({"squeue", "--noheader", "--jobs=" + job, "--format=%N"}, &nodelist);
+  if (rc != 0 || nodelist.empty() || nodelist.find('\n') != std::string::npos)
+    return "slurm job " + job + ": cannot read its nodes (squeue: " +
+           (nodelist.empty() ? "exit " + std::to_string(rc) : nodelist.substr(0, nodelist.find('\n'))) + ")";
+  std::string hosts;
+  if (run_capture({"scontrol", "show", "hostnames", nodelist}, &hosts) != 0)
+    return "slurm job " + job + ": scontrol show hostnames " + nodelist + ": " + hosts;
+  *nodes = parse_hostnames(hosts);
+  return "";
+}
+
 }  // namespace
 
 std::string slurm_node_of(const LiveMachine& m) { return m.slurm_node.empty() ? m.name : m.slurm_node; }
@@ -530,27 +559,15 @@ int launch_main(const std::vector<std::string>& args) {
     }
   }
   if (o.via == LaunchOptions::Via::kSlurm) {
-    const char* env_job = std::getenv("SLURM_JOB_ID");
-    if (o.slurm_job.empty() && env_job) o.slurm_job = env_job;
-    if (o.slurm_job.empty())
-      return usage_error("--via slurm: not inside a Slurm allocation (no SLURM_JOB_ID; run it under salloc or sbatch, or give --slurm-job)");
-    if (o.slurm_job.find_first_not_of("0123456789_") != std::string::npos)
-      return usage_error("--slurm-job: expected a job id, got \"" + o.slurm_job + "\"");
-    std::string nodelist;
-    const int rc = run_capture({"squeue", "--noheader", "--jobs=" + o.slurm_job, "--format=%N"}, &nodelist);
-    if (rc != 0 || nodelist.empty() || nodelist.find('\n') != std::string::npos) {
-      std::cerr << "faultline live launch: slurm job " << o.slurm_job << ": cannot read its nodes (squeue: "
-                << (nodelist.empty() ? "exit " + std::to_string(rc) : nodelist.substr(0, nodelist.find('\n'))) << ")\n";
-      return 2;
-    }
-    std::string hosts;
-    if (run_capture({"scontrol", "show", "hostnames", nodelist}, &hosts) != 0) {
-      std::cerr << "faultline live launch: slurm job " << o.slurm_job << ": scontrol show hostnames " << nodelist
-                << ": " << hosts << "\n";
+    if (const std::string err = resolve_slurm_job(&o.slurm_job); !err.empty())
+      return usage_error(err.rfind("--", 0) == 0 ? err : "--via slurm: " + err);
+    std::vector<std::string> allocation;
+    if (const std::string err = read_allocation(o.slurm_job, &allocation); !err.empty()) {
+      std::cerr << "faultline live launch: " << err << "\n";
       return 2;
     }
     std::vector<std::string> spare;
-    const std::string err = check_slurm_nodes(machines, parse_hostnames(hosts), o.slurm_job, &spare);
+    const std::string err = check_slurm_nodes(machines, allocation, o.slurm_job, &spare);
     if (!err.empty()) {
       std::cerr << "faultline live launch: " << err << "\n";
       return 2;
@@ -558,7 +575,8 @@ int launch_main(const std::vector<std::string>& args) {
     if (!spare.empty()) {
       std::string list;
       for (const auto& n : spare) list += (list.empty() ? "" : ",") + n;
-      std::cerr << "faultline launch: slurm job " << o.slurm_job << ": nodes no machine names (unused): " << list << "\n";
+      std::cerr << "faultline launch: slurm job " << o.slurm_job << ": nodes no machine names (unused; `faultline live"
+                << " slurm-config` makes them standbys): " << list << "\n";
     }
   }
   try {
@@ -571,6 +589,218 @@ int launch_main(const std::vector<std::string>& args) {
   } catch (const std::exception& e) {
     std::cerr << "faultline live launch: " << e.what() << "\n";
     return 1;
+  }
+}
+
+std::map<std::string, std::string> parse_node_addrs(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  auto field = [](const std::string& l, const std::string& key) -> std::string {
+    // At the line's start or after a blank: "Key=" inside another field's value is no key.
+    for (std::size_t at = l.find(key + "="); at != std::string::npos; at = l.find(key + "=", at + 1)) {
+      if (at != 0 && l[at - 1] != ' ' && l[at - 1] != '\t') continue;
+      const std::size_t b = at + key.size() + 1;
+      return l.substr(b, l.find_first_of(" \t\r", b) - b);
+    }
+    return "";
+  };
+  while (std::getline(in, line)) {
+    const auto b = line.find_first_not_of(" \t");
+    if (b == std::string::npos) continue;
+    line = line.substr(b);
+    const std::string name = field(line, "NodeName"), addr = field(line, "NodeAddr");
+    if (!name.empty() && !addr.empty()) out[name] = addr;
+  }
+  return out;
+}
+
+std::string slurm_effective_config(const std::string& text, const std::string& file, const std::string& out_file,
+                                   const std::vector<SlurmNode>& allocation, const std::string& job,
+                                   const Registry& registry, std::vector<std::string>* added) {
+  const LiveConfig c = parse_live_config(text, file, registry);
+  auto fail = [&](const std::string& field, const std::string& what) {
+    throw LiveConfigError(file + ": " + field + ": " + what);
+  };
+  std::string nodes;
+  for (const auto& n : allocation) nodes += (nodes.empty() ? "" : ",") + n.name;
+  std::map<std::string, std::string> taken;  // node -> the entry that runs on it
+  std::map<std::string, std::string> field_of;  // machine name -> its entry
+  for (const char* list : {"machines", "standby"}) {
+    const auto& ms = std::string(list) == "machines" ? c.machines : c.standby;
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      const std::string field = std::string(list) + "[" + std::to_string(i) + "]";
+      const std::string node = slurm_node_of(ms[i]);
+      field_of[ms[i].name] = field;
+      const std::string key = field + (ms[i].slurm_node.empty() ? ".name" : ".slurm_node");
+      if (std::none_of(allocation.begin(), allocation.end(), [&](const SlurmNode& n) { return n.name == node; }))
+        fail(key, "expected a node of slurm job " + job + " (its nodes: " + (nodes.empty() ? "none" : nodes) +
+                      "), got \"" + node + "\"");
+      if (!taken.emplace(node, field).second)
+        fail(key, "expected a node no other machine runs on, got \"" + node + "\" (" + taken[node] + "'s)");
+    }
+  }
+  std::string spare;
+  for (const auto& n : allocation)
+    if (!taken.count(n.name)) spare += (spare.empty() ? "" : ",") + n.name;
+  if (!spare.empty() && !c.slurm_standby.given)
+    fail("slurm_standby", "required: slurm job " + job + " has nodes no machine runs on (" + spare +
+                              "), which become standbys after this template, e.g. {\"workdir\": "
+                              "\"/var/tmp/faultline/{node}\"}; or name them in machines or standby");
+  auto doc = nlohmann::ordered_json::parse(text);
+  if (!doc.contains("standby")) doc["standby"] = nlohmann::ordered_json::array();
+  added->clear();
+  for (const auto& n : allocation) {
+    if (taken.count(n.name)) continue;
+    if (const auto it = field_of.find(n.name); it != field_of.end())
+      fail(it->second + ".name", "expected a name other than \"" + n.name + "\": it is a spare node of slurm job " +
+                                     job + ", which becomes a standby of that name");
+    const bool name_ok = !n.name.empty() && n.name.size() <= 64 && n.name.front() != '-' &&
+                         std::all_of(n.name.begin(), n.name.end(), [](unsigned char ch) {
+                           return std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.';
+                         });
+    if (!name_ok)
+      fail("slurm_standby", "spare node \"" + n.name + "\" of slurm job " + job +
+                                " cannot name a standby: expected 1-64 characters of [A-Za-z0-9._-]");
+    if (n.addr.empty())
+      fail("slurm_standby", "spare node \"" + n.name + "\" of slurm job " + job + ": expected its NodeAddr");
+    std::string workdir = c.slurm_standby.workdir;
+    for (std::size_t at; (at = workdir.find("{node}")) != std::string::npos;) workdir.replace(at, 6, n.name);
+    nlohmann::ordered_json m = {{"name", n.name}, {"slurm_node", n.name}, {"addr", n.addr}, {"workdir", workdir}};
+    if (!c.slurm_standby.nic.empty()) m["nic"] = c.slurm_standby.nic;
+    if (!c.slurm_standby.gpu_pci.empty()) m["gpu_pci"] = c.slurm_standby.gpu_pci;
+    doc["standby"].push_back(std::move(m));
+    added->push_back(n.name);
+  }
+  const std::string out = doc.dump(2) + "\n";
+  // What every reader of the result will see: valid, and the same paths from its own place.
+  const LiveConfig here = parse_live_config(out, file, registry);
+  if (!out_file.empty() && out_file != file) {
+    const LiveConfig there = parse_live_config(out, out_file, registry);
+    auto same = [&](const std::string& field, const std::string& a, const std::string& b) {
+      if (a != b)
+        fail(field, "a relative path (as written or by default), resolved against the config's directory: expected the output (" + out_file +
+                        ") in " + c.dir + ", or an absolute path here");
+    };
+    same("token_file", here.token_file, there.token_file);
+    same("status_token_file", here.status_token_file, there.status_token_file);
+    same("metrics_token_file", here.metrics_token_file, there.metrics_token_file);
+    same("state_dir", here.state_dir, there.state_dir);
+    same("trainjob_bin", here.trainjob_bin, there.trainjob_bin);
+    same("probe_bin", here.probe_bin, there.probe_bin);
+    for (std::size_t i = 0; i < here.machines.size(); ++i)
+      same("machines[" + std::to_string(i) + "].workdir", here.machines[i].workdir, there.machines[i].workdir);
+    for (std::size_t i = 0; i < here.standby.size(); ++i)
+      same(i < c.standby.size() ? "standby[" + std::to_string(i) + "].workdir" : std::string("slurm_standby.workdir"),
+           here.standby[i].workdir, there.standby[i].workdir);
+    for (const auto& [v, argv] : here.job.versions)
+      same("job.versions." + v + "[0]", argv[0], there.job.versions.at(v)[0]);
+  }
+  return out;
+}
+
+namespace {
+
+const char* kSlurmConfigUsage =
+    "usage: faultline live slurm-config CONFIG [--slurm-job ID] [--out FILE]\n"
+    "\n"
+    "Writes the effective config of a Slurm allocation (--slurm-job, default $SLURM_JOB_ID):\n"
+    "CONFIG with every node of the allocation that no machine or standby runs on (its\n"
+    "`slurm_node`, default its name) appended to \"standby\", in allocation order: name and\n"
+    "slurm_node = the node, addr = its NodeAddr (scontrol show node), workdir (\"{node}\" = the\n"
+    "node's name), nic and gpu_pci from CONFIG's \"slurm_standby\" template. Run the controller,\n"
+    "`live launch --via slurm` and every other client with that file: they all number the\n"
+    "machines the same way (job machines, then standbys, in its order). To FILE (written whole,\n"
+    "then renamed into place; in CONFIG's directory when CONFIG has relative paths) or to\n"
+    "stdout; one line on stderr says what was added. Exit 2, with one line, when a machine's\n"
+    "node is not in the allocation, two machines share a node, a spare node's name is taken by\n"
+    "a machine on another node, or spare nodes exist and CONFIG has no \"slurm_standby\".\n";
+
+int slurm_config_error(const std::string& what) {
+  std::cerr << "faultline live slurm-config: " << what << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int slurm_config_main(const std::vector<std::string>& args) {
+  if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
+    std::cout << kSlurmConfigUsage;
+    return 0;
+  }
+  auto usage = [](const std::string& what) {
+    return slurm_config_error(what + "\n(run 'faultline live slurm-config --help' for usage)");
+  };
+  if (args.size() < 2 || args[1].rfind("--", 0) == 0) return usage("expected a CONFIG file");
+  std::string job, out;
+  for (std::size_t i = 2; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if ((a != "--slurm-job" && a != "--out") || i + 1 >= args.size())
+      return usage(a == "--slurm-job" || a == "--out" ? a + ": expected a value" : "unknown option \"" + a + "\"");
+    (a == "--slurm-job" ? job : out) = args[++i];
+    if (a == "--out" && out.empty()) return usage("--out: expected a file name");
+  }
+  const std::string& file = args[1];
+  std::string text;
+  {
+    std::ifstream in(file);
+    if (!in) return slurm_config_error(file + ": (file): cannot be read");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  const Registry& registry = policies::builtin_registry();
+  try {
+    const LiveConfig c = parse_live_config(text, file, registry);
+    if (const std::string err = resolve_slurm_job(&job); !err.empty()) return slurm_config_error(err);
+    std::vector<std::string> names;
+    if (const std::string err = read_allocation(job, &names); !err.empty()) return slurm_config_error(err);
+    std::set<std::string> taken;
+    for (const auto& m : c.machines) taken.insert(slurm_node_of(m));
+    for (const auto& m : c.standby) taken.insert(slurm_node_of(m));
+    std::vector<SlurmNode> allocation;
+    for (const auto& name : names) {
+      SlurmNode n{name, ""};
+      // Only spare nodes need their address; one question each (there are few).
+      if (!taken.count(name) && c.slurm_standby.given) {
+        std::string said;
+        const int rc = run_capture({"scontrol", "--oneliner", "show", "node", name}, &said);
+        const auto addrs = parse_node_addrs(said);
+        const auto it = addrs.find(name);
+        if (rc != 0 || it == addrs.end())
+          return slurm_config_error("slurm job " + job + ": node " + name + ": no NodeAddr in `scontrol show node " +
+                                    name + "` (" + (said.empty() ? "exit " + std::to_string(rc) : said.substr(0, said.find('\n'))) + ")");
+        n.addr = it->second;
+      }
+      allocation.push_back(n);
+    }
+    std::vector<std::string> added;
+    const std::string result = slurm_effective_config(text, file, out, allocation, job, registry, &added);
+    if (out.empty()) {
+      std::cout << result;
+      std::cout.flush();
+    } else {
+      const std::string tmp = out + ".tmp";
+      {
+        std::ofstream f(tmp, std::ios::trunc);
+        f << result;
+        f.flush();
+        if (!f) return slurm_config_error("--out " + out + ": cannot write " + tmp);
+      }
+      std::error_code ec;
+      std::filesystem::rename(tmp, out, ec);
+      if (ec) return slurm_config_error("--out " + out + ": " + ec.message());
+    }
+    std::string list;
+    for (const auto& a : added) list += (list.empty() ? "" : ",") + a;
+    std::cerr << "faultline live slurm-config: slurm job " << job << ": " << c.machines.size() << " machines, "
+              << c.standby.size() + added.size() << " standbys (" << added.size() << " from spare nodes"
+              << (list.empty() ? "" : ": " + list) << ")" << (out.empty() ? "" : " in " + out) << "\n";
+    return 0;
+  } catch (const LiveConfigError& e) {
+    return slurm_config_error(e.what());
+  } catch (const std::exception& e) {  // e.g. a file that changed between two reads
+    return slurm_config_error(file + ": " + e.what());
   }
 }
 

@@ -23,7 +23,8 @@
 // --nodes=1 --ntasks=1 --nodelist=NODE --overlap AGENT ...`, so Slurm
 // accounts for it and scancel ends it. Every machine's node must be in the allocation
 // (checked before anything starts, `scontrol show hostnames`); nodes of the allocation that
-// no machine names are reported as spare. The launcher follows the controller's event log
+// no machine names are reported as unused (`faultline live slurm-config`, below, writes the
+// config with them as standbys, for the controller and the launcher to read alike). The launcher follows the controller's event log
 // (STATE_DIR/events.jsonl): a machine the controller evicts has its step ended, is never
 // given a step again, and its node is drained with the reason (`scontrol update
 // nodename=NODE state=drain reason="faultline: ..."`); where draining is not permitted,
@@ -33,6 +34,7 @@
 // not reaching slurmctld is not taken for the end of the allocation.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,32 @@ std::vector<std::string> parse_hostnames(const std::string& text);
 std::string check_slurm_nodes(const std::vector<const LiveMachine*>& machines,
                               const std::vector<std::string>& allocation, const std::string& job,
                               std::vector<std::string>* spare);
+
+// A node of a Slurm allocation: its name and its NodeAddr (`scontrol show node`).
+struct SlurmNode {
+  std::string name;
+  std::string addr;
+};
+
+// NodeName -> NodeAddr from `scontrol --oneliner show node` output (one node a line, its
+// fields "Key=Value" separated by blanks). Nodes without a NodeAddr are left out.
+std::map<std::string, std::string> parse_node_addrs(const std::string& text);
+
+// The effective config of `faultline live slurm-config`: CONFIG's JSON text (`text`, read
+// from `file`) with every node of `allocation` (job `job`, in allocation order) that no
+// machine or standby runs on appended to "standby": name and slurm_node = the node, addr =
+// its NodeAddr, workdir/nic/gpu_pci from CONFIG's "slurm_standby" template. The result is
+// for the file `out_file` ("" = `file`) and is refused when one of CONFIG's relative paths
+// would resolve to another place from there. Requires every machine's node to be in the
+// allocation. Returns the JSON text (keys in CONFIG's order, then a newline); the appended
+// names in *added. Throws LiveConfigError, one line "FILE: FIELD: what was expected".
+std::string slurm_effective_config(const std::string& text, const std::string& file, const std::string& out_file,
+                                   const std::vector<SlurmNode>& allocation, const std::string& job,
+                                   const Registry& registry, std::vector<std::string>* added);
+
+// `faultline live slurm-config CONFIG [--slurm-job ID] [--out FILE]`; `args` starts with
+// "slurm-config". Returns 0, or 2 with one line on stderr (bad usage, config, allocation).
+int slurm_config_main(const std::vector<std::string>& args);
 
 // `scontrol update nodename=NODE state=drain reason=faultline: REASON` (one argv word each).
 std::vector<std::string> drain_command(const std::string& node, const std::string& reason);

@@ -27,6 +27,7 @@ const char* kUsage =
     "       faultline live status CONFIG [--json]\n"
     "       faultline live stop CONFIG\n"
     "       faultline live launch CONFIG [--via local|ssh|slurm] [options]   (--help: its options)\n"
+    "       faultline live slurm-config CONFIG [--slurm-job ID] [--out FILE]\n"
     "\n"
     "run     runs the controller: the config's policy stack against the job on the\n"
     "        config's machines (start `faultline agent CONFIG --name NAME` on each).\n"
@@ -42,6 +43,8 @@ const char* kUsage =
     "stop    writes the summary (measured ETTR), shuts the agents down and exits\n"
     "launch  starts an agent for every machine, locally, over ssh or as Slurm job steps, and\n"
     "        restarts them\n"
+    "slurm-config  writes CONFIG with the spare nodes of a Slurm allocation as standbys, for\n"
+    "        the controller and `launch --via slurm` (--help: how)\n"
     "\n"
     "exit status of run: 0 when stopped or the job finished, 3 when the policy ended the run\n"
     "(the same incident kept recurring: code or data at fault, do not requeue), 4 when event\n"
@@ -200,6 +203,7 @@ int live_main(const std::vector<std::string>& args) {
   }
   const std::string cmd = args[0];
   if (cmd == "launch") return launch_main(args);
+  if (cmd == "slurm-config") return slurm_config_main(args);
   if (cmd != "run" && cmd != "inject" && cmd != "update" && cmd != "status" && cmd != "stop")
     return usage_error("unknown subcommand \"" + cmd + "\"");
   if (args.size() < 2 || args[1].rfind("--", 0) == 0) return usage_error(cmd + ": expected a CONFIG file");

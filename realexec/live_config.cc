@@ -178,7 +178,7 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   r.only_keys(doc, "", {"description", "controller", "token_file", "status_token_file", "metrics_listen",
                         "metrics_token_file", "metrics_linger_s", "machines", "standby", "job", "policy",
                         "seed", "state_dir", "trainjob_bin", "probe_bin", "heartbeat_s",
-                        "heartbeat_timeout_s", "repair"});
+                        "heartbeat_timeout_s", "repair", "slurm_standby"});
   LiveConfig c;
   c.file = file;
   c.dir = std::filesystem::path(file).parent_path().string();
@@ -307,6 +307,28 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
     c.repair.retry_after_s = r.num(rp, "repair", "retry_after_s", c.repair.retry_after_s, 0.1, 86400);
     c.repair.max_checks = r.integer(rp, "repair", "max_checks", c.repair.max_checks, 1, 1000);
     c.repair.retire_after = r.integer(rp, "repair", "retire_after", c.repair.retire_after, 0, 1000);
+  }
+  if (doc.contains("slurm_standby")) {
+    const json& ss = doc.at("slurm_standby");
+    r.only_keys(ss, "slurm_standby", {"workdir", "nic", "gpu_pci"});
+    c.slurm_standby.given = true;
+    c.slurm_standby.workdir = r.str(ss, "slurm_standby", "workdir", c.slurm_standby.workdir);
+    // {node} is the only placeholder: any other brace is a typo that would name one
+    // directory for every node.
+    std::string rest = c.slurm_standby.workdir;
+    for (std::size_t at; (at = rest.find("{node}")) != std::string::npos;) rest.erase(at, 6);
+    if (c.slurm_standby.workdir.empty() || rest.find_first_of("{}") != std::string::npos)
+      r.fail("slurm_standby.workdir", "expected a path in which {node} is the only placeholder, got \"" +
+                                          c.slurm_standby.workdir + "\"");
+    c.slurm_standby.nic = r.str(ss, "slurm_standby", "nic", "");
+    if (ss.contains("gpu_pci")) {
+      const auto& g = ss.at("gpu_pci");
+      if (!g.is_array()) r.fail("slurm_standby.gpu_pci", "expected an array of PCI bus id strings");
+      for (size_t i = 0; i < g.size(); ++i) {
+        if (!g[i].is_string()) r.fail("slurm_standby.gpu_pci[" + std::to_string(i) + "]", "expected a string");
+        c.slurm_standby.gpu_pci.push_back(g[i].get<std::string>());
+      }
+    }
   }
   if (c.heartbeat_timeout_s <= c.heartbeat_s)
     r.fail("heartbeat_timeout_s", "expected more than heartbeat_s");

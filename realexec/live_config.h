@@ -62,6 +62,17 @@ struct LiveRepair {
   int retire_after = 3;
 };
 
+// The template of the standbys `faultline live slurm-config` makes of an allocation's spare
+// nodes (nodes no machine names): each becomes a standby named after its node, on that node,
+// at its NodeAddr, with this workdir ("{node}" replaced by the node's name, then resolved as
+// a machine's workdir), nic and gpu_pci. Absent from the config: spare nodes stay unused.
+struct LiveSlurmStandby {
+  bool given = false;
+  std::string workdir = "work/{node}";  // as written, before {node} is replaced
+  std::string nic;
+  std::vector<std::string> gpu_pci;
+};
+
 struct LiveConfig {
   std::string file;  // as given, for messages
   std::string dir;   // its directory
@@ -94,6 +105,7 @@ struct LiveConfig {
   double heartbeat_s = 1;             // agent heartbeat period
   LiveRepair repair;
   double heartbeat_timeout_s = 5;     // silence after which a machine is reported lost
+  LiveSlurmStandby slurm_standby;     // "slurm_standby"; read by `live slurm-config` only
 
   // The cluster and layout the policies see (ClusterSpec of policies/api).
   ClusterSpec cluster_spec() const;

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (args.empty() || (args[0] != "live" && args[0] != "agent")) {
-    std::fputs("usage: faultline-live live run|inject|update|status|stop CONFIG [options]\n"
+    std::fputs("usage: faultline-live live run|inject|update|status|stop|launch|slurm-config CONFIG [options]\n"
                "       faultline-live agent CONFIG --name NAME\n"
                "(the same as faultline live ... and faultline agent ...; --plugin FILE loads policy modules)\n",
                args.empty() || args[0] == "-h" || args[0] == "--help" ? stdout : stderr);

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "policies/builtin.h"
 #include "realexec/launcher.h"
@@ -215,6 +217,131 @@ TEST_F(LiveConfigKeys, SrunsRefusalIsSaidInOneLine) {
             "srun failed (exit 1): Unable to create step for job 5: Requested node configuration is not available");
   EXPECT_EQ(describe_session_end(o, 137 << 8, "srun: error: m3: task 0: Exited with exit code 137"),
             "its agent ended: exit code 137: srun: error: m3: task 0: Exited with exit code 137");
+}
+
+// `faultline live slurm-config`: an allocation's spare nodes become standbys, after the
+// config's template, in allocation order, so that every reader numbers the machines alike.
+TEST_F(LiveConfigKeys, SpareNodesOfTheAllocationBecomeStandbysInAllocationOrder) {
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
+  // Ordered as an operator wrote it (token_file first), not sorted.
+  nlohmann::ordered_json doc{{"token_file", "token"},
+           {"machines", {{{"name", "m0"}}, {{"name", "m1"}, {"slurm_node", "gpu-7"}}}},
+           {"standby", {{{"name", "s0"}, {"slurm_node", "n1"}}}},
+           {"job", job},
+           {"trainjob_bin", "/bin/true"},
+           {"slurm_standby", {{"workdir", "/var/tmp/fl/{node}/w"}, {"nic", "ib0"}}}};
+  const std::string file = dir_ + "/live.json";
+  const auto& reg = policies::builtin_registry();
+  const std::vector<SlurmNode> alloc = {{"n3", "10.0.0.3"}, {"m0", ""}, {"n1", ""}, {"gpu-7", ""}, {"n2", "10.0.0.2"}};
+  std::vector<std::string> added;
+  const std::string out = slurm_effective_config(doc.dump(), file, "", alloc, "17", reg, &added);
+  EXPECT_EQ(added, (std::vector<std::string>{"n3", "n2"}));
+  const LiveConfig c = parse_live_config(out, file, reg);
+  ASSERT_EQ(c.standby.size(), 3u);
+  EXPECT_EQ(c.standby[0].name, "s0");
+  EXPECT_EQ(c.standby[1].name, "n3");
+  EXPECT_EQ(c.standby[1].slurm_node, "n3");
+  EXPECT_EQ(c.standby[1].addr, "10.0.0.3");
+  EXPECT_EQ(c.standby[1].workdir, "/var/tmp/fl/n3/w");
+  EXPECT_EQ(c.standby[1].nic, "ib0");
+  EXPECT_EQ(c.standby[2].name, "n2");
+  EXPECT_EQ(c.cluster_spec().standby_machines, 3);
+  // The event log's machine ids (job machines, then standbys) name the new standbys.
+  std::string why;
+  EXPECT_EQ(evicted_by(c, R"({"action":{"machines":[4],"reason":"r","type":"EvictMachines"},"kind":"action"})", &why),
+            std::vector<std::string>{"n2"});
+  // The config as written comes first, in its own key order; a second run adds nothing.
+  EXPECT_EQ(out.find("{\n  \"token_file\""), 0u) << out;
+  EXPECT_EQ(slurm_effective_config(out, file, "", alloc, "17", reg, &added), out);
+  EXPECT_TRUE(added.empty());
+  // No spare node: the config unchanged (as JSON), no template needed.
+  auto plain = doc;
+  plain.erase("slurm_standby");
+  const std::vector<SlurmNode> exact = {{"m0", ""}, {"gpu-7", ""}, {"n1", ""}};
+  EXPECT_EQ(slurm_effective_config(plain.dump(), file, "", exact, "17", reg, &added), plain.dump(2) + "\n");
+
+  const auto error_of = [&](const nlohmann::ordered_json& d, std::vector<SlurmNode> a,
+                            const std::string& out_file = "") {
+    try {
+      slurm_effective_config(d.dump(), file, out_file, a, "17", reg, &added);
+      return std::string();
+    } catch (const LiveConfigError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(error_of(plain, alloc), file + ": slurm_standby: required: slurm job 17 has nodes no machine runs on "
+                                           "(n3,n2), which become standbys after this template, e.g. {\"workdir\": "
+                                           "\"/var/tmp/faultline/{node}\"}; or name them in machines or standby");
+  EXPECT_EQ(error_of(doc, {{"m0", ""}, {"n1", ""}}),
+            file + ": machines[1].slurm_node: expected a node of slurm job 17 (its nodes: m0,n1), got \"gpu-7\"");
+  EXPECT_EQ(error_of(doc, {{"gpu-7", ""}, {"n1", ""}}),
+            file + ": machines[0].name: expected a node of slurm job 17 (its nodes: gpu-7,n1), got \"m0\"");
+  auto shared = doc;
+  shared["standby"][0]["slurm_node"] = "gpu-7";
+  EXPECT_EQ(error_of(shared, alloc),
+            file + ": standby[0].slurm_node: expected a node no other machine runs on, got \"gpu-7\" (machines[1]'s)");
+  auto taken = doc;
+  taken["machines"][1]["name"] = "n2";  // on gpu-7; n2 is spare
+  EXPECT_EQ(error_of(taken, alloc), file + ": machines[1].name: expected a name other than \"n2\": it is a spare "
+                                           "node of slurm job 17, which becomes a standby of that name");
+  EXPECT_EQ(error_of(doc, {{"m0", ""}, {"n1", ""}, {"gpu-7", ""}, {"n[4]", "10.0.0.4"}}),
+            file + ": slurm_standby: spare node \"n[4]\" of slurm job 17 cannot name a standby: expected 1-64 "
+                   "characters of [A-Za-z0-9._-]");
+  EXPECT_EQ(error_of(doc, {{"m0", ""}, {"n1", ""}, {"gpu-7", ""}, {"n4", ""}}),
+            file + ": slurm_standby: spare node \"n4\" of slurm job 17: expected its NodeAddr");
+  // Written elsewhere, a relative path would point elsewhere.
+  EXPECT_EQ(error_of(doc, alloc, dir_ + "/sub/live.json"),
+            file + ": token_file: a relative path (as written or by default), resolved against the config's "
+                   "directory: expected the output (" +
+                dir_ + "/sub/live.json) in " + dir_ + ", or an absolute path here");
+  auto absolute = doc;
+  absolute["token_file"] = dir_ + "/token";
+  // state_dir and the machines' workdirs have relative defaults ("state", "work/NAME").
+  EXPECT_NE(error_of(absolute, alloc, dir_ + "/sub/live.json").find(": state_dir: a relative path"), std::string::npos);
+  absolute["state_dir"] = dir_ + "/state";
+  for (auto* list : {&absolute["machines"], &absolute["standby"]})
+    for (auto& m : *list) m["workdir"] = dir_ + "/" + m["name"].get<std::string>();
+  EXPECT_EQ(error_of(absolute, alloc, dir_ + "/sub/live.json"), "");
+  EXPECT_EQ(error_of(doc, alloc, dir_ + "/live-slurm.json"), "");
+  // The template's own errors, at load time.
+  for (const json& bad : {json{{"workdir", "/w/{nodes}"}}, json{{"workdir", ""}}, json{{"addr", "x"}},
+                         json{{"gpu_pci", "0000:01:00.0"}}}) {
+    const std::string err = load(job, json{{"slurm_standby", bad}});
+    EXPECT_EQ(err.rfind(dir_ + "/live.json: slurm_standby", 0), 0u) << bad << ": " << err;
+  }
+}
+
+TEST_F(LiveConfigKeys, NodeAddrsAreReadFromScontrolsOneLiners) {
+  const std::string text =
+      "NodeName=m0 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 NodeAddr=10.77.1.10 NodeHostName=m0 Version=22.05.8 "
+      "OS=Linux 6.1.0 #1 SMP Reason=was NodeAddr=1.2.3.4 [root@2026-11-26T06:00:00]\n"
+      "NodeName=gpu-7 Arch=x86_64 NodeAddr=gpu-7.ib NodeHostName=gpu-7\n"
+      "NodeName=n9 Arch=x86_64\n\n";
+  EXPECT_EQ(parse_node_addrs(text),
+            (std::map<std::string, std::string>{{"m0", "10.77.1.10"}, {"gpu-7", "gpu-7.ib"}}));
+}
+
+TEST_F(LiveConfigKeys, SlurmConfigRefusesBadUsageInOneLine) {
+  const auto run = [](std::vector<std::string> args, std::string* err) {
+    ::testing::internal::CaptureStderr();
+    const int rc = slurm_config_main(args);
+    *err = ::testing::internal::GetCapturedStderr();
+    return rc;
+  };
+  std::string err;
+  EXPECT_EQ(run({"slurm-config", dir_ + "/missing.json"}, &err), 2);
+  EXPECT_EQ(err, "faultline live slurm-config: " + dir_ + "/missing.json: (file): cannot be read\n");
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
+  ASSERT_EQ(load(job), "");
+  EXPECT_EQ(run({"slurm-config", dir_ + "/live.json", "--slurm-job", "12;rm"}, &err), 2);
+  EXPECT_EQ(err, "faultline live slurm-config: --slurm-job: expected a job id, got \"12;rm\"\n");
+  EXPECT_EQ(run({"slurm-config", dir_ + "/live.json", "--out"}, &err), 2);
+  EXPECT_EQ(err.substr(0, err.find('\n')), "faultline live slurm-config: --out: expected a value");
+  EXPECT_EQ(run({"slurm-config", dir_ + "/live.json", "--bogus", "1"}, &err), 2);
+  EXPECT_EQ(err.substr(0, err.find('\n')), "faultline live slurm-config: unknown option \"--bogus\"");
+  std::ofstream(dir_ + "/broken.json") << "{\"machines\": [";
+  EXPECT_EQ(run({"slurm-config", dir_ + "/broken.json", "--slurm-job", "1"}, &err), 2);
+  EXPECT_EQ(err.rfind("faultline live slurm-config: " + dir_ + "/broken.json: (top level): expected JSON", 0), 0u) << err;
 }
 
 }  // namespace

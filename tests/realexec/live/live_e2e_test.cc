@@ -362,7 +362,9 @@ class LiveCluster {
   std::string bridge(const char* net) const { return "flb" + std::string(net) + std::to_string(id_); }
   std::string ns_name(size_t i) const { return "fl" + std::to_string(id_) + "m" + std::to_string(i); }
   const std::string& dir() const { return dir_; }
-  std::string config() const { return dir_ + "/live.json"; }
+  std::string config() const { return config_path_.empty() ? dir_ + "/live.json" : config_path_; }
+  // Every later command (controller, launcher, clients) reads this config file instead.
+  void use_config(const std::string& path) { config_path_ = path; }
   // Where the controller listens, and its token, for tests that speak the protocol raw.
   std::string controller_host() const { return config_["controller"].get<std::string>().substr(0, config_["controller"].get<std::string>().rfind(':')); }
   int controller_port() const { return port_; }
@@ -543,6 +545,7 @@ class LiveCluster {
   int port_ = 0;
   bool netns_ = false;
   std::string dir_;
+  std::string config_path_;  // "" = dir_/live.json
   std::vector<std::string> names_;
   json config_;
   pid_t controller_ = -1;
@@ -692,9 +695,28 @@ TEST(LiveSsh, TheFaultSuitePassesWithAgentsLaunchedOverSsh) {
     ASSERT_FALSE(started.is_null()) << what << ": the job did not start again\n" << c.launcher_log();
     ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 8, 60).is_null()) << what << ": no training after";
   };
+  // A controller stopped with SIGTERM and started again adopts the job the steps kept
+  // running. (Before any eviction: a restarted controller waits up to 30 s for every
+  // machine's agent, evicted ones too, and those of drained nodes never come back.)
+  auto restart_controller = [&] {
+    const long before = c.last_step();
+    c.kill_controller(SIGTERM);
+    c.start_controller(false);
+    ASSERT_FALSE(c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
+    EXPECT_FALSE(c.wait_for([](const json& r) {
+                    return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
+                  }, 30).is_null())
+        << "the restarted controller relaunched instead of adopting";
+    ASSERT_FALSE(c.wait_step(before + 10, 60).is_null()) << "no training after the controller restart";
+  };
   for (const auto& [machine, fault] : std::vector<std::pair<std::string, std::string>>{
-           {"m1", "kill"}, {"m2", "hang"}, {"m0", "nan"}, {"m3", "machine_down"}}) {
+           {"m1", "kill"}, {"", "controller restart"}, {"m2", "hang"}, {"m0", "nan"}, {"m3", "machine_down"}}) {
     SCOPED_TRACE(fault + " on " + machine);
+    if (machine.empty()) {
+      restart_controller();
+      if (::testing::Test::HasFatalFailure()) return;
+      continue;
+    }
     ASSERT_EQ(c.inject(machine, fault), 0);
     const double t = c.fault_time(fault);
     ASSERT_GE(t, 0);
@@ -738,57 +760,112 @@ TEST(LiveSsh, AnUnreachableSshHostIsReportedByNameAndRetried) {
 }
 
 // A real Slurm cluster (one slurmd per namespace host) and `faultline live launch --via
-// slurm` in an allocation of all of them: the job trains, a killed rank and a machine_down
-// are handled, the evicted machine's node is drained with faultline's reason and gets no
-// step again; when the allocation is gone, srun's refusal is one line naming the node.
-TEST(LiveSlurm, AgentsAreJobStepsAndAnEvictedNodeIsDrained) {
+// slurm` in an allocation of all of them, with the config `faultline live slurm-config`
+// made of it: s1, named by no machine, is a spare node and becomes the second standby. The
+// fault suite: a killed rank, a controller restart (it adopts the job), a hang (m2 evicted,
+// s0 swapped in), a NaN and a machine_down (m3 evicted; s1, the spare node, swapped in:
+// m2's node is drained and gets no step again), each followed by training. Evicted nodes are
+// drained with faultline's reason and get no step again; when the allocation is gone,
+// srun's refusal is one line naming the node and only the evicted nodes stay drained.
+TEST(LiveSlurm, TheFaultSuitePassesWithAgentsAsJobStepsAndSpareNodesAsStandbys) {
   REQUIRE_SLURM();
-  LiveCluster c("slurm", json{{"standby_pool", 1}, {"stall_window_s", 5}});
+  LiveCluster c("slurm", json{{"standby_pool", 2}, {"stall_window_s", 5}}, 100, 2);
+  c.edit_config([&](json& cfg) {
+    cfg["standby"].erase(1);  // s1: a node of the allocation that the config does not name
+    cfg["slurm_standby"] = {{"workdir", c.dir() + "/{node}"}, {"nic", "data0"}};
+  });
   const std::string job = c.start_slurm();
   ASSERT_FALSE(job.empty());
+  const std::string effective = c.dir() + "/live-slurm.json";
+  ASSERT_EQ(c.client_to({"slurm-config", c.config(), "--slurm-job", job, "--out", effective}, c.dir() + "/sc.out"), 0)
+      << slurp(c.dir() + "/sc.out");
+  EXPECT_EQ(slurp(c.dir() + "/sc.out"), "faultline live slurm-config: slurm job " + job +
+                                            ": 4 machines, 2 standbys (1 from spare nodes: s1) in " + effective + "\n");
+  const json eff = json::parse(slurp(effective));
+  ASSERT_EQ(eff["standby"].size(), 2u) << eff.dump(2);
+  EXPECT_EQ(eff["standby"][1], (json{{"name", "s1"}, {"slurm_node", "s1"}, {"addr", c.mgmt_addr(5)},
+                                     {"workdir", c.dir() + "/s1"}, {"nic", "data0"}}));
+  c.use_config(effective);
   c.start_controller();
   c.launch_over_slurm();
   ASSERT_FALSE(c.wait_step(15, 90).is_null()) << c.launcher_log();
-  // Each agent is a step of the allocation, on its own node.
+  // Each agent is a step of the allocation, on its own node; no node is left unused.
   const std::string steps = c.slurm_cmd({"squeue", "--steps", "--noheader", "--jobs=" + job, "--format=%j %N"});
-  for (const char* m : {"m0", "m1", "m2", "m3", "s0"})
+  for (const char* m : {"m0", "m1", "m2", "m3", "s0", "s1"})
     EXPECT_NE(steps.find(std::string("faultline-agent-") + m + " " + m), std::string::npos) << m << "\n" << steps;
+  EXPECT_EQ(c.launcher_log().find("unused"), std::string::npos) << c.launcher_log();
   auto trains_again = [&](double t, const std::string& what) {
     const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
     ASSERT_FALSE(started.is_null()) << what << ": the job did not start again\n" << c.launcher_log();
     ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 8, 60).is_null()) << what << ": no training after";
   };
-  ASSERT_EQ(c.inject("m1", "kill"), 0);
-  trains_again(c.fault_time("kill"), "kill");
-  ASSERT_EQ(c.inject("m3", "machine_down"), 0);
-  trains_again(c.fault_time("machine_down"), "machine_down");
-  const json evict = c.wait_for([](const json& r) { return LiveCluster::is_action(r, "EvictMachines"); }, 30);
-  ASSERT_FALSE(evict.is_null()) << "machine_down evicted nothing";
-  ASSERT_EQ(evict["action"]["machines"], json::array({3}));
-  // The launcher drains m3's node with the controller's reason.
-  std::string node;
-  for (int i = 0; i < 50; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(200))) {
-    node = c.slurm_cmd({"scontrol", "show", "node", "m3"});
-    if (node.find("DRAIN") != std::string::npos) break;
+  // The machines a fault at time t got evicted and the standbys that replaced them.
+  auto swapped = [&](double t, const std::string& what, int evicted, int standby) {
+    const json evict = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t; }, 30);
+    ASSERT_FALSE(evict.is_null()) << what << " evicted nothing";
+    EXPECT_EQ(evict["action"]["machines"], json::array({evicted})) << what;
+    const json ready = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "MachinesReady") && r["t_s"] >= t; }, 30);
+    ASSERT_FALSE(ready.is_null()) << what << ": no standby came";
+    EXPECT_EQ(ready["event"]["machines"], json::array({standby})) << what;
+  };
+  // A controller stopped with SIGTERM and started again adopts the job the steps kept
+  // running. (Before any eviction: a restarted controller waits up to 30 s for every
+  // machine's agent, evicted ones too, and those of drained nodes never come back.)
+  auto restart_controller = [&] {
+    const long before = c.last_step();
+    c.kill_controller(SIGTERM);
+    c.start_controller(false);
+    ASSERT_FALSE(c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
+    EXPECT_FALSE(c.wait_for([](const json& r) {
+                    return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
+                  }, 30).is_null())
+        << "the restarted controller relaunched instead of adopting";
+    ASSERT_FALSE(c.wait_step(before + 10, 60).is_null()) << "no training after the controller restart";
+  };
+  for (const auto& [machine, fault] : std::vector<std::pair<std::string, std::string>>{
+           {"m1", "kill"}, {"", "controller restart"}, {"m2", "hang"}, {"m0", "nan"}, {"m3", "machine_down"}}) {
+    SCOPED_TRACE(fault + " on " + machine);
+    if (machine.empty()) {
+      restart_controller();
+      if (::testing::Test::HasFatalFailure()) return;
+      continue;
+    }
+    ASSERT_EQ(c.inject(machine, fault), 0);
+    const double t = c.fault_time(fault);
+    ASSERT_GE(t, 0);
+    trains_again(t, fault);
+    // A hang is found by stack aggregation and evicts m2 (s0 comes); a machine_down evicts
+    // m3, and m2's node being drained for good, the spare node's standby s1 (id 5) comes.
+    if (fault == "hang") swapped(t, fault, 2, 4);
+    if (fault == "machine_down") swapped(t, fault, 3, 5);
   }
-  std::cout << node;
-  EXPECT_NE(node.find("DRAIN"), std::string::npos) << node << c.launcher_log();
-  EXPECT_NE(node.find("Reason=faultline: evicted m3: "), std::string::npos) << node;
-  // "draining" while the allocation holds it, "drained" after.
-  EXPECT_NE(c.slurm_cmd({"sinfo", "--noheader", "--nodes=m3", "--format=%T"}).find("drain"), std::string::npos)
-      << c.slurm_cmd({"sinfo", "--noheader", "--nodes=m3", "--format=%T"});
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // The launcher drains the evicted machines' nodes with the controller's reason.
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // a step the launcher might wrongly start again
+  for (const std::string m : {"m2", "m3"}) {
+    std::string node;
+    for (int i = 0; i < 50; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(200))) {
+      node = c.slurm_cmd({"scontrol", "show", "node", m});
+      if (node.find("DRAIN") != std::string::npos) break;
+    }
+    EXPECT_NE(node.find("DRAIN"), std::string::npos) << node << c.launcher_log();
+    EXPECT_NE(node.find("Reason=faultline: evicted " + m + ": "), std::string::npos) << node;
+    // "draining" while the allocation holds it, "drained" after.
+    EXPECT_NE(c.slurm_cmd({"sinfo", "--noheader", "--nodes=" + m, "--format=%T"}).find("drain"), std::string::npos)
+        << c.slurm_cmd({"sinfo", "--noheader", "--nodes=" + m, "--format=%T"});
+  }
   std::string log = c.launcher_log();
   std::cout << log;
-  const auto evicted = log.find("m3 (slurm node m3): evicted by the controller (");
-  ASSERT_NE(evicted, std::string::npos) << log;
-  EXPECT_NE(log.find("m3 (slurm node m3): drained slurm node m3", evicted), std::string::npos) << log;
-  EXPECT_EQ(log.find("m3 (slurm node m3): started", evicted), std::string::npos) << "a step on an evicted node:\n" << log;
-  EXPECT_EQ(c.slurm_cmd({"squeue", "--steps", "--noheader", "--jobs=" + job, "--nodelist=m3", "--format=%j"}), "");
+  for (const std::string m : {"m2", "m3"}) {
+    const std::string who = m + " (slurm node " + m + "): ";
+    const auto evicted = log.find(who + "evicted by the controller (");
+    ASSERT_NE(evicted, std::string::npos) << log;
+    EXPECT_NE(log.find(who + "drained slurm node " + m, evicted), std::string::npos) << log;
+    EXPECT_EQ(log.find(who + "started", evicted), std::string::npos) << "a step on an evicted node:\n" << log;
+    EXPECT_EQ(c.slurm_cmd({"squeue", "--steps", "--noheader", "--jobs=" + job, "--nodelist=" + m, "--format=%j"}), "");
+  }
   // The allocation ends under the agents: srun's refusal of the restart is one line naming
   // the node and Slurm's reason, and the launcher ends (exit 1) instead of retrying forever.
-  const long before = c.last_step();
-  EXPECT_GT(before, 0);
+  EXPECT_GT(c.last_step(), 0);
   c.slurm_cmd({"scancel", job});
   std::string refused;
   for (int i = 0; i < 150; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(200))) {
@@ -802,8 +879,8 @@ TEST(LiveSlurm, AgentsAreJobStepsAndAnEvictedNodeIsDrained) {
   EXPECT_NE(refused.find("job " + job), std::string::npos) << refused;
   EXPECT_NE(refused.find("; not restarted"), std::string::npos) << refused;
   EXPECT_NE(log.find("faultline launch: slurm job " + job + " is over (squeue: "), std::string::npos) << log;
-  // Agents lost with the allocation are no fault of their nodes: only m3 is drained.
-  for (const char* m : {"m0", "m1", "m2", "s0"})
+  // Agents lost with the allocation are no fault of their nodes: only m2 and m3 are drained.
+  for (const char* m : {"m0", "m1", "s0", "s1"})
     EXPECT_EQ(c.slurm_cmd({"scontrol", "show", "node", m}).find("DRAIN"), std::string::npos) << m << "\n" << log;
   c.stop_run();
   EXPECT_EQ(c.stop_launcher(), 1) << log;
