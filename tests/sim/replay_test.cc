@@ -483,6 +483,47 @@ TEST(SimReplay, EveryStepCheckpointsAtSubSecondStepsReplay) {
   }
 }
 
+// Pauses between steps that no record explains (a loaded host: the operator's guide
+// followed while two builds ran read +10 pts) cost the live run and nothing in the
+// simulator: the replay says how long they were and what share of the clock, and that
+// share is the difference it reports.
+TEST(SimReplay, PausesNoRecordExplainsAreReportedAsTheDifference) {
+  constexpr double kLength = 120, kPause = 3;
+  LogFile log("pauses");
+  json h = header("byterobust");
+  h["params"] = json::object();
+  h["nominal_step_time_s"] = kSmallStep;
+  h["checkpoint_every_steps"] = 1;
+  log.add(h);
+  log.add(action(0, 1,
+                 {{"type", "SetCheckpointPlan"},
+                  {"interval_s", 0.0},
+                  {"blocking_s", 0.02},
+                  {"tier", "memory+peer"},
+                  {"reason", "every step"},
+                  {"remote_interval_s", 3600.0}}));
+  log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kSmallInit, 2, kSmallInit));
+  double t = kSmallInit;
+  long step = 0;
+  while (true) {
+    // Steps 100 and 300 take 3 s instead of 0.2 s.
+    const double dt = step + 1 == 100 || step + 1 == 300 ? kPause : kSmallStep;
+    if (t + dt > kLength + 1e-9) break;
+    t += dt;
+    log.add(progress(t, ++step));
+  }
+  log.add(summary_at(kLength, step, kSmallStep));
+  const json r = replay({log.write(), "--replicas", "2"});
+  ASSERT_TRUE(r.contains("unmodelled_pauses")) << r.dump();
+  const double paused = 2 * (kPause - kSmallStep);
+  EXPECT_NEAR(r["unmodelled_pauses"]["seconds"].get<double>(), paused, 1e-6);
+  EXPECT_EQ(r["unmodelled_pauses"]["gaps"].get<int>(), 2);
+  EXPECT_NEAR(r["unmodelled_pauses"]["pts"].get<double>(), 100 * paused / kLength, 1e-6);
+  // The simulator trains through them: its ETTR is higher by about that share.
+  EXPECT_NEAR(r["ettr_diff_pts"].get<double>(), 100 * paused / kLength, 0.2);
+}
+
 TEST(SimReplay, PeriodicSubSecondCheckpointsReplayAtTheirMeasuredInterval) {
   {  // requeue, a periodic plan of 1 s at a nominal 0.25 s step: every 4 steps, at 0.2 s each
     constexpr double kEnd = 120.5;  // not on a checkpoint boundary
