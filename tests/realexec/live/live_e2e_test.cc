@@ -1811,7 +1811,12 @@ static json relayed_probe_outcome(const LiveCluster& c, double t_fault, json* ac
 // size) and reports no_gpu, and the training job's CPU all-gather tests the data path.
 TEST(LiveE2E, ProbesAcrossMachinesGetTheirRendezvousRelayedByTheController) {
   LiveCluster c("rdv", json{{"probe_deadline_s", 8}});
-  c.edit_config([](json& j) { j["probe_bin"] = PROBE_BIN; });
+  c.edit_config([](json& j) {
+    j["probe_bin"] = PROBE_BIN;
+    // Namespace hosts share this host's GPUs, where it has any: NCCL refuses two ranks on one
+    // GPU. The GPU run across real machines is the GPU validation's.
+    j["job"]["env"]["CUDA_VISIBLE_DEVICES"] = "";
+  });
   c.start_controller();
   c.start_agents();
   ASSERT_FALSE(c.wait_step(10, 60).is_null()) << "training did not reach step 10";
@@ -1854,7 +1859,10 @@ TEST(LiveE2E, AProbeThatNeverJoinsTheRendezvousNamesItsMachineWithinTheDeadline)
                          << "if [ \"$FAULTLINE_MACHINE\" = m2 ] && [ \"$1\" = nccl ]; then exec sleep 600; fi\n"
                          << "exec " << PROBE_BIN << " \"$@\"\n";
   chmod(wrapper.c_str(), 0755);
-  c.edit_config([&](json& j) { j["probe_bin"] = wrapper; });
+  c.edit_config([&](json& j) {
+    j["probe_bin"] = wrapper;
+    j["job"]["env"]["CUDA_VISIBLE_DEVICES"] = "";  // as above
+  });
   c.start_controller();
   c.start_agents();
   ASSERT_FALSE(c.wait_step(10, 60).is_null()) << "training did not reach step 10";
