@@ -75,8 +75,10 @@ void rendezvous_without_gpu(const ProbeOptions& options, const ProbeContext& con
     std::size_t filled = 0;
     while (filled < blob.size()) {
       const ssize_t n = ::getrandom(blob.data() + filled, blob.size() - filled, 0);
-      if (n > 0) filled += static_cast<std::size_t>(n);
-      else if (errno != EINTR) break;  // fewer random bytes: still a blob to carry
+      if (n > 0)
+        filled += static_cast<std::size_t>(n);
+      else if (errno != EINTR)
+        break;  // fewer random bytes: still a blob to carry
     }
   }
   report.metrics["nccl_ranks"] = o.nranks;

@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <future>
 #include <iostream>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "kernels/probe_report.h"
 #include "run_program.h"
@@ -143,7 +143,6 @@ TEST(ProbeCli, HangIsCaughtByTheDeadline) {
   }
 }
 
-
 // Without a GPU, a multi-machine nccl probe still takes its part in the rendezvous (live mode
 // relays the id between machines and must be testable on CPU-only hosts): every rank gets the
 // blob, then reports no_gpu with details.rendezvous "ok".
@@ -178,10 +177,10 @@ TEST(ProbeCli, WithoutAGpuAMissingRankZeroTimesOutWithinTheDeadline) {
   const std::string path =
       ::testing::TempDir() + "/faultline_rdv_missing_" + std::to_string(::getpid());
   std::remove(path.c_str());
-  const ProgramRun run = run_program(probe_binary(),
-                                     {"nccl", "--rendezvous", "file:" + path, "--rank", "1",
-                                      "--nranks", "2", "--deadline", "1.5"},
-                                     kHideGpus, 30);
+  const ProgramRun run = run_program(
+      probe_binary(),
+      {"nccl", "--rendezvous", "file:" + path, "--rank", "1", "--nranks", "2", "--deadline", "1.5"},
+      kHideGpus, 30);
   ASSERT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_code, 4) << run.out << run.err;
   const auto j = parse_output(run);
