@@ -282,6 +282,7 @@ void run_nccl_probe(const ProbeOptions& options, const ProbeContext& context, Pr
   // The unique id: created by rank 0 (or by this process in local mode) and shared.
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
+  static_assert(sizeof id.internal == kNcclUniqueIdBytes);
   if (local || o.rank == 0) {
     const ncclResult_t r = ncclGetUniqueId(&id);
     if (r != ncclSuccess) throw GpuError("ncclGetUniqueId: " + nccl_error(r, nullptr), -1);
@@ -290,11 +291,14 @@ void run_nccl_probe(const ProbeOptions& options, const ProbeContext& context, Pr
     auto blob = std::as_writable_bytes(std::span<char>(id.internal, sizeof id.internal));
     const RendezvousOutcome outcome =
         exchange_blob(*o.rendezvous, o.rank, nranks, blob, context.soft_deadline);
+    report.metrics["rendezvous_ok"] = outcome.ok ? 1 : 0;
     if (!outcome.ok) {
+      report.details["rendezvous"] = outcome.timed_out ? "timed_out" : "failed";
       report.verdict = outcome.timed_out ? Verdict::kDeadlineExceeded : Verdict::kFail;
       report.notes.push_back("stage 'rendezvous': " + outcome.error);
       return;
     }
+    report.details["rendezvous"] = "ok";
   }
 
   for (Rank& r : ranks) {

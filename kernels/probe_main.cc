@@ -1,8 +1,11 @@
 #include "kernels/probe_main.h"
 
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +15,7 @@
 
 #include "kernels/evaluation.h"
 #include "kernels/nvml_loader.h"
+#include "kernels/rendezvous.h"
 #include "kernels/watchdog.h"
 
 namespace faultline::kernels {
@@ -56,6 +60,45 @@ std::optional<ProbeReport> parse_line(const std::string& line) {
   }
 }
 
+// Without a GPU, a multi-machine nccl probe still takes its part in the rendezvous (rank 0
+// publishes a random blob of the unique id's size, the others receive it) and then reports
+// no_gpu with the outcome in details.rendezvous: so the path that carries the id between
+// machines (live mode relays it through its control channel) is exercised on CPU-only hosts, and
+// peers waiting for this rank are not left waiting until their deadline. A rendezvous that fails
+// or times out is the verdict (fail, deadline_exceeded), as with a GPU: a peer is missing.
+void rendezvous_without_gpu(const ProbeOptions& options, const ProbeContext& context,
+                            ProbeReport& report) {
+  if (options.probe != ProbeKind::kNccl || !options.nccl.rendezvous) return;
+  const auto& o = options.nccl;
+  std::array<std::byte, kNcclUniqueIdBytes> blob{};
+  if (o.rank == 0) {
+    std::size_t filled = 0;
+    while (filled < blob.size()) {
+      const ssize_t n = ::getrandom(blob.data() + filled, blob.size() - filled, 0);
+      if (n > 0)
+        filled += static_cast<std::size_t>(n);
+      else if (errno != EINTR)
+        break;  // fewer random bytes: still a blob to carry
+    }
+  }
+  report.metrics["nccl_ranks"] = o.nranks;
+  report.metrics["nccl_rank"] = o.rank;
+  report.metrics["nccl_local_mode"] = 0;
+  const RendezvousOutcome outcome =
+      exchange_blob(*o.rendezvous, o.rank, o.nranks, blob, context.soft_deadline);
+  report.metrics["rendezvous_ok"] = outcome.ok ? 1 : 0;
+  if (outcome.ok) {
+    report.details["rendezvous"] = "ok";
+    report.notes.push_back("no GPU: only the rendezvous was tested (rank " +
+                           std::to_string(o.rank) + " of " + std::to_string(o.nranks) +
+                           "), and it completed");
+    return;
+  }
+  report.details["rendezvous"] = outcome.timed_out ? "timed_out" : "failed";
+  report.verdict = outcome.timed_out ? Verdict::kDeadlineExceeded : Verdict::kFail;
+  report.notes.push_back("no GPU, and stage 'rendezvous' failed: " + outcome.error);
+}
+
 // Everything the child does: run the probe, evaluate it, write the final line.
 ProbeReport run_and_evaluate(ProbeBackend& backend, const ProbeOptions& options,
                              const ProbeContext& context, const ThresholdTable& table) {
@@ -67,6 +110,7 @@ ProbeReport run_and_evaluate(ProbeBackend& backend, const ProbeOptions& options,
     report.verdict = Verdict::kFail;
     report.notes.push_back(std::string("probe failed: ") + e.what());
   }
+  if (report.verdict == Verdict::kNoGpu) rendezvous_without_gpu(options, context, report);
   if (report.probe.empty()) report.probe = std::string(probe_name(options.probe));
   const ModelThresholds& model = table.lookup(report.device ? report.device->name : "");
   if (report.device) report.device->model = model.name;

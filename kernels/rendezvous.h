@@ -21,6 +21,10 @@
 
 namespace faultline::kernels {
 
+// The size of the blob a multi-machine nccl probe exchanges: NCCL_UNIQUE_ID_BYTES (nccl.h), kept
+// here so that the CPU-only path (probe_main.cc) exchanges a blob of the same size without NCCL.
+inline constexpr std::size_t kNcclUniqueIdBytes = 128;
+
 struct RendezvousOutcome {
   bool ok = false;
   bool timed_out = false;

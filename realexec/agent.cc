@@ -36,6 +36,11 @@ Agent::~Agent() {
     if (auto c = w.lock()) c->cancel();
   }
   for (auto& k : kills_) r_.cancel_timer(k->timer);
+  for (auto& [req, p] : relayed_) {
+    if (p->timer) r_.cancel_timer(p->timer);
+    std::error_code ec;
+    std::filesystem::remove(p->path, ec);
+  }
   for (auto& [kind, t] : inspect_timers_) r_.cancel_timer(t);
   if (redial_timer_) r_.cancel_timer(redial_timer_);
   if (heartbeat_timer_) r_.cancel_timer(heartbeat_timer_);
@@ -242,6 +247,7 @@ void Agent::on_message(const json& m) {
     if (type == "capture") return handle_capture(m, req);
     if (type == "replay") return handle_replay(m, req);
     if (type == "inject") return handle_inject(m, req);
+    if (type == "rendezvous") return handle_rendezvous(m, req);
     if (type == "shutdown") return handle_shutdown(m, req);
     bad("type: unknown message type '" + type.substr(0, 64) + "'");
   } catch (const BadMessage& e) {

@@ -73,6 +73,7 @@ class Agent {
  private:
   struct Rank;
   struct PendingKill;
+  struct RelayedProbe;  // inter_all_gather whose rendezvous blob the controller relays
   enum class Delivery { kQueue, kDrop };
 
   // Connection.
@@ -91,6 +92,17 @@ class Agent {
   void handle_kill(const nlohmann::json& m, std::int64_t req);
   void handle_inspect(const nlohmann::json& m, std::int64_t req);
   void handle_probe(const nlohmann::json& m, std::int64_t req);
+  // inter_all_gather with `rendezvous: true` and a probe_bin: faultline-probe nccl across the
+  // machines, its NCCL id carried by the control channel (PROTOCOL.md, "Probes across machines").
+  void run_relayed_all_gather(const nlohmann::json& m, std::int64_t req, Instant started,
+                              std::int64_t deadline_ms, std::map<std::string, std::string> env);
+  // The CPU trainjob all-gather of a relayed probe that found no GPU; `probe_body` is its reply so far.
+  void run_fallback_all_gather(std::uint64_t epoch, std::int64_t req, Instant started, std::int64_t left_ms,
+                               std::map<std::string, std::string> env, nlohmann::json probe_body);
+  // Rank 0: sends the blob its probe published, once, if the file is there.
+  void publish_rendezvous(RelayedProbe& p);
+  void watch_rendezvous(const std::shared_ptr<RelayedProbe>& p);
+  void handle_rendezvous(const nlohmann::json& m, std::int64_t req);
   void handle_capture(const nlohmann::json& m, std::int64_t req);
   void handle_replay(const nlohmann::json& m, std::int64_t req);
   void handle_inject(const nlohmann::json& m, std::int64_t req);
@@ -142,6 +154,7 @@ class Agent {
   std::map<int, std::unique_ptr<Rank>> ranks_;  // by global rank
   std::vector<std::unique_ptr<PendingKill>> kills_;
   std::vector<std::weak_ptr<ChildRun>> children_;
+  std::map<std::int64_t, std::shared_ptr<RelayedProbe>> relayed_;  // by the probe's req
 
   KernelLogReader kmsg_;
   std::string kmsg_error_;

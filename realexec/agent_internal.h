@@ -37,6 +37,8 @@ using live::kMaxSignature;
 using live::need_host;
 using live::need_int;
 using live::need_string;
+using live::need_hex_blob;
+using live::opt_bool;
 using live::opt_int;
 using live::opt_string;
 using live::printable;
@@ -145,6 +147,17 @@ struct Agent::Rank {
   std::string error_line;       // last stderr line that looked like an error
   std::string fatal_signature;  // from a `fatal` report
   bool killed_by_agent = false;
+};
+
+struct Agent::RelayedProbe {
+  std::int64_t req = 0;
+  std::uint64_t epoch = 0;  // the connection of the request: blobs go to it only
+  std::int64_t rank = 0;
+  std::string path;  // the probe's rendezvous file, fresh for this run
+  bool running = true;
+  bool published = false;  // rank 0: its blob went to the controller (or cannot)
+  bool received = false;   // other ranks: the controller's relay was written
+  std::uint64_t timer = 0;  // rank 0: polling for the file
 };
 
 struct Agent::PendingKill {

@@ -216,12 +216,12 @@ void LiveWorld::outcome(ActionId id, bool ok, const std::string& detail, Instant
 
 // --- requests to agents ------------------------------------------------------------------
 
-void LiveWorld::request(MachineId m, json msg, Duration timeout, Reply on_reply) {
+std::uint64_t LiveWorld::request(MachineId m, json msg, Duration timeout, Reply on_reply) {
   const std::uint64_t req = next_req_++;
   msg["req"] = req;
   if (!link_.send(m, msg)) {
     reactor_.defer([on_reply] { on_reply(failed_reply("agent not connected")); });
-    return;
+    return req;
   }
   replies_[req] = {m, std::move(on_reply)};
   reply_timers_[req] = reactor_.add_timer(timeout, [this, req] {
@@ -232,6 +232,7 @@ void LiveWorld::request(MachineId m, json msg, Duration timeout, Reply on_reply)
     replies_.erase(it);
     r(failed_reply("agent did not answer in time", true));
   });
+  return req;
 }
 
 void LiveWorld::fail_requests_of(MachineId m, const std::string& why) {
@@ -718,13 +719,20 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
     std::optional<std::string> reference;
     bool timed_out = false;
     std::string details;
+    std::shared_ptr<RelayGroup> relay;          // a relayed inter_all_gather
+    std::uint64_t relay_key = 0;                // its key in relays_
+    std::map<MachineId, std::string> joined;    // machine -> how far its probe got in the rendezvous
   };
   auto st = std::make_shared<State>();
   const bool hashed = test == ProbeKind::kBitwise || test == ProbeKind::kStress;
   const int steps = config_.job.bitwise_steps * (test == ProbeKind::kStress ? 10 : 1);
   st->remaining = static_cast<int>(machines.size()) + (hashed ? 1 : 0) + 1;
-  auto finish = [st, hashed, done] {
+  auto finish = [this, st, hashed, done, machines] {
     if (--st->remaining > 0) return;
+    if (st->relay) {
+      relays_.erase(st->relay_key);
+      attribute_rendezvous(*st->relay, machines, st->joined, st->failed, st->details);
+    }
     if (hashed) {
       // Without the reference run, a strict majority of machines defines the right answer;
       // with neither, the test is inconclusive and fails nobody on its hash.
@@ -753,13 +761,22 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
                   });
   }
   const std::string master = machines.empty() ? "127.0.0.1" : machine_config(machines[0]).addr;
+  // With probe_bin, inter_all_gather is faultline-probe's NCCL all-gather across the machines,
+  // its unique id relayed by this controller (RelayGroup, on_rendezvous).
+  const bool relayed = test == ProbeKind::kInterAllGather && !config_.probe_bin.empty() && !machines.empty();
+  if (relayed) {
+    st->relay = std::make_shared<RelayGroup>();
+    st->relay->root = machines[0];
+  }
   for (size_t i = 0; i < machines.size(); ++i) {
     const MachineId m = machines[i];
     json msg{{"type", "probe"}, {"test", probe_wire_name(test)}, {"deadline_ms", deadline_ms},
              {"rank", static_cast<int>(i)}, {"world_size", static_cast<int>(machines.size())},
              {"master_addr", master}, {"master_port", config_.job.master_port + 100},
              {"seed", config_.seed}, {"steps", steps}};
-    request(m, msg, Duration::millis(deadline_ms + 10000), [this, m, st, finish, hashed](const AgentReply& r) {
+    if (relayed) msg["rendezvous"] = true;
+    const std::uint64_t req = request(m, msg, Duration::millis(deadline_ms + 10000), [this, m, st, finish, hashed](const AgentReply& r) {
+      if (st->relay) st->joined[m] = r.rendezvous.value_or(r.ok ? "" : "unknown");
       if (!r.ok) {
         st->failed.push_back(m);
         if (r.timed_out) st->timed_out = true;
@@ -772,8 +789,69 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
       }
       finish();
     });
+    if (relayed) {
+      if (i == 0) {
+        relays_[req] = st->relay;
+        st->relay_key = req;
+      } else {
+        st->relay->others.emplace_back(m, req);
+      }
+    }
   }
   finish();
+}
+
+void LiveWorld::attribute_rendezvous(const RelayGroup& g, const MachineSet& machines,
+                                     const std::map<MachineId, std::string>& joined, MachineSet& failed,
+                                     std::string& details) const {
+  auto names = [this](const MachineSet& ms) {
+    std::string s;
+    for (MachineId x : ms) s += (s.empty() ? "" : ", ") + machine_config(x).name;
+    return s;
+  };
+  MachineSet missing;  // machines whose probe did not complete the rendezvous
+  bool took_part = g.published;  // else no probe said anything about a rendezvous (older probes)
+  for (MachineId x : machines) {
+    auto it = joined.find(x);
+    const std::string state = it == joined.end() ? "unknown" : it->second;
+    took_part |= state == "ok" || state == "timed_out" || state == "failed";
+    if (state != "ok" && !state.empty()) missing.push_back(x);
+  }
+  if (!took_part) return;
+  if (missing.empty()) {
+    details += "; rendezvous relayed by the controller: every machine joined (" + names(machines) + ")";
+    return;
+  }
+  if (failed.empty()) return;
+  // An all-gather needs every rank: the machines that joined and then failed waited for the
+  // missing ones. Without rank 0's id nobody could join: rank 0 is the one missing.
+  const MachineSet culprits = g.published ? missing : MachineSet{g.root};
+  failed = culprits;
+  details += "; rendezvous: " + names(culprits) + " did not join" +
+             (g.published ? "" : " (rank 0 never published the unique id)") +
+             (missing.size() < machines.size() || !g.published ? "; the others waited for it" : "");
+}
+
+void LiveWorld::on_rendezvous(MachineId m, const AgentRendezvous& msg) {
+  // Only rank 0 of a probe still waiting for its reply, once: anything else is refused and
+  // noted, and relays nothing.
+  const std::string req = std::to_string(msg.probe_req);
+  auto it = relays_.find(msg.probe_req);
+  auto pending = replies_.find(msg.probe_req);
+  if (it == relays_.end() || pending == replies_.end() || pending->second.first != m || it->second->root != m)
+    bad("rendezvous: probe_req: " + req + " is not a running inter_all_gather probe of this machine as rank 0");
+  RelayGroup& g = *it->second;
+  if (g.published) bad("rendezvous: probe_req: " + req + " already published its blob");
+  g.published = true;
+  const std::string hex = to_hex(msg.blob);
+  for (const auto& [other, other_req] : g.others) {
+    // The agent writes it for its probe and answers; a refusal or a lost agent shows up as
+    // that machine's probe not joining.
+    request(other, json{{"type", "rendezvous"}, {"probe_req", other_req}, {"blob", hex}},
+            Duration::seconds(kRequestTimeoutS), [this, other](const AgentReply& r) {
+              if (!r.ok) note("rendezvous relay to " + machine_config(other).name + " failed: " + r.detail);
+            });
+  }
 }
 
 void LiveWorld::do_capture(ActionId id) {
@@ -930,6 +1008,8 @@ void LiveWorld::on_agent_message(MachineId m, const json& msg) {
     on_report(m, *report);
   } else if (const auto* exit = std::get_if<AgentExit>(&decoded)) {
     on_exit(m, *exit);
+  } else if (const auto* rdv = std::get_if<AgentRendezvous>(&decoded)) {
+    on_rendezvous(m, *rdv);
   } else if (const auto* alert = std::get_if<AgentAlert>(&decoded)) {
     last_alert_[m] = now();               // a machine under repair fails its check on it
     if (cluster_.slot_of(m) < 0) return;  // standby or evicted: nothing the job policy acts on

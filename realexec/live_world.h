@@ -97,9 +97,9 @@ class LiveWorld final : public World {
   void outcome(ActionId id, bool ok, const std::string& detail, Instant started);
   void save_journal();
 
-  // Sends `msg` with a fresh req id; `on_reply` gets the agent's reply, or a synthetic
-  // failed one (ok false, a detail) when the agent is lost or `timeout` passes first.
-  void request(MachineId m, nlohmann::json msg, Duration timeout, Reply on_reply);
+  // Sends `msg` with a fresh req id, which it returns; `on_reply` gets the agent's reply, or a
+  // synthetic failed one (ok false, a detail) when the agent is lost or `timeout` passes first.
+  std::uint64_t request(MachineId m, nlohmann::json msg, Duration timeout, Reply on_reply);
   void fail_requests_of(MachineId m, const std::string& why);
 
   // Action handlers.
@@ -112,6 +112,23 @@ class LiveWorld final : public World {
   // host); `done` gets the machines that failed, whether one timed out, and details.
   using ProbeDone = std::function<void(const MachineSet& failed, bool timed_out, const std::string& details)>;
   void probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done);
+  // inter_all_gather with probe_bin: the NCCL unique id that rank 0's probe publishes comes to
+  // the controller and is relayed to the other machines of the same probe, on the authenticated
+  // channel (PROTOCOL.md, "Probes across machines"). One group per probe, keyed by the req of
+  // rank 0's probe request, from the requests' sending to the probe's end.
+  struct RelayGroup {
+    MachineId root = kNoMachine;                              // rank 0's machine
+    std::vector<std::pair<MachineId, std::uint64_t>> others;  // ranks 1.., with their probe req
+    bool published = false;                                   // rank 0's blob came and was relayed
+  };
+  std::map<std::uint64_t, std::shared_ptr<RelayGroup>> relays_;
+  void on_rendezvous(MachineId m, const AgentRendezvous& msg);
+  // After a relayed probe: when machines did not complete the rendezvous, only they are the
+  // failed ones (rank 0's machine when its id never came), and `details` says so; when every
+  // machine joined, `details` says that.
+  void attribute_rendezvous(const RelayGroup& g, const MachineSet& machines,
+                            const std::map<MachineId, std::string>& joined, MachineSet& failed,
+                            std::string& details) const;
 
   // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
   // A machine taken out of the job: a strike, then retirement or a repair check.

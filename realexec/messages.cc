@@ -131,6 +131,35 @@ std::string need_host(const json& m, const char* key) {
   return s;
 }
 
+std::string need_hex_blob(const json& m, const char* key) {
+  const std::string hex = need_string(m, key, 2 * kMaxRendezvousBlob);
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (hex.empty() || hex.size() % 2 != 0 ||
+      !std::all_of(hex.begin(), hex.end(), [&](char c) { return digit(c) >= 0; }))
+    bad(std::string(key) + ": expected an even number (2 to " + std::to_string(2 * kMaxRendezvousBlob) +
+        ") of lowercase hex digits");
+  std::string bytes(hex.size() / 2, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<char>(digit(hex[2 * i]) * 16 + digit(hex[2 * i + 1]));
+  return bytes;
+}
+
+std::string to_hex(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(bytes.size() * 2);
+  for (const char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    hex += kDigits[b >> 4];
+    hex += kDigits[b & 15];
+  }
+  return hex;
+}
+
 bool opt_bool(const json& m, const char* key, bool def) {
   auto it = m.find(key);
   if (it == m.end()) return def;
@@ -391,6 +420,10 @@ AgentMessage decode_agent_message(const json& j) {
       if (r.detail.empty()) r.detail = opt_text(j, "reason", kMaxText).value_or(type == "error" ? "error" : "");
       r.timed_out = opt_bool(j, "timed_out", false);
       r.hash = opt_string(j, "hash", 256);
+      r.rendezvous = opt_string(j, "rendezvous", 16);
+      if (r.rendezvous && *r.rendezvous != "ok" && *r.rendezvous != "timed_out" && *r.rendezvous != "failed" &&
+          *r.rendezvous != "not_reached")
+        bad("rendezvous: expected \"ok\", \"timed_out\", \"failed\" or \"not_reached\"");
       if (auto it = j.find("by_rank"); it != j.end()) {
         if (!it->is_object()) bad("by_rank: expected an object {rank: signature}");
         for (auto kv = it->begin(); kv != it->end(); ++kv) {
@@ -402,6 +435,12 @@ AgentMessage decode_agent_message(const json& j) {
           r.by_rank[std::stoll(k)] = kv->get<std::string>();
         }
       }
+      return r;
+    }
+    if (type == "rendezvous") {
+      AgentRendezvous r;
+      r.probe_req = static_cast<std::uint64_t>(need_int(j, "probe_req", 0, kMaxReq));
+      r.blob = need_hex_blob(j, "blob");
       return r;
     }
     bad("type: unknown message type \"" + type + "\"");

@@ -55,6 +55,12 @@ std::string need_host(const nlohmann::json& m, const char* key);
 bool opt_bool(const nlohmann::json& m, const char* key, bool def);
 // A finite number in [lo, hi].
 std::optional<double> opt_number(const nlohmann::json& m, const char* key, double lo, double hi);
+// The rendezvous blob of a multi-machine probe (the NCCL unique id, as the probe's rendezvous
+// file holds it): 2 to 2 * kMaxRendezvousBlob lowercase hex digits, an even number of them.
+// Returns the bytes.
+inline constexpr std::size_t kMaxRendezvousBlob = 1024;
+std::string need_hex_blob(const nlohmann::json& m, const char* key);
+std::string to_hex(const std::string& bytes);
 // A training metric: a finite number, or a non-finite one written as null, "NaN", "nan",
 // "Infinity", "-Infinity", "inf" or "-inf" (NaN is returned for all of those).
 std::optional<double> opt_metric(const nlohmann::json& m, const char* key);
@@ -141,9 +147,19 @@ struct AgentReply {
   std::string detail;
   bool timed_out = false;
   std::optional<std::string> hash;              // probe, replay
+  // probe inter_all_gather with a relayed rendezvous: how far this machine's probe got in it,
+  // "ok", "timed_out", "failed" or "not_reached"; absent when its probe did not take part.
+  std::optional<std::string> rendezvous;
   std::map<std::int64_t, std::string> by_rank;  // capture: stack signature by rank
 };
-using AgentMessage = std::variant<AgentHeartbeat, AgentReport, AgentExit, AgentAlert, AgentReply>;
+// Rank 0's probe published its rendezvous blob, for the controller to relay to the other
+// machines of the probe request `probe_req` (PROTOCOL.md, "Probes across machines").
+struct AgentRendezvous {
+  std::uint64_t probe_req = 0;
+  std::string blob;  // the bytes
+};
+using AgentMessage =
+    std::variant<AgentHeartbeat, AgentReport, AgentExit, AgentAlert, AgentReply, AgentRendezvous>;
 AgentMessage decode_agent_message(const nlohmann::json& j);
 
 // --- operator client -> controller -----------------------------------------------------------

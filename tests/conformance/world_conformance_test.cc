@@ -846,6 +846,81 @@ TEST(LiveWorldBelief, AnOrdinaryExitIsReportedAtOnceWithItsRanksStep) {
   EXPECT_EQ(seen<ProcessExit>()[0].step, 11);
 }
 
+// inter_all_gather with a probe_bin (PROTOCOL.md, "Probes across machines"): the NCCL id that
+// rank 0's agent sends is relayed once, to the other machines of that probe only, each with its
+// own probe request; a blob from another machine, for no running probe, or a second one is
+// refused and relays nothing. A machine whose probe did not join is the one that fails.
+TEST(LiveWorldBelief, ARendezvousBlobIsRelayedOnceFromRankZeroOfARunningProbeOnly) {
+  RunningLive r;
+  r.live.config.probe_bin = "/nonexistent/faultline-probe";
+  auto& sent = r.live.link.sent;
+  sent.clear();
+  const ActionId id = r.live.world->act(RunProbe{ProbeKind::kInterAllGather, {1, 2, 3}, Duration::seconds(30), "t"});
+  std::map<MachineId, json> probes;
+  for (const auto& [m, msg] : sent)
+    if (msg.value("type", "") == "probe") probes[m] = msg;
+  sent.clear();
+  ASSERT_EQ(probes.size(), 3u);
+  for (const auto& [m, msg] : probes) EXPECT_EQ(msg.value("rendezvous", false), true) << m;
+  EXPECT_EQ(probes[1]["rank"], 0);
+  auto blob = [](const json& req) {
+    return json{{"type", "rendezvous"}, {"probe_req", req}, {"blob", "00ff"}};
+  };
+  r.send(2, blob(probes[2]["req"]));  // rank 1 publishing
+  r.send(1, blob(999999));            // no such probe
+  r.send(1, blob(probes[2]["req"]));  // another machine's probe
+  EXPECT_TRUE(sent.empty()) << sent.front().second.dump();
+  EXPECT_EQ(r.refused.size(), 3u);
+  EXPECT_TRUE(r.was_refused("rendezvous: probe_req: 999999 is not a running inter_all_gather probe of this machine as rank 0"));
+  r.send(1, blob(probes[1]["req"]));
+  ASSERT_EQ(sent.size(), 2u);
+  for (const auto& [m, msg] : sent) {
+    EXPECT_EQ(msg.value("type", ""), "rendezvous");
+    EXPECT_EQ(msg["probe_req"], probes[m]["req"]) << "each agent hears of its own probe";
+    EXPECT_EQ(msg["blob"], "00ff");
+  }
+  EXPECT_EQ(sent[0].first, 2);
+  EXPECT_EQ(sent[1].first, 3);
+  r.send(1, blob(probes[1]["req"]));
+  EXPECT_TRUE(r.was_refused("already published its blob"));
+  EXPECT_EQ(sent.size(), 2u);
+  // m3's probe never joined (killed at the deadline): it alone fails; m1 and m2 waited for it.
+  r.send(1, {{"type", "done"}, {"req", probes[1]["req"]}, {"ok", false}, {"rendezvous", "ok"}, {"detail", "x"}});
+  r.send(2, {{"type", "done"}, {"req", probes[2]["req"]}, {"ok", false}, {"rendezvous", "ok"}, {"detail", "x"}});
+  r.send(3, {{"type", "done"}, {"req", probes[3]["req"]}, {"ok", false}, {"timed_out", true},
+             {"rendezvous", "not_reached"}, {"detail", "killed at the deadline"}});
+  r.advance(0.2);
+  const auto results = seen<ProbeResult>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].action, id);
+  EXPECT_EQ(results[0].failed, MachineSet({3}));
+  // After the probe, its rank 0 can publish nothing more.
+  r.send(1, blob(probes[1]["req"]));
+  EXPECT_TRUE(r.was_refused("rendezvous: probe_req: " + probes[1]["req"].dump() + " is not a running"));
+}
+
+// Without rank 0's id nobody can join: its machine is the one that fails, not the ranks that
+// timed out waiting for it.
+TEST(LiveWorldBelief, WhenRankZeroNeverPublishesItsMachineAloneFailsTheRelayedProbe) {
+  RunningLive r;
+  r.live.config.probe_bin = "/nonexistent/faultline-probe";
+  auto& sent = r.live.link.sent;
+  sent.clear();
+  r.live.world->act(RunProbe{ProbeKind::kInterAllGather, {1, 2}, Duration::seconds(30), "t"});
+  std::map<MachineId, json> probes;
+  for (const auto& [m, msg] : sent) probes[m] = msg;
+  sent.clear();
+  ASSERT_EQ(probes.size(), 2u);
+  r.send(1, {{"type", "done"}, {"req", probes[1]["req"]}, {"ok", false}, {"timed_out", true},
+             {"rendezvous", "not_reached"}, {"detail", "killed at the deadline"}});
+  r.send(2, {{"type", "done"}, {"req", probes[2]["req"]}, {"ok", false}, {"timed_out", true},
+             {"rendezvous", "timed_out"}, {"detail", "deadline_exceeded"}});
+  r.advance(0.2);
+  const auto results = seen<ProbeResult>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].failed, MachineSet({1}));
+}
+
 // ---------------------------------------------------------------- what LiveWorld exports
 
 // One sample of LiveWorld::metrics(): a gauge or counter by name and labels, or a histogram's

@@ -4,9 +4,14 @@
 // NoGpuMachine suite runs without that override and skips where a GPU is present.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <future>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "kernels/probe_report.h"
 #include "run_program.h"
@@ -67,13 +72,18 @@ TEST_P(EveryProbe, NoGpuMachineMeansNoGpuVerdict) {
 INSTANTIATE_TEST_SUITE_P(Probes, EveryProbe,
                          ::testing::Values("gemm", "hbm", "pcie", "p2p", "nccl", "env"));
 
+// Options of work that would take long on a GPU do not delay the no_gpu answer. A rendezvous
+// across processes is the exception: it runs without a GPU too (the tests below), so that a
+// multi-machine probe's peers are not left waiting for a rank without one.
 TEST(ProbeCli, ProbeOptionsDoNotDelayNoGpu) {
-  const ProgramRun run = run_program(probe_binary(),
-                                     {"nccl", "--rendezvous", "tcp:127.0.0.1:9", "--rank", "1",
-                                      "--nranks", "2", "--deadline", "30"},
-                                     kHideGpus, 60);
-  EXPECT_EQ(run.exit_code, 3);
-  EXPECT_EQ(parse_output(run)["verdict"], "no_gpu");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"nccl", "--gpus", "8", "--iterations", "1000", "--deadline", "30"},
+        std::vector<std::string>{"gemm", "--duration", "30", "--deadline", "30"}}) {
+    const ProgramRun run = run_program(probe_binary(), args, kHideGpus, 60);
+    EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
+    EXPECT_EQ(parse_output(run)["verdict"], "no_gpu");
+    EXPECT_LT(run.elapsed_s, 10.0) << args[0];
+  }
 }
 
 TEST(ProbeCli, HelpListsEveryProbeAndExitsZero) {
@@ -131,6 +141,55 @@ TEST(ProbeCli, HangIsCaughtByTheDeadline) {
     std::cout << "[timing] hang with --deadline 1 (" << (watchdog ? "watchdog" : "alarm")
               << "): " << run.elapsed_s << " s\n";
   }
+}
+
+// Without a GPU, a multi-machine nccl probe still takes its part in the rendezvous (live mode
+// relays the id between machines and must be testable on CPU-only hosts): every rank gets the
+// blob, then reports no_gpu with details.rendezvous "ok".
+TEST(ProbeCli, WithoutAGpuTheNcclRendezvousStillRunsAcrossProcesses) {
+  const std::string path = ::testing::TempDir() + "/faultline_rdv_" + std::to_string(::getpid());
+  std::remove(path.c_str());
+  auto rank = [&](int r) {
+    return run_program(probe_binary(),
+                       {"nccl", "--rendezvous", "file:" + path, "--rank", std::to_string(r),
+                        "--nranks", "3", "--deadline", "20"},
+                       kHideGpus, 60);
+  };
+  // The receivers start first and wait for rank 0's file.
+  auto r1 = std::async(std::launch::async, rank, 1);
+  auto r2 = std::async(std::launch::async, rank, 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const ProgramRun r0 = rank(0);
+  for (const ProgramRun& run : {r0, r1.get(), r2.get()}) {
+    ASSERT_FALSE(run.timed_out);
+    EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
+    const auto j = parse_output(run);
+    EXPECT_EQ(j["verdict"], "no_gpu");
+    EXPECT_EQ(j["details"].value("rendezvous", ""), "ok") << run.out;
+    EXPECT_EQ(j["metrics"].value("rendezvous_ok", -1.0), 1.0);
+    EXPECT_EQ(j["metrics"].value("nccl_ranks", -1.0), 3.0);
+  }
+  std::remove(path.c_str());
+}
+
+// A rank whose rank 0 never publishes ends within its deadline, saying the rendezvous timed out.
+TEST(ProbeCli, WithoutAGpuAMissingRankZeroTimesOutWithinTheDeadline) {
+  const std::string path =
+      ::testing::TempDir() + "/faultline_rdv_missing_" + std::to_string(::getpid());
+  std::remove(path.c_str());
+  const ProgramRun run = run_program(
+      probe_binary(),
+      {"nccl", "--rendezvous", "file:" + path, "--rank", "1", "--nranks", "2", "--deadline", "1.5"},
+      kHideGpus, 30);
+  ASSERT_FALSE(run.timed_out);
+  EXPECT_EQ(run.exit_code, 4) << run.out << run.err;
+  const auto j = parse_output(run);
+  EXPECT_LT(j["elapsed_s"].get<double>(), 1.5) << "within its deadline";
+  EXPECT_LT(run.elapsed_s, 1.5 + 2.0) << "plus the program's start and exit";
+  EXPECT_EQ(j["verdict"], "deadline_exceeded");
+  EXPECT_EQ(j["details"].value("rendezvous", ""), "timed_out");
+  EXPECT_EQ(j["metrics"].value("rendezvous_ok", -1.0), 0.0);
+  EXPECT_NE(j["notes"].dump().find("waiting for rank 0"), std::string::npos) << j["notes"];
 }
 
 }  // namespace

@@ -723,5 +723,87 @@ TEST_F(AgentE2E, MachineDownKillsEverythingAndExits137) {
   }));
 }
 
+// inter_all_gather with a relayed rendezvous (PROTOCOL.md, "Probes across machines"), with the
+// real faultline-probe and GPUs hidden: rank 0's agent sends its probe's blob before its reply;
+// another rank's probe takes the controller's relay; a relay that fits no running probe of this
+// connection, a second one, or one for rank 0 is refused with an error and writes nothing.
+TEST_F(AgentE2E, RelayedRendezvousBlobsGoOutOnceAndOnlyFittingRelaysAreTaken) {
+  config_.probe_bin = FAULTLINE_PROBE_BIN;
+  config_.job.env["CUDA_VISIBLE_DEVICES"] = "";  // no GPU: the probe does its rendezvous alone
+  start();
+  auto reason = [&](json m) {
+    json r = controller_->request(std::move(m));
+    EXPECT_EQ(r["type"], "error") << r.dump();
+    return r.value("reason", "");
+  };
+  auto probe = [](std::int64_t req, int rank) {
+    return json{{"type", "probe"}, {"req", req}, {"test", "inter_all_gather"}, {"deadline_ms", 10000},
+                {"rank", rank}, {"world_size", 2}, {"master_addr", "127.0.0.1"}, {"master_port", 29600},
+                {"rendezvous", true}};
+  };
+  auto reply_to = [&](std::int64_t req) {
+    json reply;
+    wait([&] {
+      for (const auto& x : controller_->messages)
+        if ((x["type"] == "done" || x["type"] == "error") && x.value("req", json()) == req) reply = x;
+      return !reply.is_null();
+    }, 20);
+    return reply;
+  };
+  // A rendezvous file as the probe writes it: magic, 2 ranks, 128 bytes.
+  const std::string blob = "464c525630303031" "02000000" "80000000" + std::string(256, 'a');
+  EXPECT_EQ(reason({{"type", "rendezvous"}, {"probe_req", 500}, {"blob", blob}}),
+            "rendezvous: probe_req: no inter_all_gather probe with a relayed rendezvous runs for request 500");
+  EXPECT_EQ(reason({{"type", "rendezvous"}, {"probe_req", 500}, {"blob", "ABC"}}),
+            "rendezvous: blob: expected an even number (2 to 2048) of lowercase hex digits");
+
+  // Rank 1: the relay reaches its probe, once.
+  controller_->send_raw(probe(500, 1));
+  const json first = controller_->request({{"type", "rendezvous"}, {"probe_req", 500}, {"blob", blob}});
+  EXPECT_EQ(first["type"], "done") << first.dump();
+  EXPECT_EQ(first["ok"], true);
+  EXPECT_EQ(reason({{"type", "rendezvous"}, {"probe_req", 500}, {"blob", blob}}),
+            "rendezvous: probe_req: request 500 already has its blob");
+  const json r1 = reply_to(500);
+  ASSERT_FALSE(r1.is_null());
+  EXPECT_EQ(r1["ok"], true) << r1.dump();
+  EXPECT_EQ(r1["rendezvous"], "ok") << r1.dump();
+  EXPECT_EQ(r1["verdict"], "no_gpu");
+  EXPECT_EQ(r1["result"]["kind"], "allgather") << "the CPU all-gather ran for the data path";
+
+  // Rank 0: its probe's blob goes to the controller once, before the reply; a relay to it is
+  // refused.
+  controller_->send_raw(probe(600, 0));
+  ASSERT_TRUE(wait([&] { return !controller_->of_type("rendezvous").empty(); }));
+  EXPECT_EQ(reason({{"type", "rendezvous"}, {"probe_req", 600}, {"blob", blob}}),
+            "rendezvous: probe_req: request 600 is rank 0, which publishes the blob");
+  const json r0 = reply_to(600);
+  ASSERT_FALSE(r0.is_null());
+  EXPECT_EQ(r0["ok"], true) << r0.dump();
+  EXPECT_EQ(r0["rendezvous"], "ok");
+  const auto published = controller_->of_type("rendezvous");
+  ASSERT_EQ(published.size(), 1u);
+  EXPECT_EQ(published[0]["probe_req"], 600);
+  const std::string sent = published[0].value("blob", "");
+  EXPECT_EQ(sent.size(), 2u * (16 + 128)) << sent;
+  EXPECT_EQ(sent.substr(0, 32), "464c525630303031" "02000000" "80000000");
+  EXPECT_LT(controller_->index_of([](const json& m) { return m["type"] == "rendezvous"; }),
+            controller_->index_of([](const json& m) { return m["type"] == "done" && m["req"] == 600; }));
+  // The relays were checked where the probes ran and the files are gone.
+  EXPECT_TRUE(fs::is_empty(config_.machines[0].workdir + "/rendezvous"));
+
+  // Rank 1 whose rank 0 never publishes: timed out within its deadline, saying so.
+  json lonely = probe(700, 1);
+  lonely["deadline_ms"] = 5000;  // the probe's own is 4.5 s: room for its ~0.5 s of loading
+  controller_->send_raw(lonely);
+  const json r2 = reply_to(700);
+  ASSERT_FALSE(r2.is_null());
+  EXPECT_EQ(r2["ok"], false) << r2.dump();
+  EXPECT_EQ(r2["timed_out"], true);
+  EXPECT_EQ(r2["rendezvous"], "timed_out");
+  EXPECT_LT(r2["report"]["elapsed_s"].get<double>(), 4.5) << "the probe ended within its deadline";
+  EXPECT_LT(r2["duration_s"].get<double>(), 5.0 + 0.5) << "killed at the agent's deadline at the latest";
+}
+
 }  // namespace
 }  // namespace faultline::live

@@ -149,6 +149,41 @@ TEST(Messages, AgentRepliesAlertsAndExitsAreChecked) {
   EXPECT_EQ(err.detail, "r");
 }
 
+// The relayed rendezvous of a probe across machines (PROTOCOL.md, "Probes across machines"):
+// rank 0's agent sends its probe's blob; only the hex of at most 1 KiB gets through.
+TEST(Messages, RendezvousBlobsAreCheckedHexOfBoundedSize) {
+  const auto r = std::get<AgentRendezvous>(
+      decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", 7}, {"blob", "00ff10ab"}}));
+  EXPECT_EQ(r.probe_req, 7u);
+  EXPECT_EQ(r.blob, std::string("\x00\xff\x10\xab", 4));
+  EXPECT_EQ(to_hex(r.blob), "00ff10ab");
+  const std::string what = "rendezvous: blob: expected an even number (2 to 2048) of lowercase hex digits";
+  for (const json& blob : {json("abc"), json("ABCD"), json("zz"), json(""), json("0g")})
+    EXPECT_EQ(refusal([&] { decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", 1}, {"blob", blob}}); }),
+              what)
+        << blob;
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", 1}, {"blob", std::string(2050, 'a')}});
+            }),
+            "rendezvous: blob: expected at most 2048 characters");
+  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", 1}, {"blob", 5}}); }),
+            "rendezvous: blob: expected a string");
+  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "rendezvous"}, {"blob", "00"}}); }),
+            "rendezvous: probe_req: missing (expected an integer)");
+  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", -1}, {"blob", "00"}}); }),
+            "rendezvous: probe_req: expected an integer in [0, 9007199254740992], got -1");
+  // The agent's reply says how far its probe got in the rendezvous, one of four words.
+  const auto done = std::get<AgentReply>(
+      decode_agent_message(json{{"type", "done"}, {"req", 3}, {"ok", false}, {"rendezvous", "timed_out"}}));
+  EXPECT_EQ(done.rendezvous, "timed_out");
+  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "done"}, {"req", 3}, {"rendezvous", "maybe"}}); }),
+            "done: rendezvous: expected \"ok\", \"timed_out\", \"failed\" or \"not_reached\"");
+  // The controller's relay is read by the agent with the same reader.
+  EXPECT_EQ(need_hex_blob(json{{"blob", "0a0b"}}, "blob"), std::string("\x0a\x0b", 2));
+  EXPECT_EQ(refusal([] { need_hex_blob(json{{"blob", "0a0"}}, "blob"); }),
+            "blob: expected an even number (2 to 2048) of lowercase hex digits");
+}
+
 TEST(Messages, ClientRequestsAreChecked) {
   EXPECT_EQ(refusal([] { decode_client_request(json{{"type", "inject"}, {"machine", 3}}); }),
             "inject: machine: expected a string");
@@ -275,6 +310,8 @@ std::vector<json> seeds() {
           json{{"type", "done"}, {"req", 4}, {"ok", true}, {"detail", ""}, {"hash", "abc"}, {"timed_out", false}},
           json{{"type", "done"}, {"req", 5}, {"ok", true}, {"by_rank", {{"0", "a"}, {"1", "b"}}}},
           json{{"type", "error"}, {"req", nullptr}, {"reason", "kill: req: missing"}},
+          json{{"type", "rendezvous"}, {"probe_req", 6}, {"blob", "464c5256303030310200000080000000"}},
+          json{{"type", "done"}, {"req", 6}, {"ok", true}, {"rendezvous", "ok"}},
           json{{"type", "status"}, {"req", 1}},
           json{{"type", "stop"}},
           json{{"type", "update"}, {"version", "v2"}, {"urgent", false}},

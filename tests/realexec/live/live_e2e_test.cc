@@ -1866,3 +1866,110 @@ TEST(LiveE2E, PrometheusScrapesTheControllersExactEttrAndCountsTheKilledRank) {
   std::cerr << "metrics e2e took " << took_s << " s\n";
   EXPECT_LT(took_s, 90);
 }
+
+// --- Probes across machines (PROTOCOL.md): inter_all_gather with probe_bin ------------------
+
+// A kill on m1 makes byterobust run its stop-time tests on m1 and m2; returns the outcome
+// record of the inter_all_gather probe, and its action in `action`.
+static json relayed_probe_outcome(const LiveCluster& c, double t_fault, json* action, double timeout_s) {
+  *action = c.wait_for([&](const json& r) {
+    return LiveCluster::is_action(r, "RunProbe") && r["t_s"] >= t_fault &&
+           r["action"].value("test", "") == "inter-all-gather";
+  }, timeout_s);
+  if (action->is_null()) return json();
+  const long id = action->value("id", -1L);
+  return c.wait_for([&](const json& r) { return r.value("kind", "") == "outcome" && r.value("id", -2L) == id; },
+                    timeout_s);
+}
+
+// The NCCL unique id of faultline-probe's all-gather across machines travels from rank 0's agent
+// through the controller to the other agents, over the authenticated channel. This host has no
+// GPU: each probe still does its part of the rendezvous (rank 0 publishes random bytes of the id's
+// size) and reports no_gpu, and the training job's CPU all-gather tests the data path.
+TEST(LiveE2E, ProbesAcrossMachinesGetTheirRendezvousRelayedByTheController) {
+  LiveCluster c("rdv", json{{"probe_deadline_s", 8}});
+  c.edit_config([](json& j) {
+    j["probe_bin"] = PROBE_BIN;
+    // Namespace hosts share this host's GPUs, where it has any: NCCL refuses two ranks on one
+    // GPU. The GPU run across real machines is the GPU validation's.
+    j["job"]["env"]["CUDA_VISIBLE_DEVICES"] = "";
+  });
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(10, 60).is_null()) << "training did not reach step 10";
+  ASSERT_EQ(c.inject("m1", "kill"), 0);
+  const double t_fault = c.fault_time("kill");
+  ASSERT_GE(t_fault, 0);
+  json action;
+  const json outcome = relayed_probe_outcome(c, t_fault, &action, 30);
+  ASSERT_FALSE(action.is_null()) << "no inter_all_gather after the kill";
+  ASSERT_FALSE(outcome.is_null()) << "the inter_all_gather probe did not end";
+  EXPECT_EQ(action["action"]["machines"], json::array({1, 2}));
+  const std::string detail = outcome.value("detail", "");
+  EXPECT_NE(detail.find("inter_all_gather: all passed"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("rendezvous relayed by the controller: every machine joined (m1, m2)"), std::string::npos)
+      << detail;
+  const long id = action.value("id", -1L);
+  const json result = c.wait_for([&](const json& r) {
+    return LiveCluster::is_event(r, "ProbeResult") && r["event"].value("action", -1L) == id;
+  }, 5);
+  ASSERT_FALSE(result.is_null());
+  EXPECT_EQ(result["event"]["failed"], json::array());
+  std::cerr << "relayed inter_all_gather took " << outcome.value("duration_s", -1.0) << " s: " << detail << "\n";
+  // The rendezvous files are the agents' own and gone after the probe.
+  for (const char* m : {"m1", "m2"}) {
+    std::error_code ec;
+    int left = 0;
+    for (const auto& e : fs::directory_iterator(c.dir() + "/" + m + "/rendezvous", ec)) left += e.is_regular_file();
+    EXPECT_FALSE(ec) << m << ": " << ec.message();
+    EXPECT_EQ(left, 0) << m;
+  }
+  c.stop_run();
+}
+
+// A machine whose probe never joins the rendezvous (a hung process on m2, rank 1) is named alone,
+// within the probe's deadline: m1 joined and only waited for it.
+TEST(LiveE2E, AProbeThatNeverJoinsTheRendezvousNamesItsMachineWithinTheDeadline) {
+  LiveCluster c("rdv-hang", json{{"probe_deadline_s", 5}});
+  const std::string wrapper = c.dir() + "/probe-wrapper.sh";
+  std::ofstream(wrapper) << "#!/bin/sh\n"
+                         << "if [ \"$FAULTLINE_MACHINE\" = m2 ] && [ \"$1\" = nccl ]; then exec sleep 600; fi\n"
+                         << "exec " << PROBE_BIN << " \"$@\"\n";
+  chmod(wrapper.c_str(), 0755);
+  c.edit_config([&](json& j) {
+    j["probe_bin"] = wrapper;
+    j["job"]["env"]["CUDA_VISIBLE_DEVICES"] = "";  // as above
+  });
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(10, 60).is_null()) << "training did not reach step 10";
+  ASSERT_EQ(c.inject("m1", "kill"), 0);
+  const double t_fault = c.fault_time("kill");
+  ASSERT_GE(t_fault, 0);
+  json action;
+  const json outcome = relayed_probe_outcome(c, t_fault, &action, 30);
+  ASSERT_FALSE(action.is_null()) << "no inter_all_gather after the kill";
+  ASSERT_FALSE(outcome.is_null()) << "the inter_all_gather probe did not end";
+  const std::string detail = outcome.value("detail", "");
+  EXPECT_NE(detail.find("inter_all_gather: failed on m2;"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("rendezvous: m2 did not join"), std::string::npos) << detail;
+  const double took = outcome["t_s"].get<double>() - action["t_s"].get<double>();
+  EXPECT_GE(took, 4.0) << "the probe's deadline ended it";
+  EXPECT_LT(took, 5.0 + 1.5) << "within the deadline (5 s), not the controller's request timeout";
+  const long id = action.value("id", -1L);
+  const json result = c.wait_for([&](const json& r) {
+    return LiveCluster::is_event(r, "ProbeResult") && r["event"].value("action", -1L) == id;
+  }, 5);
+  ASSERT_FALSE(result.is_null());
+  EXPECT_EQ(result["event"]["failed"], json::array({2}));
+  EXPECT_TRUE(result["event"].value("timed_out", false));
+  // The named machine is the one the policy takes out.
+  const json evict = c.wait_for([&](const json& r) {
+    return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= outcome["t_s"].get<double>();
+  }, 10);
+  ASSERT_FALSE(evict.is_null());
+  EXPECT_EQ(evict["action"]["machines"], json::array({2}));
+  std::cerr << "inter_all_gather with m2 missing took " << took << " s: " << detail << "\n";
+  c.stop_run();
+}
+

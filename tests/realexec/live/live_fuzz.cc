@@ -475,7 +475,8 @@ int fuzz_controller(const Options& o) {
         json{{"type", "report"}, {"gen", gen}, {"rank", 0}, {"report", {{"type", "started"}, {"rank", 0}, {"step", 0}}}},
         json{{"type", "exit"}, {"gen", gen}, {"rank", 1}, {"code", 1}, {"signal", 0}, {"signature", "x"}},
         json{{"type", "alert"}, {"kind", "nic"}, {"detail", "d"}},
-        json{{"type", "done"}, {"req", 123456789}, {"ok", true}},
+        json{{"type", "done"}, {"req", 123456789}, {"ok", true}, {"rendezvous", "ok"}},
+        json{{"type", "rendezvous"}, {"probe_req", 123456789}, {"blob", "464c525630303031"}},
         json{{"type", "heartbeat"}}};
     for (int i = 0; i < batch; ++i) {
       agent->queue(frame(mu.body(agent_seeds[rng() % agent_seeds.size()], 0)));
@@ -691,6 +692,9 @@ int fuzz_agent(const Options& o) {
       json{{"type", "replay"}, {"req", 1}, {"steps", 3}, {"world_size", 1}, {"rank", 0}, {"master_addr", "127.0.0.1"},
            {"master_port", 1234}, {"deadline_ms", 1000}},
       json{{"type", "inject"}, {"req", 1}, {"fault", "kill"}},
+      json{{"type", "rendezvous"}, {"req", 1}, {"probe_req", 1}, {"blob", "464c525630303031"}},
+      json{{"type", "probe"}, {"req", 1}, {"test", "inter_all_gather"}, {"deadline_ms", 1000}, {"rank", 1},
+           {"world_size", 2}, {"master_addr", "127.0.0.1"}, {"master_port", 1234}, {"rendezvous", true}},
       json{{"type", "shutdown"}, {"req", 1}},
       json{{"type", "welcome"}, {"machine", "a0"}, {"role", "job"}},
       json{{"type", "bogus"}, {"req", 1}}};

@@ -83,7 +83,8 @@ inline json mutated(const json& seed, std::mt19937_64& rng) {
                                "detail", "ok", "hash", "by_rank", "timed_out", "machine", "fault", "version",
                                "urgent", "proto", "role", "token", "name", "ranks", "step", "loss",
                                "loss_nan", "step_time_s", "nonce", "proof", "kinds", "test", "deadline_ms",
-                               "world_size", "master_addr", "master_port", "local_rank", "steps", "pid"};
+                               "world_size", "master_addr", "master_port", "local_rank", "steps", "pid",
+                               "probe_req", "blob", "rendezvous"};
   static const json values[] = {nullptr, 5, -1, 0, 1.5, 1e308, -0.0, "x", "NaN", "", "step", "exit", "report",
                                 json::array(), json{{"a", 1}}, true, false, std::string(3000, 'y'),
                                 9007199254740993ull, -9223372036854775807ll, json::array({1, "2"}),
