@@ -192,6 +192,16 @@ void Controller::watch_storage() {
   std::cerr << std::flush;
 }
 
+bool Controller::awaited(MachineId m) const {
+  // A resumed run does not wait for machines its journal has out of service (evicted,
+  // retired): their agents may never return (a drained Slurm node, a host in repair), and
+  // the run goes on without them; one that does come back is taken as it connects.
+  if (!journal_->resumed()) return true;
+  const JournalState& st = journal_->state();
+  auto has = [m](const std::vector<MachineId>& v) { return std::find(v.begin(), v.end(), m) != v.end(); };
+  return !has(st.evicted) && !has(st.retired);
+}
+
 void Controller::start_world() {
   if (world_started_) return;
   world_started_ = true;
@@ -400,7 +410,7 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
   if (!world_started_) {
     bool all = true;
     for (MachineId x = 0; x < static_cast<MachineId>(config_.machines.size() + config_.standby.size()); ++x)
-      all &= connected(x);
+      all &= connected(x) || !awaited(x);
     if (all) reactor_.defer([this] { start_world(); });
   }
 }

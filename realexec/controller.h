@@ -69,6 +69,7 @@ class Controller final : public MachineLink {
   void arm_heartbeat(std::uint64_t sid);
   void refuse(std::uint64_t sid, const std::string& why);
   void shutdown(const std::string& why);
+  bool awaited(MachineId m) const;  // the policy waits for this machine's agent before it starts
   void start_world();
   // Listens on metrics_listen (when set) and serves LiveWorld's metrics there.
   void start_metrics();

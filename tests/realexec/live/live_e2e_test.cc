@@ -1633,6 +1633,36 @@ TEST(LiveE2E, ACollectiveTimeoutIsNotBlamedOnTheRankThatReportedIt) {
   c.stop_run();
 }
 
+// A restarted controller starts its policy once every machine the run counts on has
+// connected. An evicted machine's agent may never come back (under Slurm its node is
+// drained; a host sent for repair): it used to hold the restart for the full 30 s
+// startup wait, the job unsupervised meanwhile. Found by the Slurm fault suite.
+TEST(LiveE2E, ARestartedControllerDoesNotWaitForTheAgentsOfEvictedMachines) {
+  LiveCluster c("restart-evicted", json::object());
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(15, 60).is_null());
+  ASSERT_EQ(c.inject("m1", "machine_down"), 0);  // its agent exits and stays gone
+  const double t_fault = c.fault_time("machine_down");
+  ASSERT_FALSE(c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t_fault; }, 20)
+                   .is_null());
+  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; }, 40);
+  ASSERT_FALSE(started.is_null());
+  ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 5, 30).is_null());
+  c.kill_controller(SIGTERM);
+  const auto restarted = std::chrono::steady_clock::now();
+  c.start_controller(false);
+  const json restart = c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 40);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - restarted).count();
+  ASSERT_FALSE(restart.is_null()) << "no restart record";
+  EXPECT_LT(waited, 10.0) << "the restarted controller waited for m1's agent";
+  const json adopted = c.wait_for([](const json& r) {
+    return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
+  }, 10);
+  EXPECT_FALSE(adopted.is_null()) << "the job was not adopted";
+  c.stop_run();
+}
+
 TEST(LiveE2E, ClientWithoutTokenIsRefusedAndARestartedControllerAdoptsTheJob) {
   LiveCluster c("restart", json::object());
   c.start_controller();
