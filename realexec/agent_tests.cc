@@ -52,6 +52,14 @@ json probe_report_of(const ChildResult& res) {
   return report.is_object() ? report : json();
 }
 
+// The probe's verdict, "" when it gave none; with one, it and the report go into the reply.
+std::string add_verdict(const json& report, json& body) {
+  if (!report.is_object() || !report.contains("verdict") || !report["verdict"].is_string()) return "";
+  body["verdict"] = report["verdict"];
+  body["report"] = report;
+  return report["verdict"].get<std::string>();
+}
+
 // The last note of a probe report: why it failed, in its own words.
 std::string last_note(const json& report) {
   if (!report.is_object() || !report.contains("notes") || !report["notes"].is_array() || report["notes"].empty())
@@ -133,14 +141,7 @@ void Agent::handle_probe(const json& m, std::int64_t req) {
             reply_done(epoch, req, started, body);
             return;
           }
-          json report = json::parse(res.out, nullptr, false);
-          if (report.is_discarded() || !report.is_object()) report = last_json_line(res.out);
-          std::string verdict;
-          if (report.is_object() && report.contains("verdict") && report["verdict"].is_string()) {
-            verdict = report["verdict"];
-            body["verdict"] = verdict;
-            body["report"] = report;
-          }
+          const std::string verdict = add_verdict(probe_report_of(res), body);
           const int code = res.exit_code();
           if (res.timed_out || code == kernels::kExitDeadline) {
             body["ok"] = false;
@@ -270,12 +271,7 @@ void Agent::run_relayed_all_gather(const json& m, std::int64_t req, Instant star
                   return;
                 }
                 const json report = probe_report_of(res);
-                std::string verdict;
-                if (report.is_object() && report.contains("verdict") && report["verdict"].is_string()) {
-                  verdict = report["verdict"];
-                  body["verdict"] = verdict;
-                  body["report"] = report;
-                }
+                const std::string verdict = add_verdict(report, body);
                 const int code = res.exit_code();
                 // How far it got: the probe says; one killed or crashed before saying did not
                 // join. A probe too old to take part without a GPU says nothing and exits no_gpu.
