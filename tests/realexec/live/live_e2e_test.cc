@@ -513,6 +513,45 @@ class LiveCluster {
     return r.value("kind", "") == "action" && r.contains("action") && r["action"].value("type", "") == type;
   }
 
+  // After a fault at controller time t: the job started again after it, and trained on.
+  void expect_trains_again(double t, const std::string& what) const {
+    const json started = wait_for([&](const json& r) { return is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
+    ASSERT_FALSE(started.is_null()) << what << ": the job did not start again\n" << launcher_log();
+    ASSERT_FALSE(wait_step(started["event"].value("step", 0L) + 8, 60).is_null()) << what << ": no training after";
+  }
+  // A controller stopped with SIGTERM and started again adopts the job its agents kept
+  // running, and training goes on.
+  void expect_restarted_controller_adopts() {
+    const long before = last_step();
+    kill_controller(SIGTERM);
+    start_controller(false);
+    ASSERT_FALSE(wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
+    EXPECT_FALSE(wait_for([](const json& r) {
+                   return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
+                 }, 30).is_null())
+        << "the restarted controller relaunched instead of adopting";
+    ASSERT_FALSE(wait_step(before + 10, 60).is_null()) << "no training after the controller restart";
+  }
+  // The live fault suite: a killed rank on m1, a controller restart, a hang on m2, a NaN on
+  // m0 and a machine down on m3, each followed by training; `after(fault, t)` checks more
+  // after each injected fault (t: its time on the controller's clock).
+  void run_fault_suite(const std::function<void(const std::string&, double)>& after = {}) {
+    for (const auto& [machine, fault] : std::vector<std::pair<std::string, std::string>>{
+             {"m1", "kill"}, {"", "controller restart"}, {"m2", "hang"}, {"m0", "nan"}, {"m3", "machine_down"}}) {
+      SCOPED_TRACE(fault + " on " + machine);
+      if (machine.empty()) {
+        expect_restarted_controller_adopts();
+      } else {
+        ASSERT_EQ(inject(machine, fault), 0);
+        const double t = fault_time(fault);
+        ASSERT_GE(t, 0);
+        expect_trains_again(t, fault);
+        if (after && !::testing::Test::HasFatalFailure()) after(fault, t);
+      }
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+
   // The fault-free reference: one process, same seed and model, `steps` steps.
   std::map<long, std::vector<std::string>> reference(long steps) const {
     const std::string log = dir_ + "/reference.log";
@@ -680,48 +719,17 @@ TEST(LiveE2E, AnUnreachableHostIsReportedWithinTheHeartbeatTimeoutAndReplaced) {
   c.stop_run();
 }
 
-// The fault suite with every agent started over ssh by `faultline live launch --via ssh`
-// on five namespace hosts: a killed rank, a hang, a NaN, a machine down (its agent exits;
-// the launcher starts it again) and a controller restart, each followed by training.
+// The fault suite (LiveCluster::run_fault_suite) with every agent started over ssh by
+// `faultline live launch --via ssh` on five namespace hosts; the machine_down's agent exits
+// and the launcher starts it again; a second controller restart after the eviction.
 TEST(LiveSsh, TheFaultSuitePassesWithAgentsLaunchedOverSsh) {
   if (!netns_usable()) GTEST_SKIP() << "needs root and network namespaces (hosts are namespaces)";
   LiveCluster c("ssh", json{{"standby_pool", 1}, {"stall_window_s", 5}});
   c.start_controller();
   c.start_agents_over_ssh();
   ASSERT_FALSE(c.wait_step(15, 60).is_null()) << c.launcher_log();
-  // After a fault at controller time t: the job started again after it, and trained on.
-  auto trains_again = [&](double t, const std::string& what) {
-    const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
-    ASSERT_FALSE(started.is_null()) << what << ": the job did not start again\n" << c.launcher_log();
-    ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 8, 60).is_null()) << what << ": no training after";
-  };
-  // A controller stopped with SIGTERM and started again adopts the job the steps kept
-  // running. (Before any eviction: a restarted controller waits up to 30 s for every
-  // machine's agent, evicted ones too, and those of drained nodes never come back.)
-  auto restart_controller = [&] {
-    const long before = c.last_step();
-    c.kill_controller(SIGTERM);
-    c.start_controller(false);
-    ASSERT_FALSE(c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
-    EXPECT_FALSE(c.wait_for([](const json& r) {
-                    return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
-                  }, 30).is_null())
-        << "the restarted controller relaunched instead of adopting";
-    ASSERT_FALSE(c.wait_step(before + 10, 60).is_null()) << "no training after the controller restart";
-  };
-  for (const auto& [machine, fault] : std::vector<std::pair<std::string, std::string>>{
-           {"m1", "kill"}, {"", "controller restart"}, {"m2", "hang"}, {"m0", "nan"}, {"m3", "machine_down"}}) {
-    SCOPED_TRACE(fault + " on " + machine);
-    if (machine.empty()) {
-      restart_controller();
-      if (::testing::Test::HasFatalFailure()) return;
-      continue;
-    }
-    ASSERT_EQ(c.inject(machine, fault), 0);
-    const double t = c.fault_time(fault);
-    ASSERT_GE(t, 0);
-    trains_again(t, fault);
-  }
+  c.run_fault_suite();
+  if (::testing::Test::HasFatalFailure()) return;
   const std::string log = c.launcher_log();
   const auto down = log.find("m3 (root@" + c.mgmt_addr(3) + "): its agent ended: exit code 137");
   ASSERT_NE(down, std::string::npos) << "the machine_down agent's end was not reported:\n" << log;
@@ -794,11 +802,6 @@ TEST(LiveSlurm, TheFaultSuitePassesWithAgentsAsJobStepsAndSpareNodesAsStandbys) 
   for (const char* m : {"m0", "m1", "m2", "m3", "s0", "s1"})
     EXPECT_NE(steps.find(std::string("faultline-agent-") + m + " " + m), std::string::npos) << m << "\n" << steps;
   EXPECT_EQ(c.launcher_log().find("unused"), std::string::npos) << c.launcher_log();
-  auto trains_again = [&](double t, const std::string& what) {
-    const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
-    ASSERT_FALSE(started.is_null()) << what << ": the job did not start again\n" << c.launcher_log();
-    ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 8, 60).is_null()) << what << ": no training after";
-  };
   // The machines a fault at time t got evicted and the standbys that replaced them.
   auto swapped = [&](double t, const std::string& what, int evicted, int standby) {
     const json evict = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t; }, 30);
@@ -808,37 +811,13 @@ TEST(LiveSlurm, TheFaultSuitePassesWithAgentsAsJobStepsAndSpareNodesAsStandbys) 
     ASSERT_FALSE(ready.is_null()) << what << ": no standby came";
     EXPECT_EQ(ready["event"]["machines"], json::array({standby})) << what;
   };
-  // A controller stopped with SIGTERM and started again adopts the job the steps kept
-  // running. (Before any eviction: a restarted controller waits up to 30 s for every
-  // machine's agent, evicted ones too, and those of drained nodes never come back.)
-  auto restart_controller = [&] {
-    const long before = c.last_step();
-    c.kill_controller(SIGTERM);
-    c.start_controller(false);
-    ASSERT_FALSE(c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
-    EXPECT_FALSE(c.wait_for([](const json& r) {
-                    return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
-                  }, 30).is_null())
-        << "the restarted controller relaunched instead of adopting";
-    ASSERT_FALSE(c.wait_step(before + 10, 60).is_null()) << "no training after the controller restart";
-  };
-  for (const auto& [machine, fault] : std::vector<std::pair<std::string, std::string>>{
-           {"m1", "kill"}, {"", "controller restart"}, {"m2", "hang"}, {"m0", "nan"}, {"m3", "machine_down"}}) {
-    SCOPED_TRACE(fault + " on " + machine);
-    if (machine.empty()) {
-      restart_controller();
-      if (::testing::Test::HasFatalFailure()) return;
-      continue;
-    }
-    ASSERT_EQ(c.inject(machine, fault), 0);
-    const double t = c.fault_time(fault);
-    ASSERT_GE(t, 0);
-    trains_again(t, fault);
+  c.run_fault_suite([&](const std::string& fault, double t) {
     // A hang is found by stack aggregation and evicts m2 (s0 comes); a machine_down evicts
     // m3, and m2's node being drained for good, the spare node's standby s1 (id 5) comes.
     if (fault == "hang") swapped(t, fault, 2, 4);
     if (fault == "machine_down") swapped(t, fault, 3, 5);
-  }
+  });
+  if (::testing::Test::HasFatalFailure()) return;
   // The launcher drains the evicted machines' nodes with the controller's reason.
   std::this_thread::sleep_for(std::chrono::seconds(2));  // a step the launcher might wrongly start again
   for (const std::string m : {"m2", "m3"}) {
