@@ -449,24 +449,30 @@ json summary_at(double elapsed, long final_step, double step) {
 
 constexpr double kSmallStep = 0.2, kSmallInit = 3;
 
+// The opening of a byterobust run at sub-second steps that checkpoints every step in memory
+// with a peer copy: header, plan, the first start (done at kSmallInit).
+void begin_every_step_run(LogFile& log) {
+  json h = header("byterobust");
+  h["params"] = json::object();
+  h["nominal_step_time_s"] = kSmallStep;
+  h["checkpoint_every_steps"] = 1;
+  log.add(h);
+  log.add(action(0, 1,
+                 {{"type", "SetCheckpointPlan"},
+                  {"interval_s", 0.0},
+                  {"blocking_s", 0.02},
+                  {"tier", "memory+peer"},
+                  {"reason", "every step"},
+                  {"remote_interval_s", 3600.0}}));
+  log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kSmallInit, 2, kSmallInit));
+}
+
 TEST(SimReplay, EveryStepCheckpointsAtSubSecondStepsReplay) {
   constexpr double kLength = 120;
   {  // byterobust, every step in memory with a peer copy
     LogFile log("every-step");
-    json h = header("byterobust");
-    h["params"] = json::object();
-    h["nominal_step_time_s"] = kSmallStep;
-    h["checkpoint_every_steps"] = 1;
-    log.add(h);
-    log.add(action(0, 1,
-                   {{"type", "SetCheckpointPlan"},
-                    {"interval_s", 0.0},
-                    {"blocking_s", 0.02},
-                    {"tier", "memory+peer"},
-                    {"reason", "every step"},
-                    {"remote_interval_s", 3600.0}}));
-    log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-    log.add(outcome(kSmallInit, 2, kSmallInit));
+    begin_every_step_run(log);
     long step = 0;
     while (kSmallInit + (step + 1) * kSmallStep <= kLength + 1e-9) {
       ++step;
@@ -490,20 +496,7 @@ TEST(SimReplay, EveryStepCheckpointsAtSubSecondStepsReplay) {
 TEST(SimReplay, PausesNoRecordExplainsAreReportedAsTheDifference) {
   constexpr double kLength = 120, kPause = 3;
   LogFile log("pauses");
-  json h = header("byterobust");
-  h["params"] = json::object();
-  h["nominal_step_time_s"] = kSmallStep;
-  h["checkpoint_every_steps"] = 1;
-  log.add(h);
-  log.add(action(0, 1,
-                 {{"type", "SetCheckpointPlan"},
-                  {"interval_s", 0.0},
-                  {"blocking_s", 0.02},
-                  {"tier", "memory+peer"},
-                  {"reason", "every step"},
-                  {"remote_interval_s", 3600.0}}));
-  log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kSmallInit, 2, kSmallInit));
+  begin_every_step_run(log);
   double t = kSmallInit;
   long step = 0;
   while (true) {
