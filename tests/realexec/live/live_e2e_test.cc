@@ -1878,29 +1878,14 @@ TEST(LiveE2E, PrometheusScrapesTheControllersExactEttrAndCountsTheKilledRank) {
 
 // --- Probes across machines (PROTOCOL.md): inter_all_gather with probe_bin ------------------
 
-// A kill on m1 makes byterobust run its stop-time tests on m1 and m2; returns the outcome
-// record of the inter_all_gather probe, and its action in `action`.
-static json relayed_probe_outcome(const LiveCluster& c, double t_fault, json* action, double timeout_s) {
-  *action = c.wait_for([&](const json& r) {
-    return LiveCluster::is_action(r, "RunProbe") && r["t_s"] >= t_fault &&
-           r["action"].value("test", "") == "inter-all-gather";
-  }, timeout_s);
-  if (action->is_null()) return json();
-  const long id = action->value("id", -1L);
-  return c.wait_for([&](const json& r) { return r.value("kind", "") == "outcome" && r.value("id", -2L) == id; },
-                    timeout_s);
-}
-
-// The NCCL unique id of faultline-probe's all-gather across machines travels from rank 0's agent
-// through the controller to the other agents, over the authenticated channel. This host has no
-// GPU: each probe still does its part of the rendezvous (rank 0 publishes random bytes of the id's
-// size) and reports no_gpu, and the training job's CPU all-gather tests the data path.
-TEST(LiveE2E, ProbesAcrossMachinesGetTheirRendezvousRelayedByTheController) {
-  LiveCluster c("rdv", json{{"probe_deadline_s", 8}});
-  c.edit_config([](json& j) {
-    j["probe_bin"] = PROBE_BIN;
-    // Namespace hosts share this host's GPUs, where it has any: NCCL refuses two ranks on one
-    // GPU. The GPU run across real machines is the GPU validation's.
+// Starts the run with `probe_bin` (GPUs hidden: namespace hosts would share this host's, and
+// NCCL refuses two ranks on one GPU; the GPU run across real machines is the GPU
+// validation's), trains, kills a rank on m1, and waits for byterobust's stop-time
+// inter_all_gather on m1 and m2: its action in *action, its outcome in *outcome.
+static void kill_and_wait_for_relayed_probe(LiveCluster& c, const std::string& probe_bin, json* action,
+                                            json* outcome) {
+  c.edit_config([&](json& j) {
+    j["probe_bin"] = probe_bin;
     j["job"]["env"]["CUDA_VISIBLE_DEVICES"] = "";
   });
   c.start_controller();
@@ -1909,10 +1894,25 @@ TEST(LiveE2E, ProbesAcrossMachinesGetTheirRendezvousRelayedByTheController) {
   ASSERT_EQ(c.inject("m1", "kill"), 0);
   const double t_fault = c.fault_time("kill");
   ASSERT_GE(t_fault, 0);
-  json action;
-  const json outcome = relayed_probe_outcome(c, t_fault, &action, 30);
-  ASSERT_FALSE(action.is_null()) << "no inter_all_gather after the kill";
-  ASSERT_FALSE(outcome.is_null()) << "the inter_all_gather probe did not end";
+  *action = c.wait_for([&](const json& r) {
+    return LiveCluster::is_action(r, "RunProbe") && r["t_s"] >= t_fault &&
+           r["action"].value("test", "") == "inter-all-gather";
+  }, 30);
+  ASSERT_FALSE(action->is_null()) << "no inter_all_gather after the kill";
+  const long id = action->value("id", -1L);
+  *outcome = c.wait_for([&](const json& r) { return r.value("kind", "") == "outcome" && r.value("id", -2L) == id; }, 30);
+  ASSERT_FALSE(outcome->is_null()) << "the inter_all_gather probe did not end";
+}
+
+// The NCCL unique id of faultline-probe's all-gather across machines travels from rank 0's agent
+// through the controller to the other agents, over the authenticated channel. This host has no
+// GPU: each probe still does its part of the rendezvous (rank 0 publishes random bytes of the id's
+// size) and reports no_gpu, and the training job's CPU all-gather tests the data path.
+TEST(LiveE2E, ProbesAcrossMachinesGetTheirRendezvousRelayedByTheController) {
+  LiveCluster c("rdv", json{{"probe_deadline_s", 8}});
+  json action, outcome;
+  kill_and_wait_for_relayed_probe(c, PROBE_BIN, &action, &outcome);
+  if (::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(action["action"]["machines"], json::array({1, 2}));
   const std::string detail = outcome.value("detail", "");
   EXPECT_NE(detail.find("inter_all_gather: all passed"), std::string::npos) << detail;
@@ -1945,20 +1945,9 @@ TEST(LiveE2E, AProbeThatNeverJoinsTheRendezvousNamesItsMachineWithinTheDeadline)
                          << "if [ \"$FAULTLINE_MACHINE\" = m2 ] && [ \"$1\" = nccl ]; then exec sleep 600; fi\n"
                          << "exec " << PROBE_BIN << " \"$@\"\n";
   chmod(wrapper.c_str(), 0755);
-  c.edit_config([&](json& j) {
-    j["probe_bin"] = wrapper;
-    j["job"]["env"]["CUDA_VISIBLE_DEVICES"] = "";  // as above
-  });
-  c.start_controller();
-  c.start_agents();
-  ASSERT_FALSE(c.wait_step(10, 60).is_null()) << "training did not reach step 10";
-  ASSERT_EQ(c.inject("m1", "kill"), 0);
-  const double t_fault = c.fault_time("kill");
-  ASSERT_GE(t_fault, 0);
-  json action;
-  const json outcome = relayed_probe_outcome(c, t_fault, &action, 30);
-  ASSERT_FALSE(action.is_null()) << "no inter_all_gather after the kill";
-  ASSERT_FALSE(outcome.is_null()) << "the inter_all_gather probe did not end";
+  json action, outcome;
+  kill_and_wait_for_relayed_probe(c, wrapper, &action, &outcome);
+  if (::testing::Test::HasFatalFailure()) return;
   const std::string detail = outcome.value("detail", "");
   EXPECT_NE(detail.find("inter_all_gather: failed on m2;"), std::string::npos) << detail;
   EXPECT_NE(detail.find("rendezvous: m2 did not join"), std::string::npos) << detail;
