@@ -37,6 +37,14 @@ void evaluate_gemm(ProbeReport& r, const ModelThresholds& model, const ProbeOpti
                         " (healthy GPUs fall short of both limits there)");
       continue;
     }
+    const double duration = options.gemm.duration_s;
+    if (path != GemmPath::kTiled && duration < model.limits.gemm_throughput_min_duration_s) {
+      r.notes.push_back("gemm." + p + " throughput not judged: a " + format_number(duration) +
+                        " s burn is shorter than gemm_throughput_min_duration_s " +
+                        format_number(model.limits.gemm_throughput_min_duration_s) +
+                        " (no healthy figure measured that short)");
+      continue;
+    }
     if (has(r, prefix + "tflops")) {
       if (auto spec = model.dense_tflops(path)) {
         add_check(r, "gemm." + p + ".tflops", prefix + "tflops", Comparison::kAtLeast,
@@ -45,7 +53,13 @@ void evaluate_gemm(ProbeReport& r, const ModelThresholds& model, const ProbeOpti
         note_missing_spec(r, model, "gemm." + p + ".tflops", p + "_dense_tflops");
       }
     }
-    if (path != GemmPath::kTiled && options.gemm.baseline) {
+    if (path != GemmPath::kTiled && options.gemm.baseline &&
+        duration < model.limits.gemm_vs_baseline_min_duration_s) {
+      r.notes.push_back("gemm." + p + " vs_baseline not judged: a " + format_number(duration) +
+                        " s burn is shorter than gemm_vs_baseline_min_duration_s " +
+                        format_number(model.limits.gemm_vs_baseline_min_duration_s) +
+                        " (healthy short burns fall near the limit)");
+    } else if (path != GemmPath::kTiled && options.gemm.baseline) {
       add_check(r, "gemm." + p + ".vs_baseline", prefix + "vs_baseline", Comparison::kAtLeast,
                 model.fractions.gemm_vs_baseline, prefix + "vs_baseline_min");
     }

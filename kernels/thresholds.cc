@@ -56,7 +56,9 @@ const std::set<std::string> kLimitKeys = {"bit_errors_max",
                                           "remapped_rows_pending_max",
                                           "remapped_rows_failure_max",
                                           "temperature_c_max",
-                                          "gemm_throughput_min_size"};
+                                          "gemm_throughput_min_size",
+                                          "gemm_throughput_min_duration_s",
+                                          "gemm_vs_baseline_min_duration_s"};
 const std::set<std::string> kSpecKeys = {
     "hbm_gbps",  "bf16_dense_tflops", "fp16_dense_tflops", "tf32_dense_tflops",
     "pcie_gbps", "nvlink_gbps",       "nccl_busbw_gbps"};
@@ -81,6 +83,8 @@ double* limit_field(Limits& l, const std::string& key) {
   if (key == "remapped_rows_failure_max") return &l.remapped_rows_failure_max;
   if (key == "temperature_c_max") return &l.temperature_c_max;
   if (key == "gemm_throughput_min_size") return &l.gemm_throughput_min_size;
+  if (key == "gemm_throughput_min_duration_s") return &l.gemm_throughput_min_duration_s;
+  if (key == "gemm_vs_baseline_min_duration_s") return &l.gemm_vs_baseline_min_duration_s;
   return nullptr;
 }
 

@@ -83,7 +83,7 @@ TEST(Evaluation, GemmBurnAgainstBaselineAndSpec) {
       {"gemm_tiled_digest_mismatch", 0}};
   auto r = evaluated(ProbeKind::kGemm, healthy);
   EXPECT_EQ(r.verdict, Verdict::kPass);
-  EXPECT_DOUBLE_EQ(r.thresholds.at("gemm_bf16_vs_baseline_min"), 0.88);
+  EXPECT_DOUBLE_EQ(r.thresholds.at("gemm_bf16_vs_baseline_min"), 0.86);
   EXPECT_NEAR(r.thresholds.at("gemm_bf16_tflops_min"), 989 * 0.55, 1e-9);
   // The hand-written kernel has no spec and no baseline check.
   EXPECT_EQ(find_check(r, "gemm.tiled.tflops"), nullptr);
@@ -135,6 +135,41 @@ TEST(Evaluation, GemmThroughputIsJudgedOnlyAtTheCalibratedSize) {
   EXPECT_FALSE(find_check(b, "gemm.bf16.tflops")->passed);
   ASSERT_NE(find_check(b, "gemm.bf16.vs_baseline"), nullptr);
   EXPECT_FALSE(find_check(b, "gemm.bf16.vs_baseline")->passed);
+}
+
+// Measured on an H100 SXM (kernels/VALIDATION.md): at n = 16384 a healthy 1 s burn reached only
+// 0.896 of the same-run cuBLAS loop (fp16), within 4 points of the 0.86 limit, while every 5 s
+// burn reached >= 0.926. The live agent's stop-time gpu_diag burns for a tenth of its deadline, 0.2 s
+// to 5 s, so judging short burns against the baseline would evict healthy GPUs.
+TEST(Evaluation, GemmThroughputIsJudgedOnlyForBurnsAsLongAsTheCalibratedOnes) {
+  const std::map<std::string, double> healthy_1s = {
+      {"gemm_fp16_iterations", 400},    {"gemm_fp16_tflops", 630.3},
+      {"gemm_fp16_vs_baseline", 0.85}, {"gemm_fp16_mismatched_iterations", 0},
+      {"gemm_fp16_digest_mismatch", 0}, {"gemm_fp16_size", 16384}};
+  ProbeOptions o = options_for(ProbeKind::kGemm);
+  o.gemm.duration_s = 1;
+  auto r = evaluated(ProbeKind::kGemm, healthy_1s, "NVIDIA H100 80GB HBM3", &o);
+  EXPECT_EQ(r.verdict, Verdict::kPass);
+  EXPECT_EQ(find_check(r, "gemm.fp16.vs_baseline"), nullptr);
+  ASSERT_NE(find_check(r, "gemm.fp16.tflops"), nullptr);  // 1 s burns clear the spec limit by 8+ points
+  EXPECT_TRUE(has_note_containing(r, "gemm.fp16 vs_baseline not judged: a 1 s burn"));
+
+  o.gemm.duration_s = 0.2;  // shorter than anything measured: neither throughput limit applies
+  r = evaluated(ProbeKind::kGemm, healthy_1s, "NVIDIA H100 80GB HBM3", &o);
+  EXPECT_EQ(r.verdict, Verdict::kPass);
+  EXPECT_EQ(find_check(r, "gemm.fp16.tflops"), nullptr);
+  EXPECT_EQ(find_check(r, "gemm.fp16.vs_baseline"), nullptr);
+  EXPECT_TRUE(has_note_containing(r, "gemm.fp16 throughput not judged: a 0.2 s burn"));
+  auto corrupt = healthy_1s;
+  corrupt["gemm_fp16_mismatched_iterations"] = 1;  // correctness is judged at any length
+  EXPECT_EQ(evaluated(ProbeKind::kGemm, corrupt, "NVIDIA H100 80GB HBM3", &o).verdict,
+            Verdict::kFail);
+
+  o.gemm.duration_s = 5;  // the default: both limits apply
+  r = evaluated(ProbeKind::kGemm, healthy_1s, "NVIDIA H100 80GB HBM3", &o);
+  EXPECT_EQ(r.verdict, Verdict::kFail);
+  ASSERT_NE(find_check(r, "gemm.fp16.vs_baseline"), nullptr);
+  EXPECT_FALSE(find_check(r, "gemm.fp16.vs_baseline")->passed);
 }
 
 TEST(Evaluation, NoBaselineMeansNoBaselineCheck) {

@@ -151,9 +151,12 @@ TEST(GpuInjection, BitFlipsAreCaughtEveryTime) {
 
 TEST(GpuInjection, ThrottleIsCaught) {
   SKIP_WITHOUT_GPU();
-  const Probe p = probe({"gemm", "--inject", "throttle", "--paths", "bf16", "--duration", "3"});
+  const Probe p = probe({"gemm", "--inject", "throttle", "--paths", "bf16", "--duration", "5"});
   EXPECT_EQ(verdict(p), "fail") << p.run.out;
   EXPECT_LT(metric(p, "gemm_bf16_vs_baseline"), 0.9);
+  // A 5 s burn at the default size is judged by both throughput limits.
+  EXPECT_NE(p.run.out.find("\"gemm.bf16.vs_baseline\""), std::string::npos) << p.run.out;
+  EXPECT_NE(p.run.out.find("\"gemm.bf16.tflops\""), std::string::npos) << p.run.out;
 }
 
 TEST(GpuInjection, TwentyHealthyRunsRaiseNoFalseAlarm) {

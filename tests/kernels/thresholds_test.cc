@@ -21,7 +21,8 @@ nlohmann::json minimal_document() {
     "limits": {"bit_errors_max": 0, "checksum_mismatches_max": 0, "data_errors_max": 0,
                "ecc_uncorrected_max": 0, "retired_pages_pending_max": 0,
                "remapped_rows_pending_max": 0, "remapped_rows_failure_max": 0,
-               "temperature_c_max": 87, "gemm_throughput_min_size": 16384},
+               "temperature_c_max": 87, "gemm_throughput_min_size": 16384,
+               "gemm_throughput_min_duration_s": 1, "gemm_vs_baseline_min_duration_s": 5},
     "models": [{"name": "X1", "match": ["X1"], "hbm_gbps": 1000, "bf16_dense_tflops": 100,
                 "fp16_dense_tflops": 100, "tf32_dense_tflops": 50, "pcie_gbps": 32,
                 "nvlink_gbps": null, "nccl_busbw_gbps": null}],
@@ -50,7 +51,7 @@ TEST(Thresholds, ShippedFileHasTheRequiredModels) {
   const auto& h200 = t.lookup("NVIDIA H200");
   EXPECT_EQ(h200.name, "H200");
   EXPECT_DOUBLE_EQ(*h200.hbm_gbps, 4800);
-  EXPECT_DOUBLE_EQ(h200.fractions.gemm_vs_baseline, 0.88);
+  EXPECT_DOUBLE_EQ(h200.fractions.gemm_vs_baseline, 0.86);
 }
 
 // The lowest figures a healthy H200 reached (kernels/VALIDATION.md, 2026-11-26): every limit of
@@ -65,17 +66,36 @@ TEST(Thresholds, ShippedH200LimitsLeaveFivePointsBelowTheMeasuredGpu) {
   EXPECT_LE(h200.fractions.gemm_vs_baseline, 0.939 - margin);
   EXPECT_LE(h200.fractions.pcie_bandwidth, 55.2 / *h200.pcie_gbps - margin);
   EXPECT_GE(h200.limits.gemm_throughput_min_size, 16384);
-  // Published healthy H100 SXM HBM level (~0.87 of spec), not yet measured here.
-  EXPECT_LE(shipped().lookup("NVIDIA H100 80GB HBM3").fractions.hbm_bandwidth, 0.87 - margin);
 }
 
-TEST(Thresholds, EveryGlobalFractionAndH200NumberNamesItsSource) {
+// The lowest healthy figures an H100 80GB HBM3 reached (kernels/VALIDATION.md, 2026-11-26).
+TEST(Thresholds, ShippedH100LimitsLeaveFivePointsBelowTheMeasuredGpu) {
+  const auto& h100 = shipped().lookup("NVIDIA H100 80GB HBM3");
+  const double margin = 0.05;
+  EXPECT_LE(h100.fractions.hbm_bandwidth, 3056.8 / *h100.hbm_gbps - margin);
+  EXPECT_LE(h100.fractions.hbm_bandwidth, 0.87 - margin);  // the published fleet level
+  EXPECT_LE(h100.fractions.gemm_tflops, 664.4 / *h100.bf16_dense_tflops - margin);
+  EXPECT_LE(h100.fractions.gemm_tflops, 630.3 / *h100.fp16_dense_tflops - margin);
+  EXPECT_LE(h100.fractions.gemm_tflops, 344.0 / *h100.tf32_dense_tflops - margin);
+  EXPECT_LE(h100.fractions.pcie_bandwidth, 53.1 / *h100.pcie_gbps - margin);
+  // Against the same-run cuBLAS loop: 5 s burns reached >= 0.926; 1 s burns only 0.896, so
+  // short burns must not be judged against it at all.
+  EXPECT_LE(h100.fractions.gemm_vs_baseline, 0.926 - margin);
+  EXPECT_GT(h100.limits.gemm_vs_baseline_min_duration_s, 1.0);
+  EXPECT_LE(h100.limits.gemm_throughput_min_duration_s, 1.0);
+}
+
+TEST(Thresholds, EveryGlobalFractionAndMeasuredModelsNumberNamesItsSource) {
   const auto doc = nlohmann::json::parse(std::ifstream(FAULTLINE_THRESHOLDS_FILE));
   for (const auto& [key, value] : doc["pass_fractions"].items()) {
     EXPECT_TRUE(doc["calibration"].contains(key)) << key;
   }
+  for (const char* key : {"gemm_throughput_min_size", "gemm_throughput_min_duration_s",
+                          "gemm_vs_baseline_min_duration_s"}) {
+    EXPECT_TRUE(doc["calibration"].contains(key)) << key;
+  }
   for (const auto& m : doc["models"]) {
-    if (m["name"] != "H200") continue;
+    if (m["name"] != "H200" && m["name"] != "H100 SXM") continue;
     for (const char* key : {"hbm_gbps", "bf16_dense_tflops", "fp16_dense_tflops",
                             "tf32_dense_tflops", "pcie_gbps"}) {
       EXPECT_TRUE(m["calibration"].contains(key)) << key;
