@@ -60,15 +60,18 @@ std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int repli
 }
 
 std::vector<ReplicaResult> run_replicas_in_child(const scenarios::Scenario& sc, int jobs,
-                                                 const RunOptions& opt, const Registry& registry) {
-  // One child runs them all (it builds its own SimGrid engine) and sends them framed.
+                                                 const RunOptions& opt, const Registry& registry,
+                                                 const std::function<void(long long)>& on_done) {
+  // One child runs them all (it builds its own SimGrid engine) and sends them framed; it
+  // ticks once per finished replica.
   std::vector<std::uint8_t> data;
   try {
     fork_pool(
-        1, ForkPoolOptions{1, nullptr},
-        [&](std::size_t, const std::function<void()>&) {
+        1, ForkPoolOptions{1, on_done},
+        [&](std::size_t, const std::function<void()>& tick) {
           std::vector<std::uint8_t> out;
-          for (const auto& r : run_replicas(sc, sc.replicas, jobs, opt, registry, nullptr)) {
+          for (const auto& r : run_replicas(sc, sc.replicas, jobs, opt, registry, nullptr,
+                                            [&](int, int) { tick(); })) {
             const std::vector<std::uint8_t> bytes = encode(r);
             const std::uint64_t n = bytes.size();
             const auto* len = reinterpret_cast<const std::uint8_t*>(&n);

@@ -53,8 +53,9 @@ std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int repli
 
 // Runs run_replicas in one forked child and returns its results, so a process can
 // simulate several scenarios (SimGrid allows one engine per process). Throws RunError
-// when the child fails.
+// when the child fails. `on_done(done)` is called in this process as replicas finish there.
 std::vector<ReplicaResult> run_replicas_in_child(const scenarios::Scenario& sc, int jobs,
-                                                 const RunOptions& opt, const Registry& registry);
+                                                 const RunOptions& opt, const Registry& registry,
+                                                 const std::function<void(long long)>& on_done = {});
 
 }  // namespace faultline::sim

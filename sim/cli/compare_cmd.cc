@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -11,8 +12,10 @@
 #include "policies/builtin.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/flags.h"
+#include "sim/cli/progress_bar.h"
 #include "sim/report.h"
 #include "sim/runner.h"
+#include "traces/stats.h"
 
 namespace faultline::cli {
 
@@ -22,21 +25,27 @@ constexpr const char* kHelp = R"(usage: faultline sim compare SCENARIO.json --st
 
 Runs every policy stack on the same fault histories (replica i of every stack sees the
 same ground-truth faults: paired comparison) and prints, side by side, ETTR with its
-95% CI, the paired ETTR difference to the first stack, the unproductive-time
-breakdown, incidents by resolution mechanism, evictions (true/false against ground
-truth) and standby-pool exhaustions.
+95% CI, each stack's paired ETTR difference to the baseline stack (mean and 95% CI of
+the per-replica differences, beside the wider CI an unpaired comparison of the same
+replicas would give) and the share of replicas where it beats, ties or loses to the
+baseline, the unproductive-time breakdown, incidents by resolution mechanism, evictions
+(true/false against ground truth) and standby-pool exhaustions. On a terminal, a
+progress bar with the time left.
 
 options:
   --stacks A,B,...    registered stacks (default: byterobust,requeue,reschedule,oracle); a
                       stack may carry parameters, NAME+PARAM=VALUE+...: e.g.
                       byterobust,byterobust+localization=bisection compares two
                       localization modules inside the same stack
+  --baseline NAME     the stack the others are compared with (default: the first)
   --replicas N        replicas per stack (default: the scenario's)
   --jobs J            parallel replica processes (default: 1)
   --seed S            scenario seed
   --set PATH=VALUE    scenario override, repeatable (as in sim run)
   --format table|json
-  --out DIR           one sub-directory per stack with result.json and replicas.csv
+  --quiet             no progress bar
+  --out DIR           one sub-directory per stack with result.json and replicas.csv, and
+                      compare.json (what --format json prints)
   -h, --help          this text
 
 A stack other than the scenario's runs with its default parameters (and those given
@@ -52,11 +61,40 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// A stack against the baseline on the same replicas: the mean and 95% CI of the per-replica
+// ETTR differences (paired), the CI an unpaired comparison of the same replicas would give
+// (difference of the means, Student t with 2n - 2 degrees of freedom, pooled standard
+// error), and the shares of replicas where the stack's ETTR is above, equal to or below.
+nlohmann::json vs_baseline(const std::vector<sim::ReplicaResult>& a, const std::vector<sim::ReplicaResult>& b) {
+  const std::size_t n = std::min(a.size(), b.size());
+  std::vector<double> diff, xa, xb;
+  std::size_t wins = 0, ties = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    diff.push_back(a[i].ettr - b[i].ettr);
+    xa.push_back(a[i].ettr);
+    xb.push_back(b[i].ettr);
+    wins += a[i].ettr > b[i].ettr;
+    ties += a[i].ettr == b[i].ettr;
+  }
+  const sim::Summary d = sim::summarize(diff), sa = sim::summarize(xa), sb = sim::summarize(xb);
+  const double se = n > 1 ? std::sqrt((sa.stddev * sa.stddev + sb.stddev * sb.stddev) / n) : 0;
+  const double half = n > 1 ? traces::student_t95(2 * n - 2) * se : 0;
+  const double share = n > 0 ? 1.0 / static_cast<double>(n) : 0;
+  return {{"replicas", n},
+          {"mean", d.mean},
+          {"ci95", {d.lo, d.hi}},
+          {"unpaired_ci95", {d.mean - half, d.mean + half}},
+          {"wins", static_cast<double>(wins) * share},
+          {"ties", static_cast<double>(ties) * share},
+          {"losses", static_cast<double>(n - wins - ties) * share}};
+}
+
 }  // namespace
 
 int sim_compare(const std::vector<std::string>& args) {
   std::string path;
   std::vector<std::string> stacks = {"byterobust", "requeue", "reschedule", "oracle"};
+  std::string baseline;
   SimFlags f;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -67,6 +105,9 @@ int sim_compare(const std::vector<std::string>& args) {
     if (a == "-h" || a == "--help") {
       std::fputs(kHelp, stdout);
       return 0;
+    } else if (a == "--baseline") {
+      if (i + 1 >= args.size() || args[i + 1].empty()) return usage_error("--baseline: expected a stack of --stacks");
+      baseline = args[++i];
     } else if (a == "--stacks") {
       if (i + 1 >= args.size() || split(args[i + 1]).empty()) return usage_error("--stacks: expected A,B,...");
       stacks = split(args[++i]);
@@ -79,6 +120,12 @@ int sim_compare(const std::vector<std::string>& args) {
     }
   }
   if (path.empty()) return usage_error("sim compare: expected SCENARIO.json");
+  std::size_t base = 0;
+  if (!baseline.empty()) {
+    const auto it = std::find(stacks.begin(), stacks.end(), baseline);
+    if (it == stacks.end()) return usage_error("--baseline " + baseline + ": not one of --stacks");
+    base = static_cast<std::size_t>(it - stacks.begin());
+  }
   const std::vector<std::string> sets = f.scenario_sets();
   const std::string& format = f.format;
   const std::string& out_dir = f.out_dir;
@@ -115,9 +162,18 @@ int sim_compare(const std::vector<std::string>& args) {
   out["replicas"] = scs.front().replicas;
   out["seed"] = scs.front().seed;
   out["stacks"] = nlohmann::json::array();
+  out["baseline"] = stacks[base];
   std::vector<std::vector<sim::ReplicaResult>> all;
+  ProgressBar bar(!f.quiet);
   try {
-    for (const auto& sc : scs) all.push_back(sim::run_replicas_in_child(sc, static_cast<int>(jobs), {}, registry));
+    long long total = 0, before = 0;
+    for (const auto& sc : scs) total += sc.replicas;
+    for (std::size_t k = 0; k < scs.size(); ++k) {
+      bar.set_what(stacks[k] + " ");
+      all.push_back(sim::run_replicas_in_child(scs[k], static_cast<int>(jobs), {}, registry,
+                                               [&](long long done) { bar(before + done, total); }));
+      before += scs[k].replicas;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s: %s\n", path.c_str(), e.what());
     return 1;
@@ -126,14 +182,19 @@ int sim_compare(const std::vector<std::string>& args) {
     nlohmann::json r = sim::aggregate(scs[k], all[k], 0);
     r.erase("wall_s");
     r["label"] = stacks[k];
-    std::vector<double> diff;
-    for (size_t i = 0; i < all[k].size() && i < all[0].size(); ++i) diff.push_back(all[k][i].ettr - all[0][i].ettr);
-    sim::Summary d = sim::summarize(diff);
-    r["ettr_minus_first"] = {{"mean", d.mean}, {"ci95", {d.lo, d.hi}}};
+    if (k != base) r["vs_baseline"] = vs_baseline(all[k], all[base]);
     out["stacks"].push_back(r);
     if (!out_dir.empty()) sim::write_out_dir(out_dir + "/" + stacks[k], r, all[k], scs[k]);
   }
   out["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!out_dir.empty()) {
+    std::ofstream file(out_dir + "/compare.json");
+    file << out.dump(2) << "\n";
+    if (!file) {
+      std::fprintf(stderr, "faultline: %s/compare.json: cannot write\n", out_dir.c_str());
+      return 1;
+    }
+  }
   if (format == "json") {
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -160,9 +221,25 @@ int sim_compare(const std::vector<std::string>& args) {
   row("  95% CI", [&](const nlohmann::json& r) {
     return fmt(100 * r["ettr"]["ci95"][0].get<double>(), 2) + ".." + fmt(100 * r["ettr"]["ci95"][1].get<double>(), 2);
   });
-  row("  paired diff to first, pts", [&](const nlohmann::json& r) {
-    return fmt(100 * r["ettr_minus_first"]["mean"].get<double>(), 2) + " +-" +
-           fmt(100 * (r["ettr_minus_first"]["ci95"][1].get<double>() - r["ettr_minus_first"]["mean"].get<double>()), 2);
+  auto vs = [&](const nlohmann::json& r, auto cell) -> std::string {
+    return r.contains("vs_baseline") ? cell(r["vs_baseline"]) : std::string("baseline");
+  };
+  row("  paired diff to " + stacks[base] + ", pts", [&](const nlohmann::json& r) {
+    return vs(r, [&](const nlohmann::json& v) {
+      return fmt(100 * v["mean"].get<double>(), 2) + " +-" +
+             fmt(100 * (v["ci95"][1].get<double>() - v["mean"].get<double>()), 2);
+    });
+  });
+  row("  unpaired CI would be, pts", [&](const nlohmann::json& r) {
+    return vs(r, [&](const nlohmann::json& v) {
+      return "+-" + fmt(100 * (v["unpaired_ci95"][1].get<double>() - v["mean"].get<double>()), 2);
+    });
+  });
+  row("  replicas won/tied/lost %", [&](const nlohmann::json& r) {
+    return vs(r, [&](const nlohmann::json& v) {
+      return fmt(100 * v["wins"].get<double>(), 0) + "/" + fmt(100 * v["ties"].get<double>(), 0) + "/" +
+             fmt(100 * v["losses"].get<double>(), 0);
+    });
   });
   o << "unproductive hours per replica\n";
   for (const auto& b : sim::kBuckets) {

@@ -16,6 +16,7 @@
 #include "scenarios/scenario.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/flags.h"
+#include "sim/cli/progress_bar.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 #include "traces/cli.h"
@@ -135,19 +136,9 @@ int sim_run(const std::vector<std::string>& args) {
     return 2;
   }
 
-  const bool bar = !quiet && isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
-  auto progress = [&](int done, int total) {
-    if (!bar) return;
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (el < 1.0 && done < total) return;
-    const int width = 40;
-    const int fill = static_cast<int>(static_cast<double>(done) / total * width);
-    std::fprintf(stderr, "\r[%.*s%*s] %d/%d replicas %.1f s", fill,
-                 "########################################", width - fill, "", done, total, el);
-    if (done == total) std::fputc('\n', stderr);
-    std::fflush(stderr);
-  };
+  faultline::cli::ProgressBar bar(!quiet);
+  auto progress = [&](int done, int total) { bar(done, total); };
   std::vector<sim::ReplicaResult> results;
   sim::RunStats stats;
   try {

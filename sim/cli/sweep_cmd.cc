@@ -20,6 +20,7 @@
 #include "policies/builtin.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/flags.h"
+#include "sim/cli/progress_bar.h"
 #include "sim/sweep.h"
 
 namespace faultline::cli {
@@ -131,31 +132,6 @@ class TempDir {
 
  private:
   std::string path_;
-};
-
-// A progress bar on stderr, drawn only for a terminal and at most every 0.2 s.
-class Progress {
- public:
-  Progress(bool on, std::string what)
-      : on_(on), what_(std::move(what)), t0_(std::chrono::steady_clock::now()) {}
-  void operator()(long long done, long long total) {
-    if (!on_ || total <= 0) return;
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    if (done < total && el - last_ < 0.2) return;
-    last_ = el;
-    const int width = 40;
-    const int fill = static_cast<int>(static_cast<double>(done) / total * width);
-    std::fprintf(stderr, "\r%s[%.*s%*s] %lld/%lld replicas %.1f s", what_.c_str(), fill,
-                 "########################################", width - fill, "", done, total, el);
-    if (done == total) std::fputc('\n', stderr);
-    std::fflush(stderr);
-  }
-
- private:
-  bool on_;
-  std::string what_;
-  std::chrono::steady_clock::time_point t0_;
-  double last_ = -1;
 };
 
 // The shared simulation options (sim/cli/flags.h) and the scenario.
@@ -321,7 +297,7 @@ int sim_sweep(const std::vector<std::string>& args) {
       return 0;
     }
 
-    Progress bar(!c.quiet && isatty(STDERR_FILENO), "");
+    ProgressBar bar(!c.quiet);
     sim::ExecOptions opt;
     opt.jobs = static_cast<int>(c.jobs);
     opt.on_progress = [&](long long d, long long t) { bar(d, t); };
@@ -431,14 +407,14 @@ int sim_tune(const std::vector<std::string>& args) {
     std::unique_ptr<TempDir> tmp;
     if (c.out_dir.empty()) tmp = std::make_unique<TempDir>();
     sim::SweepStore store(tmp ? tmp->path() : c.out_dir);
-    const bool bar_on = !c.quiet && isatty(STDERR_FILENO);
+    const bool bar_on = !c.quiet;
     // Every candidate is a sweep point of the same store: same seeds, and a rerun with
     // the same --out reuses what it already computed.
     auto evaluate = [&](const std::vector<double>& xs, int round) {
       std::vector<analysis::Assignment> assigns;
       for (double x : xs) assigns.push_back({{param, label(x)}});
       const auto pts = sim::plan_points(spec, assigns, registry);
-      Progress bar(bar_on, "round " + std::to_string(round) + " ");
+      ProgressBar bar(bar_on, "round " + std::to_string(round) + " ");
       sim::ExecOptions opt;
       opt.jobs = static_cast<int>(c.jobs);
       opt.on_progress = [&](long long d, long long t) { bar(d, t); };

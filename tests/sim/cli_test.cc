@@ -208,7 +208,10 @@ TEST(SimCompare, StacksSeeTheSameFaultsAndRankAsExpected) {
                 0.05 * br["incidents"]["faults_injected_per_replica"].get<double>());
   EXPECT_LT(rq["ettr"]["ci95"][1].get<double>(), br["ettr"]["ci95"][0].get<double>());
   EXPECT_LT(br["ettr"]["ci95"][1].get<double>(), orc["ettr"]["ci95"][0].get<double>());
-  EXPECT_LT(rq["ettr_minus_first"]["ci95"][1].get<double>(), 0);
+  EXPECT_EQ(j["baseline"], "byterobust");
+  EXPECT_FALSE(br.contains("vs_baseline"));
+  EXPECT_LT(rq["vs_baseline"]["ci95"][1].get<double>(), 0);
+  EXPECT_GT(orc["vs_baseline"]["ci95"][0].get<double>(), 0);
   // ByteRobust resolves incidents through its whole hierarchy.
   for (const char* m : {"realtime_eviction", "reattempt", "rollback", "analyzer_over_eviction", "hot_update"})
     EXPECT_GT(br["resolved_by_per_replica"].value(m, 0.0), 0) << m;
@@ -228,6 +231,74 @@ namespace {
 
 // Every-step in-memory checkpoints cost Table 8's MFU loss, not just their blocking time;
 // the oracle's idealised save stays free.
+// Per-replica ETTRs of one stack, from the replicas.csv that `sim compare --out` writes.
+std::vector<double> ettrs_of(const std::filesystem::path& csv) {
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);  // header: replica,ettr,...
+  std::vector<double> out;
+  while (std::getline(in, line)) {
+    const auto a = line.find(','), b = line.find(',', a + 1);
+    out.push_back(std::stod(line.substr(a + 1, b - a - 1)));
+  }
+  return out;
+}
+
+// The paired difference against a chosen baseline, computed again here from replicas.csv
+// (Student t quantiles from a table, not from the program), and the unpaired CI of the
+// same replicas, which common random numbers make wider.
+TEST(SimCompare, PairedDifferencesMatchReplicasCsvAndAreTighterThanUnpaired) {
+  const auto dir = std::filesystem::temp_directory_path() / "faultline-compare-test";
+  std::filesystem::remove_all(dir);
+  CliResult r = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
+                         "byterobust,requeue", "--baseline", "requeue", "--replicas", "30", "--jobs", "2",
+                         "--set", "job.horizon_days=30", "--format", "json", "--out", dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["baseline"], "requeue");
+  EXPECT_EQ(json::parse(std::ifstream(dir / "compare.json")), j);
+  const std::vector<double> br = ettrs_of(dir / "byterobust" / "replicas.csv");
+  const std::vector<double> rq = ettrs_of(dir / "requeue" / "replicas.csv");
+  ASSERT_EQ(br.size(), 30u);
+  ASSERT_EQ(rq.size(), 30u);
+  const double n = 30, t29 = 2.045229642, t58 = 2.001717468;
+  double md = 0, ma = 0, mb = 0;
+  int wins = 0;
+  for (int i = 0; i < 30; ++i) md += (br[i] - rq[i]) / n, ma += br[i] / n, mb += rq[i] / n, wins += br[i] > rq[i];
+  double sd = 0, sa = 0, sb = 0;
+  for (int i = 0; i < 30; ++i) {
+    sd += std::pow(br[i] - rq[i] - md, 2) / (n - 1);
+    sa += std::pow(br[i] - ma, 2) / (n - 1);
+    sb += std::pow(rq[i] - mb, 2) / (n - 1);
+  }
+  const double paired_half = t29 * std::sqrt(sd / n), unpaired_half = t58 * std::sqrt((sa + sb) / n);
+  const json& v = j["stacks"][0]["vs_baseline"];
+  EXPECT_FALSE(j["stacks"][1].contains("vs_baseline"));
+  EXPECT_NEAR(v["mean"].get<double>(), md, 1e-12);
+  EXPECT_NEAR(v["mean"].get<double>(), ma - mb, 1e-12);
+  // The program's t quantiles have 3 decimals (and 1.96 + 2.4/dof above 30 dof): 0.03% here.
+  EXPECT_NEAR(v["ci95"][1].get<double>() - md, paired_half, 1e-3 * paired_half);
+  EXPECT_NEAR(v["ci95"][0].get<double>(), md - paired_half, 1e-3 * paired_half);
+  EXPECT_NEAR(v["unpaired_ci95"][1].get<double>() - md, unpaired_half, 1e-3 * unpaired_half);
+  EXPECT_LT(paired_half, unpaired_half);
+  EXPECT_NEAR(v["wins"].get<double>(), wins / n, 1e-12);
+  EXPECT_NEAR(v["wins"].get<double>() + v["ties"].get<double>() + v["losses"].get<double>(), 1, 1e-12);
+  EXPECT_GT(md, 0);  // ByteRobust above requeue on the default scenario
+
+  // The table says the same; a baseline that is not a stack is a one-line usage error.
+  CliResult t = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
+                         "byterobust,requeue", "--baseline", "requeue", "--replicas", "4", "--set",
+                         "job.horizon_days=5"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("paired diff to requeue"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("replicas won/tied/lost %"), std::string::npos) << t.out;
+  CliResult bad = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
+                           "byterobust,requeue", "--baseline", "oracle"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--baseline oracle: not one of --stacks"), std::string::npos) << bad.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SimRun, CheckpointMfuLossIsChargedToEveryStepSaves) {
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
   const std::string quiet = R"(faults.categories=[{"name":"f","rate_per_machine_day":0,"symptom":"crash"}])";
