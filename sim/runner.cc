@@ -34,24 +34,43 @@ ReplicaResult ReplicaRunner::run(std::uint64_t replica, const RunOptions& opt) {
 std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int replicas, int jobs,
                                         const RunOptions& opt, const Registry& registry,
                                         RunStats* stats, const std::function<void(int, int)>& on_done) {
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(replicas));
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return run_replica_list(sc, all, jobs, opt, registry, stats, on_done);
+}
+
+std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const std::vector<std::uint64_t>& which,
+                                            int jobs, const RunOptions& opt, const Registry& registry,
+                                            RunStats* stats, const std::function<void(int, int)>& on_done) {
   const auto t0 = std::chrono::steady_clock::now();
   ReplicaRunner runner(sc, registry);
   if (stats) stats->platform_build_s = runner.platform_build_s();
 
-  std::vector<ReplicaResult> results(replicas);
+  const int total = static_cast<int>(which.size());
+  std::vector<ReplicaResult> results(which.size());
+  // Replica 0 always runs here first: the others start from the state it leaves (platform
+  // built, routes cached, transfer memo), so a replica's result is the same whichever of
+  // the others run beside it.
+  const ReplicaResult first = runner.run(0, opt);
+  std::vector<std::size_t> forked;  // positions in `which` of the replicas run in forks
   int done = 0;
-  results[0] = runner.run(0, opt);
-  if (on_done) on_done(++done, replicas);
-  // Every other replica in a fork of the state replica 0 left (platform built, routes cached).
+  for (std::size_t i = 0; i < which.size(); ++i) {
+    if (which[i] != 0) {
+      forked.push_back(i);
+      continue;
+    }
+    results[i] = first;
+    if (on_done) on_done(++done, total);
+  }
   try {
     fork_pool(
-        static_cast<std::size_t>(replicas - 1), ForkPoolOptions{jobs, nullptr},
-        [&](std::size_t i, const std::function<void()>&) { return encode(runner.run(i + 1, opt)); },
-        [&](std::size_t i, std::vector<std::uint8_t> bytes) {
-          results[i + 1] = decode(bytes);
-          if (on_done) on_done(++done, replicas);
+        forked.size(), ForkPoolOptions{jobs, nullptr},
+        [&](std::size_t k, const std::function<void()>&) { return encode(runner.run(which[forked[k]], opt)); },
+        [&](std::size_t k, std::vector<std::uint8_t> bytes) {
+          results[forked[k]] = decode(bytes);
+          if (on_done) on_done(++done, total);
         },
-        [](std::size_t i) { return "replica " + std::to_string(i + 1); });
+        [&](std::size_t k) { return "replica " + std::to_string(which[forked[k]]); });
   } catch (const std::runtime_error& e) {
     throw RunError(e.what());
   }

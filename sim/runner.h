@@ -51,6 +51,13 @@ std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int repli
                                         RunStats* stats,
                                         const std::function<void(int, int)>& on_done = {});
 
+// Runs only the replicas numbered in `which` (in that order), each exactly as it runs among
+// all replicas: replica 0 first in this process (every other replica is a fork of the state
+// it leaves), then the others in forks. Result i is replica which[i].
+std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const std::vector<std::uint64_t>& which,
+                                            int jobs, const RunOptions& opt, const Registry& registry,
+                                            RunStats* stats, const std::function<void(int, int)>& on_done = {});
+
 // Runs run_replicas in one forked child and returns its results, so a process can
 // simulate several scenarios (SimGrid allows one engine per process). Throws RunError
 // when the child fails. `on_done(done)` is called in this process as replicas finish there.

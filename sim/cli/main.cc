@@ -3,10 +3,14 @@
 // or usage.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -82,16 +86,59 @@ options:
   --timeline-step-s S sampling step of the timeline
   --incidents         record every incident (time, category, detection, resolution)
   --decisions         record every event and action of the policy (decisions.log)
+  --replica K[,K...]  rerun only these replicas (numbered as in replicas.csv), each exactly
+                      as in the full run: its replicas.csv row, timeline, incidents and
+                      decisions are byte-identical to the full run's for replica K
+  --replicas-from FILE
+                      the same, the replica numbers taken from FILE: the first field of each
+                      line (a replicas.csv, or one number per line; a header line is skipped)
   --quiet             no progress bar
   -h, --help          this text
 
 Same seed, same result: the JSON is byte-identical except wall_s, whatever --jobs is.
 )";
 
+// Adds the replica numbers "K,K,..." to `which` (keeping the first of duplicates); false on
+// anything but non-negative integers.
+bool add_replica_numbers(const std::string& list, std::vector<std::uint64_t>& which) {
+  std::stringstream ss(list);
+  std::string x;
+  bool any = false;
+  while (std::getline(ss, x, ',')) {
+    long long k;
+    if (!faultline::cli::parse_int(x, 0, 1LL << 40, &k)) return false;
+    if (std::find(which.begin(), which.end(), static_cast<std::uint64_t>(k)) == which.end())
+      which.push_back(static_cast<std::uint64_t>(k));
+    any = true;
+  }
+  return any;
+}
+
+// The replica numbers of --replicas-from FILE, or a one-line error naming the file and line.
+std::string read_replica_numbers(const std::string& file, std::vector<std::uint64_t>& which) {
+  std::ifstream in(file);
+  if (!in) return file + ": cannot read";
+  std::string line;
+  int n = 0;
+  bool any = false;
+  while (std::getline(in, line)) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::string first = line.substr(0, line.find_first_of(", \t"));
+    if (first.empty()) continue;
+    if (n == 1 && !std::isdigit(static_cast<unsigned char>(first[0]))) continue;  // a header
+    if (!add_replica_numbers(first, which))
+      return file + ":" + std::to_string(n) + ": expected a replica number (an integer >= 0), got '" + first + "'";
+    any = true;
+  }
+  return any ? "" : file + ": no replica numbers in it";
+}
+
 int sim_run(const std::vector<std::string>& args) {
   std::string path;
   faultline::cli::SimFlags f;
   sim::RunOptions opt;
+  std::vector<std::uint64_t> which;  // --replica / --replicas-from; empty: all
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (const int r = faultline::cli::sim_flag(args, i, f, {"table", "json"})) {
@@ -112,6 +159,13 @@ int sim_run(const std::vector<std::string>& args) {
       opt.incidents = true;
     } else if (a == "--decisions") {
       opt.decisions = true;
+    } else if (a == "--replica") {
+      if (i + 1 >= args.size() || !add_replica_numbers(args[++i], which))
+        return usage_error("--replica: expected K[,K...], replica numbers >= 0");
+    } else if (a == "--replicas-from") {
+      if (i + 1 >= args.size()) return usage_error("--replicas-from: expected a file");
+      if (const std::string err = read_replica_numbers(args[++i], which); !err.empty())
+        return usage_error("--replicas-from " + err);
     } else if (!a.empty() && a[0] == '-') {
       return usage_error("unknown option " + a);
     } else if (path.empty()) {
@@ -142,13 +196,16 @@ int sim_run(const std::vector<std::string>& args) {
   std::vector<sim::ReplicaResult> results;
   sim::RunStats stats;
   try {
-    results = sim::run_replicas(scenario, scenario.replicas, static_cast<int>(jobs), opt, registry, &stats, progress);
+    results = which.empty()
+                  ? sim::run_replicas(scenario, scenario.replicas, static_cast<int>(jobs), opt, registry, &stats, progress)
+                  : sim::run_replica_list(scenario, which, static_cast<int>(jobs), opt, registry, &stats, progress);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s: %s\n", path.c_str(), e.what());
     return 1;
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::json result = sim::aggregate(scenario, results, wall);
+  if (!which.empty()) result["rerun_of_replicas"] = which;
   if (!out_dir.empty()) {
     try {
       sim::write_out_dir(out_dir, result, results, scenario);

@@ -299,6 +299,60 @@ TEST(SimCompare, PairedDifferencesMatchReplicasCsvAndAreTighterThanUnpaired) {
   std::filesystem::remove_all(dir);
 }
 
+// The lines of `file` that belong to replica `k` ("k,..." in the CSVs, "replica k ..." in
+// decisions.log), in order.
+std::string lines_of(const std::filesystem::path& file, std::uint64_t k) {
+  std::ifstream in(file);
+  const std::string csv = std::to_string(k) + ",", log = "replica " + std::to_string(k) + " ";
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.rfind(csv, 0) == 0 || line.rfind(log, 0) == 0) out += line + "\n";
+  return out;
+}
+
+// A replica rerun alone (the one in the tail, with everything recorded) is exactly the
+// replica of the full run: its replicas.csv row, timeline, incidents and decisions.
+TEST(SimRun, AReplicaRerunAloneIsByteIdenticalToItsRowInTheFullRun) {
+  const auto dir = std::filesystem::temp_directory_path() / "faultline-rerun-test";
+  std::filesystem::remove_all(dir);
+  const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
+  const std::vector<std::string> rec = {"--timeline", "--incidents", "--decisions", "--jobs", "2", "--quiet"};
+  auto with = [&](std::vector<std::string> a) {
+    a.insert(a.end(), rec.begin(), rec.end());
+    return a;
+  };
+  CliResult full = run_cli(with({"sim", "run", scen, "--replicas", "200", "--out", (dir / "full").string()}));
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  CliResult some = run_cli(with({"sim", "run", scen, "--replica", "137,0,199", "--out", (dir / "some").string()}));
+  ASSERT_EQ(some.exit_code, 0) << some.err;
+  // From a file in replicas.csv's shape: the header is skipped, the first field read.
+  { std::ofstream(dir / "tail.csv") << "replica,ettr\n58,0.9\n\n137,0.8\n"; }
+  CliResult file = run_cli(
+      with({"sim", "run", scen, "--replicas-from", (dir / "tail.csv").string(), "--out", (dir / "file").string()}));
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  for (const auto& [sub, ks] : std::vector<std::pair<std::string, std::vector<std::uint64_t>>>{
+           {"some", {137, 0, 199}}, {"file", {58, 137}}}) {
+    const json r = json::parse(std::ifstream(dir / sub / "result.json"));
+    EXPECT_EQ(r["replicas"], ks.size()) << sub;
+    EXPECT_EQ(r["rerun_of_replicas"], json(ks)) << sub;
+    for (std::uint64_t k : ks)
+      for (const char* f : {"replicas.csv", "timeline.csv", "incidents.csv", "decisions.log"}) {
+        const std::string want = lines_of(dir / "full" / f, k);
+        EXPECT_FALSE(want.empty()) << f << " " << k;
+        EXPECT_EQ(lines_of(dir / sub / f, k), want) << sub << " " << f << " replica " << k;
+      }
+  }
+  // Bad numbers are one-line usage errors naming the file and line.
+  { std::ofstream(dir / "bad.csv") << "replica,ettr\n3,0.9\nthree,0.8\n"; }
+  CliResult bad = run_cli({"sim", "run", scen, "--replicas-from", (dir / "bad.csv").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad.csv:3: expected a replica number (an integer >= 0), got 'three'"), std::string::npos)
+      << bad.err;
+  CliResult neg = run_cli({"sim", "run", scen, "--replica", "-1"});
+  EXPECT_EQ(neg.exit_code, 2);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SimRun, CheckpointMfuLossIsChargedToEveryStepSaves) {
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
   const std::string quiet = R"(faults.categories=[{"name":"f","rate_per_machine_day":0,"symptom":"crash"}])";
