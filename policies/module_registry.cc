@@ -102,8 +102,15 @@ void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params) 
                           ModuleKind::kCheckpoint})
     for (const ModuleInfo* m : r.of(kind))
       for (const ParamSpec& p : m->params) {
-        const bool have = std::any_of(params.begin(), params.end(), [&](const ParamSpec& q) { return q.name == p.name; });
-        if (!have) params.push_back(p);
+        // A module's own parameter is read when the stack's choice of that kind picks it.
+        const std::string when = std::string(module_kind_name(kind)) + "=" + m->name;
+        auto have = std::find_if(params.begin(), params.end(), [&](const ParamSpec& q) { return q.name == p.name; });
+        if (have == params.end()) {
+          params.push_back(p);
+          params.back().read_when = {when};
+        } else if (!have->read_when.empty()) {
+          have->read_when.push_back(when);  // declared by several modules: read when any is chosen
+        }
       }
 }
 

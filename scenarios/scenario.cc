@@ -515,6 +515,31 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
         if (!info->find_param(k) || err->find("'" + k + "'") != std::string::npos) { key = k; break; }
       p.fail("$.policy.params" + (key.empty() ? std::string() : "." + key), *err);
     }
+    // A parameter the stack will not read (a module that is not chosen declares it) would
+    // make every value give the same result: refuse it, naming when it would be read.
+    const bool allow_unused = p.boolean("allow_unused_params", false);
+    for (const auto& [k, v] : overrides) {
+      const ParamSpec* spec = info->find_param(k);
+      if (!spec || param_is_read(*info, *spec, sc.policy_params)) continue;
+      if (allow_unused) {
+        sc.unread_params.push_back(k);
+        continue;
+      }
+      std::string when, now;
+      for (const auto& c : spec->read_when) {
+        when += (when.empty() ? "" : " or ") + c;
+        const std::string choice = c.substr(0, c.find('='));
+        const ParamSpec* cs = info->find_param(choice);
+        if (cs && now.find(choice + "=") == std::string::npos) {
+          const int i = static_cast<int>(sc.policy_params.get(choice));
+          now += (now.empty() ? "" : ", ") + choice + "=" +
+                 (i >= 0 && i < static_cast<int>(cs->choices.size()) ? cs->choices[i] : std::to_string(i));
+        }
+      }
+      p.fail("$.policy.params." + k, "stack '" + sc.policy + "' does not read it here: it is read only with " +
+                                         when + " (this scenario has " + now +
+                                         "); set policy.allow_unused_params=true (--allow-unused) to run anyway");
+    }
     p.finish();
   }
   root.finish();

@@ -180,6 +180,9 @@ struct Scenario {
   DiagnosisSpec diagnosis;
   std::string policy;  // registered stack name
   Params policy_params;
+  // policy.params set here that the stack will not read with its module choices (kept only
+  // with policy.allow_unused_params; refused otherwise).
+  std::vector<std::string> unread_params;
 };
 
 // Loads, applies `sets` ("json.path=value", value parsed as JSON or else taken as a

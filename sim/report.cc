@@ -30,6 +30,7 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   json params = json::object();
   for (const auto& [k, v] : sc.policy_params.values()) params[k] = v;
   out["policy_params"] = params;
+  if (!sc.unread_params.empty()) out["unread_params"] = sc.unread_params;  // kept by --allow-unused
   // The modules the choice parameters picked, by name and version (the index alone
   // depends on which plugins were loaded, and in what order).
   json mods = json::object();

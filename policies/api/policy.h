@@ -26,6 +26,10 @@ struct ParamSpec {
   // A choice among named modules: the value is the index of the name, a scenario may
   // give the name instead, and min/max are 0 and choices.size() - 1.
   std::vector<std::string> choices = {};
+  // When the stack reads this parameter: "CHOICE=MODULE" conditions on its choice
+  // parameters, any of which will do ("checkpoint=memory"); empty: always. A scenario
+  // that sets a parameter its stack will not read is refused (policy.allow_unused_params).
+  std::vector<std::string> read_when = {};
 
   // The index of `name` among the choices, or -1.
   int choice_index(const std::string& name) const {
@@ -47,6 +51,10 @@ struct PolicyInfo {
     return nullptr;
   }
 };
+
+class Params;
+// Whether a stack with these resolved values reads `spec` (its read_when holds).
+bool param_is_read(const PolicyInfo& info, const ParamSpec& spec, const Params& values);
 
 // Resolved parameter values: every declared parameter has a value.
 class Params {

@@ -5,6 +5,19 @@
 
 namespace faultline {
 
+bool param_is_read(const PolicyInfo& info, const ParamSpec& spec, const Params& values) {
+  if (spec.read_when.empty()) return true;
+  for (const std::string& cond : spec.read_when) {
+    const auto eq = cond.find('=');
+    const ParamSpec* choice = info.find_param(cond.substr(0, eq));
+    if (!choice || eq == std::string::npos) return true;  // not a condition we can judge: assume read
+    const int want = choice->choice_index(cond.substr(eq + 1));
+    const auto it = values.values().find(choice->name);
+    if (want < 0 || it == values.values().end() || static_cast<int>(it->second) == want) return true;
+  }
+  return false;
+}
+
 std::optional<std::string> Params::resolve(const std::vector<ParamSpec>& specs,
                                            const std::map<std::string, double>& overrides,
                                            Params* out) {

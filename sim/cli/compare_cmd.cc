@@ -44,6 +44,8 @@ options:
   --set PATH=VALUE    scenario override, repeatable (as in sim run)
   --format table|json
   --quiet             no progress bar
+  --allow-unused      run even if a policy parameter is set that the stack does not read
+                      (with its module choices); refused otherwise, naming when it is read
   --out DIR           one sub-directory per stack with result.json and replicas.csv, and
                       compare.json (what --format json prints)
   -h, --help          this text

@@ -11,6 +11,7 @@ std::vector<std::string> SimFlags::scenario_sets() const {
   std::vector<std::string> out = sets;
   if (seed >= 0) out.push_back("seed=" + std::to_string(seed));
   if (replicas > 0) out.push_back("replicas=" + std::to_string(replicas));
+  if (allow_unused) out.push_back("policy.allow_unused_params=true");
   return out;
 }
 
@@ -35,8 +36,8 @@ int sim_flag(const std::vector<std::string>& args, std::size_t& i, SimFlags& f,
   for (const auto& s : kSimFlags)
     if (a == s.name) spec = &s;
   if (!spec) return 0;
-  if (!spec->value) {  // --quiet
-    f.quiet = true;
+  if (!spec->value) {  // a switch
+    (a == "--quiet" ? f.quiet : f.allow_unused) = true;
     return 1;
   }
   if (i + 1 >= args.size()) return usage_error(a + ": expected " + spec->value), -2;

@@ -17,8 +17,9 @@ struct SimFlags {
   std::string out_dir;
   std::string format = "table";
   bool quiet = false;
+  bool allow_unused = false;  // --allow-unused: policy.allow_unused_params=true
 
-  // --seed and --replicas as scenario overrides, after the --sets.
+  // --seed, --replicas and --allow-unused as scenario overrides, after the --sets.
   std::vector<std::string> scenario_sets() const;
 };
 
@@ -30,6 +31,7 @@ struct FlagSpec {
 inline constexpr FlagSpec kSimFlags[] = {
     {"--replicas", "N >= 1"}, {"--jobs", "J in [1, 4096]"}, {"--seed", "S >= 0"}, {"--set", "PATH=VALUE"},
     {"--format", "one of the command's formats"},          {"--out", "a directory"}, {"--quiet", nullptr},
+    {"--allow-unused", nullptr},
 };
 
 // If args[i] is a shared option, consumes it (and its value, advancing i) into `f` and

@@ -75,7 +75,7 @@ options:
   --seed S            scenario seed (default: the scenario's "seed")
   --set PATH=VALUE    override a scenario field before validation; repeatable.
                       PATH is dotted JSON, e.g. job.pp=4, cluster.machines=2400,
-                      policy.params.checkpoint_interval_s=600,
+                      policy.params.checkpoint=remote,
                       faults.categories.cuda_error.rate_per_machine_day=0.002
                       (array elements by index or by "name"). VALUE is JSON, or a string.
   --format table|json result on stdout as a table (default) or JSON
@@ -93,6 +93,8 @@ options:
                       the same, the replica numbers taken from FILE: the first field of each
                       line (a replicas.csv, or one number per line; a header line is skipped)
   --quiet             no progress bar
+  --allow-unused      run even if a policy parameter is set that the stack does not read
+                      (with its module choices); refused otherwise, naming when it is read
   -h, --help          this text
 
 Same seed, same result: the JSON is byte-identical except wall_s, whatever --jobs is.
@@ -220,15 +222,18 @@ int sim_run(const std::vector<std::string>& args) {
 }
 
 void print_param(const faultline::ParamSpec& p) {
+  std::string when;
+  for (const auto& c : p.read_when) when += (when.empty() ? "  (read only with " : " or ") + c;
+  if (!when.empty()) when += ")";
   if (!p.choices.empty()) {
     std::string all;
     for (const auto& c : p.choices) all += (all.empty() ? "" : "|") + c;
-    std::printf("    %-26s default %-10s one of %s  %s\n", p.name.c_str(),
-                p.choices[static_cast<size_t>(p.default_value)].c_str(), all.c_str(), p.help.c_str());
+    std::printf("    %-26s default %-10s one of %s  %s%s\n", p.name.c_str(),
+                p.choices[static_cast<size_t>(p.default_value)].c_str(), all.c_str(), p.help.c_str(), when.c_str());
     return;
   }
-  std::printf("    %-26s default %-10g [%g, %g] %s  %s\n", p.name.c_str(), p.default_value, p.min, p.max,
-              p.unit.c_str(), p.help.c_str());
+  std::printf("    %-26s default %-10g [%g, %g] %s  %s%s\n", p.name.c_str(), p.default_value, p.min, p.max,
+              p.unit.c_str(), p.help.c_str(), when.c_str());
 }
 
 int list_policies() {

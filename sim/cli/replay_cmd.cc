@@ -355,7 +355,8 @@ int sim_replay(const std::vector<std::string>& args) {
       return usage("unexpected argument " + a);
     }
   }
-  const std::vector<std::string>& sets = f.sets;
+  std::vector<std::string> sets = f.sets;
+  if (f.allow_unused) sets.push_back("policy.allow_unused_params=true");
   const long long replicas = f.replicas, jobs = f.jobs, seed = f.seed;
   const std::string format = f.format == "table" ? "text" : f.format;
   const std::string& out_dir = f.out_dir;
@@ -701,6 +702,21 @@ int sim_replay(const std::vector<std::string>& args) {
       cal["policy.params.checkpoint_interval_s"] = {
           static_cast<double>(every_steps) * mean_step.value,
           std::to_string(every_steps) + " steps between checkpoints x running step", 1};
+  }
+  // A calibrated parameter the replayed stack will not read with its module choices (an
+  // interval under an every-step plan) is not calibrated: setting it would change nothing.
+  {
+    std::map<std::string, double> chosen;
+    for (const auto& [k, v] : params.items())
+      if (v.is_number()) chosen[k] = v.get<double>();
+    Params values;
+    if (!Params::resolve(info->params, chosen, &values))
+      for (auto it = cal.begin(); it != cal.end();) {
+        const ParamSpec* spec =
+            it->first.rfind("policy.params.", 0) == 0 ? info->find_param(it->first.substr(14)) : nullptr;
+        if (spec && !param_is_read(*info, *spec, values)) it = cal.erase(it);
+        else ++it;
+      }
   }
   for (const auto& [k, v] : cal)
     if (k.rfind("policy.params.", 0) == 0) params[k.substr(14)] = v.value;

@@ -60,6 +60,8 @@ options:
                         and gather on rank 0 (runs faultline-mpi); output byte-identical
                         to a one-machine run
   --quiet               no progress bar (it is drawn only when stderr is a terminal)
+  --allow-unused        run points that set a policy parameter their stack does not read
+                        (refused otherwise: every value would give the same result)
   -h, --help            this text
 
 metrics (columns METRIC_mean, METRIC_lo, METRIC_hi): ettr; productive_s, detection_s,
@@ -69,8 +71,8 @@ evictions_false, checkpoints (per replica); gpu_hours_lost (per replica).
 
 example:
   faultline sim sweep scenarios/byterobust-dense-9600.json --jobs 2 --out sweep-ckpt \
-      --grid cluster.standby_machines=0,1,2,4,8 \
-      --grid policy.params.checkpoint_interval_s=10,600,1800
+      --grid policy.params.standby_pool=0,2,8,-1 \
+      --grid policy.params.checkpoint=peer,memory,remote
 
 internal (used by faultline-mpi): --plan prints the pending work of --out DIR as JSON;
 --work P:A:B[,P:A:B...] computes replicas [A, B) of point P into DIR without aggregating.
@@ -96,7 +98,7 @@ options:
   --rounds R            refinement rounds (default: 3)
   --within X            also report the smallest value within X of the best (e.g. 0.001
                         = 0.1%), refining around it
-  --replicas N, --seed S, --jobs J, --set PATH=VALUE, --out DIR, --quiet
+  --replicas N, --seed S, --jobs J, --set PATH=VALUE, --out DIR, --quiet, --allow-unused
                         as in sim sweep (--out DIR keeps and reuses every candidate)
   --format table|json   (default: table)
   -h, --help            this text
@@ -143,6 +145,7 @@ sim::SweepSpec make_spec(const CommonArgs& c) {
   sim::SweepSpec spec;
   spec.scenario_path = c.scenario;
   spec.base.sets = c.sets;
+  if (c.allow_unused) spec.base.sets.push_back("policy.allow_unused_params=true");
   spec.base.seed = c.seed;
   spec.base.replicas = c.replicas;
   return spec;

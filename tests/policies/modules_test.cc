@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "policies/builtin.h"
@@ -138,6 +139,34 @@ TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {
                              {"checkpoint", ModuleKind::kCheckpoint},
                              {"recovery", ModuleKind::kRecovery}})
     EXPECT_EQ(byterobust_info().find_param(param)->choices, m.names(kind)) << param;
+}
+
+// Every "read only with" condition of the stack's parameters names one of its choice
+// parameters and one of that choice's modules (a typo would silently mark it always read),
+// and the conditions hold exactly for the modules that read the parameter.
+TEST(ModuleRegistry, ParametersSayWhichModuleChoicesReadThem) {
+  const PolicyInfo& info = byterobust_info();
+  for (const ParamSpec& p : info.params)
+    for (const std::string& cond : p.read_when) {
+      const auto eq = cond.find('=');
+      ASSERT_NE(eq, std::string::npos) << p.name << ": " << cond;
+      const ParamSpec* choice = info.find_param(cond.substr(0, eq));
+      ASSERT_NE(choice, nullptr) << p.name << ": " << cond;
+      EXPECT_GE(choice->choice_index(cond.substr(eq + 1)), 0) << p.name << ": " << cond;
+    }
+  auto read_with = [&](const std::string& param, std::map<std::string, double> choices) {
+    Params values;
+    EXPECT_FALSE(Params::resolve(info.params, choices, &values).has_value());
+    return param_is_read(info, *info.find_param(param), values);
+  };
+  const double peer = info.find_param("checkpoint")->choice_index("peer");
+  const double remote = info.find_param("checkpoint")->choice_index("remote");
+  EXPECT_FALSE(read_with("checkpoint_interval_s", {{"checkpoint", peer}}));
+  EXPECT_TRUE(read_with("checkpoint_interval_s", {{"checkpoint", remote}}));
+  EXPECT_TRUE(read_with("checkpoint_blocking_s", {{"checkpoint", peer}}));
+  EXPECT_FALSE(read_with("remote_checkpoint_write_s", {{"checkpoint", peer}}));
+  EXPECT_FALSE(read_with("standby_pool", {{"recovery", info.find_param("recovery")->choice_index("requeue")}}));
+  EXPECT_TRUE(read_with("probe_deadline_s", {}));  // the stack's own: always
 }
 
 // ByteRobust §6: the pool is the P99 of Binomial(N, p); published sizes 2, 2, 3, 4 for

@@ -284,6 +284,51 @@ TEST(SimSweep, BadInputIsAUsageErrorNamingThePoint) {
   EXPECT_EQ(run_cli({"sim", "sweep", "--help"}).exit_code, 0);
 }
 
+// A sweep over a parameter the stack does not read with its module choices (the default
+// stack checkpoints every step to a peer: no interval) is refused, naming the parameter, the
+// stack and when it would be read; with --allow-unused it runs, every point says so, and the
+// rows are identical (what the refusal spares a researcher).
+TEST(SimSweep, AParameterTheStackDoesNotReadIsRefusedUnlessAllowed) {
+  TempDir dir("sweep-unread");
+  const std::vector<std::string> grid = {"--grid", "policy.params.checkpoint_interval_s=600,1800", "--replicas", "4",
+                                         "--set", "job.horizon_days=10"};
+  std::vector<std::string> a{"sim", "sweep", kDense, "--out", dir.str(), "--quiet"};
+  a.insert(a.end(), grid.begin(), grid.end());
+  CliResult r = run_cli(a);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const char* want : {"checkpoint_interval_s", "stack 'byterobust' does not read it",
+                           "checkpoint=memory or checkpoint=remote", "this scenario has checkpoint=peer", "--allow-unused"})
+    EXPECT_NE(r.err.find(want), std::string::npos) << want << ": " << r.err;
+  // The same through sim run, and through the tune command.
+  CliResult run = run_cli({"sim", "run", kDense, "--set", "policy.params.checkpoint_interval_s=600"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  CliResult tune = run_cli({"sim", "tune", kDense, "--param", "policy.params.checkpoint_interval_s=300:3600",
+                            "--replicas", "2", "--quiet"});
+  EXPECT_NE(tune.exit_code, 0);
+  EXPECT_NE(tune.err.find("does not read it"), std::string::npos) << tune.err;
+
+  a.push_back("--allow-unused");
+  r = run_cli(a);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(slurp(dir.path() / "sweep.json"));
+  ASSERT_EQ(j["points"].size(), 2u);
+  EXPECT_EQ(j["points"][0]["metrics"]["ettr"]["mean"], j["points"][1]["metrics"]["ettr"]["mean"]);
+  for (const auto& p : j["points"]) {
+    const json point = json::parse(slurp(dir.path() / p["result"].get<std::string>()));
+    EXPECT_EQ(point["unread_params"], json({"checkpoint_interval_s"}));
+  }
+  // Read when the module that reads it is chosen: then the rows differ.
+  a.insert(a.end(), {"--set", "policy.params.checkpoint=remote"});
+  TempDir dir2("sweep-read");
+  a[4] = dir2.str();
+  r = run_cli(a);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json k = json::parse(slurp(dir2.path() / "sweep.json"));
+  EXPECT_NE(k["points"][0]["metrics"]["ettr"]["mean"], k["points"][1]["metrics"]["ettr"]["mean"]);
+  EXPECT_FALSE(json::parse(slurp(dir2.path() / k["points"][0]["result"].get<std::string>())).contains("unread_params"));
+}
+
 // mpirun -n 2 gives the same bytes as the one-machine run (CSV on stdout and in DIR,
 // and the JSON). Three points of 15 replicas: the ranks split inside a point.
 TEST(SimSweepMpi, TwoRanksGiveByteIdenticalCsv) {
