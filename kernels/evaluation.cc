@@ -20,6 +20,13 @@ void note_missing_spec(ProbeReport& r, const ModelThresholds& model, const std::
   r.notes.push_back("model '" + model.name + "' has no " + spec + ": " + check + " not checked");
 }
 
+// "gemm.bf16 throughput not judged: size 2048 is below gemm_throughput_min_size 16384 (why)".
+void note_not_judged(ProbeReport& r, const std::string& what, const std::string& measured,
+                     const std::string& limit_name, double limit, const std::string& why) {
+  r.notes.push_back(what + " not judged: " + measured + " " + limit_name + " " + format_number(limit) + " (" +
+                    why + ")");
+}
+
 void evaluate_gemm(ProbeReport& r, const ModelThresholds& model, const ProbeOptions& options) {
   for (GemmPath path : {GemmPath::kBf16, GemmPath::kFp16, GemmPath::kTf32, GemmPath::kTiled}) {
     const std::string p(gemm_path_name(path));
@@ -30,19 +37,18 @@ void evaluate_gemm(ProbeReport& r, const ModelThresholds& model, const ProbeOpti
     add_check(r, "gemm." + p + ".digest", prefix + "digest_mismatch", Comparison::kAtMost, 0.0,
               prefix + "digest_mismatch_max");
     const double size = has(r, prefix + "size") ? r.metrics.at(prefix + "size") : options.gemm.size;
-    if (path != GemmPath::kTiled && size < model.limits.gemm_throughput_min_size) {
-      r.notes.push_back("gemm." + p + " throughput not judged: size " + format_number(size) +
-                        " is below gemm_throughput_min_size " +
-                        format_number(model.limits.gemm_throughput_min_size) +
-                        " (healthy GPUs fall short of both limits there)");
+    const double duration = options.gemm.duration_s;
+    const Limits& lim = model.limits;
+    if (path != GemmPath::kTiled && size < lim.gemm_throughput_min_size) {
+      note_not_judged(r, "gemm." + p + " throughput", "size " + format_number(size) + " is below",
+                      "gemm_throughput_min_size", lim.gemm_throughput_min_size,
+                      "healthy GPUs fall short of both limits there");
       continue;
     }
-    const double duration = options.gemm.duration_s;
-    if (path != GemmPath::kTiled && duration < model.limits.gemm_throughput_min_duration_s) {
-      r.notes.push_back("gemm." + p + " throughput not judged: a " + format_number(duration) +
-                        " s burn is shorter than gemm_throughput_min_duration_s " +
-                        format_number(model.limits.gemm_throughput_min_duration_s) +
-                        " (no healthy figure measured that short)");
+    if (path != GemmPath::kTiled && duration < lim.gemm_throughput_min_duration_s) {
+      note_not_judged(r, "gemm." + p + " throughput", "a " + format_number(duration) + " s burn is shorter than",
+                      "gemm_throughput_min_duration_s", lim.gemm_throughput_min_duration_s,
+                      "no healthy figure measured that short");
       continue;
     }
     if (has(r, prefix + "tflops")) {
@@ -53,12 +59,10 @@ void evaluate_gemm(ProbeReport& r, const ModelThresholds& model, const ProbeOpti
         note_missing_spec(r, model, "gemm." + p + ".tflops", p + "_dense_tflops");
       }
     }
-    if (path != GemmPath::kTiled && options.gemm.baseline &&
-        duration < model.limits.gemm_vs_baseline_min_duration_s) {
-      r.notes.push_back("gemm." + p + " vs_baseline not judged: a " + format_number(duration) +
-                        " s burn is shorter than gemm_vs_baseline_min_duration_s " +
-                        format_number(model.limits.gemm_vs_baseline_min_duration_s) +
-                        " (healthy short burns fall near the limit)");
+    if (path != GemmPath::kTiled && options.gemm.baseline && duration < lim.gemm_vs_baseline_min_duration_s) {
+      note_not_judged(r, "gemm." + p + " vs_baseline", "a " + format_number(duration) + " s burn is shorter than",
+                      "gemm_vs_baseline_min_duration_s", lim.gemm_vs_baseline_min_duration_s,
+                      "healthy short burns fall near the limit");
     } else if (path != GemmPath::kTiled && options.gemm.baseline) {
       add_check(r, "gemm." + p + ".vs_baseline", prefix + "vs_baseline", Comparison::kAtLeast,
                 model.fractions.gemm_vs_baseline, prefix + "vs_baseline_min");
