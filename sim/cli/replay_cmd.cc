@@ -703,23 +703,24 @@ int sim_replay(const std::vector<std::string>& args) {
           static_cast<double>(every_steps) * mean_step.value,
           std::to_string(every_steps) + " steps between checkpoints x running step", 1};
   }
-  // A calibrated parameter the replayed stack will not read with its module choices (an
-  // interval under an every-step plan) is not calibrated: setting it would change nothing.
+  for (const auto& [k, v] : cal)
+    if (k.rfind("policy.params.", 0) == 0) params[k.substr(14)] = v.value;
+  // The header records every resolved parameter, and a calibrated one may not apply either
+  // (an interval under an every-step plan): those the replayed stack will not read with its
+  // module choices are left out, as setting them would change nothing (and is refused).
   {
     std::map<std::string, double> chosen;
     for (const auto& [k, v] : params.items())
-      if (v.is_number()) chosen[k] = v.get<double>();
+      if (v.is_number() && info->find_param(k)) chosen[k] = v.get<double>();
     Params values;
     if (!Params::resolve(info->params, chosen, &values))
-      for (auto it = cal.begin(); it != cal.end();) {
-        const ParamSpec* spec =
-            it->first.rfind("policy.params.", 0) == 0 ? info->find_param(it->first.substr(14)) : nullptr;
-        if (spec && !param_is_read(*info, *spec, values)) it = cal.erase(it);
-        else ++it;
+      for (const auto& [k, v] : chosen) {
+        const ParamSpec* spec = info->find_param(k);
+        if (param_is_read(*info, *spec, values)) continue;
+        params.erase(k);
+        cal.erase("policy.params." + k);
       }
   }
-  for (const auto& [k, v] : cal)
-    if (k.rfind("policy.params.", 0) == 0) params[k.substr(14)] = v.value;
 
   json doc;
   doc["description"] = "Replay of the live event log " + path + " (stack " + recorded + ", " +

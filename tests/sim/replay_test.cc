@@ -489,6 +489,34 @@ TEST(SimReplay, EveryStepCheckpointsAtSubSecondStepsReplay) {
   }
 }
 
+// A live controller records every resolved parameter in the header, those its module
+// choices never read included (an interval under the every-step peer plan). The replay
+// leaves those out instead of handing the simulator a scenario it refuses.
+TEST(SimReplay, RecordedParametersTheStackDoesNotReadAreLeftOut) {
+  LogFile log("unread-params");
+  json h = header("byterobust");
+  h["params"] = {{"checkpoint", 0}, {"checkpoint_interval_s", 1800}, {"memory_checkpoint_blocking_s", 1.84},
+                 {"checkpoint_blocking_s", 0.02}, {"probe_deadline_s", 600}};
+  h["nominal_step_time_s"] = kSmallStep;
+  h["checkpoint_every_steps"] = 1;
+  log.add(h);
+  log.add(action(0, 1,
+                 {{"type", "SetCheckpointPlan"},
+                  {"interval_s", 0.0},
+                  {"blocking_s", 0.02},
+                  {"tier", "memory+peer"},
+                  {"reason", "every step"},
+                  {"remote_interval_s", 3600.0}}));
+  log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kSmallInit, 2, kSmallInit));
+  for (long step = 1; step <= 100; ++step) log.add(progress(kSmallInit + step * kSmallStep, step));
+  log.add(summary_at(kSmallInit + 100 * kSmallStep, 100, kSmallStep));
+  const json r = replay({log.write(), "--replicas", "1"});
+  ASSERT_TRUE(r.contains("sim"));
+  EXPECT_FALSE(r["sim"].contains("unread_params"));
+  EXPECT_DOUBLE_EQ(r["sim"]["policy_params"]["probe_deadline_s"].get<double>(), 600);
+}
+
 // Pauses between steps that no record explains (a loaded host: the operator's guide
 // followed while two builds ran read +10 pts) cost the live run and nothing in the
 // simulator: the replay says how long they were and what share of the clock, and that
