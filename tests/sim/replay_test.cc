@@ -450,10 +450,11 @@ json summary_at(double elapsed, long final_step, double step) {
 constexpr double kSmallStep = 0.2, kSmallInit = 3;
 
 // The opening of a byterobust run at sub-second steps that checkpoints every step in memory
-// with a peer copy: header, plan, the first start (done at kSmallInit).
-void begin_every_step_run(LogFile& log) {
+// with a peer copy: header (with the stack's recorded `params`), plan, the first start (done
+// at kSmallInit).
+void begin_every_step_run(LogFile& log, json params = json::object()) {
   json h = header("byterobust");
-  h["params"] = json::object();
+  h["params"] = std::move(params);
   h["nominal_step_time_s"] = kSmallStep;
   h["checkpoint_every_steps"] = 1;
   log.add(h);
@@ -494,21 +495,8 @@ TEST(SimReplay, EveryStepCheckpointsAtSubSecondStepsReplay) {
 // leaves those out instead of handing the simulator a scenario it refuses.
 TEST(SimReplay, RecordedParametersTheStackDoesNotReadAreLeftOut) {
   LogFile log("unread-params");
-  json h = header("byterobust");
-  h["params"] = {{"checkpoint", 0}, {"checkpoint_interval_s", 1800}, {"memory_checkpoint_blocking_s", 1.84},
-                 {"checkpoint_blocking_s", 0.02}, {"probe_deadline_s", 600}};
-  h["nominal_step_time_s"] = kSmallStep;
-  h["checkpoint_every_steps"] = 1;
-  log.add(h);
-  log.add(action(0, 1,
-                 {{"type", "SetCheckpointPlan"},
-                  {"interval_s", 0.0},
-                  {"blocking_s", 0.02},
-                  {"tier", "memory+peer"},
-                  {"reason", "every step"},
-                  {"remote_interval_s", 3600.0}}));
-  log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kSmallInit, 2, kSmallInit));
+  begin_every_step_run(log, {{"checkpoint", 0}, {"checkpoint_interval_s", 1800}, {"memory_checkpoint_blocking_s", 1.84},
+                             {"checkpoint_blocking_s", 0.02}, {"probe_deadline_s", 600}});
   for (long step = 1; step <= 100; ++step) log.add(progress(kSmallInit + step * kSmallStep, step));
   log.add(summary_at(kSmallInit + 100 * kSmallStep, 100, kSmallStep));
   const json r = replay({log.write(), "--replicas", "1"});
