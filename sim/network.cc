@@ -5,6 +5,7 @@
 #include <boost/graph/adjacency_iterator.hpp>
 #include <chrono>
 #include <cstring>
+#include <simgrid/Exception.hpp>
 #include <simgrid/s4u.hpp>
 
 namespace faultline::sim {
@@ -141,22 +142,37 @@ std::int64_t FlowNet::cached(const Key& key) const {
   return it == cache_.end() ? -1 : it->second;
 }
 
-void FlowNet::start(std::vector<Transfer> batch, const Key& key, std::function<void(std::int64_t)> done) {
+struct FlowNet::Running {
+  std::vector<sg4::CommPtr> comms;
+  bool cancelled = false;
+};
+
+FlowNet::BatchId FlowNet::start(std::vector<Transfer> batch, const Key& key,
+                                std::function<void(std::int64_t)> done) {
   ++real_;
   const bool idle = in_flight_ == 0;
   ++in_flight_;
   const std::uint64_t my_epoch = ++epoch_;
+  const BatchId id = ++next_id_;
+  auto run = std::make_shared<Running>();
+  running_.emplace(id, run);
   sg4::Actor::create("flows", platform_.control_host(),
-                     [this, batch = std::move(batch), done = std::move(done), idle, my_epoch,
-                      key]() {
+                     [this, batch = std::move(batch), done = std::move(done), idle, my_epoch, key, id,
+                      run]() {
+                       if (run->cancelled) return;  // given up before it began
                        const double t0 = sg4::Engine::get_clock();
-                       std::vector<sg4::CommPtr> comms;
-                       comms.reserve(batch.size());
+                       run->comms.reserve(batch.size());
                        for (const auto& t : batch)
-                         comms.push_back(sg4::Comm::sendto_async(platform_.host(t.src),
-                                                                 platform_.host(t.dst),
-                                                                 static_cast<std::uint64_t>(t.bytes)));
-                       sg4::Comm::wait_all(comms);
+                         run->comms.push_back(sg4::Comm::sendto_async(platform_.host(t.src),
+                                                                      platform_.host(t.dst),
+                                                                      static_cast<std::uint64_t>(t.bytes)));
+                       try {
+                         sg4::Comm::wait_all(run->comms);
+                       } catch (const simgrid::Exception&) {
+                         // Cancelled: cancel() did the bookkeeping.
+                       }
+                       if (run->cancelled) return;
+                       running_.erase(id);
                        const std::int64_t d =
                            Duration::round_ns((sg4::Engine::get_clock() - t0) * 1e9);
                        --in_flight_;
@@ -164,6 +180,17 @@ void FlowNet::start(std::vector<Transfer> batch, const Key& key, std::function<v
                        if (idle && epoch_ == my_epoch) cache_.emplace(key, d);
                        done(d);
                      });
+  return id;
+}
+
+void FlowNet::cancel(BatchId id) {
+  auto it = running_.find(id);
+  if (it == running_.end()) return;
+  const std::shared_ptr<Running> run = it->second;
+  running_.erase(it);
+  run->cancelled = true;
+  --in_flight_;
+  for (auto& c : run->comms) c->cancel();
 }
 
 }  // namespace faultline::sim

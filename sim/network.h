@@ -74,9 +74,13 @@ class FlowNet {
   static Key key_of(const std::vector<Transfer>& batch);
   // Memoised duration if this batch may use the cache now, else -1.
   std::int64_t cached(const Key& key) const;
+  using BatchId = std::uint64_t;
   // Starts a real batch; `done(duration_ns)` runs in simulation context when all
   // transfers finished. Requires a running SimGrid simulation (called from an actor).
-  void start(std::vector<Transfer> batch, const Key& key, std::function<void(std::int64_t)> done);
+  BatchId start(std::vector<Transfer> batch, const Key& key, std::function<void(std::int64_t)> done);
+  // Stops a real batch now (its owner gave up on it): its transfers leave the network at
+  // once, `done` is never called, and it is not memoised. A finished batch: nothing.
+  void cancel(BatchId id);
   int in_flight() const { return in_flight_; }
   // A memoised batch "runs" without SimGrid; hold it so nothing else is memoised or
   // served from the cache while it is under way.
@@ -90,6 +94,9 @@ class FlowNet {
  private:
   Platform& platform_;
   std::map<Key, std::int64_t> cache_;
+  struct Running;
+  std::map<BatchId, std::shared_ptr<Running>> running_;
+  BatchId next_id_ = 0;
   int in_flight_ = 0;
   std::uint64_t epoch_ = 0;  // bumps when a batch starts, to detect overlap
   std::int64_t real_ = 0, hits_ = 0;

@@ -147,12 +147,9 @@ ReplicaResult SimWorld::run() {
     advance_to(item.at);
     dispatch(item);
   }
-  // Memoised batches still "running" at the horizon release the network; real ones
-  // finish inside SimGrid after this world is gone and report to no one.
-  while (holds_ > 0) {
-    flows_.release();
-    --holds_;
-  }
+  // Batches still under way at the horizon leave the network with this world (the
+  // replicas forked from this one start on an idle network).
+  abandon_batches();
   *alive_ = false;
   // Horizon: progress since the last checkpoint is kept.
   progress_.keep(result_.breakdown);
@@ -328,7 +325,7 @@ void SimWorld::job_down() {
 void SimWorld::abort_start(const std::string& signature, MachineId m, std::int64_t observe_at) {
   job_ = JobState::kDown;
   ++epoch_;
-  ++batch_token_;
+  new_batch_token();
   deliver_at(observe_at, StartFailed{start_action_, m, signature}, false);
 }
 
@@ -389,7 +386,7 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
         // A job-wide fault while machines are being acquired fails the restart.
         affects = true;
         broken_unacted_ = true;
-        ++batch_token_;
+        new_batch_token();
         ActionId id = acquiring_.front().id;
         acquiring_.clear();
         deliver_at(observe, StartFailed{id, kNoMachine, cat.signature}, false);
@@ -667,27 +664,46 @@ void SimWorld::run_batch(std::vector<Transfer> batch, Internal done) {
 }
 
 void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key, Internal done) {
-  const std::uint64_t token = batch_token_;
   const std::int64_t d = flows_.cached(key);
   if (d >= 0) {
     flows_.count_hit();
     flows_.hold();
-    ++holds_;
-    push(now_ + d, Internal{Internal::kFaultEnd, ~1ull});  // releases the hold
+    underway_.push_back({0, ++next_hold_});
+    push(now_ + d, Internal{Internal::kHoldEnd, next_hold_});  // releases the hold
     push(now_ + d, done);
     return;
   }
   // Bring SimGrid's clock to our time, then run the transfers for real.
   sg4::this_actor::sleep_until(sg_base_ + now_ * 1e-9);
   ++real_in_flight_;
-  flows_.start(batch, key, [this, alive = alive_, done, token](std::int64_t) {
+  auto id = std::make_shared<FlowNet::BatchId>(0);
+  *id = flows_.start(batch, key, [this, alive = alive_, done, id](std::int64_t) {
     if (!*alive) return;  // the replica ended before this batch did
     --real_in_flight_;
+    std::erase_if(underway_, [&](const Underway& u) { return u.real == *id; });
     const std::int64_t at =
         std::max(now_, Duration::round_ns((sg4::Engine::get_clock() - sg_base_) * 1e9));
-    if (token == batch_token_) push(at, done);
+    push(at, done);
     sync_->cv->notify_all();
   });
+  underway_.push_back({*id, 0});
+}
+
+void SimWorld::new_batch_token() {
+  ++batch_token_;
+  abandon_batches();
+}
+
+void SimWorld::abandon_batches() {
+  for (const Underway& u : underway_) {
+    if (u.real) {
+      flows_.cancel(u.real);
+      --real_in_flight_;
+    } else {
+      flows_.release();
+    }
+  }
+  underway_.clear();
 }
 
 ActionId SimWorld::act(Action a) {
@@ -707,7 +723,7 @@ ActionId SimWorld::act(Action a) {
             else if (job_ == JobState::kStarting) {
               job_ = JobState::kDown;
               ++epoch_;
-              ++batch_token_;
+              new_batch_token();
             }
             deliver_at(now_, JobStopped{id}, false);
           },
@@ -735,7 +751,7 @@ ActionId SimWorld::act(Action a) {
               if (job_ == JobState::kStarting) {
                 job_ = JobState::kDown;
                 ++epoch_;
-                ++batch_token_;
+                new_batch_token();
               }
               view_.vacate(s);
               on_leave(m);
@@ -750,7 +766,7 @@ ActionId SimWorld::act(Action a) {
             if (q.mode == AcquireMode::kRequeue) {
               if (job_ == JobState::kRunning) job_down();
               job_ = JobState::kDown;
-              ++batch_token_;
+              new_batch_token();
               acquiring_.clear();
               acq.slots.clear();
               // The whole job is torn down and rescheduled. Healthy machines come back
@@ -903,7 +919,7 @@ ActionId SimWorld::act(Action a) {
             else if (job_ == JobState::kStarting) {
               job_ = JobState::kDown;
               ++epoch_;
-              ++batch_token_;
+              new_batch_token();
             }
             if (!ended_) ++result_.runs_ended;
             ended_ = true;
@@ -916,12 +932,13 @@ ActionId SimWorld::act(Action a) {
 
 void SimWorld::on_internal(const Internal& in) {
   switch (in.kind) {
+    case Internal::kHoldEnd: {
+      // A memoised batch ends (unless it was given up and released already).
+      const auto n = std::erase_if(underway_, [&](const Underway& u) { return u.real == 0 && u.hold == in.token; });
+      if (n) flows_.release();
+      return;
+    }
     case Internal::kFaultEnd: {
-      if (in.token == ~1ull) {
-        flows_.release();
-        --holds_;
-        return;
-      }
       Fault& f = fault_log_[in.token];
       if (!f.active) return;
       f.active = false;
@@ -1168,7 +1185,7 @@ void SimWorld::start_job(ActionId id, Mechanism mech) {
   stage_ = StartStage::kInit;
   start_action_ = id;
   ++epoch_;
-  ++batch_token_;
+  new_batch_token();
   push(now_ + secs(sc_.job.init_s), Internal{Internal::kStartInit, batch_token_});
 }
 

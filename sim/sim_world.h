@@ -76,7 +76,7 @@ class SimWorld final : public World {
   struct Internal {
     enum Kind : std::uint8_t { kAcquireScheduled, kAcquirePulled, kStartInit, kStartRestored, kFaultEnd, kWatchdog,
                         kProbeDone, kStacksDone, kReplayDone, kStandbyWoken, kPoolRefilled,
-                        kCodeFixed, kRepaired } kind;
+                        kCodeFixed, kRepaired, kHoldEnd } kind;
     std::uint64_t token = 0;  // action id or fault id
   };
   using Payload = std::variant<Deliver, TimerItem, Internal>;
@@ -243,7 +243,18 @@ class SimWorld final : public World {
   int code_version_ = 0;
   std::uint64_t batch_token_ = 0;  // current start/acquire batch, to ignore stale ones
   int real_in_flight_ = 0;
-  int holds_ = 0;  // memoised batches under way
+  // Batches under way, all of the current batch_token_: real ones (in SimGrid) and
+  // memoised ones (a hold on the network until their end).
+  struct Underway {
+    FlowNet::BatchId real = 0;  // 0: a memoised batch
+    std::uint64_t hold = 0;
+  };
+  std::vector<Underway> underway_;
+  std::uint64_t next_hold_ = 0;
+  // A new batch token: every batch under way is given up (its completion would be
+  // ignored), so its transfers leave the network now.
+  void new_batch_token();
+  void abandon_batches();
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::map<std::pair<int, double>, std::pair<std::vector<Transfer>, FlowNet::Key>> whole_job_;

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -453,6 +455,67 @@ TEST(WorldConformance, TimersFireInTheOrderSetAndCancellingAFiredOneIsHarmless) 
   p.start(fake);
   fake.advance_to(Instant{Duration::seconds(10).ns}, p);
   EXPECT_EQ(tags(), want) << "FakeWorld";
+}
+
+// A start that is abandoned (stopped while restoring its checkpoint) stops its transfers:
+// the restore of the next start has the storage link to itself, so it takes exactly what a
+// restore on an idle network takes, by the closed form of max-min sharing. SimGrid allows
+// one engine per process, so the run happens in a fresh process (a death-test child).
+TEST(SimWorldTransfers, AnAbandonedRestoreStopsLoadingTheNetwork) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto body = [] {
+    const json doc = {
+        {"description", "eight machines restoring 50 GB each from one storage host"},
+        {"seed", 1},
+        {"replicas", 1},
+        {"cluster",
+         {{"machines", 8}, {"gpus_per_machine", 1}, {"rack_size", 8}, {"storage_hosts", 1},
+          {"standby_machines", 0}, {"storage_gbps", 400}, {"link_latency_us", 2}}},
+        {"job",
+         {{"tp", 1}, {"pp", 2}, {"dp", 4}, {"step_time_s", 2}, {"checkpoint_bytes_per_machine", 50e9},
+          {"image_bytes", 0}, {"init_s", 0}, {"horizon_days", 0.01}, {"collective_timeout_s", 0}}},
+        {"faults", {{"categories", json::array({{{"name", "crash"}, {"rate_per_machine_day", 0}}})}}},
+        {"policy", {{"stack", "conformance-script"}}}};
+    const Registry reg = registry();
+    const scenarios::Scenario sc = scenarios::parse_scenario(doc.dump(), "abandon.json", {}, reg);
+    // Restore: 8 flows share the 50 GB/s storage link; each also loads it with 5% of its
+    // rate in the other direction (SimGrid's cross-traffic), so all end at
+    // 8 x 1.05 x 50 GB / 50 GB/s, after the route's latency (4 links of 2 us).
+    const double want = 8 * 1.05 * 50e9 / 50e9 + 4 * 2e-6;
+    std::vector<double> took;  // seconds from each StartJob to its JobStarted
+    double started_at = 0;
+    Script s;
+    s.start = [&](World& w) {
+      started_at = 0;
+      w.act(StartJob{"first: abandoned half-way through its restore"});
+      w.set_timer(Duration::seconds(4), 1);
+    };
+    s.on = [&](const Event& e, World& w) {
+      auto restart = [&](const char* why) {
+        w.act(StopJob{why});
+        started_at = static_cast<double>(w.now().ns) * 1e-9;
+        w.act(StartJob{why});
+      };
+      if (auto* t = std::get_if<TimerFired>(&e); t && t->tag == 1) {
+        if (!took.empty()) std::exit(3);  // the first restore was not under way at 4 s
+        restart("second: right after the abandoned one");
+      } else if (std::holds_alternative<JobStarted>(e)) {
+        took.push_back(static_cast<double>(w.now().ns) * 1e-9 - started_at);
+        if (took.size() == 1) restart("third: on a network nobody else uses");
+      }
+    };
+    g_script = &s;
+    g_seen.clear();
+    sim::ReplicaRunner runner(sc, reg);
+    runner.run(0, {});
+    std::fprintf(stderr, "restores took");
+    for (double t : took) std::fprintf(stderr, " %.9f s", t);
+    std::fprintf(stderr, "; closed form %.9f s\n", want);
+    bool ok = took.size() == 2;
+    for (double t : took) ok = ok && std::abs(t - want) < 1e-6;
+    std::exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(body(), ::testing::ExitedWithCode(0), "restores took");
 }
 
 // Live mode rounds a checkpoint interval up to whole steps, and rolls back to the first
