@@ -3,7 +3,9 @@
 #include "policies/api/time.h"
 
 #include <boost/graph/adjacency_iterator.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <simgrid/Exception.hpp>
 #include <simgrid/s4u.hpp>
@@ -54,26 +56,45 @@ Platform::Platform(const ClusterView& view, int) {
   const double lat = spec.link_latency_us * 1e-6;
 
   std::map<TopoVertex, sg4::Link*> tor_links, leaf_links;
+  std::map<const sg4::Link*, int> link_index;
+  // Creates a link and records it for the closed form.
+  auto new_link = [&](const std::string& name, double bw, double latency) {
+    auto* l = zone->create_link(name, bw)->set_latency(latency)->seal();
+    link_index.emplace(l, static_cast<int>(links_.size()));
+    links_.push_back({bw, latency});
+    return l;
+  };
+  // Adds a host's route to the centre, to SimGrid and to routes_ (in host index order).
+  auto add_route = [&](sg4::Host* h, const std::vector<sg4::Link*>& route) {
+    std::vector<sg4::LinkInRoute> in_route;
+    std::vector<int> ids;
+    for (auto* l : route) {
+      in_route.emplace_back(l);
+      ids.push_back(link_index.at(l));
+    }
+    zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, in_route, true);
+    routes_.push_back(std::move(ids));
+  };
   auto link_for = [&](std::map<TopoVertex, sg4::Link*>& cache, TopoVertex v, const std::string& name,
                       double bw) {
     auto it = cache.find(v);
     if (it != cache.end()) return it->second;
-    auto* l = zone->create_link(name, bw)->set_latency(lat)->seal();
+    auto* l = new_link(name, bw, lat);
     cache[v] = l;
     return l;
   };
   auto machine_route = [&](sg4::Host* h, TopoVertex mv, const std::string& name) {
-    std::vector<sg4::LinkInRoute> route;
+    std::vector<sg4::Link*> route;
     TopoVertex tor, leaf, spine;
     TopoLink nic, tor_up, leaf_up;
     double bw = 0;
     up(g, mv, NodeKind::kTor, &tor, &nic, &bw);
-    route.emplace_back(zone->create_link(name + "_nic", nic.bandwidth_bps)->set_latency(lat)->seal());
+    route.push_back(new_link(name + "_nic", nic.bandwidth_bps, lat));
     up(g, tor, NodeKind::kLeaf, &leaf, &tor_up, &bw);
-    route.emplace_back(link_for(tor_links, tor, "tor" + std::to_string(g[tor].index), bw));
+    route.push_back(link_for(tor_links, tor, "tor" + std::to_string(g[tor].index), bw));
     up(g, leaf, NodeKind::kSpine, &spine, &leaf_up, &bw);
-    route.emplace_back(link_for(leaf_links, leaf, "leaf" + std::to_string(g[leaf].index), bw));
-    zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, route, true);
+    route.push_back(link_for(leaf_links, leaf, "leaf" + std::to_string(g[leaf].index), bw));
+    add_route(h, route);
   };
 
   for (int s = 0; s < slots_; ++s) {
@@ -86,10 +107,9 @@ Platform::Platform(const ClusterView& view, int) {
   for (int i = 0; i < standbys_; ++i) {
     const std::string name = "standby" + std::to_string(i);
     auto* h = zone->create_host(name, 1e12)->seal();
-    std::vector<sg4::LinkInRoute> route;
-    route.emplace_back(zone->create_link(name + "_nic", spec.nic_gbps * 1e9 / 8)->set_latency(lat)->seal());
-    if (!leaf_links.empty()) route.emplace_back(leaf_links.begin()->second);
-    zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, route, true);
+    std::vector<sg4::Link*> route{new_link(name + "_nic", spec.nic_gbps * 1e9 / 8, lat)};
+    if (!leaf_links.empty()) route.push_back(leaf_links.begin()->second);
+    add_route(h, route);
     hosts_.push_back(h);
   }
   int si = 0;
@@ -101,9 +121,7 @@ Platform::Platform(const ClusterView& view, int) {
     TopoLink link;
     double bw = 0;
     up(g, *v, NodeKind::kSpine, &spine, &link, &bw);
-    zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr,
-                    {sg4::LinkInRoute(zone->create_link(name + "_link", bw)->set_latency(lat)->seal())},
-                    true);
+    add_route(h, {new_link(name + "_link", bw, lat)});
     hosts_.push_back(h);
   }
   control_ = zone->create_host("control", 1e12)->seal();
@@ -191,6 +209,135 @@ void FlowNet::cancel(BatchId id) {
   run->cancelled = true;
   --in_flight_;
   for (auto& c : run->comms) c->cancel();
+}
+
+std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch) const {
+  // SimGrid's CM02 fluid model, as configured in Platform (see SimGrid 3.32
+  // src/surf/network_cm02.cpp and src/kernel/lmm/maxmin.cpp):
+  // - a transfer first waits its route's latency (the sum over its links), then shares;
+  // - its route is the source's links then the destination's, each link once; it loads
+  //   each with weight 1, plus 0.05 for its way back (cross-traffic; the same links);
+  // - max-min sharing weighted by the "sharing penalty", the route latency: at a level x
+  //   a transfer runs at x / penalty, and a link is full when the sum of weight x rate
+  //   reaches its bandwidth;
+  // - a rate never exceeds the slowest link of the route nor TCP_gamma / (2 x latency),
+  //   TCP_gamma = 4 MiB (SimGrid's default).
+  constexpr double kTcpGamma = 4194304.0, kCross = 0.05;
+  constexpr double kSurfPrecision = 1e-9;  // SimGrid: events this close happen together
+  const auto& L = platform_.links();
+  struct Flow {
+    std::vector<std::pair<int, double>> use;  // link, weight
+    double remains, penalty, bound, start;
+    bool active = false, done = false;
+    double rate = 0;
+  };
+  std::vector<Flow> flows;
+  flows.reserve(batch.size());
+  for (const auto& t : batch) {
+    Flow f;
+    double lat = 0, slowest = -1;
+    for (int host : {t.src, t.dst})
+      for (int l : platform_.route(host)) {
+        // SimGrid's star zone puts a link that both ends cross (a shared ToR or leaf
+        // uplink) in the route once.
+        if (std::any_of(f.use.begin(), f.use.end(), [&](const auto& u) { return u.first == l; })) continue;
+        lat += L[l].latency;
+        if (slowest < 0 || L[l].bandwidth < slowest) slowest = L[l].bandwidth;
+        f.use.emplace_back(l, 1 + kCross);
+      }
+    f.remains = t.bytes;
+    f.start = lat;
+    f.penalty = lat > 0 ? lat : 1.0;
+    f.bound = lat > 0 ? std::min(slowest, kTcpGamma / (2 * lat)) : slowest;
+    flows.push_back(std::move(f));
+  }
+  // Progressive filling over the active transfers.
+  std::vector<double> remaining(L.size()), usage(L.size());
+  std::vector<int> touched;
+  auto solve = [&]() {
+    touched.clear();
+    for (auto& f : flows) {
+      if (!f.active || f.done) continue;
+      f.rate = -1;
+      for (auto [l, w] : f.use) {
+        if (usage[l] == 0 && remaining[l] == 0) touched.push_back(l);
+        remaining[l] = L[l].bandwidth;
+        usage[l] += w / f.penalty;
+      }
+    }
+    std::size_t unfixed = 0;
+    for (auto& f : flows) unfixed += f.active && !f.done;
+    while (unfixed > 0) {
+      double level = -1;
+      for (int l : touched)
+        if (usage[l] > 0) {
+          const double x = remaining[l] / usage[l];
+          if (level < 0 || x < level) level = x;
+        }
+      double bound_level = -1;
+      for (const auto& f : flows)
+        if (f.active && !f.done && f.rate < 0 && (level < 0 || f.bound * f.penalty < level))
+          bound_level = bound_level < 0 ? f.bound * f.penalty : std::min(bound_level, f.bound * f.penalty);
+      const bool by_bound = bound_level >= 0;
+      if (by_bound) level = bound_level;
+      // Fix the transfers on the saturated links (or at their bound).
+      std::vector<char> saturated(L.size(), 0);
+      if (!by_bound)
+        for (int l : touched)
+          if (usage[l] > 0 && std::abs(remaining[l] / usage[l] - level) <= 1e-5 * level) saturated[l] = 1;
+      for (auto& f : flows) {
+        if (!f.active || f.done || f.rate >= 0) continue;
+        bool fix = false;
+        if (by_bound) fix = std::abs(f.bound * f.penalty - level) <= 1e-5 * level;
+        else
+          for (auto [l, w] : f.use) fix |= saturated[l] != 0;
+        if (!fix) continue;
+        f.rate = by_bound ? f.bound : level / f.penalty;
+        for (auto [l, w] : f.use) {
+          remaining[l] -= w * f.rate;
+          usage[l] -= w / f.penalty;
+          if (usage[l] < 1e-12 * w / f.penalty) usage[l] = 0;
+        }
+        --unfixed;
+      }
+    }
+    for (int l : touched) remaining[l] = usage[l] = 0;
+  };
+  double now = 0, last = 0;
+  std::size_t left = flows.size();
+  bool changed = true;
+  while (left > 0) {
+    for (auto& f : flows)
+      if (!f.active && !f.done && f.start <= now + kSurfPrecision) {
+        f.active = true;
+        changed = true;
+      }
+    if (changed) solve();
+    changed = false;
+    double next = -1;
+    for (const auto& f : flows) {
+      double at = -1;
+      if (!f.active && !f.done) at = f.start;
+      else if (f.active && !f.done) at = f.rate > 0 ? now + f.remains / f.rate : -1;
+      if (at >= 0 && (next < 0 || at < next)) next = at;
+    }
+    if (next < 0) break;  // nothing can move (no link): SimGrid would not either
+    const double dt = next - now;
+    for (auto& f : flows) {
+      if (!f.active || f.done) continue;
+      if (now + f.remains / f.rate <= next + kSurfPrecision) {
+        f.done = true;
+        f.remains = 0;
+        --left;
+        changed = true;
+        last = next;
+      } else {
+        f.remains -= f.rate * dt;
+      }
+    }
+    now = next;
+  }
+  return Duration::round_ns(last * 1e9);
 }
 
 }  // namespace faultline::sim

@@ -21,6 +21,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <simgrid/s4u.hpp>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "realexec/messages.h"
 #include "realexec/reactor.h"
 #include "scenarios/scenario.h"
+#include "sim/network.h"
 #include "sim/runner.h"
 #include "tests/support/fake_world.h"
 #include "traces/event_log.h"
@@ -516,6 +518,73 @@ TEST(SimWorldTransfers, AnAbandonedRestoreStopsLoadingTheNetwork) {
     std::exit(ok ? 0 : 1);
   };
   EXPECT_EXIT(body(), ::testing::ExitedWithCode(0), "restores took");
+}
+
+// The closed form of a batch's time on an idle network (what replaces SimGrid for
+// whole-job batches, whose SimGrid cost is quadratic) against SimGrid itself, on batches
+// small enough to run through both: whole-job restores (one storage host's link shared),
+// peer copies (same-rack pairs cross their ToR link twice), pulls to new machines and
+// standbys (shorter routes, so other sharing weights), mixed sizes (several completion
+// waves) and a lone transfer (bounded by the TCP window, not a link).
+TEST(SimWorldTransfers, TheClosedFormAgreesWithSimGridToTheNanosecond) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto body = [] {
+    ClusterSpec spec;
+    spec.machines = 96;
+    spec.rack_size = 8;
+    spec.standby_machines = 4;
+    spec.storage_hosts = 3;
+    ClusterView view(spec);
+    sim::Platform platform(view);
+    sim::FlowNet flows(platform);
+    using sim::Transfer;
+    std::vector<std::pair<std::string, std::vector<Transfer>>> cases;
+    const int n = spec.machines;
+    for (double bytes : {50e9, 3.3e9}) {
+      std::vector<Transfer> b;
+      for (int s = 0; s < n; ++s) b.push_back({platform.storage_host(s % 3), platform.slot_host(s), bytes});
+      cases.emplace_back("whole-job restore " + std::to_string(bytes), b);
+    }
+    {
+      std::vector<Transfer> b;
+      for (int s = 0; s < n; s += 3) b.push_back({platform.slot_host((s + 1) % n), platform.slot_host(s), 20e9});
+      cases.emplace_back("peer copies", b);
+    }
+    {
+      std::vector<Transfer> b;
+      for (int s : {5, 17, 40, 41, 90}) b.push_back({platform.storage_host(s % 3), platform.slot_host(s), 8e9});
+      for (int i = 0; i < 4; ++i) b.push_back({platform.storage_host(i % 3), platform.standby_host(i), 8e9});
+      b.push_back({platform.standby_host(0), platform.slot_host(7), 30e9});
+      cases.emplace_back("pulls to new machines and standbys", b);
+    }
+    {
+      std::vector<Transfer> b;
+      for (int s = 0; s < n; ++s) b.push_back({platform.storage_host(s % 3), platform.slot_host(s), 1e9 * (1 + s % 5)});
+      cases.emplace_back("mixed sizes", b);
+    }
+    cases.emplace_back("one transfer", std::vector<Transfer>{{platform.slot_host(3), platform.slot_host(60), 1e9}});
+    std::vector<std::int64_t> got(cases.size(), -1);
+    simgrid::s4u::Actor::create("driver", platform.control_host(), [&] {
+      for (std::size_t i = 0; i < cases.size(); ++i) {
+        bool finished = false;
+        flows.start(cases[i].second, sim::FlowNet::key_of(cases[i].second), [&, i](std::int64_t d) {
+          got[i] = d;
+          finished = true;
+        });
+        while (!finished) simgrid::s4u::this_actor::sleep_for(1);
+      }
+    });
+    platform.engine().run();
+    bool ok = true;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const std::int64_t closed = flows.fluid_duration(cases[i].second);
+      std::fprintf(stderr, "%s: SimGrid %lld ns, closed form %lld ns\n", cases[i].first.c_str(),
+                   static_cast<long long>(got[i]), static_cast<long long>(closed));
+      ok = ok && got[i] > 0 && std::llabs(closed - got[i]) <= 1;
+    }
+    std::exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(body(), ::testing::ExitedWithCode(0), "closed form");
 }
 
 // Live mode rounds a checkpoint interval up to whole steps, and rolls back to the first
