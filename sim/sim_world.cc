@@ -651,11 +651,7 @@ void SimWorld::run_whole_job_batch(int kind, double bytes, Internal done) {
     FlowNet::Key key = FlowNet::key_of(batch);
     it = whole_job_.emplace(std::make_pair(kind, bytes), std::make_pair(std::move(batch), key)).first;
   }
-  // On an idle network its time is known in closed form: SimGrid's cost for one flow per
-  // machine grows with the square of the machines.
-  const auto& [batch, key] = it->second;
-  if (flows_.in_flight() == 0 && !flows_.known(key)) flows_.remember(key, flows_.fluid_duration(batch));
-  run_batch_keyed(batch, key, done);
+  run_batch_keyed(it->second.first, it->second.second, done);
 }
 
 void SimWorld::run_batch(std::vector<Transfer> batch, Internal done) {
@@ -668,6 +664,9 @@ void SimWorld::run_batch(std::vector<Transfer> batch, Internal done) {
 }
 
 void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key, Internal done) {
+  // On an idle network a batch's time is known in closed form (SimGrid's cost for it is
+  // quadratic in its transfers); SimGrid runs the batches that share the network.
+  if (flows_.in_flight() == 0 && !flows_.known(key)) flows_.remember(key, flows_.fluid_duration(batch));
   const std::int64_t d = flows_.cached(key);
   if (d >= 0) {
     flows_.count_hit();
