@@ -32,10 +32,25 @@ bool write_all(int fd, const void* data, std::size_t n) {
 
 std::runtime_error sys_error(const char* what) { return std::runtime_error(std::string(what) + ": " + std::strerror(errno)); }
 
+bool read_all(int fd, void* data, std::size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+constexpr std::size_t kNoItem = ~std::size_t{0};
+
 struct Child {
   pid_t pid = -1;
-  std::size_t item = 0;
-  std::vector<std::uint8_t> data;
+  int cmd = -1;                 // write end: item indices to run
+  std::size_t item = kNoItem;   // the item it runs now
+  std::vector<std::uint8_t> data;  // unparsed frames: [u64 length][bytes][u8 reusable]
 };
 
 }  // namespace
@@ -57,6 +72,7 @@ void fork_pool(std::size_t n, const ForkPoolOptions& opt,
     for (auto& [fd, c] : running) ::kill(c.pid, SIGKILL);
     for (auto& [fd, c] : running) {
       ::close(fd);
+      if (c.cmd >= 0) ::close(c.cmd);
       while (::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
       }
     }
@@ -72,40 +88,71 @@ void fork_pool(std::size_t n, const ForkPoolOptions& opt,
     while ((got = ::read(ticks[0], buf, sizeof buf)) > 0) ticked += got, any = true;
     if (any) opt.on_tick(ticked);
   };
+  // The child's side: runs the items it is sent until its command pipe closes or its
+  // state is no longer fit for another.
+  auto serve = [&](int cmd_fd, int out_fd, int tick_fd) {
+    const std::function<void()> tick = [tick_fd] {
+      const char t = 'x';
+      if (tick_fd >= 0) (void)!::write(tick_fd, &t, 1);
+    };
+    std::uint64_t item = 0;
+    while (read_all(cmd_fd, &item, sizeof item)) {
+      try {
+        const std::vector<std::uint8_t> bytes = child(item, tick);
+        const std::uint8_t more = opt.child_reusable && opt.child_reusable() ? 1 : 0;
+        const std::uint64_t len = bytes.size();
+        if (!write_all(out_fd, &len, sizeof len) || !write_all(out_fd, bytes.data(), bytes.size()) ||
+            !write_all(out_fd, &more, 1))
+          return 3;
+        if (!more) return 0;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "faultline: %s failed: %s\n", what(item).c_str(), e.what());
+        return 4;
+      }
+    }
+    return 0;
+  };
+  auto give = [&](Child& c, std::size_t item) {
+    const std::uint64_t i = item;
+    c.item = item;
+    // A child that died meanwhile must not take the parent with it (SIGPIPE): the write
+    // fails instead, and its exit status is reported when its result pipe closes.
+    struct sigaction ignore{}, old{};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &old);
+    const bool ok = write_all(c.cmd, &i, sizeof i);
+    ::sigaction(SIGPIPE, &old, nullptr);
+    if (!ok) ::close(c.cmd), c.cmd = -1;
+  };
   std::size_t next = 0;
   const int jobs = opt.jobs < 1 ? 1 : opt.jobs;
   while (next < n || !running.empty()) {
     while (next < n && static_cast<int>(running.size()) < jobs) {
-      int fds[2];
-      if (::pipe(fds) != 0) stop_all(std::string("pipe: ") + std::strerror(errno));
+      int out[2], cmd[2];
+      if (::pipe(out) != 0) stop_all(std::string("pipe: ") + std::strerror(errno));
+      if (::pipe(cmd) != 0) {
+        ::close(out[0]), ::close(out[1]);
+        stop_all(std::string("pipe: ") + std::strerror(errno));
+      }
       std::fflush(stdout);
       std::fflush(stderr);
       const pid_t pid = ::fork();
       if (pid < 0) stop_all(std::string("fork: ") + std::strerror(errno));
       if (pid == 0) {
-        ::close(fds[0]);
-        for (auto& [fd, c] : running) ::close(fd);
+        ::close(out[0]);
+        ::close(cmd[1]);
+        for (auto& [fd, c] : running) ::close(fd), ::close(c.cmd);
         if (ticks[0] >= 0) ::close(ticks[0]);
-        const int tick_fd = ticks[1];
-        const std::function<void()> tick = [tick_fd] {
-          const char t = 'x';
-          if (tick_fd >= 0) (void)!::write(tick_fd, &t, 1);
-        };
-        int code = 0;
-        try {
-          const std::vector<std::uint8_t> bytes = child(next, tick);
-          if (!write_all(fds[1], bytes.data(), bytes.size())) code = 3;
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "faultline: %s failed: %s\n", what(next).c_str(), e.what());
-          code = 4;
-        }
-        ::close(fds[1]);
+        const int code = serve(cmd[0], out[1], ticks[1]);
+        ::close(out[1]);
         std::fflush(stderr);
         ::_exit(code);
       }
-      ::close(fds[1]);
-      running[fds[0]] = Child{pid, next, {}};
-      ++next;
+      ::close(out[1]);
+      ::close(cmd[0]);
+      ::fcntl(cmd[1], F_SETFD, FD_CLOEXEC);
+      Child& c = running[out[0]] = Child{pid, cmd[1], kNoItem, {}};
+      give(c, next++);
     }
     std::vector<pollfd> pfds;
     for (const auto& [fd, c] : running) pfds.push_back({fd, POLLIN, 0});
@@ -122,18 +169,33 @@ void fork_pool(std::size_t n, const ForkPoolOptions& opt,
       const ssize_t got = ::read(p.fd, buf, sizeof buf);
       if (got > 0) {
         c.data.insert(c.data.end(), buf, buf + got);
+        // Whole frames: a result, then the child's next item (or its end).
+        while (c.data.size() >= sizeof(std::uint64_t)) {
+          std::uint64_t len;
+          std::memcpy(&len, c.data.data(), sizeof len);
+          if (c.data.size() < sizeof len + len + 1) break;
+          std::vector<std::uint8_t> bytes(c.data.begin() + sizeof len, c.data.begin() + sizeof len + len);
+          const bool more = c.data[sizeof len + len] != 0;
+          c.data.erase(c.data.begin(), c.data.begin() + sizeof len + len + 1);
+          const std::size_t item = c.item;
+          c.item = kNoItem;
+          if (more && next < n) give(c, next++);
+          else if (c.cmd >= 0) ::close(c.cmd), c.cmd = -1;  // it ends on its own
+          on_result(item, std::move(bytes));
+        }
         continue;
       }
       if (got < 0 && errno == EINTR) continue;
       ::close(p.fd);
+      if (c.cmd >= 0) ::close(c.cmd);
       int status = 0;
       while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
       }
       Child done = std::move(c);
       running.erase(p.fd);
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        stop_all(what(done.item) + ": process failed (status " + std::to_string(status) + ")");
-      on_result(done.item, std::move(done.data));
+      if (done.item != kNoItem || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        stop_all((done.item != kNoItem ? what(done.item) : std::string("a worker process between items")) +
+                 ": process failed (status " + std::to_string(status) + ")");
     }
   }
   drain_ticks();

@@ -20,10 +20,15 @@ struct ForkPoolOptions {
   // Called in the parent with the number of ticks the children sent so far (a child
   // ticks with the function it is given); nullptr: no ticks.
   std::function<void(long long)> on_tick;
+  // Set: a child takes further items (the next unclaimed index, whichever child is
+  // free first) for as long as this, called in the child after each item, says its
+  // state is still the one it was forked with as far as the items can tell; when it
+  // says no, the child ends and a fresh fork takes over. Unset: one item per child.
+  std::function<bool()> child_reusable;
 };
 
-// Runs `child(i, tick)` for i in [0, n), each in its own forked process, and calls
-// `on_result(i, bytes)` in the parent, in completion order, with what the child returned.
+// Runs `child(i, tick)` for i in [0, n) in forked processes, at most `jobs` at a time, and
+// calls `on_result(i, bytes)` in the parent, in completion order, with what the child returned.
 // A child that throws, exits non-zero or dies ends the pool: the others are killed and
 // std::runtime_error names the item ("<what(i)>: process failed (status N)", or the
 // child's own message on its stderr before). Stdout and stderr are flushed before each fork.

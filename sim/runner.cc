@@ -21,6 +21,16 @@ ReplicaRunner::~ReplicaRunner() = default;
 
 double ReplicaRunner::platform_build_s() const { return platform_->build_seconds(); }
 
+void ReplicaRunner::mark() {
+  marked_clock_ = sg4::Engine::get_clock();
+  marked_real_ = flows_->real_batches();
+}
+
+bool ReplicaRunner::unchanged_since_mark() const {
+  return sg4::Engine::get_clock() == marked_clock_ && flows_->real_batches() == marked_real_ &&
+         flows_->in_flight() == 0;
+}
+
 ReplicaResult ReplicaRunner::run(std::uint64_t replica, const RunOptions& opt) {
   ReplicaResult out;
   sg4::Actor::create("replica", platform_->control_host(), [&]() {
@@ -62,9 +72,15 @@ std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const
     results[i] = first;
     if (on_done) on_done(++done, total);
   }
+  // Each child runs replicas one after another for as long as none of them needed SimGrid
+  // (then it is still in the state replica 0 left: memo entries aside, which only hold
+  // closed-form times); one that did leaves the child for a fresh fork.
+  runner.mark();
+  ForkPoolOptions pool{jobs, nullptr, {}};
+  pool.child_reusable = [&runner] { return runner.unchanged_since_mark(); };
   try {
     fork_pool(
-        forked.size(), ForkPoolOptions{jobs, nullptr},
+        forked.size(), pool,
         [&](std::size_t k, const std::function<void()>&) { return encode(runner.run(which[forked[k]], opt)); },
         [&](std::size_t k, std::vector<std::uint8_t> bytes) {
           results[forked[k]] = decode(bytes);
@@ -86,7 +102,7 @@ std::vector<ReplicaResult> run_replicas_in_child(const scenarios::Scenario& sc, 
   std::vector<std::uint8_t> data;
   try {
     fork_pool(
-        1, ForkPoolOptions{1, on_done},
+        1, ForkPoolOptions{1, on_done, {}},
         [&](std::size_t, const std::function<void()>& tick) {
           std::vector<std::uint8_t> out;
           for (const auto& r : run_replicas(sc, sc.replicas, jobs, opt, registry, nullptr,

@@ -36,6 +36,11 @@ class ReplicaRunner {
   ~ReplicaRunner();
   ReplicaResult run(std::uint64_t replica, const RunOptions& opt);
   double platform_build_s() const;
+  // Whether the SimGrid side is as it was after `mark()`: no transfer ran in SimGrid since
+  // (every batch was timed by the closed form or the memo), so the clock has not moved
+  // and another replica run here starts exactly as in a fresh fork.
+  void mark();
+  bool unchanged_since_mark() const;
 
  private:
   const scenarios::Scenario& sc_;
@@ -43,6 +48,8 @@ class ReplicaRunner {
   std::unique_ptr<ClusterView> view_;
   std::unique_ptr<Platform> platform_;
   std::unique_ptr<FlowNet> flows_;
+  double marked_clock_ = -1;
+  std::int64_t marked_real_ = -1;
 };
 
 // `on_done(done, total)` is called in the parent after each replica.

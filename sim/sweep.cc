@@ -146,7 +146,7 @@ void run_chunk(const PlannedPoint& p, int first, int last, const Registry& regis
     if (r == 0) add(0, r0);
     else rest.push_back(r);
   fork_pool(
-      rest.size(), ForkPoolOptions{1, nullptr},
+      rest.size(), ForkPoolOptions{1, nullptr, {}},
       [&](std::size_t i, const std::function<void()>&) {
         return encode(runner.run(static_cast<std::uint64_t>(rest[i]), opt));
       },
@@ -343,7 +343,7 @@ void execute(const std::vector<PlannedPoint>& points, const std::vector<WorkItem
   long long total = 0;
   for (const auto& it : items) total += it.last - it.first;
   if (opt.on_progress) opt.on_progress(0, total);
-  ForkPoolOptions pool{opt.jobs, nullptr};
+  ForkPoolOptions pool{opt.jobs, nullptr, {}};
   if (opt.on_progress) pool.on_tick = [&](long long done) { opt.on_progress(std::min(done, total), total); };
   fork_pool(
       items.size(), pool,
