@@ -733,8 +733,8 @@ ActionId SimWorld::act(Action a) {
           [&](const StartJob& st) {
             if (ended_) return fail("the run was ended: " + ended_verdict_);
             if (job_ == JobState::kRunning) return fail("job already running");
-            if (!empty_slots().empty())
-              return fail(std::to_string(empty_slots().size()) + " slots have no machine");
+            if (view_.empty_slot_count() > 0)
+              return fail(std::to_string(view_.empty_slot_count()) + " slots have no machine");
             start_job(id, st.mechanism);
           },
           [&](const EvictMachines& e) {
@@ -889,7 +889,7 @@ ActionId SimWorld::act(Action a) {
           [&](const HotUpdate& h) {
             if (ended_) return fail("the run was ended: " + ended_verdict_);
             if (job_ == JobState::kRunning) job_down();
-            if (!empty_slots().empty()) return fail("slots have no machine");
+            if (view_.empty_slot_count() > 0) return fail("slots have no machine");
             ++code_version_;
             start_job(id, Mechanism::kHotUpdate);
           },
@@ -909,7 +909,7 @@ ActionId SimWorld::act(Action a) {
               }
             }
             code_version_ = good_version_;
-            if (!empty_slots().empty()) return fail("slots have no machine");
+            if (view_.empty_slot_count() > 0) return fail("slots have no machine");
             start_job(id, Mechanism::kRollback);
           },
           [&](const SetStandbyPool& p) {

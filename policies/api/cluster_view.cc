@@ -111,7 +111,11 @@ MachineId ClusterView::add_machine() {
 void ClusterView::place(MachineId m, SlotId s) {
   const MachineId prev = machine_of_slot_[s];
   if (prev >= 0 && prev != m) slot_of_[prev] = -1;
-  if (slot_of_[m] >= 0 && slot_of_[m] != s) machine_of_slot_[slot_of_[m]] = kNoMachine;
+  if (prev == kNoMachine) --empty_slots_;
+  if (slot_of_[m] >= 0 && slot_of_[m] != s) {
+    machine_of_slot_[slot_of_[m]] = kNoMachine;
+    ++empty_slots_;
+  }
   machine_of_slot_[s] = m;
   slot_of_[m] = s;
 }
@@ -121,6 +125,7 @@ void ClusterView::vacate(SlotId s) {
   if (m == kNoMachine) return;
   slot_of_[m] = -1;
   machine_of_slot_[s] = kNoMachine;
+  ++empty_slots_;
 }
 
 bool ClusterView::take_standby(MachineId m) {

@@ -96,6 +96,7 @@ class ClusterView {
 
   // --- who is where -----------------------------------------------------------------
   MachineId machine_in(SlotId s) const { return machine_of_slot_[s]; }
+  int empty_slot_count() const { return empty_slots_; }  // slots with no machine, kept as they change
   // Slot that machine m serves, or -1 when m is standby, evicted or idle.
   SlotId slot_of(MachineId m) const { return slot_of_[m]; }
   const std::vector<MachineId>& standby() const { return standby_; }
@@ -117,6 +118,7 @@ class ClusterView {
   TopologyGraph graph_;
   std::vector<TopoVertex> machine_vertex_;
   std::vector<MachineId> machine_of_slot_;
+  int empty_slots_ = 0;
   std::vector<SlotId> slot_of_;
   std::vector<Health> health_;
   std::vector<MachineId> standby_;

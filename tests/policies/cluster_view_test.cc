@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "policies/api/rng.h"
+
 namespace faultline {
 namespace {
 
@@ -66,6 +68,34 @@ TEST(ClusterView, ReplacementTakesTheSlotAndVacateEmptiesIt) {
   v.vacate(5);
   EXPECT_EQ(v.machine_in(5), kNoMachine);
   EXPECT_EQ(v.slot_of(m), -1);
+}
+
+}  // namespace
+}  // namespace faultline
+
+namespace faultline {
+namespace {
+
+// The count of empty slots is kept as machines move (the simulator asks it on every start,
+// where a scan of 25,000 slots took a fifth of the time); it always equals a scan.
+TEST(ClusterView, EmptySlotCountFollowsEveryPlaceAndVacate) {
+  ClusterSpec spec;
+  spec.machines = 12;
+  spec.standby_machines = 3;
+  ClusterView v(spec);
+  auto scan = [&] {
+    int n = 0;
+    for (SlotId s = 0; s < v.slots(); ++s) n += v.machine_in(s) == kNoMachine;
+    return n;
+  };
+  EXPECT_EQ(v.empty_slot_count(), 0);
+  Rng rng(7);
+  for (int step = 0; step < 2000; ++step) {
+    const SlotId s = static_cast<SlotId>(rng.below(static_cast<std::uint64_t>(v.slots())));
+    if (rng.uniform() < 0.4) v.vacate(s);
+    else v.place(static_cast<MachineId>(rng.below(static_cast<std::uint64_t>(v.machine_count()))), s);  // may move a placed one
+    ASSERT_EQ(v.empty_slot_count(), scan()) << "step " << step;
+  }
 }
 
 }  // namespace
