@@ -10,10 +10,17 @@
 // traffic between two machines of the same rack also crosses that rack's ToR uplink.
 //
 // Transfers come in batches (all machines restoring a checkpoint, all new machines
-// pulling an image) run as real SimGrid communications and waited on with wait_all.
-// A batch that starts on an idle network and finishes without overlap is memoised by
-// its exact transfer list: the same batch on an idle network takes the same time, and
-// a requeue-heavy replica repeats the same whole-job batch hundreds of times.
+// pulling an image). A batch that starts on an idle network is timed by the closed form
+// of SimGrid's fluid model (fluid_duration: the same max-min sharing, solved directly;
+// SimGrid's own cost for a batch is quadratic in its transfers) and memoised by its exact
+// transfer list: a requeue-heavy replica repeats the same whole-job batch hundreds of
+// times. A batch that starts while another is under way runs as real SimGrid
+// communications, so batches that share links slow each other down as the topology says.
+// What that batch does not see: a batch under way that was timed by the closed form or
+// the memo (it holds no SimGrid flows); in the shipped scenarios no batch starts while
+// another is under way, and the memo has always had this limit.
+// A batch its owner gives up (the start was stopped, the job requeued) is cancelled: its
+// transfers leave the network at once.
 #pragma once
 
 #include <cstdint>
