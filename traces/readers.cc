@@ -73,15 +73,26 @@ struct Slot {
 };
 
 struct RecordView {
-  Slot time, node, event, duration, level, cls, desc, scope, scope_id, attrs_text;
+  Slot time, end_time, node, event, duration, level, cls, desc, scope, scope_id, attrs_text;
+  std::vector<Slot> node_parts;  // composite node key: one slot per ColumnMap::node_parts
   std::vector<std::pair<std::string_view, Slot>> attrs;
   void clear() {
-    for (Slot* s :
-         {&time, &node, &event, &duration, &level, &cls, &desc, &scope, &scope_id, &attrs_text})
+    for (Slot* s : {&time, &end_time, &node, &event, &duration, &level, &cls, &desc, &scope,
+                    &scope_id, &attrs_text})
       *s = Slot{};
+    for (Slot& s : node_parts) s = Slot{};
     attrs.clear();
   }
 };
+
+// Appends a composite node key's part, escaping '/' and '\\' so the join is one-to-one.
+void append_key_part(std::string& id, std::string_view part, bool first) {
+  if (!first) id += '/';
+  for (char c : part) {
+    if (c == '/' || c == '\\') id += '\\';
+    id += c;
+  }
+}
 
 // Turns records (whatever their container) into trace events.
 class Interpreter {
@@ -100,37 +111,76 @@ class Interpreter {
     return !sink_.issue(line, map_.canonical ? std::string(canonical) : f.describe(), why);
   }
 
+  // A time field (the start or the end) in seconds; false with *why set when malformed.
+  bool parse_time(const Slot& s, double* t, std::string* why) const;
+
   const ColumnMap& map_;
   Trace& trace_;
   Sink& sink_;
   ReadResult& res_;
   double min_time_ = INFINITY;
   scan::JRecord attrs_rec_;
+  std::string node_id_;  // composite node key being joined
 };
 
-bool Interpreter::record(const RecordView& r, std::size_t line) {
-  // Time.
+bool Interpreter::parse_time(const Slot& s, double* out, std::string* why) const {
   double t = 0;
-  if (r.time.empty()) return bad(line, map_.time, "time_s", "missing time");
   if (!map_.date_format.empty()) {
-    std::string err;
-    if (!parse_date(r.time.text, map_.date_format, &t, &err))
-      return bad(line, map_.time, "time_s", err);
+    if (!parse_date(s.text, map_.date_format, &t, why)) return false;
     if (map_.origin == TimeOrigin::kFixed) t -= map_.origin_unix_s;
   } else {
     double v = 0;
-    if (!scan::parse_double(r.time.text, &v))
-      return bad(line, map_.time, "time_s",
-                 "expected a number, got \"" + shown(r.time.text) + "\"");
+    if (!scan::parse_double(s.text, &v)) {
+      *why = "expected a number, got \"" + shown(s.text) + "\"";
+      return false;
+    }
     t = scale_unit(v, map_.time_unit_s);
     if (map_.origin == TimeOrigin::kFixed) t -= map_.origin_unix_s;
   }
-  if (!(std::fabs(t) <= kMaxAbsTime))
-    return bad(line, map_.time, "time_s",
-               "time " + shown(r.time.text) + " out of range (|t| <= 1e12 s)");
+  if (!(std::fabs(t) <= kMaxAbsTime)) {
+    *why = "time " + shown(s.text) + " out of range (|t| <= 1e12 s)";
+    return false;
+  }
+  *out = t;
+  return true;
+}
+
+bool Interpreter::record(const RecordView& r, std::size_t line) {
+  // An event value listed under "ignore" skips the record before anything else is
+  // checked: "ignore": [""] skips the blank rows of an export, whose other fields are
+  // empty too.
+  if (map_.event.set() && !map_.event_values.empty()) {
+    const std::string_view v = r.event.empty() ? std::string_view() : r.event.text;
+    for (const auto& [value, kk] : map_.event_values)
+      if (kk == kIgnore && value == v) return true;
+  }
+
+  // Time.
+  double t = 0;
+  if (r.time.empty()) return bad(line, map_.time, "time_s", "missing time");
+  {
+    std::string why;
+    if (!parse_time(r.time, &t, &why)) return bad(line, map_.time, "time_s", why);
+  }
 
   // Node.
-  if (r.node.empty()) return bad(line, map_.node, "node", "missing node");
+  std::string_view node = r.node.empty() ? std::string_view() : r.node.text;
+  if (!map_.node_parts.empty()) {
+    node_id_.clear();
+    for (std::size_t i = 0; i < map_.node_parts.size(); ++i) {
+      const Slot& part = i < r.node_parts.size() ? r.node_parts[i] : Slot{};
+      if (part.empty()) {
+        std::string names;
+        for (const FieldRef& f : map_.node_parts)
+          names += (names.empty() ? "" : ", ") + f.describe();
+        return bad(line, map_.node_parts[i], "node",
+                   "missing node key part (expected a value in each of " + names + ")");
+      }
+      append_key_part(node_id_, part.text, i == 0);
+    }
+    node = node_id_;
+  }
+  if (node.empty()) return bad(line, map_.node, "node", "missing node");
 
   // Event kind.
   EventKind kind = EventKind::kFault;
@@ -180,6 +230,22 @@ bool Interpreter::record(const RecordView& r, std::size_t line) {
     }
   }
 
+  // End time: a whole fault's end in the same row.
+  if (map_.end_time.set() && !r.end_time.empty()) {
+    if (kind != EventKind::kFault)
+      return bad(line, map_.end_time, "end_time",
+                 std::string("an end time applies to whole faults only, not to \"") +
+                     event_kind_name(kind) + "\" records");
+    double end = 0;
+    std::string why;
+    if (!parse_time(r.end_time, &end, &why)) return bad(line, map_.end_time, "end_time", why);
+    if (!(end >= t))
+      return bad(line, map_.end_time, "end_time",
+                 "end time " + shown(r.end_time.text) + " is before the start " +
+                     shown(r.time.text) + " (expected end >= start)");
+    duration = end - t;
+  }
+
   // Scope.
   Scope scope = Scope::kNode;
   if (map_.scope.set() && !r.scope.empty()) {
@@ -202,7 +268,7 @@ bool Interpreter::record(const RecordView& r, std::size_t line) {
   e.kind = kind;
   e.scope = scope;
   e.line = static_cast<std::uint32_t>(std::min<std::size_t>(line, UINT32_MAX));
-  e.node = trace_.intern_node(r.node.text);
+  e.node = trace_.intern_node(node);
   auto text = [](const Slot& s) { return s.null || !s.present ? std::string_view() : s.text; };
   e.category = trace_.intern_category(text(r.level), text(r.cls), text(r.desc));
   if (!r.scope_id.empty()) e.group = trace_.intern_group(r.scope_id.text);
@@ -344,7 +410,14 @@ class JsonBinder {
       }
     };
     get(map_.time, v.time);
-    get(map_.node, v.node);
+    get(map_.end_time, v.end_time);
+    if (map_.node_parts.empty()) {
+      get(map_.node, v.node);
+    } else {
+      v.node_parts.resize(map_.node_parts.size());
+      for (std::size_t i = 0; i < map_.node_parts.size(); ++i)
+        get(map_.node_parts[i], v.node_parts[i]);
+    }
     get(map_.event, v.event);
     get(map_.duration, v.duration);
     get(map_.level, v.level);
@@ -510,14 +583,15 @@ void read_csv(std::string_view text, const ColumnMap& map, Trace& trace, Sink& s
     int index;
   };
   std::vector<Bound> bound;
+  std::vector<int> part_cols;  // composite node key: the column of each part
   std::vector<std::pair<std::string, int>> attr_cols;
   int attrs_col = -1;
   const std::pair<const FieldRef*, Slot RecordView::*> refs[] = {
-      {&map.time, &RecordView::time},        {&map.node, &RecordView::node},
-      {&map.event, &RecordView::event},      {&map.duration, &RecordView::duration},
-      {&map.level, &RecordView::level},      {&map.cls, &RecordView::cls},
-      {&map.desc, &RecordView::desc},        {&map.scope, &RecordView::scope},
-      {&map.scope_id, &RecordView::scope_id}};
+      {&map.time, &RecordView::time},         {&map.end_time, &RecordView::end_time},
+      {&map.node, &RecordView::node},         {&map.event, &RecordView::event},
+      {&map.duration, &RecordView::duration}, {&map.level, &RecordView::level},
+      {&map.cls, &RecordView::cls},           {&map.desc, &RecordView::desc},
+      {&map.scope, &RecordView::scope},       {&map.scope_id, &RecordView::scope_id}};
   auto bind = [&](const std::vector<std::string>* header, std::size_t hline) {
     auto column = [&](const FieldRef& f) -> int {
       if (f.is_constant || !f.set()) return -1;
@@ -527,11 +601,20 @@ void read_csv(std::string_view text, const ColumnMap& map, Trace& trace, Sink& s
         if ((*header)[i] == f.name) return static_cast<int>(i);
       return -2;
     };
+    for (const FieldRef& part : map.node_parts) {
+      const int col = column(part);
+      if (col == -2) {
+        sink.issue(hline, part.name, "column \"" + part.name + "\" is not in the header");
+        return false;
+      }
+      part_cols.push_back(col);
+    }
     for (const auto& [ref, slot] : refs) {
+      if (ref == &map.node && !map.node_parts.empty()) continue;
       const int col = column(*ref);
       if (col == -2) {
-        const bool required =
-            ref == &map.time || ref == &map.node || (ref == &map.event && map.canonical);
+        const bool required = ref == &map.time || ref == &map.node || ref == &map.end_time ||
+                              (ref == &map.event && map.canonical);
         // A missing optional column is simply absent in every row.
         if (required) {
           sink.issue(hline, ref->name, "column \"" + ref->name + "\" is not in the header");
@@ -602,6 +685,10 @@ void read_csv(std::string_view text, const ColumnMap& map, Trace& trace, Sink& s
         (view.*(b.slot)).set(row[static_cast<std::size_t>(b.index)]);
       }
     }
+    view.node_parts.resize(part_cols.size());
+    for (std::size_t i = 0; i < part_cols.size(); ++i)
+      if (part_cols[i] < static_cast<int>(row.size()))
+        view.node_parts[i].set(row[static_cast<std::size_t>(part_cols[i])]);
     for (const auto& [name, col] : attr_cols) {
       if (col < static_cast<int>(row.size()) && !row[static_cast<std::size_t>(col)].empty()) {
         Slot s;
@@ -619,6 +706,29 @@ void read_csv(std::string_view text, const ColumnMap& map, Trace& trace, Sink& s
 
 // ------------------------------------------------------------------ column-map files
 
+// A field name or column number at `path`.
+FieldRef scalar_field_ref(const ConfigObj& o, const nlohmann::json& j, const std::string& path,
+                          bool csv, bool header) {
+  FieldRef f;
+  if (j.is_string()) {
+    f.name = j.get<std::string>();
+    if (f.name.empty()) o.fail(path, "expected a non-empty field name");
+    if (csv && !header)
+      o.fail(path, "expected a column number (the CSV has no header row), got \"" + f.name + "\"");
+  } else if (j.is_number_integer() || j.is_number_unsigned()) {
+    if (!csv)
+      o.fail(path, "expected a key name (column numbers are for CSV), got " + json_brief(j));
+    const auto i = j.get<std::int64_t>();
+    if (i < 0 || i > 100000)
+      o.fail(path, "expected a column number in [0, 100000], got " + json_brief(j));
+    f.index = static_cast<int>(i);
+  } else {
+    o.fail(path,
+           "expected a field name or column number, got " + json_type_of(j) + " " + json_brief(j));
+  }
+  return f;
+}
+
 FieldRef field_ref(ConfigObj& o, const std::string& key, bool csv, bool header, bool allow_constant,
                    nlohmann::json const** extra) {
   FieldRef f;
@@ -626,23 +736,7 @@ FieldRef field_ref(ConfigObj& o, const std::string& key, bool csv, bool header, 
   if (extra) *extra = nullptr;
   if (!v) return f;
   auto from_scalar = [&](const nlohmann::json& j, const std::string& path) {
-    if (j.is_string()) {
-      f.name = j.get<std::string>();
-      if (f.name.empty()) o.fail(path, "expected a non-empty field name");
-      if (csv && !header)
-        o.fail(path,
-               "expected a column number (the CSV has no header row), got \"" + f.name + "\"");
-    } else if (j.is_number_integer() || j.is_number_unsigned()) {
-      if (!csv)
-        o.fail(path, "expected a key name (column numbers are for CSV), got " + json_brief(j));
-      const auto i = j.get<std::int64_t>();
-      if (i < 0 || i > 100000)
-        o.fail(path, "expected a column number in [0, 100000], got " + json_brief(j));
-      f.index = static_cast<int>(i);
-    } else {
-      o.fail(path, "expected a field name or column number, got " + json_type_of(j) + " " +
-                       json_brief(j));
-    }
+    f = scalar_field_ref(o, j, path, csv, header);
   };
   if (v->is_object()) {
     if (extra) *extra = v;
@@ -858,7 +952,18 @@ ColumnMap parse_column_map(const std::string& json_text, const std::string& file
                "a date origin needs dated times (time.date); numeric times are already relative");
     }
   }
-  m.node = field_ref(o, "node", csv, m.header, false, nullptr);
+  if (const nlohmann::json* nv = o.get("node"); nv && nv->is_array()) {
+    // A composite key: two or more fields joined into one node id.
+    if (nv->size() < 2)
+      o.fail("$.node", "expected a field name, a column number or a list of at least two");
+    for (std::size_t i = 0; i < nv->size(); ++i) {
+      m.node_parts.push_back(
+          scalar_field_ref(o, (*nv)[i], "$.node[" + std::to_string(i) + "]", csv, m.header));
+    }
+    m.node = m.node_parts.front();
+  } else {
+    m.node = field_ref(o, "node", csv, m.header, false, nullptr);
+  }
   if (!m.node.set()) o.fail("$.node", "required: the field naming the node");
   m.event = field_ref(o, "event", csv, m.header, false, &extra);
   if (extra) {
@@ -889,6 +994,15 @@ ColumnMap parse_column_map(const std::string& json_text, const std::string& file
     m.duration_unit_s = unit_seconds(d, "unit", 1);
     d.finish();
   }
+  m.end_time = field_ref(o, "end_time", csv, m.header, false, &extra);
+  if (extra) {
+    // Read like the start time: its unit or date format are the start's.
+    ConfigObj e(*extra, "$.end_time", file);
+    e.get("field");
+    e.finish();
+  }
+  if (m.end_time.set() && m.duration.set())
+    o.fail("$.end_time", "not with \"duration\" (a row holds an end time or a duration)");
   m.level = field_ref(o, "level", csv, m.header, true, nullptr);
   m.cls = field_ref(o, "class", csv, m.header, true, nullptr);
   m.desc = field_ref(o, "desc", csv, m.header, true, nullptr);

@@ -62,7 +62,16 @@ struct ColumnMap {
   TimeOrigin origin = TimeOrigin::kAsIs;  // dates default to kFirstRecord
   double origin_unix_s = 0;               // kFixed: time zero (Unix seconds)
 
+  // The node: one field, or a composite key of several (`node_parts`, two or more; then
+  // `node` is the first of them). A composite node id is its parts' values joined with
+  // '/', a '/' or '\' inside a part escaped with a '\' ("2" + "17" -> "2/17",
+  // "2" + "1/7" -> "2/1\/7"), so distinct keys never share an id.
   FieldRef node;
+  std::vector<FieldRef> node_parts;
+  // Set: a whole fault's end time in the same row, read like `time` (same unit or date
+  // format and origin); the fault lasts end - start (end >= start, else a bad record).
+  // An empty end leaves the duration unknown. Not with `duration`.
+  FieldRef end_time;
   FieldRef event;  // unset: every record is a whole fault
   // Event value → kind; kinds outside EventKind mean "ignore the record". Empty: the
   // canonical names (fault_start, fault_end, fault, node_join).

@@ -4,11 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
+#include "tests/support/shared_data.h"
 #include "traces/config.h"
 #include "traces/timefmt.h"
-#include "tests/support/shared_data.h"
 
 namespace faultline::traces {
 namespace {
@@ -298,12 +299,155 @@ TEST(ColumnMap, ConfigErrorsAreOneLineWithPath) {
   EXPECT_EQ(error(R"({"format": "jsonl", "time": "t", "node": "n", "colour": 1})"),
             "m.json: $.colour: unknown key; expected one of: attributes, class, desc, description, "
             "duration, "
-            "event, fleet_nodes, format, level, node, origin, pairing, rejoin_ends_fault, scope, "
+            "end_time, event, fleet_nodes, format, level, node, origin, pairing, "
+            "rejoin_ends_fault, scope, "
             "scope_id, time");
   EXPECT_NE(error(R"({"format": "csv", "time": {"field": "t", "date": "%Y %Q"}, "node": "n"})")
                 .find("%Q"),
             std::string::npos);
   EXPECT_NE(error("{nope").find("invalid JSON"), std::string::npos);
+}
+
+// A made-up multi-system failure log in the style of public HPC failure data: a node is
+// (system, node number), every row holds the start and the end of one failure, and the
+// export has blank rows (all fields empty).
+constexpr const char* kMultiSystemMap = R"({
+  "format": "csv",
+  "time": {"field": "prob_started", "date": "%Y-%m-%d %H:%M"},
+  "end_time": "prob_fixed",
+  "node": ["system", "nodenum"],
+  "event": {"field": "type", "fault": ["failure"], "ignore": [""]},
+  "class": "category",
+  "fleet_nodes": 64
+})";
+constexpr const char* kMultiSystemLog =
+    "system,nodenum,prob_started,prob_fixed,type,category\n"
+    "2,17,2004-03-01 10:00,2004-03-01 12:30,failure,Hardware\n"
+    ",,,,,\n"
+    "20,17,2004-03-02 00:00,2004-03-02 00:45,failure,Software\n"
+    "21,7,2004-03-03 06:00,2004-03-04 06:00,failure,Hardware\n"
+    ",,,,,\n"
+    "2,17,2004-03-05 08:00,2004-03-05 08:00,failure,Network\n"
+    "2,1/7,2004-03-06 00:00,,failure,Hardware\n";
+
+TEST(ColumnMap, CompositeNodeKeyAndEndTimeReadAMultiSystemLogStrictly) {
+  const ColumnMap m = parse_column_map(kMultiSystemMap, "lanl.json");
+  auto x = read(kMultiSystemLog, Format::kColumns, /*strict=*/true, &m);
+  ASSERT_TRUE(x->r.ok()) << x->r.first_issue;
+  EXPECT_EQ(x->rep.count(), 0u);
+  const Trace& t = x->r.trace;
+  ASSERT_EQ(t.events.size(), 5u);
+  EXPECT_EQ(x->r.records, 5u);
+  // (2, 17) and (20, 17) are different nodes; a '/' inside a part is escaped, so the
+  // join is one-to-one: (2, "1/7") is not (2, 1, 7) nor (21, 7).
+  EXPECT_EQ(t.nodes, (std::vector<std::string>{"2/17", "20/17", "21/7", "2/1\\/7"}));
+  EXPECT_EQ(t.events[0].node, t.events[3].node);
+  for (const Event& e : t.events) EXPECT_EQ(e.kind, EventKind::kFault);
+  EXPECT_DOUBLE_EQ(t.events[0].time_s, 0);
+  EXPECT_DOUBLE_EQ(t.events[0].duration_s, 2.5 * 3600);
+  EXPECT_DOUBLE_EQ(t.events[1].time_s, 14 * 3600.0);
+  EXPECT_DOUBLE_EQ(t.events[1].duration_s, 45 * 60.0);
+  EXPECT_DOUBLE_EQ(t.events[2].duration_s, 86400.0);
+  EXPECT_DOUBLE_EQ(t.events[3].duration_s, 0);      // end == start is allowed
+  EXPECT_TRUE(std::isnan(t.events[4].duration_s));  // no end: duration unknown
+  EXPECT_EQ(t.fleet_nodes, 64);
+  const PairingResult p = pair_faults(t);
+  ASSERT_EQ(p.faults.size(), 5u);
+  EXPECT_DOUBLE_EQ(p.faults[0].duration_s(), 2.5 * 3600);
+}
+
+TEST(ColumnMap, IgnoreMatchesEmptyEventValuesUnderStrictLoading) {
+  // Regression: "ignore": [""] had no effect (the empty-value check came first), so a
+  // strict load stopped at the first blank row with "missing event kind".
+  const ColumnMap m = parse_column_map(
+      R"({"format": "csv", "time": "t", "node": "n",
+          "event": {"field": "e", "start": ["down"], "end": ["up"], "ignore": [""]}})",
+      "m.json");
+  auto x = read("t,n,e\n1,a,down\n,,\n2,a,up\n3,b,\n", Format::kColumns, true, &m);
+  ASSERT_TRUE(x->r.ok()) << x->r.first_issue;
+  EXPECT_EQ(x->r.records, 2u);
+  EXPECT_EQ(x->rep.count(), 0u);
+  // Without "" in ignore an empty kind is still a bad record.
+  const ColumnMap m2 = parse_column_map(
+      R"({"format": "csv", "time": "t", "node": "n",
+          "event": {"field": "e", "start": ["down"], "end": ["up"]}})",
+      "m.json");
+  auto y = read("t,n,e\n1,a,down\n3,b,\n", Format::kColumns, true, &m2);
+  EXPECT_TRUE(y->r.stopped);
+  EXPECT_EQ(y->r.first_issue, "t:3: e: missing event kind");
+}
+
+TEST(ColumnMap, CompositeKeyAndEndTimeErrorsAreOneLineNamingLineAndField) {
+  const ColumnMap m = parse_column_map(kMultiSystemMap, "lanl.json");
+  const std::string head = "system,nodenum,prob_started,prob_fixed,type,category\n";
+  auto first_issue = [&](const std::string& rows) {
+    auto x = read(head + rows, Format::kColumns, true, &m);
+    EXPECT_TRUE(x->r.stopped) << rows;
+    EXPECT_EQ(x->r.records, 0u);
+    return x->r.first_issue;
+  };
+  EXPECT_EQ(first_issue("2,,2004-03-01 10:00,2004-03-01 12:30,failure,Hardware\n"),
+            "t:2: nodenum: missing node key part (expected a value in each of system, nodenum)");
+  EXPECT_EQ(first_issue(",17,2004-03-01 10:00,2004-03-01 12:30,failure,Hardware\n"),
+            "t:2: system: missing node key part (expected a value in each of system, nodenum)");
+  EXPECT_EQ(first_issue("2,17,2004-03-01 10:00,2004-03-01 09:59,failure,Hardware\n"),
+            "t:2: prob_fixed: end time 2004-03-01 09:59 is before the start 2004-03-01 10:00 "
+            "(expected end >= start)");
+  const std::string bad_end = first_issue("2,17,2004-03-01 10:00,yesterday,failure,Hardware\n");
+  EXPECT_EQ(bad_end.rfind("t:2: prob_fixed: ", 0), 0u) << bad_end;
+  EXPECT_EQ(bad_end.find('\n'), std::string::npos);
+  // A composite part or the end column missing from the header: one issue at the header.
+  for (const char* h : {"system,prob_started,prob_fixed,type,category\n",
+                        "system,nodenum,prob_started,type,category\n"}) {
+    auto x = read(std::string(h) + "2,17,2004-03-01 10:00,2004-03-01 12:30,failure,H\n",
+                  Format::kColumns, false, &m);
+    ASSERT_EQ(x->rep.count(), 1u) << h;
+    EXPECT_EQ(x->rep.issues()[0].line, 1u);
+    EXPECT_NE(x->rep.issues()[0].reason.find("is not in the header"), std::string::npos);
+  }
+  // JSON records: a missing key of the composite node.
+  const ColumnMap j = parse_column_map(
+      R"({"format": "jsonl", "time": "t", "end_time": {"field": "t_end"},
+          "node": ["sys", "host.id"]})",
+      "j.json");
+  auto y = read(
+      "{\"t\": 5, \"t_end\": 9, \"sys\": \"a\", \"host\": {\"id\": 3}}\n"
+      "{\"t\": 5, \"t_end\": 4, \"sys\": \"a\", \"host\": {\"id\": 3}}\n"
+      "{\"t\": 5, \"sys\": \"b\"}\n",
+      Format::kColumns, false, &j);
+  ASSERT_EQ(y->r.trace.events.size(), 1u);
+  EXPECT_EQ(y->r.trace.nodes[0], "a/3");
+  EXPECT_DOUBLE_EQ(y->r.trace.events[0].duration_s, 4);
+  ASSERT_EQ(y->rep.count(), 2u);
+  EXPECT_EQ(y->rep.issues()[0].text(),
+            "t:2: t_end: end time 4 is before the start 5 (expected end >= start)");
+  EXPECT_EQ(y->rep.issues()[1].text(),
+            "t:3: host.id: missing node key part (expected a value in each of sys, host.id)");
+}
+
+TEST(ColumnMap, CompositeKeyAndEndTimeConfigErrors) {
+  auto error = [](const std::string& text) {
+    try {
+      parse_column_map(text, "m.json");
+    } catch (const TraceError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": []})"),
+            "m.json: $.node: expected a field name, a column number or a list of at least two");
+  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": ["a"]})"),
+            "m.json: $.node: expected a field name, a column number or a list of at least two");
+  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": ["a", true]})"),
+            "m.json: $.node[1]: expected a field name or column number, got a boolean true");
+  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": "n", "end_time": "e",
+                      "duration": "d"})"),
+            "m.json: $.end_time: not with \"duration\" (a row holds an end time or a duration)");
+  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": "n", "end_time": {"value": "3"}})"),
+            "m.json: $.end_time.value: a constant is not allowed here");
+  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": "n", "end_time": {"field": "e",
+                      "unit": "h"}})"),
+            "m.json: $.end_time.unit: unknown key; expected one of: field");
 }
 
 TEST(Readers, DetectFormat) {
