@@ -62,8 +62,10 @@ Fits exponential, Weibull and lognormal distributions by maximum likelihood, wit
 right-censoring (fault-free stretches at the end of the trace, faults still open), to
   - per-node time between failures (days), overall and per class,
   - repair times (hours), overall and per class,
-and reports log-likelihood, AIC and the Kolmogorov-Smirnov distance to the Kaplan-Meier
-estimate. With -o, writes a fault model in the scenario's "faults" format: one category
+and reports log-likelihood, AIC, 95% confidence intervals of the parameters (Wald, from
+the observed information, log scale for positive parameters), the Kolmogorov-Smirnov
+distance to the Kaplan-Meier estimate, and the likelihood-ratio test of the exponential
+against the Weibull (chi-squared, 1 df) with a recommendation. With -o, writes a fault model in the scenario's "faults" format: one category
 per mapping-table category, with the trace's rate per machine-day, the Weibull shape of
 its per-node gaps (when it beats the exponential by AIC) and its mean repair time.
 Use it in a scenario as "faults", or: --set "faults=$(cat model.json)".

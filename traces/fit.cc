@@ -30,13 +30,33 @@ double hazard(double z) { return std::exp(-0.5 * z * z - kLogSqrt2Pi - log_q(z))
 
 struct Clean {
   std::vector<double> obs, cen;
+  std::vector<std::pair<double, double>> iv;
   std::size_t dropped = 0;
+  Sample sample() const { return {obs, cen, iv}; }
 };
 
 Clean clean(const Sample& s) {
   Clean c;
   c.obs.reserve(s.observed.size());
   c.cen.reserve(s.censored.size());
+  c.iv.reserve(s.intervals.size());
+  for (const auto& [lo, hi] : s.intervals) {
+    if (!(std::isfinite(lo) && lo >= 0) || std::isnan(hi) || hi < lo) {
+      ++c.dropped;
+    } else if (hi == lo) {
+      if (lo > 0)
+        c.obs.push_back(lo);
+      else
+        ++c.dropped;
+    } else if (std::isinf(hi)) {
+      if (lo > 0)
+        c.cen.push_back(lo);
+      else
+        ++c.dropped;  // known only to be positive: no information
+    } else {
+      c.iv.emplace_back(lo, hi);
+    }
+  }
   for (double x : s.observed) {
     if (std::isfinite(x) && x > 0)
       c.obs.push_back(x);
@@ -56,16 +76,154 @@ Eigen::ArrayXd to_array(const std::vector<double>& v) {
   return Eigen::Map<const Eigen::ArrayXd>(v.data(), static_cast<Eigen::Index>(v.size()));
 }
 
+// Each interval replaced by its midpoint, as an observed value: the starting point of
+// the interval-censored fits.
+Clean midpoints(const Clean& c) {
+  Clean m = c;
+  m.iv.clear();
+  for (const auto& [lo, hi] : c.iv) m.obs.push_back(0.5 * (lo + hi));
+  return m;
+}
+
+// Working parameters: the log of a positive parameter, mu as is (header comment).
+Eigen::VectorXd to_work(const Dist& d) {
+  Eigen::VectorXd w(d.parameters());
+  w(0) = d.family == Family::kLognormal ? d.a : std::log(d.a);
+  if (w.size() > 1) w(1) = std::log(d.b);
+  return w;
+}
+
+Dist from_work(Family f, const Eigen::VectorXd& w) {
+  Dist d;
+  d.family = f;
+  d.a = f == Family::kLognormal ? w(0) : std::exp(w(0));
+  if (w.size() > 1) d.b = std::exp(w(1));
+  return d;
+}
+
+// Log-likelihood at working parameters; -inf outside the range where it is defined.
+double work_loglik(Family f, const Eigen::VectorXd& w, const Sample& s) {
+  if (!(w.cwiseAbs().maxCoeff() <= 50)) return -INFINITY;
+  const double ll = log_likelihood(from_work(f, w), s);
+  return std::isnan(ll) ? -INFINITY : ll;
+}
+
+// Central-difference gradient and Hessian of the log-likelihood at w, step h.
+void derivatives(Family f, const Eigen::VectorXd& w, const Sample& s, double fw, double h,
+                 Eigen::VectorXd* g, Eigen::MatrixXd* H) {
+  const Eigen::Index k = w.size();
+  g->resize(k);
+  H->resize(k, k);
+  auto at = [&](Eigen::Index i, double di, Eigen::Index j, double dj) {
+    Eigen::VectorXd x = w;
+    x(i) += di;
+    x(j) += dj;
+    return work_loglik(f, x, s);
+  };
+  for (Eigen::Index i = 0; i < k; ++i) {
+    const double up = at(i, h, i, 0), down = at(i, -h, i, 0);
+    (*g)(i) = (up - down) / (2 * h);
+    (*H)(i, i) = (up - 2 * fw + down) / (h * h);
+    for (Eigen::Index j = 0; j < i; ++j) {
+      const double v =
+          (at(i, h, j, h) - at(i, h, j, -h) - at(i, -h, j, h) + at(i, -h, j, -h)) / (4 * h * h);
+      (*H)(i, j) = (*H)(j, i) = v;
+    }
+  }
+}
+
+// Climbs the full likelihood from r.dist by damped Newton steps on numerical
+// derivatives. Returns the iterations taken.
+int climb(FitResult& r, const Sample& s) {
+  const Family f = r.dist.family;
+  Eigen::VectorXd w = to_work(r.dist);
+  double fw = work_loglik(f, w, s);
+  if (!std::isfinite(fw)) return 0;
+  Eigen::VectorXd g;
+  Eigen::MatrixXd H;
+  int it = 0;
+  for (; it < 100; ++it) {
+    derivatives(f, w, s, fw, 1e-4, &g, &H);
+    Eigen::VectorXd step;
+    Eigen::LLT<Eigen::MatrixXd> llt(-H);
+    if (llt.info() == Eigen::Success) {
+      step = llt.solve(g);
+    } else {
+      step = g / (H.diagonal().cwiseAbs().maxCoeff() + 1);
+    }
+    double alpha = 1, fc = -INFINITY;
+    Eigen::VectorXd cand = w;
+    for (int b = 0; b < 50; ++b, alpha /= 2) {
+      cand = w + alpha * step;
+      fc = work_loglik(f, cand, s);
+      if (fc >= fw) break;
+    }
+    if (!(fc >= fw)) break;
+    const bool tiny =
+        (cand - w).cwiseAbs().maxCoeff() < 1e-10 || fc - fw <= 1e-13 * (1 + std::fabs(fw));
+    w = cand;
+    fw = fc;
+    if (tiny) break;
+  }
+  r.dist = from_work(f, w);
+  return it + 1;
+}
+
+// 95% Wald intervals from the observed information at the optimum.
+void add_ci(FitResult& r, const Sample& s) {
+  const Eigen::VectorXd w = to_work(r.dist);
+  const double fw = work_loglik(r.dist.family, w, s);
+  Eigen::VectorXd g;
+  Eigen::MatrixXd H;
+  derivatives(r.dist.family, w, s, fw, 1e-4, &g, &H);
+  Eigen::LLT<Eigen::MatrixXd> llt(-H);
+  if (!H.allFinite() || llt.info() != Eigen::Success) {
+    r.note = "observed information not positive definite: no confidence intervals";
+    return;
+  }
+  const Eigen::MatrixXd cov = llt.solve(Eigen::MatrixXd::Identity(w.size(), w.size()));
+  constexpr double z = 1.959963984540054;  // two-sided 95% normal quantile
+  for (Eigen::Index i = 0; i < w.size(); ++i) {
+    ParamCi& ci = i == 0 ? r.ci_a : r.ci_b;
+    ci.se = std::sqrt(cov(i, i));
+    const bool positive = !(i == 0 && r.dist.family == Family::kLognormal);
+    const double lo = w(i) - z * ci.se, hi = w(i) + z * ci.se;
+    ci.lo = positive ? std::exp(lo) : lo;
+    ci.hi = positive ? std::exp(hi) : hi;
+  }
+}
+
 void finish(FitResult& r, const Clean& c) {
   if (!r.ok) return;
-  Sample s{c.obs, c.cen};
+  const Sample s = c.sample();
   r.loglik = log_likelihood(r.dist, s);
   r.aic = 2.0 * r.dist.parameters() - 2.0 * r.loglik;
-  r.ks = ks_statistic(r.dist, s);
+  // Kaplan-Meier does not hold intervals: no KS distance then (the LR test holds).
+  r.ks = c.iv.empty() ? ks_statistic(r.dist, s) : NAN;
   if (!std::isfinite(r.loglik)) {
     r.ok = false;
     r.note = "log-likelihood is not finite";
+    return;
   }
+  add_ci(r, s);
+}
+
+// The fit of an interval-censored sample: the fit `core` gives with midpoints, then
+// the full likelihood climbed from there.
+template <typename Core>
+FitResult fit_with_intervals(const Clean& c, Core core) {
+  if (c.iv.empty()) {
+    FitResult r = core(c);
+    finish(r, c);
+    return r;
+  }
+  FitResult r = core(midpoints(c));
+  if (!r.ok) return r;
+  r.iterations += climb(r, c.sample());
+  r.ok = std::isfinite(r.dist.a) && (r.dist.parameters() == 1 || std::isfinite(r.dist.b));
+  if (!r.ok) r.note = "did not converge";
+  finish(r, c);
+  return r;
 }
 
 }  // namespace
@@ -125,6 +283,34 @@ double Dist::log_survival(double x) const {
   return NAN;
 }
 
+double Dist::log_cdf(double x) const {
+  if (!(x > 0)) return -INFINITY;
+  switch (family) {
+    case Family::kExponential:
+      return std::log(-std::expm1(-a * x));
+    case Family::kWeibull:
+      return std::log(-std::expm1(-std::pow(x / b, a)));
+    case Family::kLognormal:
+      return log_q(-(std::log(x) - a) / b);
+  }
+  return NAN;
+}
+
+double Dist::log_interval(double lo, double hi) const {
+  if (!(hi > lo)) return -INFINITY;
+  if (!(lo > 0)) return log_cdf(hi);
+  if (std::isinf(hi)) return log_survival(lo);
+  // log(e^u - e^v) = u + log(1 - e^(v - u)) for v <= u, on whichever of S or F is the
+  // smaller at the interval (so the difference does not cancel in the far tail).
+  const double sl = log_survival(lo);
+  if (sl < -0.6931471805599453) {  // S(lo) < 1/2: upper tail, S(lo) - S(hi)
+    const double sh = log_survival(hi);
+    return sl + std::log(-std::expm1(sh - sl));
+  }
+  const double fh = log_cdf(hi), fl = log_cdf(lo);
+  return fh + std::log(-std::expm1(fl - fh));
+}
+
 double Dist::mean() const {
   switch (family) {
     case Family::kExponential:
@@ -165,7 +351,34 @@ double log_likelihood(const Dist& d, const Sample& s) {
   double ll = 0;
   for (double x : s.observed) ll += d.log_pdf(x);
   for (double x : s.censored) ll += d.log_survival(x);
+  for (const auto& [lo, hi] : s.intervals) ll += d.log_interval(lo, hi);
   return ll;
+}
+
+double chi2_1_sf(double x) { return x > 0 ? std::erfc(std::sqrt(0.5 * x)) : 1.0; }
+
+LrTest lr_test(const FitResult& e, const FitResult& w) {
+  LrTest t;
+  if (!e.ok || !w.ok) return t;
+  t.ok = true;
+  // Nested models: ln L_W >= ln L_E up to the optimizers' tolerance.
+  t.statistic = std::max(0.0, 2 * (w.loglik - e.loglik));
+  t.p_value = chi2_1_sf(t.statistic);
+  t.exponential_rejected = t.p_value < kLrLevel;
+  char buf[256];
+  if (!t.exponential_rejected) {
+    std::snprintf(buf, sizeof buf,
+                  "exponential not rejected against Weibull (LR p = %.2g): use the exponential, "
+                  "one parameter",
+                  t.p_value);
+  } else {
+    std::snprintf(buf, sizeof buf,
+                  "exponential rejected against Weibull (LR p = %.2g): use the Weibull, shape "
+                  "%.3g [%.3g, %.3g]",
+                  t.p_value, w.dist.a, w.ci_a.lo, w.ci_a.hi);
+  }
+  t.recommendation = buf;
+  return t;
 }
 
 double ks_statistic(const Dist& d, const Sample& s) {
@@ -203,8 +416,9 @@ double ks_statistic(const Dist& d, const Sample& s) {
   return dmax;
 }
 
-FitResult fit_exponential(const Sample& s) {
-  const Clean c = clean(s);
+namespace {
+
+FitResult exponential_core(const Clean& c) {
   FitResult r;
   r.dist.family = Family::kExponential;
   if (c.obs.empty()) {
@@ -216,12 +430,10 @@ FitResult fit_exponential(const Sample& s) {
   r.dist.a = static_cast<double>(c.obs.size()) / total;  // closed form: events / exposure
   r.ok = std::isfinite(r.dist.a) && r.dist.a > 0;
   if (!r.ok) r.note = "degenerate sample";
-  finish(r, c);
   return r;
 }
 
-FitResult fit_weibull(const Sample& s) {
-  const Clean c = clean(s);
+FitResult weibull_core(const Clean& c) {
   FitResult r;
   r.dist.family = Family::kWeibull;
   const double d = static_cast<double>(c.obs.size());
@@ -282,12 +494,10 @@ FitResult fit_weibull(const Sample& s) {
   r.dist.b = scale * std::pow(sum_w / d, 1 / k);
   r.ok = std::isfinite(r.dist.a) && std::isfinite(r.dist.b) && r.dist.b > 0;
   if (!r.ok) r.note = "did not converge";
-  finish(r, c);
   return r;
 }
 
-FitResult fit_lognormal(const Sample& s) {
-  const Clean c = clean(s);
+FitResult lognormal_core(const Clean& c) {
   FitResult r;
   r.dist.family = Family::kLognormal;
   if (c.obs.size() < 2) {
@@ -322,7 +532,6 @@ FitResult fit_lognormal(const Sample& s) {
     r.dist.b = sigma;
     r.ok = true;
     r.iterations = 0;
-    finish(r, c);
     return r;
   }
   // Censored: damped Newton ascent in theta = (mu, tau = log sigma).
@@ -385,9 +594,18 @@ FitResult fit_lognormal(const Sample& s) {
   r.dist.b = std::exp(th(1));
   r.ok = std::isfinite(r.dist.a) && std::isfinite(r.dist.b) && r.dist.b > 0;
   if (!r.ok) r.note = "did not converge";
-  finish(r, c);
   return r;
 }
+
+}  // namespace
+
+FitResult fit_exponential(const Sample& s) {
+  return fit_with_intervals(clean(s), exponential_core);
+}
+
+FitResult fit_weibull(const Sample& s) { return fit_with_intervals(clean(s), weibull_core); }
+
+FitResult fit_lognormal(const Sample& s) { return fit_with_intervals(clean(s), lognormal_core); }
 
 const FitResult* FitSet::best() const {
   const FitResult* b = nullptr;
@@ -401,10 +619,12 @@ FitSet fit_all(const Sample& s) {
   const Clean c = clean(s);
   f.observed = c.obs.size();
   f.censored = c.cen.size();
+  f.intervals = c.iv.size();
   f.dropped = c.dropped;
-  f.exponential = fit_exponential(s);
-  f.weibull = fit_weibull(s);
-  f.lognormal = fit_lognormal(s);
+  f.exponential = fit_with_intervals(c, exponential_core);
+  f.weibull = fit_with_intervals(c, weibull_core);
+  f.lognormal = fit_with_intervals(c, lognormal_core);
+  f.lr = lr_test(f.exponential, f.weibull);
   return f;
 }
 
@@ -464,13 +684,13 @@ GroupFit fit_group(const Trace& t, const std::vector<FaultSpan>& faults,
   g.rate_per_node_day =
       fleet > 0 && window_days > 0 ? static_cast<double>(g.faults) / (fleet * window_days) : NAN;
   auto fit = [&](const Sample& s) {
-    std::size_t observed = 0;
-    for (double x : s.observed) observed += std::isfinite(x) && x > 0;
-    if (observed >= opt.min_samples) return fit_all(s);
-    FitSet f;
     const Clean c = clean(s);
+    // Interval-censored failures are failures too.
+    if (c.obs.size() + c.iv.size() >= opt.min_samples) return fit_all(s);
+    FitSet f;
     f.observed = c.obs.size();
     f.censored = c.cen.size();
+    f.intervals = c.iv.size();
     f.dropped = c.dropped;
     f.exponential.dist.family = Family::kExponential;
     f.weibull.dist.family = Family::kWeibull;
@@ -500,6 +720,22 @@ json fit_result_json(const FitResult& r) {
       j["params"] = {{"mu", r.dist.a}, {"sigma", r.dist.b}};
       break;
   }
+  // 95% confidence intervals (kCiMethod) and the standard errors on the working scale.
+  auto range = [&](const ParamCi& c) { return json::array({num(c.lo), num(c.hi)}); };
+  switch (r.dist.family) {
+    case Family::kExponential:
+      j["ci"] = {{"rate", range(r.ci_a)}};
+      j["se"] = {{"log_rate", num(r.ci_a.se)}};
+      break;
+    case Family::kWeibull:
+      j["ci"] = {{"shape", range(r.ci_a)}, {"scale", range(r.ci_b)}};
+      j["se"] = {{"log_shape", num(r.ci_a.se)}, {"log_scale", num(r.ci_b.se)}};
+      break;
+    case Family::kLognormal:
+      j["ci"] = {{"mu", range(r.ci_a)}, {"sigma", range(r.ci_b)}};
+      j["se"] = {{"mu", num(r.ci_a.se)}, {"log_sigma", num(r.ci_b.se)}};
+      break;
+  }
   j["loglik"] = num(r.loglik);
   j["aic"] = num(r.aic);
   j["ks"] = num(r.ks);
@@ -522,6 +758,28 @@ json group_json(const GroupFit& g) {
           {"members", members}};
 }
 
+std::string ci_text(const FitResult& r) {
+  char buf[160];
+  auto pair = [](const ParamCi& c) {
+    char b[64];
+    std::snprintf(b, sizeof b, "[%.4g, %.4g]", c.lo, c.hi);
+    return std::string(b);
+  };
+  switch (r.dist.family) {
+    case Family::kExponential:
+      std::snprintf(buf, sizeof buf, "rate %s", pair(r.ci_a).c_str());
+      break;
+    case Family::kWeibull:
+      std::snprintf(buf, sizeof buf, "shape %s scale %s", pair(r.ci_a).c_str(),
+                    pair(r.ci_b).c_str());
+      break;
+    case Family::kLognormal:
+      std::snprintf(buf, sizeof buf, "mu %s sigma %s", pair(r.ci_a).c_str(), pair(r.ci_b).c_str());
+      break;
+  }
+  return buf;
+}
+
 std::string params_text(const FitResult& r) {
   char buf[96];
   switch (r.dist.family) {
@@ -540,8 +798,9 @@ std::string params_text(const FitResult& r) {
 
 void fitset_table(std::string& o, const char* what, const FitSet& s) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "  %-16s n %zu observed, %zu censored%s\n", what, s.observed,
+  std::snprintf(buf, sizeof buf, "  %-16s n %zu observed, %zu censored%s%s\n", what, s.observed,
                 s.censored,
+                s.intervals ? (", " + std::to_string(s.intervals) + " in intervals").c_str() : "",
                 s.dropped ? (", " + std::to_string(s.dropped) + " zero dropped").c_str() : "");
   o += buf;
   const FitResult* best = s.best();
@@ -550,11 +809,20 @@ void fitset_table(std::string& o, const char* what, const FitSet& s) {
       std::snprintf(buf, sizeof buf, "    %-12s   %s\n", family_name(r->dist.family),
                     r->note.c_str());
     } else {
+      char ks[16] = "     -";
+      if (std::isfinite(r->ks)) std::snprintf(ks, sizeof ks, "%.4f", r->ks);
       std::snprintf(buf, sizeof buf,
-                    "    %-12s%s %-30s logL %11.2f  AIC %11.2f  KS %.4f  mean %.4g median %.4g\n",
+                    "    %-12s%s %-30s logL %11.2f  AIC %11.2f  KS %s  mean %.4g median %.4g\n",
                     family_name(r->dist.family), r == best ? " *" : "  ", params_text(*r).c_str(),
-                    r->loglik, r->aic, r->ks, r->dist.mean(), r->dist.median());
+                    r->loglik, r->aic, ks, r->dist.mean(), r->dist.median());
+      o += buf;
+      std::snprintf(buf, sizeof buf, "    %-14s 95%% CI %s\n", "", ci_text(*r).c_str());
     }
+    o += buf;
+  }
+  if (s.lr.ok) {
+    std::snprintf(buf, sizeof buf, "    LR %.4g: %s\n", s.lr.statistic,
+                  s.lr.recommendation.c_str());
     o += buf;
   }
 }
@@ -563,13 +831,28 @@ void fitset_table(std::string& o, const char* what, const FitSet& s) {
 
 json fitset_json(const FitSet& s) {
   const FitResult* b = s.best();
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json lr = nullptr;
+  if (s.lr.ok)
+    lr = {{"null", "exponential"},
+          {"alternative", "weibull"},
+          {"statistic", num(s.lr.statistic)},
+          {"df", 1},
+          {"p_value", num(s.lr.p_value)},
+          {"level", kLrLevel},
+          {"exponential_rejected", s.lr.exponential_rejected}};
   return {{"observed", s.observed},
           {"censored", s.censored},
+          {"intervals", s.intervals},
           {"dropped", s.dropped},
           {"best", b ? json(family_name(b->dist.family)) : json(nullptr)},
+          {"ci_level", kCiLevel},
+          {"ci_method", kCiMethod},
           {"exponential", fit_result_json(s.exponential)},
           {"weibull", fit_result_json(s.weibull)},
-          {"lognormal", fit_result_json(s.lognormal)}};
+          {"lognormal", fit_result_json(s.lognormal)},
+          {"lr_test", lr},
+          {"recommendation", s.lr.ok ? json(s.lr.recommendation) : json(nullptr)}};
 }
 
 TraceFit fit_trace(const Trace& t, const FitOptions& opt) {
@@ -624,7 +907,8 @@ std::string fit_table(const TraceFit& f) {
       buf, sizeof buf,
       "fit of %s\nfleet %d nodes (%s), window %.2f days; maximum likelihood with right-censoring,\n"
       "* = lowest AIC; KS = sup |model - Kaplan-Meier|; time between failures in days, repair in "
-      "hours\n",
+      "hours;\n95%% CI = Wald, observed information, log scale for positive parameters; LR = "
+      "exponential\nvs Weibull likelihood ratio, chi-squared 1 df\n",
       f.source.c_str(), f.fleet_nodes, f.fleet_source.c_str(), f.window_days);
   o += buf;
   auto group = [&](const GroupFit& g) {

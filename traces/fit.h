@@ -6,13 +6,29 @@
 // and overstate the rate; with it, the exponential fit of per-node time between
 // failures is faults / (fleet nodes x window), the figure `trace stats` gives (less
 // the simultaneous faults, whose zero gaps no continuous family can hold).
-// Each fit reports its log-likelihood, AIC (2k - 2 ln L) and the Kolmogorov-Smirnov
-// distance between the model and the Kaplan-Meier estimate (the plain empirical CDF
-// when nothing is censored).
+// A sample may also hold interval-censored values: a failure known only to lie in a
+// window [L, R] (periodic inspection finds it at R, having seen the node healthy at L).
+// Such a value adds log(F(R) - F(L)) to the likelihood, computed as a difference of
+// survival (or, in the lower tail, distribution) functions in log space; treating it as
+// a failure at L or at R biases the fit (a Weibull shape 0.7 came back as 0.8-0.96).
 //
-// Numerics: the Weibull shape solves the profile-likelihood score by safeguarded
-// Newton iterations; the censored lognormal is a damped Newton ascent in (mu, log
-// sigma); both on Eigen arrays.
+// Each fit reports its log-likelihood, AIC (2k - 2 ln L), 95% confidence intervals for
+// its parameters and the Kolmogorov-Smirnov distance between the model and the
+// Kaplan-Meier estimate (the plain empirical CDF when nothing is censored; not computed
+// when the sample holds intervals, NaN). The confidence intervals are Wald intervals
+// from the observed information: the Hessian of the log-likelihood at the optimum,
+// numerically differentiated (central differences) in the working parameters (log rate;
+// log shape, log scale; mu, log sigma), so the intervals of positive parameters are
+// symmetric on the log scale and never cross zero. The goodness of fit that holds under
+// every kind of censoring is the likelihood-ratio test of the exponential (a Weibull
+// with shape 1) against the Weibull: LR = 2 (ln L_W - ln L_E), chi-squared with one
+// degree of freedom under the exponential.
+//
+// Numerics: without intervals, the Weibull shape solves the profile-likelihood score by
+// safeguarded Newton iterations and the censored lognormal is a damped Newton ascent in
+// (mu, log sigma), both on Eigen arrays; with intervals every family starts from its
+// fit with each interval replaced by its midpoint and climbs the full likelihood by
+// damped Newton steps on numerical derivatives.
 #pragma once
 
 #include <cstddef>
@@ -28,10 +44,14 @@ namespace faultline::traces {
 enum class Family : std::uint8_t { kExponential, kWeibull, kLognormal };
 const char* family_name(Family f);
 
-// `observed`: complete durations; `censored`: durations known only to exceed the value.
+// `observed`: complete durations; `censored`: durations known only to exceed the value;
+// `intervals`: durations known only to lie in [L, R] with 0 <= L < R < infinity (L = 0:
+// known only to be at most R). An interval with L == R > 0 counts as observed and one
+// with R = infinity and L > 0 as censored at L; any other is dropped (counted).
 struct Sample {
   std::vector<double> observed;
   std::vector<double> censored;
+  std::vector<std::pair<double, double>> intervals = {};
 };
 
 // A fitted distribution. Parameters: exponential a = rate; Weibull a = shape k,
@@ -43,10 +63,23 @@ struct Dist {
   double cdf(double x) const;
   double log_pdf(double x) const;
   double log_survival(double x) const;
+  double log_cdf(double x) const;
+  // log P(L < X <= R), stable in both tails; -inf when R <= L.
+  double log_interval(double lo, double hi) const;
   double mean() const;
   double median() const;
   double sample(Rng& rng) const;
 };
+
+// A 95% Wald confidence interval of one parameter (see the header comment); `se` is the
+// standard error on the working scale (of log a for a positive parameter, of mu as is).
+struct ParamCi {
+  double lo = NAN, hi = NAN, se = NAN;
+};
+inline constexpr double kCiLevel = 0.95;
+inline constexpr const char* kCiMethod =
+    "wald: observed information (numerical Hessian of the log-likelihood at the optimum), "
+    "log scale for positive parameters";
 
 struct FitResult {
   Dist dist;
@@ -54,13 +87,24 @@ struct FitResult {
   std::string note;  // why not ok, or a remark
   double loglik = NAN, aic = NAN, ks = NAN;
   int iterations = 0;
+  ParamCi ci_a, ci_b;  // of dist.a and dist.b (ci_b unset for the exponential)
 };
+
+// The likelihood-ratio test of the exponential against the Weibull (shape 1 or not).
+struct LrTest {
+  bool ok = false;  // both fits ok
+  double statistic = NAN, p_value = NAN;
+  bool exponential_rejected = false;  // at kLrLevel
+  std::string recommendation;         // one line, for the table and the JSON
+};
+inline constexpr double kLrLevel = 0.05;
 
 // Fits of one sample. Non-positive and non-finite values are dropped (counted):
 // simultaneous faults give zero gaps, which no continuous family can hold.
 struct FitSet {
-  std::size_t observed = 0, censored = 0, dropped = 0;
+  std::size_t observed = 0, censored = 0, dropped = 0, intervals = 0;
   FitResult exponential, weibull, lognormal;
+  LrTest lr;
   const FitResult* best() const;  // lowest AIC among the ok fits, or null
 };
 
@@ -69,8 +113,12 @@ FitResult fit_weibull(const Sample& s);
 FitResult fit_lognormal(const Sample& s);
 FitSet fit_all(const Sample& s);
 double log_likelihood(const Dist& d, const Sample& s);
-// sup |F_model - F_KaplanMeier| over the observed times.
+// sup |F_model - F_KaplanMeier| over the observed times (intervals are not read).
 double ks_statistic(const Dist& d, const Sample& s);
+// The test of `e` (exponential) against `w` (Weibull), fitted to the same sample.
+LrTest lr_test(const FitResult& e, const FitResult& w);
+// P(chi-squared with one degree of freedom > x).
+double chi2_1_sf(double x);
 
 // ---------------------------------------------------------------- fits of a trace
 
