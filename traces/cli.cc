@@ -77,6 +77,10 @@ options:
   --format table|json fit report (default table)
   --nodes N           fleet size (see stats)
   --min-samples N     fewest observed values for a fit (default 5; 10 for the model's shapes)
+  --time-resolution S fault times are recorded only to S seconds (86400: dates without a
+                      time): a fault at T happened in [T, T + S), and the times between
+                      failures are fitted interval-censored (default 0: exact times; the
+                      fault model of -o still reads them as exact)
 )TXT";
 
 constexpr const char* kConvertHelp = R"TXT(usage: faultline trace convert IN OUT [options]
@@ -304,6 +308,7 @@ int fit(const std::vector<std::string>& args) {
   Input in;
   std::string format = "table", out, mapping;
   long long nodes = 0, min_samples = 5;
+  double resolution_s = 0;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     std::string err;
@@ -327,6 +332,10 @@ int fit(const std::vector<std::string>& args) {
     } else if (a == "--min-samples") {
       if (i + 1 >= args.size() || !to_int(args[++i], 2, 1'000'000, &min_samples))
         return usage("--min-samples: expected an integer >= 2");
+    } else if (a == "--time-resolution") {
+      if (i + 1 >= args.size() || !to_double(args[++i], &resolution_s) || !(resolution_s >= 0) ||
+          resolution_s > 1e9)
+        return usage("--time-resolution: expected seconds in [0, 1e9]");
     } else if (!a.empty() && a[0] == '-' && a != "-") {
       return usage("unknown option " + a);
     } else if (in.path.empty()) {
@@ -352,6 +361,7 @@ int fit(const std::vector<std::string>& args) {
   FitOptions fo;
   fo.nodes = static_cast<int>(nodes);
   fo.min_samples = static_cast<std::size_t>(min_samples);
+  fo.time_resolution_s = resolution_s;
   const TraceFit f = fit_trace(t, fo);
   if (format == "json")
     std::cout << fit_json(f).dump(2) << "\n";

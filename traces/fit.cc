@@ -631,20 +631,28 @@ FitSet fit_all(const Sample& s) {
 // ---------------------------------------------------------------- trace fits
 
 Sample tbf_sample_days(const Trace& t, const std::vector<FaultSpan>& faults, int fleet_nodes,
-                       const std::vector<char>& selected) {
+                       const std::vector<char>& selected, double resolution_days) {
   auto [w0, w1] = t.observation_window();
   Sample s;
+  const double res = resolution_days > 0 ? resolution_days : 0;
   std::vector<double> last(t.nodes.size(), NAN);
   for (std::size_t i = 0; i < faults.size(); ++i) {
     if (!selected[i]) continue;
     const FaultSpan& f = faults[i];
     if (f.start_s < w0 || f.start_s > w1) continue;
     double& l = last[static_cast<std::size_t>(f.node)];
-    s.observed.push_back((f.start_s - (std::isnan(l) ? w0 : l)) / 86400.0);
+    const double g = (f.start_s - (std::isnan(l) ? w0 : l)) / 86400.0;
+    if (res == 0)
+      s.observed.push_back(g);
+    else if (std::isnan(l))
+      s.intervals.emplace_back(g, g + res);
+    else
+      s.intervals.emplace_back(std::max(0.0, g - res), g + res);
     l = f.start_s;
   }
   const double window_days = (w1 - w0) / 86400.0;
-  for (double l : last) s.censored.push_back(std::isnan(l) ? window_days : (w1 - l) / 86400.0);
+  for (double l : last)
+    s.censored.push_back(std::isnan(l) ? window_days : (w1 - l) / 86400.0 - res);
   for (int extra = static_cast<int>(t.nodes.size()); extra < fleet_nodes; ++extra)
     s.censored.push_back(window_days);
   return s;
@@ -699,7 +707,7 @@ GroupFit fit_group(const Trace& t, const std::vector<FaultSpan>& faults,
       r->note = "fewer than " + std::to_string(opt.min_samples) + " observed values";
     return f;
   };
-  g.tbf_days = fit(tbf_sample_days(t, faults, fleet, sel));
+  g.tbf_days = fit(tbf_sample_days(t, faults, fleet, sel, opt.time_resolution_s / 86400.0));
   g.repair_h = fit(repair_sample_h(faults, window_end_s, sel));
   return g;
 }
@@ -872,6 +880,7 @@ TraceFit fit_trace(const Trace& t, const FitOptions& opt) {
   auto [w0, w1] = t.observation_window();
   f.window_start_s = w0;
   f.window_days = (w1 - w0) / 86400.0;
+  f.time_resolution_s = opt.time_resolution_s > 0 ? opt.time_resolution_s : 0;
   const PairingResult p = pair_faults(t);
   std::vector<char> all(p.faults.size(), 1);
   f.overall = fit_group(t, p.faults, all, "all", f.fleet_nodes, w1, f.window_days, opt);
@@ -896,6 +905,7 @@ json fit_json(const TraceFit& f) {
           {"fleet_source", f.fleet_source},
           {"window_start_s", f.window_start_s},
           {"window_days", f.window_days},
+          {"time_resolution_s", f.time_resolution_s},
           {"overall", group_json(f.overall)},
           {"by_class", classes}};
 }
@@ -911,6 +921,12 @@ std::string fit_table(const TraceFit& f) {
       "exponential\nvs Weibull likelihood ratio, chi-squared 1 df\n",
       f.source.c_str(), f.fleet_nodes, f.fleet_source.c_str(), f.window_days);
   o += buf;
+  if (f.time_resolution_s > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "fault times recorded to %.6g s: times between failures interval-censored\n",
+                  f.time_resolution_s);
+    o += buf;
+  }
   auto group = [&](const GroupFit& g) {
     std::snprintf(buf, sizeof buf, "\n%s: %zu faults, %.4g per node-day\n", g.name.c_str(),
                   g.faults, g.rate_per_node_day);

@@ -124,7 +124,11 @@ double chi2_1_sf(double x);
 
 struct FitOptions {
   int nodes = 0;                // fleet size override; 0 = declared, else distinct nodes
-  std::size_t min_samples = 5;  // fewer observed values: no fit
+  std::size_t min_samples = 5;  // fewer observed values (exact or in intervals): no fit
+  // > 0: fault start times are recorded only to this resolution (a log of dates, a daily
+  // sweep): a fault recorded at T happened in [T, T + resolution), and the times between
+  // failures are interval-censored (tbf_sample_days). 0: the recorded times are exact.
+  double time_resolution_s = 0;
 };
 
 struct GroupFit {
@@ -142,6 +146,7 @@ struct TraceFit {
   int fleet_nodes = 0;
   std::string fleet_source;
   double window_start_s = 0, window_days = 0;
+  double time_resolution_s = 0;  // FitOptions::time_resolution_s
   GroupFit overall;
   std::vector<GroupFit> by_class;  // most faults first
 };
@@ -150,8 +155,14 @@ struct TraceFit {
 // start to its first fault and between its faults are observed, the stretch after its
 // last fault is censored; fault-free nodes (including fleet nodes absent from the
 // trace) give one censored window each. `select(fault)` picks the faults of a group.
+// With `resolution_days` > 0 a fault recorded at T happened in [T, T + resolution): the
+// first gap of a node lies in [T - start, T - start + resolution], a later one of
+// recorded length g in [max(0, g - resolution), g + resolution] (each gap bounded on its
+// own, the dependence of neighbouring gaps through their shared fault is not modelled),
+// so two faults recorded at the same time are a short gap, not a dropped zero; the last
+// stretch is censored at its shortest, window end - T - resolution.
 Sample tbf_sample_days(const Trace& t, const std::vector<FaultSpan>& faults, int fleet_nodes,
-                       const std::vector<char>& selected);
+                       const std::vector<char>& selected, double resolution_days = 0);
 // Repair times in hours; faults still open at the window end are censored there.
 Sample repair_sample_h(const std::vector<FaultSpan>& faults, double window_end_s,
                        const std::vector<char>& selected);

@@ -64,6 +64,13 @@ TEST(TraceCli, BadRecordsAreReportedAndStrictExitsTwo) {
   EXPECT_EQ(run_cli({"trace", "stats"}).exit_code, 2);
   EXPECT_EQ(run_cli({"trace", "frobnicate"}).exit_code, 2);
   EXPECT_EQ(run_cli({"trace", "fit", "--help"}).exit_code, 0);
+  for (const char* bad : {"-1", "day", "nan", "1e10"}) {
+    r = run_cli({"trace", "fit", "x.jsonl", "--time-resolution", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("--time-resolution: expected seconds in [0, 1e9]"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;  // one line
+  }
 }
 
 TEST(TraceCli, ConvertRoundTripAndFitModel) {
@@ -87,6 +94,34 @@ TEST(TraceCli, ConvertRoundTripAndFitModel) {
                "--quiet", "--format", "json", "--set", "faults=" + slurp(model)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GT(json::parse(r.out)["incidents"]["faults_injected_per_replica"].get<double>(), 300);
+}
+
+TEST(TraceCli, FitReportsIntervalsConfidenceIntervalsAndTheLikelihoodRatioTest) {
+  FAULTLINE_REQUIRE_SHARED(kHbd);
+  CliResult r = run_cli({"trace", "fit", kHbd, "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  const json& tbf = j["overall"]["tbf_days"];
+  EXPECT_EQ(tbf["intervals"], 0);
+  EXPECT_EQ(tbf["best"], "weibull");  // the fields that were there stay
+  EXPECT_TRUE(tbf["weibull"]["ks"].is_number());
+  const json& ci = tbf["weibull"]["ci"]["shape"];
+  ASSERT_EQ(ci.size(), 2u);
+  EXPECT_LT(ci[0].get<double>(), tbf["weibull"]["params"]["shape"].get<double>());
+  EXPECT_GT(ci[1].get<double>(), tbf["weibull"]["params"]["shape"].get<double>());
+  EXPECT_TRUE(tbf["lr_test"]["exponential_rejected"].get<bool>());
+  EXPECT_EQ(tbf["recommendation"].get<std::string>().rfind("exponential rejected", 0), 0u);
+  // InfiniteHBD times are fractional days; read to the day they are intervals.
+  r = run_cli({"trace", "fit", kHbd, "--format", "json", "--time-resolution", "86400"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = json::parse(r.out);
+  EXPECT_EQ(j["time_resolution_s"], 86400);
+  EXPECT_EQ(j["overall"]["tbf_days"]["observed"], 0);
+  EXPECT_GT(j["overall"]["tbf_days"]["intervals"].get<int>(), 500);
+  EXPECT_TRUE(j["overall"]["tbf_days"]["weibull"]["ok"].get<bool>());
+  r = run_cli({"trace", "fit", kHbd, "--time-resolution", "86400"});
+  EXPECT_NE(r.out.find("interval-censored"), std::string::npos);
+  EXPECT_NE(r.out.find("95% CI shape ["), std::string::npos);
 }
 
 TEST(TraceCli, MixWritesTheShippedModel) {

@@ -390,5 +390,41 @@ TEST(FitTrace, RatesAreFaultsOverFleetExposure) {
   EXPECT_EQ(j["overall"]["tbf_days"]["best"], "weibull");
 }
 
+TEST(FitTrace, TimeResolutionReadsCoarseFaultTimesAsIntervals) {
+  // A fleet whose GPU faults have Weibull(0.7) gaps, its times then kept only to the
+  // month (30 days, floored) as a monthly report would: read as exact, the gaps are
+  // multiples of 30 days and the zero ones are dropped; with the resolution they are
+  // intervals and the shape comes back near the exact-time fit's.
+  const double month = 30 * 86400.0;
+  const Trace exact = synthetic_source(42);
+  Trace coarse = exact;
+  for (Event& e : coarse.events) e.time_s = std::floor(e.time_s / month) * month;
+  auto gpu = [](const TraceFit& f) -> const GroupFit& {
+    for (const GroupFit& g : f.by_class)
+      if (g.name == "GPU") return g;
+    return f.overall;
+  };
+  const TraceFit fe = fit_trace(exact);
+  const TraceFit fc = fit_trace(coarse);
+  FitOptions o;
+  o.time_resolution_s = month;
+  const TraceFit fr = fit_trace(coarse, o);
+  const FitResult &we = gpu(fe).tbf_days.weibull, &wc = gpu(fc).tbf_days.weibull,
+                  &wr = gpu(fr).tbf_days.weibull;
+  ASSERT_TRUE(we.ok && wc.ok && wr.ok);
+  std::printf(
+      "[ figures  ] GPU shape: exact times %.4f [%.4f, %.4f]; monthly as exact %.4f; "
+      "monthly as intervals %.4f [%.4f, %.4f] (%zu intervals)\n",
+      we.dist.a, we.ci_a.lo, we.ci_a.hi, wc.dist.a, wr.dist.a, wr.ci_a.lo, wr.ci_a.hi,
+      gpu(fr).tbf_days.intervals);
+  EXPECT_GT(gpu(fr).tbf_days.intervals, 0u);
+  EXPECT_EQ(gpu(fr).tbf_days.observed, 0u);
+  EXPECT_LT(std::fabs(wr.dist.a - we.dist.a), 0.5 * std::fabs(wc.dist.a - we.dist.a));
+  EXPECT_TRUE(wr.ci_a.lo <= we.dist.a && we.dist.a <= wr.ci_a.hi);
+  const auto j = fit_json(fr);
+  EXPECT_EQ(j["time_resolution_s"], month);
+  EXPECT_TRUE(j["by_class"][0]["tbf_days"]["weibull"]["ks"].is_null());
+}
+
 }  // namespace
 }  // namespace faultline::traces
