@@ -81,6 +81,10 @@ options:
                       time): a fault at T happened in [T, T + S), and the times between
                       failures are fitted interval-censored (default 0: exact times; the
                       fault model of -o still reads them as exact)
+  --after-first-fault times between failures from each node's first fault on: the
+                      stretch before it started at an unknown earlier fault and is not
+                      a gap (reading it as one pulls a Weibull shape toward 1); fault-free
+                      nodes are left out (the fault model of -o is unchanged)
 )TXT";
 
 constexpr const char* kConvertHelp = R"TXT(usage: faultline trace convert IN OUT [options]
@@ -309,6 +313,7 @@ int fit(const std::vector<std::string>& args) {
   std::string format = "table", out, mapping;
   long long nodes = 0, min_samples = 5;
   double resolution_s = 0;
+  bool after_first_fault = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     std::string err;
@@ -336,6 +341,8 @@ int fit(const std::vector<std::string>& args) {
       if (i + 1 >= args.size() || !to_double(args[++i], &resolution_s) || !(resolution_s >= 0) ||
           resolution_s > 1e9)
         return usage("--time-resolution: expected seconds in [0, 1e9]");
+    } else if (a == "--after-first-fault") {
+      after_first_fault = true;
     } else if (!a.empty() && a[0] == '-' && a != "-") {
       return usage("unknown option " + a);
     } else if (in.path.empty()) {
@@ -362,6 +369,7 @@ int fit(const std::vector<std::string>& args) {
   fo.nodes = static_cast<int>(nodes);
   fo.min_samples = static_cast<std::size_t>(min_samples);
   fo.time_resolution_s = resolution_s;
+  fo.after_first_fault = after_first_fault;
   const TraceFit f = fit_trace(t, fo);
   if (format == "json")
     std::cout << fit_json(f).dump(2) << "\n";

@@ -631,7 +631,8 @@ FitSet fit_all(const Sample& s) {
 // ---------------------------------------------------------------- trace fits
 
 Sample tbf_sample_days(const Trace& t, const std::vector<FaultSpan>& faults, int fleet_nodes,
-                       const std::vector<char>& selected, double resolution_days) {
+                       const std::vector<char>& selected, double resolution_days,
+                       bool after_first_fault) {
   auto [w0, w1] = t.observation_window();
   Sample s;
   const double res = resolution_days > 0 ? resolution_days : 0;
@@ -642,19 +643,26 @@ Sample tbf_sample_days(const Trace& t, const std::vector<FaultSpan>& faults, int
     if (f.start_s < w0 || f.start_s > w1) continue;
     double& l = last[static_cast<std::size_t>(f.node)];
     const double g = (f.start_s - (std::isnan(l) ? w0 : l)) / 86400.0;
+    const bool first = std::isnan(l);
+    l = f.start_s;
+    if (first && after_first_fault) continue;  // the stretch before it is not a gap
     if (res == 0)
       s.observed.push_back(g);
-    else if (std::isnan(l))
+    else if (first)
       s.intervals.emplace_back(g, g + res);
     else
       s.intervals.emplace_back(std::max(0.0, g - res), g + res);
-    l = f.start_s;
   }
   const double window_days = (w1 - w0) / 86400.0;
-  for (double l : last)
-    s.censored.push_back(std::isnan(l) ? window_days : (w1 - l) / 86400.0 - res);
-  for (int extra = static_cast<int>(t.nodes.size()); extra < fleet_nodes; ++extra)
-    s.censored.push_back(window_days);
+  for (double l : last) {
+    if (!std::isnan(l))
+      s.censored.push_back((w1 - l) / 86400.0 - res);
+    else if (!after_first_fault)
+      s.censored.push_back(window_days);
+  }
+  if (!after_first_fault)
+    for (int extra = static_cast<int>(t.nodes.size()); extra < fleet_nodes; ++extra)
+      s.censored.push_back(window_days);
   return s;
 }
 
@@ -707,7 +715,8 @@ GroupFit fit_group(const Trace& t, const std::vector<FaultSpan>& faults,
       r->note = "fewer than " + std::to_string(opt.min_samples) + " observed values";
     return f;
   };
-  g.tbf_days = fit(tbf_sample_days(t, faults, fleet, sel, opt.time_resolution_s / 86400.0));
+  g.tbf_days = fit(tbf_sample_days(t, faults, fleet, sel, opt.time_resolution_s / 86400.0,
+                                   opt.after_first_fault));
   g.repair_h = fit(repair_sample_h(faults, window_end_s, sel));
   return g;
 }
@@ -881,6 +890,7 @@ TraceFit fit_trace(const Trace& t, const FitOptions& opt) {
   f.window_start_s = w0;
   f.window_days = (w1 - w0) / 86400.0;
   f.time_resolution_s = opt.time_resolution_s > 0 ? opt.time_resolution_s : 0;
+  f.after_first_fault = opt.after_first_fault;
   const PairingResult p = pair_faults(t);
   std::vector<char> all(p.faults.size(), 1);
   f.overall = fit_group(t, p.faults, all, "all", f.fleet_nodes, w1, f.window_days, opt);
@@ -906,6 +916,7 @@ json fit_json(const TraceFit& f) {
           {"window_start_s", f.window_start_s},
           {"window_days", f.window_days},
           {"time_resolution_s", f.time_resolution_s},
+          {"tbf_from", f.after_first_fault ? "first_fault" : "window_start"},
           {"overall", group_json(f.overall)},
           {"by_class", classes}};
 }
@@ -927,6 +938,8 @@ std::string fit_table(const TraceFit& f) {
                   f.time_resolution_s);
     o += buf;
   }
+  if (f.after_first_fault)
+    o += "times between failures from each node's first fault on (fault-free nodes left out)\n";
   auto group = [&](const GroupFit& g) {
     std::snprintf(buf, sizeof buf, "\n%s: %zu faults, %.4g per node-day\n", g.name.c_str(),
                   g.faults, g.rate_per_node_day);

@@ -129,6 +129,14 @@ struct FitOptions {
   // sweep): a fault recorded at T happened in [T, T + resolution), and the times between
   // failures are interval-censored (tbf_sample_days). 0: the recorded times are exact.
   double time_resolution_s = 0;
+  // true: a node's times between failures start at its first fault. The stretch from the
+  // window start to the first fault began at an unknown fault before the window (it is
+  // a forward recurrence time, not a gap) and a fault-free node says nothing about the
+  // gap; read as a gap from the window start it pulls a Weibull shape toward 1 (a
+  // stationary fleet with shape 0.7 fits 0.77). Conditional on each node's first fault
+  // the gaps are those of the renewal process, however it started; the fit uses fewer
+  // values, and the exponential rate is no longer faults / (fleet x window).
+  bool after_first_fault = false;
 };
 
 struct GroupFit {
@@ -146,7 +154,8 @@ struct TraceFit {
   int fleet_nodes = 0;
   std::string fleet_source;
   double window_start_s = 0, window_days = 0;
-  double time_resolution_s = 0;  // FitOptions::time_resolution_s
+  double time_resolution_s = 0;    // FitOptions::time_resolution_s
+  bool after_first_fault = false;  // FitOptions::after_first_fault
   GroupFit overall;
   std::vector<GroupFit> by_class;  // most faults first
 };
@@ -161,8 +170,11 @@ struct TraceFit {
 // own, the dependence of neighbouring gaps through their shared fault is not modelled),
 // so two faults recorded at the same time are a short gap, not a dropped zero; the last
 // stretch is censored at its shortest, window end - T - resolution.
+// With `after_first_fault` (FitOptions) the stretches before each node's first fault and
+// the windows of fault-free nodes are left out.
 Sample tbf_sample_days(const Trace& t, const std::vector<FaultSpan>& faults, int fleet_nodes,
-                       const std::vector<char>& selected, double resolution_days = 0);
+                       const std::vector<char>& selected, double resolution_days = 0,
+                       bool after_first_fault = false);
 // Repair times in hours; faults still open at the window end are censored there.
 Sample repair_sample_h(const std::vector<FaultSpan>& faults, double window_end_s,
                        const std::vector<char>& selected);
