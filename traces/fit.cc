@@ -778,6 +778,7 @@ json group_json(const GroupFit& g) {
 std::string ci_text(const FitResult& r) {
   char buf[160];
   auto pair = [](const ParamCi& c) {
+    if (!std::isfinite(c.lo) || !std::isfinite(c.hi)) return std::string("-");
     char b[64];
     std::snprintf(b, sizeof b, "[%.4g, %.4g]", c.lo, c.hi);
     return std::string(b);

@@ -73,8 +73,9 @@ struct ColumnMap {
   // An empty end leaves the duration unknown. Not with `duration`.
   FieldRef end_time;
   FieldRef event;  // unset: every record is a whole fault
-  // Event value → kind; kinds outside EventKind mean "ignore the record". Empty: the
-  // canonical names (fault_start, fault_end, fault, node_join).
+  // Event value → kind; kinds outside EventKind mean "ignore the record", checked before
+  // any other field, and an ignored "" matches an empty or missing value (blank rows).
+  // Empty: the canonical names (fault_start, fault_end, fault, node_join).
   std::vector<std::pair<std::string, int>> event_values;
   // A node_join on a node with an open fault ends that fault (membership traces
   // where a replaced node comes back).

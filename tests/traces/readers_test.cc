@@ -356,6 +356,37 @@ TEST(ColumnMap, CompositeNodeKeyAndEndTimeReadAMultiSystemLogStrictly) {
   EXPECT_DOUBLE_EQ(p.faults[0].duration_s(), 2.5 * 3600);
 }
 
+TEST(ColumnMap, ShippedMultiSystemExampleReadsTheLogStrictly) {
+  const ColumnMap m =
+      load_column_map(FAULTLINE_SOURCE_DIR "/traces/columns/multi-system-failures.json");
+  auto x = read(kMultiSystemLog, Format::kColumns, true, &m);
+  ASSERT_TRUE(x->r.ok()) << x->r.first_issue;
+  EXPECT_EQ(x->r.records, 5u);
+  EXPECT_EQ(x->r.trace.nodes.size(), 4u);
+  // Garbage under the same map: issues, never a crash.
+  for (const char* g : {"system,nodenum,prob_started,prob_fixed,type,category\n2\n",
+                        "system,nodenum,prob_started,prob_fixed,type,category\n,,,\n\"",
+                        "system,nodenum\n1,2\n", "", ",,,,,\n"}) {
+    ReadResult r;
+    EXPECT_NO_THROW(r = read_trace_text(g, Format::kColumns, "g", {}, &m)) << g;
+    EXPECT_TRUE(r.error.empty());
+    EXPECT_EQ(r.records, 0u);
+  }
+}
+
+TEST(ColumnMap, EndTimeOnlyOnWholeFaultRecords) {
+  const ColumnMap m = parse_column_map(
+      R"({"format": "csv", "time": "t", "end_time": "t_end", "node": "n",
+          "event": {"field": "e", "start": ["down"], "fault": ["fault"]}})",
+      "m.json");
+  auto x = read("t,t_end,n,e\n1,5,a,fault\n2,,a,down\n3,4,b,down\n", Format::kColumns, false, &m);
+  ASSERT_EQ(x->r.records, 2u);
+  EXPECT_DOUBLE_EQ(x->r.trace.events[0].duration_s, 4);
+  ASSERT_EQ(x->rep.count(), 1u);
+  EXPECT_EQ(x->rep.issues()[0].text(),
+            "t:4: t_end: an end time applies to whole faults only, not to \"fault_start\" records");
+}
+
 TEST(ColumnMap, IgnoreMatchesEmptyEventValuesUnderStrictLoading) {
   // Regression: "ignore": [""] had no effect (the empty-value check came first), so a
   // strict load stopped at the first blank row with "missing event kind".
