@@ -17,8 +17,8 @@
 // times. A batch that starts while another is under way runs as real SimGrid
 // communications, so batches that share links slow each other down as the topology says.
 // What that batch does not see: a batch under way that was timed by the closed form or
-// the memo (it holds no SimGrid flows); in the shipped scenarios no batch starts while
-// another is under way, and the memo has always had this limit.
+// the memo (it holds no SimGrid flows); the memo has always had this limit, and in the
+// shipped scenarios no batch starts while another is under way (README).
 // A batch its owner gives up (the start was stopped, the job requeued) is cancelled: its
 // transfers leave the network at once.
 #pragma once
