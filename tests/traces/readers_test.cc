@@ -278,34 +278,36 @@ TEST(ColumnMap, JsonLinesWithDottedKeysAndDurations) {
   EXPECT_EQ(x->r.trace.nodes[0], "x");
 }
 
+// What parse_column_map says about a map named m.json: its error, or "accepted".
+std::string column_map_error(const std::string& text) {
+  try {
+    parse_column_map(text, "m.json");
+  } catch (const TraceError& e) {
+    return std::string(e.what());
+  }
+  return std::string("accepted");
+}
+
 TEST(ColumnMap, ConfigErrorsAreOneLineWithPath) {
-  auto error = [](const std::string& text) {
-    try {
-      parse_column_map(text, "m.json");
-    } catch (const TraceError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
-  EXPECT_EQ(error(R"({"format": "csv", "node": "n"})"),
+  EXPECT_EQ(column_map_error(R"({"format": "csv", "node": "n"})"),
             "m.json: $.time: required: the field holding the time");
-  EXPECT_EQ(error(R"({"format": "xml", "time": "t", "node": "n"})"),
+  EXPECT_EQ(column_map_error(R"({"format": "xml", "time": "t", "node": "n"})"),
             "m.json: $.format: expected one of csv|jsonl|json, got \"xml\"");
   EXPECT_EQ(
-      error(R"({"format": "csv", "time": {"field": "t", "unit": "fortnights"}, "node": "n"})"),
+      column_map_error(R"({"format": "csv", "time": {"field": "t", "unit": "fortnights"}, "node": "n"})"),
       "m.json: $.time.unit: expected one of ns|us|ms|s|min|h|d, got \"fortnights\"");
-  EXPECT_EQ(error(R"({"format": "csv", "header": false, "time": "t", "node": 1})"),
+  EXPECT_EQ(column_map_error(R"({"format": "csv", "header": false, "time": "t", "node": 1})"),
             "m.json: $.time: expected a column number (the CSV has no header row), got \"t\"");
-  EXPECT_EQ(error(R"({"format": "jsonl", "time": "t", "node": "n", "colour": 1})"),
+  EXPECT_EQ(column_map_error(R"({"format": "jsonl", "time": "t", "node": "n", "colour": 1})"),
             "m.json: $.colour: unknown key; expected one of: attributes, class, desc, description, "
             "duration, "
             "end_time, event, fleet_nodes, format, level, node, origin, pairing, "
             "rejoin_ends_fault, scope, "
             "scope_id, time");
-  EXPECT_NE(error(R"({"format": "csv", "time": {"field": "t", "date": "%Y %Q"}, "node": "n"})")
+  EXPECT_NE(column_map_error(R"({"format": "csv", "time": {"field": "t", "date": "%Y %Q"}, "node": "n"})")
                 .find("%Q"),
             std::string::npos);
-  EXPECT_NE(error("{nope").find("invalid JSON"), std::string::npos);
+  EXPECT_NE(column_map_error("{nope").find("invalid JSON"), std::string::npos);
 }
 
 // A made-up multi-system failure log in the style of public HPC failure data: a node is
@@ -457,26 +459,18 @@ TEST(ColumnMap, CompositeKeyAndEndTimeErrorsAreOneLineNamingLineAndField) {
 }
 
 TEST(ColumnMap, CompositeKeyAndEndTimeConfigErrors) {
-  auto error = [](const std::string& text) {
-    try {
-      parse_column_map(text, "m.json");
-    } catch (const TraceError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
-  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": []})"),
+  EXPECT_EQ(column_map_error(R"({"format": "csv", "time": "t", "node": []})"),
             "m.json: $.node: expected a field name, a column number or a list of at least two");
-  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": ["a"]})"),
+  EXPECT_EQ(column_map_error(R"({"format": "csv", "time": "t", "node": ["a"]})"),
             "m.json: $.node: expected a field name, a column number or a list of at least two");
-  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": ["a", true]})"),
+  EXPECT_EQ(column_map_error(R"({"format": "csv", "time": "t", "node": ["a", true]})"),
             "m.json: $.node[1]: expected a field name or column number, got a boolean true");
-  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": "n", "end_time": "e",
+  EXPECT_EQ(column_map_error(R"({"format": "csv", "time": "t", "node": "n", "end_time": "e",
                       "duration": "d"})"),
             "m.json: $.end_time: not with \"duration\" (a row holds an end time or a duration)");
-  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": "n", "end_time": {"value": "3"}})"),
+  EXPECT_EQ(column_map_error(R"({"format": "csv", "time": "t", "node": "n", "end_time": {"value": "3"}})"),
             "m.json: $.end_time.value: a constant is not allowed here");
-  EXPECT_EQ(error(R"({"format": "csv", "time": "t", "node": "n", "end_time": {"field": "e",
+  EXPECT_EQ(column_map_error(R"({"format": "csv", "time": "t", "node": "n", "end_time": {"field": "e",
                       "unit": "h"}})"),
             "m.json: $.end_time.unit: unknown key; expected one of: field");
 }
