@@ -51,7 +51,7 @@ std::pair<std::string, std::vector<std::string>> parse_axis_arg(const std::strin
   const auto eq = arg.find('=');
   if (eq == std::string::npos || trim(arg.substr(0, eq)).empty())
     throw PlanError(flag + " " + arg +
-                    ": expected key=v1,v2,... e.g. cluster.standby_machines=0,2,4");
+                    ": expected key=v1,v2,... e.g. policy.params.standby_pool=0,2,4");
   const std::string key = trim(arg.substr(0, eq));
   std::vector<std::string> values;
   std::string cur;

@@ -344,6 +344,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   for (const auto& s : sets) apply_set(doc, s, file);
 
   Scenario sc;
+  bool cluster_sets_standby = false;
   sc.file = file;
   sc.name = std::filesystem::path(file).stem().string();
   Obj root(doc, "$", file);
@@ -362,6 +363,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     cl.racks_per_pod = static_cast<int>(c.integer("racks_per_pod", 16, 1, 4096));
     cl.spines = static_cast<int>(c.integer("spines", 8, 1, 4096));
     cl.standby_machines = static_cast<int>(c.integer("standby_machines", 0, 0, 100000));
+    cluster_sets_standby = c.has("standby_machines");
     cl.nic_gbps = c.number("nic_gbps", 3200, 1e-3, 1e7);
     cl.tor_uplink_gbps = c.number("tor_uplink_gbps", cl.nic_gbps * cl.rack_size, 1e-3, 1e9);
     cl.leaf_uplink_gbps = c.number("leaf_uplink_gbps", cl.tor_uplink_gbps * cl.racks_per_pod, 1e-3, 1e10);
@@ -540,6 +542,16 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
                                          when + " (this scenario has " + now +
                                          "); set policy.allow_unused_params=true (--allow-unused) to run anyway");
     }
+    // One knob per stack for the warm standby pool. A stack that reads `standby_pool`
+    // (a standby recovery module) sizes the pool itself; cluster.standby_machines would
+    // then only set how many are warm before the first refill, a second knob that looks
+    // like the first. The pool of such a stack starts empty and fills toward its target.
+    if (const ParamSpec* pool = info->find_param("standby_pool");
+        pool && param_is_read(*info, *pool, sc.policy_params) && cluster_sets_standby)
+      p.fail("$.cluster.standby_machines",
+             "stack '" + sc.policy + "' sizes its own warm standby pool (policy.params.standby_pool, -1 = P99 of "
+             "Binomial(machines, standby_daily_p)): set that instead; cluster.standby_machines is the pool of "
+             "stacks without a standby module");
     p.finish();
   }
   root.finish();

@@ -708,12 +708,18 @@ int sim_replay(const std::vector<std::string>& args) {
   // The header records every resolved parameter, and a calibrated one may not apply either
   // (an interval under an every-step plan): those the replayed stack will not read with its
   // module choices are left out, as setting them would change nothing (and is refused).
+  bool stack_sizes_pool = false;
   {
     std::map<std::string, double> chosen;
     for (const auto& [k, v] : params.items())
       if (v.is_number() && info->find_param(k)) chosen[k] = v.get<double>();
     Params values;
-    if (!Params::resolve(info->params, chosen, &values))
+    const bool resolved = !Params::resolve(info->params, chosen, &values);
+    // A stack with a standby module sizes its own pool (standby_pool): the scenario then
+    // leaves cluster.standby_machines out, as a scenario must (one knob per stack).
+    const ParamSpec* pool = info->find_param("standby_pool");
+    stack_sizes_pool = resolved && pool && param_is_read(*info, *pool, values);
+    if (resolved)
       for (const auto& [k, v] : chosen) {
         const ParamSpec* spec = info->find_param(k);
         if (param_is_read(*info, *spec, values)) continue;
@@ -730,7 +736,6 @@ int sim_replay(const std::vector<std::string>& args) {
   doc["replicas"] = replicas;
   doc["cluster"] = {{"machines", h.machines},
                     {"gpus_per_machine", h.gpus_per_machine},
-                    {"standby_machines", h.standby_machines},
                     {"storage_hosts", 1},
                     {"nic_gbps", nic_gbps},
                     {"link_latency_us", 0},
@@ -739,6 +744,7 @@ int sim_replay(const std::vector<std::string>& args) {
                       {"requeue_per_machine_s", 0},
                       {"reschedule_base_s", cal["cluster.scheduler.reschedule_base_s"].value},
                       {"reschedule_per_machine_s", 0}}}};
+  if (!stack_sizes_pool) doc["cluster"]["standby_machines"] = h.standby_machines;
   doc["job"] = {{"tp", h.tp},
                 {"pp", h.pp},
                 {"dp", h.dp},

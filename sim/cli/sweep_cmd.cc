@@ -91,7 +91,7 @@ smallest value whose mean is within X (relative) of the best.
 
 options:
   --param KEY=LO:HI     the field (a --set path) and its range; whole numbers when LO and
-                        HI are written as integers (e.g. cluster.standby_machines=0:16)
+                        HI are written as integers (e.g. policy.params.standby_pool=0:16)
   --objective METRIC    a sweep metric (default: ettr; see sim sweep --help)
   --goal max|min        default: max for ettr and productive_s, min for the others
   --points K            values per grid (default: 7)

@@ -260,7 +260,7 @@ TEST(FaultLedger, TheInMemoryBackupOfATwoMachineJobIsOnTheOtherMachine) {
     SCOPED_TRACE("pp " + std::to_string(pp));
     json r = sim_json({scen, "--replicas", "20", "--jobs", "2", "--set", "cluster.machines=" + std::to_string(2 * pp),
                        "--set", "job.pp=" + std::to_string(pp), "--set", "job.dp=2", "--set",
-                       "cluster.standby_machines=2"});
+                       "policy.params.standby_pool=2"});
     expect_ledger_balances(r, "pp " + std::to_string(pp));
     // Both copies are lost only when both machines holding a shard fail together.
     EXPECT_LT(r["remote_checkpoint_fallbacks_per_replica"].get<double>(), 1.0);
