@@ -19,10 +19,51 @@ namespace {
 std::string type_of(const json& j) { return traces::json_type_of(j); }
 std::string brief(const json& j) { return traces::json_brief(j); }
 
+// While scenario_fields() runs, every field the parser reads is recorded here: the
+// scenario reference is generated from the parser itself, so it cannot drift from it.
+thread_local std::vector<FieldInfo>* g_fields = nullptr;
+
+// "$.faults.categories[3].name" -> "faults.categories[].name"
+std::string schema_path(const std::string& path) {
+  std::string out;
+  for (size_t i = path.rfind("$.", 0) == 0 ? 2 : (path == "$" ? 1 : 0); i < path.size(); ++i) {
+    if (path[i] == '[') {
+      out += "[]";
+      i = path.find(']', i);
+      if (i == std::string::npos) break;
+    } else {
+      out += path[i];
+    }
+  }
+  return out;
+}
+
+void record(const std::string& path, std::string type, std::string def, bool required,
+            std::optional<std::pair<double, double>> range = std::nullopt,
+            const std::vector<std::string>& choices = {}) {
+  if (!g_fields) return;
+  const std::string p = schema_path(path);
+  for (const auto& f : *g_fields)
+    if (f.path == p) return;
+  FieldInfo f;
+  f.path = p;
+  f.type = std::move(type);
+  f.default_json = required ? "" : std::move(def);
+  f.required = required;
+  if (range) {
+    f.has_range = true;
+    f.min = range->first;
+    f.max = range->second;
+  }
+  f.choices = choices;
+  g_fields->push_back(std::move(f));
+}
+
 // Reads one JSON object, remembering which keys were read so unknown keys are errors.
 class Obj {
  public:
   Obj(const json& j, std::string path, const std::string& file) : j_(j), path_(std::move(path)), file_(file) {
+    if (path_ != "$") record(path_, "object", "", false);
     if (!j_.is_object()) fail(path_, "expected an object, got " + type_of(j_));
   }
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
@@ -36,6 +77,7 @@ class Obj {
     return it == j_.end() ? nullptr : &*it;
   }
   double number(const std::string& key, double def, double lo, double hi, bool required = false) {
+    record(at(key), "number", json(def).dump(), required, std::make_pair(lo, hi));
     const json* v = get(key);
     if (!v) {
       if (required) fail(at(key), "required number is missing");
@@ -52,6 +94,8 @@ class Obj {
   }
   std::int64_t integer(const std::string& key, std::int64_t def, std::int64_t lo, std::int64_t hi,
                        bool required = false) {
+    record(at(key), "integer", json(def).dump(), required,
+           std::make_pair(static_cast<double>(lo), static_cast<double>(hi)));
     const json* v = get(key);
     if (!v) {
       if (required) fail(at(key), "required integer is missing");
@@ -69,6 +113,7 @@ class Obj {
     return x;
   }
   std::string string(const std::string& key, const std::string& def, bool required = false) {
+    if (!choosing_) record(at(key), "string", json(def).dump(), required);
     const json* v = get(key);
     if (!v) {
       if (required) fail(at(key), "required string is missing");
@@ -78,6 +123,7 @@ class Obj {
     return v->get<std::string>();
   }
   bool boolean(const std::string& key, bool def) {
+    record(at(key), "boolean", json(def).dump(), false);
     const json* v = get(key);
     if (!v) return def;
     if (!v->is_boolean()) fail(at(key), "expected true or false, got " + type_of(*v) + " " + brief(*v));
@@ -85,7 +131,10 @@ class Obj {
   }
   std::string choice(const std::string& key, const std::string& def,
                      const std::vector<std::string>& choices) {
+    record(at(key), "string", json(def).dump(), false, std::nullopt, choices);
+    choosing_ = true;
     std::string s = string(key, def);
+    choosing_ = false;
     for (const auto& c : choices)
       if (c == s) return s;
     std::string all;
@@ -108,6 +157,7 @@ class Obj {
   std::string path_;
   const std::string& file_;
   std::set<std::string> seen_;
+  bool choosing_ = false;
 };
 
 // Applies "a.b[2].c=value" to the document.
@@ -441,6 +491,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     if (!fj) root.fail("$.faults", "required object is missing");
     Obj f(*fj, "$.faults", file);
     const double scale = f.number("rate_scale", 1, 0, 1e6);
+    record("$.faults.categories", "array", "", false);
     const json* cats = f.get("categories");
     const json* trace = f.get("trace");
     if (cats ? !cats->is_array() : !trace)
@@ -489,6 +540,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
       p.fail("$.policy.stack", "expected a registered stack (" + all + "), got \"" + sc.policy + "\"");
     }
     std::map<std::string, double> overrides;
+    record("$.policy.params", "object", "{}", false);
     if (const json* params = p.get("params")) {
       if (!params->is_object()) p.fail("$.policy.params", "expected an object, got " + type_of(*params));
       for (auto it = params->begin(); it != params->end(); ++it) {
@@ -566,6 +618,51 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
   ss << in.rdbuf();
   if (in.bad()) throw ScenarioError(path + ": read error");
   return parse_scenario(ss.str(), path, sets, registry);
+}
+
+std::vector<FieldInfo> scenario_fields(const Registry& registry) {
+  // Documents that together visit every branch of the parser: fields read only when
+  // present (recall and false-positive tables, repair knobs that need another) are
+  // present; faults.trace needs a file, so its document stops at the load, after its
+  // fields were read.
+  json recall = json::object(), false_positive = json::object();
+  recall["replay"] = 1;
+  for (int k = 0; k < kProbeKinds; ++k) {
+    recall[probe_key(static_cast<ProbeKind>(k))] = 1;
+    false_positive[probe_key(static_cast<ProbeKind>(k))] = 0;
+  }
+  const json full = {
+      {"description", "every field"},
+      {"cluster",
+       {{"machines", 4},
+        {"scheduler", json::object()},
+        {"repair", {{"to_manual", 0.5}, {"manual_fail", 0.1}, {"bad_fraction", 0.1}, {"bad_rate_factor", 2}}}}},
+      {"job", {{"tp", 8}, {"pp", 2}, {"dp", 2}, {"step_time_s", 1}, {"horizon_days", 1}}},
+      {"faults",
+       {{"categories", json::array({{{"name", "a"},
+                                     {"rate_per_machine_day", 1},
+                                     {"symptom", "nan"},
+                                     {"exits", true},
+                                     {"alert", "gpu"},
+                                     {"alert_coverage", 1},
+                                     {"attribution", 1},
+                                     {"recall", recall}}})}}},
+      {"diagnosis", {{"false_positive", false_positive}}},
+      {"policy", {{"stack", registry.names().empty() ? std::string() : registry.names().front()}}}};
+  json traced = full;
+  traced["faults"] = {{"trace", {{"file", "/nonexistent/trace.csv"}, {"mode", "replay"}, {"node_order", "in_order"},
+                                 {"start_day", 0}}}};
+  std::vector<FieldInfo> fields;
+  g_fields = &fields;
+  for (const json* doc : {&full, static_cast<const json*>(&traced)}) {
+    try {
+      parse_scenario(doc->dump(), "reference.json", {}, registry);
+    } catch (const ScenarioError&) {
+      // the trace document ends at its file; anything else shows up as a missing field
+    }
+  }
+  g_fields = nullptr;
+  return fields;
 }
 
 }  // namespace faultline::scenarios

@@ -185,6 +185,22 @@ struct Scenario {
   std::vector<std::string> unread_params;
 };
 
+// One field the parser reads, as recorded while it parses (scenario_fields).
+struct FieldInfo {
+  std::string path;          // "cluster.nic_gbps", "faults.categories[].name"
+  std::string type;          // object, array, number, integer, string, boolean
+  std::string default_json;  // the default as JSON text; empty for required fields and objects
+  bool required = false;
+  bool has_range = false;
+  double min = 0, max = 0;
+  std::vector<std::string> choices;  // allowed values of a string, when it has a fixed set
+};
+
+// Every field of a scenario, in the order the parser reads them, recorded from the parser
+// itself (so a field added to it appears here). The scenario reference is built from it.
+std::vector<FieldInfo> scenario_fields(const Registry& registry);
+
+
 // Loads, applies `sets` ("json.path=value", value parsed as JSON or else taken as a
 // string), and validates against the registry. Throws ScenarioError.
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets,

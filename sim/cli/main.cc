@@ -17,6 +17,7 @@
 #include "analysis/cli/commands.h"
 #include "plugins/loader.h"
 #include "policies/builtin.h"
+#include "scenarios/reference.h"
 #include "scenarios/scenario.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/flags.h"
@@ -299,7 +300,8 @@ int main(int argc, char** argv) {
   if (args[0] == "sim") {
     if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
       std::fputs("usage: faultline sim run|compare|sweep|tune SCENARIO.json [options]\n"
-                 "       faultline sim replay EVENTLOG [options]   (faultline sim run --help)\n",
+                 "       faultline sim replay EVENTLOG [options]   (faultline sim run --help)\n"
+                 "       faultline sim schema                      (the scenario reference)\n",
                  args.size() < 2 ? stderr : stdout);
       return args.size() < 2 ? 2 : 0;
     }
@@ -308,6 +310,20 @@ int main(int argc, char** argv) {
     if (args[1] == "compare") return faultline::cli::sim_compare({args.begin() + 2, args.end()});
     if (args[1] == "tune") return faultline::cli::sim_tune({args.begin() + 2, args.end()});
     if (args[1] == "replay") return faultline::cli::sim_replay({args.begin() + 2, args.end()});
+    if (args[1] == "schema") {
+      if (args.size() > 2) {
+        if (args[2] == "--help" || args[2] == "-h") {
+          std::fputs("usage: faultline sim schema > docs/scenario-reference.md\n"
+                     "prints the scenario reference: every field (type, unit, default, allowed values,\n"
+                     "meaning) and every built-in stack's parameters\n",
+                     stdout);
+          return 0;
+        }
+        return usage_error("sim schema takes no arguments, got '" + args[2] + "'");
+      }
+      std::fputs(faultline::scenarios::scenario_reference(faultline::policies::builtin_registry()).c_str(), stdout);
+      return 0;
+    }
     return usage_error("unknown sim command '" + args[1] + "'");
   }
   return usage_error("unknown command '" + args[0] + "'");

@@ -2,7 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
 #include "policies/builtin.h"
+#include "scenarios/reference.h"
 
 namespace faultline::scenarios {
 namespace {
@@ -129,6 +136,103 @@ TEST(Scenario, ShippedScenariosLoad) {
                         "scale-200k.json", "recovery-16k.json"}) {
     EXPECT_NO_THROW(load_scenario(std::string(FAULTLINE_SOURCE_DIR "/scenarios/") + f, {}, r)) << f;
   }
+}
+
+// The checked-in reference is what the parser and the stacks declare today.
+TEST(ScenarioReference, TheCheckedInReferenceIsCurrent) {
+  const std::string path = std::string(FAULTLINE_SOURCE_DIR) + "/docs/scenario-reference.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_TRUE(text.str() == scenario_reference(policies::builtin_registry()))
+      << path << " is out of date: regenerate it with ./build/bin/faultline sim schema > docs/scenario-reference.md";
+}
+
+std::string normalised(const std::string& path) {
+  std::string out;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '[') {
+      out += "[]";
+      i = path.find(']', i);
+    } else {
+      out += path[i];
+    }
+  }
+  return out;
+}
+
+void collect_paths(const nlohmann::json& j, const std::string& at, std::set<std::string>& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string p = at.empty() ? it.key() : at + "." + it.key();
+      out.insert(p);
+      if (p != "policy.params") collect_paths(*it, p, out);
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) collect_paths(j[i], at + "[" + std::to_string(i) + "]", out);
+  }
+}
+
+// An independent check of coverage: every key of every shipped scenario is in the
+// reference (the recorded fields come from documents built in code, not from these).
+TEST(ScenarioReference, EveryKeyOfEveryShippedScenarioIsDocumented) {
+  std::set<std::string> known;
+  for (const auto& f : scenario_fields(policies::builtin_registry())) known.insert(f.path);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(FAULTLINE_SOURCE_DIR) + "/scenarios")) {
+    if (e.path().extension() != ".json") continue;
+    ++files;
+    std::ifstream in(e.path());
+    std::set<std::string> paths;
+    collect_paths(nlohmann::json::parse(in), "", paths);
+    for (const auto& p : paths) EXPECT_TRUE(known.count(normalised(p))) << e.path() << ": " << p;
+  }
+  EXPECT_GE(files, 8);
+}
+
+// The ranges and allowed values the reference prints are the ones the parser enforces:
+// a value just outside each is refused, naming the field.
+TEST(ScenarioReference, EveryPrintedRangeAndChoiceIsEnforced) {
+  Registry r = policies::builtin_registry();
+  int checked = 0;
+  for (const auto& f : scenario_fields(r)) {
+    if (f.path.rfind("faults.trace", 0) == 0) continue;  // needs a trace file to get that far
+    std::string set_path = f.path;
+    if (auto i = set_path.find("[]"); i != std::string::npos) set_path.replace(i, 2, "[0]");
+    std::vector<std::string> bad;
+    if (!f.choices.empty()) bad.push_back("\"no-such-value\"");
+    if (f.has_range && f.max < 1e15) {
+      std::ostringstream o;
+      o.precision(17);
+      o << (f.type == "integer" ? f.max + 1 : f.max * 2 + 1);
+      bad.push_back(o.str());
+    }
+    if (f.has_range && f.min > -1e15 && f.path != "faults.categories[].rate_per_job_day") {
+      std::ostringstream o;
+      o.precision(17);
+      o << (f.type == "integer" ? f.min - 1 : (f.min > 0 ? f.min / 2 : f.min - 1));
+      bad.push_back(o.str());
+    }
+    for (const auto& v : bad) {
+      SCOPED_TRACE(f.path + "=" + v);
+      std::vector<std::string> sets = {set_path + "=" + v};
+      if (f.path.rfind("cluster.repair.", 0) == 0) sets.insert(sets.begin(), "cluster.repair={}");
+      if (f.path.rfind("cluster.scheduler.", 0) == 0) sets.insert(sets.begin(), "cluster.scheduler={}");
+      if (f.path.rfind("diagnosis.", 0) == 0) sets.insert(sets.begin(), "diagnosis={\"false_positive\":{}}");
+      if (f.path == "faults.categories[].rate_per_machine_day")  // one of the two rates
+        sets.insert(sets.begin(), "faults.categories[0]={\"name\":\"c\",\"rate_per_machine_day\":1}");
+      if (f.path.rfind("faults.categories[].recall.", 0) == 0) sets.insert(sets.begin(), "faults.categories[0].recall={}");
+      try {
+        parse_scenario(kMinimal, "m.json", sets, r);
+        ADD_FAILURE() << "accepted";
+      } catch (const ScenarioError& e) {
+        EXPECT_NE(std::string(e.what()).find("$." + set_path), std::string::npos) << e.what();
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 100);
 }
 
 }  // namespace

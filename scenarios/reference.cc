@@ -1,0 +1,250 @@
+// The scenario reference (docs/scenario-reference.md), generated: the fields, types,
+// defaults, ranges and allowed values come from the parser as it reads (scenario_fields),
+// units and meanings from the table below, and the policy parameters from each registered
+// stack's declaration. A field the parser reads without a line here, or a line for a
+// field it no longer reads, is an error, so the reference cannot drift from the code.
+#include "scenarios/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "scenarios/scenario.h"
+
+namespace faultline::scenarios {
+namespace {
+
+struct Doc {
+  const char* unit;     // "" for none
+  const char* meaning;  // one or two sentences
+  const char* default_text = nullptr;  // when the default is not a constant
+};
+
+// clang-format off
+const std::map<std::string, Doc>& docs() {
+  static const std::map<std::string, Doc> d = {
+    {"description", {"", "What the scenario models and where its numbers come from (prose, shown in results)."}},
+    {"seed", {"", "Seed of every random stream; replica r draws from (seed, r, stream), so runs repeat exactly."}},
+    {"replicas", {"count", "Replicas (independent fault histories) simulated by `sim run` unless `--replicas` says otherwise."}},
+
+    {"cluster", {"", "The machines, their network and the scheduler that hands them out."}},
+    {"cluster.machines", {"count", "Machines the job runs on (standbys and spares come on top)."}},
+    {"cluster.gpus_per_machine", {"count", "GPUs per machine; `job.tp` must divide it."}},
+    {"cluster.rack_size", {"count", "Machines per rack (one ToR switch); rack-scope faults strike a whole rack."}},
+    {"cluster.racks_per_pod", {"count", "Racks per pod (one leaf layer) in the fat tree."}},
+    {"cluster.spines", {"count", "Spine switches above the pods."}},
+    {"cluster.standby_machines", {"count", "Warm standbys at time 0, refilled toward this number, for a stack without a standby module. Refused for a stack that sizes its own pool (`policy.params.standby_pool`)."}},
+    {"cluster.nic_gbps", {"Gbit/s", "One machine's network bandwidth (all its NICs together)."}},
+    {"cluster.tor_uplink_gbps", {"Gbit/s", "A rack switch's uplink bandwidth.", "`nic_gbps` × `rack_size` (non-blocking)"}},
+    {"cluster.leaf_uplink_gbps", {"Gbit/s", "A pod's uplink bandwidth.", "`tor_uplink_gbps` × `racks_per_pod` (non-blocking)"}},
+    {"cluster.storage_hosts", {"count", "Hosts serving remote checkpoints and images."}},
+    {"cluster.storage_gbps", {"Gbit/s", "Bandwidth of one storage host."}},
+    {"cluster.link_latency_us", {"µs", "Latency of every link."}},
+    {"cluster.scheduler", {"", "The cluster scheduler's timings (a whole-job requeue, a cold replacement) and health check."}},
+    {"cluster.scheduler.requeue_base_s", {"s", "Fixed time of a whole-job requeue (drain, reschedule, relaunch)."}},
+    {"cluster.scheduler.requeue_per_machine_s", {"s", "Time a requeue adds per machine of the job."}},
+    {"cluster.scheduler.reschedule_base_s", {"s", "Fixed time to bring cold replacement machines (also a standby refill)."}},
+    {"cluster.scheduler.reschedule_per_machine_s", {"s", "Time a reschedule adds per machine brought."}},
+    {"cluster.scheduler.health_check_recall", {"ratio", "Share of broken machines the scheduler's health check drains before handing machines out; below 1 a requeue or replacement can land on a broken machine (our assumption, not published)."}},
+    {"cluster.repair", {"", "What happens to machines after they leave the job (AIReSim, DOMAIN §9)."}},
+    {"cluster.repair.auto_h", {"h", "Automatic repair time of an evicted machine."}},
+    {"cluster.repair.to_manual", {"ratio", "Chance a broken machine goes on to manual repair (taking its category's `repair_h`)."}},
+    {"cluster.repair.auto_fail", {"ratio", "Chance an automatic repair fails (the machine returns with its fault)."}},
+    {"cluster.repair.manual_fail", {"ratio", "Chance a manual repair fails; only with `to_manual` > 0."}},
+    {"cluster.repair.retire_after", {"count", "A machine struck this many times is retired for good (0 = never)."}},
+    {"cluster.repair.bad_fraction", {"ratio", "Share of machines that are \"bad\" (fail `bad_rate_factor` times as often in machine-scope hardware categories; rates stay the population mean)."}},
+    {"cluster.repair.bad_rate_factor", {"ratio", "How much more often a bad machine fails; only with `bad_fraction` > 0."}},
+    {"cluster.repair.spare_machines", {"count", "Machines in the free pool at the start besides the job and its standbys.", "-1: 4.8% of the job's machines (AIReSim: 200 for 4,160)"}},
+
+    {"job", {"", "The training job: parallelism, step, checkpoint state, horizon."}},
+    {"job.tp", {"count", "Tensor parallelism (inside a machine). TP × PP × DP = machines × GPUs per machine."}},
+    {"job.pp", {"count", "Pipeline parallelism."}},
+    {"job.dp", {"count", "Data parallelism."}},
+    {"job.step_time_s", {"s", "Time of one healthy training step."}},
+    {"job.checkpoint_bytes_per_machine", {"bytes", "Model and optimizer state one machine holds (what a checkpoint saves and a restore loads)."}},
+    {"job.image_bytes", {"bytes", "Container image a fresh machine pulls."}},
+    {"job.init_s", {"s", "Process launch and communicator initialisation at every start."}},
+    {"job.collective_timeout_s", {"s", "NCCL watchdog: a hung job exits after this (0 = never)."}},
+    {"job.checkpoint_mfu_loss", {"ratio", "Throughput an every-step in-memory save costs while it overlaps training (at least its blocking; 0 = blocking only)."}},
+    {"job.restart_warmup_s", {"s", "Time after every restart before full speed: no progress, lost again if a fault strikes during it."}},
+    {"job.horizon_days", {"days", "Simulated wall-clock time of the job."}},
+
+    {"faults", {"", "Where faults come from: categories with rates, or a real trace, or both."}},
+    {"faults.rate_scale", {"ratio", "Multiplies every category's rate (what-if: twice as many faults)."}},
+    {"faults.categories", {"", "Fault categories, each an arrival process and a symptom. Required unless `trace` is given."}},
+    {"faults.categories[]", {"", "One fault category."}},
+    {"faults.categories[].name", {"", "Unique name (results and `--set faults.categories.NAME.field=...` use it)."}},
+    {"faults.categories[].class", {"", "ByteRobust's class: explicit (the job exits), implicit (hang, slowdown, NaN) or manual (a code change)."}},
+    {"faults.categories[].rate_per_machine_day", {"1/(machine·day)", "Expected faults per machine-day of the job (any scope). Exactly one of the two rates.", "none: exactly one of the two rates"}},
+    {"faults.categories[].rate_per_job_day", {"1/day", "Expected faults per day of the whole job; converted with `cluster.machines`. Exactly one of the two rates.", "none: exactly one of the two rates"}},
+    {"faults.categories[].weibull_shape", {"", "Shape of the inter-arrival time: 1 = Poisson, below 1 = bursty per-machine renewal."}},
+    {"faults.categories[].scope", {"", "What one fault strikes: a machine, a rack or the whole job."}},
+    {"faults.categories[].symptom", {"", "What the job shows: crash (exits), hang, slowdown, nan or manual (a code update)."}},
+    {"faults.categories[].persistent", {"", "The machine stays broken until evicted (not with scope job)."}},
+    {"faults.categories[].repair_h", {"h", "Manual repair time of a machine evicted for this fault."}},
+    {"faults.categories[].observe_after_s", {"s", "The exit (crash, nan) is seen this long after the fault."}},
+    {"faults.categories[].exits", {"", "nan only: the job's NaN check ends its processes; false = only step samples show it."}},
+    {"faults.categories[].slowdown_factor", {"ratio", "Step-time multiplier of a slowdown."}},
+    {"faults.categories[].duration_s", {"s", "How long a transient slowdown lasts (0 = until evicted)."}},
+    {"faults.categories[].signature", {"", "Log line seen with the exit (stack aggregation groups by it).", "the category's name"}},
+    {"faults.categories[].exit_code", {"", "Exit code of the crashed rank."}},
+    {"faults.categories[].alert", {"", "The real-time inspection that can see the fault (\"\" = none)."}},
+    {"faults.categories[].alert_coverage", {"ratio", "Share of the faults that inspection can see (drawn once per fault); only with `alert`."}},
+    {"faults.categories[].code_bug", {"", "Caused by the job's code: recurs until rolled back (scope job)."}},
+    {"faults.categories[].fix_h", {"h", "Code bug: humans ship a fix after this long anyway."}},
+    {"faults.categories[].attribution", {"ratio", "Share of crash logs that name the culprit machine; the rest name its pipeline neighbour (not published; machine or rack scope)."}},
+    {"faults.categories[].recall", {"", "Chance that each stop-time test finds the faulty machine, by test.", "by the alert kind and symptom (`default_recall`)"}},
+    {"faults.categories[].recall.replay", {"ratio", "Recall of dual-phase replay.", "0.99 for nan, else 0.9; 0 for code bugs and job scope"}},
+    {"faults.categories[].recall.gpu_diag", {"ratio", "Recall of the GPU diagnostic (EUD / dcgmi diag).", "by alert kind"}},
+    {"faults.categories[].recall.intra_all_to_all", {"ratio", "Recall of the intra-machine all-to-all test.", "by alert kind"}},
+    {"faults.categories[].recall.inter_all_gather", {"ratio", "Recall of the inter-machine all-gather test.", "by alert kind"}},
+    {"faults.categories[].recall.bitwise", {"ratio", "Recall of the bit-wise comparison of a reference step.", "by alert kind"}},
+    {"faults.categories[].recall.stress", {"ratio", "Recall of the full stress test.", "0.95"}},
+    {"faults.trace", {"", "Faults from a real trace (traces/FORMAT.md): replayed node by node or bootstrapped by machine."}},
+    {"faults.trace.file", {"", "The trace, relative to the scenario file."}},
+    {"faults.trace.format", {"", "Its format; auto guesses from the name and first line; columns needs `columns`."}},
+    {"faults.trace.columns", {"", "Column-map file (format columns), relative to the scenario file."}},
+    {"faults.trace.mapping", {"", "Category mapping table (trace event → fault category); \"\" = one category per class."}},
+    {"faults.trace.mode", {"", "replay: trace node i's history on job slot i; bootstrap: each machine draws a trace node's history at random."}},
+    {"faults.trace.node_order", {"", "replay only: which trace node goes to which slot."}},
+    {"faults.trace.time_scale", {"ratio", "Simulated seconds per trace second."}},
+    {"faults.trace.start_day", {"days", "replay only: the trace day that becomes simulated time zero."}},
+    {"faults.trace.fleet_nodes", {"count", "Nodes of the traced fleet (rates are per node of it).", "the trace's declared fleet, else its distinct nodes"}},
+    {"faults.trace.strict", {"", "A bad record or an unmapped fault is a load error (false: skipped and counted)."}},
+
+    {"diagnosis", {"", "Stop-time tests, stack capture and replay as the environment runs them."}},
+    {"diagnosis.gpu_diag_s", {"s", "GPU diagnostic (EUD / dcgmi diag -r 2)."}},
+    {"diagnosis.intra_all_to_all_s", {"s", "Intra-machine all-to-all test."}},
+    {"diagnosis.inter_all_gather_bytes", {"bytes", "Bytes each machine exchanges with its ring neighbours in the inter-machine all-gather test (SimGrid flows)."}},
+    {"diagnosis.bitwise_s", {"s", "One step of the reference model and the comparison."}},
+    {"diagnosis.stress_s", {"s", "The full stress test."}},
+    {"diagnosis.capture_s", {"s", "Capturing every rank's stack (py-spy / gdb)."}},
+    {"diagnosis.replay_s", {"s", "One replay phase."}},
+    {"diagnosis.false_positive_rate", {"ratio", "Chance a test fails a healthy machine, per machine per test, for tests without their own value."}},
+    {"diagnosis.false_positive", {"", "False-positive rate by test."}},
+    {"diagnosis.false_positive.gpu_diag", {"ratio", "False positives of the GPU diagnostic.", "`false_positive_rate`"}},
+    {"diagnosis.false_positive.intra_all_to_all", {"ratio", "False positives of the intra-machine all-to-all.", "`false_positive_rate`"}},
+    {"diagnosis.false_positive.inter_all_gather", {"ratio", "False positives of the inter-machine all-gather.", "`false_positive_rate`"}},
+    {"diagnosis.false_positive.bitwise", {"ratio", "False positives of the bit-wise comparison (deterministic, DOMAIN §4).", "0"}},
+    {"diagnosis.false_positive.stress", {"ratio", "False positives of the stress test.", "`false_positive_rate`"}},
+    {"diagnosis.standby_wake_s", {"s", "A parked standby's time from wake-up to joined."}},
+
+    {"policy", {"", "The policy stack and its parameters."}},
+    {"policy.stack", {"", "A registered stack (`faultline policies`; below)."}},
+    {"policy.params", {"", "The stack's parameters (below), checked against its declaration; one the stack does not read with its module choices is refused."}},
+    {"policy.allow_unused_params", {"", "true: run with parameters the stack does not read, listed as `unread_params` in the result (`--allow-unused`)."}},
+  };
+  return d;
+}
+// clang-format on
+
+std::string number_text(double x) {
+  if (x == INT64_MAX || x >= 9.2e18) return "2^63−1";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.10g", x);
+  return b;
+}
+
+std::string cell(std::string s) {
+  std::string o;
+  for (char c : s) o += c == '|' ? std::string("\\|") : std::string(1, c);
+  return o;
+}
+
+}  // namespace
+
+std::string scenario_reference(const Registry& registry) {
+  std::vector<FieldInfo> fields = scenario_fields(registry);
+  // Sections in the order the parser meets them; fields read from a second document (the
+  // trace) join their section.
+  std::vector<std::string> order;
+  auto top_of = [](const FieldInfo& f) {
+    return f.path.find('.') == std::string::npos && f.type != "object" ? std::string() : f.path.substr(0, f.path.find('.'));
+  };
+  for (const auto& f : fields)
+    if (std::find(order.begin(), order.end(), top_of(f)) == order.end()) order.push_back(top_of(f));
+  std::stable_sort(fields.begin(), fields.end(), [&](const FieldInfo& a, const FieldInfo& b) {
+    return std::find(order.begin(), order.end(), top_of(a)) < std::find(order.begin(), order.end(), top_of(b));
+  });
+  const auto& d = docs();
+  std::set<std::string> seen;
+  for (const auto& f : fields) {
+    if (!d.count(f.path))
+      throw std::logic_error("scenario reference: the parser reads " + f.path +
+                             ", which has no line in scenarios/reference.cc");
+    seen.insert(f.path);
+  }
+  for (const auto& [path, doc] : d)
+    if (!seen.count(path))
+      throw std::logic_error("scenario reference: scenarios/reference.cc documents " + path +
+                             ", which the parser does not read");
+
+  std::ostringstream o;
+  o << "# Scenario reference\n\n"
+       "Generated from the parser (`faultline sim schema > docs/scenario-reference.md`); a test\n"
+       "fails when this file and the code disagree. Every field is checked at load time: an\n"
+       "unknown key is an error, and an error names the file, the JSON path and what was expected.\n"
+       "`--set path=value` edits the document before the checks. Paths below use `[]` for\n"
+       "every element of an array.\n";
+  std::string section;
+  for (const auto& f : fields) {
+    const std::string top = top_of(f);
+    const std::string sec = top.empty() ? std::string("top level") : top;
+    if (sec != section) {
+      section = sec;
+      o << "\n## " << (sec == "top level" ? sec : "`" + sec + "`") << "\n\n";
+      if (sec != "top level") o << d.at(sec).meaning << "\n\n";
+      o << "| field | type | unit | default | allowed | meaning |\n|---|---|---|---|---|---|\n";
+    }
+    if (f.path == sec) continue;  // the section's own line is its heading
+    const Doc& doc = d.at(f.path);
+    std::string type = f.type, allowed, def;
+    if (!f.choices.empty()) {
+      for (const auto& c : f.choices) allowed += (allowed.empty() ? "" : ", ") + ("`\"" + c + "\"`");
+    } else if (f.has_range) {
+      allowed = "[" + number_text(f.min) + ", " + number_text(f.max) + "]";
+    }
+    if (f.required) def = "required";
+    else if (doc.default_text) def = doc.default_text;
+    else if (!f.default_json.empty() && (f.type == "number" || f.type == "integer"))
+      def = "`" + number_text(std::stod(f.default_json)) + "`";
+    else if (!f.default_json.empty()) def = "`" + f.default_json + "`";
+    if (f.path == "faults.categories") def = "required without `trace`";
+    o << "| `" << f.path << "` | " << type << " | " << doc.unit << " | " << cell(def) << " | " << cell(allowed)
+      << " | " << cell(doc.meaning) << " |\n";
+  }
+
+  o << "\n## Policy stacks and their parameters\n\n"
+       "`policy.params` takes these, per stack (from each stack's declaration; `faultline policies`\n"
+       "prints the same). A choice parameter takes a module name. \"read when\" lists the module\n"
+       "choices under which the stack reads the parameter; setting it otherwise is refused.\n";
+  for (const auto& name : registry.names()) {
+    const PolicyInfo* info = registry.find(name);
+    o << "\n### `" << name << "`\n\n" << info->summary << "\n\n";
+    if (info->params.empty()) {
+      o << "No parameters.\n";
+      continue;
+    }
+    o << "| parameter | unit | default | allowed | read when | meaning |\n|---|---|---|---|---|---|\n";
+    for (const auto& p : info->params) {
+      std::string def, allowed, when;
+      if (!p.choices.empty()) {
+        const int i = static_cast<int>(std::lround(p.default_value));
+        def = i >= 0 && i < static_cast<int>(p.choices.size()) ? "`" + p.choices[i] + "`" : number_text(p.default_value);
+        for (const auto& c : p.choices) allowed += (allowed.empty() ? "" : ", ") + ("`" + c + "`");
+      } else {
+        def = number_text(p.default_value);
+        allowed = "[" + number_text(p.min) + ", " + number_text(p.max) + "]";
+      }
+      for (const auto& w : p.read_when) when += (when.empty() ? "" : " or ") + ("`" + w + "`");
+      o << "| `" << p.name << "` | " << p.unit << " | " << cell(def) << " | " << cell(allowed) << " | "
+        << (when.empty() ? "always" : cell(when)) << " | " << cell(p.help) << " |\n";
+    }
+  }
+  return o.str();
+}
+
+}  // namespace faultline::scenarios
