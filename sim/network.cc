@@ -252,7 +252,14 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch) const {
     flows.push_back(std::move(f));
   }
   // Progressive filling over the active transfers.
-  std::vector<double> remaining(L.size()), usage(L.size());
+  if (fill_remaining_.size() != L.size()) {
+    fill_remaining_.assign(L.size(), 0);
+    fill_usage_.assign(L.size(), 0);
+    fill_saturated_.assign(L.size(), 0);
+  }
+  std::vector<double>& remaining = fill_remaining_;
+  std::vector<double>& usage = fill_usage_;
+  std::vector<char>& saturated = fill_saturated_;
   std::vector<int> touched;
   auto solve = [&]() {
     touched.clear();
@@ -281,7 +288,6 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch) const {
       const bool by_bound = bound_level >= 0;
       if (by_bound) level = bound_level;
       // Fix the transfers on the saturated links (or at their bound).
-      std::vector<char> saturated(L.size(), 0);
       if (!by_bound)
         for (int l : touched)
           if (usage[l] > 0 && std::abs(remaining[l] / usage[l] - level) <= 1e-5 * level) saturated[l] = 1;
@@ -300,6 +306,8 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch) const {
         }
         --unfixed;
       }
+      if (!by_bound)
+        for (int l : touched) saturated[l] = 0;
     }
     for (int l : touched) remaining[l] = usage[l] = 0;
   };

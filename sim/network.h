@@ -96,8 +96,8 @@ class FlowNet {
   // The batch's duration on an otherwise idle network, by the closed form of the fluid
   // model SimGrid runs (CM02: max-min sharing weighted by route latency, 5% cross-traffic
   // on the way back, rates bounded by the slowest link and the TCP window), solved by
-  // progressive filling from one completion to the next. Costs O(links x distinct
-  // completion times) where SimGrid's is quadratic in the transfers; agrees with SimGrid
+  // progressive filling from one completion to the next. Costs O(the batch's links x
+  // distinct completion times) where SimGrid's is quadratic in the transfers; agrees with SimGrid
   // to the nanosecond on the batches the tests run through both.
   std::int64_t fluid_duration(const std::vector<Transfer>& batch) const;
   // Memoises a batch's idle-network duration found without SimGrid.
@@ -128,6 +128,10 @@ class FlowNet {
   int in_flight_ = 0;
   std::uint64_t epoch_ = 0;  // bumps when a batch starts, to detect overlap
   std::int64_t real_ = 0, hits_ = 0;
+  // fluid_duration's per-link state, sized once and left all zero between calls: a call
+  // touches only its batch's links, never O(links).
+  mutable std::vector<double> fill_remaining_, fill_usage_;
+  mutable std::vector<char> fill_saturated_;
 };
 
 }  // namespace faultline::sim
