@@ -11,15 +11,6 @@ namespace {
 
 bool finite_positive(double t) { return std::isfinite(t) && t > 0; }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const std::size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  if (v.size() % 2) return v[mid];
-  const double hi = v[mid];
-  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + hi) / 2;
-}
-
 }  // namespace
 
 std::string describe(const Finding& f) {
@@ -77,7 +68,12 @@ void SlowStepDetector::restart(Instant now, std::int64_t step) {
   report_at_.reset();
 }
 
-double SlowStepDetector::baseline() const { return median_of(healthy_); }
+double SlowStepDetector::baseline() const {
+  // The median of the window: the middle value, or the mean of the two middle ones.
+  if (upper_.empty()) return 0;
+  if (lower_.size() < upper_.size()) return *upper_.begin();
+  return (*lower_.rbegin() + *upper_.begin()) / 2;
+}
 
 std::optional<Finding> SlowStepDetector::observe(const StepSample& s, Instant now) {
   ++since_restart_;
@@ -92,8 +88,26 @@ std::optional<Finding> SlowStepDetector::observe(const StepSample& s, Instant no
   // Live steps right after a (re)start are slow for reasons of their own (communicators,
   // data loaders); a steady sample already averages them out.
   if (!slow && (s.steady || since_restart_ > 2)) {
-    healthy_.push_back(s.step_time_s);
-    if (healthy_.size() > 4096) healthy_.erase(healthy_.begin());
+    const double x = s.step_time_s;
+    healthy_.push_back(x);
+    if (!lower_.empty() && x <= *lower_.rbegin()) lower_.insert(x);
+    else upper_.insert(x);
+    if (healthy_.size() > 4096) {
+      const double old = healthy_.front();
+      healthy_.pop_front();
+      // An equal value in the other half is the same value: either copy will do.
+      if (!lower_.empty() && old <= *lower_.rbegin()) lower_.erase(lower_.find(old));
+      else upper_.erase(upper_.find(old));
+    }
+    // Rebalance: the upper half holds the middle value of an odd count.
+    while (lower_.size() > upper_.size()) {
+      upper_.insert(*lower_.rbegin());
+      lower_.erase(std::prev(lower_.end()));
+    }
+    while (upper_.size() > lower_.size() + 1) {
+      lower_.insert(*upper_.begin());
+      upper_.erase(upper_.begin());
+    }
   }
   if (!slow) {
     report_at_.reset();

@@ -20,8 +20,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "policies/module.h"
@@ -58,7 +60,10 @@ class SlowStepDetector {
   std::optional<Finding> due(Instant now);
   double ratio_;
   Duration slow_for_;
-  std::vector<double> healthy_;  // step times judged healthy, oldest first (at most 4096)
+  // Step times judged healthy, oldest first (at most 4096), and the same split into the
+  // lower and upper half, so the median costs O(log n) per sample, not O(n).
+  std::deque<double> healthy_;
+  std::multiset<double> lower_, upper_;  // lower_.size() == upper_.size() or one less
   int since_restart_ = 0;        // samples since the restart
   double last_ = 0;              // the latest sample's step time
   bool steady_ = false;          // the latest sample was steady

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -101,6 +102,28 @@ TEST(SlowStepDetector, FirstStepsAfterARestartAreNotTheBaselineButTheBaselineSur
   EXPECT_DOUBLE_EQ(d.baseline(), 2.0);
   EXPECT_FALSE(d.observe(step(5, 3.0), at(103)));  // slow (> 2.4), not yet for 10 s
   EXPECT_TRUE(d.observe(step(6, 3.0), at(113)));
+}
+
+// The baseline is the median of the last 4,096 healthy step times, kept incrementally;
+// checked against sorting the window, over 10,000 samples with many repeated values
+// (ties across the two halves) and a window that slides.
+TEST(SlowStepDetector, TheBaselineIsTheMedianOfTheLast4096HealthySamples) {
+  SlowStepDetector d(0, Duration::seconds(10));  // ratio 0: every sample is healthy
+  d.restart(at(0), 0);
+  std::vector<double> seen;
+  std::uint64_t x = 12345;
+  for (int i = 1; i <= 10000; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const double t = i < 5000 ? 1.0 + static_cast<double>((x >> 33) % 7) * 0.25 : 0.5 + static_cast<double>((x >> 33) % 1000) * 1e-3;
+    d.observe(step(i, t, true), at(i));
+    seen.push_back(t);
+    if (i % 10 != 0 && (i < 4090 || i > 4110)) continue;  // every tenth, and every one as the window fills
+    std::vector<double> w(seen.end() - static_cast<std::ptrdiff_t>(std::min<std::size_t>(seen.size(), 4096)), seen.end());
+    const auto mid = w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2);
+    std::nth_element(w.begin(), mid, w.end());
+    const double want = w.size() % 2 ? *mid : (*std::max_element(w.begin(), mid) + *mid) / 2;
+    ASSERT_EQ(d.baseline(), want) << "after " << i << " samples";
+  }
 }
 
 TEST(SlowStepDetector, SteadySamplesAreJudgedWhenTheTimeComes) {
