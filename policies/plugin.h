@@ -23,8 +23,9 @@
 #include "policies/module.h"
 
 // 2: the EndRun action and MetricAnomaly::step. 3: ProcessExit::step, StartFailed::step.
+// 4: StackSignatures stored sparsely (fill_id, others).
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 3
+#define FAULTLINE_PLUGIN_ABI 4
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

@@ -95,7 +95,9 @@ struct ProbeResult {
 // One stack signature per job slot (the slot's processes aggregated; string-equal
 // signatures mean the same place in the code), interned: each distinct signature is
 // stored once and every slot holds the index of its own, so grouping 10k slots
-// compares integers, not strings. Index 0 is always "" (nothing captured).
+// compares integers, not strings. Index 0 is always "" (nothing captured). Stored
+// sparsely: one index that most slots share (fill_id) and the slots that differ, so a
+// capture of 100k slots where a handful stand out costs the handful, not 100k.
 class StackSignatures {
  public:
   StackSignatures() = default;
@@ -103,22 +105,32 @@ class StackSignatures {
   explicit StackSignatures(const std::vector<std::string>& by_slot);
   // `slots` slots, every one at `signature`.
   StackSignatures(std::size_t slots, std::string_view signature);
-  std::size_t size() const { return by_slot_.size(); }
-  const std::string& at(std::size_t slot) const { return signatures_[by_slot_[slot]]; }
+  std::size_t size() const { return size_; }
+  const std::string& at(std::size_t slot) const { return signatures_[id(slot)]; }
   // The index of slot `slot`'s signature in signatures(); equal signatures, equal index.
-  std::uint32_t id(std::size_t slot) const { return by_slot_[slot]; }
+  std::uint32_t id(std::size_t slot) const;
   const std::vector<std::string>& signatures() const { return signatures_; }
   // The index of `signature`, added when new (linear: there are a handful).
   std::uint32_t intern(std::string_view signature);
-  void set(std::size_t slot, std::uint32_t id) { by_slot_[slot] = id; }
-  void assign(std::size_t slots, std::uint32_t id) { by_slot_.assign(slots, id); }
+  void set(std::size_t slot, std::uint32_t id);
+  void assign(std::size_t slots, std::uint32_t id) {
+    size_ = slots;
+    fill_ = id;
+    others_.clear();
+  }
+  // The index every slot not in others() holds, and the (slot, index) pairs of the slots
+  // that hold another, in slot order.
+  std::uint32_t fill_id() const { return fill_; }
+  const std::vector<std::pair<std::uint32_t, std::uint32_t>>& others() const { return others_; }
   // Every slot's signature, in slot order (for logs and tests).
   std::vector<std::string> strings() const;
   bool operator==(const StackSignatures& o) const { return strings() == o.strings(); }
 
  private:
   std::vector<std::string> signatures_{std::string()};
-  std::vector<std::uint32_t> by_slot_;
+  std::size_t size_ = 0;
+  std::uint32_t fill_ = 0;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> others_;
 };
 struct StacksCaptured {
   ActionId action = 0;

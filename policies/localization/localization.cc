@@ -8,12 +8,15 @@ namespace faultline::policies {
 
 StackVerdict aggregate_stacks(const StackSignatures& stacks) {
   // Counted by interned index (one index per distinct signature); the dominant group is
-  // the largest, ties going to the signature first in string order.
+  // the largest, ties going to the signature first in string order. The slots that share
+  // the fill index are counted at once: O(slots that differ), not O(slots).
   const auto& sigs = stacks.signatures();
-  std::vector<int> count(sigs.size(), 0);
-  for (std::size_t s = 0; s < stacks.size(); ++s) ++count[stacks.id(s)];
+  const auto& others = stacks.others();
+  std::vector<std::size_t> count(sigs.size(), 0);
+  count[stacks.fill_id()] = stacks.size() - others.size();
+  for (const auto& [slot, i] : others) ++count[i];
   std::uint32_t dominant = 0;  // "": nothing captured anywhere
-  int best = 0;
+  std::size_t best = 0;
   for (std::uint32_t i = 1; i < sigs.size(); ++i)
     if (count[i] > best || (count[i] == best && best > 0 && sigs[i] < sigs[dominant])) {
       best = count[i];
@@ -21,8 +24,14 @@ StackVerdict aggregate_stacks(const StackSignatures& stacks) {
     }
   StackVerdict v;
   v.dominant = sigs[dominant];
-  for (std::size_t s = 0; s < stacks.size(); ++s)
-    if (stacks.id(s) != 0 && stacks.id(s) != dominant) v.outliers.push_back(static_cast<SlotId>(s));
+  auto outlier = [&](std::uint32_t i) { return i != 0 && i != dominant; };
+  if (!outlier(stacks.fill_id())) {
+    for (const auto& [slot, i] : others)
+      if (outlier(i)) v.outliers.push_back(static_cast<SlotId>(slot));
+  } else {  // most slots are outliers (a minority signature fills): walk them all, in order
+    for (std::size_t s = 0; s < stacks.size(); ++s)
+      if (outlier(stacks.id(s))) v.outliers.push_back(static_cast<SlotId>(s));
+  }
   return v;
 }
 

@@ -117,16 +117,33 @@ TEST(StackAggregation, InternedSignaturesAgreeWithGroupingStrings) {
     const int kinds = 1 + static_cast<int>(rng.below(pool.size()));
     std::vector<std::string> by_slot;
     for (int s = 0; s < slots; ++s) by_slot.push_back(pool[rng.below(kinds)]);
-    // Interned in a shuffled order, so index order is not string order.
-    StackSignatures interned;
-    for (int i = static_cast<int>(pool.size()) - 1; i >= 0; --i) interned.intern(pool[(i * 3 + trial) % pool.size()]);
-    interned.assign(by_slot.size(), 0);
-    for (std::size_t s = 0; s < by_slot.size(); ++s) interned.set(s, interned.intern(by_slot[s]));
-    ASSERT_EQ(interned.strings(), by_slot);
     const StackVerdict want = by_strings(by_slot);
-    const StackVerdict got = aggregate_stacks(interned);
-    ASSERT_EQ(got.dominant, want.dominant) << "trial " << trial;
-    ASSERT_EQ(got.outliers, want.outliers) << "trial " << trial;
+    // Stored sparsely: filled with "" and every slot set; filled with any signature (a
+    // minority one too, so most slots are outliers) and set in a shuffled order; or built
+    // from the strings (the most common fills).
+    for (int variant = 0; variant < 3; ++variant) {
+      // Interned in a shuffled order, so index order is not string order.
+      StackSignatures interned;
+      for (int i = static_cast<int>(pool.size()) - 1; i >= 0; --i) interned.intern(pool[(i * 3 + trial) % pool.size()]);
+      if (variant == 2) {
+        interned = StackSignatures(by_slot);
+      } else {
+        interned.assign(by_slot.size(), variant == 0 ? 0 : interned.intern(pool[rng.below(pool.size())]));
+        for (std::size_t k = 0; k < by_slot.size(); ++k) {
+          const std::size_t s = variant == 0 ? k : (k * 7 + static_cast<std::size_t>(trial)) % by_slot.size();
+          if (variant == 1 && by_slot.size() % 7 == 0) {  // 7 divides: fall back to order
+            interned.set(k, interned.intern(by_slot[k]));
+            continue;
+          }
+          interned.set(s, interned.intern(by_slot[s]));
+        }
+      }
+      ASSERT_EQ(interned.strings(), by_slot) << "variant " << variant;
+      const StackVerdict got = aggregate_stacks(interned);
+      ASSERT_EQ(got.dominant, want.dominant) << "trial " << trial << " variant " << variant;
+      ASSERT_EQ(got.outliers, want.outliers) << "trial " << trial << " variant " << variant;
+      for (std::size_t s = 0; s < by_slot.size(); ++s) ASSERT_EQ(interned.at(s), by_slot[s]);
+    }
     std::map<std::string, int> count;
     for (const auto& s : by_slot)
       if (!s.empty()) ++count[s];
