@@ -338,7 +338,7 @@ MECHANISM_NAMES = {"requeue": "requeue (whole job)", "reschedule": "reschedule (
 
 def mechanism_counts(run):
     """Recovery actions by mechanism: from the result when the simulator reports them,
-    else from the incidents.csv mechanism column, else from decisions.log."""
+    else from the incidents.csv resolution column, else from decisions.log."""
     rb = run.result.get("resolved_by_per_replica")
     if isinstance(rb, dict) and rb:
         return ({k.replace("_", " "): float(v) for k, v in rb.items() if float(v) > 0},
@@ -353,10 +353,11 @@ def mechanism_counts(run):
     if path:
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
-            if reader.fieldnames and "mechanism" in reader.fieldnames:
+            col = next((c for c in ("resolution", "mechanism") if c in (reader.fieldnames or [])), None)
+            if col:
                 out = {}
                 for rec in reader:
-                    out[rec["mechanism"]] = out.get(rec["mechanism"], 0) + 1
+                    out[rec[col]] = out.get(rec[col], 0) + 1
                 return out, "incidents, from incidents.csv"
     path = run.file("decisions.log")
     if path:

@@ -31,7 +31,7 @@ std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   for (const auto& p : r.timeline) tl.push_back({p.t_h, p.cumulative, p.window_1h});
   j["t"] = tl;
   json inc = json::array();
-  for (const auto& i : r.incidents) inc.push_back({i.at_s, i.category, i.detected_s, i.resolved_s, i.slots});
+  for (const auto& i : r.incidents) inc.push_back({i.at_s, i.category, i.detected_s, i.resolved_s, i.slots, i.resolution, i.machines, i.evicted});
   j["i"] = inc;
   j["d"] = r.decisions;
   j["m"] = r.resolved_by;
@@ -62,7 +62,8 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
   r.dominant = {j["o"][0], j["o"][1], j["o"][2]};
   for (const auto& p : j["t"]) r.timeline.push_back({p[0], p[1], p[2]});
   for (const auto& i : j["i"])
-    r.incidents.push_back({i[0], i[1], i[2], i[3], i[4].get<std::vector<int>>()});
+    r.incidents.push_back({i[0], i[1], i[2], i[3], i[4].get<std::vector<int>>(), i[5], i[6].get<std::vector<int>>(),
+                           i[7].get<std::vector<int>>()});
   r.decisions = j["d"].get<std::vector<std::string>>();
   r.resolved_by = j["m"].get<std::vector<std::int64_t>>();
   r.standby_exhaustions = j["x"];

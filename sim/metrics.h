@@ -46,12 +46,21 @@ struct TimelinePoint {
   double window_1h = 0;   // ETTR over the hour ending at t
 };
 
+// How an incident ended (incidents.csv's `resolution`): a Mechanism (index = enum value:
+// the start that brought the job back credited it, as resolved_by counts), or one of these.
+inline constexpr int kResolutionOpen = -1;        // still open at the horizon
+inline constexpr int kResolutionWhileRunning = 100;  // ended while the job ran, no restart
+                                                     // (a transient slowdown ran its course)
+
 struct IncidentRecord {
   double at_s = 0;
   int category = 0;
   double detected_s = -1;  // -1 = never acted on
   double resolved_s = -1;  // -1 = open at the horizon
   std::vector<int> slots;
+  int resolution = kResolutionOpen;
+  std::vector<int> machines;  // the machines in `slots` when the fault struck (decisions.log's ids)
+  std::vector<int> evicted;   // machines the policy evicted while the incident was open
 };
 
 struct ReplicaResult {

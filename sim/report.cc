@@ -22,6 +22,13 @@ json summary_json(const Summary& s) {
 
 }  // namespace
 
+std::string resolution_name(int resolution) {
+  if (resolution == kResolutionOpen) return "open_at_horizon";
+  if (resolution == kResolutionWhileRunning) return "ended_while_running";
+  if (resolution >= 0 && resolution < kMechanisms) return mechanism_name(static_cast<Mechanism>(resolution));
+  return "?";
+}
+
 json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs, double wall_s) {
   json out;
   out["scenario"] = sc.name;
@@ -294,12 +301,19 @@ void write_out_dir(const std::string& dir, const json& result, const std::vector
   for (const auto& r : rs) any_inc |= !r.incidents.empty();
   if (any_inc) {
     auto f = open("incidents.csv");
-    f << "replica,category,at_s,detected_s,resolved_s,slots\n" << std::setprecision(12);
+    f << "replica,category,at_s,detected_s,resolved_s,resolution,slots,machines,evicted\n" << std::setprecision(12);
+    auto ids = [&](const std::vector<int>& xs) {
+      for (size_t k = 0; k < xs.size(); ++k) f << (k ? " " : "") << xs[k];
+    };
     for (const auto& r : rs)
       for (const auto& i : r.incidents) {
         f << r.replica << "," << sc.faults[i.category].name << "," << i.at_s << "," << i.detected_s << ","
-          << i.resolved_s << ",";
-        for (size_t k = 0; k < i.slots.size(); ++k) f << (k ? " " : "") << i.slots[k];
+          << i.resolved_s << "," << resolution_name(i.resolution) << ",";
+        ids(i.slots);
+        f << ",";
+        ids(i.machines);
+        f << ",";
+        ids(i.evicted);
         f << "\n";
       }
   }

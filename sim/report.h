@@ -16,6 +16,11 @@ nlohmann::json aggregate(const scenarios::Scenario& sc, const std::vector<Replic
                          double wall_s);
 // A fixed-width table of the headline figures.
 std::string format_table(const nlohmann::json& result);
+// incidents.csv's `resolution`: the mechanism of the start that resolved the incident
+// (mechanism_name, the keys of resolved_by_per_replica, "none" when that start named no
+// mechanism), "ended_while_running" (it ended while the job ran, with no restart: a
+// transient slowdown that ran its course) or "open_at_horizon".
+std::string resolution_name(int resolution);
 // Writes result.json, replicas.csv, and (when present) timeline.csv, incidents.csv and
 // decisions.log into `dir` (created). Throws std::runtime_error on I/O failure.
 void write_out_dir(const std::string& dir, const nlohmann::json& result,

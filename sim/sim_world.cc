@@ -180,7 +180,8 @@ ReplicaResult SimWorld::run() {
     }
     if (opt_.incidents)
       result_.incidents.push_back({f.at * 1e-9, f.category, f.detected >= 0 ? f.detected * 1e-9 : -1,
-                                   f.resolved >= 0 ? f.resolved * 1e-9 : -1, f.slots});
+                                   f.resolved >= 0 ? f.resolved * 1e-9 : -1, f.slots, f.resolution,
+                                   std::vector<int>(f.machines.begin(), f.machines.end()), f.evicted});
   }
   // The ledger must balance: every fault (and every recurrence) has exactly one outcome.
   for (std::size_t c = 0; c < result_.categories.size(); ++c) {
@@ -603,8 +604,13 @@ void SimWorld::resolve_open(bool at_start) {
       for (MachineId m : f.machines)
         if (still_on(f, m)) affecting = true;
     }
-    if (affecting) still.push_back(id);
-    else f.resolved = now_;
+    if (affecting) {
+      still.push_back(id);
+    } else {
+      f.resolved = now_;
+      // At a start the caller credits the start's mechanism (finish_start).
+      if (!at_start) f.resolution = kResolutionWhileRunning;
+    }
   }
   open_ = std::move(still);
 }
@@ -743,6 +749,8 @@ ActionId SimWorld::act(Action a) {
               if (m < 0 || m >= view_.machine_count()) continue;
               const SlotId s = view_.slot_of(m);
               if (s < 0) continue;  // not in the job (already evicted, a standby)
+              if (opt_.incidents)
+                for (FaultId open : open_) fault_log_[open].evicted.push_back(m);
               if (broken_[m]) {
                 ++result_.evictions_true;
               } else {
@@ -1166,8 +1174,10 @@ void SimWorld::finish_start() {
   const std::vector<FaultId> before = open_;
   resolve_open(true);
   for (FaultId id : before)
-    if (fault_log_[id].resolved == now_ && std::find(rearm.begin(), rearm.end(), id) == rearm.end())
+    if (fault_log_[id].resolved == now_ && std::find(rearm.begin(), rearm.end(), id) == rearm.end()) {
       ++result_.resolved_by[static_cast<int>(mechanism_)];
+      fault_log_[id].resolution = static_cast<int>(mechanism_);
+    }
   mechanism_ = Mechanism::kNone;
   if (rearm.empty() && !code_fault) good_version_ = code_version_;
   rearm.insert(rearm.end(), fresh.begin(), fresh.end());

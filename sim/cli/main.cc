@@ -85,7 +85,8 @@ options:
   --timeline          record cumulative and 1-hour sliding-window ETTR per replica
                       (every --timeline-step-s seconds, default 600) into timeline.csv
   --timeline-step-s S sampling step of the timeline
-  --incidents         record every incident (time, category, detection, resolution)
+  --incidents         record every incident (time, category, detection, resolution and
+                      its mechanism, slots and machine ids) into incidents.csv
   --decisions         record every event and action of the policy (decisions.log)
   --replica K[,K...]  rerun only these replicas (numbered as in replicas.csv), each exactly
                       as in the full run: its replicas.csv row, timeline, incidents and

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "tests/sim/sim_json.h"
@@ -181,6 +184,113 @@ TEST(SimRun, OutDirHasResultReplicasTimelineAndIncidents) {
 
 namespace faultline::testing {
 namespace {
+
+// incidents.csv speaks decisions.log's machine ids and says how each incident ended.
+// Issue 18: it gave slot ids only (a slot's machine changes with every replacement) and
+// no resolution. Checked against decisions.log, and the resolutions against the result's
+// resolved_by_per_replica (counted separately, at each start).
+TEST(SimRun, IncidentsNameDecisionsMachinesAndTheirResolution) {
+  const auto dir = std::filesystem::temp_directory_path() / "faultline-incident-join-test";
+  std::filesystem::remove_all(dir);
+  const int replicas = 4;
+  CliResult r = run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json", "--replicas",
+                         std::to_string(replicas), "--jobs", "2", "--quiet", "--out", dir.string(), "--incidents",
+                         "--decisions"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json result = json::parse(std::ifstream(dir / "result.json"));
+  auto split = [](const std::string& s, char sep) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    for (std::string x; std::getline(ss, x, sep);) out.push_back(x);
+    if (!s.empty() && s.back() == sep) out.push_back("");
+    return out;
+  };
+  auto numbers = [&](const std::string& s) {
+    std::vector<int> out;
+    for (const auto& x : split(s, ' '))
+      if (!x.empty()) out.push_back(std::stoi(x));
+    return out;
+  };
+  // decisions.log: per replica, every machine id it names ("on 12", "[3,4]"), and the
+  // evictions with their times.
+  std::map<int, std::set<int>> named;
+  std::map<int, std::vector<std::pair<double, std::vector<int>>>> evictions;
+  {
+    std::ifstream in(dir / "decisions.log");
+    const std::regex line_re(R"(^replica (\d+) t=([0-9.]+) (.*)$)"), list_re(R"(\[([0-9,]+)\])"),
+        on_re(R"( on (\d+))"), evict_re(R"(^act evict \[([0-9,]+)\])");
+    std::smatch m;
+    for (std::string line; std::getline(in, line);) {
+      ASSERT_TRUE(std::regex_match(line, m, line_re)) << line;
+      const int rep = std::stoi(m[1]);
+      const double t = std::stod(m[2]);
+      const std::string rest = m[3];
+      for (std::sregex_iterator it(rest.begin(), rest.end(), list_re), end; it != end; ++it)
+        for (const auto& x : split((*it)[1], ',')) named[rep].insert(std::stoi(x));
+      for (std::sregex_iterator it(rest.begin(), rest.end(), on_re), end; it != end; ++it)
+        named[rep].insert(std::stoi((*it)[1]));
+      if (std::regex_search(rest, m, evict_re)) {
+        std::vector<int> ms;
+        for (const auto& x : split(m[1], ',')) ms.push_back(std::stoi(x));
+        evictions[rep].push_back({t, ms});
+      }
+    }
+  }
+  std::set<std::string> vocabulary = {"none", "ended_while_running", "open_at_horizon"};
+  for (const char* k : {"realtime_eviction", "stop_time_eviction", "reattempt", "rollback", "replay",
+                        "analyzer_over_eviction", "hot_update", "requeue", "reschedule", "oracle",
+                        "attributed_eviction"})
+    vocabulary.insert(k);
+  std::ifstream in(dir / "incidents.csv");
+  std::string line;
+  std::getline(in, line);
+  const auto header = split(line, ',');
+  std::map<std::string, std::size_t> col;
+  for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  for (const char* c : {"replica", "category", "at_s", "resolved_s", "resolution", "slots", "machines", "evicted"})
+    ASSERT_TRUE(col.count(c)) << "incidents.csv has no column " << c << ": " << line;
+  std::map<std::string, double> by_resolution;
+  int rows = 0, moved = 0, with_evictions = 0;
+  while (std::getline(in, line)) {
+    const auto f = split(line, ',');
+    ASSERT_EQ(f.size(), header.size()) << line;
+    ++rows;
+    const int rep = std::stoi(f[col["replica"]]);
+    const std::string res = f[col["resolution"]];
+    EXPECT_TRUE(vocabulary.count(res)) << "resolution '" << res << "': " << line;
+    ++by_resolution[res];
+    const auto slots = numbers(f[col["slots"]]), machines = numbers(f[col["machines"]]);
+    EXPECT_EQ(machines.size(), slots.size()) << line;  // no job-scope category in this scenario
+    moved += machines != slots;
+    for (int m : machines) EXPECT_TRUE(named[rep].count(m)) << "machine " << m << " not in decisions.log: " << line;
+    const double at = std::stod(f[col["at_s"]]), resolved = std::stod(f[col["resolved_s"]]);
+    const auto evicted = numbers(f[col["evicted"]]);
+    with_evictions += !evicted.empty();
+    // Resolved by evicting: the incident's own machines are among those evicted (the join
+    // of an incident to its decisions by machine id; a slot id fails it once replaced).
+    if (res.find("eviction") != std::string::npos || res == "replay")
+      for (int m : machines)
+        EXPECT_NE(std::find(evicted.begin(), evicted.end(), m), evicted.end()) << m << ": " << line;
+    for (int m : evicted) {
+      bool found = false;
+      for (const auto& [t, ms] : evictions[rep])
+        found |= t >= at - 1e-6 && (resolved < 0 || t <= resolved + 1e-6) &&
+                 std::find(ms.begin(), ms.end(), m) != ms.end();
+      EXPECT_TRUE(found) << "evicted " << m << " has no evict in decisions.log while open: " << line;
+    }
+  }
+  EXPECT_NEAR(rows, result["incidents"]["per_replica"].get<double>() * replicas, 1e-9);
+  EXPECT_GT(moved, 0) << "some incidents must strike a slot whose machine was replaced";
+  EXPECT_GT(with_evictions, rows / 2);
+  // Totals by resolution are the result's per-mechanism counts.
+  for (const auto& [k, v] : result["resolved_by_per_replica"].items())
+    EXPECT_NEAR(by_resolution[k], v.get<double>() * replicas, 1e-9) << k;
+  for (const auto& [k, n] : by_resolution) {
+    const bool mechanism = k != "none" && k != "ended_while_running" && k != "open_at_horizon";
+    if (mechanism) EXPECT_TRUE(result["resolved_by_per_replica"].contains(k)) << k << ": " << n;
+  }
+  std::filesystem::remove_all(dir);
+}
 
 TEST(SimCompare, StacksSeeTheSameFaultsAndRankAsExpected) {
   // Paired: with identical machines every stack sees the same ground-truth faults. With
