@@ -307,6 +307,11 @@ void parse_trace(const json& j, const std::string& file, Scenario& sc, std::set<
   ts.node_order = t.choice("node_order", "in_order", {"in_order", "random"});
   if (t.has("node_order") && ts.mode != "replay")
     t.fail(t.at("node_order"), "only with \"mode\": \"replay\" (bootstrap draws nodes at random)");
+  if (t.get("extra_slots")) {  // (get: a known key even when absent)
+    ts.extra_slots = t.choice("extra_slots", "", {"bootstrap", "fault_free"});
+    if (ts.mode != "replay")
+      t.fail(t.at("extra_slots"), "only with \"mode\": \"replay\" (bootstrap draws a node for every slot)");
+  }
   ts.time_scale = t.number("time_scale", 1, 1e-6, 1e6);
   ts.start_day = t.number("start_day", 0, -1e6, 1e6);
   if (t.has("start_day") && ts.mode != "replay") t.fail(t.at("start_day"), "only with \"mode\": \"replay\"");
@@ -326,6 +331,16 @@ void parse_trace(const json& j, const std::string& file, Scenario& sc, std::set<
   } catch (const traces::SimTraceError& e) {
     t.fail(t.at(e.field()), e.what());
   }
+  // Replay onto more machines than the fleet has nodes: the slots no node drives would
+  // see no trace fault at all. The scenario says what they get, or the load refuses.
+  const auto fleet = static_cast<long long>(st.timelines.nodes.size());
+  if (ts.mode == "replay" && fleet < sc.cluster.machines && ts.extra_slots.empty())
+    t.fail(t.at("mode"),
+           "replay of " + std::filesystem::path(ts.file).filename().string() + "'s fleet of " +
+               std::to_string(fleet) + " nodes onto " + std::to_string(sc.cluster.machines) +
+               " machines would leave " + std::to_string(sc.cluster.machines - fleet) +
+               " slots without a trace fault; set \"extra_slots\": \"bootstrap\" (each extra slot replays a "
+               "randomly drawn node's history) or \"fault_free\" (leave them so), or use \"mode\": \"bootstrap\"");
   ts.first_category = static_cast<int>(sc.faults.size());
   for (std::size_t i = 0; i < st.map.categories.size(); ++i) {
     json c = st.map.categories[i];

@@ -157,6 +157,8 @@ struct TraceSource {
   std::string mapping;                  // category mapping table, resolved; "" = one per class
   std::string mode = "bootstrap";       // replay | bootstrap
   std::string node_order = "in_order";  // replay: in_order | random
+  std::string extra_slots;              // replay onto more machines than fleet nodes: bootstrap |
+                                        // fault_free; "" = not chosen (the load refuses then)
   double time_scale = 1;                // simulated seconds per trace second
   double start_day = 0;                 // replay: trace day that becomes simulated time zero
   int fleet_nodes = 0;                  // 0 = the trace's declared fleet, else its distinct nodes

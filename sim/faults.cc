@@ -17,6 +17,7 @@ std::vector<FaultArrival> trace_arrivals(const scenarios::Scenario& sc, std::uin
   traces::ArrivalOptions opt;
   opt.mode = ts.mode == "replay" ? traces::ArrivalMode::kReplay : traces::ArrivalMode::kBootstrap;
   opt.order = ts.node_order == "random" ? traces::NodeOrder::kRandom : traces::NodeOrder::kInOrder;
+  opt.extra_slots = ts.extra_slots == "bootstrap" ? traces::ExtraSlots::kBootstrap : traces::ExtraSlots::kFaultFree;
   opt.time_scale = ts.time_scale;
   opt.start_s = ts.start_day * 86400.0;
   opt.slots = sc.cluster.machines;

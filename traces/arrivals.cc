@@ -67,6 +67,20 @@ std::vector<ScriptedArrival> trace_arrivals(const FleetTimelines& tl, const Arri
         {static_cast<std::int64_t>(at_s * 1e9), cat, target_slot(sc, slot, opt.rack_size)});
   };
   const auto fleet = static_cast<int>(tl.nodes.size());
+  // Bootstrap of one slot: a whole fleet node's timeline from a uniform phase, circularly
+  // over the observation window for the whole horizon.
+  const double w = tl.window_end_s - tl.window_start_s;
+  auto bootstrap = [&](int slot, Rng& draw) {
+    const auto node = static_cast<std::size_t>(draw.below(static_cast<std::uint64_t>(fleet)));
+    const double phase = draw.uniform() * w;
+    const double period = w * opt.time_scale;
+    for (const TimelineFault& f : tl.nodes[node]) {
+      double tau = std::fmod(f.t_s - tl.window_start_s - phase, w);
+      if (tau < 0) tau += w;
+      if (!(tau < w)) tau = 0;
+      for (double at = tau * opt.time_scale; at < horizon_s; at += period) emit(at, f.category, slot);
+    }
+  };
   if (opt.mode == ArrivalMode::kReplay) {
     const int n = std::max(fleet, opt.slots);
     std::vector<int> slot_of(static_cast<std::size_t>(n));
@@ -76,27 +90,23 @@ std::vector<ScriptedArrival> trace_arrivals(const FleetTimelines& tl, const Arri
         std::swap(slot_of[static_cast<std::size_t>(i)],
                   slot_of[rng.below(static_cast<std::uint64_t>(i) + 1)]);
     }
+    std::vector<bool> driven(static_cast<std::size_t>(opt.slots), false);
     for (int node = 0; node < fleet; ++node) {
       const int slot = slot_of[static_cast<std::size_t>(node)];
       if (slot >= opt.slots) continue;
+      driven[static_cast<std::size_t>(slot)] = true;
       for (const TimelineFault& f : tl.nodes[static_cast<std::size_t>(node)])
         emit((f.t_s - opt.start_s) * opt.time_scale, f.category, slot);
     }
-  } else {
-    const double w = tl.window_end_s - tl.window_start_s;
-    if (!(w > 0)) return out;
-    const double period = w * opt.time_scale;
-    for (int slot = 0; slot < opt.slots; ++slot) {
-      const auto node = static_cast<std::size_t>(rng.below(static_cast<std::uint64_t>(fleet)));
-      const double phase = rng.uniform() * w;
-      for (const TimelineFault& f : tl.nodes[node]) {
-        double tau = std::fmod(f.t_s - tl.window_start_s - phase, w);
-        if (tau < 0) tau += w;
-        if (!(tau < w)) tau = 0;
-        for (double at = tau * opt.time_scale; at < horizon_s; at += period)
-          emit(at, f.category, slot);
-      }
+    if (opt.extra_slots == ExtraSlots::kBootstrap && w > 0) {
+      // Its own stream: the replayed slots keep exactly the draws they had without it.
+      Rng extra({seed, replica, 0xE7A5ull});
+      for (int slot = 0; slot < opt.slots; ++slot)
+        if (!driven[static_cast<std::size_t>(slot)]) bootstrap(slot, extra);
     }
+  } else {
+    if (!(w > 0)) return out;
+    for (int slot = 0; slot < opt.slots; ++slot) bootstrap(slot, rng);
   }
   std::sort(out.begin(), out.end(), [](const ScriptedArrival& a, const ScriptedArrival& b) {
     if (a.at_ns != b.at_ns) return a.at_ns < b.at_ns;

@@ -7,7 +7,10 @@
 //
 // - replay: trace node i drives job slot i (in order of first appearance in the
 //   trace) or a random injective assignment; simulated time = (trace time -
-//   start_day) x time_scale; faults outside [0, horizon) are dropped.
+//   start_day) x time_scale; faults outside [0, horizon) are dropped. With more slots
+//   than fleet nodes, the slots no node drives are bootstrapped (below) or left
+//   fault-free, as ArrivalOptions::extra_slots says; with fewer, the nodes beyond the
+//   slots (the last in order, or a random subset) are not used.
 // - bootstrap: every job slot draws a whole timeline from the fleet (with
 //   replacement) and a uniform phase, and replays it circularly over the trace's
 //   observation window, so a 400-node trace drives 12,500 machines with the trace's
@@ -49,10 +52,16 @@ FleetTimelines build_timelines(const Trace& t, const CategoryMap& map, int fleet
 
 enum class ArrivalMode : std::uint8_t { kReplay, kBootstrap };
 enum class NodeOrder : std::uint8_t { kInOrder, kRandom };
+// Replay onto more slots than fleet nodes: what the slots no node drives get.
+enum class ExtraSlots : std::uint8_t {
+  kFaultFree,  // nothing (a scenario must choose this explicitly: faults.trace.extra_slots)
+  kBootstrap,  // each draws a fleet node (with replacement) and a uniform phase, as in bootstrap
+};
 
 struct ArrivalOptions {
   ArrivalMode mode = ArrivalMode::kBootstrap;
   NodeOrder order = NodeOrder::kInOrder;  // replay only
+  ExtraSlots extra_slots = ExtraSlots::kFaultFree;  // replay only
   double time_scale = 1;                  // simulated seconds per trace second
   double start_s = 0;                     // replay: trace time that becomes time zero
   int slots = 0;

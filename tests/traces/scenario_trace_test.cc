@@ -73,7 +73,8 @@ TEST(ScenarioTrace, LoadsRelativeToTheScenarioAndFeedsFaultStream) {
                                                 {"scope", "job"},
                                                 {"symptom", "manual"},
                                                 {"rate_per_job_day", 0.5}}})},
-                   {"trace", {{"file", "sub/t.jsonl"}, {"mode", "replay"}, {"time_scale", 2}}}};
+                   {"trace", {{"file", "sub/t.jsonl"}, {"mode", "replay"}, {"time_scale", 2},
+                              {"extra_slots", "fault_free"}}}};  // 32 fleet nodes, 64 machines
   const std::string path = write_case(doc, kSmallTrace);
   const Registry r = policies::builtin_registry();
   const scenarios::Scenario sc = scenarios::load_scenario(path, {}, r);
@@ -129,8 +130,8 @@ TEST(ScenarioTrace, ErrorsAreOneLineWithTheJsonPath) {
             "$.faults.trace.time_scale: expected a number in [1e-06, 1e+06], got 0");
   EXPECT_EQ(tail(load_error(
                 write_case(with_trace({{"file", "sub/t.jsonl"}, {"speed", 1}}), kSmallTrace))),
-            "$.faults.trace.speed: unknown key; expected one of: columns, file, fleet_nodes, "
-            "format, mapping, mode, "
+            "$.faults.trace.speed: unknown key; expected one of: columns, extra_slots, file, "
+            "fleet_nodes, format, mapping, mode, "
             "node_order, start_day, strict, time_scale");
   const std::string missing = load_error(write_case(with_trace({{"file", "sub/none.jsonl"}})));
   EXPECT_NE(missing.find("$.faults.trace.file: "), std::string::npos) << missing;
@@ -175,6 +176,72 @@ TEST(ScenarioTrace, ErrorsAreOneLineWithTheJsonPath) {
             "$.faults.categories: expected an array of fault categories");
 }
 
+// Issue 18: replaying a trace of fewer nodes than the job has machines left the slots
+// beyond the trace's fleet without a single fault, silently. Now the load refuses unless
+// faults.trace.extra_slots says what those slots get: "bootstrap" (a randomly drawn
+// fleet node's history each, as in mode bootstrap) or "fault_free" (explicitly none).
+TEST(ScenarioTrace, ReplayOntoMoreMachinesThanTraceNodesNeverLeavesSlotsSilentlyFaultFree) {
+  // A fleet of 4 nodes, each failing every 12 hours over 30 days.
+  std::string trace = "{\"meta\":{\"version\":1,\"fleet_nodes\":4}}\n";
+  for (int k = 0; k < 60; ++k)
+    for (int n = 0; n < 4; ++n)
+      trace += "{\"time_s\":" + std::to_string(k * 43200 + n * 600 + 300) + ",\"node\":\"n" + std::to_string(n) +
+               "\",\"event\":\"fault\",\"class\":\"GPU\",\"duration_s\":60}\n";
+  auto scenario = [&](json extra) {
+    json doc = base();  // 64 machines, 30 days
+    json t = {{"file", "sub/t.jsonl"}, {"mode", "replay"}};
+    t.update(extra);
+    doc["faults"] = {{"trace", t}};
+    return write_case(doc, trace);
+  };
+  const Registry r = policies::builtin_registry();
+  // No rule for the 60 slots beyond the fleet: a one-line error that says what to do.
+  const std::string e = load_error(scenario(json::object()));
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_NE(e.find("scenario.json: $.faults.trace.mode: "), std::string::npos) << e;
+  for (const char* part : {"t.jsonl", "4 nodes", "64 machines", "60 slots", "\"extra_slots\": \"bootstrap\"",
+                           "\"fault_free\"", "\"mode\": \"bootstrap\""})
+    EXPECT_NE(e.find(part), std::string::npos) << part << " not in: " << e;
+  // Only in replay mode.
+  const std::string b = load_error(scenario({{"mode", "bootstrap"}, {"extra_slots", "bootstrap"}}));
+  EXPECT_NE(b.find("$.faults.trace.extra_slots: only with \"mode\": \"replay\""), std::string::npos) << b;
+  EXPECT_NE(load_error(scenario({{"extra_slots", "spread"}})).find("$.faults.trace.extra_slots: expected one of"),
+            std::string::npos);
+  // fault_free: the explicit opt-in to the old behaviour, trace nodes on slots 0..3 only.
+  const scenarios::Scenario ff = scenarios::load_scenario(scenario({{"extra_slots", "fault_free"}}), {}, r);
+  const auto ffa = sim::trace_arrivals(ff, 0);
+  EXPECT_EQ(ffa.size(), 240u);
+  for (const auto& a : ffa) EXPECT_LT(a.slot, 4);
+  // bootstrap: every slot gets faults; slots 0..3 keep exactly the replayed ones; the
+  // extra slots fail at the fleet's per-node rate (2 a day, 60 in 30 days).
+  const scenarios::Scenario bs = scenarios::load_scenario(scenario({{"extra_slots", "bootstrap"}}), {}, r);
+  for (std::uint64_t rep = 0; rep < 3; ++rep) {
+    const auto a = sim::trace_arrivals(bs, rep);
+    std::vector<int> per_slot(64, 0);
+    for (const auto& x : a) ++per_slot[x.slot];
+    for (int s = 0; s < 64; ++s) {
+      EXPECT_GE(per_slot[s], 55) << "slot " << s << " replica " << rep;
+      EXPECT_LE(per_slot[s], 65) << "slot " << s << " replica " << rep;
+    }
+    std::vector<sim::FaultArrival> first4;
+    for (const auto& x : a)
+      if (x.slot < 4) first4.push_back(x);
+    const auto replayed = sim::trace_arrivals(ff, rep);
+    ASSERT_EQ(first4.size(), replayed.size());
+    for (std::size_t i = 0; i < first4.size(); ++i) {
+      EXPECT_EQ(first4[i].at_ns, replayed[i].at_ns);
+      EXPECT_EQ(first4[i].slot, replayed[i].slot);
+    }
+    const auto again = sim::trace_arrivals(bs, rep);
+    ASSERT_EQ(again.size(), a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(again[i].at_ns, a[i].at_ns);
+  }
+  // A trace as large as the job needs no rule.
+  EXPECT_EQ(scenarios::load_scenario(scenario(json::object()), {"cluster.machines=4", "cluster.rack_size=4", "job.dp=1"}, r)
+                .cluster.machines,
+            4);
+}
+
 TEST(ScenarioTrace, ShippedBootstrapScenarioLoadsAndIsDeterministic) {
   FAULTLINE_REQUIRE_SHARED(kHbd);
   const Registry r = policies::builtin_registry();
@@ -195,9 +262,14 @@ TEST(ScenarioTrace, ShippedBootstrapScenarioLoadsAndIsDeterministic) {
     EXPECT_EQ(a[i].at_ns, b[i].at_ns);
     EXPECT_EQ(a[i].slot, b[i].slot);
   }
-  // Replay through --set: the first 90 days of the trace on the first 400 slots.
+  // Replay through --set: the first 90 days of the trace on the first 400 slots, the other
+  // 800 fault-free by explicit choice (without one the load refuses).
+  EXPECT_THROW(scenarios::load_scenario(kScenarios + "infinitehbd-bootstrap-1200.json",
+                                        {"faults.trace.mode=replay"}, r),
+               scenarios::ScenarioError);
   const scenarios::Scenario rp = scenarios::load_scenario(
-      kScenarios + "infinitehbd-bootstrap-1200.json", {"faults.trace.mode=replay"}, r);
+      kScenarios + "infinitehbd-bootstrap-1200.json",
+      {"faults.trace.mode=replay", "faults.trace.extra_slots=fault_free"}, r);
   const auto rr = sim::trace_arrivals(rp, 0);
   EXPECT_GT(rr.size(), 100u);
   for (const auto& x : rr) EXPECT_LT(x.slot, 400);
