@@ -20,6 +20,64 @@ json summary_json(const Summary& s) {
   return {{"mean", s.mean}, {"ci95", {s.lo, s.hi}}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}};
 }
 
+std::string num(double x) {
+  std::ostringstream o;
+  o << std::setprecision(4) << x;
+  return o.str();
+}
+
+// How the scenario's faults.trace maps onto the job (null without a trace): which fleet
+// nodes drive which slots, what slots no node drives get, and the rates after time_scale.
+json trace_mapping(const scenarios::Scenario& sc) {
+  if (!sc.trace || !sc.trace->timelines) return nullptr;
+  const scenarios::TraceSource& ts = *sc.trace;
+  const traces::FleetTimelines& tl = *ts.timelines;
+  const auto fleet = static_cast<long long>(tl.nodes.size());
+  const long long machines = sc.cluster.machines;
+  const double window_days = (tl.window_end_s - tl.window_start_s) / 86400.0;
+  const double per_node_day = fleet > 0 && window_days > 0 ? tl.faults / (fleet * window_days) : 0.0;
+  const std::string file = std::filesystem::path(ts.file).filename().string();
+  json m = {{"file", file},
+            {"mode", ts.mode},
+            {"fleet_nodes", fleet},
+            {"trace_nodes", tl.trace_nodes},
+            {"machines", machines},
+            {"time_scale", ts.time_scale},
+            {"trace_faults_per_node_day", per_node_day},
+            {"faults_per_machine_day", per_node_day / ts.time_scale}};
+  std::string line = ts.mode + " of " + file + " (fleet of " + std::to_string(fleet) + " nodes, " +
+                     std::to_string(tl.trace_nodes) + " in the trace) onto " + std::to_string(machines) +
+                     " machines: ";
+  if (ts.mode == "replay") {
+    const long long driven = std::min(fleet, machines), extra = std::max(0LL, machines - fleet),
+                    unused = std::max(0LL, fleet - machines);
+    m["node_order"] = ts.node_order;
+    m["start_day"] = ts.start_day;
+    m["slots_replayed"] = driven;
+    m["extra_slots"] = extra;
+    m["unused_fleet_nodes"] = unused;
+    if (extra > 0) m["extra_slots_rule"] = ts.extra_slots;
+    line += ts.node_order == "random"
+                ? std::to_string(driven) + " of the fleet nodes, a random assignment per replica, drive " +
+                      std::to_string(driven) + " slots"
+                : "fleet nodes 1-" + std::to_string(driven) + " (in order of first appearance) drive slots 0-" +
+                      std::to_string(driven - 1);
+    if (unused > 0) line += "; " + std::to_string(unused) + " fleet nodes unused";
+    if (extra > 0)
+      line += "; the " + std::to_string(extra) + " slots no node drives are " +
+              (ts.extra_slots == "bootstrap" ? "bootstrapped (a random fleet node's history each, uniform phase)"
+                                             : "fault-free (extra_slots fault_free)");
+    line += "; trace day " + num(ts.start_day) + " is time 0, time_scale " + num(ts.time_scale);
+  } else {
+    m["slots_bootstrapped"] = machines;
+    line += "each slot draws a fleet node's history (with replacement, uniform phase): " + num(per_node_day) +
+            " faults per node-day / time_scale " + num(ts.time_scale) + " = " + num(per_node_day / ts.time_scale) +
+            " per machine-day";
+  }
+  m["summary"] = line;
+  return m;
+}
+
 }  // namespace
 
 std::string resolution_name(int resolution) {
@@ -57,6 +115,7 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   out["machines"] = sc.cluster.machines;
   out["gpus"] = static_cast<std::int64_t>(sc.cluster.machines) * sc.cluster.gpus_per_machine;
   out["horizon_days"] = sc.job.horizon_days;
+  if (json tm = trace_mapping(sc); !tm.is_null()) out["trace_mapping"] = tm;
 
   std::vector<double> ettr;
   for (const auto& r : rs) ettr.push_back(r.ettr);
@@ -205,6 +264,7 @@ std::string format_table(const json& r) {
     << ", " << r["replicas"].get<int>() << " replicas, seed " << r["seed"].get<std::uint64_t>() << ")\n";
   o << "cluster    " << r["gpus"].get<std::int64_t>() << " GPUs on " << r["machines"].get<int>()
     << " machines, " << std::setprecision(1) << r["horizon_days"].get<double>() << " days\n";
+  if (r.contains("trace_mapping")) o << "trace      " << r["trace_mapping"]["summary"].get<std::string>() << "\n";
   if (r.contains("policy_modules")) {
     o << "modules   ";
     for (const auto& [kind, m] : r["policy_modules"].items())

@@ -1,6 +1,7 @@
 // `faultline trace ...` end to end, each command in its own process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -196,6 +197,84 @@ TEST(TraceCli, BootstrapScenarioRuns) {
   EXPECT_NEAR(j["incidents"]["faults_injected_per_replica"].get<double>(), 457, 80);
   EXPECT_GT(j["ettr"]["mean"].get<double>(), 0.5);
   EXPECT_TRUE(j["incidents"]["by_category"].contains("gpu_fatal"));
+  // The run says how the trace maps: 400 fleet nodes bootstrapped onto 1,200 machines at
+  // 584 faults / (400 nodes x 345.08 days) per machine-day.
+  const json& m = j["trace_mapping"];
+  EXPECT_EQ(m["mode"], "bootstrap");
+  EXPECT_EQ(m["file"], "fault_trace.json");
+  EXPECT_EQ(m["fleet_nodes"], 400);
+  EXPECT_EQ(m["machines"], 1200);
+  EXPECT_EQ(m["slots_bootstrapped"], 1200);
+  EXPECT_NEAR(m["faults_per_machine_day"].get<double>(), 584 / (400 * 345.0843), 1e-6);
+  // time_scale 2: half the rate.
+  CliResult slow = run_cli({"sim", "run", scenarios_dir() + "/infinitehbd-bootstrap-1200.json", "--replicas", "1",
+                            "--quiet", "--format", "json", "--set", "faults.trace.time_scale=2"});
+  ASSERT_EQ(slow.exit_code, 0) << slow.err;
+  EXPECT_NEAR(json::parse(slow.out)["trace_mapping"]["faults_per_machine_day"].get<double>(),
+              m["faults_per_machine_day"].get<double>() / 2, 1e-12);
+}
+
+// Issue 18: every run with a trace states its mapping, in the result and in the table's
+// header; replaying 4 fleet nodes onto 64 machines needs a rule for the other 60 slots.
+TEST(TraceCli, ReplayOntoADifferentClusterSizeSaysHowItMaps) {
+  const std::filesystem::path dir = temp("sizes");
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream t(dir / "t.jsonl");
+    t << "{\"meta\":{\"version\":1,\"fleet_nodes\":4}}\n";
+    for (int k = 0; k < 20; ++k)
+      for (int n = 0; n < 4; ++n)
+        t << "{\"time_s\":" << k * 86400 + n * 600 + 300 << ",\"node\":\"n" << n
+          << "\",\"event\":\"fault\",\"class\":\"GPU\",\"duration_s\":60}\n";
+  }
+  std::ofstream(dir / "s.json") << R"({
+    "description": "a 4-node trace replayed onto 64 machines",
+    "replicas": 2,
+    "cluster": {"machines": 64, "gpus_per_machine": 8, "rack_size": 16},
+    "job": {"tp": 8, "pp": 4, "dp": 16, "step_time_s": 5, "horizon_days": 10},
+    "faults": {"trace": {"file": "t.jsonl", "mode": "replay"}},
+    "policy": {"stack": "requeue", "params": {}}
+  })";
+  const std::string s = (dir / "s.json").string();
+  CliResult refused = run_cli({"sim", "run", s, "--quiet"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+  EXPECT_NE(refused.err.find("s.json: $.faults.trace.mode: replay of t.jsonl's fleet of 4 nodes onto 64 machines"),
+            std::string::npos)
+      << refused.err;
+  for (const std::string rule : {"bootstrap", "fault_free"}) {
+    CliResult r = run_cli({"sim", "run", s, "--quiet", "--format", "json", "--set", "faults.trace.extra_slots=" + rule});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    const json& m = j["trace_mapping"];
+    EXPECT_EQ(m["mode"], "replay") << rule;
+    EXPECT_EQ(m["fleet_nodes"], 4);
+    EXPECT_EQ(m["machines"], 64);
+    EXPECT_EQ(m["slots_replayed"], 4);
+    EXPECT_EQ(m["extra_slots"], 60);
+    EXPECT_EQ(m["extra_slots_rule"], rule);
+    EXPECT_EQ(m["unused_fleet_nodes"], 0);
+    // 4 nodes x 10 days, one fault a day each; bootstrapped extra slots add about 60 x 10.5.
+    const double injected = j["incidents"]["faults_injected_per_replica"].get<double>();
+    if (rule == "fault_free") EXPECT_EQ(injected, 40) << rule;
+    else EXPECT_NEAR(injected, 670, 40) << rule;  // 20 faults per node in a 19.02-day window
+    CliResult t = run_cli({"sim", "run", s, "--quiet", "--set", "faults.trace.extra_slots=" + rule});
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    EXPECT_NE(t.out.find("\ntrace      replay of t.jsonl (fleet of 4 nodes, 4 in the trace) onto 64 machines: "
+                         "fleet nodes 1-4 (in order of first appearance) drive slots 0-3; the 60 slots no node drives "
+                         "are " +
+                         std::string(rule == "bootstrap" ? "bootstrapped" : "fault-free")),
+              std::string::npos)
+        << t.out;
+  }
+  // More fleet nodes than machines: the table says which are used.
+  CliResult few = run_cli({"sim", "run", s, "--quiet", "--set", "cluster.machines=2", "--set", "cluster.rack_size=2",
+                           "--set", "job.pp=2", "--set", "job.dp=1"});
+  ASSERT_EQ(few.exit_code, 0) << few.err;
+  EXPECT_NE(few.out.find("fleet nodes 1-2 (in order of first appearance) drive slots 0-1; 2 fleet nodes unused"),
+            std::string::npos)
+      << few.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
