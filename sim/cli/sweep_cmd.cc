@@ -99,7 +99,10 @@ options:
   --within X            also report the smallest value within X of the best (e.g. 0.001
                         = 0.1%), refining around it
   --replicas N, --seed S, --jobs J, --set PATH=VALUE, --out DIR, --quiet, --allow-unused
-                        as in sim sweep (--out DIR keeps and reuses every candidate)
+                        as in sim sweep (--out DIR keeps and reuses every candidate, and
+                        writes DIR/tune.json: what --format json prints, each candidate
+                        with the round it was evaluated in, and the best after each round;
+                        `faultline report DIR` draws it)
   --format table|json   (default: table)
   -h, --help            this text
 
@@ -411,6 +414,10 @@ int sim_tune(const std::vector<std::string>& args) {
     if (c.out_dir.empty()) tmp = std::make_unique<TempDir>();
     sim::SweepStore store(tmp ? tmp->path() : c.out_dir);
     const bool bar_on = !c.quiet;
+    // The round each value was first evaluated in, and the best value after each round
+    // (the tuning trace written to --out DIR/tune.json).
+    std::map<double, int> round_of;
+    ordered_json trace = ordered_json::array();
     // Every candidate is a sweep point of the same store: same seeds, and a rerun with
     // the same --out reuses what it already computed.
     auto evaluate = [&](const std::vector<double>& xs, int round) {
@@ -426,8 +433,14 @@ int sim_tune(const std::vector<std::string>& args) {
         analysis::Candidate cand;
         cand.x = xs[i];
         cand.per_replica = results[i]["per_replica"][objective].get<std::vector<double>>();
+        round_of.emplace(xs[i], round);
         tuner.add(std::move(cand));
       }
+      const auto& b = tuner.candidates()[tuner.best()];
+      const auto bci = b.ci();
+      trace.push_back({{"round", round},
+                       {"values", xs},
+                       {"best", {{"value", b.x}, {"mean", bci.mean}, {"ci95", {bci.lo, bci.hi}}}}});
     };
     evaluate(tuner.first(), 0);
     for (int round = 1; round <= rounds; ++round) {
@@ -459,6 +472,7 @@ int sim_tune(const std::vector<std::string>& args) {
         ind_hi = std::max(ind_hi, cand.x);
       }
       rows.push_back({{"value", cand.x},
+                      {"round", round_of.count(cand.x) ? round_of.at(cand.x) : 0},
                       {"mean", ci.mean},
                       {"ci95", {ci.lo, ci.hi}},
                       {"diff_vs_best", {{"mean", d.mean}, {"ci95", {d.lo, d.hi}}}},
@@ -472,6 +486,12 @@ int sim_tune(const std::vector<std::string>& args) {
           {"fraction", within}, {"value", cs[w].x}, {"mean", wci.mean}, {"ci95", {wci.lo, wci.hi}}};
     }
     out["candidates"] = rows;
+    out["rounds"] = trace;
+    if (!c.out_dir.empty()) {
+      std::ofstream f(fs::path(c.out_dir) / "tune.json", std::ios::binary | std::ios::trunc);
+      f << out.dump(2) << "\n";
+      if (!f) throw std::runtime_error(c.out_dir + "/tune.json: cannot write");
+    }
 
     if (c.format == "json") {
       std::cout << out.dump(2) << "\n";

@@ -481,6 +481,15 @@ TEST(SimTune, FindsTheBestCheckpointIntervalAndTheSmallestWithin) {
       EXPECT_LT(c["mean"].get<double>(), bound) << c.dump();
     }
   EXPECT_GE(j["candidates"].size(), 7u);
+  // --out also keeps the tuning trace: every candidate with its round, the best per round.
+  const json t = json::parse(slurp(dir.path() / "tune.json"));
+  EXPECT_EQ(t["candidates"], j["candidates"]);
+  ASSERT_EQ(t["rounds"].size(), 3u) << t.dump();
+  EXPECT_EQ(t["rounds"][0]["values"].size(), 5u);
+  size_t first_round = 0;
+  for (const auto& c : t["candidates"]) first_round += c["round"].get<int>() == 0;
+  EXPECT_EQ(first_round, 5u);
+  EXPECT_EQ(t["rounds"].back()["best"]["value"], j["best"]["value"]);
 }
 
 TEST(Report, RendersAPageWithEmbeddedFigures) {
