@@ -485,10 +485,15 @@ def sweep_figures(page, sweep):
         ax.grid(alpha=0.3, which="both")
         if len(groups) > 1:
             ax.legend(fontsize=8, loc="best", title="other parameters" if len(groups) > 1 else None)
-        page.figure(fig, "Sweep %s: mean ETTR against %s with its 95%% confidence band, one line per setting of the "
-                         "other swept parameters%s. Lines that coincide are points where %s makes no "
-                         "difference (the same fault histories drive every point)."
-                    % (sweep.name, k, " (first 12 shown)" if len(groups) > 12 else "", ", ".join(others) or "-"))
+        if others:
+            caption = ("Sweep %s: mean ETTR against %s with its 95%% confidence band, one line per setting of the "
+                       "other swept parameters%s. Lines that coincide are points where %s makes no "
+                       "difference (the same fault histories drive every point)."
+                       % (sweep.name, k, " (first 12 shown)" if len(groups) > 12 else "", ", ".join(others)))
+        else:
+            caption = ("Sweep %s: mean ETTR against %s with its 95%% confidence band (the same fault histories "
+                       "drive every point)." % (sweep.name, k))
+        page.figure(fig, caption)
 
     if len(axes) == 2:
         ka, kb = key_of(axes[0]), key_of(axes[1])

@@ -522,5 +522,23 @@ TEST(Report, RendersAPageWithEmbeddedFigures) {
   EXPECT_EQ(bad.exit_code, 2);
 }
 
+// A one-axis sweep has no other swept parameters: its caption must not speak of them
+// (it read "one line per setting of the other swept parameters ... points where - makes
+// no difference").
+TEST(Report, OneAxisSweepCaptionNamesNoOtherParameters) {
+  TempDir sweep("report-sweep-1d");
+  CliResult b = run_cli(sweep_args(kDaly, sweep.str(),
+                                   {"--replicas", "4", "--jobs", "2", "--set", "job.horizon_days=10",
+                                    "--grid", "policy.params.checkpoint_interval_s=1200,2400,3600"}));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const fs::path html = sweep.path() / "report.html";
+  CliResult r = run_cli({"report", sweep.str(), "-o", html.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string page = slurp(html);
+  EXPECT_EQ(page.find("where - makes"), std::string::npos);
+  EXPECT_EQ(page.find("other swept parameters"), std::string::npos);
+  EXPECT_NE(page.find("mean ETTR against policy.params.checkpoint_interval_s"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace faultline::testing
