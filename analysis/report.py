@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """faultline report: one self-contained HTML page of figures from result directories.
 
-Run by `faultline report DIR... -o report.html` (sim/cli/report_cmd.cc). A DIR is either
-a `sim run --out` directory (result.json, and timeline.csv, incidents.csv, decisions.log
-when they were asked for) or a `sim sweep --out` directory (sweep.json, points/*/result.json).
-Figures are drawn with matplotlib (Debian: python3-matplotlib) and embedded as base64 PNG.
+Run by `faultline report DIR... -o report.html` (analysis/cli/report_cmd.cc). Each DIR is
+recognised by its files:
+  run      `sim run --out`: result.json (timeline.csv, incidents.csv, decisions.log when
+           asked for; replicas.csv)
+  compare  `sim compare --out`: compare.json and one sub-directory per stack (result.json,
+           replicas.csv)
+  sweep    `sim sweep --out`: sweep.json and points/*/result.json
+  tune     `sim tune --out`: tune.json (and the points it evaluated)
+Figures are drawn with matplotlib (Debian: python3-matplotlib) and embedded as base64 PNG,
+at a size the page shows without scaling them down (text stays at least 11 pt).
 
-Exit codes: 0 written, 1 failure (missing matplotlib, unreadable input), 2 bad arguments.
+Exit codes: 0 written, 1 failure (missing matplotlib, unreadable input), 2 bad arguments
+(a directory of none of the kinds above).
 """
 
 import argparse
@@ -37,10 +44,37 @@ BUCKET_HELP = {
     "warmup": "after a restart, before full speed",
 }
 
+# Figures are saved at DPI dots per inch and shown 1:1 by the page (whose content column is
+# PAGE_PX wide), so a point of font is DPI/72 CSS pixels: 11 pt is about 15 px.
+DPI = 100
+PAGE_PX = 1240
+FIG_W = 10.5  # inches: 1050 px, with room for tight bounding boxes
+STYLE = {"font.size": 12, "axes.titlesize": 13, "axes.labelsize": 12, "xtick.labelsize": 11,
+         "ytick.labelsize": 11, "legend.fontsize": 11, "legend.title_fontsize": 11, "figure.titlesize": 14}
+SMALL = 11  # the smallest font size any figure uses (annotations, dense tick labels)
+
+
+class InputError(Exception):
+    """A directory or file that is not what the report expects (exit 2 for a wrong kind)."""
+
+    def __init__(self, msg, code=1):
+        super().__init__(msg)
+        self.code = code
+
 
 def fail(msg, code=1):
     print("faultline report: " + msg, file=sys.stderr)
     sys.exit(code)
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError as e:
+        raise InputError("%s: not valid JSON (%s)" % (path, e))
+    except OSError as e:
+        raise InputError("%s: %s" % (path, e.strerror or e))
 
 
 def unit_label(key):
@@ -52,51 +86,7 @@ def unit_label(key):
     for suffix, unit in units:
         if leaf.endswith(suffix):
             return "%s (%s)" % (key, unit)
-    return key + " (value)"
-
-
-class Run:
-    """A `sim run --out` directory, or one point of a sweep."""
-
-    def __init__(self, path, result, label=None):
-        self.path = path
-        self.result = result
-        self.label = label or "%s · %s" % (result.get("policy", "?"), result.get("scenario", "?"))
-
-    @staticmethod
-    def load(path):
-        with open(os.path.join(path, "result.json")) as f:
-            return Run(path, json.load(f))
-
-    def file(self, name):
-        p = os.path.join(self.path, name)
-        return p if os.path.exists(p) else None
-
-    @property
-    def horizon_days(self):
-        return float(self.result.get("horizon_days", 0))
-
-
-class Sweep:
-    def __init__(self, path):
-        self.path = path
-        with open(os.path.join(path, "sweep.json")) as f:
-            self.doc = json.load(f)
-        self.points = self.doc["points"]
-        self.axes = self.doc.get("axes", [])
-        self.name = "%s sweep (%s)" % (self.doc.get("scenario_name", "?"), os.path.basename(os.path.normpath(path)))
-
-    def point_runs(self):
-        runs = []
-        for p in self.points:
-            rp = os.path.join(self.path, p["result"])
-            if not os.path.exists(rp):
-                continue
-            with open(rp) as f:
-                res = json.load(f)
-            label = ", ".join("%s=%s" % (k.split(".")[-1], fmt_value(v)) for k, v in p["params"].items())
-            runs.append(Run(os.path.dirname(rp), res, label or "base"))
-        return runs
+    return key
 
 
 def fmt_value(v):
@@ -107,6 +97,162 @@ def fmt_value(v):
     return str(v)
 
 
+def t95(df):
+    """Two-sided 95% Student t quantile (table for small df, Cornish-Fisher beyond)."""
+    table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+             10: 2.228}
+    if df in table:
+        return table[df]
+    z = 1.959963984540054
+    return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
+
+
+def mean_ci(xs):
+    n = len(xs)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    m = sum(xs) / n
+    if n < 2:
+        return m, m, m
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    h = t95(n - 1) * sd / math.sqrt(n)
+    return m, m - h, m + h
+
+
+class Run:
+    """A `sim run --out` directory, one stack of a `sim compare --out` directory, or one sweep point."""
+
+    def __init__(self, path, result, label=None):
+        self.path = path
+        self.result = result
+        self.label = label or result.get("label") or result.get("policy", "?")
+        self._replicas = None
+
+    @staticmethod
+    def load(path, label=None):
+        return Run(path, read_json(os.path.join(path, "result.json")), label)
+
+    def file(self, name):
+        if not self.path:
+            return None
+        p = os.path.join(self.path, name)
+        return p if os.path.exists(p) else None
+
+    @property
+    def horizon_days(self):
+        return float(self.result.get("horizon_days", 0))
+
+    def replica_ettr(self):
+        """{replica: ETTR} from replicas.csv, or {} without one."""
+        if self._replicas is None:
+            self._replicas = {}
+            path = self.file("replicas.csv")
+            if path:
+                with open(path, newline="") as f:
+                    for rec in csv.DictReader(f):
+                        try:
+                            self._replicas[int(rec["replica"])] = float(rec["ettr"])
+                        except (KeyError, ValueError):
+                            raise InputError("%s: expected replica,ettr,... rows" % path)
+        return self._replicas
+
+    def pair_key(self):
+        """Runs with equal keys saw the same fault histories, replica by replica."""
+        r = self.result
+        return (r.get("scenario"), r.get("seed"), r.get("horizon_days"), r.get("machines"))
+
+
+def paired_diff(run, base):
+    """The paired ETTR difference run - base over their common replicas (mean, 95% CI,
+    shares won/tied/lost), or None when they cannot be paired."""
+    a, b = run.replica_ettr(), base.replica_ettr()
+    common = sorted(set(a) & set(b))
+    if len(common) < 2 or run.pair_key() != base.pair_key():
+        return None
+    d = [a[i] - b[i] for i in common]
+    m, lo, hi = mean_ci(d)
+    n = float(len(d))
+    return {"replicas": len(d), "mean": m, "ci95": [lo, hi], "wins": sum(x > 0 for x in d) / n,
+            "ties": sum(x == 0 for x in d) / n, "losses": sum(x < 0 for x in d) / n}
+
+
+class Group:
+    """Stacks to set side by side: a `sim compare` directory, or several run directories."""
+
+    def __init__(self, name, runs, baseline, source, files):
+        self.name = name
+        self.runs = runs
+        self.baseline = baseline
+        self.source = source  # "compare.json" or "replicas.csv"
+        self.files = files    # what the figures are drawn from, for captions
+        for r in runs:
+            if r is baseline:
+                r.diff = None
+            elif isinstance(r.result.get("vs_baseline"), dict):
+                r.diff = r.result["vs_baseline"]
+            else:
+                r.diff = paired_diff(r, baseline)
+
+
+class Compare:
+    def __init__(self, path):
+        self.path = path
+        self.doc = read_json(os.path.join(path, "compare.json"))
+        stacks = self.doc.get("stacks")
+        if not isinstance(stacks, list) or not stacks:
+            raise InputError("%s/compare.json: expected a list of stacks" % path)
+        runs = []
+        for st in stacks:
+            label = st.get("label", st.get("policy", "?"))
+            sub = os.path.join(path, label)
+            runs.append(Run(sub if os.path.isdir(sub) else None, st, label))
+        base_name = self.doc.get("baseline", runs[0].label)
+        base = next((r for r in runs if r.label == base_name), runs[0])
+        self.name = "%s (%s)" % (self.doc.get("scenario", "?"), os.path.basename(os.path.normpath(path)))
+        self.group = Group(self.name, runs, base, "compare.json",
+                           "%s/compare.json and STACK/replicas.csv" % os.path.basename(os.path.normpath(path)))
+
+
+class Sweep:
+    def __init__(self, path):
+        self.path = path
+        self.doc = read_json(os.path.join(path, "sweep.json"))
+        if not isinstance(self.doc.get("points"), list):
+            raise InputError("%s/sweep.json: expected a list of points" % path)
+        self.points = self.doc["points"]
+        self.axes = self.doc.get("axes", [])
+        self.name = "%s (%s)" % (self.doc.get("scenario_name", "?"), os.path.basename(os.path.normpath(path)))
+
+    def point_runs(self):
+        runs = []
+        for p in self.points:
+            rp = os.path.join(self.path, p["result"])
+            if not os.path.exists(rp):
+                continue
+            label = ", ".join("%s=%s" % (k.split(".")[-1], fmt_value(v)) for k, v in p["params"].items())
+            runs.append(Run(os.path.dirname(rp), read_json(rp), label or "base"))
+        return runs
+
+
+class Tune:
+    def __init__(self, path):
+        self.path = path
+        self.doc = read_json(os.path.join(path, "tune.json"))
+        if not isinstance(self.doc.get("candidates"), list) or "best" not in self.doc:
+            raise InputError("%s/tune.json: expected candidates and best" % path)
+        self.name = "%s (%s)" % (self.doc.get("param", "?"), os.path.basename(os.path.normpath(path)))
+
+
+def detect(path):
+    """The kind of a result directory, from its files."""
+    for name, kind in (("compare.json", "compare"), ("tune.json", "tune"), ("sweep.json", "sweep"),
+                       ("result.json", "run")):
+        if os.path.exists(os.path.join(path, name)):
+            return kind
+    return None
+
+
 class Page:
     def __init__(self, title, png_dir=None):
         self.title = title
@@ -114,8 +260,11 @@ class Page:
         self.png_dir = png_dir
         self.count = 0
 
-    def h2(self, text):
-        self.parts.append("<h2>%s</h2>" % html.escape(text))
+    def h2(self, text, anchor=None):
+        self.parts.append('<h2%s>%s</h2>' % (' id="%s"' % anchor if anchor else "", html.escape(text)))
+
+    def h3(self, text):
+        self.parts.append("<h3>%s</h3>" % html.escape(text))
 
     def p(self, text):
         self.parts.append("<p>%s</p>" % text)
@@ -128,7 +277,7 @@ class Page:
         titles = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) else []
         titles += [ax.get_title() for ax in fig.axes if ax.get_title()]
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
         plt.close(fig)
         data = buf.getvalue()
         self.count += 1
@@ -136,32 +285,273 @@ class Page:
             os.makedirs(self.png_dir, exist_ok=True)
             with open(os.path.join(self.png_dir, "figure-%02d.png" % self.count), "wb") as f:
                 f.write(data)
-        self.parts.append('<figure><img alt="%s" src="data:image/png;base64,%s"><figcaption>%s</figcaption></figure>'
-                          % (html.escape(" | ".join(titles) or caption, quote=True),
-                             base64.b64encode(data).decode("ascii"), html.escape(caption)))
+        self.parts.append('<figure id="fig-%d"><img alt="%s" src="data:image/png;base64,%s">'
+                          '<figcaption><b>Figure %d.</b> %s</figcaption></figure>'
+                          % (self.count, html.escape(" | ".join(titles) or caption, quote=True),
+                             base64.b64encode(data).decode("ascii"), self.count, html.escape(caption)))
 
     def html(self):
-        style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-                 "figure{margin:1.5em 0}img{max-width:100%}figcaption{color:#555;font-size:90%}"
-                 "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-                 "th{background:#f4f4f4}td:first-child{text-align:left}")
-        return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title><style>%s</style></head>"
-                "<body><h1>%s</h1>\n%s\n</body></html>\n"
-                % (html.escape(self.title), style, html.escape(self.title), "\n".join(self.parts)))
+        style = ("body{font-family:'DejaVu Sans',Helvetica,Arial,sans-serif;font-size:16px;line-height:1.45;"
+                 "max-width:%dpx;margin:1.5em auto;padding:0 12px;color:#222}"
+                 "h1{font-size:26px}h2{font-size:21px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:2em}"
+                 "h3{font-size:18px}"
+                 "figure{margin:1.2em 0 2em 0}img{display:block;max-width:100%%;height:auto}"
+                 "figcaption{color:#444;font-size:15px;max-width:1000px;margin-top:6px}"
+                 "table{border-collapse:collapse;font-size:15px;margin:0.6em 0}"
+                 "td,th{border:1px solid #ccc;padding:4px 10px;text-align:right;white-space:nowrap}th{white-space:normal}"
+                 "th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}"
+                 ".better{color:#1a7f37}.worse{color:#c62828}.note{color:#555;font-size:15px}"
+                 "code{font-size:14px}" % (PAGE_PX + 24))
+        # Checked by the headless-browser test: every figure decoded, none shown smaller than
+        # it was drawn (so text stays legible at 100% zoom), no script error.
+        script = ("<script>window.addEventListener('error',function(){var b=document.body;"
+                  "b.setAttribute('data-script-errors',String(+(b.getAttribute('data-script-errors')||0)+1));});"
+                  "window.addEventListener('load',function(){var b=document.body,imgs=document.querySelectorAll("
+                  "'figure img'),ok=0,bad=0,min=1;for(var i=0;i<imgs.length;i++){var m=imgs[i];"
+                  "if(m.complete&&m.naturalWidth>0){ok++;min=Math.min(min,m.clientWidth/m.naturalWidth);}"
+                  "else bad++;}b.setAttribute('data-figures',String(imgs.length));"
+                  "b.setAttribute('data-figures-decoded',String(ok));b.setAttribute('data-figures-broken',"
+                  "String(bad));b.setAttribute('data-min-scale',min.toFixed(3));});</script>")
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title><style>%s</style>"
+                "%s</head><body><h1>%s</h1>\n%s\n</body></html>\n"
+                % (html.escape(self.title), style, script, html.escape(self.title), "\n".join(self.parts)))
 
 
-def summary_table(runs):
-    rows = ["<table><tr><th>run</th><th>replicas</th><th>ETTR mean</th><th>95% CI</th>"
-            "<th>incidents / replica</th><th>GPU-hours lost / replica</th><th>directory</th></tr>"]
-    for r in runs:
+def stack_colors(labels):
+    import matplotlib.pyplot as plt
+    cmap = plt.get_cmap("tab10")
+    return {lab: cmap(i % 10) for i, lab in enumerate(labels)}
+
+
+def pct(x, digits=2):
+    return "%.*f%%" % (digits, 100 * x)
+
+
+def pp(x, digits=2):
+    return "%+.*f" % (digits, 100 * x)
+
+
+def unproductive_h(run):
+    bd = run.result.get("breakdown_s", {})
+    return sum(float(bd.get(b, 0)) for b in BUCKETS) / 3600.0
+
+
+def headline_table(group, with_diff=True):
+    base = group.baseline
+    head = ("<table><tr><th>stack</th><th>replicas</th><th>ETTR mean [95%% CI]</th>%s"
+            "<th>unproductive h / replica</th><th>incidents / replica</th><th>GPU-hours lost / replica</th></tr>"
+            % ("<th>paired difference vs %s, pp [95%% CI]</th><th>replicas won / tied / lost</th>"
+               % html.escape(base.label) if with_diff else ""))
+    rows = [head]
+    for r in group.runs:
         e = r.result["ettr"]
-        rows.append("<tr><td>%s</td><td>%d</td><td>%.3f%%</td><td>%.3f%% .. %.3f%%</td><td>%.1f</td><td>%.0f</td>"
-                    "<td>%s</td></tr>" % (html.escape(r.label), r.result.get("replicas", 0), 100 * e["mean"],
-                                          100 * e["ci95"][0], 100 * e["ci95"][1],
-                                          r.result["incidents"]["per_replica"],
-                                          r.result.get("gpu_hours_lost_per_replica", 0), html.escape(r.path)))
+        cells = ["%s%s" % (html.escape(r.label), " (baseline)" if with_diff and r is base else ""),
+                 "%d" % r.result.get("replicas", 0),
+                 "%s [%s, %s]" % (pct(e["mean"]), pct(e["ci95"][0]), pct(e["ci95"][1]))]
+        if with_diff:
+            d = getattr(r, "diff", None)
+            if r is base:
+                cells += ["—", "—"]
+            elif d:
+                lo, hi = d["ci95"]
+                cls = "better" if lo > 0 else ("worse" if hi < 0 else "")
+                cells += ['<span class="%s">%s [%s, %s]</span>' % (cls, pp(d["mean"]), pp(lo), pp(hi)),
+                          "%.0f%% / %.0f%% / %.0f%%" % (100 * d["wins"], 100 * d["ties"], 100 * d["losses"])]
+            else:
+                cells += ["not paired", "—"]
+        cells += ["%.1f" % unproductive_h(r), "%.1f" % r.result.get("incidents", {}).get("per_replica", 0),
+                  "%.0f" % r.result.get("gpu_hours_lost_per_replica", 0)]
+        rows.append("<tr>%s</tr>" % "".join("<td>%s</td>" % c for c in cells))
     rows.append("</table>")
     return "\n".join(rows)
+
+
+def headline_sentence(group):
+    best = max(group.runs, key=lambda r: r.result["ettr"]["mean"])
+    base = group.baseline
+    e = best.result["ettr"]
+    text = "Highest mean ETTR: <b>%s</b>, %s (95%% CI %s .. %s)" % (
+        html.escape(best.label), pct(e["mean"]), pct(e["ci95"][0]), pct(e["ci95"][1]))
+    d = getattr(best, "diff", None)
+    if best is not base and d:
+        sig = d["ci95"][0] > 0 or d["ci95"][1] < 0
+        text += ", %s pp against %s (paired 95%% CI %s .. %s: %s)" % (
+            pp(d["mean"]), html.escape(base.label), pp(d["ci95"][0]), pp(d["ci95"][1]),
+            "significant" if sig else "not significant")
+    elif best is base and len(group.runs) > 1:
+        text += "; it is the baseline"
+    return text + "."
+
+
+def ettr_cdf_figure(page, group, colors):
+    import matplotlib.pyplot as plt
+    import numpy as np
+    have = [r for r in group.runs if r.replica_ettr()]
+    if not have:
+        page.p('<span class="note">No ETTR distribution: no replicas.csv under %s.</span>'
+               % html.escape(group.name))
+        return
+    fig, ax = plt.subplots(figsize=(FIG_W, 5))
+    for r in have:
+        x = np.sort(np.array(list(r.replica_ettr().values()))) * 100
+        y = np.arange(1, len(x) + 1) / len(x)
+        ax.step(np.concatenate([[x[0]], x]), np.concatenate([[0], y]), where="post", lw=2, color=colors[r.label],
+                label="%s (%d replicas, mean %.2f%%)" % (r.label, len(x), x.mean()))
+    ax.set_xlabel("ETTR of a replica (%)")
+    ax.set_ylabel("fraction of replicas with ETTR ≤ x")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("ETTR distribution over replicas, per stack (empirical CDF)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    page.figure(fig, "Empirical CDF of the ETTR of each replica, one curve per stack, from %s. A curve further right "
+                     "is better; the spread of a curve is the replica-to-replica variation of the same job under "
+                     "different fault histories." % group.files)
+
+
+def paired_diff_figure(page, group, colors):
+    import matplotlib.pyplot as plt
+    rows = [r for r in group.runs if r is not group.baseline and getattr(r, "diff", None)]
+    unpaired = [r for r in group.runs if r is not group.baseline and not getattr(r, "diff", None)]
+    if not rows:
+        if unpaired:
+            page.p('<span class="note">No paired differences: %s did not run the same scenario and seed as %s.'
+                   '</span>' % (", ".join(html.escape(r.label) for r in unpaired), html.escape(group.baseline.label)))
+        return
+    n = len(rows)
+    fig, ax = plt.subplots(figsize=(FIG_W, 1.6 + 0.75 * n))
+    ys = list(range(n))
+    for y, r in zip(ys, rows):
+        d = r.diff
+        m, lo, hi = 100 * d["mean"], 100 * d["ci95"][0], 100 * d["ci95"][1]
+        if isinstance(d.get("unpaired_ci95"), list):
+            ulo, uhi = 100 * d["unpaired_ci95"][0], 100 * d["unpaired_ci95"][1]
+            ax.plot([ulo, uhi], [y + 0.22, y + 0.22], color="#999999", lw=2,
+                    label="unpaired 95% CI (same replicas)" if y == 0 else None)
+        ax.errorbar([m], [y], xerr=[[m - lo], [hi - m]], fmt="o", ms=8, capsize=6, lw=2.2, color=colors[r.label],
+                    label="paired mean and 95% CI" if y == 0 else None)
+        ax.annotate("won %.0f%% · tied %.0f%% · lost %.0f%%" % (100 * d["wins"], 100 * d["ties"], 100 * d["losses"]),
+                    xy=(1.01, y), xycoords=("axes fraction", "data"), va="center", fontsize=SMALL)
+    ax.axvline(0, color="black", lw=1.2)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r.label for r in rows])
+    ax.set_ylim(n - 0.4, -0.6)
+    ax.set_xlabel("ETTR minus %s's ETTR, same replica (percentage points)" % group.baseline.label)
+    ax.set_title("Paired ETTR difference vs %s (replicas with the same faults)" % group.baseline.label)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.12), ncol=2, frameon=False)
+    page.figure(fig, "Per-replica ETTR difference of each stack from the baseline %s (replica i of every stack sees "
+                     "the same faults), mean with its 95%% CI%s; right of the line is better than the baseline. "
+                     "Right: the share of replicas each stack won, tied and lost against it. From %s."
+                % (group.baseline.label, "; the grey bar is the wider CI an unpaired comparison of the same "
+                   "replicas would give" if any(isinstance(r.diff.get("unpaired_ci95"), list) for r in rows) else "",
+                   group.files))
+
+
+def breakdown_figure(page, runs, title, caption):
+    import matplotlib.pyplot as plt
+    import numpy as np
+    if not runs:
+        return
+    n = len(runs)
+    rotate = n > 4 or max(len(r.label) for r in runs) > 14
+    # The legend takes about 4 inches on the right; the whole stays within FIG_W.
+    fig, ax = plt.subplots(figsize=(min(FIG_W - 4.2, max(3.5, 0.55 * n + 2)), 6))
+    x = np.arange(n)
+    bottom = np.zeros(n)
+    for b in BUCKETS:
+        hours = np.array([r.result["breakdown_s"].get(b, 0.0) / 3600.0 for r in runs])
+        ax.bar(x, hours, 0.6, bottom=bottom, color=BUCKET_COLORS[b], label="%s: %s" % (b, BUCKET_HELP[b]))
+        bottom += hours
+    if n <= 12:
+        for i, r in enumerate(runs):
+            ax.annotate("%.2f%%" % (100 * r.result["ettr"]["mean"]), (x[i], bottom[i]), ha="center",
+                        va="bottom", fontsize=SMALL, xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(x)
+    ax.set_xticklabels([r.label for r in runs], rotation=30 if rotate else 0, ha="right" if rotate else "center")
+    ax.set_xlim(-0.6, n - 0.4)
+    horizons = sorted({r.horizon_days for r in runs})
+    ax.set_ylabel("hours per replica (of a %s-day job)" % "/".join("%g" % h for h in horizons))
+    ax.set_title(title)
+    ax.set_ylim(0, max(bottom.max() * 1.15, 1e-6))
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+              title="phase (top to bottom as stacked)")
+    ax.grid(axis="y", alpha=0.3)
+    page.figure(fig, caption)
+
+
+def category_resolution_figure(page, group, colors):
+    import matplotlib.pyplot as plt
+    import numpy as np
+    cats = []
+    for r in group.runs:
+        for c, v in r.result.get("incidents", {}).get("by_category", {}).items():
+            if v.get("incidents_per_replica", 0) > 0 and c not in cats:
+                cats.append(c)
+    if not cats:
+        return
+    # Incident-level times when every stack kept incidents.csv (median and quartiles), else
+    # the per-category means of result.json.
+    per_incident = all(r.file("incidents.csv") for r in group.runs)
+    runs = group.runs
+    k = len(runs)
+    h = 0.8 / k
+    fig, ax = plt.subplots(figsize=(FIG_W, 1.8 + len(cats) * max(0.55, 0.28 * k)))
+    for j, r in enumerate(runs):
+        bc = r.result.get("incidents", {}).get("by_category", {})
+        ys, vals, lo, hi = [], [], [], []
+        if per_incident:
+            times = {}
+            with open(r.file("incidents.csv"), newline="") as f:
+                for rec in csv.DictReader(f):
+                    res, at = float(rec["resolved_s"]), float(rec["at_s"])
+                    if res >= 0:
+                        times.setdefault(rec["category"], []).append(max(res - at, 1.0) / 60.0)
+        for i, c in enumerate(cats):
+            if per_incident:
+                t = times.get(c)
+                if not t:
+                    continue
+                q1, med, q3 = np.percentile(t, [25, 50, 75])
+                ys.append(i - 0.4 + h * (j + 0.5))
+                vals.append(med)
+                lo.append(med - q1)
+                hi.append(q3 - med)
+            else:
+                v = bc.get(c)
+                if not v or v.get("incidents_per_replica", 0) <= 0:
+                    continue
+                ys.append(i - 0.4 + h * (j + 0.5))
+                vals.append(max(v["resolution_mean_s"], 1.0) / 60.0)
+        if not ys:
+            continue
+        ax.barh(ys, vals, h * 0.9, color=colors[r.label], label=r.label,
+                xerr=[lo, hi] if per_incident else None, error_kw={"lw": 1.2, "capsize": 2})
+    ax.set_yticks(range(len(cats)))
+    ax.set_yticklabels(cats)
+    ax.set_ylim(len(cats) - 0.5, -0.5)
+    ax.set_xscale("log")
+    ax.set_xlabel("%s time from fault to resolution (minutes, log scale)" % ("median" if per_incident else "mean"))
+    ax.set_ylabel("fault category")
+    ax.set_title("Resolution time by fault category, per stack")
+    ax.grid(axis="x", alpha=0.3, which="both")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="stack")
+    page.figure(fig, "Time from fault to resolution for each fault category, one bar per stack: %s. Categories "
+                     "without an incident under a stack have no bar for it." %
+                ("median over incidents with the interquartile range, from each stack's incidents.csv"
+                 if per_incident else "mean over incidents (incidents.by_category.*.resolution_mean_s of %s)"
+                 % group.files))
+
+
+def group_figures(page, group):
+    colors = stack_colors([r.label for r in group.runs])
+    ettr_cdf_figure(page, group, colors)
+    paired_diff_figure(page, group, colors)
+    breakdown_figure(page, group.runs, "Unproductive time per replica by phase, per stack",
+                     "Mean unproductive time per replica, split into the simulator's phases (result.json "
+                     "breakdown_s), one bar per stack of %s; the label above each bar is the stack's mean ETTR."
+                     % group.name)
+    category_resolution_figure(page, group, colors)
 
 
 def load_timeline(path):
@@ -177,87 +567,64 @@ def load_timeline(path):
     return out
 
 
-def timeline_figures(page, runs, replica):
+def timeline_figure(page, run, replica):
+    """Cumulative and 1-hour ETTR of one run; returns (label, t, mean cumulative) for an overlay."""
     import matplotlib.pyplot as plt
     import numpy as np
-    overlay = []
-    for run in runs:
-        path = run.file("timeline.csv")
-        if not path:
-            continue
-        tl = load_timeline(path)
-        if not tl:
-            continue
-        r = replica if replica in tl else min(tl)
-        lengths = {len(v[0]) for v in tl.values()}
-        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
-        t_days = tl[r][0] / 24.0
-        if len(lengths) == 1 and len(tl) > 1:
-            cum = np.vstack([v[1] for v in tl.values()]) * 100
-            win = np.vstack([v[2] for v in tl.values()]) * 100
-            t_all = next(iter(tl.values()))[0] / 24.0
-            lo, hi = np.percentile(cum, [2.5, 97.5], axis=0)
-            ax1.fill_between(t_all, lo, hi, color="#1f77b4", alpha=0.2,
-                             label="middle 95%% of %d replicas" % len(tl))
-            ax1.plot(t_all, cum.mean(axis=0), color="#1f77b4", lw=1.8, label="mean over replicas")
-            ax2.plot(t_all, win.mean(axis=0), color="#555555", lw=1.0, label="mean over replicas")
-            overlay.append((run.label, t_all, cum.mean(axis=0)))
-        else:
-            overlay.append((run.label, t_days, tl[r][1] * 100))
-        ax1.plot(t_days, tl[r][1] * 100, color="#d62728", lw=1.0, label="replica %d" % r)
-        ax2.plot(t_days, tl[r][2] * 100, color="#d62728", lw=0.6, label="replica %d" % r)
-        ax1.set_ylabel("cumulative ETTR (%)")
-        ax1.set_title("Cumulative ETTR since job start — %s" % run.label)
-        ax1.legend(loc="lower right")
-        ax1.grid(alpha=0.3)
-        ax2.set_ylabel("ETTR over the last hour (%)")
-        ax2.set_xlabel("time since job start (days)")
-        ax2.set_title("1-hour sliding-window ETTR — %s" % run.label)
-        ax2.set_ylim(-2, 102)
-        ax2.legend(loc="lower right")
-        ax2.grid(alpha=0.3)
-        fig.tight_layout()
-        page.figure(fig, "ETTR over time for %s: cumulative ETTR from the start of the job (top) and ETTR over the "
-                         "preceding hour (bottom), sampled from timeline.csv; dips in the bottom panel are "
-                         "incidents." % run.label)
-    if len(overlay) > 1:
-        fig, ax = plt.subplots(figsize=(10, 4.5))
-        for label, t, y in overlay:
-            ax.plot(t, y, lw=1.5, label=label)
-        ax.set_xlabel("time since job start (days)")
-        ax.set_ylabel("cumulative ETTR (%)")
-        ax.set_title("Cumulative ETTR by policy stack (mean over replicas)")
-        ax.grid(alpha=0.3)
-        ax.legend(loc="lower right")
-        page.figure(fig, "Cumulative ETTR over time, one line per result directory.")
+    path = run.file("timeline.csv")
+    if not path:
+        return None
+    tl = load_timeline(path)
+    if not tl:
+        return None
+    r = replica if replica in tl else min(tl)
+    lengths = {len(v[0]) for v in tl.values()}
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIG_W, 8), sharex=True)
+    t_days = tl[r][0] / 24.0
+    overlay = (run.label, t_days, tl[r][1] * 100)
+    if len(lengths) == 1 and len(tl) > 1:
+        cum = np.vstack([v[1] for v in tl.values()]) * 100
+        win = np.vstack([v[2] for v in tl.values()]) * 100
+        t_all = next(iter(tl.values()))[0] / 24.0
+        lo, hi = np.percentile(cum, [2.5, 97.5], axis=0)
+        ax1.fill_between(t_all, lo, hi, color="#1f77b4", alpha=0.2, label="middle 95%% of %d replicas" % len(tl))
+        ax1.plot(t_all, cum.mean(axis=0), color="#1f77b4", lw=2, label="mean over replicas")
+        ax2.plot(t_all, win.mean(axis=0), color="#555555", lw=1.2, label="mean over replicas")
+        overlay = (run.label, t_all, cum.mean(axis=0))
+    ax1.plot(t_days, tl[r][1] * 100, color="#d62728", lw=1.2, label="replica %d" % r)
+    ax2.plot(t_days, tl[r][2] * 100, color="#d62728", lw=0.8, label="replica %d" % r)
+    late = np.concatenate([v[1][v[0] / 24.0 >= min(1.0, v[0][-1] / 48.0)] for v in tl.values()]) * 100
+    if late.size:
+        ax1.set_ylim(max(0.0, float(np.min(late)) - 2.0), 100.5)
+    ax1.set_ylabel("cumulative ETTR (%)")
+    ax1.set_title("Cumulative ETTR since job start — %s" % run.label)
+    ax1.legend(loc="lower right")
+    ax1.grid(alpha=0.3)
+    ax2.set_ylabel("ETTR over the last hour (%)")
+    ax2.set_xlabel("time since job start (days)")
+    ax2.set_title("1-hour sliding-window ETTR — %s" % run.label)
+    ax2.set_ylim(-2, 102)
+    ax2.legend(loc="lower right")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    page.figure(fig, "ETTR over time for %s: cumulative ETTR from the start of the job (top) and ETTR over the "
+                     "preceding hour (bottom), from %s/timeline.csv; dips in the bottom panel are incidents."
+                % (run.label, os.path.basename(os.path.normpath(run.path))))
+    return overlay
 
 
-def breakdown_figure(page, runs, title, caption):
+def overlay_figure(page, overlay):
     import matplotlib.pyplot as plt
-    import numpy as np
-    if not runs:
-        return
-    n = len(runs)
-    fig, ax = plt.subplots(figsize=(max(6, min(18, 1.1 * n + 3)), 5.5))
-    x = np.arange(n)
-    bottom = np.zeros(n)
-    for b in BUCKETS:
-        hours = np.array([r.result["breakdown_s"].get(b, 0.0) / 3600.0 for r in runs])
-        ax.bar(x, hours, 0.65, bottom=bottom, color=BUCKET_COLORS[b], label="%s (%s)" % (b, BUCKET_HELP[b]))
-        bottom += hours
-    for i, r in enumerate(runs):
-        ax.annotate("ETTR %.2f%%" % (100 * r.result["ettr"]["mean"]), (x[i], bottom[i]), ha="center",
-                    va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
-    ax.set_xticks(x)
-    ax.set_xticklabels([r.label for r in runs], rotation=30 if n > 3 else 0, ha="right" if n > 3 else "center",
-                       fontsize=8)
-    horizons = sorted({r.horizon_days for r in runs})
-    ax.set_ylabel("unproductive time per replica (hours of a %s-day job)" % "/".join("%g" % h for h in horizons))
-    ax.set_title(title)
-    ax.set_ylim(0, max(bottom.max() * 1.15, 1e-6))
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.grid(axis="y", alpha=0.3)
-    page.figure(fig, caption)
+    fig, ax = plt.subplots(figsize=(FIG_W, 5))
+    for label, t, y in overlay:
+        ax.plot(t, y, lw=2, label=label)
+    ax.set_xlabel("time since job start (days)")
+    ax.set_ylabel("cumulative ETTR (%)")
+    ax.set_title("Cumulative ETTR over time, per run directory (mean over replicas)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    page.figure(fig, "Cumulative ETTR over time, one line per run directory (mean over its replicas, from each "
+                     "timeline.csv).")
 
 
 def read_incidents(path, replica):
@@ -288,7 +655,7 @@ def incident_figure(page, run, replica):
             cats.append(r["category"])
     cmap = plt.get_cmap("tab10")
     color = {c: cmap(i % 10) for i, c in enumerate(cats)}
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True,
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIG_W, 8), sharex=True,
                                    gridspec_kw={"height_ratios": [max(2, len(cats)) * 0.35 + 1, 3]})
     horizon = run.horizon_days
     for r in rows:
@@ -299,12 +666,12 @@ def incident_figure(page, run, replica):
         ax1.plot([at, end], [y, y], color=color[r["category"]], lw=7, solid_capstyle="butt", alpha=0.5)
         ax1.plot([at], [y], marker="|", color=color[r["category"]], ms=12, mew=1.6)
     ax1.set_yticks(range(len(cats)))
-    ax1.set_yticklabels(cats, fontsize=8)
+    ax1.set_yticklabels(cats, fontsize=SMALL)
     ax1.set_ylim(-0.7, len(cats) - 0.3)
     ax1.invert_yaxis()
     ax1.set_ylabel("fault category")
     ax1.set_title("Incidents of replica %d — %s (%d incidents; tick = fault, bar = until resolved)"
-                  % (replica, run.label, len(rows)), fontsize=10)
+                  % (replica, run.label, len(rows)), fontsize=SMALL)
     ax1.grid(axis="x", alpha=0.3)
     seen = set()
     for r in rows:
@@ -312,20 +679,20 @@ def incident_figure(page, run, replica):
         det, res = float(r["detected_s"]), float(r["resolved_s"])
         c = r["category"]
         if res >= 0:
-            ax2.scatter([at / 86400.0], [max((res - at) / 60.0, 1e-2)], color=color[c], s=22,
+            ax2.scatter([at / 86400.0], [max((res - at) / 60.0, 1e-2)], color=color[c], s=30,
                         label=c if c not in seen else None, zorder=3)
             seen.add(c)
         if det >= 0 and det > at:
-            ax2.scatter([at / 86400.0], [(det - at) / 60.0], facecolors="none", edgecolors=color[c], s=22, zorder=2)
+            ax2.scatter([at / 86400.0], [(det - at) / 60.0], facecolors="none", edgecolors=color[c], s=30, zorder=2)
     ax2.set_yscale("log")
     ax2.set_xlabel("time since job start (days)")
     ax2.set_ylabel("minutes after the fault")
     ax2.set_title("Time from each fault of replica %d to its detection (hollow) and resolution (filled)" % replica,
-                  fontsize=10)
+                  fontsize=SMALL)
     ax2.set_xlim(0, horizon if horizon > 0 else None)
     ax2.grid(alpha=0.3, which="both")
     if seen:
-        ax2.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax2.legend(fontsize=SMALL, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     page.figure(fig, "Incident timeline of replica %d of %s, from incidents.csv: when each fault struck, by category, "
                      "and how long it took to detect and to resolve." % (replica, run.label))
@@ -394,8 +761,14 @@ def shares_figure(page, run):
     mech, source = mechanism_counts(run)
     if not names and not mech:
         return
-    panels = 2 + (1 if mech else 0)
-    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, max(3.2, 0.35 * len(names) + 1.5)))
+    top = max(3.8, 0.42 * len(names) + 1.8)
+    if mech:
+        bottom = max(2.6, 0.42 * len(mech) + 1.5)
+        fig = plt.figure(figsize=(FIG_W, top + bottom))
+        gs = fig.add_gridspec(2, 2, height_ratios=[top, bottom])
+        axes = [fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, :])]
+    else:
+        fig, axes = plt.subplots(1, 2, figsize=(FIG_W, top))
     inc = [cats[c]["incidents_per_replica"] for c in names]
     lost = [cats[c]["incidents_per_replica"] * cats[c]["resolution_mean_s"] for c in names]
     for ax, vals, what in ((axes[0], inc, "incidents"), (axes[1], lost, "time from fault to resolution")):
@@ -404,11 +777,11 @@ def shares_figure(page, run):
         ax.barh([names[i] for i in order], [100 * vals[i] / total for i in order], color="#1f77b4")
         for j, i in enumerate(order):
             ax.annotate("%.1f%%" % (100 * vals[i] / total), (100 * vals[i] / total, j), xytext=(2, 0),
-                        textcoords="offset points", va="center", fontsize=7)
+                        textcoords="offset points", va="center", fontsize=SMALL)
         ax.set_xlabel("share of %s (%%)" % what)
-        ax.set_ylabel("fault category")
-        ax.set_title("Share of %s by category" % what, fontsize=10)
-        ax.tick_params(axis="y", labelsize=8)
+        ax.set_ylabel("fault category" if ax is axes[0] else "")
+        ax.set_title("Share of %s" % what)
+        ax.tick_params(axis="y", labelsize=SMALL)
         ax.set_xlim(0, 110)
     if mech:
         ax = axes[2]
@@ -417,10 +790,10 @@ def shares_figure(page, run):
         ax.barh(keys, [100 * mech[k] / total for k in keys], color="#ff7f0e")
         for j, k in enumerate(keys):
             ax.annotate("%.1f%%" % (100 * mech[k] / total), (100 * mech[k] / total, j), xytext=(2, 0),
-                        textcoords="offset points", va="center", fontsize=7)
+                        textcoords="offset points", va="center", fontsize=SMALL)
         ax.set_xlabel("share of %s (%%)" % source.split(",")[0])
         ax.set_ylabel("resolution mechanism")
-        ax.set_title("Share by resolution mechanism", fontsize=10)
+        ax.set_title("Share by resolution mechanism")
         ax.set_xlim(0, 110)
     fig.suptitle("Incident and resolution shares — %s" % run.label)
     fig.tight_layout()
@@ -431,6 +804,23 @@ def shares_figure(page, run):
 
 def numeric(values):
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def sweep_headline(sweep):
+    pts = [p for p in sweep.points if "ettr" in p.get("metrics", {})]
+    if not pts:
+        return ""
+    best = max(pts, key=lambda p: p["metrics"]["ettr"]["mean"])
+    worst = min(pts, key=lambda p: p["metrics"]["ettr"]["mean"])
+    rows = ["<table><tr><th>%s</th><th>point</th><th>replicas</th><th>ETTR mean [95%% CI]</th></tr>"
+            % html.escape(sweep.name)]
+    for what, p in (("highest ETTR", best), ("lowest ETTR", worst)):
+        m = p["metrics"]["ettr"]
+        rows.append("<tr><td>%s</td><td>%s</td><td>%d</td><td>%s [%s, %s]</td></tr>"
+                    % (what, html.escape(", ".join("%s=%s" % (k, fmt_value(v)) for k, v in p["params"].items())
+                                         or "base"), p.get("replicas", 0), pct(m["mean"]), pct(m["lo"]), pct(m["hi"])))
+    rows.append("</table>")
+    return "\n".join(rows)
 
 
 def sweep_figures(page, sweep):
@@ -460,39 +850,52 @@ def sweep_figures(page, sweep):
         for p in pts:
             g = tuple((o, json.dumps(val(p, o))) for o in others)
             groups.setdefault(g, []).append(p)
-        fig, ax = plt.subplots(figsize=(9, 5))
         is_num = numeric(xs)
-        for gi, (g, members) in enumerate(list(groups.items())[:12]):
+        fig, ax = plt.subplots(figsize=(FIG_W if is_num else min(FIG_W, 3 + 1.3 * len(xs)), 5.5))
+        shown = list(groups.items())[:12]
+        for gi, (g, members) in enumerate(shown):
             members = sorted(members, key=lambda p: xs.index(val(p, k)) if val(p, k) in xs else 0)
-            xv = [val(p, k) for p in members] if is_num else list(range(len(members)))
-            mean = [m(p, "ettr") for p in members]
-            lo = [m(p, "ettr", "lo") for p in members]
-            hi = [m(p, "ettr", "hi") for p in members]
+            mean = np.array([m(p, "ettr") for p in members])
+            lo = np.array([m(p, "ettr", "lo") for p in members])
+            hi = np.array([m(p, "ettr", "hi") for p in members])
             label = ", ".join("%s=%s" % (o.split(".")[-1], fmt_value(json.loads(v))) for o, v in g) or "ETTR"
-            line, = ax.plot(xv, mean, marker="o", ms=4, lw=1.5, label=label)
-            ax.fill_between(xv, lo, hi, color=line.get_color(), alpha=0.2)
+            if is_num:
+                xv = [val(p, k) for p in members]
+                line, = ax.plot(xv, mean, marker="o", ms=5, lw=2, label=label)
+                ax.fill_between(xv, lo, hi, color=line.get_color(), alpha=0.2)
+            else:
+                # A categorical axis (stacks, module names): points with CI bars, never a line
+                # between categories; groups side by side within a category.
+                off = (gi - (len(shown) - 1) / 2) * min(0.6 / max(len(shown), 1), 0.2)
+                xv = [xs.index(val(p, k)) + off if val(p, k) in xs else 0 for p in members]
+                ax.errorbar(xv, mean, yerr=[mean - lo, hi - mean], fmt="o", ms=7, capsize=5, lw=2, label=label)
         if is_num:
             pos = [x for x in xs if x > 0]
             if len(pos) == len(xs) and max(xs) / min(xs) > 50:
                 ax.set_xscale("log")
         else:
             ax.set_xticks(range(len(xs)))
-            ax.set_xticklabels([fmt_value(x) for x in xs], rotation=20, fontsize=8)
+            ax.set_xticklabels([fmt_value(x) for x in xs], rotation=20 if len(xs) > 5 else 0)
+            ax.set_xlim(-0.6, len(xs) - 0.4)
+            ax.grid(axis="y", alpha=0.3)
         ax.set_xlabel(unit_label(k))
-        ax.set_ylabel("ETTR (%), mean with 95% CI band")
-        ax.set_title("ETTR vs %s — %s (%s replicas per point, same seeds)" % (k.split(".")[-1], sweep.name, rep_text),
-                     fontsize=10)
-        ax.grid(alpha=0.3, which="both")
+        ax.set_ylabel("ETTR (%%), mean with 95%% CI %s" % ("band" if is_num else "bar"))
+        ax.set_title("ETTR vs %s (%s replicas per point, same seeds)" % (k.split(".")[-1], rep_text))
+        if is_num:
+            ax.grid(alpha=0.3, which="both")
         if len(groups) > 1:
-            ax.legend(fontsize=8, loc="best", title="other parameters" if len(groups) > 1 else None)
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="other parameters")
+        what = "confidence band" if is_num else "confidence interval"
         if others:
-            caption = ("Sweep %s: mean ETTR against %s with its 95%% confidence band, one line per setting of the "
-                       "other swept parameters%s. Lines that coincide are points where %s makes no "
-                       "difference (the same fault histories drive every point)."
-                       % (sweep.name, k, " (first 12 shown)" if len(groups) > 12 else "", ", ".join(others)))
+            caption = ("Sweep of %s: mean ETTR against %s with its 95%% %s, one %s per setting of the "
+                       "other swept parameters%s. %s that coincide are points where %s makes no "
+                       "difference (the same fault histories drive every point). From sweep.json."
+                       % (sweep.name, k, what, "line" if is_num else "colour",
+                          " (first 12 shown)" if len(groups) > 12 else "",
+                          "Lines" if is_num else "Points", ", ".join(others)))
         else:
-            caption = ("Sweep %s: mean ETTR against %s with its 95%% confidence band (the same fault histories "
-                       "drive every point)." % (sweep.name, k))
+            caption = ("Sweep of %s: mean ETTR against %s with its 95%% %s (the same fault histories "
+                       "drive every point). From sweep.json." % (sweep.name, k, what))
         page.figure(fig, caption)
 
     if len(axes) == 2:
@@ -508,7 +911,7 @@ def sweep_figures(page, sweep):
                 continue
             grid[i, j] = m(p, "ettr")
             half[i, j] = (m(p, "ettr", "hi") - m(p, "ettr", "lo")) / 2
-        fig, ax = plt.subplots(figsize=(1.3 * len(vb) + 3.5, 0.7 * len(va) + 2.5))
+        fig, ax = plt.subplots(figsize=(min(FIG_W, 1.5 * len(vb) + 4), 0.8 * len(va) + 3))
         im = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower")
         cb = fig.colorbar(im, ax=ax)
         cb.set_label("mean ETTR (%)")
@@ -517,18 +920,96 @@ def sweep_figures(page, sweep):
         for i in range(len(va)):
             for j in range(len(vb)):
                 if np.isfinite(grid[i, j]):
-                    ax.text(j, i, "%.2f\n±%.2f" % (grid[i, j], half[i, j]), ha="center", va="center", fontsize=7,
-                            color="white" if grid[i, j] < mid else "black")
+                    ax.text(j, i, "%.2f\n±%.2f" % (grid[i, j], half[i, j]), ha="center", va="center",
+                            fontsize=SMALL, color="white" if grid[i, j] < mid else "black")
         ax.set_xticks(range(len(vb)))
-        ax.set_xticklabels([fmt_value(v) for v in vb], fontsize=8)
+        ax.set_xticklabels([fmt_value(v) for v in vb])
         ax.set_yticks(range(len(va)))
-        ax.set_yticklabels([fmt_value(v) for v in va], fontsize=8)
+        ax.set_yticklabels([fmt_value(v) for v in va])
         ax.set_xlabel(unit_label(kb))
         ax.set_ylabel(unit_label(ka))
-        ax.set_title("Mean ETTR (%%) over %s × %s — %s" % (ka.split(".")[-1], kb.split(".")[-1], sweep.name),
-                     fontsize=10)
-        page.figure(fig, "Sweep %s: mean ETTR (%%) at every grid point, with the half-width of its 95%% CI."
-                    % sweep.name)
+        ax.set_title("Mean ETTR (%%) over %s × %s" % (ka.split(".")[-1], kb.split(".")[-1]))
+        page.figure(fig, "Sweep of %s: mean ETTR (%%) at every grid point, with the half-width of its 95%% CI, "
+                         "from sweep.json." % sweep.name)
+
+
+def tune_headline(tune):
+    d = tune.doc
+    k = 100 if d.get("objective") == "ettr" else 1
+    unit = "%" if k == 100 else ""
+    b = d["best"]
+    text = ("<p>Tuning %s: best <code>%s</code> = <b>%s</b>, %s %.4g%s (95%% CI %.4g .. %.4g%s, %s replicas per value); "
+            "values not distinguishable from it (paired): %s .. %s"
+            % (html.escape(tune.name), html.escape(d.get("param", "?")), fmt_value(b["value"]),
+               html.escape(d.get("objective", "?")), k * b["mean"], unit, k * b["ci95"][0], k * b["ci95"][1], unit,
+               d.get("replicas", "?"), fmt_value(d.get("indistinguishable_range", ["?", "?"])[0]),
+               fmt_value(d.get("indistinguishable_range", ["?", "?"])[1])))
+    if isinstance(d.get("within"), dict):
+        w = d["within"]
+        text += "; smallest value within %.3g%% of the best: %s" % (100 * w["fraction"], fmt_value(w["value"]))
+    return text + ".</p>"
+
+
+def tune_figure(page, tune):
+    import matplotlib.pyplot as plt
+    d = tune.doc
+    k = 100 if d.get("objective") == "ettr" else 1
+    unit = " (%)" if k == 100 else ""
+    obj = d.get("objective", "objective")
+    obj = "ETTR" if obj == "ettr" else obj
+    cands = d["candidates"]
+    rounds = sorted({c.get("round", 0) for c in cands})
+    trace = d.get("rounds") or []
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIG_W, 9), gridspec_kw={"height_ratios": [3, 2]})
+    cmap = plt.get_cmap("viridis")
+    lo_r, hi_r = d.get("indistinguishable_range", [None, None])
+    if lo_r is not None and hi_r is not None and hi_r > lo_r:
+        ax1.axvspan(lo_r, hi_r, color="#2ca02c", alpha=0.12, label="not distinguishable from the best (paired)")
+    for ri in rounds:
+        cs = [c for c in cands if c.get("round", 0) == ri]
+        x = [c["value"] for c in cs]
+        m = [k * c["mean"] for c in cs]
+        err = [[k * (c["mean"] - c["ci95"][0]) for c in cs], [k * (c["ci95"][1] - c["mean"]) for c in cs]]
+        ax1.errorbar(x, m, yerr=err, fmt="o", ms=6, capsize=4, lw=1.5,
+                     color=cmap(0.85 * ri / max(len(rounds) - 1, 1)),
+                     label="round %d (%s)" % (ri, "coarse grid" if ri == 0 else "refinement"))
+    b = d["best"]
+    ax1.plot([b["value"]], [k * b["mean"]], marker="*", ms=20, color="#d62728", ls="none", zorder=5,
+             label="best: %s" % fmt_value(b["value"]))
+    if isinstance(d.get("within"), dict):
+        w = d["within"]
+        ax1.plot([w["value"]], [k * w["mean"]], marker="D", ms=10, mfc="none", mec="#ff7f0e", mew=2, ls="none",
+                 zorder=5, label="smallest within %.3g%%: %s" % (100 * w["fraction"], fmt_value(w["value"])))
+    ax1.set_xlabel(unit_label(d.get("param", "value")))
+    ax1.set_ylabel("%s%s, mean with 95%% CI" % (obj, unit))
+    ax1.set_title("Every evaluated candidate, by round")
+    ax1.grid(alpha=0.3)
+    ax1.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    if trace:
+        xr = [t["round"] for t in trace]
+        bm = [k * t["best"]["mean"] for t in trace]
+        be = [[k * (t["best"]["mean"] - t["best"]["ci95"][0]) for t in trace],
+              [k * (t["best"]["ci95"][1] - t["best"]["mean"]) for t in trace]]
+        ax2.errorbar(xr, bm, yerr=be, fmt="o", ms=7, capsize=5, lw=1.8, color="#d62728")
+        for t, y in zip(trace, bm):
+            ax2.annotate(fmt_value(t["best"]["value"]), (t["round"], y), xytext=(8, 6), textcoords="offset points",
+                         fontsize=SMALL)
+        ax2.set_xticks(xr)
+        ax2.set_xticklabels(["round %d\n(%d values)" % (t["round"], len(t["values"])) for t in trace])
+        ax2.set_xlim(min(xr) - 0.5, max(xr) + 0.7)
+        ax2.set_ylabel("best %s%s" % (obj, unit))
+        ax2.set_title("Best value after each round (label: the value)")
+        ax2.grid(alpha=0.3)
+    else:
+        ax2.set_visible(False)
+    fig.suptitle("Tuning %s for %s %s" % (d.get("param", "?"), d.get("goal", "max"), obj))
+    fig.tight_layout()
+    page.figure(fig, "Tuning trace of %s, from tune.json: top, every candidate value with its mean %s and 95%% CI, "
+                     "coloured by the round that evaluated it (round 0 is the coarse grid, later rounds refine "
+                     "around the best), the best marked with a star and the values whose paired difference from "
+                     "the best is not significant shaded; bottom, the best value and its CI after each round. "
+                     "Every candidate ran the same %s replicas with the same seeds."
+                % (tune.name, obj, d.get("replicas", "?")))
 
 
 def main():
@@ -542,66 +1023,123 @@ def main():
     try:
         import matplotlib
         matplotlib.use("Agg")
-        import matplotlib.pyplot  # noqa: F401
+        import matplotlib.pyplot as plt
         import numpy  # noqa: F401
     except ImportError as e:
         fail("needs matplotlib and numpy (Debian: apt-get install python3-matplotlib): %s" % e)
+    plt.rcParams.update(STYLE)
 
-    runs, sweeps = [], []
-    for d in args.dirs:
-        try:
-            if os.path.exists(os.path.join(d, "sweep.json")):
-                sweeps.append(Sweep(d))
-            elif os.path.exists(os.path.join(d, "result.json")):
-                runs.append(Run.load(d))
-            else:
-                fail("%s: expected result.json or sweep.json" % d, 2)
-        except (OSError, ValueError, KeyError) as e:
-            fail("%s: %s" % (d, e))
-    labels = [r.label for r in runs]
-    for r in runs:
-        if labels.count(r.label) > 1:
-            r.label += " [%s]" % os.path.basename(os.path.normpath(r.path))
-
-    title = args.title or "faultline report: " + ", ".join([r.label for r in runs] + [s.name for s in sweeps])
-    page = Page(title, args.png_dir or None)
-    page.p("Generated by <code>faultline report</code> from: %s."
-           % ", ".join("<code>%s</code>" % html.escape(d) for d in args.dirs))
-    if runs:
-        page.h2("Summary")
-        page.raw(summary_table(runs))
-    if any(r.file("timeline.csv") for r in runs):
-        page.h2("ETTR over time")
-        timeline_figures(page, runs, args.replica)
-    if runs:
-        page.h2("Where the time goes")
-        breakdown_figure(page, runs, "Unproductive time per replica by cause, per policy stack",
-                         "Mean unproductive time per replica, split into the simulator's buckets, one bar per result "
-                         "directory; the label above each bar is its mean ETTR.")
-    for s in sweeps:
-        page.h2("Sweep: " + s.name)
-        page.raw(summary_table(s.point_runs()) if len(s.points) <= 60 else "")
-        sweep_figures(page, s)
-        pr = s.point_runs()
-        if 0 < len(pr) <= 40:
-            breakdown_figure(page, pr, "Unproductive time per replica by cause, per sweep point — %s" % s.name,
-                             "Mean unproductive time per replica at each point of sweep %s, split by cause." % s.name)
-    incident_runs = [r for r in runs if r.file("incidents.csv")]
-    if incident_runs:
-        page.h2("Incidents")
-        for r in incident_runs:
-            incident_figure(page, r, args.replica)
-    if runs:
-        page.h2("Shares by category and mechanism")
+    runs, compares, sweeps, tunes = [], [], [], []
+    try:
+        for d in args.dirs:
+            if not os.path.isdir(d):
+                raise InputError("%s: not a directory" % d, 2)
+            kind = detect(d)
+            if kind is None:
+                raise InputError("%s: not a result directory: expected result.json (sim run --out), compare.json "
+                                 "(sim compare --out), sweep.json (sim sweep --out) or tune.json (sim tune --out)"
+                                 % d, 2)
+            try:
+                if kind == "run":
+                    runs.append(Run.load(d))
+                elif kind == "compare":
+                    compares.append(Compare(d))
+                elif kind == "sweep":
+                    sweeps.append(Sweep(d))
+                else:
+                    tunes.append(Tune(d))
+            except (KeyError, TypeError, AttributeError) as e:
+                raise InputError("%s: %s directory with an unexpected layout (%s: %s)"
+                                 % (d, kind, type(e).__name__, e))
+        labels = [r.label for r in runs]
         for r in runs:
-            shares_figure(page, r)
+            if labels.count(r.label) > 1:
+                r.label += " [%s]" % os.path.basename(os.path.normpath(r.path))
+        page = build_page(args, runs, compares, sweeps, tunes)
+    except InputError as e:
+        fail(str(e), e.code)
+    except (KeyError, TypeError, ValueError, IndexError, OSError) as e:
+        if os.environ.get("FAULTLINE_REPORT_DEBUG"):
+            raise
+        fail("cannot draw the report from %s: %s: %s" % (", ".join(args.dirs), type(e).__name__, e))
     try:
         with open(args.out, "w") as f:
             f.write(page.html())
     except OSError as e:
-        fail("%s: %s" % (args.out, e))
+        fail("%s: %s" % (args.out, e.strerror or e))
     print("wrote %s (%d figures)" % (args.out, page.count), file=sys.stderr)
     return 0
+
+
+def build_page(args, runs, compares, sweeps, tunes):
+    names = [c.name for c in compares] + [r.label for r in runs] + [s.name for s in sweeps] + [t.name for t in tunes]
+    title = args.title or "faultline report: " + ", ".join(names)
+    page = Page(title, args.png_dir or None)
+    kinds = []
+    for d in args.dirs:
+        kinds.append("<code>%s</code> (%s)" % (html.escape(d), detect(d)))
+    page.p("Generated by <code>faultline report</code> from %s." % ", ".join(kinds))
+    run_group = None
+    if len(runs) > 1:
+        run_group = Group("the run directories", runs, runs[0], "replicas.csv",
+                          "each run directory's result.json and replicas.csv")
+
+    # What a reader sees first: the headline numbers of everything given.
+    page.h2("Headline numbers", "headline")
+    for c in compares:
+        page.h3("Stacks compared: %s (%s replicas each, paired)" % (c.name, c.doc.get("replicas", "?")))
+        page.p(headline_sentence(c.group))
+        page.raw(headline_table(c.group))
+    if runs:
+        if run_group:
+            page.h3("Run directories")
+            page.p(headline_sentence(run_group))
+            page.raw(headline_table(run_group))
+            if any(r is not runs[0] and r.diff is None for r in runs):
+                page.p('<span class="note">Paired differences need the same scenario, seed and replicas as the '
+                       'first directory (%s); the others are compared unpaired only.</span>'
+                       % html.escape(runs[0].label))
+        else:
+            page.h3("Run: %s" % runs[0].label)
+            page.raw(headline_table(Group(runs[0].label, runs, runs[0], "", ""), with_diff=False))
+    for s in sweeps:
+        page.raw(sweep_headline(s))
+    for t in tunes:
+        page.raw(tune_headline(t))
+
+    for c in compares:
+        page.h2("Stacks compared: " + c.name, "compare")
+        group_figures(page, c.group)
+    if run_group:
+        page.h2("Run directories side by side", "runs")
+        group_figures(page, run_group)
+    overlay = []
+    for r in runs:
+        page.h2("Run: " + r.label)
+        ov = timeline_figure(page, r, args.replica)
+        if ov:
+            overlay.append(ov)
+        if not run_group:
+            breakdown_figure(page, [r], "Unproductive time per replica by phase — %s" % r.label,
+                             "Mean unproductive time per replica of %s, split into the simulator's phases "
+                             "(result.json breakdown_s); the label above the bar is the mean ETTR." % r.label)
+        incident_figure(page, r, args.replica)
+        shares_figure(page, r)
+    if len(overlay) > 1:
+        page.h2("ETTR over time, run directories together")
+        overlay_figure(page, overlay)
+    for s in sweeps:
+        page.h2("Sweep: " + s.name, "sweep")
+        sweep_figures(page, s)
+        pr = s.point_runs()
+        if 0 < len(pr) <= 40:
+            breakdown_figure(page, pr, "Unproductive time per replica by phase, per sweep point",
+                             "Mean unproductive time per replica at each point of sweep %s, split by phase "
+                             "(points/*/result.json)." % s.name)
+    for t in tunes:
+        page.h2("Tuning: " + t.name, "tune")
+        tune_figure(page, t)
+    return page
 
 
 if __name__ == "__main__":

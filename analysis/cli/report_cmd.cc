@@ -23,15 +23,29 @@ namespace {
 
 constexpr const char* kReportHelp = R"(usage: faultline report DIR [DIR...] -o report.html [options]
 
-Writes one self-contained HTML page (figures embedded as PNG) from result directories:
-  - a `sim run --out DIR` directory (result.json; timeline.csv with --timeline,
-    incidents.csv with --incidents, decisions.log with --decisions), or
-  - a `sim sweep --out DIR` directory (sweep.json and points/).
-Figures: cumulative and 1-hour sliding-window ETTR over time (timeline.csv); the
-unproductive-time breakdown per policy stack or sweep point (stacked bars); an incident
-timeline of one replica (incidents.csv); shares of incidents and of lost time by fault
-category, and of recovery actions by mechanism (decisions.log); for sweeps, ETTR
-against each swept parameter with 95% CI bands, and a heatmap for two numeric axes.
+Writes one self-contained HTML page (figures embedded as PNG, drawn at the size the page
+shows them, text 11 pt or larger) from result directories, each recognised by its files:
+  run      `sim run --out DIR` (result.json, replicas.csv; timeline.csv with --timeline,
+           incidents.csv with --incidents, decisions.log with --decisions)
+  compare  `sim compare --out DIR` (compare.json, one STACK/ directory per stack)
+  sweep    `sim sweep --out DIR` (sweep.json, points/)
+  tune     `sim tune --out DIR` (tune.json)
+The page opens with the headline numbers: per stack, ETTR mean [95% CI], the paired
+ETTR difference from the baseline [95% CI] and the replicas won/tied/lost, unproductive
+hours, incidents and GPU-hours lost per replica. Then, per kind:
+  compare  ETTR CDF over replicas per stack; paired differences from the baseline with
+           95% CIs (and the wider unpaired CI); unproductive time by phase per stack;
+           resolution time per fault category across stacks
+  runs     the same cross-stack views when two or more run directories are given (paired
+           against the first when they ran the same scenario and seed); per run,
+           cumulative and 1-hour ETTR over time, unproductive time by phase, one
+           replica's incident timeline, shares by fault category and by mechanism
+  sweep    ETTR against each swept parameter with 95% CI bands (CI bars on a
+           categorical axis for non-numeric values such as stacks), a heatmap for two
+           axes, unproductive time per point
+  tune     the tuning trace: every candidate with its mean and 95% CI by round, the
+           best marked, the not-distinguishable range, the best after each round
+A directory of none of these kinds is refused (exit 2).
 
 options:
   -o, --out FILE     the HTML file to write (required)
@@ -103,10 +117,14 @@ int report(const std::vector<std::string>& args) {
       std::fprintf(stderr, "faultline: report: %s: not a directory\n", d.c_str());
       return 2;
     }
-    if (!fs::exists(fs::path(d) / "result.json") && !fs::exists(fs::path(d) / "sweep.json")) {
+    bool known = false;
+    for (const char* f : {"result.json", "compare.json", "sweep.json", "tune.json"})
+      known = known || fs::exists(fs::path(d) / f);
+    if (!known) {
       std::fprintf(stderr,
-                   "faultline: report: %s: expected result.json (sim run --out) or sweep.json (sim "
-                   "sweep --out)\n",
+                   "faultline: report: %s: not a result directory: expected result.json (sim run "
+                   "--out), compare.json (sim compare --out), sweep.json (sim sweep --out) or "
+                   "tune.json (sim tune --out)\n",
                    d.c_str());
       return 2;
     }
