@@ -402,7 +402,7 @@ def ettr_cdf_figure(page, group, colors):
     ax.set_ylim(0, 1.02)
     ax.set_title("ETTR distribution over replicas, per stack (empirical CDF)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left")
+    ax.legend(loc="best")
     page.figure(fig, "Empirical CDF of the ETTR of each replica, one curve per stack, from %s. A curve further right "
                      "is better; the spread of a curve is the replica-to-replica variation of the same job under "
                      "different fault histories." % group.files)
@@ -812,8 +812,7 @@ def sweep_headline(sweep):
         return ""
     best = max(pts, key=lambda p: p["metrics"]["ettr"]["mean"])
     worst = min(pts, key=lambda p: p["metrics"]["ettr"]["mean"])
-    rows = ["<table><tr><th>%s</th><th>point</th><th>replicas</th><th>ETTR mean [95%% CI]</th></tr>"
-            % html.escape(sweep.name)]
+    rows = ["<table><tr><th></th><th>point</th><th>replicas</th><th>ETTR mean [95% CI]</th></tr>"]
     for what, p in (("highest ETTR", best), ("lowest ETTR", worst)):
         m = p["metrics"]["ettr"]
         rows.append("<tr><td>%s</td><td>%s</td><td>%d</td><td>%s [%s, %s]</td></tr>"
@@ -938,10 +937,10 @@ def tune_headline(tune):
     k = 100 if d.get("objective") == "ettr" else 1
     unit = "%" if k == 100 else ""
     b = d["best"]
-    text = ("<p>Tuning %s: best <code>%s</code> = <b>%s</b>, %s %.4g%s (95%% CI %.4g .. %.4g%s, %s replicas per value); "
+    text = ("<p>Best <code>%s</code> = <b>%s</b>: %s %.4g%s (95%% CI %.4g .. %.4g%s, %s replicas per value); "
             "values not distinguishable from it (paired): %s .. %s"
-            % (html.escape(tune.name), html.escape(d.get("param", "?")), fmt_value(b["value"]),
-               html.escape(d.get("objective", "?")), k * b["mean"], unit, k * b["ci95"][0], k * b["ci95"][1], unit,
+            % (html.escape(d.get("param", "?")), fmt_value(b["value"]),
+               "ETTR" if d.get("objective") == "ettr" else html.escape(d.get("objective", "?")), k * b["mean"], unit, k * b["ci95"][0], k * b["ci95"][1], unit,
                d.get("replicas", "?"), fmt_value(d.get("indistinguishable_range", ["?", "?"])[0]),
                fmt_value(d.get("indistinguishable_range", ["?", "?"])[1])))
     if isinstance(d.get("within"), dict):
@@ -1103,8 +1102,10 @@ def build_page(args, runs, compares, sweeps, tunes):
             page.h3("Run: %s" % runs[0].label)
             page.raw(headline_table(Group(runs[0].label, runs, runs[0], "", ""), with_diff=False))
     for s in sweeps:
+        page.h3("Sweep: %s (%d points)" % (s.name, len(s.points)))
         page.raw(sweep_headline(s))
     for t in tunes:
+        page.h3("Tuning: " + t.name)
         page.raw(tune_headline(t))
 
     for c in compares:

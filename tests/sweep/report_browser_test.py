@@ -7,8 +7,9 @@ one report of all four, and opens it in headless Chromium:
     shown smaller than it was drawn (text legible at 100% zoom), and no script error
     (neither in the page's own error counter nor as an "Uncaught" console line);
   - a screenshot of the top of the page is a real picture: not tiny, not one colour.
-The same checks are first run on a deliberately broken copy of the page (a script error,
-a figure that does not decode) and must flag it, so the test can fail.
+The page text must hold no template leftover (%s, %%, {name}). The same checks are first
+run on a deliberately broken copy of the page (a script error, a figure that does not
+decode, a stray %s) and must flag it, so the test can fail.
 
 Without Chromium the test is skipped (exit 77) on a developer machine and FAILS under CI
 (the CI environment variable set): .ci/install-deps installs the `chromium` package.
@@ -80,9 +81,17 @@ def page_problems(dom, log, expect_figures, sections):
     for line in log.splitlines():
         if "Uncaught" in line or ("CONSOLE" in line and ":ERROR:" in line):
             problems.append("console: " + line.strip()[:300])
+    if dom.count("<figcaption") != expect_figures:
+        problems.append("%d captions for %d figures" % (dom.count("<figcaption"), expect_figures))
     for s in sections:
         if s not in dom:
             problems.append("section missing: " + s)
+    # Template leftovers in what a reader sees (captions, tables, headings), e.g. an
+    # unsubstituted %s or a doubled %%.
+    visible = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", dom, flags=re.S)
+    visible = re.sub(r"<[^>]*>", " ", visible)
+    for leftover in re.findall(r"%%|%[sdrfg]|%\.\d+[fg]|\{[a-z_0-9]*\}", visible):
+        problems.append("template leftover %r in the page text" % leftover)
     imgs = re.findall(r'<img[^>]*src="([^"]*)"', dom)
     empty = [i for i, src in enumerate(imgs) if not re.match(r"data:image/png;base64,[A-Za-z0-9+/]{200}", src)]
     if empty:
@@ -161,11 +170,11 @@ def main():
     # The checks must catch a broken page: a script error and a figure that does not decode.
     broken = os.path.join(w, "broken.html")
     with open(broken, "w") as f:
-        f.write(text.replace("</body>", '<script>undefinedFunction();</script></body>')
+        f.write(text.replace("</body>", '<p>caption %s</p><script>undefinedFunction();</script></body>')
                 .replace('src="data:image/png;base64,', 'src="data:image/png;base64,AAAA', 1))
     caught = page_problems(*load_page(chromium, profile, broken), n_fig, sections)
     if not any("script error" in p for p in caught) or not any("did not decode" in p for p in caught) \
-            or not any("Uncaught" in p for p in caught):
+            or not any("Uncaught" in p for p in caught) or not any("template leftover" in p for p in caught):
         sys.exit("FAIL: the checks did not catch the broken page: %s" % caught)
 
     problems = page_problems(*load_page(chromium, profile, page), n_fig, sections)
