@@ -366,6 +366,24 @@ def headline_table(group, with_diff=True):
     return "\n".join(rows)
 
 
+def phase_table(run):
+    """Where the unproductive time of one run goes: hours per replica by phase, with CIs."""
+    bd, ci = run.result.get("breakdown_s", {}), run.result.get("breakdown_ci95_s", {})
+    horizon_h = run.horizon_days * 24.0
+    rows = ["<table><tr><th>phase</th><th>hours / replica [95% CI]</th><th>share of the job</th></tr>"]
+    for b in sorted(BUCKETS, key=lambda b: -float(bd.get(b, 0))):
+        v = float(bd.get(b, 0)) / 3600.0
+        if v <= 0:
+            continue
+        lohi = ci.get(b)
+        rows.append("<tr><td>%s (%s)</td><td>%.1f%s</td><td>%.2f%%</td></tr>"
+                    % (b, html.escape(BUCKET_HELP[b]), v,
+                       " [%.1f, %.1f]" % (lohi[0] / 3600.0, lohi[1] / 3600.0) if isinstance(lohi, list) else "",
+                       100 * v / horizon_h if horizon_h > 0 else 0))
+    rows.append("</table>")
+    return "\n".join(rows)
+
+
 def headline_sentence(group):
     best = max(group.runs, key=lambda r: r.result["ettr"]["mean"])
     base = group.baseline
@@ -1071,7 +1089,8 @@ def main():
 
 
 def build_page(args, runs, compares, sweeps, tunes):
-    names = [c.name for c in compares] + [r.label for r in runs] + [s.name for s in sweeps] + [t.name for t in tunes]
+    names = [c.name for c in compares] + ["%s (%s)" % (r.label, os.path.basename(os.path.normpath(r.path)))
+                                          for r in runs] + [s.name for s in sweeps] + [t.name for t in tunes]
     title = args.title or "faultline report: " + ", ".join(names)
     page = Page(title, args.png_dir or None)
     kinds = []
@@ -1099,8 +1118,11 @@ def build_page(args, runs, compares, sweeps, tunes):
                        'first directory (%s); the others are compared unpaired only.</span>'
                        % html.escape(runs[0].label))
         else:
-            page.h3("Run: %s" % runs[0].label)
-            page.raw(headline_table(Group(runs[0].label, runs, runs[0], "", ""), with_diff=False))
+            r0 = runs[0]
+            page.h3("Run: %s on %s (%s)" % (r0.label, r0.result.get("scenario", "?"),
+                                            os.path.basename(os.path.normpath(r0.path))))
+            page.raw(headline_table(Group(r0.label, runs, r0, "", ""), with_diff=False))
+            page.raw(phase_table(r0))
     for s in sweeps:
         page.h3("Sweep: %s (%d points)" % (s.name, len(s.points)))
         page.raw(sweep_headline(s))
@@ -1116,7 +1138,7 @@ def build_page(args, runs, compares, sweeps, tunes):
         group_figures(page, run_group)
     overlay = []
     for r in runs:
-        page.h2("Run: " + r.label)
+        page.h2("Run: %s (%s)" % (r.label, os.path.basename(os.path.normpath(r.path))))
         ov = timeline_figure(page, r, args.replica)
         if ov:
             overlay.append(ov)
