@@ -276,10 +276,18 @@ class Page:
         import matplotlib.pyplot as plt
         titles = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) else []
         titles += [ax.get_title() for ax in fig.axes if ax.get_title()]
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+        # Shown 1:1, so never wider than the page: a figure whose labels or legend push it
+        # past PAGE_PX gets a narrower plot area (the text keeps its size).
+        for _ in range(4):
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+            data = buf.getvalue()
+            width = int.from_bytes(data[16:20], "big")  # PNG IHDR
+            if width <= PAGE_PX:
+                break
+            w, h = fig.get_size_inches()
+            fig.set_size_inches(max(2.0, w - (width - PAGE_PX + 8) / DPI), h)
         plt.close(fig)
-        data = buf.getvalue()
         self.count += 1
         if self.png_dir:
             os.makedirs(self.png_dir, exist_ok=True)
@@ -1068,6 +1076,9 @@ def main():
             except (KeyError, TypeError, AttributeError) as e:
                 raise InputError("%s: %s directory with an unexpected layout (%s: %s)"
                                  % (d, kind, type(e).__name__, e))
+        if len({r.result.get("scenario") for r in runs}) > 1:
+            for r in runs:
+                r.label = "%s · %s" % (r.label, r.result.get("scenario", "?"))
         labels = [r.label for r in runs]
         for r in runs:
             if labels.count(r.label) > 1:
