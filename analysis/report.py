@@ -12,6 +12,8 @@ recognised by its files:
 Figures are drawn with matplotlib (Debian: python3-matplotlib) and embedded as base64 PNG,
 at a size the page shows without scaling them down (text stays at least 11 pt).
 
+FAULTLINE_REPORT_DEBUG=1 shows the Python traceback behind a "cannot draw" error.
+
 Exit codes: 0 written, 1 failure (missing matplotlib, unreadable input), 2 bad arguments
 (a directory of none of the kinds above).
 """

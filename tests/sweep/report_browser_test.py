@@ -148,7 +148,9 @@ def main():
     d = {k: os.path.join(w, k) for k in ("run", "compare", "sweep", "tune")}
     run([fl, "sim", "run", dense, "--replicas", "4", "--jobs", "2", "--quiet", "--out", d["run"], "--timeline",
          "--incidents", "--decisions"], "sim run")
-    run([fl, "sim", "compare", dense, "--stacks", "byterobust,requeue,reschedule", "--baseline", "byterobust",
+    # A long stack name (NAME+PARAM=VALUE) must not push a figure wider than the page.
+    run([fl, "sim", "compare", dense, "--stacks", "byterobust,requeue,reschedule,byterobust+localization=bisection",
+         "--baseline", "byterobust",
          "--replicas", "4", "--jobs", "2", "--quiet", "--out", d["compare"]], "sim compare")
     run([fl, "sim", "sweep", daly, "--replicas", "4", "--jobs", "2", "--quiet", "--out", d["sweep"], "--set",
          "job.horizon_days=10", "--grid", "policy.params.checkpoint_interval_s=1200,2400", "--grid",
