@@ -287,7 +287,9 @@ TEST(SimRun, IncidentsNameDecisionsMachinesAndTheirResolution) {
     EXPECT_NEAR(by_resolution[k], v.get<double>() * replicas, 1e-9) << k;
   for (const auto& [k, n] : by_resolution) {
     const bool mechanism = k != "none" && k != "ended_while_running" && k != "open_at_horizon";
-    if (mechanism) EXPECT_TRUE(result["resolved_by_per_replica"].contains(k)) << k << ": " << n;
+    if (mechanism) {
+      EXPECT_TRUE(result["resolved_by_per_replica"].contains(k)) << k << ": " << n;
+    }
   }
   std::filesystem::remove_all(dir);
 }
