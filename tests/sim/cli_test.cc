@@ -268,9 +268,10 @@ TEST(SimRun, IncidentsNameDecisionsMachinesAndTheirResolution) {
     with_evictions += !evicted.empty();
     // Resolved by evicting: the incident's own machines are among those evicted (the join
     // of an incident to its decisions by machine id; a slot id fails it once replaced).
-    if (res.find("eviction") != std::string::npos || res == "replay")
+    if (res.find("eviction") != std::string::npos || res == "replay") {
       for (int m : machines)
         EXPECT_NE(std::find(evicted.begin(), evicted.end(), m), evicted.end()) << m << ": " << line;
+    }
     for (int m : evicted) {
       bool found = false;
       for (const auto& [t, ms] : evictions[rep])
