@@ -110,6 +110,7 @@ const std::map<std::string, Doc>& docs() {
     {"faults.trace.mapping", {"", "Category mapping table (trace event → fault category); \"\" = one category per class."}},
     {"faults.trace.mode", {"", "replay: trace node i's history on job slot i; bootstrap: each machine draws a trace node's history at random."}},
     {"faults.trace.node_order", {"", "replay only: which trace node goes to which slot."}},
+    {"faults.trace.extra_slots", {"", "replay only, when the trace has fewer nodes than `cluster.machines`: bootstrap = each extra slot draws a trace node's history at a random phase (its own stream); fault_free = the extra slots get no trace faults (said in the result's `trace_mapping`).", "none: replay onto more machines than trace nodes is refused without it"}},
     {"faults.trace.time_scale", {"ratio", "Simulated seconds per trace second."}},
     {"faults.trace.start_day", {"days", "replay only: the trace day that becomes simulated time zero."}},
     {"faults.trace.fleet_nodes", {"count", "Nodes of the traced fleet (rates are per node of it).", "the trace's declared fleet, else its distinct nodes"}},

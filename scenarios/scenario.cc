@@ -666,7 +666,7 @@ std::vector<FieldInfo> scenario_fields(const Registry& registry) {
       {"policy", {{"stack", registry.names().empty() ? std::string() : registry.names().front()}}}};
   json traced = full;
   traced["faults"] = {{"trace", {{"file", "/nonexistent/trace.csv"}, {"mode", "replay"}, {"node_order", "in_order"},
-                                 {"start_day", 0}}}};
+                                 {"start_day", 0}, {"extra_slots", "bootstrap"}}}};
   std::vector<FieldInfo> fields;
   g_fields = &fields;
   for (const json* doc : {&full, static_cast<const json*>(&traced)}) {
