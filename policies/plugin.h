@@ -24,8 +24,9 @@
 
 // 2: the EndRun action and MetricAnomaly::step. 3: ProcessExit::step, StartFailed::step.
 // 4: StackSignatures stored sparsely (fill_id, others).
+// 5: World::keeps_notes; ClusterView shares its topology between copies.
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 4
+#define FAULTLINE_PLUGIN_ABI 5
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

@@ -64,7 +64,7 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     const ClusterSpec spec = config_.cluster_spec();
     traces::EventLogHeader h;
     h.stack = config_.stack;
-    h.params = config_.params.values();
+    h.params = {config_.params.values().begin(), config_.params.values().end()};
     h.seed = config_.seed;
     h.machines = spec.machines;
     h.gpus_per_machine = spec.gpus_per_machine;

@@ -1,7 +1,6 @@
 #include "policies/api/cluster_view.h"
 
 #include <algorithm>
-#include <set>
 
 namespace faultline {
 
@@ -13,38 +12,40 @@ ClusterView::ClusterView(const ClusterSpec& spec) : spec_(spec) {
     health_.push_back(Health::kHealthy);
   }
   for (int i = 0; i < spec_.standby_machines; ++i) standby_.push_back(add_machine());
-  build_graph();
+  topo_ = build_topology(spec_, racks());
 }
 
-void ClusterView::build_graph() {
-  const double lat = spec_.link_latency_us * 1e-6;
-  const int n_racks = racks();
-  const int n_pods = (n_racks + spec_.racks_per_pod - 1) / spec_.racks_per_pod;
+std::shared_ptr<const ClusterView::Topology> ClusterView::build_topology(const ClusterSpec& spec, int n_racks) {
+  auto topo = std::make_shared<Topology>();
+  TopologyGraph& g = topo->graph;
+  const double lat = spec.link_latency_us * 1e-6;
+  const int n_pods = (n_racks + spec.racks_per_pod - 1) / spec.racks_per_pod;
   std::vector<TopoVertex> spines, leaves, tors;
-  for (int i = 0; i < spec_.spines; ++i) spines.push_back(boost::add_vertex({NodeKind::kSpine, i}, graph_));
+  for (int i = 0; i < spec.spines; ++i) spines.push_back(boost::add_vertex({NodeKind::kSpine, i}, g));
   for (int p = 0; p < n_pods; ++p) {
-    leaves.push_back(boost::add_vertex({NodeKind::kLeaf, p}, graph_));
+    leaves.push_back(boost::add_vertex({NodeKind::kLeaf, p}, g));
     for (auto sp : spines)
       boost::add_edge(leaves.back(), sp,
-                      {spec_.leaf_uplink_gbps * 1e9 / 8 / spec_.spines, lat}, graph_);
+                      {spec.leaf_uplink_gbps * 1e9 / 8 / spec.spines, lat}, g);
   }
   for (int r = 0; r < n_racks; ++r) {
-    tors.push_back(boost::add_vertex({NodeKind::kTor, r}, graph_));
-    boost::add_edge(tors.back(), leaves[r / spec_.racks_per_pod],
-                    {spec_.tor_uplink_gbps * 1e9 / 8, lat}, graph_);
+    tors.push_back(boost::add_vertex({NodeKind::kTor, r}, g));
+    boost::add_edge(tors.back(), leaves[r / spec.racks_per_pod],
+                    {spec.tor_uplink_gbps * 1e9 / 8, lat}, g);
   }
-  for (int m = 0; m < spec_.machines; ++m) {
-    machine_vertex_.push_back(boost::add_vertex({NodeKind::kMachine, m}, graph_));
-    boost::add_edge(machine_vertex_.back(), tors[m / spec_.rack_size],
-                    {spec_.nic_gbps * 1e9 / 8, lat}, graph_);
+  for (int m = 0; m < spec.machines; ++m) {
+    topo->machine_vertex.push_back(boost::add_vertex({NodeKind::kMachine, m}, g));
+    boost::add_edge(topo->machine_vertex.back(), tors[m / spec.rack_size],
+                    {spec.nic_gbps * 1e9 / 8, lat}, g);
   }
-  for (int i = 0; i < spec_.storage_hosts; ++i) {
-    auto v = boost::add_vertex({NodeKind::kStorage, i}, graph_);
-    boost::add_edge(v, spines[i % spines.size()], {spec_.storage_gbps * 1e9 / 8, lat}, graph_);
+  for (int i = 0; i < spec.storage_hosts; ++i) {
+    auto v = boost::add_vertex({NodeKind::kStorage, i}, g);
+    boost::add_edge(v, spines[i % spines.size()], {spec.storage_gbps * 1e9 / 8, lat}, g);
   }
+  return topo;
 }
 
-TopoVertex ClusterView::machine_vertex(MachineId m) const { return machine_vertex_.at(m); }
+TopoVertex ClusterView::machine_vertex(MachineId m) const { return topo_->machine_vertex.at(m); }
 
 std::vector<SlotId> ClusterView::rack_slots(int rack) const {
   std::vector<SlotId> out;
@@ -60,20 +61,29 @@ struct RankCoord {
 RankCoord coord(std::int64_t rank, const ClusterSpec& c) {
   return {rank % c.tp, (rank / c.tp) % c.pp, rank / (static_cast<std::int64_t>(c.tp) * c.pp)};
 }
+
+// Ascending, without duplicates (what a std::set gave, without a node per slot).
+std::vector<SlotId> sorted_unique(std::vector<SlotId> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
 }  // namespace
 
 std::vector<SlotId> ClusterView::pp_group_slots(int g) const {
-  std::set<SlotId> out;
+  std::vector<SlotId> out;
+  out.reserve(spec_.pp);
   const std::int64_t per = static_cast<std::int64_t>(spec_.tp) * spec_.pp;
-  for (std::int64_t r = g * per; r < (g + 1) * per; r += spec_.tp) out.insert(slot_of_rank(r));
-  return {out.begin(), out.end()};
+  for (std::int64_t r = g * per; r < (g + 1) * per; r += spec_.tp) out.push_back(slot_of_rank(r));
+  return sorted_unique(std::move(out));
 }
 
 std::vector<SlotId> ClusterView::dp_group_slots(int stage) const {
-  std::set<SlotId> out;
+  std::vector<SlotId> out;
+  out.reserve(spec_.dp);
   const std::int64_t per = static_cast<std::int64_t>(spec_.tp) * spec_.pp;
-  for (int d = 0; d < spec_.dp; ++d) out.insert(slot_of_rank(d * per + stage * spec_.tp));
-  return {out.begin(), out.end()};
+  for (int d = 0; d < spec_.dp; ++d) out.push_back(slot_of_rank(d * per + stage * spec_.tp));
+  return sorted_unique(std::move(out));
 }
 
 int ClusterView::pp_group_index(SlotId s) const {
@@ -81,25 +91,32 @@ int ClusterView::pp_group_index(SlotId s) const {
 }
 
 std::vector<SlotId> ClusterView::pp_group(SlotId s) const {
-  std::set<SlotId> out;
-  std::set<std::int64_t> seen;
+  std::vector<SlotId> out;
+  if (spec_.tp == spec_.gpus_per_machine) {  // one rank per stage per machine: PP consecutive slots
+    out.resize(static_cast<std::size_t>(spec_.pp));
+    for (int k = 0; k < spec_.pp; ++k) out[k] = s / spec_.pp * spec_.pp + k;
+    return out;
+  }
+  std::int64_t last = -1;  // replica index grows with the GPU index inside a machine
   for (int g = 0; g < spec_.gpus_per_machine; g += spec_.tp) {
     auto c = coord(static_cast<std::int64_t>(s) * spec_.gpus_per_machine + g, spec_);
-    if (!seen.insert(c.d).second) continue;
-    for (SlotId x : pp_group_slots(static_cast<int>(c.d))) out.insert(x);
+    if (c.d == last) continue;
+    last = c.d;
+    for (SlotId x : pp_group_slots(static_cast<int>(c.d))) out.push_back(x);
   }
-  return {out.begin(), out.end()};
+  return sorted_unique(std::move(out));
 }
 
 std::vector<SlotId> ClusterView::dp_group(SlotId s) const {
-  std::set<SlotId> out;
-  std::set<std::int64_t> seen;
+  std::vector<SlotId> out;
+  std::vector<std::int64_t> stages;
   for (int g = 0; g < spec_.gpus_per_machine; g += spec_.tp) {
     auto c = coord(static_cast<std::int64_t>(s) * spec_.gpus_per_machine + g, spec_);
-    if (!seen.insert(c.p).second) continue;
-    for (SlotId x : dp_group_slots(static_cast<int>(c.p))) out.insert(x);
+    if (std::find(stages.begin(), stages.end(), c.p) != stages.end()) continue;
+    stages.push_back(c.p);
+    for (SlotId x : dp_group_slots(static_cast<int>(c.p))) out.push_back(x);
   }
-  return {out.begin(), out.end()};
+  return sorted_unique(std::move(out));
 }
 
 MachineId ClusterView::add_machine() {

@@ -15,6 +15,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,7 @@ class ClusterView {
   int machine_count() const { return static_cast<int>(slot_of_.size()); }
 
   // --- topology -----------------------------------------------------------------
-  const TopologyGraph& graph() const { return graph_; }
+  const TopologyGraph& graph() const { return topo_->graph; }
   TopoVertex machine_vertex(MachineId m) const;  // requires m < initial machines
   int rack_of_slot(SlotId s) const { return s / spec_.rack_size; }
   int racks() const { return (spec_.machines + spec_.rack_size - 1) / spec_.rack_size; }
@@ -113,10 +114,15 @@ class ClusterView {
   bool take_standby(MachineId m);
 
  private:
-  void build_graph();
+  // The topology never changes after construction: copies of a view (one per
+  // simulated replica) share it.
+  struct Topology {
+    TopologyGraph graph;
+    std::vector<TopoVertex> machine_vertex;
+  };
+  static std::shared_ptr<const Topology> build_topology(const ClusterSpec& spec, int racks);
   ClusterSpec spec_;
-  TopologyGraph graph_;
-  std::vector<TopoVertex> machine_vertex_;
+  std::shared_ptr<const Topology> topo_;
   std::vector<MachineId> machine_of_slot_;
   int empty_slots_ = 0;
   std::vector<SlotId> slot_of_;

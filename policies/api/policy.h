@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "policies/api/event.h"
@@ -65,12 +66,13 @@ class Params {
   static std::optional<std::string> resolve(const std::vector<ParamSpec>& specs,
                                             const std::map<std::string, double>& overrides,
                                             Params* out);
-  // Requires `name` to be declared.
-  double get(const std::string& name) const;
-  const std::map<std::string, double>& values() const { return values_; }
+  // Requires `name` to be declared. (A string_view: policies ask by literal on hot paths,
+  // and the map compares without building a std::string.)
+  double get(std::string_view name) const;
+  const std::map<std::string, double, std::less<>>& values() const { return values_; }
 
  private:
-  std::map<std::string, double> values_;
+  std::map<std::string, double, std::less<>> values_;
 };
 
 class Policy {

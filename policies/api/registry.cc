@@ -51,9 +51,9 @@ std::optional<std::string> Params::resolve(const std::vector<ParamSpec>& specs,
   return std::nullopt;
 }
 
-double Params::get(const std::string& name) const {
+double Params::get(std::string_view name) const {
   auto it = values_.find(name);
-  if (it == values_.end()) throw std::logic_error("undeclared policy parameter: " + name);
+  if (it == values_.end()) throw std::logic_error("undeclared policy parameter: " + std::string(name));
   return it->second;
 }
 

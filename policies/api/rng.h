@@ -15,12 +15,23 @@ namespace faultline {
 class Rng {
  public:
   // Seeds from a list of keys (e.g. scenario seed, replica index, stream id).
-  explicit Rng(std::initializer_list<std::uint64_t> keys) {
-    std::uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (std::uint64_t k : keys) h = splitmix(h ^ splitmix(k + 0x632BE59BD9B4E019ull));
-    for (auto& s : s_) s = splitmix(h);
-  }
+  explicit Rng(std::initializer_list<std::uint64_t> keys) : Rng(Prefix{}, keys) {}
   explicit Rng(std::uint64_t seed = 1) : Rng({seed}) {}
+
+  // The keys absorbed so far: Rng(prefix({a, b}), {c}) is the stream of Rng({a, b, c}).
+  // For draws in a loop whose leading keys stay the same (one stream per machine).
+  struct Prefix {
+    std::uint64_t h = 0x9E3779B97F4A7C15ull;
+  };
+  static Prefix prefix(std::initializer_list<std::uint64_t> keys) {
+    Prefix p;
+    for (std::uint64_t k : keys) p.h = absorb(p.h, k);
+    return p;
+  }
+  Rng(Prefix p, std::initializer_list<std::uint64_t> keys) {
+    for (std::uint64_t k : keys) p.h = absorb(p.h, k);
+    for (auto& s : s_) s = splitmix(p.h);
+  }
 
   std::uint64_t next_u64() {
     const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
@@ -67,6 +78,7 @@ class Rng {
 
  private:
   static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  static std::uint64_t absorb(std::uint64_t h, std::uint64_t k) { return splitmix(h ^ splitmix(k + 0x632BE59BD9B4E019ull)); }
   static std::uint64_t splitmix(std::uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;

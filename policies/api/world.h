@@ -38,6 +38,9 @@ class World {
   virtual Rng& rng() = 0;
   // Appends a line to the decision log.
   virtual void note(std::string_view reason) = 0;
+  // Whether note() keeps its line: false when no decision log is being written, so a
+  // policy may skip formatting text nobody reads (the simulator's default runs).
+  virtual bool keeps_notes() const { return true; }
 };
 
 }  // namespace faultline

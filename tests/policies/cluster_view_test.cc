@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "policies/api/rng.h"
 
 namespace faultline {
@@ -95,6 +97,43 @@ TEST(ClusterView, EmptySlotCountFollowsEveryPlaceAndVacate) {
     if (rng.uniform() < 0.4) v.vacate(s);
     else v.place(static_cast<MachineId>(rng.below(static_cast<std::uint64_t>(v.machine_count()))), s);  // may move a placed one
     ASSERT_EQ(v.empty_slot_count(), scan()) << "step " << step;
+  }
+}
+
+// The group queries against their definition from ranks (rank = t + TP*(p + PP*d), GPUs
+// per machine consecutive ranks per slot), for layouts with TP equal to, below and above
+// the GPUs per machine: the fast paths and the general one must agree with it.
+TEST(ClusterView, GroupsMatchTheirDefinitionFromRanks) {
+  struct Layout {
+    int machines, gpm, tp, pp, dp;
+  };
+  for (const Layout l : {Layout{24, 8, 8, 4, 6}, Layout{16, 2, 2, 4, 4}, Layout{12, 8, 4, 2, 12},
+                         Layout{16, 4, 1, 8, 8}, Layout{12, 8, 2, 3, 16}, Layout{8, 8, 8, 1, 8}}) {
+    ClusterSpec c;
+    c.machines = l.machines;
+    c.gpus_per_machine = l.gpm;
+    c.tp = l.tp;
+    c.pp = l.pp;
+    c.dp = l.dp;
+    ASSERT_EQ(static_cast<long>(l.tp) * l.pp * l.dp, static_cast<long>(l.machines) * l.gpm);
+    ClusterView v(c);
+    const long ranks = static_cast<long>(l.machines) * l.gpm;
+    for (SlotId s = 0; s < l.machines; ++s) {
+      std::set<long> ds, ps;
+      for (long r = s * l.gpm; r < (s + 1) * l.gpm; ++r) {
+        ps.insert((r / l.tp) % l.pp);
+        ds.insert(r / (static_cast<long>(l.tp) * l.pp));
+      }
+      std::set<SlotId> pp_want, dp_want;
+      for (long r = 0; r < ranks; ++r) {
+        if (ds.count(r / (static_cast<long>(l.tp) * l.pp))) pp_want.insert(static_cast<SlotId>(r / l.gpm));
+        if (ps.count((r / l.tp) % l.pp)) dp_want.insert(static_cast<SlotId>(r / l.gpm));
+      }
+      EXPECT_EQ(v.pp_group(s), std::vector<SlotId>(pp_want.begin(), pp_want.end()))
+          << "slot " << s << " of layout tp=" << l.tp << " gpm=" << l.gpm;
+      EXPECT_EQ(v.dp_group(s), std::vector<SlotId>(dp_want.begin(), dp_want.end()))
+          << "slot " << s << " of layout tp=" << l.tp << " gpm=" << l.gpm;
+    }
   }
 }
 
