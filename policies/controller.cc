@@ -122,9 +122,11 @@ class ByteRobust final : public Policy {
     return out;
   }
   MachineSet all_machines(World& w) {
+    const ClusterView& c = w.cluster();
     MachineSet out;
-    for (SlotId s = 0; s < w.cluster().slots(); ++s)
-      if (w.cluster().machine_in(s) != kNoMachine) out.push_back(w.cluster().machine_in(s));
+    out.reserve(c.slots() - c.empty_slot_count());
+    for (SlotId s = 0; s < c.slots(); ++s)
+      if (c.machine_in(s) != kNoMachine) out.push_back(c.machine_in(s));
     return out;
   }
   bool busy() const { return state_ != State::kRunning; }
@@ -348,7 +350,7 @@ class ByteRobust final : public Policy {
     if (f) found(*f, w);
   }
   void found(const Finding& f, World& w) {
-    w.note("detected: " + describe(f));
+    if (w.keeps_notes()) w.note("detected: " + describe(f));
     std::visit([&](const auto& x) { handle(x, w); }, f);
   }
   // One timer at the detector's next check time.

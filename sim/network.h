@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "policies/api/cluster_view.h"
@@ -121,7 +122,12 @@ class FlowNet {
 
  private:
   Platform& platform_;
-  std::map<Key, std::int64_t> cache_;
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const { return static_cast<std::size_t>(k.h1); }  // already a hash
+  };
+  // Never iterated: lookups only, so a hash table (a tree walk of cache misses grew with
+  // the memo at 20k machines).
+  std::unordered_map<Key, std::int64_t, KeyHash> cache_;
   struct Running;
   std::map<BatchId, std::shared_ptr<Running>> running_;
   BatchId next_id_ = 0;

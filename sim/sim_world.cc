@@ -62,6 +62,13 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
   horizon_ = Duration::days(sc.job.horizon_days).ns;
   fresh_.assign(view_.slots(), false);  // the first start loads initial weights, not a checkpoint
   for (const auto& c : sc.faults) thin_.push_back(thin_factor(sc, c));
+  const std::size_t expect = static_cast<std::size_t>(view_.machine_count()) * 5 / 4 + 16;  // replacements come later
+  for (auto* v : {&broken_}) v->reserve(expect);
+  bad_.reserve(expect);
+  for (auto* v : {&evidence_, &fp_failed_}) v->reserve(expect);
+  tests_of_.reserve(expect);
+  failures_.reserve(expect);
+  repairs_of_.reserve(expect);
   for (MachineId m = 0; m < view_.machine_count(); ++m) track_machine(m, true);
   spares_left_ = sc.repair.spare_machines >= 0 ? sc.repair.spare_machines
                                                : static_cast<int>(std::lround(0.048 * sc.cluster.machines));
@@ -75,7 +82,19 @@ SimWorld::~SimWorld() { *alive_ = false; }
 
 // ---------------------------------------------------------------- queue and clock
 
-void SimWorld::push(std::int64_t at, Payload p) { queue_.push(Item{at, seq_++, std::move(p)}); }
+void SimWorld::push(std::int64_t at, Payload p) {
+  std::uint32_t slot;
+  if (free_.empty()) {
+    slot = static_cast<std::uint32_t>(payloads_.size());
+    payloads_.push_back(std::move(p));
+  } else {
+    slot = free_.back();
+    free_.pop_back();
+    payloads_[slot] = std::move(p);
+  }
+  heap_.push_back(Key{at, seq_++, slot});
+  std::push_heap(heap_.begin(), heap_.end(), Later{});
+}
 
 void SimWorld::deliver_at(std::int64_t at, Event e, bool epoch_bound) {
   push(at, Deliver{std::move(e), epoch_bound ? epoch_ : -1});
@@ -116,7 +135,7 @@ ReplicaResult SimWorld::run() {
   if (pool_target_ < 0) pool_target_ = sc_.cluster.standby_machines;
   policy_->start(*this);
   while (true) {
-    const std::int64_t t_queue = queue_.empty() ? kNever : queue_.top().at;
+    const std::int64_t t_queue = heap_.empty() ? kNever : heap_.front().at;
     const std::int64_t t_fault = faults_.peek_time();
     const std::int64_t t_next = std::min({t_queue, t_fault, horizon_});
     if (real_in_flight_ > 0 && t_next > now_) {
@@ -137,8 +156,11 @@ ReplicaResult SimWorld::run() {
       inject(faults_.next());
       continue;
     }
-    Item item = queue_.top();
-    queue_.pop();
+    std::pop_heap(heap_.begin(), heap_.end(), Later{});
+    const Key key = heap_.back();
+    heap_.pop_back();
+    Item item{key.at, key.seq, std::move(payloads_[key.slot])};
+    free_.push_back(key.slot);
     // A policy that keeps acting without time passing would never end; stop it loudly.
     same_instant_ = item.at == now_ ? same_instant_ + 1 : 0;
     if (same_instant_ > 100000)
@@ -485,17 +507,27 @@ void SimWorld::on_join(MachineId m) {
   apply_symptom(fault_log_.back(), false);
 }
 
+namespace {
+constexpr std::uint8_t kUndrawn = 2;
+}
+
 void SimWorld::track_machine(MachineId m, bool may_be_bad) {
   broken_.push_back(0);
   // Whether a machine is bad is drawn from its own stream: the job's first machines are
   // the same in every stack.
-  bad_.push_back(may_be_bad && sc_.repair.bad_fraction > 0 &&
-                 Rng({sc_.seed, replica_, 0xBADull, static_cast<std::uint64_t>(m)}).bernoulli(sc_.repair.bad_fraction));
+  bad_.push_back(may_be_bad && sc_.repair.bad_fraction > 0 ? kUndrawn : 0);
   evidence_.push_back(false);
   fp_failed_.push_back(false);
   tests_of_.push_back({});
   failures_.push_back(0);
   repairs_of_.push_back(0);
+}
+
+bool SimWorld::is_bad(MachineId m) {
+  if (m < 0 || m >= static_cast<MachineId>(bad_.size())) return false;
+  if (bad_[m] == kUndrawn)
+    bad_[m] = Rng({sc_.seed, replica_, 0xBADull, static_cast<std::uint64_t>(m)}).bernoulli(sc_.repair.bad_fraction);
+  return bad_[m] == 1;
 }
 
 MachineId SimWorld::new_machine(bool may_be_bad) {
@@ -1231,6 +1263,7 @@ void SimWorld::deliver_probe(ActionId id) {
   const std::string test = probe_key(p.test);
   const double fp = scenarios::false_positive(sc_.diagnosis, test);
   ProbeResult r{id, p.test, {}, false};
+  const Rng::Prefix fp_stream = Rng::prefix({sc_.seed, replica_, 0xF9ull});
   for (MachineId m : p.machines) {
     if (m < 0 || m >= view_.machine_count()) continue;
     bool fails;
@@ -1239,9 +1272,8 @@ void SimWorld::deliver_probe(ActionId id) {
       Fault& f = fault_log_[broken_[m] - 1];
       fails = fault_rng(f, kProbe0 + kind).bernoulli(scenarios::default_recall(sc_.faults[f.category], test));
     } else {
-      fails = fp > 0 && Rng({sc_.seed, replica_, 0xF9ull, static_cast<std::uint64_t>(m),
-                             static_cast<std::uint64_t>(kind), n})
-                            .bernoulli(fp);
+      fails = fp > 0 &&
+              Rng(fp_stream, {static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(kind), n}).bernoulli(fp);
       if (fails) {
         fp_failed_[m] = true;
         ++result_.false_failures;

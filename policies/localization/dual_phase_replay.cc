@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <memory>
 
 #include "policies/localization/localization.h"
 #include "policies/localization/localizers.h"
@@ -7,10 +8,12 @@ namespace faultline::policies {
 
 std::vector<MachineSet> machines_of_groups(const ClusterView& view, const std::vector<std::vector<SlotId>>& groups) {
   std::vector<MachineSet> out;
+  out.reserve(groups.size());
   for (const auto& g : groups) {
     MachineSet set;
+    set.reserve(g.size());
     for (SlotId s : g) set.push_back(view.machine_in(s));
-    out.push_back(set);
+    out.push_back(std::move(set));
   }
   return out;
 }
@@ -23,9 +26,9 @@ class DualPhaseReplay final : public Localizer {
 
   LocalizationStep begin(const std::string& why, const ClusterView& view) override {
     const auto& spec = view.spec();
-    plan_ = dual_phase_plan(spec.pp, spec.dp, choose_replay_k(spec.pp, spec.dp));
+    if (!plan_) plan_ = shared_plan(spec.pp, spec.dp);  // the layout is fixed
     phase_ = 1;
-    return LocalizationTest{RunReplay{machines_of_groups(view, plan_.horizontal), why}};
+    return LocalizationTest{RunReplay{machines_of_groups(view, plan_->horizontal), why}};
   }
 
   LocalizationStep answer(const Event& outcome, const ClusterView& view) override {
@@ -40,7 +43,7 @@ class DualPhaseReplay final : public Localizer {
     if (phase_ == 1) {
       horizontal_failing_ = failing;
       phase_ = 2;
-      return LocalizationTest{RunReplay{machines_of_groups(view, plan_.vertical), "replay phase 2 (vertical)"}};
+      return LocalizationTest{RunReplay{machines_of_groups(view, plan_->vertical), "replay phase 2 (vertical)"}};
     }
     // Usually one machine is faulty and the two failing groups meet in it (Alg. 1). With
     // two faulty machines each phase has two failing groups: evict every intersection
@@ -49,7 +52,7 @@ class DualPhaseReplay final : public Localizer {
     std::vector<SlotId> hits;
     for (int h : horizontal_failing_)
       for (int v : failing)
-        if (auto hit = replay_locate(plan_, h, v)) hits.push_back(*hit);
+        if (auto hit = replay_locate(*plan_, h, v)) hits.push_back(*hit);
     if (hits.empty()) return Located{{}, false, Mechanism::kReplay, "replay groups do not intersect"};
     std::sort(hits.begin(), hits.end());
     std::string where;
@@ -58,7 +61,19 @@ class DualPhaseReplay final : public Localizer {
   }
 
  private:
-  ReplayPlan plan_;
+  // Every replica of a simulation (and every round) replays the same layout: the plan is
+  // built once per thread and shared.
+  static std::shared_ptr<const ReplayPlan> shared_plan(int pp, int dp) {
+    thread_local std::shared_ptr<const ReplayPlan> last;
+    thread_local int last_pp = 0, last_dp = 0;
+    if (!last || last_pp != pp || last_dp != dp) {
+      last = std::make_shared<const ReplayPlan>(dual_phase_plan(pp, dp, choose_replay_k(pp, dp)));
+      last_pp = pp;
+      last_dp = dp;
+    }
+    return last;
+  }
+  std::shared_ptr<const ReplayPlan> plan_;
   int phase_ = 0;
   std::vector<int> horizontal_failing_;
 };

@@ -69,6 +69,8 @@ ReplayPlan dual_phase_plan_mn(int m, int n) {
   const int total = m * n;
   p.horizontal.assign(total / m, {});
   p.vertical.assign(n, {});
+  for (auto& h : p.horizontal) h.reserve(m);
+  for (auto& v : p.vertical) v.reserve(total / n);
   for (SlotId x = 0; x < total; ++x) {
     p.horizontal[x / m].push_back(x);
     p.vertical[x % n].push_back(x);
