@@ -37,6 +37,7 @@ std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   j["m"] = r.resolved_by;
   j["x"] = r.standby_exhaustions;
   j["f"] = r.remote_fallbacks;
+  j["u"] = r.cpu_s;
   return json::to_msgpack(j);
 }
 
@@ -68,6 +69,7 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
   r.resolved_by = j["m"].get<std::vector<std::int64_t>>();
   r.standby_exhaustions = j["x"];
   r.remote_fallbacks = j["f"];
+  r.cpu_s = j["u"];
   return r;
 }
 

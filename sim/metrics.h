@@ -90,6 +90,10 @@ struct ReplicaResult {
   std::vector<TimelinePoint> timeline;
   std::vector<IncidentRecord> incidents;
   std::vector<std::string> decisions;  // only with --decisions
+  // CPU seconds the replica took in the process that ran it (its thread's clock, SimGrid
+  // included). A measurement, not a result: it varies run to run and is written only to
+  // `sim run --replica-cpu`, never to result.json or replicas.csv.
+  double cpu_s = 0;
 };
 
 // msgpack round trip for the fork pipe (exact doubles).

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <simgrid/s4u.hpp>
 
 #include "sim/fork_pool.h"
@@ -31,13 +32,23 @@ bool ReplicaRunner::unchanged_since_mark() const {
          flows_->in_flight() == 0;
 }
 
+namespace {
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+}  // namespace
+
 ReplicaResult ReplicaRunner::run(std::uint64_t replica, const RunOptions& opt) {
   ReplicaResult out;
+  const double cpu0 = thread_cpu_s();
   sg4::Actor::create("replica", platform_->control_host(), [&]() {
     SimWorld world(sc_, *view_, *platform_, *flows_, registry_, replica, opt);
     out = world.run();
   });
   platform_->engine().run();
+  out.cpu_s = thread_cpu_s() - cpu0;
   return out;
 }
 

@@ -94,6 +94,10 @@ options:
   --replicas-from FILE
                       the same, the replica numbers taken from FILE: the first field of each
                       line (a replicas.csv, or one number per line; a header line is skipped)
+  --replica-cpu FILE  write each replica's CPU time in the process that ran it (CSV:
+                      replica,cpu_ms; fork and result transfer excluded) into FILE: for
+                      finding slow replicas and for tests/bench/scaling.sh. A measurement,
+                      not a result: it varies from run to run
   --quiet             no progress bar
   --allow-unused      run even if a policy parameter is set that the stack does not read
                       (with its module choices); refused otherwise, naming when it is read
@@ -143,6 +147,7 @@ int sim_run(const std::vector<std::string>& args) {
   faultline::cli::SimFlags f;
   sim::RunOptions opt;
   std::vector<std::uint64_t> which;  // --replica / --replicas-from; empty: all
+  std::string cpu_file;              // --replica-cpu
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (const int r = faultline::cli::sim_flag(args, i, f, {"table", "json"})) {
@@ -166,6 +171,9 @@ int sim_run(const std::vector<std::string>& args) {
     } else if (a == "--replica") {
       if (i + 1 >= args.size() || !add_replica_numbers(args[++i], which))
         return usage_error("--replica: expected K[,K...], replica numbers >= 0");
+    } else if (a == "--replica-cpu") {
+      if (i + 1 >= args.size() || args[i + 1].empty()) return usage_error("--replica-cpu: expected a file");
+      cpu_file = args[++i];
     } else if (a == "--replicas-from") {
       if (i + 1 >= args.size()) return usage_error("--replicas-from: expected a file");
       if (const std::string err = read_replica_numbers(args[++i], which); !err.empty())
@@ -194,6 +202,15 @@ int sim_run(const std::vector<std::string>& args) {
     return 2;
   }
 
+  std::ofstream cpu;  // opened before the run: a bad path costs nothing
+  if (!cpu_file.empty()) {
+    cpu.open(cpu_file);
+    if (!cpu) {
+      std::fprintf(stderr, "faultline: --replica-cpu %s: cannot write\n", cpu_file.c_str());
+      return 2;
+    }
+  }
+
   const auto t0 = std::chrono::steady_clock::now();
   faultline::cli::ProgressBar bar(!quiet);
   auto progress = [&](int done, int total) { bar(done, total); };
@@ -215,6 +232,14 @@ int sim_run(const std::vector<std::string>& args) {
       sim::write_out_dir(out_dir, result, results, scenario);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "faultline: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (cpu.is_open()) {
+    cpu << "replica,cpu_ms\n";
+    for (const auto& r : results) cpu << r.replica << ',' << r.cpu_s * 1e3 << '\n';
+    if (!cpu.flush()) {
+      std::fprintf(stderr, "faultline: --replica-cpu %s: cannot write\n", cpu_file.c_str());
       return 1;
     }
   }

@@ -1,14 +1,17 @@
 #!/bin/bash
-# Per-replica cost of `faultline sim run` against cluster size, whole process (fork included),
-# and the fitted exponent of cost ~ machines^k:
+# Per-replica cost of `faultline sim run` against cluster size, and the fitted exponent of
+# cost ~ machines^k, for the median and for the mean replica:
 #   tests/bench/scaling.sh FAULTLINE [SCENARIO] [MACHINES...]
 # SCENARIO (default scenarios/byterobust-dense-9600.json) is scaled to each size by setting
-# cluster.machines and job.dp = machines / job.pp (tp and pp kept). For each size it runs R and
-# 2R replicas with --jobs 1, R = $BUDGET / machines (BUDGET defaults to 240000, at least 2),
-# and the per-replica cost is the difference of CPU seconds (user+sys, children included)
-# divided by R: the platform build and the first replica's warm-up cancel out. Prints one row
-# per size, then k fitted by least squares on log(cost) against log(machines), and k between
-# each pair of neighbouring sizes. Default sizes: 1200 2400 4800 9600.
+# cluster.machines and job.dp = machines / job.pp (tp and pp kept). For each size it runs
+# R = $BUDGET / machines replicas (BUDGET defaults to 240000; R at least 5) with --jobs 1
+# and reads each replica's CPU time in its process from --replica-cpu (SimGrid included;
+# fork and result transfer excluded). Replica 0 is left out: it runs first, in the parent,
+# and builds the platform's routes and transfer memo that the others start from. The
+# whole-process CPU seconds (user+sys, children included) are printed beside, for
+# reference. Prints one row per size, then k fitted by least squares on log(cost) against
+# log(machines), for the median and the mean, and k between neighbouring sizes.
+# Default sizes: 1200 2400 4800 9600.
 set -eu
 bin=$(readlink -f "${1:?usage: scaling.sh FAULTLINE [SCENARIO] [MACHINES...]}")
 shift
@@ -20,13 +23,7 @@ sizes=("$@")
 [ -x "$bin" ] || { echo "scaling.sh: $bin: not an executable" >&2; exit 2; }
 work=$(mktemp -d /tmp/scaling.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cpu() {  # CPU seconds of one whole-process run: scenario file, replicas
-  /usr/bin/time -f "%U %S" -o "$work/time" "$bin" sim run "$1" --replicas "$2" --jobs 1 \
-      --format json --out "$work/out" > /dev/null 2> "$work/stderr" ||
-    { echo "scaling.sh: $bin failed on $1: $(tail -1 "$work/stderr")" >&2; exit 1; }
-  awk '{ printf "%.3f", $1 + $2 }' "$work/time"
-}
-printf "%-9s %-9s %-12s %-12s %s\n" machines replicas "cpu_R_s" "cpu_2R_s" "per_replica_ms"
+printf "%-9s %-9s %-10s %-14s %-14s %s\n" machines replicas "process_s" "median_ms" "mean_ms" "min..max_ms"
 rows=()
 for m in "${sizes[@]}"; do
   python3 - "$scenario" "$m" "$work/s$m.json" <<'PY'
@@ -37,21 +34,34 @@ if m % pp: sys.exit(f"scaling.sh: {m} machines are not a multiple of job.pp {pp}
 d["cluster"]["machines"] = m; d["job"]["dp"] = m // pp
 json.dump(d, open(sys.argv[3], "w"))
 PY
-  r=$(( ${BUDGET:-240000} / m )); [ $r -ge 2 ] || r=2
-  a=$(cpu "$work/s$m.json" $r)
-  b=$(cpu "$work/s$m.json" $((2 * r)))
-  per=$(python3 -c "print(f'{max(($b - $a) / $r, 1e-6) * 1e3:.2f}')")
-  printf "%-9s %-9s %-12s %-12s %s\n" "$m" "$r/$((2 * r))" "$a" "$b" "$per"
-  rows+=("$m $per")
+  r=$(( ${BUDGET:-240000} / m )); [ $r -ge 5 ] || r=5
+  /usr/bin/time -f "%U %S" -o "$work/time" "$bin" sim run "$work/s$m.json" --replicas "$r" --jobs 1 \
+      --format json --out "$work/out" --replica-cpu "$work/cpu.csv" --quiet > /dev/null 2> "$work/stderr" ||
+    { echo "scaling.sh: $bin failed on $m machines: $(tail -1 "$work/stderr")" >&2; exit 1; }
+  row=$(python3 - "$work/cpu.csv" "$work/time" "$m" "$r" <<'PY'
+import csv, statistics, sys
+ms = [float(x["cpu_ms"]) for x in csv.DictReader(open(sys.argv[1])) if x["replica"] != "0"]
+u, s = map(float, open(sys.argv[2]).read().split()[:2])
+med, mean = statistics.median(ms), statistics.fmean(ms)
+print(f"{sys.argv[3]:<9} {sys.argv[4]:<9} {u + s:<10.2f} {med:<14.3f} {mean:<14.3f} {min(ms):.3f}..{max(ms):.3f}")
+print(f"ROW {sys.argv[3]} {med} {mean}")
+PY
+)
+  echo "$row" | grep -v '^ROW'
+  rows+=("$(echo "$row" | grep '^ROW' | cut -d' ' -f2-)")
 done
 printf "%s\n" "${rows[@]}" | python3 -c '
 import math, sys
 pts = [tuple(map(float, l.split())) for l in sys.stdin if l.strip()]
 if len(pts) < 2: sys.exit(0)
-xs = [math.log(m) for m, _ in pts]; ys = [math.log(c) for _, c in pts]
-mx = sum(xs) / len(xs); my = sum(ys) / len(ys)
-k = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-print(f"fitted exponent k = {k:.2f} (cost ~ machines^k, least squares over {len(pts)} sizes)")
-print("between neighbours: " + ", ".join(
-    f"{int(a[0])}->{int(b[0])}: {math.log(b[1] / a[1]) / math.log(b[0] / a[0]):.2f}" for a, b in zip(pts, pts[1:])))
+xs = [math.log(p[0]) for p in pts]
+mx = sum(xs) / len(xs)
+for name, col in (("median", 1), ("mean", 2)):
+    ys = [math.log(p[col]) for p in pts]
+    my = sum(ys) / len(ys)
+    k = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    steps = ", ".join(f"{int(a[0])}->{int(b[0])}: {math.log(b[col] / a[col]) / math.log(b[0] / a[0]):.2f}"
+                      for a, b in zip(pts, pts[1:]))
+    print(f"{name}: fitted exponent k = {k:.2f} (cost ~ machines^k, least squares over {len(pts)} sizes); "
+          f"between neighbours {steps}")
 '

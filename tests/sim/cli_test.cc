@@ -466,6 +466,43 @@ TEST(SimRun, AReplicaRerunAloneIsByteIdenticalToItsRowInTheFullRun) {
   std::filesystem::remove_all(dir);
 }
 
+// --replica-cpu: one row per replica with its CPU time (forked or not), the results
+// unchanged by asking; an unwritable file is refused before anything runs.
+TEST(SimRun, ReplicaCpuWritesOneRowPerReplicaAndLeavesResultsAlone) {
+  const auto dir = std::filesystem::temp_directory_path() / "faultline-replica-cpu-test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
+  CliResult plain = run_cli({"sim", "run", scen, "--replicas", "12", "--jobs", "2", "--quiet", "--format", "json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  CliResult timed = run_cli({"sim", "run", scen, "--replicas", "12", "--jobs", "2", "--quiet", "--format", "json",
+                             "--replica-cpu", (dir / "cpu.csv").string()});
+  ASSERT_EQ(timed.exit_code, 0) << timed.err;
+  json a = json::parse(plain.out), b = json::parse(timed.out);
+  a.erase("wall_s");
+  b.erase("wall_s");
+  EXPECT_EQ(a, b);
+  std::ifstream in(dir / "cpu.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line, "replica,cpu_ms");
+  std::vector<int> seen;
+  while (std::getline(in, line)) {
+    const auto comma = line.find(',');
+    ASSERT_NE(comma, std::string::npos) << line;
+    seen.push_back(std::stoi(line.substr(0, comma)));
+    const double ms = std::stod(line.substr(comma + 1));
+    EXPECT_GT(ms, 0) << line;
+    EXPECT_LT(ms, 60'000) << line;
+  }
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  CliResult bad = run_cli({"sim", "run", scen, "--replicas", "2", "--replica-cpu", (dir / "no" / "cpu.csv").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--replica-cpu " + (dir / "no" / "cpu.csv").string() + ": cannot write"), std::string::npos)
+      << bad.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SimRun, CheckpointMfuLossIsChargedToEveryStepSaves) {
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
   const std::string quiet = R"(faults.categories=[{"name":"f","rate_per_machine_day":0,"symptom":"crash"}])";
