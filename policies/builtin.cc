@@ -35,6 +35,7 @@ void register_builtin_modules(ModuleRegistry& m) {
   m.add(peer_checkpoint_info(), make_peer_checkpoint);
   m.add(memory_checkpoint_info(), make_memory_checkpoint);
   m.add(remote_checkpoint_info(), make_remote_checkpoint);
+  m.add(daly_checkpoint_info(), make_daly_checkpoint);
   m.add(standby_recovery_info(), make_standby_recovery);
   m.add(reschedule_recovery_info(), make_reschedule_recovery);
   m.add(requeue_recovery_info(), make_requeue_recovery);

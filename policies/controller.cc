@@ -69,6 +69,15 @@ class ByteRobust final : public Policy {
   }
   void stop_if_running(World& w, const std::string& why) {
     if (state_ == State::kRunning) w.act(StopJob{why});
+    end_run(w);
+  }
+  // The run that started at last_start_ is over (stopped, or it crashed or hung): count
+  // it for the checkpoint planner, once.
+  void end_run(World& w) {
+    if (!run_open_) return;
+    run_open_ = false;
+    ++interruptions_;
+    running_ = running_ + (w.now() - last_start_);
   }
   // Evicts the machines of these slots and refills them from the standby pool.
   void evict_and_replace(World& w, const std::vector<SlotId>& slots, Mechanism m, const std::string& why) {
@@ -141,6 +150,10 @@ class ByteRobust final : public Policy {
     state_ = State::kRunning;
     last_start_ = w.now();
     last_start_step_ = s.step;
+    end_run(w);       // a run whose end went unnoticed (none expected) counts now
+    if (starts_ > 0)  // a restart: an adaptive planner re-plans from the runs so far
+      if (auto plan = checkpoint_->replan(interruptions_, running_, w.cluster())) w.act(*plan);
+    run_open_ = true;
     ++starts_;
     mfu_rounds_left_ = 0;  // rounds cut short by a restart start over on the next report
     mfu_fruitless_ = 0;
@@ -585,6 +598,9 @@ class ByteRobust final : public Policy {
   Instant last_start_{};
   int level_ = 0;
   int starts_ = 0;             // job starts so far
+  bool run_open_ = false;      // the run since last_start_ has not been counted as ended
+  int interruptions_ = 0;      // runs that ended, for the checkpoint planner
+  Duration running_ = Duration::zero();  // time the job ran in those runs
   std::int64_t last_start_step_ = 0;  // the step the latest start restored
   int stall_answered_by_ = -1;  // the start that restarted the job after the last stall
   std::string last_crash_sig_;
@@ -707,8 +723,9 @@ const PolicyInfo& byterobust_info() {
                         "stress: the full-cluster stress test baseline; `faultline policies` lists them)"),
           module_choice(modules(), ModuleKind::kCheckpoint, "checkpoint",
                         "checkpoint module: peer (every step in memory, backup on a peer outside the rank's "
-                        "groups), memory (Gemini-style, in memory with a copy on the next machine) or remote "
-                        "(Megatron-style blocking save)"),
+                        "groups), memory (Gemini-style, in memory with a copy on the next machine), remote "
+                        "(Megatron-style blocking save) or daly (remote saves, the interval re-planned at every "
+                        "restart from the observed interruptions)"),
           module_choice(modules(), ModuleKind::kRecovery, "recovery",
                         "replacement of evicted machines: standby (warm pool), reschedule (cold machines) or "
                         "requeue (the whole job)"),
@@ -729,7 +746,7 @@ const PolicyInfo& byterobust_info() {
            {}, {"checkpoint=memory", "checkpoint=remote"}},
           {"memory_checkpoint_blocking_s", "blocking time of an in-memory save (checkpoint=memory; Table 8: 1.84 s)",
            "s", 1.84, 0, 3600, {}, {"checkpoint=memory"}},
-          {"remote_checkpoint_write_s", "blocking time of a save to remote storage (checkpoint=remote; Table 8: 6.77 s)",
+          {"remote_checkpoint_write_s", "blocking time of a save to remote storage (checkpoint=remote or daly; Table 8: 6.77 s)",
            "s", 6.77, 0, 1e5, {}, {"checkpoint=remote"}},
           {"defer_non_urgent", "defer non-urgent code updates into the next recovery (1) or apply now (0)", "bool",
            1, 0, 1},

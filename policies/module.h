@@ -125,12 +125,20 @@ class Recovery {
                                   Mechanism credit) const = 0;
 };
 
-// How the job checkpoints: asked once, at the start.
+// How the job checkpoints: asked at the start, and told of every restart (adaptive
+// planners re-plan from the interruptions they saw).
 class CheckpointPlanner {
  public:
   virtual ~CheckpointPlanner() = default;
   virtual const ModuleInfo& info() const = 0;
   virtual SetCheckpointPlan plan(const ClusterView& view) const = 0;
+  // At every restart, with what the stack has seen of the job's runs so far: how many
+  // ended in an interruption (a crash, a hang, a stop to replace machines or update code)
+  // and how long the job ran in all. An adaptive planner may answer a new plan, which
+  // applies from this start on; a fixed plan answers nothing.
+  virtual std::optional<SetCheckpointPlan> replan(int interruptions, Duration running, const ClusterView& view) {
+    return std::nullopt;
+  }
 };
 
 // Modules by kind and name. Explicit, like Registry: builtin.cc adds one line per module;

@@ -196,6 +196,37 @@ TEST(Recovery, StandbySizesThePoolAndEachModeRefillsItsWay) {
   EXPECT_TRUE(q.slots.empty());  // the whole job
 }
 
+// The adaptive planner (checkpoint=daly): Daly's optimum for the prior before any
+// interruption, then for the observed mean time between interruptions; clamped; remote.
+TEST(CheckpointPlanner, DalyReplansFromObservedInterruptions) {
+  const ClusterView view = view_of(16, 4, 4);
+  auto daly = make_daly_checkpoint(byterobust_params());
+  const SetCheckpointPlan first = daly->plan(view);
+  EXPECT_EQ(first.tier, CheckpointTier::kRemote);
+  EXPECT_EQ(first.blocking, Duration::seconds(6.77));
+  // Prior 4 h: sqrt(2 * 6.77 * 14400) = 441.6 s, times (1 + sqrt(x)/3 + x/9) with
+  // x = 6.77 / 28800, less 6.77 s: 437.1 s.
+  EXPECT_NEAR(first.interval.to_seconds(), 437.1, 0.1);
+  EXPECT_NEAR(daly_optimum_s(6.77, 14400), 437.1, 0.1);
+  // Ten interruptions in 10 h of running: MTBI (4 h + 10 h) / 11 = 4582 s, interval 244.6 s.
+  const auto after = daly->replan(10, Duration::hours(10), view);
+  ASSERT_TRUE(after);
+  EXPECT_NEAR(observed_mtbi_s(10, 36000, 14400, 1), 50400.0 / 11, 1e-9);
+  EXPECT_NEAR(after->interval.to_seconds(), daly_optimum_s(6.77, 50400.0 / 11), 1e-6);
+  EXPECT_NEAR(after->interval.to_seconds(), 244.6, 0.1);
+  // More interruptions in the same time: a shorter interval; none in a long run: longer.
+  EXPECT_LT(daly->replan(100, Duration::hours(10), view)->interval, after->interval);
+  EXPECT_GT(daly->replan(0, Duration::hours(1000), view)->interval, first.interval);
+  // Clamped to [daly_min_interval_s, daly_max_interval_s].
+  auto tight = make_daly_checkpoint(byterobust_params({{"daly_min_interval_s", 300}, {"daly_max_interval_s", 400}}));
+  EXPECT_EQ(tight->plan(view).interval, Duration::seconds(400));
+  EXPECT_EQ(tight->replan(10, Duration::hours(10), view)->interval, Duration::seconds(300));
+  // A save that costs more than two MTBIs: Daly's answer is the MTBI itself.
+  EXPECT_DOUBLE_EQ(daly_optimum_s(100, 40), 40);
+  // Fixed plans answer nothing at a restart.
+  EXPECT_FALSE(make_remote_checkpoint(byterobust_params())->replan(10, Duration::hours(10), view));
+}
+
 // Table 8's blocking times by tier; only the peer plan saves every step.
 TEST(CheckpointPlanner, PlansFollowTheirTiersAndTable8) {
   const ClusterView view = view_of(16, 4, 4);

@@ -73,7 +73,7 @@ TEST(Scenario, ModulesByNameAndRestartWarmup) {
     with({"policy.params.checkpoint=gemini"});
     FAIL() << "accepted an unknown module";
   } catch (const ScenarioError& e) {
-    EXPECT_EQ(std::string(e.what()), "m.json: $.policy.params.checkpoint: expected one of peer|memory|remote, got \"gemini\"");
+    EXPECT_EQ(std::string(e.what()), "m.json: $.policy.params.checkpoint: expected one of peer|memory|remote|daly, got \"gemini\"");
   }
   try {
     with({"policy.params.recovery=1.5"});

@@ -503,6 +503,42 @@ TEST(SimRun, ReplicaCpuWritesOneRowPerReplicaAndLeavesResultsAlone) {
   std::filesystem::remove_all(dir);
 }
 
+// checkpoint=daly re-plans at every restart, in the simulator, with what it saw: one plan
+// per start, each interval Daly's optimum (recomputed here from the closed form) for the
+// MTBI that the interruptions and running time so far give with the 4-hour prior.
+TEST(SimRun, DalyCheckpointReplansAtEveryRestartFromWhatItSaw) {
+  const auto dir = std::filesystem::temp_directory_path() / "faultline-daly-test";
+  std::filesystem::remove_all(dir);
+  CliResult r = run_cli({"sim", "run", scenarios_dir() + "/adaptive-checkpoint-remote.json", "--replicas", "1",
+                         "--set", "job.horizon_days=10", "--set", "policy.params.checkpoint=daly", "--decisions",
+                         "--quiet", "--out", dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(dir / "decisions.log");
+  const std::regex plan(R"(act checkpoint every ([0-9.]+) s, blocking 6.77 s, remote \(Daly: save every [0-9]+ s )"
+                        R"(for ([0-9]+) interruptions in ([0-9.]+) h running \(MTBI ([0-9]+) s\)\))");
+  std::string line;
+  int plans = 0, starts = 0, last_n = -1;
+  std::set<long> intervals;
+  while (std::getline(in, line)) {
+    starts += line.find("event job started") != std::string::npos;
+    std::smatch m;
+    if (!std::regex_search(line, m, plan)) continue;
+    ++plans;
+    const double interval = std::stod(m[1]), hours = std::stod(m[3]), mtbi = std::stod(m[4]);
+    const int n = std::stoi(m[2]);
+    EXPECT_EQ(n, last_n + 1) << line;  // one more interruption at each restart
+    last_n = n;
+    EXPECT_NEAR(mtbi, (4 * 3600 + hours * 3600) / (1 + n), 0.5 + 180.0 / (1 + n)) << line;  // hours printed to 0.1
+    const double x = 6.77 / (2 * mtbi);
+    EXPECT_NEAR(interval, std::sqrt(2 * 6.77 * mtbi) * (1 + std::sqrt(x) / 3 + x / 9) - 6.77, 0.01 * interval) << line;
+    intervals.insert(std::lround(interval));
+  }
+  EXPECT_EQ(plans, starts);  // the initial plan and one per restart
+  EXPECT_GT(plans, 10);
+  EXPECT_GT(intervals.size(), 5u);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SimRun, CheckpointMfuLossIsChargedToEveryStepSaves) {
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
   const std::string quiet = R"(faults.categories=[{"name":"f","rate_per_machine_day":0,"symptom":"crash"}])";

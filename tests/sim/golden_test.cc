@@ -118,7 +118,8 @@ INSTANTIATE_TEST_SUITE_P(ShippedScenarios, Golden,
                                            GoldenCase{"recovery-16k", 2, 2},
                                            GoldenCase{"scale-100k", 1, 2},
                                            GoldenCase{"scale-200k", 1, 1},
-                                           GoldenCase{"persistent-downtime-8", 3, 30}),
+                                           GoldenCase{"persistent-downtime-8", 3, 30},
+                                           GoldenCase{"adaptive-checkpoint-remote", 2, 20}),
                          [](const auto& info) {
                            std::string n = info.param.scenario;
                            for (char& ch : n)
@@ -135,7 +136,7 @@ TEST(GoldenFiles, EveryShippedScenarioIsCovered) {
       EXPECT_TRUE(std::filesystem::exists(tests_dir() + "/golden/" + e.path().stem().string() + ".decisions"))
           << e.path().filename() << " has no golden decision log";
     }
-  EXPECT_EQ(scenarios, 8);
+  EXPECT_EQ(scenarios, 9);
 }
 
 }  // namespace
