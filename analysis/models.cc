@@ -1,11 +1,10 @@
 #include "analysis/models.h"
 
-#include "policies/recovery/standby.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "policies/checkpoint/plans.h"
 #include "policies/recovery/standby.h"
 
 namespace faultline::analysis {
@@ -49,9 +48,7 @@ double young_interval(double checkpoint_s, double mtbf_s) {
 
 double daly_interval_estimate(double checkpoint_s, double mtbf_s) {
   if (!(checkpoint_s >= 0) || !(mtbf_s > 0)) return kNaN;
-  if (checkpoint_s >= 2 * mtbf_s) return mtbf_s;
-  const double r = checkpoint_s / (2 * mtbf_s);
-  return std::sqrt(2 * checkpoint_s * mtbf_s) * (1 + std::sqrt(r) / 3 + r / 9) - checkpoint_s;
+  return policies::daly_optimum_s(checkpoint_s, mtbf_s);  // the formula the daly checkpoint module plans with
 }
 
 double meta_ettr(double nodes, double rate_per_node_day, double restart_s, double interval_s,
