@@ -123,6 +123,7 @@ TEST(ProbeCli, BrokenThresholdsFileIsAUsageError) {
   std::fputs("{\"description\": \"x\", \"surprise\": 1}", f);
   std::fclose(f);
   const ProgramRun run = run_program(probe_binary(), {"hbm", "--thresholds", path}, kHideGpus);
+  std::remove(path.c_str());
   EXPECT_EQ(run.exit_code, 2);
   const auto j = parse_output(run);
   EXPECT_NE(j["notes"][0].get<std::string>().find("surprise"), std::string::npos);

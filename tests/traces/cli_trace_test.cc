@@ -18,10 +18,20 @@ using nlohmann::json;
 
 const std::string kHbd = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
 
+// A path in this process's own temporary directory, removed when the process exits
+// (ctest runs each test in a process of its own), so no run leaves files behind.
 std::string temp(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("faultline-cli-" + std::to_string(::getpid()) + "-" + name))
-      .string();
+  struct Dir {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("faultline-cli-" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Dir dir;
+  return (dir.path / name).string();
 }
 
 std::string slurp(const std::string& path) {
