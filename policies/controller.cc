@@ -148,6 +148,7 @@ class ByteRobust final : public Policy {
   void handle(const JobStarted& s, World& w) {
     if (s.action != pending_start_) return;
     state_ = State::kRunning;
+    escalation_.reset();
     last_start_ = w.now();
     last_start_step_ = s.step;
     end_run(w);       // a run whose end went unnoticed (none expected) counts now
@@ -197,6 +198,11 @@ class ByteRobust final : public Policy {
     on_crash(w, x.machine, 1, x.signature, true, x.step);
   }
 
+  // Whether escalate_identical acts at `repeats`.
+  bool escalation_due(int repeats) const {
+    const int limit = static_cast<int>(p_.get("identical_incident_limit"));
+    return (limit > 0 && repeats >= limit) || (limit > 1 && repeats == limit - 1);
+  }
   // Ends the run (EndRun, verdict code_or_data) when `repeats` identical incidents reached
   // identical_incident_limit; rolls the code back at the one before. `what` says what
   // recurred, `times` how often (at least `repeats`). True when it acted.
@@ -263,11 +269,25 @@ class ByteRobust final : public Policy {
     last_crash_sig_ = sig;
     last_crash_machine_ = m;
     last_crash_slot_ = slot;
-    if (struck_another && escalate_identical(w, crash_turns_, crash_streak_,
-                                             "the same crash at step " + std::to_string(step) + ", on " +
-                                                 std::to_string(crash_turns_) + " machines in turn (" + sig + "),",
-                                             "crash: " + sig))
+    escalation_.reset();
+    if (struck_another && escalation_due(crash_turns_)) {
+      // Before concluding that the crash follows the rank, test the named rank's
+      // neighbours again. A log may name the next stage of a broken machine's pipeline
+      // (the rank that saw its peer fail first): once the named machine is evicted, its
+      // replacement crashes "the same way" because the culprit beside it is still there,
+      // missed by one round of tests. Blaming the code then rolls back good code and ends
+      // a healthy run. Only when these tests pass again does the crash follow the rank.
+      stop_if_running(w, "crash: " + sig);
+      state_ = State::kDiagnosing;
+      plan_ = test_plan(kind);
+      suspects_ = named_and_neighbours(w, slot);
+      escalation_ = Escalation{crash_turns_, crash_streak_,
+                               "the same crash at step " + std::to_string(step) + ", on " +
+                                   std::to_string(crash_turns_) + " machines in turn (" + sig + "),",
+                               "crash: " + sig};
+      next_test(w, sig);
       return;
+    }
     stop_if_running(w, "crash: " + sig);
     state_ = State::kDiagnosing;
     if (kind == CrashKind::kUserCode) {
@@ -304,28 +324,37 @@ class ByteRobust final : public Policy {
     if (gave_up(w, sig)) return;
     plan_ = test_plan(kind);
     suspects_.clear();
-    if (m != kNoMachine) {
-      const std::vector<SlotId> group = w.cluster().pp_group(slot);
-      const auto at = std::find(group.begin(), group.end(), slot);
-      std::vector<SlotId> near{slot};
-      if (group.size() > 1 && at != group.end()) {
-        const std::size_t i = static_cast<std::size_t>(at - group.begin());
-        near.push_back(group[(i + group.size() - 1) % group.size()]);
-        near.push_back(group[(i + 1) % group.size()]);
-      } else {
-        near.push_back((slot + 1) % w.cluster().slots());
-      }
-      std::sort(near.begin(), near.end());
-      near.erase(std::unique(near.begin(), near.end()), near.end());
-      for (SlotId x : near)
-        if (w.cluster().machine_in(x) != kNoMachine) suspects_.push_back(w.cluster().machine_in(x));
-    } else {
-      suspects_ = all_machines(w);
-    }
+    suspects_ = m != kNoMachine ? named_and_neighbours(w, slot) : all_machines(w);
     next_test(w, sig);
+  }
+  // The machines in `slot` and in its pipeline neighbours (the slot after it when it has
+  // none).
+  static std::vector<MachineId> named_and_neighbours(World& w, SlotId slot) {
+    const std::vector<SlotId> group = w.cluster().pp_group(slot);
+    const auto at = std::find(group.begin(), group.end(), slot);
+    std::vector<SlotId> near{slot};
+    if (group.size() > 1 && at != group.end()) {
+      const std::size_t i = static_cast<std::size_t>(at - group.begin());
+      near.push_back(group[(i + group.size() - 1) % group.size()]);
+      near.push_back(group[(i + 1) % group.size()]);
+    } else {
+      near.push_back((slot + 1) % w.cluster().slots());
+    }
+    std::sort(near.begin(), near.end());
+    near.erase(std::unique(near.begin(), near.end()), near.end());
+    std::vector<MachineId> out;
+    for (SlotId x : near)
+      if (w.cluster().machine_in(x) != kNoMachine) out.push_back(w.cluster().machine_in(x));
+    return out;
   }
 
   void next_test(World& w, const std::string& why) {
+    if (plan_.empty() && escalation_) {
+      // The tests before an escalation passed: the crash follows its rank.
+      const Escalation e = *escalation_;
+      escalation_.reset();
+      if (escalate_identical(w, e.turns, e.times, e.what, e.why)) return;
+    }
     if (plan_.empty()) {
       fruitless(w, "stop-time tests found nothing (" + why + ")");
       reattempt(w, "stop-time tests found nothing (" + why + ")");
@@ -340,6 +369,7 @@ class ByteRobust final : public Policy {
     if (r.action != pending_probe_) return;
     if (localizing_) return localization_step(localizer_->answer(r, w.cluster()), w);
     if (!r.failed.empty()) {
+      escalation_.reset();  // a machine, not the rank
       if (r.test == ProbeKind::kBitwise && nan_chain_) nan_chain_ = false;
       fruitless_ = 0;
       evict_and_replace(w, slots_of(w, r.failed), Mechanism::kStopTimeEviction,
@@ -520,6 +550,7 @@ class ByteRobust final : public Policy {
     state_ = State::kDiagnosing;
     nan_chain_ = true;
     plan_.clear();
+    escalation_.reset();
     suspects_ = all_machines(w);
     pending_probe_ = w.act(RunProbe{ProbeKind::kBitwise, suspects_, Duration::seconds(p_.get("probe_deadline_s")),
                                     "NaN: bit-wise alignment on every machine"});
@@ -534,6 +565,7 @@ class ByteRobust final : public Policy {
     state_ = State::kDiagnosing;
     nan_chain_ = false;
     plan_.clear();
+    escalation_.reset();
     localizing_ = true;
     localization_step(localizer_->begin(why, w.cluster()), w);
   }
@@ -610,6 +642,12 @@ class ByteRobust final : public Policy {
   int fruitless_ = 0;       // diagnosis rounds in a row that found nothing for this failure
   std::int64_t last_nan_step_ = -1;  // step of the last NaN incident
   int nan_repeats_ = 0;              // NaN incidents in a row at that same step
+  // An escalation waiting on the stop-time tests under way (they pass: it acts).
+  struct Escalation {
+    int turns, times;
+    std::string what, why;
+  };
+  std::optional<Escalation> escalation_;
   std::int64_t last_crash_step_ = -1;  // step the last crash came after (-1: unknown)
   int crash_streak_ = 0;               // identical crashes in a row (same signature, step, rank)
   int crash_turns_ = 0;                // machines they struck in turn (a change of machine counts)

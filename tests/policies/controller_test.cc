@@ -678,6 +678,62 @@ TEST(ByteRobustLadder, TheSameCrashAtTheSameStepFollowsItsRankRollsBackThenEndsT
     }
 }
 
+// A misattributing log (it names the next pipeline stage, the rank that saw its broken
+// peer first) with a stop-time test that missed the culprit once: the named machine is
+// evicted after the log named it twice, and its replacement crashes at the same step,
+// because the culprit next to it is still there. That is not yet a crash that follows
+// the rank: the named rank's neighbours are tested again first, the culprit is found,
+// and no code is rolled back and no run ended. It rolled back (then ended the run) at once.
+TEST(ByteRobustLadder, AReplacementThatCrashesLikeItsPredecessorIsTestedBeforeTheCodeIsBlamed) {
+  Ladder h;
+  const MachineId culprit = 7;
+  const SlotId culprit_slot = h.w.cluster().slot_of(culprit);
+  const auto group = h.w.cluster().pp_group(culprit_slot);
+  const auto at = std::find(group.begin(), group.end(), culprit_slot);
+  ASSERT_NE(at, group.end());
+  const SlotId named_slot = group[(static_cast<std::size_t>(at - group.begin()) + 1) % group.size()];
+  ASSERT_NE(named_slot, culprit_slot);
+  double t = 4000;
+  std::vector<std::vector<MachineId>> tested;
+  for (int crash = 0; crash < 6 && h.w.cluster().slot_of(culprit) >= 0; ++crash) {
+    h.at(t += 60);
+    h.p->on_event(ProcessExit{h.w.cluster().machine_in(named_slot), 1, kCuda, 30}, h.w);
+    for (int i = 0; i < 20; ++i) {
+      const Action a = h.w.actions.back();
+      if (const auto* probe = std::get_if<RunProbe>(&a)) {
+        tested.push_back(probe->machines);
+        const bool has = std::count(probe->machines.begin(), probe->machines.end(), culprit) > 0;
+        std::vector<MachineId> failed;
+        if (has && crash > 0) failed.push_back(culprit);  // the first crash's tests miss it
+        h.p->on_event(ProbeResult{h.w.last_action_id(), probe->test, failed, false}, h.w);
+        continue;
+      }
+      if (std::holds_alternative<AcquireMachines>(a)) {
+        std::vector<MachineId> fresh;
+        auto& view = h.w.mutable_cluster();
+        for (const auto& ev : h.w.all<EvictMachines>())
+          for (const MachineId m : ev.machines) {
+            const SlotId slot = view.slot_of(m);
+            if (slot < 0) continue;
+            view.vacate(slot);
+            fresh.push_back(view.add_machine());
+            view.place(fresh.back(), slot);
+          }
+        h.p->on_event(MachinesReady{h.w.last_action_id(), fresh}, h.w);
+        continue;
+      }
+      break;
+    }
+    if (!h.w.all<EndRun>().empty()) break;
+    h.started(20);
+  }
+  EXPECT_TRUE(h.w.all<EndRun>().empty());
+  EXPECT_TRUE(h.w.all<RollBack>().empty()) << "rolled back good code";
+  EXPECT_EQ(h.w.cluster().slot_of(culprit), -1) << "the culprit stayed";
+  ASSERT_FALSE(tested.empty());
+  EXPECT_NE(std::count(tested.back().begin(), tested.back().end(), culprit), 0);
+}
+
 // A crash that stays with its machine, at the same step every time (a persistent hardware
 // fault strikes the same time after every restart): the ladder evicts the machine; no
 // verdict, no rollback.
