@@ -25,8 +25,9 @@
 // 2: the EndRun action and MetricAnomaly::step. 3: ProcessExit::step, StartFailed::step.
 // 4: StackSignatures stored sparsely (fill_id, others).
 // 5: World::keeps_notes; ClusterView shares its topology between copies.
+// 6: Rng seeds its four state words apart (a plugin's header-only streams would differ).
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 5
+#define FAULTLINE_PLUGIN_ABI 6
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

@@ -66,7 +66,7 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
   for (auto* v : {&broken_}) v->reserve(expect);
   bad_.reserve(expect);
   for (auto* v : {&evidence_, &fp_failed_}) v->reserve(expect);
-  tests_of_.reserve(expect);
+  health_checks_of_.reserve(expect);
   failures_.reserve(expect);
   repairs_of_.reserve(expect);
   for (MachineId m = 0; m < view_.machine_count(); ++m) track_machine(m, true);
@@ -518,7 +518,7 @@ void SimWorld::track_machine(MachineId m, bool may_be_bad) {
   bad_.push_back(may_be_bad && sc_.repair.bad_fraction > 0 ? kUndrawn : 0);
   evidence_.push_back(false);
   fp_failed_.push_back(false);
-  tests_of_.push_back({});
+  health_checks_of_.push_back(0);
   failures_.push_back(0);
   repairs_of_.push_back(0);
 }
@@ -567,7 +567,7 @@ MachineId SimWorld::draw_machine() {
 
 bool SimWorld::health_check_drains(MachineId m) {
   if (!broken_[m]) return false;
-  const std::uint32_t n = tests_of_[m][5]++;
+  const std::uint32_t n = health_checks_of_[m]++;
   if (!Rng({sc_.seed, replica_, 0x4EA1ull, static_cast<std::uint64_t>(m), n}).bernoulli(sc_.scheduler.health_check_recall))
     return false;
   ++result_.health_check_drains;
@@ -1263,17 +1263,21 @@ void SimWorld::deliver_probe(ActionId id) {
   const std::string test = probe_key(p.test);
   const double fp = scenarios::false_positive(sc_.diagnosis, test);
   ProbeResult r{id, p.test, {}, false};
-  const Rng::Prefix fp_stream = Rng::prefix({sc_.seed, replica_, 0xF9ull});
+  // Healthy machines fail a test independently with probability fp. The false failures
+  // are found by geometric skips over the healthy machines, from one stream per probe (the
+  // replica's n-th test of this kind): the distribution of one draw per machine, in draws
+  // per false failure instead of per machine, which made a test of every machine O(N).
+  Rng fp_rng({sc_.seed, replica_, 0xF9ull, static_cast<std::uint64_t>(kind), probes_of_[kind]++});
+  std::uint64_t skip = fp > 0 ? fp_rng.geometric(fp) : ~std::uint64_t{0};
   for (MachineId m : p.machines) {
     if (m < 0 || m >= view_.machine_count()) continue;
     bool fails;
-    const std::uint32_t n = tests_of_[m][kind]++;
     if (broken_[m]) {
       Fault& f = fault_log_[broken_[m] - 1];
       fails = fault_rng(f, kProbe0 + kind).bernoulli(scenarios::default_recall(sc_.faults[f.category], test));
     } else {
-      fails = fp > 0 &&
-              Rng(fp_stream, {static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(kind), n}).bernoulli(fp);
+      fails = skip == 0;
+      skip = fails ? fp_rng.geometric(fp) : skip - 1;
       if (fails) {
         fp_failed_[m] = true;
         ++result_.false_failures;

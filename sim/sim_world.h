@@ -243,9 +243,8 @@ class SimWorld final : public World {
   std::vector<std::uint8_t> bad_;   // fails bad_rate_factor x as often: 0 no, 1 yes, 2 not drawn yet
   std::vector<bool> evidence_;      // an alert, a failed test or a crash log named it since it joined
   std::vector<bool> fp_failed_;     // a test failed it while it was healthy
-  // Tests it took, by probe kind, and (last) the scheduler's health checks of it: the keys
-  // of its false-positive and health-check streams.
-  std::vector<std::array<std::uint32_t, 6>> tests_of_;
+  std::vector<std::uint32_t> health_checks_of_;  // the scheduler's checks of it: its stream's key
+  std::array<std::uint64_t, kProbeKinds> probes_of_{};  // tests run, by kind: their false-failure streams
   std::vector<int> failures_;       // faults that landed on it (retirement)
   std::vector<std::uint32_t> repairs_of_;
   std::vector<MachineId> free_pool_;  // repaired machines the scheduler can hand out

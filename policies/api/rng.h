@@ -30,7 +30,9 @@ class Rng {
   }
   Rng(Prefix p, std::initializer_list<std::uint64_t> keys) {
     for (std::uint64_t k : keys) p.h = absorb(p.h, k);
-    for (auto& s : s_) s = splitmix(p.h);
+    // Each state word from the next SplitMix64 output (Vigna's seeding): words seeded
+    // alike would make a stream's first two draws equal.
+    for (auto& s : s_) s = splitmix(p.h += 0x9E3779B97F4A7C15ull);
   }
 
   std::uint64_t next_u64() {
@@ -75,6 +77,14 @@ class Rng {
   }
   double lognormal(double mu, double sigma) { return std::exp(mu + sigma * normal()); }
   bool bernoulli(double p) { return uniform() < p; }
+  // Failures before the first success in Bernoulli(p) trials, p in (0, 1]: skipping this
+  // many trials at a time gives the successes among n trials in O(successes) draws, with
+  // the distribution of one bernoulli(p) per trial.
+  std::uint64_t geometric(double p) {
+    if (p >= 1) return 0;
+    const double g = std::floor(std::log(uniform_pos()) / std::log1p(-p));
+    return g >= 1.8e19 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(g);
+  }
 
  private:
   static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
