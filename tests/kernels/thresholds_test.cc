@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 
@@ -211,6 +212,7 @@ TEST(Thresholds, BadJsonIsAnError) {
   } catch (const ThresholdsError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
   }
+  std::remove(path.c_str());
 }
 
 TEST(Thresholds, FileSearchOrder) {

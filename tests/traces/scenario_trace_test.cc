@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <system_error>
+#include <vector>
 
 #include "policies/builtin.h"
 #include "scenarios/scenario.h"
@@ -37,10 +39,18 @@ json base() {
 // Writes `doc` (and a small trace next to it) into a fresh directory; returns the scenario path.
 std::string write_case(const json& doc, const std::string& trace_text = "",
                        const std::string& trace_name = "t.jsonl") {
-  static int n = 0;
+  // The directories are removed when the test process exits.
+  static struct Made {
+    std::vector<std::filesystem::path> dirs;
+    ~Made() {
+      std::error_code ec;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+  } made;
   const auto dir =
       std::filesystem::temp_directory_path() /
-      ("faultline-trace-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+      ("faultline-trace-test-" + std::to_string(::getpid()) + "-" + std::to_string(made.dirs.size()));
+  made.dirs.push_back(dir);
   std::filesystem::create_directories(dir / "sub");
   if (!trace_text.empty()) std::ofstream(dir / "sub" / trace_name) << trace_text;
   const auto path = dir / "scenario.json";
