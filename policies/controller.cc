@@ -72,12 +72,15 @@ class ByteRobust final : public Policy {
     end_run(w);
   }
   // The run that started at last_start_ is over (stopped, or it crashed or hung): count
-  // it for the checkpoint planner, once.
+  // it for the checkpoint planner, once, and let an adaptive planner re-plan now, before
+  // the next start, so that the next launch already saves at the new interval (live mode
+  // applies a plan from the next launch).
   void end_run(World& w) {
     if (!run_open_) return;
     run_open_ = false;
     ++interruptions_;
     running_ = running_ + (w.now() - last_start_);
+    if (auto plan = checkpoint_->replan(interruptions_, running_, w.cluster())) w.act(*plan);
   }
   // Evicts the machines of these slots and refills them from the standby pool.
   void evict_and_replace(World& w, const std::vector<SlotId>& slots, Mechanism m, const std::string& why) {
@@ -151,9 +154,7 @@ class ByteRobust final : public Policy {
     escalation_.reset();
     last_start_ = w.now();
     last_start_step_ = s.step;
-    end_run(w);       // a run whose end went unnoticed (none expected) counts now
-    if (starts_ > 0)  // a restart: an adaptive planner re-plans from the runs so far
-      if (auto plan = checkpoint_->replan(interruptions_, running_, w.cluster())) w.act(*plan);
+    end_run(w);  // a run whose end went unnoticed (none expected) counts now
     run_open_ = true;
     ++starts_;
     mfu_rounds_left_ = 0;  // rounds cut short by a restart start over on the next report
@@ -453,6 +454,7 @@ class ByteRobust final : public Policy {
       const std::string v = *deferred_update_;
       deferred_update_.reset();
       w.act(StopJob{"deferred update window elapsed"});
+      end_run(w);
       state_ = State::kStarting;
       pending_start_ = w.act(HotUpdate{v, "forced after the deferral window"});
     }
@@ -498,6 +500,7 @@ class ByteRobust final : public Policy {
       // reattempt; stalled again before a step, roll back the code; again, replay.
       if (level_ == 1) {
         w.act(StopJob{"stalled again after the restart, no outlier stacks"});
+        end_run(w);
         state_ = State::kStarting;
         pending_start_ = w.act(RollBack{"stalled again soon after the restart: roll back recent code"});
         return;
@@ -510,6 +513,7 @@ class ByteRobust final : public Policy {
       // start is refused and the fallback requeues the whole job).
       fruitless(w, "stalled with no outlier stacks");
       w.act(StopJob{"stalled with no outlier stacks"});
+      end_run(w);
       reattempt(w, "stalled with no outlier stacks");
       return;
     }
@@ -610,6 +614,7 @@ class ByteRobust final : public Policy {
       return;
     }
     w.act(StopJob{"code update " + c.version});
+    end_run(w);
     state_ = State::kStarting;
     pending_start_ = w.act(HotUpdate{c.version, "urgent update"});
   }
@@ -763,7 +768,7 @@ const PolicyInfo& byterobust_info() {
                         "checkpoint module: peer (every step in memory, backup on a peer outside the rank's "
                         "groups), memory (Gemini-style, in memory with a copy on the next machine), remote "
                         "(Megatron-style blocking save) or daly (remote saves, the interval re-planned at every "
-                        "restart from the observed interruptions)"),
+                        "interruption from those seen so far)"),
           module_choice(modules(), ModuleKind::kRecovery, "recovery",
                         "replacement of evicted machines: standby (warm pool), reschedule (cold machines) or "
                         "requeue (the whole job)"),

@@ -125,17 +125,18 @@ class Recovery {
                                   Mechanism credit) const = 0;
 };
 
-// How the job checkpoints: asked at the start, and told of every restart (adaptive
+// How the job checkpoints: asked at the start, and told of every interruption (adaptive
 // planners re-plan from the interruptions they saw).
 class CheckpointPlanner {
  public:
   virtual ~CheckpointPlanner() = default;
   virtual const ModuleInfo& info() const = 0;
   virtual SetCheckpointPlan plan(const ClusterView& view) const = 0;
-  // At every restart, with what the stack has seen of the job's runs so far: how many
-  // ended in an interruption (a crash, a hang, a stop to replace machines or update code)
-  // and how long the job ran in all. An adaptive planner may answer a new plan, which
-  // applies from this start on; a fixed plan answers nothing.
+  // At every interruption (when the stack stops the job, before it restarts it), with
+  // what the stack has seen of the job's runs so far: how many ended in an interruption
+  // (a crash, a hang, a stop to replace machines or update code) and how long the job ran
+  // in all. An adaptive planner may answer a new plan, which applies from the next start
+  // on (live mode hands it to the ranks at their next launch); a fixed plan answers nothing.
   virtual std::optional<SetCheckpointPlan> replan(int interruptions, Duration running, const ClusterView& view) {
     return std::nullopt;
   }

@@ -59,7 +59,8 @@ void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
   }
   while (left > 0) {
     // Wall time to finish the current training segment at this rate.
-    const std::int64_t need_prog = interval_ - seg_progress_;
+    // (A plan set mid-segment with a shorter interval makes the save due at once.)
+    const std::int64_t need_prog = std::max<std::int64_t>(0, interval_ - seg_progress_);
     const std::int64_t need_wall = static_cast<std::int64_t>(std::ceil(need_prog / rate_));
     if (left < need_wall) {
       const std::int64_t gain = std::min(need_prog, scale(left, rate_));

@@ -65,7 +65,7 @@ const ModuleInfo& daly_checkpoint_info() {
       ModuleKind::kCheckpoint,
       "daly",
       "1",
-      "remote saves at Daly's optimum, re-planned at every restart from the observed interruptions",
+      "remote saves at Daly's optimum, re-planned at every interruption from those seen so far",
       {
           {"daly_prior_mtbf_h", "prior mean time between interruptions, before any is seen (checkpoint=daly)", "h",
            4, 1e-3, 1e5},

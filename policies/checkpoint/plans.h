@@ -7,7 +7,7 @@
 //   checkpoint_interval_s (blocking memory_checkpoint_blocking_s; Table 8: 1.84 s).
 // - remote: Megatron-style blocking save to remote storage every checkpoint_interval_s
 //   (remote_checkpoint_write_s; Table 8: 6.77 s).
-// - daly: the remote save of `remote`, its interval re-planned at every restart from the
+// - daly: the remote save of `remote`, its interval re-planned at every interruption from the
 //   observed mean time between interruptions (Daly 2006's higher-order optimum), starting
 //   from a prior (daly_prior_mtbf_h, worth daly_prior_weight interruptions).
 #pragma once

@@ -557,13 +557,17 @@ TEST(SimRun, DalyCheckpointReplansAtEveryRestartFromWhatItSaw) {
   int plans = 0, starts = 0, last_n = -1;
   std::set<long> intervals;
   while (std::getline(in, line)) {
-    starts += line.find("event job started") != std::string::npos;
+    if (line.find("event job started") != std::string::npos) {
+      ++starts;
+      EXPECT_EQ(plans, starts) << "a start without a plan made before it: " << line;
+    }
     std::smatch m;
     if (!std::regex_search(line, m, plan)) continue;
     ++plans;
+    EXPECT_EQ(plans, starts + 1) << "re-planned at the interruption, before the restart: " << line;
     const double interval = std::stod(m[1]), hours = std::stod(m[3]), mtbi = std::stod(m[4]);
     const int n = std::stoi(m[2]);
-    EXPECT_EQ(n, last_n + 1) << line;  // one more interruption at each restart
+    EXPECT_EQ(n, last_n + 1) << line;  // one more interruption each time
     last_n = n;
     EXPECT_NEAR(mtbi, (4 * 3600 + hours * 3600) / (1 + n), 0.5 + 180.0 / (1 + n)) << line;  // hours printed to 0.1
     const double x = 6.77 / (2 * mtbi);

@@ -640,6 +640,99 @@ TEST(LiveE2E, KilledRankIsDetectedReattemptedAndResumesBitExactly) {
   c.expect_bit_identical_to_reference();
 }
 
+// Daly (2006) higher-order optimum for a save of `write_s` seconds and a mean time between
+// interruptions `mtbi_s`, from the paper (not from the module).
+double daly_interval(double write_s, double mtbi_s) {
+  if (write_s >= 2 * mtbi_s) return mtbi_s;
+  const double r = write_s / (2 * mtbi_s);
+  return std::sqrt(2 * write_s * mtbi_s) * (1 + std::sqrt(r) / 3 + r / 9) - write_s;
+}
+
+// The adaptive checkpoint planner (checkpoint=daly) in live mode, unchanged: a plan at the
+// start from its prior, and at every interruption Daly's optimum for the interruptions and
+// the running time it saw, which the ranks use from their next launch. (It re-planned at
+// the restart, after the launch, so each plan reached the ranks one restart late.) The prior (0.2 h, worth
+// 0.01 interruptions) asks for a save every ~26 s (~260 steps); one interruption after a
+// few seconds of running brings that to ~3 s (~30 steps), so the rank restores from a
+// step the first plan would never have saved. The intervals are checked against the
+// formula applied to the event log's own times, and the losses stay bit-identical.
+TEST(LiveE2E, TheDalyPlannerReplansAtEveryInterruptionAndTheRanksSaveAtTheNewInterval) {
+  const double prior_h = 0.2, weight = 0.01, write_s = 0.5;
+  LiveCluster c("daly", json{{"checkpoint", "daly"},
+                             {"daly_prior_mtbf_h", prior_h},
+                             {"daly_prior_weight", weight},
+                             {"remote_checkpoint_write_s", write_s},
+                             {"daly_min_interval_s", 0.5}});
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(20, 60).is_null()) << "training did not reach step 20";
+  // The ranks' interval for a plan: the outcome of its action ("checkpoint every N steps").
+  auto every_of = [&](const json& action) {
+    const json out = c.wait_for([&](const json& r) { return r.value("kind", "") == "outcome" && r["id"] == action["id"]; }, 10);
+    const std::string d = out.value("detail", "");
+    const auto at = d.find("checkpoint every ");
+    return at == std::string::npos ? -1L : std::stol(d.substr(at + 17));
+  };
+  auto restart_after = [&](double t) {
+    const json plan = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "SetCheckpointPlan") && r["t_s"] > t; }, 60);
+    const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
+    return std::make_pair(plan, started);
+  };
+  // Interruption 1.
+  const json before1 = c.wait_step(c.last_step() + 1, 10);
+  ASSERT_FALSE(before1.is_null());
+  ASSERT_EQ(c.inject("m1", "kill"), 0);
+  const auto [plan1, started1] = restart_after(before1["t_s"].get<double>());
+  ASSERT_FALSE(plan1.is_null()) << "no plan at the restart";
+  ASSERT_FALSE(started1.is_null()) << "training did not resume";
+  const long every1 = every_of(plan1);
+  const long restored1 = started1["event"].value("step", -1L);
+  // Interruption 2, two intervals of the new plan later.
+  ASSERT_GT(every1, 0);
+  ASSERT_FALSE(c.wait_step(restored1 + 2 * every1 + 5, 120).is_null());
+  const json before2 = c.wait_step(c.last_step() + 1, 10);
+  ASSERT_FALSE(before2.is_null());
+  ASSERT_EQ(c.inject("m1", "kill"), 0);
+  const auto [plan2, started2] = restart_after(before2["t_s"].get<double>());
+  ASSERT_FALSE(started2.is_null()) << "training did not resume";
+  const long restored2 = started2["event"].value("step", -1L);
+  ASSERT_FALSE(c.wait_step(restored2 + 10, 60).is_null());
+  c.stop_run();
+
+  // The first plan: the prior alone; the ranks save every ~260 steps.
+  std::vector<json> plans;
+  std::vector<double> starts, stops;
+  for (const auto& r : c.records()) {
+    if (LiveCluster::is_action(r, "SetCheckpointPlan")) plans.push_back(r);
+    if (LiveCluster::is_event(r, "JobStarted")) starts.push_back(r["t_s"]);
+    if (LiveCluster::is_action(r, "StopJob") && stops.size() < starts.size()) stops.push_back(r["t_s"]);
+  }
+  ASSERT_GE(plans.size(), 3u) << "a plan at the start and one at each restart";
+  ASSERT_GE(starts.size(), 3u);
+  ASSERT_GE(stops.size(), 2u);
+  EXPECT_NEAR(plans[0]["action"]["interval_s"].get<double>(), daly_interval(write_s, prior_h * 3600), 1e-6);
+  EXPECT_EQ(plans[0]["action"].value("tier", ""), "remote");
+  const long every0 = every_of(plans[0]);
+  EXPECT_GT(every0, 200);
+  // At restart k: Daly's optimum for k interruptions in the running time so far.
+  double running = 0;
+  for (std::size_t k = 1; k <= 2; ++k) {
+    running += stops[k - 1] - starts[k - 1];
+    const double mtbi = (weight * prior_h * 3600 + running) / (weight + static_cast<double>(k));
+    EXPECT_NEAR(plans[k]["action"]["interval_s"].get<double>(), daly_interval(write_s, mtbi), 1e-3)
+        << "restart " << k << ": " << plans[k]["action"].value("reason", "");
+    EXPECT_GE(plans[k]["t_s"].get<double>(), stops[k - 1]) << "planned at the interruption";
+    EXPECT_LE(plans[k]["t_s"].get<double>(), starts[k]) << "planned before the restart";
+  }
+  EXPECT_LT(every1, every0 / 4);
+  // The second run saved at the new interval: it restored from a step that is a multiple
+  // of it, at least one interval in, which the first plan would not have saved.
+  EXPECT_EQ(restored2 % every1, 0) << "restored from step " << restored2 << ", every " << every1;
+  EXPECT_GE(restored2, restored1 + every1);
+  EXPECT_LT(restored2, every0);
+  c.expect_bit_identical_to_reference();
+}
+
 TEST(LiveE2E, KillNineOfAMachineSwapsInTheWarmStandbyAndResumesBitExactly) {
   LiveCluster c("machine-kill", json::object());
   c.start_controller();
