@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <limits>
 
 #include "policies/builtin.h"
@@ -610,11 +612,12 @@ TEST(ByteRobustLadder, NanAtOtherStepsOrAtTheRestartStepIsNotTheSameIncident) {
 // Answers whatever the byterobust stack asks after a crash as a backend whose machines are
 // all fine would (tests pass, replay finds nothing, replacements are ready at once) until
 // it starts the job again or ends the run; returns the last action. Evictions take effect.
-Action answer_until_start(Ladder& h) {
+// `failing`, when given, names the machines a test fails instead.
+Action answer_until_start(Ladder& h, const std::function<MachineSet(const RunProbe&)>& failing = {}) {
   for (int i = 0; i < 20; ++i) {
     const Action a = h.w.actions.back();
     if (const auto* p = std::get_if<RunProbe>(&a)) {
-      h.p->on_event(ProbeResult{h.w.last_action_id(), p->test, {}, false}, h.w);
+      h.p->on_event(ProbeResult{h.w.last_action_id(), p->test, failing ? failing(*p) : MachineSet{}, false}, h.w);
     } else if (const auto* r = std::get_if<RunReplay>(&a)) {
       h.p->on_event(ReplayResult{h.w.last_action_id(), std::vector<bool>(r->groups.size(), false)}, h.w);
     } else if (std::holds_alternative<AcquireMachines>(a)) {
@@ -694,36 +697,15 @@ TEST(ByteRobustLadder, AReplacementThatCrashesLikeItsPredecessorIsTestedBeforeTh
   const SlotId named_slot = group[(static_cast<std::size_t>(at - group.begin()) + 1) % group.size()];
   ASSERT_NE(named_slot, culprit_slot);
   double t = 4000;
-  std::vector<std::vector<MachineId>> tested;
+  std::vector<MachineSet> tested;
   for (int crash = 0; crash < 6 && h.w.cluster().slot_of(culprit) >= 0; ++crash) {
     h.at(t += 60);
     h.p->on_event(ProcessExit{h.w.cluster().machine_in(named_slot), 1, kCuda, 30}, h.w);
-    for (int i = 0; i < 20; ++i) {
-      const Action a = h.w.actions.back();
-      if (const auto* probe = std::get_if<RunProbe>(&a)) {
-        tested.push_back(probe->machines);
-        const bool has = std::count(probe->machines.begin(), probe->machines.end(), culprit) > 0;
-        std::vector<MachineId> failed;
-        if (has && crash > 0) failed.push_back(culprit);  // the first crash's tests miss it
-        h.p->on_event(ProbeResult{h.w.last_action_id(), probe->test, failed, false}, h.w);
-        continue;
-      }
-      if (std::holds_alternative<AcquireMachines>(a)) {
-        std::vector<MachineId> fresh;
-        auto& view = h.w.mutable_cluster();
-        for (const auto& ev : h.w.all<EvictMachines>())
-          for (const MachineId m : ev.machines) {
-            const SlotId slot = view.slot_of(m);
-            if (slot < 0) continue;
-            view.vacate(slot);
-            fresh.push_back(view.add_machine());
-            view.place(fresh.back(), slot);
-          }
-        h.p->on_event(MachinesReady{h.w.last_action_id(), fresh}, h.w);
-        continue;
-      }
-      break;
-    }
+    answer_until_start(h, [&](const RunProbe& probe) {
+      tested.push_back(probe.machines);
+      const bool has = std::count(probe.machines.begin(), probe.machines.end(), culprit) > 0;
+      return has && crash > 0 ? MachineSet{culprit} : MachineSet{};  // the first crash's tests miss it
+    });
     if (!h.w.all<EndRun>().empty()) break;
     h.started(20);
   }
