@@ -11,7 +11,7 @@
 # whole-process CPU seconds (user+sys, children included) are printed beside, for
 # reference. Prints one row per size, then k fitted by least squares on log(cost) against
 # log(machines), for the median and the mean, and k between neighbouring sizes.
-# Default sizes: 1200 2400 4800 9600.
+# Default sizes: 1200 2400 4800 9600. ROUNDS=N runs the sizes in turn N times and pools.
 set -eu
 bin=$(readlink -f "${1:?usage: scaling.sh FAULTLINE [SCENARIO] [MACHINES...]}")
 shift
@@ -25,6 +25,9 @@ work=$(mktemp -d /tmp/scaling.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 printf "%-9s %-9s %-10s %-14s %-14s %s\n" machines replicas "process_s" "median_ms" "mean_ms" "min..max_ms"
 rows=()
+# The sizes run in turn ROUNDS times (default 1), each run's replica CPU times pooled by
+# size: on a machine whose speed drifts (shared hosts, frequency scaling) a drift then
+# spreads over every size instead of bending the fit.
 for m in "${sizes[@]}"; do
   python3 - "$scenario" "$m" "$work/s$m.json" <<'PY'
 import json, sys
@@ -34,16 +37,29 @@ if m % pp: sys.exit(f"scaling.sh: {m} machines are not a multiple of job.pp {pp}
 d["cluster"]["machines"] = m; d["job"]["dp"] = m // pp
 json.dump(d, open(sys.argv[3], "w"))
 PY
+  : > "$work/all$m.csv"
+  : > "$work/proc$m"
+done
+for round in $(seq "${ROUNDS:-1}"); do
+  for m in "${sizes[@]}"; do
+    r=$(( ${BUDGET:-240000} / m )); [ $r -ge 5 ] || r=5
+    /usr/bin/time -f "%U %S" -o "$work/time" "$bin" sim run "$work/s$m.json" --replicas "$r" --jobs 1 \
+        --format json --out "$work/out" --replica-cpu "$work/cpu.csv" --quiet > /dev/null 2> "$work/stderr" ||
+      { echo "scaling.sh: $bin failed on $m machines: $(tail -1 "$work/stderr")" >&2; exit 1; }
+    tail -n +2 "$work/cpu.csv" >> "$work/all$m.csv"
+    cat "$work/time" >> "$work/proc$m"
+  done
+done
+for m in "${sizes[@]}"; do
   r=$(( ${BUDGET:-240000} / m )); [ $r -ge 5 ] || r=5
-  /usr/bin/time -f "%U %S" -o "$work/time" "$bin" sim run "$work/s$m.json" --replicas "$r" --jobs 1 \
-      --format json --out "$work/out" --replica-cpu "$work/cpu.csv" --quiet > /dev/null 2> "$work/stderr" ||
-    { echo "scaling.sh: $bin failed on $m machines: $(tail -1 "$work/stderr")" >&2; exit 1; }
-  row=$(python3 - "$work/cpu.csv" "$work/time" "$m" "$r" <<'PY'
+  row=$(python3 - "$work/all$m.csv" "$work/proc$m" "$m" "$r" "$(head -1 "$work/cpu.csv")" <<'PY'
 import csv, statistics, sys
-ms = [float(x["cpu_ms"]) for x in csv.DictReader(open(sys.argv[1])) if x["replica"] != "0"]
-u, s = map(float, open(sys.argv[2]).read().split()[:2])
+rows = csv.DictReader(open(sys.argv[1]), fieldnames=sys.argv[5].split(","))
+ms = [float(x["cpu_ms"]) for x in rows if x["replica"] != "0"]
+lines = [l.split() for l in open(sys.argv[2]) if l.strip()]
+proc = statistics.fmean(float(u) + float(s) for u, s, *_ in lines)
 med, mean = statistics.median(ms), statistics.fmean(ms)
-print(f"{sys.argv[3]:<9} {sys.argv[4]:<9} {u + s:<10.2f} {med:<14.3f} {mean:<14.3f} {min(ms):.3f}..{max(ms):.3f}")
+print(f"{sys.argv[3]:<9} {sys.argv[4]:<9} {proc:<10.2f} {med:<14.3f} {mean:<14.3f} {min(ms):.3f}..{max(ms):.3f}")
 print(f"ROW {sys.argv[3]} {med} {mean}")
 PY
 )
