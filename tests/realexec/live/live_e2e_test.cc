@@ -99,7 +99,15 @@ class LiveCluster {
           const bool mgmt = std::string(net) == "m";
           const std::string v = "fl" + std::to_string(id_) + net + std::to_string(i);
           const std::string inner = mgmt ? "mgmt0" : "data0";
-          sh("ip link add " + v + " type veth peer name " + inner + " netns " + ns);
+          // An earlier test whose id was the same (ids come from pids) may have left this
+          // veth still going away (namespaces are torn down asynchronously): then the add
+          // fails with "File exists" and the host has no address here (CI saw "Network is
+          // unreachable" for three of five agents). Remove it and try again.
+          const std::string add = "ip link add " + v + " type veth peer name " + inner + " netns " + ns;
+          for (int tries = 0; sh(add) != 0 && tries < 50; ++tries) {
+            sh("ip link del " + v);
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
           sh("ip link set " + v + " master " + bridge(net) + " up");
           sh("ip -n " + ns + " addr add " + (mgmt ? mgmt_addr(i) : addr(i)) + "/24 dev " + inner);
           sh("ip -n " + ns + " link set " + inner + " up");
