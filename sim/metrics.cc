@@ -10,6 +10,29 @@ namespace faultline::sim {
 
 using nlohmann::json;
 
+void CategoryTotals::add(const ReplicaResult& r) {
+  if (categories.size() < r.categories.size()) categories.resize(r.categories.size());
+  for (std::size_t c = 0; c < r.categories.size(); ++c) {
+    const CategoryStats& k = r.categories[c];
+    Sums& s = categories[c];
+    s.recurred += k.recurred;
+    for (int o = 0; o < kOutcomes; ++o) s.outcomes[o] += k.outcomes[o];
+    s.incidents += k.incidents;
+    s.injected += k.injected;
+    s.resolution_sum_s += k.resolution_sum_s;
+    s.resolution_max_s = std::max(s.resolution_max_s, k.resolution_max_s);
+    s.detection_sum_s += k.detection_sum_s;
+    s.detected += k.detected;
+  }
+  if (resolved_by.size() < r.resolved_by.size()) resolved_by.resize(r.resolved_by.size());
+  for (std::size_t m = 0; m < r.resolved_by.size(); ++m) resolved_by[m] += r.resolved_by[m];
+}
+
+void release_categories(ReplicaResult& r) {
+  std::vector<CategoryStats>().swap(r.categories);
+  std::vector<std::int64_t>().swap(r.resolved_by);
+}
+
 std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   json j;
   const auto& b = r.breakdown;
@@ -25,7 +48,7 @@ std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   j["c"] = cats;
   j["v"] = {r.evictions_true, r.evictions_false, r.faults_injected, r.checkpoints, r.events,
             r.flow_batches_real, r.flow_batches_cached, r.steps, r.evictions_false_positive, r.false_failures,
-            r.max_fruitless_rounds, r.health_check_drains, r.repairs, r.retired, r.runs_ended};
+            r.max_fruitless_rounds, r.health_check_drains, r.repairs, r.retired, r.runs_ended, r.incident_count};
   j["o"] = {r.dominant.category, r.dominant.at_s, r.dominant.resolution_s};
   json tl = json::array();
   for (const auto& p : r.timeline) tl.push_back({p.t_h, p.cumulative, p.window_1h});
@@ -60,6 +83,7 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
   r.events = v[4]; r.flow_batches_real = v[5]; r.flow_batches_cached = v[6]; r.steps = v[7];
   r.evictions_false_positive = v[8]; r.false_failures = v[9]; r.max_fruitless_rounds = v[10];
   r.health_check_drains = v[11]; r.repairs = v[12]; r.retired = v[13]; r.runs_ended = v[14];
+  r.incident_count = v[15];
   r.dominant = {j["o"][0], j["o"][1], j["o"][2]};
   for (const auto& p : j["t"]) r.timeline.push_back({p[0], p[1], p[2]});
   for (const auto& i : j["i"])

@@ -78,6 +78,7 @@ struct ReplicaResult {
   std::int64_t retired = 0;                   // machines retired after repeated failures
   std::int64_t runs_ended = 0;                // 1 when the policy ended the run (EndRun)
   DominantIncident dominant;
+  std::int64_t incident_count = 0;  // incidents of every category (replicas.csv's `incidents`)
   std::int64_t faults_injected = 0;
   std::int64_t checkpoints = 0;
   std::int64_t events = 0;
@@ -95,6 +96,24 @@ struct ReplicaResult {
   // `sim run --replica-cpu`, never to result.json or replicas.csv.
   double cpu_s = 0;
 };
+
+// Per-category ledger sums and per-mechanism resolution counts over replicas, added in
+// replica order: the sums aggregate() reports, bit for bit. A run of many replicas folds
+// each result in as it arrives and drops its per-category vectors (about 1 KB a replica
+// at the default scenario's 12 categories) instead of keeping them all to the end.
+struct CategoryTotals {
+  struct Sums {
+    double incidents = 0, injected = 0, resolution_sum_s = 0, resolution_max_s = 0, detection_sum_s = 0,
+           detected = 0, recurred = 0;
+    double outcomes[kOutcomes] = {};
+  };
+  std::vector<Sums> categories;
+  std::vector<double> resolved_by;  // per Mechanism (index = enum value)
+  // Adds r's categories and resolved_by.
+  void add(const ReplicaResult& r);
+};
+// Frees r's categories and resolved_by (once a CategoryTotals holds them).
+void release_categories(ReplicaResult& r);
 
 // msgpack round trip for the fork pipe (exact doubles).
 std::vector<std::uint8_t> encode(const ReplicaResult& r);

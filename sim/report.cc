@@ -87,7 +87,8 @@ std::string resolution_name(int resolution) {
   return "?";
 }
 
-json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs, double wall_s) {
+json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs, double wall_s,
+               const CategoryTotals* folded) {
   json out;
   out["scenario"] = sc.name;
   out["description"] = sc.description;
@@ -136,22 +137,18 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   out["breakdown_ci95_s"] = ci;
   out["breakdown_share"] = share;
 
+  CategoryTotals own;
+  if (!folded) {
+    for (const auto& r : rs) own.add(r);
+    folded = &own;
+  }
   json cats = json::object();
   double total_incidents = 0, injected = 0;
   for (size_t c = 0; c < sc.faults.size(); ++c) {
-    double inc = 0, inj = 0, res_sum = 0, res_max = 0, det_sum = 0, det_n = 0, rec = 0;
-    double outcomes[kOutcomes] = {};
-    for (const auto& r : rs) {
-      const auto& k = r.categories[c];
-      rec += k.recurred;
-      for (int o = 0; o < kOutcomes; ++o) outcomes[o] += k.outcomes[o];
-      inc += k.incidents;
-      inj += k.injected;
-      res_sum += k.resolution_sum_s;
-      res_max = std::max(res_max, k.resolution_max_s);
-      det_sum += k.detection_sum_s;
-      det_n += k.detected;
-    }
+    const CategoryTotals::Sums k = c < folded->categories.size() ? folded->categories[c] : CategoryTotals::Sums{};
+    const double inc = k.incidents, inj = k.injected, res_sum = k.resolution_sum_s, res_max = k.resolution_max_s,
+                 det_sum = k.detection_sum_s, det_n = k.detected, rec = k.recurred;
+    const double* outcomes = k.outcomes;
     total_incidents += inc;
     injected += inj;
     cats[sc.faults[c].name] = {{"class", sc.faults[c].fault_class},
@@ -167,7 +164,7 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
     cats[sc.faults[c].name]["recurred_per_replica"] = rec / n;
     cats[sc.faults[c].name]["outcomes"] = oc;
     double sum = 0;
-    for (double x : outcomes) sum += x;
+    for (int o = 0; o < kOutcomes; ++o) sum += outcomes[o];
     cats[sc.faults[c].name]["ledger_balanced"] = sum == inj + rec;
   }
   out["incidents"] = {{"per_replica", total_incidents / n},
@@ -233,9 +230,7 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   json mech = json::object();
   double exhaust = 0, fallbacks = 0;
   for (int m = 1; m < kMechanisms; ++m) {
-    double c = 0;
-    for (const auto& r : rs)
-      if (m < static_cast<int>(r.resolved_by.size())) c += r.resolved_by[m];
+    const double c = m < static_cast<int>(folded->resolved_by.size()) ? folded->resolved_by[m] : 0.0;
     if (c > 0) mech[mechanism_name(static_cast<Mechanism>(m))] = c / n;
   }
   for (const auto& r : rs) {
@@ -344,8 +339,7 @@ void write_out_dir(const std::string& dir, const json& result, const std::vector
     f << ",incidents,faults_injected,evictions_true,evictions_false\n";
     f << std::setprecision(17);
     for (const auto& r : rs) {
-      std::int64_t inc = 0;
-      for (const auto& c : r.categories) inc += c.incidents;
+      const std::int64_t inc = r.incident_count;
       f << r.replica << "," << r.ettr;
       for (const auto& k : kBuckets) f << "," << r.breakdown.*k.field * 1e-9;
       f << "," << inc << "," << r.faults_injected << "," << r.evictions_true << "," << r.evictions_false << "\n";

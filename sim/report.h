@@ -12,8 +12,10 @@
 namespace faultline::sim {
 
 // The result document. `wall_s` is the only field that differs between identical runs.
+// `folded`: the per-category sums of rs when the run folded them as results arrived (and
+// dropped them from rs); null: they are summed from rs here.
 nlohmann::json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs,
-                         double wall_s);
+                         double wall_s, const CategoryTotals* folded = nullptr);
 // A fixed-width table of the headline figures.
 std::string format_table(const nlohmann::json& result);
 // incidents.csv's `resolution`: the mechanism of the start that resolved the incident

@@ -54,21 +54,35 @@ ReplicaResult ReplicaRunner::run(std::uint64_t replica, const RunOptions& opt) {
 
 std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int replicas, int jobs,
                                         const RunOptions& opt, const Registry& registry,
-                                        RunStats* stats, const std::function<void(int, int)>& on_done) {
+                                        RunStats* stats, const std::function<void(int, int)>& on_done,
+                                        CategoryTotals* fold) {
   std::vector<std::uint64_t> all(static_cast<std::size_t>(replicas));
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-  return run_replica_list(sc, all, jobs, opt, registry, stats, on_done);
+  return run_replica_list(sc, all, jobs, opt, registry, stats, on_done, fold);
 }
 
 std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const std::vector<std::uint64_t>& which,
                                             int jobs, const RunOptions& opt, const Registry& registry,
-                                            RunStats* stats, const std::function<void(int, int)>& on_done) {
+                                            RunStats* stats, const std::function<void(int, int)>& on_done,
+                                            CategoryTotals* fold) {
   const auto t0 = std::chrono::steady_clock::now();
   ReplicaRunner runner(sc, registry);
   if (stats) stats->platform_build_s = runner.platform_build_s();
 
   const int total = static_cast<int>(which.size());
   std::vector<ReplicaResult> results(which.size());
+  // With `fold`, results are folded into it in `which` order as soon as every earlier one
+  // has arrived (forks finish out of order by at most the pool's width), then released.
+  std::vector<bool> arrived(which.size(), false);
+  std::size_t folded = 0;
+  auto arrive = [&](std::size_t i) {
+    arrived[i] = true;
+    if (!fold) return;
+    for (; folded < results.size() && arrived[folded]; ++folded) {
+      fold->add(results[folded]);
+      release_categories(results[folded]);
+    }
+  };
   // Replica 0 always runs here first: the others start from the state it leaves (platform
   // built, routes cached, transfer memo), so a replica's result is the same whichever of
   // the others run beside it.
@@ -81,6 +95,7 @@ std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const
       continue;
     }
     results[i] = first;
+    arrive(i);
     if (on_done) on_done(++done, total);
   }
   // Each child runs replicas one after another for as long as none of them needed SimGrid
@@ -95,6 +110,7 @@ std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const
         [&](std::size_t k, const std::function<void()>&) { return encode(runner.run(which[forked[k]], opt)); },
         [&](std::size_t k, std::vector<std::uint8_t> bytes) {
           results[forked[k]] = decode(bytes);
+          arrive(forked[k]);
           if (on_done) on_done(++done, total);
         },
         [&](std::size_t k) { return "replica " + std::to_string(which[forked[k]]); });

@@ -56,14 +56,18 @@ class ReplicaRunner {
 std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int replicas, int jobs,
                                         const RunOptions& opt, const Registry& registry,
                                         RunStats* stats,
-                                        const std::function<void(int, int)>& on_done = {});
+                                        const std::function<void(int, int)>& on_done = {},
+                                        CategoryTotals* fold = nullptr);
 
 // Runs only the replicas numbered in `which` (in that order), each exactly as it runs among
 // all replicas: replica 0 first in this process (every other replica is a fork of the state
-// it leaves), then the others in forks. Result i is replica which[i].
+// it leaves), then the others in forks. Result i is replica which[i]. With `fold`, each
+// result's categories and resolved_by are added to it in that order and dropped from the
+// result (pass it to aggregate()), so a long run does not keep them for every replica.
 std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const std::vector<std::uint64_t>& which,
                                             int jobs, const RunOptions& opt, const Registry& registry,
-                                            RunStats* stats, const std::function<void(int, int)>& on_done = {});
+                                            RunStats* stats, const std::function<void(int, int)>& on_done = {},
+                                            CategoryTotals* fold = nullptr);
 
 // Runs run_replicas in one forked child and returns its results, so a process can
 // simulate several scenarios (SimGrid allows one engine per process). Throws RunError

@@ -191,6 +191,7 @@ ReplicaResult SimWorld::run() {
     ++c.outcomes[o];
     if (!f.incident) continue;
     ++c.incidents;
+    ++result_.incident_count;
     const std::int64_t end = f.resolved >= 0 ? f.resolved : horizon_;
     const double res = (end - f.at) * 1e-9;
     if (res > result_.dominant.resolution_s) result_.dominant = {f.category, f.at * 1e-9, res};

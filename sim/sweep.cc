@@ -69,9 +69,7 @@ std::vector<double> replica_metrics(const ReplicaResult& r, const scenarios::Sce
   m.push_back(r.ettr);
   for (const auto& k : kBuckets) m.push_back(static_cast<double>(b.*k.field) * 1e-9);
   m.push_back(static_cast<double>(b.total() - b.productive) * 1e-9);
-  std::int64_t incidents = 0;
-  for (const auto& c : r.categories) incidents += c.incidents;
-  m.push_back(static_cast<double>(incidents));
+  m.push_back(static_cast<double>(r.incident_count));
   m.push_back(static_cast<double>(r.faults_injected));
   m.push_back(static_cast<double>(r.evictions_true));
   m.push_back(static_cast<double>(r.evictions_false));

@@ -216,16 +216,18 @@ int sim_run(const std::vector<std::string>& args) {
   auto progress = [&](int done, int total) { bar(done, total); };
   std::vector<sim::ReplicaResult> results;
   sim::RunStats stats;
+  sim::CategoryTotals totals;
   try {
-    results = which.empty()
-                  ? sim::run_replicas(scenario, scenario.replicas, static_cast<int>(jobs), opt, registry, &stats, progress)
-                  : sim::run_replica_list(scenario, which, static_cast<int>(jobs), opt, registry, &stats, progress);
+    results = which.empty() ? sim::run_replicas(scenario, scenario.replicas, static_cast<int>(jobs), opt, registry,
+                                                &stats, progress, &totals)
+                            : sim::run_replica_list(scenario, which, static_cast<int>(jobs), opt, registry, &stats,
+                                                    progress, &totals);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s: %s\n", path.c_str(), e.what());
     return 1;
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  nlohmann::json result = sim::aggregate(scenario, results, wall);
+  nlohmann::json result = sim::aggregate(scenario, results, wall, &totals);
   if (!which.empty()) result["rerun_of_replicas"] = which;
   if (!out_dir.empty()) {
     try {
