@@ -1,6 +1,7 @@
 #include "policies/controller.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <optional>
@@ -23,6 +24,7 @@ std::string choice_name(const Params& p, const std::string& param) {
 constexpr std::uint64_t kTagMfuRound = 1;
 constexpr std::uint64_t kTagDeferredUpdate = 2;
 constexpr std::uint64_t kTagDetect = 3;
+constexpr std::uint64_t kTagFailSlow = 4;
 // Stand in for a crash signature when a stall or a NaN escalates like a recurring crash.
 constexpr const char* kStallSignature = "(progress stalled)";
 constexpr const char* kNanSignature = "(metric anomaly)";
@@ -34,13 +36,15 @@ class ByteRobust final : public Policy {
         detector_(modules().make_detector(choice_name(p, "detection"), p)),
         localizer_(modules().make_localizer(choice_name(p, "localization"), p)),
         checkpoint_(modules().make_checkpoint(choice_name(p, "checkpoint"), p)),
-        recovery_(modules().make_recovery(choice_name(p, "recovery"), p)) {}
+        recovery_(modules().make_recovery(choice_name(p, "recovery"), p)),
+        failslow_(modules().make_failslow(choice_name(p, "failslow"), p)) {}
   const PolicyInfo& info() const override { return byterobust_info(); }
 
   void start(World& w) override {
     // Name every module and its version in the decision log, so a log says what decided.
     std::string names;
-    for (const ModuleInfo* m : {&detector_->info(), &localizer_->info(), &recovery_->info(), &checkpoint_->info()})
+    for (const ModuleInfo* m :
+         {&detector_->info(), &localizer_->info(), &recovery_->info(), &checkpoint_->info(), &failslow_->info()})
       names += (names.empty() ? "" : ", ") + std::string(module_kind_name(m->kind)) + " " + m->name + " v" + m->version;
     w.note("modules: " + names);
     w.act(checkpoint_->plan(w.cluster()));
@@ -80,6 +84,7 @@ class ByteRobust final : public Policy {
     run_open_ = false;
     ++interruptions_;
     running_ = running_ + (w.now() - last_start_);
+    if (straggler_ >= 0) failslow_->stopped(w.now());
     if (auto plan = checkpoint_->replan(interruptions_, running_, w.cluster())) w.act(*plan);
   }
   // Evicts the machines of these slots and refills them from the standby pool.
@@ -143,6 +148,44 @@ class ByteRobust final : public Policy {
   }
   bool busy() const { return state_ != State::kRunning; }
 
+  // ------------------------------------------------------------ fail-slow handling
+  // Applies the fail-slow module's level to the straggler in straggler_ (located by the
+  // MFU aggregation rounds): tolerate and wait, work around it, or over-evict its group.
+  void mitigate(World& w, SlowdownLevel level) {
+    const SlotId slot = straggler_;
+    const std::string where = "straggler in slot " + std::to_string(slot);
+    switch (level) {
+      case SlowdownLevel::kTolerate:
+        w.note(where + " tolerated (" + failslow_->info().name + ")");
+        break;
+      case SlowdownLevel::kRebalance:
+      case SlowdownLevel::kReconfigure:
+        pending_mitigation_ = w.act(MitigateSlowdown{
+            slot, level == SlowdownLevel::kRebalance ? Mitigation::kRebalance : Mitigation::kReconfigure,
+            where + ": " + slowdown_level_name(level) + " (" + failslow_->info().name + ")"});
+        break;
+      case SlowdownLevel::kEvict:
+        forget_straggler(w);
+        evict_and_replace(w, over_eviction_set(w.cluster(), {slot}), Mechanism::kOverEviction,
+                          "MFU decline: slot " + std::to_string(slot) + " flagged most often");
+        return;
+    }
+    schedule_failslow(w);
+  }
+  void schedule_failslow(World& w) {
+    if (failslow_timer_) w.cancel_timer(failslow_timer_);
+    failslow_timer_ = 0;
+    const Instant at = failslow_->next_check();
+    if (at != Instant::max()) failslow_timer_ = w.set_timer(std::max(Duration::zero(), at - w.now()), kTagFailSlow);
+  }
+  void forget_straggler(World& w) {
+    straggler_ = -1;
+    pending_mitigation_ = 0;
+    healthy_step_s_ = 0;
+    if (failslow_timer_) w.cancel_timer(failslow_timer_);
+    failslow_timer_ = 0;
+  }
+
   // ------------------------------------------------------------ outcomes of our actions
   void handle(const MachinesReady& r, World& w) {
     if (r.action != pending_acquire_) return;
@@ -161,6 +204,7 @@ class ByteRobust final : public Policy {
     mfu_fruitless_ = 0;
     mfu_given_up_ = false;
     flagged_.clear();
+    forget_straggler(w);  // a restart lays the job out afresh
     if (deferred_update_) {
       deferred_update_.reset();
     }
@@ -169,6 +213,15 @@ class ByteRobust final : public Policy {
   }
   void handle(const ActionFailed& f, World& w) {
     w.note("action failed: " + f.reason);
+    if (f.action == pending_mitigation_ && pending_mitigation_ != 0) {
+      // The backend cannot work around the straggler (live mode): evict it instead.
+      const SlotId slot = straggler_;
+      forget_straggler(w);
+      if (state_ == State::kRunning)
+        evict_and_replace(w, over_eviction_set(w.cluster(), {slot}), Mechanism::kOverEviction,
+                          "straggler in slot " + std::to_string(slot) + ": mitigation refused (" + f.reason + ")");
+      return;
+    }
     if (f.action == pending_acquire_ || f.action == pending_start_) {
       // Fall back to requeueing the whole job.
       state_ = State::kAcquiring;
@@ -389,6 +442,15 @@ class ByteRobust final : public Policy {
   // The detection module judges the samples; its findings go to the handlers below.
   void handle(const StepSample& s, World& w) {
     if (state_ != State::kRunning) return;
+    if (std::isfinite(s.step_time_s) && s.step_time_s > 0) {
+      last_step_time_s_ = s.step_time_s;
+      if (fastest_step_s_ == 0 || s.step_time_s < fastest_step_s_) fastest_step_s_ = s.step_time_s;
+      if (straggler_ >= 0 && failslow_->recovered(s.step_time_s / healthy_step_s_)) {
+        w.note("straggler in slot " + std::to_string(straggler_) + " gone: steps at " +
+               std::to_string(s.step_time_s / healthy_step_s_) + "x healthy");
+        forget_straggler(w);
+      }
+    }
     auto f = detector_->observe(s, w.now());
     schedule_detection(w);
     if (f) found(*f, w);
@@ -433,7 +495,14 @@ class ByteRobust final : public Policy {
     pending_capture_ = w.act(CaptureStacks{"no progress for the stall window"});
   }
   void handle(const StepTimeHigh& s, World& w) {
-    if (state_ != State::kRunning || mfu_rounds_left_ > 0 || mfu_given_up_) return;
+    if (state_ != State::kRunning || mfu_rounds_left_ > 0 || mfu_given_up_ || straggler_ >= 0) return;
+    slow_since_ = w.now();
+    // How slow, against the fastest steps the job has run: the detector's baseline adapts
+    // to the steps it sees, a rebalanced straggler's among them, so its ratio understates a
+    // straggler that comes back after a restart. (Its own ratio when the job never ran
+    // faster, a straggler there from the first start.)
+    slow_ratio_ = std::max(s.ratio, fastest_step_s_ > 0 ? last_step_time_s_ / fastest_step_s_ : 1.0);
+    healthy_step_s_ = last_step_time_s_ / slow_ratio_;
     mfu_rounds_left_ = static_cast<int>(p_.get("mfu_rounds"));
     flagged_.clear();
     pending_capture_ = w.act(CaptureStacks{"MFU decline"});
@@ -446,6 +515,13 @@ class ByteRobust final : public Policy {
       auto f = detector_->check(w.now());
       schedule_detection(w);
       if (f) found(*f, w);
+      return;
+    }
+    if (t.tag == kTagFailSlow && t.timer == failslow_timer_) {
+      failslow_timer_ = 0;
+      if (straggler_ < 0 || state_ != State::kRunning) return;
+      if (auto level = failslow_->check(w.now())) mitigate(w, *level);
+      else schedule_failslow(w);
       return;
     }
     if (t.tag == kTagMfuRound && mfu_rounds_left_ > 0 && state_ == State::kRunning)
@@ -485,8 +561,9 @@ class ByteRobust final : public Policy {
       }
       auto most = std::max_element(flagged_.begin(), flagged_.end(),
                                    [](const auto& a, const auto& b) { return a.second < b.second; });
-      evict_and_replace(w, over_eviction_set(w.cluster(), {most->first}), Mechanism::kOverEviction,
-                        "MFU decline: slot " + std::to_string(most->first) + " flagged most often");
+      straggler_ = most->first;
+      mitigate(w, failslow_->located(straggler_, w.cluster().machine_in(straggler_), slow_ratio_, slow_since_, w.now(),
+                                     w.cluster()));
       return;
     }
     if (v.dominant.empty()) {
@@ -630,6 +707,15 @@ class ByteRobust final : public Policy {
   bool localizing_ = false;  // the localizer's conversation is under way
   const std::unique_ptr<CheckpointPlanner> checkpoint_;
   const std::unique_ptr<Recovery> recovery_;
+  const std::unique_ptr<FailSlowPolicy> failslow_;
+  SlotId straggler_ = -1;           // the straggler the fail-slow module tracks (-1: none)
+  ActionId pending_mitigation_ = 0;  // its last MitigateSlowdown
+  TimerId failslow_timer_ = 0;
+  Instant slow_since_{};             // when the detector reported slow steps
+  double slow_ratio_ = 1;            // how slow, then
+  double last_step_time_s_ = 0;      // the latest steady sample's step time
+  double healthy_step_s_ = 0;        // the step time without the straggler (its ratio's base)
+  double fastest_step_s_ = 0;        // the fastest steps of the job so far
   State state_ = State::kStarting;
   ActionId pending_start_ = 0, pending_acquire_ = 0, pending_probe_ = 0, pending_capture_ = 0, pending_replay_ = 0;
   Instant last_start_{};
@@ -772,6 +858,10 @@ const PolicyInfo& byterobust_info() {
           module_choice(modules(), ModuleKind::kRecovery, "recovery",
                         "replacement of evicted machines: standby (warm pool), reschedule (cold machines) or "
                         "requeue (the whole job)"),
+          module_choice(modules(), ModuleKind::kFailSlow, "failslow",
+                        "fail-slow module: evict (over-evict a located straggler's group at once) or ski_rental "
+                        "(Greyhound/FALCON: tolerate, rebalance, reconfigure, evict, each at the ski-rental "
+                        "break-even)"),
           {"stress_deadline_s", "deadline of the full-cluster stress test (localization=stress)", "s", 86400, 1,
            1e7, {}, {"localization=stress"}},
           {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1, 100000, {},

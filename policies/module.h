@@ -6,12 +6,13 @@
 // what they need as arguments and answer with values, so they are tested with synthetic
 // inputs, without a clock, and run unchanged under every backend.
 //
-// Four concerns are modules. A Detector turns the step samples a backend delivers
+// Five concerns are modules. A Detector turns the step samples a backend delivers
 // (observations: step, step time, loss, NaN) into findings (a stall, slow steps, a metric
 // anomaly); it is given the time with every call and never reads a clock. A Localizer is
 // a search for culprits run as a conversation of tests (begin, then answer after each
 // outcome), pure in the torchft sense: no World, no clock, no randomness. A Recovery says
-// how evicted machines are replaced; a CheckpointPlanner how the job checkpoints.
+// how evicted machines are replaced; a CheckpointPlanner how the job checkpoints; a
+// FailSlowPolicy how a located straggler is handled (tolerated, worked around, evicted).
 #pragma once
 
 #include <functional>
@@ -29,7 +30,9 @@
 
 namespace faultline::policies {
 
-enum class ModuleKind : std::uint8_t { kDetection, kLocalization, kRecovery, kCheckpoint };
+enum class ModuleKind : std::uint8_t { kDetection, kLocalization, kRecovery, kCheckpoint, kFailSlow };
+inline constexpr ModuleKind kModuleKinds[] = {ModuleKind::kDetection, ModuleKind::kLocalization,
+                                              ModuleKind::kRecovery, ModuleKind::kCheckpoint, ModuleKind::kFailSlow};
 const char* module_kind_name(ModuleKind k);
 
 // Identity of one algorithm. As with a leveldb FilterPolicy name, `version` changes
@@ -142,6 +145,41 @@ class CheckpointPlanner {
   }
 };
 
+// ---------------------------------------------------------------- fail-slow handling
+
+// How a located straggler is handled, in levels of growing cost and effect (Greyhound /
+// FALCON, ATC'25): tolerate it, rebalance micro-batches away from its data-parallel
+// replica, reconfigure its pipeline (MitigateSlowdown), evict it (checkpoint-restart).
+enum class SlowdownLevel : std::uint8_t { kTolerate, kRebalance, kReconfigure, kEvict };
+const char* slowdown_level_name(SlowdownLevel l);  // "tolerate", "rebalance", ...
+
+// The stack tells it of a straggler once its slot is known, then asks again at the time
+// it names, and passes on how slow steps are while it tracks one. Pure: the time comes
+// with every call.
+class FailSlowPolicy {
+ public:
+  virtual ~FailSlowPolicy() = default;
+  virtual const ModuleInfo& info() const = 0;
+  // Steps have run `ratio` x their healthy time since `since` (when the detector said so);
+  // at `now` the stack located `machine`, in `slot`. Returns the level to apply now
+  // (kTolerate: none yet). The same machine located again after stopped() is the same
+  // straggler: the ladder resumes at the level it had reached (to be applied again: a
+  // restart undid it). `view` is valid during the call only.
+  virtual SlowdownLevel located(SlotId slot, MachineId machine, double ratio, Instant since, Instant now,
+                                const ClusterView& view) = 0;
+  // When to be asked again (check), or Instant::max() when nothing is due.
+  virtual Instant next_check() const = 0;
+  // At (or after) next_check(): the level to apply now, or nullopt to stay.
+  virtual std::optional<SlowdownLevel> check(Instant now) = 0;
+  // The job stopped at `now` with a straggler tracked (a restart lays the job out afresh,
+  // undoing any workaround): its clock stops until the straggler is located again.
+  virtual void stopped(Instant now) {}
+  // A step time `ratio` x healthy, seen while it tracks a straggler: true when steps are
+  // faster than the level in force allows, so the straggler is gone (it forgets it, and
+  // so does the stack).
+  virtual bool recovered(double ratio) = 0;
+};
+
 // Modules by kind and name. Explicit, like Registry: builtin.cc adds one line per module;
 // there are no static constructors. Insertion order is kept: a stack's choice list (and
 // so its default, the first) follows it.
@@ -152,6 +190,7 @@ class ModuleRegistry {
   using LocalizerFactory = std::function<std::unique_ptr<Localizer>(const Params&)>;
   using RecoveryFactory = std::function<std::unique_ptr<Recovery>(const Params&)>;
   using CheckpointFactory = std::function<std::unique_ptr<CheckpointPlanner>(const Params&)>;
+  using FailSlowFactory = std::function<std::unique_ptr<FailSlowPolicy>(const Params&)>;
 
   // Each throws std::invalid_argument when (kind, name) is already registered, or when
   // info.kind does not match the factory.
@@ -159,6 +198,7 @@ class ModuleRegistry {
   void add(ModuleInfo info, LocalizerFactory make);
   void add(ModuleInfo info, RecoveryFactory make);
   void add(ModuleInfo info, CheckpointFactory make);
+  void add(ModuleInfo info, FailSlowFactory make);
   // Adds every module of `other`, in its order; throws std::invalid_argument, adding
   // nothing, when one of them is registered here already.
   void merge(const ModuleRegistry& other);
@@ -173,11 +213,12 @@ class ModuleRegistry {
   std::unique_ptr<Localizer> make_localizer(std::string_view name, const Params& params) const;
   std::unique_ptr<Recovery> make_recovery(std::string_view name, const Params& params) const;
   std::unique_ptr<CheckpointPlanner> make_checkpoint(std::string_view name, const Params& params) const;
+  std::unique_ptr<FailSlowPolicy> make_failslow(std::string_view name, const Params& params) const;
 
  private:
   struct Entry {
     ModuleInfo info;
-    std::variant<DetectorFactory, LocalizerFactory, RecoveryFactory, CheckpointFactory> make;
+    std::variant<DetectorFactory, LocalizerFactory, RecoveryFactory, CheckpointFactory, FailSlowFactory> make;
   };
   void insert(ModuleInfo info, ModuleKind want, decltype(Entry::make) make);
   template <class F>

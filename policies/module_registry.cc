@@ -11,6 +11,17 @@ const char* module_kind_name(ModuleKind k) {
     case ModuleKind::kLocalization: return "localization";
     case ModuleKind::kRecovery: return "recovery";
     case ModuleKind::kCheckpoint: return "checkpoint";
+    case ModuleKind::kFailSlow: return "failslow";
+  }
+  return "?";
+}
+
+const char* slowdown_level_name(SlowdownLevel l) {
+  switch (l) {
+    case SlowdownLevel::kTolerate: return "tolerate";
+    case SlowdownLevel::kRebalance: return "rebalance";
+    case SlowdownLevel::kReconfigure: return "reconfigure";
+    case SlowdownLevel::kEvict: return "evict";
   }
   return "?";
 }
@@ -36,6 +47,9 @@ void ModuleRegistry::add(ModuleInfo info, RecoveryFactory make) {
 }
 void ModuleRegistry::add(ModuleInfo info, CheckpointFactory make) {
   insert(std::move(info), ModuleKind::kCheckpoint, std::move(make));
+}
+void ModuleRegistry::add(ModuleInfo info, FailSlowFactory make) {
+  insert(std::move(info), ModuleKind::kFailSlow, std::move(make));
 }
 
 void ModuleRegistry::merge(const ModuleRegistry& other) {
@@ -90,6 +104,9 @@ std::unique_ptr<Recovery> ModuleRegistry::make_recovery(std::string_view name, c
 std::unique_ptr<CheckpointPlanner> ModuleRegistry::make_checkpoint(std::string_view name, const Params& params) const {
   return factory<CheckpointFactory>(ModuleKind::kCheckpoint, name)(params);
 }
+std::unique_ptr<FailSlowPolicy> ModuleRegistry::make_failslow(std::string_view name, const Params& params) const {
+  return factory<FailSlowFactory>(ModuleKind::kFailSlow, name)(params);
+}
 
 ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name, std::string help) {
   const std::vector<std::string> names = r.names(kind);
@@ -98,8 +115,7 @@ ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string na
 }
 
 void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params) {
-  for (ModuleKind kind : {ModuleKind::kDetection, ModuleKind::kLocalization, ModuleKind::kRecovery,
-                          ModuleKind::kCheckpoint})
+  for (ModuleKind kind : kModuleKinds)
     for (const ModuleInfo* m : r.of(kind))
       for (const ParamSpec& p : m->params) {
         // A module's own parameter is read when the stack's choice of that kind picks it.

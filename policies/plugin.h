@@ -26,8 +26,10 @@
 // 4: StackSignatures stored sparsely (fill_id, others).
 // 5: World::keeps_notes; ClusterView shares its topology between copies.
 // 6: Rng seeds its four state words apart (a plugin's header-only streams would differ).
+// 7: the MitigateSlowdown action; the failslow module kind; ClusterSpec's micro_batches
+//    and layers_per_stage.
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 6
+#define FAULTLINE_PLUGIN_ABI 7
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

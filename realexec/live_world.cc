@@ -359,6 +359,15 @@ ActionId LiveWorld::act(Action a) {
           const int have = static_cast<int>(cluster_.standby().size());
           outcome(id, have >= x.size, "pool of " + std::to_string(x.size) + " wanted, " + std::to_string(have) +
                                           " standby machines configured and parked", t);
+        } else if constexpr (std::is_same_v<T, MitigateSlowdown>) {
+          // The job's layout (micro-batches per rank, layers per stage) is fixed at launch.
+          const std::string why = !running_ ? std::string("job not running")
+                                            : std::string("live mode cannot ") + mitigation_name(x.how) +
+                                                  " a running job (its layout is fixed at launch)";
+          outcome(id, false, why, t);
+          deliver(ActionFailed{id, why});
+        } else {
+          static_assert(!std::is_same_v<T, T>, "every action has a branch above");
         }
       },
       a);

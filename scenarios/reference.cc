@@ -69,6 +69,8 @@ const std::map<std::string, Doc>& docs() {
     {"job.init_s", {"s", "Process launch and communicator initialisation at every start."}},
     {"job.collective_timeout_s", {"s", "NCCL watchdog: a hung job exits after this (0 = never)."}},
     {"job.checkpoint_mfu_loss", {"ratio", "Throughput an every-step in-memory save costs while it overlaps training (at least its blocking; 0 = blocking only)."}},
+    {"job.micro_batches", {"count", "Micro-batches per data-parallel replica per step: the units a slow replica's work moves in when rebalanced."}},
+    {"job.layers_per_stage", {"count", "Transformer layers per pipeline stage: the units a slow stage's work moves in when its pipeline is reconfigured."}},
     {"job.restart_warmup_s", {"s", "Time after every restart before full speed: no progress, lost again if a fault strikes during it."}},
     {"job.horizon_days", {"days", "Simulated wall-clock time of the job."}},
 
@@ -124,6 +126,8 @@ const std::map<std::string, Doc>& docs() {
     {"diagnosis.stress_s", {"s", "The full stress test."}},
     {"diagnosis.capture_s", {"s", "Capturing every rank's stack (py-spy / gdb)."}},
     {"diagnosis.replay_s", {"s", "One replay phase."}},
+    {"diagnosis.rebalance_s", {"s", "The job's pause while micro-batches move off a slow machine's data-parallel replica (MitigateSlowdown rebalance; Greyhound/FALCON: seconds)."}},
+    {"diagnosis.reconfigure_s", {"s", "The job's pause while layers move off a slow machine's pipeline stage and micro-batches are rebalanced (MitigateSlowdown reconfigure: parameters and optimizer state migrate)."}},
     {"diagnosis.false_positive_rate", {"ratio", "Chance a test fails a healthy machine, per machine per test, for tests without their own value."}},
     {"diagnosis.false_positive", {"", "False-positive rate by test."}},
     {"diagnosis.false_positive.gpu_diag", {"ratio", "False positives of the GPU diagnostic.", "`false_positive_rate`"}},

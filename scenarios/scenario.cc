@@ -479,6 +479,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     cl.tp = static_cast<int>(j.integer("tp", 1, 1, 1 << 20, true));
     cl.pp = static_cast<int>(j.integer("pp", 1, 1, 1 << 20, true));
     cl.dp = static_cast<int>(j.integer("dp", 1, 1, 1 << 24, true));
+    cl.micro_batches = static_cast<int>(j.integer("micro_batches", cl.micro_batches, 1, 1 << 20));
+    cl.layers_per_stage = static_cast<int>(j.integer("layers_per_stage", cl.layers_per_stage, 1, 1 << 20));
     auto& job = sc.job;
     job.step_time_s = j.number("step_time_s", 10, 1e-6, 1e6, true);
     job.checkpoint_bytes_per_machine = j.number("checkpoint_bytes_per_machine", 0, 0, 1e15);
@@ -533,6 +535,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     g.stress_s = d.number("stress_s", g.stress_s, 0, 1e7);
     g.capture_s = d.number("capture_s", g.capture_s, 0, 1e5);
     g.replay_s = d.number("replay_s", g.replay_s, 0, 1e6);
+    g.rebalance_s = d.number("rebalance_s", g.rebalance_s, 0, 1e6);
+    g.reconfigure_s = d.number("reconfigure_s", g.reconfigure_s, 0, 1e6);
     g.false_positive_rate = d.number("false_positive_rate", g.false_positive_rate, 0, 1);
     if (const json* fj = d.get("false_positive")) {
       Obj f(*fj, "$.diagnosis.false_positive", file);

@@ -133,6 +133,8 @@ struct DiagnosisSpec {
   double stress_s = 1800;         // full stress test baseline
   double capture_s = 15;          // stacks of every rank (py-spy / gdb)
   double replay_s = 900;          // one replay phase
+  double rebalance_s = 30;        // the job's pause to move micro-batches off a slow replica
+  double reconfigure_s = 180;     // the job's pause to move layers off a slow stage (and rebalance)
   // Chance that a test fails a healthy machine, per machine per test, by test name
   // (gpu_diag, intra_all_to_all, inter_all_gather, bitwise, stress). A bit-wise
   // comparison of a deterministic reference step has none (DOMAIN §4): its default is 0;

@@ -33,6 +33,14 @@ void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
     dt -= use;
     if (dt == 0) return;
   }
+  if (pause_left_ > 0) {
+    const std::int64_t use = std::min(pause_left_, dt);
+    pause_left_ -= use;
+    b.degraded += use;
+    at += use;
+    dt -= use;
+    if (dt == 0) return;
+  }
   const std::int64_t start = at;
   std::int64_t left = dt;
   std::int64_t progress_gain = 0;
@@ -130,6 +138,7 @@ void ProgressModel::lose(Breakdown& b) {
   seg_progress_ = 0;
   in_ckpt_ = 0;
   warmup_left_ = 0;
+  pause_left_ = 0;
 }
 
 void ProgressModel::roll_back_committed(std::int64_t to, Breakdown& b) {

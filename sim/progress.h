@@ -26,7 +26,7 @@ struct Breakdown {
   std::int64_t restore = 0;      // loading the checkpoint
   std::int64_t recompute = 0;    // training lost since the last complete checkpoint
   std::int64_t checkpoint = 0;   // blocking checkpoint time
-  std::int64_t degraded = 0;     // running slower than full speed
+  std::int64_t degraded = 0;     // running slower than full speed, or paused to work around a slow machine
   std::int64_t warmup = 0;       // running after a (re)start before full speed (job.restart_warmup_s)
   std::int64_t total() const;
 };
@@ -68,6 +68,9 @@ class ProgressModel {
   // The job has just (re)started: its first `ns` of running make no progress and go
   // to the warm-up bucket. A stop (lose) ends the warm-up.
   void start_warmup(std::int64_t ns) { warmup_left_ = ns > 0 ? ns : 0; }
+  // The running job pauses for `ns` (its layout changes around a slow machine): no
+  // progress, accounted as degraded. After a warm-up still under way; a stop ends it.
+  void pause(std::int64_t ns) { pause_left_ += ns > 0 ? ns : 0; }
 
   // Runs the job for `dt` from wall instant `at`, accruing progress and checkpoints.
   void run(std::int64_t at, std::int64_t dt, Breakdown& b);
@@ -93,6 +96,7 @@ class ProgressModel {
   std::int64_t in_ckpt_ = 0;       // time spent in the current checkpoint block
   std::int64_t checkpoints_ = 0;
   std::int64_t warmup_left_ = 0;
+  std::int64_t pause_left_ = 0;
   bool record_ = false;
   std::vector<ProgressSegment> segments_;
 };

@@ -100,8 +100,7 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   // The modules the choice parameters picked, by name and version (the index alone
   // depends on which plugins were loaded, and in what order).
   json mods = json::object();
-  for (auto kind : {policies::ModuleKind::kDetection, policies::ModuleKind::kLocalization,
-                    policies::ModuleKind::kRecovery, policies::ModuleKind::kCheckpoint}) {
+  for (auto kind : policies::kModuleKinds) {
     const std::string key = policies::module_kind_name(kind);
     const auto it = sc.policy_params.values().find(key);
     const auto all = policies::modules().of(kind);

@@ -341,6 +341,7 @@ void SimWorld::inject(const FaultArrival& a) {
 
 void SimWorld::job_down() {
   progress_.lose(result_.breakdown);
+  mitigated_.clear();  // the next start lays the job out afresh
   job_ = JobState::kDown;
   stuck_ = false;
   ++epoch_;
@@ -613,17 +614,23 @@ void SimWorld::send_sample(std::int64_t at, bool nan) {
 }
 
 void SimWorld::update_rate(bool sample) {
-  double worst = 1;
+  // The slowest machine sets the pace (lockstep), as far as the job works around it.
+  double rate = 1;
   for (FaultId id : open_) {
     const Fault& f = fault_log_[id];
     if (!f.active || sc_.faults[f.category].symptom != Symptom::kSlowdown) continue;
-    for (MachineId m : f.machines)
-      if (still_on(f, m)) worst = std::max(worst, fault_ratio(f));
+    for (MachineId m : f.machines) {
+      if (!still_on(f, m)) continue;
+      int level = 0;
+      for (const auto& [slot, l] : mitigated_)
+        if (slot == view_.slot_of(m)) level = l;
+      rate = std::min(rate, level == 0 ? 1.0 / fault_ratio(f) : straggler_rate(view_.spec(), fault_ratio(f), level));
+    }
   }
   // A slowdown that landed while the job was stopped slows it only once it strikes at
   // the next start, as an incident (finish_start).
   const double before = progress_.rate();
-  progress_.set_rate(1.0 / worst);
+  progress_.set_rate(rate);
   if (sample && progress_.rate() != before && job_ == JobState::kRunning && !stuck_) send_sample(now_, false);
 }
 
@@ -956,6 +963,22 @@ ActionId SimWorld::act(Action a) {
           [&](const SetStandbyPool& p) {
             pool_target_ = std::max(0, p.size);
             refill_pool();
+          },
+          [&](const MitigateSlowdown& x) {
+            if (job_ != JobState::kRunning) return fail("job not running");
+            if (x.slot < 0 || x.slot >= view_.slots() || view_.machine_in(x.slot) == kNoMachine)
+              return fail("slot " + std::to_string(x.slot) + " has no machine");
+            const int level = x.how == Mitigation::kRebalance ? 1 : 2;
+            bool known = false;
+            for (auto& [slot, l] : mitigated_)
+              if (slot == x.slot) {
+                l = std::max(l, level);
+                known = true;
+              }
+            if (!known) mitigated_.emplace_back(x.slot, level);
+            const auto& d = sc_.diagnosis;
+            progress_.pause(secs(x.how == Mitigation::kRebalance ? d.rebalance_s : d.reconfigure_s));
+            update_rate(true);
           },
           [&](const EndRun& e) {
             // The job stays down for the rest of the horizon: its time is lost.

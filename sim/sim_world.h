@@ -236,6 +236,9 @@ class SimWorld final : public World {
   std::vector<FaultId> broken_;  // per machine: active persistent fault id + 1, 0 = healthy
   std::vector<Fault> fault_log_;
   std::vector<FaultId> open_;  // incidents not yet resolved
+  // Slots whose slowness the running job works around (MitigateSlowdown): the level,
+  // 1 rebalanced, 2 reconfigured. Undone when the job stops.
+  std::vector<std::pair<SlotId, int>> mitigated_;
   std::vector<FaultId> pending_;  // active faults that have not struck the job yet
   std::uint64_t arrivals_ = 0;    // arrival index, the key of per-fault streams
   std::vector<double> thin_;      // per category: arrival-rate multiplier for bad machines (1 = none)

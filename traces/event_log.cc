@@ -230,7 +230,7 @@ std::vector<const char*> names_of(const char* (*to)(E)) {
   return out;
 }
 
-constexpr int kModes = 4, kTiers = 3, kProbes = 5, kFaultKinds = 10, kRecordKinds = 9;
+constexpr int kModes = 4, kTiers = 3, kProbes = 5, kMitigations = 2, kFaultKinds = 10, kRecordKinds = 9;
 
 // ---------------------------------------------------------------- type names
 
@@ -249,7 +249,7 @@ struct TypeNames<faultline::Action> {
       "StopJob",       "StartJob",     "EvictMachines", "AcquireMachines",  "SetCheckpointPlan",
       "WatchSteps",    "EnableOracle", "Note",          "EnableInspection", "RunProbe",
       "CaptureStacks", "RunReplay",    "HotUpdate",     "RollBack",         "SetStandbyPool",
-      "EndRun"};
+      "EndRun",        "MitigateSlowdown"};
 };
 
 // ---------------------------------------------------------------- encoders
@@ -387,6 +387,11 @@ struct ActionEncoder {
   }
   void operator()(const EndRun& x) {
     o["verdict"] = x.verdict;
+    o["reason"] = x.reason;
+  }
+  void operator()(const MitigateSlowdown& x) {
+    o["slot"] = x.slot;
+    o["how"] = mitigation_name(x.how);
     o["reason"] = x.reason;
   }
 };
@@ -594,8 +599,16 @@ faultline::Action decode_action(std::size_t index, In& in) {
       x.reason = in.string("reason", "");
       return x;
     }
-    default:
+    case 15:
       return EndRun{in.string("verdict", "", true), in.string("reason", "")};
+    default: {
+      MitigateSlowdown x;
+      x.slot = static_cast<SlotId>(in.integer("slot", 0, 0, kI32Max, true));
+      x.how = in.enumerated<Mitigation>("how", x.how, mitigation_from_name,
+                                        names_of<Mitigation, kMitigations>(mitigation_name));
+      x.reason = in.string("reason", "");
+      return x;
+    }
   }
 }
 
@@ -724,6 +737,9 @@ std::optional<CheckpointTier> tier_from_name(std::string_view name) {
 }
 std::optional<ProbeKind> probe_from_name(std::string_view name) {
   return lookup<ProbeKind, kProbes>(name, probe_name);
+}
+std::optional<Mitigation> mitigation_from_name(std::string_view name) {
+  return lookup<Mitigation, kMitigations>(name, mitigation_name);
 }
 
 const char* record_kind_name(RecordKind k) {

@@ -81,6 +81,7 @@ std::optional<Mechanism> mechanism_from_name(std::string_view name);
 std::optional<AcquireMode> mode_from_name(std::string_view name);
 std::optional<CheckpointTier> tier_from_name(std::string_view name);
 std::optional<ProbeKind> probe_from_name(std::string_view name);
+std::optional<Mitigation> mitigation_from_name(std::string_view name);
 
 // ---------------------------------------------------------------- records
 

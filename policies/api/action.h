@@ -169,15 +169,32 @@ struct EndRun {
   std::string reason;
 };
 
+// Works around a slow machine without a restart (Greyhound/FALCON's levels 2 and 3):
+// kRebalance moves micro-batches from the data-parallel replica that holds `slot` to the
+// others; kReconfigure also moves layers from that slot's pipeline stage to the other
+// stages of its pipeline (and rebalances). Both last until the job next stops. The job
+// pauses while its layout changes (the simulator's diagnosis.rebalance_s and
+// reconfigure_s), then runs at the rate straggler_rate() gives (policies/api/cluster_view.h).
+// No event follows: the next StepSample shows the new rate. ActionFailed: the job is not
+// running, or the slot has no machine; in live mode always (it cannot re-lay a running job).
+enum class Mitigation : std::uint8_t { kRebalance, kReconfigure };
+struct MitigateSlowdown {
+  SlotId slot = 0;
+  Mitigation how = Mitigation::kRebalance;
+  std::string reason;
+};
+
 using Action = std::variant<StopJob, StartJob, EvictMachines, AcquireMachines, SetCheckpointPlan,
                             WatchSteps, EnableOracle, Note, EnableInspection, RunProbe,
-                            CaptureStacks, RunReplay, HotUpdate, RollBack, SetStandbyPool, EndRun>;
+                            CaptureStacks, RunReplay, HotUpdate, RollBack, SetStandbyPool, EndRun,
+                            MitigateSlowdown>;
 
 // One line for logs, e.g. "evict [12,13] (pp group of 12 holds all outliers)".
 std::string describe(const Action& a);
 const char* mode_name(AcquireMode m);
 const char* tier_name(CheckpointTier t);
 const char* probe_name(ProbeKind k);  // for logs: "gpu-diag"
+const char* mitigation_name(Mitigation m);  // "rebalance", "reconfigure"
 // The snake_case key of a probe kind in scenarios (recall, false_positive), the agent
 // protocol and configs: "gpu_diag", "intra_all_to_all", ...
 const char* probe_key(ProbeKind k);

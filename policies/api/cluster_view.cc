@@ -152,4 +152,27 @@ bool ClusterView::take_standby(MachineId m) {
   return true;
 }
 
+double rebalanced_rate(int parts, int units, double f) {
+  if (!(f > 1)) return 1;
+  if (parts <= 1 || units <= 0) return 1 / f;
+  // Step time in units of one healthy unit's time: the slow worker's k*f against the
+  // busiest healthy worker's ceil(rest / (parts - 1)). The best k is near the continuous
+  // balance; scanning every k keeps it exact and costs units + 1 steps.
+  const std::int64_t total = static_cast<std::int64_t>(parts) * units;
+  double best = static_cast<double>(units) * f;  // k = units: nothing moved
+  for (int k = 0; k < units; ++k) {
+    const std::int64_t rest = total - k;
+    const double healthy = static_cast<double>((rest + parts - 2) / (parts - 1));
+    best = std::min(best, std::max(static_cast<double>(k) * f, healthy));
+  }
+  return std::min(1.0, static_cast<double>(units) / best);
+}
+
+double straggler_rate(const ClusterSpec& spec, double f, int level) {
+  if (!(f > 1) || level <= 0) return f > 1 ? 1 / f : 1;
+  double slow = f;
+  if (level >= 2) slow = 1 / rebalanced_rate(spec.pp, spec.layers_per_stage, f);
+  return rebalanced_rate(spec.dp, spec.micro_batches, slow);
+}
+
 }  // namespace faultline

@@ -41,7 +41,25 @@ struct ClusterSpec {
   int tp = 8;
   int pp = 1;
   int dp = 1;
+  // The work a slow machine's share can be moved in (MitigateSlowdown): micro-batches per
+  // data-parallel replica per step, and transformer layers per pipeline stage.
+  int micro_batches = 16;
+  int layers_per_stage = 12;
 };
+
+// Throughput, relative to every worker at full speed, of `parts` workers in lockstep that
+// share parts*units whole units of work when one of them runs `f` times slower and the
+// units are rebalanced: the slow worker keeps k units, the others share the rest as
+// evenly as whole units allow, for the best k. It is 1/f with parts == 1 or units == 0
+// (nothing to move), and at most 1.
+double rebalanced_rate(int parts, int units, double f);
+// The job's step rate (relative to healthy) with one machine `f` times slower, at a level
+// of mitigation: 0 tolerated (1/f), 1 its micro-batches rebalanced over the data-parallel
+// replicas, 2 its pipeline stage's layers rebalanced over its pipeline first (the pipeline
+// then runs at rebalanced_rate(pp, layers_per_stage, f)) and then the micro-batches over
+// the replicas, as a pipeline that much slower. The ground truth of the simulator and
+// what a fail-slow module predicts from the job's shape.
+double straggler_rate(const ClusterSpec& spec, double f, int level);
 
 enum class NodeKind : std::uint8_t { kMachine, kTor, kLeaf, kSpine, kStorage };
 

@@ -81,6 +81,14 @@ const char* probe_name(ProbeKind k) {
   return "?";
 }
 
+const char* mitigation_name(Mitigation m) {
+  switch (m) {
+    case Mitigation::kRebalance: return "rebalance";
+    case Mitigation::kReconfigure: return "reconfigure";
+  }
+  return "?";
+}
+
 std::string describe(const Action& a) {
   return std::visit(
       Overloaded{
@@ -120,6 +128,10 @@ std::string describe(const Action& a) {
           [](const RollBack& x) { return "roll back (" + x.reason + ")"; },
           [](const SetStandbyPool& x) { return "standby pool of " + std::to_string(x.size) + " (" + x.reason + ")"; },
           [](const EndRun& x) { return "end the run: " + x.verdict + " (" + x.reason + ")"; },
+          [](const MitigateSlowdown& x) {
+            return std::string(mitigation_name(x.how)) + " around slot " + std::to_string(x.slot) + " (" + x.reason +
+                   ")";
+          },
       },
       a);
 }

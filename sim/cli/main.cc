@@ -282,8 +282,7 @@ int list_policies() {
     }
   }
   std::printf("\nmodules (choose with policy.params.<kind>, e.g. \"localization\": \"bisection\")\n");
-  for (auto kind : {pol::ModuleKind::kDetection, pol::ModuleKind::kLocalization, pol::ModuleKind::kRecovery,
-                    pol::ModuleKind::kCheckpoint}) {
+  for (auto kind : pol::kModuleKinds) {
     std::printf("  %s\n", pol::module_kind_name(kind));
     for (const auto* m : modules.of(kind)) {
       std::string from;

@@ -320,6 +320,19 @@ std::vector<Row> rows() {
          return s;
        },
        Want::kNothing, Want::kActionFailed},
+      {"MitigateSlowdownWorksAroundASlowMachineInTheSimulatorOnly",
+       [](ActionId* watch) {
+         return started_then(
+             watch, [](World& w) { return w.act(MitigateSlowdown{0, Mitigation::kRebalance, "straggler"}); });
+       },
+       Want::kNothing, Want::kActionFailed, "live mode cannot rebalance"},
+      {"MitigateSlowdownWithoutARunningJobIsRefused",
+       [](ActionId* watch) {
+         Script s;
+         s.start = [watch](World& w) { *watch = w.act(MitigateSlowdown{0, Mitigation::kReconfigure, "too early"}); };
+         return s;
+       },
+       Want::kActionFailed, Want::kActionFailed, "job not running"},
       {"StandbyShortfallIsFilledNotRefused",
        [](ActionId* watch) {
          Script s;

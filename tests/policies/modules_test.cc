@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
 #include "policies/builtin.h"
 #include "policies/controller.h"
 #include "policies/checkpoint/plans.h"
+#include "policies/failslow/ladders.h"
 #include "policies/localization/localizers.h"
 #include "policies/recovery/replace.h"
 
@@ -137,7 +139,8 @@ TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {
   EXPECT_EQ(m.make_localizer("stress", byterobust_params())->info().name, "stress");
   for (auto [param, kind] : {std::pair{"localization", ModuleKind::kLocalization},
                              {"checkpoint", ModuleKind::kCheckpoint},
-                             {"recovery", ModuleKind::kRecovery}})
+                             {"recovery", ModuleKind::kRecovery},
+                             {"failslow", ModuleKind::kFailSlow}})
     EXPECT_EQ(byterobust_info().find_param(param)->choices, m.names(kind)) << param;
 }
 
@@ -250,6 +253,155 @@ TEST(ModuleRegistry, AFactoryOfTheWrongKindIsRefused) {
   m.add(requeue_recovery_info(), make_requeue_recovery);
   EXPECT_EQ(m.names(ModuleKind::kRecovery), std::vector<std::string>{"requeue"});
   EXPECT_TRUE(m.names(ModuleKind::kLocalization).empty());
+}
+
+
+// ---------------------------------------------------------------- fail-slow handling
+
+// The best lockstep step time by brute force: every way of giving parts*units whole
+// units to `parts` workers, worker 0 running f times slower, in healthy unit times.
+double brute_force_step(int parts, int units, double f) {
+  const int total = parts * units;
+  double best = 1e300;
+  std::vector<int> n(parts, 0);
+  // Enumerate compositions of `total` into `parts` parts (small cases only).
+  std::function<void(int, int)> go = [&](int i, int left) {
+    if (i == parts - 1) {
+      n[i] = left;
+      double t = n[0] * f;
+      for (int k = 1; k < parts; ++k) t = std::max(t, static_cast<double>(n[k]));
+      best = std::min(best, t);
+      return;
+    }
+    for (int x = 0; x <= left; ++x) {
+      n[i] = x;
+      go(i + 1, left - x);
+    }
+  };
+  go(0, total);
+  return best;
+}
+
+TEST(StragglerRate, RebalancingMatchesEveryWholeUnitAssignment) {
+  for (int parts : {1, 2, 3, 4})
+    for (int units : {1, 2, 3, 5})
+      for (double f : {1.0, 1.1, 1.5, 2.0, 3.7})
+        EXPECT_DOUBLE_EQ(rebalanced_rate(parts, units, f), std::min(1.0, units / brute_force_step(parts, units, f)))
+            << parts << " parts, " << units << " units, f " << f;
+  // Nothing to move to: the straggler's pace.
+  EXPECT_DOUBLE_EQ(rebalanced_rate(1, 16, 2), 0.5);
+  // Whole units: once a unit moves, some healthy worker does units + 1, so a 1.5x
+  // straggler among 150 replicas of 16 micro-batches still costs 16/17, not 1/300.
+  EXPECT_DOUBLE_EQ(rebalanced_rate(150, 16, 1.5), 16.0 / 17);
+}
+
+TEST(StragglerRate, LevelsComposePipelineThenReplicas) {
+  ClusterSpec c;
+  c.pp = 2;
+  c.dp = 2;
+  c.micro_batches = 8;
+  c.layers_per_stage = 6;
+  EXPECT_DOUBLE_EQ(straggler_rate(c, 2, 0), 0.5);
+  EXPECT_DOUBLE_EQ(straggler_rate(c, 2, 1), 8 / brute_force_step(2, 8, 2));
+  const double pipeline = 6 / brute_force_step(2, 6, 2);  // its stage's layers spread first
+  EXPECT_DOUBLE_EQ(straggler_rate(c, 2, 2), 8 / brute_force_step(2, 8, 1 / pipeline));
+  EXPECT_LT(straggler_rate(c, 2, 1), straggler_rate(c, 2, 2));
+  EXPECT_DOUBLE_EQ(straggler_rate(c, 1, 2), 1);  // not slow at all
+}
+
+// The ladder on a scripted straggler: each move comes exactly at the ski-rental
+// break-even t* = T_i + C_j / (l_i - l_j), written here from the losses by brute force.
+TEST(SkiRentalFailSlow, MovesUpTheLadderAtEachClosedFormBreakEven) {
+  ClusterSpec c;
+  c.machines = 4;
+  c.gpus_per_machine = 8;
+  c.tp = 8;
+  c.pp = 2;
+  c.dp = 2;
+  c.micro_batches = 8;
+  c.layers_per_stage = 6;
+  const ClusterView view(c);
+  const double f = 2, C1 = 30, C2 = 180, C3 = 1200;
+  auto m = make_ski_rental_failslow(byterobust_params(
+      {{"failslow", 1}, {"failslow_rebalance_cost_s", C1}, {"failslow_reconfigure_cost_s", C2},
+       {"failslow_restart_cost_s", C3}}));
+  const double l0 = 1 - 1 / f;
+  const double l1 = 1 - 8 / brute_force_step(2, 8, f);
+  const double l2 = 1 - 8 / brute_force_step(2, 8, brute_force_step(2, 6, f) / 6);
+  ASSERT_GT(l0, l1);
+  ASSERT_GT(l1, l2);
+  ASSERT_GT(l2, 0);
+  auto at = [](double s) { return Instant::at(Duration::seconds(s)); };
+  auto near = [&](Instant got, double want_s) { EXPECT_NEAR(got.to_seconds(), want_s, 1e-6); };
+  // Slow steps reported at 1,000 s; located at 1,010 s, before the first break-even.
+  const double t1 = 1000 + C1 / (l0 - l1);
+  ASSERT_GT(t1, 1010);
+  EXPECT_EQ(m->located(3, 3, f, at(1000), at(1010), view), SlowdownLevel::kTolerate);
+  near(m->next_check(), t1);
+  EXPECT_EQ(m->check(at(t1 - 1)), std::nullopt);  // early: stays
+  EXPECT_FALSE(m->recovered(f));
+  EXPECT_TRUE(m->recovered(1.0));
+  EXPECT_EQ(m->check(at(t1)), SlowdownLevel::kRebalance);
+  // Level 1's clock starts once its pause is over.
+  const double t2 = t1 + C1 + C2 / (l1 - l2);
+  near(m->next_check(), t2);
+  EXPECT_FALSE(m->recovered(1 / (1 - l1)));
+  EXPECT_EQ(m->check(at(t2)), SlowdownLevel::kReconfigure);
+  const double t3 = t2 + C2 + C3 / l2;
+  near(m->next_check(), t3);
+  EXPECT_EQ(m->check(at(t3)), SlowdownLevel::kEvict);
+  EXPECT_EQ(m->next_check(), Instant::max());
+
+  // A restart undoes the workaround; the same machine located again resumes the ladder at
+  // the level it had reached, the time spent there counted: 1,000 s at level 1 before the
+  // stop, so the reconfiguration comes (t2 - t1 - C1) - 1000 s after the pause again.
+  auto r = make_ski_rental_failslow(byterobust_params({{"failslow", 1}}));
+  ASSERT_EQ(r->located(3, 3, f, at(1000), at(t1), view), SlowdownLevel::kRebalance);
+  r->stopped(at(t1 + C1 + 1000));
+  EXPECT_EQ(r->located(3, 3, f, at(50000), at(50100), view), SlowdownLevel::kRebalance);
+  near(r->next_check(), 50100 + C1 + (t2 - t1 - C1) - 1000);
+  // Another machine in the slot is another straggler: from the start.
+  r->stopped(at(60000));
+  EXPECT_EQ(r->located(3, 17, f, at(70000), at(70010), view), SlowdownLevel::kTolerate);
+  near(r->next_check(), t1 - 1000 + 70000);
+  EXPECT_TRUE(r->recovered(1.0));
+  EXPECT_FALSE(r->recovered(1.0));  // forgotten
+
+  // Located late, past the first break-even: it rebalances at once.
+  auto late = make_ski_rental_failslow(byterobust_params({{"failslow", 1}}));
+  EXPECT_EQ(late->located(3, 3, f, at(0), at(3600), view), SlowdownLevel::kRebalance);
+}
+
+TEST(SkiRentalFailSlow, SkipsALevelThatWouldNotHelp) {
+  // One data-parallel replica: rebalancing has nowhere to move micro-batches to, so the
+  // ladder goes from tolerating straight to reconfiguring the pipeline.
+  ClusterSpec c;
+  c.machines = 4;
+  c.gpus_per_machine = 8;
+  c.tp = 8;
+  c.pp = 4;
+  c.dp = 1;
+  c.micro_batches = 8;
+  c.layers_per_stage = 6;
+  const ClusterView view(c);
+  auto m = make_ski_rental_failslow(byterobust_params({{"failslow", 1}}));
+  const double l0 = 0.5, l2 = 1 - 6 / brute_force_step(4, 6, 2);
+  EXPECT_EQ(m->located(0, 0, 2, Instant::at(Duration::zero()), Instant::at(Duration::seconds(1)), view),
+            SlowdownLevel::kTolerate);
+  EXPECT_NEAR(m->next_check().to_seconds(), 180 / (l0 - l2), 1e-6);
+  EXPECT_EQ(m->check(m->next_check()), SlowdownLevel::kReconfigure);
+  // A straggler too slight to move a whole unit for: only eviction helps.
+  auto slight = make_ski_rental_failslow(byterobust_params({{"failslow", 1}}));
+  EXPECT_EQ(slight->located(0, 0, 1.05, Instant::at(Duration::zero()), Instant::at(Duration::seconds(1)), view),
+            SlowdownLevel::kTolerate);
+  EXPECT_NEAR(slight->next_check().to_seconds(), 1200 / (1 - 1 / 1.05), 1e-6);
+}
+
+TEST(EvictFailSlow, EvictsAtOnceAsByteRobustDoes) {
+  auto m = make_evict_failslow(byterobust_params());
+  EXPECT_EQ(m->located(0, 0, 3, Instant{}, Instant{}, view_of(8, 2, 4)), SlowdownLevel::kEvict);
+  EXPECT_EQ(m->next_check(), Instant::max());
+  EXPECT_EQ(byterobust_info().find_param("failslow")->choices, (std::vector<std::string>{"evict", "ski_rental"}));
 }
 
 }  // namespace

@@ -267,5 +267,98 @@ TEST(FaultLedger, TheInMemoryBackupOfATwoMachineJobIsOnTheOtherMachine) {
   }
 }
 
+
+// Issue 20: the fail-slow ladder on a scripted straggler, the whole simulator in the loop.
+// One machine of a 4-machine job (TP 8, PP 2, DP 2; 8 micro-batches per replica, 6 layers
+// per stage) runs 2x slower from t = 1 h on, for good (a trace replayed onto slot 0).
+// The detector reports it, the MFU rounds place it, and the ski-rental ladder must then
+// move at each closed-form break-even t* = T_i + C_j / (l_i - l_j), with the losses l
+// written here by brute force over every whole-unit assignment of the work, and the
+// job's measured step time after each move must be the one that assignment predicts.
+double best_lockstep(int parts, int units, double f) {  // healthy unit times
+  double best = 1e300;
+  // Worker 0 is the slow one and keeps k units; the others hold n_1 >= n_2 >= ... (any
+  // order is as good), which for the busiest one is at least ceil((total - k) / (parts - 1)),
+  // reached by spreading evenly: enumerate k and the busiest count directly.
+  const int total = parts * units;
+  for (int k = 0; k <= total; ++k)
+    for (int top = 0; top <= total - k; ++top)
+      if (parts == 1 ? k == total : static_cast<long>(top) * (parts - 1) >= total - k)
+        best = std::min(best, std::max(k * f, static_cast<double>(parts == 1 ? 0 : top)));
+  return best;
+}
+
+TEST(FailSlow, TheLadderMovesAtTheSkiRentalBreakEvensOnAScriptedStraggler) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-failslow-script";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "straggler.jsonl") << "{\"time_s\":3600,\"node\":\"n0\",\"event\":\"fault_start\",\"class\":\"Slow\"}\n";
+  std::ofstream(dir / "map.json") << R"({"description": "every trace fault is a 2x straggler",
+    "categories": [{"name": "straggler", "class": "implicit", "scope": "machine", "symptom": "slowdown",
+                    "slowdown_factor": 2, "persistent": true}],
+    "rules": [], "default": "straggler"})";
+  const double C1 = 30, C2 = 180, C3 = 1200, step_s = 1;
+  const json scenario = {
+      {"description", "one scripted straggler"},
+      {"seed", 3},
+      {"cluster", {{"machines", 4}, {"gpus_per_machine", 8}, {"rack_size", 4}, {"storage_hosts", 1}}},
+      {"job", {{"tp", 8}, {"pp", 2}, {"dp", 2}, {"step_time_s", step_s}, {"micro_batches", 8},
+               {"layers_per_stage", 6}, {"checkpoint_bytes_per_machine", 0}, {"image_bytes", 0},
+               {"horizon_days", 1}}},
+      {"faults", {{"categories", json::array()},
+                  {"trace", {{"file", "straggler.jsonl"}, {"mapping", "map.json"}, {"mode", "replay"},
+                             {"extra_slots", "fault_free"}}}}},
+      {"diagnosis", {{"rebalance_s", C1}, {"reconfigure_s", C2}}},
+      {"policy", {{"stack", "byterobust"},
+                  {"params", {{"failslow", "ski_rental"}, {"failslow_rebalance_cost_s", C1},
+                              {"failslow_reconfigure_cost_s", C2}, {"failslow_restart_cost_s", C3}}}}}};
+  std::ofstream(dir / "s.json") << scenario.dump(2);
+  CliResult r = run_cli({"sim", "run", (dir / "s.json").string(), "--replicas", "1", "--decisions", "--out",
+                         (dir / "out").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The times of the lines that matter, and the step time each move left the job at.
+  double detected = -1, tolerated = -1, rebalanced = -1, reconfigured = -1, evicted = -1;
+  std::map<std::string, double> step_after;
+  std::string last_move;
+  std::ifstream in(dir / "out" / "decisions.log");
+  for (std::string line; std::getline(in, line);) {
+    const auto t0 = line.find(" t="), sp = line.find(' ', t0 + 3);
+    if (t0 == std::string::npos || sp == std::string::npos) continue;
+    const double t = std::stod(line.substr(t0 + 3, sp - t0 - 3));
+    const std::string what = line.substr(sp + 1);
+    if (detected < 0 && what.rfind("note detected: step time high", 0) == 0) detected = t;
+    if (tolerated < 0 && what.rfind("note straggler in slot 0 tolerated", 0) == 0) tolerated = t;
+    if (rebalanced < 0 && what.rfind("act rebalance around slot 0", 0) == 0) rebalanced = t, last_move = "rebalance";
+    if (reconfigured < 0 && what.rfind("act reconfigure around slot 0", 0) == 0)
+      reconfigured = t, last_move = "reconfigure";
+    if (evicted < 0 && what.rfind("act evict", 0) == 0) evicted = t;
+    if (!last_move.empty() && what.rfind("event step sample", 0) == 0 && !step_after.count(last_move))
+      step_after[last_move] = std::stod(what.substr(what.find(": ") + 2));
+  }
+  std::filesystem::remove_all(dir);
+  ASSERT_GT(detected, 3600) << "the straggler was not detected";
+  ASSERT_GT(rebalanced, detected);
+  ASSERT_GT(reconfigured, rebalanced);
+  ASSERT_GT(evicted, reconfigured);
+  const double f = 2;
+  const double l0 = 1 - 1 / f;
+  const double l1 = 1 - 8 / best_lockstep(2, 8, f);
+  const double stage = best_lockstep(2, 6, f) / 6;  // the slow pipeline, layers spread
+  const double l2 = 1 - 8 / best_lockstep(2, 8, stage);
+  ASSERT_GT(l0, l1);
+  ASSERT_GT(l1, l2);
+  ASSERT_GT(l2, 0);
+  // Level 0 from the detection: the rounds placed the straggler (5 captures of 15 s, 10 s
+  // apart: 115 s) before the rebalance was due, C1 / (l0 - l1) = 132 s after it.
+  EXPECT_NEAR(tolerated, detected + 115, 1e-6);
+  EXPECT_NEAR(rebalanced, detected + C1 / (l0 - l1), 1e-6);
+  EXPECT_NEAR(reconfigured, rebalanced + C1 + C2 / (l1 - l2), 1e-6);
+  EXPECT_NEAR(evicted, reconfigured + C2 + C3 / l2, 1e-6);
+  // What each move did to the job: the step time of that whole-unit assignment (the log
+  // prints six significant digits).
+  EXPECT_NEAR(step_after["rebalance"], step_s / (1 - l1), 1e-5);
+  EXPECT_NEAR(step_after["reconfigure"], step_s / (1 - l2), 1e-5);
+}
+
 }  // namespace
 }  // namespace faultline::testing

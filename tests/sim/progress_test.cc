@@ -116,6 +116,31 @@ TEST(ProgressModel, WarmupRunsBeforeProgressAndEndsWithAStop) {
   EXPECT_EQ(b.total(), 270);
 }
 
+// A workaround's pause (MitigateSlowdown): no progress, accounted as degraded, after a
+// warm-up still under way; then training at the new rate; a stop ends a pause.
+TEST(ProgressModel, APauseMakesNoProgressAndCountsAsDegraded) {
+  ProgressModel m;
+  m.set_plan(100, 10);
+  Breakdown b;
+  m.start_warmup(20);
+  m.pause(30);
+  m.set_rate(0.5);
+  m.run(0, 40, b);  // 20 warm-up, 20 of the pause
+  EXPECT_EQ(b.warmup, 20);
+  EXPECT_EQ(b.degraded, 20);
+  EXPECT_EQ(m.pending_ns(), 0);
+  m.run(40, 50, b);  // 10 more pause, 40 at half speed: 20 trained, 20 degraded
+  EXPECT_EQ(b.degraded, 50);
+  EXPECT_EQ(m.pending_ns(), 20);
+  EXPECT_EQ(b.total(), 90);
+  m.pause(100);
+  m.run(90, 10, b);
+  m.lose(b);
+  m.run(100, 10, b);  // the stop ended the pause
+  EXPECT_EQ(m.pending_ns(), 5);
+  EXPECT_EQ(b.total(), 110);
+}
+
 TEST(ProgressModel, FailureDuringCheckpointLosesTheWholeSegment) {
   ProgressModel m;
   m.set_plan(100, 50);

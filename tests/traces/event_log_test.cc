@@ -100,6 +100,8 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
         if constexpr (std::is_same_v<T, SetStandbyPool>)
           return x.size == y.size && x.reason == y.reason;
         if constexpr (std::is_same_v<T, EndRun>) return x.verdict == y.verdict && x.reason == y.reason;
+        if constexpr (std::is_same_v<T, MitigateSlowdown>)
+          return x.slot == y.slot && x.how == y.how && x.reason == y.reason;
       },
       a);
 }
@@ -145,6 +147,7 @@ std::vector<faultline::Action> all_actions() {
       RollBack{"crash after restart"},
       SetStandbyPool{-1, "P99"},
       EndRun{"code_or_data", "NaN at step 30 three times"},
+      MitigateSlowdown{2147483647, Mitigation::kReconfigure, "straggler in slot 7: reconfigure"},
   };
 }
 
