@@ -40,6 +40,7 @@ void register_builtin_modules(ModuleRegistry& m) {
   m.add(standby_recovery_info(), make_standby_recovery);
   m.add(reschedule_recovery_info(), make_reschedule_recovery);
   m.add(requeue_recovery_info(), make_requeue_recovery);
+  m.add(lemon_recovery_info(), make_lemon_recovery);
   m.add(evict_failslow_info(), make_evict_failslow);
   m.add(ski_rental_failslow_info(), make_ski_rental_failslow);
 }

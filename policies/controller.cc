@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <unordered_map>
 #include <optional>
 
 #include "policies/builtin.h"
@@ -87,14 +88,22 @@ class ByteRobust final : public Policy {
     if (straggler_ >= 0) failslow_->stopped(w.now());
     if (auto plan = checkpoint_->replan(interruptions_, running_, w.cluster())) w.act(*plan);
   }
-  // Evicts the machines of these slots and refills them from the standby pool.
+  // Evicts the machines of these slots and refills them from the standby pool. A machine
+  // evicted on evidence of its own fault (not as collateral of an over-eviction) counts a
+  // strike; the recovery module may retire it for good at the n-th (lemon retirement).
   void evict_and_replace(World& w, const std::vector<SlotId>& slots, Mechanism m, const std::string& why) {
-    MachineSet machines;
-    for (SlotId s : slots)
-      if (w.cluster().machine_in(s) != kNoMachine) machines.push_back(w.cluster().machine_in(s));
-    if (machines.empty()) return;
+    MachineSet machines, lemons;
+    const bool evidence = m == Mechanism::kRealtimeEviction || m == Mechanism::kStopTimeEviction ||
+                          m == Mechanism::kReplay || m == Mechanism::kAttributedEviction;
+    for (SlotId s : slots) {
+      const MachineId x = w.cluster().machine_in(s);
+      if (x == kNoMachine) continue;
+      (evidence && recovery_->retire(++strikes_[x]) ? lemons : machines).push_back(x);
+    }
+    if (machines.empty() && lemons.empty()) return;
     stop_if_running(w, why);
-    w.act(EvictMachines{machines, why, m});
+    if (!machines.empty()) w.act(EvictMachines{machines, why, m});
+    if (!lemons.empty()) w.act(EvictMachines{lemons, why + "; retired: evicted on evidence again (lemon)", m, true});
     state_ = State::kAcquiring;
     pending_acquire_ = w.act(recovery_->replace(slots, why, m));
     last_recovery_evicted_ = true;
@@ -751,6 +760,7 @@ class ByteRobust final : public Policy {
   std::map<MachineId, std::deque<Instant>> alerts_;
   int mfu_rounds_left_ = 0;
   std::map<SlotId, int> flagged_;
+  std::unordered_map<MachineId, int> strikes_;  // evictions on evidence of each machine's own fault
   std::optional<std::string> deferred_update_;
 };
 
@@ -856,8 +866,9 @@ const PolicyInfo& byterobust_info() {
                         "(Megatron-style blocking save) or daly (remote saves, the interval re-planned at every "
                         "interruption from those seen so far)"),
           module_choice(modules(), ModuleKind::kRecovery, "recovery",
-                        "replacement of evicted machines: standby (warm pool), reschedule (cold machines) or "
-                        "requeue (the whole job)"),
+                        "replacement of evicted machines: standby (warm pool), reschedule (cold machines), "
+                        "requeue (the whole job) or lemon (the warm pool, and machines evicted on evidence "
+                        "lemon_strikes times retired for good)"),
           module_choice(modules(), ModuleKind::kFailSlow, "failslow",
                         "fail-slow module: evict (over-evict a located straggler's group at once) or ski_rental "
                         "(Greyhound/FALCON: tolerate, rebalance, reconfigure, evict, each at the ski-rental "
@@ -865,10 +876,11 @@ const PolicyInfo& byterobust_info() {
           {"stress_deadline_s", "deadline of the full-cluster stress test (localization=stress)", "s", 86400, 1,
            1e7, {}, {"localization=stress"}},
           {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1, 100000, {},
-           {"recovery=standby"}},
+           {"recovery=standby", "recovery=lemon"}},
           {"standby_daily_p", "a machine's daily failure probability (pool sizing)", "ratio", 1.2e-3, 0, 1, {},
-           {"recovery=standby"}},
-          {"standby_quantile", "pool sizing quantile", "ratio", 0.99, 0.5, 0.999999, {}, {"recovery=standby"}},
+           {"recovery=standby", "recovery=lemon"}},
+          {"standby_quantile", "pool sizing quantile", "ratio", 0.99, 0.5, 0.999999, {},
+           {"recovery=standby", "recovery=lemon"}},
           {"checkpoint_blocking_s", "blocking time of an every-step in-memory save", "s", 0.02, 0, 3600, {},
            {"checkpoint=peer"}},
           {"remote_checkpoint_interval_s", "remote copy interval (used if both memory copies are lost)", "s", 3600,

@@ -126,6 +126,9 @@ class Recovery {
   // The request that refills `slots`, credited to `credit`.
   virtual AcquireMachines replace(const std::vector<SlotId>& slots, const std::string& why,
                                   Mechanism credit) const = 0;
+  // Whether a machine evicted on evidence of its own fault for the `strikes`-th time
+  // leaves the fleet for good (EvictMachines::retire) instead of going back through repair.
+  virtual bool retire(int strikes) const { return false; }
 };
 
 // How the job checkpoints: asked at the start, and told of every interruption (adaptive

@@ -28,8 +28,9 @@
 // 6: Rng seeds its four state words apart (a plugin's header-only streams would differ).
 // 7: the MitigateSlowdown action; the failslow module kind; ClusterSpec's micro_batches
 //    and layers_per_stage.
+// 8: EvictMachines::retire; Recovery::retire.
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 7
+#define FAULTLINE_PLUGIN_ABI 8
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

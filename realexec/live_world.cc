@@ -550,7 +550,11 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
     if (link_.connected(m))
       request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}}, Duration::seconds(kRequestTimeoutS),
               [](const AgentReply&) {});
-    taken_out(m);
+    if (a.retire) {
+      retire(m, "the policy retired it (" + a.reason + ")");
+    } else {
+      taken_out(m);
+    }
   }
   if (names.empty()) {
     outcome(id, true, "nothing to evict: no machine of the job named (" + a.reason + ")", t);
@@ -1291,16 +1295,20 @@ bool LiveWorld::in_pool(MachineId m) const {
   return std::find(sb.begin(), sb.end(), m) != sb.end();
 }
 
+void LiveWorld::retire(MachineId m, const std::string& why) {
+  auto& s = journal_.state();
+  if (!is_retired(m)) s.retired.push_back(m);
+  if (auto r = repairs_.find(m); r != repairs_.end() && r->second.timer) reactor_.cancel_timer(r->second.timer);
+  repairs_.erase(m);
+  note(machine_config(m).name + " retired: " + why + "; only an operator's repair returns it");
+}
+
 void LiveWorld::taken_out(MachineId m) {
   auto& s = journal_.state();
   const int strikes = ++s.strikes[m];
   if (config_.repair.retire_after > 0 && strikes >= config_.repair.retire_after) {
-    if (!is_retired(m)) s.retired.push_back(m);
-    if (auto r = repairs_.find(m); r != repairs_.end() && r->second.timer) reactor_.cancel_timer(r->second.timer);
-    repairs_.erase(m);
-    note(machine_config(m).name + " retired: taken out of the job " + std::to_string(strikes) +
-         " times (repair.retire_after = " + std::to_string(config_.repair.retire_after) +
-         "); only an operator's repair returns it");
+    retire(m, "taken out of the job " + std::to_string(strikes) + " times (repair.retire_after = " +
+                  std::to_string(config_.repair.retire_after) + ")");
     return;
   }
   Repair& r = repairs_[m];

@@ -133,6 +133,9 @@ class LiveWorld final : public World {
   // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
   // A machine taken out of the job: a strike, then retirement or a repair check.
   void taken_out(MachineId m);
+  // Out of the fleet for good (repair.retire_after strikes, or the policy said so): no
+  // repair check; only an operator's repair returns it.
+  void retire(MachineId m, const std::string& why);
   void schedule_repair(MachineId m, Duration after);
   void run_repair_check(MachineId m);
   void repair_failed(MachineId m, const std::string& why);

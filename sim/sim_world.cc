@@ -806,7 +806,12 @@ ActionId SimWorld::act(Action a) {
               }
               view_.vacate(s);
               on_leave(m);
-              start_repair(m);
+              if (e.retire) {
+                view_.set_health(m, Health::kEvicted);
+                ++result_.retired;  // never repaired, never drawn again
+              } else {
+                start_repair(m);
+              }
             }
             update_rate(true);
           },

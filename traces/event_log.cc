@@ -334,6 +334,7 @@ struct ActionEncoder {
     o["mechanism"] = mechanism_name(x.mechanism);
   }
   void operator()(const EvictMachines& x) {
+    if (x.retire) o["retire"] = true;
     o["machines"] = x.machines;
     o["reason"] = x.reason;
     o["mechanism"] = mechanism_name(x.mechanism);
@@ -525,6 +526,7 @@ faultline::Action decode_action(std::size_t index, In& in) {
       x.machines = in.ids("machines");
       x.reason = in.string("reason", "");
       x.mechanism = mechanism(in);
+      x.retire = in.boolean("retire", false);
       return x;
     }
     case 3: {

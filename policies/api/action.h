@@ -49,11 +49,14 @@ struct StartJob {
 };
 // Removes machines from the job (they go to repair); their slots become empty and the
 // job, if running, is broken. Machines not in a slot (standbys, evicted ones) are left
-// as they are. No event follows.
+// as they are. With `retire`, they leave the fleet for good instead of going to repair
+// (lemon retirement: the simulator never hands them out again; live mode lists them as
+// retired, which only an operator undoes). No event follows.
 struct EvictMachines {
   MachineSet machines;
   std::string reason;
   Mechanism mechanism = Mechanism::kNone;
+  bool retire = false;
 };
 enum class AcquireMode : std::uint8_t {
   kRequeue,     // kill everything, reschedule the whole job (every slot refilled)

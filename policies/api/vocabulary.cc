@@ -94,7 +94,9 @@ std::string describe(const Action& a) {
       Overloaded{
           [](const StopJob& x) { return "stop job (" + x.reason + ")"; },
           [](const StartJob& x) { return "start job (" + x.reason + ")"; },
-          [](const EvictMachines& x) { return "evict " + join(x.machines) + " (" + x.reason + ")"; },
+          [](const EvictMachines& x) {
+            return (x.retire ? "evict and retire " : "evict ") + join(x.machines) + " (" + x.reason + ")";
+          },
           [](const AcquireMachines& x) {
             return std::string("acquire machines: ") + mode_name(x.mode) + " " +
                    std::to_string(x.slots.size()) + " slots (" + x.reason + ")";

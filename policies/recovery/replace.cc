@@ -9,9 +9,10 @@ namespace {
 // Replacement by one acquisition mode; the standby pool is sized at the start.
 class Replace final : public Recovery {
  public:
-  Replace(const ModuleInfo& info, AcquireMode mode, int pool, double daily_p, double quantile)
-      : info_(info), mode_(mode), pool_(pool), daily_p_(daily_p), quantile_(quantile) {}
+  Replace(const ModuleInfo& info, AcquireMode mode, int pool, double daily_p, double quantile, int lemon_strikes = 0)
+      : info_(info), mode_(mode), pool_(pool), daily_p_(daily_p), quantile_(quantile), lemon_(lemon_strikes) {}
   const ModuleInfo& info() const override { return info_; }
+  bool retire(int strikes) const override { return lemon_ > 0 && strikes >= lemon_; }
 
   std::optional<SetStandbyPool> start(const ClusterView& view) const override {
     if (mode_ != AcquireMode::kStandby) return std::nullopt;
@@ -30,6 +31,7 @@ class Replace final : public Recovery {
   AcquireMode mode_;
   int pool_;
   double daily_p_, quantile_;
+  int lemon_;  // retire at this many strikes (0: never)
 };
 
 }  // namespace
@@ -43,6 +45,22 @@ std::unique_ptr<Recovery> make_standby_recovery(const Params& p) {
   return std::make_unique<Replace>(standby_recovery_info(), AcquireMode::kStandby,
                                    static_cast<int>(p.get("standby_pool")), p.get("standby_daily_p"),
                                    p.get("standby_quantile"));
+}
+
+const ModuleInfo& lemon_recovery_info() {
+  static const ModuleInfo info{
+      ModuleKind::kRecovery,
+      "lemon",
+      "1",
+      "warm standbys, and machines evicted on evidence lemon_strikes times retired for good (AIReSim)",
+      {{"lemon_strikes", "retire a machine the stack evicted on evidence of its own fault this many times (recovery=lemon)",
+        "count", 2, 1, 1000}}};
+  return info;
+}
+std::unique_ptr<Recovery> make_lemon_recovery(const Params& p) {
+  return std::make_unique<Replace>(lemon_recovery_info(), AcquireMode::kStandby,
+                                   static_cast<int>(p.get("standby_pool")), p.get("standby_daily_p"),
+                                   p.get("standby_quantile"), static_cast<int>(p.get("lemon_strikes")));
 }
 
 const ModuleInfo& reschedule_recovery_info() {

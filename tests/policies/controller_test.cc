@@ -105,6 +105,35 @@ TEST(ByteRobust, GpuAlertEvictsAtOnceAndTakesAStandby) {
   EXPECT_TRUE(std::holds_alternative<StartJob>(h.w.actions.back()));
 }
 
+// Lemon retirement (recovery=lemon, AIReSim's threshold removal): the second eviction of
+// a machine on evidence of its own fault retires it; evictions as collateral of an
+// over-eviction are no evidence against a machine and count no strike.
+TEST(ByteRobust, LemonRecoveryRetiresAMachineEvictedOnEvidenceTwice) {
+  Harness h({{"recovery", 3}, {"lemon_strikes", 2}});
+  h.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, h.w);
+  auto ev = h.w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_FALSE(ev[0].retire);
+  EXPECT_EQ(h.w.all<AcquireMachines>()[0].mode, AcquireMode::kStandby);
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  h.started(0);
+  // Back from repair and in the job again, it fails again.
+  h.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, h.w);
+  ev = h.w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_TRUE(ev[1].retire);
+  EXPECT_EQ(ev[1].machines, MachineSet{5});
+  // The default recovery never retires.
+  Harness d;
+  for (int i = 0; i < 3; ++i) {
+    d.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, d.w);
+    d.p->on_event(MachinesReady{d.w.last_action_id(), {}}, d.w);
+    d.started(0);
+  }
+  for (const auto& e : d.w.all<EvictMachines>()) EXPECT_FALSE(e.retire);
+  EXPECT_EQ(d.w.all<EvictMachines>().size(), 3u);
+}
+
 TEST(ByteRobust, NetworkAlertsNeedTwoWithinFiveMinutes) {
   Harness h;
   h.p->on_event(InspectionAlert{3, "nic", "port down"}, h.w);

@@ -360,5 +360,51 @@ TEST(FailSlow, TheLadderMovesAtTheSkiRentalBreakEvensOnAScriptedStraggler) {
   EXPECT_NEAR(step_after["reconfigure"], step_s / (1 - l2), 1e-5);
 }
 
+
+// Issue 20: lemon retirement. A machine the stack retires (EvictMachines::retire) never
+// returns to the job: it is not repaired and the scheduler never draws it again, while
+// without retirement the same machines come back and fail again.
+TEST(Lemon, ARetiredMachineNeverReturnsToTheJob) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-lemon";
+  std::filesystem::remove_all(dir);
+  auto evictions = [&](const std::string& recovery, int* retired_lines) {
+    CliResult r = run_cli({"sim", "run", scenarios_dir() + "/lemon-1200.json", "--replicas", "3", "--jobs", "2",
+                           "--set", "job.horizon_days=20", "--set", "policy.params.recovery=" + recovery,
+                           "--decisions", "--out", dir.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    // Per replica, each machine's evictions in order: (retired?) flags.
+    std::map<std::string, std::map<int, std::vector<bool>>> out;
+    std::ifstream in(dir / "decisions.log");
+    for (std::string line; std::getline(in, line);) {
+      const auto act = line.find(" act evict ");
+      if (act == std::string::npos) continue;
+      const bool retire = line.compare(act, 22, " act evict and retire ") == 0;
+      *retired_lines += retire;
+      const std::string replica = line.substr(0, line.find(" t="));
+      const auto open = line.find('[', act), close = line.find(']', act);
+      std::stringstream ids(line.substr(open + 1, close - open - 1));
+      for (std::string id; std::getline(ids, id, ',');) out[replica][std::stoi(id)].push_back(retire);
+    }
+    std::filesystem::remove_all(dir);
+    return out;
+  };
+  int retired = 0, none = 0;
+  const auto lemon = evictions("lemon", &retired);
+  int again = 0;
+  for (const auto& [replica, machines] : lemon)
+    for (const auto& [m, flags] : machines) {
+      for (std::size_t i = 0; i + 1 < flags.size(); ++i)
+        EXPECT_FALSE(flags[i]) << replica << ": machine " << m << " evicted again after it was retired";
+      // Retired at its second eviction on evidence, never later (every eviction here is one).
+      if (flags.back()) EXPECT_EQ(flags.size(), 2u) << replica << ": machine " << m;
+    }
+  EXPECT_GT(retired, 30);
+  const auto standby = evictions("standby", &none);
+  EXPECT_EQ(none, 0);
+  for (const auto& [replica, machines] : standby)
+    for (const auto& [m, flags] : machines) again += flags.size() >= 3;
+  EXPECT_GT(again, 10) << "without retirement, machines should come back and fail a third time";
+}
+
 }  // namespace
 }  // namespace faultline::testing

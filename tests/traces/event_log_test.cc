@@ -76,7 +76,8 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
         if constexpr (std::is_same_v<T, StartJob>)
           return x.reason == y.reason && x.mechanism == y.mechanism;
         if constexpr (std::is_same_v<T, EvictMachines>)
-          return x.machines == y.machines && x.reason == y.reason && x.mechanism == y.mechanism;
+          return x.machines == y.machines && x.reason == y.reason && x.mechanism == y.mechanism &&
+                 x.retire == y.retire;
         if constexpr (std::is_same_v<T, AcquireMachines>)
           return x.mode == y.mode && x.slots == y.slots && x.reason == y.reason &&
                  x.mechanism == y.mechanism;
@@ -132,7 +133,7 @@ std::vector<faultline::Action> all_actions() {
   return {
       StopJob{"crash: x"},
       StartJob{"reattempt", Mechanism::kReattempt},
-      EvictMachines{{1, 2}, "real-time gpu alert", Mechanism::kRealtimeEviction},
+      EvictMachines{{1, 2}, "real-time gpu alert", Mechanism::kRealtimeEviction, true},
       AcquireMachines{AcquireMode::kStandby, {4, 0}, "replace", Mechanism::kOverEviction},
       SetCheckpointPlan{Duration::nanos(1'800'000'000'007), Duration::millis(6.77),
                         CheckpointTier::kMemoryWithPeer, "every step", Duration::hours(2)},
