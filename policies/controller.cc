@@ -76,6 +76,12 @@ class ByteRobust final : public Policy {
     if (state_ == State::kRunning) w.act(StopJob{why});
     end_run(w);
   }
+  // The job runs (perhaps stuck, while the stack diagnoses it): stop it and count the run
+  // as interrupted.
+  void stop_now(World& w, const std::string& why) {
+    w.act(StopJob{why});
+    end_run(w);
+  }
   // The run that started at last_start_ is over (stopped, or it crashed or hung): count
   // it for the checkpoint planner, once, and let an adaptive planner re-plan now, before
   // the next start, so that the next launch already saves at the new interval (live mode
@@ -538,8 +544,7 @@ class ByteRobust final : public Policy {
     if (t.tag == kTagDeferredUpdate && deferred_update_ && state_ == State::kRunning) {
       const std::string v = *deferred_update_;
       deferred_update_.reset();
-      w.act(StopJob{"deferred update window elapsed"});
-      end_run(w);
+      stop_now(w, "deferred update window elapsed");
       state_ = State::kStarting;
       pending_start_ = w.act(HotUpdate{v, "forced after the deferral window"});
     }
@@ -585,8 +590,7 @@ class ByteRobust final : public Policy {
       // Every rank waits in the same place: nothing points at a machine. The first time
       // reattempt; stalled again before a step, roll back the code; again, replay.
       if (level_ == 1) {
-        w.act(StopJob{"stalled again after the restart, no outlier stacks"});
-        end_run(w);
+        stop_now(w, "stalled again after the restart, no outlier stacks");
         state_ = State::kStarting;
         pending_start_ = w.act(RollBack{"stalled again soon after the restart: roll back recent code"});
         return;
@@ -598,8 +602,7 @@ class ByteRobust final : public Policy {
       // The job is still up, stuck: stop it before restarting in place (otherwise the
       // start is refused and the fallback requeues the whole job).
       fruitless(w, "stalled with no outlier stacks");
-      w.act(StopJob{"stalled with no outlier stacks"});
-      end_run(w);
+      stop_now(w, "stalled with no outlier stacks");
       reattempt(w, "stalled with no outlier stacks");
       return;
     }
@@ -699,8 +702,7 @@ class ByteRobust final : public Policy {
       deferred_update_ = c.version;  // merged into the recovery under way
       return;
     }
-    w.act(StopJob{"code update " + c.version});
-    end_run(w);
+    stop_now(w, "code update " + c.version);
     state_ = State::kStarting;
     pending_start_ = w.act(HotUpdate{c.version, "urgent update"});
   }
