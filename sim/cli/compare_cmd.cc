@@ -48,6 +48,10 @@ options:
                       (with its module choices); refused otherwise, naming when it is read
   --out DIR           one sub-directory per stack with result.json and replicas.csv, and
                       compare.json (what --format json prints)
+  --incidents         also write each stack's incidents.csv (as sim run --incidents):
+                      the same faults, incident by incident, side by side; needs --out
+  --decisions         also write each stack's decisions.log (as sim run --decisions);
+                      needs --out
   -h, --help          this text
 
 A stack other than the scenario's runs with its default parameters (and those given
@@ -98,6 +102,7 @@ int sim_compare(const std::vector<std::string>& args) {
   std::vector<std::string> stacks = {"byterobust", "requeue", "reschedule", "oracle"};
   std::string baseline;
   SimFlags f;
+  sim::RunOptions opt;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (const int r = sim_flag(args, i, f, {"table", "json"})) {
@@ -110,6 +115,10 @@ int sim_compare(const std::vector<std::string>& args) {
     } else if (a == "--baseline") {
       if (i + 1 >= args.size() || args[i + 1].empty()) return usage_error("--baseline: expected a stack of --stacks");
       baseline = args[++i];
+    } else if (a == "--incidents") {
+      opt.incidents = true;
+    } else if (a == "--decisions") {
+      opt.decisions = true;
     } else if (a == "--stacks") {
       if (i + 1 >= args.size() || split(args[i + 1]).empty()) return usage_error("--stacks: expected A,B,...");
       stacks = split(args[++i]);
@@ -122,6 +131,9 @@ int sim_compare(const std::vector<std::string>& args) {
     }
   }
   if (path.empty()) return usage_error("sim compare: expected SCENARIO.json");
+  if ((opt.incidents || opt.decisions) && f.out_dir.empty())
+    return usage_error(std::string(opt.incidents ? "--incidents" : "--decisions") +
+                       ": needs --out DIR (the files go into one sub-directory per stack)");
   std::size_t base = 0;
   if (!baseline.empty()) {
     const auto it = std::find(stacks.begin(), stacks.end(), baseline);
@@ -172,7 +184,7 @@ int sim_compare(const std::vector<std::string>& args) {
     for (const auto& sc : scs) total += sc.replicas;
     for (std::size_t k = 0; k < scs.size(); ++k) {
       bar.set_what(stacks[k] + " ");
-      all.push_back(sim::run_replicas_in_child(scs[k], static_cast<int>(jobs), {}, registry,
+      all.push_back(sim::run_replicas_in_child(scs[k], static_cast<int>(jobs), opt, registry,
                                                [&](long long done) { bar(before + done, total); }));
       before += scs[k].replicas;
     }

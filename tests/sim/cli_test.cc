@@ -397,6 +397,36 @@ std::vector<double> ettrs_of(const std::filesystem::path& csv) {
 // The paired difference against a chosen baseline, computed again here from replicas.csv
 // (Student t quantiles from a table, not from the program), and the unpaired CI of the
 // same replicas, which common random numbers make wider.
+// sim compare --incidents: each stack's incidents.csv, byte for byte what sim run
+// --incidents writes for that stack's scenario (the same faults, stack beside stack);
+// without --out it is a usage error.
+TEST(SimCompare, IncidentsPerStackAreThoseOfSimRun) {
+  const auto dir = std::filesystem::temp_directory_path() / "faultline-compare-incidents";
+  std::filesystem::remove_all(dir);
+  const std::string scen = scenarios_dir() + "/failslow-9600.json";
+  CliResult r = run_cli({"sim", "compare", scen, "--stacks", "byterobust,byterobust+failslow=ski_rental",
+                         "--replicas", "4", "--jobs", "2", "--set", "job.horizon_days=10", "--incidents", "--decisions",
+                         "--quiet", "--out", (dir / "c").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  CliResult s = run_cli({"sim", "run", scen, "--replicas", "4", "--jobs", "2", "--set", "job.horizon_days=10",
+                         "--set", "policy.params.failslow=ski_rental", "--incidents", "--decisions", "--quiet",
+                         "--out", (dir / "r").string()});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto slurp = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string ladder = slurp(dir / "c" / "byterobust+failslow=ski_rental" / "incidents.csv");
+  EXPECT_GT(std::count(ladder.begin(), ladder.end(), '\n'), 10);
+  EXPECT_EQ(ladder, slurp(dir / "r" / "incidents.csv"));
+  EXPECT_EQ(slurp(dir / "c" / "byterobust+failslow=ski_rental" / "decisions.log"), slurp(dir / "r" / "decisions.log"));
+  EXPECT_NE(slurp(dir / "c" / "byterobust" / "incidents.csv"), ladder);
+  std::filesystem::remove_all(dir);
+  CliResult bad = run_cli({"sim", "compare", scen, "--incidents"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--incidents: needs --out DIR"), std::string::npos) << bad.err;
+}
+
 TEST(SimCompare, PairedDifferencesMatchReplicasCsvAndAreTighterThanUnpaired) {
   const auto dir = std::filesystem::temp_directory_path() / "faultline-compare-test";
   std::filesystem::remove_all(dir);
