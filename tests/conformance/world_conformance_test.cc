@@ -714,6 +714,29 @@ TEST(LiveRepair, EvictedMachinesRejoinThePoolAfterTheirCheckAndRetireAfterThreeS
   EXPECT_EQ(live.world->cluster().machine_in(2), 2) << "the waiting refill took the repaired machine";
 }
 
+// A machine the policy retires (EvictMachines::retire, lemon retirement) gets no repair
+// check and never rejoins the pool, whatever its strikes; an operator's repair returns it.
+TEST(LiveRepair, AMachineThePolicyRetiresIsNotCheckedAndDoesNotRejoin) {
+  Script s;
+  s.start = [](World& w) {
+    w.act(EvictMachines{{1}, "a lemon", Mechanism::kRealtimeEviction, true});
+    w.act(EvictMachines{{2}, "an ordinary eviction", Mechanism::kRealtimeEviction});
+  };
+  const Registry reg = registry();
+  Live live(reg);
+  live.run(s, 40);
+  const auto notes = notes_of(live.dir);
+  EXPECT_EQ(count_with(notes, "m1 retired: the policy retired it (a lemon)"), 1);
+  EXPECT_EQ(count_with(notes, "m1 passed its repair check"), 0);
+  EXPECT_EQ(count_with(notes, "m2 passed its repair check"), 1);
+  const json st = live.world->status();
+  EXPECT_EQ(st["retired"], json::array({"m1"}));
+  EXPECT_EQ(st["standby"], json::array({"s0", "m2"}));
+  EXPECT_TRUE(live.world->repaired(1));
+  live.advance(1);
+  EXPECT_TRUE(live.world->status()["retired"].empty());
+}
+
 // A check that keeps failing (the bit-wise probe without a matching hash) is retried
 // max_checks times, then the machine is left to an operator, who returns it.
 TEST(LiveRepair, AMachineThatKeepsFailingItsCheckIsLeftToAnOperator) {
