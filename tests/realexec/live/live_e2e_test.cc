@@ -1698,7 +1698,13 @@ TEST(LiveE2E, ACollectiveTimeoutIsNotBlamedOnTheRankThatReportedIt) {
   ASSERT_FALSE(exit.is_null()) << "no exit after the collective timeout";
   const int named = exit["event"].value("machine", -9);
   EXPECT_TRUE(named == -1 || named == 2) << "blamed a victim: " << exit.dump();
-  EXPECT_NE(exit["event"].value("signature", "").find("timed out receiving from rank"), std::string::npos) << exit.dump();
+  // The first victim's exit speaks for all (LiveWorld::hold_victim): the rank that timed out
+  // receiving from m2's, or, when the load delays that report, a rank whose connection that
+  // one closed as it exited. Both are victims; neither may be blamed.
+  const std::string sig = exit["event"].value("signature", "");
+  EXPECT_TRUE(sig.find("timed out receiving from rank") != std::string::npos ||
+              sig.find("lost (closed by peer)") != std::string::npos)
+      << exit.dump();
   const json note = c.wait_for([&](const json& r) {
     return r.value("kind", "") == "note" && r.value("text", "").find("because a peer stopped answering") != std::string::npos;
   }, 5);
