@@ -1,6 +1,7 @@
 #include "policies/controller.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -175,6 +176,8 @@ class ByteRobust final : public Policy {
         break;
       case SlowdownLevel::kRebalance:
       case SlowdownLevel::kReconfigure:
+        if (refused_[static_cast<int>(level)]) return mitigate(w, SlowdownLevel::kEvict);
+        pending_level_ = level;
         pending_mitigation_ = w.act(MitigateSlowdown{
             slot, level == SlowdownLevel::kRebalance ? Mitigation::kRebalance : Mitigation::kReconfigure,
             where + ": " + slowdown_level_name(level) + " (" + failslow_->info().name + ")"});
@@ -229,12 +232,15 @@ class ByteRobust final : public Policy {
   void handle(const ActionFailed& f, World& w) {
     w.note("action failed: " + f.reason);
     if (f.action == pending_mitigation_ && pending_mitigation_ != 0) {
-      // The backend cannot work around the straggler (live mode): evict it instead.
-      const SlotId slot = straggler_;
-      forget_straggler(w);
-      if (state_ == State::kRunning)
-        evict_and_replace(w, over_eviction_set(w.cluster(), {slot}), Mechanism::kOverEviction,
-                          "straggler in slot " + std::to_string(slot) + ": mitigation refused (" + f.reason + ")");
+      // The backend cannot work around the straggler (live mode): the module plans without
+      // that level from now on (tolerate until eviction breaks even). A module that asks
+      // for a refused level again gets the eviction at once.
+      pending_mitigation_ = 0;
+      refused_[static_cast<int>(pending_level_)] = true;
+      failslow_->refused(pending_level_);
+      if (straggler_ < 0 || state_ != State::kRunning) return;
+      if (auto level = failslow_->check(w.now())) mitigate(w, *level);
+      else schedule_failslow(w);
       return;
     }
     if (f.action == pending_acquire_ || f.action == pending_start_) {
@@ -720,7 +726,9 @@ class ByteRobust final : public Policy {
   const std::unique_ptr<Recovery> recovery_;
   const std::unique_ptr<FailSlowPolicy> failslow_;
   SlotId straggler_ = -1;           // the straggler the fail-slow module tracks (-1: none)
-  ActionId pending_mitigation_ = 0;  // its last MitigateSlowdown
+  ActionId pending_mitigation_ = 0;  // its last MitigateSlowdown, and the level it applies
+  SlowdownLevel pending_level_ = SlowdownLevel::kTolerate;
+  std::array<bool, 4> refused_{};    // levels the backend refused (it lacks MitigateSlowdown)
   TimerId failslow_timer_ = 0;
   Instant slow_since_{};             // when the detector reported slow steps
   double slow_ratio_ = 1;            // how slow, then

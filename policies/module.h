@@ -177,6 +177,10 @@ class FailSlowPolicy {
   // The job stopped at `now` with a straggler tracked (a restart lays the job out afresh,
   // undoing any workaround): its clock stops until the straggler is located again.
   virtual void stopped(Instant now) {}
+  // The backend cannot apply `level`, the one it last answered (live mode has no
+  // MitigateSlowdown): the level before stays in force, and from now on, for every
+  // straggler, it plans without that level (next_check() and check() then answer another).
+  virtual void refused(SlowdownLevel level) {}
   // A step time `ratio` x healthy, seen while it tracks a straggler: true when steps are
   // faster than the level in force allows, so the straggler is gone (it forgets it, and
   // so does the stack).

@@ -48,6 +48,16 @@ class SkiRental final : public FailSlowPolicy {
     if (now >= next_) return advance(now);
     return SlowdownLevel::kTolerate;
   }
+  void refused(SlowdownLevel level) override {
+    const int l = static_cast<int>(level);
+    if (l <= 0 || l >= 3) return;  // tolerating and evicting are always possible
+    usable_[l] = false;
+    if (level_ == l) {
+      level_ = before_;
+      entered_ = before_entered_;
+    }
+    plan();
+  }
   void stopped(Instant now) override {
     if (machine_ != kNoMachine && stopped_at_ == Instant::max()) stopped_at_ = now;
   }
@@ -69,13 +79,15 @@ class SkiRental final : public FailSlowPolicy {
   void plan() {
     next_ = Instant::max();
     for (int j = level_ + 1; j <= 3; ++j)
-      if (loss_[j] < loss_[level_]) {
+      if (usable_[j] && loss_[j] < loss_[level_]) {
         target_ = j;
         next_ = entered_ + Duration::seconds(cost_[j] / (loss_[level_] - loss_[j]));
         return;
       }
   }
   SlowdownLevel advance(Instant now) {
+    before_ = level_;
+    before_entered_ = entered_;
     level_ = target_;
     entered_ = now + Duration::seconds(cost_[level_]);  // its pause first
     if (level_ < 3) {
@@ -89,6 +101,9 @@ class SkiRental final : public FailSlowPolicy {
   std::array<double, 4> cost_;
   std::array<double, 4> loss_{};
   int level_ = 0, target_ = 0;
+  int before_ = 0;                 // the level before the last move, and when it was entered
+  Instant before_entered_{};
+  std::array<bool, 4> usable_{true, true, true, true};  // levels the backend has not refused
   MachineId machine_ = kNoMachine;      // the straggler tracked
   Instant stopped_at_ = Instant::max();  // when the job stopped under it (max: running)
   Instant entered_{};

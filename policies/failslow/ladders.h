@@ -13,7 +13,10 @@
 //   moves at the break-even t* = T_i + C_j / (l_i - l_j), never paying more than twice
 //   what hindsight would (a transient straggler gone early costs little; a persistent one
 //   reaches the level that stops the loss). Level 0's clock starts when the detector
-//   reported the slow steps; a level's own clock when its pause is over.
+//   reported the slow steps; a level's own clock when its pause is over. A level the
+//   backend refuses (live mode cannot re-lay a running job) is left out from then on: with
+//   eviction the only move left, the ladder is the classic two-option ski rental,
+//   tolerating until C_3 / l_0 and then evicting.
 #pragma once
 
 #include <memory>

@@ -362,13 +362,36 @@ TEST(ByteRobustFailSlow, TheLadderWorksAroundAStragglerAndFallsBackToEvictionWhe
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].slot, 6);
   EXPECT_EQ(m[0].how, Mitigation::kRebalance);
+  // Refused (live mode): back to tolerating, and the reconfiguration (16/17 here too) is
+  // next, at its break-even from the detection; refused as well, eviction is the only move
+  // left, at C3 / l0: the two-option ski rental.
   h.p->on_event(ActionFailed{h.w.last_action_id(), "live mode cannot rebalance a running job"}, h.w);
+  EXPECT_TRUE(h.w.all<EvictMachines>().empty());
+  h.at(since + 180 / (l0 - l1));
+  m = h.w.all<MitigateSlowdown>();
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[1].how, Mitigation::kReconfigure);
+  h.p->on_event(ActionFailed{h.w.last_action_id(), "live mode cannot reconfigure a running job"}, h.w);
+  EXPECT_TRUE(h.w.all<EvictMachines>().empty());
+  const double t3 = since + 1200 / l0;
+  h.at(t3 - 0.001);
+  EXPECT_TRUE(h.w.all<EvictMachines>().empty());
+  h.at(t3);
   auto ev = h.w.all<EvictMachines>();
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].mechanism, Mechanism::kOverEviction);
   EXPECT_EQ(ev[0].machines, (MachineSet{4, 5, 6, 7}));  // slot 6's pipeline
-  h.at(t1 + 1e5);
-  EXPECT_EQ(h.w.all<MitigateSlowdown>().size(), 1u);  // the ladder was forgotten
+  EXPECT_EQ(h.w.all<MitigateSlowdown>().size(), 2u);
+  // The next straggler is offered neither again: tolerated, then evicted at C3 / l0.
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  h.started(0);
+  h.slowed();
+  const double since2 = h.w.now().to_seconds();
+  place_straggler(h, 9);
+  h.at(since2 + 1200 / l0);
+  EXPECT_EQ(h.w.all<MitigateSlowdown>().size(), 2u);
+  ASSERT_EQ(h.w.all<EvictMachines>().size(), 2u);
+  EXPECT_EQ(h.w.all<EvictMachines>()[1].machines, (MachineSet{8, 9, 10, 11}));
 }
 
 TEST(ByteRobustFailSlow, AStragglerThatRecoversIsForgotten) {

@@ -372,6 +372,35 @@ TEST(SkiRentalFailSlow, MovesUpTheLadderAtEachClosedFormBreakEven) {
   EXPECT_EQ(late->located(3, 3, f, at(0), at(3600), view), SlowdownLevel::kRebalance);
 }
 
+// A backend that refuses the workarounds (live mode) leaves tolerate and evict: the
+// ladder falls back to the level it was at and plans the eviction from there, and the
+// next straggler never gets the refused levels.
+TEST(SkiRentalFailSlow, ARefusedLevelIsLeftOutFromThenOn) {
+  ClusterSpec c;
+  c.machines = 4;
+  c.gpus_per_machine = 8;
+  c.tp = 8;
+  c.pp = 2;
+  c.dp = 2;
+  c.micro_batches = 8;
+  c.layers_per_stage = 6;
+  const ClusterView view(c);
+  auto at = [](double s) { return Instant::at(Duration::seconds(s)); };
+  auto m = make_ski_rental_failslow(byterobust_params({{"failslow", 1}}));
+  const double l0 = 0.5;
+  ASSERT_EQ(m->located(1, 1, 2, at(0), at(1000), view), SlowdownLevel::kRebalance);  // past its break-even
+  m->refused(SlowdownLevel::kRebalance);
+  // Reconfiguring also helps here, so it is next, at its break-even from the detection.
+  const double l2 = 1 - 8 / brute_force_step(2, 8, brute_force_step(2, 6, 2) / 6);
+  EXPECT_NEAR(m->next_check().to_seconds(), 180 / (l0 - l2), 1e-6);
+  EXPECT_EQ(m->check(m->next_check()), SlowdownLevel::kReconfigure);
+  m->refused(SlowdownLevel::kReconfigure);
+  EXPECT_NEAR(m->next_check().to_seconds(), 1200 / l0, 1e-6);
+  EXPECT_EQ(m->check(m->next_check()), SlowdownLevel::kEvict);
+  EXPECT_EQ(m->located(2, 2, 2, at(10000), at(10010), view), SlowdownLevel::kTolerate);
+  EXPECT_NEAR(m->next_check().to_seconds(), 10000 + 1200 / l0, 1e-6);
+}
+
 TEST(SkiRentalFailSlow, SkipsALevelThatWouldNotHelp) {
   // One data-parallel replica: rebalancing has nowhere to move micro-batches to, so the
   // ladder goes from tolerating straight to reconfiguring the pipeline.
