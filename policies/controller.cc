@@ -69,18 +69,18 @@ class ByteRobust final : public Policy {
   enum class State { kStarting, kRunning, kDiagnosing, kAcquiring, kEnded };
 
   // ------------------------------------------------------------ generic steps
-  void start_job(World& w, const std::string& why, Mechanism m) {
+  void start_job(World& w, std::string why, Mechanism m) {
     state_ = State::kStarting;
-    pending_start_ = w.act(StartJob{why, m});
+    pending_start_ = w.act(StartJob{std::move(why), m});
   }
-  void stop_if_running(World& w, const std::string& why) {
-    if (state_ == State::kRunning) w.act(StopJob{why});
+  void stop_if_running(World& w, std::string why) {
+    if (state_ == State::kRunning) w.act(StopJob{std::move(why)});
     end_run(w);
   }
   // The job runs (perhaps stuck, while the stack diagnoses it): stop it and count the run
   // as interrupted.
-  void stop_now(World& w, const std::string& why) {
-    w.act(StopJob{why});
+  void stop_now(World& w, std::string why) {
+    w.act(StopJob{std::move(why)});
     end_run(w);
   }
   // The run that started at last_start_ is over (stopped, or it crashed or hung): count
@@ -100,6 +100,7 @@ class ByteRobust final : public Policy {
   // strike; the recovery module may retire it for good at the n-th (lemon retirement).
   void evict_and_replace(World& w, const std::vector<SlotId>& slots, Mechanism m, const std::string& why) {
     MachineSet machines, lemons;
+    machines.reserve(slots.size());
     const bool evidence = m == Mechanism::kRealtimeEviction || m == Mechanism::kStopTimeEviction ||
                           m == Mechanism::kReplay || m == Mechanism::kAttributedEviction;
     for (SlotId s : slots) {
@@ -109,8 +110,9 @@ class ByteRobust final : public Policy {
     }
     if (machines.empty() && lemons.empty()) return;
     stop_if_running(w, why);
-    if (!machines.empty()) w.act(EvictMachines{machines, why, m});
-    if (!lemons.empty()) w.act(EvictMachines{lemons, why + "; retired: evicted on evidence again (lemon)", m, true});
+    if (!machines.empty()) w.act(EvictMachines{std::move(machines), why, m});
+    if (!lemons.empty())
+      w.act(EvictMachines{std::move(lemons), why + "; retired: evicted on evidence again (lemon)", m, true});
     state_ = State::kAcquiring;
     pending_acquire_ = w.act(recovery_->replace(slots, why, m));
     last_recovery_evicted_ = true;
@@ -156,6 +158,7 @@ class ByteRobust final : public Policy {
   }
   MachineSet all_machines(World& w) {
     const ClusterView& c = w.cluster();
+    if (c.empty_slot_count() == 0) return c.machines_by_slot();  // one copy, no scan
     MachineSet out;
     out.reserve(c.slots() - c.empty_slot_count());
     for (SlotId s = 0; s < c.slots(); ++s)
@@ -305,7 +308,7 @@ class ByteRobust final : public Policy {
     if (state_ == State::kAcquiring || state_ == State::kDiagnosing) {
       if (!at_start) return;  // recovery under way; this exit is its echo
     }
-    const CrashKind kind = classify_crash(sig, code);
+    const CrashKind kind = crash_kind(sig, code);
     // "The same failure again" (DOMAIN §4, stop-time step 3: "if the restart fails, or
     // the job crashes again after an eviction, roll back"): within recrash_window_s of
     // the restart that answered the last crash, with the same log signature, at the same
@@ -407,19 +410,21 @@ class ByteRobust final : public Policy {
   static std::vector<MachineId> named_and_neighbours(World& w, SlotId slot) {
     const std::vector<SlotId> group = w.cluster().pp_group(slot);
     const auto at = std::find(group.begin(), group.end(), slot);
-    std::vector<SlotId> near{slot};
+    std::array<SlotId, 3> near{slot, slot, slot};
+    std::size_t n = 1;
     if (group.size() > 1 && at != group.end()) {
       const std::size_t i = static_cast<std::size_t>(at - group.begin());
-      near.push_back(group[(i + group.size() - 1) % group.size()]);
-      near.push_back(group[(i + 1) % group.size()]);
+      near[n++] = group[(i + group.size() - 1) % group.size()];
+      near[n++] = group[(i + 1) % group.size()];
     } else {
-      near.push_back((slot + 1) % w.cluster().slots());
+      near[n++] = (slot + 1) % w.cluster().slots();
     }
-    std::sort(near.begin(), near.end());
-    near.erase(std::unique(near.begin(), near.end()), near.end());
+    std::sort(near.begin(), near.begin() + n);
+    n = static_cast<std::size_t>(std::unique(near.begin(), near.begin() + n) - near.begin());
     std::vector<MachineId> out;
-    for (SlotId x : near)
-      if (w.cluster().machine_in(x) != kNoMachine) out.push_back(w.cluster().machine_in(x));
+    out.reserve(n);
+    for (std::size_t k = 0; k < n; ++k)
+      if (w.cluster().machine_in(near[k]) != kNoMachine) out.push_back(w.cluster().machine_in(near[k]));
     return out;
   }
 
@@ -746,6 +751,15 @@ class ByteRobust final : public Policy {
   std::int64_t last_start_step_ = 0;  // the step the latest start restored
   int stall_answered_by_ = -1;  // the start that restarted the job after the last stall
   std::string last_crash_sig_;
+  // classify_crash's answers by signature (its exit code matters only as zero or not):
+  // a handful of signatures recur thousands of times in a run.
+  std::array<std::unordered_map<std::string, CrashKind>, 2> crash_kinds_;
+  CrashKind crash_kind(const std::string& sig, int code) {
+    auto& memo = crash_kinds_[code == 0 ? 1 : 0];
+    auto it = memo.find(sig);
+    if (it == memo.end()) it = memo.emplace(sig, classify_crash(sig, code)).first;
+    return it->second;
+  }
   MachineId last_crash_machine_ = kNoMachine;
   SlotId last_crash_slot_ = -1;
   int named_ = 0;           // crashes in a row that named the same machine

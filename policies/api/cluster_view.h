@@ -115,6 +115,8 @@ class ClusterView {
 
   // --- who is where -----------------------------------------------------------------
   MachineId machine_in(SlotId s) const { return machine_of_slot_[s]; }
+  // Every slot's machine in slot order (kNoMachine where a slot is empty).
+  const std::vector<MachineId>& machines_by_slot() const { return machine_of_slot_; }
   int empty_slot_count() const { return empty_slots_; }  // slots with no machine, kept as they change
   // Slot that machine m serves, or -1 when m is standby, evicted or idle.
   SlotId slot_of(MachineId m) const { return slot_of_[m]; }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "policies/api/event.h"
@@ -72,7 +73,14 @@ class Params {
   const std::map<std::string, double, std::less<>>& values() const { return values_; }
 
  private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   std::map<std::string, double, std::less<>> values_;
+  // The same values hashed by name: get() runs on policies' hot paths (a tree walk of
+  // string compares cost ~2% of a simulated replica).
+  std::unordered_map<std::string, double, Hash, std::equal_to<>> index_;
 };
 
 class Policy {

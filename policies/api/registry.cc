@@ -22,6 +22,7 @@ std::optional<std::string> Params::resolve(const std::vector<ParamSpec>& specs,
                                            const std::map<std::string, double>& overrides,
                                            Params* out) {
   out->values_.clear();
+  out->index_.clear();
   for (const auto& s : specs) out->values_[s.name] = s.default_value;
   for (const auto& [k, v] : overrides) {
     auto it = out->values_.find(k);
@@ -48,12 +49,13 @@ std::optional<std::string> Params::resolve(const std::vector<ParamSpec>& specs,
     }
     it->second = v;
   }
+  out->index_ = {out->values_.begin(), out->values_.end()};
   return std::nullopt;
 }
 
 double Params::get(std::string_view name) const {
-  auto it = values_.find(name);
-  if (it == values_.end()) throw std::logic_error("undeclared policy parameter: " + std::string(name));
+  auto it = index_.find(name);
+  if (it == index_.end()) throw std::logic_error("undeclared policy parameter: " + std::string(name));
   return it->second;
 }
 

@@ -68,11 +68,17 @@ void SlowStepDetector::restart(Instant now, std::int64_t step) {
   report_at_.reset();
 }
 
+void SlowStepDetector::Counted::erase_one(double x) {
+  auto it = counts_.find(x);
+  if (--it->second == 0) counts_.erase(it);
+  --n_;
+}
+
 double SlowStepDetector::baseline() const {
   // The median of the window: the middle value, or the mean of the two middle ones.
   if (upper_.empty()) return 0;
-  if (lower_.size() < upper_.size()) return *upper_.begin();
-  return (*lower_.rbegin() + *upper_.begin()) / 2;
+  if (lower_.size() < upper_.size()) return upper_.min();
+  return (lower_.max() + upper_.min()) / 2;
 }
 
 std::optional<Finding> SlowStepDetector::observe(const StepSample& s, Instant now) {
@@ -89,24 +95,28 @@ std::optional<Finding> SlowStepDetector::observe(const StepSample& s, Instant no
   // data loaders); a steady sample already averages them out.
   if (!slow && (s.steady || since_restart_ > 2)) {
     const double x = s.step_time_s;
-    healthy_.push_back(x);
-    if (!lower_.empty() && x <= *lower_.rbegin()) lower_.insert(x);
+    if (!lower_.empty() && x <= lower_.max()) lower_.insert(x);
     else upper_.insert(x);
-    if (healthy_.size() > 4096) {
-      const double old = healthy_.front();
-      healthy_.pop_front();
+    if (healthy_.size() < kWindow) {
+      healthy_.push_back(x);
+    } else {
+      const double old = healthy_[head_];
+      healthy_[head_] = x;
+      head_ = (head_ + 1) % kWindow;
       // An equal value in the other half is the same value: either copy will do.
-      if (!lower_.empty() && old <= *lower_.rbegin()) lower_.erase(lower_.find(old));
-      else upper_.erase(upper_.find(old));
+      if (!lower_.empty() && old <= lower_.max()) lower_.erase_one(old);
+      else upper_.erase_one(old);
     }
     // Rebalance: the upper half holds the middle value of an odd count.
     while (lower_.size() > upper_.size()) {
-      upper_.insert(*lower_.rbegin());
-      lower_.erase(std::prev(lower_.end()));
+      const double v = lower_.max();
+      upper_.insert(v);
+      lower_.erase_one(v);
     }
     while (upper_.size() > lower_.size() + 1) {
-      lower_.insert(*upper_.begin());
-      upper_.erase(upper_.begin());
+      const double v = upper_.min();
+      lower_.insert(v);
+      upper_.erase_one(v);
     }
   }
   if (!slow) {

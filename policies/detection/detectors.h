@@ -20,10 +20,9 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
-#include <set>
+#include <map>
 #include <vector>
 
 #include "policies/module.h"
@@ -60,10 +59,29 @@ class SlowStepDetector {
   std::optional<Finding> due(Instant now);
   double ratio_;
   Duration slow_for_;
-  // Step times judged healthy, oldest first (at most 4096), and the same split into the
-  // lower and upper half, so the median costs O(log n) per sample, not O(n).
-  std::deque<double> healthy_;
-  std::multiset<double> lower_, upper_;  // lower_.size() == upper_.size() or one less
+  // A multiset of doubles kept as counts per distinct value: a value already present
+  // costs no allocation (step times repeat exactly in a steady job).
+  class Counted {
+   public:
+    bool empty() const { return n_ == 0; }
+    std::size_t size() const { return n_; }
+    double min() const { return counts_.begin()->first; }
+    double max() const { return counts_.rbegin()->first; }
+    void insert(double x) {
+      ++counts_[x];
+      ++n_;
+    }
+    void erase_one(double x);  // requires x present
+   private:
+    std::map<double, std::uint32_t> counts_;
+    std::size_t n_ = 0;
+  };
+  static constexpr std::size_t kWindow = 4096;
+  // Step times judged healthy, the last kWindow in a ring (oldest at head_), and the same
+  // split into the lower and upper half, so the median costs O(log n) per sample, not O(n).
+  std::vector<double> healthy_;
+  std::size_t head_ = 0;
+  Counted lower_, upper_;  // lower_.size() == upper_.size() or one less
   int since_restart_ = 0;        // samples since the restart
   double last_ = 0;              // the latest sample's step time
   bool steady_ = false;          // the latest sample was steady
