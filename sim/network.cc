@@ -154,10 +154,36 @@ FlowNet::Key FlowNet::key_of(const std::vector<Transfer>& batch) {
   return k;
 }
 
+const std::int64_t* DurationMemo::find(const BatchKey& key) const {
+  if (cells_.empty() || key.n == 0) return nullptr;
+  const std::size_t mask = cells_.size() - 1;
+  for (std::size_t i = static_cast<std::size_t>(key.h1) & mask;; i = (i + 1) & mask) {
+    const Cell& c = cells_[i];
+    if (c.key.n == 0) return nullptr;
+    if (c.key == key) return &c.duration;
+  }
+}
+
+void DurationMemo::insert(const BatchKey& key, std::int64_t d) {
+  if (key.n == 0 || find(key)) return;
+  if (2 * (size_ + 1) > cells_.size()) {
+    std::vector<Cell> old = std::move(cells_);
+    cells_.assign(std::max<std::size_t>(64, old.size() * 2), Cell{});
+    size_ = 0;
+    for (const Cell& c : old)
+      if (c.key.n != 0) insert(c.key, c.duration);
+  }
+  const std::size_t mask = cells_.size() - 1;
+  std::size_t i = static_cast<std::size_t>(key.h1) & mask;
+  while (cells_[i].key.n != 0) i = (i + 1) & mask;
+  cells_[i] = {key, d};
+  ++size_;
+}
+
 std::int64_t FlowNet::cached(const Key& key) const {
   if (in_flight_ > 0) return -1;
-  auto it = cache_.find(key);
-  return it == cache_.end() ? -1 : it->second;
+  const std::int64_t* d = memo_.find(key);
+  return d ? *d : -1;
 }
 
 struct FlowNet::Running {
@@ -195,7 +221,7 @@ FlowNet::BatchId FlowNet::start(std::vector<Transfer> batch, const Key& key,
                            Duration::round_ns((sg4::Engine::get_clock() - t0) * 1e9);
                        --in_flight_;
                        // Memoise only what ran alone from start to end.
-                       if (idle && epoch_ == my_epoch) cache_.emplace(key, d);
+                       if (idle && epoch_ == my_epoch) memo_.insert(key, d);
                        done(d);
                      });
   return id;

@@ -28,7 +28,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "policies/api/cluster_view.h"
@@ -81,19 +80,42 @@ class Platform {
 
 // Runs batches of transfers; completion is reported through a callback invoked from
 // a SimGrid actor (or, for memoised batches, returned at once).
+// Identity of a batch: its size and two 64-bit hashes of the exact transfer list.
+struct BatchKey {
+  std::size_t n;
+  std::uint64_t h1, h2;
+  auto operator<=>(const BatchKey&) const = default;
+};
+
+// Batch durations by key. Never iterated, lookups only: an open-addressing table (linear
+// probing on h1, which is already a hash), so a lookup costs one cache line where a
+// node-based map cost a bucket, a node and a chain (a tree walk of cache misses grew with
+// the memo at 20k machines). Entries are never removed; n == 0 marks an empty cell, so a
+// key of an empty batch is never kept.
+class DurationMemo {
+ public:
+  // The duration kept for `key`, or nullptr.
+  const std::int64_t* find(const BatchKey& key) const;
+  // Keeps `d` for `key`; a key already there keeps its first duration.
+  void insert(const BatchKey& key, std::int64_t d);
+  std::size_t size() const { return size_; }
+
+ private:
+  struct Cell {
+    BatchKey key{0, 0, 0};
+    std::int64_t duration = 0;
+  };
+  std::vector<Cell> cells_;  // a power of two, at most half full
+  std::size_t size_ = 0;
+};
+
 class FlowNet {
  public:
   explicit FlowNet(Platform& p) : platform_(p) {}
-  // Identity of a batch: its size and two 64-bit hashes of the exact transfer list.
-  struct Key {
-    std::size_t n;
-    std::uint64_t h1, h2;
-    auto operator<=>(const Key&) const = default;
-  };
+  using Key = BatchKey;
   static Key key_of(const std::vector<Transfer>& batch);
   // Memoised duration if this batch may use the cache now, else -1.
   std::int64_t cached(const Key& key) const;
-  bool known(const Key& key) const { return cache_.count(key) > 0; }
   // The batch's duration on an otherwise idle network, by the closed form of the fluid
   // model SimGrid runs (CM02: max-min sharing weighted by route latency, 5% cross-traffic
   // on the way back, rates bounded by the slowest link and the TCP window), solved by
@@ -102,7 +124,7 @@ class FlowNet {
   // to the nanosecond on the batches the tests run through both.
   std::int64_t fluid_duration(const std::vector<Transfer>& batch) const;
   // Memoises a batch's idle-network duration found without SimGrid.
-  void remember(const Key& key, std::int64_t d) { cache_.emplace(key, d); }
+  void remember(const Key& key, std::int64_t d) { memo_.insert(key, d); }
   using BatchId = std::uint64_t;
   // Starts a real batch; `done(duration_ns)` runs in simulation context when all
   // transfers finished. Requires a running SimGrid simulation (called from an actor).
@@ -122,12 +144,7 @@ class FlowNet {
 
  private:
   Platform& platform_;
-  struct KeyHash {
-    std::size_t operator()(const Key& k) const { return static_cast<std::size_t>(k.h1); }  // already a hash
-  };
-  // Never iterated: lookups only, so a hash table (a tree walk of cache misses grew with
-  // the memo at 20k machines).
-  std::unordered_map<Key, std::int64_t, KeyHash> cache_;
+  DurationMemo memo_;
   struct Running;
   std::map<BatchId, std::shared_ptr<Running>> running_;
   BatchId next_id_ = 0;

@@ -254,7 +254,7 @@ void SimWorld::dispatch(Item& item) {
                    policy_->on_event(d.event, *this);
                  },
                  [&](TimerItem& t) {
-                   if (cancelled_.erase(t.id)) return;
+                   if (cancelled_[t.id]) return;
                    ++events_;
                    policy_->on_event(TimerFired{t.id, t.tag}, *this);
                  },
@@ -634,8 +634,8 @@ void SimWorld::update_rate(bool sample) {
   if (sample && progress_.rate() != before && job_ == JobState::kRunning && !stuck_) send_sample(now_, false);
 }
 
-void SimWorld::resolve_open(bool at_start) {
-  std::vector<FaultId> still;
+void SimWorld::resolve_open(bool at_start, std::vector<FaultId>* resolved) {
+  std::size_t still = 0;  // open_ compacted in place
   for (FaultId id : open_) {
     Fault& f = fault_log_[id];
     bool affecting = false;
@@ -645,14 +645,15 @@ void SimWorld::resolve_open(bool at_start) {
         if (still_on(f, m)) affecting = true;
     }
     if (affecting) {
-      still.push_back(id);
+      open_[still++] = id;
     } else {
       f.resolved = now_;
       // At a start the caller credits the start's mechanism (finish_start).
       if (!at_start) f.resolution = kResolutionWhileRunning;
+      if (resolved) resolved->push_back(id);
     }
   }
-  open_ = std::move(still);
+  open_.resize(still);
 }
 
 void SimWorld::mark_acted() {
@@ -712,8 +713,11 @@ void SimWorld::run_batch(std::vector<Transfer> batch, Internal done) {
 void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key, Internal done) {
   // On an idle network a batch's time is known in closed form (SimGrid's cost for it is
   // quadratic in its transfers); SimGrid runs the batches that share the network.
-  if (flows_.in_flight() == 0 && !flows_.known(key)) flows_.remember(key, flows_.fluid_duration(batch));
-  const std::int64_t d = flows_.cached(key);
+  std::int64_t d = flows_.cached(key);  // one lookup: -1 when unknown or while the network is shared
+  if (d < 0 && flows_.in_flight() == 0) {
+    d = flows_.fluid_duration(batch);
+    flows_.remember(key, d);
+  }
   if (d >= 0) {
     flows_.count_hit();
     flows_.hold();
@@ -907,8 +911,8 @@ ActionId SimWorld::act(Action a) {
             if (e.interval.ns <= 0) return fail("inspection interval must be positive");
             inspections_[e.kind] = e.interval;
           },
-          [&](const RunProbe& p) {
-            probes_[id] = p;
+          [&](RunProbe& in) {
+            const RunProbe& p = probes_[id] = std::move(in);  // `a` is ours: move, not copy
             const auto& d = sc_.diagnosis;
             double dur = 0;
             switch (p.test) {
@@ -935,8 +939,8 @@ ActionId SimWorld::act(Action a) {
           [&](const CaptureStacks&) {
             push(now_ + secs(sc_.diagnosis.capture_s), Internal{Internal::kStacksDone, id});
           },
-          [&](const RunReplay& r) {
-            replays_[id] = r;
+          [&](RunReplay& r) {
+            replays_[id] = std::move(r);
             push(now_ + secs(sc_.diagnosis.replay_s), Internal{Internal::kReplayDone, id});
           },
           [&](const HotUpdate& h) {
@@ -1191,7 +1195,8 @@ void SimWorld::finish_start() {
   // Faults that landed while the job was stopped, on machines it now runs on (and code
   // bugs in the code it now runs), strike now. Slowdowns take effect before the rate is
   // set; the others strike below, after JobStarted.
-  std::vector<FaultId> fresh, keep;
+  std::vector<FaultId> fresh;
+  std::size_t keep = 0;  // pending_ compacted in place
   for (FaultId id : pending_) {
     Fault& f = fault_log_[id];
     if (!f.active || f.outcome != Outcome::kPending) continue;
@@ -1199,7 +1204,7 @@ void SimWorld::finish_start() {
     bool here = cat.scope == FaultScope::kJob;
     for (MachineId m : f.machines) here |= still_on(f, m);
     if (!here) {
-      keep.push_back(id);
+      pending_[keep++] = id;
       continue;
     }
     if (cat.symptom == Symptom::kSlowdown) {
@@ -1210,7 +1215,7 @@ void SimWorld::finish_start() {
       fresh.push_back(id);
     }
   }
-  pending_ = std::move(keep);
+  pending_.resize(keep);
   update_rate(false);
   deliver_at(now_, JobStarted{start_action_, progress_.committed_ns() / secs(sc_.job.step_time_s)}, false);
   send_sample(now_, false);  // every start opens the sample stream with the step rate
@@ -1232,10 +1237,10 @@ void SimWorld::finish_start() {
         break;
       }
   }
-  const std::vector<FaultId> before = open_;
-  resolve_open(true);
-  for (FaultId id : before)
-    if (fault_log_[id].resolved == now_ && std::find(rearm.begin(), rearm.end(), id) == rearm.end()) {
+  resolved_now_.clear();
+  resolve_open(true, &resolved_now_);
+  for (FaultId id : resolved_now_)
+    if (std::find(rearm.begin(), rearm.end(), id) == rearm.end()) {
       ++result_.resolved_by[static_cast<int>(mechanism_)];
       fault_log_[id].resolution = static_cast<int>(mechanism_);
     }
@@ -1362,11 +1367,14 @@ StackSignatures SimWorld::stack_signatures() const {
 
 TimerId SimWorld::set_timer(Duration after, std::uint64_t tag) {
   const TimerId id = next_timer_++;
+  cancelled_.resize(next_timer_, false);
   push(now_ + std::max<std::int64_t>(0, after.ns), TimerItem{id, tag});
   return id;
 }
 
-void SimWorld::cancel_timer(TimerId id) { cancelled_.insert(id); }
+void SimWorld::cancel_timer(TimerId id) {
+  if (id < cancelled_.size()) cancelled_[id] = true;
+}
 
 void SimWorld::note(std::string_view reason) {
   if (opt_.decisions) result_.decisions.push_back(std::to_string(now_ * 1e-9) + " note " + std::string(reason));

@@ -20,7 +20,6 @@
 #include <memory>
 #include <queue>
 #include <string>
-#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -159,7 +158,9 @@ class SimWorld final : public World {
   // A steady StepSample of the job now, delivered at `at` (when the policy asked for them).
   void send_sample(std::int64_t at, bool nan);
   std::int64_t steps_done() const;  // the global step counter now (as StepSample::step)
-  void resolve_open(bool at_start);
+  // Resolves the open incidents that no longer affect the job; appends their ids to
+  // `resolved` when given.
+  void resolve_open(bool at_start, std::vector<FaultId>* resolved = nullptr);
   void mark_acted();
   void run_batch(std::vector<Transfer> batch, Internal done);
   void run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key, Internal done);
@@ -213,7 +214,7 @@ class SimWorld final : public World {
   std::int64_t accounted_ = 0;
   std::int64_t horizon_ = 0;
   double sg_base_ = 0;  // SimGrid clock at replica time zero
-  std::unordered_set<TimerId> cancelled_;
+  std::vector<bool> cancelled_;  // by TimerId (ids count up from 1)
   TimerId next_timer_ = 1;
   ActionId next_action_ = 1;
   std::int64_t events_ = 0;
@@ -236,6 +237,7 @@ class SimWorld final : public World {
   std::vector<FaultId> broken_;  // per machine: active persistent fault id + 1, 0 = healthy
   std::vector<Fault> fault_log_;
   std::vector<FaultId> open_;  // incidents not yet resolved
+  std::vector<FaultId> resolved_now_;  // finish_start's scratch (capacity kept)
   // Slots whose slowness the running job works around (MitigateSlowdown): the level,
   // 1 rebalanced, 2 reconfigured. Undone when the job stops.
   std::vector<std::pair<SlotId, int>> mitigated_;

@@ -396,7 +396,9 @@ TEST(Lemon, ARetiredMachineNeverReturnsToTheJob) {
       for (std::size_t i = 0; i + 1 < flags.size(); ++i)
         EXPECT_FALSE(flags[i]) << replica << ": machine " << m << " evicted again after it was retired";
       // Retired at its second eviction on evidence, never later (every eviction here is one).
-      if (flags.back()) EXPECT_EQ(flags.size(), 2u) << replica << ": machine " << m;
+      if (flags.back()) {
+        EXPECT_EQ(flags.size(), 2u) << replica << ": machine " << m;
+      }
     }
   EXPECT_GT(retired, 30);
   const auto standby = evictions("standby", &none);
