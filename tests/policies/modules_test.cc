@@ -295,6 +295,20 @@ TEST(StragglerRate, RebalancingMatchesEveryWholeUnitAssignment) {
   EXPECT_DOUBLE_EQ(rebalanced_rate(150, 16, 1.5), 16.0 / 17);
 }
 
+// The fail-slow tests' job: 4 machines of 8 GPUs, TP 8, `pp` stages, `dp` replicas, 8
+// micro-batches per replica and 6 layers per stage.
+ClusterSpec failslow_spec(int pp, int dp) {
+  ClusterSpec c;
+  c.machines = 4;
+  c.gpus_per_machine = 8;
+  c.tp = 8;
+  c.pp = pp;
+  c.dp = dp;
+  c.micro_batches = 8;
+  c.layers_per_stage = 6;
+  return c;
+}
+
 TEST(StragglerRate, LevelsComposePipelineThenReplicas) {
   ClusterSpec c;
   c.pp = 2;
@@ -312,15 +326,7 @@ TEST(StragglerRate, LevelsComposePipelineThenReplicas) {
 // The ladder on a scripted straggler: each move comes exactly at the ski-rental
 // break-even t* = T_i + C_j / (l_i - l_j), written here from the losses by brute force.
 TEST(SkiRentalFailSlow, MovesUpTheLadderAtEachClosedFormBreakEven) {
-  ClusterSpec c;
-  c.machines = 4;
-  c.gpus_per_machine = 8;
-  c.tp = 8;
-  c.pp = 2;
-  c.dp = 2;
-  c.micro_batches = 8;
-  c.layers_per_stage = 6;
-  const ClusterView view(c);
+  const ClusterView view(failslow_spec(2, 2));
   const double f = 2, C1 = 30, C2 = 180, C3 = 1200;
   auto m = make_ski_rental_failslow(byterobust_params(
       {{"failslow", 1}, {"failslow_rebalance_cost_s", C1}, {"failslow_reconfigure_cost_s", C2},
@@ -376,15 +382,7 @@ TEST(SkiRentalFailSlow, MovesUpTheLadderAtEachClosedFormBreakEven) {
 // ladder falls back to the level it was at and plans the eviction from there, and the
 // next straggler never gets the refused levels.
 TEST(SkiRentalFailSlow, ARefusedLevelIsLeftOutFromThenOn) {
-  ClusterSpec c;
-  c.machines = 4;
-  c.gpus_per_machine = 8;
-  c.tp = 8;
-  c.pp = 2;
-  c.dp = 2;
-  c.micro_batches = 8;
-  c.layers_per_stage = 6;
-  const ClusterView view(c);
+  const ClusterView view(failslow_spec(2, 2));
   auto at = [](double s) { return Instant::at(Duration::seconds(s)); };
   auto m = make_ski_rental_failslow(byterobust_params({{"failslow", 1}}));
   const double l0 = 0.5;
@@ -404,15 +402,7 @@ TEST(SkiRentalFailSlow, ARefusedLevelIsLeftOutFromThenOn) {
 TEST(SkiRentalFailSlow, SkipsALevelThatWouldNotHelp) {
   // One data-parallel replica: rebalancing has nowhere to move micro-batches to, so the
   // ladder goes from tolerating straight to reconfiguring the pipeline.
-  ClusterSpec c;
-  c.machines = 4;
-  c.gpus_per_machine = 8;
-  c.tp = 8;
-  c.pp = 4;
-  c.dp = 1;
-  c.micro_batches = 8;
-  c.layers_per_stage = 6;
-  const ClusterView view(c);
+  const ClusterView view(failslow_spec(4, 1));
   auto m = make_ski_rental_failslow(byterobust_params({{"failslow", 1}}));
   const double l0 = 0.5, l2 = 1 - 6 / brute_force_step(4, 6, 2);
   EXPECT_EQ(m->located(0, 0, 2, Instant::at(Duration::zero()), Instant::at(Duration::seconds(1)), view),
