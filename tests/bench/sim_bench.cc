@@ -58,34 +58,39 @@ void BM_SimulatorReplica(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulatorReplica)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
+// Replica k's fault arrivals, each followed by `follow` events a second apart, through a
+// plain std::priority_queue loop that does nothing else. Returns the events handled.
+std::int64_t queue_replay(const Fixture& f, std::uint64_t k, int follow) {
+  const std::int64_t horizon = Duration::days(f.sc.job.horizon_days).ns;
+  sim::FaultStream stream(f.sc.faults, f.sc.cluster.machines, f.sc.cluster.rack_size, f.sc.seed, k);
+  struct Item {
+    std::int64_t at;
+    std::uint64_t seq;
+    bool operator>(const Item& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+  };
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> q;
+  std::uint64_t seq = 0;
+  std::int64_t sum = 0, events = 0;
+  while (stream.peek_time() < horizon) {
+    const sim::FaultArrival a = stream.next();
+    q.push({a.at_ns, seq++});
+    for (int j = 1; j <= follow; ++j) q.push({a.at_ns + j * 1'000'000'000LL, seq++});
+    while (!q.empty() && q.top().at <= a.at_ns + follow * 1'000'000'000LL) {
+      sum += q.top().at;
+      q.pop();
+      ++events;
+    }
+  }
+  benchmark::DoNotOptimize(sum);
+  return events;
+}
+
 void BM_PriorityQueueBaseline(benchmark::State& state) {
   Fixture& f = fixture();
-  const std::int64_t horizon = Duration::days(f.sc.job.horizon_days).ns;
   std::uint64_t replica = 0;
   std::int64_t events = 0;
   const int follow = std::max(0, static_cast<int>(g_events_per_fault + 0.5) - 1);
-  for (auto _ : state) {
-    sim::FaultStream stream(f.sc.faults, f.sc.cluster.machines, f.sc.cluster.rack_size, f.sc.seed, replica++);
-    struct Item {
-      std::int64_t at;
-      std::uint64_t seq;
-      bool operator>(const Item& o) const { return at != o.at ? at > o.at : seq > o.seq; }
-    };
-    std::priority_queue<Item, std::vector<Item>, std::greater<>> q;
-    std::uint64_t seq = 0;
-    std::int64_t sum = 0;
-    while (stream.peek_time() < horizon) {
-      const sim::FaultArrival a = stream.next();
-      q.push({a.at_ns, seq++});
-      for (int k = 1; k <= follow; ++k) q.push({a.at_ns + k * 1'000'000'000LL, seq++});
-      while (!q.empty() && q.top().at <= a.at_ns + follow * 1'000'000'000LL) {
-        sum += q.top().at;
-        q.pop();
-        ++events;
-      }
-    }
-    benchmark::DoNotOptimize(sum);
-  }
+  for (auto _ : state) events += queue_replay(f, replica++, follow);
   state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PriorityQueueBaseline)->Unit(benchmark::kMillisecond)->MinTime(2.0);
@@ -97,7 +102,6 @@ BENCHMARK(BM_PriorityQueueBaseline)->Unit(benchmark::kMillisecond)->MinTime(2.0)
 // `queue/sim` (how many times faster the bare loop is) is the figure to quote.
 void BM_SimulatorVsQueue(benchmark::State& state) {
   Fixture& f = fixture();
-  const std::int64_t horizon = Duration::days(f.sc.job.horizon_days).ns;
   std::uint64_t replica = 0;
   std::int64_t events = 0, queue_events = 0;
   double sim_s = 0, queue_s = 0;
@@ -109,26 +113,7 @@ void BM_SimulatorVsQueue(benchmark::State& state) {
     const std::int64_t n = r.events + r.faults_injected;
     const int follow =
         std::max(0, static_cast<int>(static_cast<double>(n) / std::max<std::int64_t>(1, r.faults_injected) + 0.5) - 1);
-    sim::FaultStream stream(f.sc.faults, f.sc.cluster.machines, f.sc.cluster.rack_size, f.sc.seed, k);
-    struct Item {
-      std::int64_t at;
-      std::uint64_t seq;
-      bool operator>(const Item& o) const { return at != o.at ? at > o.at : seq > o.seq; }
-    };
-    std::priority_queue<Item, std::vector<Item>, std::greater<>> q;
-    std::uint64_t seq = 0;
-    std::int64_t sum = 0, handled = 0;
-    while (stream.peek_time() < horizon) {
-      const sim::FaultArrival a = stream.next();
-      q.push({a.at_ns, seq++});
-      for (int j = 1; j <= follow; ++j) q.push({a.at_ns + j * 1'000'000'000LL, seq++});
-      while (!q.empty() && q.top().at <= a.at_ns + follow * 1'000'000'000LL) {
-        sum += q.top().at;
-        q.pop();
-        ++handled;
-      }
-    }
-    benchmark::DoNotOptimize(sum);
+    const std::int64_t handled = queue_replay(f, k, follow);
     auto t2 = std::chrono::steady_clock::now();
     sim_s += std::chrono::duration<double>(t1 - t0).count();
     queue_s += std::chrono::duration<double>(t2 - t1).count();
