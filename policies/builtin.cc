@@ -9,6 +9,7 @@
 #include "policies/localization/localizers.h"
 #include "policies/recovery/replace.h"
 #include "policies/recovery/baselines.h"
+#include "policies/verdict/verdicts.h"
 
 namespace faultline::policies {
 
@@ -43,6 +44,8 @@ void register_builtin_modules(ModuleRegistry& m) {
   m.add(lemon_recovery_info(), make_lemon_recovery);
   m.add(evict_failslow_info(), make_evict_failslow);
   m.add(ski_rental_failslow_info(), make_ski_rental_failslow);
+  m.add(identical_verdict_info(), make_identical_verdict);
+  m.add(no_progress_verdict_info(), make_no_progress_verdict);
 }
 
 namespace {

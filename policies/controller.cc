@@ -39,14 +39,16 @@ class ByteRobust final : public Policy {
         localizer_(modules().make_localizer(choice_name(p, "localization"), p)),
         checkpoint_(modules().make_checkpoint(choice_name(p, "checkpoint"), p)),
         recovery_(modules().make_recovery(choice_name(p, "recovery"), p)),
-        failslow_(modules().make_failslow(choice_name(p, "failslow"), p)) {}
+        failslow_(modules().make_failslow(choice_name(p, "failslow"), p)),
+        verdict_(modules().make_verdict(choice_name(p, "verdict"), p)) {}
   const PolicyInfo& info() const override { return byterobust_info(); }
 
   void start(World& w) override {
     // Name every module and its version in the decision log, so a log says what decided.
     std::string names;
     for (const ModuleInfo* m :
-         {&detector_->info(), &localizer_->info(), &recovery_->info(), &checkpoint_->info(), &failslow_->info()})
+         {&detector_->info(), &localizer_->info(), &recovery_->info(), &checkpoint_->info(), &failslow_->info(),
+          &verdict_->info()})
       names += (names.empty() ? "" : ", ") + std::string(module_kind_name(m->kind)) + " " + m->name + " v" + m->version;
     w.note("modules: " + names);
     w.act(checkpoint_->plan(w.cluster()));
@@ -218,6 +220,7 @@ class ByteRobust final : public Policy {
     escalation_.reset();
     last_start_ = w.now();
     last_start_step_ = s.step;
+    run_furthest_step_ = s.step;
     end_run(w);  // a run whose end went unnoticed (none expected) counts now
     run_open_ = true;
     ++starts_;
@@ -276,31 +279,56 @@ class ByteRobust final : public Policy {
     on_crash(w, x.machine, 1, x.signature, true, x.step);
   }
 
-  // Whether escalate_identical acts at `repeats`.
-  bool escalation_due(int repeats) const {
-    const int limit = static_cast<int>(p_.get("identical_incident_limit"));
-    return (limit > 0 && repeats >= limit) || (limit > 1 && repeats == limit - 1);
-  }
-  // Ends the run (EndRun, verdict code_or_data) when `repeats` identical incidents reached
-  // identical_incident_limit; rolls the code back at the one before. `what` says what
-  // recurred, `times` how often (at least `repeats`). True when it acted.
-  bool escalate_identical(World& w, int repeats, int times, const std::string& what, const std::string& why) {
-    const int limit = static_cast<int>(p_.get("identical_incident_limit"));
-    if (limit > 0 && repeats >= limit) {
+  // ------------------------------------------------------------ stop verdict
+  // Whether the verdict module acts on `repeats` identical incidents in a row.
+  bool escalation_due(int repeats) const { return verdict_->judge({repeats, 0}) != Verdict::kCarryOn; }
+  // Acts on the verdict module's answer: ends the run (EndRun, verdict code_or_data) on
+  // kStop, rolls the code back on kRollBack. True when it acted.
+  bool act_on_verdict(World& w, Verdict v, const std::string& stop_reason, const std::string& rollback_reason,
+                      const std::string& why) {
+    if (v == Verdict::kStop) {
       stop_if_running(w, why);
       state_ = State::kEnded;
-      w.act(EndRun{"code_or_data", what + " " + std::to_string(times) +
-                                       " times in a row, after diagnosis and a code rollback: the data or the code "
-                                       "is at fault; do not requeue"});
+      w.act(EndRun{"code_or_data", stop_reason});
       return true;
     }
-    if (limit > 1 && repeats == limit - 1) {
+    if (v == Verdict::kRollBack) {
       stop_if_running(w, why);
       state_ = State::kStarting;
-      pending_start_ = w.act(RollBack{what + " again after a clean diagnosis"});
+      pending_start_ = w.act(RollBack{rollback_reason});
       return true;
     }
     return false;
+  }
+  // `repeats` identical incidents in a row (`what` recurred `times` times, at least
+  // `repeats`): the verdict module may roll the code back or end the run. True when it acted.
+  bool escalate_identical(World& w, int repeats, int times, const std::string& what, const std::string& why) {
+    return act_on_verdict(w, verdict_->judge({repeats, 0}),
+                          what + " " + std::to_string(times) +
+                              " times in a row, after diagnosis and a code rollback: the data or the code is at "
+                              "fault; do not requeue",
+                          what + " again after a clean diagnosis", why);
+  }
+  // Every interruption (a crash, a failed start, a NaN or loss jump, a stall) ends a run,
+  // which reached `step` (-1: unknown) or the furthest its samples showed. A run that got
+  // further than any before it made progress; the verdict module may roll the code back or
+  // end the run when runs keep ending without, whatever failed. The stack sees steps, not
+  // checkpoint markers: a run that got further but failed before its next save counts as
+  // progress (the verdict comes later, never sooner, than on committed checkpoints). True
+  // when it acted.
+  bool judge_progress(World& w, std::int64_t step, const std::string& why) {
+    run_furthest_step_ = std::max(run_furthest_step_, step);
+    if (run_furthest_step_ > furthest_step_) {
+      furthest_step_ = run_furthest_step_;
+      runs_without_progress_ = 0;
+      return false;
+    }
+    const int runs = ++runs_without_progress_;
+    const std::string what = std::to_string(runs) + " runs in a row that got no further than step " +
+                             std::to_string(furthest_step_) + " (last: " + why + ")";
+    return act_on_verdict(w, verdict_->judge({0, runs}),
+                          what + ", after a code rollback: the data or the code is at fault; do not requeue",
+                          what + ": roll back recent code", why);
   }
 
   void on_crash(World& w, MachineId m, int code, const std::string& sig, bool at_start, std::int64_t step) {
@@ -348,6 +376,7 @@ class ByteRobust final : public Policy {
     last_crash_machine_ = m;
     last_crash_slot_ = slot;
     escalation_.reset();
+    if (judge_progress(w, step, "crash: " + sig)) return;
     if (struck_another && escalation_due(crash_turns_)) {
       // Before concluding that the crash follows the rank, test the named rank's
       // neighbours again. A log may name the next stage of a broken machine's pipeline
@@ -468,6 +497,7 @@ class ByteRobust final : public Policy {
   // The detection module judges the samples; its findings go to the handlers below.
   void handle(const StepSample& s, World& w) {
     if (state_ != State::kRunning) return;
+    run_furthest_step_ = std::max(run_furthest_step_, s.step);
     if (std::isfinite(s.step_time_s) && s.step_time_s > 0) {
       last_step_time_s_ = s.step_time_s;
       if (fastest_step_s_ == 0 || s.step_time_s < fastest_step_s_) fastest_step_s_ = s.step_time_s;
@@ -515,6 +545,7 @@ class ByteRobust final : public Policy {
     last_crash_slot_ = -1;
     if (level_ == 0) fruitless_ = 0;
     stall_answered_by_ = starts_ + 1;  // whatever restarts the job next answers this stall
+    if (judge_progress(w, st.last_step, "progress stalled")) return;
     if (level_ == 0 && gave_up(w, "progress stalled")) return;
     state_ = State::kDiagnosing;  // still running (stuck); capture before stopping
     mfu_rounds_left_ = 0;
@@ -634,6 +665,7 @@ class ByteRobust final : public Policy {
     const bool same_step = a.nan && a.step >= 0 && a.step == last_nan_step_ && a.step > last_start_step_;
     nan_repeats_ = same_step ? nan_repeats_ + 1 : 1;
     last_nan_step_ = a.nan ? a.step : -1;
+    if (judge_progress(w, a.step, "metric anomaly: " + a.metric)) return;
     if (escalate_identical(w, nan_repeats_, nan_repeats_, "NaN at step " + std::to_string(a.step),
                            "metric anomaly: " + a.metric))
       return;
@@ -730,6 +762,7 @@ class ByteRobust final : public Policy {
   const std::unique_ptr<CheckpointPlanner> checkpoint_;
   const std::unique_ptr<Recovery> recovery_;
   const std::unique_ptr<FailSlowPolicy> failslow_;
+  const std::unique_ptr<StopVerdict> verdict_;
   SlotId straggler_ = -1;           // the straggler the fail-slow module tracks (-1: none)
   ActionId pending_mitigation_ = 0;  // its last MitigateSlowdown, and the level it applies
   SlowdownLevel pending_level_ = SlowdownLevel::kTolerate;
@@ -766,6 +799,9 @@ class ByteRobust final : public Policy {
   int fruitless_ = 0;       // diagnosis rounds in a row that found nothing for this failure
   std::int64_t last_nan_step_ = -1;  // step of the last NaN incident
   int nan_repeats_ = 0;              // NaN incidents in a row at that same step
+  std::int64_t furthest_step_ = -1;      // the furthest step any run reached
+  std::int64_t run_furthest_step_ = -1;  // the furthest step the current run reached
+  int runs_without_progress_ = 0;        // runs in a row that got no further than furthest_step_
   // An escalation waiting on the stop-time tests under way (they pass: it acts).
   struct Escalation {
     int turns, times;
@@ -872,11 +908,6 @@ const PolicyInfo& byterobust_info() {
            "aggregating until the next restart)",
            "count", 3, 1, 100},
           {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
-          {"identical_incident_limit",
-           "the same NaN at the same step this many times in a row, or the same crash (signature, rank) after the "
-           "same step on this many machines in turn, ends the run with the verdict code_or_data (the time before, "
-           "the code is rolled back; 0 = never)",
-           "count", 3, 0, 100},
           module_choice(modules(), ModuleKind::kDetection, "detection",
                         "detection module: realtime (step samples judged for stalls, slow steps, NaN and loss "
                         "jumps; real-time inspections) or timeout (process exits and the NCCL collective timeout "
@@ -897,6 +928,10 @@ const PolicyInfo& byterobust_info() {
                         "fail-slow module: evict (over-evict a located straggler's group at once) or ski_rental "
                         "(Greyhound/FALCON: tolerate, rebalance, reconfigure, evict, each at the ski-rental "
                         "break-even)"),
+          module_choice(modules(), ModuleKind::kVerdict, "verdict",
+                        "stop verdict module: identical (ByteRobust: the same NaN or crash at the same step "
+                        "identical_incident_limit times ends the run) or no_progress (NVIDIA's resiliency "
+                        "extension: no_progress_limit runs in a row that get no further than any before end it)"),
           {"stress_deadline_s", "deadline of the full-cluster stress test (localization=stress)", "s", 86400, 1,
            1e7, {}, {"localization=stress"}},
           {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1, 100000, {},

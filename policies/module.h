@@ -6,13 +6,14 @@
 // what they need as arguments and answer with values, so they are tested with synthetic
 // inputs, without a clock, and run unchanged under every backend.
 //
-// Five concerns are modules. A Detector turns the step samples a backend delivers
+// Six concerns are modules. A Detector turns the step samples a backend delivers
 // (observations: step, step time, loss, NaN) into findings (a stall, slow steps, a metric
 // anomaly); it is given the time with every call and never reads a clock. A Localizer is
 // a search for culprits run as a conversation of tests (begin, then answer after each
 // outcome), pure in the torchft sense: no World, no clock, no randomness. A Recovery says
 // how evicted machines are replaced; a CheckpointPlanner how the job checkpoints; a
-// FailSlowPolicy how a located straggler is handled (tolerated, worked around, evicted).
+// FailSlowPolicy how a located straggler is handled (tolerated, worked around, evicted); a
+// StopVerdict whether failures follow the code or the data, so the run should stop.
 #pragma once
 
 #include <functional>
@@ -30,9 +31,10 @@
 
 namespace faultline::policies {
 
-enum class ModuleKind : std::uint8_t { kDetection, kLocalization, kRecovery, kCheckpoint, kFailSlow };
-inline constexpr ModuleKind kModuleKinds[] = {ModuleKind::kDetection, ModuleKind::kLocalization,
-                                              ModuleKind::kRecovery, ModuleKind::kCheckpoint, ModuleKind::kFailSlow};
+enum class ModuleKind : std::uint8_t { kDetection, kLocalization, kRecovery, kCheckpoint, kFailSlow, kVerdict };
+inline constexpr ModuleKind kModuleKinds[] = {ModuleKind::kDetection,  ModuleKind::kLocalization,
+                                              ModuleKind::kRecovery,   ModuleKind::kCheckpoint,
+                                              ModuleKind::kFailSlow,   ModuleKind::kVerdict};
 const char* module_kind_name(ModuleKind k);
 
 // Identity of one algorithm. As with a leveldb FilterPolicy name, `version` changes
@@ -187,6 +189,38 @@ class FailSlowPolicy {
   virtual bool recovered(double ratio) = 0;
 };
 
+// ---------------------------------------------------------------- stop verdict
+
+// What the stack has seen, at an interruption, of how the job keeps failing.
+struct Recurrence {
+  // Identical incidents in a row, this one included: the same NaN at the same step, or
+  // the same crash (signature, rank) after the same step on one machine after another,
+  // the tests on the named rank's neighbours passed. 0: the stack does not count this
+  // interruption as such a recurrence (it asks about progress alone).
+  int identical = 0;
+  // Runs in a row, this one included, that got no further than the furthest step any run
+  // before them reached (by their step samples and the step their failure reported).
+  int runs_without_progress = 0;
+};
+enum class Verdict : std::uint8_t {
+  kCarryOn,   // the stack's own diagnosis goes on
+  kRollBack,  // roll the code back (the last resort before stopping)
+  kStop,      // EndRun "code_or_data": do not requeue; page people
+};
+const char* verdict_name(Verdict v);  // "carry_on", "roll_back", "stop"
+
+// "Stop, don't requeue" (NVIDIA's resiliency extension, exit code 93 / its no-progress
+// stop; ByteRobust's escalation of identical incidents): when failures follow the code
+// or the data, restarting burns the cluster. The stack asks at every interruption, before
+// its own diagnosis, and at each identical recurrence it counts. Pure and stateless: the
+// stack keeps the counts.
+class StopVerdict {
+ public:
+  virtual ~StopVerdict() = default;
+  virtual const ModuleInfo& info() const = 0;
+  virtual Verdict judge(const Recurrence& r) const = 0;
+};
+
 // Modules by kind and name. Explicit, like Registry: builtin.cc adds one line per module;
 // there are no static constructors. Insertion order is kept: a stack's choice list (and
 // so its default, the first) follows it.
@@ -198,6 +232,7 @@ class ModuleRegistry {
   using RecoveryFactory = std::function<std::unique_ptr<Recovery>(const Params&)>;
   using CheckpointFactory = std::function<std::unique_ptr<CheckpointPlanner>(const Params&)>;
   using FailSlowFactory = std::function<std::unique_ptr<FailSlowPolicy>(const Params&)>;
+  using VerdictFactory = std::function<std::unique_ptr<StopVerdict>(const Params&)>;
 
   // Each throws std::invalid_argument when (kind, name) is already registered, or when
   // info.kind does not match the factory.
@@ -206,6 +241,7 @@ class ModuleRegistry {
   void add(ModuleInfo info, RecoveryFactory make);
   void add(ModuleInfo info, CheckpointFactory make);
   void add(ModuleInfo info, FailSlowFactory make);
+  void add(ModuleInfo info, VerdictFactory make);
   // Adds every module of `other`, in its order; throws std::invalid_argument, adding
   // nothing, when one of them is registered here already.
   void merge(const ModuleRegistry& other);
@@ -221,11 +257,14 @@ class ModuleRegistry {
   std::unique_ptr<Recovery> make_recovery(std::string_view name, const Params& params) const;
   std::unique_ptr<CheckpointPlanner> make_checkpoint(std::string_view name, const Params& params) const;
   std::unique_ptr<FailSlowPolicy> make_failslow(std::string_view name, const Params& params) const;
+  std::unique_ptr<StopVerdict> make_verdict(std::string_view name, const Params& params) const;
 
  private:
   struct Entry {
     ModuleInfo info;
-    std::variant<DetectorFactory, LocalizerFactory, RecoveryFactory, CheckpointFactory, FailSlowFactory> make;
+    std::variant<DetectorFactory, LocalizerFactory, RecoveryFactory, CheckpointFactory, FailSlowFactory,
+                 VerdictFactory>
+        make;
   };
   void insert(ModuleInfo info, ModuleKind want, decltype(Entry::make) make);
   template <class F>

@@ -12,6 +12,16 @@ const char* module_kind_name(ModuleKind k) {
     case ModuleKind::kRecovery: return "recovery";
     case ModuleKind::kCheckpoint: return "checkpoint";
     case ModuleKind::kFailSlow: return "failslow";
+    case ModuleKind::kVerdict: return "verdict";
+  }
+  return "?";
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kCarryOn: return "carry_on";
+    case Verdict::kRollBack: return "roll_back";
+    case Verdict::kStop: return "stop";
   }
   return "?";
 }
@@ -50,6 +60,9 @@ void ModuleRegistry::add(ModuleInfo info, CheckpointFactory make) {
 }
 void ModuleRegistry::add(ModuleInfo info, FailSlowFactory make) {
   insert(std::move(info), ModuleKind::kFailSlow, std::move(make));
+}
+void ModuleRegistry::add(ModuleInfo info, VerdictFactory make) {
+  insert(std::move(info), ModuleKind::kVerdict, std::move(make));
 }
 
 void ModuleRegistry::merge(const ModuleRegistry& other) {
@@ -106,6 +119,9 @@ std::unique_ptr<CheckpointPlanner> ModuleRegistry::make_checkpoint(std::string_v
 }
 std::unique_ptr<FailSlowPolicy> ModuleRegistry::make_failslow(std::string_view name, const Params& params) const {
   return factory<FailSlowFactory>(ModuleKind::kFailSlow, name)(params);
+}
+std::unique_ptr<StopVerdict> ModuleRegistry::make_verdict(std::string_view name, const Params& params) const {
+  return factory<VerdictFactory>(ModuleKind::kVerdict, name)(params);
 }
 
 ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name, std::string help) {

@@ -552,10 +552,10 @@ using testing::FakeWorld;
 struct Ladder {
   FakeWorld w{spec16()};
   std::unique_ptr<Policy> p;
-  Ladder() {
+  explicit Ladder(std::map<std::string, double> over = {}) {
     Registry r = policies::builtin_registry();
     Params params;
-    EXPECT_FALSE(Params::resolve(r.find("byterobust")->params, {}, &params));
+    EXPECT_FALSE(Params::resolve(r.find("byterobust")->params, over, &params));
     p = r.make("byterobust", params);
     p->start(w);
     started();
@@ -776,6 +776,65 @@ Action answer_until_start(Ladder& h, const std::function<MachineSet(const RunPro
     }
   }
   return h.w.actions.back();
+}
+
+// A crash that follows the data and names no machine (a corrupt shard kills the data
+// loader at the same step in every run): the identical-incident verdict counts recurrences
+// by machine and never stops it, so the stack loops (tests, reattempt, rollback, replay,
+// requeue) until people notice. The no-progress verdict (verdict=no_progress) counts runs
+// that get no further than any before (the first crash's run did: it started at step 0):
+// the third rolls the code back, the fourth (no_progress_limit) ends the run, whatever the
+// crash said.
+TEST(StopVerdict, RunsWithoutProgressEndTheRunWhereIdenticalIncidentsNeverDo) {
+  const char* shard = "RuntimeError: DataLoader worker exited unexpectedly: shard-01873.tar: truncated record";
+  const int verdict_choice = policies::byterobust_info().find_param("verdict")->choice_index("no_progress");
+  ASSERT_GE(verdict_choice, 0);
+  for (const bool no_progress : {false, true}) {
+    Ladder h(no_progress ? std::map<std::string, double>{{"verdict", verdict_choice}}
+                         : std::map<std::string, double>{});
+    double t = 4000;
+    int crashes = 0;
+    // The first run made progress (from step 0 to 30); the restarts restore step 29 and
+    // crash after step 30 again.
+    for (; crashes < 12 && h.w.all<EndRun>().empty(); ++crashes) {
+      h.at(t += 60);
+      h.p->on_event(ProcessExit{kNoMachine, 1, shard, 30}, h.w);
+      const Action a = answer_until_start(h);
+      if (std::holds_alternative<EndRun>(a)) break;
+      h.started(29);
+    }
+    if (!no_progress) {
+      EXPECT_TRUE(h.w.all<EndRun>().empty()) << "identical: no machine to count, so no verdict";
+      continue;
+    }
+    const auto ended = h.w.all<EndRun>();
+    ASSERT_EQ(ended.size(), 1u);
+    EXPECT_EQ(crashes, 4) << "the fifth crash: the fourth run in a row without progress";
+    EXPECT_EQ(ended[0].verdict, "code_or_data");
+    EXPECT_NE(ended[0].reason.find("4 runs in a row that got no further than step 30"), std::string::npos)
+        << ended[0].reason;
+    const auto rollbacks = h.w.all<RollBack>();
+    ASSERT_GE(rollbacks.size(), 1u);
+    EXPECT_NE(rollbacks.back().reason.find("3 runs in a row that got no further than step 30"), std::string::npos)
+        << rollbacks.back().reason;
+  }
+}
+
+// Progress resets the count: runs that crash but each get further than the last are
+// failures of machines, not of the code or the data, and never end the run.
+TEST(StopVerdict, RunsThatCommitNewerCheckpointsNeverEndTheRun) {
+  const int verdict_choice = policies::byterobust_info().find_param("verdict")->choice_index("no_progress");
+  Ladder h({{"verdict", verdict_choice}});
+  double t = 4000;
+  for (int k = 0; k < 10; ++k) {
+    h.at(t += 3000);
+    h.p->on_event(ProcessExit{kNoMachine, 1, kCuda, 30 + 100 * k}, h.w);
+    answer_until_start(h);
+    h.started(29 + 100 * k);
+  }
+  EXPECT_TRUE(h.w.all<EndRun>().empty());
+  for (const auto& r : h.w.all<RollBack>())
+    EXPECT_EQ(r.reason.find("got no further"), std::string::npos) << r.reason;
 }
 
 // The crash twin of the NaN loop: a crash at the same step in the same rank, whatever

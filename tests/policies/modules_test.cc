@@ -14,6 +14,7 @@
 #include "policies/failslow/ladders.h"
 #include "policies/localization/localizers.h"
 #include "policies/recovery/replace.h"
+#include "policies/verdict/verdicts.h"
 
 namespace faultline::policies {
 namespace {
@@ -130,6 +131,30 @@ TEST(Stress, TestsEveryMachineWithItsDeadlineAndEvictsWhatFails) {
   EXPECT_TRUE(std::get<Located>(loc->answer(ProbeResult{0, ProbeKind::kStress, {}, false}, view)).evict.empty());
 }
 
+// The two stop verdicts share one ladder (roll back at limit - 1, stop at the limit; 0 =
+// never) and differ only in what they count: identical recurrences, or runs without a
+// newer checkpoint. Each ignores the other's count.
+TEST(StopVerdict, EachCountsItsOwnRecurrencesOnTheSameLadder) {
+  EXPECT_EQ(verdict_at(1, 3), Verdict::kCarryOn);
+  EXPECT_EQ(verdict_at(2, 3), Verdict::kRollBack);
+  EXPECT_EQ(verdict_at(3, 3), Verdict::kStop);
+  EXPECT_EQ(verdict_at(7, 3), Verdict::kStop);
+  EXPECT_EQ(verdict_at(0, 1), Verdict::kCarryOn);
+  EXPECT_EQ(verdict_at(1, 1), Verdict::kStop) << "limit 1: no rollback first";
+  for (int n = 0; n < 10; ++n) EXPECT_EQ(verdict_at(n, 0), Verdict::kCarryOn) << "0 = never";
+  Params p = byterobust_params();
+  const auto identical = make_identical_verdict(p);
+  const auto no_progress = make_no_progress_verdict(p);
+  EXPECT_EQ(identical->info().kind, ModuleKind::kVerdict);
+  for (int n = 0; n < 8; ++n) {
+    EXPECT_EQ(identical->judge({n, 0}), verdict_at(n, 3)) << n;
+    EXPECT_EQ(identical->judge({0, n}), Verdict::kCarryOn) << n;
+    EXPECT_EQ(no_progress->judge({0, n}), verdict_at(n, 4)) << n;
+    EXPECT_EQ(no_progress->judge({n, 0}), Verdict::kCarryOn) << n;
+  }
+  EXPECT_STREQ(verdict_name(Verdict::kStop), "stop");
+}
+
 TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {
   ModuleRegistry m;
   register_builtin_modules(m);
@@ -140,7 +165,8 @@ TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {
   for (auto [param, kind] : {std::pair{"localization", ModuleKind::kLocalization},
                              {"checkpoint", ModuleKind::kCheckpoint},
                              {"recovery", ModuleKind::kRecovery},
-                             {"failslow", ModuleKind::kFailSlow}})
+                             {"failslow", ModuleKind::kFailSlow},
+                             {"verdict", ModuleKind::kVerdict}})
     EXPECT_EQ(byterobust_info().find_param(param)->choices, m.names(kind)) << param;
 }
 
