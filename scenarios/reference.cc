@@ -72,6 +72,7 @@ const std::map<std::string, Doc>& docs() {
     {"job.micro_batches", {"count", "Micro-batches per data-parallel replica per step: the units a slow replica's work moves in when rebalanced."}},
     {"job.layers_per_stage", {"count", "Transformer layers per pipeline stage: the units a slow stage's work moves in when its pipeline is reconfigured."}},
     {"job.restart_warmup_s", {"s", "Time after every restart before full speed: no progress, lost again if a fault strikes during it."}},
+    {"job.on_call_fix_h", {"h", "After an EndRun the on-call fixes the code or data bugs still active and requeues the job, its stack started afresh, this long after the page (0 = never: the rest of the horizon is lost). Our assumption."}},
     {"job.horizon_days", {"days", "Simulated wall-clock time of the job."}},
 
     {"faults", {"", "Where faults come from: categories with rates, or a real trace, or both."}},
@@ -96,7 +97,8 @@ const std::map<std::string, Doc>& docs() {
     {"faults.categories[].alert", {"", "The real-time inspection that can see the fault (\"\" = none)."}},
     {"faults.categories[].alert_coverage", {"ratio", "Share of the faults that inspection can see (drawn once per fault); only with `alert`."}},
     {"faults.categories[].code_bug", {"", "Caused by the job's code: recurs until rolled back (scope job)."}},
-    {"faults.categories[].fix_h", {"h", "Code bug: humans ship a fix after this long anyway."}},
+    {"faults.categories[].data_bug", {"", "Caused by the job's data: recurs on every run, whatever the code version; a rollback does not help (scope job)."}},
+    {"faults.categories[].fix_h", {"h", "Code or data bug: humans ship a fix after this long anyway."}},
     {"faults.categories[].attribution", {"ratio", "Share of crash logs that name the culprit machine; the rest name its pipeline neighbour (not published; machine or rack scope)."}},
     {"faults.categories[].recall", {"", "Chance that each stop-time test finds the faulty machine, by test.", "by the alert kind and symptom (`default_recall`)"}},
     {"faults.categories[].recall.replay", {"ratio", "Recall of dual-phase replay.", "0.99 for nan, else 0.9; 0 for code bugs and job scope"}},

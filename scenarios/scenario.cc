@@ -261,6 +261,7 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   if (o.has("alert_coverage") && c.alert.empty())
     o.fail(o.at("alert_coverage"), "only with \"alert\" (the inspection kind that can see the fault)");
   c.code_bug = o.boolean("code_bug", false);
+  c.data_bug = o.boolean("data_bug", false);
   c.fix_h = o.number("fix_h", 4, 0, 1e5);
   c.attribution = o.number("attribution", 1, 0, 1);
   if (const json* rj = o.get("recall")) {
@@ -273,6 +274,12 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   }
   if (c.code_bug && c.scope != FaultScope::kJob)
     o.fail(o.at("code_bug"), "expected scope \"job\" for a code bug (code runs everywhere)");
+  if (c.data_bug && c.scope != FaultScope::kJob)
+    o.fail(o.at("data_bug"), "expected scope \"job\" for a data bug (every run reads the data)");
+  if (c.data_bug && c.code_bug)
+    o.fail(o.at("data_bug"), "expected false with \"code_bug\": true (a bug follows the code or the data)");
+  if (c.data_bug && (c.symptom == Symptom::kSlowdown || c.symptom == Symptom::kManual))
+    o.fail(o.at("data_bug"), "expected symptom crash, hang or nan for a data bug");
   if (c.symptom == Symptom::kManual && c.scope != FaultScope::kJob)
     o.fail(o.at("scope"), "expected \"job\" for symptom \"manual\" (a code change affects the whole job)");
   if (c.persistent && c.scope == FaultScope::kJob)
@@ -362,7 +369,7 @@ double default_recall(const FaultCategory& c, const std::string& test) {
   if (it != c.recall.end()) return it->second;
   if (test == "stress") return 0.95;
   if (test == "replay") return c.symptom == Symptom::kNan ? 0.99 : 0.9;
-  if (c.code_bug || c.scope == FaultScope::kJob) return 0;  // nothing wrong with a machine
+  if (c.job_bug() || c.scope == FaultScope::kJob) return 0;  // nothing wrong with a machine
   if (c.symptom == Symptom::kNan) return test == "bitwise" ? 0.99 : test == "gpu_diag" ? 0.7 : 0;
   if (c.alert == "gpu") return test == "gpu_diag" ? 0.9 : test == "intra_all_to_all" ? 0.8 : test == "inter_all_gather" ? 0.3 : 0.2;
   if (c.alert == "nic" || c.alert == "switch") return test == "inter_all_gather" ? 0.95 : test == "intra_all_to_all" ? 0.1 : 0;
@@ -489,6 +496,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     job.collective_timeout_s = j.number("collective_timeout_s", 600, 0, 1e7);
     job.checkpoint_mfu_loss = j.number("checkpoint_mfu_loss", 0, 0, 0.5);
     job.restart_warmup_s = j.number("restart_warmup_s", 0, 0, 1e6);
+    job.on_call_fix_h = j.number("on_call_fix_h", 2, 0, 1e5);
     job.horizon_days = j.number("horizon_days", 90, 1e-6, 36500, true);
     const std::int64_t ranks = static_cast<std::int64_t>(cl.tp) * cl.pp * cl.dp;
     const std::int64_t gpus = static_cast<std::int64_t>(cl.machines) * cl.gpus_per_machine;

@@ -45,6 +45,12 @@ struct JobSpec {
   // costs it again. The published per-incident times (DOMAIN §4-5) itemise none of it;
   // the ByteRobust job scenarios fit it (README, "The dense job's figures"). 0 = none.
   double restart_warmup_s = 0;
+  // An ended run (EndRun: "stop, don't requeue") pages the on-call engineers: this long
+  // after the page they have fixed what follows the code or the data (every code or data
+  // bug still active ends) and requeue the job, whose stack starts afresh as a relaunched
+  // controller does. A run ended on a wrong verdict waits as long for nothing. Not
+  // published: our assumption, stated. 0 = nobody comes: the rest of the horizon is lost.
+  double on_call_fix_h = 2;
   double horizon_days = 90;
 };
 
@@ -113,7 +119,12 @@ struct FaultCategory {
   // tests, as ByteRobust's real-time share of resolutions says many do (DOMAIN §2, §4.2).
   double alert_coverage = 1;
   bool code_bug = false;         // caused by the job's code: recurs until rolled back
-  double fix_h = 4;              // code bug: humans ship a fix after this long anyway
+  // Caused by the job's data (a corrupt shard, a bad batch): recurs on every run that
+  // reaches it, whatever the code version and the machines; a rollback does not help,
+  // only a fix by hand (fix_h, or job.on_call_fix_h after an EndRun).
+  bool data_bug = false;
+  double fix_h = 4;              // code or data bug: humans ship a fix after this long anyway
+  bool job_bug() const { return code_bug || data_bug; }  // follows the code or the data
   // Chance that each stop-time test finds the faulty machine, by test name
   // (gpu_diag, intra_all_to_all, inter_all_gather, bitwise, stress, replay);
   // defaults follow the alert kind (see default_recall).

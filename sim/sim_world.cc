@@ -28,7 +28,7 @@ Overloaded(Ts...) -> Overloaded<Ts...>;
 // machines' rate λ·k/(1-f+f·k) on every slot and thinned by the machine that is there
 // (kept with probability 1 for a bad machine, 1/k for a good one).
 bool hardware(const scenarios::FaultCategory& c) {
-  return c.scope == FaultScope::kMachine && !c.code_bug && c.symptom != Symptom::kManual && c.rate_per_machine_day > 0;
+  return c.scope == FaultScope::kMachine && !c.job_bug() && c.symptom != Symptom::kManual && c.rate_per_machine_day > 0;
 }
 double thin_factor(const scenarios::Scenario& sc, const scenarios::FaultCategory& c) {
   const double f = sc.repair.bad_fraction, k = sc.repair.bad_rate_factor;
@@ -53,6 +53,7 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
       view_(base),
       platform_(platform),
       flows_(flows),
+      registry_(registry),
       policy_(registry.make(sc.policy, sc.policy_params)),
       replica_(replica),
       opt_(opt),
@@ -363,7 +364,7 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   const std::int64_t observe = now_ + secs(cat.observe_after_s);
   bool affects = false;
   if (oracle_ && !at_start) {
-    deliver_at(now_, OracleFault{f.machines, cat.name, cat.persistent, cat.code_bug}, false);
+    deliver_at(now_, OracleFault{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug}, false);
   }
   // Real-time inspections see machine-level faults at their next check; network
   // alerts repeat (flap) while the fault lasts.
@@ -458,8 +459,8 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
     }
     settle(f, Outcome::kInterrupted);
   }
-  if (!cat.persistent && !cat.code_bug && cat.symptom != Symptom::kSlowdown) f.active = false;
-  if (cat.code_bug && !at_start) push(now_ + secs(cat.fix_h * 3600), Internal{Internal::kCodeFixed, f.id});
+  if (!cat.persistent && !cat.job_bug() && cat.symptom != Symptom::kSlowdown) f.active = false;
+  if (cat.job_bug() && !at_start) push(now_ + secs(cat.fix_h * 3600), Internal{Internal::kCodeFixed, f.id});
   if (!affects && f.outcome == Outcome::kPending) {
     // It landed while the job could not feel it (down, restarting elsewhere, already
     // hung). A fault that lasts strikes at the next start on its machine (finish_start);
@@ -640,7 +641,7 @@ void SimWorld::resolve_open(bool at_start, std::vector<FaultId>* resolved) {
     Fault& f = fault_log_[id];
     bool affecting = false;
     if (f.active) {
-      if (sc_.faults[f.category].code_bug) affecting = true;
+      if (sc_.faults[f.category].job_bug()) affecting = true;
       for (MachineId m : f.machines)
         if (still_on(f, m)) affecting = true;
     }
@@ -990,7 +991,11 @@ ActionId SimWorld::act(Action a) {
             update_rate(true);
           },
           [&](const EndRun& e) {
-            // The job stays down for the rest of the horizon: its time is lost.
+            // The job stays down until the on-call engineers, paged, fix the code or the
+            // data and requeue it (job.on_call_fix_h); with none, for the rest of the
+            // horizon: its time is lost.
+            if (!ended_ && sc_.job.on_call_fix_h > 0)
+              push(now_ + secs(sc_.job.on_call_fix_h * 3600), Internal{Internal::kOnCallDone, id});
             if (job_ == JobState::kRunning) job_down();
             else if (job_ == JobState::kStarting) {
               job_ = JobState::kDown;
@@ -1095,9 +1100,9 @@ void SimWorld::on_internal(const Internal& in) {
       auto it = replays_.find(in.token);
       if (it == replays_.end()) return;
       ReplayResult r{in.token, {}};
-      bool code_fault = false;  // the job's own code fails on every group
+      bool code_fault = false;  // the job's own code (or its data) fails on every group
       for (FaultId id : open_)
-        if (fault_log_[id].active && sc_.faults[fault_log_[id].category].code_bug) code_fault = true;
+        if (fault_log_[id].active && sc_.faults[fault_log_[id].category].job_bug()) code_fault = true;
       for (const auto& group : it->second.groups) {
         bool failed = code_fault;
         for (MachineId m : group) {
@@ -1116,6 +1121,38 @@ void SimWorld::on_internal(const Internal& in) {
       Fault& f = fault_log_[in.token];
       f.active = false;  // a fix shipped by hand; the next restart runs clean
       settle(f, Outcome::kAbsorbed);
+      return;
+    }
+    case Internal::kOnCallDone: {
+      // The on-call engineers, paged by EndRun, fixed every code and data bug still in
+      // the job (on a wrong verdict there was none: they looked for nothing) and requeue
+      // the job. Its stack starts afresh, as a relaunched controller does: nothing of the
+      // ended run's state survives, and its timers never fire.
+      int fixed = 0;
+      for (Fault& f : fault_log_) {
+        if (!f.active || !sc_.faults[f.category].job_bug()) continue;
+        f.active = false;
+        settle(f, Outcome::kAbsorbed);
+        ++fixed;
+      }
+      ended_ = false;
+      ended_verdict_.clear();
+      cancelled_.assign(next_timer_, true);
+      note("the on-call fixed " + std::to_string(fixed) + " code or data bug(s) and requeues the job: the stack "
+           "starts afresh");
+      policy_ = registry_.make(sc_.policy, sc_.policy_params);
+      policy_->start(*this);
+      if (oracle_) {
+        // An oracle is told of every fault at once: the new one, of those that still
+        // break machines of the job (the ended one was told and did nothing).
+        for (const Fault& f : fault_log_) {
+          if (!f.active || f.machines.empty()) continue;
+          bool here = false;
+          for (MachineId m : f.machines) here |= view_.slot_of(m) >= 0;
+          const auto& cat = sc_.faults[f.category];
+          if (here) deliver_at(now_, OracleFault{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug}, false);
+        }
+      }
       return;
     }
     case Internal::kRepaired: {
@@ -1227,7 +1264,7 @@ void SimWorld::finish_start() {
   for (FaultId id : open_) {
     Fault& f = fault_log_[id];
     if (!f.active) continue;
-    if (sc_.faults[f.category].code_bug) {
+    if (sc_.faults[f.category].job_bug()) {
       rearm.push_back(id);
       continue;
     }

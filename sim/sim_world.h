@@ -76,7 +76,7 @@ class SimWorld final : public World {
   struct Internal {
     enum Kind : std::uint8_t { kAcquireScheduled, kAcquirePulled, kStartInit, kStartRestored, kFaultEnd, kWatchdog,
                         kProbeDone, kStacksDone, kReplayDone, kStandbyWoken, kPoolRefilled,
-                        kCodeFixed, kRepaired, kHoldEnd } kind;
+                        kCodeFixed, kRepaired, kHoldEnd, kOnCallDone } kind;
     std::uint64_t token = 0;  // action id or fault id
   };
   using Payload = std::variant<Deliver, TimerItem, Internal>;
@@ -200,6 +200,7 @@ class SimWorld final : public World {
   ClusterView view_;
   Platform& platform_;
   FlowNet& flows_;
+  const Registry& registry_;  // makes the stack afresh when the on-call requeues an ended run
   std::unique_ptr<Policy> policy_;
   std::uint64_t replica_;
   RunOptions opt_;
@@ -228,7 +229,7 @@ class SimWorld final : public World {
   ActionId start_action_ = 0;
   std::int64_t epoch_ = 0;
   bool stuck_ = false;
-  bool ended_ = false;  // EndRun: nothing starts the job again
+  bool ended_ = false;  // EndRun: nothing starts the job again (until the on-call requeues it)
   std::string ended_verdict_;
   bool broken_unacted_ = false;
   std::vector<Acquire> acquiring_;

@@ -307,6 +307,7 @@ struct EventEncoder {
     o["category"] = x.category;
     o["persistent"] = x.persistent;
     o["code_bug"] = x.code_bug;
+    o["data_bug"] = x.data_bug;
   }
   void operator()(const ProbeResult& x) {
     o["action"] = x.action;
@@ -486,6 +487,7 @@ faultline::Event decode_event(std::size_t index, In& in) {
       x.category = in.string("category", "");
       x.persistent = in.boolean("persistent", false);
       x.code_bug = in.boolean("code_bug", false);
+      x.data_bug = in.boolean("data_bug", false);
       return x;
     }
     case 11: {

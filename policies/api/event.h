@@ -85,6 +85,7 @@ struct OracleFault {
   std::string category;
   bool persistent = false;
   bool code_bug = false;  // caused by the job's code: a rollback fixes it
+  bool data_bug = false;  // caused by the job's data: only people fix it (EndRun pages them)
 };
 struct ProbeResult {
   ActionId action = 0;

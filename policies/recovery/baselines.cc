@@ -87,8 +87,16 @@ class Oracle final : public Policy {
     cycle_.start(w, "initial start");
   }
   void on_event(const Event& e, World& w) override {
+    if (ended_) return;  // EndRun: the on-call has it
     if (cycle_.on_event(e, w)) return;
     if (auto* f = std::get_if<OracleFault>(&e)) {
+      if (f->data_bug) {
+        // Nothing automatic fixes the data: page the on-call at once.
+        if (cycle_.state() == RestartCycle::State::kRunning) w.act(StopJob{"oracle: " + f->category});
+        ended_ = true;
+        w.act(EndRun{"code_or_data", "oracle knows the data is at fault: " + f->category});
+        return;
+      }
       if (f->code_bug) {
         if (cycle_.state() == RestartCycle::State::kRunning) w.act(StopJob{"oracle: " + f->category});
         cycle_.roll_back(w, "oracle knows the code is at fault");
@@ -123,6 +131,7 @@ class Oracle final : public Policy {
 
  private:
   bool restart_spares_;
+  bool ended_ = false;
   RestartCycle cycle_;
 };
 
@@ -197,7 +206,7 @@ std::unique_ptr<Policy> make_requeue(const Params& p) { return std::make_unique<
 const PolicyInfo& oracle_info() {
   static const PolicyInfo info{
       "oracle",
-      "1",
+      "2",
       "upper bound: instant detection and localization, unlimited ready spares, every-step "
       "in-memory checkpoint",
       {

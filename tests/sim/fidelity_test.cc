@@ -199,6 +199,71 @@ TEST(FaultLedger, OutlierReplicasAreNamed) {
   EXPECT_EQ(r["outliers"][0]["ettr"].get<double>(), r["ettr"]["min"].get<double>());
 }
 
+// A fault that follows the data (verdict-baddata-9600.json: a corrupt shard crashes every
+// run at the same step, naming no machine): a rollback does not remove it (the crash comes
+// back after every one), and a stop verdict pages the on-call, who fix it and requeue the
+// job job.on_call_fix_h later with the stack started afresh. Without an on-call (0) the
+// ended run stays down for the rest of the horizon. ByteRobust's identical-incident verdict
+// never ends such a run; the no-progress verdict does, and wins on ETTR.
+TEST(StopVerdict, AStopVerdictPagesTheOnCallWhoFixTheDataAndRequeueTheJob) {
+  const std::string scen = scenarios_dir() + "/verdict-baddata-9600.json";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-verdict";
+  std::filesystem::remove_all(dir);
+  CliResult r = run_cli({"sim", "run", scen, "--replicas", "3", "--jobs", "2", "--set", "job.horizon_days=30", "--set",
+                         "policy.params.verdict=no_progress", "--decisions", "--out", dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(dir / "decisions.log");
+  std::map<std::string, double> ended_at;  // replica -> time of its pending EndRun
+  std::map<std::string, bool> rolled_back;
+  int ends = 0, requeues = 0, crashes_after_rollback = 0;
+  for (std::string line; std::getline(in, line);) {
+    const std::string replica = line.substr(0, line.find(" t="));
+    const double t = std::stod(line.substr(line.find(" t=") + 3));
+    if (line.find(" act end the run: code_or_data") != std::string::npos) {
+      EXPECT_EQ(ended_at.count(replica), 0u) << line;
+      ended_at[replica] = t;
+      ++ends;
+    } else if (line.find(" note the on-call fixed ") != std::string::npos) {
+      ASSERT_EQ(ended_at.count(replica), 1u) << "an on-call requeue without a stop: " << line;
+      EXPECT_NEAR(t - ended_at[replica], 2 * 3600, 1e-3) << line;
+      EXPECT_EQ(line.find(" fixed 0 "), std::string::npos) << "the stop was for the shard: " << line;
+      ended_at.erase(replica);
+      ++requeues;
+    } else if (line.find(" act roll back (") != std::string::npos) {
+      rolled_back[replica] = true;
+    } else if (line.find(" event process exit on -1 code 1: RuntimeError: DataLoader") != std::string::npos) {
+      crashes_after_rollback += rolled_back[replica];
+      rolled_back[replica] = false;
+    } else if (line.find(" event job started") == std::string::npos) {
+      continue;
+    }
+    if (line.find(" act ") != std::string::npos && line.find(" act end the run") == std::string::npos)
+      EXPECT_EQ(ended_at.count(replica), 0u) << "the stack acted on an ended run: " << line;
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_GE(ends, 3) << "about one corrupt shard a fortnight, three replicas of 30 days";
+  EXPECT_GE(requeues, ends - 3) << "every stop but one at the horizon's end per replica is answered";
+  EXPECT_GE(crashes_after_rollback, ends) << "a rollback does not fix a data bug";
+
+  // Nobody answers the page: the run stays ended, and the rest of the horizon is lost.
+  const json paged = sim_json({scen, "--replicas", "3", "--jobs", "2", "--set", "job.horizon_days=30", "--set",
+                               "policy.params.verdict=no_progress"});
+  const json unanswered = sim_json({scen, "--replicas", "3", "--jobs", "2", "--set", "job.horizon_days=30", "--set",
+                                    "policy.params.verdict=no_progress", "--set", "job.on_call_fix_h=0"});
+  EXPECT_DOUBLE_EQ(unanswered["runs_ended_per_replica"].get<double>(), 1.0);
+  EXPECT_LT(unanswered["ettr"]["mean"].get<double>(), paged["ettr"]["mean"].get<double>() - 0.05);
+
+  // Paired on the same faults: the identical verdict never stops the run (nothing names a
+  // machine), and loops until people notice (fix_h); the no-progress verdict wins.
+  CliResult c = run_cli({"sim", "compare", scen, "--stacks", "byterobust,byterobust+verdict=no_progress",
+                         "--replicas", "40", "--jobs", "2", "--format", "json"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const json j = json::parse(c.out);
+  EXPECT_DOUBLE_EQ(j["stacks"][0]["runs_ended_per_replica"].get<double>(), 0.0);
+  EXPECT_GT(j["stacks"][1]["runs_ended_per_replica"].get<double>(), 1.0);
+  EXPECT_GT(j["stacks"][1]["vs_baseline"]["ci95"][0].get<double>(), 0.005) << j["stacks"][1]["vs_baseline"];
+}
+
 }  // namespace
 }  // namespace faultline::testing
 
