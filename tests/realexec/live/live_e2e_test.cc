@@ -1599,10 +1599,21 @@ TEST(LiveE2E, AFullStateDiskIsReportedOnceTheRunGoesOnAndTheEventLogCatchesUp) {
 
 // Bad data: the batch of step 30 makes every gradient NaN in every run that computes it.
 // The review saw this loop stop -> bit-wise -> replay -> reattempt for ever (13 cycles,
-// ETTR 16%). Now: diagnosed once, the code rolled back once, then the run ends with the
-// verdict code_or_data and the controller exits 3 (do not requeue), within 3 incidents.
-TEST(LiveE2E, ADeterministicNanEndsTheRunWithItsVerdictAndExitStatus) {
-  LiveCluster c("badbatch", json::object());
+// ETTR 16%). Now: the stop verdict module ends it with the verdict code_or_data, after one
+// code rollback, and the controller exits 3 (do not requeue). identical (the default):
+// diagnosed once, rolled back the second time, ended the third (identical_incident_limit).
+// no_progress, unchanged from the simulator: the first NaN's run got further than any
+// before; the four after it got no further: the third rolls back, the fourth ends the run.
+struct BadBatchCase {
+  const char* verdict;
+  int incidents;            // NaN incidents until the verdict
+  const char* reason_part;  // in the EndRun's reason
+};
+class BadBatch : public ::testing::TestWithParam<BadBatchCase> {};
+
+TEST_P(BadBatch, ADeterministicNanEndsTheRunWithItsVerdictAndExitStatus) {
+  const BadBatchCase& k = GetParam();
+  LiveCluster c(std::string("badbatch-") + k.verdict, json{{"verdict", k.verdict}});
   c.edit_config([](json& cfg) {
     auto& argv = cfg["job"]["versions"]["v1"];
     argv.push_back("--bad-batch-at");
@@ -1613,23 +1624,33 @@ TEST(LiveE2E, ADeterministicNanEndsTheRunWithItsVerdictAndExitStatus) {
   const int status = c.wait_controller_exit(150);
   ASSERT_EQ(status, 3) << "the controller did not end the run (exit status 3)";
   int nan_incidents = 0, rollbacks = 0, ends = 0;
-  std::string verdict;
+  std::string verdict, reason, modules;
   for (const auto& r : c.records()) {
+    if (r.value("kind", "") == "note" && r.value("text", "").rfind("modules: ", 0) == 0) modules = r["text"];
     if (LiveCluster::is_action(r, "RollBack")) ++rollbacks;
     if (LiveCluster::is_action(r, "EndRun")) {
       ++ends;
       verdict = r["action"].value("verdict", "");
+      reason = r["action"].value("reason", "");
     }
     if (r.value("kind", "") == "progress" && r["loss"].is_null() && !r.value("restart", true)) ++nan_incidents;
   }
   EXPECT_EQ(ends, 1);
   EXPECT_EQ(verdict, "code_or_data");
+  EXPECT_NE(reason.find(k.reason_part), std::string::npos) << reason;
   EXPECT_EQ(rollbacks, 1);
-  EXPECT_LE(nan_incidents, 3 * 4) << "bounded: three incidents (a few NaN reports each)";
-  EXPECT_GE(nan_incidents, 3);
+  EXPECT_LE(nan_incidents, k.incidents * 4) << "bounded: a few NaN reports per incident";
+  EXPECT_GE(nan_incidents, k.incidents);
   const std::string log = slurp(c.dir() + "/controller.log");
   EXPECT_NE(log.find("the policy ended the run: code_or_data"), std::string::npos) << log;
+  EXPECT_NE(modules.find(std::string("verdict ") + k.verdict + " v1"), std::string::npos) << modules;
 }
+
+INSTANTIATE_TEST_SUITE_P(LiveE2E, BadBatch,
+                         ::testing::Values(BadBatchCase{"identical", 3, "NaN at step 30 3 times in a row"},
+                                           BadBatchCase{"no_progress", 5,
+                                                        "4 runs in a row that got no further than step 30"}),
+                         [](const auto& info) { return std::string(info.param.verdict); });
 
 // The crash twin of the bad batch: the last rank dies in step 30 with an illegal memory
 // access in every run, on whatever machine runs it (data or code at fault). It looped
