@@ -10,28 +10,17 @@ Verdict verdict_at(int count, int limit) {
 
 namespace {
 
-class Identical final : public StopVerdict {
+// The shared ladder over one of the counts a Recurrence carries.
+class CountLadder final : public StopVerdict {
  public:
-  explicit Identical(int limit) : limit_(limit) {}
-  const ModuleInfo& info() const override { return identical_verdict_info(); }
-  Verdict judge(const Recurrence& r) const override {
-    return verdict_at(r.identical, limit_);
-  }
+  CountLadder(const ModuleInfo& info, int limit, int Recurrence::*count) : info_(info), limit_(limit), count_(count) {}
+  const ModuleInfo& info() const override { return info_; }
+  Verdict judge(const Recurrence& r) const override { return verdict_at(r.*count_, limit_); }
 
  private:
+  const ModuleInfo& info_;
   int limit_;
-};
-
-class NoProgress final : public StopVerdict {
- public:
-  explicit NoProgress(int limit) : limit_(limit) {}
-  const ModuleInfo& info() const override { return no_progress_verdict_info(); }
-  Verdict judge(const Recurrence& r) const override {
-    return verdict_at(r.runs_without_progress, limit_);
-  }
-
- private:
-  int limit_;
+  int Recurrence::*count_;
 };
 
 }  // namespace
@@ -51,7 +40,8 @@ const ModuleInfo& identical_verdict_info() {
   return info;
 }
 std::unique_ptr<StopVerdict> make_identical_verdict(const Params& p) {
-  return std::make_unique<Identical>(static_cast<int>(p.get("identical_incident_limit")));
+  return std::make_unique<CountLadder>(identical_verdict_info(), static_cast<int>(p.get("identical_incident_limit")),
+                                       &Recurrence::identical);
 }
 
 const ModuleInfo& no_progress_verdict_info() {
@@ -68,7 +58,8 @@ const ModuleInfo& no_progress_verdict_info() {
   return info;
 }
 std::unique_ptr<StopVerdict> make_no_progress_verdict(const Params& p) {
-  return std::make_unique<NoProgress>(static_cast<int>(p.get("no_progress_limit")));
+  return std::make_unique<CountLadder>(no_progress_verdict_info(), static_cast<int>(p.get("no_progress_limit")),
+                                       &Recurrence::runs_without_progress);
 }
 
 }  // namespace faultline::policies
