@@ -42,6 +42,8 @@ void register_builtin_modules(ModuleRegistry& m) {
   m.add(reschedule_recovery_info(), make_reschedule_recovery);
   m.add(requeue_recovery_info(), make_requeue_recovery);
   m.add(lemon_recovery_info(), make_lemon_recovery);
+  m.add(scored_recovery_info(), make_scored_recovery);
+  m.add(segment_recovery_info(), make_segment_recovery);
   m.add(evict_failslow_info(), make_evict_failslow);
   m.add(ski_rental_failslow_info(), make_ski_rental_failslow);
   m.add(identical_verdict_info(), make_identical_verdict);

@@ -105,16 +105,24 @@ class ByteRobust final : public Policy {
     machines.reserve(slots.size());
     const bool evidence = m == Mechanism::kRealtimeEviction || m == Mechanism::kStopTimeEviction ||
                           m == Mechanism::kReplay || m == Mechanism::kAttributedEviction;
+    bool avoid_more = false;
     for (SlotId s : slots) {
       const MachineId x = w.cluster().machine_in(s);
       if (x == kNoMachine) continue;
-      (evidence && recovery_->retire(++strikes_[x]) ? lemons : machines).push_back(x);
+      const int strikes = evidence ? ++strikes_[x] : 0;
+      (evidence && recovery_->retire(strikes) ? lemons : machines).push_back(x);
+      if (evidence && recovery_->avoids(strikes) && std::find(avoided_.begin(), avoided_.end(), x) == avoided_.end()) {
+        avoided_.push_back(x);
+        avoid_more = true;
+      }
     }
     if (machines.empty() && lemons.empty()) return;
     stop_if_running(w, why);
     if (!machines.empty()) w.act(EvictMachines{std::move(machines), why, m});
     if (!lemons.empty())
       w.act(EvictMachines{std::move(lemons), why + "; retired: evicted on evidence again (lemon)", m, true});
+    if (avoid_more)
+      w.act(AvoidMachines{avoided_, "evicted on evidence of their own faults (" + recovery_->info().name + ")"});
     state_ = State::kAcquiring;
     pending_acquire_ = w.act(recovery_->replace(slots, why, m));
     last_recovery_evicted_ = true;
@@ -820,6 +828,7 @@ class ByteRobust final : public Policy {
   std::map<MachineId, std::deque<Instant>> alerts_;
   int mfu_rounds_left_ = 0;
   std::map<SlotId, int> flagged_;
+  MachineSet avoided_;  // machines the recovery module asked the scheduler to hand out last
   std::unordered_map<MachineId, int> strikes_;  // evictions on evidence of each machine's own fault
   std::optional<std::string> deferred_update_;
 };
@@ -922,8 +931,10 @@ const PolicyInfo& byterobust_info() {
                         "interruption from those seen so far)"),
           module_choice(modules(), ModuleKind::kRecovery, "recovery",
                         "replacement of evicted machines: standby (warm pool), reschedule (cold machines), "
-                        "requeue (the whole job) or lemon (the warm pool, and machines evicted on evidence "
-                        "lemon_strikes times retired for good)"),
+                        "requeue (the whole job), lemon (the warm pool, and machines evicted on evidence "
+                        "lemon_strikes times retired for good), scored (the warm pool, and machines evicted on "
+                        "evidence scored_strikes times handed out last) or segment (each slot refilled from its "
+                        "own NVLink domain's free trays)"),
           module_choice(modules(), ModuleKind::kFailSlow, "failslow",
                         "fail-slow module: evict (over-evict a located straggler's group at once) or ski_rental "
                         "(Greyhound/FALCON: tolerate, rebalance, reconfigure, evict, each at the ski-rental "
@@ -935,11 +946,11 @@ const PolicyInfo& byterobust_info() {
           {"stress_deadline_s", "deadline of the full-cluster stress test (localization=stress)", "s", 86400, 1,
            1e7, {}, {"localization=stress"}},
           {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1, 100000, {},
-           {"recovery=standby", "recovery=lemon"}},
+           {"recovery=standby", "recovery=lemon", "recovery=scored", "recovery=segment"}},
           {"standby_daily_p", "a machine's daily failure probability (pool sizing)", "ratio", 1.2e-3, 0, 1, {},
-           {"recovery=standby", "recovery=lemon"}},
+           {"recovery=standby", "recovery=lemon", "recovery=scored", "recovery=segment"}},
           {"standby_quantile", "pool sizing quantile", "ratio", 0.99, 0.5, 0.999999, {},
-           {"recovery=standby", "recovery=lemon"}},
+           {"recovery=standby", "recovery=lemon", "recovery=scored", "recovery=segment"}},
           {"checkpoint_blocking_s", "blocking time of an every-step in-memory save", "s", 0.02, 0, 3600, {},
            {"checkpoint=peer"}},
           {"remote_checkpoint_interval_s", "remote copy interval (used if both memory copies are lost)", "s", 3600,

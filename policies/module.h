@@ -131,6 +131,9 @@ class Recovery {
   // Whether a machine evicted on evidence of its own fault for the `strikes`-th time
   // leaves the fleet for good (EvictMachines::retire) instead of going back through repair.
   virtual bool retire(int strikes) const { return false; }
+  // Whether a machine evicted on evidence of its own fault `strikes` times is one the
+  // scheduler should hand out last from now on (host scoring: AvoidMachines).
+  virtual bool avoids(int strikes) const { return false; }
 };
 
 // How the job checkpoints: asked at the start, and told of every interruption (adaptive

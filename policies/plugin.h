@@ -29,8 +29,9 @@
 // 7: the MitigateSlowdown action; the failslow module kind; ClusterSpec's micro_batches
 //    and layers_per_stage.
 // 8: EvictMachines::retire; Recovery::retire.
+// 9: the verdict module kind (StopVerdict); the AvoidMachines action; Recovery::avoids.
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 8
+#define FAULTLINE_PLUGIN_ABI 9
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

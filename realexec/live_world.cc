@@ -359,6 +359,10 @@ ActionId LiveWorld::act(Action a) {
           const int have = static_cast<int>(cluster_.standby().size());
           outcome(id, have >= x.size, "pool of " + std::to_string(x.size) + " wanted, " + std::to_string(have) +
                                           " standby machines configured and parked", t);
+        } else if constexpr (std::is_same_v<T, AvoidMachines>) {
+          // Live mode's scheduler is its standby list: these join a slot last.
+          avoid_ = x.machines;
+          outcome(id, true, std::to_string(x.machines.size()) + " machines taken from the standbys last", t);
         } else if constexpr (std::is_same_v<T, MitigateSlowdown>) {
           // The job's layout (micro-batches per rank, layers per stage) is fixed at launch.
           const std::string why = !running_ ? std::string("job not running")
@@ -608,7 +612,11 @@ void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
   place_into(id, empty, ready, t);
 }
 
-void LiveWorld::place_into(ActionId id, const std::vector<SlotId>& empty, const MachineSet& ready, Instant t) {
+void LiveWorld::place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t) {
+  // Machines the policy asked to be handed out last (AvoidMachines) join after the others.
+  std::stable_partition(ready.begin(), ready.end(), [&](MachineId m) {
+    return std::find(avoid_.begin(), avoid_.end(), m) == avoid_.end();
+  });
   MachineSet placed;
   for (size_t i = 0; i < empty.size(); ++i) {
     cluster_.take_standby(ready[i]);

@@ -153,7 +153,7 @@ class LiveWorld final : public World {
   void do_capture(ActionId id);
   void do_replay(ActionId id, const RunReplay& a);
   void do_inspect(const EnableInspection& a);
-  void place_into(ActionId id, const std::vector<SlotId>& empty, const MachineSet& ready,
+  void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready,
                   Instant t);
   void retry_waiting_acquire();
 
@@ -294,6 +294,7 @@ class LiveWorld final : public World {
     Instant started;
   };
   std::optional<WaitingAcquire> waiting_acquire_;  // requeue/reschedule short of machines
+  MachineSet avoid_;  // standbys that join a slot last (AvoidMachines: host scoring)
   Instant burst_start_{};
   int burst_actions_ = 0;
 };

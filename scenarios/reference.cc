@@ -32,7 +32,7 @@ const std::map<std::string, Doc>& docs() {
 
     {"cluster", {"", "The machines, their network and the scheduler that hands them out."}},
     {"cluster.machines", {"count", "Machines the job runs on (standbys and spares come on top)."}},
-    {"cluster.gpus_per_machine", {"count", "GPUs per machine; `job.tp` must divide it."}},
+    {"cluster.gpus_per_machine", {"count", "GPUs per machine; `job.tp` divides it, or is a multiple of it inside an NVLink domain."}},
     {"cluster.rack_size", {"count", "Machines per rack (one ToR switch); rack-scope faults strike a whole rack."}},
     {"cluster.racks_per_pod", {"count", "Racks per pod (one leaf layer) in the fat tree."}},
     {"cluster.spines", {"count", "Spine switches above the pods."}},
@@ -43,6 +43,9 @@ const std::map<std::string, Doc>& docs() {
     {"cluster.storage_hosts", {"count", "Hosts serving remote checkpoints and images."}},
     {"cluster.storage_gbps", {"Gbit/s", "Bandwidth of one storage host."}},
     {"cluster.link_latency_us", {"µs", "Latency of every link."}},
+    {"cluster.nvlink_domain", {"count", "Machines per NVLink domain (an NVSwitch fabric: a GB200 NVL72 rack's trays) that the job's slots fill; a TP group wider than a machine stays inside one. 1: each machine is its own (HGX)."}},
+    {"cluster.nvlink_gbps", {"Gb/s", "A machine's NVLink bandwidth into its domain's NVSwitches (the topology graph's NVSwitch level).", "7200 per GPU (NVLink 5)"}},
+    {"cluster.nvlink_spares", {"count", "Trays each domain leaves free (NVL72: 18 - 16 = 2): the never-used spares, in the job's racks (instead of `repair.spare_machines`)."}},
     {"cluster.scheduler", {"", "The cluster scheduler's timings (a whole-job requeue, a cold replacement) and health check."}},
     {"cluster.scheduler.requeue_base_s", {"s", "Fixed time of a whole-job requeue (drain, reschedule, relaunch)."}},
     {"cluster.scheduler.requeue_per_machine_s", {"s", "Time a requeue adds per machine of the job."}},
@@ -60,7 +63,7 @@ const std::map<std::string, Doc>& docs() {
     {"cluster.repair.spare_machines", {"count", "Machines in the free pool at the start besides the job and its standbys.", "-1: 4.8% of the job's machines (AIReSim: 200 for 4,160)"}},
 
     {"job", {"", "The training job: parallelism, step, checkpoint state, horizon."}},
-    {"job.tp", {"count", "Tensor parallelism (inside a machine). TP × PP × DP = machines × GPUs per machine."}},
+    {"job.tp", {"count", "Tensor parallelism (inside a machine, or across the machines of an NVLink domain). TP × PP × DP = machines × GPUs per machine."}},
     {"job.pp", {"count", "Pipeline parallelism."}},
     {"job.dp", {"count", "Data parallelism."}},
     {"job.step_time_s", {"s", "Time of one healthy training step."}},
@@ -73,6 +76,7 @@ const std::map<std::string, Doc>& docs() {
     {"job.layers_per_stage", {"count", "Transformer layers per pipeline stage: the units a slow stage's work moves in when its pipeline is reconfigured."}},
     {"job.restart_warmup_s", {"s", "Time after every restart before full speed: no progress, lost again if a fault strikes during it."}},
     {"job.on_call_fix_h", {"h", "After an EndRun the on-call fixes the code or data bugs still active and requeues the job, its stack started afresh, this long after the page (0 = never: the rest of the horizon is lost). Our assumption."}},
+    {"job.cross_domain_slowdown", {"ratio", "Step-time multiplier while a TP group wider than a machine has a machine outside its NVLink domain (its all-reduces cross the scale-out network). Our assumption; only with such a TP."}},
     {"job.horizon_days", {"days", "Simulated wall-clock time of the job."}},
 
     {"faults", {"", "Where faults come from: categories with rates, or a real trace, or both."}},

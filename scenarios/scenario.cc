@@ -442,6 +442,16 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     cl.storage_hosts = static_cast<int>(c.integer("storage_hosts", 4, 1, 10000));
     cl.storage_gbps = c.number("storage_gbps", 400, 1e-3, 1e7);
     cl.link_latency_us = c.number("link_latency_us", 2, 0, 1e6);
+    cl.nvlink_domain = static_cast<int>(c.integer("nvlink_domain", 1, 1, 4096));
+    cl.nvlink_gbps = c.number("nvlink_gbps", 7200.0 * cl.gpus_per_machine, 1e-3, 1e9);
+    cl.nvlink_spares = static_cast<int>(c.integer("nvlink_spares", 0, 0, 4096));
+    for (const char* f : {"nvlink_gbps", "nvlink_spares"})
+      if (c.has(f) && cl.nvlink_domain == 1)
+        c.fail(c.at(f), "only with cluster.nvlink_domain > 1 (the machines of an NVLink domain)");
+    if (cl.machines % cl.nvlink_domain != 0)
+      c.fail(c.at("nvlink_domain"), "expected a divisor of cluster.machines (" + std::to_string(cl.machines) +
+                                        ": the job's slots fill whole domains), got " +
+                                        std::to_string(cl.nvlink_domain));
     if (const json* sj = c.get("scheduler")) {
       Obj s(*sj, "$.cluster.scheduler", file);
       auto& sch = sc.scheduler;
@@ -464,6 +474,9 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
       rp.bad_fraction = r.number("bad_fraction", rp.bad_fraction, 0, 1);
       rp.bad_rate_factor = r.number("bad_rate_factor", rp.bad_rate_factor, 1, 1000);
       rp.spare_machines = static_cast<int>(r.integer("spare_machines", rp.spare_machines, -1, 10'000'000));
+      if (r.has("spare_machines") && cl.nvlink_spares > 0)
+        r.fail(r.at("spare_machines"), "not with cluster.nvlink_spares (the spares are the trays each domain leaves "
+                                       "free)");
       // Parameters that cannot act as written are errors, not silently ignored.
       if (r.has("manual_fail") && rp.to_manual == 0)
         r.fail(r.at("manual_fail"), "only with to_manual > 0 (no machine reaches manual repair)");
@@ -505,10 +518,17 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
                           std::to_string(gpus) + "), got " + std::to_string(cl.tp) + "*" +
                           std::to_string(cl.pp) + "*" + std::to_string(cl.dp) + " = " +
                           std::to_string(ranks));
-    if (cl.gpus_per_machine % cl.tp != 0)
-      j.fail("$.job.tp", "expected a divisor of cluster.gpus_per_machine (" +
-                             std::to_string(cl.gpus_per_machine) + ": tensor parallelism stays inside a machine), got " +
-                             std::to_string(cl.tp));
+    const bool spans = cl.tp > cl.gpus_per_machine && cl.tp % cl.gpus_per_machine == 0 &&
+                       (cl.nvlink_domain * cl.gpus_per_machine) % cl.tp == 0;
+    if (cl.gpus_per_machine % cl.tp != 0 && !spans)
+      j.fail("$.job.tp", "expected a divisor of cluster.gpus_per_machine (" + std::to_string(cl.gpus_per_machine) +
+                             ": tensor parallelism inside a machine), or a multiple of it that divides an NVLink "
+                             "domain's GPUs (cluster.nvlink_domain x gpus_per_machine = " +
+                             std::to_string(cl.nvlink_domain * cl.gpus_per_machine) + "), got " + std::to_string(cl.tp));
+    job.cross_domain_slowdown = j.number("cross_domain_slowdown", 1, 1, 1000);
+    if (j.has("cross_domain_slowdown") && !spans)
+      j.fail("$.job.cross_domain_slowdown", "only with job.tp wider than a machine (a tensor-parallel group across an "
+                                            "NVLink domain's machines)");
     j.finish();
   }
   {

@@ -51,6 +51,10 @@ struct JobSpec {
   // controller does. A run ended on a wrong verdict waits as long for nothing. Not
   // published: our assumption, stated. 0 = nobody comes: the rest of the horizon is lost.
   double on_call_fix_h = 2;
+  // Step-time multiplier while a tensor-parallel group wider than a machine has a machine
+  // outside its NVLink domain (its all-reduces cross the scale-out network instead of the
+  // NVSwitches). Not published: our assumption, stated per scenario. 1 = no penalty.
+  double cross_domain_slowdown = 1;
   double horizon_days = 90;
 };
 

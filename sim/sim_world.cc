@@ -73,6 +73,11 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
   for (MachineId m = 0; m < view_.machine_count(); ++m) track_machine(m, true);
   spares_left_ = sc.repair.spare_machines >= 0 ? sc.repair.spare_machines
                                                : static_cast<int>(std::lround(0.048 * sc.cluster.machines));
+  if (sc.cluster.nvlink_spares > 0) {  // the spares are the trays each domain leaves free
+    domain_free_.assign(static_cast<std::size_t>(view_.nvlink_domains()), sc.cluster.nvlink_spares);
+    spares_left_ = view_.nvlink_domains() * sc.cluster.nvlink_spares;
+  }
+  if (view_.tp_span() > 1) cross_ = sc.job.cross_domain_slowdown;
   progress_.set_record_segments(opt_.timeline);
   result_.replica = replica;
   result_.categories.resize(sc.faults.size());
@@ -414,7 +419,7 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
         broken_unacted_ = true;
         new_batch_token();
         ActionId id = acquiring_.front().id;
-        acquiring_.clear();
+        drop_acquisitions();
         deliver_at(observe, StartFailed{id, kNoMachine, cat.signature}, false);
       }
       break;
@@ -542,10 +547,18 @@ MachineId SimWorld::new_machine(bool may_be_bad) {
 MachineId SimWorld::draw_machine() {
   // The scheduler hands out a machine from the free pool, chosen at random (AIReSim's
   // default host selection): a never-used spare or a machine back from repair. The
-  // wider cluster supplies a fresh machine when the pool is empty. Its node health
-  // check drains broken machines with health_check_recall.
+  // wider cluster supplies a fresh machine when the pool is empty. Machines the policy
+  // asked to be handed out last (AvoidMachines) are drawn only when nothing else is left.
+  // Its node health check drains broken machines with health_check_recall.
+  auto avoided = [&](MachineId m) { return static_cast<std::size_t>(m) < avoid_.size() && avoid_[m]; };
   while (true) {
-    const std::uint64_t n = static_cast<std::uint64_t>(spares_left_) + free_pool_.size();
+    std::size_t usable = free_pool_.size();  // pool machines not avoided (all of them without a list)
+    if (!avoid_.empty())
+      usable = static_cast<std::size_t>(std::count_if(free_pool_.begin(), free_pool_.end(),
+                                                      [&](MachineId m) { return !avoided(m); }));
+    const bool last_resort = spares_left_ == 0 && usable == 0;  // only avoided machines left
+    if (last_resort) usable = free_pool_.size();
+    const std::uint64_t n = static_cast<std::uint64_t>(spares_left_) + usable;
     MachineId m;
     if (n == 0) {
       m = new_machine(true);
@@ -554,8 +567,24 @@ MachineId SimWorld::draw_machine() {
       if (i < static_cast<std::uint64_t>(spares_left_)) {
         --spares_left_;
         m = new_machine(true);
+        // The i-th spare tray, counted domain by domain.
+        std::uint64_t k = i;
+        for (std::size_t d = 0; d < domain_free_.size(); ++d) {
+          if (k < static_cast<std::uint64_t>(domain_free_[d])) {
+            --domain_free_[d];
+            view_.set_domain(m, static_cast<int>(d));
+            break;
+          }
+          k -= static_cast<std::uint64_t>(domain_free_[d]);
+        }
       } else {
-        const std::size_t k = i - spares_left_;
+        // The (i - spares)-th usable machine of the pool, in pool order.
+        std::size_t k = 0;
+        for (std::uint64_t skip = i - spares_left_;; ++k)
+          if (last_resort || !avoided(free_pool_[k])) {
+            if (skip == 0) break;
+            --skip;
+          }
         m = free_pool_[k];
         free_pool_.erase(free_pool_.begin() + static_cast<std::ptrdiff_t>(k));
       }
@@ -566,6 +595,36 @@ MachineId SimWorld::draw_machine() {
     }
     return m;
   }
+}
+
+MachineId SimWorld::draw_in_domain(int d) {
+  while (true) {
+    MachineId m = kNoMachine;
+    if (d >= 0 && static_cast<std::size_t>(d) < domain_free_.size() && domain_free_[d] > 0) {
+      --domain_free_[d];
+      --spares_left_;
+      m = new_machine(true);
+      view_.set_domain(m, d);
+    } else {
+      auto it = std::find_if(free_pool_.begin(), free_pool_.end(), [&](MachineId x) {
+        return view_.domain_of(x) == d && !(static_cast<std::size_t>(x) < avoid_.size() && avoid_[x]);
+      });
+      if (it == free_pool_.end()) return kNoMachine;
+      m = *it;
+      free_pool_.erase(it);
+    }
+    if (health_check_drains(m)) {
+      start_repair(m);
+      continue;
+    }
+    return m;
+  }
+}
+
+void SimWorld::drop_acquisitions() {
+  for (const Acquire& a : acquiring_)
+    for (const auto& [slot, m] : a.reserved) free_pool_.push_back(m);
+  acquiring_.clear();
 }
 
 bool SimWorld::health_check_drains(MachineId m) {
@@ -628,6 +687,14 @@ void SimWorld::update_rate(bool sample) {
       rate = std::min(rate, level == 0 ? 1.0 / fault_ratio(f) : straggler_rate(view_.spec(), fault_ratio(f), level));
     }
   }
+  // A TP group with a machine outside its NVLink domain runs its all-reduces over the
+  // scale-out network: the whole job (lockstep) runs cross_ times slower.
+  if (cross_ > 1)
+    for (SlotId s = 0; s < view_.slots(); ++s)
+      if (view_.machine_in(s) != kNoMachine && !view_.in_own_domain(s)) {
+        rate = std::min(rate, 1.0 / cross_);
+        break;
+      }
   // A slowdown that landed while the job was stopped slows it only once it strikes at
   // the next start, as an incident (finish_start).
   const double before = progress_.rate();
@@ -684,6 +751,7 @@ void SimWorld::place_new(SlotId s, bool oracle) {
   // The oracle's unlimited ready spares are fresh, good machines; the scheduler's come
   // from the free pool.
   const MachineId m = oracle ? new_machine(false) : draw_machine();
+  if (oracle) view_.set_domain(m, view_.domain_of_slot(s));  // ready spares where they are needed
   view_.place(m, s);
   on_join(m);
   mark_fresh(s);
@@ -823,12 +891,12 @@ ActionId SimWorld::act(Action a) {
           [&](const AcquireMachines& q) {
             if (ended_) return fail("the run was ended: " + ended_verdict_);
             note_mechanism(q.mechanism);
-            Acquire acq{id, q.mode, q.slots, {}, 0};
+            Acquire acq{id, q.mode, q.slots, {}, {}, 0};
             if (q.mode == AcquireMode::kRequeue) {
               if (job_ == JobState::kRunning) job_down();
               job_ = JobState::kDown;
               new_batch_token();
-              acquiring_.clear();
+              drop_acquisitions();
               acq.slots.clear();
               // The whole job is torn down and rescheduled. Healthy machines come back
               // (the job's reservation); machines with an active persistent fault are
@@ -847,13 +915,41 @@ ActionId SimWorld::act(Action a) {
               acq.slots = empty_slots();
             }
             if (q.mode == AcquireMode::kStandby) {
+              if (q.same_domain && view_.spec().nvlink_domain > 1) {
+                // Each slot's own NVLink domain first: a standby parked there, else a spare
+                // tray of its rack; woken like a standby. The rest as below. While the job is
+                // stopped for it, a slot whose machine sits outside its domain gets a free
+                // tray of its domain too, if there is one (its machine goes back to the free
+                // pool): the scheduler lays the segments out again.
+                auto in_domain = [&](int d) {
+                  for (MachineId x : view_.standby())
+                    if (view_.domain_of(x) == d) {
+                      view_.take_standby(x);
+                      return x;
+                    }
+                  return draw_in_domain(d);
+                };
+                std::vector<SlotId> rest;
+                for (SlotId s : acq.slots) {
+                  if (s < 0 || s >= view_.slots() || view_.machine_in(s) != kNoMachine) continue;
+                  const MachineId m = in_domain(view_.domain_of_slot(s));
+                  if (m == kNoMachine) rest.push_back(s);
+                  else acq.reserved.emplace_back(s, m);
+                }
+                acq.slots = std::move(rest);
+                for (SlotId s = 0; s < view_.slots(); ++s) {
+                  if (view_.machine_in(s) == kNoMachine || view_.in_own_domain(s)) continue;
+                  const MachineId m = in_domain(view_.domain_of_slot(s));
+                  if (m != kNoMachine) acq.reserved.emplace_back(s, m);
+                }
+              }
               // Warm standbys join after waking; any shortfall goes to the scheduler.
               const int from_pool = std::min<int>(static_cast<int>(acq.slots.size()),
                                                   static_cast<int>(view_.standby().size()));
               acq.from_pool.assign(acq.slots.begin(), acq.slots.begin() + from_pool);
               acq.slots.erase(acq.slots.begin(), acq.slots.begin() + from_pool);
               if (!acq.slots.empty()) ++result_.standby_exhaustions;
-              if (!acq.from_pool.empty()) {
+              if (!acq.from_pool.empty() || !acq.reserved.empty()) {
                 ++acq.waiting;
                 push(now_ + secs(sc_.diagnosis.standby_wake_s), Internal{Internal::kStandbyWoken, id});
               }
@@ -974,6 +1070,14 @@ ActionId SimWorld::act(Action a) {
             pool_target_ = std::max(0, p.size);
             refill_pool();
           },
+          [&](const AvoidMachines& x) {
+            avoid_.assign(avoid_.size(), false);
+            for (MachineId m : x.machines)
+              if (m >= 0) {
+                if (static_cast<std::size_t>(m) >= avoid_.size()) avoid_.resize(static_cast<std::size_t>(m) + 1, false);
+                avoid_[static_cast<std::size_t>(m)] = true;
+              }
+          },
           [&](const MitigateSlowdown& x) {
             if (job_ != JobState::kRunning) return fail("job not running");
             if (x.slot < 0 || x.slot >= view_.slots() || view_.machine_in(x.slot) == kNoMachine)
@@ -1072,6 +1176,21 @@ void SimWorld::on_internal(const Internal& in) {
       auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
                              [&](const Acquire& a) { return a.id == in.token; });
       if (it == acquiring_.end()) return;
+      for (const auto& [s, m] : it->reserved) {
+        if (const MachineId old = view_.machine_in(s); old != kNoMachine) {
+          if (view_.in_own_domain(s)) {  // filled meanwhile
+            free_pool_.push_back(m);
+            continue;
+          }
+          view_.vacate(s);  // a machine outside the slot's domain makes way for one inside
+          on_leave(old);
+          free_pool_.push_back(old);
+        }
+        view_.place(m, s);
+        on_join(m);
+        mark_fresh(s);
+      }
+      it->reserved.clear();
       for (SlotId s : it->from_pool) {
         if (view_.machine_in(s) != kNoMachine || view_.standby().empty()) continue;
         const MachineId m = view_.standby().front();

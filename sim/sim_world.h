@@ -130,8 +130,12 @@ class SimWorld final : public World {
     AcquireMode mode;
     std::vector<SlotId> slots;     // to be filled by the scheduler
     std::vector<SlotId> from_pool; // to be filled by waking standbys
+    // same_domain: machines of each slot's own NVLink domain, taken now, placed when woken.
+    std::vector<std::pair<SlotId, MachineId>> reserved;
     int waiting = 0;               // parts not done yet
   };
+  // Drops every acquisition under way; machines taken for them go back to the free pool.
+  void drop_acquisitions();
   void acquire_part_done(ActionId id);
   void refill_pool();
   void start_job(ActionId id, Mechanism mech);
@@ -184,6 +188,9 @@ class SimWorld final : public World {
   void track_machine(MachineId m, bool may_be_bad);  // per-machine state for a new id
   MachineId new_machine(bool may_be_bad);
   MachineId draw_machine();
+  // A free machine of NVLink domain d (a never-used spare tray of its rack, else one back
+  // from repair there), health-checked as draw_machine's; kNoMachine when it has none.
+  MachineId draw_in_domain(int d);
   // The scheduler's node health check drains machine m (it has an active persistent fault
   // and the check sees it, with health_check_recall).
   bool health_check_drains(MachineId m);
@@ -254,8 +261,11 @@ class SimWorld final : public World {
   std::vector<int> failures_;       // faults that landed on it (retirement)
   std::vector<std::uint32_t> repairs_of_;
   std::vector<MachineId> free_pool_;  // repaired machines the scheduler can hand out
-  int spares_left_ = 0;
-  std::uint64_t draws_ = 0;           // scheduler draws from the free pool               // never-used spare machines still in the free pool
+  std::vector<bool> avoid_;           // by machine: handed out last (AvoidMachines)
+  int spares_left_ = 0;               // never-used spare machines still in the free pool
+  std::vector<int> domain_free_;      // of those, per NVLink domain (cluster.nvlink_spares)
+  double cross_ = 1;                  // step-time multiplier while a TP group leaves its domain
+  std::uint64_t draws_ = 0;           // scheduler draws from the free pool
   ProgressModel progress_;
   CheckpointTier tier_ = CheckpointTier::kRemote;
   bool oracle_ = false;

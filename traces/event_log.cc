@@ -249,7 +249,7 @@ struct TypeNames<faultline::Action> {
       "StopJob",       "StartJob",     "EvictMachines", "AcquireMachines",  "SetCheckpointPlan",
       "WatchSteps",    "EnableOracle", "Note",          "EnableInspection", "RunProbe",
       "CaptureStacks", "RunReplay",    "HotUpdate",     "RollBack",         "SetStandbyPool",
-      "EndRun",        "MitigateSlowdown"};
+      "EndRun",        "MitigateSlowdown", "AvoidMachines"};
 };
 
 // ---------------------------------------------------------------- encoders
@@ -345,6 +345,7 @@ struct ActionEncoder {
     o["slots"] = x.slots;
     o["reason"] = x.reason;
     o["mechanism"] = mechanism_name(x.mechanism);
+    if (x.same_domain) o["same_domain"] = true;
   }
   void operator()(const SetCheckpointPlan& x) {
     o["interval_s"] = to_s(x.interval);
@@ -394,6 +395,10 @@ struct ActionEncoder {
   void operator()(const MitigateSlowdown& x) {
     o["slot"] = x.slot;
     o["how"] = mitigation_name(x.how);
+    o["reason"] = x.reason;
+  }
+  void operator()(const AvoidMachines& x) {
+    o["machines"] = x.machines;
     o["reason"] = x.reason;
   }
 };
@@ -538,6 +543,7 @@ faultline::Action decode_action(std::size_t index, In& in) {
       x.slots = in.ids("slots");
       x.reason = in.string("reason", "");
       x.mechanism = mechanism(in);
+      x.same_domain = in.boolean("same_domain", false);
       return x;
     }
     case 4: {
@@ -605,6 +611,12 @@ faultline::Action decode_action(std::size_t index, In& in) {
     }
     case 15:
       return EndRun{in.string("verdict", "", true), in.string("reason", "")};
+    case 17: {
+      AvoidMachines x;
+      x.machines = in.ids("machines");
+      x.reason = in.string("reason", "");
+      return x;
+    }
     default: {
       MitigateSlowdown x;
       x.slot = static_cast<SlotId>(in.integer("slot", 0, 0, kI32Max, true));

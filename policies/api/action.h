@@ -70,11 +70,16 @@ enum class AcquireMode : std::uint8_t {
 // filled as kReschedule fills slots: cold machines from the scheduler in the simulator;
 // live mode waits, as in a scheduler's queue, until enough machines are parked.
 // ActionFailed: kOracle anywhere but the simulator.
+// same_domain (kStandby): each slot's machine comes from the slot's own NVLink domain when
+// one is free there (a standby parked in it, else a spare tray of its rack, woken like a
+// standby), so a tensor-parallel group wider than a machine stays on NVLink; the others as
+// kStandby fills them.
 struct AcquireMachines {
   AcquireMode mode = AcquireMode::kReschedule;
   std::vector<SlotId> slots;
   std::string reason;
   Mechanism mechanism = Mechanism::kNone;
+  bool same_domain = false;
 };
 enum class CheckpointTier : std::uint8_t { kRemote, kMemory, kMemoryWithPeer };
 // How the job checkpoints from now on: every `interval` of training (zero: every step),
@@ -187,10 +192,19 @@ struct MitigateSlowdown {
   std::string reason;
 };
 
+// Host scoring (AIReSim): from now on the scheduler hands out `machines` last, after every
+// other machine it has (replacements and standby refills alike); the list replaces the
+// previous one. A preference, not a ban: with nothing else left they are handed out. No
+// event follows. Live mode takes standbys for a slot in the same order.
+struct AvoidMachines {
+  MachineSet machines;
+  std::string reason;
+};
+
 using Action = std::variant<StopJob, StartJob, EvictMachines, AcquireMachines, SetCheckpointPlan,
                             WatchSteps, EnableOracle, Note, EnableInspection, RunProbe,
                             CaptureStacks, RunReplay, HotUpdate, RollBack, SetStandbyPool, EndRun,
-                            MitigateSlowdown>;
+                            MitigateSlowdown, AvoidMachines>;
 
 // One line for logs, e.g. "evict [12,13] (pp group of 12 holds all outliers)".
 std::string describe(const Action& a);

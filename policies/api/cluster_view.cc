@@ -10,6 +10,7 @@ ClusterView::ClusterView(const ClusterSpec& spec) : spec_(spec) {
     machine_of_slot_[s] = s;
     slot_of_.push_back(s);
     health_.push_back(Health::kHealthy);
+    domain_.push_back(s / spec_.nvlink_domain);
   }
   for (int i = 0; i < spec_.standby_machines; ++i) standby_.push_back(add_machine());
   topo_ = build_topology(spec_, racks());
@@ -42,6 +43,12 @@ std::shared_ptr<const ClusterView::Topology> ClusterView::build_topology(const C
     auto v = boost::add_vertex({NodeKind::kStorage, i}, g);
     boost::add_edge(v, spines[i % spines.size()], {spec.storage_gbps * 1e9 / 8, lat}, g);
   }
+  if (spec.nvlink_domain > 1)  // the NVSwitch fabric of each domain, a level below the ToR
+    for (int d = 0; d < spec.machines / spec.nvlink_domain; ++d) {
+      auto v = boost::add_vertex({NodeKind::kNvSwitch, d}, g);
+      for (int m = d * spec.nvlink_domain; m < (d + 1) * spec.nvlink_domain; ++m)
+        boost::add_edge(topo->machine_vertex[m], v, {spec.nvlink_gbps * 1e9 / 8, 0.0}, g);
+    }
   return topo;
 }
 
@@ -70,19 +77,29 @@ std::vector<SlotId> sorted_unique(std::vector<SlotId> v) {
 }
 }  // namespace
 
+std::vector<SlotId> ClusterView::tp_group(SlotId s) const {
+  const int span = tp_span();
+  std::vector<SlotId> out(static_cast<std::size_t>(span));
+  for (int k = 0; k < span; ++k) out[k] = s / span * span + k;
+  return out;
+}
+
 std::vector<SlotId> ClusterView::pp_group_slots(int g) const {
   std::vector<SlotId> out;
-  out.reserve(spec_.pp);
+  out.reserve(static_cast<std::size_t>(spec_.pp) * tp_span());
   const std::int64_t per = static_cast<std::int64_t>(spec_.tp) * spec_.pp;
-  for (std::int64_t r = g * per; r < (g + 1) * per; r += spec_.tp) out.push_back(slot_of_rank(r));
+  for (std::int64_t r = g * per; r < (g + 1) * per; r += spec_.tp)
+    for (int k = 0; k < spec_.tp; k += spec_.gpus_per_machine) out.push_back(slot_of_rank(r + k));
   return sorted_unique(std::move(out));
 }
 
 std::vector<SlotId> ClusterView::dp_group_slots(int stage) const {
   std::vector<SlotId> out;
-  out.reserve(spec_.dp);
+  out.reserve(static_cast<std::size_t>(spec_.dp) * tp_span());
   const std::int64_t per = static_cast<std::int64_t>(spec_.tp) * spec_.pp;
-  for (int d = 0; d < spec_.dp; ++d) out.push_back(slot_of_rank(d * per + stage * spec_.tp));
+  for (int d = 0; d < spec_.dp; ++d)
+    for (int k = 0; k < spec_.tp; k += spec_.gpus_per_machine)
+      out.push_back(slot_of_rank(d * per + stage * spec_.tp + k));
   return sorted_unique(std::move(out));
 }
 
@@ -122,6 +139,7 @@ std::vector<SlotId> ClusterView::dp_group(SlotId s) const {
 MachineId ClusterView::add_machine() {
   slot_of_.push_back(-1);
   health_.push_back(Health::kHealthy);
+  domain_.push_back(-1);
   return static_cast<MachineId>(slot_of_.size() - 1);
 }
 

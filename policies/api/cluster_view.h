@@ -7,7 +7,10 @@
 // queries: the job has TP x PP x DP ranks, `gpus_per_machine` consecutive ranks per
 // machine, rank order tensor-fastest, then pipeline stage, then data-parallel replica
 // (rank = t + TP * (p + PP * d)). With TP equal to the GPUs per machine, slot x holds
-// stage x mod PP of replica x / PP, so a PP group is PP consecutive slots (DOMAIN §4).
+// stage x mod PP of replica x / PP, so a PP group is PP consecutive slots (DOMAIN §4). A
+// TP group wider than a machine spans TP / gpus_per_machine consecutive slots, which lie in
+// one NVLink domain (an NVSwitch fabric, such as a GB200 NVL72 rack of 18 trays): the job's
+// slots fill the domains `nvlink_domain` at a time, and every machine knows its domain.
 //
 // Ground truth (which machine is really broken) is never here: health is what the
 // backend has observed or what a policy has decided (suspect, evicted).
@@ -45,6 +48,13 @@ struct ClusterSpec {
   // data-parallel replica per step, and transformer layers per pipeline stage.
   int micro_batches = 16;
   int layers_per_stage = 12;
+  // Machines per NVLink domain that the job's slots fill (1: each machine is its own, the
+  // HGX case), and each machine's NVLink bandwidth into its domain's NVSwitches.
+  int nvlink_domain = 1;
+  double nvlink_gbps = 0;
+  // Trays of each domain the job leaves free (a GB200 NVL72 rack of 18 running 16: 2): the
+  // spares in the job's own racks.
+  int nvlink_spares = 0;
 };
 
 // Throughput, relative to every worker at full speed, of `parts` workers in lockstep that
@@ -61,11 +71,12 @@ double rebalanced_rate(int parts, int units, double f);
 // what a fail-slow module predicts from the job's shape.
 double straggler_rate(const ClusterSpec& spec, double f, int level);
 
-enum class NodeKind : std::uint8_t { kMachine, kTor, kLeaf, kSpine, kStorage };
+// kNvSwitch: one per NVLink domain (with nvlink_domain > 1), linked to its machines.
+enum class NodeKind : std::uint8_t { kMachine, kTor, kLeaf, kSpine, kStorage, kNvSwitch };
 
 struct TopoNode {
   NodeKind kind = NodeKind::kMachine;
-  int index = 0;  // machine id, rack index, pod index, spine index or storage index
+  int index = 0;  // machine id, rack index, pod index, spine index, storage index or domain
 };
 struct TopoLink {
   double bandwidth_bps = 0;  // bytes per second, all parallel links together
@@ -79,8 +90,9 @@ enum class Health : std::uint8_t { kHealthy, kSuspect, kEvicted };
 
 class ClusterView {
  public:
-  // Builds topology and layout. Requires a spec that scenarios/ validated:
-  // tp*pp*dp == machines*gpus_per_machine, gpus_per_machine % tp == 0.
+  // Builds topology and layout. Requires a spec that scenarios/ validated: tp*pp*dp ==
+  // machines*gpus_per_machine, gpus_per_machine % tp == 0 or (tp % gpus_per_machine == 0
+  // and nvlink_domain * gpus_per_machine % tp == 0), machines % nvlink_domain == 0.
   explicit ClusterView(const ClusterSpec& spec);
 
   const ClusterSpec& spec() const { return spec_; }
@@ -96,8 +108,23 @@ class ClusterView {
   int racks() const { return (spec_.machines + spec_.rack_size - 1) / spec_.rack_size; }
   // Slots under the same ToR as s, in increasing order.
   std::vector<SlotId> rack_slots(int rack) const;
+  // NVLink domains: the job's slots fill them nvlink_domain at a time.
+  int nvlink_domains() const { return spec_.machines / spec_.nvlink_domain; }
+  int domain_of_slot(SlotId s) const { return s / spec_.nvlink_domain; }
+  // The NVLink domain machine m sits in: the job's machines and spares in the job's racks
+  // have one; -1 for a machine outside them (the wider cluster). Set by the backend.
+  int domain_of(MachineId m) const { return domain_[m]; }
+  // Whether the machine in slot s sits in the slot's own domain (an empty slot does not).
+  bool in_own_domain(SlotId s) const {
+    const MachineId m = machine_of_slot_[s];
+    return m != kNoMachine && domain_[m] == domain_of_slot(s);
+  }
 
   // --- layout ---------------------------------------------------------------------
+  // Machines one TP group spans (1 when TP fits in a machine).
+  int tp_span() const { return spec_.tp > spec_.gpus_per_machine ? spec_.tp / spec_.gpus_per_machine : 1; }
+  // Slots holding slot s's tensor-parallel group(s): s alone when TP fits in a machine.
+  std::vector<SlotId> tp_group(SlotId s) const;
   // Slots holding ranks of the same pipeline(s) (same DP index) as slot s.
   std::vector<SlotId> pp_group(SlotId s) const;
   // Slots holding the same pipeline stage(s) as slot s in every replica.
@@ -129,6 +156,7 @@ class ClusterView {
   void place(MachineId m, SlotId s);      // m now serves s; the previous occupant is unplaced
   void vacate(SlotId s);                  // s has no machine until the next place()
   void set_health(MachineId m, Health h) { health_[m] = h; }
+  void set_domain(MachineId m, int d) { domain_[m] = d; }
   void add_standby(MachineId m) { standby_.push_back(m); }
   // Removes m from the standby list; returns false when it was not there.
   bool take_standby(MachineId m);
@@ -147,6 +175,7 @@ class ClusterView {
   int empty_slots_ = 0;
   std::vector<SlotId> slot_of_;
   std::vector<Health> health_;
+  std::vector<int> domain_;  // by machine: its NVLink domain, -1 outside the job's
   std::vector<MachineId> standby_;
 };
 

@@ -98,7 +98,7 @@ std::string describe(const Action& a) {
             return (x.retire ? "evict and retire " : "evict ") + join(x.machines) + " (" + x.reason + ")";
           },
           [](const AcquireMachines& x) {
-            return std::string("acquire machines: ") + mode_name(x.mode) + " " +
+            return std::string("acquire machines: ") + mode_name(x.mode) + (x.same_domain ? " in-domain " : " ") +
                    std::to_string(x.slots.size()) + " slots (" + x.reason + ")";
           },
           [](const SetCheckpointPlan& x) {
@@ -134,6 +134,7 @@ std::string describe(const Action& a) {
             return std::string(mitigation_name(x.how)) + " around slot " + std::to_string(x.slot) + " (" + x.reason +
                    ")";
           },
+          [](const AvoidMachines& x) { return "hand out " + join(x.machines) + " last (" + x.reason + ")"; },
       },
       a);
 }

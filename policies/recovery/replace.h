@@ -6,6 +6,15 @@
 // - lemon: standby's pool, and lemon retirement (AIReSim's threshold removal): a machine
 //   the stack evicted on evidence of its own fault lemon_strikes times leaves the fleet
 //   instead of coming back from repair to be placed again.
+// - scored: standby's pool, and host scoring (AIReSim's host selection by failure
+//   history): a machine the stack evicted on evidence of its own fault scored_strikes
+//   times is handed out last by the scheduler (AvoidMachines), replacements and standby
+//   refills alike, instead of at random; it is never retired.
+// - segment: NVLink-domain-aware spares (NVIDIA's resiliency extension "segments", GB200
+//   NVL72 racks): each evicted slot is refilled from its own NVLink domain (a standby
+//   parked there, else a free tray of its rack, woken like a standby), so a tensor-parallel
+//   group wider than a machine stays on NVLink; only a domain with nothing free gets a
+//   machine from elsewhere: standby's warm pool (drawn anywhere), then the scheduler.
 // - reschedule: cold machines from the scheduler for the evicted slots only.
 // - requeue: the whole job is torn down and rescheduled.
 //
@@ -23,6 +32,10 @@ const ModuleInfo& standby_recovery_info();
 std::unique_ptr<Recovery> make_standby_recovery(const Params& p);
 const ModuleInfo& lemon_recovery_info();
 std::unique_ptr<Recovery> make_lemon_recovery(const Params& p);
+const ModuleInfo& scored_recovery_info();
+std::unique_ptr<Recovery> make_scored_recovery(const Params& p);
+const ModuleInfo& segment_recovery_info();
+std::unique_ptr<Recovery> make_segment_recovery(const Params& p);
 const ModuleInfo& reschedule_recovery_info();
 std::unique_ptr<Recovery> make_reschedule_recovery(const Params& p);
 const ModuleInfo& requeue_recovery_info();

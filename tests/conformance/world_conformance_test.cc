@@ -333,6 +333,11 @@ std::vector<Row> rows() {
          return s;
        },
        Want::kActionFailed, Want::kActionFailed, "job not running"},
+      {"AvoidMachinesIsAPreferenceBothBackendsTakeSilently",
+       [](ActionId* watch) {
+         return started_then(watch, [](World& w) { return w.act(AvoidMachines{{4, 1}, "host scoring"}); });
+       },
+       Want::kNothing, Want::kNothing},
       {"StandbyShortfallIsFilledNotRefused",
        [](ActionId* watch) {
          Script s;

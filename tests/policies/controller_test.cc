@@ -134,6 +134,36 @@ TEST(ByteRobust, LemonRecoveryRetiresAMachineEvictedOnEvidenceTwice) {
   EXPECT_EQ(d.w.all<EvictMachines>().size(), 3u);
 }
 
+// Host scoring (recovery=scored, AIReSim's host selection by failure history): a machine
+// evicted on evidence of its own fault joins the list the scheduler hands out last, sent
+// before the acquisition it should apply to; the list grows and never retires anyone. A
+// machine evicted as collateral of an over-eviction is no evidence and stays off it; the
+// default recovery sends no list.
+TEST(ByteRobust, ScoredRecoveryAsksTheSchedulerToHandOutMachinesEvictedOnEvidenceLast) {
+  const int scored = policies::byterobust_info().find_param("recovery")->choice_index("scored");
+  ASSERT_GE(scored, 0);
+  Harness h({{"recovery", scored}, {"scored_strikes", 1}});
+  for (MachineId m : {5, 9}) {
+    h.p->on_event(InspectionAlert{m, "gpu", "Xid 79"}, h.w);
+    const auto last = h.w.actions.back();
+    ASSERT_TRUE(std::holds_alternative<AcquireMachines>(last)) << describe(last);
+    ASSERT_TRUE(std::holds_alternative<AvoidMachines>(h.w.actions[h.w.actions.size() - 2]));
+    h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+    h.started(0);
+  }
+  const auto avoid = h.w.all<AvoidMachines>();
+  ASSERT_EQ(avoid.size(), 2u);
+  EXPECT_EQ(avoid[0].machines, MachineSet{5});
+  EXPECT_EQ(avoid[1].machines, (MachineSet{5, 9}));
+  // Machine 5 again: already on the list, nothing new to send.
+  h.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, h.w);
+  EXPECT_EQ(h.w.all<AvoidMachines>().size(), 2u);
+  for (const auto& e : h.w.all<EvictMachines>()) EXPECT_FALSE(e.retire);
+  Harness d;
+  d.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, d.w);
+  EXPECT_TRUE(d.w.all<AvoidMachines>().empty());
+}
+
 TEST(ByteRobust, NetworkAlertsNeedTwoWithinFiveMinutes) {
   Harness h;
   h.p->on_event(InspectionAlert{3, "nic", "port down"}, h.w);

@@ -131,6 +131,22 @@ TEST(Stress, TestsEveryMachineWithItsDeadlineAndEvictsWhatFails) {
   EXPECT_TRUE(std::get<Located>(loc->answer(ProbeResult{0, ProbeKind::kStress, {}, false}, view)).evict.empty());
 }
 
+// Host scoring and lemon retirement answer on strikes; neither does the other's job.
+TEST(Recovery, ScoredAvoidsFromItsStrikesAndNeverRetiresAndLemonTheOpposite) {
+  Params p = byterobust_params();
+  const auto scored = make_scored_recovery(p);
+  const auto lemon = make_lemon_recovery(p);
+  const auto standby = make_standby_recovery(p);
+  for (int strikes = 0; strikes < 5; ++strikes) {
+    EXPECT_EQ(scored->avoids(strikes), strikes >= 2) << strikes;
+    EXPECT_FALSE(scored->retire(strikes)) << strikes;
+    EXPECT_FALSE(lemon->avoids(strikes)) << strikes;
+    EXPECT_EQ(lemon->retire(strikes), strikes >= 2) << strikes;
+    EXPECT_FALSE(standby->avoids(strikes) || standby->retire(strikes)) << strikes;
+  }
+  EXPECT_EQ(scored->replace({3}, "why", Mechanism::kRealtimeEviction).mode, AcquireMode::kStandby);
+}
+
 // The two stop verdicts share one ladder (roll back at limit - 1, stop at the limit; 0 =
 // never) and differ only in what they count: identical recurrences, or runs without a
 // newer checkpoint. Each ignores the other's count.

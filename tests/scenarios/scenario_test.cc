@@ -98,6 +98,57 @@ TEST(Scenario, ErrorNamesFilePathAndExpectation) {
   }
 }
 
+// NVLink domains (GB200 NVL72): a TP group wider than a machine is accepted only inside a
+// domain; the domain fields are refused where they cannot act, each in one line naming the
+// field and the expectation.
+TEST(Scenario, TensorParallelismAcrossMachinesNeedsAnNvlinkDomainThatHoldsIt) {
+  Registry r = policies::builtin_registry();
+  const std::vector<std::string> nvl = {"cluster.gpus_per_machine=4", "cluster.machines=32", "job.tp=8", "job.pp=4",
+                                        "job.dp=4"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> sets = nvl;
+    sets.insert(sets.end(), more.begin(), more.end());
+    return parse_scenario(kMinimal, "m.json", sets, r);
+  };
+  auto error = [&](std::vector<std::string> more) {
+    try {
+      with(std::move(more));
+    } catch (const ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error({}), "m.json: $.job.tp: expected a divisor of cluster.gpus_per_machine (4: tensor parallelism inside "
+                       "a machine), or a multiple of it that divides an NVLink domain's GPUs (cluster.nvlink_domain x "
+                       "gpus_per_machine = 4), got 8");
+  const Scenario s = with({"cluster.nvlink_domain=16", "cluster.nvlink_spares=2", "job.cross_domain_slowdown=2"});
+  EXPECT_EQ(s.cluster.nvlink_domain, 16);
+  EXPECT_EQ(s.cluster.nvlink_spares, 2);
+  EXPECT_DOUBLE_EQ(s.cluster.nvlink_gbps, 7200.0 * 4);
+  EXPECT_DOUBLE_EQ(s.job.cross_domain_slowdown, 2);
+  EXPECT_NE(error({"cluster.nvlink_domain=5"}).find("$.cluster.nvlink_domain: expected a divisor of cluster.machines"),
+            std::string::npos);
+  EXPECT_NE(error({"cluster.nvlink_domain=3", "cluster.machines=33"}).find("$.job"), std::string::npos);
+  EXPECT_NE(error({"cluster.nvlink_domain=16", "cluster.nvlink_spares=2", "cluster.repair={\"spare_machines\": 5}"})
+                .find("$.cluster.repair.spare_machines: not with cluster.nvlink_spares"),
+            std::string::npos);
+  // Without a TP group across machines there is nothing to slow down; without domains, no
+  // spare trays.
+  auto plain_error = [&](std::vector<std::string> sets) {
+    try {
+      parse_scenario(kMinimal, "m.json", sets, r);
+    } catch (const ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(plain_error({"job.cross_domain_slowdown=2"}),
+            "m.json: $.job.cross_domain_slowdown: only with job.tp wider than a machine (a tensor-parallel group "
+            "across an NVLink domain's machines)");
+  EXPECT_NE(plain_error({"cluster.nvlink_spares=2"}).find("$.cluster.nvlink_spares: only with cluster.nvlink_domain > 1"),
+            std::string::npos);
+}
+
 TEST(Scenario, AlertCoverageAndCheckpointMfuLossDefaultToNoEffect) {
   Registry r = policies::builtin_registry();
   Scenario s = parse_scenario(kMinimal, "m.json", {}, r);

@@ -426,35 +426,41 @@ TEST(FailSlow, TheLadderMovesAtTheSkiRentalBreakEvensOnAScriptedStraggler) {
 }
 
 
+// Per replica, each machine's evictions in order (retired?), from the decision log of
+// lemon-1200.json (20 days, 3 replicas) under `recovery`; counts the retiring lines.
+std::map<std::string, std::map<int, std::vector<bool>>> lemon_evictions(const std::string& recovery,
+                                                                        int* retired_lines,
+                                                                        std::vector<std::string> more = {}) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-lemon";
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> args = {"sim", "run", scenarios_dir() + "/lemon-1200.json", "--replicas", "3", "--jobs", "2",
+                                   "--set", "job.horizon_days=20", "--set", "policy.params.recovery=" + recovery,
+                                   "--decisions", "--out", dir.string()};
+  args.insert(args.end(), more.begin(), more.end());
+  CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::map<int, std::vector<bool>>> out;
+  std::ifstream in(dir / "decisions.log");
+  for (std::string line; std::getline(in, line);) {
+    const auto act = line.find(" act evict ");
+    if (act == std::string::npos) continue;
+    const bool retire = line.compare(act, 22, " act evict and retire ") == 0;
+    *retired_lines += retire;
+    const std::string replica = line.substr(0, line.find(" t="));
+    const auto open = line.find('[', act), close = line.find(']', act);
+    std::stringstream ids(line.substr(open + 1, close - open - 1));
+    for (std::string id; std::getline(ids, id, ',');) out[replica][std::stoi(id)].push_back(retire);
+  }
+  std::filesystem::remove_all(dir);
+  return out;
+}
+
 // Issue 20: lemon retirement. A machine the stack retires (EvictMachines::retire) never
 // returns to the job: it is not repaired and the scheduler never draws it again, while
 // without retirement the same machines come back and fail again.
 TEST(Lemon, ARetiredMachineNeverReturnsToTheJob) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-lemon";
-  std::filesystem::remove_all(dir);
-  auto evictions = [&](const std::string& recovery, int* retired_lines) {
-    CliResult r = run_cli({"sim", "run", scenarios_dir() + "/lemon-1200.json", "--replicas", "3", "--jobs", "2",
-                           "--set", "job.horizon_days=20", "--set", "policy.params.recovery=" + recovery,
-                           "--decisions", "--out", dir.string()});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    // Per replica, each machine's evictions in order: (retired?) flags.
-    std::map<std::string, std::map<int, std::vector<bool>>> out;
-    std::ifstream in(dir / "decisions.log");
-    for (std::string line; std::getline(in, line);) {
-      const auto act = line.find(" act evict ");
-      if (act == std::string::npos) continue;
-      const bool retire = line.compare(act, 22, " act evict and retire ") == 0;
-      *retired_lines += retire;
-      const std::string replica = line.substr(0, line.find(" t="));
-      const auto open = line.find('[', act), close = line.find(']', act);
-      std::stringstream ids(line.substr(open + 1, close - open - 1));
-      for (std::string id; std::getline(ids, id, ',');) out[replica][std::stoi(id)].push_back(retire);
-    }
-    std::filesystem::remove_all(dir);
-    return out;
-  };
   int retired = 0, none = 0;
-  const auto lemon = evictions("lemon", &retired);
+  const auto lemon = lemon_evictions("lemon", &retired);
   int again = 0;
   for (const auto& [replica, machines] : lemon)
     for (const auto& [m, flags] : machines) {
@@ -466,11 +472,61 @@ TEST(Lemon, ARetiredMachineNeverReturnsToTheJob) {
       }
     }
   EXPECT_GT(retired, 30);
-  const auto standby = evictions("standby", &none);
+  const auto standby = lemon_evictions("standby", &none);
   EXPECT_EQ(none, 0);
   for (const auto& [replica, machines] : standby)
     for (const auto& [m, flags] : machines) again += flags.size() >= 3;
   EXPECT_GT(again, 10) << "without retirement, machines should come back and fail a third time";
+}
+
+// Issue 20: host scoring. With recovery=scored the scheduler hands out the machines the
+// stack evicted on evidence (scored_strikes 1 here) after every other: with more never-used
+// spares than the job needs in 20 days, none of them ever comes back, and no machine is
+// evicted twice (every eviction in lemon-1200 is on evidence), while the random draw
+// (recovery=standby) places repaired machines again and some fail again.
+TEST(HostScoring, MachinesEvictedOnEvidenceComeBackOnlyWhenNothingElseIsLeft) {
+  auto repeat_share = [](const std::map<std::string, std::map<int, std::vector<bool>>>& ev) {
+    double all = 0, again = 0;
+    for (const auto& [replica, machines] : ev)
+      for (const auto& [m, flags] : machines) {
+        all += static_cast<double>(flags.size());
+        again += static_cast<double>(flags.size() - 1);
+      }
+    return all > 0 ? again / all : 0.0;
+  };
+  int none = 0;
+  const std::vector<std::string> spares = {"--set", "cluster.repair.spare_machines=600", "--set",
+                                           "policy.params.scored_strikes=1"};
+  const double scored = repeat_share(lemon_evictions("scored", &none, spares));
+  const double standby = repeat_share(lemon_evictions("standby", &none, {spares[0], spares[1]}));
+  EXPECT_EQ(none, 0) << "neither retires";
+  EXPECT_GT(standby, 0.02);
+  EXPECT_EQ(scored, 0.0) << "standby " << standby;
+}
+
+// Issue 20: NVLink domains (nvl72-8192.json: GB200 NVL72 racks, TP=8 across two trays).
+// A replacement from outside its slot's rack puts its TP group's all-reduces on the
+// scale-out network, and the job runs job.cross_domain_slowdown times slower while it
+// stays: the slowdown is time in the degraded bucket, (1 - 1/k) of the time spent so. The
+// domain-blind warm pool (standby) places its standbys wherever they were drawn, so the
+// job spends most of its time so; segment-aware spares (segment) refill each slot from its
+// own rack and lay the segments out again, so far less. Checked against the closed form:
+// the degraded time added by a slowdown k is (1 - 1/k) of the crossing time, so
+// k = 4 adds 1.5x what k = 2 adds, the crossing time being the same.
+TEST(NvlinkDomains, DomainBlindReplacementsSlowTheJobAndSegmentSparesKeepItOnNvlink) {
+  auto degraded_h = [](const std::string& recovery, double k) {
+    const json r = sim_json({scenarios_dir() + "/nvl72-8192.json", "--replicas", "4", "--jobs", "2", "--set",
+                             "job.horizon_days=10", "--set", "policy.params.recovery=" + recovery, "--set",
+                             "job.cross_domain_slowdown=" + std::to_string(k), "--set",
+                             "policy.params.slow_ratio=100"});  // no MFU rounds: the crossing time is fixed
+    return r["breakdown_s"]["degraded"].get<double>() / 3600;
+  };
+  const double base = degraded_h("standby", 1), blind2 = degraded_h("standby", 2), blind4 = degraded_h("standby", 4);
+  const double seg_base = degraded_h("segment", 1), seg2 = degraded_h("segment", 2);
+  const double horizon_h = 240;
+  EXPECT_GT(blind2 - base, 0.25 * horizon_h) << "blind: " << blind2 << " h degraded, " << base << " without the penalty";
+  EXPECT_NEAR((blind4 - base) / (blind2 - base), 1.5, 0.02) << "(1 - 1/4) / (1 - 1/2)";
+  EXPECT_LT(seg2 - seg_base, 0.2 * (blind2 - base)) << "segment: " << seg2 << " h degraded, " << seg_base;
 }
 
 }  // namespace

@@ -122,7 +122,8 @@ INSTANTIATE_TEST_SUITE_P(ShippedScenarios, Golden,
                                            GoldenCase{"adaptive-checkpoint-remote", 2, 20},
                                            GoldenCase{"failslow-9600", 2, 10},
                                            GoldenCase{"lemon-1200", 2, 10},
-                                           GoldenCase{"verdict-baddata-9600", 2, 20}),
+                                           GoldenCase{"verdict-baddata-9600", 2, 20},
+                                           GoldenCase{"nvl72-8192", 2, 5}),
                          [](const auto& info) {
                            std::string n = info.param.scenario;
                            for (char& ch : n)
@@ -139,7 +140,7 @@ TEST(GoldenFiles, EveryShippedScenarioIsCovered) {
       EXPECT_TRUE(std::filesystem::exists(tests_dir() + "/golden/" + e.path().stem().string() + ".decisions"))
           << e.path().filename() << " has no golden decision log";
     }
-  EXPECT_EQ(scenarios, 12);
+  EXPECT_EQ(scenarios, 13);
 }
 
 }  // namespace

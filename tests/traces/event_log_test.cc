@@ -54,7 +54,7 @@ bool equal(const faultline::Event& a, const faultline::Event& b) {
           return x.action == y.action && x.reason == y.reason;
         if constexpr (std::is_same_v<T, OracleFault>)
           return x.machines == y.machines && x.category == y.category &&
-                 x.persistent == y.persistent && x.code_bug == y.code_bug;
+                 x.persistent == y.persistent && x.code_bug == y.code_bug && x.data_bug == y.data_bug;
         if constexpr (std::is_same_v<T, ProbeResult>)
           return x.action == y.action && x.test == y.test && x.failed == y.failed &&
                  x.timed_out == y.timed_out;
@@ -80,7 +80,7 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
                  x.retire == y.retire;
         if constexpr (std::is_same_v<T, AcquireMachines>)
           return x.mode == y.mode && x.slots == y.slots && x.reason == y.reason &&
-                 x.mechanism == y.mechanism;
+                 x.mechanism == y.mechanism && x.same_domain == y.same_domain;
         if constexpr (std::is_same_v<T, SetCheckpointPlan>)
           return x.interval == y.interval && x.blocking == y.blocking && x.tier == y.tier &&
                  x.reason == y.reason && x.remote_interval == y.remote_interval;
@@ -103,6 +103,7 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
         if constexpr (std::is_same_v<T, EndRun>) return x.verdict == y.verdict && x.reason == y.reason;
         if constexpr (std::is_same_v<T, MitigateSlowdown>)
           return x.slot == y.slot && x.how == y.how && x.reason == y.reason;
+        if constexpr (std::is_same_v<T, AvoidMachines>) return x.machines == y.machines && x.reason == y.reason;
       },
       a);
 }
@@ -122,7 +123,7 @@ std::vector<faultline::Event> all_events() {
       CodeUpdateRequested{"v2.1-hotfix", false},
       TimerFired{7, 18446744073709551614ull},
       ActionFailed{45, "slots have no machine"},
-      OracleFault{{1, 9}, "gpu_fatal", true, true},
+      OracleFault{{1, 9}, "gpu_fatal", true, true, true},
       ProbeResult{46, ProbeKind::kInterAllGather, {0, 3}, true},
       StacksCaptured{47, StackSignatures({"train_step > gemm", "", "train_step > all_reduce"})},
       ReplayResult{48, {true, false, true}},
@@ -134,7 +135,7 @@ std::vector<faultline::Action> all_actions() {
       StopJob{"crash: x"},
       StartJob{"reattempt", Mechanism::kReattempt},
       EvictMachines{{1, 2}, "real-time gpu alert", Mechanism::kRealtimeEviction, true},
-      AcquireMachines{AcquireMode::kStandby, {4, 0}, "replace", Mechanism::kOverEviction},
+      AcquireMachines{AcquireMode::kStandby, {4, 0}, "replace", Mechanism::kOverEviction, true},
       SetCheckpointPlan{Duration::nanos(1'800'000'000'007), Duration::millis(6.77),
                         CheckpointTier::kMemoryWithPeer, "every step", Duration::hours(2)},
       WatchSteps{Duration::nanos(600'000'000'001), "triggers"},
@@ -149,6 +150,7 @@ std::vector<faultline::Action> all_actions() {
       SetStandbyPool{-1, "P99"},
       EndRun{"code_or_data", "NaN at step 30 three times"},
       MitigateSlowdown{2147483647, Mitigation::kReconfigure, "straggler in slot 7: reconfigure"},
+      AvoidMachines{{7, 2147483647, 0}, "evicted on evidence (scored)"},
   };
 }
 
