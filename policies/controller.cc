@@ -332,10 +332,11 @@ class ByteRobust final : public Policy {
       return false;
     }
     const int runs = ++runs_without_progress_;
+    const Verdict v = verdict_->judge({0, runs});
+    if (v == Verdict::kCarryOn) return false;  // the reasons are built only when they are used
     const std::string what = std::to_string(runs) + " runs in a row that got no further than step " +
                              std::to_string(furthest_step_) + " (last: " + why + ")";
-    return act_on_verdict(w, verdict_->judge({0, runs}),
-                          what + ", after a code rollback: the data or the code is at fault; do not requeue",
+    return act_on_verdict(w, v, what + ", after a code rollback: the data or the code is at fault; do not requeue",
                           what + ": roll back recent code", why);
   }
 
