@@ -116,6 +116,10 @@ class Localizer {
   // REQUIRES: the last step was a test and `outcome` is its ProbeResult or ReplayResult.
   // Returns the next test or the verdict.
   virtual LocalizationStep answer(const Event& outcome, const ClusterView& view) = 0;
+  // Whether it can place a slow machine as well as a broken one (its tests time what they
+  // run): the stack then hands it a slowdown that stack aggregation could not place,
+  // instead of giving up on the slowdown until the next restart.
+  virtual bool places_slowdowns() const { return false; }
 };
 
 // How evicted machines are replaced (warm standbys, cold machines, the whole job).

@@ -30,8 +30,10 @@
 //    and layers_per_stage.
 // 8: EvictMachines::retire; Recovery::retire.
 // 9: the verdict module kind (StopVerdict); the AvoidMachines action; Recovery::avoids.
+// 10: grouped probes (RunProbe::groups, ProbeResult::group_failed and group_seconds);
+//     Localizer::places_slowdowns.
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 9
+#define FAULTLINE_PLUGIN_ABI 10
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

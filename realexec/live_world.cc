@@ -717,6 +717,7 @@ void LiveWorld::run_reference(std::vector<std::string> argv, std::function<void(
 }
 
 void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
+  if (!a.groups.empty()) return do_grouped_probe(id, a);
   const Instant t = now();
   MachineSet machines;
   for (MachineId m : a.machines)
@@ -731,7 +732,82 @@ void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
                  });
 }
 
-void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done) {
+void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
+  const Instant t = now();
+  auto refuse = [&](const std::string& why) {
+    outcome(id, false, why, t);
+    deliver(ActionFailed{id, why});
+  };
+  if (a.test != ProbeKind::kInterAllGather) return refuse("groups: only inter_all_gather runs per group");
+  // `machines` is not used: the groups say who takes part. An agent runs one inter_all_gather
+  // at a time, so a machine in two groups would make one of them fail for nothing.
+  std::map<MachineId, size_t> taken;  // machine -> its group
+  // Each group's rank 0 listens on a master port on its host; only groups whose rank 0 share
+  // a host (agents side by side) need ports apart, so a fleet of hosts never runs out of them.
+  std::map<std::string, int> on_host;
+  std::vector<int> ports;
+  for (size_t g = 0; g < a.groups.size(); ++g) {
+    const std::string at = "groups[" + std::to_string(g) + "]";
+    if (a.groups[g].size() < 2) return refuse(at + ": a group needs at least two machines");
+    for (MachineId m : a.groups[g]) {
+      if (m < 0 || m >= cluster_.machine_count())
+        return refuse(at + ": machine " + std::to_string(m) + " is not in the fleet");
+      if (auto [it, fresh] = taken.emplace(m, g); !fresh)
+        return refuse(at + ": " + machine_config(m).name + " is in groups[" + std::to_string(it->second) +
+                      "] already (a machine joins one group)");
+    }
+    const int port = config_.job.master_port + 100 + on_host[machine_config(a.groups[g][0]).addr]++;
+    if (port > 65535)
+      return refuse(at + ": master port " + std::to_string(port) + " is above 65535 (too many groups on one host)");
+    ports.push_back(port);
+  }
+  struct State {
+    std::vector<MachineSet> groups;
+    size_t remaining = 0;
+    std::vector<bool> group_failed;
+    std::vector<double> group_seconds;
+    std::vector<std::string> details;
+    bool timed_out = false;
+  };
+  auto st = std::make_shared<State>();
+  st->groups = a.groups;
+  st->remaining = a.groups.size();  // before any probe starts: a group may end at once
+  st->group_failed.assign(a.groups.size(), false);
+  st->group_seconds.assign(a.groups.size(), 0.0);
+  st->details.resize(a.groups.size());
+  for (size_t g = 0; g < a.groups.size(); ++g) {
+    probe_machines(
+        a.test, a.groups[g], a.deadline,
+        [this, id, t, st, g](const MachineSet& failed, bool timed_out, const std::string& details) {
+          st->group_seconds[g] = (now() - t).to_seconds();
+          st->group_failed[g] = !failed.empty() || timed_out;
+          st->timed_out |= timed_out;
+          st->details[g] = details;
+          if (--st->remaining > 0) return;
+          // The whole of a failed group is listed (the contract): in a pair, which machine is at
+          // fault is the caller's call, across the groups; the detail keeps what the agents said.
+          MachineSet failed_all;
+          std::string summary;
+          for (size_t i = 0; i < st->groups.size(); ++i) {
+            if (st->group_failed[i]) failed_all.insert(failed_all.end(), st->groups[i].begin(), st->groups[i].end());
+            char secs[32];
+            std::snprintf(secs, sizeof secs, "%.2f", st->group_seconds[i]);
+            summary += (i ? ", g" : "g") + std::to_string(i) + " " + secs + "s " + (st->group_failed[i] ? "failed" : "ok");
+            if (!st->details[i].empty()) summary += " (" + st->details[i].substr(2) + ")";  // past its "; "
+          }
+          std::sort(failed_all.begin(), failed_all.end());
+          failed_all.erase(std::unique(failed_all.begin(), failed_all.end()), failed_all.end());
+          outcome(id, true, std::string(probe_wire_name(ProbeKind::kInterAllGather)) + " per group: " + summary, t);
+          deliver(ProbeResult{id, ProbeKind::kInterAllGather, failed_all, st->timed_out, st->group_failed,
+                              st->group_seconds});
+        },
+        ports[g]);
+  }
+}
+
+void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done,
+                               int master_port) {
+  if (master_port == 0) master_port = config_.job.master_port + 100;
   const int deadline_ms = static_cast<int>(std::min(deadline.to_seconds(), 600.0) * 1000);
   struct State {
     int remaining = 0;
@@ -793,7 +869,7 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
     const MachineId m = machines[i];
     json msg{{"type", "probe"}, {"test", probe_wire_name(test)}, {"deadline_ms", deadline_ms},
              {"rank", static_cast<int>(i)}, {"world_size", static_cast<int>(machines.size())},
-             {"master_addr", master}, {"master_port", config_.job.master_port + 100},
+             {"master_addr", master}, {"master_port", master_port},
              {"seed", config_.seed}, {"steps", steps}};
     if (relayed) msg["rendezvous"] = true;
     const std::uint64_t req = request(m, msg, Duration::millis(deadline_ms + 10000), [this, m, st, finish, hashed](const AgentReply& r) {

@@ -314,6 +314,13 @@ struct EventEncoder {
     o["test"] = probe_name(x.test);
     o["failed"] = x.failed;
     o["timed_out"] = x.timed_out;
+    if (!x.group_failed.empty() || !x.group_seconds.empty()) {
+      json f = json::array(), t = json::array();
+      for (bool b : x.group_failed) f.push_back(b);
+      for (double d : x.group_seconds) t.push_back(real_json(d));
+      o["group_failed"] = std::move(f);
+      o["group_seconds"] = std::move(t);
+    }
   }
   void operator()(const StacksCaptured& x) {
     o["action"] = x.action;
@@ -373,6 +380,7 @@ struct ActionEncoder {
     o["machines"] = x.machines;
     o["deadline_s"] = to_s(x.deadline);
     o["reason"] = x.reason;
+    if (!x.groups.empty()) o["groups"] = x.groups;
   }
   void operator()(const CaptureStacks& x) { o["reason"] = x.reason; }
   void operator()(const RunReplay& x) {
@@ -501,6 +509,17 @@ faultline::Event decode_event(std::size_t index, In& in) {
       x.test = in.enumerated<ProbeKind>("test", x.test, probe_from_name, names_of<ProbeKind, kProbes>(probe_name));
       x.failed = in.ids("failed");
       x.timed_out = in.boolean("timed_out", false);
+      x.group_failed = in.bools("group_failed");
+      if (const json* t = in.get("group_seconds")) {
+        if (!t->is_array())
+          in.fail(in.at("group_seconds"), "expected an array of numbers, got " + json_type_of(*t));
+        for (std::size_t i = 0; i < t->size(); ++i)
+          x.group_seconds.push_back(in.as_real((*t)[i], in.at("group_seconds") + "[" + std::to_string(i) + "]"));
+      }
+      if (x.group_seconds.size() != x.group_failed.size())
+        in.fail(in.at("group_seconds"), "expected one entry per group_failed entry (" +
+                                            std::to_string(x.group_failed.size()) + "), got " +
+                                            std::to_string(x.group_seconds.size()));
       return x;
     }
     case 12: {
@@ -580,6 +599,12 @@ faultline::Action decode_action(std::size_t index, In& in) {
       x.machines = in.ids("machines");
       x.deadline = in.duration("deadline_s", x.deadline);
       x.reason = in.string("reason", "");
+      if (const json* g = in.get("groups")) {
+        if (!g->is_array())
+          in.fail(in.at("groups"), "expected an array of machine arrays, got " + json_type_of(*g));
+        for (std::size_t i = 0; i < g->size(); ++i)
+          x.groups.push_back(in.ids((*g)[i], in.at("groups") + "[" + std::to_string(i) + "]"));
+      }
       return x;
     }
     case 10:

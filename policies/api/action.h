@@ -131,11 +131,17 @@ enum class ProbeKind : std::uint8_t {
 };
 inline constexpr int kProbeKinds = 5;
 // Runs a stop-time test on machines; ProbeResult lists those that failed it.
+// With `groups` (kInterAllGather only: DLRover's pairwise node check), the all-gather runs
+// within each group, all groups at once, instead of across `machines`; ProbeResult then
+// also says, per group, whether its collective failed and how long it took, and lists in
+// `failed` the machines of the failed groups. ActionFailed: groups for another test, or a
+// group of fewer than two machines.
 struct RunProbe {
   ProbeKind test = ProbeKind::kGpuDiag;
   MachineSet machines;
   Duration deadline = Duration::minutes(10);
   std::string reason;
+  std::vector<MachineSet> groups = {};
 };
 // Captures the stacks of every training process; StacksCaptured follows.
 struct CaptureStacks {

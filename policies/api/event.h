@@ -92,6 +92,12 @@ struct ProbeResult {
   ProbeKind test = ProbeKind::kGpuDiag;
   MachineSet failed;
   bool timed_out = false;
+  // A grouped probe (RunProbe::groups), one entry per group in its order: whether the
+  // group's collective failed (an error, a machine that did not join, the deadline), and
+  // the seconds it took, measured, not judged: which group is slow is the caller's call.
+  // A failed group's time is how long it ran before it failed. Empty for other probes.
+  std::vector<bool> group_failed = {};
+  std::vector<double> group_seconds = {};
 };
 // One stack signature per job slot (the slot's processes aggregated; string-equal
 // signatures mean the same place in the code), interned: each distinct signature is

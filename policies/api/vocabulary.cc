@@ -120,7 +120,9 @@ std::string describe(const Action& a) {
             return o.str();
           },
           [](const RunProbe& x) {
-            return std::string("probe ") + probe_name(x.test) + " on " + join(x.machines) + " (" + x.reason + ")";
+            return std::string("probe ") + probe_name(x.test) + " on " + join(x.machines) +
+                   (x.groups.empty() ? "" : " in " + std::to_string(x.groups.size()) + " groups") + " (" + x.reason +
+                   ")";
           },
           [](const CaptureStacks& x) { return "capture stacks (" + x.reason + ")"; },
           [](const RunReplay& x) {
@@ -171,8 +173,15 @@ std::string describe(const Event& e) {
           },
           [](const OracleFault& x) { return "oracle fault " + x.category + " on " + join(x.machines); },
           [](const ProbeResult& x) {
-            return std::string("probe ") + probe_name(x.test) + " failed " + join(x.failed) +
-                   (x.timed_out ? " (deadline)" : "");
+            std::string s = std::string("probe ") + probe_name(x.test) + " failed " + join(x.failed) +
+                            (x.timed_out ? " (deadline)" : "");
+            for (std::size_t i = 0; i < x.group_seconds.size(); ++i) {
+              std::ostringstream o;
+              o << (i == 0 ? "; groups" : "") << " " << x.group_seconds[i] << "s"
+                << (i < x.group_failed.size() && x.group_failed[i] ? "F" : "");
+              s += o.str();
+            }
+            return s;
           },
           [](const StacksCaptured& x) { return "stacks of " + std::to_string(x.stacks.size()) + " slots"; },
           [](const ReplayResult& x) {

@@ -1094,6 +1094,98 @@ TEST(LiveWorldBelief, WhenRankZeroNeverPublishesItsMachineAloneFailsTheRelayedPr
   EXPECT_EQ(results[0].failed, MachineSet({1}));
 }
 
+// DLRover's pairwise node check: each group is its own all-gather, all at once, with ranks,
+// rank 0 and master port of its own, and its own relay; each is timed from the sending to its
+// last reply, and a failed group lists all its machines.
+TEST(LiveWorldBelief, AGroupedProbeRunsOneRendezvousPerGroupAndTimesEach) {
+  RunningLive r;
+  r.live.config.probe_bin = "/nonexistent/faultline-probe";
+  auto& sent = r.live.link.sent;
+  sent.clear();
+  RunProbe probe{ProbeKind::kInterAllGather, {}, Duration::seconds(30), "pairs"};
+  probe.groups = {{1, 2}, {3, 4}};  // m1 m2, then m3 and the standby s0
+  const ActionId id = r.live.world->act(probe);
+  std::map<MachineId, json> probes;
+  for (const auto& [m, msg] : sent)
+    if (msg.value("type", "") == "probe") probes[m] = msg;
+  sent.clear();
+  ASSERT_EQ(probes.size(), 4u);
+  for (const auto& [m, msg] : probes) {
+    EXPECT_EQ(msg["test"], "inter_all_gather") << m;
+    EXPECT_EQ(msg["world_size"], 2) << m;
+    EXPECT_EQ(msg["master_addr"], "127.0.0.1") << m;
+    EXPECT_EQ(msg.value("rendezvous", false), true) << m;
+  }
+  EXPECT_EQ(probes[1]["rank"], 0);
+  EXPECT_EQ(probes[2]["rank"], 1);
+  EXPECT_EQ(probes[3]["rank"], 0);
+  EXPECT_EQ(probes[4]["rank"], 1);
+  EXPECT_EQ(probes[1]["master_port"], probes[2]["master_port"]);
+  EXPECT_EQ(probes[3]["master_port"], probes[4]["master_port"]);
+  EXPECT_NE(probes[1]["master_port"], probes[3]["master_port"]) << "both rank 0s listen on one host";
+  // Group 1's rank 0 publishes to group 1 only.
+  r.send(3, {{"type", "rendezvous"}, {"probe_req", probes[3]["req"]}, {"blob", "00ff"}});
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].first, 4);
+  EXPECT_EQ(sent[0].second["probe_req"], probes[4]["req"]);
+  sent.clear();
+  EXPECT_TRUE(r.refused.empty());
+  // Group 0 passes at once; group 1 fails two seconds later, s0 never having joined.
+  r.send(1, {{"type", "done"}, {"req", probes[1]["req"]}, {"ok", true}});
+  r.send(2, {{"type", "done"}, {"req", probes[2]["req"]}, {"ok", true}});
+  r.advance(2);
+  EXPECT_TRUE(seen<ProbeResult>().empty()) << "one result, once every group is done";
+  r.send(3, {{"type", "done"}, {"req", probes[3]["req"]}, {"ok", false}, {"rendezvous", "ok"}, {"detail", "x"}});
+  r.send(4, {{"type", "done"}, {"req", probes[4]["req"]}, {"ok", false}, {"rendezvous", "not_reached"},
+             {"detail", "crashed"}});
+  r.advance(0.2);
+  const auto results = seen<ProbeResult>();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].action, id);
+  EXPECT_EQ(results[0].test, ProbeKind::kInterAllGather);
+  EXPECT_EQ(results[0].group_failed, std::vector<bool>({false, true}));
+  ASSERT_EQ(results[0].group_seconds.size(), 2u);
+  EXPECT_NEAR(results[0].group_seconds[0], 0, 1e-9);
+  EXPECT_NEAR(results[0].group_seconds[1], 2, 0.11);
+  EXPECT_EQ(results[0].failed, MachineSet({3, 4})) << "the whole failed group";
+  EXPECT_FALSE(results[0].timed_out);
+  EXPECT_TRUE(seen<ActionFailed>().empty());
+  // The journal's outcome times each group and keeps what its agents said.
+  std::string detail;
+  std::ifstream in(r.live.dir / "events.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const json e = json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("kind", "") == "outcome" && e.value("id", ActionId{0}) == id)
+      detail = e.value("detail", "");
+  }
+  EXPECT_NE(detail.find("inter_all_gather per group: g0 0.00s ok, g1 2.00s failed (m3: x; s0: crashed"),
+            std::string::npos) << detail;
+  EXPECT_NE(detail.find("rendezvous: s0 did not join"), std::string::npos) << detail;
+}
+
+// Groups only for inter_all_gather, of two machines or more, each machine in one group: else
+// ActionFailed, and no agent hears of it.
+TEST(LiveWorldBelief, AGroupedProbeIsRefusedForAnotherTestASingleMachineOrAMachineTwice) {
+  RunningLive r;
+  auto& sent = r.live.link.sent;
+  sent.clear();
+  const auto refused = [&](ProbeKind test, std::vector<MachineSet> groups, const std::string& why) {
+    RunProbe probe{test, {1, 2}, Duration::seconds(30), "t"};
+    probe.groups = std::move(groups);
+    const ActionId id = r.live.world->act(probe);
+    r.advance(0.1);
+    std::string reason;
+    EXPECT_TRUE(failed(id, &reason)) << why;
+    EXPECT_NE(reason.find(why), std::string::npos) << reason;
+    EXPECT_TRUE(sent.empty()) << sent.front().second.dump();
+  };
+  refused(ProbeKind::kGpuDiag, {{1, 2}}, "groups: only inter_all_gather runs per group");
+  refused(ProbeKind::kInterAllGather, {{1, 2}, {3}}, "groups[1]: a group needs at least two machines");
+  refused(ProbeKind::kInterAllGather, {{1, 2}, {2, 3}}, "groups[1]: m2 is in groups[0] already");
+  refused(ProbeKind::kInterAllGather, {{1, 99}}, "groups[0]: machine 99 is not in the fleet");
+  EXPECT_TRUE(seen<ProbeResult>().empty());
+}
+
 // ---------------------------------------------------------------- what LiveWorld exports
 
 // One sample of LiveWorld::metrics(): a gauge or counter by name and labels, or a histogram's

@@ -57,7 +57,9 @@ bool equal(const faultline::Event& a, const faultline::Event& b) {
                  x.persistent == y.persistent && x.code_bug == y.code_bug && x.data_bug == y.data_bug;
         if constexpr (std::is_same_v<T, ProbeResult>)
           return x.action == y.action && x.test == y.test && x.failed == y.failed &&
-                 x.timed_out == y.timed_out;
+                 x.timed_out == y.timed_out && x.group_failed == y.group_failed &&
+                 x.group_seconds.size() == y.group_seconds.size() &&
+                 std::equal(x.group_seconds.begin(), x.group_seconds.end(), y.group_seconds.begin(), same);
         if constexpr (std::is_same_v<T, StacksCaptured>)
           return x.action == y.action && x.stacks == y.stacks;
         if constexpr (std::is_same_v<T, ReplayResult>)
@@ -91,7 +93,7 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
           return x.kind == y.kind && x.interval == y.interval && x.reason == y.reason;
         if constexpr (std::is_same_v<T, RunProbe>)
           return x.test == y.test && x.machines == y.machines && x.deadline == y.deadline &&
-                 x.reason == y.reason;
+                 x.reason == y.reason && x.groups == y.groups;
         if constexpr (std::is_same_v<T, CaptureStacks>) return x.reason == y.reason;
         if constexpr (std::is_same_v<T, RunReplay>)
           return x.groups == y.groups && x.reason == y.reason;
@@ -124,7 +126,7 @@ std::vector<faultline::Event> all_events() {
       TimerFired{7, 18446744073709551614ull},
       ActionFailed{45, "slots have no machine"},
       OracleFault{{1, 9}, "gpu_fatal", true, true, true},
-      ProbeResult{46, ProbeKind::kInterAllGather, {0, 3}, true},
+      ProbeResult{46, ProbeKind::kInterAllGather, {0, 3}, true, {true, false}, {inf, 0.12345678901234567}},
       StacksCaptured{47, StackSignatures({"train_step > gemm", "", "train_step > all_reduce"})},
       ReplayResult{48, {true, false, true}},
   };
@@ -142,7 +144,7 @@ std::vector<faultline::Action> all_actions() {
       EnableOracle{"upper bound"},
       Note{"line one\nline two\ttab"},
       EnableInspection{"host", Duration::seconds(2), "real-time inspection"},
-      RunProbe{ProbeKind::kBitwise, {0, 1, 2, 3}, Duration::infinite(), "NaN"},
+      RunProbe{ProbeKind::kInterAllGather, {0, 1, 2, 3}, Duration::infinite(), "NaN", {{0, 1}, {2, 3, 2147483647}}},
       CaptureStacks{"stall"},
       RunReplay{{{0, 1}, {}, {2, 3, 4}}, "phase 1"},
       HotUpdate{"v3", "urgent update"},
