@@ -34,6 +34,7 @@ void register_builtin_modules(ModuleRegistry& m) {
   m.add(dual_phase_replay_info(), make_dual_phase_replay);
   m.add(bisection_info(), make_bisection);
   m.add(stress_info(), make_stress);
+  m.add(pairwise_info(), make_pairwise);
   m.add(peer_checkpoint_info(), make_peer_checkpoint);
   m.add(memory_checkpoint_info(), make_memory_checkpoint);
   m.add(remote_checkpoint_info(), make_remote_checkpoint);

@@ -609,6 +609,17 @@ class ByteRobust final : public Policy {
         w.set_timer(Duration::seconds(p_.get("mfu_round_s")), kTagMfuRound);
         return;
       }
+      if (flagged_.empty() && localizer_->places_slowdowns() &&
+          slow_searches_fruitless_ < static_cast<int>(p_.get("max_fruitless_rounds"))) {
+        // Nothing stands out in the stacks, but the localizer times what it tests (the
+        // pairwise check): stop and let it place the slowdown. Each search that finds
+        // nothing counts; after max_fruitless_rounds of them in a row the stack gives up on
+        // such searches, as below, until one evicts something.
+        slow_search_ = true;
+        start_replay(w, "MFU decline that stack aggregation cannot place");
+        if (!localizing_) slow_search_ = false;  // it gave up before searching
+        return;
+      }
       if (flagged_.empty()) {
         // Nothing stands out: a transient, or a slowdown stacks cannot place. After the
         // declared number of such sequences stop aggregating until the next restart
@@ -722,7 +733,11 @@ class ByteRobust final : public Policy {
     }
     localizing_ = false;
     const Located& l = std::get<Located>(step);
-    if (l.code_at_fault) {
+    const bool slow = slow_search_;
+    if (slow_search_) slow_searches_fruitless_ = l.evict.empty() ? slow_searches_fruitless_ + 1 : 0;
+    slow_search_ = false;
+    // A slowdown that no machine explains: nothing to roll back (a fruitless round below).
+    if (l.code_at_fault && !slow) {
       state_ = State::kStarting;
       pending_start_ = w.act(RollBack{l.reason});
       return;
@@ -768,6 +783,8 @@ class ByteRobust final : public Policy {
   Instant detect_at_ = Instant::max();
   const std::unique_ptr<Localizer> localizer_;
   bool localizing_ = false;  // the localizer's conversation is under way
+  bool slow_search_ = false;         // ... on a slowdown (Localizer::places_slowdowns)
+  int slow_searches_fruitless_ = 0;  // such searches in a row that found nothing
   const std::unique_ptr<CheckpointPlanner> checkpoint_;
   const std::unique_ptr<Recovery> recovery_;
   const std::unique_ptr<FailSlowPolicy> failslow_;

@@ -254,6 +254,11 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
     o.fail(o.at("exits"), "only with \"symptom\": \"nan\" (a crash always exits; a hang or slowdown never does)");
   c.slowdown_factor = o.number("slowdown_factor", 1.5, 1, 100);
   c.duration_s = o.number("duration_s", 0, 0, 1e9);
+  c.link_only = o.boolean("link_only", false);
+  if (c.link_only && c.symptom != Symptom::kSlowdown)
+    o.fail(o.at("link_only"), "only with \"symptom\": \"slowdown\" (a link that fails outright is a crash or a hang)");
+  if (c.link_only && c.scope != FaultScope::kMachine)
+    o.fail(o.at("link_only"), "expected scope \"machine\" (the link of one machine)");
   c.signature = o.string("signature", "");
   c.exit_code = static_cast<int>(o.integer("exit_code", 1, 0, 255));
   c.alert = o.choice("alert", "", {"", "gpu", "nic", "host", "switch", "storage"});
@@ -367,6 +372,7 @@ void parse_trace(const json& j, const std::string& file, Scenario& sc, std::set<
 double default_recall(const FaultCategory& c, const std::string& test) {
   auto it = c.recall.find(test);
   if (it != c.recall.end()) return it->second;
+  if (c.link_only) return 0;  // nothing fails: only the link's own traffic is slow
   if (test == "stress") return 0.95;
   if (test == "replay") return c.symptom == Symptom::kNan ? 0.99 : 0.9;
   if (c.job_bug() || c.scope == FaultScope::kJob) return 0;  // nothing wrong with a machine
@@ -559,6 +565,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     g.gpu_diag_s = d.number("gpu_diag_s", g.gpu_diag_s, 0, 1e6);
     g.intra_all_to_all_s = d.number("intra_all_to_all_s", g.intra_all_to_all_s, 0, 1e6);
     g.inter_all_gather_bytes = d.number("inter_all_gather_bytes", g.inter_all_gather_bytes, 0, 1e15);
+    g.group_setup_s = d.number("group_setup_s", g.group_setup_s, 0, 1e6);
     g.bitwise_s = d.number("bitwise_s", g.bitwise_s, 0, 1e6);
     g.stress_s = d.number("stress_s", g.stress_s, 0, 1e7);
     g.capture_s = d.number("capture_s", g.capture_s, 0, 1e5);

@@ -113,6 +113,12 @@ struct FaultCategory {
   // show the NaN, and a stack that does not read them never sees it.
   bool exits = true;
   double slowdown_factor = 1.5;  // step time multiplier (slowdown)
+  // slowdown: confined to the machine's network link (a NIC running at reduced rate, a bad
+  // cable or port). Its compute is healthy, so every rank waits in the same collective
+  // (stack aggregation sees no outlier) and tests of one machine pass (their default recall
+  // is 0); its traffic runs at 1/slowdown_factor of the link, which a test that times the
+  // machine's own transfers sees (a grouped inter_all_gather: the pairwise node check).
+  bool link_only = false;
   double duration_s = 0;         // how long a transient slowdown lasts (0 = until evicted)
   std::string signature;         // log line observed with the exit
   int exit_code = 1;
@@ -144,6 +150,9 @@ struct DiagnosisSpec {
   double gpu_diag_s = 120;        // EUD / dcgmi diag -r 2
   double intra_all_to_all_s = 60;
   double inter_all_gather_bytes = 4e9;  // per machine, to and from its ring neighbours (SimGrid flows)
+  // A grouped inter_all_gather (the pairwise check) starts a process group per group first:
+  // launch, rendezvous, communicator init. Our assumption; the groups' timings exclude it.
+  double group_setup_s = 60;
   double bitwise_s = 300;         // one step of the reference model + compare
   double stress_s = 1800;         // full stress test baseline
   double capture_s = 15;          // stacks of every rank (py-spy / gdb)

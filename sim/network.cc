@@ -240,7 +240,8 @@ void FlowNet::cancel(BatchId id) {
   for (auto& c : run->comms) c->cancel();
 }
 
-std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch) const {
+std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch, const Fluid& opt) const {
+  std::vector<std::int64_t>* finish = opt.finish;
   // SimGrid's CM02 fluid model, as configured in Platform (see SimGrid 3.32
   // src/surf/network_cm02.cpp and src/kernel/lmm/maxmin.cpp):
   // - a transfer first waits its route's latency (the sum over its links), then shares;
@@ -254,6 +255,11 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch) const {
   constexpr double kTcpGamma = 4194304.0, kCross = 0.05;
   constexpr double kSurfPrecision = 1e-9;  // SimGrid: events this close happen together
   const auto& L = platform_.links();
+  auto bandwidth = [&](int l) {
+    if (!opt.degraded) return L[l].bandwidth;
+    auto it = opt.degraded->find(l);
+    return it == opt.degraded->end() ? L[l].bandwidth : L[l].bandwidth * it->second;
+  };
   struct Flow {
     std::vector<std::pair<int, double>> use;  // link, weight
     double remains, penalty, bound, start;
@@ -265,13 +271,18 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch) const {
   for (const auto& t : batch) {
     Flow f;
     double lat = 0, slowest = -1;
+    const auto& a = platform_.route(t.src);
+    const auto& b = platform_.route(t.dst);
     for (int host : {t.src, t.dst})
       for (int l : platform_.route(host)) {
         // SimGrid's star zone puts a link that both ends cross (a shared ToR or leaf
-        // uplink) in the route once.
+        // uplink) in the route once; the fabric turns below it.
         if (std::any_of(f.use.begin(), f.use.end(), [&](const auto& u) { return u.first == l; })) continue;
+        if (opt.turn_at_common_switch && std::find(a.begin(), a.end(), l) != a.end() &&
+            std::find(b.begin(), b.end(), l) != b.end())
+          continue;
         lat += L[l].latency;
-        if (slowest < 0 || L[l].bandwidth < slowest) slowest = L[l].bandwidth;
+        if (slowest < 0 || bandwidth(l) < slowest) slowest = bandwidth(l);
         f.use.emplace_back(l, 1 + kCross);
       }
     f.remains = t.bytes;
@@ -297,7 +308,7 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch) const {
       f.rate = -1;
       for (auto [l, w] : f.use) {
         if (usage[l] == 0 && remaining[l] == 0) touched.push_back(l);
-        remaining[l] = L[l].bandwidth;
+        remaining[l] = bandwidth(l);
         usage[l] += w / f.penalty;
       }
     }
@@ -342,6 +353,7 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch) const {
   };
   double now = 0, last = 0;
   std::size_t left = flows.size();
+  if (finish) finish->assign(flows.size(), 0);
   bool changed = true;
   while (left > 0) {
     for (auto& f : flows)
@@ -360,9 +372,11 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch) const {
     }
     if (next < 0) break;  // nothing can move (no link): SimGrid would not either
     const double dt = next - now;
-    for (auto& f : flows) {
+    for (std::size_t i = 0; i < flows.size(); ++i) {
+      Flow& f = flows[i];
       if (!f.active || f.done) continue;
       if (now + f.remains / f.rate <= next + kSurfPrecision) {
+        if (finish) (*finish)[i] = Duration::round_ns(next * 1e9);
         f.done = true;
         f.remains = 0;
         --left;

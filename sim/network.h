@@ -122,7 +122,20 @@ class FlowNet {
   // progressive filling from one completion to the next. Costs O(the batch's links x
   // distinct completion times) where SimGrid's is quadratic in the transfers; agrees with SimGrid
   // to the nanosecond on the batches the tests run through both.
-  std::int64_t fluid_duration(const std::vector<Transfer>& batch) const;
+  // Options for a batch timed apart from the job's (the grouped probe's pairs).
+  struct Fluid {
+    // Links running below their rate (a degraded NIC): link index -> share of its bandwidth.
+    const std::map<int, double>* degraded = nullptr;
+    std::vector<std::int64_t>* finish = nullptr;  // receives each transfer's completion time
+    // Routes turn at the lowest switch both ends share, as in the fabric: two machines of
+    // one rack use their NICs only. (Without it, the star zone's simplification: a shared
+    // uplink is crossed once, so 8 pairs of a rack would share its uplink.)
+    bool turn_at_common_switch = false;
+  };
+  std::int64_t fluid_duration(const std::vector<Transfer>& batch) const { return fluid_duration(batch, Fluid{}); }
+  // The index (in Platform::links) of a host's own link, its NIC.
+  int nic_link(int host) const { return platform_.route(host).front(); }
+  std::int64_t fluid_duration(const std::vector<Transfer>& batch, const Fluid& opt) const;
   // Memoises a batch's idle-network duration found without SimGrid.
   void remember(const Key& key, std::int64_t d) { memo_.insert(key, d); }
   using BatchId = std::uint64_t;

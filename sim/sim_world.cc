@@ -1009,6 +1009,29 @@ ActionId SimWorld::act(Action a) {
             inspections_[e.kind] = e.interval;
           },
           [&](RunProbe& in) {
+            if (!in.groups.empty()) {
+              if (in.test != ProbeKind::kInterAllGather) return fail("groups: only inter_all_gather runs per group");
+              std::vector<char> seen(view_.machine_count(), 0);
+              for (std::size_t g = 0; g < in.groups.size(); ++g) {
+                if (in.groups[g].size() < 2)
+                  return fail("groups[" + std::to_string(g) + "]: a group needs at least two machines");
+                for (MachineId m : in.groups[g]) {
+                  if (m < 0 || m >= view_.machine_count() || view_.slot_of(m) < 0)
+                    return fail("groups[" + std::to_string(g) + "]: machine " + std::to_string(m) + " is not in the job");
+                  if (seen[m]++) return fail("groups: machine " + std::to_string(m) + " is in two groups");
+                }
+              }
+              std::vector<double> t = time_groups(in.groups);
+              // The groups start together once set up; the deadline cuts the slow ones off.
+              const double setup = sc_.diagnosis.group_setup_s;
+              const double left = std::max(0.0, in.deadline.to_seconds() - setup);
+              double longest = 0;
+              for (double& x : t) longest = std::max(longest, x = std::min(x, left));
+              group_seconds_[id] = std::move(t);
+              probes_[id] = std::move(in);
+              push(now_ + secs(std::min(setup, in.deadline.to_seconds()) + longest), Internal{Internal::kProbeDone, id});
+              return;
+            }
             const RunProbe& p = probes_[id] = std::move(in);  // `a` is ours: move, not copy
             const auto& d = sc_.diagnosis;
             double dur = 0;
@@ -1445,6 +1468,40 @@ void SimWorld::refill_pool() {
   }
 }
 
+std::vector<double> SimWorld::time_groups(const std::vector<MachineSet>& groups) const {
+  // A slow link runs at 1/slowdown_factor of its bandwidth: its machine's NIC, for every
+  // active link fault on it (the slowest wins).
+  std::map<int, double> degraded;
+  for (const auto* list : {&open_, &pending_})
+    for (FaultId id : *list) {
+      const Fault& f = fault_log_[id];
+      const auto& cat = sc_.faults[f.category];
+      if (!f.active || !cat.link_only) continue;
+      for (MachineId m : f.machines)
+        if (still_on(f, m)) {
+          const int nic = flows_.nic_link(platform_.slot_host(view_.slot_of(m)));
+          auto [it, fresh] = degraded.emplace(nic, 1.0 / cat.slowdown_factor);
+          if (!fresh) it->second = std::min(it->second, 1.0 / cat.slowdown_factor);
+        }
+    }
+  std::vector<Transfer> batch;
+  std::vector<std::size_t> group_of;
+  const double bytes = sc_.diagnosis.inter_all_gather_bytes;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    for (std::size_t i = 0; i < groups[g].size(); ++i) {
+      const MachineId a = groups[g][i], b = groups[g][(i + 1) % groups[g].size()];
+      batch.push_back({platform_.slot_host(view_.slot_of(a)), platform_.slot_host(view_.slot_of(b)), bytes});
+      group_of.push_back(g);
+    }
+  std::vector<double> out(groups.size(), 0);
+  if (bytes <= 0) return out;
+  std::vector<std::int64_t> finish;
+  flows_.fluid_duration(batch, FlowNet::Fluid{&degraded, &finish, true});
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    out[group_of[i]] = std::max(out[group_of[i]], static_cast<double>(finish[i]) * 1e-9);
+  return out;
+}
+
 void SimWorld::deliver_probe(ActionId id) {
   auto it = probes_.find(id);
   if (it == probes_.end()) return;
@@ -1453,13 +1510,33 @@ void SimWorld::deliver_probe(ActionId id) {
   const std::string test = probe_key(p.test);
   const double fp = scenarios::false_positive(sc_.diagnosis, test);
   ProbeResult r{id, p.test, {}, false};
+  auto timed = group_seconds_.find(id);
   // Healthy machines fail a test independently with probability fp. The false failures
   // are found by geometric skips over the healthy machines, from one stream per probe (the
   // replica's n-th test of this kind): the distribution of one draw per machine, in draws
   // per false failure instead of per machine, which made a test of every machine O(N).
   Rng fp_rng({sc_.seed, replica_, 0xF9ull, static_cast<std::uint64_t>(kind), probes_of_[kind]++});
   std::uint64_t skip = fp > 0 ? fp_rng.geometric(fp) : ~std::uint64_t{0};
-  for (MachineId m : p.machines) {
+  // A grouped probe tests the machines of its groups, in order; a group fails with any of
+  // them (the collective errors), or when it ran into the deadline.
+  std::vector<MachineId> order;
+  std::vector<int> group_of;
+  if (timed != group_seconds_.end()) {
+    for (std::size_t g = 0; g < p.groups.size(); ++g)
+      for (MachineId m : p.groups[g]) {
+        order.push_back(m);
+        group_of.push_back(static_cast<int>(g));
+      }
+    r.group_seconds = timed->second;
+    r.group_failed.assign(p.groups.size(), false);
+    for (std::size_t g = 0; g < p.groups.size(); ++g)
+      if (r.group_seconds[g] >= p.deadline.to_seconds() - sc_.diagnosis.group_setup_s)
+        r.group_failed[g] = r.timed_out = true;
+    group_seconds_.erase(timed);
+  }
+  const MachineSet& tested = order.empty() ? p.machines : order;
+  for (std::size_t i = 0; i < tested.size(); ++i) {
+    const MachineId m = tested[i];
     if (m < 0 || m >= view_.machine_count()) continue;
     bool fails;
     if (broken_[m]) {
@@ -1473,10 +1550,19 @@ void SimWorld::deliver_probe(ActionId id) {
         ++result_.false_failures;
       }
     }
-    if (fails) {
+    if (fails && !group_of.empty()) {
+      r.group_failed[group_of[i]] = true;
+    } else if (fails) {
       r.failed.push_back(m);
       evidence_[m] = true;
     }
+  }
+  // Which machine of a failed group is at fault, the group cannot say: it lists them all,
+  // and none counts as evidence against its machine (the localizer's verdict is).
+  if (!group_of.empty()) {
+    for (std::size_t g = 0; g < r.group_failed.size(); ++g)
+      if (r.group_failed[g]) r.failed.insert(r.failed.end(), p.groups[g].begin(), p.groups[g].end());
+    std::sort(r.failed.begin(), r.failed.end());
   }
   probes_.erase(it);
   deliver_at(now_, std::move(r), false);
@@ -1497,7 +1583,8 @@ StackSignatures SimWorld::stack_signatures() const {
   for (FaultId id : open_) {
     const Fault& f = fault_log_[id];
     const auto sym = sc_.faults[f.category].symptom;
-    if (!f.active || f.machines.empty()) continue;
+    // A slow link leaves every rank waiting in the same collective, its own included.
+    if (!f.active || f.machines.empty() || sc_.faults[f.category].link_only) continue;
     if ((stuck_ && sym == Symptom::kHang) || (!stuck_ && sym == Symptom::kSlowdown)) {
       culprit = f.machines.front();
       hang = sym == Symptom::kHang;

@@ -167,6 +167,9 @@ class SimWorld final : public World {
   void resolve_open(bool at_start, std::vector<FaultId>* resolved = nullptr);
   void mark_acted();
   void run_batch(std::vector<Transfer> batch, Internal done);
+  // A grouped inter_all_gather (the pairwise check): each group's ring all-gather, all
+  // groups at once, timed by the fluid model with every slow link's cap; seconds per group.
+  std::vector<double> time_groups(const std::vector<MachineSet>& groups) const;
   void run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key, Internal done);
   // A whole-job batch (every slot from storage), built and hashed once per replica.
   void run_whole_job_batch(int kind, double bytes, Internal done);
@@ -292,6 +295,7 @@ class SimWorld final : public World {
   int pool_target_ = -1;  // -1: the scenario's standby_machines
   int refills_ = 0;       // pool refills under way
   std::map<ActionId, RunProbe> probes_;
+  std::map<ActionId, std::vector<double>> group_seconds_;  // a grouped probe's timings, until delivered
   std::map<ActionId, RunReplay> replays_;
   Mechanism mechanism_ = Mechanism::kNone;
   int good_version_ = 0;

@@ -146,6 +146,8 @@ takes S seconds. The built-in ones:
   bisection: adaptive group testing, halving every failing group each round until the
     failing groups are single machines (found ones are tested again alongside).
   stress: one stress test of every machine.
+  pairwise: DLRover's node check: an all-gather in pairs of neighbours, then each member
+    of a failing pair with a machine that passed; evicts what fails twice.
 "exact" rounds add the round that would test the candidates one by one when healthy
 machines are among them. With one faulty machine every position 0..N-1 is tried; with
 more, T random sets.
@@ -534,7 +536,15 @@ int localize(const std::vector<std::string>& args) {
             ProbeResult out{1, probe.test, {}, false};
             for (MachineId m : probe.machines)
               if (m >= 0 && m < n_machines && is_bad[m]) out.failed.push_back(m);
-            group_tests += static_cast<int>(probe.machines.size());
+            // A grouped probe (pairwise): a group fails when it holds a faulty machine; every
+            // group takes the same time.
+            for (const auto& g : probe.groups) {
+              bool f = false;
+              for (MachineId m : g) f |= m >= 0 && m < n_machines && is_bad[m];
+              out.group_failed.push_back(f);
+              out.group_seconds.push_back(1);
+            }
+            group_tests += static_cast<int>(probe.groups.empty() ? probe.machines.size() : probe.groups.size());
             step = loc->answer(out, view);
           }
         }

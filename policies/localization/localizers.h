@@ -7,8 +7,12 @@
 //   round until single machines remain (ceil(log2 N) rounds).
 // - stress: the selective-stress-testing baseline (Table 6): one stress test on every
 //   machine, evicting what fails.
+// - pairwise: DLRover's node check: an all-gather timed in pairs of machines (a grouped
+//   inter_all_gather probe); the members of pairs that fail or lag are paired again, each
+//   with a machine that kept pace, and those that fail or lag twice are evicted. It places
+//   a slow link, which nothing that tests one machine at a time sees.
 //
-// Each reads the stack's parameters it needs (stress: stress_deadline_s).
+// Each reads the stack's parameters it needs (stress: stress_deadline_s; pairwise: its own).
 #pragma once
 
 #include <memory>
@@ -25,6 +29,9 @@ std::unique_ptr<Localizer> make_bisection(const Params& p);
 
 const ModuleInfo& stress_info();
 std::unique_ptr<Localizer> make_stress(const Params& p);
+
+const ModuleInfo& pairwise_info();
+std::unique_ptr<Localizer> make_pairwise(const Params& p);
 
 // Replay groups of slots as the machines now in them (a slot without one stays kNoMachine).
 std::vector<MachineSet> machines_of_groups(const ClusterView& view, const std::vector<std::vector<SlotId>>& groups);

@@ -706,6 +706,54 @@ TEST(ByteRobustLadder, MfuAggregationThatFlagsNothingGivesUpUntilTheNextRestart)
   EXPECT_EQ(h.max_fruitless(), 3);
 }
 
+// A localizer that times its tests (localization=pairwise) is handed the MFU decline that
+// stack aggregation could not place: the stack stops the job, the pairs find the slow
+// machine in two rounds and it is evicted. Searches that find nothing count: after
+// max_fruitless_rounds of them in a row the stack gives up on the decline as before.
+TEST(ByteRobustLadder, APairwiseLocalizerIsHandedTheSlowdownStacksCannotPlace) {
+  Ladder h({{"localization", 3}});
+  const std::vector<std::string> same(16, "train_step > forward > gemm");
+  // Runs the MFU rounds on uniform stacks; true when the stack then started a search.
+  auto rounds = [&] {
+    h.slowed();
+    for (int round = 0; round < 5 && std::holds_alternative<CaptureStacks>(h.w.actions.back()); ++round) {
+      h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(same)}, h.w);
+      if (round < 4) h.p->on_event(TimerFired{0, 1}, h.w);  // the next MFU round
+    }
+    return std::holds_alternative<RunProbe>(h.w.actions.back());
+  };
+  // Answers the last grouped probe: every group takes 1 s, a group holding `slow` 1.3 s.
+  auto answer = [&](MachineId slow) {
+    const RunProbe probe = h.w.all<RunProbe>().back();
+    ProbeResult r{h.w.last_action_id(), probe.test, {}, false};
+    for (const auto& g : probe.groups) {
+      r.group_failed.push_back(false);
+      r.group_seconds.push_back(std::count(g.begin(), g.end(), slow) ? 1.3 : 1.0);
+    }
+    h.p->on_event(r, h.w);
+    return probe;
+  };
+  ASSERT_TRUE(rounds());
+  EXPECT_EQ(h.w.all<StopJob>().size(), 1u);
+  EXPECT_EQ(answer(5).groups.size(), 8u);
+  EXPECT_EQ(answer(5).groups.size(), 2u);  // round 2: machines 4 and 5, each with a new partner
+  const auto ev = h.w.all<EvictMachines>();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].machines, MachineSet{5});
+  EXPECT_EQ(ev[0].mechanism, Mechanism::kStopTimeEviction);
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  h.started();
+  // A slowdown no pair shows (every pair keeps pace): the job restarts, and no rollback.
+  for (int search = 0; search < 3; ++search) {
+    ASSERT_TRUE(rounds()) << search;
+    answer(kNoMachine);
+    EXPECT_TRUE(h.w.all<RollBack>().empty());
+    ASSERT_TRUE(std::holds_alternative<StartJob>(h.w.actions.back())) << search;
+    h.started();
+  }
+  EXPECT_FALSE(rounds()) << "three fruitless searches in a row: the decline is left to the MFU rounds";
+}
+
 }  // namespace
 }  // namespace faultline
 

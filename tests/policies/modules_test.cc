@@ -131,6 +131,95 @@ TEST(Stress, TestsEveryMachineWithItsDeadlineAndEvictsWhatFails) {
   EXPECT_TRUE(std::get<Located>(loc->answer(ProbeResult{0, ProbeKind::kStress, {}, false}, view)).evict.empty());
 }
 
+// Times `step`'s grouped probe against ground truth: a group fails with a broken machine,
+// and runs `slow` times longer with a slow one (every pair otherwise takes 1 s).
+ProbeResult pairs_against(const LocalizationStep& step, const std::set<MachineId>& broken,
+                          const std::map<MachineId, double>& slow, std::vector<MachineSet>* groups = nullptr) {
+  const auto& probe = std::get<RunProbe>(std::get<LocalizationTest>(step));
+  EXPECT_EQ(probe.test, ProbeKind::kInterAllGather);
+  if (groups) *groups = probe.groups;
+  ProbeResult r{0, probe.test, {}, false};
+  for (const auto& g : probe.groups) {
+    bool failed = false;
+    double t = 1;
+    for (MachineId m : g) {
+      failed |= broken.count(m) > 0;
+      if (slow.count(m)) t = std::max(t, slow.at(m));
+    }
+    r.group_failed.push_back(failed);
+    r.group_seconds.push_back(t);
+    if (failed) r.failed.insert(r.failed.end(), g.begin(), g.end());
+  }
+  return r;
+}
+
+// DLRover's node check: round 1 pairs neighbours; the members of a pair that fails or lags
+// are each paired with a machine that kept pace, and those that fail or lag again are the
+// culprits: a broken machine, a slow one, and their partners cleared in two rounds.
+TEST(Pairwise, PairsThenPairsEachSuspectWithAGoodMachineAndEvictsWhatFailsOrLagsTwice) {
+  const ClusterView view = view_of(16, 4, 4);
+  auto loc = make_pairwise(byterobust_params());
+  EXPECT_TRUE(loc->places_slowdowns());
+  std::vector<MachineSet> groups;
+  LocalizationStep step = loc->begin("x", view);
+  ProbeResult r1 = pairs_against(step, {10}, {{5, 1.3}}, &groups);
+  ASSERT_EQ(groups.size(), 8u);
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    EXPECT_EQ(groups[g], (MachineSet{static_cast<MachineId>(2 * g), static_cast<MachineId>(2 * g + 1)}));
+  step = loc->answer(r1, view);
+  ProbeResult r2 = pairs_against(step, {10}, {{5, 1.3}}, &groups);
+  ASSERT_EQ(groups.size(), 4u) << "one pair per suspect: 4, 5, 10, 11";
+  std::set<MachineId> suspects, partners;
+  for (const auto& g : groups) {
+    ASSERT_EQ(g.size(), 2u);
+    suspects.insert(g[0]);
+    partners.insert(g[1]);
+  }
+  EXPECT_EQ(suspects, (std::set<MachineId>{4, 5, 10, 11}));
+  EXPECT_EQ(partners.size(), 4u);
+  for (MachineId m : partners) EXPECT_EQ(suspects.count(m), 0u) << m;
+  const Located found = std::get<Located>(loc->answer(r2, view));
+  EXPECT_EQ(found.evict, (std::vector<SlotId>{5, 10}));
+  EXPECT_FALSE(found.code_at_fault);
+  EXPECT_EQ(found.credit, Mechanism::kStopTimeEviction);
+  // Below the threshold (1.2 by default) a pair keeps pace.
+  auto strict = make_pairwise(byterobust_params({{"pairwise_slow_ratio", 1.4}}));
+  step = strict->begin("x", view);
+  EXPECT_TRUE(std::get<Located>(strict->answer(pairs_against(step, {}, {{5, 1.3}}), view)).code_at_fault);
+}
+
+// No machine fails or lags twice (every pair keeps pace, or every suspect keeps pace with
+// a second partner, or every pair fails): not the machines, the code. An odd machine out
+// joins the last pair.
+TEST(Pairwise, WhenNoMachineFailsTwiceTheCodeIsAtFaultAndAnOddMachineJoinsTheLastPair) {
+  const ClusterView odd = view_of(9, 3, 3);
+  auto loc = make_pairwise(byterobust_params());
+  std::vector<MachineSet> groups;
+  LocalizationStep step = loc->begin("x", odd);
+  ProbeResult r = pairs_against(step, {}, {}, &groups);
+  ASSERT_EQ(groups.size(), 4u);
+  EXPECT_EQ(groups.back(), (MachineSet{6, 7, 8}));
+  EXPECT_TRUE(std::get<Located>(loc->answer(r, odd)).code_at_fault);
+
+  step = loc->begin("x", odd);
+  std::set<MachineId> all;
+  for (MachineId m = 0; m < 9; ++m) all.insert(m);
+  EXPECT_TRUE(std::get<Located>(loc->answer(pairs_against(step, all, {}), odd)).code_at_fault);
+
+  // A flaky pair that passes with second partners (a false failure in round 1).
+  step = loc->begin("x", odd);
+  ProbeResult flaky = pairs_against(step, {}, {});
+  flaky.group_failed[1] = true;
+  step = loc->answer(flaky, odd);
+  const Located l = std::get<Located>(loc->answer(pairs_against(step, {}, {}), odd));
+  EXPECT_TRUE(l.evict.empty());
+  EXPECT_TRUE(l.code_at_fault);
+  // The other localizers time nothing: a slowdown is not theirs to place.
+  EXPECT_FALSE(make_dual_phase_replay(byterobust_params())->places_slowdowns());
+  EXPECT_FALSE(make_bisection(byterobust_params())->places_slowdowns());
+  EXPECT_FALSE(make_stress(byterobust_params())->places_slowdowns());
+}
+
 // Host scoring and lemon retirement answer on strikes; neither does the other's job.
 TEST(Recovery, ScoredAvoidsFromItsStrikesAndNeverRetiresAndLemonTheOpposite) {
   Params p = byterobust_params();
@@ -174,7 +263,7 @@ TEST(StopVerdict, EachCountsItsOwnRecurrencesOnTheSameLadder) {
 TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {
   ModuleRegistry m;
   register_builtin_modules(m);
-  EXPECT_EQ(m.names(ModuleKind::kLocalization), (std::vector<std::string>{"replay", "bisection", "stress"}));
+  EXPECT_EQ(m.names(ModuleKind::kLocalization), (std::vector<std::string>{"replay", "bisection", "stress", "pairwise"}));
   EXPECT_THROW(m.add(bisection_info(), make_bisection), std::invalid_argument);
   EXPECT_THROW(m.make_localizer("tor-bisection", byterobust_params()), std::invalid_argument);
   EXPECT_EQ(m.make_localizer("stress", byterobust_params())->info().name, "stress");

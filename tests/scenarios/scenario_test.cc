@@ -181,10 +181,38 @@ TEST(Scenario, NanExitsUnlessTheCategorySaysNot) {
   }
 }
 
+// A slowdown confined to a machine's link: only a slowdown of one machine may be so, and
+// no test of one machine (nor a replay) sees it by default; a recall given says otherwise.
+TEST(Scenario, ALinkOnlySlowdownIsOneMachinesAndNoSingleMachineTestSeesIt) {
+  Registry r = policies::builtin_registry();
+  const std::vector<std::string> link = {"faults.categories.c.scope=machine", "faults.categories.c.symptom=slowdown",
+                                         "faults.categories.c.link_only=true", "faults.categories.c.alert=nic"};
+  Scenario s = parse_scenario(kMinimal, "m.json", link, r);
+  ASSERT_TRUE(s.faults[0].link_only);
+  for (const char* t : {"gpu_diag", "intra_all_to_all", "inter_all_gather", "bitwise", "stress", "replay"})
+    EXPECT_EQ(default_recall(s.faults[0], t), 0) << t;
+  std::vector<std::string> given = link;
+  given.push_back("faults.categories.c.recall.stress=0.5");
+  EXPECT_EQ(default_recall(parse_scenario(kMinimal, "m.json", given, r).faults[0], "stress"), 0.5);
+  auto error = [&](std::vector<std::string> sets) {
+    try {
+      parse_scenario(kMinimal, "m.json", sets, r);
+    } catch (const ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error({"faults.categories.c.scope=machine", "faults.categories.c.link_only=true"}),
+            "m.json: $.faults.categories[0].link_only: only with \"symptom\": \"slowdown\" (a link that fails "
+            "outright is a crash or a hang)");
+  EXPECT_EQ(error({"faults.categories.c.symptom=slowdown", "faults.categories.c.link_only=true"}),
+            "m.json: $.faults.categories[0].link_only: expected scope \"machine\" (the link of one machine)");
+}
+
 TEST(Scenario, ShippedScenariosLoad) {
   Registry r = policies::builtin_registry();
   for (const char* f : {"byterobust-dense-9600.json", "byterobust-moe-9600.json", "daly-check.json", "scale-100k.json",
-                        "scale-200k.json", "recovery-16k.json"}) {
+                        "scale-200k.json", "recovery-16k.json", "linkslow-9600.json"}) {
     EXPECT_NO_THROW(load_scenario(std::string(FAULTLINE_SOURCE_DIR "/scenarios/") + f, {}, r)) << f;
   }
 }

@@ -431,7 +431,12 @@ TEST(AnalyzeLocalize, ReplayAndBisectionRoundsMatchIndependentCounts) {
     EXPECT_LE(two["replay"]["healthy_evicted_max"].get<double>(), 2);
     EXPECT_LE(two["bisection"]["rounds_max"].get<double>(), d + 1);
     // The stress baseline: one round, a test per machine, exact.
-    EXPECT_EQ(j["localizers"], json::array({"replay", "bisection", "stress"}));
+    EXPECT_EQ(j["localizers"], json::array({"replay", "bisection", "stress", "pairwise"}));
+    // Pairwise: two rounds; each suspect gets a partner of its own in round 2, so no
+    // healthy machine is evicted, even when both faulty ones share a round-1 pair.
+    EXPECT_EQ(two["pairwise"]["found_all_share"].get<double>(), 1);
+    EXPECT_EQ(two["pairwise"]["rounds_max"].get<double>(), 2);
+    EXPECT_EQ(two["pairwise"]["healthy_evicted_max"].get<double>(), 0);
     EXPECT_EQ(two["stress"]["rounds_max"].get<double>(), 1);
     EXPECT_EQ(two["stress"]["group_tests_mean"].get<double>(), machines);
     EXPECT_EQ(two["stress"]["healthy_evicted_max"].get<double>(), 0);
