@@ -941,7 +941,8 @@ const PolicyInfo& byterobust_info() {
                         "only); `faultline policies` lists them, plugins included"),
           module_choice(modules(), ModuleKind::kLocalization, "localization",
                         "silent-fault localization module (replay: dual-phase; bisection: adaptive group testing; "
-                        "stress: the full-cluster stress test baseline; `faultline policies` lists them)"),
+                        "stress: the full-cluster stress test baseline; pairwise: DLRover's node check, which also "
+                        "places slowdowns; `faultline policies` lists them)"),
           module_choice(modules(), ModuleKind::kCheckpoint, "checkpoint",
                         "checkpoint module: peer (every step in memory, backup on a peer outside the rank's "
                         "groups), memory (Gemini-style, in memory with a copy on the next machine), remote "

@@ -22,6 +22,16 @@ const char* kMinimal = R"({
   "policy": {"stack": "requeue", "params": {"checkpoint_interval_s": 900}}
 })";
 
+// The one-line error the minimal scenario with `sets` gets, or "accepted".
+std::string minimal_error(const std::vector<std::string>& sets) {
+  try {
+    parse_scenario(kMinimal, "m.json", sets, policies::builtin_registry());
+  } catch (const ScenarioError& e) {
+    return std::string(e.what());
+  }
+  return std::string("accepted");
+}
+
 TEST(Scenario, MinimalLoadsWithDefaults) {
   Registry r = policies::builtin_registry();
   Scenario s = parse_scenario(kMinimal, "m.json", {}, r);
@@ -134,18 +144,10 @@ TEST(Scenario, TensorParallelismAcrossMachinesNeedsAnNvlinkDomainThatHoldsIt) {
             std::string::npos);
   // Without a TP group across machines there is nothing to slow down; without domains, no
   // spare trays.
-  auto plain_error = [&](std::vector<std::string> sets) {
-    try {
-      parse_scenario(kMinimal, "m.json", sets, r);
-    } catch (const ScenarioError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
-  EXPECT_EQ(plain_error({"job.cross_domain_slowdown=2"}),
+  EXPECT_EQ(minimal_error({"job.cross_domain_slowdown=2"}),
             "m.json: $.job.cross_domain_slowdown: only with job.tp wider than a machine (a tensor-parallel group "
             "across an NVLink domain's machines)");
-  EXPECT_NE(plain_error({"cluster.nvlink_spares=2"}).find("$.cluster.nvlink_spares: only with cluster.nvlink_domain > 1"),
+  EXPECT_NE(minimal_error({"cluster.nvlink_spares=2"}).find("$.cluster.nvlink_spares: only with cluster.nvlink_domain > 1"),
             std::string::npos);
 }
 
@@ -194,18 +196,10 @@ TEST(Scenario, ALinkOnlySlowdownIsOneMachinesAndNoSingleMachineTestSeesIt) {
   std::vector<std::string> given = link;
   given.push_back("faults.categories.c.recall.stress=0.5");
   EXPECT_EQ(default_recall(parse_scenario(kMinimal, "m.json", given, r).faults[0], "stress"), 0.5);
-  auto error = [&](std::vector<std::string> sets) {
-    try {
-      parse_scenario(kMinimal, "m.json", sets, r);
-    } catch (const ScenarioError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
-  EXPECT_EQ(error({"faults.categories.c.scope=machine", "faults.categories.c.link_only=true"}),
+  EXPECT_EQ(minimal_error({"faults.categories.c.scope=machine", "faults.categories.c.link_only=true"}),
             "m.json: $.faults.categories[0].link_only: only with \"symptom\": \"slowdown\" (a link that fails "
             "outright is a crash or a hang)");
-  EXPECT_EQ(error({"faults.categories.c.symptom=slowdown", "faults.categories.c.link_only=true"}),
+  EXPECT_EQ(minimal_error({"faults.categories.c.symptom=slowdown", "faults.categories.c.link_only=true"}),
             "m.json: $.faults.categories[0].link_only: expected scope \"machine\" (the link of one machine)");
 }
 
