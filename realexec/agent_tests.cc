@@ -29,6 +29,9 @@ json trainjob_probe_body(const std::string& test, const ChildResult& res) {
   }
   body["ok"] = ok;
   if (line.is_object()) body["result"] = line;
+  // The all-gather's own time, without the process start: what a grouped probe compares.
+  if (ok && test == "inter_all_gather" && line.is_object() && line.contains("seconds") && line["seconds"].is_number())
+    body["collective_s"] = line["seconds"];
   if (res.timed_out) {
     body["detail"] = "killed at the deadline";
   } else if (!exited_ok) {
@@ -57,6 +60,12 @@ std::string add_verdict(const json& report, json& body) {
   if (!report.is_object() || !report.contains("verdict") || !report["verdict"].is_string()) return "";
   body["verdict"] = report["verdict"];
   body["report"] = report;
+  // faultline-probe's timed NCCL all-gather, per iteration, when it ran one.
+  if (report.contains("metrics") && report["metrics"].is_object()) {
+    const json& m = report["metrics"];
+    if (auto it = m.find("nccl_all_gather_time_us"); it != m.end() && it->is_number())
+      body["collective_s"] = it->get<double>() / 1e6;
+  }
   return report["verdict"].get<std::string>();
 }
 

@@ -767,6 +767,7 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
     std::vector<bool> group_failed;
     std::vector<double> group_seconds;
     std::vector<std::string> details;
+    std::vector<std::map<MachineId, double>> collective_s;  // each machine's own time of its group's all-gather
     bool timed_out = false;
   };
   auto st = std::make_shared<State>();
@@ -775,11 +776,19 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
   st->group_failed.assign(a.groups.size(), false);
   st->group_seconds.assign(a.groups.size(), 0.0);
   st->details.resize(a.groups.size());
+  st->collective_s.resize(a.groups.size());
   for (size_t g = 0; g < a.groups.size(); ++g) {
     probe_machines(
         a.test, a.groups[g], a.deadline,
         [this, id, t, st, g](const MachineSet& failed, bool timed_out, const std::string& details) {
+          // The collective's own time when every machine of the group reported it (the
+          // slowest sets it), as the simulator times it; else from the sending to the last
+          // reply, process start included.
           st->group_seconds[g] = (now() - t).to_seconds();
+          if (st->collective_s[g].size() == st->groups[g].size()) {
+            st->group_seconds[g] = 0;
+            for (const auto& [m, s] : st->collective_s[g]) st->group_seconds[g] = std::max(st->group_seconds[g], s);
+          }
           st->group_failed[g] = !failed.empty() || timed_out;
           st->timed_out |= timed_out;
           st->details[g] = details;
@@ -801,12 +810,12 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
           deliver(ProbeResult{id, ProbeKind::kInterAllGather, failed_all, st->timed_out, st->group_failed,
                               st->group_seconds});
         },
-        ports[g]);
+        ports[g], [st, g](MachineId m, double s) { st->collective_s[g][m] = s; });
   }
 }
 
 void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done,
-                               int master_port) {
+                               int master_port, std::function<void(MachineId, double)> timed) {
   if (master_port == 0) master_port = config_.job.master_port + 100;
   const int deadline_ms = static_cast<int>(std::min(deadline.to_seconds(), 600.0) * 1000);
   struct State {
@@ -872,8 +881,9 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
              {"master_addr", master}, {"master_port", master_port},
              {"seed", config_.seed}, {"steps", steps}};
     if (relayed) msg["rendezvous"] = true;
-    const std::uint64_t req = request(m, msg, Duration::millis(deadline_ms + 10000), [this, m, st, finish, hashed](const AgentReply& r) {
+    const std::uint64_t req = request(m, msg, Duration::millis(deadline_ms + 10000), [this, m, st, finish, hashed, timed](const AgentReply& r) {
       if (st->relay) st->joined[m] = r.rendezvous.value_or(r.ok ? "" : "unknown");
+      if (timed && r.ok && r.collective_s) timed(m, *r.collective_s);
       if (!r.ok) {
         st->failed.push_back(m);
         if (r.timed_out) st->timed_out = true;

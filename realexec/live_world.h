@@ -110,10 +110,11 @@ class LiveWorld final : public World {
   void do_probe(ActionId id, const RunProbe& a);
   // Runs `test` on `machines` (bit-wise and stress compared with a reference run on this
   // host); `done` gets the machines that failed, whether one timed out, and details.
-  // inter_all_gather's rank 0 listens on `master_port` (0: the job's master_port + 100).
+  // inter_all_gather's rank 0 listens on `master_port` (0: the job's master_port + 100);
+  // `timed` hears each machine's own time of the collective, when its probe reported one.
   using ProbeDone = std::function<void(const MachineSet& failed, bool timed_out, const std::string& details)>;
   void probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done,
-                      int master_port = 0);
+                      int master_port = 0, std::function<void(MachineId, double)> timed = nullptr);
   // RunProbe::groups: one inter_all_gather per group, all at once, each its own rendezvous.
   void do_grouped_probe(ActionId id, const RunProbe& a);
   // inter_all_gather with probe_bin: the NCCL unique id that rank 0's probe publishes comes to

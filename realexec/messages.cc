@@ -421,6 +421,7 @@ AgentMessage decode_agent_message(const json& j) {
       r.timed_out = opt_bool(j, "timed_out", false);
       r.hash = opt_string(j, "hash", 256);
       r.rendezvous = opt_string(j, "rendezvous", 16);
+      r.collective_s = opt_number(j, "collective_s", 0, 1e6);
       if (r.rendezvous && *r.rendezvous != "ok" && *r.rendezvous != "timed_out" && *r.rendezvous != "failed" &&
           *r.rendezvous != "not_reached")
         bad("rendezvous: expected \"ok\", \"timed_out\", \"failed\" or \"not_reached\"");

@@ -150,6 +150,8 @@ struct AgentReply {
   // probe inter_all_gather with a relayed rendezvous: how far this machine's probe got in it,
   // "ok", "timed_out", "failed" or "not_reached"; absent when its probe did not take part.
   std::optional<std::string> rendezvous;
+  // probe inter_all_gather: seconds one timed all-gather took, without the process start.
+  std::optional<double> collective_s;
   std::map<std::int64_t, std::string> by_rank;  // capture: stack signature by rank
 };
 // Rank 0's probe published its rendezvous blob, for the controller to relay to the other

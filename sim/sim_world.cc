@@ -1027,9 +1027,9 @@ ActionId SimWorld::act(Action a) {
               const double left = std::max(0.0, in.deadline.to_seconds() - setup);
               double longest = 0;
               for (double& x : t) longest = std::max(longest, x = std::min(x, left));
+              push(now_ + secs(std::min(setup, in.deadline.to_seconds()) + longest), Internal{Internal::kProbeDone, id});
               group_seconds_[id] = std::move(t);
               probes_[id] = std::move(in);
-              push(now_ + secs(std::min(setup, in.deadline.to_seconds()) + longest), Internal{Internal::kProbeDone, id});
               return;
             }
             const RunProbe& p = probes_[id] = std::move(in);  // `a` is ours: move, not copy
@@ -1495,6 +1495,8 @@ std::vector<double> SimWorld::time_groups(const std::vector<MachineSet>& groups)
     }
   std::vector<double> out(groups.size(), 0);
   if (bytes <= 0) return out;
+  // On an otherwise idle network: the job is stopped for the check (a batch still under way,
+  // which none of the shipped scenarios has then, is not seen).
   std::vector<std::int64_t> finish;
   flows_.fluid_duration(batch, FlowNet::Fluid{&degraded, &finish, true});
   for (std::size_t i = 0; i < batch.size(); ++i)

@@ -63,8 +63,10 @@ class Pairwise final : public Localizer {
   LocalizationStep first_round(const ProbeResult& r, const ClusterView& view) {
     baseline_s_ = median_passed(r);
     MachineSet suspects, good;
-    for (std::size_t g = 0; g < groups_.size(); ++g)
-      (bad(r, g) ? suspects : good).insert((bad(r, g) ? suspects : good).end(), groups_[g].begin(), groups_[g].end());
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      MachineSet& to = bad(r, g) ? suspects : good;
+      to.insert(to.end(), groups_[g].begin(), groups_[g].end());
+    }
     if (suspects.empty()) return not_the_machines("every pair kept pace");
     if (good.empty()) return not_the_machines("every pair failed");  // nothing to compare with
     if (suspects.size() > good.size())

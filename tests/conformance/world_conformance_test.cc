@@ -1097,18 +1097,53 @@ TEST(LiveWorldBelief, WhenRankZeroNeverPublishesItsMachineAloneFailsTheRelayedPr
 // DLRover's pairwise node check: each group is its own all-gather, all at once, with ranks,
 // rank 0 and master port of its own, and its own relay; each is timed from the sending to its
 // last reply, and a failed group lists all its machines.
-TEST(LiveWorldBelief, AGroupedProbeRunsOneRendezvousPerGroupAndTimesEach) {
-  RunningLive r;
+// A group whose machines all report their all-gather's own time (collective_s) is timed by
+// the slowest of them, the process start left out, as the simulator times pairs; a group
+// where one did not is timed from the sending to its last reply. A collective_s that is not
+// a number in [0, 1e6] is refused with its reply.
+// Acts a grouped inter_all_gather on {m1, m2} and {m3, s0}, with a probe program so that the
+// test answers the probes (not the agents' side of the pump); the probe message each machine
+// got, and the action's id.
+std::map<MachineId, json> grouped_probe(RunningLive& r, ActionId* id = nullptr) {
   r.live.config.probe_bin = "/nonexistent/faultline-probe";
   auto& sent = r.live.link.sent;
   sent.clear();
   RunProbe probe{ProbeKind::kInterAllGather, {}, Duration::seconds(30), "pairs"};
   probe.groups = {{1, 2}, {3, 4}};  // m1 m2, then m3 and the standby s0
-  const ActionId id = r.live.world->act(probe);
+  const ActionId a = r.live.world->act(probe);
+  if (id) *id = a;
   std::map<MachineId, json> probes;
   for (const auto& [m, msg] : sent)
     if (msg.value("type", "") == "probe") probes[m] = msg;
   sent.clear();
+  return probes;
+}
+
+TEST(LiveWorldBelief, AGroupIsTimedByItsCollectiveWhenEveryMachineReportsIt) {
+  RunningLive r;
+  std::map<MachineId, json> probes = grouped_probe(r);
+  ASSERT_EQ(probes.size(), 4u);
+  r.advance(1.5);
+  r.send(1, {{"type", "done"}, {"req", probes[1]["req"]}, {"ok", true}, {"collective_s", 0.010}});
+  r.send(2, {{"type", "done"}, {"req", probes[2]["req"]}, {"ok", true}, {"collective_s", 0.013}});
+  r.send(3, {{"type", "done"}, {"req", probes[3]["req"]}, {"ok", true}, {"collective_s", -1}});
+  EXPECT_TRUE(r.was_refused("collective_s: expected a number in [0, 1e+06]"));
+  r.send(3, {{"type", "done"}, {"req", probes[3]["req"]}, {"ok", true}, {"collective_s", 0.011}});
+  r.send(4, {{"type", "done"}, {"req", probes[4]["req"]}, {"ok", true}});
+  r.advance(0.2);
+  const auto results = seen<ProbeResult>();
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_EQ(results[0].group_seconds.size(), 2u);
+  EXPECT_DOUBLE_EQ(results[0].group_seconds[0], 0.013);
+  EXPECT_NEAR(results[0].group_seconds[1], 1.5, 0.11) << "s0 said nothing of its collective";
+  EXPECT_EQ(results[0].group_failed, std::vector<bool>({false, false}));
+}
+
+TEST(LiveWorldBelief, AGroupedProbeRunsOneRendezvousPerGroupAndTimesEach) {
+  RunningLive r;
+  auto& sent = r.live.link.sent;
+  ActionId id = 0;
+  std::map<MachineId, json> probes = grouped_probe(r, &id);
   ASSERT_EQ(probes.size(), 4u);
   for (const auto& [m, msg] : probes) {
     EXPECT_EQ(msg["test"], "inter_all_gather") << m;

@@ -651,6 +651,7 @@ TEST_F(AgentE2E, Probes) {
                                   {"master_port", 29600}});
   EXPECT_EQ(ag["ok"], true) << ag.dump();
   EXPECT_EQ(ag["result"]["kind"], "allgather");
+  EXPECT_EQ(ag["collective_s"], 0.25) << "the all-gather's own time, lifted into the reply";
   config_.job.env["FAULTLINE_TEST_HANG"] = "1";
   json t = controller_->request({{"type", "probe"},
                                  {"test", "inter_all_gather"},

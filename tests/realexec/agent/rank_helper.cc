@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
       if (std::strcmp(argv[i], "--seed") == 0) seed = argv[i + 1];
       if (std::strcmp(argv[i], "--steps") == 0) steps = argv[i + 1];
     }
-    std::printf("progress line\n{\"hash\":\"h-%s-%s\",\"kind\":\"%s\",\"fault_file\":\"%s\"}\n",
+    std::printf("progress line\n{\"hash\":\"h-%s-%s\",\"kind\":\"%s\",\"fault_file\":\"%s\",\"seconds\":0.25}\n",
                 seed.c_str(), steps.c_str(), argc > 2 ? argv[2] : "",
                 env("FAULTLINE_FAULT_FILE").c_str());
     return 0;

@@ -556,6 +556,8 @@ TEST(TrainjobE2E, AllgatherProbe) {
     EXPECT_EQ(j["probe"], "allgather");
     EXPECT_EQ(j["ok"], true);
     EXPECT_GT(j["gbps"].get<double>(), 0);
+    // One all-gather's time, against the bandwidth: 1 MiB from each of the 2 others.
+    EXPECT_NEAR(j["gbps"].get<double>() * j["seconds"].get<double>(), 8.0 * (1 << 20) * 2 / 1e9, 1e-12);
   }
   // A missing rank: the others give up at the deadline with ok:false.
   GroupSpec lonely = p;
