@@ -29,11 +29,12 @@ import os
 import re
 import sys
 
-BUCKETS = ["detection", "diagnosis", "failover", "restore", "recompute", "checkpoint", "degraded", "warmup"]
+BUCKETS = ["detection", "diagnosis", "failover", "restore", "recompute", "checkpoint", "degraded", "warmup",
+           "waiting_for_machines"]
 BUCKET_COLORS = {
     "detection": "#d62728", "diagnosis": "#9467bd", "failover": "#ff7f0e", "restore": "#8c564b",
     "recompute": "#e377c2", "checkpoint": "#1f77b4", "degraded": "#bcbd22",
-    "warmup": "#17becf",
+    "warmup": "#17becf", "waiting_for_machines": "#7f7f7f",
 }
 BUCKET_HELP = {
     "detection": "job broken, not yet acted on",
@@ -44,6 +45,7 @@ BUCKET_HELP = {
     "checkpoint": "blocking checkpoint saves",
     "degraded": "running slower than full speed",
     "warmup": "after a restart, before full speed",
+    "waiting_for_machines": "no healthy machine free in a finite fleet",
 }
 
 # Figures are saved at DPI dots per inch and shown 1:1 by the page (whose content column is
@@ -379,6 +381,7 @@ def headline_table(group, with_diff=True):
 def phase_table(run):
     """Where the unproductive time of one run goes: hours per replica by phase, with CIs."""
     bd, ci = run.result.get("breakdown_s", {}), run.result.get("breakdown_ci95_s", {})
+    share = run.result.get("breakdown_share", {})  # of each run's own length (a job of fixed work)
     horizon_h = run.horizon_days * 24.0
     rows = ["<table><tr><th>phase</th><th>hours / replica [95% CI]</th><th>share of the job</th></tr>"]
     for b in sorted(BUCKETS, key=lambda b: -float(bd.get(b, 0))):
@@ -389,7 +392,7 @@ def phase_table(run):
         rows.append("<tr><td>%s (%s)</td><td>%.1f%s</td><td>%.2f%%</td></tr>"
                     % (b, html.escape(BUCKET_HELP[b]), v,
                        " [%.1f, %.1f]" % (lohi[0] / 3600.0, lohi[1] / 3600.0) if isinstance(lohi, list) else "",
-                       100 * v / horizon_h if horizon_h > 0 else 0))
+                       100 * float(share[b]) if b in share else (100 * v / horizon_h if horizon_h > 0 else 0)))
     rows.append("</table>")
     return "\n".join(rows)
 

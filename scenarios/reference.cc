@@ -51,16 +51,27 @@ const std::map<std::string, Doc>& docs() {
     {"cluster.scheduler.requeue_per_machine_s", {"s", "Time a requeue adds per machine of the job."}},
     {"cluster.scheduler.reschedule_base_s", {"s", "Fixed time to bring cold replacement machines (also a standby refill)."}},
     {"cluster.scheduler.reschedule_per_machine_s", {"s", "Time a reschedule adds per machine brought."}},
+    {"cluster.scheduler.standby_refill", {"", "Where the warm standby pool refills from: free_pool = cold machines from the free pool through the scheduler (our default); repaired = only machines back from repair, the free pool filling it only at the scheduler's own host selections (the start, a replacement beyond the pool): AIReSim (scheduler.py)."}},
+    {"cluster.scheduler.host_selection", {"", "Which free machine the scheduler hands out: random (AIReSim's default host selection, ours) or fewest_failures (the one struck least often so far, ties at random: AIReSim's FewestFailuresFirst)."}},
     {"cluster.scheduler.health_check_recall", {"ratio", "Share of broken machines the scheduler's health check drains before handing machines out; below 1 a requeue or replacement can land on a broken machine (our assumption, not published)."}},
     {"cluster.repair", {"", "What happens to machines after they leave the job (AIReSim, DOMAIN §9)."}},
-    {"cluster.repair.auto_h", {"h", "Automatic repair time of an evicted machine."}},
+    {"cluster.repair.auto_h", {"h", "Automatic repair time of an evicted machine (the mean, with `repair_time`). AIReSim: 2 h."}},
     {"cluster.repair.to_manual", {"ratio", "Chance a broken machine goes on to manual repair (taking its category's `repair_h`)."}},
     {"cluster.repair.auto_fail", {"ratio", "Chance an automatic repair fails (the machine returns with its fault)."}},
     {"cluster.repair.manual_fail", {"ratio", "Chance a manual repair fails; only with `to_manual` > 0."}},
     {"cluster.repair.retire_after", {"count", "A machine struck this many times is retired for good (0 = never)."}},
-    {"cluster.repair.bad_fraction", {"ratio", "Share of machines that are \"bad\" (fail `bad_rate_factor` times as often in machine-scope hardware categories; rates stay the population mean)."}},
-    {"cluster.repair.bad_rate_factor", {"ratio", "How much more often a bad machine fails; only with `bad_fraction` > 0."}},
+    {"cluster.repair.bad_fraction", {"ratio", "Share of machines that are \"bad\" at the start: they fail `bad_rate_factor` times as often in machine-scope hardware categories, the rates being the fleet's mean at the start. Off by default, so that a category's rate is the rate the job sees (published counts are in-job counts); with it, the result's `realized_rate_per_machine_day` says what the job saw. AIReSim: 0.15."}},
+    {"cluster.repair.bad_rate_factor", {"ratio", "How much more often a bad machine fails; only with bad machines. 5 follows AIReSim's config comment (\"5x\"); AIReSim's code gives random + 5 x random = 6x (server.py), which `airesim-default.json` uses."}},
+    {"cluster.repair.cure_bad", {"ratio", "Chance a successful repair cures a bad machine for good. 0 (our default): bad is a property of the machine; AIReSim: 1 (server.py complete_repair). Only with bad machines."}},
+    {"cluster.repair.failed_repair_leaves", {"", "What a failed repair leaves: fault = the machine comes back with its fault in place, and the scheduler's health check drains it again (our default); badness = its fault is gone but a bad machine stays bad (AIReSim: a failed repair changes nothing)."}},
+    {"cluster.repair.turn_bad_per_machine_day", {"1/(machine·day)", "Rate at which a good machine turns bad (ageing; 0 = never). AIReSim's optional regeneration (off by default) turns 10% × bad_fraction of the good servers bad every 30 days: 0.0005 per machine-day at 15%."}},
+    {"cluster.repair.repair_time", {"", "Distribution of repair durations, each with its stated mean (`auto_h`, a category's `repair_h`): fixed (our default), exponential (AIReSim) or lognormal (sigma `repair_sigma`)."}},
+    {"cluster.repair.repair_sigma", {"", "Sigma of the log of a lognormal repair duration; only with repair_time lognormal."}},
     {"cluster.repair.spare_machines", {"count", "Machines in the free pool at the start besides the job and its standbys.", "-1: 4.8% of the job's machines (AIReSim: 200 for 4,160)"}},
+    {"cluster.repair.fleet", {"", "endless (our default): when the free pool is empty the wider cluster supplies a fresh machine, counted in the result (`fleet.machines_beyond_fleet_per_replica`); finite: the fleet is the job, its standbys, `spare_machines` and `preemptible_machines`, and with no healthy machine free the job waits for the next repaired one (`waiting_for_machines`)."}},
+    {"cluster.repair.fleet_machines", {"count", "Size of a finite fleet (the job, its standbys and the free machines), instead of `spare_machines`; at least the job and its standbys.", "none: `spare_machines` sets the free machines"}},
+    {"cluster.repair.preemptible_machines", {"count", "Finite fleet: machines running preemptible work, taken one at a time when the free pool cannot serve (AIReSim's spare pool: 200)."}},
+    {"cluster.repair.preempt_s", {"s", "Finite fleet: time from asking for a preemptible machine to having it (AIReSim: 20 min)."}},
 
     {"job", {"", "The training job: parallelism, step, checkpoint state, horizon."}},
     {"job.tp", {"count", "Tensor parallelism (inside a machine, or across the machines of an NVLink domain). TP × PP × DP = machines × GPUs per machine."}},
@@ -77,10 +88,12 @@ const std::map<std::string, Doc>& docs() {
     {"job.restart_warmup_s", {"s", "Time after every restart before full speed: no progress, lost again if a fault strikes during it."}},
     {"job.on_call_fix_h", {"h", "After an EndRun the on-call fixes the code or data bugs still active and requeues the job, its stack started afresh, this long after the page (0 = never: the rest of the horizon is lost). Our assumption."}},
     {"job.cross_domain_slowdown", {"ratio", "Step-time multiplier while a TP group wider than a machine has a machine outside its NVLink domain (its all-reduces cross the scale-out network). Our assumption; only with such a TP."}},
-    {"job.horizon_days", {"days", "Simulated wall-clock time of the job."}},
+    {"job.horizon_days", {"days", "The fixed wall-clock window scored (ETTR = productive time over it); with `work_days`, a cap: a replica still training then is reported as censored.", "required without `work_days`; with it, 20 × `work_days`"}},
+    {"job.work_days", {"days", "A job of fixed work: the run ends when this much productive training is done and reports `time_to_train` (mean, CI, p50/p90/p99, per replica); 0 = a fixed window (`horizon_days`). AIReSim's job_length: 256."}},
 
     {"faults", {"", "Where faults come from: categories with rates, or a real trace, or both."}},
     {"faults.rate_scale", {"ratio", "Multiplies every category's rate (what-if: twice as many faults)."}},
+    {"faults.clock", {"", "The clock faults arrive on: wall (our default: a restart, a wait or a hung job is as exposed as training) or compute (only while the job trains, recomputes or warms up; never while it is stopped, restarting, hung or waiting: AIReSim). Trace arrivals follow the same clock."}},
     {"faults.categories", {"", "Fault categories, each an arrival process and a symptom. Required unless `trace` is given."}},
     {"faults.categories[]", {"", "One fault category."}},
     {"faults.categories[].name", {"", "Unique name (results and `--set faults.categories.NAME.field=...` use it)."}},
@@ -88,6 +101,7 @@ const std::map<std::string, Doc>& docs() {
     {"faults.categories[].rate_per_machine_day", {"1/(machine·day)", "Expected faults per machine-day of the job (any scope). Exactly one of the two rates.", "none: exactly one of the two rates"}},
     {"faults.categories[].rate_per_job_day", {"1/day", "Expected faults per day of the whole job; converted with `cluster.machines`. Exactly one of the two rates.", "none: exactly one of the two rates"}},
     {"faults.categories[].weibull_shape", {"", "Shape of the inter-arrival time: 1 = Poisson, below 1 = bursty per-machine renewal."}},
+    {"faults.categories[].lognormal_sigma", {"", "> 0: lognormal times between faults (per-machine renewal, mean from the rate) with this sigma of the log, as `trace fit` fits and writes it; 0 = not lognormal. Not with `weibull_shape` != 1."}},
     {"faults.categories[].scope", {"", "What one fault strikes: a machine, a rack or the whole job."}},
     {"faults.categories[].symptom", {"", "What the job shows: crash (exits), hang, slowdown, nan or manual (a code update)."}},
     {"faults.categories[].persistent", {"", "The machine stays broken until evicted (not with scope job)."}},
@@ -104,6 +118,7 @@ const std::map<std::string, Doc>& docs() {
     {"faults.categories[].code_bug", {"", "Caused by the job's code: recurs until rolled back (scope job)."}},
     {"faults.categories[].data_bug", {"", "Caused by the job's data: recurs on every run, whatever the code version; a rollback does not help (scope job)."}},
     {"faults.categories[].fix_h", {"h", "Code or data bug: humans ship a fix after this long anyway."}},
+    {"faults.categories[].misattribution", {"", "Whom the other crash logs name: pipeline_neighbour (the rank that saw the broken peer first; our default) or random (a random other machine of the job: AIReSim's diagnosis_uncertainty). Only with `attribution`."}},
     {"faults.categories[].attribution", {"ratio", "Share of crash logs that name the culprit machine; the rest name its pipeline neighbour (not published; machine or rack scope)."}},
     {"faults.categories[].recall", {"", "Chance that each stop-time test finds the faulty machine, by test.", "by the alert kind and symptom (`default_recall`)"}},
     {"faults.categories[].recall.replay", {"ratio", "Recall of dual-phase replay.", "0.99 for nan, else 0.9; 0 for code bugs and job scope"}},
@@ -220,8 +235,10 @@ std::string scenario_reference(const Registry& registry) {
     } else if (f.has_range) {
       allowed = "[" + number_text(f.min) + ", " + number_text(f.max) + "]";
     }
-    if (f.required) def = "required";
-    else if (doc.default_text) def = doc.default_text;
+    if (doc.default_text)
+      def = doc.default_text;  // a rule says more than "required"
+    else if (f.required)
+      def = "required";
     else if (!f.default_json.empty() && (f.type == "number" || f.type == "integer"))
       def = "`" + number_text(std::stod(f.default_json)) + "`";
     else if (!f.default_json.empty()) def = "`" + f.default_json + "`";

@@ -215,7 +215,10 @@ void apply_set(json& doc, const std::string& set, const std::string& file) {
         throw ScenarioError(file + ": --set " + set + ": " + where + " is not an object");
       where += "." + p;
       if (last) {
-        (*node)[p] = value;
+        if (value.is_null())
+          node->erase(p);  // path=null: the field's default applies
+        else
+          (*node)[p] = value;
       } else {
         node = &(*node)[p];
       }
@@ -238,6 +241,11 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   double job_rate = o.number("rate_per_job_day", -1, 0, 1e9);
   if (per_job) c.rate_per_machine_day = -job_rate - 1;  // marker, resolved by caller
   c.weibull_shape = o.number("weibull_shape", 1, 0.05, 20);
+  c.lognormal_sigma = o.number("lognormal_sigma", 0, 0, 10);
+  if (o.has("lognormal_sigma") && c.lognormal_sigma <= 0)
+    o.fail(o.at("lognormal_sigma"), "expected a number > 0 (the sigma of the log of the time between faults)");
+  if (c.lognormal_sigma > 0 && c.weibull_shape != 1)
+    o.fail(o.at("lognormal_sigma"), "not with weibull_shape != 1 (one distribution of the time between faults)");
   std::string scope = o.choice("scope", "machine", {"machine", "rack", "job"});
   c.scope = scope == "machine" ? FaultScope::kMachine : scope == "rack" ? FaultScope::kRack : FaultScope::kJob;
   std::string sym = o.choice("symptom", "crash", {"crash", "hang", "slowdown", "nan", "manual"});
@@ -269,6 +277,10 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   c.data_bug = o.boolean("data_bug", false);
   c.fix_h = o.number("fix_h", 4, 0, 1e5);
   c.attribution = o.number("attribution", 1, 0, 1);
+  c.misattribute_random =
+      o.choice("misattribution", "pipeline_neighbour", {"pipeline_neighbour", "random"}) == "random";
+  if (o.has("misattribution") && !o.has("attribution"))
+    o.fail(o.at("misattribution"), "only with attribution (the share of crash logs that name the culprit)");
   if (const json* rj = o.get("recall")) {
     Obj r(*rj, path + ".recall", file);
     std::vector<std::string> tests{"replay"};
@@ -467,6 +479,12 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
       sch.reschedule_per_machine_s =
           s.number("reschedule_per_machine_s", sch.reschedule_per_machine_s, 0, 1e5);
       sch.health_check_recall = s.number("health_check_recall", sch.health_check_recall, 0, 1);
+      sch.standby_refill = s.choice("standby_refill", "free_pool", {"free_pool", "repaired"}) == "repaired"
+                               ? SchedulerSpec::Refill::kRepaired
+                               : SchedulerSpec::Refill::kFreePool;
+      sch.host_selection = s.choice("host_selection", "random", {"random", "fewest_failures"}) == "random"
+                               ? SchedulerSpec::Pick::kRandom
+                               : SchedulerSpec::Pick::kFewestFailures;
       s.finish();
     }
     if (const json* rj = c.get("repair")) {
@@ -480,14 +498,58 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
       rp.bad_fraction = r.number("bad_fraction", rp.bad_fraction, 0, 1);
       rp.bad_rate_factor = r.number("bad_rate_factor", rp.bad_rate_factor, 1, 1000);
       rp.spare_machines = static_cast<int>(r.integer("spare_machines", rp.spare_machines, -1, 10'000'000));
+      rp.cure_bad = r.number("cure_bad", rp.cure_bad, 0, 1);
+      rp.failed_repair_leaves = r.choice("failed_repair_leaves", "fault", {"fault", "badness"}) == "fault"
+                                    ? RepairSpec::Leaves::kFault
+                                    : RepairSpec::Leaves::kBadness;
+      rp.turn_bad_per_machine_day = r.number("turn_bad_per_machine_day", 0, 0, 1e3);
+      const std::string dist = r.choice("repair_time", "fixed", {"fixed", "exponential", "lognormal"});
+      rp.repair_time = dist == "fixed"         ? RepairSpec::Dist::kFixed
+                       : dist == "exponential" ? RepairSpec::Dist::kExponential
+                                               : RepairSpec::Dist::kLognormal;
+      rp.repair_sigma = r.number("repair_sigma", 1, 1e-6, 10);
+      if (r.has("repair_sigma") != (rp.repair_time == RepairSpec::Dist::kLognormal))
+        r.fail(r.at(r.has("repair_sigma") ? "repair_sigma" : "repair_time"),
+               r.has("repair_sigma") ? "only with repair_time \"lognormal\""
+                                     : "lognormal needs its repair_sigma (the sigma of the log of a repair's duration; "
+                                       "the mean is auto_h or the category's repair_h)");
+      rp.fleet = r.choice("fleet", "endless", {"endless", "finite"}) == "finite" ? RepairSpec::Fleet::kFinite
+                                                                                 : RepairSpec::Fleet::kEndless;
+      rp.fleet_machines = static_cast<int>(r.integer("fleet_machines", 0, 1, 10'000'000));
+      if (r.has("fleet_machines")) {
+        if (rp.fleet != RepairSpec::Fleet::kFinite)
+          r.fail(r.at("fleet_machines"), "only with fleet \"finite\" (an endless fleet has no size)");
+        if (r.has("spare_machines"))
+          r.fail(r.at("fleet_machines"),
+                 "not with spare_machines (the free machines are the fleet less the job and "
+                 "its standbys)");
+        const int need = cl.machines + cl.standby_machines;
+        if (rp.fleet_machines < need)
+          r.fail(r.at("fleet_machines"),
+                 "expected at least the job's " + std::to_string(cl.machines) + " machines" +
+                     (cl.standby_machines ? " and its " + std::to_string(cl.standby_machines) + " standbys"
+                                          : std::string()) +
+                     " (" + std::to_string(need) + "), got " + std::to_string(rp.fleet_machines));
+        rp.spare_machines = rp.fleet_machines - need;
+      }
+      rp.preemptible_machines = static_cast<int>(r.integer("preemptible_machines", 0, 0, 10'000'000));
+      rp.preempt_s = r.number("preempt_s", rp.preempt_s, 0, 1e7);
+      for (const char* k : {"preemptible_machines", "preempt_s"})
+        if (r.has(k) && rp.fleet != RepairSpec::Fleet::kFinite)
+          r.fail(r.at(k), "only with fleet \"finite\" (an endless fleet never waits for a machine)");
+      if (r.has("cure_bad") && !rp.bad_model())
+        r.fail(r.at("cure_bad"),
+               "only with bad_fraction > 0 or turn_bad_per_machine_day > 0 (there are no bad machines)");
       if (r.has("spare_machines") && cl.nvlink_spares > 0)
         r.fail(r.at("spare_machines"), "not with cluster.nvlink_spares (the spares are the trays each domain leaves "
                                        "free)");
       // Parameters that cannot act as written are errors, not silently ignored.
       if (r.has("manual_fail") && rp.to_manual == 0)
         r.fail(r.at("manual_fail"), "only with to_manual > 0 (no machine reaches manual repair)");
-      if (r.has("bad_rate_factor") && rp.bad_fraction == 0)
-        r.fail(r.at("bad_rate_factor"), "only with bad_fraction > 0 (there are no bad machines)");
+      if (r.has("bad_rate_factor") && !rp.bad_model())
+        r.fail(r.at("bad_rate_factor"),
+               "only with bad_fraction > 0 or turn_bad_per_machine_day > 0 (there are no bad "
+               "machines)");
       if (rp.bad_fraction == 1 && rp.bad_rate_factor != 1)
         r.fail(r.at("bad_fraction"), "expected < 1 with bad_rate_factor > 1 (bad relative to what?)");
       if (rp.auto_fail == 1 && rp.to_manual == 0 && rp.retire_after == 0)
@@ -516,7 +578,16 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     job.checkpoint_mfu_loss = j.number("checkpoint_mfu_loss", 0, 0, 0.5);
     job.restart_warmup_s = j.number("restart_warmup_s", 0, 0, 1e6);
     job.on_call_fix_h = j.number("on_call_fix_h", 2, 0, 1e5);
-    job.horizon_days = j.number("horizon_days", 90, 1e-6, 36500, true);
+    job.work_days = j.number("work_days", 0, 0, 36500);
+    if (j.has("work_days") && !(job.work_days > 0))
+      j.fail(j.at("work_days"), "expected a number > 0 (days of productive training the job needs), got " +
+                                    brief(doc["job"]["work_days"]));
+    job.horizon_given = j.has("horizon_days") || job.work_days == 0;
+    job.horizon_days = j.number("horizon_days", job.work_days > 0 ? job.work_days * kWorkCapFactor : 90, 1e-6, 36500,
+                                job.work_days == 0);
+    if (job.work_days > 0 && job.horizon_days <= job.work_days)
+      j.fail(j.at("horizon_days"), "expected more than job.work_days (" + brief(doc["job"]["work_days"]) +
+                                       "): the cap of a job of fixed work must leave time for the work");
     const std::int64_t ranks = static_cast<std::int64_t>(cl.tp) * cl.pp * cl.dp;
     const std::int64_t gpus = static_cast<std::int64_t>(cl.machines) * cl.gpus_per_machine;
     if (ranks != gpus)
@@ -542,6 +613,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     if (!fj) root.fail("$.faults", "required object is missing");
     Obj f(*fj, "$.faults", file);
     const double scale = f.number("rate_scale", 1, 0, 1e6);
+    sc.compute_clock = f.choice("clock", "wall", {"wall", "compute"}) == "compute";
     record("$.faults.categories", "array", "", false);
     const json* cats = f.get("categories");
     const json* trace = f.get("trace");

@@ -55,8 +55,15 @@ struct JobSpec {
   // outside its NVLink domain (its all-reduces cross the scale-out network instead of the
   // NVSwitches). Not published: our assumption, stated per scenario. 1 = no penalty.
   double cross_domain_slowdown = 1;
+  // Fixed wall-clock window (work_days == 0): the run lasts horizon_days and ETTR is
+  // productive time over it. A job of fixed work (work_days > 0): the run ends when that
+  // many days of productive training are done, and reports its time to train; horizon_days
+  // is then a cap (a replica it stops first is censored), by default kWorkCapFactor x the work.
   double horizon_days = 90;
+  double work_days = 0;
+  bool horizon_given = true;  // false: horizon_days is the default cap of a job of fixed work
 };
+inline constexpr double kWorkCapFactor = 20;  // default cap: ETTR 5% still finishes
 
 // The cluster scheduler's response times (an environment property shared by all stacks).
 struct SchedulerSpec {
@@ -64,6 +71,15 @@ struct SchedulerSpec {
   double requeue_per_machine_s = 0.18;
   double reschedule_base_s = 120;      // cold replacement of a few machines
   double reschedule_per_machine_s = 2;
+  // Where the warm standby pool refills from: the free pool, as cold machines through the
+  // scheduler (kFreePool, faultline's default), or only from machines coming back from
+  // repair, the pool filled from the free pool only by the scheduler's own host selection
+  // (the job's start and a replacement beyond the pool: AIReSim's scheduler.py).
+  enum class Refill : std::uint8_t { kFreePool, kRepaired } standby_refill = Refill::kFreePool;
+  // How the scheduler picks a machine from the free pool: at random (AIReSim's
+  // DefaultHostSelection, our default) or the one that failed least often so far
+  // (AIReSim's FewestFailuresFirst; ties at random).
+  enum class Pick : std::uint8_t { kRandom, kFewestFailures } host_selection = Pick::kRandom;
   // Share of machines with an active persistent fault that the scheduler's node health
   // check drains before handing a machine to the job (a requeue's re-check of the job's
   // own machines, and every draw from the free pool). 1 = all of them; below 1 a requeue
@@ -83,15 +99,47 @@ struct SchedulerSpec {
 // retired for good. `bad_fraction` of all machines are "bad": in machine-scope hardware
 // categories they fail `bad_rate_factor` times as often as the others, the categories'
 // rates staying the population mean.
+//
+// Off by default (bad_fraction 0): a category's rate is then exactly the rate every machine
+// of the job sees, as the published in-job counts it is calibrated on are. With bad
+// machines, the rates are the fleet's mean at the start (bad and good machines as drawn),
+// not the rate the job sees later (bad machines leave it, are retired, cured or appear):
+// the result reports each category's realized in-job rate beside its stated one.
 struct RepairSpec {
-  double auto_h = 2;           // AIReSim: automatic repair 2 h
+  double auto_h = 2;           // AIReSim: automatic repair 2 h (mean)
   double to_manual = 0.8;      // AIReSim: P(automatic -> manual) 0.8
   double auto_fail = 0.4;      // AIReSim: automatic repair fails 40%
   double manual_fail = 0.2;    // AIReSim: manual repair fails 20%
   int retire_after = 3;        // not published (AIReSim studies thresholds): our default
-  double bad_fraction = 0.15;  // AIReSim: 15% of servers are bad
-  double bad_rate_factor = 5;  // AIReSim: bad servers fail 5x as often
+  double bad_fraction = 0;     // off; AIReSim: 15% of servers are bad
+  // AIReSim's config comment says 5x; its code gives random + 5 x random = 6x (server.py).
+  double bad_rate_factor = 5;
+  // Chance a successful repair cures a bad machine for good (AIReSim: 1, server.py
+  // complete_repair; faultline's default 0: "bad" is a property of the machine).
+  double cure_bad = 0;
+  // What a failed repair leaves: the fault in place (kFault, faultline's default: the
+  // scheduler's health check drains the machine again), or the machine as it was before
+  // it failed, its fault gone and a bad machine still bad (kBadness: AIReSim).
+  enum class Leaves : std::uint8_t { kFault, kBadness } failed_repair_leaves = Leaves::kFault;
+  // Good machines turn bad at this rate (hardware ageing). 0: never. AIReSim's optional
+  // regeneration converts 10% x bad_fraction of the good servers every 30 days.
+  double turn_bad_per_machine_day = 0;
+  // Repair durations (auto_h, a category's repair_h) as their mean: fixed (our default),
+  // exponential (AIReSim) or lognormal with sigma repair_sigma (of the log).
+  enum class Dist : std::uint8_t { kFixed, kExponential, kLognormal } repair_time = Dist::kFixed;
+  double repair_sigma = 1;
   int spare_machines = -1;     // -1: 4.8% of the job's machines (AIReSim: 200 for 4,160)
+  // kEndless (our default): when the free pool is empty the wider cluster supplies a fresh
+  // machine (counted in the result as machines beyond the fleet). kFinite: the fleet is
+  // the job, its standbys, spare_machines and preemptible_machines; with no healthy machine
+  // free, the job waits for the next repaired one (waiting_for_machines).
+  enum class Fleet : std::uint8_t { kEndless, kFinite } fleet = Fleet::kEndless;
+  // Finite fleet: machines running preemptible work, taken one at a time when the free pool
+  // cannot serve, each preempt_s after it is asked for (AIReSim: 200 servers, 20 minutes).
+  int preemptible_machines = 0;
+  int fleet_machines = 0;  // finite fleet: its size, given instead of spare_machines (0 = not given)
+  double preempt_s = 1200;
+  bool bad_model() const { return bad_fraction > 0 || turn_bad_per_machine_day > 0; }
 };
 
 enum class FaultScope : std::uint8_t { kMachine, kRack, kJob };
@@ -102,6 +150,9 @@ struct FaultCategory {
   std::string fault_class;       // "explicit", "implicit", "manual"
   double rate_per_machine_day = 0;  // expected events per machine-day of the job (any scope)
   double weibull_shape = 1;      // 1 = Poisson; otherwise per-machine renewal
+  // > 0: lognormal times between faults, per-unit renewal with this sigma (of the log) and
+  // the mean the rate gives (as trace fit's lognormal fits); not with weibull_shape != 1.
+  double lognormal_sigma = 0;
   FaultScope scope = FaultScope::kMachine;
   Symptom symptom = Symptom::kCrash;
   bool persistent = false;       // the machine stays broken until evicted
@@ -143,6 +194,9 @@ struct FaultCategory {
   // machine; the others name its pipeline neighbour, a rank that saw the broken peer
   // first. Not published: 1 (always the culprit) keeps the calibrated scenarios' figures.
   double attribution = 1;
+  // Whom the other crash logs name: the culprit's pipeline neighbour (faultline's default)
+  // or a random other machine of the job (AIReSim's diagnosis_uncertainty).
+  bool misattribute_random = false;
 };
 
 // Stop-time tests, stack capture and replay as the environment runs them.
@@ -205,6 +259,10 @@ struct Scenario {
   JobSpec job;
   std::vector<FaultCategory> faults;
   std::optional<TraceSource> trace;  // faults.trace
+  // faults.clock: faults arrive in wall time (false, our default: a restart or a wait is as
+  // exposed as training) or only while the job trains, recomputes or warms up (true: a
+  // stopped, restarting, hung or waiting job is never struck; AIReSim's clock).
+  bool compute_clock = false;
   DiagnosisSpec diagnosis;
   std::string policy;  // registered stack name
   Params policy_params;
@@ -228,9 +286,9 @@ struct FieldInfo {
 // itself (so a field added to it appears here). The scenario reference is built from it.
 std::vector<FieldInfo> scenario_fields(const Registry& registry);
 
-
 // Loads, applies `sets` ("json.path=value", value parsed as JSON or else taken as a
-// string), and validates against the registry. Throws ScenarioError.
+// string; "json.path=null" removes the field, so its default applies), and validates
+// against the registry. Throws ScenarioError.
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets,
                        const Registry& registry);
 // Same from text; `file` is used in messages.

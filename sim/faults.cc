@@ -8,6 +8,7 @@ namespace faultline::sim {
 
 namespace {
 constexpr double kNsPerDay = 86400e9;
+bool poisson(const scenarios::FaultCategory& c) { return c.weibull_shape == 1.0 && c.lognormal_sigma <= 0; }
 }
 
 std::vector<FaultArrival> trace_arrivals(const scenarios::Scenario& sc, std::uint64_t replica) {
@@ -36,7 +37,7 @@ FaultStream::FaultStream(const std::vector<scenarios::FaultCategory>& cats, int 
   for (size_t c = 0; c < cats_.size(); ++c) {
     const auto& cat = cats_[c];
     if (cat.rate_per_machine_day <= 0) continue;
-    if (cat.weibull_shape == 1.0) {
+    if (poisson(cat)) {
       schedule_poisson(static_cast<int>(c), 0);
     } else {
       for (int u = 0; u < units_of(static_cast<int>(c)); ++u)
@@ -57,17 +58,21 @@ void FaultStream::schedule_poisson(int c, std::int64_t from) {
 
 void FaultStream::schedule_renewal(int c, int unit, std::int64_t from, bool first) {
   // One renewal process per unit (slot, rack or the job); the units share the
-  // category's rate N·λ. Weibull scale follows from the mean gap.
-  const double k = cats_[c].weibull_shape;
+  // category's rate N·λ. The Weibull scale, or the lognormal's mu, follows from the mean gap.
+  const auto& cat = cats_[c];
   const int units = units_of(c);
-  const double mean_ns = kNsPerDay * units / (cats_[c].rate_per_machine_day * slots_);
+  const double mean_ns = kNsPerDay * units / (cat.rate_per_machine_day * slots_);
+  const double k = cat.weibull_shape, sigma = cat.lognormal_sigma;
   const double scale = mean_ns / std::tgamma(1.0 + 1.0 / k);
-  double gap = rng_[c].weibull(k, scale);
+  const double mu = std::log(mean_ns) - sigma * sigma / 2;  // E = exp(mu + sigma^2 / 2)
+  auto draw = [&] { return sigma > 0 ? rng_[c].lognormal(mu, sigma) : rng_[c].weibull(k, scale); };
+  double gap = draw();
   if (first) {
     // Start in equilibrium: run the process through a warm-up of a few mean gaps and
-    // keep the first arrival after it, so the rate is N·λ from time zero.
-    double t = -4 * mean_ns + gap;
-    while (t < 0) t += rng_[c].weibull(k, scale);
+    // keep the first arrival after it, so the rate is N·λ from time zero. A lognormal's
+    // long tail needs a longer warm-up for the same bias.
+    double t = -(sigma > 0 ? 16 : 4) * mean_ns + gap;
+    while (t < 0) t += draw();
     gap = t;
   }
   if (from + gap >= 9.2e18) return;
@@ -100,7 +105,7 @@ FaultArrival FaultStream::next() {
   if (heap_.empty()) return {std::numeric_limits<std::int64_t>::max(), 0, 0};
   Pending p = heap_.top();
   heap_.pop();
-  if (cats_[p.category].weibull_shape == 1.0) {
+  if (poisson(cats_[p.category])) {
     schedule_poisson(p.category, p.at);
     return {p.at, p.category, p.slot};
   }

@@ -2,8 +2,10 @@
 //
 // Each category is an arrival process over the job's slots: Poisson categories
 // (Weibull shape 1) are one superposed stream at rate N·λ with a uniformly chosen
-// slot, which costs one draw per fault whatever N is; Weibull categories run one
-// renewal process per slot, started in equilibrium. Arrivals are generated lazily, so
+// slot, which costs one draw per fault whatever N is; Weibull and lognormal categories
+// run one renewal process per slot, mean-matched to λ and started in equilibrium. Times
+// are on the scenario's fault clock (faults.clock): wall time, or the job's computing
+// time, which SimWorld maps to wall instants. Arrivals are generated lazily, so
 // a 200k-GPU, 90-day replica holds one pending arrival per category (plus one per slot
 // for Weibull ones). A scenario's faults.trace adds arrivals fixed in advance by a real
 // trace (replayed or bootstrapped, traces/arrivals.h), merged in time order. Policies

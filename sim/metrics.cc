@@ -51,7 +51,7 @@ std::vector<std::uint8_t> encode(const ReplicaResult& r) {
             r.max_fruitless_rounds, r.health_check_drains, r.repairs, r.retired, r.runs_ended, r.incident_count};
   j["o"] = {r.dominant.category, r.dominant.at_s, r.dominant.resolution_s};
   json tl = json::array();
-  for (const auto& p : r.timeline) tl.push_back({p.t_h, p.cumulative, p.window_1h});
+  for (const auto& p : r.timeline) tl.push_back({p.t_h, p.cumulative, p.window_1h, p.waiting_h});
   j["t"] = tl;
   json inc = json::array();
   for (const auto& i : r.incidents) inc.push_back({i.at_s, i.category, i.detected_s, i.resolved_s, i.slots, i.resolution, i.machines, i.evicted});
@@ -61,6 +61,7 @@ std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   j["x"] = r.standby_exhaustions;
   j["f"] = r.remote_fallbacks;
   j["u"] = r.cpu_s;
+  j["w"] = {r.elapsed_s, r.finished, r.exposure_s, r.machines_beyond_fleet, r.machines_used, r.preemptions, r.depleted};
   return json::to_msgpack(j);
 }
 
@@ -85,7 +86,7 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
   r.health_check_drains = v[11]; r.repairs = v[12]; r.retired = v[13]; r.runs_ended = v[14];
   r.incident_count = v[15];
   r.dominant = {j["o"][0], j["o"][1], j["o"][2]};
-  for (const auto& p : j["t"]) r.timeline.push_back({p[0], p[1], p[2]});
+  for (const auto& p : j["t"]) r.timeline.push_back({p[0], p[1], p[2], p[3]});
   for (const auto& i : j["i"])
     r.incidents.push_back({i[0], i[1], i[2], i[3], i[4].get<std::vector<int>>(), i[5], i[6].get<std::vector<int>>(),
                            i[7].get<std::vector<int>>()});
@@ -94,6 +95,14 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
   r.standby_exhaustions = j["x"];
   r.remote_fallbacks = j["f"];
   r.cpu_s = j["u"];
+  const auto& w = j["w"];
+  r.elapsed_s = w[0];
+  r.finished = w[1];
+  r.exposure_s = w[2];
+  r.machines_beyond_fleet = w[3];
+  r.machines_used = w[4];
+  r.preemptions = w[5];
+  r.depleted = w[6];
   return r;
 }
 

@@ -44,6 +44,7 @@ struct TimelinePoint {
   double t_h = 0;
   double cumulative = 0;  // ETTR from the start to t
   double window_1h = 0;   // ETTR over the hour ending at t
+  double waiting_h = 0;   // hours spent waiting for machines (finite fleet) from the start to t
 };
 
 // How an incident ended (incidents.csv's `resolution`): a Mechanism (index = enum value:
@@ -88,6 +89,15 @@ struct ReplicaResult {
   std::vector<std::int64_t> resolved_by;  // incidents per Mechanism (index = enum value)
   std::int64_t standby_exhaustions = 0;   // standby requests the pool could not fully serve
   std::int64_t remote_fallbacks = 0;      // restores that lost both in-memory copies
+  // How long the run lasted: the horizon, or for a job of fixed work (job.work_days) the
+  // time its work was done (its time to train) or the cap when it was not (censored).
+  double elapsed_s = 0;
+  bool finished = false;          // job.work_days: the work was done before the cap
+  double exposure_s = 0;          // time on the fault clock: elapsed (wall), or running (compute)
+  std::int64_t machines_beyond_fleet = 0;  // endless fleet: fresh machines the wider cluster supplied
+  std::int64_t machines_used = 0;          // distinct machines the run used (job, standbys, replacements)
+  std::int64_t preemptions = 0;            // finite fleet: preemptible machines taken
+  bool depleted = false;  // finite fleet: waiting at the end for machines that will never come
   std::vector<TimelinePoint> timeline;
   std::vector<IncidentRecord> incidents;
   std::vector<std::string> decisions;  // only with --decisions

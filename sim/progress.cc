@@ -117,6 +117,26 @@ void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
   if (record_ && progress_gain > 0) record(start, start + dt, static_cast<double>(progress_gain) / dt);
 }
 
+std::int64_t ProgressModel::wall_to_gain(std::int64_t need) const {
+  if (need <= 0) return 0;
+  auto wall = [&](std::int64_t progress) { return static_cast<std::int64_t>(std::ceil(progress / rate_)); };
+  std::int64_t w = warmup_left_ + pause_left_;
+  std::int64_t seg = seg_progress_;
+  if (in_ckpt_ > 0) {  // the open checkpoint block ends first, committing the segment
+    w += blocking_ - in_ckpt_;
+    seg = 0;
+  }
+  if (interval_ <= 0) return std::max<std::int64_t>(1, w + wall(need));
+  const std::int64_t first = std::max<std::int64_t>(0, interval_ - seg);
+  if (need <= first) return std::max<std::int64_t>(1, w + wall(need));
+  w += wall(first) + blocking_;
+  need -= first;
+  const std::int64_t k = (need - 1) / interval_;  // whole cycles before the one that ends it
+  w += k * (wall(interval_) + blocking_);
+  need -= k * interval_;
+  return w + wall(need);
+}
+
 void ProgressModel::trim_segments(std::int64_t progress_ns) {
   while (record_ && progress_ns > 0 && !segments_.empty()) {
     auto& s = segments_.back();

@@ -28,6 +28,7 @@ struct Breakdown {
   std::int64_t checkpoint = 0;   // blocking checkpoint time
   std::int64_t degraded = 0;     // running slower than full speed, or paused to work around a slow machine
   std::int64_t warmup = 0;       // running after a (re)start before full speed (job.restart_warmup_s)
+  std::int64_t waiting_for_machines = 0;  // stopped, no healthy machine free in a finite fleet
   std::int64_t total() const;
 };
 
@@ -41,7 +42,7 @@ inline constexpr BucketInfo kBuckets[] = {
     {"diagnosis", &Breakdown::diagnosis},   {"failover", &Breakdown::failover},
     {"restore", &Breakdown::restore},       {"recompute", &Breakdown::recompute},
     {"checkpoint", &Breakdown::checkpoint}, {"degraded", &Breakdown::degraded},
-    {"warmup", &Breakdown::warmup},
+    {"warmup", &Breakdown::warmup},         {"waiting_for_machines", &Breakdown::waiting_for_machines},
 };
 
 inline std::int64_t Breakdown::total() const {
@@ -80,6 +81,12 @@ class ProgressModel {
   void roll_back_committed(std::int64_t to, Breakdown& b);
   // Treats the progress since the last checkpoint as kept (end of horizon).
   void keep(Breakdown& b);
+
+  // Wall time the running job needs from now to gain `progress_ns` more progress at the
+  // current rate and plan (warm-up, pause and checkpoint blocks included), the inverse of
+  // run(). Rounded up, so run() over it gains at least that much (within a few ns for
+  // progress beyond 2^53 ns); 0 when progress_ns <= 0.
+  std::int64_t wall_to_gain(std::int64_t progress_ns) const;
 
   std::int64_t committed_ns() const { return committed_; }   // training at the newest checkpoint
   std::int64_t pending_ns() const { return seg_progress_; }  // training since then

@@ -1,14 +1,16 @@
 #include "sim/report.h"
 
-#include "policies/api/action.h"
-#include "policies/builtin.h"
-
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <limits>
 #include <sstream>
+
+#include "policies/api/action.h"
+#include "policies/builtin.h"
 
 namespace faultline::sim {
 
@@ -16,14 +18,52 @@ using nlohmann::json;
 
 namespace {
 
-json summary_json(const Summary& s) {
-  return {{"mean", s.mean}, {"ci95", {s.lo, s.hi}}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}};
-}
-
 std::string num(double x) {
   std::ostringstream o;
   o << std::setprecision(4) << x;
   return o.str();
+}
+
+json summary_json(const Summary& s) {
+  return {{"mean", s.mean}, {"ci95", {s.lo, s.hi}}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}};
+}
+
+// The q-quantile of xs (sorted, +inf for censored values), linearly interpolated between
+// order statistics (Hyndman and Fan's type 7, numpy's default); null when it falls on or
+// next to a censored value (then it is only known to exceed the cap).
+json quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return nullptr;
+  const double h = (static_cast<double>(sorted.size()) - 1) * q;
+  const std::size_t lo = static_cast<std::size_t>(h), hi = std::min(lo + 1, sorted.size() - 1);
+  const double x = sorted[lo] + (h - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+  if (!std::isfinite(sorted[lo]) || !std::isfinite(sorted[hi])) return nullptr;
+  return x;
+}
+
+// A job of fixed work: its time to train over the replicas that finished it, the
+// quantiles over all of them (a censored replica counts as longer than any), and how many
+// the cap stopped first.
+json time_to_train(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs) {
+  std::vector<double> done, all;
+  for (const auto& r : rs) {
+    all.push_back(r.finished ? r.elapsed_s / 86400 : std::numeric_limits<double>::infinity());
+    if (r.finished) done.push_back(r.elapsed_s / 86400);
+  }
+  std::sort(all.begin(), all.end());
+  json t = summary_json(summarize(done));
+  if (done.empty()) t = {{"mean", nullptr}, {"ci95", nullptr}, {"min", nullptr}, {"max", nullptr}, {"stddev", nullptr}};
+  t["unit"] = "days";
+  t["work_days"] = sc.job.work_days;
+  t["cap_days"] = sc.job.horizon_days;
+  t["p50"] = quantile(all, 0.5);
+  t["p90"] = quantile(all, 0.9);
+  t["p99"] = quantile(all, 0.99);
+  t["finished"] = done.size();
+  t["censored"] = rs.size() - done.size();
+  if (done.size() < rs.size())
+    t["note"] = std::to_string(rs.size() - done.size()) + " replica(s) still training at the cap (job.horizon_days " +
+                num(sc.job.horizon_days) + "): censored, left out of the mean; a quantile they reach is null";
+  return t;
 }
 
 // How the scenario's faults.trace maps onto the job (null without a trace): which fleet
@@ -115,6 +155,9 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   out["machines"] = sc.cluster.machines;
   out["gpus"] = static_cast<std::int64_t>(sc.cluster.machines) * sc.cluster.gpus_per_machine;
   out["horizon_days"] = sc.job.horizon_days;
+  out["fault_clock"] = sc.compute_clock ? "compute" : "wall";
+  const bool work = sc.job.work_days > 0;
+  if (work) out["time_to_train"] = time_to_train(sc, rs);
   if (json tm = trace_mapping(sc); !tm.is_null()) out["trace_mapping"] = tm;
 
   std::vector<double> ettr;
@@ -124,18 +167,23 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   const double n = static_cast<double>(rs.size());
   json bd = json::object(), share = json::object(), ci = json::object();
   const double horizon_s = sc.job.horizon_days * 86400.0;
+  double elapsed_sum = 0;  // a job of fixed work: its runs' lengths differ
+  for (const auto& r : rs) elapsed_sum += r.elapsed_s;
   for (const auto& k : kBuckets) {
     std::vector<double> xs;
     for (const auto& r : rs) xs.push_back(r.breakdown.*k.field * 1e-9);
     Summary s = summarize(xs);
     bd[k.name] = s.mean;
     ci[k.name] = {s.lo, s.hi};
-    share[k.name] = s.mean / horizon_s;
+    share[k.name] = work ? (elapsed_sum > 0 ? s.mean * n / elapsed_sum : 0.0) : s.mean / horizon_s;
   }
   out["breakdown_s"] = bd;
   out["breakdown_ci95_s"] = ci;
   out["breakdown_share"] = share;
 
+  double exposure_s = 0;  // on the fault clock, over all replicas
+  for (const auto& r : rs) exposure_s += r.exposure_s;
+  const double machine_days = exposure_s / 86400.0 * sc.cluster.machines;
   CategoryTotals own;
   if (!folded) {
     for (const auto& r : rs) own.add(r);
@@ -157,6 +205,17 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
                                {"resolution_mean_s", inc > 0 ? res_sum / inc : 0.0},
                                {"resolution_max_s", res_max},
                                {"detection_mean_s", det_n > 0 ? det_sum / det_n : 0.0}};
+    // The rate stated against the rate the job saw: the faults that landed on its slots per
+    // machine-day on the fault clock. A gap beyond 2% and beyond three Poisson standard
+    // errors is flagged (bad machines leaving, being cured or appearing, or a trace).
+    const double stated = sc.faults[c].rate_per_machine_day;
+    const double realized = machine_days > 0 ? inj / machine_days : 0.0;
+    cats[sc.faults[c].name]["rate_per_machine_day"] = stated;
+    cats[sc.faults[c].name]["realized_rate_per_machine_day"] = realized;
+    const double gap = stated > 0 ? realized / stated - 1 : 0.0;
+    cats[sc.faults[c].name]["rate_gap"] = gap;
+    cats[sc.faults[c].name]["rate_gap_flagged"] =
+        stated > 0 && std::abs(gap) > 0.02 && std::abs(gap) > 3 / std::sqrt(std::max(inj, 1.0));
     // The fault ledger (totals over replicas balance exactly: outcomes = injected + recurred).
     json oc = json::object();
     for (int o = 0; o < kOutcomes; ++o) oc[kOutcomeNames[o]] = outcomes[o] / n;
@@ -240,7 +299,30 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   out["standby_exhaustions_per_replica"] = exhaust / n;
   out["remote_checkpoint_fallbacks_per_replica"] = fallbacks / n;
   const double gpus = static_cast<double>(sc.cluster.machines) * sc.cluster.gpus_per_machine;
-  out["gpu_hours_lost_per_replica"] = (1.0 - out["ettr"]["mean"].get<double>()) * horizon_s / 3600.0 * gpus;
+  if (work) {
+    double lost_s = 0;
+    for (const auto& r : rs) lost_s += r.elapsed_s - r.breakdown.productive * 1e-9;
+    out["gpu_hours_lost_per_replica"] = lost_s / n / 3600.0 * gpus;
+  } else {
+    out["gpu_hours_lost_per_replica"] = (1.0 - out["ettr"]["mean"].get<double>()) * horizon_s / 3600.0 * gpus;
+  }
+  {
+    // The fleet the run drew on: what an endless fleet supplied beyond it, never hidden.
+    double beyond = 0, preempted = 0;
+    std::int64_t used = 0, depleted = 0;
+    for (const auto& r : rs) {
+      beyond += r.machines_beyond_fleet;
+      preempted += r.preemptions;
+      used = std::max(used, r.machines_used);
+      depleted += r.depleted;
+    }
+    const bool finite = sc.repair.fleet == scenarios::RepairSpec::Fleet::kFinite;
+    out["fleet"] = {{"kind", finite ? "finite" : "endless"},
+                    {"machines_used_max", used},
+                    {"machines_beyond_fleet_per_replica", beyond / n},
+                    {"preemptions_per_replica", preempted / n},
+                    {"depleted_replicas", depleted}};
+  }
   out["steps_per_replica"] = steps / n;
   out["checkpoints_per_replica"] = ckpt / n;
   out["engine"] = {{"events_per_replica", events / n},
@@ -256,8 +338,12 @@ std::string format_table(const json& r) {
   const auto& e = r["ettr"];
   o << "scenario   " << r["scenario"].get<std::string>() << "  (policy " << r["policy"].get<std::string>()
     << ", " << r["replicas"].get<int>() << " replicas, seed " << r["seed"].get<std::uint64_t>() << ")\n";
-  o << "cluster    " << r["gpus"].get<std::int64_t>() << " GPUs on " << r["machines"].get<int>()
-    << " machines, " << std::setprecision(1) << r["horizon_days"].get<double>() << " days\n";
+  o << "cluster    " << r["gpus"].get<std::int64_t>() << " GPUs on " << r["machines"].get<int>() << " machines, ";
+  if (r.contains("time_to_train"))
+    o << std::setprecision(1) << r["time_to_train"]["work_days"].get<double>() << " days of work (cap "
+      << r["horizon_days"].get<double>() << " days)\n";
+  else
+    o << std::setprecision(1) << r["horizon_days"].get<double>() << " days\n";
   if (r.contains("trace_mapping")) o << "trace      " << r["trace_mapping"]["summary"].get<std::string>() << "\n";
   if (r.contains("policy_modules")) {
     o << "modules   ";
@@ -265,10 +351,41 @@ std::string format_table(const json& r) {
       o << " " << kind << " " << m["name"].get<std::string>() << " v" << m["version"].get<std::string>();
     o << "\n";
   }
+  if (r.value("fault_clock", "wall") == "compute") o << "faults     on the compute clock (only while the job trains)\n";
   o << std::setprecision(2);
-  o << "ETTR       " << 100 * e["mean"].get<double>() << "%  (95% CI " << 100 * e["ci95"][0].get<double>()
-    << "% .. " << 100 * e["ci95"][1].get<double>() << "%, min " << 100 * e["min"].get<double>() << "%, max "
-    << 100 * e["max"].get<double>() << "%)\n\n";
+  o << "ETTR       " << 100 * e["mean"].get<double>() << "%  (95% CI " << 100 * e["ci95"][0].get<double>() << "% .. "
+    << 100 * e["ci95"][1].get<double>() << "%, min " << 100 * e["min"].get<double>() << "%, max "
+    << 100 * e["max"].get<double>() << "%)\n";
+  if (r.contains("time_to_train")) {
+    const auto& t = r["time_to_train"];
+    auto days = [&](const json& x) { return x.is_null() ? std::string("> cap") : num(x.get<double>()); };
+    o << "time to train " << num(t["work_days"].get<double>()) << " days of work: ";
+    if (t["mean"].is_null())
+      o << "none finished";
+    else
+      o << "mean " << std::setprecision(1) << t["mean"].get<double>() << " days (95% CI " << t["ci95"][0].get<double>()
+        << " .. " << t["ci95"][1].get<double>() << ")";
+    o << ", p50 " << days(t["p50"]) << ", p90 " << days(t["p90"]) << ", p99 " << days(t["p99"]);
+    if (t["censored"].get<std::int64_t>() > 0)
+      o << "; " << t["censored"].get<std::int64_t>() << " censored at the cap of " << num(t["cap_days"].get<double>())
+        << " days";
+    o << "\n";
+  }
+  if (r.contains("fleet")) {
+    const auto& f = r["fleet"];
+    if (f["kind"] == "finite")
+      o << "fleet      finite, " << f["machines_used_max"].get<std::int64_t>() << " machines used at most, "
+        << std::setprecision(1) << f["preemptions_per_replica"].get<double>() << " preemptions per replica";
+    if (f["kind"] == "finite" && f["depleted_replicas"].get<std::int64_t>() > 0)
+      o << "; " << f["depleted_replicas"].get<std::int64_t>()
+        << " replica(s) ended depleted: too few machines left to field the job (retirements)";
+    if (f["kind"] == "finite")
+      o << "\n";
+    else if (f["machines_beyond_fleet_per_replica"].get<double>() > 0)
+      o << "fleet      endless: " << std::setprecision(1) << f["machines_beyond_fleet_per_replica"].get<double>()
+        << " machines per replica came from beyond the fleet (cluster.repair.fleet \"finite\" waits instead)\n";
+  }
+  o << std::setprecision(2) << "\n";
   o << "unproductive time per replica          hours    share\n";
   for (const auto& b : kBuckets) {
     const char* k = b.name;
@@ -286,6 +403,21 @@ std::string format_table(const json& r) {
       << c["incidents_per_replica"].get<double>() << std::setw(15) << std::setprecision(0)
       << c["detection_mean_s"].get<double>() << std::setw(16) << c["resolution_mean_s"].get<double>()
       << std::setw(15) << c["resolution_max_s"].get<double>() << "\n";
+  }
+  bool gaps = false;
+  for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end(); ++it)
+    gaps |= it.value().value("rate_gap_flagged", false);
+  if (gaps) {
+    o << "\nrates the job saw differ from the stated ones (over 2% and 3 standard errors)\n"
+      << "  category                  stated /machine-day   realized      gap\n";
+    for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end(); ++it) {
+      const auto& c = it.value();
+      if (!c.value("rate_gap_flagged", false)) continue;
+      o << "  " << std::left << std::setw(24) << it.key() << std::right << std::setw(22)
+        << num(c["rate_per_machine_day"].get<double>()) << std::setw(11)
+        << num(c["realized_rate_per_machine_day"].get<double>()) << std::setw(8) << std::setprecision(1)
+        << 100 * c["rate_gap"].get<double>() << "%  FLAG\n";
+    }
   }
   o << "\nfault ledger per replica (what became of each fault)\n"
     << "  category                  injected  interrupted  caught  left job  absorbed  horizon\n";
@@ -335,20 +467,27 @@ void write_out_dir(const std::string& dir, const json& result, const std::vector
     auto f = open("replicas.csv");
     f << "replica,ettr";
     for (const auto& k : kBuckets) f << "," << k.name << "_s";
-    f << ",incidents,faults_injected,evictions_true,evictions_false\n";
+    f << ",incidents,faults_injected,evictions_true,evictions_false,elapsed_days,time_to_train_days,censored\n";
     f << std::setprecision(17);
+    const bool work = sc.job.work_days > 0;
     for (const auto& r : rs) {
       const std::int64_t inc = r.incident_count;
       f << r.replica << "," << r.ettr;
       for (const auto& k : kBuckets) f << "," << r.breakdown.*k.field * 1e-9;
-      f << "," << inc << "," << r.faults_injected << "," << r.evictions_true << "," << r.evictions_false << "\n";
+      f << "," << inc << "," << r.faults_injected << "," << r.evictions_true << "," << r.evictions_false << ","
+        << r.elapsed_s / 86400 << ",";
+      // time_to_train_days: a job of fixed work that finished; empty otherwise (censored = 1
+      // when the cap stopped it first).
+      if (work && r.finished) f << r.elapsed_s / 86400;
+      f << "," << (work && !r.finished ? 1 : 0) << "\n";
     }
   }
   if (!rs.empty() && !rs[0].timeline.empty()) {
     auto f = open("timeline.csv");
-    f << "replica,t_h,ettr_cumulative,ettr_window_1h\n" << std::setprecision(10);
+    f << "replica,t_h,ettr_cumulative,ettr_window_1h,waiting_for_machines_h\n" << std::setprecision(10);
     for (const auto& r : rs)
-      for (const auto& p : r.timeline) f << r.replica << "," << p.t_h << "," << p.cumulative << "," << p.window_1h << "\n";
+      for (const auto& p : r.timeline)
+        f << r.replica << "," << p.t_h << "," << p.cumulative << "," << p.window_1h << "," << p.waiting_h << "\n";
   }
   bool any_inc = false;
   for (const auto& r : rs) any_inc |= !r.incidents.empty();

@@ -32,7 +32,7 @@ bool hardware(const scenarios::FaultCategory& c) {
 }
 double thin_factor(const scenarios::Scenario& sc, const scenarios::FaultCategory& c) {
   const double f = sc.repair.bad_fraction, k = sc.repair.bad_rate_factor;
-  if (!hardware(c) || f <= 0 || k <= 1) return 1;
+  if (!hardware(c) || !sc.repair.bad_model() || k <= 1) return 1;
   return k / (1 - f + f * k);
 }
 std::vector<scenarios::FaultCategory> arrival_categories(const scenarios::Scenario& sc) {
@@ -61,6 +61,8 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
       faults_(arrival_categories(sc), sc.cluster.machines, sc.cluster.rack_size, sc.seed, replica,
               trace_arrivals(sc, replica)) {
   horizon_ = Duration::days(sc.job.horizon_days).ns;
+  if (sc.job.work_days > 0) work_ = Duration::days(sc.job.work_days).ns;
+  preemptible_left_ = sc.repair.fleet == scenarios::RepairSpec::Fleet::kFinite ? sc.repair.preemptible_machines : 0;
   fresh_.assign(view_.slots(), false);  // the first start loads initial weights, not a checkpoint
   for (const auto& c : sc.faults) thin_.push_back(thin_factor(sc, c));
   const std::size_t expect = static_cast<std::size_t>(view_.machine_count()) * 5 / 4 + 16;  // replacements come later
@@ -69,6 +71,7 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
   for (auto* v : {&evidence_, &fp_failed_}) v->reserve(expect);
   health_checks_of_.reserve(expect);
   failures_.reserve(expect);
+  hits_.reserve(expect);
   repairs_of_.reserve(expect);
   for (MachineId m = 0; m < view_.machine_count(); ++m) track_machine(m, true);
   spares_left_ = sc.repair.spare_machines >= 0 ? sc.repair.spare_machines
@@ -112,8 +115,12 @@ void SimWorld::account(std::int64_t t) {
   Breakdown& b = result_.breakdown;
   switch (job_) {
     case JobState::kRunning:
-      if (stuck_) b.detection += dt;
-      else progress_.run(accounted_, dt, b);
+      if (stuck_) {
+        b.detection += dt;
+      } else {
+        progress_.run(accounted_, dt, b);
+        exposed_ += dt;
+      }
       break;
     case JobState::kStarting:
       (stage_ == StartStage::kRestore ? b.restore : b.failover) += dt;
@@ -121,7 +128,16 @@ void SimWorld::account(std::int64_t t) {
     case JobState::kDown:
     case JobState::kIdle:
       if (broken_unacted_) b.detection += dt;
-      else if (!acquiring_.empty()) b.failover += dt;
+      else if (waiting_for_machines()) {
+        b.waiting_for_machines += dt;
+        if (opt_.timeline) {
+          if (!waits_.empty() && waits_.back().second == accounted_)
+            waits_.back().second = t;
+          else
+            waits_.emplace_back(accounted_, t);
+        }
+      } else if (!acquiring_.empty())
+        b.failover += dt;
       else b.diagnosis += dt;
       break;
   }
@@ -140,10 +156,14 @@ ReplicaResult SimWorld::run() {
   cached_at_start_ = flows_.cached_batches();
   if (pool_target_ < 0) pool_target_ = sc_.cluster.standby_machines;
   policy_->start(*this);
+  bool finished = false;
   while (true) {
     const std::int64_t t_queue = heap_.empty() ? kNever : heap_.front().at;
-    const std::int64_t t_fault = faults_.peek_time();
-    const std::int64_t t_next = std::min({t_queue, t_fault, horizon_});
+    const std::int64_t t_fault = fault_wall_time(faults_.peek_time());
+    // A job of fixed work ends when its productive time reaches the work.
+    const std::int64_t t_done =
+        work_ > 0 && computing() ? now_ + progress_.wall_to_gain(work_ - result_.breakdown.productive) : kNever;
+    const std::int64_t t_next = std::min({t_queue, t_fault, horizon_, t_done});
     if (real_in_flight_ > 0 && t_next > now_) {
       // Let SimGrid run the transfers until our next event or a batch completion.
       std::unique_lock lock(*sync_->mutex);
@@ -156,6 +176,14 @@ ReplicaResult SimWorld::run() {
     if (t_next >= horizon_) {
       advance_to(horizon_);
       break;
+    }
+    if (t_done == t_next) {
+      advance_to(t_done);
+      if (result_.breakdown.productive >= work_) {
+        finished = true;
+        break;
+      }
+      continue;  // rounding left a few ns of work: the next turn asks again
     }
     if (t_fault < t_queue || (t_fault == t_queue && t_fault != kNever && false)) {
       advance_to(t_fault);
@@ -179,9 +207,18 @@ ReplicaResult SimWorld::run() {
   // replicas forked from this one start on an idle network).
   abandon_batches();
   *alive_ = false;
-  // Horizon: progress since the last checkpoint is kept.
+  // Horizon (or the work done): progress since the last checkpoint is kept.
   progress_.keep(result_.breakdown);
-  result_.ettr = static_cast<double>(result_.breakdown.productive) / static_cast<double>(horizon_);
+  const std::int64_t end = now_;  // the horizon, or the instant the work was done
+  result_.elapsed_s = end * 1e-9;
+  result_.finished = finished;
+  result_.exposure_s = (sc_.compute_clock ? exposed_ : end) * 1e-9;
+  result_.machines_used = view_.machine_count();
+  // A finite fleet that can no longer field the job: it waits for machines and none is
+  // coming (retirements took them; nothing in repair, nothing left to preempt).
+  result_.depleted =
+      !finished && waiting_for_machines() && in_repair_ == 0 && preempting_ == 0 && preemptible_left_ == 0;
+  result_.ettr = static_cast<double>(result_.breakdown.productive) / static_cast<double>(end);
   result_.checkpoints = progress_.checkpoints();
   result_.steps = static_cast<std::int64_t>(result_.breakdown.productive / (sc_.job.step_time_s * 1e9));
   result_.events = events_;
@@ -198,8 +235,7 @@ ReplicaResult SimWorld::run() {
     if (!f.incident) continue;
     ++c.incidents;
     ++result_.incident_count;
-    const std::int64_t end = f.resolved >= 0 ? f.resolved : horizon_;
-    const double res = (end - f.at) * 1e-9;
+    const double res = ((f.resolved >= 0 ? f.resolved : end) - f.at) * 1e-9;
     if (res > result_.dominant.resolution_s) result_.dominant = {f.category, f.at * 1e-9, res};
     c.resolution_sum_s += res;
     c.resolution_max_s = std::max(c.resolution_max_s, res);
@@ -234,11 +270,15 @@ ReplicaResult SimWorld::run() {
       }
       return p;
     };
-    for (std::int64_t t = step; t <= horizon_; t += step) {
+    std::size_t w = 0;
+    std::int64_t waited = 0;  // in the waits that ended by t
+    for (std::int64_t t = step; t <= end; t += step) {
       const double pt = kept_until(t);
       const std::int64_t w0 = std::max<std::int64_t>(0, t - secs(3600));
-      result_.timeline.push_back(
-          {t / 3.6e12, pt / static_cast<double>(t), (pt - kept_until(w0)) / static_cast<double>(t - w0)});
+      for (; w < waits_.size() && waits_[w].second <= t; ++w) waited += waits_[w].second - waits_[w].first;
+      const std::int64_t open = w < waits_.size() && waits_[w].first < t ? t - waits_[w].first : 0;
+      result_.timeline.push_back({t / 3.6e12, pt / static_cast<double>(t),
+                                  (pt - kept_until(w0)) / static_cast<double>(t - w0), (waited + open) / 3.6e12});
     }
   }
   return std::move(result_);
@@ -288,8 +328,20 @@ void SimWorld::settle(Fault& f, Outcome o) {
 
 MachineId SimWorld::attributed(Fault& f) {
   const MachineId m = f.machines.empty() ? kNoMachine : f.machines.front();
-  const double share = sc_.faults[f.category].attribution;
-  if (m == kNoMachine || share >= 1 || fault_rng(f, kAttribution).bernoulli(share)) return m;
+  const auto& cat = sc_.faults[f.category];
+  const double share = cat.attribution;
+  if (m == kNoMachine || share >= 1) return m;
+  Rng rng = fault_rng(f, kAttribution);
+  if (rng.bernoulli(share)) return m;
+  if (cat.misattribute_random) {
+    // A random other machine of the job (AIReSim's diagnosis_uncertainty).
+    const SlotId s = view_.slot_of(m);
+    if (s < 0 || view_.slots() < 2) return m;
+    SlotId other = static_cast<SlotId>(rng.below(static_cast<std::uint64_t>(view_.slots() - 1)));
+    if (other >= s) ++other;
+    const MachineId x = view_.machine_in(other);
+    return x == kNoMachine ? m : x;
+  }
   // The log names the next stage of the culprit's pipeline: the rank that saw the broken
   // peer first.
   const SlotId s = view_.slot_of(m);
@@ -332,6 +384,7 @@ void SimWorld::inject(const FaultArrival& a) {
     fault_log_.push_back(std::move(f));
     return;
   }
+  for (MachineId m : f.machines) ++hits_[m];
   if (cat.persistent)
     for (MachineId m : f.machines) {
       broken_[m] = f.id + 1;
@@ -517,6 +570,13 @@ void SimWorld::on_join(MachineId m) {
 
 namespace {
 constexpr std::uint8_t kUndrawn = 2;
+// When good machine m, good since `from` (its spell `spell` of being good), turns bad.
+std::int64_t turn_bad_time(const scenarios::Scenario& sc, std::uint64_t replica, MachineId m, std::uint32_t spell,
+                           std::int64_t from) {
+  const double mean_ns = 86400e9 / sc.repair.turn_bad_per_machine_day;
+  const double gap = Rng({sc.seed, replica, 0xA6Eull, static_cast<std::uint64_t>(m), spell}).exponential(mean_ns);
+  return gap >= static_cast<double>(kNever - 1 - from) ? kNever - 1 : from + static_cast<std::int64_t>(gap);
+}
 }
 
 void SimWorld::track_machine(MachineId m, bool may_be_bad) {
@@ -524,6 +584,9 @@ void SimWorld::track_machine(MachineId m, bool may_be_bad) {
   // Whether a machine is bad is drawn from its own stream: the job's first machines are
   // the same in every stack.
   bad_.push_back(may_be_bad && sc_.repair.bad_fraction > 0 ? kUndrawn : 0);
+  turns_bad_at_.push_back(may_be_bad && sc_.repair.turn_bad_per_machine_day > 0 ? -1 : kNever);
+  cures_of_.push_back(0);
+  hits_.push_back(0);
   evidence_.push_back(false);
   fp_failed_.push_back(false);
   health_checks_of_.push_back(0);
@@ -535,6 +598,12 @@ bool SimWorld::is_bad(MachineId m) {
   if (m < 0 || m >= static_cast<MachineId>(bad_.size())) return false;
   if (bad_[m] == kUndrawn)
     bad_[m] = Rng({sc_.seed, replica_, 0xBADull, static_cast<std::uint64_t>(m)}).bernoulli(sc_.repair.bad_fraction);
+  if (bad_[m] == 0 && turns_bad_at_[m] != kNever) {
+    // Ageing: a good machine turns bad after an exponential time from the start, or from
+    // its last cure (its own stream, one draw per spell of being good).
+    if (turns_bad_at_[m] < 0) turns_bad_at_[m] = turn_bad_time(sc_, replica_, m, 0, 0);
+    if (now_ >= turns_bad_at_[m]) bad_[m] = 1;
+  }
   return bad_[m] == 1;
 }
 
@@ -558,13 +627,29 @@ MachineId SimWorld::draw_machine() {
                                                       [&](MachineId m) { return !avoided(m); }));
     const bool last_resort = spares_left_ == 0 && usable == 0;  // only avoided machines left
     if (last_resort) usable = free_pool_.size();
-    const std::uint64_t n = static_cast<std::uint64_t>(spares_left_) + usable;
+    std::uint64_t n = static_cast<std::uint64_t>(spares_left_) + usable;
+    // Fewest failures first: only the machines struck least often so far are candidates
+    // (never-used spares have none).
+    int fewest = -1;
+    if (n > 0 && sc_.scheduler.host_selection == scenarios::SchedulerSpec::Pick::kFewestFailures) {
+      fewest = spares_left_ > 0 ? 0 : std::numeric_limits<int>::max();
+      for (MachineId x : free_pool_)
+        if (last_resort || !avoided(x)) fewest = std::min(fewest, hits_[x]);
+      n = fewest == 0 ? static_cast<std::uint64_t>(spares_left_) : 0;
+      for (MachineId x : free_pool_)
+        if ((last_resort || !avoided(x)) && hits_[x] == fewest) ++n;
+    }
+    auto candidate = [&](MachineId x) { return (last_resort || !avoided(x)) && (fewest < 0 || hits_[x] == fewest); };
+    const std::uint64_t spares = fewest > 0 ? 0 : static_cast<std::uint64_t>(spares_left_);
     MachineId m;
     if (n == 0) {
+      if (sc_.repair.fleet == scenarios::RepairSpec::Fleet::kFinite) return kNoMachine;
+      // The wider cluster supplies a fresh machine: beyond the fleet, counted.
       m = new_machine(true);
+      ++result_.machines_beyond_fleet;
     } else {
       const std::uint64_t i = Rng({sc_.seed, replica_, 0x5C4Eull, draws_++}).below(n);
-      if (i < static_cast<std::uint64_t>(spares_left_)) {
+      if (i < spares) {
         --spares_left_;
         m = new_machine(true);
         // The i-th spare tray, counted domain by domain.
@@ -578,10 +663,10 @@ MachineId SimWorld::draw_machine() {
           k -= static_cast<std::uint64_t>(domain_free_[d]);
         }
       } else {
-        // The (i - spares)-th usable machine of the pool, in pool order.
+        // The (i - spares)-th candidate of the pool, in pool order.
         std::size_t k = 0;
-        for (std::uint64_t skip = i - spares_left_;; ++k)
-          if (last_resort || !avoided(free_pool_[k])) {
+        for (std::uint64_t skip = i - spares;; ++k)
+          if (candidate(free_pool_[k])) {
             if (skip == 0) break;
             --skip;
           }
@@ -625,6 +710,72 @@ void SimWorld::drop_acquisitions() {
   for (const Acquire& a : acquiring_)
     for (const auto& [slot, m] : a.reserved) free_pool_.push_back(m);
   acquiring_.clear();
+  std::erase_if(wants_, [](const Want& w) { return w.slot >= 0; });
+}
+
+void SimWorld::want_machine(ActionId acq, SlotId slot) {
+  wants_.push_back({acq, slot});
+  // A preemptible machine for each want the ones under way do not cover.
+  if (preemptible_left_ > 0 && preempting_ < static_cast<int>(wants_.size())) {
+    --preemptible_left_;
+    ++preempting_;
+    push(now_ + secs(sc_.repair.preempt_s), Internal{Internal::kPreempted, 0});
+  }
+}
+
+bool SimWorld::waiting_for_machines() const {
+  for (const Want& w : wants_)
+    if (w.slot >= 0) return true;
+  return false;
+}
+
+void SimWorld::machine_free(MachineId m, bool repaired) {
+  const bool repaired_refill = repaired &&
+                               sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired &&
+                               static_cast<int>(view_.standby().size()) + refills_ < pool_target_;
+  if (wants_.empty() && !repaired_refill) {
+    free_pool_.push_back(m);  // the scheduler's health check sees it when it is drawn
+    return;
+  }
+  // Handed on at once: the scheduler's node health check sees it now.
+  if (health_check_drains(m)) {
+    start_repair(m);
+    return;
+  }
+  while (!wants_.empty()) {
+    const Want w = wants_.front();
+    wants_.erase(wants_.begin());
+    if (w.slot < 0) {  // a standby refill that found no machine
+      --refills_;
+      view_.add_standby(m);
+      return;
+    }
+    auto it = std::find_if(acquiring_.begin(), acquiring_.end(), [&](const Acquire& a) { return a.id == w.acq; });
+    if (it == acquiring_.end() || view_.machine_in(w.slot) != kNoMachine) continue;  // given up meanwhile
+    view_.place(m, w.slot);
+    on_join(m);
+    mark_fresh(w.slot);
+    update_rate(true);
+    const Internal pulled{Internal::kAcquirePulled, w.acq};
+    if (sc_.job.image_bytes > 0 && it->mode != AcquireMode::kRequeue)
+      run_batch({{platform_.storage_host(w.slot % platform_.storage_hosts()), platform_.slot_host(w.slot),
+                  sc_.job.image_bytes}},
+                pulled);
+    else
+      push(now_, pulled);
+    return;
+  }
+  if (repaired_refill)
+    view_.add_standby(m);
+  else
+    free_pool_.push_back(m);
+}
+
+std::int64_t SimWorld::fault_wall_time(std::int64_t arrival) const {
+  if (arrival == kNever || !sc_.compute_clock) return arrival;
+  if (!computing()) return kNever;
+  const std::int64_t left = std::max<std::int64_t>(0, arrival - exposed_);
+  return left > horizon_ - now_ ? kNever : now_ + left;
 }
 
 bool SimWorld::health_check_drains(MachineId m) {
@@ -640,10 +791,12 @@ void SimWorld::start_repair(MachineId m) {
   view_.set_health(m, Health::kEvicted);
   const auto& rp = sc_.repair;
   Rng rng({sc_.seed, replica_, 0x4E9A1ull, static_cast<std::uint64_t>(m), repairs_of_[m]++});
-  const std::uint64_t token = static_cast<std::uint64_t>(m) << 1;
+  // Token: the machine, whether the repair cleared its fault (bit 0) and cured it (bit 1).
+  const std::uint64_t token = static_cast<std::uint64_t>(m) << 2;
   if (!broken_[m]) {
     // Healthy (a false failure, over-eviction): the automatic check passes it.
-    push(now_ + secs(rp.auto_h * 3600), Internal{Internal::kRepaired, token | 1});
+    push(now_ + repair_ns(rp.auto_h, rng), Internal{Internal::kRepaired, token | 1});
+    ++in_repair_;
     return;
   }
   if (rp.retire_after > 0 && failures_[m] >= rp.retire_after) {
@@ -653,8 +806,34 @@ void SimWorld::start_repair(MachineId m) {
   const auto& cat = sc_.faults[fault_log_[broken_[m] - 1].category];
   const bool manual = rng.bernoulli(rp.to_manual);
   const bool fixed = !rng.bernoulli(manual ? rp.manual_fail : rp.auto_fail);
-  push(now_ + secs((rp.auto_h + (manual ? cat.repair_h : 0)) * 3600),
-       Internal{Internal::kRepaired, token | (fixed ? 1 : 0)});
+  // A failed repair leaves the fault (our default), or only the machine's badness (AIReSim).
+  const bool clears = fixed || rp.failed_repair_leaves == scenarios::RepairSpec::Leaves::kBadness;
+  const bool cures = fixed && rp.cure_bad > 0 && is_bad(m) && rng.bernoulli(rp.cure_bad);
+  std::int64_t took;
+  if (rp.repair_time == scenarios::RepairSpec::Dist::kFixed) {
+    took = secs((rp.auto_h + (manual ? cat.repair_h : 0)) * 3600);
+  } else {
+    took = repair_ns(rp.auto_h, rng);
+    if (manual) took += repair_ns(cat.repair_h, rng);
+  }
+  push(now_ + took, Internal{Internal::kRepaired, token | (clears ? 1 : 0) | (cures ? 2 : 0)});
+  ++in_repair_;
+}
+
+std::int64_t SimWorld::repair_ns(double mean_h, Rng& rng) const {
+  const double mean_s = mean_h * 3600;
+  switch (sc_.repair.repair_time) {
+    case scenarios::RepairSpec::Dist::kFixed:
+      return secs(mean_s);
+    case scenarios::RepairSpec::Dist::kExponential:
+      return mean_s > 0 ? secs(rng.exponential(mean_s)) : 0;
+    case scenarios::RepairSpec::Dist::kLognormal: {
+      if (mean_s <= 0) return 0;
+      const double sigma = sc_.repair.repair_sigma;
+      return secs(rng.lognormal(std::log(mean_s) - sigma * sigma / 2, sigma));
+    }
+  }
+  return secs(mean_s);
 }
 
 std::int64_t SimWorld::steps_done() const {
@@ -747,14 +926,16 @@ void SimWorld::mark_fresh(SlotId s) {
   fresh_slots_.push_back(s);
 }
 
-void SimWorld::place_new(SlotId s, bool oracle) {
+bool SimWorld::place_new(SlotId s, bool oracle) {
   // The oracle's unlimited ready spares are fresh, good machines; the scheduler's come
   // from the free pool.
   const MachineId m = oracle ? new_machine(false) : draw_machine();
+  if (m == kNoMachine) return false;
   if (oracle) view_.set_domain(m, view_.domain_of_slot(s));  // ready spares where they are needed
   view_.place(m, s);
   on_join(m);
   mark_fresh(s);
+  return true;
 }
 
 void SimWorld::run_whole_job_batch(int kind, double bytes, Internal done) {
@@ -1091,7 +1272,7 @@ ActionId SimWorld::act(Action a) {
           },
           [&](const SetStandbyPool& p) {
             pool_target_ = std::max(0, p.size);
-            refill_pool();
+            refill_pool(now_ == 0);  // at the start the scheduler's first host selection fills it
           },
           [&](const AvoidMachines& x) {
             avoid_.assign(avoid_.size(), false);
@@ -1170,21 +1351,32 @@ void SimWorld::on_internal(const Internal& in) {
       if (it == acquiring_.end()) return;
       const Internal pulled{Internal::kAcquirePulled, in.token};
       if (it->mode == AcquireMode::kRequeue) {
-        // Every machine of the requeued job pulls the image again.
+        // Every machine of the requeued job pulls the image again. A slot a finite fleet
+        // cannot fill yet waits for a machine (which then joins without a pull of its own).
+        std::vector<SlotId> short_of;
         for (SlotId s : it->slots)
-          if (view_.machine_in(s) == kNoMachine) place_new(s);
+          if (view_.machine_in(s) == kNoMachine && !place_new(s)) short_of.push_back(s);
+        it->waiting += static_cast<int>(short_of.size());
+        for (SlotId s : short_of) want_machine(in.token, s);
         if (sc_.job.image_bytes > 0) run_whole_job_batch(0, sc_.job.image_bytes, pulled);
         else push(now_, pulled);
         return;
       }
+      if (sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired) refill_pool(true);
       std::vector<Transfer> pull;
+      std::vector<SlotId> short_of;
       for (SlotId s : it->slots) {
         if (view_.machine_in(s) != kNoMachine) continue;  // already there
-        place_new(s);
+        if (!place_new(s)) {
+          short_of.push_back(s);
+          continue;
+        }
         if (sc_.job.image_bytes > 0)
           pull.push_back({platform_.storage_host(s % platform_.storage_hosts()), platform_.slot_host(s),
                           sc_.job.image_bytes});
       }
+      it->waiting += static_cast<int>(short_of.size());
+      for (SlotId s : short_of) want_machine(in.token, s);
       run_batch(std::move(pull), pulled);
       return;
     }
@@ -1228,8 +1420,10 @@ void SimWorld::on_internal(const Internal& in) {
       return;
     }
     case Internal::kPoolRefilled: {
+      const MachineId m = draw_machine();
+      if (m == kNoMachine) return want_machine(0, -1);  // still under way, until a machine comes free
       --refills_;
-      view_.add_standby(draw_machine());
+      view_.add_standby(m);
       return;
     }
     case Internal::kProbeDone:
@@ -1298,7 +1492,8 @@ void SimWorld::on_internal(const Internal& in) {
       return;
     }
     case Internal::kRepaired: {
-      const MachineId m = static_cast<MachineId>(in.token >> 1);
+      const MachineId m = static_cast<MachineId>(in.token >> 2);
+      --in_repair_;
       if (in.token & 1) {
         if (broken_[m]) {
           Fault& f = fault_log_[broken_[m] - 1];
@@ -1309,8 +1504,20 @@ void SimWorld::on_internal(const Internal& in) {
         }
         ++result_.repairs;
       }
+      if (in.token & 2) {  // a successful repair cured a bad machine; it may age again
+        bad_[m] = 0;
+        ++cures_of_[m];
+        if (sc_.repair.turn_bad_per_machine_day > 0)
+          turns_bad_at_[m] = turn_bad_time(sc_, replica_, m, cures_of_[m], now_);
+      }
       view_.set_health(m, Health::kHealthy);
-      free_pool_.push_back(m);
+      machine_free(m, true);
+      return;
+    }
+    case Internal::kPreempted: {
+      --preempting_;
+      ++result_.preemptions;
+      machine_free(new_machine(true), false);
       return;
     }
     case Internal::kStartInit: {
@@ -1458,7 +1665,8 @@ void SimWorld::acquire_part_done(ActionId id) {
   deliver_at(now_, MachinesReady{id, placed}, false);
 }
 
-void SimWorld::refill_pool() {
+void SimWorld::refill_pool(bool by_scheduler) {
+  if (sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired && !by_scheduler) return;
   // A refill is a cold machine from the scheduler plus its self-check.
   while (static_cast<int>(view_.standby().size()) + refills_ < pool_target_) {
     ++refills_;

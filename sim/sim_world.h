@@ -76,7 +76,7 @@ class SimWorld final : public World {
   struct Internal {
     enum Kind : std::uint8_t { kAcquireScheduled, kAcquirePulled, kStartInit, kStartRestored, kFaultEnd, kWatchdog,
                         kProbeDone, kStacksDone, kReplayDone, kStandbyWoken, kPoolRefilled,
-                        kCodeFixed, kRepaired, kHoldEnd, kOnCallDone } kind;
+                        kCodeFixed, kRepaired, kHoldEnd, kOnCallDone, kPreempted } kind;
     std::uint64_t token = 0;  // action id or fault id
   };
   using Payload = std::variant<Deliver, TimerItem, Internal>;
@@ -137,7 +137,27 @@ class SimWorld final : public World {
   // Drops every acquisition under way; machines taken for them go back to the free pool.
   void drop_acquisitions();
   void acquire_part_done(ActionId id);
-  void refill_pool();
+  // Schedules cold standbys toward the pool's target. With standby_refill "repaired" only
+  // the scheduler's own host selection (`by_scheduler`: the start, a replacement beyond
+  // the pool) draws them from the free pool; repaired machines refill it otherwise.
+  void refill_pool(bool by_scheduler = false);
+  // Finite fleet: a slot of acquisition `acq` (or, with slot -1, a standby refill) that no
+  // free machine could serve waits for the next machine to come free, in order.
+  struct Want {
+    ActionId acq = 0;
+    SlotId slot = -1;
+  };
+  void want_machine(ActionId acq, SlotId slot);
+  // A machine comes free (back from repair, or preempted): it serves the oldest want, or
+  // refills the standby pool (standby_refill "repaired"), or joins the free pool.
+  void machine_free(MachineId m, bool repaired);
+  bool waiting_for_machines() const;
+  // The fault clock: a fault's arrival time on it, as a wall instant (kNever when the job
+  // is not computing under faults.clock "compute").
+  std::int64_t fault_wall_time(std::int64_t arrival) const;
+  bool computing() const { return job_ == JobState::kRunning && !stuck_; }
+  // A repair's duration with mean `mean_h`, as cluster.repair.repair_time draws it.
+  std::int64_t repair_ns(double mean_h, Rng& rng) const;
   void start_job(ActionId id, Mechanism mech);
   void deliver_probe(ActionId id);
   StackSignatures stack_signatures() const;
@@ -176,7 +196,8 @@ class SimWorld final : public World {
   void finish_start();
   std::vector<SlotId> empty_slots() const;
   void mark_fresh(SlotId s);
-  void place_new(SlotId s, bool oracle = false);
+  // False when a finite fleet has no free machine for it.
+  bool place_new(SlotId s, bool oracle = false);
   double fault_ratio(const Fault& f) const;
   // The next draw of this fault's stream for `purpose`.
   Rng fault_rng(Fault& f, int purpose);
@@ -190,6 +211,7 @@ class SimWorld final : public World {
   void on_leave(MachineId m);
   void track_machine(MachineId m, bool may_be_bad);  // per-machine state for a new id
   MachineId new_machine(bool may_be_bad);
+  // kNoMachine when a finite fleet has no free machine.
   MachineId draw_machine();
   // A free machine of NVLink domain d (a never-used spare tray of its rack, else one back
   // from repair there), health-checked as draw_machine's; kNoMachine when it has none.
@@ -224,6 +246,8 @@ class SimWorld final : public World {
   std::int64_t now_ = 0;
   std::int64_t accounted_ = 0;
   std::int64_t horizon_ = 0;
+  std::int64_t exposed_ = 0;  // time the job computed (faults.clock "compute" runs on it)
+  std::int64_t work_ = 0;     // job.work_days as productive ns (0: a fixed window)
   double sg_base_ = 0;  // SimGrid clock at replica time zero
   std::vector<bool> cancelled_;  // by TimerId (ids count up from 1)
   TimerId next_timer_ = 1;
@@ -261,7 +285,15 @@ class SimWorld final : public World {
   std::vector<bool> fp_failed_;     // a test failed it while it was healthy
   std::vector<std::uint32_t> health_checks_of_;  // the scheduler's checks of it: its stream's key
   std::array<std::uint64_t, kProbeKinds> probes_of_{};  // tests run, by kind: their false-failure streams
-  std::vector<int> failures_;       // faults that landed on it (retirement)
+  std::vector<int> failures_;       // persistent faults that landed on it (retirement)
+  std::vector<int> hits_;           // faults of any kind that landed on it (host selection)
+  std::vector<std::int64_t> turns_bad_at_;  // a good machine turns bad then (-1: not drawn)
+  std::vector<std::uint32_t> cures_of_;     // times it was cured (its ageing stream's key)
+  std::vector<Want> wants_;
+  int preemptible_left_ = 0;
+  int preempting_ = 0;
+  int in_repair_ = 0;  // machines in the repair pipeline (coming back)
+  std::vector<std::pair<std::int64_t, std::int64_t>> waits_;  // with a timeline: [start, end) of each wait
   std::vector<std::uint32_t> repairs_of_;
   std::vector<MachineId> free_pool_;  // repaired machines the scheduler can hand out
   std::vector<bool> avoid_;           // by machine: handed out last (AvoidMachines)

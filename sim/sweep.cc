@@ -75,7 +75,11 @@ std::vector<double> replica_metrics(const ReplicaResult& r, const scenarios::Sce
   m.push_back(static_cast<double>(r.evictions_false));
   m.push_back(static_cast<double>(r.checkpoints));
   const double gpus = static_cast<double>(sc.cluster.machines) * sc.cluster.gpus_per_machine;
-  m.push_back((1.0 - r.ettr) * sc.job.horizon_days * 24.0 * gpus);
+  // A job of fixed work runs for its own time: what it did not train of it.
+  if (sc.job.work_days > 0)
+    m.push_back((r.elapsed_s - static_cast<double>(b.productive) * 1e-9) / 3600.0 * gpus);
+  else
+    m.push_back((1.0 - r.ettr) * sc.job.horizon_days * 24.0 * gpus);
   return m;
 }
 

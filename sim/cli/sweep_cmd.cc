@@ -66,7 +66,7 @@ options:
 
 metrics (columns METRIC_mean, METRIC_lo, METRIC_hi): ettr; productive_s, detection_s,
 diagnosis_s, failover_s, restore_s, recompute_s, checkpoint_s, degraded_s,
-warmup_s, unproductive_s (seconds per replica); incidents, faults_injected, evictions_true,
+warmup_s, waiting_for_machines_s, unproductive_s (seconds per replica); incidents, faults_injected, evictions_true,
 evictions_false, checkpoints (per replica); gpu_hours_lost (per replica).
 
 example:

@@ -203,6 +203,62 @@ TEST(Scenario, ALinkOnlySlowdownIsOneMachinesAndNoSingleMachineTestSeesIt) {
             "m.json: $.faults.categories[0].link_only: expected scope \"machine\" (the link of one machine)");
 }
 
+// Issue 36: every modelling choice refuses what cannot act as written, in one line naming
+// the field.
+TEST(Scenario, ModellingChoicesRefuseBadInputNamingTheField) {
+  auto err = [](std::vector<std::string> sets) { return minimal_error(sets); };
+  EXPECT_NE(err({"cluster.repair.bad_fraction=0.1", "cluster.repair.cure_bad=1.5"})
+                .find("$.cluster.repair.cure_bad: expected a number in [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(err({"cluster.repair.cure_bad=0.5"}).find("$.cluster.repair.cure_bad: only with bad_fraction > 0"),
+            std::string::npos);
+  EXPECT_NE(err({"cluster.repair.repair_time=lognormal"})
+                .find("$.cluster.repair.repair_time: lognormal needs its repair_sigma"),
+            std::string::npos);
+  EXPECT_NE(
+      err({"cluster.repair.repair_sigma=1"}).find("$.cluster.repair.repair_sigma: only with repair_time \"lognormal\""),
+      std::string::npos);
+  EXPECT_NE(err({"faults.categories[0].lognormal_sigma=0"})
+                .find("$.faults.categories[0].lognormal_sigma: expected a number > 0"),
+            std::string::npos);
+  EXPECT_NE(err({"faults.categories[0].lognormal_sigma=1", "faults.categories[0].weibull_shape=0.7"})
+                .find("not with weibull_shape"),
+            std::string::npos);
+  EXPECT_NE(err({"job.work_days=0"}).find("$.job.work_days: expected a number > 0"), std::string::npos);
+  EXPECT_NE(err({"job.work_days=-3"}).find("$.job.work_days: expected a number in [0, 36500]"), std::string::npos);
+  EXPECT_NE(err({"job.work_days=2"}).find("$.job.horizon_days: expected more than job.work_days"), std::string::npos);
+  EXPECT_NE(err({"cluster.repair.fleet=finite", "cluster.repair.fleet_machines=15"})
+                .find("$.cluster.repair.fleet_machines: expected at least the job's 16 machines (16), got 15"),
+            std::string::npos);
+  EXPECT_NE(err({"cluster.repair.fleet_machines=20"}).find("only with fleet \"finite\""), std::string::npos);
+  EXPECT_NE(
+      err({"cluster.repair.preemptible_machines=2"}).find("$.cluster.repair.preemptible_machines: only with fleet"),
+      std::string::npos);
+  EXPECT_NE(err({"faults.clock=cpu"}).find("$.faults.clock: expected one of wall|compute"), std::string::npos);
+  EXPECT_NE(err({"cluster.scheduler.standby_refill=never"}).find("expected one of free_pool|repaired"),
+            std::string::npos);
+  EXPECT_NE(err({"faults.categories[0].misattribution=random"}).find("only with attribution"), std::string::npos);
+  // A job of fixed work needs no horizon; its cap defaults to 20 x the work.
+  std::string no_horizon = kMinimal;
+  no_horizon.replace(no_horizon.find(", \"horizon_days\": 1"), 19, "");
+  Scenario s = parse_scenario(no_horizon, "m.json", {"job.work_days=3"}, policies::builtin_registry());
+  EXPECT_NE(minimal_error({}).find("accepted"), std::string::npos);
+  try {
+    parse_scenario(no_horizon, "m.json", {}, policies::builtin_registry());
+    ADD_FAILURE() << "a fixed window needs its horizon";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("$.job.horizon_days: required number is missing"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_DOUBLE_EQ(s.job.work_days, 3);
+  EXPECT_DOUBLE_EQ(s.job.horizon_days, 60);
+  // The shipped defaults: the rate stated is the rate the job sees (no bad machines).
+  Scenario d = parse_scenario(kMinimal, "m.json", {}, policies::builtin_registry());
+  EXPECT_EQ(d.repair.bad_fraction, 0);
+  EXPECT_FALSE(d.compute_clock);
+  EXPECT_EQ(d.repair.fleet, RepairSpec::Fleet::kEndless);
+}
+
 TEST(Scenario, ShippedScenariosLoad) {
   Registry r = policies::builtin_registry();
   for (const char* f : {"byterobust-dense-9600.json", "byterobust-moe-9600.json", "daly-check.json", "scale-100k.json",

@@ -109,7 +109,9 @@ TEST(SimRun, RequeueBelowOracleOnDefaultScenario) {
 // Every hang is detected exactly one collective timeout after it struck the job: when it
 // landed while the job ran, after its arrival; when it landed while the job was down (a
 // requeue under way), after the start that ended the downtime, the previous incident's
-// resolution. (detection_mean_s counts from the arrival, so it includes such waits.)
+// resolution; when it landed while the job was starting, after its arrival (the start
+// hangs and fails at the timeout). (detection_mean_s counts from the arrival, so it
+// includes such waits.)
 TEST(SimRun, RequeueDetectsHangsExactlyAtTheCollectiveTimeout) {
   const std::string only_hangs =
       R"(faults.categories=[{"name":"hang","rate_per_machine_day":1e-4,"symptom":"hang","persistent":true}])";
@@ -144,7 +146,11 @@ TEST(SimRun, RequeueDetectsHangsExactlyAtTheCollectiveTimeout) {
       const bool down = prev != last_resolved.end() && prev->second > arrived;
       const double struck = down ? prev->second : arrived;
       while_down += down;
-      EXPECT_NEAR(std::stod(detected) - struck, timeout, 1e-3) << line;
+      const double seen = std::stod(detected);
+      const bool at_timeout =
+          std::abs(seen - struck - timeout) < 1e-3 || (down && std::abs(seen - arrived - timeout) < 1e-3);
+      EXPECT_TRUE(at_timeout) << "detected " << seen - struck << " s after it struck, " << seen - arrived
+                              << " s after it arrived: " << line;
       last_resolved[k] = std::stod(resolved);
       ++rows;
     }
@@ -319,7 +325,8 @@ TEST(SimRun, IncidentsNameDecisionsMachinesAndTheirResolution) {
   }
   EXPECT_NEAR(rows, result["incidents"]["per_replica"].get<double>() * replicas, 1e-9);
   EXPECT_GT(moved, 0) << "some incidents must strike a slot whose machine was replaced";
-  EXPECT_GT(with_evictions, rows / 2);
+  // Real-time eviction alone resolves a third of the dense job's incidents (§4.2: 32.5%).
+  EXPECT_GT(with_evictions, rows / 3);
   // Totals by resolution are the result's per-mechanism counts.
   for (const auto& [k, v] : result["resolved_by_per_replica"].items())
     EXPECT_NEAR(by_resolution[k], v.get<double>() * replicas, 1e-9) << k;

@@ -46,6 +46,35 @@ TEST(FaultStream, PoissonMachineFaultsArriveAtNLambda) {
   EXPECT_NEAR(se, std::sqrt(expected / 400), 0.2 * std::sqrt(expected / 400));  // Poisson variance
 }
 
+// Lognormal renewal (faults.categories[].lognormal_sigma): mean-matched to the rate, so the
+// job still sees N·λ, and the log of a slot's gaps has the stated sigma.
+TEST(FaultStream, LognormalRenewalArrivesAtNLambdaWithTheStatedSigma) {
+  const int n = 200;
+  const double lambda = 2e-3, days = 365, sigma = 1.2;
+  scenarios::FaultCategory c = category(lambda, 1, scenarios::FaultScope::kMachine);
+  c.lognormal_sigma = sigma;
+  auto [mean, se] = count(c, n, days, 200);
+  EXPECT_NEAR(mean, n * lambda * days, 4 * se) << "se " << se;
+  // Gaps of each slot over a long run: their log has sd sigma and mean ln(1/λ) - sigma²/2.
+  FaultStream s({c}, 20, 16, 5, 0);
+  std::vector<std::int64_t> last(20, -1);
+  double sum = 0, sum2 = 0, k = 0;
+  const std::int64_t horizon = static_cast<std::int64_t>(20000 * 86400e9);
+  while (s.peek_time() < horizon) {
+    const FaultArrival a = s.next();
+    if (last[a.slot] >= 0) {
+      const double g = std::log((a.at_ns - last[a.slot]) / 86400e9);
+      sum += g;
+      sum2 += g * g;
+      ++k;
+    }
+    last[a.slot] = a.at_ns;
+  }
+  const double m = sum / k, sd = std::sqrt(sum2 / k - m * m);
+  EXPECT_NEAR(sd, sigma, 0.05);
+  EXPECT_NEAR(m, std::log(1 / lambda) - sigma * sigma / 2, 0.08);
+}
+
 TEST(FaultStream, WeibullRenewalInEquilibriumArrivesAtNLambda) {
   const int n = 300;
   const double lambda = 2e-3, days = 60;

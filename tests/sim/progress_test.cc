@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "policies/api/rng.h"
 
 namespace faultline::sim {
@@ -62,6 +64,31 @@ TEST(ProgressModel, MatchesTickByTickReferenceAcrossManyCheckpoints) {
       ASSERT_EQ(m.pending_ns(), static_cast<std::int64_t>(ref.seg)) << "trial " << trial;
     }
     EXPECT_EQ(b.total(), at);
+  }
+}
+
+// wall_to_gain is run()'s inverse: running for it gains the progress asked (and a couple
+// of ns less does not), through warm-ups, pauses, open checkpoint blocks and slowdowns.
+TEST(ProgressModel, WallToGainIsTheInverseOfRun) {
+  Rng rng({3, 4});
+  for (int trial = 0; trial < 2000; ++trial) {
+    ProgressModel p;
+    const std::int64_t interval = trial % 5 == 0 ? 0 : 1 + static_cast<std::int64_t>(rng.below(5'000'000'000));
+    p.set_plan(interval, trial % 3 == 0 ? 0 : static_cast<std::int64_t>(rng.below(300'000'000)));
+    p.set_rate(trial % 4 == 0 ? 1.0 : 0.2 + 0.8 * rng.uniform());
+    Breakdown b;
+    p.run(0, static_cast<std::int64_t>(rng.below(20'000'000'000)), b);
+    if (trial % 2) p.start_warmup(static_cast<std::int64_t>(rng.below(3'000'000'000)));
+    if (trial % 7 == 0) p.pause(static_cast<std::int64_t>(rng.below(1'000'000'000)));
+    const std::int64_t need = 1 + static_cast<std::int64_t>(rng.below(50'000'000'000));
+    const std::int64_t w = p.wall_to_gain(need);
+    ProgressModel q = p, r = p;
+    Breakdown bq = b, br = b;
+    q.run(0, w, bq);
+    EXPECT_GE(bq.productive - b.productive, need) << "trial " << trial;
+    // Tight up to rounding: a step of 1/rate ns less falls short.
+    r.run(0, w - static_cast<std::int64_t>(std::ceil(2 / p.rate())), br);
+    EXPECT_LT(br.productive - b.productive, need) << "trial " << trial;
   }
 }
 
