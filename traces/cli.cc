@@ -66,8 +66,9 @@ and reports log-likelihood, AIC, 95% confidence intervals of the parameters (Wal
 the observed information, log scale for positive parameters), the Kolmogorov-Smirnov
 distance to the Kaplan-Meier estimate, and the likelihood-ratio test of the exponential
 against the Weibull (chi-squared, 1 df) with a recommendation. With -o, writes a fault model in the scenario's "faults" format: one category
-per mapping-table category, with the trace's rate per machine-day, the Weibull shape of
-its per-node gaps (when it beats the exponential by AIC) and its mean repair time.
+per mapping-table category, with the trace's rate per machine-day, the shape of its
+per-node gaps in the family with the lowest AIC (weibull_shape, or lognormal_sigma; none
+when the exponential wins) and its mean repair time.
 Use it in a scenario as "faults", or: --set "faults=$(cat model.json)".
 
 options:

@@ -32,6 +32,7 @@ const char* kKeyOrder[] = {"name",
                            "rate_per_machine_day",
                            "rate_per_job_day",
                            "weibull_shape",
+                           "lognormal_sigma",
                            "scope",
                            "symptom",
                            "persistent",
@@ -89,14 +90,21 @@ ordered_json fault_model(const Trace& t, const CategoryMap& map, const ModelOpti
     const double rate = fleet > 0 && days > 0 ? static_cast<double>(count) / (fleet * days) : 0;
     cat["rate_per_machine_day"] = round_sig(rate, 4);
     cat.erase("weibull_shape");
+    cat.erase("lognormal_sigma");
     if (map.scopes[c] == Scope::kNode && count > 0) {
       const Sample s = tbf_sample_days(t, p.faults, fleet, sel);
-      const FitResult e = fit_exponential(s), w = fit_weibull(s);
+      const FitResult e = fit_exponential(s), w = fit_weibull(s), l = fit_lognormal(s);
       std::size_t observed = 0;
       for (double x : s.observed) observed += x > 0;
-      if (e.ok && w.ok && observed >= opt.min_samples && w.aic < e.aic) {
-        const double k = std::clamp(round_sig(w.dist.a, 3), 0.05, 20.0);
-        if (k != 1) cat["weibull_shape"] = k;
+      // The family with the lowest AIC, as the fit report's best: its shape (Weibull) or
+      // sigma (lognormal) with the trace's rate as the mean.
+      if (e.ok && observed >= opt.min_samples) {
+        if (l.ok && l.aic < e.aic && (!w.ok || l.aic < w.aic)) {
+          cat["lognormal_sigma"] = std::clamp(round_sig(l.dist.b, 3), 1e-3, 10.0);
+        } else if (w.ok && w.aic < e.aic) {
+          const double k = std::clamp(round_sig(w.dist.a, 3), 0.05, 20.0);
+          if (k != 1) cat["weibull_shape"] = k;
+        }
       }
     }
     if (!repair.empty()) {

@@ -325,6 +325,15 @@ TEST(ScenarioTrace, FittedAndPublishedModelsLoadAsScenarioFaults) {
   EXPECT_NEAR(rate * 1000, 4.2308, 0.01);
   EXPECT_EQ(m.faults[1].name, "gpu_fatal");
   EXPECT_LT(m.faults[1].weibull_shape, 1);  // GPU faults cluster on nodes
+  // Categories whose gaps a lognormal fits best (lowest AIC) carry its sigma, and the model
+  // loads as written (issue 36: a fitted model usable as it is).
+  int lognormal = 0;
+  for (const auto& c : m.faults)
+    if (c.lognormal_sigma > 0) {
+      ++lognormal;
+      EXPECT_EQ(c.weibull_shape, 1) << c.name;
+    }
+  EXPECT_GE(lognormal, 1);
   const auto identity =
       traces::fault_model(rr.trace, traces::identity_category_map(rr.trace), {}, nullptr);
   EXPECT_EQ(load_with(identity).faults.size(), 21u);
