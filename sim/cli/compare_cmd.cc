@@ -37,7 +37,13 @@ options:
                       stack may carry parameters, NAME+PARAM=VALUE+...: e.g.
                       byterobust,byterobust+localization=bisection compares two
                       localization modules inside the same stack
-  --baseline NAME     the stack the others are compared with (default: the first)
+  --variant LABEL:PATH=VALUE+PATH=VALUE...
+                      a variant of the scenario (repeatable): its own stack with these
+                      overrides, paired with the rest, e.g. --variant wall:faults.clock=wall
+                      puts one modelling assumption side by side with the scenario's; with
+                      variants and no --stacks the scenario's own stack is the baseline
+  --baseline NAME     the stack (or variant label) the others are compared with (default:
+                      the first)
   --replicas N        replicas per stack (default: the scenario's)
   --jobs J            parallel replica processes (default: 1)
   --seed S            scenario seed
@@ -86,13 +92,23 @@ nlohmann::json vs_baseline(const std::vector<sim::ReplicaResult>& a, const std::
   const double se = n > 1 ? std::sqrt((sa.stddev * sa.stddev + sb.stddev * sb.stddev) / n) : 0;
   const double half = n > 1 ? traces::student_t95(2 * n - 2) * se : 0;
   const double share = n > 0 ? 1.0 / static_cast<double>(n) : 0;
-  return {{"replicas", n},
-          {"mean", d.mean},
-          {"ci95", {d.lo, d.hi}},
-          {"unpaired_ci95", {d.mean - half, d.mean + half}},
-          {"wins", static_cast<double>(wins) * share},
-          {"ties", static_cast<double>(ties) * share},
-          {"losses", static_cast<double>(n - wins - ties) * share}};
+  nlohmann::json out = {{"replicas", n},
+                        {"mean", d.mean},
+                        {"ci95", {d.lo, d.hi}},
+                        {"unpaired_ci95", {d.mean - half, d.mean + half}},
+                        {"wins", static_cast<double>(wins) * share},
+                        {"ties", static_cast<double>(ties) * share},
+                        {"losses", static_cast<double>(n - wins - ties) * share}};
+  // A job of fixed work: the paired difference of the time to train, in days, over the
+  // replicas both finished.
+  std::vector<double> dt;
+  for (std::size_t i = 0; i < n; ++i)
+    if (a[i].finished && b[i].finished) dt.push_back((a[i].elapsed_s - b[i].elapsed_s) / 86400);
+  if (!dt.empty()) {
+    const sim::Summary t = sim::summarize(dt);
+    out["time_to_train_days"] = {{"replicas", dt.size()}, {"mean", t.mean}, {"ci95", {t.lo, t.hi}}};
+  }
+  return out;
 }
 
 }  // namespace
@@ -100,6 +116,8 @@ nlohmann::json vs_baseline(const std::vector<sim::ReplicaResult>& a, const std::
 int sim_compare(const std::vector<std::string>& args) {
   std::string path;
   std::vector<std::string> stacks = {"byterobust", "requeue", "reschedule", "oracle"};
+  bool stacks_given = false;
+  std::vector<std::pair<std::string, std::string>> variants;  // label, PATH=VALUE+...
   std::string baseline;
   SimFlags f;
   sim::RunOptions opt;
@@ -122,6 +140,14 @@ int sim_compare(const std::vector<std::string>& args) {
     } else if (a == "--stacks") {
       if (i + 1 >= args.size() || split(args[i + 1]).empty()) return usage_error("--stacks: expected A,B,...");
       stacks = split(args[++i]);
+      stacks_given = true;
+    } else if (a == "--variant") {
+      const std::string v = i + 1 < args.size() ? args[i + 1] : "";
+      const auto colon = v.find(':');
+      if (colon == std::string::npos || colon == 0 || v.find('=', colon) == std::string::npos)
+        return usage_error("--variant: expected LABEL:PATH=VALUE[+PATH=VALUE...], got '" + v + "'");
+      variants.emplace_back(v.substr(0, colon), v.substr(colon + 1));
+      ++i;
     } else if (!a.empty() && a[0] == '-') {
       return usage_error("unknown option " + a);
     } else if (path.empty()) {
@@ -134,13 +160,29 @@ int sim_compare(const std::vector<std::string>& args) {
   if ((opt.incidents || opt.decisions) && f.out_dir.empty())
     return usage_error(std::string(opt.incidents ? "--incidents" : "--decisions") +
                        ": needs --out DIR (the files go into one sub-directory per stack)");
+  const std::vector<std::string> sets = f.scenario_sets();
+  std::string own_stack;  // the scenario's stack: the baseline of variants without --stacks
+  if (!variants.empty() && !stacks_given) {
+    try {
+      own_stack = scenarios::load_scenario(path, sets, policies::builtin_registry()).policy;
+    } catch (const scenarios::ScenarioError& e) {
+      std::fprintf(stderr, "faultline: %s\n", e.what());
+      return 2;
+    }
+    stacks = {own_stack};
+  }
+  const std::size_t n_stacks = stacks.size();
+  for (const auto& [label, v] : variants) {
+    if (std::find(stacks.begin(), stacks.end(), label) != stacks.end())
+      return usage_error("--variant " + label + ": the label is already a stack or a variant");
+    stacks.push_back(label);
+  }
   std::size_t base = 0;
   if (!baseline.empty()) {
     const auto it = std::find(stacks.begin(), stacks.end(), baseline);
-    if (it == stacks.end()) return usage_error("--baseline " + baseline + ": not one of --stacks");
+    if (it == stacks.end()) return usage_error("--baseline " + baseline + ": not one of --stacks or --variant");
     base = static_cast<std::size_t>(it - stacks.begin());
   }
-  const std::vector<std::string> sets = f.scenario_sets();
   const std::string& format = f.format;
   const std::string& out_dir = f.out_dir;
   const long long jobs = f.jobs;
@@ -148,7 +190,8 @@ int sim_compare(const std::vector<std::string>& args) {
   std::vector<scenarios::Scenario> scs;
   try {
     const scenarios::Scenario base = scenarios::load_scenario(path, sets, registry);
-    for (const auto& spec : stacks) {
+    for (std::size_t k = 0; k < n_stacks; ++k) {
+      const std::string& spec = stacks[k];
       // NAME+PARAM=VALUE+...: the stack, then parameter overrides.
       std::vector<std::string> parts;
       std::stringstream ss(spec);
@@ -163,6 +206,20 @@ int sim_compare(const std::vector<std::string>& args) {
           return 2;
         }
         s2.push_back("policy.params." + parts[k]);
+      }
+      scs.push_back(scenarios::load_scenario(path, s2, registry));
+    }
+    // A variant: the scenario's own stack and parameters, with its overrides (paired: the
+    // same seeds, replica by replica).
+    for (const auto& [label, v] : variants) {
+      std::vector<std::string> s2 = sets;
+      std::stringstream ss(v);
+      for (std::string x; std::getline(ss, x, '+');) {
+        if (x.find('=') == std::string::npos || x.front() == '=') {
+          std::fprintf(stderr, "faultline: --variant %s: expected PATH=VALUE, got '%s'\n", label.c_str(), x.c_str());
+          return 2;
+        }
+        s2.push_back(x);
       }
       scs.push_back(scenarios::load_scenario(path, s2, registry));
     }
@@ -244,6 +301,18 @@ int sim_compare(const std::vector<std::string>& args) {
              fmt(100 * (v["ci95"][1].get<double>() - v["mean"].get<double>()), 2);
     });
   });
+  if (st.front().contains("time_to_train"))
+    row("time to train, days", [&](const nlohmann::json& r) {
+      const auto& t = r["time_to_train"];
+      return t["mean"].is_null() ? std::string("none finished") : fmt(t["mean"].get<double>(), 1);
+    });
+  if (st.front().contains("time_to_train"))
+    row("  paired diff, days", [&](const nlohmann::json& r) {
+      if (!r.contains("vs_baseline")) return std::string("baseline");
+      if (!r["vs_baseline"].contains("time_to_train_days")) return std::string("-");
+      const auto& t = r["vs_baseline"]["time_to_train_days"];
+      return fmt(t["mean"].get<double>(), 2) + " +-" + fmt(t["ci95"][1].get<double>() - t["mean"].get<double>(), 2);
+    });
   row("  unpaired CI would be, pts", [&](const nlohmann::json& r) {
     return vs(r, [&](const nlohmann::json& v) {
       return "+-" + fmt(100 * (v["unpaired_ci95"][1].get<double>() - v["mean"].get<double>()), 2);
