@@ -422,6 +422,40 @@ TEST(StatedRates, ThePublishedCountIsTheCountTheJobSeesWithTheShippedDefaults) {
   EXPECT_LT(c["realized_rate_per_machine_day"].get<double>(), 0.99 * c["rate_per_machine_day"].get<double>());
 }
 
+// sim compare --variant: a variant runs the scenario's own stack with its overrides, paired
+// with the scenario as shipped. Against sim run of the same overrides, replica by replica:
+// the variant's ETTRs are that run's, a variant that changes nothing ties every replica, and
+// a job of fixed work gets the paired difference of its time to train.
+TEST(SimCompareVariant, AVariantIsTheScenarioWithItsOverridesPairedReplicaByReplica) {
+  json doc = job(16, 0.05, false);
+  doc["job"].erase("horizon_days");
+  doc["job"]["work_days"] = 5;
+  doc["job"]["init_s"] = 86400;  // day-long restarts: on the wall clock they meet faults too
+  doc["faults"]["clock"] = "compute";
+  doc["replicas"] = 10;
+  const std::string scen = write_scenario("variant", doc);
+  const auto dir = std::filesystem::temp_directory_path() / "faultline-variant";
+  std::filesystem::remove_all(dir);
+  CliResult r = run_cli({"sim", "compare", scen, "--variant", "wall:faults.clock=wall", "--variant",
+                         "same:faults.rate_scale=1", "--jobs", "2", "--quiet", "--format", "json", "--out", dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["stacks"].size(), 3u);
+  EXPECT_EQ(j["baseline"], "reschedule");  // the scenario's own stack
+  EXPECT_EQ(j["stacks"][1]["label"], "wall");
+  EXPECT_EQ(j["stacks"][2]["vs_baseline"]["ties"].get<double>(), 1.0);
+  EXPECT_GT(j["stacks"][1]["vs_baseline"]["time_to_train_days"]["mean"].get<double>(), 0.0);
+  EXPECT_LT(j["stacks"][1]["vs_baseline"]["mean"].get<double>(), 0.0);
+  const json wall = run_out(scen, (dir / "run-wall").string(), {"--set", "faults.clock=wall"});
+  EXPECT_EQ(column((dir / "wall" / "replicas.csv").string(), "ettr").xs,
+            column((dir / "run-wall" / "replicas.csv").string(), "ettr").xs);
+  CliResult bad = run_cli({"sim", "compare", scen, "--variant", "nolabel"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--variant: expected LABEL:PATH=VALUE"), std::string::npos) << bad.err;
+  CliResult twice = run_cli({"sim", "compare", scen, "--variant", "reschedule:faults.clock=wall"});
+  EXPECT_EQ(twice.exit_code, 2);
+}
+
 // AIReSim's published default (arXiv 2603.07041, Table 1) as a faultline scenario: its ETR
 // (62.3%), failures per replication (11,146) and the time to train its ETR implies.
 TEST(AireSim, ThePublishedDefaultIsReproduced) {
