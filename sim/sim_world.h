@@ -206,7 +206,8 @@ class SimWorld final : public World {
   MachineId attributed(Fault& f);
   // Fault ledger: fixes a pending fault's outcome (it struck, its machines left, or it ended).
   void settle(Fault& f, Outcome o);
-  // Machines entering and leaving the job (any slot), and the repair pipeline.
+  // Machines entering and leaving the job (any slot), and the repair pipeline (the fleet's
+  // part in sim_fleet.cc).
   void on_join(MachineId m);
   void on_leave(MachineId m);
   void track_machine(MachineId m, bool may_be_bad);  // per-machine state for a new id
@@ -220,6 +221,9 @@ class SimWorld final : public World {
   // and the check sees it, with health_check_recall).
   bool health_check_drains(MachineId m);
   void start_repair(MachineId m);
+  // A repair ends (start_repair's token: the machine, fault cleared, cured): the machine
+  // comes free.
+  void repaired(std::uint64_t token);
   // The fault still affects machine m in the job (a persistent fault until its machine
   // is repaired; a transient one while it lasts).
   bool still_on(const Fault& f, MachineId m) const {

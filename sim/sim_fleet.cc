@@ -1,0 +1,312 @@
+// SimWorld's fleet: the machines beyond the job's slots and what happens to them. Which
+// machines are bad (drawn, cured by repair, turned bad by ageing), how the scheduler hands
+// out a free machine (random or fewest failures first; a never-used spare, a machine back
+// from repair, a fresh one from an endless fleet, or nothing from a finite one), the node
+// health check, the repair pipeline (its durations and outcomes), a finite fleet's waits
+// and preemptions, and the warm standby pool's refills. Split from sim_world.cc by concern;
+// the event loop, the symptom model and the actions stay there.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sim/sim_world.h"
+
+namespace faultline::sim {
+
+namespace {
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+std::int64_t secs(double s) { return Duration::seconds(s).ns; }
+constexpr std::uint8_t kUndrawn = 2;
+// When good machine m, good since `from` (its spell `spell` of being good), turns bad.
+std::int64_t turn_bad_time(const scenarios::Scenario& sc, std::uint64_t replica, MachineId m, std::uint32_t spell,
+                           std::int64_t from) {
+  const double mean_ns = 86400e9 / sc.repair.turn_bad_per_machine_day;
+  const double gap = Rng({sc.seed, replica, 0xA6Eull, static_cast<std::uint64_t>(m), spell}).exponential(mean_ns);
+  return gap >= static_cast<double>(kNever - 1 - from) ? kNever - 1 : from + static_cast<std::int64_t>(gap);
+}
+}  // namespace
+
+void SimWorld::track_machine(MachineId m, bool may_be_bad) {
+  broken_.push_back(0);
+  // Whether a machine is bad is drawn from its own stream: the job's first machines are
+  // the same in every stack.
+  bad_.push_back(may_be_bad && sc_.repair.bad_fraction > 0 ? kUndrawn : 0);
+  turns_bad_at_.push_back(may_be_bad && sc_.repair.turn_bad_per_machine_day > 0 ? -1 : kNever);
+  cures_of_.push_back(0);
+  hits_.push_back(0);
+  evidence_.push_back(false);
+  fp_failed_.push_back(false);
+  health_checks_of_.push_back(0);
+  failures_.push_back(0);
+  repairs_of_.push_back(0);
+}
+
+bool SimWorld::is_bad(MachineId m) {
+  if (m < 0 || m >= static_cast<MachineId>(bad_.size())) return false;
+  if (bad_[m] == kUndrawn)
+    bad_[m] = Rng({sc_.seed, replica_, 0xBADull, static_cast<std::uint64_t>(m)}).bernoulli(sc_.repair.bad_fraction);
+  if (bad_[m] == 0 && turns_bad_at_[m] != kNever) {
+    // Ageing: a good machine turns bad after an exponential time from the start, or from
+    // its last cure (its own stream, one draw per spell of being good).
+    if (turns_bad_at_[m] < 0) turns_bad_at_[m] = turn_bad_time(sc_, replica_, m, 0, 0);
+    if (now_ >= turns_bad_at_[m]) bad_[m] = 1;
+  }
+  return bad_[m] == 1;
+}
+
+MachineId SimWorld::new_machine(bool may_be_bad) {
+  const MachineId m = view_.add_machine();
+  track_machine(m, may_be_bad);
+  return m;
+}
+
+MachineId SimWorld::draw_machine() {
+  // The scheduler hands out a machine from the free pool, chosen at random (AIReSim's
+  // default host selection): a never-used spare or a machine back from repair. The
+  // wider cluster supplies a fresh machine when the pool is empty. Machines the policy
+  // asked to be handed out last (AvoidMachines) are drawn only when nothing else is left.
+  // Its node health check drains broken machines with health_check_recall.
+  auto avoided = [&](MachineId m) { return static_cast<std::size_t>(m) < avoid_.size() && avoid_[m]; };
+  while (true) {
+    std::size_t usable = free_pool_.size();  // pool machines not avoided (all of them without a list)
+    if (!avoid_.empty())
+      usable = static_cast<std::size_t>(std::count_if(free_pool_.begin(), free_pool_.end(),
+                                                      [&](MachineId m) { return !avoided(m); }));
+    const bool last_resort = spares_left_ == 0 && usable == 0;  // only avoided machines left
+    if (last_resort) usable = free_pool_.size();
+    std::uint64_t n = static_cast<std::uint64_t>(spares_left_) + usable;
+    // Fewest failures first: only the machines struck least often so far are candidates
+    // (never-used spares have none).
+    int fewest = -1;
+    if (n > 0 && sc_.scheduler.host_selection == scenarios::SchedulerSpec::Pick::kFewestFailures) {
+      fewest = spares_left_ > 0 ? 0 : std::numeric_limits<int>::max();
+      for (MachineId x : free_pool_)
+        if (last_resort || !avoided(x)) fewest = std::min(fewest, hits_[x]);
+      n = fewest == 0 ? static_cast<std::uint64_t>(spares_left_) : 0;
+      for (MachineId x : free_pool_)
+        if ((last_resort || !avoided(x)) && hits_[x] == fewest) ++n;
+    }
+    auto candidate = [&](MachineId x) { return (last_resort || !avoided(x)) && (fewest < 0 || hits_[x] == fewest); };
+    const std::uint64_t spares = fewest > 0 ? 0 : static_cast<std::uint64_t>(spares_left_);
+    MachineId m;
+    if (n == 0) {
+      if (sc_.repair.fleet == scenarios::RepairSpec::Fleet::kFinite) return kNoMachine;
+      // The wider cluster supplies a fresh machine: beyond the fleet, counted.
+      m = new_machine(true);
+      ++result_.machines_beyond_fleet;
+    } else {
+      const std::uint64_t i = Rng({sc_.seed, replica_, 0x5C4Eull, draws_++}).below(n);
+      if (i < spares) {
+        --spares_left_;
+        m = new_machine(true);
+        // The i-th spare tray, counted domain by domain.
+        std::uint64_t k = i;
+        for (std::size_t d = 0; d < domain_free_.size(); ++d) {
+          if (k < static_cast<std::uint64_t>(domain_free_[d])) {
+            --domain_free_[d];
+            view_.set_domain(m, static_cast<int>(d));
+            break;
+          }
+          k -= static_cast<std::uint64_t>(domain_free_[d]);
+        }
+      } else {
+        // The (i - spares)-th candidate of the pool, in pool order.
+        std::size_t k = 0;
+        for (std::uint64_t skip = i - spares;; ++k)
+          if (candidate(free_pool_[k])) {
+            if (skip == 0) break;
+            --skip;
+          }
+        m = free_pool_[k];
+        free_pool_.erase(free_pool_.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+    }
+    if (health_check_drains(m)) {
+      start_repair(m);
+      continue;
+    }
+    return m;
+  }
+}
+
+MachineId SimWorld::draw_in_domain(int d) {
+  while (true) {
+    MachineId m = kNoMachine;
+    if (d >= 0 && static_cast<std::size_t>(d) < domain_free_.size() && domain_free_[d] > 0) {
+      --domain_free_[d];
+      --spares_left_;
+      m = new_machine(true);
+      view_.set_domain(m, d);
+    } else {
+      auto it = std::find_if(free_pool_.begin(), free_pool_.end(), [&](MachineId x) {
+        return view_.domain_of(x) == d && !(static_cast<std::size_t>(x) < avoid_.size() && avoid_[x]);
+      });
+      if (it == free_pool_.end()) return kNoMachine;
+      m = *it;
+      free_pool_.erase(it);
+    }
+    if (health_check_drains(m)) {
+      start_repair(m);
+      continue;
+    }
+    return m;
+  }
+}
+
+void SimWorld::drop_acquisitions() {
+  for (const Acquire& a : acquiring_)
+    for (const auto& [slot, m] : a.reserved) free_pool_.push_back(m);
+  acquiring_.clear();
+  std::erase_if(wants_, [](const Want& w) { return w.slot >= 0; });
+}
+
+void SimWorld::want_machine(ActionId acq, SlotId slot) {
+  wants_.push_back({acq, slot});
+  // A preemptible machine for each want the ones under way do not cover.
+  if (preemptible_left_ > 0 && preempting_ < static_cast<int>(wants_.size())) {
+    --preemptible_left_;
+    ++preempting_;
+    push(now_ + secs(sc_.repair.preempt_s), Internal{Internal::kPreempted, 0});
+  }
+}
+
+bool SimWorld::waiting_for_machines() const {
+  for (const Want& w : wants_)
+    if (w.slot >= 0) return true;
+  return false;
+}
+
+void SimWorld::machine_free(MachineId m, bool repaired) {
+  const bool repaired_refill = repaired &&
+                               sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired &&
+                               static_cast<int>(view_.standby().size()) + refills_ < pool_target_;
+  if (wants_.empty() && !repaired_refill) {
+    free_pool_.push_back(m);  // the scheduler's health check sees it when it is drawn
+    return;
+  }
+  // Handed on at once: the scheduler's node health check sees it now.
+  if (health_check_drains(m)) {
+    start_repair(m);
+    return;
+  }
+  while (!wants_.empty()) {
+    const Want w = wants_.front();
+    wants_.erase(wants_.begin());
+    if (w.slot < 0) {  // a standby refill that found no machine
+      --refills_;
+      view_.add_standby(m);
+      return;
+    }
+    auto it = std::find_if(acquiring_.begin(), acquiring_.end(), [&](const Acquire& a) { return a.id == w.acq; });
+    if (it == acquiring_.end() || view_.machine_in(w.slot) != kNoMachine) continue;  // given up meanwhile
+    view_.place(m, w.slot);
+    on_join(m);
+    mark_fresh(w.slot);
+    update_rate(true);
+    const Internal pulled{Internal::kAcquirePulled, w.acq};
+    if (sc_.job.image_bytes > 0 && it->mode != AcquireMode::kRequeue)
+      run_batch({{platform_.storage_host(w.slot % platform_.storage_hosts()), platform_.slot_host(w.slot),
+                  sc_.job.image_bytes}},
+                pulled);
+    else
+      push(now_, pulled);
+    return;
+  }
+  if (repaired_refill)
+    view_.add_standby(m);
+  else
+    free_pool_.push_back(m);
+}
+
+bool SimWorld::health_check_drains(MachineId m) {
+  if (!broken_[m]) return false;
+  const std::uint32_t n = health_checks_of_[m]++;
+  if (!Rng({sc_.seed, replica_, 0x4EA1ull, static_cast<std::uint64_t>(m), n}).bernoulli(sc_.scheduler.health_check_recall))
+    return false;
+  ++result_.health_check_drains;
+  return true;
+}
+
+void SimWorld::start_repair(MachineId m) {
+  view_.set_health(m, Health::kEvicted);
+  const auto& rp = sc_.repair;
+  Rng rng({sc_.seed, replica_, 0x4E9A1ull, static_cast<std::uint64_t>(m), repairs_of_[m]++});
+  // Token: the machine, whether the repair cleared its fault (bit 0) and cured it (bit 1).
+  const std::uint64_t token = static_cast<std::uint64_t>(m) << 2;
+  if (!broken_[m]) {
+    // Healthy (a false failure, over-eviction): the automatic check passes it.
+    push(now_ + repair_ns(rp.auto_h, rng), Internal{Internal::kRepaired, token | 1});
+    ++in_repair_;
+    return;
+  }
+  if (rp.retire_after > 0 && failures_[m] >= rp.retire_after) {
+    ++result_.retired;
+    return;
+  }
+  const auto& cat = sc_.faults[fault_log_[broken_[m] - 1].category];
+  const bool manual = rng.bernoulli(rp.to_manual);
+  const bool fixed = !rng.bernoulli(manual ? rp.manual_fail : rp.auto_fail);
+  // A failed repair leaves the fault (our default), or only the machine's badness (AIReSim).
+  const bool clears = fixed || rp.failed_repair_leaves == scenarios::RepairSpec::Leaves::kBadness;
+  const bool cures = fixed && rp.cure_bad > 0 && is_bad(m) && rng.bernoulli(rp.cure_bad);
+  std::int64_t took;
+  if (rp.repair_time == scenarios::RepairSpec::Dist::kFixed) {
+    took = secs((rp.auto_h + (manual ? cat.repair_h : 0)) * 3600);
+  } else {
+    took = repair_ns(rp.auto_h, rng);
+    if (manual) took += repair_ns(cat.repair_h, rng);
+  }
+  push(now_ + took, Internal{Internal::kRepaired, token | (clears ? 1 : 0) | (cures ? 2 : 0)});
+  ++in_repair_;
+}
+
+void SimWorld::repaired(std::uint64_t token) {
+  const MachineId m = static_cast<MachineId>(token >> 2);
+  --in_repair_;
+  if (token & 1) {
+    if (broken_[m]) {
+      Fault& f = fault_log_[broken_[m] - 1];
+      broken_[m] = 0;
+      bool any = false;
+      for (MachineId x : f.machines) any |= broken_[x] == f.id + 1;
+      if (!any) f.active = false;
+    }
+    ++result_.repairs;
+  }
+  if (token & 2) {  // a successful repair cured a bad machine; it may age again
+    bad_[m] = 0;
+    ++cures_of_[m];
+    if (sc_.repair.turn_bad_per_machine_day > 0) turns_bad_at_[m] = turn_bad_time(sc_, replica_, m, cures_of_[m], now_);
+  }
+  view_.set_health(m, Health::kHealthy);
+  machine_free(m, true);
+}
+
+std::int64_t SimWorld::repair_ns(double mean_h, Rng& rng) const {
+  const double mean_s = mean_h * 3600;
+  switch (sc_.repair.repair_time) {
+    case scenarios::RepairSpec::Dist::kFixed:
+      return secs(mean_s);
+    case scenarios::RepairSpec::Dist::kExponential:
+      return mean_s > 0 ? secs(rng.exponential(mean_s)) : 0;
+    case scenarios::RepairSpec::Dist::kLognormal: {
+      if (mean_s <= 0) return 0;
+      const double sigma = sc_.repair.repair_sigma;
+      return secs(rng.lognormal(std::log(mean_s) - sigma * sigma / 2, sigma));
+    }
+  }
+  return secs(mean_s);
+}
+
+void SimWorld::refill_pool(bool by_scheduler) {
+  if (sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired && !by_scheduler) return;
+  // A refill is a cold machine from the scheduler plus its self-check.
+  while (static_cast<int>(view_.standby().size()) + refills_ < pool_target_) {
+    ++refills_;
+    push(now_ + secs(sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s +
+                     sc_.diagnosis.gpu_diag_s),
+         Internal{Internal::kPoolRefilled, 0});
+  }
+}
+
+}  // namespace faultline::sim
