@@ -96,13 +96,13 @@ TEST(FaultClock, OnTheComputeClockFaultsAreRateTimesMachinesTimesWork) {
   doc["job"].erase("horizon_days");
   doc["job"]["work_days"] = 20;
   doc["job"]["init_s"] = 86400;
-  doc["replicas"] = 40;
+  doc["replicas"] = 400;
   doc["faults"]["clock"] = "compute";
   const json compute = sim_run_json({write_scenario("clock-compute", doc), "--jobs", "2"});
   doc["faults"]["clock"] = "wall";
   const json wall = sim_run_json({write_scenario("clock-wall", doc), "--jobs", "2"});
   const double expect = 0.02 * 16 * 20;  // 6.4 per replica
-  const double sd = std::sqrt(expect / 40);
+  const double sd = std::sqrt(expect / 400);
   EXPECT_NEAR(per_replica(compute, "injected_per_replica"), expect, 4 * sd);
   EXPECT_EQ(compute["fault_clock"], "compute");
   // The realized rate is the stated one on the compute clock.
@@ -111,13 +111,14 @@ TEST(FaultClock, OnTheComputeClockFaultsAreRateTimesMachinesTimesWork) {
   // On the wall clock: rate x M x time to train, which is W + a day per fault and longer.
   const double t_wall = wall["time_to_train"]["mean"].get<double>();
   EXPECT_GT(t_wall, compute["time_to_train"]["mean"].get<double>());
-  EXPECT_NEAR(per_replica(wall, "injected_per_replica"), 0.02 * 16 * t_wall, 4 * std::sqrt(0.02 * 16 * t_wall / 40));
+  EXPECT_NEAR(per_replica(wall, "injected_per_replica"), 0.02 * 16 * t_wall, 4 * std::sqrt(0.02 * 16 * t_wall / 400));
   EXPECT_GT(per_replica(wall, "injected_per_replica"), per_replica(compute, "injected_per_replica") + 2 * sd);
 }
 
-// job.work_days: with a fixed restart cost c and faults on the compute clock, the time to
-// train is W + N c with N ~ Poisson(rate M W): its mean W (1 + rate M c) and its variance
-// rate M W c^2 (in days). With instant restarts it is the work itself.
+// job.work_days: with a fixed start cost c (the first start and one restart per fault) and
+// faults on the compute clock, the time to train is W + (N + 1) c with N ~ Poisson(rate M W):
+// its mean W + (rate M W + 1) c and its variance rate M W c^2 (in days). With instant
+// restarts it is the work itself.
 TEST(WorkDays, TimeToTrainIsTheWorkPlusOneRestartPerFault) {
   json doc = job(16, 0.05, false);
   doc["job"].erase("horizon_days");
@@ -131,7 +132,7 @@ TEST(WorkDays, TimeToTrainIsTheWorkPlusOneRestartPerFault) {
   const double n = 0.05 * 16 * 10;  // 8 faults per replica
   const auto& t = r["time_to_train"];
   const double sd = std::sqrt(n * c_days * c_days / 200);
-  EXPECT_NEAR(t["mean"].get<double>(), 10 + n * c_days, 4 * sd);
+  EXPECT_NEAR(t["mean"].get<double>(), 10 + (n + 1) * c_days, 4 * sd);
   EXPECT_EQ(t["finished"].get<int>(), 200);
   EXPECT_EQ(t["censored"].get<int>(), 0);
   EXPECT_LE(t["p50"].get<double>(), t["p90"].get<double>());
@@ -139,7 +140,7 @@ TEST(WorkDays, TimeToTrainIsTheWorkPlusOneRestartPerFault) {
   const Column ttt = column(out + "/replicas.csv", "time_to_train_days");
   EXPECT_NEAR(ttt.var, n * c_days * c_days, 0.3 * n * c_days * c_days);
   // ETTR on a job of fixed work: the work over the time to train.
-  EXPECT_NEAR(r["ettr"]["mean"].get<double>(), 10 / (10 + n * c_days), 0.02);
+  EXPECT_NEAR(r["ettr"]["mean"].get<double>(), 10 / (10 + (n + 1) * c_days), 0.02);
 
   doc["job"]["init_s"] = 0;
   doc["replicas"] = 10;
@@ -152,7 +153,7 @@ TEST(WorkDays, TimeToTrainIsTheWorkPlusOneRestartPerFault) {
 TEST(WorkDays, AReplicaTheCapStopsIsCensoredNotATimeToTrain) {
   json doc = job(16, 0.05, false);
   doc["job"]["work_days"] = 10;
-  doc["job"]["horizon_days"] = 11;  // the work needs 10 + 8 x 0.25 = 12 days on average
+  doc["job"]["horizon_days"] = 11;  // the work needs 10 + 9 x 0.25 = 12.25 days on average
   doc["job"]["init_s"] = 0.25 * 86400;
   doc["faults"]["clock"] = "compute";
   const std::string out = (std::filesystem::temp_directory_path() / "faultline-modelling-cap").string();
@@ -285,13 +286,14 @@ TEST(BadMachines, MachinesThatTurnBadOverTimeFailAsTheAgeingClosedFormSays) {
   EXPECT_TRUE(r["incidents"]["by_category"]["crash"]["rate_gap_flagged"].get<bool>());
 }
 
-// The repair-time distribution keeps its mean and sets the spread. One machine on a finite
-// fleet of one waits for every repair of mean r, so time to train = W + the sum of N repairs,
-// N ~ Poisson(rate W): Var = rate W E[R^2], i.e. rate W r^2 fixed, 2 rate W r^2 exponential,
-// rate W r^2 exp(sigma^2) lognormal (compound Poisson).
+// The repair-time distribution keeps its mean and sets the spread. A job of two machines on a
+// finite fleet of two waits for every repair of mean r, so time to train = W + the sum of N
+// repairs, N ~ Poisson(2 rate W): Var = 2 rate W E[R^2], i.e. 2 rate W r^2 fixed, twice that
+// exponential, exp(sigma^2) times that lognormal (compound Poisson). (Two machines: the
+// replaced one restores from the other's in-memory copy, so no work is lost.)
 TEST(RepairTimes, FixedExponentialAndLognormalRepairsGiveTheCompoundPoissonSpread) {
-  const double rate = 0.5, w = 10, r_days = 0.5, sigma = 0.8;
-  json doc = job(1, rate, true);
+  const double rate = 0.25, w = 10, r_days = 0.5, sigma = 0.8;
+  json doc = job(2, rate, true);
   doc["job"].erase("horizon_days");
   doc["job"]["work_days"] = w;
   doc["faults"]["clock"] = "compute";
@@ -299,7 +301,7 @@ TEST(RepairTimes, FixedExponentialAndLognormalRepairsGiveTheCompoundPoissonSprea
   doc["cluster"]["repair"]["spare_machines"] = 0;
   doc["cluster"]["repair"]["auto_h"] = r_days * 24;
   doc["replicas"] = 1000;
-  const double n = rate * w;
+  const double n = 2 * rate * w;
   struct Case {
     const char* dist;
     double second_moment;  // E[R^2] / r^2
