@@ -128,7 +128,7 @@ INSTANTIATE_TEST_SUITE_P(ShippedScenarios, Golden,
                                            GoldenCase{"verdict-baddata-9600", 2, 20},
                                            GoldenCase{"nvl72-8192", 2, 5},
                                            GoldenCase{"linkslow-9600", 2, 20, "policy.params.localization=pairwise"},
-                                           GoldenCase{"airesim-default", 2, 20, "job.work_days=10"}),
+                                           GoldenCase{"airesim-default", 2, 2, "job.work_days=1"}),
                          [](const auto& info) {
                            std::string n = info.param.scenario;
                            for (char& ch : n)
