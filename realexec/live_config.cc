@@ -167,14 +167,70 @@ const LiveMachine* LiveConfig::find(const std::string& name) const {
   return nullptr;
 }
 
-LiveConfig parse_live_config(const std::string& text, const std::string& file, const Registry& registry) {
-  Reader r(file);
-  json doc;
+json parse_strict_json(const std::string& text, const std::string& file) {
+  // A repeated key would silently take the last value, and a number out of double range
+  // (1e999) throws out_of_range where parse_error was expected: both become the one-line
+  // error of any other bad input. The parser callback sees every key of an object before
+  // the next object starts, so one set per open object finds a repeat.
+  std::vector<std::set<std::string>> open;
+  std::vector<std::string> path;
+  std::string pending_key;
+  auto where = [&] {
+    std::string p;
+    for (const auto& k : path)
+      if (!k.empty()) p += (p.empty() ? "" : ".") + k;
+    return p.empty() ? std::string("(top level)") : p;
+  };
+  const json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
+    switch (ev) {
+      case json::parse_event_t::object_start:
+        open.emplace_back();
+        path.push_back(pending_key);
+        pending_key.clear();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open.empty()) open.pop_back();
+        if (!path.empty()) path.pop_back();
+        pending_key.clear();
+        break;
+      case json::parse_event_t::array_start:
+        path.push_back(pending_key);
+        pending_key.clear();
+        break;
+      case json::parse_event_t::array_end:
+        if (!path.empty()) path.pop_back();
+        pending_key.clear();
+        break;
+      case json::parse_event_t::key: {
+        const std::string k = parsed.get<std::string>();
+        if (!open.empty() && !open.back().insert(k).second) {
+          path.push_back(k);
+          throw LiveConfigError(file + ": " + where() +
+                                ": repeated key (each key once: a repeat would silently replace the first)");
+        }
+        pending_key = k;
+        break;
+      }
+      case json::parse_event_t::value:
+        pending_key.clear();
+        break;
+    }
+    return true;
+  };
   try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+    return json::parse(text, cb);
+  } catch (const LiveConfigError&) {
+    throw;
+  } catch (const json::out_of_range& e) {
+    throw LiveConfigError(file + ": (top level): expected numbers within double range (" + std::string(e.what()) + ")");
+  } catch (const json::exception& e) {
     throw LiveConfigError(file + ": (top level): expected JSON (" + std::string(e.what()) + ")");
   }
+}
+
+LiveConfig parse_live_config(const std::string& text, const std::string& file, const Registry& registry) {
+  Reader r(file);
+  const json doc = parse_strict_json(text, file);
   r.only_keys(doc, "", {"description", "controller", "token_file", "status_token_file", "metrics_listen",
                         "metrics_token_file", "metrics_linger_s", "machines", "standby", "job", "policy",
                         "seed", "state_dir", "trainjob_bin", "probe_bin", "heartbeat_s",

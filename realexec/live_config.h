@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -112,6 +113,10 @@ struct LiveConfig {
   // The machine entry named `name` (job or standby), or nullptr.
   const LiveMachine* find(const std::string& name) const;
 };
+
+// JSON as every live file is read: a repeated key or a number out of double range is a
+// LiveConfigError ("FILE: PATH: ..."), like any other syntax error.
+nlohmann::json parse_strict_json(const std::string& text, const std::string& file);
 
 // Loads and validates; unknown keys are errors. Throws LiveConfigError with a one-line
 // message "FILE: FIELD: what was expected".

@@ -344,5 +344,47 @@ TEST_F(LiveConfigKeys, SlurmConfigRefusesBadUsageInOneLine) {
   EXPECT_EQ(err.rfind("faultline live slurm-config: " + dir_ + "/broken.json: (top level): expected JSON", 0), 0u) << err;
 }
 
+// Issue 37, items 1 and 16: a number out of double range aborted `live run`, `live status` and
+// `live launch` with an uncaught out_of_range (exit 134, and systemd restarted the controller
+// every 5 s); a repeated key silently took its last value. Both are now the one-line error of
+// any bad config, naming the field, with exit status 2.
+TEST_F(LiveConfigKeys, NumbersOutOfRangeAndRepeatedKeysAreOneLineErrors) {
+  const std::string base =
+      R"({"token_file": "token", "machines": [{"name": "m0"}], "trainjob_bin": "/bin/true",
+          "job": {"versions": {"v1": ["/bin/true"]}}, )";
+  const auto load_text = [&](const std::string& rest) -> std::string {
+    const std::string path = dir_ + "/live.json";
+    std::ofstream(path) << base << rest;
+    try {
+      load_live_config(path, policies::builtin_registry());
+      return "";
+    } catch (const LiveConfigError& e) {
+      return e.what();
+    }
+  };
+  std::string err = load_text(R"("heartbeat_s": 1e999})");
+  EXPECT_EQ(err.rfind(dir_ + "/live.json: (top level): expected numbers within double range", 0), 0u) << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  err = load_text(R"("heartbeat_s": 2, "heartbeat_s": 1})");
+  EXPECT_EQ(err, dir_ +
+                     "/live.json: heartbeat_s: repeated key (each key once: a repeat would silently replace the "
+                     "first)");
+  err = load_text(R"("repair": {"max_checks": 2, "max_checks": 3}})");
+  EXPECT_EQ(err.rfind(dir_ + "/live.json: repair.max_checks: repeated key", 0), 0u) << err;
+  err = load_text(R"("standby": [{"name": "s0", "addr": "127.0.0.1", "addr": "10.0.0.1"}]})");
+  EXPECT_EQ(err.rfind(dir_ + "/live.json: standby.addr: repeated key", 0), 0u) << err;
+  // The same key in two different objects is no repeat.
+  EXPECT_EQ(load_text(R"("standby": [{"name": "s0"}, {"name": "s1"}]})"), "");
+
+  // Through a command: exit status 2 and one line, never an abort.
+  std::ofstream(dir_ + "/live.json") << base << R"("heartbeat_s": -1e999})";
+  ::testing::internal::CaptureStderr();
+  const int rc = slurm_config_main({"slurm-config", dir_ + "/live.json", "--slurm-job", "1"});
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(said.rfind("faultline live slurm-config: " + dir_ + "/live.json: (top level): expected numbers", 0), 0u)
+      << said;
+}
+
 }  // namespace
 }  // namespace faultline::live
