@@ -14,7 +14,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 namespace faultline::live::trainjob {
@@ -311,26 +313,38 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
       std::string hello;
       const auto st = recv_frame(fd, &hello, std::min(deadline, Clock::now() + kHelloWait),
                                  "a registering rank");
+      // Anyone can connect to the rendezvous port: what arrives is read as a stranger's
+      // until every field has the type and range of a rank's registration (a hello that
+      // does not is closed, and rank 0 keeps waiting; nothing in it can throw).
       const auto j = nlohmann::json::parse(hello, nullptr, false);
-      if (!st.ok || !j.is_object() || !j.contains("rank") || !j["rank"].is_number_integer() ||
-          !j.contains("world_size") || !j.contains("addr") || !j.contains("port")) {
+      const auto integer = [&j](const char* k, long long lo, long long hi) -> std::optional<int> {
+        if (!j.is_object() || !j.contains(k) || !j[k].is_number_integer()) return std::nullopt;
+        const long long v = j[k].get<long long>();
+        if (v < lo || v > hi) return std::nullopt;
+        return static_cast<int>(v);
+      };
+      const auto r = integer("rank", 1, std::numeric_limits<int>::max());
+      const auto ws = integer("world_size", 1, std::numeric_limits<int>::max());
+      const auto port = integer("port", 1, 65535);
+      in_addr parsed{};
+      if (!st.ok || !r || !ws || !port || !j["addr"].is_string() ||
+          j["addr"].get_ref<const std::string&>().size() > 255 ||
+          ::inet_pton(AF_INET, j["addr"].get_ref<const std::string&>().c_str(), &parsed) != 1) {
         ::close(fd);  // not one of ours (or it died while registering): keep waiting
         continue;
       }
-      const int r = j["rank"].get<int>();
-      if (j["world_size"].get<int>() != w) {
+      if (*ws != w) {
         ::close(fd);
-        return failed("rank " + std::to_string(r) + " has WORLD_SIZE " +
-                      std::to_string(j["world_size"].get<int>()) + ", rank 0 has " +
+        return failed("rank " + std::to_string(*r) + " has WORLD_SIZE " + std::to_string(*ws) + ", rank 0 has " +
                       std::to_string(w));
       }
-      if (r <= 0 || r >= w || g->control_fds_[r] >= 0) {
+      if (*r >= w || g->control_fds_[*r] >= 0) {
         ::close(fd);
-        return failed("rank " + std::to_string(r) + " registered twice or is out of range");
+        return failed("rank " + std::to_string(*r) + " registered twice or is out of range");
       }
-      g->control_fds_[r] = fd;
-      addrs[r] = j["addr"].get<std::string>();
-      ports[r] = j["port"].get<int>();
+      g->control_fds_[*r] = fd;
+      addrs[*r] = j["addr"].get<std::string>();
+      ports[*r] = *port;
       ++registered;
     }
     const std::string table = nlohmann::json{{"addrs", addrs}, {"ports", ports}}.dump();
@@ -364,13 +378,19 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
                     st.timed_out);
     }
     const auto j = nlohmann::json::parse(table, nullptr, false);
-    if (!j.is_object() || !j.contains("addrs") || !j.contains("ports") ||
-        j["addrs"].size() != static_cast<std::size_t>(w) ||
-        j["ports"].size() != static_cast<std::size_t>(w)) {
-      return failed("malformed rank table from rank 0");
+    bool table_ok = j.is_object() && j.contains("addrs") && j.contains("ports") && j["addrs"].is_array() &&
+                    j["ports"].is_array() && j["addrs"].size() == static_cast<std::size_t>(w) &&
+                    j["ports"].size() == static_cast<std::size_t>(w);
+    for (int r = 0; table_ok && r < w; ++r) {
+      const auto& a = j["addrs"][r];
+      const auto& p = j["ports"][r];
+      table_ok = a.is_string() && p.is_number_integer() && p.get<long long>() >= 1 && p.get<long long>() <= 65535;
+      if (table_ok) {
+        addrs[r] = a.get<std::string>();
+        ports[r] = static_cast<int>(p.get<long long>());
+      }
     }
-    addrs = j["addrs"].get<std::vector<std::string>>();
-    ports = j["ports"].get<std::vector<int>>();
+    if (!table_ok) return failed("malformed rank table from rank 0");
   }
 
   // The ring: connect to the successor, then accept the predecessor (connect completes against

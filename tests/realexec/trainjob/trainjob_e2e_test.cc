@@ -3,6 +3,7 @@
 // files. The reference for every bit-exactness check is an independent run (another world
 // size, or an uninterrupted run), never the run under test.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -100,7 +101,35 @@ struct GroupSpec {
   int launch_only = -1;  // >= 0: launch only this rank (the others never show up)
   // Called on every report (rank, report); returning true SIGKILLs every rank.
   std::function<bool(int, const Json&)> kill_when;
+  // Bodies sent, each framed on a connection of its own, to rank 0's rendezvous port
+  // before the other ranks start: strangers on the network.
+  std::vector<std::string> strangers;
 };
+
+// Connects to 127.0.0.1:port (retrying while rank 0 starts) and sends `body` framed as the
+// rendezvous frames are: magic "FLTJ", 4 reserved bytes, a 64-bit length, the body.
+void send_stranger_frame(int port, const std::string& body) {
+  for (int tries = 0; tries < 250; ++tries) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<std::uint16_t>(port));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+      const std::uint32_t head[2] = {0x4A544C46, 0};
+      const std::uint64_t len = body.size();
+      std::string f(reinterpret_cast<const char*>(head), sizeof head);
+      f.append(reinterpret_cast<const char*>(&len), sizeof len);
+      f += body;
+      EXPECT_EQ(::send(fd, f.data(), f.size(), MSG_NOSIGNAL), static_cast<ssize_t>(f.size()));
+      ::close(fd);
+      return;
+    }
+    ::close(fd);
+    ::usleep(20000);
+  }
+  ADD_FAILURE() << "rank 0 never listened on " << port;
+}
 
 // Runs spec.world rank processes of faultline-trainjob and collects their exits, outputs and
 // reports.
@@ -149,6 +178,8 @@ GroupResult run_group(const GroupSpec& spec) {
     ::close(sv[1]);
     pids[r] = pid;
     report_fds[r] = sv[0];
+    if (r == 0)
+      for (const auto& body : spec.strangers) send_stranger_frame(port, body);
   }
   auto kill_all = [&] {
     for (pid_t p : pids) {
@@ -465,6 +496,30 @@ TEST(TrainjobE2E, NanHangAndBadVersion) {
     EXPECT_EQ(b.of(r, "step").size(), 2u);
     EXPECT_EQ(b.of(r, "started")[0]["version"], "bad-7");
   }
+}
+
+// Issue 37, item 6: one unauthenticated packet to rank 0's rendezvous port
+// ({"rank":1,"world_size":"two"}) killed it with an uncaught json type_error, and the
+// controller then blamed a healthy machine. What a stranger sends is ignored; the real
+// ranks register after it and train.
+TEST(TrainjobE2E, StrangersOnTheRendezvousPortCannotCrashRankZero) {
+  GroupSpec spec;
+  spec.world = 2;
+  spec.args = model_args(5);
+  spec.strangers = {R"({"rank":1,"world_size":"two"})",
+                    R"({"rank":1,"world_size":2,"addr":7,"port":1})",
+                    R"({"rank":1,"world_size":2,"addr":"127.0.0.1","port":"x"})",
+                    R"({"rank":1,"world_size":2,"addr":"127.0.0.1","port":70000})",
+                    R"({"rank":1e300,"world_size":2,"addr":"127.0.0.1","port":1})",
+                    R"({"rank":-5,"world_size":2,"addr":"127.0.0.1","port":1})",
+                    R"({"rank":1,"world_size":2,"addr":"; rm -rf /","port":1})",
+                    R"([1,2,3])",
+                    "not json",
+                    std::string("\xff\xfe", 2),
+                    ""};
+  const GroupResult g = run_group(spec);
+  expect_all_exit(g, 0);
+  EXPECT_FALSE(g.of(0, "step").empty()) << "rank 0 did not train";
 }
 
 TEST(TrainjobE2E, UsageErrorsAndRendezvousTimeout) {
