@@ -46,6 +46,12 @@ Instant monotonic_now() {
   return Instant{static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec};
 }
 
+std::int64_t wall_now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 Reactor::Reactor() {
   epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epfd_ < 0) throw sys_error("epoll_create1");
@@ -243,18 +249,32 @@ bool Reactor::run_until(const std::function<bool()>& done, Duration timeout) {
 }
 
 void Reactor::run_once(const std::function<bool()>* done) {
-  fire_due_timers();
   if (stopped_ || (done && (*done)())) return;
   arm_timerfd();
-  // A deferred callback (deadline already reached) must not wait for the timerfd.
-  int timeout_ms = -1;
-  if (!timers_.empty() && timers_.begin()->first.first <= now().ns) timeout_ms = 0;
-  epoll_event events[64];
-  int n = ::epoll_wait(epfd_, events, 64, timeout_ms);
-  if (n < 0) {
-    if (errno == EINTR) return;
-    throw sys_error("epoll_wait");
+  // Fds first, timers after. When the loop was held up (a stopped process, swap, a long
+  // callback), the deadlines that expired meanwhile are decided only after what the peers
+  // said meanwhile has been read: a heartbeat waiting in a socket is not a silent peer.
+  // With timers due, the wait does not block, and is repeated while batches come back
+  // full (bounded, so a flood of ready fds cannot starve the timers).
+  const bool due = !timers_.empty() && timers_.begin()->first.first <= now().ns;
+  constexpr int kBatch = 256;
+  constexpr int kMaxRoundsWhenDue = 64;
+  epoll_event events[kBatch];
+  for (int round = 0; round < (due ? kMaxRoundsWhenDue : 1) && !stopped_; ++round) {
+    int n = ::epoll_wait(epfd_, events, kBatch, due ? 0 : -1);
+    if (n < 0) {
+      // A signal, or SIGCONT after a stop: the fds are polled again at the next turn before
+      // any timer fires (after a stop, every deadline may have passed meanwhile).
+      if (errno == EINTR) return;
+      throw sys_error("epoll_wait");
+    }
+    dispatch(events, n);
+    if (n < kBatch) break;
   }
+  fire_due_timers();
+}
+
+void Reactor::dispatch(const ::epoll_event* events, int n) {
   for (int i = 0; i < n && !stopped_; ++i) {
     std::uint64_t tag = events[i].data.u64;
     if (tag == kTimerTag) {

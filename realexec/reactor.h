@@ -17,10 +17,14 @@
 
 #include "policies/api/time.h"
 
+struct epoll_event;
+
 namespace faultline::live {
 
 // CLOCK_MONOTONIC in nanoseconds since an arbitrary epoch.
 Instant monotonic_now();
+// CLOCK_REALTIME in nanoseconds since the Unix epoch.
+std::int64_t wall_now_ns();
 
 // Tag of the test constructor: a reactor whose clock only advance_to() moves.
 struct ManualClock {};
@@ -72,9 +76,10 @@ class Reactor {
   bool stopped() const { return stopped_; }
 
  private:
-  // Due timers, then one epoll_wait and its callbacks; returns early, before waiting,
-  // when `done` (may be null) already holds.
+  // One epoll_wait and its callbacks (several, without blocking, when timers are due),
+  // then the due timers; returns early, before waiting, when `done` (may be null) holds.
   void run_once(const std::function<bool()>* done);
+  void dispatch(const ::epoll_event* events, int n);
   void arm_timerfd();
   void fire_due_timers();
   void on_signalfd();

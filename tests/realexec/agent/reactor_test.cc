@@ -2,6 +2,7 @@
 // defer, fd removal from inside a handler, child exit status through pidfd, signals.
 #include "realexec/reactor.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -117,6 +118,37 @@ TEST(Reactor, RunReturnsAfterStop) {
   r.run();
   EXPECT_TRUE(r.stopped());
   EXPECT_GE(monotonic_now().ns, 0);
+}
+
+// Issue 37, item 5: a controller paused for longer than the heartbeat timeout (SIGSTOP, a VM
+// hiccup, swap) declared every agent lost on resume although their heartbeats sat unread in
+// the sockets: the loop fired the expired deadlines before it read the fds. What peers said
+// during the pause is read first, for more peers than one epoll batch holds.
+TEST(Reactor, AfterAPauseWhatPeersSaidIsReadBeforeTheirDeadlinesFire) {
+  Reactor r;
+  constexpr int kPeers = 300;
+  std::vector<int> ends(2 * kPeers);
+  std::vector<std::uint64_t> deadline(kPeers);
+  int heard = 0;
+  int lost = 0;
+  for (int i = 0; i < kPeers; ++i) {
+    ASSERT_EQ(::pipe2(&ends[2 * i], O_NONBLOCK), 0);
+    deadline[i] = r.add_timer(Duration::millis(20), [&lost] { ++lost; });
+    r.add_fd(ends[2 * i], EPOLLIN, [&, i](std::uint32_t) {
+      char c;
+      while (::read(ends[2 * i], &c, 1) == 1) {
+      }
+      r.remove_fd(ends[2 * i]);
+      r.cancel_timer(deadline[i]);  // heard from: this deadline is moot
+      ++heard;
+    });
+    ASSERT_EQ(::write(ends[2 * i + 1], "h", 1), 1);  // the heartbeat, sent during the pause
+  }
+  ::usleep(60 * 1000);  // the pause: every deadline expires while nothing runs
+  EXPECT_TRUE(r.run_until([&] { return heard + lost >= kPeers; }, Duration::seconds(5)));
+  EXPECT_EQ(heard, kPeers);
+  EXPECT_EQ(lost, 0);
+  for (int fd : ends) ::close(fd);
 }
 
 }  // namespace
