@@ -99,6 +99,14 @@ void Agent::dial() {
       true);
   handshake_ = std::make_unique<PeerHandshake>("agent", name_);
   conn_->send(handshake_->hello(kProtocolVersion));
+  // A controller that accepts and never finishes the handshake (a wedged one, a port held
+  // by something else) must not hold the agent: no welcome by the deadline, and it redials.
+  const std::uint64_t epoch = epoch_;
+  r_.add_timer(options_.handshake_timeout, [this, guard, epoch] {
+    if (!guard.lock() || epoch != epoch_ || welcomed_ || !conn_ || !conn_->is_open()) return;
+    conn_->close("no welcome within " + fmt_seconds(options_.handshake_timeout.to_seconds()) +
+                 " s of connecting (handshake deadline)");
+  });
 }
 
 void Agent::schedule_redial() {
@@ -133,6 +141,18 @@ void Agent::on_close(const std::string& why) {
 
 void Agent::send(json msg, Delivery d) {
   if (welcomed_ && conn_ && conn_->is_open()) {
+    if (d == Delivery::kDrop && conn_->backlog() > kDropAboveBytes) {
+      // The controller reads slower than we write: drop what can be dropped, and say so
+      // (once per episode), instead of letting the queue grow until the connection goes.
+      if (dropped_for_backlog_++ == 0)
+        log("the controller is behind (" + std::to_string(conn_->backlog() >> 20) +
+            " MiB unsent): dropping reports and alerts until it catches up");
+      return;
+    }
+    if (dropped_for_backlog_ > 0 && conn_->backlog() <= kDropAboveBytes / 2) {
+      log("the controller caught up: " + std::to_string(dropped_for_backlog_) + " reports and alerts dropped");
+      dropped_for_backlog_ = 0;
+    }
     conn_->send(msg);
     return;
   }

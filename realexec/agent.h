@@ -40,6 +40,7 @@ struct AgentOptions {
   Duration backoff_min = Duration::millis(500);
   Duration backoff_max = Duration::seconds(5);
   Duration kill_timeout = Duration::seconds(30);  // reaping after kill/shutdown
+  Duration handshake_timeout = Duration::seconds(10);  // connect -> welcome, else redial
   std::size_t max_queued_exits = 4096;            // kept while disconnected
   // One line per call; default: stderr, prefixed "faultline agent NAME: ".
   std::function<void(const std::string&)> log;
@@ -82,6 +83,9 @@ class Agent {
   void on_message(const nlohmann::json& m);
   void on_close(const std::string& why);
   void send(nlohmann::json msg, Delivery d);
+  // A rank's report to the controller; step reports through the rank's token bucket.
+  void forward_report(Rank& rk, nlohmann::json msg, bool step);
+  void flush_step(Rank& rk);
   nlohmann::json auth_fields() const;  // what the auth message tells (pid, gen, ranks)
   void heartbeat_tick();
 
@@ -89,6 +93,8 @@ class Agent {
   void reply_done(std::uint64_t epoch, std::int64_t req, Instant started, nlohmann::json body);
   void reply_error(std::int64_t req, const std::string& reason);
   void handle_launch(const nlohmann::json& m, std::int64_t req);
+  // Launches once the ranks being killed are reaped, or fails the launch at `until`.
+  void launch_after_reaping(const nlohmann::json& m, std::int64_t req, Instant started, Instant until);
   void handle_kill(const nlohmann::json& m, std::int64_t req);
   void handle_inspect(const nlohmann::json& m, std::int64_t req);
   void handle_probe(const nlohmann::json& m, std::int64_t req);
@@ -148,6 +154,7 @@ class Agent {
   Duration backoff_;
   std::uint64_t redial_timer_ = 0;
   std::uint64_t heartbeat_timer_ = 0;
+  std::uint64_t dropped_for_backlog_ = 0;  // reports and alerts dropped while the controller is behind
   std::deque<nlohmann::json> queued_;  // exit messages waiting for a connection
 
   std::int64_t gen_ = 0;

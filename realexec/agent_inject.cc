@@ -35,20 +35,9 @@ void Agent::handle_inject(const json& m, std::int64_t req) {
     std::string line = fault;
     if (fault == "crash") {
       line += " " + (detail.empty() ? std::string("injected crash") : detail);
-    } else if (fault == "slow") {
-      char* end = nullptr;
-      double f = std::strtod(detail.c_str(), &end);
-      if (detail.empty() || end == detail.c_str() || *end != '\0' || !std::isfinite(f) || f <= 0) {
-        bad("detail: slow expects a positive slowdown factor, e.g. \"3\"");
-      }
-      line += " " + detail;
-    } else if (fault == "sdc") {
-      std::string d = detail.empty() ? "after=0" : detail;
-      if (d.rfind("after=", 0) != 0 || d.size() == 6 ||
-          !std::all_of(d.begin() + 6, d.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        bad("detail: sdc expects \"after=N\" (N steps)");
-      }
-      line += " " + d;
+    } else if (fault == "slow" || fault == "sdc") {
+      if (auto why = inject_detail_error(fault, detail)) bad("detail: " + *why);
+      line += " " + (fault == "sdc" && detail.empty() ? std::string("after=0") : detail);
     }
     if (local) line = "local_rank=" + std::to_string(*local) + " " + line;
     if (machine_->workdir.empty()) bad("machine " + name_ + " has no workdir in the config");

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "realexec/agent.h"
@@ -48,6 +49,15 @@ constexpr std::int64_t kMaxDeadlineMs = 3600 * 1000;
 constexpr int kMaxLocalRanks = 1024;
 constexpr std::size_t kMaxDirective = 200;
 constexpr std::size_t kMaxChildren = 64;  // probes, replays, debuggers, `ip` at once
+// Step reports a rank may send the controller: a burst, then this many a second (a job
+// reporting faster has its steps coalesced to the newest; the controller needs progress and
+// step times, not every step of a 70k-steps-a-second loop).
+constexpr double kStepReportBurst = 200;
+constexpr double kStepReportsPerS = 100;
+// Unsent output to the controller above which droppable messages (reports, alerts) are
+// dropped and counted: back-pressure never grows the queue to the point where the
+// connection itself is dropped (wire.h, kMaxQueuedBytes).
+constexpr std::size_t kDropAboveBytes = 4 << 20;
 
 inline std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -147,6 +157,14 @@ struct Agent::Rank {
   std::string error_line;       // last stderr line that looked like an error
   std::string fatal_signature;  // from a `fatal` report
   bool killed_by_agent = false;
+  // Step reports beyond a token bucket (kStepReportBurst, kStepReportsPerS) are coalesced:
+  // the newest waits in pending_step and goes out at the next refill, the ones it replaced
+  // are counted. Every other report goes at once, after the pending step.
+  double step_tokens = 0;
+  Instant tokens_at{};
+  std::optional<nlohmann::json> pending_step;
+  std::uint64_t coalesced = 0;
+  std::uint64_t flush_timer = 0;
 };
 
 struct Agent::RelayedProbe {

@@ -64,7 +64,15 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     wanted.emplace_back(static_cast<int>(rank), static_cast<int>(local));
   }
   if (!ranks_.empty()) {
-    bad("ranks of generation " + std::to_string(gen_) + " are still running; kill them first");
+    // Ranks of an older generation still run (the controller could not kill them: this
+    // agent was silent when its machine was evicted, or the kill was lost). They die before
+    // the new ones start, within a bounded wait; the launch then goes on, or fails saying
+    // which did not die. Refusing instead made a controller retry forever.
+    log("launch of generation " + std::to_string(gen) + ": killing the " + std::to_string(ranks_.size()) +
+        " ranks of generation " + std::to_string(gen_) + " still running first");
+    kill_all_ranks();
+    launch_after_reaping(m, req, started, r_.now() + std::min(options_.kill_timeout, Duration::seconds(10)));
+    return;
   }
   if (machine_->workdir.empty()) bad("machine " + name_ + " has no workdir in the config");
   std::error_code ec;
@@ -148,6 +156,31 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
   log("launched generation " + std::to_string(gen) + " (" + version +
       "): " + std::to_string(wanted.size()) + " ranks");
   reply_done(epoch_, req, started, {{"ok", true}, {"gen", gen}, {"pids", pids}});
+}
+
+void Agent::launch_after_reaping(const json& m, std::int64_t req, Instant started, Instant until) {
+  std::weak_ptr<bool> guard = alive_;
+  const std::uint64_t epoch = epoch_;
+  r_.add_timer(Duration::millis(20), [this, guard, epoch, m, req, started, until] {
+    if (!guard.lock() || epoch != epoch_) return;  // the agent, or the session that asked, is gone
+    if (ranks_.empty()) {
+      try {
+        handle_launch(m, req);
+      } catch (const BadMessage& e) {
+        reply_error(req, "launch: " + e.reason);
+      }
+      return;
+    }
+    if (r_.now() >= until) {
+      reply_done(epoch, req, started,
+                 {{"ok", false},
+                  {"detail", std::to_string(ranks_.size()) + " ranks of generation " + std::to_string(gen_) +
+                                 " not reaped within " + fmt_seconds((until - started).to_seconds()) +
+                                 " s of SIGKILL; not launching over them"}});
+      return;
+    }
+    launch_after_reaping(m, req, started, until);
+  });
 }
 
 void Agent::handle_kill(const json& m, std::int64_t req) {
@@ -248,8 +281,8 @@ void Agent::on_rank_report(Rank& rk) {
       }
       if (report.type == "fatal" && !report.signature.empty()) rk.fatal_signature = report.signature;
       forwarded.update(encode(report));
-      send({{"type", "report"}, {"gen", rk.gen}, {"rank", rk.rank}, {"report", forwarded}},
-           Delivery::kDrop);
+      forward_report(rk, {{"type", "report"}, {"gen", rk.gen}, {"rank", rk.rank}, {"report", forwarded}},
+                     report.type == "step");
     }
     rk.report_buf.erase(0, start);
     if (rk.report_buf.size() > kMaxReportLine) {
@@ -258,6 +291,54 @@ void Agent::on_rank_report(Rank& rk) {
       note_bad_report(rk, "longer than 4 KiB");
     }
   }
+}
+
+void Agent::forward_report(Rank& rk, json msg, bool step) {
+  if (!step) {
+    flush_step(rk);  // the step before it stays before it
+    send(std::move(msg), Delivery::kDrop);
+    return;
+  }
+  const Instant now = r_.now();
+  if (rk.tokens_at.ns == 0) rk.step_tokens = kStepReportBurst;
+  rk.step_tokens = std::min(kStepReportBurst, rk.step_tokens + (now - rk.tokens_at).to_seconds() * kStepReportsPerS);
+  rk.tokens_at = now;
+  if (!rk.pending_step && rk.step_tokens >= 1) {
+    rk.step_tokens -= 1;
+    send(std::move(msg), Delivery::kDrop);
+    return;
+  }
+  if (rk.pending_step) {
+    ++rk.coalesced;
+  } else if (rk.coalesced == 0) {
+    log("rank " + std::to_string(rk.rank) + " reports steps faster than " + fmt_seconds(kStepReportsPerS) +
+        " a second: coalescing them, the newest goes to the controller");
+  }
+  rk.pending_step = std::move(msg);
+  if (rk.flush_timer == 0) {
+    std::weak_ptr<bool> guard = alive_;
+    const int rank = rk.rank;
+    const std::int64_t gen = rk.gen;
+    rk.flush_timer = r_.add_timer(Duration::seconds(1 / kStepReportsPerS), [this, guard, rank, gen] {
+      if (!guard.lock()) return;
+      auto it = ranks_.find(rank);
+      if (it == ranks_.end() || it->second->gen != gen) return;
+      it->second->flush_timer = 0;
+      flush_step(*it->second);
+    });
+  }
+}
+
+void Agent::flush_step(Rank& rk) {
+  if (rk.flush_timer) {
+    r_.cancel_timer(rk.flush_timer);
+    rk.flush_timer = 0;
+  }
+  if (!rk.pending_step) return;
+  json msg = std::move(*rk.pending_step);
+  rk.pending_step.reset();
+  rk.step_tokens = std::max(0.0, rk.step_tokens - 1);
+  send(std::move(msg), Delivery::kDrop);
 }
 
 // The first few dropped lines of a rank, then one per 1000: a rank that writes junk must
@@ -322,6 +403,10 @@ void Agent::on_rank_exit(int rank, int status) {
     if (!line.empty() && looks_like_error(line)) rk.error_line = line.substr(0, kMaxSignature);
   }
   close_rank_fds(rk);
+  flush_step(rk);  // its newest step before its exit
+  if (rk.coalesced > 0)
+    log("rank " + std::to_string(rk.rank) + ": " + std::to_string(rk.coalesced) +
+        " step reports coalesced (only the newest of each burst went to the controller)");
   std::string signature;
   const bool clean_exit = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (!rk.killed_by_agent && !clean_exit) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace faultline::live {
@@ -478,6 +479,21 @@ ClientRequest decode_client_request(const json& j, json* req_out) {
     }
     return c;
   });
+}
+
+std::optional<std::string> inject_detail_error(const std::string& fault, const std::string& detail) {
+  if (fault == "slow") {
+    char* end = nullptr;
+    const double f = std::strtod(detail.c_str(), &end);
+    if (detail.empty() || end == detail.c_str() || *end != '\0' || !(f >= 1) || !(f <= 100))
+      return "slow expects a slowdown factor in [1, 100], e.g. \"3\"";
+  } else if (fault == "sdc") {
+    const std::string d = detail.empty() ? "after=0" : detail;
+    if (d.rfind("after=", 0) != 0 || d.size() == 6 || d.size() > 24 ||
+        !std::all_of(d.begin() + 6, d.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return "sdc expects \"after=N\" (N steps)";
+  }
+  return std::nullopt;
 }
 
 }  // namespace faultline::live

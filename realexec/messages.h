@@ -176,6 +176,11 @@ struct InjectRequest {
   std::string fault;
   std::string detail;  // one line, at most 200 characters
 };
+// What an injected fault's detail must be, as the agent applies it and `sim replay` reads
+// its record: nullopt when `detail` suits `fault`, else the reason ("slow expects ..."). The
+// controller checks it before it sends the fault, the agent again before it applies it.
+std::optional<std::string> inject_detail_error(const std::string& fault, const std::string& detail);
+
 struct ClientRequest {
   nlohmann::json req = 0;  // echoed in the reply: an integer in [0, 2^53]
   std::variant<StatusRequest, StopRequest, UpdateRequest, InjectRequest> body;

@@ -206,9 +206,8 @@ void Conn::read_some() {
       const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + off);
       std::size_t len = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) |
                         (std::size_t{p[2]} << 8) | std::size_t{p[3]};
-      if (len == 0 || len > kMaxFrameBytes) {
-        close("frame length " + std::to_string(len) + " outside 1.." +
-              std::to_string(kMaxFrameBytes) + " bytes");
+      if (len == 0 || len > max_frame_) {
+        close("frame length " + std::to_string(len) + " outside 1.." + std::to_string(max_frame_) + " bytes");
         return;
       }
       if (in_.size() - off - 4 < len) break;

@@ -7,6 +7,7 @@
 // cannot prove the shared token is refused and logged by the accepting side.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -50,6 +51,11 @@ class Conn {
   // refusal or the reply to a shutdown).
   void close_after_flush(const std::string& why);
   bool is_open() const { return fd_ >= 0; }
+  // The largest frame accepted from the peer (kMaxFrameBytes unless lowered, e.g. before a
+  // peer has authenticated); a longer one closes the connection with the reason.
+  void set_max_frame(std::size_t bytes) { max_frame_ = std::min(bytes, kMaxFrameBytes); }
+  // Bytes queued and not yet written to the socket.
+  std::size_t backlog() const { return out_.size() - out_off_; }
   const std::string& peer() const { return peer_; }
   // Replaces the handlers (e.g. after the hello has been checked).
   void set_handlers(Handlers h) { h_ = std::move(h); }
@@ -72,6 +78,7 @@ class Conn {
   std::string in_;
   std::string out_;
   std::size_t out_off_ = 0;
+  std::size_t max_frame_ = kMaxFrameBytes;
   std::shared_ptr<bool> alive_;
 };
 

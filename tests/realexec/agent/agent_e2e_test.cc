@@ -172,6 +172,7 @@ class AgentE2E : public ::testing::Test {
     config_.job.versions["v1"] = {helper, "report", "3", "7"};
     config_.job.versions["sleep"] = {helper, "sleep"};
     config_.job.versions["env"] = {helper, "env"};
+    config_.job.versions["flood"] = {helper, "flood", "300000"};
     config_.job.versions["junk"] = {helper, "junk"};
     config_.job.versions["clean"] = {helper, "report", "0", "0"};
     config_.job.env["FAULTLINE_TEST_EXTRA"] = "extra";
@@ -338,6 +339,63 @@ TEST_F(AgentE2E, LaunchForwardsReportsAndExitsWithSignature) {
   EXPECT_TRUE(agent_->rank_pids().empty());
 }
 
+// Issue 37, item 7: a job writing ~70k step reports a second filled the agent's queue to the
+// controller past 16 MiB; the agent dropped its own connection, the controller took that for
+// a lost machine. Step reports are coalesced at the agent (a burst, then 100 a second, the
+// newest kept), other reports keep their order after the newest step, and the connection
+// stays up.
+TEST_F(AgentE2E, AFloodOfStepReportsIsCoalescedAndTheConnectionStays) {
+  start();
+  ASSERT_EQ(launch("flood", {{0, 0}})["ok"], true);
+  ASSERT_TRUE(wait([&] {
+    for (const auto& r : controller_->of_type("report"))
+      if (r["report"]["type"] == "checkpoint") return true;
+    return false;
+  }));
+  const auto reports = controller_->of_type("report");
+  ASSERT_GE(reports.size(), 2u);
+  EXPECT_LT(reports.size(), 2000u) << "not coalesced";
+  const json& last_step = reports[reports.size() - 2]["report"];
+  EXPECT_EQ(last_step["type"], "step");
+  EXPECT_EQ(last_step["step"], 299999) << "the newest step comes before the checkpoint";
+  std::int64_t prev = -1;
+  for (const auto& r : reports)
+    if (r["report"]["type"] == "step") {
+      EXPECT_GT(r["report"]["step"].get<std::int64_t>(), prev);
+      prev = r["report"]["step"].get<std::int64_t>();
+    }
+  EXPECT_TRUE(agent_->connected());
+  EXPECT_FALSE(logged("lost the controller"));
+  EXPECT_TRUE(logged("coalescing them"));
+}
+
+// Issue 37, item 13: an agent had no handshake deadline: a controller port that accepts and
+// never answers (a wedged controller, a port taken by something else) held it forever. It
+// closes and redials when no welcome comes in time.
+TEST_F(AgentE2E, AControllerThatNeverAnswersIsLeftAtTheHandshakeDeadline) {
+  std::string err;
+  const int silent = listen_tcp("127.0.0.1", 0, &err);  // accepts (the backlog does), says nothing
+  ASSERT_GE(silent, 0) << err;
+  config_.controller_port = bound_port(silent);
+  AgentOptions o;
+  o.sysfs_root = dir_ + "/sys";
+  o.kmsg_path = dir_ + "/kmsg";
+  o.ip_program = "/nonexistent/ip";
+  o.backoff_min = Duration::millis(100);
+  o.backoff_max = Duration::millis(100);
+  o.handshake_timeout = Duration::millis(300);
+  o.log = [this](const std::string& l) { logs_.push_back(l); };
+  agent_ = std::make_unique<Agent>(r_, config_, "m0", kToken, o);
+  agent_->start();
+  r_.run_until([&] { return false; }, Duration::seconds(1.5));
+  int deadlines = 0;
+  for (const auto& l : logs_) deadlines += l.find("handshake deadline") != std::string::npos;
+  EXPECT_GE(deadlines, 2) << "closed at the deadline, redialled, closed again";
+  EXPECT_FALSE(agent_->connected());
+  agent_.reset();
+  ::close(silent);
+}
+
 TEST_F(AgentE2E, WithoutAFatalReportTheLastErrorLineOfStderrIsTheSignature) {
   config_.job.env["FAULTLINE_TEST_NO_FATAL"] = "1";
   start();
@@ -372,10 +430,21 @@ TEST_F(AgentE2E, RanksGetTheLaunchEnvironment) {
   EXPECT_EQ(env["FAULTLINE_REPORT_FD"], "3");
   EXPECT_EQ(env["FAULTLINE_TEST_EXTRA"], "extra");
   EXPECT_TRUE(fs::is_directory(work + "/ckpt"));
-  // A second launch while ranks run is refused; hello after reconnect lists them.
+  // Issue 37, item 8: a launch while ranks of an older generation still run (a machine
+  // evicted while its agent was silent, so the kill never reached it) was refused with
+  // "still running", and the controller retried without end (generation 2 -> 587 in 30 s,
+  // never training again). The old ranks die first now, then the launch goes on.
   json d = launch("env", {{0, 0}}, 4);
-  EXPECT_EQ(d["type"], "error");
-  EXPECT_NE(d["reason"].get<std::string>().find("still running"), std::string::npos);
+  EXPECT_EQ(d["type"], "done") << d.dump();
+  EXPECT_EQ(d["ok"], true) << d.dump();
+  EXPECT_EQ(d["gen"], 4);
+  ASSERT_TRUE(wait([&] { return controller_->of_type("exit").size() == 1; }));
+  const json old = controller_->of_type("exit")[0];
+  EXPECT_EQ(old["gen"], 3);
+  EXPECT_EQ(old["signal"], SIGKILL);
+  ASSERT_TRUE(wait([&] { return controller_->of_type("report").size() == 2; }));
+  EXPECT_EQ(controller_->of_type("report")[1]["gen"], 4);
+  EXPECT_EQ(controller_->of_type("report")[1]["report"]["RANK"], "0");
 }
 
 TEST_F(AgentE2E, KillWorksOnAStoppedRankAndCaptureMarksIt) {
@@ -507,7 +576,7 @@ TEST_F(AgentE2E, InvalidRequestsGetErrorsAndTheAgentCarriesOn) {
   EXPECT_EQ(reason({{"type", "inject"}, {"fault", "crash"}, {"detail", std::string(201, 'x')}}),
             "inject: detail: expected at most 200 characters");
   EXPECT_EQ(reason({{"type", "inject"}, {"fault", "slow"}, {"detail", "fast"}}),
-            "inject: detail: slow expects a positive slowdown factor, e.g. \"3\"");
+            "inject: detail: slow expects a slowdown factor in [1, 100], e.g. \"3\"");
   EXPECT_EQ(reason({{"type", "inject"}, {"fault", "reboot"}}).substr(0, 14), "inject: fault:");
   EXPECT_EQ(reason({{"type", "inspect"}, {"kinds", {{"nic", "often"}}}}),
             "inspect: kinds.nic: expected an interval in seconds in [0.05, 86400]");

@@ -63,6 +63,15 @@ int main(int argc, char** argv) {
     }
     return std::atoi(argv[3]);
   }
+  if (mode == "flood" && argc >= 3) {
+    // A training loop that reports every step of a very fast loop, then idles.
+    const int n = std::atoi(argv[2]);
+    for (int i = 0; i < n; ++i)
+      report("{\"type\":\"step\",\"step\":" + std::to_string(i) + ",\"rank\":" + env("RANK") +
+             ",\"step_time_s\":0.00001}");
+    report("{\"type\":\"checkpoint\",\"step\":" + std::to_string(n - 1) + ",\"rank\":" + env("RANK") + "}");
+    helper_sleep_forever();
+  }
   if (mode == "env") {
     std::string j = "{\"type\":\"env\"";
     for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
