@@ -144,13 +144,26 @@ void MetricsServer::on_accept() {
     const int fd = accept_tcp(listen_fd_, &peer);
     if (fd < 0) return;
     if (static_cast<int>(conns_.size()) >= kMaxConnections) {
-      // Closed at once rather than left in the backlog, so a flood cannot keep
-      // Prometheus out for longer than the flood's own connections last.
-      ::close(fd);
+      // Full: the oldest connection that has not yet sent its request makes room (a
+      // scraper sends its request at once and is answered in milliseconds; a flood of
+      // idle connections only pushes out its own). When every one is being answered,
+      // the new one is closed at once rather than left in the backlog.
+      int oldest = -1;
+      std::uint64_t oldest_seq = 0;
+      for (const auto& [cfd, conn] : conns_)
+        if (conn.out.empty() && (oldest < 0 || conn.seq < oldest_seq)) {
+          oldest = cfd;
+          oldest_seq = conn.seq;
+        }
       ++turned_away_;
-      continue;
+      if (oldest < 0) {
+        ::close(fd);
+        continue;
+      }
+      close_conn(oldest);
     }
     Connection& c = conns_[fd];
+    c.seq = next_seq_++;
     c.timer = reactor_.add_timer(deadline_, [this, fd] {
       if (auto it = conns_.find(fd); it != conns_.end()) {
         it->second.timer = 0;

@@ -5,7 +5,8 @@
 // request is read into a bounded buffer, and every connection has one deadline for
 // reading its request and writing the answer. Anyone who can reach the port can connect,
 // so it expects hostile input: a request is at most kMaxRequestBytes, at most
-// kMaxConnections are open at once (further ones are closed at accept), and a connection
+// kMaxConnections are open at once (a further one pushes out the oldest that has not sent
+// its request yet, or is closed at accept when all are being answered), and a connection
 // that has not finished by its deadline (a slowloris) is closed. Only `GET /metrics`
 // answers with the metrics; 400 malformed, 401 without the bearer token when one is
 // configured, 404 another path, 405 another method, 431 too large. One request per
@@ -49,7 +50,7 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   int open_connections() const { return static_cast<int>(conns_.size()); }
-  // Connections closed at accept because kMaxConnections were open.
+  // Connections closed because kMaxConnections were open: pushed out idle, or refused.
   std::uint64_t turned_away() const { return turned_away_; }
 
  private:
@@ -58,6 +59,7 @@ class MetricsServer {
     std::string out;
     std::size_t out_off = 0;
     std::uint64_t timer = 0;
+    std::uint64_t seq = 0;  // accept order: the oldest idle one makes room for a new one
   };
   void on_accept();
   void on_io(int fd, std::uint32_t events);
@@ -73,6 +75,7 @@ class MetricsServer {
   Duration deadline_;
   std::map<int, Connection> conns_;
   std::uint64_t turned_away_ = 0;
+  std::uint64_t next_seq_ = 0;
 };
 
 }  // namespace faultline::live
