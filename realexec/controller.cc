@@ -1,11 +1,15 @@
 #include "realexec/controller.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -18,6 +22,18 @@ using nlohmann::json;
 namespace {
 
 constexpr double kHelloTimeoutS = 5;
+// Limits for what anyone who can reach the port may hold (docs/operator-guide.md, "Limits"):
+// unauthenticated connections, and the frame size before authentication (a hello and an
+// answer to the challenge are well under 4 KiB).
+constexpr int kMaxUnauthenticated = 64;
+constexpr std::size_t kMaxFrameBeforeAuth = 4096;
+// Client sessions (live status, inject, ...) per access (admin, read-only), and how long one
+// may sit idle: enough of them must not lock an operator out.
+constexpr int kMaxClientsPerAccess = 16;
+constexpr double kClientIdleS = 60;
+// Bad proofs said one by one per minute before the rest are summed up.
+constexpr std::uint64_t kBadCredentialLinesPerMinute = 10;
+constexpr double kAcceptPauseS = 0.25;  // after accept fails for want of fds
 constexpr double kStartupWaitS = 30;
 constexpr std::uint64_t kOwnReqBase = 1ull << 40;  // controller-originated requests
 
@@ -46,6 +62,7 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
   std::error_code ec;
   std::filesystem::create_directories(config_.state_dir, ec);
   if (ec) throw std::runtime_error(config_.state_dir + ": cannot create the state directory: " + ec.message());
+  lock_state_dir(fresh);
   const std::string journal_path = config_.state_dir + "/journal.json";
   const std::string log_path = config_.state_dir + "/events.jsonl";
   if (fresh) {
@@ -54,6 +71,9 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
   }
   journal_ = std::make_unique<Journal>(journal_path);
   if (!journal_->load(&err)) throw std::runtime_error(err);
+  marker_ = std::make_unique<OutageMarker>(config_.state_dir + "/outage");
+  if (fresh) std::filesystem::remove(marker_->path(), ec);
+  if (!marker_->open(&err)) throw std::runtime_error(err + " (the state directory needs room for its outage marker)");
   try {
     log_ = std::make_unique<traces::EventLogWriter>(log_path);
   } catch (const std::exception& e) {
@@ -77,11 +97,52 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     h.config_file = std::filesystem::absolute(config_.file).string();
     log_->header(0.0, h);
   }
+  if (const auto& gap = marker_->previous(); gap && journal_->resumed()) {
+    // The previous controller died with records waiting for a failing disk: they are gone,
+    // and the log says so where they would have been.
+    const std::uint64_t n = gap->pending;
+    world_->lost_before_restart(n);
+    world_->note("event log gap: " + std::to_string(n) + " records (run time " + std::to_string(gap->first_t_s) +
+                 " to " + std::to_string(gap->last_t_s) + " s) waited in memory for a failing disk since " +
+                 utc_stamp(gap->since_unix_ms) + " (" + gap->error +
+                 ") when the previous controller stopped; they are lost");
+    std::cerr << log_stamp() << " faultline live: the event log " << log_path << " has a gap: " << n
+              << " records lost when the previous controller stopped during a storage outage (" << gap->error << ")\n";
+  }
+  world_->on_log_pending([this](double t_s) { mark_outage(t_s); });
   listen_fd_ = listen_tcp(config_.controller_host, config_.controller_port, &err);
   if (listen_fd_ < 0)
     throw std::runtime_error(config_.file + ": controller: cannot listen on " + config_.controller_host + ":" +
                              std::to_string(config_.controller_port) + ": " + err);
   if (config_.metrics_port > 0) start_metrics();
+}
+
+void Controller::lock_state_dir(bool fresh) {
+  // One controller per state directory, for its whole life: a second one (a `--fresh` typed
+  // into the wrong terminal, a unit started twice) would otherwise delete or interleave the
+  // journal and the event log under the running one. flock is released by the kernel when
+  // the holder dies, however it dies, so a crashed controller never leaves it stale.
+  const std::string path = config_.state_dir + "/controller.lock";
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0)
+    throw std::runtime_error(path + ": cannot open the state directory's lock: " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(lock_fd_, buf, sizeof buf - 1, 0);
+    std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    if (e != EWOULDBLOCK) throw std::runtime_error(path + ": cannot lock the state directory: " + std::strerror(e));
+    throw std::runtime_error(config_.state_dir + ": in use by the controller with pid " +
+                             (holder.empty() ? std::string("(unknown)") : holder) + " (" + path + ")" +
+                             (fresh ? "; --fresh deletes nothing while it runs: stop it first" : "; stop it first"));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+    // The lock holds without the pid in it; a second controller then names no pid.
+  }
 }
 
 void Controller::start_metrics() {
@@ -107,6 +168,7 @@ Controller::~Controller() {
     reactor_.remove_fd(listen_fd_);
     ::close(listen_fd_);
   }
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the state directory
 }
 
 int Controller::run(double duration_s) {
@@ -140,7 +202,7 @@ int Controller::run(double duration_s) {
               << utc_stamp(journal_->health().since_unix_ms) << " (" << journal_->health().last_error
               << "): a restarted controller resumes from the previous journal\n";
   const traces::StorageHealth& h = log_->health();
-  if (const std::uint64_t lost = h.lost + h.pending; lost > 0) {
+  if (const std::uint64_t lost = h.lost + h.pending + world_->lost_before_restart(); lost > 0) {
     // What still waits in the backlog now is lost with the process.
     std::cerr << log_stamp() << " faultline live: the event log " << log_->path() << " is incomplete: " << lost
               << " records lost to write failures (" << h.last_error << ")"
@@ -151,9 +213,27 @@ int Controller::run(double duration_s) {
   return code;
 }
 
+void Controller::mark_outage(double t_s) {
+  const traces::StorageHealth& h = log_->health();
+  if (h.pending == 0) {
+    pending_first_t_ = -1;
+    marker_->clear();
+    return;
+  }
+  if (pending_first_t_ < 0) pending_first_t_ = t_s;
+  pending_last_t_ = std::max(pending_last_t_, t_s);
+  marker_->set({h.pending, h.lost, h.since_unix_ms, pending_first_t_, pending_last_t_, h.last_error});
+}
+
 void Controller::watch_storage() {
   log_->flush();
   journal_->retry();
+  if (log_->health().pending == 0) {
+    pending_first_t_ = -1;
+    marker_->clear();
+  } else {
+    mark_outage(pending_last_t_);
+  }
   const std::string stamp = log_stamp();
   {
     const traces::StorageHealth& h = log_->health();
@@ -242,13 +322,36 @@ void Controller::on_accept() {
   for (;;) {
     std::string peer;
     const int fd = accept_tcp(listen_fd_, &peer);
-    if (fd < 0) return;
+    if (fd < 0) {
+      const int e = errno;
+      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+        // Out of fds: the pending connection stays in the backlog and the level-triggered
+        // listener would wake the loop at once, forever. Stop listening for a moment.
+        if (accept_failures_++ == 0)
+          world_->note(std::string("cannot accept connections: ") + std::strerror(e) + "; pausing accepts for " +
+                       std::to_string(kAcceptPauseS) + " s at a time until fds are free (raise LimitNOFILE)");
+        accept_paused_ = true;
+        reactor_.modify_fd(listen_fd_, 0);
+        reactor_.add_timer(Duration::seconds(kAcceptPauseS), [this] {
+          accept_paused_ = false;
+          if (listen_fd_ >= 0) reactor_.modify_fd(listen_fd_, EPOLLIN);
+        });
+      } else if (accept_failures_ > 0 && e == EAGAIN) {
+        world_->note("accepting connections again after " + std::to_string(accept_failures_) +
+                     " failures for want of fds");
+        accept_failures_ = 0;
+      }
+      return;
+    }
+    make_room_unauthenticated();
     const std::uint64_t sid = next_session_++;
     Session& s = sessions_[sid];
+    s.seq = accept_seq_++;
     s.conn = std::make_unique<Conn>(
         reactor_, fd, peer,
         Conn::Handlers{[this, sid](const json& m) { on_message(sid, m); },
                        [this, sid](const std::string& why) { on_close(sid, why); }});
+    s.conn->set_max_frame(kMaxFrameBeforeAuth);
     s.timer = reactor_.add_timer(Duration::seconds(kHelloTimeoutS), [this, sid] {
       auto it = sessions_.find(sid);
       if (it == sessions_.end()) return;
@@ -259,10 +362,96 @@ void Controller::on_accept() {
   }
 }
 
+void Controller::make_room_unauthenticated() {
+  int count = 0;
+  std::uint64_t oldest = 0;
+  bool found = false;
+  std::uint64_t oldest_seq = 0;
+  for (const auto& [sid, s] : sessions_) {
+    if (s.role != Session::Role::kHello && s.role != Session::Role::kChallenged) continue;
+    ++count;
+    if (!found || s.seq < oldest_seq) {
+      found = true;
+      oldest = sid;
+      oldest_seq = s.seq;
+    }
+  }
+  if (count < kMaxUnauthenticated || !found) return;
+  // The oldest makes room: an agent or an operator finishes its handshake in milliseconds,
+  // so a flood of idle connections only pushes out its own.
+  ++evicted_unauthenticated_;
+  auto it = sessions_.find(oldest);
+  note_unauthenticated("closed the unauthenticated connection from " + it->second.conn->peer() + ": " +
+                       std::to_string(kMaxUnauthenticated) + " were open (" + std::to_string(evicted_unauthenticated_) +
+                       " closed so far)");
+  it->second.role = Session::Role::kClient;  // its close is no refusal to report again
+  it->second.conn->close("too many unauthenticated connections");
+}
+
+void Controller::make_room_clients(bool read_only) {
+  std::vector<std::pair<Instant, std::uint64_t>> same;
+  for (const auto& [sid, s] : sessions_)
+    if (s.role == Session::Role::kClient && s.machine == kNoMachine && s.read_only == read_only && s.conn &&
+        s.conn->is_open() && s.idle_timer != 0)
+      same.emplace_back(s.last_heard, sid);
+  if (static_cast<int>(same.size()) < kMaxClientsPerAccess) return;
+  std::sort(same.begin(), same.end());
+  auto it = sessions_.find(same.front().second);
+  world_->note(std::string("closed the least recently active ") + (read_only ? "read-only" : "admin") +
+               " session (from " + it->second.conn->peer() + "): " + std::to_string(kMaxClientsPerAccess) +
+               " were open");
+  it->second.conn->close("too many sessions of this access");
+}
+
+void Controller::arm_client_idle(std::uint64_t sid) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return;
+  if (it->second.idle_timer) reactor_.cancel_timer(it->second.idle_timer);
+  it->second.last_heard = reactor_.now();
+  it->second.idle_timer = reactor_.add_timer(Duration::seconds(kClientIdleS), [this, sid] {
+    auto s = sessions_.find(sid);
+    if (s == sessions_.end()) return;
+    s->second.idle_timer = 0;
+    if (s->second.conn && s->second.conn->is_open())
+      s->second.conn->close("idle for " + std::to_string(static_cast<int>(kClientIdleS)) + " s");
+  });
+}
+
+void Controller::note_bad_credential(const std::string& text) {
+  ++bad_credentials_;
+  if (++bad_credentials_window_ <= kBadCredentialLinesPerMinute) {
+    const std::string line = text + " (" + std::to_string(bad_credentials_) + " bad proofs so far)";
+    world_->note(line);
+    std::cerr << log_stamp() << " faultline live: " << line << "\n";
+  } else {
+    ++bad_credentials_unsaid_;
+  }
+  if (bad_credential_timer_ == 0)
+    bad_credential_timer_ = reactor_.add_timer(Duration::seconds(60), [this] {
+      bad_credential_timer_ = 0;
+      if (bad_credentials_unsaid_ > 0) {
+        const std::string line = std::to_string(bad_credentials_unsaid_) +
+                                 " more connections refused for a bad token in the last minute (" +
+                                 std::to_string(bad_credentials_) + " bad proofs so far): a credential attack?";
+        world_->note(line);
+        std::cerr << log_stamp() << " faultline live: " << line << "\n";
+      }
+      bad_credentials_window_ = 0;
+      bad_credentials_unsaid_ = 0;
+    });
+}
+
 void Controller::refuse(std::uint64_t sid, const std::string& why) {
   auto it = sessions_.find(sid);
   if (it == sessions_.end()) return;
-  note_unauthenticated("refused connection from " + it->second.conn->peer() + ": " + why);
+  if (why == "bad token") {
+    const Hello& h = it->second.handshake.hello();
+    note_bad_credential("refused connection from " + it->second.conn->peer() + " (" + h.proof_role() +
+                        (h.name.empty() ? "" : " " + h.name.substr(0, 64)) + (h.read_only ? ", read-only" : "") +
+                        "): bad token");
+  } else {
+    note_unauthenticated("refused connection from " + it->second.conn->peer() + ": " + why);
+  }
   it->second.conn->send(json{{"type", "refused"}, {"reason", why}});
   it->second.role = Session::Role::kClient;  // no further messages are acted on
   it->second.conn->set_handlers({[](const json&) {}, [this, sid](const std::string& w) { on_close(sid, w); }});
@@ -299,9 +488,10 @@ void Controller::on_message(std::uint64_t sid, const json& msg) {
       return on_authenticated(sid, auth);
     }
     if (s.role == Session::Role::kClient) {
+      if (s.idle_timer) arm_client_idle(sid);
       json req = 0;
       try {
-        return on_client(s, decode_client_request(msg, &req));
+        return on_client(sid, s, decode_client_request(msg, &req));
       } catch (const BadMessage& e) {
         note_refusal(s, e.reason);
         s.conn->send(json{{"type", "done"}, {"req", req}, {"ok", false}, {"detail", e.reason}});
@@ -372,9 +562,12 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
   const Hello hello = s.handshake.hello();
   if (s.timer) reactor_.cancel_timer(s.timer);
   s.timer = 0;
+  s.conn->set_max_frame(kMaxFrameBytes);
   if (hello.role == Hello::Role::kClient) {
+    make_room_clients(hello.read_only);
     s.role = Session::Role::kClient;
     s.read_only = hello.read_only;
+    arm_client_idle(sid);
     s.conn->send(json{{"type", "welcome"}, {"role", "client"}, {"access", hello.read_only ? "read" : "admin"}});
     return;
   }
@@ -415,7 +608,7 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
   }
 }
 
-void Controller::on_client(Session& s, const ClientRequest& request) {
+void Controller::on_client(std::uint64_t sid, Session& s, const ClientRequest& request) {
   auto reply = [&](bool ok, const std::string& detail, json extra = json::object()) {
     extra["type"] = "done";
     extra["req"] = request.req;
@@ -455,9 +648,19 @@ void Controller::on_client(Session& s, const ClientRequest& request) {
     const bool pooled = world_->repaired(m);
     return reply(true, in.machine + " repaired" + (pooled ? "; back in the standby pool" : ""));
   }
-  world_->record_fault(m, in.fault, in.detail, k->second);
-  send(m, json{{"type", "inject"}, {"req", kOwnReqBase + 1}, {"fault", in.fault}, {"detail", in.detail}});
-  return reply(true, in.fault + " injected on " + in.machine);
+  if (auto why = inject_detail_error(in.fault, in.detail)) return reply(false, "inject: detail: " + *why);
+  // Answered once the agent applied it: the operator's "injected" and the log's fault
+  // record both mean it happened.
+  world_->inject(m, in.fault, in.detail, k->second,
+                 [this, sid, req = request.req, fault = in.fault, name = in.machine](bool ok, const std::string& why) {
+                   auto it = sessions_.find(sid);
+                   if (it == sessions_.end() || !it->second.conn || !it->second.conn->is_open()) return;
+                   it->second.conn->send(json{{"type", "done"},
+                                              {"req", req},
+                                              {"ok", ok},
+                                              {"detail", ok ? fault + " injected on " + name
+                                                            : "inject: the agent of " + name + " refused: " + why}});
+                 });
 }
 
 void Controller::on_close(std::uint64_t sid, const std::string& why) {
@@ -471,7 +674,12 @@ void Controller::on_close(std::uint64_t sid, const std::string& why) {
                          (h.name.empty() ? "" : " " + h.name) +
                          ") closed before answering the challenge: it did not prove the token (" + why + ")");
   }
+  if (it->second.role == Session::Role::kHello && why != "peer closed the connection")
+    // Frame-level garbage (a bad length, bytes that are no JSON, bad UTF-8) closes the
+    // connection before any message: the reason is said, like any refusal.
+    note_unauthenticated("connection from " + it->second.conn->peer() + " closed before its hello: " + why);
   if (it->second.timer) reactor_.cancel_timer(it->second.timer);
+  if (it->second.idle_timer) reactor_.cancel_timer(it->second.idle_timer);
   // Destroy the connection after this callback returns.
   auto conn = std::shared_ptr<Conn>(std::move(it->second.conn));
   sessions_.erase(it);

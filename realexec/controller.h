@@ -56,15 +56,29 @@ class Controller final : public MachineLink {
     std::uint64_t timer = 0;  // handshake deadline, then heartbeat deadline
     std::uint64_t refused = 0;  // messages refused on this connection
     Instant last_heard{};       // agents: the last message received
+    std::uint64_t seq = 0;      // accept order: the oldest unauthenticated one makes room
+    std::uint64_t idle_timer = 0;  // clients: closed after kClientIdleS without a request
   };
   void on_accept();
   void on_message(std::uint64_t sid, const nlohmann::json& msg);
   void on_close(std::uint64_t sid, const std::string& why);
   void on_hello(std::uint64_t sid, const Hello& hello);
   void on_authenticated(std::uint64_t sid, const Auth& auth);
-  void on_client(Session& s, const ClientRequest& request);
+  // Takes the state directory's lock or throws naming the controller that holds it.
+  void lock_state_dir(bool fresh);
+  // Marks (in STATE_DIR/outage) that event-log records wait in memory; t_s: the newest.
+  void mark_outage(double t_s);
+  void on_client(std::uint64_t sid, Session& s, const ClientRequest& request);
   void note_refusal(Session& s, const std::string& reason);
   void note_unauthenticated(const std::string& text);
+  // A proof that did not match a token: always said, a few a minute one by one, the rest
+  // summed up at the end of the minute.
+  void note_bad_credential(const std::string& text);
+  void arm_client_idle(std::uint64_t sid);
+  // Room for one more session of the kind: closes the oldest unauthenticated one (or the
+  // least recently active client of the same access) when the cap is reached.
+  void make_room_unauthenticated();
+  void make_room_clients(bool read_only);
   std::string config_machine_name(MachineId m) const;
   void arm_heartbeat(std::uint64_t sid);
   void refuse(std::uint64_t sid, const std::string& why);
@@ -87,8 +101,20 @@ class Controller final : public MachineLink {
   std::string status_token_;  // the read-only credential; empty: none
   std::unique_ptr<traces::EventLogWriter> log_;
   std::unique_ptr<Journal> journal_;
+  std::unique_ptr<OutageMarker> marker_;  // STATE_DIR/outage: records waiting in memory, across a crash
+  double pending_first_t_ = -1;           // run time of the oldest record waiting, -1: none
+  double pending_last_t_ = 0;
   std::unique_ptr<LiveWorld> world_;
   int listen_fd_ = -1;
+  bool accept_paused_ = false;  // out of fds: accepting resumes after a pause
+  std::uint64_t accept_seq_ = 0;
+  std::uint64_t accept_failures_ = 0;
+  std::uint64_t evicted_unauthenticated_ = 0;
+  std::uint64_t bad_credentials_ = 0;         // all refusals for a bad proof
+  std::uint64_t bad_credentials_window_ = 0;  // in the current minute
+  std::uint64_t bad_credentials_unsaid_ = 0;  // in it, beyond the ones said one by one
+  std::uint64_t bad_credential_timer_ = 0;
+  int lock_fd_ = -1;                        // flock of STATE_DIR/controller.lock, held for the controller's life
   std::unique_ptr<MetricsServer> metrics_;  // null: no metrics_listen
   std::uint64_t next_session_ = 1;
   std::map<std::uint64_t, Session> sessions_;

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "realexec/reactor.h"
+
 namespace faultline::live {
 
 namespace {
@@ -39,10 +41,22 @@ bool Journal::load(std::string* err) {
   }
   std::stringstream ss;
   ss << in.rdbuf();
+  return parse(ss.str(), err);
+}
+
+bool Journal::parse(const std::string& text, std::string* err) {
   try {
-    const json j = json::parse(ss.str());
+    const json j = json::parse(text);
     JournalState s;
-    s.origin_ns = j.at("origin_ns").get<std::int64_t>();
+    if (j.contains("origin_unix_ns")) {
+      s.origin_unix_ns = j.at("origin_unix_ns").get<std::int64_t>();
+    } else {
+      // A journal from before wall-clock origins: a monotonic origin, right only on the
+      // boot that wrote it, mapped to the wall clock as this boot's monotonic clock maps.
+      s.origin_unix_ns = j.at("origin_ns").get<std::int64_t>() + (wall_now_ns() - monotonic_now().ns);
+    }
+    if (j.contains("last_t_ns")) s.last_t_ns = j.at("last_t_ns").get<std::int64_t>();
+    if (j.contains("action_ceiling")) s.action_ceiling = j.at("action_ceiling").get<std::uint64_t>();
     s.gen = j.at("gen").get<std::int64_t>();
     s.version = j.at("version").get<std::string>();
     s.good_version = j.at("good_version").get<std::string>();
@@ -60,6 +74,7 @@ bool Journal::load(std::string* err) {
       for (const auto& pr : j.at("strikes")) s.strikes[pr.at(0).get<MachineId>()] = pr.at(1).get<int>();
     if (j.contains("retired")) s.retired = j.at("retired").get<std::vector<MachineId>>();
     if (j.contains("ended_verdict")) s.ended_verdict = j.at("ended_verdict").get<std::string>();
+    if (j.contains("machine_names")) s.machine_names = j.at("machine_names").get<std::vector<std::string>>();
     state_ = std::move(s);
   } catch (const std::exception& e) {
     *err = path_ + ": (journal): expected a faultline controller journal (" + e.what() + ")";
@@ -71,7 +86,9 @@ bool Journal::load(std::string* err) {
 
 bool Journal::save(std::string* err) {
   json j;
-  j["origin_ns"] = state_.origin_ns;
+  j["origin_unix_ns"] = state_.origin_unix_ns;
+  j["last_t_ns"] = state_.last_t_ns;
+  j["action_ceiling"] = state_.action_ceiling;
   j["gen"] = state_.gen;
   j["version"] = state_.version;
   j["good_version"] = state_.good_version;
@@ -88,6 +105,7 @@ bool Journal::save(std::string* err) {
   for (const auto& [m, n] : state_.strikes) j["strikes"].push_back({m, n});
   j["retired"] = state_.retired;
   j["ended_verdict"] = state_.ended_verdict;
+  j["machine_names"] = state_.machine_names;
   const std::string tmp = path_ + ".tmp";
   // The previous journal is replaced only by a whole, synced new one: a failure anywhere
   // before the rename leaves it as it was, and the partial temporary file is removed
@@ -119,6 +137,76 @@ bool Journal::save(std::string* err) {
   }
   health_.pending = 0;
   return true;
+}
+
+OutageMarker::~OutageMarker() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool OutageMarker::open(std::string* err) {
+  {
+    std::ifstream in(path_);
+    std::stringstream ss;
+    if (in) ss << in.rdbuf();
+    const json j = json::parse(ss.str(), nullptr, false);
+    try {
+      if (j.is_object() && j.value("open", false)) {
+        Outage o;
+        o.pending = j.at("pending").get<std::uint64_t>();
+        o.lost = j.at("lost").get<std::uint64_t>();
+        o.since_unix_ms = j.at("since_unix_ms").get<std::int64_t>();
+        o.first_t_s = j.at("first_t_s").get<double>();
+        o.last_t_s = j.at("last_t_s").get<double>();
+        o.error = j.at("error").get<std::string>();
+        previous_ = o;
+      }
+    } catch (const std::exception&) {
+      // A marker that does not read as one is no outage (it is rewritten below).
+    }
+  }
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd_ < 0) {
+    *err = path_ + ": " + std::strerror(errno);
+    return false;
+  }
+  // The blocks are allocated now, while there is space; later writes overwrite them.
+  const std::string blank(kBytes, ' ');
+  if (::pwrite(fd_, blank.data(), blank.size(), 0) != static_cast<ssize_t>(blank.size()) || ::fsync(fd_) != 0) {
+    *err = path_ + ": " + std::strerror(errno ? errno : ENOSPC);
+    ::close(fd_);
+    fd_ = -1;
+    return false;
+  }
+  clear();
+  return true;
+}
+
+void OutageMarker::write(const std::string& text) {
+  if (fd_ < 0) return;
+  std::string block = text.substr(0, kBytes - 1) + "\n";
+  block.resize(kBytes, ' ');
+  if (::pwrite(fd_, block.data(), block.size(), 0) == static_cast<ssize_t>(block.size())) ::fdatasync(fd_);
+}
+
+void OutageMarker::set(const Outage& o) {
+  if (current_ && *current_ == o) return;
+  current_ = o;
+  clear_on_disk_ = false;
+  write(json{{"open", true},
+             {"pending", o.pending},
+             {"lost", o.lost},
+             {"since_unix_ms", o.since_unix_ms},
+             {"first_t_s", o.first_t_s},
+             {"last_t_s", o.last_t_s},
+             {"error", o.error.substr(0, 1024)}}
+            .dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+void OutageMarker::clear() {
+  current_.reset();
+  if (clear_on_disk_) return;
+  clear_on_disk_ = true;
+  write(json{{"open", false}}.dump());
 }
 
 }  // namespace faultline::live

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,12 @@
 namespace faultline::live {
 
 struct JournalState {
-  std::int64_t origin_ns = 0;       // monotonic clock at the start of the run
+  // The run's time origin, on the wall clock (ns since the Unix epoch): run time is wall
+  // time since it, measured by the monotonic clock within one controller's life, so it
+  // survives a reboot or a failover to another host (a monotonic origin would not).
+  std::int64_t origin_unix_ns = 0;
+  std::int64_t last_t_ns = 0;        // run time at the last save: it never goes back
+  std::uint64_t action_ceiling = 0;  // ids below it may be in the log: a restart starts here
   std::int64_t gen = 0;             // job generation (one per launch)
   std::string version;              // code version running or to run
   std::string good_version;         // last version that ran cleanly (RollBack target)
@@ -36,6 +42,9 @@ struct JournalState {
   std::map<MachineId, int> strikes;  // times each machine was taken out of the job
   std::vector<MachineId> retired;   // evicted too often: left out for good
   std::string ended_verdict;        // EndRun's verdict: the job is not started again
+  // The config's machine names (job machines, then standbys) the ids above index: a config
+  // whose order changed is mapped back by name when a controller resumes.
+  std::vector<std::string> machine_names;
 };
 
 class Journal {
@@ -44,6 +53,8 @@ class Journal {
   // Loads the journal when the file exists. Returns false with *err ("FILE: FIELD: ...")
   // when it exists but cannot be used; true otherwise (resumed() says which).
   bool load(std::string* err);
+  // load() of the file's text (the fuzzer's entry): resumed() when it is a journal.
+  bool parse(const std::string& text, std::string* err);
   // Writes atomically; false with *err ("PATH: strerror text") on an I/O error (the
   // previous journal stays, whole).
   bool save(std::string* err);
@@ -64,6 +75,46 @@ class Journal {
   JournalState state_;
   bool resumed_ = false;
   traces::StorageHealth health_;
+};
+
+// What says, across a crash, that event-log records were waiting in memory for a failing
+// disk when the controller died: a small file allocated when the controller starts and
+// overwritten in place afterwards, so that writing it needs no new space on a full disk.
+// (On a copy-on-write filesystem an overwrite may need space too; there the gap can still
+// go unmarked.) A restarted controller reads it, writes the gap into the event log as a
+// note, counts the records as lost, and clears it.
+class OutageMarker {
+ public:
+  static constexpr std::size_t kBytes = 4096;
+  struct Outage {
+    std::uint64_t pending = 0;  // records waiting in memory
+    std::uint64_t lost = 0;     // records already dropped from a full backlog
+    std::int64_t since_unix_ms = 0;
+    double first_t_s = 0;  // run time of the oldest waiting record
+    double last_t_s = 0;   // and of the newest
+    std::string error;     // the last write error ("PATH: strerror text")
+    bool operator==(const Outage&) const = default;
+  };
+  explicit OutageMarker(std::string path) : path_(std::move(path)) {}
+  ~OutageMarker();
+  OutageMarker(const OutageMarker&) = delete;
+  OutageMarker& operator=(const OutageMarker&) = delete;
+  // Reads what a previous controller left (into previous()), then allocates the file for
+  // this one. False with *err when the file cannot be made.
+  bool open(std::string* err);
+  const std::optional<Outage>& previous() const { return previous_; }
+  // Says (in place) that `o` is under way; clear() says none is. Both best effort.
+  void set(const Outage& o);
+  void clear();
+  const std::string& path() const { return path_; }
+
+ private:
+  void write(const std::string& text);
+  std::string path_;
+  int fd_ = -1;
+  std::optional<Outage> previous_;
+  std::optional<Outage> current_;
+  bool clear_on_disk_ = false;
 };
 
 }  // namespace faultline::live

@@ -186,8 +186,10 @@ int client_request(const LiveConfig& config, json request, bool read_only = fals
                      }},
       true);
   conn->send(handshake.hello(kProtocolVersion));
-  reactor.add_timer(Duration::seconds(10), [&] {
-    std::cerr << "faultline live: the controller did not answer within 10 s\n";
+  // An injection is answered once its agent applied it (the agent's own deadline is 15 s).
+  const double answer_s = request.value("type", "") == "inject" ? 20 : 10;
+  reactor.add_timer(Duration::seconds(answer_s), [&, answer_s] {
+    std::cerr << "faultline live: the controller did not answer within " << answer_s << " s\n";
     reactor.stop();
   });
   reactor.run();

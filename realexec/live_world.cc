@@ -28,7 +28,9 @@ using traces::to_json;
 
 namespace {
 
-constexpr double kRequestTimeoutS = 30;   // plain agent requests (kill, launch, capture)
+constexpr std::uint64_t kActionIdBlock = 256;
+constexpr double kRequestTimeoutS = 30;
+constexpr double kInjectTimeoutS = 15;  // within `live inject`'s 20 s   // plain agent requests (kill, launch, capture)
 constexpr double kReplayTimeoutS = 300;
 constexpr int kGoodVersionSteps = 20;     // steps a version must run to become the rollback target
 constexpr double kHealthyStep = 1.5;     // accounting: a step this much over the median is not nominal
@@ -63,7 +65,7 @@ AgentReply failed_reply(std::string detail, bool timed_out = false) {
 }
 
 // One file's part of the status "storage" field.
-json storage_status(const traces::StorageHealth& h, const std::string& path) {
+json storage_status(const traces::StorageHealth& h, const std::string& path, std::uint64_t lost_before = 0) {
   const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count();
@@ -72,7 +74,7 @@ json storage_status(const traces::StorageHealth& h, const std::string& path) {
               {"since", h.failing ? json(utc_stamp(h.since_unix_ms)) : json(nullptr)},
               {"failing_for_s", h.failing ? json(static_cast<double>(now_ms - h.since_unix_ms) / 1000) : json(nullptr)},
               {"pending", h.pending},
-              {"lost", h.lost},
+              {"lost", h.lost + lost_before},
               {"failed_writes", h.failed_writes},
               {"outages", h.outages},
               {"last_error", h.last_error}};
@@ -98,12 +100,13 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
   auto& s = journal_.state();
   if (!journal_.resumed()) {
     s = JournalState{};
-    s.origin_ns = reactor_.now().ns;
+    s.origin_unix_ns = wall_now_ns();
     s.version = config_.job.version;
     s.good_version = config_.job.version;
     for (SlotId i = 0; i < cluster_.slots(); ++i) s.slots.push_back(cluster_.machine_in(i));
     s.standby = cluster_.standby();
   } else {
+    remap_machines(s);
     // Rebuild the placement the previous controller left.
     for (MachineId m : s.evicted) {
       if (m >= 0 && m < cluster_.machine_count()) {
@@ -123,11 +126,53 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
     }
     for (MachineId m : std::vector<MachineId>(cluster_.standby()))
       if (std::find(s.standby.begin(), s.standby.end(), m) == s.standby.end()) cluster_.take_standby(m);
-    next_action_ = s.next_action;
+    // Ids up to the ceiling may be in the log already (issued after the last save).
+    next_action_ = std::max(s.next_action, s.action_ceiling);
     healthy_step_times_ = s.step_times;
     last_step_ = s.last_step;
   }
-  origin_ = Instant{s.origin_ns};
+  // Run time is wall time since the journal's origin when this controller started, then
+  // monotonic time from there (a wall clock stepped by NTP later does not move it).
+  origin_ = journal_.resumed() ? Instant{reactor_.now().ns - (wall_now_ns() - s.origin_unix_ns)} : reactor_.now();
+  if (journal_.resumed() && now().ns < s.last_t_ns) {
+    // The wall clock is behind the one that wrote the journal (a host whose clock is
+    // off, a clock stepped back): the run's time continues from where it was instead.
+    clock_behind_s_ = Duration{s.last_t_ns - now().ns}.to_seconds();
+    origin_ = Instant{reactor_.now().ns - s.last_t_ns};
+  }
+}
+
+void LiveWorld::remap_machines(JournalState& s) {
+  // Ids index the config's machines; the journal says which names they were. An operator
+  // who reordered (or renamed) machines in the config gets each id mapped back by name
+  // (a name the config no longer has leaves the run), instead of reports refused as coming
+  // from the wrong slot until a stall forces a restart.
+  std::vector<std::string> now;
+  for (const auto& m : config_.machines) now.push_back(m.name);
+  for (const auto& m : config_.standby) now.push_back(m.name);
+  if (s.machine_names.empty() || s.machine_names == now) return;
+  std::map<MachineId, MachineId> to;
+  for (std::size_t old = 0; old < s.machine_names.size(); ++old) {
+    const auto it = std::find(now.begin(), now.end(), s.machine_names[old]);
+    to[static_cast<MachineId>(old)] = it == now.end() ? kNoMachine : static_cast<MachineId>(it - now.begin());
+  }
+  const auto map_one = [&](MachineId m) { return to.count(m) ? to[m] : kNoMachine; };
+  const auto map_all = [&](std::vector<MachineId>& v) {
+    std::vector<MachineId> out;
+    for (MachineId m : v)
+      if (map_one(m) != kNoMachine) out.push_back(map_one(m));
+    v = std::move(out);
+  };
+  for (MachineId& m : s.slots)
+    if (m != kNoMachine) m = map_one(m);
+  map_all(s.standby);
+  map_all(s.evicted);
+  map_all(s.retired);
+  std::map<MachineId, int> strikes;
+  for (const auto& [m, n] : s.strikes)
+    if (map_one(m) != kNoMachine) strikes[map_one(m)] = n;
+  s.strikes = std::move(strikes);
+  remapped_ = true;
 }
 
 LiveWorld::~LiveWorld() {
@@ -140,9 +185,10 @@ LiveWorld::~LiveWorld() {
 Instant LiveWorld::now() const { return Instant{reactor_.now().ns - origin_.ns}; }
 
 void LiveWorld::log(const std::string& kind, json fields) {
-  fields["t_s"] = now().to_seconds();
+  const double t = now().to_seconds();
+  fields["t_s"] = t;
   fields["kind"] = kind;
-  log_.write(fields);
+  if (!log_.write(fields) && on_log_pending_) on_log_pending_(t);
 }
 
 void LiveWorld::note(std::string_view reason) { log("note", {{"text", std::string(reason)}}); }
@@ -155,7 +201,12 @@ void LiveWorld::save_journal() {
   s.evicted.clear();
   for (MachineId m = 0; m < cluster_.machine_count(); ++m)
     if (cluster_.health(m) == Health::kEvicted) s.evicted.push_back(m);
+  s.machine_names.clear();
+  for (const auto& m : config_.machines) s.machine_names.push_back(m.name);
+  for (const auto& m : config_.standby) s.machine_names.push_back(m.name);
   s.next_action = next_action_;
+  s.action_ceiling = std::max(s.action_ceiling, next_action_);
+  s.last_t_ns = std::max(s.last_t_ns, now().ns);
   s.last_step = last_step_;
   s.step_times = healthy_step_times_;
   // Noted once per outage, not once per save (the event log may be failing too, and its
@@ -170,6 +221,11 @@ void LiveWorld::start() {
   if (journal_.resumed()) {
     log("restart", {{"reason", "controller restarted; resuming generation " +
                                    std::to_string(journal_.state().gen) + " from " + journal_.path()}});
+    if (remapped_)
+      note("the config's machines are in another order than when the journal was saved: mapped back by name");
+    if (clock_behind_s_ > 0)
+      note("the wall clock is " + std::to_string(clock_behind_s_) +
+           " s behind the journal's last save: run time continues from the journal instead");
     adopting_ = journal_.state().running;
   }
   save_journal();
@@ -267,6 +323,12 @@ MachineSet LiveWorld::job_machines() const {
 ActionId LiveWorld::act(Action a) {
   const ActionId id = next_action_++;
   if (closed_) return id;
+  if (next_action_ > journal_.state().action_ceiling) {
+    // Ids are reserved in blocks, the block saved before an id of it is used: a restarted
+    // controller starts after the block and never repeats an id of the log.
+    journal_.state().action_ceiling = next_action_ + kActionIdBlock;
+    save_journal();
+  }
   log("action", {{"id", id}, {"action", to_json(a)}});
   // A policy that acts without end (each failure answered by a new action) would flood
   // the log; stop the run with a clear message instead.
@@ -463,10 +525,21 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
       adopt_timer_ = 0;
       if (!adopting_) return;
       adopting_ = false;
-      const auto& s = journal_.state();
+      auto& s = journal_.state();
       bool all = true;
-      for (MachineId m : job_machines())
+      std::set<std::int64_t> gens;
+      for (MachineId m : job_machines()) {
         if (static_cast<int>(adopted_ranks_[m].size()) != config_.job.gpus_per_machine) all = false;
+        gens.insert(adopted_gen_.count(m) ? adopted_gen_[m] : -1);
+      }
+      if (all && gens.size() == 1 && *gens.begin() > s.gen) {
+        note("the journal is stale (generation " + std::to_string(s.gen) + ", saved before a storage outage); " +
+             "every machine of the job runs generation " + std::to_string(*gens.begin()) + ": adopting that");
+        s.gen = *gens.begin();
+        s.running = true;
+        save_journal();
+      }
+      all = all && gens.size() == 1 && *gens.begin() == s.gen;
       if (all && starting_ == adopt_action_) {
         running_ = true;
         job_running();
@@ -476,6 +549,20 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
         outcome(adopt_action_, true, "adopted generation " + std::to_string(s.gen) + " still running", start_began_);
         deliver(JobStarted{adopt_action_, std::max<std::int64_t>(0, last_step_)});
         return;
+      }
+      // Ranks that ended while no controller watched: their exits never reached a log.
+      // Each is a gap in the log, said and counted, before the job is launched again.
+      const std::int64_t g = config_.job.gpus_per_machine;
+      for (MachineId m : job_machines()) {
+        const int slot = cluster_.slot_of(m);
+        if (!link_.connected(m) || !adopted_ranks_.count(m)) continue;
+        if (adopted_gen_.count(m) && adopted_gen_[m] != s.gen) continue;
+        for (std::int64_t r = slot * g; r < (slot + 1) * g; ++r)
+          if (!adopted_ranks_[m].count(r)) {
+            note("event log gap: rank " + std::to_string(r) + " on " + machine_config(m).name + " (generation " +
+                 std::to_string(s.gen) + ") ended while no controller was running; its exit is lost");
+            lost_before_restart(1);
+          }
       }
       note("cannot adopt generation " + std::to_string(s.gen) + ": not every rank is alive; relaunching");
       kill_all([this] { if (starting_ == adopt_action_) launch(adopt_action_, start_began_); });
@@ -1051,10 +1138,15 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
 
 void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
   const auto& s = journal_.state();
-  if (auth.gen && *auth.gen == s.gen) {
+  // A generation newer than the journal's is taken too: the journal may be stale (a save
+  // that failed on a full disk before the controller died); adoption then needs every
+  // machine of the job to run that same generation.
+  if (auth.gen && *auth.gen >= s.gen) {
     adopted_ranks_[m] = std::set<std::int64_t>(auth.alive_ranks.begin(), auth.alive_ranks.end());
+    adopted_gen_[m] = *auth.gen;
   } else {
     adopted_ranks_[m] = {};
+    adopted_gen_.erase(m);
   }
   if (!inspections_.empty()) {
     json kinds = json::object();
@@ -1063,6 +1155,14 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
   }
   // A machine outside the job and the pool (evicted, or a standby whose agent was lost)
   // whose agent is back: check it, unless retired or given up on.
+  if (cluster_.slot_of(m) < 0 && auth.gen && !auth.alive_ranks.empty()) {
+    // Ranks on a machine outside the job: left from before its eviction (its agent was
+    // silent then, so the kill never reached it). They die now, before anything else runs
+    // there (they may hold the GPU, or the rendezvous port).
+    note(machine_config(m).name + " is outside the job but still runs " + std::to_string(auth.alive_ranks.size()) +
+         " ranks of generation " + std::to_string(*auth.gen) + ": killing them");
+    request(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+  }
   if (cluster_.slot_of(m) < 0 && !in_pool(m) && !is_retired(m)) {
     Repair& r = repairs_[m];
     if (!r.running && !r.given_up && r.timer == 0) {
@@ -1089,6 +1189,7 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
 void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
   fail_requests_of(m, "agent lost: " + why);
   adopted_ranks_.erase(m);
+  adopted_gen_.erase(m);
   if (cluster_.slot_of(m) >= 0) {
     note("agent of " + machine_config(m).name + " lost: " + why);
     deliver(InspectionAlert{m, "host", "agent lost: " + why});
@@ -1358,6 +1459,26 @@ void LiveWorld::record_fault(MachineId m, const std::string& kind, const std::st
                 {"persistent", persistent}});
 }
 
+void LiveWorld::inject(MachineId m, const std::string& fault, const std::string& detail, bool persistent,
+                       std::function<void(bool ok, const std::string& detail)> done) {
+  const json msg{{"type", "inject"}, {"fault", fault}, {"detail", detail}};
+  if (fault == "machine_down") {
+    record_fault(m, fault, detail, persistent);
+    request(m, msg, Duration::seconds(kInjectTimeoutS), [](const AgentReply&) {});
+    return done(true, "");
+  }
+  request(m, msg, Duration::seconds(kInjectTimeoutS),
+          [this, m, fault, detail, persistent, done = std::move(done)](const AgentReply& r) {
+            if (r.ok) {
+              record_fault(m, fault, detail, persistent);
+              return done(true, r.detail);
+            }
+            note("the agent of " + machine_config(m).name + " did not apply the injected " + fault + " (" + r.detail +
+                 "): not a fault of this run");
+            done(false, r.detail);
+          });
+}
+
 bool LiveWorld::repaired(MachineId m) {
   if (m < 0 || m >= cluster_.machine_count() || cluster_.slot_of(m) >= 0) return false;
   const auto& sb = cluster_.standby();
@@ -1435,6 +1556,18 @@ void LiveWorld::run_repair_check(MachineId m) {
   r.running = true;
   ++r.checks;
   const Duration deadline = Duration::seconds(60);
+  // Whatever still runs there dies first: a machine is checked, and handed out again, only
+  // without old ranks on it.
+  request(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
+          [this, m, deadline](const AgentReply& killed) {
+            if (!killed.ok) return repair_failed(m, "its old ranks were not killed (" + killed.detail + ")");
+            probe_repaired(m, deadline);
+          });
+}
+
+// gpu_diag, then the bit-wise test; a machine that passes both (and raised no alert since it
+// was taken out) is back in the standby pool.
+void LiveWorld::probe_repaired(MachineId m, Duration deadline) {
   probe_machines(ProbeKind::kGpuDiag, {m}, deadline,
                  [this, m, deadline](const MachineSet& failed, bool, const std::string& details) {
                    if (!failed.empty()) return repair_failed(m, "gpu_diag failed" + details);
@@ -1522,15 +1655,25 @@ json LiveWorld::status() const {
                          {"cause", in.cause}});
   }
   const Accounting acc = accounting();
-  return json{{"t_s", now().to_seconds()}, {"gen", s.gen},         {"version", s.version},
-              {"running", running_},      {"step", last_step_},    {"slots", slots},
-              {"standby", standby},       {"stack", config_.stack}, {"repairing", repairing},
-              {"retired", retired},       {"machines", machines},  {"ettr_so_far", acc.ettr},
-              {"incident_count", incidents_.size()}, {"incidents", incidents},
+  return json{{"t_s", now().to_seconds()},
+              {"gen", s.gen},
+              {"version", s.version},
+              {"running", running_},
+              {"step", last_step_},
+              {"slots", slots},
+              {"standby", standby},
+              {"stack", config_.stack},
+              {"repairing", repairing},
+              {"retired", retired},
+              {"machines", machines},
+              {"ettr_so_far", acc.ettr},
+              {"incident_count", incidents_.size()},
+              {"incidents", incidents},
               {"ended_verdict", s.ended_verdict},
-              {"storage", {{"state", log_.health().failing || journal_.health().failing ? "failing" : "ok"},
-                           {"event_log", storage_status(log_.health(), log_.path())},
-                           {"journal", storage_status(journal_.health(), journal_.path())}}}};
+              {"storage",
+               {{"state", log_.health().failing || journal_.health().failing ? "failing" : "ok"},
+                {"event_log", storage_status(log_.health(), log_.path(), lost_before_restart_)},
+                {"journal", storage_status(journal_.health(), journal_.path())}}}};
 }
 
 LiveWorld::MachineState LiveWorld::machine_state(MachineId m) const {

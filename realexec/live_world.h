@@ -63,8 +63,21 @@ class LiveWorld final : public World {
   void on_agent_lost(MachineId m, const std::string& why);
   // An operator's code update (CodeUpdateRequested for the policy).
   void request_code_update(const std::string& version, bool urgent);
+  // Called with a record's run time whenever the event log could not write it at once
+  // (it waits in memory): the controller marks the outage where a crash cannot erase it.
+  void on_log_pending(std::function<void(double t_s)> f) { on_log_pending_ = std::move(f); }
+  // Records a previous controller lost (waiting for a failing disk when it died): counted
+  // in the status's event_log.lost.
+  void lost_before_restart(std::uint64_t n) { lost_before_restart_ += n; }
+  std::uint64_t lost_before_restart() const { return lost_before_restart_; }
   // Records an injected fault (ground truth, never shown to the policy).
   void record_fault(MachineId m, const std::string& kind, const std::string& detail, bool persistent);
+  // Sends an operator's fault to machine m's agent and records it as ground truth once the
+  // agent says it applied it; a refusal is noted as a refusal, never recorded as a fault.
+  // `done(ok, detail)` follows the agent's answer (machine_down, whose agent exits without
+  // one, is recorded as it is sent).
+  void inject(MachineId m, const std::string& fault, const std::string& detail, bool persistent,
+              std::function<void(bool ok, const std::string& detail)> done);
   // An operator repaired machine m: an evicted machine returns to the standby pool.
   // Returns false (and changes nothing) when m is serving a slot or already parked.
   bool repaired(MachineId m);
@@ -143,6 +156,9 @@ class LiveWorld final : public World {
   void retire(MachineId m, const std::string& why);
   void schedule_repair(MachineId m, Duration after);
   void run_repair_check(MachineId m);
+  // A resumed journal's ids mapped to this config's order by the names it saved.
+  void remap_machines(JournalState& s);
+  void probe_repaired(MachineId m, Duration deadline);
   void repair_failed(MachineId m, const std::string& why);
   bool is_retired(MachineId m) const;
   bool in_pool(MachineId m) const;
@@ -232,6 +248,10 @@ class LiveWorld final : public World {
   Rng rng_;
   std::unique_ptr<Policy> policy_;
   Instant origin_;
+  double clock_behind_s_ = 0;
+  bool remapped_ = false;  // the journal's machine ids were mapped to the config's by name
+  std::function<void(double)> on_log_pending_;
+  std::uint64_t lost_before_restart_ = 0;  // the wall clock was behind the journal's time at the restart
 
   ActionId next_action_ = 1;
   std::uint64_t next_req_ = 1;
@@ -273,6 +293,7 @@ class LiveWorld final : public World {
   // Resume: the journal's generation, adopted when every slot's agent still runs it.
   bool adopting_ = false;
   std::map<MachineId, std::set<std::int64_t>> adopted_ranks_;
+  std::map<MachineId, std::int64_t> adopted_gen_;  // the generation each agent said it runs
   ActionId adopt_action_ = 0;
   std::uint64_t adopt_timer_ = 0;
 

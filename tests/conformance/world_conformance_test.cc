@@ -909,6 +909,80 @@ struct RunningLive {
   }
 };
 
+// A controller restarted from the journal another one left: on another boot (a reboot, a
+// failover host) whose monotonic clock started over.
+struct Restarted {
+  live::Reactor reactor{live::ManualClock{}};  // the new boot's monotonic clock: zero
+  live::Journal journal;
+  std::unique_ptr<live::LiveWorld> world;
+  Restarted(RunningLive& r, const std::function<void(json&)>& edit) : journal((r.live.dir / "journal.json").string()) {
+    r.live.world.reset();
+    const std::string path = (r.live.dir / "journal.json").string();
+    std::ifstream in(path);
+    json j = json::parse(in);
+    in.close();
+    edit(j);
+    std::ofstream(path) << j.dump();
+    std::string err;
+    EXPECT_TRUE(journal.load(&err)) << err;
+    world = std::make_unique<live::LiveWorld>(r.live.config, r.reg, reactor, r.live.link, r.live.log, journal);
+  }
+};
+
+// Issue 37, item 4: the journal's time origin was a CLOCK_MONOTONIC value, so a controller
+// restarted after a reboot or on another host reported negative run time (ETTR 0%, negative
+// event times that `sim replay` rejects). The origin is on the wall clock now; run time
+// never goes back, even when the new host's wall clock is behind.
+TEST(LiveWorldBelief, RunTimeSurvivesARebootAndAFailover) {
+  const std::int64_t second = 1000000000;
+  {
+    RunningLive r;
+    Restarted after(r, [&](json& j) {
+      j["origin_ns"] = std::int64_t{1000000} * second;  // the old boot had been up 11 days
+      j["origin_unix_ns"] = live::wall_now_ns() - 100 * second;
+      j["last_t_ns"] = 0;
+    });
+    EXPECT_NEAR(after.world->now().to_seconds(), 100, 2);
+  }
+  {
+    RunningLive r;
+    Restarted behind(r, [&](json& j) {
+      j["origin_unix_ns"] = live::wall_now_ns() - 100 * second;
+      j["last_t_ns"] = 1000 * second;  // the host that wrote it was 900 s ahead
+    });
+    EXPECT_NEAR(behind.world->now().to_seconds(), 1000, 1e-6);
+  }
+}
+
+// Issue 37, item 19: swapping two machines' order in the config and restarting gave 15 s of
+// refused reports until a stall forced a restart: the journal's ids index the config, and
+// the ids then named other machines. The journal keeps the names and ids are mapped back.
+TEST(LiveWorldBelief, AReorderedConfigIsMappedBackByName) {
+  RunningLive r;
+  ASSERT_EQ(r.live.world->cluster().machine_in(1), 1);
+  Restarted after(r, [](json& j) {
+    // What a journal says after the operator swapped m1 and m2 in the config: slot 1 runs
+    // the machine now listed third, slot 2 the one listed second.
+    j["machine_names"] = json::array({"m0", "m2", "m1", "m3", "s0"});
+  });
+  EXPECT_EQ(after.world->cluster().machine_in(0), 0);
+  EXPECT_EQ(after.world->cluster().machine_in(1), 2);
+  EXPECT_EQ(after.world->cluster().machine_in(2), 1);
+  EXPECT_EQ(after.world->cluster().machine_in(3), 3);
+}
+
+// Issue 37, item 18: action ids repeated after controller restarts: the journal held the next
+// id as of its last save, and actions taken after it were numbered again. Ids are reserved in
+// blocks saved before use.
+TEST(LiveWorldBelief, ActionIdsNeverRepeatAcrossRestarts) {
+  RunningLive r;
+  ActionId last = 0;
+  for (int i = 0; i < 3; ++i) last = r.live.world->act(WatchSteps{Duration::zero(), "again"});
+  Restarted after(r, [](json&) {});
+  const ActionId next = after.world->act(WatchSteps{Duration::zero(), "after the restart"});
+  EXPECT_GT(next, last);
+}
+
 // The fuzz found it: a standby's agent (or any session) could report an exit or a step of
 // a rank it does not run; the exit stopped and restarted the job, a forged step 1000000
 // went to the policy as progress. An agent now speaks for its own slot's ranks only.
