@@ -159,6 +159,24 @@ ClusterSpec LiveConfig::cluster_spec() const {
   return s;
 }
 
+std::string LiveConfigError::one_line(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const unsigned char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 const LiveMachine* LiveConfig::find(const std::string& name) const {
   for (const auto& m : machines)
     if (m.name == name) return &m;

@@ -20,9 +20,14 @@
 
 namespace faultline::live {
 
+// One line, always: control characters a config's keys or values carry (a key "a\nb") are
+// escaped (\n, \xNN) so that the error stays one line in a terminal or a journal.
 class LiveConfigError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit LiveConfigError(const std::string& what) : std::runtime_error(one_line(what)) {}
+
+ private:
+  static std::string one_line(const std::string& s);
 };
 
 struct LiveMachine {

@@ -373,6 +373,9 @@ TEST_F(LiveConfigKeys, NumbersOutOfRangeAndRepeatedKeysAreOneLineErrors) {
   EXPECT_EQ(err.rfind(dir_ + "/live.json: repair.max_checks: repeated key", 0), 0u) << err;
   err = load_text(R"("standby": [{"name": "s0", "addr": "127.0.0.1", "addr": "10.0.0.1"}]})");
   EXPECT_EQ(err.rfind(dir_ + "/live.json: standby.addr: repeated key", 0), 0u) << err;
+  // A key with a newline in it (the fuzzer's find): the error stays one line.
+  err = load_text("\"repair\": {\"max_\\nchecks\": 2}}");
+  EXPECT_EQ(err, dir_ + "/live.json: repair.max_\\nchecks: unknown key");
   // The same key in two different objects is no repeat.
   EXPECT_EQ(load_text(R"("standby": [{"name": "s0"}, {"name": "s1"}]})"), "");
 

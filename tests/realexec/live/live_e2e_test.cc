@@ -1318,6 +1318,8 @@ TEST(LiveE2E, StrangersOnTheControlPortHoldLittleAndLockNobodyOut) {
   }
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const long rss_flood = rss_kib(c.controller_pid());
+  std::cout << "controller RSS: " << rss_before / 1024.0 << " MiB before the flood, " << rss_flood / 1024.0
+            << " MiB during it\n";
   EXPECT_LT(rss_flood - rss_before, 32 * 1024) << "KiB: " << rss_before << " -> " << rss_flood;
   EXPECT_EQ(c.client_to({"status", c.config()}, c.dir() + "/status-during-flood.txt"), 0)
       << slurp(c.dir() + "/status-during-flood.txt");
