@@ -410,6 +410,13 @@ class LiveCluster {
     return path;
   }
   bool netns() const { return netns_; }
+  // Gives the config a read-only credential (status_token_file) of its own; returns it.
+  std::string add_status_token() {
+    const std::string token = "status-" + std::to_string(getpid()) + "-fedcba9876543210";
+    const std::string file = write_token("status-token", token);
+    edit_config([&](json& cfg) { cfg["status_token_file"] = file; });
+    return token;
+  }
 
   void start_controller(bool fresh = true, std::vector<std::string> prefix = {}) {
     std::vector<std::string> argv = prefix;
@@ -1291,9 +1298,7 @@ TEST(LiveE2E, OutOfFdsTheControllerPausesAcceptingInsteadOfSpinning) {
 // recently active one making room, and 60 s idle at most.
 TEST(LiveE2E, StrangersOnTheControlPortHoldLittleAndLockNobodyOut) {
   LiveCluster c("strangers", json::object());
-  const std::string status_token = "status-" + std::to_string(getpid()) + "-fedcba9876543210";
-  const std::string status_file = c.write_token("status-token", status_token);
-  c.edit_config([&](json& cfg) { cfg["status_token_file"] = status_file; });
+  const std::string status_token = c.add_status_token();
   c.start_controller();
   c.start_agents();
   ASSERT_FALSE(c.wait_step(10, 60).is_null());
@@ -1367,9 +1372,7 @@ TEST(LiveE2E, StrangersOnTheControlPortHoldLittleAndLockNobodyOut) {
 // nothing it can replay; the agents come back to the real controller, which adopts the job.
 TEST(LiveE2E, AuthenticationReadOnlyCredentialReplayAndRogueController) {
   LiveCluster c("auth", json::object());
-  const std::string status_token = "status-" + std::to_string(getpid()) + "-fedcba9876543210";
-  const std::string status_file = c.write_token("status-token", status_token);
-  c.edit_config([&](json& cfg) { cfg["status_token_file"] = status_file; });
+  const std::string status_token = c.add_status_token();
   c.start_controller();
   c.start_agents();
   ASSERT_FALSE(c.wait_step(10, 60).is_null());
@@ -1587,12 +1590,60 @@ TEST(LiveE2E, FaultDrillThePoolHealsItselfAfterEachFault) {
   c.stop_run();
 }
 
-// Issue 15: on a full disk the controller's event log stopped mid-record, silently, and
-// 16 s of events were lost. Here the state dir is a 4 MiB tmpfs that a filler file takes
-// whole while the job trains (and a rank is killed, so that the journal must be saved):
-// the status says so, stderr says so once, the run goes on; once the filler is gone the
-// log catches up in order and decodes. A disk still full at the end loses what waited:
-// exit status 4, and the last line says so.
+// The state directory on a 4 MiB tmpfs (root only), unmounted at the end (a copy kept when
+// the test failed); ok() is false, with why(), when it cannot be mounted.
+class TmpfsState {
+ public:
+  explicit TmpfsState(const LiveCluster& c) : dir_(c.dir() + "/state"), keep_(c.dir() + "/state-kept") {
+    if (geteuid() != 0) {
+      why_ = "needs root to mount a tmpfs for the state dir";
+      return;
+    }
+    fs::create_directories(dir_);
+    if (mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=4m") != 0) {
+      why_ = std::string("cannot mount a tmpfs: ") + std::strerror(errno);
+      return;
+    }
+    mounted_ = true;
+  }
+  ~TmpfsState() {
+    if (!mounted_) return;
+    if (::testing::Test::HasFailure()) sh("cp -a " + dir_ + " " + keep_);
+    umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool ok() const { return mounted_; }
+  const std::string& why() const { return why_; }
+  const std::string& dir() const { return dir_; }
+  void fill() const { sh("dd if=/dev/zero of=" + dir_ + "/filler bs=4k"); }
+  void unfill() const { fs::remove(dir_ + "/filler"); }
+
+ private:
+  std::string dir_, keep_, why_;
+  bool mounted_ = false;
+};
+
+// `live status --json`, null when it fails.
+json status_of(LiveCluster& c) {
+  if (c.client_to({"status", c.config(), "--json"}, c.dir() + "/status.json") != 0) return json();
+  return json::parse(slurp(c.dir() + "/status.json"), nullptr, false);
+}
+// A field of a status by JSON pointer, null when absent (never throws).
+json status_at(const json& st, const std::string& ptr) {
+  const json::json_pointer p(ptr);
+  return st.is_object() && st.contains(p) ? st.at(p) : json();
+}
+// Polls the status until `pred` holds; returns the last status seen.
+json wait_status_of(LiveCluster& c, const std::function<bool(const json&)>& pred, double timeout_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  json st;
+  while (std::chrono::steady_clock::now() < end) {
+    st = status_of(c);
+    if (st.is_object() && pred(st)) return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  return st;
+}
+
 // Issue 37, item 3: disk full, then the controller killed. The records it held in memory
 // were gone with no mark in the log (the injected fault's among them), the restarted status
 // said `lost 0`, and the stale journal (saved before the outage: an older generation) made
@@ -1600,37 +1651,15 @@ TEST(LiveE2E, FaultDrillThePoolHealsItselfAfterEachFault) {
 // allocated in advance, the restarted controller writes the gap into the log and counts it
 // as lost, and it adopts the generation every machine runs.
 TEST(LiveE2E, RecordsLostToAFullDiskAndACrashAreAGapInTheLogAndTheJobIsAdopted) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs for the state dir";
   LiveCluster c("diskcrash", json::object());
-  const std::string state = c.dir() + "/state";
-  fs::create_directories(state);
-  if (mount("tmpfs", state.c_str(), "tmpfs", 0, "size=4m") != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
-  struct Unmount {
-    std::string dir, keep;
-    ~Unmount() {
-      if (::testing::Test::HasFailure()) sh("cp -a " + dir + " " + keep);
-      umount2(dir.c_str(), MNT_DETACH);
-    }
-  } unmount{state, c.dir() + "/state-kept"};
+  const TmpfsState tmpfs(c);
+  if (!tmpfs.ok()) GTEST_SKIP() << tmpfs.why();
+  const std::string state = tmpfs.dir();
   const std::string log_path = state + "/events.jsonl";
-  auto status = [&]() -> json {
-    if (c.client_to({"status", c.config(), "--json"}, c.dir() + "/status.json") != 0) return json();
-    return json::parse(slurp(c.dir() + "/status.json"), nullptr, false);
-  };
-  auto at = [](const json& st, const std::string& ptr) {
-    const json::json_pointer p(ptr);
-    return st.is_object() && st.contains(p) ? st.at(p) : json();
-  };
+  auto status = [&] { return status_of(c); };
+  auto at = status_at;
   auto wait_status = [&](const std::function<bool(const json&)>& pred, double timeout_s) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    json st;
-    while (std::chrono::steady_clock::now() < end) {
-      st = status();
-      if (st.is_object() && pred(st)) return st;
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    }
-    return st;
+    return wait_status_of(c, pred, timeout_s);
   };
   c.start_controller();
   c.start_agents();
@@ -1653,7 +1682,7 @@ TEST(LiveE2E, RecordsLostToAFullDiskAndACrashAreAGapInTheLogAndTheJobIsAdopted) 
   const long pending = at(recovered, "/storage/event_log/pending").get<long>();
   ASSERT_GT(pending, 0);
   c.kill_controller(SIGKILL);
-  fs::remove(state + "/filler");
+  tmpfs.unfill();
   EXPECT_EQ(json::parse(slurp(state + "/journal.json"), nullptr, false).value("gen", -1L),
             journal_before.value("gen", -2L))
       << "the journal on disk is the one from before the outage";
@@ -1752,44 +1781,26 @@ TEST(LiveE2E, OperatorMistakesAndAPausedControllerLeaveTheRunWhole) {
   EXPECT_NO_THROW(faultline::traces::read_event_log(state + "/events.jsonl")) << "sim replay would refuse the log";
 }
 
+// Issue 15: on a full disk the controller's event log stopped mid-record, silently, and
+// 16 s of events were lost. Here the state dir is a 4 MiB tmpfs that a filler file takes
+// whole while the job trains (and a rank is killed, so that the journal must be saved):
+// the status says so, stderr says so once, the run goes on; once the filler is gone the
+// log catches up in order and decodes. A disk still full at the end loses what waited:
+// exit status 4, and the last line says so.
 TEST(LiveE2E, AFullStateDiskIsReportedOnceTheRunGoesOnAndTheEventLogCatchesUp) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs for the state dir";
   LiveCluster c("diskfull", json::object());
-  const std::string state = c.dir() + "/state";
-  fs::create_directories(state);
-  if (mount("tmpfs", state.c_str(), "tmpfs", 0, "size=4m") != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
-  struct Unmount {
-    std::string dir, keep;
-    ~Unmount() {
-      if (::testing::Test::HasFailure()) sh("cp -a " + dir + " " + keep);
-      umount2(dir.c_str(), MNT_DETACH);
-    }
-  } unmount{state, c.dir() + "/state-kept"};
+  const TmpfsState tmpfs(c);
+  if (!tmpfs.ok()) GTEST_SKIP() << tmpfs.why();
+  const std::string state = tmpfs.dir();
   const std::string log_path = state + "/events.jsonl";
-  auto fill = [&] { sh("dd if=/dev/zero of=" + state + "/filler bs=4k"); };
-  auto status = [&]() -> json {
-    if (c.client_to({"status", c.config(), "--json"}, c.dir() + "/status.json") != 0) return json();
-    return json::parse(slurp(c.dir() + "/status.json"), nullptr, false);
-  };
-  // A field of the status by JSON pointer, null when absent (never throws).
-  auto at = [](const json& st, const std::string& ptr) {
-    const json::json_pointer p(ptr);
-    return st.is_object() && st.contains(p) ? st.at(p) : json();
-  };
+  auto fill = [&] { tmpfs.fill(); };
+  auto status = [&] { return status_of(c); };
+  auto at = status_at;
   auto storage = [&](const json& st, const std::string& file, const std::string& key) {
     return at(st, "/storage/" + file + "/" + key);
   };
-  // Waits until `pred` holds for the status; returns the last status seen.
   auto wait_status = [&](const std::function<bool(const json&)>& pred, double timeout_s) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    json st;
-    while (std::chrono::steady_clock::now() < end) {
-      st = status();
-      if (st.is_object() && pred(st)) return st;
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    }
-    return st;
+    return wait_status_of(c, pred, timeout_s);
   };
   auto count = [](const std::string& text, const std::string& what) {
     int n = 0;

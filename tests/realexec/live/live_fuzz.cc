@@ -689,7 +689,8 @@ int fuzz_agent(const Options& o) {
 
   // Mutated requests of every type. One that would be obeyed and stop the job (a kill of the
   // running generation, a shutdown, an inject, a probe, capture or replay, a refusal) has one
-  // of its required fields broken; a launch is refused while ranks run.
+  // of its required fields broken; so has a launch (one that decodes replaces the running
+  // ranks: old ranks are killed before a launch).
   const std::vector<json> seeds = {
       json{{"type", "launch"}, {"req", 1}, {"gen", 2}, {"version", "v1"}, {"world_size", 1}, {"master_addr", "127.0.0.1"},
            {"master_port", 1234}, {"ranks", {{{"rank", 0}, {"local_rank", 0}}}}},
@@ -715,6 +716,8 @@ int fuzz_agent(const Options& o) {
     if (type == "kill") {
       auto g = m.find("gen");
       if (g == m.end() || (g->is_number_integer() && *g == 1)) m["gen"] = 7;
+    } else if (type == "launch") {
+      m["version"] = rng() & 1 ? json(5) : json("no-such-version");
     } else if (type == "shutdown" || type == "capture" || type == "refused") {
       m["req"] = bad_req[rng() % 5];
     } else if (type == "probe") {
