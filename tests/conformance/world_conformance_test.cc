@@ -971,6 +971,29 @@ TEST(LiveWorldBelief, AReorderedConfigIsMappedBackByName) {
   EXPECT_EQ(after.world->cluster().machine_in(3), 3);
 }
 
+// Issue 37, item 17: a rank that died while the controller was down left no exit and no
+// incident in the log: its exit had nowhere to go, and the restarted controller only said it
+// could not adopt. The missing rank is a gap in the log now, said and counted as lost.
+TEST(LiveWorldBelief, ARankThatEndedWhileNoControllerRanIsAGapInTheLog) {
+  RunningLive r;
+  const std::int64_t gen = r.gen;
+  ASSERT_TRUE(r.live.journal.state().running);
+  Restarted after(r, [](json&) {});
+  for (MachineId m = 0; m < 4; ++m) {  // slot m runs rank m; m2's rank died meanwhile
+    live::Auth a;
+    a.gen = gen;
+    if (m != 2) a.alive_ranks = {m};
+    after.world->on_agent_connected(m, a);
+  }
+  after.world->start();
+  after.reactor.advance_to(after.reactor.now() + Duration::seconds(30));
+  EXPECT_EQ(after.world->lost_before_restart(), 1u);
+  EXPECT_TRUE(r.noted("event log gap: rank 2 on m2 (generation " + std::to_string(gen) +
+                      ") ended while no controller was running"));
+  EXPECT_FALSE(r.noted("event log gap: rank 1"));
+  EXPECT_TRUE(r.noted("cannot adopt generation"));
+}
+
 // Issue 37, item 18: action ids repeated after controller restarts: the journal held the next
 // id as of its last save, and actions taken after it were numbered again. Ids are reserved in
 // blocks saved before use.
