@@ -73,7 +73,14 @@ class ByteRobust final : public Policy {
   // ------------------------------------------------------------ generic steps
   void start_job(World& w, std::string why, Mechanism m) {
     state_ = State::kStarting;
-    pending_start_ = w.act(StartJob{std::move(why), m});
+    starting_version_ = held_update_.value_or("");  // a held update rides the restart
+    pending_start_ = w.act(StartJob{std::move(why), m, starting_version_});
+  }
+  // Back to the last good code version; a held update stays held (it may carry the bug).
+  void roll_back(World& w, std::string why) {
+    state_ = State::kStarting;
+    starting_version_.clear();
+    pending_start_ = w.act(RollBack{std::move(why)});
   }
   void stop_if_running(World& w, std::string why) {
     if (state_ == State::kRunning) w.act(StopJob{std::move(why)});
@@ -237,11 +244,11 @@ class ByteRobust final : public Policy {
     mfu_given_up_ = false;
     flagged_.clear();
     forget_straggler(w);  // a restart lays the job out afresh
-    if (deferred_update_) {
-      deferred_update_.reset();
-    }
+    if (held_update_ && *held_update_ == starting_version_) held_update_.reset();  // applied
     detector_->restart(w.now(), s.step);
     schedule_detection(w);
+    // One that arrived after this restart was asked for, to be applied now: now.
+    if (held_update_ && !held_for_window_) apply_update(w, *held_update_, "held through the recovery");
   }
   void handle(const ActionFailed& f, World& w) {
     w.note("action failed: " + f.reason);
@@ -302,8 +309,7 @@ class ByteRobust final : public Policy {
     }
     if (v == Verdict::kRollBack) {
       stop_if_running(w, why);
-      state_ = State::kStarting;
-      pending_start_ = w.act(RollBack{rollback_reason});
+      roll_back(w, rollback_reason);
       return true;
     }
     return false;
@@ -407,8 +413,7 @@ class ByteRobust final : public Policy {
     stop_if_running(w, "crash: " + sig);
     state_ = State::kDiagnosing;
     if (kind == CrashKind::kUserCode) {
-      state_ = State::kStarting;
-      pending_start_ = w.act(RollBack{"code error in the log: " + sig});
+      roll_back(w, "code error in the log: " + sig);
       return;
     }
     // Evidence the tests missed: the log keeps naming the same machine although its tests
@@ -427,8 +432,7 @@ class ByteRobust final : public Policy {
     }
     if (level_ == 1) {
       // The same crash again after a restart: roll back recent code changes.
-      state_ = State::kStarting;
-      pending_start_ = w.act(RollBack{"the same crash again after the restart: " + sig});
+      roll_back(w, "the same crash again after the restart: " + sig);
       return;
     }
     if (level_ >= 2) {
@@ -592,12 +596,11 @@ class ByteRobust final : public Policy {
     }
     if (t.tag == kTagMfuRound && mfu_rounds_left_ > 0 && state_ == State::kRunning)
       pending_capture_ = w.act(CaptureStacks{"MFU decline round"});
-    if (t.tag == kTagDeferredUpdate && deferred_update_ && state_ == State::kRunning) {
-      const std::string v = *deferred_update_;
-      deferred_update_.reset();
-      stop_now(w, "deferred update window elapsed");
-      state_ = State::kStarting;
-      pending_start_ = w.act(HotUpdate{v, "forced after the deferral window"});
+    if (t.tag == kTagDeferredUpdate && held_update_ && held_for_window_) {
+      if (state_ == State::kRunning)
+        apply_update(w, *held_update_, "forced after the deferral window");
+      else
+        held_for_window_ = false;  // a recovery is under way: its restart, or right after it
     }
   }
   void handle(const StacksCaptured& c, World& w) {
@@ -653,8 +656,7 @@ class ByteRobust final : public Policy {
       // reattempt; stalled again before a step, roll back the code; again, replay.
       if (level_ == 1) {
         stop_now(w, "stalled again after the restart, no outlier stacks");
-        state_ = State::kStarting;
-        pending_start_ = w.act(RollBack{"stalled again soon after the restart: roll back recent code"});
+        roll_back(w, "stalled again soon after the restart: roll back recent code");
         return;
       }
       if (level_ >= 2) {
@@ -738,8 +740,7 @@ class ByteRobust final : public Policy {
     slow_search_ = false;
     // A slowdown that no machine explains: nothing to roll back (a fruitless round below).
     if (l.code_at_fault && !slow) {
-      state_ = State::kStarting;
-      pending_start_ = w.act(RollBack{l.reason});
+      roll_back(w, l.reason);
       return;
     }
     std::vector<SlotId> slots;
@@ -759,19 +760,31 @@ class ByteRobust final : public Policy {
   }
 
   // ------------------------------------------------------------ code updates
+  // A non-urgent update is held (defer_non_urgent) and rides the next restart, whatever
+  // starts it, or is forced when the deferral window ends. Any update that arrives while
+  // the stack recovers rides that recovery's restart (or, when the restart was already
+  // asked for, is applied as soon as the job runs). Versions are successive: the newest
+  // held one carries the older ones.
   void handle(const CodeUpdateRequested& c, World& w) {
     if (!c.urgent && p_.get("defer_non_urgent") != 0) {
-      deferred_update_ = c.version;
+      held_update_ = c.version;
+      held_for_window_ = true;
       w.set_timer(Duration::hours(p_.get("deferral_window_h")), kTagDeferredUpdate);
       return;
     }
     if (busy()) {
-      deferred_update_ = c.version;  // merged into the recovery under way
+      held_update_ = c.version;
+      held_for_window_ = false;
       return;
     }
-    stop_now(w, "code update " + c.version);
+    apply_update(w, c.version, c.urgent ? "urgent update" : "update applied now (defer_non_urgent=0)");
+  }
+  void apply_update(World& w, std::string version, std::string why) {
+    held_update_.reset();
+    stop_now(w, "code update " + version);
     state_ = State::kStarting;
-    pending_start_ = w.act(HotUpdate{c.version, "urgent update"});
+    starting_version_ = version;
+    pending_start_ = w.act(HotUpdate{std::move(version), std::move(why)});
   }
 
   template <class T>
@@ -848,7 +861,9 @@ class ByteRobust final : public Policy {
   std::map<SlotId, int> flagged_;
   MachineSet avoided_;  // machines the recovery module asked the scheduler to hand out last
   std::unordered_map<MachineId, int> strikes_;  // evictions on evidence of each machine's own fault
-  std::optional<std::string> deferred_update_;
+  std::optional<std::string> held_update_;      // a code update waiting for a restart
+  bool held_for_window_ = false;                // held by choice (deferral window), not by a recovery
+  std::string starting_version_;                // the version the pending start asked for
 };
 
 // Reschedule (Pathways-style): the machine named by the crash is evicted and replaced

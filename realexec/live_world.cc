@@ -371,6 +371,14 @@ ActionId LiveWorld::act(Action a) {
             deliver(ActionFailed{id, "job already running"});
             return;
           }
+          if (!x.version.empty()) {  // a held update merged into this restart
+            if (!config_.job.versions.count(x.version)) {
+              outcome(id, false, "unknown code version " + x.version, t);
+              deliver(ActionFailed{id, "unknown code version \"" + x.version + "\" (not in job.versions)"});
+              return;
+            }
+            journal_.state().version = x.version;
+          }
           do_start(id, x.reason);
         } else if constexpr (std::is_same_v<T, EvictMachines>) {
           do_evict(id, x);

@@ -774,6 +774,7 @@ ActionId SimWorld::act(Action a) {
             if (job_ == JobState::kRunning) return fail("job already running");
             if (view_.empty_slot_count() > 0)
               return fail(std::to_string(view_.empty_slot_count()) + " slots have no machine");
+            if (!st.version.empty()) ++code_version_;  // a held update rides this restart
             start_job(id, st.mechanism);
           },
           [&](const EvictMachines& e) {

@@ -340,6 +340,7 @@ struct ActionEncoder {
   void operator()(const StartJob& x) {
     o["reason"] = x.reason;
     o["mechanism"] = mechanism_name(x.mechanism);
+    if (!x.version.empty()) o["version"] = x.version;
   }
   void operator()(const EvictMachines& x) {
     if (x.retire) o["retire"] = true;
@@ -545,6 +546,7 @@ faultline::Action decode_action(std::size_t index, In& in) {
       StartJob x;
       x.reason = in.string("reason", "");
       x.mechanism = mechanism(in);
+      x.version = in.string("version", "");
       return x;
     }
     case 2: {

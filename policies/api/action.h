@@ -42,10 +42,14 @@ struct StopJob {
 // Starts the job on the machines now placed in its slots, restoring the newest
 // complete checkpoint; JobStarted follows once restore and init are done (StartFailed
 // if it fails). ActionFailed: the job is running ("job already running": stop it
-// first; a start already under way is replaced), or a slot has no machine.
+// first; a start already under way is replaced), or a slot has no machine; in live
+// mode, a `version` not in the config.
 struct StartJob {
   std::string reason;
   Mechanism mechanism = Mechanism::kNone;
+  // The code version to start (a held non-urgent update merged into a recovery's
+  // restart); empty: the version that ran last. The credit stays `mechanism`'s.
+  std::string version;
 };
 // Removes machines from the job (they go to repair); their slots become empty and the
 // job, if running, is broken. Machines not in a slot (standbys, evicted ones) are left

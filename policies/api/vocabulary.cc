@@ -93,7 +93,9 @@ std::string describe(const Action& a) {
   return std::visit(
       Overloaded{
           [](const StopJob& x) { return "stop job (" + x.reason + ")"; },
-          [](const StartJob& x) { return "start job (" + x.reason + ")"; },
+          [](const StartJob& x) {
+            return "start job" + (x.version.empty() ? "" : " on code version " + x.version) + " (" + x.reason + ")";
+          },
           [](const EvictMachines& x) {
             return (x.retire ? "evict and retire " : "evict ") + join(x.machines) + " (" + x.reason + ")";
           },

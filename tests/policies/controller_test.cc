@@ -477,6 +477,36 @@ TEST(ByteRobust, UrgentCodeUpdateIsAHotUpdate) {
   EXPECT_TRUE(h.w.all<AcquireMachines>().empty());
 }
 
+// A non-urgent code update rides the next restart (ByteRobust §5: merged into the next
+// recovery), whether it arrives while the job runs (held for the deferral window) or while
+// the stack is recovering (merged into the restart under way). It used to be dropped: the
+// next JobStarted forgot it, and the window's timer then found nothing to apply.
+// Counted by description so that it states the outcome, not the action that carries it.
+int starts_on(const FakeWorld& w, const std::string& version) {
+  int n = 0;
+  for (const Action& a : w.actions)
+    if ((std::holds_alternative<StartJob>(a) || std::holds_alternative<HotUpdate>(a)) &&
+        describe(a).find(version) != std::string::npos)
+      ++n;
+  return n;
+}
+
+TEST(ByteRobust, DeferredCodeUpdateIsAppliedByTheNextRecoveryNotDropped) {
+  for (double defer : {1.0, 0.0}) {
+    SCOPED_TRACE(defer ? "held for the window, then a failure" : "arrives during a recovery");
+    Harness h({{"defer_non_urgent", defer}});
+    if (defer) h.p->on_event(CodeUpdateRequested{"v2", false}, h.w);
+    EXPECT_TRUE(h.w.all<StopJob>().empty()) << "a held update must not stop the job";
+    h.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, h.w);  // a recovery begins
+    if (!defer) h.p->on_event(CodeUpdateRequested{"v2", false}, h.w);
+    h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+    EXPECT_EQ(starts_on(h.w, "v2"), 1) << "the recovery's restart does not carry the update";
+    h.started(0);
+    h.at(25 * 3600.0);  // past the 24 h deferral window
+    EXPECT_EQ(starts_on(h.w, "v2"), 1) << "the update was lost, or applied twice";
+  }
+}
+
 // Modules swapped by name (by index here; scenarios give the names): checkpoint,
 // detection, recovery and localization each change what the stack does.
 TEST(ByteRobustModules, CheckpointModulesSetTheirPlans) {

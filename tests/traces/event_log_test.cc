@@ -76,7 +76,7 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
         const T& y = std::get<T>(b);
         if constexpr (std::is_same_v<T, StopJob>) return x.reason == y.reason;
         if constexpr (std::is_same_v<T, StartJob>)
-          return x.reason == y.reason && x.mechanism == y.mechanism;
+          return x.reason == y.reason && x.mechanism == y.mechanism && x.version == y.version;
         if constexpr (std::is_same_v<T, EvictMachines>)
           return x.machines == y.machines && x.reason == y.reason && x.mechanism == y.mechanism &&
                  x.retire == y.retire;
@@ -135,11 +135,11 @@ std::vector<faultline::Event> all_events() {
 std::vector<faultline::Action> all_actions() {
   return {
       StopJob{"crash: x"},
-      StartJob{"reattempt", Mechanism::kReattempt},
+      StartJob{"reattempt", Mechanism::kReattempt, "v7"},
       EvictMachines{{1, 2}, "real-time gpu alert", Mechanism::kRealtimeEviction, true},
       AcquireMachines{AcquireMode::kStandby, {4, 0}, "replace", Mechanism::kOverEviction, true},
-      SetCheckpointPlan{Duration::nanos(1'800'000'000'007), Duration::millis(6.77),
-                        CheckpointTier::kMemoryWithPeer, "every step", Duration::hours(2)},
+      SetCheckpointPlan{Duration::nanos(1'800'000'000'007), Duration::millis(6.77), CheckpointTier::kMemoryWithPeer,
+                        "every step", Duration::hours(2)},
       WatchSteps{Duration::nanos(600'000'000'001), "triggers"},
       EnableOracle{"upper bound"},
       Note{"line one\nline two\ttab"},
