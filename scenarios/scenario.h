@@ -43,7 +43,7 @@ struct JobSpec {
   // at full speed again: communicators set up on first use, data loaders refilled,
   // allocator and kernel caches warmed. It makes no progress and a fault during it
   // costs it again. The published per-incident times (DOMAIN §4-5) itemise none of it;
-  // the ByteRobust job scenarios fit it (README, "The dense job's figures"). 0 = none.
+  // the ByteRobust job scenarios fit it (docs/scenarios-and-faults.md, "The dense job's figures"). 0 = none.
   double restart_warmup_s = 0;
   // An ended run (EndRun: "stop, don't requeue") pages the on-call engineers: this long
   // after the page they have fixed what follows the code or the data (every code or data

@@ -18,7 +18,8 @@
 // communications, so batches that share links slow each other down as the topology says.
 // What that batch does not see: a batch under way that was timed by the closed form or
 // the memo (it holds no SimGrid flows); the memo has always had this limit, and in the
-// shipped scenarios no batch starts while another is under way (README).
+// shipped scenarios no batch starts while another is under way (docs/scenarios-and-faults.md, "How the
+// simulator works").
 // A batch its owner gives up (the start was stopped, the job requeued) is cancelled: its
 // transfers leave the network at once.
 #pragma once
