@@ -48,7 +48,8 @@ double young_interval(double checkpoint_s, double mtbf_s) {
 
 double daly_interval_estimate(double checkpoint_s, double mtbf_s) {
   if (!(checkpoint_s >= 0) || !(mtbf_s > 0)) return kNaN;
-  return policies::daly_optimum_s(checkpoint_s, mtbf_s);  // the formula the daly checkpoint module plans with
+  return policies::daly_optimum_s(checkpoint_s,
+                                  mtbf_s);  // the formula the daly checkpoint module plans with
 }
 
 double meta_ettr(double nodes, double rate_per_node_day, double restart_s, double interval_s,
@@ -77,7 +78,9 @@ double binomial_log_pmf(std::int64_t k, std::int64_t n, double p) {
 }
 
 // The same pool sizing the byterobust stack uses (policies/recovery/standby).
-double binomial_cdf(std::int64_t k, std::int64_t n, double p) { return policies::binomial_cdf(k, n, p); }
+double binomial_cdf(std::int64_t k, std::int64_t n, double p) {
+  return policies::binomial_cdf(k, n, p);
+}
 
 std::int64_t standby_pool_size(std::int64_t machines, double p, double quantile) {
   if (machines < 0 || !(p >= 0 && p <= 1) || !(quantile >= 0 && quantile <= 1)) return -1;

@@ -23,8 +23,8 @@ void note_missing_spec(ProbeReport& r, const ModelThresholds& model, const std::
 // "gemm.bf16 throughput not judged: size 2048 is below gemm_throughput_min_size 16384 (why)".
 void note_not_judged(ProbeReport& r, const std::string& what, const std::string& measured,
                      const std::string& limit_name, double limit, const std::string& why) {
-  r.notes.push_back(what + " not judged: " + measured + " " + limit_name + " " + format_number(limit) + " (" +
-                    why + ")");
+  r.notes.push_back(what + " not judged: " + measured + " " + limit_name + " " +
+                    format_number(limit) + " (" + why + ")");
 }
 
 void evaluate_gemm(ProbeReport& r, const ModelThresholds& model, const ProbeOptions& options) {
@@ -46,7 +46,8 @@ void evaluate_gemm(ProbeReport& r, const ModelThresholds& model, const ProbeOpti
       continue;
     }
     if (path != GemmPath::kTiled && duration < lim.gemm_throughput_min_duration_s) {
-      note_not_judged(r, "gemm." + p + " throughput", "a " + format_number(duration) + " s burn is shorter than",
+      note_not_judged(r, "gemm." + p + " throughput",
+                      "a " + format_number(duration) + " s burn is shorter than",
                       "gemm_throughput_min_duration_s", lim.gemm_throughput_min_duration_s,
                       "no healthy figure measured that short");
       continue;
@@ -59,8 +60,10 @@ void evaluate_gemm(ProbeReport& r, const ModelThresholds& model, const ProbeOpti
         note_missing_spec(r, model, "gemm." + p + ".tflops", p + "_dense_tflops");
       }
     }
-    if (path != GemmPath::kTiled && options.gemm.baseline && duration < lim.gemm_vs_baseline_min_duration_s) {
-      note_not_judged(r, "gemm." + p + " vs_baseline", "a " + format_number(duration) + " s burn is shorter than",
+    if (path != GemmPath::kTiled && options.gemm.baseline &&
+        duration < lim.gemm_vs_baseline_min_duration_s) {
+      note_not_judged(r, "gemm." + p + " vs_baseline",
+                      "a " + format_number(duration) + " s burn is shorter than",
                       "gemm_vs_baseline_min_duration_s", lim.gemm_vs_baseline_min_duration_s,
                       "healthy short burns fall near the limit");
     } else if (path != GemmPath::kTiled && options.gemm.baseline) {

@@ -14,7 +14,6 @@
 namespace faultline::kernels {
 namespace {
 
-
 template <typename T>
 __device__ __forceinline__ float to_float(T v);
 template <>

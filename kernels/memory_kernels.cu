@@ -10,7 +10,6 @@
 namespace faultline::kernels {
 namespace {
 
-
 __device__ void record_error(MemoryErrorLog* log, std::uint64_t index, std::uint32_t expected,
                              std::uint32_t actual) {
   atomicAdd(&log->bit_errors, static_cast<unsigned long long>(__popc(expected ^ actual)));

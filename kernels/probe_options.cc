@@ -188,9 +188,8 @@ const std::vector<OptionSpec>& option_table() {
        "(gemm: launch a GPU kernel that never finishes)",
        {},
        [](ProbeOptions& o, std::string_view v) -> std::optional<std::string> {
-         for (Injection i :
-              {Injection::kNone, Injection::kBitflip, Injection::kThrottle, Injection::kHang,
-               Injection::kHangKernel}) {
+         for (Injection i : {Injection::kNone, Injection::kBitflip, Injection::kThrottle,
+                             Injection::kHang, Injection::kHangKernel}) {
            if (injection_name(i) == v) {
              o.common.inject = i;
              return std::nullopt;

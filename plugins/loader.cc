@@ -36,7 +36,8 @@ std::optional<std::string> load_plugin(const std::string& path) {
   if (!std::filesystem::is_regular_file(path, ec)) return path + ": no such plugin file";
   // RTLD_NOW: a plugin that needs a symbol this program lacks is refused here, not
   // when its module first runs.
-  void* h = dlopen(path.find('/') == std::string::npos ? ("./" + path).c_str() : path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(path.find('/') == std::string::npos ? ("./" + path).c_str() : path.c_str(),
+                   RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
     return path + ": cannot load: " + (e ? e : "unknown error");
@@ -47,8 +48,10 @@ std::optional<std::string> load_plugin(const std::string& path) {
   auto reg = reinterpret_cast<RegisterFn>(dlsym(h, "faultline_plugin_register"));
   if (!abi || !reg) {
     dlclose(h);
-    return path + ": not a faultline plugin (no faultline_plugin_abi/faultline_plugin_register; define them with "
-                  "FAULTLINE_PLUGIN from policies/plugin.h)";
+    return path +
+           ": not a faultline plugin (no faultline_plugin_abi/faultline_plugin_register; define "
+           "them with "
+           "FAULTLINE_PLUGIN from policies/plugin.h)";
   }
   if (const int got = abi(); got != FAULTLINE_PLUGIN_ABI) {
     dlclose(h);
@@ -72,7 +75,8 @@ std::optional<std::string> load_plugin(const std::string& path) {
     return path + ": " + e.what();
   }
   Loaded l{key, {}};
-  for (const auto* m : scratch.all()) l.modules.push_back(std::string(policies::module_kind_name(m->kind)) + "/" + m->name);
+  for (const auto* m : scratch.all())
+    l.modules.push_back(std::string(policies::module_kind_name(m->kind)) + "/" + m->name);
   registry_of_loaded().push_back(std::move(l));
   return std::nullopt;
 }
@@ -96,7 +100,8 @@ std::optional<std::string> load_plugins(std::vector<std::string>& args) {
     std::size_t start = 0;
     while (start <= list.size()) {
       const std::size_t end = list.find(':', start);
-      const std::string f = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      const std::string f =
+          list.substr(start, end == std::string::npos ? std::string::npos : end - start);
       if (!f.empty()) files.push_back(f);
       if (end == std::string::npos) break;
       start = end + 1;

@@ -2,13 +2,13 @@
 
 #include <stdexcept>
 
-#include "policies/controller.h"
 #include "policies/checkpoint/plans.h"
-#include "policies/failslow/ladders.h"
+#include "policies/controller.h"
 #include "policies/detection/detectors.h"
+#include "policies/failslow/ladders.h"
 #include "policies/localization/localizers.h"
-#include "policies/recovery/replace.h"
 #include "policies/recovery/baselines.h"
+#include "policies/recovery/replace.h"
 #include "policies/verdict/verdicts.h"
 
 namespace faultline::policies {
@@ -70,7 +70,8 @@ const ModuleRegistry& modules() {
 
 ModuleRegistry& modules_for_registration() {
   if (g_frozen)
-    throw std::logic_error("policy modules are registered before the first stack is built or described");
+    throw std::logic_error(
+        "policy modules are registered before the first stack is built or described");
   return process_modules();
 }
 

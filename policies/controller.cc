@@ -5,8 +5,8 @@
 #include <cmath>
 #include <deque>
 #include <map>
-#include <unordered_map>
 #include <optional>
+#include <unordered_map>
 
 #include "policies/builtin.h"
 #include "policies/diagnosis/stop_time.h"
@@ -46,16 +46,17 @@ class ByteRobust final : public Policy {
   void start(World& w) override {
     // Name every module and its version in the decision log, so a log says what decided.
     std::string names;
-    for (const ModuleInfo* m :
-         {&detector_->info(), &localizer_->info(), &recovery_->info(), &checkpoint_->info(), &failslow_->info(),
-          &verdict_->info()})
-      names += (names.empty() ? "" : ", ") + std::string(module_kind_name(m->kind)) + " " + m->name + " v" + m->version;
+    for (const ModuleInfo* m : {&detector_->info(), &localizer_->info(), &recovery_->info(),
+                                &checkpoint_->info(), &failslow_->info(), &verdict_->info()})
+      names += (names.empty() ? "" : ", ") + std::string(module_kind_name(m->kind)) + " " +
+               m->name + " v" + m->version;
     w.note("modules: " + names);
     w.act(checkpoint_->plan(w.cluster()));
     if (auto watch = detector_->watch()) {
       w.act(*watch);
       for (const char* kind : {"gpu", "nic", "host", "switch"})
-        w.act(EnableInspection{kind, Duration::seconds(p_.get(std::string("inspect_") + kind + "_s")),
+        w.act(EnableInspection{kind,
+                               Duration::seconds(p_.get(std::string("inspect_") + kind + "_s")),
                                "real-time inspection"});
     }  // timeout: process exits and the NCCL watchdog only
     if (auto pool = recovery_->start(w.cluster())) w.act(*pool);
@@ -107,7 +108,8 @@ class ByteRobust final : public Policy {
   // Evicts the machines of these slots and refills them from the standby pool. A machine
   // evicted on evidence of its own fault (not as collateral of an over-eviction) counts a
   // strike; the recovery module may retire it for good at the n-th (lemon retirement).
-  void evict_and_replace(World& w, const std::vector<SlotId>& slots, Mechanism m, const std::string& why) {
+  void evict_and_replace(World& w, const std::vector<SlotId>& slots, Mechanism m,
+                         const std::string& why) {
     MachineSet machines, lemons;
     machines.reserve(slots.size());
     const bool evidence = m == Mechanism::kRealtimeEviction || m == Mechanism::kStopTimeEviction ||
@@ -118,7 +120,8 @@ class ByteRobust final : public Policy {
       if (x == kNoMachine) continue;
       const int strikes = evidence ? ++strikes_[x] : 0;
       (evidence && recovery_->retire(strikes) ? lemons : machines).push_back(x);
-      if (evidence && recovery_->avoids(strikes) && std::find(avoided_.begin(), avoided_.end(), x) == avoided_.end()) {
+      if (evidence && recovery_->avoids(strikes) &&
+          std::find(avoided_.begin(), avoided_.end(), x) == avoided_.end()) {
         avoided_.push_back(x);
         avoid_more = true;
       }
@@ -127,9 +130,11 @@ class ByteRobust final : public Policy {
     stop_if_running(w, why);
     if (!machines.empty()) w.act(EvictMachines{std::move(machines), why, m});
     if (!lemons.empty())
-      w.act(EvictMachines{std::move(lemons), why + "; retired: evicted on evidence again (lemon)", m, true});
+      w.act(EvictMachines{std::move(lemons), why + "; retired: evicted on evidence again (lemon)",
+                          m, true});
     if (avoid_more)
-      w.act(AvoidMachines{avoided_, "evicted on evidence of their own faults (" + recovery_->info().name + ")"});
+      w.act(AvoidMachines{
+          avoided_, "evicted on evidence of their own faults (" + recovery_->info().name + ")"});
     state_ = State::kAcquiring;
     pending_acquire_ = w.act(recovery_->replace(slots, why, m));
     last_recovery_evicted_ = true;
@@ -156,8 +161,8 @@ class ByteRobust final : public Policy {
     nan_chain_ = false;
     state_ = State::kAcquiring;
     last_recovery_evicted_ = false;
-    pending_acquire_ =
-        w.act(AcquireMachines{AcquireMode::kRequeue, {}, "fruitless rounds exhausted: " + why, Mechanism::kRequeue});
+    pending_acquire_ = w.act(AcquireMachines{
+        AcquireMode::kRequeue, {}, "fruitless rounds exhausted: " + why, Mechanism::kRequeue});
     return true;
   }
   void reattempt(World& w, const std::string& why) {
@@ -199,7 +204,8 @@ class ByteRobust final : public Policy {
         if (refused_[static_cast<int>(level)]) return mitigate(w, SlowdownLevel::kEvict);
         pending_level_ = level;
         pending_mitigation_ = w.act(MitigateSlowdown{
-            slot, level == SlowdownLevel::kRebalance ? Mitigation::kRebalance : Mitigation::kReconfigure,
+            slot,
+            level == SlowdownLevel::kRebalance ? Mitigation::kRebalance : Mitigation::kReconfigure,
             where + ": " + slowdown_level_name(level) + " (" + failslow_->info().name + ")"});
         break;
       case SlowdownLevel::kEvict:
@@ -214,7 +220,8 @@ class ByteRobust final : public Policy {
     if (failslow_timer_) w.cancel_timer(failslow_timer_);
     failslow_timer_ = 0;
     const Instant at = failslow_->next_check();
-    if (at != Instant::max()) failslow_timer_ = w.set_timer(std::max(Duration::zero(), at - w.now()), kTagFailSlow);
+    if (at != Instant::max())
+      failslow_timer_ = w.set_timer(std::max(Duration::zero(), at - w.now()), kTagFailSlow);
   }
   void forget_straggler(World& w) {
     straggler_ = -1;
@@ -248,7 +255,8 @@ class ByteRobust final : public Policy {
     detector_->restart(w.now(), s.step);
     schedule_detection(w);
     // One that arrived after this restart was asked for, to be applied now: now.
-    if (held_update_ && !held_for_window_) apply_update(w, *held_update_, "held through the recovery");
+    if (held_update_ && !held_for_window_)
+      apply_update(w, *held_update_, "held through the recovery");
   }
   void handle(const ActionFailed& f, World& w) {
     w.note("action failed: " + f.reason);
@@ -260,24 +268,30 @@ class ByteRobust final : public Policy {
       refused_[static_cast<int>(pending_level_)] = true;
       failslow_->refused(pending_level_);
       if (straggler_ < 0 || state_ != State::kRunning) return;
-      if (auto level = failslow_->check(w.now())) mitigate(w, *level);
-      else schedule_failslow(w);
+      if (auto level = failslow_->check(w.now()))
+        mitigate(w, *level);
+      else
+        schedule_failslow(w);
       return;
     }
     if (f.action == pending_acquire_ || f.action == pending_start_) {
       // Fall back to requeueing the whole job.
       state_ = State::kAcquiring;
-      pending_acquire_ = w.act(AcquireMachines{AcquireMode::kRequeue, {}, "fallback: " + f.reason, Mechanism::kRequeue});
+      pending_acquire_ = w.act(
+          AcquireMachines{AcquireMode::kRequeue, {}, "fallback: " + f.reason, Mechanism::kRequeue});
     }
   }
 
   // ------------------------------------------------------------ detection
   void handle(const InspectionAlert& a, World& w) {
-    if (a.machine < 0 || a.machine >= w.cluster().machine_count() || w.cluster().slot_of(a.machine) < 0) return;
+    if (a.machine < 0 || a.machine >= w.cluster().machine_count() ||
+        w.cluster().slot_of(a.machine) < 0)
+      return;
     if (a.kind == "nic" || a.kind == "switch") {
       auto& times = alerts_[a.machine];
       times.push_back(w.now());
-      while (!times.empty() && w.now() - times.front() > Duration::seconds(p_.get("flap_window_s"))) times.pop_front();
+      while (!times.empty() && w.now() - times.front() > Duration::seconds(p_.get("flap_window_s")))
+        times.pop_front();
       if (static_cast<int>(times.size()) < static_cast<int>(p_.get("flap_count"))) return;
       alerts_.erase(a.machine);
     } else if (a.kind != "gpu" && a.kind != "host") {
@@ -288,7 +302,9 @@ class ByteRobust final : public Policy {
                       "real-time " + a.kind + " alert: " + a.detail);
   }
 
-  void handle(const ProcessExit& x, World& w) { on_crash(w, x.machine, x.exit_code, x.signature, false, x.step); }
+  void handle(const ProcessExit& x, World& w) {
+    on_crash(w, x.machine, x.exit_code, x.signature, false, x.step);
+  }
   void handle(const StartFailed& x, World& w) {
     if (x.action != pending_start_ && x.action != pending_acquire_) return;
     on_crash(w, x.machine, 1, x.signature, true, x.step);
@@ -296,11 +312,13 @@ class ByteRobust final : public Policy {
 
   // ------------------------------------------------------------ stop verdict
   // Whether the verdict module acts on `repeats` identical incidents in a row.
-  bool escalation_due(int repeats) const { return verdict_->judge({repeats, 0}) != Verdict::kCarryOn; }
+  bool escalation_due(int repeats) const {
+    return verdict_->judge({repeats, 0}) != Verdict::kCarryOn;
+  }
   // Acts on the verdict module's answer: ends the run (EndRun, verdict code_or_data) on
   // kStop, rolls the code back on kRollBack. True when it acted.
-  bool act_on_verdict(World& w, Verdict v, const std::string& stop_reason, const std::string& rollback_reason,
-                      const std::string& why) {
+  bool act_on_verdict(World& w, Verdict v, const std::string& stop_reason,
+                      const std::string& rollback_reason, const std::string& why) {
     if (v == Verdict::kStop) {
       stop_if_running(w, why);
       state_ = State::kEnded;
@@ -316,12 +334,14 @@ class ByteRobust final : public Policy {
   }
   // `repeats` identical incidents in a row (`what` recurred `times` times, at least
   // `repeats`): the verdict module may roll the code back or end the run. True when it acted.
-  bool escalate_identical(World& w, int repeats, int times, const std::string& what, const std::string& why) {
-    return act_on_verdict(w, verdict_->judge({repeats, 0}),
-                          what + " " + std::to_string(times) +
-                              " times in a row, after diagnosis and a code rollback: the data or the code is at "
-                              "fault; do not requeue",
-                          what + " again after a clean diagnosis", why);
+  bool escalate_identical(World& w, int repeats, int times, const std::string& what,
+                          const std::string& why) {
+    return act_on_verdict(
+        w, verdict_->judge({repeats, 0}),
+        what + " " + std::to_string(times) +
+            " times in a row, after diagnosis and a code rollback: the data or the code is at "
+            "fault; do not requeue",
+        what + " again after a clean diagnosis", why);
   }
   // Every interruption (a crash, a failed start, a NaN or loss jump, a stall) ends a run,
   // which reached `step` (-1: unknown) or the furthest its samples showed. A run that got
@@ -340,14 +360,18 @@ class ByteRobust final : public Policy {
     const int runs = ++runs_without_progress_;
     const Verdict v = verdict_->judge({0, runs});
     if (v == Verdict::kCarryOn) return false;  // the reasons are built only when they are used
-    const std::string what = std::to_string(runs) + " runs in a row that got no further than step " +
+    const std::string what = std::to_string(runs) +
+                             " runs in a row that got no further than step " +
                              std::to_string(furthest_step_) + " (last: " + why + ")";
-    return act_on_verdict(w, v, what + ", after a code rollback: the data or the code is at fault; do not requeue",
-                          what + ": roll back recent code", why);
+    return act_on_verdict(
+        w, v, what + ", after a code rollback: the data or the code is at fault; do not requeue",
+        what + ": roll back recent code", why);
   }
 
-  void on_crash(World& w, MachineId m, int code, const std::string& sig, bool at_start, std::int64_t step) {
-    if (m != kNoMachine && (m >= w.cluster().machine_count() || w.cluster().slot_of(m) < 0)) return;  // already evicted
+  void on_crash(World& w, MachineId m, int code, const std::string& sig, bool at_start,
+                std::int64_t step) {
+    if (m != kNoMachine && (m >= w.cluster().machine_count() || w.cluster().slot_of(m) < 0))
+      return;  // already evicted
     if (state_ == State::kAcquiring || state_ == State::kDiagnosing) {
       if (!at_start) return;  // recovery under way; this exit is its echo
     }
@@ -362,11 +386,13 @@ class ByteRobust final : public Policy {
     // escalating on the signature alone would roll back good code and replay for nothing.
     const bool soon = (w.now() - last_start_) < Duration::seconds(p_.get("recrash_window_s"));
     const SlotId slot = m == kNoMachine ? -1 : w.cluster().slot_of(m);
-    const bool same_locus = m == kNoMachine ? last_crash_machine_ == kNoMachine && last_crash_slot_ < 0
-                                            : m == last_crash_machine_ || slot == last_crash_slot_;
+    const bool same_locus = m == kNoMachine
+                                ? last_crash_machine_ == kNoMachine && last_crash_slot_ < 0
+                                : m == last_crash_machine_ || slot == last_crash_slot_;
     // The same signature after the same step as the last crash is a recurrence however
     // long the job ran in between (slow steps, or a restore from far back).
-    const bool same_step = step >= 0 && step == last_crash_step_ && sig == last_crash_sig_ && same_locus;
+    const bool same_step =
+        step >= 0 && step == last_crash_step_ && sig == last_crash_sig_ && same_locus;
     const bool again = (soon || same_step) && sig == last_crash_sig_ && same_locus;
     // The same crash after the same step at the same rank, run again from a checkpoint,
     // on one machine after another: it follows the rank, not a machine, so the code or the
@@ -403,10 +429,11 @@ class ByteRobust final : public Policy {
       state_ = State::kDiagnosing;
       plan_ = test_plan(kind);
       suspects_ = named_and_neighbours(w, slot);
-      escalation_ = Escalation{crash_turns_, crash_streak_,
-                               "the same crash at step " + std::to_string(step) + ", on " +
-                                   std::to_string(crash_turns_) + " machines in turn (" + sig + "),",
-                               "crash: " + sig};
+      escalation_ =
+          Escalation{crash_turns_, crash_streak_,
+                     "the same crash at step " + std::to_string(step) + ", on " +
+                         std::to_string(crash_turns_) + " machines in turn (" + sig + "),",
+                     "crash: " + sig};
       next_test(w, sig);
       return;
     }
@@ -420,14 +447,15 @@ class ByteRobust final : public Policy {
     // passed and a reattempt did not help. ByteRobust evicts on explicit, attributed
     // errors (§4: high-confidence machine-specific events are evicted at once).
     const int evict_after = static_cast<int>(p_.get("attributed_evict_after"));
-    const bool attributable = kind == CrashKind::kMachine || kind == CrashKind::kNetwork || kind == CrashKind::kUnknown;
+    const bool attributable =
+        kind == CrashKind::kMachine || kind == CrashKind::kNetwork || kind == CrashKind::kUnknown;
     if (again && attributable && evict_after > 0 && named_ >= evict_after) {
       level_ = 0;
       named_ = 0;
       fruitless_ = 0;
       evict_and_replace(w, {slot}, Mechanism::kAttributedEviction,
-                        "crash log named machine " + std::to_string(m) + " " + std::to_string(evict_after) +
-                            " times in a row: " + sig);
+                        "crash log named machine " + std::to_string(m) + " " +
+                            std::to_string(evict_after) + " times in a row: " + sig);
       return;
     }
     if (level_ == 1) {
@@ -466,7 +494,8 @@ class ByteRobust final : public Policy {
     std::vector<MachineId> out;
     out.reserve(n);
     for (std::size_t k = 0; k < n; ++k)
-      if (w.cluster().machine_in(near[k]) != kNoMachine) out.push_back(w.cluster().machine_in(near[k]));
+      if (w.cluster().machine_in(near[k]) != kNoMachine)
+        out.push_back(w.cluster().machine_in(near[k]));
     return out;
   }
 
@@ -484,7 +513,8 @@ class ByteRobust final : public Policy {
     }
     const ProbeKind t = plan_.front();
     plan_.erase(plan_.begin());
-    pending_probe_ = w.act(RunProbe{t, suspects_, Duration::seconds(p_.get("probe_deadline_s")), why});
+    pending_probe_ =
+        w.act(RunProbe{t, suspects_, Duration::seconds(p_.get("probe_deadline_s")), why});
   }
 
   void handle(const ProbeResult& r, World& w) {
@@ -535,7 +565,8 @@ class ByteRobust final : public Policy {
     if (detect_timer_) w.cancel_timer(detect_timer_);
     detect_timer_ = 0;
     detect_at_ = at;
-    if (at != Instant::max()) detect_timer_ = w.set_timer(std::max(Duration::zero(), at - w.now()), kTagDetect);
+    if (at != Instant::max())
+      detect_timer_ = w.set_timer(std::max(Duration::zero(), at - w.now()), kTagDetect);
   }
   void handle(const ProgressStalled& st, World& w) {
     if (state_ != State::kRunning) return;
@@ -550,8 +581,8 @@ class ByteRobust final : public Policy {
     // stacks show outliers is a machine, whatever came before (a machine hang that struck
     // at the restart looks like the code hanging again until its stacks are read).
     const bool soon = (w.now() - last_start_) < Duration::seconds(p_.get("recrash_window_s"));
-    const bool again =
-        last_crash_sig_ == kStallSignature && starts_ == stall_answered_by_ && st.last_step <= last_start_step_;
+    const bool again = last_crash_sig_ == kStallSignature && starts_ == stall_answered_by_ &&
+                       st.last_step <= last_start_step_;
     level_ = soon && again ? level_ + 1 : 0;
     last_crash_sig_ = kStallSignature;
     last_crash_machine_ = kNoMachine;
@@ -565,13 +596,15 @@ class ByteRobust final : public Policy {
     pending_capture_ = w.act(CaptureStacks{"no progress for the stall window"});
   }
   void handle(const StepTimeHigh& s, World& w) {
-    if (state_ != State::kRunning || mfu_rounds_left_ > 0 || mfu_given_up_ || straggler_ >= 0) return;
+    if (state_ != State::kRunning || mfu_rounds_left_ > 0 || mfu_given_up_ || straggler_ >= 0)
+      return;
     slow_since_ = w.now();
     // How slow, against the fastest steps the job has run: the detector's baseline adapts
     // to the steps it sees, a rebalanced straggler's among them, so its ratio understates a
     // straggler that comes back after a restart. (Its own ratio when the job never ran
     // faster, a straggler there from the first start.)
-    slow_ratio_ = std::max(s.ratio, fastest_step_s_ > 0 ? last_step_time_s_ / fastest_step_s_ : 1.0);
+    slow_ratio_ =
+        std::max(s.ratio, fastest_step_s_ > 0 ? last_step_time_s_ / fastest_step_s_ : 1.0);
     healthy_step_s_ = last_step_time_s_ / slow_ratio_;
     mfu_rounds_left_ = static_cast<int>(p_.get("mfu_rounds"));
     flagged_.clear();
@@ -590,8 +623,10 @@ class ByteRobust final : public Policy {
     if (t.tag == kTagFailSlow && t.timer == failslow_timer_) {
       failslow_timer_ = 0;
       if (straggler_ < 0 || state_ != State::kRunning) return;
-      if (auto level = failslow_->check(w.now())) mitigate(w, *level);
-      else schedule_failslow(w);
+      if (auto level = failslow_->check(w.now()))
+        mitigate(w, *level);
+      else
+        schedule_failslow(w);
       return;
     }
     if (t.tag == kTagMfuRound && mfu_rounds_left_ > 0 && state_ == State::kRunning)
@@ -638,11 +673,12 @@ class ByteRobust final : public Policy {
         }
         return;
       }
-      auto most = std::max_element(flagged_.begin(), flagged_.end(),
-                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+      auto most =
+          std::max_element(flagged_.begin(), flagged_.end(),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
       straggler_ = most->first;
-      mitigate(w, failslow_->located(straggler_, w.cluster().machine_in(straggler_), slow_ratio_, slow_since_, w.now(),
-                                     w.cluster()));
+      mitigate(w, failslow_->located(straggler_, w.cluster().machine_in(straggler_), slow_ratio_,
+                                     slow_since_, w.now(), w.cluster()));
       return;
     }
     if (v.dominant.empty()) {
@@ -673,8 +709,8 @@ class ByteRobust final : public Policy {
     fruitless_ = 0;
     level_ = 0;
     evict_and_replace(w, over_eviction_set(w.cluster(), v.outliers), Mechanism::kOverEviction,
-                      "stack aggregation: parallel group holding all " + std::to_string(v.outliers.size()) +
-                          " outliers");
+                      "stack aggregation: parallel group holding all " +
+                          std::to_string(v.outliers.size()) + " outliers");
   }
   void handle(const MetricAnomaly& a, World& w) {
     if (state_ != State::kRunning) return;
@@ -684,7 +720,8 @@ class ByteRobust final : public Policy {
     // "code_or_data" (do not requeue) instead of looping through diagnosis forever.
     // Identical: the same step as the last NaN, reached again from a checkpoint before it
     // (the steps in between ran clean), so the same batch exploded on whatever machines.
-    const bool same_step = a.nan && a.step >= 0 && a.step == last_nan_step_ && a.step > last_start_step_;
+    const bool same_step =
+        a.nan && a.step >= 0 && a.step == last_nan_step_ && a.step > last_start_step_;
     nan_repeats_ = same_step ? nan_repeats_ + 1 : 1;
     last_nan_step_ = a.nan ? a.step : -1;
     if (judge_progress(w, a.step, "metric anomaly: " + a.metric)) return;
@@ -710,7 +747,8 @@ class ByteRobust final : public Policy {
     plan_.clear();
     escalation_.reset();
     suspects_ = all_machines(w);
-    pending_probe_ = w.act(RunProbe{ProbeKind::kBitwise, suspects_, Duration::seconds(p_.get("probe_deadline_s")),
+    pending_probe_ = w.act(RunProbe{ProbeKind::kBitwise, suspects_,
+                                    Duration::seconds(p_.get("probe_deadline_s")),
                                     "NaN: bit-wise alignment on every machine"});
   }
 
@@ -745,7 +783,8 @@ class ByteRobust final : public Policy {
     }
     std::vector<SlotId> slots;
     for (SlotId s : l.evict)
-      if (s >= 0 && s < w.cluster().slots() && w.cluster().machine_in(s) != kNoMachine) slots.push_back(s);
+      if (s >= 0 && s < w.cluster().slots() && w.cluster().machine_in(s) != kNoMachine)
+        slots.push_back(s);
     if (slots.empty()) {
       fruitless(w, l.reason);
       reattempt(w, l.reason);
@@ -777,7 +816,8 @@ class ByteRobust final : public Policy {
       held_for_window_ = false;
       return;
     }
-    apply_update(w, c.version, c.urgent ? "urgent update" : "update applied now (defer_non_urgent=0)");
+    apply_update(w, c.version,
+                 c.urgent ? "urgent update" : "update applied now (defer_non_urgent=0)");
   }
   void apply_update(World& w, std::string version, std::string why) {
     held_update_.reset();
@@ -795,33 +835,34 @@ class ByteRobust final : public Policy {
   TimerId detect_timer_ = 0;
   Instant detect_at_ = Instant::max();
   const std::unique_ptr<Localizer> localizer_;
-  bool localizing_ = false;  // the localizer's conversation is under way
+  bool localizing_ = false;          // the localizer's conversation is under way
   bool slow_search_ = false;         // ... on a slowdown (Localizer::places_slowdowns)
   int slow_searches_fruitless_ = 0;  // such searches in a row that found nothing
   const std::unique_ptr<CheckpointPlanner> checkpoint_;
   const std::unique_ptr<Recovery> recovery_;
   const std::unique_ptr<FailSlowPolicy> failslow_;
   const std::unique_ptr<StopVerdict> verdict_;
-  SlotId straggler_ = -1;           // the straggler the fail-slow module tracks (-1: none)
+  SlotId straggler_ = -1;            // the straggler the fail-slow module tracks (-1: none)
   ActionId pending_mitigation_ = 0;  // its last MitigateSlowdown, and the level it applies
   SlowdownLevel pending_level_ = SlowdownLevel::kTolerate;
-  std::array<bool, 4> refused_{};    // levels the backend refused (it lacks MitigateSlowdown)
+  std::array<bool, 4> refused_{};  // levels the backend refused (it lacks MitigateSlowdown)
   TimerId failslow_timer_ = 0;
-  Instant slow_since_{};             // when the detector reported slow steps
-  double slow_ratio_ = 1;            // how slow, then
-  double last_step_time_s_ = 0;      // the latest steady sample's step time
-  double healthy_step_s_ = 0;        // the step time without the straggler (its ratio's base)
-  double fastest_step_s_ = 0;        // the fastest steps of the job so far
+  Instant slow_since_{};         // when the detector reported slow steps
+  double slow_ratio_ = 1;        // how slow, then
+  double last_step_time_s_ = 0;  // the latest steady sample's step time
+  double healthy_step_s_ = 0;    // the step time without the straggler (its ratio's base)
+  double fastest_step_s_ = 0;    // the fastest steps of the job so far
   State state_ = State::kStarting;
-  ActionId pending_start_ = 0, pending_acquire_ = 0, pending_probe_ = 0, pending_capture_ = 0, pending_replay_ = 0;
+  ActionId pending_start_ = 0, pending_acquire_ = 0, pending_probe_ = 0, pending_capture_ = 0,
+           pending_replay_ = 0;
   Instant last_start_{};
   int level_ = 0;
-  int starts_ = 0;             // job starts so far
-  bool run_open_ = false;      // the run since last_start_ has not been counted as ended
-  int interruptions_ = 0;      // runs that ended, for the checkpoint planner
+  int starts_ = 0;                       // job starts so far
+  bool run_open_ = false;                // the run since last_start_ has not been counted as ended
+  int interruptions_ = 0;                // runs that ended, for the checkpoint planner
   Duration running_ = Duration::zero();  // time the job ran in those runs
-  std::int64_t last_start_step_ = 0;  // the step the latest start restored
-  int stall_answered_by_ = -1;  // the start that restarted the job after the last stall
+  std::int64_t last_start_step_ = 0;     // the step the latest start restored
+  int stall_answered_by_ = -1;           // the start that restarted the job after the last stall
   std::string last_crash_sig_;
   // classify_crash's answers by signature (its exit code matters only as zero or not):
   // a handful of signatures recur thousands of times in a run.
@@ -834,10 +875,10 @@ class ByteRobust final : public Policy {
   }
   MachineId last_crash_machine_ = kNoMachine;
   SlotId last_crash_slot_ = -1;
-  int named_ = 0;           // crashes in a row that named the same machine
-  int fruitless_ = 0;       // diagnosis rounds in a row that found nothing for this failure
-  std::int64_t last_nan_step_ = -1;  // step of the last NaN incident
-  int nan_repeats_ = 0;              // NaN incidents in a row at that same step
+  int named_ = 0;      // crashes in a row that named the same machine
+  int fruitless_ = 0;  // diagnosis rounds in a row that found nothing for this failure
+  std::int64_t last_nan_step_ = -1;      // step of the last NaN incident
+  int nan_repeats_ = 0;                  // NaN incidents in a row at that same step
   std::int64_t furthest_step_ = -1;      // the furthest step any run reached
   std::int64_t run_furthest_step_ = -1;  // the furthest step the current run reached
   int runs_without_progress_ = 0;        // runs in a row that got no further than furthest_step_
@@ -850,7 +891,7 @@ class ByteRobust final : public Policy {
   std::int64_t last_crash_step_ = -1;  // step the last crash came after (-1: unknown)
   int crash_streak_ = 0;               // identical crashes in a row (same signature, step, rank)
   int crash_turns_ = 0;                // machines they struck in turn (a change of machine counts)
-  int mfu_fruitless_ = 0;   // MFU aggregation sequences since the restart that flagged nothing
+  int mfu_fruitless_ = 0;  // MFU aggregation sequences since the restart that flagged nothing
   bool mfu_given_up_ = false;
   bool last_recovery_evicted_ = false;
   bool nan_chain_ = false;
@@ -862,8 +903,8 @@ class ByteRobust final : public Policy {
   MachineSet avoided_;  // machines the recovery module asked the scheduler to hand out last
   std::unordered_map<MachineId, int> strikes_;  // evictions on evidence of each machine's own fault
   std::optional<std::string> held_update_;      // a code update waiting for a restart
-  bool held_for_window_ = false;                // held by choice (deferral window), not by a recovery
-  std::string starting_version_;                // the version the pending start asked for
+  bool held_for_window_ = false;  // held by choice (deferral window), not by a recovery
+  std::string starting_version_;  // the version the pending start asked for
 };
 
 // Reschedule (Pathways-style): the machine named by the crash is evicted and replaced
@@ -875,8 +916,8 @@ class Reschedule final : public Policy {
   const PolicyInfo& info() const override { return reschedule_info(); }
   void start(World& w) override {
     w.act(SetCheckpointPlan{Duration::seconds(p_.get("checkpoint_interval_s")),
-                            Duration::seconds(p_.get("checkpoint_write_s")), CheckpointTier::kRemote,
-                            "periodic blocking save to remote storage"});
+                            Duration::seconds(p_.get("checkpoint_write_s")),
+                            CheckpointTier::kRemote, "periodic blocking save to remote storage"});
     start_ = w.act(StartJob{"initial start"});
   }
   void on_event(const Event& e, World& w) override {
@@ -906,9 +947,11 @@ class Reschedule final : public Policy {
     if (m != kNoMachine && m < w.cluster().machine_count() && w.cluster().slot_of(m) >= 0) {
       const SlotId s = w.cluster().slot_of(m);
       w.act(EvictMachines{{m}, "named by the crash: " + why, Mechanism::kReschedule});
-      acquire_ = w.act(AcquireMachines{AcquireMode::kReschedule, {s}, "cold replacement", Mechanism::kReschedule});
+      acquire_ = w.act(AcquireMachines{
+          AcquireMode::kReschedule, {s}, "cold replacement", Mechanism::kReschedule});
     } else {
-      acquire_ = w.act(AcquireMachines{AcquireMode::kRequeue, {}, "no culprit named: " + why, Mechanism::kRequeue});
+      acquire_ = w.act(AcquireMachines{
+          AcquireMode::kRequeue, {}, "no culprit named: " + why, Mechanism::kRequeue});
     }
   }
 
@@ -923,84 +966,164 @@ class Reschedule final : public Policy {
 const PolicyInfo& byterobust_info() {
   static const PolicyInfo info = [] {
     PolicyInfo info{
-      "byterobust",
-      "2",
-      "ByteRobust (SOSP'25): real-time inspections, stop-time tests, reattempt, rollback, dual-phase replay, "
-      "stack-aggregation over-eviction, warm standbys, hot updates, every-step in-memory checkpoints",
-      {
-          {"inspect_gpu_s", "GPU inspection interval (driver hang, lost GPU, temperature)", "s", 10, 0.1, 3600},
-          {"inspect_nic_s", "NIC inspection interval", "s", 30, 0.1, 3600},
-          {"inspect_host_s", "host kernel inspection interval (Xid, OS faults)", "s", 2, 0.1, 3600},
-          {"inspect_switch_s", "switch inspection interval", "s", 30, 0.1, 3600},
-          {"flap_window_s", "network alerts: window for counting repeats", "s", 300, 1, 86400},
-          {"flap_count", "network alerts: evict after this many within the window", "count", 2, 1, 100},
-          {"stall_window_s", "no progress for this long starts stack aggregation", "s", 600, 1, 86400},
-          {"slow_ratio", "step time above this multiple of normal is an MFU decline", "ratio", 1.2, 1.01, 100},
-          {"slow_for_s", "how long steps must stay slow", "s", 300, 1, 86400},
-          {"mfu_rounds", "aggregation rounds for an MFU decline", "count", 5, 1, 100},
-          {"mfu_round_s", "time between MFU aggregation rounds", "s", 10, 0.1, 3600},
-          {"recrash_window_s",
-           "the same crash (signature and machine or rank) within this of a restart escalates", "s", 1800, 0,
-           86400},
-          {"attributed_evict_after",
-           "evict a machine that crash logs name this many times in a row after restarts (0 = never)", "count", 2,
-           0, 100},
-          {"max_fruitless_rounds",
-           "diagnosis rounds in a row that may find nothing before the stack gives up (requeues; MFU: stops "
-           "aggregating until the next restart)",
-           "count", 3, 1, 100},
-          {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
-          module_choice(modules(), ModuleKind::kDetection, "detection",
-                        "detection module: realtime (step samples judged for stalls, slow steps, NaN and loss "
-                        "jumps; real-time inspections) or timeout (process exits and the NCCL collective timeout "
-                        "only); `faultline policies` lists them, plugins included"),
-          module_choice(modules(), ModuleKind::kLocalization, "localization",
-                        "silent-fault localization module (replay: dual-phase; bisection: adaptive group testing; "
-                        "stress: the full-cluster stress test baseline; pairwise: DLRover's node check, which also "
-                        "places slowdowns; `faultline policies` lists them)"),
-          module_choice(modules(), ModuleKind::kCheckpoint, "checkpoint",
-                        "checkpoint module: peer (every step in memory, backup on a peer outside the rank's "
-                        "groups), memory (Gemini-style, in memory with a copy on the next machine), remote "
-                        "(Megatron-style blocking save) or daly (remote saves, the interval re-planned at every "
-                        "interruption from those seen so far)"),
-          module_choice(modules(), ModuleKind::kRecovery, "recovery",
-                        "replacement of evicted machines: standby (warm pool), reschedule (cold machines), "
-                        "requeue (the whole job), lemon (the warm pool, and machines evicted on evidence "
-                        "lemon_strikes times retired for good), scored (the warm pool, and machines evicted on "
-                        "evidence scored_strikes times handed out last) or segment (each slot refilled from its "
-                        "own NVLink domain's free trays)"),
-          module_choice(modules(), ModuleKind::kFailSlow, "failslow",
-                        "fail-slow module: evict (over-evict a located straggler's group at once) or ski_rental "
-                        "(Greyhound/FALCON: tolerate, rebalance, reconfigure, evict, each at the ski-rental "
-                        "break-even)"),
-          module_choice(modules(), ModuleKind::kVerdict, "verdict",
-                        "stop verdict module: identical (ByteRobust: the same NaN or crash at the same step "
-                        "identical_incident_limit times ends the run) or no_progress (NVIDIA's resiliency "
-                        "extension: no_progress_limit runs in a row that get no further than any before end it)"),
-          {"stress_deadline_s", "deadline of the full-cluster stress test (localization=stress)", "s", 86400, 1,
-           1e7, {}, {"localization=stress"}},
-          {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1, 100000, {},
-           {"recovery=standby", "recovery=lemon", "recovery=scored", "recovery=segment"}},
-          {"standby_daily_p", "a machine's daily failure probability (pool sizing)", "ratio", 1.2e-3, 0, 1, {},
-           {"recovery=standby", "recovery=lemon", "recovery=scored", "recovery=segment"}},
-          {"standby_quantile", "pool sizing quantile", "ratio", 0.99, 0.5, 0.999999, {},
-           {"recovery=standby", "recovery=lemon", "recovery=scored", "recovery=segment"}},
-          {"checkpoint_blocking_s", "blocking time of an every-step in-memory save", "s", 0.02, 0, 3600, {},
-           {"checkpoint=peer"}},
-          {"remote_checkpoint_interval_s", "remote copy interval (used if both memory copies are lost)", "s", 3600,
-           1, 1e7, {}, {"checkpoint=peer", "checkpoint=memory"}},
-          // Sub-second intervals are real at small scale (a live run of 0.2 s steps that saves
-          // every few steps): `sim replay` maps a run's interval as it was measured.
-          {"checkpoint_interval_s", "training time between saves (checkpoint=memory or remote)", "s", 1800, 1e-3, 1e7,
-           {}, {"checkpoint=memory", "checkpoint=remote"}},
-          {"memory_checkpoint_blocking_s", "blocking time of an in-memory save (checkpoint=memory; Table 8: 1.84 s)",
-           "s", 1.84, 0, 3600, {}, {"checkpoint=memory"}},
-          {"remote_checkpoint_write_s", "blocking time of a save to remote storage (checkpoint=remote or daly; Table 8: 6.77 s)",
-           "s", 6.77, 0, 1e5, {}, {"checkpoint=remote"}},
-          {"defer_non_urgent", "defer non-urgent code updates into the next recovery (1) or apply now (0)", "bool",
-           1, 0, 1},
-          {"deferral_window_h", "a deferred update is forced after this long", "h", 24, 0, 1e4},
-      }};
+        "byterobust",
+        "2",
+        "ByteRobust (SOSP'25): real-time inspections, stop-time tests, reattempt, rollback, "
+        "dual-phase replay, "
+        "stack-aggregation over-eviction, warm standbys, hot updates, every-step in-memory "
+        "checkpoints",
+        {
+            {"inspect_gpu_s", "GPU inspection interval (driver hang, lost GPU, temperature)", "s",
+             10, 0.1, 3600},
+            {"inspect_nic_s", "NIC inspection interval", "s", 30, 0.1, 3600},
+            {"inspect_host_s", "host kernel inspection interval (Xid, OS faults)", "s", 2, 0.1,
+             3600},
+            {"inspect_switch_s", "switch inspection interval", "s", 30, 0.1, 3600},
+            {"flap_window_s", "network alerts: window for counting repeats", "s", 300, 1, 86400},
+            {"flap_count", "network alerts: evict after this many within the window", "count", 2, 1,
+             100},
+            {"stall_window_s", "no progress for this long starts stack aggregation", "s", 600, 1,
+             86400},
+            {"slow_ratio", "step time above this multiple of normal is an MFU decline", "ratio",
+             1.2, 1.01, 100},
+            {"slow_for_s", "how long steps must stay slow", "s", 300, 1, 86400},
+            {"mfu_rounds", "aggregation rounds for an MFU decline", "count", 5, 1, 100},
+            {"mfu_round_s", "time between MFU aggregation rounds", "s", 10, 0.1, 3600},
+            {"recrash_window_s",
+             "the same crash (signature and machine or rank) within this of a restart escalates",
+             "s", 1800, 0, 86400},
+            {"attributed_evict_after",
+             "evict a machine that crash logs name this many times in a row after restarts (0 = "
+             "never)",
+             "count", 2, 0, 100},
+            {"max_fruitless_rounds",
+             "diagnosis rounds in a row that may find nothing before the stack gives up (requeues; "
+             "MFU: stops "
+             "aggregating until the next restart)",
+             "count", 3, 1, 100},
+            {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
+            module_choice(modules(), ModuleKind::kDetection, "detection",
+                          "detection module: realtime (step samples judged for stalls, slow steps, "
+                          "NaN and loss "
+                          "jumps; real-time inspections) or timeout (process exits and the NCCL "
+                          "collective timeout "
+                          "only); `faultline policies` lists them, plugins included"),
+            module_choice(modules(), ModuleKind::kLocalization, "localization",
+                          "silent-fault localization module (replay: dual-phase; bisection: "
+                          "adaptive group testing; "
+                          "stress: the full-cluster stress test baseline; pairwise: DLRover's node "
+                          "check, which also "
+                          "places slowdowns; `faultline policies` lists them)"),
+            module_choice(
+                modules(), ModuleKind::kCheckpoint, "checkpoint",
+                "checkpoint module: peer (every step in memory, backup on a peer outside the "
+                "rank's "
+                "groups), memory (Gemini-style, in memory with a copy on the next machine), remote "
+                "(Megatron-style blocking save) or daly (remote saves, the interval re-planned at "
+                "every "
+                "interruption from those seen so far)"),
+            module_choice(
+                modules(), ModuleKind::kRecovery, "recovery",
+                "replacement of evicted machines: standby (warm pool), reschedule (cold machines), "
+                "requeue (the whole job), lemon (the warm pool, and machines evicted on evidence "
+                "lemon_strikes times retired for good), scored (the warm pool, and machines "
+                "evicted on "
+                "evidence scored_strikes times handed out last) or segment (each slot refilled "
+                "from its "
+                "own NVLink domain's free trays)"),
+            module_choice(modules(), ModuleKind::kFailSlow, "failslow",
+                          "fail-slow module: evict (over-evict a located straggler's group at "
+                          "once) or ski_rental "
+                          "(Greyhound/FALCON: tolerate, rebalance, reconfigure, evict, each at the "
+                          "ski-rental "
+                          "break-even)"),
+            module_choice(
+                modules(), ModuleKind::kVerdict, "verdict",
+                "stop verdict module: identical (ByteRobust: the same NaN or crash at the same "
+                "step "
+                "identical_incident_limit times ends the run) or no_progress (NVIDIA's resiliency "
+                "extension: no_progress_limit runs in a row that get no further than any before "
+                "end it)"),
+            {"stress_deadline_s",
+             "deadline of the full-cluster stress test (localization=stress)",
+             "s",
+             86400,
+             1,
+             1e7,
+             {},
+             {"localization=stress"}},
+            {"standby_pool",
+             "warm standby machines; -1 = P99 of Binomial(machines, p)",
+             "count",
+             -1,
+             -1,
+             100000,
+             {},
+             {"recovery=standby", "recovery=lemon", "recovery=scored", "recovery=segment"}},
+            {"standby_daily_p",
+             "a machine's daily failure probability (pool sizing)",
+             "ratio",
+             1.2e-3,
+             0,
+             1,
+             {},
+             {"recovery=standby", "recovery=lemon", "recovery=scored", "recovery=segment"}},
+            {"standby_quantile",
+             "pool sizing quantile",
+             "ratio",
+             0.99,
+             0.5,
+             0.999999,
+             {},
+             {"recovery=standby", "recovery=lemon", "recovery=scored", "recovery=segment"}},
+            {"checkpoint_blocking_s",
+             "blocking time of an every-step in-memory save",
+             "s",
+             0.02,
+             0,
+             3600,
+             {},
+             {"checkpoint=peer"}},
+            {"remote_checkpoint_interval_s",
+             "remote copy interval (used if both memory copies are lost)",
+             "s",
+             3600,
+             1,
+             1e7,
+             {},
+             {"checkpoint=peer", "checkpoint=memory"}},
+            // Sub-second intervals are real at small scale (a live run of 0.2 s steps that saves
+            // every few steps): `sim replay` maps a run's interval as it was measured.
+            {"checkpoint_interval_s",
+             "training time between saves (checkpoint=memory or remote)",
+             "s",
+             1800,
+             1e-3,
+             1e7,
+             {},
+             {"checkpoint=memory", "checkpoint=remote"}},
+            {"memory_checkpoint_blocking_s",
+             "blocking time of an in-memory save (checkpoint=memory; Table 8: 1.84 s)",
+             "s",
+             1.84,
+             0,
+             3600,
+             {},
+             {"checkpoint=memory"}},
+            {"remote_checkpoint_write_s",
+             "blocking time of a save to remote storage (checkpoint=remote or daly; Table 8: 6.77 "
+             "s)",
+             "s",
+             6.77,
+             0,
+             1e5,
+             {},
+             {"checkpoint=remote"}},
+            {"defer_non_urgent",
+             "defer non-urgent code updates into the next recovery (1) or apply now (0)", "bool", 1,
+             0, 1},
+            {"deferral_window_h", "a deferred update is forced after this long", "h", 24, 0, 1e4},
+        }};
     add_module_params(modules(), info.params);
     return info;
   }();
@@ -1013,10 +1136,12 @@ const PolicyInfo& reschedule_info() {
   static const PolicyInfo info{
       "reschedule",
       "1",
-      "Pathways-style: evict the machine a crash names and replace it cold; otherwise requeue; restart from the "
+      "Pathways-style: evict the machine a crash names and replace it cold; otherwise requeue; "
+      "restart from the "
       "last periodic remote checkpoint",
       {
-          {"checkpoint_interval_s", "training time between periodic checkpoints", "s", 1800, 1e-3, 1e7},
+          {"checkpoint_interval_s", "training time between periodic checkpoints", "s", 1800, 1e-3,
+           1e7},
           {"checkpoint_write_s", "blocking time of one save to remote storage", "s", 6.77, 0, 1e5},
       }};
   return info;

@@ -14,8 +14,9 @@
 // replay); an MFU decline by repeated aggregation rounds; a NaN by the bit-wise alignment
 // test, then replay. No diagnosis loop is unbounded: after max_fruitless_rounds rounds in
 // a row that found nothing the stack requeues the job (an MFU decline: stops aggregating
-// until the next restart), each fruitless round numbered in the decisions log. Evicted machines are replaced from the warm-standby pool; code updates are
-// hot updates. Checkpoints are taken every step in memory with a peer backup.
+// until the next restart), each fruitless round numbered in the decisions log. Evicted machines are
+// replaced from the warm-standby pool; code updates are hot updates. Checkpoints are taken every
+// step in memory with a peer backup.
 //
 // Each module can be swapped by name through the stack's choice parameters: detection
 // (realtime | timeout), localization (replay | bisection | stress), checkpoint (peer |

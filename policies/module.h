@@ -31,17 +31,24 @@
 
 namespace faultline::policies {
 
-enum class ModuleKind : std::uint8_t { kDetection, kLocalization, kRecovery, kCheckpoint, kFailSlow, kVerdict };
-inline constexpr ModuleKind kModuleKinds[] = {ModuleKind::kDetection,  ModuleKind::kLocalization,
-                                              ModuleKind::kRecovery,   ModuleKind::kCheckpoint,
-                                              ModuleKind::kFailSlow,   ModuleKind::kVerdict};
+enum class ModuleKind : std::uint8_t {
+  kDetection,
+  kLocalization,
+  kRecovery,
+  kCheckpoint,
+  kFailSlow,
+  kVerdict
+};
+inline constexpr ModuleKind kModuleKinds[] = {ModuleKind::kDetection, ModuleKind::kLocalization,
+                                              ModuleKind::kRecovery,  ModuleKind::kCheckpoint,
+                                              ModuleKind::kFailSlow,  ModuleKind::kVerdict};
 const char* module_kind_name(ModuleKind k);
 
 // Identity of one algorithm. As with a leveldb FilterPolicy name, `version` changes
 // whenever the same inputs can yield different decisions.
 struct ModuleInfo {
   ModuleKind kind = ModuleKind::kLocalization;
-  std::string name;     // its choice name in a stack's parameters ("replay")
+  std::string name;  // its choice name in a stack's parameters ("replay")
   std::string version;
   std::string summary;  // one line, for `faultline policies`
   // Parameters of its own, beyond the stack's: a stack that composes modules declares
@@ -98,10 +105,10 @@ class Detector {
 using LocalizationTest = std::variant<RunProbe, RunReplay>;
 // What a localizer concluded.
 struct Located {
-  std::vector<SlotId> evict;  // slots to evict; empty: nothing found (the stack reattempts)
+  std::vector<SlotId> evict;   // slots to evict; empty: nothing found (the stack reattempts)
   bool code_at_fault = false;  // e.g. every replay group failed: the stack rolls the code back
   Mechanism credit = Mechanism::kReplay;  // the resolution mechanism an eviction counts as
-  std::string reason;         // the eviction's, rollback's or reattempt's reason
+  std::string reason;                     // the eviction's, rollback's or reattempt's reason
 };
 using LocalizationStep = std::variant<LocalizationTest, Located>;
 
@@ -128,7 +135,9 @@ class Recovery {
   virtual ~Recovery() = default;
   virtual const ModuleInfo& info() const = 0;
   // What to set up before the job starts (a standby pool), if anything.
-  virtual std::optional<SetStandbyPool> start(const ClusterView& view) const { return std::nullopt; }
+  virtual std::optional<SetStandbyPool> start(const ClusterView& view) const {
+    return std::nullopt;
+  }
   // The request that refills `slots`, credited to `credit`.
   virtual AcquireMachines replace(const std::vector<SlotId>& slots, const std::string& why,
                                   Mechanism credit) const = 0;
@@ -152,7 +161,8 @@ class CheckpointPlanner {
   // (a crash, a hang, a stop to replace machines or update code) and how long the job ran
   // in all. An adaptive planner may answer a new plan, which applies from the next start
   // on (live mode hands it to the ranks at their next launch); a fixed plan answers nothing.
-  virtual std::optional<SetCheckpointPlan> replan(int interruptions, Duration running, const ClusterView& view) {
+  virtual std::optional<SetCheckpointPlan> replan(int interruptions, Duration running,
+                                                  const ClusterView& view) {
     return std::nullopt;
   }
 };
@@ -177,8 +187,8 @@ class FailSlowPolicy {
   // (kTolerate: none yet). The same machine located again after stopped() is the same
   // straggler: the ladder resumes at the level it had reached (to be applied again: a
   // restart undid it). `view` is valid during the call only.
-  virtual SlowdownLevel located(SlotId slot, MachineId machine, double ratio, Instant since, Instant now,
-                                const ClusterView& view) = 0;
+  virtual SlowdownLevel located(SlotId slot, MachineId machine, double ratio, Instant since,
+                                Instant now, const ClusterView& view) = 0;
   // When to be asked again (check), or Instant::max() when nothing is due.
   virtual Instant next_check() const = 0;
   // At (or after) next_check(): the level to apply now, or nullopt to stay.
@@ -262,15 +272,16 @@ class ModuleRegistry {
   std::unique_ptr<Detector> make_detector(std::string_view name, const Params& params) const;
   std::unique_ptr<Localizer> make_localizer(std::string_view name, const Params& params) const;
   std::unique_ptr<Recovery> make_recovery(std::string_view name, const Params& params) const;
-  std::unique_ptr<CheckpointPlanner> make_checkpoint(std::string_view name, const Params& params) const;
+  std::unique_ptr<CheckpointPlanner> make_checkpoint(std::string_view name,
+                                                     const Params& params) const;
   std::unique_ptr<FailSlowPolicy> make_failslow(std::string_view name, const Params& params) const;
   std::unique_ptr<StopVerdict> make_verdict(std::string_view name, const Params& params) const;
 
  private:
   struct Entry {
     ModuleInfo info;
-    std::variant<DetectorFactory, LocalizerFactory, RecoveryFactory, CheckpointFactory, FailSlowFactory,
-                 VerdictFactory>
+    std::variant<DetectorFactory, LocalizerFactory, RecoveryFactory, CheckpointFactory,
+                 FailSlowFactory, VerdictFactory>
         make;
   };
   void insert(ModuleInfo info, ModuleKind want, decltype(Entry::make) make);
@@ -281,7 +292,8 @@ class ModuleRegistry {
 
 // A stack's choice parameter among the registered modules of `kind`, in registration
 // order (the first is the default).
-ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name, std::string help);
+ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name,
+                        std::string help);
 // Appends to a stack's parameters those its modules declare (ModuleInfo::params) that it
 // does not declare itself, in registration order.
 void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params);

@@ -7,31 +7,44 @@ namespace faultline::policies {
 
 const char* module_kind_name(ModuleKind k) {
   switch (k) {
-    case ModuleKind::kDetection: return "detection";
-    case ModuleKind::kLocalization: return "localization";
-    case ModuleKind::kRecovery: return "recovery";
-    case ModuleKind::kCheckpoint: return "checkpoint";
-    case ModuleKind::kFailSlow: return "failslow";
-    case ModuleKind::kVerdict: return "verdict";
+    case ModuleKind::kDetection:
+      return "detection";
+    case ModuleKind::kLocalization:
+      return "localization";
+    case ModuleKind::kRecovery:
+      return "recovery";
+    case ModuleKind::kCheckpoint:
+      return "checkpoint";
+    case ModuleKind::kFailSlow:
+      return "failslow";
+    case ModuleKind::kVerdict:
+      return "verdict";
   }
   return "?";
 }
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::kCarryOn: return "carry_on";
-    case Verdict::kRollBack: return "roll_back";
-    case Verdict::kStop: return "stop";
+    case Verdict::kCarryOn:
+      return "carry_on";
+    case Verdict::kRollBack:
+      return "roll_back";
+    case Verdict::kStop:
+      return "stop";
   }
   return "?";
 }
 
 const char* slowdown_level_name(SlowdownLevel l) {
   switch (l) {
-    case SlowdownLevel::kTolerate: return "tolerate";
-    case SlowdownLevel::kRebalance: return "rebalance";
-    case SlowdownLevel::kReconfigure: return "reconfigure";
-    case SlowdownLevel::kEvict: return "evict";
+    case SlowdownLevel::kTolerate:
+      return "tolerate";
+    case SlowdownLevel::kRebalance:
+      return "rebalance";
+    case SlowdownLevel::kReconfigure:
+      return "reconfigure";
+    case SlowdownLevel::kEvict:
+      return "evict";
   }
   return "?";
 }
@@ -68,8 +81,8 @@ void ModuleRegistry::add(ModuleInfo info, VerdictFactory make) {
 void ModuleRegistry::merge(const ModuleRegistry& other) {
   for (const auto& e : other.entries_)
     if (find(e.info.kind, e.info.name))
-      throw std::invalid_argument(std::string(module_kind_name(e.info.kind)) + " module '" + e.info.name +
-                                  "' is already registered");
+      throw std::invalid_argument(std::string(module_kind_name(e.info.kind)) + " module '" +
+                                  e.info.name + "' is already registered");
   for (const auto& e : other.entries_) entries_.push_back(e);
 }
 
@@ -102,32 +115,45 @@ template <class F>
 const F& ModuleRegistry::factory(ModuleKind kind, std::string_view name) const {
   for (const auto& e : entries_)
     if (e.info.kind == kind && e.info.name == name) return std::get<F>(e.make);
-  throw std::invalid_argument(std::string("no ") + module_kind_name(kind) + " module '" + std::string(name) + "'");
+  throw std::invalid_argument(std::string("no ") + module_kind_name(kind) + " module '" +
+                              std::string(name) + "'");
 }
 
-std::unique_ptr<Detector> ModuleRegistry::make_detector(std::string_view name, const Params& params) const {
+std::unique_ptr<Detector> ModuleRegistry::make_detector(std::string_view name,
+                                                        const Params& params) const {
   return factory<DetectorFactory>(ModuleKind::kDetection, name)(params);
 }
-std::unique_ptr<Localizer> ModuleRegistry::make_localizer(std::string_view name, const Params& params) const {
+std::unique_ptr<Localizer> ModuleRegistry::make_localizer(std::string_view name,
+                                                          const Params& params) const {
   return factory<LocalizerFactory>(ModuleKind::kLocalization, name)(params);
 }
-std::unique_ptr<Recovery> ModuleRegistry::make_recovery(std::string_view name, const Params& params) const {
+std::unique_ptr<Recovery> ModuleRegistry::make_recovery(std::string_view name,
+                                                        const Params& params) const {
   return factory<RecoveryFactory>(ModuleKind::kRecovery, name)(params);
 }
-std::unique_ptr<CheckpointPlanner> ModuleRegistry::make_checkpoint(std::string_view name, const Params& params) const {
+std::unique_ptr<CheckpointPlanner> ModuleRegistry::make_checkpoint(std::string_view name,
+                                                                   const Params& params) const {
   return factory<CheckpointFactory>(ModuleKind::kCheckpoint, name)(params);
 }
-std::unique_ptr<FailSlowPolicy> ModuleRegistry::make_failslow(std::string_view name, const Params& params) const {
+std::unique_ptr<FailSlowPolicy> ModuleRegistry::make_failslow(std::string_view name,
+                                                              const Params& params) const {
   return factory<FailSlowFactory>(ModuleKind::kFailSlow, name)(params);
 }
-std::unique_ptr<StopVerdict> ModuleRegistry::make_verdict(std::string_view name, const Params& params) const {
+std::unique_ptr<StopVerdict> ModuleRegistry::make_verdict(std::string_view name,
+                                                          const Params& params) const {
   return factory<VerdictFactory>(ModuleKind::kVerdict, name)(params);
 }
 
-ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name, std::string help) {
+ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name,
+                        std::string help) {
   const std::vector<std::string> names = r.names(kind);
-  return ParamSpec{std::move(name), std::move(help), "choice", 0, 0,
-                   names.empty() ? 0 : static_cast<double>(names.size() - 1), names};
+  return ParamSpec{std::move(name),
+                   std::move(help),
+                   "choice",
+                   0,
+                   0,
+                   names.empty() ? 0 : static_cast<double>(names.size() - 1),
+                   names};
 }
 
 void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params) {
@@ -136,7 +162,8 @@ void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params) 
       for (const ParamSpec& p : m->params) {
         // A module's own parameter is read when the stack's choice of that kind picks it.
         const std::string when = std::string(module_kind_name(kind)) + "=" + m->name;
-        auto have = std::find_if(params.begin(), params.end(), [&](const ParamSpec& q) { return q.name == p.name; });
+        auto have = std::find_if(params.begin(), params.end(),
+                                 [&](const ParamSpec& q) { return q.name == p.name; });
         if (have == params.end()) {
           params.push_back(p);
           params.back().read_when = {when};

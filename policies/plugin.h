@@ -6,7 +6,8 @@
 //   #include "policies/plugin.h"
 //   class MyLocalizer final : public faultline::policies::Localizer { ... };
 //   FAULTLINE_PLUGIN(registry) {
-//     registry.add(my_localizer_info(), [](const faultline::Params& p) { return std::make_unique<MyLocalizer>(p); });
+//     registry.add(my_localizer_info(), [](const faultline::Params& p) { return
+//     std::make_unique<MyLocalizer>(p); });
 //   }
 //
 // built with find_package(faultline) and faultline_add_plugin(NAME source.cc) against an
@@ -37,10 +38,16 @@
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.
-#define FAULTLINE_PLUGIN(registry_param)                                                                  \
-  static void faultline_plugin_register_modules(::faultline::policies::ModuleRegistry& registry_param);   \
-  extern "C" __attribute__((visibility("default"))) int faultline_plugin_abi() { return FAULTLINE_PLUGIN_ABI; } \
-  extern "C" __attribute__((visibility("default"))) void faultline_plugin_register(void* registry) {     \
-    faultline_plugin_register_modules(*static_cast<::faultline::policies::ModuleRegistry*>(registry));     \
-  }                                                                                                       \
-  static void faultline_plugin_register_modules(::faultline::policies::ModuleRegistry& registry_param)
+#define FAULTLINE_PLUGIN(registry_param)                                            \
+  static void faultline_plugin_register_modules(                                    \
+      ::faultline::policies::ModuleRegistry& registry_param);                       \
+  extern "C" __attribute__((visibility("default"))) int faultline_plugin_abi() {    \
+    return FAULTLINE_PLUGIN_ABI;                                                    \
+  }                                                                                 \
+  extern "C" __attribute__((visibility("default"))) void faultline_plugin_register( \
+      void* registry) {                                                             \
+    faultline_plugin_register_modules(                                              \
+        *static_cast<::faultline::policies::ModuleRegistry*>(registry));            \
+  }                                                                                 \
+  static void faultline_plugin_register_modules(                                    \
+      ::faultline::policies::ModuleRegistry& registry_param)

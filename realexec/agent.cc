@@ -150,7 +150,8 @@ void Agent::send(json msg, Delivery d) {
       return;
     }
     if (dropped_for_backlog_ > 0 && conn_->backlog() <= kDropAboveBytes / 2) {
-      log("the controller caught up: " + std::to_string(dropped_for_backlog_) + " reports and alerts dropped");
+      log("the controller caught up: " + std::to_string(dropped_for_backlog_) +
+          " reports and alerts dropped");
       dropped_for_backlog_ = 0;
     }
     conn_->send(msg);
@@ -215,14 +216,16 @@ void Agent::on_message(const json& m) {
       try {
         c = decode_challenge(m);
       } catch (const BadMessage& e) {
-        log("the controller at " + conn_->peer() + " sent an invalid challenge (" + e.reason + "); closing");
+        log("the controller at " + conn_->peer() + " sent an invalid challenge (" + e.reason +
+            "); closing");
         conn_->close("invalid challenge");
         return;
       }
       auto answer = handshake_->answer(token_, c);
       if (!answer) {
         log("the controller at " + conn_->peer() +
-            " failed authentication: its proof does not match our token (not our controller, or another "
+            " failed authentication: its proof does not match our token (not our controller, or "
+            "another "
             "token); not talking to it");
         conn_->close("the controller failed authentication");
         return;
@@ -232,8 +235,8 @@ void Agent::on_message(const json& m) {
       return;
     }
     if (type != "refused" && (!handshake_ || !handshake_->verified())) {
-      log("the controller at " + (conn_ ? conn_->peer() : std::string("?")) + " sent '" + type.substr(0, 32) +
-          "' before proving the token; closing");
+      log("the controller at " + (conn_ ? conn_->peer() : std::string("?")) + " sent '" +
+          type.substr(0, 32) + "' before proving the token; closing");
       if (conn_) conn_->close("message before authentication");
       return;
     }

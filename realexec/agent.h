@@ -39,9 +39,9 @@ struct AgentOptions {
   StackCaptureOptions stacks;
   Duration backoff_min = Duration::millis(500);
   Duration backoff_max = Duration::seconds(5);
-  Duration kill_timeout = Duration::seconds(30);  // reaping after kill/shutdown
+  Duration kill_timeout = Duration::seconds(30);       // reaping after kill/shutdown
   Duration handshake_timeout = Duration::seconds(10);  // connect -> welcome, else redial
-  std::size_t max_queued_exits = 4096;            // kept while disconnected
+  std::size_t max_queued_exits = 4096;                 // kept while disconnected
   // One line per call; default: stderr, prefixed "faultline agent NAME: ".
   std::function<void(const std::string&)> log;
 };
@@ -94,7 +94,8 @@ class Agent {
   void reply_error(std::int64_t req, const std::string& reason);
   void handle_launch(const nlohmann::json& m, std::int64_t req);
   // Launches once the ranks being killed are reaped, or fails the launch at `until`.
-  void launch_after_reaping(const nlohmann::json& m, std::int64_t req, Instant started, Instant until);
+  void launch_after_reaping(const nlohmann::json& m, std::int64_t req, Instant started,
+                            Instant until);
   void handle_kill(const nlohmann::json& m, std::int64_t req);
   void handle_inspect(const nlohmann::json& m, std::int64_t req);
   void handle_probe(const nlohmann::json& m, std::int64_t req);
@@ -102,9 +103,11 @@ class Agent {
   // machines, its NCCL id carried by the control channel (PROTOCOL.md, "Probes across machines").
   void run_relayed_all_gather(const nlohmann::json& m, std::int64_t req, Instant started,
                               std::int64_t deadline_ms, std::map<std::string, std::string> env);
-  // The CPU trainjob all-gather of a relayed probe that found no GPU; `probe_body` is its reply so far.
-  void run_fallback_all_gather(std::uint64_t epoch, std::int64_t req, Instant started, std::int64_t left_ms,
-                               std::map<std::string, std::string> env, nlohmann::json probe_body);
+  // The CPU trainjob all-gather of a relayed probe that found no GPU; `probe_body` is its reply so
+  // far.
+  void run_fallback_all_gather(std::uint64_t epoch, std::int64_t req, Instant started,
+                               std::int64_t left_ms, std::map<std::string, std::string> env,
+                               nlohmann::json probe_body);
   // Rank 0: sends the blob its probe published, once, if the file is there.
   void publish_rendezvous(RelayedProbe& p);
   void watch_rendezvous(const std::shared_ptr<RelayedProbe>& p);
@@ -147,14 +150,15 @@ class Agent {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::unique_ptr<Conn> conn_;
-  std::uint64_t epoch_ = 0;  // incremented per connection; replies go to their own
+  std::uint64_t epoch_ = 0;    // incremented per connection; replies go to their own
   std::uint64_t refused_ = 0;  // requests refused on this connection
   bool welcomed_ = false;
   std::string role_;
   Duration backoff_;
   std::uint64_t redial_timer_ = 0;
   std::uint64_t heartbeat_timer_ = 0;
-  std::uint64_t dropped_for_backlog_ = 0;  // reports and alerts dropped while the controller is behind
+  std::uint64_t dropped_for_backlog_ =
+      0;                               // reports and alerts dropped while the controller is behind
   std::deque<nlohmann::json> queued_;  // exit messages waiting for a connection
 
   std::int64_t gen_ = 0;

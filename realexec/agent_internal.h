@@ -35,10 +35,10 @@ using live::BadMessage;
 using live::kMaxReportLine;
 using live::kMaxReq;
 using live::kMaxSignature;
+using live::need_hex_blob;
 using live::need_host;
 using live::need_int;
 using live::need_string;
-using live::need_hex_blob;
 using live::opt_bool;
 using live::opt_int;
 using live::opt_string;
@@ -173,8 +173,8 @@ struct Agent::RelayedProbe {
   std::int64_t rank = 0;
   std::string path;  // the probe's rendezvous file, fresh for this run
   bool running = true;
-  bool published = false;  // rank 0: its blob went to the controller (or cannot)
-  bool received = false;   // other ranks: the controller's relay was written
+  bool published = false;   // rank 0: its blob went to the controller (or cannot)
+  bool received = false;    // other ranks: the controller's relay was written
   std::uint64_t timer = 0;  // rank 0: polling for the file
 };
 

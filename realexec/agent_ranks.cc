@@ -68,10 +68,12 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     // agent was silent when its machine was evicted, or the kill was lost). They die before
     // the new ones start, within a bounded wait; the launch then goes on, or fails saying
     // which did not die. Refusing instead made a controller retry forever.
-    log("launch of generation " + std::to_string(gen) + ": killing the " + std::to_string(ranks_.size()) +
-        " ranks of generation " + std::to_string(gen_) + " still running first");
+    log("launch of generation " + std::to_string(gen) + ": killing the " +
+        std::to_string(ranks_.size()) + " ranks of generation " + std::to_string(gen_) +
+        " still running first");
     kill_all_ranks();
-    launch_after_reaping(m, req, started, r_.now() + std::min(options_.kill_timeout, Duration::seconds(10)));
+    launch_after_reaping(m, req, started,
+                         r_.now() + std::min(options_.kill_timeout, Duration::seconds(10)));
     return;
   }
   if (machine_->workdir.empty()) bad("machine " + name_ + " has no workdir in the config");
@@ -174,8 +176,9 @@ void Agent::launch_after_reaping(const json& m, std::int64_t req, Instant starte
     if (r_.now() >= until) {
       reply_done(epoch, req, started,
                  {{"ok", false},
-                  {"detail", std::to_string(ranks_.size()) + " ranks of generation " + std::to_string(gen_) +
-                                 " not reaped within " + fmt_seconds((until - started).to_seconds()) +
+                  {"detail", std::to_string(ranks_.size()) + " ranks of generation " +
+                                 std::to_string(gen_) + " not reaped within " +
+                                 fmt_seconds((until - started).to_seconds()) +
                                  " s of SIGKILL; not launching over them"}});
       return;
     }
@@ -279,10 +282,12 @@ void Agent::on_rank_report(Rank& rk) {
         note_bad_report(rk, e.reason);
         continue;
       }
-      if (report.type == "fatal" && !report.signature.empty()) rk.fatal_signature = report.signature;
+      if (report.type == "fatal" && !report.signature.empty())
+        rk.fatal_signature = report.signature;
       forwarded.update(encode(report));
-      forward_report(rk, {{"type", "report"}, {"gen", rk.gen}, {"rank", rk.rank}, {"report", forwarded}},
-                     report.type == "step");
+      forward_report(
+          rk, {{"type", "report"}, {"gen", rk.gen}, {"rank", rk.rank}, {"report", forwarded}},
+          report.type == "step");
     }
     rk.report_buf.erase(0, start);
     if (rk.report_buf.size() > kMaxReportLine) {
@@ -301,7 +306,8 @@ void Agent::forward_report(Rank& rk, json msg, bool step) {
   }
   const Instant now = r_.now();
   if (rk.tokens_at.ns == 0) rk.step_tokens = kStepReportBurst;
-  rk.step_tokens = std::min(kStepReportBurst, rk.step_tokens + (now - rk.tokens_at).to_seconds() * kStepReportsPerS);
+  rk.step_tokens = std::min(kStepReportBurst,
+                            rk.step_tokens + (now - rk.tokens_at).to_seconds() * kStepReportsPerS);
   rk.tokens_at = now;
   if (!rk.pending_step && rk.step_tokens >= 1) {
     rk.step_tokens -= 1;
@@ -311,7 +317,8 @@ void Agent::forward_report(Rank& rk, json msg, bool step) {
   if (rk.pending_step) {
     ++rk.coalesced;
   } else if (rk.coalesced == 0) {
-    log("rank " + std::to_string(rk.rank) + " reports steps faster than " + fmt_seconds(kStepReportsPerS) +
+    log("rank " + std::to_string(rk.rank) + " reports steps faster than " +
+        fmt_seconds(kStepReportsPerS) +
         " a second: coalescing them, the newest goes to the controller");
   }
   rk.pending_step = std::move(msg);
@@ -319,13 +326,14 @@ void Agent::forward_report(Rank& rk, json msg, bool step) {
     std::weak_ptr<bool> guard = alive_;
     const int rank = rk.rank;
     const std::int64_t gen = rk.gen;
-    rk.flush_timer = r_.add_timer(Duration::seconds(1 / kStepReportsPerS), [this, guard, rank, gen] {
-      if (!guard.lock()) return;
-      auto it = ranks_.find(rank);
-      if (it == ranks_.end() || it->second->gen != gen) return;
-      it->second->flush_timer = 0;
-      flush_step(*it->second);
-    });
+    rk.flush_timer =
+        r_.add_timer(Duration::seconds(1 / kStepReportsPerS), [this, guard, rank, gen] {
+          if (!guard.lock()) return;
+          auto it = ranks_.find(rank);
+          if (it == ranks_.end() || it->second->gen != gen) return;
+          it->second->flush_timer = 0;
+          flush_step(*it->second);
+        });
   }
 }
 

@@ -30,7 +30,8 @@ json trainjob_probe_body(const std::string& test, const ChildResult& res) {
   body["ok"] = ok;
   if (line.is_object()) body["result"] = line;
   // The all-gather's own time, without the process start: what a grouped probe compares.
-  if (ok && test == "inter_all_gather" && line.is_object() && line.contains("seconds") && line["seconds"].is_number())
+  if (ok && test == "inter_all_gather" && line.is_object() && line.contains("seconds") &&
+      line["seconds"].is_number())
     body["collective_s"] = line["seconds"];
   if (res.timed_out) {
     body["detail"] = "killed at the deadline";
@@ -57,7 +58,8 @@ json probe_report_of(const ChildResult& res) {
 
 // The probe's verdict, "" when it gave none; with one, it and the report go into the reply.
 std::string add_verdict(const json& report, json& body) {
-  if (!report.is_object() || !report.contains("verdict") || !report["verdict"].is_string()) return "";
+  if (!report.is_object() || !report.contains("verdict") || !report["verdict"].is_string())
+    return "";
   body["verdict"] = report["verdict"];
   body["report"] = report;
   // faultline-probe's timed NCCL all-gather, per iteration, when it ran one.
@@ -71,7 +73,8 @@ std::string add_verdict(const json& report, json& body) {
 
 // The last note of a probe report: why it failed, in its own words.
 std::string last_note(const json& report) {
-  if (!report.is_object() || !report.contains("notes") || !report["notes"].is_array() || report["notes"].empty())
+  if (!report.is_object() || !report.contains("notes") || !report["notes"].is_array() ||
+      report["notes"].empty())
     return "";
   const json& n = report["notes"].back();
   if (!n.is_string()) return "";
@@ -141,40 +144,43 @@ void Agent::handle_probe(const json& m, std::int64_t req) {
     }
     spec.env = make_env(env);
     spec.cwd = child_cwd();
-    run_tracked(
-        std::move(spec), deadline, [this, epoch, req, started, test](const ChildResult& res) {
-          json body = {{"test", test}, {"timed_out", false}};
-          if (!res.started) {
-            body["ok"] = false;
-            body["detail"] = res.spawn_error;
-            reply_done(epoch, req, started, body);
-            return;
-          }
-          const std::string verdict = add_verdict(probe_report_of(res), body);
-          const int code = res.exit_code();
-          if (res.timed_out || code == kernels::kExitDeadline) {
-            body["ok"] = false;
-            body["timed_out"] = true;
-            body["detail"] = res.timed_out ? "killed at the deadline" : "deadline_exceeded";
-          } else if (code == kernels::kExitPass) {
-            body["ok"] = true;
-            body["detail"] = verdict.empty() ? "pass" : verdict;
-          } else if (code == kernels::kExitNoGpu) {
-            body["ok"] = true;
-            body["detail"] = "no_gpu";
-          } else {
-            body["ok"] = false;
-            std::string why = code == kernels::kExitUsage ? "usage error" : verdict.empty() ? "fail" : verdict;
-            std::string last = last_line(res.err);
-            body["detail"] = why + " (" + describe_wait_status(res.wait_status) + ")" +
-                             (last.empty() ? "" : ": " + last);
-          }
-          reply_done(epoch, req, started, body);
-        });
+    run_tracked(std::move(spec), deadline,
+                [this, epoch, req, started, test](const ChildResult& res) {
+                  json body = {{"test", test}, {"timed_out", false}};
+                  if (!res.started) {
+                    body["ok"] = false;
+                    body["detail"] = res.spawn_error;
+                    reply_done(epoch, req, started, body);
+                    return;
+                  }
+                  const std::string verdict = add_verdict(probe_report_of(res), body);
+                  const int code = res.exit_code();
+                  if (res.timed_out || code == kernels::kExitDeadline) {
+                    body["ok"] = false;
+                    body["timed_out"] = true;
+                    body["detail"] = res.timed_out ? "killed at the deadline" : "deadline_exceeded";
+                  } else if (code == kernels::kExitPass) {
+                    body["ok"] = true;
+                    body["detail"] = verdict.empty() ? "pass" : verdict;
+                  } else if (code == kernels::kExitNoGpu) {
+                    body["ok"] = true;
+                    body["detail"] = "no_gpu";
+                  } else {
+                    body["ok"] = false;
+                    std::string why = code == kernels::kExitUsage ? "usage error"
+                                      : verdict.empty()           ? "fail"
+                                                                  : verdict;
+                    std::string last = last_line(res.err);
+                    body["detail"] = why + " (" + describe_wait_status(res.wait_status) + ")" +
+                                     (last.empty() ? "" : ": " + last);
+                  }
+                  reply_done(epoch, req, started, body);
+                });
     return;
   }
 
-  if (test == "inter_all_gather" && opt_bool(m, "rendezvous", false) && !config_.probe_bin.empty()) {
+  if (test == "inter_all_gather" && opt_bool(m, "rendezvous", false) &&
+      !config_.probe_bin.empty()) {
     run_relayed_all_gather(m, req, started, deadline_ms, std::move(env));
     return;
   }
@@ -225,7 +231,8 @@ void Agent::handle_probe(const json& m, std::int64_t req) {
 // no_gpu; the data path is then tested by the training job's CPU all-gather, as without
 // probe_bin, within what is left of the deadline.
 
-void Agent::run_relayed_all_gather(const json& m, std::int64_t req, Instant started, std::int64_t deadline_ms,
+void Agent::run_relayed_all_gather(const json& m, std::int64_t req, Instant started,
+                                   std::int64_t deadline_ms,
                                    std::map<std::string, std::string> env) {
   const std::uint64_t epoch = epoch_;
   const std::int64_t world = need_int(m, "world_size", 1, 1 << 20);
@@ -234,7 +241,8 @@ void Agent::run_relayed_all_gather(const json& m, std::int64_t req, Instant star
   const std::int64_t master_port = need_int(m, "master_port", 1, 65535);
   if (auto it = relayed_.find(req); it != relayed_.end() && it->second->epoch == epoch)
     bad("req: an inter_all_gather probe of request " + std::to_string(req) + " already runs");
-  const std::string base = child_cwd().empty() ? std::filesystem::temp_directory_path().string() : child_cwd();
+  const std::string base =
+      child_cwd().empty() ? std::filesystem::temp_directory_path().string() : child_cwd();
   const std::string dir = base + "/rendezvous";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -244,8 +252,8 @@ void Agent::run_relayed_all_gather(const json& m, std::int64_t req, Instant star
   p->epoch = epoch;
   p->rank = rank;
   // Fresh for this run: a file left by an earlier one would be read as this run's id.
-  p->path = dir + "/probe-" + std::to_string(::getpid()) + "-" + std::to_string(epoch) + "-" + std::to_string(req) +
-            "-" + std::to_string(r_.now().ns);
+  p->path = dir + "/probe-" + std::to_string(::getpid()) + "-" + std::to_string(epoch) + "-" +
+            std::to_string(req) + "-" + std::to_string(r_.now().ns);
   std::filesystem::remove(p->path, ec);
   relayed_[req] = p;
 
@@ -254,73 +262,82 @@ void Agent::run_relayed_all_gather(const json& m, std::int64_t req, Instant star
   env["MASTER_ADDR"] = master_addr;
   env["MASTER_PORT"] = std::to_string(master_port);
   SpawnSpec spec;
-  spec.argv = {config_.probe_bin, "nccl",           "--collectives", "all_gather", "--rendezvous",
-               "file:" + p->path, "--rank",         std::to_string(rank), "--nranks", std::to_string(world),
+  spec.argv = {config_.probe_bin, "nccl",
+               "--collectives",   "all_gather",
+               "--rendezvous",    "file:" + p->path,
+               "--rank",          std::to_string(rank),
+               "--nranks",        std::to_string(world),
                "--deadline",      fmt_seconds(static_cast<double>(deadline_ms) / 1000.0 * 0.9)};
   spec.env = make_env(env);
   spec.cwd = child_cwd();
-  run_tracked(std::move(spec), Duration::millis(static_cast<double>(deadline_ms)),
-              [this, p, epoch, req, started, deadline_ms, env](const ChildResult& res) {
-                // A last look first: the probe may exit right after writing the file, and the blob
-                // must reach the controller before this reply (one ordered connection).
-                if (p->rank == 0) publish_rendezvous(*p);
-                p->running = false;
-                if (p->timer) r_.cancel_timer(p->timer);
-                p->timer = 0;
-                std::error_code ec;
-                std::filesystem::remove(p->path, ec);
-                if (auto it = relayed_.find(req); it != relayed_.end() && it->second == p) relayed_.erase(it);
+  run_tracked(
+      std::move(spec), Duration::millis(static_cast<double>(deadline_ms)),
+      [this, p, epoch, req, started, deadline_ms, env](const ChildResult& res) {
+        // A last look first: the probe may exit right after writing the file, and the blob
+        // must reach the controller before this reply (one ordered connection).
+        if (p->rank == 0) publish_rendezvous(*p);
+        p->running = false;
+        if (p->timer) r_.cancel_timer(p->timer);
+        p->timer = 0;
+        std::error_code ec;
+        std::filesystem::remove(p->path, ec);
+        if (auto it = relayed_.find(req); it != relayed_.end() && it->second == p)
+          relayed_.erase(it);
 
-                json body = {{"test", "inter_all_gather"}, {"timed_out", false}};
-                if (!res.started) {
-                  body["ok"] = false;
-                  body["rendezvous"] = "not_reached";
-                  body["detail"] = res.spawn_error;
-                  reply_done(epoch, req, started, body);
-                  return;
-                }
-                const json report = probe_report_of(res);
-                const std::string verdict = add_verdict(report, body);
-                const int code = res.exit_code();
-                // How far it got: the probe says; one killed or crashed before saying did not
-                // join. A probe too old to take part without a GPU says nothing and exits no_gpu.
-                std::string rdv = "not_reached";
-                if (report.is_object() && report.contains("details") && report["details"].is_object()) {
-                  const json& d = report["details"];
-                  if (d.contains("rendezvous") && d["rendezvous"].is_string()) {
-                    const std::string v = d["rendezvous"];
-                    if (v == "ok" || v == "timed_out" || v == "failed") rdv = v;
-                  }
-                }
-                if (!(code == kernels::kExitNoGpu && rdv == "not_reached")) body["rendezvous"] = rdv;
-                const std::string note = last_note(report);
-                if (res.timed_out || code == kernels::kExitDeadline) {
-                  body["ok"] = false;
-                  body["timed_out"] = true;
-                  body["detail"] = std::string(res.timed_out ? "killed at the deadline" : "deadline_exceeded") +
-                                   (note.empty() || res.timed_out ? "" : ": " + note);
-                } else if (code == kernels::kExitPass) {
-                  body["ok"] = true;
-                  body["detail"] = verdict.empty() ? "pass" : verdict;
-                } else if (code == kernels::kExitNoGpu) {
-                  const std::int64_t left_ms = deadline_ms - static_cast<std::int64_t>(res.elapsed.to_seconds() * 1000);
-                  run_fallback_all_gather(epoch, req, started, left_ms, env, body);
-                  return;
-                } else {
-                  body["ok"] = false;
-                  const std::string why =
-                      code == kernels::kExitUsage ? "usage error" : verdict.empty() ? "fail" : verdict;
-                  std::string last = note.empty() ? last_line(res.err) : note;
-                  body["detail"] = why + " (" + describe_wait_status(res.wait_status) + ")" +
-                                   (last.empty() ? "" : ": " + last);
-                }
-                reply_done(epoch, req, started, body);
-              });
+        json body = {{"test", "inter_all_gather"}, {"timed_out", false}};
+        if (!res.started) {
+          body["ok"] = false;
+          body["rendezvous"] = "not_reached";
+          body["detail"] = res.spawn_error;
+          reply_done(epoch, req, started, body);
+          return;
+        }
+        const json report = probe_report_of(res);
+        const std::string verdict = add_verdict(report, body);
+        const int code = res.exit_code();
+        // How far it got: the probe says; one killed or crashed before saying did not
+        // join. A probe too old to take part without a GPU says nothing and exits no_gpu.
+        std::string rdv = "not_reached";
+        if (report.is_object() && report.contains("details") && report["details"].is_object()) {
+          const json& d = report["details"];
+          if (d.contains("rendezvous") && d["rendezvous"].is_string()) {
+            const std::string v = d["rendezvous"];
+            if (v == "ok" || v == "timed_out" || v == "failed") rdv = v;
+          }
+        }
+        if (!(code == kernels::kExitNoGpu && rdv == "not_reached")) body["rendezvous"] = rdv;
+        const std::string note = last_note(report);
+        if (res.timed_out || code == kernels::kExitDeadline) {
+          body["ok"] = false;
+          body["timed_out"] = true;
+          body["detail"] =
+              std::string(res.timed_out ? "killed at the deadline" : "deadline_exceeded") +
+              (note.empty() || res.timed_out ? "" : ": " + note);
+        } else if (code == kernels::kExitPass) {
+          body["ok"] = true;
+          body["detail"] = verdict.empty() ? "pass" : verdict;
+        } else if (code == kernels::kExitNoGpu) {
+          const std::int64_t left_ms =
+              deadline_ms - static_cast<std::int64_t>(res.elapsed.to_seconds() * 1000);
+          run_fallback_all_gather(epoch, req, started, left_ms, env, body);
+          return;
+        } else {
+          body["ok"] = false;
+          const std::string why = code == kernels::kExitUsage ? "usage error"
+                                  : verdict.empty()           ? "fail"
+                                                              : verdict;
+          std::string last = note.empty() ? last_line(res.err) : note;
+          body["detail"] = why + " (" + describe_wait_status(res.wait_status) + ")" +
+                           (last.empty() ? "" : ": " + last);
+        }
+        reply_done(epoch, req, started, body);
+      });
   if (rank == 0) watch_rendezvous(p);
 }
 
-void Agent::run_fallback_all_gather(std::uint64_t epoch, std::int64_t req, Instant started, std::int64_t left_ms,
-                                    std::map<std::string, std::string> env, json probe_body) {
+void Agent::run_fallback_all_gather(std::uint64_t epoch, std::int64_t req, Instant started,
+                                    std::int64_t left_ms, std::map<std::string, std::string> env,
+                                    json probe_body) {
   if (config_.trainjob_bin.empty()) {
     probe_body["ok"] = true;
     probe_body["skipped"] = true;
@@ -369,13 +386,15 @@ void Agent::publish_rendezvous(RelayedProbe& p) {
   ::close(fd);
   p.published = true;  // once, right or wrong: a peer must never see two ids
   if (got == 0 || got > kMaxRendezvousBlob) {
-    log("rendezvous file " + p.path + " holds " + (got == 0 ? std::string("nothing") : "over 1 KiB") +
+    log("rendezvous file " + p.path + " holds " +
+        (got == 0 ? std::string("nothing") : "over 1 KiB") +
         ": not relayed; the other machines' probes will time out");
     return;
   }
   bytes.resize(got);
   if (p.epoch != epoch_) return;  // the request's connection is gone, and its reply with it
-  send(json{{"type", "rendezvous"}, {"probe_req", p.req}, {"blob", to_hex(bytes)}}, Delivery::kDrop);
+  send(json{{"type", "rendezvous"}, {"probe_req", p.req}, {"blob", to_hex(bytes)}},
+       Delivery::kDrop);
 }
 
 void Agent::watch_rendezvous(const std::shared_ptr<RelayedProbe>& p) {
@@ -396,9 +415,11 @@ void Agent::handle_rendezvous(const json& m, std::int64_t req) {
   const std::string blob = need_hex_blob(m, "blob");
   auto it = relayed_.find(probe_req);
   if (it == relayed_.end() || it->second->epoch != epoch_ || !it->second->running)
-    bad("probe_req: no inter_all_gather probe with a relayed rendezvous runs for request " + std::to_string(probe_req));
+    bad("probe_req: no inter_all_gather probe with a relayed rendezvous runs for request " +
+        std::to_string(probe_req));
   RelayedProbe& p = *it->second;
-  if (p.rank == 0) bad("probe_req: request " + std::to_string(probe_req) + " is rank 0, which publishes the blob");
+  if (p.rank == 0)
+    bad("probe_req: request " + std::to_string(probe_req) + " is rank 0, which publishes the blob");
   if (p.received) bad("probe_req: request " + std::to_string(probe_req) + " already has its blob");
   // As the probe writes it: a temporary name renamed into place, so it never reads half a file.
   const std::string tmp = p.path + ".relay";

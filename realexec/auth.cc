@@ -30,14 +30,16 @@ std::string random_nonce() {
   while (got < sizeof buf) {
     const ssize_t n = ::getrandom(buf + got, sizeof buf - got, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw std::runtime_error("getrandom failed: no randomness for an authentication nonce");
+    if (n <= 0)
+      throw std::runtime_error("getrandom failed: no randomness for an authentication nonce");
     got += static_cast<std::size_t>(n);
   }
   return hex(buf, sizeof buf);
 }
 
 std::string auth_proof(std::string_view key, Prover who, std::string_view peer_nonce,
-                       std::string_view controller_nonce, std::string_view role, std::string_view name) {
+                       std::string_view controller_nonce, std::string_view role,
+                       std::string_view name) {
   std::string msg = "faultline-live/2\n";
   msg += who == Prover::kController ? "controller" : "peer";
   msg += '\n';
@@ -54,8 +56,8 @@ std::string auth_proof(std::string_view key, Prover who, std::string_view peer_n
 std::string hmac_sha256_hex(std::string_view key, std::string_view msg) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-            msg.size(), mac, &len))
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+            reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len))
     throw std::runtime_error("HMAC-SHA256 failed");
   return hex(mac, len);
 }
@@ -84,22 +86,26 @@ nlohmann::json PeerHandshake::hello(int protocol_version) const {
 
 std::optional<nlohmann::json> PeerHandshake::answer(std::string_view key, const Challenge& c) {
   if (verified_) return std::nullopt;  // one challenge per connection
-  if (!proofs_equal(c.proof, auth_proof(key, Prover::kController, nonce_, c.nonce, role_, name_))) return std::nullopt;
+  if (!proofs_equal(c.proof, auth_proof(key, Prover::kController, nonce_, c.nonce, role_, name_)))
+    return std::nullopt;
   verified_ = true;
-  return nlohmann::json{{"type", "auth"}, {"proof", auth_proof(key, Prover::kPeer, nonce_, c.nonce, role_, name_)}};
+  return nlohmann::json{{"type", "auth"},
+                        {"proof", auth_proof(key, Prover::kPeer, nonce_, c.nonce, role_, name_)}};
 }
 
 nlohmann::json ControllerHandshake::challenge(std::string_view key, const Hello& h) {
   hello_ = h;
   nonce_ = random_nonce();
-  return nlohmann::json{{"type", "challenge"},
-                        {"nonce", nonce_},
-                        {"proof", auth_proof(key, Prover::kController, h.nonce, nonce_, h.proof_role(), h.name)}};
+  return nlohmann::json{
+      {"type", "challenge"},
+      {"nonce", nonce_},
+      {"proof", auth_proof(key, Prover::kController, h.nonce, nonce_, h.proof_role(), h.name)}};
 }
 
 bool ControllerHandshake::verify(std::string_view key, const Auth& a) const {
   return !nonce_.empty() &&
-         proofs_equal(a.proof, auth_proof(key, Prover::kPeer, hello_.nonce, nonce_, hello_.proof_role(), hello_.name));
+         proofs_equal(a.proof, auth_proof(key, Prover::kPeer, hello_.nonce, nonce_,
+                                          hello_.proof_role(), hello_.name));
 }
 
 }  // namespace faultline::live

@@ -25,7 +25,8 @@ enum class Prover { kController, kPeer };
 // fields separated by newlines, as 64 hex digits. `role` is "agent", "client" or
 // "client-read"; `name` is the machine name (empty for clients).
 std::string auth_proof(std::string_view key, Prover who, std::string_view peer_nonce,
-                       std::string_view controller_nonce, std::string_view role, std::string_view name);
+                       std::string_view controller_nonce, std::string_view role,
+                       std::string_view name);
 // Constant-time comparison of two proofs.
 bool proofs_equal(std::string_view a, std::string_view b);
 

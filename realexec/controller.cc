@@ -40,28 +40,33 @@ constexpr std::uint64_t kOwnReqBase = 1ull << 40;  // controller-originated requ
 // Injectable faults and whether each leaves the machine broken until it is evicted.
 const std::map<std::string, bool>& fault_kinds() {
   static const std::map<std::string, bool> kinds = {
-      {"kill", false}, {"stop", true},  {"crash", false}, {"hang", false},        {"nan", false},
-      {"slow", true},  {"sdc", true},   {"nic_down", true}, {"machine_down", true}, {"repair", false}};
+      {"kill", false},        {"stop", true},   {"crash", false}, {"hang", false},
+      {"nan", false},         {"slow", true},   {"sdc", true},    {"nic_down", true},
+      {"machine_down", true}, {"repair", false}};
   return kinds;
 }
 
 }  // namespace
 
-Controller::Controller(const LiveConfig& config, const Registry& registry, Reactor& reactor, bool fresh)
+Controller::Controller(const LiveConfig& config, const Registry& registry, Reactor& reactor,
+                       bool fresh)
     : config_(config), reactor_(reactor) {
   std::string err;
   if (!load_token(config_.token_file, &token_, &err)) throw std::runtime_error(err);
   if (!config_.status_token_file.empty()) {
     if (!load_token(config_.status_token_file, &status_token_, &err)) throw std::runtime_error(err);
     if (tokens_equal(status_token_, token_))
-      throw std::runtime_error(config_.status_token_file + ": token: the read-only credential equals token_file's");
+      throw std::runtime_error(config_.status_token_file +
+                               ": token: the read-only credential equals token_file's");
   }
   // A file-size limit (ulimit -f) makes writes fail with EFBIG, reported like a full disk,
   // instead of killing the controller.
   std::signal(SIGXFSZ, SIG_IGN);
   std::error_code ec;
   std::filesystem::create_directories(config_.state_dir, ec);
-  if (ec) throw std::runtime_error(config_.state_dir + ": cannot create the state directory: " + ec.message());
+  if (ec)
+    throw std::runtime_error(config_.state_dir +
+                             ": cannot create the state directory: " + ec.message());
   lock_state_dir(fresh);
   const std::string journal_path = config_.state_dir + "/journal.json";
   const std::string log_path = config_.state_dir + "/events.jsonl";
@@ -73,7 +78,8 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
   if (!journal_->load(&err)) throw std::runtime_error(err);
   marker_ = std::make_unique<OutageMarker>(config_.state_dir + "/outage");
   if (fresh) std::filesystem::remove(marker_->path(), ec);
-  if (!marker_->open(&err)) throw std::runtime_error(err + " (the state directory needs room for its outage marker)");
+  if (!marker_->open(&err))
+    throw std::runtime_error(err + " (the state directory needs room for its outage marker)");
   try {
     log_ = std::make_unique<traces::EventLogWriter>(log_path);
   } catch (const std::exception& e) {
@@ -102,17 +108,19 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     // and the log says so where they would have been.
     const std::uint64_t n = gap->pending;
     world_->lost_before_restart(n);
-    world_->note("event log gap: " + std::to_string(n) + " records (run time " + std::to_string(gap->first_t_s) +
-                 " to " + std::to_string(gap->last_t_s) + " s) waited in memory for a failing disk since " +
-                 utc_stamp(gap->since_unix_ms) + " (" + gap->error +
-                 ") when the previous controller stopped; they are lost");
+    world_->note("event log gap: " + std::to_string(n) + " records (run time " +
+                 std::to_string(gap->first_t_s) + " to " + std::to_string(gap->last_t_s) +
+                 " s) waited in memory for a failing disk since " + utc_stamp(gap->since_unix_ms) +
+                 " (" + gap->error + ") when the previous controller stopped; they are lost");
     std::cerr << log_stamp() << " faultline live: the event log " << log_path << " has a gap: " << n
-              << " records lost when the previous controller stopped during a storage outage (" << gap->error << ")\n";
+              << " records lost when the previous controller stopped during a storage outage ("
+              << gap->error << ")\n";
   }
   world_->on_log_pending([this](double t_s) { mark_outage(t_s); });
   listen_fd_ = listen_tcp(config_.controller_host, config_.controller_port, &err);
   if (listen_fd_ < 0)
-    throw std::runtime_error(config_.file + ": controller: cannot listen on " + config_.controller_host + ":" +
+    throw std::runtime_error(config_.file + ": controller: cannot listen on " +
+                             config_.controller_host + ":" +
                              std::to_string(config_.controller_port) + ": " + err);
   if (config_.metrics_port > 0) start_metrics();
 }
@@ -125,7 +133,8 @@ void Controller::lock_state_dir(bool fresh) {
   const std::string path = config_.state_dir + "/controller.lock";
   lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd_ < 0)
-    throw std::runtime_error(path + ": cannot open the state directory's lock: " + std::strerror(errno));
+    throw std::runtime_error(path +
+                             ": cannot open the state directory's lock: " + std::strerror(errno));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;
     char buf[32] = {};
@@ -134,10 +143,12 @@ void Controller::lock_state_dir(bool fresh) {
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     ::close(lock_fd_);
     lock_fd_ = -1;
-    if (e != EWOULDBLOCK) throw std::runtime_error(path + ": cannot lock the state directory: " + std::strerror(e));
-    throw std::runtime_error(config_.state_dir + ": in use by the controller with pid " +
-                             (holder.empty() ? std::string("(unknown)") : holder) + " (" + path + ")" +
-                             (fresh ? "; --fresh deletes nothing while it runs: stop it first" : "; stop it first"));
+    if (e != EWOULDBLOCK)
+      throw std::runtime_error(path + ": cannot lock the state directory: " + std::strerror(e));
+    throw std::runtime_error(
+        config_.state_dir + ": in use by the controller with pid " +
+        (holder.empty() ? std::string("(unknown)") : holder) + " (" + path + ")" +
+        (fresh ? "; --fresh deletes nothing while it runs: stop it first" : "; stop it first"));
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
@@ -149,14 +160,16 @@ void Controller::start_metrics() {
   std::string token, err;
   if (!config_.metrics_token_file.empty()) {
     if (!load_token(config_.metrics_token_file, &token, &err)) throw std::runtime_error(err);
-    if (tokens_equal(token, token_) || (!status_token_.empty() && tokens_equal(token, status_token_)))
+    if (tokens_equal(token, token_) ||
+        (!status_token_.empty() && tokens_equal(token, status_token_)))
       throw std::runtime_error(config_.metrics_token_file +
                                ": token: the metrics credential equals a control credential");
   }
   const int fd = listen_tcp(config_.metrics_host, config_.metrics_port, &err);
   if (fd < 0)
-    throw std::runtime_error(config_.file + ": metrics_listen: cannot listen on " + config_.metrics_host + ":" +
-                             std::to_string(config_.metrics_port) + ": " + err);
+    throw std::runtime_error(config_.file + ": metrics_listen: cannot listen on " +
+                             config_.metrics_host + ":" + std::to_string(config_.metrics_port) +
+                             ": " + err);
   metrics_ = std::make_unique<MetricsServer>(reactor_, fd, std::move(token),
                                              [this] { return render(world_->metrics()); });
 }
@@ -188,8 +201,9 @@ int Controller::run(double duration_s) {
     finish_timer = reactor_.add_timer(Duration::seconds(0.5), poll_finished);
     watch_storage();
     if (world_->finished())
-      shutdown(world_->ended_verdict().empty() ? "the job finished"
-                                               : "the policy ended the run: " + world_->ended_verdict());
+      shutdown(world_->ended_verdict().empty()
+                   ? "the job finished"
+                   : "the policy ended the run: " + world_->ended_verdict());
   };
   poll_finished();
   reactor_.run();
@@ -199,14 +213,16 @@ int Controller::run(double duration_s) {
   std::cout << std::flush;
   if (journal_->health().failing)
     std::cerr << log_stamp() << " faultline live: the journal could not be saved since "
-              << utc_stamp(journal_->health().since_unix_ms) << " (" << journal_->health().last_error
+              << utc_stamp(journal_->health().since_unix_ms) << " ("
+              << journal_->health().last_error
               << "): a restarted controller resumes from the previous journal\n";
   const traces::StorageHealth& h = log_->health();
   if (const std::uint64_t lost = h.lost + h.pending + world_->lost_before_restart(); lost > 0) {
     // What still waits in the backlog now is lost with the process.
-    std::cerr << log_stamp() << " faultline live: the event log " << log_->path() << " is incomplete: " << lost
-              << " records lost to write failures (" << h.last_error << ")"
-              << (code == 0 ? "; exit status " + std::to_string(kExitLostRecords) : "") << "\n";
+    std::cerr << log_stamp() << " faultline live: the event log " << log_->path()
+              << " is incomplete: " << lost << " records lost to write failures (" << h.last_error
+              << ")" << (code == 0 ? "; exit status " + std::to_string(kExitLostRecords) : "")
+              << "\n";
     if (code == 0) code = kExitLostRecords;
   }
   std::cerr << std::flush;
@@ -222,7 +238,8 @@ void Controller::mark_outage(double t_s) {
   }
   if (pending_first_t_ < 0) pending_first_t_ = t_s;
   pending_last_t_ = std::max(pending_last_t_, t_s);
-  marker_->set({h.pending, h.lost, h.since_unix_ms, pending_first_t_, pending_last_t_, h.last_error});
+  marker_->set(
+      {h.pending, h.lost, h.since_unix_ms, pending_first_t_, pending_last_t_, h.last_error});
 }
 
 void Controller::watch_storage() {
@@ -240,8 +257,8 @@ void Controller::watch_storage() {
     if (h.outages > log_watch_.outages) {
       log_watch_.outages = h.outages;
       log_watch_.failing = true;
-      std::cerr << stamp << " faultline live: storage: writing the event log failed at " << utc_stamp(h.since_unix_ms)
-                << ": " << h.last_error << "; " << h.pending
+      std::cerr << stamp << " faultline live: storage: writing the event log failed at "
+                << utc_stamp(h.since_unix_ms) << ": " << h.last_error << "; " << h.pending
                 << " records pending, kept in memory and retried (reported once per outage)\n";
     }
     if (log_watch_.failing && !h.failing) {
@@ -250,7 +267,8 @@ void Controller::watch_storage() {
                                utc_stamp(h.since_unix_ms) + ": " + std::to_string(h.written_late) +
                                " records written late, " + std::to_string(h.outage_lost) + " lost";
       std::cerr << stamp << " faultline live: " << line << "\n";
-      if (!shutting_down_) world_->note(line);  // the log itself says where it has a gap (never after the summary)
+      if (!shutting_down_)
+        world_->note(line);  // the log itself says where it has a gap (never after the summary)
     }
   }
   {
@@ -258,8 +276,9 @@ void Controller::watch_storage() {
     if (h.outages > journal_watch_.outages) {
       journal_watch_.outages = h.outages;
       journal_watch_.failing = true;
-      std::cerr << stamp << " faultline live: storage: saving the journal failed at " << utc_stamp(h.since_unix_ms)
-                << ": " << h.last_error << "; the previous journal stays, retried (reported once per outage)\n";
+      std::cerr << stamp << " faultline live: storage: saving the journal failed at "
+                << utc_stamp(h.since_unix_ms) << ": " << h.last_error
+                << "; the previous journal stays, retried (reported once per outage)\n";
     }
     if (journal_watch_.failing && !h.failing) {
       journal_watch_.failing = false;
@@ -278,7 +297,9 @@ bool Controller::awaited(MachineId m) const {
   // the run goes on without them; one that does come back is taken as it connects.
   if (!journal_->resumed()) return true;
   const JournalState& st = journal_->state();
-  auto has = [m](const std::vector<MachineId>& v) { return std::find(v.begin(), v.end(), m) != v.end(); };
+  auto has = [m](const std::vector<MachineId>& v) {
+    return std::find(v.begin(), v.end(), m) != v.end();
+  };
   return !has(st.evicted) && !has(st.retired);
 }
 
@@ -294,7 +315,8 @@ void Controller::shutdown(const std::string& why) {
   start_world();
   world_->note("shutdown: " + why);
   const double ettr = world_->write_summary();
-  std::cout << log_stamp() << " faultline live: " << why << "; measured ETTR " << ettr << "\n" << std::flush;
+  std::cout << log_stamp() << " faultline live: " << why << "; measured ETTR " << ettr << "\n"
+            << std::flush;
   for (auto& [sid, s] : sessions_)
     if (s.role == Session::Role::kAgent && s.conn && s.conn->is_open())
       s.conn->send(json{{"type", "shutdown"}, {"req", kOwnReqBase}});
@@ -328,8 +350,9 @@ void Controller::on_accept() {
         // Out of fds: the pending connection stays in the backlog and the level-triggered
         // listener would wake the loop at once, forever. Stop listening for a moment.
         if (accept_failures_++ == 0)
-          world_->note(std::string("cannot accept connections: ") + std::strerror(e) + "; pausing accepts for " +
-                       std::to_string(kAcceptPauseS) + " s at a time until fds are free (raise LimitNOFILE)");
+          world_->note(std::string("cannot accept connections: ") + std::strerror(e) +
+                       "; pausing accepts for " + std::to_string(kAcceptPauseS) +
+                       " s at a time until fds are free (raise LimitNOFILE)");
         accept_paused_ = true;
         reactor_.modify_fd(listen_fd_, 0);
         reactor_.add_timer(Duration::seconds(kAcceptPauseS), [this] {
@@ -381,9 +404,9 @@ void Controller::make_room_unauthenticated() {
   // so a flood of idle connections only pushes out its own.
   ++evicted_unauthenticated_;
   auto it = sessions_.find(oldest);
-  note_unauthenticated("closed the unauthenticated connection from " + it->second.conn->peer() + ": " +
-                       std::to_string(kMaxUnauthenticated) + " were open (" + std::to_string(evicted_unauthenticated_) +
-                       " closed so far)");
+  note_unauthenticated("closed the unauthenticated connection from " + it->second.conn->peer() +
+                       ": " + std::to_string(kMaxUnauthenticated) + " were open (" +
+                       std::to_string(evicted_unauthenticated_) + " closed so far)");
   it->second.role = Session::Role::kClient;  // its close is no refusal to report again
   it->second.conn->close("too many unauthenticated connections");
 }
@@ -391,15 +414,15 @@ void Controller::make_room_unauthenticated() {
 void Controller::make_room_clients(bool read_only) {
   std::vector<std::pair<Instant, std::uint64_t>> same;
   for (const auto& [sid, s] : sessions_)
-    if (s.role == Session::Role::kClient && s.machine == kNoMachine && s.read_only == read_only && s.conn &&
-        s.conn->is_open() && s.idle_timer != 0)
+    if (s.role == Session::Role::kClient && s.machine == kNoMachine && s.read_only == read_only &&
+        s.conn && s.conn->is_open() && s.idle_timer != 0)
       same.emplace_back(s.last_heard, sid);
   if (static_cast<int>(same.size()) < kMaxClientsPerAccess) return;
   std::sort(same.begin(), same.end());
   auto it = sessions_.find(same.front().second);
-  world_->note(std::string("closed the least recently active ") + (read_only ? "read-only" : "admin") +
-               " session (from " + it->second.conn->peer() + "): " + std::to_string(kMaxClientsPerAccess) +
-               " were open");
+  world_->note(std::string("closed the least recently active ") +
+               (read_only ? "read-only" : "admin") + " session (from " + it->second.conn->peer() +
+               "): " + std::to_string(kMaxClientsPerAccess) + " were open");
   it->second.conn->close("too many sessions of this access");
 }
 
@@ -432,7 +455,8 @@ void Controller::note_bad_credential(const std::string& text) {
       if (bad_credentials_unsaid_ > 0) {
         const std::string line = std::to_string(bad_credentials_unsaid_) +
                                  " more connections refused for a bad token in the last minute (" +
-                                 std::to_string(bad_credentials_) + " bad proofs so far): a credential attack?";
+                                 std::to_string(bad_credentials_) +
+                                 " bad proofs so far): a credential attack?";
         world_->note(line);
         std::cerr << log_stamp() << " faultline live: " << line << "\n";
       }
@@ -446,15 +470,16 @@ void Controller::refuse(std::uint64_t sid, const std::string& why) {
   if (it == sessions_.end()) return;
   if (why == "bad token") {
     const Hello& h = it->second.handshake.hello();
-    note_bad_credential("refused connection from " + it->second.conn->peer() + " (" + h.proof_role() +
-                        (h.name.empty() ? "" : " " + h.name.substr(0, 64)) + (h.read_only ? ", read-only" : "") +
-                        "): bad token");
+    note_bad_credential("refused connection from " + it->second.conn->peer() + " (" +
+                        h.proof_role() + (h.name.empty() ? "" : " " + h.name.substr(0, 64)) +
+                        (h.read_only ? ", read-only" : "") + "): bad token");
   } else {
     note_unauthenticated("refused connection from " + it->second.conn->peer() + ": " + why);
   }
   it->second.conn->send(json{{"type", "refused"}, {"reason", why}});
   it->second.role = Session::Role::kClient;  // no further messages are acted on
-  it->second.conn->set_handlers({[](const json&) {}, [this, sid](const std::string& w) { on_close(sid, w); }});
+  it->second.conn->set_handlers(
+      {[](const json&) {}, [this, sid](const std::string& w) { on_close(sid, w); }});
   reactor_.add_timer(Duration::seconds(0.2), [this, sid] {
     auto s = sessions_.find(sid);
     if (s != sessions_.end() && s->second.conn->is_open()) s->second.conn->close("refused");
@@ -465,7 +490,8 @@ void Controller::arm_heartbeat(std::uint64_t sid) {
   auto it = sessions_.find(sid);
   if (it == sessions_.end()) return;
   if (it->second.timer) reactor_.cancel_timer(it->second.timer);
-  it->second.timer = reactor_.add_timer(Duration::seconds(config_.heartbeat_timeout_s), [this, sid] {
+  it->second.timer = reactor_.add_timer(Duration::seconds(config_.heartbeat_timeout_s), [this,
+                                                                                         sid] {
     auto s = sessions_.find(sid);
     if (s == sessions_.end()) return;
     s->second.timer = 0;
@@ -484,7 +510,8 @@ void Controller::on_message(std::uint64_t sid, const json& msg) {
     if (s.role == Session::Role::kChallenged) {
       const Auth auth = decode_auth(msg);
       const Hello& h = s.handshake.hello();
-      if (!s.handshake.verify(h.read_only ? status_token_ : token_, auth)) return refuse(sid, "bad token");
+      if (!s.handshake.verify(h.read_only ? status_token_ : token_, auth))
+        return refuse(sid, "bad token");
       return on_authenticated(sid, auth);
     }
     if (s.role == Session::Role::kClient) {
@@ -504,12 +531,14 @@ void Controller::on_message(std::uint64_t sid, const json& msg) {
     // to an agent that did not understand it would be refused in turn, without end).
     world_->on_agent_message(s.machine, msg);
   } catch (const BadMessage& e) {
-    if (s.role == Session::Role::kHello || s.role == Session::Role::kChallenged) return refuse(sid, e.reason);
+    if (s.role == Session::Role::kHello || s.role == Session::Role::kChallenged)
+      return refuse(sid, e.reason);
     note_refusal(s, e.reason);
   } catch (const std::exception& e) {
     // A fault of ours while acting on a valid message: say so and drop that connection,
     // never the controller.
-    world_->note("internal error on a message from " + s.conn->peer() + ": " + e.what() + "; connection closed");
+    world_->note("internal error on a message from " + s.conn->peer() + ": " + e.what() +
+                 "; connection closed");
     s.conn->close("internal error");
   }
 }
@@ -520,7 +549,8 @@ void Controller::note_unauthenticated(const std::string& text) {
   ++unauthenticated_;
   if (unauthenticated_ > 20 && unauthenticated_ % 1000 != 0) return;
   const std::string line =
-      text + (unauthenticated_ > 20 ? " (" + std::to_string(unauthenticated_) + " refused so far)" : "");
+      text +
+      (unauthenticated_ > 20 ? " (" + std::to_string(unauthenticated_) + " refused so far)" : "");
   world_->note(line);
   std::cerr << log_stamp() << " faultline live: " << line << "\n";
 }
@@ -530,7 +560,8 @@ void Controller::note_refusal(Session& s, const std::string& reason) {
   // fill the event log.
   ++s.refused;
   if (s.refused <= 5 || s.refused % 1000 == 0) {
-    const std::string who = s.machine != kNoMachine ? "agent of " + config_machine_name(s.machine) : s.conn->peer();
+    const std::string who =
+        s.machine != kNoMachine ? "agent of " + config_machine_name(s.machine) : s.conn->peer();
     world_->note("refused a message from " + who + ": " + reason +
                  (s.refused > 5 ? " (" + std::to_string(s.refused) + " refused so far)" : ""));
   }
@@ -539,7 +570,8 @@ void Controller::note_refusal(Session& s, const std::string& reason) {
 std::string Controller::config_machine_name(MachineId m) const {
   const auto jobs = config_.machines.size();
   if (m >= 0 && static_cast<std::size_t>(m) < jobs) return config_.machines[m].name;
-  if (m >= 0 && static_cast<std::size_t>(m) - jobs < config_.standby.size()) return config_.standby[m - jobs].name;
+  if (m >= 0 && static_cast<std::size_t>(m) - jobs < config_.standby.size())
+    return config_.standby[m - jobs].name;
   return "machine " + std::to_string(m);
 }
 
@@ -568,7 +600,8 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
     s.role = Session::Role::kClient;
     s.read_only = hello.read_only;
     arm_client_idle(sid);
-    s.conn->send(json{{"type", "welcome"}, {"role", "client"}, {"access", hello.read_only ? "read" : "admin"}});
+    s.conn->send(json{
+        {"type", "welcome"}, {"role", "client"}, {"access", hello.read_only ? "read" : "admin"}});
     return;
   }
   const std::string& name = hello.name;
@@ -585,7 +618,8 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
     // in once the old session has closed or gone silent.
     if (os != sessions_.end() && os->second.conn && os->second.conn->is_open() &&
         reactor_.now() - os->second.last_heard < Duration::seconds(config_.heartbeat_timeout_s))
-      return refuse(sid, name + " already has a live session (from " + os->second.conn->peer() + ")");
+      return refuse(sid,
+                    name + " already has a live session (from " + os->second.conn->peer() + ")");
     machine_session_.erase(old);
     if (os != sessions_.end()) {
       os->second.machine = kNoMachine;  // replaced: its close is not a loss
@@ -597,12 +631,16 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
   s.last_heard = reactor_.now();
   machine_session_[m] = sid;
   const bool in_job = world_->cluster().slot_of(m) >= 0;
-  s.conn->send(json{{"type", "welcome"}, {"machine", name}, {"machine_id", m}, {"role", in_job ? "job" : "standby"}});
+  s.conn->send(json{{"type", "welcome"},
+                    {"machine", name},
+                    {"machine_id", m},
+                    {"role", in_job ? "job" : "standby"}});
   arm_heartbeat(sid);
   world_->on_agent_connected(m, auth);
   if (!world_started_) {
     bool all = true;
-    for (MachineId x = 0; x < static_cast<MachineId>(config_.machines.size() + config_.standby.size()); ++x)
+    for (MachineId x = 0;
+         x < static_cast<MachineId>(config_.machines.size() + config_.standby.size()); ++x)
       all &= connected(x) || !awaited(x);
     if (all) reactor_.defer([this] { start_world(); });
   }
@@ -627,7 +665,8 @@ void Controller::on_client(std::uint64_t sid, Session& s, const ClientRequest& r
     return shutdown("stopped by an operator");
   }
   if (const auto* u = std::get_if<UpdateRequest>(&request.body)) {
-    if (!config_.job.versions.count(u->version)) return reply(false, "update: version: expected one of job.versions");
+    if (!config_.job.versions.count(u->version))
+      return reply(false, "update: version: expected one of job.versions");
     world_->request_code_update(u->version, u->urgent);
     return reply(true, "code update " + u->version + " requested");
   }
@@ -636,30 +675,39 @@ void Controller::on_client(std::uint64_t sid, Session& s, const ClientRequest& r
   for (size_t i = 0; i < config_.machines.size(); ++i)
     if (config_.machines[i].name == in.machine) m = static_cast<MachineId>(i);
   for (size_t i = 0; i < config_.standby.size(); ++i)
-    if (config_.standby[i].name == in.machine) m = static_cast<MachineId>(config_.machines.size() + i);
-  if (m == kNoMachine) return reply(false, "inject: machine: expected a machine name from the config");
+    if (config_.standby[i].name == in.machine)
+      m = static_cast<MachineId>(config_.machines.size() + i);
+  if (m == kNoMachine)
+    return reply(false, "inject: machine: expected a machine name from the config");
   auto k = fault_kinds().find(in.fault);
   if (k == fault_kinds().end())
-    return reply(false, "inject: fault: expected kill|stop|crash|hang|nan|slow|sdc|nic_down|machine_down|repair");
+    return reply(
+        false,
+        "inject: fault: expected kill|stop|crash|hang|nan|slow|sdc|nic_down|machine_down|repair");
   if (!connected(m)) return reply(false, "inject: machine " + in.machine + " is not connected");
   if (in.fault == "repair") {
     // Clear the machine's injected faults, then return it to the pool if evicted.
-    send(m, json{{"type", "inject"}, {"req", kOwnReqBase + 1}, {"fault", in.fault}, {"detail", ""}});
+    send(m,
+         json{{"type", "inject"}, {"req", kOwnReqBase + 1}, {"fault", in.fault}, {"detail", ""}});
     const bool pooled = world_->repaired(m);
     return reply(true, in.machine + " repaired" + (pooled ? "; back in the standby pool" : ""));
   }
-  if (auto why = inject_detail_error(in.fault, in.detail)) return reply(false, "inject: detail: " + *why);
+  if (auto why = inject_detail_error(in.fault, in.detail))
+    return reply(false, "inject: detail: " + *why);
   // Answered once the agent applied it: the operator's "injected" and the log's fault
   // record both mean it happened.
   world_->inject(m, in.fault, in.detail, k->second,
-                 [this, sid, req = request.req, fault = in.fault, name = in.machine](bool ok, const std::string& why) {
+                 [this, sid, req = request.req, fault = in.fault, name = in.machine](
+                     bool ok, const std::string& why) {
                    auto it = sessions_.find(sid);
-                   if (it == sessions_.end() || !it->second.conn || !it->second.conn->is_open()) return;
-                   it->second.conn->send(json{{"type", "done"},
-                                              {"req", req},
-                                              {"ok", ok},
-                                              {"detail", ok ? fault + " injected on " + name
-                                                            : "inject: the agent of " + name + " refused: " + why}});
+                   if (it == sessions_.end() || !it->second.conn || !it->second.conn->is_open())
+                     return;
+                   it->second.conn->send(
+                       json{{"type", "done"},
+                            {"req", req},
+                            {"ok", ok},
+                            {"detail", ok ? fault + " injected on " + name
+                                          : "inject: the agent of " + name + " refused: " + why}});
                  });
 }
 
@@ -672,12 +720,14 @@ void Controller::on_close(std::uint64_t sid, const std::string& why) {
     const Hello& h = it->second.handshake.hello();
     note_unauthenticated("connection from " + it->second.conn->peer() + " (" + h.proof_role() +
                          (h.name.empty() ? "" : " " + h.name) +
-                         ") closed before answering the challenge: it did not prove the token (" + why + ")");
+                         ") closed before answering the challenge: it did not prove the token (" +
+                         why + ")");
   }
   if (it->second.role == Session::Role::kHello && why != "peer closed the connection")
     // Frame-level garbage (a bad length, bytes that are no JSON, bad UTF-8) closes the
     // connection before any message: the reason is said, like any refusal.
-    note_unauthenticated("connection from " + it->second.conn->peer() + " closed before its hello: " + why);
+    note_unauthenticated("connection from " + it->second.conn->peer() +
+                         " closed before its hello: " + why);
   if (it->second.timer) reactor_.cancel_timer(it->second.timer);
   if (it->second.idle_timer) reactor_.cancel_timer(it->second.idle_timer);
   // Destroy the connection after this callback returns.

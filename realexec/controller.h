@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "realexec/live_config.h"
 #include "realexec/auth.h"
+#include "realexec/live_config.h"
 #include "realexec/live_world.h"
 #include "realexec/messages.h"
 #include "realexec/metrics_http.h"
@@ -53,10 +53,10 @@ class Controller final : public MachineLink {
     ControllerHandshake handshake;
     bool read_only = false;  // a client that proved the status credential
     MachineId machine = kNoMachine;
-    std::uint64_t timer = 0;  // handshake deadline, then heartbeat deadline
-    std::uint64_t refused = 0;  // messages refused on this connection
-    Instant last_heard{};       // agents: the last message received
-    std::uint64_t seq = 0;      // accept order: the oldest unauthenticated one makes room
+    std::uint64_t timer = 0;       // handshake deadline, then heartbeat deadline
+    std::uint64_t refused = 0;     // messages refused on this connection
+    Instant last_heard{};          // agents: the last message received
+    std::uint64_t seq = 0;         // accept order: the oldest unauthenticated one makes room
     std::uint64_t idle_timer = 0;  // clients: closed after kClientIdleS without a request
   };
   void on_accept();
@@ -101,8 +101,9 @@ class Controller final : public MachineLink {
   std::string status_token_;  // the read-only credential; empty: none
   std::unique_ptr<traces::EventLogWriter> log_;
   std::unique_ptr<Journal> journal_;
-  std::unique_ptr<OutageMarker> marker_;  // STATE_DIR/outage: records waiting in memory, across a crash
-  double pending_first_t_ = -1;           // run time of the oldest record waiting, -1: none
+  std::unique_ptr<OutageMarker>
+      marker_;                   // STATE_DIR/outage: records waiting in memory, across a crash
+  double pending_first_t_ = -1;  // run time of the oldest record waiting, -1: none
   double pending_last_t_ = 0;
   std::unique_ptr<LiveWorld> world_;
   int listen_fd_ = -1;
@@ -114,7 +115,7 @@ class Controller final : public MachineLink {
   std::uint64_t bad_credentials_window_ = 0;  // in the current minute
   std::uint64_t bad_credentials_unsaid_ = 0;  // in it, beyond the ones said one by one
   std::uint64_t bad_credential_timer_ = 0;
-  int lock_fd_ = -1;                        // flock of STATE_DIR/controller.lock, held for the controller's life
+  int lock_fd_ = -1;  // flock of STATE_DIR/controller.lock, held for the controller's life
   std::unique_ptr<MetricsServer> metrics_;  // null: no metrics_listen
   std::uint64_t next_session_ = 1;
   std::map<std::uint64_t, Session> sessions_;

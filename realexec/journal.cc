@@ -53,10 +53,12 @@ bool Journal::parse(const std::string& text, std::string* err) {
     } else {
       // A journal from before wall-clock origins: a monotonic origin, right only on the
       // boot that wrote it, mapped to the wall clock as this boot's monotonic clock maps.
-      s.origin_unix_ns = j.at("origin_ns").get<std::int64_t>() + (wall_now_ns() - monotonic_now().ns);
+      s.origin_unix_ns =
+          j.at("origin_ns").get<std::int64_t>() + (wall_now_ns() - monotonic_now().ns);
     }
     if (j.contains("last_t_ns")) s.last_t_ns = j.at("last_t_ns").get<std::int64_t>();
-    if (j.contains("action_ceiling")) s.action_ceiling = j.at("action_ceiling").get<std::uint64_t>();
+    if (j.contains("action_ceiling"))
+      s.action_ceiling = j.at("action_ceiling").get<std::uint64_t>();
     s.gen = j.at("gen").get<std::int64_t>();
     s.version = j.at("version").get<std::string>();
     s.good_version = j.at("good_version").get<std::string>();
@@ -71,10 +73,12 @@ bool Journal::parse(const std::string& text, std::string* err) {
     s.step_times = j.at("step_times").get<std::vector<double>>();
     // Added with the repair pipeline; absent in older journals.
     if (j.contains("strikes"))
-      for (const auto& pr : j.at("strikes")) s.strikes[pr.at(0).get<MachineId>()] = pr.at(1).get<int>();
+      for (const auto& pr : j.at("strikes"))
+        s.strikes[pr.at(0).get<MachineId>()] = pr.at(1).get<int>();
     if (j.contains("retired")) s.retired = j.at("retired").get<std::vector<MachineId>>();
     if (j.contains("ended_verdict")) s.ended_verdict = j.at("ended_verdict").get<std::string>();
-    if (j.contains("machine_names")) s.machine_names = j.at("machine_names").get<std::vector<std::string>>();
+    if (j.contains("machine_names"))
+      s.machine_names = j.at("machine_names").get<std::vector<std::string>>();
     state_ = std::move(s);
   } catch (const std::exception& e) {
     *err = path_ + ": (journal): expected a faultline controller journal (" + e.what() + ")";
@@ -171,7 +175,8 @@ bool OutageMarker::open(std::string* err) {
   }
   // The blocks are allocated now, while there is space; later writes overwrite them.
   const std::string blank(kBytes, ' ');
-  if (::pwrite(fd_, blank.data(), blank.size(), 0) != static_cast<ssize_t>(blank.size()) || ::fsync(fd_) != 0) {
+  if (::pwrite(fd_, blank.data(), blank.size(), 0) != static_cast<ssize_t>(blank.size()) ||
+      ::fsync(fd_) != 0) {
     *err = path_ + ": " + std::strerror(errno ? errno : ENOSPC);
     ::close(fd_);
     fd_ = -1;
@@ -185,7 +190,8 @@ void OutageMarker::write(const std::string& text) {
   if (fd_ < 0) return;
   std::string block = text.substr(0, kBytes - 1) + "\n";
   block.resize(kBytes, ' ');
-  if (::pwrite(fd_, block.data(), block.size(), 0) == static_cast<ssize_t>(block.size())) ::fdatasync(fd_);
+  if (::pwrite(fd_, block.data(), block.size(), 0) == static_cast<ssize_t>(block.size()))
+    ::fdatasync(fd_);
 }
 
 void OutageMarker::set(const Outage& o) {

@@ -27,21 +27,21 @@ struct JournalState {
   std::int64_t origin_unix_ns = 0;
   std::int64_t last_t_ns = 0;        // run time at the last save: it never goes back
   std::uint64_t action_ceiling = 0;  // ids below it may be in the log: a restart starts here
-  std::int64_t gen = 0;             // job generation (one per launch)
-  std::string version;              // code version running or to run
-  std::string good_version;         // last version that ran cleanly (RollBack target)
-  bool running = false;             // every rank of `gen` had started
-  std::vector<MachineId> slots;     // machine in each slot, kNoMachine when empty
-  std::vector<MachineId> standby;   // parked warm standbys
+  std::int64_t gen = 0;              // job generation (one per launch)
+  std::string version;               // code version running or to run
+  std::string good_version;          // last version that ran cleanly (RollBack target)
+  bool running = false;              // every rank of `gen` had started
+  std::vector<MachineId> slots;      // machine in each slot, kNoMachine when empty
+  std::vector<MachineId> standby;    // parked warm standbys
   std::vector<MachineId> evicted;
-  int ckpt_every = 10;              // steps between checkpoints
-  std::int64_t first_step = -1;     // step the run started from
-  std::int64_t last_step = -1;      // newest step reported
+  int ckpt_every = 10;           // steps between checkpoints
+  std::int64_t first_step = -1;  // step the run started from
+  std::int64_t last_step = -1;   // newest step reported
   std::uint64_t next_action = 1;
-  std::vector<double> step_times;   // healthy step times (s), for the fault-free step time
+  std::vector<double> step_times;    // healthy step times (s), for the fault-free step time
   std::map<MachineId, int> strikes;  // times each machine was taken out of the job
-  std::vector<MachineId> retired;   // evicted too often: left out for good
-  std::string ended_verdict;        // EndRun's verdict: the job is not started again
+  std::vector<MachineId> retired;    // evicted too often: left out for good
+  std::string ended_verdict;         // EndRun's verdict: the job is not started again
   // The config's machine names (job machines, then standbys) the ids above index: a config
   // whose order changed is mapped back by name when a controller resumes.
   std::vector<std::string> machine_names;

@@ -12,13 +12,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "policies/builtin.h"
 #include "realexec/proc.h"
@@ -36,7 +35,8 @@ constexpr double kHealthySessionS = 60;  // a session that lived this long reset
 constexpr double kStopGraceS = 5;        // SIGTERM, then SIGKILL
 
 const char* kUsage =
-    "usage: faultline live launch CONFIG [--via local|ssh|slurm] [--only NAME,...] [--agent-bin PATH]\n"
+    "usage: faultline live launch CONFIG [--via local|ssh|slurm] [--only NAME,...] [--agent-bin "
+    "PATH]\n"
     "         [--remote-config PATH] [--ssh-identity FILE] [--ssh-option KEY=VALUE]...\n"
     "         [--connect-timeout SECONDS] [--log-dir DIR] [--slurm-job ID] [--slurm-drain yes|no]\n"
     "\n"
@@ -78,7 +78,8 @@ std::string last_line(const std::string& path) {
     const std::size_t start = tail.rfind('\n', end - 1);
     const std::size_t b = start == std::string::npos ? 0 : start + 1;
     line = tail.substr(b, end - b);
-    while (!line.empty() && (line.back() == '\r' || line.back() == '\n' || line.back() == ' ')) line.pop_back();
+    while (!line.empty() && (line.back() == '\r' || line.back() == '\n' || line.back() == ' '))
+      line.pop_back();
     if (!line.empty() || start == std::string::npos) break;
     end = start;
   }
@@ -105,9 +106,9 @@ struct Session {
   pid_t pid = -1;
   Instant started;
   double backoff_s = kFirstBackoffS;
-  bool over = false;      // ended for good
-  bool evicted = false;   // slurm: evicted by the controller, never started again
-  int end_status = 0;     // its last wait status
+  bool over = false;     // ended for good
+  bool evicted = false;  // slurm: evicted by the controller, never started again
+  int end_status = 0;    // its last wait status
   std::uint64_t restart_timer = 0;
 };
 
@@ -130,8 +131,10 @@ class Supervisor {
   int exit_code() const {
     bool refused = false, failed = false;
     for (const Session& s : sessions_) {
-      if (WIFEXITED(s.end_status) && WEXITSTATUS(s.end_status) == 2) refused = true;
-      else if (!stopping_ && !(WIFEXITED(s.end_status) && WEXITSTATUS(s.end_status) == 0)) failed = true;
+      if (WIFEXITED(s.end_status) && WEXITSTATUS(s.end_status) == 2)
+        refused = true;
+      else if (!stopping_ && !(WIFEXITED(s.end_status) && WEXITSTATUS(s.end_status) == 0))
+        failed = true;
     }
     return refused ? 2 : failed || allocation_over_ ? 1 : 0;
   }
@@ -143,7 +146,9 @@ class Supervisor {
     std::fflush(stderr);
   }
 
-  std::string log_path(const Session& s) const { return options_.log_dir + "/" + s.machine->name + ".log"; }
+  std::string log_path(const Session& s) const {
+    return options_.log_dir + "/" + s.machine->name + ".log";
+  }
 
   void launch(Session& s) {
     s.restart_timer = 0;
@@ -184,7 +189,8 @@ class Supervisor {
       std::string state;
       if (allocation_over(&state)) {
         say(s, why + "; not restarted");
-        std::fprintf(stderr, "faultline launch: slurm job %s is over (squeue: %s); ending every session\n",
+        std::fprintf(stderr,
+                     "faultline launch: slurm job %s is over (squeue: %s); ending every session\n",
                      options_.slurm_job.c_str(), state.c_str());
         std::fflush(stderr);
         allocation_over_ = true;
@@ -205,9 +211,11 @@ class Supervisor {
   // answering) is not taken for the end of the allocation. *said: squeue's word.
   bool allocation_over(std::string* said) const {
     std::string out;
-    const int rc = run_capture({"squeue", "--noheader", "--jobs=" + options_.slurm_job, "--format=%T"}, &out);
+    const int rc =
+        run_capture({"squeue", "--noheader", "--jobs=" + options_.slurm_job, "--format=%T"}, &out);
     if (rc != 0) {
-      *said = "exit " + std::to_string(rc) + (out.empty() ? "" : ": " + out.substr(0, out.find('\n')));
+      *said =
+          "exit " + std::to_string(rc) + (out.empty() ? "" : ": " + out.substr(0, out.find('\n')));
       return out.find("Invalid job id") != std::string::npos;
     }
     *said = out.empty() ? "no longer listed" : out;
@@ -247,7 +255,8 @@ class Supervisor {
       if (s.machine->name != name || s.evicted) continue;
       s.evicted = true;
       const std::string node = slurm_node_of(*s.machine);
-      say(s, "evicted by the controller (" + reason + "): its step is ended and the node gets no more steps");
+      say(s, "evicted by the controller (" + reason +
+                 "): its step is ended and the node gets no more steps");
       if (s.restart_timer) {
         reactor_.cancel_timer(s.restart_timer);
         s.restart_timer = 0;
@@ -259,19 +268,24 @@ class Supervisor {
       // Agents lost because the allocation ended are no fault of their nodes.
       std::string state;
       if (allocation_over(&state)) {
-        say(s, "slurm node " + node + " not drained: slurm job " + options_.slurm_job + " is over (squeue: " + state + ")");
+        say(s, "slurm node " + node + " not drained: slurm job " + options_.slurm_job +
+                   " is over (squeue: " + state + ")");
         continue;
       }
       std::string out;
       const int rc = run_capture(drain_command(node, "evicted " + name + ": " + reason), &out);
-      if (rc == 0) say(s, "drained slurm node " + node);
-      else say(s, "could not drain slurm node " + node + " (" + (out.empty() ? "exit " + std::to_string(rc) : out) + "); carrying on");
+      if (rc == 0)
+        say(s, "drained slurm node " + node);
+      else
+        say(s, "could not drain slurm node " + node + " (" +
+                   (out.empty() ? "exit " + std::to_string(rc) : out) + "); carrying on");
     }
   }
 
   void finish(Session& s) {
     s.over = true;
-    if (std::all_of(sessions_.begin(), sessions_.end(), [](const Session& x) { return x.over; })) reactor_.stop();
+    if (std::all_of(sessions_.begin(), sessions_.end(), [](const Session& x) { return x.over; }))
+      reactor_.stop();
   }
 
   void stop_all() {
@@ -317,8 +331,10 @@ int run_capture(const std::vector<std::string>& argv, std::string* out) {
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
   const int st = ::pclose(f);
   *out = text;
-  while (!out->empty() && (out->back() == '\n' || out->back() == ' ' || out->back() == '\r')) out->pop_back();
-  if (const auto nl = out->rfind('\n'); nl != std::string::npos && argv.size() > 1 && argv[1] == "update")
+  while (!out->empty() && (out->back() == '\n' || out->back() == ' ' || out->back() == '\r'))
+    out->pop_back();
+  if (const auto nl = out->rfind('\n');
+      nl != std::string::npos && argv.size() > 1 && argv[1] == "update")
     *out = out->substr(nl + 1);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
@@ -326,7 +342,8 @@ int run_capture(const std::vector<std::string>& argv, std::string* out) {
 namespace {
 
 int usage_error(const std::string& what) {
-  std::cerr << "faultline live launch: " << what << "\n(run 'faultline live launch --help' for usage)\n";
+  std::cerr << "faultline live launch: " << what
+            << "\n(run 'faultline live launch --help' for usage)\n";
   return 2;
 }
 
@@ -358,7 +375,8 @@ std::string resolve_slurm_job(std::string* job) {
   const char* env_job = std::getenv("SLURM_JOB_ID");
   if (job->empty() && env_job) *job = env_job;
   if (job->empty())
-    return "not inside a Slurm allocation (no SLURM_JOB_ID; run it under salloc or sbatch, or give --slurm-job)";
+    return "not inside a Slurm allocation (no SLURM_JOB_ID; run it under salloc or sbatch, or give "
+           "--slurm-job)";
   if (job->find_first_not_of("0123456789_") != std::string::npos)
     return "--slurm-job: expected a job id, got \"" + *job + "\"";
   return "";
@@ -371,7 +389,9 @@ std::string read_allocation(const std::string& job, std::vector<std::string>* no
   const int rc = run_capture({"squeue", "--noheader", "--jobs=" + job, "--format=%N"}, &nodelist);
   if (rc != 0 || nodelist.empty() || nodelist.find('\n') != std::string::npos)
     return "slurm job " + job + ": cannot read its nodes (squeue: " +
-           (nodelist.empty() ? "exit " + std::to_string(rc) : nodelist.substr(0, nodelist.find('\n'))) + ")";
+           (nodelist.empty() ? "exit " + std::to_string(rc)
+                             : nodelist.substr(0, nodelist.find('\n'))) +
+           ")";
   std::string hosts;
   if (run_capture({"scontrol", "show", "hostnames", nodelist}, &hosts) != 0)
     return "slurm job " + job + ": scontrol show hostnames " + nodelist + ": " + hosts;
@@ -381,7 +401,9 @@ std::string read_allocation(const std::string& job, std::vector<std::string>* no
 
 }  // namespace
 
-std::string slurm_node_of(const LiveMachine& m) { return m.slurm_node.empty() ? m.name : m.slurm_node; }
+std::string slurm_node_of(const LiveMachine& m) {
+  return m.slurm_node.empty() ? m.name : m.slurm_node;
+}
 
 std::vector<std::string> parse_hostnames(const std::string& text) {
   std::vector<std::string> out;
@@ -405,8 +427,8 @@ std::string check_slurm_nodes(const std::vector<const LiveMachine*>& machines,
     if (std::find(allocation.begin(), allocation.end(), node) == allocation.end()) {
       std::string nodes;
       for (const auto& a : allocation) nodes += (nodes.empty() ? "" : ",") + a;
-      return m->name + ": slurm node \"" + node + "\" is not in allocation " + job + " (its nodes: " +
-             (nodes.empty() ? "none" : nodes) + ")";
+      return m->name + ": slurm node \"" + node + "\" is not in allocation " + job +
+             " (its nodes: " + (nodes.empty() ? "none" : nodes) + ")";
     }
     if (!taken.emplace(node, m->name).second)
       return m->name + ": slurm node \"" + node + "\" is already machine " + taken[node] + "'s";
@@ -421,21 +443,25 @@ std::vector<std::string> drain_command(const std::string& node, const std::strin
   return {"scontrol", "update", "nodename=" + node, "state=drain", "reason=faultline: " + reason};
 }
 
-std::vector<std::string> evicted_by(const LiveConfig& config, const std::string& line, std::string* reason) {
+std::vector<std::string> evicted_by(const LiveConfig& config, const std::string& line,
+                                    std::string* reason) {
   std::vector<std::string> out;
   if (line.find("EvictMachines") == std::string::npos) return out;
   const auto j = nlohmann::json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("kind", "") != "action" || !j.contains("action") ||
-      !j["action"].is_object() || j["action"].value("type", "") != "EvictMachines" ||
-      !j["action"].contains("machines") || !j["action"]["machines"].is_array())
+  if (j.is_discarded() || !j.is_object() || j.value("kind", "") != "action" ||
+      !j.contains("action") || !j["action"].is_object() ||
+      j["action"].value("type", "") != "EvictMachines" || !j["action"].contains("machines") ||
+      !j["action"]["machines"].is_array())
     return out;
   *reason = j["action"].value("reason", "");
   for (const auto& id : j["action"]["machines"]) {
     if (!id.is_number_integer()) continue;
     const long i = id.get<long>();
     const long n = static_cast<long>(config.machines.size());
-    if (i >= 0 && i < n) out.push_back(config.machines[i].name);
-    else if (i >= n && i < n + static_cast<long>(config.standby.size())) out.push_back(config.standby[i - n].name);
+    if (i >= 0 && i < n)
+      out.push_back(config.machines[i].name);
+    else if (i >= n && i < n + static_cast<long>(config.standby.size()))
+      out.push_back(config.standby[i - n].name);
   }
   return out;
 }
@@ -454,16 +480,25 @@ std::vector<std::string> agent_command(const LiveConfig& config, const LiveMachi
   if (o.via == LaunchOptions::Via::kSlurm) {
     // One step per machine on its node; --overlap so a restarted agent's step never waits
     // for the resources of the one that just ended.
-    std::vector<std::string> cmd = {"srun", "--jobid=" + o.slurm_job, "--nodes=1", "--ntasks=1",
-                                    "--nodelist=" + slurm_node_of(m), "--overlap",
-                                    "--job-name=faultline-agent-" + m.name, "--quiet"};
+    std::vector<std::string> cmd = {"srun",
+                                    "--jobid=" + o.slurm_job,
+                                    "--nodes=1",
+                                    "--ntasks=1",
+                                    "--nodelist=" + slurm_node_of(m),
+                                    "--overlap",
+                                    "--job-name=faultline-agent-" + m.name,
+                                    "--quiet"};
     cmd.insert(cmd.end(), agent.begin(), agent.end());
     return cmd;
   }
   char timeout[32];
-  std::snprintf(timeout, sizeof timeout, "%d", std::max(1, static_cast<int>(o.connect_timeout_s + 0.5)));
-  std::vector<std::string> cmd = {"ssh", "-tt", "-o", "BatchMode=yes", "-o", std::string("ConnectTimeout=") + timeout,
-                                  "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3"};
+  std::snprintf(timeout, sizeof timeout, "%d",
+                std::max(1, static_cast<int>(o.connect_timeout_s + 0.5)));
+  std::vector<std::string> cmd = {"ssh", "-tt",
+                                  "-o",  "BatchMode=yes",
+                                  "-o",  std::string("ConnectTimeout=") + timeout,
+                                  "-o",  "ServerAliveInterval=2",
+                                  "-o",  "ServerAliveCountMax=3"};
   if (!o.identity_file.empty()) cmd.insert(cmd.end(), {"-i", o.identity_file});
   for (const auto& opt : o.ssh_options) cmd.insert(cmd.end(), {"-o", opt});
   cmd.insert(cmd.end(), {"--", host_of(m, o)});
@@ -484,8 +519,8 @@ std::string describe_session_end(const LaunchOptions& o, int status, const std::
     // ("srun: error: NODE: task 0: Exited with exit code 137").
     if (o.via == LaunchOptions::Via::kSlurm && code != 0 && last.rfind("srun: ", 0) == 0 &&
         last.find(": task ") == std::string::npos)
-      return "srun failed (exit " + std::to_string(code) + "): " +
-             last.substr(last.rfind("srun: error: ", 0) == 0 ? 13 : 6);
+      return "srun failed (exit " + std::to_string(code) +
+             "): " + last.substr(last.rfind("srun: error: ", 0) == 0 ? 13 : 6);
   }
   return "its agent ended: " + describe_wait_status(status) + said;
 }
@@ -505,11 +540,14 @@ int launch_main(const std::vector<std::string>& args) {
     if (a == "--via") {
       if (v != "local" && v != "ssh" && v != "slurm")
         return usage_error("--via: expected local, ssh or slurm, got \"" + v + "\"");
-      o.via = v == "ssh" ? LaunchOptions::Via::kSsh : v == "slurm" ? LaunchOptions::Via::kSlurm : LaunchOptions::Via::kLocal;
+      o.via = v == "ssh"     ? LaunchOptions::Via::kSsh
+              : v == "slurm" ? LaunchOptions::Via::kSlurm
+                             : LaunchOptions::Via::kLocal;
     } else if (a == "--slurm-job") {
       o.slurm_job = v;
     } else if (a == "--slurm-drain") {
-      if (v != "yes" && v != "no") return usage_error("--slurm-drain: expected yes or no, got \"" + v + "\"");
+      if (v != "yes" && v != "no")
+        return usage_error("--slurm-drain: expected yes or no, got \"" + v + "\"");
       o.slurm_drain = v == "yes";
     } else if (a == "--only") {
       only = v;
@@ -525,7 +563,8 @@ int launch_main(const std::vector<std::string>& args) {
       o.ssh_options.push_back(v);
     } else if (a == "--connect-timeout") {
       const auto s = parse_seconds(v);
-      if (!s) return usage_error("--connect-timeout: expected seconds in (0, 3600], got \"" + v + "\"");
+      if (!s)
+        return usage_error("--connect-timeout: expected seconds in (0, 3600], got \"" + v + "\"");
       o.connect_timeout_s = *s;
     } else if (a == "--log-dir") {
       o.log_dir = v;
@@ -575,7 +614,8 @@ int launch_main(const std::vector<std::string>& args) {
     if (!spare.empty()) {
       std::string list;
       for (const auto& n : spare) list += (list.empty() ? "" : ",") + n;
-      std::cerr << "faultline launch: slurm job " << o.slurm_job << ": nodes no machine names (unused; `faultline live"
+      std::cerr << "faultline launch: slurm job " << o.slurm_job
+                << ": nodes no machine names (unused; `faultline live"
                 << " slurm-config` makes them standbys): " << list << "\n";
     }
   }
@@ -598,7 +638,8 @@ std::map<std::string, std::string> parse_node_addrs(const std::string& text) {
   std::string line;
   auto field = [](const std::string& l, const std::string& key) -> std::string {
     // At the line's start or after a blank: "Key=" inside another field's value is no key.
-    for (std::size_t at = l.find(key + "="); at != std::string::npos; at = l.find(key + "=", at + 1)) {
+    for (std::size_t at = l.find(key + "="); at != std::string::npos;
+         at = l.find(key + "=", at + 1)) {
       if (at != 0 && l[at - 1] != ' ' && l[at - 1] != '\t') continue;
       const std::size_t b = at + key.size() + 1;
       return l.substr(b, l.find_first_of(" \t\r", b) - b);
@@ -615,7 +656,8 @@ std::map<std::string, std::string> parse_node_addrs(const std::string& text) {
   return out;
 }
 
-std::string slurm_effective_config(const std::string& text, const std::string& file, const std::string& out_file,
+std::string slurm_effective_config(const std::string& text, const std::string& file,
+                                   const std::string& out_file,
                                    const std::vector<SlurmNode>& allocation, const std::string& job,
                                    const Registry& registry, std::vector<std::string>* added) {
   const LiveConfig c = parse_live_config(text, file, registry);
@@ -624,7 +666,7 @@ std::string slurm_effective_config(const std::string& text, const std::string& f
   };
   std::string nodes;
   for (const auto& n : allocation) nodes += (nodes.empty() ? "" : ",") + n.name;
-  std::map<std::string, std::string> taken;  // node -> the entry that runs on it
+  std::map<std::string, std::string> taken;     // node -> the entry that runs on it
   std::map<std::string, std::string> field_of;  // machine name -> its entry
   for (const char* list : {"machines", "standby"}) {
     const auto& ms = std::string(list) == "machines" ? c.machines : c.standby;
@@ -633,40 +675,48 @@ std::string slurm_effective_config(const std::string& text, const std::string& f
       const std::string node = slurm_node_of(ms[i]);
       field_of[ms[i].name] = field;
       const std::string key = field + (ms[i].slurm_node.empty() ? ".name" : ".slurm_node");
-      if (std::none_of(allocation.begin(), allocation.end(), [&](const SlurmNode& n) { return n.name == node; }))
-        fail(key, "expected a node of slurm job " + job + " (its nodes: " + (nodes.empty() ? "none" : nodes) +
-                      "), got \"" + node + "\"");
+      if (std::none_of(allocation.begin(), allocation.end(),
+                       [&](const SlurmNode& n) { return n.name == node; }))
+        fail(key, "expected a node of slurm job " + job + " (its nodes: " +
+                      (nodes.empty() ? "none" : nodes) + "), got \"" + node + "\"");
       if (!taken.emplace(node, field).second)
-        fail(key, "expected a node no other machine runs on, got \"" + node + "\" (" + taken[node] + "'s)");
+        fail(key, "expected a node no other machine runs on, got \"" + node + "\" (" + taken[node] +
+                      "'s)");
     }
   }
   std::string spare;
   for (const auto& n : allocation)
     if (!taken.count(n.name)) spare += (spare.empty() ? "" : ",") + n.name;
   if (!spare.empty() && !c.slurm_standby.given)
-    fail("slurm_standby", "required: slurm job " + job + " has nodes no machine runs on (" + spare +
-                              "), which become standbys after this template, e.g. {\"workdir\": "
-                              "\"/var/tmp/faultline/{node}\"}; or name them in machines or standby");
+    fail("slurm_standby",
+         "required: slurm job " + job + " has nodes no machine runs on (" + spare +
+             "), which become standbys after this template, e.g. {\"workdir\": "
+             "\"/var/tmp/faultline/{node}\"}; or name them in machines or standby");
   auto doc = nlohmann::ordered_json::parse(text);
   if (!doc.contains("standby")) doc["standby"] = nlohmann::ordered_json::array();
   added->clear();
   for (const auto& n : allocation) {
     if (taken.count(n.name)) continue;
     if (const auto it = field_of.find(n.name); it != field_of.end())
-      fail(it->second + ".name", "expected a name other than \"" + n.name + "\": it is a spare node of slurm job " +
-                                     job + ", which becomes a standby of that name");
+      fail(it->second + ".name", "expected a name other than \"" + n.name +
+                                     "\": it is a spare node of slurm job " + job +
+                                     ", which becomes a standby of that name");
     const bool name_ok = !n.name.empty() && n.name.size() <= 64 && n.name.front() != '-' &&
                          std::all_of(n.name.begin(), n.name.end(), [](unsigned char ch) {
                            return std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.';
                          });
     if (!name_ok)
-      fail("slurm_standby", "spare node \"" + n.name + "\" of slurm job " + job +
-                                " cannot name a standby: expected 1-64 characters of [A-Za-z0-9._-]");
+      fail("slurm_standby",
+           "spare node \"" + n.name + "\" of slurm job " + job +
+               " cannot name a standby: expected 1-64 characters of [A-Za-z0-9._-]");
     if (n.addr.empty())
-      fail("slurm_standby", "spare node \"" + n.name + "\" of slurm job " + job + ": expected its NodeAddr");
+      fail("slurm_standby",
+           "spare node \"" + n.name + "\" of slurm job " + job + ": expected its NodeAddr");
     std::string workdir = c.slurm_standby.workdir;
-    for (std::size_t at; (at = workdir.find("{node}")) != std::string::npos;) workdir.replace(at, 6, n.name);
-    nlohmann::ordered_json m = {{"name", n.name}, {"slurm_node", n.name}, {"addr", n.addr}, {"workdir", workdir}};
+    for (std::size_t at; (at = workdir.find("{node}")) != std::string::npos;)
+      workdir.replace(at, 6, n.name);
+    nlohmann::ordered_json m = {
+        {"name", n.name}, {"slurm_node", n.name}, {"addr", n.addr}, {"workdir", workdir}};
     if (!c.slurm_standby.nic.empty()) m["nic"] = c.slurm_standby.nic;
     if (!c.slurm_standby.gpu_pci.empty()) m["gpu_pci"] = c.slurm_standby.gpu_pci;
     doc["standby"].push_back(std::move(m));
@@ -679,8 +729,10 @@ std::string slurm_effective_config(const std::string& text, const std::string& f
     const LiveConfig there = parse_live_config(out, out_file, registry);
     auto same = [&](const std::string& field, const std::string& a, const std::string& b) {
       if (a != b)
-        fail(field, "a relative path (as written or by default), resolved against the config's directory: expected the output (" + out_file +
-                        ") in " + c.dir + ", or an absolute path here");
+        fail(field,
+             "a relative path (as written or by default), resolved against the config's directory: "
+             "expected the output (" +
+                 out_file + ") in " + c.dir + ", or an absolute path here");
     };
     same("token_file", here.token_file, there.token_file);
     same("status_token_file", here.status_token_file, there.status_token_file);
@@ -689,9 +741,11 @@ std::string slurm_effective_config(const std::string& text, const std::string& f
     same("trainjob_bin", here.trainjob_bin, there.trainjob_bin);
     same("probe_bin", here.probe_bin, there.probe_bin);
     for (std::size_t i = 0; i < here.machines.size(); ++i)
-      same("machines[" + std::to_string(i) + "].workdir", here.machines[i].workdir, there.machines[i].workdir);
+      same("machines[" + std::to_string(i) + "].workdir", here.machines[i].workdir,
+           there.machines[i].workdir);
     for (std::size_t i = 0; i < here.standby.size(); ++i)
-      same(i < c.standby.size() ? "standby[" + std::to_string(i) + "].workdir" : std::string("slurm_standby.workdir"),
+      same(i < c.standby.size() ? "standby[" + std::to_string(i) + "].workdir"
+                                : std::string("slurm_standby.workdir"),
            here.standby[i].workdir, there.standby[i].workdir);
     for (const auto& [v, argv] : here.job.versions)
       same("job.versions." + v + "[0]", argv[0], there.job.versions.at(v)[0]);
@@ -736,7 +790,8 @@ int slurm_config_main(const std::vector<std::string>& args) {
   for (std::size_t i = 2; i < args.size(); ++i) {
     const std::string& a = args[i];
     if ((a != "--slurm-job" && a != "--out") || i + 1 >= args.size())
-      return usage(a == "--slurm-job" || a == "--out" ? a + ": expected a value" : "unknown option \"" + a + "\"");
+      return usage(a == "--slurm-job" || a == "--out" ? a + ": expected a value"
+                                                      : "unknown option \"" + a + "\"");
     (a == "--slurm-job" ? job : out) = args[++i];
     if (a == "--out" && out.empty()) return usage("--out: expected a file name");
   }
@@ -752,9 +807,11 @@ int slurm_config_main(const std::vector<std::string>& args) {
   const Registry& registry = policies::builtin_registry();
   try {
     const LiveConfig c = parse_live_config(text, file, registry);
-    if (const std::string err = resolve_slurm_job(&job); !err.empty()) return slurm_config_error(err);
+    if (const std::string err = resolve_slurm_job(&job); !err.empty())
+      return slurm_config_error(err);
     std::vector<std::string> names;
-    if (const std::string err = read_allocation(job, &names); !err.empty()) return slurm_config_error(err);
+    if (const std::string err = read_allocation(job, &names); !err.empty())
+      return slurm_config_error(err);
     std::set<std::string> taken;
     for (const auto& m : c.machines) taken.insert(slurm_node_of(m));
     for (const auto& m : c.standby) taken.insert(slurm_node_of(m));
@@ -768,14 +825,18 @@ int slurm_config_main(const std::vector<std::string>& args) {
         const auto addrs = parse_node_addrs(said);
         const auto it = addrs.find(name);
         if (rc != 0 || it == addrs.end())
-          return slurm_config_error("slurm job " + job + ": node " + name + ": no NodeAddr in `scontrol show node " +
-                                    name + "` (" + (said.empty() ? "exit " + std::to_string(rc) : said.substr(0, said.find('\n'))) + ")");
+          return slurm_config_error(
+              "slurm job " + job + ": node " + name + ": no NodeAddr in `scontrol show node " +
+              name + "` (" +
+              (said.empty() ? "exit " + std::to_string(rc) : said.substr(0, said.find('\n'))) +
+              ")");
         n.addr = it->second;
       }
       allocation.push_back(n);
     }
     std::vector<std::string> added;
-    const std::string result = slurm_effective_config(text, file, out, allocation, job, registry, &added);
+    const std::string result =
+        slurm_effective_config(text, file, out, allocation, job, registry, &added);
     if (out.empty()) {
       std::cout << result;
       std::cout.flush();
@@ -793,9 +854,10 @@ int slurm_config_main(const std::vector<std::string>& args) {
     }
     std::string list;
     for (const auto& a : added) list += (list.empty() ? "" : ",") + a;
-    std::cerr << "faultline live slurm-config: slurm job " << job << ": " << c.machines.size() << " machines, "
-              << c.standby.size() + added.size() << " standbys (" << added.size() << " from spare nodes"
-              << (list.empty() ? "" : ": " + list) << ")" << (out.empty() ? "" : " in " + out) << "\n";
+    std::cerr << "faultline live slurm-config: slurm job " << job << ": " << c.machines.size()
+              << " machines, " << c.standby.size() + added.size() << " standbys (" << added.size()
+              << " from spare nodes" << (list.empty() ? "" : ": " + list) << ")"
+              << (out.empty() ? "" : " in " + out) << "\n";
     return 0;
   } catch (const LiveConfigError& e) {
     return slurm_config_error(e.what());

@@ -24,14 +24,14 @@
 // accounts for it and scancel ends it. Every machine's node must be in the allocation
 // (checked before anything starts, `scontrol show hostnames`); nodes of the allocation that
 // no machine names are reported as unused (`faultline live slurm-config`, below, writes the
-// config with them as standbys, for the controller and the launcher to read alike). The launcher follows the controller's event log
-// (STATE_DIR/events.jsonl): a machine the controller evicts has its step ended, is never
-// given a step again, and its node is drained with the reason (`scontrol update
-// nodename=NODE state=drain reason="faultline: ..."`); where draining is not permitted,
-// one line says so and the launcher carries on. When srun refuses a step and squeue shows
-// the allocation no longer RUNNING (or Slurm no longer knows it), every session is ended
-// (exit 1), and machines evicted then (their agents lost with it) are not drained; squeue
-// not reaching slurmctld is not taken for the end of the allocation.
+// config with them as standbys, for the controller and the launcher to read alike). The launcher
+// follows the controller's event log (STATE_DIR/events.jsonl): a machine the controller evicts has
+// its step ended, is never given a step again, and its node is drained with the reason (`scontrol
+// update nodename=NODE state=drain reason="faultline: ..."`); where draining is not permitted, one
+// line says so and the launcher carries on. When srun refuses a step and squeue shows the
+// allocation no longer RUNNING (or Slurm no longer knows it), every session is ended (exit 1), and
+// machines evicted then (their agents lost with it) are not drained; squeue not reaching slurmctld
+// is not taken for the end of the allocation.
 #pragma once
 
 #include <map>
@@ -91,7 +91,8 @@ std::map<std::string, std::string> parse_node_addrs(const std::string& text);
 // would resolve to another place from there. Requires every machine's node to be in the
 // allocation. Returns the JSON text (keys in CONFIG's order, then a newline); the appended
 // names in *added. Throws LiveConfigError, one line "FILE: FIELD: what was expected".
-std::string slurm_effective_config(const std::string& text, const std::string& file, const std::string& out_file,
+std::string slurm_effective_config(const std::string& text, const std::string& file,
+                                   const std::string& out_file,
                                    const std::vector<SlurmNode>& allocation, const std::string& job,
                                    const Registry& registry, std::vector<std::string>* added);
 

@@ -26,7 +26,8 @@ const char* kUsage =
     "       faultline live update CONFIG --version NAME [--deferred]\n"
     "       faultline live status CONFIG [--json]\n"
     "       faultline live stop CONFIG\n"
-    "       faultline live launch CONFIG [--via local|ssh|slurm] [options]   (--help: its options)\n"
+    "       faultline live launch CONFIG [--via local|ssh|slurm] [options]   (--help: its "
+    "options)\n"
     "       faultline live slurm-config CONFIG [--slurm-job ID] [--out FILE]\n"
     "\n"
     "run     runs the controller: the config's policy stack against the job on the\n"
@@ -61,45 +62,57 @@ std::string status_table(const json& st) {
   };
   char buf[256];
   std::ostringstream out;
-  std::snprintf(buf, sizeof buf, "%s  run %.0f s, generation %.0f, code %s, step %.0f, %s\n", log_stamp().c_str(),
-                num(st, "t_s"), num(st, "gen"), str(st, "version", "?").c_str(), num(st, "step", -1),
+  std::snprintf(buf, sizeof buf, "%s  run %.0f s, generation %.0f, code %s, step %.0f, %s\n",
+                log_stamp().c_str(), num(st, "t_s"), num(st, "gen"),
+                str(st, "version", "?").c_str(), num(st, "step", -1),
                 st.value("running", false) ? "training" : "not training");
   out << buf;
-  std::snprintf(buf, sizeof buf, "ETTR so far %.1f %%   stack %s   incidents %.0f\n", 100 * num(st, "ettr_so_far"),
-                str(st, "stack", "?").c_str(), num(st, "incident_count"));
+  std::snprintf(buf, sizeof buf, "ETTR so far %.1f %%   stack %s   incidents %.0f\n",
+                100 * num(st, "ettr_so_far"), str(st, "stack", "?").c_str(),
+                num(st, "incident_count"));
   out << buf;
   if (!str(st, "ended_verdict").empty()) out << "RUN ENDED: " << str(st, "ended_verdict") << "\n";
   if (st.contains("storage") && st["storage"].is_object()) {
     const json& sto = st["storage"];
     const json none = json::object();
-    const json& ev = sto.contains("event_log") && sto["event_log"].is_object() ? sto["event_log"] : none;
+    const json& ev =
+        sto.contains("event_log") && sto["event_log"].is_object() ? sto["event_log"] : none;
     const json& jo = sto.contains("journal") && sto["journal"].is_object() ? sto["journal"] : none;
-    const bool ev_failing = ev.value("failing", false) == true, jo_failing = jo.value("failing", false) == true;
+    const bool ev_failing = ev.value("failing", false) == true,
+               jo_failing = jo.value("failing", false) == true;
     if (!ev_failing && !jo_failing) {
       out << "storage: ok";
       if (num(ev, "lost") > 0) {
-        std::snprintf(buf, sizeof buf, " (%.0f event log records lost in earlier write failures)", num(ev, "lost"));
+        std::snprintf(buf, sizeof buf, " (%.0f event log records lost in earlier write failures)",
+                      num(ev, "lost"));
         out << buf;
       }
       out << "\n";
     }
     if (ev_failing) {
-      std::snprintf(buf, sizeof buf, "storage: FAILING since %s (%.0f s): event log %.0f records pending, %.0f lost: ",
-                    str(ev, "since", "?").c_str(), num(ev, "failing_for_s"), num(ev, "pending"), num(ev, "lost"));
+      std::snprintf(
+          buf, sizeof buf,
+          "storage: FAILING since %s (%.0f s): event log %.0f records pending, %.0f lost: ",
+          str(ev, "since", "?").c_str(), num(ev, "failing_for_s"), num(ev, "pending"),
+          num(ev, "lost"));
       out << buf << str(ev, "last_error").substr(0, 200) << "\n";
     }
     if (jo_failing) {
-      std::snprintf(buf, sizeof buf, "storage: FAILING since %s (%.0f s): journal not saved (the previous one stays): ",
-                    str(jo, "since", "?").c_str(), num(jo, "failing_for_s"));
+      std::snprintf(
+          buf, sizeof buf,
+          "storage: FAILING since %s (%.0f s): journal not saved (the previous one stays): ",
+          str(jo, "since", "?").c_str(), num(jo, "failing_for_s"));
       out << buf << str(jo, "last_error").substr(0, 200) << "\n";
     }
   }
-  const json standby = st.contains("standby") && st["standby"].is_array() ? st["standby"] : json::array();
+  const json standby =
+      st.contains("standby") && st["standby"].is_array() ? st["standby"] : json::array();
   out << "\nMACHINE          STATE                   CONNECTED  STRIKES\n";
   if (st.contains("machines") && st["machines"].is_array())
     for (const auto& m : st["machines"]) {
       std::snprintf(buf, sizeof buf, "%-16s %-23s %-10s %.0f\n", str(m, "machine", "?").c_str(),
-                    str(m, "state", "?").c_str(), m.value("connected", false) ? "yes" : "NO", num(m, "strikes"));
+                    str(m, "state", "?").c_str(), m.value("connected", false) ? "yes" : "NO",
+                    num(m, "strikes"));
       out << buf;
     }
   out << "standby pool: " << standby.size() << "\n";
@@ -110,7 +123,8 @@ std::string status_table(const json& st) {
       const double began = num(in, "began_s");
       const bool resolved = in.contains("resolved_s") && in["resolved_s"].is_number();
       const double lasted = (resolved ? in["resolved_s"].get<double>() : num(st, "t_s")) - began;
-      std::snprintf(buf, sizeof buf, "%-9d %-10.1f %-11.1f %-23s ", ++i, began, lasted, str(in, "phase", "?").c_str());
+      std::snprintf(buf, sizeof buf, "%-9d %-10.1f %-11.1f %-23s ", ++i, began, lasted,
+                    str(in, "phase", "?").c_str());
       out << buf << str(in, "cause").substr(0, 100) << "\n";
     }
   }
@@ -118,15 +132,18 @@ std::string status_table(const json& st) {
 }
 
 int usage_error(const std::string& msg) {
-  std::cerr << "faultline live: " << msg << "\n" << "run `faultline live --help` for usage\n";
+  std::cerr << "faultline live: " << msg << "\n"
+            << "run `faultline live --help` for usage\n";
   return 2;
 }
 
 // Sends one request as an operator client and prints the reply. Returns the exit code.
 // `read_only`: authenticate with the status credential (status_token_file).
-int client_request(const LiveConfig& config, json request, bool read_only = false, bool as_json = true) {
+int client_request(const LiveConfig& config, json request, bool read_only = false,
+                   bool as_json = true) {
   std::string token, err;
-  if (!load_token(read_only ? config.status_token_file : config.token_file, &token, &err)) return usage_error(err), 2;
+  if (!load_token(read_only ? config.status_token_file : config.token_file, &token, &err))
+    return usage_error(err), 2;
   PeerHandshake handshake(read_only ? "client-read" : "client", "");
   Reactor reactor;
   const int fd = connect_tcp(config.controller_host, config.controller_port, &err);
@@ -139,51 +156,55 @@ int client_request(const LiveConfig& config, json request, bool read_only = fals
   std::unique_ptr<Conn> conn;
   conn = std::make_unique<Conn>(
       reactor, fd, config.controller_host,
-      Conn::Handlers{[&](const json& m) {
-                       // The controller's answers are decoded like any other input.
-                       try {
-                         const std::string type = need_string(m, "type", 64);
-                         if (type == "challenge") {
-                           auto answer = handshake.answer(token, decode_challenge(m));
-                           if (!answer) {
-                             std::cerr << "faultline live: the controller at " << config.controller_host << ":"
-                                       << config.controller_port
-                                       << " failed authentication: its proof does not match the token\n";
-                             rc = 1;
-                             reactor.stop();
-                             return;
-                           }
-                           conn->send(*answer);
-                         } else if (type == "welcome" && handshake.verified()) {
-                           request["req"] = 1;
-                           conn->send(request);
-                         } else if (type == "refused") {
-                           std::cerr << "faultline live: refused: " << opt_text(m, "reason", kMaxText).value_or("")
-                                     << "\n";
-                           reactor.stop();
-                         } else if (!handshake.verified()) {
-                           std::cerr << "faultline live: the controller sent '" << type
-                                     << "' before proving the token; not talking to it\n";
-                           rc = 1;
-                           reactor.stop();
-                         } else if (type == "done") {
-                           rc = opt_bool(m, "ok", false) ? 0 : 1;
-                           if (m.contains("status"))
-                             std::cout << (as_json ? m["status"].dump(2) + "\n" : status_table(m["status"]));
-                           else
-                             (rc == 0 ? std::cout : std::cerr) << opt_text(m, "detail", kMaxText).value_or("") << "\n";
-                           reactor.stop();
-                         }
-                       } catch (const BadMessage& e) {
-                         std::cerr << "faultline live: the controller sent an invalid message: " << e.reason << "\n";
-                         rc = 1;
-                         reactor.stop();
-                       }
-                     },
-                     [&](const std::string& why) {
-                       if (!reactor.stopped()) std::cerr << "faultline live: connection closed: " << why << "\n";
-                       reactor.stop();
-                     }},
+      Conn::Handlers{
+          [&](const json& m) {
+            // The controller's answers are decoded like any other input.
+            try {
+              const std::string type = need_string(m, "type", 64);
+              if (type == "challenge") {
+                auto answer = handshake.answer(token, decode_challenge(m));
+                if (!answer) {
+                  std::cerr << "faultline live: the controller at " << config.controller_host << ":"
+                            << config.controller_port
+                            << " failed authentication: its proof does not match the token\n";
+                  rc = 1;
+                  reactor.stop();
+                  return;
+                }
+                conn->send(*answer);
+              } else if (type == "welcome" && handshake.verified()) {
+                request["req"] = 1;
+                conn->send(request);
+              } else if (type == "refused") {
+                std::cerr << "faultline live: refused: "
+                          << opt_text(m, "reason", kMaxText).value_or("") << "\n";
+                reactor.stop();
+              } else if (!handshake.verified()) {
+                std::cerr << "faultline live: the controller sent '" << type
+                          << "' before proving the token; not talking to it\n";
+                rc = 1;
+                reactor.stop();
+              } else if (type == "done") {
+                rc = opt_bool(m, "ok", false) ? 0 : 1;
+                if (m.contains("status"))
+                  std::cout << (as_json ? m["status"].dump(2) + "\n" : status_table(m["status"]));
+                else
+                  (rc == 0 ? std::cout : std::cerr)
+                      << opt_text(m, "detail", kMaxText).value_or("") << "\n";
+                reactor.stop();
+              }
+            } catch (const BadMessage& e) {
+              std::cerr << "faultline live: the controller sent an invalid message: " << e.reason
+                        << "\n";
+              rc = 1;
+              reactor.stop();
+            }
+          },
+          [&](const std::string& why) {
+            if (!reactor.stopped())
+              std::cerr << "faultline live: connection closed: " << why << "\n";
+            reactor.stop();
+          }},
       true);
   conn->send(handshake.hello(kProtocolVersion));
   // An injection is answered once its agent applied it (the agent's own deadline is 15 s).
@@ -208,7 +229,8 @@ int live_main(const std::vector<std::string>& args) {
   if (cmd == "slurm-config") return slurm_config_main(args);
   if (cmd != "run" && cmd != "inject" && cmd != "update" && cmd != "status" && cmd != "stop")
     return usage_error("unknown subcommand \"" + cmd + "\"");
-  if (args.size() < 2 || args[1].rfind("--", 0) == 0) return usage_error(cmd + ": expected a CONFIG file");
+  if (args.size() < 2 || args[1].rfind("--", 0) == 0)
+    return usage_error(cmd + ": expected a CONFIG file");
   bool fresh = false, deferred = false, as_json = false;
   double duration = 0;
   std::string machine, fault, detail, version;
@@ -227,7 +249,8 @@ int live_main(const std::vector<std::string>& args) {
     } else if (a == "--deferred" && cmd == "update") {
       deferred = true;
     } else if (a == "--duration" && cmd == "run") {
-      if (!(v = value("--duration"))) return usage_error("--duration: expected a number of seconds");
+      if (!(v = value("--duration")))
+        return usage_error("--duration: expected a number of seconds");
       try {
         duration = std::stod(*v);
       } catch (...) {
@@ -269,15 +292,20 @@ int live_main(const std::vector<std::string>& args) {
     }
   }
   if (cmd == "inject") {
-    if (machine.empty() || fault.empty()) return usage_error("inject: --machine and --fault are required");
-    return client_request(config, json{{"type", "inject"}, {"machine", machine}, {"fault", fault}, {"detail", detail}});
+    if (machine.empty() || fault.empty())
+      return usage_error("inject: --machine and --fault are required");
+    return client_request(
+        config,
+        json{{"type", "inject"}, {"machine", machine}, {"fault", fault}, {"detail", detail}});
   }
   if (cmd == "update") {
     if (version.empty()) return usage_error("update: --version is required");
-    return client_request(config, json{{"type", "update"}, {"version", version}, {"urgent", !deferred}});
+    return client_request(config,
+                          json{{"type", "update"}, {"version", version}, {"urgent", !deferred}});
   }
   // status asks with the read-only credential when the config has one.
-  return client_request(config, json{{"type", cmd}}, cmd == "status" && !config.status_token_file.empty(), as_json);
+  return client_request(config, json{{"type", cmd}},
+                        cmd == "status" && !config.status_token_file.empty(), as_json);
 }
 
 }  // namespace faultline::live

@@ -22,7 +22,8 @@ class Reader {
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
     throw LiveConfigError(file_ + ": " + path + ": " + what);
   }
-  void only_keys(const json& obj, const std::string& path, std::initializer_list<const char*> keys) const {
+  void only_keys(const json& obj, const std::string& path,
+                 std::initializer_list<const char*> keys) const {
     if (!obj.is_object()) fail(path.empty() ? "(top level)" : path, "expected an object");
     std::set<std::string> ok(keys.begin(), keys.end());
     for (const auto& [k, v] : obj.items())
@@ -31,8 +32,8 @@ class Reader {
   static std::string join(const std::string& path, const std::string& k) {
     return path.empty() ? k : path + "." + k;
   }
-  std::string str(const json& obj, const std::string& path, const char* key, const std::string& dflt,
-                  bool required = false) const {
+  std::string str(const json& obj, const std::string& path, const char* key,
+                  const std::string& dflt, bool required = false) const {
     if (!obj.contains(key)) {
       if (required) fail(join(path, key), "required (a string)");
       return dflt;
@@ -48,17 +49,19 @@ class Reader {
     if (!v.is_number()) fail(join(path, key), "expected a number");
     const double d = v.get<double>();
     if (!(d >= lo && d <= hi))
-      fail(join(path, key), "expected a number in [" + fmt(lo) + ", " + fmt(hi) + "], got " + fmt(d));
+      fail(join(path, key),
+           "expected a number in [" + fmt(lo) + ", " + fmt(hi) + "], got " + fmt(d));
     return d;
   }
-  int integer(const json& obj, const std::string& path, const char* key, int dflt, int lo, int hi) const {
+  int integer(const json& obj, const std::string& path, const char* key, int dflt, int lo,
+              int hi) const {
     if (!obj.contains(key)) return dflt;
     const auto& v = obj.at(key);
     if (!v.is_number_integer()) fail(join(path, key), "expected an integer");
     const auto d = v.get<long long>();
     if (d < lo || d > hi)
-      fail(join(path, key), "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                                "], got " + std::to_string(d));
+      fail(join(path, key), "expected an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "], got " + std::to_string(d));
     return static_cast<int>(d);
   }
   static std::string fmt(double d) {
@@ -79,7 +82,8 @@ std::string resolve(const std::string& dir, const std::string& p) {
 bool valid_name(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
   for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+      return false;
   return true;
 }
 
@@ -90,7 +94,8 @@ bool valid_ssh_destination(const std::string& s) {
   });
 }
 
-LiveMachine read_machine(const Reader& r, const json& m, const std::string& path, const std::string& dir) {
+LiveMachine read_machine(const Reader& r, const json& m, const std::string& path,
+                         const std::string& dir) {
   r.only_keys(m, path, {"name", "addr", "workdir", "nic", "gpu_pci", "ssh", "slurm_node"});
   LiveMachine out;
   out.name = r.str(m, path, "name", "", true);
@@ -102,17 +107,21 @@ LiveMachine read_machine(const Reader& r, const json& m, const std::string& path
   // It becomes an ssh destination: nothing that ssh could read as an option or a shell as
   // more than a word.
   if (m.contains("ssh") && !valid_ssh_destination(out.ssh))
-    r.fail(path + ".ssh", "expected [user@]host: 1-255 characters of [A-Za-z0-9._@:-], not starting with '-'");
+    r.fail(path + ".ssh",
+           "expected [user@]host: 1-255 characters of [A-Za-z0-9._@:-], not starting with '-'");
   out.slurm_node = r.str(m, path, "slurm_node", "");
   // It becomes srun's --nodelist and scontrol's nodename: one host name, never a list or
   // an expression.
   if (m.contains("slurm_node") && (!valid_name(out.slurm_node) || out.slurm_node.front() == '-'))
-    r.fail(path + ".slurm_node", "expected one Slurm node name: 1-64 characters of [A-Za-z0-9._-], not starting with '-'");
+    r.fail(
+        path + ".slurm_node",
+        "expected one Slurm node name: 1-64 characters of [A-Za-z0-9._-], not starting with '-'");
   if (m.contains("gpu_pci")) {
     const auto& g = m.at("gpu_pci");
     if (!g.is_array()) r.fail(path + ".gpu_pci", "expected an array of PCI bus id strings");
     for (size_t i = 0; i < g.size(); ++i) {
-      if (!g[i].is_string()) r.fail(path + ".gpu_pci[" + std::to_string(i) + "]", "expected a string");
+      if (!g[i].is_string())
+        r.fail(path + ".gpu_pci[" + std::to_string(i) + "]", "expected a string");
       out.gpu_pci.push_back(g[i].get<std::string>());
     }
   }
@@ -128,16 +137,19 @@ void read_metrics(const Reader& r, const json& doc, LiveConfig* c) {
     return;
   }
   if (!split_host_port(listen, &c->metrics_host, &c->metrics_port) || c->metrics_port < 1)
-    r.fail("metrics_listen", "expected \"host:port\" with a port in 1..65535, got \"" + listen + "\"");
+    r.fail("metrics_listen",
+           "expected \"host:port\" with a port in 1..65535, got \"" + listen + "\"");
   if (c->metrics_port == c->controller_port)
-    r.fail("metrics_listen", "expected a port other than the controller's (" + std::to_string(c->controller_port) +
+    r.fail("metrics_listen", "expected a port other than the controller's (" +
+                                 std::to_string(c->controller_port) +
                                  "): the metrics endpoint speaks HTTP, not the control protocol");
   if (const std::string t = r.str(doc, "", "metrics_token_file", ""); !t.empty()) {
     c->metrics_token_file = resolve(c->dir, t);
     // Prometheus sends it in every scrape, in the clear unless behind TLS: it must never be
     // a credential that can do more than read the metrics.
     if (c->metrics_token_file == c->token_file || c->metrics_token_file == c->status_token_file)
-      r.fail("metrics_token_file", "expected a file of its own (not token_file or status_token_file)");
+      r.fail("metrics_token_file",
+             "expected a file of its own (not token_file or status_token_file)");
   }
   c->metrics_linger_s = r.num(doc, "", "metrics_linger_s", 0, 0, 600);
 }
@@ -223,8 +235,9 @@ json parse_strict_json(const std::string& text, const std::string& file) {
         const std::string k = parsed.get<std::string>();
         if (!open.empty() && !open.back().insert(k).second) {
           path.push_back(k);
-          throw LiveConfigError(file + ": " + where() +
-                                ": repeated key (each key once: a repeat would silently replace the first)");
+          throw LiveConfigError(
+              file + ": " + where() +
+              ": repeated key (each key once: a repeat would silently replace the first)");
         }
         pending_key = k;
         break;
@@ -240,19 +253,22 @@ json parse_strict_json(const std::string& text, const std::string& file) {
   } catch (const LiveConfigError&) {
     throw;
   } catch (const json::out_of_range& e) {
-    throw LiveConfigError(file + ": (top level): expected numbers within double range (" + std::string(e.what()) + ")");
+    throw LiveConfigError(file + ": (top level): expected numbers within double range (" +
+                          std::string(e.what()) + ")");
   } catch (const json::exception& e) {
     throw LiveConfigError(file + ": (top level): expected JSON (" + std::string(e.what()) + ")");
   }
 }
 
-LiveConfig parse_live_config(const std::string& text, const std::string& file, const Registry& registry) {
+LiveConfig parse_live_config(const std::string& text, const std::string& file,
+                             const Registry& registry) {
   Reader r(file);
   const json doc = parse_strict_json(text, file);
-  r.only_keys(doc, "", {"description", "controller", "token_file", "status_token_file", "metrics_listen",
-                        "metrics_token_file", "metrics_linger_s", "machines", "standby", "job", "policy",
-                        "seed", "state_dir", "trainjob_bin", "probe_bin", "heartbeat_s",
-                        "heartbeat_timeout_s", "repair", "slurm_standby"});
+  r.only_keys(doc, "",
+              {"description", "controller", "token_file", "status_token_file", "metrics_listen",
+               "metrics_token_file", "metrics_linger_s", "machines", "standby", "job", "policy",
+               "seed", "state_dir", "trainjob_bin", "probe_bin", "heartbeat_s",
+               "heartbeat_timeout_s", "repair", "slurm_standby"});
   LiveConfig c;
   c.file = file;
   c.dir = std::filesystem::path(file).parent_path().string();
@@ -265,7 +281,8 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   if (const std::string st = r.str(doc, "", "status_token_file", ""); !st.empty()) {
     c.status_token_file = resolve(c.dir, st);
     if (c.status_token_file == c.token_file)
-      r.fail("status_token_file", "expected a file other than token_file (the read-only credential is its own)");
+      r.fail("status_token_file",
+             "expected a file other than token_file (the read-only credential is its own)");
   }
   read_metrics(r, doc, &c);
   std::set<std::string> names;
@@ -279,7 +296,8 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
     for (size_t i = 0; i < arr.size(); ++i) {
       const std::string path = std::string(key) + "[" + std::to_string(i) + "]";
       LiveMachine m = read_machine(r, arr[i], path, c.dir);
-      if (!names.insert(m.name).second) r.fail(path + ".name", "duplicate machine name \"" + m.name + "\"");
+      if (!names.insert(m.name).second)
+        r.fail(path + ".name", "duplicate machine name \"" + m.name + "\"");
       (std::string(key) == "machines" ? c.machines : c.standby).push_back(std::move(m));
     }
   }
@@ -287,8 +305,9 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
 
   if (!doc.contains("job")) r.fail("job", "required (an object)");
   const json& j = doc.at("job");
-  r.only_keys(j, "job", {"versions", "version", "gpus_per_machine", "tp", "pp", "dp", "master_port",
-                         "nominal_step_time_s", "env", "replay_steps", "bitwise_steps", "startup_timeout_s"});
+  r.only_keys(j, "job",
+              {"versions", "version", "gpus_per_machine", "tp", "pp", "dp", "master_port",
+               "nominal_step_time_s", "env", "replay_steps", "bitwise_steps", "startup_timeout_s"});
   if (!j.contains("versions") || !j.at("versions").is_object() || j.at("versions").empty())
     r.fail("job.versions", "expected an object mapping version names to argv arrays");
   for (const auto& [name, argv] : j.at("versions").items()) {
@@ -304,7 +323,8 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
     c.job.versions[name] = std::move(args);
   }
   c.job.version = r.str(j, "job", "version", c.job.versions.begin()->first);
-  if (!c.job.versions.count(c.job.version)) r.fail("job.version", "expected one of the names in job.versions");
+  if (!c.job.versions.count(c.job.version))
+    r.fail("job.version", "expected one of the names in job.versions");
   c.job.gpus_per_machine = r.integer(j, "job", "gpus_per_machine", 1, 1, 64);
   c.job.tp = r.integer(j, "job", "tp", 1, 1, 64);
   c.job.pp = r.integer(j, "job", "pp", 1, 1, 1024);
@@ -313,7 +333,8 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
   if (c.job.dp == 0) c.job.dp = ranks / (c.job.tp * c.job.pp);
   if (c.job.tp * c.job.pp * c.job.dp != ranks)
     r.fail("job", "expected tp * pp * dp = machines * gpus_per_machine = " + std::to_string(ranks));
-  if (c.job.gpus_per_machine % c.job.tp != 0) r.fail("job.tp", "expected a divisor of gpus_per_machine");
+  if (c.job.gpus_per_machine % c.job.tp != 0)
+    r.fail("job.tp", "expected a divisor of gpus_per_machine");
   c.job.master_port = r.integer(j, "job", "master_port", 29500, 1024, 65000);
   c.job.nominal_step_time_s = r.num(j, "job", "nominal_step_time_s", 0.2, 1e-3, 3600);
   c.job.startup_timeout_s = r.num(j, "job", "startup_timeout_s", 120, 1, 7 * 86400);
@@ -335,7 +356,8 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
     c.stack = r.str(p, "policy", "stack", c.stack);
     if (p.contains("params")) {
       params = &p.at("params");
-      if (!params->is_object()) r.fail("policy.params", "expected an object of numbers and module names");
+      if (!params->is_object())
+        r.fail("policy.params", "expected an object of numbers and module names");
     }
   }
   const PolicyInfo* info = registry.find(c.stack);
@@ -353,17 +375,20 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
         if (i < 0) {
           std::string all;
           for (const auto& ch : spec->choices) all += (all.empty() ? "" : "|") + ch;
-          r.fail("policy.params." + k, "expected one of " + all + ", got \"" + v.get<std::string>() + "\"");
+          r.fail("policy.params." + k,
+                 "expected one of " + all + ", got \"" + v.get<std::string>() + "\"");
         }
         c.param_overrides[k] = i;
         continue;
       }
       if (!v.is_number())
-        r.fail("policy.params." + k,
-               spec && !spec->choices.empty() ? "expected a module name or its index" : "expected a number");
+        r.fail("policy.params." + k, spec && !spec->choices.empty()
+                                         ? "expected a module name or its index"
+                                         : "expected a number");
       c.param_overrides[k] = v.get<double>();
     }
-  if (auto err = Params::resolve(info->params, c.param_overrides, &c.params)) r.fail("policy.params", *err);
+  if (auto err = Params::resolve(info->params, c.param_overrides, &c.params))
+    r.fail("policy.params", *err);
 
   if (doc.contains("seed")) {
     if (!doc.at("seed").is_number_unsigned()) r.fail("seed", "expected a non-negative integer");
@@ -378,7 +403,8 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
     const json& rp = doc.at("repair");
     r.only_keys(rp, "repair", {"check_after_s", "retry_after_s", "max_checks", "retire_after"});
     c.repair.check_after_s = r.num(rp, "repair", "check_after_s", c.repair.check_after_s, 0, 86400);
-    c.repair.retry_after_s = r.num(rp, "repair", "retry_after_s", c.repair.retry_after_s, 0.1, 86400);
+    c.repair.retry_after_s =
+        r.num(rp, "repair", "retry_after_s", c.repair.retry_after_s, 0.1, 86400);
     c.repair.max_checks = r.integer(rp, "repair", "max_checks", c.repair.max_checks, 1, 1000);
     c.repair.retire_after = r.integer(rp, "repair", "retire_after", c.repair.retire_after, 0, 1000);
   }
@@ -392,14 +418,16 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file, c
     std::string rest = c.slurm_standby.workdir;
     for (std::size_t at; (at = rest.find("{node}")) != std::string::npos;) rest.erase(at, 6);
     if (c.slurm_standby.workdir.empty() || rest.find_first_of("{}") != std::string::npos)
-      r.fail("slurm_standby.workdir", "expected a path in which {node} is the only placeholder, got \"" +
-                                          c.slurm_standby.workdir + "\"");
+      r.fail("slurm_standby.workdir",
+             "expected a path in which {node} is the only placeholder, got \"" +
+                 c.slurm_standby.workdir + "\"");
     c.slurm_standby.nic = r.str(ss, "slurm_standby", "nic", "");
     if (ss.contains("gpu_pci")) {
       const auto& g = ss.at("gpu_pci");
       if (!g.is_array()) r.fail("slurm_standby.gpu_pci", "expected an array of PCI bus id strings");
       for (size_t i = 0; i < g.size(); ++i) {
-        if (!g[i].is_string()) r.fail("slurm_standby.gpu_pci[" + std::to_string(i) + "]", "expected a string");
+        if (!g[i].is_string())
+          r.fail("slurm_standby.gpu_pci[" + std::to_string(i) + "]", "expected a string");
         c.slurm_standby.gpu_pci.push_back(g[i].get<std::string>());
       }
     }

@@ -31,28 +31,28 @@ class LiveConfigError : public std::runtime_error {
 };
 
 struct LiveMachine {
-  std::string name;                   // unique; the agent's --name
-  std::string addr = "127.0.0.1";     // address the machine's ranks bind and are reached on
-  std::string workdir;                // machine-local disk: ckpt/, faults, logs/
-  std::string nic;                    // interface watched by NIC inspection ("" = none)
-  std::vector<std::string> gpu_pci;   // PCI bus ids of its GPUs, to match kernel Xid lines
-  std::string ssh;                    // "[user@]host" for `live launch --via ssh` ("" = addr)
-  std::string slurm_node;             // Slurm node for `live launch --via slurm` ("" = name)
+  std::string name;                  // unique; the agent's --name
+  std::string addr = "127.0.0.1";    // address the machine's ranks bind and are reached on
+  std::string workdir;               // machine-local disk: ckpt/, faults, logs/
+  std::string nic;                   // interface watched by NIC inspection ("" = none)
+  std::vector<std::string> gpu_pci;  // PCI bus ids of its GPUs, to match kernel Xid lines
+  std::string ssh;                   // "[user@]host" for `live launch --via ssh` ("" = addr)
+  std::string slurm_node;            // Slurm node for `live launch --via slurm` ("" = name)
 };
 
 struct LiveJob {
   std::map<std::string, std::vector<std::string>> versions;  // code version -> argv
-  std::string version;                // version started first
-  int gpus_per_machine = 1;           // ranks per machine
+  std::string version;                                       // version started first
+  int gpus_per_machine = 1;                                  // ranks per machine
   int tp = 1;
   int pp = 1;
-  int dp = 0;                         // 0: machines * gpus_per_machine / (tp * pp)
+  int dp = 0;  // 0: machines * gpus_per_machine / (tp * pp)
   int master_port = 29500;
-  double nominal_step_time_s = 0.2;   // used to turn checkpoint intervals into steps
+  double nominal_step_time_s = 0.2;        // used to turn checkpoint intervals into steps
   std::map<std::string, std::string> env;  // extra environment for every rank
-  int replay_steps = 20;              // steps of one replay run (RunReplay)
-  int bitwise_steps = 1;              // steps of the bit-wise alignment probe
-  double startup_timeout_s = 120;     // launch to every rank restored, before StartFailed
+  int replay_steps = 20;                   // steps of one replay run (RunReplay)
+  int bitwise_steps = 1;                   // steps of the bit-wise alignment probe
+  double startup_timeout_s = 120;          // launch to every rank restored, before StartFailed
 };
 
 // The repair pipeline (as the simulator's RepairSpec): a machine taken out of the job, or a
@@ -102,16 +102,16 @@ struct LiveConfig {
   std::vector<LiveMachine> standby;
   LiveJob job;
   std::string stack = "byterobust";
-  Params params;                      // resolved against the stack's declared parameters
+  Params params;  // resolved against the stack's declared parameters
   std::map<std::string, double> param_overrides;  // as written, for the event log header
   std::uint64_t seed = 1;
-  std::string state_dir;              // journal.json, events.jsonl
-  std::string trainjob_bin;           // program for bit-wise probes, all-gather and replay
-  std::string probe_bin;              // faultline-probe ("" = none: GPU probes pass as no_gpu)
-  double heartbeat_s = 1;             // agent heartbeat period
+  std::string state_dir;     // journal.json, events.jsonl
+  std::string trainjob_bin;  // program for bit-wise probes, all-gather and replay
+  std::string probe_bin;     // faultline-probe ("" = none: GPU probes pass as no_gpu)
+  double heartbeat_s = 1;    // agent heartbeat period
   LiveRepair repair;
-  double heartbeat_timeout_s = 5;     // silence after which a machine is reported lost
-  LiveSlurmStandby slurm_standby;     // "slurm_standby"; read by `live slurm-config` only
+  double heartbeat_timeout_s = 5;  // silence after which a machine is reported lost
+  LiveSlurmStandby slurm_standby;  // "slurm_standby"; read by `live slurm-config` only
 
   // The cluster and layout the policies see (ClusterSpec of policies/api).
   ClusterSpec cluster_spec() const;

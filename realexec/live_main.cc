@@ -16,10 +16,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (args.empty() || (args[0] != "live" && args[0] != "agent")) {
-    std::fputs("usage: faultline-live live run|inject|update|status|stop|launch|slurm-config CONFIG [options]\n"
-               "       faultline-live agent CONFIG --name NAME\n"
-               "(the same as faultline live ... and faultline agent ...; --plugin FILE loads policy modules)\n",
-               args.empty() || args[0] == "-h" || args[0] == "--help" ? stdout : stderr);
+    std::fputs(
+        "usage: faultline-live live run|inject|update|status|stop|launch|slurm-config CONFIG "
+        "[options]\n"
+        "       faultline-live agent CONFIG --name NAME\n"
+        "(the same as faultline live ... and faultline agent ...; --plugin FILE loads policy "
+        "modules)\n",
+        args.empty() || args[0] == "-h" || args[0] == "--help" ? stdout : stderr);
     return args.empty() || args[0] == "-h" || args[0] == "--help" ? 0 : 2;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());

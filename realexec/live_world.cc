@@ -30,10 +30,11 @@ namespace {
 
 constexpr std::uint64_t kActionIdBlock = 256;
 constexpr double kRequestTimeoutS = 30;
-constexpr double kInjectTimeoutS = 15;  // within `live inject`'s 20 s   // plain agent requests (kill, launch, capture)
+constexpr double kInjectTimeoutS =
+    15;  // within `live inject`'s 20 s   // plain agent requests (kill, launch, capture)
 constexpr double kReplayTimeoutS = 300;
-constexpr int kGoodVersionSteps = 20;     // steps a version must run to become the rollback target
-constexpr double kHealthyStep = 1.5;     // accounting: a step this much over the median is not nominal
+constexpr int kGoodVersionSteps = 20;  // steps a version must run to become the rollback target
+constexpr double kHealthyStep = 1.5;  // accounting: a step this much over the median is not nominal
 constexpr int kMaxActionsPerSecond = 1000;
 // How long a victim's exit (a collective timeout, a peer's connection lost) waits for the
 // exit of the rank that caused it: a killed rank's exit reaches its agent at once, its
@@ -46,8 +47,9 @@ constexpr double kPeerGraceS = 1.5;
 bool is_peer_symptom(const std::string& sig) {
   // faultline-trainjob's collectives fail only because of a peer ("collective: all_gather:
   // connection to rank 3 lost (closed by peer)", "... timed out ...").
-  for (const char* s : {"Timed out waiting", "collective operation timeout", "Connection closed by peer",
-                        "Connection reset by peer", "collective: ", "DistNetworkError"})
+  for (const char* s :
+       {"Timed out waiting", "collective operation timeout", "Connection closed by peer",
+        "Connection reset by peer", "collective: ", "DistNetworkError"})
     if (sig.find(s) != std::string::npos) return true;
   return false;
 }
@@ -65,19 +67,22 @@ AgentReply failed_reply(std::string detail, bool timed_out = false) {
 }
 
 // One file's part of the status "storage" field.
-json storage_status(const traces::StorageHealth& h, const std::string& path, std::uint64_t lost_before = 0) {
+json storage_status(const traces::StorageHealth& h, const std::string& path,
+                    std::uint64_t lost_before = 0) {
   const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count();
-  return json{{"path", path},
-              {"failing", h.failing},
-              {"since", h.failing ? json(utc_stamp(h.since_unix_ms)) : json(nullptr)},
-              {"failing_for_s", h.failing ? json(static_cast<double>(now_ms - h.since_unix_ms) / 1000) : json(nullptr)},
-              {"pending", h.pending},
-              {"lost", h.lost + lost_before},
-              {"failed_writes", h.failed_writes},
-              {"outages", h.outages},
-              {"last_error", h.last_error}};
+  return json{
+      {"path", path},
+      {"failing", h.failing},
+      {"since", h.failing ? json(utc_stamp(h.since_unix_ms)) : json(nullptr)},
+      {"failing_for_s",
+       h.failing ? json(static_cast<double>(now_ms - h.since_unix_ms) / 1000) : json(nullptr)},
+      {"pending", h.pending},
+      {"lost", h.lost + lost_before},
+      {"failed_writes", h.failed_writes},
+      {"outages", h.outages},
+      {"last_error", h.last_error}};
 }
 
 }  // namespace
@@ -87,8 +92,8 @@ struct LiveWorld::Pending {
   int remaining = 0;
 };
 
-LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor, MachineLink& link,
-                     traces::EventLogWriter& log, Journal& journal)
+LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor,
+                     MachineLink& link, traces::EventLogWriter& log, Journal& journal)
     : config_(config),
       reactor_(reactor),
       link_(link),
@@ -125,7 +130,8 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
       }
     }
     for (MachineId m : std::vector<MachineId>(cluster_.standby()))
-      if (std::find(s.standby.begin(), s.standby.end(), m) == s.standby.end()) cluster_.take_standby(m);
+      if (std::find(s.standby.begin(), s.standby.end(), m) == s.standby.end())
+        cluster_.take_standby(m);
     // Ids up to the ceiling may be in the log already (issued after the last save).
     next_action_ = std::max(s.next_action, s.action_ceiling);
     healthy_step_times_ = s.step_times;
@@ -133,7 +139,8 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
   }
   // Run time is wall time since the journal's origin when this controller started, then
   // monotonic time from there (a wall clock stepped by NTP later does not move it).
-  origin_ = journal_.resumed() ? Instant{reactor_.now().ns - (wall_now_ns() - s.origin_unix_ns)} : reactor_.now();
+  origin_ = journal_.resumed() ? Instant{reactor_.now().ns - (wall_now_ns() - s.origin_unix_ns)}
+                               : reactor_.now();
   if (journal_.resumed() && now().ns < s.last_t_ns) {
     // The wall clock is behind the one that wrote the journal (a host whose clock is
     // off, a clock stepped back): the run's time continues from where it was instead.
@@ -154,7 +161,8 @@ void LiveWorld::remap_machines(JournalState& s) {
   std::map<MachineId, MachineId> to;
   for (std::size_t old = 0; old < s.machine_names.size(); ++old) {
     const auto it = std::find(now.begin(), now.end(), s.machine_names[old]);
-    to[static_cast<MachineId>(old)] = it == now.end() ? kNoMachine : static_cast<MachineId>(it - now.begin());
+    to[static_cast<MachineId>(old)] =
+        it == now.end() ? kNoMachine : static_cast<MachineId>(it - now.begin());
   }
   const auto map_one = [&](MachineId m) { return to.count(m) ? to[m] : kNoMachine; };
   const auto map_all = [&](std::vector<MachineId>& v) {
@@ -214,15 +222,19 @@ void LiveWorld::save_journal() {
   const bool was_failing = journal_.health().failing;
   std::string err;
   if (!journal_.save(&err) && !was_failing)
-    note("journal write failed: " + err + "; the previous journal stays, retrying at the next save");
+    note("journal write failed: " + err +
+         "; the previous journal stays, retrying at the next save");
 }
 
 void LiveWorld::start() {
   if (journal_.resumed()) {
-    log("restart", {{"reason", "controller restarted; resuming generation " +
-                                   std::to_string(journal_.state().gen) + " from " + journal_.path()}});
+    log("restart",
+        {{"reason", "controller restarted; resuming generation " +
+                        std::to_string(journal_.state().gen) + " from " + journal_.path()}});
     if (remapped_)
-      note("the config's machines are in another order than when the journal was saved: mapped back by name");
+      note(
+          "the config's machines are in another order than when the journal was saved: mapped back "
+          "by name");
     if (clock_behind_s_ > 0)
       note("the wall clock is " + std::to_string(clock_behind_s_) +
            " s behind the journal's last save: run time continues from the journal instead");
@@ -267,7 +279,8 @@ void LiveWorld::drain() {
 }
 
 void LiveWorld::outcome(ActionId id, bool ok, const std::string& detail, Instant started) {
-  log("outcome", {{"id", id}, {"ok", ok}, {"detail", detail}, {"duration_s", (now() - started).to_seconds()}});
+  log("outcome",
+      {{"id", id}, {"ok", ok}, {"detail", detail}, {"duration_s", (now() - started).to_seconds()}});
 }
 
 // --- requests to agents ------------------------------------------------------------------
@@ -337,8 +350,10 @@ ActionId LiveWorld::act(Action a) {
     burst_actions_ = 0;
   }
   if (++burst_actions_ > kMaxActionsPerSecond) {
-    note("policy livelock: more than " + std::to_string(kMaxActionsPerSecond) + " actions in one second; stopping");
-    std::fprintf(stderr, "faultline live: policy livelock (more than %d actions in one second); stopping\n",
+    note("policy livelock: more than " + std::to_string(kMaxActionsPerSecond) +
+         " actions in one second; stopping");
+    std::fprintf(stderr,
+                 "faultline live: policy livelock (more than %d actions in one second); stopping\n",
                  kMaxActionsPerSecond);
     reactor_.stop();
     return id;
@@ -347,8 +362,8 @@ ActionId LiveWorld::act(Action a) {
   std::visit(
       [&](auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, StartJob> || std::is_same_v<T, HotUpdate> || std::is_same_v<T, RollBack> ||
-                      std::is_same_v<T, AcquireMachines>) {
+        if constexpr (std::is_same_v<T, StartJob> || std::is_same_v<T, HotUpdate> ||
+                      std::is_same_v<T, RollBack> || std::is_same_v<T, AcquireMachines>) {
           if (!journal_.state().ended_verdict.empty()) {
             const std::string why = "the run was ended: " + journal_.state().ended_verdict;
             outcome(id, false, why, t);
@@ -374,7 +389,8 @@ ActionId LiveWorld::act(Action a) {
           if (!x.version.empty()) {  // a held update merged into this restart
             if (!config_.job.versions.count(x.version)) {
               outcome(id, false, "unknown code version " + x.version, t);
-              deliver(ActionFailed{id, "unknown code version \"" + x.version + "\" (not in job.versions)"});
+              deliver(ActionFailed{
+                  id, "unknown code version \"" + x.version + "\" (not in job.versions)"});
               return;
             }
             journal_.state().version = x.version;
@@ -386,18 +402,23 @@ ActionId LiveWorld::act(Action a) {
           do_acquire(id, x);
         } else if constexpr (std::is_same_v<T, SetCheckpointPlan>) {
           // The tolerance keeps 30 s at 1 s steps at 30 steps despite rounding.
-          const double every = x.interval.ns <= 0 ? 1 : std::ceil(x.interval.to_seconds() /
-                                                                  config_.job.nominal_step_time_s - 1e-6);
+          const double every =
+              x.interval.ns <= 0
+                  ? 1
+                  : std::ceil(x.interval.to_seconds() / config_.job.nominal_step_time_s - 1e-6);
           journal_.state().ckpt_every = static_cast<int>(std::max(1.0, every));
-          outcome(id, true, "checkpoint every " + std::to_string(journal_.state().ckpt_every) +
-                                " steps (applies from the next launch)", t);
+          outcome(id, true,
+                  "checkpoint every " + std::to_string(journal_.state().ckpt_every) +
+                      " steps (applies from the next launch)",
+                  t);
           save_journal();
         } else if constexpr (std::is_same_v<T, WatchSteps>) {
           watch_ = x;
           outcome(id, true, "step samples every " + std::to_string(x.every.to_seconds()) + " s", t);
         } else if constexpr (std::is_same_v<T, EnableOracle>) {
           outcome(id, false, "live mode has no ground truth", t);
-          deliver(ActionFailed{id, "live mode has no ground truth (oracle is a simulation baseline)"});
+          deliver(
+              ActionFailed{id, "live mode has no ground truth (oracle is a simulation baseline)"});
         } else if constexpr (std::is_same_v<T, Note>) {
           note(x.text);
         } else if constexpr (std::is_same_v<T, EnableInspection>) {
@@ -407,7 +428,10 @@ ActionId LiveWorld::act(Action a) {
             return;
           }
           do_inspect(x);
-          outcome(id, true, "inspection of " + x.kind + " every " + std::to_string(x.interval.to_seconds()) + " s", t);
+          outcome(id, true,
+                  "inspection of " + x.kind + " every " + std::to_string(x.interval.to_seconds()) +
+                      " s",
+                  t);
         } else if constexpr (std::is_same_v<T, RunProbe>) {
           do_probe(id, x);
         } else if constexpr (std::is_same_v<T, CaptureStacks>) {
@@ -417,7 +441,8 @@ ActionId LiveWorld::act(Action a) {
         } else if constexpr (std::is_same_v<T, HotUpdate>) {
           if (!config_.job.versions.count(x.version)) {
             outcome(id, false, "unknown code version " + x.version, t);
-            deliver(ActionFailed{id, "unknown code version \"" + x.version + "\" (not in job.versions)"});
+            deliver(ActionFailed{
+                id, "unknown code version \"" + x.version + "\" (not in job.versions)"});
             return;
           }
           journal_.state().version = x.version;
@@ -427,17 +452,21 @@ ActionId LiveWorld::act(Action a) {
           do_start(id, "roll back to " + journal_.state().good_version);
         } else if constexpr (std::is_same_v<T, SetStandbyPool>) {
           const int have = static_cast<int>(cluster_.standby().size());
-          outcome(id, have >= x.size, "pool of " + std::to_string(x.size) + " wanted, " + std::to_string(have) +
-                                          " standby machines configured and parked", t);
+          outcome(id, have >= x.size,
+                  "pool of " + std::to_string(x.size) + " wanted, " + std::to_string(have) +
+                      " standby machines configured and parked",
+                  t);
         } else if constexpr (std::is_same_v<T, AvoidMachines>) {
           // Live mode's scheduler is its standby list: these join a slot last.
           avoid_ = x.machines;
-          outcome(id, true, std::to_string(x.machines.size()) + " machines taken from the standbys last", t);
+          outcome(id, true,
+                  std::to_string(x.machines.size()) + " machines taken from the standbys last", t);
         } else if constexpr (std::is_same_v<T, MitigateSlowdown>) {
           // The job's layout (micro-batches per rank, layers per stage) is fixed at launch.
-          const std::string why = !running_ ? std::string("job not running")
-                                            : std::string("live mode cannot ") + mitigation_name(x.how) +
-                                                  " a running job (its layout is fixed at launch)";
+          const std::string why = !running_
+                                      ? std::string("job not running")
+                                      : std::string("live mode cannot ") + mitigation_name(x.how) +
+                                            " a running job (its layout is fixed at launch)";
           outcome(id, false, why, t);
           deliver(ActionFailed{id, why});
         } else {
@@ -470,7 +499,8 @@ void LiveWorld::kill_all(std::function<void()> then) {
   auto done = std::make_shared<std::function<void()>>(std::move(then));
   MachineSet targets = job_machines();
   for (MachineId m = 0; m < cluster_.machine_count(); ++m)
-    if (cluster_.slot_of(m) < 0 && link_.connected(m) && adopted_ranks_.count(m)) targets.push_back(m);
+    if (cluster_.slot_of(m) < 0 && link_.connected(m) && adopted_ranks_.count(m))
+      targets.push_back(m);
   *pending = static_cast<int>(targets.size()) + 1;
   auto finish = [pending, done] {
     if (--*pending == 0) (*done)();
@@ -485,7 +515,8 @@ void LiveWorld::job_broken(const std::string& category, const std::string& cause
   if (running_) {
     // The job stopped training: an incident opens, from its last step report (a hang or a
     // slowdown began before it was detected), until every rank runs again.
-    const Instant began = last_progress_at_.ns > 0 && last_progress_at_ < now() ? last_progress_at_ : now();
+    const Instant began =
+        last_progress_at_.ns > 0 && last_progress_at_ < now() ? last_progress_at_ : now();
     incidents_.push_back(Incident{began, std::nullopt, cause, category, now(), std::nullopt});
     if (incidents_.size() > 1000) incidents_.erase(incidents_.begin());
     ++incident_stats_.opened[category];
@@ -541,8 +572,9 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
         gens.insert(adopted_gen_.count(m) ? adopted_gen_[m] : -1);
       }
       if (all && gens.size() == 1 && *gens.begin() > s.gen) {
-        note("the journal is stale (generation " + std::to_string(s.gen) + ", saved before a storage outage); " +
-             "every machine of the job runs generation " + std::to_string(*gens.begin()) + ": adopting that");
+        note("the journal is stale (generation " + std::to_string(s.gen) +
+             ", saved before a storage outage); " + "every machine of the job runs generation " +
+             std::to_string(*gens.begin()) + ": adopting that");
         s.gen = *gens.begin();
         s.running = true;
         save_journal();
@@ -554,7 +586,8 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
         starting_ = 0;
         steps_since_start_ = 0;
         sample_ = PendingSample{now()};
-        outcome(adopt_action_, true, "adopted generation " + std::to_string(s.gen) + " still running", start_began_);
+        outcome(adopt_action_, true,
+                "adopted generation " + std::to_string(s.gen) + " still running", start_began_);
         deliver(JobStarted{adopt_action_, std::max<std::int64_t>(0, last_step_)});
         return;
       }
@@ -567,16 +600,21 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
         if (adopted_gen_.count(m) && adopted_gen_[m] != s.gen) continue;
         for (std::int64_t r = slot * g; r < (slot + 1) * g; ++r)
           if (!adopted_ranks_[m].count(r)) {
-            note("event log gap: rank " + std::to_string(r) + " on " + machine_config(m).name + " (generation " +
-                 std::to_string(s.gen) + ") ended while no controller was running; its exit is lost");
+            note("event log gap: rank " + std::to_string(r) + " on " + machine_config(m).name +
+                 " (generation " + std::to_string(s.gen) +
+                 ") ended while no controller was running; its exit is lost");
             lost_before_restart(1);
           }
       }
-      note("cannot adopt generation " + std::to_string(s.gen) + ": not every rank is alive; relaunching");
-      kill_all([this] { if (starting_ == adopt_action_) launch(adopt_action_, start_began_); });
+      note("cannot adopt generation " + std::to_string(s.gen) +
+           ": not every rank is alive; relaunching");
+      kill_all([this] {
+        if (starting_ == adopt_action_) launch(adopt_action_, start_began_);
+      });
     };
     bool all_connected = true;
-    for (MachineId m : job_machines()) all_connected &= link_.connected(m) && adopted_ranks_.count(m);
+    for (MachineId m : job_machines())
+      all_connected &= link_.connected(m) && adopted_ranks_.count(m);
     if (all_connected) {
       reactor_.defer(check);
     } else {
@@ -613,12 +651,18 @@ void LiveWorld::launch(ActionId id, Instant started) {
     json ranks = json::array();
     for (int l = 0; l < g; ++l) ranks.push_back({{"rank", slot * g + l}, {"local_rank", l}});
     request(m,
-            json{{"type", "launch"}, {"gen", s.gen}, {"version", s.version}, {"ranks", ranks},
-                 {"world_size", world}, {"master_addr", master}, {"master_port", config_.job.master_port},
+            json{{"type", "launch"},
+                 {"gen", s.gen},
+                 {"version", s.version},
+                 {"ranks", ranks},
+                 {"world_size", world},
+                 {"master_addr", master},
+                 {"master_port", config_.job.master_port},
                  {"ckpt_every", s.ckpt_every}},
             Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
               if (starting_ != id || r.ok) return;
-              const std::string why = "launch failed on " + machine_config(m).name + ": " + r.detail;
+              const std::string why =
+                  "launch failed on " + machine_config(m).name + ": " + r.detail;
               starting_ = 0;
               if (start_timer_) reactor_.cancel_timer(start_timer_);
               start_timer_ = 0;
@@ -631,7 +675,8 @@ void LiveWorld::launch(ActionId id, Instant started) {
     if (starting_ != id) return;
     starting_ = 0;
     outcome(id, false,
-            "ranks did not all start within job.startup_timeout_s = " + traces::json_brief(config_.job.startup_timeout_s) + " s",
+            "ranks did not all start within job.startup_timeout_s = " +
+                traces::json_brief(config_.job.startup_timeout_s) + " s",
             start_began_);
     deliver(StartFailed{id, kNoMachine, "job start timed out"});
   });
@@ -647,8 +692,8 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
     cluster_.set_health(m, Health::kEvicted);
     names += (names.empty() ? "" : ", ") + machine_config(m).name;
     if (link_.connected(m))
-      request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}}, Duration::seconds(kRequestTimeoutS),
-              [](const AgentReply&) {});
+      request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+              Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     if (a.retire) {
       retire(m, "the policy retired it (" + a.reason + ")");
     } else {
@@ -686,7 +731,8 @@ void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
   std::vector<SlotId> slots = a.slots;
   if (slots.empty() || a.mode == AcquireMode::kRequeue)
     for (SlotId s = 0; s < cluster_.slots(); ++s)
-      if (cluster_.machine_in(s) == kNoMachine && std::find(slots.begin(), slots.end(), s) == slots.end())
+      if (cluster_.machine_in(s) == kNoMachine &&
+          std::find(slots.begin(), slots.end(), s) == slots.end())
         slots.push_back(s);
   std::vector<SlotId> empty;
   for (SlotId s : slots)
@@ -695,8 +741,8 @@ void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
   for (MachineId m : cluster_.standby())
     if (link_.connected(m) && cluster_.health(m) != Health::kEvicted) ready.push_back(m);
   if (ready.size() < empty.size()) {
-    const std::string why = std::to_string(empty.size()) + " slots to fill, " + std::to_string(ready.size()) +
-                            " standby machines connected";
+    const std::string why = std::to_string(empty.size()) + " slots to fill, " +
+                            std::to_string(ready.size()) + " standby machines connected";
     // Every mode waits, as a job waits in a scheduler's queue, until enough machines are
     // parked (a standby connects or an operator repairs a machine): a standby shortfall is
     // filled as the scheduler would fill it (action.h), as in the simulator.
@@ -707,7 +753,8 @@ void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
   place_into(id, empty, ready, t);
 }
 
-void LiveWorld::place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t) {
+void LiveWorld::place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready,
+                           Instant t) {
   // Machines the policy asked to be handed out last (AvoidMachines) join after the others.
   std::stable_partition(ready.begin(), ready.end(), [&](MachineId m) {
     return std::find(avoid_.begin(), avoid_.end(), m) == avoid_.end();
@@ -745,10 +792,12 @@ void LiveWorld::do_inspect(const EnableInspection& a) {
   for (const auto& [k, v] : inspections_) kinds[k] = v;
   for (MachineId m = 0; m < cluster_.machine_count(); ++m)
     if (link_.connected(m))
-      request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+      request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS),
+              [](const AgentReply&) {});
 }
 
-void LiveWorld::run_reference(std::vector<std::string> argv, std::function<void(std::optional<std::string>)> done) {
+void LiveWorld::run_reference(std::vector<std::string> argv,
+                              std::function<void(std::optional<std::string>)> done) {
   // The controller's host is trusted hardware outside the job: it computes the
   // fault-free answer that bit-wise probes and replays are compared with.
   int out[2];
@@ -763,9 +812,14 @@ void LiveWorld::run_reference(std::vector<std::string> argv, std::function<void(
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  std::vector<std::string> env_s = {"FAULTLINE_CKPT_DIR=" + dir, "FAULTLINE_FAULT_FILE=" + dir + "/none",
-                                    "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1",
-                                    "MASTER_PORT=29399", "FAULTLINE_HOST_ADDR=127.0.0.1",
+  std::vector<std::string> env_s = {"FAULTLINE_CKPT_DIR=" + dir,
+                                    "FAULTLINE_FAULT_FILE=" + dir + "/none",
+                                    "RANK=0",
+                                    "WORLD_SIZE=1",
+                                    "LOCAL_RANK=0",
+                                    "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=29399",
+                                    "FAULTLINE_HOST_ADDR=127.0.0.1",
                                     "PATH=/usr/bin:/bin"};
   std::vector<char*> args, env;
   for (auto& s : argv) args.push_back(s.data());
@@ -803,7 +857,8 @@ void LiveWorld::run_reference(std::vector<std::string> argv, std::function<void(
         size_t nl = buf->find('\n', pos);
         if (nl == std::string::npos) nl = buf->size();
         const json j = json::parse(buf->substr(pos, nl - pos), nullptr, false);
-        if (j.is_object() && j.contains("hash") && j["hash"].is_string()) hash = j["hash"].get<std::string>();
+        if (j.is_object() && j.contains("hash") && j["hash"].is_string())
+          hash = j["hash"].get<std::string>();
         pos = nl + 1;
       }
     }
@@ -818,11 +873,15 @@ void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
   for (MachineId m : a.machines)
     if (m >= 0 && m < cluster_.machine_count()) machines.push_back(m);
   probe_machines(a.test, machines, a.deadline,
-                 [this, id, t, test = a.test](const MachineSet& failed, bool timed_out, const std::string& details) {
+                 [this, id, t, test = a.test](const MachineSet& failed, bool timed_out,
+                                              const std::string& details) {
                    std::string names;
-                   for (MachineId m : failed) names += (names.empty() ? "" : ", ") + machine_config(m).name;
-                   outcome(id, true, std::string(probe_wire_name(test)) + ": " +
-                                         (failed.empty() ? "all passed" : "failed on " + names) + details, t);
+                   for (MachineId m : failed)
+                     names += (names.empty() ? "" : ", ") + machine_config(m).name;
+                   outcome(id, true,
+                           std::string(probe_wire_name(test)) + ": " +
+                               (failed.empty() ? "all passed" : "failed on " + names) + details,
+                           t);
                    deliver(ProbeResult{id, test, failed, timed_out});
                  });
 }
@@ -833,7 +892,8 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
     outcome(id, false, why, t);
     deliver(ActionFailed{id, why});
   };
-  if (a.test != ProbeKind::kInterAllGather) return refuse("groups: only inter_all_gather runs per group");
+  if (a.test != ProbeKind::kInterAllGather)
+    return refuse("groups: only inter_all_gather runs per group");
   // `machines` is not used: the groups say who takes part. An agent runs one inter_all_gather
   // at a time, so a machine in two groups would make one of them fail for nothing.
   std::map<MachineId, size_t> taken;  // machine -> its group
@@ -848,12 +908,13 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
       if (m < 0 || m >= cluster_.machine_count())
         return refuse(at + ": machine " + std::to_string(m) + " is not in the fleet");
       if (auto [it, fresh] = taken.emplace(m, g); !fresh)
-        return refuse(at + ": " + machine_config(m).name + " is in groups[" + std::to_string(it->second) +
-                      "] already (a machine joins one group)");
+        return refuse(at + ": " + machine_config(m).name + " is in groups[" +
+                      std::to_string(it->second) + "] already (a machine joins one group)");
     }
     const int port = config_.job.master_port + 100 + on_host[machine_config(a.groups[g][0]).addr]++;
     if (port > 65535)
-      return refuse(at + ": master port " + std::to_string(port) + " is above 65535 (too many groups on one host)");
+      return refuse(at + ": master port " + std::to_string(port) +
+                    " is above 65535 (too many groups on one host)");
     ports.push_back(port);
   }
   struct State {
@@ -862,7 +923,8 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
     std::vector<bool> group_failed;
     std::vector<double> group_seconds;
     std::vector<std::string> details;
-    std::vector<std::map<MachineId, double>> collective_s;  // each machine's own time of its group's all-gather
+    std::vector<std::map<MachineId, double>>
+        collective_s;  // each machine's own time of its group's all-gather
     bool timed_out = false;
   };
   auto st = std::make_shared<State>();
@@ -882,7 +944,8 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
           st->group_seconds[g] = (now() - t).to_seconds();
           if (st->collective_s[g].size() == st->groups[g].size()) {
             st->group_seconds[g] = 0;
-            for (const auto& [m, s] : st->collective_s[g]) st->group_seconds[g] = std::max(st->group_seconds[g], s);
+            for (const auto& [m, s] : st->collective_s[g])
+              st->group_seconds[g] = std::max(st->group_seconds[g], s);
           }
           st->group_failed[g] = !failed.empty() || timed_out;
           st->timed_out |= timed_out;
@@ -893,24 +956,31 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
           MachineSet failed_all;
           std::string summary;
           for (size_t i = 0; i < st->groups.size(); ++i) {
-            if (st->group_failed[i]) failed_all.insert(failed_all.end(), st->groups[i].begin(), st->groups[i].end());
+            if (st->group_failed[i])
+              failed_all.insert(failed_all.end(), st->groups[i].begin(), st->groups[i].end());
             char secs[32];
             std::snprintf(secs, sizeof secs, "%.2f", st->group_seconds[i]);
-            summary += (i ? ", g" : "g") + std::to_string(i) + " " + secs + "s " + (st->group_failed[i] ? "failed" : "ok");
-            if (!st->details[i].empty()) summary += " (" + st->details[i].substr(2) + ")";  // past its "; "
+            summary += (i ? ", g" : "g") + std::to_string(i) + " " + secs + "s " +
+                       (st->group_failed[i] ? "failed" : "ok");
+            if (!st->details[i].empty())
+              summary += " (" + st->details[i].substr(2) + ")";  // past its "; "
           }
           std::sort(failed_all.begin(), failed_all.end());
           failed_all.erase(std::unique(failed_all.begin(), failed_all.end()), failed_all.end());
-          outcome(id, true, std::string(probe_wire_name(ProbeKind::kInterAllGather)) + " per group: " + summary, t);
-          deliver(ProbeResult{id, ProbeKind::kInterAllGather, failed_all, st->timed_out, st->group_failed,
-                              st->group_seconds});
+          outcome(
+              id, true,
+              std::string(probe_wire_name(ProbeKind::kInterAllGather)) + " per group: " + summary,
+              t);
+          deliver(ProbeResult{id, ProbeKind::kInterAllGather, failed_all, st->timed_out,
+                              st->group_failed, st->group_seconds});
         },
         ports[g], [st, g](MachineId m, double s) { st->collective_s[g][m] = s; });
   }
 }
 
-void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done,
-                               int master_port, std::function<void(MachineId, double)> timed) {
+void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline,
+                               ProbeDone done, int master_port,
+                               std::function<void(MachineId, double)> timed) {
   if (master_port == 0) master_port = config_.job.master_port + 100;
   const int deadline_ms = static_cast<int>(std::min(deadline.to_seconds(), 600.0) * 1000);
   struct State {
@@ -920,9 +990,9 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
     std::optional<std::string> reference;
     bool timed_out = false;
     std::string details;
-    std::shared_ptr<RelayGroup> relay;          // a relayed inter_all_gather
-    std::uint64_t relay_key = 0;                // its key in relays_
-    std::map<MachineId, std::string> joined;    // machine -> how far its probe got in the rendezvous
+    std::shared_ptr<RelayGroup> relay;        // a relayed inter_all_gather
+    std::uint64_t relay_key = 0;              // its key in relays_
+    std::map<MachineId, std::string> joined;  // machine -> how far its probe got in the rendezvous
   };
   auto st = std::make_shared<State>();
   const bool hashed = test == ProbeKind::kBitwise || test == ProbeKind::kStress;
@@ -953,8 +1023,8 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
     done(st->failed, st->timed_out, st->details);
   };
   if (hashed) {
-    run_reference({config_.trainjob_bin, "--probe", "bitwise", "--seed", std::to_string(config_.seed), "--steps",
-                   std::to_string(steps)},
+    run_reference({config_.trainjob_bin, "--probe", "bitwise", "--seed",
+                   std::to_string(config_.seed), "--steps", std::to_string(steps)},
                   [st, finish](std::optional<std::string> h) {
                     st->reference = h;
                     if (!h) st->details += "; the reference run failed";
@@ -964,33 +1034,41 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
   const std::string master = machines.empty() ? "127.0.0.1" : machine_config(machines[0]).addr;
   // With probe_bin, inter_all_gather is faultline-probe's NCCL all-gather across the machines,
   // its unique id relayed by this controller (RelayGroup, on_rendezvous).
-  const bool relayed = test == ProbeKind::kInterAllGather && !config_.probe_bin.empty() && !machines.empty();
+  const bool relayed =
+      test == ProbeKind::kInterAllGather && !config_.probe_bin.empty() && !machines.empty();
   if (relayed) {
     st->relay = std::make_shared<RelayGroup>();
     st->relay->root = machines[0];
   }
   for (size_t i = 0; i < machines.size(); ++i) {
     const MachineId m = machines[i];
-    json msg{{"type", "probe"}, {"test", probe_wire_name(test)}, {"deadline_ms", deadline_ms},
-             {"rank", static_cast<int>(i)}, {"world_size", static_cast<int>(machines.size())},
-             {"master_addr", master}, {"master_port", master_port},
-             {"seed", config_.seed}, {"steps", steps}};
+    json msg{{"type", "probe"},
+             {"test", probe_wire_name(test)},
+             {"deadline_ms", deadline_ms},
+             {"rank", static_cast<int>(i)},
+             {"world_size", static_cast<int>(machines.size())},
+             {"master_addr", master},
+             {"master_port", master_port},
+             {"seed", config_.seed},
+             {"steps", steps}};
     if (relayed) msg["rendezvous"] = true;
-    const std::uint64_t req = request(m, msg, Duration::millis(deadline_ms + 10000), [this, m, st, finish, hashed, timed](const AgentReply& r) {
-      if (st->relay) st->joined[m] = r.rendezvous.value_or(r.ok ? "" : "unknown");
-      if (timed && r.ok && r.collective_s) timed(m, *r.collective_s);
-      if (!r.ok) {
-        st->failed.push_back(m);
-        if (r.timed_out) st->timed_out = true;
-        st->details += "; " + machine_config(m).name + ": " + r.detail;
-      } else if (hashed) {
-        if (r.hash)
-          st->hashes[m] = *r.hash;
-        else
-          st->failed.push_back(m);
-      }
-      finish();
-    });
+    const std::uint64_t req =
+        request(m, msg, Duration::millis(deadline_ms + 10000),
+                [this, m, st, finish, hashed, timed](const AgentReply& r) {
+                  if (st->relay) st->joined[m] = r.rendezvous.value_or(r.ok ? "" : "unknown");
+                  if (timed && r.ok && r.collective_s) timed(m, *r.collective_s);
+                  if (!r.ok) {
+                    st->failed.push_back(m);
+                    if (r.timed_out) st->timed_out = true;
+                    st->details += "; " + machine_config(m).name + ": " + r.detail;
+                  } else if (hashed) {
+                    if (r.hash)
+                      st->hashes[m] = *r.hash;
+                    else
+                      st->failed.push_back(m);
+                  }
+                  finish();
+                });
     if (relayed) {
       if (i == 0) {
         relays_[req] = st->relay;
@@ -1004,14 +1082,14 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
 }
 
 void LiveWorld::attribute_rendezvous(const RelayGroup& g, const MachineSet& machines,
-                                     const std::map<MachineId, std::string>& joined, MachineSet& failed,
-                                     std::string& details) const {
+                                     const std::map<MachineId, std::string>& joined,
+                                     MachineSet& failed, std::string& details) const {
   auto names = [this](const MachineSet& ms) {
     std::string s;
     for (MachineId x : ms) s += (s.empty() ? "" : ", ") + machine_config(x).name;
     return s;
   };
-  MachineSet missing;  // machines whose probe did not complete the rendezvous
+  MachineSet missing;            // machines whose probe did not complete the rendezvous
   bool took_part = g.published;  // else no probe said anything about a rendezvous (older probes)
   for (MachineId x : machines) {
     auto it = joined.find(x);
@@ -1021,7 +1099,8 @@ void LiveWorld::attribute_rendezvous(const RelayGroup& g, const MachineSet& mach
   }
   if (!took_part) return;
   if (missing.empty()) {
-    details += "; rendezvous relayed by the controller: every machine joined (" + names(machines) + ")";
+    details +=
+        "; rendezvous relayed by the controller: every machine joined (" + names(machines) + ")";
     return;
   }
   if (failed.empty()) return;
@@ -1040,8 +1119,10 @@ void LiveWorld::on_rendezvous(MachineId m, const AgentRendezvous& msg) {
   const std::string req = std::to_string(msg.probe_req);
   auto it = relays_.find(msg.probe_req);
   auto pending = replies_.find(msg.probe_req);
-  if (it == relays_.end() || pending == replies_.end() || pending->second.first != m || it->second->root != m)
-    bad("rendezvous: probe_req: " + req + " is not a running inter_all_gather probe of this machine as rank 0");
+  if (it == relays_.end() || pending == replies_.end() || pending->second.first != m ||
+      it->second->root != m)
+    bad("rendezvous: probe_req: " + req +
+        " is not a running inter_all_gather probe of this machine as rank 0");
   RelayGroup& g = *it->second;
   if (g.published) bad("rendezvous: probe_req: " + req + " already published its blob");
   g.published = true;
@@ -1051,7 +1132,8 @@ void LiveWorld::on_rendezvous(MachineId m, const AgentRendezvous& msg) {
     // that machine's probe not joining.
     request(other, json{{"type", "rendezvous"}, {"probe_req", other_req}, {"blob", hex}},
             Duration::seconds(kRequestTimeoutS), [this, other](const AgentReply& r) {
-              if (!r.ok) note("rendezvous relay to " + machine_config(other).name + " failed: " + r.detail);
+              if (!r.ok)
+                note("rendezvous relay to " + machine_config(other).name + " failed: " + r.detail);
             });
   }
 }
@@ -1073,13 +1155,15 @@ void LiveWorld::do_capture(ActionId id) {
   };
   for (MachineId m : ms) {
     const SlotId slot = cluster_.slot_of(m);
-    request(m, json{{"type", "capture"}}, Duration::seconds(kRequestTimeoutS), [st, slot, finish](const AgentReply& r) {
-      std::string sig;
-      for (const auto& [rank, s] : r.by_rank) sig += (sig.empty() ? "" : " | ") + s;  // by rank: stable
-      if (sig.empty()) sig = r.timed_out ? "<no answer>" : "<no process>";
-      st->by_slot[slot] = sig;
-      finish();
-    });
+    request(m, json{{"type", "capture"}}, Duration::seconds(kRequestTimeoutS),
+            [st, slot, finish](const AgentReply& r) {
+              std::string sig;
+              for (const auto& [rank, s] : r.by_rank)
+                sig += (sig.empty() ? "" : " | ") + s;  // by rank: stable
+              if (sig.empty()) sig = r.timed_out ? "<no answer>" : "<no process>";
+              st->by_slot[slot] = sig;
+              finish();
+            });
   }
   finish();
 }
@@ -1106,7 +1190,8 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
         if (!st->reference || h != *st->reference) st->failed[g] = true;
       verdict += st->failed[g] ? "F" : ".";
     }
-    outcome(id, st->reference.has_value(), "groups " + verdict + (st->reference ? "" : " (reference run failed)"), t);
+    outcome(id, st->reference.has_value(),
+            "groups " + verdict + (st->reference ? "" : " (reference run failed)"), t);
     deliver(ReplayResult{id, st->failed});
   };
   const int steps = config_.job.replay_steps;
@@ -1122,21 +1207,26 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
     const std::string master = machine_config(group[0]).addr;
     for (size_t i = 0; i < group.size(); ++i) {
       const MachineId m = group[i];
-      json msg{{"type", "replay"}, {"steps", steps}, {"rank", static_cast<int>(i)},
-               {"world_size", static_cast<int>(group.size())}, {"master_addr", master},
+      json msg{{"type", "replay"},
+               {"steps", steps},
+               {"rank", static_cast<int>(i)},
+               {"world_size", static_cast<int>(group.size())},
+               {"master_addr", master},
                {"master_port", config_.job.master_port + 200 + static_cast<int>(g)},
-               {"deadline_ms", static_cast<int>(kReplayTimeoutS * 1000)}, {"from_init", true},
+               {"deadline_ms", static_cast<int>(kReplayTimeoutS * 1000)},
+               {"from_init", true},
                {"seed", config_.seed}};
-      request(m, msg, Duration::seconds(kReplayTimeoutS + 10), [st, g, i, finish](const AgentReply& r) {
-        if (!r.ok) st->failed[g] = true;
-        if (i == 0) {
-          if (r.hash)
-            st->hashes[g].push_back(*r.hash);
-          else
-            st->failed[g] = true;
-        }
-        finish();
-      });
+      request(m, msg, Duration::seconds(kReplayTimeoutS + 10),
+              [st, g, i, finish](const AgentReply& r) {
+                if (!r.ok) st->failed[g] = true;
+                if (i == 0) {
+                  if (r.hash)
+                    st->hashes[g].push_back(*r.hash);
+                  else
+                    st->failed[g] = true;
+                }
+                finish();
+              });
     }
   }
   finish();
@@ -1159,7 +1249,8 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
   if (!inspections_.empty()) {
     json kinds = json::object();
     for (const auto& [k, v] : inspections_) kinds[k] = v;
-    request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+    request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS),
+            [](const AgentReply&) {});
   }
   // A machine outside the job and the pool (evicted, or a standby whose agent was lost)
   // whose agent is back: check it, unless retired or given up on.
@@ -1167,9 +1258,11 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
     // Ranks on a machine outside the job: left from before its eviction (its agent was
     // silent then, so the kill never reached it). They die now, before anything else runs
     // there (they may hold the GPU, or the rendezvous port).
-    note(machine_config(m).name + " is outside the job but still runs " + std::to_string(auth.alive_ranks.size()) +
-         " ranks of generation " + std::to_string(*auth.gen) + ": killing them");
-    request(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+    note(machine_config(m).name + " is outside the job but still runs " +
+         std::to_string(auth.alive_ranks.size()) + " ranks of generation " +
+         std::to_string(*auth.gen) + ": killing them");
+    request(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
+            [](const AgentReply&) {});
   }
   if (cluster_.slot_of(m) < 0 && !in_pool(m) && !is_retired(m)) {
     Repair& r = repairs_[m];
@@ -1242,8 +1335,8 @@ bool LiveWorld::runs_rank(MachineId m, std::int64_t rank, const char* what) cons
   if (slot < 0) return false;
   const std::int64_t g = config_.job.gpus_per_machine;
   if (rank < slot * g || rank >= (slot + 1) * g)
-    bad(std::string(what) + ": rank " + std::to_string(rank) + " is not run by " + machine_config(m).name +
-        " (slot " + std::to_string(slot) + ")");
+    bad(std::string(what) + ": rank " + std::to_string(rank) + " is not run by " +
+        machine_config(m).name + " (slot " + std::to_string(slot) + ")");
   return true;
 }
 
@@ -1262,7 +1355,8 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
     if (launch_gen_ != journal_.state().gen) return;
     started_ranks_.insert(rank);
     if (r.step) start_step_ = *r.step;
-    if (static_cast<int>(started_ranks_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {
+    if (static_cast<int>(started_ranks_.size()) ==
+        cluster_.slots() * config_.job.gpus_per_machine) {
       const ActionId id = starting_;
       starting_ = 0;
       if (start_timer_) reactor_.cancel_timer(start_timer_);
@@ -1276,8 +1370,9 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
       sample_ = PendingSample{now()};
       save_journal();
       log("progress", {{"step", start_step_}, {"loss", nullptr}, {"restart", true}});
-      outcome(id, true, "every rank started from step " + std::to_string(start_step_) + " (" +
-                            (r.restored_from.empty() ? std::string("?") : r.restored_from) + ")",
+      outcome(id, true,
+              "every rank started from step " + std::to_string(start_step_) + " (" +
+                  (r.restored_from.empty() ? std::string("?") : r.restored_from) + ")",
               start_began_);
       deliver(JobStarted{id, start_step_});
     }
@@ -1301,7 +1396,8 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   auto& s = journal_.state();
   if (steps_since_start_ == kGoodVersionSteps && s.good_version != s.version) {
     s.good_version = s.version;
-    note("code version " + s.version + " ran " + std::to_string(kGoodVersionSteps) + " steps cleanly");
+    note("code version " + s.version + " ran " + std::to_string(kGoodVersionSteps) +
+         " steps cleanly");
     save_journal();
   }
   // Healthy step times, for the ETTR accounting's nominal step (not for detection, which
@@ -1380,12 +1476,14 @@ void LiveWorld::fail_start(MachineId m, std::int64_t rank, const std::string& si
   if (victim_timer_) reactor_.cancel_timer(victim_timer_);
   victim_timer_ = 0;
   victim_.reset();
-  outcome(id, false, "rank " + std::to_string(rank) + " exited while starting: " + signature, start_began_);
+  outcome(id, false, "rank " + std::to_string(rank) + " exited while starting: " + signature,
+          start_began_);
   deliver(StartFailed{id, m, signature, started_ranks_.count(rank) ? start_step_ : -1});
 }
 
 // A victim (a peer stopped answering) waits a little for the exit of the rank that caused it.
-void LiveWorld::hold_victim(MachineId m, std::int64_t rank, int code, const std::string& signature) {
+void LiveWorld::hold_victim(MachineId m, std::int64_t rank, int code,
+                            const std::string& signature) {
   if (victim_) return;  // the first victim speaks for them all
   victim_ = VictimExit{m, rank, code, signature};
   victim_timer_ = reactor_.add_timer(Duration::seconds(kPeerGraceS), [this] {
@@ -1400,14 +1498,16 @@ std::int64_t LiveWorld::rank_step(std::int64_t rank) const {
   return it != rank_steps_.end() ? it->second : start_step_;
 }
 
-void LiveWorld::report_exit(MachineId m, std::int64_t rank, int code, const std::string& signature) {
+void LiveWorld::report_exit(MachineId m, std::int64_t rank, int code,
+                            const std::string& signature) {
   if (!running_ || exit_reported_) return;
   exit_reported_ = true;
   if (victim_timer_) reactor_.cancel_timer(victim_timer_);
   victim_timer_ = 0;
   victim_.reset();
-  job_broken("rank_exit", "rank " + std::to_string(rank) + (m == kNoMachine ? "" : " on " + machine_config(m).name) +
-             " exited: " + signature);
+  job_broken("rank_exit", "rank " + std::to_string(rank) +
+                              (m == kNoMachine ? "" : " on " + machine_config(m).name) +
+                              " exited: " + signature);
   deliver(ProcessExit{m, code, signature, rank_step(rank)});
 }
 
@@ -1425,7 +1525,8 @@ void LiveWorld::attribute_victim_exit() {
   if (!running_ || exit_reported_) return;
   const int g = config_.job.gpus_per_machine;
   const SlotId slots = cluster_.slots();
-  std::vector<std::int64_t> lo(static_cast<std::size_t>(slots)), hi(static_cast<std::size_t>(slots));
+  std::vector<std::int64_t> lo(static_cast<std::size_t>(slots)),
+      hi(static_cast<std::size_t>(slots));
   SlotId laggard = 0;
   for (SlotId s = 0; s < slots; ++s) {
     const auto i = static_cast<std::size_t>(s);
@@ -1445,10 +1546,11 @@ void LiveWorld::attribute_victim_exit() {
   const MachineId named = slots > 1 && behind < others ? cluster_.machine_in(laggard) : kNoMachine;
   note("rank " + std::to_string(v.rank) + " on " + machine_config(v.machine).name +
        " exited because a peer stopped answering (" + v.signature + "); " +
-       (named == kNoMachine ? std::string("no machine's ranks are behind the others: the exit names no machine")
-                            : machine_config(named).name + "'s ranks stalled first, after step " +
-                                  std::to_string(behind) + " (every other rank reported step " +
-                                  std::to_string(others) + " or later)"));
+       (named == kNoMachine
+            ? std::string("no machine's ranks are behind the others: the exit names no machine")
+            : machine_config(named).name + "'s ranks stalled first, after step " +
+                  std::to_string(behind) + " (every other rank reported step " +
+                  std::to_string(others) + " or later)"));
   report_exit(named, v.rank, v.code, v.signature);
 }
 
@@ -1459,7 +1561,8 @@ void LiveWorld::request_code_update(const std::string& version, bool urgent) {
   deliver(CodeUpdateRequested{version, urgent});
 }
 
-void LiveWorld::record_fault(MachineId m, const std::string& kind, const std::string& detail, bool persistent) {
+void LiveWorld::record_fault(MachineId m, const std::string& kind, const std::string& detail,
+                             bool persistent) {
   log("fault", {{"machine", m},
                 {"slot", m >= 0 && m < cluster_.machine_count() ? cluster_.slot_of(m) : -1},
                 {"fault", kind},
@@ -1467,7 +1570,8 @@ void LiveWorld::record_fault(MachineId m, const std::string& kind, const std::st
                 {"persistent", persistent}});
 }
 
-void LiveWorld::inject(MachineId m, const std::string& fault, const std::string& detail, bool persistent,
+void LiveWorld::inject(MachineId m, const std::string& fault, const std::string& detail,
+                       bool persistent,
                        std::function<void(bool ok, const std::string& detail)> done) {
   const json msg{{"type", "inject"}, {"fault", fault}, {"detail", detail}};
   if (fault == "machine_down") {
@@ -1481,8 +1585,8 @@ void LiveWorld::inject(MachineId m, const std::string& fault, const std::string&
               record_fault(m, fault, detail, persistent);
               return done(true, r.detail);
             }
-            note("the agent of " + machine_config(m).name + " did not apply the injected " + fault + " (" + r.detail +
-                 "): not a fault of this run");
+            note("the agent of " + machine_config(m).name + " did not apply the injected " + fault +
+                 " (" + r.detail + "): not a fault of this run");
             done(false, r.detail);
           });
 }
@@ -1521,7 +1625,8 @@ bool LiveWorld::in_pool(MachineId m) const {
 void LiveWorld::retire(MachineId m, const std::string& why) {
   auto& s = journal_.state();
   if (!is_retired(m)) s.retired.push_back(m);
-  if (auto r = repairs_.find(m); r != repairs_.end() && r->second.timer) reactor_.cancel_timer(r->second.timer);
+  if (auto r = repairs_.find(m); r != repairs_.end() && r->second.timer)
+    reactor_.cancel_timer(r->second.timer);
   repairs_.erase(m);
   note(machine_config(m).name + " retired: " + why + "; only an operator's repair returns it");
 }
@@ -1568,7 +1673,8 @@ void LiveWorld::run_repair_check(MachineId m) {
   // without old ranks on it.
   request(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
           [this, m, deadline](const AgentReply& killed) {
-            if (!killed.ok) return repair_failed(m, "its old ranks were not killed (" + killed.detail + ")");
+            if (!killed.ok)
+              return repair_failed(m, "its old ranks were not killed (" + killed.detail + ")");
             probe_repaired(m, deadline);
           });
 }
@@ -1576,29 +1682,31 @@ void LiveWorld::run_repair_check(MachineId m) {
 // gpu_diag, then the bit-wise test; a machine that passes both (and raised no alert since it
 // was taken out) is back in the standby pool.
 void LiveWorld::probe_repaired(MachineId m, Duration deadline) {
-  probe_machines(ProbeKind::kGpuDiag, {m}, deadline,
-                 [this, m, deadline](const MachineSet& failed, bool, const std::string& details) {
-                   if (!failed.empty()) return repair_failed(m, "gpu_diag failed" + details);
-                   probe_machines(ProbeKind::kBitwise, {m}, deadline,
-                                  [this, m](const MachineSet& failed2, bool, const std::string& details2) {
-                                    if (!failed2.empty()) return repair_failed(m, "bit-wise test failed" + details2);
-                                    auto it2 = repairs_.find(m);
-                                    if (it2 == repairs_.end()) return;
-                                    if (auto a = last_alert_.find(m);
-                                        a != last_alert_.end() && a->second >= it2->second.since)
-                                      return repair_failed(m, "it raised an inspection alert since it was taken out");
-                                    const int checks = it2->second.checks;
-                                    repairs_.erase(it2);
-                                    if (cluster_.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) return;
-                                    cluster_.set_health(m, Health::kHealthy);
-                                    cluster_.add_standby(m);
-                                    note(machine_config(m).name + " passed its repair check (gpu_diag, bit-wise" +
-                                         (checks > 1 ? ", check " + std::to_string(checks) : std::string()) +
-                                         "); back in the standby pool");
-                                    save_journal();
-                                    retry_waiting_acquire();
-                                  });
-                 });
+  probe_machines(
+      ProbeKind::kGpuDiag, {m}, deadline,
+      [this, m, deadline](const MachineSet& failed, bool, const std::string& details) {
+        if (!failed.empty()) return repair_failed(m, "gpu_diag failed" + details);
+        probe_machines(
+            ProbeKind::kBitwise, {m}, deadline,
+            [this, m](const MachineSet& failed2, bool, const std::string& details2) {
+              if (!failed2.empty()) return repair_failed(m, "bit-wise test failed" + details2);
+              auto it2 = repairs_.find(m);
+              if (it2 == repairs_.end()) return;
+              if (auto a = last_alert_.find(m);
+                  a != last_alert_.end() && a->second >= it2->second.since)
+                return repair_failed(m, "it raised an inspection alert since it was taken out");
+              const int checks = it2->second.checks;
+              repairs_.erase(it2);
+              if (cluster_.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) return;
+              cluster_.set_health(m, Health::kHealthy);
+              cluster_.add_standby(m);
+              note(machine_config(m).name + " passed its repair check (gpu_diag, bit-wise" +
+                   (checks > 1 ? ", check " + std::to_string(checks) : std::string()) +
+                   "); back in the standby pool");
+              save_journal();
+              retry_waiting_acquire();
+            });
+      });
 }
 
 void LiveWorld::repair_failed(MachineId m, const std::string& why) {
@@ -1608,9 +1716,9 @@ void LiveWorld::repair_failed(MachineId m, const std::string& why) {
   r.running = false;
   if (r.checks >= config_.repair.max_checks) {
     r.given_up = true;
-    note(machine_config(m).name + " failed its repair check " + std::to_string(r.checks) + " times (" + why +
-         "); left to an operator: faultline live inject CONFIG --machine " + machine_config(m).name +
-         " --fault repair");
+    note(machine_config(m).name + " failed its repair check " + std::to_string(r.checks) +
+         " times (" + why + "); left to an operator: faultline live inject CONFIG --machine " +
+         machine_config(m).name + " --fault repair");
     return;
   }
   note(machine_config(m).name + " failed its repair check (" + why + "); next check in " +
@@ -1633,20 +1741,36 @@ json LiveWorld::status() const {
   for (const auto& [m, r] : repairs_)
     repairing.push_back({{"machine", machine_config(m).name},
                          {"checks", r.checks},
-                         {"state", r.given_up ? "left to an operator" : r.running ? "checking" : "waiting"}});
+                         {"state", r.given_up  ? "left to an operator"
+                                   : r.running ? "checking"
+                                               : "waiting"}});
   for (MachineId m : s.retired) retired.push_back(machine_config(m).name);
   // Every machine by state, for the operator's table.
   json machines = json::array();
   for (MachineId m = 0; m < cluster_.machine_count(); ++m) {
     std::string state;
     switch (machine_state(m)) {
-      case MachineState::kJob: state = "job slot " + std::to_string(cluster_.slot_of(m)); break;
-      case MachineState::kStandby: state = "standby"; break;
-      case MachineState::kRetired: state = "retired"; break;
-      case MachineState::kLeftToOperator: state = "left to an operator"; break;
-      case MachineState::kRepairCheck: state = "repair check"; break;
-      case MachineState::kAwaitingRepair: state = "awaiting repair check"; break;
-      case MachineState::kOut: state = "out"; break;
+      case MachineState::kJob:
+        state = "job slot " + std::to_string(cluster_.slot_of(m));
+        break;
+      case MachineState::kStandby:
+        state = "standby";
+        break;
+      case MachineState::kRetired:
+        state = "retired";
+        break;
+      case MachineState::kLeftToOperator:
+        state = "left to an operator";
+        break;
+      case MachineState::kRepairCheck:
+        state = "repair check";
+        break;
+      case MachineState::kAwaitingRepair:
+        state = "awaiting repair check";
+        break;
+      case MachineState::kOut:
+        state = "out";
+        break;
     }
     machines.push_back({{"machine", machine_config(m).name},
                         {"state", state},
@@ -1657,10 +1781,13 @@ json LiveWorld::status() const {
   const std::size_t from = incidents_.size() > 20 ? incidents_.size() - 20 : 0;
   for (std::size_t i = from; i < incidents_.size(); ++i) {
     const Incident& in = incidents_[i];
-    incidents.push_back({{"began_s", in.began.to_seconds()},
-                         {"resolved_s", in.resolved ? json(in.resolved->to_seconds()) : json(nullptr)},
-                         {"phase", in.resolved ? "resolved" : starting_ ? "restarting" : "diagnosis and recovery"},
-                         {"cause", in.cause}});
+    incidents.push_back(
+        {{"began_s", in.began.to_seconds()},
+         {"resolved_s", in.resolved ? json(in.resolved->to_seconds()) : json(nullptr)},
+         {"phase", in.resolved ? "resolved"
+                   : starting_ ? "restarting"
+                               : "diagnosis and recovery"},
+         {"cause", in.cause}});
   }
   const Accounting acc = accounting();
   return json{{"t_s", now().to_seconds()},
@@ -1689,7 +1816,7 @@ LiveWorld::MachineState LiveWorld::machine_state(MachineId m) const {
   if (in_pool(m)) return MachineState::kStandby;
   if (is_retired(m)) return MachineState::kRetired;
   if (auto r = repairs_.find(m); r != repairs_.end())
-    return r->second.given_up ? MachineState::kLeftToOperator
+    return r->second.given_up  ? MachineState::kLeftToOperator
            : r->second.running ? MachineState::kRepairCheck
                                : MachineState::kAwaitingRepair;
   return MachineState::kOut;
@@ -1728,7 +1855,8 @@ std::vector<double> LiveWorld::IncidentStats::latency_bounds() {
 LiveWorld::Accounting LiveWorld::accounting_at(Instant at) const {
   const auto& s = journal_.state();
   Accounting a;
-  a.step_time_s = healthy_step_times_.empty() ? config_.job.nominal_step_time_s : median(healthy_step_times_);
+  a.step_time_s =
+      healthy_step_times_.empty() ? config_.job.nominal_step_time_s : median(healthy_step_times_);
   a.first = std::max<std::int64_t>(0, s.first_step);
   a.last = std::max<std::int64_t>(a.first, last_step_);
   a.elapsed_s = at.to_seconds();

@@ -71,7 +71,8 @@ class LiveWorld final : public World {
   void lost_before_restart(std::uint64_t n) { lost_before_restart_ += n; }
   std::uint64_t lost_before_restart() const { return lost_before_restart_; }
   // Records an injected fault (ground truth, never shown to the policy).
-  void record_fault(MachineId m, const std::string& kind, const std::string& detail, bool persistent);
+  void record_fault(MachineId m, const std::string& kind, const std::string& detail,
+                    bool persistent);
   // Sends an operator's fault to machine m's agent and records it as ground truth once the
   // agent says it applied it; a refusal is noted as a refusal, never recorded as a fault.
   // `done(ok, detail)` follows the agent's answer (machine_down, whose agent exits without
@@ -125,7 +126,8 @@ class LiveWorld final : public World {
   // host); `done` gets the machines that failed, whether one timed out, and details.
   // inter_all_gather's rank 0 listens on `master_port` (0: the job's master_port + 100);
   // `timed` hears each machine's own time of the collective, when its probe reported one.
-  using ProbeDone = std::function<void(const MachineSet& failed, bool timed_out, const std::string& details)>;
+  using ProbeDone =
+      std::function<void(const MachineSet& failed, bool timed_out, const std::string& details)>;
   void probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done,
                       int master_port = 0, std::function<void(MachineId, double)> timed = nullptr);
   // RunProbe::groups: one inter_all_gather per group, all at once, each its own rendezvous.
@@ -166,16 +168,15 @@ class LiveWorld final : public World {
     std::uint64_t timer = 0;  // reactor timer of the next check; 0: none
     int checks = 0;           // checks run since it was taken out
     bool running = false;
-    bool given_up = false;    // max_checks failed: left to a human
-    Instant since{};          // an inspection alert after this fails the check
+    bool given_up = false;  // max_checks failed: left to a human
+    Instant since{};        // an inspection alert after this fails the check
   };
   std::map<MachineId, Repair> repairs_;
   std::map<MachineId, Instant> last_alert_;
   void do_capture(ActionId id);
   void do_replay(ActionId id, const RunReplay& a);
   void do_inspect(const EnableInspection& a);
-  void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready,
-                  Instant t);
+  void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t);
   void retry_waiting_acquire();
 
   void kill_all(std::function<void()> then);
@@ -190,7 +191,7 @@ class LiveWorld final : public World {
     std::optional<Instant> resolved;
     std::string cause;
     std::string category;
-    Instant detected;                     // when the controller knew the job had stopped
+    Instant detected;                      // when the controller knew the job had stopped
     std::optional<Instant> restart_began;  // the first start launched after it
   };
   std::vector<Incident> incidents_;
@@ -225,7 +226,15 @@ class LiveWorld final : public World {
   Accounting accounting_at(Instant at) const;
   MachineSet job_machines() const;
   // Where a machine is, for status and metrics.
-  enum class MachineState { kJob, kStandby, kRetired, kRepairCheck, kAwaitingRepair, kLeftToOperator, kOut };
+  enum class MachineState {
+    kJob,
+    kStandby,
+    kRetired,
+    kRepairCheck,
+    kAwaitingRepair,
+    kLeftToOperator,
+    kOut
+  };
   MachineState machine_state(MachineId m) const;
   const LiveMachine& machine_config(MachineId m) const;
   bool runs_rank(MachineId m, std::int64_t rank, const char* what) const;
@@ -237,7 +246,8 @@ class LiveWorld final : public World {
   void fail_start(MachineId m, std::int64_t rank, const std::string& signature);
   std::int64_t rank_step(std::int64_t rank) const;
   // Runs the reference computation (bit-wise probe or replay) on the controller host.
-  void run_reference(std::vector<std::string> argv, std::function<void(std::optional<std::string>)> done);
+  void run_reference(std::vector<std::string> argv,
+                     std::function<void(std::optional<std::string>)> done);
 
   const LiveConfig& config_;
   Reactor& reactor_;
@@ -251,7 +261,8 @@ class LiveWorld final : public World {
   double clock_behind_s_ = 0;
   bool remapped_ = false;  // the journal's machine ids were mapped to the config's by name
   std::function<void(double)> on_log_pending_;
-  std::uint64_t lost_before_restart_ = 0;  // the wall clock was behind the journal's time at the restart
+  std::uint64_t lost_before_restart_ =
+      0;  // the wall clock was behind the journal's time at the restart
 
   ActionId next_action_ = 1;
   std::uint64_t next_req_ = 1;
@@ -266,8 +277,8 @@ class LiveWorld final : public World {
   bool drain_scheduled_ = false;
 
   // Job state (journaled: gen, version, good version, running, placement).
-  bool running_ = false;        // every rank of the current generation started
-  ActionId starting_ = 0;       // StartJob / HotUpdate / RollBack waiting for ranks
+  bool running_ = false;   // every rank of the current generation started
+  ActionId starting_ = 0;  // StartJob / HotUpdate / RollBack waiting for ranks
   Instant start_began_{};
   std::int64_t launch_gen_ = -1;  // generation the pending start launched (-1: not yet)
   std::uint64_t start_timer_ = 0;

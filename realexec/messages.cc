@@ -19,15 +19,23 @@ std::string range_text(std::int64_t lo, std::int64_t hi) {
 // "a string", "an integer", ...: what the value was, for the refusal.
 std::string kind_of(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_float: return "a number";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::number_float:
+      return "a number";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    default: return "something else";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    default:
+      return "something else";
   }
 }
 
@@ -62,7 +70,8 @@ auto within(const std::string& type, F&& f) -> decltype(f()) {
 
 void bad(const std::string& reason) { throw BadMessage{reason}; }
 
-std::optional<std::int64_t> opt_int(const json& m, const char* key, std::int64_t lo, std::int64_t hi) {
+std::optional<std::int64_t> opt_int(const json& m, const char* key, std::int64_t lo,
+                                    std::int64_t hi) {
   auto it = m.find(key);
   if (it == m.end()) return std::nullopt;
   if (!it->is_number_integer())
@@ -71,13 +80,15 @@ std::optional<std::int64_t> opt_int(const json& m, const char* key, std::int64_t
   if (it->is_number_unsigned()) {
     const auto u = it->get<std::uint64_t>();
     if (u > static_cast<std::uint64_t>(hi))
-      bad(std::string(key) + ": expected an integer in " + range_text(lo, hi) + ", got " + std::to_string(u));
+      bad(std::string(key) + ": expected an integer in " + range_text(lo, hi) + ", got " +
+          std::to_string(u));
     v = static_cast<std::int64_t>(u);
   } else {
     v = it->get<std::int64_t>();
   }
   if (v < lo || v > hi)
-    bad(std::string(key) + ": expected an integer in " + range_text(lo, hi) + ", got " + std::to_string(v));
+    bad(std::string(key) + ": expected an integer in " + range_text(lo, hi) + ", got " +
+        std::to_string(v));
   return v;
 }
 
@@ -88,8 +99,9 @@ std::int64_t need_int(const json& m, const char* key, std::int64_t lo, std::int6
 }
 
 bool is_hex256(std::string_view s) {
-  return s.size() == 64 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 bool printable(const std::string& s) {
@@ -103,7 +115,8 @@ std::optional<std::string> opt_string(const json& m, const char* key, std::size_
   if (it == m.end()) return std::nullopt;
   if (!it->is_string()) bad(std::string(key) + ": expected a string");
   const std::string& s = it->get_ref<const std::string&>();
-  if (s.size() > max_len) bad(std::string(key) + ": expected at most " + std::to_string(max_len) + " characters");
+  if (s.size() > max_len)
+    bad(std::string(key) + ": expected at most " + std::to_string(max_len) + " characters");
   if (!printable(s)) bad(std::string(key) + ": expected a single line of printable characters");
   return s;
 }
@@ -119,14 +132,16 @@ std::optional<std::string> opt_text(const json& m, const char* key, std::size_t 
   if (it == m.end()) return std::nullopt;
   if (!it->is_string()) bad(std::string(key) + ": expected a string, got " + kind_of(*it));
   const std::string& s = it->get_ref<const std::string&>();
-  if (s.size() > max_len) bad(std::string(key) + ": expected at most " + std::to_string(max_len) + " bytes");
+  if (s.size() > max_len)
+    bad(std::string(key) + ": expected at most " + std::to_string(max_len) + " bytes");
   return s;
 }
 
 std::string need_host(const json& m, const char* key) {
   std::string s = need_string(m, key, 253);
   if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':';
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+               c == ':';
       }))
     bad(std::string(key) + ": expected a host name or IP address");
   return s;
@@ -141,8 +156,8 @@ std::string need_hex_blob(const json& m, const char* key) {
   };
   if (hex.empty() || hex.size() % 2 != 0 ||
       !std::all_of(hex.begin(), hex.end(), [&](char c) { return digit(c) >= 0; }))
-    bad(std::string(key) + ": expected an even number (2 to " + std::to_string(2 * kMaxRendezvousBlob) +
-        ") of lowercase hex digits");
+    bad(std::string(key) + ": expected an even number (2 to " +
+        std::to_string(2 * kMaxRendezvousBlob) + ") of lowercase hex digits");
   std::string bytes(hex.size() / 2, '\0');
   for (std::size_t i = 0; i < bytes.size(); ++i)
     bytes[i] = static_cast<char>(digit(hex[2 * i]) * 16 + digit(hex[2 * i + 1]));
@@ -195,7 +210,8 @@ std::optional<double> opt_metric(const json& m, const char* key) {
     for (const char* w : {"NaN", "nan", "Infinity", "-Infinity", "inf", "-inf"})
       if (s == w) return kNaN;
   }
-  bad(std::string(key) + ": expected a number (or null, \"NaN\", \"Infinity\", \"-Infinity\"), got " + kind_of(*it));
+  bad(std::string(key) +
+      ": expected a number (or null, \"NaN\", \"Infinity\", \"-Infinity\"), got " + kind_of(*it));
 }
 
 // --- rank reports ------------------------------------------------------------------------------
@@ -236,7 +252,8 @@ RankReport decode_rank_report(const json& j) {
 }
 
 RankReport parse_rank_report_line(std::string_view line, json* parsed) {
-  if (line.size() > kMaxReportLine) bad("longer than " + std::to_string(kMaxReportLine / 1024) + " KiB");
+  if (line.size() > kMaxReportLine)
+    bad("longer than " + std::to_string(kMaxReportLine / 1024) + " KiB");
   // Bare NaN, Infinity and -Infinity outside strings become strings that opt_metric reads.
   std::string text;
   text.reserve(line.size() + 16);
@@ -245,13 +262,16 @@ RankReport parse_rank_report_line(std::string_view line, json* parsed) {
     const char c = line[i];
     if (in_string) {
       text += c;
-      if (c == '\\' && i + 1 < line.size()) text += line[++i];
-      else if (c == '"') in_string = false;
+      if (c == '\\' && i + 1 < line.size())
+        text += line[++i];
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') in_string = true;
     bool replaced = false;
-    for (std::string_view w : {std::string_view("NaN"), std::string_view("Infinity"), std::string_view("-Infinity")}) {
+    for (std::string_view w :
+         {std::string_view("NaN"), std::string_view("Infinity"), std::string_view("-Infinity")}) {
       if (line.substr(i, w.size()) == w) {
         text += '"';
         text += w;
@@ -318,13 +338,13 @@ Hello decode_hello(const json& j, int protocol_version) {
   return within("hello", [&] {
     Hello h;
     if (j.contains("token"))
-      bad("token: the token never goes on the wire; expected protocol " + std::to_string(protocol_version) +
-          " (challenge and proof)");
+      bad("token: the token never goes on the wire; expected protocol " +
+          std::to_string(protocol_version) + " (challenge and proof)");
     const auto proto = opt_int(j, "proto", 0, 1 << 20);
     if (!proto) bad("proto: missing (expected " + std::to_string(protocol_version) + ")");
     if (*proto != protocol_version)
-      bad("proto: protocol version mismatch: expected " + std::to_string(protocol_version) + ", got " +
-          std::to_string(*proto));
+      bad("proto: protocol version mismatch: expected " + std::to_string(protocol_version) +
+          ", got " + std::to_string(*proto));
     const std::string role = need_string(j, "role", 16);
     h.nonce = need_hex256(j, "nonce");
     if (role == "client") {
@@ -389,8 +409,10 @@ AgentMessage decode_agent_message(const json& j) {
         a.report = decode_rank_report(body);
       } catch (BadMessage& e) {
         // "report: loss_nan: ..." -> "report.loss_nan: ..."
-        if (e.reason.rfind("report: ", 0) == 0) e.reason = "report." + e.reason.substr(8);
-        else e.reason = "report: " + e.reason;
+        if (e.reason.rfind("report: ", 0) == 0)
+          e.reason = "report." + e.reason.substr(8);
+        else
+          e.reason = "report: " + e.reason;
         throw;
       }
       return a;
@@ -418,19 +440,21 @@ AgentMessage decode_agent_message(const json& j) {
       r.req = static_cast<std::uint64_t>(need_int(j, "req", 0, kMaxReq));
       r.ok = type == "done" && opt_bool(j, "ok", true);
       r.detail = opt_text(j, "detail", kMaxText).value_or("");
-      if (r.detail.empty()) r.detail = opt_text(j, "reason", kMaxText).value_or(type == "error" ? "error" : "");
+      if (r.detail.empty())
+        r.detail = opt_text(j, "reason", kMaxText).value_or(type == "error" ? "error" : "");
       r.timed_out = opt_bool(j, "timed_out", false);
       r.hash = opt_string(j, "hash", 256);
       r.rendezvous = opt_string(j, "rendezvous", 16);
       r.collective_s = opt_number(j, "collective_s", 0, 1e6);
-      if (r.rendezvous && *r.rendezvous != "ok" && *r.rendezvous != "timed_out" && *r.rendezvous != "failed" &&
-          *r.rendezvous != "not_reached")
+      if (r.rendezvous && *r.rendezvous != "ok" && *r.rendezvous != "timed_out" &&
+          *r.rendezvous != "failed" && *r.rendezvous != "not_reached")
         bad("rendezvous: expected \"ok\", \"timed_out\", \"failed\" or \"not_reached\"");
       if (auto it = j.find("by_rank"); it != j.end()) {
         if (!it->is_object()) bad("by_rank: expected an object {rank: signature}");
         for (auto kv = it->begin(); kv != it->end(); ++kv) {
           const std::string& k = kv.key();
-          if (k.empty() || k.size() > 10 || !std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; }))
+          if (k.empty() || k.size() > 10 ||
+              !std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; }))
             bad("by_rank: expected rank numbers as keys");
           if (!kv->is_string() || kv->get_ref<const std::string&>().size() > (1u << 16))
             bad("by_rank." + k + ": expected a stack signature (a string of at most 64 KiB)");
@@ -481,7 +505,8 @@ ClientRequest decode_client_request(const json& j, json* req_out) {
   });
 }
 
-std::optional<std::string> inject_detail_error(const std::string& fault, const std::string& detail) {
+std::optional<std::string> inject_detail_error(const std::string& fault,
+                                               const std::string& detail) {
   if (fault == "slow") {
     char* end = nullptr;
     const double f = std::strtod(detail.c_str(), &end);

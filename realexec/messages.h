@@ -31,21 +31,23 @@ struct BadMessage {
 [[noreturn]] void bad(const std::string& reason);
 
 inline constexpr std::int64_t kMaxReq = std::int64_t{1} << 53;
-inline constexpr std::size_t kMaxSignature = 300;     // an exit signature, as the agent keeps it
-inline constexpr std::size_t kMaxReportLine = 4096;   // one report line of a rank
-inline constexpr std::size_t kMaxText = 4096;         // a detail, reason or signature received
+inline constexpr std::size_t kMaxSignature = 300;    // an exit signature, as the agent keeps it
+inline constexpr std::size_t kMaxReportLine = 4096;  // one report line of a rank
+inline constexpr std::size_t kMaxText = 4096;        // a detail, reason or signature received
 inline constexpr std::int64_t kMaxRank = (std::int64_t{1} << 31) - 1;
 
 // --- the field reader: one per process boundary, shared by every decoder ---------------------
 // Each reads `key` of the object `m` (absent: nullopt or the default) and throws BadMessage
 // naming the key when it has the wrong type or range.
-std::optional<std::int64_t> opt_int(const nlohmann::json& m, const char* key, std::int64_t lo, std::int64_t hi);
+std::optional<std::int64_t> opt_int(const nlohmann::json& m, const char* key, std::int64_t lo,
+                                    std::int64_t hi);
 std::int64_t need_int(const nlohmann::json& m, const char* key, std::int64_t lo, std::int64_t hi);
 // True for 64 lowercase hex digits: the shape of a nonce and of a proof (auth.h).
 bool is_hex256(std::string_view s);
 // Printable ASCII, one line: for names that reach file names, argv and log lines.
 bool printable(const std::string& s);
-std::optional<std::string> opt_string(const nlohmann::json& m, const char* key, std::size_t max_len);
+std::optional<std::string> opt_string(const nlohmann::json& m, const char* key,
+                                      std::size_t max_len);
 std::string need_string(const nlohmann::json& m, const char* key, std::size_t max_len);
 // Any string up to max_len bytes (UTF-8 as received): free text that is only ever logged or
 // re-encoded as JSON (a detail, a stack signature).
@@ -70,17 +72,17 @@ std::optional<double> opt_metric(const nlohmann::json& m, const char* key);
 // the object it parsed with the fields below replaced by encode(report): keys live mode does
 // not know pass through for the job's own tools, and the controller decodes it again.
 struct RankReport {
-  std::string type;                       // "started", "step", "checkpoint", "fatal" or another name
-  std::optional<std::int64_t> rank;       // the global rank
-  std::optional<std::int64_t> step;       // started: restored step; step: the step completed
-  std::optional<double> step_time_s;      // step: seconds the step took
-  std::optional<double> loss;             // step: NaN when non-finite; absent when not reported
-  std::optional<double> grad_norm;        // step: as loss
+  std::string type;                   // "started", "step", "checkpoint", "fatal" or another name
+  std::optional<std::int64_t> rank;   // the global rank
+  std::optional<std::int64_t> step;   // started: restored step; step: the step completed
+  std::optional<double> step_time_s;  // step: seconds the step took
+  std::optional<double> loss;         // step: NaN when non-finite; absent when not reported
+  std::optional<double> grad_norm;    // step: as loss
   std::optional<std::int64_t> checkpoint_step;
-  std::string restored_from;              // started
-  std::string version;                    // started
-  std::optional<std::int64_t> pid;        // started
-  std::string signature;                  // fatal: the job's own account of why it dies
+  std::string restored_from;        // started
+  std::string version;              // started
+  std::optional<std::int64_t> pid;  // started
+  std::string signature;            // fatal: the job's own account of why it dies
 
   bool loss_nan() const;       // the loss was reported and not finite
   bool grad_norm_nan() const;  // the gradient norm was reported and not finite
@@ -146,7 +148,7 @@ struct AgentReply {
   bool ok = false;
   std::string detail;
   bool timed_out = false;
-  std::optional<std::string> hash;              // probe, replay
+  std::optional<std::string> hash;  // probe, replay
   // probe inter_all_gather with a relayed rendezvous: how far this machine's probe got in it,
   // "ok", "timed_out", "failed" or "not_reached"; absent when its probe did not take part.
   std::optional<std::string> rendezvous;

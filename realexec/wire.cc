@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -207,7 +207,8 @@ void Conn::read_some() {
       std::size_t len = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) |
                         (std::size_t{p[2]} << 8) | std::size_t{p[3]};
       if (len == 0 || len > max_frame_) {
-        close("frame length " + std::to_string(len) + " outside 1.." + std::to_string(max_frame_) + " bytes");
+        close("frame length " + std::to_string(len) + " outside 1.." + std::to_string(max_frame_) +
+              " bytes");
         return;
       }
       if (in_.size() - off - 4 < len) break;
@@ -378,8 +379,9 @@ std::string utc_stamp(std::int64_t unix_ms) {
   tm t{};
   ::gmtime_r(&secs, &t);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(unix_ms % 1000));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900,
+                t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec,
+                static_cast<int>(unix_ms % 1000));
   return buf;
 }
 

@@ -18,8 +18,8 @@ namespace faultline::scenarios {
 namespace {
 
 struct Doc {
-  const char* unit;     // "" for none
-  const char* meaning;  // one or two sentences
+  const char* unit;                    // "" for none
+  const char* meaning;                 // one or two sentences
   const char* default_text = nullptr;  // when the default is not a constant
 };
 
@@ -190,12 +190,15 @@ std::string scenario_reference(const Registry& registry) {
   // trace) join their section.
   std::vector<std::string> order;
   auto top_of = [](const FieldInfo& f) {
-    return f.path.find('.') == std::string::npos && f.type != "object" ? std::string() : f.path.substr(0, f.path.find('.'));
+    return f.path.find('.') == std::string::npos && f.type != "object"
+               ? std::string()
+               : f.path.substr(0, f.path.find('.'));
   };
   for (const auto& f : fields)
     if (std::find(order.begin(), order.end(), top_of(f)) == order.end()) order.push_back(top_of(f));
   std::stable_sort(fields.begin(), fields.end(), [&](const FieldInfo& a, const FieldInfo& b) {
-    return std::find(order.begin(), order.end(), top_of(a)) < std::find(order.begin(), order.end(), top_of(b));
+    return std::find(order.begin(), order.end(), top_of(a)) <
+           std::find(order.begin(), order.end(), top_of(b));
   });
   const auto& d = docs();
   std::set<std::string> seen;
@@ -214,7 +217,8 @@ std::string scenario_reference(const Registry& registry) {
   o << "# Scenario reference\n\n"
        "Generated from the parser (`faultline sim schema > docs/scenario-reference.md`); a test\n"
        "fails when this file and the code disagree. Every field is checked at load time: an\n"
-       "unknown key is an error, and an error names the file, the JSON path and what was expected.\n"
+       "unknown key is an error, and an error names the file, the JSON path and what was "
+       "expected.\n"
        "`--set path=value` edits the document before the checks. Paths below use `[]` for\n"
        "every element of an array.\n";
   std::string section;
@@ -231,7 +235,8 @@ std::string scenario_reference(const Registry& registry) {
     const Doc& doc = d.at(f.path);
     std::string type = f.type, allowed, def;
     if (!f.choices.empty()) {
-      for (const auto& c : f.choices) allowed += (allowed.empty() ? "" : ", ") + ("`\"" + c + "\"`");
+      for (const auto& c : f.choices)
+        allowed += (allowed.empty() ? "" : ", ") + ("`\"" + c + "\"`");
     } else if (f.has_range) {
       allowed = "[" + number_text(f.min) + ", " + number_text(f.max) + "]";
     }
@@ -241,14 +246,16 @@ std::string scenario_reference(const Registry& registry) {
       def = "required";
     else if (!f.default_json.empty() && (f.type == "number" || f.type == "integer"))
       def = "`" + number_text(std::stod(f.default_json)) + "`";
-    else if (!f.default_json.empty()) def = "`" + f.default_json + "`";
+    else if (!f.default_json.empty())
+      def = "`" + f.default_json + "`";
     if (f.path == "faults.categories") def = "required without `trace`";
-    o << "| `" << f.path << "` | " << type << " | " << doc.unit << " | " << cell(def) << " | " << cell(allowed)
-      << " | " << cell(doc.meaning) << " |\n";
+    o << "| `" << f.path << "` | " << type << " | " << doc.unit << " | " << cell(def) << " | "
+      << cell(allowed) << " | " << cell(doc.meaning) << " |\n";
   }
 
   o << "\n## Policy stacks and their parameters\n\n"
-       "`policy.params` takes these, per stack (from each stack's declaration; `faultline policies`\n"
+       "`policy.params` takes these, per stack (from each stack's declaration; `faultline "
+       "policies`\n"
        "prints the same). A choice parameter takes a module name. \"read when\" lists the module\n"
        "choices under which the stack reads the parameter; setting it otherwise is refused.\n";
   for (const auto& name : registry.names()) {
@@ -258,20 +265,22 @@ std::string scenario_reference(const Registry& registry) {
       o << "No parameters.\n";
       continue;
     }
-    o << "| parameter | unit | default | allowed | read when | meaning |\n|---|---|---|---|---|---|\n";
+    o << "| parameter | unit | default | allowed | read when | meaning "
+         "|\n|---|---|---|---|---|---|\n";
     for (const auto& p : info->params) {
       std::string def, allowed, when;
       if (!p.choices.empty()) {
         const int i = static_cast<int>(std::lround(p.default_value));
-        def = i >= 0 && i < static_cast<int>(p.choices.size()) ? "`" + p.choices[i] + "`" : number_text(p.default_value);
+        def = i >= 0 && i < static_cast<int>(p.choices.size()) ? "`" + p.choices[i] + "`"
+                                                               : number_text(p.default_value);
         for (const auto& c : p.choices) allowed += (allowed.empty() ? "" : ", ") + ("`" + c + "`");
       } else {
         def = number_text(p.default_value);
         allowed = "[" + number_text(p.min) + ", " + number_text(p.max) + "]";
       }
       for (const auto& w : p.read_when) when += (when.empty() ? "" : " or ") + ("`" + w + "`");
-      o << "| `" << p.name << "` | " << p.unit << " | " << cell(def) << " | " << cell(allowed) << " | "
-        << (when.empty() ? "always" : cell(when)) << " | " << cell(p.help) << " |\n";
+      o << "| `" << p.name << "` | " << p.unit << " | " << cell(def) << " | " << cell(allowed)
+        << " | " << (when.empty() ? "always" : cell(when)) << " | " << cell(p.help) << " |\n";
     }
   }
   return o.str();

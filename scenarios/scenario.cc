@@ -62,7 +62,8 @@ void record(const std::string& path, std::string type, std::string def, bool req
 // Reads one JSON object, remembering which keys were read so unknown keys are errors.
 class Obj {
  public:
-  Obj(const json& j, std::string path, const std::string& file) : j_(j), path_(std::move(path)), file_(file) {
+  Obj(const json& j, std::string path, const std::string& file)
+      : j_(j), path_(std::move(path)), file_(file) {
     if (path_ != "$") record(path_, "object", "", false);
     if (!j_.is_object()) fail(path_, "expected an object, got " + type_of(j_));
   }
@@ -126,7 +127,8 @@ class Obj {
     record(at(key), "boolean", json(def).dump(), false);
     const json* v = get(key);
     if (!v) return def;
-    if (!v->is_boolean()) fail(at(key), "expected true or false, got " + type_of(*v) + " " + brief(*v));
+    if (!v->is_boolean())
+      fail(at(key), "expected true or false, got " + type_of(*v) + " " + brief(*v));
     return v->get<bool>();
   }
   std::string choice(const std::string& key, const std::string& def,
@@ -204,7 +206,8 @@ void apply_set(json& doc, const std::string& set, const std::string& file) {
         for (auto& el : *node)
           if (el.is_object() && el.value("name", "") == p) next = &el;
         if (!next)
-          throw ScenarioError(file + ": --set " + set + ": " + where + " has no element named '" + p + "'");
+          throw ScenarioError(file + ": --set " + set + ": " + where + " has no element named '" +
+                              p + "'");
       }
       where += "[" + p + "]";
       if (last) *next = value;
@@ -243,28 +246,34 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   c.weibull_shape = o.number("weibull_shape", 1, 0.05, 20);
   c.lognormal_sigma = o.number("lognormal_sigma", 0, 0, 10);
   if (o.has("lognormal_sigma") && c.lognormal_sigma <= 0)
-    o.fail(o.at("lognormal_sigma"), "expected a number > 0 (the sigma of the log of the time between faults)");
+    o.fail(o.at("lognormal_sigma"),
+           "expected a number > 0 (the sigma of the log of the time between faults)");
   if (c.lognormal_sigma > 0 && c.weibull_shape != 1)
-    o.fail(o.at("lognormal_sigma"), "not with weibull_shape != 1 (one distribution of the time between faults)");
+    o.fail(o.at("lognormal_sigma"),
+           "not with weibull_shape != 1 (one distribution of the time between faults)");
   std::string scope = o.choice("scope", "machine", {"machine", "rack", "job"});
-  c.scope = scope == "machine" ? FaultScope::kMachine : scope == "rack" ? FaultScope::kRack : FaultScope::kJob;
+  c.scope = scope == "machine" ? FaultScope::kMachine
+            : scope == "rack"  ? FaultScope::kRack
+                               : FaultScope::kJob;
   std::string sym = o.choice("symptom", "crash", {"crash", "hang", "slowdown", "nan", "manual"});
-  c.symptom = sym == "crash" ? Symptom::kCrash
-              : sym == "hang" ? Symptom::kHang
+  c.symptom = sym == "crash"      ? Symptom::kCrash
+              : sym == "hang"     ? Symptom::kHang
               : sym == "slowdown" ? Symptom::kSlowdown
-              : sym == "nan" ? Symptom::kNan
-                             : Symptom::kManual;
+              : sym == "nan"      ? Symptom::kNan
+                                  : Symptom::kManual;
   c.persistent = o.boolean("persistent", false);
   c.repair_h = o.number("repair_h", 24, 0, 1e5);
   c.observe_after_s = o.number("observe_after_s", 0, 0, 1e6);
   c.exits = o.boolean("exits", true);
   if (o.has("exits") && c.symptom != Symptom::kNan)
-    o.fail(o.at("exits"), "only with \"symptom\": \"nan\" (a crash always exits; a hang or slowdown never does)");
+    o.fail(o.at("exits"),
+           "only with \"symptom\": \"nan\" (a crash always exits; a hang or slowdown never does)");
   c.slowdown_factor = o.number("slowdown_factor", 1.5, 1, 100);
   c.duration_s = o.number("duration_s", 0, 0, 1e9);
   c.link_only = o.boolean("link_only", false);
   if (c.link_only && c.symptom != Symptom::kSlowdown)
-    o.fail(o.at("link_only"), "only with \"symptom\": \"slowdown\" (a link that fails outright is a crash or a hang)");
+    o.fail(o.at("link_only"),
+           "only with \"symptom\": \"slowdown\" (a link that fails outright is a crash or a hang)");
   if (c.link_only && c.scope != FaultScope::kMachine)
     o.fail(o.at("link_only"), "expected scope \"machine\" (the link of one machine)");
   c.signature = o.string("signature", "");
@@ -272,15 +281,17 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   c.alert = o.choice("alert", "", {"", "gpu", "nic", "host", "switch", "storage"});
   c.alert_coverage = o.number("alert_coverage", 1, 0, 1);
   if (o.has("alert_coverage") && c.alert.empty())
-    o.fail(o.at("alert_coverage"), "only with \"alert\" (the inspection kind that can see the fault)");
+    o.fail(o.at("alert_coverage"),
+           "only with \"alert\" (the inspection kind that can see the fault)");
   c.code_bug = o.boolean("code_bug", false);
   c.data_bug = o.boolean("data_bug", false);
   c.fix_h = o.number("fix_h", 4, 0, 1e5);
   c.attribution = o.number("attribution", 1, 0, 1);
-  c.misattribute_random =
-      o.choice("misattribution", "pipeline_neighbour", {"pipeline_neighbour", "random"}) == "random";
+  c.misattribute_random = o.choice("misattribution", "pipeline_neighbour",
+                                   {"pipeline_neighbour", "random"}) == "random";
   if (o.has("misattribution") && !o.has("attribution"))
-    o.fail(o.at("misattribution"), "only with attribution (the share of crash logs that name the culprit)");
+    o.fail(o.at("misattribution"),
+           "only with attribution (the share of crash logs that name the culprit)");
   if (const json* rj = o.get("recall")) {
     Obj r(*rj, path + ".recall", file);
     std::vector<std::string> tests{"replay"};
@@ -294,22 +305,26 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   if (c.data_bug && c.scope != FaultScope::kJob)
     o.fail(o.at("data_bug"), "expected scope \"job\" for a data bug (every run reads the data)");
   if (c.data_bug && c.code_bug)
-    o.fail(o.at("data_bug"), "expected false with \"code_bug\": true (a bug follows the code or the data)");
+    o.fail(o.at("data_bug"),
+           "expected false with \"code_bug\": true (a bug follows the code or the data)");
   if (c.data_bug && (c.symptom == Symptom::kSlowdown || c.symptom == Symptom::kManual))
     o.fail(o.at("data_bug"), "expected symptom crash, hang or nan for a data bug");
   if (c.symptom == Symptom::kManual && c.scope != FaultScope::kJob)
-    o.fail(o.at("scope"), "expected \"job\" for symptom \"manual\" (a code change affects the whole job)");
+    o.fail(o.at("scope"),
+           "expected \"job\" for symptom \"manual\" (a code change affects the whole job)");
   if (c.persistent && c.scope == FaultScope::kJob)
     o.fail(o.at("persistent"), "expected false for scope \"job\" (no machine to evict)");
   if (o.has("attribution") && c.scope == FaultScope::kJob)
-    o.fail(o.at("attribution"), "only with scope \"machine\" or \"rack\" (a job-wide fault has no culprit machine)");
+    o.fail(o.at("attribution"),
+           "only with scope \"machine\" or \"rack\" (a job-wide fault has no culprit machine)");
   if (c.signature.empty()) c.signature = c.name;
   o.finish();
   return c;
 }
 
 // faults.trace: reads the trace and its mapping now, so a bad file fails at load time.
-void parse_trace(const json& j, const std::string& file, Scenario& sc, std::set<std::string>& names) {
+void parse_trace(const json& j, const std::string& file, Scenario& sc,
+                 std::set<std::string>& names) {
   Obj t(j, "$.faults.trace", file);
   TraceSource ts;
   const std::filesystem::path dir = std::filesystem::path(file).parent_path();
@@ -321,11 +336,13 @@ void parse_trace(const json& j, const std::string& file, Scenario& sc, std::set<
   ts.file = t.string("file", "", true);
   if (ts.file.empty()) t.fail(t.at("file"), "expected a non-empty path");
   ts.file = resolve(ts.file);
-  ts.format = t.choice("format", "auto", {"auto", "jsonl", "csv", "infinitehbd", "oobleck", "columns"});
+  ts.format =
+      t.choice("format", "auto", {"auto", "jsonl", "csv", "infinitehbd", "oobleck", "columns"});
   ts.columns = resolve(t.string("columns", ""));
   if (ts.format == "columns" && ts.columns.empty())
     t.fail(t.at("columns"), "required for \"format\": \"columns\" (a column-map file)");
-  if (!ts.columns.empty() && ts.format != "columns") t.fail(t.at("columns"), "only with \"format\": \"columns\"");
+  if (!ts.columns.empty() && ts.format != "columns")
+    t.fail(t.at("columns"), "only with \"format\": \"columns\"");
   ts.mapping = resolve(t.string("mapping", ""));
   ts.mode = t.choice("mode", "bootstrap", {"replay", "bootstrap"});
   ts.node_order = t.choice("node_order", "in_order", {"in_order", "random"});
@@ -334,11 +351,13 @@ void parse_trace(const json& j, const std::string& file, Scenario& sc, std::set<
   if (t.get("extra_slots")) {  // (get: a known key even when absent)
     ts.extra_slots = t.choice("extra_slots", "", {"bootstrap", "fault_free"});
     if (ts.mode != "replay")
-      t.fail(t.at("extra_slots"), "only with \"mode\": \"replay\" (bootstrap draws a node for every slot)");
+      t.fail(t.at("extra_slots"),
+             "only with \"mode\": \"replay\" (bootstrap draws a node for every slot)");
   }
   ts.time_scale = t.number("time_scale", 1, 1e-6, 1e6);
   ts.start_day = t.number("start_day", 0, -1e6, 1e6);
-  if (t.has("start_day") && ts.mode != "replay") t.fail(t.at("start_day"), "only with \"mode\": \"replay\"");
+  if (t.has("start_day") && ts.mode != "replay")
+    t.fail(t.at("start_day"), "only with \"mode\": \"replay\"");
   ts.fleet_nodes = static_cast<int>(t.integer("fleet_nodes", 0, 1, 100'000'000));
   ts.strict = t.boolean("strict", true);
   t.finish();
@@ -359,12 +378,14 @@ void parse_trace(const json& j, const std::string& file, Scenario& sc, std::set<
   // see no trace fault at all. The scenario says what they get, or the load refuses.
   const auto fleet = static_cast<long long>(st.timelines.nodes.size());
   if (ts.mode == "replay" && fleet < sc.cluster.machines && ts.extra_slots.empty())
-    t.fail(t.at("mode"),
-           "replay of " + std::filesystem::path(ts.file).filename().string() + "'s fleet of " +
-               std::to_string(fleet) + " nodes onto " + std::to_string(sc.cluster.machines) +
-               " machines would leave " + std::to_string(sc.cluster.machines - fleet) +
-               " slots without a trace fault; set \"extra_slots\": \"bootstrap\" (each extra slot replays a "
-               "randomly drawn node's history) or \"fault_free\" (leave them so), or use \"mode\": \"bootstrap\"");
+    t.fail(t.at("mode"), "replay of " + std::filesystem::path(ts.file).filename().string() +
+                             "'s fleet of " + std::to_string(fleet) + " nodes onto " +
+                             std::to_string(sc.cluster.machines) + " machines would leave " +
+                             std::to_string(sc.cluster.machines - fleet) +
+                             " slots without a trace fault; set \"extra_slots\": \"bootstrap\" "
+                             "(each extra slot replays a "
+                             "randomly drawn node's history) or \"fault_free\" (leave them so), or "
+                             "use \"mode\": \"bootstrap\"");
   ts.first_category = static_cast<int>(sc.faults.size());
   for (std::size_t i = 0; i < st.map.categories.size(); ++i) {
     json c = st.map.categories[i];
@@ -372,7 +393,8 @@ void parse_trace(const json& j, const std::string& file, Scenario& sc, std::set<
     FaultCategory fc = parse_category(c, "$.categories[" + std::to_string(i) + "]",
                                       ts.mapping.empty() ? file : ts.mapping);
     if (!names.insert(fc.name).second)
-      t.fail(t.at("mapping"), "category \"" + fc.name + "\" of the mapping is also in $.faults.categories");
+      t.fail(t.at("mapping"),
+             "category \"" + fc.name + "\" of the mapping is also in $.faults.categories");
     sc.faults.push_back(std::move(fc));
   }
   ts.timelines = std::make_shared<const traces::FleetTimelines>(std::move(st.timelines));
@@ -389,10 +411,18 @@ double default_recall(const FaultCategory& c, const std::string& test) {
   if (test == "replay") return c.symptom == Symptom::kNan ? 0.99 : 0.9;
   if (c.job_bug() || c.scope == FaultScope::kJob) return 0;  // nothing wrong with a machine
   if (c.symptom == Symptom::kNan) return test == "bitwise" ? 0.99 : test == "gpu_diag" ? 0.7 : 0;
-  if (c.alert == "gpu") return test == "gpu_diag" ? 0.9 : test == "intra_all_to_all" ? 0.8 : test == "inter_all_gather" ? 0.3 : 0.2;
-  if (c.alert == "nic" || c.alert == "switch") return test == "inter_all_gather" ? 0.95 : test == "intra_all_to_all" ? 0.1 : 0;
+  if (c.alert == "gpu")
+    return test == "gpu_diag"           ? 0.9
+           : test == "intra_all_to_all" ? 0.8
+           : test == "inter_all_gather" ? 0.3
+                                        : 0.2;
+  if (c.alert == "nic" || c.alert == "switch")
+    return test == "inter_all_gather" ? 0.95 : test == "intra_all_to_all" ? 0.1 : 0;
   if (c.alert == "host") return test == "gpu_diag" ? 0.2 : 0.1;
-  return test == "gpu_diag" ? 0.5 : test == "inter_all_gather" ? 0.5 : test == "intra_all_to_all" ? 0.4 : 0.3;
+  return test == "gpu_diag"           ? 0.5
+         : test == "inter_all_gather" ? 0.5
+         : test == "intra_all_to_all" ? 0.4
+                                      : 0.3;
 }
 
 double false_positive(const DiagnosisSpec& d, const std::string& test) {
@@ -403,20 +433,28 @@ double false_positive(const DiagnosisSpec& d, const std::string& test) {
 
 const char* symptom_name(Symptom s) {
   switch (s) {
-    case Symptom::kCrash: return "crash";
-    case Symptom::kHang: return "hang";
-    case Symptom::kSlowdown: return "slowdown";
-    case Symptom::kNan: return "nan";
-    case Symptom::kManual: return "manual";
+    case Symptom::kCrash:
+      return "crash";
+    case Symptom::kHang:
+      return "hang";
+    case Symptom::kSlowdown:
+      return "slowdown";
+    case Symptom::kNan:
+      return "nan";
+    case Symptom::kManual:
+      return "manual";
   }
   return "?";
 }
 
 const char* scope_name(FaultScope s) {
   switch (s) {
-    case FaultScope::kMachine: return "machine";
-    case FaultScope::kRack: return "rack";
-    case FaultScope::kJob: return "job";
+    case FaultScope::kMachine:
+      return "machine";
+    case FaultScope::kRack:
+      return "rack";
+    case FaultScope::kJob:
+      return "job";
   }
   return "?";
 }
@@ -429,7 +467,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     auto p = what.find("parse error");
-    throw ScenarioError(file + ": $: invalid JSON (" + (p == std::string::npos ? what : what.substr(p)) + ")");
+    throw ScenarioError(file + ": $: invalid JSON (" +
+                        (p == std::string::npos ? what : what.substr(p)) + ")");
   }
   for (const auto& s : sets) apply_set(doc, s, file);
 
@@ -456,7 +495,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     cluster_sets_standby = c.has("standby_machines");
     cl.nic_gbps = c.number("nic_gbps", 3200, 1e-3, 1e7);
     cl.tor_uplink_gbps = c.number("tor_uplink_gbps", cl.nic_gbps * cl.rack_size, 1e-3, 1e9);
-    cl.leaf_uplink_gbps = c.number("leaf_uplink_gbps", cl.tor_uplink_gbps * cl.racks_per_pod, 1e-3, 1e10);
+    cl.leaf_uplink_gbps =
+        c.number("leaf_uplink_gbps", cl.tor_uplink_gbps * cl.racks_per_pod, 1e-3, 1e10);
     cl.storage_hosts = static_cast<int>(c.integer("storage_hosts", 4, 1, 10000));
     cl.storage_gbps = c.number("storage_gbps", 400, 1e-3, 1e7);
     cl.link_latency_us = c.number("link_latency_us", 2, 0, 1e6);
@@ -467,24 +507,27 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
       if (c.has(f) && cl.nvlink_domain == 1)
         c.fail(c.at(f), "only with cluster.nvlink_domain > 1 (the machines of an NVLink domain)");
     if (cl.machines % cl.nvlink_domain != 0)
-      c.fail(c.at("nvlink_domain"), "expected a divisor of cluster.machines (" + std::to_string(cl.machines) +
-                                        ": the job's slots fill whole domains), got " +
-                                        std::to_string(cl.nvlink_domain));
+      c.fail(c.at("nvlink_domain"),
+             "expected a divisor of cluster.machines (" + std::to_string(cl.machines) +
+                 ": the job's slots fill whole domains), got " + std::to_string(cl.nvlink_domain));
     if (const json* sj = c.get("scheduler")) {
       Obj s(*sj, "$.cluster.scheduler", file);
       auto& sch = sc.scheduler;
       sch.requeue_base_s = s.number("requeue_base_s", sch.requeue_base_s, 0, 1e7);
-      sch.requeue_per_machine_s = s.number("requeue_per_machine_s", sch.requeue_per_machine_s, 0, 1e5);
+      sch.requeue_per_machine_s =
+          s.number("requeue_per_machine_s", sch.requeue_per_machine_s, 0, 1e5);
       sch.reschedule_base_s = s.number("reschedule_base_s", sch.reschedule_base_s, 0, 1e7);
       sch.reschedule_per_machine_s =
           s.number("reschedule_per_machine_s", sch.reschedule_per_machine_s, 0, 1e5);
       sch.health_check_recall = s.number("health_check_recall", sch.health_check_recall, 0, 1);
-      sch.standby_refill = s.choice("standby_refill", "free_pool", {"free_pool", "repaired"}) == "repaired"
-                               ? SchedulerSpec::Refill::kRepaired
-                               : SchedulerSpec::Refill::kFreePool;
-      sch.host_selection = s.choice("host_selection", "random", {"random", "fewest_failures"}) == "random"
-                               ? SchedulerSpec::Pick::kRandom
-                               : SchedulerSpec::Pick::kFewestFailures;
+      sch.standby_refill =
+          s.choice("standby_refill", "free_pool", {"free_pool", "repaired"}) == "repaired"
+              ? SchedulerSpec::Refill::kRepaired
+              : SchedulerSpec::Refill::kFreePool;
+      sch.host_selection =
+          s.choice("host_selection", "random", {"random", "fewest_failures"}) == "random"
+              ? SchedulerSpec::Pick::kRandom
+              : SchedulerSpec::Pick::kFewestFailures;
       s.finish();
     }
     if (const json* rj = c.get("repair")) {
@@ -497,28 +540,35 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
       rp.retire_after = static_cast<int>(r.integer("retire_after", rp.retire_after, 0, 1000000));
       rp.bad_fraction = r.number("bad_fraction", rp.bad_fraction, 0, 1);
       rp.bad_rate_factor = r.number("bad_rate_factor", rp.bad_rate_factor, 1, 1000);
-      rp.spare_machines = static_cast<int>(r.integer("spare_machines", rp.spare_machines, -1, 10'000'000));
+      rp.spare_machines =
+          static_cast<int>(r.integer("spare_machines", rp.spare_machines, -1, 10'000'000));
       rp.cure_bad = r.number("cure_bad", rp.cure_bad, 0, 1);
-      rp.failed_repair_leaves = r.choice("failed_repair_leaves", "fault", {"fault", "badness"}) == "fault"
-                                    ? RepairSpec::Leaves::kFault
-                                    : RepairSpec::Leaves::kBadness;
+      rp.failed_repair_leaves =
+          r.choice("failed_repair_leaves", "fault", {"fault", "badness"}) == "fault"
+              ? RepairSpec::Leaves::kFault
+              : RepairSpec::Leaves::kBadness;
       rp.turn_bad_per_machine_day = r.number("turn_bad_per_machine_day", 0, 0, 1e3);
-      const std::string dist = r.choice("repair_time", "fixed", {"fixed", "exponential", "lognormal"});
+      const std::string dist =
+          r.choice("repair_time", "fixed", {"fixed", "exponential", "lognormal"});
       rp.repair_time = dist == "fixed"         ? RepairSpec::Dist::kFixed
                        : dist == "exponential" ? RepairSpec::Dist::kExponential
                                                : RepairSpec::Dist::kLognormal;
       rp.repair_sigma = r.number("repair_sigma", 1, 1e-6, 10);
       if (r.has("repair_sigma") != (rp.repair_time == RepairSpec::Dist::kLognormal))
-        r.fail(r.at(r.has("repair_sigma") ? "repair_sigma" : "repair_time"),
-               r.has("repair_sigma") ? "only with repair_time \"lognormal\""
-                                     : "lognormal needs its repair_sigma (the sigma of the log of a repair's duration; "
-                                       "the mean is auto_h or the category's repair_h)");
-      rp.fleet = r.choice("fleet", "endless", {"endless", "finite"}) == "finite" ? RepairSpec::Fleet::kFinite
-                                                                                 : RepairSpec::Fleet::kEndless;
+        r.fail(
+            r.at(r.has("repair_sigma") ? "repair_sigma" : "repair_time"),
+            r.has("repair_sigma")
+                ? "only with repair_time \"lognormal\""
+                : "lognormal needs its repair_sigma (the sigma of the log of a repair's duration; "
+                  "the mean is auto_h or the category's repair_h)");
+      rp.fleet = r.choice("fleet", "endless", {"endless", "finite"}) == "finite"
+                     ? RepairSpec::Fleet::kFinite
+                     : RepairSpec::Fleet::kEndless;
       rp.fleet_machines = static_cast<int>(r.integer("fleet_machines", 0, 1, 10'000'000));
       if (r.has("fleet_machines")) {
         if (rp.fleet != RepairSpec::Fleet::kFinite)
-          r.fail(r.at("fleet_machines"), "only with fleet \"finite\" (an endless fleet has no size)");
+          r.fail(r.at("fleet_machines"),
+                 "only with fleet \"finite\" (an endless fleet has no size)");
         if (r.has("spare_machines"))
           r.fail(r.at("fleet_machines"),
                  "not with spare_machines (the free machines are the fleet less the job and "
@@ -527,22 +577,27 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
         if (rp.fleet_machines < need)
           r.fail(r.at("fleet_machines"),
                  "expected at least the job's " + std::to_string(cl.machines) + " machines" +
-                     (cl.standby_machines ? " and its " + std::to_string(cl.standby_machines) + " standbys"
-                                          : std::string()) +
+                     (cl.standby_machines
+                          ? " and its " + std::to_string(cl.standby_machines) + " standbys"
+                          : std::string()) +
                      " (" + std::to_string(need) + "), got " + std::to_string(rp.fleet_machines));
         rp.spare_machines = rp.fleet_machines - need;
       }
-      rp.preemptible_machines = static_cast<int>(r.integer("preemptible_machines", 0, 0, 10'000'000));
+      rp.preemptible_machines =
+          static_cast<int>(r.integer("preemptible_machines", 0, 0, 10'000'000));
       rp.preempt_s = r.number("preempt_s", rp.preempt_s, 0, 1e7);
       for (const char* k : {"preemptible_machines", "preempt_s"})
         if (r.has(k) && rp.fleet != RepairSpec::Fleet::kFinite)
-          r.fail(r.at(k), "only with fleet \"finite\" (an endless fleet never waits for a machine)");
+          r.fail(r.at(k),
+                 "only with fleet \"finite\" (an endless fleet never waits for a machine)");
       if (r.has("cure_bad") && !rp.bad_model())
         r.fail(r.at("cure_bad"),
-               "only with bad_fraction > 0 or turn_bad_per_machine_day > 0 (there are no bad machines)");
+               "only with bad_fraction > 0 or turn_bad_per_machine_day > 0 (there are no bad "
+               "machines)");
       if (r.has("spare_machines") && cl.nvlink_spares > 0)
-        r.fail(r.at("spare_machines"), "not with cluster.nvlink_spares (the spares are the trays each domain leaves "
-                                       "free)");
+        r.fail(r.at("spare_machines"),
+               "not with cluster.nvlink_spares (the spares are the trays each domain leaves "
+               "free)");
       // Parameters that cannot act as written are errors, not silently ignored.
       if (r.has("manual_fail") && rp.to_manual == 0)
         r.fail(r.at("manual_fail"), "only with to_manual > 0 (no machine reaches manual repair)");
@@ -551,10 +606,12 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
                "only with bad_fraction > 0 or turn_bad_per_machine_day > 0 (there are no bad "
                "machines)");
       if (rp.bad_fraction == 1 && rp.bad_rate_factor != 1)
-        r.fail(r.at("bad_fraction"), "expected < 1 with bad_rate_factor > 1 (bad relative to what?)");
+        r.fail(r.at("bad_fraction"),
+               "expected < 1 with bad_rate_factor > 1 (bad relative to what?)");
       if (rp.auto_fail == 1 && rp.to_manual == 0 && rp.retire_after == 0)
-        r.fail(r.at("auto_fail"), "expected < 1: every repair fails, no machine is retired, broken machines "
-                                  "would cycle forever");
+        r.fail(r.at("auto_fail"),
+               "expected < 1: every repair fails, no machine is retired, broken machines "
+               "would cycle forever");
       r.finish();
     }
     c.finish();
@@ -568,7 +625,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     cl.pp = static_cast<int>(j.integer("pp", 1, 1, 1 << 20, true));
     cl.dp = static_cast<int>(j.integer("dp", 1, 1, 1 << 24, true));
     cl.micro_batches = static_cast<int>(j.integer("micro_batches", cl.micro_batches, 1, 1 << 20));
-    cl.layers_per_stage = static_cast<int>(j.integer("layers_per_stage", cl.layers_per_stage, 1, 1 << 20));
+    cl.layers_per_stage =
+        static_cast<int>(j.integer("layers_per_stage", cl.layers_per_stage, 1, 1 << 20));
     auto& job = sc.job;
     job.step_time_s = j.number("step_time_s", 10, 1e-6, 1e6, true);
     job.checkpoint_bytes_per_machine = j.number("checkpoint_bytes_per_machine", 0, 0, 1e15);
@@ -580,14 +638,17 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     job.on_call_fix_h = j.number("on_call_fix_h", 2, 0, 1e5);
     job.work_days = j.number("work_days", 0, 0, 36500);
     if (j.has("work_days") && !(job.work_days > 0))
-      j.fail(j.at("work_days"), "expected a number > 0 (days of productive training the job needs), got " +
-                                    brief(doc["job"]["work_days"]));
+      j.fail(j.at("work_days"),
+             "expected a number > 0 (days of productive training the job needs), got " +
+                 brief(doc["job"]["work_days"]));
     job.horizon_given = j.has("horizon_days") || job.work_days == 0;
-    job.horizon_days = j.number("horizon_days", job.work_days > 0 ? job.work_days * kWorkCapFactor : 90, 1e-6, 36500,
-                                job.work_days == 0);
+    job.horizon_days =
+        j.number("horizon_days", job.work_days > 0 ? job.work_days * kWorkCapFactor : 90, 1e-6,
+                 36500, job.work_days == 0);
     if (job.work_days > 0 && job.horizon_days <= job.work_days)
-      j.fail(j.at("horizon_days"), "expected more than job.work_days (" + brief(doc["job"]["work_days"]) +
-                                       "): the cap of a job of fixed work must leave time for the work");
+      j.fail(j.at("horizon_days"),
+             "expected more than job.work_days (" + brief(doc["job"]["work_days"]) +
+                 "): the cap of a job of fixed work must leave time for the work");
     const std::int64_t ranks = static_cast<std::int64_t>(cl.tp) * cl.pp * cl.dp;
     const std::int64_t gpus = static_cast<std::int64_t>(cl.machines) * cl.gpus_per_machine;
     if (ranks != gpus)
@@ -598,14 +659,18 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     const bool spans = cl.tp > cl.gpus_per_machine && cl.tp % cl.gpus_per_machine == 0 &&
                        (cl.nvlink_domain * cl.gpus_per_machine) % cl.tp == 0;
     if (cl.gpus_per_machine % cl.tp != 0 && !spans)
-      j.fail("$.job.tp", "expected a divisor of cluster.gpus_per_machine (" + std::to_string(cl.gpus_per_machine) +
-                             ": tensor parallelism inside a machine), or a multiple of it that divides an NVLink "
-                             "domain's GPUs (cluster.nvlink_domain x gpus_per_machine = " +
-                             std::to_string(cl.nvlink_domain * cl.gpus_per_machine) + "), got " + std::to_string(cl.tp));
+      j.fail(
+          "$.job.tp",
+          "expected a divisor of cluster.gpus_per_machine (" + std::to_string(cl.gpus_per_machine) +
+              ": tensor parallelism inside a machine), or a multiple of it that divides an NVLink "
+              "domain's GPUs (cluster.nvlink_domain x gpus_per_machine = " +
+              std::to_string(cl.nvlink_domain * cl.gpus_per_machine) + "), got " +
+              std::to_string(cl.tp));
     job.cross_domain_slowdown = j.number("cross_domain_slowdown", 1, 1, 1000);
     if (j.has("cross_domain_slowdown") && !spans)
-      j.fail("$.job.cross_domain_slowdown", "only with job.tp wider than a machine (a tensor-parallel group across an "
-                                            "NVLink domain's machines)");
+      j.fail("$.job.cross_domain_slowdown",
+             "only with job.tp wider than a machine (a tensor-parallel group across an "
+             "NVLink domain's machines)");
     j.finish();
   }
   {
@@ -623,9 +688,11 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     for (size_t i = 0; cats && i < cats->size(); ++i) {
       std::string p = "$.faults.categories[" + std::to_string(i) + "]";
       FaultCategory c = parse_category((*cats)[i], p, file);
-      if (c.rate_per_machine_day < 0) c.rate_per_machine_day = (-c.rate_per_machine_day - 1) / sc.cluster.machines;
+      if (c.rate_per_machine_day < 0)
+        c.rate_per_machine_day = (-c.rate_per_machine_day - 1) / sc.cluster.machines;
       c.rate_per_machine_day *= scale;
-      if (!names.insert(c.name).second) f.fail(p + ".name", "duplicate category name \"" + c.name + "\"");
+      if (!names.insert(c.name).second)
+        f.fail(p + ".name", "duplicate category name \"" + c.name + "\"");
       sc.faults.push_back(std::move(c));
     }
     if (trace) parse_trace(*trace, file, sc, names);
@@ -636,7 +703,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     auto& g = sc.diagnosis;
     g.gpu_diag_s = d.number("gpu_diag_s", g.gpu_diag_s, 0, 1e6);
     g.intra_all_to_all_s = d.number("intra_all_to_all_s", g.intra_all_to_all_s, 0, 1e6);
-    g.inter_all_gather_bytes = d.number("inter_all_gather_bytes", g.inter_all_gather_bytes, 0, 1e15);
+    g.inter_all_gather_bytes =
+        d.number("inter_all_gather_bytes", g.inter_all_gather_bytes, 0, 1e15);
     g.group_setup_s = d.number("group_setup_s", g.group_setup_s, 0, 1e6);
     g.bitwise_s = d.number("bitwise_s", g.bitwise_s, 0, 1e6);
     g.stress_s = d.number("stress_s", g.stress_s, 0, 1e7);
@@ -648,7 +716,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     if (const json* fj = d.get("false_positive")) {
       Obj f(*fj, "$.diagnosis.false_positive", file);
       for (int k = 0; k < kProbeKinds; ++k)
-        if (const std::string t = probe_key(static_cast<ProbeKind>(k)); f.has(t)) g.false_positive[t] = f.number(t, 0, 0, 1);
+        if (const std::string t = probe_key(static_cast<ProbeKind>(k)); f.has(t))
+          g.false_positive[t] = f.number(t, 0, 0, 1);
       f.finish();
     }
     g.standby_wake_s = d.number("standby_wake_s", g.standby_wake_s, 0, 1e5);
@@ -663,17 +732,21 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     if (!info) {
       std::string all;
       for (const auto& n : registry.names()) all += (all.empty() ? "" : "|") + n;
-      p.fail("$.policy.stack", "expected a registered stack (" + all + "), got \"" + sc.policy + "\"");
+      p.fail("$.policy.stack",
+             "expected a registered stack (" + all + "), got \"" + sc.policy + "\"");
     }
     std::map<std::string, double> overrides;
     record("$.policy.params", "object", "{}", false);
     if (const json* params = p.get("params")) {
-      if (!params->is_object()) p.fail("$.policy.params", "expected an object, got " + type_of(*params));
+      if (!params->is_object())
+        p.fail("$.policy.params", "expected an object, got " + type_of(*params));
       for (auto it = params->begin(); it != params->end(); ++it) {
         const std::string where = "$.policy.params." + it.key();
         const ParamSpec* spec = info->find_param(it.key());
-        if (it->is_boolean()) overrides[it.key()] = it->get<bool>() ? 1 : 0;
-        else if (it->is_number()) overrides[it.key()] = it->get<double>();
+        if (it->is_boolean())
+          overrides[it.key()] = it->get<bool>() ? 1 : 0;
+        else if (it->is_number())
+          overrides[it.key()] = it->get<double>();
         else if (it->is_string() && spec && !spec->choices.empty()) {
           const int i = spec->choice_index(it->get<std::string>());
           if (i < 0) {
@@ -683,16 +756,20 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
           }
           overrides[it.key()] = i;
         } else {
-          p.fail(where, std::string(spec && !spec->choices.empty() ? "expected a module name or its index"
-                                                                   : "expected a number") +
-                            ", got " + type_of(*it) + " " + brief(*it));
+          p.fail(where,
+                 std::string(spec && !spec->choices.empty() ? "expected a module name or its index"
+                                                            : "expected a number") +
+                     ", got " + type_of(*it) + " " + brief(*it));
         }
       }
     }
     if (auto err = Params::resolve(info->params, overrides, &sc.policy_params)) {
       std::string key;
       for (const auto& [k, v] : overrides)
-        if (!info->find_param(k) || err->find("'" + k + "'") != std::string::npos) { key = k; break; }
+        if (!info->find_param(k) || err->find("'" + k + "'") != std::string::npos) {
+          key = k;
+          break;
+        }
       p.fail("$.policy.params" + (key.empty() ? std::string() : "." + key), *err);
     }
     // A parameter the stack will not read (a module that is not chosen declares it) would
@@ -713,12 +790,14 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
         if (cs && now.find(choice + "=") == std::string::npos) {
           const int i = static_cast<int>(sc.policy_params.get(choice));
           now += (now.empty() ? "" : ", ") + choice + "=" +
-                 (i >= 0 && i < static_cast<int>(cs->choices.size()) ? cs->choices[i] : std::to_string(i));
+                 (i >= 0 && i < static_cast<int>(cs->choices.size()) ? cs->choices[i]
+                                                                     : std::to_string(i));
         }
       }
-      p.fail("$.policy.params." + k, "stack '" + sc.policy + "' does not read it here: it is read only with " +
-                                         when + " (this scenario has " + now +
-                                         "); set policy.allow_unused_params=true (--allow-unused) to run anyway");
+      p.fail("$.policy.params." + k,
+             "stack '" + sc.policy + "' does not read it here: it is read only with " + when +
+                 " (this scenario has " + now +
+                 "); set policy.allow_unused_params=true (--allow-unused) to run anyway");
     }
     // One knob per stack for the warm standby pool. A stack that reads `standby_pool`
     // (a standby recovery module) sizes the pool itself; cluster.standby_machines would
@@ -727,9 +806,11 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
     if (const ParamSpec* pool = info->find_param("standby_pool");
         pool && param_is_read(*info, *pool, sc.policy_params) && cluster_sets_standby)
       p.fail("$.cluster.standby_machines",
-             "stack '" + sc.policy + "' sizes its own warm standby pool (policy.params.standby_pool, -1 = P99 of "
-             "Binomial(machines, standby_daily_p)): set that instead; cluster.standby_machines is the pool of "
-             "stacks without a standby module");
+             "stack '" + sc.policy +
+                 "' sizes its own warm standby pool (policy.params.standby_pool, -1 = P99 of "
+                 "Binomial(machines, standby_daily_p)): set that instead; cluster.standby_machines "
+                 "is the pool of "
+                 "stacks without a standby module");
     p.finish();
   }
   root.finish();
@@ -762,7 +843,11 @@ std::vector<FieldInfo> scenario_fields(const Registry& registry) {
       {"cluster",
        {{"machines", 4},
         {"scheduler", json::object()},
-        {"repair", {{"to_manual", 0.5}, {"manual_fail", 0.1}, {"bad_fraction", 0.1}, {"bad_rate_factor", 2}}}}},
+        {"repair",
+         {{"to_manual", 0.5},
+          {"manual_fail", 0.1},
+          {"bad_fraction", 0.1},
+          {"bad_rate_factor", 2}}}}},
       {"job", {{"tp", 8}, {"pp", 2}, {"dp", 2}, {"step_time_s", 1}, {"horizon_days", 1}}},
       {"faults",
        {{"categories", json::array({{{"name", "a"},
@@ -776,8 +861,12 @@ std::vector<FieldInfo> scenario_fields(const Registry& registry) {
       {"diagnosis", {{"false_positive", false_positive}}},
       {"policy", {{"stack", registry.names().empty() ? std::string() : registry.names().front()}}}};
   json traced = full;
-  traced["faults"] = {{"trace", {{"file", "/nonexistent/trace.csv"}, {"mode", "replay"}, {"node_order", "in_order"},
-                                 {"start_day", 0}, {"extra_slots", "bootstrap"}}}};
+  traced["faults"] = {{"trace",
+                       {{"file", "/nonexistent/trace.csv"},
+                        {"mode", "replay"},
+                        {"node_order", "in_order"},
+                        {"start_day", 0},
+                        {"extra_slots", "bootstrap"}}}};
   std::vector<FieldInfo> fields;
   g_fields = &fields;
   for (const json* doc : {&full, static_cast<const json*>(&traced)}) {

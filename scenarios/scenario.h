@@ -32,7 +32,7 @@ struct JobSpec {
   double checkpoint_bytes_per_machine = 0;  // model + optimizer state held by one machine
   double image_bytes = 0;                   // container image pulled by a fresh machine
   double init_s = 0;                        // process launch and communicator init
-  double collective_timeout_s = 600;        // NCCL watchdog: a hung job exits after this (0 = never)
+  double collective_timeout_s = 600;  // NCCL watchdog: a hung job exits after this (0 = never)
   // Share of training throughput an every-step in-memory checkpoint with a peer backup
   // costs while its D2H copy, serialization and peer send overlap with training: more
   // than its blocking time alone (ByteRobust Table 8 leaves 99.11-99.71% of MFU, DOMAIN
@@ -43,7 +43,8 @@ struct JobSpec {
   // at full speed again: communicators set up on first use, data loaders refilled,
   // allocator and kernel caches warmed. It makes no progress and a fault during it
   // costs it again. The published per-incident times (DOMAIN §4-5) itemise none of it;
-  // the ByteRobust job scenarios fit it (docs/scenarios-and-faults.md, "The dense job's figures"). 0 = none.
+  // the ByteRobust job scenarios fit it (docs/scenarios-and-faults.md, "The dense job's figures").
+  // 0 = none.
   double restart_warmup_s = 0;
   // An ended run (EndRun: "stop, don't requeue") pages the on-call engineers: this long
   // after the page they have fixed what follows the code or the data (every code or data
@@ -67,9 +68,9 @@ inline constexpr double kWorkCapFactor = 20;  // default cap: ETTR 5% still fini
 
 // The cluster scheduler's response times (an environment property shared by all stacks).
 struct SchedulerSpec {
-  double requeue_base_s = 360;         // whole-job requeue
+  double requeue_base_s = 360;  // whole-job requeue
   double requeue_per_machine_s = 0.18;
-  double reschedule_base_s = 120;      // cold replacement of a few machines
+  double reschedule_base_s = 120;  // cold replacement of a few machines
   double reschedule_per_machine_s = 2;
   // Where the warm standby pool refills from: the free pool, as cold machines through the
   // scheduler (kFreePool, faultline's default), or only from machines coming back from
@@ -106,12 +107,12 @@ struct SchedulerSpec {
 // not the rate the job sees later (bad machines leave it, are retired, cured or appear):
 // the result reports each category's realized in-job rate beside its stated one.
 struct RepairSpec {
-  double auto_h = 2;           // AIReSim: automatic repair 2 h (mean)
-  double to_manual = 0.8;      // AIReSim: P(automatic -> manual) 0.8
-  double auto_fail = 0.4;      // AIReSim: automatic repair fails 40%
-  double manual_fail = 0.2;    // AIReSim: manual repair fails 20%
-  int retire_after = 3;        // not published (AIReSim studies thresholds): our default
-  double bad_fraction = 0;     // off; AIReSim: 15% of servers are bad
+  double auto_h = 2;         // AIReSim: automatic repair 2 h (mean)
+  double to_manual = 0.8;    // AIReSim: P(automatic -> manual) 0.8
+  double auto_fail = 0.4;    // AIReSim: automatic repair fails 40%
+  double manual_fail = 0.2;  // AIReSim: manual repair fails 20%
+  int retire_after = 3;      // not published (AIReSim studies thresholds): our default
+  double bad_fraction = 0;   // off; AIReSim: 15% of servers are bad
   // AIReSim's config comment says 5x; its code gives random + 5 x random = 6x (server.py).
   double bad_rate_factor = 5;
   // Chance a successful repair cures a bad machine for good (AIReSim: 1, server.py
@@ -128,7 +129,7 @@ struct RepairSpec {
   // exponential (AIReSim) or lognormal with sigma repair_sigma (of the log).
   enum class Dist : std::uint8_t { kFixed, kExponential, kLognormal } repair_time = Dist::kFixed;
   double repair_sigma = 1;
-  int spare_machines = -1;     // -1: 4.8% of the job's machines (AIReSim: 200 for 4,160)
+  int spare_machines = -1;  // -1: 4.8% of the job's machines (AIReSim: 200 for 4,160)
   // kEndless (our default): when the free pool is empty the wider cluster supplies a fresh
   // machine (counted in the result as machines beyond the fleet). kFinite: the fleet is
   // the job, its standbys, spare_machines and preemptible_machines; with no healthy machine
@@ -137,7 +138,8 @@ struct RepairSpec {
   // Finite fleet: machines running preemptible work, taken one at a time when the free pool
   // cannot serve, each preempt_s after it is asked for (AIReSim: 200 servers, 20 minutes).
   int preemptible_machines = 0;
-  int fleet_machines = 0;  // finite fleet: its size, given instead of spare_machines (0 = not given)
+  int fleet_machines =
+      0;  // finite fleet: its size, given instead of spare_machines (0 = not given)
   double preempt_s = 1200;
   bool bad_model() const { return bad_fraction > 0 || turn_bad_per_machine_day > 0; }
 };
@@ -147,17 +149,17 @@ enum class Symptom : std::uint8_t { kCrash, kHang, kSlowdown, kNan, kManual };
 
 struct FaultCategory {
   std::string name;
-  std::string fault_class;       // "explicit", "implicit", "manual"
+  std::string fault_class;          // "explicit", "implicit", "manual"
   double rate_per_machine_day = 0;  // expected events per machine-day of the job (any scope)
-  double weibull_shape = 1;      // 1 = Poisson; otherwise per-machine renewal
+  double weibull_shape = 1;         // 1 = Poisson; otherwise per-machine renewal
   // > 0: lognormal times between faults, per-unit renewal with this sigma (of the log) and
   // the mean the rate gives (as trace fit's lognormal fits); not with weibull_shape != 1.
   double lognormal_sigma = 0;
   FaultScope scope = FaultScope::kMachine;
   Symptom symptom = Symptom::kCrash;
-  bool persistent = false;       // the machine stays broken until evicted
-  double repair_h = 24;          // time to repair an evicted machine
-  double observe_after_s = 0;    // exit seen this long after the fault (crash, nan)
+  bool persistent = false;     // the machine stays broken until evicted
+  double repair_h = 24;        // time to repair an evicted machine
+  double observe_after_s = 0;  // exit seen this long after the fault (crash, nan)
   // nan: the job's NaN check ends its processes (the exit is seen observe_after_s after
   // the fault), as Megatron's does. false: the job has no such check and keeps running
   // (a live job that reports its loss, realexec's reference job): only its step samples
@@ -170,21 +172,21 @@ struct FaultCategory {
   // is 0); its traffic runs at 1/slowdown_factor of the link, which a test that times the
   // machine's own transfers sees (a grouped inter_all_gather: the pairwise node check).
   bool link_only = false;
-  double duration_s = 0;         // how long a transient slowdown lasts (0 = until evicted)
-  std::string signature;         // log line observed with the exit
+  double duration_s = 0;  // how long a transient slowdown lasts (0 = until evicted)
+  std::string signature;  // log line observed with the exit
   int exit_code = 1;
-  std::string alert;             // inspection kind that can see it ("gpu", "nic", ...) or ""
+  std::string alert;  // inspection kind that can see it ("gpu", "nic", ...) or ""
   // Share of this category's faults that the inspection can see at all (drawn once per
   // fault: a symptom DCGM/dmesg does not show stays invisible on every restart). The
   // rest surface only through the crash log after observe_after_s and go to stop-time
   // tests, as ByteRobust's real-time share of resolutions says many do (DOMAIN §2, §4.2).
   double alert_coverage = 1;
-  bool code_bug = false;         // caused by the job's code: recurs until rolled back
+  bool code_bug = false;  // caused by the job's code: recurs until rolled back
   // Caused by the job's data (a corrupt shard, a bad batch): recurs on every run that
   // reaches it, whatever the code version and the machines; a rollback does not help,
   // only a fix by hand (fix_h, or job.on_call_fix_h after an EndRun).
   bool data_bug = false;
-  double fix_h = 4;              // code or data bug: humans ship a fix after this long anyway
+  double fix_h = 4;  // code or data bug: humans ship a fix after this long anyway
   bool job_bug() const { return code_bug || data_bug; }  // follows the code or the data
   // Chance that each stop-time test finds the faulty machine, by test name
   // (gpu_diag, intra_all_to_all, inter_all_gather, bitwise, stress, replay);
@@ -201,25 +203,26 @@ struct FaultCategory {
 
 // Stop-time tests, stack capture and replay as the environment runs them.
 struct DiagnosisSpec {
-  double gpu_diag_s = 120;        // EUD / dcgmi diag -r 2
+  double gpu_diag_s = 120;  // EUD / dcgmi diag -r 2
   double intra_all_to_all_s = 60;
-  double inter_all_gather_bytes = 4e9;  // per machine, to and from its ring neighbours (SimGrid flows)
+  double inter_all_gather_bytes =
+      4e9;  // per machine, to and from its ring neighbours (SimGrid flows)
   // A grouped inter_all_gather (the pairwise check) starts a process group per group first:
   // launch, rendezvous, communicator init. Our assumption; the groups' timings exclude it.
   double group_setup_s = 60;
-  double bitwise_s = 300;         // one step of the reference model + compare
-  double stress_s = 1800;         // full stress test baseline
-  double capture_s = 15;          // stacks of every rank (py-spy / gdb)
-  double replay_s = 900;          // one replay phase
-  double rebalance_s = 30;        // the job's pause to move micro-batches off a slow replica
-  double reconfigure_s = 180;     // the job's pause to move layers off a slow stage (and rebalance)
+  double bitwise_s = 300;      // one step of the reference model + compare
+  double stress_s = 1800;      // full stress test baseline
+  double capture_s = 15;       // stacks of every rank (py-spy / gdb)
+  double replay_s = 900;       // one replay phase
+  double rebalance_s = 30;     // the job's pause to move micro-batches off a slow replica
+  double reconfigure_s = 180;  // the job's pause to move layers off a slow stage (and rebalance)
   // Chance that a test fails a healthy machine, per machine per test, by test name
   // (gpu_diag, intra_all_to_all, inter_all_gather, bitwise, stress). A bit-wise
   // comparison of a deterministic reference step has none (DOMAIN §4): its default is 0;
   // the others default to false_positive_rate.
   double false_positive_rate = 0.001;
   std::map<std::string, double> false_positive;
-  double standby_wake_s = 10;     // parked standby to joined
+  double standby_wake_s = 10;  // parked standby to joined
 };
 
 // False-positive rate of `test` (probe_name wording).
@@ -248,8 +251,8 @@ struct TraceSource {
 };
 
 struct Scenario {
-  std::string file;        // where it came from, for messages
-  std::string name;        // file stem
+  std::string file;  // where it came from, for messages
+  std::string name;  // file stem
   std::string description;
   std::uint64_t seed = 1;
   int replicas = 100;

@@ -8,8 +8,10 @@ namespace faultline::sim {
 
 namespace {
 constexpr double kNsPerDay = 86400e9;
-bool poisson(const scenarios::FaultCategory& c) { return c.weibull_shape == 1.0 && c.lognormal_sigma <= 0; }
+bool poisson(const scenarios::FaultCategory& c) {
+  return c.weibull_shape == 1.0 && c.lognormal_sigma <= 0;
 }
+}  // namespace
 
 std::vector<FaultArrival> trace_arrivals(const scenarios::Scenario& sc, std::uint64_t replica) {
   std::vector<FaultArrival> out;
@@ -18,7 +20,8 @@ std::vector<FaultArrival> trace_arrivals(const scenarios::Scenario& sc, std::uin
   traces::ArrivalOptions opt;
   opt.mode = ts.mode == "replay" ? traces::ArrivalMode::kReplay : traces::ArrivalMode::kBootstrap;
   opt.order = ts.node_order == "random" ? traces::NodeOrder::kRandom : traces::NodeOrder::kInOrder;
-  opt.extra_slots = ts.extra_slots == "bootstrap" ? traces::ExtraSlots::kBootstrap : traces::ExtraSlots::kFaultFree;
+  opt.extra_slots = ts.extra_slots == "bootstrap" ? traces::ExtraSlots::kBootstrap
+                                                  : traces::ExtraSlots::kFaultFree;
   opt.time_scale = ts.time_scale;
   opt.start_s = ts.start_day * 86400.0;
   opt.slots = sc.cluster.machines;
@@ -81,15 +84,19 @@ void FaultStream::schedule_renewal(int c, int unit, std::int64_t from, bool firs
 
 int FaultStream::units_of(int c) const {
   switch (cats_[c].scope) {
-    case scenarios::FaultScope::kMachine: return slots_;
-    case scenarios::FaultScope::kRack: return (slots_ + rack_size_ - 1) / rack_size_;
-    case scenarios::FaultScope::kJob: return 1;
+    case scenarios::FaultScope::kMachine:
+      return slots_;
+    case scenarios::FaultScope::kRack:
+      return (slots_ + rack_size_ - 1) / rack_size_;
+    case scenarios::FaultScope::kJob:
+      return 1;
   }
   return 1;
 }
 
 std::int64_t FaultStream::peek_time() const {
-  const std::int64_t modelled = heap_.empty() ? std::numeric_limits<std::int64_t>::max() : heap_.top().at;
+  const std::int64_t modelled =
+      heap_.empty() ? std::numeric_limits<std::int64_t>::max() : heap_.top().at;
   if (scripted_next_ < scripted_.size()) return std::min(modelled, scripted_[scripted_next_].at_ns);
   return modelled;
 }
@@ -97,7 +104,8 @@ std::int64_t FaultStream::peek_time() const {
 FaultArrival FaultStream::next() {
   if (scripted_next_ < scripted_.size()) {
     const FaultArrival& s = scripted_[scripted_next_];
-    if (heap_.empty() || s.at_ns < heap_.top().at || (s.at_ns == heap_.top().at && s.category < heap_.top().category)) {
+    if (heap_.empty() || s.at_ns < heap_.top().at ||
+        (s.at_ns == heap_.top().at && s.category < heap_.top().category)) {
       ++scripted_next_;
       return s;
     }

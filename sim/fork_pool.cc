@@ -30,7 +30,9 @@ bool write_all(int fd, const void* data, std::size_t n) {
   return true;
 }
 
-std::runtime_error sys_error(const char* what) { return std::runtime_error(std::string(what) + ": " + std::strerror(errno)); }
+std::runtime_error sys_error(const char* what) {
+  return std::runtime_error(std::string(what) + ": " + std::strerror(errno));
+}
 
 bool read_all(int fd, void* data, std::size_t n) {
   char* p = static_cast<char*>(data);
@@ -48,17 +50,19 @@ constexpr std::size_t kNoItem = ~std::size_t{0};
 
 struct Child {
   pid_t pid = -1;
-  int cmd = -1;                 // write end: item indices to run
-  std::size_t item = kNoItem;   // the item it runs now
+  int cmd = -1;                    // write end: item indices to run
+  std::size_t item = kNoItem;      // the item it runs now
   std::vector<std::uint8_t> data;  // unparsed frames: [u64 length][bytes][u8 reusable]
 };
 
 }  // namespace
 
-void fork_pool(std::size_t n, const ForkPoolOptions& opt,
-               const std::function<std::vector<std::uint8_t>(std::size_t, const std::function<void()>& tick)>& child,
-               const std::function<void(std::size_t, std::vector<std::uint8_t>)>& on_result,
-               const std::function<std::string(std::size_t)>& what) {
+void fork_pool(
+    std::size_t n, const ForkPoolOptions& opt,
+    const std::function<std::vector<std::uint8_t>(std::size_t, const std::function<void()>& tick)>&
+        child,
+    const std::function<void(std::size_t, std::vector<std::uint8_t>)>& on_result,
+    const std::function<std::string(std::size_t)>& what) {
   if (n == 0) return;
   int ticks[2] = {-1, -1};
   if (opt.on_tick) {
@@ -101,8 +105,8 @@ void fork_pool(std::size_t n, const ForkPoolOptions& opt,
         const std::vector<std::uint8_t> bytes = child(item, tick);
         const std::uint8_t more = opt.child_reusable && opt.child_reusable() ? 1 : 0;
         const std::uint64_t len = bytes.size();
-        if (!write_all(out_fd, &len, sizeof len) || !write_all(out_fd, bytes.data(), bytes.size()) ||
-            !write_all(out_fd, &more, 1))
+        if (!write_all(out_fd, &len, sizeof len) ||
+            !write_all(out_fd, bytes.data(), bytes.size()) || !write_all(out_fd, &more, 1))
           return 3;
         if (!more) return 0;
       } catch (const std::exception& e) {
@@ -117,7 +121,8 @@ void fork_pool(std::size_t n, const ForkPoolOptions& opt,
     c.item = item;
     // A child that died meanwhile must not take the parent with it (SIGPIPE): the write
     // fails instead, and its exit status is reported when its result pipe closes.
-    struct sigaction ignore{}, old{};
+    struct sigaction ignore {
+    }, old{};
     ignore.sa_handler = SIG_IGN;
     ::sigaction(SIGPIPE, &ignore, &old);
     const bool ok = write_all(c.cmd, &i, sizeof i);
@@ -174,13 +179,16 @@ void fork_pool(std::size_t n, const ForkPoolOptions& opt,
           std::uint64_t len;
           std::memcpy(&len, c.data.data(), sizeof len);
           if (c.data.size() < sizeof len + len + 1) break;
-          std::vector<std::uint8_t> bytes(c.data.begin() + sizeof len, c.data.begin() + sizeof len + len);
+          std::vector<std::uint8_t> bytes(c.data.begin() + sizeof len,
+                                          c.data.begin() + sizeof len + len);
           const bool more = c.data[sizeof len + len] != 0;
           c.data.erase(c.data.begin(), c.data.begin() + sizeof len + len + 1);
           const std::size_t item = c.item;
           c.item = kNoItem;
-          if (more && next < n) give(c, next++);
-          else if (c.cmd >= 0) ::close(c.cmd), c.cmd = -1;  // it ends on its own
+          if (more && next < n)
+            give(c, next++);
+          else if (c.cmd >= 0)
+            ::close(c.cmd), c.cmd = -1;  // it ends on its own
           on_result(item, std::move(bytes));
         }
         continue;
@@ -194,7 +202,8 @@ void fork_pool(std::size_t n, const ForkPoolOptions& opt,
       Child done = std::move(c);
       running.erase(p.fd);
       if (done.item != kNoItem || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        stop_all((done.item != kNoItem ? what(done.item) : std::string("a worker process between items")) +
+        stop_all((done.item != kNoItem ? what(done.item)
+                                       : std::string("a worker process between items")) +
                  ": process failed (status " + std::to_string(status) + ")");
     }
   }

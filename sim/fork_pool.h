@@ -32,9 +32,11 @@ struct ForkPoolOptions {
 // A child that throws, exits non-zero or dies ends the pool: the others are killed and
 // std::runtime_error names the item ("<what(i)>: process failed (status N)", or the
 // child's own message on its stderr before). Stdout and stderr are flushed before each fork.
-void fork_pool(std::size_t n, const ForkPoolOptions& opt,
-               const std::function<std::vector<std::uint8_t>(std::size_t, const std::function<void()>& tick)>& child,
-               const std::function<void(std::size_t, std::vector<std::uint8_t>)>& on_result,
-               const std::function<std::string(std::size_t)>& what);
+void fork_pool(
+    std::size_t n, const ForkPoolOptions& opt,
+    const std::function<std::vector<std::uint8_t>(std::size_t, const std::function<void()>& tick)>&
+        child,
+    const std::function<void(std::size_t, std::vector<std::uint8_t>)>& on_result,
+    const std::function<std::string(std::size_t)>& what);
 
 }  // namespace faultline::sim

@@ -12,19 +12,20 @@ namespace faultline::sim {
 // The fault ledger: what became of each fault (index into CategoryStats::outcomes).
 enum FaultOutcome : int {
   kOutcomeInterrupted,  // struck the job: an incident
-  kOutcomeCaught,       // its machine left the job on evidence (alert, failed test, crash log) before it struck
-  kOutcomeLeft,         // its machine left the job for another reason before it struck
-  kOutcomeAbsorbed,     // nothing it could hit: a transient fault while the job was down, an empty
-                        // slot, or it ended (transient slowdown over, code fixed or rolled back) first
-  kOutcomeHorizon,      // still waiting to strike when the horizon came
+  kOutcomeCaught,  // its machine left the job on evidence (alert, failed test, crash log) before it
+                   // struck
+  kOutcomeLeft,    // its machine left the job for another reason before it struck
+  kOutcomeAbsorbed,  // nothing it could hit: a transient fault while the job was down, an empty
+                     // slot, or it ended (transient slowdown over, code fixed or rolled back) first
+  kOutcomeHorizon,   // still waiting to strike when the horizon came
   kOutcomes
 };
-inline constexpr const char* kOutcomeNames[kOutcomes] = {"interrupted", "caught_before_strike", "left_job",
-                                                         "absorbed", "horizon"};
+inline constexpr const char* kOutcomeNames[kOutcomes] = {"interrupted", "caught_before_strike",
+                                                         "left_job", "absorbed", "horizon"};
 
 struct CategoryStats {
   std::int64_t incidents = 0;
-  std::int64_t injected = 0;         // ground-truth arrivals, including those that hit no running job
+  std::int64_t injected = 0;  // ground-truth arrivals, including those that hit no running job
   double resolution_sum_s = 0;
   double resolution_max_s = 0;
   double detection_sum_s = 0;
@@ -49,7 +50,7 @@ struct TimelinePoint {
 
 // How an incident ended (incidents.csv's `resolution`): a Mechanism (index = enum value:
 // the start that brought the job back credited it, as resolved_by counts), or one of these.
-inline constexpr int kResolutionOpen = -1;        // still open at the horizon
+inline constexpr int kResolutionOpen = -1;           // still open at the horizon
 inline constexpr int kResolutionWhileRunning = 100;  // ended while the job ran, no restart
                                                      // (a transient slowdown ran its course)
 
@@ -73,11 +74,11 @@ struct ReplicaResult {
   std::int64_t evictions_false = 0;           // healthy machines evicted, for any reason
   std::int64_t evictions_false_positive = 0;  // of those, ones a test had falsely failed
   std::int64_t false_failures = 0;            // tests that failed a healthy machine
-  int max_fruitless_rounds = 0;               // longest run of fruitless diagnosis the stack reported
-  std::int64_t health_check_drains = 0;       // broken machines the scheduler's check drained
-  std::int64_t repairs = 0;                   // machines repaired and back in the free pool
-  std::int64_t retired = 0;                   // machines retired after repeated failures
-  std::int64_t runs_ended = 0;                // 1 when the policy ended the run (EndRun)
+  int max_fruitless_rounds = 0;          // longest run of fruitless diagnosis the stack reported
+  std::int64_t health_check_drains = 0;  // broken machines the scheduler's check drained
+  std::int64_t repairs = 0;              // machines repaired and back in the free pool
+  std::int64_t retired = 0;              // machines retired after repeated failures
+  std::int64_t runs_ended = 0;           // 1 when the policy ended the run (EndRun)
   DominantIncident dominant;
   std::int64_t incident_count = 0;  // incidents of every category (replicas.csv's `incidents`)
   std::int64_t faults_injected = 0;
@@ -92,11 +93,12 @@ struct ReplicaResult {
   // How long the run lasted: the horizon, or for a job of fixed work (job.work_days) the
   // time its work was done (its time to train) or the cap when it was not (censored).
   double elapsed_s = 0;
-  bool finished = false;          // job.work_days: the work was done before the cap
-  double exposure_s = 0;          // time on the fault clock: elapsed (wall), or running (compute)
-  std::int64_t machines_beyond_fleet = 0;  // endless fleet: fresh machines the wider cluster supplied
-  std::int64_t machines_used = 0;          // distinct machines the run used (job, standbys, replacements)
-  std::int64_t preemptions = 0;            // finite fleet: preemptible machines taken
+  bool finished = false;  // job.work_days: the work was done before the cap
+  double exposure_s = 0;  // time on the fault clock: elapsed (wall), or running (compute)
+  std::int64_t machines_beyond_fleet =
+      0;                           // endless fleet: fresh machines the wider cluster supplied
+  std::int64_t machines_used = 0;  // distinct machines the run used (job, standbys, replacements)
+  std::int64_t preemptions = 0;    // finite fleet: preemptible machines taken
   bool depleted = false;  // finite fleet: waiting at the end for machines that will never come
   std::vector<TimelinePoint> timeline;
   std::vector<IncidentRecord> incidents;
@@ -113,8 +115,8 @@ struct ReplicaResult {
 // at the default scenario's 12 categories) instead of keeping them all to the end.
 struct CategoryTotals {
   struct Sums {
-    double incidents = 0, injected = 0, resolution_sum_s = 0, resolution_max_s = 0, detection_sum_s = 0,
-           detected = 0, recurred = 0;
+    double incidents = 0, injected = 0, resolution_sum_s = 0, resolution_max_s = 0,
+           detection_sum_s = 0, detected = 0, recurred = 0;
     double outcomes[kOutcomes] = {};
   };
   std::vector<Sums> categories;

@@ -1,14 +1,14 @@
 #include "sim/network.h"
 
-#include "policies/api/time.h"
-
-#include <boost/graph/adjacency_iterator.hpp>
 #include <algorithm>
+#include <boost/graph/adjacency_iterator.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <simgrid/Exception.hpp>
 #include <simgrid/s4u.hpp>
+
+#include "policies/api/time.h"
 
 namespace faultline::sim {
 
@@ -78,8 +78,8 @@ Platform::Platform(const ClusterView& view, int) {
     zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, in_route, true);
     routes_.push_back(std::move(ids));
   };
-  auto link_for = [&](std::map<TopoVertex, sg4::Link*>& cache, TopoVertex v, const std::string& name,
-                      double bw) {
+  auto link_for = [&](std::map<TopoVertex, sg4::Link*>& cache, TopoVertex v,
+                      const std::string& name, double bw) {
     auto it = cache.find(v);
     if (it != cache.end()) return it->second;
     auto* l = new_link(name, bw, lat);
@@ -203,30 +203,28 @@ FlowNet::BatchId FlowNet::start(std::vector<Transfer> batch, const Key& key,
   const BatchId id = ++next_id_;
   auto run = std::make_shared<Running>();
   running_.emplace(id, run);
-  sg4::Actor::create("flows", platform_.control_host(),
-                     [this, batch = std::move(batch), done = std::move(done), idle, my_epoch, key, id,
-                      run]() {
-                       if (run->cancelled) return;  // given up before it began
-                       const double t0 = sg4::Engine::get_clock();
-                       run->comms.reserve(batch.size());
-                       for (const auto& t : batch)
-                         run->comms.push_back(sg4::Comm::sendto_async(platform_.host(t.src),
-                                                                      platform_.host(t.dst),
-                                                                      static_cast<std::uint64_t>(t.bytes)));
-                       try {
-                         sg4::Comm::wait_all(run->comms);
-                       } catch (const simgrid::Exception&) {
-                         // Cancelled: cancel() did the bookkeeping.
-                       }
-                       if (run->cancelled) return;
-                       running_.erase(id);
-                       const std::int64_t d =
-                           Duration::round_ns((sg4::Engine::get_clock() - t0) * 1e9);
-                       --in_flight_;
-                       // Memoise only what ran alone from start to end.
-                       if (idle && epoch_ == my_epoch) memo_.insert(key, d);
-                       done(d);
-                     });
+  sg4::Actor::create(
+      "flows", platform_.control_host(),
+      [this, batch = std::move(batch), done = std::move(done), idle, my_epoch, key, id, run]() {
+        if (run->cancelled) return;  // given up before it began
+        const double t0 = sg4::Engine::get_clock();
+        run->comms.reserve(batch.size());
+        for (const auto& t : batch)
+          run->comms.push_back(sg4::Comm::sendto_async(platform_.host(t.src), platform_.host(t.dst),
+                                                       static_cast<std::uint64_t>(t.bytes)));
+        try {
+          sg4::Comm::wait_all(run->comms);
+        } catch (const simgrid::Exception&) {
+          // Cancelled: cancel() did the bookkeeping.
+        }
+        if (run->cancelled) return;
+        running_.erase(id);
+        const std::int64_t d = Duration::round_ns((sg4::Engine::get_clock() - t0) * 1e9);
+        --in_flight_;
+        // Memoise only what ran alone from start to end.
+        if (idle && epoch_ == my_epoch) memo_.insert(key, d);
+        done(d);
+      });
   return id;
 }
 
@@ -277,7 +275,8 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch, const F
       for (int l : platform_.route(host)) {
         // SimGrid's star zone puts a link that both ends cross (a shared ToR or leaf
         // uplink) in the route once; the fabric turns below it.
-        if (std::any_of(f.use.begin(), f.use.end(), [&](const auto& u) { return u.first == l; })) continue;
+        if (std::any_of(f.use.begin(), f.use.end(), [&](const auto& u) { return u.first == l; }))
+          continue;
         if (opt.turn_at_common_switch && std::find(a.begin(), a.end(), l) != a.end() &&
             std::find(b.begin(), b.end(), l) != b.end())
           continue;
@@ -324,17 +323,20 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch, const F
       double bound_level = -1;
       for (const auto& f : flows)
         if (f.active && !f.done && f.rate < 0 && (level < 0 || f.bound * f.penalty < level))
-          bound_level = bound_level < 0 ? f.bound * f.penalty : std::min(bound_level, f.bound * f.penalty);
+          bound_level =
+              bound_level < 0 ? f.bound * f.penalty : std::min(bound_level, f.bound * f.penalty);
       const bool by_bound = bound_level >= 0;
       if (by_bound) level = bound_level;
       // Fix the transfers on the saturated links (or at their bound).
       if (!by_bound)
         for (int l : touched)
-          if (usage[l] > 0 && std::abs(remaining[l] / usage[l] - level) <= 1e-5 * level) saturated[l] = 1;
+          if (usage[l] > 0 && std::abs(remaining[l] / usage[l] - level) <= 1e-5 * level)
+            saturated[l] = 1;
       for (auto& f : flows) {
         if (!f.active || f.done || f.rate >= 0) continue;
         bool fix = false;
-        if (by_bound) fix = std::abs(f.bound * f.penalty - level) <= 1e-5 * level;
+        if (by_bound)
+          fix = std::abs(f.bound * f.penalty - level) <= 1e-5 * level;
         else
           for (auto [l, w] : f.use) fix |= saturated[l] != 0;
         if (!fix) continue;
@@ -366,8 +368,10 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch, const F
     double next = -1;
     for (const auto& f : flows) {
       double at = -1;
-      if (!f.active && !f.done) at = f.start;
-      else if (f.active && !f.done) at = f.rate > 0 ? now + f.remains / f.rate : -1;
+      if (!f.active && !f.done)
+        at = f.start;
+      else if (f.active && !f.done)
+        at = f.rate > 0 ? now + f.remains / f.rate : -1;
       if (at >= 0 && (next < 0 || at < next)) next = at;
     }
     if (next < 0) break;  // nothing can move (no link): SimGrid would not either

@@ -18,10 +18,9 @@
 // communications, so batches that share links slow each other down as the topology says.
 // What that batch does not see: a batch under way that was timed by the closed form or
 // the memo (it holds no SimGrid flows); the memo has always had this limit, and in the
-// shipped scenarios no batch starts while another is under way (docs/scenarios-and-faults.md, "How the
-// simulator works").
-// A batch its owner gives up (the start was stopped, the job requeued) is cancelled: its
-// transfers leave the network at once.
+// shipped scenarios no batch starts while another is under way (docs/scenarios-and-faults.md, "How
+// the simulator works"). A batch its owner gives up (the start was stopped, the job requeued) is
+// cancelled: its transfers leave the network at once.
 #pragma once
 
 #include <cstdint>
@@ -133,7 +132,9 @@ class FlowNet {
     // uplink is crossed once, so 8 pairs of a rack would share its uplink.)
     bool turn_at_common_switch = false;
   };
-  std::int64_t fluid_duration(const std::vector<Transfer>& batch) const { return fluid_duration(batch, Fluid{}); }
+  std::int64_t fluid_duration(const std::vector<Transfer>& batch) const {
+    return fluid_duration(batch, Fluid{});
+  }
   // The index (in Platform::links) of a host's own link, its NIC.
   int nic_link(int host) const { return platform_.route(host).front(); }
   std::int64_t fluid_duration(const std::vector<Transfer>& batch, const Fluid& opt) const;
@@ -142,14 +143,18 @@ class FlowNet {
   using BatchId = std::uint64_t;
   // Starts a real batch; `done(duration_ns)` runs in simulation context when all
   // transfers finished. Requires a running SimGrid simulation (called from an actor).
-  BatchId start(std::vector<Transfer> batch, const Key& key, std::function<void(std::int64_t)> done);
+  BatchId start(std::vector<Transfer> batch, const Key& key,
+                std::function<void(std::int64_t)> done);
   // Stops a real batch now (its owner gave up on it): its transfers leave the network at
   // once, `done` is never called, and it is not memoised. A finished batch: nothing.
   void cancel(BatchId id);
   int in_flight() const { return in_flight_; }
   // A memoised batch "runs" without SimGrid; hold it so nothing else is memoised or
   // served from the cache while it is under way.
-  void hold() { ++in_flight_; ++epoch_; }
+  void hold() {
+    ++in_flight_;
+    ++epoch_;
+  }
   void release() { --in_flight_; }
   // Counts for reports and benchmarks.
   std::int64_t real_batches() const { return real_; }

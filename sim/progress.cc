@@ -6,7 +6,9 @@
 namespace faultline::sim {
 
 namespace {
-std::int64_t scale(std::int64_t ns, double f) { return static_cast<std::int64_t>(std::llround(ns * f)); }
+std::int64_t scale(std::int64_t ns, double f) {
+  return static_cast<std::int64_t>(std::llround(ns * f));
+}
 }  // namespace
 
 void ProgressModel::set_plan(std::int64_t interval_ns, std::int64_t blocking_ns) {
@@ -83,7 +85,8 @@ void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
     progress_gain += need_prog;
     b.degraded += need_wall - need_prog;
     left -= need_wall;
-    const std::int64_t cycle_wall = static_cast<std::int64_t>(std::ceil(interval_ / rate_)) + blocking_;
+    const std::int64_t cycle_wall =
+        static_cast<std::int64_t>(std::ceil(interval_ / rate_)) + blocking_;
     if (left < blocking_) {
       in_ckpt_ = left;
       b.checkpoint += left;
@@ -114,12 +117,15 @@ void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
   }
   // Progress is provisionally productive; lose() takes back what was not checkpointed.
   b.productive += progress_gain;
-  if (record_ && progress_gain > 0) record(start, start + dt, static_cast<double>(progress_gain) / dt);
+  if (record_ && progress_gain > 0)
+    record(start, start + dt, static_cast<double>(progress_gain) / dt);
 }
 
 std::int64_t ProgressModel::wall_to_gain(std::int64_t need) const {
   if (need <= 0) return 0;
-  auto wall = [&](std::int64_t progress) { return static_cast<std::int64_t>(std::ceil(progress / rate_)); };
+  auto wall = [&](std::int64_t progress) {
+    return static_cast<std::int64_t>(std::ceil(progress / rate_));
+  };
   std::int64_t w = warmup_left_ + pause_left_;
   std::int64_t seg = seg_progress_;
   if (in_ckpt_ > 0) {  // the open checkpoint block ends first, committing the segment

@@ -19,15 +19,16 @@ namespace faultline::sim {
 
 // Where wall time went; all buckets in nanoseconds and summing to the elapsed time.
 struct Breakdown {
-  std::int64_t productive = 0;   // training that was kept
-  std::int64_t detection = 0;    // job broken but not yet acted on
-  std::int64_t diagnosis = 0;    // stopped, policy diagnosing or deciding
-  std::int64_t failover = 0;     // waiting for machines, pulling images, process init
-  std::int64_t restore = 0;      // loading the checkpoint
-  std::int64_t recompute = 0;    // training lost since the last complete checkpoint
-  std::int64_t checkpoint = 0;   // blocking checkpoint time
-  std::int64_t degraded = 0;     // running slower than full speed, or paused to work around a slow machine
-  std::int64_t warmup = 0;       // running after a (re)start before full speed (job.restart_warmup_s)
+  std::int64_t productive = 0;  // training that was kept
+  std::int64_t detection = 0;   // job broken but not yet acted on
+  std::int64_t diagnosis = 0;   // stopped, policy diagnosing or deciding
+  std::int64_t failover = 0;    // waiting for machines, pulling images, process init
+  std::int64_t restore = 0;     // loading the checkpoint
+  std::int64_t recompute = 0;   // training lost since the last complete checkpoint
+  std::int64_t checkpoint = 0;  // blocking checkpoint time
+  std::int64_t degraded =
+      0;  // running slower than full speed, or paused to work around a slow machine
+  std::int64_t warmup = 0;  // running after a (re)start before full speed (job.restart_warmup_s)
   std::int64_t waiting_for_machines = 0;  // stopped, no healthy machine free in a finite fleet
   std::int64_t total() const;
 };
@@ -38,11 +39,16 @@ struct BucketInfo {
   std::int64_t Breakdown::*field;
 };
 inline constexpr BucketInfo kBuckets[] = {
-    {"productive", &Breakdown::productive}, {"detection", &Breakdown::detection},
-    {"diagnosis", &Breakdown::diagnosis},   {"failover", &Breakdown::failover},
-    {"restore", &Breakdown::restore},       {"recompute", &Breakdown::recompute},
-    {"checkpoint", &Breakdown::checkpoint}, {"degraded", &Breakdown::degraded},
-    {"warmup", &Breakdown::warmup},         {"waiting_for_machines", &Breakdown::waiting_for_machines},
+    {"productive", &Breakdown::productive},
+    {"detection", &Breakdown::detection},
+    {"diagnosis", &Breakdown::diagnosis},
+    {"failover", &Breakdown::failover},
+    {"restore", &Breakdown::restore},
+    {"recompute", &Breakdown::recompute},
+    {"checkpoint", &Breakdown::checkpoint},
+    {"degraded", &Breakdown::degraded},
+    {"warmup", &Breakdown::warmup},
+    {"waiting_for_machines", &Breakdown::waiting_for_machines},
 };
 
 inline std::int64_t Breakdown::total() const {

@@ -25,7 +25,11 @@ std::string num(double x) {
 }
 
 json summary_json(const Summary& s) {
-  return {{"mean", s.mean}, {"ci95", {s.lo, s.hi}}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}};
+  return {{"mean", s.mean},
+          {"ci95", {s.lo, s.hi}},
+          {"min", s.min},
+          {"max", s.max},
+          {"stddev", s.stddev}};
 }
 
 // The q-quantile of xs (sorted, +inf for censored values), linearly interpolated between
@@ -51,7 +55,12 @@ json time_to_train(const scenarios::Scenario& sc, const std::vector<ReplicaResul
   }
   std::sort(all.begin(), all.end());
   json t = summary_json(summarize(done));
-  if (done.empty()) t = {{"mean", nullptr}, {"ci95", nullptr}, {"min", nullptr}, {"max", nullptr}, {"stddev", nullptr}};
+  if (done.empty())
+    t = {{"mean", nullptr},
+         {"ci95", nullptr},
+         {"min", nullptr},
+         {"max", nullptr},
+         {"stddev", nullptr}};
   t["unit"] = "days";
   t["work_days"] = sc.job.work_days;
   t["cap_days"] = sc.job.horizon_days;
@@ -61,8 +70,10 @@ json time_to_train(const scenarios::Scenario& sc, const std::vector<ReplicaResul
   t["finished"] = done.size();
   t["censored"] = rs.size() - done.size();
   if (done.size() < rs.size())
-    t["note"] = std::to_string(rs.size() - done.size()) + " replica(s) still training at the cap (job.horizon_days " +
-                num(sc.job.horizon_days) + "): censored, left out of the mean; a quantile they reach is null";
+    t["note"] = std::to_string(rs.size() - done.size()) +
+                " replica(s) still training at the cap (job.horizon_days " +
+                num(sc.job.horizon_days) +
+                "): censored, left out of the mean; a quantile they reach is null";
   return t;
 }
 
@@ -75,7 +86,8 @@ json trace_mapping(const scenarios::Scenario& sc) {
   const auto fleet = static_cast<long long>(tl.nodes.size());
   const long long machines = sc.cluster.machines;
   const double window_days = (tl.window_end_s - tl.window_start_s) / 86400.0;
-  const double per_node_day = fleet > 0 && window_days > 0 ? tl.faults / (fleet * window_days) : 0.0;
+  const double per_node_day =
+      fleet > 0 && window_days > 0 ? tl.faults / (fleet * window_days) : 0.0;
   const std::string file = std::filesystem::path(ts.file).filename().string();
   json m = {{"file", file},
             {"mode", ts.mode},
@@ -86,8 +98,8 @@ json trace_mapping(const scenarios::Scenario& sc) {
             {"trace_faults_per_node_day", per_node_day},
             {"faults_per_machine_day", per_node_day / ts.time_scale}};
   std::string line = ts.mode + " of " + file + " (fleet of " + std::to_string(fleet) + " nodes, " +
-                     std::to_string(tl.trace_nodes) + " in the trace) onto " + std::to_string(machines) +
-                     " machines: ";
+                     std::to_string(tl.trace_nodes) + " in the trace) onto " +
+                     std::to_string(machines) + " machines: ";
   if (ts.mode == "replay") {
     const long long driven = std::min(fleet, machines), extra = std::max(0LL, machines - fleet),
                     unused = std::max(0LL, fleet - machines);
@@ -98,21 +110,23 @@ json trace_mapping(const scenarios::Scenario& sc) {
     m["unused_fleet_nodes"] = unused;
     if (extra > 0) m["extra_slots_rule"] = ts.extra_slots;
     line += ts.node_order == "random"
-                ? std::to_string(driven) + " of the fleet nodes, a random assignment per replica, drive " +
+                ? std::to_string(driven) +
+                      " of the fleet nodes, a random assignment per replica, drive " +
                       std::to_string(driven) + " slots"
-                : "fleet nodes 1-" + std::to_string(driven) + " (in order of first appearance) drive slots 0-" +
-                      std::to_string(driven - 1);
+                : "fleet nodes 1-" + std::to_string(driven) +
+                      " (in order of first appearance) drive slots 0-" + std::to_string(driven - 1);
     if (unused > 0) line += "; " + std::to_string(unused) + " fleet nodes unused";
     if (extra > 0)
       line += "; the " + std::to_string(extra) + " slots no node drives are " +
-              (ts.extra_slots == "bootstrap" ? "bootstrapped (a random fleet node's history each, uniform phase)"
-                                             : "fault-free (extra_slots fault_free)");
+              (ts.extra_slots == "bootstrap"
+                   ? "bootstrapped (a random fleet node's history each, uniform phase)"
+                   : "fault-free (extra_slots fault_free)");
     line += "; trace day " + num(ts.start_day) + " is time 0, time_scale " + num(ts.time_scale);
   } else {
     m["slots_bootstrapped"] = machines;
-    line += "each slot draws a fleet node's history (with replacement, uniform phase): " + num(per_node_day) +
-            " faults per node-day / time_scale " + num(ts.time_scale) + " = " + num(per_node_day / ts.time_scale) +
-            " per machine-day";
+    line += "each slot draws a fleet node's history (with replacement, uniform phase): " +
+            num(per_node_day) + " faults per node-day / time_scale " + num(ts.time_scale) + " = " +
+            num(per_node_day / ts.time_scale) + " per machine-day";
   }
   m["summary"] = line;
   return m;
@@ -123,7 +137,8 @@ json trace_mapping(const scenarios::Scenario& sc) {
 std::string resolution_name(int resolution) {
   if (resolution == kResolutionOpen) return "open_at_horizon";
   if (resolution == kResolutionWhileRunning) return "ended_while_running";
-  if (resolution >= 0 && resolution < kMechanisms) return mechanism_name(static_cast<Mechanism>(resolution));
+  if (resolution >= 0 && resolution < kMechanisms)
+    return mechanism_name(static_cast<Mechanism>(resolution));
   return "?";
 }
 
@@ -144,7 +159,8 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
     const std::string key = policies::module_kind_name(kind);
     const auto it = sc.policy_params.values().find(key);
     const auto all = policies::modules().of(kind);
-    if (it == sc.policy_params.values().end() || it->second < 0 || it->second >= static_cast<double>(all.size()))
+    if (it == sc.policy_params.values().end() || it->second < 0 ||
+        it->second >= static_cast<double>(all.size()))
       continue;
     const auto* m = all[static_cast<std::size_t>(it->second)];
     mods[key] = {{"name", m->name}, {"version", m->version}};
@@ -192,9 +208,11 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   json cats = json::object();
   double total_incidents = 0, injected = 0;
   for (size_t c = 0; c < sc.faults.size(); ++c) {
-    const CategoryTotals::Sums k = c < folded->categories.size() ? folded->categories[c] : CategoryTotals::Sums{};
-    const double inc = k.incidents, inj = k.injected, res_sum = k.resolution_sum_s, res_max = k.resolution_max_s,
-                 det_sum = k.detection_sum_s, det_n = k.detected, rec = k.recurred;
+    const CategoryTotals::Sums k =
+        c < folded->categories.size() ? folded->categories[c] : CategoryTotals::Sums{};
+    const double inc = k.incidents, inj = k.injected, res_sum = k.resolution_sum_s,
+                 res_max = k.resolution_max_s, det_sum = k.detection_sum_s, det_n = k.detected,
+                 rec = k.recurred;
     const double* outcomes = k.outcomes;
     total_incidents += inc;
     injected += inj;
@@ -288,7 +306,8 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   json mech = json::object();
   double exhaust = 0, fallbacks = 0;
   for (int m = 1; m < kMechanisms; ++m) {
-    const double c = m < static_cast<int>(folded->resolved_by.size()) ? folded->resolved_by[m] : 0.0;
+    const double c =
+        m < static_cast<int>(folded->resolved_by.size()) ? folded->resolved_by[m] : 0.0;
     if (c > 0) mech[mechanism_name(static_cast<Mechanism>(m))] = c / n;
   }
   for (const auto& r : rs) {
@@ -304,7 +323,8 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
     for (const auto& r : rs) lost_s += r.elapsed_s - r.breakdown.productive * 1e-9;
     out["gpu_hours_lost_per_replica"] = lost_s / n / 3600.0 * gpus;
   } else {
-    out["gpu_hours_lost_per_replica"] = (1.0 - out["ettr"]["mean"].get<double>()) * horizon_s / 3600.0 * gpus;
+    out["gpu_hours_lost_per_replica"] =
+        (1.0 - out["ettr"]["mean"].get<double>()) * horizon_s / 3600.0 * gpus;
   }
   {
     // The fleet the run drew on: what an endless fleet supplied beyond it, never hidden.
@@ -336,118 +356,141 @@ std::string format_table(const json& r) {
   std::ostringstream o;
   o << std::fixed;
   const auto& e = r["ettr"];
-  o << "scenario   " << r["scenario"].get<std::string>() << "  (policy " << r["policy"].get<std::string>()
-    << ", " << r["replicas"].get<int>() << " replicas, seed " << r["seed"].get<std::uint64_t>() << ")\n";
-  o << "cluster    " << r["gpus"].get<std::int64_t>() << " GPUs on " << r["machines"].get<int>() << " machines, ";
+  o << "scenario   " << r["scenario"].get<std::string>() << "  (policy "
+    << r["policy"].get<std::string>() << ", " << r["replicas"].get<int>() << " replicas, seed "
+    << r["seed"].get<std::uint64_t>() << ")\n";
+  o << "cluster    " << r["gpus"].get<std::int64_t>() << " GPUs on " << r["machines"].get<int>()
+    << " machines, ";
   if (r.contains("time_to_train"))
-    o << std::setprecision(1) << r["time_to_train"]["work_days"].get<double>() << " days of work (cap "
-      << r["horizon_days"].get<double>() << " days)\n";
+    o << std::setprecision(1) << r["time_to_train"]["work_days"].get<double>()
+      << " days of work (cap " << r["horizon_days"].get<double>() << " days)\n";
   else
     o << std::setprecision(1) << r["horizon_days"].get<double>() << " days\n";
-  if (r.contains("trace_mapping")) o << "trace      " << r["trace_mapping"]["summary"].get<std::string>() << "\n";
+  if (r.contains("trace_mapping"))
+    o << "trace      " << r["trace_mapping"]["summary"].get<std::string>() << "\n";
   if (r.contains("policy_modules")) {
     o << "modules   ";
     for (const auto& [kind, m] : r["policy_modules"].items())
-      o << " " << kind << " " << m["name"].get<std::string>() << " v" << m["version"].get<std::string>();
+      o << " " << kind << " " << m["name"].get<std::string>() << " v"
+        << m["version"].get<std::string>();
     o << "\n";
   }
-  if (r.value("fault_clock", "wall") == "compute") o << "faults     on the compute clock (only while the job trains)\n";
+  if (r.value("fault_clock", "wall") == "compute")
+    o << "faults     on the compute clock (only while the job trains)\n";
   o << std::setprecision(2);
-  o << "ETTR       " << 100 * e["mean"].get<double>() << "%  (95% CI " << 100 * e["ci95"][0].get<double>() << "% .. "
-    << 100 * e["ci95"][1].get<double>() << "%, min " << 100 * e["min"].get<double>() << "%, max "
-    << 100 * e["max"].get<double>() << "%)\n";
+  o << "ETTR       " << 100 * e["mean"].get<double>() << "%  (95% CI "
+    << 100 * e["ci95"][0].get<double>() << "% .. " << 100 * e["ci95"][1].get<double>() << "%, min "
+    << 100 * e["min"].get<double>() << "%, max " << 100 * e["max"].get<double>() << "%)\n";
   if (r.contains("time_to_train")) {
     const auto& t = r["time_to_train"];
-    auto days = [&](const json& x) { return x.is_null() ? std::string("> cap") : num(x.get<double>()); };
+    auto days = [&](const json& x) {
+      return x.is_null() ? std::string("> cap") : num(x.get<double>());
+    };
     o << "time to train " << num(t["work_days"].get<double>()) << " days of work: ";
     if (t["mean"].is_null())
       o << "none finished";
     else
-      o << "mean " << std::setprecision(1) << t["mean"].get<double>() << " days (95% CI " << t["ci95"][0].get<double>()
-        << " .. " << t["ci95"][1].get<double>() << ")";
+      o << "mean " << std::setprecision(1) << t["mean"].get<double>() << " days (95% CI "
+        << t["ci95"][0].get<double>() << " .. " << t["ci95"][1].get<double>() << ")";
     o << ", p50 " << days(t["p50"]) << ", p90 " << days(t["p90"]) << ", p99 " << days(t["p99"]);
     if (t["censored"].get<std::int64_t>() > 0)
-      o << "; " << t["censored"].get<std::int64_t>() << " censored at the cap of " << num(t["cap_days"].get<double>())
-        << " days";
+      o << "; " << t["censored"].get<std::int64_t>() << " censored at the cap of "
+        << num(t["cap_days"].get<double>()) << " days";
     o << "\n";
   }
   if (r.contains("fleet")) {
     const auto& f = r["fleet"];
     if (f["kind"] == "finite")
-      o << "fleet      finite, " << f["machines_used_max"].get<std::int64_t>() << " machines used at most, "
-        << std::setprecision(1) << f["preemptions_per_replica"].get<double>() << " preemptions per replica";
+      o << "fleet      finite, " << f["machines_used_max"].get<std::int64_t>()
+        << " machines used at most, " << std::setprecision(1)
+        << f["preemptions_per_replica"].get<double>() << " preemptions per replica";
     if (f["kind"] == "finite" && f["depleted_replicas"].get<std::int64_t>() > 0)
       o << "; " << f["depleted_replicas"].get<std::int64_t>()
         << " replica(s) ended depleted: too few machines left to field the job (retirements)";
     if (f["kind"] == "finite")
       o << "\n";
     else if (f["machines_beyond_fleet_per_replica"].get<double>() > 0)
-      o << "fleet      endless: " << std::setprecision(1) << f["machines_beyond_fleet_per_replica"].get<double>()
-        << " machines per replica came from beyond the fleet (cluster.repair.fleet \"finite\" waits instead)\n";
+      o << "fleet      endless: " << std::setprecision(1)
+        << f["machines_beyond_fleet_per_replica"].get<double>()
+        << " machines per replica came from beyond the fleet (cluster.repair.fleet \"finite\" "
+           "waits instead)\n";
   }
   o << std::setprecision(2) << "\n";
   o << "unproductive time per replica          hours    share\n";
   for (const auto& b : kBuckets) {
     const char* k = b.name;
     if (std::string(k) == "productive") continue;
-    o << "  " << std::left << std::setw(34) << k << std::right << std::setw(9) << std::setprecision(2)
-      << r["breakdown_s"][k].get<double>() / 3600.0 << std::setw(8) << std::setprecision(2)
-      << 100 * r["breakdown_share"][k].get<double>() << "%\n";
+    o << "  " << std::left << std::setw(34) << k << std::right << std::setw(9)
+      << std::setprecision(2) << r["breakdown_s"][k].get<double>() / 3600.0 << std::setw(8)
+      << std::setprecision(2) << 100 * r["breakdown_share"][k].get<double>() << "%\n";
   }
-  o << "\nincidents per replica: " << std::setprecision(1) << r["incidents"]["per_replica"].get<double>()
-    << "  (faults injected " << r["incidents"]["faults_injected_per_replica"].get<double>() << ")\n";
+  o << "\nincidents per replica: " << std::setprecision(1)
+    << r["incidents"]["per_replica"].get<double>() << "  (faults injected "
+    << r["incidents"]["faults_injected_per_replica"].get<double>() << ")\n";
   o << "  category                     count  detect mean s  resolve mean s  resolve max s\n";
-  for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end(); ++it) {
+  for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end();
+       ++it) {
     const auto& c = it.value();
-    o << "  " << std::left << std::setw(26) << it.key() << std::right << std::setw(8) << std::setprecision(1)
-      << c["incidents_per_replica"].get<double>() << std::setw(15) << std::setprecision(0)
-      << c["detection_mean_s"].get<double>() << std::setw(16) << c["resolution_mean_s"].get<double>()
-      << std::setw(15) << c["resolution_max_s"].get<double>() << "\n";
+    o << "  " << std::left << std::setw(26) << it.key() << std::right << std::setw(8)
+      << std::setprecision(1) << c["incidents_per_replica"].get<double>() << std::setw(15)
+      << std::setprecision(0) << c["detection_mean_s"].get<double>() << std::setw(16)
+      << c["resolution_mean_s"].get<double>() << std::setw(15)
+      << c["resolution_max_s"].get<double>() << "\n";
   }
   bool gaps = false;
-  for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end(); ++it)
+  for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end();
+       ++it)
     gaps |= it.value().value("rate_gap_flagged", false);
   if (gaps) {
     o << "\nrates the job saw differ from the stated ones (over 2% and 3 standard errors)\n"
       << "  category                  stated /machine-day   realized      gap\n";
-    for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end(); ++it) {
+    for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end();
+         ++it) {
       const auto& c = it.value();
       if (!c.value("rate_gap_flagged", false)) continue;
       o << "  " << std::left << std::setw(24) << it.key() << std::right << std::setw(22)
         << num(c["rate_per_machine_day"].get<double>()) << std::setw(11)
-        << num(c["realized_rate_per_machine_day"].get<double>()) << std::setw(8) << std::setprecision(1)
-        << 100 * c["rate_gap"].get<double>() << "%  FLAG\n";
+        << num(c["realized_rate_per_machine_day"].get<double>()) << std::setw(8)
+        << std::setprecision(1) << 100 * c["rate_gap"].get<double>() << "%  FLAG\n";
     }
   }
   o << "\nfault ledger per replica (what became of each fault)\n"
     << "  category                  injected  interrupted  caught  left job  absorbed  horizon\n";
-  for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end(); ++it) {
+  for (auto it = r["incidents"]["by_category"].begin(); it != r["incidents"]["by_category"].end();
+       ++it) {
     const auto& c = it.value();
     const auto& oc = c["outcomes"];
-    o << "  " << std::left << std::setw(24) << it.key() << std::right << std::setprecision(2) << std::setw(10)
-      << c["injected_per_replica"].get<double>() + c["recurred_per_replica"].get<double>() << std::setw(13)
-      << oc["interrupted"].get<double>() << std::setw(8) << oc["caught_before_strike"].get<double>() << std::setw(10)
-      << oc["left_job"].get<double>() << std::setw(10) << oc["absorbed"].get<double>() << std::setw(9)
+    o << "  " << std::left << std::setw(24) << it.key() << std::right << std::setprecision(2)
+      << std::setw(10)
+      << c["injected_per_replica"].get<double>() + c["recurred_per_replica"].get<double>()
+      << std::setw(13) << oc["interrupted"].get<double>() << std::setw(8)
+      << oc["caught_before_strike"].get<double>() << std::setw(10) << oc["left_job"].get<double>()
+      << std::setw(10) << oc["absorbed"].get<double>() << std::setw(9)
       << oc["horizon"].get<double>() << "\n";
   }
   const auto& ev = r["evictions"];
-  o << "\nevictions per replica: " << std::setprecision(1) << ev["true_per_replica"].get<double>() << " true, "
-    << ev["false_per_replica"].get<double>() << " healthy (" << std::setprecision(2)
-    << ev["false_positive_per_replica"].get<double>() << " failed a test falsely, " << std::setprecision(1)
-    << ev["collateral_per_replica"].get<double>() << " went with their group)\n";
-  o << "longest run of fruitless diagnosis rounds: " << r["max_fruitless_rounds"].get<int>() << "\n";
+  o << "\nevictions per replica: " << std::setprecision(1) << ev["true_per_replica"].get<double>()
+    << " true, " << ev["false_per_replica"].get<double>() << " healthy (" << std::setprecision(2)
+    << ev["false_positive_per_replica"].get<double>() << " failed a test falsely, "
+    << std::setprecision(1) << ev["collateral_per_replica"].get<double>()
+    << " went with their group)\n";
+  o << "longest run of fruitless diagnosis rounds: " << r["max_fruitless_rounds"].get<int>()
+    << "\n";
   o << "worst replicas:";
   for (const auto& w : r["outliers"]) {
-    o << "\n  replica " << w["replica"].get<std::uint64_t>() << " (seed " << w["seed"].get<std::uint64_t>()
-      << ")  ETTR " << std::setprecision(2) << 100 * w["ettr"].get<double>() << "%";
+    o << "\n  replica " << w["replica"].get<std::uint64_t>() << " (seed "
+      << w["seed"].get<std::uint64_t>() << ")  ETTR " << std::setprecision(2)
+      << 100 * w["ettr"].get<double>() << "%";
     if (w.contains("dominant_incident"))
-      o << "  costliest incident: " << w["dominant_incident"]["category"].get<std::string>() << " at "
-        << std::setprecision(1) << w["dominant_incident"]["at_h"].get<double>() << " h, resolved in "
-        << std::setprecision(0) << w["dominant_incident"]["resolution_s"].get<double>() << " s";
+      o << "  costliest incident: " << w["dominant_incident"]["category"].get<std::string>()
+        << " at " << std::setprecision(1) << w["dominant_incident"]["at_h"].get<double>()
+        << " h, resolved in " << std::setprecision(0)
+        << w["dominant_incident"]["resolution_s"].get<double>() << " s";
   }
   o << "\n";
-  o << "GPU-hours lost per replica: " << std::setprecision(0) << r["gpu_hours_lost_per_replica"].get<double>()
-    << "\nwall time: " << std::setprecision(2) << r["wall_s"].get<double>() << " s\n";
+  o << "GPU-hours lost per replica: " << std::setprecision(0)
+    << r["gpu_hours_lost_per_replica"].get<double>() << "\nwall time: " << std::setprecision(2)
+    << r["wall_s"].get<double>() << " s\n";
   return o.str();
 }
 
@@ -467,15 +510,16 @@ void write_out_dir(const std::string& dir, const json& result, const std::vector
     auto f = open("replicas.csv");
     f << "replica,ettr";
     for (const auto& k : kBuckets) f << "," << k.name << "_s";
-    f << ",incidents,faults_injected,evictions_true,evictions_false,elapsed_days,time_to_train_days,censored\n";
+    f << ",incidents,faults_injected,evictions_true,evictions_false,elapsed_days,time_to_train_"
+         "days,censored\n";
     f << std::setprecision(17);
     const bool work = sc.job.work_days > 0;
     for (const auto& r : rs) {
       const std::int64_t inc = r.incident_count;
       f << r.replica << "," << r.ettr;
       for (const auto& k : kBuckets) f << "," << r.breakdown.*k.field * 1e-9;
-      f << "," << inc << "," << r.faults_injected << "," << r.evictions_true << "," << r.evictions_false << ","
-        << r.elapsed_s / 86400 << ",";
+      f << "," << inc << "," << r.faults_injected << "," << r.evictions_true << ","
+        << r.evictions_false << "," << r.elapsed_s / 86400 << ",";
       // time_to_train_days: a job of fixed work that finished; empty otherwise (censored = 1
       // when the cap stopped it first).
       if (work && r.finished) f << r.elapsed_s / 86400;
@@ -484,23 +528,26 @@ void write_out_dir(const std::string& dir, const json& result, const std::vector
   }
   if (!rs.empty() && !rs[0].timeline.empty()) {
     auto f = open("timeline.csv");
-    f << "replica,t_h,ettr_cumulative,ettr_window_1h,waiting_for_machines_h\n" << std::setprecision(10);
+    f << "replica,t_h,ettr_cumulative,ettr_window_1h,waiting_for_machines_h\n"
+      << std::setprecision(10);
     for (const auto& r : rs)
       for (const auto& p : r.timeline)
-        f << r.replica << "," << p.t_h << "," << p.cumulative << "," << p.window_1h << "," << p.waiting_h << "\n";
+        f << r.replica << "," << p.t_h << "," << p.cumulative << "," << p.window_1h << ","
+          << p.waiting_h << "\n";
   }
   bool any_inc = false;
   for (const auto& r : rs) any_inc |= !r.incidents.empty();
   if (any_inc) {
     auto f = open("incidents.csv");
-    f << "replica,category,at_s,detected_s,resolved_s,resolution,slots,machines,evicted\n" << std::setprecision(12);
+    f << "replica,category,at_s,detected_s,resolved_s,resolution,slots,machines,evicted\n"
+      << std::setprecision(12);
     auto ids = [&](const std::vector<int>& xs) {
       for (size_t k = 0; k < xs.size(); ++k) f << (k ? " " : "") << xs[k];
     };
     for (const auto& r : rs)
       for (const auto& i : r.incidents) {
-        f << r.replica << "," << sc.faults[i.category].name << "," << i.at_s << "," << i.detected_s << ","
-          << i.resolved_s << "," << resolution_name(i.resolution) << ",";
+        f << r.replica << "," << sc.faults[i.category].name << "," << i.at_s << "," << i.detected_s
+          << "," << i.resolved_s << "," << resolution_name(i.resolution) << ",";
         ids(i.slots);
         f << ",";
         ids(i.machines);

@@ -54,16 +54,19 @@ ReplicaResult ReplicaRunner::run(std::uint64_t replica, const RunOptions& opt) {
 
 std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int replicas, int jobs,
                                         const RunOptions& opt, const Registry& registry,
-                                        RunStats* stats, const std::function<void(int, int)>& on_done,
+                                        RunStats* stats,
+                                        const std::function<void(int, int)>& on_done,
                                         CategoryTotals* fold) {
   std::vector<std::uint64_t> all(static_cast<std::size_t>(replicas));
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
   return run_replica_list(sc, all, jobs, opt, registry, stats, on_done, fold);
 }
 
-std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const std::vector<std::uint64_t>& which,
-                                            int jobs, const RunOptions& opt, const Registry& registry,
-                                            RunStats* stats, const std::function<void(int, int)>& on_done,
+std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc,
+                                            const std::vector<std::uint64_t>& which, int jobs,
+                                            const RunOptions& opt, const Registry& registry,
+                                            RunStats* stats,
+                                            const std::function<void(int, int)>& on_done,
                                             CategoryTotals* fold) {
   const auto t0 = std::chrono::steady_clock::now();
   ReplicaRunner runner(sc, registry);
@@ -107,7 +110,9 @@ std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const
   try {
     fork_pool(
         forked.size(), pool,
-        [&](std::size_t k, const std::function<void()>&) { return encode(runner.run(which[forked[k]], opt)); },
+        [&](std::size_t k, const std::function<void()>&) {
+          return encode(runner.run(which[forked[k]], opt));
+        },
         [&](std::size_t k, std::vector<std::uint8_t> bytes) {
           results[forked[k]] = decode(bytes);
           arrive(forked[k]);
@@ -117,7 +122,8 @@ std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const
   } catch (const std::runtime_error& e) {
     throw RunError(e.what());
   }
-  if (stats) stats->wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (stats)
+    stats->wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return results;
 }
 

@@ -64,16 +64,18 @@ std::vector<ReplicaResult> run_replicas(const scenarios::Scenario& sc, int repli
 // it leaves), then the others in forks. Result i is replica which[i]. With `fold`, each
 // result's categories and resolved_by are added to it in that order and dropped from the
 // result (pass it to aggregate()), so a long run does not keep them for every replica.
-std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc, const std::vector<std::uint64_t>& which,
-                                            int jobs, const RunOptions& opt, const Registry& registry,
-                                            RunStats* stats, const std::function<void(int, int)>& on_done = {},
+std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc,
+                                            const std::vector<std::uint64_t>& which, int jobs,
+                                            const RunOptions& opt, const Registry& registry,
+                                            RunStats* stats,
+                                            const std::function<void(int, int)>& on_done = {},
                                             CategoryTotals* fold = nullptr);
 
 // Runs run_replicas in one forked child and returns its results, so a process can
 // simulate several scenarios (SimGrid allows one engine per process). Throws RunError
 // when the child fails. `on_done(done)` is called in this process as replicas finish there.
-std::vector<ReplicaResult> run_replicas_in_child(const scenarios::Scenario& sc, int jobs,
-                                                 const RunOptions& opt, const Registry& registry,
-                                                 const std::function<void(long long)>& on_done = {});
+std::vector<ReplicaResult> run_replicas_in_child(
+    const scenarios::Scenario& sc, int jobs, const RunOptions& opt, const Registry& registry,
+    const std::function<void(long long)>& on_done = {});
 
 }  // namespace faultline::sim

@@ -18,11 +18,13 @@ constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 std::int64_t secs(double s) { return Duration::seconds(s).ns; }
 constexpr std::uint8_t kUndrawn = 2;
 // When good machine m, good since `from` (its spell `spell` of being good), turns bad.
-std::int64_t turn_bad_time(const scenarios::Scenario& sc, std::uint64_t replica, MachineId m, std::uint32_t spell,
-                           std::int64_t from) {
+std::int64_t turn_bad_time(const scenarios::Scenario& sc, std::uint64_t replica, MachineId m,
+                           std::uint32_t spell, std::int64_t from) {
   const double mean_ns = 86400e9 / sc.repair.turn_bad_per_machine_day;
-  const double gap = Rng({sc.seed, replica, 0xA6Eull, static_cast<std::uint64_t>(m), spell}).exponential(mean_ns);
-  return gap >= static_cast<double>(kNever - 1 - from) ? kNever - 1 : from + static_cast<std::int64_t>(gap);
+  const double gap =
+      Rng({sc.seed, replica, 0xA6Eull, static_cast<std::uint64_t>(m), spell}).exponential(mean_ns);
+  return gap >= static_cast<double>(kNever - 1 - from) ? kNever - 1
+                                                       : from + static_cast<std::int64_t>(gap);
 }
 }  // namespace
 
@@ -44,7 +46,8 @@ void SimWorld::track_machine(MachineId m, bool may_be_bad) {
 bool SimWorld::is_bad(MachineId m) {
   if (m < 0 || m >= static_cast<MachineId>(bad_.size())) return false;
   if (bad_[m] == kUndrawn)
-    bad_[m] = Rng({sc_.seed, replica_, 0xBADull, static_cast<std::uint64_t>(m)}).bernoulli(sc_.repair.bad_fraction);
+    bad_[m] = Rng({sc_.seed, replica_, 0xBADull, static_cast<std::uint64_t>(m)})
+                  .bernoulli(sc_.repair.bad_fraction);
   if (bad_[m] == 0 && turns_bad_at_[m] != kNever) {
     // Ageing: a good machine turns bad after an exponential time from the start, or from
     // its last cure (its own stream, one draw per spell of being good).
@@ -66,9 +69,12 @@ MachineId SimWorld::draw_machine() {
   // wider cluster supplies a fresh machine when the pool is empty. Machines the policy
   // asked to be handed out last (AvoidMachines) are drawn only when nothing else is left.
   // Its node health check drains broken machines with health_check_recall.
-  auto avoided = [&](MachineId m) { return static_cast<std::size_t>(m) < avoid_.size() && avoid_[m]; };
+  auto avoided = [&](MachineId m) {
+    return static_cast<std::size_t>(m) < avoid_.size() && avoid_[m];
+  };
   while (true) {
-    std::size_t usable = free_pool_.size();  // pool machines not avoided (all of them without a list)
+    std::size_t usable =
+        free_pool_.size();  // pool machines not avoided (all of them without a list)
     if (!avoid_.empty())
       usable = static_cast<std::size_t>(std::count_if(free_pool_.begin(), free_pool_.end(),
                                                       [&](MachineId m) { return !avoided(m); }));
@@ -86,7 +92,9 @@ MachineId SimWorld::draw_machine() {
       for (MachineId x : free_pool_)
         if ((last_resort || !avoided(x)) && hits_[x] == fewest) ++n;
     }
-    auto candidate = [&](MachineId x) { return (last_resort || !avoided(x)) && (fewest < 0 || hits_[x] == fewest); };
+    auto candidate = [&](MachineId x) {
+      return (last_resort || !avoided(x)) && (fewest < 0 || hits_[x] == fewest);
+    };
     const std::uint64_t spares = fewest > 0 ? 0 : static_cast<std::uint64_t>(spares_left_);
     MachineId m;
     if (n == 0) {
@@ -139,7 +147,8 @@ MachineId SimWorld::draw_in_domain(int d) {
       view_.set_domain(m, d);
     } else {
       auto it = std::find_if(free_pool_.begin(), free_pool_.end(), [&](MachineId x) {
-        return view_.domain_of(x) == d && !(static_cast<std::size_t>(x) < avoid_.size() && avoid_[x]);
+        return view_.domain_of(x) == d &&
+               !(static_cast<std::size_t>(x) < avoid_.size() && avoid_[x]);
       });
       if (it == free_pool_.end()) return kNoMachine;
       m = *it;
@@ -177,9 +186,9 @@ bool SimWorld::waiting_for_machines() const {
 }
 
 void SimWorld::machine_free(MachineId m, bool repaired) {
-  const bool repaired_refill = repaired &&
-                               sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired &&
-                               static_cast<int>(view_.standby().size()) + refills_ < pool_target_;
+  const bool repaired_refill =
+      repaired && sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired &&
+      static_cast<int>(view_.standby().size()) + refills_ < pool_target_;
   if (wants_.empty() && !repaired_refill) {
     free_pool_.push_back(m);  // the scheduler's health check sees it when it is drawn
     return;
@@ -197,16 +206,18 @@ void SimWorld::machine_free(MachineId m, bool repaired) {
       view_.add_standby(m);
       return;
     }
-    auto it = std::find_if(acquiring_.begin(), acquiring_.end(), [&](const Acquire& a) { return a.id == w.acq; });
-    if (it == acquiring_.end() || view_.machine_in(w.slot) != kNoMachine) continue;  // given up meanwhile
+    auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+                           [&](const Acquire& a) { return a.id == w.acq; });
+    if (it == acquiring_.end() || view_.machine_in(w.slot) != kNoMachine)
+      continue;  // given up meanwhile
     view_.place(m, w.slot);
     on_join(m);
     mark_fresh(w.slot);
     update_rate(true);
     const Internal pulled{Internal::kAcquirePulled, w.acq};
     if (sc_.job.image_bytes > 0 && it->mode != AcquireMode::kRequeue)
-      run_batch({{platform_.storage_host(w.slot % platform_.storage_hosts()), platform_.slot_host(w.slot),
-                  sc_.job.image_bytes}},
+      run_batch({{platform_.storage_host(w.slot % platform_.storage_hosts()),
+                  platform_.slot_host(w.slot), sc_.job.image_bytes}},
                 pulled);
     else
       push(now_, pulled);
@@ -221,7 +232,8 @@ void SimWorld::machine_free(MachineId m, bool repaired) {
 bool SimWorld::health_check_drains(MachineId m) {
   if (!broken_[m]) return false;
   const std::uint32_t n = health_checks_of_[m]++;
-  if (!Rng({sc_.seed, replica_, 0x4EA1ull, static_cast<std::uint64_t>(m), n}).bernoulli(sc_.scheduler.health_check_recall))
+  if (!Rng({sc_.seed, replica_, 0x4EA1ull, static_cast<std::uint64_t>(m), n})
+           .bernoulli(sc_.scheduler.health_check_recall))
     return false;
   ++result_.health_check_drains;
   return true;
@@ -276,7 +288,8 @@ void SimWorld::repaired(std::uint64_t token) {
   if (token & 2) {  // a successful repair cured a bad machine; it may age again
     bad_[m] = 0;
     ++cures_of_[m];
-    if (sc_.repair.turn_bad_per_machine_day > 0) turns_bad_at_[m] = turn_bad_time(sc_, replica_, m, cures_of_[m], now_);
+    if (sc_.repair.turn_bad_per_machine_day > 0)
+      turns_bad_at_[m] = turn_bad_time(sc_, replica_, m, cures_of_[m], now_);
   }
   view_.set_health(m, Health::kHealthy);
   machine_free(m, true);
@@ -299,7 +312,8 @@ std::int64_t SimWorld::repair_ns(double mean_h, Rng& rng) const {
 }
 
 void SimWorld::refill_pool(bool by_scheduler) {
-  if (sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired && !by_scheduler) return;
+  if (sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired && !by_scheduler)
+    return;
   // A refill is a cold machine from the scheduler plus its self-check.
   while (static_cast<int>(view_.standby().size()) + refills_ < pool_target_) {
     ++refills_;

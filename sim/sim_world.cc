@@ -28,7 +28,8 @@ Overloaded(Ts...) -> Overloaded<Ts...>;
 // machines' rate λ·k/(1-f+f·k) on every slot and thinned by the machine that is there
 // (kept with probability 1 for a bad machine, 1/k for a good one).
 bool hardware(const scenarios::FaultCategory& c) {
-  return c.scope == FaultScope::kMachine && !c.job_bug() && c.symptom != Symptom::kManual && c.rate_per_machine_day > 0;
+  return c.scope == FaultScope::kMachine && !c.job_bug() && c.symptom != Symptom::kManual &&
+         c.rate_per_machine_day > 0;
 }
 double thin_factor(const scenarios::Scenario& sc, const scenarios::FaultCategory& c) {
   const double f = sc.repair.bad_fraction, k = sc.repair.bad_rate_factor;
@@ -62,10 +63,12 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
               trace_arrivals(sc, replica)) {
   horizon_ = Duration::days(sc.job.horizon_days).ns;
   if (sc.job.work_days > 0) work_ = Duration::days(sc.job.work_days).ns;
-  preemptible_left_ = sc.repair.fleet == scenarios::RepairSpec::Fleet::kFinite ? sc.repair.preemptible_machines : 0;
+  preemptible_left_ =
+      sc.repair.fleet == scenarios::RepairSpec::Fleet::kFinite ? sc.repair.preemptible_machines : 0;
   fresh_.assign(view_.slots(), false);  // the first start loads initial weights, not a checkpoint
   for (const auto& c : sc.faults) thin_.push_back(thin_factor(sc, c));
-  const std::size_t expect = static_cast<std::size_t>(view_.machine_count()) * 5 / 4 + 16;  // replacements come later
+  const std::size_t expect =
+      static_cast<std::size_t>(view_.machine_count()) * 5 / 4 + 16;  // replacements come later
   for (auto* v : {&broken_}) v->reserve(expect);
   bad_.reserve(expect);
   for (auto* v : {&evidence_, &fp_failed_}) v->reserve(expect);
@@ -74,8 +77,9 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
   hits_.reserve(expect);
   repairs_of_.reserve(expect);
   for (MachineId m = 0; m < view_.machine_count(); ++m) track_machine(m, true);
-  spares_left_ = sc.repair.spare_machines >= 0 ? sc.repair.spare_machines
-                                               : static_cast<int>(std::lround(0.048 * sc.cluster.machines));
+  spares_left_ = sc.repair.spare_machines >= 0
+                     ? sc.repair.spare_machines
+                     : static_cast<int>(std::lround(0.048 * sc.cluster.machines));
   if (sc.cluster.nvlink_spares > 0) {  // the spares are the trays each domain leaves free
     domain_free_.assign(static_cast<std::size_t>(view_.nvlink_domains()), sc.cluster.nvlink_spares);
     spares_left_ = view_.nvlink_domains() * sc.cluster.nvlink_spares;
@@ -127,7 +131,8 @@ void SimWorld::account(std::int64_t t) {
       break;
     case JobState::kDown:
     case JobState::kIdle:
-      if (broken_unacted_) b.detection += dt;
+      if (broken_unacted_)
+        b.detection += dt;
       else if (waiting_for_machines()) {
         b.waiting_for_machines += dt;
         if (opt_.timeline) {
@@ -138,7 +143,8 @@ void SimWorld::account(std::int64_t t) {
         }
       } else if (!acquiring_.empty())
         b.failover += dt;
-      else b.diagnosis += dt;
+      else
+        b.diagnosis += dt;
       break;
   }
   accounted_ = t;
@@ -162,7 +168,9 @@ ReplicaResult SimWorld::run() {
     const std::int64_t t_fault = fault_wall_time(faults_.peek_time());
     // A job of fixed work ends when its productive time reaches the work.
     const std::int64_t t_done =
-        work_ > 0 && computing() ? now_ + progress_.wall_to_gain(work_ - result_.breakdown.productive) : kNever;
+        work_ > 0 && computing()
+            ? now_ + progress_.wall_to_gain(work_ - result_.breakdown.productive)
+            : kNever;
     const std::int64_t t_next = std::min({t_queue, t_fault, horizon_, t_done});
     if (real_in_flight_ > 0 && t_next > now_) {
       // Let SimGrid run the transfers until our next event or a batch completion.
@@ -216,17 +224,18 @@ ReplicaResult SimWorld::run() {
   result_.machines_used = view_.machine_count();
   // A finite fleet that can no longer field the job: it waits for machines and none is
   // coming (retirements took them; nothing in repair, nothing left to preempt).
-  result_.depleted =
-      !finished && waiting_for_machines() && in_repair_ == 0 && preempting_ == 0 && preemptible_left_ == 0;
+  result_.depleted = !finished && waiting_for_machines() && in_repair_ == 0 && preempting_ == 0 &&
+                     preemptible_left_ == 0;
   result_.ettr = static_cast<double>(result_.breakdown.productive) / static_cast<double>(end);
   result_.checkpoints = progress_.checkpoints();
-  result_.steps = static_cast<std::int64_t>(result_.breakdown.productive / (sc_.job.step_time_s * 1e9));
+  result_.steps =
+      static_cast<std::int64_t>(result_.breakdown.productive / (sc_.job.step_time_s * 1e9));
   result_.events = events_;
   result_.flow_batches_real = flows_.real_batches() - real_at_start_;
   result_.flow_batches_cached = flows_.cached_batches() - cached_at_start_;
   for (const Fault& f : fault_log_) {
     auto& c = result_.categories[f.category];
-    const int o = f.incident ? kOutcomeInterrupted
+    const int o = f.incident                        ? kOutcomeInterrupted
                   : f.outcome == Outcome::kCaught   ? kOutcomeCaught
                   : f.outcome == Outcome::kLeft     ? kOutcomeLeft
                   : f.outcome == Outcome::kAbsorbed ? kOutcomeAbsorbed
@@ -244,9 +253,10 @@ ReplicaResult SimWorld::run() {
       ++c.detected;
     }
     if (opt_.incidents)
-      result_.incidents.push_back({f.at * 1e-9, f.category, f.detected >= 0 ? f.detected * 1e-9 : -1,
-                                   f.resolved >= 0 ? f.resolved * 1e-9 : -1, f.slots, f.resolution,
-                                   std::vector<int>(f.machines.begin(), f.machines.end()), f.evicted});
+      result_.incidents.push_back(
+          {f.at * 1e-9, f.category, f.detected >= 0 ? f.detected * 1e-9 : -1,
+           f.resolved >= 0 ? f.resolved * 1e-9 : -1, f.slots, f.resolution,
+           std::vector<int>(f.machines.begin(), f.machines.end()), f.evicted});
   }
   // The ledger must balance: every fault (and every recurrence) has exactly one outcome.
   for (std::size_t c = 0; c < result_.categories.size(); ++c) {
@@ -254,8 +264,9 @@ ReplicaResult SimWorld::run() {
     std::int64_t sum = 0;
     for (std::int64_t x : k.outcomes) sum += x;
     if (sum != k.injected + k.recurred)
-      throw std::logic_error("fault ledger of category '" + sc_.faults[c].name + "' does not balance: " +
-                             std::to_string(sum) + " outcomes for " + std::to_string(k.injected) + " faults and " +
+      throw std::logic_error("fault ledger of category '" + sc_.faults[c].name +
+                             "' does not balance: " + std::to_string(sum) + " outcomes for " +
+                             std::to_string(k.injected) + " faults and " +
                              std::to_string(k.recurred) + " recurrences");
   }
   if (opt_.timeline) {
@@ -275,10 +286,12 @@ ReplicaResult SimWorld::run() {
     for (std::int64_t t = step; t <= end; t += step) {
       const double pt = kept_until(t);
       const std::int64_t w0 = std::max<std::int64_t>(0, t - secs(3600));
-      for (; w < waits_.size() && waits_[w].second <= t; ++w) waited += waits_[w].second - waits_[w].first;
+      for (; w < waits_.size() && waits_[w].second <= t; ++w)
+        waited += waits_[w].second - waits_[w].first;
       const std::int64_t open = w < waits_.size() && waits_[w].first < t ? t - waits_[w].first : 0;
       result_.timeline.push_back({t / 3.6e12, pt / static_cast<double>(t),
-                                  (pt - kept_until(w0)) / static_cast<double>(t - w0), (waited + open) / 3.6e12});
+                                  (pt - kept_until(w0)) / static_cast<double>(t - w0),
+                                  (waited + open) / 3.6e12});
     }
   }
   return std::move(result_);
@@ -293,10 +306,12 @@ void SimWorld::dispatch(Item& item) {
                    if (const auto* a = std::get_if<InspectionAlert>(&d.event)) named = a->machine;
                    if (const auto* x = std::get_if<ProcessExit>(&d.event)) named = x->machine;
                    if (const auto* x = std::get_if<StartFailed>(&d.event)) named = x->machine;
-                   if (named >= 0 && named < static_cast<MachineId>(evidence_.size())) evidence_[named] = true;
+                   if (named >= 0 && named < static_cast<MachineId>(evidence_.size()))
+                     evidence_[named] = true;
                    if (same_instant_ > 99990) last_event_ += " | " + describe(d.event);
                    if (opt_.decisions)
-                     result_.decisions.push_back(std::to_string(now_ * 1e-9) + " event " + describe(d.event));
+                     result_.decisions.push_back(std::to_string(now_ * 1e-9) + " event " +
+                                                 describe(d.event));
                    policy_->on_event(d.event, *this);
                  },
                  [&](TimerItem& t) {
@@ -314,10 +329,13 @@ void SimWorld::dispatch(Item& item) {
 
 // ---------------------------------------------------------------- ground truth
 
-double SimWorld::fault_ratio(const Fault& f) const { return sc_.faults[f.category].slowdown_factor; }
+double SimWorld::fault_ratio(const Fault& f) const {
+  return sc_.faults[f.category].slowdown_factor;
+}
 
 Rng SimWorld::fault_rng(Fault& f, int purpose) {
-  return Rng({sc_.seed, replica_, 0xFA17ull, f.key, static_cast<std::uint64_t>(purpose), f.uses[purpose]++});
+  return Rng({sc_.seed, replica_, 0xFA17ull, f.key, static_cast<std::uint64_t>(purpose),
+              f.uses[purpose]++});
 }
 
 void SimWorld::settle(Fault& f, Outcome o) {
@@ -422,7 +440,8 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   const std::int64_t observe = now_ + secs(cat.observe_after_s);
   bool affects = false;
   if (oracle_ && !at_start) {
-    deliver_at(now_, OracleFault{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug}, false);
+    deliver_at(now_, OracleFault{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug},
+               false);
   }
   // Real-time inspections see machine-level faults at their next check; network
   // alerts repeat (flap) while the fault lasts.
@@ -430,17 +449,20 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
     auto it = inspections_.find(cat.alert);
     if (it != inspections_.end()) {
       const std::int64_t first =
-          now_ + static_cast<std::int64_t>(fault_rng(f, kInspectionPhase).uniform() * it->second.ns) + 1;
+          now_ +
+          static_cast<std::int64_t>(fault_rng(f, kInspectionPhase).uniform() * it->second.ns) + 1;
       const bool flaps = cat.alert == "nic" || cat.alert == "switch";
       for (MachineId x : f.machines) {
         deliver_at(first, InspectionAlert{x, cat.alert, cat.signature}, false);
-        if (flaps && cat.persistent) deliver_at(first + it->second.ns, InspectionAlert{x, cat.alert, cat.signature}, false);
+        if (flaps && cat.persistent)
+          deliver_at(first + it->second.ns, InspectionAlert{x, cat.alert, cat.signature}, false);
       }
     }
   }
   // The next step's sample shows the NaN (the job is already down for the accounting,
   // its crash is observed later: the sample may come first).
-  if (cat.symptom == Symptom::kNan && job_ == JobState::kRunning) send_sample(now_ + secs(sc_.job.step_time_s), true);
+  if (cat.symptom == Symptom::kNan && job_ == JobState::kRunning)
+    send_sample(now_ + secs(sc_.job.step_time_s), true);
   switch (cat.symptom) {
     case Symptom::kNan:
       if (!cat.exits) {
@@ -502,7 +524,8 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
           open_.push_back(f.id);
         }
       }
-      if (cat.duration_s > 0 && !at_start) push(now_ + secs(cat.duration_s), Internal{Internal::kFaultEnd, f.id});
+      if (cat.duration_s > 0 && !at_start)
+        push(now_ + secs(cat.duration_s), Internal{Internal::kFaultEnd, f.id});
       update_rate(true);
       break;
     case Symptom::kManual:
@@ -518,13 +541,15 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
     settle(f, Outcome::kInterrupted);
   }
   if (!cat.persistent && !cat.job_bug() && cat.symptom != Symptom::kSlowdown) f.active = false;
-  if (cat.job_bug() && !at_start) push(now_ + secs(cat.fix_h * 3600), Internal{Internal::kCodeFixed, f.id});
+  if (cat.job_bug() && !at_start)
+    push(now_ + secs(cat.fix_h * 3600), Internal{Internal::kCodeFixed, f.id});
   if (!affects && f.outcome == Outcome::kPending) {
     // It landed while the job could not feel it (down, restarting elsewhere, already
     // hung). A fault that lasts strikes at the next start on its machine (finish_start);
     // a transient one had nothing to hit.
     if (f.active) {
-      if (std::find(pending_.begin(), pending_.end(), f.id) == pending_.end()) pending_.push_back(f.id);
+      if (std::find(pending_.begin(), pending_.end(), f.id) == pending_.end())
+        pending_.push_back(f.id);
     } else {
       settle(f, Outcome::kAbsorbed);
     }
@@ -583,7 +608,8 @@ void SimWorld::send_sample(std::int64_t at, bool nan) {
   if (!watch_steps_) return;
   StepSample s;
   s.step = steps_done();
-  s.step_time_s = stuck_ ? std::numeric_limits<double>::infinity() : sc_.job.step_time_s / progress_.rate();
+  s.step_time_s =
+      stuck_ ? std::numeric_limits<double>::infinity() : sc_.job.step_time_s / progress_.rate();
   s.nan = nan;
   s.steady = true;
   // A NaN's sample reaches the policy even though the job is already down here; the
@@ -602,7 +628,8 @@ void SimWorld::update_rate(bool sample) {
       int level = 0;
       for (const auto& [slot, l] : mitigated_)
         if (slot == view_.slot_of(m)) level = l;
-      rate = std::min(rate, level == 0 ? 1.0 / fault_ratio(f) : straggler_rate(view_.spec(), fault_ratio(f), level));
+      rate = std::min(rate, level == 0 ? 1.0 / fault_ratio(f)
+                                       : straggler_rate(view_.spec(), fault_ratio(f), level));
     }
   }
   // A TP group with a machine outside its NVLink domain runs its all-reduces over the
@@ -617,7 +644,8 @@ void SimWorld::update_rate(bool sample) {
   // the next start, as an incident (finish_start).
   const double before = progress_.rate();
   progress_.set_rate(rate);
-  if (sample && progress_.rate() != before && job_ == JobState::kRunning && !stuck_) send_sample(now_, false);
+  if (sample && progress_.rate() != before && job_ == JobState::kRunning && !stuck_)
+    send_sample(now_, false);
 }
 
 void SimWorld::resolve_open(bool at_start, std::vector<FaultId>* resolved) {
@@ -683,9 +711,11 @@ void SimWorld::run_whole_job_batch(int kind, double bytes, Internal done) {
     std::vector<Transfer> batch;
     batch.reserve(view_.slots());
     for (SlotId s = 0; s < view_.slots(); ++s)
-      batch.push_back({platform_.storage_host(s % platform_.storage_hosts()), platform_.slot_host(s), bytes});
+      batch.push_back(
+          {platform_.storage_host(s % platform_.storage_hosts()), platform_.slot_host(s), bytes});
     FlowNet::Key key = FlowNet::key_of(batch);
-    it = whole_job_.emplace(std::make_pair(kind, bytes), std::make_pair(std::move(batch), key)).first;
+    it = whole_job_.emplace(std::make_pair(kind, bytes), std::make_pair(std::move(batch), key))
+             .first;
   }
   run_batch_keyed(it->second.first, it->second.second, done);
 }
@@ -699,10 +729,12 @@ void SimWorld::run_batch(std::vector<Transfer> batch, Internal done) {
   run_batch_keyed(batch, key, done);
 }
 
-void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key, Internal done) {
+void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key,
+                               Internal done) {
   // On an idle network a batch's time is known in closed form (SimGrid's cost for it is
   // quadratic in its transfers); SimGrid runs the batches that share the network.
-  std::int64_t d = flows_.cached(key);  // one lookup: -1 when unknown or while the network is shared
+  std::int64_t d =
+      flows_.cached(key);  // one lookup: -1 when unknown or while the network is shared
   if (d < 0 && flows_.in_flight() == 0) {
     d = flows_.fluid_duration(batch);
     flows_.remember(key, d);
@@ -750,18 +782,19 @@ void SimWorld::abandon_batches() {
 
 ActionId SimWorld::act(Action a) {
   const ActionId id = next_action_++;
-  if (opt_.decisions) result_.decisions.push_back(std::to_string(now_ * 1e-9) + " act " + describe(a));
-  const bool acts_on_incident = !std::holds_alternative<Note>(a) &&
-                                !std::holds_alternative<SetCheckpointPlan>(a) &&
-                                !std::holds_alternative<WatchSteps>(a) &&
-                                !std::holds_alternative<EnableOracle>(a);
+  if (opt_.decisions)
+    result_.decisions.push_back(std::to_string(now_ * 1e-9) + " act " + describe(a));
+  const bool acts_on_incident =
+      !std::holds_alternative<Note>(a) && !std::holds_alternative<SetCheckpointPlan>(a) &&
+      !std::holds_alternative<WatchSteps>(a) && !std::holds_alternative<EnableOracle>(a);
   if (acts_on_incident) mark_acted();
   auto fail = [&](std::string why) { deliver_at(now_, ActionFailed{id, std::move(why)}, false); };
 
   std::visit(
       Overloaded{
           [&](const StopJob&) {
-            if (job_ == JobState::kRunning) job_down();
+            if (job_ == JobState::kRunning)
+              job_down();
             else if (job_ == JobState::kStarting) {
               job_ = JobState::kDown;
               ++epoch_;
@@ -854,8 +887,10 @@ ActionId SimWorld::act(Action a) {
                 for (SlotId s : acq.slots) {
                   if (s < 0 || s >= view_.slots() || view_.machine_in(s) != kNoMachine) continue;
                   const MachineId m = in_domain(view_.domain_of_slot(s));
-                  if (m == kNoMachine) rest.push_back(s);
-                  else acq.reserved.emplace_back(s, m);
+                  if (m == kNoMachine)
+                    rest.push_back(s);
+                  else
+                    acq.reserved.emplace_back(s, m);
                 }
                 acq.slots = std::move(rest);
                 for (SlotId s = 0; s < view_.slots(); ++s) {
@@ -872,12 +907,14 @@ ActionId SimWorld::act(Action a) {
               if (!acq.slots.empty()) ++result_.standby_exhaustions;
               if (!acq.from_pool.empty() || !acq.reserved.empty()) {
                 ++acq.waiting;
-                push(now_ + secs(sc_.diagnosis.standby_wake_s), Internal{Internal::kStandbyWoken, id});
+                push(now_ + secs(sc_.diagnosis.standby_wake_s),
+                     Internal{Internal::kStandbyWoken, id});
               }
               if (!acq.slots.empty()) {
                 ++acq.waiting;
                 const double n = static_cast<double>(acq.slots.size());
-                push(now_ + secs(sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s * n),
+                push(now_ + secs(sc_.scheduler.reschedule_base_s +
+                                 sc_.scheduler.reschedule_per_machine_s * n),
                      Internal{Internal::kAcquireScheduled, id});
               }
               if (acq.waiting == 0) return deliver_at(now_, MachinesReady{id, {}}, false);
@@ -900,21 +937,24 @@ ActionId SimWorld::act(Action a) {
               return;
             }
             const double n = static_cast<double>(acq.slots.size());
-            const double delay = q.mode == AcquireMode::kRequeue
-                                     ? sc_.scheduler.requeue_base_s + sc_.scheduler.requeue_per_machine_s * n
-                                     : sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s * n;
+            const double delay =
+                q.mode == AcquireMode::kRequeue
+                    ? sc_.scheduler.requeue_base_s + sc_.scheduler.requeue_per_machine_s * n
+                    : sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s * n;
             acq.waiting = 1;
             acquiring_.push_back(acq);
             push(now_ + secs(delay), Internal{Internal::kAcquireScheduled, id});
           },
           [&](const SetCheckpointPlan& p) {
             account(now_);
-            const std::int64_t interval = p.interval.ns > 0 ? p.interval.ns : secs(sc_.job.step_time_s);
+            const std::int64_t interval =
+                p.interval.ns > 0 ? p.interval.ns : secs(sc_.job.step_time_s);
             std::int64_t blocking = p.blocking.ns;
             // Overlapped in-memory saves cost throughput beyond their blocking time (Table 8).
             if (p.tier == CheckpointTier::kMemoryWithPeer && blocking > 0)
-              blocking = std::max(blocking, static_cast<std::int64_t>(std::llround(sc_.job.checkpoint_mfu_loss *
-                                                                                 static_cast<double>(interval))));
+              blocking = std::max(
+                  blocking, static_cast<std::int64_t>(std::llround(sc_.job.checkpoint_mfu_loss *
+                                                                   static_cast<double>(interval))));
             progress_.set_plan(interval, blocking);
             tier_ = p.tier;
             remote_interval_ = std::max<std::int64_t>(interval, p.remote_interval.ns);
@@ -923,7 +963,8 @@ ActionId SimWorld::act(Action a) {
           [&](const EnableOracle&) { oracle_ = true; },
           [&](const Note& n) {
             note(n.text);
-            result_.max_fruitless_rounds = std::max(result_.max_fruitless_rounds, n.fruitless_round);
+            result_.max_fruitless_rounds =
+                std::max(result_.max_fruitless_rounds, n.fruitless_round);
           },
           [&](const EnableInspection& e) {
             if (e.interval.ns <= 0) return fail("inspection interval must be positive");
@@ -931,15 +972,19 @@ ActionId SimWorld::act(Action a) {
           },
           [&](RunProbe& in) {
             if (!in.groups.empty()) {
-              if (in.test != ProbeKind::kInterAllGather) return fail("groups: only inter_all_gather runs per group");
+              if (in.test != ProbeKind::kInterAllGather)
+                return fail("groups: only inter_all_gather runs per group");
               std::vector<char> seen(view_.machine_count(), 0);
               for (std::size_t g = 0; g < in.groups.size(); ++g) {
                 if (in.groups[g].size() < 2)
-                  return fail("groups[" + std::to_string(g) + "]: a group needs at least two machines");
+                  return fail("groups[" + std::to_string(g) +
+                              "]: a group needs at least two machines");
                 for (MachineId m : in.groups[g]) {
                   if (m < 0 || m >= view_.machine_count() || view_.slot_of(m) < 0)
-                    return fail("groups[" + std::to_string(g) + "]: machine " + std::to_string(m) + " is not in the job");
-                  if (seen[m]++) return fail("groups: machine " + std::to_string(m) + " is in two groups");
+                    return fail("groups[" + std::to_string(g) + "]: machine " + std::to_string(m) +
+                                " is not in the job");
+                  if (seen[m]++)
+                    return fail("groups: machine " + std::to_string(m) + " is in two groups");
                 }
               }
               std::vector<double> t = time_groups(in.groups);
@@ -948,7 +993,8 @@ ActionId SimWorld::act(Action a) {
               const double left = std::max(0.0, in.deadline.to_seconds() - setup);
               double longest = 0;
               for (double& x : t) longest = std::max(longest, x = std::min(x, left));
-              push(now_ + secs(std::min(setup, in.deadline.to_seconds()) + longest), Internal{Internal::kProbeDone, id});
+              push(now_ + secs(std::min(setup, in.deadline.to_seconds()) + longest),
+                   Internal{Internal::kProbeDone, id});
               group_seconds_[id] = std::move(t);
               probes_[id] = std::move(in);
               return;
@@ -957,25 +1003,36 @@ ActionId SimWorld::act(Action a) {
             const auto& d = sc_.diagnosis;
             double dur = 0;
             switch (p.test) {
-              case ProbeKind::kGpuDiag: dur = d.gpu_diag_s; break;
-              case ProbeKind::kIntraAllToAll: dur = d.intra_all_to_all_s; break;
-              case ProbeKind::kBitwise: dur = d.bitwise_s; break;
-              case ProbeKind::kStress: dur = d.stress_s; break;
+              case ProbeKind::kGpuDiag:
+                dur = d.gpu_diag_s;
+                break;
+              case ProbeKind::kIntraAllToAll:
+                dur = d.intra_all_to_all_s;
+                break;
+              case ProbeKind::kBitwise:
+                dur = d.bitwise_s;
+                break;
+              case ProbeKind::kStress:
+                dur = d.stress_s;
+                break;
               case ProbeKind::kInterAllGather: {
                 // Ring all-gather among the machines: real flows on the platform.
                 std::vector<Transfer> ring;
                 std::vector<SlotId> slots;
                 for (MachineId m : p.machines)
-                  if (m >= 0 && m < view_.machine_count() && view_.slot_of(m) >= 0) slots.push_back(view_.slot_of(m));
+                  if (m >= 0 && m < view_.machine_count() && view_.slot_of(m) >= 0)
+                    slots.push_back(view_.slot_of(m));
                 if (slots.size() >= 2 && d.inter_all_gather_bytes > 0)
                   for (size_t i = 0; i < slots.size(); ++i)
-                    ring.push_back({platform_.slot_host(slots[i]), platform_.slot_host(slots[(i + 1) % slots.size()]),
+                    ring.push_back({platform_.slot_host(slots[i]),
+                                    platform_.slot_host(slots[(i + 1) % slots.size()]),
                                     d.inter_all_gather_bytes});
                 run_batch(std::move(ring), Internal{Internal::kProbeDone, id});
                 return;
               }
             }
-            push(now_ + secs(std::min(dur, p.deadline.to_seconds())), Internal{Internal::kProbeDone, id});
+            push(now_ + secs(std::min(dur, p.deadline.to_seconds())),
+                 Internal{Internal::kProbeDone, id});
           },
           [&](const CaptureStacks&) {
             push(now_ + secs(sc_.diagnosis.capture_s), Internal{Internal::kStacksDone, id});
@@ -1018,7 +1075,8 @@ ActionId SimWorld::act(Action a) {
             avoid_.assign(avoid_.size(), false);
             for (MachineId m : x.machines)
               if (m >= 0) {
-                if (static_cast<std::size_t>(m) >= avoid_.size()) avoid_.resize(static_cast<std::size_t>(m) + 1, false);
+                if (static_cast<std::size_t>(m) >= avoid_.size())
+                  avoid_.resize(static_cast<std::size_t>(m) + 1, false);
                 avoid_[static_cast<std::size_t>(m)] = true;
               }
           },
@@ -1035,7 +1093,8 @@ ActionId SimWorld::act(Action a) {
               }
             if (!known) mitigated_.emplace_back(x.slot, level);
             const auto& d = sc_.diagnosis;
-            progress_.pause(secs(x.how == Mitigation::kRebalance ? d.rebalance_s : d.reconfigure_s));
+            progress_.pause(
+                secs(x.how == Mitigation::kRebalance ? d.rebalance_s : d.reconfigure_s));
             update_rate(true);
           },
           [&](const EndRun& e) {
@@ -1044,7 +1103,8 @@ ActionId SimWorld::act(Action a) {
             // horizon: its time is lost.
             if (!ended_ && sc_.job.on_call_fix_h > 0)
               push(now_ + secs(sc_.job.on_call_fix_h * 3600), Internal{Internal::kOnCallDone, id});
-            if (job_ == JobState::kRunning) job_down();
+            if (job_ == JobState::kRunning)
+              job_down();
             else if (job_ == JobState::kStarting) {
               job_ = JobState::kDown;
               ++epoch_;
@@ -1063,7 +1123,8 @@ void SimWorld::on_internal(const Internal& in) {
   switch (in.kind) {
     case Internal::kHoldEnd: {
       // A memoised batch ends (unless it was given up and released already).
-      const auto n = std::erase_if(underway_, [&](const Underway& u) { return u.real == 0 && u.hold == in.token; });
+      const auto n = std::erase_if(
+          underway_, [&](const Underway& u) { return u.real == 0 && u.hold == in.token; });
       if (n) flows_.release();
       return;
     }
@@ -1079,10 +1140,13 @@ void SimWorld::on_internal(const Internal& in) {
       return;
     }
     case Internal::kWatchdog: {
-      if (static_cast<std::int64_t>(in.token) != epoch_ || job_ != JobState::kRunning || !stuck_) return;
+      if (static_cast<std::int64_t>(in.token) != epoch_ || job_ != JobState::kRunning || !stuck_)
+        return;
       const std::int64_t step = steps_done();
       job_down();
-      deliver_at(now_, ProcessExit{kNoMachine, 134, "Watchdog caught collective operation timeout", step}, false);
+      deliver_at(now_,
+                 ProcessExit{kNoMachine, 134, "Watchdog caught collective operation timeout", step},
+                 false);
       return;
     }
     case Internal::kAcquireScheduled: {
@@ -1098,11 +1162,14 @@ void SimWorld::on_internal(const Internal& in) {
           if (view_.machine_in(s) == kNoMachine && !place_new(s)) short_of.push_back(s);
         it->waiting += static_cast<int>(short_of.size());
         for (SlotId s : short_of) want_machine(in.token, s);
-        if (sc_.job.image_bytes > 0) run_whole_job_batch(0, sc_.job.image_bytes, pulled);
-        else push(now_, pulled);
+        if (sc_.job.image_bytes > 0)
+          run_whole_job_batch(0, sc_.job.image_bytes, pulled);
+        else
+          push(now_, pulled);
         return;
       }
-      if (sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired) refill_pool(true);
+      if (sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired)
+        refill_pool(true);
       std::vector<Transfer> pull;
       std::vector<SlotId> short_of;
       for (SlotId s : it->slots) {
@@ -1112,8 +1179,8 @@ void SimWorld::on_internal(const Internal& in) {
           continue;
         }
         if (sc_.job.image_bytes > 0)
-          pull.push_back({platform_.storage_host(s % platform_.storage_hosts()), platform_.slot_host(s),
-                          sc_.job.image_bytes});
+          pull.push_back({platform_.storage_host(s % platform_.storage_hosts()),
+                          platform_.slot_host(s), sc_.job.image_bytes});
       }
       it->waiting += static_cast<int>(short_of.size());
       for (SlotId s : short_of) want_machine(in.token, s);
@@ -1161,7 +1228,8 @@ void SimWorld::on_internal(const Internal& in) {
     }
     case Internal::kPoolRefilled: {
       const MachineId m = draw_machine();
-      if (m == kNoMachine) return want_machine(0, -1);  // still under way, until a machine comes free
+      if (m == kNoMachine)
+        return want_machine(0, -1);  // still under way, until a machine comes free
       --refills_;
       view_.add_standby(m);
       return;
@@ -1178,13 +1246,15 @@ void SimWorld::on_internal(const Internal& in) {
       ReplayResult r{in.token, {}};
       bool code_fault = false;  // the job's own code (or its data) fails on every group
       for (FaultId id : open_)
-        if (fault_log_[id].active && sc_.faults[fault_log_[id].category].job_bug()) code_fault = true;
+        if (fault_log_[id].active && sc_.faults[fault_log_[id].category].job_bug())
+          code_fault = true;
       for (const auto& group : it->second.groups) {
         bool failed = code_fault;
         for (MachineId m : group) {
           if (m < 0 || m >= view_.machine_count() || !broken_[m]) continue;
           Fault& f = fault_log_[broken_[m] - 1];
-          if (fault_rng(f, kReplayDraw).bernoulli(scenarios::default_recall(sc_.faults[f.category], "replay")))
+          if (fault_rng(f, kReplayDraw)
+                  .bernoulli(scenarios::default_recall(sc_.faults[f.category], "replay")))
             failed = true;
         }
         r.group_failed.push_back(failed);
@@ -1214,7 +1284,8 @@ void SimWorld::on_internal(const Internal& in) {
       ended_ = false;
       ended_verdict_.clear();
       cancelled_.assign(next_timer_, true);
-      note("the on-call fixed " + std::to_string(fixed) + " code or data bug(s) and requeues the job: the stack "
+      note("the on-call fixed " + std::to_string(fixed) +
+           " code or data bug(s) and requeues the job: the stack "
            "starts afresh");
       policy_ = registry_.make(sc_.policy, sc_.policy_params);
       policy_->start(*this);
@@ -1226,7 +1297,10 @@ void SimWorld::on_internal(const Internal& in) {
           bool here = false;
           for (MachineId m : f.machines) here |= view_.slot_of(m) >= 0;
           const auto& cat = sc_.faults[f.category];
-          if (here) deliver_at(now_, OracleFault{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug}, false);
+          if (here)
+            deliver_at(
+                now_, OracleFault{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug},
+                false);
         }
       }
       return;
@@ -1261,13 +1335,15 @@ void SimWorld::on_internal(const Internal& in) {
         // A job of PP + 1 machines has no such peer ((s + PP + 1) mod N is s itself): the
         // backup is on the next machine, as on a job that small every machine shares a group.
         SlotId peer = (s + 1) % view_.slots();
-        if (tier_ == CheckpointTier::kMemoryWithPeer && (s + sc_.cluster.pp + 1) % view_.slots() != s)
+        if (tier_ == CheckpointTier::kMemoryWithPeer &&
+            (s + sc_.cluster.pp + 1) % view_.slots() != s)
           peer = (s + sc_.cluster.pp + 1) % view_.slots();
         if (fresh_[peer] || peer == s) {
           peer_lost = true;
           break;
         }
-        if (bytes > 0) restore.push_back({platform_.slot_host(peer), platform_.slot_host(s), bytes});
+        if (bytes > 0)
+          restore.push_back({platform_.slot_host(peer), platform_.slot_host(s), bytes});
       }
       if (peer_lost) {
         // Both copies of some shard are gone: back to the last remote checkpoint.
@@ -1323,7 +1399,8 @@ void SimWorld::finish_start() {
   }
   pending_.resize(keep);
   update_rate(false);
-  deliver_at(now_, JobStarted{start_action_, progress_.committed_ns() / secs(sc_.job.step_time_s)}, false);
+  deliver_at(now_, JobStarted{start_action_, progress_.committed_ns() / secs(sc_.job.step_time_s)},
+             false);
   send_sample(now_, false);  // every start opens the sample stream with the step rate
   // Persistent faults on machines still in the job, and code bugs still in the code,
   // strike again.
@@ -1375,7 +1452,8 @@ void SimWorld::start_job(ActionId id, Mechanism mech) {
 }
 
 void SimWorld::acquire_part_done(ActionId id) {
-  auto it = std::find_if(acquiring_.begin(), acquiring_.end(), [&](const Acquire& a) { return a.id == id; });
+  auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+                         [&](const Acquire& a) { return a.id == id; });
   if (it == acquiring_.end() || --it->waiting > 0) return;
   MachineSet placed;
   for (const auto* list : {&it->slots, &it->from_pool})
@@ -1407,7 +1485,8 @@ std::vector<double> SimWorld::time_groups(const std::vector<MachineSet>& groups)
   for (std::size_t g = 0; g < groups.size(); ++g)
     for (std::size_t i = 0; i < groups[g].size(); ++i) {
       const MachineId a = groups[g][i], b = groups[g][(i + 1) % groups[g].size()];
-      batch.push_back({platform_.slot_host(view_.slot_of(a)), platform_.slot_host(view_.slot_of(b)), bytes});
+      batch.push_back(
+          {platform_.slot_host(view_.slot_of(a)), platform_.slot_host(view_.slot_of(b)), bytes});
       group_of.push_back(g);
     }
   std::vector<double> out(groups.size(), 0);
@@ -1460,7 +1539,8 @@ void SimWorld::deliver_probe(ActionId id) {
     bool fails;
     if (broken_[m]) {
       Fault& f = fault_log_[broken_[m] - 1];
-      fails = fault_rng(f, kProbe0 + kind).bernoulli(scenarios::default_recall(sc_.faults[f.category], test));
+      fails = fault_rng(f, kProbe0 + kind)
+                  .bernoulli(scenarios::default_recall(sc_.faults[f.category], test));
     } else {
       fails = skip == 0;
       skip = fails ? fp_rng.geometric(fp) : skip - 1;
@@ -1480,7 +1560,8 @@ void SimWorld::deliver_probe(ActionId id) {
   // and none counts as evidence against its machine (the localizer's verdict is).
   if (!group_of.empty()) {
     for (std::size_t g = 0; g < r.group_failed.size(); ++g)
-      if (r.group_failed[g]) r.failed.insert(r.failed.end(), p.groups[g].begin(), p.groups[g].end());
+      if (r.group_failed[g])
+        r.failed.insert(r.failed.end(), p.groups[g].begin(), p.groups[g].end());
     std::sort(r.failed.begin(), r.failed.end());
   }
   probes_.erase(it);
@@ -1513,10 +1594,12 @@ StackSignatures SimWorld::stack_signatures() const {
     sig.assign(view_.slots(), sig.intern("train_step > forward > transformer_layer > gemm"));
     return sig;
   }
-  sig.assign(view_.slots(), sig.intern("train_step > optimizer.step > all_reduce(grads) > ncclKernel wait"));
+  sig.assign(view_.slots(),
+             sig.intern("train_step > optimizer.step > all_reduce(grads) > ncclKernel wait"));
   const SlotId c = view_.slot_of(culprit);
   if (hang) {
-    const std::uint32_t stuck = sig.intern("train_step > forward > all_gather > ncclKernel (no progress)");
+    const std::uint32_t stuck =
+        sig.intern("train_step > forward > all_gather > ncclKernel (no progress)");
     const std::uint32_t isend = sig.intern("train_step > pipeline > isend");
     const std::uint32_t irecv = sig.intern("train_step > pipeline > irecv");
     int k = 0;
@@ -1539,7 +1622,8 @@ void SimWorld::cancel_timer(TimerId id) {
 }
 
 void SimWorld::note(std::string_view reason) {
-  if (opt_.decisions) result_.decisions.push_back(std::to_string(now_ * 1e-9) + " note " + std::string(reason));
+  if (opt_.decisions)
+    result_.decisions.push_back(std::to_string(now_ * 1e-9) + " note " + std::string(reason));
 }
 
 }  // namespace faultline::sim

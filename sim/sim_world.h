@@ -74,9 +74,24 @@ class SimWorld final : public World {
     std::uint64_t tag;
   };
   struct Internal {
-    enum Kind : std::uint8_t { kAcquireScheduled, kAcquirePulled, kStartInit, kStartRestored, kFaultEnd, kWatchdog,
-                        kProbeDone, kStacksDone, kReplayDone, kStandbyWoken, kPoolRefilled,
-                        kCodeFixed, kRepaired, kHoldEnd, kOnCallDone, kPreempted } kind;
+    enum Kind : std::uint8_t {
+      kAcquireScheduled,
+      kAcquirePulled,
+      kStartInit,
+      kStartRestored,
+      kFaultEnd,
+      kWatchdog,
+      kProbeDone,
+      kStacksDone,
+      kReplayDone,
+      kStandbyWoken,
+      kPoolRefilled,
+      kCodeFixed,
+      kRepaired,
+      kHoldEnd,
+      kOnCallDone,
+      kPreempted
+    } kind;
     std::uint64_t token = 0;  // action id or fault id
   };
   using Payload = std::variant<Deliver, TimerItem, Internal>;
@@ -105,8 +120,14 @@ class SimWorld final : public World {
   // Per-fault random streams, so that two stacks that test differently still see the
   // same draws for the same fault (common random numbers): each purpose of each fault
   // has its own stream, and each use of it (the n-th gpu_diag of this fault) its own.
-  enum Purpose : std::uint8_t { kCoverage, kInspectionPhase, kAttribution, kProbe0, kReplayDraw = kProbe0 + 5,
-                                kPurposes };
+  enum Purpose : std::uint8_t {
+    kCoverage,
+    kInspectionPhase,
+    kAttribution,
+    kProbe0,
+    kReplayDraw = kProbe0 + 5,
+    kPurposes
+  };
   struct Fault {
     FaultId id = 0;
     std::uint64_t key = 0;  // arrival index (same in every stack); recurrences get their own
@@ -116,8 +137,8 @@ class SimWorld final : public World {
     std::int64_t at = 0;
     std::vector<SlotId> slots;
     MachineSet machines;
-    bool incident = false;   // affected the job
-    bool active = true;      // still affects a machine in the job (persistent / slowdown)
+    bool incident = false;  // affected the job
+    bool active = true;     // still affects a machine in the job (persistent / slowdown)
     std::int64_t detected = -1;
     std::int64_t resolved = -1;
     int resolution = kResolutionOpen;  // how it was resolved (IncidentRecord::resolution)
@@ -128,11 +149,11 @@ class SimWorld final : public World {
   struct Acquire {
     ActionId id = 0;
     AcquireMode mode;
-    std::vector<SlotId> slots;     // to be filled by the scheduler
-    std::vector<SlotId> from_pool; // to be filled by waking standbys
+    std::vector<SlotId> slots;      // to be filled by the scheduler
+    std::vector<SlotId> from_pool;  // to be filled by waking standbys
     // same_domain: machines of each slot's own NVLink domain, taken now, placed when woken.
     std::vector<std::pair<SlotId, MachineId>> reserved;
-    int waiting = 0;               // parts not done yet
+    int waiting = 0;  // parts not done yet
   };
   // Drops every acquisition under way; machines taken for them go back to the free pool.
   void drop_acquisitions();
@@ -243,16 +264,16 @@ class SimWorld final : public World {
   Rng policy_rng_;
   FaultStream faults_;
 
-  std::vector<Key> heap_;             // std::push_heap / pop_heap with Later
-  std::vector<Payload> payloads_;     // by Key::slot
-  std::vector<std::uint32_t> free_;   // payload slots to reuse
+  std::vector<Key> heap_;            // std::push_heap / pop_heap with Later
+  std::vector<Payload> payloads_;    // by Key::slot
+  std::vector<std::uint32_t> free_;  // payload slots to reuse
   std::uint64_t seq_ = 0;
   std::int64_t now_ = 0;
   std::int64_t accounted_ = 0;
   std::int64_t horizon_ = 0;
-  std::int64_t exposed_ = 0;  // time the job computed (faults.clock "compute" runs on it)
-  std::int64_t work_ = 0;     // job.work_days as productive ns (0: a fixed window)
-  double sg_base_ = 0;  // SimGrid clock at replica time zero
+  std::int64_t exposed_ = 0;     // time the job computed (faults.clock "compute" runs on it)
+  std::int64_t work_ = 0;        // job.work_days as productive ns (0: a fixed window)
+  double sg_base_ = 0;           // SimGrid clock at replica time zero
   std::vector<bool> cancelled_;  // by TimerId (ids count up from 1)
   TimerId next_timer_ = 1;
   ActionId next_action_ = 1;
@@ -271,33 +292,35 @@ class SimWorld final : public World {
   std::string ended_verdict_;
   bool broken_unacted_ = false;
   std::vector<Acquire> acquiring_;
-  std::vector<bool> fresh_;  // slot got a new machine since the job last ran
+  std::vector<bool> fresh_;          // slot got a new machine since the job last ran
   std::vector<SlotId> fresh_slots_;  // those slots: work per restart in changed slots, not N
-  std::vector<FaultId> broken_;  // per machine: active persistent fault id + 1, 0 = healthy
+  std::vector<FaultId> broken_;      // per machine: active persistent fault id + 1, 0 = healthy
   std::vector<Fault> fault_log_;
-  std::vector<FaultId> open_;  // incidents not yet resolved
+  std::vector<FaultId> open_;          // incidents not yet resolved
   std::vector<FaultId> resolved_now_;  // finish_start's scratch (capacity kept)
   // Slots whose slowness the running job works around (MitigateSlowdown): the level,
   // 1 rebalanced, 2 reconfigured. Undone when the job stops.
   std::vector<std::pair<SlotId, int>> mitigated_;
   std::vector<FaultId> pending_;  // active faults that have not struck the job yet
   std::uint64_t arrivals_ = 0;    // arrival index, the key of per-fault streams
-  std::vector<double> thin_;      // per category: arrival-rate multiplier for bad machines (1 = none)
+  std::vector<double> thin_;  // per category: arrival-rate multiplier for bad machines (1 = none)
   // Per machine (index = MachineId).
-  std::vector<std::uint8_t> bad_;   // fails bad_rate_factor x as often: 0 no, 1 yes, 2 not drawn yet
-  std::vector<bool> evidence_;      // an alert, a failed test or a crash log named it since it joined
-  std::vector<bool> fp_failed_;     // a test failed it while it was healthy
+  std::vector<std::uint8_t> bad_;  // fails bad_rate_factor x as often: 0 no, 1 yes, 2 not drawn yet
+  std::vector<bool> evidence_;   // an alert, a failed test or a crash log named it since it joined
+  std::vector<bool> fp_failed_;  // a test failed it while it was healthy
   std::vector<std::uint32_t> health_checks_of_;  // the scheduler's checks of it: its stream's key
-  std::array<std::uint64_t, kProbeKinds> probes_of_{};  // tests run, by kind: their false-failure streams
-  std::vector<int> failures_;       // persistent faults that landed on it (retirement)
-  std::vector<int> hits_;           // faults of any kind that landed on it (host selection)
+  std::array<std::uint64_t, kProbeKinds>
+      probes_of_{};                         // tests run, by kind: their false-failure streams
+  std::vector<int> failures_;               // persistent faults that landed on it (retirement)
+  std::vector<int> hits_;                   // faults of any kind that landed on it (host selection)
   std::vector<std::int64_t> turns_bad_at_;  // a good machine turns bad then (-1: not drawn)
   std::vector<std::uint32_t> cures_of_;     // times it was cured (its ageing stream's key)
   std::vector<Want> wants_;
   int preemptible_left_ = 0;
   int preempting_ = 0;
   int in_repair_ = 0;  // machines in the repair pipeline (coming back)
-  std::vector<std::pair<std::int64_t, std::int64_t>> waits_;  // with a timeline: [start, end) of each wait
+  std::vector<std::pair<std::int64_t, std::int64_t>>
+      waits_;  // with a timeline: [start, end) of each wait
   std::vector<std::uint32_t> repairs_of_;
   std::vector<MachineId> free_pool_;  // repaired machines the scheduler can hand out
   std::vector<bool> avoid_;           // by machine: handed out last (AvoidMachines)
@@ -328,14 +351,16 @@ class SimWorld final : public World {
   std::map<std::pair<int, double>, std::pair<std::vector<Transfer>, FlowNet::Key>> whole_job_;
   std::map<std::string, Duration> inspections_;
   bool watch_steps_ = false;  // the policy asked for StepSamples
-  int pool_target_ = -1;  // -1: the scenario's standby_machines
-  int refills_ = 0;       // pool refills under way
+  int pool_target_ = -1;      // -1: the scenario's standby_machines
+  int refills_ = 0;           // pool refills under way
   std::map<ActionId, RunProbe> probes_;
-  std::map<ActionId, std::vector<double>> group_seconds_;  // a grouped probe's timings, until delivered
+  std::map<ActionId, std::vector<double>>
+      group_seconds_;  // a grouped probe's timings, until delivered
   std::map<ActionId, RunReplay> replays_;
   Mechanism mechanism_ = Mechanism::kNone;
   int good_version_ = 0;
-  std::int64_t remote_interval_ = Duration::hours(1).ns;  // newest code version that ran without a code fault
+  std::int64_t remote_interval_ =
+      Duration::hours(1).ns;  // newest code version that ran without a code fault
 
   ReplicaResult result_;
   struct SgSync;

@@ -131,8 +131,8 @@ std::vector<std::pair<std::uint64_t, std::vector<std::uint8_t>>> read_chunk(cons
 // In a forked child (execute's pool): replicas [first, last) of one point, computed as
 // run_replicas does (replica 0 in this process first, every other replica in a fork of
 // the state after it), written as one chunk file. Ticks once per replica.
-void run_chunk(const PlannedPoint& p, int first, int last, const Registry& registry, const fs::path& file,
-               const std::function<void()>& tick) {
+void run_chunk(const PlannedPoint& p, int first, int last, const Registry& registry,
+               const fs::path& file, const std::function<void()>& tick) {
   ReplicaRunner runner(p.scenario, registry);
   const RunOptions opt;
   std::string out(kChunkMagic, sizeof kChunkMagic);
@@ -145,14 +145,18 @@ void run_chunk(const PlannedPoint& p, int first, int last, const Registry& regis
   const std::vector<std::uint8_t> r0 = encode(runner.run(0, opt));
   std::vector<int> rest;
   for (int r = first; r < last; ++r)
-    if (r == 0) add(0, r0);
-    else rest.push_back(r);
+    if (r == 0)
+      add(0, r0);
+    else
+      rest.push_back(r);
   fork_pool(
       rest.size(), ForkPoolOptions{1, nullptr, {}},
       [&](std::size_t i, const std::function<void()>&) {
         return encode(runner.run(static_cast<std::uint64_t>(rest[i]), opt));
       },
-      [&](std::size_t i, std::vector<std::uint8_t> bytes) { add(static_cast<std::uint64_t>(rest[i]), bytes); },
+      [&](std::size_t i, std::vector<std::uint8_t> bytes) {
+        add(static_cast<std::uint64_t>(rest[i]), bytes);
+      },
       [&](std::size_t i) { return "replica " + std::to_string(rest[i]); });
   write_atomic(file, out);
 }
@@ -169,8 +173,8 @@ const std::vector<std::string>& metric_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n{"ettr"};
     for (const auto& k : kBuckets) n.push_back(std::string(k.name) + "_s");
-    for (const char* x : {"unproductive_s", "incidents", "faults_injected", "evictions_true", "evictions_false",
-                          "checkpoints", "gpu_hours_lost"})
+    for (const char* x : {"unproductive_s", "incidents", "faults_injected", "evictions_true",
+                          "evictions_false", "checkpoints", "gpu_hours_lost"})
       n.push_back(x);
     return n;
   }();
@@ -346,15 +350,16 @@ void execute(const std::vector<PlannedPoint>& points, const std::vector<WorkItem
   for (const auto& it : items) total += it.last - it.first;
   if (opt.on_progress) opt.on_progress(0, total);
   ForkPoolOptions pool{opt.jobs, nullptr, {}};
-  if (opt.on_progress) pool.on_tick = [&](long long done) { opt.on_progress(std::min(done, total), total); };
+  if (opt.on_progress)
+    pool.on_tick = [&](long long done) { opt.on_progress(std::min(done, total), total); };
   fork_pool(
       items.size(), pool,
       [&](std::size_t i, const std::function<void()>& tick) {
         const WorkItem& it = items[i];
         const PlannedPoint& p = points[it.point];
         run_chunk(p, it.first, it.last, registry,
-                  fs::path(store.point_dir(p)) /
-                      ("chunk-" + std::to_string(it.first) + "-" + std::to_string(it.last) + ".bin"),
+                  fs::path(store.point_dir(p)) / ("chunk-" + std::to_string(it.first) + "-" +
+                                                  std::to_string(it.last) + ".bin"),
                   tick);
         return std::vector<std::uint8_t>{};
       },

@@ -78,7 +78,8 @@ std::vector<ScriptedArrival> trace_arrivals(const FleetTimelines& tl, const Arri
       double tau = std::fmod(f.t_s - tl.window_start_s - phase, w);
       if (tau < 0) tau += w;
       if (!(tau < w)) tau = 0;
-      for (double at = tau * opt.time_scale; at < horizon_s; at += period) emit(at, f.category, slot);
+      for (double at = tau * opt.time_scale; at < horizon_s; at += period)
+        emit(at, f.category, slot);
     }
   };
   if (opt.mode == ArrivalMode::kReplay) {

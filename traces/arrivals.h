@@ -60,10 +60,10 @@ enum class ExtraSlots : std::uint8_t {
 
 struct ArrivalOptions {
   ArrivalMode mode = ArrivalMode::kBootstrap;
-  NodeOrder order = NodeOrder::kInOrder;  // replay only
+  NodeOrder order = NodeOrder::kInOrder;            // replay only
   ExtraSlots extra_slots = ExtraSlots::kFaultFree;  // replay only
-  double time_scale = 1;                  // simulated seconds per trace second
-  double start_s = 0;                     // replay: trace time that becomes time zero
+  double time_scale = 1;                            // simulated seconds per trace second
+  double start_s = 0;                               // replay: trace time that becomes time zero
   int slots = 0;
   int rack_size = 1;
   double horizon_s = 0;

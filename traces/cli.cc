@@ -211,7 +211,8 @@ int input_option(const std::vector<std::string>& args, std::size_t& i, Input& in
 // The value of --to at args[i]: a format the writers support. Returns false when it is
 // missing or not one of them.
 bool output_format(const std::vector<std::string>& args, std::size_t& i, Format* to) {
-  return i + 1 < args.size() && parse_format(args[++i], to) && *to != Format::kAuto && *to != Format::kColumns;
+  return i + 1 < args.size() && parse_format(args[++i], to) && *to != Format::kAuto &&
+         *to != Format::kColumns;
 }
 
 // Reads the input trace; prints issues; returns false (with the exit code) on failure.
@@ -409,7 +410,8 @@ int convert(const std::vector<std::string>& args) {
     if (r == 2) return 0;
     if (r > 0) continue;
     if (a == "--to") {
-      if (!output_format(args, i, &to)) return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
+      if (!output_format(args, i, &to))
+        return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
     } else if (a == "--sort") {
       sort = true;
     } else if (!a.empty() && a[0] == '-' && a != "-") {
@@ -504,7 +506,8 @@ int generate(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) return usage(a + ": expected a file");
       out = args[++i];
     } else if (a == "--to") {
-      if (!output_format(args, i, &to)) return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
+      if (!output_format(args, i, &to))
+        return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
     } else if (a == "--nodes") {
       if (i + 1 >= args.size() || !to_int(args[++i], 1, 10'000'000, &nodes))
         return usage("--nodes: expected an integer >= 1");

@@ -109,14 +109,15 @@ class In {
       if (s == "-inf") return -std::numeric_limits<double>::infinity();
       if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
     }
-    fail(where,
-         "expected a number (or \"inf\", \"-inf\", \"nan\"), got " + json_type_of(v) + " " + json_brief(v));
+    fail(where, "expected a number (or \"inf\", \"-inf\", \"nan\"), got " + json_type_of(v) + " " +
+                    json_brief(v));
   }
   // A finite number within [lo, hi].
   double finite(const std::string& key, double def, double lo, double hi, bool required = false) {
     const json* v = required ? &need(key, "number") : get(key);
     if (!v) return def;
-    if (!v->is_number()) fail(at(key), "expected a number, got " + json_type_of(*v) + " " + json_brief(*v));
+    if (!v->is_number())
+      fail(at(key), "expected a number, got " + json_type_of(*v) + " " + json_brief(*v));
     const double x = v->get<double>();
     if (!std::isfinite(x) || x < lo || x > hi) {
       std::ostringstream o;
@@ -135,7 +136,8 @@ class In {
   std::string string(const std::string& key, const std::string& def, bool required = false) {
     const json* v = required ? &need(key, "string") : get(key);
     if (!v) return def;
-    if (!v->is_string()) fail(at(key), "expected a string, got " + json_type_of(*v) + " " + json_brief(*v));
+    if (!v->is_string())
+      fail(at(key), "expected a string, got " + json_type_of(*v) + " " + json_brief(*v));
     return v->get<std::string>();
   }
   bool boolean(const std::string& key, bool def, bool required = false) {
@@ -169,7 +171,8 @@ class In {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < v->size(); ++i) {
       if (!(*v)[i].is_string())
-        fail(at(key) + "[" + std::to_string(i) + "]", "expected a string, got " + json_type_of((*v)[i]));
+        fail(at(key) + "[" + std::to_string(i) + "]",
+             "expected a string, got " + json_type_of((*v)[i]));
       out.push_back((*v)[i].get<std::string>());
     }
     return out;
@@ -178,7 +181,8 @@ class In {
     const json* v = get(key);
     if (!v) return {};
     if (!v->is_array())
-      fail(at(key), "expected an array of booleans, got " + json_type_of(*v) + " " + json_brief(*v));
+      fail(at(key),
+           "expected an array of booleans, got " + json_type_of(*v) + " " + json_brief(*v));
     std::vector<bool> out;
     for (std::size_t i = 0; i < v->size(); ++i) {
       if (!(*v)[i].is_boolean())
@@ -230,7 +234,8 @@ std::vector<const char*> names_of(const char* (*to)(E)) {
   return out;
 }
 
-constexpr int kModes = 4, kTiers = 3, kProbes = 5, kMitigations = 2, kFaultKinds = 10, kRecordKinds = 9;
+constexpr int kModes = 4, kTiers = 3, kProbes = 5, kMitigations = 2, kFaultKinds = 10,
+              kRecordKinds = 9;
 
 // ---------------------------------------------------------------- type names
 
@@ -239,16 +244,16 @@ struct TypeNames;
 template <>
 struct TypeNames<faultline::Event> {
   static constexpr std::array<const char*, std::variant_size_v<faultline::Event>> kNames = {
-      "ProcessExit",  "StartFailed",  "InspectionAlert", "StepSample",  "JobStarted",
-      "JobStopped",   "MachinesReady", "CodeUpdateRequested", "TimerFired", "ActionFailed",
-      "OracleFault",  "ProbeResult",  "StacksCaptured",  "ReplayResult"};
+      "ProcessExit", "StartFailed",   "InspectionAlert",     "StepSample",  "JobStarted",
+      "JobStopped",  "MachinesReady", "CodeUpdateRequested", "TimerFired",  "ActionFailed",
+      "OracleFault", "ProbeResult",   "StacksCaptured",      "ReplayResult"};
 };
 template <>
 struct TypeNames<faultline::Action> {
   static constexpr std::array<const char*, std::variant_size_v<faultline::Action>> kNames = {
-      "StopJob",       "StartJob",     "EvictMachines", "AcquireMachines",  "SetCheckpointPlan",
-      "WatchSteps",    "EnableOracle", "Note",          "EnableInspection", "RunProbe",
-      "CaptureStacks", "RunReplay",    "HotUpdate",     "RollBack",         "SetStandbyPool",
+      "StopJob",       "StartJob",         "EvictMachines", "AcquireMachines",  "SetCheckpointPlan",
+      "WatchSteps",    "EnableOracle",     "Note",          "EnableInspection", "RunProbe",
+      "CaptureStacks", "RunReplay",        "HotUpdate",     "RollBack",         "SetStandbyPool",
       "EndRun",        "MitigateSlowdown", "AvoidMachines"};
 };
 
@@ -507,7 +512,8 @@ faultline::Event decode_event(std::size_t index, In& in) {
     case 11: {
       ProbeResult x;
       x.action = in.unsigned_integer("action", 0);
-      x.test = in.enumerated<ProbeKind>("test", x.test, probe_from_name, names_of<ProbeKind, kProbes>(probe_name));
+      x.test = in.enumerated<ProbeKind>("test", x.test, probe_from_name,
+                                        names_of<ProbeKind, kProbes>(probe_name));
       x.failed = in.ids("failed");
       x.timed_out = in.boolean("timed_out", false);
       x.group_failed = in.bools("group_failed");
@@ -515,7 +521,8 @@ faultline::Event decode_event(std::size_t index, In& in) {
         if (!t->is_array())
           in.fail(in.at("group_seconds"), "expected an array of numbers, got " + json_type_of(*t));
         for (std::size_t i = 0; i < t->size(); ++i)
-          x.group_seconds.push_back(in.as_real((*t)[i], in.at("group_seconds") + "[" + std::to_string(i) + "]"));
+          x.group_seconds.push_back(
+              in.as_real((*t)[i], in.at("group_seconds") + "[" + std::to_string(i) + "]"));
       }
       if (x.group_seconds.size() != x.group_failed.size())
         in.fail(in.at("group_seconds"), "expected one entry per group_failed entry (" +
@@ -586,7 +593,8 @@ faultline::Action decode_action(std::size_t index, In& in) {
     case 6:
       return EnableOracle{in.string("reason", "")};
     case 7:
-      return Note{in.string("text", ""), static_cast<int>(in.integer("fruitless_round", 0, 0, 1000000))};
+      return Note{in.string("text", ""),
+                  static_cast<int>(in.integer("fruitless_round", 0, 0, 1000000))};
     case 8: {
       EnableInspection x;
       x.kind = in.string("kind", "");
@@ -715,7 +723,8 @@ EventLogHeader decode_header(In& in) {
       else if (it->is_number() && std::isfinite(it->get<double>()))
         h.params[it.key()] = it->get<double>();
       else
-        in.fail(where, "expected a finite number, got " + json_type_of(*it) + " " + json_brief(*it));
+        in.fail(where,
+                "expected a finite number, got " + json_type_of(*it) + " " + json_brief(*it));
     }
   }
   h.seed = in.unsigned_integer("seed", 0);
@@ -1199,7 +1208,8 @@ bool EventLogWriter::append(const std::string& line) {
         // O_APPEND: the offset is the end of our own bytes.
         const off_t end = ::lseek(fd_, 0, SEEK_CUR);
         const off_t begin = end - static_cast<off_t>(written);
-        if (end < 0 || ::ftruncate(fd_, begin) != 0) cut_at_ = end < 0 ? std::nullopt : std::optional<off_t>(begin);
+        if (end < 0 || ::ftruncate(fd_, begin) != 0)
+          cut_at_ = end < 0 ? std::nullopt : std::optional<off_t>(begin);
       }
       failed(err);
       return false;
@@ -1241,7 +1251,8 @@ bool EventLogWriter::write(const json& record) {
     health_.failing = false;
     return true;
   }
-  if (backlog_.size() >= backlog_limit_records_ || backlog_bytes_ + line.size() > backlog_limit_bytes_) {
+  if (backlog_.size() >= backlog_limit_records_ ||
+      backlog_bytes_ + line.size() > backlog_limit_bytes_) {
     ++health_.lost;
     ++health_.outage_lost;
   } else {

@@ -15,13 +15,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "analysis/cli/commands.h"
 #include "analysis/models.h"
 #include "policies/api/rng.h"
 #include "policies/builtin.h"
 #include "policies/controller.h"
 #include "policies/localization/localization.h"
 #include "scenarios/scenario.h"
-#include "analysis/cli/commands.h"
 
 namespace faultline::cli {
 
@@ -420,21 +420,26 @@ struct Tally {
 
 int localize(const std::vector<std::string>& args) {
   Options o;
-  if (int rc = parse_options(args, {"--machines", "--pp", "--faulty", "--phase-s", "--trials", "--seed", "--localizers"},
-                             kLocalizeHelp, &o);
+  if (int rc = parse_options(
+          args,
+          {"--machines", "--pp", "--faulty", "--phase-s", "--trials", "--seed", "--localizers"},
+          kLocalizeHelp, &o);
       rc >= 0)
     return rc;
   if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
   double machines, pp, phase_s, trials, seed;
   if (!number(o, "--machines", false, 1200, 1, &machines) || !number(o, "--pp", false, 8, 1, &pp) ||
-      !number(o, "--phase-s", false, 3600, 0, &phase_s, true) || !number(o, "--trials", false, 2000, 1, &trials) ||
-      !number(o, "--seed", false, 1, 0, &seed))
+      !number(o, "--phase-s", false, 3600, 0, &phase_s, true) ||
+      !number(o, "--trials", false, 2000, 1, &trials) || !number(o, "--seed", false, 1, 0, &seed))
     return 2;
   const int n_machines = static_cast<int>(machines), n_pp = static_cast<int>(pp);
-  if (machines != n_machines || machines > 1e6) return usage_error("--machines: expected an integer in [1, 1000000]");
+  if (machines != n_machines || machines > 1e6)
+    return usage_error("--machines: expected an integer in [1, 1000000]");
   if (pp != n_pp || n_machines % n_pp != 0)
-    return usage_error("--pp: expected an integer dividing --machines (" + std::to_string(n_machines) + ")");
-  if (trials != std::floor(trials) || trials > 1e6) return usage_error("--trials: expected an integer <= 1000000");
+    return usage_error("--pp: expected an integer dividing --machines (" +
+                       std::to_string(n_machines) + ")");
+  if (trials != std::floor(trials) || trials > 1e6)
+    return usage_error("--trials: expected an integer <= 1000000");
   std::vector<int> ks;
   {
     std::stringstream ss(o.values.count("--faulty") ? o.values["--faulty"] : "1,2");
@@ -443,7 +448,8 @@ int localize(const std::vector<std::string>& args) {
       char* end = nullptr;
       const long k = std::strtol(part.c_str(), &end, 10);
       if (part.empty() || *end || k < 1 || k > std::min(n_machines, 64))
-        return usage_error("--faulty: expected integers in [1, " + std::to_string(std::min(n_machines, 64)) + "]");
+        return usage_error("--faulty: expected integers in [1, " +
+                           std::to_string(std::min(n_machines, 64)) + "]");
       ks.push_back(static_cast<int>(k));
     }
   }
@@ -487,13 +493,14 @@ int localize(const std::vector<std::string>& args) {
   j["localizers"] = names;
   j["cases"] = ordered_json::array();
   std::ostringstream t;
-  t << "localization among " << n_machines << " machines (PP=" << n_pp << ", DP=" << dp << "), one round "
-    << fmt(phase_s) << " s\n";
-  t << "dual-phase replay: k=" << k << ", m=" << plan.m << " machines per horizontal group, n=" << plan.n
-    << " groups per phase\n\n";
-  t << std::setw(8) << "faulty" << std::setw(8) << "sets" << "  " << std::left << std::setw(22) << "localizer"
-    << std::right << std::setw(14) << "rounds mean" << std::setw(6) << "max" << std::setw(12) << "hours mean"
-    << std::setw(14) << "found all %" << std::setw(16) << "healthy evicted" << std::setw(14) << "group tests\n";
+  t << "localization among " << n_machines << " machines (PP=" << n_pp << ", DP=" << dp
+    << "), one round " << fmt(phase_s) << " s\n";
+  t << "dual-phase replay: k=" << k << ", m=" << plan.m
+    << " machines per horizontal group, n=" << plan.n << " groups per phase\n\n";
+  t << std::setw(8) << "faulty" << std::setw(8) << "sets"
+    << "  " << std::left << std::setw(22) << "localizer" << std::right << std::setw(14)
+    << "rounds mean" << std::setw(6) << "max" << std::setw(12) << "hours mean" << std::setw(14)
+    << "found all %" << std::setw(16) << "healthy evicted" << std::setw(14) << "group tests\n";
   Rng rng(static_cast<std::uint64_t>(seed));
   for (int faulty : ks) {
     std::vector<std::vector<SlotId>> sets;
@@ -521,7 +528,8 @@ int localize(const std::vector<std::string>& args) {
         int r = 0, group_tests = 0;
         while (auto* test = std::get_if<policies::LocalizationTest>(&step)) {
           ++r;
-          if (r > 10000) throw std::runtime_error("localizer " + name + " did not conclude in 10000 rounds");
+          if (r > 10000)
+            throw std::runtime_error("localizer " + name + " did not conclude in 10000 rounds");
           if (const auto* replay = std::get_if<RunReplay>(test)) {
             ReplayResult out{1, {}};
             for (const auto& g : replay->groups) {
@@ -544,13 +552,15 @@ int localize(const std::vector<std::string>& args) {
               out.group_failed.push_back(f);
               out.group_seconds.push_back(1);
             }
-            group_tests += static_cast<int>(probe.groups.empty() ? probe.machines.size() : probe.groups.size());
+            group_tests += static_cast<int>(probe.groups.empty() ? probe.machines.size()
+                                                                 : probe.groups.size());
             step = loc->answer(out, view);
           }
         }
         const auto& verdict = std::get<policies::Located>(step);
         int caught = 0;
-        for (SlotId s : verdict.evict) caught += s >= 0 && s < n_machines && is_bad[view.machine_in(s)];
+        for (SlotId s : verdict.evict)
+          caught += s >= 0 && s < n_machines && is_bad[view.machine_in(s)];
         const double wrong = static_cast<double>(verdict.evict.size()) - caught;
         found += caught == faulty && !verdict.code_at_fault;
         rounds.add(r);
@@ -561,12 +571,13 @@ int localize(const std::vector<std::string>& args) {
         exact.add(r + (wrong > 0 ? 1 : 0));
       }
       const double hours = phase_s / 3600;
-      t << std::setw(8) << faulty << std::setw(8) << sets.size() << "  " << std::left << std::setw(22) << name
-        << std::right << std::fixed << std::setprecision(2) << std::setw(14) << rounds.mean() << std::setw(6)
-        << std::setprecision(0) << rounds.max << std::setprecision(2) << std::setw(12) << rounds.mean() * hours
-        << std::setprecision(1) << std::setw(14) << 100.0 * found / static_cast<double>(sets.size())
-        << std::setprecision(2) << std::setw(16) << healthy.mean() << std::setprecision(1) << std::setw(13)
-        << tests.mean() << "\n";
+      t << std::setw(8) << faulty << std::setw(8) << sets.size() << "  " << std::left
+        << std::setw(22) << name << std::right << std::fixed << std::setprecision(2)
+        << std::setw(14) << rounds.mean() << std::setw(6) << std::setprecision(0) << rounds.max
+        << std::setprecision(2) << std::setw(12) << rounds.mean() * hours << std::setprecision(1)
+        << std::setw(14) << 100.0 * found / static_cast<double>(sets.size()) << std::setprecision(2)
+        << std::setw(16) << healthy.mean() << std::setprecision(1) << std::setw(13) << tests.mean()
+        << "\n";
       t.unsetf(std::ios::fixed);
       row_json[name] = {{"rounds_mean", rounds.mean()},
                         {"rounds_max", rounds.max},
@@ -664,7 +675,8 @@ int check(const std::vector<std::string>& args) {
   }
   const double M = 86400.0 / rate_per_day;
   // The recovery a failure can interrupt: the requeue, then the warm-up after the restart.
-  const double R = sc.scheduler.requeue_base_s + sc.scheduler.requeue_per_machine_s * sc.cluster.machines +
+  const double R = sc.scheduler.requeue_base_s +
+                   sc.scheduler.requeue_per_machine_s * sc.cluster.machines +
                    sc.job.restart_warmup_s;
   const double tau = sc.policy_params.get("checkpoint_interval_s");
   const double delta = sc.policy_params.get("checkpoint_write_s");

@@ -27,20 +27,22 @@ const ModuleInfo& info() {
       "pp-group-replay",
       "1",
       "one replay round over every pipeline group; evicts each failing group whole",
-      {{"pp_replay_max_groups", "more failing pipeline groups than this means the code is at fault", "count", 2, 1,
-        1e6}}};
+      {{"pp_replay_max_groups", "more failing pipeline groups than this means the code is at fault",
+        "count", 2, 1, 1e6}}};
   return i;
 }
 
 class PipelineGroupReplay final : public Localizer {
  public:
-  explicit PipelineGroupReplay(const Params& p) : max_groups_(static_cast<int>(p.get("pp_replay_max_groups"))) {}
+  explicit PipelineGroupReplay(const Params& p)
+      : max_groups_(static_cast<int>(p.get("pp_replay_max_groups"))) {}
   const ModuleInfo& info() const override { return ::info(); }
 
   LocalizationStep begin(const std::string& why, const ClusterView& view) override {
     groups_.clear();
     for (int g = 0; g < view.pp_groups(); ++g) groups_.push_back(view.pp_group_slots(g));
-    return LocalizationTest{RunReplay{machines_of_groups(view, groups_), "pp-group replay: " + why}};
+    return LocalizationTest{
+        RunReplay{machines_of_groups(view, groups_), "pp-group replay: " + why}};
   }
 
   LocalizationStep answer(const Event& outcome, const ClusterView&) override {
@@ -54,11 +56,16 @@ class PipelineGroupReplay final : public Localizer {
         evict.insert(evict.end(), groups_[i].begin(), groups_[i].end());
       }
     if (failing > max_groups_)
-      return Located{{}, true, Mechanism::kReplay,
-                     "pp-group replay: " + std::to_string(failing) + " pipeline groups failed: the code"};
-    if (evict.empty()) return Located{{}, false, Mechanism::kReplay, "pp-group replay reproduced nothing"};
-    return Located{evict, false, Mechanism::kOverEviction,
-                   "pp-group replay: evict " + std::to_string(failing) + " failing pipeline group(s)"};
+      return Located{
+          {},
+          true,
+          Mechanism::kReplay,
+          "pp-group replay: " + std::to_string(failing) + " pipeline groups failed: the code"};
+    if (evict.empty())
+      return Located{{}, false, Mechanism::kReplay, "pp-group replay reproduced nothing"};
+    return Located{
+        evict, false, Mechanism::kOverEviction,
+        "pp-group replay: evict " + std::to_string(failing) + " failing pipeline group(s)"};
   }
 
  private:

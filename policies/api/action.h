@@ -20,17 +20,17 @@ namespace faultline {
 // How an incident was resolved, for metrics: set on the action that resolves it.
 enum class Mechanism : std::uint8_t {
   kNone,
-  kRealtimeEviction,   // eviction on a real-time inspection alert
-  kStopTimeEviction,   // eviction after stop-time tests
-  kReattempt,          // restart as is (transient fault)
-  kRollback,           // code rolled back
-  kReplay,             // eviction after dual-phase replay or bisection
-  kOverEviction,       // analyzer: whole parallel group evicted
-  kHotUpdate,          // code change applied in place
-  kRequeue,            // whole job requeued
-  kReschedule,         // evicted machines replaced cold
-  kOracle,             // perfect knowledge (baseline)
-  kAttributedEviction, // eviction of the machine that crash logs named again and again
+  kRealtimeEviction,    // eviction on a real-time inspection alert
+  kStopTimeEviction,    // eviction after stop-time tests
+  kReattempt,           // restart as is (transient fault)
+  kRollback,            // code rolled back
+  kReplay,              // eviction after dual-phase replay or bisection
+  kOverEviction,        // analyzer: whole parallel group evicted
+  kHotUpdate,           // code change applied in place
+  kRequeue,             // whole job requeued
+  kReschedule,          // evicted machines replaced cold
+  kOracle,              // perfect knowledge (baseline)
+  kAttributedEviction,  // eviction of the machine that crash logs named again and again
 };
 inline constexpr int kMechanisms = 12;
 const char* mechanism_name(Mechanism m);
@@ -89,9 +89,9 @@ enum class CheckpointTier : std::uint8_t { kRemote, kMemory, kMemoryWithPeer };
 // How the job checkpoints from now on: every `interval` of training (zero: every step),
 // blocking training for `blocking`. No event follows. The simulator uses the interval as
 // given; live mode rounds it up to whole steps of the job's nominal step time (at least
-// one), from the next launch. kMemoryWithPeer keeps the newest copy in host memory and a backup on a
-// peer outside the machine's TP, PP and DP groups, with a remote copy every
-// `remote_interval` as the last resort.
+// one), from the next launch. kMemoryWithPeer keeps the newest copy in host memory and a backup on
+// a peer outside the machine's TP, PP and DP groups, with a remote copy every `remote_interval` as
+// the last resort.
 struct SetCheckpointPlan {
   Duration interval;
   Duration blocking;
@@ -127,11 +127,11 @@ struct EnableInspection {
   std::string reason;
 };
 enum class ProbeKind : std::uint8_t {
-  kGpuDiag,       // EUD/DCGM-like GPU diagnostics on each machine
-  kIntraAllToAll, // all-to-all bandwidth among the GPUs of each machine
-  kInterAllGather,// all-gather with neighbouring machines over the network
-  kBitwise,       // one step of a small reference model, compared bit for bit
-  kStress,        // full stress test (baseline localisation)
+  kGpuDiag,         // EUD/DCGM-like GPU diagnostics on each machine
+  kIntraAllToAll,   // all-to-all bandwidth among the GPUs of each machine
+  kInterAllGather,  // all-gather with neighbouring machines over the network
+  kBitwise,         // one step of a small reference model, compared bit for bit
+  kStress,          // full stress test (baseline localisation)
 };
 inline constexpr int kProbeKinds = 5;
 // Runs a stop-time test on machines; ProbeResult lists those that failed it.
@@ -211,16 +211,16 @@ struct AvoidMachines {
   std::string reason;
 };
 
-using Action = std::variant<StopJob, StartJob, EvictMachines, AcquireMachines, SetCheckpointPlan,
-                            WatchSteps, EnableOracle, Note, EnableInspection, RunProbe,
-                            CaptureStacks, RunReplay, HotUpdate, RollBack, SetStandbyPool, EndRun,
-                            MitigateSlowdown, AvoidMachines>;
+using Action =
+    std::variant<StopJob, StartJob, EvictMachines, AcquireMachines, SetCheckpointPlan, WatchSteps,
+                 EnableOracle, Note, EnableInspection, RunProbe, CaptureStacks, RunReplay,
+                 HotUpdate, RollBack, SetStandbyPool, EndRun, MitigateSlowdown, AvoidMachines>;
 
 // One line for logs, e.g. "evict [12,13] (pp group of 12 holds all outliers)".
 std::string describe(const Action& a);
 const char* mode_name(AcquireMode m);
 const char* tier_name(CheckpointTier t);
-const char* probe_name(ProbeKind k);  // for logs: "gpu-diag"
+const char* probe_name(ProbeKind k);        // for logs: "gpu-diag"
 const char* mitigation_name(Mitigation m);  // "rebalance", "reconfigure"
 // The snake_case key of a probe kind in scenarios (recall, false_positive), the agent
 // protocol and configs: "gpu_diag", "intra_all_to_all", ...

@@ -16,18 +16,19 @@ ClusterView::ClusterView(const ClusterSpec& spec) : spec_(spec) {
   topo_ = build_topology(spec_, racks());
 }
 
-std::shared_ptr<const ClusterView::Topology> ClusterView::build_topology(const ClusterSpec& spec, int n_racks) {
+std::shared_ptr<const ClusterView::Topology> ClusterView::build_topology(const ClusterSpec& spec,
+                                                                         int n_racks) {
   auto topo = std::make_shared<Topology>();
   TopologyGraph& g = topo->graph;
   const double lat = spec.link_latency_us * 1e-6;
   const int n_pods = (n_racks + spec.racks_per_pod - 1) / spec.racks_per_pod;
   std::vector<TopoVertex> spines, leaves, tors;
-  for (int i = 0; i < spec.spines; ++i) spines.push_back(boost::add_vertex({NodeKind::kSpine, i}, g));
+  for (int i = 0; i < spec.spines; ++i)
+    spines.push_back(boost::add_vertex({NodeKind::kSpine, i}, g));
   for (int p = 0; p < n_pods; ++p) {
     leaves.push_back(boost::add_vertex({NodeKind::kLeaf, p}, g));
     for (auto sp : spines)
-      boost::add_edge(leaves.back(), sp,
-                      {spec.leaf_uplink_gbps * 1e9 / 8 / spec.spines, lat}, g);
+      boost::add_edge(leaves.back(), sp, {spec.leaf_uplink_gbps * 1e9 / 8 / spec.spines, lat}, g);
   }
   for (int r = 0; r < n_racks; ++r) {
     tors.push_back(boost::add_vertex({NodeKind::kTor, r}, g));
@@ -56,7 +57,8 @@ TopoVertex ClusterView::machine_vertex(MachineId m) const { return topo_->machin
 
 std::vector<SlotId> ClusterView::rack_slots(int rack) const {
   std::vector<SlotId> out;
-  for (int s = rack * spec_.rack_size; s < std::min(spec_.machines, (rack + 1) * spec_.rack_size); ++s)
+  for (int s = rack * spec_.rack_size; s < std::min(spec_.machines, (rack + 1) * spec_.rack_size);
+       ++s)
     out.push_back(s);
   return out;
 }

@@ -29,17 +29,17 @@ namespace faultline {
 // Plain description of the cluster and the job layout, filled by scenarios/ or the
 // live config.
 struct ClusterSpec {
-  int machines = 0;          // machines running the job (= job slots)
+  int machines = 0;  // machines running the job (= job slots)
   int gpus_per_machine = 8;
-  int rack_size = 16;        // machines under one ToR switch
-  int racks_per_pod = 16;    // ToRs under one leaf switch
+  int rack_size = 16;      // machines under one ToR switch
+  int racks_per_pod = 16;  // ToRs under one leaf switch
   int spines = 8;
-  int standby_machines = 0;  // warm standbys parked outside the job
-  int storage_hosts = 4;     // remote storage / image registry front ends
-  double nic_gbps = 3200;        // per machine (8 x 400 Gb/s RDMA)
-  double tor_uplink_gbps = 25600;   // per ToR, all uplinks together
-  double leaf_uplink_gbps = 204800; // per leaf, all uplinks together
-  double storage_gbps = 400;     // per storage host
+  int standby_machines = 0;          // warm standbys parked outside the job
+  int storage_hosts = 4;             // remote storage / image registry front ends
+  double nic_gbps = 3200;            // per machine (8 x 400 Gb/s RDMA)
+  double tor_uplink_gbps = 25600;    // per ToR, all uplinks together
+  double leaf_uplink_gbps = 204800;  // per leaf, all uplinks together
+  double storage_gbps = 400;         // per storage host
   double link_latency_us = 2;
   int tp = 8;
   int pp = 1;
@@ -122,7 +122,9 @@ class ClusterView {
 
   // --- layout ---------------------------------------------------------------------
   // Machines one TP group spans (1 when TP fits in a machine).
-  int tp_span() const { return spec_.tp > spec_.gpus_per_machine ? spec_.tp / spec_.gpus_per_machine : 1; }
+  int tp_span() const {
+    return spec_.tp > spec_.gpus_per_machine ? spec_.tp / spec_.gpus_per_machine : 1;
+  }
   // Slots holding slot s's tensor-parallel group(s): s alone when TP fits in a machine.
   std::vector<SlotId> tp_group(SlotId s) const;
   // Slots holding ranks of the same pipeline(s) (same DP index) as slot s.
@@ -144,7 +146,9 @@ class ClusterView {
   MachineId machine_in(SlotId s) const { return machine_of_slot_[s]; }
   // Every slot's machine in slot order (kNoMachine where a slot is empty).
   const std::vector<MachineId>& machines_by_slot() const { return machine_of_slot_; }
-  int empty_slot_count() const { return empty_slots_; }  // slots with no machine, kept as they change
+  int empty_slot_count() const {
+    return empty_slots_;
+  }  // slots with no machine, kept as they change
   // Slot that machine m serves, or -1 when m is standby, evicted or idle.
   SlotId slot_of(MachineId m) const { return slot_of_[m]; }
   const std::vector<MachineId>& standby() const { return standby_; }
@@ -153,8 +157,8 @@ class ClusterView {
   // --- mutation: backends only ---------------------------------------------------
   // Registers a new machine (replacement from the scheduler or a refilled standby).
   MachineId add_machine();
-  void place(MachineId m, SlotId s);      // m now serves s; the previous occupant is unplaced
-  void vacate(SlotId s);                  // s has no machine until the next place()
+  void place(MachineId m, SlotId s);  // m now serves s; the previous occupant is unplaced
+  void vacate(SlotId s);              // s has no machine until the next place()
   void set_health(MachineId m, Health h) { health_[m] = h; }
   void set_domain(MachineId m, int d) { domain_[m] = d; }
   void add_standby(MachineId m) { standby_.push_back(m); }

@@ -11,15 +11,19 @@ StackSignatures::StackSignatures(const std::vector<std::string>& by_slot) {
   // The most common index fills; the others are listed.
   std::vector<std::size_t> count(signatures_.size(), 0);
   for (std::uint32_t i : ids) ++count[i];
-  assign(by_slot.size(), static_cast<std::uint32_t>(std::max_element(count.begin(), count.end()) - count.begin()));
+  assign(by_slot.size(),
+         static_cast<std::uint32_t>(std::max_element(count.begin(), count.end()) - count.begin()));
   for (std::size_t s = 0; s < ids.size(); ++s)
     if (ids[s] != fill_) others_.emplace_back(static_cast<std::uint32_t>(s), ids[s]);
 }
 
-StackSignatures::StackSignatures(std::size_t slots, std::string_view signature) { assign(slots, intern(signature)); }
+StackSignatures::StackSignatures(std::size_t slots, std::string_view signature) {
+  assign(slots, intern(signature));
+}
 
 std::uint32_t StackSignatures::id(std::size_t slot) const {
-  auto it = std::lower_bound(others_.begin(), others_.end(), std::make_pair(static_cast<std::uint32_t>(slot), 0u));
+  auto it = std::lower_bound(others_.begin(), others_.end(),
+                             std::make_pair(static_cast<std::uint32_t>(slot), 0u));
   return it != others_.end() && it->first == slot ? it->second : fill_;
 }
 

@@ -27,7 +27,7 @@ namespace faultline {
 struct ProcessExit {
   MachineId machine = kNoMachine;
   int exit_code = 1;
-  std::string signature;  // a log line, e.g. "CUDA error: an illegal memory access"
+  std::string signature;   // a log line, e.g. "CUDA error: an illegal memory access"
   std::int64_t step = -1;  // the last step the job completed before the exit; -1: unknown
 };
 // The job failed while starting (restore, init); treated like ProcessExit by most policies.
@@ -35,7 +35,8 @@ struct StartFailed {
   ActionId action = 0;
   MachineId machine = kNoMachine;
   std::string signature;
-  std::int64_t step = -1;  // the step the failing rank had restored and started from; -1: it had not
+  std::int64_t step =
+      -1;  // the step the failing rank had restored and started from; -1: it had not
 };
 struct InspectionAlert {
   MachineId machine = kNoMachine;
@@ -49,12 +50,12 @@ struct InspectionAlert {
 // that steps keep taking `step_time_s` until the next sample (a detector extrapolates);
 // a hang is a steady sample with an infinite step time.
 struct StepSample {
-  std::int64_t step = 0;             // steps completed (the global step counter)
-  double step_time_s = 0;            // seconds per step since the last sample; 0: unknown
-  std::optional<double> loss;        // the latest finite loss, when the backend knows it
-  std::optional<double> grad_norm;   // the latest finite gradient norm, when known
-  bool nan = false;                  // a NaN or Inf in loss or gradients since the last sample
-  bool steady = false;               // see above
+  std::int64_t step = 0;            // steps completed (the global step counter)
+  double step_time_s = 0;           // seconds per step since the last sample; 0: unknown
+  std::optional<double> loss;       // the latest finite loss, when the backend knows it
+  std::optional<double> grad_norm;  // the latest finite gradient norm, when known
+  bool nan = false;                 // a NaN or Inf in loss or gradients since the last sample
+  bool steady = false;              // see above
 };
 struct JobStarted {
   ActionId action = 0;
@@ -148,9 +149,9 @@ struct ReplayResult {
   std::vector<bool> group_failed;
 };
 
-using Event = std::variant<ProcessExit, StartFailed, InspectionAlert, StepSample, JobStarted, JobStopped,
-                           MachinesReady, CodeUpdateRequested, TimerFired, ActionFailed, OracleFault,
-                           ProbeResult, StacksCaptured, ReplayResult>;
+using Event = std::variant<ProcessExit, StartFailed, InspectionAlert, StepSample, JobStarted,
+                           JobStopped, MachinesReady, CodeUpdateRequested, TimerFired, ActionFailed,
+                           OracleFault, ProbeResult, StacksCaptured, ReplayResult>;
 
 std::string describe(const Event& e);
 

@@ -10,10 +10,12 @@ bool param_is_read(const PolicyInfo& info, const ParamSpec& spec, const Params& 
   for (const std::string& cond : spec.read_when) {
     const auto eq = cond.find('=');
     const ParamSpec* choice = info.find_param(cond.substr(0, eq));
-    if (!choice || eq == std::string::npos) return true;  // not a condition we can judge: assume read
+    if (!choice || eq == std::string::npos)
+      return true;  // not a condition we can judge: assume read
     const int want = choice->choice_index(cond.substr(eq + 1));
     const auto it = values.values().find(choice->name);
-    if (want < 0 || it == values.values().end() || static_cast<int>(it->second) == want) return true;
+    if (want < 0 || it == values.values().end() || static_cast<int>(it->second) == want)
+      return true;
   }
   return false;
 }
@@ -55,7 +57,8 @@ std::optional<std::string> Params::resolve(const std::vector<ParamSpec>& specs,
 
 double Params::get(std::string_view name) const {
   auto it = index_.find(name);
-  if (it == index_.end()) throw std::logic_error("undeclared policy parameter: " + std::string(name));
+  if (it == index_.end())
+    throw std::logic_error("undeclared policy parameter: " + std::string(name));
   return it->second;
 }
 

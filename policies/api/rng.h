@@ -88,7 +88,9 @@ class Rng {
 
  private:
   static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  static std::uint64_t absorb(std::uint64_t h, std::uint64_t k) { return splitmix(h ^ splitmix(k + 0x632BE59BD9B4E019ull)); }
+  static std::uint64_t absorb(std::uint64_t h, std::uint64_t k) {
+    return splitmix(h ^ splitmix(k + 0x632BE59BD9B4E019ull));
+  }
   static std::uint64_t splitmix(std::uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;

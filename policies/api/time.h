@@ -23,7 +23,9 @@ struct Duration {
   static constexpr Duration hours(double v) { return seconds(v * 3600.0); }
   static constexpr Duration days(double v) { return seconds(v * 86400.0); }
   static constexpr Duration zero() { return Duration{0}; }
-  static constexpr Duration infinite() { return Duration{std::numeric_limits<std::int64_t>::max()}; }
+  static constexpr Duration infinite() {
+    return Duration{std::numeric_limits<std::int64_t>::max()};
+  }
 
   constexpr double to_seconds() const { return static_cast<double>(ns) * 1e-9; }
   constexpr bool is_infinite() const { return ns == std::numeric_limits<std::int64_t>::max(); }
@@ -31,8 +33,14 @@ struct Duration {
   constexpr auto operator<=>(const Duration&) const = default;
   constexpr Duration operator+(Duration o) const { return Duration{ns + o.ns}; }
   constexpr Duration operator-(Duration o) const { return Duration{ns - o.ns}; }
-  constexpr Duration& operator+=(Duration o) { ns += o.ns; return *this; }
-  constexpr Duration& operator-=(Duration o) { ns -= o.ns; return *this; }
+  constexpr Duration& operator+=(Duration o) {
+    ns += o.ns;
+    return *this;
+  }
+  constexpr Duration& operator-=(Duration o) {
+    ns -= o.ns;
+    return *this;
+  }
   constexpr Duration operator*(std::int64_t k) const { return Duration{ns * k}; }
 
   // Rounds to the nearest nanosecond, saturating at the representable range.

@@ -24,67 +24,98 @@ std::string join(const MachineSet& ms) {
 
 const char* mode_name(AcquireMode m) {
   switch (m) {
-    case AcquireMode::kRequeue: return "requeue";
-    case AcquireMode::kReschedule: return "reschedule";
-    case AcquireMode::kStandby: return "standby";
-    case AcquireMode::kOracle: return "oracle";
+    case AcquireMode::kRequeue:
+      return "requeue";
+    case AcquireMode::kReschedule:
+      return "reschedule";
+    case AcquireMode::kStandby:
+      return "standby";
+    case AcquireMode::kOracle:
+      return "oracle";
   }
   return "?";
 }
 
 const char* tier_name(CheckpointTier t) {
   switch (t) {
-    case CheckpointTier::kRemote: return "remote";
-    case CheckpointTier::kMemory: return "memory";
-    case CheckpointTier::kMemoryWithPeer: return "memory+peer";
+    case CheckpointTier::kRemote:
+      return "remote";
+    case CheckpointTier::kMemory:
+      return "memory";
+    case CheckpointTier::kMemoryWithPeer:
+      return "memory+peer";
   }
   return "?";
 }
 
 const char* mechanism_name(Mechanism m) {
   switch (m) {
-    case Mechanism::kNone: return "none";
-    case Mechanism::kRealtimeEviction: return "realtime_eviction";
-    case Mechanism::kStopTimeEviction: return "stop_time_eviction";
-    case Mechanism::kReattempt: return "reattempt";
-    case Mechanism::kRollback: return "rollback";
-    case Mechanism::kReplay: return "replay";
-    case Mechanism::kOverEviction: return "analyzer_over_eviction";
-    case Mechanism::kHotUpdate: return "hot_update";
-    case Mechanism::kRequeue: return "requeue";
-    case Mechanism::kReschedule: return "reschedule";
-    case Mechanism::kOracle: return "oracle";
-    case Mechanism::kAttributedEviction: return "attributed_eviction";
+    case Mechanism::kNone:
+      return "none";
+    case Mechanism::kRealtimeEviction:
+      return "realtime_eviction";
+    case Mechanism::kStopTimeEviction:
+      return "stop_time_eviction";
+    case Mechanism::kReattempt:
+      return "reattempt";
+    case Mechanism::kRollback:
+      return "rollback";
+    case Mechanism::kReplay:
+      return "replay";
+    case Mechanism::kOverEviction:
+      return "analyzer_over_eviction";
+    case Mechanism::kHotUpdate:
+      return "hot_update";
+    case Mechanism::kRequeue:
+      return "requeue";
+    case Mechanism::kReschedule:
+      return "reschedule";
+    case Mechanism::kOracle:
+      return "oracle";
+    case Mechanism::kAttributedEviction:
+      return "attributed_eviction";
   }
   return "?";
 }
 
 const char* probe_key(ProbeKind k) {
   switch (k) {
-    case ProbeKind::kGpuDiag: return "gpu_diag";
-    case ProbeKind::kIntraAllToAll: return "intra_all_to_all";
-    case ProbeKind::kInterAllGather: return "inter_all_gather";
-    case ProbeKind::kBitwise: return "bitwise";
-    case ProbeKind::kStress: return "stress";
+    case ProbeKind::kGpuDiag:
+      return "gpu_diag";
+    case ProbeKind::kIntraAllToAll:
+      return "intra_all_to_all";
+    case ProbeKind::kInterAllGather:
+      return "inter_all_gather";
+    case ProbeKind::kBitwise:
+      return "bitwise";
+    case ProbeKind::kStress:
+      return "stress";
   }
   return "?";
 }
 
 const char* probe_name(ProbeKind k) {
   switch (k) {
-    case ProbeKind::kGpuDiag: return "gpu-diag";
-    case ProbeKind::kIntraAllToAll: return "intra-all-to-all";
-    case ProbeKind::kInterAllGather: return "inter-all-gather";
-    case ProbeKind::kBitwise: return "bitwise";
-    case ProbeKind::kStress: return "stress";
+    case ProbeKind::kGpuDiag:
+      return "gpu-diag";
+    case ProbeKind::kIntraAllToAll:
+      return "intra-all-to-all";
+    case ProbeKind::kInterAllGather:
+      return "inter-all-gather";
+    case ProbeKind::kBitwise:
+      return "bitwise";
+    case ProbeKind::kStress:
+      return "stress";
   }
   return "?";
 }
 
 const char* mitigation_name(Mitigation m) {
   switch (m) {
-    case Mitigation::kRebalance: return "rebalance";
-    case Mitigation::kReconfigure: return "reconfigure";
+    case Mitigation::kRebalance:
+      return "rebalance";
+    case Mitigation::kReconfigure:
+      return "reconfigure";
   }
   return "?";
 }
@@ -94,14 +125,17 @@ std::string describe(const Action& a) {
       Overloaded{
           [](const StopJob& x) { return "stop job (" + x.reason + ")"; },
           [](const StartJob& x) {
-            return "start job" + (x.version.empty() ? "" : " on code version " + x.version) + " (" + x.reason + ")";
+            return "start job" + (x.version.empty() ? "" : " on code version " + x.version) + " (" +
+                   x.reason + ")";
           },
           [](const EvictMachines& x) {
-            return (x.retire ? "evict and retire " : "evict ") + join(x.machines) + " (" + x.reason + ")";
+            return (x.retire ? "evict and retire " : "evict ") + join(x.machines) + " (" +
+                   x.reason + ")";
           },
           [](const AcquireMachines& x) {
-            return std::string("acquire machines: ") + mode_name(x.mode) + (x.same_domain ? " in-domain " : " ") +
-                   std::to_string(x.slots.size()) + " slots (" + x.reason + ")";
+            return std::string("acquire machines: ") + mode_name(x.mode) +
+                   (x.same_domain ? " in-domain " : " ") + std::to_string(x.slots.size()) +
+                   " slots (" + x.reason + ")";
           },
           [](const SetCheckpointPlan& x) {
             std::ostringstream o;
@@ -111,7 +145,8 @@ std::string describe(const Action& a) {
           },
           [](const WatchSteps& x) {
             std::ostringstream o;
-            o << "watch steps: a sample every " << x.every.to_seconds() << " s (" << x.reason << ")";
+            o << "watch steps: a sample every " << x.every.to_seconds() << " s (" << x.reason
+              << ")";
             return o.str();
           },
           [](const EnableOracle& x) { return "enable oracle (" + x.reason + ")"; },
@@ -123,8 +158,8 @@ std::string describe(const Action& a) {
           },
           [](const RunProbe& x) {
             return std::string("probe ") + probe_name(x.test) + " on " + join(x.machines) +
-                   (x.groups.empty() ? "" : " in " + std::to_string(x.groups.size()) + " groups") + " (" + x.reason +
-                   ")";
+                   (x.groups.empty() ? "" : " in " + std::to_string(x.groups.size()) + " groups") +
+                   " (" + x.reason + ")";
           },
           [](const CaptureStacks& x) { return "capture stacks (" + x.reason + ")"; },
           [](const RunReplay& x) {
@@ -132,13 +167,17 @@ std::string describe(const Action& a) {
           },
           [](const HotUpdate& x) { return "hot update to " + x.version + " (" + x.reason + ")"; },
           [](const RollBack& x) { return "roll back (" + x.reason + ")"; },
-          [](const SetStandbyPool& x) { return "standby pool of " + std::to_string(x.size) + " (" + x.reason + ")"; },
+          [](const SetStandbyPool& x) {
+            return "standby pool of " + std::to_string(x.size) + " (" + x.reason + ")";
+          },
           [](const EndRun& x) { return "end the run: " + x.verdict + " (" + x.reason + ")"; },
           [](const MitigateSlowdown& x) {
-            return std::string(mitigation_name(x.how)) + " around slot " + std::to_string(x.slot) + " (" + x.reason +
-                   ")";
+            return std::string(mitigation_name(x.how)) + " around slot " + std::to_string(x.slot) +
+                   " (" + x.reason + ")";
           },
-          [](const AvoidMachines& x) { return "hand out " + join(x.machines) + " last (" + x.reason + ")"; },
+          [](const AvoidMachines& x) {
+            return "hand out " + join(x.machines) + " last (" + x.reason + ")";
+          },
       },
       a);
 }
@@ -152,7 +191,8 @@ std::string describe(const Event& e) {
           },
           [](const StartFailed& x) { return "start failed: " + x.signature; },
           [](const InspectionAlert& x) {
-            return "inspection alert " + x.kind + " on " + std::to_string(x.machine) + ": " + x.detail;
+            return "inspection alert " + x.kind + " on " + std::to_string(x.machine) + ": " +
+                   x.detail;
           },
           [](const StepSample& x) {
             std::ostringstream o;
@@ -173,10 +213,12 @@ std::string describe(const Event& e) {
           [](const ActionFailed& x) {
             return "action " + std::to_string(x.action) + " failed: " + x.reason;
           },
-          [](const OracleFault& x) { return "oracle fault " + x.category + " on " + join(x.machines); },
+          [](const OracleFault& x) {
+            return "oracle fault " + x.category + " on " + join(x.machines);
+          },
           [](const ProbeResult& x) {
-            std::string s = std::string("probe ") + probe_name(x.test) + " failed " + join(x.failed) +
-                            (x.timed_out ? " (deadline)" : "");
+            std::string s = std::string("probe ") + probe_name(x.test) + " failed " +
+                            join(x.failed) + (x.timed_out ? " (deadline)" : "");
             for (std::size_t i = 0; i < x.group_seconds.size(); ++i) {
               std::ostringstream o;
               o << (i == 0 ? "; groups" : "") << " " << x.group_seconds[i] << "s"
@@ -185,7 +227,9 @@ std::string describe(const Event& e) {
             }
             return s;
           },
-          [](const StacksCaptured& x) { return "stacks of " + std::to_string(x.stacks.size()) + " slots"; },
+          [](const StacksCaptured& x) {
+            return "stacks of " + std::to_string(x.stacks.size()) + " slots";
+          },
           [](const ReplayResult& x) {
             std::string s = "replay result";
             for (bool b : x.group_failed) s += b ? " F" : " .";

@@ -31,7 +31,8 @@ class DalyPlan final : public CheckpointPlanner {
         max_s_(std::max(p.get("daly_min_interval_s"), p.get("daly_max_interval_s"))) {}
   const ModuleInfo& info() const override { return daly_checkpoint_info(); }
   SetCheckpointPlan plan(const ClusterView&) const override { return make(0, 0); }
-  std::optional<SetCheckpointPlan> replan(int interruptions, Duration running, const ClusterView&) override {
+  std::optional<SetCheckpointPlan> replan(int interruptions, Duration running,
+                                          const ClusterView&) override {
     return make(interruptions, running.to_seconds());
   }
 
@@ -40,9 +41,11 @@ class DalyPlan final : public CheckpointPlanner {
     const double mtbi = observed_mtbi_s(interruptions, running_s, prior_s_, weight_);
     const double interval = std::clamp(daly_optimum_s(write_s_, mtbi), min_s_, max_s_);
     char why[160];
-    std::snprintf(why, sizeof why, "Daly: save every %.0f s for %d interruptions in %.1f h running (MTBI %.0f s)",
+    std::snprintf(why, sizeof why,
+                  "Daly: save every %.0f s for %d interruptions in %.1f h running (MTBI %.0f s)",
                   interval, interruptions, running_s / 3600, mtbi);
-    return SetCheckpointPlan{Duration::seconds(interval), Duration::seconds(write_s_), CheckpointTier::kRemote, why};
+    return SetCheckpointPlan{Duration::seconds(interval), Duration::seconds(write_s_),
+                             CheckpointTier::kRemote, why};
   }
   double write_s_, prior_s_, weight_, min_s_, max_s_;
 };
@@ -56,8 +59,10 @@ double daly_optimum_s(double write_s, double mtbi_s) {
   return std::sqrt(2 * write_s * mtbi_s) * (1 + std::sqrt(x) / 3 + x / 9) - write_s;
 }
 
-double observed_mtbi_s(int interruptions, double running_s, double prior_mtbi_s, double prior_weight) {
-  return (prior_weight * prior_mtbi_s + std::max(0.0, running_s)) / (prior_weight + std::max(0, interruptions));
+double observed_mtbi_s(int interruptions, double running_s, double prior_mtbi_s,
+                       double prior_weight) {
+  return (prior_weight * prior_mtbi_s + std::max(0.0, running_s)) /
+         (prior_weight + std::max(0, interruptions));
 }
 
 const ModuleInfo& daly_checkpoint_info() {
@@ -67,42 +72,53 @@ const ModuleInfo& daly_checkpoint_info() {
       "1",
       "remote saves at Daly's optimum, re-planned at every interruption from those seen so far",
       {
-          {"daly_prior_mtbf_h", "prior mean time between interruptions, before any is seen (checkpoint=daly)", "h",
-           4, 1e-3, 1e5},
-          {"daly_prior_weight", "how many interruptions the prior is worth (checkpoint=daly)", "count", 1, 1e-3, 1e4},
-          {"daly_min_interval_s", "shortest interval the planner sets (checkpoint=daly)", "s", 30, 1e-3, 1e7},
-          {"daly_max_interval_s", "longest interval the planner sets (checkpoint=daly)", "s", 21600, 1e-3, 1e7},
+          {"daly_prior_mtbf_h",
+           "prior mean time between interruptions, before any is seen (checkpoint=daly)", "h", 4,
+           1e-3, 1e5},
+          {"daly_prior_weight", "how many interruptions the prior is worth (checkpoint=daly)",
+           "count", 1, 1e-3, 1e4},
+          {"daly_min_interval_s", "shortest interval the planner sets (checkpoint=daly)", "s", 30,
+           1e-3, 1e7},
+          {"daly_max_interval_s", "longest interval the planner sets (checkpoint=daly)", "s", 21600,
+           1e-3, 1e7},
           {"remote_checkpoint_write_s",
-           "blocking time of a save to remote storage (checkpoint=remote or daly; Table 8: 6.77 s)", "s", 6.77, 0, 1e5},
+           "blocking time of a save to remote storage (checkpoint=remote or daly; Table 8: 6.77 s)",
+           "s", 6.77, 0, 1e5},
       }};
   return info;
 }
-std::unique_ptr<CheckpointPlanner> make_daly_checkpoint(const Params& p) { return std::make_unique<DalyPlan>(p); }
+std::unique_ptr<CheckpointPlanner> make_daly_checkpoint(const Params& p) {
+  return std::make_unique<DalyPlan>(p);
+}
 
 const ModuleInfo& peer_checkpoint_info() {
-  static const ModuleInfo info{ModuleKind::kCheckpoint, "peer", "1",
-                               "every step in host memory, backup on a peer outside the rank's TP/PP/DP groups"};
+  static const ModuleInfo info{
+      ModuleKind::kCheckpoint, "peer", "1",
+      "every step in host memory, backup on a peer outside the rank's TP/PP/DP groups"};
   return info;
 }
 std::unique_ptr<CheckpointPlanner> make_peer_checkpoint(const Params& p) {
   return std::make_unique<FixedPlan>(
       peer_checkpoint_info(),
-      SetCheckpointPlan{Duration::zero(), Duration::seconds(p.get("checkpoint_blocking_s")),
-                        CheckpointTier::kMemoryWithPeer,
-                        "every step to host memory with a backup on a peer outside the rank's groups",
-                        Duration::seconds(p.get("remote_checkpoint_interval_s"))});
+      SetCheckpointPlan{
+          Duration::zero(), Duration::seconds(p.get("checkpoint_blocking_s")),
+          CheckpointTier::kMemoryWithPeer,
+          "every step to host memory with a backup on a peer outside the rank's groups",
+          Duration::seconds(p.get("remote_checkpoint_interval_s"))});
 }
 
 const ModuleInfo& memory_checkpoint_info() {
-  static const ModuleInfo info{ModuleKind::kCheckpoint, "memory", "1",
-                               "Gemini-style: in memory with a copy on the next machine, periodically"};
+  static const ModuleInfo info{
+      ModuleKind::kCheckpoint, "memory", "1",
+      "Gemini-style: in memory with a copy on the next machine, periodically"};
   return info;
 }
 std::unique_ptr<CheckpointPlanner> make_memory_checkpoint(const Params& p) {
   return std::make_unique<FixedPlan>(
       memory_checkpoint_info(),
       SetCheckpointPlan{Duration::seconds(p.get("checkpoint_interval_s")),
-                        Duration::seconds(p.get("memory_checkpoint_blocking_s")), CheckpointTier::kMemory,
+                        Duration::seconds(p.get("memory_checkpoint_blocking_s")),
+                        CheckpointTier::kMemory,
                         "Gemini-style: to host memory with a copy on the next machine",
                         Duration::seconds(p.get("remote_checkpoint_interval_s"))});
 }
@@ -116,7 +132,8 @@ std::unique_ptr<CheckpointPlanner> make_remote_checkpoint(const Params& p) {
   return std::make_unique<FixedPlan>(
       remote_checkpoint_info(),
       SetCheckpointPlan{Duration::seconds(p.get("checkpoint_interval_s")),
-                        Duration::seconds(p.get("remote_checkpoint_write_s")), CheckpointTier::kRemote,
+                        Duration::seconds(p.get("remote_checkpoint_write_s")),
+                        CheckpointTier::kRemote,
                         "Megatron-style: periodic blocking save to remote storage"});
 }
 

@@ -34,6 +34,7 @@ double daly_optimum_s(double write_s, double mtbi_s);
 // The mean time between interruptions estimated from `interruptions` in `running_s` of
 // running time and a prior of `prior_mtbi_s` worth `prior_weight` interruptions
 // (the posterior mean of a Poisson rate under a Gamma prior, inverted).
-double observed_mtbi_s(int interruptions, double running_s, double prior_mtbi_s, double prior_weight);
+double observed_mtbi_s(int interruptions, double running_s, double prior_mtbi_s,
+                       double prior_weight);
 
 }  // namespace faultline::policies

@@ -19,7 +19,8 @@ std::string describe(const Finding& f) {
         using T = std::decay_t<decltype(x)>;
         std::ostringstream o;
         if constexpr (std::is_same_v<T, ProgressStalled>)
-          o << "progress stalled at step " << x.last_step << " for " << x.stalled_for.to_seconds() << " s";
+          o << "progress stalled at step " << x.last_step << " for " << x.stalled_for.to_seconds()
+            << " s";
         else if constexpr (std::is_same_v<T, StepTimeHigh>)
           o << "step time high x" << std::to_string(x.ratio);
         else
@@ -95,8 +96,10 @@ std::optional<Finding> SlowStepDetector::observe(const StepSample& s, Instant no
   // data loaders); a steady sample already averages them out.
   if (!slow && (s.steady || since_restart_ > 2)) {
     const double x = s.step_time_s;
-    if (!lower_.empty() && x <= lower_.max()) lower_.insert(x);
-    else upper_.insert(x);
+    if (!lower_.empty() && x <= lower_.max())
+      lower_.insert(x);
+    else
+      upper_.insert(x);
     if (healthy_.size() < kWindow) {
       healthy_.push_back(x);
     } else {
@@ -104,8 +107,10 @@ std::optional<Finding> SlowStepDetector::observe(const StepSample& s, Instant no
       healthy_[head_] = x;
       head_ = (head_ + 1) % kWindow;
       // An equal value in the other half is the same value: either copy will do.
-      if (!lower_.empty() && old <= lower_.max()) lower_.erase_one(old);
-      else upper_.erase_one(old);
+      if (!lower_.empty() && old <= lower_.max())
+        lower_.erase_one(old);
+      else
+        upper_.erase_one(old);
     }
     // Rebalance: the upper half holds the middle value of an odd count.
     while (lower_.size() > upper_.size()) {
@@ -159,9 +164,11 @@ void JumpDetector::restart() {
   reported_ = false;
 }
 
-std::optional<Finding> JumpDetector::judge(const char* metric, const std::optional<double>& v, Mean& m) {
+std::optional<Finding> JumpDetector::judge(const char* metric, const std::optional<double>& v,
+                                           Mean& m) {
   if (!v || !std::isfinite(*v)) return std::nullopt;
-  if (m.samples >= warmup_ && m.value > 0 && *v > ratio_ * m.value) return MetricAnomaly{metric, *v / m.value, false};
+  if (m.samples >= warmup_ && m.value > 0 && *v > ratio_ * m.value)
+    return MetricAnomaly{metric, *v / m.value, false};
   m.value = m.samples == 0 ? *v : 0.8 * m.value + 0.2 * *v;
   ++m.samples;
   return std::nullopt;
@@ -234,22 +241,31 @@ const ModuleInfo& realtime_detection_info() {
       ModuleKind::kDetection,
       "realtime",
       "1",
-      "stall, slow-step, NaN and loss/grad-norm jump detection on step samples, with real-time inspections",
+      "stall, slow-step, NaN and loss/grad-norm jump detection on step samples, with real-time "
+      "inspections",
       {
-          {"jump_ratio", "a loss or gradient norm above this multiple of its recent mean is an anomaly", "ratio", 5,
-           1.01, 1e6},
+          {"jump_ratio",
+           "a loss or gradient norm above this multiple of its recent mean is an anomaly", "ratio",
+           5, 1.01, 1e6},
           {"jump_warmup", "samples after a restart before jumps are judged", "count", 5, 0, 1e6},
       }};
   return info;
 }
-std::unique_ptr<Detector> make_realtime_detection(const Params& p) { return std::make_unique<Realtime>(p); }
-std::unique_ptr<Detector> make_step_detectors(const Params& p) { return std::make_unique<Realtime>(p); }
+std::unique_ptr<Detector> make_realtime_detection(const Params& p) {
+  return std::make_unique<Realtime>(p);
+}
+std::unique_ptr<Detector> make_step_detectors(const Params& p) {
+  return std::make_unique<Realtime>(p);
+}
 
 const ModuleInfo& timeout_detection_info() {
-  static const ModuleInfo info{ModuleKind::kDetection, "timeout", "1",
-                               "process exits and the NCCL collective timeout only: no samples, no inspections"};
+  static const ModuleInfo info{
+      ModuleKind::kDetection, "timeout", "1",
+      "process exits and the NCCL collective timeout only: no samples, no inspections"};
   return info;
 }
-std::unique_ptr<Detector> make_timeout_detection(const Params&) { return std::make_unique<TimeoutOnly>(); }
+std::unique_ptr<Detector> make_timeout_detection(const Params&) {
+  return std::make_unique<TimeoutOnly>();
+}
 
 }  // namespace faultline::policies

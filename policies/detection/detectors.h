@@ -20,9 +20,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
-#include <map>
 #include <vector>
 
 #include "policies/module.h"
@@ -81,10 +81,10 @@ class SlowStepDetector {
   // split into the lower and upper half, so the median costs O(log n) per sample, not O(n).
   std::vector<double> healthy_;
   std::size_t head_ = 0;
-  Counted lower_, upper_;  // lower_.size() == upper_.size() or one less
-  int since_restart_ = 0;        // samples since the restart
-  double last_ = 0;              // the latest sample's step time
-  bool steady_ = false;          // the latest sample was steady
+  Counted lower_, upper_;             // lower_.size() == upper_.size() or one less
+  int since_restart_ = 0;             // samples since the restart
+  double last_ = 0;                   // the latest sample's step time
+  bool steady_ = false;               // the latest sample was steady
   std::optional<Instant> report_at_;  // slow since report_at_ - slow_for, next report then
 };
 

@@ -101,10 +101,10 @@ class SkiRental final : public FailSlowPolicy {
   std::array<double, 4> cost_;
   std::array<double, 4> loss_{};
   int level_ = 0, target_ = 0;
-  int before_ = 0;                 // the level before the last move, and when it was entered
+  int before_ = 0;  // the level before the last move, and when it was entered
   Instant before_entered_{};
   std::array<bool, 4> usable_{true, true, true, true};  // levels the backend has not refused
-  MachineId machine_ = kNoMachine;      // the straggler tracked
+  MachineId machine_ = kNoMachine;                      // the straggler tracked
   Instant stopped_at_ = Instant::max();  // when the job stopped under it (max: running)
   Instant entered_{};
   Instant next_ = Instant::max();
@@ -117,26 +117,34 @@ const ModuleInfo& evict_failslow_info() {
                                "over-evict the straggler's parallel group at once (ByteRobust)"};
   return info;
 }
-std::unique_ptr<FailSlowPolicy> make_evict_failslow(const Params&) { return std::make_unique<EvictAtOnce>(); }
+std::unique_ptr<FailSlowPolicy> make_evict_failslow(const Params&) {
+  return std::make_unique<EvictAtOnce>();
+}
 
 const ModuleInfo& ski_rental_failslow_info() {
   static const ModuleInfo info{
       ModuleKind::kFailSlow,
       "ski_rental",
       "1",
-      "Greyhound/FALCON ladder: tolerate, rebalance, reconfigure, evict, each at the ski-rental break-even",
+      "Greyhound/FALCON ladder: tolerate, rebalance, reconfigure, evict, each at the ski-rental "
+      "break-even",
       {
-          {"failslow_rebalance_cost_s", "what rebalancing micro-batches costs the job (its pause; failslow=ski_rental)",
-           "s", 30, 0, 1e6},
+          {"failslow_rebalance_cost_s",
+           "what rebalancing micro-batches costs the job (its pause; failslow=ski_rental)", "s", 30,
+           0, 1e6},
           {"failslow_reconfigure_cost_s",
-           "what reconfiguring the straggler's pipeline costs the job (its pause; failslow=ski_rental)", "s", 180, 0,
-           1e6},
+           "what reconfiguring the straggler's pipeline costs the job (its pause; "
+           "failslow=ski_rental)",
+           "s", 180, 0, 1e6},
           {"failslow_restart_cost_s",
-           "what evicting the straggler costs the job: the restart, warm-up and lost steps (failslow=ski_rental)", "s",
-           1200, 0, 1e7},
+           "what evicting the straggler costs the job: the restart, warm-up and lost steps "
+           "(failslow=ski_rental)",
+           "s", 1200, 0, 1e7},
       }};
   return info;
 }
-std::unique_ptr<FailSlowPolicy> make_ski_rental_failslow(const Params& p) { return std::make_unique<SkiRental>(p); }
+std::unique_ptr<FailSlowPolicy> make_ski_rental_failslow(const Params& p) {
+  return std::make_unique<SkiRental>(p);
+}
 
 }  // namespace faultline::policies

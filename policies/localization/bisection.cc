@@ -25,7 +25,8 @@ class Bisection final : public Localizer {
     if (failing.empty()) {
       std::vector<SlotId> found;
       for (const auto& g : done) found.push_back(g.front());
-      if (found.empty()) return Located{{}, false, Mechanism::kReplay, "bisection reproduced nothing"};
+      if (found.empty())
+        return Located{{}, false, Mechanism::kReplay, "bisection reproduced nothing"};
       return Located{found, false, Mechanism::kReplay, "located by bisection"};
     }
     // Single machines already found are replayed again with the next round's halves.
@@ -43,8 +44,9 @@ class Bisection final : public Localizer {
 }  // namespace
 
 const ModuleInfo& bisection_info() {
-  static const ModuleInfo info{ModuleKind::kLocalization, "bisection", "1",
-                               "adaptive group testing: halve every failing replay group each round"};
+  static const ModuleInfo info{
+      ModuleKind::kLocalization, "bisection", "1",
+      "adaptive group testing: halve every failing replay group each round"};
   return info;
 }
 

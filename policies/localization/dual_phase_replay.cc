@@ -6,7 +6,8 @@
 
 namespace faultline::policies {
 
-std::vector<MachineSet> machines_of_groups(const ClusterView& view, const std::vector<std::vector<SlotId>>& groups) {
+std::vector<MachineSet> machines_of_groups(const ClusterView& view,
+                                           const std::vector<std::vector<SlotId>>& groups) {
   std::vector<MachineSet> out;
   out.reserve(groups.size());
   for (const auto& g : groups) {
@@ -39,11 +40,13 @@ class DualPhaseReplay final : public Localizer {
       if (r->group_failed[i]) failing.push_back(static_cast<int>(i));
     if (failing.empty()) return Located{{}, false, Mechanism::kReplay, "replay reproduced nothing"};
     if (failing.size() == r->group_failed.size())  // every group fails: not a machine, the code
-      return Located{{}, true, Mechanism::kRollback, "replay fails on every group: the code is at fault"};
+      return Located{
+          {}, true, Mechanism::kRollback, "replay fails on every group: the code is at fault"};
     if (phase_ == 1) {
       horizontal_failing_ = failing;
       phase_ = 2;
-      return LocalizationTest{RunReplay{machines_of_groups(view, plan_->vertical), "replay phase 2 (vertical)"}};
+      return LocalizationTest{
+          RunReplay{machines_of_groups(view, plan_->vertical), "replay phase 2 (vertical)"}};
     }
     // Usually one machine is faulty and the two failing groups meet in it (Alg. 1). With
     // two faulty machines each phase has two failing groups: evict every intersection
@@ -53,7 +56,8 @@ class DualPhaseReplay final : public Localizer {
     for (int h : horizontal_failing_)
       for (int v : failing)
         if (auto hit = replay_locate(*plan_, h, v)) hits.push_back(*hit);
-    if (hits.empty()) return Located{{}, false, Mechanism::kReplay, "replay groups do not intersect"};
+    if (hits.empty())
+      return Located{{}, false, Mechanism::kReplay, "replay groups do not intersect"};
     std::sort(hits.begin(), hits.end());
     std::string where;
     for (SlotId x : hits) where += (where.empty() ? "" : ",") + std::to_string(x);
@@ -81,12 +85,15 @@ class DualPhaseReplay final : public Localizer {
 }  // namespace
 
 const ModuleInfo& dual_phase_replay_info() {
-  static const ModuleInfo info{ModuleKind::kLocalization, "replay", "1",
-                               "dual-phase replay (ByteRobust Alg. 1): horizontal then vertical replay groups, "
-                               "evict the intersections"};
+  static const ModuleInfo info{
+      ModuleKind::kLocalization, "replay", "1",
+      "dual-phase replay (ByteRobust Alg. 1): horizontal then vertical replay groups, "
+      "evict the intersections"};
   return info;
 }
 
-std::unique_ptr<Localizer> make_dual_phase_replay(const Params&) { return std::make_unique<DualPhaseReplay>(); }
+std::unique_ptr<Localizer> make_dual_phase_replay(const Params&) {
+  return std::make_unique<DualPhaseReplay>();
+}
 
 }  // namespace faultline::policies

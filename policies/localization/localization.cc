@@ -39,7 +39,8 @@ StackVerdict aggregate_stacks(const std::vector<std::string>& by_slot) {
   return aggregate_stacks(StackSignatures(by_slot));
 }
 
-std::vector<SlotId> over_eviction_set(const ClusterView& view, const std::vector<SlotId>& outliers) {
+std::vector<SlotId> over_eviction_set(const ClusterView& view,
+                                      const std::vector<SlotId>& outliers) {
   if (outliers.empty()) return {};
   auto holds_all = [&](const std::vector<SlotId>& group) {
     return std::all_of(outliers.begin(), outliers.end(),

@@ -34,6 +34,7 @@ const ModuleInfo& pairwise_info();
 std::unique_ptr<Localizer> make_pairwise(const Params& p);
 
 // Replay groups of slots as the machines now in them (a slot without one stays kNoMachine).
-std::vector<MachineSet> machines_of_groups(const ClusterView& view, const std::vector<std::vector<SlotId>>& groups);
+std::vector<MachineSet> machines_of_groups(const ClusterView& view,
+                                           const std::vector<std::vector<SlotId>>& groups);
 
 }  // namespace faultline::policies

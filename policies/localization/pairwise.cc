@@ -28,20 +28,24 @@ class Pairwise final : public Localizer {
     MachineSet all;
     for (SlotId s = 0; s < view.slots(); ++s)
       if (view.machine_in(s) != kNoMachine) all.push_back(view.machine_in(s));
-    if (all.size() < 2) return Located{{}, false, Mechanism::kStopTimeEviction, "pairwise check: fewer than two machines"};
+    if (all.size() < 2)
+      return Located{
+          {}, false, Mechanism::kStopTimeEviction, "pairwise check: fewer than two machines"};
     // Round 1: neighbours in slot order, so most pairs share a rack; an odd one out joins
     // the last pair.
     groups_.clear();
     for (std::size_t i = 0; i + 1 < all.size(); i += 2) groups_.push_back({all[i], all[i + 1]});
     if (all.size() % 2) groups_.back().push_back(all.back());
     round_ = 1;
-    return LocalizationTest{RunProbe{ProbeKind::kInterAllGather, all, deadline_, "pairwise check round 1: " + why, groups_}};
+    return LocalizationTest{RunProbe{ProbeKind::kInterAllGather, all, deadline_,
+                                     "pairwise check round 1: " + why, groups_}};
   }
 
   LocalizationStep answer(const Event& outcome, const ClusterView& view) override {
     const auto* r = std::get_if<ProbeResult>(&outcome);
     if (!r || r->group_failed.size() != groups_.size() || r->group_seconds.size() != groups_.size())
-      return Located{{}, false, Mechanism::kStopTimeEviction, "pairwise check answered with something else"};
+      return Located{
+          {}, false, Mechanism::kStopTimeEviction, "pairwise check answered with something else"};
     if (round_ == 1) return first_round(*r, view);
     // Round 2: a suspect paired with a machine that passed round 1 and fails or lags again
     // is the culprit; one that now keeps pace was the other machine's partner.
@@ -70,9 +74,12 @@ class Pairwise final : public Localizer {
     if (suspects.empty()) return not_the_machines("every pair kept pace");
     if (good.empty()) return not_the_machines("every pair failed");  // nothing to compare with
     if (suspects.size() > good.size())
-      return Located{{}, false, Mechanism::kStopTimeEviction,
-                     "pairwise check: " + std::to_string(suspects.size()) + " suspects, too few good machines (" +
-                         std::to_string(good.size()) + ") to pair them with"};
+      return Located{{},
+                     false,
+                     Mechanism::kStopTimeEviction,
+                     "pairwise check: " + std::to_string(suspects.size()) +
+                         " suspects, too few good machines (" + std::to_string(good.size()) +
+                         ") to pair them with"};
     // Round 2: each suspect with its own machine that passed, the nearest in slot order, so
     // that its pair crosses the fabric as round 1's did (most often inside one rack) and
     // round 1's pace stays the yardstick.
@@ -82,8 +89,8 @@ class Pairwise final : public Localizer {
       const SlotId at = view.slot_of(m);
       std::size_t best = good.size();
       for (std::size_t i = 0; i < good.size(); ++i)
-        if (!used[i] && (best == good.size() ||
-                         std::abs(view.slot_of(good[i]) - at) < std::abs(view.slot_of(good[best]) - at)))
+        if (!used[i] && (best == good.size() || std::abs(view.slot_of(good[i]) - at) <
+                                                    std::abs(view.slot_of(good[best]) - at)))
           best = i;
       used[best] = 1;
       groups_.push_back({m, good[best]});
@@ -92,13 +99,16 @@ class Pairwise final : public Localizer {
     MachineSet all = suspects;
     for (const auto& g : groups_) all.push_back(g.back());
     std::ostringstream why;
-    why << "pairwise check round 2: " << suspects.size() << " suspect(s), each with a machine that kept pace";
-    return LocalizationTest{RunProbe{ProbeKind::kInterAllGather, all, deadline_, why.str(), groups_}};
+    why << "pairwise check round 2: " << suspects.size()
+        << " suspect(s), each with a machine that kept pace";
+    return LocalizationTest{
+        RunProbe{ProbeKind::kInterAllGather, all, deadline_, why.str(), groups_}};
   }
   // No machine failed or lagged twice: the failure follows the code (a stack rolls it back,
   // as after a replay that fails on every group; on a slowdown it finds nothing).
   static Located not_the_machines(const std::string& what) {
-    return Located{{}, true, Mechanism::kRollback, "pairwise check: " + what + ": not the machines, the code"};
+    return Located{
+        {}, true, Mechanism::kRollback, "pairwise check: " + what + ": not the machines, the code"};
   }
   // A group that failed, or ran slow_ratio x longer than round 1's passing pairs.
   bool bad(const ProbeResult& r, std::size_t g) const {
@@ -119,19 +129,22 @@ const ModuleInfo& pairwise_info() {
       ModuleKind::kLocalization,
       "pairwise",
       "1",
-      "DLRover's node check: time an all-gather in pairs, then pair each suspect with a good machine; evict "
+      "DLRover's node check: time an all-gather in pairs, then pair each suspect with a good "
+      "machine; evict "
       "what fails or lags twice",
       {{"pairwise_slow_ratio",
         "a pair is a suspect when its all-gather takes this many times the median passing pair's "
         "(localization=pairwise)",
         "ratio", 1.2, 1.01, 100},
-       {"pairwise_deadline_s", "each round of the pairwise check fails the pairs not done by then (localization=pairwise)",
+       {"pairwise_deadline_s",
+        "each round of the pairwise check fails the pairs not done by then (localization=pairwise)",
         "s", 300, 1, 86400}}};
   return info;
 }
 
 std::unique_ptr<Localizer> make_pairwise(const Params& p) {
-  return std::make_unique<Pairwise>(p.get("pairwise_slow_ratio"), Duration::seconds(p.get("pairwise_deadline_s")));
+  return std::make_unique<Pairwise>(p.get("pairwise_slow_ratio"),
+                                    Duration::seconds(p.get("pairwise_deadline_s")));
 }
 
 }  // namespace faultline::policies

@@ -64,10 +64,14 @@ class Requeue final : public Policy {
   void on_event(const Event& e, World& w) override {
     if (cycle_.on_event(e, w)) return;
     std::string why;
-    if (auto* x = std::get_if<ProcessExit>(&e)) why = "processes exited: " + x->signature;
-    else if (auto* s = std::get_if<StartFailed>(&e)) why = "start failed: " + s->signature;
-    else if (auto* c = std::get_if<CodeUpdateRequested>(&e)) why = "code update " + c->version;
-    else return;  // requeue has no inspections, metrics or stack analysis
+    if (auto* x = std::get_if<ProcessExit>(&e))
+      why = "processes exited: " + x->signature;
+    else if (auto* s = std::get_if<StartFailed>(&e))
+      why = "start failed: " + s->signature;
+    else if (auto* c = std::get_if<CodeUpdateRequested>(&e))
+      why = "code update " + c->version;
+    else
+      return;  // requeue has no inspections, metrics or stack analysis
     cycle_.begin(w, AcquireMode::kRequeue, {}, "requeue whole job: " + why);
   }
 
@@ -92,13 +96,15 @@ class Oracle final : public Policy {
     if (auto* f = std::get_if<OracleFault>(&e)) {
       if (f->data_bug) {
         // Nothing automatic fixes the data: page the on-call at once.
-        if (cycle_.state() == RestartCycle::State::kRunning) w.act(StopJob{"oracle: " + f->category});
+        if (cycle_.state() == RestartCycle::State::kRunning)
+          w.act(StopJob{"oracle: " + f->category});
         ended_ = true;
         w.act(EndRun{"code_or_data", "oracle knows the data is at fault: " + f->category});
         return;
       }
       if (f->code_bug) {
-        if (cycle_.state() == RestartCycle::State::kRunning) w.act(StopJob{"oracle: " + f->category});
+        if (cycle_.state() == RestartCycle::State::kRunning)
+          w.act(StopJob{"oracle: " + f->category});
         cycle_.roll_back(w, "oracle knows the code is at fault");
         return;
       }
@@ -108,7 +114,8 @@ class Oracle final : public Policy {
           if (w.cluster().slot_of(m) >= 0) slots.push_back(w.cluster().slot_of(m));
       }
       if (!slots.empty()) {
-        if (cycle_.state() == RestartCycle::State::kRunning) w.act(StopJob{"oracle: " + f->category});
+        if (cycle_.state() == RestartCycle::State::kRunning)
+          w.act(StopJob{"oracle: " + f->category});
         MachineSet bad;
         for (SlotId s : slots) bad.push_back(w.cluster().machine_in(s));
         w.act(EvictMachines{bad, "oracle knows they are broken: " + f->category});
@@ -138,10 +145,13 @@ class Oracle final : public Policy {
 class FailoverBench final : public Policy {
  public:
   explicit FailoverBench(const Params& p)
-      : k_(static_cast<int>(p.get("k"))), mode_(static_cast<int>(p.get("mode"))), at_(p.get("at_s")) {}
+      : k_(static_cast<int>(p.get("k"))),
+        mode_(static_cast<int>(p.get("mode"))),
+        at_(p.get("at_s")) {}
   const PolicyInfo& info() const override { return failover_bench_info(); }
   void start(World& w) override {
-    w.act(SetCheckpointPlan{Duration::zero(), Duration::zero(), CheckpointTier::kMemoryWithPeer, "no loss"});
+    w.act(SetCheckpointPlan{Duration::zero(), Duration::zero(), CheckpointTier::kMemoryWithPeer,
+                            "no loss"});
     start_ = w.act(StartJob{"initial start"});
     w.set_timer(Duration::seconds(at_), 1);
   }
@@ -155,12 +165,13 @@ class FailoverBench final : public Policy {
       }
       w.act(StopJob{"benchmark eviction"});
       w.act(EvictMachines{ms, "benchmark eviction"});
-      const AcquireMode mode = mode_ == 0 ? AcquireMode::kStandby
+      const AcquireMode mode = mode_ == 0   ? AcquireMode::kStandby
                                : mode_ == 1 ? AcquireMode::kReschedule
                                             : AcquireMode::kRequeue;
       acquire_ = w.act(AcquireMachines{mode, slots, "benchmark"});
     }
-    if (auto* r = std::get_if<MachinesReady>(&e); r && r->action == acquire_) start_ = w.act(StartJob{"ready"});
+    if (auto* r = std::get_if<MachinesReady>(&e); r && r->action == acquire_)
+      start_ = w.act(StartJob{"ready"});
   }
 
  private:
@@ -184,7 +195,9 @@ const PolicyInfo& failover_bench_info() {
   return info;
 }
 
-std::unique_ptr<Policy> make_failover_bench(const Params& p) { return std::make_unique<FailoverBench>(p); }
+std::unique_ptr<Policy> make_failover_bench(const Params& p) {
+  return std::make_unique<FailoverBench>(p);
+}
 
 const PolicyInfo& requeue_info() {
   static const PolicyInfo info{
@@ -210,8 +223,9 @@ const PolicyInfo& oracle_info() {
       "upper bound: instant detection and localization, unlimited ready spares, every-step "
       "in-memory checkpoint",
       {
-          {"evict_on_transient", "also replace the machine for transient machine faults (1) or "
-                                 "restart in place (0)",
+          {"evict_on_transient",
+           "also replace the machine for transient machine faults (1) or "
+           "restart in place (0)",
            "bool", 0, 0, 1},
       }};
   return info;

@@ -335,8 +335,8 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
       }
       if (*ws != w) {
         ::close(fd);
-        return failed("rank " + std::to_string(*r) + " has WORLD_SIZE " + std::to_string(*ws) + ", rank 0 has " +
-                      std::to_string(w));
+        return failed("rank " + std::to_string(*r) + " has WORLD_SIZE " + std::to_string(*ws) +
+                      ", rank 0 has " + std::to_string(w));
       }
       if (*r >= w || g->control_fds_[*r] >= 0) {
         ::close(fd);
@@ -378,13 +378,15 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
                     st.timed_out);
     }
     const auto j = nlohmann::json::parse(table, nullptr, false);
-    bool table_ok = j.is_object() && j.contains("addrs") && j.contains("ports") && j["addrs"].is_array() &&
-                    j["ports"].is_array() && j["addrs"].size() == static_cast<std::size_t>(w) &&
+    bool table_ok = j.is_object() && j.contains("addrs") && j.contains("ports") &&
+                    j["addrs"].is_array() && j["ports"].is_array() &&
+                    j["addrs"].size() == static_cast<std::size_t>(w) &&
                     j["ports"].size() == static_cast<std::size_t>(w);
     for (int r = 0; table_ok && r < w; ++r) {
       const auto& a = j["addrs"][r];
       const auto& p = j["ports"][r];
-      table_ok = a.is_string() && p.is_number_integer() && p.get<long long>() >= 1 && p.get<long long>() <= 65535;
+      table_ok = a.is_string() && p.is_number_integer() && p.get<long long>() >= 1 &&
+                 p.get<long long>() <= 65535;
       if (table_ok) {
         addrs[r] = a.get<std::string>();
         ports[r] = static_cast<int>(p.get<long long>());

@@ -67,8 +67,7 @@ ParsedOptions parse_options(const std::vector<std::string>& args, const EnvLooku
     const bool known = flag == "--seed" || flag == "--steps" || flag == "--step-ms" ||
                        flag == "--hidden" || flag == "--microbatches" || flag == "--loss-log" ||
                        flag == "--version" || flag == "--probe" || flag == "--deadline-ms" ||
-                       flag == "--probe-mib" || flag == "--bad-batch-at" ||
-                       flag == "--crash-at";
+                       flag == "--probe-mib" || flag == "--bad-batch-at" || flag == "--crash-at";
     if (!known) return usage_error("unknown flag " + flag);
     std::string value;
     if (inline_value) {

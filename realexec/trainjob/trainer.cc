@@ -33,7 +33,8 @@ constexpr int kKeepCheckpoints = 3;
 constexpr double kExplodedGradRatio = 1000;
 constexpr std::string_view kBadVersionSignature = "TypeError: bad code version";
 constexpr std::int64_t kBadVersionCrashStep = 3;
-constexpr std::string_view kCrashAtSignature = "CUDA error: an illegal memory access was encountered";
+constexpr std::string_view kCrashAtSignature =
+    "CUDA error: an illegal memory access was encountered";
 
 // A fatal error of the rank: unwinds to run_job, which reports it and exits 1.
 struct Fatal {
@@ -110,9 +111,9 @@ class Job {
   TrainState state_;
   std::string restored_from_ = "init";
   std::int64_t checkpoint_step_ = -1;
-  double grad_norm_mean_ = 0;       // running mean of healthy steps' gradient norms
-  std::string peer_copy_;           // newest own checkpoint, not yet sent to rank+1
-  bool peer_copy_pending_ = false;  // same on every rank: checkpoint decisions are shared
+  double grad_norm_mean_ = 0;        // running mean of healthy steps' gradient norms
+  std::string peer_copy_;            // newest own checkpoint, not yet sent to rank+1
+  bool peer_copy_pending_ = false;   // same on every rank: checkpoint decisions are shared
   std::int64_t computed_steps_ = 0;  // by this process, for "sdc after=N"
   bool nan_armed_ = false;
   bool warned_nonfinite_ = false;
@@ -304,9 +305,9 @@ StepOutcome Job::run_step() {
   // The previous checkpoint's peer copy travels inside this step's collective.
   std::string from_prev;
   const bool shift = peer_copy_pending_ && group_->world_size() > 1;
-  const auto st = group_->all_gather(std::as_writable_bytes(std::span<double>(gathered_)),
-                                     mine.size_bytes(), collective_deadline(), peer_copy_,
-                                     shift ? &from_prev : nullptr);
+  const auto st =
+      group_->all_gather(std::as_writable_bytes(std::span<double>(gathered_)), mine.size_bytes(),
+                         collective_deadline(), peer_copy_, shift ? &from_prev : nullptr);
   if (!st.ok) fatal("collective: " + st.error);
   if (shift) store_peer_copy(from_prev);
   peer_copy_pending_ = false;
@@ -319,15 +320,19 @@ void Job::checkpoint_if_due(const StepOutcome& out) {
   // mark of silent corruption) is not saved, so recovery restores a state from before
   // the corruption instead of the corrupted one. The decision uses the global gradient
   // norm, identical on every rank.
-  const bool exploded = !std::isfinite(out.grad_norm) ||
-                        (grad_norm_mean_ > 0 && out.grad_norm > kExplodedGradRatio * grad_norm_mean_);
-  if (!exploded) grad_norm_mean_ = grad_norm_mean_ == 0 ? out.grad_norm : 0.9 * grad_norm_mean_ + 0.1 * out.grad_norm;
+  const bool exploded =
+      !std::isfinite(out.grad_norm) ||
+      (grad_norm_mean_ > 0 && out.grad_norm > kExplodedGradRatio * grad_norm_mean_);
+  if (!exploded)
+    grad_norm_mean_ =
+        grad_norm_mean_ == 0 ? out.grad_norm : 0.9 * grad_norm_mean_ + 0.1 * out.grad_norm;
   if (state_.step % opt_.ckpt_every != 0) return;
   if (exploded || !all_finite(state_.weights) || !all_finite(state_.momentum)) {
     // Same decision on every rank (identical state), so the peer exchange stays in lockstep.
     if (!warned_nonfinite_) {
       std::fprintf(stderr,
-                   "faultline-trainjob: rank %d: state not finite or gradient exploded, skipping checkpoints\n",
+                   "faultline-trainjob: rank %d: state not finite or gradient exploded, skipping "
+                   "checkpoints\n",
                    opt_.rank);
       warned_nonfinite_ = true;
     }
@@ -361,7 +366,8 @@ void Job::flush_peer_copy() {
 void Job::store_peer_copy(const std::string& from_prev) {
   const int prev = (opt_.rank + opt_.world_size - 1) % opt_.world_size;
   std::string error;
-  if (store_ && !from_prev.empty() && !store_->write_peer(prev, from_prev, kKeepCheckpoints, &error)) {
+  if (store_ && !from_prev.empty() &&
+      !store_->write_peer(prev, from_prev, kKeepCheckpoints, &error)) {
     std::fprintf(stderr, "faultline-trainjob: rank %d: peer copy not stored: %s\n", opt_.rank,
                  error.c_str());
   }
@@ -381,7 +387,8 @@ int Job::train() {
     const std::int64_t step = state_.step + 1;
     fire_one_shot_faults();
     if (bad_version && step == kBadVersionCrashStep) fatal(std::string(kBadVersionSignature));
-    if (step == opt_.crash_at && opt_.rank == opt_.world_size - 1) fatal(std::string(kCrashAtSignature));
+    if (step == opt_.crash_at && opt_.rank == opt_.world_size - 1)
+      fatal(std::string(kCrashAtSignature));
     const auto t0 = Clock::now();
     const StepOutcome out = run_step();
     if (loss_fd >= 0) {

@@ -38,7 +38,8 @@ int trainjob_main(int argc, char** argv);
 std::pair<int, int> microbatch_range(int rank, int world_size, int microbatches);
 
 // The "sdc" fault: flips the top exponent bit (a value below 2 grows past 1e300) of one
-// element of `gradient`, chosen from `step`; zero and subnormal elements are skipped so the change always matters.
+// element of `gradient`, chosen from `step`; zero and subnormal elements are skipped so the change
+// always matters.
 void corrupt_gradient(std::span<double> gradient, std::int64_t step);
 
 // Sleeps until `until`. Out of line and named so a rank stopped while padding its step to

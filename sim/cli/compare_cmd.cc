@@ -21,7 +21,8 @@ namespace faultline::cli {
 
 namespace {
 
-constexpr const char* kHelp = R"(usage: faultline sim compare SCENARIO.json --stacks A,B,... [options]
+constexpr const char* kHelp =
+    R"(usage: faultline sim compare SCENARIO.json --stacks A,B,... [options]
 
 Runs every policy stack on the same fault histories (replica i of every stack sees the
 same ground-truth faults: paired comparison) and prints, side by side, ETTR with its
@@ -77,7 +78,8 @@ std::vector<std::string> split(const std::string& s) {
 // ETTR differences (paired), the CI an unpaired comparison of the same replicas would give
 // (difference of the means, Student t with 2n - 2 degrees of freedom, pooled standard
 // error), and the shares of replicas where the stack's ETTR is above, equal to or below.
-nlohmann::json vs_baseline(const std::vector<sim::ReplicaResult>& a, const std::vector<sim::ReplicaResult>& b) {
+nlohmann::json vs_baseline(const std::vector<sim::ReplicaResult>& a,
+                           const std::vector<sim::ReplicaResult>& b) {
   const std::size_t n = std::min(a.size(), b.size());
   std::vector<double> diff, xa, xb;
   std::size_t wins = 0, ties = 0;
@@ -131,14 +133,16 @@ int sim_compare(const std::vector<std::string>& args) {
       std::fputs(kHelp, stdout);
       return 0;
     } else if (a == "--baseline") {
-      if (i + 1 >= args.size() || args[i + 1].empty()) return usage_error("--baseline: expected a stack of --stacks");
+      if (i + 1 >= args.size() || args[i + 1].empty())
+        return usage_error("--baseline: expected a stack of --stacks");
       baseline = args[++i];
     } else if (a == "--incidents") {
       opt.incidents = true;
     } else if (a == "--decisions") {
       opt.decisions = true;
     } else if (a == "--stacks") {
-      if (i + 1 >= args.size() || split(args[i + 1]).empty()) return usage_error("--stacks: expected A,B,...");
+      if (i + 1 >= args.size() || split(args[i + 1]).empty())
+        return usage_error("--stacks: expected A,B,...");
       stacks = split(args[++i]);
       stacks_given = true;
     } else if (a == "--variant") {
@@ -180,7 +184,8 @@ int sim_compare(const std::vector<std::string>& args) {
   std::size_t base = 0;
   if (!baseline.empty()) {
     const auto it = std::find(stacks.begin(), stacks.end(), baseline);
-    if (it == stacks.end()) return usage_error("--baseline " + baseline + ": not one of --stacks or --variant");
+    if (it == stacks.end())
+      return usage_error("--baseline " + baseline + ": not one of --stacks or --variant");
     base = static_cast<std::size_t>(it - stacks.begin());
   }
   const std::string& format = f.format;
@@ -201,8 +206,8 @@ int sim_compare(const std::vector<std::string>& args) {
       if (parts[0] != base.policy) s2.push_back("policy.params={}");
       for (std::size_t k = 1; k < parts.size(); ++k) {
         if (parts[k].find('=') == std::string::npos || parts[k].front() == '=') {
-          std::fprintf(stderr, "faultline: --stacks: '%s': expected NAME+PARAM=VALUE, got '%s'\n", spec.c_str(),
-                       parts[k].c_str());
+          std::fprintf(stderr, "faultline: --stacks: '%s': expected NAME+PARAM=VALUE, got '%s'\n",
+                       spec.c_str(), parts[k].c_str());
           return 2;
         }
         s2.push_back("policy.params." + parts[k]);
@@ -216,7 +221,8 @@ int sim_compare(const std::vector<std::string>& args) {
       std::stringstream ss(v);
       for (std::string x; std::getline(ss, x, '+');) {
         if (x.find('=') == std::string::npos || x.front() == '=') {
-          std::fprintf(stderr, "faultline: --variant %s: expected PATH=VALUE, got '%s'\n", label.c_str(), x.c_str());
+          std::fprintf(stderr, "faultline: --variant %s: expected PATH=VALUE, got '%s'\n",
+                       label.c_str(), x.c_str());
           return 2;
         }
         s2.push_back(x);
@@ -288,9 +294,11 @@ int sim_compare(const std::vector<std::string>& args) {
     return x.str();
   };
   row("", [&](const nlohmann::json& r) { return r["label"].get<std::string>(); });
-  row("ETTR %", [&](const nlohmann::json& r) { return fmt(100 * r["ettr"]["mean"].get<double>(), 2); });
+  row("ETTR %",
+      [&](const nlohmann::json& r) { return fmt(100 * r["ettr"]["mean"].get<double>(), 2); });
   row("  95% CI", [&](const nlohmann::json& r) {
-    return fmt(100 * r["ettr"]["ci95"][0].get<double>(), 2) + ".." + fmt(100 * r["ettr"]["ci95"][1].get<double>(), 2);
+    return fmt(100 * r["ettr"]["ci95"][0].get<double>(), 2) + ".." +
+           fmt(100 * r["ettr"]["ci95"][1].get<double>(), 2);
   });
   auto vs = [&](const nlohmann::json& r, auto cell) -> std::string {
     return r.contains("vs_baseline") ? cell(r["vs_baseline"]) : std::string("baseline");
@@ -311,7 +319,8 @@ int sim_compare(const std::vector<std::string>& args) {
       if (!r.contains("vs_baseline")) return std::string("baseline");
       if (!r["vs_baseline"].contains("time_to_train_days")) return std::string("-");
       const auto& t = r["vs_baseline"]["time_to_train_days"];
-      return fmt(t["mean"].get<double>(), 2) + " +-" + fmt(t["ci95"][1].get<double>() - t["mean"].get<double>(), 2);
+      return fmt(t["mean"].get<double>(), 2) + " +-" +
+             fmt(t["ci95"][1].get<double>() - t["mean"].get<double>(), 2);
     });
   row("  unpaired CI would be, pts", [&](const nlohmann::json& r) {
     return vs(r, [&](const nlohmann::json& v) {
@@ -320,15 +329,16 @@ int sim_compare(const std::vector<std::string>& args) {
   });
   row("  replicas won/tied/lost %", [&](const nlohmann::json& r) {
     return vs(r, [&](const nlohmann::json& v) {
-      return fmt(100 * v["wins"].get<double>(), 0) + "/" + fmt(100 * v["ties"].get<double>(), 0) + "/" +
-             fmt(100 * v["losses"].get<double>(), 0);
+      return fmt(100 * v["wins"].get<double>(), 0) + "/" + fmt(100 * v["ties"].get<double>(), 0) +
+             "/" + fmt(100 * v["losses"].get<double>(), 0);
     });
   });
   o << "unproductive hours per replica\n";
   for (const auto& b : sim::kBuckets) {
     const std::string k = b.name;
     if (k == "productive") continue;
-    row("  " + k, [&](const nlohmann::json& r) { return fmt(r["breakdown_s"][k].get<double>() / 3600, 2); });
+    row("  " + k,
+        [&](const nlohmann::json& r) { return fmt(r["breakdown_s"][k].get<double>() / 3600, 2); });
   }
   o << "incidents resolved by (per replica)\n";
   for (int k = 1; k < kMechanisms; ++k) {
@@ -337,7 +347,8 @@ int sim_compare(const std::vector<std::string>& args) {
       return fmt(r["resolved_by_per_replica"].value(m, 0.0), 1);
     });
   }
-  row("incidents per replica", [&](const nlohmann::json& r) { return fmt(r["incidents"]["per_replica"].get<double>(), 1); });
+  row("incidents per replica",
+      [&](const nlohmann::json& r) { return fmt(r["incidents"]["per_replica"].get<double>(), 1); });
   row("evictions true / healthy", [&](const nlohmann::json& r) {
     return fmt(r["evictions"]["true_per_replica"].get<double>(), 1) + " / " +
            fmt(r["evictions"]["false_per_replica"].get<double>(), 1);

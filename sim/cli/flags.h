@@ -29,8 +29,13 @@ struct FlagSpec {
   const char* value;  // nullptr: a switch
 };
 inline constexpr FlagSpec kSimFlags[] = {
-    {"--replicas", "N >= 1"}, {"--jobs", "J in [1, 4096]"}, {"--seed", "S >= 0"}, {"--set", "PATH=VALUE"},
-    {"--format", "one of the command's formats"},          {"--out", "a directory"}, {"--quiet", nullptr},
+    {"--replicas", "N >= 1"},
+    {"--jobs", "J in [1, 4096]"},
+    {"--seed", "S >= 0"},
+    {"--set", "PATH=VALUE"},
+    {"--format", "one of the command's formats"},
+    {"--out", "a directory"},
+    {"--quiet", nullptr},
     {"--allow-unused", nullptr},
 };
 

@@ -33,7 +33,8 @@ namespace sc = faultline::scenarios;
 namespace sim = faultline::sim;
 using faultline::cli::usage_error;
 
-constexpr const char* kTopHelp = R"(faultline - fault-tolerance policy for large GPU training clusters
+constexpr const char* kTopHelp =
+    R"(faultline - fault-tolerance policy for large GPU training clusters
 
 usage: faultline <command> [options]
 
@@ -136,7 +137,8 @@ std::string read_replica_numbers(const std::string& file, std::vector<std::uint6
     if (first.empty()) continue;
     if (n == 1 && !std::isdigit(static_cast<unsigned char>(first[0]))) continue;  // a header
     if (!add_replica_numbers(first, which))
-      return file + ":" + std::to_string(n) + ": expected a replica number (an integer >= 0), got '" + first + "'";
+      return file + ":" + std::to_string(n) +
+             ": expected a replica number (an integer >= 0), got '" + first + "'";
     any = true;
   }
   return any ? "" : file + ": no replica numbers in it";
@@ -172,7 +174,8 @@ int sim_run(const std::vector<std::string>& args) {
       if (i + 1 >= args.size() || !add_replica_numbers(args[++i], which))
         return usage_error("--replica: expected K[,K...], replica numbers >= 0");
     } else if (a == "--replica-cpu") {
-      if (i + 1 >= args.size() || args[i + 1].empty()) return usage_error("--replica-cpu: expected a file");
+      if (i + 1 >= args.size() || args[i + 1].empty())
+        return usage_error("--replica-cpu: expected a file");
       cpu_file = args[++i];
     } else if (a == "--replicas-from") {
       if (i + 1 >= args.size()) return usage_error("--replicas-from: expected a file");
@@ -218,10 +221,10 @@ int sim_run(const std::vector<std::string>& args) {
   sim::RunStats stats;
   sim::CategoryTotals totals;
   try {
-    results = which.empty() ? sim::run_replicas(scenario, scenario.replicas, static_cast<int>(jobs), opt, registry,
-                                                &stats, progress, &totals)
-                            : sim::run_replica_list(scenario, which, static_cast<int>(jobs), opt, registry, &stats,
-                                                    progress, &totals);
+    results = which.empty() ? sim::run_replicas(scenario, scenario.replicas, static_cast<int>(jobs),
+                                                opt, registry, &stats, progress, &totals)
+                            : sim::run_replica_list(scenario, which, static_cast<int>(jobs), opt,
+                                                    registry, &stats, progress, &totals);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s: %s\n", path.c_str(), e.what());
     return 1;
@@ -245,8 +248,10 @@ int sim_run(const std::vector<std::string>& args) {
       return 1;
     }
   }
-  if (format == "json") std::cout << result.dump(2) << "\n";
-  else std::cout << sim::format_table(result);
+  if (format == "json")
+    std::cout << result.dump(2) << "\n";
+  else
+    std::cout << sim::format_table(result);
   return 0;
 }
 
@@ -258,11 +263,12 @@ void print_param(const faultline::ParamSpec& p) {
     std::string all;
     for (const auto& c : p.choices) all += (all.empty() ? "" : "|") + c;
     std::printf("    %-26s default %-10s one of %s  %s%s\n", p.name.c_str(),
-                p.choices[static_cast<size_t>(p.default_value)].c_str(), all.c_str(), p.help.c_str(), when.c_str());
+                p.choices[static_cast<size_t>(p.default_value)].c_str(), all.c_str(),
+                p.help.c_str(), when.c_str());
     return;
   }
-  std::printf("    %-26s default %-10g [%g, %g] %s  %s%s\n", p.name.c_str(), p.default_value, p.min, p.max,
-              p.unit.c_str(), p.help.c_str(), when.c_str());
+  std::printf("    %-26s default %-10g [%g, %g] %s  %s%s\n", p.name.c_str(), p.default_value, p.min,
+              p.max, p.unit.c_str(), p.help.c_str(), when.c_str());
 }
 
 int list_policies() {
@@ -281,15 +287,18 @@ int list_policies() {
       if (!from_module) print_param(p);
     }
   }
-  std::printf("\nmodules (choose with policy.params.<kind>, e.g. \"localization\": \"bisection\")\n");
+  std::printf(
+      "\nmodules (choose with policy.params.<kind>, e.g. \"localization\": \"bisection\")\n");
   for (auto kind : pol::kModuleKinds) {
     std::printf("  %s\n", pol::module_kind_name(kind));
     for (const auto* m : modules.of(kind)) {
       std::string from;
       for (const auto& l : faultline::plugins::loaded())
         for (const auto& name : l.modules)
-          if (name == std::string(pol::module_kind_name(kind)) + "/" + m->name) from = "  [plugin " + l.path + "]";
-      std::printf("    %-16s v%-3s %s%s\n", m->name.c_str(), m->version.c_str(), m->summary.c_str(), from.c_str());
+          if (name == std::string(pol::module_kind_name(kind)) + "/" + m->name)
+            from = "  [plugin " + l.path + "]";
+      std::printf("    %-16s v%-3s %s%s\n", m->name.c_str(), m->version.c_str(), m->summary.c_str(),
+                  from.c_str());
       for (const auto& p : m->params) {
         std::printf("  ");
         print_param(p);
@@ -319,17 +328,20 @@ int main(int argc, char** argv) {
   if (args[0] == "policies") return list_policies();
   // Sibling programs: GPU probes (kernels/) and live mode (realexec/), which link neither
   // the simulator nor each other. They load the same plugins (FAULTLINE_PLUGINS).
-  if (args[0] == "probe") return faultline::cli::exec_sibling("faultline-probe", {args.begin() + 1, args.end()});
-  if (args[0] == "live" || args[0] == "agent") return faultline::cli::exec_sibling("faultline-live", args);
+  if (args[0] == "probe")
+    return faultline::cli::exec_sibling("faultline-probe", {args.begin() + 1, args.end()});
+  if (args[0] == "live" || args[0] == "agent")
+    return faultline::cli::exec_sibling("faultline-live", args);
   if (args[0] == "trace") return faultline::traces::trace_command({args.begin() + 1, args.end()});
   if (args[0] == "analyze") return faultline::cli::analyze({args.begin() + 1, args.end()});
   if (args[0] == "report") return faultline::cli::report({args.begin() + 1, args.end()});
   if (args[0] == "sim") {
     if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
-      std::fputs("usage: faultline sim run|compare|sweep|tune SCENARIO.json [options]\n"
-                 "       faultline sim replay EVENTLOG [options]   (faultline sim run --help)\n"
-                 "       faultline sim schema                      (the scenario reference)\n",
-                 args.size() < 2 ? stderr : stdout);
+      std::fputs(
+          "usage: faultline sim run|compare|sweep|tune SCENARIO.json [options]\n"
+          "       faultline sim replay EVENTLOG [options]   (faultline sim run --help)\n"
+          "       faultline sim schema                      (the scenario reference)\n",
+          args.size() < 2 ? stderr : stdout);
       return args.size() < 2 ? 2 : 0;
     }
     if (args[1] == "run") return sim_run({args.begin() + 2, args.end()});
@@ -340,15 +352,18 @@ int main(int argc, char** argv) {
     if (args[1] == "schema") {
       if (args.size() > 2) {
         if (args[2] == "--help" || args[2] == "-h") {
-          std::fputs("usage: faultline sim schema > docs/scenario-reference.md\n"
-                     "prints the scenario reference: every field (type, unit, default, allowed values,\n"
-                     "meaning) and every built-in stack's parameters\n",
-                     stdout);
+          std::fputs(
+              "usage: faultline sim schema > docs/scenario-reference.md\n"
+              "prints the scenario reference: every field (type, unit, default, allowed values,\n"
+              "meaning) and every built-in stack's parameters\n",
+              stdout);
           return 0;
         }
         return usage_error("sim schema takes no arguments, got '" + args[2] + "'");
       }
-      std::fputs(faultline::scenarios::scenario_reference(faultline::policies::builtin_registry()).c_str(), stdout);
+      std::fputs(
+          faultline::scenarios::scenario_reference(faultline::policies::builtin_registry()).c_str(),
+          stdout);
       return 0;
     }
     return usage_error("unknown sim command '" + args[1] + "'");

@@ -33,9 +33,9 @@
 #include "sim/cli/commands.h"
 #include "sim/cli/flags.h"
 #include "sim/report.h"
-#include "traces/stats.h"
 #include "sim/runner.h"
 #include "traces/event_log.h"
+#include "traces/stats.h"
 
 namespace faultline::cli {
 
@@ -204,7 +204,8 @@ std::optional<RunningSteps> mean_running_step(const EventLog& log, std::int64_t 
       continue;
     const double per = (b.t_s - a.t_s) / static_cast<double>(b.value.step - a.value.step);
     if (per > 2 * median_s) {
-      pauses_only->pause_s += (b.t_s - a.t_s) - median_s * static_cast<double>(b.value.step - a.value.step);
+      pauses_only->pause_s +=
+          (b.t_s - a.t_s) - median_s * static_cast<double>(b.value.step - a.value.step);
       ++pauses_only->pauses;
       continue;
     }
@@ -343,7 +344,8 @@ int sim_replay(const std::vector<std::string>& args) {
       std::fputs(kHelp, stdout);
       return 0;
     } else if (a == "--stack") {
-      if (i + 1 >= args.size() || args[i + 1].empty()) return usage("--stack: expected a policy stack name");
+      if (i + 1 >= args.size() || args[i + 1].empty())
+        return usage("--stack: expected a policy stack name");
       stack = args[++i];
     } else if (a == "--decisions") {
       decisions = true;
@@ -490,7 +492,8 @@ int sim_replay(const std::vector<std::string>& args) {
   const double probe_fallback = have_probes ? median(all_probes) : 0;
   const std::string probe_note = "median of the run's other stop-time tests (this one never ran)";
   auto probe = [&](const std::string& target, const char* key, double def) {
-    from(target, {key}, have_probes ? probe_fallback : def, have_probes ? probe_note : not_measured);
+    from(target, {key}, have_probes ? probe_fallback : def,
+         have_probes ? probe_note : not_measured);
   };
   probe("diagnosis.gpu_diag_s", "RunProbe:gpu-diag", diag.gpu_diag_s);
   probe("diagnosis.intra_all_to_all_s", "RunProbe:intra-all-to-all", diag.intra_all_to_all_s);
@@ -663,7 +666,10 @@ int sim_replay(const std::vector<std::string>& args) {
       const bool sdc = f.fault == FaultKind::kSdc;
       for (int k = 0; k < kProbeKinds; ++k)
         recall[probe_key(static_cast<ProbeKind>(k))] =
-            f.fault == FaultKind::kNicDown && static_cast<ProbeKind>(k) == ProbeKind::kInterAllGather ? 1.0 : 0.0;
+            f.fault == FaultKind::kNicDown &&
+                    static_cast<ProbeKind>(k) == ProbeKind::kInterAllGather
+                ? 1.0
+                : 0.0;
       recall["replay"] = sdc || f.persistent ? 1.0 : 0.0;
       c["recall"] = recall;
     }

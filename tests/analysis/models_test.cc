@@ -76,7 +76,8 @@ TEST(Daly, TheCheckpointModuleIntervalIsNearTheExactOptimum) {
   for (double M : {600.0, 3600.0, 4 * 3600.0, 24 * 3600.0})
     for (double d : {1.0, 6.77, 60.0, 600.0}) {
       const Optimum o = daly_optimal_interval(M, 60, d);
-      EXPECT_NEAR(daly_ettr(M, 60, policies::daly_optimum_s(d, M), d), o.ettr, 5e-4) << M << " " << d;
+      EXPECT_NEAR(daly_ettr(M, 60, policies::daly_optimum_s(d, M), d), o.ettr, 5e-4)
+          << M << " " << d;
     }
 }
 

@@ -7,7 +7,8 @@
 // std::priority_queue loop that does nothing else. The ratio of the two is the cost of
 // everything the simulator does per event: symptom model, policy, accounting, SimGrid.
 //
-//   faultline_bench_sim [--benchmark_filter=...]   (scenario: FAULTLINE_BENCH_SCENARIO or the default)
+//   faultline_bench_sim [--benchmark_filter=...]   (scenario: FAULTLINE_BENCH_SCENARIO or the
+//   default)
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -29,8 +30,8 @@ struct Fixture {
   std::unique_ptr<sim::ReplicaRunner> runner;
   Fixture() {
     const char* env = std::getenv("FAULTLINE_BENCH_SCENARIO");
-    sc = scenarios::load_scenario(env ? env : FAULTLINE_SOURCE_DIR "/scenarios/byterobust-dense-9600.json", {},
-                                  registry);
+    sc = scenarios::load_scenario(
+        env ? env : FAULTLINE_SOURCE_DIR "/scenarios/byterobust-dense-9600.json", {}, registry);
     runner = std::make_unique<sim::ReplicaRunner>(sc, registry);
   }
 };
@@ -53,7 +54,8 @@ void BM_SimulatorReplica(benchmark::State& state) {
     benchmark::DoNotOptimize(r.ettr);
   }
   g_events_per_fault = static_cast<double>(events) / std::max<std::int64_t>(1, faults);
-  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["events/s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
   state.counters["events/replica"] = static_cast<double>(events) / state.iterations();
 }
 BENCHMARK(BM_SimulatorReplica)->Unit(benchmark::kMillisecond)->MinTime(2.0);
@@ -91,7 +93,8 @@ void BM_PriorityQueueBaseline(benchmark::State& state) {
   std::int64_t events = 0;
   const int follow = std::max(0, static_cast<int>(g_events_per_fault + 0.5) - 1);
   for (auto _ : state) events += queue_replay(f, replica++, follow);
-  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["events/s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PriorityQueueBaseline)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
@@ -111,8 +114,10 @@ void BM_SimulatorVsQueue(benchmark::State& state) {
     sim::ReplicaResult r = f.runner->run(k, {});
     auto t1 = std::chrono::steady_clock::now();
     const std::int64_t n = r.events + r.faults_injected;
-    const int follow =
-        std::max(0, static_cast<int>(static_cast<double>(n) / std::max<std::int64_t>(1, r.faults_injected) + 0.5) - 1);
+    const int follow = std::max(
+        0, static_cast<int>(static_cast<double>(n) / std::max<std::int64_t>(1, r.faults_injected) +
+                            0.5) -
+               1);
     const std::int64_t handled = queue_replay(f, k, follow);
     auto t2 = std::chrono::steady_clock::now();
     sim_s += std::chrono::duration<double>(t1 - t0).count();

@@ -69,14 +69,16 @@ class ScriptPolicy final : public Policy {
     g_script->on(e, w);
   }
   static const PolicyInfo& script_info() {
-    static const PolicyInfo info{"conformance-script", "1", "a scripted policy for the World conformance suite", {}};
+    static const PolicyInfo info{
+        "conformance-script", "1", "a scripted policy for the World conformance suite", {}};
     return info;
   }
 };
 
 Registry registry() {
   Registry r = policies::builtin_registry();
-  r.add(ScriptPolicy::script_info(), [](const Params&) { return std::make_unique<ScriptPolicy>(); });
+  r.add(ScriptPolicy::script_info(),
+        [](const Params&) { return std::make_unique<ScriptPolicy>(); });
   return r;
 }
 
@@ -104,27 +106,42 @@ struct Sim {
   std::unique_ptr<sim::ReplicaRunner> runner;
   std::uint64_t replica = 0;
   Sim() {
-    const json doc = {
-        {"description", "World conformance: four machines, one standby, no faults"},
-        {"seed", 3},
-        {"replicas", 1},
-        {"cluster",
-         {{"machines", 4},
-          {"gpus_per_machine", 1},
-          {"rack_size", 4},
-          {"storage_hosts", 1},
-          {"standby_machines", 1},
-          {"scheduler", {{"requeue_base_s", 60}, {"requeue_per_machine_s", 0}, {"reschedule_base_s", 30},
-                         {"reschedule_per_machine_s", 0}}}}},
-        {"job",
-         {{"tp", 1}, {"pp", 2}, {"dp", 2}, {"step_time_s", kStepS}, {"checkpoint_bytes_per_machine", 0},
-          {"image_bytes", 0}, {"init_s", 0}, {"horizon_days", 0.05}, {"collective_timeout_s", 0}}},
-        {"faults",
-         {{"categories",
-           json::array({{{"name", "slow"}, {"rate_per_machine_day", 0}, {"symptom", "slowdown"},
-                         {"slowdown_factor", 1.5}, {"duration_s", 1e6}, {"persistent", false}},
-                        {{"name", "hang"}, {"rate_per_machine_day", 0}, {"symptom", "hang"}, {"persistent", false}}})}}},
-        {"policy", {{"stack", "conformance-script"}}}};
+    const json doc = {{"description", "World conformance: four machines, one standby, no faults"},
+                      {"seed", 3},
+                      {"replicas", 1},
+                      {"cluster",
+                       {{"machines", 4},
+                        {"gpus_per_machine", 1},
+                        {"rack_size", 4},
+                        {"storage_hosts", 1},
+                        {"standby_machines", 1},
+                        {"scheduler",
+                         {{"requeue_base_s", 60},
+                          {"requeue_per_machine_s", 0},
+                          {"reschedule_base_s", 30},
+                          {"reschedule_per_machine_s", 0}}}}},
+                      {"job",
+                       {{"tp", 1},
+                        {"pp", 2},
+                        {"dp", 2},
+                        {"step_time_s", kStepS},
+                        {"checkpoint_bytes_per_machine", 0},
+                        {"image_bytes", 0},
+                        {"init_s", 0},
+                        {"horizon_days", 0.05},
+                        {"collective_timeout_s", 0}}},
+                      {"faults",
+                       {{"categories", json::array({{{"name", "slow"},
+                                                     {"rate_per_machine_day", 0},
+                                                     {"symptom", "slowdown"},
+                                                     {"slowdown_factor", 1.5},
+                                                     {"duration_s", 1e6},
+                                                     {"persistent", false}},
+                                                    {{"name", "hang"},
+                                                     {"rate_per_machine_day", 0},
+                                                     {"symptom", "hang"},
+                                                     {"persistent", false}}})}}},
+                      {"policy", {{"stack", "conformance-script"}}}};
     sc = scenarios::parse_scenario(doc.dump(), "conformance.json", {}, reg);
     auto tl = std::make_shared<traces::FleetTimelines>();
     tl->nodes.resize(4);
@@ -173,9 +190,11 @@ struct Live {
   std::unique_ptr<live::LiveWorld> world;
   std::string probe_hash = "h";  // what agents answer a bit-wise probe; empty: no hash (it fails)
 
-  Live(const Registry& reg, const std::string& stack = "conformance-script", json params = json::object())
+  Live(const Registry& reg, const std::string& stack = "conformance-script",
+       json params = json::object())
       : dir(make_dir()),
-        config(live::parse_live_config(config_text(dir, stack, params), (dir / "live.json").string(), reg)),
+        config(live::parse_live_config(config_text(dir, stack, params),
+                                       (dir / "live.json").string(), reg)),
         journal((dir / "journal.json").string()),
         log((dir / "events.jsonl").string()) {
     std::string err;
@@ -191,10 +210,13 @@ struct Live {
     char tmpl[] = "/tmp/faultline-conformance-XXXXXX";
     return fs::path(::mkdtemp(tmpl));
   }
-  static std::string config_text(const fs::path& dir, const std::string& stack, const json& params) {
+  static std::string config_text(const fs::path& dir, const std::string& stack,
+                                 const json& params) {
     json machines = json::array();
     for (int i = 0; i < 4; ++i)
-      machines.push_back({{"name", "m" + std::to_string(i)}, {"addr", "127.0.0.1"}, {"workdir", "m" + std::to_string(i)}});
+      machines.push_back({{"name", "m" + std::to_string(i)},
+                          {"addr", "127.0.0.1"},
+                          {"workdir", "m" + std::to_string(i)}});
     const json doc = {
         {"controller", "127.0.0.1:1"},
         {"token_file", "token"},
@@ -227,9 +249,10 @@ struct Live {
       world->on_agent_message(m, done);
       if (type == "launch")
         for (const auto& r : msg["ranks"])
-          world->on_agent_message(m, {{"type", "report"},
-                                      {"gen", msg["gen"]},
-                                      {"report", {{"type", "started"}, {"rank", r["rank"]}, {"step", 0}}}});
+          world->on_agent_message(
+              m, {{"type", "report"},
+                  {"gen", msg["gen"]},
+                  {"report", {{"type", "started"}, {"rank", r["rank"]}, {"step", 0}}}});
     }
   }
   void run(Script& script, double seconds) {
@@ -279,7 +302,9 @@ Script started_then(ActionId* watch, std::function<ActionId(World&)> then) {
 std::vector<Row> rows() {
   return {
       {"StartJobOnARunningJobIsRefused",
-       [](ActionId* watch) { return started_then(watch, [](World& w) { return w.act(StartJob{"again"}); }); },
+       [](ActionId* watch) {
+         return started_then(watch, [](World& w) { return w.act(StartJob{"again"}); });
+       },
        Want::kActionFailed, Want::kActionFailed, "job already running"},
       {"StartJobWithAnEmptySlotIsRefused",
        [](ActionId* watch) {
@@ -309,7 +334,9 @@ std::vector<Row> rows() {
       {"InspectionWithoutAPositiveIntervalIsRefused",
        [](ActionId* watch) {
          Script s;
-         s.start = [watch](World& w) { *watch = w.act(EnableInspection{"gpu", Duration::zero(), "bad"}); };
+         s.start = [watch](World& w) {
+           *watch = w.act(EnableInspection{"gpu", Duration::zero(), "bad"});
+         };
          return s;
        },
        Want::kActionFailed, Want::kActionFailed, "inspection interval must be positive"},
@@ -322,20 +349,25 @@ std::vector<Row> rows() {
        Want::kNothing, Want::kActionFailed},
       {"MitigateSlowdownWorksAroundASlowMachineInTheSimulatorOnly",
        [](ActionId* watch) {
-         return started_then(
-             watch, [](World& w) { return w.act(MitigateSlowdown{0, Mitigation::kRebalance, "straggler"}); });
+         return started_then(watch, [](World& w) {
+           return w.act(MitigateSlowdown{0, Mitigation::kRebalance, "straggler"});
+         });
        },
        Want::kNothing, Want::kActionFailed, "live mode cannot rebalance"},
       {"MitigateSlowdownWithoutARunningJobIsRefused",
        [](ActionId* watch) {
          Script s;
-         s.start = [watch](World& w) { *watch = w.act(MitigateSlowdown{0, Mitigation::kReconfigure, "too early"}); };
+         s.start = [watch](World& w) {
+           *watch = w.act(MitigateSlowdown{0, Mitigation::kReconfigure, "too early"});
+         };
          return s;
        },
        Want::kActionFailed, Want::kActionFailed, "job not running"},
       {"AvoidMachinesIsAPreferenceBothBackendsTakeSilently",
        [](ActionId* watch) {
-         return started_then(watch, [](World& w) { return w.act(AvoidMachines{{4, 1}, "host scoring"}); });
+         return started_then(watch, [](World& w) {
+           return w.act(AvoidMachines{{4, 1}, "host scoring"});
+         });
        },
        Want::kNothing, Want::kNothing},
       {"StandbyShortfallIsFilledNotRefused",
@@ -489,12 +521,25 @@ TEST(SimWorldTransfers, AnAbandonedRestoreStopsLoadingTheNetwork) {
         {"seed", 1},
         {"replicas", 1},
         {"cluster",
-         {{"machines", 8}, {"gpus_per_machine", 1}, {"rack_size", 8}, {"storage_hosts", 1},
-          {"standby_machines", 0}, {"storage_gbps", 400}, {"link_latency_us", 2}}},
+         {{"machines", 8},
+          {"gpus_per_machine", 1},
+          {"rack_size", 8},
+          {"storage_hosts", 1},
+          {"standby_machines", 0},
+          {"storage_gbps", 400},
+          {"link_latency_us", 2}}},
         {"job",
-         {{"tp", 1}, {"pp", 2}, {"dp", 4}, {"step_time_s", 2}, {"checkpoint_bytes_per_machine", 50e9},
-          {"image_bytes", 0}, {"init_s", 0}, {"horizon_days", 0.01}, {"collective_timeout_s", 0}}},
-        {"faults", {{"categories", json::array({{{"name", "crash"}, {"rate_per_machine_day", 0}}})}}},
+         {{"tp", 1},
+          {"pp", 2},
+          {"dp", 4},
+          {"step_time_s", 2},
+          {"checkpoint_bytes_per_machine", 50e9},
+          {"image_bytes", 0},
+          {"init_s", 0},
+          {"horizon_days", 0.01},
+          {"collective_timeout_s", 0}}},
+        {"faults",
+         {{"categories", json::array({{{"name", "crash"}, {"rate_per_machine_day", 0}}})}}},
         {"policy", {{"stack", "conformance-script"}}}};
     const Registry reg = registry();
     const scenarios::Scenario sc = scenarios::parse_scenario(doc.dump(), "abandon.json", {}, reg);
@@ -560,27 +605,33 @@ TEST(SimWorldTransfers, TheClosedFormAgreesWithSimGridToTheNanosecond) {
     const int n = spec.machines;
     for (double bytes : {50e9, 3.3e9}) {
       std::vector<Transfer> b;
-      for (int s = 0; s < n; ++s) b.push_back({platform.storage_host(s % 3), platform.slot_host(s), bytes});
+      for (int s = 0; s < n; ++s)
+        b.push_back({platform.storage_host(s % 3), platform.slot_host(s), bytes});
       cases.emplace_back("whole-job restore " + std::to_string(bytes), b);
     }
     {
       std::vector<Transfer> b;
-      for (int s = 0; s < n; s += 3) b.push_back({platform.slot_host((s + 1) % n), platform.slot_host(s), 20e9});
+      for (int s = 0; s < n; s += 3)
+        b.push_back({platform.slot_host((s + 1) % n), platform.slot_host(s), 20e9});
       cases.emplace_back("peer copies", b);
     }
     {
       std::vector<Transfer> b;
-      for (int s : {5, 17, 40, 41, 90}) b.push_back({platform.storage_host(s % 3), platform.slot_host(s), 8e9});
-      for (int i = 0; i < 4; ++i) b.push_back({platform.storage_host(i % 3), platform.standby_host(i), 8e9});
+      for (int s : {5, 17, 40, 41, 90})
+        b.push_back({platform.storage_host(s % 3), platform.slot_host(s), 8e9});
+      for (int i = 0; i < 4; ++i)
+        b.push_back({platform.storage_host(i % 3), platform.standby_host(i), 8e9});
       b.push_back({platform.standby_host(0), platform.slot_host(7), 30e9});
       cases.emplace_back("pulls to new machines and standbys", b);
     }
     {
       std::vector<Transfer> b;
-      for (int s = 0; s < n; ++s) b.push_back({platform.storage_host(s % 3), platform.slot_host(s), 1e9 * (1 + s % 5)});
+      for (int s = 0; s < n; ++s)
+        b.push_back({platform.storage_host(s % 3), platform.slot_host(s), 1e9 * (1 + s % 5)});
       cases.emplace_back("mixed sizes", b);
     }
-    cases.emplace_back("one transfer", std::vector<Transfer>{{platform.slot_host(3), platform.slot_host(60), 1e9}});
+    cases.emplace_back("one transfer",
+                       std::vector<Transfer>{{platform.slot_host(3), platform.slot_host(60), 1e9}});
     std::vector<std::int64_t> got(cases.size(), -1);
     simgrid::s4u::Actor::create("driver", platform.control_host(), [&] {
       for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -612,7 +663,8 @@ TEST(WorldConformance, LiveRoundsCheckpointsToWholeStepsAndRollsBackToTheFirstVe
   Live live(reg);
   Script s;
   s.start = [](World& w) {
-    w.act(SetCheckpointPlan{Duration::seconds(3), Duration::zero(), CheckpointTier::kRemote, "3 s = 1.5 steps"});
+    w.act(SetCheckpointPlan{Duration::seconds(3), Duration::zero(), CheckpointTier::kRemote,
+                            "3 s = 1.5 steps"});
     w.act(StartJob{"start"});
   };
   bool once = false;
@@ -644,17 +696,20 @@ struct Finding {
   std::string what;
   std::int64_t step = -1;
 };
-std::vector<Finding> findings_of(const std::vector<std::pair<Instant, StepSample>>& stream, Instant end) {
+std::vector<Finding> findings_of(const std::vector<std::pair<Instant, StepSample>>& stream,
+                                 Instant end) {
   const Registry reg = registry();
   Params p;
-  Params::resolve(reg.find("byterobust")->params, {{"stall_window_s", 120}, {"slow_for_s", 60}}, &p);
+  Params::resolve(reg.find("byterobust")->params, {{"stall_window_s", 120}, {"slow_for_s", 60}},
+                  &p);
   auto d = policies::modules().make_detector("realtime", p);
   std::vector<Finding> out;
   auto note = [&](const std::optional<policies::Finding>& f, Instant t) {
     if (!f) return;
     Finding x{t.to_seconds(), policies::describe(*f)};
     if (auto* st = std::get_if<policies::ProgressStalled>(&*f)) x.step = st->last_step;
-    x.what = x.what.substr(0, x.what.find(' ', x.what.find(' ') + 1));  // "progress stalled", "step time", ...
+    x.what = x.what.substr(
+        0, x.what.find(' ', x.what.find(' ') + 1));  // "progress stalled", "step time", ...
     out.push_back(x);
   };
   d->restart(Instant{}, 0);
@@ -716,7 +771,8 @@ TEST(LiveRepair, EvictedMachinesRejoinThePoolAfterTheirCheckAndRetireAfterThreeS
   EXPECT_TRUE(live.world->repaired(2));
   live.advance(1);
   EXPECT_EQ(live.world->status()["retired"], json::array({"s0"}));
-  EXPECT_EQ(live.world->cluster().machine_in(2), 2) << "the waiting refill took the repaired machine";
+  EXPECT_EQ(live.world->cluster().machine_in(2), 2)
+      << "the waiting refill took the repaired machine";
 }
 
 // A machine the policy retires (EvictMachines::retire, lemon retirement) gets no repair
@@ -752,7 +808,8 @@ TEST(LiveRepair, AMachineThatKeepsFailingItsCheckIsLeftToAnOperator) {
   live.probe_hash = "";
   live.run(s, 10 + 3 * 61);
   const auto notes = notes_of(live.dir);
-  EXPECT_EQ(count_with(notes, "m1 failed its repair check (bit-wise test failed"), 2) << "then retried";
+  EXPECT_EQ(count_with(notes, "m1 failed its repair check (bit-wise test failed"), 2)
+      << "then retried";
   EXPECT_EQ(count_with(notes, "m1 failed its repair check 3 times"), 1);
   EXPECT_EQ(count_with(notes, "left to an operator"), 1);
   const json st = live.world->status();
@@ -797,7 +854,8 @@ TEST(DetectorAcrossWorlds, TheSameSampleTimelineGivesTheSameFindingsInSimulation
   Instant sim_t0 = Instant::max();
   for (const auto& x : g_seen) {
     if (std::holds_alternative<JobStarted>(x.event) && sim_t0 == Instant::max()) sim_t0 = x.at;
-    if (auto* smp = std::get_if<StepSample>(&x.event)) sim.push_back({Instant{(x.at - sim_t0).ns}, *smp});
+    if (auto* smp = std::get_if<StepSample>(&x.event))
+      sim.push_back({Instant{(x.at - sim_t0).ns}, *smp});
   }
   ASSERT_EQ(sim.size(), 3u) << "a sample at the start, at the slowdown and at the hang";
   EXPECT_EQ(sim[1].second.step_time_s, 3.0);
@@ -825,8 +883,13 @@ TEST(DetectorAcrossWorlds, TheSameSampleTimelineGivesTheSameFindingsInSimulation
     live.reactor.advance_to(t0 + Duration::seconds(t));
     live.world->on_agent_message(0, {{"type", "report"},
                                      {"gen", gen},
-                                     {"report", {{"type", "step"}, {"rank", 0}, {"step", step}, {"step_time_s", dt},
-                                                 {"loss", 1.0}, {"grad_norm", 1.0}}}});
+                                     {"report",
+                                      {{"type", "step"},
+                                       {"rank", 0},
+                                       {"step", step},
+                                       {"step_time_s", dt},
+                                       {"loss", 1.0},
+                                       {"grad_norm", 1.0}}}});
   }
   live.reactor.advance_to(t0 + Duration::seconds(end_s));
   std::vector<std::pair<Instant, StepSample>> from_live_stream;
@@ -839,7 +902,8 @@ TEST(DetectorAcrossWorlds, TheSameSampleTimelineGivesTheSameFindingsInSimulation
   // Slow steps reported slow_for after they began, again every slow_for until the hang;
   // then the stall, one window after the last step.
   ASSERT_FALSE(from_sim.empty());
-  ASSERT_EQ(from_sim.size(), from_live.size()) << "sim " << from_sim.size() << ", live " << from_live.size();
+  ASSERT_EQ(from_sim.size(), from_live.size())
+      << "sim " << from_sim.size() << ", live " << from_live.size();
   for (std::size_t i = 0; i < from_sim.size(); ++i) {
     SCOPED_TRACE("finding " + std::to_string(i) + ": " + from_sim[i].what);
     EXPECT_EQ(from_sim[i].what, from_live[i].what);
@@ -881,16 +945,26 @@ struct RunningLive {
       if (x.find(part) != std::string::npos) return true;
     return false;
   }
-  void step(MachineId m, std::int64_t rank, std::int64_t step, std::optional<std::int64_t> claimed = std::nullopt) {
+  void step(MachineId m, std::int64_t rank, std::int64_t step,
+            std::optional<std::int64_t> claimed = std::nullopt) {
     send(m, {{"type", "report"},
              {"gen", gen},
              {"rank", rank},
-             {"report", {{"type", "step"}, {"rank", claimed.value_or(rank)}, {"step", step},
-                         {"step_time_s", kStepS}, {"loss", 1.0}, {"grad_norm", 1.0}}}});
+             {"report",
+              {{"type", "step"},
+               {"rank", claimed.value_or(rank)},
+               {"step", step},
+               {"step_time_s", kStepS},
+               {"loss", 1.0},
+               {"grad_norm", 1.0}}}});
   }
   void exit(MachineId m, std::int64_t rank, int code, int signal, const std::string& signature) {
-    send(m, {{"type", "exit"}, {"gen", gen}, {"rank", rank}, {"code", code},
-             {"signal", signal}, {"signature", signature}});
+    send(m, {{"type", "exit"},
+             {"gen", gen},
+             {"rank", rank},
+             {"code", code},
+             {"signal", signal},
+             {"signature", signature}});
   }
   void advance(double s) { live.advance(s); }
   std::vector<std::string> notes() const {
@@ -915,7 +989,8 @@ struct Restarted {
   live::Reactor reactor{live::ManualClock{}};  // the new boot's monotonic clock: zero
   live::Journal journal;
   std::unique_ptr<live::LiveWorld> world;
-  Restarted(RunningLive& r, const std::function<void(json&)>& edit) : journal((r.live.dir / "journal.json").string()) {
+  Restarted(RunningLive& r, const std::function<void(json&)>& edit)
+      : journal((r.live.dir / "journal.json").string()) {
     r.live.world.reset();
     const std::string path = (r.live.dir / "journal.json").string();
     std::ifstream in(path);
@@ -925,7 +1000,8 @@ struct Restarted {
     std::ofstream(path) << j.dump();
     std::string err;
     EXPECT_TRUE(journal.load(&err)) << err;
-    world = std::make_unique<live::LiveWorld>(r.live.config, r.reg, reactor, r.live.link, r.live.log, journal);
+    world = std::make_unique<live::LiveWorld>(r.live.config, r.reg, reactor, r.live.link,
+                                              r.live.log, journal);
   }
 };
 
@@ -1012,11 +1088,11 @@ TEST(LiveWorldBelief, ActionIdsNeverRepeatAcrossRestarts) {
 TEST(LiveWorldBelief, ReportsAndExitsCountOnlyFromTheMachineThatRunsTheRank) {
   RunningLive r;
   ASSERT_EQ(seen<JobStarted>().size(), 1u);
-  r.exit(4, 1, 1, 0, "forged by the standby");           // s0 runs no rank
-  r.exit(0, 2, 1, 0, "forged by m0 about m2's rank");     // m0 runs rank 0 only
-  r.step(4, 0, 1000000);                                  // the standby as rank 0
-  r.step(0, 0, 777, 3);                                   // rank 0's pipe claiming rank 3
-  r.step(3, 3, 888);                                      // rank 3's own step: not rank 0's progress
+  r.exit(4, 1, 1, 0, "forged by the standby");         // s0 runs no rank
+  r.exit(0, 2, 1, 0, "forged by m0 about m2's rank");  // m0 runs rank 0 only
+  r.step(4, 0, 1000000);                               // the standby as rank 0
+  r.step(0, 0, 777, 3);                                // rank 0's pipe claiming rank 3
+  r.step(3, 3, 888);                                   // rank 3's own step: not rank 0's progress
   r.advance(1);
   EXPECT_TRUE(seen<ProcessExit>().empty()) << describe(Event{seen<ProcessExit>().front()});
   for (const auto& smp : seen<StepSample>()) {
@@ -1060,7 +1136,8 @@ TEST(LiveWorldBelief, AStartIsCompletedOnlyByTheGenerationItLaunches) {
                {"rank", m},
                {"report", {{"type", "started"}, {"rank", m}, {"step", 0}}}});
   r.exit(0, 0, 1, 0, "exit code 1");  // an old rank dying of the kill
-  r.live.reactor.advance_to(r.live.reactor.now() + Duration::millis(1));  // deliver; kills unanswered
+  r.live.reactor.advance_to(r.live.reactor.now() +
+                            Duration::millis(1));  // deliver; kills unanswered
   EXPECT_EQ(seen<JobStarted>().size(), 1u) << "the new start was completed by the old generation";
   EXPECT_TRUE(seen<ProcessExit>().empty());
   EXPECT_EQ(r.live.journal.state().gen, old_gen) << "not launched yet";
@@ -1100,7 +1177,8 @@ TEST(LiveWorldBelief, AVictimsExitNamesTheMachineThatStalledFirstOrNone) {
     EXPECT_EQ(x.machine, laggard ? 2 : kNoMachine);
     EXPECT_EQ(x.signature, kPeerTimeout);
     EXPECT_EQ(x.step, 10) << "the victim's own last step";
-    EXPECT_TRUE(r.noted(laggard ? "m2's ranks stalled first, after step 9" : "the exit names no machine"));
+    EXPECT_TRUE(
+        r.noted(laggard ? "m2's ranks stalled first, after step 9" : "the exit names no machine"));
   }
 }
 
@@ -1125,7 +1203,8 @@ TEST(LiveWorldBelief, ARendezvousBlobIsRelayedOnceFromRankZeroOfARunningProbeOnl
   r.live.config.probe_bin = "/nonexistent/faultline-probe";
   auto& sent = r.live.link.sent;
   sent.clear();
-  const ActionId id = r.live.world->act(RunProbe{ProbeKind::kInterAllGather, {1, 2, 3}, Duration::seconds(30), "t"});
+  const ActionId id = r.live.world->act(
+      RunProbe{ProbeKind::kInterAllGather, {1, 2, 3}, Duration::seconds(30), "t"});
   std::map<MachineId, json> probes;
   for (const auto& [m, msg] : sent)
     if (msg.value("type", "") == "probe") probes[m] = msg;
@@ -1141,7 +1220,9 @@ TEST(LiveWorldBelief, ARendezvousBlobIsRelayedOnceFromRankZeroOfARunningProbeOnl
   r.send(1, blob(probes[2]["req"]));  // another machine's probe
   EXPECT_TRUE(sent.empty()) << sent.front().second.dump();
   EXPECT_EQ(r.refused.size(), 3u);
-  EXPECT_TRUE(r.was_refused("rendezvous: probe_req: 999999 is not a running inter_all_gather probe of this machine as rank 0"));
+  EXPECT_TRUE(
+      r.was_refused("rendezvous: probe_req: 999999 is not a running inter_all_gather probe of this "
+                    "machine as rank 0"));
   r.send(1, blob(probes[1]["req"]));
   ASSERT_EQ(sent.size(), 2u);
   for (const auto& [m, msg] : sent) {
@@ -1155,10 +1236,22 @@ TEST(LiveWorldBelief, ARendezvousBlobIsRelayedOnceFromRankZeroOfARunningProbeOnl
   EXPECT_TRUE(r.was_refused("already published its blob"));
   EXPECT_EQ(sent.size(), 2u);
   // m3's probe never joined (killed at the deadline): it alone fails; m1 and m2 waited for it.
-  r.send(1, {{"type", "done"}, {"req", probes[1]["req"]}, {"ok", false}, {"rendezvous", "ok"}, {"detail", "x"}});
-  r.send(2, {{"type", "done"}, {"req", probes[2]["req"]}, {"ok", false}, {"rendezvous", "ok"}, {"detail", "x"}});
-  r.send(3, {{"type", "done"}, {"req", probes[3]["req"]}, {"ok", false}, {"timed_out", true},
-             {"rendezvous", "not_reached"}, {"detail", "killed at the deadline"}});
+  r.send(1, {{"type", "done"},
+             {"req", probes[1]["req"]},
+             {"ok", false},
+             {"rendezvous", "ok"},
+             {"detail", "x"}});
+  r.send(2, {{"type", "done"},
+             {"req", probes[2]["req"]},
+             {"ok", false},
+             {"rendezvous", "ok"},
+             {"detail", "x"}});
+  r.send(3, {{"type", "done"},
+             {"req", probes[3]["req"]},
+             {"ok", false},
+             {"timed_out", true},
+             {"rendezvous", "not_reached"},
+             {"detail", "killed at the deadline"}});
   r.advance(0.2);
   const auto results = seen<ProbeResult>();
   ASSERT_EQ(results.size(), 1u);
@@ -1166,7 +1259,8 @@ TEST(LiveWorldBelief, ARendezvousBlobIsRelayedOnceFromRankZeroOfARunningProbeOnl
   EXPECT_EQ(results[0].failed, MachineSet({3}));
   // After the probe, its rank 0 can publish nothing more.
   r.send(1, blob(probes[1]["req"]));
-  EXPECT_TRUE(r.was_refused("rendezvous: probe_req: " + probes[1]["req"].dump() + " is not a running"));
+  EXPECT_TRUE(
+      r.was_refused("rendezvous: probe_req: " + probes[1]["req"].dump() + " is not a running"));
 }
 
 // Without rank 0's id nobody can join: its machine is the one that fails, not the ranks that
@@ -1181,10 +1275,18 @@ TEST(LiveWorldBelief, WhenRankZeroNeverPublishesItsMachineAloneFailsTheRelayedPr
   for (const auto& [m, msg] : sent) probes[m] = msg;
   sent.clear();
   ASSERT_EQ(probes.size(), 2u);
-  r.send(1, {{"type", "done"}, {"req", probes[1]["req"]}, {"ok", false}, {"timed_out", true},
-             {"rendezvous", "not_reached"}, {"detail", "killed at the deadline"}});
-  r.send(2, {{"type", "done"}, {"req", probes[2]["req"]}, {"ok", false}, {"timed_out", true},
-             {"rendezvous", "timed_out"}, {"detail", "deadline_exceeded"}});
+  r.send(1, {{"type", "done"},
+             {"req", probes[1]["req"]},
+             {"ok", false},
+             {"timed_out", true},
+             {"rendezvous", "not_reached"},
+             {"detail", "killed at the deadline"}});
+  r.send(2, {{"type", "done"},
+             {"req", probes[2]["req"]},
+             {"ok", false},
+             {"timed_out", true},
+             {"rendezvous", "timed_out"},
+             {"detail", "deadline_exceeded"}});
   r.advance(0.2);
   const auto results = seen<ProbeResult>();
   ASSERT_EQ(results.size(), 1u);
@@ -1254,7 +1356,8 @@ TEST(LiveWorldBelief, AGroupedProbeRunsOneRendezvousPerGroupAndTimesEach) {
   EXPECT_EQ(probes[4]["rank"], 1);
   EXPECT_EQ(probes[1]["master_port"], probes[2]["master_port"]);
   EXPECT_EQ(probes[3]["master_port"], probes[4]["master_port"]);
-  EXPECT_NE(probes[1]["master_port"], probes[3]["master_port"]) << "both rank 0s listen on one host";
+  EXPECT_NE(probes[1]["master_port"], probes[3]["master_port"])
+      << "both rank 0s listen on one host";
   // Group 1's rank 0 publishes to group 1 only.
   r.send(3, {{"type", "rendezvous"}, {"probe_req", probes[3]["req"]}, {"blob", "00ff"}});
   ASSERT_EQ(sent.size(), 1u);
@@ -1267,8 +1370,15 @@ TEST(LiveWorldBelief, AGroupedProbeRunsOneRendezvousPerGroupAndTimesEach) {
   r.send(2, {{"type", "done"}, {"req", probes[2]["req"]}, {"ok", true}});
   r.advance(2);
   EXPECT_TRUE(seen<ProbeResult>().empty()) << "one result, once every group is done";
-  r.send(3, {{"type", "done"}, {"req", probes[3]["req"]}, {"ok", false}, {"rendezvous", "ok"}, {"detail", "x"}});
-  r.send(4, {{"type", "done"}, {"req", probes[4]["req"]}, {"ok", false}, {"rendezvous", "not_reached"},
+  r.send(3, {{"type", "done"},
+             {"req", probes[3]["req"]},
+             {"ok", false},
+             {"rendezvous", "ok"},
+             {"detail", "x"}});
+  r.send(4, {{"type", "done"},
+             {"req", probes[4]["req"]},
+             {"ok", false},
+             {"rendezvous", "not_reached"},
              {"detail", "crashed"}});
   r.advance(0.2);
   const auto results = seen<ProbeResult>();
@@ -1290,8 +1400,10 @@ TEST(LiveWorldBelief, AGroupedProbeRunsOneRendezvousPerGroupAndTimesEach) {
     if (e.is_object() && e.value("kind", "") == "outcome" && e.value("id", ActionId{0}) == id)
       detail = e.value("detail", "");
   }
-  EXPECT_NE(detail.find("inter_all_gather per group: g0 0.00s ok, g1 2.00s failed (m3: x; s0: crashed"),
-            std::string::npos) << detail;
+  EXPECT_NE(
+      detail.find("inter_all_gather per group: g0 0.00s ok, g1 2.00s failed (m3: x; s0: crashed"),
+      std::string::npos)
+      << detail;
   EXPECT_NE(detail.find("rendezvous: s0 did not join"), std::string::npos) << detail;
 }
 
@@ -1312,7 +1424,8 @@ TEST(LiveWorldBelief, AGroupedProbeIsRefusedForAnotherTestASingleMachineOrAMachi
     EXPECT_TRUE(sent.empty()) << sent.front().second.dump();
   };
   refused(ProbeKind::kGpuDiag, {{1, 2}}, "groups: only inter_all_gather runs per group");
-  refused(ProbeKind::kInterAllGather, {{1, 2}, {3}}, "groups[1]: a group needs at least two machines");
+  refused(ProbeKind::kInterAllGather, {{1, 2}, {3}},
+          "groups[1]: a group needs at least two machines");
   refused(ProbeKind::kInterAllGather, {{1, 2}, {2, 3}}, "groups[1]: m2 is in groups[0] already");
   refused(ProbeKind::kInterAllGather, {{1, 99}}, "groups[0]: machine 99 is not in the fleet");
   EXPECT_TRUE(seen<ProbeResult>().empty());
@@ -1355,16 +1468,22 @@ TEST(LiveWorldMetrics, AnIncidentIsCountedOnceAndTheAccountIsFinalAfterTheSummar
   r.live.world->act(StartJob{"again"});
   r.advance(1);
   m = metrics();
-  EXPECT_EQ(metric(m, "faultline_incidents_total", {{"category", "policy_stop"}, {"resolution", "recovered"}}), 1);
+  EXPECT_EQ(metric(m, "faultline_incidents_total",
+                   {{"category", "policy_stop"}, {"resolution", "recovered"}}),
+            1);
   EXPECT_EQ(metric(m, "faultline_incidents_open"), 0);
   EXPECT_EQ(metric(m, "faultline_recovery_latency_seconds_count"), 1);
   EXPECT_EQ(metric(m, "faultline_detection_latency_seconds_count"), 1);
-  EXPECT_NEAR(metric(m, "faultline_detection_latency_seconds_sum"), kStepS, 0.11) << "from the last step report";
-  EXPECT_NEAR(metric(m, "faultline_unproductive_seconds", {{"phase", "diagnosis"}}), 3, 0.11) << "stop to restart";
+  EXPECT_NEAR(metric(m, "faultline_detection_latency_seconds_sum"), kStepS, 0.11)
+      << "from the last step report";
+  EXPECT_NEAR(metric(m, "faultline_unproductive_seconds", {{"phase", "diagnosis"}}), 3, 0.11)
+      << "stop to restart";
   double phases = 0;
   for (const char* p : {"startup", "detection", "diagnosis", "restart", "other"})
     phases += metric(m, "faultline_unproductive_seconds", {{"phase", p}});
-  EXPECT_NEAR(phases, metric(m, "faultline_elapsed_seconds") - metric(m, "faultline_productive_seconds"), 1e-9);
+  EXPECT_NEAR(phases,
+              metric(m, "faultline_elapsed_seconds") - metric(m, "faultline_productive_seconds"),
+              1e-9);
   EXPECT_EQ(metric(m, "faultline_ettr"), r.live.world->status()["ettr_so_far"].get<double>());
   EXPECT_EQ(metric(m, "faultline_machines", {{"state", "job"}}), 4);
   EXPECT_EQ(metric(m, "faultline_standby_pool_machines", {{"pool", "actual"}}), 1);

@@ -114,8 +114,8 @@ TEST(Evaluation, GemmBurnAgainstBaselineAndSpec) {
 // hold only at the size they were set for; smaller runs are judged on correctness alone.
 TEST(Evaluation, GemmThroughputIsJudgedOnlyAtTheCalibratedSize) {
   std::map<std::string, double> small = {
-      {"gemm_bf16_iterations", 1000},  {"gemm_bf16_tflops", 246},
-      {"gemm_bf16_vs_baseline", 0.35}, {"gemm_bf16_mismatched_iterations", 0},
+      {"gemm_bf16_iterations", 1000},   {"gemm_bf16_tflops", 246},
+      {"gemm_bf16_vs_baseline", 0.35},  {"gemm_bf16_mismatched_iterations", 0},
       {"gemm_bf16_digest_mismatch", 0}, {"gemm_bf16_size", 2048}};
   auto r = evaluated(ProbeKind::kGemm, small);
   EXPECT_EQ(r.verdict, Verdict::kPass);
@@ -139,19 +139,20 @@ TEST(Evaluation, GemmThroughputIsJudgedOnlyAtTheCalibratedSize) {
 
 // Measured on an H100 SXM (kernels/VALIDATION.md): at n = 16384 a healthy 1 s burn reached only
 // 0.896 of the same-run cuBLAS loop (fp16), within 4 points of the 0.86 limit, while every 5 s
-// burn reached >= 0.926. The live agent's stop-time gpu_diag burns for a tenth of its deadline, 0.2 s
-// to 5 s, so judging short burns against the baseline would evict healthy GPUs.
+// burn reached >= 0.926. The live agent's stop-time gpu_diag burns for a tenth of its deadline, 0.2
+// s to 5 s, so judging short burns against the baseline would evict healthy GPUs.
 TEST(Evaluation, GemmThroughputIsJudgedOnlyForBurnsAsLongAsTheCalibratedOnes) {
   const std::map<std::string, double> healthy_1s = {
       {"gemm_fp16_iterations", 400},    {"gemm_fp16_tflops", 630.3},
-      {"gemm_fp16_vs_baseline", 0.85}, {"gemm_fp16_mismatched_iterations", 0},
+      {"gemm_fp16_vs_baseline", 0.85},  {"gemm_fp16_mismatched_iterations", 0},
       {"gemm_fp16_digest_mismatch", 0}, {"gemm_fp16_size", 16384}};
   ProbeOptions o = options_for(ProbeKind::kGemm);
   o.gemm.duration_s = 1;
   auto r = evaluated(ProbeKind::kGemm, healthy_1s, "NVIDIA H100 80GB HBM3", &o);
   EXPECT_EQ(r.verdict, Verdict::kPass);
   EXPECT_EQ(find_check(r, "gemm.fp16.vs_baseline"), nullptr);
-  ASSERT_NE(find_check(r, "gemm.fp16.tflops"), nullptr);  // 1 s burns clear the spec limit by 8+ points
+  ASSERT_NE(find_check(r, "gemm.fp16.tflops"),
+            nullptr);  // 1 s burns clear the spec limit by 8+ points
   EXPECT_TRUE(has_note_containing(r, "gemm.fp16 vs_baseline not judged: a 1 s burn"));
 
   o.gemm.duration_s = 0.2;  // shorter than anything measured: neither throughput limit applies

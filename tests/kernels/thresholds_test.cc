@@ -97,8 +97,8 @@ TEST(Thresholds, EveryGlobalFractionAndMeasuredModelsNumberNamesItsSource) {
   }
   for (const auto& m : doc["models"]) {
     if (m["name"] != "H200" && m["name"] != "H100 SXM") continue;
-    for (const char* key : {"hbm_gbps", "bf16_dense_tflops", "fp16_dense_tflops",
-                            "tf32_dense_tflops", "pcie_gbps"}) {
+    for (const char* key :
+         {"hbm_gbps", "bf16_dense_tflops", "fp16_dense_tflops", "tf32_dense_tflops", "pcie_gbps"}) {
       EXPECT_TRUE(m["calibration"].contains(key)) << key;
     }
   }

@@ -67,7 +67,9 @@ TEST(Requeue, IgnoresInspectionAlertsAndStallsItHasNoDetectorFor) {
   pol->on_event(JobStarted{w.last_action_id(), 0}, w);
   const size_t before = w.actions.size();
   pol->on_event(InspectionAlert{2, "nic", "port down"}, w);
-  pol->on_event(StepSample{10, std::numeric_limits<double>::infinity(), std::nullopt, std::nullopt, false, true}, w);
+  pol->on_event(StepSample{10, std::numeric_limits<double>::infinity(), std::nullopt, std::nullopt,
+                           false, true},
+                w);
   EXPECT_EQ(w.actions.size(), before);
 }
 

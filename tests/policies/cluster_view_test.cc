@@ -144,8 +144,11 @@ TEST(ClusterView, EmptySlotCountFollowsEveryPlaceAndVacate) {
   Rng rng(7);
   for (int step = 0; step < 2000; ++step) {
     const SlotId s = static_cast<SlotId>(rng.below(static_cast<std::uint64_t>(v.slots())));
-    if (rng.uniform() < 0.4) v.vacate(s);
-    else v.place(static_cast<MachineId>(rng.below(static_cast<std::uint64_t>(v.machine_count()))), s);  // may move a placed one
+    if (rng.uniform() < 0.4)
+      v.vacate(s);
+    else
+      v.place(static_cast<MachineId>(rng.below(static_cast<std::uint64_t>(v.machine_count()))),
+              s);  // may move a placed one
     ASSERT_EQ(v.empty_slot_count(), scan()) << "step " << step;
   }
 }
@@ -158,9 +161,10 @@ TEST(ClusterView, GroupsMatchTheirDefinitionFromRanks) {
   struct Layout {
     int machines, gpm, tp, pp, dp, domain = 1;
   };
-  for (const Layout l : {Layout{24, 8, 8, 4, 6}, Layout{16, 2, 2, 4, 4}, Layout{12, 8, 4, 2, 12},
-                         Layout{16, 4, 1, 8, 8}, Layout{12, 8, 2, 3, 16}, Layout{8, 8, 8, 1, 8},
-                         Layout{16, 4, 8, 2, 4, 4}, Layout{32, 4, 16, 2, 4, 16}, Layout{12, 2, 6, 2, 2, 6}}) {
+  for (const Layout l :
+       {Layout{24, 8, 8, 4, 6}, Layout{16, 2, 2, 4, 4}, Layout{12, 8, 4, 2, 12},
+        Layout{16, 4, 1, 8, 8}, Layout{12, 8, 2, 3, 16}, Layout{8, 8, 8, 1, 8},
+        Layout{16, 4, 8, 2, 4, 4}, Layout{32, 4, 16, 2, 4, 16}, Layout{12, 2, 6, 2, 2, 6}}) {
     ClusterSpec c;
     c.machines = l.machines;
     c.gpus_per_machine = l.gpm;
@@ -181,13 +185,15 @@ TEST(ClusterView, GroupsMatchTheirDefinitionFromRanks) {
       std::set<long> tps;  // the TP groups (rank / tp) of the slot's ranks
       for (long r = s * l.gpm; r < (s + 1) * l.gpm; ++r) tps.insert(r / l.tp);
       for (long r = 0; r < ranks; ++r) {
-        if (ds.count(r / (static_cast<long>(l.tp) * l.pp))) pp_want.insert(static_cast<SlotId>(r / l.gpm));
+        if (ds.count(r / (static_cast<long>(l.tp) * l.pp)))
+          pp_want.insert(static_cast<SlotId>(r / l.gpm));
         if (ps.count((r / l.tp) % l.pp)) dp_want.insert(static_cast<SlotId>(r / l.gpm));
         if (tps.count(r / l.tp)) tp_want.insert(static_cast<SlotId>(r / l.gpm));
       }
       EXPECT_EQ(v.tp_group(s), std::vector<SlotId>(tp_want.begin(), tp_want.end()))
           << "slot " << s << " of layout tp=" << l.tp << " gpm=" << l.gpm;
-      for (SlotId x : tp_want) EXPECT_EQ(v.domain_of_slot(x), v.domain_of_slot(s)) << "a TP group in one domain";
+      for (SlotId x : tp_want)
+        EXPECT_EQ(v.domain_of_slot(x), v.domain_of_slot(s)) << "a TP group in one domain";
       EXPECT_EQ(v.pp_group(s), std::vector<SlotId>(pp_want.begin(), pp_want.end()))
           << "slot " << s << " of layout tp=" << l.tp << " gpm=" << l.gpm;
       EXPECT_EQ(v.dp_group(s), std::vector<SlotId>(dp_want.begin(), dp_want.end()))

@@ -26,7 +26,6 @@ ClusterSpec spec16() {
   return c;
 }
 
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Observations as the simulator sends them (steady samples), so the stack's detection
@@ -185,7 +184,8 @@ TEST(ByteRobust, CrashRunsTestsEvictsWhatFailsOrReattempts) {
   h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kGpuDiag, {}, false}, h.w);  // passes
   ASSERT_EQ(h.w.all<RunProbe>().size(), 2u);
   EXPECT_EQ(h.w.all<RunProbe>()[1].test, ProbeKind::kIntraAllToAll);
-  h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kIntraAllToAll, {7}, false}, h.w);  // machine 7 fails
+  h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kIntraAllToAll, {7}, false},
+                h.w);  // machine 7 fails
   auto ev = h.w.all<EvictMachines>();
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].machines, MachineSet{7});
@@ -195,13 +195,15 @@ TEST(ByteRobust, CrashRunsTestsEvictsWhatFailsOrReattempts) {
 TEST(ByteRobust, EnvironmentCrashIsReattemptedThenRolledBackIfItRecurs) {
   Harness h;
   h.at(4000);
-  h.p->on_event(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error: '/mnt/hdfs/x'"}, h.w);
+  h.p->on_event(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error: '/mnt/hdfs/x'"},
+                h.w);
   auto starts = h.w.all<StartJob>();
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].mechanism, Mechanism::kReattempt);
   h.started(0);
   h.at(4100);  // crashes again soon after the restart
-  h.p->on_event(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error: '/mnt/hdfs/x'"}, h.w);
+  h.p->on_event(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error: '/mnt/hdfs/x'"},
+                h.w);
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
 }
 
@@ -225,7 +227,9 @@ TEST(ByteRobust, StallSoonAfterTheRestartForAStallRollsBackThenReplays) {
   // aggregation finds no outliers and the job is reattempted; it stalls again at once.
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(),
+                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
+                h.w);
   auto starts = h.w.all<StartJob>();
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].mechanism, Mechanism::kReattempt);
@@ -236,11 +240,15 @@ TEST(ByteRobust, StallSoonAfterTheRestartForAStallRollsBackThenReplays) {
   h.started(100);  // and stalls before step 101
   h.stalled_at(4700, 100);
   ASSERT_EQ(h.w.all<CaptureStacks>().size(), 2u);  // the stacks are read every time
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(),
+                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
+                h.w);
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
   h.started(100);
   h.stalled_at(5400, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(),
+                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
+                h.w);
   EXPECT_EQ(h.w.all<RunReplay>().size(), 1u);
 }
 
@@ -250,7 +258,9 @@ TEST(ByteRobust, AMachineHangThatStrikesAtTheRestartIsOverEvictedNotRolledBack) 
   // over-evict it, instead of rolling back good code and replaying for two hours.
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(),
+                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
+                h.w);
   h.started(100);
   h.stalled_at(4700, 100);
   std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
@@ -287,15 +297,21 @@ TEST(ByteRobust, StallAfterProgressSinceTheRestartIsANewIncident) {
   // rather than escalate to replay.
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(),
+                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
+                h.w);
   h.started(100);
   h.stalled_at(4700, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(),
+                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
+                h.w);
   ASSERT_EQ(h.w.all<RollBack>().size(), 1u);
   h.started(100);
   h.stalled_at(5700, 140);
   EXPECT_EQ(h.w.all<CaptureStacks>().size(), 3u);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(),
+                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
+                h.w);
   EXPECT_TRUE(h.w.all<RunReplay>().empty());
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
 }
@@ -303,7 +319,9 @@ TEST(ByteRobust, StallAfterProgressSinceTheRestartIsANewIncident) {
 TEST(ByteRobust, StallLongAfterTheLastRestartIsDiagnosedAfresh) {
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "all_reduce"))}, h.w);
+  h.p->on_event(StacksCaptured{h.w.last_action_id(),
+                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
+                h.w);
   h.started(0);
   h.stalled_at(4000 + 7200, 100);  // an unrelated hang two hours later
   EXPECT_TRUE(h.w.all<RollBack>().empty());
@@ -366,7 +384,8 @@ TEST(ByteRobust, MfuRoundsCutShortByARestartStartOverOnTheNextReport) {
 // workaround (live mode) gets the over-eviction instead, and a straggler that recovers
 // is forgotten.
 void place_straggler(Harness& h, SlotId slot) {
-  std::vector<std::string> stacks(16, "train_step > optimizer.step > all_reduce(grads) > ncclKernel wait");
+  std::vector<std::string> stacks(
+      16, "train_step > optimizer.step > all_reduce(grads) > ncclKernel wait");
   stacks[slot] = "train_step > forward > transformer_layer > gemm";
   for (int round = 0; round < 5; ++round) {
     ASSERT_TRUE(std::holds_alternative<CaptureStacks>(h.w.actions.back()));
@@ -395,13 +414,15 @@ TEST(ByteRobustFailSlow, TheLadderWorksAroundAStragglerAndFallsBackToEvictionWhe
   // Refused (live mode): back to tolerating, and the reconfiguration (16/17 here too) is
   // next, at its break-even from the detection; refused as well, eviction is the only move
   // left, at C3 / l0: the two-option ski rental.
-  h.p->on_event(ActionFailed{h.w.last_action_id(), "live mode cannot rebalance a running job"}, h.w);
+  h.p->on_event(ActionFailed{h.w.last_action_id(), "live mode cannot rebalance a running job"},
+                h.w);
   EXPECT_TRUE(h.w.all<EvictMachines>().empty());
   h.at(since + 180 / (l0 - l1));
   m = h.w.all<MitigateSlowdown>();
   ASSERT_EQ(m.size(), 2u);
   EXPECT_EQ(m[1].how, Mitigation::kReconfigure);
-  h.p->on_event(ActionFailed{h.w.last_action_id(), "live mode cannot reconfigure a running job"}, h.w);
+  h.p->on_event(ActionFailed{h.w.last_action_id(), "live mode cannot reconfigure a running job"},
+                h.w);
   EXPECT_TRUE(h.w.all<EvictMachines>().empty());
   const double t3 = since + 1200 / l0;
   h.at(t3 - 0.001);
@@ -452,7 +473,8 @@ TEST(ByteRobustFailSlow, AStragglerBackAfterARestartIsStillJudgedAgainstHealthyS
   place_straggler(h, 6);
   h.at(1000);
   ASSERT_EQ(h.w.all<MitigateSlowdown>().size(), 1u);
-  for (int i = 0; i < 3; ++i) sample(h.w, *h.p, 900 + i, rebalanced);  // the detector's baseline moves
+  for (int i = 0; i < 3; ++i)
+    sample(h.w, *h.p, 900 + i, rebalanced);  // the detector's baseline moves
   h.at(5000);
   h.p->on_event(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error"}, h.w);
   h.started(1000);  // the restart undoes the rebalance: 1.3 s steps again
@@ -593,9 +615,11 @@ TEST(StopTime, SignaturesMapToTestPlans) {
   using policies::classify_crash;
   using policies::CrashKind;
   EXPECT_EQ(classify_crash("TypeError: unsupported operand", 1), CrashKind::kUserCode);
-  EXPECT_EQ(classify_crash("NCCL WARN NET/IB : Got completion with error 12", 1), CrashKind::kNetwork);
+  EXPECT_EQ(classify_crash("NCCL WARN NET/IB : Got completion with error 12", 1),
+            CrashKind::kNetwork);
   EXPECT_EQ(classify_crash("NVRM: Xid (PCI:0000:1b:00): 79", 1), CrashKind::kMachine);
-  EXPECT_EQ(classify_crash("RuntimeError: Rank 0: found NaN in local grad norm", 1), CrashKind::kNumeric);
+  EXPECT_EQ(classify_crash("RuntimeError: Rank 0: found NaN in local grad norm", 1),
+            CrashKind::kNumeric);
   EXPECT_EQ(classify_crash("OSError: [Errno 5] Input/output error", 1), CrashKind::kEnvironment);
   EXPECT_TRUE(policies::test_plan(CrashKind::kEnvironment).empty());
   EXPECT_EQ(policies::test_plan(CrashKind::kNumeric), std::vector<ProbeKind>{ProbeKind::kBitwise});
@@ -631,7 +655,9 @@ struct Ladder {
   void at(double s) { w.advance_to(Instant{Duration::seconds(s).ns}, *p); }
   // Answers every stop-time test of the plan with "passed".
   void tests_pass() {
-    for (int i = 0; i < 5 && !w.all<RunProbe>().empty() && std::holds_alternative<RunProbe>(w.actions.back()); ++i)
+    for (int i = 0;
+         i < 5 && !w.all<RunProbe>().empty() && std::holds_alternative<RunProbe>(w.actions.back());
+         ++i)
       p->on_event(ProbeResult{w.last_action_id(), w.all<RunProbe>().back().test, {}, false}, w);
   }
   int max_fruitless() const {
@@ -703,11 +729,13 @@ TEST(ByteRobustLadder, FruitlessRoundsAreBoundedThenTheStackRequeues) {
       h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kBitwise, {}, false}, h.w);
     for (const auto& a : h.w.all<AcquireMachines>()) requeued |= a.mode == AcquireMode::kRequeue;
     if (requeued) break;
-    for (int phase = 0; phase < 2 && std::holds_alternative<RunReplay>(h.w.actions.back()); ++phase) {
+    for (int phase = 0; phase < 2 && std::holds_alternative<RunReplay>(h.w.actions.back());
+         ++phase) {
       const auto groups = std::get<RunReplay>(h.w.actions.back()).groups.size();
       h.p->on_event(ReplayResult{h.w.last_action_id(), std::vector<bool>(groups, false)}, h.w);
     }
-    ASSERT_TRUE(std::holds_alternative<StartJob>(h.w.actions.back())) << describe(h.w.actions.back());
+    ASSERT_TRUE(std::holds_alternative<StartJob>(h.w.actions.back()))
+        << describe(h.w.actions.back());
     const int seen = h.max_fruitless();
     EXPECT_LE(seen, 3);
     h.started(0);
@@ -746,7 +774,8 @@ TEST(ByteRobustLadder, APairwiseLocalizerIsHandedTheSlowdownStacksCannotPlace) {
   // Runs the MFU rounds on uniform stacks; true when the stack then started a search.
   auto rounds = [&] {
     h.slowed();
-    for (int round = 0; round < 5 && std::holds_alternative<CaptureStacks>(h.w.actions.back()); ++round) {
+    for (int round = 0; round < 5 && std::holds_alternative<CaptureStacks>(h.w.actions.back());
+         ++round) {
       h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(same)}, h.w);
       if (round < 4) h.p->on_event(TimerFired{0, 1}, h.w);  // the next MFU round
     }
@@ -781,7 +810,8 @@ TEST(ByteRobustLadder, APairwiseLocalizerIsHandedTheSlowdownStacksCannotPlace) {
     ASSERT_TRUE(std::holds_alternative<StartJob>(h.w.actions.back())) << search;
     h.started();
   }
-  EXPECT_FALSE(rounds()) << "three fruitless searches in a row: the decline is left to the MFU rounds";
+  EXPECT_FALSE(rounds())
+      << "three fruitless searches in a row: the decline is left to the MFU rounds";
 }
 
 }  // namespace
@@ -811,7 +841,8 @@ TEST(ByteRobustLadder, TheSameNanAtTheSameStepRollsBackThenEndsTheRun) {
   double t = 4000;
   h.at(t);
   h.nan_at(30);
-  EXPECT_TRUE(std::holds_alternative<StartJob>(clean_nan_round(h))) << "first time: diagnosed, reattempted";
+  EXPECT_TRUE(std::holds_alternative<StartJob>(clean_nan_round(h)))
+      << "first time: diagnosed, reattempted";
   h.started(20);  // restored from the checkpoint at step 20
   h.at(t += 15);
   h.nan_at(30);
@@ -822,7 +853,8 @@ TEST(ByteRobustLadder, TheSameNanAtTheSameStepRollsBackThenEndsTheRun) {
   const auto ended = h.w.all<EndRun>();
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].verdict, "code_or_data");
-  EXPECT_NE(ended[0].reason.find("NaN at step 30 3 times in a row"), std::string::npos) << ended[0].reason;
+  EXPECT_NE(ended[0].reason.find("NaN at step 30 3 times in a row"), std::string::npos)
+      << ended[0].reason;
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
   // An ended run does nothing more, whatever happens.
   const std::size_t n = h.w.actions.size();
@@ -857,13 +889,17 @@ TEST(ByteRobustLadder, NanAtOtherStepsOrAtTheRestartStepIsNotTheSameIncident) {
 // all fine would (tests pass, replay finds nothing, replacements are ready at once) until
 // it starts the job again or ends the run; returns the last action. Evictions take effect.
 // `failing`, when given, names the machines a test fails instead.
-Action answer_until_start(Ladder& h, const std::function<MachineSet(const RunProbe&)>& failing = {}) {
+Action answer_until_start(Ladder& h,
+                          const std::function<MachineSet(const RunProbe&)>& failing = {}) {
   for (int i = 0; i < 20; ++i) {
     const Action a = h.w.actions.back();
     if (const auto* p = std::get_if<RunProbe>(&a)) {
-      h.p->on_event(ProbeResult{h.w.last_action_id(), p->test, failing ? failing(*p) : MachineSet{}, false}, h.w);
+      h.p->on_event(
+          ProbeResult{h.w.last_action_id(), p->test, failing ? failing(*p) : MachineSet{}, false},
+          h.w);
     } else if (const auto* r = std::get_if<RunReplay>(&a)) {
-      h.p->on_event(ReplayResult{h.w.last_action_id(), std::vector<bool>(r->groups.size(), false)}, h.w);
+      h.p->on_event(ReplayResult{h.w.last_action_id(), std::vector<bool>(r->groups.size(), false)},
+                    h.w);
     } else if (std::holds_alternative<AcquireMachines>(a)) {
       // Evicted machines leave their slots; a fresh machine takes each.
       std::vector<MachineId> fresh;
@@ -878,7 +914,9 @@ Action answer_until_start(Ladder& h, const std::function<MachineSet(const RunPro
         }
       h.p->on_event(MachinesReady{h.w.last_action_id(), fresh}, h.w);
     } else if (std::holds_alternative<CaptureStacks>(a)) {
-      h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(std::vector<std::string>(16, "train_step"))}, h.w);
+      h.p->on_event(StacksCaptured{h.w.last_action_id(),
+                                   StackSignatures(std::vector<std::string>(16, "train_step"))},
+                    h.w);
     } else {
       return a;
     }
@@ -894,8 +932,10 @@ Action answer_until_start(Ladder& h, const std::function<MachineSet(const RunPro
 // the third rolls the code back, the fourth (no_progress_limit) ends the run, whatever the
 // crash said.
 TEST(StopVerdict, RunsWithoutProgressEndTheRunWhereIdenticalIncidentsNeverDo) {
-  const char* shard = "RuntimeError: DataLoader worker exited unexpectedly: shard-01873.tar: truncated record";
-  const int verdict_choice = policies::byterobust_info().find_param("verdict")->choice_index("no_progress");
+  const char* shard =
+      "RuntimeError: DataLoader worker exited unexpectedly: shard-01873.tar: truncated record";
+  const int verdict_choice =
+      policies::byterobust_info().find_param("verdict")->choice_index("no_progress");
   ASSERT_GE(verdict_choice, 0);
   for (const bool no_progress : {false, true}) {
     Ladder h(no_progress ? std::map<std::string, double>{{"verdict", verdict_choice}}
@@ -919,11 +959,13 @@ TEST(StopVerdict, RunsWithoutProgressEndTheRunWhereIdenticalIncidentsNeverDo) {
     ASSERT_EQ(ended.size(), 1u);
     EXPECT_EQ(crashes, 4) << "the fifth crash: the fourth run in a row without progress";
     EXPECT_EQ(ended[0].verdict, "code_or_data");
-    EXPECT_NE(ended[0].reason.find("4 runs in a row that got no further than step 30"), std::string::npos)
+    EXPECT_NE(ended[0].reason.find("4 runs in a row that got no further than step 30"),
+              std::string::npos)
         << ended[0].reason;
     const auto rollbacks = h.w.all<RollBack>();
     ASSERT_GE(rollbacks.size(), 1u);
-    EXPECT_NE(rollbacks.back().reason.find("3 runs in a row that got no further than step 30"), std::string::npos)
+    EXPECT_NE(rollbacks.back().reason.find("3 runs in a row that got no further than step 30"),
+              std::string::npos)
         << rollbacks.back().reason;
   }
 }
@@ -931,7 +973,8 @@ TEST(StopVerdict, RunsWithoutProgressEndTheRunWhereIdenticalIncidentsNeverDo) {
 // Progress resets the count: runs that crash but each get further than the last are
 // failures of machines, not of the code or the data, and never end the run.
 TEST(StopVerdict, RunsThatCommitNewerCheckpointsNeverEndTheRun) {
-  const int verdict_choice = policies::byterobust_info().find_param("verdict")->choice_index("no_progress");
+  const int verdict_choice =
+      policies::byterobust_info().find_param("verdict")->choice_index("no_progress");
   Ladder h({{"verdict", verdict_choice}});
   double t = 4000;
   for (int k = 0; k < 10; ++k) {
@@ -968,7 +1011,9 @@ TEST(ByteRobustLadder, TheSameCrashAtTheSameStepFollowsItsRankRollsBackThenEndsT
         h.p->on_event(ProcessExit{m, 1, kCuda, 30}, h.w);
         const Action last = answer_until_start(h);
         if (!h.w.all<EndRun>().empty()) break;
-        ASSERT_TRUE(std::holds_alternative<StartJob>(last) || std::holds_alternative<RollBack>(last)) << describe(last);
+        ASSERT_TRUE(std::holds_alternative<StartJob>(last) ||
+                    std::holds_alternative<RollBack>(last))
+            << describe(last);
         h.started(restored);
       }
       const auto ended = h.w.all<EndRun>();
@@ -977,8 +1022,10 @@ TEST(ByteRobustLadder, TheSameCrashAtTheSameStepFollowsItsRankRollsBackThenEndsT
       EXPECT_EQ(struck.size(), 3u) << "machine 7, then two replacements";
       EXPECT_EQ(h.w.all<EvictMachines>().size(), 2u);
       EXPECT_EQ(ended[0].verdict, "code_or_data");
-      EXPECT_NE(ended[0].reason.find("the same crash at step 30"), std::string::npos) << ended[0].reason;
-      EXPECT_NE(ended[0].reason.find("on 3 machines in turn"), std::string::npos) << ended[0].reason;
+      EXPECT_NE(ended[0].reason.find("the same crash at step 30"), std::string::npos)
+          << ended[0].reason;
+      EXPECT_NE(ended[0].reason.find("on 3 machines in turn"), std::string::npos)
+          << ended[0].reason;
       EXPECT_NE(ended[0].reason.find("5 times in a row"), std::string::npos) << ended[0].reason;
       EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
     }
@@ -997,7 +1044,8 @@ TEST(ByteRobustLadder, AReplacementThatCrashesLikeItsPredecessorIsTestedBeforeTh
   const auto group = h.w.cluster().pp_group(culprit_slot);
   const auto at = std::find(group.begin(), group.end(), culprit_slot);
   ASSERT_NE(at, group.end());
-  const SlotId named_slot = group[(static_cast<std::size_t>(at - group.begin()) + 1) % group.size()];
+  const SlotId named_slot =
+      group[(static_cast<std::size_t>(at - group.begin()) + 1) % group.size()];
   ASSERT_NE(named_slot, culprit_slot);
   double t = 4000;
   std::vector<MachineSet> tested;
@@ -1007,7 +1055,8 @@ TEST(ByteRobustLadder, AReplacementThatCrashesLikeItsPredecessorIsTestedBeforeTh
     answer_until_start(h, [&](const RunProbe& probe) {
       tested.push_back(probe.machines);
       const bool has = std::count(probe.machines.begin(), probe.machines.end(), culprit) > 0;
-      return has && crash > 0 ? MachineSet{culprit} : MachineSet{};  // the first crash's tests miss it
+      return has && crash > 0 ? MachineSet{culprit}
+                              : MachineSet{};  // the first crash's tests miss it
     });
     if (!h.w.all<EndRun>().empty()) break;
     h.started(20);
@@ -1061,7 +1110,8 @@ TEST(ByteRobustLadder, CrashesAtOtherStepsOrRanksAreNotTheSameIncident) {
   }
   Ladder h;
   double t = 4000;
-  for (const char* sig : {kCuda, "RuntimeError: NCCL error: unhandled system error", kCuda, "Segmentation fault"}) {
+  for (const char* sig :
+       {kCuda, "RuntimeError: NCCL error: unhandled system error", kCuda, "Segmentation fault"}) {
     h.at(t += 3000);
     h.p->on_event(ProcessExit{7, 1, sig, 30}, h.w);
     answer_until_start(h);
@@ -1075,7 +1125,8 @@ TEST(ByteRobustLadder, IdenticalIncidentLimitZeroNeverEndsTheRun) {
   FakeWorld w{spec16()};
   Registry r = policies::builtin_registry();
   Params params;
-  ASSERT_FALSE(Params::resolve(r.find("byterobust")->params, {{"identical_incident_limit", 0}}, &params));
+  ASSERT_FALSE(
+      Params::resolve(r.find("byterobust")->params, {{"identical_incident_limit", 0}}, &params));
   auto p = r.make("byterobust", params);
   p->start(w);
   faultline::started(w, *p, 0);
@@ -1085,7 +1136,10 @@ TEST(ByteRobustLadder, IdenticalIncidentLimitZeroNeverEndsTheRun) {
     if (std::holds_alternative<RunProbe>(w.actions.back()))
       p->on_event(ProbeResult{w.last_action_id(), ProbeKind::kBitwise, {}, false}, w);
     for (int phase = 0; phase < 2 && std::holds_alternative<RunReplay>(w.actions.back()); ++phase)
-      p->on_event(ReplayResult{w.last_action_id(), std::vector<bool>(std::get<RunReplay>(w.actions.back()).groups.size(), false)}, w);
+      p->on_event(ReplayResult{w.last_action_id(),
+                               std::vector<bool>(
+                                   std::get<RunReplay>(w.actions.back()).groups.size(), false)},
+                  w);
     faultline::started(w, *p, 20);
   }
   EXPECT_TRUE(w.all<EndRun>().empty());

@@ -1,7 +1,5 @@
 // Detection modules without a World: synthetic sample streams, the time passed in by
 // hand, conclusions checked against the closed-form instants they must fall on.
-#include "policies/detection/detectors.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "policies/builtin.h"
+#include "policies/detection/detectors.h"
 
 namespace faultline::policies {
 namespace {
@@ -92,7 +91,7 @@ TEST(SlowStepDetector, PerStepSamplesReportAfterSlowForAndAgainWhileSlow) {
 TEST(SlowStepDetector, FirstStepsAfterARestartAreNotTheBaselineButTheBaselineSurvivesRestarts) {
   SlowStepDetector d(1.2, Duration::seconds(10));
   d.restart(at(0), 0);
-  d.observe(step(1, 9.0), at(9));    // the first two steps warm up communicators
+  d.observe(step(1, 9.0), at(9));  // the first two steps warm up communicators
   d.observe(step(2, 9.0), at(18));
   EXPECT_EQ(d.baseline(), 0.0);
   d.observe(step(3, 2.0), at(20));
@@ -114,11 +113,15 @@ TEST(SlowStepDetector, TheBaselineIsTheMedianOfTheLast4096HealthySamples) {
   std::uint64_t x = 12345;
   for (int i = 1; i <= 10000; ++i) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
-    const double t = i < 5000 ? 1.0 + static_cast<double>((x >> 33) % 7) * 0.25 : 0.5 + static_cast<double>((x >> 33) % 1000) * 1e-3;
+    const double t = i < 5000 ? 1.0 + static_cast<double>((x >> 33) % 7) * 0.25
+                              : 0.5 + static_cast<double>((x >> 33) % 1000) * 1e-3;
     d.observe(step(i, t, true), at(i));
     seen.push_back(t);
-    if (i % 10 != 0 && (i < 4090 || i > 4110)) continue;  // every tenth, and every one as the window fills
-    std::vector<double> w(seen.end() - static_cast<std::ptrdiff_t>(std::min<std::size_t>(seen.size(), 4096)), seen.end());
+    if (i % 10 != 0 && (i < 4090 || i > 4110))
+      continue;  // every tenth, and every one as the window fills
+    std::vector<double> w(
+        seen.end() - static_cast<std::ptrdiff_t>(std::min<std::size_t>(seen.size(), 4096)),
+        seen.end());
     const auto mid = w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2);
     std::nth_element(w.begin(), mid, w.end());
     const double want = w.size() % 2 ? *mid : (*std::max_element(w.begin(), mid) + *mid) / 2;
@@ -196,7 +199,8 @@ TEST(DetectionModules, RealtimeComposesTheFourAndTimeoutWatchesNothing) {
   ASSERT_NE(m.find(ModuleKind::kDetection, "realtime"), nullptr);
   auto none = m.make_detector("timeout", stack_params());
   EXPECT_FALSE(none->watch());
-  auto d = m.make_detector("realtime", stack_params({{"stall_window_s", 60}, {"slow_ratio", 1.2}, {"slow_for_s", 30}}));
+  auto d = m.make_detector(
+      "realtime", stack_params({{"stall_window_s", 60}, {"slow_ratio", 1.2}, {"slow_for_s", 30}}));
   ASSERT_TRUE(d->watch());
   d->restart(at(0), 0);
   d->observe(step(0, 1.0, true), at(0));

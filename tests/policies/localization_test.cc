@@ -109,7 +109,8 @@ TEST(StackAggregation, InternedSignaturesAgreeWithGroupingStrings) {
       if (!by_slot[s].empty() && by_slot[s] != v.dominant) v.outliers.push_back(s);
     return v;
   };
-  const std::vector<std::string> pool = {"", "b > wait", "a > gemm", "c > isend", "a > gemm (slow)"};
+  const std::vector<std::string> pool = {"", "b > wait", "a > gemm", "c > isend",
+                                         "a > gemm (slow)"};
   Rng rng(17);
   int ties = 0;
   for (int trial = 0; trial < 2000; ++trial) {
@@ -124,13 +125,16 @@ TEST(StackAggregation, InternedSignaturesAgreeWithGroupingStrings) {
     for (int variant = 0; variant < 3; ++variant) {
       // Interned in a shuffled order, so index order is not string order.
       StackSignatures interned;
-      for (int i = static_cast<int>(pool.size()) - 1; i >= 0; --i) interned.intern(pool[(i * 3 + trial) % pool.size()]);
+      for (int i = static_cast<int>(pool.size()) - 1; i >= 0; --i)
+        interned.intern(pool[(i * 3 + trial) % pool.size()]);
       if (variant == 2) {
         interned = StackSignatures(by_slot);
       } else {
-        interned.assign(by_slot.size(), variant == 0 ? 0 : interned.intern(pool[rng.below(pool.size())]));
+        interned.assign(by_slot.size(),
+                        variant == 0 ? 0 : interned.intern(pool[rng.below(pool.size())]));
         for (std::size_t k = 0; k < by_slot.size(); ++k) {
-          const std::size_t s = variant == 0 ? k : (k * 7 + static_cast<std::size_t>(trial)) % by_slot.size();
+          const std::size_t s =
+              variant == 0 ? k : (k * 7 + static_cast<std::size_t>(trial)) % by_slot.size();
           if (variant == 1 && by_slot.size() % 7 == 0) {  // 7 divides: fall back to order
             interned.set(k, interned.intern(by_slot[k]));
             continue;
@@ -177,7 +181,8 @@ TEST(Bisection, FindsOneToThreeFaultyAmong1200InAtMostElevenRounds) {
   for (int faulty_count : {1, 2, 3}) {
     for (int trial = 0; trial < 20; ++trial) {
       std::set<SlotId> bad;
-      while (static_cast<int>(bad.size()) < faulty_count) bad.insert(static_cast<SlotId>(rng.below(1200)));
+      while (static_cast<int>(bad.size()) < faulty_count)
+        bad.insert(static_cast<SlotId>(rng.below(1200)));
       BisectionResult r = bisect(1200, [&](const std::vector<SlotId>& g) {
         for (SlotId s : g)
           if (bad.count(s)) return true;

@@ -9,8 +9,8 @@
 #include <set>
 
 #include "policies/builtin.h"
-#include "policies/controller.h"
 #include "policies/checkpoint/plans.h"
+#include "policies/controller.h"
 #include "policies/failslow/ladders.h"
 #include "policies/localization/localizers.h"
 #include "policies/recovery/replace.h"
@@ -41,7 +41,8 @@ ReplayResult replay_against(const LocalizationStep& step, const std::set<Machine
   const auto& replay = std::get<RunReplay>(test);
   ReplayResult r;
   for (const auto& g : replay.groups)
-    r.group_failed.push_back(std::any_of(g.begin(), g.end(), [&](MachineId m) { return faulty.count(m) > 0; }));
+    r.group_failed.push_back(
+        std::any_of(g.begin(), g.end(), [&](MachineId m) { return faulty.count(m) > 0; }));
   return r;
 }
 
@@ -125,16 +126,19 @@ TEST(Stress, TestsEveryMachineWithItsDeadlineAndEvictsWhatFails) {
   EXPECT_EQ(probe.test, ProbeKind::kStress);
   EXPECT_EQ(probe.machines.size(), 16u);
   EXPECT_EQ(probe.deadline, Duration::seconds(7200));
-  const Located located = std::get<Located>(loc->answer(ProbeResult{0, ProbeKind::kStress, {9, 7}, false}, view));
+  const Located located =
+      std::get<Located>(loc->answer(ProbeResult{0, ProbeKind::kStress, {9, 7}, false}, view));
   EXPECT_EQ(located.evict, (std::vector<SlotId>{7, 9}));
   EXPECT_EQ(located.credit, Mechanism::kStopTimeEviction);
-  EXPECT_TRUE(std::get<Located>(loc->answer(ProbeResult{0, ProbeKind::kStress, {}, false}, view)).evict.empty());
+  EXPECT_TRUE(std::get<Located>(loc->answer(ProbeResult{0, ProbeKind::kStress, {}, false}, view))
+                  .evict.empty());
 }
 
 // Times `step`'s grouped probe against ground truth: a group fails with a broken machine,
 // and runs `slow` times longer with a slow one (every pair otherwise takes 1 s).
 ProbeResult pairs_against(const LocalizationStep& step, const std::set<MachineId>& broken,
-                          const std::map<MachineId, double>& slow, std::vector<MachineSet>* groups = nullptr) {
+                          const std::map<MachineId, double>& slow,
+                          std::vector<MachineSet>* groups = nullptr) {
   const auto& probe = std::get<RunProbe>(std::get<LocalizationTest>(step));
   EXPECT_EQ(probe.test, ProbeKind::kInterAllGather);
   if (groups) *groups = probe.groups;
@@ -165,7 +169,8 @@ TEST(Pairwise, PairsThenPairsEachSuspectWithAGoodMachineAndEvictsWhatFailsOrLags
   ProbeResult r1 = pairs_against(step, {10}, {{5, 1.3}}, &groups);
   ASSERT_EQ(groups.size(), 8u);
   for (std::size_t g = 0; g < groups.size(); ++g)
-    EXPECT_EQ(groups[g], (MachineSet{static_cast<MachineId>(2 * g), static_cast<MachineId>(2 * g + 1)}));
+    EXPECT_EQ(groups[g],
+              (MachineSet{static_cast<MachineId>(2 * g), static_cast<MachineId>(2 * g + 1)}));
   step = loc->answer(r1, view);
   ProbeResult r2 = pairs_against(step, {10}, {{5, 1.3}}, &groups);
   ASSERT_EQ(groups.size(), 4u) << "one pair per suspect: 4, 5, 10, 11";
@@ -185,7 +190,8 @@ TEST(Pairwise, PairsThenPairsEachSuspectWithAGoodMachineAndEvictsWhatFailsOrLags
   // Below the threshold (1.2 by default) a pair keeps pace.
   auto strict = make_pairwise(byterobust_params({{"pairwise_slow_ratio", 1.4}}));
   step = strict->begin("x", view);
-  EXPECT_TRUE(std::get<Located>(strict->answer(pairs_against(step, {}, {{5, 1.3}}), view)).code_at_fault);
+  EXPECT_TRUE(
+      std::get<Located>(strict->answer(pairs_against(step, {}, {{5, 1.3}}), view)).code_at_fault);
 }
 
 // No machine fails or lags twice (every pair keeps pace, or every suspect keeps pace with
@@ -263,7 +269,8 @@ TEST(StopVerdict, EachCountsItsOwnRecurrencesOnTheSameLadder) {
 TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {
   ModuleRegistry m;
   register_builtin_modules(m);
-  EXPECT_EQ(m.names(ModuleKind::kLocalization), (std::vector<std::string>{"replay", "bisection", "stress", "pairwise"}));
+  EXPECT_EQ(m.names(ModuleKind::kLocalization),
+            (std::vector<std::string>{"replay", "bisection", "stress", "pairwise"}));
   EXPECT_THROW(m.add(bisection_info(), make_bisection), std::invalid_argument);
   EXPECT_THROW(m.make_localizer("tor-bisection", byterobust_params()), std::invalid_argument);
   EXPECT_EQ(m.make_localizer("stress", byterobust_params())->info().name, "stress");
@@ -299,7 +306,8 @@ TEST(ModuleRegistry, ParametersSayWhichModuleChoicesReadThem) {
   EXPECT_TRUE(read_with("checkpoint_interval_s", {{"checkpoint", remote}}));
   EXPECT_TRUE(read_with("checkpoint_blocking_s", {{"checkpoint", peer}}));
   EXPECT_FALSE(read_with("remote_checkpoint_write_s", {{"checkpoint", peer}}));
-  EXPECT_FALSE(read_with("standby_pool", {{"recovery", info.find_param("recovery")->choice_index("requeue")}}));
+  EXPECT_FALSE(read_with("standby_pool",
+                         {{"recovery", info.find_param("recovery")->choice_index("requeue")}}));
   EXPECT_TRUE(read_with("probe_deadline_s", {}));  // the stack's own: always
 }
 
@@ -316,16 +324,21 @@ TEST(Recovery, StandbySizesThePoolAndEachModeRefillsItsWay) {
     c.dp = machines;
     EXPECT_EQ(standby->start(ClusterView(c))->size, pool) << machines;
   }
-  EXPECT_EQ(make_standby_recovery(byterobust_params({{"standby_pool", 7}}))->start(view_of(16, 4, 4))->size, 7);
+  EXPECT_EQ(make_standby_recovery(byterobust_params({{"standby_pool", 7}}))
+                ->start(view_of(16, 4, 4))
+                ->size,
+            7);
   EXPECT_FALSE(make_reschedule_recovery(byterobust_params())->start(view_of(16, 4, 4)));
   const std::vector<SlotId> slots{3, 4};
   const AcquireMachines a = standby->replace(slots, "why", Mechanism::kOverEviction);
   EXPECT_EQ(a.mode, AcquireMode::kStandby);
   EXPECT_EQ(a.slots, slots);
   EXPECT_EQ(a.mechanism, Mechanism::kOverEviction);
-  EXPECT_EQ(make_reschedule_recovery(byterobust_params())->replace(slots, "why", Mechanism::kReplay).mode,
-            AcquireMode::kReschedule);
-  const AcquireMachines q = make_requeue_recovery(byterobust_params())->replace(slots, "why", Mechanism::kReplay);
+  EXPECT_EQ(
+      make_reschedule_recovery(byterobust_params())->replace(slots, "why", Mechanism::kReplay).mode,
+      AcquireMode::kReschedule);
+  const AcquireMachines q =
+      make_requeue_recovery(byterobust_params())->replace(slots, "why", Mechanism::kReplay);
   EXPECT_EQ(q.mode, AcquireMode::kRequeue);
   EXPECT_TRUE(q.slots.empty());  // the whole job
 }
@@ -352,7 +365,8 @@ TEST(CheckpointPlanner, DalyReplansFromObservedInterruptions) {
   EXPECT_LT(daly->replan(100, Duration::hours(10), view)->interval, after->interval);
   EXPECT_GT(daly->replan(0, Duration::hours(1000), view)->interval, first.interval);
   // Clamped to [daly_min_interval_s, daly_max_interval_s].
-  auto tight = make_daly_checkpoint(byterobust_params({{"daly_min_interval_s", 300}, {"daly_max_interval_s", 400}}));
+  auto tight = make_daly_checkpoint(
+      byterobust_params({{"daly_min_interval_s", 300}, {"daly_max_interval_s", 400}}));
   EXPECT_EQ(tight->plan(view).interval, Duration::seconds(400));
   EXPECT_EQ(tight->replan(10, Duration::hours(10), view)->interval, Duration::seconds(300));
   // A save that costs more than two MTBIs: Daly's answer is the MTBI itself.
@@ -372,7 +386,8 @@ TEST(CheckpointPlanner, PlansFollowTheirTiersAndTable8) {
   EXPECT_EQ(memory.tier, CheckpointTier::kMemory);
   EXPECT_EQ(memory.blocking, Duration::seconds(1.84));
   EXPECT_EQ(memory.interval, Duration::seconds(1800));
-  const SetCheckpointPlan remote = make_remote_checkpoint(byterobust_params({{"checkpoint_interval_s", 600}}))->plan(view);
+  const SetCheckpointPlan remote =
+      make_remote_checkpoint(byterobust_params({{"checkpoint_interval_s", 600}}))->plan(view);
   EXPECT_EQ(remote.tier, CheckpointTier::kRemote);
   EXPECT_EQ(remote.blocking, Duration::seconds(6.77));
   EXPECT_EQ(remote.interval, Duration::seconds(600));
@@ -380,12 +395,12 @@ TEST(CheckpointPlanner, PlansFollowTheirTiersAndTable8) {
 
 TEST(ModuleRegistry, AFactoryOfTheWrongKindIsRefused) {
   ModuleRegistry m;
-  EXPECT_THROW(m.add(bisection_info(), ModuleRegistry::RecoveryFactory(make_requeue_recovery)), std::invalid_argument);
+  EXPECT_THROW(m.add(bisection_info(), ModuleRegistry::RecoveryFactory(make_requeue_recovery)),
+               std::invalid_argument);
   m.add(requeue_recovery_info(), make_requeue_recovery);
   EXPECT_EQ(m.names(ModuleKind::kRecovery), std::vector<std::string>{"requeue"});
   EXPECT_TRUE(m.names(ModuleKind::kLocalization).empty());
 }
-
 
 // ---------------------------------------------------------------- fail-slow handling
 
@@ -417,7 +432,8 @@ TEST(StragglerRate, RebalancingMatchesEveryWholeUnitAssignment) {
   for (int parts : {1, 2, 3, 4})
     for (int units : {1, 2, 3, 5})
       for (double f : {1.0, 1.1, 1.5, 2.0, 3.7})
-        EXPECT_DOUBLE_EQ(rebalanced_rate(parts, units, f), std::min(1.0, units / brute_force_step(parts, units, f)))
+        EXPECT_DOUBLE_EQ(rebalanced_rate(parts, units, f),
+                         std::min(1.0, units / brute_force_step(parts, units, f)))
             << parts << " parts, " << units << " units, f " << f;
   // Nothing to move to: the straggler's pace.
   EXPECT_DOUBLE_EQ(rebalanced_rate(1, 16, 2), 0.5);
@@ -459,9 +475,10 @@ TEST(StragglerRate, LevelsComposePipelineThenReplicas) {
 TEST(SkiRentalFailSlow, MovesUpTheLadderAtEachClosedFormBreakEven) {
   const ClusterView view(failslow_spec(2, 2));
   const double f = 2, C1 = 30, C2 = 180, C3 = 1200;
-  auto m = make_ski_rental_failslow(byterobust_params(
-      {{"failslow", 1}, {"failslow_rebalance_cost_s", C1}, {"failslow_reconfigure_cost_s", C2},
-       {"failslow_restart_cost_s", C3}}));
+  auto m = make_ski_rental_failslow(byterobust_params({{"failslow", 1},
+                                                       {"failslow_rebalance_cost_s", C1},
+                                                       {"failslow_reconfigure_cost_s", C2},
+                                                       {"failslow_restart_cost_s", C3}}));
   const double l0 = 1 - 1 / f;
   const double l1 = 1 - 8 / brute_force_step(2, 8, f);
   const double l2 = 1 - 8 / brute_force_step(2, 8, brute_force_step(2, 6, f) / 6);
@@ -517,7 +534,8 @@ TEST(SkiRentalFailSlow, ARefusedLevelIsLeftOutFromThenOn) {
   auto at = [](double s) { return Instant::at(Duration::seconds(s)); };
   auto m = make_ski_rental_failslow(byterobust_params({{"failslow", 1}}));
   const double l0 = 0.5;
-  ASSERT_EQ(m->located(1, 1, 2, at(0), at(1000), view), SlowdownLevel::kRebalance);  // past its break-even
+  ASSERT_EQ(m->located(1, 1, 2, at(0), at(1000), view),
+            SlowdownLevel::kRebalance);  // past its break-even
   m->refused(SlowdownLevel::kRebalance);
   // Reconfiguring also helps here, so it is next, at its break-even from the detection.
   const double l2 = 1 - 8 / brute_force_step(2, 8, brute_force_step(2, 6, 2) / 6);
@@ -536,13 +554,15 @@ TEST(SkiRentalFailSlow, SkipsALevelThatWouldNotHelp) {
   const ClusterView view(failslow_spec(4, 1));
   auto m = make_ski_rental_failslow(byterobust_params({{"failslow", 1}}));
   const double l0 = 0.5, l2 = 1 - 6 / brute_force_step(4, 6, 2);
-  EXPECT_EQ(m->located(0, 0, 2, Instant::at(Duration::zero()), Instant::at(Duration::seconds(1)), view),
-            SlowdownLevel::kTolerate);
+  EXPECT_EQ(
+      m->located(0, 0, 2, Instant::at(Duration::zero()), Instant::at(Duration::seconds(1)), view),
+      SlowdownLevel::kTolerate);
   EXPECT_NEAR(m->next_check().to_seconds(), 180 / (l0 - l2), 1e-6);
   EXPECT_EQ(m->check(m->next_check()), SlowdownLevel::kReconfigure);
   // A straggler too slight to move a whole unit for: only eviction helps.
   auto slight = make_ski_rental_failslow(byterobust_params({{"failslow", 1}}));
-  EXPECT_EQ(slight->located(0, 0, 1.05, Instant::at(Duration::zero()), Instant::at(Duration::seconds(1)), view),
+  EXPECT_EQ(slight->located(0, 0, 1.05, Instant::at(Duration::zero()),
+                            Instant::at(Duration::seconds(1)), view),
             SlowdownLevel::kTolerate);
   EXPECT_NEAR(slight->next_check().to_seconds(), 1200 / (1 - 1 / 1.05), 1e-6);
 }
@@ -551,7 +571,8 @@ TEST(EvictFailSlow, EvictsAtOnceAsByteRobustDoes) {
   auto m = make_evict_failslow(byterobust_params());
   EXPECT_EQ(m->located(0, 0, 3, Instant{}, Instant{}, view_of(8, 2, 4)), SlowdownLevel::kEvict);
   EXPECT_EQ(m->next_check(), Instant::max());
-  EXPECT_EQ(byterobust_info().find_param("failslow")->choices, (std::vector<std::string>{"evict", "ski_rental"}));
+  EXPECT_EQ(byterobust_info().find_param("failslow")->choices,
+            (std::vector<std::string>{"evict", "ski_rental"}));
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
 // End-to-end checks of `faultline sim run`, each simulation in its own process.
+#include "tests/support/cli.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,7 +14,6 @@
 #include <sstream>
 
 #include "tests/sim/sim_json.h"
-#include "tests/support/cli.h"
 
 namespace faultline::testing {
 namespace {
@@ -36,13 +37,14 @@ class DalyExactness : public ::testing::TestWithParam<DalyCase> {};
 // agrees with the closed form within three standard errors.
 TEST_P(DalyExactness, MeanEttrMatchesClosedForm) {
   const DalyCase c = GetParam();
-  json r = run_json({scenarios_dir() + "/daly-check.json", "--jobs", "2", "--replicas", "2000",
-                     "--set", "faults.categories.failure.rate_per_job_day=" + std::to_string(86400.0 / c.M),
-                     "--set", "cluster.scheduler.requeue_base_s=" + std::to_string(c.R),
-                     "--set", "policy.params.checkpoint_interval_s=" + std::to_string(c.tau),
-                     "--set", "policy.params.checkpoint_write_s=" + std::to_string(c.delta),
-                     "--set", "job.horizon_days=" + std::to_string(c.horizon_days),
-                     "--set", "job.restart_warmup_s=" + std::to_string(c.warmup)});
+  json r =
+      run_json({scenarios_dir() + "/daly-check.json", "--jobs", "2", "--replicas", "2000", "--set",
+                "faults.categories.failure.rate_per_job_day=" + std::to_string(86400.0 / c.M),
+                "--set", "cluster.scheduler.requeue_base_s=" + std::to_string(c.R), "--set",
+                "policy.params.checkpoint_interval_s=" + std::to_string(c.tau), "--set",
+                "policy.params.checkpoint_write_s=" + std::to_string(c.delta), "--set",
+                "job.horizon_days=" + std::to_string(c.horizon_days), "--set",
+                "job.restart_warmup_s=" + std::to_string(c.warmup)});
   const double mean = r["ettr"]["mean"];
   const double se = r["ettr"]["stddev"].get<double>() / std::sqrt(r["replicas"].get<double>());
   // A warm-up after the restart makes no progress and a failure during it costs the
@@ -54,16 +56,19 @@ TEST_P(DalyExactness, MeanEttrMatchesClosedForm) {
   double total = 0;
   for (auto& [k, v] : r["breakdown_s"].items()) total += v.get<double>();
   EXPECT_NEAR(total, c.horizon_days * 86400, 1e-3);
-  if (c.warmup > 0) EXPECT_GT(r["breakdown_s"]["warmup"].get<double>(), 0);
-  else EXPECT_EQ(r["breakdown_s"]["warmup"].get<double>(), 0);
+  if (c.warmup > 0)
+    EXPECT_GT(r["breakdown_s"]["warmup"].get<double>(), 0);
+  else
+    EXPECT_EQ(r["breakdown_s"]["warmup"].get<double>(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ParameterSets, DalyExactness,
-    ::testing::Values(DalyCase{4 * 3600.0, 600, 3600, 300, 180},   // M = 4 h
-                      DalyCase{3600.0, 300, 3600, 120, 60},        // MTBF equal to tau
-                      DalyCase{86400.0, 1800, 7200, 600, 365},     // M = 1 day
-                      DalyCase{4 * 3600.0, 300, 3600, 300, 180, 900}));  // warm-up 900 s after each restart
+INSTANTIATE_TEST_SUITE_P(ParameterSets, DalyExactness,
+                         ::testing::Values(DalyCase{4 * 3600.0, 600, 3600, 300, 180},  // M = 4 h
+                                           DalyCase{3600.0, 300, 3600, 120,
+                                                    60},  // MTBF equal to tau
+                                           DalyCase{86400.0, 1800, 7200, 600, 365},  // M = 1 day
+                                           DalyCase{4 * 3600.0, 300, 3600, 300, 180,
+                                                    900}));  // warm-up 900 s after each restart
 
 TEST(SimRun, SameSeedGivesByteIdenticalJsonWhateverJobs) {
   auto strip = [](const std::string& text) {
@@ -72,21 +77,24 @@ TEST(SimRun, SameSeedGivesByteIdenticalJsonWhateverJobs) {
     return j.dump();
   };
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
-  CliResult a = run_cli({"sim", "run", scen, "--replicas", "30", "--jobs", "1", "--format", "json"});
-  CliResult b = run_cli({"sim", "run", scen, "--replicas", "30", "--jobs", "2", "--format", "json"});
+  CliResult a =
+      run_cli({"sim", "run", scen, "--replicas", "30", "--jobs", "1", "--format", "json"});
+  CliResult b =
+      run_cli({"sim", "run", scen, "--replicas", "30", "--jobs", "2", "--format", "json"});
   ASSERT_EQ(a.exit_code, 0) << a.err;
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_EQ(strip(a.out), strip(b.out));
-  CliResult c = run_cli({"sim", "run", scen, "--replicas", "30", "--jobs", "2", "--format", "json", "--seed", "5"});
+  CliResult c = run_cli(
+      {"sim", "run", scen, "--replicas", "30", "--jobs", "2", "--format", "json", "--seed", "5"});
   EXPECT_NE(strip(a.out), strip(c.out));
 }
 
 TEST(SimRun, JobSeesFaultsAtNTimesLambda) {
   // 1,200 machines at 1e-3 faults per machine-day over 90 days: 108 per replica.
-  json r = run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "300", "--jobs", "2",
-                     "--set",
-                     R"(faults.categories=[{"name":"f","rate_per_machine_day":0.001,"symptom":"crash"}])",
-                     "--set", "policy.stack=oracle", "--set", "policy.params={}"});
+  json r = run_json(
+      {scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "300", "--jobs", "2", "--set",
+       R"(faults.categories=[{"name":"f","rate_per_machine_day":0.001,"symptom":"crash"}])",
+       "--set", "policy.stack=oracle", "--set", "policy.params={}"});
   const double mean = r["incidents"]["faults_injected_per_replica"];
   const double expected = 1200 * 1e-3 * 90;
   EXPECT_NEAR(mean, expected, 4 * std::sqrt(expected / 300));
@@ -95,11 +103,12 @@ TEST(SimRun, JobSeesFaultsAtNTimesLambda) {
 TEST(SimRun, RequeueBelowOracleOnDefaultScenario) {
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
   json rq = run_json({scen, "--replicas", "40", "--jobs", "2", "--set", "policy.stack=requeue"});
-  json orc = run_json({scen, "--replicas", "40", "--jobs", "2", "--set", "policy.stack=oracle", "--set",
-                       "policy.params={}"});
+  json orc = run_json({scen, "--replicas", "40", "--jobs", "2", "--set", "policy.stack=oracle",
+                       "--set", "policy.params={}"});
   EXPECT_LT(rq["ettr"]["ci95"][1].get<double>(), orc["ettr"]["ci95"][0].get<double>());
   // The oracle loses little beyond the warm-up after each restart.
-  EXPECT_GT(orc["ettr"]["mean"].get<double>() + orc["breakdown_share"]["warmup"].get<double>(), 0.99);
+  EXPECT_GT(orc["ettr"]["mean"].get<double>() + orc["breakdown_share"]["warmup"].get<double>(),
+            0.99);
   // The dense job's ~175 incidents in 90 days (DOMAIN §2).
   EXPECT_NEAR(orc["incidents"]["per_replica"].get<double>(), 175, 12);
   // With other faults around, a hang is sometimes cleared early by another crash's requeue.
@@ -115,17 +124,19 @@ TEST(SimRun, RequeueBelowOracleOnDefaultScenario) {
 TEST(SimRun, RequeueDetectsHangsExactlyAtTheCollectiveTimeout) {
   const std::string only_hangs =
       R"(faults.categories=[{"name":"hang","rate_per_machine_day":1e-4,"symptom":"hang","persistent":true}])";
-  const auto dir = std::filesystem::temp_directory_path() / ("faultline-hang-test-" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("faultline-hang-test-" + std::to_string(getpid()));
   for (int timeout : {600, 1800}) {
     std::filesystem::remove_all(dir);
-    CliResult r = run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "20", "--set",
-                           only_hangs, "--set", "policy.stack=requeue", "--set",
-                           "job.collective_timeout_s=" + std::to_string(timeout), "--quiet", "--out", dir.string(),
-                           "--incidents"});
+    CliResult r = run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json",
+                           "--replicas", "20", "--set", only_hangs, "--set", "policy.stack=requeue",
+                           "--set", "job.collective_timeout_s=" + std::to_string(timeout),
+                           "--quiet", "--out", dir.string(), "--incidents"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json result = json::parse(std::ifstream(dir / "result.json"));
     EXPECT_GT(result["incidents"]["by_category"]["hang"]["incidents_per_replica"].get<double>(), 5);
-    EXPECT_GE(result["incidents"]["by_category"]["hang"]["detection_mean_s"].get<double>(), timeout - 1e-6);
+    EXPECT_GE(result["incidents"]["by_category"]["hang"]["detection_mean_s"].get<double>(),
+              timeout - 1e-6);
     std::ifstream in(dir / "incidents.csv");
     std::string line;
     std::getline(in, line);
@@ -147,15 +158,16 @@ TEST(SimRun, RequeueDetectsHangsExactlyAtTheCollectiveTimeout) {
       const double struck = down ? prev->second : arrived;
       while_down += down;
       const double seen = std::stod(detected);
-      const bool at_timeout =
-          std::abs(seen - struck - timeout) < 1e-3 || (down && std::abs(seen - arrived - timeout) < 1e-3);
-      EXPECT_TRUE(at_timeout) << "detected " << seen - struck << " s after it struck, " << seen - arrived
-                              << " s after it arrived: " << line;
+      const bool at_timeout = std::abs(seen - struck - timeout) < 1e-3 ||
+                              (down && std::abs(seen - arrived - timeout) < 1e-3);
+      EXPECT_TRUE(at_timeout) << "detected " << seen - struck << " s after it struck, "
+                              << seen - arrived << " s after it arrived: " << line;
       last_resolved[k] = std::stod(resolved);
       ++rows;
     }
     EXPECT_GT(rows, 100);
-    std::cerr << "timeout " << timeout << ": " << rows << " hangs, " << while_down << " landed while the job was down\n";
+    std::cerr << "timeout " << timeout << ": " << rows << " hangs, " << while_down
+              << " landed while the job was down\n";
   }
   std::filesystem::remove_all(dir);
 }
@@ -175,7 +187,8 @@ TEST(SimRun, MalformedScenariosAreRejectedWithOneLineAndExitTwo) {
     EXPECT_TRUE(r.out.empty()) << file;
     ASSERT_FALSE(r.err.empty()) << file;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
-    EXPECT_NE(r.err.find(file + ": " + want), std::string::npos) << "got: " << r.err << "want: " << want;
+    EXPECT_NE(r.err.find(file + ": " + want), std::string::npos)
+        << "got: " << r.err << "want: " << want;
     ++n;
   }
   EXPECT_GE(n, 20);
@@ -203,10 +216,12 @@ TEST(SimRun, BadCommandLineIsAUsageError) {
 TEST(SimRun, OutDirHasResultReplicasTimelineAndIncidents) {
   const auto dir = std::filesystem::temp_directory_path() / "faultline-outdir-test";
   std::filesystem::remove_all(dir);
-  CliResult r = run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "3",
-                         "--out", dir.string(), "--timeline", "--incidents", "--decisions"});
+  CliResult r =
+      run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "3",
+               "--out", dir.string(), "--timeline", "--incidents", "--decisions"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* f : {"result.json", "replicas.csv", "timeline.csv", "incidents.csv", "decisions.log"})
+  for (const char* f :
+       {"result.json", "replicas.csv", "timeline.csv", "incidents.csv", "decisions.log"})
     EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
   // The timeline's last cumulative value is the replica's ETTR.
   std::ifstream tl(dir / "timeline.csv");
@@ -236,9 +251,9 @@ TEST(SimRun, IncidentsNameDecisionsMachinesAndTheirResolution) {
   const auto dir = std::filesystem::temp_directory_path() / "faultline-incident-join-test";
   std::filesystem::remove_all(dir);
   const int replicas = 4;
-  CliResult r = run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json", "--replicas",
-                         std::to_string(replicas), "--jobs", "2", "--quiet", "--out", dir.string(), "--incidents",
-                         "--decisions"});
+  CliResult r = run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json",
+                         "--replicas", std::to_string(replicas), "--jobs", "2", "--quiet", "--out",
+                         dir.string(), "--incidents", "--decisions"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json result = json::parse(std::ifstream(dir / "result.json"));
   auto split = [](const std::string& s, char sep) {
@@ -280,9 +295,9 @@ TEST(SimRun, IncidentsNameDecisionsMachinesAndTheirResolution) {
     }
   }
   std::set<std::string> vocabulary = {"none", "ended_while_running", "open_at_horizon"};
-  for (const char* k : {"realtime_eviction", "stop_time_eviction", "reattempt", "rollback", "replay",
-                        "analyzer_over_eviction", "hot_update", "requeue", "reschedule", "oracle",
-                        "attributed_eviction"})
+  for (const char* k : {"realtime_eviction", "stop_time_eviction", "reattempt", "rollback",
+                        "replay", "analyzer_over_eviction", "hot_update", "requeue", "reschedule",
+                        "oracle", "attributed_eviction"})
     vocabulary.insert(k);
   std::ifstream in(dir / "incidents.csv");
   std::string line;
@@ -290,7 +305,8 @@ TEST(SimRun, IncidentsNameDecisionsMachinesAndTheirResolution) {
   const auto header = split(line, ',');
   std::map<std::string, std::size_t> col;
   for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
-  for (const char* c : {"replica", "category", "at_s", "resolved_s", "resolution", "slots", "machines", "evicted"})
+  for (const char* c :
+       {"replica", "category", "at_s", "resolved_s", "resolution", "slots", "machines", "evicted"})
     ASSERT_TRUE(col.count(c)) << "incidents.csv has no column " << c << ": " << line;
   std::map<std::string, double> by_resolution;
   int rows = 0, moved = 0, with_evictions = 0;
@@ -305,7 +321,8 @@ TEST(SimRun, IncidentsNameDecisionsMachinesAndTheirResolution) {
     const auto slots = numbers(f[col["slots"]]), machines = numbers(f[col["machines"]]);
     EXPECT_EQ(machines.size(), slots.size()) << line;  // no job-scope category in this scenario
     moved += machines != slots;
-    for (int m : machines) EXPECT_TRUE(named[rep].count(m)) << "machine " << m << " not in decisions.log: " << line;
+    for (int m : machines)
+      EXPECT_TRUE(named[rep].count(m)) << "machine " << m << " not in decisions.log: " << line;
     const double at = std::stod(f[col["at_s"]]), resolved = std::stod(f[col["resolved_s"]]);
     const auto evicted = numbers(f[col["evicted"]]);
     with_evictions += !evicted.empty();
@@ -320,7 +337,8 @@ TEST(SimRun, IncidentsNameDecisionsMachinesAndTheirResolution) {
       for (const auto& [t, ms] : evictions[rep])
         found |= t >= at - 1e-6 && (resolved < 0 || t <= resolved + 1e-6) &&
                  std::find(ms.begin(), ms.end(), m) != ms.end();
-      EXPECT_TRUE(found) << "evicted " << m << " has no evict in decisions.log while open: " << line;
+      EXPECT_TRUE(found) << "evicted " << m
+                         << " has no evict in decisions.log while open: " << line;
     }
   }
   EXPECT_NEAR(rows, result["incidents"]["per_replica"].get<double>() * replicas, 1e-9);
@@ -343,16 +361,17 @@ TEST(SimCompare, StacksSeeTheSameFaultsAndRankAsExpected) {
   // Paired: with identical machines every stack sees the same ground-truth faults. With
   // bad machines (the default) the arrivals are the same but what they hit depends on the
   // machines each stack keeps, so the counts differ a little.
-  CliResult same = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
-                            "byterobust,requeue,oracle", "--replicas", "6", "--jobs", "2", "--format", "json",
-                            "--set", "cluster.repair.bad_fraction=0"});
+  CliResult same = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json",
+                            "--stacks", "byterobust,requeue,oracle", "--replicas", "6", "--jobs",
+                            "2", "--format", "json", "--set", "cluster.repair.bad_fraction=0"});
   ASSERT_EQ(same.exit_code, 0) << same.err;
   json js = json::parse(same.out);
   for (int k : {1, 2})
     EXPECT_EQ(js["stacks"][0]["incidents"]["faults_injected_per_replica"],
               js["stacks"][k]["incidents"]["faults_injected_per_replica"]);
-  CliResult r = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
-                         "byterobust,requeue,oracle", "--replicas", "24", "--jobs", "2", "--format", "json"});
+  CliResult r =
+      run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
+               "byterobust,requeue,oracle", "--replicas", "24", "--jobs", "2", "--format", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = json::parse(r.out);
   ASSERT_EQ(j["stacks"].size(), 3u);
@@ -370,7 +389,8 @@ TEST(SimCompare, StacksSeeTheSameFaultsAndRankAsExpected) {
   EXPECT_LT(rq["vs_baseline"]["ci95"][1].get<double>(), 0);
   EXPECT_GT(orc["vs_baseline"]["ci95"][0].get<double>(), 0);
   // ByteRobust resolves incidents through its whole hierarchy.
-  for (const char* m : {"realtime_eviction", "reattempt", "rollback", "analyzer_over_eviction", "hot_update"})
+  for (const char* m :
+       {"realtime_eviction", "reattempt", "rollback", "analyzer_over_eviction", "hot_update"})
     EXPECT_GT(br["resolved_by_per_replica"].value(m, 0.0), 0) << m;
   // Requeue resolves everything by requeueing; only incidents still open at the horizon
   // (a code fault's hang loops through timeouts until its fix ships) stay unresolved.
@@ -411,13 +431,14 @@ TEST(SimCompare, IncidentsPerStackAreThoseOfSimRun) {
   const auto dir = std::filesystem::temp_directory_path() / "faultline-compare-incidents";
   std::filesystem::remove_all(dir);
   const std::string scen = scenarios_dir() + "/failslow-9600.json";
-  CliResult r = run_cli({"sim", "compare", scen, "--stacks", "byterobust,byterobust+failslow=ski_rental",
-                         "--replicas", "4", "--jobs", "2", "--set", "job.horizon_days=10", "--incidents", "--decisions",
-                         "--quiet", "--out", (dir / "c").string()});
+  CliResult r =
+      run_cli({"sim", "compare", scen, "--stacks", "byterobust,byterobust+failslow=ski_rental",
+               "--replicas", "4", "--jobs", "2", "--set", "job.horizon_days=10", "--incidents",
+               "--decisions", "--quiet", "--out", (dir / "c").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  CliResult s = run_cli({"sim", "run", scen, "--replicas", "4", "--jobs", "2", "--set", "job.horizon_days=10",
-                         "--set", "policy.params.failslow=ski_rental", "--incidents", "--decisions", "--quiet",
-                         "--out", (dir / "r").string()});
+  CliResult s = run_cli({"sim", "run", scen, "--replicas", "4", "--jobs", "2", "--set",
+                         "job.horizon_days=10", "--set", "policy.params.failslow=ski_rental",
+                         "--incidents", "--decisions", "--quiet", "--out", (dir / "r").string()});
   ASSERT_EQ(s.exit_code, 0) << s.err;
   auto slurp = [](const std::filesystem::path& p) {
     std::ifstream in(p, std::ios::binary);
@@ -426,7 +447,8 @@ TEST(SimCompare, IncidentsPerStackAreThoseOfSimRun) {
   const std::string ladder = slurp(dir / "c" / "byterobust+failslow=ski_rental" / "incidents.csv");
   EXPECT_GT(std::count(ladder.begin(), ladder.end(), '\n'), 10);
   EXPECT_EQ(ladder, slurp(dir / "r" / "incidents.csv"));
-  EXPECT_EQ(slurp(dir / "c" / "byterobust+failslow=ski_rental" / "decisions.log"), slurp(dir / "r" / "decisions.log"));
+  EXPECT_EQ(slurp(dir / "c" / "byterobust+failslow=ski_rental" / "decisions.log"),
+            slurp(dir / "r" / "decisions.log"));
   EXPECT_NE(slurp(dir / "c" / "byterobust" / "incidents.csv"), ladder);
   std::filesystem::remove_all(dir);
   CliResult bad = run_cli({"sim", "compare", scen, "--incidents"});
@@ -437,9 +459,10 @@ TEST(SimCompare, IncidentsPerStackAreThoseOfSimRun) {
 TEST(SimCompare, PairedDifferencesMatchReplicasCsvAndAreTighterThanUnpaired) {
   const auto dir = std::filesystem::temp_directory_path() / "faultline-compare-test";
   std::filesystem::remove_all(dir);
-  CliResult r = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
-                         "byterobust,requeue", "--baseline", "requeue", "--replicas", "30", "--jobs", "2",
-                         "--set", "job.horizon_days=30", "--format", "json", "--out", dir.string()});
+  CliResult r =
+      run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
+               "byterobust,requeue", "--baseline", "requeue", "--replicas", "30", "--jobs", "2",
+               "--set", "job.horizon_days=30", "--format", "json", "--out", dir.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["baseline"], "requeue");
@@ -451,14 +474,16 @@ TEST(SimCompare, PairedDifferencesMatchReplicasCsvAndAreTighterThanUnpaired) {
   const double n = 30, t29 = 2.045229642, t58 = 2.001717468;
   double md = 0, ma = 0, mb = 0;
   int wins = 0;
-  for (int i = 0; i < 30; ++i) md += (br[i] - rq[i]) / n, ma += br[i] / n, mb += rq[i] / n, wins += br[i] > rq[i];
+  for (int i = 0; i < 30; ++i)
+    md += (br[i] - rq[i]) / n, ma += br[i] / n, mb += rq[i] / n, wins += br[i] > rq[i];
   double sd = 0, sa = 0, sb = 0;
   for (int i = 0; i < 30; ++i) {
     sd += std::pow(br[i] - rq[i] - md, 2) / (n - 1);
     sa += std::pow(br[i] - ma, 2) / (n - 1);
     sb += std::pow(rq[i] - mb, 2) / (n - 1);
   }
-  const double paired_half = t29 * std::sqrt(sd / n), unpaired_half = t58 * std::sqrt((sa + sb) / n);
+  const double paired_half = t29 * std::sqrt(sd / n),
+               unpaired_half = t58 * std::sqrt((sa + sb) / n);
   const json& v = j["stacks"][0]["vs_baseline"];
   EXPECT_FALSE(j["stacks"][1].contains("vs_baseline"));
   EXPECT_NEAR(v["mean"].get<double>(), md, 1e-12);
@@ -469,18 +494,19 @@ TEST(SimCompare, PairedDifferencesMatchReplicasCsvAndAreTighterThanUnpaired) {
   EXPECT_NEAR(v["unpaired_ci95"][1].get<double>() - md, unpaired_half, 1e-3 * unpaired_half);
   EXPECT_LT(paired_half, unpaired_half);
   EXPECT_NEAR(v["wins"].get<double>(), wins / n, 1e-12);
-  EXPECT_NEAR(v["wins"].get<double>() + v["ties"].get<double>() + v["losses"].get<double>(), 1, 1e-12);
+  EXPECT_NEAR(v["wins"].get<double>() + v["ties"].get<double>() + v["losses"].get<double>(), 1,
+              1e-12);
   EXPECT_GT(md, 0);  // ByteRobust above requeue on the default scenario
 
   // The table says the same; a baseline that is not a stack is a one-line usage error.
-  CliResult t = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
-                         "byterobust,requeue", "--baseline", "requeue", "--replicas", "4", "--set",
-                         "job.horizon_days=5"});
+  CliResult t = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json",
+                         "--stacks", "byterobust,requeue", "--baseline", "requeue", "--replicas",
+                         "4", "--set", "job.horizon_days=5"});
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_NE(t.out.find("paired diff to requeue"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("replicas won/tied/lost %"), std::string::npos) << t.out;
-  CliResult bad = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
-                           "byterobust,requeue", "--baseline", "oracle"});
+  CliResult bad = run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json",
+                           "--stacks", "byterobust,requeue", "--baseline", "oracle"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--baseline oracle: not one of --stacks"), std::string::npos) << bad.err;
   std::filesystem::remove_all(dir);
@@ -503,19 +529,22 @@ TEST(SimRun, AReplicaRerunAloneIsByteIdenticalToItsRowInTheFullRun) {
   const auto dir = std::filesystem::temp_directory_path() / "faultline-rerun-test";
   std::filesystem::remove_all(dir);
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
-  const std::vector<std::string> rec = {"--timeline", "--incidents", "--decisions", "--jobs", "2", "--quiet"};
+  const std::vector<std::string> rec = {"--timeline", "--incidents", "--decisions",
+                                        "--jobs",     "2",           "--quiet"};
   auto with = [&](std::vector<std::string> a) {
     a.insert(a.end(), rec.begin(), rec.end());
     return a;
   };
-  CliResult full = run_cli(with({"sim", "run", scen, "--replicas", "200", "--out", (dir / "full").string()}));
+  CliResult full =
+      run_cli(with({"sim", "run", scen, "--replicas", "200", "--out", (dir / "full").string()}));
   ASSERT_EQ(full.exit_code, 0) << full.err;
-  CliResult some = run_cli(with({"sim", "run", scen, "--replica", "137,0,199", "--out", (dir / "some").string()}));
+  CliResult some = run_cli(
+      with({"sim", "run", scen, "--replica", "137,0,199", "--out", (dir / "some").string()}));
   ASSERT_EQ(some.exit_code, 0) << some.err;
   // From a file in replicas.csv's shape: the header is skipped, the first field read.
   { std::ofstream(dir / "tail.csv") << "replica,ettr\n58,0.9\n\n137,0.8\n"; }
-  CliResult file = run_cli(
-      with({"sim", "run", scen, "--replicas-from", (dir / "tail.csv").string(), "--out", (dir / "file").string()}));
+  CliResult file = run_cli(with({"sim", "run", scen, "--replicas-from", (dir / "tail.csv").string(),
+                                 "--out", (dir / "file").string()}));
   ASSERT_EQ(file.exit_code, 0) << file.err;
   for (const auto& [sub, ks] : std::vector<std::pair<std::string, std::vector<std::uint64_t>>>{
            {"some", {137, 0, 199}}, {"file", {58, 137}}}) {
@@ -533,7 +562,8 @@ TEST(SimRun, AReplicaRerunAloneIsByteIdenticalToItsRowInTheFullRun) {
   { std::ofstream(dir / "bad.csv") << "replica,ettr\n3,0.9\nthree,0.8\n"; }
   CliResult bad = run_cli({"sim", "run", scen, "--replicas-from", (dir / "bad.csv").string()});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("bad.csv:3: expected a replica number (an integer >= 0), got 'three'"), std::string::npos)
+  EXPECT_NE(bad.err.find("bad.csv:3: expected a replica number (an integer >= 0), got 'three'"),
+            std::string::npos)
       << bad.err;
   CliResult neg = run_cli({"sim", "run", scen, "--replica", "-1"});
   EXPECT_EQ(neg.exit_code, 2);
@@ -547,10 +577,11 @@ TEST(SimRun, ReplicaCpuWritesOneRowPerReplicaAndLeavesResultsAlone) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
-  CliResult plain = run_cli({"sim", "run", scen, "--replicas", "12", "--jobs", "2", "--quiet", "--format", "json"});
+  CliResult plain = run_cli(
+      {"sim", "run", scen, "--replicas", "12", "--jobs", "2", "--quiet", "--format", "json"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  CliResult timed = run_cli({"sim", "run", scen, "--replicas", "12", "--jobs", "2", "--quiet", "--format", "json",
-                             "--replica-cpu", (dir / "cpu.csv").string()});
+  CliResult timed = run_cli({"sim", "run", scen, "--replicas", "12", "--jobs", "2", "--quiet",
+                             "--format", "json", "--replica-cpu", (dir / "cpu.csv").string()});
   ASSERT_EQ(timed.exit_code, 0) << timed.err;
   json a = json::parse(plain.out), b = json::parse(timed.out);
   a.erase("wall_s");
@@ -570,9 +601,11 @@ TEST(SimRun, ReplicaCpuWritesOneRowPerReplicaAndLeavesResultsAlone) {
     EXPECT_LT(ms, 60'000) << line;
   }
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
-  CliResult bad = run_cli({"sim", "run", scen, "--replicas", "2", "--replica-cpu", (dir / "no" / "cpu.csv").string()});
+  CliResult bad = run_cli(
+      {"sim", "run", scen, "--replicas", "2", "--replica-cpu", (dir / "no" / "cpu.csv").string()});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--replica-cpu " + (dir / "no" / "cpu.csv").string() + ": cannot write"), std::string::npos)
+  EXPECT_NE(bad.err.find("--replica-cpu " + (dir / "no" / "cpu.csv").string() + ": cannot write"),
+            std::string::npos)
       << bad.err;
   std::filesystem::remove_all(dir);
 }
@@ -583,13 +616,15 @@ TEST(SimRun, ReplicaCpuWritesOneRowPerReplicaAndLeavesResultsAlone) {
 TEST(SimRun, DalyCheckpointReplansAtEveryRestartFromWhatItSaw) {
   const auto dir = std::filesystem::temp_directory_path() / "faultline-daly-test";
   std::filesystem::remove_all(dir);
-  CliResult r = run_cli({"sim", "run", scenarios_dir() + "/adaptive-checkpoint-remote.json", "--replicas", "1",
-                         "--set", "job.horizon_days=10", "--set", "policy.params.checkpoint=daly", "--decisions",
-                         "--quiet", "--out", dir.string()});
+  CliResult r =
+      run_cli({"sim", "run", scenarios_dir() + "/adaptive-checkpoint-remote.json", "--replicas",
+               "1", "--set", "job.horizon_days=10", "--set", "policy.params.checkpoint=daly",
+               "--decisions", "--quiet", "--out", dir.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(dir / "decisions.log");
-  const std::regex plan(R"(act checkpoint every ([0-9.]+) s, blocking 6.77 s, remote \(Daly: save every [0-9]+ s )"
-                        R"(for ([0-9]+) interruptions in ([0-9.]+) h running \(MTBI ([0-9]+) s\)\))");
+  const std::regex plan(
+      R"(act checkpoint every ([0-9.]+) s, blocking 6.77 s, remote \(Daly: save every [0-9]+ s )"
+      R"(for ([0-9]+) interruptions in ([0-9.]+) h running \(MTBI ([0-9]+) s\)\))");
   std::string line;
   int plans = 0, starts = 0, last_n = -1;
   std::set<long> intervals;
@@ -606,9 +641,12 @@ TEST(SimRun, DalyCheckpointReplansAtEveryRestartFromWhatItSaw) {
     const int n = std::stoi(m[2]);
     EXPECT_EQ(n, last_n + 1) << line;  // one more interruption each time
     last_n = n;
-    EXPECT_NEAR(mtbi, (4 * 3600 + hours * 3600) / (1 + n), 0.5 + 180.0 / (1 + n)) << line;  // hours printed to 0.1
+    EXPECT_NEAR(mtbi, (4 * 3600 + hours * 3600) / (1 + n), 0.5 + 180.0 / (1 + n))
+        << line;  // hours printed to 0.1
     const double x = 6.77 / (2 * mtbi);
-    EXPECT_NEAR(interval, std::sqrt(2 * 6.77 * mtbi) * (1 + std::sqrt(x) / 3 + x / 9) - 6.77, 0.01 * interval) << line;
+    EXPECT_NEAR(interval, std::sqrt(2 * 6.77 * mtbi) * (1 + std::sqrt(x) / 3 + x / 9) - 6.77,
+                0.01 * interval)
+        << line;
     intervals.insert(std::lround(interval));
   }
   EXPECT_EQ(plans, starts);  // the initial plan and one per restart
@@ -619,16 +657,25 @@ TEST(SimRun, DalyCheckpointReplansAtEveryRestartFromWhatItSaw) {
 
 TEST(SimRun, CheckpointMfuLossIsChargedToEveryStepSaves) {
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
-  const std::string quiet = R"(faults.categories=[{"name":"f","rate_per_machine_day":0,"symptom":"crash"}])";
+  const std::string quiet =
+      R"(faults.categories=[{"name":"f","rate_per_machine_day":0,"symptom":"crash"}])";
   auto ckpt_share = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a{scen, "--replicas", "2", "--set", quiet, "--set", "job.horizon_days=1",
-                               "--set", "job.restart_warmup_s=0"};
+    std::vector<std::string> a{scen,
+                               "--replicas",
+                               "2",
+                               "--set",
+                               quiet,
+                               "--set",
+                               "job.horizon_days=1",
+                               "--set",
+                               "job.restart_warmup_s=0"};
     a.insert(a.end(), extra.begin(), extra.end());
     json r = run_json(a);
     return r["breakdown_share"]["checkpoint"].get<double>();
   };
-  EXPECT_NEAR(ckpt_share({}), 0.0071, 1e-4);                                        // 0.71% of a 10 s step
-  EXPECT_NEAR(ckpt_share({"--set", "job.checkpoint_mfu_loss=0"}), 0.002, 1e-4);  // 0.02 s blocking only
+  EXPECT_NEAR(ckpt_share({}), 0.0071, 1e-4);  // 0.71% of a 10 s step
+  EXPECT_NEAR(ckpt_share({"--set", "job.checkpoint_mfu_loss=0"}), 0.002,
+              1e-4);  // 0.02 s blocking only
   EXPECT_EQ(ckpt_share({"--set", "policy.stack=oracle", "--set", "policy.params={}"}), 0);
 }
 
@@ -640,8 +687,9 @@ TEST(SimRun, OverEvictionLosesNeighbourCopiesButNotPeerCopies) {
   const std::string hangs =
       R"(faults.categories=[{"name":"h","rate_per_machine_day":0.0005,"symptom":"hang","persistent":true,"repair_h":24}])";
   auto run = [&](const char* module) {
-    return run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "10", "--jobs", "2", "--set", hangs,
-                     "--set", std::string("policy.params.checkpoint=") + module});
+    return run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "10", "--jobs",
+                     "2", "--set", hangs, "--set",
+                     std::string("policy.params.checkpoint=") + module});
   };
   json memory = run("memory"), peer = run("peer");
   const double over = memory["resolved_by_per_replica"]["analyzer_over_eviction"];
@@ -649,7 +697,8 @@ TEST(SimRun, OverEvictionLosesNeighbourCopiesButNotPeerCopies) {
   EXPECT_GE(memory["remote_checkpoint_fallbacks_per_replica"].get<double>(), 0.9 * over);
   EXPECT_GT(peer["resolved_by_per_replica"]["analyzer_over_eviction"].get<double>(), 10);
   EXPECT_EQ(peer["remote_checkpoint_fallbacks_per_replica"].get<double>(), 0);
-  EXPECT_GT(memory["breakdown_s"]["recompute"].get<double>(), 10 * peer["breakdown_s"]["recompute"].get<double>());
+  EXPECT_GT(memory["breakdown_s"]["recompute"].get<double>(),
+            10 * peer["breakdown_s"]["recompute"].get<double>());
 }
 
 // A fault the inspection cannot see surfaces only in the crash log and goes to the
@@ -658,12 +707,13 @@ TEST(SimRun, AlertCoverageSplitsRealTimeFromStopTimeEviction) {
   const std::string gpu_only =
       R"(faults.categories=[{"name":"g","rate_per_machine_day":0.001,"symptom":"crash","persistent":true,)"
       R"("alert":"gpu","alert_coverage":0.5,"observe_after_s":60,"signature":"RuntimeError: CUDA error"}])";
-  json r = run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "20", "--jobs", "2", "--set",
-                     gpu_only});
+  json r = run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "20", "--jobs",
+                     "2", "--set", gpu_only});
   const auto& by = r["resolved_by_per_replica"];
   const double rt = by.value("realtime_eviction", 0.0), st = by.value("stop_time_eviction", 0.0);
   EXPECT_NEAR(rt / (rt + st + by.value("reattempt", 0.0)), 0.5, 0.08);
-  EXPECT_NEAR(r["incidents"]["by_category"]["g"]["detection_mean_s"].get<double>(), 0.5 * 5 + 0.5 * 60, 5);
+  EXPECT_NEAR(r["incidents"]["by_category"]["g"]["detection_mean_s"].get<double>(),
+              0.5 * 5 + 0.5 * 60, 5);
 }
 
 // The dense job's calibration (DOMAIN §2, §4.2, Table 4, 6, 8): per-incident costs as
@@ -672,8 +722,9 @@ TEST(SimRun, AlertCoverageSplitsRealTimeFromStopTimeEviction) {
 // for the remainder is charged once per restart and brings it into the 95-98% band.
 TEST(SimCompare, DenseAndMoeScenariosFollowThePublishedPerIncidentCosts) {
   auto compare = [](const std::string& scen) {
-    CliResult r = run_cli({"sim", "compare", scenarios_dir() + "/" + scen, "--stacks", "byterobust,requeue,oracle",
-                           "--replicas", "24", "--jobs", "2", "--format", "json"});
+    CliResult r = run_cli({"sim", "compare", scenarios_dir() + "/" + scen, "--stacks",
+                           "byterobust,requeue,oracle", "--replicas", "24", "--jobs", "2",
+                           "--format", "json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return json::parse(r.out);
   };
@@ -687,11 +738,14 @@ TEST(SimCompare, DenseAndMoeScenariosFollowThePublishedPerIncidentCosts) {
   const double warmup_s = br["breakdown_s"]["warmup"];
   EXPECT_GT(ettr + warmup_s / horizon_s, 0.98);
   EXPECT_LT(ettr + warmup_s / horizon_s, 0.99);
-  EXPECT_LT(dense["stacks"][1]["ettr"]["ci95"][1].get<double>() + 0.03, br["ettr"]["ci95"][0].get<double>());
-  EXPECT_LT(br["ettr"]["ci95"][1].get<double>(), dense["stacks"][2]["ettr"]["ci95"][0].get<double>());
+  EXPECT_LT(dense["stacks"][1]["ettr"]["ci95"][1].get<double>() + 0.03,
+            br["ettr"]["ci95"][0].get<double>());
+  EXPECT_LT(br["ettr"]["ci95"][1].get<double>(),
+            dense["stacks"][2]["ettr"]["ci95"][0].get<double>());
   // Real-time checks resolve about a third of the incidents (§4.2: 32.52%).
   const double incidents = br["incidents"]["per_replica"];
-  EXPECT_NEAR(br["resolved_by_per_replica"]["realtime_eviction"].get<double>() / incidents, 0.3252, 0.05);
+  EXPECT_NEAR(br["resolved_by_per_replica"]["realtime_eviction"].get<double>() / incidents, 0.3252,
+              0.05);
   // Table 6: CUDA errors resolved in minutes; NaN incidents (mostly code faults, replayed
   // before the rollback) in about an hour (4,289 s mean).
   const auto& cat = br["incidents"]["by_category"];

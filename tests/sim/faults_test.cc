@@ -19,7 +19,8 @@ scenarios::FaultCategory category(double rate, double shape, scenarios::FaultSco
 }
 
 // Mean count over replicas and its standard error.
-std::pair<double, double> count(const scenarios::FaultCategory& c, int machines, double days, int reps) {
+std::pair<double, double> count(const scenarios::FaultCategory& c, int machines, double days,
+                                int reps) {
   const std::int64_t horizon = static_cast<std::int64_t>(days * 86400e9);
   double sum = 0, sum2 = 0;
   for (int r = 0; r < reps; ++r) {

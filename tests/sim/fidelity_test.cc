@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tests/sim/sim_json.h"
 #include "tests/support/cli.h"
@@ -26,11 +26,13 @@ void expect_ledger_balances(const json& r, const std::string& where) {
     ASSERT_TRUE(c.contains("outcomes")) << where << " " << name;
     double sum = 0;
     for (const auto& [k, v] : c["outcomes"].items()) sum += v.get<double>();
-    const double want = c["injected_per_replica"].get<double>() + c["recurred_per_replica"].get<double>();
+    const double want =
+        c["injected_per_replica"].get<double>() + c["recurred_per_replica"].get<double>();
     EXPECT_NEAR(sum, want, 1e-9 * (1 + want)) << where << " " << name;
     EXPECT_TRUE(c["ledger_balanced"].get<bool>()) << where << " " << name;
     // An incident is a fault that interrupted the job (recurrences strike again).
-    EXPECT_NEAR(c["outcomes"]["interrupted"].get<double>(), c["incidents_per_replica"].get<double>(), 1e-9)
+    EXPECT_NEAR(c["outcomes"]["interrupted"].get<double>(),
+                c["incidents_per_replica"].get<double>(), 1e-9)
         << where << " " << name;
   }
 }
@@ -67,16 +69,19 @@ TEST(FaultLedger, BalancesOnEveryShippedScenario) {
 TEST(FaultLedger, PersistentFaultsLandingWhileDownStrikeAtTheRestart) {
   const std::string scen = scenarios_dir() + "/persistent-downtime-8.json";
   json persistent = sim_json({scen, "--replicas", "100", "--jobs", "2"});
-  json transient = sim_json({scen, "--replicas", "100", "--jobs", "2", "--set", "faults.categories.crash.persistent=false"});
+  json transient = sim_json({scen, "--replicas", "100", "--jobs", "2", "--set",
+                             "faults.categories.crash.persistent=false"});
   expect_ledger_balances(persistent, "persistent");
   expect_ledger_balances(transient, "transient");
-  const double ip = persistent["incidents"]["per_replica"], it = transient["incidents"]["per_replica"];
+  const double ip = persistent["incidents"]["per_replica"],
+               it = transient["incidents"]["per_replica"];
   EXPECT_GT(ip, 1.05 * it) << "persistent " << ip << " transient " << it;
   // Transient faults during the downtime have nothing to hit; persistent ones are absorbed
   // only when they land on a slot whose machine the requeue drained (no machine there).
   const auto& tp = persistent["incidents"]["by_category"]["crash"]["outcomes"];
   const auto& tt = transient["incidents"]["by_category"]["crash"]["outcomes"];
-  EXPECT_GT(tt["absorbed"].get<double>(), 0.1 * transient["incidents"]["faults_injected_per_replica"].get<double>());
+  EXPECT_GT(tt["absorbed"].get<double>(),
+            0.1 * transient["incidents"]["faults_injected_per_replica"].get<double>());
   EXPECT_LT(tp["absorbed"].get<double>(), 0.2 * tt["absorbed"].get<double>());
   EXPECT_LT(persistent["ettr"]["mean"].get<double>(), transient["ettr"]["mean"].get<double>());
 }
@@ -90,15 +95,19 @@ TEST(FaultLedger, SlowdownsThatStartWhileStoppedBecomeIncidents) {
       R"(faults.categories=[{"name":"crash","rate_per_machine_day":0.02,"symptom":"crash","persistent":true,)"
       R"("observe_after_s":60,"signature":"RuntimeError: CUDA error"},)"
       R"({"name":"slow","rate_per_machine_day":0.01,"symptom":"slowdown","slowdown_factor":1.3,"persistent":true}])";
-  json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "6", "--jobs", "2", "--set",
-                     "cluster.machines=64", "--set", "job.dp=8", "--set", "job.horizon_days=30", "--set", cats, "--set",
-                     "cluster.scheduler.reschedule_base_s=7200", "--set", "policy.params.standby_pool=0"});
+  json r =
+      sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "6", "--jobs", "2",
+                "--set", "cluster.machines=64", "--set", "job.dp=8", "--set", "job.horizon_days=30",
+                "--set", cats, "--set", "cluster.scheduler.reschedule_base_s=7200", "--set",
+                "policy.params.standby_pool=0"});
   expect_ledger_balances(r, "slowdowns");
   const auto& slow = r["incidents"]["by_category"]["slow"];
   // Every slowdown on a machine that stayed in the job became an incident; only one that
   // landed on a slot emptied for its 2-hour replacement (0.2% of the slot-time) is absorbed.
-  EXPECT_LE(slow["outcomes"]["absorbed"].get<double>(), 0.05 * slow["injected_per_replica"].get<double>());
-  EXPECT_GT(slow["incidents_per_replica"].get<double>(), 0.8 * slow["injected_per_replica"].get<double>());
+  EXPECT_LE(slow["outcomes"]["absorbed"].get<double>(),
+            0.05 * slow["injected_per_replica"].get<double>());
+  EXPECT_GT(slow["incidents_per_replica"].get<double>(),
+            0.8 * slow["injected_per_replica"].get<double>());
   EXPECT_LE(r["max_fruitless_rounds"].get<int>(), 3);
   // No runaway aggregation: a few thousand events per replica, not one every 5 minutes.
   EXPECT_LT(r["engine"]["events_per_replica"].get<double>(), 3000);
@@ -111,8 +120,9 @@ TEST(FaultLedger, IndependentCrashesAtScaleAreNewIncidentsNotEscalations) {
   const std::string cats =
       R"(faults.categories=[{"name":"cuda","rate_per_machine_day":1.0,"symptom":"crash","persistent":true,)"
       R"("observe_after_s":60,"alert":"gpu","alert_coverage":0.5,"signature":"RuntimeError: CUDA error"}])";
-  json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "4", "--jobs", "2", "--set",
-                     "cluster.machines=128", "--set", "job.dp=16", "--set", "job.horizon_days=5", "--set", cats});
+  json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "4", "--jobs",
+                     "2", "--set", "cluster.machines=128", "--set", "job.dp=16", "--set",
+                     "job.horizon_days=5", "--set", cats});
   expect_ledger_balances(r, "scale");
   const double incidents = r["incidents"]["per_replica"];
   ASSERT_GT(incidents, 300);  // one every ~11 minutes, far inside the 30-minute window
@@ -127,16 +137,19 @@ TEST(FaultLedger, IndependentCrashesAtScaleAreNewIncidentsNotEscalations) {
 // deterministic comparison has none; false-positive evictions are reported apart from
 // deliberate over-eviction.
 TEST(FaultLedger, FalsePositiveEvictionsAreFewAndReportedApart) {
-  json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "16", "--jobs", "2"});
+  json r = sim_json(
+      {scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "16", "--jobs", "2"});
   const auto& ev = r["evictions"];
   ASSERT_TRUE(ev.contains("false_positive_per_replica"));
   EXPECT_LE(ev["false_positive_per_replica"].get<double>(), 2);
   EXPECT_GT(ev["collateral_per_replica"].get<double>(), 10);  // over-eviction, on purpose
-  EXPECT_NEAR(ev["false_per_replica"].get<double>(),
-              ev["false_positive_per_replica"].get<double>() + ev["collateral_per_replica"].get<double>(), 1e-9);
+  EXPECT_NEAR(
+      ev["false_per_replica"].get<double>(),
+      ev["false_positive_per_replica"].get<double>() + ev["collateral_per_replica"].get<double>(),
+      1e-9);
   // A GPU diagnostic does have false positives: with a high rate they show up here.
-  json noisy = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "4", "--jobs", "2", "--set",
-                         "diagnosis.false_positive.gpu_diag=0.3"});
+  json noisy = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "4",
+                         "--jobs", "2", "--set", "diagnosis.false_positive.gpu_diag=0.3"});
   EXPECT_GT(noisy["evictions"]["false_positive_per_replica"].get<double>(), 2);
 }
 
@@ -148,8 +161,8 @@ TEST(FaultLedger, CrashLogNamingTheSameMachineEvictsIt) {
       R"(faults.categories=[{"name":"cuda","rate_per_machine_day":0.002,"symptom":"crash","persistent":true,)"
       R"("observe_after_s":60,"signature":"RuntimeError: CUDA error","recall":{"gpu_diag":0,)"
       R"("intra_all_to_all":0,"inter_all_gather":0,"bitwise":0,"stress":0,"replay":0}}])";
-  json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "8", "--jobs", "2", "--set",
-                     "job.horizon_days=30", "--set", cats});
+  json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "8", "--jobs",
+                     "2", "--set", "job.horizon_days=30", "--set", cats});
   expect_ledger_balances(r, "attributed");
   const auto& by = r["resolved_by_per_replica"];
   const double incidents = r["incidents"]["per_replica"];
@@ -166,8 +179,8 @@ TEST(FaultLedger, MisattributedCrashLogsStillLeadToTheCulprit) {
   const std::string cats =
       R"(faults.categories=[{"name":"cuda","rate_per_machine_day":0.002,"symptom":"crash","persistent":true,)"
       R"("observe_after_s":60,"attribution":0.5,"signature":"RuntimeError: CUDA error","recall":{"gpu_diag":0.9}}])";
-  json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "8", "--jobs", "2", "--set",
-                     "job.horizon_days=30", "--set", cats});
+  json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "8", "--jobs",
+                     "2", "--set", "job.horizon_days=30", "--set", cats});
   const auto& by = r["resolved_by_per_replica"];
   const double incidents = r["incidents"]["per_replica"];
   EXPECT_GT(by.value("stop_time_eviction", 0.0), 0.7 * incidents);
@@ -181,21 +194,23 @@ TEST(FaultLedger, RepairedMachinesComeBackAndFailedRepairsRecur) {
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
   json base = sim_json({scen, "--replicas", "6", "--jobs", "2", "--set", "job.horizon_days=30"});
   EXPECT_GT(base["repair"]["repaired_per_replica"].get<double>(), 10);
-  json leaky = sim_json({scen, "--replicas", "6", "--jobs", "2", "--set", "job.horizon_days=30", "--set",
-                         "cluster.repair.auto_fail=1", "--set", "cluster.repair.manual_fail=1", "--set",
-                         "cluster.repair.retire_after=0", "--set", "cluster.scheduler.health_check_recall=0",
-                         "--set", "cluster.repair.spare_machines=0"});
+  json leaky =
+      sim_json({scen, "--replicas", "6", "--jobs", "2", "--set", "job.horizon_days=30", "--set",
+                "cluster.repair.auto_fail=1", "--set", "cluster.repair.manual_fail=1", "--set",
+                "cluster.repair.retire_after=0", "--set", "cluster.scheduler.health_check_recall=0",
+                "--set", "cluster.repair.spare_machines=0"});
   expect_ledger_balances(leaky, "leaky");
   double recurred = 0;
-  for (const auto& [k, c] : leaky["incidents"]["by_category"].items()) recurred += c["recurred_per_replica"].get<double>();
+  for (const auto& [k, c] : leaky["incidents"]["by_category"].items())
+    recurred += c["recurred_per_replica"].get<double>();
   EXPECT_GT(recurred, 1);
   EXPECT_LT(leaky["ettr"]["mean"].get<double>(), base["ettr"]["mean"].get<double>());
 }
 
 // Outlier replicas are named: index, seed, ETTR and the incident that cost most.
 TEST(FaultLedger, OutlierReplicasAreNamed) {
-  json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "8", "--jobs", "2", "--set",
-                     "job.horizon_days=20"});
+  json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "8", "--jobs",
+                     "2", "--set", "job.horizon_days=20"});
   ASSERT_EQ(r["outliers"].size(), 5u);
   double prev = -1;
   for (const auto& w : r["outliers"]) {
@@ -219,8 +234,9 @@ TEST(StopVerdict, AStopVerdictPagesTheOnCallWhoFixTheDataAndRequeueTheJob) {
   const std::string scen = scenarios_dir() + "/verdict-baddata-9600.json";
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-verdict";
   std::filesystem::remove_all(dir);
-  CliResult r = run_cli({"sim", "run", scen, "--replicas", "3", "--jobs", "2", "--set", "job.horizon_days=30", "--set",
-                         "policy.params.verdict=no_progress", "--decisions", "--out", dir.string()});
+  CliResult r =
+      run_cli({"sim", "run", scen, "--replicas", "3", "--jobs", "2", "--set", "job.horizon_days=30",
+               "--set", "policy.params.verdict=no_progress", "--decisions", "--out", dir.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(dir / "decisions.log");
   std::map<std::string, double> ended_at;  // replica -> time of its pending EndRun
@@ -236,42 +252,50 @@ TEST(StopVerdict, AStopVerdictPagesTheOnCallWhoFixTheDataAndRequeueTheJob) {
     } else if (line.find(" note the on-call fixed ") != std::string::npos) {
       ASSERT_EQ(ended_at.count(replica), 1u) << "an on-call requeue without a stop: " << line;
       EXPECT_NEAR(t - ended_at[replica], 2 * 3600, 1e-3) << line;
-      EXPECT_EQ(line.find(" fixed 0 "), std::string::npos) << "the stop was for the shard: " << line;
+      EXPECT_EQ(line.find(" fixed 0 "), std::string::npos)
+          << "the stop was for the shard: " << line;
       ended_at.erase(replica);
       ++requeues;
     } else if (line.find(" act roll back (") != std::string::npos) {
       rolled_back[replica] = true;
-    } else if (line.find(" event process exit on -1 code 1: RuntimeError: DataLoader") != std::string::npos) {
+    } else if (line.find(" event process exit on -1 code 1: RuntimeError: DataLoader") !=
+               std::string::npos) {
       crashes_after_rollback += rolled_back[replica];
       rolled_back[replica] = false;
     } else if (line.find(" event job started") == std::string::npos) {
       continue;
     }
-    if (line.find(" act ") != std::string::npos && line.find(" act end the run") == std::string::npos)
+    if (line.find(" act ") != std::string::npos &&
+        line.find(" act end the run") == std::string::npos)
       EXPECT_EQ(ended_at.count(replica), 0u) << "the stack acted on an ended run: " << line;
   }
   std::filesystem::remove_all(dir);
   EXPECT_GE(ends, 3) << "about one corrupt shard a fortnight, three replicas of 30 days";
-  EXPECT_GE(requeues, ends - 3) << "every stop but one at the horizon's end per replica is answered";
+  EXPECT_GE(requeues, ends - 3)
+      << "every stop but one at the horizon's end per replica is answered";
   EXPECT_GE(crashes_after_rollback, ends) << "a rollback does not fix a data bug";
 
   // Nobody answers the page: the run stays ended, and the rest of the horizon is lost.
-  const json paged = sim_json({scen, "--replicas", "3", "--jobs", "2", "--set", "job.horizon_days=30", "--set",
-                               "policy.params.verdict=no_progress"});
-  const json unanswered = sim_json({scen, "--replicas", "3", "--jobs", "2", "--set", "job.horizon_days=30", "--set",
-                                    "policy.params.verdict=no_progress", "--set", "job.on_call_fix_h=0"});
+  const json paged =
+      sim_json({scen, "--replicas", "3", "--jobs", "2", "--set", "job.horizon_days=30", "--set",
+                "policy.params.verdict=no_progress"});
+  const json unanswered =
+      sim_json({scen, "--replicas", "3", "--jobs", "2", "--set", "job.horizon_days=30", "--set",
+                "policy.params.verdict=no_progress", "--set", "job.on_call_fix_h=0"});
   EXPECT_DOUBLE_EQ(unanswered["runs_ended_per_replica"].get<double>(), 1.0);
   EXPECT_LT(unanswered["ettr"]["mean"].get<double>(), paged["ettr"]["mean"].get<double>() - 0.05);
 
   // Paired on the same faults: the identical verdict never stops the run (nothing names a
   // machine), and loops until people notice (fix_h); the no-progress verdict wins.
-  CliResult c = run_cli({"sim", "compare", scen, "--stacks", "byterobust,byterobust+verdict=no_progress",
-                         "--replicas", "40", "--jobs", "2", "--format", "json"});
+  CliResult c =
+      run_cli({"sim", "compare", scen, "--stacks", "byterobust,byterobust+verdict=no_progress",
+               "--replicas", "40", "--jobs", "2", "--format", "json"});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   const json j = json::parse(c.out);
   EXPECT_DOUBLE_EQ(j["stacks"][0]["runs_ended_per_replica"].get<double>(), 0.0);
   EXPECT_GT(j["stacks"][1]["runs_ended_per_replica"].get<double>(), 1.0);
-  EXPECT_GT(j["stacks"][1]["vs_baseline"]["ci95"][0].get<double>(), 0.005) << j["stacks"][1]["vs_baseline"];
+  EXPECT_GT(j["stacks"][1]["vs_baseline"]["ci95"][0].get<double>(), 0.005)
+      << j["stacks"][1]["vs_baseline"];
 }
 
 // Issue 20: a slowdown confined to one machine's link (linkslow-9600.json). Every rank
@@ -288,10 +312,11 @@ TEST(PairwiseCheck, ASlowLinkOnlyPairsSeeIsTimedAsTheFluidModelSaysAndEvicted) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-pairwise";
   auto run = [&](const std::string& localizer) {
     std::filesystem::remove_all(dir);
-    CliResult r = run_cli({"sim", "run", scen, "--replicas", "2", "--jobs", "2", "--set", "job.horizon_days=20",
-                           "--set", "faults.categories.link_degraded.rate_per_job_day=0.3", "--set",
-                           "policy.params.localization=" + localizer, "--decisions", "--incidents", "--out",
-                           dir.string(), "--format", "json"});
+    CliResult r = run_cli({"sim", "run", scen, "--replicas", "2", "--jobs", "2", "--set",
+                           "job.horizon_days=20", "--set",
+                           "faults.categories.link_degraded.rate_per_job_day=0.3", "--set",
+                           "policy.params.localization=" + localizer, "--decisions", "--incidents",
+                           "--out", dir.string(), "--format", "json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.exit_code == 0 ? json::parse(r.out) : json::object();
   };
@@ -317,10 +342,12 @@ TEST(PairwiseCheck, ASlowLinkOnlyPairsSeeIsTimedAsTheFluidModelSaysAndEvicted) {
   int quick = 0;
   for (const auto& [how, took] : pair_links) quick += how == "stop_time_eviction" && took < 1800;
   EXPECT_GE(quick, static_cast<int>(pair_links.size()) - 1) << "found by pairs within half an hour";
-  for (const auto& [how, took] : base_links) EXPECT_NE(how, "stop_time_eviction") << "no test of one machine sees it";
+  for (const auto& [how, took] : base_links)
+    EXPECT_NE(how, "stop_time_eviction") << "no test of one machine sees it";
   const double base_h = base["breakdown_s"]["degraded"].get<double>() / 3600;
   const double pair_h = pair["breakdown_s"]["degraded"].get<double>() / 3600;
-  EXPECT_GT(base_h, 20 * pair_h + 24) << "degraded hours per replica: byterobust " << base_h << ", pairwise " << pair_h;
+  EXPECT_GT(base_h, 20 * pair_h + 24)
+      << "degraded hours per replica: byterobust " << base_h << ", pairwise " << pair_h;
 
   // The closed form, on round 1's timings: 3200 Gb/s NICs, 2 us links, 4 GB per machine.
   const double nic = 3200e9 / 8, lat = 2e-6, bytes = 4e9;
@@ -334,7 +361,9 @@ TEST(PairwiseCheck, ASlowLinkOnlyPairsSeeIsTimedAsTheFluidModelSaysAndEvicted) {
       continue;
     }
     const auto at = line.find("; groups ");
-    if (!round1 || line.find(" event probe inter-all-gather") == std::string::npos || at == std::string::npos) continue;
+    if (!round1 || line.find(" event probe inter-all-gather") == std::string::npos ||
+        at == std::string::npos)
+      continue;
     ++rounds;
     std::stringstream ss(line.substr(at + 9));
     for (std::string t; ss >> t;) {
@@ -366,11 +395,15 @@ TEST(FaultLedger, SymptomDrawsArePerFaultSoComparisonsStayPaired) {
       R"({"name":"sdc","rate_per_machine_day":0.0002,"symptom":"nan","persistent":true,"observe_after_s":20,)"
       R"("recall":{"bitwise":0}}])";
   auto delays = [&](const char* module) {
-    const std::string dir = (std::filesystem::temp_directory_path() / ("faultline-crn-" + std::string(module))).string();
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("faultline-crn-" + std::string(module)))
+            .string();
     std::filesystem::remove_all(dir);
-    CliResult r = run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "6", "--jobs",
-                           "2", "--set", "job.horizon_days=30", "--set", "cluster.repair.bad_fraction=0", "--set", cats,
-                           "--set", std::string("policy.params.localization=") + module, "--incidents", "--out", dir});
+    CliResult r =
+        run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "6",
+                 "--jobs", "2", "--set", "job.horizon_days=30", "--set",
+                 "cluster.repair.bad_fraction=0", "--set", cats, "--set",
+                 std::string("policy.params.localization=") + module, "--incidents", "--out", dir});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     std::map<std::string, double> out;  // (replica, fault time) -> detection delay, GPU faults only
     std::ifstream in(dir + "/incidents.csv");
@@ -408,15 +441,15 @@ TEST(FaultLedger, TheInMemoryBackupOfATwoMachineJobIsOnTheOtherMachine) {
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
   for (int pp : {1, 2}) {
     SCOPED_TRACE("pp " + std::to_string(pp));
-    json r = sim_json({scen, "--replicas", "20", "--jobs", "2", "--set", "cluster.machines=" + std::to_string(2 * pp),
-                       "--set", "job.pp=" + std::to_string(pp), "--set", "job.dp=2", "--set",
+    json r = sim_json({scen, "--replicas", "20", "--jobs", "2", "--set",
+                       "cluster.machines=" + std::to_string(2 * pp), "--set",
+                       "job.pp=" + std::to_string(pp), "--set", "job.dp=2", "--set",
                        "policy.params.standby_pool=2"});
     expect_ledger_balances(r, "pp " + std::to_string(pp));
     // Both copies are lost only when both machines holding a shard fail together.
     EXPECT_LT(r["remote_checkpoint_fallbacks_per_replica"].get<double>(), 1.0);
   }
 }
-
 
 // Issue 20: the fail-slow ladder on a scripted straggler, the whole simulator in the loop.
 // One machine of a 4-machine job (TP 8, PP 2, DP 2; 8 micro-batches per replica, 6 layers
@@ -439,10 +472,12 @@ double best_lockstep(int parts, int units, double f) {  // healthy unit times
 }
 
 TEST(FailSlow, TheLadderMovesAtTheSkiRentalBreakEvensOnAScriptedStraggler) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-failslow-script";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "faultline-failslow-script";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "straggler.jsonl") << "{\"time_s\":3600,\"node\":\"n0\",\"event\":\"fault_start\",\"class\":\"Slow\"}\n";
+  std::ofstream(dir / "straggler.jsonl")
+      << "{\"time_s\":3600,\"node\":\"n0\",\"event\":\"fault_start\",\"class\":\"Slow\"}\n";
   std::ofstream(dir / "map.json") << R"({"description": "every trace fault is a 2x straggler",
     "categories": [{"name": "straggler", "class": "implicit", "scope": "machine", "symptom": "slowdown",
                     "slowdown_factor": 2, "persistent": true}],
@@ -451,20 +486,36 @@ TEST(FailSlow, TheLadderMovesAtTheSkiRentalBreakEvensOnAScriptedStraggler) {
   const json scenario = {
       {"description", "one scripted straggler"},
       {"seed", 3},
-      {"cluster", {{"machines", 4}, {"gpus_per_machine", 8}, {"rack_size", 4}, {"storage_hosts", 1}}},
-      {"job", {{"tp", 8}, {"pp", 2}, {"dp", 2}, {"step_time_s", step_s}, {"micro_batches", 8},
-               {"layers_per_stage", 6}, {"checkpoint_bytes_per_machine", 0}, {"image_bytes", 0},
-               {"horizon_days", 1}}},
-      {"faults", {{"categories", json::array()},
-                  {"trace", {{"file", "straggler.jsonl"}, {"mapping", "map.json"}, {"mode", "replay"},
-                             {"extra_slots", "fault_free"}}}}},
+      {"cluster",
+       {{"machines", 4}, {"gpus_per_machine", 8}, {"rack_size", 4}, {"storage_hosts", 1}}},
+      {"job",
+       {{"tp", 8},
+        {"pp", 2},
+        {"dp", 2},
+        {"step_time_s", step_s},
+        {"micro_batches", 8},
+        {"layers_per_stage", 6},
+        {"checkpoint_bytes_per_machine", 0},
+        {"image_bytes", 0},
+        {"horizon_days", 1}}},
+      {"faults",
+       {{"categories", json::array()},
+        {"trace",
+         {{"file", "straggler.jsonl"},
+          {"mapping", "map.json"},
+          {"mode", "replay"},
+          {"extra_slots", "fault_free"}}}}},
       {"diagnosis", {{"rebalance_s", C1}, {"reconfigure_s", C2}}},
-      {"policy", {{"stack", "byterobust"},
-                  {"params", {{"failslow", "ski_rental"}, {"failslow_rebalance_cost_s", C1},
-                              {"failslow_reconfigure_cost_s", C2}, {"failslow_restart_cost_s", C3}}}}}};
+      {"policy",
+       {{"stack", "byterobust"},
+        {"params",
+         {{"failslow", "ski_rental"},
+          {"failslow_rebalance_cost_s", C1},
+          {"failslow_reconfigure_cost_s", C2},
+          {"failslow_restart_cost_s", C3}}}}}};
   std::ofstream(dir / "s.json") << scenario.dump(2);
-  CliResult r = run_cli({"sim", "run", (dir / "s.json").string(), "--replicas", "1", "--decisions", "--out",
-                         (dir / "out").string()});
+  CliResult r = run_cli({"sim", "run", (dir / "s.json").string(), "--replicas", "1", "--decisions",
+                         "--out", (dir / "out").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The times of the lines that matter, and the step time each move left the job at.
   double detected = -1, tolerated = -1, rebalanced = -1, reconfigured = -1, evicted = -1;
@@ -478,11 +529,13 @@ TEST(FailSlow, TheLadderMovesAtTheSkiRentalBreakEvensOnAScriptedStraggler) {
     const std::string what = line.substr(sp + 1);
     if (detected < 0 && what.rfind("note detected: step time high", 0) == 0) detected = t;
     if (tolerated < 0 && what.rfind("note straggler in slot 0 tolerated", 0) == 0) tolerated = t;
-    if (rebalanced < 0 && what.rfind("act rebalance around slot 0", 0) == 0) rebalanced = t, last_move = "rebalance";
+    if (rebalanced < 0 && what.rfind("act rebalance around slot 0", 0) == 0)
+      rebalanced = t, last_move = "rebalance";
     if (reconfigured < 0 && what.rfind("act reconfigure around slot 0", 0) == 0)
       reconfigured = t, last_move = "reconfigure";
     if (evicted < 0 && what.rfind("act evict", 0) == 0) evicted = t;
-    if (!last_move.empty() && what.rfind("event step sample", 0) == 0 && !step_after.count(last_move))
+    if (!last_move.empty() && what.rfind("event step sample", 0) == 0 &&
+        !step_after.count(last_move))
       step_after[last_move] = std::stod(what.substr(what.find(": ") + 2));
   }
   std::filesystem::remove_all(dir);
@@ -510,17 +563,26 @@ TEST(FailSlow, TheLadderMovesAtTheSkiRentalBreakEvensOnAScriptedStraggler) {
   EXPECT_NEAR(step_after["reconfigure"], step_s / (1 - l2), 1e-5);
 }
 
-
 // Per replica, each machine's evictions in order (retired?), from the decision log of
 // lemon-1200.json (20 days, 3 replicas) under `recovery`; counts the retiring lines.
-std::map<std::string, std::map<int, std::vector<bool>>> lemon_evictions(const std::string& recovery,
-                                                                        int* retired_lines,
-                                                                        std::vector<std::string> more = {}) {
+std::map<std::string, std::map<int, std::vector<bool>>> lemon_evictions(
+    const std::string& recovery, int* retired_lines, std::vector<std::string> more = {}) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-lemon";
   std::filesystem::remove_all(dir);
-  std::vector<std::string> args = {"sim", "run", scenarios_dir() + "/lemon-1200.json", "--replicas", "3", "--jobs", "2",
-                                   "--set", "job.horizon_days=20", "--set", "policy.params.recovery=" + recovery,
-                                   "--decisions", "--out", dir.string()};
+  std::vector<std::string> args = {"sim",
+                                   "run",
+                                   scenarios_dir() + "/lemon-1200.json",
+                                   "--replicas",
+                                   "3",
+                                   "--jobs",
+                                   "2",
+                                   "--set",
+                                   "job.horizon_days=20",
+                                   "--set",
+                                   "policy.params.recovery=" + recovery,
+                                   "--decisions",
+                                   "--out",
+                                   dir.string()};
   args.insert(args.end(), more.begin(), more.end());
   CliResult r = run_cli(args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -550,7 +612,8 @@ TEST(Lemon, ARetiredMachineNeverReturnsToTheJob) {
   for (const auto& [replica, machines] : lemon)
     for (const auto& [m, flags] : machines) {
       for (std::size_t i = 0; i + 1 < flags.size(); ++i)
-        EXPECT_FALSE(flags[i]) << replica << ": machine " << m << " evicted again after it was retired";
+        EXPECT_FALSE(flags[i]) << replica << ": machine " << m
+                               << " evicted again after it was retired";
       // Retired at its second eviction on evidence, never later (every eviction here is one).
       if (flags.back()) {
         EXPECT_EQ(flags.size(), 2u) << replica << ": machine " << m;
@@ -600,18 +663,22 @@ TEST(HostScoring, MachinesEvictedOnEvidenceComeBackOnlyWhenNothingElseIsLeft) {
 // k = 4 adds 1.5x what k = 2 adds, the crossing time being the same.
 TEST(NvlinkDomains, DomainBlindReplacementsSlowTheJobAndSegmentSparesKeepItOnNvlink) {
   auto degraded_h = [](const std::string& recovery, double k) {
-    const json r = sim_json({scenarios_dir() + "/nvl72-8192.json", "--replicas", "4", "--jobs", "2", "--set",
-                             "job.horizon_days=10", "--set", "policy.params.recovery=" + recovery, "--set",
-                             "job.cross_domain_slowdown=" + std::to_string(k), "--set",
-                             "policy.params.slow_ratio=100"});  // no MFU rounds: the crossing time is fixed
+    const json r =
+        sim_json({scenarios_dir() + "/nvl72-8192.json", "--replicas", "4", "--jobs", "2", "--set",
+                  "job.horizon_days=10", "--set", "policy.params.recovery=" + recovery, "--set",
+                  "job.cross_domain_slowdown=" + std::to_string(k), "--set",
+                  "policy.params.slow_ratio=100"});  // no MFU rounds: the crossing time is fixed
     return r["breakdown_s"]["degraded"].get<double>() / 3600;
   };
-  const double base = degraded_h("standby", 1), blind2 = degraded_h("standby", 2), blind4 = degraded_h("standby", 4);
+  const double base = degraded_h("standby", 1), blind2 = degraded_h("standby", 2),
+               blind4 = degraded_h("standby", 4);
   const double seg_base = degraded_h("segment", 1), seg2 = degraded_h("segment", 2);
   const double horizon_h = 240;
-  EXPECT_GT(blind2 - base, 0.25 * horizon_h) << "blind: " << blind2 << " h degraded, " << base << " without the penalty";
+  EXPECT_GT(blind2 - base, 0.25 * horizon_h)
+      << "blind: " << blind2 << " h degraded, " << base << " without the penalty";
   EXPECT_NEAR((blind4 - base) / (blind2 - base), 1.5, 0.02) << "(1 - 1/4) / (1 - 1/2)";
-  EXPECT_LT(seg2 - seg_base, 0.2 * (blind2 - base)) << "segment: " << seg2 << " h degraded, " << seg_base;
+  EXPECT_LT(seg2 - seg_base, 0.2 * (blind2 - base))
+      << "segment: " << seg2 << " h degraded, " << seg_base;
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 #include "sim/fork_pool.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <map>
@@ -29,11 +28,13 @@ TEST(ForkPool, EveryItemComesBackOnceAtAnyParallelism) {
           return bytes_of(std::string(100000 + i, static_cast<char>('a' + i)));
         },
         [&](std::size_t i, std::vector<std::uint8_t> b) {
-          EXPECT_TRUE(got.emplace(i, std::string(b.begin(), b.end())).second) << "item " << i << " twice";
+          EXPECT_TRUE(got.emplace(i, std::string(b.begin(), b.end())).second)
+              << "item " << i << " twice";
         },
         [](std::size_t i) { return "item " + std::to_string(i); });
     ASSERT_EQ(got.size(), 10u) << jobs;
-    for (const auto& [i, s] : got) EXPECT_EQ(s, std::string(100000 + i, static_cast<char>('a' + i)));
+    for (const auto& [i, s] : got)
+      EXPECT_EQ(s, std::string(100000 + i, static_cast<char>('a' + i)));
     EXPECT_EQ(ticks, 55) << "1 + 2 + ... + 10 ticks";
   }
 }
@@ -55,7 +56,8 @@ TEST(ForkPool, ReusedChildrenRunItemsUntilTheirStateChanges) {
           return bytes_of(std::to_string(::getpid()) + " " + std::to_string(items_here));
         },
         [&](std::size_t i, std::vector<std::uint8_t> b) {
-          EXPECT_TRUE(got.emplace(i, std::string(b.begin(), b.end())).second) << "item " << i << " twice";
+          EXPECT_TRUE(got.emplace(i, std::string(b.begin(), b.end())).second)
+              << "item " << i << " twice";
         },
         [](std::size_t i) { return "item " + std::to_string(i); });
     ASSERT_EQ(got.size(), 20u) << jobs;
@@ -82,16 +84,18 @@ TEST(ForkPool, AFailingChildEndsThePoolNamingItsItem) {
           if (i == 4) throw std::runtime_error("boom");
           return {};
         },
-        [](std::size_t, std::vector<std::uint8_t>) {}, [](std::size_t i) { return "replica " + std::to_string(i); });
+        [](std::size_t, std::vector<std::uint8_t>) {},
+        [](std::size_t i) { return "replica " + std::to_string(i); });
     FAIL() << "no error";
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), "replica 4: process failed (status 1024)");
   }
-  EXPECT_THROW(fork_pool(
-                   1, ForkPoolOptions{1, nullptr, {}},
-                   [](std::size_t, const std::function<void()>&) -> std::vector<std::uint8_t> { ::abort(); },
-                   [](std::size_t, std::vector<std::uint8_t>) {}, [](std::size_t) { return "x"; }),
-               std::runtime_error);
+  EXPECT_THROW(
+      fork_pool(
+          1, ForkPoolOptions{1, nullptr, {}},
+          [](std::size_t, const std::function<void()>&) -> std::vector<std::uint8_t> { ::abort(); },
+          [](std::size_t, std::vector<std::uint8_t>) {}, [](std::size_t) { return "x"; }),
+      std::runtime_error);
 }
 
 }  // namespace

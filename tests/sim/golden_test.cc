@@ -22,7 +22,8 @@ struct GoldenCase {
   const char* scenario;  // file stem under scenarios/
   int replicas;
   double horizon_days;
-  const char* set = nullptr;  // one more --set, when the scenario's point is a module it does not default to
+  const char* set =
+      nullptr;  // one more --set, when the scenario's point is a module it does not default to
 };
 
 // Lists of more than 16 items ("machines ready [0,1,...,24999]") become their first
@@ -70,12 +71,16 @@ class Golden : public ::testing::TestWithParam<GoldenCase> {};
 TEST_P(Golden, DecisionLogIsUnchanged) {
   const GoldenCase c = GetParam();
   const std::string scen = scenarios_dir() + "/" + c.scenario + ".json";
-  const std::string dir = (std::filesystem::temp_directory_path() / ("faultline-golden-" + std::string(c.scenario))).string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("faultline-golden-" + std::string(c.scenario)))
+          .string();
   std::filesystem::remove_all(dir);
   std::ostringstream horizon;
   horizon << "job.horizon_days=" << c.horizon_days;
-  std::vector<std::string> args = {"sim", "run", scen, "--replicas", std::to_string(c.replicas), "--jobs", "2", "--set",
-                                   horizon.str(), "--decisions", "--out", dir};
+  std::vector<std::string> args = {
+      "sim",    "run", scen,    "--replicas",  std::to_string(c.replicas),
+      "--jobs", "2",   "--set", horizon.str(), "--decisions",
+      "--out",  dir};
   if (c.set) args.insert(args.end(), {"--set", c.set});
   CliResult r = run_cli(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -92,7 +97,8 @@ TEST_P(Golden, DecisionLogIsUnchanged) {
     std::ofstream(golden, std::ios::binary | std::ios::trunc) << folded;
     GTEST_SKIP() << "updated " << golden;
   }
-  ASSERT_TRUE(std::filesystem::exists(golden)) << golden << " is missing (FAULTLINE_UPDATE_GOLDEN=1 writes it)";
+  ASSERT_TRUE(std::filesystem::exists(golden))
+      << golden << " is missing (FAULTLINE_UPDATE_GOLDEN=1 writes it)";
   const std::string want = slurp(golden);
   if (want == folded) return;
   // Name the first line that differs, with both versions.
@@ -100,12 +106,14 @@ TEST_P(Golden, DecisionLogIsUnchanged) {
   std::string la, lb;
   int n = 0;
   while (true) {
-    const bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
+    const bool ga = static_cast<bool>(std::getline(a, la)),
+               gb = static_cast<bool>(std::getline(b, lb));
     ++n;
     if (!ga || !gb || la != lb) {
       ADD_FAILURE() << golden << ": line " << n << " differs\n  golden: " << (ga ? la : "(end)")
                     << "\n  now:    " << (gb ? lb : "(end)")
-                    << "\nA deliberate change updates the goldens in the same commit (see the top of this file).";
+                    << "\nA deliberate change updates the goldens in the same commit (see the top "
+                       "of this file).";
       break;
     }
   }
@@ -113,28 +121,24 @@ TEST_P(Golden, DecisionLogIsUnchanged) {
 
 // A few replicas each; horizons keep the whole set to a few seconds (the 200k-GPU one
 // builds its platform for most of it).
-INSTANTIATE_TEST_SUITE_P(ShippedScenarios, Golden,
-                         ::testing::Values(GoldenCase{"byterobust-dense-9600", 3, 20},
-                                           GoldenCase{"byterobust-moe-9600", 3, 10},
-                                           GoldenCase{"daly-check", 2, 5},
-                                           GoldenCase{"infinitehbd-bootstrap-1200", 2, 5},
-                                           GoldenCase{"recovery-16k", 2, 2},
-                                           GoldenCase{"scale-100k", 1, 2},
-                                           GoldenCase{"scale-200k", 1, 1},
-                                           GoldenCase{"persistent-downtime-8", 3, 30},
-                                           GoldenCase{"adaptive-checkpoint-remote", 2, 20},
-                                           GoldenCase{"failslow-9600", 2, 10},
-                                           GoldenCase{"lemon-1200", 2, 10},
-                                           GoldenCase{"verdict-baddata-9600", 2, 20},
-                                           GoldenCase{"nvl72-8192", 2, 5},
-                                           GoldenCase{"linkslow-9600", 2, 20, "policy.params.localization=pairwise"},
-                                           GoldenCase{"airesim-default", 2, 2, "job.work_days=1"}),
-                         [](const auto& info) {
-                           std::string n = info.param.scenario;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    ShippedScenarios, Golden,
+    ::testing::Values(GoldenCase{"byterobust-dense-9600", 3, 20},
+                      GoldenCase{"byterobust-moe-9600", 3, 10}, GoldenCase{"daly-check", 2, 5},
+                      GoldenCase{"infinitehbd-bootstrap-1200", 2, 5},
+                      GoldenCase{"recovery-16k", 2, 2}, GoldenCase{"scale-100k", 1, 2},
+                      GoldenCase{"scale-200k", 1, 1}, GoldenCase{"persistent-downtime-8", 3, 30},
+                      GoldenCase{"adaptive-checkpoint-remote", 2, 20},
+                      GoldenCase{"failslow-9600", 2, 10}, GoldenCase{"lemon-1200", 2, 10},
+                      GoldenCase{"verdict-baddata-9600", 2, 20}, GoldenCase{"nvl72-8192", 2, 5},
+                      GoldenCase{"linkslow-9600", 2, 20, "policy.params.localization=pairwise"},
+                      GoldenCase{"airesim-default", 2, 2, "job.work_days=1"}),
+    [](const auto& info) {
+      std::string n = info.param.scenario;
+      for (char& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
 
 // Every shipped scenario has a golden case above.
 TEST(GoldenFiles, EveryShippedScenarioIsCovered) {
@@ -142,7 +146,8 @@ TEST(GoldenFiles, EveryShippedScenarioIsCovered) {
   for (const auto& e : std::filesystem::directory_iterator(scenarios_dir()))
     if (e.path().extension() == ".json") {
       ++scenarios;
-      EXPECT_TRUE(std::filesystem::exists(tests_dir() + "/golden/" + e.path().stem().string() + ".decisions"))
+      EXPECT_TRUE(std::filesystem::exists(tests_dir() + "/golden/" + e.path().stem().string() +
+                                          ".decisions"))
           << e.path().filename() << " has no golden decision log";
     }
   EXPECT_EQ(scenarios, 15);

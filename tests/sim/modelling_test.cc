@@ -33,22 +33,29 @@ std::string write_scenario(const std::string& name, const json& doc) {
 // by the reschedule stack (evict what the crash names, a cold replacement, a restart from a
 // checkpoint taken every millisecond: no work lost, nothing blocking).
 json job(int machines, double rate, bool persistent) {
-  return {
-      {"description", "modelling test"},
-      {"seed", 7},
-      {"replicas", 20},
-      {"cluster",
-       {{"machines", machines},
-        {"scheduler", {{"reschedule_base_s", 0}, {"reschedule_per_machine_s", 0}}},
-        {"repair", {{"to_manual", 0}, {"auto_fail", 0}, {"retire_after", 0}}}}},
-      {"job", {{"tp", 8}, {"pp", 1}, {"dp", machines}, {"step_time_s", 1}, {"init_s", 0}, {"horizon_days", 30}}},
-      {"faults",
-       {{"categories", json::array({{{"name", "crash"},
-                                     {"rate_per_machine_day", rate},
-                                     {"scope", "machine"},
-                                     {"symptom", "crash"},
-                                     {"persistent", persistent}}})}}},
-      {"policy", {{"stack", "reschedule"}, {"params", {{"checkpoint_interval_s", 1e-3}, {"checkpoint_write_s", 0}}}}}};
+  return {{"description", "modelling test"},
+          {"seed", 7},
+          {"replicas", 20},
+          {"cluster",
+           {{"machines", machines},
+            {"scheduler", {{"reschedule_base_s", 0}, {"reschedule_per_machine_s", 0}}},
+            {"repair", {{"to_manual", 0}, {"auto_fail", 0}, {"retire_after", 0}}}}},
+          {"job",
+           {{"tp", 8},
+            {"pp", 1},
+            {"dp", machines},
+            {"step_time_s", 1},
+            {"init_s", 0},
+            {"horizon_days", 30}}},
+          {"faults",
+           {{"categories", json::array({{{"name", "crash"},
+                                         {"rate_per_machine_day", rate},
+                                         {"scope", "machine"},
+                                         {"symptom", "crash"},
+                                         {"persistent", persistent}}})}}},
+          {"policy",
+           {{"stack", "reschedule"},
+            {"params", {{"checkpoint_interval_s", 1e-3}, {"checkpoint_write_s", 0}}}}}};
 }
 
 double per_replica(const json& r, const char* what) {
@@ -106,13 +113,16 @@ TEST(FaultClock, OnTheComputeClockFaultsAreRateTimesMachinesTimesWork) {
   EXPECT_NEAR(per_replica(compute, "injected_per_replica"), expect, 4 * sd);
   EXPECT_EQ(compute["fault_clock"], "compute");
   // The realized rate is the stated one on the compute clock.
-  EXPECT_NEAR(compute["incidents"]["by_category"]["crash"]["realized_rate_per_machine_day"].get<double>(), 0.02,
-              4 * sd / (16 * 20));
+  EXPECT_NEAR(
+      compute["incidents"]["by_category"]["crash"]["realized_rate_per_machine_day"].get<double>(),
+      0.02, 4 * sd / (16 * 20));
   // On the wall clock: rate x M x time to train, which is W + a day per fault and longer.
   const double t_wall = wall["time_to_train"]["mean"].get<double>();
   EXPECT_GT(t_wall, compute["time_to_train"]["mean"].get<double>());
-  EXPECT_NEAR(per_replica(wall, "injected_per_replica"), 0.02 * 16 * t_wall, 4 * std::sqrt(0.02 * 16 * t_wall / 400));
-  EXPECT_GT(per_replica(wall, "injected_per_replica"), per_replica(compute, "injected_per_replica") + 2 * sd);
+  EXPECT_NEAR(per_replica(wall, "injected_per_replica"), 0.02 * 16 * t_wall,
+              4 * std::sqrt(0.02 * 16 * t_wall / 400));
+  EXPECT_GT(per_replica(wall, "injected_per_replica"),
+            per_replica(compute, "injected_per_replica") + 2 * sd);
 }
 
 // job.work_days: with a fixed start cost c (the first start and one restart per fault) and
@@ -127,7 +137,8 @@ TEST(WorkDays, TimeToTrainIsTheWorkPlusOneRestartPerFault) {
   doc["replicas"] = 200;
   const double c_days = 0.25;  // six hours
   doc["job"]["init_s"] = c_days * 86400;
-  const std::string out = (std::filesystem::temp_directory_path() / "faultline-modelling-ttt").string();
+  const std::string out =
+      (std::filesystem::temp_directory_path() / "faultline-modelling-ttt").string();
   const json r = run_out(write_scenario("ttt", doc), out);
   const double n = 0.05 * 16 * 10;  // 8 faults per replica
   const auto& t = r["time_to_train"];
@@ -146,7 +157,8 @@ TEST(WorkDays, TimeToTrainIsTheWorkPlusOneRestartPerFault) {
   doc["replicas"] = 10;
   const json instant = sim_run_json({write_scenario("ttt-instant", doc), "--jobs", "2"});
   EXPECT_GE(instant["time_to_train"]["min"].get<double>(), 10.0);
-  EXPECT_LT(instant["time_to_train"]["max"].get<double>(), 10.0 + 1e-3);  // a fault costs under a step
+  EXPECT_LT(instant["time_to_train"]["max"].get<double>(),
+            10.0 + 1e-3);  // a fault costs under a step
 }
 
 // A cap below what the work needs stops replicas: they are censored, never a time to train.
@@ -156,7 +168,8 @@ TEST(WorkDays, AReplicaTheCapStopsIsCensoredNotATimeToTrain) {
   doc["job"]["horizon_days"] = 11;  // the work needs 10 + 9 x 0.25 = 12.25 days on average
   doc["job"]["init_s"] = 0.25 * 86400;
   doc["faults"]["clock"] = "compute";
-  const std::string out = (std::filesystem::temp_directory_path() / "faultline-modelling-cap").string();
+  const std::string out =
+      (std::filesystem::temp_directory_path() / "faultline-modelling-cap").string();
   const json r = run_out(write_scenario("cap", doc), out);
   const auto& t = r["time_to_train"];
   EXPECT_GT(t["censored"].get<int>(), 0);
@@ -172,7 +185,8 @@ TEST(WorkDays, AReplicaTheCapStopsIsCensoredNotATimeToTrain) {
   while (std::getline(in, line))
     if (line.back() == '1') {
       ++censored;
-      EXPECT_NE(line.find(",,1"), std::string::npos) << "a censored replica has no time to train: " << line;
+      EXPECT_NE(line.find(",,1"), std::string::npos)
+          << "a censored replica has no time to train: " << line;
     }
   EXPECT_EQ(censored, t["censored"].get<int>());
 }
@@ -199,7 +213,8 @@ TEST(FiniteFleet, TheJobWaitsForMachinesAsErlangsLossFormulaSays) {
   for (int k = 1; k <= spares + 1; ++k) sum += term *= a / k;
   const double erlang_b = term / sum;  // B(3, 2) = 0.2105
   const double waiting = r["breakdown_share"]["waiting_for_machines"].get<double>();
-  EXPECT_NEAR(waiting, erlang_b, 0.02) << "Erlang B(" << spares + 1 << ", " << a << ") = " << erlang_b;
+  EXPECT_NEAR(waiting, erlang_b, 0.02)
+      << "Erlang B(" << spares + 1 << ", " << a << ") = " << erlang_b;
   EXPECT_EQ(r["fleet"]["kind"], "finite");
   EXPECT_LE(r["fleet"]["machines_used_max"].get<int>(), m + spares);
   EXPECT_EQ(r["fleet"]["machines_beyond_fleet_per_replica"].get<double>(), 0.0);
@@ -207,8 +222,10 @@ TEST(FiniteFleet, TheJobWaitsForMachinesAsErlangsLossFormulaSays) {
   {
     json one = doc;
     one["replicas"] = 1;
-    const std::string out = (std::filesystem::temp_directory_path() / "faultline-finite-timeline").string();
-    const json r1 = run_out(write_scenario("finite-one", one), out, {"--timeline", "--timeline-step-s", "86400"});
+    const std::string out =
+        (std::filesystem::temp_directory_path() / "faultline-finite-timeline").string();
+    const json r1 = run_out(write_scenario("finite-one", one), out,
+                            {"--timeline", "--timeline-step-s", "86400"});
     const Column w = column(out + "/timeline.csv", "waiting_for_machines_h");
     EXPECT_NEAR(w.xs.back(), r1["breakdown_s"]["waiting_for_machines"].get<double>() / 3600, 1e-6);
     EXPECT_GT(w.xs.back(), 24.0);
@@ -256,7 +273,8 @@ TEST(BadMachines, ARepairThatCuresBadMachinesGivesTheTwoStateClosedForm) {
   const double g = rate / (1 - f + f * k), b = k * g;
   const double expect = g * w + f * (b - g) * (1 - std::exp(-b * cure * w)) / (b * cure);
   const double sd = std::sqrt((expect + f * (1 - f) * std::pow((b - g) * w, 2) * 0.05) / 400);
-  EXPECT_NEAR(per_replica(r, "injected_per_replica"), expect, 4 * sd + 0.02 * expect) << "closed form " << expect;
+  EXPECT_NEAR(per_replica(r, "injected_per_replica"), expect, 4 * sd + 0.02 * expect)
+      << "closed form " << expect;
   // Never cured: bad machines keep failing at b.
   rp.erase("cure_bad");
   const json never = sim_run_json({write_scenario("nocure", doc), "--jobs", "2"});
@@ -272,7 +290,8 @@ TEST(BadMachines, MachinesThatTurnBadOverTimeFailAsTheAgeingClosedFormSays) {
   const int m = 64;
   const double g = 0.02, k = 10, a = 0.05, h = 30;
   json doc = job(m, g, false);
-  doc["policy"] = {{"stack", "requeue"}, {"params", {{"checkpoint_interval_s", 1e-3}, {"checkpoint_write_s", 0}}}};
+  doc["policy"] = {{"stack", "requeue"},
+                   {"params", {{"checkpoint_interval_s", 1e-3}, {"checkpoint_write_s", 0}}}};
   doc["cluster"]["scheduler"] = {{"requeue_base_s", 0}, {"requeue_per_machine_s", 0}};
   doc["job"]["horizon_days"] = h;
   doc["cluster"]["repair"]["turn_bad_per_machine_day"] = a;
@@ -282,7 +301,8 @@ TEST(BadMachines, MachinesThatTurnBadOverTimeFailAsTheAgeingClosedFormSays) {
   const double expect = m * (g * h + (k - 1) * g * (h - (1 - std::exp(-a * h)) / a));  // 205
   EXPECT_NEAR(per_replica(r, "injected_per_replica"), expect, 4 * std::sqrt(2 * expect / 40))
       << "closed form " << expect;
-  EXPECT_GT(per_replica(r, "realized_rate_per_machine_day"), 2 * g);  // the stated rate is the good machines'
+  EXPECT_GT(per_replica(r, "realized_rate_per_machine_day"),
+            2 * g);  // the stated rate is the good machines'
   EXPECT_TRUE(r["incidents"]["by_category"]["crash"]["rate_gap_flagged"].get<bool>());
 }
 
@@ -309,10 +329,12 @@ TEST(RepairTimes, FixedExponentialAndLognormalRepairsGiveTheCompoundPoissonSprea
   for (const Case& c : cases) {
     doc["cluster"]["repair"]["repair_time"] = c.dist;
     if (std::string(c.dist) == "lognormal") doc["cluster"]["repair"]["repair_sigma"] = sigma;
-    const std::string out = (std::filesystem::temp_directory_path() / (std::string("faultline-rt-") + c.dist)).string();
+    const std::string out =
+        (std::filesystem::temp_directory_path() / (std::string("faultline-rt-") + c.dist)).string();
     const json r = run_out(write_scenario(std::string("rt-") + c.dist, doc), out);
     const Column t = column(out + "/replicas.csv", "time_to_train_days");
-    EXPECT_NEAR(t.mean, w + n * r_days, 4 * std::sqrt(n * c.second_moment * r_days * r_days / 1000)) << c.dist;
+    EXPECT_NEAR(t.mean, w + n * r_days, 4 * std::sqrt(n * c.second_moment * r_days * r_days / 1000))
+        << c.dist;
     const double var = n * c.second_moment * r_days * r_days;
     EXPECT_NEAR(t.var, var, 0.25 * var) << c.dist;
   }
@@ -325,7 +347,8 @@ TEST(RepairTimes, FixedExponentialAndLognormalRepairsGiveTheCompoundPoissonSprea
 // failures. Refilled from the free pool after every use (the default), it never runs dry.
 TEST(StandbyRefill, RefilledOnlyByRepairsThePoolRunsDryEveryPoolPlusOneFailures) {
   json doc = job(32, 0.05, true);
-  doc["policy"] = {{"stack", "byterobust"}, {"params", {{"standby_pool", 3}, {"inspect_gpu_s", 0.1}}}};
+  doc["policy"] = {{"stack", "byterobust"},
+                   {"params", {{"standby_pool", 3}, {"inspect_gpu_s", 0.1}}}};
   doc["faults"]["categories"][0]["alert"] = "gpu";
   doc["cluster"]["repair"]["auto_h"] = 1e5;
   doc["cluster"]["scheduler"]["standby_refill"] = "repaired";
@@ -373,7 +396,8 @@ TEST(Attribution, ARandomMisattributionBlamesAnyMachineNotTheNeighbour) {
     doc["faults"]["categories"][0]["misattribution"] = misattribution;
     doc["replicas"] = 200;
     doc["job"]["horizon_days"] = 5;
-    const std::string out = (std::filesystem::temp_directory_path() / ("faultline-attr-" + misattribution)).string();
+    const std::string out =
+        (std::filesystem::temp_directory_path() / ("faultline-attr-" + misattribution)).string();
     run_out(write_scenario("attr-" + misattribution, doc), out, {"--incidents"});
     std::ifstream in(out + "/incidents.csv");
     std::string line;
@@ -411,7 +435,8 @@ TEST(StatedRates, ThePublishedCountIsTheCountTheJobSeesWithTheShippedDefaults) {
   json doc = job(2048, 419.0 / (2048 * 54), true);
   doc["faults"]["categories"][0]["alert"] = "gpu";
   doc["policy"] = {{"stack", "byterobust"}};
-  doc["job"] = {{"tp", 8}, {"pp", 8}, {"dp", 256}, {"step_time_s", 10}, {"init_s", 60}, {"horizon_days", 54}};
+  doc["job"] = {{"tp", 8},           {"pp", 8},      {"dp", 256},
+                {"step_time_s", 10}, {"init_s", 60}, {"horizon_days", 54}};
   doc["cluster"].erase("repair");
   doc["cluster"].erase("scheduler");
   doc["replicas"] = replicas;
@@ -421,7 +446,8 @@ TEST(StatedRates, ThePublishedCountIsTheCountTheJobSeesWithTheShippedDefaults) {
   doc["cluster"]["repair"] = {{"bad_fraction", 0.15}};
   const json bad = sim_run_json({write_scenario("stated-419-bad", doc), "--jobs", "2"});
   const auto& c = bad["incidents"]["by_category"]["crash"];
-  EXPECT_LT(c["realized_rate_per_machine_day"].get<double>(), 0.99 * c["rate_per_machine_day"].get<double>());
+  EXPECT_LT(c["realized_rate_per_machine_day"].get<double>(),
+            0.99 * c["rate_per_machine_day"].get<double>());
 }
 
 // sim compare --variant: a variant runs the scenario's own stack with its overrides, paired
@@ -439,7 +465,8 @@ TEST(SimCompareVariant, AVariantIsTheScenarioWithItsOverridesPairedReplicaByRepl
   const auto dir = std::filesystem::temp_directory_path() / "faultline-variant";
   std::filesystem::remove_all(dir);
   CliResult r = run_cli({"sim", "compare", scen, "--variant", "wall:faults.clock=wall", "--variant",
-                         "same:faults.rate_scale=1", "--jobs", "2", "--quiet", "--format", "json", "--out", dir.string()});
+                         "same:faults.rate_scale=1", "--jobs", "2", "--quiet", "--format", "json",
+                         "--out", dir.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   ASSERT_EQ(j["stacks"].size(), 3u);
@@ -461,7 +488,8 @@ TEST(SimCompareVariant, AVariantIsTheScenarioWithItsOverridesPairedReplicaByRepl
 // AIReSim's published default (arXiv 2603.07041, Table 1) as a faultline scenario: its ETR
 // (62.3%), failures per replication (11,146) and the time to train its ETR implies.
 TEST(AireSim, ThePublishedDefaultIsReproduced) {
-  const json r = sim_run_json({scenarios_dir() + "/airesim-default.json", "--replicas", "6", "--jobs", "2"});
+  const json r =
+      sim_run_json({scenarios_dir() + "/airesim-default.json", "--replicas", "6", "--jobs", "2"});
   EXPECT_NEAR(r["ettr"]["mean"].get<double>(), 0.623, 0.01);
   EXPECT_NEAR(r["incidents"]["faults_injected_per_replica"].get<double>(), 11146, 0.02 * 11146);
   EXPECT_NEAR(r["time_to_train"]["mean"].get<double>(), 256 / 0.623, 0.02 * 256 / 0.623);

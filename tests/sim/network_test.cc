@@ -1,10 +1,10 @@
 // Unit tests of the transfer memo (sim/network.h).
+#include "sim/network.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <map>
-
-#include "sim/network.h"
 
 namespace faultline {
 namespace {
@@ -19,8 +19,9 @@ TEST(DurationMemo, FindsEveryKeyAsAMapDoesThroughGrowthAndCollisions) {
   auto next = [&] { return x = x * 6364136223846793005ull + 1442695040888963407ull; };
   for (int i = 0; i < 20000; ++i) {
     sim::BatchKey k{1 + next() % 5, next(), next()};
-    if (i % 4 == 1) k.h1 = static_cast<std::uint64_t>(i) << 32;                       // same low bits: one chain
-    if (i % 4 == 2) k = {k.n, static_cast<std::uint64_t>(i - 1) << 32, k.h2};         // the previous one's h1
+    if (i % 4 == 1) k.h1 = static_cast<std::uint64_t>(i) << 32;  // same low bits: one chain
+    if (i % 4 == 2)
+      k = {k.n, static_cast<std::uint64_t>(i - 1) << 32, k.h2};  // the previous one's h1
     const std::int64_t d = static_cast<std::int64_t>(next() % 1000000);
     memo.insert(k, d);
     want.emplace(k, d);

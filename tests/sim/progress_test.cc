@@ -27,7 +27,10 @@ struct Reference {
         b.degraded += step - static_cast<std::int64_t>(step * rate);
         if (seg >= interval) {
           in_ckpt = blocking > 0;
-          if (!in_ckpt) { committed += seg; seg = 0; }
+          if (!in_ckpt) {
+            committed += seg;
+            seg = 0;
+          }
         }
       } else {
         ckpt += step;
@@ -73,7 +76,8 @@ TEST(ProgressModel, WallToGainIsTheInverseOfRun) {
   Rng rng({3, 4});
   for (int trial = 0; trial < 2000; ++trial) {
     ProgressModel p;
-    const std::int64_t interval = trial % 5 == 0 ? 0 : 1 + static_cast<std::int64_t>(rng.below(5'000'000'000));
+    const std::int64_t interval =
+        trial % 5 == 0 ? 0 : 1 + static_cast<std::int64_t>(rng.below(5'000'000'000));
     p.set_plan(interval, trial % 3 == 0 ? 0 : static_cast<std::int64_t>(rng.below(300'000'000)));
     p.set_rate(trial % 4 == 0 ? 1.0 : 0.2 + 0.8 * rng.uniform());
     Breakdown b;

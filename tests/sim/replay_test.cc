@@ -441,10 +441,14 @@ TEST(SimReplay, SetUpAttemptsAndShutdownAreNotIncidents) {
 // timings as they are (no error, no value moved into a range) and its ETTR is the
 // closed form of the run.
 json summary_at(double elapsed, long final_step, double step) {
-  return {{"t_s", elapsed},           {"kind", "summary"},
-          {"elapsed_s", elapsed},     {"final_step", final_step},
-          {"first_step", 0},          {"productive_s", final_step * step},
-          {"ettr", final_step * step / elapsed}, {"step_time_s", step}};
+  return {{"t_s", elapsed},
+          {"kind", "summary"},
+          {"elapsed_s", elapsed},
+          {"final_step", final_step},
+          {"first_step", 0},
+          {"productive_s", final_step * step},
+          {"ettr", final_step * step / elapsed},
+          {"step_time_s", step}};
 }
 
 constexpr double kSmallStep = 0.2, kSmallInit = 3;
@@ -495,8 +499,11 @@ TEST(SimReplay, EveryStepCheckpointsAtSubSecondStepsReplay) {
 // leaves those out instead of handing the simulator a scenario it refuses.
 TEST(SimReplay, RecordedParametersTheStackDoesNotReadAreLeftOut) {
   LogFile log("unread-params");
-  begin_every_step_run(log, {{"checkpoint", 0}, {"checkpoint_interval_s", 1800}, {"memory_checkpoint_blocking_s", 1.84},
-                             {"checkpoint_blocking_s", 0.02}, {"probe_deadline_s", 600}});
+  begin_every_step_run(log, {{"checkpoint", 0},
+                             {"checkpoint_interval_s", 1800},
+                             {"memory_checkpoint_blocking_s", 1.84},
+                             {"checkpoint_blocking_s", 0.02},
+                             {"probe_deadline_s", 600}});
   for (long step = 1; step <= 100; ++step) log.add(progress(kSmallInit + step * kSmallStep, step));
   log.add(summary_at(kSmallInit + 100 * kSmallStep, 100, kSmallStep));
   const json r = replay({log.write(), "--replicas", "1"});
@@ -549,7 +556,8 @@ TEST(SimReplay, PeriodicSubSecondCheckpointsReplayAtTheirMeasuredInterval) {
                     {"tier", "remote"},
                     {"reason", "periodic"},
                     {"remote_interval_s", 3600.0}}));
-    log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+    log.add(
+        action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
     log.add(outcome(kSmallInit, 2, kSmallInit));
     // Steps of 0.2 s; the step after every 4th is 0.1 s longer (the blocking save).
     double t = kSmallInit;
@@ -619,16 +627,17 @@ TEST(SimReplay, NanSeenInStepSamplesAndPoolReturnsReplayPhaseByPhase) {
     log.add(outcome(t, id++, 0.01));
     if (bitwise) {
       log.add(action(t, id,
-                   {{"type", "RunProbe"},
-                    {"test", "bitwise"},
-                    {"machines", {0, 1, 2, 3}},
-                    {"deadline_s", 60.0},
-                    {"reason", "NaN"}}));
+                     {{"type", "RunProbe"},
+                      {"test", "bitwise"},
+                      {"machines", {0, 1, 2, 3}},
+                      {"deadline_s", 60.0},
+                      {"reason", "NaN"}}));
       log.add(outcome(t + kBitwise, id++, kBitwise));
       t += kBitwise;
     }
     for (int phase = 0; phase < 2; ++phase) {
-      log.add(action(t, id, {{"type", "RunReplay"}, {"groups", {{0, 1}, {2, 3}}}, {"reason", "replay"}}));
+      log.add(action(t, id,
+                     {{"type", "RunReplay"}, {"groups", {{0, 1}, {2, 3}}}, {"reason", "replay"}}));
       log.add(outcome(t + kReplay, id++, kReplay));
       t += kReplay;
     }
@@ -647,14 +656,16 @@ TEST(SimReplay, NanSeenInStepSamplesAndPoolReturnsReplayPhaseByPhase) {
                     {"mechanism", "replay"}}));
     log.add(outcome(t + kWake, id++, kWake));
     t += kWake;
-    log.add(action(t, id, {{"type", "StartJob"}, {"reason", "replacements ready"}, {"mechanism", "none"}}));
+    log.add(action(
+        t, id, {{"type", "StartJob"}, {"reason", "replacements ready"}, {"mechanism", "none"}}));
     log.add(outcome(t + kInit, id++, kInit));
     t += kInit;
     log.add(progress(t, step, true));
-    log.add({{"t_s", evicted + kBack},
-             {"kind", "note"},
-             {"text", "m" + std::to_string(machine) +
-                          " passed its repair check (gpu_diag, bit-wise); back in the standby pool"}});
+    log.add(
+        {{"t_s", evicted + kBack},
+         {"kind", "note"},
+         {"text", "m" + std::to_string(machine) +
+                      " passed its repair check (gpu_diag, bit-wise); back in the standby pool"}});
     t0 = t;
     return t;
   };

@@ -36,8 +36,10 @@ class FullDiskDir {
   }
   ~FullDiskDir() {
     free_space();
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-    else std::signal(SIGXFSZ, old_xfsz_);
+    if (mounted_)
+      ::umount2(dir_.c_str(), MNT_DETACH);
+    else
+      std::signal(SIGXFSZ, old_xfsz_);
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
   FullDiskDir(const FullDiskDir&) = delete;
@@ -51,7 +53,8 @@ class FullDiskDir {
   // `max_file_bytes`.
   void fill(std::uintmax_t max_file_bytes, bool to_the_byte) {
     if (mounted_) {
-      const int fd = ::open((dir_ + "/filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      const int fd =
+          ::open((dir_ + "/filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       ASSERT_GE(fd, 0);
       const std::string block(4096, 'x');
       while (::write(fd, block.data(), block.size()) > 0) {
@@ -68,8 +71,10 @@ class FullDiskDir {
     }
   }
   void free_space() {
-    if (mounted_) std::filesystem::remove(dir_ + "/filler");
-    else ::setrlimit(RLIMIT_FSIZE, &old_limit_);
+    if (mounted_)
+      std::filesystem::remove(dir_ + "/filler");
+    else
+      ::setrlimit(RLIMIT_FSIZE, &old_limit_);
   }
 
  private:

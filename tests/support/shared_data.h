@@ -9,9 +9,10 @@
 #include <string>
 
 // Inside a TEST body: fails the test when `path` does not exist.
-#define FAULTLINE_REQUIRE_SHARED(path)                                                              \
-  do {                                                                                              \
-    const std::string faultline_shared_path_ = (path);                                              \
-    if (!std::filesystem::exists(faultline_shared_path_))                                           \
-      FAIL() << faultline_shared_path_ << " is missing: the tests run with ../shared beside the clone"; \
+#define FAULTLINE_REQUIRE_SHARED(path)                                        \
+  do {                                                                        \
+    const std::string faultline_shared_path_ = (path);                        \
+    if (!std::filesystem::exists(faultline_shared_path_))                     \
+      FAIL() << faultline_shared_path_                                        \
+             << " is missing: the tests run with ../shared beside the clone"; \
   } while (0)

@@ -134,10 +134,10 @@ TEST(SimSweep, CsvHasOneRowPerPointWithParametersThenMeanAndCi) {
   EXPECT_EQ(h[3], "ettr_mean");
   EXPECT_EQ(h[4], "ettr_lo");
   EXPECT_EQ(h[5], "ettr_hi");
-  for (const char* m :
-       {"productive_s", "detection_s", "diagnosis_s", "failover_s", "restore_s", "recompute_s", "checkpoint_s",
-        "degraded_s", "warmup_s", "waiting_for_machines_s", "unproductive_s", "incidents", "faults_injected",
-        "evictions_true", "evictions_false", "checkpoints", "gpu_hours_lost"})
+  for (const char* m : {"productive_s", "detection_s", "diagnosis_s", "failover_s", "restore_s",
+                        "recompute_s", "checkpoint_s", "degraded_s", "warmup_s",
+                        "waiting_for_machines_s", "unproductive_s", "incidents", "faults_injected",
+                        "evictions_true", "evictions_false", "checkpoints", "gpu_hours_lost"})
     for (const char* f : {"_mean", "_lo", "_hi"}) column(h, std::string(m) + f);
   EXPECT_EQ(h.size(), 2 + 1 + 18 * 3u);
   const std::vector<std::pair<std::string, std::string>> order = {{"1800", "300"}, {"1800", "600"},
@@ -191,9 +191,9 @@ TEST(SimSweep, PointEqualsSimRunWithTheSameSets) {
                                    {"--replicas", "9", "--jobs", "2", "--format", "json", "--grid",
                                     "policy.params.checkpoint_interval_s=900"}));
   ASSERT_EQ(s.exit_code, 0) << s.err;
-  CliResult run = run_cli({"sim", "run", kDense, "--replicas", "9", "--jobs", "2", "--format", "json",
-                           "--set", "policy.stack=requeue", "--set",
-                           "policy.params.checkpoint_interval_s=900"});
+  CliResult run =
+      run_cli({"sim", "run", kDense, "--replicas", "9", "--jobs", "2", "--format", "json", "--set",
+               "policy.stack=requeue", "--set", "policy.params.checkpoint_interval_s=900"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   json a = json::parse(run.out);
   a.erase("wall_s");
@@ -291,21 +291,26 @@ TEST(SimSweep, BadInputIsAUsageErrorNamingThePoint) {
 // rows are identical (what the refusal spares a researcher).
 TEST(SimSweep, AParameterTheStackDoesNotReadIsRefusedUnlessAllowed) {
   TempDir dir("sweep-unread");
-  const std::vector<std::string> grid = {"--grid", "policy.params.checkpoint_interval_s=600,1800", "--replicas", "4",
-                                         "--set", "job.horizon_days=10"};
+  const std::vector<std::string> grid = {
+      "--grid",     "policy.params.checkpoint_interval_s=600,1800",
+      "--replicas", "4",
+      "--set",      "job.horizon_days=10"};
   std::vector<std::string> a{"sim", "sweep", kDense, "--out", dir.str(), "--quiet"};
   a.insert(a.end(), grid.begin(), grid.end());
   CliResult r = run_cli(a);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   for (const char* want : {"checkpoint_interval_s", "stack 'byterobust' does not read it",
-                           "checkpoint=memory or checkpoint=remote", "this scenario has checkpoint=peer", "--allow-unused"})
+                           "checkpoint=memory or checkpoint=remote",
+                           "this scenario has checkpoint=peer", "--allow-unused"})
     EXPECT_NE(r.err.find(want), std::string::npos) << want << ": " << r.err;
   // The same through sim run, and through the tune command.
-  CliResult run = run_cli({"sim", "run", kDense, "--set", "policy.params.checkpoint_interval_s=600"});
+  CliResult run =
+      run_cli({"sim", "run", kDense, "--set", "policy.params.checkpoint_interval_s=600"});
   EXPECT_EQ(run.exit_code, 2) << run.err;
-  CliResult tune = run_cli({"sim", "tune", kDense, "--param", "policy.params.checkpoint_interval_s=300:3600",
-                            "--replicas", "2", "--quiet"});
+  CliResult tune =
+      run_cli({"sim", "tune", kDense, "--param", "policy.params.checkpoint_interval_s=300:3600",
+               "--replicas", "2", "--quiet"});
   EXPECT_NE(tune.exit_code, 0);
   EXPECT_NE(tune.err.find("does not read it"), std::string::npos) << tune.err;
 
@@ -327,7 +332,8 @@ TEST(SimSweep, AParameterTheStackDoesNotReadIsRefusedUnlessAllowed) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json k = json::parse(slurp(dir2.path() / "sweep.json"));
   EXPECT_NE(k["points"][0]["metrics"]["ettr"]["mean"], k["points"][1]["metrics"]["ettr"]["mean"]);
-  EXPECT_FALSE(json::parse(slurp(dir2.path() / k["points"][0]["result"].get<std::string>())).contains("unread_params"));
+  EXPECT_FALSE(json::parse(slurp(dir2.path() / k["points"][0]["result"].get<std::string>()))
+                   .contains("unread_params"));
 }
 
 // mpirun -n 2 gives the same bytes as the one-machine run (CSV on stdout and in DIR,
@@ -390,8 +396,9 @@ TEST(AnalyzeCheck, DalyAgreesWithTheSimulation) {
 // x mod n, a candidate where a failing pair of groups meets).
 TEST(AnalyzeLocalize, ReplayAndBisectionRoundsMatchIndependentCounts) {
   for (auto [machines, pp] : {std::pair{1200, 8}, std::pair{24, 4}}) {
-    CliResult r = run_cli({"analyze", "localize", "--machines", std::to_string(machines), "--pp",
-                           std::to_string(pp), "--faulty", "1,2", "--trials", "4000", "--format", "json"});
+    CliResult r =
+        run_cli({"analyze", "localize", "--machines", std::to_string(machines), "--pp",
+                 std::to_string(pp), "--faulty", "1,2", "--trials", "4000", "--format", "json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json j = json::parse(r.out);
     const int m = j["replay"]["m"], n = j["replay"]["n"];
@@ -426,7 +433,8 @@ TEST(AnalyzeLocalize, ReplayAndBisectionRoundsMatchIndependentCounts) {
     EXPECT_EQ(two["replay"]["found_all_share"].get<double>(), 1);
     EXPECT_EQ(two["bisection"]["found_all_share"].get<double>(), 1);
     // 4,000 random pairs; the extra count is 0 or 2: standard error <= 1 / sqrt(4000).
-    EXPECT_NEAR(two["replay"]["healthy_evicted_mean"].get<double>(), extra / pairs, 4 / std::sqrt(4000.0))
+    EXPECT_NEAR(two["replay"]["healthy_evicted_mean"].get<double>(), extra / pairs,
+                4 / std::sqrt(4000.0))
         << machines;
     EXPECT_LE(two["replay"]["healthy_evicted_max"].get<double>(), 2);
     EXPECT_LE(two["bisection"]["rounds_max"].get<double>(), d + 1);
@@ -443,7 +451,8 @@ TEST(AnalyzeLocalize, ReplayAndBisectionRoundsMatchIndependentCounts) {
   }
   CliResult bad = run_cli({"analyze", "localize", "--machines", "1200", "--pp", "7"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--pp: expected an integer dividing --machines (1200)"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--pp: expected an integer dividing --machines (1200)"), std::string::npos)
+      << bad.err;
 }
 
 // sim tune finds Daly's optimum on the Daly scenario and the smallest value within X.
@@ -533,12 +542,14 @@ TEST(Report, RendersAPageWithEmbeddedFigures) {
 // refused in one line naming it, and a broken input gives no Python traceback.
 TEST(Report, TakesCompareAndTuneDirectories) {
   TempDir cmp("report-compare"), tune("report-tune");
-  CliResult c = run_cli({"sim", "compare", kDense, "--stacks", "byterobust,requeue,reschedule", "--baseline",
-                         "byterobust", "--replicas", "4", "--jobs", "2", "--quiet", "--out", cmp.str()});
+  CliResult c =
+      run_cli({"sim", "compare", kDense, "--stacks", "byterobust,requeue,reschedule", "--baseline",
+               "byterobust", "--replicas", "4", "--jobs", "2", "--quiet", "--out", cmp.str()});
   ASSERT_EQ(c.exit_code, 0) << c.err;
-  CliResult t = run_cli({"sim", "tune", kDaly, "--param", "policy.params.checkpoint_interval_s=600:6000",
-                         "--replicas", "6", "--jobs", "2", "--points", "4", "--rounds", "1", "--set",
-                         "job.horizon_days=10", "--quiet", "--out", tune.str()});
+  CliResult t =
+      run_cli({"sim", "tune", kDaly, "--param", "policy.params.checkpoint_interval_s=600:6000",
+               "--replicas", "6", "--jobs", "2", "--points", "4", "--rounds", "1", "--set",
+               "job.horizon_days=10", "--quiet", "--out", tune.str()});
   ASSERT_EQ(t.exit_code, 0) << t.err;
   const fs::path html = cmp.path() / "report.html";
   CliResult r = run_cli({"report", cmp.str(), tune.str(), "-o", html.string()});
@@ -547,12 +558,14 @@ TEST(Report, TakesCompareAndTuneDirectories) {
   const size_t headline = page.find("id=\"headline\"");
   ASSERT_NE(headline, std::string::npos);
   EXPECT_LT(headline, page.find("<figure"));
-  for (const char* s : {"paired difference vs byterobust, pp [95% CI]", "replicas won / tied / lost",
-                        "<td>requeue</td>", "<td>reschedule</td>", "byterobust (baseline)",
-                        "ETTR distribution over replicas, per stack", "Paired ETTR difference vs byterobust",
-                        "Unproductive time per replica by phase, per stack",
-                        "Resolution time by fault category, per stack", "Tuning policy.params.checkpoint_interval_s",
-                        "Every evaluated candidate, by round", "Best value after each round"})
+  for (const char* s :
+       {"paired difference vs byterobust, pp [95% CI]", "replicas won / tied / lost",
+        "<td>requeue</td>", "<td>reschedule</td>", "byterobust (baseline)",
+        "ETTR distribution over replicas, per stack", "Paired ETTR difference vs byterobust",
+        "Unproductive time per replica by phase, per stack",
+        "Resolution time by fault category, per stack",
+        "Tuning policy.params.checkpoint_interval_s", "Every evaluated candidate, by round",
+        "Best value after each round"})
     EXPECT_NE(page.find(s), std::string::npos) << s;
   size_t figures = 0, captions = 0;
   for (size_t at = 0; (at = page.find("<img alt=", at)) != std::string::npos; ++at) ++figures;
@@ -562,7 +575,8 @@ TEST(Report, TakesCompareAndTuneDirectories) {
 
   CliResult none = run_cli({"report", tune.str() + "/points", "-o", html.string()});
   EXPECT_EQ(none.exit_code, 2);
-  EXPECT_NE(none.err.find(tune.str() + "/points: not a result directory"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find(tune.str() + "/points: not a result directory"), std::string::npos)
+      << none.err;
   EXPECT_EQ(std::count(none.err.begin(), none.err.end(), '\n'), 1) << none.err;
   {
     std::ofstream f(cmp.path() / "compare.json", std::ios::trunc);
@@ -580,9 +594,10 @@ TEST(Report, TakesCompareAndTuneDirectories) {
 // no difference").
 TEST(Report, OneAxisSweepCaptionNamesNoOtherParameters) {
   TempDir sweep("report-sweep-1d");
-  CliResult b = run_cli(sweep_args(kDaly, sweep.str(),
-                                   {"--replicas", "4", "--jobs", "2", "--set", "job.horizon_days=10",
-                                    "--grid", "policy.params.checkpoint_interval_s=1200,2400,3600"}));
+  CliResult b =
+      run_cli(sweep_args(kDaly, sweep.str(),
+                         {"--replicas", "4", "--jobs", "2", "--set", "job.horizon_days=10",
+                          "--grid", "policy.params.checkpoint_interval_s=1200,2400,3600"}));
   ASSERT_EQ(b.exit_code, 0) << b.err;
   const fs::path html = sweep.path() / "report.html";
   CliResult r = run_cli({"report", sweep.str(), "-o", html.string()});

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <set>
 
+#include "tests/support/shared_data.h"
 #include "traces/config.h"
 #include "traces/readers.h"
-#include "tests/support/shared_data.h"
 
 namespace faultline::traces {
 namespace {

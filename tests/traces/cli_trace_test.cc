@@ -193,7 +193,8 @@ TEST(TraceCli, SwitchScopeFaultTakesTheWholeRackInTheSimulator) {
     for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
     ASSERT_GE(f.size(), 8u) << line;
     EXPECT_EQ(f[6], "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15") << line;
-    EXPECT_EQ(f[7], "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15") << line;  // the first fault: machine = slot
+    EXPECT_EQ(f[7], "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15")
+        << line;  // the first fault: machine = slot
   }
   EXPECT_EQ(rows, 2);  // one per replica
 }
@@ -217,8 +218,9 @@ TEST(TraceCli, BootstrapScenarioRuns) {
   EXPECT_EQ(m["slots_bootstrapped"], 1200);
   EXPECT_NEAR(m["faults_per_machine_day"].get<double>(), 584 / (400 * 345.0843), 1e-6);
   // time_scale 2: half the rate.
-  CliResult slow = run_cli({"sim", "run", scenarios_dir() + "/infinitehbd-bootstrap-1200.json", "--replicas", "1",
-                            "--quiet", "--format", "json", "--set", "faults.trace.time_scale=2"});
+  CliResult slow =
+      run_cli({"sim", "run", scenarios_dir() + "/infinitehbd-bootstrap-1200.json", "--replicas",
+               "1", "--quiet", "--format", "json", "--set", "faults.trace.time_scale=2"});
   ASSERT_EQ(slow.exit_code, 0) << slow.err;
   EXPECT_NEAR(json::parse(slow.out)["trace_mapping"]["faults_per_machine_day"].get<double>(),
               m["faults_per_machine_day"].get<double>() / 2, 1e-12);
@@ -249,11 +251,14 @@ TEST(TraceCli, ReplayOntoADifferentClusterSizeSaysHowItMaps) {
   CliResult refused = run_cli({"sim", "run", s, "--quiet"});
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
-  EXPECT_NE(refused.err.find("s.json: $.faults.trace.mode: replay of t.jsonl's fleet of 4 nodes onto 64 machines"),
-            std::string::npos)
+  EXPECT_NE(
+      refused.err.find(
+          "s.json: $.faults.trace.mode: replay of t.jsonl's fleet of 4 nodes onto 64 machines"),
+      std::string::npos)
       << refused.err;
   for (const std::string rule : {"bootstrap", "fault_free"}) {
-    CliResult r = run_cli({"sim", "run", s, "--quiet", "--format", "json", "--set", "faults.trace.extra_slots=" + rule});
+    CliResult r = run_cli({"sim", "run", s, "--quiet", "--format", "json", "--set",
+                           "faults.trace.extra_slots=" + rule});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json j = json::parse(r.out);
     const json& m = j["trace_mapping"];
@@ -266,23 +271,31 @@ TEST(TraceCli, ReplayOntoADifferentClusterSizeSaysHowItMaps) {
     EXPECT_EQ(m["unused_fleet_nodes"], 0);
     // 4 nodes x 10 days, one fault a day each; bootstrapped extra slots add about 60 x 10.5.
     const double injected = j["incidents"]["faults_injected_per_replica"].get<double>();
-    if (rule == "fault_free") EXPECT_EQ(injected, 40) << rule;
-    else EXPECT_NEAR(injected, 670, 40) << rule;  // 20 faults per node in a 19.02-day window
-    CliResult t = run_cli({"sim", "run", s, "--quiet", "--set", "faults.trace.extra_slots=" + rule});
+    if (rule == "fault_free")
+      EXPECT_EQ(injected, 40) << rule;
+    else
+      EXPECT_NEAR(injected, 670, 40) << rule;  // 20 faults per node in a 19.02-day window
+    CliResult t =
+        run_cli({"sim", "run", s, "--quiet", "--set", "faults.trace.extra_slots=" + rule});
     ASSERT_EQ(t.exit_code, 0) << t.err;
-    EXPECT_NE(t.out.find("\ntrace      replay of t.jsonl (fleet of 4 nodes, 4 in the trace) onto 64 machines: "
-                         "fleet nodes 1-4 (in order of first appearance) drive slots 0-3; the 60 slots no node drives "
-                         "are " +
-                         std::string(rule == "bootstrap" ? "bootstrapped" : "fault-free")),
-              std::string::npos)
+    EXPECT_NE(
+        t.out.find(
+            "\ntrace      replay of t.jsonl (fleet of 4 nodes, 4 in the trace) onto 64 machines: "
+            "fleet nodes 1-4 (in order of first appearance) drive slots 0-3; the 60 slots no node "
+            "drives "
+            "are " +
+            std::string(rule == "bootstrap" ? "bootstrapped" : "fault-free")),
+        std::string::npos)
         << t.out;
   }
   // More fleet nodes than machines: the table says which are used.
-  CliResult few = run_cli({"sim", "run", s, "--quiet", "--set", "cluster.machines=2", "--set", "cluster.rack_size=2",
-                           "--set", "job.pp=2", "--set", "job.dp=1"});
+  CliResult few = run_cli({"sim", "run", s, "--quiet", "--set", "cluster.machines=2", "--set",
+                           "cluster.rack_size=2", "--set", "job.pp=2", "--set", "job.dp=1"});
   ASSERT_EQ(few.exit_code, 0) << few.err;
-  EXPECT_NE(few.out.find("fleet nodes 1-2 (in order of first appearance) drive slots 0-1; 2 fleet nodes unused"),
-            std::string::npos)
+  EXPECT_NE(
+      few.out.find(
+          "fleet nodes 1-2 (in order of first appearance) drive slots 0-1; 2 fleet nodes unused"),
+      std::string::npos)
       << few.out;
   std::filesystem::remove_all(dir);
 }

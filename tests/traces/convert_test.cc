@@ -9,10 +9,10 @@
 #include <sstream>
 #include <tuple>
 
+#include "tests/support/shared_data.h"
 #include "traces/readers.h"
 #include "traces/stats.h"
 #include "traces/writers.h"
-#include "tests/support/shared_data.h"
 
 namespace faultline::traces {
 namespace {

@@ -39,9 +39,11 @@ bool equal(const faultline::Event& a, const faultline::Event& b) {
         if constexpr (std::is_same_v<T, InspectionAlert>)
           return x.machine == y.machine && x.kind == y.kind && x.detail == y.detail;
         if constexpr (std::is_same_v<T, StepSample>)
-          return x.step == y.step && same(x.step_time_s, y.step_time_s) && x.loss.has_value() == y.loss.has_value() &&
-                 (!x.loss || same(*x.loss, *y.loss)) && x.grad_norm.has_value() == y.grad_norm.has_value() &&
-                 (!x.grad_norm || same(*x.grad_norm, *y.grad_norm)) && x.nan == y.nan && x.steady == y.steady;
+          return x.step == y.step && same(x.step_time_s, y.step_time_s) &&
+                 x.loss.has_value() == y.loss.has_value() && (!x.loss || same(*x.loss, *y.loss)) &&
+                 x.grad_norm.has_value() == y.grad_norm.has_value() &&
+                 (!x.grad_norm || same(*x.grad_norm, *y.grad_norm)) && x.nan == y.nan &&
+                 x.steady == y.steady;
         if constexpr (std::is_same_v<T, JobStarted>)
           return x.action == y.action && x.step == y.step;
         if constexpr (std::is_same_v<T, JobStopped>) return x.action == y.action;
@@ -54,12 +56,14 @@ bool equal(const faultline::Event& a, const faultline::Event& b) {
           return x.action == y.action && x.reason == y.reason;
         if constexpr (std::is_same_v<T, OracleFault>)
           return x.machines == y.machines && x.category == y.category &&
-                 x.persistent == y.persistent && x.code_bug == y.code_bug && x.data_bug == y.data_bug;
+                 x.persistent == y.persistent && x.code_bug == y.code_bug &&
+                 x.data_bug == y.data_bug;
         if constexpr (std::is_same_v<T, ProbeResult>)
           return x.action == y.action && x.test == y.test && x.failed == y.failed &&
                  x.timed_out == y.timed_out && x.group_failed == y.group_failed &&
                  x.group_seconds.size() == y.group_seconds.size() &&
-                 std::equal(x.group_seconds.begin(), x.group_seconds.end(), y.group_seconds.begin(), same);
+                 std::equal(x.group_seconds.begin(), x.group_seconds.end(), y.group_seconds.begin(),
+                            same);
         if constexpr (std::is_same_v<T, StacksCaptured>)
           return x.action == y.action && x.stacks == y.stacks;
         if constexpr (std::is_same_v<T, ReplayResult>)
@@ -86,7 +90,8 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
         if constexpr (std::is_same_v<T, SetCheckpointPlan>)
           return x.interval == y.interval && x.blocking == y.blocking && x.tier == y.tier &&
                  x.reason == y.reason && x.remote_interval == y.remote_interval;
-        if constexpr (std::is_same_v<T, WatchSteps>) return x.every == y.every && x.reason == y.reason;
+        if constexpr (std::is_same_v<T, WatchSteps>)
+          return x.every == y.every && x.reason == y.reason;
         if constexpr (std::is_same_v<T, EnableOracle>) return x.reason == y.reason;
         if constexpr (std::is_same_v<T, Note>) return x.text == y.text;
         if constexpr (std::is_same_v<T, EnableInspection>)
@@ -102,10 +107,12 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
         if constexpr (std::is_same_v<T, RollBack>) return x.reason == y.reason;
         if constexpr (std::is_same_v<T, SetStandbyPool>)
           return x.size == y.size && x.reason == y.reason;
-        if constexpr (std::is_same_v<T, EndRun>) return x.verdict == y.verdict && x.reason == y.reason;
+        if constexpr (std::is_same_v<T, EndRun>)
+          return x.verdict == y.verdict && x.reason == y.reason;
         if constexpr (std::is_same_v<T, MitigateSlowdown>)
           return x.slot == y.slot && x.how == y.how && x.reason == y.reason;
-        if constexpr (std::is_same_v<T, AvoidMachines>) return x.machines == y.machines && x.reason == y.reason;
+        if constexpr (std::is_same_v<T, AvoidMachines>)
+          return x.machines == y.machines && x.reason == y.reason;
       },
       a);
 }
@@ -126,7 +133,8 @@ std::vector<faultline::Event> all_events() {
       TimerFired{7, 18446744073709551614ull},
       ActionFailed{45, "slots have no machine"},
       OracleFault{{1, 9}, "gpu_fatal", true, true, true},
-      ProbeResult{46, ProbeKind::kInterAllGather, {0, 3}, true, {true, false}, {inf, 0.12345678901234567}},
+      ProbeResult{
+          46, ProbeKind::kInterAllGather, {0, 3}, true, {true, false}, {inf, 0.12345678901234567}},
       StacksCaptured{47, StackSignatures({"train_step > gemm", "", "train_step > all_reduce"})},
       ReplayResult{48, {true, false, true}},
   };
@@ -138,13 +146,17 @@ std::vector<faultline::Action> all_actions() {
       StartJob{"reattempt", Mechanism::kReattempt, "v7"},
       EvictMachines{{1, 2}, "real-time gpu alert", Mechanism::kRealtimeEviction, true},
       AcquireMachines{AcquireMode::kStandby, {4, 0}, "replace", Mechanism::kOverEviction, true},
-      SetCheckpointPlan{Duration::nanos(1'800'000'000'007), Duration::millis(6.77), CheckpointTier::kMemoryWithPeer,
-                        "every step", Duration::hours(2)},
+      SetCheckpointPlan{Duration::nanos(1'800'000'000'007), Duration::millis(6.77),
+                        CheckpointTier::kMemoryWithPeer, "every step", Duration::hours(2)},
       WatchSteps{Duration::nanos(600'000'000'001), "triggers"},
       EnableOracle{"upper bound"},
       Note{"line one\nline two\ttab"},
       EnableInspection{"host", Duration::seconds(2), "real-time inspection"},
-      RunProbe{ProbeKind::kInterAllGather, {0, 1, 2, 3}, Duration::infinite(), "NaN", {{0, 1}, {2, 3, 2147483647}}},
+      RunProbe{ProbeKind::kInterAllGather,
+               {0, 1, 2, 3},
+               Duration::infinite(),
+               "NaN",
+               {{0, 1}, {2, 3, 2147483647}}},
       CaptureStacks{"stall"},
       RunReplay{{{0, 1}, {}, {2, 3, 4}}, "phase 1"},
       HotUpdate{"v3", "urgent update"},
@@ -196,7 +208,8 @@ TEST(EventLogJson, FieldNamesUnitsAndEnumsAreTheDocumentedOnes) {
   EXPECT_EQ(j["slots"], json::array());
   j = to_json(faultline::Event{ProbeResult{1, ProbeKind::kGpuDiag, {2}, false}});
   EXPECT_EQ(j["test"], "gpu-diag");
-  EXPECT_EQ(to_json(faultline::Event{StepSample{1, std::nan(""), std::nullopt, std::nullopt, true, false}})["step_time_s"],
+  EXPECT_EQ(to_json(faultline::Event{StepSample{1, std::nan(""), std::nullopt, std::nullopt, true,
+                                                false}})["step_time_s"],
             "nan");
   EXPECT_EQ(to_json(faultline::Event{ProcessExit{1, 137, ""}}),
             json::parse(R"({"type":"ProcessExit","machine":1,"exit_code":137,"signature":""})"));
@@ -494,7 +507,6 @@ TEST(EventLogSummary, LiveEttrFromProgressUsesTheMedianHealthyStep) {
   EXPECT_DOUBLE_EQ(summarize_progress({p[0]}, 100, 9).step_time_s, 9);
 }
 
-
 // A log on a disk that really fills: a 64 KiB tmpfs filled with a filler file when the
 // tests run as root (and may mount), else a file-size limit (RLIMIT_FSIZE, SIGXFSZ
 // ignored) set just above the log's size. Writes fail in the kernel either way, often
@@ -555,7 +567,8 @@ TEST_F(FullDisk, AFailedWriteLeavesNoTornRecordAndTheBacklogIsWrittenInOrderOnce
   const auto before = std::chrono::system_clock::now();
   const int failed_at = write_until_failure(w, 5);
   ASSERT_GT(failed_at, 0);
-  for (int i = failed_at + 1; i < failed_at + 20; ++i) EXPECT_FALSE(w.note(i, "note " + std::to_string(i)));
+  for (int i = failed_at + 1; i < failed_at + 20; ++i)
+    EXPECT_FALSE(w.note(i, "note " + std::to_string(i)));
   EXPECT_FALSE(w.flush()) << "the disk is still full";
 
   // While full: the file holds whole records only, up to the last one that went through.
@@ -570,7 +583,8 @@ TEST_F(FullDisk, AFailedWriteLeavesNoTornRecordAndTheBacklogIsWrittenInOrderOnce
   EXPECT_GE(h.failed_writes, 21u) << "each record tried once, and the flush";
   EXPECT_EQ(w.failed_writes(), h.failed_writes);
   EXPECT_EQ(h.last_error, path_ + ": " + std::strerror(mounted_ ? ENOSPC : EFBIG));
-  const auto since = std::chrono::system_clock::time_point(std::chrono::milliseconds(h.since_unix_ms));
+  const auto since =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(h.since_unix_ms));
   EXPECT_LE(std::chrono::abs(since - before), std::chrono::seconds(2));
 
   // Room again: the next record goes out after the 20 that waited, in order.
@@ -593,7 +607,8 @@ TEST_F(FullDisk, ABacklogThatOverflowsCountsTheRecordsItLostAndFlushWritesTheRes
   fill();
   const int failed_at = write_until_failure(w, 0);
   ASSERT_GE(failed_at, 0);
-  for (int i = failed_at + 1; i < failed_at + 12; ++i) EXPECT_FALSE(w.note(i, "note " + std::to_string(i)));
+  for (int i = failed_at + 1; i < failed_at + 12; ++i)
+    EXPECT_FALSE(w.note(i, "note " + std::to_string(i)));
   EXPECT_EQ(w.health().pending, 8u);
   EXPECT_EQ(w.health().lost, 4u);
   EXPECT_EQ(w.health().outage_lost, 4u);
@@ -602,7 +617,8 @@ TEST_F(FullDisk, ABacklogThatOverflowsCountsTheRecordsItLostAndFlushWritesTheRes
   free_space();
   EXPECT_TRUE(w.flush()) << "the backlog goes out without waiting for another record";
   std::vector<int> want;
-  for (int i = 0; i < failed_at + 8; ++i) want.push_back(i);  // the oldest 8 waited; the 4 after were lost
+  for (int i = 0; i < failed_at + 8; ++i)
+    want.push_back(i);  // the oldest 8 waited; the 4 after were lost
   EXPECT_EQ(notes_in_file(), want);
   EXPECT_FALSE(w.health().failing);
   EXPECT_EQ(w.health().pending, 0u);

@@ -293,9 +293,9 @@ TEST(ColumnMap, ConfigErrorsAreOneLineWithPath) {
             "m.json: $.time: required: the field holding the time");
   EXPECT_EQ(column_map_error(R"({"format": "xml", "time": "t", "node": "n"})"),
             "m.json: $.format: expected one of csv|jsonl|json, got \"xml\"");
-  EXPECT_EQ(
-      column_map_error(R"({"format": "csv", "time": {"field": "t", "unit": "fortnights"}, "node": "n"})"),
-      "m.json: $.time.unit: expected one of ns|us|ms|s|min|h|d, got \"fortnights\"");
+  EXPECT_EQ(column_map_error(
+                R"({"format": "csv", "time": {"field": "t", "unit": "fortnights"}, "node": "n"})"),
+            "m.json: $.time.unit: expected one of ns|us|ms|s|min|h|d, got \"fortnights\"");
   EXPECT_EQ(column_map_error(R"({"format": "csv", "header": false, "time": "t", "node": 1})"),
             "m.json: $.time: expected a column number (the CSV has no header row), got \"t\"");
   EXPECT_EQ(column_map_error(R"({"format": "jsonl", "time": "t", "node": "n", "colour": 1})"),
@@ -304,9 +304,10 @@ TEST(ColumnMap, ConfigErrorsAreOneLineWithPath) {
             "end_time, event, fleet_nodes, format, level, node, origin, pairing, "
             "rejoin_ends_fault, scope, "
             "scope_id, time");
-  EXPECT_NE(column_map_error(R"({"format": "csv", "time": {"field": "t", "date": "%Y %Q"}, "node": "n"})")
-                .find("%Q"),
-            std::string::npos);
+  EXPECT_NE(
+      column_map_error(R"({"format": "csv", "time": {"field": "t", "date": "%Y %Q"}, "node": "n"})")
+          .find("%Q"),
+      std::string::npos);
   EXPECT_NE(column_map_error("{nope").find("invalid JSON"), std::string::npos);
 }
 
@@ -468,11 +469,13 @@ TEST(ColumnMap, CompositeKeyAndEndTimeConfigErrors) {
   EXPECT_EQ(column_map_error(R"({"format": "csv", "time": "t", "node": "n", "end_time": "e",
                       "duration": "d"})"),
             "m.json: $.end_time: not with \"duration\" (a row holds an end time or a duration)");
-  EXPECT_EQ(column_map_error(R"({"format": "csv", "time": "t", "node": "n", "end_time": {"value": "3"}})"),
+  EXPECT_EQ(column_map_error(
+                R"({"format": "csv", "time": "t", "node": "n", "end_time": {"value": "3"}})"),
             "m.json: $.end_time.value: a constant is not allowed here");
-  EXPECT_EQ(column_map_error(R"({"format": "csv", "time": "t", "node": "n", "end_time": {"field": "e",
+  EXPECT_EQ(
+      column_map_error(R"({"format": "csv", "time": "t", "node": "n", "end_time": {"field": "e",
                       "unit": "h"}})"),
-            "m.json: $.end_time.unit: unknown key; expected one of: field");
+      "m.json: $.end_time.unit: unknown key; expected one of: field");
 }
 
 TEST(Readers, DetectFormat) {

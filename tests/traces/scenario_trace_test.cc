@@ -13,9 +13,9 @@
 #include "policies/builtin.h"
 #include "scenarios/scenario.h"
 #include "sim/faults.h"
+#include "tests/support/shared_data.h"
 #include "traces/model.h"
 #include "traces/readers.h"
-#include "tests/support/shared_data.h"
 
 namespace faultline {
 namespace {
@@ -47,9 +47,9 @@ std::string write_case(const json& doc, const std::string& trace_text = "",
       for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
     }
   } made;
-  const auto dir =
-      std::filesystem::temp_directory_path() /
-      ("faultline-trace-test-" + std::to_string(::getpid()) + "-" + std::to_string(made.dirs.size()));
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("faultline-trace-test-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(made.dirs.size()));
   made.dirs.push_back(dir);
   std::filesystem::create_directories(dir / "sub");
   if (!trace_text.empty()) std::ofstream(dir / "sub" / trace_name) << trace_text;
@@ -83,8 +83,11 @@ TEST(ScenarioTrace, LoadsRelativeToTheScenarioAndFeedsFaultStream) {
                                                 {"scope", "job"},
                                                 {"symptom", "manual"},
                                                 {"rate_per_job_day", 0.5}}})},
-                   {"trace", {{"file", "sub/t.jsonl"}, {"mode", "replay"}, {"time_scale", 2},
-                              {"extra_slots", "fault_free"}}}};  // 32 fleet nodes, 64 machines
+                   {"trace",
+                    {{"file", "sub/t.jsonl"},
+                     {"mode", "replay"},
+                     {"time_scale", 2},
+                     {"extra_slots", "fault_free"}}}};  // 32 fleet nodes, 64 machines
   const std::string path = write_case(doc, kSmallTrace);
   const Registry r = policies::builtin_registry();
   const scenarios::Scenario sc = scenarios::load_scenario(path, {}, r);
@@ -195,8 +198,8 @@ TEST(ScenarioTrace, ReplayOntoMoreMachinesThanTraceNodesNeverLeavesSlotsSilently
   std::string trace = "{\"meta\":{\"version\":1,\"fleet_nodes\":4}}\n";
   for (int k = 0; k < 60; ++k)
     for (int n = 0; n < 4; ++n)
-      trace += "{\"time_s\":" + std::to_string(k * 43200 + n * 600 + 300) + ",\"node\":\"n" + std::to_string(n) +
-               "\",\"event\":\"fault\",\"class\":\"GPU\",\"duration_s\":60}\n";
+      trace += "{\"time_s\":" + std::to_string(k * 43200 + n * 600 + 300) + ",\"node\":\"n" +
+               std::to_string(n) + "\",\"event\":\"fault\",\"class\":\"GPU\",\"duration_s\":60}\n";
   auto scenario = [&](json extra) {
     json doc = base();  // 64 machines, 30 days
     json t = {{"file", "sub/t.jsonl"}, {"mode", "replay"}};
@@ -209,22 +212,27 @@ TEST(ScenarioTrace, ReplayOntoMoreMachinesThanTraceNodesNeverLeavesSlotsSilently
   const std::string e = load_error(scenario(json::object()));
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   EXPECT_NE(e.find("scenario.json: $.faults.trace.mode: "), std::string::npos) << e;
-  for (const char* part : {"t.jsonl", "4 nodes", "64 machines", "60 slots", "\"extra_slots\": \"bootstrap\"",
-                           "\"fault_free\"", "\"mode\": \"bootstrap\""})
+  for (const char* part :
+       {"t.jsonl", "4 nodes", "64 machines", "60 slots", "\"extra_slots\": \"bootstrap\"",
+        "\"fault_free\"", "\"mode\": \"bootstrap\""})
     EXPECT_NE(e.find(part), std::string::npos) << part << " not in: " << e;
   // Only in replay mode.
   const std::string b = load_error(scenario({{"mode", "bootstrap"}, {"extra_slots", "bootstrap"}}));
-  EXPECT_NE(b.find("$.faults.trace.extra_slots: only with \"mode\": \"replay\""), std::string::npos) << b;
-  EXPECT_NE(load_error(scenario({{"extra_slots", "spread"}})).find("$.faults.trace.extra_slots: expected one of"),
+  EXPECT_NE(b.find("$.faults.trace.extra_slots: only with \"mode\": \"replay\""), std::string::npos)
+      << b;
+  EXPECT_NE(load_error(scenario({{"extra_slots", "spread"}}))
+                .find("$.faults.trace.extra_slots: expected one of"),
             std::string::npos);
   // fault_free: the explicit opt-in to the old behaviour, trace nodes on slots 0..3 only.
-  const scenarios::Scenario ff = scenarios::load_scenario(scenario({{"extra_slots", "fault_free"}}), {}, r);
+  const scenarios::Scenario ff =
+      scenarios::load_scenario(scenario({{"extra_slots", "fault_free"}}), {}, r);
   const auto ffa = sim::trace_arrivals(ff, 0);
   EXPECT_EQ(ffa.size(), 240u);
   for (const auto& a : ffa) EXPECT_LT(a.slot, 4);
   // bootstrap: every slot gets faults; slots 0..3 keep exactly the replayed ones; the
   // extra slots fail at the fleet's per-node rate (2 a day, 60 in 30 days).
-  const scenarios::Scenario bs = scenarios::load_scenario(scenario({{"extra_slots", "bootstrap"}}), {}, r);
+  const scenarios::Scenario bs =
+      scenarios::load_scenario(scenario({{"extra_slots", "bootstrap"}}), {}, r);
   for (std::uint64_t rep = 0; rep < 3; ++rep) {
     const auto a = sim::trace_arrivals(bs, rep);
     std::vector<int> per_slot(64, 0);
@@ -247,7 +255,8 @@ TEST(ScenarioTrace, ReplayOntoMoreMachinesThanTraceNodesNeverLeavesSlotsSilently
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(again[i].at_ns, a[i].at_ns);
   }
   // A trace as large as the job needs no rule.
-  EXPECT_EQ(scenarios::load_scenario(scenario(json::object()), {"cluster.machines=4", "cluster.rack_size=4", "job.dp=1"}, r)
+  EXPECT_EQ(scenarios::load_scenario(scenario(json::object()),
+                                     {"cluster.machines=4", "cluster.rack_size=4", "job.dp=1"}, r)
                 .cluster.machines,
             4);
 }

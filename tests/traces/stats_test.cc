@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <map>
 
-#include "traces/readers.h"
 #include "tests/support/shared_data.h"
+#include "traces/readers.h"
 
 namespace faultline::traces {
 namespace {

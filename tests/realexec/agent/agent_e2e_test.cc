@@ -510,7 +510,8 @@ TEST_F(AgentE2E, BadReportLinesAreDropped) {
   EXPECT_TRUE(logged("report line dropped: not a JSON object"));
   EXPECT_TRUE(logged("report line dropped: longer than 4 KiB"));
   EXPECT_TRUE(logged("report line dropped: report: type: expected a string, got an integer"));
-  EXPECT_TRUE(logged("report line dropped: report: loss_nan: expected true or false, got a string"));
+  EXPECT_TRUE(
+      logged("report line dropped: report: loss_nan: expected true or false, got a string"));
 }
 
 TEST_F(AgentE2E, ExitsWhileDisconnectedAreDeliveredAfterReconnect) {
@@ -807,29 +808,44 @@ TEST_F(AgentE2E, RelayedRendezvousBlobsGoOutOnceAndOnlyFittingRelaysAreTaken) {
     return r.value("reason", "");
   };
   auto probe = [](std::int64_t req, int rank) {
-    return json{{"type", "probe"}, {"req", req}, {"test", "inter_all_gather"}, {"deadline_ms", 10000},
-                {"rank", rank}, {"world_size", 2}, {"master_addr", "127.0.0.1"}, {"master_port", 29600},
+    return json{{"type", "probe"},
+                {"req", req},
+                {"test", "inter_all_gather"},
+                {"deadline_ms", 10000},
+                {"rank", rank},
+                {"world_size", 2},
+                {"master_addr", "127.0.0.1"},
+                {"master_port", 29600},
                 {"rendezvous", true}};
   };
   auto reply_to = [&](std::int64_t req) {
     json reply;
-    wait([&] {
-      for (const auto& x : controller_->messages)
-        if ((x["type"] == "done" || x["type"] == "error") && x.value("req", json()) == req) reply = x;
-      return !reply.is_null();
-    }, 20);
+    wait(
+        [&] {
+          for (const auto& x : controller_->messages)
+            if ((x["type"] == "done" || x["type"] == "error") && x.value("req", json()) == req)
+              reply = x;
+          return !reply.is_null();
+        },
+        20);
     return reply;
   };
   // A rendezvous file as the probe writes it: magic, 2 ranks, 128 bytes.
-  const std::string blob = "464c525630303031" "02000000" "80000000" + std::string(256, 'a');
+  const std::string blob =
+      "464c525630303031"
+      "02000000"
+      "80000000" +
+      std::string(256, 'a');
   EXPECT_EQ(reason({{"type", "rendezvous"}, {"probe_req", 500}, {"blob", blob}}),
-            "rendezvous: probe_req: no inter_all_gather probe with a relayed rendezvous runs for request 500");
+            "rendezvous: probe_req: no inter_all_gather probe with a relayed rendezvous runs for "
+            "request 500");
   EXPECT_EQ(reason({{"type", "rendezvous"}, {"probe_req", 500}, {"blob", "ABC"}}),
             "rendezvous: blob: expected an even number (2 to 2048) of lowercase hex digits");
 
   // Rank 1: the relay reaches its probe, once.
   controller_->send_raw(probe(500, 1));
-  const json first = controller_->request({{"type", "rendezvous"}, {"probe_req", 500}, {"blob", blob}});
+  const json first =
+      controller_->request({{"type", "rendezvous"}, {"probe_req", 500}, {"blob", blob}});
   EXPECT_EQ(first["type"], "done") << first.dump();
   EXPECT_EQ(first["ok"], true);
   EXPECT_EQ(reason({{"type", "rendezvous"}, {"probe_req", 500}, {"blob", blob}}),
@@ -856,9 +872,13 @@ TEST_F(AgentE2E, RelayedRendezvousBlobsGoOutOnceAndOnlyFittingRelaysAreTaken) {
   EXPECT_EQ(published[0]["probe_req"], 600);
   const std::string sent = published[0].value("blob", "");
   EXPECT_EQ(sent.size(), 2u * (16 + 128)) << sent;
-  EXPECT_EQ(sent.substr(0, 32), "464c525630303031" "02000000" "80000000");
-  EXPECT_LT(controller_->index_of([](const json& m) { return m["type"] == "rendezvous"; }),
-            controller_->index_of([](const json& m) { return m["type"] == "done" && m["req"] == 600; }));
+  EXPECT_EQ(sent.substr(0, 32),
+            "464c525630303031"
+            "02000000"
+            "80000000");
+  EXPECT_LT(
+      controller_->index_of([](const json& m) { return m["type"] == "rendezvous"; }),
+      controller_->index_of([](const json& m) { return m["type"] == "done" && m["req"] == 600; }));
   // The relays were checked where the probes ran and the files are gone.
   EXPECT_TRUE(fs::is_empty(config_.machines[0].workdir + "/rendezvous"));
 
@@ -872,7 +892,8 @@ TEST_F(AgentE2E, RelayedRendezvousBlobsGoOutOnceAndOnlyFittingRelaysAreTaken) {
   EXPECT_EQ(r2["timed_out"], true);
   EXPECT_EQ(r2["rendezvous"], "timed_out");
   EXPECT_LT(r2["report"]["elapsed_s"].get<double>(), 4.5) << "the probe ended within its deadline";
-  EXPECT_LT(r2["duration_s"].get<double>(), 5.0 + 0.5) << "killed at the agent's deadline at the latest";
+  EXPECT_LT(r2["duration_s"].get<double>(), 5.0 + 0.5)
+      << "killed at the agent's deadline at the latest";
 }
 
 }  // namespace

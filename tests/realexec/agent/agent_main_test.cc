@@ -75,8 +75,7 @@ TEST_F(AgentMain, UsageAndConfigErrorsExit2) {
   ::chmod((dir_ + "/token").c_str(), 0644);
   r = run({dir_ + "/live.json", "--name", "m0"});
   EXPECT_EQ(r.exit_code(), 2);
-  EXPECT_NE(r.err.find("token: file is accessible by group or others"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("token: file is accessible by group or others"), std::string::npos) << r.err;
 }
 
 TEST_F(AgentMain, RunsUntilMachineDown) {
@@ -97,7 +96,8 @@ TEST_F(AgentMain, RunsUntilMachineDown) {
         Conn::Handlers{[&](const json& m) {
                          got.push_back(m);
                          if (m["type"] == "hello") {
-                           conn->send(handshake.challenge(kToken, decode_hello(m, kProtocolVersion)));
+                           conn->send(
+                               handshake.challenge(kToken, decode_hello(m, kProtocolVersion)));
                          } else if (m["type"] == "auth") {
                            if (handshake.verify(kToken, decode_auth(m)))
                              conn->send({{"type", "welcome"}, {"machine", "m0"}, {"role", "job"}});

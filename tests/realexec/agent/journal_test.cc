@@ -47,7 +47,8 @@ TEST_F(FullDiskJournal, AFailedSaveKeepsThePreviousJournalWholeAndTheNextSaveWor
   EXPECT_FALSE(j.save(&err));
   EXPECT_EQ(err, path + ".tmp: " + std::strerror(mounted_ ? ENOSPC : EFBIG));
   EXPECT_EQ(slurp(path), first) << "the previous journal stays, whole";
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp")) << "no partial temporary file is left to hold space";
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"))
+      << "no partial temporary file is left to hold space";
   EXPECT_TRUE(j.health().failing);
   EXPECT_EQ(j.health().outages, 1u);
   EXPECT_EQ(j.health().pending, 1u);

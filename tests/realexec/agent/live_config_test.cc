@@ -8,8 +8,8 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 class LiveConfigKeys : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (fs::temp_directory_path() / ("faultline-live-config-" + std::to_string(getpid()))).string();
+    dir_ = (fs::temp_directory_path() / ("faultline-live-config-" + std::to_string(getpid())))
+               .string();
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -69,7 +70,8 @@ TEST_F(LiveConfigKeys, TheReadOnlyCredentialIsAFileOfItsOwn) {
   ASSERT_EQ(load(job, json{{"status_token_file", "status-token"}}, &c), "");
   EXPECT_EQ(c.status_token_file, dir_ + "/status-token");
   const std::string err = load(job, json{{"status_token_file", "token"}});
-  EXPECT_NE(err.find("status_token_file: expected a file other than token_file"), std::string::npos) << err;
+  EXPECT_NE(err.find("status_token_file: expected a file other than token_file"), std::string::npos)
+      << err;
 }
 
 // A machine's `ssh` destination becomes an argument of ssh: an option-like or shell-like
@@ -77,32 +79,57 @@ TEST_F(LiveConfigKeys, TheReadOnlyCredentialIsAFileOfItsOwn) {
 TEST_F(LiveConfigKeys, TheSshDestinationIsAUserAndHostNothingMore) {
   const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
   LiveConfig c;
-  ASSERT_EQ(load(job, json{{"machines", {{{"name", "m0"}, {"ssh", "ops@gpu01.example"}}}}}, &c), "");
+  ASSERT_EQ(load(job, json{{"machines", {{{"name", "m0"}, {"ssh", "ops@gpu01.example"}}}}}, &c),
+            "");
   EXPECT_EQ(c.machines[0].ssh, "ops@gpu01.example");
   for (const std::string bad : {"-oProxyCommand=sh", "gpu01;reboot", "gpu 01", "", "a$(id)"}) {
     const std::string err = load(job, json{{"machines", {{{"name", "m0"}, {"ssh", bad}}}}});
-    EXPECT_NE(err.find("machines[0].ssh: expected [user@]host"), std::string::npos) << bad << ": " << err;
+    EXPECT_NE(err.find("machines[0].ssh: expected [user@]host"), std::string::npos)
+        << bad << ": " << err;
   }
 }
 
 TEST_F(LiveConfigKeys, LaunchCommandsLocallyAndOverSsh) {
   const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
   LiveConfig c;
-  ASSERT_EQ(load(job, json{{"machines", {{{"name", "m0"}, {"addr", "10.0.0.5"}},
-                                         {{"name", "m1"}, {"ssh", "ops@gpu02"}}}}}, &c), "");
+  ASSERT_EQ(
+      load(job,
+           json{{"machines",
+                 {{{"name", "m0"}, {"addr", "10.0.0.5"}}, {{"name", "m1"}, {"ssh", "ops@gpu02"}}}}},
+           &c),
+      "");
   LaunchOptions o;
   o.agent_bin = "/opt/fl/bin/faultline-live";
-  EXPECT_EQ(agent_command(c, c.machines[0], o),
-            (std::vector<std::string>{"/opt/fl/bin/faultline-live", "agent", c.file, "--name", "m0"}));
+  EXPECT_EQ(
+      agent_command(c, c.machines[0], o),
+      (std::vector<std::string>{"/opt/fl/bin/faultline-live", "agent", c.file, "--name", "m0"}));
   o.via = LaunchOptions::Via::kSsh;
   o.remote_config = "/etc/faultline/it's.json";
   o.identity_file = "/root/.ssh/id_fl";
   o.ssh_options = {"UserKnownHostsFile=/tmp/kh"};
-  const std::vector<std::string> want = {
-      "ssh", "-tt", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=2",
-      "-o", "ServerAliveCountMax=3", "-i", "/root/.ssh/id_fl", "-o", "UserKnownHostsFile=/tmp/kh", "--",
-      "10.0.0.5", "'/opt/fl/bin/faultline-live'", "'agent'", "'/etc/faultline/it'\\''s.json'", "'--name'", "'m0'"};
-  EXPECT_EQ(agent_command(c, c.machines[0], o), want) << "the machine's addr when it names no ssh host";
+  const std::vector<std::string> want = {"ssh",
+                                         "-tt",
+                                         "-o",
+                                         "BatchMode=yes",
+                                         "-o",
+                                         "ConnectTimeout=5",
+                                         "-o",
+                                         "ServerAliveInterval=2",
+                                         "-o",
+                                         "ServerAliveCountMax=3",
+                                         "-i",
+                                         "/root/.ssh/id_fl",
+                                         "-o",
+                                         "UserKnownHostsFile=/tmp/kh",
+                                         "--",
+                                         "10.0.0.5",
+                                         "'/opt/fl/bin/faultline-live'",
+                                         "'agent'",
+                                         "'/etc/faultline/it'\\''s.json'",
+                                         "'--name'",
+                                         "'m0'"};
+  EXPECT_EQ(agent_command(c, c.machines[0], o), want)
+      << "the machine's addr when it names no ssh host";
   EXPECT_EQ(agent_command(c, c.machines[1], o)[15], "ops@gpu02");
   EXPECT_EQ(shell_quote("a b'c"), "'a b'\\''c'");
 }
@@ -110,16 +137,22 @@ TEST_F(LiveConfigKeys, LaunchCommandsLocallyAndOverSsh) {
 TEST_F(LiveConfigKeys, ASessionsEndIsSaidInOneLine) {
   LaunchOptions ssh;
   ssh.via = LaunchOptions::Via::kSsh;
-  EXPECT_EQ(describe_session_end(ssh, 255 << 8, "ssh: connect to host 10.0.0.5 port 22: No route to host"),
+  EXPECT_EQ(describe_session_end(ssh, 255 << 8,
+                                 "ssh: connect to host 10.0.0.5 port 22: No route to host"),
             "ssh failed (exit 255): ssh: connect to host 10.0.0.5 port 22: No route to host");
   EXPECT_EQ(describe_session_end(ssh, 2 << 8, "faultline agent: live.json: (file): cannot be read"),
-            "its agent refused its command line, config or token (exit 2): faultline agent: live.json: (file): "
+            "its agent refused its command line, config or token (exit 2): faultline agent: "
+            "live.json: (file): "
             "cannot be read");
   EXPECT_EQ(describe_session_end(ssh, 0, ""), "its agent shut down (the run was stopped)");
-  EXPECT_EQ(describe_session_end(ssh, 127 << 8, "bash: line 1: /opt/fl/bin/faultline-live: No such file or directory"),
-            "no agent program there (exit 127): bash: line 1: /opt/fl/bin/faultline-live: No such file or directory");
+  EXPECT_EQ(
+      describe_session_end(ssh, 127 << 8,
+                           "bash: line 1: /opt/fl/bin/faultline-live: No such file or directory"),
+      "no agent program there (exit 127): bash: line 1: /opt/fl/bin/faultline-live: No such file "
+      "or directory");
   EXPECT_EQ(describe_session_end(LaunchOptions{}, 255 << 8, ""), "its agent ended: exit code 255");
-  EXPECT_EQ(describe_session_end(LaunchOptions{}, SIGKILL, ""), "its agent ended: killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(describe_session_end(LaunchOptions{}, SIGKILL, ""),
+            "its agent ended: killed by signal 9 (SIGKILL)");
 }
 
 TEST_F(LiveConfigKeys, TheMetricsEndpointIsOptionalAndStrictlyChecked) {
@@ -127,8 +160,10 @@ TEST_F(LiveConfigKeys, TheMetricsEndpointIsOptionalAndStrictlyChecked) {
   LiveConfig c;
   ASSERT_EQ(load(job, json::object(), &c), "");
   EXPECT_EQ(c.metrics_port, 0) << "none by default";
-  ASSERT_EQ(load(job, json{{"metrics_listen", "0.0.0.0:9464"}, {"metrics_token_file", "metrics-token"},
-                           {"metrics_linger_s", 5}},
+  ASSERT_EQ(load(job,
+                 json{{"metrics_listen", "0.0.0.0:9464"},
+                      {"metrics_token_file", "metrics-token"},
+                      {"metrics_linger_s", 5}},
                  &c),
             "");
   EXPECT_EQ(c.metrics_host, "0.0.0.0");
@@ -137,19 +172,27 @@ TEST_F(LiveConfigKeys, TheMetricsEndpointIsOptionalAndStrictlyChecked) {
   EXPECT_EQ(c.metrics_linger_s, 5);
   const auto error_of = [&](json extra) { return load(job, std::move(extra)); };
   EXPECT_EQ(error_of({{"metrics_listen", "9464"}}),
-            dir_ + "/live.json: metrics_listen: expected \"host:port\" with a port in 1..65535, got \"9464\"");
-  EXPECT_NE(error_of({{"metrics_listen", "h:0"}}).find("metrics_listen: expected \"host:port\""), std::string::npos);
-  EXPECT_NE(error_of({{"metrics_listen", "h:70000"}}).find("metrics_listen: expected"), std::string::npos);
-  EXPECT_NE(error_of({{"metrics_listen", 9464}}).find("metrics_listen: expected a string"), std::string::npos);
-  EXPECT_NE(error_of({{"metrics_listen", "127.0.0.1:7700"}}).find("metrics_listen: expected a port other than"),
+            dir_ +
+                "/live.json: metrics_listen: expected \"host:port\" with a port in 1..65535, got "
+                "\"9464\"");
+  EXPECT_NE(error_of({{"metrics_listen", "h:0"}}).find("metrics_listen: expected \"host:port\""),
+            std::string::npos);
+  EXPECT_NE(error_of({{"metrics_listen", "h:70000"}}).find("metrics_listen: expected"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"metrics_listen", 9464}}).find("metrics_listen: expected a string"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"metrics_listen", "127.0.0.1:7700"}})
+                .find("metrics_listen: expected a port other than"),
             std::string::npos)
       << "the controller's default port";
-  EXPECT_NE(error_of({{"metrics_token_file", "metrics-token"}}).find("metrics_token_file: expected only together"),
+  EXPECT_NE(error_of({{"metrics_token_file", "metrics-token"}})
+                .find("metrics_token_file: expected only together"),
             std::string::npos);
   EXPECT_NE(error_of({{"metrics_listen", "h:9464"}, {"metrics_token_file", "token"}})
                 .find("metrics_token_file: expected a file of its own"),
             std::string::npos);
-  EXPECT_NE(error_of({{"metrics_listen", "h:9464"}, {"metrics_linger_s", -1}}).find("metrics_linger_s: expected a number in"),
+  EXPECT_NE(error_of({{"metrics_listen", "h:9464"}, {"metrics_linger_s", -1}})
+                .find("metrics_linger_s: expected a number in"),
             std::string::npos);
 }
 
@@ -157,7 +200,10 @@ TEST_F(LiveConfigKeys, TheMetricsEndpointIsOptionalAndStrictlyChecked) {
 TEST_F(LiveConfigKeys, SlurmStepsRunOnTheMachinesNodes) {
   const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
   LiveConfig c;
-  ASSERT_EQ(load(job, json{{"machines", {{{"name", "m0"}}, {{"name", "m1"}, {"slurm_node", "gpu-017"}}}}}, &c), "");
+  ASSERT_EQ(
+      load(job, json{{"machines", {{{"name", "m0"}}, {{"name", "m1"}, {"slurm_node", "gpu-017"}}}}},
+           &c),
+      "");
   EXPECT_EQ(slurm_node_of(c.machines[0]), "m0");
   EXPECT_EQ(slurm_node_of(c.machines[1]), "gpu-017");
   LaunchOptions o;
@@ -165,12 +211,14 @@ TEST_F(LiveConfigKeys, SlurmStepsRunOnTheMachinesNodes) {
   o.agent_bin = "/opt/fl/bin/faultline-live";
   o.slurm_job = "4242";
   EXPECT_EQ(agent_command(c, c.machines[1], o),
-            (std::vector<std::string>{"srun", "--jobid=4242", "--nodes=1", "--ntasks=1", "--nodelist=gpu-017",
-                                      "--overlap", "--job-name=faultline-agent-m1", "--quiet",
-                                      "/opt/fl/bin/faultline-live", "agent", c.file, "--name", "m1"}));
+            (std::vector<std::string>{
+                "srun", "--jobid=4242", "--nodes=1", "--ntasks=1", "--nodelist=gpu-017",
+                "--overlap", "--job-name=faultline-agent-m1", "--quiet",
+                "/opt/fl/bin/faultline-live", "agent", c.file, "--name", "m1"}));
   for (const std::string bad : {"gpu[01-04]", "a,b", "-w", "", "gpu 1"}) {
     const std::string err = load(job, json{{"machines", {{{"name", "m0"}, {"slurm_node", bad}}}}});
-    EXPECT_NE(err.find("machines[0].slurm_node: expected one Slurm node name"), std::string::npos) << bad << ": " << err;
+    EXPECT_NE(err.find("machines[0].slurm_node: expected one Slurm node name"), std::string::npos)
+        << bad << ": " << err;
   }
   EXPECT_EQ(drain_command("gpu-017", "evicted m1: machine lost"),
             (std::vector<std::string>{"scontrol", "update", "nodename=gpu-017", "state=drain",
@@ -193,28 +241,43 @@ TEST_F(LiveConfigKeys, SlurmNodesMustBeInTheAllocationAndTheRestAreSpare) {
   EXPECT_EQ(check_slurm_nodes({&a, &d}, alloc, "17", &spare),
             "m2: slurm node \"n9\" is not in allocation 17 (its nodes: m0,n1,gpu-7)");
   d.slurm_node = "m0";
-  EXPECT_EQ(check_slurm_nodes({&a, &d}, alloc, "17", &spare), "m2: slurm node \"m0\" is already machine m0's");
+  EXPECT_EQ(check_slurm_nodes({&a, &d}, alloc, "17", &spare),
+            "m2: slurm node \"m0\" is already machine m0's");
 }
 
 TEST_F(LiveConfigKeys, EvictionsAreReadFromTheEventLogByMachineName) {
   const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
   LiveConfig c;
-  ASSERT_EQ(load(job, json{{"machines", {{{"name", "m0"}}, {{"name", "m1"}}}}, {"standby", {{{"name", "s0"}}}}}, &c), "");
+  ASSERT_EQ(load(job,
+                 json{{"machines", {{{"name", "m0"}}, {{"name", "m1"}}}},
+                      {"standby", {{{"name", "s0"}}}}},
+                 &c),
+            "");
   std::string why;
-  EXPECT_EQ(evicted_by(c, R"({"action":{"machines":[1,2],"mechanism":"x","reason":"machine lost","type":"EvictMachines"},"id":3,"kind":"action","t_s":1.5})", &why),
-            (std::vector<std::string>{"m1", "s0"}));
+  EXPECT_EQ(
+      evicted_by(
+          c,
+          R"({"action":{"machines":[1,2],"mechanism":"x","reason":"machine lost","type":"EvictMachines"},"id":3,"kind":"action","t_s":1.5})",
+          &why),
+      (std::vector<std::string>{"m1", "s0"}));
   EXPECT_EQ(why, "machine lost");
-  EXPECT_TRUE(evicted_by(c, R"({"action":{"machines":[0],"type":"StopJob"},"kind":"action"})", &why).empty());
+  EXPECT_TRUE(evicted_by(c, R"({"action":{"machines":[0],"type":"StopJob"},"kind":"action"})", &why)
+                  .empty());
   EXPECT_TRUE(evicted_by(c, R"({"kind":"note","text":"EvictMachines"})", &why).empty());
-  EXPECT_TRUE(evicted_by(c, R"({"action":{"machines":[7],"type":"EvictMachines"},"kind":"action"})", &why).empty());
+  EXPECT_TRUE(
+      evicted_by(c, R"({"action":{"machines":[7],"type":"EvictMachines"},"kind":"action"})", &why)
+          .empty());
   EXPECT_TRUE(evicted_by(c, "{truncated EvictMachines", &why).empty());
 }
 
 TEST_F(LiveConfigKeys, SrunsRefusalIsSaidInOneLine) {
   LaunchOptions o;
   o.via = LaunchOptions::Via::kSlurm;
-  EXPECT_EQ(describe_session_end(o, 1 << 8, "srun: error: Unable to create step for job 5: Requested node configuration is not available"),
-            "srun failed (exit 1): Unable to create step for job 5: Requested node configuration is not available");
+  EXPECT_EQ(describe_session_end(o, 1 << 8,
+                                 "srun: error: Unable to create step for job 5: Requested node "
+                                 "configuration is not available"),
+            "srun failed (exit 1): Unable to create step for job 5: Requested node configuration "
+            "is not available");
   EXPECT_EQ(describe_session_end(o, 137 << 8, "srun: error: m3: task 0: Exited with exit code 137"),
             "its agent ended: exit code 137: srun: error: m3: task 0: Exited with exit code 137");
 }
@@ -224,15 +287,17 @@ TEST_F(LiveConfigKeys, SrunsRefusalIsSaidInOneLine) {
 TEST_F(LiveConfigKeys, SpareNodesOfTheAllocationBecomeStandbysInAllocationOrder) {
   const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
   // Ordered as an operator wrote it (token_file first), not sorted.
-  nlohmann::ordered_json doc{{"token_file", "token"},
-           {"machines", {{{"name", "m0"}}, {{"name", "m1"}, {"slurm_node", "gpu-7"}}}},
-           {"standby", {{{"name", "s0"}, {"slurm_node", "n1"}}}},
-           {"job", job},
-           {"trainjob_bin", "/bin/true"},
-           {"slurm_standby", {{"workdir", "/var/tmp/fl/{node}/w"}, {"nic", "ib0"}}}};
+  nlohmann::ordered_json doc{
+      {"token_file", "token"},
+      {"machines", {{{"name", "m0"}}, {{"name", "m1"}, {"slurm_node", "gpu-7"}}}},
+      {"standby", {{{"name", "s0"}, {"slurm_node", "n1"}}}},
+      {"job", job},
+      {"trainjob_bin", "/bin/true"},
+      {"slurm_standby", {{"workdir", "/var/tmp/fl/{node}/w"}, {"nic", "ib0"}}}};
   const std::string file = dir_ + "/live.json";
   const auto& reg = policies::builtin_registry();
-  const std::vector<SlurmNode> alloc = {{"n3", "10.0.0.3"}, {"m0", ""}, {"n1", ""}, {"gpu-7", ""}, {"n2", "10.0.0.2"}};
+  const std::vector<SlurmNode> alloc = {
+      {"n3", "10.0.0.3"}, {"m0", ""}, {"n1", ""}, {"gpu-7", ""}, {"n2", "10.0.0.2"}};
   std::vector<std::string> added;
   const std::string out = slurm_effective_config(doc.dump(), file, "", alloc, "17", reg, &added);
   EXPECT_EQ(added, (std::vector<std::string>{"n3", "n2"}));
@@ -248,8 +313,11 @@ TEST_F(LiveConfigKeys, SpareNodesOfTheAllocationBecomeStandbysInAllocationOrder)
   EXPECT_EQ(c.cluster_spec().standby_machines, 3);
   // The event log's machine ids (job machines, then standbys) name the new standbys.
   std::string why;
-  EXPECT_EQ(evicted_by(c, R"({"action":{"machines":[4],"reason":"r","type":"EvictMachines"},"kind":"action"})", &why),
-            std::vector<std::string>{"n2"});
+  EXPECT_EQ(
+      evicted_by(
+          c, R"({"action":{"machines":[4],"reason":"r","type":"EvictMachines"},"kind":"action"})",
+          &why),
+      std::vector<std::string>{"n2"});
   // The config as written comes first, in its own key order; a second run adds nothing.
   EXPECT_EQ(out.find("{\n  \"token_file\""), 0u) << out;
   EXPECT_EQ(slurm_effective_config(out, file, "", alloc, "17", reg, &added), out);
@@ -258,7 +326,8 @@ TEST_F(LiveConfigKeys, SpareNodesOfTheAllocationBecomeStandbysInAllocationOrder)
   auto plain = doc;
   plain.erase("slurm_standby");
   const std::vector<SlurmNode> exact = {{"m0", ""}, {"gpu-7", ""}, {"n1", ""}};
-  EXPECT_EQ(slurm_effective_config(plain.dump(), file, "", exact, "17", reg, &added), plain.dump(2) + "\n");
+  EXPECT_EQ(slurm_effective_config(plain.dump(), file, "", exact, "17", reg, &added),
+            plain.dump(2) + "\n");
 
   const auto error_of = [&](const nlohmann::ordered_json& d, std::vector<SlurmNode> a,
                             const std::string& out_file = "") {
@@ -269,43 +338,57 @@ TEST_F(LiveConfigKeys, SpareNodesOfTheAllocationBecomeStandbysInAllocationOrder)
       return std::string(e.what());
     }
   };
-  EXPECT_EQ(error_of(plain, alloc), file + ": slurm_standby: required: slurm job 17 has nodes no machine runs on "
-                                           "(n3,n2), which become standbys after this template, e.g. {\"workdir\": "
-                                           "\"/var/tmp/faultline/{node}\"}; or name them in machines or standby");
+  EXPECT_EQ(error_of(plain, alloc),
+            file +
+                ": slurm_standby: required: slurm job 17 has nodes no machine runs on "
+                "(n3,n2), which become standbys after this template, e.g. {\"workdir\": "
+                "\"/var/tmp/faultline/{node}\"}; or name them in machines or standby");
   EXPECT_EQ(error_of(doc, {{"m0", ""}, {"n1", ""}}),
-            file + ": machines[1].slurm_node: expected a node of slurm job 17 (its nodes: m0,n1), got \"gpu-7\"");
-  EXPECT_EQ(error_of(doc, {{"gpu-7", ""}, {"n1", ""}}),
-            file + ": machines[0].name: expected a node of slurm job 17 (its nodes: gpu-7,n1), got \"m0\"");
+            file +
+                ": machines[1].slurm_node: expected a node of slurm job 17 (its nodes: m0,n1), got "
+                "\"gpu-7\"");
+  EXPECT_EQ(
+      error_of(doc, {{"gpu-7", ""}, {"n1", ""}}),
+      file +
+          ": machines[0].name: expected a node of slurm job 17 (its nodes: gpu-7,n1), got \"m0\"");
   auto shared = doc;
   shared["standby"][0]["slurm_node"] = "gpu-7";
-  EXPECT_EQ(error_of(shared, alloc),
-            file + ": standby[0].slurm_node: expected a node no other machine runs on, got \"gpu-7\" (machines[1]'s)");
+  EXPECT_EQ(error_of(shared, alloc), file +
+                                         ": standby[0].slurm_node: expected a node no other "
+                                         "machine runs on, got \"gpu-7\" (machines[1]'s)");
   auto taken = doc;
   taken["machines"][1]["name"] = "n2";  // on gpu-7; n2 is spare
-  EXPECT_EQ(error_of(taken, alloc), file + ": machines[1].name: expected a name other than \"n2\": it is a spare "
-                                           "node of slurm job 17, which becomes a standby of that name");
+  EXPECT_EQ(error_of(taken, alloc),
+            file +
+                ": machines[1].name: expected a name other than \"n2\": it is a spare "
+                "node of slurm job 17, which becomes a standby of that name");
   EXPECT_EQ(error_of(doc, {{"m0", ""}, {"n1", ""}, {"gpu-7", ""}, {"n[4]", "10.0.0.4"}}),
-            file + ": slurm_standby: spare node \"n[4]\" of slurm job 17 cannot name a standby: expected 1-64 "
-                   "characters of [A-Za-z0-9._-]");
+            file +
+                ": slurm_standby: spare node \"n[4]\" of slurm job 17 cannot name a standby: "
+                "expected 1-64 "
+                "characters of [A-Za-z0-9._-]");
   EXPECT_EQ(error_of(doc, {{"m0", ""}, {"n1", ""}, {"gpu-7", ""}, {"n4", ""}}),
             file + ": slurm_standby: spare node \"n4\" of slurm job 17: expected its NodeAddr");
   // Written elsewhere, a relative path would point elsewhere.
-  EXPECT_EQ(error_of(doc, alloc, dir_ + "/sub/live.json"),
-            file + ": token_file: a relative path (as written or by default), resolved against the config's "
-                   "directory: expected the output (" +
-                dir_ + "/sub/live.json) in " + dir_ + ", or an absolute path here");
+  EXPECT_EQ(
+      error_of(doc, alloc, dir_ + "/sub/live.json"),
+      file +
+          ": token_file: a relative path (as written or by default), resolved against the config's "
+          "directory: expected the output (" +
+          dir_ + "/sub/live.json) in " + dir_ + ", or an absolute path here");
   auto absolute = doc;
   absolute["token_file"] = dir_ + "/token";
   // state_dir and the machines' workdirs have relative defaults ("state", "work/NAME").
-  EXPECT_NE(error_of(absolute, alloc, dir_ + "/sub/live.json").find(": state_dir: a relative path"), std::string::npos);
+  EXPECT_NE(error_of(absolute, alloc, dir_ + "/sub/live.json").find(": state_dir: a relative path"),
+            std::string::npos);
   absolute["state_dir"] = dir_ + "/state";
   for (auto* list : {&absolute["machines"], &absolute["standby"]})
     for (auto& m : *list) m["workdir"] = dir_ + "/" + m["name"].get<std::string>();
   EXPECT_EQ(error_of(absolute, alloc, dir_ + "/sub/live.json"), "");
   EXPECT_EQ(error_of(doc, alloc, dir_ + "/live-slurm.json"), "");
   // The template's own errors, at load time.
-  for (const json& bad : {json{{"workdir", "/w/{nodes}"}}, json{{"workdir", ""}}, json{{"addr", "x"}},
-                         json{{"gpu_pci", "0000:01:00.0"}}}) {
+  for (const json& bad : {json{{"workdir", "/w/{nodes}"}}, json{{"workdir", ""}},
+                          json{{"addr", "x"}}, json{{"gpu_pci", "0000:01:00.0"}}}) {
     const std::string err = load(job, json{{"slurm_standby", bad}});
     EXPECT_EQ(err.rfind(dir_ + "/live.json: slurm_standby", 0), 0u) << bad << ": " << err;
   }
@@ -313,7 +396,8 @@ TEST_F(LiveConfigKeys, SpareNodesOfTheAllocationBecomeStandbysInAllocationOrder)
 
 TEST_F(LiveConfigKeys, NodeAddrsAreReadFromScontrolsOneLiners) {
   const std::string text =
-      "NodeName=m0 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 NodeAddr=10.77.1.10 NodeHostName=m0 Version=22.05.8 "
+      "NodeName=m0 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 NodeAddr=10.77.1.10 NodeHostName=m0 "
+      "Version=22.05.8 "
       "OS=Linux 6.1.0 #1 SMP Reason=was NodeAddr=1.2.3.4 [root@2026-11-26T06:00:00]\n"
       "NodeName=gpu-7 Arch=x86_64 NodeAddr=gpu-7.ib NodeHostName=gpu-7\n"
       "NodeName=n9 Arch=x86_64\n\n";
@@ -330,7 +414,8 @@ TEST_F(LiveConfigKeys, SlurmConfigRefusesBadUsageInOneLine) {
   };
   std::string err;
   EXPECT_EQ(run({"slurm-config", dir_ + "/missing.json"}, &err), 2);
-  EXPECT_EQ(err, "faultline live slurm-config: " + dir_ + "/missing.json: (file): cannot be read\n");
+  EXPECT_EQ(err,
+            "faultline live slurm-config: " + dir_ + "/missing.json: (file): cannot be read\n");
   const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
   ASSERT_EQ(load(job), "");
   EXPECT_EQ(run({"slurm-config", dir_ + "/live.json", "--slurm-job", "12;rm"}, &err), 2);
@@ -338,10 +423,15 @@ TEST_F(LiveConfigKeys, SlurmConfigRefusesBadUsageInOneLine) {
   EXPECT_EQ(run({"slurm-config", dir_ + "/live.json", "--out"}, &err), 2);
   EXPECT_EQ(err.substr(0, err.find('\n')), "faultline live slurm-config: --out: expected a value");
   EXPECT_EQ(run({"slurm-config", dir_ + "/live.json", "--bogus", "1"}, &err), 2);
-  EXPECT_EQ(err.substr(0, err.find('\n')), "faultline live slurm-config: unknown option \"--bogus\"");
+  EXPECT_EQ(err.substr(0, err.find('\n')),
+            "faultline live slurm-config: unknown option \"--bogus\"");
   std::ofstream(dir_ + "/broken.json") << "{\"machines\": [";
   EXPECT_EQ(run({"slurm-config", dir_ + "/broken.json", "--slurm-job", "1"}, &err), 2);
-  EXPECT_EQ(err.rfind("faultline live slurm-config: " + dir_ + "/broken.json: (top level): expected JSON", 0), 0u) << err;
+  EXPECT_EQ(
+      err.rfind("faultline live slurm-config: " + dir_ + "/broken.json: (top level): expected JSON",
+                0),
+      0u)
+      << err;
 }
 
 // Issue 37, items 1 and 16: a number out of double range aborted `live run`, `live status` and
@@ -363,11 +453,14 @@ TEST_F(LiveConfigKeys, NumbersOutOfRangeAndRepeatedKeysAreOneLineErrors) {
     }
   };
   std::string err = load_text(R"("heartbeat_s": 1e999})");
-  EXPECT_EQ(err.rfind(dir_ + "/live.json: (top level): expected numbers within double range", 0), 0u) << err;
+  EXPECT_EQ(err.rfind(dir_ + "/live.json: (top level): expected numbers within double range", 0),
+            0u)
+      << err;
   EXPECT_EQ(err.find('\n'), std::string::npos) << err;
   err = load_text(R"("heartbeat_s": 2, "heartbeat_s": 1})");
   EXPECT_EQ(err, dir_ +
-                     "/live.json: heartbeat_s: repeated key (each key once: a repeat would silently replace the "
+                     "/live.json: heartbeat_s: repeated key (each key once: a repeat would "
+                     "silently replace the "
                      "first)");
   err = load_text(R"("repair": {"max_checks": 2, "max_checks": 3}})");
   EXPECT_EQ(err.rfind(dir_ + "/live.json: repair.max_checks: repeated key", 0), 0u) << err;
@@ -385,7 +478,10 @@ TEST_F(LiveConfigKeys, NumbersOutOfRangeAndRepeatedKeysAreOneLineErrors) {
   const int rc = slurm_config_main({"slurm-config", dir_ + "/live.json", "--slurm-job", "1"});
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(rc, 2);
-  EXPECT_EQ(said.rfind("faultline live slurm-config: " + dir_ + "/live.json: (top level): expected numbers", 0), 0u)
+  EXPECT_EQ(
+      said.rfind(
+          "faultline live slurm-config: " + dir_ + "/live.json: (top level): expected numbers", 0),
+      0u)
       << said;
 }
 

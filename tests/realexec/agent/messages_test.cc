@@ -31,10 +31,15 @@ std::string refusal(F&& f) {
 
 const std::string kNonce(64, 'a');
 
-json good_hello() { return {{"type", "hello"}, {"role", "agent"}, {"name", "m0"}, {"proto", 2}, {"nonce", kNonce}}; }
+json good_hello() {
+  return {{"type", "hello"}, {"role", "agent"}, {"name", "m0"}, {"proto", 2}, {"nonce", kNonce}};
+}
 
 json good_auth() {
-  return {{"type", "auth"}, {"proof", std::string(64, 'b')}, {"pid", 42}, {"gen", 3},
+  return {{"type", "auth"},
+          {"proof", std::string(64, 'b')},
+          {"pid", 42},
+          {"gen", 3},
           {"ranks", {{{"rank", 0}, {"local_rank", 0}, {"pid", 7}}}}};
 }
 
@@ -42,7 +47,13 @@ json good_step_report() {
   return {{"type", "report"},
           {"gen", 3},
           {"rank", 0},
-          {"report", {{"type", "step"}, {"rank", 0}, {"step", 12}, {"loss", 2.5}, {"grad_norm", 0.7}, {"step_time_s", 0.1}}}};
+          {"report",
+           {{"type", "step"},
+            {"rank", 0},
+            {"step", 12},
+            {"loss", 2.5},
+            {"grad_norm", 0.7},
+            {"step_time_s", 0.1}}}};
 }
 
 // --- the messages of the review, each a regression test -------------------------------------
@@ -52,43 +63,60 @@ TEST(Messages, TypeOfTheWrongKindIsRefusedOnEveryChannel) {
     const json m{{"type", type}};
     SCOPED_TRACE(m.dump());
     EXPECT_EQ(refusal([&] { decode_hello(m, 2); }).rfind("type: expected a string, got ", 0), 0u);
-    EXPECT_EQ(refusal([&] { decode_agent_message(m); }).rfind("type: expected a string, got ", 0), 0u);
-    EXPECT_EQ(refusal([&] { decode_client_request(m); }).rfind("type: expected a string, got ", 0), 0u);
-    EXPECT_EQ(refusal([&] { decode_rank_report(m); }).rfind("report: type: expected a string, got ", 0), 0u);
+    EXPECT_EQ(refusal([&] { decode_agent_message(m); }).rfind("type: expected a string, got ", 0),
+              0u);
+    EXPECT_EQ(refusal([&] { decode_client_request(m); }).rfind("type: expected a string, got ", 0),
+              0u);
+    EXPECT_EQ(
+        refusal([&] { decode_rank_report(m); }).rfind("report: type: expected a string, got ", 0),
+        0u);
   }
-  EXPECT_EQ(refusal([] { decode_hello(json{{"type", nullptr}}, 2); }), "type: expected a string, got null");
-  EXPECT_EQ(refusal([] { decode_hello(json::array(), 2); }), "expected a JSON object, got an array");
-  EXPECT_EQ(refusal([] { decode_agent_message(json::object()); }), "type: missing (expected a string)");
+  EXPECT_EQ(refusal([] {
+              decode_hello(json{{"type", nullptr}}, 2);
+            }),
+            "type: expected a string, got null");
+  EXPECT_EQ(refusal([] { decode_hello(json::array(), 2); }),
+            "expected a JSON object, got an array");
+  EXPECT_EQ(refusal([] { decode_agent_message(json::object()); }),
+            "type: missing (expected a string)");
 }
 
 TEST(Messages, HelloFieldsOfTheWrongTypeAreRefused) {
   json h = good_hello();
   h["proto"] = "1";
-  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: proto: expected an integer in [0, 1048576]");
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }),
+            "hello: proto: expected an integer in [0, 1048576]");
   h["proto"] = 1;
-  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: proto: protocol version mismatch: expected 2, got 1");
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }),
+            "hello: proto: protocol version mismatch: expected 2, got 1");
   h = good_hello();
   h["role"] = 7;
   EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: role: expected a string");
   h["role"] = "root";
-  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: role: expected \"agent\" or \"client\", got \"root\"");
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }),
+            "hello: role: expected \"agent\" or \"client\", got \"root\"");
   h = good_hello();
   h["token"] = "t0123456789abcdef";
-  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }),
-            "hello: token: the token never goes on the wire; expected protocol 2 (challenge and proof)");
+  EXPECT_EQ(
+      refusal([&] { decode_hello(h, 2); }),
+      "hello: token: the token never goes on the wire; expected protocol 2 (challenge and proof)");
   h = good_hello();
   h["nonce"] = "abc";
   EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: nonce: expected 64 lowercase hex digits");
   json a = good_auth();
   a["ranks"] = {{{"rank", "0"}}};
-  EXPECT_EQ(refusal([&] { decode_auth(a); }), "auth: ranks: rank: expected an integer in [0, 2147483647]");
+  EXPECT_EQ(refusal([&] { decode_auth(a); }),
+            "auth: ranks: rank: expected an integer in [0, 2147483647]");
   a = good_auth();
   a["proof"] = 5;
   EXPECT_EQ(refusal([&] { decode_auth(a); }), "auth: proof: expected a string");
   h = good_hello();
   h["name"] = "m0\n";
-  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }), "hello: name: expected a single line of printable characters");
-  EXPECT_EQ(refusal([] { decode_hello(json{{"type", "status"}}, 2); }),
+  EXPECT_EQ(refusal([&] { decode_hello(h, 2); }),
+            "hello: name: expected a single line of printable characters");
+  EXPECT_EQ(refusal([] {
+              decode_hello(json{{"type", "status"}}, 2);
+            }),
             "the first message must be a hello, got \"status\"");
   const Hello ok = decode_hello(good_hello(), 2);
   EXPECT_EQ(ok.name, "m0");
@@ -109,34 +137,50 @@ TEST(Messages, RankReportWithAFlagOfTheWrongTypeIsRefused) {
             "report: report.step: expected an integer in [0, 9223372036854775807], got -1");
   m = good_step_report();
   m["report"].erase("step");
-  EXPECT_EQ(refusal([&] { decode_agent_message(m); }), "report: report.step: missing (expected the step completed)");
+  EXPECT_EQ(refusal([&] { decode_agent_message(m); }),
+            "report: report.step: missing (expected the step completed)");
   m = good_step_report();
   m["report"] = "x";
-  EXPECT_EQ(refusal([&] { decode_agent_message(m); }), "report: report: expected an object, got a string");
+  EXPECT_EQ(refusal([&] { decode_agent_message(m); }),
+            "report: report: expected an object, got a string");
   m = good_step_report();
   m["gen"] = 1.5;
-  EXPECT_EQ(refusal([&] { decode_agent_message(m); }), "report: gen: expected an integer in [0, 9223372036854775807]");
+  EXPECT_EQ(refusal([&] { decode_agent_message(m); }),
+            "report: gen: expected an integer in [0, 9223372036854775807]");
 }
 
 TEST(Messages, RankPipeLineWithANumericTypeIsRefused) {
-  EXPECT_EQ(refusal([] { parse_rank_report_line(R"({"type": 5})"); }), "report: type: expected a string, got an integer");
+  EXPECT_EQ(refusal([] { parse_rank_report_line(R"({"type": 5})"); }),
+            "report: type: expected a string, got an integer");
   EXPECT_EQ(refusal([] { parse_rank_report_line("not json"); }), "not JSON");
   EXPECT_EQ(refusal([] { parse_rank_report_line("[1,2]"); }), "not a JSON object");
   EXPECT_EQ(refusal([] { parse_rank_report_line(std::string(5000, ' ')); }), "longer than 4 KiB");
 }
 
 TEST(Messages, AgentRepliesAlertsAndExitsAreChecked) {
-  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "done"}, {"req", 1}, {"ok", "yes"}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "done"}, {"req", 1}, {"ok", "yes"}});
+            }),
             "done: ok: expected true or false, got a string");
-  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "done"}, {"req", 1}, {"timed_out", 1}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "done"}, {"req", 1}, {"timed_out", 1}});
+            }),
             "done: timed_out: expected true or false, got an integer");
-  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "done"}, {"req", 1}, {"by_rank", {{"x", "s"}}}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "done"}, {"req", 1}, {"by_rank", {{"x", "s"}}}});
+            }),
             "done: by_rank: expected rank numbers as keys");
-  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "alert"}, {"kind", "fire"}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "alert"}, {"kind", "fire"}});
+            }),
             "alert: kind: expected \"nic\", \"gpu\" or \"host\", got \"fire\"");
-  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "exit"}, {"gen", 1}, {"rank", 0}, {"code", 300}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "exit"}, {"gen", 1}, {"rank", 0}, {"code", 300}});
+            }),
             "exit: code: expected an integer in [-1, 255], got 300");
-  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "welcome"}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "welcome"}});
+            }),
             "welcome: type: unknown message type \"welcome\"");
   const auto reply = std::get<AgentReply>(decode_agent_message(
       json{{"type", "done"}, {"req", 9}, {"by_rank", {{"10", "b"}, {"2", "a"}}}, {"hash", "h1"}}));
@@ -144,7 +188,8 @@ TEST(Messages, AgentRepliesAlertsAndExitsAreChecked) {
   EXPECT_EQ(reply.hash, "h1");
   ASSERT_EQ(reply.by_rank.size(), 2u);
   EXPECT_EQ(reply.by_rank.begin()->second, "a") << "ordered by rank number, not by key text";
-  const auto err = std::get<AgentReply>(decode_agent_message(json{{"type", "error"}, {"req", 9}, {"reason", "r"}}));
+  const auto err = std::get<AgentReply>(
+      decode_agent_message(json{{"type", "error"}, {"req", 9}, {"reason", "r"}}));
   EXPECT_FALSE(err.ok);
   EXPECT_EQ(err.detail, "r");
 }
@@ -157,47 +202,73 @@ TEST(Messages, RendezvousBlobsAreCheckedHexOfBoundedSize) {
   EXPECT_EQ(r.probe_req, 7u);
   EXPECT_EQ(r.blob, std::string("\x00\xff\x10\xab", 4));
   EXPECT_EQ(to_hex(r.blob), "00ff10ab");
-  const std::string what = "rendezvous: blob: expected an even number (2 to 2048) of lowercase hex digits";
+  const std::string what =
+      "rendezvous: blob: expected an even number (2 to 2048) of lowercase hex digits";
   for (const json& blob : {json("abc"), json("ABCD"), json("zz"), json(""), json("0g")})
-    EXPECT_EQ(refusal([&] { decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", 1}, {"blob", blob}}); }),
-              what)
+    EXPECT_EQ(
+        refusal([&] {
+          decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", 1}, {"blob", blob}});
+        }),
+        what)
         << blob;
   EXPECT_EQ(refusal([] {
-              decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", 1}, {"blob", std::string(2050, 'a')}});
+              decode_agent_message(
+                  json{{"type", "rendezvous"}, {"probe_req", 1}, {"blob", std::string(2050, 'a')}});
             }),
             "rendezvous: blob: expected at most 2048 characters");
-  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", 1}, {"blob", 5}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", 1}, {"blob", 5}});
+            }),
             "rendezvous: blob: expected a string");
-  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "rendezvous"}, {"blob", "00"}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "rendezvous"}, {"blob", "00"}});
+            }),
             "rendezvous: probe_req: missing (expected an integer)");
-  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", -1}, {"blob", "00"}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "rendezvous"}, {"probe_req", -1}, {"blob", "00"}});
+            }),
             "rendezvous: probe_req: expected an integer in [0, 9007199254740992], got -1");
   // The agent's reply says how far its probe got in the rendezvous, one of four words.
-  const auto done = std::get<AgentReply>(
-      decode_agent_message(json{{"type", "done"}, {"req", 3}, {"ok", false}, {"rendezvous", "timed_out"}}));
+  const auto done = std::get<AgentReply>(decode_agent_message(
+      json{{"type", "done"}, {"req", 3}, {"ok", false}, {"rendezvous", "timed_out"}}));
   EXPECT_EQ(done.rendezvous, "timed_out");
-  EXPECT_EQ(refusal([] { decode_agent_message(json{{"type", "done"}, {"req", 3}, {"rendezvous", "maybe"}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "done"}, {"req", 3}, {"rendezvous", "maybe"}});
+            }),
             "done: rendezvous: expected \"ok\", \"timed_out\", \"failed\" or \"not_reached\"");
   // The controller's relay is read by the agent with the same reader.
   EXPECT_EQ(need_hex_blob(json{{"blob", "0a0b"}}, "blob"), std::string("\x0a\x0b", 2));
-  EXPECT_EQ(refusal([] { need_hex_blob(json{{"blob", "0a0"}}, "blob"); }),
+  EXPECT_EQ(refusal([] {
+              need_hex_blob(json{{"blob", "0a0"}}, "blob");
+            }),
             "blob: expected an even number (2 to 2048) of lowercase hex digits");
 }
 
 TEST(Messages, ClientRequestsAreChecked) {
-  EXPECT_EQ(refusal([] { decode_client_request(json{{"type", "inject"}, {"machine", 3}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_client_request(json{{"type", "inject"}, {"machine", 3}});
+            }),
             "inject: machine: expected a string");
-  EXPECT_EQ(refusal([] { decode_client_request(json{{"type", "update"}, {"version", "v2"}, {"urgent", "no"}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_client_request(json{{"type", "update"}, {"version", "v2"}, {"urgent", "no"}});
+            }),
             "update: urgent: expected true or false, got a string");
-  EXPECT_EQ(refusal([] { decode_client_request(json{{"type", "reboot"}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_client_request(json{{"type", "reboot"}});
+            }),
             "reboot: type: unknown request type \"reboot\"");
   json req;
-  EXPECT_EQ(refusal([&] { decode_client_request(json{{"type", "frob"}, {"req", 7}}, &req); }),
+  EXPECT_EQ(refusal([&] {
+              decode_client_request(json{{"type", "frob"}, {"req", 7}}, &req);
+            }),
             "frob: type: unknown request type \"frob\"");
   EXPECT_EQ(req, 7) << "a refusal echoes the request's req";
-  EXPECT_EQ(refusal([] { decode_client_request(json{{"type", "stop"}, {"req", {{"a", 1}}}}); }),
+  EXPECT_EQ(refusal([] {
+              decode_client_request(json{{"type", "stop"}, {"req", {{"a", 1}}}});
+            }),
             "stop: req: expected an integer in [0, 9007199254740992]");
-  const auto in = decode_client_request(json{{"type", "inject"}, {"machine", "m1"}, {"fault", "kill"}});
+  const auto in =
+      decode_client_request(json{{"type", "inject"}, {"machine", "m1"}, {"fault", "kill"}});
   EXPECT_EQ(std::get<InjectRequest>(in.body).machine, "m1");
 }
 
@@ -224,14 +295,17 @@ TEST(Auth, BothSidesProveTheTokenAndNothingReplaysOrReflects) {
   // A controller without the key: the peer does not answer.
   PeerHandshake peer2("agent", "m0");
   ControllerHandshake rogue;
-  EXPECT_FALSE(peer2.answer(key, decode_challenge(rogue.challenge("not-the-key-0123456789", decode_hello(peer2.hello(2), 2)))));
+  EXPECT_FALSE(peer2.answer(key, decode_challenge(rogue.challenge(
+                                     "not-the-key-0123456789", decode_hello(peer2.hello(2), 2)))));
   EXPECT_FALSE(peer2.verified());
   // A peer without the key: its proof fails.
   PeerHandshake liar("agent", "m0");
   ControllerHandshake ctl2;
   const json c2 = ctl2.challenge(key, decode_hello(liar.hello(2), 2));
-  json forged{{"type", "auth"}, {"proof", auth_proof("wrong-key-0123456789", Prover::kPeer, decode_hello(liar.hello(2), 2).nonce,
-                                                    decode_challenge(c2).nonce, "agent", "m0")}};
+  json forged{{"type", "auth"},
+              {"proof", auth_proof("wrong-key-0123456789", Prover::kPeer,
+                                   decode_hello(liar.hello(2), 2).nonce, decode_challenge(c2).nonce,
+                                   "agent", "m0")}};
   EXPECT_FALSE(ctl2.verify(key, decode_auth(forged)));
   // Replay: the first exchange's answer, to a new challenge for the same hello.
   ControllerHandshake ctl3;
@@ -241,7 +315,8 @@ TEST(Auth, BothSidesProveTheTokenAndNothingReplaysOrReflects) {
   json reflected{{"type", "auth"}, {"proof", decode_challenge(challenge).proof}};
   EXPECT_FALSE(ctl.verify(key, decode_auth(reflected)));
   // Identity: an answer proving "agent m0" is no proof of "agent m1" or of a client.
-  for (const auto& [role, name] : std::vector<std::pair<std::string, std::string>>{{"agent", "m1"}, {"client", ""}}) {
+  for (const auto& [role, name] :
+       std::vector<std::pair<std::string, std::string>>{{"agent", "m1"}, {"client", ""}}) {
     PeerHandshake other(role, name);
     json h = other.hello(2);
     h["nonce"] = hello["nonce"];  // even with the nonce of the first exchange
@@ -249,7 +324,8 @@ TEST(Auth, BothSidesProveTheTokenAndNothingReplaysOrReflects) {
     const json ch = c.challenge(key, decode_hello(h, 2));
     const std::string p0 = auth_proof(key, Prover::kPeer, hello["nonce"].get<std::string>(),
                                       decode_challenge(ch).nonce, "agent", "m0");
-    EXPECT_FALSE(c.verify(key, decode_auth(json{{"type", "auth"}, {"proof", p0}}))) << role << " " << name;
+    EXPECT_FALSE(c.verify(key, decode_auth(json{{"type", "auth"}, {"proof", p0}})))
+        << role << " " << name;
   }
   // A read-only client proves the status credential, not the main token.
   PeerHandshake reader("client-read", "");
@@ -257,7 +333,8 @@ TEST(Auth, BothSidesProveTheTokenAndNothingReplaysOrReflects) {
   const json hr = reader.hello(2);
   EXPECT_EQ(hr["access"], "read");
   const json ch4 = ctl4.challenge("status-credential-0123", decode_hello(hr, 2));
-  EXPECT_FALSE(reader.answer(key, decode_challenge(ch4))) << "the status credential is not the main token";
+  EXPECT_FALSE(reader.answer(key, decode_challenge(ch4)))
+      << "the status credential is not the main token";
   // Nonces are fresh.
   EXPECT_NE(random_nonce(), random_nonce());
 }
@@ -272,10 +349,12 @@ TEST(Messages, NanAndInfinityAreReadAsJobsWriteThem) {
   EXPECT_TRUE(py.grad_norm_nan());
   EXPECT_TRUE(parse_rank_report_line(R"({"type":"step","step":4,"loss":-Infinity})").loss_nan());
   // The trainjob's way: null plus a flag; strings as well.
-  EXPECT_TRUE(parse_rank_report_line(R"({"type":"step","step":4,"loss":null,"loss_nan":true})").loss_nan());
+  EXPECT_TRUE(
+      parse_rank_report_line(R"({"type":"step","step":4,"loss":null,"loss_nan":true})").loss_nan());
   EXPECT_TRUE(parse_rank_report_line(R"({"type":"step","step":4,"loss":"nan"})").loss_nan());
   // Words inside strings are left alone.
-  const RankReport f = parse_rank_report_line(R"({"type":"fatal","signature":"loss is NaN at \"Infinity\""})");
+  const RankReport f =
+      parse_rank_report_line(R"({"type":"fatal","signature":"loss is NaN at \"Infinity\""})");
   EXPECT_EQ(f.signature, "loss is NaN at \"Infinity\"");
   // A finite loss, and no loss at all, are not NaN.
   const RankReport fin = parse_rank_report_line(R"({"type":"step","step":4,"loss":1e-3})");
@@ -296,47 +375,83 @@ TEST(Messages, NanAndInfinityAreReadAsJobsWriteThem) {
 
 // Valid messages of every channel, to mutate.
 std::vector<json> seeds() {
-  return {good_hello(),
-          json{{"type", "hello"}, {"nonce", kNonce}, {"role", "client"}, {"access", "read"}, {"proto", 2}},
-          good_auth(),
-          json{{"type", "challenge"}, {"nonce", kNonce}, {"proof", std::string(64, '0')}},
-          json{{"type", "heartbeat"}},
-          good_step_report(),
-          json{{"type", "report"}, {"gen", 1}, {"rank", 0},
-               {"report", {{"type", "started"}, {"rank", 0}, {"step", 0}, {"restored_from", "memory"}, {"pid", 5}}}},
-          json{{"type", "report"}, {"gen", 1}, {"rank", 0}, {"report", {{"type", "fatal"}, {"signature", "CUDA error"}}}},
-          json{{"type", "exit"}, {"gen", 1}, {"rank", 0}, {"pid", 9}, {"code", -1}, {"signal", 9}, {"signature", "x"}},
-          json{{"type", "alert"}, {"kind", "nic"}, {"detail", "data0 down"}},
-          json{{"type", "done"}, {"req", 4}, {"ok", true}, {"detail", ""}, {"hash", "abc"}, {"timed_out", false}},
-          json{{"type", "done"}, {"req", 5}, {"ok", true}, {"by_rank", {{"0", "a"}, {"1", "b"}}}},
-          json{{"type", "error"}, {"req", nullptr}, {"reason", "kill: req: missing"}},
-          json{{"type", "rendezvous"}, {"probe_req", 6}, {"blob", "464c5256303030310200000080000000"}},
-          json{{"type", "done"}, {"req", 6}, {"ok", true}, {"rendezvous", "ok"}},
-          json{{"type", "status"}, {"req", 1}},
-          json{{"type", "stop"}},
-          json{{"type", "update"}, {"version", "v2"}, {"urgent", false}},
-          json{{"type", "inject"}, {"machine", "m1"}, {"fault", "hang"}, {"detail", "d"}}};
+  return {
+      good_hello(),
+      json{{"type", "hello"},
+           {"nonce", kNonce},
+           {"role", "client"},
+           {"access", "read"},
+           {"proto", 2}},
+      good_auth(),
+      json{{"type", "challenge"}, {"nonce", kNonce}, {"proof", std::string(64, '0')}},
+      json{{"type", "heartbeat"}},
+      good_step_report(),
+      json{{"type", "report"},
+           {"gen", 1},
+           {"rank", 0},
+           {"report",
+            {{"type", "started"},
+             {"rank", 0},
+             {"step", 0},
+             {"restored_from", "memory"},
+             {"pid", 5}}}},
+      json{{"type", "report"},
+           {"gen", 1},
+           {"rank", 0},
+           {"report", {{"type", "fatal"}, {"signature", "CUDA error"}}}},
+      json{{"type", "exit"},
+           {"gen", 1},
+           {"rank", 0},
+           {"pid", 9},
+           {"code", -1},
+           {"signal", 9},
+           {"signature", "x"}},
+      json{{"type", "alert"}, {"kind", "nic"}, {"detail", "data0 down"}},
+      json{{"type", "done"},
+           {"req", 4},
+           {"ok", true},
+           {"detail", ""},
+           {"hash", "abc"},
+           {"timed_out", false}},
+      json{{"type", "done"}, {"req", 5}, {"ok", true}, {"by_rank", {{"0", "a"}, {"1", "b"}}}},
+      json{{"type", "error"}, {"req", nullptr}, {"reason", "kill: req: missing"}},
+      json{{"type", "rendezvous"}, {"probe_req", 6}, {"blob", "464c5256303030310200000080000000"}},
+      json{{"type", "done"}, {"req", 6}, {"ok", true}, {"rendezvous", "ok"}},
+      json{{"type", "status"}, {"req", 1}},
+      json{{"type", "stop"}},
+      json{{"type", "update"}, {"version", "v2"}, {"urgent", false}},
+      json{{"type", "inject"}, {"machine", "m1"}, {"fault", "hang"}, {"detail", "d"}}};
 }
 
 json random_value(std::mt19937_64& rng, int depth) {
   switch (rng() % (depth > 2 ? 9 : 11)) {
-    case 0: return nullptr;
-    case 1: return (rng() & 1) != 0;
-    case 2: return static_cast<std::int64_t>(rng());
-    case 3: return static_cast<std::uint64_t>(rng());
-    case 4: return static_cast<std::int64_t>(rng() % 7) - 2;
-    case 5: return std::ldexp(static_cast<double>(rng() % 1000) - 500, static_cast<int>(rng() % 80) - 40);
+    case 0:
+      return nullptr;
+    case 1:
+      return (rng() & 1) != 0;
+    case 2:
+      return static_cast<std::int64_t>(rng());
+    case 3:
+      return static_cast<std::uint64_t>(rng());
+    case 4:
+      return static_cast<std::int64_t>(rng() % 7) - 2;
+    case 5:
+      return std::ldexp(static_cast<double>(rng() % 1000) - 500, static_cast<int>(rng() % 80) - 40);
     case 6: {
-      static const char* words[] = {"hello", "agent", "client", "step", "started", "fatal", "done", "error",
-                                    "report", "exit", "alert", "nic", "NaN", "Infinity", "", "m0", "\n", "\x01",
-                                    "heartbeat", "status", "stop", "inject", "update", "kill", "v2"};
+      static const char* words[] = {
+          "hello",     "agent",  "client", "step",   "started",  "fatal", "done", "error", "report",
+          "exit",      "alert",  "nic",    "NaN",    "Infinity", "",      "m0",   "\n",    "\x01",
+          "heartbeat", "status", "stop",   "inject", "update",   "kill",  "v2"};
       return words[rng() % (sizeof words / sizeof *words)];
     }
-    case 7: return std::string(rng() % 16 == 0 ? 5000 : rng() % 64, static_cast<char>('a' + rng() % 26));
-    case 8: return static_cast<double>(rng() % 100) / 7.0;
+    case 7:
+      return std::string(rng() % 16 == 0 ? 5000 : rng() % 64, static_cast<char>('a' + rng() % 26));
+    case 8:
+      return static_cast<double>(rng() % 100) / 7.0;
     case 9: {
       json a = json::array();
-      for (int i = static_cast<int>(rng() % 4); i > 0; --i) a.push_back(random_value(rng, depth + 1));
+      for (int i = static_cast<int>(rng() % 4); i > 0; --i)
+        a.push_back(random_value(rng, depth + 1));
       return a;
     }
     default: {
@@ -350,18 +465,25 @@ json random_value(std::mt19937_64& rng, int depth) {
 
 // One frame: a seed with fields changed, dropped, added or retyped, or its text damaged.
 std::string mutate(const std::vector<json>& base, std::mt19937_64& rng) {
-  static const char* keys[] = {"type", "token", "role", "name", "proto", "gen", "ranks", "rank", "report",
-                               "step", "loss", "loss_nan", "grad_norm", "grad_norm_nan", "step_time_s", "req",
-                               "ok", "detail", "reason", "hash", "by_rank", "timed_out", "kind", "code", "signal",
-                               "signature", "version", "urgent", "machine", "fault", "pid", "restored_from"};
+  static const char* keys[] = {
+      "type",        "token",  "role", "name",         "proto",     "gen",       "ranks",
+      "rank",        "report", "step", "loss",         "loss_nan",  "grad_norm", "grad_norm_nan",
+      "step_time_s", "req",    "ok",   "detail",       "reason",    "hash",      "by_rank",
+      "timed_out",   "kind",   "code", "signal",       "signature", "version",   "urgent",
+      "machine",     "fault",  "pid",  "restored_from"};
   json m = base[rng() % base.size()];
   const int edits = 1 + static_cast<int>(rng() % 3);
   for (int e = 0; e < edits; ++e) {
-    json& target = (m.contains("report") && m["report"].is_object() && (rng() & 1)) ? m["report"] : m;
+    json& target =
+        (m.contains("report") && m["report"].is_object() && (rng() & 1)) ? m["report"] : m;
     const std::string key = keys[rng() % (sizeof keys / sizeof *keys)];
     switch (rng() % 4) {
-      case 0: target.erase(key); break;
-      default: target[key] = random_value(rng, 0); break;
+      case 0:
+        target.erase(key);
+        break;
+      default:
+        target[key] = random_value(rng, 0);
+        break;
     }
   }
   if (rng() % 4 == 0) m = random_value(rng, 0);
@@ -370,9 +492,15 @@ std::string mutate(const std::vector<json>& base, std::mt19937_64& rng) {
     for (int i = static_cast<int>(rng() % 4); i >= 0; --i) {
       const std::size_t at = rng() % text.size();
       switch (rng() % 3) {
-        case 0: text[at] = static_cast<char>(rng() % 256); break;
-        case 1: text.erase(at, 1 + rng() % 8); break;
-        default: text.insert(at, rng() % 2 ? "NaN" : "-Infinity"); break;
+        case 0:
+          text[at] = static_cast<char>(rng() % 256);
+          break;
+        case 1:
+          text.erase(at, 1 + rng() % 8);
+          break;
+        default:
+          text.insert(at, rng() % 2 ? "NaN" : "-Infinity");
+          break;
       }
       if (text.empty()) break;
     }
@@ -449,8 +577,8 @@ TEST(Messages, AMillionMutatedFramesRaiseNothingButRefusals) {
     }
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << kFrames << " frames in " << s << " s: " << accepted << " decoded, " << refused << " refused, "
-            << not_json << " not JSON objects\n";
+  std::cout << kFrames << " frames in " << s << " s: " << accepted << " decoded, " << refused
+            << " refused, " << not_json << " not JSON objects\n";
   // The mutations reach both sides of every decoder.
   EXPECT_GT(accepted, kFrames / 20);
   EXPECT_GT(refused, kFrames / 2);

@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i)
       report("{\"type\":\"step\",\"step\":" + std::to_string(i) + ",\"rank\":" + env("RANK") +
              ",\"step_time_s\":0.00001}");
-    report("{\"type\":\"checkpoint\",\"step\":" + std::to_string(n - 1) + ",\"rank\":" + env("RANK") + "}");
+    report("{\"type\":\"checkpoint\",\"step\":" + std::to_string(n - 1) +
+           ",\"rank\":" + env("RANK") + "}");
     helper_sleep_forever();
   }
   if (mode == "env") {
@@ -86,10 +87,10 @@ int main(int argc, char** argv) {
     report("not json");
     report("[1,2,3]");
     report("{\"big\":\"" + std::string(5000, 'x') + "\"}");
-    report("{\"type\": 5}");                                 // killed the agent once
+    report("{\"type\": 5}");                                       // killed the agent once
     report("{\"type\":\"step\",\"step\":1,\"loss_nan\":\"no\"}");  // a flag of the wrong type
     report("{\"type\":\"step\",\"step\":1}");
-    report("{\"type\": \"step\", \"step\": 2, \"loss\": NaN}");   // Python's json.dumps of a NaN
+    report("{\"type\": \"step\", \"step\": 2, \"loss\": NaN}");  // Python's json.dumps of a NaN
     return 0;
   }
   if (mode == "--probe") {
@@ -100,9 +101,10 @@ int main(int argc, char** argv) {
       if (std::strcmp(argv[i], "--seed") == 0) seed = argv[i + 1];
       if (std::strcmp(argv[i], "--steps") == 0) steps = argv[i + 1];
     }
-    std::printf("progress line\n{\"hash\":\"h-%s-%s\",\"kind\":\"%s\",\"fault_file\":\"%s\",\"seconds\":0.25}\n",
-                seed.c_str(), steps.c_str(), argc > 2 ? argv[2] : "",
-                env("FAULTLINE_FAULT_FILE").c_str());
+    std::printf(
+        "progress "
+        "line\n{\"hash\":\"h-%s-%s\",\"kind\":\"%s\",\"fault_file\":\"%s\",\"seconds\":0.25}\n",
+        seed.c_str(), steps.c_str(), argc > 2 ? argv[2] : "", env("FAULTLINE_FAULT_FILE").c_str());
     return 0;
   }
   if (mode == "--replay") {

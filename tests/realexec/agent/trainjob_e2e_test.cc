@@ -52,17 +52,18 @@ class WithTrainjob : public ::testing::Test {
       if (fd < 0) return;
       conn_ = std::make_unique<Conn>(
           r_, fd, peer,
-          Conn::Handlers{[this](const json& m) {
-                           if (m["type"] == "hello") {
-                             conn_->send(handshake_.challenge(kToken, decode_hello(m, kProtocolVersion)));
-                           } else if (m["type"] == "auth") {
-                             if (handshake_.verify(kToken, decode_auth(m)))
-                               conn_->send({{"type", "welcome"}, {"machine", "m0"}, {"role", "job"}});
-                           } else {
-                             got_.push_back(m);
-                           }
-                         },
-                         {}});
+          Conn::Handlers{
+              [this](const json& m) {
+                if (m["type"] == "hello") {
+                  conn_->send(handshake_.challenge(kToken, decode_hello(m, kProtocolVersion)));
+                } else if (m["type"] == "auth") {
+                  if (handshake_.verify(kToken, decode_auth(m)))
+                    conn_->send({{"type", "welcome"}, {"machine", "m0"}, {"role", "job"}});
+                } else {
+                  got_.push_back(m);
+                }
+              },
+              {}});
     });
     AgentOptions o;
     o.kmsg_path = dir_ + "/no-kmsg";

@@ -261,7 +261,8 @@ TEST_F(TokenFile, RejectsAnyGroupOrOtherAccess) {
     ::chmod(path.c_str(), mode);
     std::string token, err;
     EXPECT_FALSE(load_token(path, &token, &err)) << std::oct << mode;
-    EXPECT_NE(err.find(path + ": token: file is accessible by group or others"), std::string::npos) << err;
+    EXPECT_NE(err.find(path + ": token: file is accessible by group or others"), std::string::npos)
+        << err;
     EXPECT_NE(err.find("expected mode 0600 or 0400"), std::string::npos);
   }
   std::string path = write("readonly", "0123456789abcdef-secret\n", 0400);

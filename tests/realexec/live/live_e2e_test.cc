@@ -74,7 +74,8 @@ class LiveCluster {
   explicit LiveCluster(const std::string& test, json params, int step_ms = 100, int standbys = 1) {
     static int counter = 0;
     id_ = (getpid() * 7 + counter++) % 200 + 20;
-    dir_ = (fs::temp_directory_path() / ("faultline-live-" + test + "-" + std::to_string(getpid()))).string();
+    dir_ = (fs::temp_directory_path() / ("faultline-live-" + test + "-" + std::to_string(getpid())))
+               .string();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     netns_ = netns_usable();
@@ -104,7 +105,8 @@ class LiveCluster {
           // veth still going away (namespaces are torn down asynchronously): then the add
           // fails with "File exists" and the host has no address here (CI saw "Network is
           // unreachable" for three of five agents). Remove it and try again.
-          const std::string add = "ip link add " + v + " type veth peer name " + inner + " netns " + ns;
+          const std::string add =
+              "ip link add " + v + " type veth peer name " + inner + " netns " + ns;
           for (int tries = 0; sh(add) != 0 && tries < 50; ++tries) {
             sh("ip link del " + v);
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -124,34 +126,39 @@ class LiveCluster {
     port_ = 17000 + (getpid() % 500) * 10 + counter % 10;
     json machines = json::array(), standby = json::array();
     for (size_t i = 0; i < names_.size(); ++i) {
-      json m{{"name", names_[i]}, {"addr", netns_ ? addr(i) : "127.0.0.1"}, {"workdir", dir_ + "/" + names_[i]}};
+      json m{{"name", names_[i]},
+             {"addr", netns_ ? addr(i) : "127.0.0.1"},
+             {"workdir", dir_ + "/" + names_[i]}};
       if (netns_) m["nic"] = "data0";
       (i < 4 ? machines : standby).push_back(m);
     }
-    json base{{"stall_window_s", 8}, {"recrash_window_s", 5}, {"probe_deadline_s", 60}, {"inspect_nic_s", 1},
+    json base{{"stall_window_s", 8},
+              {"recrash_window_s", 5},
+              {"probe_deadline_s", 60},
+              {"inspect_nic_s", 1},
               {"standby_pool", 1}};
     for (auto& [k, v] : params.items()) base[k] = v;
-    config_ = json{
-        {"description", "e2e test " + test},
-        {"controller", ctl_host + ":" + std::to_string(port_)},
-        {"token_file", dir_ + "/token"},
-        {"machines", machines},
-        {"standby", standby},
-        {"job",
-         {{"versions",
-           {{"v1", {kTrainjob, "--seed", "7", "--hidden", "32", "--step-ms", std::to_string(step_ms), "--loss-log",
-                    dir_ + "/loss.log"}}}},
-          {"version", "v1"},
-          {"gpus_per_machine", 1},
-          {"master_port", 29000 + (getpid() % 300) * 3},
-          {"nominal_step_time_s", step_ms / 1000.0},
-          {"replay_steps", 12}}},
-        {"policy", {{"stack", "byterobust"}, {"params", base}}},
-        {"seed", 7},
-        {"state_dir", dir_ + "/state"},
-        {"trainjob_bin", kTrainjob},
-        {"heartbeat_s", 0.5},
-        {"heartbeat_timeout_s", 3}};
+    config_ = json{{"description", "e2e test " + test},
+                   {"controller", ctl_host + ":" + std::to_string(port_)},
+                   {"token_file", dir_ + "/token"},
+                   {"machines", machines},
+                   {"standby", standby},
+                   {"job",
+                    {{"versions",
+                      {{"v1",
+                        {kTrainjob, "--seed", "7", "--hidden", "32", "--step-ms",
+                         std::to_string(step_ms), "--loss-log", dir_ + "/loss.log"}}}},
+                     {"version", "v1"},
+                     {"gpus_per_machine", 1},
+                     {"master_port", 29000 + (getpid() % 300) * 3},
+                     {"nominal_step_time_s", step_ms / 1000.0},
+                     {"replay_steps", 12}}},
+                   {"policy", {{"stack", "byterobust"}, {"params", base}}},
+                   {"seed", 7},
+                   {"state_dir", dir_ + "/state"},
+                   {"trainjob_bin", kTrainjob},
+                   {"heartbeat_s", 0.5},
+                   {"heartbeat_timeout_s", 3}};
     std::ofstream(dir_ + "/live.json") << config_.dump(2);
   }
   ~LiveCluster() {
@@ -168,8 +175,10 @@ class LiveCluster {
       sh("ip link del " + bridge("m"));
       sh("ip link del " + bridge("d"));
     }
-    if (!::testing::Test::HasFailure()) fs::remove_all(dir_);
-    else std::cerr << "kept " << dir_ << " for inspection\n";
+    if (!::testing::Test::HasFailure())
+      fs::remove_all(dir_);
+    else
+      std::cerr << "kept " << dir_ << " for inspection\n";
   }
 
   // Hosts reached over ssh, as on a real cluster: an sshd (Debian's openssh-server) in each
@@ -195,18 +204,21 @@ class LiveCluster {
     for (size_t i = 0; i < names_.size(); ++i) {
       if (without_sshd.count(names_[i])) continue;
       const std::string cfg = d + "/sshd-" + names_[i] + ".conf";
-      std::ofstream(cfg) << "ListenAddress " << mgmt_addr(i) << ":22\nHostKey " << d << "/host_key\n"
-                         << "AuthorizedKeysFile " << d << "/authorized_keys\nPermitRootLogin prohibit-password\n"
-                         << "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-                         << "StrictModes no\nPidFile " << d << "/sshd-" << names_[i] << ".pid\nLogLevel ERROR\n";
-      sshds_.push_back(spawn({"ip", "netns", "exec", ns_name(i), sshd, "-D", "-f", cfg, "-E", d + "/sshd-" + names_[i] + ".log"},
+      std::ofstream(cfg)
+          << "ListenAddress " << mgmt_addr(i) << ":22\nHostKey " << d << "/host_key\n"
+          << "AuthorizedKeysFile " << d << "/authorized_keys\nPermitRootLogin prohibit-password\n"
+          << "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+          << "StrictModes no\nPidFile " << d << "/sshd-" << names_[i] << ".pid\nLogLevel ERROR\n";
+      sshds_.push_back(spawn({"ip", "netns", "exec", ns_name(i), sshd, "-D", "-f", cfg, "-E",
+                              d + "/sshd-" + names_[i] + ".log"},
                              d + "/sshd-" + names_[i] + ".out"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // sshd listening
-    launcher_ = spawn({kFaultline, "live", "launch", config(), "--via", "ssh", "--ssh-identity", d + "/id",
-                       "--connect-timeout", "2", "--ssh-option", "UserKnownHostsFile=" + d + "/known_hosts",
-                       "--ssh-option", "StrictHostKeyChecking=accept-new", "--ssh-option", "LogLevel=ERROR"},
-                      dir_ + "/launcher.log");
+    launcher_ = spawn(
+        {kFaultline, "live", "launch", config(), "--via", "ssh", "--ssh-identity", d + "/id",
+         "--connect-timeout", "2", "--ssh-option", "UserKnownHostsFile=" + d + "/known_hosts",
+         "--ssh-option", "StrictHostKeyChecking=accept-new", "--ssh-option", "LogLevel=ERROR"},
+        dir_ + "/launcher.log");
   }
   // SIGTERM to the launcher (its ssh sessions hang up, the remote agents kill their ranks
   // and exit), then the sshds go; returns the launcher's exit status (-1 if none).
@@ -254,27 +266,31 @@ class LiveCluster {
       std::ofstream(d + "/munge/key", std::ios::binary) << key;
     }
     chmod((d + "/munge/key").c_str(), 0400);
-    slurm_pids_.push_back(spawn({"/usr/sbin/munged", "--foreground", "--force", "--key-file=" + d + "/munge/key",
-                                 "--socket=" + d + "/munge/sock", "--pid-file=" + d + "/munge/pid",
-                                 "--log-file=" + d + "/munge/log", "--seed-file=" + d + "/munge/seed"},
-                                d + "/munged.out"));
+    slurm_pids_.push_back(
+        spawn({"/usr/sbin/munged", "--foreground", "--force", "--key-file=" + d + "/munge/key",
+               "--socket=" + d + "/munge/sock", "--pid-file=" + d + "/munge/pid",
+               "--log-file=" + d + "/munge/log", "--seed-file=" + d + "/munge/seed"},
+              d + "/munged.out"));
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
     std::string shorthost = host;
     shorthost = shorthost.substr(0, shorthost.find('.'));
     const int ctl_port = 21000 + id_ * 2;
     std::ofstream conf(d + "/slurm.conf");
-    conf << "ClusterName=fl" << id_ << "\nSlurmctldHost=" << shorthost << "(" << mgmt_subnet() << ".1)\n"
+    conf << "ClusterName=fl" << id_ << "\nSlurmctldHost=" << shorthost << "(" << mgmt_subnet()
+         << ".1)\n"
          << "SlurmctldPort=" << ctl_port << "\nSlurmdPort=" << ctl_port + 1 << "\n"
          << "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=" << d << "/munge/sock\n"
          << "SlurmUser=root\nSlurmdUser=root\nStateSaveLocation=" << d << "/state\n"
          << "SlurmdSpoolDir=" << d << "/spool-%n\nSlurmctldPidFile=" << d << "/slurmctld.pid\n"
          << "SlurmdPidFile=" << d << "/slurmd-%n.pid\nSlurmctldLogFile=" << d << "/slurmctld.log\n"
          << "SlurmdLogFile=" << d << "/slurmd-%n.log\n"
-         << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n"
+         << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/"
+            "none\nJobAcctGatherType=jobacct_gather/none\n"
          << "AccountingStorageType=accounting_storage/none\nSchedulerType=sched/builtin\n"
          << "SelectType=select/linear\nMpiDefault=none\nMailProg=/bin/true\nReturnToService=2\n"
-         << "SlurmdParameters=config_overrides\nSlurmctldTimeout=10\nSlurmdTimeout=30\nInactiveLimit=0\n"
+         << "SlurmdParameters=config_overrides\nSlurmctldTimeout=10\nSlurmdTimeout="
+            "30\nInactiveLimit=0\n"
          << "KillWait=2\nMessageTimeout=5\n";
     std::string nodes;
     for (size_t i = 0; i < names_.size(); ++i) {
@@ -287,7 +303,8 @@ class LiveCluster {
     setenv("SLURM_CONF", (d + "/slurm.conf").c_str(), 1);
     for (int i = 0; i < 50 && !fs::exists(d + "/munge/sock"); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    slurm_pids_.push_back(spawn({"/usr/sbin/slurmctld", "-D", "-i", "-f", d + "/slurm.conf"}, d + "/slurmctld.out"));
+    slurm_pids_.push_back(
+        spawn({"/usr/sbin/slurmctld", "-D", "-i", "-f", d + "/slurm.conf"}, d + "/slurmctld.out"));
     // The namespace host's own /sys (its /sys/class/net, which the agent's NIC inspection
     // reads), as `ip netns exec` gives, but with the host's cgroup mounts kept, which
     // slurmd needs and `ip netns exec` hides: in a private mount namespace, the cgroup tree
@@ -296,12 +313,13 @@ class LiveCluster {
     for (size_t i = 0; i < names_.size(); ++i) {
       const std::string cg = d + "/cgroup-" + names_[i];
       fs::create_directories(cg);
-      slurm_pids_.push_back(spawn({"nsenter", "--net=/run/netns/" + ns_name(i), "unshare", "--mount", "--propagation",
-                                   "private", "sh", "-c",
-                                   "mount --rbind /sys/fs/cgroup \"$1\" && mount -t sysfs sysfs /sys && "
-                                   "mount --rbind \"$1\" /sys/fs/cgroup && exec /usr/sbin/slurmd -D -N \"$2\" -f \"$3\"",
-                                   "sh", cg, names_[i], d + "/slurm.conf"},
-                                  d + "/slurmd-" + names_[i] + ".out"));
+      slurm_pids_.push_back(spawn(
+          {"nsenter", "--net=/run/netns/" + ns_name(i), "unshare", "--mount", "--propagation",
+           "private", "sh", "-c",
+           "mount --rbind /sys/fs/cgroup \"$1\" && mount -t sysfs sysfs /sys && "
+           "mount --rbind \"$1\" /sys/fs/cgroup && exec /usr/sbin/slurmd -D -N \"$2\" -f \"$3\"",
+           "sh", cg, names_[i], d + "/slurm.conf"},
+          d + "/slurmd-" + names_[i] + ".out"));
     }
     bool idle = false;
     for (int i = 0; i < 120 && !idle; ++i) {
@@ -310,10 +328,11 @@ class LiveCluster {
       run_wait({"sinfo", "--noheader", "--format=%t %D"}, d + "/sinfo.out");
       idle = slurp(d + "/sinfo.out") == "idle " + std::to_string(names_.size()) + "\n";
     }
-    EXPECT_TRUE(idle) << "slurm nodes not idle: " << slurp(d + "/sinfo.out") << slurp(d + "/slurmctld.out");
+    EXPECT_TRUE(idle) << "slurm nodes not idle: " << slurp(d + "/sinfo.out")
+                      << slurp(d + "/slurmctld.out");
     if (!idle) return "";
-    EXPECT_EQ(run_wait({"salloc", "--no-shell", "--nodes=" + std::to_string(names_.size()), "--job-name=faultline-e2e",
-                        "--immediate=30"},
+    EXPECT_EQ(run_wait({"salloc", "--no-shell", "--nodes=" + std::to_string(names_.size()),
+                        "--job-name=faultline-e2e", "--immediate=30"},
                        d + "/salloc.out"),
               0)
         << slurp(d + "/salloc.out");
@@ -326,7 +345,8 @@ class LiveCluster {
   }
   // `faultline live launch --via slurm` in the allocation; `extra` more options.
   void launch_over_slurm(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {kFaultline, "live", "launch", config(), "--via", "slurm", "--slurm-job", slurm_job_};
+    std::vector<std::string> argv = {kFaultline, "live",  "launch",      config(),
+                                     "--via",    "slurm", "--slurm-job", slurm_job_};
     argv.insert(argv.end(), extra.begin(), extra.end());
     launcher_ = spawn(argv, dir_ + "/launcher.log");
   }
@@ -367,15 +387,24 @@ class LiveCluster {
 
   std::string mgmt_subnet() const { return "10.77." + std::to_string(id_); }
   std::string mgmt_addr(size_t i) const { return mgmt_subnet() + "." + std::to_string(10 + i); }
-  std::string addr(size_t i) const { return "10.78." + std::to_string(id_) + "." + std::to_string(10 + i); }
-  std::string bridge(const char* net) const { return "flb" + std::string(net) + std::to_string(id_); }
-  std::string ns_name(size_t i) const { return "fl" + std::to_string(id_) + "m" + std::to_string(i); }
+  std::string addr(size_t i) const {
+    return "10.78." + std::to_string(id_) + "." + std::to_string(10 + i);
+  }
+  std::string bridge(const char* net) const {
+    return "flb" + std::string(net) + std::to_string(id_);
+  }
+  std::string ns_name(size_t i) const {
+    return "fl" + std::to_string(id_) + "m" + std::to_string(i);
+  }
   const std::string& dir() const { return dir_; }
   std::string config() const { return config_path_.empty() ? dir_ + "/live.json" : config_path_; }
   // Every later command (controller, launcher, clients) reads this config file instead.
   void use_config(const std::string& path) { config_path_ = path; }
   // Where the controller listens, and its token, for tests that speak the protocol raw.
-  std::string controller_host() const { return config_["controller"].get<std::string>().substr(0, config_["controller"].get<std::string>().rfind(':')); }
+  std::string controller_host() const {
+    return config_["controller"].get<std::string>().substr(
+        0, config_["controller"].get<std::string>().rfind(':'));
+  }
   int controller_port() const { return port_; }
   std::string token() const {
     std::string t = slurp(dir_ + "/token");
@@ -383,7 +412,9 @@ class LiveCluster {
     return t;
   }
   pid_t controller_pid() const { return controller_; }
-  bool controller_alive() const { return controller_ > 0 && waitpid(controller_, nullptr, WNOHANG) == 0; }
+  bool controller_alive() const {
+    return controller_ > 0 && waitpid(controller_, nullptr, WNOHANG) == 0;
+  }
   // Waits for the controller to exit on its own; its exit status, or -1 on timeout.
   int wait_controller_exit(double timeout_s) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -511,16 +542,21 @@ class LiveCluster {
     return s;
   }
   json wait_step(long step, double timeout_s) const {
-    return wait_for([&](const json& r) { return r.value("kind", "") == "progress" && r.value("step", -1L) >= step; },
-                    timeout_s);
+    return wait_for(
+        [&](const json& r) {
+          return r.value("kind", "") == "progress" && r.value("step", -1L) >= step;
+        },
+        timeout_s);
   }
   double fault_time(const std::string& kind) const {
     for (const auto& r : records())
-      if (r.value("kind", "") == "fault" && r.value("fault", "") == kind) return r.value("t_s", 0.0);
+      if (r.value("kind", "") == "fault" && r.value("fault", "") == kind)
+        return r.value("t_s", 0.0);
     return -1;
   }
   static bool is_event(const json& r, const std::string& type) {
-    return r.value("kind", "") == "event" && r.contains("event") && r["event"].value("type", "") == type;
+    return r.value("kind", "") == "event" && r.contains("event") &&
+           r["event"].value("type", "") == type;
   }
   // A note of the policy that starts with `prefix` (its detection module's findings are
   // noted "detected: ...").
@@ -528,14 +564,17 @@ class LiveCluster {
     return r.value("kind", "") == "note" && r.value("text", "").rfind(prefix, 0) == 0;
   }
   static bool is_action(const json& r, const std::string& type) {
-    return r.value("kind", "") == "action" && r.contains("action") && r["action"].value("type", "") == type;
+    return r.value("kind", "") == "action" && r.contains("action") &&
+           r["action"].value("type", "") == type;
   }
 
   // After a fault at controller time t: the job started again after it, and trained on.
   void expect_trains_again(double t, const std::string& what) const {
-    const json started = wait_for([&](const json& r) { return is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
+    const json started =
+        wait_for([&](const json& r) { return is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
     ASSERT_FALSE(started.is_null()) << what << ": the job did not start again\n" << launcher_log();
-    ASSERT_FALSE(wait_step(started["event"].value("step", 0L) + 8, 60).is_null()) << what << ": no training after";
+    ASSERT_FALSE(wait_step(started["event"].value("step", 0L) + 8, 60).is_null())
+        << what << ": no training after";
   }
   // A controller stopped with SIGTERM and started again adopts the job its agents kept
   // running, and training goes on.
@@ -543,19 +582,29 @@ class LiveCluster {
     const long before = last_step();
     kill_controller(SIGTERM);
     start_controller(false);
-    ASSERT_FALSE(wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
-    EXPECT_FALSE(wait_for([](const json& r) {
-                   return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
-                 }, 30).is_null())
+    ASSERT_FALSE(
+        wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
+    EXPECT_FALSE(wait_for(
+                     [](const json& r) {
+                       return r.value("kind", "") == "outcome" &&
+                              r.value("detail", "").find("adopted") != std::string::npos;
+                     },
+                     30)
+                     .is_null())
         << "the restarted controller relaunched instead of adopting";
-    ASSERT_FALSE(wait_step(before + 10, 60).is_null()) << "no training after the controller restart";
+    ASSERT_FALSE(wait_step(before + 10, 60).is_null())
+        << "no training after the controller restart";
   }
   // The live fault suite: a killed rank on m1, a controller restart, a hang on m2, a NaN on
   // m0 and a machine down on m3, each followed by training; `after(fault, t)` checks more
   // after each injected fault (t: its time on the controller's clock).
   void run_fault_suite(const std::function<void(const std::string&, double)>& after = {}) {
-    for (const auto& [machine, fault] : std::vector<std::pair<std::string, std::string>>{
-             {"m1", "kill"}, {"", "controller restart"}, {"m2", "hang"}, {"m0", "nan"}, {"m3", "machine_down"}}) {
+    for (const auto& [machine, fault] :
+         std::vector<std::pair<std::string, std::string>>{{"m1", "kill"},
+                                                          {"", "controller restart"},
+                                                          {"m2", "hang"},
+                                                          {"m0", "nan"},
+                                                          {"m3", "machine_down"}}) {
       SCOPED_TRACE(fault + " on " + machine);
       if (machine.empty()) {
         expect_restarted_controller_adopts();
@@ -574,10 +623,11 @@ class LiveCluster {
   std::map<long, std::vector<std::string>> reference(long steps) const {
     const std::string log = dir_ + "/reference.log";
     fs::remove(log);
-    const int rc = run_wait({"env", "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1",
-                             "MASTER_PORT=" + std::to_string(28000 + getpid() % 900), kTrainjob, "--seed", "7",
-                             "--hidden", "32", "--steps", std::to_string(steps), "--loss-log", log},
-                            dir_ + "/reference.out");
+    const int rc =
+        run_wait({"env", "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1",
+                  "MASTER_PORT=" + std::to_string(28000 + getpid() % 900), kTrainjob, "--seed", "7",
+                  "--hidden", "32", "--steps", std::to_string(steps), "--loss-log", log},
+                 dir_ + "/reference.out");
     EXPECT_EQ(rc, 0);
     return read_loss_log(log);
   }
@@ -619,17 +669,20 @@ std::string slurm_missing() {
   for (const char* p : {"/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd"})
     if (access(p, X_OK) != 0) missing += std::string(missing.empty() ? "" : ", ") + p;
   for (const char* p : {"srun", "salloc", "scontrol", "sinfo", "squeue", "scancel", "nsenter"})
-    if (sh(std::string("command -v ") + p) != 0) missing += std::string(missing.empty() ? "" : ", ") + p;
+    if (sh(std::string("command -v ") + p) != 0)
+      missing += std::string(missing.empty() ? "" : ", ") + p;
   return missing;
 }
 
 // Skips only where namespaces cannot be made; a missing Slurm or munge fails (as a missing
 // sshd does: .ci/install-deps installs slurm-wlm and munge).
-#define REQUIRE_SLURM()                                                                                \
-  do {                                                                                                 \
-    if (!netns_usable()) GTEST_SKIP() << "needs root and network namespaces (hosts are namespaces)"; \
-    const std::string missing = slurm_missing();                                                       \
-    ASSERT_TRUE(missing.empty()) << "Slurm is missing: " << missing << " (apt-get install slurm-wlm munge)"; \
+#define REQUIRE_SLURM()                                                           \
+  do {                                                                            \
+    if (!netns_usable())                                                          \
+      GTEST_SKIP() << "needs root and network namespaces (hosts are namespaces)"; \
+    const std::string missing = slurm_missing();                                  \
+    ASSERT_TRUE(missing.empty()) << "Slurm is missing: " << missing               \
+                                 << " (apt-get install slurm-wlm munge)";         \
   } while (0)
 
 TEST(LiveE2E, KilledRankIsDetectedReattemptedAndResumesBitExactly) {
@@ -640,16 +693,22 @@ TEST(LiveE2E, KilledRankIsDetectedReattemptedAndResumesBitExactly) {
   ASSERT_EQ(c.inject("m1", "kill"), 0);
   const double t_fault = c.fault_time("kill");
   ASSERT_GE(t_fault, 0);
-  const json exit = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "ProcessExit") && r["t_s"] >= t_fault; }, 20);
+  const json exit = c.wait_for(
+      [&](const json& r) { return LiveCluster::is_event(r, "ProcessExit") && r["t_s"] >= t_fault; },
+      20);
   ASSERT_FALSE(exit.is_null()) << "no ProcessExit after the kill";
   EXPECT_LT(exit["t_s"].get<double>() - t_fault, 5.0) << "detected within 5 s";
-  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; }, 40);
+  const json started = c.wait_for(
+      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
+      40);
   ASSERT_FALSE(started.is_null()) << "training did not resume";
   EXPECT_LT(started["t_s"].get<double>() - t_fault, 30.0) << "resumed within 30 s of the fault";
   // A rank killed without a log line is a transient crash to byterobust: the stop-time
   // tests pass and the job is reattempted on the same machines (the standby path is the
   // next test, where the machine itself is gone).
-  const json restart = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "StartJob") && r["t_s"] > t_fault; }, 5);
+  const json restart = c.wait_for(
+      [&](const json& r) { return LiveCluster::is_action(r, "StartJob") && r["t_s"] > t_fault; },
+      5);
   ASSERT_FALSE(restart.is_null());
   EXPECT_EQ(restart["action"].value("mechanism", ""), "reattempt");
   const long resumed_at = started["event"].value("step", -1L);
@@ -669,8 +728,8 @@ double daly_interval(double write_s, double mtbi_s) {
 // The adaptive checkpoint planner (checkpoint=daly) in live mode, unchanged: a plan at the
 // start from its prior, and at every interruption Daly's optimum for the interruptions and
 // the running time it saw, which the ranks use from their next launch. (It re-planned at
-// the restart, after the launch, so each plan reached the ranks one restart late.) The prior (0.2 h, worth
-// 0.01 interruptions) asks for a save every ~26 s (~260 steps); one interruption after a
+// the restart, after the launch, so each plan reached the ranks one restart late.) The prior (0.2
+// h, worth 0.01 interruptions) asks for a save every ~26 s (~260 steps); one interruption after a
 // few seconds of running brings that to ~3 s (~30 steps), so the rank restores from a
 // step the first plan would never have saved. The intervals are checked against the
 // formula applied to the event log's own times, and the losses stay bit-identical.
@@ -686,14 +745,21 @@ TEST(LiveE2E, TheDalyPlannerReplansAtEveryInterruptionAndTheRanksSaveAtTheNewInt
   ASSERT_FALSE(c.wait_step(20, 60).is_null()) << "training did not reach step 20";
   // The ranks' interval for a plan: the outcome of its action ("checkpoint every N steps").
   auto every_of = [&](const json& action) {
-    const json out = c.wait_for([&](const json& r) { return r.value("kind", "") == "outcome" && r["id"] == action["id"]; }, 10);
+    const json out = c.wait_for(
+        [&](const json& r) { return r.value("kind", "") == "outcome" && r["id"] == action["id"]; },
+        10);
     const std::string d = out.value("detail", "");
     const auto at = d.find("checkpoint every ");
     return at == std::string::npos ? -1L : std::stol(d.substr(at + 17));
   };
   auto restart_after = [&](double t) {
-    const json plan = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "SetCheckpointPlan") && r["t_s"] > t; }, 60);
-    const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
+    const json plan = c.wait_for(
+        [&](const json& r) {
+          return LiveCluster::is_action(r, "SetCheckpointPlan") && r["t_s"] > t;
+        },
+        60);
+    const json started = c.wait_for(
+        [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
     return std::make_pair(plan, started);
   };
   // Interruption 1.
@@ -723,12 +789,14 @@ TEST(LiveE2E, TheDalyPlannerReplansAtEveryInterruptionAndTheRanksSaveAtTheNewInt
   for (const auto& r : c.records()) {
     if (LiveCluster::is_action(r, "SetCheckpointPlan")) plans.push_back(r);
     if (LiveCluster::is_event(r, "JobStarted")) starts.push_back(r["t_s"]);
-    if (LiveCluster::is_action(r, "StopJob") && stops.size() < starts.size()) stops.push_back(r["t_s"]);
+    if (LiveCluster::is_action(r, "StopJob") && stops.size() < starts.size())
+      stops.push_back(r["t_s"]);
   }
   ASSERT_GE(plans.size(), 3u) << "a plan at the start and one at each restart";
   ASSERT_GE(starts.size(), 3u);
   ASSERT_GE(stops.size(), 2u);
-  EXPECT_NEAR(plans[0]["action"]["interval_s"].get<double>(), daly_interval(write_s, prior_h * 3600), 1e-6);
+  EXPECT_NEAR(plans[0]["action"]["interval_s"].get<double>(),
+              daly_interval(write_s, prior_h * 3600), 1e-6);
   EXPECT_EQ(plans[0]["action"].value("tier", ""), "remote");
   const long every0 = every_of(plans[0]);
   EXPECT_GT(every0, 200);
@@ -761,14 +829,24 @@ TEST(LiveE2E, KillNineOfAMachineSwapsInTheWarmStandbyAndResumesBitExactly) {
   ASSERT_FALSE(before.is_null());
   c.kill_machine("m2");
   const double t_fault = before["t_s"].get<double>();  // no later than the kill
-  const json alert = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "InspectionAlert") && r["t_s"] >= t_fault; }, 20);
+  const json alert = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_event(r, "InspectionAlert") && r["t_s"] >= t_fault;
+      },
+      20);
   ASSERT_FALSE(alert.is_null());
   EXPECT_EQ(alert["event"].value("machine", -9), 2);
   EXPECT_LT(alert["t_s"].get<double>() - t_fault, 5.0) << "detected within 5 s";
-  const json ready = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "MachinesReady") && r["t_s"] > t_fault; }, 30);
+  const json ready = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_event(r, "MachinesReady") && r["t_s"] > t_fault;
+      },
+      30);
   ASSERT_FALSE(ready.is_null()) << "the standby did not join";
   EXPECT_EQ(ready["event"]["machines"], json::array({4})) << "standby s0 took slot 2";
-  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; }, 40);
+  const json started = c.wait_for(
+      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
+      40);
   ASSERT_FALSE(started.is_null());
   EXPECT_LT(started["t_s"].get<double>() - t_fault, 30.0) << "resumed within 30 s";
   // Resumed from the newest complete checkpoint: every step checkpoints, so at most the
@@ -787,11 +865,17 @@ TEST(LiveE2E, InjectedMachineLossIsRecordedAndReplacedByTheStandby) {
   ASSERT_EQ(c.inject("m1", "machine_down"), 0);
   const double t_fault = c.fault_time("machine_down");
   ASSERT_GE(t_fault, 0) << "the injection is in the event log as ground truth";
-  const json evict = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t_fault; }, 20);
+  const json evict = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t_fault;
+      },
+      20);
   ASSERT_FALSE(evict.is_null());
   EXPECT_EQ(evict["action"]["machines"], json::array({1}));
   EXPECT_EQ(evict["action"].value("mechanism", ""), "realtime_eviction");
-  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; }, 40);
+  const json started = c.wait_for(
+      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
+      40);
   ASSERT_FALSE(started.is_null());
   c.stop_run();
 }
@@ -805,28 +889,37 @@ TEST(LiveE2E, AnUnreachableHostIsReportedWithinTheHeartbeatTimeoutAndReplaced) {
   c.start_controller();
   c.start_agents();
   ASSERT_FALSE(c.wait_step(20, 60).is_null());
-  const json before = c.wait_step(c.last_step() + 1, 10);  // a fresh record: the controller's clock now
+  const json before =
+      c.wait_step(c.last_step() + 1, 10);  // a fresh record: the controller's clock now
   ASSERT_FALSE(before.is_null());
   c.cut_links(1);
   const double t_cut = before["t_s"].get<double>();
-  const json lost = c.wait_for([&](const json& r) {
-    return r.value("kind", "") == "note" && r["t_s"] >= t_cut &&
-           r.value("text", "").find("agent of m1 lost") != std::string::npos;
-  }, 20);
+  const json lost = c.wait_for(
+      [&](const json& r) {
+        return r.value("kind", "") == "note" && r["t_s"] >= t_cut &&
+               r.value("text", "").find("agent of m1 lost") != std::string::npos;
+      },
+      20);
   ASSERT_FALSE(lost.is_null()) << "m1's silence was never reported";
   const double timeout_s = c.config_json()["heartbeat_timeout_s"].get<double>();
   EXPECT_LE(lost["t_s"].get<double>() - t_cut, timeout_s + 1.0)
       << "reported " << lost["t_s"].get<double>() - t_cut << " s after the cut: " << lost.dump();
-  const json evict = c.wait_for([&](const json& r) {
-    return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t_cut &&
-           r["action"]["machines"] == json::array({1});
-  }, 30);
+  const json evict = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t_cut &&
+               r["action"]["machines"] == json::array({1});
+      },
+      30);
   ASSERT_FALSE(evict.is_null()) << "m1 was not evicted";
-  std::cout << "[unreachable] lost after " << lost["t_s"].get<double>() - t_cut << " s, evicted after "
-            << evict["t_s"].get<double>() - t_cut << " s (" << evict["action"].value("mechanism", "") << ")\n";
-  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_cut; }, 60);
+  std::cout << "[unreachable] lost after " << lost["t_s"].get<double>() - t_cut
+            << " s, evicted after " << evict["t_s"].get<double>() - t_cut << " s ("
+            << evict["action"].value("mechanism", "") << ")\n";
+  const json started = c.wait_for(
+      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_cut; },
+      60);
   ASSERT_FALSE(started.is_null());
-  ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 10, 60).is_null()) << "training did not go on";
+  ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 10, 60).is_null())
+      << "training did not go on";
   c.stop_run();
 }
 
@@ -844,13 +937,18 @@ TEST(LiveSsh, TheFaultSuitePassesWithAgentsLaunchedOverSsh) {
   const std::string log = c.launcher_log();
   const auto down = log.find("m3 (root@" + c.mgmt_addr(3) + "): its agent ended: exit code 137");
   ASSERT_NE(down, std::string::npos) << "the machine_down agent's end was not reported:\n" << log;
-  EXPECT_NE(log.substr(down, log.find('\n', down) - down).find("; starting it again in 1 s"), std::string::npos) << log;
-  EXPECT_NE(log.find("m3 (root@" + c.mgmt_addr(3) + "): started", down), std::string::npos) << "not restarted:\n" << log;
+  EXPECT_NE(log.substr(down, log.find('\n', down) - down).find("; starting it again in 1 s"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("m3 (root@" + c.mgmt_addr(3) + "): started", down), std::string::npos)
+      << "not restarted:\n"
+      << log;
   // A restarted controller adopts the job the ssh-launched agents kept running.
   const long before = c.last_step();
   c.kill_controller(SIGTERM);
   c.start_controller(false);
-  ASSERT_FALSE(c.wait_step(before + 10, 60).is_null()) << "no training after the controller restart";
+  ASSERT_FALSE(c.wait_step(before + 10, 60).is_null())
+      << "no training after the controller restart";
   c.stop_run();
   const int launcher_status = c.stop_launcher();
   EXPECT_EQ(launcher_status, 0) << c.launcher_log();
@@ -865,7 +963,8 @@ TEST(LiveSsh, AnUnreachableSshHostIsReportedByNameAndRetried) {
   c.start_agents_over_ssh({"s0"});
   ASSERT_FALSE(c.wait_step(10, 60).is_null()) << c.launcher_log();
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < end && c.launcher_log().find("ssh failed") == std::string::npos)
+  while (std::chrono::steady_clock::now() < end &&
+         c.launcher_log().find("ssh failed") == std::string::npos)
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::string log = c.launcher_log();
   std::cout << log;
@@ -873,7 +972,11 @@ TEST(LiveSsh, AnUnreachableSshHostIsReportedByNameAndRetried) {
   ASSERT_NE(failed, std::string::npos) << log;
   const auto begin = log.rfind('\n', failed) + 1;
   const std::string s0 = log.substr(begin, log.find('\n', failed) - begin);
-  EXPECT_EQ(s0.rfind("faultline launch: s0 (root@" + c.mgmt_addr(4) + "): ssh failed (exit 255): ssh: connect to host", 0), 0u) << s0;
+  EXPECT_EQ(s0.rfind("faultline launch: s0 (root@" + c.mgmt_addr(4) +
+                         "): ssh failed (exit 255): ssh: connect to host",
+                     0),
+            0u)
+      << s0;
   EXPECT_NE(s0.find("starting it again in"), std::string::npos) << s0;
   c.stop_run();
 }
@@ -896,29 +999,42 @@ TEST(LiveSlurm, TheFaultSuitePassesWithAgentsAsJobStepsAndSpareNodesAsStandbys) 
   const std::string job = c.start_slurm();
   ASSERT_FALSE(job.empty());
   const std::string effective = c.dir() + "/live-slurm.json";
-  ASSERT_EQ(c.client_to({"slurm-config", c.config(), "--slurm-job", job, "--out", effective}, c.dir() + "/sc.out"), 0)
+  ASSERT_EQ(c.client_to({"slurm-config", c.config(), "--slurm-job", job, "--out", effective},
+                        c.dir() + "/sc.out"),
+            0)
       << slurp(c.dir() + "/sc.out");
-  EXPECT_EQ(slurp(c.dir() + "/sc.out"), "faultline live slurm-config: slurm job " + job +
-                                            ": 4 machines, 2 standbys (1 from spare nodes: s1) in " + effective + "\n");
+  EXPECT_EQ(slurp(c.dir() + "/sc.out"),
+            "faultline live slurm-config: slurm job " + job +
+                ": 4 machines, 2 standbys (1 from spare nodes: s1) in " + effective + "\n");
   const json eff = json::parse(slurp(effective));
   ASSERT_EQ(eff["standby"].size(), 2u) << eff.dump(2);
-  EXPECT_EQ(eff["standby"][1], (json{{"name", "s1"}, {"slurm_node", "s1"}, {"addr", c.mgmt_addr(5)},
-                                     {"workdir", c.dir() + "/s1"}, {"nic", "data0"}}));
+  EXPECT_EQ(eff["standby"][1], (json{{"name", "s1"},
+                                     {"slurm_node", "s1"},
+                                     {"addr", c.mgmt_addr(5)},
+                                     {"workdir", c.dir() + "/s1"},
+                                     {"nic", "data0"}}));
   c.use_config(effective);
   c.start_controller();
   c.launch_over_slurm();
   ASSERT_FALSE(c.wait_step(15, 90).is_null()) << c.launcher_log();
   // Each agent is a step of the allocation, on its own node; no node is left unused.
-  const std::string steps = c.slurm_cmd({"squeue", "--steps", "--noheader", "--jobs=" + job, "--format=%j %N"});
+  const std::string steps =
+      c.slurm_cmd({"squeue", "--steps", "--noheader", "--jobs=" + job, "--format=%j %N"});
   for (const char* m : {"m0", "m1", "m2", "m3", "s0", "s1"})
-    EXPECT_NE(steps.find(std::string("faultline-agent-") + m + " " + m), std::string::npos) << m << "\n" << steps;
+    EXPECT_NE(steps.find(std::string("faultline-agent-") + m + " " + m), std::string::npos)
+        << m << "\n"
+        << steps;
   EXPECT_EQ(c.launcher_log().find("unused"), std::string::npos) << c.launcher_log();
   // The machines a fault at time t got evicted and the standbys that replaced them.
   auto swapped = [&](double t, const std::string& what, int evicted, int standby) {
-    const json evict = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t; }, 30);
+    const json evict = c.wait_for(
+        [&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t; },
+        30);
     ASSERT_FALSE(evict.is_null()) << what << " evicted nothing";
     EXPECT_EQ(evict["action"]["machines"], json::array({evicted})) << what;
-    const json ready = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "MachinesReady") && r["t_s"] >= t; }, 30);
+    const json ready = c.wait_for(
+        [&](const json& r) { return LiveCluster::is_event(r, "MachinesReady") && r["t_s"] >= t; },
+        30);
     ASSERT_FALSE(ready.is_null()) << what << ": no standby came";
     EXPECT_EQ(ready["event"]["machines"], json::array({standby})) << what;
   };
@@ -930,7 +1046,8 @@ TEST(LiveSlurm, TheFaultSuitePassesWithAgentsAsJobStepsAndSpareNodesAsStandbys) 
   });
   if (::testing::Test::HasFatalFailure()) return;
   // The launcher drains the evicted machines' nodes with the controller's reason.
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // a step the launcher might wrongly start again
+  std::this_thread::sleep_for(
+      std::chrono::seconds(2));  // a step the launcher might wrongly start again
   for (const std::string m : {"m2", "m3"}) {
     std::string node;
     for (int i = 0; i < 50; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(200))) {
@@ -940,7 +1057,8 @@ TEST(LiveSlurm, TheFaultSuitePassesWithAgentsAsJobStepsAndSpareNodesAsStandbys) 
     EXPECT_NE(node.find("DRAIN"), std::string::npos) << node << c.launcher_log();
     EXPECT_NE(node.find("Reason=faultline: evicted " + m + ": "), std::string::npos) << node;
     // "draining" while the allocation holds it, "drained" after.
-    EXPECT_NE(c.slurm_cmd({"sinfo", "--noheader", "--nodes=" + m, "--format=%T"}).find("drain"), std::string::npos)
+    EXPECT_NE(c.slurm_cmd({"sinfo", "--noheader", "--nodes=" + m, "--format=%T"}).find("drain"),
+              std::string::npos)
         << c.slurm_cmd({"sinfo", "--noheader", "--nodes=" + m, "--format=%T"});
   }
   std::string log = c.launcher_log();
@@ -950,8 +1068,12 @@ TEST(LiveSlurm, TheFaultSuitePassesWithAgentsAsJobStepsAndSpareNodesAsStandbys) 
     const auto evicted = log.find(who + "evicted by the controller (");
     ASSERT_NE(evicted, std::string::npos) << log;
     EXPECT_NE(log.find(who + "drained slurm node " + m, evicted), std::string::npos) << log;
-    EXPECT_EQ(log.find(who + "started", evicted), std::string::npos) << "a step on an evicted node:\n" << log;
-    EXPECT_EQ(c.slurm_cmd({"squeue", "--steps", "--noheader", "--jobs=" + job, "--nodelist=" + m, "--format=%j"}), "");
+    EXPECT_EQ(log.find(who + "started", evicted), std::string::npos)
+        << "a step on an evicted node:\n"
+        << log;
+    EXPECT_EQ(c.slurm_cmd({"squeue", "--steps", "--noheader", "--jobs=" + job, "--nodelist=" + m,
+                           "--format=%j"}),
+              "");
   }
   // The allocation ends under the agents: srun's refusal of the restart is one line naming
   // the node and Slurm's reason, and the launcher ends (exit 1) instead of retrying forever.
@@ -968,10 +1090,14 @@ TEST(LiveSlurm, TheFaultSuitePassesWithAgentsAsJobStepsAndSpareNodesAsStandbys) 
   refused = log.substr(log.rfind('\n', at) + 1, log.find('\n', at) - log.rfind('\n', at) - 1);
   EXPECT_NE(refused.find("job " + job), std::string::npos) << refused;
   EXPECT_NE(refused.find("; not restarted"), std::string::npos) << refused;
-  EXPECT_NE(log.find("faultline launch: slurm job " + job + " is over (squeue: "), std::string::npos) << log;
+  EXPECT_NE(log.find("faultline launch: slurm job " + job + " is over (squeue: "),
+            std::string::npos)
+      << log;
   // Agents lost with the allocation are no fault of their nodes: only m2 and m3 are drained.
   for (const char* m : {"m0", "m1", "s0", "s1"})
-    EXPECT_EQ(c.slurm_cmd({"scontrol", "show", "node", m}).find("DRAIN"), std::string::npos) << m << "\n" << log;
+    EXPECT_EQ(c.slurm_cmd({"scontrol", "show", "node", m}).find("DRAIN"), std::string::npos)
+        << m << "\n"
+        << log;
   c.stop_run();
   EXPECT_EQ(c.stop_launcher(), 1) << log;
 }
@@ -983,12 +1109,14 @@ TEST(LiveSlurm, ANodeOutsideTheAllocationIsRefusedInOneLine) {
   c.edit_config([](json& cfg) { cfg["machines"][1]["slurm_node"] = "gpu-404"; });
   const std::string job = c.start_slurm();
   ASSERT_FALSE(job.empty());
-  const int rc = c.client_to({"launch", c.config(), "--via", "slurm", "--slurm-job", job}, c.dir() + "/launch.out");
+  const int rc = c.client_to({"launch", c.config(), "--via", "slurm", "--slurm-job", job},
+                             c.dir() + "/launch.out");
   const std::string out = slurp(c.dir() + "/launch.out");
   EXPECT_EQ(rc, 2) << out;
   EXPECT_EQ(out, "faultline live launch: m1: slurm node \"gpu-404\" is not in allocation " + job +
                      " (its nodes: m0,m1,m2,m3,s0)\n");
-  EXPECT_TRUE(!fs::exists(c.dir() + "/state/launch") || fs::is_empty(c.dir() + "/state/launch")) << "nothing started";
+  EXPECT_TRUE(!fs::exists(c.dir() + "/state/launch") || fs::is_empty(c.dir() + "/state/launch"))
+      << "nothing started";
 }
 
 TEST(LiveE2E, FrozenRankIsFoundByStackAggregationAndEvicted) {
@@ -998,14 +1126,26 @@ TEST(LiveE2E, FrozenRankIsFoundByStackAggregationAndEvicted) {
   ASSERT_FALSE(c.wait_step(20, 60).is_null());
   ASSERT_EQ(c.inject("m2", "stop"), 0);
   const double t_fault = c.fault_time("stop");
-  const json stalled = c.wait_for([&](const json& r) { return LiveCluster::is_note(r, "detected: progress stalled") && r["t_s"] > t_fault; }, 40);
+  const json stalled = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_note(r, "detected: progress stalled") && r["t_s"] > t_fault;
+      },
+      40);
   ASSERT_FALSE(stalled.is_null()) << "stall not detected";
-  EXPECT_LT(stalled["t_s"].get<double>() - t_fault, 8.0 + 10.0) << "within the stall window plus 10 s";
-  const json evict = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault; }, 60);
+  EXPECT_LT(stalled["t_s"].get<double>() - t_fault, 8.0 + 10.0)
+      << "within the stall window plus 10 s";
+  const json evict = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault;
+      },
+      60);
   ASSERT_FALSE(evict.is_null());
-  EXPECT_EQ(evict["action"]["machines"], json::array({2})) << "the PP group of slot 2 (PP = 1: the machine)";
+  EXPECT_EQ(evict["action"]["machines"], json::array({2}))
+      << "the PP group of slot 2 (PP = 1: the machine)";
   EXPECT_EQ(evict["action"].value("mechanism", ""), "analyzer_over_eviction");
-  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; }, 60);
+  const json started = c.wait_for(
+      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
+      60);
   ASSERT_FALSE(started.is_null());
   ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 10, 60).is_null());
   c.stop_run();
@@ -1018,35 +1158,57 @@ TEST(LiveE2E, SilentBitFlipIsLocatedByReplayAndEvicted) {
   ASSERT_FALSE(c.wait_step(15, 60).is_null());
   ASSERT_EQ(c.inject("m1", "sdc", "after=3"), 0);
   const double t_fault = c.fault_time("sdc");
-  const json caught = c.wait_for([&](const json& r) { return LiveCluster::is_note(r, "detected: metric anomaly") && r["t_s"] > t_fault; }, 60);
+  const json caught = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_note(r, "detected: metric anomaly") && r["t_s"] > t_fault;
+      },
+      60);
   ASSERT_FALSE(caught.is_null()) << "the bit flip was not caught by the metric triggers";
-  const json evict = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault; }, 120);
+  const json evict = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault;
+      },
+      120);
   ASSERT_FALSE(evict.is_null()) << "nothing evicted";
   EXPECT_EQ(evict["action"]["machines"], json::array({1}));
   EXPECT_EQ(evict["action"].value("mechanism", ""), "replay");
-  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > evict["t_s"]; }, 60);
+  const json started = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > evict["t_s"];
+      },
+      60);
   ASSERT_FALSE(started.is_null());
   c.stop_run();
 }
 
 TEST(LiveE2E, NicDownRaisesInspectionAlertsAndEvictsPerTheFlapRule) {
-  if (!netns_usable()) GTEST_SKIP() << "network namespaces are not available here (needs root and ip netns)";
+  if (!netns_usable())
+    GTEST_SKIP() << "network namespaces are not available here (needs root and ip netns)";
   LiveCluster c("nic", json::object());
   c.start_controller();
   c.start_agents();
   ASSERT_FALSE(c.wait_step(15, 60).is_null());
   ASSERT_EQ(c.inject("m3", "nic_down"), 0);
   const double t_fault = c.fault_time("nic_down");
-  const json evict = c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault; }, 60);
+  const json evict = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault;
+      },
+      60);
   ASSERT_FALSE(evict.is_null());
   EXPECT_EQ(evict["action"]["machines"], json::array({3}));
   EXPECT_EQ(evict["action"].value("mechanism", ""), "realtime_eviction");
   int alerts = 0;
   for (const auto& r : c.records())
-    if (LiveCluster::is_event(r, "InspectionAlert") && r["event"].value("kind", "") == "nic" && r["t_s"] <= evict["t_s"])
+    if (LiveCluster::is_event(r, "InspectionAlert") && r["event"].value("kind", "") == "nic" &&
+        r["t_s"] <= evict["t_s"])
       ++alerts;
   EXPECT_GE(alerts, 2) << "evicted only after the flap count of alerts";
-  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > evict["t_s"]; }, 60);
+  const json started = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > evict["t_s"];
+      },
+      60);
   ASSERT_FALSE(started.is_null());
   c.stop_run();
 }
@@ -1077,7 +1239,8 @@ class RawPeer {
     if (fd_ >= 0) close(fd_);
   }
   // The peer's side of the handshake with `key`; returns the welcome (null when refused).
-  json authenticate(const std::string& key, const std::string& role = "client", const std::string& name = "") {
+  json authenticate(const std::string& key, const std::string& role = "client",
+                    const std::string& name = "") {
     faultline::live::PeerHandshake h(role, name);
     send(h.hello(2));
     const json ch = receive_type("challenge");
@@ -1090,20 +1253,24 @@ class RawPeer {
   bool ok() const { return fd_ >= 0; }
   // Bytes as they are, no framing (a partial frame, a bad length).
   bool send_raw(const std::string& bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
   }
   bool send_text(const std::string& body) {
     const std::string f = frame(body);
     return ::send(fd_, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size());
   }
   // Invalid UTF-8 in a mutated string goes out as U+FFFD (raw bytes are the fuzz's).
-  bool send(const json& m) { return send_text(m.dump(-1, ' ', false, json::error_handler_t::replace)); }
+  bool send(const json& m) {
+    return send_text(m.dump(-1, ' ', false, json::error_handler_t::replace));
+  }
   // The next message, or null when the peer closed or said nothing within a second.
   json receive() {
     std::string len(4, '\0');
     if (!read_exact(len.data(), 4)) return json();
-    const std::uint32_t n = (std::uint32_t(std::uint8_t(len[0])) << 24) | (std::uint32_t(std::uint8_t(len[1])) << 16) |
-                            (std::uint32_t(std::uint8_t(len[2])) << 8) | std::uint32_t(std::uint8_t(len[3]));
+    const std::uint32_t n =
+        (std::uint32_t(std::uint8_t(len[0])) << 24) | (std::uint32_t(std::uint8_t(len[1])) << 16) |
+        (std::uint32_t(std::uint8_t(len[2])) << 8) | std::uint32_t(std::uint8_t(len[3]));
     if (n > (1u << 20)) return json();
     std::string body(n, '\0');
     if (!read_exact(body.data(), n)) return json();
@@ -1160,8 +1327,8 @@ TEST(LiveE2E, HostileFramesAreRefusedAndTheRunCarriesOn) {
   role_number["role"] = 7;
   old_protocol["proto"] = 1;
   old_protocol["token"] = c.token();  // the old clear-text hello
-  for (const json& m : {json{{"type", nullptr}}, json{{"type", 5}}, json{{"type", {{"a", 1}}}}, proto_text, role_number,
-                        old_protocol}) {
+  for (const json& m : {json{{"type", nullptr}}, json{{"type", 5}}, json{{"type", {{"a", 1}}}},
+                        proto_text, role_number, old_protocol}) {
     RawPeer p(host, port);
     ASSERT_TRUE(p.ok());
     ASSERT_TRUE(p.send(m));
@@ -1173,8 +1340,10 @@ TEST(LiveE2E, HostileFramesAreRefusedAndTheRunCarriesOn) {
   {
     RawPeer p(host, port);
     ASSERT_FALSE(p.authenticate(c.token()).is_null());
-    for (const json& m : {json{{"type", nullptr}}, json{{"type", "inject"}, {"machine", 3}, {"req", 1}},
-                          json{{"type", "status"}, {"req", {{"a", 1}}}}, json{{"type", "update"}, {"version", 2}}}) {
+    for (const json& m :
+         {json{{"type", nullptr}}, json{{"type", "inject"}, {"machine", 3}, {"req", 1}},
+          json{{"type", "status"}, {"req", {{"a", 1}}}},
+          json{{"type", "update"}, {"version", 2}}}) {
       ASSERT_TRUE(p.send(m));
       const json r = p.receive_type("done");
       ASSERT_FALSE(r.is_null()) << m.dump();
@@ -1201,16 +1370,26 @@ TEST(LiveE2E, HostileFramesAreRefusedAndTheRunCarriesOn) {
   {
     RawPeer p(host, port);
     ASSERT_FALSE(p.authenticate(c.token(), "agent", "s0").is_null()) << p.refusal();
-    ASSERT_TRUE(p.send(json{{"type", "report"}, {"gen", gen}, {"rank", 0},
-                            {"report", {{"type", "step"}, {"rank", 0}, {"step", 5}, {"loss_nan", "no"}}}}));
+    ASSERT_TRUE(
+        p.send(json{{"type", "report"},
+                    {"gen", gen},
+                    {"rank", 0},
+                    {"report", {{"type", "step"}, {"rank", 0}, {"step", 5}, {"loss_nan", "no"}}}}));
     alive("a report with \"loss_nan\": \"no\"");
     const std::vector<json> seeds = {
-        json{{"type", "report"}, {"gen", gen}, {"rank", 0},
-             {"report", {{"type", "step"}, {"rank", 0}, {"step", 5}, {"loss", 1.0}, {"step_time_s", 0.1}}}},
-        json{{"type", "exit"}, {"gen", gen.get<long>() + 1000}, {"rank", 0}, {"code", 1}, {"signal", 0}, {"signature", "x"}},
+        json{{"type", "report"},
+             {"gen", gen},
+             {"rank", 0},
+             {"report",
+              {{"type", "step"}, {"rank", 0}, {"step", 5}, {"loss", 1.0}, {"step_time_s", 0.1}}}},
+        json{{"type", "exit"},
+             {"gen", gen.get<long>() + 1000},
+             {"rank", 0},
+             {"code", 1},
+             {"signal", 0},
+             {"signature", "x"}},
         json{{"type", "alert"}, {"kind", "nic"}, {"detail", "d"}},
-        json{{"type", "done"}, {"req", 123456789}, {"ok", true}},
-        json{{"type", "heartbeat"}}};
+        json{{"type", "done"}, {"req", 123456789}, {"ok", true}}, json{{"type", "heartbeat"}}};
     for (int i = 0; i < 20000; ++i) {
       json m = mutated(seeds[rng() % seeds.size()], rng);
       // Stale generations only: a well-formed report or exit of the running one would be
@@ -1237,9 +1416,13 @@ TEST(LiveE2E, HostileFramesAreRefusedAndTheRunCarriesOn) {
     if (LiveCluster::is_note(r, "refused a message from")) ++refusal_notes;
   EXPECT_GE(refusal_notes, 5);
   EXPECT_LT(refusal_notes, 200) << "one note per refused frame floods the log";
-  EXPECT_FALSE(c.wait_for([](const json& r) {
-                      return LiveCluster::is_note(r, "refused a message from agent of s0: report: report.loss_nan:");
-                    }, 5).is_null());
+  EXPECT_FALSE(c.wait_for(
+                    [](const json& r) {
+                      return LiveCluster::is_note(
+                          r, "refused a message from agent of s0: report: report.loss_nan:");
+                    },
+                    5)
+                   .is_null());
   c.stop_run();
 }
 
@@ -1272,7 +1455,8 @@ TEST(LiveE2E, OutOfFdsTheControllerPausesAcceptingInsteadOfSpinning) {
   c.start_agents();
   ASSERT_FALSE(c.wait_step(10, 60).is_null());
   std::vector<std::unique_ptr<RawPeer>> held;
-  for (int i = 0; i < 80; ++i) held.push_back(std::make_unique<RawPeer>(c.controller_host(), c.controller_port()));
+  for (int i = 0; i < 80; ++i)
+    held.push_back(std::make_unique<RawPeer>(c.controller_host(), c.controller_port()));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const double cpu0 = cpu_seconds(c.controller_pid());
   std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -1280,12 +1464,15 @@ TEST(LiveE2E, OutOfFdsTheControllerPausesAcceptingInsteadOfSpinning) {
   std::cout << "controller CPU while out of fds: " << 100 * busy << "%\n";
   EXPECT_LT(busy, 0.3) << "the controller spins on accept";
   held.clear();
-  std::this_thread::sleep_for(std::chrono::seconds(6));  // the held ones' hello deadline frees their fds
+  std::this_thread::sleep_for(
+      std::chrono::seconds(6));  // the held ones' hello deadline frees their fds
   EXPECT_EQ(c.client({"status", c.config()}), 0);
   ASSERT_FALSE(c.wait_step(c.last_step() + 10, 60).is_null());
   c.stop_run();
   EXPECT_FALSE(
-      c.wait_for([](const json& r) { return LiveCluster::is_note(r, "cannot accept connections: "); }, 1).is_null());
+      c.wait_for(
+           [](const json& r) { return LiveCluster::is_note(r, "cannot accept connections: "); }, 1)
+          .is_null());
 }
 
 // Issue 37, items 10, 12, 14 and 15: strangers and colleagues on the control port. (10) 200
@@ -1315,7 +1502,8 @@ TEST(LiveE2E, StrangersOnTheControlPortHoldLittleAndLockNobodyOut) {
     g.receive();
   }
   std::vector<std::unique_ptr<RawPeer>> held;
-  for (int i = 0; i < 100; ++i) held.push_back(std::make_unique<RawPeer>(host, port));  // idle: 64 at most stay
+  for (int i = 0; i < 100; ++i)
+    held.push_back(std::make_unique<RawPeer>(host, port));  // idle: 64 at most stay
   const std::string partial = frame(std::string(64 * 1024, 'a'), 1u << 20).substr(0, 4 + 64 * 1024);
   for (int i = 0; i < 200; ++i) {
     held.push_back(std::make_unique<RawPeer>(host, port));
@@ -1323,8 +1511,8 @@ TEST(LiveE2E, StrangersOnTheControlPortHoldLittleAndLockNobodyOut) {
   }
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const long rss_flood = rss_kib(c.controller_pid());
-  std::cout << "controller RSS: " << rss_before / 1024.0 << " MiB before the flood, " << rss_flood / 1024.0
-            << " MiB during it\n";
+  std::cout << "controller RSS: " << rss_before / 1024.0 << " MiB before the flood, "
+            << rss_flood / 1024.0 << " MiB during it\n";
   EXPECT_LT(rss_flood - rss_before, 32 * 1024) << "KiB: " << rss_before << " -> " << rss_flood;
   EXPECT_EQ(c.client_to({"status", c.config()}, c.dir() + "/status-during-flood.txt"), 0)
       << slurp(c.dir() + "/status-during-flood.txt");
@@ -1358,7 +1546,8 @@ TEST(LiveE2E, StrangersOnTheControlPortHoldLittleAndLockNobodyOut) {
     garbage += t.find("closed before its hello: frame length") != std::string::npos;
     bad_tokens += t.find("): bad token (") != std::string::npos;
     evicted += t.find("closed the unauthenticated connection from") != std::string::npos;
-    readers_closed += t.find("closed the least recently active read-only session") != std::string::npos;
+    readers_closed +=
+        t.find("closed the least recently active read-only session") != std::string::npos;
   }
   EXPECT_GE(garbage, 2) << "bad lengths are noted with their reason";
   EXPECT_EQ(bad_tokens, 10) << "the first 10 of the minute, one by one";
@@ -1386,8 +1575,10 @@ TEST(LiveE2E, AuthenticationReadOnlyCredentialReplayAndRogueController) {
     EXPECT_EQ(w.value("access", ""), "read");
     ASSERT_TRUE(p.send(json{{"type", "status"}, {"req", 1}}));
     EXPECT_EQ(p.receive_type("done").value("ok", false), true);
-    for (const json& m : {json{{"type", "stop"}, {"req", 2}}, json{{"type", "inject"}, {"req", 3}, {"machine", "m1"}, {"fault", "kill"}},
-                          json{{"type", "update"}, {"req", 4}, {"version", "v1"}}}) {
+    for (const json& m :
+         {json{{"type", "stop"}, {"req", 2}},
+          json{{"type", "inject"}, {"req", 3}, {"machine", "m1"}, {"fault", "kill"}},
+          json{{"type", "update"}, {"req", 4}, {"version", "v1"}}}) {
       ASSERT_TRUE(p.send(m));
       const json r = p.receive_type("done");
       EXPECT_EQ(r.value("ok", true), false) << m.dump();
@@ -1462,7 +1653,9 @@ TEST(LiveE2E, AuthenticationReadOnlyCredentialReplayAndRogueController) {
       if (m.value("type", "") == "hello") {
         names.insert(m.value("name", ""));
         // A challenge with a proof it cannot make; then a welcome and a request for luck.
-        agent.send(json{{"type", "challenge"}, {"nonce", std::string(64, '1')}, {"proof", std::string(64, '2')}});
+        agent.send(json{{"type", "challenge"},
+                        {"nonce", std::string(64, '1')},
+                        {"proof", std::string(64, '2')}});
         agent.send(json{{"type", "welcome"}, {"machine", m.value("name", "")}, {"role", "job"}});
         agent.send(json{{"type", "kill"}, {"req", 1}, {"gen", 1}});
       }
@@ -1471,13 +1664,15 @@ TEST(LiveE2E, AuthenticationReadOnlyCredentialReplayAndRogueController) {
   close(lfd);
   EXPECT_GE(names.size(), 4u) << "the agents redialled the port";
   for (const json& m : heard) {
-    EXPECT_EQ(m.value("type", ""), "hello") << "an agent said more than hello to a rogue: " << m.dump();
+    EXPECT_EQ(m.value("type", ""), "hello")
+        << "an agent said more than hello to a rogue: " << m.dump();
     EXPECT_EQ(m.dump().find(c.token()), std::string::npos) << "the token went on the wire";
     EXPECT_FALSE(m.contains("token"));
   }
   // What the rogue heard gets it nothing from the real controller.
   c.start_controller(false);
-  ASSERT_FALSE(c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
+  ASSERT_FALSE(
+      c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
   for (const json& m : heard) {
     RawPeer p(host, port);
     if (!p.ok()) continue;
@@ -1488,9 +1683,12 @@ TEST(LiveE2E, AuthenticationReadOnlyCredentialReplayAndRogueController) {
     break;
   }
   // The ranks kept running under agents that obeyed no one; the real controller adopts them.
-  const json adopted = c.wait_for([](const json& r) {
-    return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
-  }, 40);
+  const json adopted = c.wait_for(
+      [](const json& r) {
+        return r.value("kind", "") == "outcome" &&
+               r.value("detail", "").find("adopted") != std::string::npos;
+      },
+      40);
   EXPECT_FALSE(adopted.is_null()) << "the ranks did not survive the rogue";
   ASSERT_FALSE(c.wait_step(before + 20, 60).is_null());
   c.stop_run();
@@ -1503,7 +1701,8 @@ TEST(LiveE2E, AuthenticationReadOnlyCredentialReplayAndRogueController) {
 TEST(LiveE2E, FaultDrillThePoolHealsItselfAfterEachFault) {
   LiveCluster c("drill", json{{"standby_pool", 2}, {"stall_window_s", 5}}, 100, 2);
   c.edit_config([](json& cfg) {
-    cfg["repair"] = {{"check_after_s", 1}, {"retry_after_s", 2}, {"max_checks", 5}, {"retire_after", 3}};
+    cfg["repair"] = {
+        {"check_after_s", 1}, {"retry_after_s", 2}, {"max_checks", 5}, {"retire_after", 3}};
   });
   c.start_controller();
   c.start_agents();
@@ -1540,7 +1739,8 @@ TEST(LiveE2E, FaultDrillThePoolHealsItselfAfterEachFault) {
     // The victim: a machine in a slot, struck least so far (none reaches retire_after).
     std::string victim;
     for (const auto& s : before["slots"])
-      if (s.is_string() && (victim.empty() || struck[s.get<std::string>()] < struck[victim])) victim = s.get<std::string>();
+      if (s.is_string() && (victim.empty() || struck[s.get<std::string>()] < struck[victim]))
+        victim = s.get<std::string>();
     ++struck[victim];
     SCOPED_TRACE("fault " + std::to_string(i) + ": " + drill[i] + " on " + victim);
     const long step = c.last_step();
@@ -1594,7 +1794,8 @@ TEST(LiveE2E, FaultDrillThePoolHealsItselfAfterEachFault) {
 // the test failed); ok() is false, with why(), when it cannot be mounted.
 class TmpfsState {
  public:
-  explicit TmpfsState(const LiveCluster& c) : dir_(c.dir() + "/state"), keep_(c.dir() + "/state-kept") {
+  explicit TmpfsState(const LiveCluster& c)
+      : dir_(c.dir() + "/state"), keep_(c.dir() + "/state-kept") {
     if (geteuid() != 0) {
       why_ = "needs root to mount a tmpfs for the state dir";
       return;
@@ -1633,7 +1834,8 @@ json status_at(const json& st, const std::string& ptr) {
   return st.is_object() && st.contains(p) ? st.at(p) : json();
 }
 // Polls the status until `pred` holds; returns the last status seen.
-json wait_status_of(LiveCluster& c, const std::function<bool(const json&)>& pred, double timeout_s) {
+json wait_status_of(LiveCluster& c, const std::function<bool(const json&)>& pred,
+                    double timeout_s) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   json st;
   while (std::chrono::steady_clock::now() < end) {
@@ -1667,7 +1869,8 @@ TEST(LiveE2E, RecordsLostToAFullDiskAndACrashAreAGapInTheLogAndTheJobIsAdopted) 
   const json journal_before = json::parse(slurp(state + "/journal.json"), nullptr, false);
   sh("dd if=/dev/zero of=" + state + "/filler bs=4k");
   ASSERT_EQ(
-      at(wait_status([&](const json& st) { return at(st, "/storage/state") == "failing"; }, 20), "/storage/state"),
+      at(wait_status([&](const json& st) { return at(st, "/storage/state") == "failing"; }, 20),
+         "/storage/state"),
       "failing");
   // A fault during the outage: the job restarts as a new generation the journal cannot save.
   const long step_full = c.last_step();
@@ -1688,7 +1891,8 @@ TEST(LiveE2E, RecordsLostToAFullDiskAndACrashAreAGapInTheLogAndTheJobIsAdopted) 
       << "the journal on disk is the one from before the outage";
 
   c.start_controller(false);
-  const json gap = c.wait_for([](const json& r) { return LiveCluster::is_note(r, "event log gap: "); }, 20);
+  const json gap =
+      c.wait_for([](const json& r) { return LiveCluster::is_note(r, "event log gap: "); }, 20);
   ASSERT_FALSE(gap.is_null()) << "no gap in the log";
   const std::string text = gap.value("text", "");
   const long lost = std::stol(text.substr(std::string("event log gap: ").size()));
@@ -1696,7 +1900,8 @@ TEST(LiveE2E, RecordsLostToAFullDiskAndACrashAreAGapInTheLogAndTheJobIsAdopted) 
   EXPECT_NE(text.find("No space left on device"), std::string::npos) << text;
   const json adopted = c.wait_for(
       [](const json& r) {
-        return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
+        return r.value("kind", "") == "outcome" &&
+               r.value("detail", "").find("adopted") != std::string::npos;
       },
       30);
   EXPECT_FALSE(adopted.is_null()) << "the restarted controller relaunched instead of adopting";
@@ -1737,26 +1942,34 @@ TEST(LiveE2E, OperatorMistakesAndAPausedControllerLeaveTheRunWhole) {
   const std::string second = c.dir() + "/second-controller.log";
   EXPECT_EQ(run_wait({kFaultline, "live", "run", c.config(), "--fresh"}, second), 2);
   const std::string said = slurp(second);
-  EXPECT_NE(said.find(state + ": in use by the controller with pid " + std::to_string(c.controller_pid())),
+  EXPECT_NE(said.find(state + ": in use by the controller with pid " +
+                      std::to_string(c.controller_pid())),
             std::string::npos)
       << said;
   EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
   struct stat log_after {
   }, journal_after{};
-  ASSERT_EQ(::stat((state + "/events.jsonl").c_str(), &log_after), 0) << "the event log was deleted";
-  ASSERT_EQ(::stat((state + "/journal.json").c_str(), &journal_after), 0) << "the journal was deleted";
+  ASSERT_EQ(::stat((state + "/events.jsonl").c_str(), &log_after), 0)
+      << "the event log was deleted";
+  ASSERT_EQ(::stat((state + "/journal.json").c_str(), &journal_after), 0)
+      << "the journal was deleted";
   EXPECT_EQ(log_after.st_ino, log_before.st_ino) << "the event log was replaced";
   EXPECT_GE(log_after.st_size, log_before.st_size);
 
   // (9) Faults the agents do not apply are refused, and never recorded.
   const std::string out = c.dir() + "/inject.log";
   EXPECT_EQ(c.client_to({"inject", c.config(), "--machine", "m1", "--fault", "slow"}, out), 1);
-  EXPECT_NE(slurp(out).find("inject: detail: slow expects a slowdown factor in [1, 100]"), std::string::npos)
+  EXPECT_NE(slurp(out).find("inject: detail: slow expects a slowdown factor in [1, 100]"),
+            std::string::npos)
       << slurp(out);
-  EXPECT_EQ(c.client_to({"inject", c.config(), "--machine", "m1", "--fault", "slow", "--detail", "0.5"}, out), 1);
+  EXPECT_EQ(
+      c.client_to({"inject", c.config(), "--machine", "m1", "--fault", "slow", "--detail", "0.5"},
+                  out),
+      1);
   // The agent's own refusal: a standby runs no rank to kill.
   EXPECT_EQ(c.client_to({"inject", c.config(), "--machine", "s0", "--fault", "kill"}, out), 1);
-  EXPECT_NE(slurp(out).find("inject: the agent of s0 refused: no local rank 0 running"), std::string::npos)
+  EXPECT_NE(slurp(out).find("inject: the agent of s0 refused: no local rank 0 running"),
+            std::string::npos)
       << slurp(out);
 
   // (5) The pause: twice the heartbeat timeout (3 s), the agents' heartbeats waiting unread.
@@ -1771,14 +1984,16 @@ TEST(LiveE2E, OperatorMistakesAndAPausedControllerLeaveTheRunWhole) {
   for (const auto& r : c.records()) {
     if (r.value("kind", "") == "fault") ++faults;
     if (LiveCluster::is_note(r, "the agent of s0 did not apply the injected kill")) ++refused;
-    EXPECT_FALSE(LiveCluster::is_note(r, "agent of ") && r.value("text", "").find(" lost") != std::string::npos)
+    EXPECT_FALSE(LiveCluster::is_note(r, "agent of ") &&
+                 r.value("text", "").find(" lost") != std::string::npos)
         << r.dump();
     EXPECT_FALSE(LiveCluster::is_note(r, "standby s0 lost")) << r.dump();
     EXPECT_FALSE(LiveCluster::is_action(r, "EvictMachines")) << r.dump();
   }
   EXPECT_EQ(faults, 0) << "a refused injection was recorded as ground truth";
   EXPECT_EQ(refused, 1);
-  EXPECT_NO_THROW(faultline::traces::read_event_log(state + "/events.jsonl")) << "sim replay would refuse the log";
+  EXPECT_NO_THROW(faultline::traces::read_event_log(state + "/events.jsonl"))
+      << "sim replay would refuse the log";
 }
 
 // Issue 15: on a full disk the controller's event log stopped mid-record, silently, and
@@ -1817,10 +2032,12 @@ TEST(LiveE2E, AFullStateDiskIsReportedOnceTheRunGoesOnAndTheEventLogCatchesUp) {
 
   // The disk fills: the status says the event log is failing, with records pending.
   fill();
-  const json full = wait_status([&](const json& st) { return at(st, "/storage/state") == "failing"; }, 20);
+  const json full =
+      wait_status([&](const json& st) { return at(st, "/storage/state") == "failing"; }, 20);
   EXPECT_EQ(storage(full, "event_log", "failing"), true) << full.dump();
   const json pending = storage(full, "event_log", "pending");
-  EXPECT_TRUE(pending.is_number() && pending.get<long>() > 0) << "records wait in memory: " << pending;
+  EXPECT_TRUE(pending.is_number() && pending.get<long>() > 0)
+      << "records wait in memory: " << pending;
   EXPECT_EQ(storage(full, "event_log", "lost"), 0);
   EXPECT_EQ(storage(full, "event_log", "last_error"), log_path + ": No space left on device");
   EXPECT_TRUE(storage(full, "event_log", "since").is_string());
@@ -1841,7 +2058,8 @@ TEST(LiveE2E, AFullStateDiskIsReportedOnceTheRunGoesOnAndTheEventLogCatchesUp) {
       },
       45);
   ASSERT_TRUE(recovered.is_object());
-  EXPECT_GT(recovered.value("step", -1L), step_full + 10) << "the job did not train on while the disk was full";
+  EXPECT_GT(recovered.value("step", -1L), step_full + 10)
+      << "the job did not train on while the disk was full";
   EXPECT_EQ(storage(recovered, "journal", "failing"), true) << recovered.dump();
   EXPECT_EQ(storage(recovered, "event_log", "failing"), true);
   EXPECT_TRUE(c.controller_alive());
@@ -1866,7 +2084,8 @@ TEST(LiveE2E, AFullStateDiskIsReportedOnceTheRunGoesOnAndTheEventLogCatchesUp) {
   ASSERT_GT(log.progress.size(), 20u);
   for (std::size_t i = 1; i < log.progress.size(); ++i) {
     if (!log.progress[i].value.restart) {
-      EXPECT_EQ(log.progress[i].value.step, log.progress[i - 1].value.step + 1) << "line " << log.progress[i].line;
+      EXPECT_EQ(log.progress[i].value.step, log.progress[i - 1].value.step + 1)
+          << "line " << log.progress[i].line;
     }
   }
   EXPECT_EQ(log.faults.size(), 1u) << "the kill injected during the outage";
@@ -1878,7 +2097,9 @@ TEST(LiveE2E, AFullStateDiskIsReportedOnceTheRunGoesOnAndTheEventLogCatchesUp) {
   const std::string out = slurp(c.dir() + "/controller.log");
   std::cout << out;
   EXPECT_EQ(count(out, "storage: writing the event log failed"), 1) << out;
-  EXPECT_EQ(count(out, "No space left on device"), 2) << "the event log's line and the journal's, once each\n" << out;
+  EXPECT_EQ(count(out, "No space left on device"), 2)
+      << "the event log's line and the journal's, once each\n"
+      << out;
   EXPECT_EQ(count(out, "storage: the event log is written again"), 1) << out;
   EXPECT_EQ(count(out, "storage: saving the journal failed"), 1) << out;
   EXPECT_EQ(count(out, "storage: the journal is saved again"), 1) << out;
@@ -1891,7 +2112,9 @@ TEST(LiveE2E, AFullStateDiskIsReportedOnceTheRunGoesOnAndTheEventLogCatchesUp) {
   std::string last = slurp(c.dir() + "/controller.log");
   while (!last.empty() && last.back() == '\n') last.pop_back();
   last = last.substr(last.rfind('\n') + 1);
-  EXPECT_NE(last.find("faultline live: the event log " + log_path + " is incomplete: "), std::string::npos) << last;
+  EXPECT_NE(last.find("faultline live: the event log " + log_path + " is incomplete: "),
+            std::string::npos)
+      << last;
   EXPECT_NE(last.find("records lost to write failures"), std::string::npos) << last;
   std::cout << last << "\n";
   fs::remove(state + "/filler");
@@ -1928,14 +2151,16 @@ TEST_P(BadBatch, ADeterministicNanEndsTheRunWithItsVerdictAndExitStatus) {
   int nan_incidents = 0, rollbacks = 0, ends = 0;
   std::string verdict, reason, modules;
   for (const auto& r : c.records()) {
-    if (r.value("kind", "") == "note" && r.value("text", "").rfind("modules: ", 0) == 0) modules = r["text"];
+    if (r.value("kind", "") == "note" && r.value("text", "").rfind("modules: ", 0) == 0)
+      modules = r["text"];
     if (LiveCluster::is_action(r, "RollBack")) ++rollbacks;
     if (LiveCluster::is_action(r, "EndRun")) {
       ++ends;
       verdict = r["action"].value("verdict", "");
       reason = r["action"].value("reason", "");
     }
-    if (r.value("kind", "") == "progress" && r["loss"].is_null() && !r.value("restart", true)) ++nan_incidents;
+    if (r.value("kind", "") == "progress" && r["loss"].is_null() && !r.value("restart", true))
+      ++nan_incidents;
   }
   EXPECT_EQ(ends, 1);
   EXPECT_EQ(verdict, "code_or_data");
@@ -1945,14 +2170,16 @@ TEST_P(BadBatch, ADeterministicNanEndsTheRunWithItsVerdictAndExitStatus) {
   EXPECT_GE(nan_incidents, k.incidents);
   const std::string log = slurp(c.dir() + "/controller.log");
   EXPECT_NE(log.find("the policy ended the run: code_or_data"), std::string::npos) << log;
-  EXPECT_NE(modules.find(std::string("verdict ") + k.verdict + " v1"), std::string::npos) << modules;
+  EXPECT_NE(modules.find(std::string("verdict ") + k.verdict + " v1"), std::string::npos)
+      << modules;
 }
 
-INSTANTIATE_TEST_SUITE_P(LiveE2E, BadBatch,
-                         ::testing::Values(BadBatchCase{"identical", 3, "NaN at step 30 3 times in a row"},
-                                           BadBatchCase{"no_progress", 5,
-                                                        "4 runs in a row that got no further than step 30"}),
-                         [](const auto& info) { return std::string(info.param.verdict); });
+INSTANTIATE_TEST_SUITE_P(
+    LiveE2E, BadBatch,
+    ::testing::Values(BadBatchCase{"identical", 3, "NaN at step 30 3 times in a row"},
+                      BadBatchCase{"no_progress", 5,
+                                   "4 runs in a row that got no further than step 30"}),
+    [](const auto& info) { return std::string(info.param.verdict); });
 
 // The crash twin of the bad batch: the last rank dies in step 30 with an illegal memory
 // access in every run, on whatever machine runs it (data or code at fault). It looped
@@ -1984,8 +2211,9 @@ TEST(LiveE2E, ADeterministicCrashEndsTheRunWithItsVerdictAndExitStatus) {
     }
     // The crash comes in the rank's first step after a restart: before or after every
     // rank has reported that it started, as the machine's load has it (CI saw both).
-    const bool crash = LiveCluster::is_event(r, "ProcessExit") ||
-                       (LiveCluster::is_event(r, "StartFailed") && r["event"].value("machine", -1) >= 0);
+    const bool crash =
+        LiveCluster::is_event(r, "ProcessExit") ||
+        (LiveCluster::is_event(r, "StartFailed") && r["event"].value("machine", -1) >= 0);
     if (crash) {
       struck.push_back(r["event"].value("machine", -9));
       steps.insert(r["event"].value("step", -9L));
@@ -2017,7 +2245,9 @@ TEST(LiveE2E, ACollectiveTimeoutIsNotBlamedOnTheRankThatReportedIt) {
   ASSERT_EQ(c.inject("m2", "stop"), 0);
   const double t_fault = c.fault_time("stop");
   ASSERT_GE(t_fault, 0);
-  const json exit = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "ProcessExit") && r["t_s"] >= t_fault; }, 30);
+  const json exit = c.wait_for(
+      [&](const json& r) { return LiveCluster::is_event(r, "ProcessExit") && r["t_s"] >= t_fault; },
+      30);
   ASSERT_FALSE(exit.is_null()) << "no exit after the collective timeout";
   const int named = exit["event"].value("machine", -9);
   EXPECT_TRUE(named == -1 || named == 2) << "blamed a victim: " << exit.dump();
@@ -2028,15 +2258,21 @@ TEST(LiveE2E, ACollectiveTimeoutIsNotBlamedOnTheRankThatReportedIt) {
   EXPECT_TRUE(sig.find("timed out receiving from rank") != std::string::npos ||
               sig.find("lost (closed by peer)") != std::string::npos)
       << exit.dump();
-  const json note = c.wait_for([&](const json& r) {
-    return r.value("kind", "") == "note" && r.value("text", "").find("because a peer stopped answering") != std::string::npos;
-  }, 5);
+  const json note = c.wait_for(
+      [&](const json& r) {
+        return r.value("kind", "") == "note" &&
+               r.value("text", "").find("because a peer stopped answering") != std::string::npos;
+      },
+      5);
   EXPECT_FALSE(note.is_null());
-  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; }, 90);
+  const json started = c.wait_for(
+      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
+      90);
   ASSERT_FALSE(started.is_null()) << "training did not resume";
   for (const auto& r : c.records()) {
     if (!LiveCluster::is_action(r, "EvictMachines") || r["t_s"] <= t_fault) continue;
-    for (const auto& m : r["action"]["machines"]) EXPECT_EQ(m.get<int>(), 2) << "evicted a victim: " << r.dump();
+    for (const auto& m : r["action"]["machines"])
+      EXPECT_EQ(m.get<int>(), 2) << "evicted a victim: " << r.dump();
   }
   ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 10, 60).is_null());
   c.stop_run();
@@ -2053,21 +2289,32 @@ TEST(LiveE2E, ARestartedControllerDoesNotWaitForTheAgentsOfEvictedMachines) {
   ASSERT_FALSE(c.wait_step(15, 60).is_null());
   ASSERT_EQ(c.inject("m1", "machine_down"), 0);  // its agent exits and stays gone
   const double t_fault = c.fault_time("machine_down");
-  ASSERT_FALSE(c.wait_for([&](const json& r) { return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t_fault; }, 20)
+  ASSERT_FALSE(c.wait_for(
+                    [&](const json& r) {
+                      return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= t_fault;
+                    },
+                    20)
                    .is_null());
-  const json started = c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; }, 40);
+  const json started = c.wait_for(
+      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
+      40);
   ASSERT_FALSE(started.is_null());
   ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 5, 30).is_null());
   c.kill_controller(SIGTERM);
   const auto restarted = std::chrono::steady_clock::now();
   c.start_controller(false);
-  const json restart = c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 40);
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - restarted).count();
+  const json restart =
+      c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 40);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - restarted).count();
   ASSERT_FALSE(restart.is_null()) << "no restart record";
   EXPECT_LT(waited, 10.0) << "the restarted controller waited for m1's agent";
-  const json adopted = c.wait_for([](const json& r) {
-    return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
-  }, 10);
+  const json adopted = c.wait_for(
+      [](const json& r) {
+        return r.value("kind", "") == "outcome" &&
+               r.value("detail", "").find("adopted") != std::string::npos;
+      },
+      10);
   EXPECT_FALSE(adopted.is_null()) << "the job was not adopted";
   c.stop_run();
 }
@@ -2086,20 +2333,29 @@ TEST(LiveE2E, ClientWithoutTokenIsRefusedAndARestartedControllerAdoptsTheJob) {
     std::ofstream(c.dir() + "/bad.json") << cfg.dump();
     EXPECT_NE(c.client({"status", c.dir() + "/bad.json"}), 0);
     // The client finds the controller's proof wrong and leaves without answering.
-    EXPECT_FALSE(c.wait_for([](const json& r) {
-                      return r.value("kind", "") == "note" &&
-                             r.value("text", "").find("did not prove the token") != std::string::npos;
-                    }, 10).is_null()) << "the failed handshake is logged";
+    EXPECT_FALSE(c.wait_for(
+                      [](const json& r) {
+                        return r.value("kind", "") == "note" &&
+                               r.value("text", "").find("did not prove the token") !=
+                                   std::string::npos;
+                      },
+                      10)
+                     .is_null())
+        << "the failed handshake is logged";
   }
   // Kill the controller mid-run; the job keeps running under its agents.
   const long before = c.last_step();
   c.kill_controller(SIGKILL);
   std::this_thread::sleep_for(std::chrono::seconds(2));
   c.start_controller(false);
-  ASSERT_FALSE(c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
-  const json adopted = c.wait_for([](const json& r) {
-    return r.value("kind", "") == "outcome" && r.value("detail", "").find("adopted") != std::string::npos;
-  }, 30);
+  ASSERT_FALSE(
+      c.wait_for([](const json& r) { return r.value("kind", "") == "restart"; }, 20).is_null());
+  const json adopted = c.wait_for(
+      [](const json& r) {
+        return r.value("kind", "") == "outcome" &&
+               r.value("detail", "").find("adopted") != std::string::npos;
+      },
+      30);
   EXPECT_FALSE(adopted.is_null()) << "the restarted controller relaunched instead of adopting";
   ASSERT_FALSE(c.wait_step(before + 30, 60).is_null()) << "the job did not continue";
   c.stop_run();
@@ -2140,7 +2396,8 @@ std::string http(int port, const std::string& request) {
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
     send(fd, request.data(), request.size(), MSG_NOSIGNAL);
     char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
+      out.append(buf, static_cast<std::size_t>(n));
   }
   close(fd);
   return out;
@@ -2175,7 +2432,9 @@ json prom_query(int port, const std::string& promql) {
 }
 
 // The value of a one-sample result as Prometheus printed it (Go's shortest round-trip form).
-double sample_value(const json& result) { return std::stod(result.at(0).at("value").at(1).get<std::string>()); }
+double sample_value(const json& result) {
+  return std::stod(result.at(0).at("value").at(1).get<std::string>());
+}
 
 std::string find_prometheus() {
   FILE* p = popen("command -v prometheus 2>/dev/null", "r");
@@ -2232,8 +2491,11 @@ TEST(LiveE2E, PrometheusScrapesTheControllersExactEttrAndCountsTheKilledRank) {
          "  - job_name: faultline\n"
          "    scrape_interval: 1s\n"
          "    scrape_timeout: 1s\n"
-         "    authorization: {type: Bearer, credentials_file: " << token_file << "}\n"
-         "    static_configs: [{targets: ['127.0.0.1:" << metrics_port << "']}]\n";
+         "    authorization: {type: Bearer, credentials_file: "
+      << token_file
+      << "}\n"
+         "    static_configs: [{targets: ['127.0.0.1:"
+      << metrics_port << "']}]\n";
   Prometheus prom;
   prom.pid = spawn({prometheus, "--config.file=" + c.dir() + "/prometheus.yml",
                     "--storage.tsdb.path=" + c.dir() + "/prometheus-data",
@@ -2249,8 +2511,12 @@ TEST(LiveE2E, PrometheusScrapesTheControllersExactEttrAndCountsTheKilledRank) {
   EXPECT_EQ(http(metrics_port, get + "\r\n").rfind("HTTP/1.1 401 ", 0), 0u);
   ASSERT_EQ(c.inject("m1", "kill"), 0);
   const double t_fault = c.fault_time("kill");
-  ASSERT_FALSE(c.wait_for([&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
-                          40).is_null())
+  ASSERT_FALSE(c.wait_for(
+                    [&](const json& r) {
+                      return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault;
+                    },
+                    40)
+                   .is_null())
       << "training did not resume after the kill";
 
   // The job trains its 60 steps and finishes; the controller writes its summary and serves
@@ -2271,25 +2537,29 @@ TEST(LiveE2E, PrometheusScrapesTheControllersExactEttrAndCountsTheKilledRank) {
   ASSERT_EQ(c.client_to({"status", c.config(), "--json"}, c.dir() + "/status.json"), 0);
   const json status = json::parse(slurp(c.dir() + "/status.json"));
   const double own_ettr = status.at("ettr_so_far").get<double>();
-  std::cerr << std::setprecision(17) << "ETTR: Prometheus " << prom_ettr << ", faultline live status " << own_ettr
-            << ", difference " << prom_ettr - own_ettr << "\n";
+  std::cerr << std::setprecision(17) << "ETTR: Prometheus " << prom_ettr
+            << ", faultline live status " << own_ettr << ", difference " << prom_ettr - own_ettr
+            << "\n";
   EXPECT_GT(own_ettr, 0);
   EXPECT_NEAR(prom_ettr, own_ettr, 1e-9);
-  EXPECT_EQ(prom_ettr, own_ettr) << "both print the shortest form that reads back as the same double";
+  EXPECT_EQ(prom_ettr, own_ettr)
+      << "both print the shortest form that reads back as the same double";
   // And the summary record's ETTR (the event log) is the same number.
-  const json summary = c.wait_for([](const json& r) { return r.value("kind", "") == "summary"; }, 5);
+  const json summary =
+      c.wait_for([](const json& r) { return r.value("kind", "") == "summary"; }, 5);
   ASSERT_FALSE(summary.is_null());
   EXPECT_EQ(summary["ettr"].get<double>(), own_ettr);
 
   // The kill is one rank_exit incident, recovered; every incident the controller counts
   // (the job's own finish included) is counted as opened.
-  const json killed =
-      prom_query(prom_port, "faultline_incidents_total{category=\"rank_exit\",resolution=\"recovered\"}");
+  const json killed = prom_query(
+      prom_port, "faultline_incidents_total{category=\"rank_exit\",resolution=\"recovered\"}");
   ASSERT_EQ(killed.size(), 1u) << prom_query(prom_port, "faultline_incidents_total").dump();
   EXPECT_GE(sample_value(killed), 1);
-  std::cerr << "incidents: rank_exit recovered " << sample_value(killed) << ", opened (all categories) "
-            << prom_query(prom_port, "sum(faultline_incidents_opened_total)").dump() << ", status incident_count "
-            << status.at("incident_count") << "\n";
+  std::cerr << "incidents: rank_exit recovered " << sample_value(killed)
+            << ", opened (all categories) "
+            << prom_query(prom_port, "sum(faultline_incidents_opened_total)").dump()
+            << ", status incident_count " << status.at("incident_count") << "\n";
   const json opened = prom_query(prom_port, "sum(faultline_incidents_opened_total)");
   ASSERT_EQ(opened.size(), 1u);
   EXPECT_EQ(sample_value(opened), status.at("incident_count").get<double>());
@@ -2297,11 +2567,13 @@ TEST(LiveE2E, PrometheusScrapesTheControllersExactEttrAndCountsTheKilledRank) {
   ASSERT_EQ(recovered.size(), 1u);
   EXPECT_EQ(sample_value(recovered), sample_value(killed));
   // The same final values come straight from the endpoint.
-  const std::string direct = body_of(http(metrics_port, get + "Authorization: Bearer " + token + "\r\n\r\n"));
+  const std::string direct =
+      body_of(http(metrics_port, get + "Authorization: Bearer " + token + "\r\n\r\n"));
   const std::size_t at = direct.find("\nfaultline_ettr ");
   ASSERT_NE(at, std::string::npos) << direct.substr(0, 600);
   EXPECT_EQ(std::strtod(direct.c_str() + at + 16, nullptr), own_ettr);
-  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cerr << "metrics e2e took " << took_s << " s\n";
   EXPECT_LT(took_s, 90);
 }
@@ -2312,8 +2584,8 @@ TEST(LiveE2E, PrometheusScrapesTheControllersExactEttrAndCountsTheKilledRank) {
 // NCCL refuses two ranks on one GPU; the GPU run across real machines is the GPU
 // validation's), trains, kills a rank on m1, and waits for byterobust's stop-time
 // inter_all_gather on m1 and m2: its action in *action, its outcome in *outcome.
-static void kill_and_wait_for_relayed_probe(LiveCluster& c, const std::string& probe_bin, json* action,
-                                            json* outcome) {
+static void kill_and_wait_for_relayed_probe(LiveCluster& c, const std::string& probe_bin,
+                                            json* action, json* outcome) {
   c.edit_config([&](json& j) {
     j["probe_bin"] = probe_bin;
     j["job"]["env"]["CUDA_VISIBLE_DEVICES"] = "";
@@ -2324,13 +2596,17 @@ static void kill_and_wait_for_relayed_probe(LiveCluster& c, const std::string& p
   ASSERT_EQ(c.inject("m1", "kill"), 0);
   const double t_fault = c.fault_time("kill");
   ASSERT_GE(t_fault, 0);
-  *action = c.wait_for([&](const json& r) {
-    return LiveCluster::is_action(r, "RunProbe") && r["t_s"] >= t_fault &&
-           r["action"].value("test", "") == "inter-all-gather";
-  }, 30);
+  *action = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_action(r, "RunProbe") && r["t_s"] >= t_fault &&
+               r["action"].value("test", "") == "inter-all-gather";
+      },
+      30);
   ASSERT_FALSE(action->is_null()) << "no inter_all_gather after the kill";
   const long id = action->value("id", -1L);
-  *outcome = c.wait_for([&](const json& r) { return r.value("kind", "") == "outcome" && r.value("id", -2L) == id; }, 30);
+  *outcome = c.wait_for(
+      [&](const json& r) { return r.value("kind", "") == "outcome" && r.value("id", -2L) == id; },
+      30);
   ASSERT_FALSE(outcome->is_null()) << "the inter_all_gather probe did not end";
 }
 
@@ -2346,20 +2622,25 @@ TEST(LiveE2E, ProbesAcrossMachinesGetTheirRendezvousRelayedByTheController) {
   EXPECT_EQ(action["action"]["machines"], json::array({1, 2}));
   const std::string detail = outcome.value("detail", "");
   EXPECT_NE(detail.find("inter_all_gather: all passed"), std::string::npos) << detail;
-  EXPECT_NE(detail.find("rendezvous relayed by the controller: every machine joined (m1, m2)"), std::string::npos)
+  EXPECT_NE(detail.find("rendezvous relayed by the controller: every machine joined (m1, m2)"),
+            std::string::npos)
       << detail;
   const long id = action.value("id", -1L);
-  const json result = c.wait_for([&](const json& r) {
-    return LiveCluster::is_event(r, "ProbeResult") && r["event"].value("action", -1L) == id;
-  }, 5);
+  const json result = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_event(r, "ProbeResult") && r["event"].value("action", -1L) == id;
+      },
+      5);
   ASSERT_FALSE(result.is_null());
   EXPECT_EQ(result["event"]["failed"], json::array());
-  std::cerr << "relayed inter_all_gather took " << outcome.value("duration_s", -1.0) << " s: " << detail << "\n";
+  std::cerr << "relayed inter_all_gather took " << outcome.value("duration_s", -1.0)
+            << " s: " << detail << "\n";
   // The rendezvous files are the agents' own and gone after the probe.
   for (const char* m : {"m1", "m2"}) {
     std::error_code ec;
     int left = 0;
-    for (const auto& e : fs::directory_iterator(c.dir() + "/" + m + "/rendezvous", ec)) left += e.is_regular_file();
+    for (const auto& e : fs::directory_iterator(c.dir() + "/" + m + "/rendezvous", ec))
+      left += e.is_regular_file();
     EXPECT_FALSE(ec) << m << ": " << ec.message();
     EXPECT_EQ(left, 0) << m;
   }
@@ -2371,9 +2652,10 @@ TEST(LiveE2E, ProbesAcrossMachinesGetTheirRendezvousRelayedByTheController) {
 TEST(LiveE2E, AProbeThatNeverJoinsTheRendezvousNamesItsMachineWithinTheDeadline) {
   LiveCluster c("rdv-hang", json{{"probe_deadline_s", 5}});
   const std::string wrapper = c.dir() + "/probe-wrapper.sh";
-  std::ofstream(wrapper) << "#!/bin/sh\n"
-                         << "if [ \"$FAULTLINE_MACHINE\" = m2 ] && [ \"$1\" = nccl ]; then exec sleep 600; fi\n"
-                         << "exec " << PROBE_BIN << " \"$@\"\n";
+  std::ofstream(wrapper)
+      << "#!/bin/sh\n"
+      << "if [ \"$FAULTLINE_MACHINE\" = m2 ] && [ \"$1\" = nccl ]; then exec sleep 600; fi\n"
+      << "exec " << PROBE_BIN << " \"$@\"\n";
   chmod(wrapper.c_str(), 0755);
   json action, outcome;
   kill_and_wait_for_relayed_probe(c, wrapper, &action, &outcome);
@@ -2385,19 +2667,23 @@ TEST(LiveE2E, AProbeThatNeverJoinsTheRendezvousNamesItsMachineWithinTheDeadline)
   EXPECT_GE(took, 4.0) << "the probe's deadline ended it";
   EXPECT_LT(took, 5.0 + 1.5) << "within the deadline (5 s), not the controller's request timeout";
   const long id = action.value("id", -1L);
-  const json result = c.wait_for([&](const json& r) {
-    return LiveCluster::is_event(r, "ProbeResult") && r["event"].value("action", -1L) == id;
-  }, 5);
+  const json result = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_event(r, "ProbeResult") && r["event"].value("action", -1L) == id;
+      },
+      5);
   ASSERT_FALSE(result.is_null());
   EXPECT_EQ(result["event"]["failed"], json::array({2}));
   EXPECT_TRUE(result["event"].value("timed_out", false));
   // The named machine is the one the policy takes out.
-  const json evict = c.wait_for([&](const json& r) {
-    return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] >= outcome["t_s"].get<double>();
-  }, 10);
+  const json evict = c.wait_for(
+      [&](const json& r) {
+        return LiveCluster::is_action(r, "EvictMachines") &&
+               r["t_s"] >= outcome["t_s"].get<double>();
+      },
+      10);
   ASSERT_FALSE(evict.is_null());
   EXPECT_EQ(evict["action"]["machines"], json::array({2}));
   std::cerr << "inter_all_gather with m2 missing took " << took << " s: " << detail << "\n";
   c.stop_run();
 }
-

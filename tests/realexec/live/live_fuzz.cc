@@ -3,7 +3,8 @@
 // reference training job they manage keeps training. Run by ctest (label e2e) with the
 // issue's million frames per target, and by hand for longer runs:
 //
-//   faultline_live_fuzz [--target controller|agent|config|journal|rank-pipe|all] [--frames N] [--seed S]
+//   faultline_live_fuzz [--target controller|agent|config|journal|rank-pipe|all] [--frames N]
+//   [--seed S]
 //                       [--dir DIR]
 //
 // Each target is a deployment of its own, on loopback:
@@ -109,7 +110,9 @@ std::string g_dir;  // the run's directory
   std::exit(1);
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -128,15 +131,24 @@ class Mutator {
   }
   std::string raw(std::string s) {
     switch (rng_() % 9) {
-      case 0: return s.substr(0, rng_() % (s.size() + 1));                      // cut short
-      case 1: for (int i = 0; i < 3 && !s.empty(); ++i) s[rng_() % s.size()] ^= static_cast<char>(1 + rng_() % 255);
-              return s;                                                          // bytes flipped
-      case 2: return s.insert(s.size() / 2, "\xff\xfe\xc3");                    // invalid UTF-8
-      case 3: return "[1,2,3]";
-      case 4: return std::string(1 + rng_() % 5000, '[');                        // deeply nested
-      case 5: return "{\"type\":\"" + std::string(200000, 'z') + "\"}";          // large
-      case 6: return "null";
-      case 7: return std::string("{\"type\":\"hello\",\"type\":5}");             // duplicate key
+      case 0:
+        return s.substr(0, rng_() % (s.size() + 1));  // cut short
+      case 1:
+        for (int i = 0; i < 3 && !s.empty(); ++i)
+          s[rng_() % s.size()] ^= static_cast<char>(1 + rng_() % 255);
+        return s;  // bytes flipped
+      case 2:
+        return s.insert(s.size() / 2, "\xff\xfe\xc3");  // invalid UTF-8
+      case 3:
+        return "[1,2,3]";
+      case 4:
+        return std::string(1 + rng_() % 5000, '[');  // deeply nested
+      case 5:
+        return "{\"type\":\"" + std::string(200000, 'z') + "\"}";  // large
+      case 6:
+        return "null";
+      case 7:
+        return std::string("{\"type\":\"hello\",\"type\":5}");  // duplicate key
       default: {
         std::string r(1 + rng_() % 64, '\0');
         for (auto& c : r) c = static_cast<char>(rng_());
@@ -240,7 +252,8 @@ class Peer {
     }
   }
   json await_type(const std::string& type, double timeout_s) {
-    return await([&](const json& m) { return m.is_object() && m.value("type", "") == type; }, timeout_s);
+    return await([&](const json& m) { return m.is_object() && m.value("type", "") == type; },
+                 timeout_s);
   }
   std::deque<json>& messages() { return msgs_; }
 
@@ -252,8 +265,10 @@ class Peer {
   void parse() {
     for (;;) {
       if (in_.size() < 4) return;
-      const std::uint32_t n = (std::uint32_t(std::uint8_t(in_[0])) << 24) | (std::uint32_t(std::uint8_t(in_[1])) << 16) |
-                              (std::uint32_t(std::uint8_t(in_[2])) << 8) | std::uint32_t(std::uint8_t(in_[3]));
+      const std::uint32_t n = (std::uint32_t(std::uint8_t(in_[0])) << 24) |
+                              (std::uint32_t(std::uint8_t(in_[1])) << 16) |
+                              (std::uint32_t(std::uint8_t(in_[2])) << 8) |
+                              std::uint32_t(std::uint8_t(in_[3]));
       if (in_.size() < 4 + n) return;
       json m = json::parse(in_.begin() + 4, in_.begin() + 4 + n, nullptr, false);
       in_.erase(0, 4 + n);
@@ -268,7 +283,8 @@ class Peer {
 };
 
 // The peer's side of the handshake; returns the welcome, or null when refused.
-json authenticate(Peer& p, const std::string& token, const std::string& role, const std::string& name) {
+json authenticate(Peer& p, const std::string& token, const std::string& role,
+                  const std::string& name) {
   live::PeerHandshake h(role, name);
   p.send(h.hello(live::kProtocolVersion));
   const json ch = p.await_type("challenge", 10);
@@ -366,33 +382,39 @@ int fuzz_controller(const Options& o) {
   auto machine = [&](const std::string& n) {
     return json{{"name", n}, {"addr", "127.0.0.1"}, {"workdir", dir + "/" + n}};
   };
-  const json config{
-      {"description", "faultline_live_fuzz: controller target"},
-      {"controller", "127.0.0.1:" + std::to_string(port)},
-      {"token_file", dir + "/token"},
-      {"status_token_file", dir + "/status-token"},
-      {"machines", {machine("m0"), machine("m1")}},
-      {"standby", {machine("s0"), machine("s1")}},
-      {"job",
-       {{"versions",
-         {{"v1", {o.trainjob, "--seed", "7", "--hidden", "32", "--step-ms", "100", "--loss-log", dir + "/loss.log"}}}},
-        {"master_port", free_port()},
-        {"nominal_step_time_s", 0.1},
-        {"replay_steps", 12}}},
-      {"policy",
-       {{"stack", "byterobust"},
-        {"params", {{"stall_window_s", 30}, {"recrash_window_s", 5}, {"probe_deadline_s", 60}, {"standby_pool", 1}}}}},
-      {"seed", 7},
-      {"state_dir", dir + "/state"},
-      {"trainjob_bin", o.trainjob},
-      {"heartbeat_s", 0.5},
-      {"heartbeat_timeout_s", 10}};
+  const json config{{"description", "faultline_live_fuzz: controller target"},
+                    {"controller", "127.0.0.1:" + std::to_string(port)},
+                    {"token_file", dir + "/token"},
+                    {"status_token_file", dir + "/status-token"},
+                    {"machines", {machine("m0"), machine("m1")}},
+                    {"standby", {machine("s0"), machine("s1")}},
+                    {"job",
+                     {{"versions",
+                       {{"v1",
+                         {o.trainjob, "--seed", "7", "--hidden", "32", "--step-ms", "100",
+                          "--loss-log", dir + "/loss.log"}}}},
+                      {"master_port", free_port()},
+                      {"nominal_step_time_s", 0.1},
+                      {"replay_steps", 12}}},
+                    {"policy",
+                     {{"stack", "byterobust"},
+                      {"params",
+                       {{"stall_window_s", 30},
+                        {"recrash_window_s", 5},
+                        {"probe_deadline_s", 60},
+                        {"standby_pool", 1}}}}},
+                    {"seed", 7},
+                    {"state_dir", dir + "/state"},
+                    {"trainjob_bin", o.trainjob},
+                    {"heartbeat_s", 0.5},
+                    {"heartbeat_timeout_s", 10}};
   const std::string cfg = dir + "/live.json";
   std::ofstream(cfg) << config.dump(2);
   const pid_t ctl = start({o.faultline, "live", "run", cfg, "--fresh"}, dir + "/controller.log");
   std::vector<pid_t> agents;
   for (const char* n : {"m0", "m1", "s0"})
-    agents.push_back(start({o.faultline, "agent", cfg, "--name", n}, dir + "/agent-" + std::string(n) + ".log"));
+    agents.push_back(
+        start({o.faultline, "agent", cfg, "--name", n}, dir + "/agent-" + std::string(n) + ".log"));
   struct Cleanup {
     std::vector<pid_t> pids;
     ~Cleanup() {
@@ -403,7 +425,9 @@ int fuzz_controller(const Options& o) {
   const std::string events = dir + "/state/events.jsonl";
   const auto t_up = Clock::now();
   while (read_events(events).last_step < 5) {
-    if (!alive(ctl)) fail("controller target: the controller exited before the job trained (" + dir + "/controller.log)");
+    if (!alive(ctl))
+      fail("controller target: the controller exited before the job trained (" + dir +
+           "/controller.log)");
     if (seconds_since(t_up) > 90) fail("controller target: the job did not reach step 5 in 90 s");
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -411,23 +435,28 @@ int fuzz_controller(const Options& o) {
   const std::string host = "127.0.0.1";
 
   // Sessions: an operator, a read-only reader, and the standby slot s1 as an agent.
-  auto admin = Peer::dial(host, port), reader = Peer::dial(host, port), agent = Peer::dial(host, port);
-  if (!admin || authenticate(*admin, token, "client", "").is_null()) fail("controller target: operator handshake");
+  auto admin = Peer::dial(host, port), reader = Peer::dial(host, port),
+       agent = Peer::dial(host, port);
+  if (!admin || authenticate(*admin, token, "client", "").is_null())
+    fail("controller target: operator handshake");
   if (!reader || authenticate(*reader, status_token, "client-read", "").is_null())
     fail("controller target: read-only handshake");
-  if (!agent || authenticate(*agent, token, "agent", "s1").is_null()) fail("controller target: agent handshake as s1");
+  if (!agent || authenticate(*agent, token, "agent", "s1").is_null())
+    fail("controller target: agent handshake as s1");
 
   Mutator mu(o.seed);
   auto& rng = mu.rng();
   const std::vector<json> client_seeds = {
-      json{{"type", "status"}, {"req", 1}},
-      json{{"type", "stop"}, {"req", 2}},
+      json{{"type", "status"}, {"req", 1}}, json{{"type", "stop"}, {"req", 2}},
       json{{"type", "inject"}, {"req", 3}, {"machine", "m1"}, {"fault", "kill"}, {"detail", "d"}},
       json{{"type", "update"}, {"req", 4}, {"version", "v1"}, {"urgent", true}}};
   const json hello = live::PeerHandshake("agent", "m0").hello(live::kProtocolVersion);
   const std::vector<json> pre_auth_seeds = {
       hello, live::PeerHandshake("client", "").hello(live::kProtocolVersion),
-      json{{"type", "auth"}, {"proof", std::string(64, 'a')}, {"gen", 1}, {"ranks", json::array({0})}},
+      json{{"type", "auth"},
+           {"proof", std::string(64, 'a')},
+           {"gen", 1},
+           {"ranks", json::array({0})}},
       json{{"type", "status"}, {"req", 1}}};
   std::map<std::string, long> sent;  // frames by channel
   long total = 0, status_checks = 0, agent_reconnects = 0;
@@ -443,9 +472,17 @@ int fuzz_controller(const Options& o) {
   auto check_status = [&](Peer& p, const char* who) {
     const std::int64_t req = next_req++;
     p.send(json{{"type", "status"}, {"req", req}});
-    const json r = p.await([&](const json& m) { return m.value("type", "") == "done" && m.value("req", json()) == req; }, 20);
-    if (r.is_null()) fail(std::string("controller target: the ") + who + " session got no answer to status after " + std::to_string(total) + " frames");
-    if (!r.value("ok", false)) fail(std::string("controller target: status refused on the ") + who + " session: " + r.dump());
+    const json r = p.await(
+        [&](const json& m) {
+          return m.value("type", "") == "done" && m.value("req", json()) == req;
+        },
+        20);
+    if (r.is_null())
+      fail(std::string("controller target: the ") + who +
+           " session got no answer to status after " + std::to_string(total) + " frames");
+    if (!r.value("ok", false))
+      fail(std::string("controller target: status refused on the ") + who +
+           " session: " + r.dump());
     p.messages().clear();  // the refusals of the batch
     ++status_checks;
   };
@@ -465,7 +502,9 @@ int fuzz_controller(const Options& o) {
       ++total;
       if (admin->queued() > (256u << 10)) admin->pump(0);
     }
-    if (!admin->flush(20)) fail("controller target: the operator session was closed after " + std::to_string(total) + " frames");
+    if (!admin->flush(20))
+      fail("controller target: the operator session was closed after " + std::to_string(total) +
+           " frames");
     check_status(*admin, "operator");
     // The read-only session: anything, valid stops and injects included; none may act.
     for (int i = 0; i < batch / 4; ++i) {
@@ -478,10 +517,25 @@ int fuzz_controller(const Options& o) {
     // The agent session of s1: mutated agent messages, the running generation's included.
     if (total % 40000 < batch * 2) gen = gen_now();
     const std::vector<json> agent_seeds = {
-        json{{"type", "report"}, {"gen", gen}, {"rank", 0},
-             {"report", {{"type", "step"}, {"rank", 0}, {"step", 1000000}, {"loss", 1.0}, {"step_time_s", 0.1}}}},
-        json{{"type", "report"}, {"gen", gen}, {"rank", 0}, {"report", {{"type", "started"}, {"rank", 0}, {"step", 0}}}},
-        json{{"type", "exit"}, {"gen", gen}, {"rank", 1}, {"code", 1}, {"signal", 0}, {"signature", "x"}},
+        json{{"type", "report"},
+             {"gen", gen},
+             {"rank", 0},
+             {"report",
+              {{"type", "step"},
+               {"rank", 0},
+               {"step", 1000000},
+               {"loss", 1.0},
+               {"step_time_s", 0.1}}}},
+        json{{"type", "report"},
+             {"gen", gen},
+             {"rank", 0},
+             {"report", {{"type", "started"}, {"rank", 0}, {"step", 0}}}},
+        json{{"type", "exit"},
+             {"gen", gen},
+             {"rank", 1},
+             {"code", 1},
+             {"signal", 0},
+             {"signature", "x"}},
         json{{"type", "alert"}, {"kind", "nic"}, {"detail", "d"}},
         json{{"type", "done"}, {"req", 123456789}, {"ok", true}, {"rendezvous", "ok"}},
         json{{"type", "rendezvous"}, {"probe_req", 123456789}, {"blob", "464c525630303031"}},
@@ -498,33 +552,40 @@ int fuzz_controller(const Options& o) {
       ++agent_reconnects;
       agent = Peer::dial(host, port);
       if (!agent || authenticate(*agent, token, "agent", "s1").is_null())
-        fail("controller target: s1 could not reconnect after " + std::to_string(total) + " frames");
+        fail("controller target: s1 could not reconnect after " + std::to_string(total) +
+             " frames");
     }
     agent->messages().clear();  // the controller's requests to s1, unanswered
     // Unauthenticated: fresh connections, each with a few mutated first messages, broken
     // bytes or an impossible length.
     for (int c = 0; c < 10; ++c) {
       auto p = Peer::dial(host, port);
-      if (!p) fail("controller target: a connection was not accepted after " + std::to_string(total) + " frames");
+      if (!p)
+        fail("controller target: a connection was not accepted after " + std::to_string(total) +
+             " frames");
       const int k = 1 + static_cast<int>(rng() % 4);
       for (int i = 0; i < k; ++i) {
         const int pick = static_cast<int>(rng() % 20);
-        if (pick == 0) p->queue(frame("{}", static_cast<std::uint32_t>(rng())));  // length beyond the limit
-        else p->queue(frame(mu.body(pre_auth_seeds[rng() % pre_auth_seeds.size()], 4)));
+        if (pick == 0)
+          p->queue(frame("{}", static_cast<std::uint32_t>(rng())));  // length beyond the limit
+        else
+          p->queue(frame(mu.body(pre_auth_seeds[rng() % pre_auth_seeds.size()], 4)));
         ++sent["unauthenticated"];
         ++total;
       }
       p->pump(0);
     }
     check_status(*admin, "operator");
-    if (!alive(ctl)) fail("controller target: the controller died after " + std::to_string(total) + " frames");
+    if (!alive(ctl))
+      fail("controller target: the controller died after " + std::to_string(total) + " frames");
   }
   const double fuzz_s = seconds_since(t0);
   // Still in charge: it answers, the job trains on, progress never ran ahead of the job.
   const long step_after_fuzz = read_events(events).last_step;
   const auto t_train = Clock::now();
   while (read_events(events).last_step < step_after_fuzz + 20) {
-    if (seconds_since(t_train) > 60) fail("controller target: the job did not train 20 more steps after the fuzzing");
+    if (seconds_since(t_train) > 60)
+      fail("controller target: the job did not train 20 more steps after the fuzzing");
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   check_status(*admin, "operator");
@@ -533,15 +594,21 @@ int fuzz_controller(const Options& o) {
   if (!v.parsed) fail("controller target: the event log has a line that is not a JSON object");
   if (v.last_step > logged + 1)
     fail("controller target: the controller's progress (step " + std::to_string(v.last_step) +
-         ") ran ahead of the job's own log (step " + std::to_string(logged) + "): a forged report was believed");
-  if (v.refusal_notes > 2000) fail("controller target: " + std::to_string(v.refusal_notes) + " refusal notes flood the event log");
-  if (run_wait({o.faultline, "live", "stop", cfg}, dir + "/client.log") != 0) fail("controller target: live stop failed");
+         ") ran ahead of the job's own log (step " + std::to_string(logged) +
+         "): a forged report was believed");
+  if (v.refusal_notes > 2000)
+    fail("controller target: " + std::to_string(v.refusal_notes) +
+         " refusal notes flood the event log");
+  if (run_wait({o.faultline, "live", "stop", cfg}, dir + "/client.log") != 0)
+    fail("controller target: live stop failed");
   kill_mentioning(dir);
   std::printf("controller: %ld frames in %.1f s (%.0f/s):", total, fuzz_s, total / fuzz_s);
   for (const auto& [k, n] : sent) std::printf(" %s %ld,", k.c_str(), n);
-  std::printf(" %ld status checks answered, s1 reconnected %ld times; trained steps %ld -> %ld during the fuzzing,"
-              " %ld after; %ld refusal notes\n",
-              status_checks, agent_reconnects, step_before, step_after_fuzz, v.last_step, v.refusal_notes);
+  std::printf(
+      " %ld status checks answered, s1 reconnected %ld times; trained steps %ld -> %ld during the "
+      "fuzzing,"
+      " %ld after; %ld refusal notes\n",
+      status_checks, agent_reconnects, step_before, step_after_fuzz, v.last_step, v.refusal_notes);
   return 0;
 }
 
@@ -565,7 +632,8 @@ int fuzz_agent(const Options& o) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd, 16) != 0) fail("agent target: listen");
+  if (::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd, 16) != 0)
+    fail("agent target: listen");
   socklen_t len = sizeof a;
   ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
   const int port = ntohs(a.sin_port);
@@ -578,8 +646,10 @@ int fuzz_agent(const Options& o) {
       {"machines", {{{"name", "a0"}, {"addr", "127.0.0.1"}, {"workdir", dir + "/a0"}}}},
       {"job",
        {{"versions",
-         {{"v1", {o.self, "rank-wrap", std::to_string(pipe_lines), std::to_string(o.seed + 1), count_file, "--",
-                  o.trainjob, "--seed", "7", "--hidden", "32", "--step-ms", "50", "--loss-log", dir + "/loss.log"}}}},
+         {{"v1",
+           {o.self, "rank-wrap", std::to_string(pipe_lines), std::to_string(o.seed + 1), count_file,
+            "--", o.trainjob, "--seed", "7", "--hidden", "32", "--step-ms", "50", "--loss-log",
+            dir + "/loss.log"}}}},
         {"master_port", free_port()},
         {"nominal_step_time_s", 0.05}}},
       {"policy", {{"stack", "byterobust"}}},
@@ -609,16 +679,25 @@ int fuzz_agent(const Options& o) {
   const std::vector<json> rogue_seeds = {
       json{{"type", "challenge"}, {"nonce", std::string(64, 'b')}, {"proof", std::string(64, 'c')}},
       json{{"type", "welcome"}, {"machine", "a0"}, {"role", "job"}},
-      json{{"type", "launch"}, {"req", 1}, {"gen", 1}, {"version", "v1"}, {"world_size", 1},
-           {"master_addr", "127.0.0.1"}, {"master_port", 1234}, {"ranks", {{{"rank", 0}, {"local_rank", 0}}}}},
+      json{{"type", "launch"},
+           {"req", 1},
+           {"gen", 1},
+           {"version", "v1"},
+           {"world_size", 1},
+           {"master_addr", "127.0.0.1"},
+           {"master_port", 1234},
+           {"ranks", {{{"rank", 0}, {"local_rank", 0}}}}},
       json{{"type", "shutdown"}, {"req", 2}}};
   for (int round = 0; round < 4; ++round) {
     const int fd = accept_one(lfd, 15);
-    if (fd < 0) fail("agent target: the agent did not dial the rogue controller (round " + std::to_string(round) + ")");
+    if (fd < 0)
+      fail("agent target: the agent did not dial the rogue controller (round " +
+           std::to_string(round) + ")");
     Peer p(fd);
     const json h = p.await_type("hello", 10);
     if (h.is_null()) fail("agent target: no hello from the agent");
-    if (h.dump().find(token) != std::string::npos) fail("agent target: the hello carries the token");
+    if (h.dump().find(token) != std::string::npos)
+      fail("agent target: the hello carries the token");
     for (int i = 0; i < 50; ++i) {
       p.queue(frame(mu.body(rogue_seeds[rng() % rogue_seeds.size()], 5)));
       ++sent["rogue controller"];
@@ -628,7 +707,8 @@ int fuzz_agent(const Options& o) {
     // Whatever the agent says back must not be a proof for this rogue's challenge.
     p.pump(200);
     for (const auto& m : p.messages())
-      if (m.value("type", "") == "auth") fail("agent target: the agent answered a rogue controller's challenge");
+      if (m.value("type", "") == "auth")
+        fail("agent target: the agent answered a rogue controller's challenge");
   }
   if (!alive(agent_pid)) fail("agent target: the agent died under the rogue controller");
 
@@ -638,14 +718,16 @@ int fuzz_agent(const Options& o) {
   std::int64_t next_req = std::int64_t{1} << 40;  // above every req the mutations write
   auto connect_agent = [&]() {
     const int fd = accept_one(lfd, 20);
-    if (fd < 0) fail("agent target: the agent did not dial back after " + std::to_string(total) + " frames");
+    if (fd < 0)
+      fail("agent target: the agent did not dial back after " + std::to_string(total) + " frames");
     conn = std::make_unique<Peer>(fd);
     const json h = conn->await_type("hello", 10);
     if (h.is_null()) fail("agent target: no hello");
     live::ControllerHandshake hs;
     conn->send(hs.challenge(token, live::decode_hello(h, live::kProtocolVersion)));
     const json au = conn->await_type("auth", 10);
-    if (au.is_null() || !hs.verify(token, live::decode_auth(au))) fail("agent target: the agent's proof did not verify");
+    if (au.is_null() || !hs.verify(token, live::decode_auth(au)))
+      fail("agent target: the agent's proof did not verify");
     conn->send(json{{"type", "welcome"}, {"machine", "a0"}, {"role", "job"}});
     ++reconnects;
     return au;
@@ -657,10 +739,15 @@ int fuzz_agent(const Options& o) {
     conn->send(m);
     return conn->await([&](const json& r) { return r.value("req", json()) == req; }, timeout_s);
   };
-  const json launched =
-      request(json{{"type", "launch"}, {"gen", 1}, {"version", "v1"}, {"world_size", 1}, {"master_addr", "127.0.0.1"},
-                   {"master_port", free_port()}, {"ckpt_every", 10}, {"ranks", {{{"rank", 0}, {"local_rank", 0}}}}},
-              30);
+  const json launched = request(json{{"type", "launch"},
+                                     {"gen", 1},
+                                     {"version", "v1"},
+                                     {"world_size", 1},
+                                     {"master_addr", "127.0.0.1"},
+                                     {"master_port", free_port()},
+                                     {"ckpt_every", 10},
+                                     {"ranks", {{{"rank", 0}, {"local_rank", 0}}}}},
+                                30);
   if (!launched.value("ok", false)) fail("agent target: launch failed: " + launched.dump());
   long last_step = -1, reports = 0;
   auto take_reports = [&]() {
@@ -672,7 +759,8 @@ int fuzz_agent(const Options& o) {
       try {
         live::decode_agent_message(m);
       } catch (const live::BadMessage& e) {
-        fail("agent target: the agent forwarded a report that does not decode (" + e.reason + "): " + m.dump());
+        fail("agent target: the agent forwarded a report that does not decode (" + e.reason +
+             "): " + m.dump());
       }
       const json& r = m["report"];
       if (r.value("type", "") == "step") last_step = std::max(last_step, r.value("step", -1L));
@@ -692,18 +780,37 @@ int fuzz_agent(const Options& o) {
   // of its required fields broken; so has a launch (one that decodes replaces the running
   // ranks: old ranks are killed before a launch).
   const std::vector<json> seeds = {
-      json{{"type", "launch"}, {"req", 1}, {"gen", 2}, {"version", "v1"}, {"world_size", 1}, {"master_addr", "127.0.0.1"},
-           {"master_port", 1234}, {"ranks", {{{"rank", 0}, {"local_rank", 0}}}}},
+      json{{"type", "launch"},
+           {"req", 1},
+           {"gen", 2},
+           {"version", "v1"},
+           {"world_size", 1},
+           {"master_addr", "127.0.0.1"},
+           {"master_port", 1234},
+           {"ranks", {{{"rank", 0}, {"local_rank", 0}}}}},
       json{{"type", "kill"}, {"req", 1}, {"gen", 7}},
       json{{"type", "inspect"}, {"req", 1}, {"kinds", {{"host", 30}}}},
       json{{"type", "probe"}, {"req", 1}, {"test", "bitwise"}, {"deadline_ms", 1000}},
       json{{"type", "capture"}, {"req", 1}, {"deadline_ms", 1000}},
-      json{{"type", "replay"}, {"req", 1}, {"steps", 3}, {"world_size", 1}, {"rank", 0}, {"master_addr", "127.0.0.1"},
-           {"master_port", 1234}, {"deadline_ms", 1000}},
+      json{{"type", "replay"},
+           {"req", 1},
+           {"steps", 3},
+           {"world_size", 1},
+           {"rank", 0},
+           {"master_addr", "127.0.0.1"},
+           {"master_port", 1234},
+           {"deadline_ms", 1000}},
       json{{"type", "inject"}, {"req", 1}, {"fault", "kill"}},
       json{{"type", "rendezvous"}, {"req", 1}, {"probe_req", 1}, {"blob", "464c525630303031"}},
-      json{{"type", "probe"}, {"req", 1}, {"test", "inter_all_gather"}, {"deadline_ms", 1000}, {"rank", 1},
-           {"world_size", 2}, {"master_addr", "127.0.0.1"}, {"master_port", 1234}, {"rendezvous", true}},
+      json{{"type", "probe"},
+           {"req", 1},
+           {"test", "inter_all_gather"},
+           {"deadline_ms", 1000},
+           {"rank", 1},
+           {"world_size", 2},
+           {"master_addr", "127.0.0.1"},
+           {"master_port", 1234},
+           {"rendezvous", true}},
       json{{"type", "shutdown"}, {"req", 1}},
       json{{"type", "welcome"}, {"machine", "a0"}, {"role", "job"}},
       json{{"type", "bogus"}, {"req", 1}}};
@@ -766,10 +873,12 @@ int fuzz_agent(const Options& o) {
     if (ok) r = request(json{{"type", "inspect"}, {"kinds", json::object()}}, 30);
     take_reports();
     if (!ok || r.is_null()) {
-      if (!alive(agent_pid)) fail("agent target: the agent died after " + std::to_string(total) + " frames");
+      if (!alive(agent_pid))
+        fail("agent target: the agent died after " + std::to_string(total) + " frames");
       const json au = connect_agent();  // it hung up (broken bytes): it redials
       const auto ranks = au.value("ranks", json::array());
-      if (au.value("gen", 0) != 1 || ranks.size() != 1 || !ranks[0].is_object() || ranks[0].value("rank", -1) != 0)
+      if (au.value("gen", 0) != 1 || ranks.size() != 1 || !ranks[0].is_object() ||
+          ranks[0].value("rank", -1) != 0)
         fail("agent target: after redialling the agent no longer runs the job: " + au.dump());
       continue;
     }
@@ -784,7 +893,8 @@ int fuzz_agent(const Options& o) {
     pipe_written = std::atol(slurp(count_file).c_str());
     conn->pump(100);
     take_reports();
-    if (seconds_since(t_wait) > 120) fail("agent target: the rank wrote only " + std::to_string(pipe_written) + " hostile lines");
+    if (seconds_since(t_wait) > 120)
+      fail("agent target: the rank wrote only " + std::to_string(pipe_written) + " hostile lines");
   }
   const long step_after_fuzz = last_step;
   const auto t_train = Clock::now();
@@ -803,11 +913,14 @@ int fuzz_agent(const Options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   cleanup.p = -1;
   kill_mentioning(dir);
-  std::printf("agent: %ld frames in %.1f s (%.0f/s): rogue controller %ld, requests %ld (%ld inspects answered,"
-              " %d redials); rank pipe: %ld hostile lines among %ld forwarded reports; trained steps %ld -> %ld"
-              " during the fuzzing, %ld after\n",
-              total, fuzz_s, total / std::max(fuzz_s, 1e-9), sent["rogue controller"], sent_to_agent, answered,
-              reconnects, pipe_written, reports, step_before, step_after_fuzz, last_step);
+  std::printf(
+      "agent: %ld frames in %.1f s (%.0f/s): rogue controller %ld, requests %ld (%ld inspects "
+      "answered,"
+      " %d redials); rank pipe: %ld hostile lines among %ld forwarded reports; trained steps %ld "
+      "-> %ld"
+      " during the fuzzing, %ld after\n",
+      total, fuzz_s, total / std::max(fuzz_s, 1e-9), sent["rogue controller"], sent_to_agent,
+      answered, reconnects, pipe_written, reports, step_before, step_after_fuzz, last_step);
   return 0;
 }
 
@@ -818,7 +931,8 @@ int fuzz_agent(const Options& o) {
 // writes the count so far to COUNT_FILE. Exits with the job's status.
 int rank_wrap(int argc, char** argv) {
   if (argc < 7 || std::string(argv[5]) != "--") {
-    std::fprintf(stderr, "usage: faultline_live_fuzz rank-wrap LINES SEED COUNT_FILE -- JOB ARGS...\n");
+    std::fprintf(stderr,
+                 "usage: faultline_live_fuzz rank-wrap LINES SEED COUNT_FILE -- JOB ARGS...\n");
     return 2;
   }
   const long lines = std::atol(argv[2]);
@@ -849,8 +963,18 @@ int rank_wrap(int argc, char** argv) {
     return true;
   };
   const std::vector<json> seeds = {
-      json{{"type", "step"}, {"rank", 0}, {"step", 3}, {"loss", 1.0}, {"step_time_s", 0.1}, {"grad_norm", 0.5}},
-      json{{"type", "started"}, {"rank", 0}, {"step", 0}, {"restored_from", "none"}, {"version", "v1"}, {"pid", 1}},
+      json{{"type", "step"},
+           {"rank", 0},
+           {"step", 3},
+           {"loss", 1.0},
+           {"step_time_s", 0.1},
+           {"grad_norm", 0.5}},
+      json{{"type", "started"},
+           {"rank", 0},
+           {"step", 0},
+           {"restored_from", "none"},
+           {"version", "v1"},
+           {"pid", 1}},
       json{{"type", "checkpoint"}, {"rank", 0}, {"checkpoint_step", 3}},
       json{{"type", "fatal"}, {"signature", "x"}}};
   std::string pending;  // the job's bytes not yet ending a line
@@ -881,7 +1005,8 @@ int rank_wrap(int argc, char** argv) {
         // A line that would be a valid report of the job's own (a step, a fatal) is not
         // junk: it is not sent.
         for (;;) {
-          l = rng() % 10 == 0 ? mu.raw(dump(seeds[rng() % seeds.size()])) : dump(mutated(seeds[rng() % seeds.size()], rng));
+          l = rng() % 10 == 0 ? mu.raw(dump(seeds[rng() % seeds.size()]))
+                              : dump(mutated(seeds[rng() % seeds.size()], rng));
           l.erase(std::remove(l.begin(), l.end(), '\n'), l.end());
           try {
             live::parse_rank_report_line(l);
@@ -889,7 +1014,8 @@ int rank_wrap(int argc, char** argv) {
             break;
           }
           if (rng() % 3 == 0) {
-            l = "{\"type\":\"step\",\"step\":\"" + l.substr(0, 20) + "\"}";  // an unparseable neighbour instead
+            l = "{\"type\":\"step\",\"step\":\"" + l.substr(0, 20) +
+                "\"}";  // an unparseable neighbour instead
             break;
           }
         }
@@ -980,8 +1106,8 @@ std::string mutate_text(const std::string& seed, std::mt19937_64& rng) {
 
 // Feeds `frames` inputs to `read`, which returns true when the input was taken and false when
 // it was refused in the documented way; anything else (another exception, a crash) fails.
-int fuzz_in_process(const std::string& target, const std::vector<std::string>& seeds, const Options& o,
-                    const std::function<bool(const std::string&)>& read) {
+int fuzz_in_process(const std::string& target, const std::vector<std::string>& seeds,
+                    const Options& o, const std::function<bool(const std::string&)>& read) {
   std::mt19937_64 rng(o.seed * 0x9e3779b97f4a7c15ull + std::hash<std::string>{}(target));
   const auto t0 = Clock::now();
   long taken = 0;
@@ -997,15 +1123,16 @@ int fuzz_in_process(const std::string& target, const std::vector<std::string>& s
     }
   }
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::printf("%s: %ld inputs in %.1f s (%.0f/s): %ld taken, %ld refused in one line\n", target.c_str(), o.frames, secs,
-              o.frames / secs, taken, o.frames - taken);
+  std::printf("%s: %ld inputs in %.1f s (%.0f/s): %ld taken, %ld refused in one line\n",
+              target.c_str(), o.frames, secs, o.frames / secs, taken, o.frames - taken);
   return 0;
 }
 
 int fuzz_config(const Options& o) {
   const auto registry = faultline::policies::builtin_registry();
-  json machines = json::array({{{"name", "m0"}, {"addr", "127.0.0.1"}, {"workdir", "w/m0"}, {"nic", "eth0"}},
-                               {{"name", "m1"}, {"gpu_pci", {"0000:17:00.0"}}}});
+  json machines =
+      json::array({{{"name", "m0"}, {"addr", "127.0.0.1"}, {"workdir", "w/m0"}, {"nic", "eth0"}},
+                   {{"name", "m1"}, {"gpu_pci", {"0000:17:00.0"}}}});
   const json full{
       {"description", "fuzz"},
       {"controller", "127.0.0.1:7700"},
@@ -1020,7 +1147,8 @@ int fuzz_config(const Options& o) {
         {"gpus_per_machine", 1},
         {"nominal_step_time_s", 0.1},
         {"env", {{"A", "b"}}}}},
-      {"policy", {{"stack", "byterobust"}, {"params", {{"standby_pool", 1}, {"localization", "bisection"}}}}},
+      {"policy",
+       {{"stack", "byterobust"}, {"params", {{"standby_pool", 1}, {"localization", "bisection"}}}}},
       {"seed", 7},
       {"trainjob_bin", "/bin/true"},
       {"heartbeat_s", 0.5},
@@ -1031,17 +1159,19 @@ int fuzz_config(const Options& o) {
                    {"machines", {{{"name", "a"}}}},
                    {"job", {{"versions", {{"v", {"x"}}}}}},
                    {"trainjob_bin", "t"}};
-  return fuzz_in_process("config", {full.dump(), full.dump(2), small.dump()}, o, [&](const std::string& text) {
-    try {
-      live::parse_live_config(text, "/fuzz/live.json", registry);
-      return true;
-    } catch (const live::LiveConfigError& e) {
-      const std::string w = e.what();
-      if (w.rfind("/fuzz/live.json: ", 0) != 0 || w.find('\n') != std::string::npos)
-        fail("config target: an error that is not one line naming the file: " + w.substr(0, 300));
-      return false;
-    }
-  });
+  return fuzz_in_process(
+      "config", {full.dump(), full.dump(2), small.dump()}, o, [&](const std::string& text) {
+        try {
+          live::parse_live_config(text, "/fuzz/live.json", registry);
+          return true;
+        } catch (const live::LiveConfigError& e) {
+          const std::string w = e.what();
+          if (w.rfind("/fuzz/live.json: ", 0) != 0 || w.find('\n') != std::string::npos)
+            fail("config target: an error that is not one line naming the file: " +
+                 w.substr(0, 300));
+          return false;
+        }
+      });
 }
 
 int fuzz_journal(const Options& o) {
@@ -1104,33 +1234,44 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--target") o.target = value();
-    else if (a == "--frames") o.frames = std::atol(value().c_str());
-    else if (a == "--seed") o.seed = std::strtoull(value().c_str(), nullptr, 10);
-    else if (a == "--dir") o.dir = value();
-    else if (a == "--faultline") o.faultline = value();
-    else if (a == "--trainjob") o.trainjob = value();
+    if (a == "--target")
+      o.target = value();
+    else if (a == "--frames")
+      o.frames = std::atol(value().c_str());
+    else if (a == "--seed")
+      o.seed = std::strtoull(value().c_str(), nullptr, 10);
+    else if (a == "--dir")
+      o.dir = value();
+    else if (a == "--faultline")
+      o.faultline = value();
+    else if (a == "--trainjob")
+      o.trainjob = value();
     else {
       std::fprintf(stderr,
-                   "usage: faultline_live_fuzz [--target controller|agent|config|journal|rank-pipe|all] [--frames N]\n"
+                   "usage: faultline_live_fuzz [--target "
+                   "controller|agent|config|journal|rank-pipe|all] [--frames N]\n"
                    "                           [--seed S] [--dir DIR]\n"
                    "                           [--faultline BIN] [--trainjob BIN]\n");
       return 2;
     }
   }
-  const std::vector<std::string> targets = {"controller", "agent", "config", "journal", "rank-pipe", "all"};
+  const std::vector<std::string> targets = {"controller", "agent",     "config",
+                                            "journal",    "rank-pipe", "all"};
   if (o.frames <= 0 || std::find(targets.begin(), targets.end(), o.target) == targets.end()) {
     std::fprintf(stderr,
-                 "faultline_live_fuzz: --frames must be positive, --target controller, agent, config, journal, "
+                 "faultline_live_fuzz: --frames must be positive, --target controller, agent, "
+                 "config, journal, "
                  "rank-pipe or all\n");
     return 2;
   }
   const bool keep = !o.dir.empty();
-  if (o.dir.empty()) o.dir = (fs::temp_directory_path() / ("faultline-live-fuzz-" + std::to_string(::getpid()))).string();
+  if (o.dir.empty())
+    o.dir = (fs::temp_directory_path() / ("faultline-live-fuzz-" + std::to_string(::getpid())))
+                .string();
   fs::create_directories(o.dir);
   g_dir = o.dir;
-  std::printf("faultline_live_fuzz: seed %llu, %ld frames per target, in %s\n", static_cast<unsigned long long>(o.seed),
-              o.frames, o.dir.c_str());
+  std::printf("faultline_live_fuzz: seed %llu, %ld frames per target, in %s\n",
+              static_cast<unsigned long long>(o.seed), o.frames, o.dir.c_str());
   std::fflush(stdout);
   const auto wanted = [&](const char* t) { return o.target == "all" || o.target == t; };
   if (wanted("config")) fuzz_config(o);

@@ -79,24 +79,47 @@ inline std::string frame(const std::string& body) {
 // "report" object): the shapes that crashed live mode in the operator's review and their
 // neighbours.
 inline json mutated(const json& seed, std::mt19937_64& rng) {
-  static const char* keys[] = {"type", "req", "gen", "rank", "report", "code", "signal", "signature", "kind",
-                               "detail", "ok", "hash", "by_rank", "timed_out", "machine", "fault", "version",
-                               "urgent", "proto", "role", "token", "name", "ranks", "step", "loss",
-                               "loss_nan", "step_time_s", "nonce", "proof", "kinds", "test", "deadline_ms",
-                               "world_size", "master_addr", "master_port", "local_rank", "steps", "pid",
-                               "probe_req", "blob", "rendezvous"};
-  static const json values[] = {nullptr, 5, -1, 0, 1.5, 1e308, -0.0, "x", "NaN", "", "step", "exit", "report",
-                                json::array(), json{{"a", 1}}, true, false, std::string(3000, 'y'),
-                                9007199254740993ull, -9223372036854775807ll, json::array({1, "2"}),
-                                std::string("\xc3\x28\xff", 3), "../../etc/passwd", "a;rm -rf /",
+  static const char* keys[] = {
+      "type",       "req",   "gen",     "rank",        "report",     "code",        "signal",
+      "signature",  "kind",  "detail",  "ok",          "hash",       "by_rank",     "timed_out",
+      "machine",    "fault", "version", "urgent",      "proto",      "role",        "token",
+      "name",       "ranks", "step",    "loss",        "loss_nan",   "step_time_s", "nonce",
+      "proof",      "kinds", "test",    "deadline_ms", "world_size", "master_addr", "master_port",
+      "local_rank", "steps", "pid",     "probe_req",   "blob",       "rendezvous"};
+  static const json values[] = {nullptr,
+                                5,
+                                -1,
+                                0,
+                                1.5,
+                                1e308,
+                                -0.0,
+                                "x",
+                                "NaN",
+                                "",
+                                "step",
+                                "exit",
+                                "report",
+                                json::array(),
+                                json{{"a", 1}},
+                                true,
+                                false,
+                                std::string(3000, 'y'),
+                                9007199254740993ull,
+                                -9223372036854775807ll,
+                                json::array({1, "2"}),
+                                std::string("\xc3\x28\xff", 3),
+                                "../../etc/passwd",
+                                "a;rm -rf /",
                                 std::string(64, 'a')};
   json m = seed;
   for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e) {
     json& t = m.contains("report") && m["report"].is_object() && (rng() & 1) ? m["report"] : m;
     if (!t.is_object()) break;
     const char* k = keys[rng() % (sizeof keys / sizeof *keys)];
-    if (rng() % 4 == 0) t.erase(k);
-    else t[k] = values[rng() % (sizeof values / sizeof *values)];
+    if (rng() % 4 == 0)
+      t.erase(k);
+    else
+      t[k] = values[rng() % (sizeof values / sizeof *values)];
   }
   return m;
 }

@@ -241,7 +241,8 @@ GroupResult run_group(const GroupSpec& spec) {
     if (report_fds[r] < 0) continue;
     char buf[4096];
     ssize_t n;
-    while ((n = ::read(report_fds[r], buf, sizeof buf)) > 0) partial[r].append(buf, static_cast<std::size_t>(n));
+    while ((n = ::read(report_fds[r], buf, sizeof buf)) > 0)
+      partial[r].append(buf, static_cast<std::size_t>(n));
     for (auto nl = partial[r].find('\n'); nl != std::string::npos; nl = partial[r].find('\n')) {
       res.ranks[r].reports.push_back(Json::parse(partial[r].substr(0, nl)));
       partial[r].erase(0, nl + 1);
@@ -612,7 +613,8 @@ TEST(TrainjobE2E, AllgatherProbe) {
     EXPECT_EQ(j["ok"], true);
     EXPECT_GT(j["gbps"].get<double>(), 0);
     // One all-gather's time, against the bandwidth: 1 MiB from each of the 2 others.
-    EXPECT_NEAR(j["gbps"].get<double>() * j["seconds"].get<double>(), 8.0 * (1 << 20) * 2 / 1e9, 1e-12);
+    EXPECT_NEAR(j["gbps"].get<double>() * j["seconds"].get<double>(), 8.0 * (1 << 20) * 2 / 1e9,
+                1e-12);
   }
   // A missing rank: the others give up at the deadline with ok:false.
   GroupSpec lonely = p;
