@@ -238,6 +238,79 @@ void FlowNet::cancel(BatchId id) {
   for (auto& c : run->comms) c->cancel();
 }
 
+namespace {
+
+// A transfer in the fluid model: the links it loads (with their weights), what is left to
+// send, its sharing penalty (route latency), its rate bound, when it starts sharing.
+struct FluidFlow {
+  std::vector<std::pair<int, double>> use;  // link, weight
+  double remains, penalty, bound, start;
+  bool active = false, done = false;
+  double rate = 0;
+};
+
+// SimGrid's weighted max-min sharing by progressive filling: the rate of every active,
+// unfinished flow, given each link's bandwidth. The scratch vectors (one entry per link)
+// come back zeroed; `touched` lists the links the active flows use.
+template <class Bandwidth>
+void share_links(std::vector<FluidFlow>& flows, const Bandwidth& bandwidth,
+                 std::vector<double>& remaining, std::vector<double>& usage,
+                 std::vector<char>& saturated, std::vector<int>& touched) {
+  touched.clear();
+  for (auto& f : flows) {
+    if (!f.active || f.done) continue;
+    f.rate = -1;
+    for (auto [l, w] : f.use) {
+      if (usage[l] == 0 && remaining[l] == 0) touched.push_back(l);
+      remaining[l] = bandwidth(l);
+      usage[l] += w / f.penalty;
+    }
+  }
+  std::size_t unfixed = 0;
+  for (auto& f : flows) unfixed += f.active && !f.done;
+  while (unfixed > 0) {
+    double level = -1;
+    for (int l : touched)
+      if (usage[l] > 0) {
+        const double x = remaining[l] / usage[l];
+        if (level < 0 || x < level) level = x;
+      }
+    double bound_level = -1;
+    for (const auto& f : flows)
+      if (f.active && !f.done && f.rate < 0 && (level < 0 || f.bound * f.penalty < level))
+        bound_level =
+            bound_level < 0 ? f.bound * f.penalty : std::min(bound_level, f.bound * f.penalty);
+    const bool by_bound = bound_level >= 0;
+    if (by_bound) level = bound_level;
+    // Fix the transfers on the saturated links (or at their bound).
+    if (!by_bound)
+      for (int l : touched)
+        if (usage[l] > 0 && std::abs(remaining[l] / usage[l] - level) <= 1e-5 * level)
+          saturated[l] = 1;
+    for (auto& f : flows) {
+      if (!f.active || f.done || f.rate >= 0) continue;
+      bool fix = false;
+      if (by_bound)
+        fix = std::abs(f.bound * f.penalty - level) <= 1e-5 * level;
+      else
+        for (auto [l, w] : f.use) fix |= saturated[l] != 0;
+      if (!fix) continue;
+      f.rate = by_bound ? f.bound : level / f.penalty;
+      for (auto [l, w] : f.use) {
+        remaining[l] -= w * f.rate;
+        usage[l] -= w / f.penalty;
+        if (usage[l] < 1e-12 * w / f.penalty) usage[l] = 0;
+      }
+      --unfixed;
+    }
+    if (!by_bound)
+      for (int l : touched) saturated[l] = 0;
+  }
+  for (int l : touched) remaining[l] = usage[l] = 0;
+}
+
+}  // namespace
+
 std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch, const Fluid& opt) const {
   std::vector<std::int64_t>* finish = opt.finish;
   // SimGrid's CM02 fluid model, as configured in Platform (see SimGrid 3.32
@@ -258,16 +331,10 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch, const F
     auto it = opt.degraded->find(l);
     return it == opt.degraded->end() ? L[l].bandwidth : L[l].bandwidth * it->second;
   };
-  struct Flow {
-    std::vector<std::pair<int, double>> use;  // link, weight
-    double remains, penalty, bound, start;
-    bool active = false, done = false;
-    double rate = 0;
-  };
-  std::vector<Flow> flows;
+  std::vector<FluidFlow> flows;
   flows.reserve(batch.size());
   for (const auto& t : batch) {
-    Flow f;
+    FluidFlow f;
     double lat = 0, slowest = -1;
     const auto& a = platform_.route(t.src);
     const auto& b = platform_.route(t.dst);
@@ -296,62 +363,9 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch, const F
     fill_usage_.assign(L.size(), 0);
     fill_saturated_.assign(L.size(), 0);
   }
-  std::vector<double>& remaining = fill_remaining_;
-  std::vector<double>& usage = fill_usage_;
-  std::vector<char>& saturated = fill_saturated_;
   std::vector<int> touched;
   auto solve = [&]() {
-    touched.clear();
-    for (auto& f : flows) {
-      if (!f.active || f.done) continue;
-      f.rate = -1;
-      for (auto [l, w] : f.use) {
-        if (usage[l] == 0 && remaining[l] == 0) touched.push_back(l);
-        remaining[l] = bandwidth(l);
-        usage[l] += w / f.penalty;
-      }
-    }
-    std::size_t unfixed = 0;
-    for (auto& f : flows) unfixed += f.active && !f.done;
-    while (unfixed > 0) {
-      double level = -1;
-      for (int l : touched)
-        if (usage[l] > 0) {
-          const double x = remaining[l] / usage[l];
-          if (level < 0 || x < level) level = x;
-        }
-      double bound_level = -1;
-      for (const auto& f : flows)
-        if (f.active && !f.done && f.rate < 0 && (level < 0 || f.bound * f.penalty < level))
-          bound_level =
-              bound_level < 0 ? f.bound * f.penalty : std::min(bound_level, f.bound * f.penalty);
-      const bool by_bound = bound_level >= 0;
-      if (by_bound) level = bound_level;
-      // Fix the transfers on the saturated links (or at their bound).
-      if (!by_bound)
-        for (int l : touched)
-          if (usage[l] > 0 && std::abs(remaining[l] / usage[l] - level) <= 1e-5 * level)
-            saturated[l] = 1;
-      for (auto& f : flows) {
-        if (!f.active || f.done || f.rate >= 0) continue;
-        bool fix = false;
-        if (by_bound)
-          fix = std::abs(f.bound * f.penalty - level) <= 1e-5 * level;
-        else
-          for (auto [l, w] : f.use) fix |= saturated[l] != 0;
-        if (!fix) continue;
-        f.rate = by_bound ? f.bound : level / f.penalty;
-        for (auto [l, w] : f.use) {
-          remaining[l] -= w * f.rate;
-          usage[l] -= w / f.penalty;
-          if (usage[l] < 1e-12 * w / f.penalty) usage[l] = 0;
-        }
-        --unfixed;
-      }
-      if (!by_bound)
-        for (int l : touched) saturated[l] = 0;
-    }
-    for (int l : touched) remaining[l] = usage[l] = 0;
+    share_links(flows, bandwidth, fill_remaining_, fill_usage_, fill_saturated_, touched);
   };
   double now = 0, last = 0;
   std::size_t left = flows.size();
@@ -377,7 +391,7 @@ std::int64_t FlowNet::fluid_duration(const std::vector<Transfer>& batch, const F
     if (next < 0) break;  // nothing can move (no link): SimGrid would not either
     const double dt = next - now;
     for (std::size_t i = 0; i < flows.size(); ++i) {
-      Flow& f = flows[i];
+      FluidFlow& f = flows[i];
       if (!f.active || f.done) continue;
       if (now + f.remains / f.rate <= next + kSurfPrecision) {
         if (finish) (*finish)[i] = Duration::round_ns(next * 1e9);

@@ -4,18 +4,22 @@
 // from repair, a fresh one from an endless fleet, or nothing from a finite one), the node
 // health check, the repair pipeline (its durations and outcomes), a finite fleet's waits
 // and preemptions, and the warm standby pool's refills. Split from sim_world.cc by concern;
-// the event loop, the symptom model and the actions stay there.
+// the slots the job holds (who joins and leaves) and the acquisitions that fill them are
+// here too.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "sim/sim_world.h"
+#include "sim/sim_world_internal.h"
 
 namespace faultline::sim {
 
+using internal::kNever;
+using internal::secs;
+using scenarios::FaultScope;
+
 namespace {
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-std::int64_t secs(double s) { return Duration::seconds(s).ns; }
 constexpr std::uint8_t kUndrawn = 2;
 // When good machine m, good since `from` (its spell `spell` of being good), turns bad.
 std::int64_t turn_bad_time(const scenarios::Scenario& sc, std::uint64_t replica, MachineId m,
@@ -321,6 +325,150 @@ void SimWorld::refill_pool(bool by_scheduler) {
                      sc_.diagnosis.gpu_diag_s),
          Internal{Internal::kPoolRefilled, 0});
   }
+}
+
+void SimWorld::on_leave(MachineId m) {
+  // Pending faults whose machines have all left the job never strike it: caught when
+  // something named the machine (an alert, a failed test, a crash log), else left.
+  std::vector<FaultId> gone;
+  for (FaultId id : pending_) {
+    const Fault& f = fault_log_[id];
+    if (sc_.faults[f.category].scope == FaultScope::kJob ||
+        std::find(f.machines.begin(), f.machines.end(), m) == f.machines.end())
+      continue;
+    bool still = false;
+    for (MachineId x : f.machines) still |= view_.slot_of(x) >= 0;
+    if (!still) gone.push_back(id);
+  }
+  for (FaultId id : gone) settle(fault_log_[id], evidence_[m] ? Outcome::kCaught : Outcome::kLeft);
+}
+
+void SimWorld::on_join(MachineId m) {
+  evidence_[m] = false;
+  fp_failed_[m] = false;
+  if (!broken_[m]) return;
+  // A machine whose repair failed (or that the health check missed) brings its fault
+  // back: a recurrence with its own ledger entry, striking at the next start.
+  const Fault& old = fault_log_[broken_[m] - 1];
+  Fault f;
+  f.id = fault_log_.size();
+  f.key = (1ull << 62) + f.id;
+  f.category = old.category;
+  f.at = now_;
+  f.slots = {view_.slot_of(m)};
+  f.machines = {m};
+  f.alert_seen = old.alert_seen;
+  broken_[m] = f.id + 1;
+  ++result_.categories[f.category].recurred;
+  fault_log_.push_back(std::move(f));
+  apply_symptom(fault_log_.back(), false);
+}
+
+std::vector<SlotId> SimWorld::empty_slots() const {
+  std::vector<SlotId> out;
+  for (SlotId s = 0; s < view_.slots(); ++s)
+    if (view_.machine_in(s) == kNoMachine) out.push_back(s);
+  return out;
+}
+
+void SimWorld::mark_fresh(SlotId s) {
+  if (fresh_[s]) return;
+  fresh_[s] = true;
+  fresh_slots_.push_back(s);
+}
+
+bool SimWorld::place_new(SlotId s, bool oracle) {
+  // The oracle's unlimited ready spares are fresh, good machines; the scheduler's come
+  // from the free pool.
+  const MachineId m = oracle ? new_machine(false) : draw_machine();
+  if (m == kNoMachine) return false;
+  if (oracle) view_.set_domain(m, view_.domain_of_slot(s));  // ready spares where they are needed
+  view_.place(m, s);
+  on_join(m);
+  mark_fresh(s);
+  return true;
+}
+
+void SimWorld::acquire_scheduled(ActionId id) {
+  auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+                         [&](const Acquire& a) { return a.id == id; });
+  if (it == acquiring_.end()) return;
+  const Internal pulled{Internal::kAcquirePulled, id};
+  if (it->mode == AcquireMode::kRequeue) {
+    // Every machine of the requeued job pulls the image again. A slot a finite fleet
+    // cannot fill yet waits for a machine (which then joins without a pull of its own).
+    std::vector<SlotId> short_of;
+    for (SlotId s : it->slots)
+      if (view_.machine_in(s) == kNoMachine && !place_new(s)) short_of.push_back(s);
+    it->waiting += static_cast<int>(short_of.size());
+    for (SlotId s : short_of) want_machine(id, s);
+    if (sc_.job.image_bytes > 0)
+      run_whole_job_batch(0, sc_.job.image_bytes, pulled);
+    else
+      push(now_, pulled);
+    return;
+  }
+  if (sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired)
+    refill_pool(true);
+  std::vector<Transfer> pull;
+  std::vector<SlotId> short_of;
+  for (SlotId s : it->slots) {
+    if (view_.machine_in(s) != kNoMachine) continue;  // already there
+    if (!place_new(s)) {
+      short_of.push_back(s);
+      continue;
+    }
+    if (sc_.job.image_bytes > 0)
+      pull.push_back({platform_.storage_host(s % platform_.storage_hosts()), platform_.slot_host(s),
+                      sc_.job.image_bytes});
+  }
+  it->waiting += static_cast<int>(short_of.size());
+  for (SlotId s : short_of) want_machine(id, s);
+  run_batch(std::move(pull), pulled);
+}
+
+void SimWorld::standby_woken(ActionId id) {
+  auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+                         [&](const Acquire& a) { return a.id == id; });
+  if (it == acquiring_.end()) return;
+  for (const auto& [s, m] : it->reserved) {
+    if (const MachineId old = view_.machine_in(s); old != kNoMachine) {
+      if (view_.in_own_domain(s)) {  // filled meanwhile
+        free_pool_.push_back(m);
+        continue;
+      }
+      view_.vacate(s);  // a machine outside the slot's domain makes way for one inside
+      on_leave(old);
+      free_pool_.push_back(old);
+    }
+    view_.place(m, s);
+    on_join(m);
+    mark_fresh(s);
+  }
+  it->reserved.clear();
+  for (SlotId s : it->from_pool) {
+    if (view_.machine_in(s) != kNoMachine || view_.standby().empty()) continue;
+    const MachineId m = view_.standby().front();
+    view_.take_standby(m);
+    view_.place(m, s);
+    on_join(m);
+    mark_fresh(s);
+  }
+  update_rate(true);
+  acquire_part_done(id);
+  refill_pool();
+}
+
+void SimWorld::acquire_part_done(ActionId id) {
+  auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+                         [&](const Acquire& a) { return a.id == id; });
+  if (it == acquiring_.end() || --it->waiting > 0) return;
+  MachineSet placed;
+  for (const auto* list : {&it->slots, &it->from_pool})
+    for (SlotId s : *list)
+      if (view_.machine_in(s) != kNoMachine) placed.push_back(view_.machine_in(s));
+  acquiring_.erase(it);
+  deliver_at(now_, MachinesReady{id, placed}, false);
 }
 
 }  // namespace faultline::sim

@@ -192,8 +192,53 @@ class SimWorld final : public World {
   void account(std::int64_t t);
   void dispatch(Item& item);
   void on_internal(const Internal& in);
+  // run()'s parts: the event loop (true when the job's work was done), then the result.
+  bool run_events();
+  void record_outcomes(std::int64_t end);
+  void check_ledger() const;
+  void record_timeline(std::int64_t end);
+  // What the internal events do (sim_world.cc, sim_symptoms.cc, sim_fleet.cc).
+  void fault_ended(FaultId id);         // a transient fault's duration is over
+  void acquire_scheduled(ActionId id);  // the scheduler placed the acquisition's machines
+  void standby_woken(ActionId id);      // its warm standbys (and reserved trays) joined
+  void replay_done(ActionId action);    // a RunReplay's groups answer from ground truth
+  void on_call_done();                  // the on-call engineers requeue an ended run
+  void start_init();                    // a start's restore begins
+
+  // The actions (sim_actions.cc): one method each, and the refusal they may answer.
+  void apply(ActionId id, const StopJob& a);
+  void apply(ActionId id, const StartJob& a);
+  void apply(ActionId id, const EvictMachines& a);
+  void apply(ActionId id, const AcquireMachines& a);
+  void apply(ActionId id, const SetCheckpointPlan& a);
+  void apply(ActionId id, const WatchSteps& a);
+  void apply(ActionId id, const EnableOracle& a);
+  void apply(ActionId id, const Note& a);
+  void apply(ActionId id, const EnableInspection& a);
+  void apply(ActionId id, RunProbe& a);  // kept (moved from the action) until it answers
+  void apply(ActionId id, const CaptureStacks& a);
+  void apply(ActionId id, RunReplay& a);  // kept until it answers
+  void apply(ActionId id, const HotUpdate& a);
+  void apply(ActionId id, const RollBack& a);
+  void apply(ActionId id, const SetStandbyPool& a);
+  void apply(ActionId id, const AvoidMachines& a);
+  void apply(ActionId id, const MitigateSlowdown& a);
+  void apply(ActionId id, const EndRun& a);
+  void refuse(ActionId id, std::string why);  // ActionFailed, now
+  // The job stops, running or starting (a start under way is abandoned with its transfers).
+  void stop_job_now();
+  // AcquireMachines by mode: requeue tears the whole job down first; standbys wake (from
+  // the slot's own NVLink domain first with same_domain); the oracle places fresh machines.
+  void requeue_all(Acquire& acq);
+  void acquire_standby(Acquire acq, bool same_domain);
+  void reserve_in_domain(Acquire& acq);
+  void acquire_oracle(const Acquire& acq);
   void inject(const FaultArrival& a);
   void apply_symptom(Fault& f, bool at_start);
+  // apply_symptom's parts (sim_symptoms.cc); the strikes say whether the job felt it.
+  void alert_inspections(Fault& f);
+  bool strike_crash(Fault& f, std::int64_t observe);
+  bool strike_hang();
   void job_down();
   void abort_start(const std::string& signature, MachineId m, std::int64_t observe_at);
   // Recomputes the progress rate; true when it just turned slow (a report is scheduled).

@@ -1,0 +1,367 @@
+// SimWorld's actions: what each action a policy takes does to the simulated job, one
+// method per action (`apply`), and the refusals that answer ActionFailed. The World
+// contract each one keeps is written beside the action in policies/api/action.h. Split
+// from sim_world.cc by concern.
+#include <algorithm>
+#include <cmath>
+
+#include "policies/api/action.h"
+#include "sim/sim_world.h"
+#include "sim/sim_world_internal.h"
+
+namespace faultline::sim {
+
+using internal::secs;
+
+ActionId SimWorld::act(Action a) {
+  const ActionId id = next_action_++;
+  if (opt_.decisions)
+    result_.decisions.push_back(std::to_string(now_ * 1e-9) + " act " + describe(a));
+  const bool acts_on_incident =
+      !std::holds_alternative<Note>(a) && !std::holds_alternative<SetCheckpointPlan>(a) &&
+      !std::holds_alternative<WatchSteps>(a) && !std::holds_alternative<EnableOracle>(a);
+  if (acts_on_incident) mark_acted();
+  std::visit([&](auto& x) { apply(id, x); }, a);
+  return id;
+}
+
+void SimWorld::stop_job_now() {
+  if (job_ == JobState::kRunning) {
+    job_down();
+  } else if (job_ == JobState::kStarting) {  // a start under way is abandoned
+    job_ = JobState::kDown;
+    ++epoch_;
+    new_batch_token();
+  }
+}
+
+void SimWorld::refuse(ActionId id, std::string why) {
+  deliver_at(now_, ActionFailed{id, std::move(why)}, false);
+}
+
+void SimWorld::apply(ActionId id, const StopJob&) {
+  stop_job_now();
+  deliver_at(now_, JobStopped{id}, false);
+}
+
+void SimWorld::apply(ActionId id, const StartJob& st) {
+  if (ended_) return refuse(id, "the run was ended: " + ended_verdict_);
+  if (job_ == JobState::kRunning) return refuse(id, "job already running");
+  if (view_.empty_slot_count() > 0)
+    return refuse(id, std::to_string(view_.empty_slot_count()) + " slots have no machine");
+  if (!st.version.empty()) ++code_version_;  // a held update rides this restart
+  start_job(id, st.mechanism);
+}
+
+void SimWorld::apply(ActionId id, const EvictMachines& e) {
+  note_mechanism(e.mechanism);
+  for (MachineId m : e.machines) {
+    if (m < 0 || m >= view_.machine_count()) continue;
+    const SlotId s = view_.slot_of(m);
+    if (s < 0) continue;  // not in the job (already evicted, a standby)
+    if (opt_.incidents)
+      for (FaultId open : open_) fault_log_[open].evicted.push_back(m);
+    if (broken_[m]) {
+      ++result_.evictions_true;
+    } else {
+      ++result_.evictions_false;
+      // A test failed it although healthy, or it went with its group.
+      if (fp_failed_[m]) ++result_.evictions_false_positive;
+    }
+    stop_job_now();
+    view_.vacate(s);
+    on_leave(m);
+    if (e.retire) {
+      view_.set_health(m, Health::kEvicted);
+      ++result_.retired;  // never repaired, never drawn again
+    } else {
+      start_repair(m);
+    }
+  }
+  update_rate(true);
+}
+
+void SimWorld::apply(ActionId id, const AcquireMachines& q) {
+  if (ended_) return refuse(id, "the run was ended: " + ended_verdict_);
+  note_mechanism(q.mechanism);
+  Acquire acq{id, q.mode, q.slots, {}, {}, 0};
+  if (q.mode == AcquireMode::kRequeue)
+    requeue_all(acq);
+  else if (acq.slots.empty())
+    acq.slots = empty_slots();
+  if (q.mode == AcquireMode::kStandby) return acquire_standby(std::move(acq), q.same_domain);
+  if (q.mode == AcquireMode::kOracle) return acquire_oracle(acq);
+  const double n = static_cast<double>(acq.slots.size());
+  const double delay =
+      q.mode == AcquireMode::kRequeue
+          ? sc_.scheduler.requeue_base_s + sc_.scheduler.requeue_per_machine_s * n
+          : sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s * n;
+  acq.waiting = 1;
+  acquiring_.push_back(acq);
+  push(now_ + secs(delay), Internal{Internal::kAcquireScheduled, id});
+}
+
+// The whole job is torn down and rescheduled. Healthy machines come back (the job's
+// reservation); machines with an active persistent fault are drained by the scheduler's
+// node health check and replaced.
+void SimWorld::requeue_all(Acquire& acq) {
+  if (job_ == JobState::kRunning) job_down();
+  job_ = JobState::kDown;
+  new_batch_token();
+  drop_acquisitions();
+  acq.slots.clear();
+  for (SlotId s = 0; s < view_.slots(); ++s) {
+    const MachineId m = view_.machine_in(s);
+    if (m != kNoMachine && health_check_drains(m)) {
+      view_.vacate(s);
+      on_leave(m);
+      start_repair(m);
+    }
+    acq.slots.push_back(s);
+  }
+  update_rate(true);
+}
+
+// Warm standbys join after waking; any shortfall goes to the scheduler.
+void SimWorld::acquire_standby(Acquire acq, bool same_domain) {
+  const ActionId id = acq.id;
+  if (same_domain && view_.spec().nvlink_domain > 1) reserve_in_domain(acq);
+  const int from_pool =
+      std::min<int>(static_cast<int>(acq.slots.size()), static_cast<int>(view_.standby().size()));
+  acq.from_pool.assign(acq.slots.begin(), acq.slots.begin() + from_pool);
+  acq.slots.erase(acq.slots.begin(), acq.slots.begin() + from_pool);
+  if (!acq.slots.empty()) ++result_.standby_exhaustions;
+  if (!acq.from_pool.empty() || !acq.reserved.empty()) {
+    ++acq.waiting;
+    push(now_ + secs(sc_.diagnosis.standby_wake_s), Internal{Internal::kStandbyWoken, id});
+  }
+  if (!acq.slots.empty()) {
+    ++acq.waiting;
+    const double n = static_cast<double>(acq.slots.size());
+    push(now_ + secs(sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s * n),
+         Internal{Internal::kAcquireScheduled, id});
+  }
+  if (acq.waiting == 0) return deliver_at(now_, MachinesReady{id, {}}, false);
+  acquiring_.push_back(std::move(acq));
+}
+
+// Each slot's own NVLink domain first: a standby parked there, else a spare tray of its
+// rack; woken like a standby. The rest as any standby request. While the job is stopped
+// for it, a slot whose machine sits outside its domain gets a free tray of its domain too,
+// if there is one (its machine goes back to the free pool): the scheduler lays the
+// segments out again.
+void SimWorld::reserve_in_domain(Acquire& acq) {
+  auto in_domain = [&](int d) {
+    for (MachineId x : view_.standby())
+      if (view_.domain_of(x) == d) {
+        view_.take_standby(x);
+        return x;
+      }
+    return draw_in_domain(d);
+  };
+  std::vector<SlotId> rest;
+  for (SlotId s : acq.slots) {
+    if (s < 0 || s >= view_.slots() || view_.machine_in(s) != kNoMachine) continue;
+    const MachineId m = in_domain(view_.domain_of_slot(s));
+    if (m == kNoMachine)
+      rest.push_back(s);
+    else
+      acq.reserved.emplace_back(s, m);
+  }
+  acq.slots = std::move(rest);
+  for (SlotId s = 0; s < view_.slots(); ++s) {
+    if (view_.machine_in(s) == kNoMachine || view_.in_own_domain(s)) continue;
+    const MachineId m = in_domain(view_.domain_of_slot(s));
+    if (m != kNoMachine) acq.reserved.emplace_back(s, m);
+  }
+}
+
+// Perfect knowledge: fresh machines in the slots at once.
+void SimWorld::acquire_oracle(const Acquire& acq) {
+  MachineSet placed;
+  for (SlotId s : acq.slots) {
+    if (const MachineId old = view_.machine_in(s); old != kNoMachine) {
+      view_.vacate(s);
+      on_leave(old);
+      start_repair(old);
+    }
+    place_new(s, true);
+    placed.push_back(view_.machine_in(s));
+  }
+  update_rate(true);
+  deliver_at(now_, MachinesReady{acq.id, placed}, false);
+}
+
+void SimWorld::apply(ActionId id, const SetCheckpointPlan& p) {
+  account(now_);
+  const std::int64_t interval = p.interval.ns > 0 ? p.interval.ns : secs(sc_.job.step_time_s);
+  std::int64_t blocking = p.blocking.ns;
+  // Overlapped in-memory saves cost throughput beyond their blocking time (Table 8).
+  if (p.tier == CheckpointTier::kMemoryWithPeer && blocking > 0)
+    blocking =
+        std::max(blocking, static_cast<std::int64_t>(std::llround(sc_.job.checkpoint_mfu_loss *
+                                                                  static_cast<double>(interval))));
+  progress_.set_plan(interval, blocking);
+  tier_ = p.tier;
+  remote_interval_ = std::max<std::int64_t>(interval, p.remote_interval.ns);
+}
+
+void SimWorld::apply(ActionId id, const WatchSteps&) { watch_steps_ = true; }
+
+void SimWorld::apply(ActionId id, const EnableOracle&) { oracle_ = true; }
+
+void SimWorld::apply(ActionId id, const Note& n) {
+  note(n.text);
+  result_.max_fruitless_rounds = std::max(result_.max_fruitless_rounds, n.fruitless_round);
+}
+
+void SimWorld::apply(ActionId id, const EnableInspection& e) {
+  if (e.interval.ns <= 0) return refuse(id, "inspection interval must be positive");
+  inspections_[e.kind] = e.interval;
+}
+
+void SimWorld::apply(ActionId id, RunProbe& in) {
+  if (!in.groups.empty()) {
+    if (in.test != ProbeKind::kInterAllGather)
+      return refuse(id, "groups: only inter_all_gather runs per group");
+    std::vector<char> seen(view_.machine_count(), 0);
+    for (std::size_t g = 0; g < in.groups.size(); ++g) {
+      if (in.groups[g].size() < 2)
+        return refuse(id, "groups[" + std::to_string(g) + "]: a group needs at least two machines");
+      for (MachineId m : in.groups[g]) {
+        if (m < 0 || m >= view_.machine_count() || view_.slot_of(m) < 0)
+          return refuse(id, "groups[" + std::to_string(g) + "]: machine " + std::to_string(m) +
+                                " is not in the job");
+        if (seen[m]++)
+          return refuse(id, "groups: machine " + std::to_string(m) + " is in two groups");
+      }
+    }
+    std::vector<double> t = time_groups(in.groups);
+    // The groups start together once set up; the deadline cuts the slow ones off.
+    const double setup = sc_.diagnosis.group_setup_s;
+    const double left = std::max(0.0, in.deadline.to_seconds() - setup);
+    double longest = 0;
+    for (double& x : t) longest = std::max(longest, x = std::min(x, left));
+    push(now_ + secs(std::min(setup, in.deadline.to_seconds()) + longest),
+         Internal{Internal::kProbeDone, id});
+    group_seconds_[id] = std::move(t);
+    probes_[id] = std::move(in);
+    return;
+  }
+  const RunProbe& p = probes_[id] = std::move(in);  // `a` is ours: move, not copy
+  const auto& d = sc_.diagnosis;
+  double dur = 0;
+  switch (p.test) {
+    case ProbeKind::kGpuDiag:
+      dur = d.gpu_diag_s;
+      break;
+    case ProbeKind::kIntraAllToAll:
+      dur = d.intra_all_to_all_s;
+      break;
+    case ProbeKind::kBitwise:
+      dur = d.bitwise_s;
+      break;
+    case ProbeKind::kStress:
+      dur = d.stress_s;
+      break;
+    case ProbeKind::kInterAllGather: {
+      // Ring all-gather among the machines: real flows on the platform.
+      std::vector<Transfer> ring;
+      std::vector<SlotId> slots;
+      for (MachineId m : p.machines)
+        if (m >= 0 && m < view_.machine_count() && view_.slot_of(m) >= 0)
+          slots.push_back(view_.slot_of(m));
+      if (slots.size() >= 2 && d.inter_all_gather_bytes > 0)
+        for (size_t i = 0; i < slots.size(); ++i)
+          ring.push_back({platform_.slot_host(slots[i]),
+                          platform_.slot_host(slots[(i + 1) % slots.size()]),
+                          d.inter_all_gather_bytes});
+      run_batch(std::move(ring), Internal{Internal::kProbeDone, id});
+      return;
+    }
+  }
+  push(now_ + secs(std::min(dur, p.deadline.to_seconds())), Internal{Internal::kProbeDone, id});
+}
+
+void SimWorld::apply(ActionId id, const CaptureStacks&) {
+  push(now_ + secs(sc_.diagnosis.capture_s), Internal{Internal::kStacksDone, id});
+}
+
+void SimWorld::apply(ActionId id, RunReplay& r) {
+  replays_[id] = std::move(r);
+  push(now_ + secs(sc_.diagnosis.replay_s), Internal{Internal::kReplayDone, id});
+}
+
+void SimWorld::apply(ActionId id, const HotUpdate& h) {
+  if (ended_) return refuse(id, "the run was ended: " + ended_verdict_);
+  if (job_ == JobState::kRunning) job_down();
+  if (view_.empty_slot_count() > 0) return refuse(id, "slots have no machine");
+  ++code_version_;
+  start_job(id, Mechanism::kHotUpdate);
+}
+
+void SimWorld::apply(ActionId id, const RollBack&) {
+  if (ended_) return refuse(id, "the run was ended: " + ended_verdict_);
+  if (job_ == JobState::kRunning) job_down();
+  // Code bugs introduced since the last good version go away with it.
+  for (FaultId fid : open_) {
+    Fault& f = fault_log_[fid];
+    if (sc_.faults[f.category].code_bug) f.active = false;
+  }
+  for (FaultId fid : std::vector<FaultId>(pending_)) {
+    Fault& f = fault_log_[fid];
+    if (sc_.faults[f.category].code_bug) {
+      f.active = false;
+      settle(f, Outcome::kAbsorbed);
+    }
+  }
+  code_version_ = good_version_;
+  if (view_.empty_slot_count() > 0) return refuse(id, "slots have no machine");
+  start_job(id, Mechanism::kRollback);
+}
+
+void SimWorld::apply(ActionId id, const SetStandbyPool& p) {
+  pool_target_ = std::max(0, p.size);
+  refill_pool(now_ == 0);  // at the start the scheduler's first host selection fills it
+}
+
+void SimWorld::apply(ActionId id, const AvoidMachines& x) {
+  avoid_.assign(avoid_.size(), false);
+  for (MachineId m : x.machines)
+    if (m >= 0) {
+      if (static_cast<std::size_t>(m) >= avoid_.size())
+        avoid_.resize(static_cast<std::size_t>(m) + 1, false);
+      avoid_[static_cast<std::size_t>(m)] = true;
+    }
+}
+
+void SimWorld::apply(ActionId id, const MitigateSlowdown& x) {
+  if (job_ != JobState::kRunning) return refuse(id, "job not running");
+  if (x.slot < 0 || x.slot >= view_.slots() || view_.machine_in(x.slot) == kNoMachine)
+    return refuse(id, "slot " + std::to_string(x.slot) + " has no machine");
+  const int level = x.how == Mitigation::kRebalance ? 1 : 2;
+  bool known = false;
+  for (auto& [slot, l] : mitigated_)
+    if (slot == x.slot) {
+      l = std::max(l, level);
+      known = true;
+    }
+  if (!known) mitigated_.emplace_back(x.slot, level);
+  const auto& d = sc_.diagnosis;
+  progress_.pause(secs(x.how == Mitigation::kRebalance ? d.rebalance_s : d.reconfigure_s));
+  update_rate(true);
+}
+
+void SimWorld::apply(ActionId id, const EndRun& e) {
+  // The job stays down until the on-call engineers, paged, fix the code or the
+  // data and requeue it (job.on_call_fix_h); with none, for the rest of the
+  // horizon: its time is lost.
+  if (!ended_ && sc_.job.on_call_fix_h > 0)
+    push(now_ + secs(sc_.job.on_call_fix_h * 3600), Internal{Internal::kOnCallDone, id});
+  stop_job_now();
+  if (!ended_) ++result_.runs_ended;
+  ended_ = true;
+  ended_verdict_ = e.verdict;
+}
+
+}  // namespace faultline::sim
