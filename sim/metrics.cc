@@ -33,104 +33,104 @@ void release_categories(ReplicaResult& r) {
   std::vector<std::int64_t>().swap(r.resolved_by);
 }
 
+namespace {
+
+// The result's scalar fields by name: what encode writes and decode reads. The message
+// goes from a forked replica (or an MPI rank) to the parent of the same build, so it is
+// not a file format; the names only keep each field's place from being a position.
+template <class T>
+struct Field {
+  const char* name;
+  T ReplicaResult::*member;
+};
+constexpr Field<std::int64_t> kCounts[] = {
+    {"evictions_true", &ReplicaResult::evictions_true},
+    {"evictions_false", &ReplicaResult::evictions_false},
+    {"evictions_false_positive", &ReplicaResult::evictions_false_positive},
+    {"false_failures", &ReplicaResult::false_failures},
+    {"health_check_drains", &ReplicaResult::health_check_drains},
+    {"repairs", &ReplicaResult::repairs},
+    {"retired", &ReplicaResult::retired},
+    {"runs_ended", &ReplicaResult::runs_ended},
+    {"incident_count", &ReplicaResult::incident_count},
+    {"faults_injected", &ReplicaResult::faults_injected},
+    {"checkpoints", &ReplicaResult::checkpoints},
+    {"events", &ReplicaResult::events},
+    {"flow_batches_real", &ReplicaResult::flow_batches_real},
+    {"flow_batches_cached", &ReplicaResult::flow_batches_cached},
+    {"steps", &ReplicaResult::steps},
+    {"standby_exhaustions", &ReplicaResult::standby_exhaustions},
+    {"remote_fallbacks", &ReplicaResult::remote_fallbacks},
+    {"machines_beyond_fleet", &ReplicaResult::machines_beyond_fleet},
+    {"machines_used", &ReplicaResult::machines_used},
+    {"preemptions", &ReplicaResult::preemptions},
+};
+constexpr Field<double> kReals[] = {
+    {"ettr", &ReplicaResult::ettr},
+    {"elapsed_s", &ReplicaResult::elapsed_s},
+    {"exposure_s", &ReplicaResult::exposure_s},
+    {"cpu_s", &ReplicaResult::cpu_s},
+};
+constexpr Field<bool> kFlags[] = {
+    {"finished", &ReplicaResult::finished},
+    {"depleted", &ReplicaResult::depleted},
+};
+
+}  // namespace
+
 std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   json j;
-  const auto& b = r.breakdown;
-  j["r"] = r.replica;
-  j["e"] = r.ettr;
+  j["replica"] = r.replica;
+  for (const auto& f : kCounts) j[f.name] = r.*f.member;
+  for (const auto& f : kReals) j[f.name] = r.*f.member;
+  for (const auto& f : kFlags) j[f.name] = r.*f.member;
+  j["max_fruitless_rounds"] = r.max_fruitless_rounds;
   json jb = json::array();
-  for (const auto& k : kBuckets) jb.push_back(b.*k.field);
-  j["b"] = jb;
+  for (const auto& k : kBuckets) jb.push_back(r.breakdown.*k.field);
+  j["breakdown"] = jb;  // in kBuckets' order
   json cats = json::array();
   for (const auto& c : r.categories)
     cats.push_back({c.incidents, c.injected, c.resolution_sum_s, c.resolution_max_s,
                     c.detection_sum_s, c.detected, c.recurred,
                     json(std::vector<std::int64_t>(std::begin(c.outcomes), std::end(c.outcomes)))});
-  j["c"] = cats;
-  j["v"] = {r.evictions_true,
-            r.evictions_false,
-            r.faults_injected,
-            r.checkpoints,
-            r.events,
-            r.flow_batches_real,
-            r.flow_batches_cached,
-            r.steps,
-            r.evictions_false_positive,
-            r.false_failures,
-            r.max_fruitless_rounds,
-            r.health_check_drains,
-            r.repairs,
-            r.retired,
-            r.runs_ended,
-            r.incident_count};
-  j["o"] = {r.dominant.category, r.dominant.at_s, r.dominant.resolution_s};
+  j["categories"] = cats;  // CategoryStats' fields in declaration order
+  j["dominant"] = {r.dominant.category, r.dominant.at_s, r.dominant.resolution_s};
   json tl = json::array();
   for (const auto& p : r.timeline) tl.push_back({p.t_h, p.cumulative, p.window_1h, p.waiting_h});
-  j["t"] = tl;
+  j["timeline"] = tl;
   json inc = json::array();
   for (const auto& i : r.incidents)
     inc.push_back({i.at_s, i.category, i.detected_s, i.resolved_s, i.slots, i.resolution,
                    i.machines, i.evicted});
-  j["i"] = inc;
-  j["d"] = r.decisions;
-  j["m"] = r.resolved_by;
-  j["x"] = r.standby_exhaustions;
-  j["f"] = r.remote_fallbacks;
-  j["u"] = r.cpu_s;
-  j["w"] = {r.elapsed_s,     r.finished,    r.exposure_s, r.machines_beyond_fleet,
-            r.machines_used, r.preemptions, r.depleted};
+  j["incidents"] = inc;
+  j["decisions"] = r.decisions;
+  j["resolved_by"] = r.resolved_by;
   return json::to_msgpack(j);
 }
 
 ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
-  json j = json::from_msgpack(bytes);
+  const json j = json::from_msgpack(bytes);
   ReplicaResult r;
-  r.replica = j["r"];
-  r.ettr = j["e"];
-  auto& b = r.breakdown;
-  const auto& jb = j["b"];
+  r.replica = j.at("replica");
+  for (const auto& f : kCounts) r.*f.member = j.at(f.name);
+  for (const auto& f : kReals) r.*f.member = j.at(f.name);
+  for (const auto& f : kFlags) r.*f.member = j.at(f.name);
+  r.max_fruitless_rounds = j.at("max_fruitless_rounds");
   std::size_t i = 0;
-  for (const auto& k : kBuckets) b.*k.field = jb.at(i++);
-  for (const auto& c : j["c"]) {
+  for (const auto& k : kBuckets) r.breakdown.*k.field = j.at("breakdown").at(i++);
+  for (const auto& c : j.at("categories")) {
     CategoryStats k{c[0], c[1], c[2], c[3], c[4], c[5], c[6]};
     for (int o = 0; o < kOutcomes; ++o) k.outcomes[o] = c[7][o];
     r.categories.push_back(k);
   }
-  const auto& v = j["v"];
-  r.evictions_true = v[0];
-  r.evictions_false = v[1];
-  r.faults_injected = v[2];
-  r.checkpoints = v[3];
-  r.events = v[4];
-  r.flow_batches_real = v[5];
-  r.flow_batches_cached = v[6];
-  r.steps = v[7];
-  r.evictions_false_positive = v[8];
-  r.false_failures = v[9];
-  r.max_fruitless_rounds = v[10];
-  r.health_check_drains = v[11];
-  r.repairs = v[12];
-  r.retired = v[13];
-  r.runs_ended = v[14];
-  r.incident_count = v[15];
-  r.dominant = {j["o"][0], j["o"][1], j["o"][2]};
-  for (const auto& p : j["t"]) r.timeline.push_back({p[0], p[1], p[2], p[3]});
-  for (const auto& i : j["i"])
-    r.incidents.push_back({i[0], i[1], i[2], i[3], i[4].get<std::vector<int>>(), i[5],
-                           i[6].get<std::vector<int>>(), i[7].get<std::vector<int>>()});
-  r.decisions = j["d"].get<std::vector<std::string>>();
-  r.resolved_by = j["m"].get<std::vector<std::int64_t>>();
-  r.standby_exhaustions = j["x"];
-  r.remote_fallbacks = j["f"];
-  r.cpu_s = j["u"];
-  const auto& w = j["w"];
-  r.elapsed_s = w[0];
-  r.finished = w[1];
-  r.exposure_s = w[2];
-  r.machines_beyond_fleet = w[3];
-  r.machines_used = w[4];
-  r.preemptions = w[5];
-  r.depleted = w[6];
+  const auto& o = j.at("dominant");
+  r.dominant = {o[0], o[1], o[2]};
+  for (const auto& p : j.at("timeline")) r.timeline.push_back({p[0], p[1], p[2], p[3]});
+  for (const auto& x : j.at("incidents"))
+    r.incidents.push_back({x[0], x[1], x[2], x[3], x[4].get<std::vector<int>>(), x[5],
+                           x[6].get<std::vector<int>>(), x[7].get<std::vector<int>>()});
+  r.decisions = j.at("decisions").get<std::vector<std::string>>();
+  r.resolved_by = j.at("resolved_by").get<std::vector<std::int64_t>>();
   return r;
 }
 
