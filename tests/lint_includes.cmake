@@ -32,6 +32,28 @@ foreach(f IN LISTS live_files)
     endif()
   endforeach()
 endforeach()
+# sim/ sees a policy only as the World's other side: the policy API, the module interfaces
+# and the registry of built-in stacks and modules (to build and list them), never a stack's
+# or a module's own header, so that a stack changes without the simulator noticing.
+# analysis/ also evaluates three modules' closed-form planning math on purpose (the Daly
+# interval, the standby pool's binomial sizing, dual-phase replay's plan): those headers
+# and no others.
+file(GLOB_RECURSE sim_files ${ROOT}/sim/*.h ${ROOT}/sim/*.cc)
+file(GLOB_RECURSE analysis_files ${ROOT}/analysis/*.h ${ROOT}/analysis/*.cc)
+set(policies_seen_by_all "policies/api/|policies/module\\.h|policies/builtin\\.h")
+set(policies_math "policies/checkpoint/plans\\.h|policies/recovery/standby\\.h|policies/localization/localization\\.h")
+foreach(f IN LISTS sim_files analysis_files)
+  file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"policies/")
+  foreach(l IN LISTS lines)
+    if(l MATCHES "\"(${policies_seen_by_all})")
+      continue()
+    endif()
+    if(f MATCHES "/analysis/" AND l MATCHES "\"(${policies_math})")
+      continue()
+    endif()
+    list(APPEND bad "${f}: ${l} (sim/ and analysis/ see policies through policies/api/, module.h and builtin.h)")
+  endforeach()
+endforeach()
 if(bad)
   string(REPLACE ";" "\n" msg "${bad}")
   message(FATAL_ERROR "include rule broken:\n${msg}")

@@ -19,7 +19,6 @@
 #include "analysis/models.h"
 #include "policies/api/rng.h"
 #include "policies/builtin.h"
-#include "policies/controller.h"
 #include "policies/localization/localization.h"
 #include "scenarios/scenario.h"
 
@@ -467,7 +466,9 @@ int localize(const std::vector<std::string>& args) {
   spec.dp = dp;
   const ClusterView view(spec);
   Params params;
-  Params::resolve(policies::byterobust_info().params, {}, &params);
+  // The localizers' knobs at their defaults, as the byterobust stack (which composes them)
+  // declares them.
+  Params::resolve(policies::builtin_registry().find("byterobust")->params, {}, &params);
   std::vector<std::string> names = policies::modules().names(policies::ModuleKind::kLocalization);
   if (o.values.count("--localizers")) {
     names.clear();
