@@ -210,241 +210,287 @@ ncclResult_t issue(Collective c, Rank& r, const Layout& l, int nranks) {
   return ncclInvalidArgument;
 }
 
-}  // namespace
+// One run of the NCCL probe: the local ranks (every visible GPU in local mode, one in
+// rendezvous mode), their communicators, and what the timed collectives measured. Each
+// step returns false when it has written the verdict and the report is final.
+class NcclRun {
+ public:
+  NcclRun(const ProbeOptions& options, const ProbeContext& context, ProbeReport& report)
+      : options_(options),
+        o_(options.nccl),
+        context_(context),
+        report_(report),
+        local_(!o_.rendezvous.has_value()),
+        bitflip_(options.common.inject == Injection::kBitflip),
+        throttle_(options.common.inject == Injection::kThrottle) {}
 
-void run_nccl_probe(const ProbeOptions& options, const ProbeContext& context, ProbeReport& report) {
-  const auto& o = options.nccl;
-  const bool local = !o.rendezvous.has_value();
-  const bool bitflip = options.common.inject == Injection::kBitflip;
-  const bool throttle = options.common.inject == Injection::kThrottle;
-  int visible = 0;
-  FAULTLINE_CUDA(cudaGetDeviceCount(&visible));
-  int version = 0;
-  ncclGetVersion(&version);
-  report.details["nccl_version"] = version;
-
-  int nranks = 0;
-  std::vector<Rank> ranks;
-  if (local) {
-    nranks = o.gpus > 0 ? o.gpus : visible;
-    if (nranks > visible) {
-      report.verdict = Verdict::kUsageError;
-      report.notes.push_back("--gpus " + std::to_string(o.gpus) + " but only " +
-                             std::to_string(visible) + " GPU(s) are visible");
-      return;
-    }
-    report.metrics["nccl_ranks"] = nranks;
-    report.metrics["nccl_local_mode"] = 1;
-    if (nranks < 2) {
-      report.verdict = Verdict::kSkip;
-      report.notes.push_back(
-          "local mode with one GPU: no bus to measure (skip); use "
-          "--rendezvous to test across machines");
-      return;
-    }
-    for (int d = 0; d < nranks; ++d) {
-      ranks.emplace_back();
-      ranks.back().device = d;
-      ranks.back().global_rank = d;
-    }
-  } else {
-    nranks = o.nranks;
-    report.metrics["nccl_ranks"] = nranks;
-    report.metrics["nccl_local_mode"] = 0;
-    report.metrics["nccl_rank"] = o.rank;
-    ranks.emplace_back();
-    ranks.back().device = options.common.device;
-    ranks.back().global_rank = o.rank;
-  }
-  for (Collective c : o.collectives) {
-    if (c != Collective::kAllReduce && o.bytes / 4 / static_cast<std::uint64_t>(nranks) < 4) {
-      report.verdict = Verdict::kUsageError;
-      report.notes.push_back("--bytes " + std::to_string(o.bytes) + " is too small for " +
-                             std::to_string(nranks) + " ranks");
-      return;
-    }
-  }
-
-  Session session(ranks, context);
-  auto give_up = [&](Wait w, const std::string& stage) {
-    if (w == Wait::kDeadline) {
-      report.verdict = Verdict::kDeadlineExceeded;
-      report.notes.push_back("NCCL did not finish stage '" + stage +
-                             "' before the deadline: communicators aborted (a rank missing or "
-                             "hung, or a link down?)");
+  // The ranks this process drives, and whether the sizes suit them.
+  bool plan_ranks(int visible) {
+    const bool local = local_;
+    if (local) {
+      nranks_ = o_.gpus > 0 ? o_.gpus : visible;
+      if (nranks_ > visible) {
+        report_.verdict = Verdict::kUsageError;
+        report_.notes.push_back("--gpus " + std::to_string(o_.gpus) + " but only " +
+                                std::to_string(visible) + " GPU(s) are visible");
+        return false;
+      }
+      report_.metrics["nccl_ranks"] = nranks_;
+      report_.metrics["nccl_local_mode"] = 1;
+      if (nranks_ < 2) {
+        report_.verdict = Verdict::kSkip;
+        report_.notes.push_back(
+            "local mode with one GPU: no bus to measure (skip); use "
+            "--rendezvous to test across machines");
+        return false;
+      }
+      for (int d = 0; d < nranks_; ++d) {
+        ranks_.emplace_back();
+        ranks_.back().device = d;
+        ranks_.back().global_rank = d;
+      }
     } else {
-      report.verdict = Verdict::kFail;
-      report.notes.push_back("NCCL failed in stage '" + stage + "': " + session.error());
+      nranks_ = o_.nranks;
+      report_.metrics["nccl_ranks"] = nranks_;
+      report_.metrics["nccl_local_mode"] = 0;
+      report_.metrics["nccl_rank"] = o_.rank;
+      ranks_.emplace_back();
+      ranks_.back().device = options_.common.device;
+      ranks_.back().global_rank = o_.rank;
     }
-    session.abort_all();
-  };
-
-  // The unique id: created by rank 0 (or by this process in local mode) and shared.
-  ncclUniqueId id;
-  std::memset(&id, 0, sizeof id);
-  static_assert(sizeof id.internal == kNcclUniqueIdBytes);
-  if (local || o.rank == 0) {
-    const ncclResult_t r = ncclGetUniqueId(&id);
-    if (r != ncclSuccess) throw GpuError("ncclGetUniqueId: " + nccl_error(r, nullptr), -1);
-  }
-  if (!local) {
-    auto blob = std::as_writable_bytes(std::span<char>(id.internal, sizeof id.internal));
-    const RendezvousOutcome outcome =
-        exchange_blob(*o.rendezvous, o.rank, nranks, blob, context.soft_deadline);
-    report.metrics["rendezvous_ok"] = outcome.ok ? 1 : 0;
-    if (!outcome.ok) {
-      report.details["rendezvous"] = outcome.timed_out ? "timed_out" : "failed";
-      report.verdict = outcome.timed_out ? Verdict::kDeadlineExceeded : Verdict::kFail;
-      report.notes.push_back("stage 'rendezvous': " + outcome.error);
-      return;
-    }
-    report.details["rendezvous"] = "ok";
-  }
-
-  for (Rank& r : ranks) {
-    FAULTLINE_CUDA(cudaSetDevice(r.device));
-    r.stream = std::make_unique<Stream>();
-    r.send = device_alloc<std::byte>(o.bytes, "cudaMalloc(nccl send)");
-    r.recv = device_alloc<std::byte>(o.bytes, "cudaMalloc(nccl recv)");
-    r.log = device_alloc<MemoryErrorLog>(1, "cudaMalloc(nccl log)");
-    r.scratch = device_alloc<double>(1, "cudaMalloc(nccl scratch)");
-    r.start = std::make_unique<Event>();
-    r.stop = std::make_unique<Event>();
-    FAULTLINE_CUDA(cudaMemsetAsync(r.log.get(), 0, sizeof(MemoryErrorLog), r.stream->get()));
-  }
-
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  {
-    const bool grouped = ranks.size() > 1;
-    bool ok = !grouped || session.accept(ncclGroupStart(), "ncclGroupStart");
-    for (Rank& r : ranks) {
-      FAULTLINE_CUDA(cudaSetDevice(r.device));
-      ok = ok && session.accept(ncclCommInitRankConfig(&r.comm, nranks, id, r.global_rank, &config),
-                                "ncclCommInitRankConfig");
-    }
-    if (grouped) ok = session.accept(ncclGroupEnd(), "ncclGroupEnd") && ok;
-    const Wait w = ok ? session.wait(false) : Wait::kFailed;
-    if (w != Wait::kDone) {
-      give_up(w, "communicator init");
-      return;
-    }
-  }
-
-  // Enqueues one collective on every local rank (as one group in local mode).
-  auto enqueue = [&](Collective c, const Layout& l) -> bool {
-    const bool grouped = ranks.size() > 1;
-    bool ok = !grouped || session.accept(ncclGroupStart(), "ncclGroupStart");
-    for (Rank& r : ranks) {
-      if (!grouped) FAULTLINE_CUDA(cudaSetDevice(r.device));
-      ok = ok && session.accept(issue(c, r, l, nranks), "collective");
-    }
-    if (grouped) ok = session.accept(ncclGroupEnd(), "ncclGroupEnd") && ok;
-    return ok && session.wait(false) == Wait::kDone;
-  };
-
-  std::uint64_t errors = 0;
-  std::int64_t injected = 0;
-  std::int64_t detected = 0;
-  for (Collective c : o.collectives) {
-    const std::string name(collective_name(c));
-    const Layout l = layout_for(c, o.bytes, nranks);
-    const std::uint64_t key = stream_key(options.common.seed, 0x7CC0 + static_cast<int>(c));
-    for (Rank& r : ranks) {
-      FAULTLINE_CUDA(cudaSetDevice(r.device));
-      fill_inputs(c, r, l, key, nranks);
-    }
-    for (int i = 0; i < o.warmup; ++i) {
-      if (!enqueue(c, l)) {
-        give_up(context.past_soft_deadline() ? Wait::kDeadline : Wait::kFailed, name + " warm-up");
-        return;
+    for (Collective c : o_.collectives) {
+      if (c != Collective::kAllReduce && o_.bytes / 4 / static_cast<std::uint64_t>(nranks_) < 4) {
+        report_.verdict = Verdict::kUsageError;
+        report_.notes.push_back("--bytes " + std::to_string(o_.bytes) + " is too small for " +
+                                std::to_string(nranks_) + " ranks");
+        return false;
       }
     }
-    Wait w = session.wait(true);
+    return true;
+  }
+  // The unique id: created by rank 0 (or by this process in local mode) and shared.
+  bool share_id() {
+    const bool local = local_;
+    ncclUniqueId& id = id_;
+    std::memset(&id, 0, sizeof id);
+    static_assert(sizeof id.internal == kNcclUniqueIdBytes);
+    if (local || o_.rank == 0) {
+      const ncclResult_t r = ncclGetUniqueId(&id);
+      if (r != ncclSuccess) throw GpuError("ncclGetUniqueId: " + nccl_error(r, nullptr), -1);
+    }
+    if (!local) {
+      auto blob = std::as_writable_bytes(std::span<char>(id.internal, sizeof id.internal));
+      const RendezvousOutcome outcome =
+          exchange_blob(*o_.rendezvous, o_.rank, nranks_, blob, context_.soft_deadline);
+      report_.metrics["rendezvous_ok"] = outcome.ok ? 1 : 0;
+      if (!outcome.ok) {
+        report_.details["rendezvous"] = outcome.timed_out ? "timed_out" : "failed";
+        report_.verdict = outcome.timed_out ? Verdict::kDeadlineExceeded : Verdict::kFail;
+        report_.notes.push_back("stage 'rendezvous': " + outcome.error);
+        return false;
+      }
+      report_.details["rendezvous"] = "ok";
+    }
+    return true;
+  }
+  // Buffers, streams and events on every local rank.
+  void allocate() {
+    for (Rank& r : ranks_) {
+      FAULTLINE_CUDA(cudaSetDevice(r.device));
+      r.stream = std::make_unique<Stream>();
+      r.send = device_alloc<std::byte>(o_.bytes, "cudaMalloc(nccl send)");
+      r.recv = device_alloc<std::byte>(o_.bytes, "cudaMalloc(nccl recv)");
+      r.log = device_alloc<MemoryErrorLog>(1, "cudaMalloc(nccl log)");
+      r.scratch = device_alloc<double>(1, "cudaMalloc(nccl scratch)");
+      r.start = std::make_unique<Event>();
+      r.stop = std::make_unique<Event>();
+      FAULTLINE_CUDA(cudaMemsetAsync(r.log.get(), 0, sizeof(MemoryErrorLog), r.stream->get()));
+    }
+  }
+  // The communicators, initialised together (one group in local mode).
+  bool init_communicators() {
+    const ncclUniqueId& id = id_;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    {
+      const bool grouped = ranks_.size() > 1;
+      bool ok = !grouped || session_.accept(ncclGroupStart(), "ncclGroupStart");
+      for (Rank& r : ranks_) {
+        FAULTLINE_CUDA(cudaSetDevice(r.device));
+        ok = ok &&
+             session_.accept(ncclCommInitRankConfig(&r.comm, nranks_, id, r.global_rank, &config),
+                             "ncclCommInitRankConfig");
+      }
+      if (grouped) ok = session_.accept(ncclGroupEnd(), "ncclGroupEnd") && ok;
+      const Wait w = ok ? session_.wait(false) : Wait::kFailed;
+      if (w != Wait::kDone) {
+        give_up(w, "communicator init");
+        return false;
+      }
+    }
+
+    return true;
+  }
+  // Warm-up, timed iterations (the slowest rank's time, agreed across machines), the
+  // bandwidths, then verification of every rank's output (with a flipped bit injected on
+  // request).
+  bool measure(Collective c) {
+    const std::string name(collective_name(c));
+    const Layout l = layout_for(c, o_.bytes, nranks_);
+    const std::uint64_t key = stream_key(options_.common.seed, 0x7CC0 + static_cast<int>(c));
+    for (Rank& r : ranks_) {
+      FAULTLINE_CUDA(cudaSetDevice(r.device));
+      fill_inputs(c, r, l, key, nranks_);
+    }
+    for (int i = 0; i < o_.warmup; ++i) {
+      if (!enqueue(c, l)) {
+        give_up(context_.past_soft_deadline() ? Wait::kDeadline : Wait::kFailed, name + " warm-up");
+        return false;
+      }
+    }
+    Wait w = session_.wait(true);
     if (w != Wait::kDone) {
       give_up(w, name + " warm-up");
-      return;
+      return false;
     }
-    for (Rank& r : ranks) {
+    for (Rank& r : ranks_) {
       FAULTLINE_CUDA(cudaSetDevice(r.device));
       r.start->record(r.stream->get());
     }
-    for (int i = 0; i < o.iterations; ++i) {
-      if (throttle) {
-        FAULTLINE_CUDA(cudaSetDevice(ranks[0].device));
-        launch_sleep(2000.0, ranks[0].stream->get());
+    for (int i = 0; i < o_.iterations; ++i) {
+      if (throttle_) {
+        FAULTLINE_CUDA(cudaSetDevice(ranks_[0].device));
+        launch_sleep(2000.0, ranks_[0].stream->get());
       }
       if (!enqueue(c, l)) {
-        give_up(context.past_soft_deadline() ? Wait::kDeadline : Wait::kFailed,
+        give_up(context_.past_soft_deadline() ? Wait::kDeadline : Wait::kFailed,
                 name + " (timed iterations)");
-        return;
+        return false;
       }
     }
-    for (Rank& r : ranks) {
+    for (Rank& r : ranks_) {
       FAULTLINE_CUDA(cudaSetDevice(r.device));
       r.stop->record(r.stream->get());
     }
-    w = session.wait(true);
+    w = session_.wait(true);
     if (w != Wait::kDone) {
       give_up(w, name + " (timed iterations)");
-      return;
+      return false;
     }
     double max_ms = 0;
-    for (Rank& r : ranks) max_ms = std::max(max_ms, elapsed_ms(*r.start, *r.stop));
-    if (!local) {
+    for (Rank& r : ranks_) max_ms = std::max(max_ms, elapsed_ms(*r.start, *r.stop));
+    if (!local_) {
       // The slowest rank sets the pace; agree on its time like nccl-tests does.
-      Rank& r = ranks[0];
+      Rank& r = ranks_[0];
       FAULTLINE_CUDA(cudaMemcpy(r.scratch.get(), &max_ms, sizeof max_ms, cudaMemcpyHostToDevice));
-      if (!session.accept(ncclAllReduce(r.scratch.get(), r.scratch.get(), 1, ncclDouble, ncclMax,
-                                        r.comm, r.stream->get()),
-                          "ncclAllReduce(time)") ||
-          (w = session.wait(true)) != Wait::kDone) {
+      if (!session_.accept(ncclAllReduce(r.scratch.get(), r.scratch.get(), 1, ncclDouble, ncclMax,
+                                         r.comm, r.stream->get()),
+                           "ncclAllReduce(time)") ||
+          (w = session_.wait(true)) != Wait::kDone) {
         give_up(w == Wait::kDone ? Wait::kFailed : w, name + " (time agreement)");
-        return;
+        return false;
       }
       FAULTLINE_CUDA(cudaMemcpy(&max_ms, r.scratch.get(), sizeof max_ms, cudaMemcpyDeviceToHost));
     }
-    const double seconds = max_ms / 1e3 / o.iterations;
-    report.metrics["nccl_" + name + "_time_us"] = seconds * 1e6;
-    report.metrics["nccl_" + name + "_size_bytes"] = l.size_bytes;
-    report.metrics["nccl_" + name + "_algbw_gbps"] =
+    const double seconds = max_ms / 1e3 / o_.iterations;
+    report_.metrics["nccl_" + name + "_time_us"] = seconds * 1e6;
+    report_.metrics["nccl_" + name + "_size_bytes"] = l.size_bytes;
+    report_.metrics["nccl_" + name + "_algbw_gbps"] =
         algorithm_bandwidth_gbps(l.size_bytes, seconds);
-    report.metrics["nccl_" + name + "_busbw_gbps"] =
-        bus_bandwidth_gbps(c, l.size_bytes, seconds, nranks);
+    report_.metrics["nccl_" + name + "_busbw_gbps"] =
+        bus_bandwidth_gbps(c, l.size_bytes, seconds, nranks_);
 
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      Rank& r = ranks[i];
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      Rank& r = ranks_[i];
       FAULTLINE_CUDA(cudaSetDevice(r.device));
-      const bool inject = bitflip && i == 0;
+      const bool inject = bitflip_ && i == 0;
       if (inject) {
         launch_flip_word_bit(reinterpret_cast<std::uint32_t*>(r.recv.get()), l.count / 2, 11,
                              r.stream->get());
-        ++injected;
+        ++injected_;
       }
-      verify_outputs(c, r, l, key, nranks);
+      verify_outputs(c, r, l, key, nranks_);
       FAULTLINE_CUDA(cudaGetLastError());
       r.stream->synchronize("nccl verification");
       MemoryErrorLog log{};
       FAULTLINE_CUDA(cudaMemcpy(&log, r.log.get(), sizeof log, cudaMemcpyDeviceToHost));
       FAULTLINE_CUDA(cudaMemset(r.log.get(), 0, sizeof(MemoryErrorLog)));
-      errors += log.bit_errors;
-      if (inject && log.bit_errors > 0) ++detected;
+      errors_ += log.bit_errors;
+      if (inject && log.bit_errors > 0) ++detected_;
     }
-    report.metrics["nccl_data_errors"] = static_cast<double>(errors);
-    if (context.publish) context.publish(report);
+    report_.metrics["nccl_data_errors"] = static_cast<double>(errors_);
+    if (context_.publish) context_.publish(report_);
+    return true;
   }
-  session.abort_all();  // local teardown only: never waits for peers
-  report.metrics["nccl_bytes"] = static_cast<double>(o.bytes);
-  report.metrics["nccl_data_errors"] = static_cast<double>(errors);
-  if (bitflip) {
-    report.metrics["injected_faults"] = static_cast<double>(injected);
-    report.metrics["detected_injected_faults"] = static_cast<double>(detected);
+  void finish() {
+    session_.abort_all();  // local teardown only: never waits for peers
+    report_.metrics["nccl_bytes"] = static_cast<double>(o_.bytes);
+    report_.metrics["nccl_data_errors_"] = static_cast<double>(errors_);
+    if (bitflip_) {
+      report_.metrics["injected_faults"] = static_cast<double>(injected_);
+      report_.metrics["detected_injected_faults"] = static_cast<double>(detected_);
+    }
+    if (throttle_) {
+      report_.notes.push_back(
+          "throttle injected: a 2 ms sleep precedes each timed collective on "
+          "the first local rank");
+    }
   }
-  if (throttle) {
-    report.notes.push_back(
-        "throttle injected: a 2 ms sleep precedes each timed collective on "
-        "the first local rank");
+
+ private:
+  void give_up(Wait w, const std::string& stage) {
+    if (w == Wait::kDeadline) {
+      report_.verdict = Verdict::kDeadlineExceeded;
+      report_.notes.push_back("NCCL did not finish stage '" + stage +
+                              "' before the deadline: communicators aborted (a rank missing or "
+                              "hung, or a link down?)");
+    } else {
+      report_.verdict = Verdict::kFail;
+      report_.notes.push_back("NCCL failed in stage '" + stage + "': " + session_.error());
+    }
+    session_.abort_all();
   }
+  // Enqueues one collective on every local rank (as one group in local mode).
+  bool enqueue(Collective c, const Layout& l) {
+    const bool grouped = ranks_.size() > 1;
+    bool ok = !grouped || session_.accept(ncclGroupStart(), "ncclGroupStart");
+    for (Rank& r : ranks_) {
+      if (!grouped) FAULTLINE_CUDA(cudaSetDevice(r.device));
+      ok = ok && session_.accept(issue(c, r, l, nranks_), "collective");
+    }
+    if (grouped) ok = session_.accept(ncclGroupEnd(), "ncclGroupEnd") && ok;
+    return ok && session_.wait(false) == Wait::kDone;
+  }
+
+  const ProbeOptions& options_;
+  const NcclOptions& o_;
+  const ProbeContext& context_;
+  ProbeReport& report_;
+  const bool local_, bitflip_, throttle_;
+  int nranks_ = 0;
+  std::vector<Rank> ranks_;
+  Session session_{ranks_, context_};
+  ncclUniqueId id_;
+  std::uint64_t errors_ = 0;
+  std::int64_t injected_ = 0;
+  std::int64_t detected_ = 0;
+};
+
+}  // namespace
+
+void run_nccl_probe(const ProbeOptions& options, const ProbeContext& context, ProbeReport& report) {
+  int visible = 0;
+  FAULTLINE_CUDA(cudaGetDeviceCount(&visible));
+  int version = 0;
+  ncclGetVersion(&version);
+  report.details["nccl_version"] = version;
+  NcclRun run(options, context, report);
+  if (!run.plan_ranks(visible) || !run.share_id()) return;
+  run.allocate();
+  if (!run.init_communicators()) return;
+  for (Collective c : options.nccl.collectives)
+    if (!run.measure(c)) return;
+  run.finish();
 }
 
 }  // namespace faultline::kernels

@@ -154,6 +154,7 @@ std::optional<HbmTest> parse_hbm_test(std::string_view s) {
   return std::nullopt;
 }
 
+// lint: table
 const std::vector<OptionSpec>& option_table() {
   using P = ProbeKind;
   static const std::vector<OptionSpec> kTable = {

@@ -84,27 +84,21 @@ std::vector<std::string> make_env(const std::map<std::string, std::string>& over
   return out;
 }
 
-bool spawn(const SpawnSpec& spec, Spawned* out, std::string* err) {
-  auto fail = [&](const std::string& what) {
-    if (err) *err = what;
-    return false;
-  };
-  if (spec.argv.empty()) return fail("cannot execute: empty argv");
-  const std::string program = find_program(spec.argv[0]);
-  if (program.empty()) {
-    return fail("cannot execute " + spec.argv[0] + ": not found or not executable");
-  }
-
-  // Child fd -> parent fd to dup there; parent fds opened here are closed below.
+// The standard streams a spawned process gets: child fd -> parent fd to dup there, and
+// the parent fds opened for it (closed once the child has them).
+struct Redirections {
   std::map<int, int> plan;
   std::vector<int> opened;
-  int out_read = -1;
-  int err_read = -1;
-  auto cleanup = [&] {
+  void cleanup() {
     for (int& fd : opened) close_fd(fd);
     opened.clear();
-  };
-  auto prepare = [&](int target, const Redirect& r, int* read_end) -> bool {
+  }
+  // Prepares child fd `target`; a pipe's read end goes to *read_end. False with *err set.
+  bool add(int target, const Redirect& r, int* read_end, std::string* err) {
+    auto fail = [&](const std::string& what) {
+      if (err) *err = what;
+      return false;
+    };
     switch (r.kind) {
       case Redirect::Kind::kInherit:
         return true;
@@ -139,15 +133,77 @@ bool spawn(const SpawnSpec& spec, Spawned* out, std::string* err) {
       }
     }
     return true;
+  }
+};
+
+// The child's side of spawn, between fork and exec: only async-signal-safe calls. `plan`
+// maps each child fd to the parent fd it becomes; on failure the stage and errno go up
+// `status_fd` (close-on-exec: an exec that succeeds closes it) and the child exits 127.
+[[noreturn]] void exec_child(const SpawnSpec& spec, const std::string& program,
+                             const std::map<int, int>& plan, int max_target, char* const* argv,
+                             char* const* envp, int status_fd, pid_t parent) {
+  // Child: only async-signal-safe calls from here on.
+  auto die = [&](int stage) {
+    ChildFailure f{stage, errno};
+    ssize_t w = ::write(status_fd, &f, sizeof f);
+    (void)w;
+    ::_exit(127);
   };
+  if (spec.die_with_agent) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+  }
+  if (spec.new_process_group) ::setpgid(0, 0);
+  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Move every source above the targets first so no dup2 clobbers a later source.
+  int tmp[64];
+  int n = 0;
+  int targets[64];
+  for (const auto& [child_fd, parent_fd] : plan) {
+    if (n == 64) break;
+    int t = ::fcntl(parent_fd, F_DUPFD_CLOEXEC, max_target + 1);
+    if (t < 0) die(2);
+    tmp[n] = t;
+    targets[n] = child_fd;
+    ++n;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (::dup2(tmp[i], targets[i]) < 0) die(2);
+  }
+  // Descriptors the agent inherited without close-on-exec stay out of the child.
+  ::close_range(static_cast<unsigned>(max_target) + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) die(1);
+  ::execve(program.c_str(), argv, envp);
+  die(0);
+  ::_exit(127);  // not reached: die() exits
+}
+
+bool spawn(const SpawnSpec& spec, Spawned* out, std::string* err) {
+  auto fail = [&](const std::string& what) {
+    if (err) *err = what;
+    return false;
+  };
+  if (spec.argv.empty()) return fail("cannot execute: empty argv");
+  const std::string program = find_program(spec.argv[0]);
+  if (program.empty()) {
+    return fail("cannot execute " + spec.argv[0] + ": not found or not executable");
+  }
+
+  Redirections red;
   int unused = -1;
-  if (!prepare(0, spec.stdin_from, &unused) || !prepare(1, spec.stdout_to, &out_read) ||
-      !prepare(2, spec.stderr_to, &err_read)) {
-    cleanup();
+  int out_read = -1;
+  int err_read = -1;
+  if (!red.add(0, spec.stdin_from, &unused, err) || !red.add(1, spec.stdout_to, &out_read, err) ||
+      !red.add(2, spec.stderr_to, &err_read, err)) {
+    red.cleanup();
     close_fd(out_read);
     close_fd(err_read);
     return false;
   }
+  std::map<int, int>& plan = red.plan;
   for (const auto& [child_fd, parent_fd] : spec.extra_fds) plan[child_fd] = parent_fd;
 
   std::vector<char*> argv;
@@ -161,7 +217,7 @@ bool spawn(const SpawnSpec& spec, Spawned* out, std::string* err) {
 
   int status_pipe[2];
   if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
-    cleanup();
+    red.cleanup();
     close_fd(out_read);
     close_fd(err_read);
     return fail(std::string("pipe: ") + std::strerror(errno));
@@ -170,7 +226,7 @@ bool spawn(const SpawnSpec& spec, Spawned* out, std::string* err) {
   pid_t pid = ::fork();
   if (pid < 0) {
     int e = errno;
-    cleanup();
+    red.cleanup();
     close_fd(out_read);
     close_fd(err_read);
     ::close(status_pipe[0]);
@@ -178,46 +234,12 @@ bool spawn(const SpawnSpec& spec, Spawned* out, std::string* err) {
     return fail(std::string("fork: ") + std::strerror(e));
   }
   if (pid == 0) {
-    // Child: only async-signal-safe calls from here on.
-    auto die = [&](int stage) {
-      ChildFailure f{stage, errno};
-      ssize_t w = ::write(status_pipe[1], &f, sizeof f);
-      (void)w;
-      ::_exit(127);
-    };
-    if (spec.die_with_agent) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-    }
-    if (spec.new_process_group) ::setpgid(0, 0);
-    for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    // Move every source above the targets first so no dup2 clobbers a later source.
-    int tmp[64];
-    int n = 0;
-    int targets[64];
-    for (const auto& [child_fd, parent_fd] : plan) {
-      if (n == 64) break;
-      int t = ::fcntl(parent_fd, F_DUPFD_CLOEXEC, max_target + 1);
-      if (t < 0) die(2);
-      tmp[n] = t;
-      targets[n] = child_fd;
-      ++n;
-    }
-    for (int i = 0; i < n; ++i) {
-      if (::dup2(tmp[i], targets[i]) < 0) die(2);
-    }
-    // Descriptors the agent inherited without close-on-exec stay out of the child.
-    ::close_range(static_cast<unsigned>(max_target) + 1, ~0U, CLOSE_RANGE_CLOEXEC);
-    if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) die(1);
-    ::execve(program.c_str(), argv.data(), envp.data());
-    die(0);
+    exec_child(spec, program, red.plan, max_target, argv.data(), envp.data(), status_pipe[1],
+               parent);
   }
   // Parent.
   ::close(status_pipe[1]);
-  cleanup();
+  red.cleanup();
   ChildFailure f{};
   ssize_t got;
   do {

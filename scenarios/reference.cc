@@ -24,6 +24,7 @@ struct Doc {
 };
 
 // clang-format off
+// lint: table
 const std::map<std::string, Doc>& docs() {
   static const std::map<std::string, Doc> d = {
     {"description", {"", "What the scenario models and where its numbers come from (prose, shown in results)."}},

@@ -55,46 +55,68 @@ struct Child {
   std::vector<std::uint8_t> data;  // unparsed frames: [u64 length][bytes][u8 reusable]
 };
 
-}  // namespace
+using ChildFn =
+    std::function<std::vector<std::uint8_t>(std::size_t, const std::function<void()>& tick)>;
+using ResultFn = std::function<void(std::size_t, std::vector<std::uint8_t>)>;
+using WhatFn = std::function<std::string(std::size_t)>;
 
-void fork_pool(
-    std::size_t n, const ForkPoolOptions& opt,
-    const std::function<std::vector<std::uint8_t>(std::size_t, const std::function<void()>& tick)>&
-        child,
-    const std::function<void(std::size_t, std::vector<std::uint8_t>)>& on_result,
-    const std::function<std::string(std::size_t)>& what) {
-  if (n == 0) return;
-  int ticks[2] = {-1, -1};
-  if (opt.on_tick) {
-    if (::pipe(ticks) != 0) throw sys_error("pipe");
-    ::fcntl(ticks[0], F_SETFL, O_NONBLOCK);
-    ::fcntl(ticks[0], F_SETFD, FD_CLOEXEC);
+// One fork_pool call: the children it runs, their pipes, and the items not yet given out.
+class Pool {
+ public:
+  Pool(std::size_t n, const ForkPoolOptions& opt, const ChildFn& child, const ResultFn& on_result,
+       const WhatFn& what)
+      : n_(n), opt_(opt), child_(child), on_result_(on_result), what_(what) {}
+
+  void run() {
+    if (opt_.on_tick) {
+      if (::pipe(ticks_) != 0) throw sys_error("pipe");
+      ::fcntl(ticks_[0], F_SETFL, O_NONBLOCK);
+      ::fcntl(ticks_[0], F_SETFD, FD_CLOEXEC);
+    }
+    const int jobs = opt_.jobs < 1 ? 1 : opt_.jobs;
+    while (next_ < n_ || !running_.empty()) {
+      while (next_ < n_ && static_cast<int>(running_.size()) < jobs) spawn();
+      std::vector<pollfd> pfds;
+      for (const auto& [fd, c] : running_) pfds.push_back({fd, POLLIN, 0});
+      if (ticks_[0] >= 0) pfds.push_back({ticks_[0], POLLIN, 0});
+      if (::poll(pfds.data(), pfds.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        stop_all(std::string("poll: ") + std::strerror(errno));
+      }
+      drain_ticks();
+      for (const auto& p : pfds) {
+        if (p.fd == ticks_[0] || !(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        read_child(p.fd);
+      }
+    }
+    drain_ticks();
+    if (ticks_[0] >= 0) ::close(ticks_[0]), ::close(ticks_[1]);
   }
-  std::map<int, Child> running;  // by the read end of its result pipe
-  long long ticked = 0;
-  auto stop_all = [&](const std::string& msg) {
-    for (auto& [fd, c] : running) ::kill(c.pid, SIGKILL);
-    for (auto& [fd, c] : running) {
+
+ private:
+  [[noreturn]] void stop_all(const std::string& msg) {
+    for (auto& [fd, c] : running_) ::kill(c.pid, SIGKILL);
+    for (auto& [fd, c] : running_) {
       ::close(fd);
       if (c.cmd >= 0) ::close(c.cmd);
       while (::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
       }
     }
-    running.clear();
-    if (ticks[0] >= 0) ::close(ticks[0]), ::close(ticks[1]);
+    running_.clear();
+    if (ticks_[0] >= 0) ::close(ticks_[0]), ::close(ticks_[1]);
     throw std::runtime_error(msg);
-  };
-  auto drain_ticks = [&] {
-    if (ticks[0] < 0) return;
+  }
+  void drain_ticks() {
+    if (ticks_[0] < 0) return;
     char buf[4096];
     ssize_t got = 0;
     bool any = false;
-    while ((got = ::read(ticks[0], buf, sizeof buf)) > 0) ticked += got, any = true;
-    if (any) opt.on_tick(ticked);
-  };
+    while ((got = ::read(ticks_[0], buf, sizeof buf)) > 0) ticked_ += got, any = true;
+    if (any) opt_.on_tick(ticked_);
+  }
   // The child's side: runs the items it is sent until its command pipe closes or its
-  // state is no longer fit for another.
-  auto serve = [&](int cmd_fd, int out_fd, int tick_fd) {
+  // state is no longer fit for another. Returns its exit status.
+  int serve(int cmd_fd, int out_fd, int tick_fd) {
     const std::function<void()> tick = [tick_fd] {
       const char t = 'x';
       if (tick_fd >= 0) (void)!::write(tick_fd, &t, 1);
@@ -102,21 +124,21 @@ void fork_pool(
     std::uint64_t item = 0;
     while (read_all(cmd_fd, &item, sizeof item)) {
       try {
-        const std::vector<std::uint8_t> bytes = child(item, tick);
-        const std::uint8_t more = opt.child_reusable && opt.child_reusable() ? 1 : 0;
+        const std::vector<std::uint8_t> bytes = child_(item, tick);
+        const std::uint8_t more = opt_.child_reusable && opt_.child_reusable() ? 1 : 0;
         const std::uint64_t len = bytes.size();
         if (!write_all(out_fd, &len, sizeof len) ||
             !write_all(out_fd, bytes.data(), bytes.size()) || !write_all(out_fd, &more, 1))
           return 3;
         if (!more) return 0;
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "faultline: %s failed: %s\n", what(item).c_str(), e.what());
+        std::fprintf(stderr, "faultline: %s failed: %s\n", what_(item).c_str(), e.what());
         return 4;
       }
     }
     return 0;
-  };
-  auto give = [&](Child& c, std::size_t item) {
+  }
+  void give(Child& c, std::size_t item) {
     const std::uint64_t i = item;
     c.item = item;
     // A child that died meanwhile must not take the parent with it (SIGPIPE): the write
@@ -128,87 +150,92 @@ void fork_pool(
     const bool ok = write_all(c.cmd, &i, sizeof i);
     ::sigaction(SIGPIPE, &old, nullptr);
     if (!ok) ::close(c.cmd), c.cmd = -1;
-  };
-  std::size_t next = 0;
-  const int jobs = opt.jobs < 1 ? 1 : opt.jobs;
-  while (next < n || !running.empty()) {
-    while (next < n && static_cast<int>(running.size()) < jobs) {
-      int out[2], cmd[2];
-      if (::pipe(out) != 0) stop_all(std::string("pipe: ") + std::strerror(errno));
-      if (::pipe(cmd) != 0) {
-        ::close(out[0]), ::close(out[1]);
-        stop_all(std::string("pipe: ") + std::strerror(errno));
-      }
-      std::fflush(stdout);
-      std::fflush(stderr);
-      const pid_t pid = ::fork();
-      if (pid < 0) stop_all(std::string("fork: ") + std::strerror(errno));
-      if (pid == 0) {
-        ::close(out[0]);
-        ::close(cmd[1]);
-        for (auto& [fd, c] : running) ::close(fd), ::close(c.cmd);
-        if (ticks[0] >= 0) ::close(ticks[0]);
-        const int code = serve(cmd[0], out[1], ticks[1]);
-        ::close(out[1]);
-        std::fflush(stderr);
-        ::_exit(code);
-      }
-      ::close(out[1]);
-      ::close(cmd[0]);
-      ::fcntl(cmd[1], F_SETFD, FD_CLOEXEC);
-      Child& c = running[out[0]] = Child{pid, cmd[1], kNoItem, {}};
-      give(c, next++);
-    }
-    std::vector<pollfd> pfds;
-    for (const auto& [fd, c] : running) pfds.push_back({fd, POLLIN, 0});
-    if (ticks[0] >= 0) pfds.push_back({ticks[0], POLLIN, 0});
-    if (::poll(pfds.data(), pfds.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      stop_all(std::string("poll: ") + std::strerror(errno));
-    }
-    drain_ticks();
-    for (const auto& p : pfds) {
-      if (p.fd == ticks[0] || !(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Child& c = running[p.fd];
-      std::uint8_t buf[65536];
-      const ssize_t got = ::read(p.fd, buf, sizeof buf);
-      if (got > 0) {
-        c.data.insert(c.data.end(), buf, buf + got);
-        // Whole frames: a result, then the child's next item (or its end).
-        while (c.data.size() >= sizeof(std::uint64_t)) {
-          std::uint64_t len;
-          std::memcpy(&len, c.data.data(), sizeof len);
-          if (c.data.size() < sizeof len + len + 1) break;
-          std::vector<std::uint8_t> bytes(c.data.begin() + sizeof len,
-                                          c.data.begin() + sizeof len + len);
-          const bool more = c.data[sizeof len + len] != 0;
-          c.data.erase(c.data.begin(), c.data.begin() + sizeof len + len + 1);
-          const std::size_t item = c.item;
-          c.item = kNoItem;
-          if (more && next < n)
-            give(c, next++);
-          else if (c.cmd >= 0)
-            ::close(c.cmd), c.cmd = -1;  // it ends on its own
-          on_result(item, std::move(bytes));
-        }
-        continue;
-      }
-      if (got < 0 && errno == EINTR) continue;
-      ::close(p.fd);
-      if (c.cmd >= 0) ::close(c.cmd);
-      int status = 0;
-      while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      Child done = std::move(c);
-      running.erase(p.fd);
-      if (done.item != kNoItem || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        stop_all((done.item != kNoItem ? what(done.item)
-                                       : std::string("a worker process between items")) +
-                 ": process failed (status " + std::to_string(status) + ")");
-    }
   }
-  drain_ticks();
-  if (ticks[0] >= 0) ::close(ticks[0]), ::close(ticks[1]);
+  // Forks a child and gives it the next item.
+  void spawn() {
+    int out[2], cmd[2];
+    if (::pipe(out) != 0) stop_all(std::string("pipe: ") + std::strerror(errno));
+    if (::pipe(cmd) != 0) {
+      ::close(out[0]), ::close(out[1]);
+      stop_all(std::string("pipe: ") + std::strerror(errno));
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t pid = ::fork();
+    if (pid < 0) stop_all(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::close(out[0]);
+      ::close(cmd[1]);
+      for (auto& [fd, c] : running_) ::close(fd), ::close(c.cmd);
+      if (ticks_[0] >= 0) ::close(ticks_[0]);
+      const int code = serve(cmd[0], out[1], ticks_[1]);
+      ::close(out[1]);
+      std::fflush(stderr);
+      ::_exit(code);
+    }
+    ::close(out[1]);
+    ::close(cmd[0]);
+    ::fcntl(cmd[1], F_SETFD, FD_CLOEXEC);
+    Child& c = running_[out[0]] = Child{pid, cmd[1], kNoItem, {}};
+    give(c, next_++);
+  }
+  // What a child's result pipe holds: whole frames (a result, then its next item or its
+  // end), or its end (reaped; an error when it died with an item or a bad status).
+  void read_child(int fd) {
+    Child& c = running_[fd];
+    std::uint8_t buf[65536];
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got > 0) {
+      c.data.insert(c.data.end(), buf, buf + got);
+      while (c.data.size() >= sizeof(std::uint64_t)) {
+        std::uint64_t len;
+        std::memcpy(&len, c.data.data(), sizeof len);
+        if (c.data.size() < sizeof len + len + 1) break;
+        std::vector<std::uint8_t> bytes(c.data.begin() + sizeof len,
+                                        c.data.begin() + sizeof len + len);
+        const bool more = c.data[sizeof len + len] != 0;
+        c.data.erase(c.data.begin(), c.data.begin() + sizeof len + len + 1);
+        const std::size_t item = c.item;
+        c.item = kNoItem;
+        if (more && next_ < n_)
+          give(c, next_++);
+        else if (c.cmd >= 0)
+          ::close(c.cmd), c.cmd = -1;  // it ends on its own
+        on_result_(item, std::move(bytes));
+      }
+      return;
+    }
+    if (got < 0 && errno == EINTR) return;
+    ::close(fd);
+    if (c.cmd >= 0) ::close(c.cmd);
+    int status = 0;
+    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    Child done = std::move(c);
+    running_.erase(fd);
+    if (done.item != kNoItem || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      stop_all((done.item != kNoItem ? what_(done.item)
+                                     : std::string("a worker process between items")) +
+               ": process failed (status " + std::to_string(status) + ")");
+  }
+
+  const std::size_t n_;
+  const ForkPoolOptions& opt_;
+  const ChildFn& child_;
+  const ResultFn& on_result_;
+  const WhatFn& what_;
+  int ticks_[2] = {-1, -1};
+  std::map<int, Child> running_;  // by the read end of its result pipe
+  long long ticked_ = 0;
+  std::size_t next_ = 0;
+};
+
+}  // namespace
+
+void fork_pool(std::size_t n, const ForkPoolOptions& opt, const ChildFn& child,
+               const ResultFn& on_result, const WhatFn& what) {
+  if (n == 0) return;
+  Pool(n, opt, child, on_result, what).run();
 }
 
 }  // namespace faultline::sim

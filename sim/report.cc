@@ -352,9 +352,11 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   return out;
 }
 
-std::string format_table(const json& r) {
-  std::ostringstream o;
-  o << std::fixed;
+namespace {
+
+// format_table's parts, in order on one stream (each leaves the precision it set).
+// The run: scenario, cluster, modules, ETTR, time to train, the fleet.
+void table_summary(std::ostringstream& o, const json& r) {
   const auto& e = r["ettr"];
   o << "scenario   " << r["scenario"].get<std::string>() << "  (policy "
     << r["policy"].get<std::string>() << ", " << r["replicas"].get<int>() << " replicas, seed "
@@ -415,6 +417,11 @@ std::string format_table(const json& r) {
         << " machines per replica came from beyond the fleet (cluster.repair.fleet \"finite\" "
            "waits instead)\n";
   }
+}
+
+// Where the time went and what became of each fault: the unproductive time by phase, the
+// incidents by category, rates that differ from the stated ones, the fault ledger.
+void table_costs(std::ostringstream& o, const json& r) {
   o << std::setprecision(2) << "\n";
   o << "unproductive time per replica          hours    share\n";
   for (const auto& b : kBuckets) {
@@ -468,6 +475,10 @@ std::string format_table(const json& r) {
       << std::setw(10) << oc["absorbed"].get<double>() << std::setw(9)
       << oc["horizon"].get<double>() << "\n";
   }
+}
+
+// Evictions, fruitless rounds, the worst replicas, GPU-hours lost, wall time.
+void table_outcomes(std::ostringstream& o, const json& r) {
   const auto& ev = r["evictions"];
   o << "\nevictions per replica: " << std::setprecision(1) << ev["true_per_replica"].get<double>()
     << " true, " << ev["false_per_replica"].get<double>() << " healthy (" << std::setprecision(2)
@@ -491,6 +502,16 @@ std::string format_table(const json& r) {
   o << "GPU-hours lost per replica: " << std::setprecision(0)
     << r["gpu_hours_lost_per_replica"].get<double>() << "\nwall time: " << std::setprecision(2)
     << r["wall_s"].get<double>() << " s\n";
+}
+
+}  // namespace
+
+std::string format_table(const json& r) {
+  std::ostringstream o;
+  o << std::fixed;
+  table_summary(o, r);
+  table_costs(o, r);
+  table_outcomes(o, r);
   return o.str();
 }
 
