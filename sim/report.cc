@@ -142,9 +142,10 @@ std::string resolution_name(int resolution) {
   return "?";
 }
 
-json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs, double wall_s,
-               const CategoryTotals* folded) {
-  json out;
+namespace {
+
+// aggregate's parts. The run: scenario, stack, its parameters and modules, size, clock.
+void add_run(json& out, const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs) {
   out["scenario"] = sc.name;
   out["description"] = sc.description;
   out["policy"] = sc.policy;
@@ -172,19 +173,18 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   out["gpus"] = static_cast<std::int64_t>(sc.cluster.machines) * sc.cluster.gpus_per_machine;
   out["horizon_days"] = sc.job.horizon_days;
   out["fault_clock"] = sc.compute_clock ? "compute" : "wall";
-  const bool work = sc.job.work_days > 0;
-  if (work) out["time_to_train"] = time_to_train(sc, rs);
+  if (sc.job.work_days > 0) out["time_to_train"] = time_to_train(sc, rs);
   if (json tm = trace_mapping(sc); !tm.is_null()) out["trace_mapping"] = tm;
+}
 
-  std::vector<double> ettr;
-  for (const auto& r : rs) ettr.push_back(r.ettr);
-  out["ettr"] = summary_json(summarize(ettr));
-
+// Unproductive (and productive) time by phase: mean, CI, share of the run.
+void add_breakdown(json& out, const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs) {
+  const bool work = sc.job.work_days > 0;
   const double n = static_cast<double>(rs.size());
-  json bd = json::object(), share = json::object(), ci = json::object();
   const double horizon_s = sc.job.horizon_days * 86400.0;
   double elapsed_sum = 0;  // a job of fixed work: its runs' lengths differ
   for (const auto& r : rs) elapsed_sum += r.elapsed_s;
+  json bd = json::object(), share = json::object(), ci = json::object();
   for (const auto& k : kBuckets) {
     std::vector<double> xs;
     for (const auto& r : rs) xs.push_back(r.breakdown.*k.field * 1e-9);
@@ -196,56 +196,48 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   out["breakdown_s"] = bd;
   out["breakdown_ci95_s"] = ci;
   out["breakdown_share"] = share;
+}
 
-  double exposure_s = 0;  // on the fault clock, over all replicas
-  for (const auto& r : rs) exposure_s += r.exposure_s;
-  const double machine_days = exposure_s / 86400.0 * sc.cluster.machines;
-  CategoryTotals own;
-  if (!folded) {
-    for (const auto& r : rs) own.add(r);
-    folded = &own;
-  }
-  json cats = json::object();
-  double total_incidents = 0, injected = 0;
-  for (size_t c = 0; c < sc.faults.size(); ++c) {
-    const CategoryTotals::Sums k =
-        c < folded->categories.size() ? folded->categories[c] : CategoryTotals::Sums{};
-    const double inc = k.incidents, inj = k.injected, res_sum = k.resolution_sum_s,
-                 res_max = k.resolution_max_s, det_sum = k.detection_sum_s, det_n = k.detected,
-                 rec = k.recurred;
-    const double* outcomes = k.outcomes;
-    total_incidents += inc;
-    injected += inj;
-    cats[sc.faults[c].name] = {{"class", sc.faults[c].fault_class},
-                               {"symptom", scenarios::symptom_name(sc.faults[c].symptom)},
-                               {"incidents_per_replica", inc / n},
-                               {"injected_per_replica", inj / n},
-                               {"resolution_mean_s", inc > 0 ? res_sum / inc : 0.0},
-                               {"resolution_max_s", res_max},
-                               {"detection_mean_s", det_n > 0 ? det_sum / det_n : 0.0}};
-    // The rate stated against the rate the job saw: the faults that landed on its slots per
-    // machine-day on the fault clock. A gap beyond 2% and beyond three Poisson standard
-    // errors is flagged (bad machines leaving, being cured or appearing, or a trace).
-    const double stated = sc.faults[c].rate_per_machine_day;
-    const double realized = machine_days > 0 ? inj / machine_days : 0.0;
-    cats[sc.faults[c].name]["rate_per_machine_day"] = stated;
-    cats[sc.faults[c].name]["realized_rate_per_machine_day"] = realized;
-    const double gap = stated > 0 ? realized / stated - 1 : 0.0;
-    cats[sc.faults[c].name]["rate_gap"] = gap;
-    cats[sc.faults[c].name]["rate_gap_flagged"] =
-        stated > 0 && std::abs(gap) > 0.02 && std::abs(gap) > 3 / std::sqrt(std::max(inj, 1.0));
-    // The fault ledger (totals over replicas balance exactly: outcomes = injected + recurred).
-    json oc = json::object();
-    for (int o = 0; o < kOutcomes; ++o) oc[kOutcomeNames[o]] = outcomes[o] / n;
-    cats[sc.faults[c].name]["recurred_per_replica"] = rec / n;
-    cats[sc.faults[c].name]["outcomes"] = oc;
-    double sum = 0;
-    for (int o = 0; o < kOutcomes; ++o) sum += outcomes[o];
-    cats[sc.faults[c].name]["ledger_balanced"] = sum == inj + rec;
-  }
-  out["incidents"] = {{"per_replica", total_incidents / n},
-                      {"faults_injected_per_replica", injected / n},
-                      {"by_category", cats}};
+// One fault category over the replicas: incidents, costs, stated against realized rate,
+// and its ledger.
+json category_json(const scenarios::FaultCategory& cat, const CategoryTotals::Sums& k, double n,
+                   double machine_days) {
+  const double inc = k.incidents, inj = k.injected, res_sum = k.resolution_sum_s,
+               res_max = k.resolution_max_s, det_sum = k.detection_sum_s, det_n = k.detected,
+               rec = k.recurred;
+  const double* outcomes = k.outcomes;
+  json c = {{"class", cat.fault_class},
+            {"symptom", scenarios::symptom_name(cat.symptom)},
+            {"incidents_per_replica", inc / n},
+            {"injected_per_replica", inj / n},
+            {"resolution_mean_s", inc > 0 ? res_sum / inc : 0.0},
+            {"resolution_max_s", res_max},
+            {"detection_mean_s", det_n > 0 ? det_sum / det_n : 0.0}};
+  // The rate stated against the rate the job saw: the faults that landed on its slots per
+  // machine-day on the fault clock. A gap beyond 2% and beyond three Poisson standard
+  // errors is flagged (bad machines leaving, being cured or appearing, or a trace).
+  const double stated = cat.rate_per_machine_day;
+  const double realized = machine_days > 0 ? inj / machine_days : 0.0;
+  c["rate_per_machine_day"] = stated;
+  c["realized_rate_per_machine_day"] = realized;
+  const double gap = stated > 0 ? realized / stated - 1 : 0.0;
+  c["rate_gap"] = gap;
+  c["rate_gap_flagged"] =
+      stated > 0 && std::abs(gap) > 0.02 && std::abs(gap) > 3 / std::sqrt(std::max(inj, 1.0));
+  // The fault ledger (totals over replicas balance exactly: outcomes = injected + recurred).
+  json oc = json::object();
+  for (int o = 0; o < kOutcomes; ++o) oc[kOutcomeNames[o]] = outcomes[o] / n;
+  c["recurred_per_replica"] = rec / n;
+  c["outcomes"] = oc;
+  double sum = 0;
+  for (int o = 0; o < kOutcomes; ++o) sum += outcomes[o];
+  c["ledger_balanced"] = sum == inj + rec;
+  return c;
+}
+
+// Evictions, repairs, fruitless rounds and ended runs; steps, checkpoints, the engine.
+void add_counters(json& out, const std::vector<ReplicaResult>& rs) {
+  const double n = static_cast<double>(rs.size());
   double et = 0, ef = 0, efp = 0, ff = 0, ckpt = 0, events = 0, real = 0, cached = 0, steps = 0;
   double drains = 0, repairs = 0, retired = 0, ended = 0;
   int fruitless = 0;
@@ -279,30 +271,94 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   // Replicas whose policy ended the run (EndRun: e.g. the same NaN at the same step
   // again and again; code or data at fault).
   out["runs_ended_per_replica"] = ended / n;
-  {
-    // Outlier replicas, named so a researcher can rerun and read them: the five worst
-    // by ETTR, with the incident that cost each most.
-    std::vector<const ReplicaResult*> order;
-    for (const auto& r : rs) order.push_back(&r);
-    std::sort(order.begin(), order.end(), [](const ReplicaResult* a, const ReplicaResult* b) {
-      return a->ettr != b->ettr ? a->ettr < b->ettr : a->replica < b->replica;
-    });
-    const Summary es = summarize(ettr);
-    json worst = json::array();
-    for (std::size_t i = 0; i < order.size() && i < 5; ++i) {
-      const ReplicaResult& r = *order[i];
-      json w = {{"replica", r.replica},
-                {"seed", sc.seed},
-                {"ettr", r.ettr},
-                {"z", es.stddev > 0 ? (r.ettr - es.mean) / es.stddev : 0.0}};
-      if (r.dominant.category >= 0)
-        w["dominant_incident"] = {{"category", sc.faults[r.dominant.category].name},
-                                  {"at_h", r.dominant.at_s / 3600},
-                                  {"resolution_s", r.dominant.resolution_s}};
-      worst.push_back(w);
-    }
-    out["outliers"] = worst;
+  out["steps_per_replica"] = steps / n;
+  out["checkpoints_per_replica"] = ckpt / n;
+  out["engine"] = {{"events_per_replica", events / n},
+                   {"transfer_batches_simulated", real},
+                   {"transfer_batches_memoised", cached}};
+}
+
+// Outlier replicas, named so a researcher can rerun and read them: the five worst by
+// ETTR, with the incident that cost each most.
+json outliers_json(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs,
+                   const std::vector<double>& ettr) {
+  std::vector<const ReplicaResult*> order;
+  for (const auto& r : rs) order.push_back(&r);
+  std::sort(order.begin(), order.end(), [](const ReplicaResult* a, const ReplicaResult* b) {
+    return a->ettr != b->ettr ? a->ettr < b->ettr : a->replica < b->replica;
+  });
+  const Summary es = summarize(ettr);
+  json worst = json::array();
+  for (std::size_t i = 0; i < order.size() && i < 5; ++i) {
+    const ReplicaResult& r = *order[i];
+    json w = {{"replica", r.replica},
+              {"seed", sc.seed},
+              {"ettr", r.ettr},
+              {"z", es.stddev > 0 ? (r.ettr - es.mean) / es.stddev : 0.0}};
+    if (r.dominant.category >= 0)
+      w["dominant_incident"] = {{"category", sc.faults[r.dominant.category].name},
+                                {"at_h", r.dominant.at_s / 3600},
+                                {"resolution_s", r.dominant.resolution_s}};
+    worst.push_back(w);
   }
+  return worst;
+}
+
+// The fleet the run drew on: what an endless fleet supplied beyond it, never hidden.
+json fleet_json(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs) {
+  const double n = static_cast<double>(rs.size());
+  double beyond = 0, preempted = 0;
+  std::int64_t used = 0, depleted = 0;
+  for (const auto& r : rs) {
+    beyond += r.machines_beyond_fleet;
+    preempted += r.preemptions;
+    used = std::max(used, r.machines_used);
+    depleted += r.depleted;
+  }
+  const bool finite = sc.repair.fleet == scenarios::RepairSpec::Fleet::kFinite;
+  return {{"kind", finite ? "finite" : "endless"},
+          {"machines_used_max", used},
+          {"machines_beyond_fleet_per_replica", beyond / n},
+          {"preemptions_per_replica", preempted / n},
+          {"depleted_replicas", depleted}};
+}
+
+}  // namespace
+
+json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& rs, double wall_s,
+               const CategoryTotals* folded) {
+  json out;
+  add_run(out, sc, rs);
+  const bool work = sc.job.work_days > 0;
+  std::vector<double> ettr;
+  for (const auto& r : rs) ettr.push_back(r.ettr);
+  out["ettr"] = summary_json(summarize(ettr));
+  add_breakdown(out, sc, rs);
+
+  const double n = static_cast<double>(rs.size());
+  const double horizon_s = sc.job.horizon_days * 86400.0;
+  double exposure_s = 0;  // on the fault clock, over all replicas
+  for (const auto& r : rs) exposure_s += r.exposure_s;
+  const double machine_days = exposure_s / 86400.0 * sc.cluster.machines;
+  CategoryTotals own;
+  if (!folded) {
+    for (const auto& r : rs) own.add(r);
+    folded = &own;
+  }
+  json cats = json::object();
+  double total_incidents = 0, injected = 0;
+  for (size_t c = 0; c < sc.faults.size(); ++c) {
+    const CategoryTotals::Sums k =
+        c < folded->categories.size() ? folded->categories[c] : CategoryTotals::Sums{};
+    total_incidents += k.incidents;
+    injected += k.injected;
+    cats[sc.faults[c].name] = category_json(sc.faults[c], k, n, machine_days);
+  }
+  out["incidents"] = {{"per_replica", total_incidents / n},
+                      {"faults_injected_per_replica", injected / n},
+                      {"by_category", cats}};
+  add_counters(out, rs);
+  out["outliers"] = outliers_json(sc, rs, ettr);
   json mech = json::object();
   double exhaust = 0, fallbacks = 0;
   for (int m = 1; m < kMechanisms; ++m) {
@@ -326,28 +382,7 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
     out["gpu_hours_lost_per_replica"] =
         (1.0 - out["ettr"]["mean"].get<double>()) * horizon_s / 3600.0 * gpus;
   }
-  {
-    // The fleet the run drew on: what an endless fleet supplied beyond it, never hidden.
-    double beyond = 0, preempted = 0;
-    std::int64_t used = 0, depleted = 0;
-    for (const auto& r : rs) {
-      beyond += r.machines_beyond_fleet;
-      preempted += r.preemptions;
-      used = std::max(used, r.machines_used);
-      depleted += r.depleted;
-    }
-    const bool finite = sc.repair.fleet == scenarios::RepairSpec::Fleet::kFinite;
-    out["fleet"] = {{"kind", finite ? "finite" : "endless"},
-                    {"machines_used_max", used},
-                    {"machines_beyond_fleet_per_replica", beyond / n},
-                    {"preemptions_per_replica", preempted / n},
-                    {"depleted_replicas", depleted}};
-  }
-  out["steps_per_replica"] = steps / n;
-  out["checkpoints_per_replica"] = ckpt / n;
-  out["engine"] = {{"events_per_replica", events / n},
-                   {"transfer_batches_simulated", real},
-                   {"transfer_batches_memoised", cached}};
+  out["fleet"] = fleet_json(sc, rs);
   out["wall_s"] = wall_s;
   return out;
 }
