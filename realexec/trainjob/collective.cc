@@ -251,6 +251,54 @@ CommStatus recv_frame(int fd, std::string* msg, Deadline d, const std::string& p
 
 std::string rank_name(int r) { return "rank " + std::to_string(r); }
 
+// A rank's registration with rank 0. Anyone can connect to the rendezvous port: what
+// arrives is read as a stranger's until every field has the type and range of a rank's
+// registration (nothing in it can throw); nullopt otherwise.
+struct Hello {
+  int rank = 0, world_size = 0, port = 0;
+  std::string addr;
+};
+std::optional<Hello> parse_hello(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  const auto integer = [&j](const char* k, long long lo, long long hi) -> std::optional<int> {
+    if (!j.is_object() || !j.contains(k) || !j[k].is_number_integer()) return std::nullopt;
+    const long long v = j[k].get<long long>();
+    if (v < lo || v > hi) return std::nullopt;
+    return static_cast<int>(v);
+  };
+  const auto r = integer("rank", 1, std::numeric_limits<int>::max());
+  const auto ws = integer("world_size", 1, std::numeric_limits<int>::max());
+  const auto port = integer("port", 1, 65535);
+  in_addr parsed{};
+  if (!r || !ws || !port || !j["addr"].is_string() ||
+      j["addr"].get_ref<const std::string&>().size() > 255 ||
+      ::inet_pton(AF_INET, j["addr"].get_ref<const std::string&>().c_str(), &parsed) != 1)
+    return std::nullopt;
+  return Hello{*r, *ws, *port, j["addr"].get<std::string>()};
+}
+
+// Rank 0's table of every rank's data address and port, as a rank reads it: false unless
+// it has exactly `w` of each, with ports in range.
+bool parse_rank_table(const std::string& table, int w, std::vector<std::string>& addrs,
+                      std::vector<int>& ports) {
+  const auto j = nlohmann::json::parse(table, nullptr, false);
+  bool table_ok = j.is_object() && j.contains("addrs") && j.contains("ports") &&
+                  j["addrs"].is_array() && j["ports"].is_array() &&
+                  j["addrs"].size() == static_cast<std::size_t>(w) &&
+                  j["ports"].size() == static_cast<std::size_t>(w);
+  for (int r = 0; table_ok && r < w; ++r) {
+    const auto& a = j["addrs"][r];
+    const auto& p = j["ports"][r];
+    table_ok = a.is_string() && p.is_number_integer() && p.get<long long>() >= 1 &&
+               p.get<long long>() <= 65535;
+    if (table_ok) {
+      addrs[r] = a.get<std::string>();
+      ports[r] = static_cast<int>(p.get<long long>());
+    }
+  }
+  return table_ok;
+}
+
 }  // namespace
 
 __attribute__((noinline)) void hang_in_collective() {
@@ -313,38 +361,23 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
       std::string hello;
       const auto st = recv_frame(fd, &hello, std::min(deadline, Clock::now() + kHelloWait),
                                  "a registering rank");
-      // Anyone can connect to the rendezvous port: what arrives is read as a stranger's
-      // until every field has the type and range of a rank's registration (a hello that
-      // does not is closed, and rank 0 keeps waiting; nothing in it can throw).
-      const auto j = nlohmann::json::parse(hello, nullptr, false);
-      const auto integer = [&j](const char* k, long long lo, long long hi) -> std::optional<int> {
-        if (!j.is_object() || !j.contains(k) || !j[k].is_number_integer()) return std::nullopt;
-        const long long v = j[k].get<long long>();
-        if (v < lo || v > hi) return std::nullopt;
-        return static_cast<int>(v);
-      };
-      const auto r = integer("rank", 1, std::numeric_limits<int>::max());
-      const auto ws = integer("world_size", 1, std::numeric_limits<int>::max());
-      const auto port = integer("port", 1, 65535);
-      in_addr parsed{};
-      if (!st.ok || !r || !ws || !port || !j["addr"].is_string() ||
-          j["addr"].get_ref<const std::string&>().size() > 255 ||
-          ::inet_pton(AF_INET, j["addr"].get_ref<const std::string&>().c_str(), &parsed) != 1) {
+      const std::optional<Hello> h = st.ok ? parse_hello(hello) : std::nullopt;
+      if (!h) {
         ::close(fd);  // not one of ours (or it died while registering): keep waiting
         continue;
       }
-      if (*ws != w) {
+      if (h->world_size != w) {
         ::close(fd);
-        return failed("rank " + std::to_string(*r) + " has WORLD_SIZE " + std::to_string(*ws) +
-                      ", rank 0 has " + std::to_string(w));
+        return failed("rank " + std::to_string(h->rank) + " has WORLD_SIZE " +
+                      std::to_string(h->world_size) + ", rank 0 has " + std::to_string(w));
       }
-      if (*r >= w || g->control_fds_[*r] >= 0) {
+      if (h->rank >= w || g->control_fds_[h->rank] >= 0) {
         ::close(fd);
-        return failed("rank " + std::to_string(*r) + " registered twice or is out of range");
+        return failed("rank " + std::to_string(h->rank) + " registered twice or is out of range");
       }
-      g->control_fds_[*r] = fd;
-      addrs[*r] = j["addr"].get<std::string>();
-      ports[*r] = *port;
+      g->control_fds_[h->rank] = fd;
+      addrs[h->rank] = h->addr;
+      ports[h->rank] = h->port;
       ++registered;
     }
     const std::string table = nlohmann::json{{"addrs", addrs}, {"ports", ports}}.dump();
@@ -377,22 +410,8 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
       return failed("rank " + std::to_string(rank) + " waiting for the rank table: " + st.error,
                     st.timed_out);
     }
-    const auto j = nlohmann::json::parse(table, nullptr, false);
-    bool table_ok = j.is_object() && j.contains("addrs") && j.contains("ports") &&
-                    j["addrs"].is_array() && j["ports"].is_array() &&
-                    j["addrs"].size() == static_cast<std::size_t>(w) &&
-                    j["ports"].size() == static_cast<std::size_t>(w);
-    for (int r = 0; table_ok && r < w; ++r) {
-      const auto& a = j["addrs"][r];
-      const auto& p = j["ports"][r];
-      table_ok = a.is_string() && p.is_number_integer() && p.get<long long>() >= 1 &&
-                 p.get<long long>() <= 65535;
-      if (table_ok) {
-        addrs[r] = a.get<std::string>();
-        ports[r] = static_cast<int>(p.get<long long>());
-      }
-    }
-    if (!table_ok) return failed("malformed rank table from rank 0");
+    if (!parse_rank_table(table, w, addrs, ports))
+      return failed("malformed rank table from rank 0");
   }
 
   // The ring: connect to the successor, then accept the predecessor (connect completes against
