@@ -368,14 +368,12 @@ class ByteRobust final : public Policy {
         what + ": roll back recent code", why);
   }
 
-  void on_crash(World& w, MachineId m, int code, const std::string& sig, bool at_start,
-                std::int64_t step) {
-    if (m != kNoMachine && (m >= w.cluster().machine_count() || w.cluster().slot_of(m) < 0))
-      return;  // already evicted
-    if (state_ == State::kAcquiring || state_ == State::kDiagnosing) {
-      if (!at_start) return;  // recovery under way; this exit is its echo
-    }
-    const CrashKind kind = crash_kind(sig, code);
+  // Whether this crash is "the same failure again", and the incident identity it updates:
+  // the streak of identical crashes, the machines they struck in turn, how often the log
+  // named the same machine, the escalation level. *struck_another: the same crash after
+  // the same step, on another machine than the last.
+  bool recurrence(World& w, MachineId m, SlotId slot, const std::string& sig, std::int64_t step,
+                  bool* struck_another) {
     // "The same failure again" (DOMAIN §4, stop-time step 3: "if the restart fails, or
     // the job crashes again after an eviction, roll back"): within recrash_window_s of
     // the restart that answered the last crash, with the same log signature, at the same
@@ -385,7 +383,6 @@ class ByteRobust final : public Policy {
     // MTBF is shorter than the window and unrelated CUDA errors share their signature, so
     // escalating on the signature alone would roll back good code and replay for nothing.
     const bool soon = (w.now() - last_start_) < Duration::seconds(p_.get("recrash_window_s"));
-    const SlotId slot = m == kNoMachine ? -1 : w.cluster().slot_of(m);
     const bool same_locus = m == kNoMachine
                                 ? last_crash_machine_ == kNoMachine && last_crash_slot_ < 0
                                 : m == last_crash_machine_ || slot == last_crash_slot_;
@@ -406,9 +403,9 @@ class ByteRobust final : public Policy {
     // from the step before counts: the exit came after its rank restored and started (a
     // failed restore has no step and never counts), and with a checkpoint every step that
     // is where a deterministic crash recurs.
-    const bool struck_another = same_step && m != kNoMachine && m != last_crash_machine_;
+    *struck_another = same_step && m != kNoMachine && m != last_crash_machine_;
     crash_streak_ = same_step ? crash_streak_ + 1 : 1;
-    crash_turns_ = !same_step ? 1 : crash_turns_ + (struck_another ? 1 : 0);
+    crash_turns_ = !same_step ? 1 : crash_turns_ + (*struck_another ? 1 : 0);
     last_crash_step_ = step;
     named_ = again && m != kNoMachine && m == last_crash_machine_ ? named_ + 1 : 1;
     level_ = again ? level_ + 1 : 0;
@@ -416,6 +413,19 @@ class ByteRobust final : public Policy {
     last_crash_sig_ = sig;
     last_crash_machine_ = m;
     last_crash_slot_ = slot;
+    return again;
+  }
+  void on_crash(World& w, MachineId m, int code, const std::string& sig, bool at_start,
+                std::int64_t step) {
+    if (m != kNoMachine && (m >= w.cluster().machine_count() || w.cluster().slot_of(m) < 0))
+      return;  // already evicted
+    if (state_ == State::kAcquiring || state_ == State::kDiagnosing) {
+      if (!at_start) return;  // recovery under way; this exit is its echo
+    }
+    const CrashKind kind = crash_kind(sig, code);
+    const SlotId slot = m == kNoMachine ? -1 : w.cluster().slot_of(m);
+    bool struck_another = false;
+    const bool again = recurrence(w, m, slot, sig, step, &struck_another);
     escalation_.reset();
     if (judge_progress(w, step, "crash: " + sig)) return;
     if (struck_another && escalation_due(crash_turns_)) {

@@ -183,25 +183,9 @@ std::string cell(std::string s) {
   return o;
 }
 
-}  // namespace
-
-std::string scenario_reference(const Registry& registry) {
-  std::vector<FieldInfo> fields = scenario_fields(registry);
-  // Sections in the order the parser meets them; fields read from a second document (the
-  // trace) join their section.
-  std::vector<std::string> order;
-  auto top_of = [](const FieldInfo& f) {
-    return f.path.find('.') == std::string::npos && f.type != "object"
-               ? std::string()
-               : f.path.substr(0, f.path.find('.'));
-  };
-  for (const auto& f : fields)
-    if (std::find(order.begin(), order.end(), top_of(f)) == order.end()) order.push_back(top_of(f));
-  std::stable_sort(fields.begin(), fields.end(), [&](const FieldInfo& a, const FieldInfo& b) {
-    return std::find(order.begin(), order.end(), top_of(a)) <
-           std::find(order.begin(), order.end(), top_of(b));
-  });
-  const auto& d = docs();
+// Every field the parser reads has a line in docs(), and every line a field: the
+// reference cannot drift from the code.
+void check_documented(const std::vector<FieldInfo>& fields, const std::map<std::string, Doc>& d) {
   std::set<std::string> seen;
   for (const auto& f : fields) {
     if (!d.count(f.path))
@@ -213,47 +197,31 @@ std::string scenario_reference(const Registry& registry) {
     if (!seen.count(path))
       throw std::logic_error("scenario reference: scenarios/reference.cc documents " + path +
                              ", which the parser does not read");
+}
 
-  std::ostringstream o;
-  o << "# Scenario reference\n\n"
-       "Generated from the parser (`faultline sim schema > docs/scenario-reference.md`); a test\n"
-       "fails when this file and the code disagree. Every field is checked at load time: an\n"
-       "unknown key is an error, and an error names the file, the JSON path and what was "
-       "expected.\n"
-       "`--set path=value` edits the document before the checks. Paths below use `[]` for\n"
-       "every element of an array.\n";
-  std::string section;
-  for (const auto& f : fields) {
-    const std::string top = top_of(f);
-    const std::string sec = top.empty() ? std::string("top level") : top;
-    if (sec != section) {
-      section = sec;
-      o << "\n## " << (sec == "top level" ? sec : "`" + sec + "`") << "\n\n";
-      if (sec != "top level") o << d.at(sec).meaning << "\n\n";
-      o << "| field | type | unit | default | allowed | meaning |\n|---|---|---|---|---|---|\n";
-    }
-    if (f.path == sec) continue;  // the section's own line is its heading
-    const Doc& doc = d.at(f.path);
-    std::string type = f.type, allowed, def;
-    if (!f.choices.empty()) {
-      for (const auto& c : f.choices)
-        allowed += (allowed.empty() ? "" : ", ") + ("`\"" + c + "\"`");
-    } else if (f.has_range) {
-      allowed = "[" + number_text(f.min) + ", " + number_text(f.max) + "]";
-    }
-    if (doc.default_text)
-      def = doc.default_text;  // a rule says more than "required"
-    else if (f.required)
-      def = "required";
-    else if (!f.default_json.empty() && (f.type == "number" || f.type == "integer"))
-      def = "`" + number_text(std::stod(f.default_json)) + "`";
-    else if (!f.default_json.empty())
-      def = "`" + f.default_json + "`";
-    if (f.path == "faults.categories") def = "required without `trace`";
-    o << "| `" << f.path << "` | " << type << " | " << doc.unit << " | " << cell(def) << " | "
-      << cell(allowed) << " | " << cell(doc.meaning) << " |\n";
+// One field's row of the reference table.
+std::string field_row(const FieldInfo& f, const Doc& doc) {
+  std::string type = f.type, allowed, def;
+  if (!f.choices.empty()) {
+    for (const auto& c : f.choices) allowed += (allowed.empty() ? "" : ", ") + ("`\"" + c + "\"`");
+  } else if (f.has_range) {
+    allowed = "[" + number_text(f.min) + ", " + number_text(f.max) + "]";
   }
+  if (doc.default_text)
+    def = doc.default_text;  // a rule says more than "required"
+  else if (f.required)
+    def = "required";
+  else if (!f.default_json.empty() && (f.type == "number" || f.type == "integer"))
+    def = "`" + number_text(std::stod(f.default_json)) + "`";
+  else if (!f.default_json.empty())
+    def = "`" + f.default_json + "`";
+  if (f.path == "faults.categories") def = "required without `trace`";
+  return "| `" + f.path + "` | " + type + " | " + doc.unit + " | " + cell(def) + " | " +
+         cell(allowed) + " | " + cell(doc.meaning) + " |\n";
+}
 
+// Every registered stack's parameters, as `faultline policies` lists them.
+void write_stacks(std::ostringstream& o, const Registry& registry) {
   o << "\n## Policy stacks and their parameters\n\n"
        "`policy.params` takes these, per stack (from each stack's declaration; `faultline "
        "policies`\n"
@@ -284,6 +252,50 @@ std::string scenario_reference(const Registry& registry) {
         << " | " << (when.empty() ? "always" : cell(when)) << " | " << cell(p.help) << " |\n";
     }
   }
+}
+
+}  // namespace
+
+std::string scenario_reference(const Registry& registry) {
+  std::vector<FieldInfo> fields = scenario_fields(registry);
+  // Sections in the order the parser meets them; fields read from a second document (the
+  // trace) join their section.
+  std::vector<std::string> order;
+  auto top_of = [](const FieldInfo& f) {
+    return f.path.find('.') == std::string::npos && f.type != "object"
+               ? std::string()
+               : f.path.substr(0, f.path.find('.'));
+  };
+  for (const auto& f : fields)
+    if (std::find(order.begin(), order.end(), top_of(f)) == order.end()) order.push_back(top_of(f));
+  std::stable_sort(fields.begin(), fields.end(), [&](const FieldInfo& a, const FieldInfo& b) {
+    return std::find(order.begin(), order.end(), top_of(a)) <
+           std::find(order.begin(), order.end(), top_of(b));
+  });
+  const auto& d = docs();
+  check_documented(fields, d);
+  std::ostringstream o;
+  o << "# Scenario reference\n\n"
+       "Generated from the parser (`faultline sim schema > docs/scenario-reference.md`); a test\n"
+       "fails when this file and the code disagree. Every field is checked at load time: an\n"
+       "unknown key is an error, and an error names the file, the JSON path and what was "
+       "expected.\n"
+       "`--set path=value` edits the document before the checks. Paths below use `[]` for\n"
+       "every element of an array.\n";
+  std::string section;
+  for (const auto& f : fields) {
+    const std::string top = top_of(f);
+    const std::string sec = top.empty() ? std::string("top level") : top;
+    if (sec != section) {
+      section = sec;
+      o << "\n## " << (sec == "top level" ? sec : "`" + sec + "`") << "\n\n";
+      if (sec != "top level") o << d.at(sec).meaning << "\n\n";
+      o << "| field | type | unit | default | allowed | meaning |\n|---|---|---|---|---|---|\n";
+    }
+    if (f.path == sec) continue;  // the section's own line is its heading
+    o << field_row(f, d.at(f.path));
+  }
+  write_stacks(o, registry);
   return o.str();
 }
 
