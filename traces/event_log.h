@@ -2,11 +2,9 @@
 // in the shared Event/Action vocabulary, so a live incident can be read back, audited
 // and replayed in the simulator under another policy stack (`faultline sim replay`).
 //
-// Events and actions encode as {"type": "ProcessExit", ...} with the structs' snake_case
-// field names; Durations as seconds (double) with the suffix `_s` (stalled_for_s,
-// interval_s, deadline_s, ...); MachineSets as arrays; enums by name (mechanism_name,
-// mode_name, tier_name, probe_name); non-finite doubles as the strings "inf", "-inf",
-// "nan". Decoding is strict (unknown keys are errors) and a round trip is exact.
+// Events and actions encode as traces/event_codec.h says (included here: to_json,
+// event_from_json, action_from_json, the enums' *_from_name and EventLogError); this
+// header is the framing around them.
 //
 // A log is a sequence of records. Every record has "t_s" (seconds since the live run
 // started, monotonic clock) and "kind":
@@ -57,31 +55,10 @@
 
 #include "policies/api/action.h"
 #include "policies/api/event.h"
+#include "traces/event_codec.h"
 #include "traces/storage_health.h"
 
 namespace faultline::traces {
-
-// A malformed event, action or log line; what() is the one-line message.
-class EventLogError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// ---------------------------------------------------------------- vocabulary as JSON
-
-nlohmann::json to_json(const faultline::Event& e);
-nlohmann::json to_json(const faultline::Action& a);
-// Throw EventLogError "PATH.field: expected ..."; `path` names `j` in the message.
-faultline::Event event_from_json(const nlohmann::json& j, const std::string& path = "$");
-faultline::Action action_from_json(const nlohmann::json& j, const std::string& path = "$");
-
-// Inverses of mechanism_name, mode_name, tier_name and probe_name; nullopt when `name`
-// is none of them.
-std::optional<Mechanism> mechanism_from_name(std::string_view name);
-std::optional<AcquireMode> mode_from_name(std::string_view name);
-std::optional<CheckpointTier> tier_from_name(std::string_view name);
-std::optional<ProbeKind> probe_from_name(std::string_view name);
-std::optional<Mitigation> mitigation_from_name(std::string_view name);
 
 // ---------------------------------------------------------------- records
 

@@ -4,11 +4,13 @@ set(FAULTLINE_TRACES_SOURCES
   arrivals.cc
   category_map.cc
   cli.cc
+  column_map.cc
   config.cc
   fit.cc
   issues.cc
   model.cc
   readers.cc
+  record_interpreter.cc
   scan.cc
   stats.cc
   timefmt.cc
