@@ -94,6 +94,17 @@ bool valid_ssh_destination(const std::string& s) {
   });
 }
 
+// The PCI bus ids of a machine's GPUs (to match kernel Xid lines): `g`, the array at `path`.
+std::vector<std::string> read_gpu_pci(const Reader& r, const json& g, const std::string& path) {
+  if (!g.is_array()) r.fail(path, "expected an array of PCI bus id strings");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!g[i].is_string()) r.fail(path + "[" + std::to_string(i) + "]", "expected a string");
+    out.push_back(g[i].get<std::string>());
+  }
+  return out;
+}
+
 LiveMachine read_machine(const Reader& r, const json& m, const std::string& path,
                          const std::string& dir) {
   r.only_keys(m, path, {"name", "addr", "workdir", "nic", "gpu_pci", "ssh", "slurm_node"});
@@ -116,15 +127,7 @@ LiveMachine read_machine(const Reader& r, const json& m, const std::string& path
     r.fail(
         path + ".slurm_node",
         "expected one Slurm node name: 1-64 characters of [A-Za-z0-9._-], not starting with '-'");
-  if (m.contains("gpu_pci")) {
-    const auto& g = m.at("gpu_pci");
-    if (!g.is_array()) r.fail(path + ".gpu_pci", "expected an array of PCI bus id strings");
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (!g[i].is_string())
-        r.fail(path + ".gpu_pci[" + std::to_string(i) + "]", "expected a string");
-      out.gpu_pci.push_back(g[i].get<std::string>());
-    }
-  }
+  if (m.contains("gpu_pci")) out.gpu_pci = read_gpu_pci(r, m.at("gpu_pci"), path + ".gpu_pci");
   return out;
 }
 
@@ -152,6 +155,191 @@ void read_metrics(const Reader& r, const json& doc, LiveConfig* c) {
              "expected a file of its own (not token_file or status_token_file)");
   }
   c->metrics_linger_s = r.num(doc, "", "metrics_linger_s", 0, 0, 600);
+}
+
+// The description, the controller's address and the credential files; REQUIRES c->dir.
+void read_controller(const Reader& r, const json& doc, LiveConfig* c) {
+  c->description = r.str(doc, "", "description", "");
+  const std::string ctl = r.str(doc, "", "controller", "127.0.0.1:7700");
+  if (!split_host_port(ctl, &c->controller_host, &c->controller_port) || c->controller_port < 1)
+    r.fail("controller", "expected \"host:port\" with a port in 1..65535, got \"" + ctl + "\"");
+  c->token_file = resolve(c->dir, r.str(doc, "", "token_file", "", true));
+  if (const std::string st = r.str(doc, "", "status_token_file", ""); !st.empty()) {
+    c->status_token_file = resolve(c->dir, st);
+    if (c->status_token_file == c->token_file)
+      r.fail("status_token_file",
+             "expected a file other than token_file (the read-only credential is its own)");
+  }
+}
+
+// "machines" (required, at least one), then "standby": each name once across both.
+void read_machines(const Reader& r, const json& doc, LiveConfig* c) {
+  std::set<std::string> names;
+  for (const char* key : {"machines", "standby"}) {
+    if (!doc.contains(key)) {
+      if (std::string(key) == "machines") r.fail("machines", "required (an array of machines)");
+      continue;
+    }
+    const auto& arr = doc.at(key);
+    if (!arr.is_array()) r.fail(key, "expected an array of machines");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string path = std::string(key) + "[" + std::to_string(i) + "]";
+      LiveMachine m = read_machine(r, arr[i], path, c->dir);
+      if (!names.insert(m.name).second)
+        r.fail(path + ".name", "duplicate machine name \"" + m.name + "\"");
+      (std::string(key) == "machines" ? c->machines : c->standby).push_back(std::move(m));
+    }
+  }
+  if (c->machines.empty()) r.fail("machines", "expected at least one machine");
+}
+
+// job.versions: each version's argv, a path in argv[0] resolved against c's directory.
+void read_versions(const Reader& r, const json& j, LiveConfig* c) {
+  if (!j.contains("versions") || !j.at("versions").is_object() || j.at("versions").empty())
+    r.fail("job.versions", "expected an object mapping version names to argv arrays");
+  for (const auto& [name, argv] : j.at("versions").items()) {
+    const std::string path = "job.versions." + name;
+    if (!valid_name(name)) r.fail(path, "version names are 1-64 characters of [A-Za-z0-9._-]");
+    if (!argv.is_array() || argv.empty()) r.fail(path, "expected a non-empty array of strings");
+    std::vector<std::string> args;
+    for (size_t i = 0; i < argv.size(); ++i) {
+      if (!argv[i].is_string()) r.fail(path + "[" + std::to_string(i) + "]", "expected a string");
+      args.push_back(argv[i].get<std::string>());
+    }
+    if (args[0].find('/') != std::string::npos) args[0] = resolve(c->dir, args[0]);
+    c->job.versions[name] = std::move(args);
+  }
+}
+
+// "job" (required): versions, the parallelism that fills the machines' GPUs, timing and the
+// ranks' environment. REQUIRES the machines read.
+void read_job(const Reader& r, const json& doc, LiveConfig* c) {
+  if (!doc.contains("job")) r.fail("job", "required (an object)");
+  const json& j = doc.at("job");
+  r.only_keys(j, "job",
+              {"versions", "version", "gpus_per_machine", "tp", "pp", "dp", "master_port",
+               "nominal_step_time_s", "env", "replay_steps", "bitwise_steps", "startup_timeout_s"});
+  read_versions(r, j, c);
+  c->job.version = r.str(j, "job", "version", c->job.versions.begin()->first);
+  if (!c->job.versions.count(c->job.version))
+    r.fail("job.version", "expected one of the names in job.versions");
+  c->job.gpus_per_machine = r.integer(j, "job", "gpus_per_machine", 1, 1, 64);
+  c->job.tp = r.integer(j, "job", "tp", 1, 1, 64);
+  c->job.pp = r.integer(j, "job", "pp", 1, 1, 1024);
+  const int ranks = static_cast<int>(c->machines.size()) * c->job.gpus_per_machine;
+  c->job.dp = r.integer(j, "job", "dp", 0, 0, 1 << 20);
+  if (c->job.dp == 0) c->job.dp = ranks / (c->job.tp * c->job.pp);
+  if (c->job.tp * c->job.pp * c->job.dp != ranks)
+    r.fail("job", "expected tp * pp * dp = machines * gpus_per_machine = " + std::to_string(ranks));
+  if (c->job.gpus_per_machine % c->job.tp != 0)
+    r.fail("job.tp", "expected a divisor of gpus_per_machine");
+  c->job.master_port = r.integer(j, "job", "master_port", 29500, 1024, 65000);
+  c->job.nominal_step_time_s = r.num(j, "job", "nominal_step_time_s", 0.2, 1e-3, 3600);
+  c->job.startup_timeout_s = r.num(j, "job", "startup_timeout_s", 120, 1, 7 * 86400);
+  c->job.replay_steps = r.integer(j, "job", "replay_steps", 20, 1, 1000000);
+  c->job.bitwise_steps = r.integer(j, "job", "bitwise_steps", 1, 1, 1000000);
+  if (j.contains("env")) {
+    const auto& e = j.at("env");
+    if (!e.is_object()) r.fail("job.env", "expected an object of strings");
+    for (const auto& [k, v] : e.items()) {
+      if (!v.is_string()) r.fail("job.env." + k, "expected a string");
+      c->job.env[k] = v.get<std::string>();
+    }
+  }
+}
+
+// policy.params: numbers, and module names (their index) for a module choice.
+void read_param_overrides(const Reader& r, const json& params, const PolicyInfo& info,
+                          LiveConfig* c) {
+  for (const auto& [k, v] : params.items()) {
+    // A module is chosen by name, as in scenarios ("localization": "bisection").
+    const ParamSpec* spec = info.find_param(k);
+    if (v.is_string() && spec && !spec->choices.empty()) {
+      const int i = spec->choice_index(v.get<std::string>());
+      if (i < 0) {
+        std::string all;
+        for (const auto& ch : spec->choices) all += (all.empty() ? "" : "|") + ch;
+        r.fail("policy.params." + k,
+               "expected one of " + all + ", got \"" + v.get<std::string>() + "\"");
+      }
+      c->param_overrides[k] = i;
+      continue;
+    }
+    if (!v.is_number())
+      r.fail("policy.params." + k, spec && !spec->choices.empty()
+                                       ? "expected a module name or its index"
+                                       : "expected a number");
+    c->param_overrides[k] = v.get<double>();
+  }
+}
+
+// "policy": the stack (a registered one) and its parameters, resolved against what it declares.
+void read_policy(const Reader& r, const json& doc, const Registry& registry, LiveConfig* c) {
+  const json* params = nullptr;
+  if (doc.contains("policy")) {
+    const json& p = doc.at("policy");
+    r.only_keys(p, "policy", {"stack", "params"});
+    c->stack = r.str(p, "policy", "stack", c->stack);
+    if (p.contains("params")) {
+      params = &p.at("params");
+      if (!params->is_object())
+        r.fail("policy.params", "expected an object of numbers and module names");
+    }
+  }
+  const PolicyInfo* info = registry.find(c->stack);
+  if (!info) {
+    std::string known;
+    for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
+    r.fail("policy.stack", "expected a registered stack (" + known + "), got \"" + c->stack + "\"");
+  }
+  if (params) read_param_overrides(r, *params, *info, c);
+  if (auto err = Params::resolve(info->params, c->param_overrides, &c->params))
+    r.fail("policy.params", *err);
+}
+
+// The seed, the state directory, the programs to run and the heartbeat timing.
+void read_runtime(const Reader& r, const json& doc, LiveConfig* c) {
+  if (doc.contains("seed")) {
+    if (!doc.at("seed").is_number_unsigned()) r.fail("seed", "expected a non-negative integer");
+    c->seed = doc.at("seed").get<std::uint64_t>();
+  }
+  c->state_dir = resolve(c->dir, r.str(doc, "", "state_dir", "state"));
+  c->trainjob_bin = resolve(c->dir, r.str(doc, "", "trainjob_bin", "", true));
+  c->probe_bin = resolve(c->dir, r.str(doc, "", "probe_bin", ""));
+  c->heartbeat_s = r.num(doc, "", "heartbeat_s", 1, 0.05, 60);
+  c->heartbeat_timeout_s = r.num(doc, "", "heartbeat_timeout_s", 5, 0.2, 600);
+}
+
+// "repair": when the controller checks a lost machine again, and when it retires it.
+void read_repair(const Reader& r, const json& doc, LiveConfig* c) {
+  if (!doc.contains("repair")) return;
+  const json& rp = doc.at("repair");
+  r.only_keys(rp, "repair", {"check_after_s", "retry_after_s", "max_checks", "retire_after"});
+  c->repair.check_after_s = r.num(rp, "repair", "check_after_s", c->repair.check_after_s, 0, 86400);
+  c->repair.retry_after_s =
+      r.num(rp, "repair", "retry_after_s", c->repair.retry_after_s, 0.1, 86400);
+  c->repair.max_checks = r.integer(rp, "repair", "max_checks", c->repair.max_checks, 1, 1000);
+  c->repair.retire_after = r.integer(rp, "repair", "retire_after", c->repair.retire_after, 0, 1000);
+}
+
+// "slurm_standby": the template of the standbys `live slurm-config` adds for spare nodes.
+void read_slurm_standby(const Reader& r, const json& doc, LiveConfig* c) {
+  if (!doc.contains("slurm_standby")) return;
+  const json& ss = doc.at("slurm_standby");
+  r.only_keys(ss, "slurm_standby", {"workdir", "nic", "gpu_pci"});
+  c->slurm_standby.given = true;
+  c->slurm_standby.workdir = r.str(ss, "slurm_standby", "workdir", c->slurm_standby.workdir);
+  // {node} is the only placeholder: any other brace is a typo that would name one
+  // directory for every node.
+  std::string rest = c->slurm_standby.workdir;
+  for (std::size_t at; (at = rest.find("{node}")) != std::string::npos;) rest.erase(at, 6);
+  if (c->slurm_standby.workdir.empty() || rest.find_first_of("{}") != std::string::npos)
+    r.fail("slurm_standby.workdir",
+           "expected a path in which {node} is the only placeholder, got \"" +
+               c->slurm_standby.workdir + "\"");
+  c->slurm_standby.nic = r.str(ss, "slurm_standby", "nic", "");
+  if (ss.contains("gpu_pci"))
+    c->slurm_standby.gpu_pci = read_gpu_pci(r, ss.at("gpu_pci"), "slurm_standby.gpu_pci");
 }
 
 }  // namespace
@@ -273,165 +461,15 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file,
   c.file = file;
   c.dir = std::filesystem::path(file).parent_path().string();
   if (c.dir.empty()) c.dir = ".";
-  c.description = r.str(doc, "", "description", "");
-  const std::string ctl = r.str(doc, "", "controller", "127.0.0.1:7700");
-  if (!split_host_port(ctl, &c.controller_host, &c.controller_port) || c.controller_port < 1)
-    r.fail("controller", "expected \"host:port\" with a port in 1..65535, got \"" + ctl + "\"");
-  c.token_file = resolve(c.dir, r.str(doc, "", "token_file", "", true));
-  if (const std::string st = r.str(doc, "", "status_token_file", ""); !st.empty()) {
-    c.status_token_file = resolve(c.dir, st);
-    if (c.status_token_file == c.token_file)
-      r.fail("status_token_file",
-             "expected a file other than token_file (the read-only credential is its own)");
-  }
+  // The sections in the order they are read (the first error found is the one reported).
+  read_controller(r, doc, &c);
   read_metrics(r, doc, &c);
-  std::set<std::string> names;
-  for (const char* key : {"machines", "standby"}) {
-    if (!doc.contains(key)) {
-      if (std::string(key) == "machines") r.fail("machines", "required (an array of machines)");
-      continue;
-    }
-    const auto& arr = doc.at(key);
-    if (!arr.is_array()) r.fail(key, "expected an array of machines");
-    for (size_t i = 0; i < arr.size(); ++i) {
-      const std::string path = std::string(key) + "[" + std::to_string(i) + "]";
-      LiveMachine m = read_machine(r, arr[i], path, c.dir);
-      if (!names.insert(m.name).second)
-        r.fail(path + ".name", "duplicate machine name \"" + m.name + "\"");
-      (std::string(key) == "machines" ? c.machines : c.standby).push_back(std::move(m));
-    }
-  }
-  if (c.machines.empty()) r.fail("machines", "expected at least one machine");
-
-  if (!doc.contains("job")) r.fail("job", "required (an object)");
-  const json& j = doc.at("job");
-  r.only_keys(j, "job",
-              {"versions", "version", "gpus_per_machine", "tp", "pp", "dp", "master_port",
-               "nominal_step_time_s", "env", "replay_steps", "bitwise_steps", "startup_timeout_s"});
-  if (!j.contains("versions") || !j.at("versions").is_object() || j.at("versions").empty())
-    r.fail("job.versions", "expected an object mapping version names to argv arrays");
-  for (const auto& [name, argv] : j.at("versions").items()) {
-    const std::string path = "job.versions." + name;
-    if (!valid_name(name)) r.fail(path, "version names are 1-64 characters of [A-Za-z0-9._-]");
-    if (!argv.is_array() || argv.empty()) r.fail(path, "expected a non-empty array of strings");
-    std::vector<std::string> args;
-    for (size_t i = 0; i < argv.size(); ++i) {
-      if (!argv[i].is_string()) r.fail(path + "[" + std::to_string(i) + "]", "expected a string");
-      args.push_back(argv[i].get<std::string>());
-    }
-    if (args[0].find('/') != std::string::npos) args[0] = resolve(c.dir, args[0]);
-    c.job.versions[name] = std::move(args);
-  }
-  c.job.version = r.str(j, "job", "version", c.job.versions.begin()->first);
-  if (!c.job.versions.count(c.job.version))
-    r.fail("job.version", "expected one of the names in job.versions");
-  c.job.gpus_per_machine = r.integer(j, "job", "gpus_per_machine", 1, 1, 64);
-  c.job.tp = r.integer(j, "job", "tp", 1, 1, 64);
-  c.job.pp = r.integer(j, "job", "pp", 1, 1, 1024);
-  const int ranks = static_cast<int>(c.machines.size()) * c.job.gpus_per_machine;
-  c.job.dp = r.integer(j, "job", "dp", 0, 0, 1 << 20);
-  if (c.job.dp == 0) c.job.dp = ranks / (c.job.tp * c.job.pp);
-  if (c.job.tp * c.job.pp * c.job.dp != ranks)
-    r.fail("job", "expected tp * pp * dp = machines * gpus_per_machine = " + std::to_string(ranks));
-  if (c.job.gpus_per_machine % c.job.tp != 0)
-    r.fail("job.tp", "expected a divisor of gpus_per_machine");
-  c.job.master_port = r.integer(j, "job", "master_port", 29500, 1024, 65000);
-  c.job.nominal_step_time_s = r.num(j, "job", "nominal_step_time_s", 0.2, 1e-3, 3600);
-  c.job.startup_timeout_s = r.num(j, "job", "startup_timeout_s", 120, 1, 7 * 86400);
-  c.job.replay_steps = r.integer(j, "job", "replay_steps", 20, 1, 1000000);
-  c.job.bitwise_steps = r.integer(j, "job", "bitwise_steps", 1, 1, 1000000);
-  if (j.contains("env")) {
-    const auto& e = j.at("env");
-    if (!e.is_object()) r.fail("job.env", "expected an object of strings");
-    for (const auto& [k, v] : e.items()) {
-      if (!v.is_string()) r.fail("job.env." + k, "expected a string");
-      c.job.env[k] = v.get<std::string>();
-    }
-  }
-
-  const json* params = nullptr;
-  if (doc.contains("policy")) {
-    const json& p = doc.at("policy");
-    r.only_keys(p, "policy", {"stack", "params"});
-    c.stack = r.str(p, "policy", "stack", c.stack);
-    if (p.contains("params")) {
-      params = &p.at("params");
-      if (!params->is_object())
-        r.fail("policy.params", "expected an object of numbers and module names");
-    }
-  }
-  const PolicyInfo* info = registry.find(c.stack);
-  if (!info) {
-    std::string known;
-    for (const auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
-    r.fail("policy.stack", "expected a registered stack (" + known + "), got \"" + c.stack + "\"");
-  }
-  if (params)
-    for (const auto& [k, v] : params->items()) {
-      // A module is chosen by name, as in scenarios ("localization": "bisection").
-      const ParamSpec* spec = info->find_param(k);
-      if (v.is_string() && spec && !spec->choices.empty()) {
-        const int i = spec->choice_index(v.get<std::string>());
-        if (i < 0) {
-          std::string all;
-          for (const auto& ch : spec->choices) all += (all.empty() ? "" : "|") + ch;
-          r.fail("policy.params." + k,
-                 "expected one of " + all + ", got \"" + v.get<std::string>() + "\"");
-        }
-        c.param_overrides[k] = i;
-        continue;
-      }
-      if (!v.is_number())
-        r.fail("policy.params." + k, spec && !spec->choices.empty()
-                                         ? "expected a module name or its index"
-                                         : "expected a number");
-      c.param_overrides[k] = v.get<double>();
-    }
-  if (auto err = Params::resolve(info->params, c.param_overrides, &c.params))
-    r.fail("policy.params", *err);
-
-  if (doc.contains("seed")) {
-    if (!doc.at("seed").is_number_unsigned()) r.fail("seed", "expected a non-negative integer");
-    c.seed = doc.at("seed").get<std::uint64_t>();
-  }
-  c.state_dir = resolve(c.dir, r.str(doc, "", "state_dir", "state"));
-  c.trainjob_bin = resolve(c.dir, r.str(doc, "", "trainjob_bin", "", true));
-  c.probe_bin = resolve(c.dir, r.str(doc, "", "probe_bin", ""));
-  c.heartbeat_s = r.num(doc, "", "heartbeat_s", 1, 0.05, 60);
-  c.heartbeat_timeout_s = r.num(doc, "", "heartbeat_timeout_s", 5, 0.2, 600);
-  if (doc.contains("repair")) {
-    const json& rp = doc.at("repair");
-    r.only_keys(rp, "repair", {"check_after_s", "retry_after_s", "max_checks", "retire_after"});
-    c.repair.check_after_s = r.num(rp, "repair", "check_after_s", c.repair.check_after_s, 0, 86400);
-    c.repair.retry_after_s =
-        r.num(rp, "repair", "retry_after_s", c.repair.retry_after_s, 0.1, 86400);
-    c.repair.max_checks = r.integer(rp, "repair", "max_checks", c.repair.max_checks, 1, 1000);
-    c.repair.retire_after = r.integer(rp, "repair", "retire_after", c.repair.retire_after, 0, 1000);
-  }
-  if (doc.contains("slurm_standby")) {
-    const json& ss = doc.at("slurm_standby");
-    r.only_keys(ss, "slurm_standby", {"workdir", "nic", "gpu_pci"});
-    c.slurm_standby.given = true;
-    c.slurm_standby.workdir = r.str(ss, "slurm_standby", "workdir", c.slurm_standby.workdir);
-    // {node} is the only placeholder: any other brace is a typo that would name one
-    // directory for every node.
-    std::string rest = c.slurm_standby.workdir;
-    for (std::size_t at; (at = rest.find("{node}")) != std::string::npos;) rest.erase(at, 6);
-    if (c.slurm_standby.workdir.empty() || rest.find_first_of("{}") != std::string::npos)
-      r.fail("slurm_standby.workdir",
-             "expected a path in which {node} is the only placeholder, got \"" +
-                 c.slurm_standby.workdir + "\"");
-    c.slurm_standby.nic = r.str(ss, "slurm_standby", "nic", "");
-    if (ss.contains("gpu_pci")) {
-      const auto& g = ss.at("gpu_pci");
-      if (!g.is_array()) r.fail("slurm_standby.gpu_pci", "expected an array of PCI bus id strings");
-      for (size_t i = 0; i < g.size(); ++i) {
-        if (!g[i].is_string())
-          r.fail("slurm_standby.gpu_pci[" + std::to_string(i) + "]", "expected a string");
-        c.slurm_standby.gpu_pci.push_back(g[i].get<std::string>());
-      }
-    }
-  }
+  read_machines(r, doc, &c);
+  read_job(r, doc, &c);
+  read_policy(r, doc, registry, &c);
+  read_runtime(r, doc, &c);
+  read_repair(r, doc, &c);
+  read_slurm_standby(r, doc, &c);
   if (c.heartbeat_timeout_s <= c.heartbeat_s)
     r.fail("heartbeat_timeout_s", "expected more than heartbeat_s");
   return c;

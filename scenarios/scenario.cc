@@ -229,6 +229,30 @@ void apply_set(json& doc, const std::string& set, const std::string& file) {
   }
 }
 
+// The category's closing cross-field checks (bug kinds, scope, symptom, attribution); the
+// fields are read.
+void check_category(const Obj& o, const FaultCategory& c) {
+  if (c.code_bug && c.scope != FaultScope::kJob)
+    o.fail(o.at("code_bug"), "expected scope \"job\" for a code bug (code runs everywhere)");
+  if (c.data_bug && c.scope != FaultScope::kJob)
+    o.fail(o.at("data_bug"), "expected scope \"job\" for a data bug (every run reads the data)");
+  if (c.data_bug && c.code_bug)
+    o.fail(o.at("data_bug"),
+           "expected false with \"code_bug\": true (a bug follows the code or the data)");
+  if (c.data_bug && (c.symptom == Symptom::kSlowdown || c.symptom == Symptom::kManual))
+    o.fail(o.at("data_bug"), "expected symptom crash, hang or nan for a data bug");
+  if (c.symptom == Symptom::kManual && c.scope != FaultScope::kJob)
+    o.fail(o.at("scope"),
+           "expected \"job\" for symptom \"manual\" (a code change affects the whole job)");
+  if (c.persistent && c.scope == FaultScope::kJob)
+    o.fail(o.at("persistent"), "expected false for scope \"job\" (no machine to evict)");
+  if (o.has("attribution") && c.scope == FaultScope::kJob)
+    o.fail(o.at("attribution"),
+           "only with scope \"machine\" or \"rack\" (a job-wide fault has no culprit machine)");
+}
+
+// One fault category at `path` (faults.categories[i], or a category of a trace mapping). A
+// rate_per_job_day comes back as the marker -rate - 1, which the caller makes per machine.
 FaultCategory parse_category(const json& j, const std::string& path, const std::string& file) {
   Obj o(j, path, file);
   FaultCategory c;
@@ -300,23 +324,7 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
       if (r.has(t)) c.recall[t] = r.number(t, 0, 0, 1);
     r.finish();
   }
-  if (c.code_bug && c.scope != FaultScope::kJob)
-    o.fail(o.at("code_bug"), "expected scope \"job\" for a code bug (code runs everywhere)");
-  if (c.data_bug && c.scope != FaultScope::kJob)
-    o.fail(o.at("data_bug"), "expected scope \"job\" for a data bug (every run reads the data)");
-  if (c.data_bug && c.code_bug)
-    o.fail(o.at("data_bug"),
-           "expected false with \"code_bug\": true (a bug follows the code or the data)");
-  if (c.data_bug && (c.symptom == Symptom::kSlowdown || c.symptom == Symptom::kManual))
-    o.fail(o.at("data_bug"), "expected symptom crash, hang or nan for a data bug");
-  if (c.symptom == Symptom::kManual && c.scope != FaultScope::kJob)
-    o.fail(o.at("scope"),
-           "expected \"job\" for symptom \"manual\" (a code change affects the whole job)");
-  if (c.persistent && c.scope == FaultScope::kJob)
-    o.fail(o.at("persistent"), "expected false for scope \"job\" (no machine to evict)");
-  if (o.has("attribution") && c.scope == FaultScope::kJob)
-    o.fail(o.at("attribution"),
-           "only with scope \"machine\" or \"rack\" (a job-wide fault has no culprit machine)");
+  check_category(o, c);
   if (c.signature.empty()) c.signature = c.name;
   o.finish();
   return c;
@@ -401,6 +409,404 @@ void parse_trace(const json& j, const std::string& file, Scenario& sc,
   sc.trace = std::move(ts);
 }
 
+// The JSON text with the --set overrides applied; not validated yet.
+json parse_document(const std::string& text, const std::string& file,
+                    const std::vector<std::string>& sets) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    auto p = what.find("parse error");
+    throw ScenarioError(file + ": $: invalid JSON (" +
+                        (p == std::string::npos ? what : what.substr(p)) + ")");
+  }
+  for (const auto& s : sets) apply_set(doc, s, file);
+  return doc;
+}
+
+// The object `key` of the root, which the scenario must have.
+const json& required_object(Obj& root, const std::string& key) {
+  const json* j = root.get(key);
+  if (!j) root.fail("$." + key, "required object is missing");
+  return *j;
+}
+
+// $.cluster.scheduler: the scheduler's response times and how it picks machines.
+void parse_scheduler(const json& j, const std::string& file, SchedulerSpec& sch) {
+  Obj s(j, "$.cluster.scheduler", file);
+  sch.requeue_base_s = s.number("requeue_base_s", sch.requeue_base_s, 0, 1e7);
+  sch.requeue_per_machine_s = s.number("requeue_per_machine_s", sch.requeue_per_machine_s, 0, 1e5);
+  sch.reschedule_base_s = s.number("reschedule_base_s", sch.reschedule_base_s, 0, 1e7);
+  sch.reschedule_per_machine_s =
+      s.number("reschedule_per_machine_s", sch.reschedule_per_machine_s, 0, 1e5);
+  sch.health_check_recall = s.number("health_check_recall", sch.health_check_recall, 0, 1);
+  sch.standby_refill =
+      s.choice("standby_refill", "free_pool", {"free_pool", "repaired"}) == "repaired"
+          ? SchedulerSpec::Refill::kRepaired
+          : SchedulerSpec::Refill::kFreePool;
+  sch.host_selection =
+      s.choice("host_selection", "random", {"random", "fewest_failures"}) == "random"
+          ? SchedulerSpec::Pick::kRandom
+          : SchedulerSpec::Pick::kFewestFailures;
+  s.finish();
+}
+
+// $.cluster.repair, first part: repair times and outcomes, bad machines, the repair-time
+// distribution.
+void parse_repair_outcomes(Obj& r, RepairSpec& rp) {
+  rp.auto_h = r.number("auto_h", rp.auto_h, 0, 1e5);
+  rp.to_manual = r.number("to_manual", rp.to_manual, 0, 1);
+  rp.auto_fail = r.number("auto_fail", rp.auto_fail, 0, 1);
+  rp.manual_fail = r.number("manual_fail", rp.manual_fail, 0, 1);
+  rp.retire_after = static_cast<int>(r.integer("retire_after", rp.retire_after, 0, 1000000));
+  rp.bad_fraction = r.number("bad_fraction", rp.bad_fraction, 0, 1);
+  rp.bad_rate_factor = r.number("bad_rate_factor", rp.bad_rate_factor, 1, 1000);
+  rp.spare_machines =
+      static_cast<int>(r.integer("spare_machines", rp.spare_machines, -1, 10'000'000));
+  rp.cure_bad = r.number("cure_bad", rp.cure_bad, 0, 1);
+  rp.failed_repair_leaves =
+      r.choice("failed_repair_leaves", "fault", {"fault", "badness"}) == "fault"
+          ? RepairSpec::Leaves::kFault
+          : RepairSpec::Leaves::kBadness;
+  rp.turn_bad_per_machine_day = r.number("turn_bad_per_machine_day", 0, 0, 1e3);
+  const std::string dist = r.choice("repair_time", "fixed", {"fixed", "exponential", "lognormal"});
+  rp.repair_time = dist == "fixed"         ? RepairSpec::Dist::kFixed
+                   : dist == "exponential" ? RepairSpec::Dist::kExponential
+                                           : RepairSpec::Dist::kLognormal;
+  rp.repair_sigma = r.number("repair_sigma", 1, 1e-6, 10);
+  if (r.has("repair_sigma") != (rp.repair_time == RepairSpec::Dist::kLognormal))
+    r.fail(r.at(r.has("repair_sigma") ? "repair_sigma" : "repair_time"),
+           r.has("repair_sigma")
+               ? "only with repair_time \"lognormal\""
+               : "lognormal needs its repair_sigma (the sigma of the log of a repair's duration; "
+                 "the mean is auto_h or the category's repair_h)");
+}
+
+// $.cluster.repair, second part: the fleet (endless or finite) and its preemptible machines.
+void parse_repair_fleet(Obj& r, const ClusterSpec& cl, RepairSpec& rp) {
+  rp.fleet = r.choice("fleet", "endless", {"endless", "finite"}) == "finite"
+                 ? RepairSpec::Fleet::kFinite
+                 : RepairSpec::Fleet::kEndless;
+  rp.fleet_machines = static_cast<int>(r.integer("fleet_machines", 0, 1, 10'000'000));
+  if (r.has("fleet_machines")) {
+    if (rp.fleet != RepairSpec::Fleet::kFinite)
+      r.fail(r.at("fleet_machines"), "only with fleet \"finite\" (an endless fleet has no size)");
+    if (r.has("spare_machines"))
+      r.fail(r.at("fleet_machines"),
+             "not with spare_machines (the free machines are the fleet less the job and "
+             "its standbys)");
+    const int need = cl.machines + cl.standby_machines;
+    if (rp.fleet_machines < need)
+      r.fail(
+          r.at("fleet_machines"),
+          "expected at least the job's " + std::to_string(cl.machines) + " machines" +
+              (cl.standby_machines ? " and its " + std::to_string(cl.standby_machines) + " standbys"
+                                   : std::string()) +
+              " (" + std::to_string(need) + "), got " + std::to_string(rp.fleet_machines));
+    rp.spare_machines = rp.fleet_machines - need;
+  }
+  rp.preemptible_machines = static_cast<int>(r.integer("preemptible_machines", 0, 0, 10'000'000));
+  rp.preempt_s = r.number("preempt_s", rp.preempt_s, 0, 1e7);
+  for (const char* k : {"preemptible_machines", "preempt_s"})
+    if (r.has(k) && rp.fleet != RepairSpec::Fleet::kFinite)
+      r.fail(r.at(k), "only with fleet \"finite\" (an endless fleet never waits for a machine)");
+}
+
+// $.cluster.repair, last part: the cross-field checks, once every field is read.
+void check_repair(const Obj& r, const ClusterSpec& cl, const RepairSpec& rp) {
+  if (r.has("cure_bad") && !rp.bad_model())
+    r.fail(r.at("cure_bad"),
+           "only with bad_fraction > 0 or turn_bad_per_machine_day > 0 (there are no bad "
+           "machines)");
+  if (r.has("spare_machines") && cl.nvlink_spares > 0)
+    r.fail(r.at("spare_machines"),
+           "not with cluster.nvlink_spares (the spares are the trays each domain leaves "
+           "free)");
+  // Parameters that cannot act as written are errors, not silently ignored.
+  if (r.has("manual_fail") && rp.to_manual == 0)
+    r.fail(r.at("manual_fail"), "only with to_manual > 0 (no machine reaches manual repair)");
+  if (r.has("bad_rate_factor") && !rp.bad_model())
+    r.fail(r.at("bad_rate_factor"),
+           "only with bad_fraction > 0 or turn_bad_per_machine_day > 0 (there are no bad "
+           "machines)");
+  if (rp.bad_fraction == 1 && rp.bad_rate_factor != 1)
+    r.fail(r.at("bad_fraction"), "expected < 1 with bad_rate_factor > 1 (bad relative to what?)");
+  if (rp.auto_fail == 1 && rp.to_manual == 0 && rp.retire_after == 0)
+    r.fail(r.at("auto_fail"),
+           "expected < 1: every repair fails, no machine is retired, broken machines "
+           "would cycle forever");
+}
+
+// $.cluster.repair: what happens to machines after they leave the job (RepairSpec).
+void parse_repair(const json& j, const std::string& file, const ClusterSpec& cl, RepairSpec& rp) {
+  Obj r(j, "$.cluster.repair", file);
+  parse_repair_outcomes(r, rp);
+  parse_repair_fleet(r, cl, rp);
+  check_repair(r, cl, rp);
+  r.finish();
+}
+
+// $.cluster: machines, network, NVLink domains, then its scheduler and repair objects.
+// Returns whether it sets standby_machines (a stack with a standby module sizes its own).
+bool parse_cluster(const json& j, const std::string& file, Scenario& sc) {
+  Obj c(j, "$.cluster", file);
+  auto& cl = sc.cluster;
+  cl.machines = static_cast<int>(c.integer("machines", 0, 1, 1'000'000, true));
+  cl.gpus_per_machine = static_cast<int>(c.integer("gpus_per_machine", 8, 1, 64));
+  cl.rack_size = static_cast<int>(c.integer("rack_size", 16, 1, 4096));
+  cl.racks_per_pod = static_cast<int>(c.integer("racks_per_pod", 16, 1, 4096));
+  cl.spines = static_cast<int>(c.integer("spines", 8, 1, 4096));
+  cl.standby_machines = static_cast<int>(c.integer("standby_machines", 0, 0, 100000));
+  const bool sets_standby = c.has("standby_machines");
+  cl.nic_gbps = c.number("nic_gbps", 3200, 1e-3, 1e7);
+  cl.tor_uplink_gbps = c.number("tor_uplink_gbps", cl.nic_gbps * cl.rack_size, 1e-3, 1e9);
+  cl.leaf_uplink_gbps =
+      c.number("leaf_uplink_gbps", cl.tor_uplink_gbps * cl.racks_per_pod, 1e-3, 1e10);
+  cl.storage_hosts = static_cast<int>(c.integer("storage_hosts", 4, 1, 10000));
+  cl.storage_gbps = c.number("storage_gbps", 400, 1e-3, 1e7);
+  cl.link_latency_us = c.number("link_latency_us", 2, 0, 1e6);
+  cl.nvlink_domain = static_cast<int>(c.integer("nvlink_domain", 1, 1, 4096));
+  cl.nvlink_gbps = c.number("nvlink_gbps", 7200.0 * cl.gpus_per_machine, 1e-3, 1e9);
+  cl.nvlink_spares = static_cast<int>(c.integer("nvlink_spares", 0, 0, 4096));
+  for (const char* f : {"nvlink_gbps", "nvlink_spares"})
+    if (c.has(f) && cl.nvlink_domain == 1)
+      c.fail(c.at(f), "only with cluster.nvlink_domain > 1 (the machines of an NVLink domain)");
+  if (cl.machines % cl.nvlink_domain != 0)
+    c.fail(c.at("nvlink_domain"),
+           "expected a divisor of cluster.machines (" + std::to_string(cl.machines) +
+               ": the job's slots fill whole domains), got " + std::to_string(cl.nvlink_domain));
+  if (const json* sj = c.get("scheduler")) parse_scheduler(*sj, file, sc.scheduler);
+  if (const json* rj = c.get("repair")) parse_repair(*rj, file, sc.cluster, sc.repair);
+  c.finish();
+  return sets_standby;
+}
+
+// $.job: the parallelism (which must fill the cluster's GPUs), step time, checkpoint and
+// restart costs, and the horizon or the work to do. REQUIRES the cluster read.
+void parse_job(const json& jj, const std::string& file, Scenario& sc) {
+  Obj j(jj, "$.job", file);
+  auto& cl = sc.cluster;
+  cl.tp = static_cast<int>(j.integer("tp", 1, 1, 1 << 20, true));
+  cl.pp = static_cast<int>(j.integer("pp", 1, 1, 1 << 20, true));
+  cl.dp = static_cast<int>(j.integer("dp", 1, 1, 1 << 24, true));
+  cl.micro_batches = static_cast<int>(j.integer("micro_batches", cl.micro_batches, 1, 1 << 20));
+  cl.layers_per_stage =
+      static_cast<int>(j.integer("layers_per_stage", cl.layers_per_stage, 1, 1 << 20));
+  auto& job = sc.job;
+  job.step_time_s = j.number("step_time_s", 10, 1e-6, 1e6, true);
+  job.checkpoint_bytes_per_machine = j.number("checkpoint_bytes_per_machine", 0, 0, 1e15);
+  job.image_bytes = j.number("image_bytes", 0, 0, 1e15);
+  job.init_s = j.number("init_s", 0, 0, 1e6);
+  job.collective_timeout_s = j.number("collective_timeout_s", 600, 0, 1e7);
+  job.checkpoint_mfu_loss = j.number("checkpoint_mfu_loss", 0, 0, 0.5);
+  job.restart_warmup_s = j.number("restart_warmup_s", 0, 0, 1e6);
+  job.on_call_fix_h = j.number("on_call_fix_h", 2, 0, 1e5);
+  job.work_days = j.number("work_days", 0, 0, 36500);
+  if (j.has("work_days") && !(job.work_days > 0))
+    j.fail(j.at("work_days"),
+           "expected a number > 0 (days of productive training the job needs), got " +
+               brief(jj.at("work_days")));
+  job.horizon_given = j.has("horizon_days") || job.work_days == 0;
+  job.horizon_days =
+      j.number("horizon_days", job.work_days > 0 ? job.work_days * kWorkCapFactor : 90, 1e-6, 36500,
+               job.work_days == 0);
+  if (job.work_days > 0 && job.horizon_days <= job.work_days)
+    j.fail(j.at("horizon_days"),
+           "expected more than job.work_days (" + brief(jj.at("work_days")) +
+               "): the cap of a job of fixed work must leave time for the work");
+  const std::int64_t ranks = static_cast<std::int64_t>(cl.tp) * cl.pp * cl.dp;
+  const std::int64_t gpus = static_cast<std::int64_t>(cl.machines) * cl.gpus_per_machine;
+  if (ranks != gpus)
+    j.fail("$.job", "expected tp*pp*dp == cluster.machines*cluster.gpus_per_machine (" +
+                        std::to_string(gpus) + "), got " + std::to_string(cl.tp) + "*" +
+                        std::to_string(cl.pp) + "*" + std::to_string(cl.dp) + " = " +
+                        std::to_string(ranks));
+  const bool spans = cl.tp > cl.gpus_per_machine && cl.tp % cl.gpus_per_machine == 0 &&
+                     (cl.nvlink_domain * cl.gpus_per_machine) % cl.tp == 0;
+  if (cl.gpus_per_machine % cl.tp != 0 && !spans)
+    j.fail("$.job.tp",
+           "expected a divisor of cluster.gpus_per_machine (" +
+               std::to_string(cl.gpus_per_machine) +
+               ": tensor parallelism inside a machine), or a multiple of it that divides an NVLink "
+               "domain's GPUs (cluster.nvlink_domain x gpus_per_machine = " +
+               std::to_string(cl.nvlink_domain * cl.gpus_per_machine) + "), got " +
+               std::to_string(cl.tp));
+  job.cross_domain_slowdown = j.number("cross_domain_slowdown", 1, 1, 1000);
+  if (j.has("cross_domain_slowdown") && !spans)
+    j.fail("$.job.cross_domain_slowdown",
+           "only with job.tp wider than a machine (a tensor-parallel group across an "
+           "NVLink domain's machines)");
+  j.finish();
+}
+
+// $.faults: rate scale, clock, the categories (a per-job rate becomes per machine) and the
+// trace, whose mapping's categories follow them. REQUIRES the cluster read.
+void parse_faults(const json& fj, const std::string& file, Scenario& sc) {
+  Obj f(fj, "$.faults", file);
+  const double scale = f.number("rate_scale", 1, 0, 1e6);
+  sc.compute_clock = f.choice("clock", "wall", {"wall", "compute"}) == "compute";
+  record("$.faults.categories", "array", "", false);
+  const json* cats = f.get("categories");
+  const json* trace = f.get("trace");
+  if (cats ? !cats->is_array() : !trace)
+    f.fail("$.faults.categories", "expected an array of fault categories");
+  std::set<std::string> names;
+  for (size_t i = 0; cats && i < cats->size(); ++i) {
+    std::string p = "$.faults.categories[" + std::to_string(i) + "]";
+    FaultCategory c = parse_category((*cats)[i], p, file);
+    if (c.rate_per_machine_day < 0)
+      c.rate_per_machine_day = (-c.rate_per_machine_day - 1) / sc.cluster.machines;
+    c.rate_per_machine_day *= scale;
+    if (!names.insert(c.name).second)
+      f.fail(p + ".name", "duplicate category name \"" + c.name + "\"");
+    sc.faults.push_back(std::move(c));
+  }
+  if (trace) parse_trace(*trace, file, sc, names);
+  f.finish();
+}
+
+// $.diagnosis: how long stop-time tests, capture and replay take, and false positives.
+void parse_diagnosis(const json& dj, const std::string& file, DiagnosisSpec& g) {
+  Obj d(dj, "$.diagnosis", file);
+  g.gpu_diag_s = d.number("gpu_diag_s", g.gpu_diag_s, 0, 1e6);
+  g.intra_all_to_all_s = d.number("intra_all_to_all_s", g.intra_all_to_all_s, 0, 1e6);
+  g.inter_all_gather_bytes = d.number("inter_all_gather_bytes", g.inter_all_gather_bytes, 0, 1e15);
+  g.group_setup_s = d.number("group_setup_s", g.group_setup_s, 0, 1e6);
+  g.bitwise_s = d.number("bitwise_s", g.bitwise_s, 0, 1e6);
+  g.stress_s = d.number("stress_s", g.stress_s, 0, 1e7);
+  g.capture_s = d.number("capture_s", g.capture_s, 0, 1e5);
+  g.replay_s = d.number("replay_s", g.replay_s, 0, 1e6);
+  g.rebalance_s = d.number("rebalance_s", g.rebalance_s, 0, 1e6);
+  g.reconfigure_s = d.number("reconfigure_s", g.reconfigure_s, 0, 1e6);
+  g.false_positive_rate = d.number("false_positive_rate", g.false_positive_rate, 0, 1);
+  if (const json* fj = d.get("false_positive")) {
+    Obj f(*fj, "$.diagnosis.false_positive", file);
+    for (int k = 0; k < kProbeKinds; ++k)
+      if (const std::string t = probe_key(static_cast<ProbeKind>(k)); f.has(t))
+        g.false_positive[t] = f.number(t, 0, 0, 1);
+    f.finish();
+  }
+  g.standby_wake_s = d.number("standby_wake_s", g.standby_wake_s, 0, 1e5);
+  d.finish();
+}
+
+// $.policy.stack: the registered stack it names.
+const PolicyInfo& find_stack(const Obj& p, const Registry& registry, const std::string& stack) {
+  const PolicyInfo* info = registry.find(stack);
+  if (!info) {
+    std::string all;
+    for (const auto& n : registry.names()) all += (all.empty() ? "" : "|") + n;
+    p.fail("$.policy.stack", "expected a registered stack (" + all + "), got \"" + stack + "\"");
+  }
+  return *info;
+}
+
+// $.policy.params as written: numbers, booleans (1/0) and module names (their index).
+std::map<std::string, double> read_param_overrides(Obj& p, const PolicyInfo& info) {
+  std::map<std::string, double> overrides;
+  record("$.policy.params", "object", "{}", false);
+  if (const json* params = p.get("params")) {
+    if (!params->is_object())
+      p.fail("$.policy.params", "expected an object, got " + type_of(*params));
+    for (auto it = params->begin(); it != params->end(); ++it) {
+      const std::string where = "$.policy.params." + it.key();
+      const ParamSpec* spec = info.find_param(it.key());
+      if (it->is_boolean())
+        overrides[it.key()] = it->get<bool>() ? 1 : 0;
+      else if (it->is_number())
+        overrides[it.key()] = it->get<double>();
+      else if (it->is_string() && spec && !spec->choices.empty()) {
+        const int i = spec->choice_index(it->get<std::string>());
+        if (i < 0) {
+          std::string all;
+          for (const auto& c : spec->choices) all += (all.empty() ? "" : "|") + c;
+          p.fail(where, "expected one of " + all + ", got " + brief(*it));
+        }
+        overrides[it.key()] = i;
+      } else {
+        p.fail(where,
+               std::string(spec && !spec->choices.empty() ? "expected a module name or its index"
+                                                          : "expected a number") +
+                   ", got " + type_of(*it) + " " + brief(*it));
+      }
+    }
+  }
+  return overrides;
+}
+
+// Resolves the overrides against the stack's declared parameters into sc.policy_params;
+// an error names the parameter it is about.
+void resolve_params(const Obj& p, const PolicyInfo& info,
+                    const std::map<std::string, double>& overrides, Scenario& sc) {
+  if (auto err = Params::resolve(info.params, overrides, &sc.policy_params)) {
+    std::string key;
+    for (const auto& [k, v] : overrides)
+      if (!info.find_param(k) || err->find("'" + k + "'") != std::string::npos) {
+        key = k;
+        break;
+      }
+    p.fail("$.policy.params" + (key.empty() ? std::string() : "." + key), *err);
+  }
+}
+
+// A parameter the stack will not read (a module that is not chosen declares it) would make
+// every value give the same result: refuse it, naming when it would be read, or with
+// $.policy.allow_unused_params list it in sc.unread_params. REQUIRES the params resolved.
+void check_unread_params(Obj& p, const PolicyInfo& info,
+                         const std::map<std::string, double>& overrides, Scenario& sc) {
+  const bool allow_unused = p.boolean("allow_unused_params", false);
+  for (const auto& [k, v] : overrides) {
+    const ParamSpec* spec = info.find_param(k);
+    if (!spec || param_is_read(info, *spec, sc.policy_params)) continue;
+    if (allow_unused) {
+      sc.unread_params.push_back(k);
+      continue;
+    }
+    std::string when, now;
+    for (const auto& c : spec->read_when) {
+      when += (when.empty() ? "" : " or ") + c;
+      const std::string choice = c.substr(0, c.find('='));
+      const ParamSpec* cs = info.find_param(choice);
+      if (cs && now.find(choice + "=") == std::string::npos) {
+        const int i = static_cast<int>(sc.policy_params.get(choice));
+        now += (now.empty() ? "" : ", ") + choice + "=" +
+               (i >= 0 && i < static_cast<int>(cs->choices.size()) ? cs->choices[i]
+                                                                   : std::to_string(i));
+      }
+    }
+    p.fail("$.policy.params." + k,
+           "stack '" + sc.policy + "' does not read it here: it is read only with " + when +
+               " (this scenario has " + now +
+               "); set policy.allow_unused_params=true (--allow-unused) to run anyway");
+  }
+}
+
+// $.policy: the stack and its parameters. REQUIRES the cluster read: cluster_sets_standby
+// is whether it sets standby_machines.
+void parse_policy(const json& pj, const std::string& file, const Registry& registry,
+                  bool cluster_sets_standby, Scenario& sc) {
+  Obj p(pj, "$.policy", file);
+  sc.policy = p.string("stack", "", true);
+  const PolicyInfo& info = find_stack(p, registry, sc.policy);
+  const std::map<std::string, double> overrides = read_param_overrides(p, info);
+  resolve_params(p, info, overrides, sc);
+  check_unread_params(p, info, overrides, sc);
+  // One knob per stack for the warm standby pool. A stack that reads `standby_pool`
+  // (a standby recovery module) sizes the pool itself; cluster.standby_machines would
+  // then only set how many are warm before the first refill, a second knob that looks
+  // like the first. The pool of such a stack starts empty and fills toward its target.
+  if (const ParamSpec* pool = info.find_param("standby_pool");
+      pool && param_is_read(info, *pool, sc.policy_params) && cluster_sets_standby)
+    p.fail("$.cluster.standby_machines",
+           "stack '" + sc.policy +
+               "' sizes its own warm standby pool (policy.params.standby_pool, -1 = P99 of "
+               "Binomial(machines, standby_daily_p)): set that instead; cluster.standby_machines "
+               "is the pool of "
+               "stacks without a standby module");
+  p.finish();
+}
+
 }  // namespace
 
 double default_recall(const FaultCategory& c, const std::string& test) {
@@ -461,358 +867,20 @@ const char* scope_name(FaultScope s) {
 
 Scenario parse_scenario(const std::string& text, const std::string& file,
                         const std::vector<std::string>& sets, const Registry& registry) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    auto p = what.find("parse error");
-    throw ScenarioError(file + ": $: invalid JSON (" +
-                        (p == std::string::npos ? what : what.substr(p)) + ")");
-  }
-  for (const auto& s : sets) apply_set(doc, s, file);
-
+  json doc = parse_document(text, file, sets);
   Scenario sc;
-  bool cluster_sets_standby = false;
   sc.file = file;
   sc.name = std::filesystem::path(file).stem().string();
   Obj root(doc, "$", file);
   sc.description = root.string("description", "", true);
   sc.seed = static_cast<std::uint64_t>(root.integer("seed", 1, 0, INT64_MAX));
   sc.replicas = static_cast<int>(root.integer("replicas", 100, 1, 10'000'000));
-
-  {
-    const json* cj = root.get("cluster");
-    if (!cj) root.fail("$.cluster", "required object is missing");
-    Obj c(*cj, "$.cluster", file);
-    auto& cl = sc.cluster;
-    cl.machines = static_cast<int>(c.integer("machines", 0, 1, 1'000'000, true));
-    cl.gpus_per_machine = static_cast<int>(c.integer("gpus_per_machine", 8, 1, 64));
-    cl.rack_size = static_cast<int>(c.integer("rack_size", 16, 1, 4096));
-    cl.racks_per_pod = static_cast<int>(c.integer("racks_per_pod", 16, 1, 4096));
-    cl.spines = static_cast<int>(c.integer("spines", 8, 1, 4096));
-    cl.standby_machines = static_cast<int>(c.integer("standby_machines", 0, 0, 100000));
-    cluster_sets_standby = c.has("standby_machines");
-    cl.nic_gbps = c.number("nic_gbps", 3200, 1e-3, 1e7);
-    cl.tor_uplink_gbps = c.number("tor_uplink_gbps", cl.nic_gbps * cl.rack_size, 1e-3, 1e9);
-    cl.leaf_uplink_gbps =
-        c.number("leaf_uplink_gbps", cl.tor_uplink_gbps * cl.racks_per_pod, 1e-3, 1e10);
-    cl.storage_hosts = static_cast<int>(c.integer("storage_hosts", 4, 1, 10000));
-    cl.storage_gbps = c.number("storage_gbps", 400, 1e-3, 1e7);
-    cl.link_latency_us = c.number("link_latency_us", 2, 0, 1e6);
-    cl.nvlink_domain = static_cast<int>(c.integer("nvlink_domain", 1, 1, 4096));
-    cl.nvlink_gbps = c.number("nvlink_gbps", 7200.0 * cl.gpus_per_machine, 1e-3, 1e9);
-    cl.nvlink_spares = static_cast<int>(c.integer("nvlink_spares", 0, 0, 4096));
-    for (const char* f : {"nvlink_gbps", "nvlink_spares"})
-      if (c.has(f) && cl.nvlink_domain == 1)
-        c.fail(c.at(f), "only with cluster.nvlink_domain > 1 (the machines of an NVLink domain)");
-    if (cl.machines % cl.nvlink_domain != 0)
-      c.fail(c.at("nvlink_domain"),
-             "expected a divisor of cluster.machines (" + std::to_string(cl.machines) +
-                 ": the job's slots fill whole domains), got " + std::to_string(cl.nvlink_domain));
-    if (const json* sj = c.get("scheduler")) {
-      Obj s(*sj, "$.cluster.scheduler", file);
-      auto& sch = sc.scheduler;
-      sch.requeue_base_s = s.number("requeue_base_s", sch.requeue_base_s, 0, 1e7);
-      sch.requeue_per_machine_s =
-          s.number("requeue_per_machine_s", sch.requeue_per_machine_s, 0, 1e5);
-      sch.reschedule_base_s = s.number("reschedule_base_s", sch.reschedule_base_s, 0, 1e7);
-      sch.reschedule_per_machine_s =
-          s.number("reschedule_per_machine_s", sch.reschedule_per_machine_s, 0, 1e5);
-      sch.health_check_recall = s.number("health_check_recall", sch.health_check_recall, 0, 1);
-      sch.standby_refill =
-          s.choice("standby_refill", "free_pool", {"free_pool", "repaired"}) == "repaired"
-              ? SchedulerSpec::Refill::kRepaired
-              : SchedulerSpec::Refill::kFreePool;
-      sch.host_selection =
-          s.choice("host_selection", "random", {"random", "fewest_failures"}) == "random"
-              ? SchedulerSpec::Pick::kRandom
-              : SchedulerSpec::Pick::kFewestFailures;
-      s.finish();
-    }
-    if (const json* rj = c.get("repair")) {
-      Obj r(*rj, "$.cluster.repair", file);
-      auto& rp = sc.repair;
-      rp.auto_h = r.number("auto_h", rp.auto_h, 0, 1e5);
-      rp.to_manual = r.number("to_manual", rp.to_manual, 0, 1);
-      rp.auto_fail = r.number("auto_fail", rp.auto_fail, 0, 1);
-      rp.manual_fail = r.number("manual_fail", rp.manual_fail, 0, 1);
-      rp.retire_after = static_cast<int>(r.integer("retire_after", rp.retire_after, 0, 1000000));
-      rp.bad_fraction = r.number("bad_fraction", rp.bad_fraction, 0, 1);
-      rp.bad_rate_factor = r.number("bad_rate_factor", rp.bad_rate_factor, 1, 1000);
-      rp.spare_machines =
-          static_cast<int>(r.integer("spare_machines", rp.spare_machines, -1, 10'000'000));
-      rp.cure_bad = r.number("cure_bad", rp.cure_bad, 0, 1);
-      rp.failed_repair_leaves =
-          r.choice("failed_repair_leaves", "fault", {"fault", "badness"}) == "fault"
-              ? RepairSpec::Leaves::kFault
-              : RepairSpec::Leaves::kBadness;
-      rp.turn_bad_per_machine_day = r.number("turn_bad_per_machine_day", 0, 0, 1e3);
-      const std::string dist =
-          r.choice("repair_time", "fixed", {"fixed", "exponential", "lognormal"});
-      rp.repair_time = dist == "fixed"         ? RepairSpec::Dist::kFixed
-                       : dist == "exponential" ? RepairSpec::Dist::kExponential
-                                               : RepairSpec::Dist::kLognormal;
-      rp.repair_sigma = r.number("repair_sigma", 1, 1e-6, 10);
-      if (r.has("repair_sigma") != (rp.repair_time == RepairSpec::Dist::kLognormal))
-        r.fail(
-            r.at(r.has("repair_sigma") ? "repair_sigma" : "repair_time"),
-            r.has("repair_sigma")
-                ? "only with repair_time \"lognormal\""
-                : "lognormal needs its repair_sigma (the sigma of the log of a repair's duration; "
-                  "the mean is auto_h or the category's repair_h)");
-      rp.fleet = r.choice("fleet", "endless", {"endless", "finite"}) == "finite"
-                     ? RepairSpec::Fleet::kFinite
-                     : RepairSpec::Fleet::kEndless;
-      rp.fleet_machines = static_cast<int>(r.integer("fleet_machines", 0, 1, 10'000'000));
-      if (r.has("fleet_machines")) {
-        if (rp.fleet != RepairSpec::Fleet::kFinite)
-          r.fail(r.at("fleet_machines"),
-                 "only with fleet \"finite\" (an endless fleet has no size)");
-        if (r.has("spare_machines"))
-          r.fail(r.at("fleet_machines"),
-                 "not with spare_machines (the free machines are the fleet less the job and "
-                 "its standbys)");
-        const int need = cl.machines + cl.standby_machines;
-        if (rp.fleet_machines < need)
-          r.fail(r.at("fleet_machines"),
-                 "expected at least the job's " + std::to_string(cl.machines) + " machines" +
-                     (cl.standby_machines
-                          ? " and its " + std::to_string(cl.standby_machines) + " standbys"
-                          : std::string()) +
-                     " (" + std::to_string(need) + "), got " + std::to_string(rp.fleet_machines));
-        rp.spare_machines = rp.fleet_machines - need;
-      }
-      rp.preemptible_machines =
-          static_cast<int>(r.integer("preemptible_machines", 0, 0, 10'000'000));
-      rp.preempt_s = r.number("preempt_s", rp.preempt_s, 0, 1e7);
-      for (const char* k : {"preemptible_machines", "preempt_s"})
-        if (r.has(k) && rp.fleet != RepairSpec::Fleet::kFinite)
-          r.fail(r.at(k),
-                 "only with fleet \"finite\" (an endless fleet never waits for a machine)");
-      if (r.has("cure_bad") && !rp.bad_model())
-        r.fail(r.at("cure_bad"),
-               "only with bad_fraction > 0 or turn_bad_per_machine_day > 0 (there are no bad "
-               "machines)");
-      if (r.has("spare_machines") && cl.nvlink_spares > 0)
-        r.fail(r.at("spare_machines"),
-               "not with cluster.nvlink_spares (the spares are the trays each domain leaves "
-               "free)");
-      // Parameters that cannot act as written are errors, not silently ignored.
-      if (r.has("manual_fail") && rp.to_manual == 0)
-        r.fail(r.at("manual_fail"), "only with to_manual > 0 (no machine reaches manual repair)");
-      if (r.has("bad_rate_factor") && !rp.bad_model())
-        r.fail(r.at("bad_rate_factor"),
-               "only with bad_fraction > 0 or turn_bad_per_machine_day > 0 (there are no bad "
-               "machines)");
-      if (rp.bad_fraction == 1 && rp.bad_rate_factor != 1)
-        r.fail(r.at("bad_fraction"),
-               "expected < 1 with bad_rate_factor > 1 (bad relative to what?)");
-      if (rp.auto_fail == 1 && rp.to_manual == 0 && rp.retire_after == 0)
-        r.fail(r.at("auto_fail"),
-               "expected < 1: every repair fails, no machine is retired, broken machines "
-               "would cycle forever");
-      r.finish();
-    }
-    c.finish();
-  }
-  {
-    const json* jj = root.get("job");
-    if (!jj) root.fail("$.job", "required object is missing");
-    Obj j(*jj, "$.job", file);
-    auto& cl = sc.cluster;
-    cl.tp = static_cast<int>(j.integer("tp", 1, 1, 1 << 20, true));
-    cl.pp = static_cast<int>(j.integer("pp", 1, 1, 1 << 20, true));
-    cl.dp = static_cast<int>(j.integer("dp", 1, 1, 1 << 24, true));
-    cl.micro_batches = static_cast<int>(j.integer("micro_batches", cl.micro_batches, 1, 1 << 20));
-    cl.layers_per_stage =
-        static_cast<int>(j.integer("layers_per_stage", cl.layers_per_stage, 1, 1 << 20));
-    auto& job = sc.job;
-    job.step_time_s = j.number("step_time_s", 10, 1e-6, 1e6, true);
-    job.checkpoint_bytes_per_machine = j.number("checkpoint_bytes_per_machine", 0, 0, 1e15);
-    job.image_bytes = j.number("image_bytes", 0, 0, 1e15);
-    job.init_s = j.number("init_s", 0, 0, 1e6);
-    job.collective_timeout_s = j.number("collective_timeout_s", 600, 0, 1e7);
-    job.checkpoint_mfu_loss = j.number("checkpoint_mfu_loss", 0, 0, 0.5);
-    job.restart_warmup_s = j.number("restart_warmup_s", 0, 0, 1e6);
-    job.on_call_fix_h = j.number("on_call_fix_h", 2, 0, 1e5);
-    job.work_days = j.number("work_days", 0, 0, 36500);
-    if (j.has("work_days") && !(job.work_days > 0))
-      j.fail(j.at("work_days"),
-             "expected a number > 0 (days of productive training the job needs), got " +
-                 brief(doc["job"]["work_days"]));
-    job.horizon_given = j.has("horizon_days") || job.work_days == 0;
-    job.horizon_days =
-        j.number("horizon_days", job.work_days > 0 ? job.work_days * kWorkCapFactor : 90, 1e-6,
-                 36500, job.work_days == 0);
-    if (job.work_days > 0 && job.horizon_days <= job.work_days)
-      j.fail(j.at("horizon_days"),
-             "expected more than job.work_days (" + brief(doc["job"]["work_days"]) +
-                 "): the cap of a job of fixed work must leave time for the work");
-    const std::int64_t ranks = static_cast<std::int64_t>(cl.tp) * cl.pp * cl.dp;
-    const std::int64_t gpus = static_cast<std::int64_t>(cl.machines) * cl.gpus_per_machine;
-    if (ranks != gpus)
-      j.fail("$.job", "expected tp*pp*dp == cluster.machines*cluster.gpus_per_machine (" +
-                          std::to_string(gpus) + "), got " + std::to_string(cl.tp) + "*" +
-                          std::to_string(cl.pp) + "*" + std::to_string(cl.dp) + " = " +
-                          std::to_string(ranks));
-    const bool spans = cl.tp > cl.gpus_per_machine && cl.tp % cl.gpus_per_machine == 0 &&
-                       (cl.nvlink_domain * cl.gpus_per_machine) % cl.tp == 0;
-    if (cl.gpus_per_machine % cl.tp != 0 && !spans)
-      j.fail(
-          "$.job.tp",
-          "expected a divisor of cluster.gpus_per_machine (" + std::to_string(cl.gpus_per_machine) +
-              ": tensor parallelism inside a machine), or a multiple of it that divides an NVLink "
-              "domain's GPUs (cluster.nvlink_domain x gpus_per_machine = " +
-              std::to_string(cl.nvlink_domain * cl.gpus_per_machine) + "), got " +
-              std::to_string(cl.tp));
-    job.cross_domain_slowdown = j.number("cross_domain_slowdown", 1, 1, 1000);
-    if (j.has("cross_domain_slowdown") && !spans)
-      j.fail("$.job.cross_domain_slowdown",
-             "only with job.tp wider than a machine (a tensor-parallel group across an "
-             "NVLink domain's machines)");
-    j.finish();
-  }
-  {
-    const json* fj = root.get("faults");
-    if (!fj) root.fail("$.faults", "required object is missing");
-    Obj f(*fj, "$.faults", file);
-    const double scale = f.number("rate_scale", 1, 0, 1e6);
-    sc.compute_clock = f.choice("clock", "wall", {"wall", "compute"}) == "compute";
-    record("$.faults.categories", "array", "", false);
-    const json* cats = f.get("categories");
-    const json* trace = f.get("trace");
-    if (cats ? !cats->is_array() : !trace)
-      f.fail("$.faults.categories", "expected an array of fault categories");
-    std::set<std::string> names;
-    for (size_t i = 0; cats && i < cats->size(); ++i) {
-      std::string p = "$.faults.categories[" + std::to_string(i) + "]";
-      FaultCategory c = parse_category((*cats)[i], p, file);
-      if (c.rate_per_machine_day < 0)
-        c.rate_per_machine_day = (-c.rate_per_machine_day - 1) / sc.cluster.machines;
-      c.rate_per_machine_day *= scale;
-      if (!names.insert(c.name).second)
-        f.fail(p + ".name", "duplicate category name \"" + c.name + "\"");
-      sc.faults.push_back(std::move(c));
-    }
-    if (trace) parse_trace(*trace, file, sc, names);
-    f.finish();
-  }
-  if (const json* dj = root.get("diagnosis")) {
-    Obj d(*dj, "$.diagnosis", file);
-    auto& g = sc.diagnosis;
-    g.gpu_diag_s = d.number("gpu_diag_s", g.gpu_diag_s, 0, 1e6);
-    g.intra_all_to_all_s = d.number("intra_all_to_all_s", g.intra_all_to_all_s, 0, 1e6);
-    g.inter_all_gather_bytes =
-        d.number("inter_all_gather_bytes", g.inter_all_gather_bytes, 0, 1e15);
-    g.group_setup_s = d.number("group_setup_s", g.group_setup_s, 0, 1e6);
-    g.bitwise_s = d.number("bitwise_s", g.bitwise_s, 0, 1e6);
-    g.stress_s = d.number("stress_s", g.stress_s, 0, 1e7);
-    g.capture_s = d.number("capture_s", g.capture_s, 0, 1e5);
-    g.replay_s = d.number("replay_s", g.replay_s, 0, 1e6);
-    g.rebalance_s = d.number("rebalance_s", g.rebalance_s, 0, 1e6);
-    g.reconfigure_s = d.number("reconfigure_s", g.reconfigure_s, 0, 1e6);
-    g.false_positive_rate = d.number("false_positive_rate", g.false_positive_rate, 0, 1);
-    if (const json* fj = d.get("false_positive")) {
-      Obj f(*fj, "$.diagnosis.false_positive", file);
-      for (int k = 0; k < kProbeKinds; ++k)
-        if (const std::string t = probe_key(static_cast<ProbeKind>(k)); f.has(t))
-          g.false_positive[t] = f.number(t, 0, 0, 1);
-      f.finish();
-    }
-    g.standby_wake_s = d.number("standby_wake_s", g.standby_wake_s, 0, 1e5);
-    d.finish();
-  }
-  {
-    const json* pj = root.get("policy");
-    if (!pj) root.fail("$.policy", "required object is missing");
-    Obj p(*pj, "$.policy", file);
-    sc.policy = p.string("stack", "", true);
-    const PolicyInfo* info = registry.find(sc.policy);
-    if (!info) {
-      std::string all;
-      for (const auto& n : registry.names()) all += (all.empty() ? "" : "|") + n;
-      p.fail("$.policy.stack",
-             "expected a registered stack (" + all + "), got \"" + sc.policy + "\"");
-    }
-    std::map<std::string, double> overrides;
-    record("$.policy.params", "object", "{}", false);
-    if (const json* params = p.get("params")) {
-      if (!params->is_object())
-        p.fail("$.policy.params", "expected an object, got " + type_of(*params));
-      for (auto it = params->begin(); it != params->end(); ++it) {
-        const std::string where = "$.policy.params." + it.key();
-        const ParamSpec* spec = info->find_param(it.key());
-        if (it->is_boolean())
-          overrides[it.key()] = it->get<bool>() ? 1 : 0;
-        else if (it->is_number())
-          overrides[it.key()] = it->get<double>();
-        else if (it->is_string() && spec && !spec->choices.empty()) {
-          const int i = spec->choice_index(it->get<std::string>());
-          if (i < 0) {
-            std::string all;
-            for (const auto& c : spec->choices) all += (all.empty() ? "" : "|") + c;
-            p.fail(where, "expected one of " + all + ", got " + brief(*it));
-          }
-          overrides[it.key()] = i;
-        } else {
-          p.fail(where,
-                 std::string(spec && !spec->choices.empty() ? "expected a module name or its index"
-                                                            : "expected a number") +
-                     ", got " + type_of(*it) + " " + brief(*it));
-        }
-      }
-    }
-    if (auto err = Params::resolve(info->params, overrides, &sc.policy_params)) {
-      std::string key;
-      for (const auto& [k, v] : overrides)
-        if (!info->find_param(k) || err->find("'" + k + "'") != std::string::npos) {
-          key = k;
-          break;
-        }
-      p.fail("$.policy.params" + (key.empty() ? std::string() : "." + key), *err);
-    }
-    // A parameter the stack will not read (a module that is not chosen declares it) would
-    // make every value give the same result: refuse it, naming when it would be read.
-    const bool allow_unused = p.boolean("allow_unused_params", false);
-    for (const auto& [k, v] : overrides) {
-      const ParamSpec* spec = info->find_param(k);
-      if (!spec || param_is_read(*info, *spec, sc.policy_params)) continue;
-      if (allow_unused) {
-        sc.unread_params.push_back(k);
-        continue;
-      }
-      std::string when, now;
-      for (const auto& c : spec->read_when) {
-        when += (when.empty() ? "" : " or ") + c;
-        const std::string choice = c.substr(0, c.find('='));
-        const ParamSpec* cs = info->find_param(choice);
-        if (cs && now.find(choice + "=") == std::string::npos) {
-          const int i = static_cast<int>(sc.policy_params.get(choice));
-          now += (now.empty() ? "" : ", ") + choice + "=" +
-                 (i >= 0 && i < static_cast<int>(cs->choices.size()) ? cs->choices[i]
-                                                                     : std::to_string(i));
-        }
-      }
-      p.fail("$.policy.params." + k,
-             "stack '" + sc.policy + "' does not read it here: it is read only with " + when +
-                 " (this scenario has " + now +
-                 "); set policy.allow_unused_params=true (--allow-unused) to run anyway");
-    }
-    // One knob per stack for the warm standby pool. A stack that reads `standby_pool`
-    // (a standby recovery module) sizes the pool itself; cluster.standby_machines would
-    // then only set how many are warm before the first refill, a second knob that looks
-    // like the first. The pool of such a stack starts empty and fills toward its target.
-    if (const ParamSpec* pool = info->find_param("standby_pool");
-        pool && param_is_read(*info, *pool, sc.policy_params) && cluster_sets_standby)
-      p.fail("$.cluster.standby_machines",
-             "stack '" + sc.policy +
-                 "' sizes its own warm standby pool (policy.params.standby_pool, -1 = P99 of "
-                 "Binomial(machines, standby_daily_p)): set that instead; cluster.standby_machines "
-                 "is the pool of "
-                 "stacks without a standby module");
-    p.finish();
-  }
+  // The sections in the order they are read: errors and the field reference follow it.
+  const bool cluster_sets_standby = parse_cluster(required_object(root, "cluster"), file, sc);
+  parse_job(required_object(root, "job"), file, sc);
+  parse_faults(required_object(root, "faults"), file, sc);
+  if (const json* dj = root.get("diagnosis")) parse_diagnosis(*dj, file, sc.diagnosis);
+  parse_policy(required_object(root, "policy"), file, registry, cluster_sets_standby, sc);
   root.finish();
   return sc;
 }
