@@ -116,6 +116,30 @@ class LiveWorld final : public World {
   std::uint64_t request(MachineId m, nlohmann::json msg, Duration timeout, Reply on_reply);
   void fail_requests_of(MachineId m, const std::string& why);
 
+  // After an EndRun: refuses `id` (outcome and ActionFailed) and returns true; act() asks it
+  // for StartJob, HotUpdate, RollBack and AcquireMachines.
+  bool refused_as_ended(ActionId id, Instant t);
+  // act() logs the action and guards against a livelock, then hands it to the overload for
+  // its kind (live_world.cc); `t` is the time its outcome is measured from.
+  void act_on(ActionId id, const StopJob& a, Instant t);            // kills every rank
+  void act_on(ActionId id, const EndRun& a, Instant t);             // stops the job for good
+  void act_on(ActionId id, const StartJob& a, Instant t);           // refused while running
+  void act_on(ActionId id, const EvictMachines& a, Instant t);      // see do_evict
+  void act_on(ActionId id, const AcquireMachines& a, Instant t);    // see do_acquire
+  void act_on(ActionId id, const SetCheckpointPlan& a, Instant t);  // from the next launch
+  void act_on(ActionId id, const WatchSteps& a, Instant t);         // StepSample cadence
+  void act_on(ActionId id, const EnableOracle& a, Instant t);       // refused: no ground truth
+  void act_on(ActionId id, const Note& a, Instant t);               // an event-log note
+  void act_on(ActionId id, const EnableInspection& a, Instant t);   // on every agent
+  void act_on(ActionId id, const RunProbe& a, Instant t);           // see do_probe
+  void act_on(ActionId id, const CaptureStacks& a, Instant t);      // see do_capture
+  void act_on(ActionId id, const RunReplay& a, Instant t);          // see do_replay
+  void act_on(ActionId id, const HotUpdate& a, Instant t);          // a restart on a known version
+  void act_on(ActionId id, const RollBack& a, Instant t);           // a restart on the good version
+  void act_on(ActionId id, const SetStandbyPool& a, Instant t);     // only checks the pool
+  void act_on(ActionId id, const AvoidMachines& a, Instant t);      // standbys handed out last
+  void act_on(ActionId id, const MitigateSlowdown& a, Instant t);   // refused: fixed layout
+
   // Action handlers.
   void do_stop(ActionId id, const StopJob& a);
   void do_start(ActionId id, const std::string& why);

@@ -1,0 +1,477 @@
+// The job's ranks as LiveWorld sees them: stopping and starting the job (with the adoption
+// of a generation a previous controller left running), launching ranks, and believing what
+// agents report about them: step reports (samples for the policy's detection, the good
+// code version, healthy step times), clean and failed exits, and the attribution of an exit
+// caused by a peer. Here the job is judged broken or running again, which opens and closes
+// incidents.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "realexec/live_world.h"
+#include "realexec/live_world_internal.h"
+#include "traces/config.h"
+#include "traces/stats.h"
+
+namespace faultline::live {
+
+using nlohmann::json;
+using world_detail::kRequestTimeoutS;
+
+namespace {
+
+constexpr int kGoodVersionSteps = 20;  // steps a version must run to become the rollback target
+constexpr double kHealthyStep = 1.5;  // accounting: a step this much over the median is not nominal
+// How long a victim's exit (a collective timeout, a peer's connection lost) waits for the
+// exit of the rank that caused it: a killed rank's exit reaches its agent at once, its
+// peers' errors may overtake it by the agents' round trips.
+constexpr double kPeerGraceS = 1.5;
+
+// Log lines of a rank that failed because a peer did: gloo, the NCCL watchdog, PyTorch's
+// TCPStore, and faultline-trainjob's collectives. Such a rank is a victim; the world does
+// not name its machine (as the simulator's watchdog exit names none).
+bool is_peer_symptom(const std::string& sig) {
+  // faultline-trainjob's collectives fail only because of a peer ("collective: all_gather:
+  // connection to rank 3 lost (closed by peer)", "... timed out ...").
+  for (const char* s :
+       {"Timed out waiting", "collective operation timeout", "Connection closed by peer",
+        "Connection reset by peer", "collective: ", "DistNetworkError"})
+    if (sig.find(s) != std::string::npos) return true;
+  return false;
+}
+
+using traces::median;
+
+}  // namespace
+
+void LiveWorld::kill_all(std::function<void()> then) {
+  const std::int64_t gen = journal_.state().gen;
+  auto pending = std::make_shared<int>(0);
+  auto done = std::make_shared<std::function<void()>>(std::move(then));
+  MachineSet targets = job_machines();
+  for (MachineId m = 0; m < cluster_.machine_count(); ++m)
+    if (cluster_.slot_of(m) < 0 && link_.connected(m) && adopted_ranks_.count(m))
+      targets.push_back(m);
+  *pending = static_cast<int>(targets.size()) + 1;
+  auto finish = [pending, done] {
+    if (--*pending == 0) (*done)();
+  };
+  for (MachineId m : targets)
+    request(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
+            [finish](const AgentReply&) { finish(); });
+  finish();
+}
+
+void LiveWorld::job_broken(const std::string& category, const std::string& cause) {
+  if (running_) {
+    // The job stopped training: an incident opens, from its last step report (a hang or a
+    // slowdown began before it was detected), until every rank runs again.
+    const Instant began =
+        last_progress_at_.ns > 0 && last_progress_at_ < now() ? last_progress_at_ : now();
+    incidents_.push_back(Incident{began, std::nullopt, cause, category, now(), std::nullopt});
+    if (incidents_.size() > 1000) incidents_.erase(incidents_.begin());
+    ++incident_stats_.opened[category];
+    incident_stats_.detection.observe((now() - began).to_seconds());
+    running_ = false;
+    journal_.state().running = false;
+    save_journal();
+  }
+}
+
+void LiveWorld::do_stop(ActionId id, const StopJob& a) {
+  const Instant t = now();
+  job_broken("policy_stop", "stopped: " + a.reason);
+  if (starting_) {  // a start in flight is abandoned
+    if (start_timer_) reactor_.cancel_timer(start_timer_);
+    start_timer_ = 0;
+    starting_ = 0;
+  }
+  kill_all([this, id, t] {
+    outcome(id, true, "every rank killed", t);
+    deliver(JobStopped{id});
+  });
+}
+
+void LiveWorld::do_start(ActionId id, const std::string& why) {
+  const Instant t = now();
+  for (SlotId s = 0; s < cluster_.slots(); ++s) {
+    if (cluster_.machine_in(s) == kNoMachine) {
+      outcome(id, false, "slot " + std::to_string(s) + " has no machine", t);
+      deliver(ActionFailed{id, "cannot start: slot " + std::to_string(s) + " has no machine"});
+      return;
+    }
+  }
+  if (start_timer_) reactor_.cancel_timer(start_timer_);
+  start_timer_ = 0;
+  starting_ = id;
+  start_began_ = t;
+  launch_gen_ = -1;
+  if (!incidents_.empty() && !incidents_.back().resolved && !incidents_.back().restart_began)
+    incidents_.back().restart_began = t;
+  if (adopting_) {
+    // A restarted controller: wait for the slots' agents to report what they run.
+    adopt_action_ = id;
+    const auto check = [this] {
+      adopt_timer_ = 0;
+      if (!adopting_) return;
+      adopting_ = false;
+      auto& s = journal_.state();
+      bool all = true;
+      std::set<std::int64_t> gens;
+      for (MachineId m : job_machines()) {
+        if (static_cast<int>(adopted_ranks_[m].size()) != config_.job.gpus_per_machine) all = false;
+        gens.insert(adopted_gen_.count(m) ? adopted_gen_[m] : -1);
+      }
+      if (all && gens.size() == 1 && *gens.begin() > s.gen) {
+        note("the journal is stale (generation " + std::to_string(s.gen) +
+             ", saved before a storage outage); " + "every machine of the job runs generation " +
+             std::to_string(*gens.begin()) + ": adopting that");
+        s.gen = *gens.begin();
+        s.running = true;
+        save_journal();
+      }
+      all = all && gens.size() == 1 && *gens.begin() == s.gen;
+      if (all && starting_ == adopt_action_) {
+        running_ = true;
+        job_running();
+        starting_ = 0;
+        steps_since_start_ = 0;
+        sample_ = PendingSample{now()};
+        outcome(adopt_action_, true,
+                "adopted generation " + std::to_string(s.gen) + " still running", start_began_);
+        deliver(JobStarted{adopt_action_, std::max<std::int64_t>(0, last_step_)});
+        return;
+      }
+      // Ranks that ended while no controller watched: their exits never reached a log.
+      // Each is a gap in the log, said and counted, before the job is launched again.
+      const std::int64_t g = config_.job.gpus_per_machine;
+      for (MachineId m : job_machines()) {
+        const int slot = cluster_.slot_of(m);
+        if (!link_.connected(m) || !adopted_ranks_.count(m)) continue;
+        if (adopted_gen_.count(m) && adopted_gen_[m] != s.gen) continue;
+        for (std::int64_t r = slot * g; r < (slot + 1) * g; ++r)
+          if (!adopted_ranks_[m].count(r)) {
+            note("event log gap: rank " + std::to_string(r) + " on " + machine_config(m).name +
+                 " (generation " + std::to_string(s.gen) +
+                 ") ended while no controller was running; its exit is lost");
+            lost_before_restart(1);
+          }
+      }
+      note("cannot adopt generation " + std::to_string(s.gen) +
+           ": not every rank is alive; relaunching");
+      kill_all([this] {
+        if (starting_ == adopt_action_) launch(adopt_action_, start_began_);
+      });
+    };
+    bool all_connected = true;
+    for (MachineId m : job_machines())
+      all_connected &= link_.connected(m) && adopted_ranks_.count(m);
+    if (all_connected) {
+      reactor_.defer(check);
+    } else {
+      adopt_timer_ = reactor_.add_timer(Duration::seconds(2 * config_.heartbeat_timeout_s), check);
+    }
+    return;
+  }
+  note("start: " + why);
+  kill_all([this, id, t] {
+    if (starting_ == id) launch(id, t);
+  });
+}
+
+void LiveWorld::launch(ActionId id, Instant started) {
+  auto& s = journal_.state();
+  ++s.gen;
+  launch_gen_ = s.gen;
+  running_ = false;
+  s.running = false;
+  started_ranks_.clear();
+  clean_exits_.clear();
+  exit_reported_ = false;
+  rank_steps_.clear();
+  victim_.reset();
+  if (victim_timer_) reactor_.cancel_timer(victim_timer_);
+  victim_timer_ = 0;
+  start_step_ = 0;
+  save_journal();
+  const int g = config_.job.gpus_per_machine;
+  const int world = cluster_.slots() * g;
+  const std::string master = machine_config(cluster_.machine_in(0)).addr;
+  for (SlotId slot = 0; slot < cluster_.slots(); ++slot) {
+    const MachineId m = cluster_.machine_in(slot);
+    json ranks = json::array();
+    for (int l = 0; l < g; ++l) ranks.push_back({{"rank", slot * g + l}, {"local_rank", l}});
+    request(m,
+            json{{"type", "launch"},
+                 {"gen", s.gen},
+                 {"version", s.version},
+                 {"ranks", ranks},
+                 {"world_size", world},
+                 {"master_addr", master},
+                 {"master_port", config_.job.master_port},
+                 {"ckpt_every", s.ckpt_every}},
+            Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
+              if (starting_ != id || r.ok) return;
+              const std::string why =
+                  "launch failed on " + machine_config(m).name + ": " + r.detail;
+              starting_ = 0;
+              if (start_timer_) reactor_.cancel_timer(start_timer_);
+              start_timer_ = 0;
+              outcome(id, false, why, start_began_);
+              deliver(StartFailed{id, m, why});
+            });
+  }
+  start_timer_ = reactor_.add_timer(Duration::seconds(config_.job.startup_timeout_s), [this, id] {
+    start_timer_ = 0;
+    if (starting_ != id) return;
+    starting_ = 0;
+    outcome(id, false,
+            "ranks did not all start within job.startup_timeout_s = " +
+                traces::json_brief(config_.job.startup_timeout_s) + " s",
+            start_began_);
+    deliver(StartFailed{id, kNoMachine, "job start timed out"});
+  });
+}
+
+// An agent speaks for the ranks of its own slot only: a report or an exit about any other
+// rank (a confused or hostile agent, a standby) is never believed. A machine in no slot is
+// ignored without a word (an evicted machine's ranks may still be dying); one in a slot that
+// names a rank of another slot is refused.
+bool LiveWorld::runs_rank(MachineId m, std::int64_t rank, const char* what) const {
+  const int slot = cluster_.slot_of(m);
+  if (slot < 0) return false;
+  const std::int64_t g = config_.job.gpus_per_machine;
+  if (rank < slot * g || rank >= (slot + 1) * g)
+    bad(std::string(what) + ": rank " + std::to_string(rank) + " is not run by " +
+        machine_config(m).name + " (slot " + std::to_string(slot) + ")");
+  return true;
+}
+
+void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
+  if (msg.gen != journal_.state().gen) return;
+  const RankReport& r = msg.report;
+  // The rank whose pipe it came from (the agent says), or failing that the one it claims.
+  if (msg.rank >= 0 && r.rank && *r.rank != msg.rank)
+    bad("report: report.rank " + std::to_string(*r.rank) + " differs from the rank of its pipe, " +
+        std::to_string(msg.rank));
+  const std::int64_t rank = msg.rank >= 0 ? msg.rank : r.rank.value_or(-1);
+  if (!runs_rank(m, rank, "report")) return;
+  if (r.type == "started" && starting_) {
+    // While the start kills, the journal's generation is the outgoing one: its late
+    // "started" reports must not complete a start that has not launched yet.
+    if (launch_gen_ != journal_.state().gen) return;
+    started_ranks_.insert(rank);
+    if (r.step) start_step_ = *r.step;
+    if (static_cast<int>(started_ranks_.size()) ==
+        cluster_.slots() * config_.job.gpus_per_machine) {
+      const ActionId id = starting_;
+      starting_ = 0;
+      if (start_timer_) reactor_.cancel_timer(start_timer_);
+      start_timer_ = 0;
+      running_ = true;
+      job_running();
+      auto& s = journal_.state();
+      s.running = true;
+      if (s.first_step < 0) s.first_step = start_step_;
+      steps_since_start_ = 0;
+      sample_ = PendingSample{now()};
+      save_journal();
+      log("progress", {{"step", start_step_}, {"loss", nullptr}, {"restart", true}});
+      outcome(id, true,
+              "every rank started from step " + std::to_string(start_step_) + " (" +
+                  (r.restored_from.empty() ? std::string("?") : r.restored_from) + ")",
+              start_began_);
+      deliver(JobStarted{id, start_step_});
+    }
+    return;
+  }
+  if (r.type != "step") return;
+  const std::int64_t step = *r.step;  // a step report without one does not decode
+  if (running_) rank_steps_[rank] = step;
+  if (rank != 0) return;  // rank 0 carries the global loss and step
+  const double step_time = r.step_time_s.value_or(0);
+  const bool loss_nan = r.loss_nan();
+  const bool grad_nan = r.grad_norm_nan();
+  const std::optional<double> loss = loss_nan ? std::nullopt : r.loss;  // finite, or not known
+  last_step_ = step;
+  last_progress_at_ = now();
+  ++steps_since_start_;
+  if (!loss)
+    log("progress", {{"step", step}, {"loss", nullptr}, {"restart", false}});
+  else
+    log("progress", {{"step", step}, {"loss", *loss}, {"restart", false}});
+  auto& s = journal_.state();
+  if (steps_since_start_ == kGoodVersionSteps && s.good_version != s.version) {
+    s.good_version = s.version;
+    note("code version " + s.version + " ran " + std::to_string(kGoodVersionSteps) +
+         " steps cleanly");
+    save_journal();
+  }
+  // Healthy step times, for the ETTR accounting's nominal step (not for detection, which
+  // is the policy's): past the first steps of a run and not far above the median so far.
+  if (std::isfinite(step_time) && step_time > 0 && steps_since_start_ > 2 &&
+      (healthy_step_times_.empty() || step_time <= kHealthyStep * median(healthy_step_times_))) {
+    healthy_step_times_.push_back(step_time);
+    if (healthy_step_times_.size() > 4096) healthy_step_times_.erase(healthy_step_times_.begin());
+  }
+  if (!running_ || !watch_) return;
+  // Observations for the policy's detection module, at the cadence it asked for: the steps
+  // since the last sample, their mean step time, the latest finite loss and gradient norm,
+  // and whether any of them was NaN.
+  sample_.steps += 1;
+  if (std::isfinite(step_time) && step_time > 0) sample_.time_s += step_time;
+  sample_.nan |= loss_nan || grad_nan;
+  if (loss) sample_.loss = *loss;
+  if (!grad_nan && r.grad_norm) sample_.grad_norm = *r.grad_norm;
+  if (sample_.nan || watch_->every.ns <= 0 || now() - sample_.since >= watch_->every) {
+    StepSample out;
+    out.step = step;
+    out.step_time_s = sample_.time_s / static_cast<double>(sample_.steps);
+    out.loss = sample_.loss;
+    out.grad_norm = sample_.grad_norm;
+    out.nan = sample_.nan;
+    sample_ = PendingSample{now()};
+    deliver(out);
+  }
+}
+
+void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
+  if (msg.gen != journal_.state().gen) return;
+  if (!runs_rank(m, msg.rank, "exit")) return;
+  const int code = msg.code;
+  const int sig = msg.signal;
+  const std::string& signature = msg.signature;
+  const std::int64_t rank = msg.rank;
+  if (code == 0 && sig == 0) {
+    clean_exits_.insert(rank);
+    if (static_cast<int>(clean_exits_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {
+      note("every rank finished its steps");
+      job_broken("job_finished", "every rank finished its steps");
+      finished_ = true;
+    }
+    return;
+  }
+  if (starting_) {
+    // Ranks of the previous generation die while a start kills them: not a failure of
+    // this start, whose ranks are launched only after the kill.
+    if (launch_gen_ != journal_.state().gen) return;
+    if (sig == 0 && is_peer_symptom(signature)) {
+      hold_victim(m, rank, code, signature);
+      return;
+    }
+    fail_start(m, rank, signature);
+    return;
+  }
+  if (!running_ || exit_reported_) return;  // echoes of an exit already reported
+  const int status = sig ? 128 + sig : code;
+  if (sig == 0 && is_peer_symptom(signature)) {
+    hold_victim(m, rank, status, signature);
+    return;
+  }
+  report_exit(m, rank, status, signature);
+}
+
+// A start that failed because `rank` exited; its step is the one the rank had started
+// from, when it had reported that it started (so a crash in its first step counts as one
+// after that step).
+void LiveWorld::fail_start(MachineId m, std::int64_t rank, const std::string& signature) {
+  if (!starting_) return;
+  const ActionId id = starting_;
+  starting_ = 0;
+  if (start_timer_) reactor_.cancel_timer(start_timer_);
+  start_timer_ = 0;
+  if (victim_timer_) reactor_.cancel_timer(victim_timer_);
+  victim_timer_ = 0;
+  victim_.reset();
+  outcome(id, false, "rank " + std::to_string(rank) + " exited while starting: " + signature,
+          start_began_);
+  deliver(StartFailed{id, m, signature, started_ranks_.count(rank) ? start_step_ : -1});
+}
+
+// A victim (a peer stopped answering) waits a little for the exit of the rank that caused it.
+void LiveWorld::hold_victim(MachineId m, std::int64_t rank, int code,
+                            const std::string& signature) {
+  if (victim_) return;  // the first victim speaks for them all
+  victim_ = VictimExit{m, rank, code, signature};
+  victim_timer_ = reactor_.add_timer(Duration::seconds(kPeerGraceS), [this] {
+    victim_timer_ = 0;
+    attribute_victim_exit();
+  });
+}
+
+// The last step `rank` reported in this run of the job (the restored step before its first).
+std::int64_t LiveWorld::rank_step(std::int64_t rank) const {
+  const auto it = rank_steps_.find(rank);
+  return it != rank_steps_.end() ? it->second : start_step_;
+}
+
+void LiveWorld::report_exit(MachineId m, std::int64_t rank, int code,
+                            const std::string& signature) {
+  if (!running_ || exit_reported_) return;
+  exit_reported_ = true;
+  if (victim_timer_) reactor_.cancel_timer(victim_timer_);
+  victim_timer_ = 0;
+  victim_.reset();
+  job_broken("rank_exit", "rank " + std::to_string(rank) +
+                              (m == kNoMachine ? "" : " on " + machine_config(m).name) +
+                              " exited: " + signature);
+  deliver(ProcessExit{m, code, signature, rank_step(rank)});
+}
+
+// No rank exited on its own within the grace: the victim's exit is reported as the
+// collective's, naming the machine whose ranks stalled first when the step reports show
+// one (all of its ranks behind every other rank), and no machine otherwise.
+void LiveWorld::attribute_victim_exit() {
+  if (!victim_) return;
+  const VictimExit v = *victim_;
+  victim_.reset();
+  if (starting_) {  // no rank exited on its own: the start failed where the victim was
+    fail_start(v.machine, v.rank, v.signature);
+    return;
+  }
+  if (!running_ || exit_reported_) return;
+  const int g = config_.job.gpus_per_machine;
+  const SlotId slots = cluster_.slots();
+  std::vector<std::int64_t> lo(static_cast<std::size_t>(slots)),
+      hi(static_cast<std::size_t>(slots));
+  SlotId laggard = 0;
+  for (SlotId s = 0; s < slots; ++s) {
+    const auto i = static_cast<std::size_t>(s);
+    lo[i] = std::numeric_limits<std::int64_t>::max();
+    hi[i] = -1;
+    for (int k = 0; k < g; ++k) {
+      const std::int64_t st = rank_step(static_cast<std::int64_t>(s) * g + k);
+      lo[i] = std::min(lo[i], st);
+      hi[i] = std::max(hi[i], st);
+    }
+    if (hi[i] < hi[static_cast<std::size_t>(laggard)]) laggard = s;
+  }
+  const std::int64_t behind = hi[static_cast<std::size_t>(laggard)];
+  std::int64_t others = std::numeric_limits<std::int64_t>::max();
+  for (SlotId s = 0; s < slots; ++s)
+    if (s != laggard) others = std::min(others, lo[static_cast<std::size_t>(s)]);
+  const MachineId named = slots > 1 && behind < others ? cluster_.machine_in(laggard) : kNoMachine;
+  note("rank " + std::to_string(v.rank) + " on " + machine_config(v.machine).name +
+       " exited because a peer stopped answering (" + v.signature + "); " +
+       (named == kNoMachine
+            ? std::string("no machine's ranks are behind the others: the exit names no machine")
+            : machine_config(named).name + "'s ranks stalled first, after step " +
+                  std::to_string(behind) + " (every other rank reported step " +
+                  std::to_string(others) + " or later)"));
+  report_exit(named, v.rank, v.code, v.signature);
+}
+
+void LiveWorld::job_running() {
+  if (!first_running_at_) first_running_at_ = now();
+  if (incidents_.empty() || incidents_.back().resolved) return;
+  Incident& in = incidents_.back();
+  in.resolved = now();
+  ++incident_stats_.closed[{in.category, "recovered"}];
+  incident_stats_.recovery.observe((*in.resolved - in.detected).to_seconds());
+  const PhaseSeconds p = phases(in, *in.resolved);
+  incident_stats_.closed_phases.detection += p.detection;
+  incident_stats_.closed_phases.diagnosis += p.diagnosis;
+  incident_stats_.closed_phases.restart += p.restart;
+}
+
+}  // namespace faultline::live

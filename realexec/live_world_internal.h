@@ -1,0 +1,14 @@
+// Internals shared by LiveWorld's source files (live_world.cc: the core, dispatch and
+// accounting; live_ranks.cc: the job's ranks; live_probes.cc: stop-time tests;
+// live_fleet.cc: agents, the machine pool and repairs). Not part of LiveWorld's interface:
+// only what more than one of those files needs lives here, so that a change to it is seen
+// by each of them.
+#pragma once
+
+namespace faultline::live::world_detail {
+
+// How long a plain agent request (kill, launch, capture, inspect, a relayed rendezvous)
+// waits for its reply before it fails as unanswered.
+inline constexpr double kRequestTimeoutS = 30;
+
+}  // namespace faultline::live::world_detail
