@@ -525,14 +525,11 @@ std::string describe_session_end(const LaunchOptions& o, int status, const std::
   return "its agent ended: " + describe_wait_status(status) + said;
 }
 
-int launch_main(const std::vector<std::string>& args) {
-  if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
-    std::cout << kUsage;
-    return 0;
-  }
-  if (args.size() < 2 || args[1].rfind("--", 0) == 0) return usage_error("expected a CONFIG file");
-  LaunchOptions o;
-  std::string only;
+// launch's options after CONFIG into *o and *only; 0, or the exit status of a usage error.
+int parse_launch_options(const std::vector<std::string>& args, LaunchOptions* out,
+                         std::string* only_out) {
+  LaunchOptions& o = *out;
+  std::string& only = *only_out;
   for (std::size_t i = 2; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (i + 1 >= args.size()) return usage_error(a + ": unknown option or missing value");
@@ -572,6 +569,44 @@ int launch_main(const std::vector<std::string>& args) {
       return usage_error("unknown option \"" + a + "\"");
     }
   }
+  return 0;
+}
+
+// --via slurm: the job's allocation must hold every machine launched; nodes that no
+// machine names are reported. 0, or the exit status.
+int check_slurm_allocation(LaunchOptions& o, const std::vector<const LiveMachine*>& machines) {
+  if (const std::string err = resolve_slurm_job(&o.slurm_job); !err.empty())
+    return usage_error(err.rfind("--", 0) == 0 ? err : "--via slurm: " + err);
+  std::vector<std::string> allocation;
+  if (const std::string err = read_allocation(o.slurm_job, &allocation); !err.empty()) {
+    std::cerr << "faultline live launch: " << err << "\n";
+    return 2;
+  }
+  std::vector<std::string> spare;
+  const std::string err = check_slurm_nodes(machines, allocation, o.slurm_job, &spare);
+  if (!err.empty()) {
+    std::cerr << "faultline live launch: " << err << "\n";
+    return 2;
+  }
+  if (!spare.empty()) {
+    std::string list;
+    for (const auto& n : spare) list += (list.empty() ? "" : ",") + n;
+    std::cerr << "faultline launch: slurm job " << o.slurm_job
+              << ": nodes no machine names (unused; `faultline live"
+              << " slurm-config` makes them standbys): " << list << "\n";
+  }
+  return 0;
+}
+
+int launch_main(const std::vector<std::string>& args) {
+  if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (args.size() < 2 || args[1].rfind("--", 0) == 0) return usage_error("expected a CONFIG file");
+  LaunchOptions o;
+  std::string only;
+  if (const int bad = parse_launch_options(args, &o, &only)) return bad;
   LiveConfig config;
   try {
     config = load_live_config(args[1], policies::builtin_registry());
@@ -597,28 +632,8 @@ int launch_main(const std::vector<std::string>& args) {
       machines.push_back(m);
     }
   }
-  if (o.via == LaunchOptions::Via::kSlurm) {
-    if (const std::string err = resolve_slurm_job(&o.slurm_job); !err.empty())
-      return usage_error(err.rfind("--", 0) == 0 ? err : "--via slurm: " + err);
-    std::vector<std::string> allocation;
-    if (const std::string err = read_allocation(o.slurm_job, &allocation); !err.empty()) {
-      std::cerr << "faultline live launch: " << err << "\n";
-      return 2;
-    }
-    std::vector<std::string> spare;
-    const std::string err = check_slurm_nodes(machines, allocation, o.slurm_job, &spare);
-    if (!err.empty()) {
-      std::cerr << "faultline live launch: " << err << "\n";
-      return 2;
-    }
-    if (!spare.empty()) {
-      std::string list;
-      for (const auto& n : spare) list += (list.empty() ? "" : ",") + n;
-      std::cerr << "faultline launch: slurm job " << o.slurm_job
-                << ": nodes no machine names (unused; `faultline live"
-                << " slurm-config` makes them standbys): " << list << "\n";
-    }
-  }
+  if (o.via == LaunchOptions::Via::kSlurm)
+    if (const int bad = check_slurm_allocation(o, machines)) return bad;
   try {
     ::signal(SIGPIPE, SIG_IGN);
     Reactor reactor;
