@@ -113,9 +113,18 @@ nlohmann::json vs_baseline(const std::vector<sim::ReplicaResult>& a,
   return out;
 }
 
-}  // namespace
+// The options of sim compare beside the shared ones (flags.h), in the same table shape.
+constexpr FlagSpec kCompareFlags[] = {
+    {"--stacks", "A,B,..."},
+    {"--variant", "LABEL:PATH=VALUE[+PATH=VALUE...]"},
+    {"--baseline", "a stack of --stacks"},
+    {"--incidents", nullptr},
+    {"--decisions", nullptr},
+};
 
-int sim_compare(const std::vector<std::string>& args) {
+// What the command line asks for. After validate_compare, `stacks` holds the stacks, then
+// the variants' labels, and `base` is the baseline's index among them.
+struct CompareArgs {
   std::string path;
   std::vector<std::string> stacks = {"byterobust", "requeue", "reschedule", "oracle"};
   bool stacks_given = false;
@@ -123,148 +132,325 @@ int sim_compare(const std::vector<std::string>& args) {
   std::string baseline;
   SimFlags f;
   sim::RunOptions opt;
-  for (size_t i = 0; i < args.size(); ++i) {
+  std::size_t base = 0;
+};
+
+// Applies one option of kCompareFlags and its value (nullptr: none followed). Returns -1,
+// or 2 after a usage error.
+int apply_compare_flag(const FlagSpec& spec, const std::string* v, CompareArgs& c) {
+  const std::string name = spec.name;
+  if (name == "--incidents") {
+    c.opt.incidents = true;
+  } else if (name == "--decisions") {
+    c.opt.decisions = true;
+  } else if (name == "--baseline") {
+    if (!v || v->empty()) return usage_error(expected(spec));
+    c.baseline = *v;
+  } else if (name == "--stacks") {
+    if (!v || split(*v).empty()) return usage_error(expected(spec));
+    c.stacks = split(*v);
+    c.stacks_given = true;
+  } else {  // --variant
+    const std::string x = v ? *v : "";
+    const auto colon = x.find(':');
+    if (colon == std::string::npos || colon == 0 || x.find('=', colon) == std::string::npos)
+      return usage_error(expected(spec) + ", got '" + x + "'");
+    c.variants.emplace_back(x.substr(0, colon), x.substr(colon + 1));
+  }
+  return -1;
+}
+
+// Parses the command line into `c`. Returns -1 to go on, else the exit code (0 after
+// --help, 2 after a usage error).
+int parse_compare_args(const std::vector<std::string>& args, CompareArgs& c) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (const int r = sim_flag(args, i, f, {"table", "json"})) {
+    if (const int r = sim_flag(args, i, c.f, {"table", "json"})) {
       if (r < 0) return 2;
       continue;
     }
     if (a == "-h" || a == "--help") {
       std::fputs(kHelp, stdout);
       return 0;
-    } else if (a == "--baseline") {
-      if (i + 1 >= args.size() || args[i + 1].empty())
-        return usage_error("--baseline: expected a stack of --stacks");
-      baseline = args[++i];
-    } else if (a == "--incidents") {
-      opt.incidents = true;
-    } else if (a == "--decisions") {
-      opt.decisions = true;
-    } else if (a == "--stacks") {
-      if (i + 1 >= args.size() || split(args[i + 1]).empty())
-        return usage_error("--stacks: expected A,B,...");
-      stacks = split(args[++i]);
-      stacks_given = true;
-    } else if (a == "--variant") {
-      const std::string v = i + 1 < args.size() ? args[i + 1] : "";
-      const auto colon = v.find(':');
-      if (colon == std::string::npos || colon == 0 || v.find('=', colon) == std::string::npos)
-        return usage_error("--variant: expected LABEL:PATH=VALUE[+PATH=VALUE...], got '" + v + "'");
-      variants.emplace_back(v.substr(0, colon), v.substr(colon + 1));
-      ++i;
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option " + a);
-    } else if (path.empty()) {
-      path = a;
-    } else {
-      return usage_error("unexpected argument " + a);
     }
+    int rc;
+    if (const FlagSpec* spec = find_flag(kCompareFlags, a))
+      rc = apply_compare_flag(*spec, spec->value ? flag_value(args, i) : nullptr, c);
+    else
+      rc = positional_arg(a, c.path);
+    if (rc >= 0) return rc;
   }
-  if (path.empty()) return usage_error("sim compare: expected SCENARIO.json");
-  if ((opt.incidents || opt.decisions) && f.out_dir.empty())
-    return usage_error(std::string(opt.incidents ? "--incidents" : "--decisions") +
+  return -1;
+}
+
+// Checks what the options need of each other; puts the scenario's own stack first when
+// variants come without --stacks, appends the variants' labels and finds the baseline.
+// Returns -1, or 2 after printing why not.
+int validate_compare(CompareArgs& c) {
+  if (c.path.empty()) return usage_error("sim compare: expected SCENARIO.json");
+  if ((c.opt.incidents || c.opt.decisions) && c.f.out_dir.empty())
+    return usage_error(std::string(c.opt.incidents ? "--incidents" : "--decisions") +
                        ": needs --out DIR (the files go into one sub-directory per stack)");
-  const std::vector<std::string> sets = f.scenario_sets();
-  std::string own_stack;  // the scenario's stack: the baseline of variants without --stacks
-  if (!variants.empty() && !stacks_given) {
-    try {
-      own_stack = scenarios::load_scenario(path, sets, policies::builtin_registry()).policy;
+  if (!c.variants.empty() && !c.stacks_given) {
+    try {  // the scenario's stack: the baseline of variants without --stacks
+      const Registry registry = policies::builtin_registry();
+      c.stacks = {scenarios::load_scenario(c.path, c.f.scenario_sets(), registry).policy};
     } catch (const scenarios::ScenarioError& e) {
       std::fprintf(stderr, "faultline: %s\n", e.what());
       return 2;
     }
-    stacks = {own_stack};
   }
-  const std::size_t n_stacks = stacks.size();
-  for (const auto& [label, v] : variants) {
-    if (std::find(stacks.begin(), stacks.end(), label) != stacks.end())
+  for (const auto& [label, v] : c.variants) {
+    if (std::find(c.stacks.begin(), c.stacks.end(), label) != c.stacks.end())
       return usage_error("--variant " + label + ": the label is already a stack or a variant");
-    stacks.push_back(label);
+    c.stacks.push_back(label);
   }
-  std::size_t base = 0;
-  if (!baseline.empty()) {
-    const auto it = std::find(stacks.begin(), stacks.end(), baseline);
-    if (it == stacks.end())
-      return usage_error("--baseline " + baseline + ": not one of --stacks or --variant");
-    base = static_cast<std::size_t>(it - stacks.begin());
+  if (!c.baseline.empty()) {
+    const auto it = std::find(c.stacks.begin(), c.stacks.end(), c.baseline);
+    if (it == c.stacks.end())
+      return usage_error("--baseline " + c.baseline + ": not one of --stacks or --variant");
+    c.base = static_cast<std::size_t>(it - c.stacks.begin());
   }
-  const std::string& format = f.format;
-  const std::string& out_dir = f.out_dir;
-  const long long jobs = f.jobs;
-  Registry registry = policies::builtin_registry();
-  std::vector<scenarios::Scenario> scs;
-  try {
-    const scenarios::Scenario base = scenarios::load_scenario(path, sets, registry);
-    for (std::size_t k = 0; k < n_stacks; ++k) {
-      const std::string& spec = stacks[k];
-      // NAME+PARAM=VALUE+...: the stack, then parameter overrides.
-      std::vector<std::string> parts;
-      std::stringstream ss(spec);
-      for (std::string x; std::getline(ss, x, '+');) parts.push_back(x);
-      std::vector<std::string> s2 = sets;
-      s2.push_back("policy.stack=\"" + parts[0] + "\"");
-      if (parts[0] != base.policy) s2.push_back("policy.params={}");
-      for (std::size_t k = 1; k < parts.size(); ++k) {
-        if (parts[k].find('=') == std::string::npos || parts[k].front() == '=') {
-          std::fprintf(stderr, "faultline: --stacks: '%s': expected NAME+PARAM=VALUE, got '%s'\n",
-                       spec.c_str(), parts[k].c_str());
-          return 2;
-        }
-        s2.push_back("policy.params." + parts[k]);
-      }
-      scs.push_back(scenarios::load_scenario(path, s2, registry));
+  return -1;
+}
+
+// Appends the overrides of stack `spec`, NAME+PARAM=VALUE+...: the stack, then parameter
+// overrides (a stack other than the scenario's own, `own`, starts from its defaults).
+// False after printing a malformed parameter.
+bool stack_sets(const std::string& spec, const std::string& own, std::vector<std::string>& s2) {
+  std::vector<std::string> parts;
+  std::stringstream ss(spec);
+  for (std::string x; std::getline(ss, x, '+');) parts.push_back(x);
+  s2.push_back("policy.stack=\"" + parts[0] + "\"");
+  if (parts[0] != own) s2.push_back("policy.params={}");
+  for (std::size_t k = 1; k < parts.size(); ++k) {
+    if (parts[k].find('=') == std::string::npos || parts[k].front() == '=') {
+      std::fprintf(stderr, "faultline: --stacks: '%s': expected NAME+PARAM=VALUE, got '%s'\n",
+                   spec.c_str(), parts[k].c_str());
+      return false;
     }
-    // A variant: the scenario's own stack and parameters, with its overrides (paired: the
-    // same seeds, replica by replica).
-    for (const auto& [label, v] : variants) {
+    s2.push_back("policy.params." + parts[k]);
+  }
+  return true;
+}
+
+// Appends the overrides of a variant, PATH=VALUE+... (it keeps the scenario's own stack and
+// parameters, and is paired with the rest: the same seeds, replica by replica). False after
+// printing a malformed one.
+bool variant_sets(const std::string& label, const std::string& v, std::vector<std::string>& s2) {
+  std::stringstream ss(v);
+  for (std::string x; std::getline(ss, x, '+');) {
+    if (x.find('=') == std::string::npos || x.front() == '=') {
+      std::fprintf(stderr, "faultline: --variant %s: expected PATH=VALUE, got '%s'\n",
+                   label.c_str(), x.c_str());
+      return false;
+    }
+    s2.push_back(x);
+  }
+  return true;
+}
+
+// Loads one scenario per stack, then one per variant, into `scs`. Returns -1, or 2 after
+// printing why one does not load.
+int load_compared(const CompareArgs& c, const Registry& registry,
+                  std::vector<scenarios::Scenario>& scs) {
+  const std::vector<std::string> sets = c.f.scenario_sets();
+  const std::size_t n_stacks = c.stacks.size() - c.variants.size();
+  try {
+    const scenarios::Scenario base = scenarios::load_scenario(c.path, sets, registry);
+    for (std::size_t k = 0; k < n_stacks; ++k) {
       std::vector<std::string> s2 = sets;
-      std::stringstream ss(v);
-      for (std::string x; std::getline(ss, x, '+');) {
-        if (x.find('=') == std::string::npos || x.front() == '=') {
-          std::fprintf(stderr, "faultline: --variant %s: expected PATH=VALUE, got '%s'\n",
-                       label.c_str(), x.c_str());
-          return 2;
-        }
-        s2.push_back(x);
-      }
-      scs.push_back(scenarios::load_scenario(path, s2, registry));
+      if (!stack_sets(c.stacks[k], base.policy, s2)) return 2;
+      scs.push_back(scenarios::load_scenario(c.path, s2, registry));
+    }
+    for (const auto& [label, v] : c.variants) {
+      std::vector<std::string> s2 = sets;
+      if (!variant_sets(label, v, s2)) return 2;
+      scs.push_back(scenarios::load_scenario(c.path, s2, registry));
     }
   } catch (const scenarios::ScenarioError& e) {
     std::fprintf(stderr, "faultline: %s\n", e.what());
     return 2;
   }
+  return -1;
+}
+
+// Runs every scenario's replicas in turn under one progress bar, into `all`. Returns -1,
+// or 1 after printing why a run failed.
+int run_compared(const CompareArgs& c, const std::vector<scenarios::Scenario>& scs,
+                 const Registry& registry, std::vector<std::vector<sim::ReplicaResult>>& all) {
+  ProgressBar bar(!c.f.quiet);
+  try {
+    long long total = 0, before = 0;
+    for (const auto& sc : scs) total += sc.replicas;
+    for (std::size_t k = 0; k < scs.size(); ++k) {
+      bar.set_what(c.stacks[k] + " ");
+      all.push_back(sim::run_replicas_in_child(scs[k], static_cast<int>(c.f.jobs), c.opt, registry,
+                                               [&](long long done) { bar(before + done, total); }));
+      before += scs[k].replicas;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: %s: %s\n", c.path.c_str(), e.what());
+    return 1;
+  }
+  return -1;
+}
+
+// Adds every stack's aggregate, with its paired comparison to the baseline, to
+// out["stacks"], and writes its sub-directory of --out DIR.
+void add_stacks(const CompareArgs& c, const std::vector<scenarios::Scenario>& scs,
+                const std::vector<std::vector<sim::ReplicaResult>>& all, nlohmann::json& out) {
+  for (size_t k = 0; k < scs.size(); ++k) {
+    nlohmann::json r = sim::aggregate(scs[k], all[k], 0);
+    r.erase("wall_s");
+    r["label"] = c.stacks[k];
+    if (k != c.base) r["vs_baseline"] = vs_baseline(all[k], all[c.base]);
+    out["stacks"].push_back(r);
+    if (!c.f.out_dir.empty())
+      sim::write_out_dir(c.f.out_dir + "/" + c.stacks[k], r, all[k], scs[k]);
+  }
+}
+
+// `v` with `prec` decimals.
+std::string fixed(double v, int prec) {
+  std::ostringstream x;
+  x << std::fixed << std::setprecision(prec) << v;
+  return x.str();
+}
+
+// The side-by-side table: a label column, then one column per stack.
+struct Columns {
+  std::ostringstream& o;
+  const nlohmann::json& stacks;  // compare.json's "stacks"
+  int width;
+  // One line: `label`, then cell(stack) for every stack.
+  template <class Cell>
+  void row(const std::string& label, Cell cell) {
+    o << std::left << std::setw(34) << label << std::right;
+    for (const auto& r : stacks) o << std::setw(width) << cell(r);
+    o << "\n";
+  }
+};
+
+// cell(the stack's comparison with the baseline), or "baseline" in the baseline's column.
+template <class Cell>
+std::string vs(const nlohmann::json& r, Cell cell) {
+  return r.contains("vs_baseline") ? cell(r["vs_baseline"]) : std::string("baseline");
+}
+
+// The table's rows of ETTR: its CI, the paired difference to the baseline, the time to train.
+void ettr_rows(Columns& t, const std::string& baseline) {
+  using J = const nlohmann::json&;
+  t.row("", [&](J r) { return r["label"].get<std::string>(); });
+  t.row("ETTR %", [&](J r) { return fixed(100 * r["ettr"]["mean"].get<double>(), 2); });
+  t.row("  95% CI", [&](J r) {
+    return fixed(100 * r["ettr"]["ci95"][0].get<double>(), 2) + ".." +
+           fixed(100 * r["ettr"]["ci95"][1].get<double>(), 2);
+  });
+  t.row("  paired diff to " + baseline + ", pts", [&](J r) {
+    return vs(r, [&](J v) {
+      return fixed(100 * v["mean"].get<double>(), 2) + " +-" +
+             fixed(100 * (v["ci95"][1].get<double>() - v["mean"].get<double>()), 2);
+    });
+  });
+  if (t.stacks.front().contains("time_to_train"))
+    t.row("time to train, days", [&](J r) {
+      const auto& x = r["time_to_train"];
+      return x["mean"].is_null() ? std::string("none finished") : fixed(x["mean"].get<double>(), 1);
+    });
+  if (t.stacks.front().contains("time_to_train"))
+    t.row("  paired diff, days", [&](J r) {
+      if (!r.contains("vs_baseline")) return std::string("baseline");
+      if (!r["vs_baseline"].contains("time_to_train_days")) return std::string("-");
+      const auto& x = r["vs_baseline"]["time_to_train_days"];
+      return fixed(x["mean"].get<double>(), 2) + " +-" +
+             fixed(x["ci95"][1].get<double>() - x["mean"].get<double>(), 2);
+    });
+  t.row("  unpaired CI would be, pts", [&](J r) {
+    return vs(r, [&](J v) {
+      return "+-" + fixed(100 * (v["unpaired_ci95"][1].get<double>() - v["mean"].get<double>()), 2);
+    });
+  });
+  t.row("  replicas won/tied/lost %", [&](J r) {
+    return vs(r, [&](J v) {
+      return fixed(100 * v["wins"].get<double>(), 0) + "/" +
+             fixed(100 * v["ties"].get<double>(), 0) + "/" +
+             fixed(100 * v["losses"].get<double>(), 0);
+    });
+  });
+}
+
+// The table's rows of where the time went: the unproductive breakdown, incidents by
+// mechanism, evictions, fruitless runs, standby exhaustions, remote-checkpoint fallbacks.
+void cost_rows(Columns& t) {
+  using J = const nlohmann::json&;
+  t.o << "unproductive hours per replica\n";
+  for (const auto& b : sim::kBuckets) {
+    const std::string k = b.name;
+    if (k == "productive") continue;
+    t.row("  " + k, [&](J r) { return fixed(r["breakdown_s"][k].get<double>() / 3600, 2); });
+  }
+  t.o << "incidents resolved by (per replica)\n";
+  for (int k = 1; k < kMechanisms; ++k) {
+    const char* m = mechanism_name(static_cast<Mechanism>(k));
+    t.row(std::string("  ") + m,
+          [&](J r) { return fixed(r["resolved_by_per_replica"].value(m, 0.0), 1); });
+  }
+  t.row("incidents per replica",
+        [&](J r) { return fixed(r["incidents"]["per_replica"].get<double>(), 1); });
+  t.row("evictions true / healthy", [&](J r) {
+    return fixed(r["evictions"]["true_per_replica"].get<double>(), 1) + " / " +
+           fixed(r["evictions"]["false_per_replica"].get<double>(), 1);
+  });
+  t.row("  healthy: test false positive",
+        [&](J r) { return fixed(r["evictions"]["false_positive_per_replica"].get<double>(), 2); });
+  t.row("longest fruitless run (max)",
+        [&](J r) { return std::to_string(r["max_fruitless_rounds"].get<int>()); });
+  t.row("standby pool exhaustions",
+        [&](J r) { return fixed(r["standby_exhaustions_per_replica"].get<double>(), 2); });
+  t.row("remote-checkpoint fallbacks",
+        [&](J r) { return fixed(r["remote_checkpoint_fallbacks_per_replica"].get<double>(), 2); });
+}
+
+// The table of --format table, from what --format json prints.
+std::string compare_table(const nlohmann::json& out, const CompareArgs& c) {
+  std::ostringstream o;
+  o << std::fixed;
+  o << "scenario " << out["scenario"].get<std::string>() << ", " << out["replicas"].get<int>()
+    << " paired replicas per stack, seed " << out["seed"].get<std::uint64_t>() << "\n\n";
+  int width = 24;  // wide enough for the longest stack label
+  for (const auto& spec : c.stacks) width = std::max(width, static_cast<int>(spec.size()) + 2);
+  Columns t{o, out["stacks"], width};
+  ettr_rows(t, c.stacks[c.base]);
+  cost_rows(t);
+  o << "wall time: " << fixed(out["wall_s"].get<double>(), 2) << " s\n";
+  return o.str();
+}
+
+}  // namespace
+
+int sim_compare(const std::vector<std::string>& args) {
+  CompareArgs c;
+  if (const int rc = parse_compare_args(args, c); rc >= 0) return rc;
+  if (const int rc = validate_compare(c); rc >= 0) return rc;
+  Registry registry = policies::builtin_registry();
+  std::vector<scenarios::Scenario> scs;
+  if (const int rc = load_compared(c, registry, scs); rc >= 0) return rc;
+
   const auto t0 = std::chrono::steady_clock::now();
   nlohmann::json out;
   out["scenario"] = scs.front().name;
   out["replicas"] = scs.front().replicas;
   out["seed"] = scs.front().seed;
   out["stacks"] = nlohmann::json::array();
-  out["baseline"] = stacks[base];
+  out["baseline"] = c.stacks[c.base];
   std::vector<std::vector<sim::ReplicaResult>> all;
-  ProgressBar bar(!f.quiet);
-  try {
-    long long total = 0, before = 0;
-    for (const auto& sc : scs) total += sc.replicas;
-    for (std::size_t k = 0; k < scs.size(); ++k) {
-      bar.set_what(stacks[k] + " ");
-      all.push_back(sim::run_replicas_in_child(scs[k], static_cast<int>(jobs), opt, registry,
-                                               [&](long long done) { bar(before + done, total); }));
-      before += scs[k].replicas;
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "faultline: %s: %s\n", path.c_str(), e.what());
-    return 1;
-  }
-  for (size_t k = 0; k < scs.size(); ++k) {
-    nlohmann::json r = sim::aggregate(scs[k], all[k], 0);
-    r.erase("wall_s");
-    r["label"] = stacks[k];
-    if (k != base) r["vs_baseline"] = vs_baseline(all[k], all[base]);
-    out["stacks"].push_back(r);
-    if (!out_dir.empty()) sim::write_out_dir(out_dir + "/" + stacks[k], r, all[k], scs[k]);
-  }
+  if (const int rc = run_compared(c, scs, registry, all); rc >= 0) return rc;
+  add_stacks(c, scs, all, out);
   out["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!out_dir.empty()) {
+
+  const std::string& out_dir = c.f.out_dir;
+  if (!out_dir.empty()) {  // compare.json: what --format json prints
     std::ofstream file(out_dir + "/compare.json");
     file << out.dump(2) << "\n";
     if (!file) {
@@ -272,101 +458,10 @@ int sim_compare(const std::vector<std::string>& args) {
       return 1;
     }
   }
-  if (format == "json") {
+  if (c.f.format == "json")
     std::cout << out.dump(2) << "\n";
-    return 0;
-  }
-  std::ostringstream o;
-  o << std::fixed;
-  const auto& st = out["stacks"];
-  o << "scenario " << out["scenario"].get<std::string>() << ", " << out["replicas"].get<int>()
-    << " paired replicas per stack, seed " << out["seed"].get<std::uint64_t>() << "\n\n";
-  int width = 24;  // wide enough for the longest stack label
-  for (const auto& spec : stacks) width = std::max(width, static_cast<int>(spec.size()) + 2);
-  auto row = [&](const std::string& label, auto cell) {
-    o << std::left << std::setw(34) << label << std::right;
-    for (const auto& r : st) o << std::setw(width) << cell(r);
-    o << "\n";
-  };
-  auto fmt = [](double v, int prec) {
-    std::ostringstream x;
-    x << std::fixed << std::setprecision(prec) << v;
-    return x.str();
-  };
-  row("", [&](const nlohmann::json& r) { return r["label"].get<std::string>(); });
-  row("ETTR %",
-      [&](const nlohmann::json& r) { return fmt(100 * r["ettr"]["mean"].get<double>(), 2); });
-  row("  95% CI", [&](const nlohmann::json& r) {
-    return fmt(100 * r["ettr"]["ci95"][0].get<double>(), 2) + ".." +
-           fmt(100 * r["ettr"]["ci95"][1].get<double>(), 2);
-  });
-  auto vs = [&](const nlohmann::json& r, auto cell) -> std::string {
-    return r.contains("vs_baseline") ? cell(r["vs_baseline"]) : std::string("baseline");
-  };
-  row("  paired diff to " + stacks[base] + ", pts", [&](const nlohmann::json& r) {
-    return vs(r, [&](const nlohmann::json& v) {
-      return fmt(100 * v["mean"].get<double>(), 2) + " +-" +
-             fmt(100 * (v["ci95"][1].get<double>() - v["mean"].get<double>()), 2);
-    });
-  });
-  if (st.front().contains("time_to_train"))
-    row("time to train, days", [&](const nlohmann::json& r) {
-      const auto& t = r["time_to_train"];
-      return t["mean"].is_null() ? std::string("none finished") : fmt(t["mean"].get<double>(), 1);
-    });
-  if (st.front().contains("time_to_train"))
-    row("  paired diff, days", [&](const nlohmann::json& r) {
-      if (!r.contains("vs_baseline")) return std::string("baseline");
-      if (!r["vs_baseline"].contains("time_to_train_days")) return std::string("-");
-      const auto& t = r["vs_baseline"]["time_to_train_days"];
-      return fmt(t["mean"].get<double>(), 2) + " +-" +
-             fmt(t["ci95"][1].get<double>() - t["mean"].get<double>(), 2);
-    });
-  row("  unpaired CI would be, pts", [&](const nlohmann::json& r) {
-    return vs(r, [&](const nlohmann::json& v) {
-      return "+-" + fmt(100 * (v["unpaired_ci95"][1].get<double>() - v["mean"].get<double>()), 2);
-    });
-  });
-  row("  replicas won/tied/lost %", [&](const nlohmann::json& r) {
-    return vs(r, [&](const nlohmann::json& v) {
-      return fmt(100 * v["wins"].get<double>(), 0) + "/" + fmt(100 * v["ties"].get<double>(), 0) +
-             "/" + fmt(100 * v["losses"].get<double>(), 0);
-    });
-  });
-  o << "unproductive hours per replica\n";
-  for (const auto& b : sim::kBuckets) {
-    const std::string k = b.name;
-    if (k == "productive") continue;
-    row("  " + k,
-        [&](const nlohmann::json& r) { return fmt(r["breakdown_s"][k].get<double>() / 3600, 2); });
-  }
-  o << "incidents resolved by (per replica)\n";
-  for (int k = 1; k < kMechanisms; ++k) {
-    const char* m = mechanism_name(static_cast<Mechanism>(k));
-    row(std::string("  ") + m, [&](const nlohmann::json& r) {
-      return fmt(r["resolved_by_per_replica"].value(m, 0.0), 1);
-    });
-  }
-  row("incidents per replica",
-      [&](const nlohmann::json& r) { return fmt(r["incidents"]["per_replica"].get<double>(), 1); });
-  row("evictions true / healthy", [&](const nlohmann::json& r) {
-    return fmt(r["evictions"]["true_per_replica"].get<double>(), 1) + " / " +
-           fmt(r["evictions"]["false_per_replica"].get<double>(), 1);
-  });
-  row("  healthy: test false positive", [&](const nlohmann::json& r) {
-    return fmt(r["evictions"]["false_positive_per_replica"].get<double>(), 2);
-  });
-  row("longest fruitless run (max)", [&](const nlohmann::json& r) {
-    return std::to_string(r["max_fruitless_rounds"].get<int>());
-  });
-  row("standby pool exhaustions", [&](const nlohmann::json& r) {
-    return fmt(r["standby_exhaustions_per_replica"].get<double>(), 2);
-  });
-  row("remote-checkpoint fallbacks", [&](const nlohmann::json& r) {
-    return fmt(r["remote_checkpoint_fallbacks_per_replica"].get<double>(), 2);
-  });
-  o << "wall time: " << fmt(out["wall_s"].get<double>(), 2) << " s\n";
-  std::cout << o.str();
+  else
+    std::cout << compare_table(out, c);
   return 0;
 }
 

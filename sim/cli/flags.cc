@@ -29,24 +29,43 @@ bool parse_int(const std::string& s, long long lo, long long hi, long long* out)
   return true;
 }
 
+const FlagSpec* find_flag(std::span<const FlagSpec> table, const std::string& a) {
+  for (const auto& s : table)
+    if (a == s.name) return &s;
+  return nullptr;
+}
+
+const std::string* flag_value(const std::vector<std::string>& args, std::size_t& i) {
+  return i + 1 < args.size() ? &args[++i] : nullptr;
+}
+
+std::string expected(const FlagSpec& spec) {
+  return std::string(spec.name) + ": expected " + spec.value;
+}
+
+int positional_arg(const std::string& a, std::string& path) {
+  if (!a.empty() && a[0] == '-') return usage_error("unknown option " + a);
+  if (!path.empty()) return usage_error("unexpected argument " + a);
+  path = a;
+  return -1;
+}
+
 int sim_flag(const std::vector<std::string>& args, std::size_t& i, SimFlags& f,
              const std::vector<std::string>& formats) {
   const std::string& a = args[i];
-  const FlagSpec* spec = nullptr;
-  for (const auto& s : kSimFlags)
-    if (a == s.name) spec = &s;
+  const FlagSpec* spec = find_flag(kSimFlags, a);
   if (!spec) return 0;
   if (!spec->value) {  // a switch
     (a == "--quiet" ? f.quiet : f.allow_unused) = true;
     return 1;
   }
-  if (i + 1 >= args.size()) return usage_error(a + ": expected " + spec->value), -2;
+  if (i + 1 >= args.size()) return usage_error(expected(*spec)), -2;
   const std::string& v = args[++i];
   if (a == "--replicas" || a == "--jobs" || a == "--seed") {
     long long x;
     const long long lo = a == "--seed" ? 0 : 1;
     if (!parse_int(v, lo, a == "--jobs" ? 4096 : (1LL << 62), &x))
-      return usage_error(a + ": expected " + spec->value + ", got '" + v + "'"), -2;
+      return usage_error(expected(*spec) + ", got '" + v + "'"), -2;
     (a == "--replicas" ? f.replicas : a == "--jobs" ? f.jobs : f.seed) = x;
   } else if (a == "--set") {
     f.sets.push_back(v);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,19 @@ inline constexpr FlagSpec kSimFlags[] = {
 // the default).
 int sim_flag(const std::vector<std::string>& args, std::size_t& i, SimFlags& f,
              const std::vector<std::string>& formats);
+
+// A command's own options are a table of the same shape, one per command (FlagSpec: the
+// name, and what the value must be or nullptr for a switch). The entry of `table` named
+// `a`, or nullptr.
+const FlagSpec* find_flag(std::span<const FlagSpec> table, const std::string& a);
+// The value after args[i], advancing i; nullptr (i unchanged) when args[i] is the last.
+const std::string* flag_value(const std::vector<std::string>& args, std::size_t& i);
+// "NAME: expected VALUE": the message of a missing or bad value of `spec`.
+std::string expected(const FlagSpec& spec);
+// An argument that is no known option: the first non-option one is the scenario (into
+// `path`); an unknown option or a second argument is a usage error. Returns -1 when taken,
+// else the exit code 2 (after printing the message).
+int positional_arg(const std::string& a, std::string& path);
 
 // Prints "faultline: MESSAGE (see --help)" and returns 2, the usage exit code.
 int usage_error(const std::string& msg);

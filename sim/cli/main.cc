@@ -144,97 +144,85 @@ std::string read_replica_numbers(const std::string& file, std::vector<std::uint6
   return any ? "" : file + ": no replica numbers in it";
 }
 
-int sim_run(const std::vector<std::string>& args) {
+// The options of sim run beside the shared ones (flags.h), in the same table shape.
+constexpr faultline::cli::FlagSpec kRunFlags[] = {
+    {"--timeline", nullptr},
+    {"--timeline-step-s", "seconds >= 1"},
+    {"--incidents", nullptr},
+    {"--decisions", nullptr},
+    {"--replica", "K[,K...], replica numbers >= 0"},
+    {"--replica-cpu", "a file"},
+    {"--replicas-from", "a file"},
+};
+
+// What the command line asks for.
+struct RunArgs {
   std::string path;
   faultline::cli::SimFlags f;
   sim::RunOptions opt;
   std::vector<std::uint64_t> which;  // --replica / --replicas-from; empty: all
   std::string cpu_file;              // --replica-cpu
+};
+
+// Applies one option of kRunFlags and its value (nullptr: none followed). Returns -1, or 2
+// after a usage error.
+int apply_run_flag(const faultline::cli::FlagSpec& spec, const std::string* v, RunArgs& c) {
+  using faultline::cli::expected;
+  const std::string name = spec.name;
+  if (name == "--timeline") {
+    c.opt.timeline = true;
+  } else if (name == "--timeline-step-s") {
+    long long x;
+    if (!v || !faultline::cli::parse_int(*v, 1, 1LL << 40, &x)) return usage_error(expected(spec));
+    c.opt.timeline_step_s = static_cast<double>(x);
+  } else if (name == "--incidents") {
+    c.opt.incidents = true;
+  } else if (name == "--decisions") {
+    c.opt.decisions = true;
+  } else if (name == "--replica") {
+    if (!v || !add_replica_numbers(*v, c.which)) return usage_error(expected(spec));
+  } else if (name == "--replica-cpu") {
+    if (!v || v->empty()) return usage_error(expected(spec));
+    c.cpu_file = *v;
+  } else {  // --replicas-from
+    if (!v) return usage_error(expected(spec));
+    if (const std::string err = read_replica_numbers(*v, c.which); !err.empty())
+      return usage_error("--replicas-from " + err);
+  }
+  return -1;
+}
+
+// Parses the command line into `c`. Returns -1 to go on, else the exit code (0 after
+// --help, 2 after a usage error).
+int parse_run_args(const std::vector<std::string>& args, RunArgs& c) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (const int r = faultline::cli::sim_flag(args, i, f, {"table", "json"})) {
+    if (const int r = faultline::cli::sim_flag(args, i, c.f, {"table", "json"})) {
       if (r < 0) return 2;
       continue;
     }
     if (a == "-h" || a == "--help") {
       std::fputs(kSimRunHelp, stdout);
       return 0;
-    } else if (a == "--timeline") {
-      opt.timeline = true;
-    } else if (a == "--timeline-step-s") {
-      long long x;
-      if (i + 1 >= args.size() || !faultline::cli::parse_int(args[++i], 1, 1LL << 40, &x))
-        return usage_error("--timeline-step-s: expected seconds >= 1");
-      opt.timeline_step_s = static_cast<double>(x);
-    } else if (a == "--incidents") {
-      opt.incidents = true;
-    } else if (a == "--decisions") {
-      opt.decisions = true;
-    } else if (a == "--replica") {
-      if (i + 1 >= args.size() || !add_replica_numbers(args[++i], which))
-        return usage_error("--replica: expected K[,K...], replica numbers >= 0");
-    } else if (a == "--replica-cpu") {
-      if (i + 1 >= args.size() || args[i + 1].empty())
-        return usage_error("--replica-cpu: expected a file");
-      cpu_file = args[++i];
-    } else if (a == "--replicas-from") {
-      if (i + 1 >= args.size()) return usage_error("--replicas-from: expected a file");
-      if (const std::string err = read_replica_numbers(args[++i], which); !err.empty())
-        return usage_error("--replicas-from " + err);
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option " + a);
-    } else if (path.empty()) {
-      path = a;
-    } else {
-      return usage_error("unexpected argument " + a);
     }
+    int rc;
+    if (const auto* spec = faultline::cli::find_flag(kRunFlags, a))
+      rc = apply_run_flag(*spec, spec->value ? faultline::cli::flag_value(args, i) : nullptr, c);
+    else
+      rc = faultline::cli::positional_arg(a, c.path);
+    if (rc >= 0) return rc;
   }
-  if (path.empty()) return usage_error("sim run: expected SCENARIO.json");
-  const std::vector<std::string> sets = f.scenario_sets();
-  const std::string& format = f.format;
-  const std::string& out_dir = f.out_dir;
-  const long long jobs = f.jobs;
-  const bool quiet = f.quiet;
+  if (c.path.empty()) return usage_error("sim run: expected SCENARIO.json");
+  return -1;
+}
 
-  Registry registry = faultline::policies::builtin_registry();
-  sc::Scenario scenario;
-  try {
-    scenario = sc::load_scenario(path, sets, registry);
-  } catch (const sc::ScenarioError& e) {
-    std::fprintf(stderr, "faultline: %s\n", e.what());
-    return 2;
-  }
-
-  std::ofstream cpu;  // opened before the run: a bad path costs nothing
-  if (!cpu_file.empty()) {
-    cpu.open(cpu_file);
-    if (!cpu) {
-      std::fprintf(stderr, "faultline: --replica-cpu %s: cannot write\n", cpu_file.c_str());
-      return 2;
-    }
-  }
-
-  const auto t0 = std::chrono::steady_clock::now();
-  faultline::cli::ProgressBar bar(!quiet);
-  auto progress = [&](int done, int total) { bar(done, total); };
-  std::vector<sim::ReplicaResult> results;
-  sim::RunStats stats;
-  sim::CategoryTotals totals;
-  try {
-    results = which.empty() ? sim::run_replicas(scenario, scenario.replicas, static_cast<int>(jobs),
-                                                opt, registry, &stats, progress, &totals)
-                            : sim::run_replica_list(scenario, which, static_cast<int>(jobs), opt,
-                                                    registry, &stats, progress, &totals);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "faultline: %s: %s\n", path.c_str(), e.what());
-    return 1;
-  }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  nlohmann::json result = sim::aggregate(scenario, results, wall, &totals);
-  if (!which.empty()) result["rerun_of_replicas"] = which;
-  if (!out_dir.empty()) {
+// Writes the files the run was asked for besides stdout: --out DIR, and --replica-cpu FILE
+// into `cpu` (opened before the run). Returns -1, or 1 after printing why one failed.
+int write_run_files(const RunArgs& c, const sc::Scenario& scenario, const nlohmann::json& result,
+                    const std::vector<sim::ReplicaResult>& results, std::ofstream& cpu) {
+  if (!c.f.out_dir.empty()) {
     try {
-      sim::write_out_dir(out_dir, result, results, scenario);
+      sim::write_out_dir(c.f.out_dir, result, results, scenario);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "faultline: %s\n", e.what());
       return 1;
@@ -244,11 +232,54 @@ int sim_run(const std::vector<std::string>& args) {
     cpu << "replica,cpu_ms\n";
     for (const auto& r : results) cpu << r.replica << ',' << r.cpu_s * 1e3 << '\n';
     if (!cpu.flush()) {
-      std::fprintf(stderr, "faultline: --replica-cpu %s: cannot write\n", cpu_file.c_str());
+      std::fprintf(stderr, "faultline: --replica-cpu %s: cannot write\n", c.cpu_file.c_str());
       return 1;
     }
   }
-  if (format == "json")
+  return -1;
+}
+
+int sim_run(const std::vector<std::string>& args) {
+  RunArgs c;
+  if (const int rc = parse_run_args(args, c); rc >= 0) return rc;
+  Registry registry = faultline::policies::builtin_registry();
+  sc::Scenario scenario;
+  try {
+    scenario = sc::load_scenario(c.path, c.f.scenario_sets(), registry);
+  } catch (const sc::ScenarioError& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 2;
+  }
+  std::ofstream cpu;  // opened before the run: a bad path costs nothing
+  if (!c.cpu_file.empty()) {
+    cpu.open(c.cpu_file);
+    if (!cpu) {
+      std::fprintf(stderr, "faultline: --replica-cpu %s: cannot write\n", c.cpu_file.c_str());
+      return 2;
+    }
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  faultline::cli::ProgressBar bar(!c.f.quiet);
+  auto progress = [&](int done, int total) { bar(done, total); };
+  const int jobs = static_cast<int>(c.f.jobs);
+  std::vector<sim::ReplicaResult> results;
+  sim::RunStats stats;
+  sim::CategoryTotals totals;
+  try {
+    results = c.which.empty() ? sim::run_replicas(scenario, scenario.replicas, jobs, c.opt,
+                                                  registry, &stats, progress, &totals)
+                              : sim::run_replica_list(scenario, c.which, jobs, c.opt, registry,
+                                                      &stats, progress, &totals);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: %s: %s\n", c.path.c_str(), e.what());
+    return 1;
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  nlohmann::json result = sim::aggregate(scenario, results, wall, &totals);
+  if (!c.which.empty()) result["rerun_of_replicas"] = c.which;
+  if (const int rc = write_run_files(c, scenario, result, results, cpu); rc >= 0) return rc;
+  if (c.f.format == "json")
     std::cout << result.dump(2) << "\n";
   else
     std::cout << sim::format_table(result);

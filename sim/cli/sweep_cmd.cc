@@ -169,14 +169,69 @@ bool parse_items(const std::string& s, std::vector<sim::WorkItem>* out) {
   return !out->empty();
 }
 
-}  // namespace
+// The options of sim sweep beside the shared ones (flags.h), in the same table shape.
+constexpr FlagSpec kSweepFlags[] = {
+    {"--grid", "KEY=V1,V2,..."},     // an axis
+    {"--zip", "KEY=V1,V2,..."},      // fields that move together
+    {"--mpi", nullptr},              // run under mpirun (faultline-mpi)
+    {"--plan", nullptr},             // internal, used by faultline-mpi
+    {"--work", "P:A:B[,P:A:B...]"},  // internal, used by faultline-mpi
+};
 
-int sim_sweep(const std::vector<std::string>& args) {
-  CommonArgs c;
+// What the command line of sim sweep asks for.
+struct SweepArgs : CommonArgs {
   std::vector<analysis::Axis> axes;
-  int zip_axis = -1;
+  int zip_axis = -1;  // the axis of the --zip fields; -1: none yet
   bool mpi = false, plan_only = false;
-  std::string work;
+  std::string work;  // --work items
+};
+
+// Adds --grid KEY=V1,... as an axis of its own, or --zip KEY=A,... to the one axis of all
+// --zip fields (the first --zip makes it). Returns -1, or 2 after a usage error.
+int add_axis(const std::string& flag, const std::string& arg, SweepArgs& c) {
+  try {
+    auto [key, values] = analysis::parse_axis_arg(arg, flag);
+    if (flag == "--zip" && c.zip_axis >= 0) {
+      analysis::Axis& ax = c.axes[c.zip_axis];
+      if (values.size() != ax.values.size())
+        return usage_error("--zip " + key + ": " + std::to_string(values.size()) + " values, but " +
+                           ax.keys[0] + " has " + std::to_string(ax.values.size()));
+      ax.keys.push_back(key);
+      for (size_t k = 0; k < values.size(); ++k) ax.values[k].push_back(values[k]);
+      return -1;
+    }
+    if (flag == "--zip") c.zip_axis = static_cast<int>(c.axes.size());
+    analysis::Axis ax;
+    ax.keys = {key};
+    for (auto& v : values) ax.values.push_back({v});
+    c.axes.push_back(std::move(ax));
+  } catch (const analysis::PlanError& e) {
+    return usage_error(e.what());
+  }
+  return -1;
+}
+
+// Applies one option of kSweepFlags and its value (nullptr: none followed). Returns -1, or
+// 2 after a usage error.
+int apply_sweep_flag(const FlagSpec& spec, const std::string* v, SweepArgs& c) {
+  const std::string name = spec.name;
+  if (name == "--mpi") {
+    c.mpi = true;
+  } else if (name == "--plan") {
+    c.plan_only = true;
+  } else if (!v) {
+    return usage_error(expected(spec));
+  } else if (name == "--work") {
+    c.work = *v;
+  } else {  // --grid, --zip
+    return add_axis(name, *v, c);
+  }
+  return -1;
+}
+
+// Parses the command line of sim sweep into `c`. Returns -1 to go on, else the exit code
+// (0 after --help, 2 after a usage error).
+int parse_sweep_args(const std::vector<std::string>& args, SweepArgs& c) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
@@ -186,74 +241,376 @@ int sim_sweep(const std::vector<std::string>& args) {
     const int r = sim_flag(args, i, c, {"table", "csv", "json"});
     if (r == -2) return 2;
     if (r == 1) continue;
-    if (a == "--grid" || a == "--zip") {
-      if (i + 1 >= args.size()) return usage_error(a + ": expected KEY=V1,V2,...");
-      try {
-        auto [key, values] = analysis::parse_axis_arg(args[++i], a);
-        if (a == "--grid") {
-          analysis::Axis ax;
-          ax.keys = {key};
-          for (auto& v : values) ax.values.push_back({v});
-          axes.push_back(std::move(ax));
-        } else {
-          if (zip_axis < 0) {
-            zip_axis = static_cast<int>(axes.size());
-            analysis::Axis ax;
-            ax.keys = {key};
-            for (auto& v : values) ax.values.push_back({v});
-            axes.push_back(std::move(ax));
-          } else {
-            analysis::Axis& ax = axes[zip_axis];
-            if (values.size() != ax.values.size())
-              return usage_error("--zip " + key + ": " + std::to_string(values.size()) +
-                                 " values, but " + ax.keys[0] + " has " +
-                                 std::to_string(ax.values.size()));
-            ax.keys.push_back(key);
-            for (size_t k = 0; k < values.size(); ++k) ax.values[k].push_back(values[k]);
-          }
-        }
-      } catch (const analysis::PlanError& e) {
-        return usage_error(e.what());
-      }
-    } else if (a == "--mpi") {
-      mpi = true;
-    } else if (a == "--plan") {
-      plan_only = true;
-    } else if (a == "--work") {
-      if (i + 1 >= args.size()) return usage_error("--work: expected P:A:B[,P:A:B...]");
-      work = args[++i];
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option " + a);
-    } else if (c.scenario.empty()) {
-      c.scenario = a;
-    } else {
-      return usage_error("unexpected argument " + a);
-    }
+    int rc;
+    if (const FlagSpec* spec = find_flag(kSweepFlags, a))
+      rc = apply_sweep_flag(*spec, spec->value ? flag_value(args, i) : nullptr, c);
+    else
+      rc = positional_arg(a, c.scenario);
+    if (rc >= 0) return rc;
   }
   if (c.scenario.empty()) return usage_error("sim sweep: expected SCENARIO.json");
-  if ((plan_only || !work.empty()) && c.out_dir.empty())
+  if ((c.plan_only || !c.work.empty()) && c.out_dir.empty())
     return usage_error("--plan and --work need --out DIR");
+  return -1;
+}
 
-  if (mpi) {
-    // MPI lives in its own executable that does not link SimGrid (libsimgrid exports
-    // MPI symbols of its own); it runs this binary for every piece of work.
-    const std::string driver = exe_dir() + "/faultline-mpi";
-    std::vector<std::string> argv{driver, self_exe(), "sim", "sweep"};
-    for (const auto& a : args)
-      if (a != "--mpi") argv.push_back(a);
-    std::vector<char*> cargv;
-    for (auto& s : argv) cargv.push_back(s.data());
-    cargv.push_back(nullptr);
-    std::fflush(stdout);
-    ::execv(driver.c_str(), cargv.data());
-    std::fprintf(stderr, "faultline: --mpi: cannot run %s: %s (it is built when CMake finds MPI)\n",
-                 driver.c_str(), std::strerror(errno));
+// --mpi: replaces this process with faultline-mpi, which runs this binary for every piece
+// of work (MPI lives in its own executable that does not link SimGrid: libsimgrid exports
+// MPI symbols of its own). Returns only when it cannot: exit code 2.
+int exec_mpi(const std::vector<std::string>& args) {
+  const std::string driver = exe_dir() + "/faultline-mpi";
+  std::vector<std::string> argv{driver, self_exe(), "sim", "sweep"};
+  for (const auto& a : args)
+    if (a != "--mpi") argv.push_back(a);
+  std::vector<char*> cargv;
+  for (auto& s : argv) cargv.push_back(s.data());
+  cargv.push_back(nullptr);
+  std::fflush(stdout);
+  ::execv(driver.c_str(), cargv.data());
+  std::fprintf(stderr, "faultline: --mpi: cannot run %s: %s (it is built when CMake finds MPI)\n",
+               driver.c_str(), std::strerror(errno));
+  return 2;
+}
+
+// --plan: prints the pending replica ranges of every point as one line of JSON.
+void print_plan(const std::vector<sim::PlannedPoint>& points, const sim::SweepStore& store) {
+  ordered_json plan;
+  plan["points"] = ordered_json::array();
+  for (size_t i = 0; i < points.size(); ++i) {
+    ordered_json pending = ordered_json::array();
+    if (!store.done(points[i]))
+      for (const auto& [a, b] : store.pending(points[i])) pending.push_back({a, b});
+    plan["points"].push_back({{"index", i},
+                              {"id", points[i].point.id},
+                              {"replicas", points[i].scenario.replicas},
+                              {"pending", pending}});
+  }
+  std::cout << plan.dump() << "\n";
+}
+
+// --work: computes the items' replicas into the store without aggregating. Returns 0, or 2
+// after a usage error; throws std::runtime_error when a child fails.
+int run_work(const SweepArgs& c, const std::vector<sim::PlannedPoint>& points,
+             const Registry& registry, const sim::SweepStore& store) {
+  std::vector<sim::WorkItem> items;
+  if (!parse_items(c.work, &items)) return usage_error("--work: expected P:A:B[,P:A:B...]");
+  for (const auto& it : items) {
+    if (it.point < 0 || it.point >= static_cast<int>(points.size()) || it.first < 0 ||
+        it.first >= it.last || it.last > points[it.point].scenario.replicas)
+      return usage_error("--work: item " + std::to_string(it.point) + ":" +
+                         std::to_string(it.first) + ":" + std::to_string(it.last) +
+                         " is outside the plan");
+    store.describe(points[it.point], c.scenario);
+  }
+  // Split to use this machine's --jobs; a replica's result does not depend on it.
+  const std::vector<sim::WorkItem> split = sim::split_items(items, static_cast<int>(c.jobs));
+  sim::ExecOptions opt;
+  opt.jobs = static_cast<int>(c.jobs);
+  sim::execute(points, split, registry, store, opt);
+  return 0;
+}
+
+// Runs what is pending of every point, writes sweep.csv and sweep.json into --out DIR
+// (`keep`: one was given) and prints the --format. Throws std::runtime_error on failure.
+void run_sweep(const SweepArgs& c, const sim::SweepSpec& spec,
+               const std::vector<sim::PlannedPoint>& points, const Registry& registry,
+               const sim::SweepStore& store, bool keep) {
+  ProgressBar bar(!c.quiet);
+  sim::ExecOptions opt;
+  opt.jobs = static_cast<int>(c.jobs);
+  opt.on_progress = [&](long long d, long long t) { bar(d, t); };
+  const std::vector<json> results = sim::run_points(points, registry, store, opt);
+  const std::string csv = sim::sweep_csv(spec, points, results);
+  const std::string js = sim::sweep_json(spec, points, results).dump(2) + "\n";
+  if (keep) {
+    for (const auto& [name, text] : {std::pair{"sweep.csv", csv}, std::pair{"sweep.json", js}}) {
+      std::ofstream f(fs::path(c.out_dir) / name, std::ios::binary | std::ios::trunc);
+      f << text;
+      if (!f) throw std::runtime_error(c.out_dir + "/" + name + ": cannot write");
+    }
+  }
+  if (c.format == "csv")
+    std::cout << csv;
+  else if (c.format == "json")
+    std::cout << js;
+  else
+    std::cout << sim::sweep_table(spec, points, results);
+}
+
+// The options of sim tune beside the shared ones (flags.h), in the same table shape.
+constexpr FlagSpec kTuneFlags[] = {
+    {"--param", "KEY=LO:HI, e.g. policy.params.checkpoint_interval_s=60:3600"},
+    {"--objective", "a sweep metric such as ettr or unproductive_s"},
+    {"--goal", "max or min"},
+    {"--points", "an integer >= 3"},
+    {"--rounds", "an integer >= 0"},
+    {"--within", "a fraction in [0, 1), e.g. 0.001"},
+};
+
+// What the command line of sim tune asks for.
+struct TuneArgs : CommonArgs {
+  std::string param, objective = "ettr", goal;
+  analysis::TuneRange range;
+  long long points = 7, rounds = 3;
+  double within = -1;  // -1: not asked for
+};
+
+// --param KEY=LO:HI (`v`: nullptr when no value followed). Returns -1, or 2 after a usage
+// error.
+int parse_param(const FlagSpec& spec, const std::string* v, TuneArgs& c) {
+  const auto eq = v ? v->find('=') : std::string::npos;
+  const auto colon = v ? v->find(':', eq == std::string::npos ? 0 : eq) : std::string::npos;
+  if (!v || eq == std::string::npos || eq == 0 || colon == std::string::npos)
+    return usage_error(expected(spec));
+  c.param = v->substr(0, eq);
+  const std::string lo = v->substr(eq + 1, colon - eq - 1), hi = v->substr(colon + 1);
+  if (!parse_double(lo, &c.range.lo) || !parse_double(hi, &c.range.hi) ||
+      !(c.range.lo < c.range.hi))
+    return usage_error("--param " + *v + ": expected numbers LO < HI");
+  long long ilo, ihi;
+  c.range.integer =
+      parse_int(lo, LLONG_MIN, LLONG_MAX, &ilo) && parse_int(hi, LLONG_MIN, LLONG_MAX, &ihi);
+  return -1;
+}
+
+// Applies one option of kTuneFlags and its value (nullptr: none followed). Returns -1, or
+// 2 after a usage error.
+int apply_tune_flag(const FlagSpec& spec, const std::string* v, TuneArgs& c) {
+  const std::string name = spec.name;
+  if (name == "--param") return parse_param(spec, v, c);
+  if (name == "--objective") {
+    const auto& names = sim::metric_names();
+    if (!v || std::find(names.begin(), names.end(), *v) == names.end())
+      return usage_error(expected(spec));
+    c.objective = *v;
+  } else if (name == "--goal") {
+    if (!v || (*v != "max" && *v != "min")) return usage_error(expected(spec));
+    c.goal = *v;
+  } else if (name == "--points" || name == "--rounds") {
+    long long x;
+    if (!v || !parse_int(*v, name == "--points" ? 3 : 0, 1000, &x))
+      return usage_error(expected(spec));
+    (name == "--points" ? c.points : c.rounds) = x;
+  } else {  // --within
+    if (!v || !parse_double(*v, &c.within) || c.within < 0 || c.within >= 1)
+      return usage_error(expected(spec));
+  }
+  return -1;
+}
+
+// Parses the command line of sim tune into `c`. Returns -1 to go on, else the exit code
+// (0 after --help, 2 after a usage error).
+int parse_tune_args(const std::vector<std::string>& args, TuneArgs& c) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kTuneHelp, stdout);
+      return 0;
+    }
+    const int r = sim_flag(args, i, c, {"table", "json"});
+    if (r == -2) return 2;
+    if (r == 1) continue;
+    int rc;
+    if (const FlagSpec* spec = find_flag(kTuneFlags, a))
+      rc = apply_tune_flag(*spec, flag_value(args, i), c);
+    else
+      rc = positional_arg(a, c.scenario);
+    if (rc >= 0) return rc;
+  }
+  if (c.scenario.empty()) return usage_error("sim tune: expected SCENARIO.json");
+  if (c.param.empty()) return usage_error("sim tune: expected --param KEY=LO:HI");
+  return -1;
+}
+
+// How a value of the tuned field is written: a whole number when the range is.
+std::string value_label(const analysis::TuneRange& range, double x) {
+  return range.integer ? std::to_string(static_cast<long long>(std::llround(x)))
+                       : analysis::format_double(x);
+}
+
+// The search of sim tune: a coarse grid, then refinement rounds. Every candidate is a sweep
+// point of one store: the same seeds, and a rerun with the same --out reuses what it
+// already computed.
+struct TuneSearch {
+  const TuneArgs& c;
+  const sim::SweepSpec& spec;
+  const Registry& registry;
+  const sim::SweepStore& store;
+  analysis::Tuner& tuner;
+  // The tuning trace written to --out DIR/tune.json: the round each value was first
+  // evaluated in, and the best value after each round.
+  std::map<double, int> round_of{};
+  ordered_json trace = ordered_json::array();
+
+  // Evaluates the values `xs` in round `round` and adds them to the tuner.
+  void evaluate(const std::vector<double>& xs, int round) {
+    std::vector<analysis::Assignment> assigns;
+    for (double x : xs) assigns.push_back({{c.param, value_label(c.range, x)}});
+    const auto pts = sim::plan_points(spec, assigns, registry);
+    ProgressBar bar(!c.quiet, "round " + std::to_string(round) + " ");
+    sim::ExecOptions opt;
+    opt.jobs = static_cast<int>(c.jobs);
+    opt.on_progress = [&](long long d, long long t) { bar(d, t); };
+    const auto results = sim::run_points(pts, registry, store, opt);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      analysis::Candidate cand;
+      cand.x = xs[i];
+      cand.per_replica = results[i]["per_replica"][c.objective].get<std::vector<double>>();
+      round_of.emplace(xs[i], round);
+      tuner.add(std::move(cand));
+    }
+    const auto& b = tuner.candidates()[tuner.best()];
+    const auto bci = b.ci();
+    trace.push_back({{"round", round},
+                     {"values", xs},
+                     {"best", {{"value", b.x}, {"mean", bci.mean}, {"ci95", {bci.lo, bci.hi}}}}});
+  }
+  // The grid, then at most --rounds refinements (fewer when there is nothing to refine).
+  void run() {
+    evaluate(tuner.first(), 0);
+    for (int round = 1; round <= c.rounds; ++round) {
+      const auto xs = tuner.next();
+      if (xs.empty()) break;
+      evaluate(xs, round);
+    }
+  }
+};
+
+// Every candidate as a row of tune.json: its mean and CI, and its paired difference to the
+// best; widens [ind_lo, ind_hi] to the values indistinguishable from the best.
+ordered_json candidate_rows(const TuneSearch& s, double& ind_lo, double& ind_hi) {
+  const auto& cs = s.tuner.candidates();
+  const size_t best = s.tuner.best();
+  ordered_json rows = ordered_json::array();
+  for (const auto& cand : cs) {
+    const auto ci = cand.ci();
+    const auto d = analysis::paired_difference(cand.per_replica, cs[best].per_replica);
+    const bool same = d.lo <= 0 && d.hi >= 0;
+    if (same) {
+      ind_lo = std::min(ind_lo, cand.x);
+      ind_hi = std::max(ind_hi, cand.x);
+    }
+    rows.push_back({{"value", cand.x},
+                    {"round", s.round_of.count(cand.x) ? s.round_of.at(cand.x) : 0},
+                    {"mean", ci.mean},
+                    {"ci95", {ci.lo, ci.hi}},
+                    {"diff_vs_best", {{"mean", d.mean}, {"ci95", {d.lo, d.hi}}}},
+                    {"indistinguishable_from_best", same}});
+  }
+  return rows;
+}
+
+// tune.json: what --format json prints.
+ordered_json tune_json(const TuneSearch& s, bool maximize) {
+  const TuneArgs& c = s.c;
+  const auto& cs = s.tuner.candidates();
+  const size_t best = s.tuner.best();
+  const analysis::MeanCi bci = cs[best].ci();
+  ordered_json out;
+  out["scenario"] = c.scenario;
+  out["param"] = c.param;
+  out["range"] = {c.range.lo, c.range.hi};
+  out["integer"] = c.range.integer;
+  out["objective"] = c.objective;
+  out["goal"] = maximize ? "max" : "min";
+  out["replicas"] = cs[best].per_replica.size();
+  out["best"] = {{"value", cs[best].x}, {"mean", bci.mean}, {"ci95", {bci.lo, bci.hi}}};
+  double ind_lo = cs[best].x, ind_hi = cs[best].x;
+  const ordered_json rows = candidate_rows(s, ind_lo, ind_hi);
+  out["indistinguishable_range"] = {ind_lo, ind_hi};
+  if (c.within >= 0) {
+    const size_t w = s.tuner.smallest_within();
+    const auto wci = cs[w].ci();
+    out["within"] = {
+        {"fraction", c.within}, {"value", cs[w].x}, {"mean", wci.mean}, {"ci95", {wci.lo, wci.hi}}};
+  }
+  out["candidates"] = rows;
+  out["rounds"] = s.trace;
+  return out;
+}
+
+// The table of --format table, from tune.json: one line per candidate, then the best, the
+// values indistinguishable from it and, with --within, the smallest value within it.
+std::string tune_table(const TuneSearch& s, bool maximize, const ordered_json& out) {
+  const TuneArgs& c = s.c;
+  const auto& cs = s.tuner.candidates();
+  const size_t best = s.tuner.best();
+  const analysis::MeanCi bci = cs[best].ci();
+  auto label = [&](double x) { return value_label(c.range, x); };
+  const bool pct = c.objective == "ettr";
+  const double k = pct ? 100 : 1;
+  const std::string unit = pct ? "%" : "";
+  std::ostringstream o;
+  o << std::fixed;
+  o << "tuning " << c.param << " in [" << label(c.range.lo) << ", " << label(c.range.hi) << "] for "
+    << (maximize ? "max " : "min ") << c.objective << ", " << cs[best].per_replica.size()
+    << " replicas per value (paired seeds)\n\n";
+  const int prec = pct ? 4 : 3;
+  auto num = [&](double x, bool sign = false) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, sign ? "%+.*f" : "%.*f", prec, k * x);
+    return std::string(buf);
+  };
+  char line[256];
+  std::snprintf(line, sizeof line, "%14s  %12s  %-22s  %s\n", "value",
+                (c.objective + (pct ? " %" : "")).c_str(), "95% CI",
+                "paired difference vs best, 95% CI");
+  o << line;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const auto& r = out["candidates"][i];
+    const std::string ci = "[" + num(r["ci95"][0]) + ", " + num(r["ci95"][1]) + "]";
+    const std::string diff = num(r["diff_vs_best"]["mean"], true) + " [" +
+                             num(r["diff_vs_best"]["ci95"][0], true) + ", " +
+                             num(r["diff_vs_best"]["ci95"][1], true) + "]";
+    std::snprintf(line, sizeof line, "%14s  %12s  %-22s  %s%s\n", label(cs[i].x).c_str(),
+                  num(r["mean"]).c_str(), ci.c_str(), diff.c_str(),
+                  i == best                                      ? "  <- best"
+                  : r["indistinguishable_from_best"].get<bool>() ? "  ~ best"
+                                                                 : "");
+    o << line;
+  }
+  o << std::setprecision(pct ? 4 : 3);
+  o << "\nbest " << c.param << " = " << label(cs[best].x) << ": " << c.objective << " "
+    << k * bci.mean << unit << " (95% CI " << k * bci.lo << unit << " .. " << k * bci.hi << unit
+    << ")\n";
+  const auto& ind = out["indistinguishable_range"];
+  o << "values not distinguishable from the best (paired 95% CI of the difference holds 0): "
+    << label(ind[0].get<double>()) << " .. " << label(ind[1].get<double>()) << "\n";
+  if (c.within >= 0) {
+    const auto& w = out["within"];
+    o << "smallest " << c.param << " within " << std::setprecision(3) << 100 * c.within
+      << "% of the best: " << label(w["value"].get<double>()) << std::setprecision(pct ? 4 : 3)
+      << " (" << c.objective << " " << k * w["mean"].get<double>() << unit << ")\n";
+  }
+  return o.str();
+}
+
+// Reads and validates the base scenario (make_plan fills spec's scenario text) and the
+// range's ends. Returns -1, or 2 after printing why not; throws on other failures.
+int check_tune_scenario(const TuneArgs& c, sim::SweepSpec& spec, const Registry& registry) {
+  try {
+    (void)sim::make_plan(spec, registry);
+    (void)sim::plan_points(spec,
+                           {{{c.param, value_label(c.range, c.range.lo)}},
+                            {{c.param, value_label(c.range, c.range.hi)}}},
+                           registry);
+  } catch (const scenarios::ScenarioError& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
     return 2;
   }
+  return -1;
+}
+
+}  // namespace
+
+int sim_sweep(const std::vector<std::string>& args) {
+  SweepArgs c;
+  if (const int rc = parse_sweep_args(args, c); rc >= 0) return rc;
+  if (c.mpi) return exec_mpi(args);
 
   Registry registry = policies::builtin_registry();
   sim::SweepSpec spec = make_spec(c);
-  spec.axes = axes;
+  spec.axes = c.axes;
   std::vector<sim::PlannedPoint> points;
   try {
     points = sim::make_plan(spec, registry);
@@ -268,61 +625,12 @@ int sim_sweep(const std::vector<std::string>& args) {
     std::unique_ptr<TempDir> tmp;
     if (c.out_dir.empty()) tmp = std::make_unique<TempDir>();
     sim::SweepStore store(tmp ? tmp->path() : c.out_dir);
-
-    if (plan_only) {
-      ordered_json plan;
-      plan["points"] = ordered_json::array();
-      for (size_t i = 0; i < points.size(); ++i) {
-        ordered_json pending = ordered_json::array();
-        if (!store.done(points[i]))
-          for (const auto& [a, b] : store.pending(points[i])) pending.push_back({a, b});
-        plan["points"].push_back({{"index", i},
-                                  {"id", points[i].point.id},
-                                  {"replicas", points[i].scenario.replicas},
-                                  {"pending", pending}});
-      }
-      std::cout << plan.dump() << "\n";
+    if (c.plan_only) {
+      print_plan(points, store);
       return 0;
     }
-    if (!work.empty()) {
-      std::vector<sim::WorkItem> items;
-      if (!parse_items(work, &items)) return usage_error("--work: expected P:A:B[,P:A:B...]");
-      for (const auto& it : items) {
-        if (it.point < 0 || it.point >= static_cast<int>(points.size()) || it.first < 0 ||
-            it.first >= it.last || it.last > points[it.point].scenario.replicas)
-          return usage_error("--work: item " + std::to_string(it.point) + ":" +
-                             std::to_string(it.first) + ":" + std::to_string(it.last) +
-                             " is outside the plan");
-        store.describe(points[it.point], c.scenario);
-      }
-      // Split to use this machine's --jobs; a replica's result does not depend on it.
-      const std::vector<sim::WorkItem> split = sim::split_items(items, static_cast<int>(c.jobs));
-      sim::ExecOptions opt;
-      opt.jobs = static_cast<int>(c.jobs);
-      sim::execute(points, split, registry, store, opt);
-      return 0;
-    }
-
-    ProgressBar bar(!c.quiet);
-    sim::ExecOptions opt;
-    opt.jobs = static_cast<int>(c.jobs);
-    opt.on_progress = [&](long long d, long long t) { bar(d, t); };
-    const std::vector<json> results = sim::run_points(points, registry, store, opt);
-    const std::string csv = sim::sweep_csv(spec, points, results);
-    const std::string js = sim::sweep_json(spec, points, results).dump(2) + "\n";
-    if (!tmp) {
-      for (const auto& [name, text] : {std::pair{"sweep.csv", csv}, std::pair{"sweep.json", js}}) {
-        std::ofstream f(fs::path(c.out_dir) / name, std::ios::binary | std::ios::trunc);
-        f << text;
-        if (!f) throw std::runtime_error(c.out_dir + "/" + name + ": cannot write");
-      }
-    }
-    if (c.format == "csv")
-      std::cout << csv;
-    else if (c.format == "json")
-      std::cout << js;
-    else
-      std::cout << sim::sweep_table(spec, points, results);
+    if (!c.work.empty()) return run_work(c, points, registry, store);
+    run_sweep(c, spec, points, registry, store, /*keep=*/!tmp);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s\n", e.what());
     return 1;
@@ -331,217 +639,32 @@ int sim_sweep(const std::vector<std::string>& args) {
 }
 
 int sim_tune(const std::vector<std::string>& args) {
-  CommonArgs c;
-  std::string param, objective = "ettr", goal;
-  analysis::TuneRange range;
-  long long points = 7, rounds = 3;
-  double within = -1;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kTuneHelp, stdout);
-      return 0;
-    }
-    const int r = sim_flag(args, i, c, {"table", "json"});
-    if (r == -2) return 2;
-    if (r == 1) continue;
-    auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
-    if (a == "--param") {
-      const std::string* v = value();
-      const auto eq = v ? v->find('=') : std::string::npos;
-      const auto colon = v ? v->find(':', eq == std::string::npos ? 0 : eq) : std::string::npos;
-      if (!v || eq == std::string::npos || eq == 0 || colon == std::string::npos)
-        return usage_error(
-            "--param: expected KEY=LO:HI, e.g. policy.params.checkpoint_interval_s=60:3600");
-      param = v->substr(0, eq);
-      const std::string lo = v->substr(eq + 1, colon - eq - 1), hi = v->substr(colon + 1);
-      if (!parse_double(lo, &range.lo) || !parse_double(hi, &range.hi) || !(range.lo < range.hi))
-        return usage_error("--param " + *v + ": expected numbers LO < HI");
-      long long ilo, ihi;
-      range.integer =
-          parse_int(lo, LLONG_MIN, LLONG_MAX, &ilo) && parse_int(hi, LLONG_MIN, LLONG_MAX, &ihi);
-    } else if (a == "--objective") {
-      const std::string* v = value();
-      const auto& names = sim::metric_names();
-      if (!v || std::find(names.begin(), names.end(), *v) == names.end())
-        return usage_error("--objective: expected a sweep metric such as ettr or unproductive_s");
-      objective = *v;
-    } else if (a == "--goal") {
-      const std::string* v = value();
-      if (!v || (*v != "max" && *v != "min")) return usage_error("--goal: expected max or min");
-      goal = *v;
-    } else if (a == "--points" || a == "--rounds") {
-      const std::string* v = value();
-      long long x;
-      const long long lo = a == "--points" ? 3 : 0;
-      if (!v || !parse_int(*v, lo, 1000, &x))
-        return usage_error(a + ": expected an integer >= " + std::to_string(lo));
-      (a == "--points" ? points : rounds) = x;
-    } else if (a == "--within") {
-      const std::string* v = value();
-      if (!v || !parse_double(*v, &within) || within < 0 || within >= 1)
-        return usage_error("--within: expected a fraction in [0, 1), e.g. 0.001");
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option " + a);
-    } else if (c.scenario.empty()) {
-      c.scenario = a;
-    } else {
-      return usage_error("unexpected argument " + a);
-    }
-  }
-  if (c.scenario.empty()) return usage_error("sim tune: expected SCENARIO.json");
-  if (param.empty()) return usage_error("sim tune: expected --param KEY=LO:HI");
+  TuneArgs c;
+  if (const int rc = parse_tune_args(args, c); rc >= 0) return rc;
   const bool maximize =
-      goal.empty() ? (objective == "ettr" || objective == "productive_s") : goal == "max";
+      c.goal.empty() ? (c.objective == "ettr" || c.objective == "productive_s") : c.goal == "max";
 
   Registry registry = policies::builtin_registry();
   sim::SweepSpec spec = make_spec(c);
-  auto label = [&](double x) {
-    return range.integer ? std::to_string(static_cast<long long>(std::llround(x)))
-                         : analysis::format_double(x);
-  };
-  analysis::Tuner tuner(range, static_cast<int>(points), maximize, within);
+  analysis::Tuner tuner(c.range, static_cast<int>(c.points), maximize, c.within);
   try {
-    try {
-      (void)sim::make_plan(spec, registry);  // reads and validates the base scenario
-      (void)sim::plan_points(spec, {{{param, label(range.lo)}}, {{param, label(range.hi)}}},
-                             registry);
-    } catch (const scenarios::ScenarioError& e) {
-      std::fprintf(stderr, "faultline: %s\n", e.what());
-      return 2;
-    }
+    if (const int rc = check_tune_scenario(c, spec, registry); rc >= 0) return rc;
     std::unique_ptr<TempDir> tmp;
     if (c.out_dir.empty()) tmp = std::make_unique<TempDir>();
     sim::SweepStore store(tmp ? tmp->path() : c.out_dir);
-    const bool bar_on = !c.quiet;
-    // The round each value was first evaluated in, and the best value after each round
-    // (the tuning trace written to --out DIR/tune.json).
-    std::map<double, int> round_of;
-    ordered_json trace = ordered_json::array();
-    // Every candidate is a sweep point of the same store: same seeds, and a rerun with
-    // the same --out reuses what it already computed.
-    auto evaluate = [&](const std::vector<double>& xs, int round) {
-      std::vector<analysis::Assignment> assigns;
-      for (double x : xs) assigns.push_back({{param, label(x)}});
-      const auto pts = sim::plan_points(spec, assigns, registry);
-      ProgressBar bar(bar_on, "round " + std::to_string(round) + " ");
-      sim::ExecOptions opt;
-      opt.jobs = static_cast<int>(c.jobs);
-      opt.on_progress = [&](long long d, long long t) { bar(d, t); };
-      const auto results = sim::run_points(pts, registry, store, opt);
-      for (size_t i = 0; i < xs.size(); ++i) {
-        analysis::Candidate cand;
-        cand.x = xs[i];
-        cand.per_replica = results[i]["per_replica"][objective].get<std::vector<double>>();
-        round_of.emplace(xs[i], round);
-        tuner.add(std::move(cand));
-      }
-      const auto& b = tuner.candidates()[tuner.best()];
-      const auto bci = b.ci();
-      trace.push_back({{"round", round},
-                       {"values", xs},
-                       {"best", {{"value", b.x}, {"mean", bci.mean}, {"ci95", {bci.lo, bci.hi}}}}});
-    };
-    evaluate(tuner.first(), 0);
-    for (int round = 1; round <= rounds; ++round) {
-      const auto xs = tuner.next();
-      if (xs.empty()) break;
-      evaluate(xs, round);
-    }
+    TuneSearch search{c, spec, registry, store, tuner};
+    search.run();
 
-    const auto& cs = tuner.candidates();
-    const size_t best = tuner.best();
-    const analysis::MeanCi bci = cs[best].ci();
-    ordered_json out;
-    out["scenario"] = c.scenario;
-    out["param"] = param;
-    out["range"] = {range.lo, range.hi};
-    out["integer"] = range.integer;
-    out["objective"] = objective;
-    out["goal"] = maximize ? "max" : "min";
-    out["replicas"] = cs[best].per_replica.size();
-    out["best"] = {{"value", cs[best].x}, {"mean", bci.mean}, {"ci95", {bci.lo, bci.hi}}};
-    double ind_lo = cs[best].x, ind_hi = cs[best].x;
-    ordered_json rows = ordered_json::array();
-    for (const auto& cand : cs) {
-      const auto ci = cand.ci();
-      const auto d = analysis::paired_difference(cand.per_replica, cs[best].per_replica);
-      const bool same = d.lo <= 0 && d.hi >= 0;
-      if (same) {
-        ind_lo = std::min(ind_lo, cand.x);
-        ind_hi = std::max(ind_hi, cand.x);
-      }
-      rows.push_back({{"value", cand.x},
-                      {"round", round_of.count(cand.x) ? round_of.at(cand.x) : 0},
-                      {"mean", ci.mean},
-                      {"ci95", {ci.lo, ci.hi}},
-                      {"diff_vs_best", {{"mean", d.mean}, {"ci95", {d.lo, d.hi}}}},
-                      {"indistinguishable_from_best", same}});
-    }
-    out["indistinguishable_range"] = {ind_lo, ind_hi};
-    if (within >= 0) {
-      const size_t w = tuner.smallest_within();
-      const auto wci = cs[w].ci();
-      out["within"] = {
-          {"fraction", within}, {"value", cs[w].x}, {"mean", wci.mean}, {"ci95", {wci.lo, wci.hi}}};
-    }
-    out["candidates"] = rows;
-    out["rounds"] = trace;
+    const ordered_json out = tune_json(search, maximize);
     if (!c.out_dir.empty()) {
       std::ofstream f(fs::path(c.out_dir) / "tune.json", std::ios::binary | std::ios::trunc);
       f << out.dump(2) << "\n";
       if (!f) throw std::runtime_error(c.out_dir + "/tune.json: cannot write");
     }
-
-    if (c.format == "json") {
+    if (c.format == "json")
       std::cout << out.dump(2) << "\n";
-      return 0;
-    }
-    const bool pct = objective == "ettr";
-    const double k = pct ? 100 : 1;
-    const std::string unit = pct ? "%" : "";
-    std::ostringstream o;
-    o << std::fixed;
-    o << "tuning " << param << " in [" << label(range.lo) << ", " << label(range.hi) << "] for "
-      << (maximize ? "max " : "min ") << objective << ", " << cs[best].per_replica.size()
-      << " replicas per value (paired seeds)\n\n";
-    const int prec = pct ? 4 : 3;
-    auto num = [&](double x, bool sign = false) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, sign ? "%+.*f" : "%.*f", prec, k * x);
-      return std::string(buf);
-    };
-    char line[256];
-    std::snprintf(line, sizeof line, "%14s  %12s  %-22s  %s\n", "value",
-                  (objective + (pct ? " %" : "")).c_str(), "95% CI",
-                  "paired difference vs best, 95% CI");
-    o << line;
-    for (size_t i = 0; i < cs.size(); ++i) {
-      const auto& r = rows[i];
-      const std::string ci = "[" + num(r["ci95"][0]) + ", " + num(r["ci95"][1]) + "]";
-      const std::string diff = num(r["diff_vs_best"]["mean"], true) + " [" +
-                               num(r["diff_vs_best"]["ci95"][0], true) + ", " +
-                               num(r["diff_vs_best"]["ci95"][1], true) + "]";
-      std::snprintf(line, sizeof line, "%14s  %12s  %-22s  %s%s\n", label(cs[i].x).c_str(),
-                    num(r["mean"]).c_str(), ci.c_str(), diff.c_str(),
-                    i == best                                      ? "  <- best"
-                    : r["indistinguishable_from_best"].get<bool>() ? "  ~ best"
-                                                                   : "");
-      o << line;
-    }
-    o << std::setprecision(pct ? 4 : 3);
-    o << "\nbest " << param << " = " << label(cs[best].x) << ": " << objective << " "
-      << k * bci.mean << unit << " (95% CI " << k * bci.lo << unit << " .. " << k * bci.hi << unit
-      << ")\n";
-    o << "values not distinguishable from the best (paired 95% CI of the difference holds 0): "
-      << label(ind_lo) << " .. " << label(ind_hi) << "\n";
-    if (within >= 0) {
-      const auto& w = out["within"];
-      o << "smallest " << param << " within " << std::setprecision(3) << 100 * within
-        << "% of the best: " << label(w["value"].get<double>()) << std::setprecision(pct ? 4 : 3)
-        << " (" << objective << " " << k * w["mean"].get<double>() << unit << ")\n";
-    }
-    std::cout << o.str();
+    else
+      std::cout << tune_table(search, maximize, out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s\n", e.what());
     return 1;

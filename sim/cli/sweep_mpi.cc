@@ -173,64 +173,57 @@ std::string recv_blob(std::uint64_t size, int from) {
   return blob;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+// What a rank knows of the run: the faultline binary and the sweep's arguments, --out DIR,
+// its rank and the number of ranks.
+struct Ranks {
+  std::string faultline;
+  std::vector<std::string> args;  // "sim", "sweep", ...
+  std::string out_dir;            // on rank 0, temp_out when no --out is given
+  std::string temp_out;           // rank 0's store when no --out is given
   int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc < 4) {
-    if (rank == 0)
-      std::fprintf(
-          stderr,
-          "usage: mpirun -n K faultline sim sweep SCENARIO.json ... --mpi\n"
-          "       (faultline-mpi FAULTLINE_BINARY sim sweep ARGS... is how faultline runs it)\n");
-    MPI_Finalize();
-    return 2;
-  }
-  const std::string faultline = argv[1];
-  std::vector<std::string> args(argv + 2, argv + argc);  // "sim", "sweep", ...
-  std::string out_dir;
-  for (size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == "--out") out_dir = args[i + 1];
+};
 
-  // 1. Rank 0 plans: which (point, replica) pairs are not computed yet.
-  std::string temp_out;  // rank 0's store when no --out is given
-  std::string plan_text;
-  int rc = 0;
-  if (rank == 0) {
-    if (out_dir.empty()) {
-      temp_out = make_temp_dir("out");
-      out_dir = temp_out;
-      if (out_dir.empty()) rc = 1;
-    }
-    std::error_code ec;
-    if (rc == 0 && !fs::create_directories(out_dir, ec) && ec) {
-      std::fprintf(stderr, "faultline-mpi: %s: %s\n", out_dir.c_str(), ec.message().c_str());
-      rc = 1;
-    }
-    if (rc == 0) {
-      const std::string plan_file = out_dir + "/.mpi-plan.json";
-      std::vector<std::string> cmd{faultline};
-      for (const auto& a : with_out(args, out_dir, {"--plan"})) cmd.push_back(a);
-      rc = run(cmd, plan_file);
-      plan_text = slurp(plan_file);
-      fs::remove(plan_file);
-    }
-  }
-  MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (rc != 0) {
-    if (!temp_out.empty()) fs::remove_all(temp_out);
-    MPI_Finalize();
-    return rc;
-  }
-  std::uint64_t plan_size = plan_text.size();
-  MPI_Bcast(&plan_size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  plan_text.resize(plan_size);
-  MPI_Bcast(plan_text.data(), static_cast<int>(plan_size), MPI_BYTE, 0, MPI_COMM_WORLD);
+// The faultline command line: the sweep's arguments with --out `dir` and `extra`.
+std::vector<std::string> command(const Ranks& m, const std::string& dir,
+                                 const std::vector<std::string>& extra) {
+  std::vector<std::string> cmd{m.faultline};
+  for (const auto& a : with_out(m.args, dir, extra)) cmd.push_back(a);
+  return cmd;
+}
 
-  // 2. Every rank takes a contiguous share of the pending pairs, in plan order.
+// Step 1, on rank 0: makes the store (a temporary one without --out) and asks
+// `faultline ... --plan` for the (point, replica) pairs not computed yet, into `plan_text`.
+// Returns 0, or the exit code to stop with.
+int plan_on_rank0(Ranks& m, std::string& plan_text) {
+  if (m.out_dir.empty()) {
+    m.temp_out = make_temp_dir("out");
+    m.out_dir = m.temp_out;
+    if (m.out_dir.empty()) return 1;
+  }
+  std::error_code ec;
+  if (!fs::create_directories(m.out_dir, ec) && ec) {
+    std::fprintf(stderr, "faultline-mpi: %s: %s\n", m.out_dir.c_str(), ec.message().c_str());
+    return 1;
+  }
+  const std::string plan_file = m.out_dir + "/.mpi-plan.json";
+  const int rc = run(command(m, m.out_dir, {"--plan"}), plan_file);
+  plan_text = slurp(plan_file);
+  fs::remove(plan_file);
+  return rc;
+}
+
+// Sends rank 0's `text` to every rank.
+void broadcast(std::string& text) {
+  std::uint64_t size = text.size();
+  MPI_Bcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  text.resize(size);
+  MPI_Bcast(text.data(), static_cast<int>(size), MPI_BYTE, 0, MPI_COMM_WORLD);
+}
+
+// Step 2: this rank's contiguous share of the plan's pending (point, replica) pairs, in
+// plan order, as --work items "P:A:B,...". False when the plan is unreadable (rank 0 says
+// so).
+bool my_items(const std::string& plan_text, const Ranks& m, std::string& items) {
   struct Pair {
     int point, replica;
   };
@@ -242,12 +235,10 @@ int main(int argc, char** argv) {
         for (int x = r[0].get<int>(); x < r[1].get<int>(); ++x)
           pairs.push_back({p["index"].get<int>(), x});
   } catch (const std::exception& e) {
-    if (rank == 0) std::fprintf(stderr, "faultline-mpi: bad plan: %s\n", e.what());
-    MPI_Finalize();
-    return 1;
+    if (m.rank == 0) std::fprintf(stderr, "faultline-mpi: bad plan: %s\n", e.what());
+    return false;
   }
-  const size_t lo = pairs.size() * rank / size, hi = pairs.size() * (rank + 1) / size;
-  std::string items;
+  const size_t lo = pairs.size() * m.rank / m.size, hi = pairs.size() * (m.rank + 1) / m.size;
   for (size_t i = lo; i < hi;) {
     size_t j = i;
     while (j + 1 < hi && pairs[j + 1].point == pairs[i].point &&
@@ -257,56 +248,108 @@ int main(int argc, char** argv) {
              std::to_string(pairs[i].replica) + ":" + std::to_string(pairs[j].replica + 1);
     i = j + 1;
   }
-  int status = 0;
-  std::string blob;
-  if (!items.empty()) {
-    const std::string mine = make_temp_dir("rank");
-    if (mine.empty()) {
-      status = 1;
-    } else {
-      std::vector<std::string> cmd{faultline};
-      for (const auto& a : with_out(args, mine, {"--quiet", "--work", items})) cmd.push_back(a);
-      status = run(cmd);
-      if (status == 0) blob = pack_results(mine);
-      fs::remove_all(mine);
-    }
-    if (status != 0)
-      std::fprintf(stderr, "faultline-mpi: rank %d: work %s failed (exit %d)\n", rank,
-                   items.c_str(), status);
-  }
+  return true;
+}
 
-  // 3. Gather on rank 0: every rank's status and files.
-  std::uint64_t mine_meta[2] = {static_cast<std::uint64_t>(status), blob.size()};
-  std::vector<std::uint64_t> meta(2 * size);
-  MPI_Gather(mine_meta, 2, MPI_UINT64_T, meta.data(), 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  if (rank != 0) {
-    if (!blob.empty()) send_blob(blob, 0);
-    MPI_Finalize();
-    return status == 0 ? 0 : 1;
+// Step 2: computes `items` (none: nothing to do) with `faultline ... --work` in a private
+// directory and packs the result files into `blob`. Returns the exit status (0: done).
+int compute(const Ranks& m, const std::string& items, std::string& blob) {
+  if (items.empty()) return 0;
+  int status = 0;
+  const std::string mine = make_temp_dir("rank");
+  if (mine.empty()) {
+    status = 1;
+  } else {
+    status = run(command(m, mine, {"--quiet", "--work", items}));
+    if (status == 0) blob = pack_results(mine);
+    fs::remove_all(mine);
   }
+  if (status != 0)
+    std::fprintf(stderr, "faultline-mpi: rank %d: work %s failed (exit %d)\n", m.rank,
+                 items.c_str(), status);
+  return status;
+}
+
+// Step 3, on rank 0: receives every other rank's files (`meta`: each rank's status and
+// blob size; rank 0's own blob is `blob`) and unpacks them into --out DIR. Whether every
+// rank's work succeeded and its files were readable.
+bool receive_all(const Ranks& m, const std::vector<std::uint64_t>& meta, const std::string& blob) {
   bool ok = true;
-  for (int r = 0; r < size; ++r) {
+  for (int r = 0; r < m.size; ++r) {
     const std::string b =
         r == 0 ? blob : (meta[2 * r + 1] ? recv_blob(meta[2 * r + 1], r) : std::string());
     if (meta[2 * r] != 0) ok = false;
-    if (!unpack_results(b, out_dir)) {
+    if (!unpack_results(b, m.out_dir)) {
       std::fprintf(stderr, "faultline-mpi: bad result files from rank %d\n", r);
       ok = false;
     }
   }
+  return ok;
+}
 
-  // 4. Rank 0 aggregates with the one-machine command: nothing is left to compute.
-  if (ok) {
-    std::vector<std::string> cmd{faultline};
-    for (const auto& a : with_out(args, out_dir, {"--quiet"})) cmd.push_back(a);
-    rc = run(cmd);
-  } else {
-    std::fprintf(
-        stderr, "faultline-mpi: some work failed; finished work is kept in %s, rerun to resume\n",
-        temp_out.empty() ? out_dir.c_str() : "a temporary directory (use --out DIR to keep it)");
-    rc = 1;
-  }
-  if (!temp_out.empty()) fs::remove_all(temp_out);
+// Removes rank 0's temporary store, ends MPI and returns `rc`.
+int finish(const Ranks& m, int rc) {
+  if (!m.temp_out.empty()) fs::remove_all(m.temp_out);
   MPI_Finalize();
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  Ranks m;
+  MPI_Comm_rank(MPI_COMM_WORLD, &m.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &m.size);
+  if (argc < 4) {
+    if (m.rank == 0)
+      std::fprintf(
+          stderr,
+          "usage: mpirun -n K faultline sim sweep SCENARIO.json ... --mpi\n"
+          "       (faultline-mpi FAULTLINE_BINARY sim sweep ARGS... is how faultline runs it)\n");
+    MPI_Finalize();
+    return 2;
+  }
+  m.faultline = argv[1];
+  m.args.assign(argv + 2, argv + argc);
+  for (size_t i = 0; i + 1 < m.args.size(); ++i)
+    if (m.args[i] == "--out") m.out_dir = m.args[i + 1];
+
+  // 1. Rank 0 plans: which (point, replica) pairs are not computed yet.
+  std::string plan_text;
+  int rc = m.rank == 0 ? plan_on_rank0(m, plan_text) : 0;
+  MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rc != 0) return finish(m, rc);
+  broadcast(plan_text);
+
+  // 2. Every rank computes its contiguous share of the pending pairs, in plan order.
+  std::string items;
+  if (!my_items(plan_text, m, items)) {
+    MPI_Finalize();  // (rank 0's temporary store, if any, is left behind)
+    return 1;
+  }
+  std::string blob;
+  const int status = compute(m, items, blob);
+
+  // 3. Gather on rank 0: every rank's status and files.
+  std::uint64_t mine_meta[2] = {static_cast<std::uint64_t>(status), blob.size()};
+  std::vector<std::uint64_t> meta(2 * m.size);
+  MPI_Gather(mine_meta, 2, MPI_UINT64_T, meta.data(), 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (m.rank != 0) {
+    if (!blob.empty()) send_blob(blob, 0);
+    MPI_Finalize();
+    return status == 0 ? 0 : 1;
+  }
+
+  // 4. Rank 0 aggregates with the one-machine command: nothing is left to compute.
+  if (receive_all(m, meta, blob)) {
+    rc = run(command(m, m.out_dir, {"--quiet"}));
+  } else {
+    std::fprintf(stderr,
+                 "faultline-mpi: some work failed; finished work is kept in %s, rerun to resume\n",
+                 m.temp_out.empty() ? m.out_dir.c_str()
+                                    : "a temporary directory (use --out DIR to keep it)");
+    rc = 1;
+  }
+  return finish(m, rc);
 }
