@@ -48,8 +48,9 @@ struct StartJob {
   std::string reason;
   Mechanism mechanism = Mechanism::kNone;
   // The code version to start (a held non-urgent update merged into a recovery's
-  // restart); empty: the version that ran last. The credit stays `mechanism`'s.
-  std::string version;
+  // restart); empty: the version that ran last. The credit stays `mechanism`'s. (Its
+  // initialiser keeps StartJob{"why"} free of -Wmissing-field-initializers.)
+  std::string version = {};
 };
 // Removes machines from the job (they go to repair); their slots become empty and the
 // job, if running, is broken. Machines not in a slot (standbys, evicted ones) are left
