@@ -50,9 +50,7 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
 void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
   const Instant t = now();
   if (a.mode == AcquireMode::kOracle) {
-    outcome(id, false, "no oracle in live mode", t);
-    deliver(ActionFailed{id, "live mode has no oracle spares"});
-    return;
+    return refuse(id, "live mode has no oracle spares", t);
   }
   if (a.mode == AcquireMode::kRequeue) {
     // A requeued job gets healthy machines: a slot whose agent is gone is refilled.

@@ -152,33 +152,21 @@ void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
 
 void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
   const Instant t = now();
-  auto refuse = [&](const std::string& why) {
-    outcome(id, false, why, t);
-    deliver(ActionFailed{id, why});
-  };
-  if (a.test != ProbeKind::kInterAllGather)
-    return refuse("groups: only inter_all_gather runs per group");
-  // `machines` is not used: the groups say who takes part. An agent runs one inter_all_gather
-  // at a time, so a machine in two groups would make one of them fail for nothing.
-  std::map<MachineId, size_t> taken;  // machine -> its group
+  // act() refused what the contract refuses (policies/api/refusals.h): another test than
+  // inter_all_gather, a group of one, a machine outside the fleet or in two groups.
+  // `machines` is not used: the groups say who takes part.
   // Each group's rank 0 listens on a master port on its host; only groups whose rank 0 share
   // a host (agents side by side) need ports apart, so a fleet of hosts never runs out of them.
   std::map<std::string, int> on_host;
   std::vector<int> ports;
   for (size_t g = 0; g < a.groups.size(); ++g) {
     const std::string at = "groups[" + std::to_string(g) + "]";
-    if (a.groups[g].size() < 2) return refuse(at + ": a group needs at least two machines");
-    for (MachineId m : a.groups[g]) {
-      if (m < 0 || m >= cluster_.machine_count())
-        return refuse(at + ": machine " + std::to_string(m) + " is not in the fleet");
-      if (auto [it, fresh] = taken.emplace(m, g); !fresh)
-        return refuse(at + ": " + machine_config(m).name + " is in groups[" +
-                      std::to_string(it->second) + "] already (a machine joins one group)");
-    }
     const int port = config_.job.master_port + 100 + on_host[machine_config(a.groups[g][0]).addr]++;
     if (port > 65535)
-      return refuse(at + ": master port " + std::to_string(port) +
-                    " is above 65535 (too many groups on one host)");
+      return refuse(id,
+                    at + ": master port " + std::to_string(port) +
+                        " is above 65535 (too many groups on one host)",
+                    t);
     ports.push_back(port);
   }
   struct State {

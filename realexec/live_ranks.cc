@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "policies/api/refusals.h"
 #include "realexec/live_world.h"
 #include "realexec/live_world_internal.h"
 #include "traces/config.h"
@@ -94,13 +95,9 @@ void LiveWorld::do_stop(ActionId id, const StopJob& a) {
 
 void LiveWorld::do_start(ActionId id, const std::string& why) {
   const Instant t = now();
-  for (SlotId s = 0; s < cluster_.slots(); ++s) {
-    if (cluster_.machine_in(s) == kNoMachine) {
-      outcome(id, false, "slot " + std::to_string(s) + " has no machine", t);
-      deliver(ActionFailed{id, "cannot start: slot " + std::to_string(s) + " has no machine"});
-      return;
-    }
-  }
+  // act() refused a start with an empty slot; an adoption (live_fleet.cc) comes back here
+  // later, when a slot may have emptied since.
+  if (auto why = empty_slot_refusal(cluster_)) return refuse(id, *why, t);
   if (start_timer_) reactor_.cancel_timer(start_timer_);
   start_timer_ = 0;
   starting_ = id;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "policies/api/refusals.h"
 #include "policies/api/registry.h"
 #include "realexec/wire.h"
 #include "traces/config.h"
@@ -328,26 +329,24 @@ ActionId LiveWorld::act(Action a) {
     return id;
   }
   const Instant t = now();
-  std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        // What would run the job again (or give it machines) is refused after an EndRun.
-        if constexpr (std::is_same_v<T, StartJob> || std::is_same_v<T, HotUpdate> ||
-                      std::is_same_v<T, RollBack> || std::is_same_v<T, AcquireMachines>) {
-          if (refused_as_ended(id, t)) return;
-        }
-        act_on(id, x, t);  // an action kind without an overload does not compile
-      },
-      a);
+  // The contract's refusals first, worded as every World words them; live mode's own come
+  // in the overloads.
+  const std::string& verdict = journal_.state().ended_verdict;
+  if (auto why = refusal(a, {.cluster = cluster_,
+                             .job_running = running_,
+                             .ended = !verdict.empty(),
+                             .verdict = verdict})) {
+    refuse(id, *why, t);
+    return id;
+  }
+  // An action kind without an overload does not compile.
+  std::visit([&](const auto& x) { act_on(id, x, t); }, a);
   return id;
 }
 
-bool LiveWorld::refused_as_ended(ActionId id, Instant t) {
-  if (journal_.state().ended_verdict.empty()) return false;
-  const std::string why = "the run was ended: " + journal_.state().ended_verdict;
+void LiveWorld::refuse(ActionId id, const std::string& why, Instant t) {
   outcome(id, false, why, t);
   deliver(ActionFailed{id, why});
-  return true;
 }
 
 void LiveWorld::act_on(ActionId id, const StopJob& a, Instant) { do_stop(id, a); }
@@ -362,17 +361,9 @@ void LiveWorld::act_on(ActionId id, const EndRun& a, Instant) {
 }
 
 void LiveWorld::act_on(ActionId id, const StartJob& a, Instant t) {
-  if (running_) {  // world.h: a start is refused while the job runs (stop it first)
-    outcome(id, false, "job already running", t);
-    deliver(ActionFailed{id, "job already running"});
-    return;
-  }
   if (!a.version.empty()) {  // a held update merged into this restart
-    if (!config_.job.versions.count(a.version)) {
-      outcome(id, false, "unknown code version " + a.version, t);
-      deliver(ActionFailed{id, "unknown code version \"" + a.version + "\" (not in job.versions)"});
-      return;
-    }
+    if (!config_.job.versions.count(a.version))
+      return refuse(id, "unknown code version \"" + a.version + "\" (not in job.versions)", t);
     journal_.state().version = a.version;
   }
   do_start(id, a.reason);
@@ -402,19 +393,13 @@ void LiveWorld::act_on(ActionId id, const WatchSteps& a, Instant t) {
 }
 
 void LiveWorld::act_on(ActionId id, const EnableOracle&, Instant t) {
-  outcome(id, false, "live mode has no ground truth", t);
-  deliver(ActionFailed{id, "live mode has no ground truth (oracle is a simulation baseline)"});
+  refuse(id, "live mode has no ground truth (oracle is a simulation baseline)", t);
 }
 
 void LiveWorld::act_on(ActionId, const Note& a, Instant) { note(a.text); }
 
 void LiveWorld::act_on(ActionId id, const EnableInspection& a, Instant t) {
-  if (a.interval.ns <= 0) {
-    outcome(id, false, "inspection interval must be positive", t);
-    deliver(ActionFailed{id, "inspection interval must be positive"});
-    return;
-  }
-  do_inspect(a);
+  do_inspect(a);  // act() refused an interval that is not positive
   outcome(id, true,
           "inspection of " + a.kind + " every " + std::to_string(a.interval.to_seconds()) + " s",
           t);
@@ -427,11 +412,8 @@ void LiveWorld::act_on(ActionId id, const CaptureStacks&, Instant) { do_capture(
 void LiveWorld::act_on(ActionId id, const RunReplay& a, Instant) { do_replay(id, a); }
 
 void LiveWorld::act_on(ActionId id, const HotUpdate& a, Instant t) {
-  if (!config_.job.versions.count(a.version)) {
-    outcome(id, false, "unknown code version " + a.version, t);
-    deliver(ActionFailed{id, "unknown code version \"" + a.version + "\" (not in job.versions)"});
-    return;
-  }
+  if (!config_.job.versions.count(a.version))
+    return refuse(id, "unknown code version \"" + a.version + "\" (not in job.versions)", t);
   journal_.state().version = a.version;
   do_start(id, "hot update to " + a.version);
 }
@@ -457,12 +439,12 @@ void LiveWorld::act_on(ActionId id, const AvoidMachines& a, Instant t) {
 }
 
 void LiveWorld::act_on(ActionId id, const MitigateSlowdown& a, Instant t) {
-  // The job's layout (micro-batches per rank, layers per stage) is fixed at launch.
-  const std::string why = !running_ ? std::string("job not running")
-                                    : std::string("live mode cannot ") + mitigation_name(a.how) +
-                                          " a running job (its layout is fixed at launch)";
-  outcome(id, false, why, t);
-  deliver(ActionFailed{id, why});
+  // act() refused it when the job is not running. The job's layout (micro-batches per rank,
+  // layers per stage) is fixed at launch.
+  refuse(id,
+         std::string("live mode cannot ") + mitigation_name(a.how) +
+             " a running job (its layout is fixed at launch)",
+         t);
 }
 TimerId LiveWorld::set_timer(Duration after, std::uint64_t tag) {
   const TimerId id = next_timer_++;

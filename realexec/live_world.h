@@ -116,14 +116,14 @@ class LiveWorld final : public World {
   std::uint64_t request(MachineId m, nlohmann::json msg, Duration timeout, Reply on_reply);
   void fail_requests_of(MachineId m, const std::string& why);
 
-  // After an EndRun: refuses `id` (outcome and ActionFailed) and returns true; act() asks it
-  // for StartJob, HotUpdate, RollBack and AcquireMachines.
-  bool refused_as_ended(ActionId id, Instant t);
-  // act() logs the action and guards against a livelock, then hands it to the overload for
-  // its kind (live_world.cc); `t` is the time its outcome is measured from.
+  // Refuses `id`: its outcome (not ok, `why`) and ActionFailed{id, why}.
+  void refuse(ActionId id, const std::string& why, Instant t);
+  // act() logs the action, guards against a livelock and refuses what the contract refuses
+  // (policies/api/refusals.h), then hands it to the overload for its kind (live_world.cc),
+  // which adds live mode's own refusals; `t` is the time its outcome is measured from.
   void act_on(ActionId id, const StopJob& a, Instant t);            // kills every rank
   void act_on(ActionId id, const EndRun& a, Instant t);             // stops the job for good
-  void act_on(ActionId id, const StartJob& a, Instant t);           // refused while running
+  void act_on(ActionId id, const StartJob& a, Instant t);           // on a known version
   void act_on(ActionId id, const EvictMachines& a, Instant t);      // see do_evict
   void act_on(ActionId id, const AcquireMachines& a, Instant t);    // see do_acquire
   void act_on(ActionId id, const SetCheckpointPlan& a, Instant t);  // from the next launch

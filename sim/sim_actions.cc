@@ -1,11 +1,13 @@
 // SimWorld's actions: what each action a policy takes does to the simulated job, one
-// method per action (`apply`), and the refusals that answer ActionFailed. The World
-// contract each one keeps is written beside the action in policies/api/action.h. Split
-// from sim_world.cc by concern.
+// method per action (`apply`), and the refusals that answer ActionFailed: first the
+// contract's, which every World shares (policies/api/refusals.h), then the simulator's own.
+// The World contract each one keeps is written beside the action in policies/api/action.h.
+// Split from sim_world.cc by concern.
 #include <algorithm>
 #include <cmath>
 
 #include "policies/api/action.h"
+#include "policies/api/refusals.h"
 #include "sim/sim_world.h"
 #include "sim/sim_world_internal.h"
 
@@ -21,6 +23,13 @@ ActionId SimWorld::act(Action a) {
       !std::holds_alternative<Note>(a) && !std::holds_alternative<SetCheckpointPlan>(a) &&
       !std::holds_alternative<WatchSteps>(a) && !std::holds_alternative<EnableOracle>(a);
   if (acts_on_incident) mark_acted();
+  if (auto why = refusal(a, {.cluster = view_,
+                             .job_running = job_ == JobState::kRunning,
+                             .ended = ended_,
+                             .verdict = ended_verdict_})) {
+    refuse(id, std::move(*why));
+    return id;
+  }
   std::visit([&](auto& x) { apply(id, x); }, a);
   return id;
 }
@@ -45,10 +54,6 @@ void SimWorld::apply(ActionId id, const StopJob&) {
 }
 
 void SimWorld::apply(ActionId id, const StartJob& st) {
-  if (ended_) return refuse(id, "the run was ended: " + ended_verdict_);
-  if (job_ == JobState::kRunning) return refuse(id, "job already running");
-  if (view_.empty_slot_count() > 0)
-    return refuse(id, std::to_string(view_.empty_slot_count()) + " slots have no machine");
   if (!st.version.empty()) ++code_version_;  // a held update rides this restart
   start_job(id, st.mechanism);
 }
@@ -82,7 +87,6 @@ void SimWorld::apply(ActionId id, const EvictMachines& e) {
 }
 
 void SimWorld::apply(ActionId id, const AcquireMachines& q) {
-  if (ended_) return refuse(id, "the run was ended: " + ended_verdict_);
   note_mechanism(q.mechanism);
   Acquire acq{id, q.mode, q.slots, {}, {}, 0};
   if (q.mode == AcquireMode::kRequeue)
@@ -215,27 +219,18 @@ void SimWorld::apply(ActionId id, const Note& n) {
   result_.max_fruitless_rounds = std::max(result_.max_fruitless_rounds, n.fruitless_round);
 }
 
-void SimWorld::apply(ActionId id, const EnableInspection& e) {
-  if (e.interval.ns <= 0) return refuse(id, "inspection interval must be positive");
-  inspections_[e.kind] = e.interval;
-}
+void SimWorld::apply(ActionId id, const EnableInspection& e) { inspections_[e.kind] = e.interval; }
 
 void SimWorld::apply(ActionId id, RunProbe& in) {
   if (!in.groups.empty()) {
-    if (in.test != ProbeKind::kInterAllGather)
-      return refuse(id, "groups: only inter_all_gather runs per group");
-    std::vector<char> seen(view_.machine_count(), 0);
-    for (std::size_t g = 0; g < in.groups.size(); ++g) {
-      if (in.groups[g].size() < 2)
-        return refuse(id, "groups[" + std::to_string(g) + "]: a group needs at least two machines");
-      for (MachineId m : in.groups[g]) {
-        if (m < 0 || m >= view_.machine_count() || view_.slot_of(m) < 0)
+    // act() checked the groups against the contract (policies/api/refusals.h). The
+    // simulator times a group over the platform's slot hosts: it tests machines of the job
+    // only.
+    for (std::size_t g = 0; g < in.groups.size(); ++g)
+      for (MachineId m : in.groups[g])
+        if (view_.slot_of(m) < 0)
           return refuse(id, "groups[" + std::to_string(g) + "]: machine " + std::to_string(m) +
-                                " is not in the job");
-        if (seen[m]++)
-          return refuse(id, "groups: machine " + std::to_string(m) + " is in two groups");
-      }
-    }
+                                " is not in the job (the simulator tests job machines only)");
     std::vector<double> t = time_groups(in.groups);
     // The groups start together once set up; the deadline cuts the slow ones off.
     const double setup = sc_.diagnosis.group_setup_s;
@@ -293,15 +288,12 @@ void SimWorld::apply(ActionId id, RunReplay& r) {
 }
 
 void SimWorld::apply(ActionId id, const HotUpdate& h) {
-  if (ended_) return refuse(id, "the run was ended: " + ended_verdict_);
   if (job_ == JobState::kRunning) job_down();
-  if (view_.empty_slot_count() > 0) return refuse(id, "slots have no machine");
   ++code_version_;
   start_job(id, Mechanism::kHotUpdate);
 }
 
 void SimWorld::apply(ActionId id, const RollBack&) {
-  if (ended_) return refuse(id, "the run was ended: " + ended_verdict_);
   if (job_ == JobState::kRunning) job_down();
   // Code bugs introduced since the last good version go away with it.
   for (FaultId fid : open_) {
@@ -316,7 +308,6 @@ void SimWorld::apply(ActionId id, const RollBack&) {
     }
   }
   code_version_ = good_version_;
-  if (view_.empty_slot_count() > 0) return refuse(id, "slots have no machine");
   start_job(id, Mechanism::kRollback);
 }
 
@@ -336,9 +327,6 @@ void SimWorld::apply(ActionId id, const AvoidMachines& x) {
 }
 
 void SimWorld::apply(ActionId id, const MitigateSlowdown& x) {
-  if (job_ != JobState::kRunning) return refuse(id, "job not running");
-  if (x.slot < 0 || x.slot >= view_.slots() || view_.machine_in(x.slot) == kNoMachine)
-    return refuse(id, "slot " + std::to_string(x.slot) + " has no machine");
   const int level = x.how == Mitigation::kRebalance ? 1 : 2;
   bool known = false;
   for (auto& [slot, l] : mitigated_)

@@ -5,7 +5,8 @@
 // an Event (MachinesReady, JobStarted, ActionFailed, ...) tagged with the ActionId that
 // World::act returned, never during act(). A backend that cannot do an action answers
 // ActionFailed. What each action yields, and every ActionFailed case, is written beside
-// it and pinned on SimWorld and LiveWorld by tests/conformance.
+// it and pinned on SimWorld and LiveWorld by tests/conformance. The cases every World
+// shares are decided, and worded, in one place: refusal() in policies/api/refusals.h.
 #pragma once
 
 #include <string>
@@ -41,9 +42,9 @@ struct StopJob {
 };
 // Starts the job on the machines now placed in its slots, restoring the newest
 // complete checkpoint; JobStarted follows once restore and init are done (StartFailed
-// if it fails). ActionFailed: the job is running ("job already running": stop it
-// first; a start already under way is replaced), or a slot has no machine; in live
-// mode, a `version` not in the config.
+// if it fails). ActionFailed: after an EndRun, the job is running ("job already
+// running": stop it first; a start already under way is replaced), or a slot has no
+// machine; in live mode, a `version` not in the config.
 struct StartJob {
   std::string reason;
   Mechanism mechanism = Mechanism::kNone;
@@ -139,8 +140,10 @@ inline constexpr int kProbeKinds = 5;
 // With `groups` (kInterAllGather only: DLRover's pairwise node check), the all-gather runs
 // within each group, all groups at once, instead of across `machines`; ProbeResult then
 // also says, per group, whether its collective failed and how long it took, and lists in
-// `failed` the machines of the failed groups. ActionFailed: groups for another test, or a
-// group of fewer than two machines.
+// `failed` the machines of the failed groups. ActionFailed: groups for another test, a
+// group of fewer than two machines, a machine not in the fleet or in two groups; in the
+// simulator, a machine outside the job; in live mode, a group master port above 65535
+// (too many groups led from one host).
 struct RunProbe {
   ProbeKind test = ProbeKind::kGpuDiag;
   MachineSet machines;
@@ -159,8 +162,8 @@ struct RunReplay {
   std::string reason;
 };
 // Restarts the job's processes in place with another code version (no rescheduling;
-// a running job is stopped first); JobStarted follows. ActionFailed: a slot has no
-// machine; in live mode, a version not in the config.
+// a running job is stopped first); JobStarted follows. ActionFailed: after an EndRun, a
+// slot has no machine; in live mode, a version not in the config.
 struct HotUpdate {
   std::string version;
   std::string reason;

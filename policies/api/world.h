@@ -20,6 +20,10 @@ namespace faultline {
 // and LiveWorld):
 // - act() returns at once and never calls back into the policy; the outcome arrives
 //   later as an event (action.h says which, and every ActionFailed case).
+// - An action the contract refuses is refused by every World alike: each asks refusal()
+//   (policies/api/refusals.h, where each rule is written once with its wording and its
+//   reason) before anything else, and answers ActionFailed{id, its reason}; only then
+//   does a backend refuse what it cannot do itself.
 // - Events are delivered one at a time, in time order; a policy is never re-entered.
 // - Timers at the same instant fire in the order they were set; cancelling a timer that
 //   fired or was cancelled does nothing.

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "policies/api/refusals.h"
 #include "policies/builtin.h"
 #include "policies/detection/detectors.h"
 #include "realexec/journal.h"
@@ -437,6 +438,205 @@ TEST(WorldConformance, EveryRowOnSimWorldAndLiveWorld) {
     live.run(l, 120);
     check(row, row.live, watch, "LiveWorld");
   }
+}
+
+// The contract's refusals (policies/api/refusals.h) are the same in both Worlds, word for
+// word: one script takes each refused action at the same point of a run (before the
+// start, while the job runs, with slot 1 empty, after an EndRun), and both Worlds answer
+// each with ActionFailed and the same reason.
+TEST(WorldConformance, BothWorldsRefuseTheSameActionsWithTheSameReason) {
+  struct Ask {
+    std::string what;
+    ActionId id = 0;
+    std::string want;
+  };
+  const auto grouped = [](ProbeKind test, std::vector<MachineSet> groups) {
+    RunProbe p{test, {0, 1, 2, 3}, Duration::seconds(30), "pairwise check"};
+    p.groups = std::move(groups);
+    return p;
+  };
+  const auto script = [&](std::vector<Ask>* asks) {
+    const auto ask = [asks](World& w, std::string what, Action a, std::string want) {
+      asks->push_back({std::move(what), w.act(std::move(a)), std::move(want)});
+    };
+    auto done = std::make_shared<bool>(false);
+    Script s;
+    s.start = [ask](World& w) {
+      ask(w, "mitigate before a start", MitigateSlowdown{0, Mitigation::kRebalance, "early"},
+          "job not running");
+      ask(w, "inspection every 0 s", EnableInspection{"gpu", Duration::zero(), "bad"},
+          "inspection interval must be positive");
+      w.act(StartJob{"first start"});
+    };
+    s.on = [ask, done, grouped](const Event& e, World& w) {
+      if (!std::holds_alternative<JobStarted>(e) || *done) return;
+      *done = true;
+      ask(w, "start while running", StartJob{"again"}, "job already running");
+      ask(w, "mitigate a slot the job does not have",
+          MitigateSlowdown{7, Mitigation::kReconfigure, "no such slot"}, "slot 7 has no machine");
+      ask(w, "groups for gpu_diag", grouped(ProbeKind::kGpuDiag, {{0, 1}}),
+          "groups: only inter_all_gather runs per group");
+      ask(w, "a one-machine group", grouped(ProbeKind::kInterAllGather, {{0, 1}, {2}}),
+          "groups[1]: a group needs at least two machines");
+      ask(w, "a machine outside the fleet", grouped(ProbeKind::kInterAllGather, {{0, 100000}}),
+          "groups[0]: machine 100000 is not in the fleet");
+      ask(w, "a machine in two groups", grouped(ProbeKind::kInterAllGather, {{0, 1}, {1, 2}}),
+          "groups[1]: machine 1 is in groups[0] already (a machine joins one group)");
+      w.act(EvictMachines{{1}, "empty slot 1"});
+      ask(w, "start with slot 1 empty", StartJob{"with a hole"},
+          "cannot start: slot 1 has no machine");
+      ask(w, "hot update with slot 1 empty", HotUpdate{"v2", "with a hole"},
+          "cannot start: slot 1 has no machine");
+      ask(w, "roll back with slot 1 empty", RollBack{"with a hole"},
+          "cannot start: slot 1 has no machine");
+      w.act(EndRun{"code_or_data", "the same incident everywhere"});
+      ask(w, "start after EndRun", StartJob{"again"}, "the run was ended: code_or_data");
+      ask(w, "acquire after EndRun", AcquireMachines{AcquireMode::kStandby, {}, "refill"},
+          "the run was ended: code_or_data");
+      ask(w, "hot update after EndRun", HotUpdate{"v2", "fix"}, "the run was ended: code_or_data");
+      ask(w, "roll back after EndRun", RollBack{"back"}, "the run was ended: code_or_data");
+    };
+    return s;
+  };
+  const auto reasons = [](const std::vector<Ask>& asks, const char* world) {
+    std::vector<std::string> out;
+    for (const Ask& a : asks) {
+      std::string why;
+      EXPECT_TRUE(failed(a.id, &why)) << world << ": " << a.what << " was not refused";
+      EXPECT_EQ(why, a.want) << world << ": " << a.what;
+      out.push_back(why);
+    }
+    return out;
+  };
+  std::vector<Ask> sim_asks;
+  Script s = script(&sim_asks);
+  Sim::get().run(s);
+  ASSERT_EQ(sim_asks.size(), 15u) << "the script did not reach its end in SimWorld";
+  const auto sim = reasons(sim_asks, "SimWorld");
+
+  const Registry reg = registry();
+  Live live(reg);
+  std::vector<Ask> live_asks;
+  Script l = script(&live_asks);
+  live.run(l, 10);
+  ASSERT_EQ(live_asks.size(), 15u) << "the script did not reach its end in LiveWorld";
+  const auto lv = reasons(live_asks, "LiveWorld");
+  EXPECT_EQ(sim, lv);
+}
+
+// The contract's refusal rules themselves, each on the edge of what it refuses: a wrong
+// rule (too strict, too lax, another wording, another order) fails here.
+TEST(Refusals, EachRuleRefusesWhatItSaysAndNothingElse) {
+  ClusterSpec spec;
+  spec.machines = 4;
+  spec.gpus_per_machine = 1;
+  spec.tp = 1;
+  spec.pp = 2;
+  spec.dp = 2;
+  spec.standby_machines = 1;  // machine 4
+  const ClusterView full(spec);
+  ClusterView one_empty(spec), two_empty(spec);
+  one_empty.vacate(1);
+  two_empty.vacate(1);
+  two_empty.vacate(3);
+  const RefusalContext idle{.cluster = full};
+  const RefusalContext running{.cluster = full, .job_running = true};
+  const RefusalContext ended{.cluster = full, .ended = true, .verdict = "code_or_data"};
+  const RefusalContext ended_running{
+      .cluster = full, .job_running = true, .ended = true, .verdict = "code_or_data"};
+  const RefusalContext ended_no_verdict{.cluster = full, .ended = true};
+  const RefusalContext hole{.cluster = one_empty};
+  const RefusalContext holes{.cluster = two_empty};
+  const RefusalContext hole_running{.cluster = one_empty, .job_running = true};
+  const auto why = [](const Action& a, const RefusalContext& c) {
+    return refusal(a, c).value_or("(let through)");
+  };
+  const std::string ok = "(let through)";
+  const std::string was_ended = "the run was ended: code_or_data";
+
+  // StartJob: ended, then running, then empty slots.
+  EXPECT_EQ(why(StartJob{"s"}, idle), ok);
+  EXPECT_EQ(why(StartJob{"s"}, running), "job already running");
+  EXPECT_EQ(why(StartJob{"s"}, ended), was_ended);
+  EXPECT_EQ(why(StartJob{"s"}, ended_running), was_ended);
+  EXPECT_EQ(why(StartJob{"s"}, ended_no_verdict), "the run was ended");
+  EXPECT_EQ(why(StartJob{"s"}, hole), "cannot start: slot 1 has no machine");
+  EXPECT_EQ(why(StartJob{"s"}, holes), "cannot start: slots 1, 3 have no machine");
+  EXPECT_EQ(why(StartJob{"s"}, hole_running), "job already running");
+  EXPECT_EQ(empty_slot_refusal(full), std::nullopt);
+  EXPECT_EQ(empty_slot_refusal(two_empty), "cannot start: slots 1, 3 have no machine");
+
+  // HotUpdate and RollBack restart a running job in place: only an EndRun or a hole stops
+  // them.
+  for (const Action& a : {Action{HotUpdate{"v2", "h"}}, Action{RollBack{"r"}}}) {
+    SCOPED_TRACE(describe(a));
+    EXPECT_EQ(why(a, idle), ok);
+    EXPECT_EQ(why(a, running), ok);
+    EXPECT_EQ(why(a, ended), was_ended);
+    EXPECT_EQ(why(a, hole), "cannot start: slot 1 has no machine");
+    EXPECT_EQ(why(a, holes), "cannot start: slots 1, 3 have no machine");
+  }
+
+  // AcquireMachines: only after an EndRun (filling a hole is what it is for).
+  EXPECT_EQ(why(AcquireMachines{AcquireMode::kStandby, {}, "a"}, hole), ok);
+  EXPECT_EQ(why(AcquireMachines{AcquireMode::kOracle, {}, "a"}, idle), ok) << "a backend's call";
+  EXPECT_EQ(why(AcquireMachines{AcquireMode::kRequeue, {}, "a"}, ended), was_ended);
+
+  // What stops or shrinks the job, or only reports, stays allowed after an EndRun.
+  for (const Action& a :
+       {Action{StopJob{"s"}}, Action{EvictMachines{{1}, "e"}}, Action{EndRun{"x", "again"}},
+        Action{Note{"n"}}, Action{CaptureStacks{"c"}}, Action{SetStandbyPool{2, "p"}},
+        Action{RunProbe{ProbeKind::kGpuDiag, {0}, Duration::seconds(1), "p"}},
+        Action{EnableOracle{"o"}}, Action{AvoidMachines{{4}, "a"}}}) {
+    SCOPED_TRACE(describe(a));
+    EXPECT_EQ(why(a, ended_running), ok);
+  }
+
+  // EnableInspection: a positive interval only.
+  EXPECT_EQ(why(EnableInspection{"gpu", Duration::zero(), "i"}, idle),
+            "inspection interval must be positive");
+  EXPECT_EQ(why(EnableInspection{"gpu", Duration{-1}, "i"}, idle),
+            "inspection interval must be positive");
+  EXPECT_EQ(why(EnableInspection{"gpu", Duration{1}, "i"}, idle), ok);
+
+  // RunProbe: only its groups are checked.
+  const auto grouped = [](ProbeKind test, std::vector<MachineSet> groups) {
+    RunProbe p{test, {0, 99}, Duration::seconds(30), "g"};
+    p.groups = std::move(groups);
+    return Action{p};
+  };
+  EXPECT_EQ(why(grouped(ProbeKind::kGpuDiag, {}), idle), ok) << "no groups: machines unchecked";
+  EXPECT_EQ(why(grouped(ProbeKind::kInterAllGather, {{0, 1}, {2, 3}}), idle), ok);
+  EXPECT_EQ(why(grouped(ProbeKind::kInterAllGather, {{3, 4}}), idle), ok)
+      << "a standby is in the fleet";
+  EXPECT_EQ(why(grouped(ProbeKind::kInterAllGather, {{0, 1, 2, 3, 4}}), idle), ok);
+  EXPECT_EQ(why(grouped(ProbeKind::kBitwise, {{0, 1}}), idle),
+            "groups: only inter_all_gather runs per group");
+  EXPECT_EQ(why(grouped(ProbeKind::kInterAllGather, {{0, 1}, {2}}), idle),
+            "groups[1]: a group needs at least two machines");
+  EXPECT_EQ(why(grouped(ProbeKind::kInterAllGather, {{}}), idle),
+            "groups[0]: a group needs at least two machines");
+  EXPECT_EQ(why(grouped(ProbeKind::kInterAllGather, {{0, 5}}), idle),
+            "groups[0]: machine 5 is not in the fleet");
+  EXPECT_EQ(why(grouped(ProbeKind::kInterAllGather, {{-1, 0}}), idle),
+            "groups[0]: machine -1 is not in the fleet");
+  EXPECT_EQ(why(grouped(ProbeKind::kInterAllGather, {{0, 1}, {2, 3}, {3, 1}}), idle),
+            "groups[2]: machine 3 is in groups[1] already (a machine joins one group)");
+  EXPECT_EQ(why(grouped(ProbeKind::kInterAllGather, {{2, 2}}), idle),
+            "groups[0]: machine 2 is in groups[0] already (a machine joins one group)");
+
+  // MitigateSlowdown: a running job, and a machine in the slot.
+  const auto mitigate = [](SlotId s) {
+    return Action{MitigateSlowdown{s, Mitigation::kRebalance, "m"}};
+  };
+  EXPECT_EQ(why(mitigate(0), idle), "job not running");
+  EXPECT_EQ(why(mitigate(9), idle), "job not running");
+  EXPECT_EQ(why(mitigate(0), running), ok);
+  EXPECT_EQ(why(mitigate(3), running), ok);
+  EXPECT_EQ(why(mitigate(4), running), "slot 4 has no machine");
+  EXPECT_EQ(why(mitigate(-1), running), "slot -1 has no machine");
+  EXPECT_EQ(why(mitigate(1), hole_running), "slot 1 has no machine");
+  EXPECT_EQ(why(mitigate(0), hole_running), ok);
 }
 
 // MachinesReady lists the machines newly placed: the standby (machine 4) into slot 2.
@@ -1426,7 +1626,8 @@ TEST(LiveWorldBelief, AGroupedProbeIsRefusedForAnotherTestASingleMachineOrAMachi
   refused(ProbeKind::kGpuDiag, {{1, 2}}, "groups: only inter_all_gather runs per group");
   refused(ProbeKind::kInterAllGather, {{1, 2}, {3}},
           "groups[1]: a group needs at least two machines");
-  refused(ProbeKind::kInterAllGather, {{1, 2}, {2, 3}}, "groups[1]: m2 is in groups[0] already");
+  refused(ProbeKind::kInterAllGather, {{1, 2}, {2, 3}},
+          "groups[1]: machine 2 is in groups[0] already");
   refused(ProbeKind::kInterAllGather, {{1, 99}}, "groups[0]: machine 99 is not in the fleet");
   EXPECT_TRUE(seen<ProbeResult>().empty());
 }
