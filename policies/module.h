@@ -17,10 +17,12 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -43,6 +45,10 @@ inline constexpr ModuleKind kModuleKinds[] = {ModuleKind::kDetection, ModuleKind
                                               ModuleKind::kRecovery,  ModuleKind::kCheckpoint,
                                               ModuleKind::kFailSlow,  ModuleKind::kVerdict};
 const char* module_kind_name(ModuleKind k);
+struct ModuleInfo;
+// "detection realtime v1, localization replay v2, ...": the modules that decide, for a
+// stack's decision log, so that a log says what decided.
+std::string module_list(std::initializer_list<const ModuleInfo*> modules);
 
 // Identity of one algorithm. As with a leveldb FilterPolicy name, `version` changes
 // whenever the same inputs can yield different decisions.
@@ -51,8 +57,10 @@ struct ModuleInfo {
   std::string name;  // its choice name in a stack's parameters ("replay")
   std::string version;
   std::string summary;  // one line, for `faultline policies`
-  // Parameters of its own, beyond the stack's: a stack that composes modules declares
-  // them as its own (a name already declared is shared), so scenarios set and validate
+  // Every parameter it reads, and only those: its factory is handed just these (with the
+  // stack's values), and reading any other throws, so that a module is tested and reused
+  // without a stack. A stack that composes modules declares them as its own (a name
+  // several modules declare is shared, with the same spec), so scenarios set and validate
   // them like any other parameter ("policy.params.my_group_size").
   std::vector<ParamSpec> params = {};
 };
@@ -99,6 +107,12 @@ class Detector {
   virtual std::optional<Finding> check(Instant now) = 0;
   // When check() should next run, or Instant::max() when nothing is due.
   virtual Instant next_check() const = 0;
+  // The real-time inspections it runs beside the samples (ByteRobust §4.1), enabled with
+  // watch(); none by default.
+  virtual std::vector<EnableInspection> inspections() const { return {}; }
+  // An inspection alert seen at `now`: true when it calls for evicting its machine (a GPU
+  // or host alert at once; a network alert, links flapping, only once it repeats).
+  virtual bool alert(const InspectionAlert& a, Instant now) { return false; }
 };
 
 // A test a localizer asks the stack to run: a probe on machines, or a replay on groups.
@@ -141,12 +155,15 @@ class Recovery {
   // The request that refills `slots`, credited to `credit`.
   virtual AcquireMachines replace(const std::vector<SlotId>& slots, const std::string& why,
                                   Mechanism credit) const = 0;
-  // Whether a machine evicted on evidence of its own fault for the `strikes`-th time
-  // leaves the fleet for good (EvictMachines::retire) instead of going back through repair.
-  virtual bool retire(int strikes) const { return false; }
-  // Whether a machine evicted on evidence of its own fault `strikes` times is one the
-  // scheduler should hand out last from now on (host scoring: AvoidMachines).
-  virtual bool avoids(int strikes) const { return false; }
+  // What becomes of a machine evicted on evidence of its own fault (not as collateral of
+  // an over-eviction): the module counts the machine's strikes and answers.
+  struct Strike {
+    bool retire = false;  // it leaves the fleet for good (EvictMachines::retire), not repaired
+    bool avoid = false;   // from now on the scheduler hands it out last (AvoidMachines)
+  };
+  virtual Strike struck(MachineId m) { return {}; }
+  // Every machine it asked to be handed out last so far (AvoidMachines carries them all).
+  virtual MachineSet avoided() const { return {}; }
 };
 
 // How the job checkpoints: asked at the start, and told of every interruption (adaptive
@@ -243,7 +260,9 @@ class StopVerdict {
 // so its default, the first) follows it.
 class ModuleRegistry {
  public:
-  // Each builds a module from the stack's resolved parameters.
+  // Each builds a module from the values of the parameters its ModuleInfo declares:
+  // make_* takes them from the stack's resolved parameters and hands it nothing else (a
+  // module is tested and reused without a stack, so it reads no knob it does not declare).
   using DetectorFactory = std::function<std::unique_ptr<Detector>(const Params&)>;
   using LocalizerFactory = std::function<std::unique_ptr<Localizer>(const Params&)>;
   using RecoveryFactory = std::function<std::unique_ptr<Recovery>(const Params&)>;
@@ -285,17 +304,25 @@ class ModuleRegistry {
         make;
   };
   void insert(ModuleInfo info, ModuleKind want, decltype(Entry::make) make);
+  // Builds module (kind, name) with its factory of type F, handing it only the values of
+  // the parameters its ModuleInfo declares; throws std::invalid_argument when there is none.
   template <class F>
-  const F& factory(ModuleKind kind, std::string_view name) const;
+  std::invoke_result_t<const F&, const Params&> build(ModuleKind kind, std::string_view name,
+                                                      const Params& params) const;
   std::vector<Entry> entries_;
 };
 
+// The name of the module a stack's choice parameter `param` picks in `values` (the
+// choices follow the registry's order). Requires `param` to be a choice of `stack`.
+std::string chosen(const PolicyInfo& stack, const Params& values, const std::string& param);
 // A stack's choice parameter among the registered modules of `kind`, in registration
 // order (the first is the default).
 ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name,
                         std::string help);
 // Appends to a stack's parameters those its modules declare (ModuleInfo::params) that it
-// does not declare itself, in registration order.
+// does not declare itself, in registration order, each read when the choice of its kind
+// picks a module that declares it ("recovery=standby"; each condition once). One the
+// stack declares with no condition stays always read.
 void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params);
 
 }  // namespace faultline::policies

@@ -112,36 +112,39 @@ const ModuleInfo* ModuleRegistry::find(ModuleKind kind, std::string_view name) c
 }
 
 template <class F>
-const F& ModuleRegistry::factory(ModuleKind kind, std::string_view name) const {
+std::invoke_result_t<const F&, const Params&> ModuleRegistry::build(ModuleKind kind,
+                                                                    std::string_view name,
+                                                                    const Params& params) const {
   for (const auto& e : entries_)
-    if (e.info.kind == kind && e.info.name == name) return std::get<F>(e.make);
+    if (e.info.kind == kind && e.info.name == name)
+      return std::get<F>(e.make)(params.only(e.info.params));
   throw std::invalid_argument(std::string("no ") + module_kind_name(kind) + " module '" +
                               std::string(name) + "'");
 }
 
 std::unique_ptr<Detector> ModuleRegistry::make_detector(std::string_view name,
                                                         const Params& params) const {
-  return factory<DetectorFactory>(ModuleKind::kDetection, name)(params);
+  return build<DetectorFactory>(ModuleKind::kDetection, name, params);
 }
 std::unique_ptr<Localizer> ModuleRegistry::make_localizer(std::string_view name,
                                                           const Params& params) const {
-  return factory<LocalizerFactory>(ModuleKind::kLocalization, name)(params);
+  return build<LocalizerFactory>(ModuleKind::kLocalization, name, params);
 }
 std::unique_ptr<Recovery> ModuleRegistry::make_recovery(std::string_view name,
                                                         const Params& params) const {
-  return factory<RecoveryFactory>(ModuleKind::kRecovery, name)(params);
+  return build<RecoveryFactory>(ModuleKind::kRecovery, name, params);
 }
 std::unique_ptr<CheckpointPlanner> ModuleRegistry::make_checkpoint(std::string_view name,
                                                                    const Params& params) const {
-  return factory<CheckpointFactory>(ModuleKind::kCheckpoint, name)(params);
+  return build<CheckpointFactory>(ModuleKind::kCheckpoint, name, params);
 }
 std::unique_ptr<FailSlowPolicy> ModuleRegistry::make_failslow(std::string_view name,
                                                               const Params& params) const {
-  return factory<FailSlowFactory>(ModuleKind::kFailSlow, name)(params);
+  return build<FailSlowFactory>(ModuleKind::kFailSlow, name, params);
 }
 std::unique_ptr<StopVerdict> ModuleRegistry::make_verdict(std::string_view name,
                                                           const Params& params) const {
-  return factory<VerdictFactory>(ModuleKind::kVerdict, name)(params);
+  return build<VerdictFactory>(ModuleKind::kVerdict, name, params);
 }
 
 ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name,
@@ -167,10 +170,24 @@ void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params) 
         if (have == params.end()) {
           params.push_back(p);
           params.back().read_when = {when};
-        } else if (!have->read_when.empty()) {
+        } else if (!have->read_when.empty() &&
+                   std::find(have->read_when.begin(), have->read_when.end(), when) ==
+                       have->read_when.end()) {
           have->read_when.push_back(when);  // declared by several modules: read when any is chosen
         }
       }
+}
+
+std::string chosen(const PolicyInfo& stack, const Params& values, const std::string& param) {
+  return stack.find_param(param)->choices.at(static_cast<std::size_t>(values.get(param)));
+}
+
+std::string module_list(std::initializer_list<const ModuleInfo*> modules) {
+  std::string out;
+  for (const ModuleInfo* m : modules)
+    out += (out.empty() ? "" : ", ") + std::string(module_kind_name(m->kind)) + " " + m->name +
+           " v" + m->version;
+  return out;
 }
 
 }  // namespace faultline::policies

@@ -195,4 +195,28 @@ double straggler_rate(const ClusterSpec& spec, double f, int level) {
   return rebalanced_rate(spec.dp, spec.micro_batches, slow);
 }
 
+std::vector<SlotId> ClusterView::occupied(const std::vector<SlotId>& slots) const {
+  std::vector<SlotId> out;
+  for (SlotId s : slots)
+    if (s >= 0 && s < this->slots() && machine_of_slot_[s] != kNoMachine) out.push_back(s);
+  return out;
+}
+
+std::vector<MachineId> ClusterView::placed_machines() const {
+  if (empty_slots_ == 0) return machine_of_slot_;  // one copy, no scan
+  std::vector<MachineId> out;
+  out.reserve(machine_of_slot_.size() - static_cast<std::size_t>(empty_slots_));
+  for (MachineId m : machine_of_slot_)
+    if (m != kNoMachine) out.push_back(m);
+  return out;
+}
+
+std::vector<SlotId> ClusterView::slots_of(const std::vector<MachineId>& machines) const {
+  std::vector<SlotId> out;
+  for (MachineId m : machines)
+    if (m >= 0 && m < machine_count() && slot_of_[m] >= 0) out.push_back(slot_of_[m]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace faultline

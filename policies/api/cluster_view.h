@@ -149,8 +149,15 @@ class ClusterView {
   int empty_slot_count() const {
     return empty_slots_;
   }  // slots with no machine, kept as they change
+  // Those of `slots` that exist and hold a machine, in their order.
+  std::vector<SlotId> occupied(const std::vector<SlotId>& slots) const;
+  // The machines the job runs on, in slot order (empty slots skipped).
+  std::vector<MachineId> placed_machines() const;
   // Slot that machine m serves, or -1 when m is standby, evicted or idle.
   SlotId slot_of(MachineId m) const { return slot_of_[m]; }
+  // The slots these machines serve, in increasing order; a machine the view does not know
+  // (a report naming a machine id that is out of range) or that serves no slot is skipped.
+  std::vector<SlotId> slots_of(const std::vector<MachineId>& machines) const;
   const std::vector<MachineId>& standby() const { return standby_; }
   Health health(MachineId m) const { return health_[m]; }
 

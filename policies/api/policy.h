@@ -70,6 +70,10 @@ class Params {
   // Requires `name` to be declared. (A string_view: policies ask by literal on hot paths,
   // and the map compares without building a std::string.)
   double get(std::string_view name) const;
+  // Just the parameters `specs` declares, each with its value here (its default where this
+  // holds none): what a policy module built from a stack's parameters is handed, so that
+  // reading a parameter it does not declare throws.
+  Params only(const std::vector<ParamSpec>& specs) const;
   const std::map<std::string, double, std::less<>>& values() const { return values_; }
 
  private:

@@ -62,6 +62,16 @@ double Params::get(std::string_view name) const {
   return it->second;
 }
 
+Params Params::only(const std::vector<ParamSpec>& specs) const {
+  Params out;
+  for (const ParamSpec& s : specs) {
+    auto it = values_.find(s.name);
+    out.values_[s.name] = it == values_.end() ? s.default_value : it->second;
+  }
+  out.index_ = {out.values_.begin(), out.values_.end()};
+  return out;
+}
+
 void Registry::add(PolicyInfo info, Factory factory) {
   std::string name = info.name;
   entries_[name] = Entry{std::move(info), std::move(factory)};

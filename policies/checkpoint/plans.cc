@@ -8,6 +8,34 @@ namespace faultline::policies {
 
 namespace {
 
+// Knobs several planners read, declared alike by each (policies/module.h).
+ParamSpec remote_write_param() {
+  return {"remote_checkpoint_write_s",
+          "blocking time of a save to remote storage (checkpoint=remote or daly; Table 8: 6.77 s)",
+          "s",
+          6.77,
+          0,
+          1e5};
+}
+ParamSpec remote_interval_param() {
+  return {"remote_checkpoint_interval_s",
+          "remote copy interval (used if both memory copies are lost)",
+          "s",
+          3600,
+          1,
+          1e7};
+}
+// Sub-second intervals are real at small scale (a live run of 0.2 s steps that saves every
+// few steps): `sim replay` maps a run's interval as it was measured.
+ParamSpec interval_param() {
+  return {"checkpoint_interval_s",
+          "training time between saves (checkpoint=memory or remote)",
+          "s",
+          1800,
+          1e-3,
+          1e7};
+}
+
 // A fixed plan, decided from the parameters when the module is built.
 class FixedPlan final : public CheckpointPlanner {
  public:
@@ -81,9 +109,7 @@ const ModuleInfo& daly_checkpoint_info() {
            1e-3, 1e7},
           {"daly_max_interval_s", "longest interval the planner sets (checkpoint=daly)", "s", 21600,
            1e-3, 1e7},
-          {"remote_checkpoint_write_s",
-           "blocking time of a save to remote storage (checkpoint=remote or daly; Table 8: 6.77 s)",
-           "s", 6.77, 0, 1e5},
+          remote_write_param(),
       }};
   return info;
 }
@@ -93,8 +119,13 @@ std::unique_ptr<CheckpointPlanner> make_daly_checkpoint(const Params& p) {
 
 const ModuleInfo& peer_checkpoint_info() {
   static const ModuleInfo info{
-      ModuleKind::kCheckpoint, "peer", "1",
-      "every step in host memory, backup on a peer outside the rank's TP/PP/DP groups"};
+      ModuleKind::kCheckpoint,
+      "peer",
+      "1",
+      "every step in host memory, backup on a peer outside the rank's TP/PP/DP groups",
+      {{"checkpoint_blocking_s", "blocking time of an every-step in-memory save", "s", 0.02, 0,
+        3600},
+       remote_interval_param()}};
   return info;
 }
 std::unique_ptr<CheckpointPlanner> make_peer_checkpoint(const Params& p) {
@@ -109,8 +140,15 @@ std::unique_ptr<CheckpointPlanner> make_peer_checkpoint(const Params& p) {
 
 const ModuleInfo& memory_checkpoint_info() {
   static const ModuleInfo info{
-      ModuleKind::kCheckpoint, "memory", "1",
-      "Gemini-style: in memory with a copy on the next machine, periodically"};
+      ModuleKind::kCheckpoint,
+      "memory",
+      "1",
+      "Gemini-style: in memory with a copy on the next machine, periodically",
+      {interval_param(),
+       {"memory_checkpoint_blocking_s",
+        "blocking time of an in-memory save (checkpoint=memory; Table 8: 1.84 s)", "s", 1.84, 0,
+        3600},
+       remote_interval_param()}};
   return info;
 }
 std::unique_ptr<CheckpointPlanner> make_memory_checkpoint(const Params& p) {
@@ -124,8 +162,11 @@ std::unique_ptr<CheckpointPlanner> make_memory_checkpoint(const Params& p) {
 }
 
 const ModuleInfo& remote_checkpoint_info() {
-  static const ModuleInfo info{ModuleKind::kCheckpoint, "remote", "1",
-                               "Megatron-style: periodic blocking save to remote storage"};
+  static const ModuleInfo info{ModuleKind::kCheckpoint,
+                               "remote",
+                               "1",
+                               "Megatron-style: periodic blocking save to remote storage",
+                               {interval_param(), remote_write_param()}};
   return info;
 }
 std::unique_ptr<CheckpointPlanner> make_remote_checkpoint(const Params& p) {

@@ -5,6 +5,8 @@
 #include <limits>
 #include <sstream>
 
+#include "policies/detection/alert_filter.h"
+
 namespace faultline::policies {
 
 namespace {
@@ -191,7 +193,13 @@ class Realtime final : public Detector {
   explicit Realtime(const Params& p)
       : stall_(Duration::seconds(p.get("stall_window_s"))),
         slow_(p.get("slow_ratio"), Duration::seconds(p.get("slow_for_s"))),
-        jump_(p.get("jump_ratio"), static_cast<int>(p.get("jump_warmup"))) {}
+        jump_(p.get("jump_ratio"), static_cast<int>(p.get("jump_warmup"))),
+        alerts_(static_cast<int>(p.get("flap_count")), Duration::seconds(p.get("flap_window_s"))) {
+    for (const char* kind : {"gpu", "nic", "host", "switch"})
+      inspections_.push_back(
+          EnableInspection{kind, Duration::seconds(p.get(std::string("inspect_") + kind + "_s")),
+                           "real-time inspection"});
+  }
   const ModuleInfo& info() const override { return realtime_detection_info(); }
   std::optional<WatchSteps> watch() const override {
     return WatchSteps{Duration::zero(), "stall, slow-step, NaN and loss-jump detection"};
@@ -216,12 +224,16 @@ class Realtime final : public Detector {
     return slow_.check(now);
   }
   Instant next_check() const override { return std::min(stall_.next_check(), slow_.next_check()); }
+  std::vector<EnableInspection> inspections() const override { return inspections_; }
+  bool alert(const InspectionAlert& a, Instant now) override { return alerts_.evicts(a, now); }
 
  private:
   StallDetector stall_;
   SlowStepDetector slow_;
   NanDetector nan_;
   JumpDetector jump_;
+  AlertFilter alerts_;
+  std::vector<EnableInspection> inspections_;
 };
 
 class TimeoutOnly final : public Detector {
@@ -244,10 +256,23 @@ const ModuleInfo& realtime_detection_info() {
       "stall, slow-step, NaN and loss/grad-norm jump detection on step samples, with real-time "
       "inspections",
       {
+          {"stall_window_s", "no progress for this long starts stack aggregation", "s", 600, 1,
+           86400},
+          {"slow_ratio", "step time above this multiple of normal is an MFU decline", "ratio", 1.2,
+           1.01, 100},
+          {"slow_for_s", "how long steps must stay slow", "s", 300, 1, 86400},
           {"jump_ratio",
            "a loss or gradient norm above this multiple of its recent mean is an anomaly", "ratio",
            5, 1.01, 1e6},
           {"jump_warmup", "samples after a restart before jumps are judged", "count", 5, 0, 1e6},
+          {"inspect_gpu_s", "GPU inspection interval (driver hang, lost GPU, temperature)", "s", 10,
+           0.1, 3600},
+          {"inspect_nic_s", "NIC inspection interval", "s", 30, 0.1, 3600},
+          {"inspect_host_s", "host kernel inspection interval (Xid, OS faults)", "s", 2, 0.1, 3600},
+          {"inspect_switch_s", "switch inspection interval", "s", 30, 0.1, 3600},
+          {"flap_window_s", "network alerts: window for counting repeats", "s", 300, 1, 86400},
+          {"flap_count", "network alerts: evict after this many within the window", "count", 2, 1,
+           100},
       }};
   return info;
 }

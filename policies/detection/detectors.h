@@ -14,9 +14,9 @@
 //   (an exponential mean over the samples since the restart, after a warm-up).
 // Metric findings are reported once per run: the stack's diagnosis restarts the job.
 //
-// Two registered detection modules compose them: "realtime" (all four, with real-time
-// inspections in the stack: ByteRobust §4.1) and "timeout" (none: process exits and
-// the collective timeout only).
+// Two registered detection modules compose them: "realtime" (all four, with the real-time
+// inspections, ByteRobust §4.1, and the judgement of their alerts: alert_filter.h) and
+// "timeout" (none: process exits and the collective timeout only).
 #pragma once
 
 #include <cstdint>
@@ -121,7 +121,8 @@ const ModuleInfo& timeout_detection_info();
 std::unique_ptr<Detector> make_timeout_detection(const Params& p);
 
 // The four detectors of "realtime" as one Detector, for a plugin that adds its own
-// detection to them: construct it from the stack's parameters and forward to it.
+// detection to them: construct it from the plugin's parameters, which must declare
+// realtime_detection_info().params (the knobs these read), and forward to it.
 std::unique_ptr<Detector> make_step_detectors(const Params& p);
 
 }  // namespace faultline::policies

@@ -1,5 +1,7 @@
 #include "policies/diagnosis/stop_time.h"
 
+#include <algorithm>
+
 namespace faultline::policies {
 
 namespace {
@@ -38,6 +40,54 @@ std::vector<ProbeKind> test_plan(CrashKind kind) {
       return {};
   }
   return {};
+}
+
+void StopTimeTests::begin(CrashKind kind, MachineSet suspects) {
+  plan_ = test_plan(kind);
+  suspects_ = std::move(suspects);
+}
+
+RunProbe StopTimeTests::begin_nan(MachineSet everyone) {
+  plan_.clear();
+  suspects_ = std::move(everyone);
+  nan_ = true;
+  return RunProbe{ProbeKind::kBitwise, suspects_, deadline_,
+                  "NaN: bit-wise alignment on every machine"};
+}
+
+std::optional<RunProbe> StopTimeTests::next(const std::string& why) {
+  if (plan_.empty()) return std::nullopt;
+  const ProbeKind t = plan_.front();
+  plan_.erase(plan_.begin());
+  return RunProbe{t, suspects_, deadline_, why};
+}
+
+CrashKind CrashClassifier::operator()(const std::string& signature, int exit_code) {
+  auto& memo = memo_[exit_code == 0 ? 1 : 0];
+  auto it = memo.find(signature);
+  if (it == memo.end()) it = memo.emplace(signature, classify_crash(signature, exit_code)).first;
+  return it->second;
+}
+
+MachineSet named_and_neighbours(const ClusterView& view, SlotId slot) {
+  const std::vector<SlotId> group = view.pp_group(slot);
+  const auto at = std::find(group.begin(), group.end(), slot);
+  std::array<SlotId, 3> near{slot, slot, slot};
+  std::size_t n = 1;
+  if (group.size() > 1 && at != group.end()) {
+    const std::size_t i = static_cast<std::size_t>(at - group.begin());
+    near[n++] = group[(i + group.size() - 1) % group.size()];
+    near[n++] = group[(i + 1) % group.size()];
+  } else {
+    near[n++] = (slot + 1) % view.slots();
+  }
+  std::sort(near.begin(), near.begin() + n);
+  n = static_cast<std::size_t>(std::unique(near.begin(), near.begin() + n) - near.begin());
+  MachineSet out;
+  out.reserve(n);
+  for (std::size_t k = 0; k < n; ++k)
+    if (view.machine_in(near[k]) != kNoMachine) out.push_back(view.machine_in(near[k]));
+  return out;
 }
 
 }  // namespace faultline::policies

@@ -12,7 +12,8 @@
 //   with a machine that kept pace, and those that fail or lag twice are evicted. It places
 //   a slow link, which nothing that tests one machine at a time sees.
 //
-// Each reads the stack's parameters it needs (stress: stress_deadline_s; pairwise: its own).
+// Each declares the parameters it reads (stress: stress_deadline_s; pairwise:
+// pairwise_slow_ratio, pairwise_deadline_s) and is handed only those.
 #pragma once
 
 #include <memory>

@@ -25,9 +25,7 @@ class Pairwise final : public Localizer {
   bool places_slowdowns() const override { return true; }
 
   LocalizationStep begin(const std::string& why, const ClusterView& view) override {
-    MachineSet all;
-    for (SlotId s = 0; s < view.slots(); ++s)
-      if (view.machine_in(s) != kNoMachine) all.push_back(view.machine_in(s));
+    const MachineSet all = view.placed_machines();
     if (all.size() < 2)
       return Located{
           {}, false, Mechanism::kStopTimeEviction, "pairwise check: fewer than two machines"};

@@ -12,11 +12,8 @@ class Stress final : public Localizer {
   const ModuleInfo& info() const override { return stress_info(); }
 
   LocalizationStep begin(const std::string& why, const ClusterView& view) override {
-    MachineSet all;
-    for (SlotId s = 0; s < view.slots(); ++s)
-      if (view.machine_in(s) != kNoMachine) all.push_back(view.machine_in(s));
-    return LocalizationTest{
-        RunProbe{ProbeKind::kStress, all, deadline_, "full-cluster stress test: " + why}};
+    return LocalizationTest{RunProbe{ProbeKind::kStress, view.placed_machines(), deadline_,
+                                     "full-cluster stress test: " + why}};
   }
 
   LocalizationStep answer(const Event& outcome, const ClusterView& view) override {
@@ -26,12 +23,7 @@ class Stress final : public Localizer {
                      false,
                      Mechanism::kStopTimeEviction,
                      "stop-time tests found nothing (previous test passed)"};
-    std::vector<SlotId> slots;
-    for (MachineId m : r->failed)
-      if (m >= 0 && m < view.machine_count() && view.slot_of(m) >= 0)
-        slots.push_back(view.slot_of(m));
-    std::sort(slots.begin(), slots.end());
-    return Located{slots, false, Mechanism::kStopTimeEviction,
+    return Located{view.slots_of(r->failed), false, Mechanism::kStopTimeEviction,
                    std::string("failed ") + probe_name(ProbeKind::kStress)};
   }
 
@@ -43,8 +35,12 @@ class Stress final : public Localizer {
 
 const ModuleInfo& stress_info() {
   static const ModuleInfo info{
-      ModuleKind::kLocalization, "stress", "1",
-      "the full-cluster stress-test baseline: stress every machine, evict what fails"};
+      ModuleKind::kLocalization,
+      "stress",
+      "1",
+      "the full-cluster stress-test baseline: stress every machine, evict what fails",
+      {{"stress_deadline_s", "deadline of the full-cluster stress test (localization=stress)", "s",
+        86400, 1, 1e7}}};
   return info;
 }
 

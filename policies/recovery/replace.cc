@@ -1,5 +1,8 @@
 #include "policies/recovery/replace.h"
 
+#include <algorithm>
+#include <unordered_map>
+
 #include "policies/recovery/standby.h"
 
 namespace faultline::policies {
@@ -20,8 +23,19 @@ class Replace final : public Recovery {
         avoid_(avoid_strikes),
         same_domain_(same_domain) {}
   const ModuleInfo& info() const override { return info_; }
-  bool retire(int strikes) const override { return lemon_ > 0 && strikes >= lemon_; }
-  bool avoids(int strikes) const override { return avoid_ > 0 && strikes >= avoid_; }
+  // Lemon retirement retires at the lemon_-th strike; host scoring avoids from the
+  // avoid_-th on (each machine once).
+  Strike struck(MachineId m) override {
+    const int strikes = ++strikes_[m];
+    Strike s{lemon_ > 0 && strikes >= lemon_, false};
+    if (avoid_ > 0 && strikes >= avoid_ &&
+        std::find(avoided_.begin(), avoided_.end(), m) == avoided_.end()) {
+      avoided_.push_back(m);
+      s.avoid = true;
+    }
+    return s;
+  }
+  MachineSet avoided() const override { return avoided_; }
 
   std::optional<SetStandbyPool> start(const ClusterView& view) const override {
     if (mode_ != AcquireMode::kStandby) return std::nullopt;
@@ -45,14 +59,29 @@ class Replace final : public Recovery {
   int lemon_;         // retire at this many strikes (0: never)
   int avoid_;         // hand out last from this many strikes (0: never)
   bool same_domain_;  // replacements from each slot's own NVLink domain first
+  std::unordered_map<MachineId, int> strikes_;  // evictions on evidence, by machine
+  MachineSet avoided_;                          // in the order they were first avoided
 };
+
+// The warm pool's knobs, declared alike by every module that keeps one (plus its own).
+std::vector<ParamSpec> pool_params(std::vector<ParamSpec> own = {}) {
+  std::vector<ParamSpec> params = {
+      {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1,
+       100000},
+      {"standby_daily_p", "a machine's daily failure probability (pool sizing)", "ratio", 1.2e-3, 0,
+       1},
+      {"standby_quantile", "pool sizing quantile", "ratio", 0.99, 0.5, 0.999999},
+  };
+  params.insert(params.end(), own.begin(), own.end());
+  return params;
+}
 
 }  // namespace
 
 const ModuleInfo& standby_recovery_info() {
   static const ModuleInfo info{
       ModuleKind::kRecovery, "standby", "1",
-      "warm standbys (P99 of Binomial(machines, p)); shortfall from the scheduler"};
+      "warm standbys (P99 of Binomial(machines, p)); shortfall from the scheduler", pool_params()};
   return info;
 }
 std::unique_ptr<Recovery> make_standby_recovery(const Params& p) {
@@ -62,15 +91,13 @@ std::unique_ptr<Recovery> make_standby_recovery(const Params& p) {
 }
 
 const ModuleInfo& lemon_recovery_info() {
-  static const ModuleInfo info{ModuleKind::kRecovery,
-                               "lemon",
-                               "1",
+  static const ModuleInfo info{ModuleKind::kRecovery, "lemon", "1",
                                "warm standbys, and machines evicted on evidence lemon_strikes "
                                "times retired for good (AIReSim)",
-                               {{"lemon_strikes",
-                                 "retire a machine the stack evicted on evidence of its own fault "
-                                 "this many times (recovery=lemon)",
-                                 "count", 2, 1, 1000}}};
+                               pool_params({{"lemon_strikes",
+                                             "retire a machine the stack evicted on evidence of "
+                                             "its own fault this many times (recovery=lemon)",
+                                             "count", 2, 1, 1000}})};
   return info;
 }
 std::unique_ptr<Recovery> make_lemon_recovery(const Params& p) {
@@ -81,17 +108,15 @@ std::unique_ptr<Recovery> make_lemon_recovery(const Params& p) {
 }
 
 const ModuleInfo& scored_recovery_info() {
-  static const ModuleInfo info{ModuleKind::kRecovery,
-                               "scored",
-                               "1",
+  static const ModuleInfo info{ModuleKind::kRecovery, "scored", "1",
                                "warm standbys, and machines evicted on evidence scored_strikes "
                                "times handed out last by the scheduler "
                                "(AIReSim host scoring)",
-                               {{"scored_strikes",
-                                 "the scheduler hands out last a machine the stack evicted on "
-                                 "evidence of its own fault this many times "
-                                 "(recovery=scored)",
-                                 "count", 2, 1, 1000}}};
+                               pool_params({{"scored_strikes",
+                                             "the scheduler hands out last a machine the stack "
+                                             "evicted on evidence of its own fault this many "
+                                             "times (recovery=scored)",
+                                             "count", 2, 1, 1000}})};
   return info;
 }
 std::unique_ptr<Recovery> make_scored_recovery(const Params& p) {
@@ -103,13 +128,11 @@ std::unique_ptr<Recovery> make_scored_recovery(const Params& p) {
 
 const ModuleInfo& segment_recovery_info() {
   static const ModuleInfo info{
-      ModuleKind::kRecovery,
-      "segment",
-      "1",
+      ModuleKind::kRecovery, "segment", "1",
       "NVLink-domain-aware spares (NVIDIA resiliency extension segments): each slot refilled from "
       "its own domain's "
       "free trays, so TP groups stay on NVLink; standby's warm pool for the rest",
-      {}};
+      pool_params()};
   return info;
 }
 std::unique_ptr<Recovery> make_segment_recovery(const Params& p) {

@@ -18,8 +18,9 @@
 // - reschedule: cold machines from the scheduler for the evicted slots only.
 // - requeue: the whole job is torn down and rescheduled.
 //
-// Each reads the stack's parameters it needs (standby: standby_pool, standby_daily_p,
-// standby_quantile).
+// Each declares the parameters it reads and is handed only those: standby, lemon, scored
+// and segment the pool's (standby_pool, standby_daily_p, standby_quantile), lemon and
+// scored their strikes too.
 #pragma once
 
 #include <memory>

@@ -232,13 +232,18 @@ TEST(Recovery, ScoredAvoidsFromItsStrikesAndNeverRetiresAndLemonTheOpposite) {
   const auto scored = make_scored_recovery(p);
   const auto lemon = make_lemon_recovery(p);
   const auto standby = make_standby_recovery(p);
-  for (int strikes = 0; strikes < 5; ++strikes) {
-    EXPECT_EQ(scored->avoids(strikes), strikes >= 2) << strikes;
-    EXPECT_FALSE(scored->retire(strikes)) << strikes;
-    EXPECT_FALSE(lemon->avoids(strikes)) << strikes;
-    EXPECT_EQ(lemon->retire(strikes), strikes >= 2) << strikes;
-    EXPECT_FALSE(standby->avoids(strikes) || standby->retire(strikes)) << strikes;
+  for (int strikes = 1; strikes < 5; ++strikes) {
+    const Recovery::Strike s = scored->struck(7), l = lemon->struck(7), b = standby->struck(7);
+    EXPECT_EQ(s.avoid, strikes == 2) << strikes;  // from the 2nd strike on; asked for once
+    EXPECT_FALSE(s.retire) << strikes;
+    EXPECT_FALSE(l.avoid) << strikes;
+    EXPECT_EQ(l.retire, strikes >= 2) << strikes;
+    EXPECT_FALSE(b.avoid || b.retire) << strikes;
   }
+  // Strikes are counted by machine: another machine's first strike avoids nothing.
+  EXPECT_FALSE(scored->struck(8).avoid);
+  EXPECT_EQ(scored->avoided(), MachineSet{7});
+  EXPECT_TRUE(standby->avoided().empty());
   EXPECT_EQ(scored->replace({3}, "why", Mechanism::kRealtimeEviction).mode, AcquireMode::kStandby);
 }
 
