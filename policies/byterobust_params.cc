@@ -35,48 +35,20 @@ const PolicyInfo& byterobust_info() {
              "aggregating until the next restart)",
              "count", 3, 1, 100},
             {"probe_deadline_s", "deadline of each stop-time test", "s", 600, 1, 86400},
+            // The choices' help lists the registered modules with their summaries
+            // (module_choice), so it names plugins' modules too and never drifts.
             module_choice(modules(), ModuleKind::kDetection, "detection",
-                          "detection module: realtime (step samples judged for stalls, slow steps, "
-                          "NaN and loss "
-                          "jumps; real-time inspections) or timeout (process exits and the NCCL "
-                          "collective timeout "
-                          "only); `faultline policies` lists them, plugins included"),
+                          "what judges the job's samples and inspections"),
             module_choice(modules(), ModuleKind::kLocalization, "localization",
-                          "silent-fault localization module (replay: dual-phase; bisection: "
-                          "adaptive group testing; "
-                          "stress: the full-cluster stress test baseline; pairwise: DLRover's node "
-                          "check, which also "
-                          "places slowdowns; `faultline policies` lists them)"),
-            module_choice(
-                modules(), ModuleKind::kCheckpoint, "checkpoint",
-                "checkpoint module: peer (every step in memory, backup on a peer outside the "
-                "rank's "
-                "groups), memory (Gemini-style, in memory with a copy on the next machine), remote "
-                "(Megatron-style blocking save) or daly (remote saves, the interval re-planned at "
-                "every "
-                "interruption from those seen so far)"),
-            module_choice(
-                modules(), ModuleKind::kRecovery, "recovery",
-                "replacement of evicted machines: standby (warm pool), reschedule (cold machines), "
-                "requeue (the whole job), lemon (the warm pool, and machines evicted on evidence "
-                "lemon_strikes times retired for good), scored (the warm pool, and machines "
-                "evicted on "
-                "evidence scored_strikes times handed out last) or segment (each slot refilled "
-                "from its "
-                "own NVLink domain's free trays)"),
+                          "what places a failure no stop-time test placed"),
+            module_choice(modules(), ModuleKind::kCheckpoint, "checkpoint",
+                          "how the job checkpoints"),
+            module_choice(modules(), ModuleKind::kRecovery, "recovery",
+                          "how evicted machines are replaced"),
             module_choice(modules(), ModuleKind::kFailSlow, "failslow",
-                          "fail-slow module: evict (over-evict a located straggler's group at "
-                          "once) or ski_rental "
-                          "(Greyhound/FALCON: tolerate, rebalance, reconfigure, evict, each at the "
-                          "ski-rental "
-                          "break-even)"),
-            module_choice(
-                modules(), ModuleKind::kVerdict, "verdict",
-                "stop verdict module: identical (ByteRobust: the same NaN or crash at the same "
-                "step "
-                "identical_incident_limit times ends the run) or no_progress (NVIDIA's resiliency "
-                "extension: no_progress_limit runs in a row that get no further than any before "
-                "end it)"),
+                          "what becomes of a located straggler"),
+            module_choice(modules(), ModuleKind::kVerdict, "verdict",
+                          "when failures follow the code or the data, so the run stops"),
             {"defer_non_urgent",
              "defer non-urgent code updates into the next recovery (1) or apply now (0)", "bool", 1,
              0, 1},

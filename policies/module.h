@@ -316,7 +316,8 @@ class ModuleRegistry {
 // choices follow the registry's order). Requires `param` to be a choice of `stack`.
 std::string chosen(const PolicyInfo& stack, const Params& values, const std::string& param);
 // A stack's choice parameter among the registered modules of `kind`, in registration
-// order (the first is the default).
+// order (the first is the default); its help is `help` followed by each module's name and
+// summary, generated from the registry (plugins' modules included).
 ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name,
                         std::string help);
 // Appends to a stack's parameters those its modules declare (ModuleInfo::params) that it

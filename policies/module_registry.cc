@@ -150,6 +150,11 @@ std::unique_ptr<StopVerdict> ModuleRegistry::make_verdict(std::string_view name,
 ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name,
                         std::string help) {
   const std::vector<std::string> names = r.names(kind);
+  const char* sep = ": ";
+  for (const ModuleInfo* m : r.of(kind)) {
+    help += sep + m->name + " (" + m->summary + ")";
+    sep = "; ";
+  }
   return ParamSpec{std::move(name),
                    std::move(help),
                    "choice",

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -285,6 +286,37 @@ TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {
                              {"failslow", ModuleKind::kFailSlow},
                              {"verdict", ModuleKind::kVerdict}})
     EXPECT_EQ(byterobust_info().find_param(param)->choices, m.names(kind)) << param;
+}
+
+// The choice help and the module guide's table list exactly the registered modules of each
+// kind: the help is generated from the registry, and the guide (written by hand) is held
+// to it here, so neither drifts when a module is added.
+TEST(ModuleRegistry, ChoiceHelpAndTheGuidesListsNameEveryRegisteredModule) {
+  ModuleRegistry m;
+  register_builtin_modules(m);
+  std::ifstream guide(std::string(FAULTLINE_SOURCE_DIR) + "/docs/writing-a-policy-module.md");
+  ASSERT_TRUE(guide) << "docs/writing-a-policy-module.md";
+  std::map<std::string, std::vector<std::string>> listed;  // kind -> the guide's built-ins
+  for (std::string line; std::getline(guide, line);) {
+    std::vector<std::string> cells;  // "| `kind` | `Iface` | `a`, `b` | what |"
+    for (std::size_t at = 1, bar; (bar = line.find(" |", at)) != std::string::npos; at = bar + 2)
+      cells.push_back(line.substr(at + 1, bar - at - 1));
+    if (line.rfind("| `", 0) != 0 || cells.size() < 3) continue;
+    std::vector<std::string>& names = listed[cells[0].substr(1, cells[0].size() - 2)];
+    for (std::size_t at = 0, open; (open = cells[2].find('`', at)) != std::string::npos;) {
+      const std::size_t close = cells[2].find('`', open + 1);
+      names.push_back(cells[2].substr(open + 1, close - open - 1));
+      at = close + 1;
+    }
+  }
+  for (ModuleKind kind : kModuleKinds) {
+    const std::string k = module_kind_name(kind);
+    EXPECT_EQ(listed[k], m.names(kind)) << "the guide's table, row `" << k << "`";
+    const std::string help = byterobust_info().find_param(k)->help;
+    for (const ModuleInfo* info : m.of(kind))
+      EXPECT_NE(help.find(info->name + " (" + info->summary + ")"), std::string::npos)
+          << k << ": " << help;
+  }
 }
 
 // Every "read only with" condition of the stack's parameters names one of its choice
