@@ -308,6 +308,7 @@ void SimWorld::apply(ActionId id, const RollBack&) {
     }
   }
   code_version_ = good_version_;
+  if (auto why = empty_slot_refusal(view_)) return refuse(id, std::move(*why));  // action.h
   start_job(id, Mechanism::kRollback);
 }
 

@@ -170,7 +170,9 @@ struct HotUpdate {
 };
 // Hot update back to the last code version that ran cleanly (the rollback target: in
 // the simulator the newest version that ran without a code fault, in live mode the
-// newest that ran 20 steps; the first version if none has). ActionFailed as HotUpdate.
+// newest that ran 20 steps; the first version if none has). ActionFailed after an EndRun;
+// with a slot that has no machine the code is rolled back all the same and only the
+// restart is refused (ActionFailed): the code at fault goes whatever the machines.
 struct RollBack {
   std::string reason;
 };

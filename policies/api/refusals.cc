@@ -68,10 +68,15 @@ Why refusal(const Action& a, const RefusalContext& c) {
           // still under way is replaced instead: the job does not train yet.)
           if (c.job_running) return "job already running";
           return empty_slot_refusal(c.cluster);
-        } else if constexpr (std::is_same_v<T, HotUpdate> || std::is_same_v<T, RollBack>) {
-          // Both restart the job in place (stopping it first), so they need what a start needs.
+        } else if constexpr (std::is_same_v<T, HotUpdate>) {
+          // It restarts the job in place (stopping it first), so it needs what a start needs.
           if (auto why = ended(c)) return why;
           return empty_slot_refusal(c.cluster);
+        } else if constexpr (std::is_same_v<T, RollBack>) {
+          // The code at fault goes whether or not machines are there to restart it: each
+          // World rolls the code back, then refuses the restart of a job with an empty slot
+          // (empty_slot_refusal), and the policy's fallback acquires the machines.
+          return ended(c);
         } else if constexpr (std::is_same_v<T, AcquireMachines>) {
           return ended(c);
         } else if constexpr (std::is_same_v<T, EnableInspection>) {

@@ -31,8 +31,9 @@ struct RefusalContext {
 // refuse it for a reason of its own).
 std::optional<std::string> refusal(const Action& a, const RefusalContext& c);
 
-// The empty-slot rule alone ("cannot start: slot 1 has no machine"), for a backend that
-// starts the job on its own later (live mode adopting the job of a restarted controller).
+// The empty-slot rule alone ("cannot start: slot 1 has no machine"), for a World's own
+// starts: a RollBack's restart (the code is rolled back first), and live mode adopting the
+// job of a restarted controller.
 std::optional<std::string> empty_slot_refusal(const ClusterView& cluster);
 
 }  // namespace faultline
