@@ -24,12 +24,16 @@ namespace {
 constexpr const char* kReportHelp = R"(usage: faultline report DIR [DIR...] -o report.html [options]
 
 Writes one self-contained HTML page (figures embedded as PNG, drawn at the size the page
-shows them, text 11 pt or larger) from result directories, each recognised by its files:
+shows them, text 11 pt or larger) from result directories and live state directories,
+each recognised by its files:
   run      `sim run --out DIR` (result.json, replicas.csv; timeline.csv with --timeline,
            incidents.csv with --incidents, decisions.log with --decisions)
   compare  `sim compare --out DIR` (compare.json, one STACK/ directory per stack)
   sweep    `sim sweep --out DIR` (sweep.json, points/)
   tune     `sim tune --out DIR` (tune.json)
+  live     a live run's state directory, STATE_DIR of `faultline live run` (events.jsonl;
+           journal.json for machine names). Give a `sim replay --out DIR` of the same log
+           with it to set the live run and its replay side by side
 The page opens with the headline numbers: per stack, ETTR mean [95% CI], the paired
 ETTR difference from the baseline [95% CI] and the replicas won/tied/lost, unproductive
 hours, incidents and GPU-hours lost per replica. Then, per kind:
@@ -45,6 +49,13 @@ hours, incidents and GPU-hours lost per replica. Then, per kind:
            axes, unproductive time per point
   tune     the tuning trace: every candidate with its mean and 95% CI by round, the
            best marked, the not-distinguishable range, the best after each round
+  live     the headline from the log's summary (live ETTR, elapsed, productive,
+           incidents, lost time) and lost time by phase from its last "account" record;
+           cumulative and sliding-window ETTR over time (1 hour, or a tenth of a run
+           shorter than 4 hours); lost time by phase (beside the replay's, given one);
+           the incidents on the run's timeline with a table of what happened, the actions
+           taken on which machines and the resolution; faults and actions by kind. A log
+           without account records (older runs) gets a note instead of the phases
 A directory of none of these kinds is refused (exit 2).
 
 options:
@@ -110,7 +121,8 @@ int report(const std::vector<std::string>& args) {
     if (!a.empty() && a[0] == '-') return usage_error("unknown option " + a);
     dirs.push_back(a);
   }
-  if (dirs.empty()) return usage_error("report: expected at least one result directory");
+  if (dirs.empty())
+    return usage_error("report: expected at least one result or live state directory");
   if (out.empty()) return usage_error("report: expected -o report.html");
   for (const auto& d : dirs) {
     if (!fs::is_directory(d)) {
@@ -118,13 +130,13 @@ int report(const std::vector<std::string>& args) {
       return 2;
     }
     bool known = false;
-    for (const char* f : {"result.json", "compare.json", "sweep.json", "tune.json"})
+    for (const char* f : {"result.json", "compare.json", "sweep.json", "tune.json", "events.jsonl"})
       known = known || fs::exists(fs::path(d) / f);
     if (!known) {
       std::fprintf(stderr,
                    "faultline: report: %s: not a result directory: expected result.json (sim run "
-                   "--out), compare.json (sim compare --out), sweep.json (sim sweep --out) or "
-                   "tune.json (sim tune --out)\n",
+                   "--out), compare.json (sim compare --out), sweep.json (sim sweep --out), "
+                   "tune.json (sim tune --out) or events.jsonl (a live state directory)\n",
                    d.c_str());
       return 2;
     }
