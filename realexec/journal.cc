@@ -5,13 +5,16 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "realexec/reactor.h"
+#include "traces/time_phases.h"
 
 namespace faultline::live {
 
@@ -30,6 +33,36 @@ bool write_all(int fd, const std::string& s) {
     off += static_cast<size_t>(n);
   }
   return true;
+}
+// The account of lost time (added with it; absent in older journals, which resume with
+// zeros). A phase name this version does not know (a newer journal) is dropped; a value
+// that is not a finite, non-negative number makes the journal unusable.
+void parse_account(const json& j, JournalState& s) {
+  if (j.contains("lost_s")) {
+    if (!j.at("lost_s").is_object())
+      throw std::invalid_argument("lost_s: expected an object of seconds by phase");
+    for (const auto& [name, v] : j.at("lost_s").items()) {
+      const double x = v.get<double>();
+      if (!std::isfinite(x) || x < 0)
+        throw std::invalid_argument("lost_s." + name + ": expected seconds >= 0");
+      if (const auto p = time_phase_from_name(name); p && *p != TimePhase::kProductive)
+        s.lost_s[name] = x;
+    }
+  }
+  if (j.contains("stop") && !j.at("stop").is_null()) {
+    const json& o = j.at("stop");
+    JournalState::Stop p;
+    p.category = o.at("category").get<std::string>();
+    p.cause = o.at("cause").get<std::string>();
+    p.began_ns = o.at("began_ns").get<std::int64_t>();
+    p.detected_ns = o.at("detected_ns").get<std::int64_t>();
+    p.restart_began_ns = o.at("restart_began_ns").get<std::int64_t>();
+    p.waited_ns = o.at("waited_ns").get<std::int64_t>();
+    p.waiting_since_ns = o.value("waiting_since_ns", std::int64_t{-1});
+    if (p.began_ns < 0 || p.detected_ns < p.began_ns || p.waited_ns < 0)
+      throw std::invalid_argument("stop: expected 0 <= began_ns <= detected_ns, waited_ns >= 0");
+    s.stop = std::move(p);
+  }
 }
 }  // namespace
 
@@ -79,6 +112,7 @@ bool Journal::parse(const std::string& text, std::string* err) {
     if (j.contains("ended_verdict")) s.ended_verdict = j.at("ended_verdict").get<std::string>();
     if (j.contains("machine_names"))
       s.machine_names = j.at("machine_names").get<std::vector<std::string>>();
+    parse_account(j, s);
     state_ = std::move(s);
   } catch (const std::exception& e) {
     *err = path_ + ": (journal): expected a faultline controller journal (" + e.what() + ")";
@@ -110,6 +144,17 @@ bool Journal::save(std::string* err) {
   j["retired"] = state_.retired;
   j["ended_verdict"] = state_.ended_verdict;
   j["machine_names"] = state_.machine_names;
+  j["lost_s"] = state_.lost_s;
+  if (state_.stop) {
+    const auto& p = *state_.stop;
+    j["stop"] = {{"category", p.category},
+                 {"cause", p.cause},
+                 {"began_ns", p.began_ns},
+                 {"detected_ns", p.detected_ns},
+                 {"restart_began_ns", p.restart_began_ns},
+                 {"waited_ns", p.waited_ns},
+                 {"waiting_since_ns", p.waiting_since_ns}};
+  }
   const std::string tmp = path_ + ".tmp";
   // The previous journal is replaced only by a whole, synced new one: a failure anywhere
   // before the rename leaves it as it was, and the partial temporary file is removed

@@ -45,6 +45,21 @@ struct JournalState {
   // The config's machine names (job machines, then standbys) the ids above index: a config
   // whose order changed is mapped back by name when a controller resumes.
   std::vector<std::string> machine_names;
+  // The account of lost time (docs/metrics.md, "Lost time"), so that a restarted
+  // controller's counters continue where they were: seconds assigned so far to each lost
+  // phase (traces/time_phases.h names; never productive). Absent in older journals: zeros.
+  std::map<std::string, double> lost_s;
+  // The period the job was stopped in at the save, in run time (ns), continued by a
+  // restarted controller: the start-up (category "startup") or an open incident.
+  struct Stop {
+    std::string category, cause;
+    std::int64_t began_ns = 0, detected_ns = 0;
+    std::int64_t restart_began_ns = -1;  // -1: no restart launched yet
+    std::int64_t waited_ns = 0;          // waited for machines in it
+    std::int64_t waiting_since_ns = -1;  // a wait for machines under way since; -1: none
+    bool operator==(const Stop&) const = default;
+  };
+  std::optional<Stop> stop;
 };
 
 class Journal {

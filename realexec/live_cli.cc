@@ -13,6 +13,7 @@
 #include "realexec/live_config.h"
 #include "realexec/messages.h"
 #include "realexec/wire.h"
+#include "traces/time_phases.h"
 
 namespace faultline::live {
 
@@ -52,6 +53,28 @@ const char* kUsage =
     "log records were lost to write failures (a full disk outlasted the in-memory backlog;\n"
     "3 takes precedence), 2 for a bad config or token, 1 for other failures.\n";
 
+// The status's account of lost time: productive and every lost phase, in the simulator's
+// names and order (traces/time_phases.h). Empty when the reply has none (an older controller).
+std::string account_lines(const json& st) {
+  if (!st.contains("account") || !st["account"].is_object()) return "";
+  const json& a = st["account"];
+  const auto num = [](const json& o, const std::string& k) {
+    return o.is_object() && o.contains(k) && o[k].is_number() ? o[k].get<double>() : 0.0;
+  };
+  const json none = json::object();
+  const json& lost = a.contains("lost_s") && a["lost_s"].is_object() ? a["lost_s"] : none;
+  char buf[96];
+  std::snprintf(buf, sizeof buf,
+                "time: elapsed %.1f s, productive %.1f s; lost (s):", num(a, "elapsed_s"),
+                num(a, "productive_s"));
+  std::string out = buf;
+  for (std::size_t i = 1; i < kTimePhaseCount; ++i) {
+    std::snprintf(buf, sizeof buf, " %s %.1f", kTimePhaseNames[i], num(lost, kTimePhaseNames[i]));
+    out += buf;
+  }
+  return out + "\n";
+}
+
 // The operator's table of a status reply. Reads defensively: the reply came off a socket.
 std::string status_table(const json& st) {
   auto str = [&](const json& o, const char* k, const std::string& d = "") {
@@ -70,7 +93,7 @@ std::string status_table(const json& st) {
   std::snprintf(buf, sizeof buf, "ETTR so far %.1f %%   stack %s   incidents %.0f\n",
                 100 * num(st, "ettr_so_far"), str(st, "stack", "?").c_str(),
                 num(st, "incident_count"));
-  out << buf;
+  out << buf << account_lines(st);
   if (!str(st, "ended_verdict").empty()) out << "RUN ENDED: " << str(st, "ended_verdict") << "\n";
   if (st.contains("storage") && st["storage"].is_object()) {
     const json& sto = st["storage"];

@@ -84,6 +84,7 @@ void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
     // filled as the scheduler would fill it (action.h), as in the simulator.
     note(std::string(mode_name(a.mode)) + " waits for machines: " + why);
     waiting_acquire_ = WaitingAcquire{id, empty, t};
+    save_journal();  // the wait is journaled: its lost time continues across a restart
     return;
   }
   place_into(id, empty, ready, t);
@@ -119,6 +120,7 @@ void LiveWorld::retry_waiting_acquire() {
   if (ready.size() < empty.size()) return;
   const WaitingAcquire w = *waiting_acquire_;
   waiting_acquire_.reset();
+  account_waited(w.started);
   place_into(w.id, empty, ready, w.started);
 }
 

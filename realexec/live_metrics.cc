@@ -1,8 +1,13 @@
 // LiveWorld's metrics for `GET /metrics` (docs/metrics.md): the same accounting as
-// status() and the summary, so that faultline_ettr is the controller's own number.
+// status() and the summary, so that faultline_ettr is the controller's own number; and the
+// account of lost time by phase that the metrics, the status and the event log share.
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <utility>
 
 #include "realexec/live_world.h"
+#include "traces/time_phases.h"
 
 namespace faultline::live {
 namespace {
@@ -49,26 +54,13 @@ std::vector<MetricFamily> LiveWorld::metrics() const {
   out.push_back(gauge("faultline_step_time_seconds",
                       "The accounting's step time (median of healthy steps).", acc.step_time_s));
 
-  // Unproductive seconds by phase; they sum to elapsed - productive.
-  PhaseSeconds p = incident_stats_.closed_phases;
-  if (!incidents_.empty() && !incidents_.back().resolved) {
-    const PhaseSeconds open = phases(incidents_.back(), until);
-    p.detection += open.detection;
-    p.diagnosis += open.diagnosis;
-    p.restart += open.restart;
-  }
-  const double startup = first_running_at_ ? first_running_at_->to_seconds() : until.to_seconds();
-  const double unproductive = acc.elapsed_s - acc.productive_s;
-  out.push_back(
-      labelled("faultline_unproductive_seconds",
-               "Seconds not training, by phase: startup (to the first start), detection, diagnosis "
-               "and restart of incidents, other (slow steps; the remainder).",
-               MetricType::kGauge, "phase",
-               {{"startup", startup},
-                {"detection", p.detection},
-                {"diagnosis", p.diagnosis},
-                {"restart", p.restart},
-                {"other", unproductive - startup - p.detection - p.diagnosis - p.restart}}));
+  // Lost seconds by phase, the simulator's phase names; they sum to elapsed - productive
+  // up to the step under way (docs/metrics.md, "Lost time"). Journaled: a restarted
+  // controller continues them.
+  out.push_back(labelled("faultline_lost_seconds_total",
+                         "Seconds lost, by phase (the simulator's bucket names; docs/metrics.md "
+                         "says how live mode measures each). Survives a controller restart.",
+                         MetricType::kCounter, "phase", lost_at(until)));
 
   std::map<std::string, double> opened;
   for (const auto& [category, n] : incident_stats_.opened)
@@ -135,5 +127,231 @@ std::vector<MetricFamily> LiveWorld::metrics() const {
                           {"journal", journal_.health().failing ? 1.0 : 0.0}}));
   return out;
 }
+
+// --- the account of lost time (docs/metrics.md, "Lost time") ----------------------------
+//
+// Stop periods (the start-up, incidents) are measured by their boundaries, which the journal
+// keeps, so that their phases grow with the clock and continue across a controller restart.
+// Step measures (recompute, warm-up, checkpoint, degraded) are assigned at rank 0's step
+// reports, gathered in lost_pending_ and moved into the journal's account at most once a
+// second; the metrics show only what the journal holds, so a restarted controller never
+// shows less than its predecessor did.
+
+namespace {
+
+// Pending step measures reach the journal (and the metrics) at most this often.
+constexpr double kFlushEveryS = 1;
+
+const std::string& phase_key(TimePhase p) {
+  static const std::vector<std::string> kKeys(kTimePhaseNames.begin(), kTimePhaseNames.end());
+  return kKeys[static_cast<std::size_t>(p)];
+}
+
+double sum_of(const std::map<std::string, double>& m) {
+  double t = 0;
+  for (const auto& [k, v] : m) t += v;
+  return t;
+}
+
+}  // namespace
+
+const LiveWorld::Incident* LiveWorld::open_stop() const {
+  if (startup_) return &*startup_;
+  if (!incidents_.empty() && !incidents_.back().resolved) return &incidents_.back();
+  return nullptr;
+}
+
+std::map<std::string, double> LiveWorld::stop_phases(const Incident& in, Instant until) const {
+  // Each boundary clamped to `until`, so an open period's phases grow with time and sum to
+  // its duration so far.
+  const auto at_most = [&](Instant t) { return t < until ? t : until; };
+  const Instant detected = at_most(in.detected);
+  const Instant restart = at_most(in.restart_began.value_or(until));
+  double diagnosis = (restart - detected).to_seconds();
+  double failover = (until - restart).to_seconds();
+  // Waiting for machines (an AcquireMachines short of standbys) comes out of the stopped
+  // time after detection, out of the diagnosis first.
+  Duration waited = in.waited;
+  if (&in == open_stop() && waiting_acquire_) {
+    const Instant from = std::max(waiting_acquire_->started, detected);
+    if (from < until) waited += until - from;
+  }
+  const double waiting = std::clamp(waited.to_seconds(), 0.0, diagnosis + failover);
+  const double from_diagnosis = std::min(waiting, diagnosis);
+  diagnosis -= from_diagnosis;
+  failover -= waiting - from_diagnosis;
+  double detection = (detected - at_most(in.began)).to_seconds();
+  // An open incident's detection is assigned at its close, when it is known how far the
+  // stopped generation got (see account_step and account_closed): until then it may shrink.
+  if (!in.resolved && !closed_at_) detection = 0;
+  return {{phase_key(TimePhase::kDetection), detection},
+          {phase_key(TimePhase::kDiagnosis), diagnosis},
+          {phase_key(TimePhase::kFailover), failover},
+          {phase_key(TimePhase::kWaitingForMachines), waiting}};
+}
+
+std::map<std::string, double> LiveWorld::lost_at(Instant until) const {
+  std::map<std::string, double> lost;
+  for (std::size_t i = 1; i < kTimePhaseCount; ++i) lost[kTimePhaseNames[i]] = 0;
+  for (const auto& [k, v] : journal_.state().lost_s) lost[k] += v;
+  if (const Incident* in = open_stop())
+    for (const auto& [k, v] : stop_phases(*in, until)) lost[k] += v;
+  return lost;
+}
+
+void LiveWorld::account_step(std::int64_t step, double step_time_s,
+                             std::optional<std::int64_t> checkpoint_step) {
+  const Instant t = now();
+  const Accounting before = accounting_at(t);  // last_step_ is still the previous report's
+  const double m = before.step_time_s;
+  const std::int64_t now_last = std::max(before.first, step);
+  if (step <= before.last) {
+    // The job went back to a checkpoint: the steps since it, productive until now, are
+    // recomputed (the simulator moves them out of productive likewise, at the loss).
+    const std::int64_t base = std::max(before.first, step - 1);
+    lost_pending_[phase_key(TimePhase::kRecompute)] += static_cast<double>(before.last - base) * m;
+  }
+  if (!running_ && step > before.last) {
+    // A step of the stopped generation, in flight at the stop, reported after it: it was
+    // trained (productive), so the incident began no earlier than it (its detection is not
+    // shown yet, see stop_phases; otherwise its time would be counted twice).
+    Incident* in = open_stop_mutable();
+    if (in && !in->restart_began) {
+      in->began = std::min(std::max(in->began, t), in->detected);
+      save_journal();
+    }
+  }
+  if (!running_) return;  // a start or an adoption under way: its time is not settled yet
+  // The time since the last report not yet assigned beyond its steps. Steps faster than the
+  // nominal one make it negative: then nothing is added (a counter never goes back) and
+  // later time fills the gap first.
+  const double productive = static_cast<double>(now_last - before.first) * m;
+  double rest = before.elapsed_s - productive - sum_of(lost_at(t)) - sum_of(lost_pending_);
+  // Of it, the step's time over the nominal one: warm-up for an incarnation's first two steps
+  // (the ones the nominal step time leaves out), checkpoint for a step that saved one. At
+  // most what is unassigned: a first step began before the last rank's "started" reached
+  // the controller, and that part is failover already.
+  double excess = std::isfinite(step_time_s) && step_time_s > m ? step_time_s - m : 0;
+  excess = std::min(excess, std::max(0.0, rest));
+  if (steps_since_start_ < 2)
+    lost_pending_[phase_key(TimePhase::kWarmup)] += excess;
+  else if (checkpoint_step && *checkpoint_step == step)
+    lost_pending_[phase_key(TimePhase::kCheckpoint)] += excess;
+  else
+    excess = 0;
+  // The rest is degraded (slow steps, gaps between steps).
+  rest -= excess;
+  if (rest > 0) lost_pending_[phase_key(TimePhase::kDegraded)] += rest;
+  if ((t - lost_flushed_at_).to_seconds() >= kFlushEveryS) flush_account();
+}
+
+void LiveWorld::flush_account() {
+  auto& lost = journal_.state().lost_s;
+  for (const auto& [k, v] : lost_pending_) lost[k] += v;
+  lost_pending_.clear();
+  lost_flushed_at_ = now();
+  save_journal();
+}
+
+LiveWorld::Incident* LiveWorld::open_stop_mutable() {
+  return const_cast<Incident*>(std::as_const(*this).open_stop());
+}
+
+void LiveWorld::account_restart_began(Instant t) {
+  Incident* in = open_stop_mutable();
+  if (!in || in->restart_began) return;
+  in->restart_began = t;
+  save_journal();  // the failover phase must continue across a controller restart
+}
+
+void LiveWorld::account_waited(Instant since) {
+  Incident* in = open_stop_mutable();
+  if (!in) return;
+  const Instant from = std::max(since, in->detected);
+  if (from < now()) in->waited += now() - from;
+  save_journal();
+}
+
+void LiveWorld::account_closed(const Incident& in) {
+  // The job restarted from a step beyond rank 0's last report: the stopped generation trained
+  // steps no report told of (their checkpoint was restored). They are productive, so the
+  // incident began no earlier than their training.
+  Incident c = in;
+  const Accounting acc = accounting_at(*in.resolved);
+  if (start_step_ > acc.last)
+    c.began = std::min(
+        c.detected,
+        c.began + Duration::seconds(static_cast<double>(start_step_ - acc.last) * acc.step_time_s));
+  auto& lost = journal_.state().lost_s;
+  for (const auto& [k, v] : stop_phases(c, *c.resolved)) lost[k] += v;
+  flush_account();
+  write_account();
+}
+
+void LiveWorld::account_running() {
+  if (!startup_) return;
+  Incident in = *startup_;
+  startup_.reset();
+  in.resolved = now();
+  auto& lost = journal_.state().lost_s;
+  for (const auto& [k, v] : stop_phases(in, *in.resolved)) lost[k] += v;
+  // Not saved here: the caller saves the journal once it records the first step too (a
+  // journal with neither would start the start-up over).
+}
+
+void LiveWorld::resume_account() {
+  const auto& s = journal_.state();
+  if (!journal_.resumed() || (!s.stop && s.first_step < 0)) {
+    // The run's start-up: from its start to every rank first running, a stop period
+    // detected at once (the simulator's start is failover too).
+    startup_ =
+        Incident{Instant{}, std::nullopt, "start-up", "startup", Instant{}, std::nullopt, {}};
+    return;
+  }
+  if (!s.stop) return;
+  const JournalState::Stop& p = *s.stop;
+  Incident in{
+      Instant{p.began_ns},
+      std::nullopt,
+      p.cause,
+      p.category,
+      Instant{p.detected_ns},
+      p.restart_began_ns >= 0 ? std::optional<Instant>(Instant{p.restart_began_ns}) : std::nullopt,
+      Duration{p.waited_ns}};
+  // A wait for machines under way when the previous controller died went on until now (its
+  // policy's wait ended with it): counted as waited, so the counter does not go back.
+  if (p.waiting_since_ns >= 0 && Instant{p.waiting_since_ns} < now())
+    in.waited += now() - Instant{p.waiting_since_ns};
+  if (p.category == "startup")
+    startup_ = std::move(in);
+  else
+    incidents_.push_back(std::move(in));
+}
+
+std::optional<JournalState::Stop> LiveWorld::journal_stop() const {
+  const Incident* in = open_stop();
+  if (!in) return std::nullopt;
+  JournalState::Stop p;
+  p.category = in->category;
+  p.cause = in->cause;
+  p.began_ns = in->began.ns;
+  p.detected_ns = in->detected.ns;
+  p.restart_began_ns = in->restart_began ? in->restart_began->ns : -1;
+  p.waited_ns = in->waited.ns;
+  if (waiting_acquire_) p.waiting_since_ns = std::max(waiting_acquire_->started, in->detected).ns;
+  return p;
+}
+
+nlohmann::json LiveWorld::account_json(Instant until) const {
+  const Accounting acc = accounting_at(until);
+  nlohmann::json lost = nlohmann::json::object();
+  for (const auto& [k, v] : lost_at(until)) lost[k] = v;
+  return {{"elapsed_s", acc.elapsed_s},
+          {"productive_s", acc.productive_s},
+          {"ettr", acc.ettr},
+          {"lost_s", std::move(lost)}};
+}
+
+void LiveWorld::write_account() { log("account", account_json(account_now())); }
 
 }  // namespace faultline::live

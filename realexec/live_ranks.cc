@@ -103,8 +103,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
   starting_ = id;
   start_began_ = t;
   launch_gen_ = -1;
-  if (!incidents_.empty() && !incidents_.back().resolved && !incidents_.back().restart_began)
-    incidents_.back().restart_began = t;
+  account_restart_began(t);
   if (adopting_) {
     // A restarted controller: wait for the slots' agents to report what they run.
     adopt_action_ = id;
@@ -290,6 +289,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   const bool loss_nan = r.loss_nan();
   const bool grad_nan = r.grad_norm_nan();
   const std::optional<double> loss = loss_nan ? std::nullopt : r.loss;  // finite, or not known
+  account_step(step, step_time, r.checkpoint_step);
   last_step_ = step;
   last_progress_at_ = now();
   ++steps_since_start_;
@@ -459,16 +459,13 @@ void LiveWorld::attribute_victim_exit() {
 }
 
 void LiveWorld::job_running() {
-  if (!first_running_at_) first_running_at_ = now();
+  account_running();
   if (incidents_.empty() || incidents_.back().resolved) return;
   Incident& in = incidents_.back();
   in.resolved = now();
   ++incident_stats_.closed[{in.category, "recovered"}];
   incident_stats_.recovery.observe((*in.resolved - in.detected).to_seconds());
-  const PhaseSeconds p = phases(in, *in.resolved);
-  incident_stats_.closed_phases.detection += p.detection;
-  incident_stats_.closed_phases.diagnosis += p.diagnosis;
-  incident_stats_.closed_phases.restart += p.restart;
+  account_closed(in);
 }
 
 }  // namespace faultline::live

@@ -15,6 +15,7 @@
 #include "realexec/wire.h"
 #include "traces/config.h"
 #include "traces/stats.h"
+#include "traces/time_phases.h"
 
 namespace faultline::live {
 
@@ -117,6 +118,8 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
     clock_behind_s_ = Duration{s.last_t_ns - now().ns}.to_seconds();
     origin_ = Instant{reactor_.now().ns - s.last_t_ns};
   }
+  resume_account();
+  lost_flushed_at_ = now();
 }
 
 void LiveWorld::remap_machines(JournalState& s) {
@@ -187,6 +190,7 @@ void LiveWorld::save_journal() {
   s.last_t_ns = std::max(s.last_t_ns, now().ns);
   s.last_step = last_step_;
   s.step_times = healthy_step_times_;
+  s.stop = journal_stop();
   // Noted once per outage, not once per save (the event log may be failing too, and its
   // backlog is bounded); the controller reports the outage and its end.
   const bool was_failing = journal_.health().failing;
@@ -537,6 +541,7 @@ json LiveWorld::status() const {
               {"retired", retired},
               {"machines", machines},
               {"ettr_so_far", acc.ettr},
+              {"account", account_json(account_now())},
               {"incident_count", incidents_.size()},
               {"incidents", incidents},
               {"ended_verdict", s.ended_verdict},
@@ -544,19 +549,6 @@ json LiveWorld::status() const {
                {{"state", log_.health().failing || journal_.health().failing ? "failing" : "ok"},
                 {"event_log", storage_status(log_.health(), log_.path(), lost_before_restart_)},
                 {"journal", storage_status(journal_.health(), journal_.path())}}}};
-}
-
-LiveWorld::PhaseSeconds LiveWorld::phases(const Incident& in, Instant until) {
-  // Each boundary clamped to `until`, so an open incident's phases grow with time and sum
-  // to its duration so far.
-  const auto at_most = [&](Instant t) { return t < until ? t : until; };
-  const Instant detected = at_most(in.detected);
-  const Instant restart = at_most(in.restart_began.value_or(until));
-  PhaseSeconds p;
-  p.detection = (detected - at_most(in.began)).to_seconds();
-  p.diagnosis = (restart - detected).to_seconds();
-  p.restart = (until - restart).to_seconds();
-  return p;
 }
 
 std::vector<double> LiveWorld::IncidentStats::latency_bounds() {
@@ -587,6 +579,26 @@ double LiveWorld::write_summary() {
   const double elapsed = acc.elapsed_s;
   const double productive = acc.productive_s;
   const double ettr = acc.ettr;
+  // The final account: the time since rank 0's last report while the job ran is assigned so
+  // that the phases sum to elapsed - productive; then it goes to the log just before the
+  // summary. A silence of more than two steps is a stop nothing had noticed yet (a hang
+  // before its detection): detection, as the simulator counts a fault not yet acted on,
+  // beyond the step under way. A shorter one is a step under way: degraded.
+  if (!open_stop()) {
+    double assigned = 0;
+    for (const auto& [k, v] : lost_at(*closed_at_)) assigned += v;
+    for (const auto& [k, v] : lost_pending_) assigned += v;
+    double rest = elapsed - productive - assigned;
+    const double silent = (*closed_at_ - last_progress_at_).to_seconds();
+    if (rest > 0 && step_time > 0 && silent > 2 * step_time) {
+      const double undetected = std::min(rest, silent - step_time);
+      lost_pending_[time_phase_name(TimePhase::kDetection)] += undetected;
+      rest -= undetected;
+    }
+    if (rest > 0) lost_pending_[time_phase_name(TimePhase::kDegraded)] += rest;
+  }
+  flush_account();
+  write_account();
   closed_ = true;
   log("summary", {{"elapsed_s", elapsed},
                   {"final_step", last},

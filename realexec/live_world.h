@@ -217,27 +217,52 @@ class LiveWorld final : public World {
     std::string category;
     Instant detected;                      // when the controller knew the job had stopped
     std::optional<Instant> restart_began;  // the first start launched after it
+    Duration waited{};                     // AcquireMachines waited for machines in it
   };
   std::vector<Incident> incidents_;
-  // Seconds of an incident in each phase up to `until`: detection (began to detected),
-  // diagnosis (detected to the first restart), restart (to every rank running again).
-  struct PhaseSeconds {
-    double detection = 0, diagnosis = 0, restart = 0;
-  };
-  static PhaseSeconds phases(const Incident& in, Instant until);
+
+  // --- the account of lost time (live_metrics.cc; docs/metrics.md, "Lost time") ----------
+  // Seconds per lost phase (traces/time_phases.h names) as of `until`: what the journal
+  // holds, plus the open stop period's phases.
+  std::map<std::string, double> lost_at(Instant until) const;
+  // A stop period's seconds in each phase up to `until`: detection (began to detected),
+  // diagnosis (detected to the first restart), failover (to every rank running again),
+  // less what it waited for machines (waiting_for_machines).
+  std::map<std::string, double> stop_phases(const Incident& in, Instant until) const;
+  // The stop period open now: the start-up, or the latest incident while unresolved.
+  const Incident* open_stop() const;
+  Incident* open_stop_mutable();
+  // Rank 0 reported `step` (before last_step_ moves to it): recompute when it went back,
+  // the step's time over the nominal one as warm-up or checkpoint, and the rest of the time
+  // since the last report beyond its step as degraded.
+  void account_step(std::int64_t step, double step_time_s,
+                    std::optional<std::int64_t> checkpoint_step);
+  void account_restart_began(Instant t);    // a start was launched
+  void account_waited(Instant since);       // an AcquireMachines waited from `since` to now
+  void account_closed(const Incident& in);  // adds a stop period's phases for good
+  void account_running();                   // every rank runs: the start-up ends
+  // At construction: the stop period to continue (the journal's, or the start-up).
+  void resume_account();
+  // The open stop period as the journal keeps it (none when the job runs).
+  std::optional<JournalState::Stop> journal_stop() const;
+  // The pending step measures into the journal's account, and the journal saved.
+  void flush_account();
+  nlohmann::json account_json(Instant until) const;  // status and the "account" record
+  void write_account();                              // the event log's "account" record
+  std::optional<Incident> startup_;             // from the run's start to every rank first running
+  std::map<std::string, double> lost_pending_;  // step measures not yet in the journal
+  Instant lost_flushed_at_{};
   // What the metrics count beyond incidents_ (which keeps only the latest 1000).
   struct IncidentStats {
     std::map<std::string, std::uint64_t> opened;  // category -> count
     // (category, resolution) -> count; resolution: recovered, or run_ended (still open
     // when the summary was written).
     std::map<std::pair<std::string, std::string>, std::uint64_t> closed;
-    PhaseSeconds closed_phases;  // summed over resolved incidents
     Histogram detection{latency_bounds()}, recovery{latency_bounds()};
     static std::vector<double> latency_bounds();
   };
   IncidentStats incident_stats_;
-  std::optional<Instant> first_running_at_;  // end of the start-up phase
-  std::optional<Instant> closed_at_;         // the summary's time: the accounting's "now" after it
+  std::optional<Instant> closed_at_;  // the summary's time: the accounting's "now" after it
   Instant account_now() const { return closed_at_ ? *closed_at_ : now(); }
   Instant last_progress_at_{};  // time of rank 0's last step report
   // ETTR so far, as the summary computes it.

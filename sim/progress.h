@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "policies/api/time.h"
+#include "traces/time_phases.h"
 
 namespace faultline::sim {
 
@@ -33,23 +35,26 @@ struct Breakdown {
   std::int64_t total() const;
 };
 
-// The buckets in report order, with their names in results, tables and CSV columns.
+// The buckets in report order, with their names in results, tables and CSV columns: the
+// shared phase names (traces/time_phases.h), which live mode reports too.
 struct BucketInfo {
   const char* name;
   std::int64_t Breakdown::*field;
 };
 inline constexpr BucketInfo kBuckets[] = {
-    {"productive", &Breakdown::productive},
-    {"detection", &Breakdown::detection},
-    {"diagnosis", &Breakdown::diagnosis},
-    {"failover", &Breakdown::failover},
-    {"restore", &Breakdown::restore},
-    {"recompute", &Breakdown::recompute},
-    {"checkpoint", &Breakdown::checkpoint},
-    {"degraded", &Breakdown::degraded},
-    {"warmup", &Breakdown::warmup},
-    {"waiting_for_machines", &Breakdown::waiting_for_machines},
+    {time_phase_name(TimePhase::kProductive), &Breakdown::productive},
+    {time_phase_name(TimePhase::kDetection), &Breakdown::detection},
+    {time_phase_name(TimePhase::kDiagnosis), &Breakdown::diagnosis},
+    {time_phase_name(TimePhase::kFailover), &Breakdown::failover},
+    {time_phase_name(TimePhase::kRestore), &Breakdown::restore},
+    {time_phase_name(TimePhase::kRecompute), &Breakdown::recompute},
+    {time_phase_name(TimePhase::kCheckpoint), &Breakdown::checkpoint},
+    {time_phase_name(TimePhase::kDegraded), &Breakdown::degraded},
+    {time_phase_name(TimePhase::kWarmup), &Breakdown::warmup},
+    {time_phase_name(TimePhase::kWaitingForMachines), &Breakdown::waiting_for_machines},
 };
+
+static_assert(std::size(kBuckets) == kTimePhaseCount, "one bucket per shared phase");
 
 inline std::int64_t Breakdown::total() const {
   std::int64_t t = 0;

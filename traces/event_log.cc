@@ -20,6 +20,7 @@
 #include "traces/config.h"
 #include "traces/event_json.h"
 #include "traces/stats.h"
+#include "traces/time_phases.h"
 
 namespace faultline::traces {
 
@@ -34,7 +35,7 @@ using internal::kI64Min;
 using internal::names_of;
 using internal::real_json;
 
-constexpr int kFaultKinds = 10, kRecordKinds = 9;
+constexpr int kFaultKinds = 10, kRecordKinds = 10;
 
 // ---------------------------------------------------------------- records
 
@@ -193,6 +194,26 @@ SummaryRecord decode_summary(JsonIn& in) {
   return s;
 }
 
+AccountRecord decode_account(JsonIn& in) {
+  AccountRecord a;
+  a.elapsed_s = in.finite("elapsed_s", 0, 0, 1e12, true);
+  a.productive_s = in.finite("productive_s", 0, 0, 1e12, true);
+  a.ettr = in.finite("ettr", 0, 0, 1e6, true);
+  const json& lost = in.need("lost_s", "object");
+  for (auto it = lost.begin(); it != lost.end(); ++it) {
+    const std::string where = in.at("lost_s") + "." + it.key();
+    const auto phase = time_phase_from_name(it.key());
+    if (!phase || *phase == TimePhase::kProductive) {
+      const std::vector<const char*> names(kTimePhaseNames.begin() + 1, kTimePhaseNames.end());
+      in.fail(where, "expected a lost phase, one of " + internal::join_names(names));
+    }
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0)
+      in.fail(where, "expected seconds >= 0, got " + json_type_of(*it) + " " + json_brief(*it));
+    a.lost_s[it.key()] = it->get<double>();
+  }
+  return a;
+}
+
 // Decodes the body of a record of kind `kind` into its typed vector of `log`.
 void decode_body(RecordKind kind, JsonIn& in, double t_s, std::size_t line_no, EventLog& log) {
   switch (kind) {
@@ -226,6 +247,9 @@ void decode_body(RecordKind kind, JsonIn& in, double t_s, std::size_t line_no, E
       break;
     case RecordKind::kSummary:
       log.summary = Timed<SummaryRecord>{t_s, line_no, decode_summary(in)};
+      break;
+    case RecordKind::kAccount:
+      log.accounts.push_back({t_s, line_no, decode_account(in)});
       break;
   }
 }
@@ -273,6 +297,8 @@ const char* record_kind_name(RecordKind k) {
       return "restart";
     case RecordKind::kSummary:
       return "summary";
+    case RecordKind::kAccount:
+      return "account";
   }
   return "?";
 }
@@ -392,6 +418,17 @@ json summary_record(double t_s, const SummaryRecord& s) {
   o["productive_s"] = s.productive_s;
   o["ettr"] = s.ettr;
   o["step_time_s"] = s.step_time_s;
+  return o;
+}
+
+json account_record(double t_s, const AccountRecord& a) {
+  json o = base_record(t_s, RecordKind::kAccount);
+  o["elapsed_s"] = a.elapsed_s;
+  o["productive_s"] = a.productive_s;
+  o["ettr"] = a.ettr;
+  json lost = json::object();
+  for (const auto& [phase, v] : a.lost_s) lost[phase] = v;
+  o["lost_s"] = std::move(lost);
   return o;
 }
 

@@ -23,6 +23,11 @@
 //   restart   {"reason":STR}: the controller restarted and resumed from its journal
 //   summary   last line, at shutdown: {"elapsed_s","final_step","first_step",
 //             "productive_s","ettr","step_time_s"}
+//   account   the account of lost time so far (cumulative), written when an incident closes
+//             and just before the summary: {"elapsed_s","productive_s","ettr",
+//             "lost_s":{PHASE:seconds}}, PHASE one of the lost phases of
+//             traces/time_phases.h (the simulator's bucket names; docs/metrics.md says how
+//             live mode measures each). Logs from before it have none.
 //
 // Live ETTR: step_time_s is the fault-free step time, the median of the per-step times of
 // healthy progress samples (consecutive samples of one incarnation: Δt / Δstep);
@@ -71,7 +76,8 @@ enum class RecordKind : std::uint8_t {
   kFault,
   kProgress,
   kRestart,
-  kSummary
+  kSummary,
+  kAccount
 };
 const char* record_kind_name(RecordKind k);
 std::optional<RecordKind> record_kind_from_name(std::string_view name);
@@ -122,6 +128,14 @@ struct SummaryRecord {
   double step_time_s = 0;
 };
 
+// The account of lost time at one moment (the "account" record).
+struct AccountRecord {
+  double elapsed_s = 0;
+  double productive_s = 0;
+  double ettr = 0;
+  std::map<std::string, double> lost_s;  // lost phase name -> seconds so far
+};
+
 struct OutcomeRecord {
   ActionId id = 0;
   bool ok = true;
@@ -168,6 +182,7 @@ struct EventLog {
   std::vector<Timed<ProgressRecord>> progress;
   std::vector<Timed<std::string>> notes, restarts;
   std::optional<Timed<SummaryRecord>> summary;  // the last summary record, if any
+  std::vector<Timed<AccountRecord>> accounts;   // cumulative: the last one is the latest
   bool torn_tail = false;                       // the last line was cut mid-write and was left out
   std::size_t torn_line = 0;
 };
@@ -188,6 +203,7 @@ nlohmann::json fault_record(double t_s, const FaultRecord& f);
 nlohmann::json progress_record(double t_s, const ProgressRecord& p);
 nlohmann::json restart_record(double t_s, std::string_view reason);
 nlohmann::json summary_record(double t_s, const SummaryRecord& s);
+nlohmann::json account_record(double t_s, const AccountRecord& a);
 
 // The live ETTR of a run from its progress samples (see the top of this file).
 // step_time_s falls back to `nominal_step_time_s` when no two healthy samples follow
@@ -229,6 +245,7 @@ class EventLogWriter {
   bool progress(double t_s, const ProgressRecord& p) { return write(progress_record(t_s, p)); }
   bool restart(double t_s, std::string_view reason) { return write(restart_record(t_s, reason)); }
   bool summary(double t_s, const SummaryRecord& s) { return write(summary_record(t_s, s)); }
+  bool account(double t_s, const AccountRecord& a) { return write(account_record(t_s, a)); }
   // Writes one record object as one line (invalid UTF-8 is replaced, never thrown).
   bool write(const nlohmann::json& record);
 

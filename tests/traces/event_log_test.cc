@@ -457,6 +457,45 @@ TEST_F(TempLog, BadRecordFieldsNameTheirLine) {
   EXPECT_EQ(error_of(), path_ + ":1: $.kind: expected a \"header\" record, the log is empty");
 }
 
+// The account of lost time (issue 39): written and read back phase for phase; a log from
+// before it (none) still reads; an unknown phase or a negative time names its field.
+TEST_F(TempLog, AccountRecordsReadBackAndLogsWithoutThemStillRead) {
+  write_text(header_line() + R"({"t_s":1,"kind":"note","text":"old log"})" + "\n");
+  EXPECT_TRUE(read_event_log(path_).accounts.empty());
+  std::remove(path_.c_str());
+  {
+    EventLogWriter w(path_);
+    ASSERT_TRUE(w.write(json::parse(header_line())));
+    AccountRecord a{100, 80, 0.8, {{"detection", 2.5}, {"failover", 10}, {"recompute", 7.5}}};
+    ASSERT_TRUE(w.account(50, a));
+    a.elapsed_s = 200;
+    a.lost_s["degraded"] = 0.25;
+    ASSERT_TRUE(w.account(200, a));
+  }
+  const EventLog log = read_event_log(path_);
+  ASSERT_EQ(log.accounts.size(), 2u);
+  EXPECT_EQ(log.accounts[0].t_s, 50);
+  EXPECT_EQ(log.accounts[0].value.productive_s, 80);
+  EXPECT_EQ(log.accounts[0].value.lost_s.at("failover"), 10);
+  EXPECT_EQ(log.accounts[1].value.elapsed_s, 200);
+  EXPECT_EQ(log.accounts[1].value.lost_s.size(), 4u);
+  write_text(header_line() +
+             R"({"t_s":1,"kind":"account","elapsed_s":1,"productive_s":0,"ettr":0,)"
+             R"("lost_s":{"coffee":1}})" +
+             "\n");
+  EXPECT_NE(
+      error_of().find(path_ + ":2: $.lost_s.coffee: expected a lost phase, one of detection|"),
+      std::string::npos)
+      << error_of();
+  write_text(header_line() +
+             R"({"t_s":1,"kind":"account","elapsed_s":1,"productive_s":0,"ettr":0,)"
+             R"("lost_s":{"failover":-1}})" +
+             "\n");
+  EXPECT_NE(error_of().find(path_ + ":2: $.lost_s.failover: expected seconds >= 0"),
+            std::string::npos)
+      << error_of();
+}
+
 TEST_F(TempLog, TornLastLineIsToleratedWithAWarningFlag) {
   write_text(header_line() + R"({"t_s":1,"kind":"note","text":"ok"})" + "\n" +
              R"({"t_s":2,"kind":"progress","st)");

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "tests/support/full_disk.h"
@@ -64,6 +65,79 @@ TEST_F(FullDiskJournal, AFailedSaveKeepsThePreviousJournalWholeAndTheNextSaveWor
   Journal back(path);
   ASSERT_TRUE(back.load(&err)) << err;
   EXPECT_EQ(back.state().gen, 2);
+}
+
+// The account of lost time survives a restart through the journal (issue 39): every phase's
+// seconds and the open stop period come back exactly as saved.
+TEST(JournalAccount, LostTimeAndTheOpenStopRoundTrip) {
+  const std::string dir = ::testing::TempDir() + "/faultline-journal-account";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/journal.json";
+  Journal j(path);
+  j.state().gen = 3;
+  j.state().version = "v1";
+  j.state().lost_s = {{"detection", 1.25}, {"diagnosis", 0.5},  {"failover", 7.125},
+                      {"recompute", 3.0},  {"checkpoint", 0.1}, {"degraded", 2.0},
+                      {"warmup", 0.75},    {"restore", 0},      {"waiting_for_machines", 4.5}};
+  JournalState::Stop stop;
+  stop.category = "rank_exit";
+  stop.cause = "rank 3 on m1 exited: killed";
+  stop.began_ns = 10'000'000'000;
+  stop.detected_ns = 10'400'000'000;
+  stop.restart_began_ns = 12'000'000'000;
+  stop.waited_ns = 300'000'000;
+  stop.waiting_since_ns = 12'500'000'000;
+  j.state().stop = stop;
+  std::string err;
+  ASSERT_TRUE(j.save(&err)) << err;
+
+  Journal back(path);
+  ASSERT_TRUE(back.load(&err)) << err;
+  ASSERT_TRUE(back.resumed());
+  EXPECT_EQ(back.state().lost_s, j.state().lost_s);
+  ASSERT_TRUE(back.state().stop.has_value());
+  EXPECT_EQ(*back.state().stop, stop);
+
+  // Saved again with the job running (no stop period): none comes back.
+  back.state().stop.reset();
+  ASSERT_TRUE(back.save(&err)) << err;
+  Journal again(path);
+  ASSERT_TRUE(again.load(&err)) << err;
+  EXPECT_FALSE(again.state().stop.has_value());
+  EXPECT_EQ(again.state().lost_s, j.state().lost_s);
+  std::filesystem::remove_all(dir);
+}
+
+// A journal from before the account resumes with zeros and no stop period; a phase name this
+// version does not know (a newer journal) is dropped; a negative or non-numeric value is a
+// one-line error, never a crash.
+TEST(JournalAccount, OlderNewerAndCorruptAccountsAreHandled) {
+  const std::string base =
+      R"({"origin_unix_ns":1,"gen":1,"version":"v1","good_version":"v1","running":true,)"
+      R"("slots":[0,1],"standby":[2],"evicted":[],"ckpt_every":10,"first_step":0,)"
+      R"("last_step":5,"next_action":4,"step_times":[0.1])";
+  Journal old("old.json");
+  std::string err;
+  ASSERT_TRUE(old.parse(base + "}", &err)) << err;
+  EXPECT_TRUE(old.state().lost_s.empty());
+  EXPECT_FALSE(old.state().stop.has_value());
+
+  Journal newer("newer.json");
+  ASSERT_TRUE(newer.parse(base + R"(,"lost_s":{"failover":2.5,"teleport":9}})", &err)) << err;
+  EXPECT_EQ(newer.state().lost_s, (std::map<std::string, double>{{"failover", 2.5}}));
+
+  for (const std::string bad :
+       {R"(,"lost_s":{"failover":-1}})", R"(,"lost_s":{"failover":"x"}})", R"(,"lost_s":[1]})",
+        R"(,"stop":{"category":"rank_exit"}})",
+        R"(,"stop":{"category":"c","cause":"","began_ns":5,"detected_ns":2,)"
+        R"("restart_began_ns":-1,"waited_ns":0}})"}) {
+    Journal j("bad.json");
+    err.clear();
+    EXPECT_FALSE(j.parse(base + bad, &err)) << bad;
+    EXPECT_EQ(err.rfind("bad.json: (journal): expected a faultline controller journal", 0), 0u)
+        << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << "one line: " << err;
+  }
 }
 
 }  // namespace

@@ -7,8 +7,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -186,6 +190,82 @@ TEST(Metrics, NamesTheFormatForbidsAreRefused) {
   EXPECT_THROW(one("faultline_x", MetricType::kGauge, {{"__reserved", "v"}}), std::logic_error);
   EXPECT_NO_THROW(one("faultline_x", MetricType::kGauge, {{"phase", "v"}}));
   EXPECT_THROW(Histogram({1, 1}), std::logic_error);
+}
+
+// --- the shipped Grafana dashboard against the documented metric names ---------------------
+
+// The source tree (this file's path less tests/realexec/agent/metrics_test.cc).
+std::string source_file(const std::string& rel) {
+  const std::string self = __FILE__;
+  const std::size_t at = self.rfind("tests/realexec/agent/");
+  return (at == std::string::npos ? std::string() : self.substr(0, at)) + rel;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// docs/metrics.md's table: name -> type, for every row "| `faultline_x` | type | ...".
+// (LiveWorldMetrics.TheExportedMetricsAreTheDocumentedOnes checks that the controller exports
+// exactly these.)
+std::map<std::string, std::string> documented_metrics() {
+  std::map<std::string, std::string> out;
+  const std::regex row(R"(^\| `(faultline_[a-z_]+)` \| (gauge|counter|histogram) \|)");
+  std::istringstream in(slurp(source_file("docs/metrics.md")));
+  std::smatch m;
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_search(line, m, row)) out[m[1]] = m[2];
+  return out;
+}
+
+void collect_exprs(const nlohmann::json& j, std::vector<std::string>& out) {
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) {
+      if (k == "expr" && v.is_string()) out.push_back(v.get<std::string>());
+      collect_exprs(v, out);
+    }
+  } else if (j.is_array()) {
+    for (const auto& v : j) collect_exprs(v, out);
+  }
+}
+
+// Every metric a panel of realexec/grafana/faultline-dashboard.json queries is one the
+// controller exports (as documented), a histogram's series included; and lost time is shown
+// by phase, with the simulator's phase names as the legend.
+TEST(GrafanaDashboard, EveryMetricItQueriesIsOneTheControllerExports) {
+  const auto documented = documented_metrics();
+  ASSERT_GE(documented.size(), 15u) << "docs/metrics.md's table did not parse";
+  ASSERT_TRUE(documented.count("faultline_lost_seconds_total"));
+  EXPECT_EQ(documented.at("faultline_lost_seconds_total"), "counter");
+  const std::string text = slurp(source_file("realexec/grafana/faultline-dashboard.json"));
+  const nlohmann::json dash = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_FALSE(dash.is_discarded()) << "the dashboard is not JSON";
+  std::vector<std::string> exprs;
+  collect_exprs(dash, exprs);
+  ASSERT_GE(exprs.size(), 10u);
+  const std::regex name(R"(faultline_[a-z_]+)");
+  bool lost_by_phase = false;
+  for (const std::string& e : exprs) {
+    for (auto it = std::sregex_iterator(e.begin(), e.end(), name); it != std::sregex_iterator();
+         ++it) {
+      std::string n = it->str();
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        const std::string s = suffix;
+        const std::string base = n.size() > s.size() ? n.substr(0, n.size() - s.size()) : "";
+        if (n.ends_with(s) && documented.count(base) && documented.at(base) == "histogram")
+          n = base;
+      }
+      EXPECT_TRUE(documented.count(n)) << "the dashboard queries " << it->str()
+                                       << ", which the controller does not export: " << e;
+    }
+    lost_by_phase |= e.find("faultline_lost_seconds_total") != std::string::npos &&
+                     e.find("phase") != std::string::npos;
+  }
+  EXPECT_TRUE(lost_by_phase) << "no panel shows lost time by phase";
+  EXPECT_EQ(text.find("faultline_unproductive_seconds"), std::string::npos) << "retired";
 }
 
 }  // namespace
