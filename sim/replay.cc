@@ -22,6 +22,7 @@
 #include <variant>
 
 #include "sim/metrics.h"
+#include "sim/replay_decisions.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 #include "traces/stats.h"
@@ -40,8 +41,24 @@ using traces::Timed;
 using Durations = std::map<std::string, std::vector<double>>;
 
 // Median outcome durations of successful actions, keyed by action type (and mode or
-// test: "AcquireMachines:requeue", "RunProbe:gpu-diag").
+// test: "AcquireMachines:requeue", "RunProbe:gpu-diag"). An acquisition that waited for
+// machines (the live note "MODE waits for machines: ..." before its outcome: a standby
+// shortfall filled by a machine back from repair) measured the wait, not a wake or a
+// reschedule: the simulator models that wait itself (calibrate_pool_returns), so it is left
+// out.
 std::map<std::string, std::vector<double>> outcome_durations(const EventLog& log) {
+  std::map<ActionId, std::size_t> line_of;
+  for (const auto& a : log.actions)
+    if (std::holds_alternative<AcquireMachines>(a.value.action)) line_of[a.value.id] = a.line;
+  std::vector<std::size_t> waits;
+  for (const auto& n : log.notes)
+    if (n.value.find(" waits for machines: ") != std::string::npos) waits.push_back(n.line);
+  auto waited = [&](ActionId id, std::size_t outcome_line) {
+    auto it = line_of.find(id);
+    return it != line_of.end() && std::any_of(waits.begin(), waits.end(), [&](std::size_t l) {
+             return l > it->second && l < outcome_line;
+           });
+  };
   std::map<ActionId, std::string> key_of;
   for (const auto& a : log.actions) {
     std::string key = std::visit(
@@ -64,7 +81,8 @@ std::map<std::string, std::vector<double>> outcome_durations(const EventLog& log
   std::map<std::string, std::vector<double>> out;
   for (const auto& o : log.outcomes) {
     auto it = key_of.find(o.value.id);
-    if (it != key_of.end() && o.value.ok) out[it->second].push_back(o.value.duration_s);
+    if (it != key_of.end() && o.value.ok && !waited(o.value.id, o.line))
+      out[it->second].push_back(o.value.duration_s);
   }
   return out;
 }
@@ -612,14 +630,18 @@ scenarios::TraceSource replay_trace(const std::string& path, const ReplayedFault
 
 struct Ran {
   std::vector<ReplicaResult> results;
-  json result;  // aggregate()'s document
+  json result;                       // aggregate()'s document
+  std::vector<std::string> records;  // replica 0's action records (RunOptions::action_records)
 };
 
-Ran run_scenario(const scenarios::Scenario& sc, const ReplayOptions& opt,
-                 const Registry& registry) {
+// `parked`: the live run's standbys, parked before its job started (RunOptions).
+Ran run_scenario(const scenarios::Scenario& sc, const ReplayOptions& opt, const Registry& registry,
+                 int parked) {
   RunOptions ro;
+  ro.parked_standbys = parked;
   ro.incidents = !opt.out_dir.empty();
   ro.decisions = opt.decisions;
+  ro.action_records = true;
   const auto t0 = std::chrono::steady_clock::now();
   Ran ran;
   try {
@@ -629,6 +651,7 @@ Ran run_scenario(const scenarios::Scenario& sc, const ReplayOptions& opt,
     throw ReplayError(opt.log_path + ": " + e.what(), 1);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ran.records = take_action_records(ran.results);
   ran.result = aggregate(sc, ran.results, wall);
   if (!opt.out_dir.empty()) {
     try {
@@ -709,6 +732,12 @@ json replay_result(const LiveRun& run, const Calibration& cal, const ReplayedFau
   out["unmodelled_pauses"] = {{"seconds", p.pause_s},
                               {"gaps", p.pauses},
                               {"pts", cal.horizon_s > 0 ? 100 * p.pause_s / cal.horizon_s : 0.0}};
+  try {  // the live run's decisions beside replica 0's (sim/replay_decisions.h)
+    out["decisions"] = compare_with_live(run.log, run.path, ran.records, cal.start_offset_s,
+                                         cal.horizon_s, sc.seed);
+  } catch (const std::exception& e) {
+    throw ReplayError(run.path + ": " + e.what(), 1);
+  }
   return out;
 }
 
@@ -937,7 +966,8 @@ ReplayReport replay(const ReplayOptions& opt, const Registry& registry) {
   const ReplayedFaults faults = replayed_faults(run, cal);
   const ReplayStack rs = replay_stack(run, stack, info, cal);
   const scenarios::Scenario sc = replay_scenario(run, cal, faults, rs, opt, registry);
-  const Ran ran = run_scenario(sc, opt, registry);
+  const Ran ran =
+      run_scenario(sc, opt, registry, rs.sizes_pool ? run.log.header.standby_machines : 0);
   return {replay_result(run, cal, faults, stack, sc, ran), run.log.header};
 }
 
@@ -956,6 +986,7 @@ std::string format_replay_text(const ReplayReport& report) {
   text_calibration(o, out.at("calibration"));
   text_ettr(o, out);
   text_mechanisms(o, out.at("live").at("resolved_by"), out.at("sim"));
+  o << format_decisions_text(out.at("decisions"));
   return o.str();
 }
 

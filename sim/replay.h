@@ -8,7 +8,9 @@
 // cold replacement, standby wake, stop-time tests, stack capture, replay, checkpoint stall,
 // how long an exit takes to be seen) come from the live run's own measurements, not from the
 // large-cluster defaults. The simulated ETTR is converted to the live run's definition (steps
-// at the median step time, the whole live clock) before the two are compared. The stages
+// at the median step time, the whole live clock) before the two are compared. Replica 0's
+// actions are then set beside the live run's, decision by decision (sim/replay_decisions.h:
+// "decisions: K of N match the live run", each mismatch explained or not). The stages
 // below are what replay() runs, in order; each is usable alone (tests, tools). One SimGrid
 // engine per process: replay() forks its replicas (sim/runner.h) and must be called in a
 // process that has not started an engine itself.
@@ -171,7 +173,8 @@ scenarios::Scenario replay_scenario(const LiveRun& run, const Calibration& cal,
 
 struct ReplayReport {
   // The result document (`--format json`): the log, stacks, faults, calibration, the live
-  // run's ETTR and mechanisms, the simulator's result ("sim") and the converted ETTR.
+  // run's ETTR and mechanisms, the simulator's result ("sim"), the converted ETTR and the
+  // decisions compared ("decisions", sim/replay_decisions.h).
   nlohmann::json out;
   traces::EventLogHeader header;  // the live run's cluster and job layout
 };

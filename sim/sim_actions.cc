@@ -10,6 +10,7 @@
 #include "policies/api/refusals.h"
 #include "sim/sim_world.h"
 #include "sim/sim_world_internal.h"
+#include "traces/event_codec.h"
 
 namespace faultline::sim {
 
@@ -19,6 +20,8 @@ ActionId SimWorld::act(Action a) {
   const ActionId id = next_action_++;
   if (opt_.decisions)
     result_.decisions.push_back(std::to_string(now_ * 1e-9) + " act " + describe(a));
+  if (opt_.action_records)
+    result_.decisions.push_back("R " + std::to_string(now_) + " A " + traces::to_json(a).dump());
   const bool acts_on_incident =
       !std::holds_alternative<Note>(a) && !std::holds_alternative<SetCheckpointPlan>(a) &&
       !std::holds_alternative<WatchSteps>(a) && !std::holds_alternative<EnableOracle>(a);
@@ -314,6 +317,12 @@ void SimWorld::apply(ActionId id, const RollBack&) {
 
 void SimWorld::apply(ActionId id, const SetStandbyPool& p) {
   pool_target_ = std::max(0, p.size);
+  for (int parked = now_ == 0 ? opt_.parked_standbys : 0;
+       parked > 0 && static_cast<int>(view_.standby().size()) < pool_target_; --parked) {
+    const MachineId m = draw_machine();
+    if (m == kNoMachine) break;
+    view_.add_standby(m);
+  }
   refill_pool(now_ == 0);  // at the start the scheduler's first host selection fills it
 }
 

@@ -344,6 +344,9 @@ void SimWorld::on_leave(MachineId m) {
 }
 
 void SimWorld::on_join(MachineId m) {
+  if (opt_.action_records)
+    result_.decisions.push_back("R " + std::to_string(now_) + " J " + std::to_string(m) + " " +
+                                std::to_string(view_.slot_of(m)));
   evidence_[m] = false;
   fp_failed_[m] = false;
   if (!broken_[m]) return;

@@ -28,19 +28,28 @@ The scenario comes from the log: cluster and job layout from its header, the hea
 step time, the run's elapsed time as the horizon, and exactly its recorded faults (no
 modelled faults), each at its time on its slot. Durations the simulator would otherwise
 take from large-cluster defaults are the live run's own medians: process start
-(StartJob), requeue, cold replacement and standby wake (AcquireMachines by mode),
+(StartJob), requeue, cold replacement and standby wake (AcquireMachines by mode;
+one that waited for a machine to come back is left out),
 stop-time tests (RunProbe by test), stack capture, replay, the checkpoint stall (from
 progress samples), the collective timeout (hang to exit) and, per fault, how long its
 exit took to be seen, with its exit code and log line (a NaN or silent corruption that
 no exit followed, seen only in the step samples, is replayed as a NaN that does not
 exit), and, when the run rescheduled nothing, the standby pool's refill from the
-machines that came back to it after an eviction. The values used are printed.
+machines that came back to it after an eviction. A stack that sizes its own standby
+pool starts with the live run's standbys parked, as they were. The values used are printed.
 
 The simulated ETTR is reported in the live definition (steps counted at the median
 healthy step time, over the whole live clock): the simulator's own ETTR times the
 live run's median/mean running step (step-time jitter) times the share of the run after
 its first successful StartJob (the time before it, agents connecting, is lost in the
 live run). Records after the summary (a controller shutting down) are left out.
+
+Then the decisions: the live run's actions (notes left out), each reduced to its kind,
+what it names (machines by their live names, slots, mode, test, mechanism) and its
+reason's kind (the reason up to its first ": ", numbers and asides left out), aligned with
+those of simulated replica 0 under the same seed. It prints "decisions: K of N match the
+live run", how many mismatches the listed unmodelled differences explain, and the first
+mismatch with both sides (docs/running-live.md, "Replaying a live incident").
 
 options:
   --stack NAME        policy stack to replay under (default: the recorded one). The
@@ -56,6 +65,8 @@ options:
   --format text|json  output (default text)
   --out DIR           also write result.json, replicas.csv and incidents.csv into DIR
   --decisions         record the policy's events and actions (decisions.log in --out)
+  --check-decisions   exit 1 (after the report) when a live decision or a simulated
+                      one is unmatched and no listed unmodelled difference explains it
   -h, --help          this text
 
 A malformed log is an error "faultline: FILE:LINE: $.field: what was expected" (exit 2);
@@ -66,6 +77,7 @@ a torn last line (a crash mid-write) is left out with a warning.
 
 int sim_replay(const std::vector<std::string>& args) {
   sim::ReplayOptions opt;
+  bool check_decisions = false;
   SimFlags f;
   f.replicas = 20;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -83,6 +95,8 @@ int sim_replay(const std::vector<std::string>& args) {
       opt.stack = args[++i];
     } else if (a == "--decisions") {
       opt.decisions = true;
+    } else if (a == "--check-decisions") {
+      check_decisions = true;
     } else if (!a.empty() && a[0] == '-') {
       return usage_error("unknown option " + a);
     } else if (opt.log_path.empty()) {
@@ -114,6 +128,19 @@ int sim_replay(const std::vector<std::string>& args) {
     std::cout << report.out.dump(2) << "\n";
   else
     std::cout << sim::format_replay_text(report);
+  const auto& d = report.out.at("decisions");
+  if (check_decisions && !d.at("ok").get<bool>()) {
+    std::cout.flush();
+    const auto& m = d.at("first_unexplained");
+    const auto& one = m.at("live").is_null() ? m.at("sim") : m.at("live");
+    std::fprintf(stderr,
+                 "faultline: %s: decisions: %zu of the %zu mismatches are not explained by a "
+                 "listed unmodelled difference (first: %s %s at t=%.2f s)\n",
+                 opt.log_path.c_str(), d.at("unexplained").get<std::size_t>(),
+                 d.at("mismatches").size(), m.at("live").is_null() ? "simulated" : "live",
+                 one.at("text").get<std::string>().c_str(), one.at("t_s").get<double>());
+    return 1;
+  }
   return 0;
 }
 

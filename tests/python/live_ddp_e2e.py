@@ -7,6 +7,8 @@ m2's next gradient NaN (`inject --fault nan`), and checks that live mode saw bot
 ProcessExit and a NaN step in state/events.jsonl), restarted the job from a checkpoint each
 time, and that the job, run to its last step, ends with parameters bit-identical (SHA-256)
 to a fault-free run of the same example with the same world size, outside faultline.
+Last, `faultline sim replay` of the run's event log must take the live run's decisions:
+each one matched, or explained by a listed unmodelled difference (docs/running-live.md).
 Exit 0 on success, 1 with the reason on failure (a missing torch included).
 """
 
@@ -142,6 +144,26 @@ def is_event(r, kind):
     return r.get("kind") == "event" and r.get("event", {}).get("type") == kind
 
 
+def check_replay_decisions(args, workdir):
+    """`faultline sim replay` of the run's event log (replica 0 under the recorded seed): every
+    live decision matched, or each mismatch explained by a listed unmodelled difference."""
+    events = os.path.join(workdir, "state", "events.jsonl")
+    p = subprocess.run([args.faultline, "sim", "replay", events, "--replicas", "1",
+                        "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    check(p.returncode == 0, "sim replay of %s: exit %d: %s" % (events, p.returncode,
+                                                                 p.stderr.strip()))
+    d = json.loads(p.stdout)["decisions"]
+    print("decisions: %d of %d match the live run (%d explained, %d unexplained)"
+          % (d["matched"], d["live"], d["explained"], d["unexplained"]))
+    m = d["first_unexplained"]
+    side = lambda x: "nothing" if x is None else "#%d t=%.2f s %s" % (x["index"], x["t_s"],
+                                                                       x["text"])
+    check(d["unexplained"] == 0,
+          "the replay's decisions differ from the live run's, unexplained: live %s, sim %s"
+          % (side(m and m["live"]), side(m and m["sim"])))
+
+
 def reference_digest(args, workdir):
     """The fault-free run: the same example, 4 ranks, no faultline (the library is a no-op)."""
     out = os.path.join(workdir, "digest.reference")
@@ -199,6 +221,7 @@ def run(args):
             live = f.read().strip()
         print("digest fault-free %s\ndigest live       %s" % (reference, live))
         check(live == reference, "the parameters after the faults differ from the fault-free run's")
+        check_replay_decisions(args, c.dir)
         print("passed in %.1f s" % (time.monotonic() - t_begin))
     except Exception:
         print("kept %s for inspection" % c.dir, file=sys.stderr)
