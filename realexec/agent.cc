@@ -18,6 +18,7 @@ Agent::Agent(Reactor& r, const LiveConfig& config, std::string name, std::string
       token_(std::move(token)),
       options_(std::move(options)),
       backoff_(options_.backoff_min) {
+  host_ = options_.host ? options_.host : std::make_shared<AgentHost>();
   for (const auto* list : {&config_.machines, &config_.standby}) {
     for (const auto& m : *list) {
       if (m.name == name_) machine_ = &m;
@@ -77,7 +78,7 @@ void Agent::dial() {
   redial_timer_ = 0;
   if (finished_) return;
   std::string err;
-  int fd = connect_tcp(config_.controller_host, config_.controller_port, &err);
+  int fd = host_->dial(config_.controller_host, config_.controller_port, &err);
   if (fd < 0) {
     log("cannot dial the controller: " + err);
     schedule_redial();
@@ -263,6 +264,7 @@ void Agent::on_message(const json& m) {
     if (auto v = opt_int(m, "req", 0, kMaxReq)) req = *v;
     if (req < 0) bad("req: missing (expected an integer)");
     if (!welcomed_) bad("request before welcome");
+    host_->on_request(type);
     if (type == "launch") return handle_launch(m, req);
     if (type == "kill") return handle_kill(m, req);
     if (type == "inspect") return handle_inspect(m, req);
@@ -403,7 +405,11 @@ void Agent::finish(int code) {
   heartbeat_timer_ = 0;
   for (auto& [kind, t] : inspect_timers_) r_.cancel_timer(t);
   inspect_timers_.clear();
-  r_.stop();
+  if (options_.on_finish) {
+    options_.on_finish(code);
+  } else {
+    r_.stop();
+  }
 }
 
 }  // namespace faultline::live

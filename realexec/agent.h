@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "realexec/agent_host.h"
 #include "realexec/auth.h"
 #include "realexec/inspect.h"
 #include "realexec/live_config.h"
@@ -44,6 +45,11 @@ struct AgentOptions {
   std::size_t max_queued_exits = 4096;                 // kept while disconnected
   // One line per call; default: stderr, prefixed "faultline agent NAME: ".
   std::function<void(const std::string&)> log;
+  // The process boundary; null: real processes (AgentHost' defaults).
+  std::shared_ptr<AgentHost> host;
+  // Called once when the agent finishes (shutdown: 0, machine_down: 137); null: the agent
+  // stops the reactor. Many agents sharing one reactor (the virtual fleet) set it.
+  std::function<void(int)> on_finish;
 };
 
 class Agent {
@@ -147,6 +153,7 @@ class Agent {
   std::string token_;
   std::unique_ptr<PeerHandshake> handshake_;  // of the current connection
   AgentOptions options_;
+  std::shared_ptr<AgentHost> host_;  // options_.host or the real one
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::unique_ptr<Conn> conn_;

@@ -23,9 +23,9 @@ void Agent::handle_inject(const json& m, std::int64_t req) {
       return;
     }
     if (fault == "kill") {
-      ::kill(-rk->pid, SIGKILL);
+      host_->kill_group(rk->pid, SIGKILL);
     } else {
-      ::kill(-rk->pid, SIGSTOP);
+      host_->kill_group(rk->pid, SIGSTOP);
     }
     log("injected " + fault + " into rank " + std::to_string(rk->rank));
     reply_done(epoch, req, started, {{"ok", true}, {"rank", rk->rank}, {"pid", rk->pid}});

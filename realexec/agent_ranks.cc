@@ -121,7 +121,7 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     spec.extra_fds[3] = sp[1];
     Spawned out;
     std::string err;
-    bool ok = spawn(spec, &out, &err);
+    bool ok = host_->spawn_rank(spec, &out, &err);
     ::close(sp[1]);
     if (!ok) {
       ::close(sp[0]);
@@ -144,7 +144,7 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
       r_.add_fd(raw->stderr_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_stderr(*raw); });
     }
     const int rank_id = rank;
-    r_.watch_child(out.pid, [this, guard, rank_id](int status) {
+    host_->watch_rank(r_, out.pid, [this, guard, rank_id](int status) {
       if (guard.lock()) on_rank_exit(rank_id, status);
     });
     pids[std::to_string(rank)] = out.pid;
@@ -230,7 +230,7 @@ Agent::Rank* Agent::local_rank(int local) {
 void Agent::kill_all_ranks() {
   for (auto& [rank, rk] : ranks_) {
     rk->killed_by_agent = true;
-    signal_group(rk->pid, SIGKILL);
+    host_->signal_group(rk->pid, SIGKILL);
   }
 }
 

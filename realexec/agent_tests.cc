@@ -97,7 +97,7 @@ void Agent::require_capacity() {
 void Agent::run_tracked(SpawnSpec spec, Duration deadline,
                         std::function<void(const ChildResult&)> done) {
   std::weak_ptr<bool> guard = alive_;
-  auto child = run_child(r_, std::move(spec), deadline, [guard, done](const ChildResult& res) {
+  auto child = host_->run(r_, std::move(spec), deadline, [guard, done](const ChildResult& res) {
     if (guard.lock()) done(res);
   });
   children_.erase(std::remove_if(children_.begin(), children_.end(),

@@ -8,18 +8,29 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <set>
 #include <stdexcept>
 
+#include "realexec/host_liveness.h"
+
 namespace faultline::live {
 
 using nlohmann::json;
 
 namespace {
+
+// "3.1": seconds as an operator reads them in a note.
+std::string fmt_s(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  return buf;
+}
 
 constexpr double kHelloTimeoutS = 5;
 // Limits for what anyone who can reach the port may hold (docs/operator-guide.md, "Limits"):
@@ -34,6 +45,9 @@ constexpr double kClientIdleS = 60;
 // Bad proofs said one by one per minute before the rest are summed up.
 constexpr std::uint64_t kBadCredentialLinesPerMinute = 10;
 constexpr double kAcceptPauseS = 0.25;  // after accept fails for want of fds
+// An unauthenticated connection younger than this is never pushed out to make room: a
+// legitimate handshake takes one round trip.
+constexpr double kHandshakeGraceS = 1;
 constexpr double kStartupWaitS = 30;
 constexpr std::uint64_t kOwnReqBase = 1ull << 40;  // controller-originated requests
 
@@ -53,6 +67,11 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     : config_(config), reactor_(reactor) {
   std::string err;
   if (!load_token(config_.token_file, &token_, &err)) throw std::runtime_error(err);
+  for (std::size_t i = 0; i < config_.machines.size(); ++i)
+    machine_ids_.emplace(config_.machines[i].name, static_cast<MachineId>(i));
+  for (std::size_t i = 0; i < config_.standby.size(); ++i)
+    machine_ids_.emplace(config_.standby[i].name,
+                         static_cast<MachineId>(config_.machines.size() + i));
   if (!config_.status_token_file.empty()) {
     if (!load_token(config_.status_token_file, &status_token_, &err)) throw std::runtime_error(err);
     if (tokens_equal(status_token_, token_))
@@ -185,6 +204,7 @@ Controller::~Controller() {
 }
 
 int Controller::run(double duration_s) {
+  run_started_ = reactor_.now();
   reactor_.add_fd(listen_fd_, EPOLLIN, [this](std::uint32_t) { on_accept(); });
   // SIGTERM/SIGINT stop the controller only: the agents keep the job running and a
   // restarted controller adopts it. `faultline live stop` ends the whole run.
@@ -315,6 +335,11 @@ void Controller::shutdown(const std::string& why) {
   start_world();
   world_->note("shutdown: " + why);
   const double ettr = world_->write_summary();
+  // The load this controller carried (live-scale.sh reads it; on stderr, so that stdout's
+  // last line stays the run's result).
+  std::cerr << log_stamp() << " faultline live: load: " << heartbeats_
+            << " heartbeats from agents, " << agent_messages_ << " other agent messages in "
+            << (reactor_.now() - run_started_).to_seconds() << " s\n";
   std::cout << log_stamp() << " faultline live: " << why << "; measured ETTR " << ettr << "\n"
             << std::flush;
   for (auto& [sid, s] : sessions_)
@@ -342,6 +367,7 @@ bool Controller::connected(MachineId m) const {
 
 void Controller::on_accept() {
   for (;;) {
+    if (!room_for_handshake()) return;
     std::string peer;
     const int fd = accept_tcp(listen_fd_, &peer);
     if (fd < 0) {
@@ -357,7 +383,7 @@ void Controller::on_accept() {
         reactor_.modify_fd(listen_fd_, 0);
         reactor_.add_timer(Duration::seconds(kAcceptPauseS), [this] {
           accept_paused_ = false;
-          if (listen_fd_ >= 0) reactor_.modify_fd(listen_fd_, EPOLLIN);
+          if (listen_fd_ >= 0 && !handshake_paused_) reactor_.modify_fd(listen_fd_, EPOLLIN);
         });
       } else if (accept_failures_ > 0 && e == EAGAIN) {
         world_->note("accepting connections again after " + std::to_string(accept_failures_) +
@@ -366,15 +392,20 @@ void Controller::on_accept() {
       }
       return;
     }
-    make_room_unauthenticated();
     const std::uint64_t sid = next_session_++;
     Session& s = sessions_[sid];
     s.seq = accept_seq_++;
+    s.accepted = reactor_.now();
+    unauthenticated_now_.emplace(s.seq, sid);
     s.conn = std::make_unique<Conn>(
         reactor_, fd, peer,
         Conn::Handlers{[this, sid](const json& m) { on_message(sid, m); },
                        [this, sid](const std::string& why) { on_close(sid, why); }});
     s.conn->set_max_frame(kMaxFrameBeforeAuth);
+    s.fd = fd;
+    // Keepalive probes tell a silent agent whose host answers from a host that is gone; the
+    // kernel gives up on the connection only after the heartbeat timer has (two probes more).
+    enable_keepalive(fd, 1, 1, static_cast<int>(std::ceil(config_.heartbeat_timeout_s)) + 2);
     s.timer = reactor_.add_timer(Duration::seconds(kHelloTimeoutS), [this, sid] {
       auto it = sessions_.find(sid);
       if (it == sessions_.end()) return;
@@ -385,21 +416,46 @@ void Controller::on_accept() {
   }
 }
 
-void Controller::make_room_unauthenticated() {
-  int count = 0;
-  std::uint64_t oldest = 0;
-  bool found = false;
-  std::uint64_t oldest_seq = 0;
-  for (const auto& [sid, s] : sessions_) {
-    if (s.role != Session::Role::kHello && s.role != Session::Role::kChallenged) continue;
-    ++count;
-    if (!found || s.seq < oldest_seq) {
-      found = true;
-      oldest = sid;
-      oldest_seq = s.seq;
-    }
+bool Controller::room_for_handshake() {
+  // Entries whose session is gone or past its handshake are dropped first.
+  while (!unauthenticated_now_.empty()) {
+    auto s = sessions_.find(unauthenticated_now_.begin()->second);
+    if (s != sessions_.end() &&
+        (s->second.role == Session::Role::kHello || s->second.role == Session::Role::kChallenged))
+      break;
+    unauthenticated_now_.erase(unauthenticated_now_.begin());
   }
-  if (count < kMaxUnauthenticated || !found) return;
+  if (static_cast<int>(unauthenticated_now_.size()) < kMaxUnauthenticated) return true;
+  auto oldest = sessions_.find(unauthenticated_now_.begin()->second);
+  if (reactor_.now() - oldest->second.accepted < Duration::seconds(kHandshakeGraceS)) {
+    // A herd of agents redialling at once (a controller restart): every handshake is young
+    // and finishes in a round trip. The rest wait in the listen backlog (accepts resume as
+    // soon as one finishes, or after a short pause) instead of pushing out the ones under way.
+    handshake_paused_ = true;
+    reactor_.modify_fd(listen_fd_, 0);
+    reactor_.add_timer(Duration::millis(50), [this] { resume_accepts(); });
+    return false;
+  }
+  make_room_unauthenticated();
+  return true;
+}
+
+void Controller::leave_unauthenticated(std::uint64_t sid, const Session& s) {
+  unauthenticated_now_.erase({s.seq, sid});
+  resume_accepts();
+}
+
+void Controller::resume_accepts() {
+  if (!handshake_paused_) return;
+  handshake_paused_ = false;
+  if (!accept_paused_ && listen_fd_ >= 0) reactor_.modify_fd(listen_fd_, EPOLLIN);
+}
+
+void Controller::make_room_unauthenticated() {
+  if (unauthenticated_now_.empty() ||
+      static_cast<int>(unauthenticated_now_.size()) < kMaxUnauthenticated)
+    return;
+  const std::uint64_t oldest = unauthenticated_now_.begin()->second;
   // The oldest makes room: an agent or an operator finishes its handshake in milliseconds,
   // so a flood of idle connections only pushes out its own.
   ++evicted_unauthenticated_;
@@ -407,6 +463,7 @@ void Controller::make_room_unauthenticated() {
   note_unauthenticated("closed the unauthenticated connection from " + it->second.conn->peer() +
                        ": " + std::to_string(kMaxUnauthenticated) + " were open (" +
                        std::to_string(evicted_unauthenticated_) + " closed so far)");
+  leave_unauthenticated(oldest, it->second);
   it->second.role = Session::Role::kClient;  // its close is no refusal to report again
   it->second.conn->close("too many unauthenticated connections");
 }
@@ -477,6 +534,7 @@ void Controller::refuse(std::uint64_t sid, const std::string& why) {
     note_unauthenticated("refused connection from " + it->second.conn->peer() + ": " + why);
   }
   it->second.conn->send(json{{"type", "refused"}, {"reason", why}});
+  leave_unauthenticated(sid, it->second);
   it->second.role = Session::Role::kClient;  // no further messages are acted on
   it->second.conn->set_handlers(
       {[](const json&) {}, [this, sid](const std::string& w) { on_close(sid, w); }});
@@ -490,13 +548,38 @@ void Controller::arm_heartbeat(std::uint64_t sid) {
   auto it = sessions_.find(sid);
   if (it == sessions_.end()) return;
   if (it->second.timer) reactor_.cancel_timer(it->second.timer);
-  it->second.timer = reactor_.add_timer(Duration::seconds(config_.heartbeat_timeout_s), [this,
-                                                                                         sid] {
-    auto s = sessions_.find(sid);
-    if (s == sessions_.end()) return;
-    s->second.timer = 0;
-    s->second.conn->close("no heartbeat for " + std::to_string(config_.heartbeat_timeout_s) + " s");
-  });
+  it->second.timer = reactor_.add_timer(Duration::seconds(config_.heartbeat_timeout_s),
+                                        [this, sid] { check_heartbeat(sid); });
+}
+
+// The rules are docs/running-live.md's "Heartbeats and timeouts". The timer is not moved
+// with every message (a busy fleet sends thousands a second): it fires, looks at how long
+// the agent has been silent, and sleeps again for what is left.
+void Controller::check_heartbeat(std::uint64_t sid) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  s.timer = 0;
+  const double silence = (reactor_.now() - s.last_heard).to_seconds();
+  const double timeout = config_.heartbeat_timeout_s;
+  auto again = [&](double after_s) {
+    s.timer = reactor_.add_timer(Duration::seconds(after_s), [this, sid] { check_heartbeat(sid); });
+  };
+  if (silence < timeout) return again(timeout - silence);
+  const std::string who = s.machine == kNoMachine ? s.conn->peer() : config_machine_name(s.machine);
+  const bool answers = host_answers(s.fd, silence, timeout);
+  if (answers && silence < config_.stalled_agent_timeout_s) {
+    if (!s.stall_noted)
+      world_->note("the agent of " + who + " is silent for " + fmt_s(silence) +
+                   " s but its host answers (a stopped or starved process: a checkpoint save, "
+                   "swap); waiting up to stalled_agent_timeout_s " +
+                   fmt_s(config_.stalled_agent_timeout_s) + " s");
+    s.stall_noted = true;
+    return again(std::min(config_.heartbeat_s, config_.stalled_agent_timeout_s - silence));
+  }
+  s.conn->close("no heartbeat for " + fmt_s(silence) + " s" +
+                (answers ? " (its host answers: stalled_agent_timeout_s passed)"
+                         : " and its host does not answer"));
 }
 
 void Controller::on_message(std::uint64_t sid, const json& msg) {
@@ -525,10 +608,18 @@ void Controller::on_message(std::uint64_t sid, const json& msg) {
         return;
       }
     }
-    arm_heartbeat(sid);
+    if (s.stall_noted)
+      world_->note("the agent of " + config_machine_name(s.machine) + " is heard again after " +
+                   fmt_s((reactor_.now() - s.last_heard).to_seconds()) + " s of silence");
+    s.stall_noted = false;
     s.last_heard = reactor_.now();
+    if (!s.timer) arm_heartbeat(sid);
     // An agent's messages are not requests: a refusal is noted, never answered (an answer
     // to an agent that did not understand it would be refused in turn, without end).
+    if (auto t = msg.find("type"); t != msg.end() && t->is_string() && *t == "heartbeat")
+      ++heartbeats_;
+    else
+      ++agent_messages_;
     world_->on_agent_message(s.machine, msg);
   } catch (const BadMessage& e) {
     if (s.role == Session::Role::kHello || s.role == Session::Role::kChallenged)
@@ -567,6 +658,27 @@ void Controller::note_refusal(Session& s, const std::string& reason) {
   }
 }
 
+MachineId Controller::machine_id(const std::string& name) const {
+  auto it = machine_ids_.find(name);
+  return it == machine_ids_.end() ? kNoMachine : it->second;
+}
+
+bool Controller::all_awaited_connected() {
+  // A cursor over the machines, so that N agents connecting cost O(N) and not O(N^2); at
+  // the end one full pass confirms (an agent passed by the cursor may have gone again).
+  const auto n = static_cast<MachineId>(config_.machines.size() + config_.standby.size());
+  auto ready = [this](MachineId x) { return connected(x) || !awaited(x); };
+  while (await_cursor_ < n && ready(await_cursor_)) ++await_cursor_;
+  if (await_cursor_ < n) return false;
+  for (MachineId x = 0; x < n; ++x) {
+    if (!ready(x)) {
+      await_cursor_ = x;
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string Controller::config_machine_name(MachineId m) const {
   const auto jobs = config_.machines.size();
   if (m >= 0 && static_cast<std::size_t>(m) < jobs) return config_.machines[m].name;
@@ -579,12 +691,8 @@ void Controller::on_hello(std::uint64_t sid, const Hello& hello) {
   Session& s = sessions_.at(sid);
   if (hello.read_only && status_token_.empty())
     return refuse(sid, "read-only access is not configured (the config has no status_token_file)");
-  if (hello.role == Hello::Role::kAgent) {
-    bool known = false;
-    for (const auto& m : config_.machines) known |= m.name == hello.name;
-    for (const auto& m : config_.standby) known |= m.name == hello.name;
-    if (!known) return refuse(sid, "unknown machine \"" + hello.name.substr(0, 64) + "\"");
-  }
+  if (hello.role == Hello::Role::kAgent && machine_id(hello.name) == kNoMachine)
+    return refuse(sid, "unknown machine \"" + hello.name.substr(0, 64) + "\"");
   s.role = Session::Role::kChallenged;
   s.conn->send(s.handshake.challenge(hello.read_only ? status_token_ : token_, hello));
 }
@@ -592,6 +700,7 @@ void Controller::on_hello(std::uint64_t sid, const Hello& hello) {
 void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
   Session& s = sessions_.at(sid);
   const Hello hello = s.handshake.hello();
+  leave_unauthenticated(sid, s);
   if (s.timer) reactor_.cancel_timer(s.timer);
   s.timer = 0;
   s.conn->set_max_frame(kMaxFrameBytes);
@@ -605,11 +714,7 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
     return;
   }
   const std::string& name = hello.name;
-  MachineId m = kNoMachine;
-  for (size_t i = 0; i < config_.machines.size(); ++i)
-    if (config_.machines[i].name == name) m = static_cast<MachineId>(i);
-  for (size_t i = 0; i < config_.standby.size(); ++i)
-    if (config_.standby[i].name == name) m = static_cast<MachineId>(config_.machines.size() + i);
+  const MachineId m = machine_id(name);
   if (m == kNoMachine) return refuse(sid, "unknown machine \"" + name.substr(0, 64) + "\"");
   if (auto old = machine_session_.find(m); old != machine_session_.end() && old->second != sid) {
     auto os = sessions_.find(old->second);
@@ -637,13 +742,7 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
                     {"role", in_job ? "job" : "standby"}});
   arm_heartbeat(sid);
   world_->on_agent_connected(m, auth);
-  if (!world_started_) {
-    bool all = true;
-    for (MachineId x = 0;
-         x < static_cast<MachineId>(config_.machines.size() + config_.standby.size()); ++x)
-      all &= connected(x) || !awaited(x);
-    if (all) reactor_.defer([this] { start_world(); });
-  }
+  if (!world_started_ && all_awaited_connected()) reactor_.defer([this] { start_world(); });
 }
 
 void Controller::on_client(std::uint64_t sid, Session& s, const ClientRequest& request) {
@@ -671,12 +770,7 @@ void Controller::on_client(std::uint64_t sid, Session& s, const ClientRequest& r
     return reply(true, "code update " + u->version + " requested");
   }
   const auto& in = std::get<InjectRequest>(request.body);
-  MachineId m = kNoMachine;
-  for (size_t i = 0; i < config_.machines.size(); ++i)
-    if (config_.machines[i].name == in.machine) m = static_cast<MachineId>(i);
-  for (size_t i = 0; i < config_.standby.size(); ++i)
-    if (config_.standby[i].name == in.machine)
-      m = static_cast<MachineId>(config_.machines.size() + i);
+  const MachineId m = machine_id(in.machine);
   if (m == kNoMachine)
     return reply(false, "inject: machine: expected a machine name from the config");
   auto k = fault_kinds().find(in.fault);
@@ -732,6 +826,7 @@ void Controller::on_close(std::uint64_t sid, const std::string& why) {
   if (it->second.idle_timer) reactor_.cancel_timer(it->second.idle_timer);
   // Destroy the connection after this callback returns.
   auto conn = std::shared_ptr<Conn>(std::move(it->second.conn));
+  leave_unauthenticated(sid, it->second);
   sessions_.erase(it);
   reactor_.defer([conn] {});
   if (agent && m != kNoMachine) {

@@ -4,14 +4,18 @@
 // Agents dial in and say hello with the shared token and their machine name; a
 // connection without the right token is refused and the refusal is logged. Operator
 // clients (`faultline live inject|update|status|stop`) use the same protocol with
-// role "client". A machine whose agent goes silent for heartbeat_timeout_s, or whose
-// connection drops, is reported lost.
+// role "client". A machine whose connection drops is reported lost; so is one whose agent
+// goes silent for heartbeat_timeout_s while its host does not answer TCP keepalive probes,
+// or for stalled_agent_timeout_s while it does (docs/running-live.md, "Heartbeats and
+// timeouts").
 #pragma once
 
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <unordered_map>
 
 #include "realexec/auth.h"
 #include "realexec/live_config.h"
@@ -58,6 +62,9 @@ class Controller final : public MachineLink {
     Instant last_heard{};          // agents: the last message received
     std::uint64_t seq = 0;         // accept order: the oldest unauthenticated one makes room
     std::uint64_t idle_timer = 0;  // clients: closed after kClientIdleS without a request
+    Instant accepted{};
+    int fd = -1;               // the connection's socket (owned by conn), for TCP_INFO
+    bool stall_noted = false;  // agents: "silent but its host answers" was said
   };
   void on_accept();
   void on_message(std::uint64_t sid, const nlohmann::json& msg);
@@ -78,9 +85,20 @@ class Controller final : public MachineLink {
   // Room for one more session of the kind: closes the oldest unauthenticated one (or the
   // least recently active client of the same access) when the cap is reached.
   void make_room_unauthenticated();
+  // False (and accepts paused) when kMaxUnauthenticated handshakes, all young, are under way.
+  bool room_for_handshake();
+  // `sid` is no longer an unauthenticated connection (authenticated, refused or closed).
+  void leave_unauthenticated(std::uint64_t sid, const Session& s);
+  void resume_accepts();  // after a pause for room
   void make_room_clients(bool read_only);
   std::string config_machine_name(MachineId m) const;
+  MachineId machine_id(const std::string& name) const;  // kNoMachine: not in the config
+  // Whether every machine the policy waits for has its agent connected (before the start).
+  bool all_awaited_connected();
   void arm_heartbeat(std::uint64_t sid);
+  // Closes an agent's connection silent for heartbeat_timeout_s whose host does not answer,
+  // or silent for stalled_agent_timeout_s; else looks again later.
+  void check_heartbeat(std::uint64_t sid);
   void refuse(std::uint64_t sid, const std::string& why);
   void shutdown(const std::string& why);
   bool awaited(MachineId m) const;  // the policy waits for this machine's agent before it starts
@@ -107,7 +125,10 @@ class Controller final : public MachineLink {
   double pending_last_t_ = 0;
   std::unique_ptr<LiveWorld> world_;
   int listen_fd_ = -1;
-  bool accept_paused_ = false;  // out of fds: accepting resumes after a pause
+  bool accept_paused_ = false;     // out of fds: accepting resumes after a pause
+  bool handshake_paused_ = false;  // kMaxUnauthenticated young handshakes: resumes as one ends
+  // Unauthenticated sessions by (accept order, sid): the oldest makes room.
+  std::set<std::pair<std::uint64_t, std::uint64_t>> unauthenticated_now_;
   std::uint64_t accept_seq_ = 0;
   std::uint64_t accept_failures_ = 0;
   std::uint64_t evicted_unauthenticated_ = 0;
@@ -120,10 +141,15 @@ class Controller final : public MachineLink {
   std::uint64_t next_session_ = 1;
   std::map<std::uint64_t, Session> sessions_;
   std::map<MachineId, std::uint64_t> machine_session_;
+  std::unordered_map<std::string, MachineId> machine_ids_;  // job machines, then standbys
+  MachineId await_cursor_ = 0;
   bool shutting_down_ = false;
   std::uint64_t unauthenticated_ = 0;  // refused or failed handshakes
   bool world_started_ = false;
   StorageWatch log_watch_, journal_watch_;
+  std::uint64_t heartbeats_ = 0;      // agent messages received, for the load line at exit
+  std::uint64_t agent_messages_ = 0;  // the others
+  Instant run_started_{};
 };
 
 }  // namespace faultline::live

@@ -308,6 +308,8 @@ void read_runtime(const Reader& r, const json& doc, LiveConfig* c) {
   c->probe_bin = resolve(c->dir, r.str(doc, "", "probe_bin", ""));
   c->heartbeat_s = r.num(doc, "", "heartbeat_s", 1, 0.05, 60);
   c->heartbeat_timeout_s = r.num(doc, "", "heartbeat_timeout_s", 5, 0.2, 600);
+  c->stalled_agent_timeout_s =
+      r.num(doc, "", "stalled_agent_timeout_s", std::max(60.0, c->heartbeat_timeout_s), 0.2, 3600);
 }
 
 // "repair": when the controller checks a lost machine again, and when it retires it.
@@ -453,10 +455,26 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file,
   Reader r(file);
   const json doc = parse_strict_json(text, file);
   r.only_keys(doc, "",
-              {"description", "controller", "token_file", "status_token_file", "metrics_listen",
-               "metrics_token_file", "metrics_linger_s", "machines", "standby", "job", "policy",
-               "seed", "state_dir", "trainjob_bin", "probe_bin", "heartbeat_s",
-               "heartbeat_timeout_s", "repair", "slurm_standby"});
+              {"description",
+               "controller",
+               "token_file",
+               "status_token_file",
+               "metrics_listen",
+               "metrics_token_file",
+               "metrics_linger_s",
+               "machines",
+               "standby",
+               "job",
+               "policy",
+               "seed",
+               "state_dir",
+               "trainjob_bin",
+               "probe_bin",
+               "heartbeat_s",
+               "heartbeat_timeout_s",
+               "stalled_agent_timeout_s",
+               "repair",
+               "slurm_standby"});
   LiveConfig c;
   c.file = file;
   c.dir = std::filesystem::path(file).parent_path().string();
@@ -472,6 +490,8 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file,
   read_slurm_standby(r, doc, &c);
   if (c.heartbeat_timeout_s <= c.heartbeat_s)
     r.fail("heartbeat_timeout_s", "expected more than heartbeat_s");
+  if (c.stalled_agent_timeout_s < c.heartbeat_timeout_s)
+    r.fail("stalled_agent_timeout_s", "expected at least heartbeat_timeout_s");
   return c;
 }
 

@@ -110,7 +110,13 @@ struct LiveConfig {
   std::string probe_bin;     // faultline-probe ("" = none: GPU probes pass as no_gpu)
   double heartbeat_s = 1;    // agent heartbeat period
   LiveRepair repair;
-  double heartbeat_timeout_s = 5;  // silence after which a machine is reported lost
+  // Silence after which a machine whose host does not answer (no TCP acknowledgement since
+  // the silence began: down, cut off) is reported lost.
+  double heartbeat_timeout_s = 5;
+  // Silence after which a machine is reported lost although its host still answers (the
+  // agent's process stopped or starved: a checkpoint save freezing the host). At least
+  // heartbeat_timeout_s. docs/running-live.md, "Heartbeats and timeouts".
+  double stalled_agent_timeout_s = 60;
   LiveSlurmStandby slurm_standby;  // "slurm_standby"; read by `live slurm-config` only
 
   // The cluster and layout the policies see (ClusterSpec of policies/api).

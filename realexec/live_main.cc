@@ -8,6 +8,7 @@
 
 #include "plugins/loader.h"
 #include "realexec/cli.h"
+#include "realexec/fleet.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -15,11 +16,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "faultline: plugin %s\n", err->c_str());
     return 2;
   }
+  if (!args.empty() && args[0] == "fleet")
+    return faultline::live::fleet_main({args.begin() + 1, args.end()});
   if (args.empty() || (args[0] != "live" && args[0] != "agent")) {
     std::fputs(
         "usage: faultline-live live run|inject|update|status|stop|launch|slurm-config CONFIG "
         "[options]\n"
         "       faultline-live agent CONFIG --name NAME\n"
+        "       faultline-live fleet CONFIG [options] (virtual agents for scale tests)\n"
         "(the same as faultline live ... and faultline agent ...; --plugin FILE loads policy "
         "modules)\n",
         args.empty() || args[0] == "-h" || args[0] == "--help" ? stdout : stderr);

@@ -309,7 +309,10 @@ int listen_tcp(const std::string& host, int port, std::string* err) {
       ::close(fd);
       continue;
     }
-    if (::listen(fd, 128) != 0) {
+    // The kernel's largest backlog (net.core.somaxconn): thousands of agents redial at
+    // once after a controller restart, and a SYN dropped for want of room waits a second
+    // or more to be retried.
+    if (::listen(fd, SOMAXCONN) != 0) {
       last = "listen: " + errno_text();
       ::close(fd);
       continue;

@@ -471,6 +471,11 @@ TEST_F(LiveConfigKeys, NumbersOutOfRangeAndRepeatedKeysAreOneLineErrors) {
   EXPECT_EQ(err, dir_ + "/live.json: repair.max_\\nchecks: unknown key");
   // The same key in two different objects is no repeat.
   EXPECT_EQ(load_text(R"("standby": [{"name": "s0"}, {"name": "s1"}]})"), "");
+  // The stalled-agent timeout cannot undercut the heartbeat timeout it extends; it follows a
+  // heartbeat timeout raised above its default.
+  EXPECT_EQ(load_text(R"("heartbeat_timeout_s": 10, "stalled_agent_timeout_s": 5})"),
+            dir_ + "/live.json: stalled_agent_timeout_s: expected at least heartbeat_timeout_s");
+  EXPECT_EQ(load_text(R"("heartbeat_timeout_s": 90})"), "");
 
   // Through a command: exit status 2 and one line, never an abort.
   std::ofstream(dir_ + "/live.json") << base << R"("heartbeat_s": -1e999})";

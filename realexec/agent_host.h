@@ -1,0 +1,51 @@
+// The agent's boundary with its host: everything the agent does to processes (start a rank,
+// watch it exit, signal it, run a probe or replay to completion) and its dial to the
+// controller go through one of these. The default is the real thing (proc.h, the reactor's
+// pidfd watch, connect_tcp); the virtual fleet (realexec/fleet.cc) puts in a fake that runs
+// no process at all and can cut a rack off the network, so that thousands of unchanged
+// agents fit in one process.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "realexec/proc.h"
+#include "realexec/reactor.h"
+#include "realexec/wire.h"
+
+namespace faultline::live {
+
+class AgentHost {
+ public:
+  virtual ~AgentHost() = default;
+  // A training rank, as spawn() in proc.h: the rank's report socket is spec.extra_fds[3].
+  virtual bool spawn_rank(const SpawnSpec& spec, Spawned* out, std::string* err) {
+    return spawn(spec, out, err);
+  }
+  // Calls `on_exit(wait_status)` once when the rank `pid` exits.
+  virtual void watch_rank(Reactor& r, pid_t pid, std::function<void(int)> on_exit) {
+    r.watch_child(pid, std::move(on_exit));
+  }
+  // SIGCONT then `sig` to the group (proc.h's signal_group).
+  virtual void signal_group(pid_t pgid, int sig) { live::signal_group(pgid, sig); }
+  // `sig` alone to the group (an injected kill or stop).
+  virtual void kill_group(pid_t pgid, int sig) { ::kill(-pgid, sig); }
+  // A child run to completion (probes, replays, stack capture, `ip`), as run_child().
+  // May return null when there is nothing to cancel.
+  virtual std::shared_ptr<ChildRun> run(Reactor& r, SpawnSpec spec, Duration deadline,
+                                        std::function<void(const ChildResult&)> done) {
+    return run_child(r, std::move(spec), deadline, std::move(done));
+  }
+  // A connection to the controller, as connect_tcp() in wire.h.
+  virtual int dial(const std::string& host, int port, std::string* err) {
+    return connect_tcp(host, port, err);
+  }
+  // Each request the controller sends, by type, before the agent acts on it.
+  virtual void on_request(const std::string& type) {}
+};
+
+}  // namespace faultline::live
