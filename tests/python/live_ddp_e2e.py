@@ -191,7 +191,11 @@ def run(args):
     try:
         reference = reference_digest(args, c.dir)
         c.start()
-        c.wait_step(15, 90)
+        # The kill comes 100 steps (about 6 s) into training: the replay starts its job after
+        # the median start of the run (restarts included, slower than the first start), and a
+        # kill before the replayed job runs is a decision the replay cannot take (CI saw it at
+        # step 15: the first start took 2.2 s, the median one 3.7 s).
+        c.wait_step(100, 90)
         t_kill = c.inject("m1", "kill")
         exited = lambda r: is_event(r, "ProcessExit") and r["t_s"] >= t_kill
         exit_ev = c.wait_for(exited, 20, "a ProcessExit")
