@@ -8,85 +8,13 @@
 #include <cstdlib>
 
 #include "tests/realexec/live/live_cluster.h"
+#include "tests/realexec/live/prometheus_support.h"
 #include "traces/time_phases.h"
 
 namespace {
 
 using namespace faultline::live_e2e;
-
-// A loopback port free at the time of asking (bound to port 0, then released).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// One HTTP/1.0 exchange on loopback: the body of the response, "" when it fails.
-std::string http_body(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-    char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
-      out.append(buf, static_cast<std::size_t>(n));
-  }
-  close(fd);
-  const std::size_t p = out.find("\r\n\r\n");
-  return p == std::string::npos ? "" : out.substr(p + 4);
-}
-
-// Prometheus's instant query API: the result vector (empty on any failure).
-json prom_query(int port, const std::string& promql) {
-  std::string q;
-  for (unsigned char ch : promql) {
-    if (std::isalnum(ch) || ch == '_' || ch == '.' || ch == '-') {
-      q += static_cast<char>(ch);
-    } else {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02X", ch);
-      q += hex;
-    }
-  }
-  const json r = json::parse(
-      http_body(port, "GET /api/v1/query?query=" + q + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"),
-      nullptr, false);
-  if (r.is_discarded() || r.value("status", "") != "success") return json::array();
-  return r["data"]["result"];
-}
-
-std::string find_prometheus() {
-  FILE* p = popen("command -v prometheus 2>/dev/null", "r");
-  char buf[512] = {0};
-  const bool got = p && fgets(buf, sizeof buf, p) != nullptr;
-  if (p) pclose(p);
-  std::string path = got ? buf : "";
-  while (!path.empty() && path.back() == '\n') path.pop_back();
-  return path;
-}
-
-// A prometheus process of the test's own, killed (with its group) at scope exit.
-struct Prometheus {
-  pid_t pid = -1;
-  ~Prometheus() {
-    if (pid > 0) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
+using namespace faultline::live_e2e::metrics_e2e;
 
 // Every raw sample Prometheus holds of each lost phase's counter over the last 10 minutes:
 // phase -> (scrape time, value), in time order.

@@ -5,6 +5,7 @@
 // down, a killed controller. Checks compare with independent references: a fault-free
 // single-process run of the same seed, the fault's injection time, the ground truth.
 #include "tests/realexec/live/live_cluster.h"
+#include "tests/realexec/live/prometheus_support.h"
 #include "tests/realexec/live/replay_check.h"
 
 namespace {
@@ -1696,106 +1697,12 @@ TEST(LiveE2E, ClientWithoutTokenIsRefusedAndARestartedControllerAdoptsTheJob) {
 
 }  // namespace
 
-// --- the Prometheus endpoint, scraped by the real prometheus -----------------------------
-
-namespace metrics_e2e {
-
-// A loopback port free at the time of asking (bound to port 0, then released).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// One HTTP/1.0 exchange on loopback: the whole response (status line, headers, body), "" when
-// the connection fails.
-std::string http(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-    char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
-      out.append(buf, static_cast<std::size_t>(n));
-  }
-  close(fd);
-  return out;
-}
-
-std::string body_of(const std::string& response) {
-  const std::size_t p = response.find("\r\n\r\n");
-  return p == std::string::npos ? "" : response.substr(p + 4);
-}
-
-std::string url_encode(const std::string& s) {
-  std::string out;
-  for (unsigned char ch : s) {
-    if (std::isalnum(ch) || ch == '_' || ch == '.' || ch == '-') {
-      out += static_cast<char>(ch);
-    } else {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02X", ch);
-      out += hex;
-    }
-  }
-  return out;
-}
-
-// Prometheus's instant query API: the result vector (empty on any failure).
-json prom_query(int port, const std::string& promql) {
-  const json r = json::parse(body_of(http(port, "GET /api/v1/query?query=" + url_encode(promql) +
-                                                    " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")),
-                             nullptr, false);
-  if (r.is_discarded() || r.value("status", "") != "success") return json::array();
-  return r["data"]["result"];
-}
-
-// The value of a one-sample result as Prometheus printed it (Go's shortest round-trip form).
-double sample_value(const json& result) {
-  return std::stod(result.at(0).at("value").at(1).get<std::string>());
-}
-
-std::string find_prometheus() {
-  FILE* p = popen("command -v prometheus 2>/dev/null", "r");
-  char buf[512] = {0};
-  const bool got = p && fgets(buf, sizeof buf, p) != nullptr;
-  if (p) pclose(p);
-  std::string path = got ? buf : "";
-  while (!path.empty() && path.back() == '\n') path.pop_back();
-  return path;
-}
-
-// A prometheus process of the test's own, killed (with its group) at scope exit.
-struct Prometheus {
-  pid_t pid = -1;
-  ~Prometheus() {
-    if (pid > 0) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
-}  // namespace metrics_e2e
-
 // The operator's view through Prometheus equals the controller's own account: a run with one
 // killed rank trains a bounded number of steps and finishes, so its ETTR is final; Prometheus
 // (Debian's binary, scraping every second with the bearer token) must then hold exactly the
 // ETTR that `faultline live status` reports, and the incident counters must count the kill.
 TEST(LiveE2E, PrometheusScrapesTheControllersExactEttrAndCountsTheKilledRank) {
-  using namespace metrics_e2e;
+  using namespace faultline::live_e2e::metrics_e2e;
   const std::string prometheus = find_prometheus();
   if (prometheus.empty()) {
     // CI installs it (.ci/install-deps): there, a missing binary is a failure, not a skip.
