@@ -1,0 +1,308 @@
+"""faultline.replicas: the quorum file's parsing and validation, the step-boundary and
+state-transfer rules, and replica groups in one process (gloo groups of 1 and 2, the second
+one's members in two threads) over a TCPStore hosted by the test, as the controller would."""
+
+import datetime
+import json
+import os
+import tempfile
+import threading
+import time
+import unittest
+
+import torch
+import torch.distributed as dist
+
+from faultline.replicas import (Evicted, Quorum, QuorumError, QuorumFile, QuorumFileError,
+                                ReplicaGroup, check_member, parse_quorum, pick_source,
+                                switch_target)
+
+PATH = "/run/job/quorum.json"
+GOOD = {"quorum": 3, "members": [0, 2, 5], "store": "10.0.0.1:29400", "join": [5]}
+
+
+def text(**changes):
+    obj = dict(GOOD)
+    for k, v in changes.items():
+        if v is None:
+            obj.pop(k)
+        else:
+            obj[k] = v
+    return json.dumps(obj)
+
+
+def make_model(seed=3):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+
+def compute_fn(model, optimizer, replica):
+    def compute(step):
+        g = torch.Generator().manual_seed(1000 * step + replica)
+        x = torch.randn(16, 4, generator=g)
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+        loss.backward()
+        return loss
+    return compute
+
+
+class ParseTest(unittest.TestCase):
+    def assertBad(self, body, *words):
+        with self.assertRaises(QuorumFileError) as cm:
+            parse_quorum(body, PATH)
+        msg = str(cm.exception)
+        self.assertNotIn("\n", msg)
+        self.assertIn(PATH, msg)
+        for w in words:
+            self.assertIn(w, msg)
+
+    def test_a_valid_quorum(self):
+        q = parse_quorum(text(), PATH)
+        self.assertEqual(q, Quorum(3, (0, 2, 5), "10.0.0.1:29400", (5,)))
+        self.assertEqual(q.rank_of(5), 2)
+        self.assertEqual(q.host_port, ("10.0.0.1", 29400))
+        self.assertEqual(parse_quorum(text(join=None)).join, ())
+        self.assertEqual(parse_quorum(q.to_json()), q)
+        self.assertEqual(parse_quorum(text(store="[::1]:80")).host_port, ("::1", 80))
+
+    def test_malformed_files_name_the_file_and_the_field(self):
+        self.assertBad("{\"quorum\": 3,", "not JSON")
+        self.assertBad("[1, 2]", "not a JSON object")
+        for field in ("quorum", "members", "store"):
+            self.assertBad(text(**{field: None}), "'%s'" % field, "missing")
+        self.assertBad(text(quorum=-1), "'quorum'", "-1")
+        self.assertBad(text(quorum=True), "'quorum'")
+        self.assertBad(text(quorum="3"), "'quorum'")
+        self.assertBad(text(members=[]), "'members'", "empty")
+        self.assertBad(text(members=[2, 0, 5]), "'members'", "not sorted")
+        self.assertBad(text(members=[0, 0, 5]), "'members'", "duplicates")
+        self.assertBad(text(members=[0, -2, 5]), "'members'")
+        self.assertBad(text(members=[0, 1.5]), "'members'")
+        self.assertBad(text(members="0,2,5"), "'members'")
+        self.assertBad(text(store="10.0.0.1"), "'store'")
+        self.assertBad(text(store="h:0"), "'store'")
+        self.assertBad(text(store=29400), "'store'")
+        self.assertBad(text(join=[7]), "'join'", "not in members")
+        self.assertBad(text(join=[0, 2, 5]), "'join'", "every member")
+
+    def test_a_replica_not_in_members_is_evicted(self):
+        q = parse_quorum(text(), PATH)
+        check_member(q, 2, PATH)
+        with self.assertRaises(Evicted) as cm:
+            check_member(q, 1, PATH)
+        msg = str(cm.exception)
+        self.assertNotIn("\n", msg)
+        for w in (PATH, "'members'", "replica 1", "quorum 3", "evicted"):
+            self.assertIn(w, msg)
+
+    def test_the_file_is_reread_only_when_it_changed(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "quorum.json")
+            f = QuorumFile(path)
+            self.assertIsNone(f.poll())  # not written yet
+            with open(path, "w") as out:
+                out.write(text())
+            self.assertEqual(f.poll().number, 3)
+            with open(path + ".new", "w") as out:
+                out.write(text(quorum=4, members=[0, 2], join=[]))
+            os.rename(path + ".new", path)
+            self.assertEqual(f.poll().members, (0, 2))
+            with open(path + ".new", "w") as out:
+                out.write("garbage")
+            os.rename(path + ".new", path)
+            with self.assertRaises(QuorumFileError):
+                f.poll()
+
+
+class RulesTest(unittest.TestCase):
+    def test_the_step_boundary_moves_everyone_to_the_newest_quorum_seen_by_anyone(self):
+        self.assertIsNone(switch_target(4, [4, 4, 4]))
+        self.assertEqual(switch_target(4, [4, 6, 5]), 6)  # one member saw it: all move
+        self.assertIsNone(switch_target(4, []))
+
+    def test_the_source_is_the_lowest_rank_holding_the_newest_step(self):
+        self.assertEqual(pick_source([7, 7, 7]), (None, 7))   # nothing to transfer
+        self.assertEqual(pick_source([7, -1, 7]), (0, 7))     # a joiner
+        self.assertEqual(pick_source([6, 7, 7, -1]), (1, 7))  # a survivor whose step failed
+        with self.assertRaises(QuorumError):
+            pick_source([-1, -1])
+
+
+class Pipe:
+    def __init__(self):
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.r, False)
+
+    def reports(self):
+        try:
+            data = os.read(self.r, 1 << 20).decode()
+        except BlockingIOError:
+            return []
+        return [json.loads(line) for line in data.splitlines()]
+
+    def close(self):
+        os.close(self.r)
+        os.close(self.w)
+
+
+class GroupTest(unittest.TestCase):
+    """The controller's side played here: a TCPStore and the quorum file."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "quorum.json")
+        self.store = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=10),
+                                   wait_for_workers=False)
+        self.number = 0
+        self.pipes = []
+
+    def tearDown(self):
+        for p in self.pipes:
+            p.close()
+        self.dir.cleanup()
+
+    def write(self, members, join=()):
+        self.number += 1
+        with open(self.path + ".tmp", "w") as f:
+            f.write(json.dumps({"quorum": self.number, "members": members,
+                                "store": "127.0.0.1:%d" % self.store.port, "join": list(join)}))
+        os.rename(self.path + ".tmp", self.path)
+
+    def group(self, replica, seed=3):
+        pipe = Pipe()
+        self.pipes.append(pipe)
+        model, opt = make_model(seed)
+        env = {"FAULTLINE_REPLICA": str(replica), "FAULTLINE_REPLICAS": "2",
+               "FAULTLINE_QUORUM_FILE": self.path, "FAULTLINE_REPORT_FD": str(pipe.w)}
+        rg = ReplicaGroup(model, opt, env=env, timeout_s=10, quorum_wait_s=10, poll_s=0.01)
+        return rg, compute_fn(model, opt, replica), pipe
+
+    def test_missing_environment_is_a_clear_error(self):
+        model, opt = make_model()
+        with self.assertRaisesRegex(QuorumError, "FAULTLINE_REPLICA is not set"):
+            ReplicaGroup(model, opt, env={"FAULTLINE_QUORUM_FILE": self.path})
+        with self.assertRaisesRegex(QuorumError, "FAULTLINE_QUORUM_FILE is not set"):
+            ReplicaGroup(model, opt, env={"FAULTLINE_REPLICA": "0"})
+
+    def test_a_group_of_one_trains_like_plain_sgd_follows_quorums_and_is_evicted(self):
+        self.write([0])
+        rg, compute, pipe = self.group(0)
+        plain, plain_opt = make_model()
+        plain_compute = compute_fn(plain, plain_opt, 0)
+        self.assertEqual(rg.join(), 0)
+        for step in range(1, 4):
+            loss = rg.run_step(step, compute)
+            self.assertEqual(float(loss), float(plain_compute(step)))
+            plain_opt.step()
+        for a, b in zip(rg.model.parameters(), plain.parameters()):
+            self.assertTrue(torch.equal(a, b))  # the mean over one member is the gradient
+        self.write([0])  # a new quorum, same member: taken at the next step boundary
+        rg.run_step(4, compute)
+        self.assertEqual((rg.quorum.number, rg.members, rg.step), (2, [0], 4))
+        with self.assertRaises(ValueError):
+            rg.run_step(6, compute)
+        self.write([1, 2])
+        with self.assertRaises(Evicted) as cm:
+            rg.run_step(5, compute)
+        self.assertIn("replica 0", str(cm.exception))
+        reps = pipe.reports()
+        self.assertEqual([r["type"] for r in reps],
+                         ["quorum", "started", "step", "step", "step", "quorum", "step", "fatal"])
+        self.assertEqual(reps[1], {"type": "started", "rank": 0, "step": 0,
+                                   "restored_from": "init", "pid": os.getpid()})
+        self.assertEqual(reps[5], {"type": "quorum", "rank": 0, "quorum": 2, "members": [0],
+                                   "step": 3})
+        self.assertIn("evicted", reps[-1]["signature"])
+
+    def test_a_joiner_and_a_member_behind_receive_the_state_bit_for_bit(self):
+        self.write([0])
+        a, compute_a, _ = self.group(0)
+        a.join()
+        for step in range(1, 4):
+            a.run_step(step, compute_a)
+        # Replica 1 (other initial weights) joins; replica 2 is fresh but not listed in
+        # "join": its step 0 is behind, so it receives the state as well.
+        b, compute_b, pipe_b = self.group(1, seed=11)
+        c, compute_c, _ = self.group(2, seed=12)
+        self.write([0, 1, 2], join=[1])
+        errors = []
+
+        def joiner(rg, compute):
+            try:
+                rg.join()
+                rg.run_step(rg.step + 1, compute)
+            except Exception as e:  # reported by the assertion below
+                errors.append(e)
+        threads = [threading.Thread(target=joiner, args=(b, compute_b)),
+                   threading.Thread(target=joiner, args=(c, compute_c))]
+        for t in threads:
+            t.start()
+        a.run_step(4, compute_a)
+        for t in threads:
+            t.join(30)
+        self.assertFalse(any(t.is_alive() for t in threads), "a joiner hung")
+        self.assertEqual(errors, [])
+        self.assertEqual((b.step, c.step, b.restored_from, c.restored_from), (4, 4, "peer", "peer"))
+        self.assertEqual(len({a.digest(), b.digest(), c.digest()}), 1)
+        momenta = [[rg.optimizer.state[p]["momentum_buffer"] for p in rg.model.parameters()]
+                   for rg in (a, b, c)]
+        for m in momenta[1:]:
+            self.assertTrue(all(torch.equal(x, y) for x, y in zip(momenta[0], m)))
+        reps = pipe_b.reports()
+        self.assertEqual(reps[0]["type"], "quorum")
+        self.assertEqual((reps[0]["source"], reps[0]["received"], reps[0]["step"]), (0, [1, 2], 3))
+        self.assertEqual(reps[1]["restored_from"], "peer")
+
+    def test_a_survivor_whose_step_failed_after_its_peer_committed_it_receives_the_state(self):
+        # Replica 1's all_reduce of step 3 "fails" after it completed: replica 0 committed step
+        # 3 and replica 1 did not (a peer dying at the end of a ring all_reduce does that).
+        self.write([0, 1])
+        a, compute_a, pipe_a = self.group(0)
+        b, compute_b, pipe_b = self.group(1)
+        real = b._average_gradients
+        from faultline.replicas import PeerFailure
+
+        def flaky():
+            real()
+            if b.step == 2 and b.quorum.number == 1:
+                raise PeerFailure("injected after the all_reduce")
+        b._average_gradients = flaky
+        results = {0: [], 1: []}
+        errors = []
+
+        def train(rg, compute):
+            try:
+                rg.join()
+                while rg.step < 6:
+                    loss = rg.run_step(rg.step + 1, compute)
+                    results[rg.replica].append((rg.step, loss is not None))
+            except Exception as e:  # reported by the assertion below
+                errors.append(e)
+        threads = [threading.Thread(target=train, args=(a, compute_a)),
+                   threading.Thread(target=train, args=(b, compute_b))]
+        for t in threads:
+            t.start()
+        failures = []
+        end = time.monotonic() + 20
+        while not failures and time.monotonic() < end and not errors:
+            failures = [r for p in (pipe_a, pipe_b) for r in p.reports()
+                        if r["type"] == "quorum_failed"]
+            time.sleep(0.01)
+        self.assertTrue(failures, "no failure reported")
+        self.write([0, 1])  # the controller's answer: a new quorum, same members
+        for t in threads:
+            t.join(30)
+        self.assertFalse(any(t.is_alive() for t in threads), "a replica hung")
+        self.assertEqual(errors, [])
+        self.assertEqual(results[0], [(s, True) for s in range(1, 7)])
+        self.assertEqual(results[1], [(1, True), (2, True), (3, False), (4, True), (5, True),
+                                      (6, True)])
+        self.assertEqual(a.digest(), b.digest())
+        q2 = [r for r in pipe_b.reports() if r["type"] == "quorum" and r["quorum"] == 2]
+        self.assertEqual((q2[0]["source"], q2[0]["received"], q2[0]["step"]), (0, [1], 3))
+
+
+if __name__ == "__main__":
+    unittest.main()
