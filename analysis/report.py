@@ -32,11 +32,11 @@ import re
 import sys
 
 BUCKETS = ["detection", "diagnosis", "failover", "restore", "recompute", "checkpoint", "degraded", "warmup",
-           "waiting_for_machines"]
+           "waiting_for_machines", "missing_replicas"]
 BUCKET_COLORS = {
     "detection": "#d62728", "diagnosis": "#9467bd", "failover": "#ff7f0e", "restore": "#8c564b",
     "recompute": "#e377c2", "checkpoint": "#1f77b4", "degraded": "#bcbd22",
-    "warmup": "#17becf", "waiting_for_machines": "#7f7f7f",
+    "warmup": "#17becf", "waiting_for_machines": "#7f7f7f", "missing_replicas": "#2ca02c",
 }
 BUCKET_HELP = {
     "detection": "job broken, not yet acted on",
@@ -48,6 +48,7 @@ BUCKET_HELP = {
     "degraded": "running slower than full speed",
     "warmup": "after a restart, before full speed",
     "waiting_for_machines": "no healthy machine free in a finite fleet",
+    "missing_replicas": "training without dropped replicas, quorum changes",
 }
 
 # Figures are saved at DPI dots per inch and shown 1:1 by the page (whose content column is

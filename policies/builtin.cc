@@ -8,7 +8,10 @@
 #include "policies/failslow/ladders.h"
 #include "policies/localization/localizers.h"
 #include "policies/recovery/baselines.h"
+#include "policies/recovery/flash.h"
+#include "policies/recovery/migration.h"
 #include "policies/recovery/replace.h"
+#include "policies/recovery/replica_drop.h"
 #include "policies/verdict/verdicts.h"
 
 namespace faultline::policies {
@@ -45,6 +48,9 @@ void register_builtin_modules(ModuleRegistry& m) {
   m.add(lemon_recovery_info(), make_lemon_recovery);
   m.add(scored_recovery_info(), make_scored_recovery);
   m.add(segment_recovery_info(), make_segment_recovery);
+  m.add(replica_drop_recovery_info(), make_replica_drop_recovery);
+  m.add(flash_recovery_info(), make_flash_recovery);
+  m.add(migrate_recovery_info(), make_migrate_recovery);
   m.add(evict_failslow_info(), make_evict_failslow);
   m.add(ski_rental_failslow_info(), make_ski_rental_failslow);
   m.add(identical_verdict_info(), make_identical_verdict);

@@ -7,6 +7,7 @@
 #include "policies/builtin.h"
 #include "policies/byterobust/held_update.h"
 #include "policies/byterobust/incidents.h"
+#include "policies/byterobust/replica_groups.h"
 #include "policies/byterobust/slowdowns.h"
 #include "policies/diagnosis/stop_time.h"
 #include "policies/localization/localization.h"
@@ -46,6 +47,7 @@ class ByteRobust final : public Policy {
     if (auto watch = detector_->watch()) w.act(*watch);  // none: exits and the NCCL watchdog
     for (const EnableInspection& inspection : detector_->inspections()) w.act(inspection);
     if (auto pool = recovery_->start(w.cluster())) w.act(*pool);
+    replicas_.start(w);
     start_job(w, "initial start", Mechanism::kNone);
   }
 
@@ -59,9 +61,30 @@ class ByteRobust final : public Policy {
   bool running() const { return state_ == State::kRunning; }
 
   // ------------------------------------------------------------ the ladder's steps
-  void start_job(World& w, std::string why, Mechanism m) {
+  // `after_failure`: a restart of the job that ran, on the machines it ran on but those
+  // replaced (a reattempt, replacements ready). The recovery module may ask for it in place
+  // (FlashRecovery), except where the survivors' state cannot be trusted or is gone: after a
+  // requeue every process is killed and the job rescheduled; after a metric anomaly (NaN,
+  // loss jump) the in-memory state is what went wrong, so the job goes back to its
+  // checkpoint. New code restarts every rank: a held update merged into this restart, a
+  // rollback and a hot update (RollBack, HotUpdate) are never in place; nor is the first start.
+  void start_job(World& w, std::string why, Mechanism m, bool after_failure = false) {
     state_ = State::kStarting;
-    pending_.start = w.act(StartJob{std::move(why), m, update_.restart()});
+    if (replicas_.refilling(w.cluster())) {  // a dropped replica's slot is empty: start once filled
+      deferred_start_ = DeferredStart{std::move(why), m, after_failure};
+      return;
+    }
+    std::string version = update_.restart();  // a held update: new code on every rank
+    const bool in_place = after_failure && recovery_->restarts_in_place() && !requeued_ &&
+                          !state_suspect_ && version.empty();
+    pending_.start = w.act(StartJob{std::move(why), m, std::move(version), in_place});
+  }
+  // Every acquisition goes through here, so that the restart after it knows whether the
+  // whole job was requeued.
+  ActionId acquire(World& w, AcquireMachines a) {
+    requeued_ = a.mode == AcquireMode::kRequeue;
+    if (requeued_) replicas_.requeued();  // the requeue refills every slot
+    return w.act(std::move(a));
   }
   // Back to the last good code version.
   void roll_back(World& w, std::string why) {
@@ -110,7 +133,9 @@ class ByteRobust final : public Policy {
       avoid_more = avoid_more || strike.avoid;
     }
     if (machines.empty() && lemons.empty()) return;
-    stop_if_running(w, why);
+    // Replica groups: machines of one replica leave a job that trains on without it.
+    const int drop = running() ? replicas_.drops(slots, w.cluster()) : -1;
+    if (drop < 0) stop_if_running(w, why);
     if (!machines.empty()) w.act(EvictMachines{std::move(machines), why, m});
     if (!lemons.empty())
       w.act(EvictMachines{std::move(lemons), why + "; retired: evicted on evidence again (lemon)",
@@ -118,8 +143,9 @@ class ByteRobust final : public Policy {
     if (avoid_more)
       w.act(AvoidMachines{recovery_->avoided(), "evicted on evidence of their own faults (" +
                                                     recovery_->info().name + ")"});
+    if (drop >= 0) return replicas_.refill(drop, slots, why, w);
     state_ = State::kAcquiring;
-    pending_.acquire = w.act(recovery_->replace(slots, why, m));
+    pending_.acquire = acquire(w, recovery_->replace(slots, why, m));
   }
   // A diagnosis round (stop-time tests, stack aggregation, replay) that found nothing
   // for the failure under way. Reported with its count, so a backend can check that no
@@ -142,24 +168,37 @@ class ByteRobust final : public Policy {
     incidents_.settle();
     tests_.end_nan();
     state_ = State::kAcquiring;
-    pending_.acquire = w.act(AcquireMachines{
-        AcquireMode::kRequeue, {}, "fruitless rounds exhausted: " + why, Mechanism::kRequeue});
+    pending_.acquire = acquire(
+        w,
+        AcquireMachines{
+            AcquireMode::kRequeue, {}, "fruitless rounds exhausted: " + why, Mechanism::kRequeue});
     return true;
   }
   void reattempt(World& w, const std::string& why) {
     stop_if_running(w, why);
-    start_job(w, "reattempt: " + why, Mechanism::kReattempt);
+    start_job(w, "reattempt: " + why, Mechanism::kReattempt, true);
   }
 
   // ------------------------------------------------------------ outcomes of our actions
   void handle(const MachinesReady& r, World& w) {
-    if (r.action == pending_.acquire) start_job(w, "replacements ready", Mechanism::kNone);
+    if (replicas_.ready(r, w, running())) {
+      if (deferred_start_ && !replicas_.refilling(w.cluster())) {
+        DeferredStart d = *std::exchange(deferred_start_, std::nullopt);
+        if (d.version.empty()) return start_job(w, std::move(d.why), d.mechanism, d.after_failure);
+        StartJob start{std::move(d.why), d.mechanism, std::move(d.version)};
+        pending_.start = w.act(std::move(start));  // the hot update, on the refilled slots
+      }
+      return;
+    }
+    if (r.action == pending_.acquire) start_job(w, "replacements ready", Mechanism::kNone, true);
   }
   void handle(const JobStarted& s, World& w) {
     if (s.action != pending_.start) return;
     state_ = State::kRunning;
     escalation_.reset();
+    requeued_ = state_suspect_ = false;  // the state runs again
     incidents_.started(w.now(), s.step);
+    replicas_.restarted(w.cluster());
     runs_.last_start = w.now();
     end_run(w);  // a run whose end went unnoticed (none expected) counts now
     runs_.open = true;
@@ -171,11 +210,18 @@ class ByteRobust final : public Policy {
   }
   void handle(const ActionFailed& f, World& w) {
     w.note("action failed: " + f.reason);
+    if (replicas_.failed(f, w)) return;
+    if (f.action == pending_.start && replicas_.refilling(w.cluster())) {
+      // A restart (a rollback's) found a dropped replica's slot still empty: start once filled.
+      deferred_start_ = DeferredStart{"after the refills: " + f.reason, Mechanism::kNone, false};
+      return;
+    }
     if (slowdowns_.refused(f, w, running())) return;
     if (f.action == pending_.acquire || f.action == pending_.start) {
       // Fall back to requeueing the whole job.
       state_ = State::kAcquiring;
-      pending_.acquire = w.act(
+      pending_.acquire = acquire(
+          w,
           AcquireMachines{AcquireMode::kRequeue, {}, "fallback: " + f.reason, Mechanism::kRequeue});
     }
   }
@@ -203,8 +249,21 @@ class ByteRobust final : public Policy {
     evict_and_replace(w, {w.cluster().slot_of(a.machine)}, Mechanism::kRealtimeEviction,
                       "real-time " + a.kind + " alert: " + a.detail);
   }
+  // Replica groups: a replica dropped out or rejoined while the job trains.
+  void handle(const ReplicaDropped& d, World& w) { replicas_.dropped(d, w, running()); }
+  void handle(const ReplicaRejoined& r, World& w) { replicas_.rejoined(r, w); }
   void handle(const ProcessExit& x, World& w) {
     on_crash(w, x.machine, x.exit_code, x.signature, false, x.step);
+  }
+  // A predicted failure: the recovery module may move the machine's work off it while the
+  // job trains (TrainMover). Only then: a stopped, starting or diagnosed job replaces
+  // machines its own way. The outcome (MachinesReady, ActionFailed) needs nothing more: a
+  // failed migration lets the failure come and be handled as any other.
+  void handle(const FailureWarning& x, World& w) {
+    if (!running() || x.machine < 0 || x.machine >= w.cluster().machine_count() ||
+        w.cluster().slot_of(x.machine) < 0)
+      return;
+    if (auto m = recovery_->migrate(x, w.cluster())) w.act(std::move(*m));
   }
   void handle(const StartFailed& x, World& w) {
     if (x.action != pending_.start && x.action != pending_.acquire) return;
@@ -384,6 +443,7 @@ class ByteRobust final : public Policy {
   }
   void handle(const MetricAnomaly& a, World& w) {
     if (!running()) return;
+    state_suspect_ = true;  // the state in memory is what went wrong: restart from a checkpoint
     // The same NaN at the same step again and again: whatever runs the job, the same batch
     // explodes, which no machine can fix: the verdict module rolls back, then ends the run.
     const int repeats = incidents_.anomaly(a.nan, a.step);
@@ -453,6 +513,11 @@ class ByteRobust final : public Policy {
     update_.applying(version);
     stop_now(w, "code update " + version);
     state_ = State::kStarting;
+    if (replicas_.refilling(w.cluster())) {  // the new code starts once the slots are filled
+      deferred_start_ =
+          DeferredStart{std::move(why), Mechanism::kHotUpdate, false, std::move(version)};
+      return;
+    }
     pending_.start = w.act(HotUpdate{std::move(version), std::move(why)});
   }
 
@@ -473,11 +538,23 @@ class ByteRobust final : public Policy {
   const std::unique_ptr<CheckpointPlanner> checkpoint_;
   const std::unique_ptr<Recovery> recovery_;
   const std::unique_ptr<StopVerdict> verdict_;
+  DroppedReplicas replicas_{*recovery_};
+  struct DeferredStart {
+    std::string why;
+    Mechanism mechanism;
+    bool after_failure;
+    std::string version = {};  // a hot update's
+  };
+  std::optional<DeferredStart> deferred_start_;  // waits for the refills of dropped replicas
   Slowdowns slowdowns_;
   Incidents incidents_;
   HeldUpdate update_;
   CrashClassifier classify_;
   State state_ = State::kStarting;
+  // The last acquisition requeued the whole job.
+  bool requeued_ = false;
+  // A metric anomaly since the job last started: its state in memory is suspect.
+  bool state_suspect_ = false;
   int fruitless_ = 0;  // diagnosis rounds in a row that found nothing for this failure
   struct {
     ActionId start = 0, acquire = 0, probe = 0, capture = 0, replay = 0;

@@ -164,6 +164,25 @@ class Recovery {
   virtual Strike struck(MachineId m) { return {}; }
   // Every machine it asked to be handed out last so far (AvoidMachines carries them all).
   virtual MachineSet avoided() const { return {}; }
+  // Fault-tolerant data parallelism (FT-HSDP, torchft): the replica groups the job runs in
+  // (EnableReplicaGroups), so that a failed replica drops out while the others train; the
+  // stack refills the dropped replica's evicted slot through replace() and rejoins it.
+  // nullopt (the default): every failure stops the job.
+  virtual std::optional<EnableReplicaGroups> replica_groups(const ClusterView& view) const {
+    return std::nullopt;
+  }
+  // Whether the stack's restarts after a failure are in place (StartJob::in_place,
+  // FlashRecovery): only the replaced ranks re-initialise, the survivors keep their state.
+  // The stack still starts afresh where that makes no sense (the first start, after a
+  // requeue, after a metric anomaly); false: every restart restarts every rank.
+  virtual bool restarts_in_place() const { return false; }
+  // A failure predictor warned of machine w.machine, in the job (the stack asks only while
+  // the job trains): the migration to run now (TrainMover: move the machine's work to a
+  // warm standby before it fails), or nothing to let the failure come. `view` is valid
+  // during the call only.
+  virtual std::optional<MigrateMachines> migrate(const FailureWarning& w, const ClusterView& view) {
+    return std::nullopt;
+  }
 };
 
 // How the job checkpoints: asked at the start, and told of every interruption (adaptive

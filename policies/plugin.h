@@ -33,8 +33,12 @@
 // 9: the verdict module kind (StopVerdict); the AvoidMachines action; Recovery::avoids.
 // 10: grouped probes (RunProbe::groups, ProbeResult::group_failed and group_seconds);
 //     Localizer::places_slowdowns.
+// 11: the MigrateMachines action, the FailureWarning event, Recovery::migrate; replica groups
+//     (EnableReplicaGroups, RejoinReplica, ReplicaDropped, ReplicaRejoined,
+//     Recovery::replica_groups, Mechanism::kReplicaDrop); StartJob::in_place,
+//     Recovery::restarts_in_place.
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 10
+#define FAULTLINE_PLUGIN_ABI 11
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

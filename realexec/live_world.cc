@@ -370,6 +370,10 @@ void LiveWorld::act_on(ActionId id, const StartJob& a, Instant t) {
       return refuse(id, "unknown code version \"" + a.version + "\" (not in job.versions)", t);
     journal_.state().version = a.version;
   }
+  // Live mode has no in-place restart yet (its agents relaunch every rank): the start goes
+  // ahead as an ordinary one, said in the event log, rather than refused, which would send
+  // the stack to its fallback (a requeue of the whole job).
+  if (a.in_place) note("in-place restart not implemented in live mode: every rank restarts");
   do_start(id, a.reason);
 }
 
@@ -450,6 +454,22 @@ void LiveWorld::act_on(ActionId id, const MitigateSlowdown& a, Instant t) {
              " a running job (its layout is fixed at launch)",
          t);
 }
+void LiveWorld::act_on(ActionId id, const EnableReplicaGroups&, Instant t) {
+  // The job library's replica groups (python/faultline/replicas.py) learn their quorum from a
+  // file that no agent writes yet: every failure stops the job, as without replica groups.
+  refuse(id, "live mode does not run replica groups yet: every failure stops the job", t);
+}
+
+void LiveWorld::act_on(ActionId id, const RejoinReplica&, Instant t) {
+  refuse(id, "live mode does not run replica groups yet", t);
+}
+
+void LiveWorld::act_on(ActionId id, const MigrateMachines&, Instant t) {
+  // act() applied the contract's refusals first (a stopped job, a machine outside it). The
+  // agents cannot copy a running rank's state to a standby yet.
+  refuse(id, "live migration is not implemented", t);
+}
+
 TimerId LiveWorld::set_timer(Duration after, std::uint64_t tag) {
   const TimerId id = next_timer_++;
   timers_[id] = reactor_.add_timer(after, [this, id, tag] {

@@ -139,6 +139,9 @@ class LiveWorld final : public World {
   void act_on(ActionId id, const SetStandbyPool& a, Instant t);     // only checks the pool
   void act_on(ActionId id, const AvoidMachines& a, Instant t);      // standbys handed out last
   void act_on(ActionId id, const MitigateSlowdown& a, Instant t);   // refused: fixed layout
+  void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // refused: not wired yet
+  void act_on(ActionId id, const RejoinReplica& a, Instant t);        // refused: not wired yet
+  void act_on(ActionId id, const MigrateMachines& a, Instant t);      // refused: not implemented
 
   // Action handlers.
   void do_stop(ActionId id, const StopJob& a);

@@ -324,6 +324,27 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
       if (r.has(t)) c.recall[t] = r.number(t, 0, 0, 1);
     r.finish();
   }
+  if (const json* wj = o.get("warning")) {
+    // Failure prediction (WarningSpec): a warning names the machine a fault will strike.
+    Obj w(*wj, path + ".warning", file);
+    c.warning.enabled = true;
+    c.warning.lead_time_s = w.number("lead_time_s", 0, 0, 1e7);
+    c.warning.probability = w.number("probability", 0, 0, 1);
+    c.warning.false_per_machine_day = w.number("false_per_machine_day", 0, 0, 1e6);
+    w.finish();
+    if (c.scope != FaultScope::kMachine)
+      o.fail(o.at("warning"), "only with scope \"machine\" (a warning names one machine)");
+  }
+  // A rank's failure that its replica group can lose alone (replica groups): a crash or a
+  // hang of one machine's hardware. Not a fault of the code or the data (every replica runs
+  // them), a job-wide one, a NaN (the all-reduce carries it to every replica) or a slowdown.
+  const bool confinable = c.scope == FaultScope::kMachine && !c.job_bug() &&
+                          (c.symptom == Symptom::kCrash || c.symptom == Symptom::kHang);
+  c.replica_confined = o.boolean("replica_confined", confinable);
+  if (c.replica_confined && !confinable)
+    o.fail(o.at("replica_confined"),
+           "only for a crash or a hang of scope \"machine\" that is neither a code nor a data "
+           "bug (anything else reaches every replica)");
   check_category(o, c);
   if (c.signature.empty()) c.signature = c.name;
   o.finish();
@@ -598,9 +619,12 @@ void parse_job(const json& jj, const std::string& file, Scenario& sc) {
   job.checkpoint_bytes_per_machine = j.number("checkpoint_bytes_per_machine", 0, 0, 1e15);
   job.image_bytes = j.number("image_bytes", 0, 0, 1e15);
   job.init_s = j.number("init_s", 0, 0, 1e6);
+  job.init_per_machine_s = j.number("init_per_machine_s", 0, 0, 1e4);
+  job.inplace_init_s = j.number("inplace_init_s", job.init_s, 0, 1e6);
   job.collective_timeout_s = j.number("collective_timeout_s", 600, 0, 1e7);
   job.checkpoint_mfu_loss = j.number("checkpoint_mfu_loss", 0, 0, 0.5);
   job.restart_warmup_s = j.number("restart_warmup_s", 0, 0, 1e6);
+  job.partial_replica_rate = j.number("partial_replica_rate", 1, 0, 1);
   job.on_call_fix_h = j.number("on_call_fix_h", 2, 0, 1e5);
   job.work_days = j.number("work_days", 0, 0, 36500);
   if (j.has("work_days") && !(job.work_days > 0))
@@ -792,6 +816,14 @@ void parse_policy(const json& pj, const std::string& file, const Registry& regis
   const std::map<std::string, double> overrides = read_param_overrides(p, info);
   resolve_params(p, info, overrides, sc);
   check_unread_params(p, info, overrides, sc);
+  // Replica groups keep at least min_replicas of the job's data-parallel replicas.
+  if (const ParamSpec* min = info.find_param("min_replicas");
+      min && param_is_read(info, *min, sc.policy_params) &&
+      sc.policy_params.get("min_replicas") > sc.cluster.dp)
+    p.fail("$.policy.params.min_replicas",
+           "expected at most the job's data-parallel degree job.dp (" +
+               std::to_string(sc.cluster.dp) + "), got " +
+               std::to_string(static_cast<long long>(sc.policy_params.get("min_replicas"))));
   // One knob per stack for the warm standby pool. A stack that reads `standby_pool`
   // (a standby recovery module) sizes the pool itself; cluster.standby_machines would
   // then only set how many are warm before the first refill, a second knob that looks
@@ -918,14 +950,18 @@ std::vector<FieldInfo> scenario_fields(const Registry& registry) {
           {"bad_rate_factor", 2}}}}},
       {"job", {{"tp", 8}, {"pp", 2}, {"dp", 2}, {"step_time_s", 1}, {"horizon_days", 1}}},
       {"faults",
-       {{"categories", json::array({{{"name", "a"},
-                                     {"rate_per_machine_day", 1},
-                                     {"symptom", "nan"},
-                                     {"exits", true},
-                                     {"alert", "gpu"},
-                                     {"alert_coverage", 1},
-                                     {"attribution", 1},
-                                     {"recall", recall}}})}}},
+       {{"categories",
+         json::array(
+             {{{"name", "a"},
+               {"rate_per_machine_day", 1},
+               {"symptom", "nan"},
+               {"exits", true},
+               {"alert", "gpu"},
+               {"alert_coverage", 1},
+               {"attribution", 1},
+               {"recall", recall},
+               {"warning",
+                {{"lead_time_s", 600}, {"probability", 1}, {"false_per_machine_day", 0}}}}})}}},
       {"diagnosis", {{"false_positive", false_positive}}},
       {"policy", {{"stack", registry.names().empty() ? std::string() : registry.names().front()}}}};
   json traced = full;

@@ -32,6 +32,15 @@ struct JobSpec {
   double checkpoint_bytes_per_machine = 0;  // model + optimizer state held by one machine
   double image_bytes = 0;                   // container image pulled by a fresh machine
   double init_s = 0;                        // process launch and communicator init
+  // Per machine (re)started, added to init_s at a whole-job start (init_s +
+  // init_per_machine_s x machines): rendezvous and communicator setup that grow with the
+  // world size (ByteRobust Table 7: a hot update, every rank restarted in place, takes 46 s at
+  // 128 machines and 65 s at 1,024, ~0.02 s per machine, DOMAIN §5). 0 = a constant init_s.
+  double init_per_machine_s = 0;
+  // The per-job part of an in-place restart (StartJob::in_place, FlashRecovery): the
+  // survivors suspended, the communicators rebuilt incrementally; the restarted machines
+  // add init_per_machine_s each. Default: init_s.
+  double inplace_init_s = 0;
   double collective_timeout_s = 600;  // NCCL watchdog: a hung job exits after this (0 = never)
   // Share of training throughput an every-step in-memory checkpoint with a peer backup
   // costs while its D2H copy, serialization and peer send overlap with training: more
@@ -46,6 +55,14 @@ struct JobSpec {
   // the ByteRobust job scenarios fit it (docs/scenarios-and-faults.md, "The dense job's figures").
   // 0 = none.
   double restart_warmup_s = 0;
+  // Replica groups (EnableReplicaGroups): the worth of a step that `live` of the job's dp
+  // replicas trained, per live replica, relative to a step of all of them. Progress runs at
+  // partial_replica_rate x live / dp while replicas are missing: 1 (our default) is linear in
+  // live replicas, every sample worth as much in a smaller global batch as in a full one
+  // (FT-HSDP, arXiv 2602.00277, reports loss curves unharmed by dropped replicas); below 1 is
+  // a convergence penalty for the smaller batch (the batch-size/learning-rate coupling
+  // McCandlish et al., arXiv 1812.06162, quantify), a parameter to study, not a published figure.
+  double partial_replica_rate = 1;
   // An ended run (EndRun: "stop, don't requeue") pages the on-call engineers: this long
   // after the page they have fixed what follows the code or the data (every code or data
   // bug still active ends) and requeue the job, whose stack starts afresh as a relaunched
@@ -147,6 +164,17 @@ struct RepairSpec {
 enum class FaultScope : std::uint8_t { kMachine, kRack, kJob };
 enum class Symptom : std::uint8_t { kCrash, kHang, kSlowdown, kNan, kManual };
 
+// Failure prediction (TrainMover, arXiv 2412.12636, migrates machines before a predicted
+// failure): a share of a category's faults is announced lead_time_s before it strikes, on
+// the machine it will strike (FailureWarning), and warnings that announce nothing come at
+// false_per_machine_day per machine-day of the job. Absent: no warnings.
+struct WarningSpec {
+  bool enabled = false;              // the category has a "warning" object
+  double lead_time_s = 0;            // a warned fault strikes this long after its warning
+  double probability = 0;            // share of the category's faults that are warned
+  double false_per_machine_day = 0;  // warnings no fault follows, per machine-day of the job
+};
+
 struct FaultCategory {
   std::string name;
   std::string fault_class;          // "explicit", "implicit", "manual"
@@ -188,6 +216,7 @@ struct FaultCategory {
   bool data_bug = false;
   double fix_h = 4;  // code or data bug: humans ship a fix after this long anyway
   bool job_bug() const { return code_bug || data_bug; }  // follows the code or the data
+  WarningSpec warning;  // failure prediction (WarningSpec); scope machine only
   // Chance that each stop-time test finds the faulty machine, by test name
   // (gpu_diag, intra_all_to_all, inter_all_gather, bitwise, stress, replay);
   // defaults follow the alert kind (see default_recall).
@@ -199,6 +228,10 @@ struct FaultCategory {
   // Whom the other crash logs name: the culprit's pipeline neighbour (faultline's default)
   // or a random other machine of the job (AIReSim's diagnosis_uncertainty).
   bool misattribute_random = false;
+  // Replica groups (EnableReplicaGroups): its failure stays inside the replica of the machine
+  // it strikes, which the quorum can drop while the others train. Default: a crash or hang of
+  // scope machine that is neither a code nor a data bug; nothing else may set it.
+  bool replica_confined = false;
 };
 
 // Stop-time tests, stack capture and replay as the environment runs them.

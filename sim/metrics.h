@@ -90,6 +90,13 @@ struct ReplicaResult {
   std::vector<std::int64_t> resolved_by;  // incidents per Mechanism (index = enum value)
   std::int64_t standby_exhaustions = 0;   // standby requests the pool could not fully serve
   std::int64_t remote_fallbacks = 0;      // restores that lost both in-memory copies
+  // Failure prediction (scenario `warning`) and migration (MigrateMachines): warnings sent
+  // (true and false), of those false ones, machines migrated, and of those healthy ones (a
+  // false warning's: each also counts in evictions_false; the others in evictions_true).
+  std::int64_t warnings = 0;
+  std::int64_t warnings_false = 0;
+  std::int64_t migrations = 0;
+  std::int64_t migrations_needless = 0;
   // How long the run lasted: the horizon, or for a job of fixed work (job.work_days) the
   // time its work was done (its time to train) or the cap when it was not (censored).
   double elapsed_s = 0;

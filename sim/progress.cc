@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 namespace faultline::sim {
 
@@ -25,24 +27,34 @@ void ProgressModel::record(std::int64_t start, std::int64_t end, double rate) {
   }
 }
 
+// The stretches that make no progress come first, in order: the warm-up after a start, a
+// pause around a slow machine (degraded), a quorum change (missing_replicas). Each takes from
+// the front of [at, at + dt); false when nothing is left to run.
+bool ProgressModel::run_stops(std::int64_t& at, std::int64_t& dt, Breakdown& b) {
+  const std::pair<std::int64_t*, std::int64_t Breakdown::*> stops[] = {
+      {&warmup_left_, &Breakdown::warmup},
+      {&pause_left_, &Breakdown::degraded},
+      {&quorum_left_, &Breakdown::missing_replicas}};
+  for (const auto& [left, bucket] : stops) {
+    if (*left <= 0) continue;
+    const std::int64_t use = std::min(*left, dt);
+    *left -= use;
+    b.*bucket += use;
+    at += use;
+    dt -= use;
+    if (dt == 0) return false;
+  }
+  return true;
+}
+
 void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
-  if (dt <= 0) return;
-  if (warmup_left_ > 0) {
-    const std::int64_t use = std::min(warmup_left_, dt);
-    warmup_left_ -= use;
-    b.warmup += use;
-    at += use;
-    dt -= use;
-    if (dt == 0) return;
+  if (dt <= 0 || !run_stops(at, dt, b)) return;
+  const double rate = speed();  // the slow machines' rate and the missing replicas' share
+  if (rate <= 0) {              // no replica's step counts: nothing is trained
+    b.missing_replicas += dt;
+    return;
   }
-  if (pause_left_ > 0) {
-    const std::int64_t use = std::min(pause_left_, dt);
-    pause_left_ -= use;
-    b.degraded += use;
-    at += use;
-    dt -= use;
-    if (dt == 0) return;
-  }
+  std::int64_t slow = 0;  // wall time the rate took: degraded and missing_replicas
   const std::int64_t start = at;
   std::int64_t left = dt;
   std::int64_t progress_gain = 0;
@@ -61,32 +73,32 @@ void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
     }
   }
   if (left > 0 && interval_ <= 0) {
-    const std::int64_t gain = scale(left, rate_);
+    const std::int64_t gain = scale(left, rate);
     seg_progress_ += gain;
     progress_gain += gain;
-    b.degraded += left - gain;
+    slow += left - gain;
     left = 0;
   }
   while (left > 0) {
     // Wall time to finish the current training segment at this rate.
     // (A plan set mid-segment with a shorter interval makes the save due at once.)
     const std::int64_t need_prog = std::max<std::int64_t>(0, interval_ - seg_progress_);
-    const std::int64_t need_wall = static_cast<std::int64_t>(std::ceil(need_prog / rate_));
+    const std::int64_t need_wall = static_cast<std::int64_t>(std::ceil(need_prog / rate));
     if (left < need_wall) {
-      const std::int64_t gain = std::min(need_prog, scale(left, rate_));
+      const std::int64_t gain = std::min(need_prog, scale(left, rate));
       seg_progress_ += gain;
       progress_gain += gain;
-      b.degraded += left - gain;
+      slow += left - gain;
       left = 0;
       break;
     }
     // Complete this segment, then as many whole cycles as fit, in closed form.
     seg_progress_ += need_prog;
     progress_gain += need_prog;
-    b.degraded += need_wall - need_prog;
+    slow += need_wall - need_prog;
     left -= need_wall;
     const std::int64_t cycle_wall =
-        static_cast<std::int64_t>(std::ceil(interval_ / rate_)) + blocking_;
+        static_cast<std::int64_t>(std::ceil(interval_ / rate)) + blocking_;
     if (left < blocking_) {
       in_ckpt_ = left;
       b.checkpoint += left;
@@ -105,28 +117,45 @@ void ProgressModel::run(std::int64_t at, std::int64_t dt, Breakdown& b) {
     ++checkpoints_;
     if (cycle_wall > 0 && left >= cycle_wall) {
       const std::int64_t k = left / cycle_wall;
-      const std::int64_t wall_train = static_cast<std::int64_t>(std::ceil(interval_ / rate_));
+      const std::int64_t wall_train = static_cast<std::int64_t>(std::ceil(interval_ / rate));
       committed_ += k * interval_;
       progress_gain += k * interval_;
       b.checkpoint += k * blocking_;
-      b.degraded += k * (wall_train - interval_);
+      slow += k * (wall_train - interval_);
       checkpoints_ += k;
       left -= k * cycle_wall;
     }
     if (blocking_ == 0 && left > 0 && seg_progress_ == 0) continue;
   }
+  split_slow(slow, b);
   // Progress is provisionally productive; lose() takes back what was not checkpointed.
   b.productive += progress_gain;
   if (record_ && progress_gain > 0)
     record(start, start + dt, static_cast<double>(progress_gain) / dt);
 }
 
+// The wall time the rate took from progress: the missing replicas' share of it (1 - f of
+// the speed r f lost, r the slow machines' rate and f the replica factor) to
+// missing_replicas, the rest to degraded.
+void ProgressModel::split_slow(std::int64_t slow, Breakdown& b) const {
+  if (replica_ >= 1 || slow <= 0) {
+    b.degraded += slow;
+    return;
+  }
+  const double missing = rate_ * (1 - replica_) / (1 - rate_ * replica_);
+  const std::int64_t m = scale(slow, missing);
+  b.missing_replicas += m;
+  b.degraded += slow - m;
+}
+
 std::int64_t ProgressModel::wall_to_gain(std::int64_t need) const {
   if (need <= 0) return 0;
+  const double rate = speed();
+  if (rate <= 0) return std::numeric_limits<std::int64_t>::max();
   auto wall = [&](std::int64_t progress) {
-    return static_cast<std::int64_t>(std::ceil(progress / rate_));
+    return static_cast<std::int64_t>(std::ceil(progress / rate));
   };
-  std::int64_t w = warmup_left_ + pause_left_;
+  std::int64_t w = warmup_left_ + pause_left_ + quorum_left_;
   std::int64_t seg = seg_progress_;
   if (in_ckpt_ > 0) {  // the open checkpoint block ends first, committing the segment
     w += blocking_ - in_ckpt_;
@@ -165,6 +194,17 @@ void ProgressModel::lose(Breakdown& b) {
   in_ckpt_ = 0;
   warmup_left_ = 0;
   pause_left_ = 0;
+  quorum_left_ = 0;
+}
+
+void ProgressModel::restore_pending(std::int64_t ns, std::int64_t at, Breakdown& b) {
+  if (ns <= 0) return;
+  seg_progress_ += ns;
+  b.recompute -= ns;
+  b.productive += ns;
+  // For timelines the kept progress reappears when it is restored (lose() trimmed the
+  // segments it was trained in).
+  record(at, at + 1, static_cast<double>(ns));
 }
 
 void ProgressModel::roll_back_committed(std::int64_t to, Breakdown& b) {

@@ -32,6 +32,9 @@ struct Breakdown {
       0;  // running slower than full speed, or paused to work around a slow machine
   std::int64_t warmup = 0;  // running after a (re)start before full speed (job.restart_warmup_s)
   std::int64_t waiting_for_machines = 0;  // stopped, no healthy machine free in a finite fleet
+  // Replica groups: the share of training that the missing data-parallel replicas did not
+  // do (1 - partial_replica_rate x live / dp of the running time), and quorum changes.
+  std::int64_t missing_replicas = 0;
   std::int64_t total() const;
 };
 
@@ -52,6 +55,7 @@ inline constexpr BucketInfo kBuckets[] = {
     {time_phase_name(TimePhase::kDegraded), &Breakdown::degraded},
     {time_phase_name(TimePhase::kWarmup), &Breakdown::warmup},
     {time_phase_name(TimePhase::kWaitingForMachines), &Breakdown::waiting_for_machines},
+    {time_phase_name(TimePhase::kMissingReplicas), &Breakdown::missing_replicas},
 };
 
 static_assert(std::size(kBuckets) == kTimePhaseCount, "one bucket per shared phase");
@@ -76,6 +80,12 @@ class ProgressModel {
   // rate in (0, 1]: 1 / slowdown factor.
   void set_rate(double rate) { rate_ = rate; }
   double rate() const { return rate_; }
+  // The job's progress runs at rate() x this (in [0, 1]) while data-parallel replicas are
+  // missing; what the factor takes goes to missing_replicas, what the rate takes to degraded.
+  void set_replica_factor(double f) { replica_ = f; }
+  double replica_factor() const { return replica_; }
+  // The wall-clock rate of progress: rate() x replica_factor().
+  double speed() const { return rate_ * replica_; }
   void set_record_segments(bool on) { record_ = on; }
   // The job has just (re)started: its first `ns` of running make no progress and go
   // to the warm-up bucket. A stop (lose) ends the warm-up.
@@ -83,6 +93,9 @@ class ProgressModel {
   // The running job pauses for `ns` (its layout changes around a slow machine): no
   // progress, accounted as degraded. After a warm-up still under way; a stop ends it.
   void pause(std::int64_t ns) { pause_left_ += ns > 0 ? ns : 0; }
+  // The running job pauses for `ns` while its quorum changes (replica groups): no progress,
+  // accounted as missing_replicas. After any pause already under way.
+  void pause_quorum(std::int64_t ns) { quorum_left_ += ns > 0 ? ns : 0; }
 
   // Runs the job for `dt` from wall instant `at`, accruing progress and checkpoints.
   void run(std::int64_t at, std::int64_t dt, Breakdown& b);
@@ -90,6 +103,11 @@ class ProgressModel {
   void lose(Breakdown& b);
   // Drops committed progress back to `to` (a restore from an older checkpoint).
   void roll_back_committed(std::int64_t to, Breakdown& b);
+  // Gives back `ns` of the progress lose() dropped, as training since the last checkpoint
+  // (recompute to productive), at wall instant `at`: an in-place restart whose survivors
+  // kept their state (FlashRecovery). A later lose() drops it again. REQUIRES ns at most
+  // what lose() dropped since the job last ran.
+  void restore_pending(std::int64_t ns, std::int64_t at, Breakdown& b);
   // Treats the progress since the last checkpoint as kept (end of horizon).
   void keep(Breakdown& b);
 
@@ -106,6 +124,8 @@ class ProgressModel {
 
  private:
   void record(std::int64_t start, std::int64_t end, double rate);
+  void split_slow(std::int64_t slow, Breakdown& b) const;
+  bool run_stops(std::int64_t& at, std::int64_t& dt, Breakdown& b);
   void trim_segments(std::int64_t progress_ns);
   std::int64_t interval_ = 0, blocking_ = 0;
   double rate_ = 1;
@@ -115,6 +135,8 @@ class ProgressModel {
   std::int64_t checkpoints_ = 0;
   std::int64_t warmup_left_ = 0;
   std::int64_t pause_left_ = 0;
+  std::int64_t quorum_left_ = 0;
+  double replica_ = 1;
   bool record_ = false;
   std::vector<ProgressSegment> segments_;
 };

@@ -87,7 +87,8 @@ std::string what_of(const Action& a, F name) {
       [&](const auto& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, StartJob>)
-          return mech(x.mechanism) + (x.version.empty() ? "" : " version " + x.version);
+          return mech(x.mechanism) + (x.version.empty() ? "" : " version " + x.version) +
+                 (x.in_place ? " in-place" : "");
         if constexpr (std::is_same_v<T, EvictMachines>)
           return machines(x.machines, name) + " " + mech(x.mechanism) + (x.retire ? " retire" : "");
         if constexpr (std::is_same_v<T, AcquireMachines>)
@@ -112,6 +113,8 @@ std::string what_of(const Action& a, F name) {
         if constexpr (std::is_same_v<T, MitigateSlowdown>)
           return std::string(mitigation_name(x.how)) + " slot " + std::to_string(x.slot);
         if constexpr (std::is_same_v<T, AvoidMachines>) return machines(x.machines, name);
+        if constexpr (std::is_same_v<T, RejoinReplica>) return std::to_string(x.replica);
+        if constexpr (std::is_same_v<T, MigrateMachines>) return machines(x.machines, name);
         return "";
       },
       a);

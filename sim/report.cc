@@ -372,6 +372,20 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   }
   out["resolved_by_per_replica"] = mech;
   out["standby_exhaustions_per_replica"] = exhaust / n;
+  // Failure prediction and migration (scenario `warning`, MigrateMachines): only when a
+  // replica saw a warning, so that results without warnings keep their keys.
+  double warnings = 0, warnings_false = 0, migrations = 0, needless = 0;
+  for (const auto& r : rs) {
+    warnings += r.warnings;
+    warnings_false += r.warnings_false;
+    migrations += r.migrations;
+    needless += r.migrations_needless;
+  }
+  if (warnings > 0 || migrations > 0)
+    out["migration"] = {{"warnings_per_replica", warnings / n},
+                        {"false_warnings_per_replica", warnings_false / n},
+                        {"migrations_per_replica", migrations / n},
+                        {"needless_migrations_per_replica", needless / n}};
   out["remote_checkpoint_fallbacks_per_replica"] = fallbacks / n;
   const double gpus = static_cast<double>(sc.cluster.machines) * sc.cluster.gpus_per_machine;
   if (work) {

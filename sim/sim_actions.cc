@@ -24,7 +24,8 @@ ActionId SimWorld::act(Action a) {
     result_.decisions.push_back("R " + std::to_string(now_) + " A " + traces::to_json(a).dump());
   const bool acts_on_incident =
       !std::holds_alternative<Note>(a) && !std::holds_alternative<SetCheckpointPlan>(a) &&
-      !std::holds_alternative<WatchSteps>(a) && !std::holds_alternative<EnableOracle>(a);
+      !std::holds_alternative<WatchSteps>(a) && !std::holds_alternative<EnableOracle>(a) &&
+      !std::holds_alternative<EnableReplicaGroups>(a);
   if (acts_on_incident) mark_acted();
   if (auto why = refusal(a, {.cluster = view_,
                              .job_running = job_ == JobState::kRunning,
@@ -58,11 +59,12 @@ void SimWorld::apply(ActionId id, const StopJob&) {
 
 void SimWorld::apply(ActionId id, const StartJob& st) {
   if (!st.version.empty()) ++code_version_;  // a held update rides this restart
-  start_job(id, st.mechanism);
+  start_job(id, st.mechanism, st.in_place && st.version.empty());
 }
 
 void SimWorld::apply(ActionId id, const EvictMachines& e) {
-  note_mechanism(e.mechanism);
+  // A replica drop's machines leave a job that trains on: no restart to credit.
+  if (e.mechanism != Mechanism::kReplicaDrop) note_mechanism(e.mechanism);
   for (MachineId m : e.machines) {
     if (m < 0 || m >= view_.machine_count()) continue;
     const SlotId s = view_.slot_of(m);
@@ -76,7 +78,8 @@ void SimWorld::apply(ActionId id, const EvictMachines& e) {
       // A test failed it although healthy, or it went with its group.
       if (fp_failed_[m]) ++result_.evictions_false_positive;
     }
-    stop_job_now();
+    // Replica groups: the quorum trains on without its replica.
+    if (!replica_out(m) && !evicted_drops(m, e.reason)) stop_job_now();
     view_.vacate(s);
     on_leave(m);
     if (e.retire) {
@@ -90,7 +93,7 @@ void SimWorld::apply(ActionId id, const EvictMachines& e) {
 }
 
 void SimWorld::apply(ActionId id, const AcquireMachines& q) {
-  note_mechanism(q.mechanism);
+  if (q.mechanism != Mechanism::kReplicaDrop) note_mechanism(q.mechanism);
   Acquire acq{id, q.mode, q.slots, {}, {}, 0};
   if (q.mode == AcquireMode::kRequeue)
     requeue_all(acq);
@@ -114,6 +117,7 @@ void SimWorld::apply(ActionId id, const AcquireMachines& q) {
 void SimWorld::requeue_all(Acquire& acq) {
   if (job_ == JobState::kRunning) job_down();
   job_ = JobState::kDown;
+  processes_kept_ = false;  // every process killed: no in-place restart after it
   new_batch_token();
   drop_acquisitions();
   acq.slots.clear();

@@ -72,6 +72,12 @@ void SimWorld::inject(const FaultArrival& a) {
                                            : 1.0 / sc_.repair.bad_rate_factor;
     if (keep < 1 && !Rng({sc_.seed, replica_, 0x7415ull, key}).bernoulli(keep)) return;
   }
+  if (cat.warning.enabled && warn(a, key)) return;  // it strikes lead_time_s later
+  strike(a, key);
+}
+
+void SimWorld::strike(const FaultArrival& a, std::uint64_t key) {
+  const auto& cat = sc_.faults[a.category];
   ++result_.faults_injected;
   ++result_.categories[a.category].injected;
   Fault f;
@@ -135,7 +141,9 @@ void SimWorld::alert_inspections(Fault& f) {
 bool SimWorld::strike_crash(Fault& f, std::int64_t observe) {
   const auto& cat = sc_.faults[f.category];
   bool affects = false;
-  if (job_ == JobState::kRunning) {
+  if (const Drop d = drop_replica(f, observe, false); d != Drop::kNotMine) {
+    return d == Drop::kDropped;  // replica groups: the others train on
+  } else if (job_ == JobState::kRunning) {
     affects = true;
     const std::int64_t step = steps_done();
     job_down();
@@ -159,9 +167,11 @@ bool SimWorld::strike_crash(Fault& f, std::int64_t observe) {
 
 // A hang: the step counter stops, and the NCCL watchdog (if any) aborts every rank after
 // its timeout; a start under way fails the same way. True when the job felt it.
-bool SimWorld::strike_hang() {
+bool SimWorld::strike_hang(Fault& f) {
   bool affects = false;
-  if (job_ == JobState::kRunning && !stuck_) {
+  if (const Drop d = drop_replica(f, now_, true); d != Drop::kNotMine) {
+    return d == Drop::kDropped;  // replica groups: the quorum times out and drops it
+  } else if (job_ == JobState::kRunning && !stuck_) {
     affects = true;
     stuck_ = true;
     broken_unacted_ = true;
@@ -212,7 +222,7 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
       affects = strike_crash(f, observe);
       break;
     case Symptom::kHang:
-      affects = strike_hang();
+      affects = strike_hang(f);
       break;
     case Symptom::kSlowdown:
       if (job_ == JobState::kRunning || job_ == JobState::kStarting) {

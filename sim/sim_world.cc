@@ -44,9 +44,18 @@ std::vector<scenarios::FaultCategory> arrival_categories(const scenarios::Scenar
 }
 }  // namespace
 
+// How the replica waits on SimGrid while real batches run: an untimed wait on `cv`, woken by a
+// batch's completion (`batch_done`) or by an alarm actor at the deadline. Not a timed wait:
+// SimGrid 3.32 keeps a timed wait's timeout armed after a notify wakes the waiter, and the
+// timeout, firing after the replica ended, reads the freed condition variable (seen as a
+// crash at the end of a replica whose batches overlapped). An alarm holds the condition
+// variable and the flags it needs, so it outlives the replica harmlessly.
 struct SimWorld::SgSync {
   sg4::MutexPtr mutex = sg4::Mutex::create();
   sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
+  bool batch_done = false;
+  // The wait an alarm belongs to: a stale alarm (its wait was ended by a batch) stays quiet.
+  std::shared_ptr<std::uint64_t> wait = std::make_shared<std::uint64_t>(0);
 };
 
 SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platform& platform,
@@ -162,6 +171,7 @@ ReplicaResult SimWorld::run() {
   real_at_start_ = flows_.real_batches();
   cached_at_start_ = flows_.cached_batches();
   if (pool_target_ < 0) pool_target_ = sc_.cluster.standby_machines;
+  start_warnings();
   policy_->start(*this);
   const bool finished = run_events();
   // Batches still under way at the horizon leave the network with this world (the
@@ -208,7 +218,16 @@ bool SimWorld::run_events() {
       // Let SimGrid run the transfers until our next event or a batch completion.
       std::unique_lock lock(*sync_->mutex);
       const double deadline = sg_base_ + t_next * 1e-9;
-      if (sync_->cv->wait_until(lock, deadline) == std::cv_status::no_timeout) {
+      const std::uint64_t mine = ++*sync_->wait;
+      sg4::Actor::create("alarm", platform_.control_host(),
+                         [cv = sync_->cv, wait = sync_->wait, mine, deadline] {
+                           sg4::this_actor::sleep_until(deadline);
+                           if (*wait == mine) cv->notify_all();
+                         });
+      sync_->batch_done = false;
+      sync_->cv->wait(lock);
+      ++*sync_->wait;  // its alarm, if still asleep, is stale now
+      if (sync_->batch_done) {
         // A batch finished and queued its completion at the current SimGrid time.
         continue;
       }
@@ -348,8 +367,10 @@ void SimWorld::dispatch(Item& item) {
 // ---------------------------------------------------------------- ground truth
 
 void SimWorld::job_down() {
+  lost_in_memory_ += progress_.pending_ns();  // the survivors still hold it (in-place restarts)
   progress_.lose(result_.breakdown);
   mitigated_.clear();  // the next start lays the job out afresh
+  if (!migrations_.empty()) abandon_migrations();
   job_ = JobState::kDown;
   stuck_ = false;
   ++epoch_;
@@ -414,6 +435,7 @@ void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet
     const std::int64_t at =
         std::max(now_, Duration::round_ns((sg4::Engine::get_clock() - sg_base_) * 1e9));
     push(at, done);
+    sync_->batch_done = true;
     sync_->cv->notify_all();
   });
   underway_.push_back({*id, 0});
@@ -492,9 +514,19 @@ void SimWorld::on_internal(const Internal& in) {
     }
     case Internal::kOnCallDone:
       return on_call_done();
+    case Internal::kWarnedStrike:
+      return warned_strike(in.token);
+    case Internal::kFalseWarning:
+      return false_warning(static_cast<int>(in.token));
+    case Internal::kMigrateStep:
+      return migration_step(in.token);
     case Internal::kRepaired:
       repaired(in.token);
       return;
+    case Internal::kReplicaTimeout:
+      return replica_timed_out(in.token);
+    case Internal::kRejoined:
+      return rejoined(in.token);
     case Internal::kPreempted: {
       --preempting_;
       ++result_.preemptions;
@@ -555,6 +587,13 @@ void SimWorld::start_init() {
   std::vector<Transfer> restore;
   const double bytes = sc_.job.checkpoint_bytes_per_machine;
   const Internal restored{Internal::kStartRestored, batch_token_};
+  if (in_place_) {  // each restarted slot's state from its data-parallel peer's memory
+    for (SlotId s : restarted_slots())
+      if (bytes > 0)
+        restore.push_back({platform_.slot_host(dp_peer(s)), platform_.slot_host(s), bytes});
+    run_batch(std::move(restore), restored);
+    return;
+  }
   if (bytes > 0 && tier_ == CheckpointTier::kRemote) {
     run_whole_job_batch(1, bytes, restored);
     return;
@@ -598,7 +637,23 @@ void SimWorld::finish_start() {
   ++epoch_;
   for (SlotId s : fresh_slots_) fresh_[s] = false;
   fresh_slots_.clear();
+  if (in_place_) {
+    // The survivors' state at the last completed step: only the step in flight is lost.
+    const std::int64_t step = secs(sc_.job.step_time_s);
+    progress_.restore_pending(lost_in_memory_ - (progress_.committed_ns() + lost_in_memory_) % step,
+                              now_, result_.breakdown);
+  }
+  const std::int64_t resumed_step =
+      (in_place_ ? progress_.committed_ns() + progress_.pending_ns() : progress_.committed_ns()) /
+      secs(sc_.job.step_time_s);
+  in_place_ = false;
+  lost_in_memory_ = 0;
+  processes_kept_ = true;
+  // Survivors keep warm caches, but the job runs at its slowest rank's pace and the
+  // restarted ranks start cold: the warm-up is the same as after a standard restart (our
+  // assumption; FlashRecovery publishes none).
   progress_.start_warmup(secs(sc_.job.restart_warmup_s));
+  all_replicas_back();
   // Faults that landed while the job was stopped, on machines it now runs on (and code
   // bugs in the code it now runs), strike now. Slowdowns take effect before the rate is
   // set; the others strike below, after JobStarted.
@@ -624,8 +679,7 @@ void SimWorld::finish_start() {
   }
   pending_.resize(keep);
   update_rate(false);
-  deliver_at(now_, JobStarted{start_action_, progress_.committed_ns() / secs(sc_.job.step_time_s)},
-             false);
+  deliver_at(now_, JobStarted{start_action_, resumed_step}, false);
   send_sample(now_, false);  // every start opens the sample stream with the step rate
   // Persistent faults on machines still in the job, and code bugs still in the code,
   // strike again.
@@ -666,14 +720,60 @@ void SimWorld::finish_start() {
   }
 }
 
-void SimWorld::start_job(ActionId id, Mechanism mech) {
+void SimWorld::start_job(ActionId id, Mechanism mech, bool in_place) {
   note_mechanism(mech);
   job_ = JobState::kStarting;
   stage_ = StartStage::kInit;
   start_action_ = id;
   ++epoch_;
   new_batch_token();
-  push(now_ + secs(sc_.job.init_s), Internal{Internal::kStartInit, batch_token_});
+  in_place_ = false;
+  if (in_place) {
+    const std::string blocker = in_place_blocker();
+    in_place_ = blocker.empty();
+    if (!in_place_) note("in-place restart not possible (" + blocker + "): a standard restart");
+  }
+  // A whole-job start initialises every machine; an in-place one its restarted machines.
+  const double init =
+      in_place_ ? sc_.job.inplace_init_s +
+                      sc_.job.init_per_machine_s * static_cast<double>(restarted_slots().size())
+                : sc_.job.init_s + sc_.job.init_per_machine_s * view_.slots();
+  push(now_ + secs(init), Internal{Internal::kStartInit, batch_token_});
+}
+
+std::vector<SlotId> SimWorld::restarted_slots() const {
+  std::vector<SlotId> out = fresh_slots_;
+  std::sort(out.begin(), out.end());  // the transfer list's key needs slot order
+  if (out.empty()) out.push_back(0);
+  return out;
+}
+
+SlotId SimWorld::dp_peer(SlotId s) const {
+  const auto& c = view_.spec();
+  const int slots = view_.slots();
+  const std::int64_t per_replica = static_cast<std::int64_t>(c.tp) * c.pp;  // ranks
+  int stride;  // slots from one replica's copy of s's ranks to the next
+  if (per_replica % c.gpus_per_machine == 0)
+    stride = static_cast<int>(per_replica / c.gpus_per_machine);
+  else if (c.gpus_per_machine % per_replica == 0)
+    stride = 1;  // a machine holds whole replicas: every other machine is a peer
+  else
+    return -1;
+  for (int k = 1; static_cast<std::int64_t>(k) * stride < slots; ++k) {
+    const SlotId p = static_cast<SlotId>((s + static_cast<std::int64_t>(k) * stride) % slots);
+    if (!fresh_[p] && view_.machine_in(p) != kNoMachine) return p;
+  }
+  return -1;
+}
+
+std::string SimWorld::in_place_blocker() const {
+  if (!processes_kept_) return "no processes kept: the first start or a requeue";
+  for (FaultId id : open_)
+    if (sc_.faults[fault_log_[id].category].symptom == Symptom::kNan)
+      return "a NaN: the state in memory is corrupt";
+  for (SlotId s : restarted_slots())
+    if (dp_peer(s) < 0) return "no data-parallel peer holds slot " + std::to_string(s) + "'s state";
+  return {};
 }
 
 TimerId SimWorld::set_timer(Duration after, std::uint64_t tag) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <string>
 #include <variant>
@@ -99,7 +100,12 @@ class SimWorld final : public World {
       kRepaired,
       kHoldEnd,
       kOnCallDone,
-      kPreempted
+      kPreempted,
+      kReplicaTimeout,  // a hung replica's quorum timed out (token: the fault)
+      kRejoined,        // a RejoinReplica's state transfer ended (token: the action)
+      kWarnedStrike,    // a warned fault strikes (token: index into warned_)
+      kFalseWarning,    // a false warning of a category comes (token: the category)
+      kMigrateStep      // a migration's standbys woke or its copy ended (token: the action)
     } kind;
     std::uint64_t token = 0;  // action id or fault id
   };
@@ -188,7 +194,17 @@ class SimWorld final : public World {
   bool computing() const { return job_ == JobState::kRunning && !stuck_; }
   // A repair's duration with mean `mean_h`, as cluster.repair.repair_time draws it.
   std::int64_t repair_ns(double mean_h, Rng& rng) const;
-  void start_job(ActionId id, Mechanism mech);
+  // `in_place` (StartJob::in_place): only the restarted slots re-initialise and restore,
+  // from a data-parallel peer, when in_place_blocker() finds nothing against it.
+  void start_job(ActionId id, Mechanism mech, bool in_place = false);
+  // In-place restarts (FlashRecovery): the slots whose ranks restart (the fresh ones, else
+  // slot 0 standing for the failed rank's machine, which the model does not track); a
+  // slot's nearest data-parallel peer (same pipeline and tensor position in another
+  // replica) whose machine is not fresh, or -1; why an in-place restart cannot be done now
+  // (empty: it can).
+  std::vector<SlotId> restarted_slots() const;
+  SlotId dp_peer(SlotId s) const;
+  std::string in_place_blocker() const;
   void deliver_probe(ActionId id);
   StackSignatures stack_signatures() const;
   void note_mechanism(Mechanism m) {
@@ -233,6 +249,9 @@ class SimWorld final : public World {
   void apply(ActionId id, const AvoidMachines& a);
   void apply(ActionId id, const MitigateSlowdown& a);
   void apply(ActionId id, const EndRun& a);
+  void apply(ActionId id, const EnableReplicaGroups& a);
+  void apply(ActionId id, const RejoinReplica& a);
+  void apply(ActionId id, const MigrateMachines& a);
   void refuse(ActionId id, std::string why);  // ActionFailed, now
   // The job stops, running or starting (a start under way is abandoned with its transfers).
   void stop_job_now();
@@ -243,11 +262,23 @@ class SimWorld final : public World {
   void reserve_in_domain(Acquire& acq);
   void acquire_oracle(const Acquire& acq);
   void inject(const FaultArrival& a);
+  // A fault arrival past thinning (`key`: its arrival index) strikes now.
+  void strike(const FaultArrival& a, std::uint64_t key);
+  // Failure prediction and migration (sim_migration.cc). warn: a warned category's arrival
+  // announced on its machine (true: it strikes later, from warned_strike). start_warnings:
+  // the false-warning streams' first arrivals. migration_step: a migration's parts are done
+  // one by one; the last swaps the machines. abandon_migrations: the job stopped.
+  bool warn(const FaultArrival& a, std::uint64_t key);
+  void warned_strike(std::uint64_t token);
+  void start_warnings();
+  void false_warning(int category);
+  void migration_step(ActionId id);
+  void abandon_migrations();
   void apply_symptom(Fault& f, bool at_start);
   // apply_symptom's parts (sim_symptoms.cc); the strikes say whether the job felt it.
   void alert_inspections(Fault& f);
   bool strike_crash(Fault& f, std::int64_t observe);
-  bool strike_hang();
+  bool strike_hang(Fault& f);
   void job_down();
   void abort_start(const std::string& signature, MachineId m, std::int64_t observe_at);
   // Recomputes the progress rate; true when it just turned slow (a report is scheduled).
@@ -281,6 +312,25 @@ class SimWorld final : public World {
   MachineId attributed(Fault& f);
   // Fault ledger: fixes a pending fault's outcome (it struck, its machines left, or it ended).
   void settle(Fault& f, Outcome o);
+  // Replica groups (sim_replicas.cc). What became of a rank's failure under them: not theirs
+  // (they are off, the fault reaches every replica, the quorum would fall below its minimum:
+  // the job goes down as without them), its replica dropped, or nothing (its replica was out
+  // of the quorum already and no rank of it trains).
+  enum class Drop : std::uint8_t { kNotMine, kDropped, kIdle };
+  Drop drop_replica(Fault& f, std::int64_t observe, bool hang);
+  void drop_now(int replica, MachineId m, int exit_code, const std::string& signature,
+                std::int64_t observe);
+  void replica_timed_out(FaultId id);
+  void rejoined(ActionId id);
+  // A (re)start brings every replica back; rejoins under way are moot.
+  void all_replicas_back();
+  // The progress model's replica factor from the live replicas.
+  void set_replica_factor();
+  bool replica_out(MachineId m) const;  // its replica is out of the quorum
+  // Machine m of a live replica is evicted from the running job: its replica drops out
+  // (true), or the job stops when that would leave fewer than min_replicas (true, a
+  // ProcessExit says so); false without replica groups or a running job.
+  bool evicted_drops(MachineId m, const std::string& why);
   // Machines entering and leaving the job (any slot), and the repair pipeline (the fleet's
   // part in sim_fleet.cc).
   void on_join(MachineId m);
@@ -339,6 +389,12 @@ class SimWorld final : public World {
   // Job and cluster state.
   JobState job_ = JobState::kIdle;
   StartStage stage_ = StartStage::kInit;
+  // In-place restarts (StartJob::in_place): the start under way is one; the job's processes
+  // hold its state (it ran since the last requeue); the progress lose() dropped since then,
+  // which the survivors still hold in memory.
+  bool in_place_ = false;
+  bool processes_kept_ = false;
+  std::int64_t lost_in_memory_ = 0;
   ActionId start_action_ = 0;
   std::int64_t epoch_ = 0;
   bool stuck_ = false;
@@ -415,6 +471,40 @@ class SimWorld final : public World {
   int good_version_ = 0;
   std::int64_t remote_interval_ =
       Duration::hours(1).ns;  // newest code version that ran without a code fault
+
+  struct Replicas {
+    bool on = false;  // EnableReplicaGroups
+    int min = 1;
+    std::int64_t quorum_change = 0, timeout = 0;
+    enum State : std::uint8_t { kLive, kDropped, kRejoining };
+    std::vector<std::uint8_t> state;  // by replica (data-parallel index)
+    int out = 0;                      // replicas not live
+    struct Rejoin {
+      int replica = 0;
+      std::int64_t epoch = 0;
+    };
+    std::map<ActionId, Rejoin> rejoins;  // under way
+    std::optional<FaultId> hung;         // a confined hang the quorum waits on (stuck_)
+  } replicas_;
+
+  // Failure prediction (scenario categories' `warning`) and migration (MigrateMachines).
+  struct Warned {
+    FaultArrival arrival;
+    std::uint64_t key = 0;  // the arrival index: the fault's streams
+    MachineId machine = kNoMachine;
+    std::uint32_t repairs = 0;  // the machine's repairs when warned (the same machine after)
+  };
+  std::vector<Warned> warned_;          // by kWarnedStrike token
+  std::map<MachineId, int> warned_on_;  // warned faults yet to strike, by machine
+  std::vector<Rng> false_rng_;          // per category: its false warnings' stream
+  struct Migration {
+    ActionId id = 0;
+    std::vector<std::pair<MachineId, MachineId>> moves;  // (old machine, its standby)
+    std::int64_t pause = 0;
+    int waiting = 0;  // parts not done yet (the standbys' wake, the copy)
+    Mechanism mechanism = Mechanism::kNone;
+  };
+  std::vector<Migration> migrations_;
 
   ReplicaResult result_;
   struct SgSync;

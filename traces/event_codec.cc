@@ -41,17 +41,20 @@ struct TypeNames;
 template <>
 struct TypeNames<faultline::Event> {
   static constexpr std::array<const char*, std::variant_size_v<faultline::Event>> kNames = {
-      "ProcessExit", "StartFailed",   "InspectionAlert",     "StepSample",  "JobStarted",
-      "JobStopped",  "MachinesReady", "CodeUpdateRequested", "TimerFired",  "ActionFailed",
-      "OracleFault", "ProbeResult",   "StacksCaptured",      "ReplayResult"};
+      "ProcessExit",     "StartFailed",   "InspectionAlert",     "StepSample",   "JobStarted",
+      "JobStopped",      "MachinesReady", "CodeUpdateRequested", "TimerFired",   "ActionFailed",
+      "OracleFault",     "ProbeResult",   "StacksCaptured",      "ReplayResult", "ReplicaDropped",
+      "ReplicaRejoined", "FailureWarning"};
 };
 template <>
 struct TypeNames<faultline::Action> {
   static constexpr std::array<const char*, std::variant_size_v<faultline::Action>> kNames = {
-      "StopJob",       "StartJob",         "EvictMachines", "AcquireMachines",  "SetCheckpointPlan",
-      "WatchSteps",    "EnableOracle",     "Note",          "EnableInspection", "RunProbe",
-      "CaptureStacks", "RunReplay",        "HotUpdate",     "RollBack",         "SetStandbyPool",
-      "EndRun",        "MitigateSlowdown", "AvoidMachines"};
+      "StopJob",           "StartJob",      "EvictMachines",       "AcquireMachines",
+      "SetCheckpointPlan", "WatchSteps",    "EnableOracle",        "Note",
+      "EnableInspection",  "RunProbe",      "CaptureStacks",       "RunReplay",
+      "HotUpdate",         "RollBack",      "SetStandbyPool",      "EndRun",
+      "MitigateSlowdown",  "AvoidMachines", "EnableReplicaGroups", "RejoinReplica",
+      "MigrateMachines"};
 };
 
 // ---------------------------------------------------------------- encoders
@@ -134,6 +137,25 @@ struct EventEncoder {
     for (bool b : x.group_failed) a.push_back(b);
     o["group_failed"] = std::move(a);
   }
+  void operator()(const ReplicaDropped& x) {
+    o["replica"] = x.replica;
+    o["machine"] = x.machine;
+    o["exit_code"] = x.exit_code;
+    o["signature"] = x.signature;
+    if (x.step >= 0) o["step"] = x.step;
+    o["live"] = x.live;
+  }
+  void operator()(const ReplicaRejoined& x) {
+    o["action"] = x.action;
+    o["replica"] = x.replica;
+    o["live"] = x.live;
+  }
+  void operator()(const FailureWarning& x) {
+    o["machine"] = x.machine;
+    o["kind"] = x.kind;
+    o["lead_s"] = to_s(x.lead);
+    o["detail"] = x.detail;
+  }
 };
 
 struct ActionEncoder {
@@ -143,6 +165,7 @@ struct ActionEncoder {
     o["reason"] = x.reason;
     o["mechanism"] = mechanism_name(x.mechanism);
     if (!x.version.empty()) o["version"] = x.version;
+    if (x.in_place) o["in_place"] = true;  // absent in older logs: a standard start
   }
   void operator()(const EvictMachines& x) {
     if (x.retire) o["retire"] = true;
@@ -211,6 +234,22 @@ struct ActionEncoder {
   void operator()(const AvoidMachines& x) {
     o["machines"] = x.machines;
     o["reason"] = x.reason;
+  }
+  void operator()(const EnableReplicaGroups& x) {
+    o["min_replicas"] = x.min_replicas;
+    o["quorum_change_s"] = to_s(x.quorum_change);
+    o["timeout_s"] = to_s(x.timeout);
+    o["reason"] = x.reason;
+  }
+  void operator()(const RejoinReplica& x) {
+    o["replica"] = x.replica;
+    o["reason"] = x.reason;
+  }
+  void operator()(const MigrateMachines& x) {
+    o["machines"] = x.machines;
+    o["reason"] = x.reason;
+    o["mechanism"] = mechanism_name(x.mechanism);
+    o["pause_s"] = to_s(x.pause);
   }
 };
 
@@ -369,6 +408,34 @@ ReplayResult decode(JsonIn& in, Tag<ReplayResult>) {
   return x;
 }
 
+ReplicaDropped decode(JsonIn& in, Tag<ReplicaDropped>) {
+  ReplicaDropped x;
+  x.replica = static_cast<int>(in.integer("replica", 0, 0, kI32Max, true));
+  x.machine = machine(in);
+  x.exit_code = static_cast<int>(in.integer("exit_code", x.exit_code, kI32Min, kI32Max));
+  x.signature = in.string("signature", "");
+  x.step = in.integer("step", -1, -1, std::numeric_limits<std::int64_t>::max());
+  x.live = static_cast<int>(in.integer("live", 0, 0, kI32Max));
+  return x;
+}
+
+ReplicaRejoined decode(JsonIn& in, Tag<ReplicaRejoined>) {
+  ReplicaRejoined x;
+  x.action = in.unsigned_integer("action", 0);
+  x.replica = static_cast<int>(in.integer("replica", 0, 0, kI32Max, true));
+  x.live = static_cast<int>(in.integer("live", 0, 0, kI32Max));
+  return x;
+}
+
+FailureWarning decode(JsonIn& in, Tag<FailureWarning>) {
+  FailureWarning x;
+  x.machine = machine(in);
+  x.kind = in.string("kind", "");
+  x.lead = in.duration("lead_s", x.lead);
+  x.detail = in.string("detail", "");
+  return x;
+}
+
 // ---------------------------------------------------------------- actions
 
 StopJob decode(JsonIn& in, Tag<StopJob>) { return StopJob{in.string("reason", "")}; }
@@ -378,6 +445,7 @@ StartJob decode(JsonIn& in, Tag<StartJob>) {
   x.reason = in.string("reason", "");
   x.mechanism = mechanism(in);
   x.version = in.string("version", "");
+  x.in_place = in.boolean("in_place", false);
   return x;
 }
 
@@ -488,6 +556,31 @@ AvoidMachines decode(JsonIn& in, Tag<AvoidMachines>) {
   AvoidMachines x;
   x.machines = in.ids("machines");
   x.reason = in.string("reason", "");
+  return x;
+}
+
+EnableReplicaGroups decode(JsonIn& in, Tag<EnableReplicaGroups>) {
+  EnableReplicaGroups x;
+  x.min_replicas = static_cast<int>(in.integer("min_replicas", 1, 0, kI32Max));
+  x.quorum_change = in.duration("quorum_change_s", x.quorum_change);
+  x.timeout = in.duration("timeout_s", x.timeout);
+  x.reason = in.string("reason", "");
+  return x;
+}
+
+RejoinReplica decode(JsonIn& in, Tag<RejoinReplica>) {
+  RejoinReplica x;
+  x.replica = static_cast<int>(in.integer("replica", 0, 0, kI32Max, true));
+  x.reason = in.string("reason", "");
+  return x;
+}
+
+MigrateMachines decode(JsonIn& in, Tag<MigrateMachines>) {
+  MigrateMachines x;
+  x.machines = in.ids("machines");
+  x.reason = in.string("reason", "");
+  x.mechanism = mechanism(in);
+  x.pause = in.duration("pause_s", x.pause);
   return x;
 }
 

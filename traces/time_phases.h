@@ -25,13 +25,15 @@ enum class TimePhase : std::uint8_t {
   kDegraded,            // running slower than full speed
   kWarmup,              // running after a (re)start before full speed
   kWaitingForMachines,  // stopped, no healthy machine free
+  kMissingReplicas,     // training with data-parallel replicas missing, and quorum changes
 };
 
-inline constexpr std::size_t kTimePhaseCount = 10;
+inline constexpr std::size_t kTimePhaseCount = 11;
 
 inline constexpr std::array<const char*, kTimePhaseCount> kTimePhaseNames = {
-    "productive", "detection",  "diagnosis", "failover", "restore",
-    "recompute",  "checkpoint", "degraded",  "warmup",   "waiting_for_machines"};
+    "productive",      "detection",  "diagnosis", "failover", "restore",
+    "recompute",       "checkpoint", "degraded",  "warmup",   "waiting_for_machines",
+    "missing_replicas"};
 
 constexpr const char* time_phase_name(TimePhase p) {
   return kTimePhaseNames[static_cast<std::size_t>(p)];

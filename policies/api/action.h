@@ -32,8 +32,9 @@ enum class Mechanism : std::uint8_t {
   kReschedule,          // evicted machines replaced cold
   kOracle,              // perfect knowledge (baseline)
   kAttributedEviction,  // eviction of the machine that crash logs named again and again
+  kReplicaDrop,         // its replica dropped out and rejoined while the others trained
 };
-inline constexpr int kMechanisms = 12;
+inline constexpr int kMechanisms = 13;
 const char* mechanism_name(Mechanism m);
 
 // Stops the job (kills every rank); JobStopped follows, also when nothing was running.
@@ -52,6 +53,14 @@ struct StartJob {
   // restart); empty: the version that ran last. The credit stays `mechanism`'s. (Its
   // initialiser keeps StartJob{"why"} free of -Wmissing-field-initializers.)
   std::string version = {};
+  // An in-place restart (FlashRecovery, arXiv 2509.03047): only the ranks of machines that
+  // joined since the job last ran (or, with none, the failed rank's) re-initialise and fetch
+  // their state from a data-parallel peer's memory; the survivors keep their processes,
+  // their state at the last completed step and their communicators, so at most the step in
+  // flight is lost. A backend that cannot (no peer holds a replaced rank's state, the
+  // processes are gone after a requeue) starts the job as usual and notes why; live mode
+  // always does (LiveWorld).
+  bool in_place = false;
 };
 // Removes machines from the job (they go to repair); their slots become empty and the
 // job, if running, is broken. Machines not in a slot (standbys, evicted ones) are left
@@ -217,10 +226,57 @@ struct AvoidMachines {
   std::string reason;
 };
 
+// Fault-tolerant data parallelism (FT-HSDP, arXiv 2602.00277; torchft): from now on the job
+// runs its data-parallel replicas (ClusterView::pp_group_slots) as groups that fail apart. A
+// rank's failure drops its replica out of the quorum while the other replicas train on with
+// a smaller global batch; every quorum change pauses the job for `quorum_change`. A hung rank
+// drops its replica once the quorum's collectives time out (`timeout`). ReplicaDropped
+// follows each drop. A failure that would leave fewer than `min_replicas` replicas, and a
+// fault that is not confined to one replica (the job's code or data, a job-wide fault, a NaN
+// the all-reduce spreads), stops the job as without it; a (re)start brings every replica
+// back. No event follows. ActionFailed: min_replicas below 1 or above the data-parallel
+// degree; in live mode, until its job library's replica groups are wired to the controller.
+struct EnableReplicaGroups {
+  int min_replicas = 1;
+  Duration quorum_change;
+  Duration timeout = Duration::seconds(60);
+  std::string reason = {};
+};
+// Brings a dropped replica back while the job trains (the rejoin at a step boundary): every
+// machine of the replica fetches the model and optimizer state from the machine at the same
+// place of a live replica (a transfer of job.checkpoint_bytes_per_machine), then the job
+// pauses for a quorum change and trains with it again. ReplicaRejoined follows; a replica
+// that fails again while rejoining is dropped again (ReplicaDropped). ActionFailed: replica
+// groups not enabled, the job not running, the replica not dropped or already rejoining, a
+// slot of the replica without a machine.
+struct RejoinReplica {
+  int replica = 0;
+  std::string reason;
+};
+// Moves machines' work off them while the job trains (TrainMover, arXiv 2412.12636: migration
+// before a predicted failure): each machine in `machines` gets a warm standby from the pool;
+// its state (job.checkpoint_bytes_per_machine) is copied from the old machine to the standby
+// while the job keeps training, then the job pauses for `pause` to swap them (the new machine
+// joins the old one's slot, no restart), and the old machine leaves the job for repair as an
+// eviction. MachinesReady follows, listing the machines that joined. If the job stops before
+// the swap, the migration is abandoned: the standbys go back to the pool, the old machines
+// stay, and ActionFailed follows ("job stopped during the migration"). `mechanism` credits an
+// incident the move resolves (a slowdown on the machine). ActionFailed at once: the job is not
+// running, no machines, a machine not in the job, fewer warm standbys parked than machines
+// (nothing is migrated: the policy may evict and replace instead); in live mode always (live
+// migration is not implemented).
+struct MigrateMachines {
+  MachineSet machines;
+  std::string reason;
+  Mechanism mechanism = Mechanism::kNone;
+  Duration pause = Duration::seconds(10);
+};
+
 using Action =
     std::variant<StopJob, StartJob, EvictMachines, AcquireMachines, SetCheckpointPlan, WatchSteps,
                  EnableOracle, Note, EnableInspection, RunProbe, CaptureStacks, RunReplay,
-                 HotUpdate, RollBack, SetStandbyPool, EndRun, MitigateSlowdown, AvoidMachines>;
+                 HotUpdate, RollBack, SetStandbyPool, EndRun, MitigateSlowdown, AvoidMachines,
+                 EnableReplicaGroups, RejoinReplica, MigrateMachines>;
 
 // One line for logs, e.g. "evict [12,13] (pp group of 12 holds all outliers)".
 std::string describe(const Action& a);

@@ -149,9 +149,41 @@ struct ReplayResult {
   std::vector<bool> group_failed;
 };
 
+// Replica groups (EnableReplicaGroups): replica `replica` left the quorum because a rank of
+// it failed (an exit, or a hang that outlasted the quorum's timeout) and the other replicas
+// train on without it; `live` replicas remain. machine, exit_code, signature and step as in
+// ProcessExit.
+struct ReplicaDropped {
+  int replica = 0;
+  MachineId machine = kNoMachine;
+  int exit_code = 1;
+  std::string signature;
+  std::int64_t step = -1;
+  int live = 0;
+};
+// A RejoinReplica completed: the replica trains again; `live` replicas now.
+struct ReplicaRejoined {
+  ActionId action = 0;
+  int replica = 0;
+  int live = 0;
+};
+
+// A failure predictor (TrainMover, arXiv 2412.12636: GPU ECC and NIC degradation precede
+// failures) expects machine `machine` to fail in about `lead`; `kind` is what it watched
+// ("gpu", "nic", ...), `detail` its reading. A prediction, not a fault: some announce nothing
+// (false warnings), and most faults come unannounced. The simulator sends them for scenario
+// categories with a `warning`; live mode has no predictor and sends none.
+struct FailureWarning {
+  MachineId machine = kNoMachine;
+  std::string kind;
+  Duration lead;
+  std::string detail;
+};
+
 using Event = std::variant<ProcessExit, StartFailed, InspectionAlert, StepSample, JobStarted,
                            JobStopped, MachinesReady, CodeUpdateRequested, TimerFired, ActionFailed,
-                           OracleFault, ProbeResult, StacksCaptured, ReplayResult>;
+                           OracleFault, ProbeResult, StacksCaptured, ReplayResult, ReplicaDropped,
+                           ReplicaRejoined, FailureWarning>;
 
 std::string describe(const Event& e);
 

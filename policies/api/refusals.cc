@@ -94,6 +94,32 @@ Why refusal(const Action& a, const RefusalContext& c) {
               c.cluster.machine_in(x.slot) == kNoMachine)
             return "slot " + std::to_string(x.slot) + " has no machine";
           return std::nullopt;
+        } else if constexpr (std::is_same_v<T, EnableReplicaGroups>) {
+          if (x.min_replicas < 1 || x.min_replicas > c.cluster.pp_groups())
+            return "min_replicas " + std::to_string(x.min_replicas) +
+                   " is not between 1 and the data-parallel degree " +
+                   std::to_string(c.cluster.pp_groups());
+          return std::nullopt;
+        } else if constexpr (std::is_same_v<T, RejoinReplica>) {
+          // A replica joins a quorum that trains; a stopped job brings them all back at its
+          // next start.
+          if (!c.job_running) return "job not running";
+          if (x.replica < 0 || x.replica >= c.cluster.pp_groups())
+            return "no replica " + std::to_string(x.replica);
+          for (SlotId s : c.cluster.pp_group_slots(x.replica))
+            if (c.cluster.machine_in(s) == kNoMachine)
+              return "slot " + std::to_string(s) + " of replica " + std::to_string(x.replica) +
+                     " has no machine";
+          return std::nullopt;
+        } else if constexpr (std::is_same_v<T, MigrateMachines>) {
+          // A migration copies state off a machine of a training job; a stopped job takes
+          // its machines afresh at its next start anyway.
+          if (!c.job_running) return "job not running";
+          if (x.machines.empty()) return "no machines to migrate";
+          for (MachineId m : x.machines)
+            if (m < 0 || m >= c.cluster.machine_count() || c.cluster.slot_of(m) < 0)
+              return "machine " + std::to_string(m) + " is not in the job";
+          return std::nullopt;
         } else {
           return std::nullopt;  // no rule of the contract refuses it
         }

@@ -74,6 +74,8 @@ const char* mechanism_name(Mechanism m) {
       return "oracle";
     case Mechanism::kAttributedEviction:
       return "attributed_eviction";
+    case Mechanism::kReplicaDrop:
+      return "replica_drop";
   }
   return "?";
 }
@@ -125,8 +127,8 @@ std::string describe(const Action& a) {
       Overloaded{
           [](const StopJob& x) { return "stop job (" + x.reason + ")"; },
           [](const StartJob& x) {
-            return "start job" + (x.version.empty() ? "" : " on code version " + x.version) + " (" +
-                   x.reason + ")";
+            return "start job" + (x.version.empty() ? "" : " on code version " + x.version) +
+                   (x.in_place ? " in place" : "") + " (" + x.reason + ")";
           },
           [](const EvictMachines& x) {
             return (x.retire ? "evict and retire " : "evict ") + join(x.machines) + " (" +
@@ -177,6 +179,22 @@ std::string describe(const Action& a) {
           },
           [](const AvoidMachines& x) {
             return "hand out " + join(x.machines) + " last (" + x.reason + ")";
+          },
+          [](const EnableReplicaGroups& x) {
+            std::ostringstream o;
+            o << "replica groups: at least " << x.min_replicas << " replicas, quorum change "
+              << x.quorum_change.to_seconds() << " s, timeout " << x.timeout.to_seconds() << " s ("
+              << x.reason << ")";
+            return o.str();
+          },
+          [](const RejoinReplica& x) {
+            return "rejoin replica " + std::to_string(x.replica) + " (" + x.reason + ")";
+          },
+          [](const MigrateMachines& x) {
+            std::ostringstream o;
+            o << "migrate " << join(x.machines) << " to warm standbys, pause "
+              << x.pause.to_seconds() << " s (" << x.reason << ")";
+            return o.str();
           },
       },
       a);
@@ -234,6 +252,21 @@ std::string describe(const Event& e) {
             std::string s = "replay result";
             for (bool b : x.group_failed) s += b ? " F" : " .";
             return s;
+          },
+          [](const ReplicaDropped& x) {
+            return "replica " + std::to_string(x.replica) + " dropped (" + std::to_string(x.live) +
+                   " live), exit on " + std::to_string(x.machine) + " code " +
+                   std::to_string(x.exit_code) + ": " + x.signature;
+          },
+          [](const ReplicaRejoined& x) {
+            return "replica " + std::to_string(x.replica) + " rejoined (" + std::to_string(x.live) +
+                   " live)";
+          },
+          [](const FailureWarning& x) {
+            std::ostringstream o;
+            o << "failure warning " << x.kind << " on " << x.machine << " in "
+              << x.lead.to_seconds() << " s: " << x.detail;
+            return o.str();
           },
       },
       e);

@@ -63,8 +63,10 @@ class Replace final : public Recovery {
   MachineSet avoided_;                          // in the order they were first avoided
 };
 
+}  // namespace
+
 // The warm pool's knobs, declared alike by every module that keeps one (plus its own).
-std::vector<ParamSpec> pool_params(std::vector<ParamSpec> own = {}) {
+std::vector<ParamSpec> pool_params(std::vector<ParamSpec> own) {
   std::vector<ParamSpec> params = {
       {"standby_pool", "warm standby machines; -1 = P99 of Binomial(machines, p)", "count", -1, -1,
        100000},
@@ -75,8 +77,6 @@ std::vector<ParamSpec> pool_params(std::vector<ParamSpec> own = {}) {
   params.insert(params.end(), own.begin(), own.end());
   return params;
 }
-
-}  // namespace
 
 const ModuleInfo& standby_recovery_info() {
   static const ModuleInfo info{

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "policies/module.h"
 
@@ -41,5 +42,8 @@ const ModuleInfo& reschedule_recovery_info();
 std::unique_ptr<Recovery> make_reschedule_recovery(const Params& p);
 const ModuleInfo& requeue_recovery_info();
 std::unique_ptr<Recovery> make_requeue_recovery(const Params& p);
+// The warm pool's parameters (standby_pool, standby_daily_p, standby_quantile), declared
+// alike by every module that keeps one, followed by `own`.
+std::vector<ParamSpec> pool_params(std::vector<ParamSpec> own = {});
 
 }  // namespace faultline::policies

@@ -358,6 +358,29 @@ std::vector<Row> rows() {
          });
        },
        Want::kNothing, Want::kActionFailed, "live mode cannot rebalance"},
+      {"ReplicaGroupsRunInTheSimulatorOnly",
+       [](ActionId* watch) {
+         Script s;
+         s.start = [watch](World& w) {
+           *watch = w.act(
+               EnableReplicaGroups{1, Duration::seconds(10), Duration::seconds(60), "ft-hsdp"});
+         };
+         return s;
+       },
+       Want::kNothing, Want::kActionFailed, "live mode does not run replica groups yet"},
+      {"ARejoinOfAReplicaThatIsNotOutIsRefused",
+       [](ActionId* watch) {
+         Script s = started_then(watch, [](World& w) {
+           return w.act(RejoinReplica{0, "nothing dropped"});
+         });
+         auto start = s.start;
+         s.start = [start](World& w) {
+           w.act(EnableReplicaGroups{1, Duration::seconds(10), Duration::seconds(60), "g"});
+           start(w);
+         };
+         return s;
+       },
+       Want::kActionFailed, Want::kActionFailed},
       {"MitigateSlowdownWithoutARunningJobIsRefused",
        [](ActionId* watch) {
          Script s;
@@ -367,6 +390,32 @@ std::vector<Row> rows() {
          return s;
        },
        Want::kActionFailed, Want::kActionFailed, "job not running"},
+      {"MigrateMachinesMovesAMachineToAStandbyInTheSimulatorOnly",
+       [](ActionId* watch) {
+         return started_then(watch, [](World& w) {
+           return w.act(MigrateMachines{{0}, "failure predicted on 0"});
+         });
+       },
+       Want::kEvent, Want::kActionFailed, "live migration is not implemented"},
+      {"MigrateMachinesWithoutARunningJobIsRefused",
+       [](ActionId* watch) {
+         Script s;
+         s.start = [watch](World& w) { *watch = w.act(MigrateMachines{{0}, "too early"}); };
+         return s;
+       },
+       Want::kActionFailed, Want::kActionFailed, "job not running"},
+      // An in-place restart (FlashRecovery): the simulator restarts the survivors' job in
+      // place, live mode as an ordinary start (noted); neither refuses it.
+      {"InPlaceStartJobRestartsTheJobInBothWorlds",
+       [](ActionId* watch) {
+         return started_then(watch, [](World& w) {
+           w.act(StopJob{"a failure"});
+           StartJob again{"replacements ready"};
+           again.in_place = true;
+           return w.act(again);
+         });
+       },
+       Want::kEvent, Want::kEvent},
       {"AvoidMachinesIsAPreferenceBothBackendsTakeSilently",
        [](ActionId* watch) {
          return started_then(watch, [](World& w) {
@@ -641,6 +690,34 @@ TEST(Refusals, EachRuleRefusesWhatItSaysAndNothingElse) {
   EXPECT_EQ(why(mitigate(-1), running), "slot -1 has no machine");
   EXPECT_EQ(why(mitigate(1), hole_running), "slot 1 has no machine");
   EXPECT_EQ(why(mitigate(0), hole_running), ok);
+
+  // MigrateMachines: a running job, machines, each of them in the job.
+  const auto migrate = [](MachineSet ms) { return Action{MigrateMachines{std::move(ms), "w"}}; };
+  EXPECT_EQ(why(migrate({0}), idle), "job not running");
+  EXPECT_EQ(why(migrate({0, 3}), running), ok);
+  EXPECT_EQ(why(migrate({}), running), "no machines to migrate");
+  EXPECT_EQ(why(migrate({0, 4}), running), "machine 4 is not in the job") << "a standby";
+  EXPECT_EQ(why(migrate({5}), running), "machine 5 is not in the job");
+  EXPECT_EQ(why(migrate({-1}), running), "machine -1 is not in the job");
+  EXPECT_EQ(why(migrate({1}), hole_running), "machine 1 is not in the job") << "evicted";
+
+  // EnableReplicaGroups: a minimum between 1 and the data-parallel degree (2 here).
+  const auto groups = [](int min) {
+    return Action{EnableReplicaGroups{min, Duration::seconds(10), Duration::seconds(60), "g"}};
+  };
+  EXPECT_EQ(why(groups(1), idle), ok);
+  EXPECT_EQ(why(groups(2), running), ok);
+  EXPECT_EQ(why(groups(0), idle), "min_replicas 0 is not between 1 and the data-parallel degree 2");
+  EXPECT_EQ(why(groups(3), idle), "min_replicas 3 is not between 1 and the data-parallel degree 2");
+
+  // RejoinReplica: a running job, a replica of it, every slot of the replica filled.
+  const auto rejoin = [](int r) { return Action{RejoinReplica{r, "r"}}; };
+  EXPECT_EQ(why(rejoin(0), idle), "job not running");
+  EXPECT_EQ(why(rejoin(1), running), ok);
+  EXPECT_EQ(why(rejoin(2), running), "no replica 2");
+  EXPECT_EQ(why(rejoin(-1), running), "no replica -1");
+  EXPECT_EQ(why(rejoin(0), hole_running), "slot 1 of replica 0 has no machine");
+  EXPECT_EQ(why(rejoin(1), hole_running), ok);
 }
 
 // MachinesReady lists the machines newly placed: the standby (machine 4) into slot 2.

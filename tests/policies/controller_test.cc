@@ -133,6 +133,35 @@ TEST(ByteRobust, LemonRecoveryRetiresAMachineEvictedOnEvidenceTwice) {
   EXPECT_EQ(d.w.all<EvictMachines>().size(), 3u);
 }
 
+// Migration before a predicted failure (recovery=migrate, TrainMover): a warning for a machine
+// of the training job, with a standby parked, moves it (MigrateMachines, the module's pause),
+// and the job is neither stopped nor its machines evicted; its outcome needs nothing more.
+// Not while the stack replaces machines; the default recovery ignores warnings.
+TEST(ByteRobust, MigrateRecoveryMovesAWarnedMachineWhileTheJobTrains) {
+  const int migrate = policies::byterobust_info().find_param("recovery")->choice_index("migrate");
+  ASSERT_GE(migrate, 0);
+  Harness h({{"recovery", migrate}, {"migration_pause_s", 12}});
+  h.w.mutable_cluster().add_standby(h.w.mutable_cluster().add_machine());
+  h.p->on_event(FailureWarning{5, "gpu", Duration::seconds(900), "predicted: ecc"}, h.w);
+  ASSERT_EQ(h.w.actions.size(), 1u) << describe(h.w.actions.back());
+  const auto m = h.w.all<MigrateMachines>();
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].machines, MachineSet{5});
+  EXPECT_EQ(m[0].pause.ns, Duration::seconds(12).ns);
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {16}}, h.w);
+  h.p->on_event(ActionFailed{h.w.last_action_id(), "job stopped during the migration"}, h.w);
+  EXPECT_EQ(h.w.actions.size(), 1u) << describe(h.w.actions.back());
+  // While the stack replaces machines (an alert's eviction), a warning is left alone.
+  h.p->on_event(InspectionAlert{9, "gpu", "Xid 79"}, h.w);
+  const std::size_t before = h.w.actions.size();
+  h.p->on_event(FailureWarning{3, "gpu", Duration::seconds(900), "predicted: ecc"}, h.w);
+  EXPECT_EQ(h.w.actions.size(), before);
+  Harness d;
+  d.w.mutable_cluster().add_standby(d.w.mutable_cluster().add_machine());
+  d.p->on_event(FailureWarning{5, "gpu", Duration::seconds(900), "predicted: ecc"}, d.w);
+  EXPECT_TRUE(d.w.actions.empty());
+}
+
 // Host scoring (recovery=scored, AIReSim's host selection by failure history): a machine
 // evicted on evidence of its own fault joins the list the scheduler hands out last, sent
 // before the acquisition it should apply to; the list grows and never retires anyone. A
@@ -582,6 +611,61 @@ TEST(ByteRobustModules, RecoveryModulesReplaceEvictedMachinesTheirWay) {
   ASSERT_FALSE(Params::resolve(r.find("byterobust")->params, {{"recovery", 1}}, &params));
   r.make("byterobust", params)->start(w);
   EXPECT_TRUE(w.all<SetStandbyPool>().empty());  // no pool without the standby module
+}
+
+// recovery=flash (FlashRecovery): a restart after replacements or a reattempt is in place;
+// the first start, a restart after a requeue and one after a NaN are not, nor is any
+// restart under standby.
+TEST(ByteRobustModules, FlashRestartsInPlaceExceptAfterARequeueOrANan) {
+  const double flash = policies::builtin_registry()
+                           .find("byterobust")
+                           ->find_param("recovery")
+                           ->choice_index("flash");
+  ASSERT_GE(flash, 0);
+  auto last_start = [](FakeWorld& w) {
+    EXPECT_TRUE(std::holds_alternative<StartJob>(w.actions.back())) << describe(w.actions.back());
+    return std::holds_alternative<StartJob>(w.actions.back()) ? std::get<StartJob>(w.actions.back())
+                                                              : StartJob{"none"};
+  };
+  {
+    FakeWorld w(spec16());
+    Registry r = policies::builtin_registry();
+    Params params;
+    ASSERT_FALSE(Params::resolve(r.find("byterobust")->params, {{"recovery", flash}}, &params));
+    r.make("byterobust", params)->start(w);
+    EXPECT_FALSE(last_start(w).in_place) << "the first start has no survivors";
+    EXPECT_EQ(w.all<SetStandbyPool>().size(), 1u) << "standby's pool";
+  }
+  Harness h({{"recovery", flash}});
+  h.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, h.w);
+  ASSERT_EQ(h.w.all<AcquireMachines>().size(), 1u);
+  EXPECT_EQ(h.w.all<AcquireMachines>()[0].mode, AcquireMode::kStandby);
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  EXPECT_TRUE(last_start(h.w).in_place);
+  // The start fails: the stack falls back to a requeue, after which nothing survives.
+  h.p->on_event(ActionFailed{h.w.last_action_id(), "refused"}, h.w);
+  ASSERT_EQ(std::get<AcquireMachines>(h.w.actions.back()).mode, AcquireMode::kRequeue);
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  EXPECT_FALSE(last_start(h.w).in_place);
+  h.started(0);
+  // Replacements after that run are in place again; a NaN's are not.
+  h.at(100);
+  h.p->on_event(InspectionAlert{6, "gpu", "Xid 79"}, h.w);
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  EXPECT_TRUE(last_start(h.w).in_place);
+  h.started(0);
+  h.nan();
+  ASSERT_TRUE(std::holds_alternative<RunProbe>(h.w.actions.back()));
+  h.p->on_event(ProbeResult{h.w.last_action_id(), ProbeKind::kBitwise, {13}, false}, h.w);
+  ASSERT_TRUE(std::holds_alternative<AcquireMachines>(h.w.actions.back()))
+      << describe(h.w.actions.back());
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  EXPECT_FALSE(last_start(h.w).in_place);
+  // standby never restarts in place.
+  Harness s;
+  s.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, s.w);
+  s.p->on_event(MachinesReady{s.w.last_action_id(), {}}, s.w);
+  EXPECT_FALSE(last_start(s.w).in_place);
 }
 
 TEST(ByteRobustModules, StressLocalizationTestsEveryMachineThenEvictsOrReattempts) {

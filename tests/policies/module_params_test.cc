@@ -18,6 +18,8 @@
 #include "policies/detection/detectors.h"
 #include "policies/failslow/ladders.h"
 #include "policies/localization/localizers.h"
+#include "policies/recovery/flash.h"
+#include "policies/recovery/migration.h"
 #include "policies/recovery/replace.h"
 #include "policies/verdict/verdicts.h"
 
@@ -89,6 +91,66 @@ TEST(ModuleParams, LemonKeepsThePoolAndRetiresAtItsStrikes) {
   EXPECT_TRUE(lemon->struck(5).retire);  // the 4th strike
   EXPECT_EQ(make_lemon_recovery(own(lemon_recovery_info()))->start(view_of(1024))->size,
             binomial_quantile_by_sum(1024, 1.2e-3, 0.99));
+}
+
+// flash (FlashRecovery) keeps standby's pool, sized by the same knobs, refills evicted
+// slots from it, and is the one recovery module that restarts in place.
+TEST(ModuleParams, FlashKeepsStandbysPoolAndRestartsInPlace) {
+  const ClusterView view = view_of(512);
+  EXPECT_EQ(
+      make_flash_recovery(own(flash_recovery_info(), {{"standby_pool", 3}}))->start(view)->size, 3);
+  EXPECT_EQ(make_flash_recovery(own(flash_recovery_info()))->start(view)->size,
+            binomial_quantile_by_sum(512, 1.2e-3, 0.99));
+  EXPECT_EQ(make_flash_recovery(own(flash_recovery_info(), {{"standby_daily_p", 0.01}}))
+                ->start(view)
+                ->size,
+            binomial_quantile_by_sum(512, 0.01, 0.99));
+  const auto flash = make_flash_recovery(own(flash_recovery_info()));
+  const AcquireMachines a = flash->replace({3, 4}, "why", Mechanism::kRealtimeEviction);
+  EXPECT_EQ(a.mode, AcquireMode::kStandby);
+  EXPECT_EQ(a.slots, (std::vector<SlotId>{3, 4}));
+  EXPECT_TRUE(flash->restarts_in_place());
+  ModuleRegistry r;
+  register_builtin_modules(r);
+  for (const ModuleInfo* m : r.of(ModuleKind::kRecovery))
+    EXPECT_EQ(r.make_recovery(m->name, own(*m))->restarts_in_place(), m->name == "flash")
+        << m->name;
+}
+
+// migrate (TrainMover) keeps standby's pool and refills evicted slots from it; on a warning
+// for a machine of the job, ahead by at least migrate_min_lead_s, with a standby parked, it
+// migrates that machine with its pause; otherwise it lets the failure come. No other
+// recovery module migrates.
+TEST(ModuleParams, MigrateMovesAWarnedMachineWhenTheLeadCoversTheCopy) {
+  ClusterView view = view_of(16);
+  EXPECT_EQ(
+      make_migrate_recovery(own(migrate_recovery_info(), {{"standby_pool", 3}}))->start(view)->size,
+      3);
+  const auto migrate = make_migrate_recovery(
+      own(migrate_recovery_info(), {{"migration_pause_s", 7}, {"migrate_min_lead_s", 120}}));
+  const AcquireMachines a = migrate->replace({3, 4}, "why", Mechanism::kRealtimeEviction);
+  EXPECT_EQ(a.mode, AcquireMode::kStandby);
+  EXPECT_EQ(a.slots, (std::vector<SlotId>{3, 4}));
+  const FailureWarning ahead{5, "gpu", Duration::seconds(600), "predicted: ecc"};
+  EXPECT_FALSE(migrate->migrate(ahead, view)) << "no standby parked";
+  view.add_standby(view.add_machine());
+  const auto m = migrate->migrate(ahead, view);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->machines, (MachineSet{5}));
+  EXPECT_EQ(m->pause.ns, Duration::seconds(7).ns);
+  EXPECT_NE(m->reason.find("failure predicted on 5"), std::string::npos) << m->reason;
+  EXPECT_FALSE(migrate->migrate({5, "gpu", Duration::seconds(119), "late"}, view));
+  EXPECT_TRUE(migrate->migrate({5, "gpu", Duration::seconds(120), "just"}, view));
+  EXPECT_FALSE(migrate->migrate({16, "gpu", Duration::seconds(600), "a standby"}, view));
+  EXPECT_FALSE(migrate->migrate({99, "gpu", Duration::seconds(600), "no such"}, view));
+  EXPECT_EQ(make_migrate_recovery(own(migrate_recovery_info()))->migrate(ahead, view)->pause.ns,
+            Duration::seconds(20).ns);  // TrainMover's reported downtime
+  ModuleRegistry r;
+  register_builtin_modules(r);
+  for (const ModuleInfo* info : r.of(ModuleKind::kRecovery))
+    EXPECT_EQ(r.make_recovery(info->name, own(*info))->migrate(ahead, view).has_value(),
+              info->name == "migrate")
+        << info->name;
 }
 
 TEST(ModuleParams, RealtimeDetectionStallsAfterExactlyItsWindow) {
@@ -330,7 +392,8 @@ TEST(ModuleParams, AddModuleParamsSharesNamesWithoutRepeatingConditions) {
   EXPECT_TRUE(find("stall_window_s").read_when.empty());
   EXPECT_EQ(find("standby_pool").read_when,
             (std::vector<std::string>{"recovery=standby", "recovery=lemon", "recovery=scored",
-                                      "recovery=segment"}));
+                                      "recovery=segment", "recovery=replica-drop", "recovery=flash",
+                                      "recovery=migrate"}));
   EXPECT_EQ(find("remote_checkpoint_write_s").read_when,
             (std::vector<std::string>{"checkpoint=remote", "checkpoint=daly"}));
 }

@@ -103,6 +103,24 @@ TEST(Scenario, ModulesByNameAndRestartWarmup) {
   EXPECT_THROW(with({"job.restart_warmup_s=-1"}), ScenarioError);
 }
 
+// The restart cost model (FlashRecovery's in-place restarts): by default a start costs
+// init_s whatever the job's size, and an in-place one the same; negative costs are refused
+// in one line naming the field.
+TEST(Scenario, RestartCostsDefaultToTodaysAndRefuseNegatives) {
+  Registry r = policies::builtin_registry();
+  Scenario s = parse_scenario(kMinimal, "m.json", {"job.init_s=60"}, r);
+  EXPECT_EQ(s.job.init_per_machine_s, 0);
+  EXPECT_EQ(s.job.inplace_init_s, 60);  // defaults to init_s
+  s = parse_scenario(kMinimal, "m.json",
+                     {"job.init_s=60", "job.init_per_machine_s=0.02", "job.inplace_init_s=15"}, r);
+  EXPECT_EQ(s.job.init_per_machine_s, 0.02);
+  EXPECT_EQ(s.job.inplace_init_s, 15);
+  EXPECT_EQ(minimal_error({"job.init_per_machine_s=-1"}),
+            "m.json: $.job.init_per_machine_s: expected a number in [0, 10000], got -1");
+  EXPECT_EQ(minimal_error({"job.inplace_init_s=-0.5"}),
+            "m.json: $.job.inplace_init_s: expected a number in [0, 1e+06], got -0.5");
+}
+
 TEST(Scenario, ErrorNamesFilePathAndExpectation) {
   Registry r = policies::builtin_registry();
   try {
@@ -296,6 +314,56 @@ TEST(Scenario, ModellingChoicesRefuseBadInputNamingTheField) {
   EXPECT_EQ(d.repair.bad_fraction, 0);
   EXPECT_FALSE(d.compute_clock);
   EXPECT_EQ(d.repair.fleet, RepairSpec::Fleet::kEndless);
+}
+
+// Failure prediction (TrainMover): a category's optional warning; absent, no warnings. Bad
+// input is refused in one line naming the file and the field.
+TEST(Scenario, AWarningAnnouncesAShareOfAMachineCategorysFaults) {
+  Registry r = policies::builtin_registry();
+  EXPECT_FALSE(parse_scenario(kMinimal, "m.json", {}, r).faults[0].warning.enabled);
+  const std::vector<std::string> machine = {"faults.categories.c.scope=machine"};
+  auto with = [&](std::vector<std::string> sets) {
+    sets.insert(sets.begin(), machine.begin(), machine.end());
+    return sets;
+  };
+  Scenario s = parse_scenario(kMinimal, "m.json",
+                              with({"faults.categories.c.warning.lead_time_s=600",
+                                    "faults.categories.c.warning.probability=0.4",
+                                    "faults.categories.c.warning.false_per_machine_day=0.01"}),
+                              r);
+  ASSERT_TRUE(s.faults[0].warning.enabled);
+  EXPECT_EQ(s.faults[0].warning.lead_time_s, 600);
+  EXPECT_DOUBLE_EQ(s.faults[0].warning.probability, 0.4);
+  EXPECT_DOUBLE_EQ(s.faults[0].warning.false_per_machine_day, 0.01);
+  EXPECT_EQ(minimal_error(with({"faults.categories.c.warning.lead_time_s=-1",
+                                "faults.categories.c.warning.probability=1"})),
+            "m.json: $.faults.categories[0].warning.lead_time_s: expected a number in [0, "
+            "1e+07], got -1");
+  EXPECT_EQ(minimal_error(with({"faults.categories.c.warning.lead_time_s=60",
+                                "faults.categories.c.warning.probability=1.5"})),
+            "m.json: $.faults.categories[0].warning.probability: expected a number in [0, 1], "
+            "got 1.5");
+  EXPECT_EQ(minimal_error(with({"faults.categories.c.warning.lead_time_s=60",
+                                "faults.categories.c.warning.probability=0.5",
+                                "faults.categories.c.warning.false_per_machine_day=-0.1"})),
+            "m.json: $.faults.categories[0].warning.false_per_machine_day: expected a number in "
+            "[0, 1e+06], got -0.1");
+  EXPECT_NE(minimal_error(with({"faults.categories.c.warning.lead_time_s=60",
+                                "faults.categories.c.warning.probability=0.5",
+                                "faults.categories.c.warning.lead_s=60"}))
+                .find("m.json: $.faults.categories[0].warning.lead_s: unknown key"),
+            std::string::npos);
+  // Each key defaults to nothing announced: no lead, no share, no false warnings.
+  s = parse_scenario(kMinimal, "m.json", with({"faults.categories.c.warning={}"}), r);
+  EXPECT_TRUE(s.faults[0].warning.enabled);
+  EXPECT_EQ(s.faults[0].warning.lead_time_s, 0);
+  EXPECT_EQ(s.faults[0].warning.probability, 0);
+  EXPECT_EQ(s.faults[0].warning.false_per_machine_day, 0);
+  // A job-wide fault names no machine to warn about.
+  EXPECT_EQ(minimal_error({"faults.categories.c.warning.lead_time_s=60",
+                           "faults.categories.c.warning.probability=1"}),
+            "m.json: $.faults.categories[0].warning: only with scope \"machine\" (a warning "
+            "names one machine)");
 }
 
 TEST(Scenario, ShippedScenariosLoad) {

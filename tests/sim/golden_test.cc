@@ -132,7 +132,10 @@ INSTANTIATE_TEST_SUITE_P(
                       GoldenCase{"failslow-9600", 2, 10}, GoldenCase{"lemon-1200", 2, 10},
                       GoldenCase{"verdict-baddata-9600", 2, 20}, GoldenCase{"nvl72-8192", 2, 5},
                       GoldenCase{"linkslow-9600", 2, 20, "policy.params.localization=pairwise"},
-                      GoldenCase{"airesim-default", 2, 2, "job.work_days=1"}),
+                      GoldenCase{"airesim-default", 2, 2, "job.work_days=1"},
+                      GoldenCase{"flash-restart-16k", 2, 10, "policy.params.recovery=flash"},
+                      GoldenCase{"migration-9600", 3, 20, "policy.params.recovery=migrate"},
+                      GoldenCase{"replica-drop-100k", 1, 2, "policy.params.recovery=replica-drop"}),
     [](const auto& info) {
       std::string n = info.param.scenario;
       for (char& ch : n)
@@ -150,7 +153,7 @@ TEST(GoldenFiles, EveryShippedScenarioIsCovered) {
                                           ".decisions"))
           << e.path().filename() << " has no golden decision log";
     }
-  EXPECT_EQ(scenarios, 15);
+  EXPECT_EQ(scenarios, 18);
 }
 
 }  // namespace

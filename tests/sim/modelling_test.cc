@@ -497,5 +497,101 @@ TEST(AireSim, ThePublishedDefaultIsReproduced) {
   EXPECT_LE(r["fleet"]["machines_used_max"].get<int>(), 4160 + 200);
 }
 
+// Migration before a predicted failure (TrainMover): one persistent GPU crash category on 32
+// machines under the byterobust stack, every cost of a recovery near zero (instant standby
+// wake, tests and restarts), so that the job runs whenever a warning comes. A warning 600 s
+// ahead covers the copy (none: no checkpoint bytes) and the standbys' wake.
+json warned_job(double probability, double rate, double false_rate, const char* recovery) {
+  json doc = job(32, rate, true);
+  auto& c = doc["faults"]["categories"][0];
+  c["alert"] = "gpu";
+  c["warning"] = {
+      {"lead_time_s", 600}, {"probability", probability}, {"false_per_machine_day", false_rate}};
+  doc["policy"] = {{"stack", "byterobust"},
+                   {"params",
+                    {{"recovery", recovery},
+                     {"standby_pool", 3},
+                     {"inspect_gpu_s", 0.1},
+                     {"checkpoint", "remote"},
+                     {"checkpoint_interval_s", 1e-3},
+                     {"remote_checkpoint_write_s", 0}}}};
+  doc["diagnosis"] = {{"gpu_diag_s", 0}, {"standby_wake_s", 0}};
+  doc["replicas"] = 40;
+  return doc;
+}
+double migration(const json& r, const char* what) {
+  return r.contains("migration") ? r["migration"][what].get<double>() : 0.0;
+}
+
+// Warned with probability 1: under `migrate` every fault finds its machine gone (left_job),
+// none interrupts the job, and the job loses exactly one pause (20 s, degraded) per
+// migration; `standby` ignores the warnings and takes every fault as an interruption.
+TEST(Migration, EveryWarnedFaultIsAvoidedForOnePauseAndStandbyTakesEachOne) {
+  const json mig =
+      sim_run_json({write_scenario("mig-all", warned_job(1, 0.02, 0, "migrate")), "--jobs", "2"});
+  const json sb = sim_run_json(
+      {write_scenario("mig-standby", warned_job(1, 0.02, 0, "standby")), "--jobs", "2"});
+  const auto& cm = mig["incidents"]["by_category"]["crash"];
+  const auto& cs = sb["incidents"]["by_category"]["crash"];
+  const double faults = 0.02 * 32 * 30;  // 19.2 per replica
+  EXPECT_NEAR(cs["injected_per_replica"].get<double>(), faults, 4 * std::sqrt(faults / 40));
+  EXPECT_EQ(cm["incidents_per_replica"].get<double>(), 0);
+  EXPECT_NEAR(cm["outcomes"]["left_job"].get<double>(), cm["injected_per_replica"].get<double>(),
+              1e-9);
+  EXPECT_NEAR(cs["outcomes"]["interrupted"].get<double>(), cs["injected_per_replica"].get<double>(),
+              0.1);
+  // The same faults: the warned ones strike lead_time_s later, a few beyond the horizon.
+  EXPECT_NEAR(cm["injected_per_replica"].get<double>(), cs["injected_per_replica"].get<double>(),
+              0.1);
+  EXPECT_NEAR(migration(mig, "migrations_per_replica"), cm["injected_per_replica"].get<double>(),
+              0.1);
+  EXPECT_EQ(migration(mig, "needless_migrations_per_replica"), 0);
+  EXPECT_EQ(migration(sb, "migrations_per_replica"), 0);
+  EXPECT_NEAR(mig["breakdown_s"]["degraded"].get<double>(),
+              20 * migration(mig, "migrations_per_replica"), 20.0 / 40);
+  EXPECT_GT(cs["incidents_per_replica"].get<double>(), 0.8 * faults);
+  // Recoveries cost nothing here, so standby's interruptions lose no time and migrate's ETTR
+  // loss against it is the pauses alone: faults x pause.
+  EXPECT_NEAR(sb["ettr"]["mean"].get<double>() - mig["ettr"]["mean"].get<double>(),
+              20 * migration(mig, "migrations_per_replica") / (30 * 86400.0), 1e-6);
+}
+
+// Warned with probability p: the unwarned faults still interrupt, (1 - p) x faults within
+// a binomial confidence interval, and the warned ones leave with their machines.
+TEST(Migration, WithProbabilityPTheUnwarnedShareStillInterrupts) {
+  const double p = 0.4;
+  const json mig =
+      sim_run_json({write_scenario("mig-p", warned_job(p, 0.04, 0, "migrate")), "--jobs", "2"});
+  const auto& c = mig["incidents"]["by_category"]["crash"];
+  const double n = c["injected_per_replica"].get<double>() * 40;  // faults in all replicas
+  ASSERT_GT(n, 1000);
+  const double interrupted = c["outcomes"]["interrupted"].get<double>() * 40;
+  EXPECT_NEAR(interrupted, (1 - p) * n, 4 * std::sqrt(n * p * (1 - p)));
+  EXPECT_NEAR(c["outcomes"]["left_job"].get<double>() * 40, p * n, 4 * std::sqrt(n * p * (1 - p)));
+  EXPECT_NEAR(migration(mig, "warnings_per_replica") * 40, p * n, 4 * std::sqrt(n * p * (1 - p)));
+}
+
+// False warnings only (a category that never fails): each migrates a healthy machine, a
+// false eviction and a needless migration, and costs exactly one pause; the stream is the
+// same whatever the stack does, at false_per_machine_day x machines x days.
+TEST(Migration, FalseWarningsCostExactlyOnePauseEach) {
+  const json mig =
+      sim_run_json({write_scenario("mig-false", warned_job(0, 0, 0.05, "migrate")), "--jobs", "2"});
+  const json sb = sim_run_json(
+      {write_scenario("mig-false-sb", warned_job(0, 0, 0.05, "standby")), "--jobs", "2"});
+  const double want = 0.05 * 32 * 30;  // 48 per replica
+  const double warned = migration(mig, "false_warnings_per_replica");
+  EXPECT_NEAR(warned, want, 4 * std::sqrt(want / 40));
+  EXPECT_EQ(warned, migration(sb, "false_warnings_per_replica"));  // the stack's choice aside
+  EXPECT_EQ(migration(mig, "warnings_per_replica"), warned);
+  EXPECT_EQ(migration(mig, "needless_migrations_per_replica"), warned);
+  EXPECT_EQ(mig["evictions"]["false_per_replica"].get<double>(), warned);
+  EXPECT_NEAR(mig["breakdown_s"]["degraded"].get<double>(), 20 * warned, 20.0 / 40);
+  EXPECT_EQ(mig["incidents"]["per_replica"].get<double>(), 0);
+  // Against the stack that ignores them: the ETTR lost is the pauses.
+  EXPECT_NEAR(sb["ettr"]["mean"].get<double>() - mig["ettr"]["mean"].get<double>(),
+              20 * warned / (30 * 86400.0), 1e-6);
+}
+
 }  // namespace
 }  // namespace faultline::testing

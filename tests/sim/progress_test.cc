@@ -16,7 +16,7 @@ struct Reference {
   std::int64_t interval, blocking;
   double rate;
   double seg = 0, ckpt = 0, committed = 0;
-  Breakdown b;
+  Breakdown b{};
   bool in_ckpt = false;
   void run(std::int64_t dt, std::int64_t tick) {
     for (std::int64_t t = 0; t < dt; t += tick) {
@@ -118,6 +118,43 @@ TEST(ProgressModel, SlowdownSplitsWallTimeIntoProgressAndDegraded) {
   m.run(0, 1000, b);
   EXPECT_EQ(b.productive, 500);
   EXPECT_EQ(b.degraded, 500);
+}
+
+// Replica groups: a slow machine (rate 1/2) and half the replicas missing (factor 1/2): a
+// quarter of the wall time is progress; the slowdown takes half of it (degraded), the
+// missing replicas half of what is left; a quorum change pauses before either.
+TEST(ProgressModel, MissingReplicasTakeTheirShareOfWhatTheSlowdownLeft) {
+  ProgressModel m;
+  m.set_plan(0, 0);
+  m.set_rate(0.5);
+  m.set_replica_factor(0.5);
+  EXPECT_EQ(m.speed(), 0.25);
+  Breakdown b;
+  m.run(0, 1000, b);
+  EXPECT_EQ(b.productive, 250);
+  EXPECT_EQ(b.degraded, 500);
+  EXPECT_EQ(b.missing_replicas, 250);
+  m.pause_quorum(100);
+  m.set_rate(1);
+  m.run(1000, 300, b);  // 100 paused, then 200 at 1/2
+  EXPECT_EQ(b.missing_replicas, 250 + 100 + 100);
+  EXPECT_EQ(b.productive, 350);
+  EXPECT_EQ(b.total(), 1300);
+  // Across checkpoint cycles, in closed form, the buckets still add up and the missing
+  // replicas' share is the same.
+  ProgressModel c;
+  c.set_plan(1000, 100);
+  c.set_replica_factor(0.75);
+  Breakdown bc;
+  c.run(0, 1'000'000, bc);
+  EXPECT_EQ(bc.total(), 1'000'000);
+  EXPECT_EQ(bc.degraded, 0);
+  EXPECT_NEAR(static_cast<double>(bc.missing_replicas) / bc.productive, 1.0 / 3, 1e-3);
+  ProgressModel fresh;  // and wall_to_gain inverts run at the lower speed
+  fresh.set_plan(1000, 100);
+  fresh.set_replica_factor(0.75);
+  EXPECT_EQ(fresh.wall_to_gain(750), 1000);
+  EXPECT_EQ(fresh.wall_to_gain(1500), 1334 + 100 + 667);  // each leg rounded up
 }
 
 // After a restart the first `warmup` of running makes no progress; the checkpoint

@@ -68,6 +68,14 @@ bool equal(const faultline::Event& a, const faultline::Event& b) {
           return x.action == y.action && x.stacks == y.stacks;
         if constexpr (std::is_same_v<T, ReplayResult>)
           return x.action == y.action && x.group_failed == y.group_failed;
+        if constexpr (std::is_same_v<T, ReplicaDropped>)
+          return x.replica == y.replica && x.machine == y.machine && x.exit_code == y.exit_code &&
+                 x.signature == y.signature && x.step == y.step && x.live == y.live;
+        if constexpr (std::is_same_v<T, ReplicaRejoined>)
+          return x.action == y.action && x.replica == y.replica && x.live == y.live;
+        if constexpr (std::is_same_v<T, FailureWarning>)
+          return x.machine == y.machine && x.kind == y.kind && x.lead == y.lead &&
+                 x.detail == y.detail;
       },
       a);
 }
@@ -80,7 +88,8 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
         const T& y = std::get<T>(b);
         if constexpr (std::is_same_v<T, StopJob>) return x.reason == y.reason;
         if constexpr (std::is_same_v<T, StartJob>)
-          return x.reason == y.reason && x.mechanism == y.mechanism && x.version == y.version;
+          return x.reason == y.reason && x.mechanism == y.mechanism && x.version == y.version &&
+                 x.in_place == y.in_place;
         if constexpr (std::is_same_v<T, EvictMachines>)
           return x.machines == y.machines && x.reason == y.reason && x.mechanism == y.mechanism &&
                  x.retire == y.retire;
@@ -113,6 +122,14 @@ bool equal(const faultline::Action& a, const faultline::Action& b) {
           return x.slot == y.slot && x.how == y.how && x.reason == y.reason;
         if constexpr (std::is_same_v<T, AvoidMachines>)
           return x.machines == y.machines && x.reason == y.reason;
+        if constexpr (std::is_same_v<T, EnableReplicaGroups>)
+          return x.min_replicas == y.min_replicas && x.quorum_change == y.quorum_change &&
+                 x.timeout == y.timeout && x.reason == y.reason;
+        if constexpr (std::is_same_v<T, RejoinReplica>)
+          return x.replica == y.replica && x.reason == y.reason;
+        if constexpr (std::is_same_v<T, MigrateMachines>)
+          return x.machines == y.machines && x.reason == y.reason && x.mechanism == y.mechanism &&
+                 x.pause == y.pause;
       },
       a);
 }
@@ -137,13 +154,16 @@ std::vector<faultline::Event> all_events() {
           46, ProbeKind::kInterAllGather, {0, 3}, true, {true, false}, {inf, 0.12345678901234567}},
       StacksCaptured{47, StackSignatures({"train_step > gemm", "", "train_step > all_reduce"})},
       ReplayResult{48, {true, false, true}},
+      ReplicaDropped{149, 2147483647, 134, "quorum timeout", 77, 148},
+      ReplicaRejoined{49, 3, 150},
+      FailureWarning{2147483647, "gpu", Duration::nanos(600'000'000'001), "ECC \xc3\xa9 rising"},
   };
 }
 
 std::vector<faultline::Action> all_actions() {
   return {
       StopJob{"crash: x"},
-      StartJob{"reattempt", Mechanism::kReattempt, "v7"},
+      StartJob{"reattempt", Mechanism::kReattempt, "v7", true},
       EvictMachines{{1, 2}, "real-time gpu alert", Mechanism::kRealtimeEviction, true},
       AcquireMachines{AcquireMode::kStandby, {4, 0}, "replace", Mechanism::kOverEviction, true},
       SetCheckpointPlan{Duration::nanos(1'800'000'000'007), Duration::millis(6.77),
@@ -165,6 +185,12 @@ std::vector<faultline::Action> all_actions() {
       EndRun{"code_or_data", "NaN at step 30 three times"},
       MitigateSlowdown{2147483647, Mitigation::kReconfigure, "straggler in slot 7: reconfigure"},
       AvoidMachines{{7, 2147483647, 0}, "evicted on evidence (scored)"},
+      EnableReplicaGroups{75, Duration::nanos(10'000'000'001), Duration::seconds(61), "ft-hsdp"},
+      RejoinReplica{2147483647, "its machines are ready"},
+      MigrateMachines{{3, 2147483647},
+                      "failure predicted",
+                      Mechanism::kRealtimeEviction,
+                      Duration::millis(20'000.5)},
   };
 }
 
@@ -191,6 +217,19 @@ TEST(EventLogJson, EveryActionAlternativeRoundTripsExactly) {
     const faultline::Action a = action_from_json(json::parse(j.dump()));
     EXPECT_TRUE(equal(actions[i], a)) << j.dump();
   }
+}
+
+// An in-place start (FlashRecovery) says so; a standard one writes nothing new, and a log
+// written before the field existed reads as standard starts.
+TEST(EventLogJson, OnlyAnInPlaceStartCarriesInPlace) {
+  const json plain = to_json(faultline::Action{StartJob{"ready"}});
+  EXPECT_FALSE(plain.contains("in_place")) << plain.dump();
+  EXPECT_FALSE(std::get<StartJob>(action_from_json(plain)).in_place);
+  StartJob flash{"ready"};
+  flash.in_place = true;
+  const json j = to_json(faultline::Action{flash});
+  EXPECT_EQ(j["in_place"], true);
+  EXPECT_TRUE(std::get<StartJob>(action_from_json(j)).in_place);
 }
 
 TEST(EventLogJson, FieldNamesUnitsAndEnumsAreTheDocumentedOnes) {

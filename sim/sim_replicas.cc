@@ -1,0 +1,196 @@
+// Replica groups (EnableReplicaGroups, RejoinReplica): fault-tolerant data parallelism as
+// FT-HSDP (arXiv 2602.00277) and torchft run it. The job's data-parallel replicas fail
+// apart: a rank's failure confined to its replica (FaultCategory::replica_confined) drops
+// that replica from the quorum and the others train on at partial_replica_rate x live / dp
+// of full progress, until a RejoinReplica brings it back with the state of a live peer.
+// Every quorum change pauses the job (quorum_change, accounted as missing_replicas). A
+// failure that would leave fewer than min_replicas replicas, and every fault that reaches
+// all replicas, stops the job as without replica groups; a (re)start brings all back.
+// Split from sim_world.cc by concern.
+#include <algorithm>
+
+#include "sim/sim_world.h"
+#include "sim/sim_world_internal.h"
+
+namespace faultline::sim {
+
+using internal::secs;
+
+void SimWorld::apply(ActionId, const EnableReplicaGroups& a) {
+  // refusal() checked min_replicas against the data-parallel degree.
+  replicas_.on = true;
+  replicas_.min = a.min_replicas;
+  replicas_.quorum_change = std::max<std::int64_t>(0, a.quorum_change.ns);
+  replicas_.timeout = std::max<std::int64_t>(0, a.timeout.ns);
+  replicas_.state.assign(static_cast<std::size_t>(view_.pp_groups()), Replicas::kLive);
+  replicas_.out = 0;
+}
+
+bool SimWorld::replica_out(MachineId m) const {
+  if (!replicas_.on || m < 0 || m >= view_.machine_count()) return false;
+  const SlotId s = view_.slot_of(m);
+  return s >= 0 && replicas_.state[view_.pp_group_index(s)] != Replicas::kLive;
+}
+
+void SimWorld::set_replica_factor() {
+  const int dp = view_.pp_groups();
+  progress_.set_replica_factor(replicas_.out == 0
+                                   ? 1.0
+                                   : sc_.job.partial_replica_rate *
+                                         static_cast<double>(dp - replicas_.out) / dp);
+}
+
+void SimWorld::all_replicas_back() {
+  if (!replicas_.on) return;
+  std::fill(replicas_.state.begin(), replicas_.state.end(), Replicas::kLive);
+  replicas_.out = 0;
+  replicas_.rejoins.clear();  // their transfers' ends are ignored
+  replicas_.hung.reset();
+  set_replica_factor();
+}
+
+void SimWorld::drop_now(int replica, MachineId m, int exit_code, const std::string& signature,
+                        std::int64_t observe) {
+  if (replicas_.state[replica] == Replicas::kLive) ++replicas_.out;
+  replicas_.state[replica] = Replicas::kDropped;
+  std::erase_if(replicas_.rejoins, [&](const auto& r) { return r.second.replica == replica; });
+  progress_.pause_quorum(replicas_.quorum_change);
+  set_replica_factor();
+  deliver_at(observe,
+             ReplicaDropped{replica, m, exit_code, signature, steps_done(),
+                            view_.pp_groups() - replicas_.out},
+             false);
+}
+
+SimWorld::Drop SimWorld::drop_replica(Fault& f, std::int64_t observe, bool hang) {
+  const auto& cat = sc_.faults[f.category];
+  if (!replicas_.on || !cat.replica_confined || job_ != JobState::kRunning || stuck_ ||
+      f.machines.empty())
+    return Drop::kNotMine;
+  const MachineId m = f.machines.front();
+  const SlotId s = view_.slot_of(m);
+  if (s < 0) return Drop::kNotMine;
+  const int r = view_.pp_group_index(s);
+  if (replicas_.state[r] == Replicas::kDropped) return Drop::kIdle;  // none of its ranks trains
+  const bool rejoining = replicas_.state[r] == Replicas::kRejoining;
+  // The quorum loses a live replica only while enough remain; a rejoining one is not in it.
+  if (!rejoining && view_.pp_groups() - replicas_.out - 1 < replicas_.min) return Drop::kNotMine;
+  f.detected = observe;  // the quorum acted on it, without the policy
+  if (hang && !rejoining) {
+    // Every replica waits in the collective the hung rank never joins, until the quorum's
+    // timeout drops it.
+    stuck_ = true;
+    replicas_.hung = f.id;
+    send_sample(now_, false);  // the step counter stops
+    push(now_ + replicas_.timeout, Internal{Internal::kReplicaTimeout, f.id});
+    return Drop::kDropped;
+  }
+  drop_now(r, attributed(f), cat.exit_code, cat.signature, observe);
+  return Drop::kDropped;
+}
+
+bool SimWorld::evicted_drops(MachineId m, const std::string& why) {
+  if (!replicas_.on || job_ != JobState::kRunning) return false;
+  const int r = view_.pp_group_index(view_.slot_of(m));
+  if (view_.pp_groups() - replicas_.out - 1 < replicas_.min) {
+    // The stack counted otherwise (a drop it has not heard of yet): the job stops, as an
+    // exit the stack diagnoses.
+    const std::int64_t step = steps_done();
+    job_down();
+    deliver_at(now_, ProcessExit{kNoMachine, 134, "quorum below min_replicas: " + why, step},
+               false);
+    return true;
+  }
+  if (stuck_ && replicas_.hung && !fault_log_[*replicas_.hung].machines.empty() &&
+      view_.pp_group_index(view_.slot_of(fault_log_[*replicas_.hung].machines.front())) == r) {
+    stuck_ = false;  // the hung replica leaves: the others' collectives complete
+    replicas_.hung.reset();
+  }
+  drop_now(r, m, 137, "evicted: " + why, now_);
+  return true;
+}
+
+void SimWorld::replica_timed_out(FaultId id) {
+  Fault& f = fault_log_[id];
+  if (job_ != JobState::kRunning || !stuck_ || replicas_.hung != id || f.machines.empty()) return;
+  const SlotId s = view_.slot_of(f.machines.front());
+  if (s < 0) return;
+  stuck_ = false;
+  replicas_.hung.reset();
+  drop_now(view_.pp_group_index(s), f.machines.front(), 1,
+           "quorum timeout: a rank of the replica did not join the collective", now_);
+  send_sample(now_, false);  // the survivors' step counter moves again
+}
+
+void SimWorld::apply(ActionId id, const RejoinReplica& a) {
+  if (!replicas_.on) return refuse(id, "replica groups are not enabled");
+  if (replicas_.state[a.replica] != Replicas::kDropped)
+    return refuse(id, "replica " + std::to_string(a.replica) +
+                          (replicas_.state[a.replica] == Replicas::kLive ? " is not dropped"
+                                                                         : " is rejoining"));
+  // Each machine of the replica fetches its state from the machine at the same place of the
+  // next live replica (torchft's recovery from a live peer).
+  const int dp = view_.pp_groups();
+  int peer = a.replica;
+  for (int k = 1; k < dp && peer == a.replica; ++k)
+    if (replicas_.state[(a.replica + k) % dp] == Replicas::kLive) peer = (a.replica + k) % dp;
+  const std::vector<SlotId> mine = view_.pp_group_slots(a.replica);
+  const std::vector<SlotId> theirs = view_.pp_group_slots(peer);
+  std::vector<Transfer> batch;
+  const double bytes = sc_.job.checkpoint_bytes_per_machine;
+  if (bytes > 0)
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      batch.push_back({platform_.slot_host(theirs[i]), platform_.slot_host(mine[i]), bytes});
+  replicas_.state[a.replica] = Replicas::kRejoining;
+  replicas_.rejoins[id] = {a.replica, epoch_};
+  run_batch(std::move(batch), Internal{Internal::kRejoined, id});
+}
+
+void SimWorld::rejoined(ActionId id) {
+  auto it = replicas_.rejoins.find(id);
+  if (it == replicas_.rejoins.end() || it->second.epoch != epoch_ || job_ != JobState::kRunning)
+    return;  // dropped again, or the job stopped: a start brings every replica back
+  const int r = it->second.replica;
+  replicas_.rejoins.erase(it);
+  for (SlotId s : view_.pp_group_slots(r))
+    if (view_.machine_in(s) == kNoMachine) {  // evicted while it rejoined
+      replicas_.state[r] = Replicas::kDropped;
+      return deliver_at(now_,
+                        ActionFailed{id, "slot " + std::to_string(s) + " of replica " +
+                                             std::to_string(r) + " has no machine"},
+                        false);
+    }
+  // A machine of the replica broken while it was out fails the rejoin: its rank dies in the
+  // first collective.
+  for (SlotId s : view_.pp_group_slots(r)) {
+    const MachineId m = view_.machine_in(s);
+    if (m == kNoMachine || !broken_[m]) continue;
+    Fault& f = fault_log_[broken_[m] - 1];
+    if (f.outcome == Outcome::kPending) {
+      if (!f.incident) {
+        f.incident = true;
+        open_.push_back(f.id);
+      }
+      settle(f, Outcome::kInterrupted);
+      std::erase(pending_, f.id);
+    }
+    f.detected = now_;
+    replicas_.state[r] = Replicas::kDropped;
+    const auto& cat = sc_.faults[f.category];
+    return drop_now(r, m, cat.exit_code, cat.signature, now_);
+  }
+  replicas_.state[r] = Replicas::kLive;
+  --replicas_.out;
+  progress_.pause_quorum(replicas_.quorum_change);
+  set_replica_factor();
+  // The incidents whose machines have left the job are over: credited to the replica drop.
+  resolved_now_.clear();
+  resolve_open(false, &resolved_now_);
+  for (FaultId f : resolved_now_) {
+    fault_log_[f].resolution = static_cast<int>(Mechanism::kReplicaDrop);
+    ++result_.resolved_by[static_cast<int>(Mechanism::kReplicaDrop)];
+  }
+  deliver_at(now_, ReplicaRejoined{id, r, view_.pp_groups() - replicas_.out}, false);
+}
+
+}  // namespace faultline::sim
