@@ -134,11 +134,11 @@ TEST(SimSweep, CsvHasOneRowPerPointWithParametersThenMeanAndCi) {
   EXPECT_EQ(h[3], "ettr_mean");
   EXPECT_EQ(h[4], "ettr_lo");
   EXPECT_EQ(h[5], "ettr_hi");
-  for (const char* m : {"productive_s", "detection_s", "diagnosis_s", "failover_s", "restore_s",
-                        "recompute_s", "checkpoint_s", "degraded_s", "warmup_s",
-                        "waiting_for_machines_s", "missing_replicas_s", "unproductive_s",
-                        "incidents", "faults_injected", "evictions_true", "evictions_false",
-                        "checkpoints", "gpu_hours_lost"})
+  for (const char* m :
+       {"productive_s", "detection_s", "diagnosis_s", "failover_s", "restore_s", "recompute_s",
+        "checkpoint_s", "degraded_s", "warmup_s", "waiting_for_machines_s", "missing_replicas_s",
+        "unproductive_s", "incidents", "faults_injected", "evictions_true", "evictions_false",
+        "checkpoints", "gpu_hours_lost"})
     for (const char* f : {"_mean", "_lo", "_hi"}) column(h, std::string(m) + f);
   EXPECT_EQ(h.size(), 2 + 1 + 19 * 3u);
   const std::vector<std::pair<std::string, std::string>> order = {{"1800", "300"}, {"1800", "600"},
