@@ -1408,6 +1408,18 @@ TEST(LiveE2E, AFullStateDiskIsReportedOnceTheRunGoesOnAndTheEventLogCatchesUp) {
   EXPECT_GT(json::parse(slurp(state + "/journal.json"), nullptr, false).value("gen", 0L),
             journal_before.value("gen", 0L))
       << "the journal was saved again, with the new generation";
+  // The controller reports a recovery on its next storage check (every 0.5 s), which may
+  // come after the status already says "ok": wait for both notes before reading the log.
+  auto noted = [&](const std::string& what) {
+    return !c.wait_for(
+                 [&](const json& r) {
+                   return r.value("kind", "") == "note" && r.value("text", "").rfind(what, 0) == 0;
+                 },
+                 10)
+                .is_null();
+  };
+  EXPECT_TRUE(noted("storage: the event log is written again"));
+  EXPECT_TRUE(noted("storage: the journal is saved again"));
   faultline::traces::EventLog log;
   ASSERT_NO_THROW(log = faultline::traces::read_event_log(log_path));
   EXPECT_FALSE(log.torn_tail);
