@@ -2,8 +2,9 @@
 """A fault-tolerant data-parallel PyTorch script (torchft style, gloo on CPU) for faultline.
 
 One process per replica. The launcher sets FAULTLINE_REPLICA (this replica's id),
-FAULTLINE_REPLICAS (the data-parallel degree) and FAULTLINE_QUORUM_FILE, hosts the store named
-in the quorum file and rewrites the file at each membership change (python/faultline/README.md,
+FAULTLINE_REPLICAS (the data-parallel degree) and FAULTLINE_QUORUM_FILE, and rewrites the file
+at each membership change; the store it names is the harness's own, or in live mode one hosted
+by a member (each replica hosts one on FAULTLINE_STORE_PORT; python/faultline/README.md,
 "Replica groups"). When a peer dies this process does not restart: faultline.replicas discards
 the interrupted step, rebuilds the group among the survivors and redoes it; a replacement
 joins at a step boundary with the parameters and optimizer state of a live peer.
@@ -73,8 +74,9 @@ def main():
     ap.add_argument("--save", help="file for the final state_dict (torch.save)")
     ap.add_argument("--progress", help="JSON lines: each committed step with time, pid, "
                     "quorum, members and parameter digest")
-    ap.add_argument("--timeout-s", type=float, default=30,
-                    help="a collective longer than this is a failure (a hung peer)")
+    ap.add_argument("--timeout-s", type=float, default=None,
+                    help="a collective longer than this is a failure (a hung peer); default: "
+                    "FAULTLINE_REPLICA_TIMEOUT_S, else 30")
     ap.add_argument("--quorum-wait-s", type=float, default=120,
                     help="after a failure, the longest wait for the next quorum")
     ap.add_argument("--join-wait-s", type=float, default=600,

@@ -7,8 +7,10 @@ committed), wait for the controller's next quorum, rebuild the group among thems
 the step with a smaller global batch. A replacement joins at a step boundary and receives the
 parameters and the optimizer state from a live peer, bit for bit.
 
-The controller side (the launcher; here tests/python/replicas_e2e.py) hosts a TCPStore for the
-whole run and writes the quorum file; see README.md beside this file, "Replica groups".
+The controller side writes the quorum file and names in each quorum the TCPStore its group
+forms over: in live mode every replica hosts one on FAULTLINE_STORE_PORT for its whole life and
+the controller names the lowest live member's; the harness tests/python/replicas_e2e.py hosts
+its own. See README.md beside this file, "Replica groups".
 """
 
 import datetime
@@ -19,12 +21,14 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from faultline.faults import FaultFile
 from faultline.files import read_file
 from faultline.report import Reporter
 
@@ -195,6 +199,47 @@ def _env_int(env, name, required=True, default=None):
     return n
 
 
+def _env_port(env, name):
+    """A TCP port (1..65535) from env[name]; None when the variable is unset or empty."""
+    value = env.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 0 < n < 65536:
+        raise QuorumError("environment variable %s=%r is not a port (an integer 1..65535)"
+                          % (name, value))
+    return n
+
+
+def _env_seconds(env, name, default):
+    """A duration in seconds (a finite float > 0) from env[name]; default when unset/empty."""
+    value = env.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        x = float(value)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x > 0):
+        raise QuorumError("environment variable %s=%r is not a number of seconds > 0"
+                          % (name, value))
+    return x
+
+
+def host_store(port, timeout_s):
+    """A TCPStore server on `port` of every interface (a replica's own store in live mode);
+    QuorumError (one line naming FAULTLINE_STORE_PORT and the port) when it cannot bind."""
+    try:
+        return dist.TCPStore("0.0.0.0", port, None, True, _td(timeout_s),
+                             wait_for_workers=False)
+    except RuntimeError as e:
+        raise QuorumError("cannot host the store on FAULTLINE_STORE_PORT=%d: %s"
+                          % (port, " ".join(str(e).split())[:200])) from None
+
+
 def _td(seconds):
     return datetime.timedelta(seconds=seconds)
 
@@ -214,11 +259,17 @@ class ReplicaGroup:
     rebuilds the group and redoes the step. compute must be a deterministic function of the
     state and (step, replica id): data indexed by step, no global RNG use between steps.
 
+    Environment: FAULTLINE_REPLICA (own id), FAULTLINE_REPLICAS (informative),
+    FAULTLINE_QUORUM_FILE, FAULTLINE_REPORT_FD (optional); live mode adds FAULTLINE_STORE_PORT
+    (this process hosts a TCPStore on it, every interface, for its whole life) and
+    FAULTLINE_REPLICA_TIMEOUT_S (timeout_s when the caller passes None; default 30).
+
     Attributes: replica (own id), step (last committed step), quorum (the Quorum now),
-    members, rank, restored_from ("init" or "peer", after join()).
+    members, rank, restored_from ("init" or "peer", after join()), timeout_s, store_port
+    (None unless it hosts a store).
     """
 
-    def __init__(self, model, optimizer, env=None, timeout_s=DEFAULT_TIMEOUT_S,
+    def __init__(self, model, optimizer, env=None, timeout_s=None,
                  quorum_wait_s=DEFAULT_QUORUM_WAIT_S, poll_s=DEFAULT_POLL_S):
         env = os.environ if env is None else env
         self.replica = _env_int(env, "FAULTLINE_REPLICA")
@@ -228,9 +279,17 @@ class ReplicaGroup:
             raise QuorumError("environment variable FAULTLINE_QUORUM_FILE is not set")
         fd = env.get("FAULTLINE_REPORT_FD", "").strip()
         self._reporter = Reporter(int(fd) if fd else None)
+        if timeout_s is None:
+            timeout_s = self._try(_env_seconds, env, "FAULTLINE_REPLICA_TIMEOUT_S",
+                                  DEFAULT_TIMEOUT_S)
+        self.timeout_s = timeout_s
+        # Live mode: this process hosts a store for its whole life (the controller names the
+        # lowest live member's in each quorum); it is never used through this handle.
+        port = self._try(_env_port, env, "FAULTLINE_STORE_PORT")
+        self.store_port = port
+        self._store_server = None if port is None else self._try(host_store, port, timeout_s)
         self.model = getattr(model, "module", model)
         self.optimizer = optimizer
-        self.timeout_s = timeout_s
         self.quorum_wait_s = quorum_wait_s
         self.poll_s = poll_s
         self.step = 0
@@ -241,6 +300,11 @@ class ReplicaGroup:
         self._stores = {}          # "host:port" -> TCPStore client
         self._been_member = False
         self._has_state = True     # False for a joiner until it received the state
+        # Under an agent: the machine's fault file (`faultline live inject`), read at each step
+        # as faultline.Job reads it. Replica groups fire its crash and hang directives; the
+        # others (nan, slow, sdc) are a data-parallel job's and are left alone.
+        faults = env.get("FAULTLINE_FAULT_FILE", "").strip() if fd else ""
+        self._faults = FaultFile(faults or None, 0, 1)
         self._boundary_passed = False
 
     # ----- public -----
@@ -272,6 +336,7 @@ class ReplicaGroup:
             raise QuorumError("replica %d: run_step() before join()" % self.replica)
         if step != self.step + 1:
             raise ValueError("run_step(%d): the next step is %d" % (step, self.step + 1))
+        self._fire_faults()
         while True:
             failure = None
             try:
@@ -309,6 +374,20 @@ class ReplicaGroup:
     def close(self):
         """Leaves the group (no collective)."""
         self._pg = None
+
+    def _fire_faults(self):
+        """The fault file's one-shot crash (fatal report, its signature on stderr, exit 1) and
+        hang (block forever, as a rank stuck in a collective), consumed before they act."""
+        self._faults.poll()
+        for d in list(self._faults.active):  # a copy: consume() re-reads the file
+            if d.kind not in ("crash", "hang") or not self._faults.consume(d):
+                continue
+            if d.kind == "hang":
+                threading.Event().wait()
+            self._reporter.fatal(self.replica, d.signature)
+            sys.stdout.flush()
+            print(d.signature, file=sys.stderr, flush=True)
+            os._exit(1)  # a group member must not wait in interpreter teardown for peers
 
     # ----- quorum changes -----
 
@@ -404,28 +483,41 @@ class ReplicaGroup:
             self._stores[address] = s
         return s
 
-    def _build(self, q, deadline, first):
-        base = self._store(q.store)
-        qstore = dist.PrefixStore("q%d" % q.number, base)
+    def _arrive(self, q, deadline):
+        """The store barrier of quorum q, abandoned when a newer quorum appears (_Superseded): a
+        member that died before arriving never blocks the gloo rendezvous for its whole
+        timeout. QuorumError when the store fails; _StoreTimeout past the deadline."""
+        qstore = dist.PrefixStore("q%d" % q.number, self._store(q.store))
         n = len(q.members)
         try:
-            # Barrier on the store, abandoned when a newer quorum appears: a member that died
-            # before arriving never blocks the gloo rendezvous for its whole timeout.
             qstore.add("arrived", 1)
             while qstore.add("arrived", 0) < n:
                 latest = self._file.poll(force=True)
                 if latest.number > q.number:
                     raise _Superseded(latest.number)
                 if time.monotonic() > deadline:
-                    raise QuorumError("timed out waiting for the %d members %s of quorum %d to "
-                                      "arrive at the store %s" % (n, list(q.members), q.number,
-                                                                  q.store))
+                    raise _StoreTimeout("timed out waiting for the %d members %s of quorum %d "
+                                        "to arrive at the store %s"
+                                        % (n, list(q.members), q.number, q.store))
                 time.sleep(self.poll_s)
         except RuntimeError as e:
             if isinstance(e, QuorumError):
                 raise
             raise QuorumError("store %s: %s" % (q.store, " ".join(str(e).split())[:200])) \
                 from None
+        return qstore
+
+    def _build(self, q, deadline, first):
+        try:
+            qstore = self._arrive(q, deadline)
+        except QuorumError as e:
+            self._stores.pop(q.store, None)  # reconnected if a later quorum names it again
+            if self._store_server is None or isinstance(e, _StoreTimeout):
+                raise
+            # Live mode: the store is a member's and dies with it; the controller names
+            # another live member's in its next quorum, so this one failed while forming.
+            raise PeerFailure(str(e)) from None
+        n = len(q.members)
         rank = q.rank_of(self.replica)
         self._pg = self._collective(lambda: dist.ProcessGroupGloo(
             dist.PrefixStore("gloo", qstore), rank, n, _td(self.timeout_s)), wait=False)
@@ -528,6 +620,10 @@ class ReplicaGroup:
 
     def _log(self, msg):
         print("faultline replica %d: %s" % (self.replica, msg), file=sys.stderr, flush=True)
+
+
+class _StoreTimeout(QuorumError):
+    """The members of a quorum did not all arrive at its store in time (always fatal)."""
 
 
 class _Superseded(Exception):

@@ -35,6 +35,8 @@ import sys
 import tempfile
 import time
 
+from live_harness import Failure, check, read_lines
+
 STEPS = 70
 STEP_MS = 30
 REPLICAS = 4
@@ -51,15 +53,6 @@ HANG_GAP_BOUND_S = TIMEOUT_S + GAP_BOUND_S
 REFERENCE_TOLERANCE = 1e-6
 
 
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-
-
 def write_atomic(path, text):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -67,21 +60,6 @@ def write_atomic(path, text):
         f.flush()
         os.fsync(f.fileno())
     os.rename(tmp, path)
-
-
-def read_lines(path):
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass  # the line being written
-    return out
 
 
 class Controller:

@@ -3,8 +3,12 @@ state-transfer rules, and replica groups in one process (gloo groups of 1 and 2,
 one's members in two threads) over a TCPStore hosted by the test, as the controller would."""
 
 import datetime
+import gc
 import json
 import os
+import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -13,11 +17,17 @@ import unittest
 import torch
 import torch.distributed as dist
 
-from faultline.replicas import (Evicted, Quorum, QuorumError, QuorumFile, QuorumFileError,
-                                ReplicaGroup, check_member, parse_quorum, pick_source,
-                                switch_target)
+from faultline.replicas import (DEFAULT_TIMEOUT_S, Evicted, Quorum, QuorumError, QuorumFile,
+                                QuorumFileError, ReplicaGroup, check_member, parse_quorum,
+                                pick_source, switch_target)
 
 PATH = "/run/job/quorum.json"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 GOOD = {"quorum": 3, "members": [0, 2, 5], "store": "10.0.0.1:29400", "join": [5]}
 
 
@@ -159,6 +169,7 @@ class GroupTest(unittest.TestCase):
         self.pipes = []
 
     def tearDown(self):
+        gc.collect()  # groups (and failed constructions) die here, not in a later test's thread
         for p in self.pipes:
             p.close()
         self.dir.cleanup()
@@ -185,6 +196,104 @@ class GroupTest(unittest.TestCase):
             ReplicaGroup(model, opt, env={"FAULTLINE_QUORUM_FILE": self.path})
         with self.assertRaisesRegex(QuorumError, "FAULTLINE_QUORUM_FILE is not set"):
             ReplicaGroup(model, opt, env={"FAULTLINE_REPLICA": "0"})
+
+    def test_live_mode_hosts_a_store_on_FAULTLINE_STORE_PORT_for_the_process_life(self):
+        port = free_port()
+        model, opt = make_model()
+        env = {"FAULTLINE_REPLICA": "1", "FAULTLINE_QUORUM_FILE": self.path,
+               "FAULTLINE_STORE_PORT": str(port)}
+        rg = ReplicaGroup(model, opt, env=env)
+        self.assertEqual(rg.store_port, port)
+        client = dist.TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=5))
+        client.set("k", "v")
+        other = dist.TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=5))
+        self.assertEqual(other.get("k"), b"v")
+        # The port is taken now: a second replica on it fails at once, reported as fatal.
+        pipe = Pipe()
+        self.pipes.append(pipe)
+        with self.assertRaises(QuorumError) as cm:
+            ReplicaGroup(model, opt, env=dict(env, FAULTLINE_REPORT_FD=str(pipe.w)))
+        msg = str(cm.exception)
+        self.assertNotIn("\n", msg)
+        self.assertIn("FAULTLINE_STORE_PORT=%d" % port, msg)
+        self.assertEqual([r["type"] for r in pipe.reports()], ["fatal"])
+        # Without the variable (the harness hosts the store) no store is hosted.
+        self.assertIsNone(ReplicaGroup(model, opt, env={"FAULTLINE_REPLICA": "0",
+                                                        "FAULTLINE_QUORUM_FILE": self.path})
+                          .store_port)
+
+    def test_a_malformed_FAULTLINE_STORE_PORT_is_a_one_line_error(self):
+        model, opt = make_model()
+        for bad in ("0", "65536", "-1", "29400x", "1.5"):
+            env = {"FAULTLINE_REPLICA": "0", "FAULTLINE_QUORUM_FILE": self.path,
+                   "FAULTLINE_STORE_PORT": bad}
+            with self.assertRaises(QuorumError) as cm:
+                ReplicaGroup(model, opt, env=env)
+            msg = str(cm.exception)
+            self.assertNotIn("\n", msg)
+            self.assertIn("FAULTLINE_STORE_PORT=%r" % bad, msg)
+            self.assertIn("1..65535", msg)
+
+    def test_FAULTLINE_REPLICA_TIMEOUT_S_is_the_default_timeout(self):
+        model, opt = make_model()
+        env = {"FAULTLINE_REPLICA": "0", "FAULTLINE_QUORUM_FILE": self.path}
+        self.assertEqual(ReplicaGroup(model, opt, env=env).timeout_s, DEFAULT_TIMEOUT_S)
+        env["FAULTLINE_REPLICA_TIMEOUT_S"] = "5"
+        self.assertEqual(ReplicaGroup(model, opt, env=env).timeout_s, 5.0)
+        env["FAULTLINE_REPLICA_TIMEOUT_S"] = " 0.25 "
+        self.assertEqual(ReplicaGroup(model, opt, env=env).timeout_s, 0.25)
+        self.assertEqual(ReplicaGroup(model, opt, env=env, timeout_s=7).timeout_s, 7)  # caller's
+        for bad in ("0", "-3", "nan", "inf", "5s"):
+            env["FAULTLINE_REPLICA_TIMEOUT_S"] = bad
+            with self.assertRaises(QuorumError) as cm:
+                ReplicaGroup(model, opt, env=env)
+            msg = str(cm.exception)
+            self.assertNotIn("\n", msg)
+            self.assertIn("FAULTLINE_REPLICA_TIMEOUT_S=%r" % bad, msg)
+
+    def test_the_fault_files_crash_and_hang_fire_at_a_step_the_others_wait(self):
+        """`faultline live inject --fault crash|hang` under an agent: consumed, then fired at the
+        next step (crash: a fatal report, the signature on stderr, exit 1; hang: blocked for
+        good). A child process each, since both end (or stop) the process."""
+        faults = os.path.join(self.dir.name, "faults")
+        script = (
+            "import os, sys, torch\n"
+            "from faultline.replicas import ReplicaGroup\n"
+            "m = torch.nn.Linear(2, 1)\n"
+            "rg = ReplicaGroup(m, torch.optim.SGD(m.parameters(), lr=0.1), env={\n"
+            "    'FAULTLINE_REPLICA': '0', 'FAULTLINE_QUORUM_FILE': %r,\n"
+            "    'FAULTLINE_REPORT_FD': '1', 'FAULTLINE_FAULT_FILE': %r})\n"
+            "rg._fire_faults()\n"
+            "print('no fault fired', flush=True)\n" % (self.path, faults))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__))), *sys.path]))
+        run = lambda timeout: subprocess.run([sys.executable, "-c", script], env=env,
+                                             capture_output=True, text=True, timeout=timeout)
+        with open(faults, "w") as f:
+            f.write("nan\ncrash CUDA error: an illegal memory access\n")
+        p = run(60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("CUDA error: an illegal memory access", p.stderr)
+        fatal = json.loads(p.stdout.splitlines()[-1])
+        self.assertEqual((fatal["type"], fatal["rank"]), ("fatal", 0))
+        with open(faults) as f:
+            self.assertEqual(f.read(), "nan\n", "the crash consumed; nan left alone")
+        p = run(60)
+        self.assertEqual((p.returncode, p.stdout.strip()), (0, "no fault fired"), p.stderr)
+        with open(faults, "w") as f:
+            f.write("hang\n")
+        child = subprocess.Popen([sys.executable, "-c", script], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while os.path.getsize(faults) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(os.path.getsize(faults), 0, "the hang consumed before it blocks")
+            time.sleep(1)
+            self.assertIsNone(child.poll(), "blocked for good after consuming the hang")
+        finally:
+            child.kill()
+            child.wait()
 
     def test_a_group_of_one_trains_like_plain_sgd_follows_quorums_and_is_evicted(self):
         self.write([0])
