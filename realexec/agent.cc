@@ -267,6 +267,7 @@ void Agent::on_message(const json& m) {
     host_->on_request(type);
     if (type == "launch") return handle_launch(m, req);
     if (type == "kill") return handle_kill(m, req);
+    if (type == "quorum") return handle_quorum(m, req);
     if (type == "inspect") return handle_inspect(m, req);
     if (type == "probe") return handle_probe(m, req);
     if (type == "capture") return handle_capture(m, req);

@@ -103,6 +103,11 @@ class Agent {
   void launch_after_reaping(const nlohmann::json& m, std::int64_t req, Instant started,
                             Instant until);
   void handle_kill(const nlohmann::json& m, std::int64_t req);
+  // Replica groups: writes the quorum the controller sends to the replicas' quorum file.
+  void handle_quorum(const nlohmann::json& m, std::int64_t req);
+  std::string quorum_file() const { return machine_->workdir + "/quorum.json"; }
+  // Writes `q` to quorum_file() atomically (temporary file, fsync, rename); "" or the error.
+  std::string write_quorum(const Quorum& q) const;
   void handle_inspect(const nlohmann::json& m, std::int64_t req);
   void handle_probe(const nlohmann::json& m, std::int64_t req);
   // inter_all_gather with `rendezvous: true` and a probe_bin: faultline-probe nccl across the

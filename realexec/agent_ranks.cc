@@ -32,6 +32,42 @@ std::string Agent::child_cwd() const {
   return "";
 }
 
+namespace {
+
+// Replica groups (python/faultline/replicas.py): the replicas' count, their collectives'
+// timeout and the quorum they start in, written to the quorum file before they start.
+struct ReplicaLaunch {
+  std::int64_t count = 1;
+  double timeout_s = 60;
+  Quorum quorum;
+};
+
+std::optional<ReplicaLaunch> replica_launch(const json& m, std::size_t ranks) {
+  const auto it = m.find("replicas");
+  if (it == m.end()) return std::nullopt;
+  if (!it->is_object()) bad("replicas: expected {count, timeout_s, quorum}");
+  ReplicaLaunch r;
+  r.count = need_int(*it, "count", 1, 99);
+  r.timeout_s = opt_number(*it, "timeout_s", 0.1, 86400).value_or(60);
+  if (!it->contains("quorum")) bad("replicas.quorum: required");
+  r.quorum = decode_quorum(it->at("quorum"));
+  if (ranks != 1) bad("replicas: expected one rank per machine");
+  return r;
+}
+
+// A replica's environment: FAULTLINE_REPLICA, _REPLICAS, _QUORUM_FILE, _STORE_PORT (the store
+// it hosts) and _REPLICA_TIMEOUT_S.
+void replica_env(const ReplicaLaunch& r, std::int64_t rank, std::int64_t master_port,
+                 const std::string& quorum_file, std::map<std::string, std::string>& env) {
+  env["FAULTLINE_REPLICA"] = std::to_string(rank);
+  env["FAULTLINE_REPLICAS"] = std::to_string(r.count);
+  env["FAULTLINE_QUORUM_FILE"] = quorum_file;
+  env["FAULTLINE_STORE_PORT"] = std::to_string(master_port + 1 + rank);
+  env["FAULTLINE_REPLICA_TIMEOUT_S"] = fmt_seconds(r.timeout_s);
+}
+
+}  // namespace
+
 void Agent::handle_launch(const json& m, std::int64_t req) {
   const Instant started = r_.now();
   const std::int64_t gen = need_int(m, "gen", 0, kMaxReq);
@@ -63,6 +99,7 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     }
     wanted.emplace_back(static_cast<int>(rank), static_cast<int>(local));
   }
+  const std::optional<ReplicaLaunch> replicas = replica_launch(m, wanted.size());
   if (!ranks_.empty()) {
     // Ranks of an older generation still run (the controller could not kill them: this
     // agent was silent when its machine was evicted, or the kill was lost). They die before
@@ -88,6 +125,13 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     }
   }
 
+  if (replicas) {
+    // A quorum file left by an earlier generation names a store that is gone.
+    if (std::string err = write_quorum(replicas->quorum); !err.empty()) {
+      reply_done(epoch_, req, started, {{"ok", false}, {"detail", err}});
+      return;
+    }
+  }
   gen_ = gen;
   json pids = json::object();
   std::string failure;
@@ -103,6 +147,7 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     env["FAULTLINE_CKPT_EVERY"] = std::to_string(ckpt_every);
     env["FAULTLINE_REPORT_FD"] = "3";
     env["FAULTLINE_GEN"] = std::to_string(gen);
+    if (replicas) replica_env(*replicas, rank, master_port, quorum_file(), env);
     for (const auto& [k, v] : config_.job.env) env[k] = v;
 
     int sp[2];
@@ -184,6 +229,37 @@ void Agent::launch_after_reaping(const json& m, std::int64_t req, Instant starte
     }
     launch_after_reaping(m, req, started, until);
   });
+}
+
+std::string Agent::write_quorum(const Quorum& q) const {
+  if (machine_->workdir.empty()) return "machine " + name_ + " has no workdir in the config";
+  const std::string path = quorum_file();
+  const std::string tmp = path + ".tmp";
+  const std::string text = encode(q).dump() + "\n";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
+  const std::string why = ok ? "" : tmp + ": " + std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) return path + ": " + std::strerror(errno);
+  return why;
+}
+
+void Agent::handle_quorum(const json& m, std::int64_t req) {
+  const Instant started = r_.now();
+  const std::int64_t gen = need_int(m, "gen", 0, kMaxReq);
+  if (!m.contains("quorum")) bad("quorum: required");
+  const Quorum q = decode_quorum(m.at("quorum"));
+  if (gen != gen_) {
+    reply_done(epoch_, req, started,
+               {{"ok", false},
+                {"detail", "generation " + std::to_string(gen) + " is not the one running (" +
+                               std::to_string(gen_) + ")"}});
+    return;
+  }
+  const std::string err = write_quorum(q);
+  if (err.empty()) log("quorum " + std::to_string(q.number) + " written");
+  reply_done(epoch_, req, started, {{"ok", err.empty()}, {"detail", err}});
 }
 
 void Agent::handle_kill(const json& m, std::int64_t req) {

@@ -139,6 +139,18 @@ std::string status_table(const json& st) {
       out << buf;
     }
   out << "standby pool: " << standby.size() << "\n";
+  if (st.contains("replicas") && st["replicas"].is_object()) {
+    const json& rp = st["replicas"];
+    std::string joining;
+    if (rp.contains("joining") && rp["joining"].is_array())
+      for (const auto& r : rp["joining"]) joining += " " + r.dump();
+    std::snprintf(buf, sizeof buf,
+                  "replica groups: %s, %.0f of %.0f replicas train, quorum %.0f%s\n",
+                  rp.value("enabled", false) ? "on" : "off (every failure stops the job)",
+                  num(rp, "live"), num(rp, "replicas"), num(rp, "quorum"),
+                  joining.empty() ? "" : (", rejoining:" + joining).c_str());
+    out << buf;
+  }
   if (st.contains("incidents") && st["incidents"].is_array() && !st["incidents"].empty()) {
     out << "\nINCIDENT  BEGAN (s)  LASTED (s)  PHASE                   CAUSE\n";
     int i = static_cast<int>(num(st, "incident_count")) - static_cast<int>(st["incidents"].size());

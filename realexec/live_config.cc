@@ -64,6 +64,12 @@ class Reader {
                                 std::to_string(hi) + "], got " + std::to_string(d));
     return static_cast<int>(d);
   }
+  bool boolean(const json& obj, const std::string& path, const char* key, bool dflt) const {
+    if (!obj.contains(key)) return dflt;
+    const auto& v = obj.at(key);
+    if (!v.is_boolean()) fail(join(path, key), "expected true or false");
+    return v.get<bool>();
+  }
   static std::string fmt(double d) {
     std::ostringstream o;
     o << d;
@@ -218,7 +224,8 @@ void read_job(const Reader& r, const json& doc, LiveConfig* c) {
   const json& j = doc.at("job");
   r.only_keys(j, "job",
               {"versions", "version", "gpus_per_machine", "tp", "pp", "dp", "master_port",
-               "nominal_step_time_s", "env", "replay_steps", "bitwise_steps", "startup_timeout_s"});
+               "nominal_step_time_s", "env", "replay_steps", "bitwise_steps", "startup_timeout_s",
+               "replica_groups"});
   read_versions(r, j, c);
   c->job.version = r.str(j, "job", "version", c->job.versions.begin()->first);
   if (!c->job.versions.count(c->job.version))
@@ -238,6 +245,15 @@ void read_job(const Reader& r, const json& doc, LiveConfig* c) {
   c->job.startup_timeout_s = r.num(j, "job", "startup_timeout_s", 120, 1, 7 * 86400);
   c->job.replay_steps = r.integer(j, "job", "replay_steps", 20, 1, 1000000);
   c->job.bitwise_steps = r.integer(j, "job", "bitwise_steps", 1, 1, 1000000);
+  c->job.replica_groups = r.boolean(j, "job", "replica_groups", false);
+  if (c->job.replica_groups && (c->job.gpus_per_machine != 1 || c->job.tp * c->job.pp != 1))
+    r.fail("job.replica_groups",
+           "expected gpus_per_machine = tp = pp = 1 (the job library runs one process per "
+           "replica)");
+  if (c->job.replica_groups && c->job.dp > 99)
+    r.fail("job.replica_groups",
+           "expected at most 99 replicas (each hosts a store on "
+           "job.master_port + 1 + its id)");
   if (j.contains("env")) {
     const auto& e = j.at("env");
     if (!e.is_object()) r.fail("job.env", "expected an object of strings");

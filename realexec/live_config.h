@@ -53,6 +53,9 @@ struct LiveJob {
   int replay_steps = 20;                   // steps of one replay run (RunReplay)
   int bitwise_steps = 1;                   // steps of the bit-wise alignment probe
   double startup_timeout_s = 120;          // launch to every rank restored, before StartFailed
+  // The job's code runs the job library's replica groups (python/faultline/replicas.py): a
+  // policy may then enable them (EnableReplicaGroups). One rank per machine and per replica.
+  bool replica_groups = false;
 };
 
 // The repair pipeline (as the simulator's RepairSpec): a machine taken out of the job, or a

@@ -22,6 +22,8 @@ constexpr double kInjectTimeoutS = 15;  // within `live inject`'s 20 s
 
 void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
   const Instant t = now();
+  // With replica groups, the replicas of the machines drop out and the job trains on.
+  const bool replicas_drop = replica_evict(a.machines, a.reason);
   std::string names;
   for (MachineId m : a.machines) {
     // Only machines in the job's slots (action.h): a standby or an evicted machine is left as is.
@@ -42,7 +44,7 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
     outcome(id, true, "nothing to evict: no machine of the job named (" + a.reason + ")", t);
     return;
   }
-  job_broken("eviction", "evicted " + names + " (" + a.reason + ")");
+  if (!replicas_drop) job_broken("eviction", "evicted " + names + " (" + a.reason + ")");
   save_journal();
   outcome(id, true, "evicted " + names + " (" + a.reason + ")", t);
 }
@@ -185,6 +187,8 @@ void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
   adopted_gen_.erase(m);
   if (cluster_.slot_of(m) >= 0) {
     note("agent of " + machine_config(m).name + " lost: " + why);
+    // With replica groups too: its replica drops out when the policy evicts it, or once the
+    // other replicas say their collectives with it failed (live_replicas.cc).
     deliver(InspectionAlert{m, "host", "agent lost: " + why});
   } else if (cluster_.take_standby(m)) {
     note("standby " + machine_config(m).name + " lost (" + why +

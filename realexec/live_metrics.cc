@@ -222,10 +222,17 @@ void LiveWorld::account_step(std::int64_t step, double step_time_s,
     }
   }
   if (!running_) return;  // a start or an adoption under way: its time is not settled yet
+  // Replica groups: a step trained by `live` of the dp replicas is that share of a step
+  // (a linear partial replica rate, as the simulator's default); the rest is missing_replicas.
+  const int dp = cluster_.pp_groups();
+  if (replicas_.enabled && step > before.last && live_replicas() < dp)
+    lost_pending_[phase_key(TimePhase::kMissingReplicas)] +=
+        static_cast<double>(step - std::max(before.last, before.first)) * m *
+        static_cast<double>(dp - live_replicas()) / dp;
   // The time since the last report not yet assigned beyond its steps. Steps faster than the
   // nominal one make it negative: then nothing is added (a counter never goes back) and
   // later time fills the gap first.
-  const double productive = static_cast<double>(now_last - before.first) * m;
+  const double productive = static_cast<double>(now_last - before.first) * m - missing_replicas_s();
   double rest = before.elapsed_s - productive - sum_of(lost_at(t)) - sum_of(lost_pending_);
   // Of it, the step's time over the nominal one: warm-up for an incarnation's first two steps
   // (the ones the nominal step time leaves out), checkpoint for a step that saved one. At
@@ -239,9 +246,11 @@ void LiveWorld::account_step(std::int64_t step, double step_time_s,
     lost_pending_[phase_key(TimePhase::kCheckpoint)] += excess;
   else
     excess = 0;
-  // The rest is degraded (slow steps, gaps between steps).
+  // The rest is degraded (slow steps, gaps between steps), or the pause of a quorum change.
   rest -= excess;
-  if (rest > 0) lost_pending_[phase_key(TimePhase::kDegraded)] += rest;
+  const TimePhase gap = replicas_.changed ? TimePhase::kMissingReplicas : TimePhase::kDegraded;
+  replicas_.changed = false;
+  if (rest > 0) lost_pending_[phase_key(gap)] += rest;
   if ((t - lost_flushed_at_).to_seconds() >= kFlushEveryS) flush_account();
 }
 

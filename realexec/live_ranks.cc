@@ -128,6 +128,8 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
       }
       all = all && gens.size() == 1 && *gens.begin() == s.gen;
       if (all && starting_ == adopt_action_) {
+        if (config_.job.replica_groups)  // as the journal's quorum left them: every replica
+          for (SlotId slot = 0; slot < cluster_.slots(); ++slot) replicas_.members.insert(slot);
         running_ = true;
         job_running();
         starting_ = 0;
@@ -189,6 +191,18 @@ void LiveWorld::launch(ActionId id, Instant started) {
   if (victim_timer_) reactor_.cancel_timer(victim_timer_);
   victim_timer_ = 0;
   start_step_ = 0;
+  // A replica-group job starts in a quorum of every replica (live_replicas.cc).
+  std::optional<Quorum> quorum;
+  if (config_.job.replica_groups) {
+    replicas_.members.clear();
+    for (SlotId slot = 0; slot < cluster_.slots(); ++slot) replicas_.members.insert(slot);
+    replicas_.joining.clear();
+    replicas_.launched.clear();
+    replicas_.failed.clear();
+    if (replicas_.failed_timer) reactor_.cancel_timer(replicas_.failed_timer);
+    replicas_.failed_timer = 0;
+    quorum = next_quorum({});
+  }
   save_journal();
   const int g = config_.job.gpus_per_machine;
   const int world = cluster_.slots() * g;
@@ -197,25 +211,25 @@ void LiveWorld::launch(ActionId id, Instant started) {
     const MachineId m = cluster_.machine_in(slot);
     json ranks = json::array();
     for (int l = 0; l < g; ++l) ranks.push_back({{"rank", slot * g + l}, {"local_rank", l}});
-    request(m,
-            json{{"type", "launch"},
-                 {"gen", s.gen},
-                 {"version", s.version},
-                 {"ranks", ranks},
-                 {"world_size", world},
-                 {"master_addr", master},
-                 {"master_port", config_.job.master_port},
-                 {"ckpt_every", s.ckpt_every}},
-            Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
-              if (starting_ != id || r.ok) return;
-              const std::string why =
-                  "launch failed on " + machine_config(m).name + ": " + r.detail;
-              starting_ = 0;
-              if (start_timer_) reactor_.cancel_timer(start_timer_);
-              start_timer_ = 0;
-              outcome(id, false, why, start_began_);
-              deliver(StartFailed{id, m, why});
-            });
+    json msg{{"type", "launch"},
+             {"gen", s.gen},
+             {"version", s.version},
+             {"ranks", ranks},
+             {"world_size", world},
+             {"master_addr", master},
+             {"master_port", config_.job.master_port},
+             {"ckpt_every", s.ckpt_every}};
+    if (quorum) msg["replicas"] = replica_launch(*quorum);
+    request(
+        m, std::move(msg), Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
+          if (starting_ != id || r.ok) return;
+          const std::string why = "launch failed on " + machine_config(m).name + ": " + r.detail;
+          starting_ = 0;
+          if (start_timer_) reactor_.cancel_timer(start_timer_);
+          start_timer_ = 0;
+          outcome(id, false, why, start_began_);
+          deliver(StartFailed{id, m, why});
+        });
   }
   start_timer_ = reactor_.add_timer(Duration::seconds(config_.job.startup_timeout_s), [this, id] {
     start_timer_ = 0;
@@ -252,6 +266,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
         std::to_string(msg.rank));
   const std::int64_t rank = msg.rank >= 0 ? msg.rank : r.rank.value_or(-1);
   if (!runs_rank(m, rank, "report")) return;
+  if (replica_report(m, rank, r)) return;
   if (r.type == "started" && starting_) {
     // While the start kills, the journal's generation is the outgoing one: its late
     // "started" reports must not complete a start that has not launched yet.
@@ -284,7 +299,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   if (r.type != "step") return;
   const std::int64_t step = *r.step;  // a step report without one does not decode
   if (running_) rank_steps_[rank] = step;
-  if (rank != 0) return;  // rank 0 carries the global loss and step
+  if (rank != step_rank()) return;  // rank 0 (or the lowest replica training) carries the step
   const double step_time = r.step_time_s.value_or(0);
   const bool loss_nan = r.loss_nan();
   const bool grad_nan = r.grad_norm_nan();
@@ -341,13 +356,19 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
   const std::int64_t rank = msg.rank;
   if (code == 0 && sig == 0) {
     clean_exits_.insert(rank);
-    if (static_cast<int>(clean_exits_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {
+    // With replica groups, every replica of the quorum (none rejoining) ends the job.
+    const bool quorum_done = replicas_.enabled && running_ && replicas_.joining.empty() &&
+                             std::all_of(replicas_.members.begin(), replicas_.members.end(),
+                                         [&](std::int64_t r) { return clean_exits_.count(r) > 0; });
+    if (quorum_done ||
+        static_cast<int>(clean_exits_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {
       note("every rank finished its steps");
       job_broken("job_finished", "every rank finished its steps");
       finished_ = true;
     }
     return;
   }
+  if (replica_exit(m, rank, sig ? 128 + sig : code, signature)) return;  // it drops out
   if (starting_) {
     // Ranks of the previous generation die while a start kills them: not a failure of
     // this start, whose ranks are launched only after the kill.

@@ -454,16 +454,6 @@ void LiveWorld::act_on(ActionId id, const MitigateSlowdown& a, Instant t) {
              " a running job (its layout is fixed at launch)",
          t);
 }
-void LiveWorld::act_on(ActionId id, const EnableReplicaGroups&, Instant t) {
-  // The job library's replica groups (python/faultline/replicas.py) learn their quorum from a
-  // file that no agent writes yet: every failure stops the job, as without replica groups.
-  refuse(id, "live mode does not run replica groups yet: every failure stops the job", t);
-}
-
-void LiveWorld::act_on(ActionId id, const RejoinReplica&, Instant t) {
-  refuse(id, "live mode does not run replica groups yet", t);
-}
-
 void LiveWorld::act_on(ActionId id, const MigrateMachines&, Instant t) {
   // act() applied the contract's refusals first (a stopped job, a machine outside it). The
   // agents cannot copy a running rank's state to a standby yet.
@@ -549,26 +539,28 @@ json LiveWorld::status() const {
          {"cause", in.cause}});
   }
   const Accounting acc = accounting();
-  return json{{"t_s", now().to_seconds()},
-              {"gen", s.gen},
-              {"version", s.version},
-              {"running", running_},
-              {"step", last_step_},
-              {"slots", slots},
-              {"standby", standby},
-              {"stack", config_.stack},
-              {"repairing", repairing},
-              {"retired", retired},
-              {"machines", machines},
-              {"ettr_so_far", acc.ettr},
-              {"account", account_json(account_now())},
-              {"incident_count", incidents_.size()},
-              {"incidents", incidents},
-              {"ended_verdict", s.ended_verdict},
-              {"storage",
-               {{"state", log_.health().failing || journal_.health().failing ? "failing" : "ok"},
-                {"event_log", storage_status(log_.health(), log_.path(), lost_before_restart_)},
-                {"journal", storage_status(journal_.health(), journal_.path())}}}};
+  json out{{"t_s", now().to_seconds()},
+           {"gen", s.gen},
+           {"version", s.version},
+           {"running", running_},
+           {"step", last_step_},
+           {"slots", slots},
+           {"standby", standby},
+           {"stack", config_.stack},
+           {"repairing", repairing},
+           {"retired", retired},
+           {"machines", machines},
+           {"ettr_so_far", acc.ettr},
+           {"account", account_json(account_now())},
+           {"incident_count", incidents_.size()},
+           {"incidents", incidents},
+           {"ended_verdict", s.ended_verdict},
+           {"storage",
+            {{"state", log_.health().failing || journal_.health().failing ? "failing" : "ok"},
+             {"event_log", storage_status(log_.health(), log_.path(), lost_before_restart_)},
+             {"journal", storage_status(journal_.health(), journal_.path())}}}};
+  if (config_.job.replica_groups) out["replicas"] = replicas_status();
+  return out;
 }
 
 std::vector<double> LiveWorld::IncidentStats::latency_bounds() {
@@ -583,7 +575,9 @@ LiveWorld::Accounting LiveWorld::accounting_at(Instant at) const {
   a.first = std::max<std::int64_t>(0, s.first_step);
   a.last = std::max<std::int64_t>(a.first, last_step_);
   a.elapsed_s = at.to_seconds();
-  a.productive_s = static_cast<double>(a.last - a.first) * a.step_time_s;
+  // Steps trained with replicas missing count for their share (live_replicas.cc).
+  a.productive_s =
+      std::max(0.0, static_cast<double>(a.last - a.first) * a.step_time_s - missing_replicas_s());
   a.ettr = a.elapsed_s > 0 ? a.productive_s / a.elapsed_s : 0;
   return a;
 }

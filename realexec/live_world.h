@@ -139,8 +139,8 @@ class LiveWorld final : public World {
   void act_on(ActionId id, const SetStandbyPool& a, Instant t);     // only checks the pool
   void act_on(ActionId id, const AvoidMachines& a, Instant t);      // standbys handed out last
   void act_on(ActionId id, const MitigateSlowdown& a, Instant t);   // refused: fixed layout
-  void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // refused: not wired yet
-  void act_on(ActionId id, const RejoinReplica& a, Instant t);        // refused: not wired yet
+  void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // see live_replicas.cc
+  void act_on(ActionId id, const RejoinReplica& a, Instant t);        // see live_replicas.cc
   void act_on(ActionId id, const MigrateMachines& a, Instant t);      // refused: not implemented
 
   // Action handlers.
@@ -205,6 +205,45 @@ class LiveWorld final : public World {
   void do_inspect(const EnableInspection& a);
   void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t);
   void retry_waiting_acquire();
+
+  // --- replica groups (live_replicas.cc; job.replica_groups, python/faultline/replicas.py) --
+  // Every launch of such a job starts quorum 1 of all replicas. With EnableReplicaGroups, a
+  // failed replica drops out while the others train (ReplicaDropped) and a RejoinReplica
+  // launches it again, admitted to the quorum once it waits for one (ReplicaRejoined).
+  struct Replicas {
+    std::optional<EnableReplicaGroups> enabled;  // the policy's; none: a failure stops the job
+    std::set<std::int64_t> members;              // in the latest quorum (admitted joiners too)
+    std::map<std::int64_t, ActionId> joining;    // launched by a RejoinReplica, not started yet
+    // Joiners whose launch the agent confirmed: an exit of the replica before that is its
+    // previous process's (killed for a hang or an eviction), which the agent reaps first.
+    std::set<std::int64_t> launched;
+    std::map<std::int64_t, std::set<std::int64_t>> failed;  // quorum -> members that said it failed
+    std::uint64_t failed_timer = 0;  // the grace before the silent members are judged hung
+    bool changed = false;            // a quorum change since the last step report
+  };
+  Replicas replicas_;
+  // The launch's "replicas" field (count, timeout, the quorum to start in).
+  nlohmann::json replica_launch(const Quorum& q) const;
+  // The next quorum of replicas_.members, `join` taking their state from a peer; its store
+  // is the one of the lowest member not joining.
+  Quorum next_quorum(std::vector<std::int64_t> join);
+  Quorum quorum_of(std::int64_t number, std::vector<std::int64_t> join) const;
+  void send_quorum(const Quorum& q, std::int64_t except = -1);
+  // A rank of the job exited while it trains with replica groups: true when that is a drop
+  // (or an echo of one) rather than a failure that stops the job.
+  bool replica_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
+  void drop_replica(std::int64_t r, MachineId m, int code, const std::string& signature);
+  // A report of a replica-group rank (waiting, started, quorum_failed); true when consumed.
+  bool replica_report(MachineId m, std::int64_t rank, const RankReport& r);
+  void judge_failed_quorum(std::int64_t quorum);
+  // Machines evicted while the job trains with replica groups: true when their replicas drop
+  // out and the job trains on.
+  bool replica_evict(const MachineSet& machines, const std::string& reason);
+  // The rank whose step reports carry the job's step: 0, or the lowest replica training.
+  std::int64_t step_rank() const;
+  int live_replicas() const;
+  double missing_replicas_s() const;       // the account's missing_replicas seconds so far
+  nlohmann::json replicas_status() const;  // status: the quorum, its members, the joiners
 
   void kill_all(std::function<void()> then);
   void launch(ActionId id, Instant started);

@@ -214,6 +214,53 @@ std::optional<double> opt_metric(const json& m, const char* key) {
       ": expected a number (or null, \"NaN\", \"Infinity\", \"-Infinity\"), got " + kind_of(*it));
 }
 
+// --- replica groups ----------------------------------------------------------------------------
+
+namespace {
+std::vector<std::int64_t> replica_ids(const json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_array() || it->size() > 100000)
+    bad(std::string(key) + ": expected an array of replica ids");
+  std::vector<std::int64_t> out;
+  for (const auto& v : *it) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > kMaxRank)
+      bad(std::string(key) + ": expected replica ids (integers >= 0)");
+    if (!out.empty() && v.get<std::int64_t>() <= out.back())
+      bad(std::string(key) + ": expected distinct ids in ascending order");
+    out.push_back(v.get<std::int64_t>());
+  }
+  return out;
+}
+}  // namespace
+
+Quorum decode_quorum(const json& j) {
+  return within("quorum", [&] {
+    if (!j.is_object()) bad("expected an object");
+    Quorum q;
+    q.number = need_int(j, "quorum", 0, kMaxReq);
+    q.members = replica_ids(j, "members");
+    if (q.members.empty()) bad("members: expected at least one replica");
+    q.store = need_host(j, "store");
+    const auto colon = q.store.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : q.store.substr(colon + 1);
+    if (colon == 0 || port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        std::stoi(port) < 1 || std::stoi(port) > 65535)
+      bad("store: expected host:port");
+    if (j.contains("join")) q.join = replica_ids(j, "join");
+    for (std::int64_t id : q.join)
+      if (!std::binary_search(q.members.begin(), q.members.end(), id))
+        bad("join: replica " + std::to_string(id) + " is not a member");
+    if (q.join.size() >= q.members.size())
+      bad("join: expected fewer joiners than members (a live peer holds the state)");
+    return q;
+  });
+}
+
+json encode(const Quorum& q) {
+  return json{{"quorum", q.number}, {"members", q.members}, {"store", q.store}, {"join", q.join}};
+}
+
 // --- rank reports ------------------------------------------------------------------------------
 
 bool RankReport::loss_nan() const { return loss && !std::isfinite(*loss); }
@@ -235,6 +282,7 @@ RankReport decode_rank_report(const json& j) {
     r.restored_from = opt_text(j, "restored_from", 1024).value_or("");
     r.version = opt_text(j, "version", 256).value_or("");
     r.pid = opt_int(j, "pid", 0, std::numeric_limits<std::int32_t>::max());
+    r.quorum = opt_int(j, "quorum", 0, kMaxReq);
     if (r.type == "fatal") {
       // The job's own account of why it dies: the first non-empty of these.
       for (const char* key : {"signature", "message", "detail"}) {
@@ -311,6 +359,7 @@ json encode(const RankReport& r) {
   if (!r.restored_from.empty()) j["restored_from"] = r.restored_from;
   if (!r.version.empty()) j["version"] = r.version;
   if (r.pid) j["pid"] = *r.pid;
+  if (r.quorum) j["quorum"] = *r.quorum;
   if (!r.signature.empty()) j["signature"] = r.signature;
   return j;
 }

@@ -67,6 +67,20 @@ std::string to_hex(const std::string& bytes);
 // "Infinity", "-Infinity", "inf" or "-inf" (NaN is returned for all of those).
 std::optional<double> opt_metric(const nlohmann::json& m, const char* key);
 
+// --- replica groups (python/faultline/replicas.py; PROTOCOL.md, "Replica groups") -----------
+// A quorum as the controller sends it and the agent writes it to the replicas' quorum file:
+// {"quorum": N, "members": [replica ids, ascending], "store": "host:port", "join": [ids]}.
+struct Quorum {
+  std::int64_t number = 0;
+  std::vector<std::int64_t> members;
+  std::string store;               // host:port of the TCPStore the quorum's group forms on
+  std::vector<std::int64_t> join;  // members that take their state from a live peer
+};
+// Throws BadMessage naming the field: members empty, unsorted or repeated, join not a proper
+// subset of members, store not host:port.
+Quorum decode_quorum(const nlohmann::json& j);
+nlohmann::json encode(const Quorum& q);
+
 // --- rank -> agent -------------------------------------------------------------------------
 // One report line of a training rank (see PROTOCOL.md, "Rank reports"). The agent forwards
 // the object it parsed with the fields below replaced by encode(report): keys live mode does
@@ -79,10 +93,11 @@ struct RankReport {
   std::optional<double> loss;         // step: NaN when non-finite; absent when not reported
   std::optional<double> grad_norm;    // step: as loss
   std::optional<std::int64_t> checkpoint_step;
-  std::string restored_from;        // started
-  std::string version;              // started
-  std::optional<std::int64_t> pid;  // started
-  std::string signature;            // fatal: the job's own account of why it dies
+  std::string restored_from;           // started
+  std::string version;                 // started
+  std::optional<std::int64_t> pid;     // started
+  std::string signature;               // fatal: the job's own account of why it dies
+  std::optional<std::int64_t> quorum;  // replica groups: quorum, quorum_failed, waiting
 
   bool loss_nan() const;       // the loss was reported and not finite
   bool grad_norm_nan() const;  // the gradient norm was reported and not finite

@@ -16,6 +16,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <type_traits>
 #include <utility>
@@ -387,9 +388,19 @@ struct Shape {
   int code = 1;
 };
 
+// Whether the live run trained in replica groups (an EnableReplicaGroups it carried out).
+bool ran_replica_groups(const EventLog& log) {
+  std::set<ActionId> enabled;
+  for (const auto& a : log.actions)
+    if (std::holds_alternative<EnableReplicaGroups>(a.value.action)) enabled.insert(a.value.id);
+  return std::any_of(log.outcomes.begin(), log.outcomes.end(),
+                     [&](const auto& o) { return o.value.ok && enabled.count(o.value.id); });
+}
+
 // The shape of fault `f` from its kind and what the live run saw after it; sets the
-// kind's own fields of category `c` (persistence, exits, slowdown, scope).
-Shape shape_of(const FaultRecord& f, const Observed& seen, json& c) {
+// kind's own fields of category `c` (persistence, exits, slowdown, scope). `replicas`: the run
+// trained in replica groups.
+Shape shape_of(const FaultRecord& f, const Observed& seen, bool replicas, json& c) {
   Shape s;
   s.sig = seen.signature;
   s.code = seen.found ? seen.exit_code : 1;
@@ -413,10 +424,12 @@ Shape shape_of(const FaultRecord& f, const Observed& seen, json& c) {
     case FaultKind::kHang:
     case FaultKind::kStop:
       // A rank hung in a collective stays hung until its processes are killed, like a
-      // frozen one: stack aggregation finds it either way.
+      // frozen one: stack aggregation finds it either way. In replica groups the quorum's
+      // timeout drops the replica and its killed process is relaunched: the one-shot hang (or
+      // the stopped process) is gone, and the rejoin on the same machine works.
       s.symptom = "hang";
       s.cls = "implicit";
-      c["persistent"] = true;
+      c["persistent"] = !replicas;
       break;
     case FaultKind::kNan:
     case FaultKind::kSdc:
@@ -466,7 +479,7 @@ json recall_of(const FaultRecord& f) {
 // The fault category of replayed fault number `k` (0-based). `*empty_signature`: it exits
 // with no log line (the parsed scenario's default signature is then cleared).
 json fault_category(const ReplayedFault& r, std::size_t k, const traces::EventLogHeader& h,
-                    bool* empty_signature) {
+                    bool replicas, bool* empty_signature) {
   const auto& f = r.record.value;
   const Observed& seen = r.seen;
   json c;
@@ -475,7 +488,7 @@ json fault_category(const ReplayedFault& r, std::size_t k, const traces::EventLo
   c["rate_per_machine_day"] = 0;
   c["scope"] = "machine";
   c["persistent"] = f.persistent;
-  const Shape s = shape_of(f, seen, c);
+  const Shape s = shape_of(f, seen, replicas, c);
   c["symptom"] = s.symptom;
   c["class"] = s.cls;
   c["recall"] = recall_of(f);
@@ -911,9 +924,10 @@ ReplayedFaults replayed_faults(const LiveRun& run, Calibration& cal) {
                    : Calibrated{median(lags),
                                 "hang to watchdog exit, median of " + std::to_string(lags.size()),
                                 static_cast<int>(lags.size())};
+  const bool replicas = ran_replica_groups(log);
   for (std::size_t k = 0; k < r.faults.size(); ++k) {
     bool empty_signature = false;
-    r.categories.push_back(fault_category(r.faults[k], k, log.header, &empty_signature));
+    r.categories.push_back(fault_category(r.faults[k], k, log.header, replicas, &empty_signature));
     r.empty_signature.push_back(empty_signature);
     r.scopes.push_back(r.faults[k].record.value.fault == FaultKind::kUpdate ? traces::Scope::kJob
                                                                             : traces::Scope::kNode);

@@ -64,6 +64,20 @@ TEST_F(LiveConfigKeys, StartupTimeoutIsConfigurable) {
   EXPECT_NE(err.find("job.startup_timeout_s"), std::string::npos) << err;
 }
 
+TEST_F(LiveConfigKeys, ReplicaGroupsAreForJobsOfOneProcessPerReplica) {
+  json job{{"versions", {{"v1", {"/bin/true"}}}}, {"replica_groups", true}};
+  LiveConfig c;
+  ASSERT_EQ(load(job, json::object(), &c), "");
+  EXPECT_TRUE(c.job.replica_groups);
+  job["replica_groups"] = 1;
+  EXPECT_EQ(load(job), dir_ + "/live.json: job.replica_groups: expected true or false");
+  job["replica_groups"] = true;
+  job["gpus_per_machine"] = 2;
+  EXPECT_EQ(load(job), dir_ +
+                           "/live.json: job.replica_groups: expected gpus_per_machine = tp = "
+                           "pp = 1 (the job library runs one process per replica)");
+}
+
 TEST_F(LiveConfigKeys, TheReadOnlyCredentialIsAFileOfItsOwn) {
   const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
   LiveConfig c;

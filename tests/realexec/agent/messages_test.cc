@@ -244,6 +244,43 @@ TEST(Messages, RendezvousBlobsAreCheckedHexOfBoundedSize) {
             "blob: expected an even number (2 to 2048) of lowercase hex digits");
 }
 
+TEST(Messages, AQuorumForTheReplicasIsCheckedFieldByField) {
+  // What the controller sends and the agent writes to the replicas' quorum file
+  // (python/faultline/replicas.py parses the same form).
+  const json good{
+      {"quorum", 7}, {"members", {0, 2, 3}}, {"store", "10.0.0.5:29501"}, {"join", {3}}};
+  const Quorum q = decode_quorum(good);
+  EXPECT_EQ(q.number, 7);
+  EXPECT_EQ(q.members, (std::vector<std::int64_t>{0, 2, 3}));
+  EXPECT_EQ(q.store, "10.0.0.5:29501");
+  EXPECT_EQ(q.join, (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(encode(q), good);
+  const auto with = [&](const char* key, json v) {
+    json j = good;
+    if (v.is_null())
+      j.erase(key);
+    else
+      j[key] = v;
+    return refusal([&] { decode_quorum(j); });
+  };
+  EXPECT_EQ(with("join", nullptr), "(accepted)") << "join is optional";
+  EXPECT_EQ(with("quorum", -1),
+            "quorum: quorum: expected an integer in [0, 9007199254740992], got -1");
+  EXPECT_EQ(with("members", json::array()), "quorum: members: expected at least one replica");
+  EXPECT_EQ(with("members", {2, 0}), "quorum: members: expected distinct ids in ascending order");
+  EXPECT_EQ(with("members", {0, 0}), "quorum: members: expected distinct ids in ascending order");
+  EXPECT_EQ(with("members", {0, -1}), "quorum: members: expected replica ids (integers >= 0)");
+  EXPECT_EQ(with("members", "0,1"), "quorum: members: expected an array of replica ids");
+  EXPECT_EQ(with("store", "10.0.0.5"), "quorum: store: expected host:port");
+  EXPECT_EQ(with("store", "10.0.0.5:70000"), "quorum: store: expected host:port");
+  EXPECT_EQ(with("store", ":29501"), "quorum: store: expected host:port");
+  EXPECT_EQ(with("store", "a b:1"), "quorum: store: expected a host name or IP address");
+  EXPECT_EQ(with("join", {1}), "quorum: join: replica 1 is not a member");
+  EXPECT_EQ(with("join", {0, 2, 3}),
+            "quorum: join: expected fewer joiners than members (a live peer holds the state)");
+  EXPECT_EQ(refusal([] { decode_quorum(json::array()); }), "quorum: expected an object");
+}
+
 TEST(Messages, ClientRequestsAreChecked) {
   EXPECT_EQ(refusal([] {
               decode_client_request(json{{"type", "inject"}, {"machine", 3}});

@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""End to end: replica groups (examples/pytorch/ft_replicas.py) under real live mode.
+
+A controller and five agents on loopback (4 job machines m0-m3, 1 standby s0, 1 rank each,
+job.replica_groups) run the example as 4 replicas under the byterobust stack with
+recovery=replica-drop.
+Each replica hosts a TCPStore on master_port + 1 + its id; the controller writes each quorum
+to the machines' quorum.json. Scenario:
+
+  step ~40   `inject --fault kill` on m1: the agent SIGKILLs replica 1. Expected: a
+             ReplicaDropped (replica 1), the others train on without a restart, then a
+             ReplicaRejoined (replica 1, a new process on m1 that receives the state from a
+             live peer).
+  later      `inject --fault machine_down` on m2: its agent SIGKILLs its rank and exits (the
+             machine is lost; recorded as a fault, so the replay reproduces it).
+             Expected: the policy evicts m2 on the lost agent's host alert, which drops
+             replica 2 (ReplicaDropped), and the standby s0 takes its slot: ReplicaRejoined
+             (replica 2, a process on s0).
+  later      `inject --fault hang` on m3 (replica 3 blocks for good). The others'
+             collectives time out after the replicas' timeout and they report
+             quorum_failed; the controller kills the silent replica 3: ReplicaDropped
+             ("hang: ..."), then ReplicaRejoined (a new process on m3).
+
+Checks: (a) the processes never killed keep their pid (every progress file has one pid per
+process: m0 one, m1 and m3 the killed one then its replacement, m2 one, s0 one); (b) no
+survivor stalls longer than GAP_BOUND_S between consecutive committed steps (HANG_GAP_BOUND_S
+around the hang; maxima printed);
+(c) each joiner starts restored from a peer, with the parameters its peers recorded for the
+same step, bit for bit, and after its first step too; (d) every process alive at the end
+reaches STEPS with the same final digest (digest.txt of m0, m1, m3, s0); (e) the controller
+notes "every rank finished its steps" and exits 0; (f) one JobStarted in the whole run, no
+JobStopped before the end: the world never restarted. With --replay, last, `faultline sim
+replay` of the event log must take the live run's decisions (as live_ddp_e2e.py).
+Exit 0 on success, 1 with the reason on failure (a missing torch included).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import live_harness
+from live_harness import (Failure, LiveCluster, check, check_replay_decisions, free_port,
+                          is_event, read_lines, require_torch)
+
+STEPS = 800
+STEP_MS = 40
+RANKS = 4
+KILL_AT = 40          # step of the first kill (replica 1, by inject)
+AFTER_REJOIN = 40     # steps the rejoined replica 1 trains before machine m2 dies
+QUORUM_CHANGE_S = 1
+REPLICA_TIMEOUT_S = 5
+# A survivor's largest gap between committed steps: a death is seen at once (the kernel closes
+# the dead process's sockets), the controller changes the quorum in QUORUM_CHANGE_S, and a
+# joiner's launch (python + torch import) may hold the group at the store barrier; 10 s leaves
+# room for a loaded 2-core CI machine.
+GAP_BOUND_S = 10.0
+# Around the hang: the replicas' timeout, the controller's grace for the others to say their
+# quorum failed (2 s), then a quorum change.
+HANG_GAP_BOUND_S = REPLICA_TIMEOUT_S + 2 + GAP_BOUND_S
+FINISHED = "every rank finished its steps"
+
+
+def free_ports(n):
+    """A base port p with p .. p+n free (master_port and the replicas' stores above it)."""
+    for _ in range(200):
+        base = free_port()
+        if base + n >= 65536:
+            continue
+        try:
+            socks = []
+            for p in range(base, base + n + 1):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("", p))
+            return base
+        except OSError:
+            pass
+        finally:
+            for s in socks:
+                s.close()
+    raise Failure("no %d consecutive free ports found" % (n + 1))
+
+
+def replica_event(kind, replica, after):
+    return lambda r: (is_event(r, kind) and r["event"].get("replica") == replica
+                      and r["t_s"] >= after)
+
+
+def restarted(after):
+    """A JobStopped or JobStarted after t=after: the world stopped, which it must not."""
+    return lambda r: ((is_event(r, "JobStopped") or is_event(r, "JobStarted"))
+                      and r["t_s"] > after)
+
+
+class Cluster(LiveCluster):
+    def __init__(self, args):
+        super().__init__(args)
+        self.example = [args.python, args.example, "--steps", str(STEPS), "--step-ms",
+                        str(STEP_MS), "--progress", "progress.jsonl", "--digest", "digest.txt"]
+        self.job_env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+                        "GLOO_SOCKET_IFNAME": "lo",
+                        "OMP_NUM_THREADS": "1"}  # 5 torch processes share a small machine
+        self.master_port = free_ports(RANKS)  # replica r's store: master_port + 1 + r
+        self.write_config(
+            "python e2e: replica groups (ft_replicas.py) under live mode",
+            ["m%d" % i for i in range(RANKS)], ["s0"],
+            {"versions": {"v1": self.example}, "version": "v1", "gpus_per_machine": 1,
+             "replica_groups": True, "master_port": self.master_port,
+             "nominal_step_time_s": STEP_MS / 1000, "env": self.job_env},
+            {"stack": "byterobust",
+             "params": {"recovery": "replica-drop", "quorum_change_s": QUORUM_CHANGE_S,
+                        "replica_timeout_s": REPLICA_TIMEOUT_S, "stall_window_s": 30,
+                        "recrash_window_s": 5, "probe_deadline_s": 60, "inspect_nic_s": 1,
+                        "standby_pool": 1}})
+
+    def progress(self, name):
+        """The records of machine `name`'s progress.jsonl (every process run there)."""
+        return read_lines(os.path.join(self.workdir(name), "progress.jsonl"))
+
+    def kill_machine(self, name):
+        """The machine dies: `inject --fault machine_down`, whose agent SIGKILLs its ranks and
+        exits 137 without a word to the controller, which sees its connection close. Unlike a
+        SIGKILL of the agent from outside, the fault is recorded (ground truth), so that the
+        replay can reproduce it. Returns the fault record's run time."""
+        p = self.procs["agent-" + name]
+        check(p.poll() is None, "the agent of %s exited before its machine was killed" % name)
+        return self.inject(name, "machine_down")
+
+    def wait_progress(self, name, pred, timeout_s, what):
+        """Waits for a record of machine name's progress.jsonl that matches pred."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            for r in self.progress(name):
+                if pred(r):
+                    return r
+            check(self.procs["controller"].poll() is None,
+                  "the controller exited while waiting for %s" % what)
+            time.sleep(0.2)
+        raise Failure("timed out after %g s waiting for %s" % (timeout_s, what))
+
+def by_pid(records):
+    """A machine's progress records split per process, in the order the processes appeared:
+    [(pid, [records])]. Fails when a process's records interleave with another's."""
+    out = []
+    for r in records:
+        if not out or out[-1][0] != r["pid"]:
+            check(all(pid != r["pid"] for pid, _ in out),
+                  "pid %d's progress records interleave with another process's" % r["pid"])
+            out.append((r["pid"], []))
+        out[-1][1].append(r)
+    return out
+
+
+def committed(records):
+    return [r for r in records if "event" not in r]
+
+
+def largest_gap(records):
+    """Largest time between consecutive committed steps, and the step it ended at."""
+    steps = sorted((r["step"], r["t"]) for r in committed(records))
+    worst = (0.0, None)
+    for (_, t0), (s1, t1) in zip(steps, steps[1:]):
+        worst = max(worst, (t1 - t0, s1))
+    return worst
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (the killed agent's child, not reaped by us) counts as dead.
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def check_joiner(name, replica, procs_of, reference):
+    """(c) The process that joined on machine `name` as `replica`: restored from a peer, with
+    the reference process's parameters at its join step and after its first step."""
+    pid, recs = procs_of
+    joined = [r for r in recs if r.get("event") == "joined"]
+    check(joined, "%s: no \"joined\" record from replica %d (pid %d)" % (name, replica, pid))
+    j = joined[0]
+    check(j["replica"] == replica, "%s: the joiner is replica %s, not %d"
+          % (name, j["replica"], replica))
+    check(j["restored_from"] == "peer", "%s: replica %d (pid %d) started restored from %s, "
+          "not from a peer" % (name, replica, pid, j["restored_from"]))
+    ref = {r["step"]: r for r in committed(reference)}
+    check(j["step"] in ref, "%s: no reference digest for the join step %d" % (name, j["step"]))
+    check(j["digest"] == ref[j["step"]]["digest"],
+          "%s: replica %d joined at step %d with parameters that differ from its peers'"
+          % (name, replica, j["step"]))
+    first = committed(recs)
+    check(first, "%s: replica %d (pid %d) committed no step" % (name, replica, pid))
+    f = first[0]
+    check(f["step"] == j["step"] + 1 and f["computed"],
+          "%s: replica %d's first committed step is %d (computed %s), not %d"
+          % (name, replica, f["step"], f["computed"], j["step"] + 1))
+    check(f["digest"] == ref[f["step"]]["digest"],
+          "%s: after its first step (%d) replica %d's parameters differ from its peers'"
+          % (name, f["step"], replica))
+    print("%s: replica %d (pid %d) joined at step %d (quorum %d, members %s) from a peer, "
+          "bit-identical at steps %d and %d" % (name, replica, pid, j["step"], j["quorum"],
+                                                j["members"], j["step"], f["step"]))
+
+
+def run(args):
+    t_begin = time.monotonic()
+    require_torch(args.python)
+    c = Cluster(args)
+    with c.kept_on_failure():
+        c.start()
+        first_start = c.wait_for(lambda r: is_event(r, "JobStarted"), 90, "the first JobStarted")
+        t0 = first_start["t_s"]
+
+        # --- replica 1's process is killed; it rejoins on m1 ---
+        c.wait_step(KILL_AT, 90)
+        orig = {n: by_pid(c.progress(n)) for n in c.names[:RANKS]}
+        for n in c.names[:RANKS]:
+            check(len(orig[n]) == 1, "%s: %d processes in progress.jsonl before any fault, "
+                  "not 1" % (n, len(orig[n])))
+        pid1 = orig["m1"][0][0]
+        t_kill = c.inject("m1", "kill")
+        drop1 = c.wait_for(replica_event("ReplicaDropped", 1, t_kill), 30,
+                           "a ReplicaDropped of replica 1", forbid=restarted(t0))
+        print("kill of replica 1 (pid %d) at t=%.1f s: ReplicaDropped after %.2f s, %s live"
+              % (pid1, t_kill, drop1["t_s"] - t_kill, drop1["event"].get("live")))
+        check(drop1["event"].get("live") == RANKS - 1, "the ReplicaDropped of replica 1 says "
+              "%s live replicas, not %d" % (drop1["event"].get("live"), RANKS - 1))
+        rejoin1 = c.wait_for(replica_event("ReplicaRejoined", 1, drop1["t_s"]), 60,
+                             "a ReplicaRejoined of replica 1", forbid=restarted(t0))
+        print("replica 1: ReplicaRejoined %.2f s after its drop (%.2f s after the kill), %s live"
+              % (rejoin1["t_s"] - drop1["t_s"], rejoin1["t_s"] - t_kill,
+                 rejoin1["event"].get("live")))
+        status = subprocess.run([args.faultline, "live", "status", c.config],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = next((x for x in status.stdout.splitlines() if x.startswith("replica groups")), "")
+        check(status.returncode == 0 and line.startswith("replica groups: on, "),
+              "`faultline live status` (exit %d) has no line \"replica groups: on, ...\": %s"
+              % (status.returncode, status.stdout.strip()[-300:]))
+        print("status: %s" % line)
+        new1 = lambda r: r.get("pid") != pid1 and "event" not in r and r.get("replica") == 1
+        first1 = c.wait_progress("m1", new1, 30, "a step of the rejoined replica 1 on m1")
+        c.wait_progress("m1", lambda r: new1(r) and r["step"] >= first1["step"] + AFTER_REJOIN,
+                        60, "%d steps of the rejoined replica 1 on m1" % AFTER_REJOIN)
+
+        # --- machine m2 dies; replica 2 rejoins on the standby s0 ---
+        pid2 = orig["m2"][0][0]
+        t_kill2 = c.kill_machine("m2")
+        end = time.monotonic() + 10
+        check(c.procs["agent-m2"].wait(timeout=10) == 137,
+              "the agent of m2 did not exit with 137 after machine_down")
+        while pid_alive(pid2) and time.monotonic() < end:
+            time.sleep(0.1)
+        check(not pid_alive(pid2), "replica 2 (pid %d) outlived machine_down on m2" % pid2)
+        drop2 = c.wait_for(replica_event("ReplicaDropped", 2, t_kill2), 30,
+                           "a ReplicaDropped of replica 2", forbid=restarted(t0))
+        print("kill of m2 (replica 2, pid %d) at t~%.1f s: ReplicaDropped after %.2f s, %s live"
+              % (pid2, t_kill2, drop2["t_s"] - t_kill2, drop2["event"].get("live")))
+        rejoin2 = c.wait_for(replica_event("ReplicaRejoined", 2, drop2["t_s"]), 90,
+                             "a ReplicaRejoined of replica 2 (on the standby s0)",
+                             forbid=restarted(t0))
+        drops2 = [r for r in c.records()
+                  if replica_event("ReplicaDropped", 2, t_kill2)(r) and r["t_s"] <= rejoin2["t_s"]]
+        print("replica 2: ReplicaRejoined %.2f s after its first drop (%.2f s after the kill), "
+              "%d drops of it in between (machines %s), %s live"
+              % (rejoin2["t_s"] - drop2["t_s"], rejoin2["t_s"] - t_kill2, len(drops2),
+                 [r["event"].get("machine") for r in drops2], rejoin2["event"].get("live")))
+        c.wait_progress("s0", lambda r: r.get("event") == "joined", 30,
+                        "the \"joined\" record of replica 2 in s0's progress.jsonl")
+        first2 = c.wait_progress("s0", lambda r: "event" not in r, 30,
+                                 "a step of replica 2 on s0")
+        c.wait_progress("s0", lambda r: "event" not in r and r["step"] >= first2["step"]
+                        + AFTER_REJOIN, 60, "%d steps of replica 2 on s0" % AFTER_REJOIN)
+
+        # --- replica 3 hangs (the fault file's hang: blocked for good, as in a collective that
+        # never returns): the others' collectives time out, they say so, the controller kills
+        # the silent one and it rejoins on m3 ---
+        pid3 = orig["m3"][0][0]
+        t_hang = c.inject("m3", "hang")
+        drop3 = c.wait_for(replica_event("ReplicaDropped", 3, t_hang), 60,
+                           "a ReplicaDropped of replica 3 (hung)", forbid=restarted(t0))
+        check(drop3["event"].get("signature", "").startswith("hang: "),
+              "the ReplicaDropped of replica 3 says %r, not a hang"
+              % drop3["event"].get("signature"))
+        print("hang of replica 3 (pid %d) at t=%.1f s: ReplicaDropped after %.2f s (the "
+              "replicas' timeout is %d s), %s live" % (pid3, t_hang, drop3["t_s"] - t_hang,
+                                                       REPLICA_TIMEOUT_S,
+                                                       drop3["event"].get("live")))
+        rejoin3 = c.wait_for(replica_event("ReplicaRejoined", 3, drop3["t_s"]), 60,
+                             "a ReplicaRejoined of replica 3", forbid=restarted(t0))
+        print("replica 3: ReplicaRejoined %.2f s after its drop" % (rejoin3["t_s"] - drop3["t_s"]))
+
+        # --- to the end ---
+        c.wait_for(lambda r: r.get("kind") == "note" and r.get("text") == FINISHED, 240,
+                   "the note \"%s\"" % FINISHED, forbid=restarted(t0))
+        code = c.procs["controller"].wait(timeout=60)
+        check(code == 0, "the controller exited %d, not 0 (the job finished)" % code)
+        total_s = time.monotonic() - t_begin
+        records = c.records()
+
+        # (f) the world never restarted
+        starts = [r for r in records if is_event(r, "JobStarted")]
+        check(len(starts) == 1, "%d JobStarted in the run, not 1: %s"
+              % (len(starts), ["t=%.1f" % r["t_s"] for r in starts]))
+        t_end = next(r["t_s"] for r in records
+                     if r.get("kind") == "note" and r.get("text") == FINISHED)
+        stops = [r for r in records if is_event(r, "JobStopped") and r["t_s"] < t_end]
+        check(not stops, "a JobStopped at t=%.1f s before the end" % (stops[0]["t_s"]
+                                                                      if stops else 0))
+
+        # The account: steps trained with replicas missing count for their share, the rest
+        # (and the quorum changes' pauses) is missing_replicas; the phases add up.
+        account = [r for r in records if r.get("kind") == "account"][-1]
+        lost = account["lost_s"]
+        check(lost.get("missing_replicas", 0) > 0, "the account has no missing_replicas time: %s"
+              % json.dumps(lost))
+        total = account["productive_s"] + sum(lost.values())
+        check(abs(total - account["elapsed_s"]) < 0.01 * account["elapsed_s"],
+              "productive %.2f s + lost %.2f s != elapsed %.2f s"
+              % (account["productive_s"], sum(lost.values()), account["elapsed_s"]))
+        print("account: ETTR %.2f%%, missing_replicas %.2f s of %.2f s"
+              % (100 * account["ettr"], lost["missing_replicas"], account["elapsed_s"]))
+
+        # (a) one pid per process, the processes never killed kept theirs
+        procs = {n: by_pid(c.progress(n)) for n in c.names}
+        expected = {"m0": 1, "m1": 2, "m2": 1, "m3": 2, "s0": 1}
+        for n, count in expected.items():
+            check(len(procs[n]) == count, "%s: %d processes in progress.jsonl (pids %s), not %d"
+                  % (n, len(procs[n]), [p for p, _ in procs[n]], count))
+        for n in ("m0", "m1", "m2", "m3"):
+            check(procs[n][0][0] == orig[n][0][0], "%s: the first process's pid changed from "
+                  "%d to %d" % (n, orig[n][0][0], procs[n][0][0]))
+        replica_of = lambda recs: {r["replica"] for r in recs}
+        for n, pl in procs.items():
+            want = 2 if n == "s0" else int(n[1:])
+            for pid, recs in pl:
+                check(replica_of(recs) == {want}, "%s: pid %d ran replicas %s, not %d"
+                      % (n, pid, sorted(replica_of(recs)), want))
+        # (b) no survivor stalled longer than a quorum change (or, around the hang, than the
+        # replicas' timeout, the grace for the others to say so, and a quorum change)
+        hung = committed(procs["m3"][0][1])
+        hang_step = (hung[-1]["step"], hung[-1]["step"] + 2) if hung else (-1, -1)
+        for n, pl in procs.items():
+            for pid, recs in pl:
+                gap, at = largest_gap(recs)
+                last = max((r["step"] for r in committed(recs)), default=0)
+                print("%s pid %d: steps %d..%d, largest gap between committed steps %.2f s "
+                      "(before step %s)" % (n, pid, min((r["step"] for r in committed(recs)),
+                                                        default=0), last, gap, at))
+                bound = HANG_GAP_BOUND_S if hang_step[0] <= (at or 0) <= hang_step[1] \
+                    else GAP_BOUND_S
+                check(gap <= bound, "%s pid %d stalled %.2f s before step %s (bound %.1f s)"
+                      % (n, pid, gap, at, bound))
+        # (c) the joiners hold their peers' parameters, bit for bit
+        reference = procs["m0"][0][1]
+        check_joiner("m1", 1, procs["m1"][1], reference)
+        check_joiner("s0", 2, procs["s0"][0], reference)
+        check_joiner("m3", 3, procs["m3"][1], reference)
+        # (d) everyone alive at the end at STEPS, equal digests
+        finals = {}
+        for n, (pid, recs) in (("m0", procs["m0"][0]), ("m1", procs["m1"][1]),
+                               ("m3", procs["m3"][1]), ("s0", procs["s0"][0])):
+            steps = {r["step"]: r for r in committed(recs)}
+            check(steps and max(steps) == STEPS, "%s pid %d ended at step %d, not %d"
+                  % (n, pid, max(steps) if steps else 0, STEPS))
+            path = os.path.join(c.workdir(n), "digest.txt")
+            check(os.path.exists(path), "%s: no digest.txt at the end" % n)
+            with open(path) as f:
+                finals[n] = f.read().strip()
+            check(finals[n] == steps[STEPS]["digest"], "%s: digest.txt differs from its step %d "
+                  "record" % (n, STEPS))
+        check(len(set(finals.values())) == 1, "final digests differ: %s" % finals)
+        killed_at = {n: max(r["step"] for r in committed(procs[n][0][1]))
+                     for n in ("m1", "m2", "m3")}
+        print("replica 1 killed after step %d, replica 2 after step %d, replica 3 hung after "
+              "step %d; final digest %s" % (killed_at["m1"], killed_at["m2"], killed_at["m3"],
+                                            finals["m0"][:16]))
+        quorum = read_lines(os.path.join(c.workdir("m0"), "quorum.json"))
+        if quorum:
+            print("last quorum: %s" % json.dumps(quorum[-1]))
+        if args.replay:
+            check_replay_decisions(args, c.dir, "the replay's rejoin has no process start")
+        print("passed: %d steps, %.1f s in all" % (STEPS, total_s))
+
+
+if __name__ == "__main__":
+    live_harness.main(__doc__, run, replay_flag=True)
