@@ -101,6 +101,7 @@ bool Journal::parse(const std::string& text, std::string* err) {
     s.evicted = j.at("evicted").get<std::vector<MachineId>>();
     s.ckpt_every = j.at("ckpt_every").get<int>();
     if (j.contains("replica_quorum")) s.replica_quorum = j.at("replica_quorum").get<std::int64_t>();
+    if (j.contains("replica_share_s")) s.replica_share_s = j.at("replica_share_s").get<double>();
     s.first_step = j.at("first_step").get<std::int64_t>();
     s.last_step = j.at("last_step").get<std::int64_t>();
     s.next_action = j.at("next_action").get<std::uint64_t>();
@@ -137,6 +138,7 @@ bool Journal::save(std::string* err) {
   j["evicted"] = state_.evicted;
   j["ckpt_every"] = state_.ckpt_every;
   j["replica_quorum"] = state_.replica_quorum;
+  j["replica_share_s"] = state_.replica_share_s;
   j["first_step"] = state_.first_step;
   j["last_step"] = state_.last_step;
   j["next_action"] = state_.next_action;

@@ -36,8 +36,11 @@ struct JournalState {
   std::vector<MachineId> evicted;
   int ckpt_every = 10;              // steps between checkpoints
   std::int64_t replica_quorum = 0;  // replica groups: the latest quorum's number (never reused)
-  std::int64_t first_step = -1;     // step the run started from
-  std::int64_t last_step = -1;      // newest step reported
+  // Replica groups: seconds of steps' time the missing replicas did not train (part of
+  // lost_s's missing_replicas, and out of the productive time).
+  double replica_share_s = 0;
+  std::int64_t first_step = -1;  // step the run started from
+  std::int64_t last_step = -1;   // newest step reported
   std::uint64_t next_action = 1;
   std::vector<double> step_times;    // healthy step times (s), for the fault-free step time
   std::map<MachineId, int> strikes;  // times each machine was taken out of the job

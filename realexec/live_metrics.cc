@@ -224,15 +224,19 @@ void LiveWorld::account_step(std::int64_t step, double step_time_s,
   if (!running_) return;  // a start or an adoption under way: its time is not settled yet
   // Replica groups: a step trained by `live` of the dp replicas is that share of a step
   // (a linear partial replica rate, as the simulator's default); the rest is missing_replicas.
+  // That share is taken out of the steps' productive time; the pauses of quorum changes (below)
+  // were never in it.
   const int dp = cluster_.pp_groups();
-  if (replicas_.enabled && step > before.last && live_replicas() < dp)
-    lost_pending_[phase_key(TimePhase::kMissingReplicas)] +=
-        static_cast<double>(step - std::max(before.last, before.first)) * m *
-        static_cast<double>(dp - live_replicas()) / dp;
+  if (replicas_.enabled && step > before.last && live_replicas() < dp) {
+    const double share = static_cast<double>(step - std::max(before.last, before.first)) * m *
+                         static_cast<double>(dp - live_replicas()) / dp;
+    lost_pending_[phase_key(TimePhase::kMissingReplicas)] += share;
+    replica_share_pending_ += share;
+  }
   // The time since the last report not yet assigned beyond its steps. Steps faster than the
   // nominal one make it negative: then nothing is added (a counter never goes back) and
   // later time fills the gap first.
-  const double productive = static_cast<double>(now_last - before.first) * m - missing_replicas_s();
+  const double productive = static_cast<double>(now_last - before.first) * m - replica_share_s();
   double rest = before.elapsed_s - productive - sum_of(lost_at(t)) - sum_of(lost_pending_);
   // Of it, the step's time over the nominal one: warm-up for an incarnation's first two steps
   // (the ones the nominal step time leaves out), checkpoint for a step that saved one. At
@@ -258,6 +262,8 @@ void LiveWorld::flush_account() {
   auto& lost = journal_.state().lost_s;
   for (const auto& [k, v] : lost_pending_) lost[k] += v;
   lost_pending_.clear();
+  journal_.state().replica_share_s += replica_share_pending_;
+  replica_share_pending_ = 0;
   lost_flushed_at_ = now();
   save_journal();
 }

@@ -14,7 +14,6 @@
 #include "realexec/live_world.h"
 #include "realexec/live_world_internal.h"
 #include "traces/config.h"
-#include "traces/time_phases.h"
 
 namespace faultline::live {
 
@@ -277,12 +276,8 @@ json LiveWorld::replicas_status() const {
   return out;
 }
 
-double LiveWorld::missing_replicas_s() const {
-  const std::string k = time_phase_name(TimePhase::kMissingReplicas);
-  const auto& lost = journal_.state().lost_s;
-  const auto a = lost.find(k);
-  const auto b = lost_pending_.find(k);
-  return (a == lost.end() ? 0 : a->second) + (b == lost_pending_.end() ? 0 : b->second);
+double LiveWorld::replica_share_s() const {
+  return journal_.state().replica_share_s + replica_share_pending_;
 }
 
 }  // namespace faultline::live

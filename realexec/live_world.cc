@@ -577,7 +577,7 @@ LiveWorld::Accounting LiveWorld::accounting_at(Instant at) const {
   a.elapsed_s = at.to_seconds();
   // Steps trained with replicas missing count for their share (live_replicas.cc).
   a.productive_s =
-      std::max(0.0, static_cast<double>(a.last - a.first) * a.step_time_s - missing_replicas_s());
+      std::max(0.0, static_cast<double>(a.last - a.first) * a.step_time_s - replica_share_s());
   a.ettr = a.elapsed_s > 0 ? a.productive_s / a.elapsed_s : 0;
   return a;
 }

@@ -242,7 +242,9 @@ class LiveWorld final : public World {
   // The rank whose step reports carry the job's step: 0, or the lowest replica training.
   std::int64_t step_rank() const;
   int live_replicas() const;
-  double missing_replicas_s() const;       // the account's missing_replicas seconds so far
+  // The steps' time the missing replicas did not train, so far (part of missing_replicas).
+  double replica_share_s() const;
+  double replica_share_pending_ = 0;       // not yet in the journal (flush_account)
   nlohmann::json replicas_status() const;  // status: the quorum, its members, the joiners
 
   void kill_all(std::function<void()> then);

@@ -326,8 +326,19 @@ def run(args):
         check(abs(total - account["elapsed_s"]) < 0.01 * account["elapsed_s"],
               "productive %.2f s + lost %.2f s != elapsed %.2f s"
               % (account["productive_s"], sum(lost.values()), account["elapsed_s"]))
-        print("account: ETTR %.2f%%, missing_replicas %.2f s of %.2f s"
-              % (100 * account["ettr"], lost["missing_replicas"], account["elapsed_s"]))
+        # Independently, from replica 0's progress file (it trained every step): each step
+        # counts for the share of the replicas in the quorum it was committed in, at the
+        # account's step time.
+        summary = next(r for r in records if r.get("kind") == "summary")
+        members = {r["step"]: len(r["members"]) for r in committed(c.progress("m0"))}
+        expected = sum(summary["step_time_s"] * n / RANKS for n in members.values())
+        print("account: ETTR %.2f%%, productive %.2f s (from the steps' quorums: %.2f s), "
+              "missing_replicas %.2f s of %.2f s"
+              % (100 * account["ettr"], account["productive_s"], expected,
+                 lost["missing_replicas"], account["elapsed_s"]))
+        check(abs(account["productive_s"] - expected) < 0.03 * expected,
+              "productive %.2f s, but the steps' quorums give %.2f s"
+              % (account["productive_s"], expected))
 
         # (a) one pid per process, the processes never killed kept theirs
         procs = {n: by_pid(c.progress(n)) for n in c.names}
