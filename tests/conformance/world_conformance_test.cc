@@ -358,7 +358,7 @@ std::vector<Row> rows() {
          });
        },
        Want::kNothing, Want::kActionFailed, "live mode cannot rebalance"},
-      {"ReplicaGroupsRunInTheSimulatorOnly",
+      {"LiveReplicaGroupsNeedAJobThatRunsThem",
        [](ActionId* watch) {
          Script s;
          s.start = [watch](World& w) {
@@ -367,7 +367,8 @@ std::vector<Row> rows() {
          };
          return s;
        },
-       Want::kNothing, Want::kActionFailed, "live mode does not run replica groups yet"},
+       Want::kNothing, Want::kActionFailed,
+       "the job's code does not run replica groups (job.replica_groups is false"},
       {"ARejoinOfAReplicaThatIsNotOutIsRefused",
        [](ActionId* watch) {
          Script s = started_then(watch, [](World& w) {
