@@ -12,6 +12,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "policies/module_error.h"
+
 namespace faultline::sim {
 
 namespace {
@@ -47,6 +49,8 @@ bool read_all(int fd, void* data, std::size_t n) {
 }
 
 constexpr std::size_t kNoItem = ~std::size_t{0};
+// A result frame's length that announces a policies::ModuleError instead of a result.
+constexpr std::uint64_t kModuleErrorFrame = ~std::uint64_t{0};
 
 struct Child {
   pid_t pid = -1;
@@ -95,6 +99,10 @@ class Pool {
 
  private:
   [[noreturn]] void stop_all(const std::string& msg) {
+    kill_all();
+    throw std::runtime_error(msg);
+  }
+  void kill_all() {
     for (auto& [fd, c] : running_) ::kill(c.pid, SIGKILL);
     for (auto& [fd, c] : running_) {
       ::close(fd);
@@ -104,7 +112,7 @@ class Pool {
     }
     running_.clear();
     if (ticks_[0] >= 0) ::close(ticks_[0]), ::close(ticks_[1]);
-    throw std::runtime_error(msg);
+    ticks_[0] = ticks_[1] = -1;
   }
   void drain_ticks() {
     if (ticks_[0] < 0) return;
@@ -131,6 +139,14 @@ class Pool {
             !write_all(out_fd, bytes.data(), bytes.size()) || !write_all(out_fd, &more, 1))
           return 3;
         if (!more) return 0;
+      } catch (const policies::ModuleError& e) {
+        // The parent rethrows it as it is: a module's failure, the user's input (exit 2).
+        const std::string msg = e.what();
+        const std::uint64_t len = msg.size();
+        if (!write_all(out_fd, &kModuleErrorFrame, sizeof kModuleErrorFrame) ||
+            !write_all(out_fd, &len, sizeof len) || !write_all(out_fd, msg.data(), msg.size()))
+          return 3;
+        return 0;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "faultline: %s failed: %s\n", what_(item).c_str(), e.what());
         return 4;
@@ -179,6 +195,17 @@ class Pool {
     Child& c = running_[out[0]] = Child{pid, cmd[1], kNoItem, {}};
     give(c, next_++);
   }
+  // A child's module error frame ([kModuleErrorFrame][u64 length][message]) at the front of
+  // `data`: false while incomplete; complete, it ends the pool with the child's ModuleError.
+  bool module_error_frame(const std::vector<std::uint8_t>& data) {
+    std::uint64_t len;
+    if (data.size() < 2 * sizeof len) return false;
+    std::memcpy(&len, data.data() + sizeof len, sizeof len);
+    if (data.size() < 2 * sizeof len + len) return false;
+    const std::string msg(data.begin() + 2 * sizeof len, data.begin() + 2 * sizeof len + len);
+    kill_all();
+    throw policies::ModuleError(msg);
+  }
   // What a child's result pipe holds: whole frames (a result, then its next item or its
   // end), or its end (reaped; an error when it died with an item or a bad status).
   void read_child(int fd) {
@@ -190,6 +217,10 @@ class Pool {
       while (c.data.size() >= sizeof(std::uint64_t)) {
         std::uint64_t len;
         std::memcpy(&len, c.data.data(), sizeof len);
+        if (len == kModuleErrorFrame) {
+          if (!module_error_frame(c.data)) break;
+          continue;
+        }
         if (c.data.size() < sizeof len + len + 1) break;
         std::vector<std::uint8_t> bytes(c.data.begin() + sizeof len,
                                         c.data.begin() + sizeof len + len);

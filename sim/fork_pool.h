@@ -31,7 +31,9 @@ struct ForkPoolOptions {
 // calls `on_result(i, bytes)` in the parent, in completion order, with what the child returned.
 // A child that throws, exits non-zero or dies ends the pool: the others are killed and
 // std::runtime_error names the item ("<what(i)>: process failed (status N)", or the
-// child's own message on its stderr before). Stdout and stderr are flushed before each fork.
+// child's own message on its stderr before); a child's policies::ModuleError (a module of
+// the user's failed) is rethrown as one, with its message. Stdout and stderr are flushed
+// before each fork.
 void fork_pool(
     std::size_t n, const ForkPoolOptions& opt,
     const std::function<std::vector<std::uint8_t>(std::size_t, const std::function<void()>& tick)>&

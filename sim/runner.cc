@@ -3,8 +3,10 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <simgrid/s4u.hpp>
 
+#include "policies/module_error.h"
 #include "sim/fork_pool.h"
 
 namespace faultline::sim {
@@ -43,11 +45,20 @@ double thread_cpu_s() {
 ReplicaResult ReplicaRunner::run(std::uint64_t replica, const RunOptions& opt) {
   ReplicaResult out;
   const double cpu0 = thread_cpu_s();
+  // A failed policy module ends the run (exit 2); it is carried out of SimGrid's actor, which
+  // would abort on an exception, and thrown here.
+  std::optional<policies::ModuleError> failed;
   sg4::Actor::create("replica", platform_->control_host(), [&]() {
-    SimWorld world(sc_, *view_, *platform_, *flows_, registry_, replica, opt);
-    out = world.run();
+    try {
+      SimWorld world(sc_, *view_, *platform_, *flows_, registry_, replica, opt);
+      out = world.run();
+    } catch (const policies::ModuleError& e) {
+      failed = e;
+      sg4::Actor::kill_all();
+    }
   });
   platform_->engine().run();
+  if (failed) throw *failed;
   out.cpu_s = thread_cpu_s() - cpu0;
   return out;
 }
@@ -119,6 +130,8 @@ std::vector<ReplicaResult> run_replica_list(const scenarios::Scenario& sc,
           if (on_done) on_done(++done, total);
         },
         [&](std::size_t k) { return "replica " + std::to_string(which[forked[k]]); });
+  } catch (const policies::ModuleError&) {
+    throw;  // the user's module failed: exit 2, not a run error
   } catch (const std::runtime_error& e) {
     throw RunError(e.what());
   }
@@ -150,6 +163,8 @@ std::vector<ReplicaResult> run_replicas_in_child(const scenarios::Scenario& sc, 
         },
         [&](std::size_t, std::vector<std::uint8_t> bytes) { data = std::move(bytes); },
         [&](std::size_t) { return sc.policy; });
+  } catch (const policies::ModuleError&) {
+    throw;  // the user's module failed: exit 2, not a run error
   } catch (const std::runtime_error& e) {
     throw RunError(e.what());
   }

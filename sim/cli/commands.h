@@ -10,6 +10,10 @@
 
 namespace faultline::cli {
 
+// faultline ARGS (plugins already loaded): the whole command line after the program's name
+// (cli.cc). The program's main and the faultline._core Python extension module call it.
+int dispatch(const std::vector<std::string>& args);
+
 // faultline sim sweep SCENARIO --grid key=v1,v2 ... (sweep_cmd.cc)
 int sim_sweep(const std::vector<std::string>& args);
 // faultline sim tune SCENARIO --param key=lo:hi ... (sweep_cmd.cc)

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "policies/builtin.h"
+#include "policies/module_error.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/flags.h"
 #include "sim/cli/progress_bar.h"
@@ -289,6 +290,9 @@ int run_compared(const CompareArgs& c, const std::vector<scenarios::Scenario>& s
                                                [&](long long done) { bar(before + done, total); }));
       before += scs[k].replicas;
     }
+  } catch (const faultline::policies::ModuleError& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s: %s\n", c.path.c_str(), e.what());
     return 1;

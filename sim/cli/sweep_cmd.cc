@@ -18,6 +18,7 @@
 #include "analysis/sweep_plan.h"
 #include "analysis/tune.h"
 #include "policies/builtin.h"
+#include "policies/module_error.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/flags.h"
 #include "sim/cli/progress_bar.h"
@@ -631,6 +632,9 @@ int sim_sweep(const std::vector<std::string>& args) {
     }
     if (!c.work.empty()) return run_work(c, points, registry, store);
     run_sweep(c, spec, points, registry, store, /*keep=*/!tmp);
+  } catch (const faultline::policies::ModuleError& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s\n", e.what());
     return 1;
@@ -665,6 +669,9 @@ int sim_tune(const std::vector<std::string>& args) {
       std::cout << out.dump(2) << "\n";
     else
       std::cout << tune_table(search, maximize, out);
+  } catch (const faultline::policies::ModuleError& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s\n", e.what());
     return 1;
