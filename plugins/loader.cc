@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "plugins/python_modules.h"
 #include "policies/builtin.h"
 #include "policies/plugin.h"
 
@@ -34,6 +35,12 @@ std::optional<std::string> load_plugin(const std::string& path) {
     if (l.path == key) return std::nullopt;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return path + ": no such plugin file";
+  if (std::filesystem::path(path).extension() == ".py") {
+    Loaded l{key, {}};
+    if (auto err = python::load_file(path, &l.modules)) return err;
+    registry_of_loaded().push_back(std::move(l));
+    return std::nullopt;
+  }
   // RTLD_NOW: a plugin that needs a symbol this program lacks is refused here, not
   // when its module first runs.
   void* h = dlopen(path.find('/') == std::string::npos ? ("./" + path).c_str() : path.c_str(),

@@ -18,10 +18,10 @@ struct Loaded {
   std::vector<std::string> modules;  // "localization/my-bisection", in registration order
 };
 
-// Loads one plugin. Returns nullopt, or the reason it was refused as one line naming
-// the file: it does not load, is not a faultline plugin, was built for another plugin
-// ABI, registers a module whose name is taken, or registers none. A refused plugin adds
-// nothing.
+// Loads one plugin: a shared object, or a Python file (FILE.py, python_modules.h). Returns nullopt,
+// or the reason it was refused as one line naming the file: it does not load, is not a faultline
+// plugin, was built for another plugin ABI, registers a module whose name is taken, or registers
+// none. A refused plugin adds nothing.
 std::optional<std::string> load_plugin(const std::string& path);
 
 // Takes the --plugin arguments out of `args` and loads them, then FAULTLINE_PLUGINS.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "plugins/loader.h"
+#include "plugins/python_modules.h"
 #include "realexec/cli.h"
 #include "realexec/fleet.h"
 
@@ -16,6 +17,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "faultline: plugin %s\n", err->c_str());
     return 2;
   }
+  // A Python module that fails in live mode is reported and the kind's built-in default
+  // decides from then on: the controller keeps running (docs/writing-a-policy-module.md).
+  faultline::plugins::python::set_failure_mode(
+      faultline::plugins::python::FailureMode::kFallBack, [](const std::string& line) {
+        std::fprintf(stderr, "faultline-live: %s\n", line.c_str());
+        std::fflush(stderr);
+      });
   if (!args.empty() && args[0] == "fleet")
     return faultline::live::fleet_main({args.begin() + 1, args.end()});
   if (args.empty() || (args[0] != "live" && args[0] != "agent")) {

@@ -1,0 +1,320 @@
+#include "plugins/python_host.h"
+
+#include <pthread.h>
+#include <pybind11/embed.h>
+#include <pybind11/stl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "policies/localization/localizers.h"
+
+namespace faultline::plugins::python {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------- forks
+
+// Whether the forking thread held the interpreter: PyOS_BeforeFork ran and its pair must.
+thread_local bool g_forking_with_python = false;
+
+void before_fork() {
+  g_forking_with_python = Py_IsInitialized() && PyGILState_Check();
+  if (g_forking_with_python) PyOS_BeforeFork();
+}
+void after_fork_parent() {
+  if (g_forking_with_python) PyOS_AfterFork_Parent();
+}
+void after_fork_child() {
+  if (g_forking_with_python) PyOS_AfterFork_Child();
+}
+
+void install_fork_hooks() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::pthread_atfork(before_fork, after_fork_parent, after_fork_child); });
+}
+
+// ---------------------------------------------------------------- the deadline
+
+// One per process (a fork starts its own: threads do not survive a fork, and the parent's
+// mutex may have been held at the time). Arms for one call at a time; when the call outlasts
+// its deadline, raises TimeoutError in the calling thread (at its next bytecode); when even
+// that does not end it within the grace, the process exits 2 with the one line.
+class Watchdog {
+ public:
+  static Watchdog& get() {
+    static Watchdog* current = nullptr;
+    if (!current || current->pid_ != ::getpid()) current = new Watchdog();  // the old one leaks
+    return *current;
+  }
+  std::uint64_t arm(double seconds, unsigned long thread, const std::string& what) {
+    std::lock_guard<std::mutex> l(mu_);
+    ++call_;
+    armed_ = true;
+    fired_ = false;
+    thread_ = thread;
+    what_ = what;
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(seconds));
+    cv_.notify_all();
+    return call_;
+  }
+  // Ends the call; true when its deadline passed.
+  bool disarm() {
+    std::lock_guard<std::mutex> l(mu_);
+    armed_ = false;
+    cv_.notify_all();
+    return fired_;
+  }
+
+ private:
+  Watchdog() : pid_(::getpid()) {
+    std::thread([this] { run(); }).detach();
+  }
+  bool ended(std::uint64_t call) const { return !armed_ || call_ != call; }
+  void run() {
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+      cv_.wait(l, [&] { return armed_; });
+      const std::uint64_t call = call_;
+      if (cv_.wait_until(l, deadline_, [&] { return ended(call); })) continue;
+      interrupt(l, call);
+      if (cv_.wait_for(l, std::chrono::seconds(5), [&] { return ended(call); })) continue;
+      std::fprintf(stderr,
+                   "faultline: %s did not return within its deadline, nor when interrupted\n",
+                   what_.c_str());
+      std::fflush(stderr);
+      ::_exit(2);
+    }
+  }
+  // Raises TimeoutError in the calling thread, holding the interpreter (the call gives it up
+  // between bytecodes; a call that returned meanwhile is left alone).
+  void interrupt(std::unique_lock<std::mutex>& l, std::uint64_t call) {
+    l.unlock();
+    const PyGILState_STATE g = PyGILState_Ensure();
+    l.lock();
+    if (!ended(call)) {
+      fired_ = true;
+      PyThreadState_SetAsyncExc(thread_, PyExc_TimeoutError);
+    }
+    l.unlock();
+    PyGILState_Release(g);
+    l.lock();
+  }
+
+  const pid_t pid_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t call_ = 0;
+  bool armed_ = false;
+  bool fired_ = false;
+  unsigned long thread_ = 0;
+  std::string what_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+// ---------------------------------------------------------------- the view
+
+void bind_view(py::class_<ViewRef>& c) {
+  c.def("slots", [](const ViewRef& v) { return v.get().slots(); })
+      .def("gpus", [](const ViewRef& v) { return v.get().gpus(); })
+      .def("machine_count", [](const ViewRef& v) { return v.get().machine_count(); })
+      .def("pp_groups", [](const ViewRef& v) { return v.get().pp_groups(); })
+      .def("racks", [](const ViewRef& v) { return v.get().racks(); })
+      .def("empty_slot_count", [](const ViewRef& v) { return v.get().empty_slot_count(); })
+      .def("machines_by_slot", [](const ViewRef& v) { return v.get().machines_by_slot(); })
+      .def("placed_machines", [](const ViewRef& v) { return v.get().placed_machines(); })
+      .def("standby", [](const ViewRef& v) { return v.get().standby(); })
+      .def_property_readonly("spec", [](const ViewRef& v) {
+        const ClusterSpec& s = v.get().spec();
+        py::dict d;
+        d["machines"] = s.machines, d["gpus_per_machine"] = s.gpus_per_machine;
+        d["rack_size"] = s.rack_size, d["tp"] = s.tp, d["pp"] = s.pp, d["dp"] = s.dp;
+        d["standby_machines"] = s.standby_machines, d["micro_batches"] = s.micro_batches;
+        d["nvlink_domain"] = s.nvlink_domain;
+        return d;
+      });
+}
+
+SlotId checked_slot(const ClusterView& v, long long s) {
+  if (s < 0 || s >= v.slots())
+    throw py::index_error("slot " + std::to_string(s) + " outside [0, " +
+                          std::to_string(v.slots()) + ")");
+  return static_cast<SlotId>(s);
+}
+MachineId checked_machine(const ClusterView& v, long long m) {
+  if (m < 0 || m >= v.machine_count())
+    throw py::index_error("machine " + std::to_string(m) + " outside [0, " +
+                          std::to_string(v.machine_count()) + ")");
+  return static_cast<MachineId>(m);
+}
+int checked_index(long long i, int n, const char* what) {
+  if (i < 0 || i >= n)
+    throw py::index_error(std::string(what) + " " + std::to_string(i) + " outside [0, " +
+                          std::to_string(n) + ")");
+  return static_cast<int>(i);
+}
+
+void bind_view_lookups(py::class_<ViewRef>& c) {
+  c.def("pp_group_slots",
+        [](const ViewRef& v, long long g) {
+          return v.get().pp_group_slots(checked_index(g, v.get().pp_groups(), "pp group"));
+        })
+      .def("dp_group_slots",
+           [](const ViewRef& v, long long stage) {
+             return v.get().dp_group_slots(checked_index(stage, v.get().spec().pp, "stage"));
+           })
+      .def("rack_slots",
+           [](const ViewRef& v, long long r) {
+             return v.get().rack_slots(checked_index(r, v.get().racks(), "rack"));
+           })
+      .def("tp_group",
+           [](const ViewRef& v, long long s) { return v.get().tp_group(checked_slot(v.get(), s)); })
+      .def("pp_group",
+           [](const ViewRef& v, long long s) { return v.get().pp_group(checked_slot(v.get(), s)); })
+      .def("dp_group",
+           [](const ViewRef& v, long long s) { return v.get().dp_group(checked_slot(v.get(), s)); })
+      .def("pp_group_index",
+           [](const ViewRef& v, long long s) {
+             return v.get().pp_group_index(checked_slot(v.get(), s));
+           })
+      .def("rack_of_slot",
+           [](const ViewRef& v, long long s) {
+             return v.get().rack_of_slot(checked_slot(v.get(), s));
+           })
+      .def("machine_in", [](const ViewRef& v,
+                            long long s) { return v.get().machine_in(checked_slot(v.get(), s)); })
+      .def("slot_of", [](const ViewRef& v,
+                         long long m) { return v.get().slot_of(checked_machine(v.get(), m)); })
+      .def("health", [](const ViewRef& v, long long m) {
+        switch (v.get().health(checked_machine(v.get(), m))) {
+          case Health::kHealthy:
+            return "healthy";
+          case Health::kSuspect:
+            return "suspect";
+          case Health::kEvicted:
+            return "evicted";
+        }
+        return "?";
+      });
+  c.def("machines_of_groups", [](const ViewRef& v, const std::vector<std::vector<long long>>& g) {
+    std::vector<std::vector<SlotId>> groups;
+    for (const auto& slots : g) {
+      groups.emplace_back();
+      for (long long s : slots) groups.back().push_back(checked_slot(v.get(), s));
+    }
+    return policies::machines_of_groups(v.get(), groups);
+  });
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+std::string add_package_paths() {
+  std::error_code ec;
+  const fs::path bin = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  py::list path = py::module_::import("sys").attr("path");
+  const std::string versioned = "python3." + std::to_string(PY_MINOR_VERSION);
+  for (const fs::path& p : {bin / ".." / "python", bin / ".." / "lib" / versioned / "dist-packages",
+                            bin / ".." / "lib" / "python3" / "dist-packages"})
+    if (fs::is_regular_file(p / "faultline" / "policy.py"))
+      path.append(fs::weakly_canonical(p).string());
+  try {
+    py::module_::import("faultline.policy");
+  } catch (py::error_already_set& e) {
+    return std::string(
+               "cannot import faultline.policy (the faultline Python package, beside the "
+               "program or on PYTHONPATH): ") +
+           e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string ensure_interpreter() {
+  install_fork_hooks();
+  if (Py_IsInitialized()) return "";
+  try {
+    py::initialize_interpreter(false, 0, nullptr, false);
+    // Line-buffered: a module's prints are not lost in a forked replica's buffer.
+    py::module_::import("sys").attr("stdout").attr("reconfigure")(py::arg("line_buffering") = true);
+    const std::string err = add_package_paths();
+    if (!err.empty()) return err;
+    policy_module().attr("_embedded") = true;
+  } catch (const std::exception& e) {
+    return std::string("cannot start the Python interpreter: ") + e.what();
+  }
+  return "";
+}
+
+py::module_ policy_module() {
+  py::module_ m = py::module_::import("faultline.policy");
+  if (!py::hasattr(m, "ClusterView")) {
+    py::class_<ViewRef> c(m, "ClusterView",
+                          "The cluster as the stack sees it (valid during one call)");
+    bind_view(c);
+    bind_view_lookups(c);
+  }
+  return m;
+}
+
+const ClusterView& ViewRef::get() const {
+  if (!view) throw py::value_error("a ClusterView is valid only during the call that got it");
+  return *view;
+}
+
+ScopedView::ScopedView(const ClusterView& v) : obj_(py::cast(ViewRef{&v})) {}
+ScopedView::~ScopedView() { obj_.cast<ViewRef&>().view = nullptr; }
+
+py::object call(const Identity& who, const py::object& obj, const char* method,
+                const py::tuple& args) {
+  Watchdog& dog = Watchdog::get();
+  dog.arm(who.deadline_s, PyThread_get_thread_ident(),
+          "policy module " + who.label + ": " + method + "()");
+  try {
+    // "__init__": `obj` is the class, called to build the module.
+    py::object r = std::string_view(method) == "__init__" ? obj(*args) : obj.attr(method)(*args);
+    if (dog.disarm()) PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), nullptr);
+    return r;
+  } catch (py::error_already_set& e) {
+    const bool late = dog.disarm();
+    if (late) PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), nullptr);
+    Failure f = failure_of(method, e);
+    if (late && e.matches(PyExc_TimeoutError))
+      f.what = std::string(method) + "() did not return within its deadline_s (" +
+               seconds(who.deadline_s) + " s)";
+    throw f;
+  }
+}
+
+Failure failure_of(const char* method, py::error_already_set& e) {
+  std::string at;
+  try {
+    py::object tb = py::module_::import("traceback").attr("extract_tb")(e.trace());
+    if (py::len(tb) > 0) {
+      py::object last = tb[py::int_(-1)];
+      at = " (" + fs::path(last.attr("filename").cast<std::string>()).filename().string() + ":" +
+           std::to_string(last.attr("lineno").cast<int>()) + ")";
+    }
+  } catch (...) {
+  }
+  std::string msg = py::str(e.value());
+  const std::string type = py::str(e.type().attr("__name__"));
+  return {std::string(method) + "() raised " + type + (msg.empty() ? "" : ": " + msg) + at};
+}
+
+}  // namespace faultline::plugins::python
