@@ -3,7 +3,9 @@
 # temporary prefix, build examples/my-localizer against it with find_package(faultline)
 # alone, then load the plugin into the installed faultline (sim compare, sim run
 # --decisions, policies) and into live mode; and refuse broken plugins with one line and
-# exit 2.
+# exit 2. Then the Python side from the same prefix: `import faultline` with Debian's python3
+# (torch blocked) gives the CLI's ETTR, and the Python port of the example localizer
+# (examples/py-localizer) gives a decision log byte-identical to the C++ plugin's.
 #   plugin_e2e.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -114,4 +116,35 @@ refused "$work/none.so: not a faultline plugin" --plugin "$work/none.so"
 cp "$plugin" "$work/copy.so"
 refused "$work/copy.so: localization module 'pp-group-replay' is already registered" --plugin "$plugin" --plugin "$work/copy.so"
 FAULTLINE_PLUGINS=$work/abi.so refused "$work/abi.so: built for plugin ABI"
+# ---- Python, from the installed prefix: the package is where that prefix's python3 looks.
+pydir=$(ls -d "$work"/prefix/lib/python3*/dist-packages)
+[ -f "$pydir/faultline/__init__.py" ] && ls "$pydir"/faultline/_core*.so > /dev/null ||
+  fail "no faultline package with its extension module under $work/prefix/lib/python3*/dist-packages"
+mkdir -p "$work/py"
+py_ettr=$(cd "$work/py" && PYTHONPATH=$pydir /usr/bin/python3 -c "
+import sys; sys.modules['torch'] = None  # the simulator needs no torch
+import faultline; r = faultline.simulate('$scenario', replicas=20); print(repr(r.ettr.mean))")
+cli_ettr=$("$bin" sim run "$scenario" --replicas 20 --format json --quiet |
+  /usr/bin/python3 -c "import json, sys; print(repr(json.load(sys.stdin)['ettr']['mean']))")
+echo "ETTR of 20 replicas: Python $py_ettr, CLI $cli_ettr"
+[ "$py_ettr" = "$cli_ettr" ] || fail "faultline.simulate gave $py_ettr, the CLI $cli_ettr"
+
+# The Python port decides as the C++ plugin does: the same decision log, byte for byte.
+pyplugin=$src/examples/py-localizer/pp_group_replay.py
+for impl in "$plugin" "$pyplugin"; do
+  out=$work/decide-$(basename "$impl" | tr . _)
+  "$bin" sim run "$scenario" --plugin "$impl" --replicas 8 --jobs 2 --quiet --decisions \
+    --out "$out" "${silent[@]}" --set policy.params.localization='"pp-group-replay"' > /dev/null
+done
+c_log=$work/decide-libmy_localizer_so/decisions.log
+py_log=$work/decide-pp_group_replay_py/decisions.log
+cmp "$c_log" "$py_log" || fail "the Python localizer's decisions differ from the C++ one's"
+cmp "$work/decide-libmy_localizer_so/replicas.csv" "$work/decide-pp_group_replay_py/replicas.csv" ||
+  fail "the Python localizer's replicas.csv differs from the C++ one's"
+n=$(grep -c "pp-group replay" "$py_log")
+[ "$n" -gt 0 ] || fail "the log has no decision of the localizer"
+echo "decisions.log byte-identical, C++ and Python localizer: $n of its lines name pp-group replay"
+"$bin" policies --plugin "$pyplugin" | grep -q "pp-group-replay .*\[plugin $pyplugin\]" ||
+  fail "the Python module is not listed as a plugin's"
+
 echo "plugin e2e: ok"

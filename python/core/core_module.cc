@@ -1,0 +1,143 @@
+// faultline._core: the simulator as a Python extension module (the faultline package's
+// sim.py and policy.py call it; docs/python.md).
+//
+// command() runs a `faultline` command line in a forked child of this process: the
+// simulator builds a SimGrid engine per process and replica 0 runs in the process that
+// starts a run, so each command gets a process of its own, with the Python modules
+// registered here (the child inherits them) and this process's interpreter. The child's
+// stdout and stderr are captured; the command's exit code comes back with them.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "plugins/loader.h"
+#include "plugins/python_modules.h"
+#include "sim/cli/commands.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// The commands a Python process may run: those that neither replace the process (live,
+// agent, probe exec their programs) nor need programs beside this one (report, sweep --mpi).
+bool allowed(const std::vector<std::string>& args, std::string* why) {
+  static const std::set<std::string> ok = {"sim", "policies", "version", "analyze", "trace"};
+  if (args.empty() || !ok.count(args[0])) {
+    *why = "faultline " + (args.empty() ? std::string() : args[0]) +
+           ": not available from Python (run the faultline program); available: sim, policies, "
+           "version, analyze, trace";
+    return false;
+  }
+  for (const auto& a : args)
+    if (a == "--mpi") {
+      *why = "faultline sim sweep --mpi: not available from Python (run the faultline program)";
+      return false;
+    }
+  return true;
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  ::lseek(fd, 0, SEEK_SET);
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+  return out;
+}
+
+// The child: stdout and stderr into the memory files, the command, its exit code.
+[[noreturn]] void run_child(const std::vector<std::string>& args, int out, int err) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::dup2(out, 1);
+  ::dup2(err, 2);
+  int rc = 1;
+  try {
+    rc = faultline::cli::dispatch(args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+  }
+  std::cout.flush();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(rc);
+}
+
+// Waits for the child without holding the interpreter; Ctrl-C (a pending KeyboardInterrupt)
+// kills it and raises.
+int wait_child(pid_t pid) {
+  int status = 0;
+  for (;;) {
+    pid_t r;
+    {
+      py::gil_scoped_release release;
+      r = ::waitpid(pid, &status, 0);
+    }
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR)
+      throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    if (PyErr_CheckSignals() != 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      throw py::error_already_set();
+    }
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::tuple<int, std::string, std::string> command(const std::vector<std::string>& args) {
+  std::string why;
+  if (!allowed(args, &why)) return {2, "", "faultline: " + why + "\n"};
+  const int out = ::memfd_create("faultline-stdout", MFD_CLOEXEC);
+  const int err = ::memfd_create("faultline-stderr", MFD_CLOEXEC);
+  if (out < 0 || err < 0)
+    throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) run_child(args, out, err);
+  int rc;
+  try {
+    rc = wait_child(pid);
+  } catch (...) {
+    ::close(out), ::close(err);
+    throw;
+  }
+  std::tuple<int, std::string, std::string> result{rc, read_all(out), read_all(err)};
+  ::close(out), ::close(err);
+  return result;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "faultline's simulator in this process (faultline.simulate, faultline.register)";
+  m.def("command", &command, py::arg("args"),
+        "Runs `faultline ARGS` in a forked child; returns (exit code, stdout, stderr)");
+  m.def(
+      "load_plugin",
+      [](const std::string& path) -> std::optional<std::string> {
+        return faultline::plugins::load_plugin(path);
+      },
+      py::arg("path"), "Loads a plugin (FILE.py, or a shared object); returns the refusal or None");
+  m.def(
+      "register_module",
+      [](py::handle cls, const std::string& where) -> std::optional<std::string> {
+        return faultline::plugins::python::register_class(cls.ptr(), where, nullptr);
+      },
+      py::arg("cls"), py::arg("where") = "faultline.register",
+      "Registers a policy-module class; returns the refusal or None");
+}
