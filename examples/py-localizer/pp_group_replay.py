@@ -32,7 +32,8 @@ class PipelineGroupReplay(faultline.Localizer):
         self.groups = []
 
     def begin(self, why, view):
-        self.groups = [view.pp_group_slots(g) for g in range(view.pp_groups())]
+        if not self.groups:  # the slots of each group are the same all run: asked once
+            self.groups = [view.pp_group_slots(g) for g in range(view.pp_groups())]
         return faultline.RunReplay(view.machines_of_groups(self.groups),
                                    "pp-group replay: " + why)
 

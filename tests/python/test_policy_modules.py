@@ -181,6 +181,36 @@ class FromPython(unittest.TestCase):
                       str(e.exception))
         self.assertEqual(e.exception.exit_code, 2)
 
+    def test_forked_replicas_with_other_threads_running(self):
+        # As under a notebook kernel: threads of the host's own (heartbeat, I/O) run while the
+        # simulator forks its replicas, which call a Python module; the result is the same
+        # whatever the parallelism, and the host's threads live on.
+        import threading
+        ticks, stop = [], threading.Event()
+
+        def beat():
+            while not stop.is_set():
+                ticks.append(1)
+                stop.wait(0.001)
+
+        t = threading.Thread(target=beat, daemon=True)
+        t.start()
+        try:
+            faultline.load_plugin(str(ROOT / "examples" / "py-localizer" / "pp_group_replay.py"))
+            kw = dict(replicas=6, seed=5,
+                      set={**SILENT, "policy.params.localization": "pp-group-replay"})
+            one = faultline.simulate(DENSE, jobs=1, **kw)
+            two = faultline.simulate(DENSE, jobs=2, **kw)
+        finally:
+            before = len(ticks)
+            stop.wait(0.05)
+            alive = t.is_alive() and len(ticks) > before
+            stop.set()
+        self.assertTrue(alive, "the host's thread stopped")
+        import pandas.testing
+        pandas.testing.assert_frame_equal(one.replicas, two.replicas)
+        self.assertEqual(one.json["policy_modules"]["localization"]["name"], "pp-group-replay")
+
     def test_registering_a_taken_name_is_refused(self):
         class Again(faultline.StopVerdict):
             info = faultline.Info("py-always-stop")
