@@ -5,8 +5,10 @@
 #include <pybind11/stl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -45,6 +47,11 @@ void install_fork_hooks() {
 
 // ---------------------------------------------------------------- the deadline
 
+// Whether SIGUSR2 raises TimeoutError in Python here (own_process): a call blocked in a
+// system call (time.sleep, a socket) is woken by it, which the asynchronous exception alone
+// would not do.
+std::atomic<bool> g_deadline_signal{false};
+
 // One per process (a fork starts its own: threads do not survive a fork, and the parent's
 // mutex may have been held at the time). Arms for one call at a time; when the call outlasts
 // its deadline, raises TimeoutError in the calling thread (at its next bytecode); when even
@@ -61,6 +68,7 @@ class Watchdog {
   void arm(double seconds, unsigned long thread, const Identity* who, const char* method) {
     std::lock_guard<std::mutex> l(mu_);
     ++call_;
+    pthread_ = ::pthread_self();
     armed_ = true;
     fired_ = false;
     thread_ = thread;
@@ -115,6 +123,7 @@ class Watchdog {
     if (armed_ && call_ == call) {
       fired_ = true;
       PyThreadState_SetAsyncExc(thread_, PyExc_TimeoutError);
+      if (g_deadline_signal) ::pthread_kill(pthread_, SIGUSR2);
     }
     l.unlock();
     PyGILState_Release(g);
@@ -129,6 +138,7 @@ class Watchdog {
   bool armed_ = false;
   bool fired_ = false;
   unsigned long thread_ = 0;
+  pthread_t pthread_{};
   const Identity* who_ = nullptr;
   const char* method_ = "";
   Clock::time_point deadline_;
@@ -263,10 +273,20 @@ std::string ensure_interpreter() {
     const std::string err = add_package_paths();
     if (!err.empty()) return err;
     policy_module().attr("_embedded") = true;
+    own_process();
   } catch (const std::exception& e) {
     return std::string("cannot start the Python interpreter: ") + e.what();
   }
   return "";
+}
+
+void own_process() {
+  install_fork_hooks();
+  py::gil_scoped_acquire gil;
+  py::module_ threading = py::module_::import("threading");
+  if (!threading.attr("current_thread")().is(threading.attr("main_thread")())) return;
+  py::module_::import("signal").attr("signal")(SIGUSR2, policy_module().attr("_deadline_passed"));
+  g_deadline_signal = true;
 }
 
 py::module_ policy_module() {
@@ -288,6 +308,15 @@ const ClusterView& ViewRef::get() const {
 ScopedView::ScopedView(const ClusterView& v) : obj_(py::cast(ViewRef{&v})) {}
 ScopedView::~ScopedView() { obj_.cast<ViewRef&>().view = nullptr; }
 
+namespace {
+// After a call whose deadline passed: the interruptions the watchdog sent and the call did
+// not take (it returned first) are dropped, so that they do not land in the next call.
+void drop_interruptions() {
+  PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), nullptr);
+  if (g_deadline_signal && PyErr_CheckSignals() != 0) PyErr_Clear();
+}
+}  // namespace
+
 py::object call(const Identity& who, const py::object& obj, const char* method,
                 const py::tuple& args) {
   Watchdog& dog = Watchdog::get();
@@ -295,15 +324,18 @@ py::object call(const Identity& who, const py::object& obj, const char* method,
   try {
     // "__init__": `obj` is the class, called to build the module.
     py::object r = std::string_view(method) == "__init__" ? obj(*args) : obj.attr(method)(*args);
-    if (dog.disarm()) PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), nullptr);
+    if (dog.disarm()) drop_interruptions();
     return r;
   } catch (py::error_already_set& e) {
     const bool late = dog.disarm();
-    if (late) PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), nullptr);
     Failure f = failure_of(method, e);
-    if (late && e.matches(PyExc_TimeoutError))
+    if (late) {
+      e.restore();  // drop_interruptions() needs no exception set
+      PyErr_Clear();
+      drop_interruptions();
       f.what = std::string(method) + "() did not return within its deadline_s (" +
                seconds(who.deadline_s) + " s)";
+    }
     throw f;
   }
 }

@@ -21,6 +21,11 @@ namespace py = pybind11;
 // fork of a thread that holds the interpreter). Returns "" or why it could not.
 std::string ensure_interpreter();
 
+// This process is faultline's own (the embedded interpreter's, or a child the extension
+// module forked): a call blocked in a system call is woken at its deadline (SIGUSR2 raises
+// TimeoutError in the main thread). Requires the interpreter.
+void own_process();
+
 // faultline.policy, imported (and its ClusterView type bound, once per process).
 py::module_ policy_module();
 

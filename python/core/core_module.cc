@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "plugins/loader.h"
+#include "plugins/python_host.h"
 #include "plugins/python_modules.h"
 #include "sim/cli/commands.h"
 
@@ -66,6 +67,7 @@ std::string read_all(int fd) {
   ::dup2(err, 2);
   int rc = 1;
   try {
+    faultline::plugins::python::own_process();
     rc = faultline::cli::dispatch(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "faultline: %s\n", e.what());
@@ -125,6 +127,8 @@ std::tuple<int, std::string, std::string> command(const std::vector<std::string>
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "faultline's simulator in this process (faultline.simulate, faultline.register)";
+  // Python stays consistent across the forks below (PyOS_BeforeFork and after).
+  faultline::plugins::python::ensure_interpreter();
   m.def("command", &command, py::arg("args"),
         "Runs `faultline ARGS` in a forked child; returns (exit code, stdout, stderr)");
   m.def(

@@ -239,6 +239,12 @@ def load_plugin(path):
         raise InputError("plugin " + refusal, exit_code=2)
 
 
+def _deadline_passed(signum, frame):
+    # SIGUSR2 from the deadline's watchdog (plugins/python_host.cc), in faultline's own
+    # processes only: a module's call blocked in a system call ends here.
+    raise TimeoutError("the module's call outlasted its deadline_s")
+
+
 def _take_pending():
     taken = list(_pending)
     _pending.clear()

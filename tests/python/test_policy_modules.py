@@ -90,6 +90,10 @@ class FailuresInTheSimulator(unittest.TestCase):
         self.expect_refusal("hangs", "while True: pass",
                             "begin() did not return within its deadline_s (0.3 s)", deadline=0.3)
 
+    def test_a_call_blocked_in_the_system_meets_the_deadline(self):
+        self.expect_refusal("sleeps", "import time; time.sleep(60)",
+                            "begin() did not return within its deadline_s (0.3 s)", deadline=0.3)
+
     def test_a_view_kept_past_its_call(self):
         self.expect_refusal("kept-view", "old = getattr(Probe, 'v', None); Probe.v = view; "
                             "return faultline.RunReplay([]) if old is None "
@@ -210,6 +214,21 @@ class FromPython(unittest.TestCase):
         import pandas.testing
         pandas.testing.assert_frame_equal(one.replicas, two.replicas)
         self.assertEqual(one.json["policy_modules"]["localization"]["name"], "pp-group-replay")
+
+    def test_a_deadline_from_python(self):
+        class Sleeps(faultline.StopVerdict):
+            info = faultline.Info("py-sleeps")
+            deadline_s = 0.3
+
+            def judge(self, identical, runs_without_progress):
+                import time
+                time.sleep(60)
+
+        faultline.register(Sleeps)
+        with self.assertRaises(faultline.InputError) as e:
+            faultline.simulate(DENSE, replicas=2, set={"policy.params.verdict": "py-sleeps"})
+        self.assertIn("policy module verdict/py-sleeps (faultline.register): judge() did not "
+                      "return within its deadline_s (0.3 s)", str(e.exception))
 
     def test_registering_a_taken_name_is_refused(self):
         class Again(faultline.StopVerdict):
