@@ -47,6 +47,13 @@ void install_fork_hooks() {
 
 // ---------------------------------------------------------------- the deadline
 
+// "faultline" or "faultline-live", for the one line the process ends with.
+std::string program_name() {
+  std::error_code ec;
+  const std::string exe = fs::read_symlink("/proc/self/exe", ec).filename().string();
+  return exe.rfind("faultline", 0) == 0 ? exe : "faultline";
+}
+
 // Whether SIGUSR2 raises TimeoutError in Python here (own_process): a call blocked in a
 // system call (time.sleep, a socket) is woken by it, which the asynchronous exception alone
 // would not do.
@@ -102,9 +109,9 @@ class Watchdog {
           interrupt(l, call_);
         } else if (now >= deadline_ + kGrace) {
           std::fprintf(stderr,
-                       "faultline: policy module %s: %s() did not return within its deadline, "
-                       "nor when interrupted\n",
-                       who_->label.c_str(), method_);
+                       "%s: policy module %s: %s() did not return within its deadline, nor "
+                       "when interrupted (it caught the interruption): the process ends\n",
+                       program_name().c_str(), who_->label.c_str(), method_);
           std::fflush(stderr);
           ::_exit(2);
         }
@@ -324,8 +331,10 @@ py::object call(const Identity& who, const py::object& obj, const char* method,
   try {
     // "__init__": `obj` is the class, called to build the module.
     py::object r = std::string_view(method) == "__init__" ? obj(*args) : obj.attr(method)(*args);
-    if (dog.disarm()) drop_interruptions();
-    return r;
+    if (!dog.disarm()) return r;
+    drop_interruptions();  // it caught the interruption and answered anyway: still late
+    throw Failure{std::string(method) + "() did not return within its deadline_s (" +
+                  seconds(who.deadline_s) + " s)"};
   } catch (py::error_already_set& e) {
     const bool late = dog.disarm();
     Failure f = failure_of(method, e);

@@ -348,7 +348,9 @@ std::unique_ptr<M> build(const std::shared_ptr<const Meta>& meta, const Params& 
     if (g_mode == FailureMode::kStop) throw ModuleError(line);
     std::string name;
     auto fb = make_default<M>(meta->info.kind, &name);
-    if (g_report) g_report(line + "; the built-in module '" + name + "' decides for the run");
+    if (g_report)
+      g_report(line + "; the built-in " + module_kind_name(meta->info.kind) + " module '" + name +
+               "' decides for the rest of the run");
     return fb;
   }
 }

@@ -22,6 +22,7 @@
 #include <utility>
 #include <variant>
 
+#include "policies/module_error.h"
 #include "sim/metrics.h"
 #include "sim/replay_decisions.h"
 #include "sim/report.h"
@@ -660,6 +661,8 @@ Ran run_scenario(const scenarios::Scenario& sc, const ReplayOptions& opt, const 
   try {
     RunStats stats;
     ran.results = run_replicas(sc, sc.replicas, opt.jobs, ro, registry, &stats);
+  } catch (const policies::ModuleError& e) {
+    throw ReplayError(e.what(), 2);  // a module of the user's failed: exit 2, as sim run
   } catch (const std::exception& e) {
     throw ReplayError(opt.log_path + ": " + e.what(), 1);
   }
@@ -943,6 +946,16 @@ ReplayStack replay_stack(const LiveRun& run, const std::string& stack, const Pol
   s.info = &info;
   if (stack == h.stack) {
     for (const auto& [k, v] : h.params) s.params[k] = v;
+    for (const auto& [k, name] : h.choices) {  // by name: the index is the live process's
+      const ParamSpec* spec = info.find_param(k);
+      const int i = spec ? spec->choice_index(name) : -1;
+      if (i < 0)
+        throw ReplayError(run.path + ": policy.params." + k + ": the live run chose module '" +
+                              name +
+                              "', which is not registered here (load its plugin: --plugin FILE)",
+                          2);
+      s.params[k] = i;
+    }
     calibrate_checkpoints(run.log, info, cal);
   }
   for (const auto& [k, v] : cal.values)
