@@ -110,6 +110,11 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     traces::EventLogHeader h;
     h.stack = config_.stack;
     h.params = {config_.params.values().begin(), config_.params.values().end()};
+    if (const PolicyInfo* info = registry.find(config_.stack))
+      for (const auto& spec : info->params)
+        if (!spec.choices.empty())
+          h.choices[spec.name] =
+              spec.choices.at(static_cast<std::size_t>(config_.params.get(spec.name)));
     h.seed = config_.seed;
     h.machines = spec.machines;
     h.gpus_per_machine = spec.gpus_per_machine;

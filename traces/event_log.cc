@@ -85,6 +85,16 @@ EventLogHeader decode_header(JsonIn& in) {
                 "expected a finite number, got " + json_type_of(*it) + " " + json_brief(*it));
     }
   }
+  if (const json* c = in.get("choices")) {
+    if (!c->is_object())
+      in.fail(in.at("choices"), "expected an object of module names, got " + json_type_of(*c));
+    for (auto it = c->begin(); it != c->end(); ++it) {
+      if (!it->is_string() || it->get<std::string>().empty())
+        in.fail(in.at("choices") + "." + it.key(),
+                "expected a module name, got " + json_type_of(*it) + " " + json_brief(*it));
+      h.choices[it.key()] = it->get<std::string>();
+    }
+  }
   h.seed = in.unsigned_integer("seed", 0);
   {
     JsonIn c(in.need("cluster", "object"), in.at("cluster"));
@@ -345,6 +355,7 @@ json header_record(double t_s, const EventLogHeader& h) {
   json params = json::object();
   for (const auto& [k, v] : h.params) params[k] = v;
   o["params"] = std::move(params);
+  if (!h.choices.empty()) o["choices"] = h.choices;
   o["seed"] = h.seed;
   o["cluster"] = {{"machines", h.machines},
                   {"gpus_per_machine", h.gpus_per_machine},

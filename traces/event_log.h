@@ -101,6 +101,10 @@ std::optional<FaultKind> fault_kind_from_name(std::string_view name);
 struct EventLogHeader {
   std::string stack;
   std::map<std::string, double> params;
+  // The module each choice parameter picks, by name: its number in `params` is an index
+  // into the modules registered in that process (plugins included), which another process
+  // may register in another order. Empty in logs written before it.
+  std::map<std::string, std::string> choices;
   std::uint64_t seed = 0;
   int machines = 1;
   int gpus_per_machine = 1;

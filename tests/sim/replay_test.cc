@@ -512,6 +512,35 @@ TEST(SimReplay, RecordedParametersTheStackDoesNotReadAreLeftOut) {
   EXPECT_DOUBLE_EQ(r["sim"]["policy_params"]["probe_deadline_s"].get<double>(), 600);
 }
 
+// A choice parameter's number in the header is an index into the modules registered when the
+// live run ran, plugins included: loaded in another order, it names another module. The
+// header's choices name the module, and the replay runs that one, or refuses one it lacks.
+TEST(SimReplay, ModuleChoicesAreReplayedByNameNotByIndex) {
+  LogFile log("choices");
+  begin_every_step_run(log, {{"localization", 0}});  // 0: "replay" here
+  for (long step = 1; step <= 100; ++step) log.add(progress(kSmallInit + step * kSmallStep, step));
+  log.add(summary_at(kSmallInit + 100 * kSmallStep, 100, kSmallStep));
+  std::ifstream in(log.write());
+  std::vector<json> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(json::parse(l));
+  lines[0]["choices"] = {{"localization", "bisection"}};
+  LogFile chosen("choices-bisection");
+  for (const auto& l : lines) chosen.add(l);
+  const json r = replay({chosen.write(), "--replicas", "1"});
+  ASSERT_TRUE(r.contains("sim"));
+  EXPECT_EQ(r["sim"]["policy_modules"]["localization"]["name"], "bisection");
+
+  lines[0]["choices"] = {{"localization", "no-such-localizer"}};
+  LogFile missing("choices-missing");
+  for (const auto& l : lines) missing.add(l);
+  const CliResult bad = run_cli({"sim", "replay", missing.write()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("policy.params.localization: the live run chose module "
+                         "'no-such-localizer', which is not registered here"),
+            std::string::npos)
+      << bad.err;
+}
+
 // Pauses between steps that no record explains (a loaded host: the operator's guide
 // followed while two builds ran read +10 pts) cost the live run and nothing in the
 // simulator: the replay says how long they were and what share of the clock, and that

@@ -363,7 +363,8 @@ TEST_F(TempLog, WriterOutputReadsBackRecordForRecord) {
     EventLogWriter w(path_);
     EventLogHeader h;
     h.stack = "byterobust";
-    h.params = {{"standby_pool", 1}, {"stall_window_s", 60}};
+    h.params = {{"standby_pool", 1}, {"stall_window_s", 60}, {"localization", 4}};
+    h.choices = {{"localization", "pp-group-replay"}};
     h.seed = 18446744073709551615ull;
     h.machines = 2;
     h.gpus_per_machine = 2;
@@ -392,6 +393,7 @@ TEST_F(TempLog, WriterOutputReadsBackRecordForRecord) {
   EXPECT_EQ(log.header.stack, "byterobust");
   EXPECT_EQ(log.header.seed, 18446744073709551615ull);
   EXPECT_EQ(log.header.params.at("stall_window_s"), 60);
+  EXPECT_EQ(log.header.choices.at("localization"), "pp-group-replay");
   EXPECT_EQ(log.header.tp, 2);
   EXPECT_EQ(log.header.checkpoint_every_steps, 1);
   ASSERT_EQ(log.events.size(), all_events().size());
