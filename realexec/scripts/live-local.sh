@@ -7,10 +7,63 @@
 # the replay's decisions differ from the live run's beyond the listed unmodelled
 # differences (its line `decisions: K of N match the live run`; docs/running-live.md).
 #
-# usage: realexec/scripts/live-local.sh BUILD_DIR WORK_DIR [DURATION_S]
+# usage: realexec/scripts/live-local.sh BUILD_DIR WORK_DIR [DURATION_S] [options]
+#
+# options (after DURATION_S, which is then required):
+#   --plugin FILE          load a policy-module plugin (FILE.py or FILE.so) into every
+#                          program of the run: the controller, the agents, `live inject` and
+#                          the `sim replay`; repeatable. (FAULTLINE_PLUGINS, ':'-separated,
+#                          set in the environment, reaches them all as well.)
+#   --param NAME=VALUE     set policy.params.NAME (a number, or a module's name), over the
+#                          script's own; repeatable. E.g. a Python localizer:
+#                            live-local.sh build /tmp/live 600 \
+#                              --plugin examples/py-localizer/pp_group_replay.py \
+#                              --param localization=pp-group-replay
+#   --faults KIND[,KIND]   inject only the scheduled faults of these kinds (kill, crash,
+#                          machine_down, stop, sdc, hang), with their repairs, at their
+#                          usual (scaled) times; e.g. --faults sdc for a short run whose one
+#                          incident the localization module decides.
 set -euo pipefail
 build=$(cd "$1" && pwd); work=$2; duration=${3:-600}
 bin=$build/bin
+plugin_args=() faults=""
+pnames=(stall_window_s recrash_window_s probe_deadline_s standby_pool) pvals=(15 20 60 2)
+usage_error() { echo "live-local.sh: $*" >&2; exit 2; }
+set_param() {  # NAME VALUE: replaces the script's own value, or adds the parameter
+  local i
+  for i in "${!pnames[@]}"; do
+    if [ "${pnames[$i]}" = "$1" ]; then pvals[$i]=$2; return; fi
+  done
+  pnames+=("$1"); pvals+=("$2")
+}
+if [ $# -gt 3 ]; then
+  [[ $duration =~ ^[0-9]+$ ]] ||
+    usage_error "expected DURATION_S before the options, got '$duration'"
+  set -- "${@:4}"
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --plugin)
+        [ $# -ge 2 ] && [ -f "$2" ] || usage_error "--plugin: expected a plugin file, got '${2:-}'"
+        plugin_args+=(--plugin "$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
+      --param)
+        [[ $# -ge 2 && $2 =~ ^([a-z0-9_]+)=([A-Za-z0-9_.+-]+)$ ]] ||
+          usage_error "--param: expected NAME=VALUE (a number or a module name), got '${2:-}'"
+        set_param "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"; shift 2 ;;
+      --faults)
+        [[ $# -ge 2 && ,$2, =~ ^(,(kill|crash|machine_down|stop|sdc|hang))+,$ ]] ||
+          usage_error "--faults: expected kill, crash, machine_down, stop, sdc or hang" \
+            "separated by commas, got '${2:-}'"
+        faults=$2; shift 2 ;;
+      *) usage_error "unknown option '$1' (--plugin FILE, --param NAME=VALUE, --faults LIST)" ;;
+    esac
+  done
+fi
+params=""
+for i in "${!pnames[@]}"; do
+  v=${pvals[$i]}
+  [[ $v =~ ^[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]] || v="\"$v\""
+  params+="${params:+, }\"${pnames[$i]}\": $v"
+done
 rm -rf "$work"; mkdir -p "$work"; work=$(cd "$work" && pwd)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"; chmod 600 "$work/token"
 port=$((17700 + RANDOM % 200)); master=$((29600 + RANDOM % 200))
@@ -25,23 +78,46 @@ cat > "$work/live.json" <<JSON
   "job": {"versions": {"v1": ["$bin/faultline-trainjob", "--seed", "11", "--hidden", "48",
                               "--step-ms", "200", "--loss-log", "$work/loss.log"]},
           "master_port": $master, "nominal_step_time_s": 0.2, "replay_steps": 12},
-  "policy": {"stack": "byterobust",
-             "params": {"stall_window_s": 15, "recrash_window_s": 20, "probe_deadline_s": 60,
-                        "standby_pool": 2}},
+  "policy": {"stack": "byterobust", "params": {$params}},
   "seed": 11,
   "state_dir": "state",
   "trainjob_bin": "$bin/faultline-trainjob"
 }
 JSON
 pids=()
-start_agent() { "$bin/faultline" agent "$work/live.json" --name "$1" >> "$work/agent-$1.log" 2>&1 & pids+=($!); }
+start_agent() {
+  "$bin/faultline" agent "$work/live.json" --name "$1" ${plugin_args[@]+"${plugin_args[@]}"} \
+    >> "$work/agent-$1.log" 2>&1 &
+  pids+=($!)
+}
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT
-"$bin/faultline" live run "$work/live.json" --fresh --duration "$duration" > "$work/controller.log" 2>&1 &
+"$bin/faultline" live run "$work/live.json" --fresh --duration "$duration" \
+  ${plugin_args[@]+"${plugin_args[@]}"} > "$work/controller.log" 2>&1 &
 ctl=$!
 for m in m0 m1 m2 m3 s0 s1; do start_agent $m; done
-inject() { "$bin/faultline" live inject "$work/live.json" --machine "$1" --fault "$2" ${3:+--detail "$3"} || true; }
-at() { local t=$1; shift; local now=$(( $(date +%s) - t0 )); [ "$now" -lt "$t" ] && sleep $((t - now)); "$@"; }
+inject() {
+  "$bin/faultline" live inject "$work/live.json" --machine "$1" --fault "$2" ${3:+--detail "$3"} \
+    ${plugin_args[@]+"${plugin_args[@]}"} || true
+}
+# --faults: a step of the schedule is the kind of the fault it injects; a repair, or an agent
+# restarted, that of the last fault scheduled on its machine.
+declare -A last_fault=()
+wanted() {
+  [ -n "$faults" ] || return 0
+  local kind
+  case $1 in
+    inject) kind=$3; [ "$kind" = repair ] && kind=${last_fault[$2]:-} || last_fault[$2]=$kind ;;
+    start_agent) kind=${last_fault[$2]:-} ;;
+    *) return 0 ;;
+  esac
+  [[ ,$faults, == *,$kind,* ]]
+}
+at() {
+  local t=$1; shift
+  wanted "$@" || return 0
+  local now=$(( $(date +%s) - t0 )); [ "$now" -lt "$t" ] && sleep $((t - now)); "$@"
+}
 t0=$(date +%s)
 # The schedule scales with the run (the default is 600 s).
 s() { echo $(( $1 * duration / 600 )); }
@@ -64,7 +140,8 @@ tail -1 "$work/controller.log"
 # unmodelled difference (its verdict is acted on after the ETTR line).
 decisions_rc=0
 "$bin/faultline" sim replay "$work/state/events.jsonl" --stack byterobust --check-decisions \
-  > "$work/replay.txt" 2> "$work/replay.err" || decisions_rc=$?
+  ${plugin_args[@]+"${plugin_args[@]}"} > "$work/replay.txt" 2> "$work/replay.err" ||
+  decisions_rc=$?
 cat "$work/replay.txt"; cat "$work/replay.err" >&2
 live=$(sed -n 's/^ETTR *live \([0-9.]*\)%.*/\1/p' "$work/replay.txt")
 sim=$(sed -n 's/^ *sim  *\([0-9.]*\)%.*/\1/p' "$work/replay.txt")
