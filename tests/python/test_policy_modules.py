@@ -102,6 +102,39 @@ class FailuresInTheSimulator(unittest.TestCase):
                             "call that got it")
 
 
+class Interrupt(unittest.TestCase):
+    """Ctrl-C (a notebook's interrupt) during simulate: KeyboardInterrupt in the caller, and
+    the simulator's processes gone."""
+
+    def test_ctrl_c_stops_the_run(self):
+        import signal
+        import time
+        with tempfile.TemporaryDirectory() as d:
+            script = Path(d) / "long_study.py"
+            script.write_text(textwrap.dedent("""
+                import faultline
+                try:
+                    faultline.simulate(%r, replicas=100000)
+                    print("finished")
+                except KeyboardInterrupt:
+                    print("interrupted")
+                """ % DENSE))
+            p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                                 text=True, env=dict(os.environ),
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            time.sleep(2)
+            p.send_signal(signal.SIGINT)
+            try:
+                out = p.communicate(timeout=60)[0]
+            except subprocess.TimeoutExpired:
+                subprocess.run(["pkill", "-9", "-f", str(script)])
+                raise
+            time.sleep(0.2)
+            left = subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True)
+        self.assertEqual(out.strip(), "interrupted")
+        self.assertEqual(left.stdout.strip(), "", "processes of the run are left")
+
+
 class Refusals(unittest.TestCase):
     """A declaration that does not hold is refused at registration, naming the field."""
 
