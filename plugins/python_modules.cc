@@ -9,7 +9,7 @@
 
 #include "plugins/python_host.h"
 #include "policies/builtin.h"
-#include "policies/module_error.h"
+#include "policies/module.h"
 
 namespace faultline::plugins::python {
 

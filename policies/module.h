@@ -20,6 +20,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -49,6 +50,14 @@ struct ModuleInfo;
 // "detection realtime v1, localization replay v2, ...": the modules that decide, for a
 // stack's decision log, so that a log says what decided.
 std::string module_list(std::initializer_list<const ModuleInfo*> modules);
+
+// A policy module that failed at its own job: a Python module that raised, answered the
+// wrong type or outlasted its deadline (plugins/python_modules.h). The module is the user's
+// input, like a scenario, so the simulator stops with this one line and exit 2, not as a
+// crash of its own; the fork pool carries it from a replica's process to the parent.
+struct ModuleError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Identity of one algorithm. As with a leveldb FilterPolicy name, `version` changes
 // whenever the same inputs can yield different decisions.

@@ -12,7 +12,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "policies/module_error.h"
+#include "policies/module.h"
 
 namespace faultline::sim {
 

@@ -22,7 +22,7 @@
 #include <utility>
 #include <variant>
 
-#include "policies/module_error.h"
+#include "policies/module.h"
 #include "sim/metrics.h"
 #include "sim/replay_decisions.h"
 #include "sim/report.h"

@@ -6,7 +6,7 @@
 #include <optional>
 #include <simgrid/s4u.hpp>
 
-#include "policies/module_error.h"
+#include "policies/module.h"
 #include "sim/fork_pool.h"
 
 namespace faultline::sim {

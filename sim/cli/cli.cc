@@ -19,7 +19,7 @@
 #include "analysis/cli/commands.h"
 #include "plugins/loader.h"
 #include "policies/builtin.h"
-#include "policies/module_error.h"
+#include "policies/module.h"
 #include "scenarios/reference.h"
 #include "scenarios/scenario.h"
 #include "sim/cli/commands.h"

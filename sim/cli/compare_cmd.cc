@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "policies/builtin.h"
-#include "policies/module_error.h"
+#include "policies/module.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/flags.h"
 #include "sim/cli/progress_bar.h"

@@ -18,7 +18,7 @@
 #include "analysis/sweep_plan.h"
 #include "analysis/tune.h"
 #include "policies/builtin.h"
-#include "policies/module_error.h"
+#include "policies/module.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/flags.h"
 #include "sim/cli/progress_bar.h"
