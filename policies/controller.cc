@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "policies/builtin.h"
 #include "policies/byterobust/held_update.h"
 #include "policies/byterobust/incidents.h"
 #include "policies/byterobust/replica_groups.h"
+#include "policies/byterobust/rounds.h"
 #include "policies/byterobust/slowdowns.h"
 #include "policies/diagnosis/stop_time.h"
 #include "policies/localization/localization.h"
@@ -52,13 +54,13 @@ class ByteRobust final : public Policy {
   }
 
   void on_event(const Event& e, World& w) override {
-    if (state_ == State::kEnded) return;  // EndRun: nothing is done any more
+    if (ended_) return;
     std::visit([&](const auto& x) { handle(x, w); }, e);
   }
 
  private:
-  enum class State { kStarting, kRunning, kDiagnosing, kAcquiring, kEnded };
-  bool running() const { return state_ == State::kRunning; }
+  // The job trains and no diagnosis holds it (a stall's capture runs on a stuck job).
+  bool running() const { return up_ && !rounds_.is_open() && !ended_; }
 
   // ------------------------------------------------------------ the ladder's steps
   // `after_failure`: a restart of the job that ran, on the machines it ran on but those
@@ -69,37 +71,74 @@ class ByteRobust final : public Policy {
   // checkpoint. New code restarts every rank: a held update merged into this restart, a
   // rollback and a hot update (RollBack, HotUpdate) are never in place; nor is the first start.
   void start_job(World& w, std::string why, Mechanism m, bool after_failure = false) {
-    state_ = State::kStarting;
-    if (replicas_.refilling(w.cluster())) {  // a dropped replica's slot is empty: start once filled
-      deferred_start_ = DeferredStart{std::move(why), m, after_failure};
+    restart(w, Restart{Restart::Kind::kStart, std::move(why), m, after_failure});
+  }
+  // A diagnosis concluded with a restart (or a code update asks for one): it is taken as
+  // soon as nothing holds it back (try_restart).
+  void restart(World& w, Restart r) {
+    rounds_.close();
+    wanted_ = std::move(r);
+    try_restart(w);
+  }
+  // Takes the wanted restart unless something holds it back: a diagnosis round under way,
+  // machines being acquired or a dropped replica's slot refilling (each calls again when it
+  // ends). A slot that is empty with nothing on its way to fill it is refilled first.
+  void try_restart(World& w) {
+    if (!wanted_ || ended_ || rounds_.is_open() || !acquiring_.empty() ||
+        replicas_.refilling(w.cluster()))
+      return;
+    if (queued_crash_ && take_queued_crash(w)) return;
+    if (const std::vector<SlotId> empty = empty_slots(w.cluster()); !empty.empty()) {
+      acquiring_.insert(
+          acquire(w, recovery_->replace(empty, "empty before the restart: " + wanted_->why,
+                                        Mechanism::kNone)));
+      return;
+    }
+    Restart r = *std::exchange(wanted_, std::nullopt);
+    starting_ = r;
+    if (r.kind == Restart::Kind::kRollBack) {
+      pending_.start = w.act(RollBack{std::move(r.why)});
+      return;
+    }
+    if (r.kind == Restart::Kind::kHotUpdate) {
+      pending_.start = w.act(HotUpdate{std::move(r.version), std::move(r.why)});
       return;
     }
     std::string version = update_.restart();  // a held update: new code on every rank
-    const bool in_place = after_failure && recovery_->restarts_in_place() && !requeued_ &&
+    const bool in_place = r.after_failure && recovery_->restarts_in_place() && !requeued_ &&
                           !state_suspect_ && version.empty();
-    pending_.start = w.act(StartJob{std::move(why), m, std::move(version), in_place});
+    pending_.start = w.act(StartJob{std::move(r.why), r.mechanism, std::move(version), in_place});
   }
   // Every acquisition goes through here, so that the restart after it knows whether the
   // whole job was requeued.
   ActionId acquire(World& w, AcquireMachines a) {
     requeued_ = a.mode == AcquireMode::kRequeue;
-    if (requeued_) replicas_.requeued();  // the requeue refills every slot
+    if (requeued_) {
+      replicas_.requeued();  // the requeue refills every slot
+      acquiring_.clear();    // and drops every acquisition and start under way
+      starting_.reset();
+      pending_.start = 0;
+    }
     return w.act(std::move(a));
   }
   // Back to the last good code version.
   void roll_back(World& w, std::string why) {
-    state_ = State::kStarting;
+    rolled_back_ = true;
     update_.roll_back();
-    pending_.start = w.act(RollBack{std::move(why)});
+    restart(w, Restart{Restart::Kind::kRollBack, std::move(why), Mechanism::kNone});
   }
+  // The job is down from here on: stopped now if it trains (a stuck job under diagnosis is
+  // stopped by stop_now, or by the eviction that follows).
   void stop_if_running(World& w, std::string why) {
     if (running()) w.act(StopJob{std::move(why)});
+    up_ = false;
     end_run(w);
   }
   // The job runs (perhaps stuck, while the stack diagnoses it): stop it and count the run
   // as interrupted.
   void stop_now(World& w, std::string why) {
     w.act(StopJob{std::move(why)});
+    up_ = false;
     end_run(w);
   }
   // The run that started last is over (stopped, crashed or hung): count it, once, and let
@@ -133,8 +172,11 @@ class ByteRobust final : public Policy {
       avoid_more = avoid_more || strike.avoid;
     }
     if (machines.empty() && lemons.empty()) return;
-    // Replica groups: machines of one replica leave a job that trains on without it.
-    const int drop = running() ? replicas_.drops(slots, w.cluster()) : -1;
+    // Replica groups: machines of one replica leave a job that trains on without it. Else
+    // the job stops here, also a stuck one under diagnosis: a backend that runs replica
+    // groups would otherwise drop the replica and keep the job up.
+    const int drop = up_ ? replicas_.drops(slots, w.cluster()) : -1;
+    if (drop < 0 && up_ && !running()) stop_now(w, why);
     if (drop < 0) stop_if_running(w, why);
     if (!machines.empty()) w.act(EvictMachines{std::move(machines), why, m});
     if (!lemons.empty())
@@ -144,8 +186,27 @@ class ByteRobust final : public Policy {
       w.act(AvoidMachines{recovery_->avoided(), "evicted on evidence of their own faults (" +
                                                     recovery_->info().name + ")"});
     if (drop >= 0) return replicas_.refill(drop, slots, why, w);
-    state_ = State::kAcquiring;
-    pending_.acquire = acquire(w, recovery_->replace(slots, why, m));
+    if (starting_) {  // the eviction breaks the start under way: taken again once refilled
+      wanted_ = *std::exchange(starting_, std::nullopt);
+      pending_.start = 0;
+    }
+    acquiring_.insert(acquire(w, recovery_->replace(slots, why, m)));
+    // Outside a diagnosis the replacements are all the restart waits for; within one (a
+    // second fault joined it) the diagnosis goes on, and its conclusion restarts the job.
+    if (!rounds_.is_open() && !wanted_)
+      wanted_ = Restart{Restart::Kind::kStart, "replacements ready", Mechanism::kNone, true};
+  }
+  // A failure that is not the last one again: the fruitless rounds start over.
+  void new_incident() {
+    fruitless_ = 0;
+    rolled_back_ = false;
+  }
+  // The same failure came back soon after the ladder rolled the code back for it: that
+  // rollback was a round that found nothing too. Counted, so that a failure no rollback,
+  // eviction or search removes (a log that keeps naming the wrong machine, a localizer
+  // blind to this fault) ends in the requeue of gave_up instead of looping for ever.
+  void rollback_fruitless(World& w) {
+    if (std::exchange(rolled_back_, false)) fruitless(w, "the rollback did not stop the failure");
   }
   // A diagnosis round (stop-time tests, stack aggregation, replay) that found nothing
   // for the failure under way. Reported with its count, so a backend can check that no
@@ -167,12 +228,16 @@ class ByteRobust final : public Policy {
     fruitless_ = 0;
     incidents_.settle();
     tests_.end_nan();
-    state_ = State::kAcquiring;
-    pending_.acquire = acquire(
-        w,
-        AcquireMachines{
-            AcquireMode::kRequeue, {}, "fruitless rounds exhausted: " + why, Mechanism::kRequeue});
+    requeue(w, "fruitless rounds exhausted: " + why);
     return true;
+  }
+  // Requeues the whole job (every acquisition under way is dropped) and restarts it once the
+  // scheduler has placed it again.
+  void requeue(World& w, const std::string& why) {
+    close_round();
+    acquiring_.insert(
+        acquire(w, AcquireMachines{AcquireMode::kRequeue, {}, why, Mechanism::kRequeue}));
+    wanted_ = Restart{Restart::Kind::kStart, "replacements ready", Mechanism::kNone, true};
   }
   void reattempt(World& w, const std::string& why) {
     stop_if_running(w, why);
@@ -181,20 +246,14 @@ class ByteRobust final : public Policy {
 
   // ------------------------------------------------------------ outcomes of our actions
   void handle(const MachinesReady& r, World& w) {
-    if (replicas_.ready(r, w, running())) {
-      if (deferred_start_ && !replicas_.refilling(w.cluster())) {
-        DeferredStart d = *std::exchange(deferred_start_, std::nullopt);
-        if (d.version.empty()) return start_job(w, std::move(d.why), d.mechanism, d.after_failure);
-        StartJob start{std::move(d.why), d.mechanism, std::move(d.version)};
-        pending_.start = w.act(std::move(start));  // the hot update, on the refilled slots
-      }
-      return;
-    }
-    if (r.action == pending_.acquire) start_job(w, "replacements ready", Mechanism::kNone, true);
+    if (!replicas_.ready(r, w, running()) && !acquiring_.erase(r.action)) return;
+    resume_localizer(w);
+    try_restart(w);
   }
   void handle(const JobStarted& s, World& w) {
-    if (s.action != pending_.start) return;
-    state_ = State::kRunning;
+    if (s.action != pending_.start || pending_.start == 0) return;
+    up_ = true;
+    starting_.reset();
     escalation_.reset();
     requeued_ = state_suspect_ = false;  // the state runs again
     incidents_.started(w.now(), s.step);
@@ -210,19 +269,45 @@ class ByteRobust final : public Policy {
   }
   void handle(const ActionFailed& f, World& w) {
     w.note("action failed: " + f.reason);
-    if (replicas_.failed(f, w)) return;
-    if (f.action == pending_.start && replicas_.refilling(w.cluster())) {
-      // A restart (a rollback's) found a dropped replica's slot still empty: start once filled.
-      deferred_start_ = DeferredStart{"after the refills: " + f.reason, Mechanism::kNone, false};
-      return;
-    }
+    if (replicas_.failed(f, w)) return try_restart(w);
+    if (auto t = rounds_.answered(f.action)) return test_refused(*t, f, w);
     if (slowdowns_.refused(f, w, running())) return;
-    if (f.action == pending_.acquire || f.action == pending_.start) {
-      // Fall back to requeueing the whole job.
-      state_ = State::kAcquiring;
-      pending_.acquire = acquire(
-          w,
-          AcquireMachines{AcquireMode::kRequeue, {}, "fallback: " + f.reason, Mechanism::kRequeue});
+    if (f.action == pending_.start && pending_.start != 0) {
+      pending_.start = 0;
+      Restart r = starting_.value_or(Restart{});
+      starting_.reset();
+      if (!empty_slots(w.cluster()).empty() || replicas_.refilling(w.cluster())) {
+        // A slot the start needs is empty (a dropped replica's refill under way): start
+        // again once it is filled. A refused rollback rolled the code back all the same.
+        if (r.kind == Restart::Kind::kRollBack) r = Restart{Restart::Kind::kStart, r.why};
+        r.why = "after the refills: " + f.reason;
+        wanted_ = std::move(r);
+        return try_restart(w);
+      }
+      return requeue(w, "fallback: " + f.reason);  // nothing else starts it
+    }
+    if (acquiring_.erase(f.action)) requeue(w, "fallback: " + f.reason);
+  }
+  // A test of a diagnosis round was refused (action.h lists when): the round goes on
+  // without it, as if it had found nothing.
+  void test_refused(const Rounds::Outcome& t, const ActionFailed& f, World& w) {
+    if (!t.current) return;  // its round is over: nothing waits for it
+    switch (t.test) {
+      case Rounds::Test::kStopTime:
+        return next_test(w, "a test was refused: " + f.reason);
+      case Rounds::Test::kNan:
+        tests_.end_nan();
+        return start_replay(w, "the bit-wise test was refused: " + f.reason);
+      case Rounds::Test::kLocalizer:
+        return localization_step(
+            Located{{}, false, Mechanism::kReplay, "a localization test was refused: " + f.reason},
+            w);
+      case Rounds::Test::kStall:
+        fruitless(w, "the stall's stack capture was refused");
+        stop_now(w, "stalled; stack capture refused");
+        return reattempt(w, "stalled; stack capture refused");
+      case Rounds::Test::kMfu:
+        return;
     }
   }
   void handle(const TimerFired& t, World& w) {
@@ -233,7 +318,7 @@ class ByteRobust final : public Policy {
       if (f) found(*f, w);
       return;
     }
-    if (ActionId capture = slowdowns_.timer(t, w, running())) pending_.capture = capture;
+    if (ActionId capture = slowdowns_.timer(t, w, running())) mfu_capture(capture);
     if (t.tag != timer_tags::kDeferredUpdate) return;
     if (auto version = update_.window_ended(running()))
       apply_update(w, *version, "forced after the deferral window");
@@ -245,7 +330,8 @@ class ByteRobust final : public Policy {
         w.cluster().slot_of(a.machine) < 0)
       return;
     if (!detector_->alert(a, w.now())) return;
-    if (state_ == State::kAcquiring) return;  // already replacing machines
+    // In every phase: a diagnosis under way goes on without the machine, machines being
+    // acquired are joined by its replacement, a start under way is taken again after it.
     evict_and_replace(w, {w.cluster().slot_of(a.machine)}, Mechanism::kRealtimeEviction,
                       "real-time " + a.kind + " alert: " + a.detail);
   }
@@ -253,7 +339,35 @@ class ByteRobust final : public Policy {
   void handle(const ReplicaDropped& d, World& w) { replicas_.dropped(d, w, running()); }
   void handle(const ReplicaRejoined& r, World& w) { replicas_.rejoined(r, w); }
   void handle(const ProcessExit& x, World& w) {
-    on_crash(w, x.machine, x.exit_code, x.signature, false, x.step);
+    if (!up_ && !starting_) return;  // the job is down already: this exit is its echo
+    if (rounds_.is_open()) {
+      // The job is stuck under a stall's diagnosis: the crash waits for its conclusion and
+      // is diagnosed before the restart (take_queued_crash) if its machine is still there.
+      if (w.keeps_notes())
+        w.note("crash during the stall's diagnosis, queued: " + x.signature + " on machine " +
+               std::to_string(x.machine));
+      queued_crash_ = x;
+      return;
+    }
+    on_crash(w, x.machine, x.exit_code, x.signature, x.step);
+  }
+  // Before the restart: a crash that came while a stall was diagnosed and named a machine
+  // still in the job is diagnosed now (true: a round began). Only before a plain start: a
+  // rollback or an update the stall's diagnosis asked for goes first, and the crash, if
+  // its machine is broken, comes back after it.
+  bool take_queued_crash(World& w) {
+    const ProcessExit x = *std::exchange(queued_crash_, std::nullopt);
+    const bool named = x.machine >= 0 && x.machine < w.cluster().machine_count() &&
+                       w.cluster().slot_of(x.machine) >= 0;
+    if (!named || wanted_->kind != Restart::Kind::kStart) {
+      w.note("the crash queued during the stall's diagnosis is dropped: " +
+             std::string(named ? "a rollback or an update restarts the job first"
+                               : "the machine it named left the job"));
+      return false;
+    }
+    wanted_.reset();
+    on_crash(w, x.machine, x.exit_code, x.signature, x.step);
+    return true;
   }
   // A predicted failure: the recovery module may move the machine's work off it while the
   // job trains (TrainMover). Only then: a stopped, starting or diagnosed job replaces
@@ -266,19 +380,21 @@ class ByteRobust final : public Policy {
     if (auto m = recovery_->migrate(x, w.cluster())) w.act(std::move(*m));
   }
   void handle(const StartFailed& x, World& w) {
-    if (x.action != pending_.start && x.action != pending_.acquire) return;
-    on_crash(w, x.machine, 1, x.signature, true, x.step);
+    if (x.action != pending_.start || pending_.start == 0) return;
+    pending_.start = 0;
+    starting_.reset();
+    on_crash(w, x.machine, 1, x.signature, x.step);
   }
-  void on_crash(World& w, MachineId m, int code, const std::string& sig, bool at_start,
-                std::int64_t step) {
+  void on_crash(World& w, MachineId m, int code, const std::string& sig, std::int64_t step) {
     if (m != kNoMachine && (m >= w.cluster().machine_count() || w.cluster().slot_of(m) < 0))
       return;  // already evicted
-    if ((state_ == State::kAcquiring || state_ == State::kDiagnosing) && !at_start)
-      return;  // recovery under way; this exit is its echo
     const CrashKind kind = classify_(sig, code);
     const SlotId slot = m == kNoMachine ? -1 : w.cluster().slot_of(m);
     const CrashRecurrence r = incidents_.crash(w.now(), m, slot, sig, step);
-    if (!r.again) fruitless_ = 0;
+    if (!r.again)
+      new_incident();
+    else
+      rollback_fruitless(w);
     escalation_.reset();
     if (judge_progress(w, step, "crash: " + sig)) return;
     if (r.struck_another && verdict_->judge({r.turns, 0}) != Verdict::kCarryOn) {
@@ -289,7 +405,7 @@ class ByteRobust final : public Policy {
       // missed by one round of tests. Blaming the code then rolls back good code and ends
       // a healthy run. Only when these tests pass again does the crash follow the rank.
       stop_if_running(w, "crash: " + sig);
-      state_ = State::kDiagnosing;
+      rounds_.open();
       tests_.begin(kind, named_and_neighbours(w.cluster(), slot));
       escalation_ = Escalation{r.turns, r.streak,
                                "the same crash at step " + std::to_string(step) + ", on " +
@@ -299,7 +415,7 @@ class ByteRobust final : public Policy {
       return;
     }
     stop_if_running(w, "crash: " + sig);
-    state_ = State::kDiagnosing;
+    rounds_.open();
     if (kind == CrashKind::kUserCode) return roll_back(w, "code error in the log: " + sig);
     // Evidence the tests missed: the log keeps naming the same machine although its tests
     // passed and a reattempt did not help. ByteRobust evicts on explicit, attributed
@@ -307,9 +423,10 @@ class ByteRobust final : public Policy {
     const int evict_after = static_cast<int>(p_.get("attributed_evict_after"));
     const bool attributable =
         kind == CrashKind::kMachine || kind == CrashKind::kNetwork || kind == CrashKind::kUnknown;
+    if (r.again && gave_up(w, sig)) return;
     if (r.again && attributable && evict_after > 0 && r.named >= evict_after) {
       incidents_.named_machine_evicted();
-      fruitless_ = 0;
+      close_round();
       return evict_and_replace(w, {slot}, Mechanism::kAttributedEviction,
                                "crash log named machine " + std::to_string(m) + " " +
                                    std::to_string(evict_after) + " times in a row: " + sig);
@@ -332,7 +449,8 @@ class ByteRobust final : public Policy {
     if (!r) return false;
     stop_if_running(w, why);
     if (r->verdict == Verdict::kStop) {
-      state_ = State::kEnded;
+      close_round();
+      ended_ = true;
       w.act(EndRun{"code_or_data", r->reasons.stop});
     } else {
       roll_back(w, r->reasons.roll_back);
@@ -348,8 +466,8 @@ class ByteRobust final : public Policy {
 
   // ------------------------------------------------------------ stop-time tests
   void next_test(World& w, const std::string& why) {
-    if (auto probe = tests_.next(why)) {
-      pending_.probe = w.act(*probe);
+    if (auto probe = tests_.next(why, w.cluster())) {
+      rounds_.asked(w.act(*probe), Rounds::Test::kStopTime);
       return;
     }
     if (escalation_) {  // the tests before an escalation passed: the crash follows its rank
@@ -359,14 +477,40 @@ class ByteRobust final : public Policy {
     fruitless(w, "stop-time tests found nothing (" + why + ")");
     reattempt(w, "stop-time tests found nothing (" + why + ")");
   }
+  // A test result is matched to the round that asked for it. Machines it names that have
+  // left the job since (an alert evicted them) are dropped with a note; a stop-time test
+  // that named a culprit still in the job evicts it even when its round is over.
   void handle(const ProbeResult& r, World& w) {
-    if (r.action != pending_.probe) return;
-    if (localizing_) return localization_step(localizer_->answer(r, w.cluster()), w);
-    if (!r.failed.empty()) {
+    const std::optional<Rounds::Outcome> t = rounds_.answered(r.action);
+    if (!t) return;
+    MachineSet failed, gone;
+    for (MachineId m : r.failed)
+      (m >= 0 && m < w.cluster().machine_count() && w.cluster().slot_of(m) >= 0 ? failed : gone)
+          .push_back(m);
+    if (!gone.empty() && r.group_failed.empty())
+      w.note(std::string(probe_name(r.test)) + " result names machine(s) that left the job " +
+             "already, dropped: " + machine_list(gone));
+    const bool culprits = t->test == Rounds::Test::kStopTime || t->test == Rounds::Test::kNan;
+    if (!t->current) {
+      if (!culprits || failed.empty())
+        return w.note(std::string(probe_name(r.test)) + " result of a closed round, dropped");
+      return evict_and_replace(
+          w, w.cluster().slots_of(failed), Mechanism::kStopTimeEviction,
+          std::string("failed ") + probe_name(r.test) + " (its round had closed)");
+    }
+    if (t->test == Rounds::Test::kLocalizer) return localizer_answer(r, w);
+    if (!failed.empty() || !gone.empty()) {
       escalation_.reset();  // a machine, not the rank
-      if (r.test == ProbeKind::kBitwise) tests_.end_nan();
+      if (t->test == Rounds::Test::kNan) tests_.end_nan();
+      tests_.clear();
       fruitless_ = 0;
-      return evict_and_replace(w, w.cluster().slots_of(r.failed), Mechanism::kStopTimeEviction,
+      close_round();
+      // What failed is evicted; what failed and has left the job already was this
+      // failure's culprit too: the restart waits for its replacement.
+      if (failed.empty())
+        return start_job(w, std::string("failed ") + probe_name(r.test) + " on machines gone",
+                         Mechanism::kNone, true);
+      return evict_and_replace(w, w.cluster().slots_of(failed), Mechanism::kStopTimeEviction,
                                std::string("failed ") + probe_name(r.test));
     }
     if (tests_.end_nan()) return start_replay(w, "bit-wise alignment passed everywhere");
@@ -394,21 +538,33 @@ class ByteRobust final : public Policy {
     // are captured first in every case (15 s): outliers mean a machine, whatever came
     // before (a machine hang at the restart looks like the code hanging again until then).
     const int level = incidents_.stall(w.now(), st.last_step);
-    if (level == 0) fruitless_ = 0;
+    if (level == 0)
+      new_incident();
+    else
+      rollback_fruitless(w);
     if (judge_progress(w, st.last_step, "progress stalled")) return;
     if (level == 0 && gave_up(w, "progress stalled")) return;
-    state_ = State::kDiagnosing;  // still running (stuck); capture before stopping
+    rounds_.open();  // still running (stuck); capture before stopping
     slowdowns_.cancel_rounds();
     pending_.capture = w.act(CaptureStacks{"no progress for the stall window"});
+    rounds_.asked(pending_.capture, Rounds::Test::kStall);
+  }
+  // An MFU decline's stack capture (the job trains on: it belongs to no round).
+  void mfu_capture(ActionId capture) {
+    pending_.capture = capture;
+    rounds_.asked(capture, Rounds::Test::kMfu);
   }
   void handle(const StepTimeHigh& s, World& w) {
     if (!running()) return;
-    if (ActionId capture = slowdowns_.slow(s.ratio, w)) pending_.capture = capture;
+    if (ActionId capture = slowdowns_.slow(s.ratio, w)) mfu_capture(capture);
   }
   void handle(const StacksCaptured& c, World& w) {
-    if (c.action != pending_.capture) return;
+    const std::optional<Rounds::Outcome> t = rounds_.answered(c.action);
+    if (!t || c.action != pending_.capture) return;
+    if (!t->current) return w.note("stacks captured for a closed round, dropped");
     const StackVerdict v = aggregate_stacks(c.stacks);
-    if (slowdowns_.in_rounds()) {
+    if (t->test == Rounds::Test::kMfu) {
+      if (!slowdowns_.in_rounds()) return;
       if (!slowdowns_.stacks(v, w, localizer_->places_slowdowns())) return;
       slowdowns_.search_began();
       start_replay(w, "MFU decline that stack aggregation cannot place");
@@ -417,8 +573,8 @@ class ByteRobust final : public Policy {
     }
     if (v.dominant.empty()) {
       // The processes died before their stacks could be read: diagnose as a crash.
-      state_ = State::kRunning;
-      return on_crash(w, kNoMachine, 1, "stalled job exited before stack capture", false, -1);
+      close_round();
+      return on_crash(w, kNoMachine, 1, "stalled job exited before stack capture", -1);
     }
     if (v.outliers.empty()) {
       // Every rank waits in the same place: nothing points at a machine. The first time
@@ -437,7 +593,12 @@ class ByteRobust final : public Policy {
     }
     fruitless_ = 0;
     incidents_.settle();
-    evict_and_replace(w, over_eviction_set(w.cluster(), v.outliers), Mechanism::kOverEviction,
+    close_round();
+    const std::vector<SlotId> group = over_eviction_set(w.cluster(), v.outliers);
+    // The eviction breaks the stuck job, unless the group is one replica of a job in
+    // replica groups: that replica drops out and the others train on.
+    if (replicas_.drops(group, w.cluster()) < 0) up_ = false;
+    evict_and_replace(w, group, Mechanism::kOverEviction,
                       "stack aggregation: parallel group holding all " +
                           std::to_string(v.outliers.size()) + " outliers");
   }
@@ -456,29 +617,59 @@ class ByteRobust final : public Policy {
     // A NaN again soon after the last round's restart: its evictions missed the cause.
     if (incidents_.nan_again(w.now()))
       return start_replay(w, "NaN again soon after the last round's restart");
-    fruitless_ = 0;
+    new_incident();
     stop_if_running(w, "metric anomaly: " + a.metric);
-    state_ = State::kDiagnosing;
+    rounds_.open();
     escalation_.reset();
-    pending_.probe = w.act(tests_.begin_nan(w.cluster().placed_machines()));
+    rounds_.asked(w.act(tests_.begin_nan(w.cluster().placed_machines())), Rounds::Test::kNan);
   }
 
   // ------------------------------------------------------------ localization module
   // The failure is not placed by any stop-time test: hand it to the localization module
   // (dual-phase replay, bisection, stress: `localization`) and act on its verdict.
   void start_replay(World& w, const std::string& why) {
+    rollback_fruitless(w);
     if (gave_up(w, why)) return;
     stop_if_running(w, why);
-    state_ = State::kDiagnosing;
+    rounds_.open();
     tests_.clear();
     escalation_.reset();
     localizing_ = true;
-    localization_step(localizer_->begin(why, w.cluster()), w);
+    held_ = Held{true, why, std::nullopt};
+    resume_localizer(w);
+  }
+  // The localizer lays its tests out over the slots: while a slot is empty (a second fault
+  // evicted its machine during the search) the answer to a replay or a grouped probe,
+  // which may lead to another such test, waits for the replacement. A probe of machines
+  // answers at once: its failures are culprits to evict now.
+  void localizer_answer(const Event& outcome, World& w) {
+    const auto* probe = std::get_if<ProbeResult>(&outcome);
+    if (probe && probe->group_failed.empty())
+      return localization_step(localizer_->answer(outcome, w.cluster()), w);
+    held_ = Held{false, {}, outcome};
+    resume_localizer(w);
+  }
+  void resume_localizer(World& w) {
+    if (!held_ || w.cluster().empty_slot_count() > 0) return;
+    Held h = *std::exchange(held_, std::nullopt);
+    if (h.begin) return localization_step(localizer_->begin(h.why, w.cluster()), w);
+    localization_step(localizer_->answer(*h.outcome, w.cluster()), w);
   }
   void localization_step(LocalizationStep step, World& w) {
     if (auto* test = std::get_if<LocalizationTest>(&step)) {
-      if (auto* probe = std::get_if<RunProbe>(test)) pending_.probe = w.act(*probe);
-      if (auto* replay = std::get_if<RunReplay>(test)) pending_.replay = w.act(*replay);
+      // A search that remembers its suspects may name one that left the job since (a
+      // second fault evicted it): no test runs on it, and the search ends there.
+      if (const MachineSet gone = departed(*test, w.cluster()); !gone.empty())
+        return localization_step(Located{{},
+                                         false,
+                                         Mechanism::kReplay,
+                                         "the search's next test names machine(s) " +
+                                             machine_list(gone) + " that left the job"},
+                                 w);
+      if (auto* probe = std::get_if<RunProbe>(test))
+        rounds_.asked(w.act(*probe), Rounds::Test::kLocalizer);
+      if (auto* replay = std::get_if<RunReplay>(test))
+        rounds_.asked(w.act(*replay), Rounds::Test::kLocalizer);
       return;
     }
     localizing_ = false;
@@ -492,11 +683,20 @@ class ByteRobust final : public Policy {
       return reattempt(w, l.reason);
     }
     fruitless_ = 0;
+    close_round();
     evict_and_replace(w, slots, l.credit, l.reason);
   }
   void handle(const ReplayResult& r, World& w) {
-    if (r.action != pending_.replay || !localizing_) return;
-    localization_step(localizer_->answer(r, w.cluster()), w);
+    const std::optional<Rounds::Outcome> t = rounds_.answered(r.action);
+    if (!t) return;
+    if (!t->current || !localizing_) return w.note("replay result of a closed round, dropped");
+    localizer_answer(r, w);
+  }
+  // The round under way is over; a localizer's step it held is dropped with it.
+  void close_round() {
+    rounds_.close();
+    held_.reset();
+    localizing_ = false;
   }
 
   // ------------------------------------------------------------ code updates
@@ -512,13 +712,9 @@ class ByteRobust final : public Policy {
   void apply_update(World& w, std::string version, std::string why) {
     update_.applying(version);
     stop_now(w, "code update " + version);
-    state_ = State::kStarting;
-    if (replicas_.refilling(w.cluster())) {  // the new code starts once the slots are filled
-      deferred_start_ =
-          DeferredStart{std::move(why), Mechanism::kHotUpdate, false, std::move(version)};
-      return;
-    }
-    pending_.start = w.act(HotUpdate{std::move(version), std::move(why)});
+    // The new code starts once any dropped replica's slot is filled.
+    restart(w, Restart{Restart::Kind::kHotUpdate, std::move(why), Mechanism::kHotUpdate, false,
+                       std::move(version)});
   }
 
   template <class T>
@@ -539,25 +735,33 @@ class ByteRobust final : public Policy {
   const std::unique_ptr<Recovery> recovery_;
   const std::unique_ptr<StopVerdict> verdict_;
   DroppedReplicas replicas_{*recovery_};
-  struct DeferredStart {
+  Rounds rounds_;  // the diagnosis round under way and the tests each round asked for
+  // A localizer's step waiting for an empty slot to be filled: its begin, or its answer.
+  struct Held {
+    bool begin = false;
     std::string why;
-    Mechanism mechanism;
-    bool after_failure;
-    std::string version = {};  // a hot update's
+    std::optional<Event> outcome;
   };
-  std::optional<DeferredStart> deferred_start_;  // waits for the refills of dropped replicas
+  std::optional<Held> held_;
+  std::optional<Restart> wanted_;    // the restart to take once nothing holds it back
+  std::optional<Restart> starting_;  // the restart under way (pending_.start)
+  std::set<ActionId> acquiring_;     // acquisitions under way (not a dropped replica's refill)
+  std::optional<ProcessExit> queued_crash_;  // a crash while a stall was diagnosed
   Slowdowns slowdowns_;
   Incidents incidents_;
   HeldUpdate update_;
   CrashClassifier classify_;
-  State state_ = State::kStarting;
+  bool up_ = false;     // the job's processes run (they may be stuck)
+  bool ended_ = false;  // EndRun: nothing is done any more
   // The last acquisition requeued the whole job.
   bool requeued_ = false;
   // A metric anomaly since the job last started: its state in memory is suspect.
   bool state_suspect_ = false;
   int fruitless_ = 0;  // diagnosis rounds in a row that found nothing for this failure
+  // The ladder rolled the code back for the failure under way (not yet shown fruitless).
+  bool rolled_back_ = false;
   struct {
-    ActionId start = 0, acquire = 0, probe = 0, capture = 0, replay = 0;
+    ActionId start = 0, capture = 0;
   } pending_;  // the actions whose outcome the ladder waits for
   // The job's runs, as the checkpoint planner is told of them.
   struct {

@@ -42,8 +42,10 @@ class StopTimeTests {
   void begin(CrashKind kind, MachineSet suspects);
   // The bit-wise alignment test on every machine, after a NaN.
   RunProbe begin_nan(MachineSet everyone);
-  // The next test, for `why`; nullopt when none is left (every test passed).
-  std::optional<RunProbe> next(const std::string& why);
+  // The next test, for `why`, on the suspects still in the job (`view`): one that left it
+  // since (a second fault evicted it) is not tested; nullopt when no test is left (every
+  // test passed) or no suspect is.
+  std::optional<RunProbe> next(const std::string& why, const ClusterView& view);
   // Ends a NaN's alignment test, if one was under way: true when it was (when it passed,
   // replay comes next).
   bool end_nan() { return std::exchange(nan_, false); }
