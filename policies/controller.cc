@@ -88,12 +88,7 @@ class ByteRobust final : public Policy {
         replicas_.refilling(w.cluster()))
       return;
     if (queued_crash_ && take_queued_crash(w)) return;
-    if (const std::vector<SlotId> empty = empty_slots(w.cluster()); !empty.empty()) {
-      acquiring_.insert(
-          acquire(w, recovery_->replace(empty, "empty before the restart: " + wanted_->why,
-                                        Mechanism::kNone)));
-      return;
-    }
+    if (refill_empty(w, "empty before the restart: " + wanted_->why)) return;
     Restart r = *std::exchange(wanted_, std::nullopt);
     starting_ = r;
     if (r.kind == Restart::Kind::kRollBack) {
@@ -108,6 +103,15 @@ class ByteRobust final : public Policy {
     const bool in_place = r.after_failure && recovery_->restarts_in_place() && !requeued_ &&
                           !state_suspect_ && version.empty();
     pending_.start = w.act(StartJob{std::move(r.why), r.mechanism, std::move(version), in_place});
+  }
+  // Slots left empty with nothing on its way to fill them (a job-wide fault dropped the
+  // acquisitions under way) are acquired now. True when some were.
+  bool refill_empty(World& w, const std::string& why) {
+    if (!acquiring_.empty() || replicas_.refilling(w.cluster())) return false;
+    const std::vector<SlotId> empty = empty_slots(w.cluster());
+    if (empty.empty()) return false;
+    acquiring_.insert(acquire(w, recovery_->replace(empty, why, Mechanism::kNone)));
+    return true;
   }
   // Every acquisition goes through here, so that the restart after it knows whether the
   // whole job was requeued.
@@ -339,7 +343,9 @@ class ByteRobust final : public Policy {
   void handle(const ReplicaDropped& d, World& w) { replicas_.dropped(d, w, running()); }
   void handle(const ReplicaRejoined& r, World& w) { replicas_.rejoined(r, w); }
   void handle(const ProcessExit& x, World& w) {
-    if (!up_ && !starting_) return;  // the job is down already: this exit is its echo
+    // The job is down already, or a start is under way (a failure while it starts comes
+    // as StartFailed): this exit is the echo of a run the stack stopped.
+    if (!up_) return;
     if (rounds_.is_open()) {
       // The job is stuck under a stall's diagnosis: the crash waits for its conclusion and
       // is diagnosed before the restart (take_queued_crash) if its machine is still there.
@@ -351,7 +357,7 @@ class ByteRobust final : public Policy {
     }
     on_crash(w, x.machine, x.exit_code, x.signature, x.step);
   }
-  // Before the restart: a crash that came while a stall was diagnosed and named a machine
+  // Before the restart: a crash that came while a diagnosis was under way and named a machine
   // still in the job is diagnosed now (true: a round began). Only before a plain start: a
   // rollback or an update the stall's diagnosis asked for goes first, and the crash, if
   // its machine is broken, comes back after it.
@@ -360,9 +366,11 @@ class ByteRobust final : public Policy {
     const bool named = x.machine >= 0 && x.machine < w.cluster().machine_count() &&
                        w.cluster().slot_of(x.machine) >= 0;
     if (!named || wanted_->kind != Restart::Kind::kStart) {
-      w.note("the crash queued during the stall's diagnosis is dropped: " +
+      w.note("the crash queued during the diagnosis is dropped: " +
              std::string(named ? "a rollback or an update restarts the job first"
-                               : "the machine it named left the job"));
+                         : x.machine == kNoMachine
+                             ? "it named no machine: the restart is its reattempt"
+                             : "the machine it named left the job"));
       return false;
     }
     wanted_.reset();
@@ -380,7 +388,24 @@ class ByteRobust final : public Policy {
     if (auto m = recovery_->migrate(x, w.cluster())) w.act(std::move(*m));
   }
   void handle(const StartFailed& x, World& w) {
-    if (x.action != pending_.start || pending_.start == 0) return;
+    if (x.action != 0 && (acquiring_.count(x.action) || replicas_.refills(x.action))) {
+      // A job-wide fault failed the restart the machines were acquired for, and the
+      // backend dropped every acquisition (event.h): the slots still empty are acquired
+      // again before the next restart (try_restart), or now for a search that waits.
+      acquiring_.clear();
+      replicas_.requeued();
+      if (rounds_.is_open()) {
+        // It does not close the diagnosis under way: queued for its conclusion.
+        w.note(
+            "a job-wide fault failed the acquisitions under way during a diagnosis, "
+            "queued: " +
+            x.signature);
+        queued_crash_ = ProcessExit{x.machine, 1, x.signature, x.step};
+        return resume_localizer(w);
+      }
+    } else if (x.action != pending_.start || pending_.start == 0) {
+      return;
+    }
     pending_.start = 0;
     starting_.reset();
     on_crash(w, x.machine, 1, x.signature, x.step);
@@ -490,7 +515,9 @@ class ByteRobust final : public Policy {
     if (!gone.empty() && r.group_failed.empty())
       w.note(std::string(probe_name(r.test)) + " result names machine(s) that left the job " +
              "already, dropped: " + machine_list(gone));
-    const bool culprits = t->test == Rounds::Test::kStopTime || t->test == Rounds::Test::kNan;
+    // A machine that failed a test of machines (not one of pairs or groups) is broken,
+    // whoever asked: a stop-time test's, a NaN's or a localizer's (a stress test).
+    const bool culprits = r.group_failed.empty();
     if (!t->current) {
       if (!culprits || failed.empty())
         return w.note(std::string(probe_name(r.test)) + " result of a closed round, dropped");
@@ -650,7 +677,11 @@ class ByteRobust final : public Policy {
     resume_localizer(w);
   }
   void resume_localizer(World& w) {
-    if (!held_ || w.cluster().empty_slot_count() > 0) return;
+    if (!held_) return;
+    if (w.cluster().empty_slot_count() > 0) {
+      refill_empty(w, "empty during the search");
+      return;
+    }
     Held h = *std::exchange(held_, std::nullopt);
     if (h.begin) return localization_step(localizer_->begin(h.why, w.cluster()), w);
     localization_step(localizer_->answer(*h.outcome, w.cluster()), w);

@@ -31,6 +31,9 @@ struct ProcessExit {
   std::int64_t step = -1;  // the last step the job completed before the exit; -1: unknown
 };
 // The job failed while starting (restore, init); treated like ProcessExit by most policies.
+// `action` is the StartJob (HotUpdate, RollBack) under way, or an AcquireMachines: a
+// job-wide fault while machines are being acquired for a restart fails that restart, and
+// the backend drops every acquisition under way (the simulator; live mode sends none).
 struct StartFailed {
   ActionId action = 0;
   MachineId machine = kNoMachine;

@@ -31,6 +31,8 @@ class DroppedReplicas {
   // True when `f` answers an action of ours (noted; the replica stays out until the next
   // start brings every replica back).
   bool failed(const ActionFailed& f, World& w);
+  // Whether `action` is a refill of ours under way.
+  bool refills(ActionId action) const { return refills_.count(action) > 0; }
   // Refills under way and a slot of the job empty: a restart now would be refused.
   bool refilling(const ClusterView& view) const;
   // The stack requeued the whole job: the requeue refills every slot, the refills under way

@@ -219,6 +219,39 @@ TEST(ByteRobustOverlap, AResultAboutAnEvictedHostIsDroppedWithANote) {
   EXPECT_EQ(h.starts(), 1u);
 }
 
+// Found at 16k GPUs (Llama-3-style job): a job-wide fault while machines were acquired
+// failed the restart, and the simulator dropped every acquisition (StartFailed naming the
+// acquisition). The stack ignored an event that named no start of its own and waited for
+// machines that never came: the job stayed down for days, evictions piling up.
+TEST(ByteRobustOverlap, AJobWideFaultThatDropsTheAcquisitionsRefillsTheSlotsAndRestarts) {
+  Overlap h;
+  h.at(4000);
+  h.on(InspectionAlert{5, "gpu", "Xid 79"});
+  const ActionId acquire = h.last<AcquireMachines>();
+  ASSERT_NE(acquire, 0u);
+  h.at(4020);
+  h.on(StartFailed{acquire, kNoMachine, "OSError: [Errno 5] Input/output error", -1});
+  const ActionId again = h.last<AcquireMachines>();
+  ASSERT_NE(again, acquire) << "slot 5 is empty and nothing is on its way to fill it";
+  EXPECT_EQ(h.last_of<AcquireMachines>().slots, std::vector<SlotId>{5});
+  h.ready(again);
+  EXPECT_EQ(h.starts(), 1u);
+}
+
+// Found by the storm: the exit of the run a hot update stopped came while the update's
+// start was under way. The stack diagnosed it and ran a replay while the job started, so
+// the job trained with a diagnosis open. A failure during a start comes as StartFailed: an
+// exit then is the echo of the run before.
+TEST(ByteRobustOverlap, AnExitWhileARestartIsUnderWayIsTheEchoOfTheRunBefore) {
+  Overlap h;
+  h.at(4000);
+  h.on(CodeUpdateRequested{"v2", true});
+  ASSERT_EQ(h.w.all<HotUpdate>().size(), 1u);
+  const std::size_t actions = h.w.actions.size();
+  h.on(ProcessExit{kNoMachine, 1, "OSError: [Errno 5] Input/output error", 10});
+  EXPECT_EQ(h.w.actions.size(), actions) << describe(h.w.actions.back());
+}
+
 // A second fault in each phase of an open incident, one at a time: the alert always
 // evicts its machine, and the job is never restarted on it nor on an empty slot.
 TEST(ByteRobustOverlap, AnAlertInEveryPhaseOfAnIncidentIsActedOnAndNeverStartedOn) {

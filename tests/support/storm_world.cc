@@ -144,6 +144,16 @@ void StormWorld::arrive(std::size_t i) {
   }
   if (a.kind == StormKind::kJobCrash) {
     f.active = true;
+    if (job_ == Job::kDown && !acquiring_.empty()) {
+      // A job-wide fault while machines are acquired for a restart fails that restart,
+      // and every acquisition under way is dropped (policies/api/event.h, StartFailed).
+      const ActionId first = *acquiring_.begin();
+      acquiring_.clear();
+      f.active = false;
+      f.outcome = Outcome::kPassed;
+      ++result_.faults_struck;
+      return deliver(StartFailed{first, kNoMachine, signature(a.kind), -1});
+    }
     return arm(i);
   }
   const MachineId m = view_.machine_in(a.slot % view_.slots());
@@ -269,9 +279,11 @@ void StormWorld::crash(std::size_t i, MachineId named, const std::string& sig, b
       return drop_replica(r, named, sig);
     }
   }
+  // The job is dead now; its log shows it a little later, and by then the stack may have
+  // stopped and restarted the job for something else (a stale exit, as in the simulator).
   const std::int64_t step = steps();
   job_down();
-  deliver(ProcessExit{named, 1, sig, step});
+  push(later(0, 60), [this, named, sig, step] { deliver(ProcessExit{named, 1, sig, step}); });
 }
 
 void StormWorld::drop_replica(int r, MachineId named, const std::string& sig) {
@@ -469,7 +481,10 @@ void StormWorld::acquire(ActionId id, const AcquireMachines& q) {
       if (view_.machine_in(s) == kNoMachine) slots.push_back(s);
   }
   if (q.mode == AcquireMode::kReschedule) lo = 100, hi = 300;
+  if (q.mode == AcquireMode::kRequeue) acquiring_.clear();  // a requeue replaces them all
+  acquiring_.insert(id);
   push(later(lo, hi), [this, id, slots] {
+    if (!acquiring_.erase(id)) return;  // dropped
     MachineSet placed;
     for (SlotId s : slots)
       if (s >= 0 && s < view_.slots() && view_.machine_in(s) == kNoMachine) {
@@ -616,6 +631,9 @@ void StormWorld::check_action(const Action& a) {
       for (MachineId m : g)
         if (outside(m)) return fail("test on machine " + std::to_string(m) + " outside the job");
   }
+  const bool tests = std::holds_alternative<RunProbe>(a) || std::holds_alternative<RunReplay>(a);
+  if (tests && job_ == Job::kStarting)
+    return fail("a test while a start is under way: " + describe(a));
   if (auto* r = std::get_if<RunReplay>(&a))
     for (const MachineSet& g : r->groups)
       for (MachineId m : g)

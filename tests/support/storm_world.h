@@ -13,7 +13,8 @@
 // invariant (the overlap contract of docs/policies-and-modules.md):
 // - no (re)start while a slot is empty, or on a machine with an open alert or a failed
 //   stop-time test;
-// - no test on a machine that has left the job;
+// - no test on a machine that has left the job, and none while a start is under way (the
+//   job would start on the machines the test holds);
 // - a stop-time test result or an alert that names a machine of the job evicts it in the
 //   same decision;
 // - no whole-job requeue as a fallback (a warm standby can always take the slot here);
@@ -159,6 +160,7 @@ class StormWorld final : public World {
   std::int64_t epoch_ = 0;
   ActionId start_action_ = 0;
   std::int64_t steps_ = 0, run_since_ = 0;
+  std::set<ActionId> acquiring_;  // acquisitions under way
   std::set<std::string> inspections_;
   bool watch_ = false;  // the stack asked for step samples (WatchSteps)
   struct {
