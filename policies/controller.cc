@@ -76,7 +76,7 @@ class ByteRobust final : public Policy {
   // A diagnosis concluded with a restart (or a code update asks for one): it is taken as
   // soon as nothing holds it back (try_restart).
   void restart(World& w, Restart r) {
-    rounds_.close();
+    close_round();
     wanted_ = std::move(r);
     try_restart(w);
   }
@@ -334,8 +334,19 @@ class ByteRobust final : public Policy {
         w.cluster().slot_of(a.machine) < 0)
       return;
     if (!detector_->alert(a, w.now())) return;
-    // In every phase: a diagnosis under way goes on without the machine, machines being
-    // acquired are joined by its replacement, a start under way is taken again after it.
+    // An alert on a suspect of the crash under diagnosis (the machine its log named or a
+    // pipeline neighbour) is that crash's culprit, seen with high confidence (ByteRobust
+    // evicts on such events at once): the round ends here, and the tests still under way
+    // are moot. Otherwise, in every phase: a diagnosis under way goes on without the
+    // machine, machines being acquired are joined by its replacement, a start under way is
+    // taken again after it.
+    if (rounds_.is_open() &&
+        std::count(crash_suspects_.begin(), crash_suspects_.end(), a.machine)) {
+      escalation_.reset();
+      tests_.clear();
+      fruitless_ = 0;
+      close_round();
+    }
     evict_and_replace(w, {w.cluster().slot_of(a.machine)}, Mechanism::kRealtimeEviction,
                       "real-time " + a.kind + " alert: " + a.detail);
   }
@@ -430,8 +441,8 @@ class ByteRobust final : public Policy {
       // missed by one round of tests. Blaming the code then rolls back good code and ends
       // a healthy run. Only when these tests pass again does the crash follow the rank.
       stop_if_running(w, "crash: " + sig);
-      rounds_.open();
-      tests_.begin(kind, named_and_neighbours(w.cluster(), slot));
+      open_round();
+      tests_.begin(kind, crash_suspects_ = named_and_neighbours(w.cluster(), slot));
       escalation_ = Escalation{r.turns, r.streak,
                                "the same crash at step " + std::to_string(step) + ", on " +
                                    std::to_string(r.turns) + " machines in turn (" + sig + "),",
@@ -440,7 +451,7 @@ class ByteRobust final : public Policy {
       return;
     }
     stop_if_running(w, "crash: " + sig);
-    rounds_.open();
+    open_round();
     if (kind == CrashKind::kUserCode) return roll_back(w, "code error in the log: " + sig);
     // Evidence the tests missed: the log keeps naming the same machine although its tests
     // passed and a reattempt did not help. ByteRobust evicts on explicit, attributed
@@ -462,8 +473,8 @@ class ByteRobust final : public Policy {
       return start_replay(w, "crashes persist after eviction, reattempt and rollback");
     // Stop-time tests on the named machine and its pipeline neighbours, or on everyone.
     if (gave_up(w, sig)) return;
-    tests_.begin(kind, m != kNoMachine ? named_and_neighbours(w.cluster(), slot)
-                                       : w.cluster().placed_machines());
+    if (m != kNoMachine) crash_suspects_ = named_and_neighbours(w.cluster(), slot);
+    tests_.begin(kind, m != kNoMachine ? crash_suspects_ : w.cluster().placed_machines());
     next_test(w, sig);
   }
 
@@ -571,7 +582,7 @@ class ByteRobust final : public Policy {
       rollback_fruitless(w);
     if (judge_progress(w, st.last_step, "progress stalled")) return;
     if (level == 0 && gave_up(w, "progress stalled")) return;
-    rounds_.open();  // still running (stuck); capture before stopping
+    open_round();  // still running (stuck); capture before stopping
     slowdowns_.cancel_rounds();
     pending_.capture = w.act(CaptureStacks{"no progress for the stall window"});
     rounds_.asked(pending_.capture, Rounds::Test::kStall);
@@ -646,7 +657,7 @@ class ByteRobust final : public Policy {
       return start_replay(w, "NaN again soon after the last round's restart");
     new_incident();
     stop_if_running(w, "metric anomaly: " + a.metric);
-    rounds_.open();
+    open_round();
     escalation_.reset();
     rounds_.asked(w.act(tests_.begin_nan(w.cluster().placed_machines())), Rounds::Test::kNan);
   }
@@ -658,7 +669,7 @@ class ByteRobust final : public Policy {
     rollback_fruitless(w);
     if (gave_up(w, why)) return;
     stop_if_running(w, why);
-    rounds_.open();
+    open_round();
     tests_.clear();
     escalation_.reset();
     localizing_ = true;
@@ -723,11 +734,18 @@ class ByteRobust final : public Policy {
     if (!t->current || !localizing_) return w.note("replay result of a closed round, dropped");
     localizer_answer(r, w);
   }
+  // A diagnosis round begins (the one before, if any, is over).
+  void open_round() {
+    rounds_.open();
+    held_.reset();
+    crash_suspects_.clear();
+  }
   // The round under way is over; a localizer's step it held is dropped with it.
   void close_round() {
     rounds_.close();
     held_.reset();
     localizing_ = false;
+    crash_suspects_.clear();
   }
 
   // ------------------------------------------------------------ code updates
@@ -778,6 +796,7 @@ class ByteRobust final : public Policy {
   std::optional<Restart> starting_;  // the restart under way (pending_.start)
   std::set<ActionId> acquiring_;     // acquisitions under way (not a dropped replica's refill)
   std::optional<ProcessExit> queued_crash_;  // a crash while a stall was diagnosed
+  MachineSet crash_suspects_;  // whom the stop-time tests of a crash that named a machine cover
   Slowdowns slowdowns_;
   Incidents incidents_;
   HeldUpdate update_;
