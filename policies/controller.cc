@@ -88,9 +88,10 @@ class ByteRobust final : public Policy {
         replicas_.refilling(w.cluster()))
       return;
     if (queued_crash_ && take_queued_crash(w)) return;
-    if (refill_empty(w, "empty before the restart: " + wanted_->why)) return;
+    if (refill_empty(w, "empty before the restart: ", wanted_->why)) return;
     Restart r = *std::exchange(wanted_, std::nullopt);
-    starting_ = r;
+    // What it takes to take it again (an eviction breaks it): not its words.
+    starting_ = Restart{r.kind, {}, r.mechanism, r.after_failure, r.version};
     if (r.kind == Restart::Kind::kRollBack) {
       pending_.start = w.act(RollBack{std::move(r.why)});
       return;
@@ -106,11 +107,11 @@ class ByteRobust final : public Policy {
   }
   // Slots left empty with nothing on its way to fill them (a job-wide fault dropped the
   // acquisitions under way) are acquired now. True when some were.
-  bool refill_empty(World& w, const std::string& why) {
+  bool refill_empty(World& w, const char* why, const std::string& detail = {}) {
     if (!acquiring_.empty() || replicas_.refilling(w.cluster())) return false;
     const std::vector<SlotId> empty = empty_slots(w.cluster());
     if (empty.empty()) return false;
-    acquiring_.insert(acquire(w, recovery_->replace(empty, why, Mechanism::kNone)));
+    acquiring_.insert(acquire(w, recovery_->replace(empty, why + detail, Mechanism::kNone)));
     return true;
   }
   // Every acquisition goes through here, so that the restart after it knows whether the
@@ -118,8 +119,9 @@ class ByteRobust final : public Policy {
   ActionId acquire(World& w, AcquireMachines a) {
     requeued_ = a.mode == AcquireMode::kRequeue;
     if (requeued_) {
-      replicas_.requeued();  // the requeue refills every slot
-      acquiring_.clear();    // and drops every acquisition and start under way
+      drained_ = rounds_.is_open();  // the requeue may drain machines the round still tests
+      replicas_.requeued();          // the requeue refills every slot
+      acquiring_.clear();            // and drops every acquisition and start under way
       starting_.reset();
       pending_.start = 0;
     }
@@ -182,6 +184,11 @@ class ByteRobust final : public Policy {
     const int drop = up_ ? replicas_.drops(slots, w.cluster()) : -1;
     if (drop < 0 && up_ && !running()) stop_now(w, why);
     if (drop < 0) stop_if_running(w, why);
+    if (rounds_.is_open()) {  // the round goes on without them
+      left_.insert(left_.end(), machines.begin(), machines.end());
+      left_.insert(left_.end(), lemons.begin(), lemons.end());
+      tests_.forget(left_);
+    }
     if (!machines.empty()) w.act(EvictMachines{std::move(machines), why, m});
     if (!lemons.empty())
       w.act(EvictMachines{std::move(lemons), why + "; retired: evicted on evidence again (lemon)",
@@ -192,6 +199,9 @@ class ByteRobust final : public Policy {
     if (drop >= 0) return replicas_.refill(drop, slots, why, w);
     if (starting_) {  // the eviction breaks the start under way: taken again once refilled
       wanted_ = *std::exchange(starting_, std::nullopt);
+      wanted_->why = wanted_->kind == Restart::Kind::kStart
+                         ? "replacements ready"
+                         : "taken again: an eviction broke the restart under way";
       pending_.start = 0;
     }
     acquiring_.insert(acquire(w, recovery_->replace(slots, why, m)));
@@ -280,7 +290,7 @@ class ByteRobust final : public Policy {
       pending_.start = 0;
       Restart r = starting_.value_or(Restart{});
       starting_.reset();
-      if (!empty_slots(w.cluster()).empty() || replicas_.refilling(w.cluster())) {
+      if (w.cluster().empty_slot_count() > 0 || replicas_.refilling(w.cluster())) {
         // A slot the start needs is empty (a dropped replica's refill under way): start
         // again once it is filled. A refused rollback rolled the code back all the same.
         if (r.kind == Restart::Kind::kRollBack) r = Restart{Restart::Kind::kStart, r.why};
@@ -502,7 +512,8 @@ class ByteRobust final : public Policy {
 
   // ------------------------------------------------------------ stop-time tests
   void next_test(World& w, const std::string& why) {
-    if (auto probe = tests_.next(why, w.cluster())) {
+    if (drained_) tests_.forget_gone(w.cluster());
+    if (auto probe = tests_.next(why)) {
       rounds_.asked(w.act(*probe), Rounds::Test::kStopTime);
       return;
     }
@@ -523,15 +534,18 @@ class ByteRobust final : public Policy {
     for (MachineId m : r.failed)
       (m >= 0 && m < w.cluster().machine_count() && w.cluster().slot_of(m) >= 0 ? failed : gone)
           .push_back(m);
-    if (!gone.empty() && r.group_failed.empty())
+    if (!gone.empty() && r.group_failed.empty() && w.keeps_notes())
       w.note(std::string(probe_name(r.test)) + " result names machine(s) that left the job " +
              "already, dropped: " + machine_list(gone));
     // A machine that failed a test of machines (not one of pairs or groups) is broken,
     // whoever asked: a stop-time test's, a NaN's or a localizer's (a stress test).
     const bool culprits = r.group_failed.empty();
     if (!t->current) {
-      if (!culprits || failed.empty())
-        return w.note(std::string(probe_name(r.test)) + " result of a closed round, dropped");
+      if (!culprits || failed.empty()) {
+        if (w.keeps_notes())
+          w.note(std::string(probe_name(r.test)) + " result of a closed round, dropped");
+        return;
+      }
       return evict_and_replace(
           w, w.cluster().slots_of(failed), Mechanism::kStopTimeEviction,
           std::string("failed ") + probe_name(r.test) + " (its round had closed)");
@@ -701,7 +715,8 @@ class ByteRobust final : public Policy {
     if (auto* test = std::get_if<LocalizationTest>(&step)) {
       // A search that remembers its suspects may name one that left the job since (a
       // second fault evicted it): no test runs on it, and the search ends there.
-      if (const MachineSet gone = departed(*test, w.cluster()); !gone.empty())
+      if (const MachineSet gone = departed(*test, left_, drained_ ? &w.cluster() : nullptr);
+          !gone.empty())
         return localization_step(Located{{},
                                          false,
                                          Mechanism::kReplay,
@@ -739,6 +754,8 @@ class ByteRobust final : public Policy {
     rounds_.open();
     held_.reset();
     crash_suspects_.clear();
+    left_.clear();
+    drained_ = false;
   }
   // The round under way is over; a localizer's step it held is dropped with it.
   void close_round() {
@@ -746,6 +763,8 @@ class ByteRobust final : public Policy {
     held_.reset();
     localizing_ = false;
     crash_suspects_.clear();
+    left_.clear();
+    drained_ = false;
   }
 
   // ------------------------------------------------------------ code updates
@@ -797,6 +816,8 @@ class ByteRobust final : public Policy {
   std::set<ActionId> acquiring_;     // acquisitions under way (not a dropped replica's refill)
   std::optional<ProcessExit> queued_crash_;  // a crash while a stall was diagnosed
   MachineSet crash_suspects_;  // whom the stop-time tests of a crash that named a machine cover
+  MachineSet left_;            // machines evicted while the round under way goes on
+  bool drained_ = false;       // a requeue during the round: any machine of it may have left
   Slowdowns slowdowns_;
   Incidents incidents_;
   HeldUpdate update_;

@@ -12,11 +12,16 @@ std::vector<SlotId> empty_slots(const ClusterView& view) {
   return out;
 }
 
-MachineSet departed(const LocalizationTest& test, const ClusterView& view) {
+MachineSet departed(const LocalizationTest& test, const MachineSet& left, const ClusterView* view) {
   MachineSet out;
+  if (left.empty() && !view) return out;  // the common case: nothing left during the search
+  auto gone = [&](MachineId m) {
+    if (view) return m < 0 || m >= view->machine_count() || view->slot_of(m) < 0;
+    return m == kNoMachine || std::find(left.begin(), left.end(), m) != left.end();
+  };
   auto check = [&](const MachineSet& ms) {
     for (MachineId m : ms)
-      if (m < 0 || m >= view.machine_count() || view.slot_of(m) < 0) out.push_back(m);
+      if (gone(m)) out.push_back(m);
   };
   if (auto* probe = std::get_if<RunProbe>(&test)) {
     check(probe->machines);

@@ -12,8 +12,8 @@
 // its conclusion. A value type: the stack tells it what it asked and what came back.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,12 +49,13 @@ class Rounds {
   void close() { open_ = false; }
   bool is_open() const { return open_; }
   // Test action `id` was asked for by the round under way (kMfu: by no round).
-  void asked(ActionId id, Test t) { asked_[id] = Asked{t == Test::kMfu ? -1 : round_, t}; }
+  void asked(ActionId id, Test t) { asked_.push_back(Asked{id, t == Test::kMfu ? -1 : round_, t}); }
   // The outcome of action `id` arrived (or its refusal). nullopt when no round asked for it.
   std::optional<Outcome> answered(ActionId id) {
-    const auto it = asked_.find(id);
+    const auto it =
+        std::find_if(asked_.begin(), asked_.end(), [id](const Asked& a) { return a.id == id; });
     if (it == asked_.end()) return std::nullopt;
-    const Asked a = it->second;
+    const Asked a = *it;
     asked_.erase(it);
     return Outcome{a.test, a.test == Test::kMfu || (open_ && a.round == round_)};
   }
@@ -63,12 +64,13 @@ class Rounds {
 
  private:
   struct Asked {
+    ActionId id = 0;
     int round = 0;
     Test test = Test::kStopTime;
   };
   int round_ = 0;
   bool open_ = false;
-  std::map<ActionId, Asked> asked_;
+  std::vector<Asked> asked_;  // a handful at a time: a vector, no node per test
 };
 
 // The restart the stack wants once nothing holds it back (a round open, machines being
@@ -83,8 +85,11 @@ struct Restart {
 
 // The slots of `view` that have no machine, in order.
 std::vector<SlotId> empty_slots(const ClusterView& view);
-// The machines a localizer's test names that are not in the job of `view`, sorted.
-MachineSet departed(const LocalizationTest& test, const ClusterView& view);
+// The machines a localizer's test names that left the job during the search, sorted: those
+// of `left` (evicted meanwhile), and with `view` every one not in its job (a requeue drained
+// it: a look at each).
+MachineSet departed(const LocalizationTest& test, const MachineSet& left,
+                    const ClusterView* view = nullptr);
 // "[3,7]", for notes.
 std::string machine_list(const MachineSet& machines);
 

@@ -55,14 +55,22 @@ RunProbe StopTimeTests::begin_nan(MachineSet everyone) {
                   "NaN: bit-wise alignment on every machine"};
 }
 
-std::optional<RunProbe> StopTimeTests::next(const std::string& why, const ClusterView& view) {
-  std::erase_if(suspects_, [&](MachineId m) {
-    return m < 0 || m >= view.machine_count() || view.slot_of(m) < 0;
-  });
+std::optional<RunProbe> StopTimeTests::next(const std::string& why) {
   if (plan_.empty() || suspects_.empty()) return std::nullopt;
   const ProbeKind t = plan_.front();
   plan_.erase(plan_.begin());
   return RunProbe{t, suspects_, deadline_, why};
+}
+
+void StopTimeTests::forget(const MachineSet& left) {
+  std::erase_if(suspects_,
+                [&](MachineId m) { return std::find(left.begin(), left.end(), m) != left.end(); });
+}
+
+void StopTimeTests::forget_gone(const ClusterView& view) {
+  std::erase_if(suspects_, [&](MachineId m) {
+    return m < 0 || m >= view.machine_count() || view.slot_of(m) < 0;
+  });
 }
 
 CrashKind CrashClassifier::operator()(const std::string& signature, int exit_code) {

@@ -42,10 +42,14 @@ class StopTimeTests {
   void begin(CrashKind kind, MachineSet suspects);
   // The bit-wise alignment test on every machine, after a NaN.
   RunProbe begin_nan(MachineSet everyone);
-  // The next test, for `why`, on the suspects still in the job (`view`): one that left it
-  // since (a second fault evicted it) is not tested; nullopt when no test is left (every
-  // test passed) or no suspect is.
-  std::optional<RunProbe> next(const std::string& why, const ClusterView& view);
+  // The next test, for `why`; nullopt when none is left (every test passed) or no suspect
+  // is.
+  std::optional<RunProbe> next(const std::string& why);
+  // `left` have left the job (a second fault evicted them): no test runs on them again.
+  void forget(const MachineSet& left);
+  // The same for every suspect that is not in the job of `view` any more (a requeue
+  // drained it), at the cost of a look at each.
+  void forget_gone(const ClusterView& view);
   // Ends a NaN's alignment test, if one was under way: true when it was (when it passed,
   // replay comes next).
   bool end_nan() { return std::exchange(nan_, false); }
