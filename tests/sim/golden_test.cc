@@ -135,7 +135,8 @@ INSTANTIATE_TEST_SUITE_P(
                       GoldenCase{"airesim-default", 2, 2, "job.work_days=1"},
                       GoldenCase{"flash-restart-16k", 2, 10, "policy.params.recovery=flash"},
                       GoldenCase{"migration-9600", 3, 20, "policy.params.recovery=migrate"},
-                      GoldenCase{"replica-drop-100k", 1, 2, "policy.params.recovery=replica-drop"}),
+                      GoldenCase{"replica-drop-100k", 1, 2, "policy.params.recovery=replica-drop"},
+                      GoldenCase{"llama3-16k", 2, 10}),
     [](const auto& info) {
       std::string n = info.param.scenario;
       for (char& ch : n)
@@ -153,7 +154,7 @@ TEST(GoldenFiles, EveryShippedScenarioIsCovered) {
                                           ".decisions"))
           << e.path().filename() << " has no golden decision log";
     }
-  EXPECT_EQ(scenarios, 18);
+  EXPECT_EQ(scenarios, 19);
 }
 
 }  // namespace
