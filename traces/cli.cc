@@ -65,11 +65,17 @@ right-censoring (fault-free stretches at the end of the trace, faults still open
 and reports log-likelihood, AIC, 95% confidence intervals of the parameters (Wald, from
 the observed information, log scale for positive parameters), the Kolmogorov-Smirnov
 distance to the Kaplan-Meier estimate, and the likelihood-ratio test of the exponential
-against the Weibull (chi-squared, 1 df) with a recommendation. With -o, writes a fault model in the scenario's "faults" format: one category
-per mapping-table category, with the trace's rate per machine-day, the shape of its
-per-node gaps in the family with the lowest AIC (weibull_shape, or lognormal_sigma; none
-when the exponential wins) and its mean repair time.
-Use it in a scenario as "faults", or: --set "faults=$(cat model.json)".
+against the Weibull (chi-squared, 1 df) with a recommendation: the exponential unless the
+test rejects it, then the Weibull or the lognormal, whichever has the lower AIC.
+
+With -o, writes a fault model in the scenario's "faults" format: one category per
+mapping-table category, with the trace's rate per machine-day, the recommended family of
+its per-node gaps (none for the exponential, else weibull_shape or lognormal_sigma; from
+10 observed gaps on) and its mean repair time; stderr gives each category's
+recommendation, with its p-value. A value outside the scenario schema (a lognormal_sigma
+above 10, a weibull_shape below 0.05, ...) is not clipped: each is reported in one line,
+nothing is written and the exit status is 2; the report without -o flags it with "!".
+Use the model in a scenario as "faults", or: --set "faults=$(cat model.json)".
 
 options:
   -o, --out FILE      write the fault model
@@ -382,14 +388,22 @@ int fit(const std::vector<std::string>& args) {
     ModelOptions mo;
     mo.nodes = static_cast<int>(nodes);
     mo.min_samples = std::max<std::size_t>(10, static_cast<std::size_t>(min_samples));
-    std::vector<std::string> notes;
-    const auto model = fault_model(t, map, mo, &notes);
+    const FaultModel fm = fault_model(t, map, mo);
+    // A fit the scenario loader would refuse is the trace's problem (an input problem,
+    // exit 2): every such value in one line each, and no file, rather than a model
+    // clipped to the schema's limits.
+    if (!fm.ok()) {
+      for (const auto& r : fm.refused)
+        std::fprintf(stderr, "faultline: %s: %s; %s not written\n", in.path.c_str(), r.c_str(),
+                     out == "-" ? "the fault model" : out.c_str());
+      return 2;
+    }
     std::string err;
-    if (!write_text_file(out, model.dump(2) + "\n", &err)) {
+    if (!write_text_file(out, fm.model.dump(2) + "\n", &err)) {
       std::fprintf(stderr, "faultline: %s\n", err.c_str());
       return 1;
     }
-    for (const auto& n : notes) std::fprintf(stderr, "faultline: model: %s\n", n.c_str());
+    for (const auto& n : fm.notes) std::fprintf(stderr, "faultline: model: %s\n", n.c_str());
     if (out != "-")
       std::fprintf(stderr, "faultline: wrote fault model (%zu categories) to %s\n",
                    map.names.size(), out.c_str());

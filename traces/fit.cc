@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <numeric>
 
+#include "traces/model.h"
 #include "traces/stats.h"
 
 namespace faultline::traces {
@@ -357,8 +359,15 @@ double log_likelihood(const Dist& d, const Sample& s) {
 
 double chi2_1_sf(double x) { return x > 0 ? std::erfc(std::sqrt(0.5 * x)) : 1.0; }
 
-LrTest lr_test(const FitResult& e, const FitResult& w) {
+LrTest lr_test(const FitResult& e, const FitResult& w, const FitResult& l) {
   LrTest t;
+  if (e.ok && !w.ok) {
+    // No test, and no evidence against the one-parameter family: still one line, so that
+    // the report says what a fault model takes.
+    t.recommendation =
+        "no likelihood-ratio test (Weibull: " + w.note + "): use the exponential, one parameter";
+    return t;
+  }
   if (!e.ok || !w.ok) return t;
   t.ok = true;
   // Nested models: ln L_W >= ln L_E up to the optimizers' tolerance.
@@ -367,15 +376,27 @@ LrTest lr_test(const FitResult& e, const FitResult& w) {
   t.exponential_rejected = t.p_value < kLrLevel;
   char buf[256];
   if (!t.exponential_rejected) {
+    t.recommended = Family::kExponential;
     std::snprintf(buf, sizeof buf,
                   "exponential not rejected against Weibull (LR p = %.2g): use the exponential, "
                   "one parameter",
                   t.p_value);
+  } else if (l.ok && l.aic < w.aic) {
+    t.recommended = Family::kLognormal;
+    std::snprintf(buf, sizeof buf,
+                  "exponential rejected against Weibull (LR p = %.2g): use the lognormal, sigma "
+                  "%.3g [%.3g, %.3g], AIC %.1f below the Weibull's",
+                  t.p_value, l.dist.b, l.ci_b.lo, l.ci_b.hi, w.aic - l.aic);
   } else {
+    t.recommended = Family::kWeibull;
     std::snprintf(buf, sizeof buf,
                   "exponential rejected against Weibull (LR p = %.2g): use the Weibull, shape "
                   "%.3g [%.3g, %.3g]",
                   t.p_value, w.dist.a, w.ci_a.lo, w.ci_a.hi);
+    if (l.ok) {
+      const std::size_t n = std::strlen(buf);
+      std::snprintf(buf + n, sizeof buf - n, ", AIC %.1f below the lognormal's", l.aic - w.aic);
+    }
   }
   t.recommendation = buf;
   return t;
@@ -607,6 +628,19 @@ FitResult fit_weibull(const Sample& s) { return fit_with_intervals(clean(s), wei
 
 FitResult fit_lognormal(const Sample& s) { return fit_with_intervals(clean(s), lognormal_core); }
 
+const FitResult* FitSet::recommended() const {
+  if (lr.recommendation.empty()) return nullptr;
+  switch (lr.recommended) {
+    case Family::kExponential:
+      return &exponential;
+    case Family::kWeibull:
+      return &weibull;
+    case Family::kLognormal:
+      return &lognormal;
+  }
+  return nullptr;
+}
+
 const FitResult* FitSet::best() const {
   const FitResult* b = nullptr;
   for (const FitResult* r : {&exponential, &weibull, &lognormal})
@@ -624,7 +658,7 @@ FitSet fit_all(const Sample& s) {
   f.exponential = fit_with_intervals(c, exponential_core);
   f.weibull = fit_with_intervals(c, weibull_core);
   f.lognormal = fit_with_intervals(c, lognormal_core);
-  f.lr = lr_test(f.exponential, f.weibull);
+  f.lr = lr_test(f.exponential, f.weibull, f.lognormal);
   return f;
 }
 
@@ -762,7 +796,23 @@ json fit_result_json(const FitResult& r) {
   return j;
 }
 
+// The scenario field a fault model would take from the recommended fit of times between
+// failures, and whether the scenario schema accepts it; null for the exponential.
+json scenario_field_json(const FitSet& s) {
+  const FitResult* r = s.recommended();
+  if (!r) return nullptr;
+  const ModelField f = model_field(r->dist);
+  if (!f.range) return nullptr;
+  return {{"key", f.range->key},
+          {"value", f.fitted},
+          {"written", f.written},
+          {"allowed", f.range->text()},
+          {"within_schema", f.within()}};
+}
+
 json group_json(const GroupFit& g) {
+  json tbf = fitset_json(g.tbf_days);
+  tbf["scenario_field"] = scenario_field_json(g.tbf_days);
   json members = json::array();
   for (const auto& [c, n] : g.members)
     members.push_back({{"level", c.level}, {"desc", c.desc}, {"faults", n}});
@@ -770,7 +820,7 @@ json group_json(const GroupFit& g) {
           {"faults", g.faults},
           {"rate_per_node_day",
            std::isfinite(g.rate_per_node_day) ? json(g.rate_per_node_day) : json(nullptr)},
-          {"tbf_days", fitset_json(g.tbf_days)},
+          {"tbf_days", tbf},
           {"repair_h", fitset_json(g.repair_h)},
           {"members", members}};
 }
@@ -814,7 +864,9 @@ std::string params_text(const FitResult& r) {
   return buf;
 }
 
-void fitset_table(std::string& o, const char* what, const FitSet& s) {
+// `model`: the sample is a fault model's (times between failures), whose recommended
+// fit a scenario field carries; a value outside the schema is flagged.
+void fitset_table(std::string& o, const char* what, const FitSet& s, bool model) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "  %-16s n %zu observed, %zu censored%s%s\n", what, s.observed,
                 s.censored,
@@ -838,10 +890,17 @@ void fitset_table(std::string& o, const char* what, const FitSet& s) {
     }
     o += buf;
   }
+  if (!s.lr.ok && !s.lr.recommendation.empty()) o += "    " + s.lr.recommendation + "\n";
   if (s.lr.ok) {
     std::snprintf(buf, sizeof buf, "    LR %.4g: %s\n", s.lr.statistic,
                   s.lr.recommendation.c_str());
     o += buf;
+    const ModelField f = model_field(s.recommended()->dist);
+    if (model && !f.within()) {
+      std::snprintf(buf, sizeof buf, "    ! %s: no fault model can hold this fit\n",
+                    f.outside().c_str());
+      o += buf;
+    }
   }
 }
 
@@ -859,18 +918,20 @@ json fitset_json(const FitSet& s) {
           {"p_value", num(s.lr.p_value)},
           {"level", kLrLevel},
           {"exponential_rejected", s.lr.exponential_rejected}};
-  return {{"observed", s.observed},
-          {"censored", s.censored},
-          {"intervals", s.intervals},
-          {"dropped", s.dropped},
-          {"best", b ? json(family_name(b->dist.family)) : json(nullptr)},
-          {"ci_level", kCiLevel},
-          {"ci_method", kCiMethod},
-          {"exponential", fit_result_json(s.exponential)},
-          {"weibull", fit_result_json(s.weibull)},
-          {"lognormal", fit_result_json(s.lognormal)},
-          {"lr_test", lr},
-          {"recommendation", s.lr.ok ? json(s.lr.recommendation) : json(nullptr)}};
+  return {
+      {"observed", s.observed},
+      {"censored", s.censored},
+      {"intervals", s.intervals},
+      {"dropped", s.dropped},
+      {"best", b ? json(family_name(b->dist.family)) : json(nullptr)},
+      {"recommended", s.recommended() ? json(family_name(s.lr.recommended)) : json(nullptr)},
+      {"ci_level", kCiLevel},
+      {"ci_method", kCiMethod},
+      {"exponential", fit_result_json(s.exponential)},
+      {"weibull", fit_result_json(s.weibull)},
+      {"lognormal", fit_result_json(s.lognormal)},
+      {"lr_test", lr},
+      {"recommendation", s.lr.recommendation.empty() ? json(nullptr) : json(s.lr.recommendation)}};
 }
 
 TraceFit fit_trace(const Trace& t, const FitOptions& opt) {
@@ -945,8 +1006,8 @@ std::string fit_table(const TraceFit& f) {
     std::snprintf(buf, sizeof buf, "\n%s: %zu faults, %.4g per node-day\n", g.name.c_str(),
                   g.faults, g.rate_per_node_day);
     o += buf;
-    fitset_table(o, "between failures", g.tbf_days);
-    fitset_table(o, "repair", g.repair_h);
+    fitset_table(o, "between failures", g.tbf_days, true);
+    fitset_table(o, "repair", g.repair_h, false);
   };
   group(f.overall);
   for (const auto& g : f.by_class) group(g);

@@ -90,12 +90,16 @@ struct FitResult {
   ParamCi ci_a, ci_b;  // of dist.a and dist.b (ci_b unset for the exponential)
 };
 
-// The likelihood-ratio test of the exponential against the Weibull (shape 1 or not).
+// The likelihood-ratio test of the exponential against the Weibull (shape 1 or not), and
+// the family it recommends (lr_test).
 struct LrTest {
-  bool ok = false;  // both fits ok
+  bool ok = false;  // both fits ok (the exponential alone: no test, the exponential recommended)
   double statistic = NAN, p_value = NAN;
   bool exponential_rejected = false;  // at kLrLevel
-  std::string recommendation;         // one line, for the table and the JSON
+  // The family `recommendation` names, and the one `trace fit -o` writes: the report and
+  // the model read this one field, so they cannot disagree.
+  Family recommended = Family::kExponential;
+  std::string recommendation;  // one line, for the table and the JSON
 };
 inline constexpr double kLrLevel = 0.05;
 
@@ -106,6 +110,8 @@ struct FitSet {
   FitResult exponential, weibull, lognormal;
   LrTest lr;
   const FitResult* best() const;  // lowest AIC among the ok fits, or null
+  // The fit of lr.recommended, or null when nothing is recommended (no fit).
+  const FitResult* recommended() const;
 };
 
 FitResult fit_exponential(const Sample& s);
@@ -115,8 +121,13 @@ FitSet fit_all(const Sample& s);
 double log_likelihood(const Dist& d, const Sample& s);
 // sup |F_model - F_KaplanMeier| over the observed times (intervals are not read).
 double ks_statistic(const Dist& d, const Sample& s);
-// The test of `e` (exponential) against `w` (Weibull), fitted to the same sample.
-LrTest lr_test(const FitResult& e, const FitResult& w);
+// The test of `e` (exponential) against `w` (Weibull), fitted to the same sample, and its
+// recommendation: the exponential where the test does not reject it (one parameter, and
+// a lower AIC elsewhere is no evidence against it); where it does, the Weibull, or the
+// lognormal `l` (same sample; not ok or omitted: never) when its AIC is lower. Both have
+// two parameters, so the lower AIC is the higher likelihood, and a lognormal above the
+// Weibull is further above the exponential than the rejecting Weibull.
+LrTest lr_test(const FitResult& e, const FitResult& w, const FitResult& l = {});
 // P(chi-squared with one degree of freedom > x).
 double chi2_1_sf(double x);
 

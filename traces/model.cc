@@ -55,16 +55,46 @@ ordered_json ordered(const json& c) {
 
 }  // namespace
 
-ordered_json fault_model(const Trace& t, const CategoryMap& map, const ModelOptions& opt,
-                         std::vector<std::string>* notes) {
+std::string SchemaRange::text() const {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%c%.15g, %.15g]", lo_open ? '(' : '[', lo, hi);
+  return buf;
+}
+
+std::string ModelField::outside() const {
+  if (within()) return "";
+  char buf[192];
+  std::snprintf(buf, sizeof buf, "%s %.4g is outside the scenario schema's %s", range->key, fitted,
+                range->text().c_str());
+  return buf;
+}
+
+ModelField model_field(const Dist& d) {
+  ModelField f;
+  switch (d.family) {
+    case Family::kExponential:
+      return f;
+    case Family::kWeibull:
+      f.range = &kWeibullShapeRange;
+      f.fitted = d.a;
+      break;
+    case Family::kLognormal:
+      f.range = &kLognormalSigmaRange;
+      f.fitted = d.b;
+      break;
+  }
+  f.written = round_sig(f.fitted, 3);
+  return f;
+}
+
+FaultModel fault_model(const Trace& t, const CategoryMap& map, const ModelOptions& opt) {
+  FaultModel out;
   const int fleet = fleet_of(t, opt.nodes);
   auto [w0, w1] = t.observation_window();
   const double days = (w1 - w0) / 86400.0;
   const PairingResult p = pair_faults(t);
   const MappedFaults mf = map_faults(t, p.faults, map);
-  auto note = [&](std::string s) {
-    if (notes) notes->push_back(std::move(s));
-  };
+  auto note = [&](std::string s) { out.notes.push_back(std::move(s)); };
   if (mf.unmapped)
     note(std::to_string(mf.unmapped) + " faults match no rule of " + map.file +
          " and are left out");
@@ -78,6 +108,16 @@ ordered_json fault_model(const Trace& t, const CategoryMap& map, const ModelOpti
   ordered_json cats = ordered_json::array();
   for (std::size_t c = 0; c < map.categories.size(); ++c) {
     json cat = map.categories[c];
+    const std::string who = "category \"" + map.names[c] + "\": ";
+    // A value the loader would refuse: say so, write nothing.
+    auto check = [&](const SchemaRange& r, double fitted, double written, const char* what) {
+      if (r.contains(written)) return true;
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "%s %.4g (%s) is outside the scenario schema's %s", r.key,
+                    fitted, what, r.text().c_str());
+      out.refused.push_back(who + buf);
+      return false;
+    };
     std::vector<char> sel(p.faults.size(), 0);
     std::size_t count = 0;
     std::vector<double> repair;
@@ -89,32 +129,40 @@ ordered_json fault_model(const Trace& t, const CategoryMap& map, const ModelOpti
       }
     const double rate = fleet > 0 && days > 0 ? static_cast<double>(count) / (fleet * days) : 0;
     cat["rate_per_machine_day"] = round_sig(rate, 4);
+    check(kRateRange, rate, round_sig(rate, 4), "its faults per fleet node-day");
     cat.erase("weibull_shape");
     cat.erase("lognormal_sigma");
+    if (map.scopes[c] != Scope::kNode && count > 0)
+      note(map.names[c] + ": " + (map.scopes[c] == Scope::kRack ? "rack" : "job") +
+           "-scope incidents, no per-node gaps to fit: the exponential, one parameter");
     if (map.scopes[c] == Scope::kNode && count > 0) {
-      const Sample s = tbf_sample_days(t, p.faults, fleet, sel);
-      const FitResult e = fit_exponential(s), w = fit_weibull(s), l = fit_lognormal(s);
-      std::size_t observed = 0;
-      for (double x : s.observed) observed += x > 0;
-      // The family with the lowest AIC, as the fit report's best: its shape (Weibull) or
-      // sigma (lognormal) with the trace's rate as the mean.
-      if (e.ok && observed >= opt.min_samples) {
-        if (l.ok && l.aic < e.aic && (!w.ok || l.aic < w.aic)) {
-          cat["lognormal_sigma"] = std::clamp(round_sig(l.dist.b, 3), 1e-3, 10.0);
-        } else if (w.ok && w.aic < e.aic) {
-          const double k = std::clamp(round_sig(w.dist.a, 3), 0.05, 20.0);
-          if (k != 1) cat["weibull_shape"] = k;
-        }
+      // The fit report's test on the same sample picks the family (FitSet::recommended):
+      // the note is its recommendation line, so the text and the file say the same.
+      const FitSet fs = fit_all(tbf_sample_days(t, p.faults, fleet, sel));
+      const std::string name = map.names[c] + ": ";
+      const FitResult* r = fs.recommended();
+      if (fs.observed < opt.min_samples || !r) {
+        note(name + std::to_string(fs.observed) + " observed gap" + (fs.observed == 1 ? "" : "s") +
+             ", fewer than " + std::to_string(opt.min_samples) +
+             ": the exponential, one parameter");
+      } else {
+        const ModelField f = model_field(r->dist);
+        if (f.range && check(*f.range, f.fitted, f.written, "fitted to its times between failures"))
+          cat[f.range->key] = f.written;
+        note(name + fs.lr.recommendation);
       }
     }
     if (!repair.empty()) {
       double sum = 0;
       for (double r : repair) sum += r;
-      cat["repair_h"] = round_sig(sum / static_cast<double>(repair.size()), 4);
+      const double mean = sum / static_cast<double>(repair.size());
+      cat["repair_h"] = round_sig(mean, 4);
+      check(kRepairRange, mean, round_sig(mean, 4), "its mean repair time");
     }
     cats.push_back(ordered(cat));
   }
-  return ordered_json{{"categories", cats}};
+  if (out.ok()) out.model = ordered_json{{"categories", cats}};
+  return out;
 }
 
 // ---------------------------------------------------------------- published mixes

@@ -1,16 +1,20 @@
 // Fault models for the simulator, in the scenario's own `faults` format.
 //
 // - fault_model: a trace, fitted. Each category of a mapping table gets the trace's
-//   rate (its faults per fleet node-day), a Weibull shape when the per-node time
-//   between its failures fits a Weibull better than an exponential (by AIC), and its
+//   rate (its faults per fleet node-day), the family the fit report recommends for the
+//   per-node time between its failures (lr_test: the exponential unless the
+//   likelihood-ratio test rejects it, then a Weibull shape or a lognormal sigma) and its
 //   mean repair time. The output is {"categories": [...]}: paste it into a scenario
-//   as "faults", or pass it with --set "faults=$(cat model.json)".
+//   as "faults", or pass it with --set "faults=$(cat model.json)". A value the scenario
+//   loader would refuse refuses the model: clipped to the schema's limit it would be a
+//   distribution nobody fitted, run without a word.
 // - published_mix: a published incident mix (ByteRobust's Table 1) rescaled to a
 //   chosen incident rate for a job of a chosen size.
 // - generate_trace: synthetic per-node timelines drawn from a trace fit, to check a
 //   fit against its source or to make traces of any size.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,15 +27,52 @@
 
 namespace faultline::traces {
 
+// The range the scenario loader accepts for a field a fault model computes (parse_category
+// in scenarios/scenario.cc, which traces/ may not include; a test holds them equal).
+struct SchemaRange {
+  const char* key;
+  double lo, hi;
+  bool lo_open;  // lognormal_sigma must be > 0: 0 means "not lognormal"
+  bool contains(double v) const { return (lo_open ? v > lo : v >= lo) && v <= hi; }
+  std::string text() const;  // "[0.05, 20]", "(0, 10]"
+};
+inline constexpr SchemaRange kRateRange{"rate_per_machine_day", 0, 1e6, false};
+inline constexpr SchemaRange kWeibullShapeRange{"weibull_shape", 0.05, 20, false};
+inline constexpr SchemaRange kLognormalSigmaRange{"lognormal_sigma", 0, 10, true};
+inline constexpr SchemaRange kRepairRange{"repair_h", 0, 1e5, false};
+
+// The field of a fault model that carries a fit of times between failures: weibull_shape
+// for a Weibull, lognormal_sigma for a lognormal; none (range null) for the exponential,
+// whose rate is the whole model. `written` is the value as the model writes it (3
+// significant digits), the one the range is checked on.
+struct ModelField {
+  const SchemaRange* range = nullptr;
+  double fitted = NAN, written = NAN;
+  bool within() const { return !range || range->contains(written); }
+  // "lognormal_sigma 11.18 is outside the scenario schema's (0, 10]"; empty when within.
+  std::string outside() const;
+};
+ModelField model_field(const Dist& d);
+
 struct ModelOptions {
   int nodes = 0;                 // fleet size override
-  std::size_t min_samples = 10;  // fewer observed gaps: Weibull shape 1
+  std::size_t min_samples = 10;  // fewer observed gaps: the exponential
 };
 
-// Returns {"categories": [...]} with one entry per mapping category (rate 0 when the
-// trace has none of it). Notes say what was assumed.
-nlohmann::ordered_json fault_model(const Trace& t, const CategoryMap& map, const ModelOptions& opt,
-                                   std::vector<std::string>* notes);
+struct FaultModel {
+  // {"categories": [...]} with one entry per mapping category (rate 0 when the trace has
+  // none of it); null when refused.
+  nlohmann::ordered_json model;
+  // What was assumed, and for each category with faults the family written and why (the
+  // fit report's recommendation for its sample), one line each.
+  std::vector<std::string> notes;
+  // One line per value outside the scenario schema, naming the category, the field, the
+  // fitted value and the range.
+  std::vector<std::string> refused;
+  bool ok() const { return refused.empty(); }
+};
+
+FaultModel fault_model(const Trace& t, const CategoryMap& map, const ModelOptions& opt);
 
 // Built-in published mixes.
 std::vector<std::string> mix_names();

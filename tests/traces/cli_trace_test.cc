@@ -2,12 +2,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
+#include "policies/api/rng.h"
 #include "tests/support/cli.h"
 #include "tests/support/shared_data.h"
 
@@ -106,6 +110,152 @@ TEST(TraceCli, ConvertRoundTripAndFitModel) {
                "--quiet", "--format", "json", "--set", "faults=" + slurp(model)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GT(json::parse(r.out)["incidents"]["faults_injected_per_replica"].get<double>(), 300);
+}
+
+// A fleet log for `trace fit`: `nodes` nodes over `days` days, each a renewal process of
+// `cls` faults whose gaps are exponential (shape 1, a Poisson log) or Weibull with the given
+// shape and a mean of 1 / rate; one hour down each. Returns the number of faults written.
+int write_fleet_log(const std::string& path, int nodes, double days, double rate, double shape,
+                    std::uint64_t seed, const std::string& cls = "GPU") {
+  Rng rng({seed});
+  std::ofstream f(path);
+  f << json{{"meta", {{"version", 1}, {"fleet_nodes", nodes}, {"window", {0, days * 86400}}}}}
+           .dump()
+    << "\n";
+  const double scale = shape == 1 ? 1 / rate : 1 / rate / std::tgamma(1 + 1 / shape);
+  auto gap = [&] { return shape == 1 ? rng.exponential(1 / rate) : rng.weibull(shape, scale); };
+  int faults = 0;
+  for (int n = 0; n < nodes; ++n)
+    for (double at = gap(); at < days; at += gap(), ++faults)
+      f << json{{"time_s", at * 86400},
+                {"node", "n" + std::to_string(n)},
+                {"event", "fault"},
+                {"class", cls},
+                {"duration_s", 3600}}
+               .dump()
+        << "\n";
+  return faults;
+}
+
+// The family a `trace fit` recommendation names ("... use the Weibull, shape ...").
+std::string recommended_family(const std::string& recommendation) {
+  for (const char* f : {"exponential", "Weibull", "lognormal"})
+    if (recommendation.find(std::string("use the ") + f) != std::string::npos) return f;
+  return "none";
+}
+
+// The family a fault-model category carries: the key that says which, or the exponential.
+std::string model_family(const json& category) {
+  if (category.contains("lognormal_sigma")) return "lognormal";
+  if (category.contains("weibull_shape")) return "Weibull";
+  return "exponential";
+}
+
+// Issue 50: on a Poisson log the report said "exponential not rejected ... use the
+// exponential" and -o wrote lognormal_sigma 2.12, the family with the lowest AIC (a
+// lognormal beats an exponential by AIC on a small, censored Poisson sample in a few seeds
+// of ten). The model now follows the test: the rate alone.
+TEST(TraceCli, FitModelOfAPoissonLogIsTheExponentialItsReportRecommends) {
+  const std::string in = temp("poisson.jsonl"), model = temp("poisson-model.json");
+  const int nodes = 100;
+  const double days = 100;
+  const int faults = write_fleet_log(in, nodes, days, 0.005, 1, 28);
+  CliResult r = run_cli({"trace", "fit", in, "--format", "json", "-o", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const json& tbf = j["by_class"][0]["tbf_days"];
+  ASSERT_EQ(j["by_class"][0]["name"], "GPU");
+  EXPECT_FALSE(tbf["lr_test"]["exponential_rejected"].get<bool>());
+  EXPECT_EQ(recommended_family(tbf["recommendation"]), "exponential") << tbf["recommendation"];
+  // Every node is exposed the whole window (gap after gap, then censored): the MLE is the
+  // closed form faults / (nodes x days).
+  EXPECT_NEAR(tbf["exponential"]["params"]["rate"].get<double>(), faults / (nodes * days),
+              1e-12 * faults / (nodes * days));
+  const json m = json::parse(slurp(model));
+  ASSERT_EQ(m["categories"].size(), 1u);
+  const json& c = m["categories"][0];
+  EXPECT_EQ(c["name"], "gpu");
+  EXPECT_FALSE(c.contains("lognormal_sigma")) << c;
+  EXPECT_FALSE(c.contains("weibull_shape")) << c;
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.4g", faults / (nodes * days));
+  EXPECT_EQ(c["rate_per_machine_day"].get<double>(), std::strtod(rate, nullptr));
+  // The text that goes with the file says which family it holds and which test chose it.
+  EXPECT_NE(r.err.find("faultline: model: gpu: exponential not rejected against Weibull (LR p = "),
+            std::string::npos)
+      << r.err;
+}
+
+// The text and the file agree on every seed: the recommendation's family is the model's,
+// on Poisson logs and on bursty (Weibull 0.6) ones, where the exponential is rejected and
+// the Weibull and the lognormal compete.
+TEST(TraceCli, FitModelHoldsTheFamilyItsReportRecommendsOnEverySeed) {
+  int disagree = 0, exponential = 0, weibull = 0, lognormal = 0;
+  for (std::uint64_t seed = 1; seed <= 24; ++seed) {
+    const std::string in = temp("fleet.jsonl"), model = temp("fleet-model.json");
+    const double shape = seed % 2 ? 1 : 0.6;
+    write_fleet_log(in, 100, 100, 0.005 * static_cast<double>(1 + seed % 3), shape, seed);
+    // --min-samples 10: the report fits what the model does.
+    CliResult r =
+        run_cli({"trace", "fit", in, "--format", "json", "--min-samples", "10", "-o", model});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string said =
+        recommended_family(json::parse(r.out)["by_class"][0]["tbf_days"]["recommendation"]);
+    const std::string wrote = model_family(json::parse(slurp(model))["categories"][0]);
+    EXPECT_EQ(said, wrote) << "seed " << seed << ", shape " << shape;
+    disagree += said != wrote;
+    exponential += wrote == "exponential";
+    weibull += wrote == "Weibull";
+    lognormal += wrote == "lognormal";
+  }
+  std::printf("[ figures  ] 24 fleets: exponential %d, Weibull %d, lognormal %d; disagree %d\n",
+              exponential, weibull, lognormal, disagree);
+  EXPECT_GT(exponential, 0);
+  EXPECT_GT(weibull + lognormal, 0);
+}
+
+// Issue 50: a class whose 54 faults all sit on one host of a 2,000-node fleet fits a
+// lognormal sigma of 11.2 (a mean gap of 1e39 days), and -o wrote 10.0, the schema's
+// maximum, without a word. A fit outside the schema is refused: one line naming the
+// category, the field, the fitted value and the range; exit 2; no file.
+TEST(TraceCli, FitModelOutsideTheSchemaIsRefusedNotClipped) {
+  const std::string in = temp("one-host.jsonl"), model = temp("one-host-model.json");
+  {
+    Rng rng({1});
+    const double days = 345;
+    std::ofstream f(in);
+    f << json{{"meta", {{"version", 1}, {"fleet_nodes", 2000}, {"window", {0, days * 86400}}}}}
+             .dump()
+      << "\n";
+    for (int k = 0; k < 54; ++k)
+      f << json{{"time_s", rng.uniform() * days * 86400},
+                {"node", "pseudo-host"},
+                {"event", "fault"},
+                {"class", "Pseudo"},
+                {"duration_s", 3600}}
+               .dump()
+        << "\n";
+  }
+  CliResult r = run_cli({"trace", "fit", in, "-o", model});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(model));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("one-host.jsonl: category \"pseudo\": lognormal_sigma 11.18 ("),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("is outside the scenario schema's (0, 10]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("one-host-model.json not written"), std::string::npos) << r.err;
+  // Without -o the report still gives the fit, flagged.
+  r = run_cli({"trace", "fit", in});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("use the lognormal, sigma 11.2 ["), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    ! lognormal_sigma 11.18 is outside"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outside the scenario schema's (0, 10]"), std::string::npos) << r.out;
+  r = run_cli({"trace", "fit", in, "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json f = json::parse(r.out)["by_class"][0]["tbf_days"]["scenario_field"];
+  EXPECT_EQ(f["key"], "lognormal_sigma") << f;
+  EXPECT_FALSE(f["within_schema"].get<bool>()) << f;
 }
 
 TEST(TraceCli, FitReportsIntervalsConfidenceIntervalsAndTheLikelihoodRatioTest) {

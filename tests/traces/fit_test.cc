@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 
 #include "tests/support/shared_data.h"
+#include "traces/category_map.h"
 #include "traces/model.h"
 #include "traces/readers.h"
 #include "traces/stats.h"
@@ -96,6 +98,100 @@ TEST(Fit, AicPicksTheGeneratingFamily) {
   EXPECT_EQ(fit_all({w, {}}).best()->dist.family, Family::kWeibull);
   const auto l = draw(3000, 6, [](Rng& r) { return r.lognormal(1.0, 1.5); });
   EXPECT_EQ(fit_all({l, {}}).best()->dist.family, Family::kLognormal);
+}
+
+// Issue 50: the recommendation names one family, and `trace fit -o` writes that one: the
+// exponential where the test does not reject it, else the two-parameter family with the
+// lower AIC.
+TEST(Fit, RecommendationIsTheTestThenTheLowerAic) {
+  const auto e = draw(1000, 2, [](Rng& r) { return r.exponential(4.0); });
+  const FitSet fe = fit_all({e, {}});
+  ASSERT_TRUE(fe.lr.ok);
+  EXPECT_FALSE(fe.lr.exponential_rejected) << fe.lr.p_value;
+  EXPECT_EQ(fe.lr.recommended, Family::kExponential);
+  EXPECT_EQ(fe.recommended(), &fe.exponential);
+  const auto w = draw(3000, 5, [](Rng& r) { return r.weibull(0.6, 10.0); });
+  const FitSet fw = fit_all({w, {}});
+  EXPECT_EQ(fw.lr.recommended, Family::kWeibull);
+  EXPECT_EQ(fw.recommended(), &fw.weibull);
+  EXPECT_NE(fw.lr.recommendation.find("use the Weibull, shape 0.6"), std::string::npos)
+      << fw.lr.recommendation;
+  EXPECT_NE(fw.lr.recommendation.find("below the lognormal's"), std::string::npos);
+  const auto l = draw(3000, 6, [](Rng& r) { return r.lognormal(1.0, 1.5); });
+  const FitSet fl = fit_all({l, {}});
+  ASSERT_TRUE(fl.lr.exponential_rejected);
+  EXPECT_EQ(fl.lr.recommended, Family::kLognormal);
+  EXPECT_EQ(fl.recommended(), &fl.lognormal);
+  char sigma[64];
+  std::snprintf(sigma, sizeof sigma, "use the lognormal, sigma %.3g [", fl.lognormal.dist.b);
+  EXPECT_NE(fl.lr.recommendation.find(sigma), std::string::npos) << fl.lr.recommendation;
+  // Without the lognormal the Weibull is the only alternative.
+  EXPECT_EQ(lr_test(fl.exponential, fl.weibull).recommended, Family::kWeibull);
+  EXPECT_EQ(fitset_json(fl)["recommended"], "lognormal");
+  // No test where the Weibull does not fit: the line says so and names the exponential.
+  const FitSet equal = fit_all({{5, 5, 5, 5, 5, 5}, {}});
+  EXPECT_FALSE(equal.lr.ok);
+  EXPECT_EQ(equal.recommended(), &equal.exponential);
+  EXPECT_EQ(equal.lr.recommendation,
+            "no likelihood-ratio test (Weibull: shape beyond 1000 (values nearly equal)): use the "
+            "exponential, one parameter");
+  EXPECT_EQ(fitset_json(equal)["recommendation"], equal.lr.recommendation);
+  EXPECT_EQ(fitset_json(equal)["recommended"], "exponential");
+  // Nothing fits: nothing to say.
+  const FitSet none = fit_all({{}, {3}});
+  EXPECT_EQ(none.lr.recommendation, "");
+  EXPECT_EQ(none.recommended(), nullptr);
+  EXPECT_TRUE(fitset_json(none)["recommended"].is_null());
+}
+
+// A fleet of 2,000 nodes whose 54 faults of one class all sit on one host: the lognormal,
+// which the test recommends, has sigma 11.2 (a mean gap of 1e39 days), beyond the
+// schema's 10. The model is refused, not clipped; the report flags the fit.
+TEST(FitModel, AFitOutsideTheSchemaIsRefused) {
+  Trace t;
+  t.fleet_nodes = 2000;
+  const double days = 345;
+  t.window = std::make_pair(0.0, days * 86400);
+  const auto cat = t.intern_category("Other", "Pseudo", "");
+  const auto host = t.intern_node("pseudo-host");
+  Rng rng({1});
+  for (int k = 0; k < 54; ++k) {
+    Event e;
+    e.time_s = rng.uniform() * days * 86400;
+    e.node = host;
+    e.category = cat;
+    e.kind = EventKind::kFault;
+    e.duration_s = 3600;
+    t.events.push_back(e);
+  }
+  t.sort_by_time();
+  const TraceFit f = fit_trace(t);
+  const FitSet& tbf = f.by_class[0].tbf_days;
+  ASSERT_EQ(tbf.lr.recommended, Family::kLognormal) << tbf.lr.recommendation;
+  const double sigma = tbf.lognormal.dist.b;
+  EXPECT_GT(sigma, 10);
+  const ModelField mf = model_field(tbf.lognormal.dist);
+  EXPECT_FALSE(mf.within());
+  EXPECT_EQ(mf.range, &kLognormalSigmaRange);
+  const FaultModel m = fault_model(t, identity_category_map(t), {});
+  EXPECT_FALSE(m.ok());
+  EXPECT_TRUE(m.model.is_null());
+  ASSERT_EQ(m.refused.size(), 1u);
+  char fitted[32];
+  std::snprintf(fitted, sizeof fitted, "lognormal_sigma %.4g ", sigma);
+  EXPECT_EQ(m.refused[0].rfind(std::string("category \"pseudo\": ") + fitted, 0), 0u)
+      << m.refused[0];
+  EXPECT_NE(m.refused[0].find("is outside the scenario schema's (0, 10]"), std::string::npos);
+  const std::string table = fit_table(f);
+  EXPECT_NE(table.find(std::string("    ! ") + fitted +
+                       "is outside the scenario schema's (0, 10]: no fault model can hold"),
+            std::string::npos)
+      << table;
+  const auto j = fit_json(f)["by_class"][0]["tbf_days"]["scenario_field"];
+  EXPECT_EQ(j["key"], "lognormal_sigma");
+  EXPECT_EQ(j["value"], sigma);
+  EXPECT_EQ(j["allowed"], "(0, 10]");
+  EXPECT_FALSE(j["within_schema"].get<bool>());
 }
 
 TEST(Fit, DegenerateSamplesAreNotOk) {
@@ -246,6 +342,7 @@ TEST(FitInterval, ExponentialNotRejectedOnExponentialData) {
     ASSERT_TRUE(e.lr.ok);
     if (!e.lr.exponential_rejected) {
       ++not_rejected;
+      EXPECT_EQ(e.lr.recommended, Family::kExponential);
       EXPECT_EQ(e.lr.recommendation.rfind("exponential not rejected against Weibull (LR p = ", 0),
                 0u)
           << e.lr.recommendation;
@@ -460,6 +557,32 @@ TEST(FitTrace, AfterFirstFaultTakesTheStretchBeforeTheFirstFaultOut) {
   EXPECT_NEAR(after_first, 0.7, 0.03);
   EXPECT_GT(from_start - 0.7, 0.05);
   EXPECT_GE(covered, seeds - 2);
+}
+
+// A fit within the schema is written as rounded, with the report's line as its note.
+TEST(FitModel, TheModelWritesTheRecommendedFitAndSaysWhy) {
+  Trace t = synthetic_source(7);
+  const TraceFit f = fit_trace(t);
+  const FaultModel m = fault_model(t, identity_category_map(t), {});
+  ASSERT_TRUE(m.ok()) << m.refused.front();
+  for (const GroupFit& g : f.by_class) {
+    const std::string name = slug(g.name);
+    const nlohmann::ordered_json* cat = nullptr;
+    for (const auto& c : m.model["categories"])
+      if (c["name"] == name) cat = &c;
+    ASSERT_NE(cat, nullptr) << name;
+    const FitResult* r = g.tbf_days.recommended();
+    ASSERT_NE(r, nullptr) << name;
+    const ModelField mf = model_field(r->dist);
+    for (const SchemaRange* k : {&kWeibullShapeRange, &kLognormalSigmaRange})
+      EXPECT_EQ(cat->contains(k->key), mf.range == k) << name << " " << k->key;
+    if (mf.range) {
+      EXPECT_EQ((*cat)[mf.range->key].get<double>(), mf.written) << name;
+    }
+    EXPECT_NE(std::find(m.notes.begin(), m.notes.end(), name + ": " + g.tbf_days.lr.recommendation),
+              m.notes.end())
+        << name;
+  }
 }
 
 }  // namespace

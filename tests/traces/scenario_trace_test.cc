@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <system_error>
 #include <vector>
@@ -325,17 +326,18 @@ TEST(ScenarioTrace, FittedAndPublishedModelsLoadAsScenarioFaults) {
   rr.trace.sort_by_time();
   const auto map =
       traces::load_category_map(FAULTLINE_SOURCE_DIR "/traces/mappings/infinitehbd.json");
-  std::vector<std::string> notes;
-  const auto model = traces::fault_model(rr.trace, map, {}, &notes);
-  const scenarios::Scenario m = load_with(model);
+  const traces::FaultModel fm = traces::fault_model(rr.trace, map, {});
+  ASSERT_TRUE(fm.ok()) << fm.refused.front();
+  const scenarios::Scenario m = load_with(fm.model);
   ASSERT_EQ(m.faults.size(), map.names.size());
   double rate = 0;
   for (const auto& c : m.faults) rate += c.rate_per_machine_day;
   EXPECT_NEAR(rate * 1000, 4.2308, 0.01);
   EXPECT_EQ(m.faults[1].name, "gpu_fatal");
   EXPECT_LT(m.faults[1].weibull_shape, 1);  // GPU faults cluster on nodes
-  // Categories whose gaps a lognormal fits best (lowest AIC) carry its sigma, and the model
-  // loads as written (issue 36: a fitted model usable as it is).
+  // Categories whose gaps reject the exponential and a lognormal fits better than a Weibull
+  // carry its sigma, and the model loads as written (issue 36: a fitted model usable as it
+  // is).
   int lognormal = 0;
   for (const auto& c : m.faults)
     if (c.lognormal_sigma > 0) {
@@ -343,9 +345,37 @@ TEST(ScenarioTrace, FittedAndPublishedModelsLoadAsScenarioFaults) {
       EXPECT_EQ(c.weibull_shape, 1) << c.name;
     }
   EXPECT_GE(lognormal, 1);
-  const auto identity =
-      traces::fault_model(rr.trace, traces::identity_category_map(rr.trace), {}, nullptr);
-  EXPECT_EQ(load_with(identity).faults.size(), 21u);
+  const traces::FaultModel identity =
+      traces::fault_model(rr.trace, traces::identity_category_map(rr.trace), {});
+  ASSERT_TRUE(identity.ok()) << identity.refused.front();
+  EXPECT_EQ(load_with(identity.model).faults.size(), 21u);
+}
+
+// The ranges `trace fit -o` checks a fault model against (traces/model.h; traces/ may not
+// include the loader) are the loader's own, as it records them while it parses.
+TEST(ScenarioTrace, FaultModelRangesAreTheLoaders) {
+  std::map<std::string, scenarios::FieldInfo> fields;
+  for (const auto& f : scenarios::scenario_fields(policies::builtin_registry())) fields[f.path] = f;
+  for (const traces::SchemaRange* r : {&traces::kRateRange, &traces::kWeibullShapeRange,
+                                       &traces::kLognormalSigmaRange, &traces::kRepairRange}) {
+    const auto it = fields.find(std::string("faults.categories[].") + r->key);
+    ASSERT_NE(it, fields.end()) << r->key;
+    EXPECT_TRUE(it->second.has_range) << r->key;
+    EXPECT_EQ(it->second.min, r->lo) << r->key;
+    EXPECT_EQ(it->second.max, r->hi) << r->key;
+  }
+  // lognormal_sigma's open end: the loader refuses an explicit 0 (0 means "not lognormal").
+  json doc = base();
+  doc["faults"] = json::parse(R"({"categories": [{"name": "a", "rate_per_machine_day": 0.001,
+                                                  "lognormal_sigma": 0}]})");
+  EXPECT_THROW(scenarios::parse_scenario(doc.dump(), "s.json", {}, policies::builtin_registry()),
+               scenarios::ScenarioError);
+  EXPECT_TRUE(traces::kLognormalSigmaRange.lo_open);
+  EXPECT_FALSE(traces::kLognormalSigmaRange.contains(0));
+  EXPECT_TRUE(traces::kLognormalSigmaRange.contains(10));
+  EXPECT_FALSE(traces::kLognormalSigmaRange.contains(10.1));
+  EXPECT_EQ(traces::kLognormalSigmaRange.text(), "(0, 10]");
+  EXPECT_EQ(traces::kRepairRange.text(), "[0, 100000]");
 }
 
 }  // namespace
