@@ -113,6 +113,9 @@ struct EventEncoder {
     o["persistent"] = x.persistent;
     o["code_bug"] = x.code_bug;
     o["data_bug"] = x.data_bug;
+    o["lead_s"] = to_s(x.lead);
+    o["slowdown"] = x.slowdown;
+    o["replica"] = x.replica;
   }
   void operator()(const ProbeResult& x) {
     o["action"] = x.action;
@@ -370,6 +373,9 @@ OracleFault decode(JsonIn& in, Tag<OracleFault>) {
   x.persistent = in.boolean("persistent", false);
   x.code_bug = in.boolean("code_bug", false);
   x.data_bug = in.boolean("data_bug", false);
+  x.lead = in.duration("lead_s", x.lead);
+  x.slowdown = in.boolean("slowdown", false);
+  x.replica = static_cast<int>(in.integer("replica", -1, -1, kI32Max));
   return x;
 }
 

@@ -83,13 +83,22 @@ struct ActionFailed {
   ActionId action = 0;
   std::string reason;
 };
-// Ground truth for the oracle baseline only (see EnableOracle).
+// Ground truth for the oracle baseline only (see EnableOracle): a fault as it strikes, and
+// a warned fault (a true FailureWarning) as it is announced, with what it does to the job.
 struct OracleFault {
   MachineSet machines;  // empty for job-wide faults
   std::string category;
   bool persistent = false;
   bool code_bug = false;  // caused by the job's code: a rollback fixes it
   bool data_bug = false;  // caused by the job's data: only people fix it (EndRun pages them)
+  // > 0: not struck yet; it strikes `machines` after `lead` if they are still in the job
+  // (the warning is true). Zero: it strikes now.
+  Duration lead = Duration::zero();
+  bool slowdown = false;  // its machines run slow: the job trains on, at their pace
+  // Replica groups (EnableReplicaGroups): the data-parallel replica it takes out of the
+  // quorum (dropped now, or once the quorum's timeout for a hang ends; or out already)
+  // while the other replicas train on. -1: the job feels it as without replica groups.
+  int replica = -1;
 };
 struct ProbeResult {
   ActionId action = 0;

@@ -232,7 +232,12 @@ std::string describe(const Event& e) {
             return "action " + std::to_string(x.action) + " failed: " + x.reason;
           },
           [](const OracleFault& x) {
-            return "oracle fault " + x.category + " on " + join(x.machines);
+            std::ostringstream o;
+            o << "oracle fault " << x.category << " on " << join(x.machines);
+            if (x.lead > Duration::zero()) o << ", strikes in " << x.lead.to_seconds() << " s";
+            if (x.slowdown) o << ", slows the job";
+            if (x.replica >= 0) o << ", replica " << x.replica << " out of the quorum";
+            return o.str();
           },
           [](const ProbeResult& x) {
             std::string s = std::string("probe ") + probe_name(x.test) + " failed " +

@@ -57,7 +57,8 @@ bool equal(const faultline::Event& a, const faultline::Event& b) {
         if constexpr (std::is_same_v<T, OracleFault>)
           return x.machines == y.machines && x.category == y.category &&
                  x.persistent == y.persistent && x.code_bug == y.code_bug &&
-                 x.data_bug == y.data_bug;
+                 x.data_bug == y.data_bug && x.lead == y.lead && x.slowdown == y.slowdown &&
+                 x.replica == y.replica;
         if constexpr (std::is_same_v<T, ProbeResult>)
           return x.action == y.action && x.test == y.test && x.failed == y.failed &&
                  x.timed_out == y.timed_out && x.group_failed == y.group_failed &&
@@ -149,7 +150,14 @@ std::vector<faultline::Event> all_events() {
       CodeUpdateRequested{"v2.1-hotfix", false},
       TimerFired{7, 18446744073709551614ull},
       ActionFailed{45, "slots have no machine"},
-      OracleFault{{1, 9}, "gpu_fatal", true, true, true},
+      OracleFault{{1, 9},
+                  "gpu_fatal",
+                  true,
+                  true,
+                  true,
+                  Duration::nanos(600'000'000'001),
+                  true,
+                  2147483647},
       ProbeResult{
           46, ProbeKind::kInterAllGather, {0, 3}, true, {true, false}, {inf, 0.12345678901234567}},
       StacksCaptured{47, StackSignatures({"train_step > gemm", "", "train_step > all_reduce"})},
