@@ -17,6 +17,9 @@
 // category), so the warnings are the same whatever the policy does (the machine in the slot
 // is whoever holds it then).
 //
+// The oracle (EnableOracle) is told at a true warning what it announces (OracleFault with a
+// lead), and its migrations take fresh, ready spares instead of the pool's standbys.
+//
 // A migration. Each machine gets a parked warm standby (refused when the pool has fewer);
 // its state (job.checkpoint_bytes_per_machine) is copied as a SimGrid transfer from the
 // machine's slot host to a storage host, which stands in for the standby (the platform has
@@ -36,6 +39,7 @@ namespace faultline::sim {
 
 using internal::kNever;
 using internal::secs;
+using scenarios::Symptom;
 
 namespace {
 // What a warning says it watched: the inspection kind that sees the category, else "machine".
@@ -56,6 +60,12 @@ bool SimWorld::warn(const FaultArrival& a, std::uint64_t key) {
   warned_.push_back({a, key, m, repairs_of_[m]});
   const Duration lead = Duration::seconds(cat.warning.lead_time_s);
   deliver_at(now_, FailureWarning{m, warning_kind(cat), lead, "predicted: " + cat.name}, false);
+  if (oracle_) {
+    // The oracle knows which warnings are true: this one, and what it announces.
+    OracleFault o{{m}, cat.name, cat.persistent, cat.code_bug, cat.data_bug, lead};
+    o.slowdown = cat.symptom == Symptom::kSlowdown;
+    deliver_at(now_, std::move(o), false);
+  }
   push(now_ + lead.ns, Internal{Internal::kWarnedStrike, token});
   return true;
 }
@@ -122,23 +132,31 @@ void SimWorld::apply(ActionId id, const MigrateMachines& a) {
   MachineSet machines;
   for (MachineId m : a.machines)
     if (std::find(machines.begin(), machines.end(), m) == machines.end()) machines.push_back(m);
-  if (view_.standby().size() < machines.size())
+  // The oracle's spares are unlimited and ready (as AcquireMode::kOracle's): no pool, no wake.
+  if (!oracle_ && view_.standby().size() < machines.size())
     return refuse(id, "the standby pool has " + std::to_string(view_.standby().size()) +
                           " warm standbys for " + std::to_string(machines.size()) + " machines");
-  Migration mg{id, {}, a.pause.ns, 2, a.mechanism};
+  Migration mg{id, {}, a.pause.ns, oracle_ ? 1 : 2, a.mechanism, oracle_};
   std::vector<Transfer> copy;
   const double bytes = sc_.job.checkpoint_bytes_per_machine;
   for (MachineId m : machines) {
-    const MachineId standby = view_.standby().front();
-    view_.take_standby(standby);
+    MachineId standby;
+    if (oracle_) {
+      standby = new_machine(false);
+      view_.set_domain(standby, view_.domain_of_slot(view_.slot_of(m)));
+    } else {
+      standby = view_.standby().front();
+      view_.take_standby(standby);
+    }
     mg.moves.emplace_back(m, standby);
     const SlotId s = view_.slot_of(m);
     if (bytes > 0)
       copy.push_back(
           {platform_.slot_host(s), platform_.storage_host(s % platform_.storage_hosts()), bytes});
   }
+  const bool wake = !mg.ready_spares;
   migrations_.push_back(std::move(mg));
-  push(now_ + secs(sc_.diagnosis.standby_wake_s), Internal{Internal::kMigrateStep, id});
+  if (wake) push(now_ + secs(sc_.diagnosis.standby_wake_s), Internal{Internal::kMigrateStep, id});
   run_batch(std::move(copy), Internal{Internal::kMigrateStep, id});
 }
 
@@ -154,7 +172,7 @@ void SimWorld::migration_step(ActionId id) {
   for (const auto& [old, standby] : mg.moves) {
     const SlotId s = view_.slot_of(old);
     if (s < 0) {  // it left meanwhile (the job ran on): its standby goes back
-      view_.add_standby(standby);
+      give_back(mg, standby);
       continue;
     }
     view_.vacate(s);
@@ -176,9 +194,16 @@ void SimWorld::migration_step(ActionId id) {
   deliver_at(now_, MachinesReady{id, std::move(joined)}, false);
 }
 
+void SimWorld::give_back(const Migration& mg, MachineId standby) {
+  if (mg.ready_spares)
+    machine_free(standby, false);  // an oracle spare not used: the free pool has it
+  else
+    view_.add_standby(standby);
+}
+
 void SimWorld::abandon_migrations() {
   for (const Migration& mg : migrations_) {
-    for (const auto& [old, standby] : mg.moves) view_.add_standby(standby);
+    for (const auto& [old, standby] : mg.moves) give_back(mg, standby);
     deliver_at(now_, ActionFailed{mg.id, "job stopped during the migration"}, false);
   }
   migrations_.clear();

@@ -62,20 +62,30 @@ void SimWorld::drop_now(int replica, MachineId m, int exit_code, const std::stri
              false);
 }
 
-SimWorld::Drop SimWorld::drop_replica(Fault& f, std::int64_t observe, bool hang) {
+SimWorld::Drop SimWorld::quorum_verdict(const Fault& f, int* replica) const {
   const auto& cat = sc_.faults[f.category];
   if (!replicas_.on || !cat.replica_confined || job_ != JobState::kRunning || stuck_ ||
       f.machines.empty())
     return Drop::kNotMine;
-  const MachineId m = f.machines.front();
-  const SlotId s = view_.slot_of(m);
+  const SlotId s = view_.slot_of(f.machines.front());
   if (s < 0) return Drop::kNotMine;
   const int r = view_.pp_group_index(s);
-  if (replicas_.state[r] == Replicas::kDropped) return Drop::kIdle;  // none of its ranks trains
-  const bool rejoining = replicas_.state[r] == Replicas::kRejoining;
   // The quorum loses a live replica only while enough remain; a rejoining one is not in it.
-  if (!rejoining && view_.pp_groups() - replicas_.out - 1 < replicas_.min) return Drop::kNotMine;
-  f.detected = observe;  // the quorum acted on it, without the policy
+  if (replicas_.state[r] == Replicas::kLive &&
+      view_.pp_groups() - replicas_.out - 1 < replicas_.min)
+    return Drop::kNotMine;
+  *replica = r;
+  // A dropped replica: none of its ranks trains.
+  return replicas_.state[r] == Replicas::kDropped ? Drop::kIdle : Drop::kDropped;
+}
+
+SimWorld::Drop SimWorld::drop_replica(Fault& f, std::int64_t observe, bool hang) {
+  int r = -1;
+  if (const Drop d = quorum_verdict(f, &r); d != Drop::kDropped) return d;
+  const auto& cat = sc_.faults[f.category];
+  const bool rejoining = replicas_.state[r] == Replicas::kRejoining;
+  if (oracle_) observe = now_;  // the oracle sees every drop at once, as every fault
+  f.detected = observe;         // the quorum acted on it, without the policy
   if (hang && !rejoining) {
     // Every replica waits in the collective the hung rank never joins, until the quorum's
     // timeout drops it.

@@ -190,15 +190,23 @@ bool SimWorld::strike_hang(Fault& f) {
   return affects;
 }
 
+OracleFault SimWorld::oracle_fault(const Fault& f) const {
+  const auto& cat = sc_.faults[f.category];
+  OracleFault o{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug};
+  o.slowdown = cat.symptom == Symptom::kSlowdown;
+  int r = -1;
+  if (quorum_verdict(f, &r) != Drop::kNotMine) o.replica = r;
+  return o;
+}
+
 void SimWorld::apply_symptom(Fault& f, bool at_start) {
   const auto& cat = sc_.faults[f.category];
   const MachineId m = f.machines.empty() ? kNoMachine : f.machines.front();
   const std::int64_t observe = now_ + secs(cat.observe_after_s);
   bool affects = false;
-  if (oracle_ && !at_start) {
-    deliver_at(now_, OracleFault{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug},
-               false);
-  }
+  // Told before the strike's own events (a drop's ReplicaDropped), so that the oracle knows
+  // what broke before it hears what became of the job.
+  if (oracle_ && !at_start) deliver_at(now_, oracle_fault(f), false);
   if (!cat.alert.empty() && f.alert_seen && m != kNoMachine) alert_inspections(f);
   // The next step's sample shows the NaN (the job is already down for the accounting,
   // its crash is observed later: the sample may come first).

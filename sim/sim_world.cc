@@ -571,11 +571,7 @@ void SimWorld::on_call_done() {
       if (!f.active || f.machines.empty()) continue;
       bool here = false;
       for (MachineId m : f.machines) here |= view_.slot_of(m) >= 0;
-      const auto& cat = sc_.faults[f.category];
-      if (here)
-        deliver_at(now_,
-                   OracleFault{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug},
-                   false);
+      if (here) deliver_at(now_, oracle_fault(f), false);
     }
   }
 }

@@ -275,6 +275,9 @@ class SimWorld final : public World {
   void migration_step(ActionId id);
   void abandon_migrations();
   void apply_symptom(Fault& f, bool at_start);
+  // What EnableOracle tells of fault f striking now: its category's ground truth and what
+  // it does to the job (a slowdown, its replica out of the quorum).
+  OracleFault oracle_fault(const Fault& f) const;
   // apply_symptom's parts (sim_symptoms.cc); the strikes say whether the job felt it.
   void alert_inspections(Fault& f);
   bool strike_crash(Fault& f, std::int64_t observe);
@@ -317,6 +320,9 @@ class SimWorld final : public World {
   // the job goes down as without them), its replica dropped, or nothing (its replica was out
   // of the quorum already and no rank of it trains).
   enum class Drop : std::uint8_t { kNotMine, kDropped, kIdle };
+  // What a crash or hang `f` striking now would become (its replica in *replica, unless
+  // kNotMine), without doing it; drop_replica does it.
+  Drop quorum_verdict(const Fault& f, int* replica) const;
   Drop drop_replica(Fault& f, std::int64_t observe, bool hang);
   void drop_now(int replica, MachineId m, int exit_code, const std::string& signature,
                 std::int64_t observe);
@@ -503,7 +509,10 @@ class SimWorld final : public World {
     std::int64_t pause = 0;
     int waiting = 0;  // parts not done yet (the standbys' wake, the copy)
     Mechanism mechanism = Mechanism::kNone;
+    bool ready_spares = false;  // the oracle's fresh spares, not the pool's standbys
   };
+  // A migration's machine that did not join: back to the pool, or the free pool.
+  void give_back(const Migration& mg, MachineId standby);
   std::vector<Migration> migrations_;
 
   ReplicaResult result_;

@@ -117,8 +117,11 @@ struct WatchSteps {
   Duration every = Duration::zero();
   std::string reason;
 };
-// Requests perfect fault knowledge (OracleFault events). Only the simulator grants it
-// (no event), and only for the oracle upper bound; live mode answers ActionFailed.
+// Requests perfect fault knowledge (OracleFault events: every fault as it strikes, every
+// true failure warning as it is given) and the upper bound's ready spares: from then on a
+// MigrateMachines takes fresh machines at once instead of parked standbys, and a replica
+// drop's ReplicaDropped comes at the drop, not when its log shows. Only the simulator grants
+// it (no event), and only for the oracle upper bound; live mode answers ActionFailed.
 struct EnableOracle {
   std::string reason;
 };
