@@ -127,6 +127,12 @@ def mean_ci(xs):
     return m, m - h, m + h
 
 
+# The reference stacks that bound what any policy can reach, by stack name (the oracle is the
+# upper bound: policies/recovery/baselines.h; tests/sim/bounds_test.cc checks that no stack or module
+# beats it on a shipped scenario).
+BOUNDS = {"oracle": ("the upper bound", "told every fault at once, the best recovery the job allows per fault")}
+
+
 class Run:
     """A `sim run --out` directory, one stack of a `sim compare --out` directory, or one sweep point."""
 
@@ -139,6 +145,13 @@ class Run:
     @staticmethod
     def load(path, label=None):
         return Run(path, read_json(os.path.join(path, "result.json")), label)
+
+    @property
+    def bound(self):
+        """(role, what it knows) when its stack is a reference bound (BOUNDS), else None: a bound is
+        what the policies are measured against, never one of them, so never the highest of them."""
+        stack = self.result.get("policy") or self.label.split("+")[0]
+        return BOUNDS.get(stack)
 
     def file(self, name):
         if not self.path:
@@ -353,16 +366,21 @@ def unproductive_h(run):
     return sum(float(bd.get(b, 0)) for b in BUCKETS) / 3600.0
 
 
+def named(run):
+    """A run's label, saying when it is a bound (the upper bound, ...)."""
+    return html.escape(run.label) + (" (%s)" % run.bound[0] if run.bound else "")
+
+
 def headline_table(group, with_diff=True):
     base = group.baseline
     head = ("<table><tr><th>stack</th><th>replicas</th><th>ETTR mean [95%% CI]</th>%s"
             "<th>unproductive h / replica</th><th>incidents / replica</th><th>GPU-hours lost / replica</th></tr>"
             % ("<th>paired difference vs %s, pp [95%% CI]</th><th>replicas won / tied / lost</th>"
-               % html.escape(base.label) if with_diff else ""))
+               % named(base) if with_diff else ""))
     rows = [head]
     for r in group.runs:
         e = r.result["ettr"]
-        cells = ["%s%s" % (html.escape(r.label), " (baseline)" if with_diff and r is base else ""),
+        cells = ["%s%s" % (named(r), " (baseline)" if with_diff and r is base else ""),
                  "%d" % r.result.get("replicas", 0),
                  "%s [%s, %s]" % (pct(e["mean"]), pct(e["ci95"][0]), pct(e["ci95"][1]))]
         if with_diff:
@@ -403,20 +421,34 @@ def phase_table(run):
 
 
 def headline_sentence(group):
-    best = max(group.runs, key=lambda r: r.result["ettr"]["mean"])
+    """The highest mean ETTR among the policies (a bound is not one: it is what they are compared
+    with), against the baseline, and each bound's own figure with the gap the best policy leaves."""
     base = group.baseline
-    e = best.result["ettr"]
-    text = "Highest mean ETTR: <b>%s</b>, %s (95%% CI %s .. %s)" % (
-        html.escape(best.label), pct(e["mean"]), pct(e["ci95"][0]), pct(e["ci95"][1]))
-    d = getattr(best, "diff", None)
-    if best is not base and d:
-        sig = d["ci95"][0] > 0 or d["ci95"][1] < 0
-        text += ", %s pp against %s (paired 95%% CI %s .. %s: %s)" % (
-            pp(d["mean"]), html.escape(base.label), pp(d["ci95"][0]), pp(d["ci95"][1]),
-            "significant" if sig else "not significant")
-    elif best is base and len(group.runs) > 1:
-        text += "; it is the baseline"
-    return text + "."
+    policies = [r for r in group.runs if not r.bound]
+    text = ""
+    best = max(policies, key=lambda r: r.result["ettr"]["mean"]) if policies else None
+    if best:
+        e = best.result["ettr"]
+        text = "Highest mean ETTR of a policy: <b>%s</b>, %s (95%% CI %s .. %s)" % (
+            html.escape(best.label), pct(e["mean"]), pct(e["ci95"][0]), pct(e["ci95"][1]))
+        d = getattr(best, "diff", None)
+        if best is not base and d:
+            sig = d["ci95"][0] > 0 or d["ci95"][1] < 0
+            text += ", %s pp against %s (paired 95%% CI %s .. %s: %s)" % (
+                pp(d["mean"]), named(base), pp(d["ci95"][0]), pp(d["ci95"][1]),
+                "significant" if sig else "not significant")
+        elif best is base and len(policies) > 1:
+            text += "; it is the baseline"
+        text += "."
+    for b in (r for r in group.runs if r.bound):
+        e = b.result["ettr"]
+        text += " <b>%s</b>, %s (%s; a reference, not a policy): %s (95%% CI %s .. %s)" % (
+            html.escape(b.label), b.bound[0], html.escape(b.bound[1]), pct(e["mean"]), pct(e["ci95"][0]),
+            pct(e["ci95"][1]))
+        if best:
+            text += ", %s pp above the best policy" % pp(e["mean"] - best.result["ettr"]["mean"]).lstrip("+")
+        text += "."
+    return text.strip()
 
 
 def ettr_cdf_figure(page, group, colors):
@@ -476,10 +508,12 @@ def paired_diff_figure(page, group, colors):
     ax.grid(axis="x", alpha=0.3)
     ax.legend(loc="lower left", bbox_to_anchor=(0, 1.12), ncol=2, frameon=False)
     page.figure(fig, "Per-replica ETTR difference of each stack from the baseline %s (replica i of every stack sees "
-                     "the same faults), mean with its 95%% CI%s; right of the line is better than the baseline. "
+                     "the same faults), mean with its 95%% CI%s; right of the line is better than the baseline%s. "
                      "Right: the share of replicas each stack won, tied and lost against it. From %s."
-                % (group.baseline.label, "; the grey bar is the wider CI an unpaired comparison of the same "
+                % (group.baseline.label + (" (%s)" % group.baseline.bound[0] if group.baseline.bound else ""),
+                   "; the grey bar is the wider CI an unpaired comparison of the same "
                    "replicas would give" if any(isinstance(r.diff.get("unpaired_ci95"), list) for r in rows) else "",
+                   " (no policy should be: it is %s)" % group.baseline.bound[0] if group.baseline.bound else "",
                    group.files))
 
 
