@@ -1,6 +1,7 @@
 // The byterobust stack's parameters: the knobs the stack itself reads, every module choice
 // and, through add_module_params, each module's knobs (declared by the modules that read
-// them, policies/module.h), with their units, defaults, ranges and sources.
+// them, policies/module.h), with their units, defaults, ranges and sources; and the World
+// facilities it may use, its own and, through add_module_uses, its modules'.
 // A declarative table, kept apart from the stack's logic (controller.cc) so that each
 // reads on its own; `faultline policies` and docs/scenario-reference.md print it.
 #include "policies/builtin.h"
@@ -55,6 +56,16 @@ const PolicyInfo& byterobust_info() {
             {"deferral_window_h", "a deferred update is forced after this long", "h", 24, 0, 1e4},
         }};
     add_module_params(modules(), info.params);
+    // The ladder's own: the stop-time tests a crash's signature calls for (and the bit-wise
+    // test after a NaN), the machine its log names, and the requeue it falls back to when
+    // a round finds nothing too often or an acquisition fails. The rest is its modules'.
+    info.uses = std::vector<FacilityUse>{{Facility::kRequeue},
+                                         {Facility::kCrashCulprit},
+                                         {Facility::kProbeGpuDiag},
+                                         {Facility::kProbeIntraAllToAll},
+                                         {Facility::kProbeInterAllGather},
+                                         {Facility::kProbeBitwise}};
+    add_module_uses(modules(), *info.uses);
     return info;
   }();
   return info;

@@ -72,6 +72,14 @@ struct ModuleInfo {
   // several modules declare is shared, with the same spec), so scenarios set and validate
   // them like any other parameter ("policy.params.my_group_size").
   std::vector<ParamSpec> params = {};
+  // The World facilities (policies/api/policy.h) a stack may use for this module: what the
+  // module asks for (a Recovery's acquisitions, a Localizer's tests, a planner's checkpoint
+  // tier) and what a stack does on what it reports (a Detector's stalls and slow steps are
+  // what the stack captures stacks for). A stack that composes modules declares, for each
+  // choice, what the module chosen declares (add_module_uses), so that a scenario field
+  // only an unused facility reads is refused. nullopt: it declares nothing (a plugin's
+  // module, by default) and may use every facility.
+  std::optional<std::vector<Facility>> uses = std::nullopt;
 };
 
 // ---------------------------------------------------------------- detection
@@ -353,5 +361,10 @@ ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string na
 // picks a module that declares it ("recovery=standby"; each condition once). One the
 // stack declares with no condition stays always read.
 void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params);
+// Appends to a stack's facilities those its modules may use (ModuleInfo::uses; every
+// facility for a module that declares none), each under the condition that the choice of
+// its kind picks that module ("recovery=standby"; each condition once). One the stack
+// uses with no condition stays always used.
+void add_module_uses(const ModuleRegistry& r, std::vector<FacilityUse>& uses);
 
 }  // namespace faultline::policies

@@ -183,6 +183,27 @@ void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params) 
       }
 }
 
+void add_module_uses(const ModuleRegistry& r, std::vector<FacilityUse>& uses) {
+  for (ModuleKind kind : kModuleKinds)
+    for (const ModuleInfo* m : r.of(kind)) {
+      const std::string when = std::string(module_kind_name(kind)) + "=" + m->name;
+      std::vector<Facility> fs;
+      if (m->uses)
+        fs = *m->uses;
+      else
+        for (int f = 0; f < kFacilities; ++f) fs.push_back(static_cast<Facility>(f));
+      for (Facility f : fs) {
+        auto have = std::find_if(uses.begin(), uses.end(),
+                                 [&](const FacilityUse& u) { return u.facility == f; });
+        if (have == uses.end())
+          uses.push_back({f, {when}});
+        else if (!have->when.empty() &&
+                 std::find(have->when.begin(), have->when.end(), when) == have->when.end())
+          have->when.push_back(when);
+      }
+    }
+}
+
 std::string chosen(const PolicyInfo& stack, const Params& values, const std::string& param) {
   return stack.find_param(param)->choices.at(static_cast<std::size_t>(values.get(param)));
 }

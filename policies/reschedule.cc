@@ -76,7 +76,10 @@ const PolicyInfo& reschedule_info() {
           {"checkpoint_interval_s", "training time between periodic checkpoints", "s", 1800, 1e-3,
            1e7},
           {"checkpoint_write_s", "blocking time of one save to remote storage", "s", 6.77, 0, 1e5},
-      }};
+      },
+      // Cold replacements for the machine a crash names, a requeue when it names none.
+      std::vector<FacilityUse>{
+          {Facility::kReschedule}, {Facility::kRequeue}, {Facility::kCrashCulprit}}};
   return info;
 }
 

@@ -6,6 +6,7 @@
 // `--help` output and reports can list them.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,11 +42,56 @@ struct ParamSpec {
   }
 };
 
+// What of the World a stack may use that a scenario field configures: an action whose
+// duration or outcome a field sets, or an event detail a field shapes. A scenario field
+// that only stacks using one of these read (scenarios/stack_fields.h holds the table) is
+// refused for a stack that never uses any of them, as an unread parameter is.
+enum class Facility : std::uint8_t {
+  kRequeue,              // AcquireMachines kRequeue: the scheduler's whole-job requeue
+  kReschedule,           // AcquireMachines kReschedule: cold machines from the scheduler
+  kStandby,              // the warm standby pool: AcquireMachines kStandby, SetStandbyPool,
+                         // MigrateMachines
+  kInspections,          // EnableInspection: InspectionAlert
+  kProbeGpuDiag,         // RunProbe kGpuDiag
+  kProbeIntraAllToAll,   // RunProbe kIntraAllToAll
+  kProbeInterAllGather,  // RunProbe kInterAllGather (across machines or in groups)
+  kProbeGroups,          // RunProbe kInterAllGather with groups (the pairwise check)
+  kProbeBitwise,         // RunProbe kBitwise
+  kProbeStress,          // RunProbe kStress
+  kCaptureStacks,        // CaptureStacks
+  kReplay,               // RunReplay
+  kMitigation,           // MitigateSlowdown
+  kReplicaGroups,        // EnableReplicaGroups (and RejoinReplica)
+  kInPlaceRestart,       // StartJob::in_place
+  kMigration,            // acts on FailureWarning (MigrateMachines)
+  kEndRun,               // EndRun: the on-call's fix
+  kPeerCheckpoint,       // SetCheckpointPlan kMemoryWithPeer with blocking (its throughput cost)
+  kCrashCulprit,         // acts on the machine a crash log names (ProcessExit, StartFailed)
+};
+inline constexpr int kFacilities = 19;
+static_assert(static_cast<int>(Facility::kCrashCulprit) + 1 == kFacilities, "one per facility");
+// A stable snake_case word for messages and docs ("standby", "probe_gpu_diag", ...).
+const char* facility_name(Facility f);
+// What it is, for messages: "the warm standby pool (AcquireMachines standby, ...)".
+const char* facility_summary(Facility f);
+
+// A facility a stack may use, and when: "CHOICE=MODULE" conditions on its choice
+// parameters as in ParamSpec::read_when (any of them will do); empty: always.
+struct FacilityUse {
+  Facility facility = Facility::kRequeue;
+  std::vector<std::string> when = {};
+};
+
 struct PolicyInfo {
   std::string name;
   std::string version;
   std::string summary;
   std::vector<ParamSpec> params;
+  // Every facility the stack may use, with its module choices: declared beside the stack
+  // so that a scenario field only an unused facility reads is refused. nullopt: the stack
+  // declares nothing (a plugin's, by default) and may use every facility, so that no field
+  // is refused for it wrongly.
+  std::optional<std::vector<FacilityUse>> uses = std::nullopt;
 
   const ParamSpec* find_param(const std::string& n) const {
     for (const auto& p : params)
@@ -57,6 +103,12 @@ struct PolicyInfo {
 class Params;
 // Whether a stack with these resolved values reads `spec` (its read_when holds).
 bool param_is_read(const PolicyInfo& info, const ParamSpec& spec, const Params& values);
+// Whether "CHOICE=MODULE" conditions hold for these values (any of them; empty: always).
+// A condition on a parameter the stack does not declare as a choice is taken to hold.
+bool conditions_hold(const PolicyInfo& info, const std::vector<std::string>& when,
+                     const Params& values);
+// Whether a stack with these resolved values may use `f`: always when it declares nothing.
+bool may_use(const PolicyInfo& info, Facility f, const Params& values);
 
 // Resolved parameter values: every declared parameter has a value.
 class Params {

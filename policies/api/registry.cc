@@ -5,18 +5,30 @@
 
 namespace faultline {
 
-bool param_is_read(const PolicyInfo& info, const ParamSpec& spec, const Params& values) {
-  if (spec.read_when.empty()) return true;
-  for (const std::string& cond : spec.read_when) {
+bool conditions_hold(const PolicyInfo& info, const std::vector<std::string>& when,
+                     const Params& values) {
+  if (when.empty()) return true;
+  for (const std::string& cond : when) {
     const auto eq = cond.find('=');
     const ParamSpec* choice = info.find_param(cond.substr(0, eq));
     if (!choice || eq == std::string::npos)
-      return true;  // not a condition we can judge: assume read
+      return true;  // not a condition we can judge: assume it holds
     const int want = choice->choice_index(cond.substr(eq + 1));
     const auto it = values.values().find(choice->name);
     if (want < 0 || it == values.values().end() || static_cast<int>(it->second) == want)
       return true;
   }
+  return false;
+}
+
+bool param_is_read(const PolicyInfo& info, const ParamSpec& spec, const Params& values) {
+  return conditions_hold(info, spec.read_when, values);
+}
+
+bool may_use(const PolicyInfo& info, Facility f, const Params& values) {
+  if (!info.uses) return true;  // declares nothing: may use everything
+  for (const FacilityUse& u : *info.uses)
+    if (u.facility == f && conditions_hold(info, u.when, values)) return true;
   return false;
 }
 

@@ -1,7 +1,9 @@
+#include <iterator>
 #include <sstream>
 
 #include "policies/api/action.h"
 #include "policies/api/event.h"
+#include "policies/api/policy.h"
 
 namespace faultline {
 
@@ -275,6 +277,50 @@ std::string describe(const Event& e) {
           },
       },
       e);
+}
+
+namespace {
+
+struct FacilityWords {
+  const char* name;
+  const char* summary;
+};
+// In Facility's order.
+// lint: table
+constexpr FacilityWords kFacilityWords[kFacilities] = {
+    {"requeue", "whole-job requeues (AcquireMachines requeue)"},
+    {"reschedule", "cold machines from the scheduler (AcquireMachines reschedule)"},
+    {"standby", "the warm standby pool (AcquireMachines standby, SetStandbyPool, MigrateMachines)"},
+    {"inspections", "real-time inspections (EnableInspection)"},
+    {"probe_gpu_diag", "the gpu_diag stop-time test (RunProbe gpu-diag)"},
+    {"probe_intra_all_to_all", "the intra_all_to_all stop-time test (RunProbe intra-all-to-all)"},
+    {"probe_inter_all_gather", "the inter_all_gather stop-time test (RunProbe inter-all-gather)"},
+    {"probe_groups", "grouped inter_all_gather tests (RunProbe with groups: the pairwise check)"},
+    {"probe_bitwise", "the bitwise stop-time test (RunProbe bitwise)"},
+    {"probe_stress", "the stress test (RunProbe stress)"},
+    {"capture_stacks", "stack captures (CaptureStacks)"},
+    {"replay", "replays (RunReplay)"},
+    {"mitigation", "slowdown workarounds (MitigateSlowdown)"},
+    {"replica_groups", "replica groups (EnableReplicaGroups)"},
+    {"in_place_restart", "in-place restarts (StartJob in_place)"},
+    {"migration", "migration on a failure warning (FailureWarning, MigrateMachines)"},
+    {"end_run", "ending the run for the on-call (EndRun)"},
+    {"peer_checkpoint",
+     "every-step in-memory checkpoints with a peer copy (SetCheckpointPlan "
+     "memory+peer)"},
+    {"crash_culprit", "the machine a crash log names (ProcessExit, StartFailed)"},
+};
+
+}  // namespace
+
+const char* facility_name(Facility f) {
+  const auto i = static_cast<std::size_t>(f);
+  return i < std::size(kFacilityWords) ? kFacilityWords[i].name : "?";
+}
+
+const char* facility_summary(Facility f) {
+  const auto i = static_cast<std::size_t>(f);
+  return i < std::size(kFacilityWords) ? kFacilityWords[i].summary : "?";
 }
 
 }  // namespace faultline

@@ -110,7 +110,8 @@ const ModuleInfo& daly_checkpoint_info() {
           {"daly_max_interval_s", "longest interval the planner sets (checkpoint=daly)", "s", 21600,
            1e-3, 1e7},
           remote_write_param(),
-      }};
+      },
+      std::vector<Facility>{}};
   return info;
 }
 std::unique_ptr<CheckpointPlanner> make_daly_checkpoint(const Params& p) {
@@ -125,7 +126,8 @@ const ModuleInfo& peer_checkpoint_info() {
       "every step in host memory, backup on a peer outside the rank's TP/PP/DP groups",
       {{"checkpoint_blocking_s", "blocking time of an every-step in-memory save", "s", 0.02, 0,
         3600},
-       remote_interval_param()}};
+       remote_interval_param()},
+      {{Facility::kPeerCheckpoint}}};
   return info;
 }
 std::unique_ptr<CheckpointPlanner> make_peer_checkpoint(const Params& p) {
@@ -148,7 +150,8 @@ const ModuleInfo& memory_checkpoint_info() {
        {"memory_checkpoint_blocking_s",
         "blocking time of an in-memory save (checkpoint=memory; Table 8: 1.84 s)", "s", 1.84, 0,
         3600},
-       remote_interval_param()}};
+       remote_interval_param()},
+      std::vector<Facility>{}};
   return info;
 }
 std::unique_ptr<CheckpointPlanner> make_memory_checkpoint(const Params& p) {
@@ -166,7 +169,8 @@ const ModuleInfo& remote_checkpoint_info() {
                                "remote",
                                "1",
                                "Megatron-style: periodic blocking save to remote storage",
-                               {interval_param(), remote_write_param()}};
+                               {interval_param(), remote_write_param()},
+                               std::vector<Facility>{}};
   return info;
 }
 std::unique_ptr<CheckpointPlanner> make_remote_checkpoint(const Params& p) {

@@ -273,7 +273,9 @@ const ModuleInfo& realtime_detection_info() {
           {"flap_window_s", "network alerts: window for counting repeats", "s", 300, 1, 86400},
           {"flap_count", "network alerts: evict after this many within the window", "count", 2, 1,
            100},
-      }};
+      },
+      // Its stalls and slow steps are what a stack captures stacks for.
+      {{Facility::kInspections, Facility::kCaptureStacks}}};
   return info;
 }
 std::unique_ptr<Detector> make_realtime_detection(const Params& p) {
@@ -285,8 +287,12 @@ std::unique_ptr<Detector> make_step_detectors(const Params& p) {
 
 const ModuleInfo& timeout_detection_info() {
   static const ModuleInfo info{
-      ModuleKind::kDetection, "timeout", "1",
-      "process exits and the NCCL collective timeout only: no samples, no inspections"};
+      ModuleKind::kDetection,
+      "timeout",
+      "1",
+      "process exits and the NCCL collective timeout only: no samples, no inspections",
+      {},
+      std::vector<Facility>{}};
   return info;
 }
 std::unique_ptr<Detector> make_timeout_detection(const Params&) {

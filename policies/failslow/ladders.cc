@@ -113,8 +113,12 @@ class SkiRental final : public FailSlowPolicy {
 }  // namespace
 
 const ModuleInfo& evict_failslow_info() {
-  static const ModuleInfo info{ModuleKind::kFailSlow, "evict", "1",
-                               "over-evict the straggler's parallel group at once (ByteRobust)"};
+  static const ModuleInfo info{ModuleKind::kFailSlow,
+                               "evict",
+                               "1",
+                               "over-evict the straggler's parallel group at once (ByteRobust)",
+                               {},
+                               std::vector<Facility>{}};
   return info;
 }
 std::unique_ptr<FailSlowPolicy> make_evict_failslow(const Params&) {
@@ -140,7 +144,8 @@ const ModuleInfo& ski_rental_failslow_info() {
            "what evicting the straggler costs the job: the restart, warm-up and lost steps "
            "(failslow=ski_rental)",
            "s", 1200, 0, 1e7},
-      }};
+      },
+      {{Facility::kMitigation}}};
   return info;
 }
 std::unique_ptr<FailSlowPolicy> make_ski_rental_failslow(const Params& p) {

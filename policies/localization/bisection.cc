@@ -45,8 +45,12 @@ class Bisection final : public Localizer {
 
 const ModuleInfo& bisection_info() {
   static const ModuleInfo info{
-      ModuleKind::kLocalization, "bisection", "1",
-      "adaptive group testing: halve every failing replay group each round"};
+      ModuleKind::kLocalization,
+      "bisection",
+      "1",
+      "adaptive group testing: halve every failing replay group each round",
+      {},
+      {{Facility::kReplay}}};
   return info;
 }
 

@@ -86,9 +86,13 @@ class DualPhaseReplay final : public Localizer {
 
 const ModuleInfo& dual_phase_replay_info() {
   static const ModuleInfo info{
-      ModuleKind::kLocalization, "replay", "1",
+      ModuleKind::kLocalization,
+      "replay",
+      "1",
       "dual-phase replay (ByteRobust Alg. 1): horizontal then vertical replay groups, "
-      "evict the intersections"};
+      "evict the intersections",
+      {},
+      {{Facility::kReplay}}};
   return info;
 }
 

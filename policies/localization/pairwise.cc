@@ -136,7 +136,8 @@ const ModuleInfo& pairwise_info() {
         "ratio", 1.2, 1.01, 100},
        {"pairwise_deadline_s",
         "each round of the pairwise check fails the pairs not done by then (localization=pairwise)",
-        "s", 300, 1, 86400}}};
+        "s", 300, 1, 86400}},
+      {{Facility::kProbeInterAllGather, Facility::kProbeGroups}}};
   return info;
 }
 

@@ -40,7 +40,8 @@ const ModuleInfo& stress_info() {
       "1",
       "the full-cluster stress-test baseline: stress every machine, evict what fails",
       {{"stress_deadline_s", "deadline of the full-cluster stress test (localization=stress)", "s",
-        86400, 1, 1e7}}};
+        86400, 1, 1e7}},
+      {{Facility::kProbeStress}}};
   return info;
 }
 

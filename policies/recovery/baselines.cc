@@ -377,7 +377,8 @@ const PolicyInfo& requeue_info() {
            1e7},
           {"checkpoint_write_s", "blocking time of one save to remote storage (Megatron-style)",
            "s", 6.77, 0, 1e5},
-      }};
+      },
+      std::vector<FacilityUse>{{Facility::kRequeue}}};  // nothing else: exits and requeues
   return info;
 }
 

@@ -32,11 +32,14 @@ class Flash final : public Recovery {
 }  // namespace
 
 const ModuleInfo& flash_recovery_info() {
-  static const ModuleInfo info{ModuleKind::kRecovery, "flash", "1",
+  static const ModuleInfo info{ModuleKind::kRecovery,
+                               "flash",
+                               "1",
                                "FlashRecovery (arXiv 2509.03047): standby's warm pool, and "
                                "in-place restarts: only replaced ranks re-initialise, from a "
                                "data-parallel peer's memory; at most one step lost",
-                               pool_params()};
+                               pool_params(),
+                               pool_uses({Facility::kInPlaceRestart})};
   return info;
 }
 

@@ -50,7 +50,9 @@ class Migrate final : public Recovery {
 
 const ModuleInfo& migrate_recovery_info() {
   static const ModuleInfo info{
-      ModuleKind::kRecovery, "migrate", "1",
+      ModuleKind::kRecovery,
+      "migrate",
+      "1",
       "warm standbys, and migration to one before a predicted failure (TrainMover, "
       "arXiv 2412.12636): the job pauses only for the swap",
       pool_params({{"migration_pause_s",
@@ -60,7 +62,8 @@ const ModuleInfo& migrate_recovery_info() {
                    {"migrate_min_lead_s",
                     "migrate only on a warning at least this far ahead of the failure (the "
                     "state copy must end first) (recovery=migrate)",
-                    "s", 60, 0, 1e6}})};
+                    "s", 60, 0, 1e6}}),
+      pool_uses({Facility::kMigration})};
   return info;
 }
 

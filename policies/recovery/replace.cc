@@ -65,6 +65,13 @@ class Replace final : public Recovery {
 
 }  // namespace
 
+std::vector<Facility> pool_uses(std::vector<Facility> own) {
+  // The pool's refills and a shortfall come from the scheduler, cold.
+  std::vector<Facility> uses = {Facility::kStandby, Facility::kReschedule};
+  uses.insert(uses.end(), own.begin(), own.end());
+  return uses;
+}
+
 // The warm pool's knobs, declared alike by every module that keeps one (plus its own).
 std::vector<ParamSpec> pool_params(std::vector<ParamSpec> own) {
   std::vector<ParamSpec> params = {
@@ -80,8 +87,12 @@ std::vector<ParamSpec> pool_params(std::vector<ParamSpec> own) {
 
 const ModuleInfo& standby_recovery_info() {
   static const ModuleInfo info{
-      ModuleKind::kRecovery, "standby", "1",
-      "warm standbys (P99 of Binomial(machines, p)); shortfall from the scheduler", pool_params()};
+      ModuleKind::kRecovery,
+      "standby",
+      "1",
+      "warm standbys (P99 of Binomial(machines, p)); shortfall from the scheduler",
+      pool_params(),
+      pool_uses()};
   return info;
 }
 std::unique_ptr<Recovery> make_standby_recovery(const Params& p) {
@@ -91,13 +102,16 @@ std::unique_ptr<Recovery> make_standby_recovery(const Params& p) {
 }
 
 const ModuleInfo& lemon_recovery_info() {
-  static const ModuleInfo info{ModuleKind::kRecovery, "lemon", "1",
+  static const ModuleInfo info{ModuleKind::kRecovery,
+                               "lemon",
+                               "1",
                                "warm standbys, and machines evicted on evidence lemon_strikes "
                                "times retired for good (AIReSim)",
                                pool_params({{"lemon_strikes",
                                              "retire a machine the stack evicted on evidence of "
                                              "its own fault this many times (recovery=lemon)",
-                                             "count", 2, 1, 1000}})};
+                                             "count", 2, 1, 1000}}),
+                               pool_uses()};
   return info;
 }
 std::unique_ptr<Recovery> make_lemon_recovery(const Params& p) {
@@ -108,7 +122,9 @@ std::unique_ptr<Recovery> make_lemon_recovery(const Params& p) {
 }
 
 const ModuleInfo& scored_recovery_info() {
-  static const ModuleInfo info{ModuleKind::kRecovery, "scored", "1",
+  static const ModuleInfo info{ModuleKind::kRecovery,
+                               "scored",
+                               "1",
                                "warm standbys, and machines evicted on evidence scored_strikes "
                                "times handed out last by the scheduler "
                                "(AIReSim host scoring)",
@@ -116,7 +132,8 @@ const ModuleInfo& scored_recovery_info() {
                                              "the scheduler hands out last a machine the stack "
                                              "evicted on evidence of its own fault this many "
                                              "times (recovery=scored)",
-                                             "count", 2, 1, 1000}})};
+                                             "count", 2, 1, 1000}}),
+                               pool_uses()};
   return info;
 }
 std::unique_ptr<Recovery> make_scored_recovery(const Params& p) {
@@ -128,11 +145,14 @@ std::unique_ptr<Recovery> make_scored_recovery(const Params& p) {
 
 const ModuleInfo& segment_recovery_info() {
   static const ModuleInfo info{
-      ModuleKind::kRecovery, "segment", "1",
+      ModuleKind::kRecovery,
+      "segment",
+      "1",
       "NVLink-domain-aware spares (NVIDIA resiliency extension segments): each slot refilled from "
       "its own domain's "
       "free trays, so TP groups stay on NVLink; standby's warm pool for the rest",
-      pool_params()};
+      pool_params(),
+      pool_uses()};
   return info;
 }
 std::unique_ptr<Recovery> make_segment_recovery(const Params& p) {
@@ -142,8 +162,9 @@ std::unique_ptr<Recovery> make_segment_recovery(const Params& p) {
 }
 
 const ModuleInfo& reschedule_recovery_info() {
-  static const ModuleInfo info{ModuleKind::kRecovery, "reschedule", "1",
-                               "cold machines for the evicted slots"};
+  static const ModuleInfo info{
+      ModuleKind::kRecovery,    "reschedule", "1", "cold machines for the evicted slots", {},
+      {{Facility::kReschedule}}};
   return info;
 }
 std::unique_ptr<Recovery> make_reschedule_recovery(const Params&) {
@@ -151,7 +172,8 @@ std::unique_ptr<Recovery> make_reschedule_recovery(const Params&) {
 }
 
 const ModuleInfo& requeue_recovery_info() {
-  static const ModuleInfo info{ModuleKind::kRecovery, "requeue", "1", "requeue the whole job"};
+  static const ModuleInfo info{ModuleKind::kRecovery,   "requeue", "1",
+                               "requeue the whole job", {},        {{Facility::kRequeue}}};
   return info;
 }
 std::unique_ptr<Recovery> make_requeue_recovery(const Params&) {

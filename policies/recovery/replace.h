@@ -45,5 +45,8 @@ std::unique_ptr<Recovery> make_requeue_recovery(const Params& p);
 // The warm pool's parameters (standby_pool, standby_daily_p, standby_quantile), declared
 // alike by every module that keeps one, followed by `own`.
 std::vector<ParamSpec> pool_params(std::vector<ParamSpec> own = {});
+// The facilities every module that keeps a warm pool may use (the pool, and the
+// scheduler's cold machines that refill it and make up a shortfall), plus `own`.
+std::vector<Facility> pool_uses(std::vector<Facility> own = {});
 
 }  // namespace faultline::policies

@@ -36,7 +36,9 @@ class ReplicaDrop final : public Recovery {
 
 const ModuleInfo& replica_drop_recovery_info() {
   static const ModuleInfo info{
-      ModuleKind::kRecovery, "replica-drop", "1",
+      ModuleKind::kRecovery,
+      "replica-drop",
+      "1",
       "fault-tolerant data parallelism (FT-HSDP, torchft): a failed replica drops out while the "
       "others train, and rejoins from a live peer; stop-and-restart below min_replicas",
       pool_params({
@@ -52,7 +54,8 @@ const ModuleInfo& replica_drop_recovery_info() {
            "replica groups: how long the quorum waits in a collective for a hung replica before "
            "it drops it (recovery=replica-drop)",
            "s", 60, 1, 86400},
-      })};
+      }),
+      pool_uses({Facility::kReplicaGroups})};
   return info;
 }
 

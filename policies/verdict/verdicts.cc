@@ -39,7 +39,8 @@ const ModuleInfo& identical_verdict_info() {
                                  "same step on this many machines in turn, ends the run with the "
                                  "verdict code_or_data (the time before, "
                                  "the code is rolled back; 0 = never)",
-                                 "count", 3, 0, 100}}};
+                                 "count", 3, 0, 100}},
+                               {{Facility::kEndRun}}};
   return info;
 }
 std::unique_ptr<StopVerdict> make_identical_verdict(const Params& p) {
@@ -60,7 +61,8 @@ const ModuleInfo& no_progress_verdict_info() {
         "this many runs in a row that get no further than the furthest step any run reached end "
         "the run with the "
         "verdict code_or_data (the run before, the code is rolled back; 0 = never)",
-        "count", 4, 0, 100}}};
+        "count", 4, 0, 100}},
+      {{Facility::kEndRun}}};
   return info;
 }
 std::unique_ptr<StopVerdict> make_no_progress_verdict(const Params& p) {
