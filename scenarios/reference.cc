@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "scenarios/scenario.h"
+#include "scenarios/stack_fields.h"
 
 namespace faultline::scenarios {
 namespace {
@@ -37,7 +38,7 @@ const std::map<std::string, Doc>& docs() {
     {"cluster.rack_size", {"count", "Machines per rack (one ToR switch); rack-scope faults strike a whole rack."}},
     {"cluster.racks_per_pod", {"count", "Racks per pod (one leaf layer) in the fat tree."}},
     {"cluster.spines", {"count", "Spine switches above the pods."}},
-    {"cluster.standby_machines", {"count", "Warm standbys at time 0, refilled toward this number, for a stack without a standby module. Refused for a stack that sizes its own pool (`policy.params.standby_pool`)."}},
+    {"cluster.standby_machines", {"count", "Warm standbys at time 0, refilled toward this number, for a stack that takes standbys without a standby module (failover-bench, a plugin's). Refused for a stack that sizes its own pool (`policy.params.standby_pool`), and for one that never takes a standby (below)."}},
     {"cluster.nic_gbps", {"Gbit/s", "One machine's network bandwidth (all its NICs together)."}},
     {"cluster.tor_uplink_gbps", {"Gbit/s", "A rack switch's uplink bandwidth.", "`nic_gbps` × `rack_size` (non-blocking)"}},
     {"cluster.leaf_uplink_gbps", {"Gbit/s", "A pod's uplink bandwidth.", "`tor_uplink_gbps` × `racks_per_pod` (non-blocking)"}},
@@ -172,7 +173,8 @@ const std::map<std::string, Doc>& docs() {
     {"policy", {"", "The policy stack and its parameters."}},
     {"policy.stack", {"", "A registered stack (`faultline policies`; below)."}},
     {"policy.params", {"", "The stack's parameters (below), checked against its declaration; one the stack does not read with its module choices is refused."}},
-    {"policy.allow_unused_params", {"", "true: run with parameters the stack does not read, listed as `unread_params` in the result (`--allow-unused`)."}},
+    {"policy.allow_unused_params", {"", "true: run with parameters and fields the stack does not read, listed as `unread_params` and `unread_fields` in the result (`--allow-unused`)."}},
+    {"policy.compared_with", {"", "The other stacks the scenario is written for, as `sim compare --stacks` names them (`\"byterobust+recovery=migrate\"`): a field the file sets that only one of them reads is kept under `stack` (listed as `unread_fields` in the result) instead of refused. Each is checked like `--stacks`' entries."}},
   };
   return d;
 }
@@ -226,6 +228,38 @@ std::string field_row(const FieldInfo& f, const Doc& doc) {
   if (f.path == "faults.categories") def = "required without `trace`";
   return "| `" + f.path + "` | " + type + " | " + doc.unit + " | " + cell(def) + " | " +
          cell(allowed) + " | " + cell(doc.meaning) + " |\n";
+}
+
+// The fields only some stacks read (stack_fields.h): what reads each, and which registered
+// stacks do, with their module choices.
+void write_stack_fields(std::ostringstream& o, const Registry& registry) {
+  o << "\n## Fields only some stacks read\n\n"
+       "The simulator reads these only for a stack that uses what the second column names (a\n"
+       "stack declares what it may use beside itself, its modules theirs). A scenario that sets\n"
+       "one for a stack that never reads it, with its module choices, is refused, naming the\n"
+       "field, as an unread parameter is; `policy.allow_unused_params` (`--allow-unused`) runs\n"
+       "it anyway and lists it as `unread_fields` in the result. A field the scenario file wrote\n"
+       "for its own stack is kept, and listed, when another stack runs the file (`--set\n"
+       "policy.stack`, `sim compare`); `sim compare` and a sweep refuse only a field that no\n"
+       "run of theirs reads. A stack that declares nothing (a plugin's, by default) reads them\n"
+       "all.\n\n"
+       "| field | read only with | read by |\n|---|---|---|\n";
+  for (const StackField& f : stack_fields()) {
+    std::string what, by;
+    for (Facility x : f.read_by)
+      what += (what.empty() ? "" : "; or ") + std::string(facility_summary(x));
+    for (const auto& name : registry.names()) {
+      const PolicyInfo* info = registry.find(name);
+      const std::string when = when_used(*info, f.read_by);
+      if (when.empty()) continue;
+      by += (by.empty() ? "" : "; ") + ("`" + name + "`") +
+            (!info->uses        ? " (declares nothing)"
+             : when == "always" ? ""
+                                : " with `" + when + "`");
+    }
+    o << "| `" << f.path << "` | " << cell(what) << " | " << cell(by.empty() ? "none" : by)
+      << " |\n";
+  }
 }
 
 // Every registered stack's parameters, as `faultline policies` lists them.
@@ -303,6 +337,7 @@ std::string scenario_reference(const Registry& registry) {
     if (f.path == sec) continue;  // the section's own line is its heading
     o << field_row(f, d.at(f.path));
   }
+  write_stack_fields(o, registry);
   write_stacks(o, registry);
   return o.str();
 }

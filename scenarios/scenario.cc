@@ -1,12 +1,15 @@
 #include "scenarios/scenario.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "scenarios/stack_fields.h"
 #include "traces/config.h"
 
 namespace faultline::scenarios {
@@ -430,9 +433,8 @@ void parse_trace(const json& j, const std::string& file, Scenario& sc,
   sc.trace = std::move(ts);
 }
 
-// The JSON text with the --set overrides applied; not validated yet.
-json parse_document(const std::string& text, const std::string& file,
-                    const std::vector<std::string>& sets) {
+// The JSON text as written; a syntax error is a ScenarioError.
+json parse_json(const std::string& text, const std::string& file) {
   json doc;
   try {
     doc = json::parse(text);
@@ -442,7 +444,6 @@ json parse_document(const std::string& text, const std::string& file,
     throw ScenarioError(file + ": $: invalid JSON (" +
                         (p == std::string::npos ? what : what.substr(p)) + ")");
   }
-  for (const auto& s : sets) apply_set(doc, s, file);
   return doc;
 }
 
@@ -780,6 +781,7 @@ void resolve_params(const Obj& p, const PolicyInfo& info,
 void check_unread_params(Obj& p, const PolicyInfo& info,
                          const std::map<std::string, double>& overrides, Scenario& sc) {
   const bool allow_unused = p.boolean("allow_unused_params", false);
+  sc.allow_unused_params = allow_unused;
   for (const auto& [k, v] : overrides) {
     const ParamSpec* spec = info.find_param(k);
     if (!spec || param_is_read(info, *spec, sc.policy_params)) continue;
@@ -806,6 +808,54 @@ void check_unread_params(Obj& p, const PolicyInfo& info,
   }
 }
 
+// $.policy.compared_with: the other stacks the scenario is written for, each NAME or
+// NAME+PARAM=VALUE+... as sim compare --stacks takes them (a VALUE is a number, true, false
+// or a module name), resolved against the stack's declared parameters.
+void parse_compared_with(Obj& p, const Registry& registry, Scenario& sc) {
+  record("$.policy.compared_with", "array", "[]", false);
+  const json* cw = p.get("compared_with");
+  if (!cw) return;
+  if (!cw->is_array())
+    p.fail("$.policy.compared_with", "expected an array of stacks, got " + type_of(*cw));
+  for (std::size_t i = 0; i < cw->size(); ++i) {
+    const std::string at = "$.policy.compared_with[" + std::to_string(i) + "]";
+    const json& e = (*cw)[i];
+    if (!e.is_string())
+      p.fail(at,
+             "expected a stack, NAME or NAME+PARAM=VALUE+..., got " + type_of(e) + " " + brief(e));
+    std::vector<std::string> parts;
+    std::stringstream ss(e.get<std::string>());
+    for (std::string x; std::getline(ss, x, '+');) parts.push_back(x);
+    const PolicyInfo* info = parts.empty() ? nullptr : registry.find(parts[0]);
+    if (!info) {
+      std::string all;
+      for (const auto& n : registry.names()) all += (all.empty() ? "" : "|") + n;
+      p.fail(at, "expected a registered stack (" + all + "), got " + brief(e));
+    }
+    std::map<std::string, double> overrides;
+    for (std::size_t k = 1; k < parts.size(); ++k) {
+      const auto eq = parts[k].find('=');
+      if (eq == std::string::npos || eq == 0)
+        p.fail(at, "expected NAME+PARAM=VALUE+..., got '" + parts[k] + "'");
+      const std::string key = parts[k].substr(0, eq), v = parts[k].substr(eq + 1);
+      const ParamSpec* spec = info->find_param(key);
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (spec && spec->choice_index(v) >= 0)
+        overrides[key] = spec->choice_index(v);
+      else if (v == "true" || v == "false")
+        overrides[key] = v == "true";
+      else if (!v.empty() && end && *end == 0)
+        overrides[key] = x;
+      else
+        p.fail(at, "parameter '" + key + "': expected a number or a module name, got '" + v + "'");
+    }
+    Scenario::OtherStack other{e.get<std::string>(), parts[0], {}};
+    if (auto err = Params::resolve(info->params, overrides, &other.params)) p.fail(at, *err);
+    sc.compared_with.push_back(std::move(other));
+  }
+}
+
 // $.policy: the stack and its parameters. REQUIRES the cluster read: cluster_sets_standby
 // is whether it sets standby_machines.
 void parse_policy(const json& pj, const std::string& file, const Registry& registry,
@@ -816,6 +866,7 @@ void parse_policy(const json& pj, const std::string& file, const Registry& regis
   const std::map<std::string, double> overrides = read_param_overrides(p, info);
   resolve_params(p, info, overrides, sc);
   check_unread_params(p, info, overrides, sc);
+  parse_compared_with(p, registry, sc);
   // Replica groups keep at least min_replicas of the job's data-parallel replicas.
   if (const ParamSpec* min = info.find_param("min_replicas");
       min && param_is_read(info, *min, sc.policy_params) &&
@@ -839,7 +890,133 @@ void parse_policy(const json& pj, const std::string& file, const Registry& regis
   p.finish();
 }
 
+// ---------------------------------------------------------------- fields only some stacks read
+
+// A stack and the values of its parameters: what decides which facilities it may use.
+struct Reader {
+  const PolicyInfo* info = nullptr;
+  Params values;
+  bool may_use_any(const std::vector<Facility>& fs) const {
+    for (Facility f : fs)
+      if (may_use(*info, f, values)) return true;
+    return false;
+  }
+};
+
+// The stack the scenario file itself names, with its own parameters, when it differs from
+// the one that runs (--set policy.stack, sim compare's other stacks): a field the file
+// wrote for it describes the environment for the stack it was written for. None when the
+// file names no registered stack or its parameters do not resolve.
+std::optional<Reader> file_stack(const json& original, const Registry& registry,
+                                 const Scenario& sc) {
+  const json* pj =
+      original.is_object() && original.contains("policy") ? &original["policy"] : nullptr;
+  if (!pj || !pj->is_object() || !pj->contains("stack") || !(*pj)["stack"].is_string())
+    return std::nullopt;
+  Reader r;
+  r.info = registry.find((*pj)["stack"].get<std::string>());
+  if (!r.info) return std::nullopt;
+  std::map<std::string, double> overrides;
+  if (pj->contains("params") && (*pj)["params"].is_object()) {
+    for (auto it = (*pj)["params"].begin(); it != (*pj)["params"].end(); ++it) {
+      const ParamSpec* spec = r.info->find_param(it.key());
+      if (it->is_boolean())
+        overrides[it.key()] = it->get<bool>() ? 1 : 0;
+      else if (it->is_number())
+        overrides[it.key()] = it->get<double>();
+      else if (it->is_string() && spec && spec->choice_index(it->get<std::string>()) >= 0)
+        overrides[it.key()] = spec->choice_index(it->get<std::string>());
+      else
+        return std::nullopt;
+    }
+  }
+  if (Params::resolve(r.info->params, overrides, &r.values)) return std::nullopt;
+  if (r.info->name == sc.policy && r.values.values() == sc.policy_params.values())
+    return std::nullopt;  // the same stack, the same choices: nothing more reads
+  return r;
+}
+
+// What reads a field (`fs`) and why the stack does not, for the refusal: the facilities'
+// summaries, and the module choices under which the stack would use one, with the
+// scenario's.
+std::string unread_why(const PolicyInfo& info, const Params& values,
+                       const std::vector<Facility>& fs) {
+  std::string what;
+  for (Facility f : fs) what += (what.empty() ? "" : " or ") + std::string(facility_summary(f));
+  const std::string tail = "; set policy.allow_unused_params=true (--allow-unused) to run anyway";
+  const std::string when = when_used(info, fs);
+  if (when.empty())
+    return "stack '" + info.name + "' never reads it: it is read only with " + what + ", which '" +
+           info.name + "' never uses" + tail;
+  std::string now;  // the scenario's choice of each parameter `when` names
+  for (std::size_t at = 0; at < when.size();) {
+    const std::size_t eq = when.find('=', at);
+    const std::string choice = when.substr(at, eq - at);
+    const ParamSpec* cs = info.find_param(choice);
+    const int i = cs ? static_cast<int>(values.get(choice)) : -1;
+    now += (now.empty() ? "" : ", ") + choice + "=" +
+           (cs && i >= 0 && i < static_cast<int>(cs->choices.size()) ? cs->choices[i]
+                                                                     : std::to_string(i));
+    const std::size_t next = when.find(" or ", eq);
+    at = next == std::string::npos ? when.size() : next + 4;
+  }
+  return "stack '" + info.name + "' does not read it here: it is read only with " + what +
+         ", which it uses only with " + when + " (this scenario has " + now + ")" + tail;
+}
+
+// The fields of `doc` that the stack that runs never reads (stack_fields()), each marked
+// kept when the file wrote it as it is for a stack that reads it: its own (when another
+// runs), or one of compared_with. REQUIRES the policy read.
+void find_unread_fields(const json& doc, const json& original, const Registry& registry,
+                        Scenario& sc) {
+  const PolicyInfo* info = registry.find(sc.policy);
+  if (!info) return;
+  const Reader runs{info, sc.policy_params};  // one that declares nothing may read everything
+  std::vector<Reader> written_for;            // the stacks the file is written for, besides `runs`
+  if (std::optional<Reader> own = file_stack(original, registry, sc)) written_for.push_back(*own);
+  for (const auto& other : sc.compared_with)
+    written_for.push_back({registry.find(other.stack), other.params});
+  for (const SetField& s : fields_set(doc)) {
+    if (runs.may_use_any(s.field->read_by)) {
+      sc.read_fields.push_back(s.at);
+      continue;
+    }
+    const json::json_pointer ptr = pointer_of(s.at);
+    const bool as_written = original.contains(ptr) && original.at(ptr) == *s.value;
+    bool kept = false;
+    for (const Reader& r : written_for)
+      kept = kept || (as_written && r.may_use_any(s.field->read_by));
+    sc.unread_fields.push_back({s.at, unread_why(*info, sc.policy_params, s.field->read_by), kept});
+  }
+}
+
 }  // namespace
+
+void refuse_unread_by_all(const std::vector<const Scenario*>& runs,
+                          const std::vector<std::string>& labels) {
+  if (runs.empty() || runs.front()->allow_unused_params) return;
+  // A field some run's stack reads is not ignored; one only kept (the file's environment
+  // for the stacks it is written for) is not either. One set otherwise that no run reads is.
+  for (const Scenario* first : runs)
+    for (const Scenario::UnreadField& u : first->unread_fields) {
+      if (u.kept) continue;
+      bool read = false;
+      for (const Scenario* sc : runs) {
+        const auto& v = sc->read_fields;
+        read = read || std::find(v.begin(), v.end(), u.path) != v.end();
+      }
+      if (read) continue;
+      if (runs.size() == 1) throw ScenarioError(first->file + ": " + u.path + ": " + u.why);
+      std::string all;
+      for (const auto& l : labels) all += (all.empty() ? "" : ", ") + l;
+      // The reason names what reads the field.
+      const auto what = u.why.find("it is read only with ");
+      const auto end = u.why.find(", which ");
+      throw ScenarioError(first->file + ": " + u.path + ": none of the runs here (" + all +
+                          ") reads it: " + u.why.substr(what, end - what) +
+                          "; set policy.allow_unused_params=true (--allow-unused) to run anyway");
+    }
+}
 
 double default_recall(const FaultCategory& c, const std::string& test) {
   auto it = c.recall.find(test);
@@ -898,8 +1075,11 @@ const char* scope_name(FaultScope s) {
 }
 
 Scenario parse_scenario(const std::string& text, const std::string& file,
-                        const std::vector<std::string>& sets, const Registry& registry) {
-  json doc = parse_document(text, file, sets);
+                        const std::vector<std::string>& sets, const Registry& registry,
+                        const LoadOptions& options) {
+  const json original = parse_json(text, file);
+  json doc = original;
+  for (const auto& s : sets) apply_set(doc, s, file);
   Scenario sc;
   sc.file = file;
   sc.name = std::filesystem::path(file).stem().string();
@@ -914,17 +1094,20 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   if (const json* dj = root.get("diagnosis")) parse_diagnosis(*dj, file, sc.diagnosis);
   parse_policy(required_object(root, "policy"), file, registry, cluster_sets_standby, sc);
   root.finish();
+  // Last, once every field is read and checked (the reference records them all first).
+  find_unread_fields(doc, original, registry, sc);
+  if (options.refuse_unread_fields) refuse_unread_by_all({&sc}, {sc.policy});
   return sc;
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets,
-                       const Registry& registry) {
+                       const Registry& registry, const LoadOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ScenarioError(path + ": cannot open file");
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw ScenarioError(path + ": read error");
-  return parse_scenario(ss.str(), path, sets, registry);
+  return parse_scenario(ss.str(), path, sets, registry, options);
 }
 
 std::vector<FieldInfo> scenario_fields(const Registry& registry) {

@@ -305,7 +305,48 @@ struct Scenario {
   // policy.params set here that the stack will not read with its module choices (kept only
   // with policy.allow_unused_params; refused otherwise).
   std::vector<std::string> unread_params;
+  // policy.compared_with: the other stacks the scenario is written for, as sim compare
+  // --stacks names them ("byterobust+recovery=migrate"), each with its resolved parameters.
+  struct OtherStack {
+    std::string spec;  // as written
+    std::string stack;
+    Params params;
+  };
+  std::vector<OtherStack> compared_with;
+  // Fields set here that the stack, with its module choices, never reads (the table of
+  // scenarios/stack_fields.h), in the table's order. Each is refused unless
+  // policy.allow_unused_params, or the file wrote it (as it is) for a stack that reads it:
+  // the file's own stack when another runs it (--set policy.stack, sim compare), or one of
+  // compared_with. A scenario describes an environment several stacks run in; what only
+  // some of them read is then listed in the result, not refused.
+  struct UnreadField {
+    std::string path;   // "$.cluster.standby_machines"
+    std::string why;    // the refusal after the path: which facility reads it, and when
+    bool kept = false;  // written in the file for a stack that reads it
+  };
+  std::vector<UnreadField> unread_fields;
+  // The table's fields set here that the stack may read, as JSON paths: with several stacks
+  // on one scenario (refuse_unread_by_all), a field one of them reads is not ignored.
+  std::vector<std::string> read_fields;
+  bool allow_unused_params = false;  // policy.allow_unused_params (--allow-unused)
 };
+
+// How load_scenario treats the fields the stack never reads (Scenario::unread_fields).
+struct LoadOptions {
+  // true: refuse the first one not kept (UnreadField::kept), unless
+  // policy.allow_unused_params. false: keep them all in unread_fields, for a caller that runs
+  // several stacks on one scenario (sim compare, a sweep) and refuses only what none of
+  // them reads (refuse_unread_by_all).
+  bool refuse_unread_fields = true;
+};
+
+// Refuses (ScenarioError, one line) the first field that a scenario of `runs` (one scenario
+// under several stacks or settings, loaded with refuse_unread_fields false) sets, does not
+// keep, and that no run's stack reads (read_fields), unless they allow unused fields. One
+// run: as load_scenario refuses. `labels` name the runs in the message (the stacks or sweep
+// points), in the same order.
+void refuse_unread_by_all(const std::vector<const Scenario*>& runs,
+                          const std::vector<std::string>& labels);
 
 // One field the parser reads, as recorded while it parses (scenario_fields).
 struct FieldInfo {
@@ -326,10 +367,11 @@ std::vector<FieldInfo> scenario_fields(const Registry& registry);
 // string; "json.path=null" removes the field, so its default applies), and validates
 // against the registry. Throws ScenarioError.
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets,
-                       const Registry& registry);
+                       const Registry& registry, const LoadOptions& options = {});
 // Same from text; `file` is used in messages.
 Scenario parse_scenario(const std::string& text, const std::string& file,
-                        const std::vector<std::string>& sets, const Registry& registry);
+                        const std::vector<std::string>& sets, const Registry& registry,
+                        const LoadOptions& options = {});
 
 const char* symptom_name(Symptom s);
 const char* scope_name(FaultScope s);

@@ -23,6 +23,7 @@
 #include <variant>
 
 #include "policies/module.h"
+#include "scenarios/stack_fields.h"
 #include "sim/metrics.h"
 #include "sim/replay_decisions.h"
 #include "sim/report.h"
@@ -610,6 +611,13 @@ json scenario_doc(const LiveRun& run, const Calibration& cal, const ReplayedFaul
     if (k.rfind("diagnosis.", 0) == 0) d[k.substr(10)] = c.value;
   doc["diagnosis"] = d;
   doc["policy"] = {{"stack", stack.name}, {"params", stack.params}};
+  // The environment as the live run measured it, less what the replayed stack never reads
+  // (a scenario that sets those is refused): the calibration still reports them.
+  std::map<std::string, double> chosen;
+  for (const auto& [k, v] : stack.params.items())
+    if (v.is_number()) chosen[k] = v.get<double>();
+  if (Params values; !Params::resolve(stack.info->params, chosen, &values))
+    scenarios::drop_unread_fields(doc, *stack.info, values);
   return doc;
 }
 

@@ -153,6 +153,13 @@ void add_run(json& out, const scenarios::Scenario& sc, const std::vector<Replica
   for (const auto& [k, v] : sc.policy_params.values()) params[k] = v;
   out["policy_params"] = params;
   if (!sc.unread_params.empty()) out["unread_params"] = sc.unread_params;  // kept by --allow-unused
+  // Fields the stack never reads, kept by --allow-unused, by another stack of a comparison or
+  // sweep that reads them, or because the file wrote them for its own stack: never silent.
+  if (!sc.unread_fields.empty()) {
+    json fields = json::array();
+    for (const auto& u : sc.unread_fields) fields.push_back(u.path.substr(2));  // less "$."
+    out["unread_fields"] = fields;
+  }
   // The modules the choice parameters picked, by name and version (the index alone
   // depends on which plugins were loaded, and in what order).
   json mods = json::object();
@@ -559,6 +566,14 @@ std::string format_table(const json& r) {
   std::ostringstream o;
   o << std::fixed;
   table_summary(o, r);
+  if (r.contains("unread_fields")) {
+    // Kept, not silent: --allow-unused, or the file wrote them for its own stack.
+    const auto& u = r["unread_fields"];
+    o << "unread     " << u.size() << " field(s) set that policy " << r["policy"].get<std::string>()
+      << " never reads:";
+    for (std::size_t i = 0; i < u.size() && i < 3; ++i) o << " " << u[i].get<std::string>();
+    o << (u.size() > 3 ? " ..." : "") << " (unread_fields in --format json)\n";
+  }
   table_costs(o, r);
   table_outcomes(o, r);
   return o.str();

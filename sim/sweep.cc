@@ -194,7 +194,10 @@ std::vector<PlannedPoint> plan_points(const SweepSpec& spec,
     if (spec.base.seed >= 0) sets.push_back("seed=" + std::to_string(spec.base.seed));
     if (spec.base.replicas > 0) sets.push_back("replicas=" + std::to_string(spec.base.replicas));
     try {
-      p.scenario = scenarios::load_scenario(spec.scenario_path, sets, registry);
+      // A field some point reads is not ignored (a grid over policy.stack): refused below
+      // only when no point reads it.
+      p.scenario = scenarios::load_scenario(spec.scenario_path, sets, registry,
+                                            {.refuse_unread_fields = false});
     } catch (const scenarios::ScenarioError& e) {
       if (params.empty()) throw;
       throw scenarios::ScenarioError(std::string(e.what()) + " (sweep point " +
@@ -202,6 +205,15 @@ std::vector<PlannedPoint> plan_points(const SweepSpec& spec,
     }
     out.push_back(std::move(p));
   }
+  std::vector<const scenarios::Scenario*> runs;
+  std::vector<std::string> labels;  // each point's assignments, PATH=VALUE+PATH=VALUE
+  for (const auto& p : out) {
+    runs.push_back(&p.scenario);
+    std::string label;
+    for (const auto& [k, v] : p.point.params) label += (label.empty() ? "" : "+") + k + "=" + v;
+    labels.push_back(label.empty() ? "the base scenario" : label);
+  }
+  scenarios::refuse_unread_by_all(runs, labels);
   return out;
 }
 

@@ -114,6 +114,10 @@ nlohmann::json vs_baseline(const std::vector<sim::ReplicaResult>& a,
   return out;
 }
 
+// Every stack's scenario keeps the fields it does not read; load_compared refuses those
+// no stack of the comparison reads.
+constexpr scenarios::LoadOptions kDeferUnread{.refuse_unread_fields = false};
+
 // The options of sim compare beside the shared ones (flags.h), in the same table shape.
 constexpr FlagSpec kCompareFlags[] = {
     {"--stacks", "A,B,..."},
@@ -195,7 +199,8 @@ int validate_compare(CompareArgs& c) {
   if (!c.variants.empty() && !c.stacks_given) {
     try {  // the scenario's stack: the baseline of variants without --stacks
       const Registry registry = policies::builtin_registry();
-      c.stacks = {scenarios::load_scenario(c.path, c.f.scenario_sets(), registry).policy};
+      c.stacks = {
+          scenarios::load_scenario(c.path, c.f.scenario_sets(), registry, kDeferUnread).policy};
     } catch (const scenarios::ScenarioError& e) {
       std::fprintf(stderr, "faultline: %s\n", e.what());
       return 2;
@@ -251,24 +256,29 @@ bool variant_sets(const std::string& label, const std::string& v, std::vector<st
   return true;
 }
 
-// Loads one scenario per stack, then one per variant, into `scs`. Returns -1, or 2 after
-// printing why one does not load.
+// Loads one scenario per stack, then one per variant, into `scs`. A field that one of
+// them reads is not ignored: only one that none of them reads is refused (the file's own
+// stack reads what the file wrote for it). Returns -1, or 2 after printing why one does not
+// load.
 int load_compared(const CompareArgs& c, const Registry& registry,
                   std::vector<scenarios::Scenario>& scs) {
   const std::vector<std::string> sets = c.f.scenario_sets();
   const std::size_t n_stacks = c.stacks.size() - c.variants.size();
   try {
-    const scenarios::Scenario base = scenarios::load_scenario(c.path, sets, registry);
+    const scenarios::Scenario base = scenarios::load_scenario(c.path, sets, registry, kDeferUnread);
     for (std::size_t k = 0; k < n_stacks; ++k) {
       std::vector<std::string> s2 = sets;
       if (!stack_sets(c.stacks[k], base.policy, s2)) return 2;
-      scs.push_back(scenarios::load_scenario(c.path, s2, registry));
+      scs.push_back(scenarios::load_scenario(c.path, s2, registry, kDeferUnread));
     }
     for (const auto& [label, v] : c.variants) {
       std::vector<std::string> s2 = sets;
       if (!variant_sets(label, v, s2)) return 2;
-      scs.push_back(scenarios::load_scenario(c.path, s2, registry));
+      scs.push_back(scenarios::load_scenario(c.path, s2, registry, kDeferUnread));
     }
+    std::vector<const scenarios::Scenario*> runs;
+    for (const auto& sc : scs) runs.push_back(&sc);
+    scenarios::refuse_unread_by_all(runs, c.stacks);
   } catch (const scenarios::ScenarioError& e) {
     std::fprintf(stderr, "faultline: %s\n", e.what());
     return 2;

@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "policies/builtin.h"
+#include "policies/module.h"
 #include "scenarios/reference.h"
+#include "scenarios/stack_fields.h"
 
 namespace faultline::scenarios {
 namespace {
@@ -21,6 +23,13 @@ const char* kMinimal = R"({
   "faults": {"categories": [{"name": "c", "rate_per_job_day": 32, "symptom": "crash", "scope": "job"}]},
   "policy": {"stack": "requeue", "params": {"checkpoint_interval_s": 900}}
 })";
+
+// The minimal scenario under byterobust with its default modules, then `more`.
+std::vector<std::string> byterobust(std::vector<std::string> more = {}) {
+  std::vector<std::string> sets = {"policy.stack=byterobust", "policy.params={}"};
+  sets.insert(sets.end(), more.begin(), more.end());
+  return sets;
+}
 
 // The one-line error the minimal scenario with `sets` gets, or "accepted".
 std::string minimal_error(const std::vector<std::string>& sets) {
@@ -111,8 +120,11 @@ TEST(Scenario, RestartCostsDefaultToTodaysAndRefuseNegatives) {
   Scenario s = parse_scenario(kMinimal, "m.json", {"job.init_s=60"}, r);
   EXPECT_EQ(s.job.init_per_machine_s, 0);
   EXPECT_EQ(s.job.inplace_init_s, 60);  // defaults to init_s
+  // (inplace_init_s only with in-place restarts: FlashRecovery's.)
   s = parse_scenario(kMinimal, "m.json",
-                     {"job.init_s=60", "job.init_per_machine_s=0.02", "job.inplace_init_s=15"}, r);
+                     byterobust({"policy.params.recovery=flash", "job.init_s=60",
+                                 "job.init_per_machine_s=0.02", "job.inplace_init_s=15"}),
+                     r);
   EXPECT_EQ(s.job.init_per_machine_s, 0.02);
   EXPECT_EQ(s.job.inplace_init_s, 15);
   EXPECT_EQ(minimal_error({"job.init_per_machine_s=-1"}),
@@ -190,9 +202,11 @@ TEST(Scenario, AlertCoverageAndCheckpointMfuLossDefaultToNoEffect) {
   Scenario s = parse_scenario(kMinimal, "m.json", {}, r);
   EXPECT_EQ(s.job.checkpoint_mfu_loss, 0);
   EXPECT_EQ(s.faults[0].alert_coverage, 1);
+  // (Read by a stack with inspections and an every-step in-memory checkpoint: byterobust's
+  // defaults.)
   s = parse_scenario(kMinimal, "m.json",
-                     {"job.checkpoint_mfu_loss=0.0071", "faults.categories.c.alert=gpu",
-                      "faults.categories.c.alert_coverage=0.71"},
+                     byterobust({"job.checkpoint_mfu_loss=0.0071", "faults.categories.c.alert=gpu",
+                                 "faults.categories.c.alert_coverage=0.71"}),
                      r);
   EXPECT_DOUBLE_EQ(s.job.checkpoint_mfu_loss, 0.0071);
   EXPECT_DOUBLE_EQ(s.faults[0].alert_coverage, 0.71);
@@ -226,9 +240,11 @@ TEST(Scenario, NanExitsUnlessTheCategorySaysNot) {
 // no test of one machine (nor a replay) sees it by default; a recall given says otherwise.
 TEST(Scenario, ALinkOnlySlowdownIsOneMachinesAndNoSingleMachineTestSeesIt) {
   Registry r = policies::builtin_registry();
-  const std::vector<std::string> link = {
-      "faults.categories.c.scope=machine", "faults.categories.c.symptom=slowdown",
-      "faults.categories.c.link_only=true", "faults.categories.c.alert=nic"};
+  // (Under a stack that runs the stress test, so that its recall is read.)
+  const std::vector<std::string> link =
+      byterobust({"policy.params.localization=stress", "faults.categories.c.scope=machine",
+                  "faults.categories.c.symptom=slowdown", "faults.categories.c.link_only=true",
+                  "faults.categories.c.alert=nic"});
   Scenario s = parse_scenario(kMinimal, "m.json", link, r);
   ASSERT_TRUE(s.faults[0].link_only);
   for (const char* t :
@@ -321,7 +337,9 @@ TEST(Scenario, ModellingChoicesRefuseBadInputNamingTheField) {
 TEST(Scenario, AWarningAnnouncesAShareOfAMachineCategorysFaults) {
   Registry r = policies::builtin_registry();
   EXPECT_FALSE(parse_scenario(kMinimal, "m.json", {}, r).faults[0].warning.enabled);
-  const std::vector<std::string> machine = {"faults.categories.c.scope=machine"};
+  // (Under a stack that migrates on a warning, which reads it.)
+  const std::vector<std::string> machine =
+      byterobust({"policy.params.recovery=migrate", "faults.categories.c.scope=machine"});
   auto with = [&](std::vector<std::string> sets) {
     sets.insert(sets.begin(), machine.begin(), machine.end());
     return sets;
@@ -366,13 +384,245 @@ TEST(Scenario, AWarningAnnouncesAShareOfAMachineCategorysFaults) {
             "names one machine)");
 }
 
+// Every shipped scenario loads under its own stack; a field it sets that this stack never
+// reads is one it wrote for a stack it names in policy.compared_with.
 TEST(Scenario, ShippedScenariosLoad) {
   Registry r = policies::builtin_registry();
-  for (const char* f :
-       {"byterobust-dense-9600.json", "byterobust-moe-9600.json", "daly-check.json",
-        "scale-100k.json", "scale-200k.json", "recovery-16k.json", "linkslow-9600.json"}) {
-    EXPECT_NO_THROW(load_scenario(std::string(FAULTLINE_SOURCE_DIR "/scenarios/") + f, {}, r)) << f;
+  int files = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(FAULTLINE_SOURCE_DIR) + "/scenarios")) {
+    if (e.path().extension() != ".json") continue;
+    ++files;
+    try {
+      const Scenario s = load_scenario(e.path().string(), {}, r);
+      for (const auto& u : s.unread_fields) {
+        EXPECT_TRUE(u.kept) << e.path() << ": " << u.path;
+        EXPECT_FALSE(s.compared_with.empty()) << e.path() << ": " << u.path;
+      }
+    } catch (const ScenarioError& x) {
+      ADD_FAILURE() << x.what();
+    }
   }
+  EXPECT_GE(files, 18);
+}
+
+// Issue 50: a scenario field the stack never reads is refused like an unread parameter, in
+// one line naming the field, the stack and what reads it; allow_unused_params keeps it and
+// lists it.
+TEST(Scenario, StandbyMachinesUnderRequeueIsRefusedNamingTheField) {
+  EXPECT_EQ(minimal_error({"cluster.standby_machines=8"}),
+            "m.json: $.cluster.standby_machines: stack 'requeue' never reads it: it is read only "
+            "with the warm standby pool (AcquireMachines standby, SetStandbyPool, "
+            "MigrateMachines), which 'requeue' never uses; set policy.allow_unused_params=true "
+            "(--allow-unused) to run anyway");
+  const Scenario s = parse_scenario(
+      kMinimal, "m.json", {"cluster.standby_machines=8", "policy.allow_unused_params=true"},
+      policies::builtin_registry());
+  ASSERT_EQ(s.unread_fields.size(), 1u);
+  EXPECT_EQ(s.unread_fields[0].path, "$.cluster.standby_machines");
+  EXPECT_EQ(s.cluster.standby_machines, 8);
+  // A stack that takes machines from the pool without sizing it reads it (failover-bench,
+  // which declares nothing: may use everything).
+  EXPECT_EQ(minimal_error(
+                {"policy.stack=failover-bench", "policy.params={}", "cluster.standby_machines=8"}),
+            "accepted");
+}
+
+// Each stack-dependent field (scenarios/stack_fields.h) is refused where the stack, with its
+// module choices, never reads it, and accepted where it does; the refusal says under which
+// choices the stack would read it.
+TEST(Scenario, AFieldTheStackNeverReadsIsRefusedAndOneItReadsIsNot) {
+  struct Case {
+    std::vector<std::string> stack;  // the sets that choose the stack and its modules
+    std::string field;               // PATH=VALUE
+    std::string refused;             // a part of the refusal; "" = accepted
+  };
+  const std::vector<std::string> requeue = {},
+                                 reschedule = {"policy.stack=reschedule", "policy.params={}"};
+  const std::string never = "stack 'requeue' never reads it";
+  const std::vector<Case> cases = {
+      {requeue, "cluster.scheduler.requeue_base_s=100", ""},
+      {reschedule, "cluster.scheduler.requeue_per_machine_s=1", ""},
+      {requeue, "cluster.scheduler.reschedule_base_s=100", never},
+      {reschedule, "cluster.scheduler.reschedule_per_machine_s=1", ""},
+      {requeue, "cluster.scheduler.standby_refill=repaired", never},
+      {byterobust(), "cluster.scheduler.standby_refill=repaired", ""},
+      {byterobust({"policy.params.recovery=reschedule"}), "cluster.standby_machines=8",
+       "stack 'byterobust' does not read it here: it is read only with the warm standby pool "
+       "(AcquireMachines standby, SetStandbyPool, MigrateMachines), which it uses only with "
+       "recovery=standby|lemon|scored|segment|replica-drop|flash|migrate (this scenario has "
+       "recovery=reschedule)"},
+      {byterobust({"policy.params.recovery=requeue"}), "diagnosis.standby_wake_s=5",
+       "recovery=standby|"},
+      {byterobust({"policy.params.recovery=requeue"}), "diagnosis.gpu_diag_s=60", ""},  // tests
+      {reschedule, "diagnosis.gpu_diag_s=60", "stack 'reschedule' never reads it"},
+      {requeue, "job.inplace_init_s=10", never},
+      {byterobust(), "job.inplace_init_s=10",
+       "recovery=flash (this scenario has recovery=standby)"},
+      {byterobust({"policy.params.recovery=flash"}), "job.inplace_init_s=10", ""},
+      {requeue, "job.checkpoint_mfu_loss=0.01", never},
+      {byterobust({"policy.params.checkpoint=remote"}), "job.checkpoint_mfu_loss=0.01",
+       "checkpoint=peer (this scenario has checkpoint=remote)"},
+      {byterobust(), "job.partial_replica_rate=0.5", "recovery=replica-drop"},
+      {byterobust({"policy.params.recovery=replica-drop"}), "job.partial_replica_rate=0.5", ""},
+      {requeue, "job.on_call_fix_h=4", never},
+      {byterobust(), "job.on_call_fix_h=4", ""},
+      {requeue, "faults.categories[0].alert=gpu", never},
+      {byterobust({"policy.params.detection=timeout"}), "faults.categories[0].alert=gpu", ""},
+      {byterobust({"policy.params.detection=timeout", "faults.categories[0].alert=gpu"}),
+       "faults.categories[0].alert_coverage=0.5",
+       "detection=realtime (this scenario has detection=timeout)"},
+      {byterobust({"policy.params.detection=timeout"}), "diagnosis.capture_s=5",
+       "detection=realtime"},
+      {byterobust(), "diagnosis.capture_s=5", ""},
+      {byterobust(), "diagnosis.stress_s=60",
+       "it is read only with the stress test (RunProbe stress), which it uses only with "
+       "localization=stress (this scenario has localization=replay)"},
+      {byterobust({"policy.params.localization=stress"}), "diagnosis.stress_s=60", ""},
+      {byterobust({"policy.params.localization=stress"}), "diagnosis.replay_s=60",
+       "localization=replay|bisection"},
+      {byterobust({"policy.params.localization=stress"}), "faults.categories[0].recall.replay=1",
+       "localization=replay|bisection"},
+      {requeue, "faults.categories[0].recall.gpu_diag=1", never},
+      {byterobust(), "faults.categories[0].recall.stress=1", "localization=stress"},
+      {byterobust(), "diagnosis.false_positive.stress=0", "localization=stress"},
+      {byterobust(), "diagnosis.false_positive.bitwise=0", ""},
+      {requeue, "diagnosis.false_positive_rate=0", never},
+      {byterobust(), "diagnosis.group_setup_s=5", "localization=pairwise"},
+      {byterobust({"policy.params.localization=pairwise"}), "diagnosis.group_setup_s=5", ""},
+      {byterobust(), "diagnosis.rebalance_s=5", "failslow=ski_rental"},
+      {byterobust({"policy.params.failslow=ski_rental"}), "diagnosis.reconfigure_s=5", ""},
+      {requeue, "diagnosis.intra_all_to_all_s=5", never},
+      {requeue, "diagnosis.inter_all_gather_bytes=5", never},
+      {requeue, "diagnosis.bitwise_s=5", never},
+      {byterobust(), "diagnosis.bitwise_s=5", ""},
+      // A machine's fault (attribution and warnings are refused for job-wide ones).
+      {{"faults.categories[0].scope=machine"}, "faults.categories[0].attribution=0.5", never},
+      {{"policy.stack=reschedule", "policy.params={}", "faults.categories[0].scope=machine"},
+       "faults.categories[0].attribution=0.5",
+       ""},
+      {{"policy.stack=reschedule", "policy.params={}", "faults.categories[0].scope=machine",
+        "faults.categories[0].attribution=0.5"},
+       "faults.categories[0].misattribution=random",
+       ""},
+      {byterobust({"faults.categories[0].scope=machine"}),
+       "faults.categories[0].warning={\"lead_time_s\":60,\"probability\":1}", "recovery=migrate"},
+      {byterobust({"faults.categories[0].scope=machine"}),
+       "faults.categories[0].replica_confined=true", "recovery=replica-drop"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> sets = c.stack;
+    sets.push_back(c.field);
+    const std::string got = minimal_error(sets);
+    SCOPED_TRACE(c.field);
+    if (c.refused.empty()) {
+      EXPECT_EQ(got, "accepted");
+      continue;
+    }
+    // One line: the file, the field's JSON path, the stack, what reads it, the way out.
+    const std::string at = "m.json: $." + c.field.substr(0, c.field.find('=')) + ": ";
+    EXPECT_EQ(got.rfind(at, 0), 0u) << got;
+    EXPECT_NE(got.find(c.refused), std::string::npos) << got;
+    EXPECT_NE(got.find("set policy.allow_unused_params=true (--allow-unused) to run anyway"),
+              std::string::npos)
+        << got;
+    EXPECT_EQ(got.find('\n'), std::string::npos) << got;
+    sets.push_back("policy.allow_unused_params=true");
+    EXPECT_EQ(minimal_error(sets), "accepted");
+  }
+  // Every line of the table is exercised by at least one case.
+  std::set<std::string> covered;
+  for (const Case& c : cases) {
+    std::string p = c.field.substr(0, c.field.find('='));
+    if (auto i = p.find("[0]"); i != std::string::npos) p.replace(i, 3, "[]");
+    covered.insert(p);
+  }
+  for (const StackField& f : stack_fields())
+    if (f.path.find(".recall.") == std::string::npos &&
+        f.path.find(".false_positive.") == std::string::npos)
+      EXPECT_TRUE(covered.count(f.path)) << f.path;
+}
+
+// A field the scenario file wrote for its own stack describes the environment: it is kept
+// (and listed) when another stack runs the file (--set policy.stack, sim compare); the same
+// field set on the command line for a stack that never reads it is refused.
+TEST(Scenario, AFieldWrittenForTheFilesOwnStackIsKeptUnderAnother) {
+  Registry r = policies::builtin_registry();
+  std::string written = kMinimal;
+  written.replace(written.find("\"policy\""), 0, "\"diagnosis\": {\"replay_s\": 600},\n  ");
+  written.replace(written.find("\"requeue\", \"params\": {\"checkpoint_interval_s\": 900}"),
+                  std::string("\"requeue\", \"params\": {\"checkpoint_interval_s\": 900}").size(),
+                  "\"byterobust\"");
+  EXPECT_TRUE(parse_scenario(written, "w.json", {}, r).unread_fields.empty());
+  const Scenario s =
+      parse_scenario(written, "w.json", {"policy.stack=requeue", "policy.params={}"}, r);
+  ASSERT_EQ(s.unread_fields.size(), 1u);
+  EXPECT_EQ(s.unread_fields[0].path, "$.diagnosis.replay_s");
+  EXPECT_TRUE(s.unread_fields[0].kept);
+  try {
+    parse_scenario(written, "w.json",
+                   {"policy.stack=requeue", "policy.params={}", "diagnosis.replay_s=60"}, r);
+    ADD_FAILURE() << "accepted a replay time set for a stack that never replays";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("w.json: $.diagnosis.replay_s: stack 'requeue' never"),
+              std::string::npos)
+        << e.what();
+  }
+  // Several stacks on one scenario (sim compare, a sweep over policy.stack): refused only
+  // when none of them reads it.
+  const LoadOptions defer{.refuse_unread_fields = false};
+  const Scenario a = parse_scenario(kMinimal, "m.json", {"diagnosis.replay_s=60"}, r, defer);
+  const Scenario b =
+      parse_scenario(kMinimal, "m.json", byterobust({"diagnosis.replay_s=60"}), r, defer);
+  const Scenario c = parse_scenario(
+      kMinimal, "m.json", {"policy.stack=reschedule", "policy.params={}", "diagnosis.replay_s=60"},
+      r, defer);
+  EXPECT_NO_THROW(refuse_unread_by_all({&a, &b, &c}, {"requeue", "byterobust", "reschedule"}));
+  try {
+    refuse_unread_by_all({&a, &c}, {"requeue", "reschedule"});
+    ADD_FAILURE() << "accepted a field no stack of the comparison reads";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "m.json: $.diagnosis.replay_s: none of the runs here (requeue, reschedule) reads "
+              "it: it is read only with replays (RunReplay); set "
+              "policy.allow_unused_params=true (--allow-unused) to run anyway");
+  }
+}
+
+// A stack or module that declares nothing (a plugin's, by default) may use every facility:
+// no field is refused for it.
+TEST(Scenario, AStackOrModuleThatDeclaresNothingMayReadEveryField) {
+  Registry r = policies::builtin_registry();
+  PolicyInfo plugin{"plugin-stack", "1", "declares no facilities", {}};
+  r.add(plugin, [](const Params&) -> std::unique_ptr<Policy> { return nullptr; });
+  EXPECT_NO_THROW(parse_scenario(kMinimal, "m.json",
+                                 {"policy.stack=plugin-stack", "policy.params={}",
+                                  "cluster.standby_machines=8", "diagnosis.replay_s=60"},
+                                 r));
+  policies::ModuleRegistry m;
+  policies::ModuleInfo quiet{policies::ModuleKind::kLocalization, "quiet", "1", "no uses"};
+  policies::ModuleInfo replays{
+      policies::ModuleKind::kLocalization,     "replays", "1", "replays", {},
+      std::vector<Facility>{Facility::kReplay}};
+  m.add(quiet, [](const Params&) -> std::unique_ptr<policies::Localizer> { return nullptr; });
+  m.add(replays, [](const Params&) -> std::unique_ptr<policies::Localizer> { return nullptr; });
+  std::vector<FacilityUse> uses = {{Facility::kRequeue}};
+  policies::add_module_uses(m, uses);
+  PolicyInfo stack{
+      "composed",
+      "1",
+      "",
+      {policies::module_choice(m, policies::ModuleKind::kLocalization, "localization", "")},
+      uses};
+  Params quiet_chosen, replays_chosen;
+  ASSERT_FALSE(Params::resolve(stack.params, {{"localization", 0}}, &quiet_chosen));
+  ASSERT_FALSE(Params::resolve(stack.params, {{"localization", 1}}, &replays_chosen));
+  for (int f = 0; f < kFacilities; ++f)
+    EXPECT_TRUE(may_use(stack, static_cast<Facility>(f), quiet_chosen))
+        << facility_name(static_cast<Facility>(f));
+  EXPECT_TRUE(may_use(stack, Facility::kReplay, replays_chosen));
+  EXPECT_TRUE(may_use(stack, Facility::kRequeue, replays_chosen));  // the stack's own
+  EXPECT_FALSE(may_use(stack, Facility::kStandby, replays_chosen));
 }
 
 // The checked-in reference is what the parser and the stacks declare today.

@@ -160,7 +160,7 @@ TEST(FaultLedger, CrashLogNamingTheSameMachineEvictsIt) {
   const std::string cats =
       R"(faults.categories=[{"name":"cuda","rate_per_machine_day":0.002,"symptom":"crash","persistent":true,)"
       R"("observe_after_s":60,"signature":"RuntimeError: CUDA error","recall":{"gpu_diag":0,)"
-      R"("intra_all_to_all":0,"inter_all_gather":0,"bitwise":0,"stress":0,"replay":0}}])";
+      R"("intra_all_to_all":0,"inter_all_gather":0,"bitwise":0,"replay":0}}])";
   json r = sim_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "8", "--jobs",
                      "2", "--set", "job.horizon_days=30", "--set", cats});
   expect_ledger_balances(r, "attributed");

@@ -507,7 +507,9 @@ json warned_job(double probability, double rate, double false_rate, const char* 
   c["alert"] = "gpu";
   c["warning"] = {
       {"lead_time_s", 600}, {"probability", probability}, {"false_per_machine_day", false_rate}};
+  // Written for the stack that migrates (the warnings are its), run under both.
   doc["policy"] = {{"stack", "byterobust"},
+                   {"compared_with", json::array({"byterobust+recovery=migrate"})},
                    {"params",
                     {{"recovery", recovery},
                      {"standby_pool", 3},

@@ -166,14 +166,16 @@ TEST(SimSweep, CsvHasOneRowPerPointWithParametersThenMeanAndCi) {
 }
 
 // Common random numbers: two points that differ only in a parameter with no effect
-// (the requeue stack never reschedules) give identical results, and fault arrivals do
-// not depend on the checkpoint interval.
+// (the requeue stack never reschedules: --allow-unused, as such a sweep is refused
+// otherwise) give identical results, and fault arrivals do not depend on the checkpoint
+// interval.
 TEST(SimSweep, CommonRandomNumbersAcrossPoints) {
   TempDir dir("sweep-crn");
-  CliResult r = run_cli(sweep_args(kDense, dir.str(),
-                                   {"--replicas", "12", "--jobs", "2", "--format", "csv", "--grid",
-                                    "cluster.scheduler.reschedule_base_s=120,999", "--grid",
-                                    "policy.params.checkpoint_interval_s=600,1800"}));
+  CliResult r =
+      run_cli(sweep_args(kDense, dir.str(),
+                         {"--replicas", "12", "--jobs", "2", "--format", "csv", "--grid",
+                          "cluster.scheduler.reschedule_base_s=120,999", "--grid",
+                          "policy.params.checkpoint_interval_s=600,1800", "--allow-unused"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto rows = read_csv(r.out);
   ASSERT_EQ(rows.size(), 5u);

@@ -300,6 +300,9 @@ TEST(ScenarioTrace, FittedAndPublishedModelsLoadAsScenarioFaults) {
   auto load_with = [&](const nlohmann::ordered_json& faults) {
     json doc = base();
     doc["faults"] = json::parse(faults.dump());
+    // A model names the inspection that sees each category (alert), which only a stack
+    // that runs inspections or stop-time tests reads (requeue's would be refused).
+    doc["policy"] = {{"stack", "byterobust"}};
     return scenarios::parse_scenario(doc.dump(), "model.json", {}, r);
   };
   // The shipped Table 1 model is the mix at the dense job's calibration.
