@@ -109,6 +109,13 @@ std::vector<std::uint8_t> encode(const ReplicaResult& r) {
   j["incidents"] = inc;
   j["decisions"] = r.decisions;
   j["resolved_by"] = r.resolved_by;
+  const Attributed& a = r.attributed;
+  j["attributed"] = {
+      a.init,          a.inplace_init,
+      a.requeue,       a.reschedule,
+      a.standby_wake,  a.on_call,
+      a.replay,        json(std::vector<std::int64_t>(std::begin(a.probe), std::end(a.probe))),
+      a.mfu_checkpoint};  // Attributed's fields in declaration order
   return json::to_msgpack(j);
 }
 
@@ -135,6 +142,17 @@ ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
                            x[6].get<std::vector<int>>(), x[7].get<std::vector<int>>()});
   r.decisions = j.at("decisions").get<std::vector<std::string>>();
   r.resolved_by = j.at("resolved_by").get<std::vector<std::int64_t>>();
+  const auto& a = j.at("attributed");
+  Attributed& x = r.attributed;
+  x.init = a[0];
+  x.inplace_init = a[1];
+  x.requeue = a[2];
+  x.reschedule = a[3];
+  x.standby_wake = a[4];
+  x.on_call = a[5];
+  x.replay = a[6];
+  for (int k = 0; k < kProbeKinds; ++k) x.probe[k] = a[7][k];
+  x.mfu_checkpoint = a[8];
   return r;
 }
 

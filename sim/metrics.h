@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "policies/api/action.h"
 #include "sim/progress.h"
 
 namespace faultline::sim {
@@ -65,10 +66,34 @@ struct IncidentRecord {
   std::vector<int> evicted;   // machines the policy evicted while the incident was open
 };
 
+// Parts of the unproductive time that one scenario input (or a few, always together) alone
+// sets, in nanoseconds: the breakdown's buckets mix several, and the result's dominant
+// assumptions are computed from these and from the buckets one input fills whole
+// (warmup, restore). Each part lies inside the bucket named beside it.
+struct Attributed {
+  std::int64_t init = 0;  // failover: a start's process init (job.init_s, init_per_machine_s)
+  std::int64_t inplace_init = 0;  // failover: an in-place restart's init (job.inplace_init_s)
+  // failover, machines under way: a requeue's scheduling and image pulls (its scheduler
+  // timings), cold machines' (reschedule timings; a standby shortfall too), standbys waking
+  // (diagnosis.standby_wake_s). Time with several under way goes to the first of these
+  // still waiting, in this order.
+  std::int64_t requeue = 0;
+  std::int64_t reschedule = 0;
+  std::int64_t standby_wake = 0;
+  std::int64_t on_call = 0;  // diagnosis: an ended run waiting for the on-call (job.on_call_fix_h)
+  std::int64_t replay = 0;   // diagnosis: a replay under way (diagnosis.replay_s)
+  // diagnosis: a stop-time test under way, by ProbeKind (its diagnosis timing; with several
+  // at once, the earliest asked for).
+  std::int64_t probe[kProbeKinds] = {};
+  // checkpoint: saves whose blocking job.checkpoint_mfu_loss set (above the plan's own).
+  std::int64_t mfu_checkpoint = 0;
+};
+
 struct ReplicaResult {
   std::uint64_t replica = 0;
   double ettr = 0;
   Breakdown breakdown;
+  Attributed attributed;
   std::vector<CategoryStats> categories;
   std::int64_t evictions_true = 0;
   std::int64_t evictions_false = 0;           // healthy machines evicted, for any reason

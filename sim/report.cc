@@ -11,6 +11,7 @@
 
 #include "policies/api/action.h"
 #include "policies/builtin.h"
+#include "sim/assumptions.h"
 
 namespace faultline::sim {
 
@@ -341,6 +342,7 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   for (const auto& r : rs) ettr.push_back(r.ettr);
   out["ettr"] = summary_json(summarize(ettr));
   add_breakdown(out, sc, rs);
+  out["dominant_assumptions"] = dominant_assumptions(sc, rs);
 
   const double n = static_cast<double>(rs.size());
   const double horizon_s = sc.job.horizon_days * 86400.0;
@@ -487,6 +489,7 @@ void table_costs(std::ostringstream& o, const json& r) {
       << std::setprecision(2) << r["breakdown_s"][k].get<double>() / 3600.0 << std::setw(8)
       << std::setprecision(2) << 100 * r["breakdown_share"][k].get<double>() << "%\n";
   }
+  o << assumption_lines(r);
   o << "\nincidents per replica: " << std::setprecision(1)
     << r["incidents"]["per_replica"].get<double>() << "  (faults injected "
     << r["incidents"]["faults_injected_per_replica"].get<double>() << ")\n";

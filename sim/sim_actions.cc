@@ -144,6 +144,7 @@ void SimWorld::acquire_standby(Acquire acq, bool same_domain) {
   if (!acq.slots.empty()) ++result_.standby_exhaustions;
   if (!acq.from_pool.empty() || !acq.reserved.empty()) {
     ++acq.waiting;
+    acq.waking = true;
     push(now_ + secs(sc_.diagnosis.standby_wake_s), Internal{Internal::kStandbyWoken, id});
   }
   if (!acq.slots.empty()) {
@@ -208,10 +209,13 @@ void SimWorld::apply(ActionId id, const SetCheckpointPlan& p) {
   const std::int64_t interval = p.interval.ns > 0 ? p.interval.ns : secs(sc_.job.step_time_s);
   std::int64_t blocking = p.blocking.ns;
   // Overlapped in-memory saves cost throughput beyond their blocking time (Table 8).
-  if (p.tier == CheckpointTier::kMemoryWithPeer && blocking > 0)
-    blocking =
-        std::max(blocking, static_cast<std::int64_t>(std::llround(sc_.job.checkpoint_mfu_loss *
-                                                                  static_cast<double>(interval))));
+  mfu_blocking_ = false;
+  if (p.tier == CheckpointTier::kMemoryWithPeer && blocking > 0) {
+    const auto mfu = static_cast<std::int64_t>(
+        std::llround(sc_.job.checkpoint_mfu_loss * static_cast<double>(interval)));
+    mfu_blocking_ = mfu > blocking;
+    blocking = std::max(blocking, mfu);
+  }
   progress_.set_plan(interval, blocking);
   tier_ = p.tier;
   remote_interval_ = std::max<std::int64_t>(interval, p.remote_interval.ns);

@@ -434,6 +434,7 @@ void SimWorld::standby_woken(ActionId id) {
   auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
                          [&](const Acquire& a) { return a.id == id; });
   if (it == acquiring_.end()) return;
+  it->waking = false;
   for (const auto& [s, m] : it->reserved) {
     if (const MachineId old = view_.machine_in(s); old != kNoMachine) {
       if (view_.in_own_domain(s)) {  // filled meanwhile

@@ -127,17 +127,25 @@ void SimWorld::account(std::int64_t t) {
   if (t <= accounted_) return;
   const std::int64_t dt = t - accounted_;
   Breakdown& b = result_.breakdown;
+  Attributed& a = result_.attributed;
   switch (job_) {
     case JobState::kRunning:
       if (stuck_) {
         b.detection += dt;
       } else {
+        const std::int64_t saving = b.checkpoint;
         progress_.run(accounted_, dt, b);
+        if (mfu_blocking_) a.mfu_checkpoint += b.checkpoint - saving;
         exposed_ += dt;
       }
       break;
     case JobState::kStarting:
-      (stage_ == StartStage::kRestore ? b.restore : b.failover) += dt;
+      if (stage_ == StartStage::kRestore) {
+        b.restore += dt;
+      } else {
+        b.failover += dt;
+        (in_place_ ? a.inplace_init : a.init) += dt;
+      }
       break;
     case JobState::kDown:
     case JobState::kIdle:
@@ -151,13 +159,43 @@ void SimWorld::account(std::int64_t t) {
           else
             waits_.emplace_back(accounted_, t);
         }
-      } else if (!acquiring_.empty())
+      } else if (!acquiring_.empty()) {
         b.failover += dt;
-      else
+        attribute_acquiring(dt);
+      } else {
         b.diagnosis += dt;
+        attribute_diagnosis(dt);
+      }
       break;
   }
   accounted_ = t;
+}
+
+void SimWorld::attribute_acquiring(std::int64_t dt) {
+  Attributed& a = result_.attributed;
+  bool scheduler = false, waking = false;
+  for (const Acquire& q : acquiring_) {
+    if (q.mode == AcquireMode::kRequeue) {
+      a.requeue += dt;
+      return;
+    }
+    scheduler |= q.waiting > (q.waking ? 1 : 0);
+    waking |= q.waking;
+  }
+  if (scheduler)
+    a.reschedule += dt;
+  else if (waking)
+    a.standby_wake += dt;
+}
+
+void SimWorld::attribute_diagnosis(std::int64_t dt) {
+  Attributed& a = result_.attributed;
+  if (ended_)
+    a.on_call += dt;
+  else if (!replays_.empty())
+    a.replay += dt;
+  else if (!probes_.empty())
+    a.probe[static_cast<int>(probes_.begin()->second.test)] += dt;
 }
 
 void SimWorld::advance_to(std::int64_t t) {

@@ -168,7 +168,8 @@ class SimWorld final : public World {
     std::vector<SlotId> from_pool;  // to be filled by waking standbys
     // same_domain: machines of each slot's own NVLink domain, taken now, placed when woken.
     std::vector<std::pair<SlotId, MachineId>> reserved;
-    int waiting = 0;  // parts not done yet
+    int waiting = 0;      // parts not done yet
+    bool waking = false;  // of those, standbys waking (the others are the scheduler's)
   };
   // Drops every acquisition under way; machines taken for them go back to the free pool.
   void drop_acquisitions();
@@ -215,6 +216,10 @@ class SimWorld final : public World {
   void deliver_at(std::int64_t at, Event e, bool epoch_bound);
   void advance_to(std::int64_t t);
   void account(std::int64_t t);
+  // account()'s share of `dt` of failover with acquisitions under way, and of diagnosis,
+  // to the parts of Attributed that one input sets.
+  void attribute_acquiring(std::int64_t dt);
+  void attribute_diagnosis(std::int64_t dt);
   void dispatch(Item& item);
   void on_internal(const Internal& in);
   // run()'s parts: the event loop (true when the job's work was done), then the result.
@@ -446,6 +451,9 @@ class SimWorld final : public World {
   std::uint64_t draws_ = 0;           // scheduler draws from the free pool
   ProgressModel progress_;
   CheckpointTier tier_ = CheckpointTier::kRemote;
+  // The plan in force blocks for job.checkpoint_mfu_loss x its interval, above its own
+  // blocking (Attributed::mfu_checkpoint).
+  bool mfu_blocking_ = false;
   bool oracle_ = false;
   int code_version_ = 0;
   std::uint64_t batch_token_ = 0;  // current start/acquire batch, to ignore stale ones
