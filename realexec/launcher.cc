@@ -189,13 +189,8 @@ class Supervisor {
       std::string state;
       if (allocation_over(&state)) {
         say(s, why + "; not restarted");
-        std::fprintf(stderr,
-                     "faultline launch: slurm job %s is over (squeue: %s); ending every session\n",
-                     options_.slurm_job.c_str(), state.c_str());
-        std::fflush(stderr);
-        allocation_over_ = true;
         finish(s);
-        return stop_all();
+        return end_with_allocation(state);
       }
     }
     if ((reactor_.now() - s.started).to_seconds() >= kHealthySessionS) s.backoff_s = kFirstBackoffS;
@@ -270,7 +265,9 @@ class Supervisor {
       if (allocation_over(&state)) {
         say(s, "slurm node " + node + " not drained: slurm job " + options_.slurm_job +
                    " is over (squeue: " + state + ")");
-        continue;
+        // The controller may evict an agent lost with the allocation before its restart is
+        // refused: the launcher ends here as it would on srun's refusal.
+        return end_with_allocation(state);
       }
       std::string out;
       const int rc = run_capture(drain_command(node, "evicted " + name + ": " + reason), &out);
@@ -280,6 +277,18 @@ class Supervisor {
         say(s, "could not drain slurm node " + node + " (" +
                    (out.empty() ? "exit " + std::to_string(rc) : out) + "); carrying on");
     }
+  }
+
+  // The allocation ended under the launcher (squeue said so: *state): no step can start
+  // again, so every session ends and the launcher exits 1.
+  void end_with_allocation(const std::string& state) {
+    if (allocation_over_) return;
+    std::fprintf(stderr,
+                 "faultline launch: slurm job %s is over (squeue: %s); ending every session\n",
+                 options_.slurm_job.c_str(), state.c_str());
+    std::fflush(stderr);
+    allocation_over_ = true;
+    stop_all();
   }
 
   void finish(Session& s) {
