@@ -214,7 +214,7 @@ TEST(SimRun, BadCommandLineIsAUsageError) {
 }
 
 TEST(SimRun, OutDirHasResultReplicasTimelineAndIncidents) {
-  const auto dir = std::filesystem::temp_directory_path() / "faultline-outdir-test";
+  const auto dir = scratch_dir("outdir-test");
   std::filesystem::remove_all(dir);
   CliResult r =
       run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "3",
@@ -248,7 +248,7 @@ namespace {
 // no resolution. Checked against decisions.log, and the resolutions against the result's
 // resolved_by_per_replica (counted separately, at each start).
 TEST(SimRun, IncidentsNameDecisionsMachinesAndTheirResolution) {
-  const auto dir = std::filesystem::temp_directory_path() / "faultline-incident-join-test";
+  const auto dir = scratch_dir("incident-join-test");
   std::filesystem::remove_all(dir);
   const int replicas = 4;
   CliResult r = run_cli({"sim", "run", scenarios_dir() + "/byterobust-dense-9600.json",
@@ -428,7 +428,7 @@ std::vector<double> ettrs_of(const std::filesystem::path& csv) {
 // --incidents writes for that stack's scenario (the same faults, stack beside stack);
 // without --out it is a usage error.
 TEST(SimCompare, IncidentsPerStackAreThoseOfSimRun) {
-  const auto dir = std::filesystem::temp_directory_path() / "faultline-compare-incidents";
+  const auto dir = scratch_dir("compare-incidents");
   std::filesystem::remove_all(dir);
   const std::string scen = scenarios_dir() + "/failslow-9600.json";
   CliResult r =
@@ -457,7 +457,7 @@ TEST(SimCompare, IncidentsPerStackAreThoseOfSimRun) {
 }
 
 TEST(SimCompare, PairedDifferencesMatchReplicasCsvAndAreTighterThanUnpaired) {
-  const auto dir = std::filesystem::temp_directory_path() / "faultline-compare-test";
+  const auto dir = scratch_dir("compare-test");
   std::filesystem::remove_all(dir);
   CliResult r =
       run_cli({"sim", "compare", scenarios_dir() + "/byterobust-dense-9600.json", "--stacks",
@@ -526,7 +526,7 @@ std::string lines_of(const std::filesystem::path& file, std::uint64_t k) {
 // A replica rerun alone (the one in the tail, with everything recorded) is exactly the
 // replica of the full run: its replicas.csv row, timeline, incidents and decisions.
 TEST(SimRun, AReplicaRerunAloneIsByteIdenticalToItsRowInTheFullRun) {
-  const auto dir = std::filesystem::temp_directory_path() / "faultline-rerun-test";
+  const auto dir = scratch_dir("rerun-test");
   std::filesystem::remove_all(dir);
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
   const std::vector<std::string> rec = {"--timeline", "--incidents", "--decisions",
@@ -573,7 +573,7 @@ TEST(SimRun, AReplicaRerunAloneIsByteIdenticalToItsRowInTheFullRun) {
 // --replica-cpu: one row per replica with its CPU time (forked or not), the results
 // unchanged by asking; an unwritable file is refused before anything runs.
 TEST(SimRun, ReplicaCpuWritesOneRowPerReplicaAndLeavesResultsAlone) {
-  const auto dir = std::filesystem::temp_directory_path() / "faultline-replica-cpu-test";
+  const auto dir = scratch_dir("replica-cpu-test");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string scen = scenarios_dir() + "/byterobust-dense-9600.json";
@@ -614,7 +614,7 @@ TEST(SimRun, ReplicaCpuWritesOneRowPerReplicaAndLeavesResultsAlone) {
 // per start, each interval Daly's optimum (recomputed here from the closed form) for the
 // MTBI that the interruptions and running time so far give with the 4-hour prior.
 TEST(SimRun, DalyCheckpointReplansAtEveryRestartFromWhatItSaw) {
-  const auto dir = std::filesystem::temp_directory_path() / "faultline-daly-test";
+  const auto dir = scratch_dir("daly-test");
   std::filesystem::remove_all(dir);
   CliResult r =
       run_cli({"sim", "run", scenarios_dir() + "/adaptive-checkpoint-remote.json", "--replicas",

@@ -232,7 +232,7 @@ TEST(FaultLedger, OutlierReplicasAreNamed) {
 // never ends such a run; the no-progress verdict does, and wins on ETTR.
 TEST(StopVerdict, AStopVerdictPagesTheOnCallWhoFixTheDataAndRequeueTheJob) {
   const std::string scen = scenarios_dir() + "/verdict-baddata-9600.json";
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-verdict";
+  const std::filesystem::path dir = scratch_dir("verdict");
   std::filesystem::remove_all(dir);
   CliResult r =
       run_cli({"sim", "run", scen, "--replicas", "3", "--jobs", "2", "--set", "job.horizon_days=30",
@@ -309,7 +309,7 @@ TEST(StopVerdict, AStopVerdictPagesTheOnCallWhoFixTheDataAndRequeueTheJob) {
 // machine found is the one the fault ledger names, evicted within minutes.
 TEST(PairwiseCheck, ASlowLinkOnlyPairsSeeIsTimedAsTheFluidModelSaysAndEvicted) {
   const std::string scen = scenarios_dir() + "/linkslow-9600.json";
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-pairwise";
+  const std::filesystem::path dir = scratch_dir("pairwise");
   auto run = [&](const std::string& localizer) {
     std::filesystem::remove_all(dir);
     CliResult r = run_cli({"sim", "run", scen, "--replicas", "2", "--jobs", "2", "--set",
@@ -472,8 +472,7 @@ double best_lockstep(int parts, int units, double f) {  // healthy unit times
 }
 
 TEST(FailSlow, TheLadderMovesAtTheSkiRentalBreakEvensOnAScriptedStraggler) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / "faultline-failslow-script";
+  const std::filesystem::path dir = scratch_dir("failslow-script");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "straggler.jsonl")
@@ -567,7 +566,7 @@ TEST(FailSlow, TheLadderMovesAtTheSkiRentalBreakEvensOnAScriptedStraggler) {
 // lemon-1200.json (20 days, 3 replicas) under `recovery`; counts the retiring lines.
 std::map<std::string, std::map<int, std::vector<bool>>> lemon_evictions(
     const std::string& recovery, int* retired_lines, std::vector<std::string> more = {}) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-lemon";
+  const std::filesystem::path dir = scratch_dir("lemon");
   std::filesystem::remove_all(dir);
   std::vector<std::string> args = {"sim",
                                    "run",

@@ -95,7 +95,7 @@ json one_crash(const std::filesystem::path& dir, int machines, const std::string
 // 45 s wake, and the 860.5 s go back to the start. flash restarts the replaced machine
 // alone, in place: 20 + 1 x 10 s, and loses only the half step in flight.
 TEST(InPlaceRestart, OneCrashCostsTheClosedFormRestartOfEachKind) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-inplace";
+  const std::filesystem::path dir = scratch_dir("inplace");
   std::filesystem::remove_all(dir);
   const json standby = one_crash(dir, 4, "standby");
   const json flash = one_crash(dir, 4, "flash");
@@ -166,8 +166,7 @@ TEST(InPlaceRestart, FlashRecoveryTimeDoesNotGrowWithTheJobWhereStandbysDoes) {
 
 // Bad input: a negative restart cost is refused in one line naming the field (exit 2).
 TEST(InPlaceRestart, NegativeRestartCostsAreRefusedNamingTheField) {
-  const std::filesystem::path scen =
-      std::filesystem::temp_directory_path() / "faultline-inplace-bad.json";
+  const std::filesystem::path scen = scratch_dir("inplace-bad.json");
   std::ofstream(scen) << gpu_crash_job(4, "flash").dump(2);
   for (const char* field : {"init_per_machine_s", "inplace_init_s"}) {
     CliResult r =

@@ -22,7 +22,7 @@ namespace {
 using nlohmann::json;
 
 std::string write_scenario(const std::string& name, const json& doc) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "faultline-modelling";
+  const std::filesystem::path dir = scratch_dir("modelling");
   std::filesystem::create_directories(dir);
   const std::filesystem::path p = dir / (name + ".json");
   std::ofstream(p) << doc.dump(2);
@@ -137,8 +137,7 @@ TEST(WorkDays, TimeToTrainIsTheWorkPlusOneRestartPerFault) {
   doc["replicas"] = 200;
   const double c_days = 0.25;  // six hours
   doc["job"]["init_s"] = c_days * 86400;
-  const std::string out =
-      (std::filesystem::temp_directory_path() / "faultline-modelling-ttt").string();
+  const std::string out = scratch_dir("modelling-ttt").string();
   const json r = run_out(write_scenario("ttt", doc), out);
   const double n = 0.05 * 16 * 10;  // 8 faults per replica
   const auto& t = r["time_to_train"];
@@ -168,8 +167,7 @@ TEST(WorkDays, AReplicaTheCapStopsIsCensoredNotATimeToTrain) {
   doc["job"]["horizon_days"] = 11;  // the work needs 10 + 9 x 0.25 = 12.25 days on average
   doc["job"]["init_s"] = 0.25 * 86400;
   doc["faults"]["clock"] = "compute";
-  const std::string out =
-      (std::filesystem::temp_directory_path() / "faultline-modelling-cap").string();
+  const std::string out = scratch_dir("modelling-cap").string();
   const json r = run_out(write_scenario("cap", doc), out);
   const auto& t = r["time_to_train"];
   EXPECT_GT(t["censored"].get<int>(), 0);
@@ -222,8 +220,7 @@ TEST(FiniteFleet, TheJobWaitsForMachinesAsErlangsLossFormulaSays) {
   {
     json one = doc;
     one["replicas"] = 1;
-    const std::string out =
-        (std::filesystem::temp_directory_path() / "faultline-finite-timeline").string();
+    const std::string out = scratch_dir("finite-timeline").string();
     const json r1 = run_out(write_scenario("finite-one", one), out,
                             {"--timeline", "--timeline-step-s", "86400"});
     const Column w = column(out + "/timeline.csv", "waiting_for_machines_h");
@@ -354,7 +351,7 @@ TEST(StandbyRefill, RefilledOnlyByRepairsThePoolRunsDryEveryPoolPlusOneFailures)
   doc["cluster"]["scheduler"]["standby_refill"] = "repaired";
   doc["diagnosis"] = {{"gpu_diag_s", 0}, {"standby_wake_s", 0}, {"false_positive_rate", 0}};
   doc["job"]["horizon_days"] = 60;
-  const std::string out = (std::filesystem::temp_directory_path() / "faultline-refill").string();
+  const std::string out = scratch_dir("refill").string();
   const json r = run_out(write_scenario("refill", doc), out);
   const Column inc = column(out + "/replicas.csv", "incidents");
   double expect = 0;
@@ -462,7 +459,7 @@ TEST(SimCompareVariant, AVariantIsTheScenarioWithItsOverridesPairedReplicaByRepl
   doc["faults"]["clock"] = "compute";
   doc["replicas"] = 10;
   const std::string scen = write_scenario("variant", doc);
-  const auto dir = std::filesystem::temp_directory_path() / "faultline-variant";
+  const auto dir = scratch_dir("variant");
   std::filesystem::remove_all(dir);
   CliResult r = run_cli({"sim", "compare", scen, "--variant", "wall:faults.clock=wall", "--variant",
                          "same:faults.rate_scale=1", "--jobs", "2", "--quiet", "--format", "json",

@@ -23,8 +23,7 @@ namespace {
 using nlohmann::json;
 
 std::string write_scenario(const std::string& name, const json& doc) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / "faultline-replica-groups";
+  const std::filesystem::path dir = scratch_dir("replica-groups");
   std::filesystem::create_directories(dir);
   const std::filesystem::path p = dir / (name + ".json");
   std::ofstream(p) << doc.dump(2);

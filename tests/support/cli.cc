@@ -13,6 +13,11 @@ std::string faultline_binary() { return FAULTLINE_BIN; }
 std::string scenarios_dir() { return FAULTLINE_SOURCE_DIR "/scenarios"; }
 std::string tests_dir() { return FAULTLINE_SOURCE_DIR "/tests"; }
 
+std::filesystem::path scratch_dir(const std::string& name) {
+  return std::filesystem::temp_directory_path() /
+         ("faultline-" + name + "-" + std::to_string(::getpid()));
+}
+
 CliResult run_cli(const std::vector<std::string>& args) {
   char out_tmpl[] = "/tmp/faultline-test-outXXXXXX";
   char err_tmpl[] = "/tmp/faultline-test-errXXXXXX";

@@ -2,6 +2,7 @@
 // process, so every simulation in the tests gets its own).
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,8 @@ CliResult run_cli(const std::vector<std::string>& args);
 // Directory of the repository's scenarios (set by CMake).
 std::string scenarios_dir();
 std::string tests_dir();
+// A scratch path of this test process: the temporary directory's faultline-<name>-<pid>, so
+// that tests ctest runs at once never share (and remove) each other's files.
+std::filesystem::path scratch_dir(const std::string& name);
 
 }  // namespace faultline::testing
