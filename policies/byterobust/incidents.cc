@@ -93,8 +93,11 @@ std::optional<Ruling> Incidents::judge_progress(const StopVerdict& verdict, std:
   if (run_furthest_ > furthest_) {
     furthest_ = run_furthest_;
     runs_without_progress_ = 0;
+    judged_run_ = starts_;
     return std::nullopt;
   }
+  if (judged_run_ == starts_) return std::nullopt;  // this run was counted at its first failure
+  judged_run_ = starts_;
   const int runs = ++runs_without_progress_;
   const Verdict v = verdict.judge({0, runs});
   if (v == Verdict::kCarryOn) return std::nullopt;  // the words are built only when used

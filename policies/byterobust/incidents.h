@@ -71,7 +71,9 @@ class Incidents {
 
   // A run ended at `step` (-1: unknown; then the furthest its samples showed), by `why`.
   // Counts the runs in a row that got no further than any run before them and asks
-  // `verdict` about them: its ruling, or nullopt (progress, or carry on).
+  // `verdict` about them: its ruling, or nullopt (progress, or carry on). A run is counted
+  // once: a second failure of the same run (a crash during a stall's stack capture) is
+  // not another run without progress, and gets nullopt.
   std::optional<Ruling> judge_progress(const StopVerdict& verdict, std::int64_t step,
                                        const std::string& why);
   // Asks `verdict` about `repeats` identical incidents in a row (`what` recurred `times`
@@ -111,6 +113,7 @@ class Incidents {
   std::int64_t furthest_ = -1;      // the furthest step any run reached
   std::int64_t run_furthest_ = -1;  // the furthest step the current run reached
   int runs_without_progress_ = 0;
+  int judged_run_ = -1;  // the start whose run judge_progress last counted
 };
 
 }  // namespace faultline::policies

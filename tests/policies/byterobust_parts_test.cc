@@ -104,6 +104,30 @@ TEST(Incidents, RunsWithoutProgressAreRuledOnWithTheirCount) {
   EXPECT_FALSE(inc.judge_progress(*verdict, 11, "crash"));  // further: the count restarts
 }
 
+// Issue 50: two failures of one run (a crash during a stall's stack capture, a crash
+// queued while a NaN is diagnosed) are one run without progress, not two. Counted twice,
+// the no-progress verdict ended runs on the dense job that a hung machine stopped: the
+// stall, the crash under its capture and one restart made "4 runs in a row".
+TEST(Incidents, TwoFailuresOfOneRunCountAsOneRunWithoutProgress) {
+  Params p;
+  ASSERT_FALSE(Params::resolve(no_progress_verdict_info().params, {{"no_progress_limit", 3}}, &p));
+  const auto verdict = make_no_progress_verdict(p);
+  Incidents inc(Duration::seconds(1800));
+  inc.started(at(0), 0);
+  EXPECT_FALSE(inc.judge_progress(*verdict, 10, "progress stalled"));  // progress: step 10
+  EXPECT_FALSE(inc.judge_progress(*verdict, 10, "crash"));  // the same run: still progress
+  inc.started(at(100), 10);
+  EXPECT_FALSE(inc.judge_progress(*verdict, 10, "progress stalled"));  // 1 run without progress
+  EXPECT_FALSE(inc.judge_progress(*verdict, 10, "crash")) << "the same run counted twice";
+  inc.started(at(200), 10);
+  auto r = inc.judge_progress(*verdict, 10, "progress stalled");  // 2 = limit - 1: roll back
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->verdict, Verdict::kRollBack);
+  EXPECT_EQ(r->reasons.roll_back,
+            "2 runs in a row that got no further than step 10 (last: progress stalled): roll "
+            "back recent code");
+}
+
 // Network alerts evict once `count` of them fall within the window on one machine; GPU
 // and host alerts at once; other kinds never.
 TEST(AlertFilter, NetworkAlertsEvictOnlyWhenTheyRepeatWithinTheWindow) {
