@@ -29,7 +29,9 @@ int exec_sibling(const std::string& name, const std::vector<std::string>& args) 
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   ::execv(exe.c_str(), argv.data());
-  std::fprintf(stderr, "faultline: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
+  std::fprintf(stderr, "faultline: cannot run %s: %s%s%s%s\n", exe.c_str(), std::strerror(errno),
+               errno == ENOENT ? " (build it: cmake --build BUILD_DIR --target " : "",
+               errno == ENOENT ? name.c_str() : "", errno == ENOENT ? ")" : "");
   return 2;
 }
 

@@ -268,7 +268,9 @@ int exec_mpi(const std::vector<std::string>& args) {
   cargv.push_back(nullptr);
   std::fflush(stdout);
   ::execv(driver.c_str(), cargv.data());
-  std::fprintf(stderr, "faultline: --mpi: cannot run %s: %s (it is built when CMake finds MPI)\n",
+  std::fprintf(stderr,
+               "faultline: --mpi: cannot run %s: %s (it is built when CMake finds MPI: cmake "
+               "--build BUILD_DIR --target faultline-mpi)\n",
                driver.c_str(), std::strerror(errno));
   return 2;
 }
