@@ -1,5 +1,5 @@
 // Analytic models of checkpointing and fault tolerance to check the simulator against
-// and to size things before simulating (DOMAIN.md §5, §7): Daly's exact ETTR for
+// and to size things before simulating (docs/domain.md §5, §7): Daly's exact ETTR for
 // Poisson failures, Young's interval, Meta's small-loss ETTR approximation, and the
 // binomial sizing of a warm-standby pool.
 //

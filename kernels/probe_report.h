@@ -3,7 +3,7 @@
 // A probe report is the one thing a GPU health probe hands back: what it measured (metrics), what
 // those numbers were compared against (thresholds and the individual checks), free-form notes and
 // details, and the verdict that becomes the exit code of `faultline-probe`. gpu-burn famously exits
-// 0 on a faulty GPU (DOMAIN.md §8); here the verdict *is* the exit code, so a caller that only
+// 0 on a faulty GPU (docs/domain.md §8); here the verdict *is* the exit code, so a caller that only
 // looks at `$?` still gets the right answer. The report is plain data; probe_report.cc turns it
 // into the JSON document the program prints and parses it back, which is how the watchdog parent
 // reads what its child measured.

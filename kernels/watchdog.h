@@ -1,11 +1,11 @@
 #pragma once
 
 // Deadlines that hold even when the GPU does not: a faulty GPU can hang a kernel, a driver call or
-// an NCCL collective forever (DCGM users report exactly that, DOMAIN.md §8), and a probe that
-// hangs is worse than one that fails. run_in_child() forks before any CUDA call, lets the child do
-// the GPU work and stream its report through a pipe, and SIGKILLs it at the deadline; the parent
-// never touches the GPU, so it can always print a verdict. InProcessDeadline is the lighter
-// alternative for `--no-watchdog` (debuggers, profilers): a SIGALRM handler that writes a
+// an NCCL collective forever (DCGM users report exactly that, docs/domain.md §8), and a probe
+// that hangs is worse than one that fails. run_in_child() forks before any CUDA call, lets the
+// child do the GPU work and stream its report through a pipe, and SIGKILLs it at the deadline;
+// the parent never touches the GPU, so it can always print a verdict. InProcessDeadline is the
+// lighter alternative for `--no-watchdog` (debuggers, profilers): a SIGALRM handler that writes a
 // pre-rendered verdict and _exit()s.
 
 #include <functional>

@@ -3,7 +3,7 @@
 // of its questions; what the questions need lives in policies/byterobust/ (incident
 // identity, the MFU decline, a held code update) and in the modules.
 //
-// Flow (DOMAIN §4): real-time inspection alerts that the detection module judges worth it
+// Flow (docs/domain.md §4): real-time inspection alerts that the detection module judges worth it
 // evict at once (a network alert only once it repeats); a crash stops the job and runs the
 // stop-time tests its log signature calls for, evicting what fails; if everything passes
 // the job is reattempted as is. The same crash again soon after the restart (same

@@ -1,4 +1,4 @@
-// Policy modules: the inside contract of policies/ (../shared/design/MODULES.md).
+// Policy modules: the inside contract of policies/ (docs/architecture.md §7).
 //
 // A stack (a Policy, such as byterobust) composes modules, one per concern, chosen by
 // name through its choice parameters; a module is one algorithm with a versioned

@@ -35,7 +35,7 @@ struct JobSpec {
   // Per machine (re)started, added to init_s at a whole-job start (init_s +
   // init_per_machine_s x machines): rendezvous and communicator setup that grow with the
   // world size (ByteRobust Table 7: a hot update, every rank restarted in place, takes 46 s at
-  // 128 machines and 65 s at 1,024, ~0.02 s per machine, DOMAIN §5). 0 = a constant init_s.
+  // 128 machines and 65 s at 1,024, ~0.02 s per machine; docs/domain.md §5). 0: init_s alone.
   double init_per_machine_s = 0;
   // The per-job part of an in-place restart (StartJob::in_place, FlashRecovery): the
   // survivors suspended, the communicators rebuilt incrementally; the restarted machines
@@ -44,14 +44,14 @@ struct JobSpec {
   double collective_timeout_s = 600;  // NCCL watchdog: a hung job exits after this (0 = never)
   // Share of training throughput an every-step in-memory checkpoint with a peer backup
   // costs while its D2H copy, serialization and peer send overlap with training: more
-  // than its blocking time alone (ByteRobust Table 8 leaves 99.11-99.71% of MFU, DOMAIN
+  // than its blocking time alone (ByteRobust Table 8 leaves 99.11-99.71% of MFU; docs/domain.md
   // §5). Charged as checkpoint time, at least the plan's own blocking; a plan asking for
   // zero blocking (the oracle's idealised save) is taken at its word. 0 = blocking only.
   double checkpoint_mfu_loss = 0;
   // Wall time after every (re)start, counted from training resumed, before the job runs
   // at full speed again: communicators set up on first use, data loaders refilled,
   // allocator and kernel caches warmed. It makes no progress and a fault during it
-  // costs it again. The published per-incident times (DOMAIN §4-5) itemise none of it;
+  // costs it again. The published per-incident times (docs/domain.md §4-5) itemise none of it;
   // the ByteRobust job scenarios fit it (docs/scenarios-and-faults.md, "The dense job's figures").
   // 0 = none.
   double restart_warmup_s = 0;
@@ -107,7 +107,7 @@ struct SchedulerSpec {
 };
 
 // What happens to machines after they leave the job, and how unequal machines are
-// (AIReSim, arXiv 2603.07041, DOMAIN §9). An evicted machine goes to automatic repair
+// (AIReSim, arXiv 2603.07041, docs/domain.md §9). An evicted machine goes to automatic repair
 // (`auto_h`); a broken one is handed on to manual repair with probability `to_manual`
 // (taking its fault category's `repair_h`); a repair fails with `auto_fail` or
 // `manual_fail` and the machine comes back with its fault still in place. Repaired
@@ -207,7 +207,7 @@ struct FaultCategory {
   // Share of this category's faults that the inspection can see at all (drawn once per
   // fault: a symptom DCGM/dmesg does not show stays invisible on every restart). The
   // rest surface only through the crash log after observe_after_s and go to stop-time
-  // tests, as ByteRobust's real-time share of resolutions says many do (DOMAIN §2, §4.2).
+  // tests, as ByteRobust's real-time share says many do (its §4.2; docs/domain.md §2).
   double alert_coverage = 1;
   bool code_bug = false;  // caused by the job's code: recurs until rolled back
   // Caused by the job's data (a corrupt shard, a bad batch): recurs on every run that
@@ -251,7 +251,7 @@ struct DiagnosisSpec {
   double reconfigure_s = 180;  // the job's pause to move layers off a slow stage (and rebalance)
   // Chance that a test fails a healthy machine, per machine per test, by test name
   // (gpu_diag, intra_all_to_all, inter_all_gather, bitwise, stress). A bit-wise
-  // comparison of a deterministic reference step has none (DOMAIN §4): its default is 0;
+  // comparison of a deterministic reference step has none (docs/domain.md §4): its default is 0;
   // the others default to false_positive_rate.
   double false_positive_rate = 0.001;
   std::map<std::string, double> false_positive;

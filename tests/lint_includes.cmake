@@ -1,4 +1,4 @@
-# Fails when a file breaks the include rules of ARCHITECTURE.md §2:
+# Fails when a file breaks the include rules of docs/architecture.md §2:
 # policies/ never includes SimGrid, CUDA, NCCL, nlohmann/json, sockets or <chrono>;
 # realexec/ never includes SimGrid or CUDA; only sim/ includes SimGrid; plugins/ (linked
 # into faultline-live) includes neither SimGrid nor sim/.

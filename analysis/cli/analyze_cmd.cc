@@ -132,8 +132,8 @@ using analyze_options::usage_error;
 
 constexpr const char* kAnalyzeHelp = R"(usage: faultline analyze <model> [options]
 
-Analytic models of checkpointing and fault tolerance (DOMAIN.md §5, §7). Every model
-takes --format table|json (default table) and --help.
+Analytic models of checkpointing and fault tolerance (docs/domain.md §5, §7). Every
+model takes --format table|json (default table) and --help.
 
 models:
   daly       Daly's exact ETTR for Poisson job failures, and the optimal interval

@@ -7,9 +7,9 @@
 // queries: the job has TP x PP x DP ranks, `gpus_per_machine` consecutive ranks per
 // machine, rank order tensor-fastest, then pipeline stage, then data-parallel replica
 // (rank = t + TP * (p + PP * d)). With TP equal to the GPUs per machine, slot x holds
-// stage x mod PP of replica x / PP, so a PP group is PP consecutive slots (DOMAIN §4). A
-// TP group wider than a machine spans TP / gpus_per_machine consecutive slots, which lie in
-// one NVLink domain (an NVSwitch fabric, such as a GB200 NVL72 rack of 18 trays): the job's
+// stage x mod PP of replica x / PP, so a PP group is PP consecutive slots (docs/domain.md
+// §4). A TP group wider than a machine spans TP / gpus_per_machine consecutive slots, which
+// lie in one NVLink domain (an NVSwitch fabric, such as a GB200 NVL72 rack of 18 trays): the job's
 // slots fill the domains `nvlink_domain` at a time, and every machine knows its domain.
 //
 // Ground truth (which machine is really broken) is never here: health is what the

@@ -1,6 +1,6 @@
 // Incident identity for the byterobust stack: whether a failure is "the same failure
-// again" (DOMAIN §4, stop-time step 3), how far up the ladder it has climbed, and the
-// counts a stop verdict is asked about (policies/module.h, Recurrence). A value type: it
+// again" (docs/domain.md §4, stop-time step 3), how far up the ladder it has climbed, and
+// the counts a stop verdict is asked about (policies/module.h, Recurrence). A value type: it
 // is told what happened, with the time, and answers; it never acts.
 //
 // Three kinds of incident share one identity (the last one's signature, machine, rank

@@ -2,7 +2,7 @@
 // and `oracle`, the upper bound, above. No stack or module in the tree beats the oracle on a
 // shipped scenario (tests/sim/bounds_test.cc checks it on every one).
 //
-// `requeue` is common practice (DOMAIN §6): crashes are seen when the processes exit,
+// `requeue` is common practice (docs/domain.md §6): crashes are seen when the processes exit,
 // hangs when the job's collective timeout kills it; every incident kills and requeues
 // the whole job, which restarts from the last periodic checkpoint in remote storage.
 //

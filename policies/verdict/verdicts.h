@@ -1,9 +1,9 @@
 // The built-in StopVerdict modules (policies/module.h), registered in builtin.cc:
 //
-// - identical: ByteRobust's escalation of identical incidents (§4, DOMAIN §4): the same NaN
-//   at the same step, or the same crash after the same step on one machine after another,
-//   identical_incident_limit times in a row ends the run; the time before, the code is
-//   rolled back. It counts nothing else: a recurrence that names no machine, or changes
+// - identical: ByteRobust's escalation of identical incidents (its §4; docs/domain.md §4): the
+//   same NaN at the same step, or the same crash after the same step on one machine after
+//   another, identical_incident_limit times in a row ends the run; the time before, the code
+//   is rolled back. It counts nothing else: a recurrence that names no machine, or changes
 //   its step or its signature, never stops the run.
 // - no_progress: NVIDIA's resiliency extension's no-progress stop (its launcher ends a job
 //   whose failing cycles complete no new checkpoint, instead of restarting up to

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every C++/CUDA source file is formatted as .clang-format says (the house style,
-# ARCHITECTURE.md §6), so that a diff shows changes and not someone's editor settings.
+# docs/architecture.md §6), so that a diff shows changes and not someone's editor settings.
 # Usage: format.sh REPO_ROOT. Fix with `git clang-format` (what a commit changes) or
 # `clang-format -i FILE`. Without clang-format (Debian's clang-format package) the test is
 # skipped (exit 77) on a developer's machine and fails under CI.

@@ -109,7 +109,7 @@ TEST(SimRun, RequeueBelowOracleOnDefaultScenario) {
   // The oracle loses little beyond the warm-up after each restart.
   EXPECT_GT(orc["ettr"]["mean"].get<double>() + orc["breakdown_share"]["warmup"].get<double>(),
             0.99);
-  // The dense job's ~175 incidents in 90 days (DOMAIN §2).
+  // The dense job's ~175 incidents in 90 days (docs/domain.md §2).
   EXPECT_NEAR(orc["incidents"]["per_replica"].get<double>(), 175, 12);
   // With other faults around, a hang is sometimes cleared early by another crash's requeue.
   EXPECT_LE(rq["incidents"]["by_category"]["hang"]["detection_mean_s"].get<double>(), 1800);
@@ -679,7 +679,7 @@ TEST(SimRun, CheckpointMfuLossIsChargedToEveryStepSaves) {
   EXPECT_EQ(ckpt_share({"--set", "policy.stack=oracle", "--set", "policy.params={}"}), 0);
 }
 
-// Over-eviction-aware checkpointing (DOMAIN §5): over-evicting a pipeline group loses
+// Over-eviction-aware checkpointing (docs/domain.md §5): over-evicting a pipeline group loses
 // both in-memory copies of a shard when the backup sits on the next machine (Gemini-style,
 // checkpoint=memory), so the job falls back to remote storage; with the backup on a peer
 // outside the rank's groups (checkpoint=peer) it never does.
@@ -716,10 +716,10 @@ TEST(SimRun, AlertCoverageSplitsRealTimeFromStopTimeEviction) {
               0.5 * 5 + 0.5 * 60, 5);
 }
 
-// The dense job's calibration (DOMAIN §2, §4.2, Table 4, 6, 8): per-incident costs as
-// published, requeue far below, oracle on top, the MoE job below the dense one. The
-// itemised costs alone leave byterobust above the published 97%; the warm-up fitted
-// for the remainder is charged once per restart and brings it into the 95-98% band.
+// The dense job's calibration (docs/domain.md §2; ByteRobust §4.2, Tables 4, 6, 8):
+// per-incident costs as published, requeue far below, oracle on top, the MoE job below the
+// dense one. The itemised costs alone leave byterobust above the published 97%; the warm-up
+// fitted for the remainder is charged once per restart and brings it into the 95-98% band.
 TEST(SimCompare, DenseAndMoeScenariosFollowThePublishedPerIncidentCosts) {
   auto compare = [](const std::string& scen) {
     CliResult r = run_cli({"sim", "compare", scenarios_dir() + "/" + scen, "--stacks",
