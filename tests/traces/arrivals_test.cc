@@ -199,7 +199,7 @@ TEST(CategoryMap, ErrorsNameTheFileAndPath) {
 }
 
 TEST(CategoryMap, ShippedInfiniteHbdMappingCoversTheTrace) {
-  const std::string path = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
+  const std::string path = ::faultline::testing::shared_trace("infinitehbd/fault_trace.json");
   const CategoryMap m = load_category_map(FAULTLINE_SOURCE_DIR "/traces/mappings/infinitehbd.json");
   FAULTLINE_REQUIRE_SHARED(path);
   ReadResult r = read_trace_file(path, Format::kInfiniteHbd, {});

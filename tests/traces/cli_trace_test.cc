@@ -20,7 +20,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kHbd = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
+const std::string kHbd = ::faultline::testing::shared_trace("infinitehbd/fault_trace.json");
 
 // A path in this process's own temporary directory, removed when the process exits
 // (ctest runs each test in a process of its own), so no run leaves files behind.
@@ -351,8 +351,13 @@ TEST(TraceCli, SwitchScopeFaultTakesTheWholeRackInTheSimulator) {
 
 TEST(TraceCli, BootstrapScenarioRuns) {
   FAULTLINE_REQUIRE_SHARED(kHbd);
-  CliResult r = run_cli({"sim", "run", scenarios_dir() + "/infinitehbd-bootstrap-1200.json",
-                         "--replicas", "4", "--jobs", "2", "--quiet", "--format", "json"});
+  // The trace where $FAULTLINE_TRACES puts it (shared_data.h).
+  auto with = [](std::vector<std::string> args) {
+    for (const std::string& s : shipped_trace_sets(kHbd)) args.insert(args.end(), {"--set", s});
+    return args;
+  };
+  CliResult r = run_cli(with({"sim", "run", scenarios_dir() + "/infinitehbd-bootstrap-1200.json",
+                              "--replicas", "4", "--jobs", "2", "--quiet", "--format", "json"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_NEAR(j["incidents"]["faults_injected_per_replica"].get<double>(), 457, 80);
@@ -368,9 +373,9 @@ TEST(TraceCli, BootstrapScenarioRuns) {
   EXPECT_EQ(m["slots_bootstrapped"], 1200);
   EXPECT_NEAR(m["faults_per_machine_day"].get<double>(), 584 / (400 * 345.0843), 1e-6);
   // time_scale 2: half the rate.
-  CliResult slow =
-      run_cli({"sim", "run", scenarios_dir() + "/infinitehbd-bootstrap-1200.json", "--replicas",
-               "1", "--quiet", "--format", "json", "--set", "faults.trace.time_scale=2"});
+  CliResult slow = run_cli(
+      with({"sim", "run", scenarios_dir() + "/infinitehbd-bootstrap-1200.json", "--replicas", "1",
+            "--quiet", "--format", "json", "--set", "faults.trace.time_scale=2"}));
   ASSERT_EQ(slow.exit_code, 0) << slow.err;
   EXPECT_NEAR(json::parse(slow.out)["trace_mapping"]["faults_per_machine_day"].get<double>(),
               m["faults_per_machine_day"].get<double>() / 2, 1e-12);

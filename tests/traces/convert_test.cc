@@ -107,8 +107,9 @@ TEST(Convert, CanonicalJsonlAndCsvRoundTripLosslessly) {
 }
 
 TEST(Convert, RealTracesThroughCanonicalForms) {
-  const std::string dir = FAULTLINE_SOURCE_DIR "/../shared/traces/";
+  const std::string dir = ::faultline::testing::traces_dir() + "/";
   FAULTLINE_REQUIRE_SHARED(dir + "infinitehbd/fault_trace.json");
+  FAULTLINE_REQUIRE_SHARED(dir + "oobleck/p3-trace.csv");
   ReadResult hbd = read_trace_file(dir + "infinitehbd/fault_trace.json", Format::kInfiniteHbd, {});
   ASSERT_TRUE(hbd.ok());
   const Flat original = flatten(hbd.trace);

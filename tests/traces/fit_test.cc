@@ -457,7 +457,7 @@ TEST(FitRoundTrip, SyntheticSourceRatesAndRepairMediansComeBack) {
 }
 
 TEST(FitRoundTrip, InfiniteHbdRatesAndRepairMediansComeBack) {
-  const std::string path = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
+  const std::string path = ::faultline::testing::shared_trace("infinitehbd/fault_trace.json");
   FAULTLINE_REQUIRE_SHARED(path);
   ReadResult r = read_trace_file(path, Format::kInfiniteHbd, {});
   ASSERT_TRUE(r.ok());
@@ -466,7 +466,7 @@ TEST(FitRoundTrip, InfiniteHbdRatesAndRepairMediansComeBack) {
 }
 
 TEST(FitTrace, RatesAreFaultsOverFleetExposure) {
-  const std::string path = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
+  const std::string path = ::faultline::testing::shared_trace("infinitehbd/fault_trace.json");
   FAULTLINE_REQUIRE_SHARED(path);
   ReadResult r = read_trace_file(path, Format::kInfiniteHbd, {});
   const TraceFit f = fit_trace(r.trace);

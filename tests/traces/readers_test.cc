@@ -517,8 +517,10 @@ TEST(Readers, GarbageNeverCrashesOrThrows) {
 }
 
 TEST(Readers, RealFilesReadCleanly) {
-  const std::string dir = FAULTLINE_SOURCE_DIR "/../shared/traces/";
-  FAULTLINE_REQUIRE_SHARED(dir + "oobleck/p3-trace.csv");
+  const std::string dir = ::faultline::testing::traces_dir() + "/";
+  for (const char* f : {"oobleck/p3-trace.csv", "oobleck/g4dn-trace.csv", "oobleck/1h.csv",
+                        "oobleck/5m.csv", "infinitehbd/fault_trace.json"})
+    FAULTLINE_REQUIRE_SHARED(dir + f);
   for (const char* f :
        {"oobleck/p3-trace.csv", "oobleck/g4dn-trace.csv", "oobleck/1h.csv", "oobleck/5m.csv"}) {
     ReadOptions o;

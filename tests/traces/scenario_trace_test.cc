@@ -23,7 +23,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kHbd = FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
+const std::string kHbd = ::faultline::testing::shared_trace("infinitehbd/fault_trace.json");
 const std::string kScenarios = FAULTLINE_SOURCE_DIR "/scenarios/";
 
 json base() {
@@ -265,8 +265,13 @@ TEST(ScenarioTrace, ReplayOntoMoreMachinesThanTraceNodesNeverLeavesSlotsSilently
 TEST(ScenarioTrace, ShippedBootstrapScenarioLoadsAndIsDeterministic) {
   FAULTLINE_REQUIRE_SHARED(kHbd);
   const Registry r = policies::builtin_registry();
+  // The trace where $FAULTLINE_TRACES puts it (shared_data.h), after any other --set.
+  auto with = [](std::vector<std::string> sets) {
+    for (const std::string& s : ::faultline::testing::shipped_trace_sets(kHbd)) sets.push_back(s);
+    return sets;
+  };
   const scenarios::Scenario sc =
-      scenarios::load_scenario(kScenarios + "infinitehbd-bootstrap-1200.json", {}, r);
+      scenarios::load_scenario(kScenarios + "infinitehbd-bootstrap-1200.json", with({}), r);
   ASSERT_TRUE(sc.trace);
   EXPECT_EQ(sc.trace->mode, "bootstrap");
   EXPECT_EQ(sc.trace->timelines->nodes.size(), 400u);
@@ -285,11 +290,11 @@ TEST(ScenarioTrace, ShippedBootstrapScenarioLoadsAndIsDeterministic) {
   // Replay through --set: the first 90 days of the trace on the first 400 slots, the other
   // 800 fault-free by explicit choice (without one the load refuses).
   EXPECT_THROW(scenarios::load_scenario(kScenarios + "infinitehbd-bootstrap-1200.json",
-                                        {"faults.trace.mode=replay"}, r),
+                                        with({"faults.trace.mode=replay"}), r),
                scenarios::ScenarioError);
   const scenarios::Scenario rp = scenarios::load_scenario(
       kScenarios + "infinitehbd-bootstrap-1200.json",
-      {"faults.trace.mode=replay", "faults.trace.extra_slots=fault_free"}, r);
+      with({"faults.trace.mode=replay", "faults.trace.extra_slots=fault_free"}), r);
   const auto rr = sim::trace_arrivals(rp, 0);
   EXPECT_GT(rr.size(), 100u);
   for (const auto& x : rr) EXPECT_LT(x.slot, 400);

@@ -13,8 +13,7 @@
 namespace faultline::traces {
 namespace {
 
-const std::string kInfiniteHbd =
-    FAULTLINE_SOURCE_DIR "/../shared/traces/infinitehbd/fault_trace.json";
+const std::string kInfiniteHbd = ::faultline::testing::shared_trace("infinitehbd/fault_trace.json");
 
 Trace read_strict(const std::string& path) {
   ReadOptions o;
