@@ -34,6 +34,7 @@
 
 #include "policies/builtin.h"
 #include "tests/support/cli.h"
+#include "tests/support/shared_data.h"
 
 namespace faultline::testing {
 namespace {
@@ -83,6 +84,9 @@ class Bounds : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Bounds, NoStackOrModuleBeatsTheOracle) {
   const std::string path = scenarios_dir() + "/" + GetParam() + ".json";
+  // A scenario that replays a real trace needs it (shared_data.h).
+  const std::string trace = shipped_scenario_trace(path);
+  if (!trace.empty()) FAULTLINE_REQUIRE_SHARED(trace);
   json doc;
   std::ifstream(path) >> doc;
   const json& job = doc["job"];
@@ -95,6 +99,7 @@ TEST_P(Bounds, NoStackOrModuleBeatsTheOracle) {
   // --allow-unused: a scenario's own parameters for byterobust (a pool size) stay set when a
   // module swapped in does not read them.
   args.insert(args.end(), {"--jobs", "2", "--quiet", "--format", "json", "--allow-unused"});
+  for (const std::string& s : shipped_trace_sets(trace)) args.insert(args.end(), {"--set", s});
   // At most half the dense job's machine-days per run (see above).
   const bool fixed_work = job.contains("work_days");
   const double days = fixed_work ? job["work_days"].get<double>() : job.value("horizon_days", 90.0);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "tests/support/cli.h"
+#include "tests/support/shared_data.h"
 
 namespace faultline::testing {
 namespace {
@@ -71,6 +72,9 @@ class Golden : public ::testing::TestWithParam<GoldenCase> {};
 TEST_P(Golden, DecisionLogIsUnchanged) {
   const GoldenCase c = GetParam();
   const std::string scen = scenarios_dir() + "/" + c.scenario + ".json";
+  // A scenario that replays a real trace needs it (shared_data.h).
+  const std::string trace = shipped_scenario_trace(scen);
+  if (!trace.empty()) FAULTLINE_REQUIRE_SHARED(trace);
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("faultline-golden-" + std::string(c.scenario)))
           .string();
@@ -82,6 +86,7 @@ TEST_P(Golden, DecisionLogIsUnchanged) {
       "--jobs", "2",   "--set", horizon.str(), "--decisions",
       "--out",  dir};
   if (c.set) args.insert(args.end(), {"--set", c.set});
+  for (const std::string& s : shipped_trace_sets(trace)) args.insert(args.end(), {"--set", s});
   CliResult r = run_cli(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string folded;
