@@ -34,7 +34,7 @@ constexpr double kMaxBackoffS = 30;
 constexpr double kHealthySessionS = 60;  // a session that lived this long resets the backoff
 constexpr double kStopGraceS = 5;        // SIGTERM, then SIGKILL
 
-const char* kUsage =
+const char* kLaunchUsage =
     "usage: faultline live launch CONFIG [--via local|ssh|slurm] [--only NAME,...] [--agent-bin "
     "PATH]\n"
     "         [--remote-config PATH] [--ssh-identity FILE] [--ssh-option KEY=VALUE]...\n"
@@ -350,7 +350,7 @@ int run_capture(const std::vector<std::string>& argv, std::string* out) {
 
 namespace {
 
-int usage_error(const std::string& what) {
+int launch_usage_error(const std::string& what) {
   std::cerr << "faultline live launch: " << what
             << "\n(run 'faultline live launch --help' for usage)\n";
   return 2;
@@ -541,11 +541,11 @@ int parse_launch_options(const std::vector<std::string>& args, LaunchOptions* ou
   std::string& only = *only_out;
   for (std::size_t i = 2; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (i + 1 >= args.size()) return usage_error(a + ": unknown option or missing value");
+    if (i + 1 >= args.size()) return launch_usage_error(a + ": unknown option or missing value");
     const std::string& v = args[++i];
     if (a == "--via") {
       if (v != "local" && v != "ssh" && v != "slurm")
-        return usage_error("--via: expected local, ssh or slurm, got \"" + v + "\"");
+        return launch_usage_error("--via: expected local, ssh or slurm, got \"" + v + "\"");
       o.via = v == "ssh"     ? LaunchOptions::Via::kSsh
               : v == "slurm" ? LaunchOptions::Via::kSlurm
                              : LaunchOptions::Via::kLocal;
@@ -553,7 +553,7 @@ int parse_launch_options(const std::vector<std::string>& args, LaunchOptions* ou
       o.slurm_job = v;
     } else if (a == "--slurm-drain") {
       if (v != "yes" && v != "no")
-        return usage_error("--slurm-drain: expected yes or no, got \"" + v + "\"");
+        return launch_usage_error("--slurm-drain: expected yes or no, got \"" + v + "\"");
       o.slurm_drain = v == "yes";
     } else if (a == "--only") {
       only = v;
@@ -565,17 +565,18 @@ int parse_launch_options(const std::vector<std::string>& args, LaunchOptions* ou
       o.identity_file = v;
     } else if (a == "--ssh-option") {
       if (v.find('=') == std::string::npos || v.front() == '-')
-        return usage_error("--ssh-option: expected KEY=VALUE, got \"" + v + "\"");
+        return launch_usage_error("--ssh-option: expected KEY=VALUE, got \"" + v + "\"");
       o.ssh_options.push_back(v);
     } else if (a == "--connect-timeout") {
       const auto s = parse_seconds(v);
       if (!s)
-        return usage_error("--connect-timeout: expected seconds in (0, 3600], got \"" + v + "\"");
+        return launch_usage_error("--connect-timeout: expected seconds in (0, 3600], got \"" + v +
+                                  "\"");
       o.connect_timeout_s = *s;
     } else if (a == "--log-dir") {
       o.log_dir = v;
     } else {
-      return usage_error("unknown option \"" + a + "\"");
+      return launch_usage_error("unknown option \"" + a + "\"");
     }
   }
   return 0;
@@ -585,7 +586,7 @@ int parse_launch_options(const std::vector<std::string>& args, LaunchOptions* ou
 // machine names are reported. 0, or the exit status.
 int check_slurm_allocation(LaunchOptions& o, const std::vector<const LiveMachine*>& machines) {
   if (const std::string err = resolve_slurm_job(&o.slurm_job); !err.empty())
-    return usage_error(err.rfind("--", 0) == 0 ? err : "--via slurm: " + err);
+    return launch_usage_error(err.rfind("--", 0) == 0 ? err : "--via slurm: " + err);
   std::vector<std::string> allocation;
   if (const std::string err = read_allocation(o.slurm_job, &allocation); !err.empty()) {
     std::cerr << "faultline live launch: " << err << "\n";
@@ -609,10 +610,11 @@ int check_slurm_allocation(LaunchOptions& o, const std::vector<const LiveMachine
 
 int launch_main(const std::vector<std::string>& args) {
   if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
-    std::cout << kUsage;
+    std::cout << kLaunchUsage;
     return 0;
   }
-  if (args.size() < 2 || args[1].rfind("--", 0) == 0) return usage_error("expected a CONFIG file");
+  if (args.size() < 2 || args[1].rfind("--", 0) == 0)
+    return launch_usage_error("expected a CONFIG file");
   LaunchOptions o;
   std::string only;
   if (const int bad = parse_launch_options(args, &o, &only)) return bad;
@@ -628,7 +630,7 @@ int launch_main(const std::vector<std::string>& args) {
   if (o.log_dir.empty()) o.log_dir = config.state_dir + "/launch";
   std::error_code ec;
   std::filesystem::create_directories(o.log_dir, ec);
-  if (ec) return usage_error("--log-dir " + o.log_dir + ": " + ec.message());
+  if (ec) return launch_usage_error("--log-dir " + o.log_dir + ": " + ec.message());
 
   std::vector<const LiveMachine*> machines;
   if (only.empty()) {
@@ -637,7 +639,7 @@ int launch_main(const std::vector<std::string>& args) {
   } else {
     for (const auto& name : split_names(only)) {
       const LiveMachine* m = config.find(name);
-      if (!m) return usage_error("--only: no machine \"" + name + "\" in " + config.file);
+      if (!m) return launch_usage_error("--only: no machine \"" + name + "\" in " + config.file);
       machines.push_back(m);
     }
   }

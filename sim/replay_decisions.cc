@@ -50,7 +50,7 @@ const std::vector<UnmodelledDifference> kDifferences = {
      "side can fall after the other's end"},
 };
 
-std::string fmt(double v, int prec) {
+std::string fixed_point(double v, int prec) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(prec) << v;
   return o.str();
@@ -505,8 +505,8 @@ std::string format_decisions_text(const json& d) {
   auto side = [](const json& x) {
     if (x.is_null()) return std::string("(nothing)");
     return "#" + std::to_string(x.at("index").get<std::size_t>()) +
-           " t=" + fmt(x.at("t_s").get<double>(), 2) + " s  " + x.at("text").get<std::string>() +
-           "  \"" + x.at("reason").get<std::string>() + "\"";
+           " t=" + fixed_point(x.at("t_s").get<double>(), 2) + " s  " +
+           x.at("text").get<std::string>() + "  \"" + x.at("reason").get<std::string>() + "\"";
   };
   auto show = [&](const char* title, const json& m) {
     if (m.is_null()) return;

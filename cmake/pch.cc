@@ -1,0 +1,2 @@
+// Empty: the target that builds the libraries' precompiled header
+// (cmake/FaultlineBuildSpeed.cmake).
