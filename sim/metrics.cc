@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
+#include <cstring>
+#include <stdexcept>
+#include <type_traits>
 
 #include "traces/stats.h"
 
 namespace faultline::sim {
-
-using nlohmann::json;
 
 void CategoryTotals::add(const ReplicaResult& r) {
   if (categories.size() < r.categories.size()) categories.resize(r.categories.size());
@@ -35,124 +35,221 @@ void release_categories(ReplicaResult& r) {
 
 namespace {
 
-// The result's scalar fields by name: what encode writes and decode reads. The message
-// goes from a forked replica (or an MPI rank) to the parent of the same build, so it is
-// not a file format; the names only keep each field's place from being a position.
-template <class T>
-struct Field {
-  const char* name;
-  T ReplicaResult::*member;
+// The result's scalar fields, in the order encode writes them and decode reads them.
+constexpr std::int64_t ReplicaResult::*kCounts[] = {
+    &ReplicaResult::evictions_true,
+    &ReplicaResult::evictions_false,
+    &ReplicaResult::evictions_false_positive,
+    &ReplicaResult::false_failures,
+    &ReplicaResult::health_check_drains,
+    &ReplicaResult::repairs,
+    &ReplicaResult::retired,
+    &ReplicaResult::runs_ended,
+    &ReplicaResult::incident_count,
+    &ReplicaResult::faults_injected,
+    &ReplicaResult::checkpoints,
+    &ReplicaResult::events,
+    &ReplicaResult::flow_batches_real,
+    &ReplicaResult::flow_batches_cached,
+    &ReplicaResult::steps,
+    &ReplicaResult::standby_exhaustions,
+    &ReplicaResult::remote_fallbacks,
+    &ReplicaResult::warnings,
+    &ReplicaResult::warnings_false,
+    &ReplicaResult::migrations,
+    &ReplicaResult::migrations_needless,
+    &ReplicaResult::machines_beyond_fleet,
+    &ReplicaResult::machines_used,
+    &ReplicaResult::preemptions,
 };
-constexpr Field<std::int64_t> kCounts[] = {
-    {"evictions_true", &ReplicaResult::evictions_true},
-    {"evictions_false", &ReplicaResult::evictions_false},
-    {"evictions_false_positive", &ReplicaResult::evictions_false_positive},
-    {"false_failures", &ReplicaResult::false_failures},
-    {"health_check_drains", &ReplicaResult::health_check_drains},
-    {"repairs", &ReplicaResult::repairs},
-    {"retired", &ReplicaResult::retired},
-    {"runs_ended", &ReplicaResult::runs_ended},
-    {"incident_count", &ReplicaResult::incident_count},
-    {"faults_injected", &ReplicaResult::faults_injected},
-    {"checkpoints", &ReplicaResult::checkpoints},
-    {"events", &ReplicaResult::events},
-    {"flow_batches_real", &ReplicaResult::flow_batches_real},
-    {"flow_batches_cached", &ReplicaResult::flow_batches_cached},
-    {"steps", &ReplicaResult::steps},
-    {"standby_exhaustions", &ReplicaResult::standby_exhaustions},
-    {"remote_fallbacks", &ReplicaResult::remote_fallbacks},
-    {"warnings", &ReplicaResult::warnings},
-    {"warnings_false", &ReplicaResult::warnings_false},
-    {"migrations", &ReplicaResult::migrations},
-    {"migrations_needless", &ReplicaResult::migrations_needless},
-    {"machines_beyond_fleet", &ReplicaResult::machines_beyond_fleet},
-    {"machines_used", &ReplicaResult::machines_used},
-    {"preemptions", &ReplicaResult::preemptions},
+constexpr double ReplicaResult::*kReals[] = {
+    &ReplicaResult::ettr,
+    &ReplicaResult::elapsed_s,
+    &ReplicaResult::exposure_s,
+    &ReplicaResult::cpu_s,
 };
-constexpr Field<double> kReals[] = {
-    {"ettr", &ReplicaResult::ettr},
-    {"elapsed_s", &ReplicaResult::elapsed_s},
-    {"exposure_s", &ReplicaResult::exposure_s},
-    {"cpu_s", &ReplicaResult::cpu_s},
+constexpr bool ReplicaResult::*kFlags[] = {
+    &ReplicaResult::finished,
+    &ReplicaResult::depleted,
 };
-constexpr Field<bool> kFlags[] = {
-    {"finished", &ReplicaResult::finished},
-    {"depleted", &ReplicaResult::depleted},
+
+// The wire of encode/decode: each value's bytes as the machine holds them (both ends are
+// one build on one machine, or a sweep store that build wrote), a vector or a string
+// behind its length. Reading checks every length against what is left: a truncated or
+// foreign message is an error, never a read past its end.
+class Out {
+ public:
+  template <class T>
+  void put(const T& x) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* p = reinterpret_cast<const std::uint8_t*>(&x);
+    bytes_.insert(bytes_.end(), p, p + sizeof x);
+  }
+  template <class T>
+  void put_all(const std::vector<T>& xs) {
+    put<std::uint64_t>(xs.size());
+    if constexpr (std::is_same_v<T, std::string>) {
+      for (const std::string& x : xs) {
+        put<std::uint64_t>(x.size());
+        bytes_.insert(bytes_.end(), x.begin(), x.end());
+      }
+    } else {
+      const auto* p = reinterpret_cast<const std::uint8_t*>(xs.data());
+      bytes_.insert(bytes_.end(), p, p + xs.size() * sizeof(T));
+    }
+  }
+  std::vector<std::uint8_t> take() { return std::move(bytes_); }
+
+ private:
+  std::vector<std::uint8_t> bytes_;
 };
+
+class In {
+ public:
+  explicit In(const std::vector<std::uint8_t>& bytes)
+      : at_(bytes.data()), end_(bytes.data() + bytes.size()) {}
+  template <class T>
+  void get(T& x) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::memcpy(&x, take(sizeof x), sizeof x);
+  }
+  template <class T>
+  void get_all(std::vector<T>& xs) {
+    std::uint64_t n = 0;
+    get(n);
+    if constexpr (std::is_same_v<T, std::string>) {
+      check(n, sizeof(std::uint64_t));
+      xs.resize(n);
+      for (std::string& x : xs) {
+        std::uint64_t len = 0;
+        get(len);
+        const std::uint8_t* p = take(len);
+        x.assign(reinterpret_cast<const char*>(p), len);
+      }
+    } else {
+      check(n, sizeof(T));
+      xs.resize(n);
+      std::memcpy(xs.data(), take(n * sizeof(T)), n * sizeof(T));
+    }
+  }
+  // `n` records of at least `least` bytes each can follow.
+  void check(std::uint64_t n, std::size_t least) const {
+    if (n > left() / least) fail();
+  }
+  void finish() const {
+    if (at_ != end_) fail();
+  }
+
+ private:
+  std::size_t left() const { return static_cast<std::size_t>(end_ - at_); }
+  const std::uint8_t* take(std::size_t n) {
+    if (n > left()) fail();
+    const std::uint8_t* p = at_;
+    at_ += n;
+    return p;
+  }
+  [[noreturn]] static void fail() {
+    throw std::runtime_error("replica result: truncated or not written by this build");
+  }
+  const std::uint8_t* at_;
+  const std::uint8_t* end_;
+};
+
+// One field list for both directions: `io` is an Out (put) or an In (get), so the two
+// cannot disagree on the order. Structs go field by field (no padding on the wire).
+template <class Io, class R>
+void fields(Io& io, R& r) {
+  constexpr bool out = std::is_same_v<Io, Out>;
+  auto one = [&](auto& x) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(x)>, bool>) {
+      std::uint8_t b = x;
+      if constexpr (out) {
+        io.put(b);
+      } else {
+        io.get(b);
+        x = b != 0;
+      }
+    } else if constexpr (out) {
+      io.put(x);
+    } else {
+      io.get(x);
+    }
+  };
+  auto all = [&](auto& xs) {
+    if constexpr (out)
+      io.put_all(xs);
+    else
+      io.get_all(xs);
+  };
+  // A count of records that follow, each at least `least` bytes long.
+  auto count = [&](auto& xs, std::size_t least) {
+    std::uint64_t n = xs.size();
+    one(n);
+    if constexpr (!out) {
+      io.check(n, least);
+      xs.resize(n);
+    }
+  };
+  one(r.replica);
+  for (const auto f : kCounts) one(r.*f);
+  for (const auto f : kReals) one(r.*f);
+  for (const auto f : kFlags) one(r.*f);
+  one(r.max_fruitless_rounds);
+  for (const auto& k : kBuckets) one(r.breakdown.*k.field);
+  auto& a = r.attributed;
+  for (auto* x : {&a.init, &a.inplace_init, &a.requeue, &a.reschedule, &a.standby_wake, &a.on_call,
+                  &a.replay, &a.mfu_checkpoint})
+    one(*x);
+  for (auto& x : a.probe) one(x);
+  count(r.categories, 7 * 8);
+  for (auto& c : r.categories) {
+    one(c.incidents);
+    one(c.injected);
+    one(c.resolution_sum_s);
+    one(c.resolution_max_s);
+    one(c.detection_sum_s);
+    one(c.detected);
+    one(c.recurred);
+    for (auto& o : c.outcomes) one(o);
+  }
+  one(r.dominant.category);
+  one(r.dominant.at_s);
+  one(r.dominant.resolution_s);
+  count(r.timeline, 4 * 8);
+  for (auto& p : r.timeline) {
+    one(p.t_h);
+    one(p.cumulative);
+    one(p.window_1h);
+    one(p.waiting_h);
+  }
+  count(r.incidents, 3 * 8 + 2 * 4 + 3 * 8);
+  for (auto& i : r.incidents) {
+    one(i.at_s);
+    one(i.category);
+    one(i.detected_s);
+    one(i.resolved_s);
+    one(i.resolution);
+    all(i.slots);
+    all(i.machines);
+    all(i.evicted);
+  }
+  all(r.decisions);
+  all(r.resolved_by);
+}
 
 }  // namespace
 
 std::vector<std::uint8_t> encode(const ReplicaResult& r) {
-  json j;
-  j["replica"] = r.replica;
-  for (const auto& f : kCounts) j[f.name] = r.*f.member;
-  for (const auto& f : kReals) j[f.name] = r.*f.member;
-  for (const auto& f : kFlags) j[f.name] = r.*f.member;
-  j["max_fruitless_rounds"] = r.max_fruitless_rounds;
-  json jb = json::array();
-  for (const auto& k : kBuckets) jb.push_back(r.breakdown.*k.field);
-  j["breakdown"] = jb;  // in kBuckets' order
-  json cats = json::array();
-  for (const auto& c : r.categories)
-    cats.push_back({c.incidents, c.injected, c.resolution_sum_s, c.resolution_max_s,
-                    c.detection_sum_s, c.detected, c.recurred,
-                    json(std::vector<std::int64_t>(std::begin(c.outcomes), std::end(c.outcomes)))});
-  j["categories"] = cats;  // CategoryStats' fields in declaration order
-  j["dominant"] = {r.dominant.category, r.dominant.at_s, r.dominant.resolution_s};
-  json tl = json::array();
-  for (const auto& p : r.timeline) tl.push_back({p.t_h, p.cumulative, p.window_1h, p.waiting_h});
-  j["timeline"] = tl;
-  json inc = json::array();
-  for (const auto& i : r.incidents)
-    inc.push_back({i.at_s, i.category, i.detected_s, i.resolved_s, i.slots, i.resolution,
-                   i.machines, i.evicted});
-  j["incidents"] = inc;
-  j["decisions"] = r.decisions;
-  j["resolved_by"] = r.resolved_by;
-  const Attributed& a = r.attributed;
-  j["attributed"] = {
-      a.init,          a.inplace_init,
-      a.requeue,       a.reschedule,
-      a.standby_wake,  a.on_call,
-      a.replay,        json(std::vector<std::int64_t>(std::begin(a.probe), std::end(a.probe))),
-      a.mfu_checkpoint};  // Attributed's fields in declaration order
-  return json::to_msgpack(j);
+  Out out;
+  fields(out, r);
+  return out.take();
 }
 
 ReplicaResult decode(const std::vector<std::uint8_t>& bytes) {
-  const json j = json::from_msgpack(bytes);
+  In in(bytes);
   ReplicaResult r;
-  r.replica = j.at("replica");
-  for (const auto& f : kCounts) r.*f.member = j.at(f.name);
-  for (const auto& f : kReals) r.*f.member = j.at(f.name);
-  for (const auto& f : kFlags) r.*f.member = j.at(f.name);
-  r.max_fruitless_rounds = j.at("max_fruitless_rounds");
-  std::size_t i = 0;
-  for (const auto& k : kBuckets) r.breakdown.*k.field = j.at("breakdown").at(i++);
-  for (const auto& c : j.at("categories")) {
-    CategoryStats k{c[0], c[1], c[2], c[3], c[4], c[5], c[6]};
-    for (int o = 0; o < kOutcomes; ++o) k.outcomes[o] = c[7][o];
-    r.categories.push_back(k);
-  }
-  const auto& o = j.at("dominant");
-  r.dominant = {o[0], o[1], o[2]};
-  for (const auto& p : j.at("timeline")) r.timeline.push_back({p[0], p[1], p[2], p[3]});
-  for (const auto& x : j.at("incidents"))
-    r.incidents.push_back({x[0], x[1], x[2], x[3], x[4].get<std::vector<int>>(), x[5],
-                           x[6].get<std::vector<int>>(), x[7].get<std::vector<int>>()});
-  r.decisions = j.at("decisions").get<std::vector<std::string>>();
-  r.resolved_by = j.at("resolved_by").get<std::vector<std::int64_t>>();
-  const auto& a = j.at("attributed");
-  Attributed& x = r.attributed;
-  x.init = a[0];
-  x.inplace_init = a[1];
-  x.requeue = a[2];
-  x.reschedule = a[3];
-  x.standby_wake = a[4];
-  x.on_call = a[5];
-  x.replay = a[6];
-  for (int k = 0; k < kProbeKinds; ++k) x.probe[k] = a[7][k];
-  x.mfu_checkpoint = a[8];
+  fields(in, r);
+  in.finish();
   return r;
 }
 

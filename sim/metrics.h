@@ -159,7 +159,9 @@ struct CategoryTotals {
 // Frees r's categories and resolved_by (once a CategoryTotals holds them).
 void release_categories(ReplicaResult& r);
 
-// msgpack round trip for the fork pipe (exact doubles).
+// A replica's result as bytes and back, bit for bit (a forked replica's to its parent, a
+// sweep store's chunks): the fields in a fixed order, not a file format across builds.
+// decode throws std::runtime_error on bytes it cannot have written.
 std::vector<std::uint8_t> encode(const ReplicaResult& r);
 ReplicaResult decode(const std::vector<std::uint8_t>& bytes);
 

@@ -24,7 +24,9 @@ using nlohmann::ordered_json;
 
 namespace {
 
-constexpr char kChunkMagic[8] = {'F', 'L', 'C', 'H', 'U', 'N', 'K', '1'};
+// A chunk's first 8 bytes: the format (2: results as sim/metrics.h's encode writes them
+// since 2026-12; 1 held them as msgpack).
+constexpr char kChunkMagic[8] = {'F', 'L', 'C', 'H', 'U', 'N', 'K', '2'};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -109,6 +111,13 @@ std::vector<Chunk> list_chunks(const fs::path& dir) {
 // Reads a chunk file into (replica, encoded result) records.
 std::vector<std::pair<std::uint64_t, std::vector<std::uint8_t>>> read_chunk(const fs::path& path) {
   const std::string bytes = read_file(path.string());
+  if (bytes.size() >= sizeof kChunkMagic &&
+      std::memcmp(bytes.data(), kChunkMagic, sizeof kChunkMagic - 1) == 0 &&
+      bytes[sizeof kChunkMagic - 1] != kChunkMagic[sizeof kChunkMagic - 1])
+    throw std::runtime_error(path.string() + ": a chunk of format " +
+                             bytes[sizeof kChunkMagic - 1] + ", this build reads format " +
+                             kChunkMagic[sizeof kChunkMagic - 1] +
+                             ": sweep into a new --out (or delete the point's chunks)");
   if (bytes.size() < sizeof kChunkMagic ||
       std::memcmp(bytes.data(), kChunkMagic, sizeof kChunkMagic) != 0)
     throw std::runtime_error(path.string() + ": not a faultline chunk file");
@@ -299,7 +308,12 @@ json SweepStore::finish(const PlannedPoint& p) const {
   for (const auto& c : chunks)
     for (auto& [replica, bytes] : read_chunk(c.path)) {
       if (replica >= static_cast<std::uint64_t>(n) || have[replica]) continue;
-      rs[replica] = decode(bytes);
+      try {
+        rs[replica] = decode(bytes);
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error(c.path.string() + ": replica " + std::to_string(replica) + ": " +
+                                 e.what());
+      }
       have[replica] = true;
     }
   for (int r = 0; r < n; ++r)

@@ -50,6 +50,16 @@ TEST(ReplicaResultCodec, EveryFieldComesBackUnderItsOwnName) {
   r.incidents = {{5.5, 1, 6.5, 7.5, {3, 4}, 2, {8}, {9}}};
   r.decisions = {"a", "b"};
   r.resolved_by = {1, 0, 2};
+  r.warnings = 201;
+  r.warnings_false = 202;
+  r.migrations = 203;
+  r.migrations_needless = 204;
+  std::int64_t at = 300;
+  Attributed& a = r.attributed;
+  for (std::int64_t* x : {&a.init, &a.inplace_init, &a.requeue, &a.reschedule, &a.standby_wake,
+                          &a.on_call, &a.replay, &a.mfu_checkpoint})
+    *x = ++at;
+  for (auto& x : a.probe) x = ++at;
 
   const ReplicaResult d = decode(encode(r));
   EXPECT_EQ(d.replica, 7u);
@@ -96,6 +106,44 @@ TEST(ReplicaResultCodec, EveryFieldComesBackUnderItsOwnName) {
   EXPECT_EQ(d.incidents[0].evicted, std::vector<int>{9});
   EXPECT_EQ(d.decisions, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(d.resolved_by, (std::vector<std::int64_t>{1, 0, 2}));
+  EXPECT_EQ(d.warnings, 201);
+  EXPECT_EQ(d.warnings_false, 202);
+  EXPECT_EQ(d.migrations, 203);
+  EXPECT_EQ(d.migrations_needless, 204);
+  at = 300;
+  const Attributed& b = d.attributed;
+  for (const std::int64_t* x : {&b.init, &b.inplace_init, &b.requeue, &b.reschedule,
+                                &b.standby_wake, &b.on_call, &b.replay, &b.mfu_checkpoint})
+    EXPECT_EQ(*x, ++at);
+  for (auto x : b.probe) EXPECT_EQ(x, ++at);
+  EXPECT_EQ(d.incidents[0].machines, std::vector<int>{8});
+  EXPECT_EQ(d.incidents[0].resolution, 2);
+  EXPECT_EQ(d.dominant.category, 2);
+  // Bit for bit: the same result encodes to the same bytes, and back to them.
+  EXPECT_EQ(encode(d), encode(r));
+}
+
+// Bytes it did not write (a sweep store's chunk cut short, or of another build) are an
+// error, never a read past their end: every prefix, one byte more, a count too large.
+TEST(ReplicaResultCodec, BytesItDidNotWriteAreRefused) {
+  ReplicaResult r;
+  r.categories.resize(2);
+  r.timeline.resize(3);
+  r.incidents = {{5.5, 1, 6.5, 7.5, {3, 4}, 2, {8}, {9}}};
+  r.decisions = {"a decision"};
+  r.resolved_by = {1, 2};
+  const std::vector<std::uint8_t> bytes = encode(r);
+  for (std::size_t n = 0; n < bytes.size(); ++n)
+    EXPECT_THROW(decode({bytes.begin(), bytes.begin() + n}), std::runtime_error) << n;
+  std::vector<std::uint8_t> longer = bytes;
+  longer.push_back(0);
+  EXPECT_THROW(decode(longer), std::runtime_error);
+  // The decisions' count (8 bytes before the last string's length and text and the
+  // resolved_by vector) set to 2^62: refused before anything is allocated for it.
+  std::vector<std::uint8_t> huge = bytes;
+  const std::size_t tail = 8 + 8 + 10 + 8 + 2 * 8;
+  huge[huge.size() - tail + 7] = 0x40;
+  EXPECT_THROW(decode(huge), std::runtime_error);
 }
 
 }  // namespace

@@ -269,6 +269,34 @@ TEST(SimSweep, ResumeSkipsPointsAlreadyDone) {
   EXPECT_EQ(r2[3][0], "3600");
 }
 
+// A point's chunks left by an interrupted sweep are read back on resume: one from an earlier
+// build (chunk format 1) or cut short is refused in one line naming the file, not read.
+TEST(SimSweep, AChunkItCannotReadIsRefusedNamingTheFile) {
+  TempDir dir("sweep-chunk");
+  const auto args =
+      sweep_args(kDaly, dir.str(),
+                 {"--replicas", "6", "--jobs", "2", "--format", "csv", "--set",
+                  "job.horizon_days=20", "--grid", "policy.params.checkpoint_interval_s=1200"});
+  CliResult first = run_cli(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const json sweep = json::parse(slurp(dir.path() / "sweep.json"));
+  const fs::path result = dir.path() / sweep["points"][0]["result"].get<std::string>();
+  const fs::path chunk = result.parent_path() / "chunk-0-6.bin";
+  // One record: replica 0, three bytes that are no result.
+  const std::string record("\0\0\0\0\0\0\0\0\3\0\0\0\0\0\0\0abc", 19);
+  for (const auto& [magic, expected] :
+       {std::pair<std::string, std::string>{"FLCHUNK1",
+                                            "a chunk of format 1, this build reads format 2"},
+        {"FLCHUNK2", "replica 0: replica result: truncated or not written by this build"}}) {
+    fs::remove(result);
+    std::ofstream(chunk, std::ios::binary) << magic << record;
+    CliResult r = run_cli(args);
+    EXPECT_NE(r.exit_code, 0) << magic;
+    EXPECT_NE(r.err.find(chunk.string() + ": " + expected), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
 TEST(SimSweep, BadInputIsAUsageErrorNamingThePoint) {
   TempDir dir("sweep-bad");
   for (std::vector<std::string> extra :
