@@ -89,9 +89,10 @@ class ByteRobust final : public Policy {
       return;
     if (queued_crash_ && take_queued_crash(w)) return;
     if (refill_empty(w, "empty before the restart: ", wanted_->why)) return;
-    Restart r = *std::exchange(wanted_, std::nullopt);
+    Restart r = std::move(*wanted_);
+    wanted_.reset();
     // What it takes to take it again (an eviction breaks it): not its words.
-    starting_ = Restart{r.kind, {}, r.mechanism, r.after_failure, r.version};
+    starting_.emplace(r.kind, std::string(), r.mechanism, r.after_failure, r.version);
     if (r.kind == Restart::Kind::kRollBack) {
       pending_.start = w.act(RollBack{std::move(r.why)});
       return;
@@ -135,15 +136,15 @@ class ByteRobust final : public Policy {
   }
   // The job is down from here on: stopped now if it trains (a stuck job under diagnosis is
   // stopped by stop_now, or by the eviction that follows).
-  void stop_if_running(World& w, std::string why) {
-    if (running()) w.act(StopJob{std::move(why)});
+  void stop_if_running(World& w, const std::string& why) {
+    if (running()) w.act(StopJob{why});
     up_ = false;
     end_run(w);
   }
   // The job runs (perhaps stuck, while the stack diagnoses it): stop it and count the run
   // as interrupted.
-  void stop_now(World& w, std::string why) {
-    w.act(StopJob{std::move(why)});
+  void stop_now(World& w, const std::string& why) {
+    w.act(StopJob{why});
     up_ = false;
     end_run(w);
   }
@@ -208,7 +209,7 @@ class ByteRobust final : public Policy {
     // Outside a diagnosis the replacements are all the restart waits for; within one (a
     // second fault joined it) the diagnosis goes on, and its conclusion restarts the job.
     if (!rounds_.is_open() && !wanted_)
-      wanted_ = Restart{Restart::Kind::kStart, "replacements ready", Mechanism::kNone, true};
+      wanted_.emplace(Restart::Kind::kStart, "replacements ready", Mechanism::kNone, true);
   }
   // A failure that is not the last one again: the fruitless rounds start over.
   void new_incident() {
@@ -251,7 +252,7 @@ class ByteRobust final : public Policy {
     close_round();
     acquiring_.insert(
         acquire(w, AcquireMachines{AcquireMode::kRequeue, {}, why, Mechanism::kRequeue}));
-    wanted_ = Restart{Restart::Kind::kStart, "replacements ready", Mechanism::kNone, true};
+    wanted_.emplace(Restart::Kind::kStart, "replacements ready", Mechanism::kNone, true);
   }
   void reattempt(World& w, const std::string& why) {
     stop_if_running(w, why);
