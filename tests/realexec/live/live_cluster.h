@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -67,12 +68,42 @@ inline bool netns_usable() {
   return cached == 1;
 }
 
+// A network id that no other live test running at this moment holds. A cluster's id names
+// its subnets (10.77.ID.0/24, 10.78.ID.0/24), bridges (flbmID, flbdID), namespaces (flIDmN),
+// veths, and picks its controller, Slurm and training ports; ctest runs these tests two at a
+// time, and two clusters with one id would delete each other's namespaces and bridges. An id
+// is held by an flock on a file of its own in /tmp/faultline-live-netids (the lock goes with
+// the process, even one killed with SIGKILL); the search starts at a place drawn from the pid,
+// so that an id just given back (its namespaces may still be going away) is seldom taken
+// again at once. Returns the id (20..219) and sets *fd to the open lock file (-1 when none
+// could be opened: then the id is the pid's, as before).
+inline int claim_net_id(int* fd) {
+  static int counter = 0;
+  const std::string dir = "/tmp/faultline-live-netids";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  fs::permissions(dir, fs::perms::all | fs::perms::sticky_bit, ec);
+  const int start = (getpid() * 7 + counter++) % 200;
+  *fd = -1;
+  for (int k = 0; k < 200; ++k) {
+    const int id = (start + k) % 200 + 20;
+    const int f =
+        ::open((dir + "/" + std::to_string(id)).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (f < 0) continue;
+    if (::flock(f, LOCK_EX | LOCK_NB) == 0) {
+      *fd = f;
+      return id;
+    }
+    ::close(f);
+  }
+  return start + 20;
+}
+
 // One live deployment: controller + 4 job machines + 1 standby.
 class LiveCluster {
  public:
   explicit LiveCluster(const std::string& test, json params, int step_ms = 100, int standbys = 1) {
-    static int counter = 0;
-    id_ = (getpid() * 7 + counter++) % 200 + 20;
+    id_ = claim_net_id(&id_lock_);
     dir_ = (fs::temp_directory_path() / ("faultline-live-" + test + "-" + std::to_string(getpid())))
                .string();
     fs::remove_all(dir_);
@@ -122,7 +153,8 @@ class LiveCluster {
       t << "e2e-token-" << std::to_string(getpid()) << "-0123456789abcdef\n";
     }
     chmod((dir_ + "/token").c_str(), 0600);
-    port_ = 17000 + (getpid() % 500) * 10 + counter % 10;
+    // Ports from the id: no other live test running now has it (claim_net_id).
+    port_ = 17000 + id_ * 10;
     json machines = json::array(), standby = json::array();
     for (size_t i = 0; i < names_.size(); ++i) {
       json m{{"name", names_[i]},
@@ -149,7 +181,7 @@ class LiveCluster {
                          std::to_string(step_ms), "--loss-log", dir_ + "/loss.log"}}}},
                      {"version", "v1"},
                      {"gpus_per_machine", 1},
-                     {"master_port", 29000 + (getpid() % 300) * 3},
+                     {"master_port", 27000 + id_ * 3},
                      {"nominal_step_time_s", step_ms / 1000.0},
                      {"replay_steps", 12}}},
                    {"policy", {{"stack", "byterobust"}, {"params", base}}},
@@ -160,6 +192,8 @@ class LiveCluster {
                    {"heartbeat_timeout_s", 3}};
     std::ofstream(dir_ + "/live.json") << config_.dump(2);
   }
+  LiveCluster(const LiveCluster&) = delete;  // one owner of the processes and the id's lock
+  LiveCluster& operator=(const LiveCluster&) = delete;
   ~LiveCluster() {
     stop_launcher();
     stop_slurm();
@@ -178,6 +212,7 @@ class LiveCluster {
       fs::remove_all(dir_);
     else
       std::cerr << "kept " << dir_ << " for inspection\n";
+    if (id_lock_ >= 0) ::close(id_lock_);  // the id is free again (claim_net_id)
   }
 
   // Hosts reached over ssh, as on a real cluster: an sshd (Debian's openssh-server) in each
@@ -629,7 +664,7 @@ class LiveCluster {
     fs::remove(log);
     const int rc =
         run_wait({"env", "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1",
-                  "MASTER_PORT=" + std::to_string(28000 + getpid() % 900), kTrainjob, "--seed", "7",
+                  "MASTER_PORT=" + std::to_string(28000 + id_ * 3), kTrainjob, "--seed", "7",
                   "--hidden", "32", "--steps", std::to_string(steps), "--loss-log", log},
                  dir_ + "/reference.out");
     EXPECT_EQ(rc, 0);
@@ -653,6 +688,7 @@ class LiveCluster {
 
  private:
   int id_ = 0;
+  int id_lock_ = -1;  // the flock that holds id_ (claim_net_id)
   int port_ = 0;
   bool netns_ = false;
   std::string dir_;
