@@ -66,7 +66,13 @@ for i in "${!pnames[@]}"; do
 done
 rm -rf "$work"; mkdir -p "$work"; work=$(cd "$work" && pwd)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"; chmod 600 "$work/token"
-port=$((17700 + RANDOM % 200)); master=$((29600 + RANDOM % 200))
+# Ports the kernel finds free (python3), so that runs side by side (ctest -j2) do not meet on
+# one; without python3, one drawn at random as before.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' \
+    2>/dev/null || echo $(($1 + RANDOM % 200))
+}
+port=$(free_port 17700); master=$(free_port 29600)
 machine() { printf '{"name":"%s","addr":"127.0.0.1","workdir":"%s/%s"}' "$1" "$work" "$1"; }
 cat > "$work/live.json" <<JSON
 {

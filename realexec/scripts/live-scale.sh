@@ -31,7 +31,8 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
 fi
 rm -rf "$work"; mkdir -p "$work"; work=$(cd "$work" && pwd)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"; chmod 600 "$work/token"
-port=$((18000 + RANDOM % 2000))
+# A port the kernel finds free, so that runs side by side (ctest -j2) do not meet on one.
+port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # Enough warm standbys that a partitioned rack (8) plus a machine loss do not empty the pool:
 # the job keeps running through the storm, so that every fault lands on a running job.
 standby=$((agents / 25 > 10 ? agents / 25 : 10))

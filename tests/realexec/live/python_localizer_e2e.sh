@@ -89,6 +89,10 @@ class LoopingPlanner(faultline.CheckpointPlanner):
 
 faultline.register(LoopingPlanner)
 PY
+# A port the kernel finds free (ctest runs this beside other tests).
+free_port() {
+  "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 agent=
 trap '[ -z "$agent" ] || kill "$agent" 2>/dev/null || true' EXIT
 falls_back() {  # NAME PLUGIN MODULE EXPECTED_REGEX: the run, its report checked
@@ -97,11 +101,11 @@ falls_back() {  # NAME PLUGIN MODULE EXPECTED_REGEX: the run, its report checked
   printf 'python-localizer-e2e-token-0123456789\n' > "$dir/token"
   chmod 600 "$dir/token"
   cat > "$dir/live.json" <<JSON
-{"controller": "127.0.0.1:$((20000 + RANDOM % 20000))", "token_file": "token",
+{"controller": "127.0.0.1:$(free_port)", "token_file": "token",
  "machines": [{"name": "m0", "addr": "127.0.0.1", "workdir": "$dir/m0"}],
  "job": {"versions": {"v1": ["$bin/faultline-trainjob", "--seed", "11", "--hidden", "48",
                              "--step-ms", "200"]},
-         "master_port": $((40000 + RANDOM % 20000)), "nominal_step_time_s": 0.2},
+         "master_port": $(free_port), "nominal_step_time_s": 0.2},
  "policy": {"stack": "byterobust", "params": {"checkpoint": "$3", "standby_pool": 0}},
  "trainjob_bin": "$bin/faultline-trainjob", "state_dir": "state"}
 JSON
