@@ -52,7 +52,7 @@ if [ -n "$from" ] && [ ! -d "$from" ]; then
 fi
 
 # What is fetched: local path (under DEST), repository, commit, path in the repository.
-# The commits are the ones ../shared/traces/README.md names (7aacdc8, 7966556, 7a6c496).
+# Each commit is pinned; every file is checked against traces/SHA256SUMS (traces/FORMAT.md §10).
 hbd="stepfun-ai/InfiniteHBD-Trace 7aacdc8c3d2352c5b784bc0ea31756e1620daed1"
 oob="SymbioticLab/Oobleck 796655600207cfb59fae5804740ff720f7428fc5"
 ali="alibaba/clusterdata 7a6c496e4f4b6ce6150be8f881cb051bf2abff42"
