@@ -3,11 +3,13 @@
 // same-run baseline, followed by the bit-exact digest GEMM (digest.h).
 
 #include <cublas_v2.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <vector>
 
@@ -29,20 +31,75 @@ constexpr double kChunkTargetMs = 200.0;
 constexpr int kBaselineEvery = 4;  // chunk i is a baseline chunk when i % 4 == 1
 constexpr std::size_t kReportedMismatches = 8;
 
+// cuBLAS is opened the first time a GEMM probe needs it instead of being linked: loading
+// libcublas runs its initialisers (about half a second of CPU on a 2-core machine), which every
+// other probe, and every program linking the probes, paid at start-up. The soname is the one of
+// the headers built against; the library is looked for where the loader looks, then beside the
+// CUDA runtime this program is linked with.
+struct CublasApi {
+  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                            const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                            int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                            cublasGemmAlgo_t) = nullptr;
+  const char* (*status_name)(cublasStatus_t) = nullptr;
+  const char* (*status_string)(cublasStatus_t) = nullptr;
+};
+
+template <typename T>
+void bind(void* library, const char* name, T& fn, const std::string& soname) {
+  fn = reinterpret_cast<T>(::dlsym(library, name));
+  if (fn == nullptr) throw GpuError(soname + ": has no symbol " + name, -1);
+}
+
+CublasApi open_cublas() {
+  const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+  void* library = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string why;
+  if (library == nullptr) {
+    const char* error = ::dlerror();
+    why = error != nullptr ? error : soname + ": not found";
+    Dl_info runtime{};
+    if (::dladdr(reinterpret_cast<void*>(&cudaRuntimeGetVersion), &runtime) != 0 &&
+        runtime.dli_fname != nullptr) {
+      const auto beside = std::filesystem::path(runtime.dli_fname).parent_path() / soname;
+      library = ::dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (library == nullptr) why += "; nor beside the CUDA runtime, " + beside.string();
+    }
+  }
+  if (library == nullptr) throw GpuError("cannot load cuBLAS: " + why, -1);
+  CublasApi api;
+  bind(library, "cublasCreate_v2", api.create, soname);
+  bind(library, "cublasDestroy_v2", api.destroy, soname);
+  bind(library, "cublasSetStream_v2", api.set_stream, soname);
+  bind(library, "cublasGemmEx", api.gemm_ex, soname);
+  bind(library, "cublasGetStatusName", api.status_name, soname);
+  bind(library, "cublasGetStatusString", api.status_string, soname);
+  return api;  // the library stays loaded for the life of the process
+}
+
+// Throws GpuError when cuBLAS cannot be loaded (and tries again at the next call).
+const CublasApi& cublas() {
+  static const CublasApi api = open_cublas();
+  return api;
+}
+
 void check_cublas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw GpuError(
-      std::string(what) + ": " + cublasGetStatusName(status) + ": " + cublasGetStatusString(status),
-      -1);
+  throw GpuError(std::string(what) + ": " + cublas().status_name(status) + ": " +
+                     cublas().status_string(status),
+                 -1);
 }
 
 class CublasHandle {
  public:
   explicit CublasHandle(cudaStream_t stream) {
-    check_cublas(cublasCreate(&handle_), "cublasCreate");
-    check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
+    check_cublas(cublas().create(&handle_), "cublasCreate");
+    check_cublas(cublas().set_stream(handle_, stream), "cublasSetStream");
   }
-  ~CublasHandle() { cublasDestroy(handle_); }
+  ~CublasHandle() { cublas().destroy(handle_); }
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
   cublasHandle_t get() const { return handle_; }
@@ -84,9 +141,10 @@ void run_gemm(const PathSetup& p, cublasHandle_t handle, const void* a, const vo
   const float alpha = 1.0f;
   const float beta = 0.0f;
   const cudaDataType_t c_data = c_type == ElementType::kFp32 ? CUDA_R_32F : p.data_type;
-  check_cublas(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, p.data_type, n, b,
-                            p.data_type, n, &beta, c, c_data, n, p.compute, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
+  check_cublas(
+      cublas().gemm_ex(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, p.data_type, n, b,
+                       p.data_type, n, &beta, c, c_data, n, p.compute, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
 }
 
 struct BurnResult {

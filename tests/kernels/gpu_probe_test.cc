@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -72,6 +73,19 @@ double metric(const Probe& p, const std::string& name) {
 std::string verdict(const Probe& p) {
   return p.report.is_object() ? p.report["verdict"].get<std::string>() : "none";
 }
+
+#ifdef FAULTLINE_TESTS_HAVE_CUDA
+// cuBLAS is opened by the GEMM probe when it runs, not at start-up (loading it costs every
+// process linking the probes about half a second): this program links them and ran none.
+TEST(ProbeLibraries, CublasIsNotLoadedUntilAGemmProbeRuns) {
+  std::ifstream maps("/proc/self/maps");
+  ASSERT_TRUE(maps) << "cannot read /proc/self/maps";
+  std::string line;
+  while (std::getline(maps, line)) {
+    EXPECT_EQ(line.find("libcublas"), std::string::npos) << line;
+  }
+}
+#endif
 
 TEST(GpuGemm, BurnKeepsUpWithTheSameRunBaseline) {
   SKIP_WITHOUT_GPU();
