@@ -15,12 +15,20 @@ fi
 cd "$root" || exit 1
 mapfile -d '' files < <(find . \( -path ./build -o -path './build-*' -o -path ./.git \) -prune -o \
   -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' \) -print0 | sort -z)
-bad=0
-for f in "${files[@]}"; do
-  if ! "$cf" --style=file --dry-run --Werror "$f" >/dev/null 2>&1; then
-    echo "${f#./}: not formatted (clang-format -i ${f#./})"
-    bad=$((bad + 1))
-  fi
+# One clang-format process for all files (one per file spent 40 s of a 2-core machine's time
+# starting clang-format 370 times; all at once takes 4 s). It goes on past a file that is not
+# formatted and names each place with "FILE:LINE:COLUMN: error: code should be clang-formatted".
+out=$(printf '%s\0' "${files[@]}" | xargs -0 "$cf" --style=file --dry-run --Werror 2>&1 >/dev/null)
+rc=$?
+mapfile -t bad_files < <(printf '%s\n' "$out" |
+  sed -n 's/^\(.*\):[0-9][0-9]*:[0-9][0-9]*: error: code should be clang-formatted.*/\1/p' | sort -u)
+for f in "${bad_files[@]}"; do
+  echo "${f#./}: not formatted (clang-format -i ${f#./})"
 done
-echo "lint.format: ${#files[@]} files, $bad not formatted"
-[ "$bad" -eq 0 ]
+if [ "$rc" -ne 0 ] && [ "${#bad_files[@]}" -eq 0 ]; then
+  echo "lint.format: clang-format failed (exit $rc) without naming a file:"
+  printf '%s\n' "$out" | head -20
+  exit 1
+fi
+echo "lint.format: ${#files[@]} files, ${#bad_files[@]} not formatted"
+[ "${#bad_files[@]}" -eq 0 ] && [ "$rc" -eq 0 ]
