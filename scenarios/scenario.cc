@@ -621,6 +621,7 @@ void parse_job(const json& jj, const std::string& file, Scenario& sc) {
   job.image_bytes = j.number("image_bytes", 0, 0, 1e15);
   job.init_s = j.number("init_s", 0, 0, 1e6);
   job.init_per_machine_s = j.number("init_per_machine_s", 0, 0, 1e4);
+  job.first_init_s = j.number("first_init_s", job.init_s, 0, 1e6);
   job.inplace_init_s = j.number("inplace_init_s", job.init_s, 0, 1e6);
   job.collective_timeout_s = j.number("collective_timeout_s", 600, 0, 1e7);
   job.checkpoint_mfu_loss = j.number("checkpoint_mfu_loss", 0, 0, 0.5);

@@ -667,6 +667,7 @@ void SimWorld::start_init() {
 
 void SimWorld::finish_start() {
   job_ = JobState::kRunning;
+  trained_ = true;
   stuck_ = false;
   ++epoch_;
   for (SlotId s : fresh_slots_) fresh_[s] = false;
@@ -771,7 +772,8 @@ void SimWorld::start_job(ActionId id, Mechanism mech, bool in_place) {
   const double init =
       in_place_ ? sc_.job.inplace_init_s +
                       sc_.job.init_per_machine_s * static_cast<double>(restarted_slots().size())
-                : sc_.job.init_s + sc_.job.init_per_machine_s * view_.slots();
+                : (trained_ ? sc_.job.init_s : sc_.job.first_init_s) +
+                      sc_.job.init_per_machine_s * view_.slots();
   push(now_ + secs(init), Internal{Internal::kStartInit, batch_token_});
 }
 

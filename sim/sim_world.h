@@ -404,6 +404,7 @@ class SimWorld final : public World {
   // hold its state (it ran since the last requeue); the progress lose() dropped since then,
   // which the survivors still hold in memory.
   bool in_place_ = false;
+  bool trained_ = false;  // a start has finished: the next ones are restarts (job.init_s)
   bool processes_kept_ = false;
   std::int64_t lost_in_memory_ = 0;
   ActionId start_action_ = 0;
