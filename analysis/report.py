@@ -56,8 +56,11 @@ BUCKET_HELP = {
 DPI = 100
 PAGE_PX = 1240
 FIG_W = 10.5  # inches: 1050 px, with room for tight bounding boxes
+# text.parse_math off: labels carry text from the run (a crash message, a machine name), and
+# matplotlib would read "$...$" in it as TeX and fail on what is not.
 STYLE = {"font.size": 12, "axes.titlesize": 13, "axes.labelsize": 12, "xtick.labelsize": 11,
-         "ytick.labelsize": 11, "legend.fontsize": 11, "legend.title_fontsize": 11, "figure.titlesize": 14}
+         "ytick.labelsize": 11, "legend.fontsize": 11, "legend.title_fontsize": 11, "figure.titlesize": 14,
+         "text.parse_math": False}
 SMALL = 11  # the smallest font size any figure uses (annotations, dense tick labels)
 
 
@@ -78,7 +81,7 @@ def read_json(path):
     try:
         with open(path) as f:
             return json.load(f)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nested too deep to read
         raise InputError("%s: not valid JSON (%s)" % (path, e))
     except OSError as e:
         raise InputError("%s: %s" % (path, e.strerror or e))
@@ -1186,7 +1189,7 @@ def read_event_log(path):
             rec = json.loads(line)
             if not isinstance(rec, dict) or "kind" not in rec:
                 raise ValueError("not a record")
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to read
             if i == len(lines) - 1:  # no newline after it: cut off mid-write
                 torn = True
                 continue
@@ -1203,13 +1206,13 @@ def machine_names(path, header):
             names = json.load(f).get("machine_names")
         if isinstance(names, list) and names:
             return [str(n) for n in names]
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         pass
     try:
         with open(header.get("config_file", "")) as f:
             cfg = json.load(f)
         return [str(m["name"]) for m in cfg.get("machines", []) + cfg.get("standby", [])]
-    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+    except (OSError, ValueError, AttributeError, KeyError, TypeError, RecursionError):
         return []
 
 

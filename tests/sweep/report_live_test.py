@@ -150,6 +150,37 @@ class LiveReport(unittest.TestCase):
         self.assertIn(os.path.join(bad, "events.jsonl") + ":1: expected one JSON object", p.stderr)
         self.assertNotIn("Traceback", p.stderr)
 
+    def test_dollar_signs_from_the_run_are_text_not_tex(self):
+        # A crash message is drawn as an incident's label: "$...$" in it once went to
+        # matplotlib's TeX parser, which failed on it and took the page with it.
+        odd = os.path.join(self.tmp, "dollars")
+        shutil.copytree(self.live, odd)
+        path = os.path.join(odd, "events.jsonl")
+        with open(path) as f:
+            recs = [json.loads(line) for line in f if line.strip()]
+        recs = [r for r in recs if r["kind"] != "fault"]  # labels from what the policy saw
+        text = json.dumps(recs).replace("killed by signal 9 (SIGKILL)", "${x$\\\\frac{ killed")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in json.loads(text)))
+        p, page = self.report(odd)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertOnPage("crash: ${x$\\frac{ killed", page)
+
+    def test_a_line_nested_too_deep_is_refused_in_one_line(self):
+        deep = os.path.join(self.tmp, "deep")
+        shutil.copytree(self.live, deep)
+        path = os.path.join(deep, "events.jsonl")
+        with open(path) as f:
+            lines = f.read().split("\n")
+        lines.insert(3, '{"kind":"note","t_s":1,"text":' + "[" * 100000 + "]" * 100000 + "}")
+        with open(path, "w") as f:
+            f.write("\n".join(lines))
+        p, _ = self.report(deep)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn(path + ":4: expected one JSON object", p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+
     def test_a_torn_last_line_is_left_out(self):
         torn = os.path.join(self.tmp, "torn")
         shutil.copytree(self.live, torn)
