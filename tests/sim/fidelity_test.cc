@@ -272,8 +272,9 @@ TEST(StopVerdict, AStopVerdictPagesTheOnCallWhoFixTheDataAndRequeueTheJob) {
       continue;
     }
     if (line.find(" act ") != std::string::npos &&
-        line.find(" act end the run") == std::string::npos)
+        line.find(" act end the run") == std::string::npos) {
       EXPECT_EQ(ended_at.count(replica), 0u) << "the stack acted on an ended run: " << line;
+    }
   }
   std::filesystem::remove_all(dir);
   EXPECT_GE(ends, 3) << "about one corrupt shard a fortnight, three replicas of 30 days";
