@@ -322,8 +322,7 @@ void calibrate_actions(const Durations& durations, std::map<std::string, Calibra
     from("job.init_s", {"HotUpdate", "RollBack"}, 0, not_measured);
   from("job.first_init_s", {"StartJob:first"}, cal["job.init_s"].value,
        "job.init_s (the first start was not timed)");
-  if (cal["job.init_s"].samples == 0)
-    from("job.init_s", {"StartJob:first"}, 0, not_measured);
+  if (cal["job.init_s"].samples == 0) from("job.init_s", {"StartJob:first"}, 0, not_measured);
   from("cluster.scheduler.requeue_base_s", {"AcquireMachines:requeue"}, sched.requeue_base_s,
        not_measured);
   from("cluster.scheduler.reschedule_base_s", {"AcquireMachines:reschedule"},
