@@ -140,6 +140,12 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
               << " records lost when the previous controller stopped during a storage outage ("
               << gap->error << ")\n";
   }
+  if (!marker_->ignored().empty() && journal_->resumed()) {
+    world_->note("outage marker " + marker_->path() + " ignored: " + marker_->ignored() +
+                 "; no event log gap is assumed");
+    std::cerr << log_stamp() << " faultline live: " << marker_->path()
+              << " ignored: " << marker_->ignored() << "\n";
+  }
   world_->on_log_pending([this](double t_s) { mark_outage(t_s); });
   listen_fd_ = listen_tcp(config_.controller_host, config_.controller_port, &err);
   if (listen_fd_ < 0)

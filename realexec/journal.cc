@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "realexec/reactor.h"
+#include "traces/event_log.h"
 #include "traces/time_phases.h"
 
 namespace faultline::live {
@@ -211,10 +212,24 @@ bool OutageMarker::open(std::string* err) {
         o.first_t_s = j.at("first_t_s").get<double>();
         o.last_t_s = j.at("last_t_s").get<double>();
         o.error = j.at("error").get<std::string>();
-        previous_ = o;
+        // What a controller writes, or not believed: at most a full backlog waits, run
+        // times are finite and in order, the clock is past 1970.
+        if (o.pending == 0 || o.pending > traces::EventLogWriter::kBacklogRecords)
+          ignored_ = "pending " + std::to_string(o.pending) + " is not in [1, " +
+                     std::to_string(traces::EventLogWriter::kBacklogRecords) + "]";
+        else if (!std::isfinite(o.first_t_s) || !std::isfinite(o.last_t_s) || o.first_t_s < 0 ||
+                 o.last_t_s < o.first_t_s)
+          ignored_ = "first_t_s and last_t_s are not finite times with 0 <= first_t_s <= last_t_s";
+        else if (o.since_unix_ms <= 0)
+          ignored_ = "since_unix_ms is not a time after 1970";
+        else if (o.error.size() > 1024)
+          ignored_ = "error is longer than 1024 bytes";
+        else
+          previous_ = o;
       }
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       // A marker that does not read as one is no outage (it is rewritten below).
+      ignored_ = std::string("not an outage marker: ") + e.what();
     }
   }
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);

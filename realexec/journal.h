@@ -122,6 +122,9 @@ class OutageMarker {
   // this one. False with *err when the file cannot be made.
   bool open(std::string* err);
   const std::optional<Outage>& previous() const { return previous_; }
+  // Why an open marker left by a previous controller was not believed ("" when none was):
+  // its counts and times are checked before the gap is written into the log as lost.
+  const std::string& ignored() const { return ignored_; }
   // Says (in place) that `o` is under way; clear() says none is. Both best effort.
   void set(const Outage& o);
   void clear();
@@ -132,6 +135,7 @@ class OutageMarker {
   std::string path_;
   int fd_ = -1;
   std::optional<Outage> previous_;
+  std::string ignored_;
   std::optional<Outage> current_;
   bool clear_on_disk_ = false;
 };

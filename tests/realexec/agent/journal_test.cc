@@ -4,11 +4,13 @@
 #include "realexec/journal.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "tests/support/full_disk.h"
@@ -69,6 +71,50 @@ TEST_F(FullDiskJournal, AFailedSaveKeepsThePreviousJournalWholeAndTheNextSaveWor
 
 // The account of lost time survives a restart through the journal (issue 39): every phase's
 // seconds and the open stop period come back exactly as saved.
+// The outage marker a previous controller left is checked before its gap is believed: a
+// marker claiming 1.8e19 waiting records once made a healthy run report them lost (exit 4).
+TEST(OutageMarkerFile, AnImplausibleMarkerIsIgnoredWithItsReasonAPlausibleOneIsRead) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("faultline-outage-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "outage").string();
+  auto marker = [&](const std::string& text) {
+    std::ofstream(path, std::ios::trunc) << text;
+    auto m = std::make_unique<OutageMarker>(path);
+    std::string err;
+    EXPECT_TRUE(m->open(&err)) << err;
+    return m;
+  };
+  const std::string fields =
+      R"("lost":0,"since_unix_ms":1764800000000,"error":"events.jsonl: No space left on device")";
+  auto ok = marker(R"({"open":true,"pending":12,"first_t_s":3.5,"last_t_s":9.0,)" + fields + "}");
+  ASSERT_TRUE(ok->previous().has_value());
+  EXPECT_EQ(ok->previous()->pending, 12u);
+  EXPECT_EQ(ok->ignored(), "");
+
+  auto huge = marker(R"({"open":true,"pending":18000000000000000000,"first_t_s":3.5,)"
+                     R"("last_t_s":9.0,)" +
+                     fields + "}");
+  EXPECT_FALSE(huge->previous().has_value());
+  EXPECT_NE(huge->ignored().find("pending 18000000000000000000 is not in [1, 100000]"),
+            std::string::npos)
+      << huge->ignored();
+
+  auto backwards =
+      marker(R"({"open":true,"pending":3,"first_t_s":9.0,"last_t_s":1.0,)" + fields + "}");
+  EXPECT_FALSE(backwards->previous().has_value());
+  EXPECT_NE(backwards->ignored().find("first_t_s"), std::string::npos);
+
+  auto broken = marker(R"({"open":true,"pending":"many"})");
+  EXPECT_FALSE(broken->previous().has_value());
+  EXPECT_NE(broken->ignored().find("not an outage marker"), std::string::npos);
+
+  auto cleared = marker(R"({"open":false})");  // what a controller leaves when all is written
+  EXPECT_FALSE(cleared->previous().has_value());
+  EXPECT_EQ(cleared->ignored(), "");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(JournalAccount, LostTimeAndTheOpenStopRoundTrip) {
   const std::string dir = ::testing::TempDir() + "/faultline-journal-account";
   std::filesystem::create_directories(dir);
