@@ -159,30 +159,41 @@ void Controller::lock_state_dir(bool fresh) {
   // One controller per state directory, for its whole life: a second one (a `--fresh` typed
   // into the wrong terminal, a unit started twice) would otherwise delete or interleave the
   // journal and the event log under the running one. flock is released by the kernel when
-  // the holder dies, however it dies, so a crashed controller never leaves it stale.
+  // the holder dies, however it dies, so a crashed controller never leaves it stale. The lock
+  // is on the directory itself: a lock file can be deleted and made anew (a second lock on a
+  // new inode then succeeds), the directory cannot while the state is in it.
+  // STATE_DIR/controller.lock only names the holder's pid.
   const std::string path = config_.state_dir + "/controller.lock";
-  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd_ < 0)
-    throw std::runtime_error(path +
-                             ": cannot open the state directory's lock: " + std::strerror(errno));
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+  dir_lock_fd_ = ::open(config_.state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_lock_fd_ < 0)
+    throw std::runtime_error(config_.state_dir +
+                             ": cannot open the state directory: " + std::strerror(errno));
+  if (::flock(dir_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;
-    char buf[32] = {};
-    const ssize_t n = ::pread(lock_fd_, buf, sizeof buf - 1, 0);
-    std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    ::close(lock_fd_);
-    lock_fd_ = -1;
+    ::close(dir_lock_fd_);
+    dir_lock_fd_ = -1;
     if (e != EWOULDBLOCK)
-      throw std::runtime_error(path + ": cannot lock the state directory: " + std::strerror(e));
+      throw std::runtime_error(config_.state_dir +
+                               ": cannot lock the state directory: " + std::strerror(e));
+    std::string holder;
+    if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      if (n > 0) holder.assign(buf, static_cast<std::size_t>(n));
+      ::close(fd);
+    }
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    if (holder.find_first_not_of("0123456789") != std::string::npos) holder.clear();
     throw std::runtime_error(
         config_.state_dir + ": in use by the controller with pid " +
         (holder.empty() ? std::string("(unknown)") : holder) + " (" + path + ")" +
         (fresh ? "; --fresh deletes nothing while it runs: stop it first" : "; stop it first"));
   }
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
-    // The lock holds without the pid in it; a second controller then names no pid.
+  if (lock_fd_ < 0 || ::ftruncate(lock_fd_, 0) != 0 ||
+      ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+    // The lock holds without the pid beside it; a second controller then names no pid.
   }
 }
 
@@ -211,7 +222,8 @@ Controller::~Controller() {
     reactor_.remove_fd(listen_fd_);
     ::close(listen_fd_);
   }
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the state directory
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  if (dir_lock_fd_ >= 0) ::close(dir_lock_fd_);  // releases the state directory
 }
 
 int Controller::run(double duration_s) {

@@ -136,7 +136,8 @@ class Controller final : public MachineLink {
   std::uint64_t bad_credentials_window_ = 0;  // in the current minute
   std::uint64_t bad_credentials_unsaid_ = 0;  // in it, beyond the ones said one by one
   std::uint64_t bad_credential_timer_ = 0;
-  int lock_fd_ = -1;  // flock of STATE_DIR/controller.lock, held for the controller's life
+  int dir_lock_fd_ = -1;  // flock of STATE_DIR itself, held for the controller's life
+  int lock_fd_ = -1;      // STATE_DIR/controller.lock: the holder's pid
   std::unique_ptr<MetricsServer> metrics_;  // null: no metrics_listen
   std::uint64_t next_session_ = 1;
   std::map<std::uint64_t, Session> sessions_;

@@ -1297,6 +1297,18 @@ TEST(LiveE2E, OperatorMistakesAndAPausedControllerLeaveTheRunWhole) {
       << "the journal was deleted";
   EXPECT_EQ(log_after.st_ino, log_before.st_ino) << "the event log was replaced";
   EXPECT_GE(log_after.st_size, log_before.st_size);
+  // The same with the lock file deleted (issue 52): it locked nothing of its own, a second
+  // --fresh then took a lock on a new file and wiped the running controller's state.
+  ASSERT_EQ(::unlink((state + "/controller.lock").c_str()), 0);
+  EXPECT_EQ(run_wait({kFaultline, "live", "run", c.config(), "--fresh"}, second), 2);
+  EXPECT_NE(slurp(second).find(state + ": in use by the controller with pid (unknown)"),
+            std::string::npos)
+      << slurp(second);
+  ASSERT_EQ(::stat((state + "/events.jsonl").c_str(), &log_after), 0)
+      << "the event log was deleted";
+  ASSERT_EQ(::stat((state + "/journal.json").c_str(), &journal_after), 0)
+      << "the journal was deleted";
+  EXPECT_EQ(log_after.st_ino, log_before.st_ino) << "the event log was replaced";
 
   // (9) Faults the agents do not apply are refused, and never recorded.
   const std::string out = c.dir() + "/inject.log";
