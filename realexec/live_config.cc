@@ -93,6 +93,13 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
+bool valid_host(const std::string& s) {
+  if (s.empty() || s.size() > 255 || s.front() == '-') return false;
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '_' || c == ':' || c == '-';
+  });
+}
+
 bool valid_ssh_destination(const std::string& s) {
   if (s.empty() || s.size() > 255 || s.front() == '-') return false;
   return std::all_of(s.begin(), s.end(), [](unsigned char c) {
@@ -118,7 +125,18 @@ LiveMachine read_machine(const Reader& r, const json& m, const std::string& path
   out.name = r.str(m, path, "name", "", true);
   if (!valid_name(out.name)) r.fail(path + ".name", "expected 1-64 characters of [A-Za-z0-9._-]");
   out.addr = r.str(m, path, "addr", "127.0.0.1");
-  out.workdir = resolve(dir, r.str(m, path, "workdir", "work/" + out.name));
+  // It becomes an ssh destination, a rendezvous address (MASTER_ADDR) and a probe's peer: one
+  // host name or IP address (IPv6 as is, no brackets), never a list or a command.
+  if (!valid_host(out.addr))
+    r.fail(path + ".addr",
+           "expected one host name or IP address: 1-255 characters of [A-Za-z0-9._:-], not "
+           "starting with '-'");
+  const std::string workdir = r.str(m, path, "workdir", "work/" + out.name);
+  // Where the agent writes its ranks' files, the fault file and checkpoints: a path.
+  if (workdir.empty() || std::any_of(workdir.begin(), workdir.end(),
+                                     [](unsigned char ch) { return std::iscntrl(ch) != 0; }))
+    r.fail(path + ".workdir", "expected a non-empty path without control characters");
+  out.workdir = resolve(dir, workdir);
   out.nic = r.str(m, path, "nic", "");
   out.ssh = r.str(m, path, "ssh", "");
   // It becomes an ssh destination: nothing that ssh could read as an option or a shell as

@@ -103,6 +103,32 @@ TEST_F(LiveConfigKeys, TheSshDestinationIsAUserAndHostNothingMore) {
   }
 }
 
+// A machine's address and work directory (issue 52): "10.0.0.5; reboot" or an empty workdir
+// passed the checks and then showed up as machine failures at the first start.
+TEST_F(LiveConfigKeys, AMachineAddressIsOneHostAndItsWorkdirAPath) {
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
+  LiveConfig c;
+  ASSERT_EQ(load(job,
+                 json{{"machines",
+                       {{{"name", "m0"}, {"addr", "10.0.0.5"}},
+                        {{"name", "m1"}, {"addr", "fd00::7"}},
+                        {{"name", "m2"}, {"addr", "gpu02.example"}}}}},
+                 &c),
+            "");
+  EXPECT_EQ(c.machines[1].addr, "fd00::7");
+  for (const std::string bad :
+       {"10.0.0.5; reboot", "gpu01 gpu02", "", "-oProxyCommand=sh", "$(id)", "a,b"}) {
+    const std::string err = load(job, json{{"machines", {{{"name", "m0"}, {"addr", bad}}}}});
+    EXPECT_NE(err.find("machines[0].addr: expected one host name or IP address"), std::string::npos)
+        << bad << ": " << err;
+  }
+  for (const std::string bad : {"", "work\nm0", "work\x01m0"}) {
+    const std::string err = load(job, json{{"machines", {{{"name", "m0"}, {"workdir", bad}}}}});
+    EXPECT_NE(err.find("machines[0].workdir: expected a non-empty path"), std::string::npos)
+        << bad << ": " << err;
+  }
+}
+
 TEST_F(LiveConfigKeys, LaunchCommandsLocallyAndOverSsh) {
   const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
   LiveConfig c;
