@@ -261,15 +261,18 @@ void LiveWorld::inject(MachineId m, const std::string& fault, const std::string&
           record_fault(m, fault, detail, persistent);
           return done(true, r.detail);
         }
+        std::string why = r.detail;
         if (r.timed_out) {
           // The agent may only be stopped and read the request later: it is cancelled there,
           // so it never acts once nobody records it.
           request(m, json{{"type", "cancel"}, {"inject_req", *req}},
                   Duration::seconds(kInjectTimeoutS), [](const AgentReply&) {});
+          why = "no answer within " + traces::json_brief(kInjectTimeoutS) +
+                " s; cancelled at the agent";
         }
         note("the agent of " + machine_config(m).name + " did not apply the injected " + fault +
-             " (" + r.detail + "): not a fault of this run");
-        done(false, r.detail);
+             " (" + why + "): not a fault of this run");
+        done(false, why);
       });
 }
 

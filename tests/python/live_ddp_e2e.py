@@ -99,6 +99,11 @@ def run(args):
                  started["t_s"] - t_nan))
         check(0 < started["event"].get("step", -1) < nan_step,
               "the restart after the NaN did not restore a checkpoint from before it")
+        # Recorded only on the job's acknowledgement (issue 52), which comes before the NaN.
+        with open(os.path.join(c.dir, "agent-m2.log"), errors="replace") as f:
+            check("rank 2 took the injected directive 'id=" in f.read(),
+                  "the agent of m2 did not log rank 2's acknowledgement of the nan")
+        check(t_nan <= nan_ev["t_s"], "the nan was recorded after the NaN it caused")
         code = c.procs["controller"].wait(timeout=120)
         check(code == 0, "the controller exited %d, not 0 (the job finished)" % code)
         with open(c.digest) as f:
