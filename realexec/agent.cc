@@ -30,6 +30,7 @@ Agent::Agent(Reactor& r, const LiveConfig& config, std::string name, std::string
 }
 
 Agent::~Agent() {
+  withdraw_all_faults("the agent stopped", false);
   *alive_ = false;
   kill_all_ranks();
   for (auto& [rank, rk] : ranks_) close_rank_fds(*rk);
@@ -86,6 +87,7 @@ void Agent::dial() {
   }
   ++epoch_;
   refused_ = 0;
+  cancelled_injects_.clear();  // requests of an earlier connection
   welcomed_ = false;
   std::weak_ptr<bool> guard = alive_;
   Conn::Handlers h;
@@ -131,6 +133,8 @@ void Agent::on_close(const std::string& why) {
   const bool was_welcomed = welcomed_;
   welcomed_ = false;
   conn_.reset();
+  // Nobody waits for their confirmation any more: none of them may act later.
+  withdraw_all_faults("the connection to the controller closed", false);
   if (shutting_down_ || finished_) {
     finish(exit_code_);
     return;
@@ -272,7 +276,8 @@ void Agent::on_message(const json& m) {
     if (type == "probe") return handle_probe(m, req);
     if (type == "capture") return handle_capture(m, req);
     if (type == "replay") return handle_replay(m, req);
-    if (type == "inject") return handle_inject(m, req);
+    if (type == "inject") return defer_inject(m, req);
+    if (type == "cancel") return handle_cancel(m, req);
     if (type == "rendezvous") return handle_rendezvous(m, req);
     if (type == "shutdown") return handle_shutdown(m, req);
     bad("type: unknown message type '" + type.substr(0, 64) + "'");

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "realexec/auth.h"
 #include "realexec/inspect.h"
 #include "realexec/live_config.h"
+#include "realexec/messages.h"
 #include "realexec/proc.h"
 #include "realexec/reactor.h"
 #include "realexec/stacks.h"
@@ -81,6 +83,7 @@ class Agent {
   struct Rank;
   struct PendingKill;
   struct RelayedProbe;  // inter_all_gather whose rendezvous blob the controller relays
+  struct PendingFault;  // a fault-file directive waiting for the job's acknowledgement
   enum class Delivery { kQueue, kDrop };
 
   // Connection.
@@ -125,7 +128,22 @@ class Agent {
   void handle_rendezvous(const nlohmann::json& m, std::int64_t req);
   void handle_capture(const nlohmann::json& m, std::int64_t req);
   void handle_replay(const nlohmann::json& m, std::int64_t req);
+  // An inject is applied after every message already received (a `cancel` of it among them
+  // wins), then by handle_inject.
+  void defer_inject(const nlohmann::json& m, std::int64_t req);
   void handle_inject(const nlohmann::json& m, std::int64_t req);
+  // crash, hang, nan, slow, sdc: the directive goes into the fault file with an id, and the
+  // reply waits for the job's acknowledgement (PROTOCOL.md, "Fault acknowledgement").
+  void inject_directive(const nlohmann::json& m, std::int64_t req, const std::string& fault);
+  void handle_cancel(const nlohmann::json& m, std::int64_t req);
+  // A rank's "fault" report: confirms the pending directive of that id, or is refused.
+  void on_fault_ack(Rank& rk, const RankReport& r);
+  void expire_fault(const std::string& id);
+  // Takes `p`'s directive out of the fault file (it never acts late) and, with `reply`, answers
+  // its inject with ok: false and `why`.
+  void withdraw_fault(PendingFault& p, const std::string& why, bool reply);
+  // Every pending directive withdrawn (the connection closed, a repair).
+  void withdraw_all_faults(const std::string& why, bool reply);
   void handle_shutdown(const nlohmann::json& m, std::int64_t req);
 
   // Ranks.
@@ -177,7 +195,10 @@ class Agent {
   std::map<int, std::unique_ptr<Rank>> ranks_;  // by global rank
   std::vector<std::unique_ptr<PendingKill>> kills_;
   std::vector<std::weak_ptr<ChildRun>> children_;
-  std::map<std::int64_t, std::shared_ptr<RelayedProbe>> relayed_;  // by the probe's req
+  std::map<std::int64_t, std::shared_ptr<RelayedProbe>> relayed_;        // by the probe's req
+  std::map<std::string, std::unique_ptr<PendingFault>> pending_faults_;  // by directive id
+  std::deque<std::string> confirmed_faults_;  // ids confirmed lately (a restarted rank re-acks)
+  std::set<std::int64_t> cancelled_injects_;  // reqs cancelled before they were applied
 
   KernelLogReader kmsg_;
   std::string kmsg_error_;

@@ -48,6 +48,11 @@ constexpr std::size_t kMaxStderrLine = 4096;
 constexpr std::int64_t kMaxDeadlineMs = 3600 * 1000;
 constexpr int kMaxLocalRanks = 1024;
 constexpr std::size_t kMaxDirective = 200;
+// How long an injected directive waits for the job's acknowledgement when the request does not
+// say (the controller sends deadline_ms), and how many confirmed ids and cancelled requests the
+// agent remembers.
+constexpr std::int64_t kDefaultAckDeadlineMs = 10000;
+constexpr std::size_t kRememberedFaults = 256;
 constexpr std::size_t kMaxChildren = 64;  // probes, replays, debuggers, `ip` at once
 // Step reports a rank may send the controller: a burst, then this many a second (a job
 // reporting faster has its steps coalesced to the newest; the controller needs progress and
@@ -157,6 +162,9 @@ struct Agent::Rank {
   std::string error_line;       // last stderr line that looked like an error
   std::string fatal_signature;  // from a `fatal` report
   bool killed_by_agent = false;
+  // From its `started` report: the fault-file kinds it takes and acknowledges (nullopt until
+  // it said; an empty set when its report named none).
+  std::optional<std::set<std::string>> takes_faults;
   // Step reports beyond a token bucket (kStepReportBurst, kStepReportsPerS) are coalesced:
   // the newest waits in pending_step and goes out at the next refill, the ones it replaced
   // are counted. Every other report goes at once, after the pending step.
@@ -176,6 +184,18 @@ struct Agent::RelayedProbe {
   bool published = false;   // rank 0: its blob went to the controller (or cannot)
   bool received = false;    // other ranks: the controller's relay was written
   std::uint64_t timer = 0;  // rank 0: polling for the file
+};
+
+struct Agent::PendingFault {
+  std::string id;
+  std::string kind;  // crash, hang, nan, slow, sdc
+  std::string line;  // the directive as written to the fault file
+  int local_rank = 0;
+  std::int64_t req = 0;
+  std::uint64_t epoch = 0;  // the connection of the request: the reply goes to it only
+  Instant started;
+  Duration deadline;
+  std::uint64_t timer = 0;
 };
 
 struct Agent::PendingKill {

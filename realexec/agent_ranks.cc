@@ -358,6 +358,17 @@ void Agent::on_rank_report(Rank& rk) {
         note_bad_report(rk, e.reason);
         continue;
       }
+      if (report.type == "fault") {
+        // Ground truth, for the agent alone: the acknowledgement of an injected directive.
+        // Its step before it stays before it.
+        flush_step(rk);
+        on_fault_ack(rk, report);
+        continue;
+      }
+      if (report.type == "started")
+        rk.takes_faults = report.faults
+                              ? std::set<std::string>(report.faults->begin(), report.faults->end())
+                              : std::set<std::string>{};
       if (report.type == "fatal" && !report.signature.empty())
         rk.fatal_signature = report.signature;
       forwarded.update(encode(report));

@@ -17,6 +17,9 @@ using world_detail::kRequestTimeoutS;
 namespace {
 
 constexpr double kInjectTimeoutS = 15;  // within `live inject`'s 20 s
+// How long the job has to acknowledge a fault-file directive at the agent (within the request's
+// timeout above, so the agent's answer, confirmed or withdrawn, normally comes first).
+constexpr double kAckDeadlineS = 10;
 
 }  // namespace
 
@@ -241,22 +244,36 @@ void LiveWorld::record_fault(MachineId m, const std::string& kind, const std::st
 void LiveWorld::inject(MachineId m, const std::string& fault, const std::string& detail,
                        bool persistent,
                        std::function<void(bool ok, const std::string& detail)> done) {
-  const json msg{{"type", "inject"}, {"fault", fault}, {"detail", detail}};
+  json msg{{"type", "inject"}, {"fault", fault}, {"detail", detail}};
   if (fault == "machine_down") {
     record_fault(m, fault, detail, persistent);
     request(m, msg, Duration::seconds(kInjectTimeoutS), [](const AgentReply&) {});
     return done(true, "");
   }
-  request(m, msg, Duration::seconds(kInjectTimeoutS),
-          [this, m, fault, detail, persistent, done = std::move(done)](const AgentReply& r) {
-            if (r.ok) {
-              record_fault(m, fault, detail, persistent);
-              return done(true, r.detail);
-            }
-            note("the agent of " + machine_config(m).name + " did not apply the injected " + fault +
-                 " (" + r.detail + "): not a fault of this run");
-            done(false, r.detail);
-          });
+  // A fault-file directive is answered once the job acknowledged it (PROTOCOL.md, "Fault
+  // acknowledgement"); kill, stop and nic_down once the agent itself did it.
+  if (is_file_fault(fault)) msg["deadline_ms"] = static_cast<std::int64_t>(kAckDeadlineS * 1000);
+  auto req = std::make_shared<std::uint64_t>(0);
+  *req = request(
+      m, msg, Duration::seconds(kInjectTimeoutS),
+      [this, m, fault, detail, persistent, req, done = std::move(done)](const AgentReply& r) {
+        if (r.ok) {
+          record_fault(m, fault, detail, persistent);
+          return done(true, r.detail);
+        }
+        std::string why = r.detail;
+        if (r.timed_out) {
+          // The agent may only be stopped and read the request later: it is cancelled there,
+          // so it never acts once nobody records it.
+          request(m, json{{"type", "cancel"}, {"inject_req", *req}},
+                  Duration::seconds(kInjectTimeoutS), [](const AgentReply&) {});
+          why = "no answer within " + traces::json_brief(kInjectTimeoutS) +
+                " s; cancelled at the agent";
+        }
+        note("the agent of " + machine_config(m).name + " did not apply the injected " + fault +
+             " (" + why + "): not a fault of this run");
+        done(false, why);
+      });
 }
 
 bool LiveWorld::repaired(MachineId m) {

@@ -266,6 +266,16 @@ json encode(const Quorum& q) {
 bool RankReport::loss_nan() const { return loss && !std::isfinite(*loss); }
 bool RankReport::grad_norm_nan() const { return grad_norm && !std::isfinite(*grad_norm); }
 
+bool is_fault_id(std::string_view s) {
+  return !s.empty() && s.size() <= kMaxFaultId && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+bool is_file_fault(std::string_view kind) {
+  return kind == "crash" || kind == "hang" || kind == "nan" || kind == "slow" || kind == "sdc";
+}
+
 RankReport decode_rank_report(const json& j) {
   RankReport r;
   return within("report", [&] {
@@ -293,6 +303,28 @@ RankReport decode_rank_report(const json& j) {
           break;
         }
       }
+    }
+    if (auto it = j.find("faults"); it != j.end()) {
+      if (!it->is_array() || it->size() > kMaxFaultKinds)
+        bad("faults: expected an array of at most " + std::to_string(kMaxFaultKinds) +
+            " fault kinds");
+      std::vector<std::string> kinds;
+      for (const json& k : *it) {
+        if (!k.is_string() || k.get_ref<const std::string&>().empty() ||
+            k.get_ref<const std::string&>().size() > 16 || !printable(k.get<std::string>()))
+          bad("faults: expected fault kinds (printable strings of 1 to 16 characters)");
+        kinds.push_back(k.get<std::string>());
+      }
+      r.faults = std::move(kinds);
+    }
+    if (r.type == "fault") {
+      r.fault_id = need_string(j, "id", kMaxFaultId);
+      if (!is_fault_id(r.fault_id))
+        bad("id: expected 1 to " + std::to_string(kMaxFaultId) +
+            " letters, digits, '.', '_' or '-'");
+      r.fault = need_string(j, "fault", 16);
+      if (!is_file_fault(r.fault))
+        bad("fault: expected crash, hang, nan, slow or sdc, got \"" + r.fault + "\"");
     }
     if (r.type == "step" && !r.step) bad("step: missing (expected the step completed)");
     return r;
@@ -361,6 +393,9 @@ json encode(const RankReport& r) {
   if (r.pid) j["pid"] = *r.pid;
   if (r.quorum) j["quorum"] = *r.quorum;
   if (!r.signature.empty()) j["signature"] = r.signature;
+  if (r.faults) j["faults"] = *r.faults;
+  if (!r.fault_id.empty()) j["id"] = r.fault_id;
+  if (!r.fault.empty()) j["fault"] = r.fault;
   return j;
 }
 

@@ -35,6 +35,13 @@ inline constexpr std::size_t kMaxSignature = 300;    // an exit signature, as th
 inline constexpr std::size_t kMaxReportLine = 4096;  // one report line of a rank
 inline constexpr std::size_t kMaxText = 4096;        // a detail, reason or signature received
 inline constexpr std::int64_t kMaxRank = (std::int64_t{1} << 31) - 1;
+inline constexpr std::size_t kMaxFaultKinds = 16;  // a started report's "faults"
+inline constexpr std::size_t kMaxFaultId = 64;     // a fault directive's id
+// A fault directive's id as the agent writes it (id=ID in the fault file) and a job
+// acknowledges it: 1 to kMaxFaultId letters, digits, '.', '_' or '-'.
+bool is_fault_id(std::string_view s);
+// The fault-file kinds (crash, hang, nan, slow, sdc): what a job acknowledges.
+bool is_file_fault(std::string_view kind);
 
 // --- the field reader: one per process boundary, shared by every decoder ---------------------
 // Each reads `key` of the object `m` (absent: nullopt or the default) and throws BadMessage
@@ -98,6 +105,13 @@ struct RankReport {
   std::optional<std::int64_t> pid;     // started
   std::string signature;               // fatal: the job's own account of why it dies
   std::optional<std::int64_t> quorum;  // replica groups: quorum, quorum_failed, waiting
+  // started: the fault-file kinds the job takes and acknowledges (absent: it takes none);
+  // at most kMaxFaultKinds names of at most 16 characters.
+  std::optional<std::vector<std::string>> faults;
+  // fault: the acknowledgement of a fault-file directive the rank took, before it acts
+  // (PROTOCOL.md, "Fault acknowledgement"): the directive's id and its kind.
+  std::string fault_id;
+  std::string fault;
 
   bool loss_nan() const;       // the loss was reported and not finite
   bool grad_norm_nan() const;  // the gradient norm was reported and not finite

@@ -2,8 +2,8 @@
 
 Read at every step boundary exactly as the reference job does (realexec/trainjob/faults.h):
 
-    [local_rank=K|K1,K2|all] crash SIGNATURE...   one-shot: fatal report, SIGNATURE on stderr,
-                                                   exit 1
+    [id=ID] [local_rank=K|K1,K2|all] crash SIGNATURE...   one-shot: fatal report, SIGNATURE on
+                                                   stderr, exit 1
     [local_rank=...] hang                          one-shot: block forever
     [local_rank=...] nan                           one-shot: next step's local gradient is NaN
     [local_rank=...] slow FACTOR                   persistent: step time x FACTOR
@@ -11,7 +11,11 @@ Read at every step boundary exactly as the reference job does (realexec/trainjob
                                                    flip an exponent bit of one local gradient
                                                    element each step
 
-Without a prefix a directive targets local rank 0. Blank lines and '#' lines are ignored;
+Without a prefix a directive targets local rank 0. `id=ID` (1 to 64 letters, digits, '.', '_'
+or '-'), written by the agent, names the directive: the job acknowledges it by that id in a
+"fault" report when it takes it (report.py), before it acts, and the agent confirms the fault to
+the controller only then (realexec/PROTOCOL.md, "Fault acknowledgement"). Blank lines and '#'
+lines are ignored;
 malformed lines are reported on stderr and otherwise ignored. A one-shot directive is
 consumed (removed from the file under an flock of its directory) before it acts, so a
 restarted rank does not fire it again and two ranks never both fire it.
@@ -26,6 +30,9 @@ from dataclasses import dataclass, field
 from faultline.files import read_file, write_atomic
 
 ONE_SHOT = ("crash", "hang", "nan")
+KINDS = ("crash", "hang", "nan", "slow", "sdc")  # every kind a job of this library takes
+ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_ID = 64
 
 
 @dataclass
@@ -37,6 +44,7 @@ class Directive:
     after: int = 0                  # sdc
     all_local_ranks: bool = False
     local_ranks: list = field(default_factory=lambda: [0])
+    id: str = ""                    # the agent's id of the directive ("" when none)
 
     def applies_to(self, local_rank):
         return self.all_local_ranks or local_rank in self.local_ranks
@@ -67,11 +75,19 @@ def _next_token(s):
 def parse_line(line):
     """A Directive for one trimmed, non-comment line; FaultSyntaxError when malformed."""
     tok, rest = _next_token(line)
+    directive_id = ""
+    if tok.startswith("id="):
+        directive_id = tok[3:]
+        if not 0 < len(directive_id) <= MAX_ID or not set(directive_id) <= ID_CHARS:
+            raise FaultSyntaxError("bad id '%s' (want 1 to %d letters, digits, '.', '_' or '-')"
+                                   % (directive_id[:MAX_ID], MAX_ID))
+        tok, rest = _next_token(rest)
     all_ranks, ranks = False, [0]
     if tok.startswith("local_rank="):
         all_ranks, ranks = _parse_target(tok[len("local_rank="):])
         tok, rest = _next_token(rest)
-    d = Directive(kind=tok, line=line, all_local_ranks=all_ranks, local_ranks=ranks)
+    d = Directive(kind=tok, line=line, all_local_ranks=all_ranks, local_ranks=ranks,
+                  id=directive_id)
     args = rest.split()
     if tok == "crash":
         d.signature = rest or "injected crash"
@@ -112,9 +128,14 @@ def parse_text(text):
 
 
 def _body(line):
-    """The directive text of a line without its local_rank= prefix."""
+    """(the id= prefix of a line or "", the directive text without its id= and local_rank=
+    prefixes)."""
     tok, rest = _next_token(line)
-    return rest if tok.startswith("local_rank=") else line.strip()
+    ident = ""
+    if tok.startswith("id="):
+        ident, line = tok, rest
+        tok, rest = _next_token(rest)
+    return ident, rest if tok.startswith("local_rank=") else line.strip()
 
 
 def consume_in_text(text, line, local_rank, local_world_size):
@@ -137,7 +158,9 @@ def consume_in_text(text, line, local_rank, local_world_size):
         targets = range(local_world_size) if d.all_local_ranks else d.local_ranks
         left = [k for k in targets if k != local_rank]
         if left:
-            out.append("local_rank=%s %s\n" % (",".join(map(str, left)), _body(trimmed)))
+            ident, body = _body(trimmed)
+            out.append("%slocal_rank=%s %s\n" % (ident + " " if ident else "",
+                                                  ",".join(map(str, left)), body))
     return "".join(out) if done else None
 
 
@@ -151,6 +174,11 @@ class FaultFile:
         self._local_world_size = local_world_size
         self._identity = None  # (inode, size, mtime_ns) of the text parsed last
         self.active = []       # directives that apply to this rank, in file order
+        self._acknowledged = set()  # ids this process acknowledged
+
+    @property
+    def enabled(self):
+        return self._path is not None
 
     def poll(self):
         """Re-reads the file when its identity, size or mtime changed."""
@@ -193,6 +221,22 @@ class FaultFile:
             os.close(dfd)  # releases the lock
         self._identity = None  # re-read at the next poll
         return rewritten is not None
+
+    def acknowledge(self, d, reporter, rank):
+        """Tells the agent that this process took d, before it acts: a "fault" report with d's
+        id, once per id and process (a persistent directive is taken at every step). A
+        directive without an id (written by hand) is not acknowledged."""
+        if d.id and d.id not in self._acknowledged:
+            self._acknowledged.add(d.id)
+            reporter.fault(rank, d.id, d.kind)
+
+    def take_persistent(self, reporter, rank):
+        """Acknowledges the persistent directives in force (slow, sdc) the first time this
+        process sees each; call at each step boundary after poll()."""
+        for kind in ("slow", "sdc"):
+            d = self.persistent(kind)
+            if d is not None:
+                self.acknowledge(d, reporter, rank)
 
     def persistent(self, kind):
         """The last active directive of a persistent kind ("slow", "sdc"), or None."""

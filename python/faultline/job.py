@@ -9,7 +9,7 @@ import time
 import torch
 
 from faultline.checkpoint import CheckpointStore, agree, load_into, serialize
-from faultline.faults import ONE_SHOT, FaultFile
+from faultline.faults import KINDS, ONE_SHOT, FaultFile
 from faultline.report import Reporter
 
 DEFAULT_CKPT_EVERY = 10       # the reference job's default when the launch sets none
@@ -78,7 +78,7 @@ class Job:
             step, restored_from = self._restore()
         except Exception as e:  # any failure here leaves the rank useless: say why and go
             self._fatal("restore: %s" % e)
-        self._reporter.started(self.rank, step, restored_from, self._version)
+        self._reporter.started(self.rank, step, restored_from, self._version, KINDS)
         return step
 
     def _restore(self):
@@ -100,14 +100,17 @@ class Job:
     def begin_step(self, step):
         """Call before the step's forward pass: fires the fault file's one-shot directives
         (crash exits, hang blocks forever, nan poisons this step's local gradient) and arms
-        the persistent ones (sdc)."""
+        the persistent ones (sdc; slow acts in end_step). Each directive taken is acknowledged
+        to the agent before it acts."""
         if not self.active:
             return
         self._step = step
         self._faults.poll()
         for d in list(self._faults.active):  # a copy: consume() re-reads the file
             if d.kind in ONE_SHOT and self._faults.consume(d):
+                self._faults.acknowledge(d, self._reporter, self.rank)
                 self._fire(d)
+        self._faults.take_persistent(self._reporter, self.rank)
         sdc = self._faults.persistent("sdc")
         if sdc is not None and self._computed_steps >= sdc.after:
             self._corrupt = self._corrupt or "sdc"

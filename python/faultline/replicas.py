@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from faultline.faults import FaultFile
+from faultline.faults import KINDS, ONE_SHOT, FaultFile
 from faultline.files import read_file
+from faultline.job import flip_exponent_bit
 from faultline.report import Reporter
 
 DEFAULT_TIMEOUT_S = 30.0       # a collective (or the group's rendezvous) that takes longer fails
@@ -301,10 +302,11 @@ class ReplicaGroup:
         self._been_member = False
         self._has_state = True     # False for a joiner until it received the state
         # Under an agent: the machine's fault file (`faultline live inject`), read at each step
-        # as faultline.Job reads it. Replica groups fire its crash and hang directives; the
-        # others (nan, slow, sdc) are a data-parallel job's and are left alone.
+        # as faultline.Job reads it, every kind acknowledged before it acts (_fire_faults).
         faults = env.get("FAULTLINE_FAULT_FILE", "").strip() if fd else ""
         self._faults = FaultFile(faults or None, 0, 1)
+        self._corrupt = None       # "nan": this replica's next local gradient is NaN
+        self._computed = 0         # local gradients computed by this process, for "sdc after=N"
         self._boundary_passed = False
 
     # ----- public -----
@@ -326,7 +328,8 @@ class ReplicaGroup:
             raise QuorumError("replica %d: join() called twice" % self.replica)
         self._try(self._enter, 0, time.monotonic() + (self.quorum_wait_s if wait_s is None
                                                       else wait_s), first=True)
-        self._reporter.started(self.replica, self.step, self.restored_from)
+        self._reporter.started(self.replica, self.step, self.restored_from,
+                               faults=KINDS if self._faults.enabled else None)
         return self.step
 
     def run_step(self, step, compute):
@@ -352,6 +355,7 @@ class ReplicaGroup:
                     return None
                 t0 = time.monotonic()
                 loss = compute(step)
+                self._apply_faults(step, t0)
                 self._average_gradients()
             except PeerFailure as e:
                 failure = str(e)
@@ -361,10 +365,11 @@ class ReplicaGroup:
                 self._zero_grads()
                 self._failed(step, failure)
                 continue
+            grad_norm = self._gradient_norm()
             self.optimizer.step()
             self.step = step
             self._reporter.step(self.replica, step, None if loss is None else float(loss),
-                                None, time.monotonic() - t0, -1)
+                                grad_norm, time.monotonic() - t0, -1)
             return loss
 
     def digest(self):
@@ -376,11 +381,19 @@ class ReplicaGroup:
         self._pg = None
 
     def _fire_faults(self):
-        """The fault file's one-shot crash (fatal report, its signature on stderr, exit 1) and
-        hang (block forever, as a rank stuck in a collective), consumed before they act."""
+        """The fault file at the step boundary, as faultline.Job reads it; each directive taken
+        is acknowledged to the agent before it acts. One-shot, consumed first: crash (fatal
+        report, its signature on stderr, exit 1), hang (block forever, as a rank stuck in a
+        collective), nan (this replica's next local gradient is NaN: the all-reduce carries it
+        to every replica, whose parameters and later losses are NaN, as in a data-parallel
+        job). Persistent: slow FACTOR and sdc after=N (_apply_faults)."""
         self._faults.poll()
         for d in list(self._faults.active):  # a copy: consume() re-reads the file
-            if d.kind not in ("crash", "hang") or not self._faults.consume(d):
+            if d.kind not in ONE_SHOT or not self._faults.consume(d):
+                continue
+            self._faults.acknowledge(d, self._reporter, self.replica)
+            if d.kind == "nan":
+                self._corrupt = "nan"
                 continue
             if d.kind == "hang":
                 threading.Event().wait()
@@ -388,6 +401,40 @@ class ReplicaGroup:
             sys.stdout.flush()
             print(d.signature, file=sys.stderr, flush=True)
             os._exit(1)  # a group member must not wait in interpreter teardown for peers
+        self._faults.take_persistent(self._reporter, self.replica)
+
+    def _apply_faults(self, step, t0):
+        """Between this replica's backward pass and the all-reduce, as a faulty GPU would: nan
+        fills its local gradient (of the first parameter) with NaN; sdc flips an exponent bit
+        of one element of it from this process's (N+1)-th computed step on (faultline.Job's
+        corruption); slow stretches its compute by FACTOR, so the whole group waits for it in
+        the all-reduce."""
+        sdc = self._faults.persistent("sdc")
+        kind, self._corrupt = self._corrupt, None
+        if kind is None and sdc is not None and self._computed >= sdc.after:
+            kind = "sdc"
+        self._computed += 1
+        if kind is not None:
+            p = next((p for p in self.model.parameters() if p.requires_grad), None)
+            if p is not None:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                with torch.no_grad():
+                    if kind == "nan":
+                        p.grad.fill_(math.nan)
+                    else:
+                        flip_exponent_bit(p.grad, step)
+        slow = self._faults.persistent("slow")
+        if slow is not None and slow.factor > 1:
+            time.sleep((slow.factor - 1) * (time.monotonic() - t0))
+
+    def _gradient_norm(self):
+        """The norm of the averaged gradient (the same on every member): NaN once a NaN reached
+        the all-reduce, huge after a flipped exponent."""
+        grads = [p.grad.detach() for p in self.model.parameters() if p.grad is not None]
+        if not grads:
+            return None
+        return math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))
 
     # ----- quorum changes -----
 

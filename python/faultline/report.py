@@ -57,12 +57,22 @@ class Reporter:
         except OSError:
             self._fd = None  # the agent is gone: keep training, stop reporting
 
-    def started(self, rank, step, restored_from, version=None):
+    def started(self, rank, step, restored_from, version=None, faults=None):
+        """faults: the fault-file kinds this job takes and acknowledges (faults.KINDS); the
+        agent refuses to inject any other kind into it."""
         obj = {"type": "started", "rank": rank, "step": step, "restored_from": restored_from,
                "pid": os.getpid()}
         if version is not None:
             obj["version"] = version
+        if faults is not None:
+            obj["faults"] = list(faults)
         self.write(obj)
+
+    def fault(self, rank, directive_id, kind):
+        """The acknowledgement of a fault-file directive this process took (its id, its kind),
+        written before the fault acts: the agent confirms the injection to the controller only
+        on it (realexec/PROTOCOL.md, "Fault acknowledgement")."""
+        self.write({"type": "fault", "rank": rank, "id": directive_id, "fault": kind})
 
     def step(self, rank, step, loss, grad_norm, step_time_s, checkpoint_step):
         self.write(step_report(rank, step, loss, grad_norm, step_time_s, checkpoint_step))

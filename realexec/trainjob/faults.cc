@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -55,6 +57,19 @@ bool parse_line(std::string_view line, FaultDirective& d, std::string* error) {
   std::string_view rest = line;
   std::string_view tok = next_token(rest);
   d.local_ranks = {0};
+  if (tok.starts_with("id=")) {
+    const auto id = tok.substr(3);
+    const bool ok = !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    });
+    if (!ok) {
+      *error = "bad id '" + std::string(id.substr(0, 64)) +
+               "' (want 1 to 64 letters, digits, '.', '_' or '-')";
+      return false;
+    }
+    d.id = std::string(id);
+    tok = next_token(rest);
+  }
   if (tok.starts_with("local_rank=")) {
     const auto target = tok.substr(11);
     d.local_ranks.clear();
@@ -117,14 +132,37 @@ bool parse_line(std::string_view line, FaultDirective& d, std::string* error) {
   return false;
 }
 
-// The directive text of a line without its local_rank= prefix.
-std::string_view body_of(std::string_view line) {
+// The directive text of a line without its id= and local_rank= prefixes; *id_token gets the
+// id= token ("" when none).
+std::string_view body_of(std::string_view line, std::string_view* id_token) {
   std::string_view rest = line;
-  const auto tok = next_token(rest);
+  auto tok = next_token(rest);
+  *id_token = {};
+  if (tok.starts_with("id=")) {
+    *id_token = tok;
+    line = rest;
+    tok = next_token(rest);
+  }
   return tok.starts_with("local_rank=") ? rest : trim(line);
 }
 
 }  // namespace
+
+const char* fault_kind_name(FaultKind k) {
+  switch (k) {
+    case FaultKind::kCrash:
+      return "crash";
+    case FaultKind::kHang:
+      return "hang";
+    case FaultKind::kNan:
+      return "nan";
+    case FaultKind::kSlow:
+      return "slow";
+    case FaultKind::kSdc:
+      return "sdc";
+  }
+  return "?";
+}
 
 bool FaultDirective::applies_to(int local_rank) const {
   if (all_local_ranks) return true;
@@ -182,12 +220,15 @@ std::optional<std::string> consume_in_text(std::string_view text, const std::str
       }
     }
     if (left.empty()) continue;  // the line is gone
-    std::string prefix = "local_rank=";
+    std::string_view id_token;
+    const std::string_view body = body_of(trimmed, &id_token);
+    std::string prefix = id_token.empty() ? "" : std::string(id_token) + " ";
+    prefix += "local_rank=";
     for (std::size_t i = 0; i < left.size(); ++i) {
       if (i) prefix += ",";
       prefix += std::to_string(left[i]);
     }
-    out += prefix + " " + std::string(body_of(trimmed)) + "\n";
+    out += prefix + " " + std::string(body) + "\n";
   }
   if (!done) return std::nullopt;
   return out;
@@ -247,6 +288,14 @@ bool FaultFile::consume(const FaultDirective& d) {
   if (lock_fd >= 0) ::close(lock_fd);  // releases the lock
   seen_ = false;                       // re-read at the next poll
   return consumed;
+}
+
+const FaultDirective* FaultFile::persistent(FaultKind kind) const {
+  const FaultDirective* found = nullptr;
+  for (const auto& d : active_) {
+    if (d.kind == kind) found = &d;
+  }
+  return found;
 }
 
 std::optional<double> FaultFile::slow_factor() const {

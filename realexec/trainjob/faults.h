@@ -4,16 +4,19 @@
 // write to make a rank misbehave the way real jobs do, so live mode's detection, diagnosis and
 // recovery have something real to find.
 //
-// One directive per line, optionally prefixed by a target:
-//   [local_rank=K|K1,K2|all] crash SIGNATURE...   one-shot: SIGNATURE on stderr, fatal report,
-//                                                  exit 1
+// One directive per line, optionally prefixed by the agent's id and a target:
+//   [id=ID] [local_rank=K|K1,K2|all] crash SIGNATURE...   one-shot: SIGNATURE on stderr, fatal
+//                                                  report, exit 1
 //   [local_rank=...] hang                          one-shot: block forever in the next collective
 //   [local_rank=...] nan                           one-shot: next step's local gradient is NaN
 //   [local_rank=...] slow FACTOR                   persistent: step time x FACTOR
 //   [local_rank=...] sdc [after=N]                 persistent: from this process's (N+1)-th
 //                                                  computed step on, flip an exponent bit of one
 //                                                  local gradient element each step
-// Without a prefix a directive targets local rank 0 only. Blank lines and lines starting with
+// Without a prefix a directive targets local rank 0 only. `id=ID` (1 to 64 letters, digits,
+// '.', '_' or '-') names the directive: the job acknowledges it by that id (a "fault" report)
+// when it takes it, before it acts, and the agent confirms the fault only then
+// (realexec/PROTOCOL.md, "Fault acknowledgement"). Blank lines and lines starting with
 // '#' are ignored. Unknown directives are reported and otherwise ignored (never consumed).
 //
 // One-shot directives are consumed before they act: under an flock of the file's directory the
@@ -34,6 +37,8 @@
 namespace faultline::live::trainjob {
 
 enum class FaultKind { kCrash, kHang, kNan, kSlow, kSdc };
+// The directive's name in the file and in acknowledgements ("crash", "hang", ...).
+const char* fault_kind_name(FaultKind k);
 
 struct FaultDirective {
   FaultKind kind = FaultKind::kCrash;
@@ -42,6 +47,7 @@ struct FaultDirective {
   std::int64_t after_steps = 0;  // sdc
   bool all_local_ranks = false;
   std::vector<int> local_ranks;  // targets when !all_local_ranks
+  std::string id;                // the agent's id of the directive, "" when none
   std::string line;              // the line as written (trimmed), identifies it for consumption
 
   bool one_shot() const {
@@ -78,6 +84,9 @@ class FaultFile {
   // Removes `d` for this rank from the file atomically. True when this process consumed it,
   // false when it was gone already (consumed by someone else): then it must not act.
   bool consume(const FaultDirective& d);
+
+  // The persistent directive of `kind` in force (the last matching line), or null.
+  const FaultDirective* persistent(FaultKind kind) const;
 
   // Persistent settings (the last matching line wins); nullopt when absent.
   std::optional<double> slow_factor() const;

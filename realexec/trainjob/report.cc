@@ -32,13 +32,16 @@ void Reporter::write_json(const nlohmann::json& j) {
 }
 
 void Reporter::started(int rank, std::int64_t step, std::string_view restored_from,
-                       std::string_view version) {
-  write_json({{"type", "started"},
-              {"rank", rank},
-              {"step", step},
-              {"restored_from", restored_from},
-              {"version", version},
-              {"pid", static_cast<long>(::getpid())}});
+                       std::string_view version, const std::vector<std::string>& faults) {
+  nlohmann::json j{{"type", "started"},  {"rank", rank},
+                   {"step", step},       {"restored_from", restored_from},
+                   {"version", version}, {"pid", static_cast<long>(::getpid())}};
+  if (!faults.empty()) j["faults"] = faults;
+  write_json(j);
+}
+
+void Reporter::fault(int rank, std::string_view id, std::string_view kind) {
+  write_json({{"type", "fault"}, {"rank", rank}, {"id", id}, {"fault", kind}});
 }
 
 void Reporter::step(int rank, std::int64_t step, double loss, double grad_norm, double step_time_s,

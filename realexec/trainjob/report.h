@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace faultline::live::trainjob {
 
@@ -17,12 +18,17 @@ class Reporter {
   // fd < 0: reports are dropped. The fd is not owned (the process exits with it open).
   explicit Reporter(int fd) : fd_(fd) {}
 
+  // `faults`: the fault-file kinds this job takes and acknowledges (the agent refuses to inject
+  // any other kind into it).
   void started(int rank, std::int64_t step, std::string_view restored_from,
-               std::string_view version);
+               std::string_view version, const std::vector<std::string>& faults = {});
   void step(int rank, std::int64_t step, double loss, double grad_norm, double step_time_s,
             std::int64_t checkpoint_step);
   void checkpoint(int rank, std::int64_t step);
   void fatal(int rank, std::string_view signature);
+  // The acknowledgement of a fault-file directive this process took, written before the fault
+  // acts: the agent confirms the injection to the controller only on it.
+  void fault(int rank, std::string_view id, std::string_view kind);
 
   // The line that would be written for `j` (exposed for tests).
   static std::string line(const nlohmann::json& j) { return j.dump() + "\n"; }

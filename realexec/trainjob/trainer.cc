@@ -85,6 +85,8 @@ class Job {
   void join_group(Clock::time_point deadline);
   void restore(bool write_back);
   void fire_one_shot_faults();
+  // Tells the agent this process took `d` (a "fault" report with its id), once per id.
+  void acknowledge(const FaultDirective& d);
   StepOutcome run_step();
   void compute_local(std::int64_t step, int first, int last, std::span<double> out);
   void checkpoint_if_due(const StepOutcome& out);
@@ -116,6 +118,7 @@ class Job {
   bool peer_copy_pending_ = false;   // same on every rank: checkpoint decisions are shared
   std::int64_t computed_steps_ = 0;  // by this process, for "sdc after=N"
   bool nan_armed_ = false;
+  std::set<std::string> acknowledged_;  // ids of the fault directives this process took
   bool warned_nonfinite_ = false;
   std::vector<double> gathered_;
 };
@@ -253,11 +256,22 @@ void Job::restore(bool write_back) {
   }
 }
 
+void Job::acknowledge(const FaultDirective& d) {
+  if (!d.id.empty() && acknowledged_.insert(d.id).second)
+    reporter_.fault(opt_.rank, d.id, fault_kind_name(d.kind));
+}
+
+// Every directive taken is acknowledged before it acts: one-shot ones once consumed, the
+// persistent ones (slow, sdc: they act in compute_local) the first time this process sees them.
 void Job::fire_one_shot_faults() {
   faults_.poll();
   const auto active = faults_.active();  // copy: consume() invalidates it
+  for (FaultKind kind : {FaultKind::kSlow, FaultKind::kSdc}) {
+    if (const FaultDirective* d = faults_.persistent(kind)) acknowledge(*d);
+  }
   for (const auto& d : active) {
     if (!d.one_shot() || !faults_.consume(d)) continue;
+    acknowledge(d);
     switch (d.kind) {
       case FaultKind::kCrash:
         fatal(d.signature);
@@ -376,7 +390,8 @@ void Job::store_peer_copy(const std::string& from_prev) {
 int Job::train() {
   join_group(rendezvous_deadline());
   restore(/*write_back=*/true);
-  reporter_.started(opt_.rank, state_.step, restored_from_, opt_.version);
+  reporter_.started(opt_.rank, state_.step, restored_from_, opt_.version,
+                    {"crash", "hang", "nan", "slow", "sdc"});
   int loss_fd = -1;
   if (opt_.rank == 0 && !opt_.loss_log.empty()) {
     loss_fd = ::open(opt_.loss_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

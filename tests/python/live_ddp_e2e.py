@@ -5,7 +5,9 @@ A controller and five agents on loopback (4 job machines, 1 standby, 1 rank each
 example with python3. The test kills machine m1's rank (`inject --fault kill`), then makes
 m2's next gradient NaN (`inject --fault nan`), and checks that live mode saw both (a
 ProcessExit and a NaN step in state/events.jsonl), restarted the job from a checkpoint each
-time, and that the job, run to its last step, ends with parameters bit-identical (SHA-256)
+time (the NaN recorded only once rank 2 acknowledged it, before the NaN it caused), then makes
+m3 slow (`inject --fault slow --detail 3`, acknowledged, recorded, the job's steps slower to
+the end), and that the job, run to its last step, ends with parameters bit-identical (SHA-256)
 to a fault-free run of the same example with the same world size, outside faultline.
 Last, `faultline sim replay` of the run's event log must take the live run's decisions:
 each one matched, or explained by a listed unmodelled difference (docs/running-live.md).
@@ -20,7 +22,7 @@ import live_harness
 from live_harness import (LiveCluster, check, check_replay_decisions, free_port, is_event,
                           require_torch)
 
-STEPS = 200
+STEPS = 260
 STEP_MS = 40
 RANKS = 4
 
@@ -99,6 +101,26 @@ def run(args):
                  started["t_s"] - t_nan))
         check(0 < started["event"].get("step", -1) < nan_step,
               "the restart after the NaN did not restore a checkpoint from before it")
+        # Recorded only on the job's acknowledgement (issue 52), which comes before the NaN.
+        with open(os.path.join(c.dir, "agent-m2.log"), errors="replace") as f:
+            check("rank 2 took the injected directive 'id=" in f.read(),
+                  "the agent of m2 did not log rank 2's acknowledgement of the nan")
+        check(t_nan <= nan_ev["t_s"], "the nan was recorded after the NaN it caused")
+        # slow 3 on m3: acknowledged by rank 3, recorded, and the job's steps slow down (every
+        # rank waits for it in the all-reduce). It stays to the end, as in the replay.
+        c.wait_step(started["event"].get("step", 0) + 15, 60)
+        samples = lambda a, b: sorted(r["event"]["step_time_s"] for r in c.records()
+                                      if is_event(r, "StepSample") and a <= r["t_s"] < b
+                                      and r["event"].get("step_time_s"))
+        before = samples(started["t_s"], float("inf"))
+        t_slow = c.inject("m3", "slow", "3")
+        c.wait_for(lambda r: r.get("kind") == "progress" and r["t_s"] > t_slow + 2, 60,
+                   "training under the slow fault")
+        after = samples(t_slow + 0.5, float("inf"))
+        check(before and after, "no step samples around the slow fault")
+        ratio = after[len(after) // 2] / before[len(before) // 2]
+        print("slow 3 on m3 at t=%.1f s: median step time x%.1f" % (t_slow, ratio))
+        check(ratio > 1.8, "the slow fault on m3 did not slow the job's steps (x%.2f)" % ratio)
         code = c.procs["controller"].wait(timeout=120)
         check(code == 0, "the controller exited %d, not 0 (the job finished)" % code)
         with open(c.digest) as f:

@@ -119,10 +119,10 @@ class LiveCluster:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
 
-    def inject(self, machine, fault):
+    def inject(self, machine, fault, detail=None):
         """`faultline live inject`; returns the run time of the fault's record."""
         argv = [self.args.faultline, "live", "inject", self.config, "--machine", machine,
-                "--fault", fault]
+                "--fault", fault] + ([] if detail is None else ["--detail", detail])
         rc = subprocess.call(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         check(rc == 0, "inject %s on %s: exit %d" % (fault, machine, rc))
         recorded = lambda r: r.get("kind") == "fault" and r.get("fault") == fault

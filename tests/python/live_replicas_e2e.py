@@ -31,11 +31,27 @@ reaches STEPS with the same final digest (digest.txt of m0, m1, m3, s0); (e) the
 notes "every rank finished its steps" and exits 0; (f) one JobStarted in the whole run, no
 JobStopped before the end: the world never restarted. With --replay, last, `faultline sim
 replay` of the event log must take the live run's decisions (as live_ddp_e2e.py).
+
+With --faults, another run (issue 52: a recorded fault is a fault that happened):
+
+  step ~40   the agent of m3 is stopped (SIGSTOP) and `inject --fault kill` on m3 times out
+             (15 s); the controller notes it as not a fault of this run and cancels it. The
+             agent, resumed, reads the inject and the cancel behind it: the cancel wins, replica
+             3 lives on, no fault is recorded (the old agent killed it late, unrecorded).
+  then       `inject --fault nan` on m1 (not the replica that carries the step): confirmed by
+             the job's acknowledgement, recorded, and seen by the policy as a NaN step sample of
+             replica 0, whose all-reduce carried it; the world stops for it and starts again,
+             as the replay does (the old replica groups ignored nan: the replay diverged).
+  then       `inject --fault slow --detail 4` on m2: recorded once acknowledged; the carrier's
+             step times grow (the group waits for replica 2 in its all-reduce).
+  the end    the job finishes; with --replay the replay takes the live decisions.
+
 Exit 0 on success, 1 with the reason on failure (a missing torch included).
 """
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -402,5 +418,108 @@ def run(args):
         print("passed: %d steps, %.1f s in all" % (STEPS, total_s))
 
 
+def inject_rc(c, machine, fault, detail=None):
+    argv = [c.args.faultline, "live", "inject", c.config, "--machine", machine, "--fault", fault]
+    if detail is not None:
+        argv += ["--detail", detail]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return p.returncode, p.stdout.strip()
+
+
+def read_text(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def step_samples(records, after, before=float("inf")):
+    return [r for r in records if is_event(r, "StepSample") and after <= r["t_s"] < before]
+
+
+def run_faults(args):
+    t_begin = time.monotonic()
+    require_torch(args.python)
+    c = Cluster(args)
+    with c.kept_on_failure():
+        c.start()
+        c.wait_for(lambda r: is_event(r, "JobStarted"), 90, "the first JobStarted")
+        c.wait_step(KILL_AT, 90)
+
+        # --- a timed-out injection is cancelled at the agent, never delivered late ---
+        agent3 = c.procs["agent-m3"]
+        pid3 = by_pid(c.progress("m3"))[0][0]
+        os.kill(agent3.pid, signal.SIGSTOP)
+        try:
+            rc, out = inject_rc(c, "m3", "kill")
+        finally:
+            os.kill(agent3.pid, signal.SIGCONT)
+        check(rc != 0, "inject kill on the stopped agent of m3 succeeded: %s" % out)
+        print("kill on the stopped agent of m3: exit %d (%s)" % (rc, out))
+        log3 = os.path.join(c.dir, "agent-m3.log")
+        end = time.monotonic() + 20
+        while "cancelled by the controller before it was applied" not in read_text(log3):
+            check(time.monotonic() < end, "the resumed agent of m3 did not say the cancelled "
+                  "inject was dropped: %s" % read_text(log3)[-400:])
+            time.sleep(0.2)
+        time.sleep(2)
+        check(pid_alive(pid3), "replica 3 (pid %d) was killed by the timed-out inject" % pid3)
+        recs = c.records()
+        check(not [r for r in recs if r.get("kind") == "fault"],
+              "a fault was recorded for the timed-out inject")
+        check(any(r.get("kind") == "note" and "not a fault of this run" in r.get("text", "")
+                  for r in recs), "no note saying the timed-out inject is not a fault of this run")
+
+        # --- nan on m1: acknowledged, recorded, and seen through the all-reduce ---
+        t_nan = c.inject("m1", "nan")
+        nan_ev = c.wait_for(lambda r: is_event(r, "StepSample") and r["event"].get("nan")
+                            and r["t_s"] >= t_nan, 30, "a NaN step sample")
+        print("nan on m1 at t=%.1f s: recorded, NaN step sample (replica 0 carries the step) "
+              "after %.2f s" % (t_nan, nan_ev["t_s"] - t_nan))
+        check("took the injected directive" in read_text(os.path.join(c.dir, "agent-m1.log")),
+              "the agent of m1 did not log the job's acknowledgement of the nan")
+        restart = c.wait_for(lambda r: is_event(r, "JobStarted") and r["t_s"] > nan_ev["t_s"],
+                             90, "a JobStarted after the NaN")
+        print("the world restarted %.1f s after the NaN" % (restart["t_s"] - nan_ev["t_s"]))
+        c.wait_for(lambda r: r.get("kind") == "progress" and r["t_s"] > restart["t_s"]
+                   and r.get("step", 0) >= KILL_AT, 90, "training after the NaN restart")
+
+        # --- slow 4 on m2: the group waits for replica 2 ---
+        recs = c.records()
+        before = [r["event"]["step_time_s"] for r in step_samples(recs, restart["t_s"])
+                  if r["event"].get("step_time_s")]
+        t_slow = c.inject("m2", "slow", "4")
+        c.wait_for(lambda r: r.get("kind") == "progress" and r["t_s"] > t_slow + 2, 60,
+                   "training under the slow fault")
+        after = [r["event"]["step_time_s"] for r in step_samples(c.records(), t_slow + 0.5)
+                 if r["event"].get("step_time_s")]
+        check(before and after, "no step samples around the slow fault")
+        slow_ratio = (sorted(after)[len(after) // 2] / sorted(before)[len(before) // 2])
+        print("slow 4 on m2 at t=%.1f s: median step time x%.1f" % (t_slow, slow_ratio))
+        check(slow_ratio > 2, "the slow fault on m2 did not slow the group's steps (x%.2f)"
+              % slow_ratio)
+        faults = [(r["fault"], r["machine"]) for r in c.records() if r.get("kind") == "fault"]
+        check(faults == [("nan", 1), ("slow", 2)], "fault records %s, not nan on m1 and slow on "
+              "m2" % faults)
+
+        c.wait_for(lambda r: r.get("kind") == "note" and r.get("text") == FINISHED, 300,
+                   "the note \"%s\"" % FINISHED)
+        code = c.procs["controller"].wait(timeout=60)
+        check(code == 0, "the controller exited %d, not 0 (the job finished)" % code)
+        if args.replay:
+            check_replay_decisions(args, c.dir, "the replay's rejoin has no process start")
+        print("passed in %.1f s" % (time.monotonic() - t_begin))
+
+
+def main():
+    import sys
+    if "--faults" in sys.argv:
+        sys.argv.remove("--faults")
+        live_harness.main(__doc__, run_faults, replay_flag=True)
+    else:
+        live_harness.main(__doc__, run, replay_flag=True)
+
+
 if __name__ == "__main__":
-    live_harness.main(__doc__, run, replay_flag=True)
+    main()

@@ -21,6 +21,15 @@ class ParseTest(unittest.TestCase):
                          ("nan", [1, 3], False, True))
         self.assertTrue(parse_line("local_rank=all hang").applies_to(5))
 
+    def test_the_agents_id_prefix_names_the_directive(self):
+        d = parse_line("id=9f3a-01 local_rank=1,3 crash CUDA error")
+        self.assertEqual((d.id, d.kind, d.local_ranks, d.signature),
+                         ("9f3a-01", "crash", [1, 3], "CUDA error"))
+        self.assertEqual((parse_line("id=a.b_c slow 2").id, parse_line("nan").id), ("a.b_c", ""))
+        for bad in ("id= nan", "id=a/b nan", "id=%s nan" % ("x" * 65), "id=x", "id=x bogus"):
+            with self.assertRaises(FaultSyntaxError, msg=bad):
+                parse_line(bad)
+
     def test_malformed_lines_are_refused(self):
         for bad in ("hang now", "nan 1", "slow", "slow 0", "slow -1", "slow x", "slow nan",
                     "slow 2 3", "sdc 3", "sdc after=-1", "sdc after=x", "bogus", "local_rank=x nan",
@@ -48,6 +57,10 @@ class ConsumeTest(unittest.TestCase):
         self.assertEqual(consume_in_text("local_rank=all nan\n", "local_rank=all nan", 0, 0), "")
         line = "local_rank=0,1 crash x y"
         self.assertEqual(consume_in_text(line + "\n", line, 0, 2), "local_rank=1 crash x y\n")
+
+    def test_a_multi_rank_line_keeps_its_id(self):
+        line = "id=f00 local_rank=all nan"
+        self.assertEqual(consume_in_text(line + "\n", line, 1, 3), "id=f00 local_rank=0,2 nan\n")
 
 
 class FaultFileTest(unittest.TestCase):
@@ -87,6 +100,22 @@ class FaultFileTest(unittest.TestCase):
         os.remove(self.path)
         f.poll()
         self.assertEqual(f.active, [])
+
+    def test_each_id_is_acknowledged_once_per_process(self):
+        class Reporter:
+            def __init__(self):
+                self.acks = []
+
+            def fault(self, rank, directive_id, kind):
+                self.acks.append((rank, directive_id, kind))
+        self.write("id=s1 slow 3\nid=d1 sdc after=2\nnan\n")
+        f, rep = FaultFile(self.path, 0, 1), Reporter()
+        f.poll()
+        for _ in range(3):  # every step boundary
+            f.take_persistent(rep, 4)
+        nan = [d for d in f.active if d.kind == "nan"][0]
+        f.acknowledge(nan, rep, 4)  # written by hand, without an id: nothing to acknowledge
+        self.assertEqual(rep.acks, [(4, "s1", "slow"), (4, "d1", "sdc")])
 
     def test_no_path_disables_faults(self):
         f = FaultFile(None, 0, 1)

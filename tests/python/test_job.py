@@ -102,7 +102,8 @@ class JobTest(unittest.TestCase):
         h.run(1, 10)
         reps = h.reports()
         self.assertEqual(reps[0], {"type": "started", "rank": 0, "step": 0, "restored_from": "init",
-                                   "pid": os.getpid()})
+                                   "pid": os.getpid(),
+                                   "faults": ["crash", "hang", "nan", "slow", "sdc"]})
         steps = [r for r in reps if r["type"] == "step"]
         self.assertEqual([r["step"] for r in steps], list(range(1, 11)))
         self.assertEqual([r["step"] for r in reps if r["type"] == "checkpoint"], [3, 6, 9])
@@ -135,6 +136,21 @@ class JobTest(unittest.TestCase):
         self.assertEqual(steps[4]["checkpoint_step"], 2)
         with open(h.env["FAULTLINE_FAULT_FILE"]) as f:
             self.assertEqual(f.read(), "")  # consumed
+        h.close()
+
+    def test_every_kind_is_acknowledged_by_its_id_before_it_acts(self):
+        h = Harness(self.dir.name, ckpt_every=0)
+        h.job.restore()
+        with open(h.env["FAULTLINE_FAULT_FILE"], "w") as f:
+            f.write("id=a1 nan\nid=a2 slow 2\nid=a3 sdc after=5\n")
+        h.run(1, 3)
+        reps = h.reports()
+        self.assertEqual(reps[0]["faults"], ["crash", "hang", "nan", "slow", "sdc"])
+        acks = [r for r in reps if r["type"] == "fault"]
+        self.assertEqual(acks, [{"type": "fault", "rank": 0, "id": i, "fault": k}
+                                for i, k in (("a1", "nan"), ("a2", "slow"), ("a3", "sdc"))])
+        first_step = next(i for i, r in enumerate(reps) if r["type"] == "step")
+        self.assertLess(reps.index(acks[-1]), first_step)
         h.close()
 
     def test_sdc_flips_a_bit_from_step_n_and_the_exploded_step_is_not_saved(self):
@@ -197,6 +213,22 @@ class JobTest(unittest.TestCase):
                          "CUDA error: an illegal memory access was encountered")
         self.assertNotIn("not reached", out.stdout)
         self.assertEqual([r["type"] for r in h.reports()], ["started", "fatal"])
+
+    def test_a_crash_is_acknowledged_before_the_rank_dies(self):
+        import subprocess
+        import sys
+        h = Harness(self.dir.name)
+        with open(h.env["FAULTLINE_FAULT_FILE"], "w") as f:
+            f.write("id=c9 crash injected crash\n")
+        code = ("import faultline, torch; m = torch.nn.Linear(2, 1); "
+                "j = faultline.Job(m); j.restore(); j.begin_step(1)")
+        out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **h.env),
+                             pass_fds=(h.w,), stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True)
+        self.assertEqual(out.returncode, 1, out.stderr)
+        reps = h.reports()
+        self.assertEqual([r["type"] for r in reps], ["started", "fault", "fatal"])
+        self.assertEqual((reps[1]["id"], reps[1]["fault"]), ("c9", "crash"))
         h.close()
 
 

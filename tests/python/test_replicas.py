@@ -24,6 +24,11 @@ from faultline.replicas import (DEFAULT_TIMEOUT_S, Evicted, Quorum, QuorumError,
 PATH = "/run/job/quorum.json"
 
 
+def faultline_kinds():
+    from faultline.faults import KINDS
+    return KINDS
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -181,12 +186,14 @@ class GroupTest(unittest.TestCase):
                                 "store": "127.0.0.1:%d" % self.store.port, "join": list(join)}))
         os.rename(self.path + ".tmp", self.path)
 
-    def group(self, replica, seed=3):
+    def group(self, replica, seed=3, faults=None):
         pipe = Pipe()
         self.pipes.append(pipe)
         model, opt = make_model(seed)
         env = {"FAULTLINE_REPLICA": str(replica), "FAULTLINE_REPLICAS": "2",
                "FAULTLINE_QUORUM_FILE": self.path, "FAULTLINE_REPORT_FD": str(pipe.w)}
+        if faults:
+            env["FAULTLINE_FAULT_FILE"] = faults
         rg = ReplicaGroup(model, opt, env=env, timeout_s=10, quorum_wait_s=10, poll_s=0.01)
         return rg, compute_fn(model, opt, replica), pipe
 
@@ -270,14 +277,18 @@ class GroupTest(unittest.TestCase):
         run = lambda timeout: subprocess.run([sys.executable, "-c", script], env=env,
                                              capture_output=True, text=True, timeout=timeout)
         with open(faults, "w") as f:
-            f.write("nan\ncrash CUDA error: an illegal memory access\n")
+            f.write("id=n1 nan\nid=c1 crash CUDA error: an illegal memory access\n")
         p = run(60)
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("CUDA error: an illegal memory access", p.stderr)
-        fatal = json.loads(p.stdout.splitlines()[-1])
-        self.assertEqual((fatal["type"], fatal["rank"]), ("fatal", 0))
+        reports = [json.loads(line) for line in p.stdout.splitlines()]
+        # Each acknowledged before it acts: the agent confirms the crash before the exit.
+        self.assertEqual(reports, [
+            {"type": "fault", "rank": 0, "id": "n1", "fault": "nan"},
+            {"type": "fault", "rank": 0, "id": "c1", "fault": "crash"},
+            {"type": "fatal", "rank": 0, "signature": "CUDA error: an illegal memory access"}])
         with open(faults) as f:
-            self.assertEqual(f.read(), "nan\n", "the crash consumed; nan left alone")
+            self.assertEqual(f.read(), "", "both consumed")
         p = run(60)
         self.assertEqual((p.returncode, p.stdout.strip()), (0, "no fault fired"), p.stderr)
         with open(faults, "w") as f:
@@ -294,6 +305,68 @@ class GroupTest(unittest.TestCase):
         finally:
             child.kill()
             child.wait()
+
+    def train_pair(self, directive, steps, step_s=0.0):
+        """Replicas 0 and 1 in threads, `directive` in replica 1's fault file (its machine's):
+        the reports of each after `steps` steps, and the fault file's text after them."""
+        faults = os.path.join(self.dir.name, "faults.1")
+        with open(faults, "w") as f:
+            f.write(directive + "\n")
+        self.write([0, 1])
+        pairs = [self.group(0), self.group(1, faults=faults)]
+        errors = []
+
+        def train(rg, compute):
+            def slowed(step):
+                loss = compute(step)
+                time.sleep(step_s)
+                return loss
+            try:
+                rg.join()
+                while rg.step < steps:
+                    rg.run_step(rg.step + 1, slowed)
+            except Exception as e:  # reported by the assertion below
+                errors.append(e)
+        threads = [threading.Thread(target=train, args=(rg, c)) for rg, c, _ in pairs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertFalse(any(t.is_alive() for t in threads), "a replica hung")
+        self.assertEqual(errors, [])
+        with open(faults) as f:
+            left = f.read()
+        return [p.reports() for _, _, p in pairs], left
+
+    def test_nan_slow_and_sdc_of_the_fault_file_act_and_are_acknowledged(self):
+        """Every kind `faultline live inject` writes is expressed by replica groups, and
+        acknowledged by its id before it acts (the agent confirms the fault only then)."""
+        steps = lambda reps: {r["step"]: r for r in reps if r["type"] == "step"}
+        ack = lambda reps: [r for r in reps if r["type"] == "fault"]
+        # nan: replica 1's local gradient; the all-reduce carries it to replica 0 as well.
+        (r0, r1), left = self.train_pair("id=n1 nan", 3)
+        self.assertEqual(ack(r1), [{"type": "fault", "rank": 1, "id": "n1", "fault": "nan"}])
+        self.assertEqual(ack(r0), [])
+        self.assertLess(r1.index(ack(r1)[0]), r1.index(steps(r1)[1]), "acknowledged first")
+        self.assertEqual(left, "", "consumed")
+        started = lambda reps: [r for r in reps if r["type"] == "started"][0]
+        self.assertEqual(started(r1)["faults"], list(faultline_kinds()))  # what it takes
+        self.assertNotIn("faults", started(r0))  # no fault file: it takes none
+        for reps in (r0, r1):
+            self.assertIs(steps(reps)[1].get("grad_norm_nan"), True)  # the NaN step
+            self.assertIs(steps(reps)[2].get("loss_nan"), True)       # every replica's weights
+        # sdc after=1: from replica 1's second computed step on, an exponent bit flipped.
+        (r0, r1), left = self.train_pair("id=s1 sdc after=1", 3)
+        self.assertEqual(ack(r1), [{"type": "fault", "rank": 1, "id": "s1", "fault": "sdc"}])
+        self.assertEqual(left, "id=s1 sdc after=1\n", "persistent: it stays")
+        for reps in (r0, r1):
+            self.assertLess(steps(reps)[1]["grad_norm"], 100)
+            self.assertGreater(steps(reps)[2]["grad_norm"], 1e6)
+        # slow 4: replica 1's steps take 4x; replica 0 waits for it in the all-reduce.
+        (r0, r1), left = self.train_pair("id=w1 slow 4", 2, step_s=0.1)
+        self.assertEqual(ack(r1), [{"type": "fault", "rank": 1, "id": "w1", "fault": "slow"}])
+        for reps in (r0, r1):
+            self.assertGreaterEqual(steps(reps)[2]["step_time_s"], 0.35)
 
     def test_a_group_of_one_trains_like_plain_sgd_follows_quorums_and_is_evicted(self):
         self.write([0])

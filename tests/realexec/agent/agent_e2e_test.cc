@@ -174,6 +174,7 @@ class AgentE2E : public ::testing::Test {
     config_.job.versions["env"] = {helper, "env"};
     config_.job.versions["flood"] = {helper, "flood", "300000"};
     config_.job.versions["junk"] = {helper, "junk"};
+    config_.job.versions["take"] = {helper, "take"};
     config_.job.versions["clean"] = {helper, "report", "0", "0"};
     config_.job.env["FAULTLINE_TEST_EXTRA"] = "extra";
     config_.trainjob_bin = helper;
@@ -600,24 +601,42 @@ TEST_F(AgentE2E, MissingReqGetsAnErrorWithNullReq) {
   EXPECT_TRUE(controller_->connected());
 }
 
-TEST_F(AgentE2E, FaultDirectivesGoToTheFaultFile) {
+// A fault-file directive is written with an id and confirmed only once the job acknowledged it
+// by that id; the acknowledgements stay with the agent (the controller gets no report of them).
+TEST_F(AgentE2E, FaultDirectivesAreConfirmedOnlyOnceTheJobAcknowledgesThem) {
+  config_.job.env["FAULTLINE_TEST_BAD_ACKS"] = "1";
   start();
+  launch("take", {{0, 0}, {1, 1}});
+  ASSERT_TRUE(wait([&] { return controller_->of_type("report").size() == 2; }));  // started
   const std::string faults = config_.machines[0].workdir + "/faults";
-  EXPECT_EQ(controller_->request({{"type", "inject"},
-                                  {"fault", "crash"},
-                                  {"detail", "CUDA error: an illegal memory access"}})["ok"],
-            true);
-  EXPECT_EQ(controller_->request({{"type", "inject"}, {"fault", "hang"}, {"local_rank", 1}})["ok"],
-            true);
-  EXPECT_EQ(controller_->request({{"type", "inject"}, {"fault", "nan"}})["ok"], true);
-  EXPECT_EQ(controller_->request({{"type", "inject"}, {"fault", "slow"}, {"detail", "3"}})["ok"],
-            true);
-  EXPECT_EQ(
-      controller_->request({{"type", "inject"}, {"fault", "sdc"}, {"detail", "after=5"}})["ok"],
-      true);
+  auto confirmed = [&](json m) {
+    m["type"] = "inject";
+    m["deadline_ms"] = 5000;
+    json d = controller_->request(m);
+    EXPECT_EQ(d["ok"], true) << d.dump();
+    EXPECT_EQ(d["detail"].get<std::string>().rfind("id=" + d.value("id", "?") + " ", 0), 0u)
+        << d.dump();
+    return d;
+  };
+  json crash = confirmed({{"fault", "crash"}, {"detail", "CUDA error: an illegal memory access"}});
+  EXPECT_EQ(crash["rank"], 0);
+  EXPECT_EQ(crash["detail"],
+            "id=" + crash["id"].get<std::string>() + " crash CUDA error: an illegal memory access");
+  json hang = confirmed({{"fault", "hang"}, {"local_rank", 1}});
+  EXPECT_EQ(hang["rank"], 1);  // taken by local rank 1, the one it names
+  EXPECT_EQ(hang["detail"], "id=" + hang["id"].get<std::string>() + " local_rank=1 hang");
+  json nan = confirmed({{"fault", "nan"}});
+  json slow = confirmed({{"fault", "slow"}, {"detail", "3"}});
+  json sdc = confirmed({{"fault", "sdc"}, {"detail", "after=5"}});
+  EXPECT_NE(nan["id"], slow["id"]);
+  // One-shot directives were consumed by the job; persistent ones stay.
   EXPECT_EQ(read_file(faults),
-            "crash CUDA error: an illegal memory access\nlocal_rank=1 hang\nnan\nslow 3\n"
-            "sdc after=5\n");
+            slow["detail"].get<std::string>() + "\n" + sdc["detail"].get<std::string>() + "\n");
+  for (const auto& r : controller_->of_type("report"))
+    EXPECT_EQ(r["report"]["type"], "started") << r.dump();
+  // A job's word is checked: an id no injection waits for, and a malformed one, are refused.
+  EXPECT_TRUE(logged("report line dropped: fault: unknown id '0123456789abcdef'"));
+  EXPECT_TRUE(logged("report line dropped: report: id: expected 1 to 64 letters"));
   // nic_down with a NIC runs the fixed `ip` argv (here a missing program: fails cleanly).
   json nic = controller_->request({{"type", "inject"}, {"fault", "nic_down"}});
   EXPECT_EQ(nic["type"], "done");
@@ -627,6 +646,91 @@ TEST_F(AgentE2E, FaultDirectivesGoToTheFaultFile) {
   json repair = controller_->request({{"type", "inject"}, {"fault", "repair"}});
   EXPECT_EQ(repair["type"], "done");
   EXPECT_FALSE(fs::exists(faults));
+}
+
+// A directive the job does not take by its deadline is taken back out of the fault file and
+// answered as not applied: it never acts late.
+TEST_F(AgentE2E, ADirectiveNotAcknowledgedInTimeIsWithdrawnFromTheFaultFile) {
+  config_.job.env["FAULTLINE_TEST_TAKE"] = "nan";
+  start();
+  launch("take", {{0, 0}});
+  ASSERT_TRUE(wait([&] { return controller_->of_type("report").size() == 1; }));
+  const std::string faults = config_.machines[0].workdir + "/faults";
+  json slow = controller_->request(
+      {{"type", "inject"}, {"fault", "slow"}, {"detail", "3"}, {"deadline_ms", 300}});
+  EXPECT_EQ(slow["ok"], false);
+  EXPECT_EQ(slow["detail"],
+            "not acknowledged by the job within 0.300 s: cancelled (removed from the fault file)");
+  EXPECT_EQ(read_file(faults), "");
+  // The job still takes what it can: the next one is confirmed.
+  EXPECT_EQ(controller_->request({{"type", "inject"}, {"fault", "nan"}})["ok"], true);
+}
+
+// A fault the job cannot express, or no job to take it: refused at once, nothing written.
+TEST_F(AgentE2E, AFaultTheJobCannotExpressIsRefusedBeforeAnythingIsWritten) {
+  config_.job.env["FAULTLINE_TEST_FAULTS"] = "crash,hang";
+  start();
+  const std::string faults = config_.machines[0].workdir + "/faults";
+  json none = controller_->request({{"type", "inject"}, {"fault", "nan"}});
+  EXPECT_EQ(none["ok"], false);
+  EXPECT_EQ(none["detail"], "no local rank 0 running to take nan: nothing injected");
+  launch("take", {{0, 0}});
+  ASSERT_TRUE(wait([&] { return controller_->of_type("report").size() == 1; }));
+  json nan = controller_->request({{"type", "inject"}, {"fault", "nan"}});
+  EXPECT_EQ(nan["ok"], false);
+  EXPECT_EQ(nan["detail"],
+            "the job on m0 (rank 0) cannot express nan: it takes only crash, hang; nothing "
+            "injected");
+  EXPECT_FALSE(fs::exists(faults) && !read_file(faults).empty());
+  controller_->request({{"type", "kill"}});
+  config_.job.env["FAULTLINE_TEST_FAULTS"] = "-";  // a job that never acknowledges
+  launch("take", {{0, 0}}, 2);
+  ASSERT_TRUE(wait([&] { return controller_->of_type("report").size() == 2; }));
+  json crash = controller_->request({{"type", "inject"}, {"fault", "crash"}});
+  EXPECT_EQ(crash["ok"], false);
+  EXPECT_EQ(crash["detail"],
+            "the job on m0 (rank 0) cannot express crash: it acknowledges no injected fault; "
+            "nothing injected");
+}
+
+// The controller gave up on an inject while this agent was stopped and sent a cancel behind
+// it: the agent reads both when it resumes, and the cancel wins (issue 52: a kill landed late,
+// with no fault record).
+TEST_F(AgentE2E, ACancelReadBehindItsInjectWinsAndNothingLands) {
+  start();
+  launch("take", {{0, 0}});
+  ASSERT_TRUE(wait([&] { return controller_->of_type("report").size() == 1; }));
+  const pid_t pid = agent_->rank_pids()[0];
+  controller_->send_raw({{"type", "inject"}, {"fault", "kill"}, {"req", 700}});
+  controller_->send_raw({{"type", "cancel"}, {"inject_req", 700}, {"req", 701}});
+  controller_->send_raw({{"type", "inject"}, {"fault", "nan"}, {"req", 702}});
+  controller_->send_raw({{"type", "cancel"}, {"inject_req", 702}, {"req", 703}});
+  ASSERT_TRUE(wait([&] {
+    return controller_->index_of([](const json& m) { return m.value("req", 0) == 703; }) !=
+           std::string::npos;
+  }));
+  wait([] { return false; }, 0.5);
+  EXPECT_EQ(::kill(pid, 0), 0) << "the cancelled kill landed";
+  EXPECT_TRUE(controller_->of_type("exit").empty());
+  for (int req : {700, 702})
+    EXPECT_EQ(controller_->index_of([&](const json& m) { return m.value("req", 0) == req; }),
+              std::string::npos)
+        << "request " << req << " was applied";
+  EXPECT_TRUE(logged("injection of request 700 cancelled by the controller before it was applied"));
+  EXPECT_TRUE(logged("injection of request 702 cancelled by the controller before it was applied"));
+  const std::string faults = config_.machines[0].workdir + "/faults";
+  EXPECT_FALSE(fs::exists(faults) && !read_file(faults).empty());
+  // A cancel of a directive waiting for its acknowledgement takes it back out of the file.
+  config_.job.env["FAULTLINE_TEST_TAKE"] = "crash";
+  controller_->request({{"type", "kill"}});
+  launch("take", {{0, 0}}, 2);
+  ASSERT_TRUE(wait([&] { return controller_->of_type("report").size() == 2; }));
+  controller_->send_raw(
+      {{"type", "inject"}, {"fault", "sdc"}, {"detail", "after=1"}, {"req", 710}});
+  ASSERT_TRUE(wait([&] { return read_file(faults).find("sdc after=1") != std::string::npos; }));
+  json c = controller_->request({{"type", "cancel"}, {"inject_req", 710}});
+  EXPECT_EQ(c["ok"], true);
+  EXPECT_EQ(read_file(faults), "");
 }
 
 TEST_F(AgentE2E, NicDownNeedsAConfiguredNic) {

@@ -157,6 +157,41 @@ TEST(Messages, RankPipeLineWithANumericTypeIsRefused) {
   EXPECT_EQ(refusal([] { parse_rank_report_line(std::string(5000, ' ')); }), "longer than 4 KiB");
 }
 
+// A job's acknowledgement of an injected fault, and the kinds it says it takes: hostile input,
+// bounded and checked before the agent believes it (issue 52).
+TEST(Messages, FaultAcknowledgementsAndTheKindsAJobTakesAreChecked) {
+  const RankReport ack =
+      parse_rank_report_line(R"({"type":"fault","rank":2,"id":"9f3a.b_c-01","fault":"nan"})");
+  EXPECT_EQ(ack.fault_id, "9f3a.b_c-01");
+  EXPECT_EQ(ack.fault, "nan");
+  EXPECT_EQ(encode(ack)["id"], "9f3a.b_c-01");
+  EXPECT_EQ(refusal([] { parse_rank_report_line(R"({"type":"fault","fault":"nan"})"); }),
+            "report: id: missing (expected a string)");
+  EXPECT_EQ(refusal([] { parse_rank_report_line(R"({"type":"fault","id":"a/b","fault":"nan"})"); }),
+            "report: id: expected 1 to 64 letters, digits, '.', '_' or '-'");
+  EXPECT_EQ(refusal([] {
+              parse_rank_report_line(R"({"type":"fault","id":")" + std::string(65, 'a') +
+                                     R"(","fault":"nan"})");
+            }),
+            "report: id: expected at most 64 characters");
+  EXPECT_EQ(refusal([] { parse_rank_report_line(R"({"type":"fault","id":"a","fault":"kill"})"); }),
+            "report: fault: expected crash, hang, nan, slow or sdc, got \"kill\"");
+  const RankReport started =
+      parse_rank_report_line(R"({"type":"started","step":0,"faults":["crash","nan"]})");
+  ASSERT_TRUE(started.faults);
+  EXPECT_EQ(*started.faults, (std::vector<std::string>{"crash", "nan"}));
+  EXPECT_EQ(encode(started)["faults"], json::array({"crash", "nan"}));
+  EXPECT_FALSE(parse_rank_report_line(R"({"type":"started","step":0})").faults);
+  json many = json::array();
+  for (int i = 0; i < 17; ++i) many.push_back("nan");
+  EXPECT_EQ(refusal([&] {
+              parse_rank_report_line(json{{"type", "started"}, {"faults", many}}.dump());
+            }),
+            "report: faults: expected an array of at most 16 fault kinds");
+  EXPECT_EQ(refusal([] { parse_rank_report_line(R"({"type":"started","faults":[3]})"); }),
+            "report: faults: expected fault kinds (printable strings of 1 to 16 characters)");
+}
+
 TEST(Messages, AgentRepliesAlertsAndExitsAreChecked) {
   EXPECT_EQ(refusal([] {
               decode_agent_message(json{{"type", "done"}, {"req", 1}, {"ok", "yes"}});

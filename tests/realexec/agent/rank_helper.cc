@@ -6,6 +6,12 @@
 //   env                    one report with the launch environment, then sleep
 //   junk                   malformed and over-long report lines, one good report, one
 //                          with a bare NaN (as Python writes it)
+//   take                   a job that reads the fault file: "started" with the kinds it takes
+//                          ($FAULTLINE_TEST_FAULTS, comma-separated; "-": no "faults" key),
+//                          then every 20 ms acknowledges each id= directive of a kind in
+//                          $FAULTLINE_TEST_TAKE (default: every kind) and consumes the one-shot
+//                          ones; with $FAULTLINE_TEST_BAD_ACKS first an ack of an unknown id
+//                          and an ack of a malformed id
 //   --probe KIND ...       the training job's probe mode: a JSON line with a hash
 //                          (hangs when FAULTLINE_TEST_HANG=1)
 //   --replay --steps K     the replay mode: {"hash":..., "from_step":...}
@@ -15,6 +21,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -92,6 +101,57 @@ int main(int argc, char** argv) {
     report("{\"type\":\"step\",\"step\":1}");
     report("{\"type\": \"step\", \"step\": 2, \"loss\": NaN}");  // Python's json.dumps of a NaN
     return 0;
+  }
+  if (mode == "take") {
+    const std::string kinds = std::getenv("FAULTLINE_TEST_FAULTS") ? env("FAULTLINE_TEST_FAULTS")
+                                                                   : "crash,hang,nan,slow,sdc";
+    const std::string take =
+        std::getenv("FAULTLINE_TEST_TAKE") ? env("FAULTLINE_TEST_TAKE") : "crash,hang,nan,slow,sdc";
+    std::string started = "{\"type\":\"started\",\"step\":0,\"rank\":" + env("RANK");
+    if (kinds != "-") {
+      std::string list;
+      std::stringstream ks(kinds);
+      for (std::string k; std::getline(ks, k, ',');)
+        list += (list.empty() ? "\"" : ",\"") + k + "\"";
+      started += ",\"faults\":[" + list + "]";
+    }
+    report(started + "}");
+    if (std::getenv("FAULTLINE_TEST_BAD_ACKS")) {
+      report("{\"type\":\"fault\",\"rank\":" + env("RANK") +
+             ",\"id\":\"0123456789abcdef\",\"fault\":\"nan\"}");
+      report("{\"type\":\"fault\",\"rank\":" + env("RANK") +
+             ",\"id\":\"../etc\",\"fault\":\"nan\"}");
+    }
+    const std::string path = env("FAULTLINE_FAULT_FILE");
+    std::set<std::string> acked;
+    for (;;) {
+      std::ifstream in(path);
+      std::string kept;
+      bool consumed = false;
+      for (std::string line; std::getline(in, line);) {
+        std::stringstream ls(line);
+        std::string id;
+        std::string kind;
+        ls >> id >> kind;
+        std::string target = "local_rank=0";
+        if (kind.rfind("local_rank=", 0) == 0) {
+          target = kind;
+          ls >> kind;
+        }
+        const bool mine = id.rfind("id=", 0) == 0 && target == "local_rank=" + env("LOCAL_RANK") &&
+                          ("," + take + ",").find("," + kind + ",") != std::string::npos;
+        if (mine && acked.insert(id).second)
+          report("{\"type\":\"fault\",\"rank\":" + env("RANK") + ",\"id\":\"" + id.substr(3) +
+                 "\",\"fault\":\"" + kind + "\"}");
+        if (mine && kind != "slow" && kind != "sdc") {
+          consumed = true;
+          continue;
+        }
+        kept += line + "\n";
+      }
+      if (consumed) std::ofstream(path, std::ios::trunc) << kept;
+      ::usleep(20000);
+    }
   }
   if (mode == "--probe") {
     if (env("FAULTLINE_TEST_HANG") == "1") helper_sleep_forever();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "realexec/agent.h"
 #include "realexec/auth.h"
@@ -150,6 +151,85 @@ TEST_F(WithTrainjob, StepsThenInjectedCrashSignature) {
   EXPECT_EQ(of_type("exit").size(), 2u);
 }
 
+// Every kind the fault file carries is taken by the reference job and confirmed by the agent
+// only on its acknowledgement (issue 52); each then shows in the job's own reports.
+TEST_F(WithTrainjob, EveryFileFaultIsAcknowledgedThenSeenInTheReports) {
+  json d = request({{"type", "launch"},
+                    {"gen", 1},
+                    {"version", "v1"},
+                    {"ranks", {{{"rank", 0}, {"local_rank", 0}}}},
+                    {"world_size", 1},
+                    {"master_addr", "127.0.0.1"},
+                    {"master_port", free_port()},
+                    {"ckpt_every", 5}});
+  ASSERT_EQ(d["ok"], true) << d.dump();
+  auto steps = [&] {
+    std::vector<json> out;
+    for (const auto& m : of_type("report"))
+      if (m["report"]["type"] == "step") out.push_back(m["report"]);
+    return out;
+  };
+  ASSERT_TRUE(r_.run_until([&] { return steps().size() >= 5; }, Duration::seconds(30)));
+  json started;
+  for (const auto& m : of_type("report"))
+    if (m["report"]["type"] == "started") started = m["report"];
+  EXPECT_EQ(started["faults"], json::array({"crash", "hang", "nan", "slow", "sdc"}));
+  auto inject = [&](json m) {
+    m["type"] = "inject";
+    m["deadline_ms"] = 10000;
+    json r = request(m);
+    EXPECT_EQ(r["ok"], true) << r.dump();
+    return steps().size();
+  };
+  // nan: a step reported with a NaN gradient norm after the confirmation.
+  std::size_t from = inject({{"fault", "nan"}});
+  ASSERT_TRUE(r_.run_until(
+      [&] {
+        auto s = steps();
+        for (std::size_t i = from; i < s.size(); ++i)
+          if (s[i].value("grad_norm_nan", false) || s[i].value("loss_nan", false)) return true;
+        return false;
+      },
+      Duration::seconds(30)));
+  // slow 5: steps of 20 ms take about 100 ms.
+  from = inject({{"fault", "slow"}, {"detail", "5"}});
+  ASSERT_TRUE(r_.run_until([&] { return steps().size() >= from + 4; }, Duration::seconds(30)));
+  EXPECT_GE(steps().back()["step_time_s"].get<double>(), 0.08);
+  ASSERT_EQ(request({{"type", "inject"}, {"fault", "repair"}})["ok"], true);
+  // sdc after=0 on a job already NaN: confirmed all the same (the kind is taken).
+  inject({{"fault", "sdc"}, {"detail", "after=0"}});
+  // hang, then crash on a fresh generation: the exit carries the crash's signature.
+  inject({{"fault", "hang"}});
+  ASSERT_EQ(request({{"type", "kill"}, {"gen", 1}})["ok"], true);
+  ASSERT_EQ(request({{"type", "inject"}, {"fault", "repair"}})["ok"], true);
+  d = request({{"type", "launch"},
+               {"gen", 2},
+               {"version", "v1"},
+               {"ranks", {{{"rank", 0}, {"local_rank", 0}}}},
+               {"world_size", 1},
+               {"master_addr", "127.0.0.1"},
+               {"master_port", free_port()},
+               {"ckpt_every", 5}});
+  ASSERT_EQ(d["ok"], true) << d.dump();
+  ASSERT_TRUE(r_.run_until(
+      [&] {
+        for (const auto& m : of_type("report"))
+          if (m["gen"] == 2 && m["report"]["type"] == "started") return true;
+        return false;
+      },
+      Duration::seconds(30)));
+  inject({{"fault", "crash"}, {"detail", "Xid 48: double bit ECC"}});
+  ASSERT_TRUE(r_.run_until(
+      [&] {
+        for (const auto& m : of_type("exit"))
+          if (m["gen"] == 2) return true;
+        return false;
+      },
+      Duration::seconds(30)));
+  for (const auto& m : of_type("exit"))
+    if (m["gen"] == 2) EXPECT_EQ(m["signature"], "Xid 48: double bit ECC");
+}
+
 TEST_F(WithTrainjob, BitwiseProbeHashMovesUnderSdc) {
   json probe = {
       {"type", "probe"}, {"test", "bitwise"}, {"deadline_ms", 30000}, {"seed", 7}, {"steps", 3}};
@@ -159,7 +239,10 @@ TEST_F(WithTrainjob, BitwiseProbeHashMovesUnderSdc) {
   ASSERT_TRUE(a["hash"].is_string());
   EXPECT_EQ(a["hash"].get<std::string>().size(), 16u);
   EXPECT_EQ(a["hash"], b["hash"]);
-  ASSERT_EQ(request({{"type", "inject"}, {"fault", "sdc"}, {"detail", "after=0"}})["ok"], true);
+  // The probe reads the machine's fault file (no rank runs to take an injected one: the agent
+  // refuses that, so the directive is written as an earlier injection left it).
+  fs::create_directories(config_.machines[0].workdir);
+  std::ofstream(config_.machines[0].workdir + "/faults") << "sdc after=0\n";
   json c = request(probe);
   ASSERT_EQ(c["ok"], true) << c.dump();
   EXPECT_NE(c["hash"], a["hash"]);

@@ -94,6 +94,28 @@ TEST(TrainjobFaults, ConsumeForAllRemovesOnlyThisRank) {
   EXPECT_EQ(*t, "");
 }
 
+// The agent's id= prefix names the directive the job acknowledges (issue 52); a rewritten
+// multi-rank line keeps it.
+TEST(TrainjobFaults, TheAgentsIdPrefixNamesTheDirective) {
+  const auto parsed =
+      parse_fault_text("id=9f3a-01 local_rank=1,3 crash CUDA error\nid=a.b_c slow 2\nnan\n");
+  ASSERT_TRUE(parsed.errors.empty()) << parsed.errors[0];
+  ASSERT_EQ(parsed.directives.size(), 3u);
+  EXPECT_EQ(parsed.directives[0].id, "9f3a-01");
+  EXPECT_EQ(parsed.directives[0].signature, "CUDA error");
+  EXPECT_EQ(parsed.directives[0].local_ranks, (std::vector<int>{1, 3}));
+  EXPECT_EQ(parsed.directives[1].id, "a.b_c");
+  EXPECT_EQ(parsed.directives[2].id, "");
+  EXPECT_STREQ(fault_kind_name(parsed.directives[1].kind), "slow");
+  const auto bad =
+      parse_fault_text("id= nan\nid=a/b nan\nid=x\nid=" + std::string(65, 'x') + " nan\n");
+  EXPECT_EQ(bad.directives.size(), 0u);
+  EXPECT_EQ(bad.errors.size(), 4u);
+  const auto t = consume_in_text("id=f00 local_rank=all nan\n", "id=f00 local_rank=all nan", 1, 3);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(*t, "id=f00 local_rank=0,2 nan\n");
+}
+
 TEST(TrainjobFaults, FileConsumptionIsAtomicAndOneShot) {
   std::string tmpl = (fs::temp_directory_path() / "trainjob-faults-XXXXXX").string();
   const std::string dir = ::mkdtemp(tmpl.data());
