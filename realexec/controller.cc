@@ -95,6 +95,11 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
   }
   journal_ = std::make_unique<Journal>(journal_path);
   if (!journal_->load(&err)) throw std::runtime_error(err);
+  // Run time goes on from where the event log ended (it never goes back), and a journal of
+  // the first release's format takes its origin from there or is refused.
+  const bool migrated = journal_->resumed() && journal_->format_read() == 1;
+  const std::optional<EventLogEnd> log_end = event_log_end(log_path);
+  if (!journal_->resume_after(log_end, &err)) throw std::runtime_error(err);
   marker_ = std::make_unique<OutageMarker>(config_.state_dir + "/outage");
   if (fresh) std::filesystem::remove(marker_->path(), ec);
   if (!marker_->open(&err))
@@ -105,6 +110,14 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     throw std::runtime_error(e.what());
   }
   world_ = std::make_unique<LiveWorld>(config_, registry, reactor_, *this, *log_, *journal_);
+  if (migrated) {
+    const std::string line =
+        journal_path + ": a journal of format 1 (an earlier release) migrated to format " +
+        std::to_string(kJournalFormat) + ": run time goes on from the event log's last record (" +
+        fmt_s(Duration{log_end->t_ns}.to_seconds()) + " s) plus the wall time since it was written";
+    world_->note(line);
+    std::cerr << log_stamp() << " faultline live: " << line << "\n";
+  }
   if (!journal_->resumed()) {
     const ClusterSpec spec = config_.cluster_spec();
     traces::EventLogHeader h;
