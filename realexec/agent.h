@@ -145,6 +145,11 @@ class Agent {
 
   // Children other than ranks.
   std::map<std::string, std::string> base_env() const;
+  // FAULTLINE_RENDEZVOUS_KEY for the ranks of one rendezvous (`what`: the launch's generation,
+  // or the probe's or replay's address, port and world size): HMAC-SHA256 of the shared token
+  // over it, the same on every machine, so rank 0 tells its ranks' registrations from a
+  // stranger's (PROTOCOL.md, "Rank rendezvous").
+  std::string rendezvous_key(const std::string& what) const;
   std::string child_cwd() const;  // the workdir when it exists, else the agent's
   void require_capacity();        // throws BadMessage when too many children run
   void run_tracked(SpawnSpec spec, Duration deadline, std::function<void(const ChildResult&)> done);

@@ -24,6 +24,10 @@ std::map<std::string, std::string> Agent::base_env() const {
   return env;
 }
 
+std::string Agent::rendezvous_key(const std::string& what) const {
+  return hmac_sha256_hex(token_, "faultline-rendezvous/1\n" + what);
+}
+
 std::string Agent::child_cwd() const {
   std::error_code ec;
   if (!machine_->workdir.empty() && std::filesystem::is_directory(machine_->workdir, ec)) {
@@ -147,6 +151,8 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     env["FAULTLINE_CKPT_EVERY"] = std::to_string(ckpt_every);
     env["FAULTLINE_REPORT_FD"] = "3";
     env["FAULTLINE_GEN"] = std::to_string(gen);
+    env["FAULTLINE_RENDEZVOUS_KEY"] = rendezvous_key(
+        "launch\n" + std::to_string(gen) + "\n" + master_addr + ":" + std::to_string(master_port));
     if (replicas) replica_env(*replicas, rank, master_port, quorum_file(), env);
     for (const auto& [k, v] : config_.job.env) env[k] = v;
 

@@ -127,6 +127,8 @@ void Job::join_group(Clock::time_point deadline) {
   cfg.master_addr = opt_.master_addr;
   cfg.master_port = opt_.master_port;
   cfg.host_addr = opt_.host_addr;
+  cfg.key = opt_.rendezvous_key;
+  cfg.gen = opt_.gen;
   CommStatus st;
   group_ = Group::rendezvous(cfg, deadline, &st);
   if (!group_) fatal(st.error);
@@ -461,6 +463,8 @@ int Job::probe_allgather() {
   cfg.master_addr = opt_.master_addr;
   cfg.master_port = opt_.master_port;
   cfg.host_addr = opt_.host_addr;
+  cfg.key = opt_.rendezvous_key;
+  cfg.gen = opt_.gen;
   CommStatus st;
   group_ = Group::rendezvous(cfg, deadline, &st);
   if (!group_) return result(false, 0, st.error);
