@@ -298,6 +298,27 @@ bool keys_equal(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// Whether rank 0 takes registration `h` (nullopt), or why not. *fatal: it carries rank 0's key
+// and still does not fit the group (one of its own ranks, misconfigured: fail at once).
+std::optional<std::string> judge(const GroupConfig& config, const Hello& h,
+                                 const std::vector<int>& control_fds, bool* fatal) {
+  const int w = config.world_size;
+  const bool ours = !config.key.empty() && h.key && keys_equal(*h.key, config.key);
+  *fatal = false;
+  if (!config.key.empty() && !ours) return std::string(h.key ? "a wrong key" : "no key");
+  if (config.gen >= 0 && h.gen && *h.gen != config.gen)
+    return "generation " + std::to_string(*h.gen) + ", rank 0 runs generation " +
+           std::to_string(config.gen);
+  std::optional<std::string> why;
+  if (h.world_size != w)
+    why = "rank " + std::to_string(h.rank) + " has WORLD_SIZE " + std::to_string(h.world_size) +
+          ", rank 0 has " + std::to_string(w);
+  else if (h.rank >= w || control_fds[h.rank] >= 0)
+    why = "rank " + std::to_string(h.rank) + " registered twice or is out of range";
+  *fatal = why.has_value() && ours;
+  return why;
+}
+
 std::string peer_text(int fd) {
   sockaddr_in sa{};
   socklen_t len = sizeof sa;
@@ -411,35 +432,14 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
         ::close(fd);  // not one of ours (or it died while registering): keep waiting
         continue;
       }
-      const bool ours = !config.key.empty() && h->key && keys_equal(*h->key, config.key);
-      if (!config.key.empty() && !ours) {
-        refuse(fd, h->key ? "a wrong key" : "no key");
-        continue;
-      }
-      if (config.gen >= 0 && h->gen && *h->gen != config.gen) {
-        refuse(fd, "generation " + std::to_string(*h->gen) + ", rank 0 runs generation " +
-                       std::to_string(config.gen));
-        continue;
-      }
-      const std::string rank_text = "rank " + std::to_string(h->rank);
-      if (h->world_size != w) {
-        const std::string why = rank_text + " has WORLD_SIZE " + std::to_string(h->world_size) +
-                                ", rank 0 has " + std::to_string(w);
-        if (!ours) {
-          refuse(fd, why);
+      bool fatal = false;
+      if (const auto why = judge(config, *h, g->control_fds_, &fatal)) {
+        if (!fatal) {
+          refuse(fd, *why);
           continue;
         }
         ::close(fd);
-        return failed(why);
-      }
-      if (h->rank >= w || g->control_fds_[h->rank] >= 0) {
-        const std::string why = rank_text + " registered twice or is out of range";
-        if (!ours) {
-          refuse(fd, why);
-          continue;
-        }
-        ::close(fd);
-        return failed(why);
+        return failed(*why);
       }
       g->control_fds_[h->rank] = fd;
       addrs[h->rank] = h->addr;
