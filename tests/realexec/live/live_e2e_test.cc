@@ -1444,6 +1444,58 @@ TEST(LiveE2E, OperatorMistakesAndAPausedControllerLeaveTheRunWhole) {
       << "sim replay would refuse the log";
 }
 
+// Issue 52, broken item 2: a journal written by the previous release (format 1: its origin a
+// CLOCK_MONOTONIC value of the boot that wrote it, no last_t_ns), read after a reboot,
+// restarted run time at 0: the log's time went back from 861 s to 1 s, `live status` showed
+// ETTR 5,791%, and `sim replay` took the log. Here this run's journal is turned into one of
+// format 1 written on a boot that had been up 30 days (longer than this one): the restarted
+// controller migrates it from the event log, the log's time goes on, the ETTR stays a
+// fraction, and the log reads back.
+TEST(LiveE2E, AnEarlierReleasesJournalReadAfterARebootKeepsTheRunsTime) {
+  LiveCluster c("journal-v1", json::object());
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(20, 60).is_null());
+  c.kill_controller(SIGKILL);
+  const std::string state = c.dir() + "/state";
+  json j = json::parse(slurp(state + "/journal.json"));
+  ASSERT_TRUE(j.contains("origin_unix_ns")) << j.dump();
+  for (const char* later : {"format", "origin_unix_ns", "last_t_ns", "action_ceiling",
+                            "machine_names", "lost_s", "stop", "replica_quorum", "replica_share_s"})
+    j.erase(later);
+  j["origin_ns"] = std::int64_t{30} * 86400 * 1000000000;
+  std::ofstream(state + "/journal.json") << j.dump();
+  double t_before = 0;
+  for (const auto& r : c.records()) t_before = std::max(t_before, r.value("t_s", 0.0));
+  c.start_controller(false);
+  ASSERT_FALSE(c.wait_step(c.last_step() + 10, 60).is_null()) << "no training after the restart";
+  const json migrated = c.wait_for(
+      [](const json& r) {
+        return r.value("kind", "") == "note" &&
+               r.value("text", "").find("a journal of format 1 (an earlier release) migrated") !=
+                   std::string::npos;
+      },
+      5);
+  EXPECT_FALSE(migrated.is_null()) << "the migration is noted";
+  ASSERT_EQ(c.client_to({"status", c.config(), "--json"}, c.dir() + "/status.json"), 0);
+  const json st = json::parse(slurp(c.dir() + "/status.json"), nullptr, false);
+  ASSERT_TRUE(st.is_object());
+  EXPECT_GT(st["ettr_so_far"].get<double>(), 0.0);
+  EXPECT_LE(st["ettr_so_far"].get<double>(), 1.0) << "ETTR is a fraction";
+  c.stop_run();
+  double prev = 0;
+  int back = 0;
+  for (const auto& r : c.records()) {
+    const double t = r.value("t_s", 0.0);
+    back += t < prev;
+    prev = std::max(prev, t);
+  }
+  EXPECT_EQ(back, 0) << "the log's time went back";
+  EXPECT_GT(prev, t_before);
+  EXPECT_NO_THROW(faultline::traces::read_event_log(state + "/events.jsonl"))
+      << "sim replay would refuse the log";
+}
+
 // Issue 15: on a full disk the controller's event log stopped mid-record, silently, and
 // 16 s of events were lost. Here the state dir is a 4 MiB tmpfs that a filler file takes
 // whole while the job trains (and a rank is killed, so that the journal must be saved):
