@@ -86,7 +86,8 @@ bool Journal::parse(const std::string& text, std::string* err) {
     int format = kJournalFormat;
     if (j.is_object() && j.contains("format")) {
       const json& f = j.at("format");
-      if (!f.is_number_integer() || f.get<std::int64_t>() != kJournalFormat) {
+      if (!f.is_number_integer() ||
+          (f.get<std::int64_t>() != 1 && f.get<std::int64_t>() != kJournalFormat)) {
         *err = path_ + ": format: expected a journal of format 1 or " +
                std::to_string(kJournalFormat) + " (what this release reads), got " +
                f.dump().substr(0, 40) +

@@ -198,6 +198,11 @@ TEST(JournalFormat, AnEarlierReleasesJournalIsMigratedFromTheLogOrRefused) {
       << err;
   EXPECT_EQ(err.find('\n'), std::string::npos) << err;
 
+  // Format 1 said as such reads as format 1.
+  Journal said(dir + "/said.json");
+  ASSERT_TRUE(said.parse(R"({"format":1,)" + v1.substr(1), &err)) << err;
+  EXPECT_EQ(said.format_read(), 1);
+
   // A newer format: refused in one line.
   Journal newer(dir + "/newer.json");
   EXPECT_FALSE(newer.parse(R"({"format":3,"origin_unix_ns":1,)" + rest, &err));
