@@ -110,7 +110,10 @@ class Agent {
   void handle_quorum(const nlohmann::json& m, std::int64_t req);
   std::string quorum_file() const { return machine_->workdir + "/quorum.json"; }
   // Writes `q` to quorum_file() atomically (temporary file, fsync, rename); "" or the error.
-  std::string write_quorum(const Quorum& q) const;
+  // Writes quorum `q` of generation `gen`, signed ("mac": HMAC-SHA256 with the generation's
+  // FAULTLINE_QUORUM_KEY over its fields, quorum_mac()), so that the replicas believe no
+  // quorum file another hand wrote.
+  std::string write_quorum(const Quorum& q, std::int64_t gen) const;
   void handle_inspect(const nlohmann::json& m, std::int64_t req);
   void handle_probe(const nlohmann::json& m, std::int64_t req);
   // inter_all_gather with `rendezvous: true` and a probe_bin: faultline-probe nccl across the
@@ -163,6 +166,13 @@ class Agent {
 
   // Children other than ranks.
   std::map<std::string, std::string> base_env() const;
+  // FAULTLINE_RENDEZVOUS_KEY for the ranks of one rendezvous (`what`: the launch's generation,
+  // or the probe's or replay's address, port and world size): HMAC-SHA256 of the shared token
+  // over it, the same on every machine, so rank 0 tells its ranks' registrations from a
+  // stranger's (PROTOCOL.md, "Rank rendezvous").
+  std::string rendezvous_key(const std::string& what) const;
+  // FAULTLINE_QUORUM_KEY of generation `gen`: the key of its quorum files' signatures.
+  std::string quorum_key(std::int64_t gen) const;
   std::string child_cwd() const;  // the workdir when it exists, else the agent's
   void require_capacity();        // throws BadMessage when too many children run
   void run_tracked(SpawnSpec spec, Duration deadline, std::function<void(const ChildResult&)> done);

@@ -24,6 +24,14 @@ std::map<std::string, std::string> Agent::base_env() const {
   return env;
 }
 
+std::string Agent::rendezvous_key(const std::string& what) const {
+  return hmac_sha256_hex(token_, "faultline-rendezvous/1\n" + what);
+}
+
+std::string Agent::quorum_key(std::int64_t gen) const {
+  return rendezvous_key("quorum\n" + std::to_string(gen));
+}
+
 std::string Agent::child_cwd() const {
   std::error_code ec;
   if (!machine_->workdir.empty() && std::filesystem::is_directory(machine_->workdir, ec)) {
@@ -127,7 +135,7 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
 
   if (replicas) {
     // A quorum file left by an earlier generation names a store that is gone.
-    if (std::string err = write_quorum(replicas->quorum); !err.empty()) {
+    if (std::string err = write_quorum(replicas->quorum, gen); !err.empty()) {
       reply_done(epoch_, req, started, {{"ok", false}, {"detail", err}});
       return;
     }
@@ -147,7 +155,12 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     env["FAULTLINE_CKPT_EVERY"] = std::to_string(ckpt_every);
     env["FAULTLINE_REPORT_FD"] = "3";
     env["FAULTLINE_GEN"] = std::to_string(gen);
-    if (replicas) replica_env(*replicas, rank, master_port, quorum_file(), env);
+    env["FAULTLINE_RENDEZVOUS_KEY"] = rendezvous_key(
+        "launch\n" + std::to_string(gen) + "\n" + master_addr + ":" + std::to_string(master_port));
+    if (replicas) {
+      replica_env(*replicas, rank, master_port, quorum_file(), env);
+      env["FAULTLINE_QUORUM_KEY"] = quorum_key(gen);
+    }
     for (const auto& [k, v] : config_.job.env) env[k] = v;
 
     int sp[2];
@@ -231,11 +244,13 @@ void Agent::launch_after_reaping(const json& m, std::int64_t req, Instant starte
   });
 }
 
-std::string Agent::write_quorum(const Quorum& q) const {
+std::string Agent::write_quorum(const Quorum& q, std::int64_t gen) const {
   if (machine_->workdir.empty()) return "machine " + name_ + " has no workdir in the config";
   const std::string path = quorum_file();
   const std::string tmp = path + ".tmp";
-  const std::string text = encode(q).dump() + "\n";
+  json signed_quorum = encode(q);
+  signed_quorum["mac"] = quorum_mac(quorum_key(gen), q);
+  const std::string text = signed_quorum.dump() + "\n";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
             ::fsync(fd) == 0;
@@ -257,7 +272,7 @@ void Agent::handle_quorum(const json& m, std::int64_t req) {
                                std::to_string(gen_) + ")"}});
     return;
   }
-  const std::string err = write_quorum(q);
+  const std::string err = write_quorum(q, gen);
   if (err.empty()) log("quorum " + std::to_string(q.number) + " written");
   reply_done(epoch_, req, started, {{"ok", err.empty()}, {"detail", err}});
 }

@@ -200,6 +200,8 @@ void Agent::handle_probe(const json& m, std::int64_t req) {
     env["WORLD_SIZE"] = std::to_string(world);
     env["MASTER_ADDR"] = need_host(m, "master_addr");
     env["MASTER_PORT"] = std::to_string(need_int(m, "master_port", 1, 65535));
+    env["FAULTLINE_RENDEZVOUS_KEY"] = rendezvous_key(
+        "probe\n" + env["MASTER_ADDR"] + ":" + env["MASTER_PORT"] + "\n" + std::to_string(world));
     // The job's own deadline a little before ours, so it can say what it waited for.
     spec.argv = {config_.trainjob_bin, "--probe", "allgather", "--deadline-ms",
                  std::to_string(std::max<std::int64_t>(1, deadline_ms * 9 / 10))};
@@ -261,6 +263,8 @@ void Agent::run_relayed_all_gather(const json& m, std::int64_t req, Instant star
   env["WORLD_SIZE"] = std::to_string(world);
   env["MASTER_ADDR"] = master_addr;
   env["MASTER_PORT"] = std::to_string(master_port);
+  env["FAULTLINE_RENDEZVOUS_KEY"] = rendezvous_key(
+      "probe\n" + master_addr + ":" + std::to_string(master_port) + "\n" + std::to_string(world));
   SpawnSpec spec;
   spec.argv = {config_.probe_bin, "nccl",
                "--collectives",   "all_gather",
@@ -493,6 +497,8 @@ void Agent::handle_replay(const json& m, std::int64_t req) {
   env["LOCAL_RANK"] = std::to_string(local_rank);
   env["MASTER_ADDR"] = master_addr;
   env["MASTER_PORT"] = std::to_string(master_port);
+  env["FAULTLINE_RENDEZVOUS_KEY"] = rendezvous_key(
+      "replay\n" + master_addr + ":" + std::to_string(master_port) + "\n" + std::to_string(world));
   for (const auto& [k, v] : config_.job.env) env[k] = v;
   // from_init: replay a shortened job from the seed's initial state (in an empty
   // checkpoint directory), so every group's hash is comparable with a reference run.

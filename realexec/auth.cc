@@ -4,9 +4,12 @@
 #include <openssl/hmac.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace faultline::live {
 
@@ -23,6 +26,17 @@ std::string hex(const unsigned char* p, std::size_t n) {
 }
 
 }  // namespace
+
+std::string quorum_mac(std::string_view key, const Quorum& q) {
+  auto ids = [](std::vector<std::int64_t> v) {
+    std::sort(v.begin(), v.end());
+    std::string out;
+    for (std::int64_t id : v) out += (out.empty() ? "" : ",") + std::to_string(id);
+    return out;
+  };
+  return hmac_sha256_hex(key, "faultline-quorum/1\n" + std::to_string(q.number) + "\n" +
+                                  ids(q.members) + "\n" + q.store + "\n" + ids(q.join));
+}
 
 std::string random_nonce() {
   unsigned char buf[32];

@@ -27,6 +27,11 @@ enum class Prover { kController, kPeer };
 std::string auth_proof(std::string_view key, Prover who, std::string_view peer_nonce,
                        std::string_view controller_nonce, std::string_view role,
                        std::string_view name);
+// The signature of a replica group's quorum file, which python/faultline/replicas.py checks
+// before it believes the file: HMAC-SHA256(key, "faultline-quorum/1\n" number "\n" members
+// "\n" store "\n" join), the ids in ascending order joined by commas, as 64 hex digits.
+std::string quorum_mac(std::string_view key, const Quorum& q);
+
 // Constant-time comparison of two proofs.
 bool proofs_equal(std::string_view a, std::string_view b);
 

@@ -48,6 +48,10 @@ constexpr double kAcceptPauseS = 0.25;  // after accept fails for want of fds
 // An unauthenticated connection younger than this is never pushed out to make room: a
 // legitimate handshake takes one round trip.
 constexpr double kHandshakeGraceS = 1;
+// ... and one that has not sent its hello, younger than this: an agent or an operator sends
+// its hello as it connects, so one silent for longer is a stranger's (idle connections held
+// open push out only each other, at 64 per kSilentGraceS, and never delay a handshake).
+constexpr double kSilentGraceS = 0.1;
 constexpr double kStartupWaitS = 30;
 constexpr std::uint64_t kOwnReqBase = 1ull << 40;  // controller-originated requests
 
@@ -95,6 +99,11 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
   }
   journal_ = std::make_unique<Journal>(journal_path);
   if (!journal_->load(&err)) throw std::runtime_error(err);
+  // Run time goes on from where the event log ended (it never goes back), and a journal of
+  // the first release's format takes its origin from there or is refused.
+  const bool migrated = journal_->resumed() && journal_->format_read() == 1;
+  const std::optional<EventLogEnd> log_end = event_log_end(log_path);
+  if (!journal_->resume_after(log_end, &err)) throw std::runtime_error(err);
   marker_ = std::make_unique<OutageMarker>(config_.state_dir + "/outage");
   if (fresh) std::filesystem::remove(marker_->path(), ec);
   if (!marker_->open(&err))
@@ -105,6 +114,14 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     throw std::runtime_error(e.what());
   }
   world_ = std::make_unique<LiveWorld>(config_, registry, reactor_, *this, *log_, *journal_);
+  if (migrated) {
+    const std::string line =
+        journal_path + ": a journal of format 1 (an earlier release) migrated to format " +
+        std::to_string(kJournalFormat) + ": run time goes on from the event log's last record (" +
+        fmt_s(Duration{log_end->t_ns}.to_seconds()) + " s) plus the wall time since it was written";
+    world_->note(line);
+    std::cerr << log_stamp() << " faultline live: " << line << "\n";
+  }
   if (!journal_->resumed()) {
     const ClusterSpec spec = config_.cluster_spec();
     traces::EventLogHeader h;
@@ -449,18 +466,36 @@ bool Controller::room_for_handshake() {
     unauthenticated_now_.erase(unauthenticated_now_.begin());
   }
   if (static_cast<int>(unauthenticated_now_.size()) < kMaxUnauthenticated) return true;
-  auto oldest = sessions_.find(unauthenticated_now_.begin()->second);
-  if (reactor_.now() - oldest->second.accepted < Duration::seconds(kHandshakeGraceS)) {
-    // A herd of agents redialling at once (a controller restart): every handshake is young
-    // and finishes in a round trip. The rest wait in the listen backlog (accepts resume as
-    // soon as one finishes, or after a short pause) instead of pushing out the ones under way.
-    handshake_paused_ = true;
-    reactor_.modify_fd(listen_fd_, 0);
-    reactor_.add_timer(Duration::millis(50), [this] { resume_accepts(); });
-    return false;
+  if (const std::uint64_t sid = room_maker()) {
+    make_room_unauthenticated(sid);
+    return true;
   }
-  make_room_unauthenticated();
-  return true;
+  // A herd of agents redialling at once (a controller restart): every handshake is young
+  // and finishes in a round trip. The rest wait in the listen backlog (accepts resume as
+  // soon as one finishes, or after a short pause) instead of pushing out the ones under way.
+  handshake_paused_ = true;
+  reactor_.modify_fd(listen_fd_, 0);
+  reactor_.add_timer(Duration::millis(20), [this] { resume_accepts(); });
+  return false;
+}
+
+std::uint64_t Controller::room_maker() const {
+  // The oldest connection still silent past kSilentGraceS first: connections held open
+  // without a word (a flood of them across a controller restart kept the agents waiting in
+  // the listen backlog behind them until their machines were evicted) make room for each
+  // other and for nobody else's expense. Then the oldest past kHandshakeGraceS.
+  const Instant now = reactor_.now();
+  for (const auto& [seq, sid] : unauthenticated_now_) {
+    auto it = sessions_.find(sid);
+    if (it != sessions_.end() && it->second.role == Session::Role::kHello &&
+        now - it->second.accepted >= Duration::seconds(kSilentGraceS))
+      return sid;
+  }
+  const std::uint64_t oldest = unauthenticated_now_.begin()->second;
+  auto it = sessions_.find(oldest);
+  if (it != sessions_.end() && now - it->second.accepted >= Duration::seconds(kHandshakeGraceS))
+    return oldest;
+  return 0;
 }
 
 void Controller::leave_unauthenticated(std::uint64_t sid, const Session& s) {
@@ -474,19 +509,17 @@ void Controller::resume_accepts() {
   if (!accept_paused_ && listen_fd_ >= 0) reactor_.modify_fd(listen_fd_, EPOLLIN);
 }
 
-void Controller::make_room_unauthenticated() {
-  if (unauthenticated_now_.empty() ||
-      static_cast<int>(unauthenticated_now_.size()) < kMaxUnauthenticated)
-    return;
-  const std::uint64_t oldest = unauthenticated_now_.begin()->second;
-  // The oldest makes room: an agent or an operator finishes its handshake in milliseconds,
-  // so a flood of idle connections only pushes out its own.
+void Controller::make_room_unauthenticated(std::uint64_t sid) {
+  // An agent or an operator finishes its handshake in milliseconds, so a flood of idle
+  // connections only pushes out its own.
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return;
   ++evicted_unauthenticated_;
-  auto it = sessions_.find(oldest);
   note_unauthenticated("closed the unauthenticated connection from " + it->second.conn->peer() +
-                       ": " + std::to_string(kMaxUnauthenticated) + " were open (" +
+                       (it->second.role == Session::Role::kHello ? " (no hello)" : "") + ": " +
+                       std::to_string(kMaxUnauthenticated) + " were open (" +
                        std::to_string(evicted_unauthenticated_) + " closed so far)");
-  leave_unauthenticated(oldest, it->second);
+  leave_unauthenticated(sid, it->second);
   it->second.role = Session::Role::kClient;  // its close is no refusal to report again
   it->second.conn->close("too many unauthenticated connections");
 }

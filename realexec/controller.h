@@ -82,9 +82,12 @@ class Controller final : public MachineLink {
   // summed up at the end of the minute.
   void note_bad_credential(const std::string& text);
   void arm_client_idle(std::uint64_t sid);
-  // Room for one more session of the kind: closes the oldest unauthenticated one (or the
-  // least recently active client of the same access) when the cap is reached.
-  void make_room_unauthenticated();
+  // Closes unauthenticated session `sid` to make room for another.
+  void make_room_unauthenticated(std::uint64_t sid);
+  // The unauthenticated session that makes room when kMaxUnauthenticated are open: the
+  // oldest still silent (no hello) past kSilentGraceS, else the oldest past kHandshakeGraceS;
+  // 0 when every one is younger.
+  std::uint64_t room_maker() const;
   // False (and accepts paused) when kMaxUnauthenticated handshakes, all young, are under way.
   bool room_for_handshake();
   // `sid` is no longer an unauthenticated connection (authenticated, refused or closed).

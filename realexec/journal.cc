@@ -1,8 +1,10 @@
 #include "realexec/journal.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -82,13 +84,26 @@ bool Journal::parse(const std::string& text, std::string* err) {
   try {
     const json j = json::parse(text);
     JournalState s;
+    int format = kJournalFormat;
+    if (j.is_object() && j.contains("format")) {
+      const json& f = j.at("format");
+      if (!f.is_number_integer() ||
+          (f.get<std::int64_t>() != 1 && f.get<std::int64_t>() != kJournalFormat)) {
+        *err = path_ + ": format: expected a journal of format 1 or " +
+               std::to_string(kJournalFormat) + " (what this release reads), got " +
+               f.dump().substr(0, 40) +
+               " (a journal of a newer release: run that release, or start over with --fresh)";
+        return false;
+      }
+    }
     if (j.contains("origin_unix_ns")) {
       s.origin_unix_ns = j.at("origin_unix_ns").get<std::int64_t>();
     } else {
-      // A journal from before wall-clock origins: a monotonic origin, right only on the
-      // boot that wrote it, mapped to the wall clock as this boot's monotonic clock maps.
-      s.origin_unix_ns =
-          j.at("origin_ns").get<std::int64_t>() + (wall_now_ns() - monotonic_now().ns);
+      // Format 1, the first release's: a CLOCK_MONOTONIC origin, right only on the boot that
+      // wrote it (after a reboot, run time would start again near 0). resume_after() takes
+      // the origin from the event log instead.
+      (void)j.at("origin_ns").get<std::int64_t>();
+      format = 1;
     }
     if (j.contains("last_t_ns")) s.last_t_ns = j.at("last_t_ns").get<std::int64_t>();
     if (j.contains("action_ceiling"))
@@ -117,6 +132,7 @@ bool Journal::parse(const std::string& text, std::string* err) {
       s.machine_names = j.at("machine_names").get<std::vector<std::string>>();
     parse_account(j, s);
     state_ = std::move(s);
+    format_read_ = format;
   } catch (const std::exception& e) {
     *err = path_ + ": (journal): expected a faultline controller journal (" + e.what() + ")";
     return false;
@@ -125,8 +141,70 @@ bool Journal::parse(const std::string& text, std::string* err) {
   return true;
 }
 
+bool Journal::resume_after(const std::optional<EventLogEnd>& log, std::string* err) {
+  if (!resumed_) return true;
+  if (format_read_ == 1) {
+    if (!log) {
+      *err = path_ + ": origin_ns: expected origin_unix_ns (journal format " +
+             std::to_string(kJournalFormat) +
+             "); this journal of format 1 (an earlier release) has its time origin on the "
+             "monotonic clock of the boot that wrote it, and no event log beside it tells the "
+             "run's time: finish the run with that release, or start over with --fresh";
+      return false;
+    }
+    // Run time goes on from the log's last record, plus the wall time since it was written.
+    state_.origin_unix_ns = log->written_unix_ns - log->t_ns;
+    format_read_ = kJournalFormat;  // saved as such from now on
+  }
+  if (log) state_.last_t_ns = std::max(state_.last_t_ns, log->t_ns);
+  return true;
+}
+
+std::optional<EventLogEnd> event_log_end(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  // The last complete line with a time, from the tail (records are short; a torn last line,
+  // left by a crash mid-write, is passed over).
+  constexpr off_t kTail = 256 * 1024;
+  const off_t from = st.st_size > kTail ? st.st_size - kTail : 0;
+  std::string tail(static_cast<std::size_t>(st.st_size - from), '\0');
+  std::size_t got = 0;
+  while (got < tail.size()) {
+    const ssize_t n = ::pread(fd, tail.data() + got, tail.size() - got, from + off_t(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  tail.resize(got);
+  std::optional<EventLogEnd> end;
+  std::size_t stop = tail.size();
+  while (stop > 0 && !end) {
+    const std::size_t nl = tail.rfind('\n', stop - 1);
+    const std::size_t begin = nl == std::string::npos ? 0 : nl + 1;
+    if (begin == 0 && from > 0) break;  // a line cut by the tail's start
+    const json j = json::parse(tail.substr(begin, stop - begin), nullptr, false);
+    if (j.is_object() && j.contains("t_s") && j.at("t_s").is_number()) {
+      const double t = j.at("t_s").get<double>();
+      if (std::isfinite(t) && t >= 0 && t < 1e12)
+        end = EventLogEnd{
+            static_cast<std::int64_t>(std::ceil(t * 1e9)),
+            static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+    }
+    if (nl == std::string::npos) break;
+    stop = nl;
+  }
+  return end;
+}
+
 bool Journal::save(std::string* err) {
   json j;
+  j["format"] = kJournalFormat;
   j["origin_unix_ns"] = state_.origin_unix_ns;
   j["last_t_ns"] = state_.last_t_ns;
   j["action_ceiling"] = state_.action_ceiling;

@@ -66,6 +66,21 @@ struct JournalState {
   std::optional<Stop> stop;
 };
 
+// The end of an event log as a restarted controller finds it: the run time of its last
+// complete record, and when the file was last written (its mtime, on the wall clock).
+struct EventLogEnd {
+  std::int64_t t_ns = 0;
+  std::int64_t written_unix_ns = 0;
+};
+// nullopt when the file does not exist or holds no complete record with a time.
+std::optional<EventLogEnd> event_log_end(const std::string& path);
+
+// The journal format this release writes. 1 (no "format" key, "origin_ns"): the first
+// release's, whose time origin is a CLOCK_MONOTONIC value of the boot that wrote it; it is
+// migrated by resume_after() from the event log, never read as it stands. 2: "origin_unix_ns"
+// (written without "format" before the key was added; either way it reads the same).
+inline constexpr int kJournalFormat = 2;
+
 class Journal {
  public:
   explicit Journal(std::string path) : path_(std::move(path)) {}
@@ -73,7 +88,17 @@ class Journal {
   // when it exists but cannot be used; true otherwise (resumed() says which).
   bool load(std::string* err);
   // load() of the file's text (the fuzzer's entry): resumed() when it is a journal.
+  // A "format" other than 1 or kJournalFormat is refused in one line naming the file.
   bool parse(const std::string& text, std::string* err);
+  // Before a resumed journal is used: the run's time continues where the event log ended
+  // (`log`: event_log_end() of the run's log), so that log time never goes back, even when
+  // the journal was saved before the log's last records. A format-1 journal gets its
+  // origin on the wall clock from the log (the log's last run time, then the wall time
+  // since the log was last written); without a log it is refused in one line ("PATH:
+  // origin_ns: ..."), false with *err.
+  bool resume_after(const std::optional<EventLogEnd>& log, std::string* err);
+  // The format the journal on disk was read in (kJournalFormat for a new one).
+  int format_read() const { return format_read_; }
   // Writes atomically; false with *err ("PATH: strerror text") on an I/O error (the
   // previous journal stays, whole).
   bool save(std::string* err);
@@ -93,6 +118,7 @@ class Journal {
   std::string path_;
   JournalState state_;
   bool resumed_ = false;
+  int format_read_ = kJournalFormat;
   traces::StorageHealth health_;
 };
 

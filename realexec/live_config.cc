@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "realexec/wire.h"
 
@@ -282,6 +283,37 @@ void read_job(const Reader& r, const json& doc, LiveConfig* c) {
   }
 }
 
+// The controller's ports (the control port, metrics_listen's) and the job's (job.master_port,
+// where rank 0 takes registrations; with replica groups each replica's store above it; grouped
+// probes from job.master_port + 100) never meet: a rank that binds the controller's port fails
+// every start, and the job is relaunched without end. REQUIRES the controller, the metrics
+// endpoint, the machines and the job read.
+void check_ports(const Reader& r, const LiveConfig& c) {
+  const int mp = c.job.master_port;
+  const int machines = static_cast<int>(c.machines.size() + c.standby.size());
+  struct Range {
+    int lo, hi;
+    std::string what;
+  };
+  std::vector<Range> job{{mp, mp, "job.master_port " + std::to_string(mp)}};
+  if (c.job.replica_groups)
+    job.push_back({mp + 1, mp + c.job.dp,
+                   "the replicas' stores on job.master_port + 1 + id (" + std::to_string(mp + 1) +
+                       "-" + std::to_string(mp + c.job.dp) + ")"});
+  job.push_back({mp + 100, mp + 99 + machines,
+                 "the grouped probes' ports from job.master_port + 100 (" +
+                     std::to_string(mp + 100) + "-" + std::to_string(mp + 99 + machines) + ")"});
+  const std::vector<std::pair<std::string, int>> own{{"controller", c.controller_port},
+                                                     {"metrics_listen", c.metrics_port}};
+  for (const auto& [field, port] : own) {
+    if (port <= 0) continue;
+    for (const Range& j : job)
+      if (port >= j.lo && port <= j.hi)
+        r.fail("job.master_port", "expected the job's ports apart from the controller's: " + field +
+                                      "'s port " + std::to_string(port) + " is one of " + j.what);
+  }
+}
+
 // policy.params: numbers, and module names (their index) for a module choice.
 void read_param_overrides(const Reader& r, const json& params, const PolicyInfo& info,
                           LiveConfig* c) {
@@ -518,6 +550,7 @@ LiveConfig parse_live_config(const std::string& text, const std::string& file,
   read_metrics(r, doc, &c);
   read_machines(r, doc, &c);
   read_job(r, doc, &c);
+  check_ports(r, c);
   read_policy(r, doc, registry, &c);
   read_runtime(r, doc, &c);
   read_repair(r, doc, &c);

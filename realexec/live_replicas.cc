@@ -196,6 +196,21 @@ bool LiveWorld::replica_evict(const MachineSet& machines, const std::string& rea
 
 bool LiveWorld::replica_report(MachineId m, std::int64_t rank, const RankReport& r) {
   if (!config_.job.replica_groups) return false;
+  // This controller numbers the quorums: a report of a later one than it formed read a quorum
+  // file the controller did not write (a neighbour's, a stale one, a forged one). Believed, it
+  // would move the group to a quorum that never comes; it is refused and noted (the first 5,
+  // then one in 1000).
+  if (r.quorum && *r.quorum > journal_.state().replica_quorum &&
+      (r.type == "quorum" || r.type == "waiting" || r.type == "quorum_failed")) {
+    if (++replicas_.disbelieved <= 5 || replicas_.disbelieved % 1000 == 0)
+      note("refused a " + r.type + " report of replica " + std::to_string(rank) + " on " +
+           machine_config(m).name + ": quorum " + std::to_string(*r.quorum) +
+           " is beyond the latest this controller formed (" +
+           std::to_string(journal_.state().replica_quorum) +
+           "): its quorum file was not written by this controller (" +
+           std::to_string(replicas_.disbelieved) + " refused so far)");
+    return true;
+  }
   if (r.type == "waiting") {
     // A replica launched by a RejoinReplica waits for a quorum with it: the next one admits it.
     if (replicas_.joining.count(rank) && !replicas_.members.count(rank)) {

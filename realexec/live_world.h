@@ -220,6 +220,7 @@ class LiveWorld final : public World {
     std::map<std::int64_t, std::set<std::int64_t>> failed;  // quorum -> members that said it failed
     std::uint64_t failed_timer = 0;  // the grace before the silent members are judged hung
     bool changed = false;            // a quorum change since the last step report
+    std::uint64_t disbelieved = 0;   // reports of a quorum this controller never formed
   };
   Replicas replicas_;
   // The launch's "replicas" field (count, timeout, the quorum to start in).

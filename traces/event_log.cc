@@ -275,6 +275,13 @@ void decode_record(json j, std::size_t line_no, bool& have_header, EventLog& log
                 internal::join_names(names_of<RecordKind, kRecordKinds>(record_kind_name)) +
                 ", got \"" + kind_name + "\"");
   const double t_s = in.finite("t_s", 0, 0, 1e12, true);
+  // Run time never goes back in a log: a record before the one above it was written by a
+  // controller whose clock restarted (a journal read wrong after a reboot), and the replay
+  // would run its events out of order.
+  if (!log.records.empty() && t_s < log.records.back().t_s)
+    in.fail("$.t_s", "expected at least " + json_brief(log.records.back().t_s) +
+                         ", the time of line " + std::to_string(log.records.back().line) +
+                         ": the log's time goes backwards");
   if (!have_header && *kind != RecordKind::kHeader)
     in.fail("$.kind", "expected \"header\" on the first line, got \"" + kind_name + "\"");
   if (have_header && *kind == RecordKind::kHeader)

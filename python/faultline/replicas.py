@@ -16,6 +16,7 @@ its own. See README.md beside this file, "Replica groups".
 import datetime
 import gc
 import hashlib
+import hmac
 import io
 import json
 import math
@@ -123,6 +124,15 @@ def parse_quorum(text, path="<quorum file>"):
     return Quorum(number, tuple(members), store, tuple(sorted(join)))
 
 
+def quorum_mac(key, quorum):
+    """The agent's signature of a quorum (realexec/auth.h quorum_mac): HMAC-SHA256 with the
+    launch's FAULTLINE_QUORUM_KEY over its number, members, store and joiners, 64 hex digits."""
+    msg = "faultline-quorum/1\n%d\n%s\n%s\n%s" % (
+        quorum.number, ",".join(str(m) for m in sorted(quorum.members)), quorum.store,
+        ",".join(str(m) for m in sorted(quorum.join)))
+    return hmac.new(key.encode(), msg.encode(), hashlib.sha256).hexdigest()
+
+
 def check_member(quorum, replica, path="<quorum file>"):
     """Raises Evicted (one line naming the file and field) when replica is not a member."""
     if replica not in quorum.members:
@@ -157,17 +167,22 @@ class QuorumFile:
     changed, and at least every `reread_s` (a rename can reuse an inode number within one
     timestamp tick, with a file of the same size)."""
 
-    def __init__(self, path, reread_s=0.5):
+    def __init__(self, path, reread_s=0.5, key=None):
         self.path = path
         self.reread_s = reread_s
+        self.key = key or None  # FAULTLINE_QUORUM_KEY: only quorums signed with it are believed
         self._identity = None
         self._read_at = -math.inf
         self.latest = None  # the newest Quorum read
+        self.refused = 0    # quorums read and not believed (not signed with the key)
 
     def poll(self, force=False):
         """The newest valid Quorum (None while the file does not exist). Raises
         QuorumFileError when the file holds garbage: it is written atomically, so that is a
-        controller bug, not a torn write. force: re-read whatever the identity says."""
+        controller bug, not a torn write. With a key, a quorum whose "mac" is not the agent's
+        signature (quorum_mac) is not believed: one line on stderr names the file and the
+        field, and the latest believed quorum stays. force: re-read whatever the identity
+        says."""
         try:
             st = os.stat(self.path)
         except OSError:
@@ -178,8 +193,26 @@ class QuorumFile:
             data = read_file(self.path)
             if data is None:
                 return self.latest  # raced with a rename: the next poll reads it
-            q = parse_quorum(data.decode("utf-8", "replace"), self.path)
+            text = data.decode("utf-8", "replace")
+            q = parse_quorum(text, self.path)
+            changed = identity != self._identity
             self._identity, self._read_at = identity, now
+            if self.key is not None:
+                mac = json.loads(text).get("mac")
+                if not isinstance(mac, str) or not hmac.compare_digest(
+                        mac.encode("utf-8", "replace"), quorum_mac(self.key, q).encode()):
+                    # A quorum this replica's agent did not write (a neighbour's, a stale or
+                    # a forged one): believed, its number would move the whole group to a
+                    # quorum that never comes.
+                    if changed:
+                        self.refused += 1
+                        print("quorum file %s (quorum %d): field 'mac': expected the agent's "
+                              "signature with FAULTLINE_QUORUM_KEY, got %s: not believed "
+                              "(staying with quorum %s)"
+                              % (self.path, q.number, "none" if mac is None else "another",
+                                 self.latest.number if self.latest else "none"),
+                              file=sys.stderr, flush=True)
+                    return self.latest
             if self.latest is None or q.number >= self.latest.number:
                 self.latest = q
         return self.latest
@@ -296,7 +329,7 @@ class ReplicaGroup:
         self.step = 0
         self.quorum = None
         self.restored_from = None
-        self._file = QuorumFile(path)
+        self._file = QuorumFile(path, key=env.get("FAULTLINE_QUORUM_KEY", "").strip() or None)
         self._pg = None
         self._stores = {}          # "host:port" -> TCPStore client
         self._been_member = False

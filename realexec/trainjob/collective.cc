@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -257,6 +258,8 @@ std::string rank_name(int r) { return "rank " + std::to_string(r); }
 struct Hello {
   int rank = 0, world_size = 0, port = 0;
   std::string addr;
+  std::optional<std::string> key;   // the launch's rendezvous key, when the rank has one
+  std::optional<std::int64_t> gen;  // the rank's generation (FAULTLINE_GEN), when it has one
 };
 std::optional<Hello> parse_hello(const std::string& text) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
@@ -274,7 +277,53 @@ std::optional<Hello> parse_hello(const std::string& text) {
       j["addr"].get_ref<const std::string&>().size() > 255 ||
       ::inet_pton(AF_INET, j["addr"].get_ref<const std::string&>().c_str(), &parsed) != 1)
     return std::nullopt;
-  return Hello{*r, *ws, *port, j["addr"].get<std::string>()};
+  Hello h{*r, *ws, *port, j["addr"].get<std::string>(), std::nullopt, std::nullopt};
+  if (j.contains("key")) {
+    if (!j["key"].is_string() || j["key"].get_ref<const std::string&>().size() > 256)
+      return std::nullopt;
+    h.key = j["key"].get<std::string>();
+  }
+  if (j.contains("gen")) {
+    if (!j["gen"].is_number_integer() || j["gen"].get<long long>() < 0) return std::nullopt;
+    h.gen = j["gen"].get<long long>();
+  }
+  return h;
+}
+
+// Constant-time equality of two keys (the time taken says nothing of where they differ).
+bool keys_equal(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+// Whether rank 0 takes registration `h` (nullopt), or why not. *fatal: it carries rank 0's key
+// and still does not fit the group (one of its own ranks, misconfigured: fail at once).
+std::optional<std::string> judge(const GroupConfig& config, const Hello& h,
+                                 const std::vector<int>& control_fds, bool* fatal) {
+  const int w = config.world_size;
+  const bool ours = !config.key.empty() && h.key && keys_equal(*h.key, config.key);
+  *fatal = false;
+  if (!config.key.empty() && !ours) return std::string(h.key ? "a wrong key" : "no key");
+  if (config.gen >= 0 && h.gen && *h.gen != config.gen)
+    return "generation " + std::to_string(*h.gen) + ", rank 0 runs generation " +
+           std::to_string(config.gen);
+  std::optional<std::string> why;
+  if (h.world_size != w)
+    why = "rank " + std::to_string(h.rank) + " has WORLD_SIZE " + std::to_string(h.world_size) +
+          ", rank 0 has " + std::to_string(w);
+  else if (h.rank >= w || control_fds[h.rank] >= 0)
+    why = "rank " + std::to_string(h.rank) + " registered twice or is out of range";
+  *fatal = why.has_value() && ours;
+  return why;
+}
+
+std::string peer_text(int fd) {
+  sockaddr_in sa{};
+  socklen_t len = sizeof sa;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) return "?";
+  return addr_text(sa.sin_addr) + ":" + std::to_string(ntohs(sa.sin_port));
 }
 
 // Rank 0's table of every rank's data address and port, as a rank reads it: false unless
@@ -349,6 +398,19 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
     ports[0] = local_port(data_listener);
     g->control_fds_.assign(w, -1);
     int registered = 1;
+    // A registration is believed only once it proves to be one of ours: with a key (the
+    // agent's launches), one without it, or of another generation, is a stranger's, closed
+    // while rank 0 keeps waiting; without a key, one that does not fit this group is too. A
+    // registration that carries the key and still does not fit fails the rendezvous at once.
+    int refused = 0;
+    std::string last_refusal;
+    auto refuse = [&](int fd, const std::string& why) {
+      last_refusal = "from " + peer_text(fd) + ": " + why;
+      ::close(fd);
+      if (++refused <= 5)
+        std::fprintf(stderr, "rendezvous: rank 0 refused a registration %s\n",
+                     last_refusal.c_str());
+    };
     while (registered < w) {
       const int fd = accept_before(master_listener, deadline);
       if (fd < 0) {
@@ -356,7 +418,11 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
         for (int r = 1; r < w; ++r) {
           if (g->control_fds_[r] < 0) missing += (missing.empty() ? "" : ",") + std::to_string(r);
         }
-        return failed("rank 0 waited for ranks [" + missing + "]", true);
+        return failed("rank 0 waited for ranks [" + missing + "]" +
+                          (refused ? " (refused " + std::to_string(refused) +
+                                         " registrations; the last " + last_refusal + ")"
+                                   : ""),
+                      true);
       }
       std::string hello;
       const auto st = recv_frame(fd, &hello, std::min(deadline, Clock::now() + kHelloWait),
@@ -366,14 +432,14 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
         ::close(fd);  // not one of ours (or it died while registering): keep waiting
         continue;
       }
-      if (h->world_size != w) {
+      bool fatal = false;
+      if (const auto why = judge(config, *h, g->control_fds_, &fatal)) {
+        if (!fatal) {
+          refuse(fd, *why);
+          continue;
+        }
         ::close(fd);
-        return failed("rank " + std::to_string(h->rank) + " has WORLD_SIZE " +
-                      std::to_string(h->world_size) + ", rank 0 has " + std::to_string(w));
-      }
-      if (h->rank >= w || g->control_fds_[h->rank] >= 0) {
-        ::close(fd);
-        return failed("rank " + std::to_string(h->rank) + " registered twice or is out of range");
+        return failed(*why);
       }
       g->control_fds_[h->rank] = fd;
       addrs[h->rank] = h->addr;
@@ -398,11 +464,11 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
     } else {
       my_addr = addr_text(bind_addr);
     }
-    const std::string hello = nlohmann::json{{"rank", rank},
-                                             {"world_size", w},
-                                             {"addr", my_addr},
-                                             {"port", local_port(data_listener)}}
-                                  .dump();
+    nlohmann::json reg{
+        {"rank", rank}, {"world_size", w}, {"addr", my_addr}, {"port", local_port(data_listener)}};
+    if (!config.key.empty()) reg["key"] = config.key;
+    if (config.gen >= 0) reg["gen"] = config.gen;
+    const std::string hello = reg.dump();
     auto st = send_frame(fd, hello, deadline, rank_name(0));
     std::string table;
     if (st.ok) st = recv_frame(fd, &table, deadline, rank_name(0));

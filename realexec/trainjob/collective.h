@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -41,6 +42,11 @@ struct GroupConfig {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string host_addr;  // address to listen on and advertise; empty: derive it (see .cc)
+  // Rank 0 believes a registration only when it carries this key and generation (the agent
+  // gives every rank of a launch the same key, derived from the controller's token; strangers
+  // on the network do not have it). Empty key / gen -1: not checked.
+  std::string key;
+  std::int64_t gen = -1;
 };
 
 struct CommStatus {

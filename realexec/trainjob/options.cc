@@ -144,6 +144,15 @@ ParsedOptions parse_options(const std::vector<std::string>& args, const EnvLooku
   str_env("MASTER_ADDR", o.master_addr);
   if (auto e = int_env("MASTER_PORT", o.master_port, 1, 65535)) return *e;
   str_env("FAULTLINE_HOST_ADDR", o.host_addr);
+  str_env("FAULTLINE_RENDEZVOUS_KEY", o.rendezvous_key);
+  if (o.rendezvous_key.size() > 256)
+    return usage_error("bad environment FAULTLINE_RENDEZVOUS_KEY: longer than 256 characters");
+  if (const char* v = env("FAULTLINE_GEN"); v && *v) {
+    int g = -1;
+    if (!parse_int(std::string(v), g) || g < 0)
+      return usage_error(std::string("bad environment FAULTLINE_GEN='") + v + "'");
+    o.gen = g;
+  }
   if (auto e = int_env("FAULTLINE_REPORT_FD", o.report_fd, 0, 1 << 24)) return *e;
   str_env("FAULTLINE_CKPT_DIR", o.ckpt_dir);
   if (auto e = int_env("FAULTLINE_CKPT_EVERY", o.ckpt_every, 1, 1 << 30)) return *e;

@@ -41,6 +41,11 @@ struct Options {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string host_addr;
+  // The rendezvous' credential (FAULTLINE_RENDEZVOUS_KEY, from the agent, one per generation)
+  // and the generation (FAULTLINE_GEN, -1: unset): rank 0 takes only registrations that carry
+  // both; empty: any well-formed registration of the right world size.
+  std::string rendezvous_key;
+  std::int64_t gen = -1;
   int report_fd = -1;
   std::string ckpt_dir;  // empty: no checkpoints
   int ckpt_every = 10;

@@ -130,6 +130,8 @@ void Job::join_group(Clock::time_point deadline) {
   cfg.master_addr = opt_.master_addr;
   cfg.master_port = opt_.master_port;
   cfg.host_addr = opt_.host_addr;
+  cfg.key = opt_.rendezvous_key;
+  cfg.gen = opt_.gen;
   CommStatus st;
   group_ = Group::rendezvous(cfg, deadline, &st);
   if (!group_) fatal(st.error);
@@ -476,6 +478,8 @@ int Job::probe_allgather() {
   cfg.master_addr = opt_.master_addr;
   cfg.master_port = opt_.master_port;
   cfg.host_addr = opt_.host_addr;
+  cfg.key = opt_.rendezvous_key;
+  cfg.gen = opt_.gen;
   CommStatus st;
   group_ = Group::rendezvous(cfg, deadline, &st);
   if (!group_) return result(false, 0, st.error);

@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from faultline.replicas import (DEFAULT_TIMEOUT_S, Evicted, Quorum, QuorumError, QuorumFile,
                                 QuorumFileError, ReplicaGroup, check_member, parse_quorum,
-                                pick_source, switch_target)
+                                pick_source, quorum_mac, switch_target)
 
 PATH = "/run/job/quorum.json"
 
@@ -131,6 +131,48 @@ class ParseTest(unittest.TestCase):
                 f.poll()
 
 
+class SignedQuorumTest(unittest.TestCase):
+    """Issue 52, broken item 1: one valid-looking quorum.json with a higher number on one
+    machine stalled every replica (the step boundary's all_reduce(MAX) moved the whole group
+    to a quorum that never came), and the controller then looped or evicted every healthy
+    machine. Under an agent (FAULTLINE_QUORUM_KEY set) a quorum is believed only when its
+    "mac" is the agent's signature."""
+
+    KEY = "k-of-generation-7"
+
+    def test_the_signature_is_the_agents(self):
+        # The same vector as tests/realexec/agent/messages_test.cc (realexec/auth.h).
+        q = Quorum(12, (0, 2, 5), "10.0.0.1:29401", (5,))
+        self.assertEqual(quorum_mac(self.KEY, q),
+                         "2be4311009aead4281e0b27568bd71d81ff399b7e83d613480dd1d957324ad31")
+
+    def test_an_unsigned_or_badly_signed_quorum_is_not_believed(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "quorum.json")
+            f = QuorumFile(path, key=self.KEY)
+
+            def put(obj):
+                with open(path + ".new", "w") as out:
+                    out.write(json.dumps(obj))
+                os.rename(path + ".new", path)
+
+            good = dict(GOOD)
+            good["mac"] = quorum_mac(self.KEY, parse_quorum(json.dumps(GOOD)))
+            put(good)
+            self.assertEqual(f.poll().number, 3)
+            put(dict(GOOD, quorum=1000))  # a neighbour's, a stale or a forged one
+            self.assertEqual(f.poll(force=True).number, 3)
+            put(dict(good, quorum=1000))  # the signature of another quorum
+            self.assertEqual(f.poll(force=True).number, 3)
+            put(dict(good, mac=7))
+            self.assertEqual(f.poll(force=True).number, 3)
+            self.assertEqual(f.refused, 3)
+            newer = dict(GOOD, quorum=4)
+            newer["mac"] = quorum_mac(self.KEY, parse_quorum(json.dumps(newer)))
+            put(newer)
+            self.assertEqual(f.poll().number, 4)
+
+
 class RulesTest(unittest.TestCase):
     def test_the_step_boundary_moves_everyone_to_the_newest_quorum_seen_by_anyone(self):
         self.assertIsNone(switch_target(4, [4, 4, 4]))
@@ -179,14 +221,36 @@ class GroupTest(unittest.TestCase):
             p.close()
         self.dir.cleanup()
 
-    def write(self, members, join=()):
-        self.number += 1
+    def write(self, members, join=(), key=None, number=None):
+        if number is None:
+            self.number += 1
+        obj = {"quorum": self.number if number is None else number, "members": members,
+               "store": "127.0.0.1:%d" % self.store.port, "join": list(join)}
+        if key:
+            obj["mac"] = quorum_mac(key, parse_quorum(json.dumps(obj)))
         with open(self.path + ".tmp", "w") as f:
-            f.write(json.dumps({"quorum": self.number, "members": members,
-                                "store": "127.0.0.1:%d" % self.store.port, "join": list(join)}))
+            f.write(json.dumps(obj))
         os.rename(self.path + ".tmp", self.path)
 
-    def group(self, replica, seed=3, faults=None):
+    def test_a_forged_higher_quorum_does_not_move_the_group(self):
+        key = "k-of-generation-7"
+        self.write([0], key=key)
+        rg, compute, pipe = self.group(0, key=key)
+        rg.quorum_wait_s = 3
+        self.assertEqual(rg.join(), 0)
+        rg.run_step(1, compute)
+        self.write([0], number=1000)  # valid-looking, unsigned: not the agent's
+        t0 = time.monotonic()
+        rg.run_step(2, compute)
+        rg.run_step(3, compute)
+        self.assertLess(time.monotonic() - t0, 2, "the replica waited for the forged quorum")
+        self.assertEqual((rg.quorum.number, rg.step), (1, 3))
+        self.assertEqual(rg._file.refused, 1)
+        self.write([0], key=key)  # the agent's next quorum is taken as before
+        rg.run_step(4, compute)
+        self.assertEqual((rg.quorum.number, rg.step), (2, 4))
+
+    def group(self, replica, seed=3, faults=None, key=None):
         pipe = Pipe()
         self.pipes.append(pipe)
         model, opt = make_model(seed)
@@ -194,6 +258,8 @@ class GroupTest(unittest.TestCase):
                "FAULTLINE_QUORUM_FILE": self.path, "FAULTLINE_REPORT_FD": str(pipe.w)}
         if faults:
             env["FAULTLINE_FAULT_FILE"] = faults
+        if key:
+            env["FAULTLINE_QUORUM_KEY"] = key
         rg = ReplicaGroup(model, opt, env=env, timeout_s=10, quorum_wait_s=10, poll_s=0.01)
         return rg, compute_fn(model, opt, replica), pipe
 

@@ -471,6 +471,21 @@ TEST_F(TempLog, MalformedLineGivesFileLineAndField) {
   EXPECT_EQ(error_of(), path_ + ":3: $.event.exit_code: expected an integer, got a string \"137\"");
 }
 
+// Issue 52, broken item 2: a controller that read the previous release's journal after a
+// reboot restarted run time at 0, and its records (861 s, then 1 s) went into the log; `sim
+// replay` took the log. Time going backwards is refused, naming the line and the time before.
+TEST_F(TempLog, ALogWhoseTimeGoesBackwardsIsRefused) {
+  write_text(header_line() + R"({"t_s":861.5,"kind":"note","text":"before the reboot"})" + "\n" +
+             R"({"t_s":861.5,"kind":"note","text":"same time is fine"})" + "\n" +
+             R"({"t_s":1,"kind":"note","text":"after"})" + "\n");
+  EXPECT_EQ(error_of(), path_ +
+                            ":4: $.t_s: expected at least 861.5, the time of line 3: the log's "
+                            "time goes backwards");
+  write_text(header_line() + R"({"t_s":861.5,"kind":"note","text":"before"})" + "\n" +
+             R"({"t_s":900,"kind":"note","text":"after"})" + "\n");
+  EXPECT_EQ(error_of(), "no error");
+}
+
 TEST_F(TempLog, BadRecordFieldsNameTheirLine) {
   write_text(header_line() + R"({"t_s":1,"kind":"fault","machine":1,"slot":1,"fault":"meteor"})" +
              "\n");

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "tests/support/full_disk.h"
@@ -184,6 +186,86 @@ TEST(JournalAccount, OlderNewerAndCorruptAccountsAreHandled) {
         << err;
     EXPECT_EQ(err.find('\n'), std::string::npos) << "one line: " << err;
   }
+}
+
+// Issue 52, broken item 2: a journal written by the previous release (format 1: a monotonic
+// time origin, no last_t_ns) read after a reboot restarted run time at 0 (log time went back
+// from 861 s to 1 s; live status showed ETTR 5,791%). It is migrated from the event log now:
+// run time goes on from the log's last record plus the wall time since the log was written;
+// without a log it is refused in one line, as is a journal of a newer format. Log time never
+// goes back, even when the journal was saved before the log's last records.
+TEST(JournalFormat, AnEarlierReleasesJournalIsMigratedFromTheLogOrRefused) {
+  const std::string dir = ::testing::TempDir() + "/faultline-journal-format";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string rest =
+      R"("gen":3,"version":"v1","good_version":"v1","running":true,)"
+      R"("slots":[0,1],"standby":[2],"evicted":[],"ckpt_every":10,"first_step":0,)"
+      R"("last_step":5,"next_action":4,"step_times":[0.1]})";
+  // The previous release's journal, whose boot had been up 12 hours.
+  const std::string v1 = R"({"origin_ns":43200000000000,)" + rest;
+  const std::string log = dir + "/events.jsonl";
+  std::ofstream(log) << R"({"t_s":0,"kind":"header"})"
+                     << "\n"
+                     << R"({"t_s":861.25,"kind":"note","text":"last before the reboot"})"
+                     << "\n"
+                     << R"({"t_s":862,"kind":"no)";  // torn by the crash
+  std::filesystem::last_write_time(
+      log, std::filesystem::file_time_type::clock::now() - std::chrono::seconds(100));
+  const std::optional<EventLogEnd> end = event_log_end(log);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->t_ns, 861250000000);
+
+  Journal j(dir + "/journal.json");
+  std::string err;
+  ASSERT_TRUE(j.parse(v1, &err)) << err;
+  EXPECT_EQ(j.format_read(), 1);
+  ASSERT_TRUE(j.resume_after(end, &err)) << err;
+  // Run time now: the log's 861.25 s plus the 100 s since it was written.
+  const double now_s = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count() -
+                                           j.state().origin_unix_ns) /
+                       1e9;
+  EXPECT_NEAR(now_s, 961.25, 2);
+  EXPECT_EQ(j.state().last_t_ns, 861250000000);
+  ASSERT_TRUE(j.save(&err)) << err;
+  Journal back(dir + "/journal.json");
+  ASSERT_TRUE(back.load(&err)) << err;
+  EXPECT_EQ(back.format_read(), kJournalFormat) << "saved in this release's format";
+  EXPECT_EQ(back.state().origin_unix_ns, j.state().origin_unix_ns);
+
+  // Without a log to take the time from: refused in one line naming the file and field.
+  Journal alone(dir + "/alone.json");
+  ASSERT_TRUE(alone.parse(v1, &err)) << err;
+  EXPECT_FALSE(alone.resume_after(std::nullopt, &err));
+  EXPECT_EQ(
+      err.rfind(dir + "/alone.json: origin_ns: expected origin_unix_ns (journal format 2)", 0), 0u)
+      << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+
+  // Format 1 said as such reads as format 1.
+  Journal said(dir + "/said.json");
+  ASSERT_TRUE(said.parse(R"({"format":1,)" + v1.substr(1), &err)) << err;
+  EXPECT_EQ(said.format_read(), 1);
+
+  // A newer format: refused in one line.
+  Journal newer(dir + "/newer.json");
+  EXPECT_FALSE(newer.parse(R"({"format":3,"origin_unix_ns":1,)" + rest, &err));
+  EXPECT_EQ(err.rfind(dir + "/newer.json: format: expected a journal of format 1 or 2", 0), 0u)
+      << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+
+  // This release's journal saved at 500 s while the log went on to 861.25 s: time resumes
+  // from the log's end, not the journal's.
+  Journal current(dir + "/current.json");
+  ASSERT_TRUE(
+      current.parse(R"({"format":2,"origin_unix_ns":1,"last_t_ns":500000000000,)" + rest, &err))
+      << err;
+  ASSERT_TRUE(current.resume_after(end, &err)) << err;
+  EXPECT_EQ(current.state().origin_unix_ns, 1) << "the origin is kept";
+  EXPECT_EQ(current.state().last_t_ns, 861250000000);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -237,6 +237,41 @@ TEST_F(LiveConfigKeys, TheMetricsEndpointIsOptionalAndStrictlyChecked) {
 }
 
 // --via slurm: one step per machine on its node; a slurm_node is one host name, never a list.
+// Issue 52, broken item 4: job.master_port equal to the controller's port passed the start-up
+// checks, then every start failed (rank 0 could not bind it) and the job was relaunched
+// forever (generation 594 in 150 s). The controller's ports and the job's never meet: one line
+// at config load naming both fields.
+TEST_F(LiveConfigKeys, TheControllersPortsAndTheJobsAreNeverTheSame) {
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
+  auto with = [&](json extra_job, json extra = json::object()) {
+    json j = job;
+    for (auto& [k, v] : extra_job.items()) j[k] = v;
+    return load(j, std::move(extra));
+  };
+  EXPECT_EQ(with({{"master_port", 7700}}),
+            dir_ +
+                "/live.json: job.master_port: expected the job's ports apart from the "
+                "controller's: controller's port 7700 is one of job.master_port 7700");
+  EXPECT_EQ(with({{"master_port", 29500}}, {{"controller", "10.0.0.1:29500"}}),
+            dir_ +
+                "/live.json: job.master_port: expected the job's ports apart from the "
+                "controller's: controller's port 29500 is one of job.master_port 29500");
+  EXPECT_NE(with({{"master_port", 29500}}, {{"metrics_listen", "0.0.0.0:29500"}})
+                .find("job.master_port: expected the job's ports apart from the controller's: "
+                      "metrics_listen's port 29500 is one of job.master_port 29500"),
+            std::string::npos);
+  // The grouped probes' ports (job.master_port + 100 + k) and, with replica groups, each
+  // replica's store (job.master_port + 1 + id).
+  EXPECT_NE(with({{"master_port", 7600}}).find("is one of the grouped probes' ports"),
+            std::string::npos);
+  EXPECT_EQ(with({{"master_port", 7699}}), "") << "the store ports are only for replica groups";
+  EXPECT_NE(with({{"master_port", 7699}, {"replica_groups", true}})
+                .find("controller's port 7700 is one of the replicas' stores on "
+                      "job.master_port + 1 + id (7700-7700)"),
+            std::string::npos);
+  EXPECT_EQ(with({{"master_port", 29500}}), "") << "the defaults stay apart";
+}
+
 TEST_F(LiveConfigKeys, SlurmStepsRunOnTheMachinesNodes) {
   const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
   LiveConfig c;

@@ -352,6 +352,22 @@ TEST(Auth, HmacMatchesRfc4231) {
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
+// Issue 52, broken item 1: the agent signs each quorum file it writes, and a replica believes
+// only a quorum signed with its launch's FAULTLINE_QUORUM_KEY. The same vector as
+// tests/python/test_replicas.py (SignedQuorumTest): both sides sign the same text.
+TEST(Auth, QuorumSignatureMatchesTheJobLibrarys) {
+  Quorum q;
+  q.number = 12;
+  q.members = {0, 2, 5};
+  q.store = "10.0.0.1:29401";
+  q.join = {5};
+  EXPECT_EQ(quorum_mac("k-of-generation-7", q),
+            "2be4311009aead4281e0b27568bd71d81ff399b7e83d613480dd1d957324ad31");
+  q.number = 1000;
+  EXPECT_NE(quorum_mac("k-of-generation-7", q),
+            "2be4311009aead4281e0b27568bd71d81ff399b7e83d613480dd1d957324ad31");
+}
+
 TEST(Auth, BothSidesProveTheTokenAndNothingReplaysOrReflects) {
   const std::string key = "the-shared-token-0123456789";
   // A full exchange.

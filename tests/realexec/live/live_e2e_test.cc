@@ -4,6 +4,10 @@
 // reference training job; faults are real: SIGKILL, SIGSTOP, a bit flip, a NIC taken
 // down, a killed controller. Checks compare with independent references: a fault-free
 // single-process run of the same seed, the fault's injection time, the ground truth.
+#include <poll.h>
+
+#include <atomic>
+
 #include "tests/realexec/live/live_cluster.h"
 #include "tests/realexec/live/prometheus_support.h"
 #include "tests/realexec/live/replay_check.h"
@@ -895,6 +899,108 @@ TEST(LiveE2E, StrangersOnTheControlPortHoldLittleAndLockNobodyOut) {
   EXPECT_GE(readers_closed, 8);
 }
 
+// Holds `n` idle connections to host:port from a thread of its own, each one dialled again as
+// soon as it is closed (or refused while nothing listens): a stranger who keeps a flood of
+// connections open, without a word, across a controller restart.
+class IdleFlood {
+ public:
+  IdleFlood(std::string host, int port, int n)
+      : host_(std::move(host)), port_(port), fds_(static_cast<std::size_t>(n), -1) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~IdleFlood() { stop(); }
+  void stop() {
+    if (!thread_.joinable()) return;
+    stop_ = true;
+    thread_.join();
+    for (int& fd : fds_)
+      if (fd >= 0) close(fd);
+  }
+  long dials() const { return dials_; }
+
+ private:
+  int dial() {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port_));
+    inet_pton(AF_INET, host_.c_str(), &a.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno != EINPROGRESS) {
+      close(fd);
+      return -1;
+    }
+    ++dials_;
+    return fd;
+  }
+  void run() {
+    std::vector<pollfd> p(fds_.size());
+    auto last_dial = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+    while (!stop_) {
+      // Redial at most 200 every 20 ms (while nothing listens, every dial fails at once).
+      if (std::chrono::steady_clock::now() - last_dial >= std::chrono::milliseconds(20)) {
+        last_dial = std::chrono::steady_clock::now();
+        int budget = 200;
+        for (int& fd : fds_)
+          if (fd < 0 && budget-- > 0) fd = dial();
+      }
+      for (std::size_t i = 0; i < fds_.size(); ++i)
+        p[i] = pollfd{fds_[i], static_cast<short>(POLLIN | POLLRDHUP), 0};
+      poll(p.data(), p.size(), 10);
+      for (std::size_t i = 0; i < fds_.size(); ++i) {
+        if (fds_[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP))) continue;
+        char buf[512];
+        const ssize_t k = recv(fds_[i], buf, sizeof buf, 0);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+          close(fds_[i]);
+          fds_[i] = -1;
+        }
+      }
+    }
+  }
+  std::string host_;
+  int port_;
+  std::vector<int> fds_;
+  std::atomic<bool> stop_{false};
+  std::atomic<long> dials_{0};
+  std::thread thread_;
+};
+
+// Issue 52, broken item 3: 2,000 idle unauthenticated connections held open across a routine
+// controller restart kept the agents out: the controller took 64 a second (none was pushed out
+// before it was 1 s old), the agents' hellos waited in the listen backlog behind the rest past
+// their handshake deadline, and both healthy job machines were evicted and their ranks
+// relaunched. A connection still silent 0.1 s after it was accepted makes room now (agents and
+// operators send their hello as they connect): the agents get in, the job is adopted, nobody
+// is evicted, and the operator's status answers during the flood.
+TEST(LiveE2E, IdleConnectionsHeldAcrossAControllerRestartKeepNoAgentOut) {
+  LiveCluster c("idle-flood", json::object());
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(10, 60).is_null());
+  IdleFlood flood(c.controller_host(), c.controller_port(), 2000);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const long before = c.last_step();
+  c.kill_controller(SIGTERM);
+  c.start_controller(false);
+  ASSERT_FALSE(c.wait_step(before + 20, 60).is_null()) << "no training after the restart";
+  EXPECT_EQ(c.client_to({"status", c.config()}, c.dir() + "/status-flood.txt"), 0)
+      << slurp(c.dir() + "/status-flood.txt");
+  std::cout << "idle connections dialled: " << flood.dials() << "\n";
+  EXPECT_GT(flood.dials(), 2000) << "the flood was held across the restart";
+  flood.stop();
+  c.stop_run();
+  int silent_closed = 0;
+  for (const auto& r : c.records()) {
+    EXPECT_FALSE(LiveCluster::is_action(r, "EvictMachines")) << r.dump();
+    EXPECT_FALSE(LiveCluster::is_note(r, "agent of ") &&
+                 r.value("text", "").find(" lost") != std::string::npos)
+        << r.dump();
+    silent_closed += LiveCluster::is_note(r, "closed the unauthenticated connection from") &&
+                     r.value("text", "").find("(no hello)") != std::string::npos;
+  }
+  EXPECT_GE(silent_closed, 1);
+}
+
 // The handshake against real processes: the read-only credential reads status and nothing
 // else; a recorded answer, a wrong one and an old clear-text hello are refused; a rogue
 // controller on the port gets hellos without a secret, no answer to its challenge, and
@@ -1346,6 +1452,58 @@ TEST(LiveE2E, OperatorMistakesAndAPausedControllerLeaveTheRunWhole) {
   }
   EXPECT_EQ(faults, 0) << "a refused injection was recorded as ground truth";
   EXPECT_EQ(refused, 1);
+  EXPECT_NO_THROW(faultline::traces::read_event_log(state + "/events.jsonl"))
+      << "sim replay would refuse the log";
+}
+
+// Issue 52, broken item 2: a journal written by the previous release (format 1: its origin a
+// CLOCK_MONOTONIC value of the boot that wrote it, no last_t_ns), read after a reboot,
+// restarted run time at 0: the log's time went back from 861 s to 1 s, `live status` showed
+// ETTR 5,791%, and `sim replay` took the log. Here this run's journal is turned into one of
+// format 1 written on a boot that had been up 30 days (longer than this one): the restarted
+// controller migrates it from the event log, the log's time goes on, the ETTR stays a
+// fraction, and the log reads back.
+TEST(LiveE2E, AnEarlierReleasesJournalReadAfterARebootKeepsTheRunsTime) {
+  LiveCluster c("journal-v1", json::object());
+  c.start_controller();
+  c.start_agents();
+  ASSERT_FALSE(c.wait_step(20, 60).is_null());
+  c.kill_controller(SIGKILL);
+  const std::string state = c.dir() + "/state";
+  json j = json::parse(slurp(state + "/journal.json"));
+  ASSERT_TRUE(j.contains("origin_unix_ns")) << j.dump();
+  for (const char* later : {"format", "origin_unix_ns", "last_t_ns", "action_ceiling",
+                            "machine_names", "lost_s", "stop", "replica_quorum", "replica_share_s"})
+    j.erase(later);
+  j["origin_ns"] = std::int64_t{30} * 86400 * 1000000000;
+  std::ofstream(state + "/journal.json") << j.dump();
+  double t_before = 0;
+  for (const auto& r : c.records()) t_before = std::max(t_before, r.value("t_s", 0.0));
+  c.start_controller(false);
+  ASSERT_FALSE(c.wait_step(c.last_step() + 10, 60).is_null()) << "no training after the restart";
+  const json migrated = c.wait_for(
+      [](const json& r) {
+        return r.value("kind", "") == "note" &&
+               r.value("text", "").find("a journal of format 1 (an earlier release) migrated") !=
+                   std::string::npos;
+      },
+      5);
+  EXPECT_FALSE(migrated.is_null()) << "the migration is noted";
+  ASSERT_EQ(c.client_to({"status", c.config(), "--json"}, c.dir() + "/status.json"), 0);
+  const json st = json::parse(slurp(c.dir() + "/status.json"), nullptr, false);
+  ASSERT_TRUE(st.is_object());
+  EXPECT_GT(st["ettr_so_far"].get<double>(), 0.0);
+  EXPECT_LE(st["ettr_so_far"].get<double>(), 1.0) << "ETTR is a fraction";
+  c.stop_run();
+  double prev = 0;
+  int back = 0;
+  for (const auto& r : c.records()) {
+    const double t = r.value("t_s", 0.0);
+    back += t < prev;
+    prev = std::max(prev, t);
+  }
+  EXPECT_EQ(back, 0) << "the log's time went back";
+  EXPECT_GT(prev, t_before);
   EXPECT_NO_THROW(faultline::traces::read_event_log(state + "/events.jsonl"))
       << "sim replay would refuse the log";
 }

@@ -531,6 +531,54 @@ TEST(TrainjobE2E, StrangersOnTheRendezvousPortCannotCrashRankZero) {
   EXPECT_FALSE(g.of(0, "step").empty()) << "rank 0 did not train";
 }
 
+// Issue 52, broken item 5: a stranger's well-formed registration on the job's rendezvous port
+// ({"rank":1,"world_size":3,...}, or one claiming rank 1 before it registers) failed every
+// start ("has WORLD_SIZE 3", "registered twice"), and the controller evicted healthy machines.
+// The agent gives each launch's ranks a key (FAULTLINE_RENDEZVOUS_KEY) and their generation;
+// rank 0 believes only registrations that carry both, and refuses the rest without harm.
+TEST(TrainjobE2E, AStrangersWellFormedRegistrationIsRefusedWithoutHarmingTheJob) {
+  GroupSpec spec;
+  spec.world = 2;
+  spec.args = model_args(5);
+  spec.env = {{"FAULTLINE_RENDEZVOUS_KEY", "k-of-generation-4-0123456789abcdef"},
+              {"FAULTLINE_GEN", "4"}};
+  spec.strangers = {
+      R"({"rank":1,"world_size":3,"addr":"127.0.0.1","port":1})",
+      R"({"rank":1,"world_size":2,"addr":"127.0.0.1","port":1})",
+      R"({"rank":1,"world_size":2,"addr":"127.0.0.1","port":1,"key":"guess","gen":4})",
+      R"({"rank":1,"world_size":2,"addr":"127.0.0.1","port":1,"gen":4,)"
+      R"("key":"k-of-generation-4-0123456789abcdeg"})",
+      R"({"rank":1,"world_size":2,"addr":"127.0.0.1","port":1,"gen":3,)"
+      R"("key":"k-of-generation-4-0123456789abcdef"})"};
+  const GroupResult g = run_group(spec);
+  expect_all_exit(g, 0);
+  EXPECT_FALSE(g.of(0, "step").empty()) << "rank 0 did not train";
+  EXPECT_NE(g.ranks[0].err.find("rendezvous: rank 0 refused a registration from 127.0.0.1:"),
+            std::string::npos)
+      << g.ranks[0].err;
+  EXPECT_NE(g.ranks[0].err.find(": no key"), std::string::npos) << g.ranks[0].err;
+  EXPECT_NE(g.ranks[0].err.find(": a wrong key"), std::string::npos) << g.ranks[0].err;
+  EXPECT_NE(g.ranks[0].err.find(": generation 3, rank 0 runs generation 4"), std::string::npos)
+      << g.ranks[0].err;
+
+  // Without a key (a job run by hand), a registration that does not fit the group is refused
+  // too, and said when rank 0 gives up waiting.
+  GroupSpec lonely;
+  lonely.world = 2;
+  lonely.launch_only = 0;
+  lonely.args = model_args(3);
+  lonely.env = {{"FAULTLINE_RENDEZVOUS_S", "1"}};
+  lonely.strangers = {R"({"rank":1,"world_size":3,"addr":"127.0.0.1","port":1})"};
+  const auto l = run_group(lonely);
+  EXPECT_EQ(l.ranks[0].exit_code, 1);
+  EXPECT_NE(l.ranks[0].err.find("rendezvous timeout: rank 0 waited for ranks [1] (refused 1 "
+                                "registrations; the last from 127.0.0.1:"),
+            std::string::npos)
+      << l.ranks[0].err;
+  EXPECT_NE(l.ranks[0].err.find("rank 1 has WORLD_SIZE 3, rank 0 has 2)"), std::string::npos)
+      << l.ranks[0].err;
+}
+
 TEST(TrainjobE2E, UsageErrorsAndRendezvousTimeout) {
   GroupSpec flag;
   flag.args = {"--seed", "1", "--no-such-flag"};
