@@ -37,7 +37,22 @@ class LogFile {
   ~LogFile() { std::filesystem::remove(path_); }
   void add(json record) { lines_.push_back(record.dump()); }
   void raw(const std::string& line) { lines_.push_back(line); }
+  // The lines in time order, as a controller writes them (the reader refuses a log whose time
+  // goes backwards): a stable sort by t_s; a line without one keeps its place after the line
+  // before it.
   const std::string& write(bool trailing_newline = true) {
+    std::vector<std::pair<double, std::size_t>> order;
+    double t = 0;
+    for (std::size_t i = 0; i < lines_.size(); ++i) {
+      const json j = json::parse(lines_[i], nullptr, false);
+      if (j.is_object() && j.contains("t_s") && j["t_s"].is_number()) t = j["t_s"].get<double>();
+      order.emplace_back(t, i);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::string> sorted;
+    for (const auto& [when, i] : order) sorted.push_back(lines_[i]);
+    lines_ = std::move(sorted);
     std::ofstream f(path_, std::ios::binary | std::ios::trunc);
     for (std::size_t i = 0; i < lines_.size(); ++i)
       f << lines_[i] << (i + 1 < lines_.size() || trailing_newline ? "\n" : "");
@@ -190,17 +205,15 @@ TEST(SimReplay, FaultFreeLogGivesTheCheckpointSteadyState) {
   EXPECT_EQ(r["sim"]["incidents"]["faults_injected_per_replica"].get<double>(), 0);
 }
 
-// One machine lost at a known time. Requeue must requeue the whole job; byterobust's
-// host inspection (every 2 s) sees it before the exit (10 s later) and evicts it in real
-// time. The requeue ETTR follows from the timeline: work since the last checkpoint is
-// lost, and the job is back after exit lag + requeue + start.
-TEST(SimReplay, MachineDownUnderRequeueAndByterobust) {
-  constexpr double kFault = 190, kLag = 10, kRequeue = 8;
-  LogFile log("machinedown");
+// A live run that loses one machine at kFault: its first start takes `first_init`, the agents
+// see the exit kLag later, the whole job is requeued (kRequeue) and started again (kInit),
+// then trains to the horizon. Returns the last step completed by the horizon.
+constexpr double kFault = 190, kLag = 10, kRequeue = 8;
+long machine_down_run(LogFile& log, double first_init) {
   log.add(header());
   log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 1, kInit));
-  auto [last1, ckpt1] = run_steps(log, kInit, kFault, 0);
+  log.add(outcome(first_init, 1, first_init));
+  auto [last1, ckpt1] = run_steps(log, first_init, kFault, 0);
   (void)last1;
   log.add(fault(kFault, 1, 1, "machine_down", "power cut"));
   log.add(
@@ -223,6 +236,17 @@ TEST(SimReplay, MachineDownUnderRequeueAndByterobust) {
   (void)ckpt;
   log.add(summary(kHorizon, last));
   log.write();
+  return last;
+}
+
+// One machine lost at a known time. Requeue must requeue the whole job; byterobust's
+// host inspection (every 2 s) sees it before the exit (10 s later) and evicts it in real
+// time. The requeue ETTR follows from the timeline: work since the last checkpoint is
+// lost, and the job is back after exit lag + requeue + start.
+TEST(SimReplay, MachineDownUnderRequeueAndByterobust) {
+  LogFile log("machinedown");
+  const long last = machine_down_run(log, kInit);
+  const double t_exit = kFault + kLag;
 
   // Independent expectation for requeue: training from 5 s to the fault, keep what was
   // checkpointed, restart at fault + lag + requeue + init from a fresh segment.
@@ -259,34 +283,10 @@ TEST(SimReplay, MachineDownUnderRequeueAndByterobust) {
 // launch of a PyTorch job took 2.2 s where a restart took 3.7 s, and one median for both put
 // the replayed job's first steps, and any fault early in the run, in the wrong place.
 TEST(SimReplay, FirstStartAndRestartsAreCalibratedApart) {
-  constexpr double kFirst = 2, kFault = 190, kLag = 10, kRequeue = 8;
+  constexpr double kFirst = 2;
   LogFile log("startkinds");
-  log.add(header());
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kFirst, 1, kFirst));
-  auto [last1, ckpt1] = run_steps(log, kFirst, kFault, 0);
-  (void)last1;
-  log.add(fault(kFault, 1, 1, "machine_down", "power cut"));
-  log.add(
-      {{"t_s", kFault + kLag},
-       {"kind", "event"},
-       {"event",
-        {{"type", "ProcessExit"}, {"machine", 1}, {"exit_code", 1}, {"signature", "agent lost"}}}});
+  machine_down_run(log, kFirst);
   const double t_exit = kFault + kLag;
-  log.add(action(t_exit, 2,
-                 {{"type", "AcquireMachines"},
-                  {"mode", "requeue"},
-                  {"slots", json::array()},
-                  {"reason", "requeue whole job"},
-                  {"mechanism", "requeue"}}));
-  log.add(outcome(t_exit + kRequeue, 2, kRequeue));
-  log.add(action(t_exit + kRequeue, 3,
-                 {{"type", "StartJob"}, {"reason", "machines ready"}, {"mechanism", "none"}}));
-  log.add(outcome(t_exit + kRequeue + kInit, 3, kInit));
-  auto [last, ckpt] = run_steps(log, t_exit + kRequeue + kInit, kHorizon, ckpt1);
-  (void)ckpt;
-  log.add(summary(kHorizon, last));
-  log.write();
 
   const json r = replay({log.path(), "--stack", "requeue", "--replicas", "3"});
   ASSERT_TRUE(r.contains("sim"));
