@@ -962,11 +962,14 @@ TEST_F(AgentE2E, RelayedRendezvousBlobsGoOutOnceAndOnlyFittingRelaysAreTaken) {
   EXPECT_EQ(r1["result"]["kind"], "allgather") << "the CPU all-gather ran for the data path";
 
   // Rank 0: its probe's blob goes to the controller once, before the reply; a relay to it is
-  // refused.
+  // refused. The relay goes right behind the probe on the same connection, so the agent reads
+  // it while the probe runs: without a GPU rank 0's probe publishes and ends within a fraction
+  // of a second (sooner since it no longer loads cuBLAS), and a relay sent after the blob was
+  // seen sometimes found no probe running.
   controller_->send_raw(probe(600, 0));
-  ASSERT_TRUE(wait([&] { return !controller_->of_type("rendezvous").empty(); }));
   EXPECT_EQ(reason({{"type", "rendezvous"}, {"probe_req", 600}, {"blob", blob}}),
             "rendezvous: probe_req: request 600 is rank 0, which publishes the blob");
+  ASSERT_TRUE(wait([&] { return !controller_->of_type("rendezvous").empty(); }));
   const json r0 = reply_to(600);
   ASSERT_FALSE(r0.is_null());
   EXPECT_EQ(r0["ok"], true) << r0.dump();
