@@ -300,6 +300,11 @@ struct Scenario {
   JobSpec job;
   std::vector<FaultCategory> faults;
   std::optional<TraceSource> trace;  // faults.trace
+  // A replay's action durations, occurrence by occurrence (sim/replay.cc, not a file field):
+  // the k-th action of a kind ("StartJob", "StartJob:first", "RunProbe:gpu-diag",
+  // "AcquireMachines:standby", ...) takes the live run's k-th, where it has one (NaN: the
+  // calibrated value), so that a fault lands in the same phase of recovery as it did live.
+  std::map<std::string, std::vector<double>> replay_durations;
   // faults.clock: faults arrive in wall time (false, our default: a restart or a wait is as
   // exposed as training) or only while the job trains, recomputes or warms up (true: a
   // stopped, restarting, hung or waiting job is never struck; AIReSim's clock).

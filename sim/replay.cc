@@ -45,13 +45,20 @@ using Durations = std::map<std::string, std::vector<double>>;
 
 int first_successful_start(const EventLog& log);
 
-// Median outcome durations of successful actions, keyed by action type (and mode or
-// test: "AcquireMachines:requeue", "RunProbe:gpu-diag"). An acquisition that waited for
+// The live run's timed actions in log order: each one's key (its action type, and mode or
+// test: "AcquireMachines:requeue", "RunProbe:gpu-diag"; the run's first successful start is
+// "StartJob:first", the other starts "StartJob") and its outcome duration, NaN when it did not
+// succeed or measured something the simulator models itself: an acquisition that waited for
 // machines (the live note "MODE waits for machines: ..." before its outcome: a standby
 // shortfall filled by a machine back from repair) measured the wait, not a wake or a
-// reschedule: the simulator models that wait itself (calibrate_pool_returns), so it is left
-// out. The run's first successful start is "StartJob:first", the other starts "StartJob".
-std::map<std::string, std::vector<double>> outcome_durations(const EventLog& log) {
+// reschedule (calibrate_pool_returns).
+struct TimedAction {
+  std::size_t index;  // into log.actions
+  std::string key;
+  double duration_s;
+};
+
+std::vector<TimedAction> timed_actions(const EventLog& log) {
   std::map<ActionId, std::size_t> line_of;
   for (const auto& a : log.actions)
     if (std::holds_alternative<AcquireMachines>(a.value.action)) line_of[a.value.id] = a.line;
@@ -64,10 +71,13 @@ std::map<std::string, std::vector<double>> outcome_durations(const EventLog& log
              return l > it->second && l < outcome_line;
            });
   };
-  // The run's first successful start is timed apart from the restarts (job.first_init_s).
+  std::map<ActionId, double> took;
+  for (const auto& o : log.outcomes)
+    if (o.value.ok && !waited(o.value.id, o.line)) took[o.value.id] = o.value.duration_s;
   const int first = first_successful_start(log);
-  std::map<ActionId, std::string> key_of;
-  for (const auto& a : log.actions) {
+  std::vector<TimedAction> out;
+  for (std::size_t i = 0; i < log.actions.size(); ++i) {
+    const auto& a = log.actions[i];
     std::string key = std::visit(
         [](const auto& x) -> std::string {
           using T = std::decay_t<decltype(x)>;
@@ -83,16 +93,31 @@ std::map<std::string, std::vector<double>> outcome_durations(const EventLog& log
           return "";
         },
         a.value.action);
-    if (key == "StartJob" && first >= 0 && &a == &log.actions[static_cast<std::size_t>(first)])
-      key = "StartJob:first";
-    if (!key.empty()) key_of[a.value.id] = key;
+    if (key.empty()) continue;
+    if (key == "StartJob" && static_cast<int>(i) == first) key = "StartJob:first";
+    const auto it = took.find(a.value.id);
+    out.push_back({i, key, it == took.end() ? std::nan("") : it->second});
   }
+  return out;
+}
+
+// Outcome durations of the successful actions by key, for the medians.
+std::map<std::string, std::vector<double>> outcome_durations(const EventLog& log) {
   std::map<std::string, std::vector<double>> out;
-  for (const auto& o : log.outcomes) {
-    auto it = key_of.find(o.value.id);
-    if (it != key_of.end() && o.value.ok && !waited(o.value.id, o.line))
-      out[it->second].push_back(o.value.duration_s);
-  }
+  for (const auto& t : timed_actions(log))
+    if (!std::isnan(t.duration_s)) out[t.key].push_back(t.duration_s);
+  return out;
+}
+
+// The same, occurrence by occurrence from the first successful start on (the simulated job
+// starts there): the k-th action of a key in the replay takes the live run's k-th, so that a
+// fault lands in the same phase of a recovery as it did live. NaN: the median.
+std::map<std::string, std::vector<double>> occurrence_durations(const EventLog& log) {
+  const int first = first_successful_start(log);
+  std::map<std::string, std::vector<double>> out;
+  if (first < 0) return out;
+  for (const auto& t : timed_actions(log))
+    if (static_cast<int>(t.index) >= first) out[t.key].push_back(t.duration_s);
   return out;
 }
 
@@ -751,6 +776,11 @@ json replay_result(const LiveRun& run, const Calibration& cal, const ReplayedFau
                    {"by_kind", kinds},
                    {"skipped", faults.skipped}};
   out["calibration"] = calibration_json(cal);
+  std::size_t timed = 0;
+  for (const auto& [k, xs] : sc.replay_durations)
+    timed += static_cast<std::size_t>(
+        std::count_if(xs.begin(), xs.end(), [](double x) { return !std::isnan(x); }));
+  out["timed_as_live"] = timed;
   out["live"] = live_json(run, cal);
   out["sim"] = ran.result;
   std::vector<double> conv;
@@ -796,8 +826,10 @@ void text_faults(std::ostringstream& o, const json& faults) {
       << "\n";
 }
 
-void text_calibration(std::ostringstream& o, const json& calj) {
-  o << "calibration from the live run:\n";
+void text_calibration(std::ostringstream& o, const json& calj, std::size_t timed_as_live) {
+  o << "calibration from the live run (the medians; " << timed_as_live
+    << " actions of the recorded stack take their own live durations, the k-th of a kind as "
+       "the live run's k-th):\n";
   for (auto it = calj.begin(); it != calj.end(); ++it)
     o << "  " << std::left << std::setw(38) << it.key() << std::right << std::setw(14)
       << fmt(it.value()["value"].get<double>(), it.key().find("bytes") != std::string::npos ? 0 : 3)
@@ -999,6 +1031,9 @@ scenarios::Scenario replay_scenario(const LiveRun& run, const Calibration& cal,
   for (std::size_t k = 0; k < sc.faults.size(); ++k)
     if (faults.empty_signature[k]) sc.faults[k].signature.clear();  // e.g. SIGKILL: no log line
   sc.trace = replay_trace(run.path, faults, cal, static_cast<std::size_t>(sc.cluster.machines));
+  // The recorded stack takes the recorded decisions' own times; another stack takes other
+  // decisions, which the medians time.
+  if (stack.name == run.log.header.stack) sc.replay_durations = occurrence_durations(run.log);
   return sc;
 }
 
@@ -1030,7 +1065,7 @@ std::string format_replay_text(const ReplayReport& report) {
     << ", pp " << h.pp << ", dp " << h.dp << "), " << h.standby_machines << " standby; horizon "
     << fmt(out.at("horizon_s").get<double>(), 1) << " s\n";
   text_faults(o, out.at("faults"));
-  text_calibration(o, out.at("calibration"));
+  text_calibration(o, out.at("calibration"), out.value("timed_as_live", std::size_t{0}));
   text_ettr(o, out);
   text_mechanisms(o, out.at("live").at("resolved_by"), out.at("sim"));
   o << format_decisions_text(out.at("decisions"));

@@ -108,7 +108,8 @@ void SimWorld::apply(ActionId id, const AcquireMachines& q) {
           : sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s * n;
   acq.waiting = 1;
   acquiring_.push_back(acq);
-  push(now_ + secs(delay), Internal{Internal::kAcquireScheduled, id});
+  push(now_ + secs(timed(std::string("AcquireMachines:") + mode_name(q.mode), delay)),
+       Internal{Internal::kAcquireScheduled, id});
 }
 
 // The whole job is torn down and rescheduled. Healthy machines come back (the job's
@@ -145,7 +146,8 @@ void SimWorld::acquire_standby(Acquire acq, bool same_domain) {
   if (!acq.from_pool.empty() || !acq.reserved.empty()) {
     ++acq.waiting;
     acq.waking = true;
-    push(now_ + secs(sc_.diagnosis.standby_wake_s), Internal{Internal::kStandbyWoken, id});
+    push(now_ + secs(timed("AcquireMachines:standby", sc_.diagnosis.standby_wake_s)),
+         Internal{Internal::kStandbyWoken, id});
   }
   if (!acq.slots.empty()) {
     ++acq.waiting;
@@ -248,7 +250,8 @@ void SimWorld::apply(ActionId id, RunProbe& in) {
     const double left = std::max(0.0, in.deadline.to_seconds() - setup);
     double longest = 0;
     for (double& x : t) longest = std::max(longest, x = std::min(x, left));
-    push(now_ + secs(std::min(setup, in.deadline.to_seconds()) + longest),
+    const double modelled = std::min(setup, in.deadline.to_seconds()) + longest;
+    push(now_ + secs(timed(std::string("RunProbe:") + probe_name(in.test), modelled)),
          Internal{Internal::kProbeDone, id});
     group_seconds_[id] = std::move(t);
     probes_[id] = std::move(in);
@@ -256,6 +259,11 @@ void SimWorld::apply(ActionId id, RunProbe& in) {
   }
   const RunProbe& p = probes_[id] = std::move(in);  // `a` is ours: move, not copy
   const auto& d = sc_.diagnosis;
+  const std::string key = std::string("RunProbe:") + probe_name(p.test);
+  if (const double live = timed(key, -1); live >= 0) {  // a replay: the live test's time
+    push(now_ + secs(std::min(live, p.deadline.to_seconds())), Internal{Internal::kProbeDone, id});
+    return;
+  }
   double dur = 0;
   switch (p.test) {
     case ProbeKind::kGpuDiag:
@@ -290,12 +298,14 @@ void SimWorld::apply(ActionId id, RunProbe& in) {
 }
 
 void SimWorld::apply(ActionId id, const CaptureStacks&) {
-  push(now_ + secs(sc_.diagnosis.capture_s), Internal{Internal::kStacksDone, id});
+  push(now_ + secs(timed("CaptureStacks", sc_.diagnosis.capture_s)),
+       Internal{Internal::kStacksDone, id});
 }
 
 void SimWorld::apply(ActionId id, RunReplay& r) {
   replays_[id] = std::move(r);
-  push(now_ + secs(sc_.diagnosis.replay_s), Internal{Internal::kReplayDone, id});
+  push(now_ + secs(timed("RunReplay", sc_.diagnosis.replay_s)),
+       Internal{Internal::kReplayDone, id});
 }
 
 void SimWorld::apply(ActionId id, const HotUpdate& h) {

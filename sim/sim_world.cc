@@ -774,7 +774,18 @@ void SimWorld::start_job(ActionId id, Mechanism mech, bool in_place) {
                       sc_.job.init_per_machine_s * static_cast<double>(restarted_slots().size())
                 : (trained_ ? sc_.job.init_s : sc_.job.first_init_s) +
                       sc_.job.init_per_machine_s * view_.slots();
-  push(now_ + secs(init), Internal{Internal::kStartInit, batch_token_});
+  const char* key = mech == Mechanism::kHotUpdate  ? "HotUpdate"
+                    : mech == Mechanism::kRollback ? "RollBack"
+                    : trained_                     ? "StartJob"
+                                                   : "StartJob:first";
+  push(now_ + secs(timed(key, init)), Internal{Internal::kStartInit, batch_token_});
+}
+
+double SimWorld::timed(const std::string& key, double modelled) {
+  const auto it = sc_.replay_durations.find(key);
+  if (it == sc_.replay_durations.end()) return modelled;
+  const std::size_t k = timed_[key]++;
+  return k < it->second.size() && std::isfinite(it->second[k]) ? it->second[k] : modelled;
 }
 
 std::vector<SlotId> SimWorld::restarted_slots() const {

@@ -198,6 +198,9 @@ class SimWorld final : public World {
   // `in_place` (StartJob::in_place): only the restarted slots re-initialise and restore,
   // from a data-parallel peer, when in_place_blocker() finds nothing against it.
   void start_job(ActionId id, Mechanism mech, bool in_place = false);
+  // The duration of the next action of kind `key`: the live run's for a replay
+  // (Scenario::replay_durations), else `modelled`.
+  double timed(const std::string& key, double modelled);
   // In-place restarts (FlashRecovery): the slots whose ranks restart (the fresh ones, else
   // slot 0 standing for the failed rank's machine, which the model does not track); a
   // slot's nearest data-parallel peer (same pipeline and tensor position in another
@@ -405,6 +408,7 @@ class SimWorld final : public World {
   // which the survivors still hold in memory.
   bool in_place_ = false;
   bool trained_ = false;  // a start has finished: the next ones are restarts (job.init_s)
+  std::map<std::string, std::size_t> timed_;  // actions of each replay_durations key so far
   bool processes_kept_ = false;
   std::int64_t lost_in_memory_ = 0;
   ActionId start_action_ = 0;

@@ -37,6 +37,9 @@ no exit followed, seen only in the step samples, is replayed as a NaN that does 
 exit), and, when the run rescheduled nothing, the standby pool's refill from the
 machines that came back to it after an eviction. A stack that sizes its own standby
 pool starts with the live run's standbys parked, as they were. The values used are printed.
+Under the recorded stack each of those actions takes its own live duration instead, the
+k-th of a kind as the live run's k-th (the medians where it failed, waited, or has none),
+so that a fault lands in the same phase of a recovery as it did live.
 
 The simulated ETTR is reported in the live definition (steps counted at the median
 healthy step time, over the whole live clock): the simulator's own ETTR times the

@@ -314,6 +314,64 @@ TEST(SimReplay, FirstStartAndRestartsAreCalibratedApart) {
   EXPECT_DOUBLE_EQ(o["calibration"]["job.init_s"]["value"].get<double>(), kFirst);
 }
 
+// Each recorded action takes its own live duration, the k-th of a kind as the live run's
+// k-th, not the median of its kind: a PyTorch restart took 0.3 s of tests once and 1.1 s the
+// next time, and with the median a second kill that landed live just after a restart began
+// landed in the replay before it (a fault the replayed job never took, and a different test).
+// Two machines lost; the first restart took 2 s, the second 40 s (median 21).
+TEST(SimReplay, EachActionTakesItsOwnLiveDuration) {
+  constexpr double kFast = 2, kSlow = 40, kSecond = 400;
+  LogFile log("occurrences");
+  log.add(header());
+  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kInit, 1, kInit));
+  long committed = 0;
+  double from = kInit;
+  int id = 1;
+  for (const auto& [t_fault, init] : {std::pair{kFault, kFast}, std::pair{kSecond, kSlow}}) {
+    auto [last, ckpt] = run_steps(log, from, t_fault, committed);
+    (void)last;
+    committed = ckpt;
+    const int m = t_fault == kFault ? 1 : 2;
+    log.add(fault(t_fault, m, m, "machine_down", "power cut"));
+    const double t_exit = t_fault + kLag;
+    log.add({{"t_s", t_exit},
+             {"kind", "event"},
+             {"event",
+              {{"type", "ProcessExit"}, {"machine", m}, {"exit_code", 1}, {"signature", "lost"}}}});
+    log.add(action(t_exit, ++id,
+                   {{"type", "AcquireMachines"},
+                    {"mode", "requeue"},
+                    {"slots", json::array()},
+                    {"reason", "requeue whole job"},
+                    {"mechanism", "requeue"}}));
+    log.add(outcome(t_exit + kRequeue, id, kRequeue));
+    log.add(action(t_exit + kRequeue, ++id,
+                   {{"type", "StartJob"}, {"reason", "machines ready"}, {"mechanism", "none"}}));
+    log.add(outcome(t_exit + kRequeue + init, id, init));
+    from = t_exit + kRequeue + init;
+  }
+  auto [last, ckpt] = run_steps(log, from, kHorizon, committed);
+  (void)ckpt;
+  log.add(summary(kHorizon, last));
+  log.write();
+
+  const json r = replay({log.path(), "--replicas", "1"});
+  ASSERT_TRUE(r.contains("sim"));
+  EXPECT_DOUBLE_EQ(r["calibration"]["job.init_s"]["value"].get<double>(), (kFast + kSlow) / 2);
+  EXPECT_EQ(r["timed_as_live"], 5);  // two requeues, three starts
+  // Independently, from the live timeline: each segment from its own restart's end.
+  const Kept a = train(kInit, kFault, kEvery * kStep, kStall);
+  const Kept b = train(kFault + kLag + kRequeue + kFast, kSecond, kEvery * kStep, kStall);
+  const Kept c = train(kSecond + kLag + kRequeue + kSlow, kHorizon, kEvery * kStep, kStall);
+  EXPECT_NEAR(r["sim"]["ettr"]["mean"].get<double>(),
+              (a.committed + b.committed + c.committed + c.pending) / kHorizon, 1e-6);
+
+  // Another stack takes other decisions: the medians time them.
+  const json other = replay({log.path(), "--stack", "byterobust", "--replicas", "1"});
+  EXPECT_EQ(other["timed_as_live"], 0);
+}
+
 // Every recorded fault on a job slot before the end is injected exactly once, with the
 // symptom the simulator knows for its kind; the others are reported as skipped.
 TEST(SimReplay, InjectsExactlyTheRecordedFaults) {
