@@ -7,6 +7,7 @@ restores every rank.
 """
 
 import io
+import math
 import os
 import re
 
@@ -16,6 +17,7 @@ import torch.distributed as dist
 from faultline.files import read_file, write_atomic
 
 KEEP = 3
+EXPLODED_GRAD_RATIO = 1000.0  # a gradient norm this far above its running mean: corruption
 _NAME = re.compile(r"^step-(\d{10})\.pt$")
 
 
@@ -44,6 +46,51 @@ class CheckpointStore:
                 os.remove(self.path(old))
             except OSError:
                 pass  # a concurrent cleanup got it first
+
+
+class Checkpointer:
+    """When a data-parallel rank saves its state: at every step that is a multiple of
+    ``every`` (none when every <= 0 or store is None), never a state that is not finite or
+    whose gradient exploded (a norm EXPLODED_GRAD_RATIO times the running mean of the healthy
+    steps'), so that recovery goes back to before the damage. Every rank takes the same
+    decision: the gradient is all-reduced and the states agree. ``step``: the newest step
+    saved or restored, -1 before any."""
+
+    def __init__(self, store, every):
+        self.store = store
+        self.every = every
+        self.step = -1
+        self._grad_norm_mean = 0.0
+
+    def after_step(self, step, grad_norm, model, optimizer):
+        """Called once the step is committed; True when it wrote a checkpoint of it. OSError
+        when the write failed."""
+        exploded = grad_norm is not None and (
+            not math.isfinite(grad_norm) or
+            (self._grad_norm_mean > 0 and grad_norm > EXPLODED_GRAD_RATIO * self._grad_norm_mean))
+        if grad_norm is not None and not exploded:
+            self._grad_norm_mean = (grad_norm if self._grad_norm_mean == 0
+                                    else 0.9 * self._grad_norm_mean + 0.1 * grad_norm)
+        if self.store is None or self.every <= 0 or step % self.every != 0 or exploded:
+            return False
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            return False
+        self.store.write(step, serialize(step, model, optimizer))
+        self.step = step
+        return True
+
+    def restore_own(self, model, optimizer):
+        """Loads this rank's newest readable checkpoint on its own disk (a world restart of a
+        job whose ranks agree on their state themselves, as replica groups do); returns its
+        step, or -1 when it holds none."""
+        if self.store is None:
+            return -1
+        for step in reversed(self.store.steps()):
+            data = read_file(self.store.path(step))
+            if data is not None and load_into(data, model, optimizer) == step:
+                self.step = step
+                return step
+        return -1
 
 
 def serialize(step, model, optimizer):

@@ -8,12 +8,11 @@ import time
 
 import torch
 
-from faultline.checkpoint import CheckpointStore, agree, load_into, serialize
+from faultline.checkpoint import Checkpointer, CheckpointStore, agree, load_into
 from faultline.faults import KINDS, ONE_SHOT, FaultFile
 from faultline.report import Reporter
 
 DEFAULT_CKPT_EVERY = 10       # the reference job's default when the launch sets none
-EXPLODED_GRAD_RATIO = 1000.0  # a gradient norm this far above its running mean: corruption
 
 
 def _env_int(env, name, default):
@@ -56,15 +55,19 @@ class Job:
                                  _env_int(env, "LOCAL_WORLD_SIZE", 0))
         ckpt_dir = env.get("FAULTLINE_CKPT_DIR") if self.active else None
         self._store = CheckpointStore(ckpt_dir, self.rank) if ckpt_dir else None
-        self._ckpt_every = _env_int(env, "FAULTLINE_CKPT_EVERY", DEFAULT_CKPT_EVERY)
-        self.checkpoint_step = -1
-        self._grad_norm_mean = 0.0  # running mean of healthy steps' gradient norms
+        self._ckpt = Checkpointer(self._store,
+                                  _env_int(env, "FAULTLINE_CKPT_EVERY", DEFAULT_CKPT_EVERY))
         self._computed_steps = 0    # by this process, for "sdc after=N"
         self._corrupt = None        # "nan" or "sdc": what the next local gradient gets
         self._step = 0
         self._t0 = time.monotonic()
         if self.active:
             self._hook_first_parameter()
+
+    @property
+    def checkpoint_step(self):
+        """The newest step checkpointed or restored, -1 before any."""
+        return self._ckpt.step
 
     # ----- restore -----
 
@@ -89,7 +92,7 @@ class Job:
             return 0, "init"
         if load_into(data, self._model, self._optimizer) != step:
             raise RuntimeError("checkpoint of step %d holds another step" % step)
-        self.checkpoint_step = step
+        self._ckpt.step = step
         if not own:
             # Make the restore point local, so the next restart of this rank needs nobody.
             self._store.write(step, data)
@@ -136,23 +139,12 @@ class Job:
                             grad_norm, time.monotonic() - self._t0, self.checkpoint_step)
 
     def _checkpoint_if_due(self, step, grad_norm):
-        exploded = grad_norm is not None and (
-            not math.isfinite(grad_norm) or
-            (self._grad_norm_mean > 0 and grad_norm > EXPLODED_GRAD_RATIO * self._grad_norm_mean))
-        if grad_norm is not None and not exploded:
-            self._grad_norm_mean = (grad_norm if self._grad_norm_mean == 0
-                                    else 0.9 * self._grad_norm_mean + 0.1 * grad_norm)
-        if self._store is None or self._ckpt_every <= 0 or step % self._ckpt_every != 0:
-            return
-        # The same decision on every rank: the gradient (all-reduced) and the state agree.
-        if exploded or not all(bool(torch.isfinite(p).all()) for p in self._model.parameters()):
-            return
         try:
-            self._store.write(step, serialize(step, self._model, self._optimizer))
+            wrote = self._ckpt.after_step(step, grad_norm, self._model, self._optimizer)
         except OSError as e:
             self._fatal("checkpoint write failed: %s" % e)
-        self.checkpoint_step = step
-        self._reporter.checkpoint(self.rank, step)
+        if wrote:
+            self._reporter.checkpoint(self.rank, step)
 
     def _gradient_norm(self):
         grads = [p.grad.detach() for p in self._model.parameters() if p.grad is not None]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from faultline.checkpoint import Checkpointer, CheckpointStore
 from faultline.faults import KINDS, ONE_SHOT, FaultFile
 from faultline.files import read_file
 from faultline.job import flip_exponent_bit
@@ -339,6 +340,14 @@ class ReplicaGroup:
         faults = env.get("FAULTLINE_FAULT_FILE", "").strip() if fd else ""
         self._faults = FaultFile(faults or None, 0, 1)
         self._corrupt = None       # "nan": this replica's next local gradient is NaN
+        # Under an agent: checkpoints on the machine's disk (faultline.Job's layout, this
+        # replica's id as its rank), for when the whole world restarts (a NaN stops every
+        # replica): each replica restores its own newest, and the first quorum's state
+        # agreement takes the newest step any member holds (_sync_state).
+        ckpt_dir = env.get("FAULTLINE_CKPT_DIR", "").strip() if fd else ""
+        every = self._try(_env_int, env, "FAULTLINE_CKPT_EVERY", required=False, default=0)
+        self._ckpt = Checkpointer(CheckpointStore(ckpt_dir, self.replica) if ckpt_dir else None,
+                                  every)
         self._computed = 0         # local gradients computed by this process, for "sdc after=N"
         self._boundary_passed = False
 
@@ -359,6 +368,9 @@ class ReplicaGroup:
         the last completed step (0 for a fresh start)."""
         if self.quorum is not None:
             raise QuorumError("replica %d: join() called twice" % self.replica)
+        own = self._ckpt.restore_own(self.model, self.optimizer)
+        if own > 0:
+            self.step = own
         self._try(self._enter, 0, time.monotonic() + (self.quorum_wait_s if wait_s is None
                                                       else wait_s), first=True)
         self._reporter.started(self.replica, self.step, self.restored_from,
@@ -401,8 +413,9 @@ class ReplicaGroup:
             grad_norm = self._gradient_norm()
             self.optimizer.step()
             self.step = step
+            self._checkpoint(step, grad_norm)
             self._reporter.step(self.replica, step, None if loss is None else float(loss),
-                                grad_norm, time.monotonic() - t0, -1)
+                                grad_norm, time.monotonic() - t0, self._ckpt.step)
             return loss
 
     def digest(self):
@@ -412,6 +425,18 @@ class ReplicaGroup:
     def close(self):
         """Leaves the group (no collective)."""
         self._pg = None
+
+    def _checkpoint(self, step, grad_norm):
+        try:
+            wrote = self._ckpt.after_step(step, grad_norm, self.model, self.optimizer)
+        except OSError as e:
+            self._try(self._raise, "checkpoint write failed: %s" % e)
+        if wrote:
+            self._reporter.checkpoint(self.replica, step)
+
+    @staticmethod
+    def _raise(msg):
+        raise QuorumError(msg)
 
     def _fire_faults(self):
         """The fault file at the step boundary, as faultline.Job reads it; each directive taken
@@ -607,7 +632,8 @@ class ReplicaGroup:
             self._has_state = False
         source_id, receivers = self._sync_state(q, rank)
         if first:
-            self.restored_from = "peer" if self.replica in receivers else "init"
+            self.restored_from = ("peer" if self.replica in receivers
+                                  else "local" if self.step > 0 else "init")
         self._log("quorum %d: members %s, continuing after step %d%s"
                   % (q.number, list(q.members), self.step,
                      "" if source_id is None else " (state from replica %d)" % source_id))

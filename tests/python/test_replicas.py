@@ -250,12 +250,14 @@ class GroupTest(unittest.TestCase):
         rg.run_step(4, compute)
         self.assertEqual((rg.quorum.number, rg.step), (2, 4))
 
-    def group(self, replica, seed=3, faults=None, key=None):
+    def group(self, replica, seed=3, faults=None, key=None, ckpt=None):
         pipe = Pipe()
         self.pipes.append(pipe)
         model, opt = make_model(seed)
         env = {"FAULTLINE_REPLICA": str(replica), "FAULTLINE_REPLICAS": "2",
                "FAULTLINE_QUORUM_FILE": self.path, "FAULTLINE_REPORT_FD": str(pipe.w)}
+        if ckpt:
+            env.update(FAULTLINE_CKPT_DIR=ckpt, FAULTLINE_CKPT_EVERY="1")
         if faults:
             env["FAULTLINE_FAULT_FILE"] = faults
         if key:
@@ -502,6 +504,50 @@ class GroupTest(unittest.TestCase):
         self.assertEqual(reps[0]["type"], "quorum")
         self.assertEqual((reps[0]["source"], reps[0]["received"], reps[0]["step"]), (0, [1, 2], 3))
         self.assertEqual(reps[1]["restored_from"], "peer")
+
+    def test_a_world_restart_resumes_from_the_newest_checkpoint_before_a_nan(self):
+        """A NaN stops every replica and the world restarts (every process new): each replica
+        restores its own newest checkpoint, never a poisoned state, and one on a machine with
+        an empty disk receives it from a peer (before, every replica started from step 0)."""
+        disk = os.path.join(self.dir.name, "m0")
+        faults = os.path.join(self.dir.name, "faults.0")
+        open(faults, "w").close()
+        self.write([0])
+        rg, compute, pipe = self.group(0, faults=faults, ckpt=disk)
+        rg.join()
+        for step in (1, 2, 3):
+            rg.run_step(step, compute)
+        healthy = rg.digest()
+        with open(faults, "w") as f:
+            f.write("id=n1 nan\n")
+        rg.run_step(4, compute)  # the NaN step
+        rg.run_step(5, compute)  # NaN parameters
+        steps = [r for r in pipe.reports() if r["type"] == "step"]
+        self.assertEqual([r["checkpoint_step"] for r in steps], [1, 2, 3, 3, 3])
+        self.assertEqual(sorted(os.listdir(os.path.join(disk, "rank0"))),
+                         ["step-%010d.pt" % s for s in (1, 2, 3)])
+        rg.close()
+        # The restart: replica 0 on its disk, replica 1 on a machine with an empty one.
+        self.write([0, 1])
+        pairs = [self.group(0, seed=11, ckpt=disk),
+                 self.group(1, seed=12, ckpt=os.path.join(self.dir.name, "s0"))]
+        joined, errors = {}, []
+
+        def join(rg):
+            try:
+                joined[rg.replica] = rg.join()
+            except Exception as e:  # reported by the assertion below
+                errors.append(e)
+        threads = [threading.Thread(target=join, args=(g,)) for g, _, _ in pairs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        self.assertEqual(errors, [])
+        self.assertEqual(joined, {0: 3, 1: 3})
+        started = [[r for r in p.reports() if r["type"] == "started"][0] for _, _, p in pairs]
+        self.assertEqual([r["restored_from"] for r in started], ["local", "peer"])
+        self.assertEqual([g.digest() for g, _, _ in pairs], [healthy, healthy])
 
     def test_a_survivor_whose_step_failed_after_its_peer_committed_it_receives_the_state(self):
         # Replica 1's all_reduce of step 3 "fails" after it completed: replica 0 committed step
