@@ -123,10 +123,19 @@ class LiveCluster:
         """`faultline live inject`; returns the run time of the fault's record."""
         argv = [self.args.faultline, "live", "inject", self.config, "--machine", machine,
                 "--fault", fault] + ([] if detail is None else ["--detail", detail])
+        same = lambda r: r.get("kind") == "fault" and r.get("fault") == fault
+        before = sum(1 for r in self.records() if same(r))
         rc = subprocess.call(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         check(rc == 0, "inject %s on %s: exit %d" % (fault, machine, rc))
-        recorded = lambda r: r.get("kind") == "fault" and r.get("fault") == fault
-        return self.wait_for(recorded, 10, "the %s fault in the event log" % fault)["t_s"]
+        # This fault's record, not an earlier one of the same kind.
+        end = time.monotonic() + 10
+        while True:
+            found = [r for r in self.records() if same(r)]
+            if len(found) > before:
+                return found[before]["t_s"]
+            check(time.monotonic() < end, "timed out after 10 s waiting for the %s fault in the "
+                  "event log" % fault)
+            time.sleep(0.2)
 
     def records(self):
         return read_lines(os.path.join(self.dir, "state", "events.jsonl"))

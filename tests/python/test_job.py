@@ -189,12 +189,20 @@ class JobTest(unittest.TestCase):
                 "j.begin_step(1); print('not reached')")
         p = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, **h.env),
                              pass_fds=(h.w,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        # Consumed before it acts (a restart runs on): awaited, since importing torch takes
+        # seconds on a loaded machine; then the rank stays blocked.
+        deadline = time.monotonic() + 120
+        while True:
+            with open(h.env["FAULTLINE_FAULT_FILE"]) as f:
+                if f.read() == "":
+                    break
+            self.assertIsNone(p.poll(), "the rank exited before it took the hang")
+            self.assertLess(time.monotonic(), deadline, "the rank never took the hang")
+            time.sleep(0.05)
         with self.assertRaises(subprocess.TimeoutExpired):
-            p.wait(timeout=3)
+            p.wait(timeout=2)
         p.kill()
         self.assertEqual(p.communicate()[0], b"")
-        with open(h.env["FAULTLINE_FAULT_FILE"]) as f:
-            self.assertEqual(f.read(), "")  # consumed before it acted: a restart runs on
         h.close()
 
     def test_crash_reports_fatal_prints_the_signature_and_exits_1(self):
