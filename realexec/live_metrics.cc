@@ -201,6 +201,11 @@ void LiveWorld::incident_stats_from_journal() {
           "the journal's incident latency histogram has other bounds than this release's: it "
           "starts empty");
   for (const auto& r : s.replicas_out) {
+    if (!config_.job.replica_groups || r.replica >= cluster_.pp_groups()) {
+      note("the journal's replica " + std::to_string(r.replica) +
+           " out of the quorum is no replica of this config's job: left out");
+      continue;
+    }
     Incident in{Instant{r.began_ns},    std::nullopt, r.cause, "replica_drop",
                 Instant{r.detected_ns}, std::nullopt, {}};
     in.replica = r.replica;

@@ -114,8 +114,10 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
       auto& s = journal_.state();
       bool all = true;
       std::set<std::int64_t> gens;
-      // Replicas out of the quorum when the previous controller stopped run nothing to adopt.
-      const std::set<std::int64_t> out = replicas_out();
+      // Replicas out of the quorum when the previous controller stopped run nothing to adopt
+      // (when the policy runs replica groups still: otherwise the job is launched again).
+      const std::set<std::int64_t> out =
+          replicas_.enabled ? replicas_out() : std::set<std::int64_t>{};
       for (MachineId m : job_machines()) {
         if (out.count(cluster_.slot_of(m))) continue;
         if (static_cast<int>(adopted_ranks_[m].size()) != config_.job.gpus_per_machine) all = false;
