@@ -1094,7 +1094,7 @@ def tune_figure(page, tune):
 
 # Actions a policy takes once at start (its set-up), or notes: not steps of an incident.
 LIVE_SETUP_ACTIONS = {"SetCheckpointPlan", "WatchSteps", "EnableInspection", "SetStandbyPool", "Note",
-                      "EnableOracle"}
+                      "EnableOracle", "EnableReplicaGroups"}
 # Events that only report what an action found, or healthy progress: not a symptom.
 LIVE_QUIET_EVENTS = {"StepSample", "JobStarted", "JobStopped", "ProbeResult", "ReplayResult", "MachinesReady",
                      "StacksCaptured", "ActionFailed"}
@@ -1226,6 +1226,7 @@ class Incident:
         self.closed = None
         self.resolution = ""
         self._start_ids = set()
+        self._rejoin_ids = set()
 
 
 def describe_action(live, a, ready):
@@ -1246,7 +1247,10 @@ def describe_action(live, a, ready):
 def live_incidents(live):
     """Incidents from the log: each opens at an injected fault on a job machine (or the
     policy's first reaction to something no fault record explains) and closes when the job
-    it stopped started again (the JobStarted of a StartJob taken during the incident)."""
+    it stopped started again (the JobStarted of a StartJob taken during the incident), or,
+    with replica groups, when the replica it dropped trains again (the ReplicaRejoined of a
+    RejoinReplica taken during the incident: resolved by replica_drop, as the simulator
+    counts it; the job trained on meanwhile)."""
     ready = {}
     for r in live.by_kind.get("event", []):
         e = r.get("event", {})
@@ -1278,6 +1282,8 @@ def live_incidents(live):
             cur.actions.append((t, describe_action(live, a, ready)))
             if a.get("type") == "StartJob":
                 cur._start_ids.add(r.get("id"))
+            if a.get("type") == "RejoinReplica":
+                cur._rejoin_ids.add(r.get("id"))
             if a.get("mechanism") not in (None, "none"):
                 cur.resolution = a["mechanism"]
         elif kind == "event" and cur is not None:
@@ -1285,6 +1291,10 @@ def live_incidents(live):
             if e.get("type") == "JobStarted" and e.get("action") in cur._start_ids:
                 cur.closed = t
                 cur.resolution = cur.resolution or "restart"
+                cur = None
+            elif e.get("type") == "ReplicaRejoined" and e.get("action") in cur._rejoin_ids:
+                cur.closed = t
+                cur.resolution = "replica_drop"
                 cur = None
             elif e.get("type") not in LIVE_QUIET_EVENTS and not cur.symptom:
                 cur.symptom = e.get("signature") or e.get("detail") or e.get("type", "")

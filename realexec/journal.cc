@@ -67,6 +67,101 @@ void parse_account(const json& j, JournalState& s) {
     s.stop = std::move(p);
   }
 }
+// A count, a time in ns or a number of seconds of a field added after format 2's first
+// release: the wrong type (or a negative value) is refused naming the field.
+std::uint64_t count_at(const json& j, const std::string& field) {
+  if (!j.is_number_unsigned()) throw std::invalid_argument(field + ": expected a count >= 0");
+  return j.get<std::uint64_t>();
+}
+std::int64_t ns_at(const json& o, const char* key, const std::string& field) {
+  const json& j = o.at(key);
+  if (!j.is_number_integer() || j.get<std::int64_t>() < 0)
+    throw std::invalid_argument(field + "." + key + ": expected run time in ns >= 0");
+  return j.get<std::int64_t>();
+}
+
+JournalState::Latency parse_latency(const json& j, const std::string& field) {
+  JournalState::Latency h;
+  if (!j.is_object() || !j.contains("bounds") || !j.at("bounds").is_array() ||
+      !j.contains("buckets") || !j.at("buckets").is_array() || !j.contains("sum") ||
+      !j.at("sum").is_number())
+    throw std::invalid_argument(field + ": expected {\"bounds\": [s], \"buckets\": [counts], " +
+                                "\"sum\": s}");
+  for (const auto& b : j.at("bounds")) {
+    if (!b.is_number() || !std::isfinite(b.get<double>()) ||
+        (!h.bounds.empty() && b.get<double>() <= h.bounds.back()))
+      throw std::invalid_argument(field + ".bounds: expected increasing finite seconds");
+    h.bounds.push_back(b.get<double>());
+  }
+  for (const auto& c : j.at("buckets")) h.buckets.push_back(count_at(c, field + ".buckets"));
+  if (h.buckets.size() != h.bounds.size() + 1)
+    throw std::invalid_argument(field + ".buckets: expected one count per bound and one above");
+  h.sum = j.at("sum").get<double>();
+  if (!std::isfinite(h.sum) || h.sum < 0)
+    throw std::invalid_argument(field + ".sum: expected seconds >= 0");
+  return h;
+}
+
+// The incident counters and the replicas out (added with them; absent in older journals,
+// which resume with zeros and every replica in the quorum).
+void parse_incidents(const json& j, JournalState& s) {
+  if (j.contains("incidents")) {
+    const json& o = j.at("incidents");
+    // Copies: a range-for over a temporary's items() would outlive it.
+    const json opened = o.is_object() ? o.value("opened", json::object()) : json();
+    const json closed = o.is_object() ? o.value("closed", json::array()) : json();
+    if (!opened.is_object() || !closed.is_array())
+      throw std::invalid_argument(
+          "incidents: expected {\"opened\": {category: n}, \"closed\": [[category, "
+          "resolution, n]], \"detection\": ..., \"recovery\": ...}");
+    for (const auto& [k, v] : opened.items())
+      s.incidents.opened[k] = count_at(v, "incidents.opened." + k);
+    for (const auto& c : closed) {
+      if (!c.is_array() || c.size() != 3 || !c.at(0).is_string() || !c.at(1).is_string())
+        throw std::invalid_argument("incidents.closed: expected [category, resolution, n] rows");
+      s.incidents.closed[{c.at(0).get<std::string>(), c.at(1).get<std::string>()}] =
+          count_at(c.at(2), "incidents.closed");
+    }
+    if (o.contains("detection"))
+      s.incidents.detection = parse_latency(o.at("detection"), "incidents.detection");
+    if (o.contains("recovery"))
+      s.incidents.recovery = parse_latency(o.at("recovery"), "incidents.recovery");
+  }
+  if (!j.contains("replicas_out")) return;
+  if (!j.at("replicas_out").is_array())
+    throw std::invalid_argument("replicas_out: expected an array of the replicas out");
+  for (const auto& o : j.at("replicas_out")) {
+    JournalState::ReplicaOut r;
+    if (!o.is_object() || !o.contains("replica") || !o.at("replica").is_number_integer() ||
+        o.at("replica").get<std::int64_t>() < 0 || !o.contains("cause") ||
+        !o.at("cause").is_string())
+      throw std::invalid_argument(
+          "replicas_out: expected {\"replica\": id >= 0, \"cause\": text, \"began_ns\": ns, "
+          "\"detected_ns\": ns}");
+    r.replica = o.at("replica").get<std::int64_t>();
+    r.cause = o.at("cause").get<std::string>();
+    r.began_ns = ns_at(o, "began_ns", "replicas_out");
+    r.detected_ns = ns_at(o, "detected_ns", "replicas_out");
+    if (r.detected_ns < r.began_ns)
+      throw std::invalid_argument("replicas_out: expected began_ns <= detected_ns");
+    s.replicas_out.push_back(std::move(r));
+  }
+}
+
+json latency_json(const JournalState::Latency& h) {
+  return {{"bounds", h.bounds}, {"buckets", h.buckets}, {"sum", h.sum}};
+}
+
+json incidents_json(const JournalState& s) {
+  json closed = json::array();
+  for (const auto& [k, n] : s.incidents.closed) closed.push_back({k.first, k.second, n});
+  json out{{"opened", s.incidents.opened}, {"closed", std::move(closed)}};
+  if (!s.incidents.detection.buckets.empty())
+    out["detection"] = latency_json(s.incidents.detection);
+  if (!s.incidents.recovery.buckets.empty()) out["recovery"] = latency_json(s.incidents.recovery);
+  return out;
+}
+
 }  // namespace
 
 bool Journal::load(std::string* err) {
@@ -131,6 +226,7 @@ bool Journal::parse(const std::string& text, std::string* err) {
     if (j.contains("machine_names"))
       s.machine_names = j.at("machine_names").get<std::vector<std::string>>();
     parse_account(j, s);
+    parse_incidents(j, s);
     state_ = std::move(s);
     format_read_ = format;
   } catch (const std::exception& e) {
@@ -238,6 +334,13 @@ bool Journal::save(std::string* err) {
                  {"waited_ns", p.waited_ns},
                  {"waiting_since_ns", p.waiting_since_ns}};
   }
+  j["incidents"] = incidents_json(state_);
+  j["replicas_out"] = json::array();
+  for (const auto& r : state_.replicas_out)
+    j["replicas_out"].push_back({{"replica", r.replica},
+                                 {"cause", r.cause},
+                                 {"began_ns", r.began_ns},
+                                 {"detected_ns", r.detected_ns}});
   const std::string tmp = path_ + ".tmp";
   // The previous journal is replaced only by a whole, synced new one: a failure anywhere
   // before the rename leaves it as it was, and the partial temporary file is removed

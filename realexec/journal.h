@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policies/api/ids.h"
@@ -64,6 +65,31 @@ struct JournalState {
     bool operator==(const Stop&) const = default;
   };
   std::optional<Stop> stop;
+  // The incident counters and latency histograms of /metrics (docs/metrics.md), so that a
+  // restarted controller continues them. Absent in older journals: zeros.
+  struct Latency {
+    std::vector<double> bounds;          // the histogram's upper bounds (s)
+    std::vector<std::uint64_t> buckets;  // observations per bucket, bounds.size() + 1
+    double sum = 0;
+    bool operator==(const Latency&) const = default;
+  };
+  struct Incidents {
+    std::map<std::string, std::uint64_t> opened;                          // category -> count
+    std::map<std::pair<std::string, std::string>, std::uint64_t> closed;  // (category, resolution)
+    Latency detection, recovery;
+    bool operator==(const Incidents&) const = default;
+  };
+  Incidents incidents;
+  // Replica groups: the replicas out of the quorum at the save (dropped, their rejoin pending
+  // or under way), each an open replica_drop incident, in run time (ns). A restarted
+  // controller adopts the job without them and has the policy bring them back.
+  struct ReplicaOut {
+    std::int64_t replica = 0;
+    std::string cause;
+    std::int64_t began_ns = 0, detected_ns = 0;
+    bool operator==(const ReplicaOut&) const = default;
+  };
+  std::vector<ReplicaOut> replicas_out;
 };
 
 // The end of an event log as a restarted controller finds it: the run time of its last

@@ -66,12 +66,14 @@ std::vector<MetricFamily> LiveWorld::metrics() const {
   for (const auto& [category, n] : incident_stats_.opened)
     opened[category] = static_cast<double>(n);
   out.push_back(labelled("faultline_incidents_opened_total",
-                         "Incidents opened (the job stopped training), by category.",
+                         "Incidents opened (the job stopped training, or a replica dropped out: "
+                         "replica_drop), by category. Survives a controller restart.",
                          MetricType::kCounter, "category", opened));
   MetricFamily closed{
       "faultline_incidents_total",
-      "Incidents closed, by category and resolution (recovered: every rank runs again; "
-      "run_ended: still open when the run ended).",
+      "Incidents closed, by category and resolution (recovered: every rank runs again, or the "
+      "replica trains again; run_ended: still open when the run ended). Survives a controller "
+      "restart.",
       MetricType::kCounter,
       {},
       {}};
@@ -79,14 +81,18 @@ std::vector<MetricFamily> LiveWorld::metrics() const {
     closed.samples.push_back(
         Sample{{{"category", key.first}, {"resolution", key.second}}, static_cast<double>(n)});
   out.push_back(std::move(closed));
-  out.push_back(gauge("faultline_incidents_open", "Incidents open now (0 or 1).",
-                      !incidents_.empty() && !incidents_.back().resolved && !closed_at_ ? 1 : 0));
+  double open = 0;
+  for (const Incident& in : incidents_) open += !in.resolved && !closed_at_ ? 1 : 0;
+  out.push_back(gauge("faultline_incidents_open",
+                      "Incidents open now: the job's stop (0 or 1) and each replica out.", open));
   out.push_back(
       histogram("faultline_detection_latency_seconds",
-                "From rank 0's last step report to the controller knowing the job stopped.",
+                "From rank 0's last step report to the controller knowing the job stopped (for "
+                "a replica_drop, from the replica's last step report to its drop).",
                 incident_stats_.detection));
   out.push_back(histogram("faultline_recovery_latency_seconds",
-                          "From an incident's detection to every rank running again.",
+                          "From an incident's detection to every rank running again (the "
+                          "replica training again).",
                           incident_stats_.recovery));
 
   std::map<std::string, double> states;
@@ -157,8 +163,54 @@ double sum_of(const std::map<std::string, double>& m) {
 
 const LiveWorld::Incident* LiveWorld::open_stop() const {
   if (startup_) return &*startup_;
-  if (!incidents_.empty() && !incidents_.back().resolved) return &incidents_.back();
+  return open_job_stop();
+}
+
+const LiveWorld::Incident* LiveWorld::open_job_stop() const {
+  // Stops do not overlap: the latest is the only one that can be open.
+  for (auto it = incidents_.rbegin(); it != incidents_.rend(); ++it)
+    if (it->replica < 0) return it->resolved ? nullptr : &*it;
   return nullptr;
+}
+
+void LiveWorld::incident_stats_to_journal() {
+  auto& j = journal_.state().incidents;
+  j.opened = incident_stats_.opened;
+  j.closed = incident_stats_.closed;
+  const auto latency = [](const Histogram& h) {
+    return JournalState::Latency{h.bounds(), h.per_bucket(), h.sum()};
+  };
+  j.detection = latency(incident_stats_.detection);
+  j.recovery = latency(incident_stats_.recovery);
+  auto& out = journal_.state().replicas_out;
+  out.clear();
+  for (const Incident& in : incidents_)
+    if (in.replica >= 0 && !in.resolved)
+      out.push_back({in.replica, in.cause, in.began.ns, in.detected.ns});
+}
+
+void LiveWorld::incident_stats_from_journal() {
+  const auto& s = journal_.state();
+  incident_stats_.opened = s.incidents.opened;
+  incident_stats_.closed = s.incidents.closed;
+  // Histograms of other bounds (another release's) restart empty rather than mis-bucketed.
+  for (auto [h, j] : {std::pair{&incident_stats_.detection, &s.incidents.detection},
+                      std::pair{&incident_stats_.recovery, &s.incidents.recovery}})
+    if (!j->buckets.empty() && !h->restore(j->bounds, j->buckets, j->sum))
+      note(
+          "the journal's incident latency histogram has other bounds than this release's: it "
+          "starts empty");
+  for (const auto& r : s.replicas_out) {
+    if (!config_.job.replica_groups || r.replica >= cluster_.pp_groups()) {
+      note("the journal's replica " + std::to_string(r.replica) +
+           " out of the quorum is no replica of this config's job: left out");
+      continue;
+    }
+    Incident in{Instant{r.began_ns},    std::nullopt, r.cause, "replica_drop",
+                Instant{r.detected_ns}, std::nullopt, {}};
+    in.replica = r.replica;
+    incidents_.push_back(std::move(in));
+  }
 }
 
 std::map<std::string, double> LiveWorld::stop_phases(const Incident& in, Instant until) const {

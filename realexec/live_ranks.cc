@@ -114,7 +114,12 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
       auto& s = journal_.state();
       bool all = true;
       std::set<std::int64_t> gens;
+      // Replicas out of the quorum when the previous controller stopped run nothing to adopt
+      // (when the policy runs replica groups still: otherwise the job is launched again).
+      const std::set<std::int64_t> out =
+          replicas_.enabled ? replicas_out() : std::set<std::int64_t>{};
       for (MachineId m : job_machines()) {
+        if (out.count(cluster_.slot_of(m))) continue;
         if (static_cast<int>(adopted_ranks_[m].size()) != config_.job.gpus_per_machine) all = false;
         gens.insert(adopted_gen_.count(m) ? adopted_gen_[m] : -1);
       }
@@ -128,8 +133,9 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
       }
       all = all && gens.size() == 1 && *gens.begin() == s.gen;
       if (all && starting_ == adopt_action_) {
-        if (config_.job.replica_groups)  // as the journal's quorum left them: every replica
-          for (SlotId slot = 0; slot < cluster_.slots(); ++slot) replicas_.members.insert(slot);
+        if (config_.job.replica_groups)  // as the journal's quorum left them
+          for (SlotId slot = 0; slot < cluster_.slots(); ++slot)
+            if (!out.count(slot)) replicas_.members.insert(slot);
         running_ = true;
         job_running();
         starting_ = 0;
@@ -138,6 +144,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
         outcome(adopt_action_, true,
                 "adopted generation " + std::to_string(s.gen) + " still running", start_began_);
         deliver(JobStarted{adopt_action_, std::max<std::int64_t>(0, last_step_)});
+        if (!out.empty()) resume_replicas_out(out);
         return;
       }
       // Ranks that ended while no controller watched: their exits never reached a log.
@@ -145,7 +152,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
       const std::int64_t g = config_.job.gpus_per_machine;
       for (MachineId m : job_machines()) {
         const int slot = cluster_.slot_of(m);
-        if (!link_.connected(m) || !adopted_ranks_.count(m)) continue;
+        if (!link_.connected(m) || !adopted_ranks_.count(m) || out.count(slot)) continue;
         if (adopted_gen_.count(m) && adopted_gen_[m] != s.gen) continue;
         for (std::int64_t r = slot * g; r < (slot + 1) * g; ++r)
           if (!adopted_ranks_[m].count(r)) {
@@ -187,6 +194,7 @@ void LiveWorld::launch(ActionId id, Instant started) {
   clean_exits_.clear();
   exit_reported_ = false;
   rank_steps_.clear();
+  rank_report_at_.clear();
   victim_.reset();
   if (victim_timer_) reactor_.cancel_timer(victim_timer_);
   victim_timer_ = 0;
@@ -196,6 +204,7 @@ void LiveWorld::launch(ActionId id, Instant started) {
   if (config_.job.replica_groups) {
     replicas_.members.clear();
     for (SlotId slot = 0; slot < cluster_.slots(); ++slot) replicas_.members.insert(slot);
+    rejoins_superseded();
     replicas_.joining.clear();
     replicas_.launched.clear();
     replicas_.failed.clear();
@@ -298,7 +307,10 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   }
   if (r.type != "step") return;
   const std::int64_t step = *r.step;  // a step report without one does not decode
-  if (running_) rank_steps_[rank] = step;
+  if (running_) {
+    rank_steps_[rank] = step;
+    rank_report_at_[rank] = now();
+  }
   if (rank != step_rank()) return;  // rank 0 (or the lowest replica training) carries the step
   const double step_time = r.step_time_s.value_or(0);
   const bool loss_nan = r.loss_nan();
@@ -481,8 +493,13 @@ void LiveWorld::attribute_victim_exit() {
 
 void LiveWorld::job_running() {
   account_running();
-  if (incidents_.empty() || incidents_.back().resolved) return;
-  Incident& in = incidents_.back();
+  // A launch brought every replica back (an adoption, only those the journal had in).
+  for (std::int64_t r : replicas_out())
+    if (replicas_.members.count(r) && !replicas_.joining.count(r))
+      replica_incident_closes(r, "recovered");
+  Incident* open = open_job_stop_mutable();
+  if (!open) return;
+  Incident& in = *open;
   in.resolved = now();
   ++incident_stats_.closed[{in.category, "recovered"}];
   incident_stats_.recovery.observe((*in.resolved - in.detected).to_seconds());

@@ -49,6 +49,7 @@ void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
     return refuse(id, "replica " + std::to_string(r) + " is not dropped", t);
   const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
   replicas_.joining[r] = id;
+  replicas_.rejoin_began[id] = t;  // its outcome: when the replica trains again, or drops again
   if (!link_.connected(m)) {
     // As a machine still broken fails a rejoin in the simulator: the replica drops again,
     // naming it, and the policy decides whether to evict it.
@@ -88,7 +89,6 @@ void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
             Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     drop_replica(r, m, 1, "rejoin: not started within job.startup_timeout_s");
   });
-  (void)t;
 }
 
 json LiveWorld::replica_launch(const Quorum& q) const {
@@ -155,10 +155,14 @@ std::int64_t LiveWorld::step_rank() const {
 }
 
 void LiveWorld::drop_replica(std::int64_t r, MachineId m, int code, const std::string& signature) {
+  if (const auto it = replicas_.joining.find(r); it != replicas_.joining.end())
+    rejoin_outcome(it->second, false,
+                   "replica " + std::to_string(r) + " dropped again while rejoining: " + signature);
   replicas_.joining.erase(r);
   replicas_.launched.erase(r);
   const bool member = replicas_.members.erase(r) > 0;
   clean_exits_.erase(r);
+  replica_incident_opens(r, m, signature);  // journaled before the quorum goes out
   if (member) send_quorum(next_quorum({}));
   note("replica " + std::to_string(r) + " dropped out of the quorum (" +
        std::to_string(live_replicas()) + " of " + std::to_string(cluster_.pp_groups()) +
@@ -223,9 +227,13 @@ bool LiveWorld::replica_report(MachineId m, std::int64_t rank, const RankReport&
     const ActionId id = replicas_.joining[rank];
     replicas_.joining.erase(rank);
     replicas_.launched.erase(rank);
-    note("replica " + std::to_string(rank) + " on " + machine_config(m).name +
-         " trains again from step " + std::to_string(r.step.value_or(-1)) + " (" +
-         (r.restored_from.empty() ? std::string("?") : r.restored_from) + ")");
+    const std::string back = "replica " + std::to_string(rank) + " on " + machine_config(m).name +
+                             " trains again from step " + std::to_string(r.step.value_or(-1)) +
+                             " (" + (r.restored_from.empty() ? std::string("?") : r.restored_from) +
+                             ")";
+    note(back);
+    rejoin_outcome(id, true, back);
+    replica_incident_closes(rank, "recovered");
     deliver(ReplicaRejoined{id, static_cast<int>(rank), live_replicas()});
     return true;
   }
@@ -289,6 +297,96 @@ json LiveWorld::replicas_status() const {
       {"joining", joining}};
   if (replicas_.enabled) out["min_replicas"] = replicas_.enabled->min_replicas;
   return out;
+}
+
+// --- replica drops as incidents ------------------------------------------------------------
+
+void LiveWorld::replica_incident_opens(std::int64_t r, MachineId m, const std::string& signature) {
+  if (open_replica_incident(r)) return;  // out already (its rejoin failed): the same incident
+  // From its last step report, as a stop of the job from rank 0's.
+  const auto at = rank_report_at_.find(r);
+  const Instant began = at != rank_report_at_.end() && at->second < now() ? at->second : now();
+  const bool named = m >= 0 && m < cluster_.machine_count();
+  Incident in{began,
+              std::nullopt,
+              "replica " + std::to_string(r) + (named ? " on " + machine_config(m).name : "") +
+                  " dropped out: " + signature,
+              "replica_drop",
+              now(),
+              std::nullopt,
+              {}};
+  in.replica = r;
+  incidents_.push_back(std::move(in));
+  if (incidents_.size() > 1000) incidents_.erase(incidents_.begin());
+  ++incident_stats_.opened["replica_drop"];
+  incident_stats_.detection.observe((now() - began).to_seconds());
+  save_journal();
+}
+
+void LiveWorld::replica_incident_closes(std::int64_t r, const std::string& resolution) {
+  Incident* in = open_replica_incident(r);
+  if (!in) return;
+  in->resolved = now();
+  ++incident_stats_.closed[{in->category, resolution}];
+  incident_stats_.recovery.observe((*in->resolved - in->detected).to_seconds());
+  save_journal();
+}
+
+LiveWorld::Incident* LiveWorld::open_replica_incident(std::int64_t r) {
+  for (auto it = incidents_.rbegin(); it != incidents_.rend(); ++it)
+    if (it->replica == r && !it->resolved) return &*it;
+  return nullptr;
+}
+
+std::set<std::int64_t> LiveWorld::replicas_out() const {
+  std::set<std::int64_t> out;
+  for (const Incident& in : incidents_)
+    if (in.replica >= 0 && !in.resolved) out.insert(in.replica);
+  return out;
+}
+
+bool LiveWorld::rejoin_outcome(ActionId id, bool ok, const std::string& detail) {
+  const auto it = replicas_.rejoin_began.find(id);
+  if (it == replicas_.rejoin_began.end()) return false;
+  const Instant began = it->second;
+  replicas_.rejoin_began.erase(it);
+  outcome(id, ok, detail, began);
+  return true;
+}
+
+void LiveWorld::rejoins_superseded() {
+  for (const auto& [r, id] : replicas_.joining)
+    rejoin_outcome(
+        id, false,
+        "the job was launched again: replica " + std::to_string(r) + " starts with every replica");
+}
+
+void LiveWorld::resume_replicas_out(const std::set<std::int64_t>& out) {
+  // A rejoin under way when the previous controller stopped: its process waits for (or is in)
+  // a quorum this controller did not form, and the policy that asked for it is gone. It is
+  // killed, and the others train on in a quorum without it.
+  bool killed = false;
+  for (std::int64_t r : out) {
+    const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
+    if (m == kNoMachine || !link_.connected(m) || !adopted_ranks_.count(m) ||
+        adopted_ranks_[m].empty())
+      continue;
+    request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+            Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+    killed = true;
+  }
+  if (killed) send_quorum(next_quorum({}));
+  for (std::int64_t r : out) {
+    const Incident* in = open_replica_incident(r);
+    const std::string cause = in ? in->cause : "replica " + std::to_string(r) + " out";
+    note("replica " + std::to_string(r) +
+         " was out of the quorum when the previous controller stopped; the policy is told "
+         "again (" +
+         cause + ")");
+    deliver(ReplicaDropped{static_cast<int>(r), cluster_.machine_in(static_cast<SlotId>(r)), 1,
+                           "out of the quorum when the controller restarted: " + cause,
+                           rank_step(r), live_replicas()});
+  }
 }
 
 double LiveWorld::replica_share_s() const {

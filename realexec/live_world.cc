@@ -191,6 +191,7 @@ void LiveWorld::save_journal() {
   s.last_step = last_step_;
   s.step_times = healthy_step_times_;
   s.stop = journal_stop();
+  incident_stats_to_journal();
   // Noted once per outage, not once per save (the event log may be failing too, and its
   // backlog is bounded); the controller reports the outage and its end.
   const bool was_failing = journal_.health().failing;
@@ -213,6 +214,7 @@ void LiveWorld::start() {
       note("the wall clock is " + std::to_string(clock_behind_s_) +
            " s behind the journal's last save: run time continues from the journal instead");
     adopting_ = journal_.state().running;
+    incident_stats_from_journal();
   }
   save_journal();
   started_ = true;
@@ -530,14 +532,19 @@ json LiveWorld::status() const {
   const std::size_t from = incidents_.size() > 20 ? incidents_.size() - 20 : 0;
   for (std::size_t i = from; i < incidents_.size(); ++i) {
     const Incident& in = incidents_[i];
+    const bool rejoining = in.replica >= 0 && replicas_.joining.count(in.replica);
     incidents.push_back(
         {{"began_s", in.began.to_seconds()},
          {"resolved_s", in.resolved ? json(in.resolved->to_seconds()) : json(nullptr)},
-         {"phase", in.resolved ? "resolved"
-                   : starting_ ? "restarting"
-                               : "diagnosis and recovery"},
+         {"phase", in.resolved       ? "resolved"
+                   : in.replica >= 0 ? (rejoining ? "replica rejoining" : "replica out")
+                   : starting_       ? "restarting"
+                                     : "diagnosis and recovery"},
+         {"category", in.category},
          {"cause", in.cause}});
   }
+  std::uint64_t opened = 0;  // every incident of the run (incidents_ keeps the latest 1000)
+  for (const auto& [category, n] : incident_stats_.opened) opened += n;
   const Accounting acc = accounting();
   json out{{"t_s", now().to_seconds()},
            {"gen", s.gen},
@@ -552,7 +559,7 @@ json LiveWorld::status() const {
            {"machines", machines},
            {"ettr_so_far", acc.ettr},
            {"account", account_json(account_now())},
-           {"incident_count", incidents_.size()},
+           {"incident_count", opened},
            {"incidents", incidents},
            {"ended_verdict", s.ended_verdict},
            {"storage",
@@ -584,8 +591,8 @@ LiveWorld::Accounting LiveWorld::accounting_at(Instant at) const {
 
 double LiveWorld::write_summary() {
   closed_at_ = now();
-  if (!incidents_.empty() && !incidents_.back().resolved)
-    ++incident_stats_.closed[{incidents_.back().category, "run_ended"}];
+  for (const Incident& in : incidents_)
+    if (!in.resolved) ++incident_stats_.closed[{in.category, "run_ended"}];
   const Accounting acc = accounting();
   const double step_time = acc.step_time_s;
   const std::int64_t first = acc.first;

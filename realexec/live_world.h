@@ -22,6 +22,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policies/api/policy.h"
@@ -221,6 +222,7 @@ class LiveWorld final : public World {
     std::uint64_t failed_timer = 0;  // the grace before the silent members are judged hung
     bool changed = false;            // a quorum change since the last step report
     std::uint64_t disbelieved = 0;   // reports of a quorum this controller never formed
+    std::map<ActionId, Instant> rejoin_began;  // RejoinReplica without an outcome yet
   };
   Replicas replicas_;
   // The launch's "replicas" field (count, timeout, the quorum to start in).
@@ -247,6 +249,22 @@ class LiveWorld final : public World {
   double replica_share_s() const;
   double replica_share_pending_ = 0;       // not yet in the journal (flush_account)
   nlohmann::json replicas_status() const;  // status: the quorum, its members, the joiners
+  // A replica's drop is an incident (category replica_drop, as the simulator's drop is one
+  // resolved by the replica_drop mechanism): it opens when the replica leaves the quorum and
+  // closes when it trains again. The job trains on meanwhile: it is no stop of the job, and
+  // its lost time is the missing replicas' share of the steps (account_step).
+  void replica_incident_opens(std::int64_t r, MachineId m, const std::string& signature);
+  void replica_incident_closes(std::int64_t r, const std::string& resolution);
+  // The replicas out of the quorum (their incident open), for the journal and the adoption.
+  std::set<std::int64_t> replicas_out() const;
+  // The outcome of a RejoinReplica still under way; false when it has one already.
+  bool rejoin_outcome(ActionId id, bool ok, const std::string& detail);
+  // A launch brings every replica back: the rejoins under way end, not done.
+  void rejoins_superseded();
+  // A restarted controller adopted the job without the replicas the journal says were out:
+  // it kills what runs of them (a rejoin under way), forms the quorum without them, and
+  // tells the policy each is out (ReplicaDropped), which brings them back.
+  void resume_replicas_out(const std::set<std::int64_t>& out);
 
   void kill_all(std::function<void()> then);
   void launch(ActionId id, Instant started);
@@ -263,8 +281,10 @@ class LiveWorld final : public World {
     Instant detected;                      // when the controller knew the job had stopped
     std::optional<Instant> restart_began;  // the first start launched after it
     Duration waited{};                     // AcquireMachines waited for machines in it
+    std::int64_t replica = -1;             // a replica's drop (live_replicas.cc); -1: a stop
   };
   std::vector<Incident> incidents_;
+  Incident* open_replica_incident(std::int64_t r);  // replica r's drop while open
 
   // --- the account of lost time (live_metrics.cc; docs/metrics.md, "Lost time") ----------
   // Seconds per lost phase (traces/time_phases.h names) as of `until`: what the journal
@@ -274,8 +294,13 @@ class LiveWorld final : public World {
   // diagnosis (detected to the first restart), failover (to every rank running again),
   // less what it waited for machines (waiting_for_machines).
   std::map<std::string, double> stop_phases(const Incident& in, Instant until) const;
-  // The stop period open now: the start-up, or the latest incident while unresolved.
+  // The stop period open now: the start-up, or the latest stop of the job while unresolved.
   const Incident* open_stop() const;
+  // The latest stop of the job (no replica's drop) while unresolved.
+  const Incident* open_job_stop() const;
+  Incident* open_job_stop_mutable() {
+    return const_cast<Incident*>(std::as_const(*this).open_job_stop());
+  }
   Incident* open_stop_mutable();
   // Rank 0 reported `step` (before last_step_ moves to it): recompute when it went back,
   // the step's time over the nominal one as warm-up or checkpoint, and the rest of the time
@@ -307,6 +332,9 @@ class LiveWorld final : public World {
     static std::vector<double> latency_bounds();
   };
   IncidentStats incident_stats_;
+  // The counters to and from the journal's (a restarted controller continues them).
+  void incident_stats_to_journal();
+  void incident_stats_from_journal();
   std::optional<Instant> closed_at_;  // the summary's time: the accounting's "now" after it
   Instant account_now() const { return closed_at_ ? *closed_at_ : now(); }
   Instant last_progress_at_{};  // time of rank 0's last step report
@@ -382,6 +410,7 @@ class LiveWorld final : public World {
   // The latest step each rank reported in this run of the job (a rank's exit comes after
   // its own last report: one agent, one ordered connection).
   std::map<std::int64_t, std::int64_t> rank_steps_;
+  std::map<std::int64_t, Instant> rank_report_at_;  // and when it reported it
   // A rank that exited because a peer stopped answering (see is_peer_symptom), held for
   // kPeerGraceS in case the cause exits too; then attributed (see attribute_victim_exit).
   struct VictimExit {

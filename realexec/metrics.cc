@@ -89,6 +89,16 @@ void Histogram::observe(double v) {
   sum_ += v;
 }
 
+bool Histogram::restore(const std::vector<double>& bounds,
+                        const std::vector<std::uint64_t>& per_bucket, double sum) {
+  if (bounds != bounds_ || per_bucket.size() != per_bucket_.size()) return false;
+  per_bucket_ = per_bucket;
+  count_ = 0;
+  for (std::uint64_t n : per_bucket_) count_ += n;
+  sum_ = sum;
+  return true;
+}
+
 std::uint64_t Histogram::cumulative(std::size_t i) const {
   std::uint64_t n = 0;
   for (std::size_t b = 0; b <= i && b < per_bucket_.size(); ++b) n += per_bucket_[b];

@@ -30,6 +30,12 @@ class Histogram {
   std::uint64_t cumulative(std::size_t i) const;
   std::uint64_t count() const { return count_; }
   double sum() const { return sum_; }
+  // Observations per bucket (bounds().size() + 1, the last above every bound), and a
+  // histogram continued from such counts (a restarted controller's, from its journal):
+  // false, and nothing changed, when they do not fit these bounds.
+  const std::vector<std::uint64_t>& per_bucket() const { return per_bucket_; }
+  bool restore(const std::vector<double>& bounds, const std::vector<std::uint64_t>& per_bucket,
+               double sum);
 
  private:
   std::vector<double> bounds_;

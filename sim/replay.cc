@@ -272,7 +272,9 @@ int first_successful_start(const EventLog& log) {
 
 // Live incidents by resolution mechanism, attributed as the simulator does: the last
 // mechanism named by an eviction, acquisition or start since the previous successful
-// start is credited when a start (StartJob, HotUpdate, RollBack) succeeds.
+// start is credited when a start (StartJob, HotUpdate, RollBack) succeeds; a replica's drop
+// is credited to replica_drop when its RejoinReplica succeeds (the replica trains again), as
+// the simulator's rejoin resolves it.
 std::map<std::string, double> live_mechanisms(const EventLog& log, int first_start) {
   std::map<ActionId, bool> ok;
   for (const auto& o : log.outcomes) ok[o.value.id] = o.value.ok;
@@ -287,6 +289,13 @@ std::map<std::string, double> live_mechanisms(const EventLog& log, int first_sta
     if (auto* x = std::get_if<AcquireMachines>(&a.value.action)) m = x->mechanism;
     if (std::holds_alternative<HotUpdate>(a.value.action)) m = Mechanism::kHotUpdate, start = true;
     if (std::holds_alternative<RollBack>(a.value.action)) m = Mechanism::kRollback, start = true;
+    if (std::holds_alternative<RejoinReplica>(a.value.action)) {
+      const auto it = ok.find(a.value.id);
+      if (it == ok.end() || !it->second) continue;  // dropped again, or no outcome (older logs)
+      out[mechanism_name(Mechanism::kReplicaDrop)] += 1;
+      if (pending == Mechanism::kReplicaDrop) pending = Mechanism::kNone;  // its refill's
+      continue;
+    }
     if (m != Mechanism::kNone) pending = m;
     if (!start) continue;
     auto it = ok.find(a.value.id);

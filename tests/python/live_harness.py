@@ -112,6 +112,33 @@ class LiveCluster:
         for n in self.names:
             self.spawn("agent-" + n, [self.args.faultline, "agent", self.config, "--name", n])
 
+    def restart_controller(self):
+        """The controller dies (SIGKILL, as a crash: no summary, nothing flushed on purpose) and
+        a new one starts on the same config and state directory, which resumes from the journal.
+        Returns the run time of the new controller's "restart" record."""
+        old = self.procs["controller"]
+        os.killpg(old.pid, signal.SIGKILL)
+        old.wait()
+        before = len([r for r in self.records() if r.get("kind") == "restart"])
+        self.spawn("controller", [self.args.faultline, "live", "run", self.config])
+        restarts = lambda: [r for r in self.records() if r.get("kind") == "restart"]
+        end = time.monotonic() + 30
+        while len(restarts()) <= before:
+            check(self.procs["controller"].poll() is None,
+                  "the restarted controller exited %s" % self.procs["controller"].poll())
+            check(time.monotonic() < end, "no \"restart\" record 30 s after the controller "
+                  "was started again")
+            time.sleep(0.1)
+        return restarts()[-1]["t_s"]
+
+    def status(self):
+        """`faultline live status --json` of the running controller."""
+        p = subprocess.run([self.args.faultline, "live", "status", self.config, "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check(p.returncode == 0, "live status --json: exit %d: %s" % (p.returncode,
+                                                                      p.stderr.strip()))
+        return json.loads(p.stdout)
+
     def stop(self):
         """Kills what this test started (each process group, by the id it got)."""
         for p in self.procs.values():
@@ -202,6 +229,7 @@ def check_replay_decisions(args, workdir, why_ettr=""):
     check(d["unexplained"] == 0,
           "the replay's decisions differ from the live run's, unexplained: live %s, sim %s"
           % (side(m and m["live"]), side(m and m["sim"])))
+    return out
 
 
 def main(doc, run, replay_flag=False):

@@ -28,9 +28,17 @@ around the hang; maxima printed);
 (c) each joiner starts restored from a peer, with the parameters its peers recorded for the
 same step, bit for bit, and after its first step too; (d) every process alive at the end
 reaches STEPS with the same final digest (digest.txt of m0, m1, m3, s0); (e) the controller
-notes "every rank finished its steps" and exits 0; (f) one JobStarted in the whole run, no
-JobStopped before the end: the world never restarted. With --replay, last, `faultline sim
-replay` of the event log must take the live run's decisions (as live_ddp_e2e.py).
+notes "every rank finished its steps" and exits 0; (f) one JobStarted in the whole run but the
+adoption's, no JobStopped before the end: the world never restarted. (g) Each drop is an
+incident, as the simulator counts it (issue 52): `live status` (text and --json) and /metrics
+count them (category replica_drop; closed "recovered" when the replica trains again), each
+RejoinReplica that brought a replica back has an ok outcome with its duration, and the live
+report's incidents close at the rejoins. (h) The controller is killed (SIGKILL) while replica 3
+is out and started again on the same state directory: it adopts the job without replica 3
+(no process of the others relaunched), tells the policy replica 3 is out, which rejoins it, and
+its status and /metrics counters go on from the journal. With --replay, last, `faultline sim
+replay` of the event log must take the live run's decisions (as live_ddp_e2e.py) and credit
+as many incidents to replica_drop as the live run.
 
 With --faults, another run (issue 52: a recorded fault is a fault that happened):
 
@@ -51,10 +59,13 @@ Exit 0 on success, 1 with the reason on failure (a missing torch included).
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
+import sys
 import time
+import urllib.request
 
 import live_harness
 from live_harness import (Failure, LiveCluster, check, check_replay_decisions, free_port,
@@ -110,6 +121,69 @@ def restarted(after):
                       and r["t_s"] > after)
 
 
+def stopped(after):
+    """A JobStopped after t=after (a restarted controller's adoption is a JobStarted)."""
+    return lambda r: is_event(r, "JobStopped") and r["t_s"] > after
+
+
+SAMPLE = re.compile(r'^([a-z_]+)(?:\{(.*)\})? (\S+)$')
+
+
+def scrape(port):
+    """GET /metrics: {(name, ((label, value), ...)): value}; retried while the endpoint of a
+    controller just started is not up yet."""
+    end = time.monotonic() + 10
+    while True:
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+                text = r.read().decode()
+            break
+        except OSError as e:
+            check(time.monotonic() < end, "GET /metrics on port %d: %s" % (port, e))
+            time.sleep(0.2)
+    out = {}
+    for line in text.splitlines():
+        m = SAMPLE.match(line)
+        if m:
+            labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', m.group(2) or "")))
+            out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def incident_metrics(port):
+    """The replica_drop incidents /metrics counts: opened, recovered, and the detection and
+    recovery histograms' counts."""
+    m = scrape(port)
+    return {"opened": m.get(("faultline_incidents_opened_total", (("category", "replica_drop"),)), 0),
+            "recovered": m.get(("faultline_incidents_total", (("category", "replica_drop"),
+                                                              ("resolution", "recovered"))), 0),
+            "detections": m.get(("faultline_detection_latency_seconds_count", ()), 0),
+            "recoveries": m.get(("faultline_recovery_latency_seconds_count", ()), 0),
+            "open": m.get(("faultline_incidents_open", ()), 0)}
+
+
+def check_drops_counted(c, drops, rejoined, when, forgotten=0):
+    """(g) `live status --json` and /metrics count `drops` replica_drop incidents, `rejoined`
+    of them closed. A restarted controller lists only the incidents it saw or resumed open
+    (the `forgotten` first ones closed before it started), and counts them all."""
+    st = c.status()
+    inc = [i for i in st["incidents"] if i.get("category") == "replica_drop"]
+    check(st["incident_count"] == drops and len(inc) == drops - forgotten,
+          "%s: live status --json says incident_count %s (%d replica_drop listed), not %d replica "
+          "drops: %s" % (when, st["incident_count"], len(inc), drops, json.dumps(st["incidents"])))
+    closed = [i for i in inc if i["phase"] == "resolved"]
+    check(len(closed) == rejoined - forgotten and all(i["phase"].startswith("replica ") for i in inc
+                                          if i not in closed),
+          "%s: the replica_drop incidents' phases are %s, not %d resolved and the rest a replica "
+          "out or rejoining" % (when, [i["phase"] for i in inc], rejoined))
+    m = incident_metrics(c.metrics_port)
+    want = {"opened": drops, "recovered": rejoined, "detections": drops,
+            "recoveries": rejoined, "open": drops - rejoined}
+    check(m == want, "%s: /metrics counts %s, not %s" % (when, m, want))
+    print("%s: status incident_count %d (phases %s), /metrics %s"
+          % (when, st["incident_count"], [i["phase"] for i in inc], m))
+
+
 class Cluster(LiveCluster):
     def __init__(self, args):
         super().__init__(args)
@@ -130,6 +204,12 @@ class Cluster(LiveCluster):
                         "replica_timeout_s": REPLICA_TIMEOUT_S, "stall_window_s": 30,
                         "recrash_window_s": 5, "probe_deadline_s": 60, "inspect_nic_s": 1,
                         "standby_pool": 1}})
+        self.metrics_port = free_port()
+        with open(self.config) as f:
+            config = json.load(f)
+        config["metrics_listen"] = "127.0.0.1:%d" % self.metrics_port
+        with open(self.config, "w") as f:
+            json.dump(config, f, indent=2)
 
     def progress(self, name):
         """The records of machine `name`'s progress.jsonl (every process run there)."""
@@ -262,6 +342,10 @@ def run(args):
               "`faultline live status` (exit %d) has no line \"replica groups: on, ...\": %s"
               % (status.returncode, status.stdout.strip()[-300:]))
         print("status: %s" % line)
+        check(re.search(r"\bincidents 1\b", status.stdout),
+              "`faultline live status` does not count the drop of replica 1 as an incident: %s"
+              % status.stdout.strip()[:300])
+        check_drops_counted(c, 1, 1, "after replica 1's rejoin")
         new1 = lambda r: r.get("pid") != pid1 and "event" not in r and r.get("replica") == 1
         first1 = c.wait_progress("m1", new1, 30, "a step of the rejoined replica 1 on m1")
         c.wait_progress("m1", lambda r: new1(r) and r["step"] >= first1["step"] + AFTER_REJOIN,
@@ -310,22 +394,41 @@ def run(args):
               "replicas' timeout is %d s), %s live" % (pid3, t_hang, drop3["t_s"] - t_hang,
                                                        REPLICA_TIMEOUT_S,
                                                        drop3["event"].get("live")))
-        rejoin3 = c.wait_for(replica_event("ReplicaRejoined", 3, drop3["t_s"]), 60,
-                             "a ReplicaRejoined of replica 3", forbid=restarted(t0))
+        # (h) the controller dies while replica 3 is out; the restarted one adopts the job
+        # without it and the policy it builds afresh rejoins it
+        check_drops_counted(c, 3, 2, "replica 3 out")
+        t_restart = c.restart_controller()
+        retold = c.wait_for(lambda r: (replica_event("ReplicaDropped", 3, t_restart)(r) and
+                                       r["event"].get("signature", "").startswith(
+                                           "out of the quorum when the controller restarted")),
+                            30, "the restarted controller's ReplicaDropped of replica 3",
+                            forbid=stopped(t0))
+        print("controller killed and restarted at t=%.1f s: replica 3 told out again after %.2f s"
+              % (t_restart, retold["t_s"] - t_restart))
+        check_drops_counted(c, 3, 2, "after the controller's restart", forgotten=2)
+        rejoin3 = c.wait_for(replica_event("ReplicaRejoined", 3, retold["t_s"]), 60,
+                             "a ReplicaRejoined of replica 3", forbid=stopped(t0))
         print("replica 3: ReplicaRejoined %.2f s after its drop" % (rejoin3["t_s"] - drop3["t_s"]))
+        check_drops_counted(c, 3, 3, "after replica 3's rejoin", forgotten=2)
 
         # --- to the end ---
         c.wait_for(lambda r: r.get("kind") == "note" and r.get("text") == FINISHED, 240,
-                   "the note \"%s\"" % FINISHED, forbid=restarted(t0))
+                   "the note \"%s\"" % FINISHED, forbid=stopped(t0))
         code = c.procs["controller"].wait(timeout=60)
         check(code == 0, "the controller exited %d, not 0 (the job finished)" % code)
         total_s = time.monotonic() - t_begin
         records = c.records()
 
-        # (f) the world never restarted
+        # (f) the world never restarted: the one JobStarted after the first is the restarted
+        # controller's adoption of the running generation
         starts = [r for r in records if is_event(r, "JobStarted")]
-        check(len(starts) == 1, "%d JobStarted in the run, not 1: %s"
-              % (len(starts), ["t=%.1f" % r["t_s"] for r in starts]))
+        adopted = {r["id"] for r in records if r.get("kind") == "outcome" and r["ok"]
+                   and r["detail"].startswith("adopted generation")}
+        check(len(starts) == 2 and starts[1]["event"]["action"] in adopted,
+              "JobStarted at %s, not the first start and the restarted controller's adoption"
+              % ["t=%.1f" % r["t_s"] for r in starts])
+        check_rejoin_outcomes(records, t_restart)
+        check_report(c)
         t_end = next(r["t_s"] for r in records
                      if r.get("kind") == "note" and r.get("text") == FINISHED)
         stops = [r for r in records if is_event(r, "JobStopped") and r["t_s"] < t_end]
@@ -358,9 +461,11 @@ def run(args):
 
         # (a) one pid per process, the processes never killed kept theirs
         procs = {n: by_pid(c.progress(n)) for n in c.names}
-        expected = {"m0": 1, "m1": 2, "m2": 1, "m3": 2, "s0": 1}
+        # m3: its rejoin under way when the controller died may have left a record before the
+        # restarted controller killed it
+        expected = {"m0": [1], "m1": [2], "m2": [1], "m3": [2, 3], "s0": [1]}
         for n, count in expected.items():
-            check(len(procs[n]) == count, "%s: %d processes in progress.jsonl (pids %s), not %d"
+            check(len(procs[n]) in count, "%s: %d processes in progress.jsonl (pids %s), not %s"
                   % (n, len(procs[n]), [p for p, _ in procs[n]], count))
         for n in ("m0", "m1", "m2", "m3"):
             check(procs[n][0][0] == orig[n][0][0], "%s: the first process's pid changed from "
@@ -390,11 +495,11 @@ def run(args):
         reference = procs["m0"][0][1]
         check_joiner("m1", 1, procs["m1"][1], reference)
         check_joiner("s0", 2, procs["s0"][0], reference)
-        check_joiner("m3", 3, procs["m3"][1], reference)
+        check_joiner("m3", 3, procs["m3"][-1], reference)
         # (d) everyone alive at the end at STEPS, equal digests
         finals = {}
         for n, (pid, recs) in (("m0", procs["m0"][0]), ("m1", procs["m1"][1]),
-                               ("m3", procs["m3"][1]), ("s0", procs["s0"][0])):
+                               ("m3", procs["m3"][-1]), ("s0", procs["s0"][0])):
             steps = {r["step"]: r for r in committed(recs)}
             check(steps and max(steps) == STEPS, "%s pid %d ended at step %d, not %d"
                   % (n, pid, max(steps) if steps else 0, STEPS))
@@ -414,8 +519,52 @@ def run(args):
         if quorum:
             print("last quorum: %s" % json.dumps(quorum[-1]))
         if args.replay:
-            check_replay_decisions(args, c.dir, "the replay's rejoin has no process start")
+            out = check_replay_decisions(args, c.dir, "the replay's rejoin has no process start")
+            live_n = out["live"]["resolved_by"].get("replica_drop", 0)
+            sim_n = out["sim"]["resolved_by_per_replica"].get("replica_drop", 0)
+            print("incidents resolved by replica_drop: live %d, replayed %.2f" % (live_n, sim_n))
+            check(live_n == 3 and sim_n == 3, "incidents resolved by replica_drop: live %s, "
+                  "replayed %s, not 3 and 3" % (live_n, sim_n))
         print("passed: %d steps, %.1f s in all" % (STEPS, total_s))
+
+
+def check_rejoin_outcomes(records, t_restart):
+    """(g) Each ReplicaRejoined answers a RejoinReplica whose outcome is ok, with the time from
+    the action to the rejoin as its duration; every other RejoinReplica has a failed outcome, or
+    none when it died with the controller killed at t_restart."""
+    actions = {r["id"]: r for r in records if r.get("kind") == "action"
+               and r["action"].get("type") == "RejoinReplica"}
+    outcomes = {r["id"]: r for r in records if r.get("kind") == "outcome" and r["id"] in actions}
+    rejoined = [r for r in records if is_event(r, "ReplicaRejoined")]
+    check(len(rejoined) == 3, "%d ReplicaRejoined, not 3" % len(rejoined))
+    for r in rejoined:
+        a = actions.get(r["event"]["action"])
+        o = outcomes.get(r["event"]["action"])
+        check(a and o and o["ok"], "the RejoinReplica of the ReplicaRejoined at t=%.1f s has no ok "
+              "outcome: %s" % (r["t_s"], o))
+        check(abs(o["duration_s"] - (r["t_s"] - a["t_s"])) < 0.1 and o["duration_s"] > 0,
+              "the RejoinReplica outcome says %.2f s, but its replica rejoined %.2f s after it"
+              % (o["duration_s"], r["t_s"] - a["t_s"]))
+    for i, a in actions.items():
+        if i not in outcomes:
+            check(a["t_s"] < t_restart, "RejoinReplica #%d at t=%.1f s has no outcome" % (i, a["t_s"]))
+        elif i not in {r["event"]["action"] for r in rejoined}:
+            check(not outcomes[i]["ok"], "RejoinReplica #%d succeeded without a ReplicaRejoined" % i)
+    print("RejoinReplica outcomes: %s" % ", ".join(
+        "#%d %s %.2f s" % (i, "ok" if o["ok"] else "failed", o["duration_s"])
+        for i, o in sorted(outcomes.items())))
+
+
+def check_report(c):
+    """(g) The live report's incidents (analysis/report.py): one per drop, each closed at its
+    replica's rejoin, resolved by replica_drop."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "analysis"))
+    import report
+    live = report.Live(os.path.join(c.dir, "state"))
+    got = [(i.resolution, i.closed is not None) for i in live.incidents]
+    check(got == [("replica_drop", True)] * 3, "the live report's incidents are %s, not three "
+          "closed by replica_drop" % got)
 
 
 def inject_rc(c, machine, fault, detail=None):

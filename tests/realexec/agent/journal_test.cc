@@ -14,6 +14,8 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "tests/support/full_disk.h"
 
@@ -184,6 +186,73 @@ TEST(JournalAccount, OlderNewerAndCorruptAccountsAreHandled) {
     EXPECT_FALSE(j.parse(base + bad, &err)) << bad;
     EXPECT_EQ(err.rfind("bad.json: (journal): expected a faultline controller journal", 0), 0u)
         << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << "one line: " << err;
+  }
+}
+
+// Issue 52 (live mode keeps its word): a restarted controller's /metrics started its incident
+// counters and latency histograms from zero, and forgot which replicas were out of the quorum
+// (it relaunched the whole job). Both are journaled now, and come back as they were saved.
+TEST(JournalIncidents, CountersHistogramsAndTheReplicasOutRoundTrip) {
+  const std::string dir = ::testing::TempDir() + "/faultline-journal-incidents";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/journal.json";
+  Journal j(path);
+  j.state().gen = 2;
+  j.state().version = "v1";
+  auto& in = j.state().incidents;
+  in.opened = {{"rank_exit", 2}, {"replica_drop", 3}};
+  in.closed = {{{"rank_exit", "recovered"}, 2}, {{"replica_drop", "recovered"}, 2}};
+  in.detection = {{0.5, 1, 5}, {1, 0, 3, 1}, 9.25};
+  in.recovery = {{0.5, 1, 5}, {0, 0, 2, 2}, 31.5};
+  j.state().replicas_out = {
+      {3, "replica 3 on m3 dropped out: hang", 5'000'000'000, 12'000'000'000}};
+  std::string err;
+  ASSERT_TRUE(j.save(&err)) << err;
+
+  Journal back(path);
+  ASSERT_TRUE(back.load(&err)) << err;
+  EXPECT_EQ(back.state().incidents, in);
+  EXPECT_EQ(back.state().replicas_out, j.state().replicas_out);
+  std::filesystem::remove_all(dir);
+}
+
+// A journal without the new fields (every journal before them) loads with zeros and no replica
+// out; a field of the wrong type or out of range is refused in one line naming it.
+TEST(JournalIncidents, OlderJournalsLoadAndWrongFieldsAreRefusedInOneLine) {
+  const std::string base =
+      R"({"format":2,"origin_unix_ns":1,"gen":1,"version":"v1","good_version":"v1",)"
+      R"("running":true,"slots":[0,1],"standby":[2],"evicted":[],"ckpt_every":10,)"
+      R"("first_step":0,"last_step":5,"next_action":4,"step_times":[0.1])";
+  Journal old("old.json");
+  std::string err;
+  ASSERT_TRUE(old.parse(base + "}", &err)) << err;
+  EXPECT_EQ(old.state().incidents, JournalState::Incidents{});
+  EXPECT_TRUE(old.state().replicas_out.empty());
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"(,"incidents":{"opened":{"rank_exit":"2"}}})", "incidents.opened.rank_exit"},
+      {R"(,"incidents":{"opened":{"rank_exit":-1}}})", "incidents.opened.rank_exit"},
+      {R"(,"incidents":[]})", "incidents:"},
+      {R"(,"incidents":{"closed":[["rank_exit",1]]}})", "incidents.closed"},
+      {R"(,"incidents":{"detection":{"bounds":[1,0.5],"buckets":[0,0,0],"sum":0}}})",
+       "incidents.detection.bounds"},
+      {R"(,"incidents":{"recovery":{"bounds":[1],"buckets":[0],"sum":0}}})",
+       "incidents.recovery.buckets"},
+      {R"(,"replicas_out":{"replica":1}})", "replicas_out:"},
+      {R"(,"replicas_out":[{"replica":"1","cause":"","began_ns":0,"detected_ns":0}]})",
+       "replicas_out:"},
+      {R"(,"replicas_out":[{"replica":1,"cause":"","began_ns":0.5,"detected_ns":0}]})",
+       "replicas_out.began_ns"},
+      {R"(,"replicas_out":[{"replica":1,"cause":"","began_ns":9,"detected_ns":2}]})",
+       "replicas_out: expected began_ns <= detected_ns"}};
+  for (const auto& [field, names] : bad) {
+    Journal j("bad.json");
+    err.clear();
+    EXPECT_FALSE(j.parse(base + field, &err)) << field;
+    EXPECT_EQ(err.rfind("bad.json: (journal): expected a faultline controller journal", 0), 0u)
+        << err;
+    EXPECT_NE(err.find(names), std::string::npos) << "names " << names << ": " << err;
     EXPECT_EQ(err.find('\n'), std::string::npos) << "one line: " << err;
   }
 }

@@ -168,6 +168,30 @@ TEST(Metrics, HistogramBucketsAreCumulativeWithInfSumAndCount) {
   EXPECT_EQ(count, 5);
 }
 
+// Issue 52: a restarted controller's latency histograms started from zero. Continued from the
+// per-bucket counts its journal kept, one renders exactly as the original did, and goes on
+// counting; counts of other bounds (another release's) are refused and change nothing.
+TEST(Metrics, AHistogramRestoredFromItsBucketsRendersAsTheOriginalAndGoesOn) {
+  Histogram h({0.5, 1, 5});
+  for (double v : {0.1, 0.5, 0.7, 3.0, 9.0}) h.observe(v);
+  Histogram back({0.5, 1, 5});
+  ASSERT_TRUE(back.restore(h.bounds(), h.per_bucket(), h.sum()));
+  const auto text = [](const Histogram& x) {
+    MetricFamily fam{"faultline_detection_latency_seconds", "D.", MetricType::kHistogram, {}, {}};
+    fam.histograms.emplace_back(Labels{}, x);
+    return render({fam});
+  };
+  EXPECT_EQ(text(back), text(h));
+  EXPECT_EQ(back.count(), 5u);
+  back.observe(2);
+  h.observe(2);
+  EXPECT_EQ(text(back), text(h));
+  Histogram other({1, 2});
+  EXPECT_FALSE(other.restore(h.bounds(), h.per_bucket(), h.sum()));
+  EXPECT_FALSE(other.restore({1, 2}, {1, 2}, 3));  // one count short
+  EXPECT_EQ(other.count(), 0u);
+}
+
 TEST(Metrics, SpecialValuesAreWrittenAsTheFormatSpellsThem) {
   EXPECT_EQ(format_value(std::numeric_limits<double>::infinity()), "+Inf");
   EXPECT_EQ(format_value(-std::numeric_limits<double>::infinity()), "-Inf");
