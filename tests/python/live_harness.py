@@ -173,7 +173,8 @@ class LiveCluster:
 def check_replay_decisions(args, workdir, why_ettr=""):
     """`faultline sim replay` of the run's event log (replica 0 under the recorded seed): every
     live decision matched, or each mismatch explained by a listed unmodelled difference. Prints
-    the ETTRs beside each other (`why_ettr`: what the replay leaves out)."""
+    the ETTRs beside each other (`why_ettr`: what the replay leaves out). Returns the replay's
+    result document."""
     events = os.path.join(workdir, "state", "events.jsonl")
     p = subprocess.run([args.faultline, "sim", "replay", events, "--replicas", "1",
                         "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -193,6 +194,7 @@ def check_replay_decisions(args, workdir, why_ettr=""):
     check(d["unexplained"] == 0,
           "the replay's decisions differ from the live run's, unexplained: live %s, sim %s"
           % (side(m and m["live"]), side(m and m["sim"])))
+    return out
 
 
 def main(doc, run, replay_flag=False):
