@@ -23,6 +23,33 @@ const char* module_kind_name(ModuleKind k) {
   return "?";
 }
 
+namespace {
+// recovery=flash: only the replaced ranks restart, from a peer's memory, while the others
+// keep their processes and communicators. recovery=migrate: a machine's work moves to a
+// standby while the job trains. Live, the first needs ranks that re-form their process group
+// in place, the second a job that hands a running rank's state to a new process.
+constexpr const char* kFlashLive =
+    "simulator only: live mode has no in-place restart (its agents relaunch every rank of "
+    "a faultline.Job, and replica groups restart no one)";
+constexpr const char* kMigrateLive =
+    "live only with job.replica_groups (a joiner on a standby takes a live peer's state, "
+    "then the warned machine leaves); a faultline.Job cannot hand a running rank's state "
+    "to a new process";
+}  // namespace
+
+std::string live_limit(std::string_view kind, std::string_view name) {
+  if (kind == "recovery" && name == "flash") return kFlashLive;
+  if (kind == "recovery" && name == "migrate") return kMigrateLive;
+  return {};
+}
+
+std::optional<std::string> live_refusal(std::string_view kind, std::string_view name,
+                                        bool replica_groups) {
+  if (kind == "recovery" && name == "flash") return std::string(kFlashLive);
+  if (kind == "recovery" && name == "migrate" && !replica_groups) return std::string(kMigrateLive);
+  return std::nullopt;
+}
+
 const char* verdict_name(Verdict v) {
   switch (v) {
     case Verdict::kCarryOn:

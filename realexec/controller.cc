@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "realexec/host_liveness.h"
+#include "traces/config.h"
 
 namespace faultline::live {
 
@@ -54,13 +55,15 @@ constexpr double kHandshakeGraceS = 1;
 constexpr double kSilentGraceS = 0.1;
 constexpr double kStartupWaitS = 30;
 constexpr std::uint64_t kOwnReqBase = 1ull << 40;  // controller-originated requests
+// `inject --fault warn` without a detail: TrainMover's predictors warn minutes ahead.
+constexpr double kDefaultWarnLeadS = 600;
 
 // Injectable faults and whether each leaves the machine broken until it is evicted.
 const std::map<std::string, bool>& fault_kinds() {
   static const std::map<std::string, bool> kinds = {
-      {"kill", false},        {"stop", true},   {"crash", false}, {"hang", false},
-      {"nan", false},         {"slow", true},   {"sdc", true},    {"nic_down", true},
-      {"machine_down", true}, {"repair", false}};
+      {"kill", false},        {"stop", true},    {"crash", false}, {"hang", false},
+      {"nan", false},         {"slow", true},    {"sdc", true},    {"nic_down", true},
+      {"machine_down", true}, {"repair", false}, {"warn", false}};
   return kinds;
 }
 
@@ -831,9 +834,9 @@ void Controller::on_client(std::uint64_t sid, Session& s, const ClientRequest& r
     return reply(false, "inject: machine: expected a machine name from the config");
   auto k = fault_kinds().find(in.fault);
   if (k == fault_kinds().end())
-    return reply(
-        false,
-        "inject: fault: expected kill|stop|crash|hang|nan|slow|sdc|nic_down|machine_down|repair");
+    return reply(false,
+                 "inject: fault: expected "
+                 "kill|stop|crash|hang|nan|slow|sdc|nic_down|machine_down|repair|warn");
   if (!connected(m)) return reply(false, "inject: machine " + in.machine + " is not connected");
   if (in.fault == "repair") {
     // Clear the machine's injected faults, then return it to the pool if evicted.
@@ -844,6 +847,14 @@ void Controller::on_client(std::uint64_t sid, Session& s, const ClientRequest& r
   }
   if (auto why = inject_detail_error(in.fault, in.detail))
     return reply(false, "inject: detail: " + *why);
+  if (in.fault == "warn") {
+    // A failure predictor's warning, which the controller sends (the agents have none):
+    // nothing is done on the machine.
+    const double lead = in.detail.empty() ? kDefaultWarnLeadS : std::stod(in.detail);
+    world_->warn(m, lead);
+    return reply(true, "warn injected on " + in.machine + ": a failure in " +
+                           traces::json_brief(lead) + " s");
+  }
   // Answered once the agent applied it: the operator's "injected" and the log's fault
   // record both mean it happened.
   world_->inject(m, in.fault, in.detail, k->second,

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "policies/module.h"
 #include "realexec/wire.h"
 
 namespace faultline::live {
@@ -339,6 +340,19 @@ void read_param_overrides(const Reader& r, const json& params, const PolicyInfo&
   }
 }
 
+// A module live mode cannot run (policies::live_refusal) is refused here, at the start,
+// rather than found out at its first decision: the run would not be the stack it names.
+void refuse_simulator_only(const Reader& r, const PolicyInfo& info, const LiveConfig& c) {
+  for (const auto& p : info.params) {
+    if (p.choices.empty()) continue;
+    const auto i = static_cast<std::size_t>(c.params.get(p.name));
+    if (i >= p.choices.size()) continue;
+    if (auto why = policies::live_refusal(p.name, p.choices[i], c.job.replica_groups))
+      r.fail("policy.params." + p.name,
+             "expected a module that runs live, got \"" + p.choices[i] + "\": " + *why);
+  }
+}
+
 // "policy": the stack (a registered one) and its parameters, resolved against what it declares.
 void read_policy(const Reader& r, const json& doc, const Registry& registry, LiveConfig* c) {
   const json* params = nullptr;
@@ -361,6 +375,7 @@ void read_policy(const Reader& r, const json& doc, const Registry& registry, Liv
   if (params) read_param_overrides(r, *params, *info, c);
   if (auto err = Params::resolve(info->params, c->param_overrides, &c->params))
     r.fail("policy.params", *err);
+  refuse_simulator_only(r, *info, *c);
 }
 
 // The seed, the state directory, the programs to run and the heartbeat timing.

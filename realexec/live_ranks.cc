@@ -64,6 +64,7 @@ void LiveWorld::kill_all(std::function<void()> then) {
 }
 
 void LiveWorld::job_broken(const std::string& category, const std::string& cause) {
+  if (migration_) fail_migration("the job stopped during the migration (" + cause + ")");
   if (running_) {
     // The job stopped training: an incident opens, from its last step report (a hang or a
     // slowdown began before it was detected), until every rank runs again.
@@ -274,6 +275,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
     bad("report: report.rank " + std::to_string(*r.rank) + " differs from the rank of its pipe, " +
         std::to_string(msg.rank));
   const std::int64_t rank = msg.rank >= 0 ? msg.rank : r.rank.value_or(-1);
+  if (migration_report(m, rank, r)) return;  // a migration's joiner (live_migrate.cc)
   if (!runs_rank(m, rank, "report")) return;
   if (replica_report(m, rank, r)) return;
   if (r.type == "started" && starting_) {
@@ -361,6 +363,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
 
 void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
   if (msg.gen != journal_.state().gen) return;
+  if (migration_exit(m, msg)) return;  // a migration's joiner not in the slot yet
   if (!runs_rank(m, msg.rank, "exit")) return;
   const int code = msg.code;
   const int sig = msg.signal;

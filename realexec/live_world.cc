@@ -456,12 +456,6 @@ void LiveWorld::act_on(ActionId id, const MitigateSlowdown& a, Instant t) {
              " a running job (its layout is fixed at launch)",
          t);
 }
-void LiveWorld::act_on(ActionId id, const MigrateMachines&, Instant t) {
-  // act() applied the contract's refusals first (a stopped job, a machine outside it). The
-  // agents cannot copy a running rank's state to a standby yet.
-  refuse(id, "live migration is not implemented", t);
-}
-
 TimerId LiveWorld::set_timer(Duration after, std::uint64_t tag) {
   const TimerId id = next_timer_++;
   timers_[id] = reactor_.add_timer(after, [this, id, tag] {

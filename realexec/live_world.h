@@ -80,6 +80,11 @@ class LiveWorld final : public World {
   // one, is recorded as it is sent).
   void inject(MachineId m, const std::string& fault, const std::string& detail, bool persistent,
               std::function<void(bool ok, const std::string& detail)> done);
+  // An operator's failure warning for machine m (`faultline live inject --fault warn`, as a
+  // failure predictor would send it): recorded as ground truth (what is true is that the
+  // warning was sent; nothing fails) and shown to the policy as a FailureWarning with this
+  // lead (live_migrate.cc).
+  void warn(MachineId m, double lead_s);
   // An operator repaired machine m: an evicted machine returns to the standby pool.
   // Returns false (and changes nothing) when m is serving a slot or already parked.
   bool repaired(MachineId m);
@@ -142,7 +147,7 @@ class LiveWorld final : public World {
   void act_on(ActionId id, const MitigateSlowdown& a, Instant t);   // refused: fixed layout
   void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // see live_replicas.cc
   void act_on(ActionId id, const RejoinReplica& a, Instant t);        // see live_replicas.cc
-  void act_on(ActionId id, const MigrateMachines& a, Instant t);      // refused: not implemented
+  void act_on(ActionId id, const MigrateMachines& a, Instant t);      // see live_migrate.cc
 
   // Action handlers.
   void do_stop(ActionId id, const StopJob& a);
@@ -285,6 +290,34 @@ class LiveWorld final : public World {
   };
   std::vector<Incident> incidents_;
   Incident* open_replica_incident(std::int64_t r);  // replica r's drop while open
+
+  // --- migration (live_migrate.cc; MigrateMachines on replica groups) --------------------
+  // One machine at a time: a joiner of its replica starts on a parked standby in a quorum
+  // without it; once it waits, the standby takes the slot, the next quorum admits it with a
+  // live peer's state and the old machine's process is killed (it leaves for repair); the
+  // joiner's "started" ends the migration (MachinesReady). The job never stops.
+  struct Migration {
+    ActionId id = 0;
+    std::int64_t replica = -1;
+    MachineId from = kNoMachine, to = kNoMachine;
+    std::int64_t gen = -1;
+    Instant began{};
+    std::optional<Instant> swapped;  // the standby took the slot (the quorum admitting it sent)
+    std::uint64_t timer = 0;         // job.startup_timeout_s for the joiner to wait
+  };
+  std::optional<Migration> migration_;
+  // The standby a migration takes: a parked, connected one (AvoidMachines' last).
+  MachineId migration_standby() const;
+  // The current quorum without `replica`: the joiner waits in it until it is admitted.
+  Quorum quorum_without(std::int64_t replica) const;
+  void swap_in_migration();
+  // The migration failed (`why`): its outcome and ActionFailed; a standby not yet in the slot
+  // has its process killed and goes back to the pool.
+  void fail_migration(const std::string& why);
+  // Hooks of on_report and on_exit, before their slot check (the standby is in none until the
+  // swap): true when the report or exit was the migration's and is consumed.
+  bool migration_report(MachineId m, std::int64_t rank, const RankReport& r);
+  bool migration_exit(MachineId m, const AgentExit& msg);
 
   // --- the account of lost time (live_metrics.cc; docs/metrics.md, "Lost time") ----------
   // Seconds per lost phase (traces/time_phases.h names) as of `until`: what the journal

@@ -596,6 +596,12 @@ std::optional<std::string> inject_detail_error(const std::string& fault,
     const double f = std::strtod(detail.c_str(), &end);
     if (detail.empty() || end == detail.c_str() || *end != '\0' || !(f >= 1) || !(f <= 100))
       return "slow expects a slowdown factor in [1, 100], e.g. \"3\"";
+  } else if (fault == "warn" && !detail.empty()) {
+    char* end = nullptr;
+    const double lead = std::strtod(detail.c_str(), &end);
+    if (end == detail.c_str() || *end != '\0' || !(lead > 0) || !(lead <= 1e7))
+      return "warn expects the lead time of the predicted failure in seconds, in (0, 1e7], "
+             "e.g. \"600\"";
   } else if (fault == "sdc") {
     const std::string d = detail.empty() ? "after=0" : detail;
     if (d.rfind("after=", 0) != 0 || d.size() == 6 || d.size() > 24 ||

@@ -498,6 +498,17 @@ Shape shape_of(const FaultRecord& f, const Observed& seen, bool replicas, json& 
       s.alert = "nic";
       if (!seen.found) s.symptom = "hang";  // nothing exited: the job stalled on the network
       break;
+    case FaultKind::kWarn:
+      // A warning, and no failure behind it (an operator's drill of a predictor): replayed
+      // as a warned fault announced at the record's time with the recorded lead, whose strike
+      // changes nothing (a slowdown by a factor of 1), wherever its machine is by then.
+      s.symptom = "slowdown";
+      s.cls = "implicit";
+      c["slowdown_factor"] = 1.0;
+      c["warning"] = {{"lead_time_s", std::strtod(f.detail.c_str(), nullptr)},
+                      {"probability", 1.0},
+                      {"false_per_machine_day", 0.0}};
+      break;
     case FaultKind::kUpdate:
       s.symptom = "manual";
       s.cls = "manual";

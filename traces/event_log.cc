@@ -35,7 +35,7 @@ using internal::kI64Min;
 using internal::names_of;
 using internal::real_json;
 
-constexpr int kFaultKinds = 10, kRecordKinds = 10;
+constexpr int kFaultKinds = 11, kRecordKinds = 10;
 
 // ---------------------------------------------------------------- records
 
@@ -180,6 +180,15 @@ FaultRecord decode_fault(JsonIn& in) {
     if (f.detail.empty() || *end || !(factor >= 1) || !(factor <= 100))
       in.fail("$.detail",
               "expected the slowdown factor of a \"slow\" fault, a number in [1, 100], got \"" +
+                  f.detail + "\"");
+  }
+  if (f.fault == FaultKind::kWarn) {
+    char* end = nullptr;
+    const double lead = std::strtod(f.detail.c_str(), &end);
+    if (f.detail.empty() || *end || !(lead > 0) || !(lead <= 1e7))
+      in.fail("$.detail",
+              "expected the lead time of a \"warn\" fault in seconds, a number in (0, 1e7], "
+              "got \"" +
                   f.detail + "\"");
   }
   return f;
@@ -345,6 +354,8 @@ const char* fault_kind_name(FaultKind k) {
       return "nic_down";
     case FaultKind::kUpdate:
       return "update";
+    case FaultKind::kWarn:
+      return "warn";
   }
   return "?";
 }

@@ -94,6 +94,8 @@ enum class FaultKind : std::uint8_t {
   kSdc,          // persistent silent data corruption
   kNicDown,      // persistent NIC loss; inspection can see it
   kUpdate,       // a code update was requested; detail = version; urgent
+  kWarn,         // a failure warning (FailureWarning) on the machine; detail = lead in s;
+                 // nothing fails: what is true is that the warning was sent
 };
 const char* fault_kind_name(FaultKind k);  // "kill", "machine_down", ...
 std::optional<FaultKind> fault_kind_from_name(std::string_view name);

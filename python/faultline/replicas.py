@@ -275,6 +275,49 @@ def host_store(port, timeout_s):
                           % (port, " ".join(str(e).split())[:200])) from None
 
 
+class StoreHost:
+    """The TCPStore this replica hosts on `port` (live mode). A port still held when it starts
+    (errno 98: the process it replaces on the same host, a migration drilled on one machine,
+    is killed only once this one is admitted) is retried in the background every `poll_s`
+    for up to `wait_s`: the store is needed only once this replica is a member that is not
+    joining. check() raises the QuorumError (one line naming FAULTLINE_STORE_PORT) once the
+    retries gave up, or at once for any other failure."""
+
+    def __init__(self, port, timeout_s, wait_s, poll_s=DEFAULT_POLL_S):
+        self.port = port
+        self.server = None
+        self._error = None
+        try:
+            self.server = host_store(port, timeout_s)
+        except QuorumError as e:
+            if "errno: 98" not in str(e) and "Address already in use" not in str(e):
+                raise
+            self._error = e
+            self._thread = threading.Thread(target=self._retry,
+                                            args=(timeout_s, wait_s, poll_s), daemon=True)
+            self._pending = True
+            self._thread.start()
+            return
+        self._pending = False
+
+    def _retry(self, timeout_s, wait_s, poll_s):
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            time.sleep(poll_s)
+            try:
+                self.server = host_store(self.port, timeout_s)
+                self._error = None
+                break
+            except QuorumError as e:
+                self._error = e
+        self._pending = False
+
+    def check(self):
+        """Raises the hosting's QuorumError once it failed for good."""
+        if not self._pending and self.server is None and self._error is not None:
+            raise self._error
+
+
 def _td(seconds):
     return datetime.timedelta(seconds=seconds)
 
@@ -322,7 +365,8 @@ class ReplicaGroup:
         # lowest live member's in each quorum); it is never used through this handle.
         port = self._try(_env_port, env, "FAULTLINE_STORE_PORT")
         self.store_port = port
-        self._store_server = None if port is None else self._try(host_store, port, timeout_s)
+        self._store_host = None if port is None else self._try(StoreHost, port, timeout_s,
+                                                                quorum_wait_s, poll_s)
         self.model = getattr(model, "module", model)
         self.optimizer = optimizer
         self.quorum_wait_s = quorum_wait_s
@@ -511,6 +555,8 @@ class ReplicaGroup:
         every member's first collective in a new group is this all_reduce again, so members
         that switched here and members that just joined stay in step."""
         latest = self._try(self._file.poll)
+        if self._store_host is not None:
+            self._try(self._store_host.check)
         seen = max(self.quorum.number, latest.number if latest else 0)
         t = torch.tensor([seen], dtype=torch.int64)
         self._collective(lambda: self._pg.allreduce([t], dist.ReduceOp.MAX))
@@ -617,7 +663,7 @@ class ReplicaGroup:
             qstore = self._arrive(q, deadline)
         except QuorumError as e:
             self._stores.pop(q.store, None)  # reconnected if a later quorum names it again
-            if self._store_server is None or isinstance(e, _StoreTimeout):
+            if self._store_host is None or isinstance(e, _StoreTimeout):
                 raise
             # Live mode: the store is a member's and dies with it; the controller names
             # another live member's in its next quorum, so this one failed while forming.

@@ -335,6 +335,10 @@ int list_policies() {
             from = "  [plugin " + l.path + "]";
       std::printf("    %-16s v%-3s %s%s\n", m->name.c_str(), m->version.c_str(), m->summary.c_str(),
                   from.c_str());
+      // What live mode cannot run of it (docs/live-mode.md, "Which modules run live").
+      if (const std::string limit = pol::live_limit(pol::module_kind_name(kind), m->name);
+          !limit.empty())
+        std::printf("      live mode: %s\n", limit.c_str());
       for (const auto& p : m->params) {
         std::printf("  ");
         print_param(p);

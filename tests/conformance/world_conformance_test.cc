@@ -391,13 +391,14 @@ std::vector<Row> rows() {
          return s;
        },
        Want::kActionFailed, Want::kActionFailed, "job not running"},
-      {"MigrateMachinesMovesAMachineToAStandbyInTheSimulatorOnly",
+      // Live, only on replica groups (live_migrate.cc): this job is a faultline.Job.
+      {"MigrateMachinesMovesAMachineToAStandbyInTheSimulatorOnlyForADdpJob",
        [](ActionId* watch) {
          return started_then(watch, [](World& w) {
            return w.act(MigrateMachines{{0}, "failure predicted on 0"});
          });
        },
-       Want::kEvent, Want::kActionFailed, "live migration is not implemented"},
+       Want::kEvent, Want::kActionFailed, "live migration needs replica groups"},
       {"MigrateMachinesWithoutARunningJobIsRefused",
        [](ActionId* watch) {
          Script s;

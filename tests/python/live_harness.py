@@ -209,7 +209,8 @@ class LiveCluster:
 def check_replay_decisions(args, workdir, why_ettr=""):
     """`faultline sim replay` of the run's event log (replica 0 under the recorded seed): every
     live decision matched, or each mismatch explained by a listed unmodelled difference. Prints
-    the ETTRs beside each other (`why_ettr`: what the replay leaves out)."""
+    the ETTRs beside each other (`why_ettr`: what the replay leaves out). Returns the replay's
+    result document."""
     events = os.path.join(workdir, "state", "events.jsonl")
     p = subprocess.run([args.faultline, "sim", "replay", events, "--replicas", "1",
                         "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -18,8 +18,8 @@ import torch
 import torch.distributed as dist
 
 from faultline.replicas import (DEFAULT_TIMEOUT_S, Evicted, Quorum, QuorumError, QuorumFile,
-                                QuorumFileError, ReplicaGroup, check_member, parse_quorum,
-                                pick_source, quorum_mac, switch_target)
+                                QuorumFileError, ReplicaGroup, StoreHost, check_member,
+                                parse_quorum, pick_source, quorum_mac, switch_target)
 
 PATH = "/run/job/quorum.json"
 
@@ -283,15 +283,29 @@ class GroupTest(unittest.TestCase):
         client.set("k", "v")
         other = dist.TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=5))
         self.assertEqual(other.get("k"), b"v")
-        # The port is taken now: a second replica on it fails at once, reported as fatal.
-        pipe = Pipe()
-        self.pipes.append(pipe)
+        # The port is taken now. A second replica on it (one that takes this one's place on
+        # the same host: a migration drilled on one machine) waits for it, and hosts the store
+        # once the first one's is gone.
+        second = ReplicaGroup(model, opt, env=env, poll_s=0.05)
+        self.assertIsNone(second._store_host.server)
+        second._store_host.check()  # still trying: not an error yet
+        del client, other
+        rg._store_host = None
+        del rg
+        gc.collect()
+        end = time.monotonic() + 10
+        while second._store_host.server is None and time.monotonic() < end:
+            time.sleep(0.05)
+        self.assertIsNotNone(second._store_host.server, "the freed port was not taken over")
+        # Held past the wait: a one-line error naming the port, reported as fatal at the
+        # replica's next step boundary (check() there).
+        held = StoreHost(port, 5, 0.3, 0.05)
+        held._thread.join(5)
         with self.assertRaises(QuorumError) as cm:
-            ReplicaGroup(model, opt, env=dict(env, FAULTLINE_REPORT_FD=str(pipe.w)))
+            held.check()
         msg = str(cm.exception)
         self.assertNotIn("\n", msg)
         self.assertIn("FAULTLINE_STORE_PORT=%d" % port, msg)
-        self.assertEqual([r["type"] for r in pipe.reports()], ["fatal"])
         # Without the variable (the harness hosts the store) no store is hosted.
         self.assertIsNone(ReplicaGroup(model, opt, env={"FAULTLINE_REPLICA": "0",
                                                         "FAULTLINE_QUORUM_FILE": self.path})

@@ -504,6 +504,12 @@ TEST_F(TempLog, BadRecordFieldsNameTheirLine) {
   EXPECT_NE(error_of().find(path_ + ":2: $.detail: expected the slowdown factor"),
             std::string::npos)
       << error_of();
+  write_text(header_line() +
+             R"({"t_s":1,"kind":"fault","machine":1,"slot":1,"fault":"warn","detail":"soon"})" +
+             "\n");
+  EXPECT_NE(error_of().find(path_ + ":2: $.detail: expected the lead time of a \"warn\" fault"),
+            std::string::npos)
+      << error_of();
   write_text(R"({"t_s":0,"kind":"note","text":"no header"})"
              "\n");
   EXPECT_EQ(error_of(), path_ + ":1: $.kind: expected \"header\" on the first line, got \"note\"");

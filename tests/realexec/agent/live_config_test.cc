@@ -78,6 +78,34 @@ TEST_F(LiveConfigKeys, ReplicaGroupsAreForJobsOfOneProcessPerReplica) {
                            "pp = 1 (the job library runs one process per replica)");
 }
 
+// A module live mode cannot run is refused when the config is read, in one line naming the
+// field, rather than run as another (recovery=flash was run as an ordinary restart, noted).
+TEST_F(LiveConfigKeys, ARecoveryLiveModeCannotRunIsRefusedAtTheStart) {
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}};
+  const auto with = [&](const char* recovery, bool replica_groups) {
+    json j = job;
+    j["replica_groups"] = replica_groups;
+    return load(j, {{"policy", {{"stack", "byterobust"}, {"params", {{"recovery", recovery}}}}}});
+  };
+  const std::string flash = with("flash", false);
+  EXPECT_EQ(flash.rfind(dir_ + "/live.json: policy.params.recovery: expected a module that runs "
+                               "live, got \"flash\": simulator only: live mode has no in-place "
+                               "restart",
+                        0),
+            0u)
+      << flash;
+  EXPECT_EQ(flash.find('\n'), std::string::npos) << "one line";
+  EXPECT_NE(with("flash", true), "") << "replica groups restart no one in place either";
+  const std::string ddp = with("migrate", false);
+  EXPECT_NE(ddp.find("policy.params.recovery: expected a module that runs live, got "
+                     "\"migrate\": live only with job.replica_groups"),
+            std::string::npos)
+      << ddp;
+  EXPECT_EQ(with("migrate", true), "") << "a replica moves to a standby live";
+  EXPECT_EQ(with("standby", false), "");
+  EXPECT_EQ(with("replica-drop", true), "");
+}
+
 TEST_F(LiveConfigKeys, TheReadOnlyCredentialIsAFileOfItsOwn) {
   const json job{{"versions", {{"v1", {"/bin/true"}}}}, {"version", "v1"}};
   LiveConfig c;
