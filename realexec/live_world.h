@@ -339,6 +339,9 @@ class LiveWorld final : public World {
   void hold_victim(MachineId m, std::int64_t rank, int code, const std::string& signature);
   void fail_start(MachineId m, std::int64_t rank, const std::string& signature);
   std::int64_t rank_step(std::int64_t rank) const;
+  // False (and noted) when `step` is beyond what the job can have reached by now.
+  bool believable_step(MachineId m, std::int64_t rank, std::int64_t step);
+  std::uint64_t refused_steps_ = 0;  // step reports refused by believable_step
   // Runs the reference computation (bit-wise probe or replay) on the controller host.
   void run_reference(std::vector<std::string> argv,
                      std::function<void(std::optional<std::string>)> done);

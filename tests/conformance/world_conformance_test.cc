@@ -194,6 +194,7 @@ struct Live {
   std::unique_ptr<live::LiveWorld> world;
   std::string probe_hash = "h";  // what agents answer a bit-wise probe; empty: no hash (it fails)
 
+  // `job`: fields that replace the job's (replica groups: pp 1, dp 4, replica_groups).
   Live(const Registry& reg, const std::string& stack = "conformance-script",
        json params = json::object())
       : dir(make_dir()),
@@ -1394,6 +1395,38 @@ TEST(LiveWorldBelief, ReportsAndExitsCountOnlyFromTheMachineThatRunsTheRank) {
   r.advance(0.1);
   ASSERT_EQ(seen<ProcessExit>().size(), 1u);
   EXPECT_EQ(seen<ProcessExit>()[0].machine, 1);
+}
+
+// Issue 52: a replica reporting step 10^15 was believed: the detector's progress jumped
+// there, every true step after it looked like no progress, and the stall restarted a healthy
+// job (ETTR 98% -> 29%). A step beyond what the job can have reached is refused and noted.
+TEST(LiveWorldBelief, AStepFarBeyondWhatTheJobCanHaveReachedIsRefused) {
+  RunningLive r;
+  const Instant t0 = r.live.reactor.now();
+  const auto at = [&](double s) { r.live.reactor.advance_to(t0 + Duration::seconds(s)); };
+  for (std::int64_t step = 1; step <= 5; ++step) {
+    at(kStepS * static_cast<double>(step));
+    r.step(0, 0, step);
+  }
+  at(11);
+  r.step(0, 0, 1000000000000000);  // 10^15, two seconds after step 5
+  for (std::int64_t step = 6; step <= 8; ++step) {
+    at(kStepS * static_cast<double>(step));
+    r.step(0, 0, step);
+  }
+  r.advance(0.1);
+  std::vector<std::int64_t> steps;
+  for (const auto& smp : seen<StepSample>()) steps.push_back(smp.step);
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_TRUE(
+      r.noted("refused a step report of rank 0 on m0: step 1000000000000000 is beyond "
+              "what the job can have reached"))
+      << r.notes().back();
+  // A step the job can reach (a fast stretch: 500 steps in 2 s of 2 s nominal steps) counts.
+  at(18);
+  r.step(0, 0, 508);
+  r.advance(0.1);
+  EXPECT_EQ(seen<StepSample>().back().step, 508);
 }
 
 constexpr const char* kPeerTimeout = "collective: all_gather: timed out receiving from rank 2";
