@@ -104,6 +104,9 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
   const bool migrated = journal_->resumed() && journal_->format_read() == 1;
   const std::optional<EventLogEnd> log_end = event_log_end(log_path);
   if (!journal_->resume_after(log_end, &err)) throw std::runtime_error(err);
+  // A log deleted or rotated away leaves a resumed run with a new, empty one: it gets a header
+  // of its own (readers refuse a log without one), and a note that the earlier log is gone.
+  const bool new_log = std::filesystem::file_size(log_path, ec) == 0 || ec;
   marker_ = std::make_unique<OutageMarker>(config_.state_dir + "/outage");
   if (fresh) std::filesystem::remove(marker_->path(), ec);
   if (!marker_->open(&err))
@@ -114,6 +117,7 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     throw std::runtime_error(e.what());
   }
   world_ = std::make_unique<LiveWorld>(config_, registry, reactor_, *this, *log_, *journal_);
+  begin_log(registry, log_path, new_log);
   if (migrated) {
     const std::string line =
         journal_path + ": a journal of format 1 (an earlier release) migrated to format " +
@@ -121,28 +125,6 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
         fmt_s(Duration{log_end->t_ns}.to_seconds()) + " s) plus the wall time since it was written";
     world_->note(line);
     std::cerr << log_stamp() << " faultline live: " << line << "\n";
-  }
-  if (!journal_->resumed()) {
-    const ClusterSpec spec = config_.cluster_spec();
-    traces::EventLogHeader h;
-    h.stack = config_.stack;
-    h.params = {config_.params.values().begin(), config_.params.values().end()};
-    if (const PolicyInfo* info = registry.find(config_.stack))
-      for (const auto& spec : info->params)
-        if (!spec.choices.empty())
-          h.choices[spec.name] =
-              spec.choices.at(static_cast<std::size_t>(config_.params.get(spec.name)));
-    h.seed = config_.seed;
-    h.machines = spec.machines;
-    h.gpus_per_machine = spec.gpus_per_machine;
-    h.tp = spec.tp;
-    h.pp = spec.pp;
-    h.dp = spec.dp;
-    h.standby_machines = spec.standby_machines;
-    h.nominal_step_time_s = config_.job.nominal_step_time_s;
-    h.checkpoint_every_steps = journal_->state().ckpt_every;
-    h.config_file = std::filesystem::absolute(config_.file).string();
-    log_->header(0.0, h);
   }
   if (const auto& gap = marker_->previous(); gap && journal_->resumed()) {
     // The previous controller died with records waiting for a failing disk: they are gone,
@@ -170,6 +152,48 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
                              config_.controller_host + ":" +
                              std::to_string(config_.controller_port) + ": " + err);
   if (config_.metrics_port > 0) start_metrics();
+}
+
+// This controller's first records: the header when the log is new (a resumed run's log that
+// was deleted or rotated away gets one too, and a note that the earlier log is gone).
+void Controller::begin_log(const Registry& registry, const std::string& log_path, bool new_log) {
+  if (new_log || !journal_->resumed())
+    write_header(registry, journal_->resumed() ? world_->now().to_seconds() : 0.0);
+  if (new_log && journal_->resumed()) {
+    const std::string line = log_path +
+                             ": the event log was empty or missing although the journal resumes "
+                             "generation " +
+                             std::to_string(journal_->state().gen) +
+                             ": the earlier log was deleted or rotated away; this one begins at "
+                             "run time " +
+                             fmt_s(world_->now().to_seconds()) + " s with a header of its own";
+    world_->note(line);
+    std::cerr << log_stamp() << " faultline live: " << line << "\n";
+  }
+}
+
+// The event log's first record: what `sim replay` and `faultline report` need to read it.
+void Controller::write_header(const Registry& registry, double t_s) {
+  const ClusterSpec spec = config_.cluster_spec();
+  traces::EventLogHeader h;
+  h.stack = config_.stack;
+  h.params = {config_.params.values().begin(), config_.params.values().end()};
+  if (const PolicyInfo* info = registry.find(config_.stack))
+    for (const auto& spec : info->params)
+      if (!spec.choices.empty())
+        h.choices[spec.name] =
+            spec.choices.at(static_cast<std::size_t>(config_.params.get(spec.name)));
+  h.seed = config_.seed;
+  h.machines = spec.machines;
+  h.gpus_per_machine = spec.gpus_per_machine;
+  h.tp = spec.tp;
+  h.pp = spec.pp;
+  h.dp = spec.dp;
+  h.standby_machines = spec.standby_machines;
+  h.nominal_step_time_s = config_.job.nominal_step_time_s;
+  h.checkpoint_every_steps = journal_->state().ckpt_every;
+  h.config_file = std::filesystem::absolute(config_.file).string();
+  log_->header(t_s, h);
 }
 
 void Controller::lock_state_dir(bool fresh) {

@@ -73,6 +73,10 @@ class Controller final : public MachineLink {
   void on_authenticated(std::uint64_t sid, const Auth& auth);
   // Takes the state directory's lock or throws naming the controller that holds it.
   void lock_state_dir(bool fresh);
+  // The header (when the log is new) and the note that the earlier log is gone.
+  void begin_log(const Registry& registry, const std::string& log_path, bool new_log);
+  // Writes the event log's header at run time `t_s`.
+  void write_header(const Registry& registry, double t_s);
   // Marks (in STATE_DIR/outage) that event-log records wait in memory; t_s: the newest.
   void mark_outage(double t_s);
   void on_client(std::uint64_t sid, Session& s, const ClientRequest& request);
