@@ -1313,6 +1313,27 @@ TEST(LiveWorldBelief, RunTimeSurvivesARebootAndAFailover) {
   }
 }
 
+// Issue 52: on a host whose wall clock is behind, the first restart continued from the
+// journal's run time, but the origin stayed on the clock that was ahead: every later restart
+// on that host found the clock behind again and dropped its downtime (ETTR 110%).
+TEST(LiveWorldBelief, RestartsOnAClockThatIsBehindKeepTheirDowntime) {
+  const std::int64_t second = 1000000000;
+  RunningLive r;
+  {
+    Restarted behind(r, [&](json& j) {
+      j["origin_unix_ns"] = live::wall_now_ns() - 100 * second;
+      j["last_t_ns"] = 1000 * second;  // the host that wrote it was 900 s ahead
+    });
+    EXPECT_NEAR(behind.world->now().to_seconds(), 1000, 1e-6);
+    behind.world->start();  // saves the journal
+  }
+  // The controller is down for 50 s on the same host: as if its wall clock moved on 50 s.
+  Restarted again(r, [&](json& j) {
+    j["origin_unix_ns"] = j["origin_unix_ns"].get<std::int64_t>() - 50 * second;
+  });
+  EXPECT_NEAR(again.world->now().to_seconds(), 1050, 1);
+}
+
 // Issue 37, item 19: swapping two machines' order in the config and restarting gave 15 s of
 // refused reports until a stall forced a restart: the journal's ids index the config, and
 // the ids then named other machines. The journal keeps the names and ids are mapped back.
