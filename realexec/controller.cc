@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <stdexcept>
@@ -30,6 +31,51 @@ std::string fmt_s(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", s);
   return buf;
+}
+
+std::vector<std::string> names_of(const LiveConfig& c) {
+  std::vector<std::string> out;
+  for (const auto& m : c.machines) out.push_back(m.name);
+  for (const auto& m : c.standby) out.push_back(m.name);
+  return out;
+}
+
+// `c` with its machines in the order of the run its state directory holds (the journal's
+// machine_names): machine ids index that order in the journal and in every record of the
+// event log, so a config whose `machines` or `standby` were reordered is put back in the
+// run's order instead of giving the log's earlier records other names. Standbys new to the
+// run come after the known ones. A machine of the run that would still take another id (it
+// moved to the other list, or one before it was removed) is refused in one line.
+LiveConfig in_run_order(const LiveConfig& c, bool fresh) {
+  if (fresh) return c;
+  std::ifstream in(c.state_dir + "/journal.json");
+  const json j = json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("machine_names") || !j["machine_names"].is_array()) return c;
+  std::vector<std::string> was;
+  for (const auto& n : j["machine_names"])
+    if (n.is_string()) was.push_back(n.get<std::string>());
+  const auto index = [&](const std::string& n) {
+    return static_cast<std::size_t>(std::find(was.begin(), was.end(), n) - was.begin());
+  };
+  LiveConfig out = c;
+  const auto by_run_order = [&](const LiveMachine& a, const LiveMachine& b) {
+    return index(a.name) < index(b.name);
+  };
+  std::stable_sort(out.machines.begin(), out.machines.end(), by_run_order);
+  std::stable_sort(out.standby.begin(), out.standby.end(), by_run_order);
+  const std::vector<std::string> now = names_of(out);
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    const std::size_t at = index(now[i]);
+    if (at == was.size() || at == i) continue;
+    std::string list;
+    for (const auto& n : was) list += (list.empty() ? "" : ", ") + n;
+    throw std::runtime_error(
+        c.file + ": " + (i < out.machines.size() ? "machines" : "standby") + ": " + now[i] +
+        " would be machine " + std::to_string(i) + " of the run in " + c.state_dir +
+        ", which knows it as machine " + std::to_string(at) + " (journal.json machine_names: " +
+        list + "); expected the run's machines in the same lists, or a new run (--fresh)");
+  }
+  return out;
 }
 
 constexpr double kHelloTimeoutS = 5;
@@ -68,7 +114,7 @@ const std::map<std::string, bool>& fault_kinds() {
 
 Controller::Controller(const LiveConfig& config, const Registry& registry, Reactor& reactor,
                        bool fresh)
-    : config_(config), reactor_(reactor) {
+    : config_(in_run_order(config, fresh)), reactor_(reactor) {
   std::string err;
   if (!load_token(config_.token_file, &token_, &err)) throw std::runtime_error(err);
   for (std::size_t i = 0; i < config_.machines.size(); ++i)
@@ -117,7 +163,7 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     throw std::runtime_error(e.what());
   }
   world_ = std::make_unique<LiveWorld>(config_, registry, reactor_, *this, *log_, *journal_);
-  begin_log(registry, log_path, new_log);
+  begin_log(registry, log_path, new_log, names_of(config_) != names_of(config));
   if (migrated) {
     const std::string line =
         journal_path + ": a journal of format 1 (an earlier release) migrated to format " +
@@ -155,8 +201,10 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
 }
 
 // This controller's first records: the header when the log is new (a resumed run's log that
-// was deleted or rotated away gets one too, and a note that the earlier log is gone).
-void Controller::begin_log(const Registry& registry, const std::string& log_path, bool new_log) {
+// was deleted or rotated away gets one too, and a note that the earlier log is gone), and a
+// note when the config's machines were put back in the run's order.
+void Controller::begin_log(const Registry& registry, const std::string& log_path, bool new_log,
+                           bool reordered) {
   if (new_log || !journal_->resumed())
     write_header(registry, journal_->resumed() ? world_->now().to_seconds() : 0.0);
   if (new_log && journal_->resumed()) {
@@ -170,6 +218,11 @@ void Controller::begin_log(const Registry& registry, const std::string& log_path
     world_->note(line);
     std::cerr << log_stamp() << " faultline live: " << line << "\n";
   }
+  if (reordered)
+    world_->note(config_.file +
+                 ": the machines are listed in another order than in the run it resumes: the "
+                 "run's order is kept, so that the journal's and the event log's machine ids "
+                 "name the same machines as before");
 }
 
 // The event log's first record: what `sim replay` and `faultline report` need to read it.
@@ -193,6 +246,7 @@ void Controller::write_header(const Registry& registry, double t_s) {
   h.nominal_step_time_s = config_.job.nominal_step_time_s;
   h.checkpoint_every_steps = journal_->state().ckpt_every;
   h.config_file = std::filesystem::absolute(config_.file).string();
+  h.machine_names = names_of(config_);
   log_->header(t_s, h);
 }
 

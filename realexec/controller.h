@@ -73,8 +73,9 @@ class Controller final : public MachineLink {
   void on_authenticated(std::uint64_t sid, const Auth& auth);
   // Takes the state directory's lock or throws naming the controller that holds it.
   void lock_state_dir(bool fresh);
-  // The header (when the log is new) and the note that the earlier log is gone.
-  void begin_log(const Registry& registry, const std::string& log_path, bool new_log);
+  // The header (when the log is new) and the notes on what this controller resumed.
+  void begin_log(const Registry& registry, const std::string& log_path, bool new_log,
+                 bool reordered);
   // Writes the event log's header at run time `t_s`.
   void write_header(const Registry& registry, double t_s);
   // Marks (in STATE_DIR/outage) that event-log records wait in memory; t_s: the newest.
@@ -120,7 +121,8 @@ class Controller final : public MachineLink {
     bool failing = false;       // an outage was reported and has not ended
   };
 
-  const LiveConfig& config_;
+  // The caller's config with its machines in the order of the run it resumes (a copy).
+  const LiveConfig config_;
   Reactor& reactor_;
   std::string token_;
   std::string status_token_;  // the read-only credential; empty: none

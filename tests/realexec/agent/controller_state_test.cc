@@ -95,5 +95,36 @@ TEST(ControllerState, AResumedRunWhoseLogWasDeletedOrRotatedWritesAHeader) {
   }
 }
 
+// Issue 52: after the config's machines were reordered, the log's earlier records got the new
+// names: records carry machine ids, and readers named them from the current config (or the
+// journal, remapped to it). The run keeps its order, the header says it, and a machine that
+// would take another id is refused in one line naming the field.
+TEST(ControllerState, AReorderedConfigKeepsTheRunsMachineIdsAndTheHeaderNamesThem) {
+  StateDir s;
+  s.journal(2, 100, {"m0", "m1", "s0"});
+  s.run_controller(s.config({"m1", "m0"}));  // the operator listed m1 first
+  const traces::EventLog log = traces::read_event_log(s.log_path());
+  EXPECT_EQ(log.records.front().json.value("machine_names", json::array()),
+            json::array({"m0", "m1", "s0"}));
+  ASSERT_FALSE(log.notes.empty());
+  EXPECT_NE(log.notes.back().value.find("the run's order is kept"), std::string::npos)
+      << log.notes.back().value;
+
+  // s0, the run's standby, listed as a job machine and m1 as the standby: refused.
+  StateDir moved;
+  moved.journal(2, 100, {"m0", "m1", "s0"});
+  LiveConfig c = moved.config({"m0", "m1"});
+  std::swap(c.machines[1], c.standby[0]);
+  try {
+    moved.run_controller(c);
+    ADD_FAILURE() << "a machine moved to the other list was not refused";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("live.json: machines: s0 would be machine 1 of the run in"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace faultline::live
