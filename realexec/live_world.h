@@ -218,6 +218,7 @@ class LiveWorld final : public World {
     // previous process's (killed for a hang or an eviction), which the agent reaps first.
     std::set<std::int64_t> launched;
     std::map<std::int64_t, std::set<std::int64_t>> failed;  // quorum -> members that said it failed
+    std::map<std::int64_t, std::int64_t> failed_steps;  // member -> its step at the first saying
     std::uint64_t failed_timer = 0;  // the grace before the silent members are judged hung
     bool changed = false;            // a quorum change since the last step report
     std::uint64_t disbelieved = 0;   // reports of a quorum this controller never formed

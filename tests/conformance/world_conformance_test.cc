@@ -196,9 +196,9 @@ struct Live {
 
   // `job`: fields that replace the job's (replica groups: pp 1, dp 4, replica_groups).
   Live(const Registry& reg, const std::string& stack = "conformance-script",
-       json params = json::object())
+       json params = json::object(), const json& job = json::object())
       : dir(make_dir()),
-        config(live::parse_live_config(config_text(dir, stack, params),
+        config(live::parse_live_config(config_text(dir, stack, params, job),
                                        (dir / "live.json").string(), reg)),
         journal((dir / "journal.json").string()),
         log((dir / "events.jsonl").string()) {
@@ -215,8 +215,8 @@ struct Live {
     char tmpl[] = "/tmp/faultline-conformance-XXXXXX";
     return fs::path(::mkdtemp(tmpl));
   }
-  static std::string config_text(const fs::path& dir, const std::string& stack,
-                                 const json& params) {
+  static std::string config_text(const fs::path& dir, const std::string& stack, const json& params,
+                                 const json& job) {
     json machines = json::array();
     for (int i = 0; i < 4; ++i)
       machines.push_back({{"name", "m" + std::to_string(i)},
@@ -241,7 +241,9 @@ struct Live {
         // probe's answer is the agents' majority.
         {"trainjob_bin", "/nonexistent/faultline-trainjob"},
         {"state_dir", dir.string()}};
-    return doc.dump();
+    json out = doc;
+    out["job"].update(job);
+    return out.dump();
   }
   // Answers what the controller sent, as agents would, until nothing is left.
   void pump() {
@@ -1448,6 +1450,50 @@ TEST(LiveWorldBelief, AStepFarBeyondWhatTheJobCanHaveReachedIsRefused) {
   r.step(0, 0, 508);
   r.advance(0.1);
   EXPECT_EQ(seen<StepSample>().back().step, 508);
+}
+
+// Issue 52: one replica's false quorum_failed got its three healthy peers killed: the members
+// that did not say the quorum failed were judged hung after the grace, although they went on
+// reporting steps in it. A member that trains on is not hung.
+TEST(LiveWorldBelief, OneReplicasFalseQuorumFailedKillsNoHealthyPeer) {
+  const Registry reg = registry();
+  Live live(reg, "conformance-script", json::object(),
+            {{"pp", 1}, {"dp", 4}, {"replica_groups", true}});
+  Script s;
+  s.start = [](World& w) {
+    w.act(EnableReplicaGroups{1, Duration::zero(), Duration::seconds(10), "groups"});
+    w.act(StartJob{"start"});
+  };
+  live.run(s, 0.5);
+  ASSERT_EQ(seen<JobStarted>().size(), 1u);
+  const std::int64_t gen = live.journal.state().gen;
+  const std::int64_t q = live.journal.state().replica_quorum;
+  const auto report = [&](std::int64_t r, json body) {
+    body["rank"] = r;
+    live.world->on_agent_message(static_cast<MachineId>(r),
+                                 {{"type", "report"}, {"gen", gen}, {"rank", r}, {"report", body}});
+  };
+  const auto steps = [&](std::int64_t from, std::int64_t to, std::int64_t first_replica) {
+    for (std::int64_t step = from; step <= to; ++step)
+      for (std::int64_t r = first_replica; r < 4; ++r)
+        report(r, {{"type", "step"}, {"step", step}, {"step_time_s", 0.5}});
+  };
+  steps(1, 3, 0);
+  live.link.sent.clear();
+  report(0, {{"type", "quorum_failed"}, {"quorum", q}, {"step", 4}, {"detail", "forged"}});
+  for (std::int64_t step = 4; step <= 6; ++step) {  // replicas 1 to 3 train on in quorum q
+    live.advance(0.5);
+    steps(step, step, 1);
+  }
+  live.advance(3);  // past the controller's grace for the others to say so
+  EXPECT_TRUE(seen<ReplicaDropped>().empty()) << describe(Event{seen<ReplicaDropped>().front()});
+  EXPECT_TRUE(seen<ProcessExit>().empty());
+  std::ifstream in(live.dir / "events.jsonl");
+  bool noted = false;
+  for (std::string line; std::getline(in, line);)
+    noted |= line.find("but replica 1, 2, 3 trained on in it: no replica is judged hung") !=
+             std::string::npos;
+  EXPECT_TRUE(noted);
 }
 
 constexpr const char* kPeerTimeout = "collective: all_gather: timed out receiving from rank 2";
