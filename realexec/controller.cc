@@ -90,6 +90,10 @@ constexpr int kMaxClientsPerAccess = 16;
 constexpr double kClientIdleS = 60;
 // Bad proofs said one by one per minute before the rest are summed up.
 constexpr std::uint64_t kBadCredentialLinesPerMinute = 10;
+// Notes about the sessions of one access (read-only, admin) said one by one in a minute; the
+// rest are summed up in one line at the minute's end. The session limit resets nothing: a
+// token holder churning sessions writes no more than that.
+constexpr std::uint64_t kSessionLinesPerMinute = 10;
 constexpr double kAcceptPauseS = 0.25;  // after accept fails for want of fds
 // An unauthenticated connection younger than this is never pushed out to make room: a
 // legitimate handshake takes one round trip.
@@ -611,9 +615,10 @@ void Controller::make_room_clients(bool read_only) {
   if (static_cast<int>(same.size()) < kMaxClientsPerAccess) return;
   std::sort(same.begin(), same.end());
   auto it = sessions_.find(same.front().second);
-  world_->note(std::string("closed the least recently active ") +
-               (read_only ? "read-only" : "admin") + " session (from " + it->second.conn->peer() +
-               "): " + std::to_string(kMaxClientsPerAccess) + " were open");
+  note_session(read_only, std::string("closed the least recently active ") +
+                              (read_only ? "read-only" : "admin") + " session (from " +
+                              it->second.conn->peer() +
+                              "): " + std::to_string(kMaxClientsPerAccess) + " were open");
   it->second.conn->close("too many sessions of this access");
 }
 
@@ -780,7 +785,33 @@ void Controller::note_unauthenticated(const std::string& text) {
   std::cerr << log_stamp() << " faultline live: " << line << "\n";
 }
 
+void Controller::note_session(bool read_only, const std::string& text) {
+  SessionNotes& n = session_notes_[read_only ? 1 : 0];
+  ++n.total;
+  if (++n.window <= kSessionLinesPerMinute) {
+    world_->note(text);
+  } else {
+    ++n.unsaid;
+  }
+  if (n.timer != 0) return;
+  n.timer = reactor_.add_timer(Duration::seconds(60), [this, read_only] {
+    SessionNotes& x = session_notes_[read_only ? 1 : 0];
+    x.timer = 0;
+    if (x.unsaid > 0)
+      world_->note(
+          std::to_string(x.unsaid) + " more notes about " + (read_only ? "read-only" : "admin") +
+          " sessions in the last minute were left out (" + std::to_string(x.total) + " so far)");
+    x.window = 0;
+    x.unsaid = 0;
+  });
+}
+
 void Controller::note_refusal(Session& s, const std::string& reason) {
+  if (s.role == Session::Role::kClient && s.machine == kNoMachine) {
+    // A client's refusals count across its sessions: a new session starts no new allowance.
+    ++s.refused;
+    return note_session(s.read_only, "refused a message from " + s.conn->peer() + ": " + reason);
+  }
   // The first few of each connection, then one line per 1000: a flood of junk must not
   // fill the event log.
   ++s.refused;

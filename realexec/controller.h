@@ -86,6 +86,9 @@ class Controller final : public MachineLink {
   // A proof that did not match a token: always said, a few a minute one by one, the rest
   // summed up at the end of the minute.
   void note_bad_credential(const std::string& text);
+  // A note about a client's session (refused requests, sessions closed to make room): the
+  // first kSessionLinesPerMinute of each access a minute, then one line with the count.
+  void note_session(bool read_only, const std::string& text);
   void arm_client_idle(std::uint64_t sid);
   // Closes unauthenticated session `sid` to make room for another.
   void make_room_unauthenticated(std::uint64_t sid);
@@ -145,8 +148,12 @@ class Controller final : public MachineLink {
   std::uint64_t bad_credentials_window_ = 0;  // in the current minute
   std::uint64_t bad_credentials_unsaid_ = 0;  // in it, beyond the ones said one by one
   std::uint64_t bad_credential_timer_ = 0;
-  int dir_lock_fd_ = -1;  // flock of STATE_DIR itself, held for the controller's life
-  int lock_fd_ = -1;      // STATE_DIR/controller.lock: the holder's pid
+  struct SessionNotes {
+    std::uint64_t total = 0, window = 0, unsaid = 0, timer = 0;
+  };
+  SessionNotes session_notes_[2];  // admin, read-only
+  int dir_lock_fd_ = -1;           // flock of STATE_DIR itself, held for the controller's life
+  int lock_fd_ = -1;               // STATE_DIR/controller.lock: the holder's pid
   std::unique_ptr<MetricsServer> metrics_;  // null: no metrics_listen
   std::uint64_t next_session_ = 1;
   std::map<std::uint64_t, Session> sessions_;
