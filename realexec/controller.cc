@@ -487,6 +487,14 @@ bool Controller::connected(MachineId m) const {
   return s != sessions_.end() && s->second.conn && s->second.conn->is_open();
 }
 
+double Controller::silent_s(MachineId m) const {
+  auto it = machine_session_.find(m);
+  if (it == machine_session_.end()) return 0;
+  auto s = sessions_.find(it->second);
+  if (s == sessions_.end() || !s->second.conn || !s->second.conn->is_open()) return 0;
+  return (reactor_.now() - s->second.last_heard).to_seconds();
+}
+
 void Controller::on_accept() {
   for (;;) {
     if (!room_for_handshake()) return;

@@ -48,6 +48,7 @@ class Controller final : public MachineLink {
 
   bool send(MachineId m, const nlohmann::json& msg) override;
   bool connected(MachineId m) const override;
+  double silent_s(MachineId m) const override;
 
  private:
   struct Session {

@@ -41,6 +41,8 @@ class MachineLink {
   // Sends a request; false when the machine's agent is not connected.
   virtual bool send(MachineId m, const nlohmann::json& msg) = 0;
   virtual bool connected(MachineId m) const = 0;
+  // Seconds since machine m's agent was last heard (0 when not known): a heartbeat late.
+  virtual double silent_s(MachineId) const { return 0; }
 };
 
 class LiveWorld final : public World {
@@ -201,6 +203,8 @@ class LiveWorld final : public World {
   std::map<MachineId, Repair> repairs_;
   std::map<MachineId, Instant> last_alert_;
   void do_capture(ActionId id);
+  // A capture that agents with late heartbeats did not answer (machine -> seconds silent).
+  void silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t);
   void do_replay(ActionId id, const RunReplay& a);
   void do_inspect(const EnableInspection& a);
   void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t);

@@ -181,7 +181,9 @@ class FakeLink final : public live::MachineLink {
     return true;
   }
   bool connected(MachineId) const override { return true; }
+  double silent_s(MachineId m) const override { return silent.count(m) ? silent.at(m) : 0; }
   std::deque<std::pair<MachineId, json>> sent;
+  std::map<MachineId, double> silent;  // agents frozen: their requests are never answered
 };
 
 struct Live {
@@ -250,6 +252,7 @@ struct Live {
     while (!link.sent.empty()) {
       auto [m, msg] = link.sent.front();
       link.sent.pop_front();
+      if (link.silent.count(m)) continue;
       const std::string type = msg.value("type", "");
       json done{{"type", "done"}, {"req", msg["req"]}, {"ok", true}};
       if (type == "probe" && !probe_hash.empty()) done["hash"] = probe_hash;
@@ -1494,6 +1497,36 @@ TEST(LiveWorldBelief, OneReplicasFalseQuorumFailedKillsNoHealthyPeer) {
     noted |= line.find("but replica 1, 2, 3 trained on in it: no replica is judged hung") !=
              std::string::npos;
   EXPECT_TRUE(noted);
+}
+
+// Issue 52: with a stall window shorter than stalled_agent_timeout_s, a frozen agent's stall
+// was captured before the agent was declared lost: its slot's "<no answer>" was one stack
+// among the others, and the waiting partner's stack was the outlier evicted. A capture that an
+// agent with late heartbeats does not answer attributes the stall to that agent's machine.
+TEST(LiveWorldBelief, AStallCaptureThatAFrozenAgentDoesNotAnswerNamesItsMachine) {
+  RunningLive r;
+  r.live.link.silent[2] = 1;  // m2's agent frozen (its heartbeats late from now on)
+  const ActionId capture = r.live.world->act(CaptureStacks{"stalled"});
+  r.live.link.silent[2] = 40;
+  r.advance(31);  // past the capture's 30 s
+  EXPECT_TRUE(seen<StacksCaptured>().empty())
+      << "stacks delivered: " << seen<StacksCaptured>().front().stacks.at(2);
+  const auto alerts = seen<InspectionAlert>();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].machine, 2);
+  EXPECT_EQ(alerts[0].kind, "host");
+  ASSERT_EQ(seen<ActionFailed>().size(), 1u);
+  EXPECT_EQ(seen<ActionFailed>()[0].action, capture);
+  EXPECT_EQ(seen<ActionFailed>()[0].reason,
+            "the agent of m2 is silent: the stall is attributed to it");
+  // An agent that answers late but heartbeats (a slow capture) is no silent agent.
+  RunningLive slow;
+  slow.live.link.silent[1] = 0.5;
+  slow.live.world->act(CaptureStacks{"stalled"});
+  slow.advance(31);
+  EXPECT_TRUE(seen<InspectionAlert>().empty());
+  ASSERT_EQ(seen<StacksCaptured>().size(), 1u);
+  EXPECT_EQ(seen<StacksCaptured>()[0].stacks.at(1), "<no answer>");
 }
 
 constexpr const char* kPeerTimeout = "collective: all_gather: timed out receiving from rank 2";
