@@ -298,7 +298,8 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
     // "started" reports must not complete a start that has not launched yet.
     if (launch_gen_ != journal_.state().gen) return;
     started_ranks_.insert(rank);
-    if (r.step && believable_step(m, rank, *r.step)) start_step_ = *r.step;
+    // The restored step of a run's first start is its base (a new run on old checkpoints).
+    if (r.step && (last_step_ < 0 || believable_step(m, rank, *r.step))) start_step_ = *r.step;
     if (static_cast<int>(started_ranks_.size()) ==
         cluster_.slots() * config_.job.gpus_per_machine) {
       const ActionId id = starting_;

@@ -194,7 +194,8 @@ struct Live {
   live::Journal journal;
   traces::EventLogWriter log;
   std::unique_ptr<live::LiveWorld> world;
-  std::string probe_hash = "h";  // what agents answer a bit-wise probe; empty: no hash (it fails)
+  std::string probe_hash = "h";    // what agents answer a bit-wise probe; empty: no hash (it fails)
+  std::int64_t restored_step = 0;  // the step every rank says it started from
 
   // `job`: fields that replace the job's (replica groups: pp 1, dp 4, replica_groups).
   Live(const Registry& reg, const std::string& stack = "conformance-script",
@@ -262,7 +263,7 @@ struct Live {
           world->on_agent_message(
               m, {{"type", "report"},
                   {"gen", msg["gen"]},
-                  {"report", {{"type", "started"}, {"rank", r["rank"]}, {"step", 0}}}});
+                  {"report", {{"type", "started"}, {"rank", r["rank"]}, {"step", restored_step}}}});
     }
   }
   void run(Script& script, double seconds) {
@@ -1453,6 +1454,29 @@ TEST(LiveWorldBelief, AStepFarBeyondWhatTheJobCanHaveReachedIsRefused) {
   r.step(0, 0, 508);
   r.advance(0.1);
   EXPECT_EQ(seen<StepSample>().back().step, 508);
+}
+
+// A new run whose ranks restore an old checkpoint starts from its step: the first start's
+// restored step is the base the next reports are checked against, not a step to refuse.
+TEST(LiveWorldBelief, ANewRunOnAnOldCheckpointStartsFromItsStep) {
+  const Registry reg = registry();
+  Live live(reg);
+  live.restored_step = 50000;
+  Script s;
+  s.start = [](World& w) {
+    w.act(WatchSteps{Duration::zero(), "samples"});
+    w.act(StartJob{"start"});
+  };
+  live.run(s, 0.5);
+  ASSERT_EQ(seen<JobStarted>().size(), 1u);
+  EXPECT_EQ(seen<JobStarted>()[0].step, 50000);
+  live.world->on_agent_message(
+      0, {{"type", "report"},
+          {"gen", live.journal.state().gen},
+          {"report", {{"type", "step"}, {"rank", 0}, {"step", 50001}, {"step_time_s", kStepS}}}});
+  live.advance(0.1);
+  ASSERT_EQ(seen<StepSample>().size(), 1u);
+  EXPECT_EQ(seen<StepSample>()[0].step, 50001);
 }
 
 // Issue 52: one replica's false quorum_failed got its three healthy peers killed: the members
