@@ -1199,7 +1199,11 @@ def read_event_log(path):
 
 
 def machine_names(path, header):
-    """Machine names by id: the journal's, else the config file's (machines then standbys)."""
+    """Machine names by id: the header's (the run's, when the log was begun), else the
+    journal's, else the config file's (machines then standbys)."""
+    names = header.get("machine_names")
+    if isinstance(names, list) and names:
+        return [str(n) for n in names]
     jp = os.path.join(path, "journal.json")
     try:
         with open(jp) as f:

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <stdexcept>
@@ -33,6 +34,51 @@ std::string fmt_s(double s) {
   return buf;
 }
 
+std::vector<std::string> names_of(const LiveConfig& c) {
+  std::vector<std::string> out;
+  for (const auto& m : c.machines) out.push_back(m.name);
+  for (const auto& m : c.standby) out.push_back(m.name);
+  return out;
+}
+
+// `c` with its machines in the order of the run its state directory holds (the journal's
+// machine_names): machine ids index that order in the journal and in every record of the
+// event log, so a config whose `machines` or `standby` were reordered is put back in the
+// run's order instead of giving the log's earlier records other names. Standbys new to the
+// run come after the known ones. A machine of the run that would still take another id (it
+// moved to the other list, or one before it was removed) is refused in one line.
+LiveConfig in_run_order(const LiveConfig& c, bool fresh) {
+  if (fresh) return c;
+  std::ifstream in(c.state_dir + "/journal.json");
+  const json j = json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("machine_names") || !j["machine_names"].is_array()) return c;
+  std::vector<std::string> was;
+  for (const auto& n : j["machine_names"])
+    if (n.is_string()) was.push_back(n.get<std::string>());
+  const auto index = [&](const std::string& n) {
+    return static_cast<std::size_t>(std::find(was.begin(), was.end(), n) - was.begin());
+  };
+  LiveConfig out = c;
+  const auto by_run_order = [&](const LiveMachine& a, const LiveMachine& b) {
+    return index(a.name) < index(b.name);
+  };
+  std::stable_sort(out.machines.begin(), out.machines.end(), by_run_order);
+  std::stable_sort(out.standby.begin(), out.standby.end(), by_run_order);
+  const std::vector<std::string> now = names_of(out);
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    const std::size_t at = index(now[i]);
+    if (at == was.size() || at == i) continue;
+    std::string list;
+    for (const auto& n : was) list += (list.empty() ? "" : ", ") + n;
+    throw std::runtime_error(
+        c.file + ": " + (i < out.machines.size() ? "machines" : "standby") + ": " + now[i] +
+        " would be machine " + std::to_string(i) + " of the run in " + c.state_dir +
+        ", which knows it as machine " + std::to_string(at) + " (journal.json machine_names: " +
+        list + "); expected the run's machines in the same lists, or a new run (--fresh)");
+  }
+  return out;
+}
+
 constexpr double kHelloTimeoutS = 5;
 // Limits for what anyone who can reach the port may hold (docs/operator-guide.md, "Limits"):
 // unauthenticated connections, and the frame size before authentication (a hello and an
@@ -45,6 +91,10 @@ constexpr int kMaxClientsPerAccess = 16;
 constexpr double kClientIdleS = 60;
 // Bad proofs said one by one per minute before the rest are summed up.
 constexpr std::uint64_t kBadCredentialLinesPerMinute = 10;
+// Notes about the sessions of one access (read-only, admin) said one by one in a minute; the
+// rest are summed up in one line at the minute's end. The session limit resets nothing: a
+// token holder churning sessions writes no more than that.
+constexpr std::uint64_t kSessionLinesPerMinute = 10;
 constexpr double kAcceptPauseS = 0.25;  // after accept fails for want of fds
 // An unauthenticated connection younger than this is never pushed out to make room: a
 // legitimate handshake takes one round trip.
@@ -71,7 +121,7 @@ const std::map<std::string, bool>& fault_kinds() {
 
 Controller::Controller(const LiveConfig& config, const Registry& registry, Reactor& reactor,
                        bool fresh)
-    : config_(config), reactor_(reactor) {
+    : config_(in_run_order(config, fresh)), reactor_(reactor) {
   std::string err;
   if (!load_token(config_.token_file, &token_, &err)) throw std::runtime_error(err);
   for (std::size_t i = 0; i < config_.machines.size(); ++i)
@@ -107,6 +157,9 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
   const bool migrated = journal_->resumed() && journal_->format_read() == 1;
   const std::optional<EventLogEnd> log_end = event_log_end(log_path);
   if (!journal_->resume_after(log_end, &err)) throw std::runtime_error(err);
+  // A log deleted or rotated away leaves a resumed run with a new, empty one: it gets a header
+  // of its own (readers refuse a log without one), and a note that the earlier log is gone.
+  const bool new_log = std::filesystem::file_size(log_path, ec) == 0 || ec;
   marker_ = std::make_unique<OutageMarker>(config_.state_dir + "/outage");
   if (fresh) std::filesystem::remove(marker_->path(), ec);
   if (!marker_->open(&err))
@@ -117,6 +170,7 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     throw std::runtime_error(e.what());
   }
   world_ = std::make_unique<LiveWorld>(config_, registry, reactor_, *this, *log_, *journal_);
+  begin_log(registry, log_path, new_log, names_of(config_) != names_of(config));
   if (migrated) {
     const std::string line =
         journal_path + ": a journal of format 1 (an earlier release) migrated to format " +
@@ -124,28 +178,6 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
         fmt_s(Duration{log_end->t_ns}.to_seconds()) + " s) plus the wall time since it was written";
     world_->note(line);
     std::cerr << log_stamp() << " faultline live: " << line << "\n";
-  }
-  if (!journal_->resumed()) {
-    const ClusterSpec spec = config_.cluster_spec();
-    traces::EventLogHeader h;
-    h.stack = config_.stack;
-    h.params = {config_.params.values().begin(), config_.params.values().end()};
-    if (const PolicyInfo* info = registry.find(config_.stack))
-      for (const auto& spec : info->params)
-        if (!spec.choices.empty())
-          h.choices[spec.name] =
-              spec.choices.at(static_cast<std::size_t>(config_.params.get(spec.name)));
-    h.seed = config_.seed;
-    h.machines = spec.machines;
-    h.gpus_per_machine = spec.gpus_per_machine;
-    h.tp = spec.tp;
-    h.pp = spec.pp;
-    h.dp = spec.dp;
-    h.standby_machines = spec.standby_machines;
-    h.nominal_step_time_s = config_.job.nominal_step_time_s;
-    h.checkpoint_every_steps = journal_->state().ckpt_every;
-    h.config_file = std::filesystem::absolute(config_.file).string();
-    log_->header(0.0, h);
   }
   if (const auto& gap = marker_->previous(); gap && journal_->resumed()) {
     // The previous controller died with records waiting for a failing disk: they are gone,
@@ -173,6 +205,56 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
                              config_.controller_host + ":" +
                              std::to_string(config_.controller_port) + ": " + err);
   if (config_.metrics_port > 0) start_metrics();
+}
+
+// This controller's first records: the header when the log is new (a resumed run's log that
+// was deleted or rotated away gets one too, and a note that the earlier log is gone), and a
+// note when the config's machines were put back in the run's order.
+void Controller::begin_log(const Registry& registry, const std::string& log_path, bool new_log,
+                           bool reordered) {
+  if (new_log || !journal_->resumed())
+    write_header(registry, journal_->resumed() ? world_->now().to_seconds() : 0.0);
+  if (new_log && journal_->resumed()) {
+    const std::string line = log_path +
+                             ": the event log was empty or missing although the journal resumes "
+                             "generation " +
+                             std::to_string(journal_->state().gen) +
+                             ": the earlier log was deleted or rotated away; this one begins at "
+                             "run time " +
+                             fmt_s(world_->now().to_seconds()) + " s with a header of its own";
+    world_->note(line);
+    std::cerr << log_stamp() << " faultline live: " << line << "\n";
+  }
+  if (reordered)
+    world_->note(config_.file +
+                 ": the machines are listed in another order than in the run it resumes: the "
+                 "run's order is kept, so that the journal's and the event log's machine ids "
+                 "name the same machines as before");
+}
+
+// The event log's first record: what `sim replay` and `faultline report` need to read it.
+void Controller::write_header(const Registry& registry, double t_s) {
+  const ClusterSpec spec = config_.cluster_spec();
+  traces::EventLogHeader h;
+  h.stack = config_.stack;
+  h.params = {config_.params.values().begin(), config_.params.values().end()};
+  if (const PolicyInfo* info = registry.find(config_.stack))
+    for (const auto& spec : info->params)
+      if (!spec.choices.empty())
+        h.choices[spec.name] =
+            spec.choices.at(static_cast<std::size_t>(config_.params.get(spec.name)));
+  h.seed = config_.seed;
+  h.machines = spec.machines;
+  h.gpus_per_machine = spec.gpus_per_machine;
+  h.tp = spec.tp;
+  h.pp = spec.pp;
+  h.dp = spec.dp;
+  h.standby_machines = spec.standby_machines;
+  h.nominal_step_time_s = config_.job.nominal_step_time_s;
+  h.checkpoint_every_steps = journal_->state().ckpt_every;
+  h.config_file = std::filesystem::absolute(config_.file).string();
+  h.machine_names = names_of(config_);
+  log_->header(t_s, h);
 }
 
 void Controller::lock_state_dir(bool fresh) {
@@ -408,6 +490,14 @@ bool Controller::connected(MachineId m) const {
   return s != sessions_.end() && s->second.conn && s->second.conn->is_open();
 }
 
+double Controller::silent_s(MachineId m) const {
+  auto it = machine_session_.find(m);
+  if (it == machine_session_.end()) return 0;
+  auto s = sessions_.find(it->second);
+  if (s == sessions_.end() || !s->second.conn || !s->second.conn->is_open()) return 0;
+  return (reactor_.now() - s->second.last_heard).to_seconds();
+}
+
 void Controller::on_accept() {
   for (;;) {
     if (!room_for_handshake()) return;
@@ -536,9 +626,10 @@ void Controller::make_room_clients(bool read_only) {
   if (static_cast<int>(same.size()) < kMaxClientsPerAccess) return;
   std::sort(same.begin(), same.end());
   auto it = sessions_.find(same.front().second);
-  world_->note(std::string("closed the least recently active ") +
-               (read_only ? "read-only" : "admin") + " session (from " + it->second.conn->peer() +
-               "): " + std::to_string(kMaxClientsPerAccess) + " were open");
+  note_session(read_only, std::string("closed the least recently active ") +
+                              (read_only ? "read-only" : "admin") + " session (from " +
+                              it->second.conn->peer() +
+                              "): " + std::to_string(kMaxClientsPerAccess) + " were open");
   it->second.conn->close("too many sessions of this access");
 }
 
@@ -705,7 +796,33 @@ void Controller::note_unauthenticated(const std::string& text) {
   std::cerr << log_stamp() << " faultline live: " << line << "\n";
 }
 
+void Controller::note_session(bool read_only, const std::string& text) {
+  SessionNotes& n = session_notes_[read_only ? 1 : 0];
+  ++n.total;
+  if (++n.window <= kSessionLinesPerMinute) {
+    world_->note(text);
+  } else {
+    ++n.unsaid;
+  }
+  if (n.timer != 0) return;
+  n.timer = reactor_.add_timer(Duration::seconds(60), [this, read_only] {
+    SessionNotes& x = session_notes_[read_only ? 1 : 0];
+    x.timer = 0;
+    if (x.unsaid > 0)
+      world_->note(
+          std::to_string(x.unsaid) + " more notes about " + (read_only ? "read-only" : "admin") +
+          " sessions in the last minute were left out (" + std::to_string(x.total) + " so far)");
+    x.window = 0;
+    x.unsaid = 0;
+  });
+}
+
 void Controller::note_refusal(Session& s, const std::string& reason) {
+  if (s.role == Session::Role::kClient && s.machine == kNoMachine) {
+    // A client's refusals count across its sessions: a new session starts no new allowance.
+    ++s.refused;
+    return note_session(s.read_only, "refused a message from " + s.conn->peer() + ": " + reason);
+  }
   // The first few of each connection, then one line per 1000: a flood of junk must not
   // fill the event log.
   ++s.refused;

@@ -48,6 +48,7 @@ class Controller final : public MachineLink {
 
   bool send(MachineId m, const nlohmann::json& msg) override;
   bool connected(MachineId m) const override;
+  double silent_s(MachineId m) const override;
 
  private:
   struct Session {
@@ -73,6 +74,11 @@ class Controller final : public MachineLink {
   void on_authenticated(std::uint64_t sid, const Auth& auth);
   // Takes the state directory's lock or throws naming the controller that holds it.
   void lock_state_dir(bool fresh);
+  // The header (when the log is new) and the notes on what this controller resumed.
+  void begin_log(const Registry& registry, const std::string& log_path, bool new_log,
+                 bool reordered);
+  // Writes the event log's header at run time `t_s`.
+  void write_header(const Registry& registry, double t_s);
   // Marks (in STATE_DIR/outage) that event-log records wait in memory; t_s: the newest.
   void mark_outage(double t_s);
   void on_client(std::uint64_t sid, Session& s, const ClientRequest& request);
@@ -81,6 +87,9 @@ class Controller final : public MachineLink {
   // A proof that did not match a token: always said, a few a minute one by one, the rest
   // summed up at the end of the minute.
   void note_bad_credential(const std::string& text);
+  // A note about a client's session (refused requests, sessions closed to make room): the
+  // first kSessionLinesPerMinute of each access a minute, then one line with the count.
+  void note_session(bool read_only, const std::string& text);
   void arm_client_idle(std::uint64_t sid);
   // Closes unauthenticated session `sid` to make room for another.
   void make_room_unauthenticated(std::uint64_t sid);
@@ -116,7 +125,8 @@ class Controller final : public MachineLink {
     bool failing = false;       // an outage was reported and has not ended
   };
 
-  const LiveConfig& config_;
+  // The caller's config with its machines in the order of the run it resumes (a copy).
+  const LiveConfig config_;
   Reactor& reactor_;
   std::string token_;
   std::string status_token_;  // the read-only credential; empty: none
@@ -139,8 +149,12 @@ class Controller final : public MachineLink {
   std::uint64_t bad_credentials_window_ = 0;  // in the current minute
   std::uint64_t bad_credentials_unsaid_ = 0;  // in it, beyond the ones said one by one
   std::uint64_t bad_credential_timer_ = 0;
-  int dir_lock_fd_ = -1;  // flock of STATE_DIR itself, held for the controller's life
-  int lock_fd_ = -1;      // STATE_DIR/controller.lock: the holder's pid
+  struct SessionNotes {
+    std::uint64_t total = 0, window = 0, unsaid = 0, timer = 0;
+  };
+  SessionNotes session_notes_[2];  // admin, read-only
+  int dir_lock_fd_ = -1;           // flock of STATE_DIR itself, held for the controller's life
+  int lock_fd_ = -1;               // STATE_DIR/controller.lock: the holder's pid
   std::unique_ptr<MetricsServer> metrics_;  // null: no metrics_listen
   std::uint64_t next_session_ = 1;
   std::map<std::uint64_t, Session> sessions_;

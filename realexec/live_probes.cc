@@ -385,6 +385,7 @@ void LiveWorld::do_capture(ActionId id) {
   struct State {
     int remaining = 0;
     std::vector<std::string> by_slot;
+    std::map<MachineId, double> silent;  // machines whose agent is silent: seconds
   };
   auto st = std::make_shared<State>();
   st->by_slot.assign(cluster_.slots(), "");
@@ -392,22 +393,41 @@ void LiveWorld::do_capture(ActionId id) {
   st->remaining = static_cast<int>(ms.size()) + 1;
   auto finish = [this, id, t, st] {
     if (--st->remaining > 0) return;
+    if (!st->silent.empty()) return silent_capture(id, st->silent, t);
     outcome(id, true, "stacks of " + std::to_string(st->by_slot.size()) + " slots", t);
     deliver(StacksCaptured{id, StackSignatures(st->by_slot)});
   };
   for (MachineId m : ms) {
     const SlotId slot = cluster_.slot_of(m);
     request(m, json{{"type", "capture"}}, Duration::seconds(kRequestTimeoutS),
-            [st, slot, finish](const AgentReply& r) {
+            [this, st, slot, m, finish](const AgentReply& r) {
               std::string sig;
               for (const auto& [rank, s] : r.by_rank)
                 sig += (sig.empty() ? "" : " | ") + s;  // by rank: stable
+              if (sig.empty() && r.timed_out && link_.silent_s(m) >= config_.heartbeat_timeout_s)
+                st->silent[m] = link_.silent_s(m);
               if (sig.empty()) sig = r.timed_out ? "<no answer>" : "<no process>";
               st->by_slot[slot] = sig;
               finish();
             });
   }
   finish();
+}
+
+// A capture that a job machine's agent did not answer while its heartbeats are late (a frozen
+// agent, a host stopped: its ranks' peers wait on it): the stall is that machine's. It is
+// reported as a host alert, and the capture fails: its stacks would name the peers that wait
+// on the silent machine (a stall window shorter than stalled_agent_timeout_s evicted the
+// frozen agent's healthy partner).
+void LiveWorld::silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t) {
+  std::string names;
+  for (const auto& [m, s] : silent) {
+    names += (names.empty() ? "" : ", ") + machine_config(m).name;
+    deliver(InspectionAlert{m, "host",
+                            "agent silent for " + std::to_string(static_cast<int>(s)) +
+                                " s (heartbeats late): no answer to the stack capture"});
+  }
+  refuse(id, "the agent of " + names + " is silent: the stall is attributed to it", t);
 }
 
 void LiveWorld::do_replay(ActionId id, const RunReplay& a) {

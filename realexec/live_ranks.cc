@@ -27,6 +27,11 @@ constexpr double kHealthyStep = 1.5;  // accounting: a step this much over the m
 // exit of the rank that caused it: a killed rank's exit reaches its agent at once, its
 // peers' errors may overtake it by the agents' round trips.
 constexpr double kPeerGraceS = 1.5;
+// A step report is believed only when the job can have reached that step: at most this many
+// steps beyond the job's last one, plus as many as the time since its last progress allows
+// at steps kStepSpeedup times faster than the nominal step time (or the healthy median).
+constexpr double kStepSlack = 1000;
+constexpr double kStepSpeedup = 10;
 
 // Log lines of a rank that failed because a peer did: gloo, the NCCL watchdog, PyTorch's
 // TCPStore, and faultline-trainjob's collectives. Such a rank is a victim; the world does
@@ -267,6 +272,27 @@ bool LiveWorld::runs_rank(MachineId m, std::int64_t rank, const char* what) cons
   return true;
 }
 
+// A step far beyond what the job can have reached (a replica reporting step 10^15) is
+// refused: believed, it would be the detector's progress, and every true step after it a
+// stall that restarts a healthy job. Noted with the rank and its machine (the first 5, then
+// one in 1000).
+bool LiveWorld::believable_step(MachineId m, std::int64_t rank, std::int64_t step) {
+  const std::int64_t base = std::max({last_step_, start_step_, rank_step(rank), std::int64_t{0}});
+  double step_s = config_.job.nominal_step_time_s;
+  if (!healthy_step_times_.empty()) step_s = std::min(step_s, median(healthy_step_times_));
+  const double since_s = (now() - last_progress_at_).to_seconds();
+  const double most = static_cast<double>(base) + kStepSlack +
+                      kStepSpeedup * std::max(0.0, since_s) / std::max(step_s, 1e-6);
+  if (static_cast<double>(step) <= most) return true;
+  if (++refused_steps_ <= 5 || refused_steps_ % 1000 == 0)
+    note("refused a step report of rank " + std::to_string(rank) + " on " + machine_config(m).name +
+         ": step " + std::to_string(step) + " is beyond what the job can have reached (step " +
+         std::to_string(base) + " " + traces::json_brief(since_s) + " s ago; at most " +
+         std::to_string(static_cast<std::int64_t>(most)) + "): " + std::to_string(refused_steps_) +
+         " refused so far");
+  return false;
+}
+
 void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   if (msg.gen != journal_.state().gen) return;
   const RankReport& r = msg.report;
@@ -283,7 +309,8 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
     // "started" reports must not complete a start that has not launched yet.
     if (launch_gen_ != journal_.state().gen) return;
     started_ranks_.insert(rank);
-    if (r.step) start_step_ = *r.step;
+    // The restored step of a run's first start is its base (a new run on old checkpoints).
+    if (r.step && (last_step_ < 0 || believable_step(m, rank, *r.step))) start_step_ = *r.step;
     if (static_cast<int>(started_ranks_.size()) ==
         cluster_.slots() * config_.job.gpus_per_machine) {
       const ActionId id = starting_;
@@ -309,6 +336,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   }
   if (r.type != "step") return;
   const std::int64_t step = *r.step;  // a step report without one does not decode
+  if (!believable_step(m, rank, step)) return;
   if (running_) {
     rank_steps_[rank] = step;
     rank_report_at_[rank] = now();

@@ -241,6 +241,9 @@ bool LiveWorld::replica_report(MachineId m, std::int64_t rank, const RankReport&
     const std::int64_t q = r.quorum.value_or(-1);
     if (!replicas_.enabled || !running_ || q != journal_.state().replica_quorum) return true;
     if (replicas_.failed[q].insert(rank).second && replicas_.failed[q].size() == 1) {
+      // Each member's step when the first said so: one that trains on is no hung member.
+      replicas_.failed_steps.clear();
+      for (std::int64_t x : replicas_.members) replicas_.failed_steps[x] = rank_step(x);
       replicas_.failed_timer =
           reactor_.add_timer(Duration::seconds(kFailedQuorumGraceS), [this, q] {
             replicas_.failed_timer = 0;
@@ -259,9 +262,22 @@ void LiveWorld::judge_failed_quorum(std::int64_t q) {
   const std::set<std::int64_t> said = replicas_.failed[q];
   replicas_.failed.erase(replicas_.failed.begin(), replicas_.failed.upper_bound(q));
   if (!replicas_.enabled || !running_ || q != journal_.state().replica_quorum) return;
-  std::vector<std::int64_t> hung;
+  std::vector<std::int64_t> hung, trained_on;
   for (std::int64_t r : replicas_.members)
-    if (!said.count(r) && !replicas_.joining.count(r)) hung.push_back(r);
+    if (!said.count(r) && !replicas_.joining.count(r))
+      (rank_step(r) > replicas_.failed_steps[r] ? trained_on : hung).push_back(r);
+  if (!trained_on.empty()) {
+    // A member that reported steps after the quorum was said to fail is training in it: the
+    // report was false (or its sayer's alone), and no healthy member is killed for it. A
+    // sayer that really left the group times out waiting for the next quorum and exits.
+    std::string list;
+    for (std::int64_t r : trained_on) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    std::string sayers;
+    for (std::int64_t r : said) sayers += (sayers.empty() ? "" : ", ") + std::to_string(r);
+    note("quorum " + std::to_string(q) + " was said to fail by replica " + sayers +
+         ", but replica " + list + " trained on in it: no replica is judged hung");
+    return;
+  }
   if (hung.empty()) {
     note("quorum " + std::to_string(q) + " failed in every member: forming it again");
     send_quorum(next_quorum({}));

@@ -117,6 +117,10 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
     // off, a clock stepped back): the run's time continues from where it was instead.
     clock_behind_s_ = Duration{s.last_t_ns - now().ns}.to_seconds();
     origin_ = Instant{reactor_.now().ns - s.last_t_ns};
+    // The origin moves to this clock, so that the next restart on it counts the downtime
+    // before it: kept on the clock that was ahead, every later restart would find this one
+    // behind again and drop its downtime (ETTR above 100%).
+    s.origin_unix_ns = wall_now_ns() - s.last_t_ns;
   }
   resume_account();
   lost_flushed_at_ = now();

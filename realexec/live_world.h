@@ -42,6 +42,8 @@ class MachineLink {
   // Sends a request; false when the machine's agent is not connected.
   virtual bool send(MachineId m, const nlohmann::json& msg) = 0;
   virtual bool connected(MachineId m) const = 0;
+  // Seconds since machine m's agent was last heard (0 when not known): a heartbeat late.
+  virtual double silent_s(MachineId) const { return 0; }
 };
 
 class LiveWorld final : public World {
@@ -207,6 +209,8 @@ class LiveWorld final : public World {
   std::map<MachineId, Repair> repairs_;
   std::map<MachineId, Instant> last_alert_;
   void do_capture(ActionId id);
+  // A capture that agents with late heartbeats did not answer (machine -> seconds silent).
+  void silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t);
   void do_replay(ActionId id, const RunReplay& a);
   void do_inspect(const EnableInspection& a);
   void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t);
@@ -224,6 +228,7 @@ class LiveWorld final : public World {
     // previous process's (killed for a hang or an eviction), which the agent reaps first.
     std::set<std::int64_t> launched;
     std::map<std::int64_t, std::set<std::int64_t>> failed;  // quorum -> members that said it failed
+    std::map<std::int64_t, std::int64_t> failed_steps;  // member -> its step at the first saying
     std::uint64_t failed_timer = 0;  // the grace before the silent members are judged hung
     bool changed = false;            // a quorum change since the last step report
     std::uint64_t disbelieved = 0;   // reports of a quorum this controller never formed
@@ -400,6 +405,9 @@ class LiveWorld final : public World {
   void hold_victim(MachineId m, std::int64_t rank, int code, const std::string& signature);
   void fail_start(MachineId m, std::int64_t rank, const std::string& signature);
   std::int64_t rank_step(std::int64_t rank) const;
+  // False (and noted) when `step` is beyond what the job can have reached by now.
+  bool believable_step(MachineId m, std::int64_t rank, std::int64_t step);
+  std::uint64_t refused_steps_ = 0;  // step reports refused by believable_step
   // Runs the reference computation (bit-wise probe or replay) on the controller host.
   void run_reference(std::vector<std::string> argv,
                      std::function<void(std::optional<std::string>)> done);

@@ -117,6 +117,7 @@ EventLogHeader decode_header(JsonIn& in) {
   h.nominal_step_time_s = in.finite("nominal_step_time_s", 0, 1e-6, 1e6, true);
   h.checkpoint_every_steps = in.integer("checkpoint_every_steps", 0, 0, kI64Max);
   h.config_file = in.string("config_file", "");
+  h.machine_names = in.strings("machine_names");
   return h;
 }
 
@@ -384,6 +385,7 @@ json header_record(double t_s, const EventLogHeader& h) {
   o["nominal_step_time_s"] = h.nominal_step_time_s;
   o["checkpoint_every_steps"] = h.checkpoint_every_steps;
   o["config_file"] = h.config_file;
+  if (!h.machine_names.empty()) o["machine_names"] = h.machine_names;
   return o;
 }
 

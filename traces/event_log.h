@@ -11,7 +11,7 @@
 //   header    first line: {"format":"faultline-eventlog","version":1,"stack":NAME,
 //             "params":{name:value},"seed":N,"cluster":{"machines","gpus_per_machine",
 //             "tp","pp","dp","standby_machines"},"nominal_step_time_s":x,
-//             "checkpoint_every_steps":n,"config_file":PATH}
+//             "checkpoint_every_steps":n,"config_file":PATH[,"machine_names":[NAME...]]}
 //   event     {"event":EVENT}: what the policy was shown
 //   action    {"id":N,"action":ACTION}: what the policy asked
 //   outcome   {"id":N,"ok":bool,"detail":STR,"duration_s":x}: the backend finished action N
@@ -115,6 +115,9 @@ struct EventLogHeader {
   double nominal_step_time_s = 1;
   std::int64_t checkpoint_every_steps = 0;  // 0 = never
   std::string config_file;
+  // The live run's machine names by machine id (job machines, then standbys) when the log
+  // was begun; empty in simulated runs and in logs written before it.
+  std::vector<std::string> machine_names;
 };
 
 struct FaultRecord {

@@ -181,7 +181,9 @@ class FakeLink final : public live::MachineLink {
     return true;
   }
   bool connected(MachineId) const override { return true; }
+  double silent_s(MachineId m) const override { return silent.count(m) ? silent.at(m) : 0; }
   std::deque<std::pair<MachineId, json>> sent;
+  std::map<MachineId, double> silent;  // agents frozen: their requests are never answered
 };
 
 struct Live {
@@ -192,12 +194,14 @@ struct Live {
   live::Journal journal;
   traces::EventLogWriter log;
   std::unique_ptr<live::LiveWorld> world;
-  std::string probe_hash = "h";  // what agents answer a bit-wise probe; empty: no hash (it fails)
+  std::string probe_hash = "h";    // what agents answer a bit-wise probe; empty: no hash (it fails)
+  std::int64_t restored_step = 0;  // the step every rank says it started from
 
+  // `job`: fields that replace the job's (replica groups: pp 1, dp 4, replica_groups).
   Live(const Registry& reg, const std::string& stack = "conformance-script",
-       json params = json::object())
+       json params = json::object(), const json& job = json::object())
       : dir(make_dir()),
-        config(live::parse_live_config(config_text(dir, stack, params),
+        config(live::parse_live_config(config_text(dir, stack, params, job),
                                        (dir / "live.json").string(), reg)),
         journal((dir / "journal.json").string()),
         log((dir / "events.jsonl").string()) {
@@ -214,8 +218,8 @@ struct Live {
     char tmpl[] = "/tmp/faultline-conformance-XXXXXX";
     return fs::path(::mkdtemp(tmpl));
   }
-  static std::string config_text(const fs::path& dir, const std::string& stack,
-                                 const json& params) {
+  static std::string config_text(const fs::path& dir, const std::string& stack, const json& params,
+                                 const json& job) {
     json machines = json::array();
     for (int i = 0; i < 4; ++i)
       machines.push_back({{"name", "m" + std::to_string(i)},
@@ -240,13 +244,16 @@ struct Live {
         // probe's answer is the agents' majority.
         {"trainjob_bin", "/nonexistent/faultline-trainjob"},
         {"state_dir", dir.string()}};
-    return doc.dump();
+    json out = doc;
+    out["job"].update(job);
+    return out.dump();
   }
   // Answers what the controller sent, as agents would, until nothing is left.
   void pump() {
     while (!link.sent.empty()) {
       auto [m, msg] = link.sent.front();
       link.sent.pop_front();
+      if (link.silent.count(m)) continue;
       const std::string type = msg.value("type", "");
       json done{{"type", "done"}, {"req", msg["req"]}, {"ok", true}};
       if (type == "probe" && !probe_hash.empty()) done["hash"] = probe_hash;
@@ -256,7 +263,7 @@ struct Live {
           world->on_agent_message(
               m, {{"type", "report"},
                   {"gen", msg["gen"]},
-                  {"report", {{"type", "started"}, {"rank", r["rank"]}, {"step", 0}}}});
+                  {"report", {{"type", "started"}, {"rank", r["rank"]}, {"step", restored_step}}}});
     }
   }
   void run(Script& script, double seconds) {
@@ -1313,6 +1320,27 @@ TEST(LiveWorldBelief, RunTimeSurvivesARebootAndAFailover) {
   }
 }
 
+// Issue 52: on a host whose wall clock is behind, the first restart continued from the
+// journal's run time, but the origin stayed on the clock that was ahead: every later restart
+// on that host found the clock behind again and dropped its downtime (ETTR 110%).
+TEST(LiveWorldBelief, RestartsOnAClockThatIsBehindKeepTheirDowntime) {
+  const std::int64_t second = 1000000000;
+  RunningLive r;
+  {
+    Restarted behind(r, [&](json& j) {
+      j["origin_unix_ns"] = live::wall_now_ns() - 100 * second;
+      j["last_t_ns"] = 1000 * second;  // the host that wrote it was 900 s ahead
+    });
+    EXPECT_NEAR(behind.world->now().to_seconds(), 1000, 1e-6);
+    behind.world->start();  // saves the journal
+  }
+  // The controller is down for 50 s on the same host: as if its wall clock moved on 50 s.
+  Restarted again(r, [&](json& j) {
+    j["origin_unix_ns"] = j["origin_unix_ns"].get<std::int64_t>() - 50 * second;
+  });
+  EXPECT_NEAR(again.world->now().to_seconds(), 1050, 1);
+}
+
 // Issue 37, item 19: swapping two machines' order in the config and restarting gave 15 s of
 // refused reports until a stall forced a restart: the journal's ids index the config, and
 // the ids then named other machines. The journal keeps the names and ids are mapped back.
@@ -1395,6 +1423,135 @@ TEST(LiveWorldBelief, ReportsAndExitsCountOnlyFromTheMachineThatRunsTheRank) {
   r.advance(0.1);
   ASSERT_EQ(seen<ProcessExit>().size(), 1u);
   EXPECT_EQ(seen<ProcessExit>()[0].machine, 1);
+}
+
+// Issue 52: a replica reporting step 10^15 was believed: the detector's progress jumped
+// there, every true step after it looked like no progress, and the stall restarted a healthy
+// job (ETTR 98% -> 29%). A step beyond what the job can have reached is refused and noted.
+TEST(LiveWorldBelief, AStepFarBeyondWhatTheJobCanHaveReachedIsRefused) {
+  RunningLive r;
+  const Instant t0 = r.live.reactor.now();
+  const auto at = [&](double s) { r.live.reactor.advance_to(t0 + Duration::seconds(s)); };
+  for (std::int64_t step = 1; step <= 5; ++step) {
+    at(kStepS * static_cast<double>(step));
+    r.step(0, 0, step);
+  }
+  at(11);
+  r.step(0, 0, 1000000000000000);  // 10^15, two seconds after step 5
+  for (std::int64_t step = 6; step <= 8; ++step) {
+    at(kStepS * static_cast<double>(step));
+    r.step(0, 0, step);
+  }
+  r.advance(0.1);
+  std::vector<std::int64_t> steps;
+  for (const auto& smp : seen<StepSample>()) steps.push_back(smp.step);
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_TRUE(
+      r.noted("refused a step report of rank 0 on m0: step 1000000000000000 is beyond "
+              "what the job can have reached"))
+      << r.notes().back();
+  // A step the job can reach (a fast stretch: 500 steps in 2 s of 2 s nominal steps) counts.
+  at(18);
+  r.step(0, 0, 508);
+  r.advance(0.1);
+  EXPECT_EQ(seen<StepSample>().back().step, 508);
+}
+
+// A new run whose ranks restore an old checkpoint starts from its step: the first start's
+// restored step is the base the next reports are checked against, not a step to refuse.
+TEST(LiveWorldBelief, ANewRunOnAnOldCheckpointStartsFromItsStep) {
+  const Registry reg = registry();
+  Live live(reg);
+  live.restored_step = 50000;
+  Script s;
+  s.start = [](World& w) {
+    w.act(WatchSteps{Duration::zero(), "samples"});
+    w.act(StartJob{"start"});
+  };
+  live.run(s, 0.5);
+  ASSERT_EQ(seen<JobStarted>().size(), 1u);
+  EXPECT_EQ(seen<JobStarted>()[0].step, 50000);
+  live.world->on_agent_message(
+      0, {{"type", "report"},
+          {"gen", live.journal.state().gen},
+          {"report", {{"type", "step"}, {"rank", 0}, {"step", 50001}, {"step_time_s", kStepS}}}});
+  live.advance(0.1);
+  ASSERT_EQ(seen<StepSample>().size(), 1u);
+  EXPECT_EQ(seen<StepSample>()[0].step, 50001);
+}
+
+// Issue 52: one replica's false quorum_failed got its three healthy peers killed: the members
+// that did not say the quorum failed were judged hung after the grace, although they went on
+// reporting steps in it. A member that trains on is not hung.
+TEST(LiveWorldBelief, OneReplicasFalseQuorumFailedKillsNoHealthyPeer) {
+  const Registry reg = registry();
+  Live live(reg, "conformance-script", json::object(),
+            {{"pp", 1}, {"dp", 4}, {"replica_groups", true}});
+  Script s;
+  s.start = [](World& w) {
+    w.act(EnableReplicaGroups{1, Duration::zero(), Duration::seconds(10), "groups"});
+    w.act(StartJob{"start"});
+  };
+  live.run(s, 0.5);
+  ASSERT_EQ(seen<JobStarted>().size(), 1u);
+  const std::int64_t gen = live.journal.state().gen;
+  const std::int64_t q = live.journal.state().replica_quorum;
+  const auto report = [&](std::int64_t r, json body) {
+    body["rank"] = r;
+    live.world->on_agent_message(static_cast<MachineId>(r),
+                                 {{"type", "report"}, {"gen", gen}, {"rank", r}, {"report", body}});
+  };
+  const auto steps = [&](std::int64_t from, std::int64_t to, std::int64_t first_replica) {
+    for (std::int64_t step = from; step <= to; ++step)
+      for (std::int64_t r = first_replica; r < 4; ++r)
+        report(r, {{"type", "step"}, {"step", step}, {"step_time_s", 0.5}});
+  };
+  steps(1, 3, 0);
+  live.link.sent.clear();
+  report(0, {{"type", "quorum_failed"}, {"quorum", q}, {"step", 4}, {"detail", "forged"}});
+  for (std::int64_t step = 4; step <= 6; ++step) {  // replicas 1 to 3 train on in quorum q
+    live.advance(0.5);
+    steps(step, step, 1);
+  }
+  live.advance(3);  // past the controller's grace for the others to say so
+  EXPECT_TRUE(seen<ReplicaDropped>().empty()) << describe(Event{seen<ReplicaDropped>().front()});
+  EXPECT_TRUE(seen<ProcessExit>().empty());
+  std::ifstream in(live.dir / "events.jsonl");
+  bool noted = false;
+  for (std::string line; std::getline(in, line);)
+    noted |= line.find("but replica 1, 2, 3 trained on in it: no replica is judged hung") !=
+             std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+// Issue 52: with a stall window shorter than stalled_agent_timeout_s, a frozen agent's stall
+// was captured before the agent was declared lost: its slot's "<no answer>" was one stack
+// among the others, and the waiting partner's stack was the outlier evicted. A capture that an
+// agent with late heartbeats does not answer attributes the stall to that agent's machine.
+TEST(LiveWorldBelief, AStallCaptureThatAFrozenAgentDoesNotAnswerNamesItsMachine) {
+  RunningLive r;
+  r.live.link.silent[2] = 1;  // m2's agent frozen (its heartbeats late from now on)
+  const ActionId capture = r.live.world->act(CaptureStacks{"stalled"});
+  r.live.link.silent[2] = 40;
+  r.advance(31);  // past the capture's 30 s
+  EXPECT_TRUE(seen<StacksCaptured>().empty())
+      << "stacks delivered: " << seen<StacksCaptured>().front().stacks.at(2);
+  const auto alerts = seen<InspectionAlert>();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].machine, 2);
+  EXPECT_EQ(alerts[0].kind, "host");
+  ASSERT_EQ(seen<ActionFailed>().size(), 1u);
+  EXPECT_EQ(seen<ActionFailed>()[0].action, capture);
+  EXPECT_EQ(seen<ActionFailed>()[0].reason,
+            "the agent of m2 is silent: the stall is attributed to it");
+  // An agent that answers late but heartbeats (a slow capture) is no silent agent.
+  RunningLive slow;
+  slow.live.link.silent[1] = 0.5;
+  slow.live.world->act(CaptureStacks{"stalled"});
+  slow.advance(31);
+  EXPECT_TRUE(seen<InspectionAlert>().empty());
+  ASSERT_EQ(seen<StacksCaptured>().size(), 1u);
+  EXPECT_EQ(seen<StacksCaptured>()[0].stacks.at(1), "<no answer>");
 }
 
 constexpr const char* kPeerTimeout = "collective: all_gather: timed out receiving from rank 2";
