@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -99,11 +100,14 @@ constexpr double kAcceptPauseS = 0.25;  // after accept fails for want of fds
 // An unauthenticated connection younger than this is never pushed out to make room: a
 // legitimate handshake takes one round trip.
 constexpr double kHandshakeGraceS = 1;
-// ... and one that has not sent its hello, younger than this: an agent or an operator sends
-// its hello as it connects, so one silent for longer is a stranger's (idle connections held
-// open push out only each other, at 64 per kSilentGraceS, and never delay a handshake).
-constexpr double kSilentGraceS = 0.1;
+// How long accepts wait when every unauthenticated connection is under way (a herd of agents
+// redialling at once): one round trip of a handshake.
+constexpr double kHandshakePauseS = 0.01;
+constexpr int kAcceptsPerWake = 64;
 constexpr double kStartupWaitS = 30;
+// fds the controller holds besides its connections: epoll, timerfd, signalfd, the listeners,
+// the event log, journal and lock files, pidfds of its helpers.
+constexpr rlim_t kReservedFds = 64;
 constexpr std::uint64_t kOwnReqBase = 1ull << 40;  // controller-originated requests
 // `inject --fault warn` without a detail: TrainMover's predictors warn minutes ahead.
 constexpr double kDefaultWarnLeadS = 600;
@@ -328,8 +332,32 @@ Controller::~Controller() {
   if (dir_lock_fd_ >= 0) ::close(dir_lock_fd_);  // releases the state directory
 }
 
+void Controller::check_fd_limit() {
+  // What the controller can hold at once is bounded by design: one session per machine, the
+  // clients of each access, the unauthenticated connections, /metrics's connections, and a
+  // reserve for its own files, pipes and timers. The soft limit goes up to the hard one; a
+  // hard limit below the bound is said now (accept() then fails with EMFILE: accepts pause a
+  // quarter second at a time, noted, instead of spinning).
+  const rlim_t need = config_.machines.size() + config_.standby.size() + 2 * kMaxClientsPerAccess +
+                      kMaxUnauthenticated + (metrics_ ? kMaxConnections : 0) + kReservedFds;
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur >= need) return;
+  std::cerr << log_stamp() << " faultline live: the fd limit (RLIMIT_NOFILE) is " << rl.rlim_cur
+            << ", below the " << need << " this config can hold at once ("
+            << config_.machines.size() << " machines, " << config_.standby.size()
+            << " standbys, clients, unauthenticated and /metrics connections, and " << kReservedFds
+            << " of its own); raise LimitNOFILE (ulimit -n)\n";
+}
+
 int Controller::run(double duration_s) {
   run_started_ = reactor_.now();
+  check_fd_limit();
   reactor_.add_fd(listen_fd_, EPOLLIN, [this](std::uint32_t) { on_accept(); });
   // SIGTERM/SIGINT stop the controller only: the agents keep the job running and a
   // restarted controller adopts it. `faultline live stop` ends the whole run.
@@ -499,13 +527,16 @@ double Controller::silent_s(MachineId m) const {
 }
 
 void Controller::on_accept() {
-  for (;;) {
+  // At most kAcceptsPerWake at a time, then back to the loop (the level-triggered listener
+  // calls again): a flood dialled again as fast as it is pushed out would otherwise keep this
+  // loop going while the hellos of the ones it let in, and every agent, wait unread.
+  for (int i = 0; i < kAcceptsPerWake; ++i) {
     if (!room_for_handshake()) return;
     std::string peer;
     const int fd = accept_tcp(listen_fd_, &peer);
     if (fd < 0) {
       const int e = errno;
-      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+      if (accept_starved(e)) {
         // Out of fds: the pending connection stays in the backlog and the level-triggered
         // listener would wake the loop at once, forever. Stop listening for a moment.
         if (accept_failures_++ == 0)
@@ -568,22 +599,26 @@ bool Controller::room_for_handshake() {
   // soon as one finishes, or after a short pause) instead of pushing out the ones under way.
   handshake_paused_ = true;
   reactor_.modify_fd(listen_fd_, 0);
-  reactor_.add_timer(Duration::millis(20), [this] { resume_accepts(); });
+  reactor_.add_timer(Duration::seconds(kHandshakePauseS), [this] { resume_accepts(); });
   return false;
 }
 
 std::uint64_t Controller::room_maker() const {
-  // The oldest connection still silent past kSilentGraceS first: connections held open
-  // without a word (a flood of them across a controller restart kept the agents waiting in
-  // the listen backlog behind them until their machines were evicted) make room for each
-  // other and for nobody else's expense. Then the oldest past kHandshakeGraceS.
-  const Instant now = reactor_.now();
+  // The oldest connection still silent first: no hello read and nothing waiting to be read.
+  // Agents and operators send their hello as they connect: one queued in the listen backlog
+  // has it waiting when accepted, and one accepted before it arrived is the newest, pushed out
+  // only after 64 more accepts. Connections held open without a word make room for each other
+  // at the rate accept() takes them. A grace of 0.1 s (64 accepts per 0.1 s) left the accept
+  // queue full of them: the kernel dropped the SYNs of agents and operators (retried after 1,
+  // 3, 7 s), and `live status` behind 2,000 took 8.4 s; a restarted agent 7.7 s. Then the
+  // oldest past kHandshakeGraceS.
   for (const auto& [seq, sid] : unauthenticated_now_) {
     auto it = sessions_.find(sid);
     if (it != sessions_.end() && it->second.role == Session::Role::kHello &&
-        now - it->second.accepted >= Duration::seconds(kSilentGraceS))
+        bytes_waiting(it->second.fd) == 0)
       return sid;
   }
+  const Instant now = reactor_.now();
   const std::uint64_t oldest = unauthenticated_now_.begin()->second;
   auto it = sessions_.find(oldest);
   if (it != sessions_.end() && now - it->second.accepted >= Duration::seconds(kHandshakeGraceS))
@@ -921,16 +956,94 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
   if (!world_started_ && all_awaited_connected()) reactor_.defer([this] { start_world(); });
 }
 
+namespace {
+// Each status_part's items, dumped, at most this many bytes: a part is well under the 1 MiB
+// frame (kMaxFrameBytes) whatever the document holds.
+constexpr std::size_t kStatusPartBytes = 256 << 10;
+
+std::size_t dumped_size(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace).size();
+}
+
+std::string frame_limit_error(std::size_t bytes) {
+  return "the reply is " + std::to_string(bytes) + " bytes, over the " +
+         std::to_string(kMaxFrameBytes) + "-byte frame limit";
+}
+
+// Moves the items of every top-level array of `st` into status_part messages of request
+// `req`, each under kStatusPartBytes (an item over it alone: one part of its own, refused when
+// over a frame); the arrays stay in `st`, empty. Order: the document's keys, then the items'.
+std::vector<json> status_parts(json& st, const json& req) {
+  std::vector<json> parts;
+  for (auto& [field, value] : st.items()) {
+    if (!value.is_array() || value.empty()) continue;
+    json items = json::array();
+    std::size_t bytes = 0;
+    for (auto& item : value) {
+      const std::size_t n = dumped_size(item) + 1;
+      if (!items.empty() && bytes + n > kStatusPartBytes) {
+        parts.push_back(
+            {{"type", "status_part"}, {"req", req}, {"field", field}, {"items", items}});
+        items = json::array();
+        bytes = 0;
+      }
+      items.push_back(std::move(item));
+      bytes += n;
+    }
+    parts.push_back({{"type", "status_part"}, {"req", req}, {"field", field}, {"items", items}});
+    value = json::array();
+  }
+  return parts;
+}
+}  // namespace
+
+void Controller::send_reply(Session& s, const json& reply) {
+  // A reply over the frame limit would be dropped by the wire without a word: the client is
+  // told in one line instead.
+  const std::size_t bytes = dumped_size(reply);
+  if (bytes <= kMaxFrameBytes) {
+    s.conn->send(reply);
+    return;
+  }
+  s.conn->send(json{{"type", "done"},
+                    {"req", reply.value("req", json(0))},
+                    {"ok", false},
+                    {"detail", frame_limit_error(bytes)}});
+}
+
+void Controller::send_status(Session& s, const json& req, bool parts) {
+  json done{
+      {"type", "done"}, {"req", req}, {"ok", true}, {"detail", ""}, {"status", world_->status()}};
+  const std::size_t bytes = dumped_size(done);
+  if (bytes <= kMaxFrameBytes) return s.conn->send(done), void();
+  if (!parts)
+    return send_reply(s, {{"type", "done"},
+                          {"req", req},
+                          {"ok", false},
+                          {"detail", "status: " + frame_limit_error(bytes) +
+                                         "; a client of this release takes it in parts"}});
+  if (bytes > kMaxQueuedBytes / 2)
+    return send_reply(s, {{"type", "done"},
+                          {"req", req},
+                          {"ok", false},
+                          {"detail", "status: the document is " + std::to_string(bytes) +
+                                         " bytes, more than a client's connection may queue"}});
+  const std::vector<json> pieces = status_parts(done["status"], req);
+  for (const json& p : pieces) send_reply(s, p);
+  done["status_parts"] = pieces.size();
+  send_reply(s, done);
+}
+
 void Controller::on_client(std::uint64_t sid, Session& s, const ClientRequest& request) {
   auto reply = [&](bool ok, const std::string& detail, json extra = json::object()) {
     extra["type"] = "done";
     extra["req"] = request.req;
     extra["ok"] = ok;
     extra["detail"] = detail;
-    s.conn->send(extra);
+    send_reply(s, extra);
   };
-  if (std::holds_alternative<StatusRequest>(request.body))
-    return reply(true, "", json{{"status", world_->status()}});
+  if (const auto* st = std::get_if<StatusRequest>(&request.body))
+    return send_status(s, request.req, st->parts);
   if (s.read_only) {
     note_refusal(s, "a read-only session may only ask for status");
     return reply(false, "refused: a read-only session may only ask for status");

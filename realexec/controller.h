@@ -94,8 +94,8 @@ class Controller final : public MachineLink {
   // Closes unauthenticated session `sid` to make room for another.
   void make_room_unauthenticated(std::uint64_t sid);
   // The unauthenticated session that makes room when kMaxUnauthenticated are open: the
-  // oldest still silent (no hello) past kSilentGraceS, else the oldest past kHandshakeGraceS;
-  // 0 when every one is younger.
+  // oldest still silent (no hello, nothing waiting to be read), else the oldest past
+  // kHandshakeGraceS; 0 when every one is younger.
   std::uint64_t room_maker() const;
   // False (and accepts paused) when kMaxUnauthenticated handshakes, all young, are under way.
   bool room_for_handshake();
@@ -115,6 +115,15 @@ class Controller final : public MachineLink {
   void shutdown(const std::string& why);
   bool awaited(MachineId m) const;  // the policy waits for this machine's agent before it starts
   void start_world();
+  // Raises the soft fd limit to the hard one; says so on stderr when the hard one is below
+  // what the config can hold at once.
+  void check_fd_limit();
+  // Sends one reply to a client; one over the frame limit becomes a done with ok false saying
+  // so (never dropped in silence).
+  void send_reply(Session& s, const nlohmann::json& reply);
+  // The status document: one done, or (`parts`: the client takes them) status_part messages
+  // each under the frame limit and then the done (PROTOCOL.md, "Status in parts").
+  void send_status(Session& s, const nlohmann::json& req, bool parts);
   // Listens on metrics_listen (when set) and serves LiveWorld's metrics there.
   void start_metrics();
   // Retries what waits to be written (the event log's backlog, a failed journal save) and

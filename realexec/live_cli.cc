@@ -166,6 +166,45 @@ std::string status_table(const json& st) {
   return out.str();
 }
 
+// A status document that came in parts (realexec/PROTOCOL.md, "Status in parts"): each
+// status_part's items appended to its field, then put into the done's document, whose arrays
+// the controller left empty. Read defensively: the parts came off a socket.
+class StatusParts {
+ public:
+  void add(const json& m) {
+    // The controller sends no more than a connection may queue (16 MiB, 256 KiB a part).
+    if (++received_ > kMaxParts) bad("status_part: more than " + std::to_string(kMaxParts));
+    const std::string field = need_string(m, "field", 64);
+    if (!m.contains("items") || !m["items"].is_array()) bad("status_part: items: expected a list");
+    json& into = acc_[field];
+    if (into.is_null()) into = json::array();
+    for (const auto& item : m["items"]) into.push_back(item);
+  }
+  // The whole document: `st` (the done's) with the parts' items; throws BadMessage when the
+  // done announces another number of parts than came.
+  json whole(const json& done) const {
+    json st = done["status"];
+    const std::int64_t announced = opt_int(done, "status_parts", 0, kMaxParts).value_or(0);
+    if (announced != received_)
+      bad("status: " + std::to_string(announced) + " parts announced, " +
+          std::to_string(received_) + " received");
+    if (!st.is_object()) return st;
+    for (const auto& [field, items] : acc_.items()) {
+      json& f = st[field];
+      json all = items;
+      if (f.is_array())
+        for (const auto& item : f) all.push_back(item);
+      f = std::move(all);
+    }
+    return st;
+  }
+
+ private:
+  static constexpr std::int64_t kMaxParts = 128;
+  std::int64_t received_ = 0;
+  json acc_ = json::object();
+};
+
 int usage_error(const std::string& msg) {
   std::cerr << "faultline live: " << msg << "\n"
             << "run `faultline live --help` for usage\n";
@@ -188,58 +227,63 @@ int client_request(const LiveConfig& config, json request, bool read_only = fals
     return 1;
   }
   int rc = 1;
+  StatusParts parts;
   std::unique_ptr<Conn> conn;
   conn = std::make_unique<Conn>(
       reactor, fd, config.controller_host,
-      Conn::Handlers{
-          [&](const json& m) {
-            // The controller's answers are decoded like any other input.
-            try {
-              const std::string type = need_string(m, "type", 64);
-              if (type == "challenge") {
-                auto answer = handshake.answer(token, decode_challenge(m));
-                if (!answer) {
-                  std::cerr << "faultline live: the controller at " << config.controller_host << ":"
-                            << config.controller_port
-                            << " failed authentication: its proof does not match the token\n";
-                  rc = 1;
-                  reactor.stop();
-                  return;
-                }
-                conn->send(*answer);
-              } else if (type == "welcome" && handshake.verified()) {
-                request["req"] = 1;
-                conn->send(request);
-              } else if (type == "refused") {
-                std::cerr << "faultline live: refused: "
-                          << opt_text(m, "reason", kMaxText).value_or("") << "\n";
-                reactor.stop();
-              } else if (!handshake.verified()) {
-                std::cerr << "faultline live: the controller sent '" << type
-                          << "' before proving the token; not talking to it\n";
-                rc = 1;
-                reactor.stop();
-              } else if (type == "done") {
-                rc = opt_bool(m, "ok", false) ? 0 : 1;
-                if (m.contains("status"))
-                  std::cout << (as_json ? m["status"].dump(2) + "\n" : status_table(m["status"]));
-                else
-                  (rc == 0 ? std::cout : std::cerr)
-                      << opt_text(m, "detail", kMaxText).value_or("") << "\n";
-                reactor.stop();
-              }
-            } catch (const BadMessage& e) {
-              std::cerr << "faultline live: the controller sent an invalid message: " << e.reason
-                        << "\n";
-              rc = 1;
-              reactor.stop();
-            }
-          },
-          [&](const std::string& why) {
-            if (!reactor.stopped())
-              std::cerr << "faultline live: connection closed: " << why << "\n";
-            reactor.stop();
-          }},
+      Conn::Handlers{[&](const json& m) {
+                       // The controller's answers are decoded like any other input.
+                       try {
+                         const std::string type = need_string(m, "type", 64);
+                         if (type == "challenge") {
+                           auto answer = handshake.answer(token, decode_challenge(m));
+                           if (!answer) {
+                             std::cerr
+                                 << "faultline live: the controller at " << config.controller_host
+                                 << ":" << config.controller_port
+                                 << " failed authentication: its proof does not match the token\n";
+                             rc = 1;
+                             reactor.stop();
+                             return;
+                           }
+                           conn->send(*answer);
+                         } else if (type == "welcome" && handshake.verified()) {
+                           request["req"] = 1;
+                           conn->send(request);
+                         } else if (type == "refused") {
+                           std::cerr << "faultline live: refused: "
+                                     << opt_text(m, "reason", kMaxText).value_or("") << "\n";
+                           reactor.stop();
+                         } else if (!handshake.verified()) {
+                           std::cerr << "faultline live: the controller sent '" << type
+                                     << "' before proving the token; not talking to it\n";
+                           rc = 1;
+                           reactor.stop();
+                         } else if (type == "status_part") {
+                           parts.add(m);
+                         } else if (type == "done") {
+                           rc = opt_bool(m, "ok", false) ? 0 : 1;
+                           if (m.contains("status")) {
+                             const json st = parts.whole(m);
+                             std::cout << (as_json ? st.dump(2) + "\n" : status_table(st));
+                           } else {
+                             (rc == 0 ? std::cout : std::cerr)
+                                 << opt_text(m, "detail", kMaxText).value_or("") << "\n";
+                           }
+                           reactor.stop();
+                         }
+                       } catch (const BadMessage& e) {
+                         std::cerr << "faultline live: the controller sent an invalid message: "
+                                   << e.reason << "\n";
+                         rc = 1;
+                         reactor.stop();
+                       }
+                     },
+                     [&](const std::string& why) {
+                       if (!reactor.stopped())
+                         std::cerr << "faultline live: connection closed: " << why << "\n";
+                       reactor.stop();
+                     }},
       true);
   conn->send(handshake.hello(kProtocolVersion));
   // An injection is answered once its agent applied it (the agent's own deadline is 15 s).
@@ -339,8 +383,10 @@ int live_main(const std::vector<std::string>& args) {
                           json{{"type", "update"}, {"version", version}, {"urgent", !deferred}});
   }
   // status asks with the read-only credential when the config has one.
-  return client_request(config, json{{"type", cmd}},
-                        cmd == "status" && !config.status_token_file.empty(), as_json);
+  json request{{"type", cmd}};
+  if (cmd == "status") request["parts"] = true;  // a document over one frame comes in parts
+  return client_request(config, request, cmd == "status" && !config.status_token_file.empty(),
+                        as_json);
 }
 
 }  // namespace faultline::live

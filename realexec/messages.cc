@@ -568,7 +568,7 @@ ClientRequest decode_client_request(const json& j, json* req_out) {
       if (req_out) *req_out = c.req;
     }
     if (type == "status") {
-      c.body = StatusRequest{};
+      c.body = StatusRequest{opt_bool(j, "parts", false)};
     } else if (type == "stop") {
       c.body = StopRequest{};
     } else if (type == "update") {

@@ -196,7 +196,11 @@ using AgentMessage =
 AgentMessage decode_agent_message(const nlohmann::json& j);
 
 // --- operator client -> controller -----------------------------------------------------------
-struct StatusRequest {};
+struct StatusRequest {
+  // "parts": true: the client takes a document larger than one frame as status_part messages
+  // before the done (PROTOCOL.md, "Status in parts").
+  bool parts = false;
+};
 struct StopRequest {};
 struct UpdateRequest {
   std::string version;

@@ -5,9 +5,11 @@
 // request is read into a bounded buffer, and every connection has one deadline for
 // reading its request and writing the answer. Anyone who can reach the port can connect,
 // so it expects hostile input: a request is at most kMaxRequestBytes, at most
-// kMaxConnections are open at once (a further one pushes out the oldest that has not sent
-// its request yet, or is closed at accept when all are being answered), and a connection
-// that has not finished by its deadline (a slowloris) is closed. Only `GET /metrics`
+// kMaxConnections are open at once (a further one pushes out the oldest whose request is not
+// complete and has nothing more waiting to be read; while none is, accepts wait in the listen
+// backlog for kFullPause), a connection that has not finished by
+// its deadline (a slowloris) is closed, and accept() failing for want of fds pauses accepts
+// (kAcceptPause) instead of waking the loop at once, forever. Only `GET /metrics`
 // answers with the metrics; 400 malformed, 401 without the bearer token when one is
 // configured, 404 another path, 405 another method, 431 too large. One request per
 // connection (`Connection: close`).
@@ -25,6 +27,10 @@ namespace faultline::live {
 
 inline constexpr std::size_t kMaxRequestBytes = 8192;  // request line and headers
 inline constexpr int kMaxConnections = 32;
+// How long accepts wait when kMaxConnections are open and every one is being answered or has
+// bytes waiting to be read.
+inline constexpr Duration kFullPause = Duration::millis(10);
+inline constexpr Duration kAcceptPause = Duration::millis(250);  // after accept lacks fds
 
 // One parsed answer: status code and body; what respond() sends for a request.
 struct HttpAnswer {
@@ -60,8 +66,14 @@ class MetricsServer {
     std::size_t out_off = 0;
     std::uint64_t timer = 0;
     std::uint64_t seq = 0;  // accept order: the oldest idle one makes room for a new one
+    Instant accepted;
   };
   void on_accept();
+  // False (and accepts paused for kFullPause) when kMaxConnections are open and none is idle.
+  bool room_for_one();
+  // The fd of the oldest idle connection (request incomplete, nothing waiting), or -1.
+  int idle_victim() const;
+  void pause_accepts(Duration d);
   void on_io(int fd, std::uint32_t events);
   bool read_request(int fd, Connection& c);  // false: the connection was closed
   void respond(int fd, Connection& c, const HttpAnswer& a);
@@ -76,6 +88,7 @@ class MetricsServer {
   std::map<int, Connection> conns_;
   std::uint64_t turned_away_ = 0;
   std::uint64_t next_seq_ = 0;
+  std::uint64_t pause_timer_ = 0;  // accepts paused until it fires
 };
 
 }  // namespace faultline::live

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -369,6 +370,15 @@ int accept_tcp(int listen_fd, std::string* peer) {
   set_nodelay(fd);
   if (peer) *peer = format_peer(reinterpret_cast<sockaddr*>(&ss), len);
   return fd;
+}
+
+bool accept_starved(int err) {
+  return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+std::size_t bytes_waiting(int fd) {
+  int n = 0;
+  return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0 ? static_cast<std::size_t>(n) : 0;
 }
 
 std::string log_stamp() {

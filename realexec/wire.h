@@ -94,6 +94,12 @@ int bound_port(int fd);
 int connect_tcp(const std::string& host, int port, std::string* err);
 // Accepts one pending connection as a non-blocking fd; -1 when none. *peer = "ip:port".
 int accept_tcp(int listen_fd, std::string* peer);
+// accept() failed for want of fds or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the connection
+// stays in the backlog, and a level-triggered listener would wake the loop at once, forever.
+bool accept_starved(int err);
+// Bytes received on `fd` that nobody has read yet (FIONREAD); 0 on error. Tells a peer that
+// has spoken from one that has not, before the reactor gets to its read.
+std::size_t bytes_waiting(int fd);
 
 // The wall-clock time for a log line: "2026-11-25T09:10:11.123Z" (UTC, milliseconds).
 std::string log_stamp();
