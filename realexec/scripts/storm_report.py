@@ -72,6 +72,8 @@ def recorded(f, log, times):
         if kind == "crash" and r.get("kind") == "action" and f["signature"] in r["action"].get(
                 "reason", ""):
             return r["t_s"]
+        if kind == "crash" and r.get("kind") == "note" and f["signature"] in r.get("text", ""):
+            return r["t_s"]  # a crash while another incident is handled
         if kind == "nan" and e.get("type") == "StepSample" and e.get("nan") and e.get(
                 "step") == f["step"]:
             return r["t_s"]
@@ -87,17 +89,18 @@ def recorded(f, log, times):
 def addresses(a, f):
     """Whether action a is a decision on fault f: a stop caused by it, an eviction naming it."""
     kind, m, cause = f["fault"], f["id"], (a["cause"] or {}).get("event", {})
-    if a["type"] == "EvictMachines":
-        return m in a.get("machines", [])
+    reason = a.get("reason", "")
+    if a["type"] == "EvictMachines":  # a NaN or a hang is the job's, not its machine's
+        return m in a.get("machines", []) and kind in ("crash", "machine_loss", "partition")
+    if kind == "crash":  # a stop, or the tests of a start that it failed
+        return f["signature"] in reason
     if a["type"] != "StopJob":
         return False
-    reason = a.get("reason", "")
-    if kind == "crash":
-        return f["signature"] in reason
     if kind == "hang":
         return "stall" in reason
     if kind == "nan":
-        return cause.get("type") == "StepSample" and cause.get("step") == f["step"]
+        return (cause.get("type") == "StepSample" and cause.get("step") == f["step"]
+                and abs(a["cause"]["t_s"] - f["recorded_t"]) < 0.05)  # steps repeat after rollbacks
     if kind in ("machine_loss", "partition"):
         return cause.get("type") == "InspectionAlert" and cause.get("machine") == m
     return False
@@ -121,8 +124,12 @@ def match(f, actions, spans, log, times):
     else:
         cover = [a for a in stops if a["t"] >= f["t_ctl"] - 0.001][:1]
     first_cover = cover[-1] if cover else None
-    if mine and (first_cover is None or mine["t"] <= first_cover["t"] or f["fault"] in (
-            "machine_loss", "partition")):
+    # An action naming the fault (its signature, its machine) is its decision; a job-wide stop
+    # is one only when no other stop came first.
+    if f["fault"] == "hang":  # the first stop after it: a stall's, or another fault's
+        first_cover = cover_after = next((a for a in stops if a["t"] >= f["t_ctl"]), None)
+        mine = mine if mine is cover_after else None
+    if mine and (first_cover is None or mine["t"] <= first_cover["t"] or f["fault"] != "hang"):
         f.update(outcome="decided", decision=mine["id"], action=mine["type"],
                  latency_s=mine["t"] - f["t_ctl"], reason=mine.get("reason", ""))
     elif first_cover:
