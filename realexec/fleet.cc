@@ -307,6 +307,7 @@ class FakeHost final : public AgentHost {
     }
     return -1;
   }
+  bool cut() const { return monotonic_now() < cut_until_; }
   // Cut off from the network for `s` seconds: the connection is shut down, redials fail.
   void partition(double s) {
     cut_until_ = monotonic_now() + Duration::seconds(s);
@@ -547,7 +548,7 @@ class Shard {
   }
   Slot* rank0() {
     for (auto& s : slots_)
-      if (!s.down && s.agent->connected() && s.host->has_rank0()) return &s;
+      if (!s.down && !s.host->cut() && s.agent->connected() && s.host->has_rank0()) return &s;
     return nullptr;
   }
   // The machine and its agent vanish; it boots again (a fresh agent, no ranks) later.
@@ -582,7 +583,8 @@ class Shard {
   Slot* target(std::uint64_t pick, bool with_ranks) {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[(pick + i) % slots_.size()];
-      if (!s.down && s.agent->connected() && (!with_ranks || s.host->has_ranks())) return &s;
+      if (!s.down && !s.host->cut() && s.agent->connected() && (!with_ranks || s.host->has_ranks()))
+        return &s;
     }
     return nullptr;
   }
