@@ -83,6 +83,10 @@ def recorded(f, log, times):
         if kind in ("machine_loss", "partition") and e.get("type") == "InspectionAlert" and e.get(
                 "machine") == m and "agent lost" in e.get("detail", ""):
             return r["t_s"]
+        if kind in ("machine_loss", "partition") and r.get("kind") == "note" and r.get(
+                "text", "").startswith(f"standby {f['machine']} lost"):
+            f["standby"] = True  # a standby by then: out of the pool, nothing to decide
+            return r["t_s"]
     return f["t_ctl"] if kind in ("hang", "slow") else None
 
 
@@ -113,10 +117,14 @@ def match(f, actions, spans, log, times):
     if t_rec is None:
         f["outcome"] = "lost"
         return
+    if f.get("standby"):
+        f["outcome"] = "not in the job"
+        return
     if f["fault"] == "slow":
         f["outcome"] = "ridden out"
         return
-    after = [a for a in actions if a["t"] >= f["t_ctl"] - 0.001]
+    # Up to the machine's next fault: an eviction after it is that fault's.
+    after = [a for a in actions if f["t_ctl"] - 0.001 <= a["t"] < f.get("next_t", 1e18)]
     mine = next((a for a in after if addresses(a, f)), None)
     stops = [a for a in actions if a["type"] == "StopJob"]
     if not running_at(spans, t_rec) and f["fault"] != "partition" and f["fault"] != "machine_loss":
@@ -184,6 +192,12 @@ def main():
     faults, kills, log = load(work)
     actions, spans = timeline(log)
     times = [r.get("t_s", 0) for r in log]
+    last = {}
+    for f in faults:
+        if f["id"] >= 0:
+            if f["id"] in last:
+                last[f["id"]]["next_t"] = f["t_ctl"]
+            last[f["id"]] = f
     for f in faults:
         match(f, actions, spans, log, times)
     with open(f"{work}/faults.jsonl", "w") as out:
