@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -33,10 +34,47 @@ using nlohmann::json;
 namespace {
 
 double mono_s() { return static_cast<double>(monotonic_now().ns) / 1e9; }
+// The wall clock: the controller's run time is the wall time since its origin (journal.json's
+// origin_unix_ns), so that live-storm.sh places injections on the event log's time line.
+double wall_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 std::atomic<pid_t> g_next_pid{4000000};
 std::atomic<std::int64_t> g_step{0};  // the newest step rank 0 reported: where restarts resume
 std::atomic<std::int64_t> g_gen{0};   // the newest generation launched: the job that runs
+// A hung rank stalls its collectives, so every rank of its generation stops stepping (rank 0's
+// step reports, the ones the controller reads for progress, stop too), until a restart.
+std::atomic<std::int64_t> g_hung_gen{-1};
+
+// The paced storm's state, shared by the reactors: faults left of each kind (a fixed order),
+// the end of a hang's hold, the time of the last fault, the next fault id.
+struct Paced {
+  std::mutex mu;
+  std::mutex inject_mu;  // one reactor injects at a time: a hang's hold is seen by the others
+  std::vector<std::pair<std::string, int>> left;
+  std::atomic<double> quiet_until{0};
+  std::atomic<double> last_at{0};
+  std::atomic<int> next_fid{0};
+  double t0 = 0;  // the fleet's start (mono_s)
+  std::vector<std::string> open_kinds() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::string> out;
+    for (const auto& [kind, n] : left)
+      if (n > 0) out.push_back(kind);
+    return out;
+  }
+  void take(const std::string& kind, int n) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [k, m] : left)
+      if (k == kind) m -= n;
+    last_at = mono_s();
+  }
+  bool finished(double now, double settle_s) {
+    return open_kinds().empty() && now - last_at.load() >= settle_s;
+  }
+};
+Paced g_paced;
 
 // What the fleet injected and what the controller did about it, from every reactor.
 class Recorder {
@@ -45,18 +83,27 @@ class Recorder {
     if (!out_file.empty()) out_.open(out_file, std::ios::trunc);
   }
   // A fault on `machine`; `awaits`: the controller is expected to stop the job for it.
+  // `extra`: the paced storm's fault id (fid) and, for a NaN, the step that reports it.
   void inject(const std::string& fault, const std::string& machine, int id, bool awaits,
-              const std::string& signature = "") {
+              const std::string& signature = "", const json& extra = json::object()) {
     std::lock_guard<std::mutex> lock(mu_);
     const double t = mono_s();
     ++faults_;
     if (awaits) pending_.push_back({fault, t});
-    write({{"kind", "inject"},
-           {"fault", fault},
+    json j = {{"kind", "inject"}, {"fault", fault},   {"machine", machine},     {"id", id},
+              {"t", t},           {"wall", wall_s()}, {"signature", signature}, {"awaits", awaits}};
+    j.update(extra);
+    write(j);
+  }
+  // The first kill request the agent of fault `fid`'s machine received after the fault: a
+  // job-wide stop as its agent sees it.
+  void kill_seen(int fid, const std::string& machine) {
+    std::lock_guard<std::mutex> lock(mu_);
+    write({{"kind", "kill_seen"},
+           {"fid", fid},
            {"machine", machine},
-           {"id", id},
-           {"t", t},
-           {"signature", signature}});
+           {"t", mono_s()},
+           {"wall", wall_s()}});
   }
   // A request the controller sent an agent: a `kill` is its first action on a fault (StopJob).
   void request(const std::string& type) {
@@ -69,6 +116,11 @@ class Recorder {
       write({{"kind", "decision"}, {"fault", p.fault}, {"latency_s", t - p.t}});
     }
     pending_.clear();
+  }
+  void storm_over() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!over_) write({{"kind", "storm_over"}, {"t", mono_s()}, {"wall", wall_s()}});
+    over_ = true;
   }
   void heartbeat_gap(double s) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -107,6 +159,7 @@ class Recorder {
   std::vector<Pending> pending_;
   std::vector<double> decision_s_, hang_s_;
   double herd_s_ = 0;
+  bool over_ = false;
 };
 
 // The real output of a deterministic trainjob run (the bit-wise test: the controller checks
@@ -199,8 +252,21 @@ class FakeHost final : public AgentHost {
     return fd_;
   }
   void on_request(const std::string& type) override {
-    if (type == "kill") last_kill_ = monotonic_now();
+    if (type == "kill") {
+      last_kill_ = monotonic_now();
+      for (int fid : watch_) rec_.kill_seen(fid, name_);
+      watch_.clear();
+      if (holds_) g_paced.quiet_until = 0;  // the hang was acted on: the storm goes on
+      holds_ = false;
+    }
     rec_.request(type);
+  }
+  void set_name(const std::string& name) { name_ = name; }
+  // A fault on this machine whose decision reaches its agent as a kill (crash, hang, NaN);
+  // `hold`: the storm waits for it.
+  void watch(int fid, bool hold) {
+    watch_.push_back(fid);
+    holds_ = holds_ || hold;
   }
 
   // Faults.
@@ -219,9 +285,29 @@ class FakeHost final : public AgentHost {
       return;
     }
   }
-  void hang() {
+  // `stall_all`: the job's other ranks stop with it (the paced storm; live-scale.sh's storm
+  // keeps its figures comparable with the earlier runs, where only this machine stopped).
+  void hang(bool stall_all) {
     for (auto& [pid, rk] : ranks_) rk.hung = true;
+    if (stall_all) g_hung_gen = g_gen.load();
   }
+  bool has_rank0() const {
+    for (const auto& [pid, rk] : ranks_)
+      if (running(rk) && rk.rank == 0) return true;
+    return false;
+  }
+  // Rank 0 reports its next step now, with a NaN loss (as a data-parallel job's all-reduce
+  // carries one rank's NaN gradient to every rank); returns that step, or -1 without rank 0.
+  std::int64_t nan() {
+    for (auto& [pid, rk] : ranks_) {
+      if (!running(rk) || rk.rank != 0) continue;
+      rk.nan = true;
+      report(rk);
+      return rk.step;
+    }
+    return -1;
+  }
+  bool cut() const { return monotonic_now() < cut_until_; }
   // Cut off from the network for `s` seconds: the connection is shut down, redials fail.
   void partition(double s) {
     cut_until_ = monotonic_now() + Duration::seconds(s);
@@ -236,6 +322,7 @@ class FakeHost final : public AgentHost {
     Instant spawned{};
     std::int64_t step = 0;
     bool hung = false;
+    bool nan = false;
     std::uint64_t timer = 0;
     std::function<void(int)> on_exit;
   };
@@ -268,18 +355,20 @@ class FakeHost final : public AgentHost {
       auto it = ranks_.find(pid);
       if (it == ranks_.end()) return;
       Rank& rk = it->second;
-      if (!rk.hung) {
-        ++rk.step;
-        if (rk.rank == 0) g_step = rk.step;
-        char buf[160];
-        std::snprintf(
-            buf, sizeof buf,
-            "{\"type\":\"step\",\"rank\":%d,\"step\":%lld,\"loss\":2.5,\"step_time_s\":%.3f}",
-            rk.rank, static_cast<long long>(rk.step), step_s_);
-        write_line(rk, buf);
-      }
+      if (!rk.hung && rk.gen != g_hung_gen.load()) report(rk);
       tick(pid);
     });
+  }
+  void report(Rank& rk) {
+    ++rk.step;
+    if (rk.rank == 0) g_step = rk.step;
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "{\"type\":\"step\",\"rank\":%d,\"step\":%lld,%s,\"step_time_s\":%.3f}", rk.rank,
+                  static_cast<long long>(rk.step),
+                  rk.nan ? "\"loss\":null,\"loss_nan\":true" : "\"loss\":2.5", step_s_);
+    rk.nan = false;
+    write_line(rk, buf);
   }
   void die(pid_t pid, int status) {
     auto it = ranks_.find(pid);
@@ -297,6 +386,9 @@ class FakeHost final : public AgentHost {
   std::map<pid_t, Rank> ranks_;
   Instant cut_until_{};
   Instant last_kill_{};
+  std::string name_;
+  std::vector<int> watch_;
+  bool holds_ = false;
   int fd_ = -1;
   int local_port_ = -1;
 };
@@ -312,7 +404,7 @@ struct Fault {
 // controller restart by the script), the kind and the target drawn from the seed.
 std::vector<Fault> storm(const FleetOptions& o) {
   std::vector<Fault> out;
-  if (o.storm_seed == 0) return out;
+  if (o.storm_seed == 0 || o.quota > 0) return out;  // no storm, or the paced one
   std::mt19937_64 rng(o.storm_seed);
   int seq = 0;
   for (double t = o.storm_start_s; t < o.duration_s - 10; t += o.storm_every_s) {
@@ -341,13 +433,30 @@ class Shard {
     std::unique_ptr<Agent> agent;
     bool down = false;
   };
-  Shard(const LiveConfig& config, const FleetOptions& o, Recorder& rec, double step_s)
-      : config_(config), o_(o), rec_(rec), step_s_(step_s) {}
+  Shard(const LiveConfig& config, const FleetOptions& o, Recorder& rec, double step_s, int index)
+      : config_(config), o_(o), rec_(rec), step_s_(step_s), rng_(o.storm_seed * 1000 + index) {}
   void add(const std::string& name, int id) {
     Slot s;
     s.name = name;
     s.id = id;
+    boot(s);
+    slots_.push_back(std::move(s));
+  }
+  void run(const std::vector<Fault>& faults) {
+    for (auto& s : slots_) s.agent->start();
+    for (const auto& f : faults) r_.add_timer(Duration::seconds(f.at_s), [this, f] { inject(f); });
+    if (o_.quota > 0) r_.add_timer(Duration::seconds(o_.storm_start_s), [this] { pace(); });
+    r_.add_timer(Duration::seconds(o_.duration_s), [this] { r_.stop(); });
+    r_.run();
+  }
+
+ private:
+  // A machine (re)boots: a fresh host and its agent (started by the caller).
+  void boot(Slot& s) {
+    if (s.host) retired_.push_back(s.host);  // its ranks' timers still refer to it
     s.host = std::make_shared<FakeHost>(r_, rec_, step_s_);
+    s.host->set_name(s.name);
+    const std::string name = s.name;
     AgentOptions ao;
     ao.sysfs_root = "/nonexistent";
     ao.kmsg_path = "/nonexistent/kmsg";
@@ -361,21 +470,121 @@ class Shard {
       if (++finished_ >= static_cast<int>(slots_.size())) r_.stop();
     };
     s.agent = std::make_unique<Agent>(r_, config_, name, o_.token, std::move(ao));
-    slots_.push_back(std::move(s));
-  }
-  void run(const std::vector<Fault>& faults) {
-    for (auto& s : slots_) s.agent->start();
-    for (const auto& f : faults) r_.add_timer(Duration::seconds(f.at_s), [this, f] { inject(f); });
-    r_.add_timer(Duration::seconds(o_.duration_s), [this] { r_.stop(); });
-    r_.run();
   }
 
- private:
+  // The paced storm (FleetOptions::quota), checked every 100 ms on this reactor.
+  void pace() {
+    const double now = mono_s();
+    // The storm is over: the agents stay, so that the controller can be stopped first (its
+    // agents vanishing would be a storm of their own).
+    if (g_paced.finished(now, o_.settle_s)) return rec_.storm_over();
+    const double rel = now - g_paced.t0;
+    const bool quiet = o_.quiet_at_s >= 0 && rel >= o_.quiet_at_s - 2 * o_.gap_max_s &&
+                       rel <= o_.quiet_at_s + o_.quiet_for_s;
+    if (now >= next_at_ && !quiet) {
+      std::unique_lock<std::mutex> lock(g_paced.inject_mu);
+      // Faults of both reactors at least 0.3 s apart, but for the deliberate overlaps.
+      if (now >= g_paced.quiet_until.load() && now - g_paced.last_at.load() >= 0.3) {
+        const bool second = uniform(0, 1) < o_.overlap;
+        if (inject_next(!second)) {
+          next_at_ = now + uniform(o_.gap_min_s, o_.gap_max_s);
+          if (second) r_.add_timer(Duration::seconds(uniform(0.05, 0.5)), [this] { overlap(); });
+        }
+      }
+      lock.unlock();
+      if (stall_s_ > 0) ::usleep(static_cast<useconds_t>(stall_s_ * 1e6));  // a slow host
+      stall_s_ = 0;
+    }
+    r_.add_timer(Duration::millis(100), [this] { pace(); });
+  }
+  // A second fault while the first is handled.
+  void overlap() {
+    {
+      std::lock_guard<std::mutex> lock(g_paced.inject_mu);
+      inject_next(false);
+    }
+    if (stall_s_ > 0) ::usleep(static_cast<useconds_t>(stall_s_ * 1e6));
+    stall_s_ = 0;
+  }
+  double uniform(double lo, double hi) {
+    return lo + (hi - lo) * static_cast<double>(rng_() % 1000000) / 1e6;
+  }
+  // The next fault: a kind with faults left, drawn, or the next one that has a target here.
+  bool inject_next(bool hold) {
+    const std::vector<std::string> kinds = g_paced.open_kinds();
+    if (kinds.empty()) return false;
+    const std::size_t first = rng_() % kinds.size();
+    const std::uint64_t pick = rng_();
+    for (std::size_t i = 0; i < kinds.size(); ++i)
+      if (paced(kinds[(first + i) % kinds.size()], pick, hold)) return true;
+    return false;
+  }
+  bool paced(const std::string& kind, std::uint64_t pick, bool hold) {
+    if (kind == "slow") {
+      const int fid = g_paced.next_fid++;
+      rec_.inject("slow", "shard", -1, false, "", {{"fid", fid}});
+      g_paced.take(kind, 1);
+      stall_s_ = o_.slow_s;  // after the lock: the other reactor's agents are not slow
+      return true;
+    }
+    Slot* s = kind == "nan" ? rank0() : target(pick, true);
+    if (s == nullptr) return false;
+    if (kind == "partition") return partition_rack(*s);
+    const int fid = g_paced.next_fid++;
+    json extra = {{"fid", fid}};
+    std::string sig;
+    if (kind == "crash") sig = "fleet fault " + std::to_string(fid) + ": crash on " + s->name;
+    if (kind == "nan") extra["step"] = s->host->nan();
+    rec_.inject(kind, s->name, s->id, true, sig, extra);
+    g_paced.take(kind, 1);
+    if (kind == "machine_loss") return lose(*s);
+    s->host->watch(fid, kind == "hang" && hold);
+    if (kind == "crash") s->host->crash(sig);
+    if (kind == "hang") {
+      if (hold) g_paced.quiet_until = mono_s() + o_.hang_hold_s;
+      s->host->hang(true);
+    }
+    return true;
+  }
+  Slot* rank0() {
+    for (auto& s : slots_)
+      if (!s.down && !s.host->cut() && s.agent->connected() && s.host->has_rank0()) return &s;
+    return nullptr;
+  }
+  // The machine and its agent vanish; it boots again (a fresh agent, no ranks) later.
+  bool lose(Slot& s) {
+    s.down = true;
+    s.agent.reset();
+    Slot* p = &s;
+    r_.add_timer(Duration::seconds(o_.revive_s), [this, p] {
+      boot(*p);
+      p->down = false;
+      p->agent->start();
+    });
+    return true;
+  }
+  // `rack` neighbours of `s` (on this reactor) lose their connections for partition_s.
+  bool partition_rack(Slot& s) {
+    const std::size_t first = static_cast<std::size_t>(&s - slots_.data()) / o_.rack * o_.rack;
+    int n = 0;
+    for (std::size_t i = first; i < std::min(slots_.size(), first + o_.rack); ++i) {
+      Slot& x = slots_[i];
+      if (x.down || !x.agent->connected()) continue;
+      rec_.inject("partition", x.name, x.id, x.host->has_ranks(), "",
+                  {{"fid", g_paced.next_fid++}});
+      x.host->partition(o_.partition_s);
+      ++n;
+    }
+    g_paced.take("partition", n);
+    return n > 0;
+  }
+
   // A live slot with ranks (crash, hang) or any live slot, from `pick` on; null: none.
   Slot* target(std::uint64_t pick, bool with_ranks) {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[(pick + i) % slots_.size()];
-      if (!s.down && s.agent->connected() && (!with_ranks || s.host->has_ranks())) return &s;
+      if (!s.down && !s.host->cut() && s.agent->connected() && (!with_ranks || s.host->has_ranks()))
+        return &s;
     }
     return nullptr;
   }
@@ -394,7 +603,7 @@ class Shard {
       s->host->crash(sig);
     } else if (f.kind == "hang") {
       rec_.inject("hang", s->name, s->id, true);
-      s->host->hang();
+      s->host->hang(false);
     } else if (f.kind == "machine_loss") {
       rec_.inject("machine_loss", s->name, s->id, s->host->has_ranks());
       s->down = true;
@@ -419,6 +628,10 @@ class Shard {
   Recorder& rec_;
   double step_s_;
   std::vector<Slot> slots_;
+  std::vector<std::shared_ptr<FakeHost>> retired_;
+  std::mt19937_64 rng_;
+  double next_at_ = 0;
+  double stall_s_ = 0;
   int finished_ = 0;
 };
 
@@ -465,7 +678,11 @@ int run_fleet(const FleetOptions& o) {
   const int threads = std::max(1, std::min(o.threads, count));
   std::vector<std::unique_ptr<Shard>> shards;
   for (int t = 0; t < threads; ++t)
-    shards.push_back(std::make_unique<Shard>(config, opts, rec, step_s));
+    shards.push_back(std::make_unique<Shard>(config, opts, rec, step_s, t));
+  g_paced.t0 = mono_s();
+  if (o.quota > 0)
+    for (const char* k : {"crash", "hang", "nan", "machine_loss", "partition", "slow"})
+      g_paced.left.emplace_back(k, o.quota);
   for (int i = 0; i < count; ++i)
     shards[static_cast<std::size_t>(i % threads)]->add(names[o.first + i].first,
                                                        names[o.first + i].second);
@@ -484,9 +701,12 @@ int fleet_main(const std::vector<std::string>& args) {
       "usage: faultline-live fleet CONFIG [--first N] [--count K] [--threads T] [--duration S]\n"
       "       [--storm SEED] [--storm-start S] [--every S] [--quiet-at S] [--quiet-for S]\n"
       "       [--partition-s S] [--rack N] [--slow-s S] [--out FILE] [--verbose 1]\n"
+      "       [--quota N] [--overlap P] [--gap-min S] [--gap-max S] [--hang-hold S]\n"
+      "       [--revive S] [--settle S]\n"
       "Runs K virtual agents (machines N.. of CONFIG, standbys after the job's machines) with\n"
       "fake ranks against the controller of CONFIG, injects a fault storm when --storm is\n"
-      "given, and prints a JSON summary line (docs/running-live.md).\n";
+      "given (with --quota N: N faults of every kind, paced, each with an id: live-storm.sh),\n"
+      "and prints a JSON summary line (docs/running-live.md, docs/live-scale.md).\n";
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
     std::cout << kUsage;
     return args.empty() ? 2 : 0;
@@ -535,6 +755,20 @@ int fleet_main(const std::vector<std::string>& args) {
       o.rack = std::max(1, static_cast<int>(x));
     else if (a == "--slow-s")
       o.slow_s = x;
+    else if (a == "--quota")
+      o.quota = static_cast<int>(x);
+    else if (a == "--overlap")
+      o.overlap = std::min(1.0, x);
+    else if (a == "--gap-min")
+      o.gap_min_s = x;
+    else if (a == "--gap-max")
+      o.gap_max_s = std::max(o.gap_min_s, x);
+    else if (a == "--hang-hold")
+      o.hang_hold_s = x;
+    else if (a == "--revive")
+      o.revive_s = x;
+    else if (a == "--settle")
+      o.settle_s = x;
     else if (a == "--verbose")
       o.verbose = x > 0;
     else {

@@ -30,6 +30,19 @@ struct FleetOptions {
   double slow_s = 2;       // how long a slow host stalls its agents
   bool verbose = false;    // the agents' log lines on stderr
   std::string out_file;    // injections and decisions, one JSON line each ("" = none)
+  // The paced storm (quota > 0; live-storm.sh): `quota` faults of every kind (crash, hang,
+  // nan, machine_loss, partition, slow), each with an id, one every gap_min_s..gap_max_s
+  // per reactor while a target exists; with probability `overlap` a second fault follows
+  // within half a second, while the first is handled. A hang without one holds the
+  // storm for up to hang_hold_s, so that its detection is measured; a lost machine comes
+  // back (its agent restarts) after revive_s; the fleet ends settle_s after the last fault.
+  int quota = 0;
+  double overlap = 0.3;
+  double gap_min_s = 1;
+  double gap_max_s = 2.5;
+  double hang_hold_s = 15;
+  double revive_s = 12;
+  double settle_s = 20;
 };
 
 // Runs the fleet; prints its summary as one JSON line on stdout. Returns the exit code

@@ -199,6 +199,7 @@ void LiveWorld::launch(ActionId id, Instant started) {
   started_ranks_.clear();
   clean_exits_.clear();
   exit_reported_ = false;
+  dropped_exit_notes_ = 0;
   rank_steps_.clear();
   rank_report_at_.clear();
   victim_.reset();
@@ -415,7 +416,8 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
   if (starting_) {
     // Ranks of the previous generation die while a start kills them: not a failure of
     // this start, whose ranks are launched only after the kill.
-    if (launch_gen_ != journal_.state().gen) return;
+    if (launch_gen_ != journal_.state().gen)
+      return note_dropped_exit(m, rank, code, sig, signature);
     if (sig == 0 && is_peer_symptom(signature)) {
       hold_victim(m, rank, code, signature);
       return;
@@ -423,13 +425,31 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
     fail_start(m, rank, signature);
     return;
   }
-  if (!running_ || exit_reported_) return;  // echoes of an exit already reported
+  // Echoes of an exit already reported, or of the stop.
+  if (!running_ || exit_reported_) return note_dropped_exit(m, rank, code, sig, signature);
   const int status = sig ? 128 + sig : code;
   if (sig == 0 && is_peer_symptom(signature)) {
     hold_victim(m, rank, status, signature);
     return;
   }
   report_exit(m, rank, status, signature);
+}
+
+// An exit that opens no incident (the job stops, is stopped, or another exit broke it): an
+// echo, unless the rank said why in its own words (not a peer's error, not a bare exit code).
+// Such a crash is a fault of its own that the restart under way covers: the event log
+// records it, at most kMaxDroppedExitNotes times per generation (every rank of a large job
+// may exit at a stop).
+void LiveWorld::note_dropped_exit(MachineId m, std::int64_t rank, int code, int sig,
+                                  const std::string& signature) {
+  constexpr int kMaxDroppedExitNotes = 16;
+  if (sig != 0 || code == 0 || signature.empty() || is_peer_symptom(signature) ||
+      signature.rfind("exit code ", 0) == 0 || ++dropped_exit_notes_ > kMaxDroppedExitNotes)
+    return;
+  note("rank " + std::to_string(rank) + " on " + machine_config(m).name + " exited (code " +
+       std::to_string(code) + ") while " +
+       (running_ ? "another rank's exit is handled" : "the job is not running") + ": " + signature +
+       " (no new incident: the restart under way covers it)");
 }
 
 // A start that failed because `rank` exited; its step is the one the rank had started

@@ -401,6 +401,8 @@ class LiveWorld final : public World {
   void on_report(MachineId m, const AgentReport& msg);
   void on_exit(MachineId m, const AgentExit& msg);
   void report_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
+  void note_dropped_exit(MachineId m, std::int64_t rank, int code, int sig,
+                         const std::string& signature);
   void attribute_victim_exit();
   void hold_victim(MachineId m, std::int64_t rank, int code, const std::string& signature);
   void fail_start(MachineId m, std::int64_t rank, const std::string& signature);
@@ -448,6 +450,7 @@ class LiveWorld final : public World {
   std::set<std::int64_t> started_ranks_;
   std::int64_t start_step_ = 0;
   bool exit_reported_ = false;  // the generation's first exit went to the policy
+  int dropped_exit_notes_ = 0;  // crashes noted that opened no incident (note_dropped_exit)
   // The latest step each rank reported in this run of the job (a rank's exit comes after
   // its own last report: one agent, one ordered connection).
   std::map<std::int64_t, std::int64_t> rank_steps_;
