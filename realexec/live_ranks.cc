@@ -391,7 +391,13 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
 }
 
 void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
-  if (msg.gen != journal_.state().gen) return;
+  if (msg.gen != journal_.state().gen) {
+    // A rank of a generation already replaced: its crash, in its own words, is noted.
+    if (msg.gen < journal_.state().gen)
+      note_dropped_exit(m, msg.rank, msg.code, msg.signal, msg.signature,
+                        "its generation was replaced");
+    return;
+  }
   if (migration_exit(m, msg)) return;  // a migration's joiner not in the slot yet
   if (!runs_rank(m, msg.rank, "exit")) return;
   const int code = msg.code;
@@ -441,14 +447,16 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
 // records it, at most kMaxDroppedExitNotes times per generation (every rank of a large job
 // may exit at a stop).
 void LiveWorld::note_dropped_exit(MachineId m, std::int64_t rank, int code, int sig,
-                                  const std::string& signature) {
+                                  const std::string& signature, const char* after) {
   constexpr int kMaxDroppedExitNotes = 16;
   if (sig != 0 || code == 0 || signature.empty() || is_peer_symptom(signature) ||
       signature.rfind("exit code ", 0) == 0 || ++dropped_exit_notes_ > kMaxDroppedExitNotes)
     return;
+  const std::string when = after      ? std::string("after ") + after
+                           : running_ ? "while another rank's exit is handled"
+                                      : "while the job is not running";
   note("rank " + std::to_string(rank) + " on " + machine_config(m).name + " exited (code " +
-       std::to_string(code) + ") while " +
-       (running_ ? "another rank's exit is handled" : "the job is not running") + ": " + signature +
+       std::to_string(code) + ") " + when + ": " + signature +
        " (no new incident: the restart under way covers it)");
 }
 

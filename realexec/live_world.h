@@ -401,8 +401,9 @@ class LiveWorld final : public World {
   void on_report(MachineId m, const AgentReport& msg);
   void on_exit(MachineId m, const AgentExit& msg);
   void report_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
+  // `after`: what the exit came after ("its generation was replaced"); default, the job's state.
   void note_dropped_exit(MachineId m, std::int64_t rank, int code, int sig,
-                         const std::string& signature);
+                         const std::string& signature, const char* after = nullptr);
   void attribute_victim_exit();
   void hold_victim(MachineId m, std::int64_t rank, int code, const std::string& signature);
   void fail_start(MachineId m, std::int64_t rank, const std::string& signature);
