@@ -189,7 +189,13 @@ def per_kind(faults, kills):
 
 def main():
     work, storm_s, replay_rc, t0, t1 = sys.argv[1:6]
-    faults, kills, log = load(work)
+    try:
+        faults, kills, log = load(work)
+    except (OSError, ValueError, KeyError) as e:
+        # A run that never got going (the fleet or the controller did not start): one line.
+        print("live-storm.sh: %s: cannot read the run (%s); see fleet.err and controller1.log"
+              % (work, e), file=sys.stderr)
+        sys.exit(1)
     actions, spans = timeline(log)
     times = [r.get("t_s", 0) for r in log]
     last = {}
