@@ -232,11 +232,15 @@ Calibrated checkpoint_every(const EventLog& log, bool* every_step_plan) {
 }
 
 // What the policy was shown after a fault: its first exit naming the fault's machine (or
-// none), before `until`. `before_acting`: only exits before the policy's next
-// disruptive action (a hang's watchdog exit, not the echo of a stop).
-Observed observe(const EventLog& log, const Timed<FaultRecord>& f, double until,
+// none). An exit that names no machine counts only before `until` (the next fault on any
+// machine); one naming the fault's machine also after it, up to `until_own` (the next fault on
+// that machine, or the job's next successful start): two kills 0.05 s apart on two machines
+// each exit in their own words after both faults. `before_acting`: only exits before the
+// policy's next disruptive action (a hang's watchdog exit, not the echo of a stop).
+Observed observe(const EventLog& log, const Timed<FaultRecord>& f, double until, double until_own,
                  bool before_acting) {
-  double acted = until;
+  const double last = std::max(until, until_own);
+  double acted = last;
   if (before_acting)
     for (const auto& a : log.actions)
       if (a.t_s >= f.t_s && a.t_s < acted &&
@@ -246,14 +250,31 @@ Observed observe(const EventLog& log, const Timed<FaultRecord>& f, double until,
         acted = a.t_s;
   for (const auto& e : log.events) {
     if (e.t_s < f.t_s || e.t_s >= acted) continue;
-    if (auto* x = std::get_if<ProcessExit>(&e.value);
-        x && (x->machine == f.value.machine || x->machine == kNoMachine))
+    const auto names = [&](MachineId m) {
+      return m == f.value.machine ? e.t_s < last : m == kNoMachine && e.t_s < until;
+    };
+    if (auto* x = std::get_if<ProcessExit>(&e.value); x && names(x->machine))
       return {true, e.t_s - f.t_s, x->exit_code, x->signature};
-    if (auto* x = std::get_if<StartFailed>(&e.value);
-        x && (x->machine == f.value.machine || x->machine == kNoMachine))
+    if (auto* x = std::get_if<StartFailed>(&e.value); x && names(x->machine))
       return {true, e.t_s - f.t_s, 1, x->signature};
   }
   return {};
+}
+
+// The end of what fault `i`'s own machine may still show of it (observe's `until_own`): the
+// next fault on that machine, or the job's next successful start (an exit after it is the
+// new run's), whichever comes first; the horizon at most.
+double own_exit_until(const EventLog& log, std::size_t i, double horizon) {
+  const auto& f = log.faults[i];
+  double until = horizon;
+  for (std::size_t k = i + 1; k < log.faults.size(); ++k)
+    if (log.faults[k].t_s > f.t_s && log.faults[k].value.machine == f.value.machine) {
+      until = log.faults[k].t_s;
+      break;
+    }
+  for (const auto& e : log.events)
+    if (e.t_s > f.t_s && e.t_s < until && std::holds_alternative<JobStarted>(e.value)) return e.t_s;
+  return until;
 }
 
 // The job's first successful start (StartJob whose outcome is ok, or has none): the
@@ -980,7 +1001,8 @@ ReplayedFaults replayed_faults(const LiveRun& run, Calibration& cal) {
       r.skipped.push_back({{"line", f.line}, {"reason", *why}});
       continue;
     }
-    double until = cal.horizon_s;
+    const double until_end = cal.horizon_s;
+    double until = until_end;
     for (std::size_t k = i + 1; k < log.faults.size(); ++k)
       if (log.faults[k].t_s > f.t_s) {
         until = log.faults[k].t_s;
@@ -988,7 +1010,8 @@ ReplayedFaults replayed_faults(const LiveRun& run, Calibration& cal) {
       }
     const bool hangs = f.value.fault == FaultKind::kHang || f.value.fault == FaultKind::kStop;
     const bool job_wide = f.value.fault == FaultKind::kUpdate;
-    Observed seen = job_wide ? Observed{} : observe(log, f, until, hangs);
+    Observed seen =
+        job_wide ? Observed{} : observe(log, f, until, own_exit_until(log, i, until_end), hangs);
     if (hangs && seen.found) r.hang_lags.push_back(seen.lag_s);
     r.faults.push_back({f, seen});
     ++r.by_kind[traces::fault_kind_name(f.value.fault)];

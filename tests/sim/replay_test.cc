@@ -502,6 +502,42 @@ TEST(SimReplay, ProbesTakeTheirMeasuredTimes) {
   EXPECT_NEAR(answered - asked, 4.0, 0.04);  // within 1%
 }
 
+// Two kills 0.05 s apart, m2 first (issue 52's schedule, the injections' order swapped by a
+// loaded host): m2's exit in its own words reaches the log 0.11 s after its fault, after the
+// second fault (on m1). The exit names m2, so it is m2's fault's: the replay's m2 exits then,
+// with that line, and the policy sees what it saw live. (The replay took a fault's exit only
+// up to the next fault on any machine, so m2's crash became an instant exit without a line
+// and the live run's "killed by signal" probe an unexplained decision.)
+TEST(SimReplay, AnExitAfterAnotherMachinesFaultStillBelongsToItsOwnFault) {
+  LogFile log("overlap");
+  log.add(header());
+  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kInit, 1, kInit));
+  log.add(fault(100, 2, 2, "kill"));
+  log.add(fault(100.05, 1, 1, "kill"));
+  log.add({{"t_s", 100.11},
+           {"kind", "event"},
+           {"event",
+            {{"type", "ProcessExit"},
+             {"machine", 2},
+             {"exit_code", 137},
+             {"signature", "killed by signal 9 (SIGKILL)"}}}});
+  log.add(summary(kHorizon, 500));
+  const std::string dir = log.path() + ".out";
+  const json r = replay({log.write(), "--replicas", "1", "--out", dir, "--decisions"});
+  ASSERT_TRUE(r.contains("sim"));
+  std::ifstream f(dir + "/decisions.log");
+  std::string line, exit_of_m2;
+  while (std::getline(f, line))
+    if (exit_of_m2.empty() && line.find("event process exit on 2 ") != std::string::npos)
+      exit_of_m2 = line;
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(exit_of_m2.empty());
+  EXPECT_NE(exit_of_m2.find("code 137: killed by signal 9 (SIGKILL)"), std::string::npos)
+      << exit_of_m2;
+  EXPECT_NEAR(std::stod(exit_of_m2.substr(exit_of_m2.find("t=") + 2)), 100.11, 0.001) << exit_of_m2;
+}
+
 // Start attempts that fail while agents connect are set-up, not incidents: the job's time
 // zero is its first successful start. What a controller logs after the summary (shutting
 // down, its policy reacting to the stopped ranks) is not part of the run.
