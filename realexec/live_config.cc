@@ -286,9 +286,9 @@ void read_job(const Reader& r, const json& doc, LiveConfig* c) {
 
 // The controller's ports (the control port, metrics_listen's) and the job's (job.master_port,
 // where rank 0 takes registrations; with replica groups each replica's store above it; grouped
-// probes from job.master_port + 100) never meet: a rank that binds the controller's port fails
-// every start, and the job is relaunched without end. REQUIRES the controller, the metrics
-// endpoint, the machines and the job read.
+// probes from job.master_port + 100, a replay's groups from job.master_port + 200) never meet: a
+// rank that binds the controller's port fails every start, and the job is relaunched without end.
+// REQUIRES the controller, the metrics endpoint, the machines and the job read.
 void check_ports(const Reader& r, const LiveConfig& c) {
   const int mp = c.job.master_port;
   const int machines = static_cast<int>(c.machines.size() + c.standby.size());
@@ -304,6 +304,9 @@ void check_ports(const Reader& r, const LiveConfig& c) {
   job.push_back({mp + 100, mp + 99 + machines,
                  "the grouped probes' ports from job.master_port + 100 (" +
                      std::to_string(mp + 100) + "-" + std::to_string(mp + 99 + machines) + ")"});
+  job.push_back({mp + 200, mp + 199 + machines,
+                 "the replays' ports from job.master_port + 200 (" + std::to_string(mp + 200) +
+                     "-" + std::to_string(mp + 199 + machines) + ")"});
   const std::vector<std::pair<std::string, int>> own{{"controller", c.controller_port},
                                                      {"metrics_listen", c.metrics_port}};
   for (const auto& [field, port] : own) {

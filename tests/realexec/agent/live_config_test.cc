@@ -288,9 +288,13 @@ TEST_F(LiveConfigKeys, TheControllersPortsAndTheJobsAreNeverTheSame) {
                 .find("job.master_port: expected the job's ports apart from the controller's: "
                       "metrics_listen's port 29500 is one of job.master_port 29500"),
             std::string::npos);
-  // The grouped probes' ports (job.master_port + 100 + k) and, with replica groups, each
-  // replica's store (job.master_port + 1 + id).
+  // The grouped probes' ports (job.master_port + 100 + k), a replay's (job.master_port + 200 +
+  // group) and, with replica groups, each replica's store (job.master_port + 1 + id).
   EXPECT_NE(with({{"master_port", 7600}}).find("is one of the grouped probes' ports"),
+            std::string::npos);
+  EXPECT_NE(with({{"master_port", 7500}})
+                .find("is one of the replays' ports from "
+                      "job.master_port + 200 (7700-"),
             std::string::npos);
   EXPECT_EQ(with({{"master_port", 7699}}), "") << "the store ports are only for replica groups";
   EXPECT_NE(with({{"master_port", 7699}, {"replica_groups", true}})
