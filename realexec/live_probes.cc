@@ -437,6 +437,7 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
     std::vector<bool> failed;
     std::vector<std::vector<std::string>> hashes;
     std::optional<std::string> reference;
+    std::string why;  // the first member's failure, in its agent's words
   };
   auto st = std::make_shared<State>();
   st->failed.assign(a.groups.size(), false);
@@ -453,7 +454,9 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
       verdict += st->failed[g] ? "F" : ".";
     }
     outcome(id, st->reference.has_value(),
-            "groups " + verdict + (st->reference ? "" : " (reference run failed)"), t);
+            "groups " + verdict + (st->reference ? "" : " (reference run failed)") +
+                (st->why.empty() ? "" : "; " + st->why),
+            t);
     deliver(ReplayResult{id, st->failed});
   };
   const int steps = config_.job.replay_steps;
@@ -479,8 +482,11 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
                {"from_init", true},
                {"seed", config_.seed}};
       request(m, msg, Duration::seconds(kReplayTimeoutS + 10),
-              [st, g, i, finish](const AgentReply& r) {
+              [this, st, g, i, m, finish](const AgentReply& r) {
                 if (!r.ok) st->failed[g] = true;
+                if (!r.ok && st->why.empty())
+                  st->why = machine_config(m).name + ": " +
+                            (r.detail.empty() ? std::string("failed") : r.detail);
                 if (i == 0) {
                   if (r.hash)
                     st->hashes[g].push_back(*r.hash);
