@@ -20,7 +20,7 @@ import time
 
 import live_harness
 from live_harness import (LiveCluster, check, check_replay_decisions, free_port, is_event,
-                          require_torch)
+                          job_ports, require_torch)
 
 STEPS = 260
 STEP_MS = 40
@@ -38,7 +38,7 @@ class Cluster(LiveCluster):
             "python e2e: PyTorch DDP example under live mode",
             ["m%d" % i for i in range(RANKS)], ["s0"],
             {"versions": {"v1": self.example + ["--digest", self.digest]},
-             "version": "v1", "gpus_per_machine": 1, "master_port": free_port(),
+             "version": "v1", "gpus_per_machine": 1, "master_port": job_ports(RANKS + 1),
              "nominal_step_time_s": STEP_MS / 1000, "env": self.job_env},
             {"stack": "byterobust",
              "params": {"stall_window_s": 8, "recrash_window_s": 5, "probe_deadline_s": 60,

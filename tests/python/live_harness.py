@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -48,6 +49,37 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def job_ports(machines):
+    """A job.master_port for a live job of `machines` machines whose ports are all free now: the
+    port itself, the replicas' stores above it (+1 ..), the grouped probes' (+100 ..) and the
+    replays' (+200 ..). Below the kernel's ephemeral range, so that no connection's local port
+    (the tests' own gloo and TCP clients) takes one of them while the run goes on: a replay
+    whose port had been taken that way waited 60 s for its peer and failed its group."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_lo = 32768
+    lo, hi = 10000, max(10001, ephemeral_lo - 200 - machines - 1)
+    rng = random.Random(os.getpid() ^ int(time.time() * 1000))
+    for _ in range(500):
+        base = rng.randrange(lo, hi)
+        ports = [base + d for off in (0, 100, 200) for d in range(off, off + machines + 1)]
+        socks = []
+        try:
+            for p in ports:
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("", p))
+            return base
+        except OSError:
+            pass
+        finally:
+            for sock in socks:
+                sock.close()
+    raise Failure("no free job ports below %d" % ephemeral_lo)
 
 
 def is_event(r, kind):

@@ -61,7 +61,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -69,7 +68,7 @@ import urllib.request
 
 import live_harness
 from live_harness import (Failure, LiveCluster, check, check_replay_decisions, free_port,
-                          is_event, read_lines, require_torch)
+                          is_event, job_ports, read_lines, require_torch)
 
 STEPS = 800
 STEP_MS = 40
@@ -90,27 +89,6 @@ HANG_GAP_BOUND_S = REPLICA_TIMEOUT_S + 2 + GAP_BOUND_S
 SLOW_AT = STEPS - 100
 SLOW_FACTOR = 4
 FINISHED = "every rank finished its steps"
-
-
-def free_ports(n):
-    """A base port p with p .. p+n free (master_port and the replicas' stores above it)."""
-    for _ in range(200):
-        base = free_port()
-        if base + n >= 65536:
-            continue
-        try:
-            socks = []
-            for p in range(base, base + n + 1):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("", p))
-            return base
-        except OSError:
-            pass
-        finally:
-            for s in socks:
-                s.close()
-    raise Failure("no %d consecutive free ports found" % (n + 1))
 
 
 def replica_event(kind, replica, after):
@@ -195,7 +173,7 @@ class Cluster(LiveCluster):
         self.job_env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""),
                         "GLOO_SOCKET_IFNAME": "lo",
                         "OMP_NUM_THREADS": "1"}  # 5 torch processes share a small machine
-        self.master_port = free_ports(RANKS)  # replica r's store: master_port + 1 + r
+        self.master_port = job_ports(RANKS + 1)  # replica r's store: master_port + 1 + r
         self.write_config(
             "python e2e: replica groups (ft_replicas.py) under live mode",
             ["m%d" % i for i in range(RANKS)], ["s0"],
