@@ -348,11 +348,15 @@ TEST_F(AgentE2E, LaunchForwardsReportsAndExitsWithSignature) {
 TEST_F(AgentE2E, AFloodOfStepReportsIsCoalescedAndTheConnectionStays) {
   start();
   ASSERT_EQ(launch("flood", {{0, 0}})["ok"], true);
-  ASSERT_TRUE(wait([&] {
-    for (const auto& r : controller_->of_type("report"))
-      if (r["report"]["type"] == "checkpoint") return true;
-    return false;
-  }));
+  // 300,000 reports took 9.4 to 10.2 s to write and read on a loaded 2-core machine: the wait
+  // is for their end, not a bound on it.
+  ASSERT_TRUE(wait(
+      [&] {
+        for (const auto& r : controller_->of_type("report"))
+          if (r["report"]["type"] == "checkpoint") return true;
+        return false;
+      },
+      60));
   const auto reports = controller_->of_type("report");
   ASSERT_GE(reports.size(), 2u);
   EXPECT_LT(reports.size(), 2000u) << "not coalesced";

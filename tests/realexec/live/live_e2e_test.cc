@@ -1237,15 +1237,16 @@ TEST(LiveE2E, FaultDrillThePoolHealsItselfAfterEachFault) {
     const json r = p.receive_type("done");
     return r.is_object() && r.contains("status") ? r["status"] : json();
   };
-  // Waits until the pool holds 2, every slot is filled, the job has made progress and every
-  // incident is resolved (so that the next fault opens an incident of its own: on a loaded
-  // host an over-eviction's refill was still under way and the next fault joined it).
-  auto healed = [&](long after_step, double timeout_s) -> json {
+  // Waits until the fault opened an incident (more than `incidents`) and every incident is
+  // resolved, the pool holds 2, every slot is filled and the job has made progress. (Without
+  // the incident, a step count behind the controller's let the next fault in before the hang
+  // was even detected: two outliers in one capture, the whole group evicted.)
+  auto healed = [&](long after_step, int incidents, double timeout_s) -> json {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (std::chrono::steady_clock::now() < end) {
       const json st = status();
       if (st.is_object() && st["standby"].size() == 2 && st.value("running", false) &&
-          st.value("step", -1L) > after_step + 5) {
+          st.value("step", -1L) > after_step + 5 && st.value("incident_count", 0) > incidents) {
         bool full = true;
         for (const auto& s : st["slots"]) full &= s.is_string();
         if (st.contains("incidents"))
@@ -1268,7 +1269,7 @@ TEST(LiveE2E, FaultDrillThePoolHealsItselfAfterEachFault) {
         victim = s.get<std::string>();
     ++struck[victim];
     SCOPED_TRACE("fault " + std::to_string(i) + ": " + drill[i] + " on " + victim);
-    const long step = c.last_step();
+    const long step = std::max(c.last_step(), before.value("step", -1L));
     if (drill[i] == "agent") {
       c.kill_machine(victim);
       std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -1276,7 +1277,7 @@ TEST(LiveE2E, FaultDrillThePoolHealsItselfAfterEachFault) {
     } else {
       ASSERT_EQ(c.inject(victim, drill[i]), 0);
     }
-    const json after = healed(step, 90);
+    const json after = healed(step, before.value("incident_count", 0), 90);
     ASSERT_TRUE(after.is_object());
     EXPECT_EQ(after["standby"].size(), 2u) << after.dump();
     EXPECT_GT(after.value("step", -1L), step + 5) << "the job did not train again";
