@@ -50,12 +50,12 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"; chmod 600 "
 # so the pool refills; a quarter more than live-scale.sh's for the faster storm.
 standby=$((agents / 20 > 12 ? agents / 20 : 12))
 # A port the kernel finds free (runs side by side, as under ctest -j2, do not meet on one)
-# and above the job's ports: job.master_port 29500 and the grouped probes' ports up to
-# 29599 + machines, which reach the kernel's ephemeral ports (32768 up) from about 3,170
-# machines on; the config check refuses a controller port among them.
+# and above the job's ports: job.master_port 29500, the grouped probes' ports from 29600 and
+# the replays' from 29700, up to 29699 + machines, which reach the kernel's ephemeral ports
+# (32768 up) from about 3,070 machines on; the config check refuses a controller port among them.
 port=$("$py" - "$((agents + standby))" <<'PY'
 import socket, sys
-top, held = 29599 + int(sys.argv[1]), []
+top, held = 29699 + int(sys.argv[1]), []
 while len(held) < 1000 and (not held or held[-1].getsockname()[1] <= top):
     held.append(socket.socket())
     held[-1].bind(("127.0.0.1", 0))
