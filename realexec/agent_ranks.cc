@@ -519,7 +519,12 @@ void Agent::on_rank_exit(int rank, int status) {
         " step reports coalesced (only the newest of each burst went to the controller)");
   std::string signature;
   const bool clean_exit = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  if (!rk.killed_by_agent && !clean_exit) {
+  // Only the wait status says whether the agent's SIGKILL ended the rank: one that exited
+  // with a code of its own, or of another signal, had died before the kill landed (a crash
+  // just before a stop reached this agent), and its exit is its own.
+  const bool by_agents_kill =
+      rk.killed_by_agent && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  if (!by_agents_kill && !clean_exit) {
     // The rank's own word first (a `fatal` report), then what its stderr said.
     signature = !rk.fatal_signature.empty() ? rk.fatal_signature : rk.error_line;
   }

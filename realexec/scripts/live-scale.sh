@@ -31,11 +31,24 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
 fi
 rm -rf "$work"; mkdir -p "$work"; work=$(cd "$work" && pwd)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"; chmod 600 "$work/token"
-# A port the kernel finds free, so that runs side by side (ctest -j2) do not meet on one.
-port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # Enough warm standbys that a partitioned rack (8) plus a machine loss do not empty the pool:
 # the job keeps running through the storm, so that every fault lands on a running job.
 standby=$((agents / 25 > 10 ? agents / 25 : 10))
+# A port the kernel finds free (runs side by side, as under ctest -j2, do not meet on one)
+# and above the job's ports: job.master_port 29500, the grouped probes' ports from 29600 and
+# the replays' from 29700, up to 29699 + machines, which reach the kernel's ephemeral ports
+# (32768 up) from about 3,070 machines on; the config check refuses a controller port among them.
+port=$("$py" - "$((agents + standby))" <<'PY'
+import socket, sys
+top, held = 29699 + int(sys.argv[1]), []
+while len(held) < 1000 and (not held or held[-1].getsockname()[1] <= top):
+    held.append(socket.socket())
+    held[-1].bind(("127.0.0.1", 0))
+if held[-1].getsockname()[1] <= top:
+    sys.exit(f"no free port above the job's ports (above {top}) in 1000 tries")
+print(held[-1].getsockname()[1])
+PY
+)
 "$py" - "$work" "$agents" "$standby" "$port" "$bin" <<'PY'
 import json, sys
 work, n, s, port, bin_ = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

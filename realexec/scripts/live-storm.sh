@@ -46,10 +46,24 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
 fi
 rm -rf "$work"; mkdir -p "$work"; work=$(cd "$work" && pwd)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"; chmod 600 "$work/token"
-port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # Standbys: lost machines come back 12 s later and partitioned ones after their repair check,
 # so the pool refills; a quarter more than live-scale.sh's for the faster storm.
 standby=$((agents / 20 > 12 ? agents / 20 : 12))
+# A port the kernel finds free (runs side by side, as under ctest -j2, do not meet on one)
+# and above the job's ports: job.master_port 29500, the grouped probes' ports from 29600 and
+# the replays' from 29700, up to 29699 + machines, which reach the kernel's ephemeral ports
+# (32768 up) from about 3,070 machines on; the config check refuses a controller port among them.
+port=$("$py" - "$((agents + standby))" <<'PY'
+import socket, sys
+top, held = 29699 + int(sys.argv[1]), []
+while len(held) < 1000 and (not held or held[-1].getsockname()[1] <= top):
+    held.append(socket.socket())
+    held[-1].bind(("127.0.0.1", 0))
+if held[-1].getsockname()[1] <= top:
+    sys.exit(f"no free port above the job's ports (above {top}) in 1000 tries")
+print(held[-1].getsockname()[1])
+PY
+)
 # A 0.5 s step (the job is running again a few steps after a restart) and a 5 s stall window
 # (hangs are detected within seconds), so that 6 x QUOTA faults fit in minutes.
 "$py" - "$work" "$agents" "$standby" "$port" "$bin" <<'PY'

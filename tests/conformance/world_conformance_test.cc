@@ -1576,10 +1576,15 @@ TEST(LiveWorldBelief, AStartIsCompletedOnlyByTheGenerationItLaunches) {
                {"rank", m},
                {"report", {{"type", "started"}, {"rank", m}, {"step", 0}}}});
   r.exit(0, 0, 1, 0, "exit code 1");  // an old rank dying of the kill
+  // An old rank that crashed in its own words just before the kill (issue 52: the storm's
+  // crash on s17): the start under way covers it, and the log says it happened.
+  r.exit(1, 1, 1, 0, "fleet fault 7: crash on m1");
   r.live.reactor.advance_to(r.live.reactor.now() +
                             Duration::millis(1));  // deliver; kills unanswered
   EXPECT_EQ(seen<JobStarted>().size(), 1u) << "the new start was completed by the old generation";
   EXPECT_TRUE(seen<ProcessExit>().empty());
+  EXPECT_TRUE(r.noted("fleet fault 7: crash on m1"));
+  EXPECT_FALSE(r.noted("exit code 1"));
   EXPECT_EQ(r.live.journal.state().gen, old_gen) << "not launched yet";
   r.advance(1);  // the kills are answered; the launch runs and its ranks report
   ASSERT_EQ(seen<JobStarted>().size(), 2u);

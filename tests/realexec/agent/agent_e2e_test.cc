@@ -2,6 +2,7 @@
 // authentication, launches of a helper rank program (no shell), reports, exits and
 // their signatures, kill of a stopped rank, captures, probes, replays, injected faults,
 // inspection alerts, disconnection, invalid requests, shutdown and machine_down.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -191,7 +192,7 @@ class AgentE2E : public ::testing::Test {
   void start(const std::string& controller_token = kToken, const std::string& name = "m0") {
     controller_ = std::make_unique<FakeController>(r_, controller_token);
     config_.controller_port = controller_->port();
-    AgentOptions o;
+    AgentOptions o = agent_options_;
     o.sysfs_root = dir_ + "/sys";
     o.kmsg_path = dir_ + "/kmsg";
     o.ip_program = "/nonexistent/ip";  // never touch the host's interfaces
@@ -239,6 +240,7 @@ class AgentE2E : public ::testing::Test {
   Reactor r_;
   std::unique_ptr<FakeController> controller_;
   std::unique_ptr<Agent> agent_;
+  AgentOptions agent_options_;  // what start() does not set (a scripted host)
   std::vector<std::string> logs_;
 };
 
@@ -498,6 +500,87 @@ TEST_F(AgentE2E, InjectedKillIsAnExitWithSignal) {
   json none = controller_->request({{"type", "inject"}, {"fault", "kill"}});
   EXPECT_EQ(none["ok"], false);
   EXPECT_EQ(none["detail"], "no local rank 0 running");
+}
+
+// A host in which the test decides when each rank exits: spawn_rank runs nothing (a rank is
+// its report socket), a signal lands on no process, and exit(i, status) is the wait status
+// the agent then learns of the i-th rank launched.
+class ScriptedHost final : public AgentHost {
+ public:
+  bool spawn_rank(const SpawnSpec& spec, Spawned* out, std::string*) override {
+    out->pid = static_cast<pid_t>(kFirstPid + report_fds.size());
+    out->stderr_fd = -1;
+    report_fds.push_back(::fcntl(spec.extra_fds.at(3), F_DUPFD_CLOEXEC, 0));
+    on_exits.emplace_back();
+    return report_fds.back() >= 0;
+  }
+  void watch_rank(Reactor&, pid_t pid, std::function<void(int)> cb) override {
+    on_exits.at(static_cast<std::size_t>(pid - kFirstPid)) = std::move(cb);
+  }
+  void signal_group(pid_t pid, int sig) override { signals.emplace_back(pid - kFirstPid, sig); }
+  void kill_group(pid_t pid, int sig) override { signals.emplace_back(pid - kFirstPid, sig); }
+  void say(std::size_t i, const std::string& line) {
+    const std::string l = line + "\n";
+    ASSERT_EQ(::write(report_fds.at(i), l.data(), l.size()), static_cast<ssize_t>(l.size()));
+  }
+  // The rank is gone: its end of the socket closes. Its wait status follows in exit().
+  void gone(std::size_t i) {
+    ::close(report_fds.at(i));
+    report_fds[i] = -1;
+  }
+  void exit(std::size_t i, int status) {
+    if (report_fds.at(i) >= 0) gone(i);
+    auto cb = std::move(on_exits.at(i));
+    ASSERT_TRUE(cb);
+    cb(status);
+  }
+
+  static constexpr pid_t kFirstPid = 424200;
+  std::vector<int> report_fds;
+  std::vector<std::function<void(int)>> on_exits;
+  std::vector<std::pair<int, int>> signals;  // (rank index, signal)
+};
+
+// Issue 52 (the storm at 2,000 agents lost a crash this way): a rank crashed in its own
+// words (a fatal report, exit code 1) just before the controller's kill reached its agent,
+// and the agent learnt of the exit only after it had sent its SIGKILL. It took the exit for
+// its kill's: the exit said "exit code 1", the controller dropped it as an echo of the stop,
+// and the crash left no trace. A rank the SIGKILL ended has a wait status that says so; one
+// that exited with a code of its own had died before the kill landed, and keeps its words.
+TEST_F(AgentE2E, ACrashJustBeforeTheKillKeepsItsOwnWords) {
+  auto host = std::make_shared<ScriptedHost>();
+  agent_options_.host = host;
+  start();
+  ASSERT_EQ(launch("v1", {{0, 0}, {1, 1}}).value("ok", false), true);
+  ASSERT_EQ(host->report_fds.size(), 2u);
+  // Rank 1 says why and is gone (exit code 1); its agent has not seen the exit yet.
+  host->say(1, R"({"type":"fatal","rank":1,"signature":"fleet fault 7: crash on m0"})");
+  host->gone(1);
+  // The controller's stop reaches the agent first: it signals both ranks.
+  controller_->send_raw({{"type", "kill"}, {"gen", 1}, {"req", 900}});
+  ASSERT_TRUE(wait([&] { return host->signals.size() == 2; }));
+  for (const auto& [i, sig] : host->signals) EXPECT_EQ(sig, SIGKILL) << "rank " << i;
+  host->exit(1, 1 << 8);  // then its wait status: exited with code 1, not of the signal
+  ASSERT_TRUE(wait([&] { return controller_->of_type("exit").size() == 1; }));
+  const json e = controller_->of_type("exit")[0];
+  EXPECT_EQ(e["gen"], 1);
+  EXPECT_EQ(e["rank"], 1);
+  EXPECT_EQ(e["code"], 1);
+  EXPECT_EQ(e["signal"], 0);
+  EXPECT_EQ(e["signature"], "fleet fault 7: crash on m0") << "the crash is the rank's own";
+  // Rank 0, which the kill did end (whatever it had said before), is the kill's.
+  host->say(0, R"({"type":"fatal","rank":0,"signature":"said before the kill"})");
+  host->exit(0, SIGKILL);  // the wait status of a death by SIGKILL
+  ASSERT_TRUE(wait([&] { return controller_->of_type("exit").size() == 2; }));
+  const json k = controller_->of_type("exit")[1];
+  EXPECT_EQ(k["rank"], 0);
+  EXPECT_EQ(k["signal"], SIGKILL);
+  EXPECT_EQ(k["signature"], "killed by signal 9 (SIGKILL)");
+  ASSERT_TRUE(wait([&] {
+    return controller_->index_of([](const json& m) {
+      return m["type"] == "done" && m.value("req", 0) == 900;
+    }) != std::string::npos;
+  })) << "the kill is done once both ranks are reaped";
 }
 
 TEST_F(AgentE2E, BadReportLinesAreDropped) {
