@@ -199,7 +199,9 @@ void LiveWorld::launch(ActionId id, Instant started) {
   started_ranks_.clear();
   clean_exits_.clear();
   exit_reported_ = false;
-  dropped_exit_notes_ = 0;
+  note_unnoted_exits();
+  dropped_exit_budget_ = kDroppedExitBurst;
+  dropped_exit_budget_at_ = now();
   rank_steps_.clear();
   rank_report_at_.clear();
   victim_.reset();
@@ -444,20 +446,39 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
 // An exit that opens no incident (the job stops, is stopped, or another exit broke it): an
 // echo, unless the rank said why in its own words (not a peer's error, not a bare exit code).
 // Such a crash is a fault of its own that the restart under way covers: the event log
-// records it, at most kMaxDroppedExitNotes times per generation (every rank of a large job
-// may exit at a stop).
+// records it, kDroppedExitBurst at once and then one a second (every rank of a large job may
+// exit at a stop); those past that are counted and the count noted (a cap of 16 per
+// generation dropped 34 separate crashes of a long generation in the storm at 4,000 agents).
 void LiveWorld::note_dropped_exit(MachineId m, std::int64_t rank, int code, int sig,
                                   const std::string& signature, const char* after) {
-  constexpr int kMaxDroppedExitNotes = 16;
   if (sig != 0 || code == 0 || signature.empty() || is_peer_symptom(signature) ||
-      signature.rfind("exit code ", 0) == 0 || ++dropped_exit_notes_ > kMaxDroppedExitNotes)
+      signature.rfind("exit code ", 0) == 0)
     return;
+  const Instant t = now();
+  dropped_exit_budget_ = std::min<double>(
+      kDroppedExitBurst, dropped_exit_budget_ + (t - dropped_exit_budget_at_).to_seconds());
+  dropped_exit_budget_at_ = t;
+  if (dropped_exit_budget_ < 1) {
+    ++dropped_exits_unnoted_;
+    return;
+  }
+  dropped_exit_budget_ -= 1;
+  note_unnoted_exits();
   const std::string when = after      ? std::string("after ") + after
                            : running_ ? "while another rank's exit is handled"
                                       : "while the job is not running";
   note("rank " + std::to_string(rank) + " on " + machine_config(m).name + " exited (code " +
        std::to_string(code) + ") " + when + ": " + signature +
        " (no new incident: the restart under way covers it)");
+}
+
+void LiveWorld::note_unnoted_exits() {
+  if (dropped_exits_unnoted_ == 0) return;
+  note(std::to_string(dropped_exits_unnoted_) +
+       " more ranks exited in their own words while no incident could open, not noted one by "
+       "one (" +
+       std::to_string(kDroppedExitBurst) + " notes at once, then one a second)");
+  dropped_exits_unnoted_ = 0;
 }
 
 // A start that failed because `rank` exited; its step is the one the rank had started

@@ -451,7 +451,13 @@ class LiveWorld final : public World {
   std::set<std::int64_t> started_ranks_;
   std::int64_t start_step_ = 0;
   bool exit_reported_ = false;  // the generation's first exit went to the policy
-  int dropped_exit_notes_ = 0;  // crashes noted that opened no incident (note_dropped_exit)
+  // note_dropped_exit's budget: kDroppedExitBurst notes at once (every rank of a large job may
+  // exit at a stop), then one a second; exits past it are counted, and the count is noted.
+  static constexpr int kDroppedExitBurst = 16;
+  double dropped_exit_budget_ = kDroppedExitBurst;
+  Instant dropped_exit_budget_at_{};
+  int dropped_exits_unnoted_ = 0;
+  void note_unnoted_exits();
   // The latest step each rank reported in this run of the job (a rank's exit comes after
   // its own last report: one agent, one ordered connection).
   std::map<std::int64_t, std::int64_t> rank_steps_;

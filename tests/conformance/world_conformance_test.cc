@@ -1665,6 +1665,35 @@ TEST(LiveWorldBelief, ACrashDuringAnotherIncidentIsRecordedNotDropped) {
   EXPECT_EQ(seen<ProcessExit>().size(), 1u);
 }
 
+// The storm at 4,000 agents: a generation that lasted minutes (its start never completed)
+// took 50 separate crashes, and the first 16 notes used up a per-generation cap: 34 crashes
+// left nothing in the log. A burst at one stop is still bounded (16 at once), but the budget
+// comes back at one a second, and what it held back is counted in the next note.
+TEST(LiveWorldBelief, CrashesOfALongGenerationAreAllNotedAndABurstIsCounted) {
+  RunningLive r;
+  r.exit(1, 1, 1, 0, "CUDA error: an illegal memory access was encountered");
+  r.advance(0.1);
+  ASSERT_EQ(seen<ProcessExit>().size(), 1u);
+  auto count = [&](const std::string& part) {
+    int n = 0;
+    for (const auto& t : r.notes()) n += t.find(part) != std::string::npos;
+    return n;
+  };
+  for (int i = 0; i < 20; ++i) r.exit(2, 2, 1, 0, "RuntimeError: burst " + std::to_string(i));
+  r.advance(0.1);
+  EXPECT_EQ(count("RuntimeError: burst "), 16) << "a burst is bounded";
+  EXPECT_FALSE(r.noted("more ranks exited"));
+  // Separate crashes a few seconds apart, for a minute: each one noted.
+  for (int i = 0; i < 20; ++i) {
+    r.advance(3);
+    r.exit(3, 3, 1, 0, "RuntimeError: crash " + std::to_string(i));
+  }
+  r.advance(0.1);
+  EXPECT_EQ(count("RuntimeError: crash "), 20);
+  EXPECT_TRUE(r.noted("4 more ranks exited in their own words")) << "the burst's rest counted";
+  EXPECT_EQ(seen<ProcessExit>().size(), 1u) << "no new incident";
+}
+
 // inter_all_gather with a probe_bin (PROTOCOL.md, "Probes across machines"): the NCCL id that
 // rank 0's agent sends is relayed once, to the other machines of that probe only, each with its
 // own probe request; a blob from another machine, for no running probe, or a second one is
