@@ -47,7 +47,8 @@ int first_successful_start(const EventLog& log);
 
 // The live run's timed actions in log order: each one's key (its action type, and mode or
 // test: "AcquireMachines:requeue", "RunProbe:gpu-diag"; the run's first successful start is
-// "StartJob:first", the other starts "StartJob") and its outcome duration, NaN when it did not
+// "StartJob:first", an in-place one, whose outcome begins "in place:", "StartJob:inplace", the
+// other starts "StartJob") and its outcome duration, NaN when it did not
 // succeed or measured something the simulator models itself: an acquisition that waited for
 // machines (the live note "MODE waits for machines: ..." before its outcome: a standby
 // shortfall filled by a machine back from repair) measured the wait, not a wake or a
@@ -72,8 +73,11 @@ std::vector<TimedAction> timed_actions(const EventLog& log) {
            });
   };
   std::map<ActionId, double> took;
-  for (const auto& o : log.outcomes)
+  std::set<ActionId> in_place;  // starts that went in place (live mode's outcome says so)
+  for (const auto& o : log.outcomes) {
     if (o.value.ok && !waited(o.value.id, o.line)) took[o.value.id] = o.value.duration_s;
+    if (o.value.ok && o.value.detail.rfind("in place:", 0) == 0) in_place.insert(o.value.id);
+  }
   const int first = first_successful_start(log);
   std::vector<TimedAction> out;
   for (std::size_t i = 0; i < log.actions.size(); ++i) {
@@ -95,6 +99,7 @@ std::vector<TimedAction> timed_actions(const EventLog& log) {
         a.value.action);
     if (key.empty()) continue;
     if (key == "StartJob" && static_cast<int>(i) == first) key = "StartJob:first";
+    if (key == "StartJob" && in_place.count(a.value.id)) key = "StartJob:inplace";
     const auto it = took.find(a.value.id);
     out.push_back({i, key, it == took.end() ? std::nan("") : it->second});
   }
@@ -357,6 +362,9 @@ void calibrate_actions(const Durations& durations, std::map<std::string, Calibra
   from("job.first_init_s", {"StartJob:first"}, cal["job.init_s"].value,
        "job.init_s (the first start was not timed)");
   if (cal["job.init_s"].samples == 0) from("job.init_s", {"StartJob:first"}, 0, not_measured);
+  // In-place starts (recovery=flash, job.in_place) apart: only the relaunched ranks start.
+  from("job.inplace_init_s", {"StartJob:inplace"}, cal["job.init_s"].value,
+       "job.init_s (no in-place start was timed)");
   from("cluster.scheduler.requeue_base_s", {"AcquireMachines:requeue"}, sched.requeue_base_s,
        not_measured);
   from("cluster.scheduler.reschedule_base_s", {"AcquireMachines:reschedule"},
@@ -660,6 +668,7 @@ json scenario_doc(const LiveRun& run, const Calibration& cal, const ReplayedFaul
                 {"image_bytes", 0},
                 {"init_s", v.at("job.init_s").value},
                 {"first_init_s", v.at("job.first_init_s").value},
+                {"inplace_init_s", v.at("job.inplace_init_s").value},
                 {"collective_timeout_s", v.at("job.collective_timeout_s").value},
                 {"horizon_days", cal.sim_horizon_s / 86400.0}};
   doc["faults"] = {{"categories", faults.categories}};

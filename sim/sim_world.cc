@@ -776,6 +776,7 @@ void SimWorld::start_job(ActionId id, Mechanism mech, bool in_place) {
                       sc_.job.init_per_machine_s * view_.slots();
   const char* key = mech == Mechanism::kHotUpdate  ? "HotUpdate"
                     : mech == Mechanism::kRollback ? "RollBack"
+                    : in_place_                    ? "StartJob:inplace"
                     : trained_                     ? "StartJob"
                                                    : "StartJob:first";
   push(now_ + secs(timed(key, init)), Internal{Internal::kStartInit, batch_token_});
