@@ -197,7 +197,7 @@ TEST(Messages, FaultAcknowledgementsAndTheKindsAJobTakesAreChecked) {
 TEST(Messages, InPlaceReportsAndRepliesAreChecked) {
   EXPECT_EQ(parse_rank_report_line(R"({"type":"holding","rank":2,"step":44})").step, 44);
   EXPECT_EQ(refusal([] { parse_rank_report_line(R"({"type":"holding","rank":2})"); }),
-            "step: missing (expected the step the rank holds)");
+            "report: step: missing (expected the step the rank holds)");
   const auto reply = std::get<AgentReply>(
       decode_agent_message(json{{"type", "done"}, {"req", 4}, {"spared", {0, 3}}}));
   ASSERT_TRUE(reply.spared);
