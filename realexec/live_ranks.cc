@@ -327,7 +327,7 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
           starting_ = 0;
           if (start_timer_) reactor_.cancel_timer(start_timer_);
           start_timer_ = 0;
-          outcome(id, false, why, start_began_);
+          outcome(id, false, in_place_note_ + why, start_began_);
           deliver(StartFailed{id, m, why});
         });
   }
@@ -336,7 +336,7 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
     if (starting_ != id) return;
     starting_ = 0;
     outcome(id, false,
-            "ranks did not all start within job.startup_timeout_s = " +
+            in_place_note_ + "ranks did not all start within job.startup_timeout_s = " +
                 traces::json_brief(config_.job.startup_timeout_s) + " s",
             start_began_);
     deliver(StartFailed{id, kNoMachine, "job start timed out"});
@@ -562,7 +562,8 @@ void LiveWorld::fail_start(MachineId m, std::int64_t rank, const std::string& si
   if (victim_timer_) reactor_.cancel_timer(victim_timer_);
   victim_timer_ = 0;
   victim_.reset();
-  outcome(id, false, "rank " + std::to_string(rank) + " exited while starting: " + signature,
+  outcome(id, false,
+          in_place_note_ + "rank " + std::to_string(rank) + " exited while starting: " + signature,
           start_began_);
   deliver(StartFailed{id, m, signature, started_ranks_.count(rank) ? start_step_ : -1});
 }

@@ -73,10 +73,10 @@ std::vector<TimedAction> timed_actions(const EventLog& log) {
            });
   };
   std::map<ActionId, double> took;
-  std::set<ActionId> in_place;  // starts that went in place (live mode's outcome says so)
+  std::set<ActionId> in_place;  // starts taken in place (live mode's outcome says so)
   for (const auto& o : log.outcomes) {
     if (o.value.ok && !waited(o.value.id, o.line)) took[o.value.id] = o.value.duration_s;
-    if (o.value.ok && o.value.detail.rfind("in place:", 0) == 0) in_place.insert(o.value.id);
+    if (o.value.detail.rfind("in place:", 0) == 0) in_place.insert(o.value.id);
   }
   const int first = first_successful_start(log);
   std::vector<TimedAction> out;
