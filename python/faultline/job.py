@@ -4,6 +4,7 @@ import gc
 import json
 import math
 import os
+import socket
 import sys
 import threading
 import time
@@ -199,13 +200,19 @@ class Job:
         if self._reform_file is None:
             raise error
         held = self._done
+        # A peer may still wait on this rank in the collective (in a ring all-reduce, the
+        # dead rank's neighbours fail, the others wait on them): the broken group's connections
+        # are shut down, so that every rank fails and holds, instead of waiting for gloo's
+        # timeout (destroying the group closes them only once nothing refers to it).
+        shutdown_tcp_connections()
         error.__traceback__ = None  # its frames may hold the old wrapper
+        self.model = None  # the old wrapper, with its hooks, before the group
+        gc.collect()
         try:
             dist.destroy_process_group()
         except Exception:  # pylint: disable=broad-except
             pass  # a group broken by the peer's death: nothing left to tear down
-        self.model = None
-        gc.collect()  # the old wrapper's hooks go with it
+        gc.collect()
         # The state as it is now: rebuilding the wrapper broadcasts rank 0's parameters, and a
         # relaunched rank 0 holds fresh ones.
         state = serialize(held, self._model, self._optimizer)
@@ -300,6 +307,35 @@ class Job:
         else:
             flip_exponent_bit(grad, self._step)
         return grad
+
+
+def shutdown_tcp_connections(store_port=None):
+    """Shuts down (both ways, the descriptors left open to their owners) the connected TCP
+    sockets of this process but the store's (local or remote port store_port, default
+    MASTER_PORT; a store server that sees its sockets shut down aborts the process): the
+    broken group's gloo pairs, when a rank holds in place. Returns how many."""
+    if store_port is None:
+        store_port = _env_int(os.environ, "MASTER_PORT", -1)
+    n = 0
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if not os.readlink("/proc/self/fd/%d" % fd).startswith("socket:"):
+                continue
+            s = socket.socket(fileno=fd)
+        except OSError:
+            continue  # closed meanwhile, or not a socket
+        try:
+            if (s.family in (socket.AF_INET, socket.AF_INET6) and s.type == socket.SOCK_STREAM
+                    and not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+                    and store_port not in (s.getsockname()[1], s.getpeername()[1])):
+                s.shutdown(socket.SHUT_RDWR)
+                n += 1
+        except OSError:
+            pass  # a listening socket, or one already shut down
+        finally:
+            s.detach()  # the descriptor stays its owner's
+    return n
 
 
 def flip_exponent_bit(t, step):
