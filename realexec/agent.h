@@ -108,8 +108,10 @@ class Agent {
   void handle_kill(const nlohmann::json& m, std::int64_t req);
   // A kill with spare_holding (in-place restarts): the ranks holding in place are spared; the
   // others have until `grace_until` to hold, then are killed; the reply names the spared ones.
+  // Ranks of a generation after `gen` (re-formed by a start while this kill waited) are not
+  // this kill's.
   void kill_sparing(std::int64_t req, std::uint64_t epoch, Instant started, Instant grace_until,
-                    bool killed);
+                    bool killed, std::optional<std::int64_t> gen);
   // In place: the re-form directive of generation `gen` for holding rank `rank`, written
   // atomically to reform_file(rank); "" or the error.
   std::string write_reform(int rank, std::int64_t gen, const std::string& master_addr,

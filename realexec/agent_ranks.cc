@@ -342,7 +342,7 @@ void Agent::handle_kill(const json& m, std::int64_t req) {
   auto gen = opt_int(m, "gen", 0, kMaxReq);
   if (opt_bool(m, "spare_holding", false)) {
     const double grace = opt_number(m, "hold_grace_s", 0, 60).value_or(0);
-    kill_sparing(req, epoch_, started, started + Duration::seconds(grace), false);
+    kill_sparing(req, epoch_, started, started + Duration::seconds(grace), false, gen);
     return;
   }
   if (ranks_.empty() || (gen && *gen != gen_)) {
@@ -374,11 +374,13 @@ void Agent::handle_kill(const json& m, std::int64_t req) {
 }
 
 void Agent::kill_sparing(std::int64_t req, std::uint64_t epoch, Instant started,
-                         Instant grace_until, bool killed) {
+                         Instant grace_until, bool killed, std::optional<std::int64_t> gen) {
   if (epoch != epoch_) return;  // the session that asked is gone
+  const auto newer = [gen](const Rank& rk) { return gen && rk.gen > *gen; };
   std::vector<int> spared;
   std::size_t others = 0;
   for (const auto& [rank, rk] : ranks_) {
+    if (newer(*rk)) continue;
     if (rk->holding && !rk->killed_by_agent)
       spared.push_back(rank);
     else
@@ -393,7 +395,7 @@ void Agent::kill_sparing(std::int64_t req, std::uint64_t epoch, Instant started,
   const Instant now = r_.now();
   if (now >= grace_until && !killed) {
     for (auto& [rank, rk] : ranks_) {
-      if (rk->holding && !rk->killed_by_agent) continue;
+      if (newer(*rk) || (rk->holding && !rk->killed_by_agent)) continue;
       rk->killed_by_agent = true;
       host_->signal_group(rk->pid, SIGKILL);
     }
@@ -407,8 +409,8 @@ void Agent::kill_sparing(std::int64_t req, std::uint64_t epoch, Instant started,
     return;
   }
   std::weak_ptr<bool> guard = alive_;
-  r_.add_timer(Duration::millis(20), [this, guard, req, epoch, started, grace_until, killed] {
-    if (guard.lock()) kill_sparing(req, epoch, started, grace_until, killed);
+  r_.add_timer(Duration::millis(20), [this, guard, req, epoch, started, grace_until, killed, gen] {
+    if (guard.lock()) kill_sparing(req, epoch, started, grace_until, killed, gen);
   });
 }
 
