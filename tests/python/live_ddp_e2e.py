@@ -25,6 +25,7 @@ ordinary restart's durations and the live and replayed ETTR.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -52,6 +53,7 @@ class Cluster(LiveCluster):
                   "inspect_nic_s": 1, "standby_pool": 1}
         if flash:
             job["in_place"] = True
+            job["master_port"] = free_ports_below_ephemeral(3)
             params["recovery"] = "flash"
         self.write_config(
             "python e2e: PyTorch DDP example under live mode" + (" (flash)" if flash else ""),
@@ -143,6 +145,29 @@ def run(args):
         check(live == reference, "the parameters after the faults differ from the fault-free run's")
         check_replay_decisions(args, c.dir)
         print("passed in %.1f s" % (time.monotonic() - t_begin))
+
+
+def free_ports_below_ephemeral(n):
+    """The first of n consecutive ports free now, below the kernel's ephemeral range: the
+    in-place re-forms' stores bind job.master_port + 1 and + 2 long after the config is
+    written, and on a loaded machine a port of that range is soon some connection's."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    start = 20000 + os.getpid() % max(1, low - 20000 - 1000)
+    for base in list(range(start, low - n)) + list(range(20000, start)):
+        try:
+            socks = []
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise live_harness.Failure("no %d consecutive free ports below %d" % (n, low))
 
 
 def rank_pids(c):
