@@ -42,6 +42,9 @@ using traces::median;
 using traces::Timed;
 
 using Durations = std::map<std::string, std::vector<double>>;
+// Scenario::replay_durations' entry that is no duration: per in-place StartJob of the live
+// run, whether it was taken in place (see replay_scenario).
+constexpr const char* kInPlaceTakenKey = "StartJob:in-place-taken";
 
 int first_successful_start(const EventLog& log);
 
@@ -807,8 +810,9 @@ json replay_result(const LiveRun& run, const Calibration& cal, const ReplayedFau
   out["calibration"] = calibration_json(cal);
   std::size_t timed = 0;
   for (const auto& [k, xs] : sc.replay_durations)
-    timed += static_cast<std::size_t>(
-        std::count_if(xs.begin(), xs.end(), [](double x) { return !std::isnan(x); }));
+    if (k != kInPlaceTakenKey)
+      timed += static_cast<std::size_t>(
+          std::count_if(xs.begin(), xs.end(), [](double x) { return !std::isnan(x); }));
   out["timed_as_live"] = timed;
   out["live"] = live_json(run, cal);
   out["sim"] = ran.result;
@@ -1062,7 +1066,21 @@ scenarios::Scenario replay_scenario(const LiveRun& run, const Calibration& cal,
   sc.trace = replay_trace(run.path, faults, cal, static_cast<std::size_t>(sc.cluster.machines));
   // The recorded stack takes the recorded decisions' own times; another stack takes other
   // decisions, which the medians time.
-  if (stack.name == run.log.header.stack) sc.replay_durations = occurrence_durations(run.log);
+  if (stack.name == run.log.header.stack) {
+    sc.replay_durations = occurrence_durations(run.log);
+    // Whether each start that asked to be in place was taken in place live (1) or not (0:
+    // no rank held its state, as after a fault during a re-form), in log order: the backend's
+    // choice, not the policy's, which the simulator's own blockers cannot see
+    // (SimWorld::start_job reads it under this key).
+    std::vector<double> taken;
+    std::set<ActionId> in_place;
+    for (const auto& o : run.log.outcomes)
+      if (o.value.detail.rfind("in place:", 0) == 0) in_place.insert(o.value.id);
+    for (const auto& a : run.log.actions)
+      if (const auto* x = std::get_if<StartJob>(&a.value.action); x && x->in_place)
+        taken.push_back(in_place.count(a.value.id) ? 1 : 0);
+    if (!taken.empty()) sc.replay_durations[kInPlaceTakenKey] = std::move(taken);
+  }
   return sc;
 }
 
