@@ -285,7 +285,7 @@ TEST(SimReplay, MachineDownUnderRequeueAndByterobust) {
 TEST(SimReplay, InPlaceStartsAreCalibratedApart) {
   constexpr double kFirst = 2, kInPlace = 0.7, kOrdinary = 3.5;
   LogFile log("inplace");
-  log.add(header("byterobust"));
+  log.add(header());
   log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
   log.add(outcome(kFirst, 1, kFirst));
   auto [s1, c1] = run_steps(log, kFirst, 100, 0);
