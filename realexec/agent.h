@@ -116,6 +116,9 @@ class Agent {
   // atomically to reform_file(rank); "" or the error.
   std::string write_reform(int rank, std::int64_t gen, const std::string& master_addr,
                            std::int64_t master_port) const;
+  // In place: why this machine's running ranks cannot stay for a launch of `wanted` ((rank,
+  // local_rank) pairs): one that does not hold, or is not wanted; "" when they can.
+  std::string in_place_refusal(const std::vector<std::pair<int, int>>& wanted) const;
   std::string reform_file(int rank) const {
     return machine_->workdir + "/reform." + std::to_string(rank) + ".json";
   }

@@ -74,32 +74,15 @@ void replica_env(const ReplicaLaunch& r, std::int64_t rank, std::int64_t master_
   env["FAULTLINE_REPLICA_TIMEOUT_S"] = fmt_seconds(r.timeout_s);
 }
 
-}  // namespace
-
-void Agent::handle_launch(const json& m, std::int64_t req) {
-  const Instant started = r_.now();
-  const std::int64_t gen = need_int(m, "gen", 0, kMaxReq);
-  const std::string version = need_string(m, "version", 128);
-  const std::int64_t world = need_int(m, "world_size", 1, 1 << 20);
-  const std::string master_addr = need_host(m, "master_addr");
-  const std::int64_t master_port = need_int(m, "master_port", 1, 65535);
-  const std::int64_t ckpt_every = opt_int(m, "ckpt_every", 0, 1000000000).value_or(0);
-  // In place (PROTOCOL.md, "In-place restarts"): `reform` tells the ranks where their re-form
-  // directives come (FAULTLINE_REFORM_FILE); `in_place` keeps the ranks that hold in place
-  // (each gets its directive) and launches the others with FAULTLINE_IN_PLACE=1.
-  const bool reform = opt_bool(m, "reform", false);
-  const bool in_place = opt_bool(m, "in_place", false);
-  auto vit = config_.job.versions.find(version);
-  if (vit == config_.job.versions.end() || vit->second.empty()) {
-    bad("version: unknown code version '" + version + "'");
-  }
+// A launch's `ranks`: (rank, local_rank) pairs, each unique, rank below `world`.
+std::vector<std::pair<int, int>> launch_ranks(const json& m, std::int64_t world) {
   auto rit = m.find("ranks");
   if (rit == m.end() || !rit->is_array() || rit->empty() ||
       rit->size() > static_cast<std::size_t>(kMaxLocalRanks)) {
     bad("ranks: expected an array of 1.." + std::to_string(kMaxLocalRanks) +
         " {rank, local_rank} objects");
   }
-  std::vector<std::pair<int, int>> wanted;  // (rank, local_rank)
+  std::vector<std::pair<int, int>> wanted;
   std::set<std::int64_t> seen_rank;
   std::set<std::int64_t> seen_local;
   for (const auto& e : *rit) {
@@ -112,20 +95,43 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     }
     wanted.emplace_back(static_cast<int>(rank), static_cast<int>(local));
   }
+  return wanted;
+}
+
+}  // namespace
+
+std::string Agent::in_place_refusal(const std::vector<std::pair<int, int>>& wanted) const {
+  for (const auto& [rank, rk] : ranks_) {
+    const bool wanted_rank = std::any_of(wanted.begin(), wanted.end(),
+                                         [r = rank](const auto& w) { return w.first == r; });
+    if (!rk->holding || !wanted_rank)
+      return "in place: rank " + std::to_string(rank) + " (generation " + std::to_string(rk->gen) +
+             ") runs and does not hold in place";
+  }
+  return "";
+}
+
+void Agent::handle_launch(const json& m, std::int64_t req) {
+  const Instant started = r_.now();
+  const std::int64_t gen = need_int(m, "gen", 0, kMaxReq);
+  const std::string version = need_string(m, "version", 128);
+  const std::int64_t world = need_int(m, "world_size", 1, 1 << 20);
+  const std::string master_addr = need_host(m, "master_addr");
+  const std::int64_t master_port = need_int(m, "master_port", 1, 65535);
+  const std::int64_t ckpt_every = opt_int(m, "ckpt_every", 0, 1000000000).value_or(0);
+  // PROTOCOL.md, "In-place restarts": where re-form directives come; keep the holding ranks.
+  const bool reform = opt_bool(m, "reform", false);
+  const bool in_place = opt_bool(m, "in_place", false);
+  auto vit = config_.job.versions.find(version);
+  if (vit == config_.job.versions.end() || vit->second.empty()) {
+    bad("version: unknown code version '" + version + "'");
+  }
+  const std::vector<std::pair<int, int>> wanted = launch_ranks(m, world);  // (rank, local_rank)
   const std::optional<ReplicaLaunch> replicas = replica_launch(m, wanted.size());
   if (in_place && replicas) bad("in_place: not with replicas");
-  if (in_place) {
-    for (const auto& [rank, rk] : ranks_) {
-      const bool wanted_rank = std::any_of(wanted.begin(), wanted.end(),
-                                           [r = rank](const auto& w) { return w.first == r; });
-      if (!rk->holding || !wanted_rank) {
-        reply_done(epoch_, req, started,
-                   {{"ok", false},
-                    {"detail", "in place: rank " + std::to_string(rank) + " (generation " +
-                                   std::to_string(rk->gen) + ") runs and does not hold in place"}});
-        return;
-      }
-    }
+  if (std::string why = in_place ? in_place_refusal(wanted) : ""; !why.empty()) {
+    reply_done(epoch_, req, started, {{"ok", false}, {"detail", why}});
+    return;
   }
   if (!ranks_.empty() && !in_place) {
     // Ranks of an older generation still run (the controller could not kill them: this
@@ -166,15 +172,14 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
   std::vector<int> kept;
   for (const auto& [rank, local] : wanted) {
     if (in_place && ranks_.count(rank)) {  // holding: its directive, and it stays
-      Rank& rk = *ranks_.at(rank);
       if (std::string err = write_reform(rank, gen, master_addr, master_port); !err.empty()) {
         failure = "rank " + std::to_string(rank) + ": " + err;
         break;
       }
-      rk.gen = gen;
-      rk.holding = false;
+      ranks_.at(rank)->gen = gen;
+      ranks_.at(rank)->holding = false;
       kept.push_back(rank);
-      pids[std::to_string(rank)] = rk.pid;
+      pids[std::to_string(rank)] = ranks_.at(rank)->pid;
       continue;
     }
     std::map<std::string, std::string> env = base_env();
@@ -247,14 +252,11 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     reply_done(epoch_, req, started, {{"ok", false}, {"detail", failure}, {"pids", pids}});
     return;
   }
-  if (in_place) {
-    log("re-formed generation " + std::to_string(gen) + " in place (" + version +
-        "): " + std::to_string(kept.size()) + " ranks kept, " +
-        std::to_string(wanted.size() - kept.size()) + " launched");
-  } else {
-    log("launched generation " + std::to_string(gen) + " (" + version +
-        "): " + std::to_string(wanted.size()) + " ranks");
-  }
+  log((in_place ? "re-formed generation " : "launched generation ") + std::to_string(gen) +
+      (in_place ? " in place (" : " (") + version + "): " +
+      (in_place ? std::to_string(kept.size()) + " ranks kept, " +
+                      std::to_string(wanted.size() - kept.size()) + " launched"
+                : std::to_string(wanted.size()) + " ranks"));
   reply_done(epoch_, req, started,
              {{"ok", true}, {"gen", gen}, {"pids", pids}, {"kept", json(kept)}});
 }

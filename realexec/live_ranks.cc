@@ -107,6 +107,13 @@ void LiveWorld::kill_sparing(std::function<void(HeldRanks)> then) {
   finish();
 }
 
+// In place: a peer died; `rank` keeps its process and its state at `step` (16 a generation).
+void LiveWorld::note_holding(MachineId m, std::int64_t rank, std::int64_t step) {
+  if (++holding_notes_ <= 16)
+    note("rank " + std::to_string(rank) + " on " + machine_config(m).name +
+         " holds in place after step " + std::to_string(step));
+}
+
 void LiveWorld::job_broken(const std::string& category, const std::string& cause) {
   if (migration_) fail_migration("the job stopped during the migration (" + cause + ")");
   if (running_) {
@@ -236,24 +243,25 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
     return;
   }
   note("start: " + why);
-  if (in_place) {
-    kill_sparing([this, id, t](HeldRanks held) {
-      if (starting_ != id) return;
-      if (held.empty()) {
-        note(
-            "in-place restart not possible (no rank holds its state in place): a standard "
-            "restart");
-        kill_all([this, id, t] {
-          if (starting_ == id) launch(id, t);
-        });
-        return;
-      }
-      launch(id, t, &held);
-    });
-    return;
-  }
+  if (in_place) return start_in_place(id, t);
   kill_all([this, id, t] {
     if (starting_ == id) launch(id, t);
+  });
+}
+
+void LiveWorld::start_in_place(ActionId id, Instant t) {
+  kill_sparing([this, id, t](HeldRanks held) {
+    if (starting_ != id) return;
+    if (held.empty()) {
+      note(
+          "in-place restart not possible (no rank holds its state in place): a standard "
+          "restart");
+      kill_all([this, id, t] {
+        if (starting_ == id) launch(id, t);
+      });
+      return;
+    }
+    launch(id, t, &held);
   });
 }
 
@@ -389,12 +397,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   if (migration_report(m, rank, r)) return;  // a migration's joiner (live_migrate.cc)
   if (!runs_rank(m, rank, "report")) return;
   if (replica_report(m, rank, r)) return;
-  if (r.type == "holding") {  // in place: a peer died; this rank keeps its process and state
-    if (++holding_notes_ <= 16)
-      note("rank " + std::to_string(rank) + " on " + machine_config(m).name +
-           " holds in place after step " + std::to_string(r.step.value_or(-1)));
-    return;
-  }
+  if (r.type == "holding") return note_holding(m, rank, r.step.value_or(-1));
   if (r.type == "started" && starting_) {
     // While the start kills, the journal's generation is the outgoing one: its late
     // "started" reports must not complete a start that has not launched yet.

@@ -157,6 +157,8 @@ class LiveWorld final : public World {
   // `in_place`: keep the ranks that hold in place and relaunch the others (job.in_place); with
   // none holding, an ordinary start, noted.
   void do_start(ActionId id, const std::string& why, bool in_place = false);
+  void start_in_place(ActionId id, Instant t);  // do_start's in-place part (live_ranks.cc)
+  void note_holding(MachineId m, std::int64_t rank, std::int64_t step);
   void do_evict(ActionId id, const EvictMachines& a);
   void do_acquire(ActionId id, const AcquireMachines& a);
   void do_probe(ActionId id, const RunProbe& a);
