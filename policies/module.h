@@ -50,11 +50,12 @@ struct ModuleInfo;
 // What live mode cannot run of a built-in module (docs/live-mode.md, "Which modules run
 // live"), one line for `faultline policies`; empty when it runs live as in the simulator.
 // `live_refusal` is why a live config choosing it is refused at its start (nothing when
-// it is not): `replica_groups` says the job trains in replica groups (job.replica_groups).
+// it is not): `replica_groups` says the job trains in replica groups (job.replica_groups),
+// `in_place` that its ranks re-form their process group in place (job.in_place).
 // A table rather than a ModuleInfo field, which would change the plugin ABI.
 std::string live_limit(std::string_view kind, std::string_view name);
 std::optional<std::string> live_refusal(std::string_view kind, std::string_view name,
-                                        bool replica_groups);
+                                        bool replica_groups, bool in_place = false);
 // "detection realtime v1, localization replay v2, ...": the modules that decide, for a
 // stack's decision log, so that a log says what decided.
 std::string module_list(std::initializer_list<const ModuleInfo*> modules);

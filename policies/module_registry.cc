@@ -29,8 +29,8 @@ namespace {
 // standby while the job trains. Live, the first needs ranks that re-form their process group
 // in place, the second a job that hands a running rank's state to a new process.
 constexpr const char* kFlashLive =
-    "simulator only: live mode has no in-place restart (its agents relaunch every rank of "
-    "a faultline.Job, and replica groups restart no one)";
+    "live only with job.in_place (a faultline.Job built with rebuild= that re-forms its "
+    "process group in place); replica groups restart no one in place";
 constexpr const char* kMigrateLive =
     "live only with job.replica_groups (a joiner on a standby takes a live peer's state, "
     "then the warned machine leaves); a faultline.Job cannot hand a running rank's state "
@@ -44,8 +44,9 @@ std::string live_limit(std::string_view kind, std::string_view name) {
 }
 
 std::optional<std::string> live_refusal(std::string_view kind, std::string_view name,
-                                        bool replica_groups) {
-  if (kind == "recovery" && name == "flash") return std::string(kFlashLive);
+                                        bool replica_groups, bool in_place) {
+  if (kind == "recovery" && name == "flash" && (replica_groups || !in_place))
+    return std::string(kFlashLive);
   if (kind == "recovery" && name == "migrate" && !replica_groups) return std::string(kMigrateLive);
   return std::nullopt;
 }

@@ -106,6 +106,22 @@ class Agent {
   void launch_after_reaping(const nlohmann::json& m, std::int64_t req, Instant started,
                             Instant until);
   void handle_kill(const nlohmann::json& m, std::int64_t req);
+  // A kill with spare_holding (in-place restarts): the ranks holding in place are spared; the
+  // others have until `grace_until` to hold, then are killed; the reply names the spared ones.
+  // Ranks of a generation after `gen` (re-formed by a start while this kill waited) are not
+  // this kill's.
+  void kill_sparing(std::int64_t req, std::uint64_t epoch, Instant started, Instant grace_until,
+                    bool killed, std::optional<std::int64_t> gen);
+  // In place: the re-form directive of generation `gen` for holding rank `rank`, written
+  // atomically to reform_file(rank); "" or the error.
+  std::string write_reform(int rank, std::int64_t gen, const std::string& master_addr,
+                           std::int64_t master_port) const;
+  // In place: why this machine's running ranks cannot stay for a launch of `wanted` ((rank,
+  // local_rank) pairs): one that does not hold, or is not wanted; "" when they can.
+  std::string in_place_refusal(const std::vector<std::pair<int, int>>& wanted) const;
+  std::string reform_file(int rank) const {
+    return machine_->workdir + "/reform." + std::to_string(rank) + ".json";
+  }
   // Replica groups: writes the quorum the controller sends to the replicas' quorum file.
   void handle_quorum(const nlohmann::json& m, std::int64_t req);
   std::string quorum_file() const { return machine_->workdir + "/quorum.json"; }

@@ -162,6 +162,9 @@ struct Agent::Rank {
   std::string error_line;       // last stderr line that looked like an error
   std::string fatal_signature;  // from a `fatal` report
   bool killed_by_agent = false;
+  // In place (recovery=flash): it reported "holding" (a peer died; it keeps its process and
+  // state and waits for a re-form directive), until the directive is written.
+  bool holding = false;
   // From its `started` report: the fault-file kinds it takes and acknowledges (nullopt until
   // it said; an empty set when its report named none).
   std::optional<std::set<std::string>> takes_faults;

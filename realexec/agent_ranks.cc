@@ -74,27 +74,15 @@ void replica_env(const ReplicaLaunch& r, std::int64_t rank, std::int64_t master_
   env["FAULTLINE_REPLICA_TIMEOUT_S"] = fmt_seconds(r.timeout_s);
 }
 
-}  // namespace
-
-void Agent::handle_launch(const json& m, std::int64_t req) {
-  const Instant started = r_.now();
-  const std::int64_t gen = need_int(m, "gen", 0, kMaxReq);
-  const std::string version = need_string(m, "version", 128);
-  const std::int64_t world = need_int(m, "world_size", 1, 1 << 20);
-  const std::string master_addr = need_host(m, "master_addr");
-  const std::int64_t master_port = need_int(m, "master_port", 1, 65535);
-  const std::int64_t ckpt_every = opt_int(m, "ckpt_every", 0, 1000000000).value_or(0);
-  auto vit = config_.job.versions.find(version);
-  if (vit == config_.job.versions.end() || vit->second.empty()) {
-    bad("version: unknown code version '" + version + "'");
-  }
+// A launch's `ranks`: (rank, local_rank) pairs, each unique, rank below `world`.
+std::vector<std::pair<int, int>> launch_ranks(const json& m, std::int64_t world) {
   auto rit = m.find("ranks");
   if (rit == m.end() || !rit->is_array() || rit->empty() ||
       rit->size() > static_cast<std::size_t>(kMaxLocalRanks)) {
     bad("ranks: expected an array of 1.." + std::to_string(kMaxLocalRanks) +
         " {rank, local_rank} objects");
   }
-  std::vector<std::pair<int, int>> wanted;  // (rank, local_rank)
+  std::vector<std::pair<int, int>> wanted;
   std::set<std::int64_t> seen_rank;
   std::set<std::int64_t> seen_local;
   for (const auto& e : *rit) {
@@ -107,8 +95,45 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     }
     wanted.emplace_back(static_cast<int>(rank), static_cast<int>(local));
   }
+  return wanted;
+}
+
+}  // namespace
+
+std::string Agent::in_place_refusal(const std::vector<std::pair<int, int>>& wanted) const {
+  for (const auto& [rank, rk] : ranks_) {
+    const bool wanted_rank = std::any_of(wanted.begin(), wanted.end(),
+                                         [r = rank](const auto& w) { return w.first == r; });
+    if (!rk->holding || !wanted_rank)
+      return "in place: rank " + std::to_string(rank) + " (generation " + std::to_string(rk->gen) +
+             ") runs and does not hold in place";
+  }
+  return "";
+}
+
+void Agent::handle_launch(const json& m, std::int64_t req) {
+  const Instant started = r_.now();
+  const std::int64_t gen = need_int(m, "gen", 0, kMaxReq);
+  const std::string version = need_string(m, "version", 128);
+  const std::int64_t world = need_int(m, "world_size", 1, 1 << 20);
+  const std::string master_addr = need_host(m, "master_addr");
+  const std::int64_t master_port = need_int(m, "master_port", 1, 65535);
+  const std::int64_t ckpt_every = opt_int(m, "ckpt_every", 0, 1000000000).value_or(0);
+  // PROTOCOL.md, "In-place restarts": where re-form directives come; keep the holding ranks.
+  const bool reform = opt_bool(m, "reform", false);
+  const bool in_place = opt_bool(m, "in_place", false);
+  auto vit = config_.job.versions.find(version);
+  if (vit == config_.job.versions.end() || vit->second.empty()) {
+    bad("version: unknown code version '" + version + "'");
+  }
+  const std::vector<std::pair<int, int>> wanted = launch_ranks(m, world);  // (rank, local_rank)
   const std::optional<ReplicaLaunch> replicas = replica_launch(m, wanted.size());
-  if (!ranks_.empty()) {
+  if (in_place && replicas) bad("in_place: not with replicas");
+  if (std::string why = in_place ? in_place_refusal(wanted) : ""; !why.empty()) {
+    reply_done(epoch_, req, started, {{"ok", false}, {"detail", why}});
+    return;
+  }
+  if (!ranks_.empty() && !in_place) {
     // Ranks of an older generation still run (the controller could not kill them: this
     // agent was silent when its machine was evicted, or the kill was lost). They die before
     // the new ones start, within a bounded wait; the launch then goes on, or fails saying
@@ -144,7 +169,19 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
   json pids = json::object();
   std::string failure;
   std::weak_ptr<bool> guard = alive_;
+  std::vector<int> kept;
   for (const auto& [rank, local] : wanted) {
+    if (in_place && ranks_.count(rank)) {  // holding: its directive, and it stays
+      if (std::string err = write_reform(rank, gen, master_addr, master_port); !err.empty()) {
+        failure = "rank " + std::to_string(rank) + ": " + err;
+        break;
+      }
+      ranks_.at(rank)->gen = gen;
+      ranks_.at(rank)->holding = false;
+      kept.push_back(rank);
+      pids[std::to_string(rank)] = ranks_.at(rank)->pid;
+      continue;
+    }
     std::map<std::string, std::string> env = base_env();
     env["RANK"] = std::to_string(rank);
     env["WORLD_SIZE"] = std::to_string(world);
@@ -161,6 +198,8 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
       replica_env(*replicas, rank, master_port, quorum_file(), env);
       env["FAULTLINE_QUORUM_KEY"] = quorum_key(gen);
     }
+    if (reform || in_place) env["FAULTLINE_REFORM_FILE"] = reform_file(rank);
+    if (in_place) env["FAULTLINE_IN_PLACE"] = "1";
     for (const auto& [k, v] : config_.job.env) env[k] = v;
 
     int sp[2];
@@ -213,9 +252,13 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     reply_done(epoch_, req, started, {{"ok", false}, {"detail", failure}, {"pids", pids}});
     return;
   }
-  log("launched generation " + std::to_string(gen) + " (" + version +
-      "): " + std::to_string(wanted.size()) + " ranks");
-  reply_done(epoch_, req, started, {{"ok", true}, {"gen", gen}, {"pids", pids}});
+  log((in_place ? "re-formed generation " : "launched generation ") + std::to_string(gen) +
+      (in_place ? " in place (" : " (") + version + "): " +
+      (in_place ? std::to_string(kept.size()) + " ranks kept, " +
+                      std::to_string(wanted.size() - kept.size()) + " launched"
+                : std::to_string(wanted.size()) + " ranks"));
+  reply_done(epoch_, req, started,
+             {{"ok", true}, {"gen", gen}, {"pids", pids}, {"kept", json(kept)}});
 }
 
 void Agent::launch_after_reaping(const json& m, std::int64_t req, Instant started, Instant until) {
@@ -242,6 +285,25 @@ void Agent::launch_after_reaping(const json& m, std::int64_t req, Instant starte
     }
     launch_after_reaping(m, req, started, until);
   });
+}
+
+std::string Agent::write_reform(int rank, std::int64_t gen, const std::string& master_addr,
+                                std::int64_t master_port) const {
+  const std::string path = reform_file(rank);
+  const std::string tmp = path + ".tmp";
+  const json d{{"gen", gen},
+               {"rank", rank},
+               {"master_addr", master_addr},
+               {"master_port", master_port},
+               {"rendezvous_key", rendezvous_key("launch\n" + std::to_string(gen) + "\n" +
+                                                 master_addr + ":" + std::to_string(master_port))}};
+  const std::string text = d.dump() + "\n";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const std::string why = ok ? "" : tmp + ": " + std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) return path + ": " + std::strerror(errno);
+  return why;
 }
 
 std::string Agent::write_quorum(const Quorum& q, std::int64_t gen) const {
@@ -280,6 +342,11 @@ void Agent::handle_quorum(const json& m, std::int64_t req) {
 void Agent::handle_kill(const json& m, std::int64_t req) {
   const Instant started = r_.now();
   auto gen = opt_int(m, "gen", 0, kMaxReq);
+  if (opt_bool(m, "spare_holding", false)) {
+    const double grace = opt_number(m, "hold_grace_s", 0, 60).value_or(0);
+    kill_sparing(req, epoch_, started, started + Duration::seconds(grace), false, gen);
+    return;
+  }
   if (ranks_.empty() || (gen && *gen != gen_)) {
     reply_done(epoch_, req, started,
                {{"ok", true},
@@ -306,6 +373,47 @@ void Agent::handle_kill(const json& m, std::int64_t req) {
     kills_.erase(it);
   });
   kills_.push_back(std::move(k));
+}
+
+void Agent::kill_sparing(std::int64_t req, std::uint64_t epoch, Instant started,
+                         Instant grace_until, bool killed, std::optional<std::int64_t> gen) {
+  if (epoch != epoch_) return;  // the session that asked is gone
+  const auto newer = [gen](const Rank& rk) { return gen && rk.gen > *gen; };
+  std::vector<int> spared;
+  std::size_t others = 0;
+  for (const auto& [rank, rk] : ranks_) {
+    if (newer(*rk)) continue;
+    if (rk->holding && !rk->killed_by_agent)
+      spared.push_back(rank);
+    else
+      ++others;
+  }
+  if (others == 0) {
+    if (!spared.empty())
+      log("kill: " + std::to_string(spared.size()) + " ranks hold in place, spared");
+    reply_done(epoch, req, started, {{"ok", true}, {"spared", json(spared)}});
+    return;
+  }
+  const Instant now = r_.now();
+  if (now >= grace_until && !killed) {
+    for (auto& [rank, rk] : ranks_) {
+      if (newer(*rk) || (rk->holding && !rk->killed_by_agent)) continue;
+      rk->killed_by_agent = true;
+      host_->signal_group(rk->pid, SIGKILL);
+    }
+    killed = true;
+  }
+  if (killed && now >= grace_until + options_.kill_timeout) {
+    reply_done(epoch, req, started,
+               {{"ok", false},
+                {"detail", std::to_string(others) + " ranks not reaped after " +
+                               fmt_seconds(options_.kill_timeout.to_seconds()) + " s"}});
+    return;
+  }
+  std::weak_ptr<bool> guard = alive_;
+  r_.add_timer(Duration::millis(20), [this, guard, req, epoch, started, grace_until, killed, gen] {
+    if (guard.lock()) kill_sparing(req, epoch, started, grace_until, killed, gen);
+  });
 }
 
 Agent::Rank* Agent::local_rank(int local) {
@@ -380,6 +488,8 @@ void Agent::on_rank_report(Rank& rk) {
         on_fault_ack(rk, report);
         continue;
       }
+      if (report.type == "holding") rk.holding = true;
+      if (report.type == "started") rk.holding = false;
       if (report.type == "started")
         rk.takes_faults = report.faults
                               ? std::set<std::string>(report.faults->begin(), report.faults->end())

@@ -245,7 +245,7 @@ void read_job(const Reader& r, const json& doc, LiveConfig* c) {
   r.only_keys(j, "job",
               {"versions", "version", "gpus_per_machine", "tp", "pp", "dp", "master_port",
                "nominal_step_time_s", "env", "replay_steps", "bitwise_steps", "startup_timeout_s",
-               "replica_groups"});
+               "replica_groups", "in_place"});
   read_versions(r, j, c);
   c->job.version = r.str(j, "job", "version", c->job.versions.begin()->first);
   if (!c->job.versions.count(c->job.version))
@@ -270,6 +270,13 @@ void read_job(const Reader& r, const json& doc, LiveConfig* c) {
     r.fail("job.replica_groups",
            "expected gpus_per_machine = tp = pp = 1 (the job library runs one process per "
            "replica)");
+  c->job.in_place = r.boolean(j, "job", "in_place", false);
+  if (c->job.in_place && c->job.replica_groups)
+    r.fail("job.in_place",
+           "expected false with job.replica_groups (replica groups rejoin a peer, they restart "
+           "no one in place)");
+  if (c->job.in_place && c->job.master_port > 64998)
+    r.fail("job.in_place", "expected job.master_port + 2 <= 65000 (the in-place re-forms' ports)");
   if (c->job.replica_groups && c->job.dp > 99)
     r.fail("job.replica_groups",
            "expected at most 99 replicas (each hosts a store on "
@@ -297,6 +304,10 @@ void check_ports(const Reader& r, const LiveConfig& c) {
     std::string what;
   };
   std::vector<Range> job{{mp, mp, "job.master_port " + std::to_string(mp)}};
+  if (c.job.in_place)
+    job.push_back({mp + 1, mp + 2,
+                   "the in-place re-forms' ports job.master_port + 1 and + 2 (" +
+                       std::to_string(mp + 1) + "-" + std::to_string(mp + 2) + ")"});
   if (c.job.replica_groups)
     job.push_back({mp + 1, mp + c.job.dp,
                    "the replicas' stores on job.master_port + 1 + id (" + std::to_string(mp + 1) +
@@ -350,7 +361,8 @@ void refuse_simulator_only(const Reader& r, const PolicyInfo& info, const LiveCo
     if (p.choices.empty()) continue;
     const auto i = static_cast<std::size_t>(c.params.get(p.name));
     if (i >= p.choices.size()) continue;
-    if (auto why = policies::live_refusal(p.name, p.choices[i], c.job.replica_groups))
+    if (auto why =
+            policies::live_refusal(p.name, p.choices[i], c.job.replica_groups, c.job.in_place))
       r.fail("policy.params." + p.name,
              "expected a module that runs live, got \"" + p.choices[i] + "\": " + *why);
   }

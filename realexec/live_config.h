@@ -56,6 +56,11 @@ struct LiveJob {
   // The job's code runs the job library's replica groups (python/faultline/replicas.py): a
   // policy may then enable them (EnableReplicaGroups). One rank per machine and per replica.
   bool replica_groups = false;
+  // The job's code re-forms its process group in place (faultline.Job's rebuild and recover,
+  // python/faultline/job.py): an in-place StartJob (recovery=flash) keeps the ranks that hold
+  // their state, relaunches the others, and re-forms the group on job.master_port + 1 +
+  // (generation % 2). Stops spare the ranks that hold (kHoldGraceS for the others to say so).
+  bool in_place = false;
 };
 
 // The repair pipeline (as the simulator's RepairSpec): a machine taken out of the job, or a

@@ -32,6 +32,9 @@ constexpr double kPeerGraceS = 1.5;
 // at steps kStepSpeedup times faster than the nominal step time (or the healthy median).
 constexpr double kStepSlack = 1000;
 constexpr double kStepSpeedup = 10;
+// In place (job.in_place): how long a stop waits for a rank to say it holds in place (a peer's
+// death reaches it at its next collective) before it is killed.
+constexpr double kHoldGraceS = 2;
 
 // Log lines of a rank that failed because a peer did: gloo, the NCCL watchdog, PyTorch's
 // TCPStore, and faultline-trainjob's collectives. Such a rank is a victim; the world does
@@ -68,6 +71,49 @@ void LiveWorld::kill_all(std::function<void()> then) {
   finish();
 }
 
+void LiveWorld::kill_sparing(std::function<void(HeldRanks)> then) {
+  const std::int64_t gen = journal_.state().gen;
+  auto pending = std::make_shared<int>(0);
+  auto held = std::make_shared<HeldRanks>();
+  auto done = std::make_shared<std::function<void(HeldRanks)>>(std::move(then));
+  const MachineSet job = job_machines();
+  MachineSet others;
+  for (MachineId m = 0; m < cluster_.machine_count(); ++m)
+    if (cluster_.slot_of(m) < 0 && link_.connected(m) && adopted_ranks_.count(m))
+      others.push_back(m);
+  *pending = static_cast<int>(job.size() + others.size()) + 1;
+  auto finish = [pending, held, done] {
+    if (--*pending == 0) (*done)(std::move(*held));
+  };
+  for (MachineId m : job)
+    request(
+        m,
+        json{
+            {"type", "kill"}, {"gen", gen}, {"spare_holding", true}, {"hold_grace_s", kHoldGraceS}},
+        Duration::seconds(kRequestTimeoutS + kHoldGraceS),
+        [this, m, held, finish](const AgentReply& r) {
+          if (r.ok && r.spared && !r.spared->empty()) {
+            const SlotId slot = cluster_.slot_of(m);
+            const std::int64_t g = config_.job.gpus_per_machine;
+            for (std::int64_t rank : *r.spared)  // its own slot's ranks only
+              if (slot >= 0 && rank >= slot * g && rank < (slot + 1) * g)
+                (*held)[m].push_back(rank);
+          }
+          finish();
+        });
+  for (MachineId m : others)
+    request(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
+            [finish](const AgentReply&) { finish(); });
+  finish();
+}
+
+// In place: a peer died; `rank` keeps its process and its state at `step` (16 a generation).
+void LiveWorld::note_holding(MachineId m, std::int64_t rank, std::int64_t step) {
+  if (++holding_notes_ <= 16)
+    note("rank " + std::to_string(rank) + " on " + machine_config(m).name +
+         " holds in place after step " + std::to_string(step));
+}
+
 void LiveWorld::job_broken(const std::string& category, const std::string& cause) {
   if (migration_) fail_migration("the job stopped during the migration (" + cause + ")");
   if (running_) {
@@ -85,7 +131,7 @@ void LiveWorld::job_broken(const std::string& category, const std::string& cause
   }
 }
 
-void LiveWorld::do_stop(ActionId id, const StopJob& a) {
+void LiveWorld::do_stop(ActionId id, const StopJob& a, bool spare) {
   const Instant t = now();
   job_broken("policy_stop", "stopped: " + a.reason);
   if (starting_) {  // a start in flight is abandoned
@@ -93,13 +139,25 @@ void LiveWorld::do_stop(ActionId id, const StopJob& a) {
     start_timer_ = 0;
     starting_ = 0;
   }
+  if (spare && config_.job.in_place) {
+    kill_sparing([this, id, t](HeldRanks held) {
+      std::size_t n = 0;
+      for (const auto& [m, ranks] : held) n += ranks.size();
+      outcome(id, true,
+              n == 0 ? std::string("every rank killed")
+                     : "every rank killed but " + std::to_string(n) + " holding in place",
+              t);
+      deliver(JobStopped{id});
+    });
+    return;
+  }
   kill_all([this, id, t] {
     outcome(id, true, "every rank killed", t);
     deliver(JobStopped{id});
   });
 }
 
-void LiveWorld::do_start(ActionId id, const std::string& why) {
+void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
   const Instant t = now();
   // act() refused a start with an empty slot; an adoption (live_fleet.cc) comes back here
   // later, when a slot may have emptied since.
@@ -185,12 +243,29 @@ void LiveWorld::do_start(ActionId id, const std::string& why) {
     return;
   }
   note("start: " + why);
+  if (in_place) return start_in_place(id, t);
   kill_all([this, id, t] {
     if (starting_ == id) launch(id, t);
   });
 }
 
-void LiveWorld::launch(ActionId id, Instant started) {
+void LiveWorld::start_in_place(ActionId id, Instant t) {
+  kill_sparing([this, id, t](HeldRanks held) {
+    if (starting_ != id) return;
+    if (held.empty()) {
+      note(
+          "in-place restart not possible (no rank holds its state in place): a standard "
+          "restart");
+      kill_all([this, id, t] {
+        if (starting_ == id) launch(id, t);
+      });
+      return;
+    }
+    launch(id, t, &held);
+  });
+}
+
+void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
   auto& s = journal_.state();
   ++s.gen;
   launch_gen_ = s.gen;
@@ -202,6 +277,7 @@ void LiveWorld::launch(ActionId id, Instant started) {
   note_unnoted_exits();
   dropped_exit_budget_ = kDroppedExitBurst;
   dropped_exit_budget_at_ = now();
+  holding_notes_ = 0;
   rank_steps_.clear();
   rank_report_at_.clear();
   victim_.reset();
@@ -225,19 +301,35 @@ void LiveWorld::launch(ActionId id, Instant started) {
   const int g = config_.job.gpus_per_machine;
   const int world = cluster_.slots() * g;
   const std::string master = machine_config(cluster_.machine_in(0)).addr;
+  // An in-place re-form meets on its own port, alternating, apart from the one the kept
+  // ranks' previous group may still hold.
+  const int port =
+      kept ? config_.job.master_port + 1 + static_cast<int>(s.gen % 2) : config_.job.master_port;
+  in_place_note_.clear();
+  if (kept) {
+    std::set<std::int64_t> stay;
+    for (const auto& [m, ranks] : *kept) stay.insert(ranks.begin(), ranks.end());
+    std::string k, l;
+    for (std::int64_t r = 0; r < world; ++r) {
+      std::string& to = stay.count(r) ? k : l;
+      to += (to.empty() ? "" : ",") + std::to_string(r);
+    }
+    in_place_note_ =
+        "in place: ranks " + k + " kept, ranks " + (l.empty() ? "none" : l) + " relaunched; ";
+    note("in-place restart of generation " + std::to_string(s.gen) + ": ranks " + k +
+         " kept their processes, ranks " + (l.empty() ? "none" : l) + " relaunched");
+  }
   for (SlotId slot = 0; slot < cluster_.slots(); ++slot) {
     const MachineId m = cluster_.machine_in(slot);
     json ranks = json::array();
     for (int l = 0; l < g; ++l) ranks.push_back({{"rank", slot * g + l}, {"local_rank", l}});
-    json msg{{"type", "launch"},
-             {"gen", s.gen},
-             {"version", s.version},
-             {"ranks", ranks},
-             {"world_size", world},
-             {"master_addr", master},
-             {"master_port", config_.job.master_port},
-             {"ckpt_every", s.ckpt_every}};
+    json msg{{"type", "launch"},     {"gen", s.gen},
+             {"version", s.version}, {"ranks", ranks},
+             {"world_size", world},  {"master_addr", master},
+             {"master_port", port},  {"ckpt_every", s.ckpt_every}};
     if (quorum) msg["replicas"] = replica_launch(*quorum);
+    if (config_.job.in_place) msg["reform"] = true;
+    if (kept) msg["in_place"] = true;
     request(
         m, std::move(msg), Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
           if (starting_ != id || r.ok) return;
@@ -245,7 +337,7 @@ void LiveWorld::launch(ActionId id, Instant started) {
           starting_ = 0;
           if (start_timer_) reactor_.cancel_timer(start_timer_);
           start_timer_ = 0;
-          outcome(id, false, why, start_began_);
+          outcome(id, false, in_place_note_ + why, start_began_);
           deliver(StartFailed{id, m, why});
         });
   }
@@ -254,7 +346,7 @@ void LiveWorld::launch(ActionId id, Instant started) {
     if (starting_ != id) return;
     starting_ = 0;
     outcome(id, false,
-            "ranks did not all start within job.startup_timeout_s = " +
+            in_place_note_ + "ranks did not all start within job.startup_timeout_s = " +
                 traces::json_brief(config_.job.startup_timeout_s) + " s",
             start_began_);
     deliver(StartFailed{id, kNoMachine, "job start timed out"});
@@ -307,6 +399,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   if (migration_report(m, rank, r)) return;  // a migration's joiner (live_migrate.cc)
   if (!runs_rank(m, rank, "report")) return;
   if (replica_report(m, rank, r)) return;
+  if (r.type == "holding") return note_holding(m, rank, r.step.value_or(-1));
   if (r.type == "started" && starting_) {
     // While the start kills, the journal's generation is the outgoing one: its late
     // "started" reports must not complete a start that has not launched yet.
@@ -330,8 +423,8 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
       save_journal();
       log("progress", {{"step", start_step_}, {"loss", nullptr}, {"restart", true}});
       outcome(id, true,
-              "every rank started from step " + std::to_string(start_step_) + " (" +
-                  (r.restored_from.empty() ? std::string("?") : r.restored_from) + ")",
+              in_place_note_ + "every rank started from step " + std::to_string(start_step_) +
+                  " (" + (r.restored_from.empty() ? std::string("?") : r.restored_from) + ")",
               start_began_);
       deliver(JobStarted{id, start_step_});
     }
@@ -493,7 +586,8 @@ void LiveWorld::fail_start(MachineId m, std::int64_t rank, const std::string& si
   if (victim_timer_) reactor_.cancel_timer(victim_timer_);
   victim_timer_ = 0;
   victim_.reset();
-  outcome(id, false, "rank " + std::to_string(rank) + " exited while starting: " + signature,
+  outcome(id, false,
+          in_place_note_ + "rank " + std::to_string(rank) + " exited while starting: " + signature,
           start_began_);
   deliver(StartFailed{id, m, signature, started_ranks_.count(rank) ? start_step_ : -1});
 }

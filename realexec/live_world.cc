@@ -366,7 +366,7 @@ void LiveWorld::act_on(ActionId id, const EndRun& a, Instant) {
   journal_.state().ended_verdict = a.verdict.empty() ? "ended" : a.verdict;
   save_journal();
   note("the run is ended: " + journal_.state().ended_verdict + " (" + a.reason + ")");
-  do_stop(id, StopJob{"end of the run: " + a.reason});
+  do_stop(id, StopJob{"end of the run: " + a.reason}, false);
   finished_ = true;
 }
 
@@ -376,10 +376,21 @@ void LiveWorld::act_on(ActionId id, const StartJob& a, Instant t) {
       return refuse(id, "unknown code version \"" + a.version + "\" (not in job.versions)", t);
     journal_.state().version = a.version;
   }
-  // Live mode has no in-place restart yet (its agents relaunch every rank): the start goes
-  // ahead as an ordinary one, said in the event log, rather than refused, which would send
-  // the stack to its fallback (a requeue of the whole job).
-  if (a.in_place) note("in-place restart not implemented in live mode: every rank restarts");
+  // In place (job.in_place, live_ranks.cc): the ranks that hold their state stay, the others
+  // are relaunched and take it from them. Where that cannot be, the start goes ahead as an
+  // ordinary one, said in the event log (as the simulator's in_place_blocker), rather than
+  // refused, which would send the stack to its fallback (a requeue of the whole job).
+  if (a.in_place) {
+    std::string blocker;
+    if (!config_.job.in_place)
+      blocker = "the job does not re-form in place (job.in_place is false)";
+    else if (!a.version.empty())
+      blocker = "a new code version";
+    else if (config_.job.tp * config_.job.pp != 1)
+      blocker = "the job is not purely data-parallel (tp * pp > 1): no rank holds another's state";
+    if (blocker.empty()) return do_start(id, a.reason, true);
+    note("in-place restart not possible (" + blocker + "): a standard restart");
+  }
   do_start(id, a.reason);
 }
 

@@ -152,8 +152,13 @@ class LiveWorld final : public World {
   void act_on(ActionId id, const MigrateMachines& a, Instant t);      // see live_migrate.cc
 
   // Action handlers.
-  void do_stop(ActionId id, const StopJob& a);
-  void do_start(ActionId id, const std::string& why);
+  // `spare`: with job.in_place, the ranks that hold in place survive the stop (kill_sparing).
+  void do_stop(ActionId id, const StopJob& a, bool spare = true);
+  // `in_place`: keep the ranks that hold in place and relaunch the others (job.in_place); with
+  // none holding, an ordinary start, noted.
+  void do_start(ActionId id, const std::string& why, bool in_place = false);
+  void start_in_place(ActionId id, Instant t);  // do_start's in-place part (live_ranks.cc)
+  void note_holding(MachineId m, std::int64_t rank, std::int64_t step);
   void do_evict(ActionId id, const EvictMachines& a);
   void do_acquire(ActionId id, const AcquireMachines& a);
   void do_probe(ActionId id, const RunProbe& a);
@@ -277,7 +282,14 @@ class LiveWorld final : public World {
   void resume_replicas_out(const std::set<std::int64_t>& out);
 
   void kill_all(std::function<void()> then);
-  void launch(ActionId id, Instant started);
+  // Ranks by machine that hold in place (a peer died; they keep their process and state).
+  using HeldRanks = std::map<MachineId, std::vector<std::int64_t>>;
+  // Kills every rank but those holding in place, each agent giving the others kHoldGraceS to
+  // hold first; `then` gets the ranks spared.
+  void kill_sparing(std::function<void(HeldRanks)> then);
+  // `kept`: an in-place start, the ranks kept (the others launched with FAULTLINE_IN_PLACE).
+  void launch(ActionId id, Instant started, const HeldRanks* kept = nullptr);
+  std::string in_place_note_;  // the pending start's "in place: ..." (empty: an ordinary one)
   // `category` (metrics label): rank_exit, eviction, policy_stop or job_finished.
   void job_broken(const std::string& category, const std::string& cause);
   // Every rank of the job runs: ends the start-up phase or resolves the open incident.
@@ -458,6 +470,7 @@ class LiveWorld final : public World {
   Instant dropped_exit_budget_at_{};
   int dropped_exits_unnoted_ = 0;
   void note_unnoted_exits();
+  int holding_notes_ = 0;  // ranks that said they hold in place, noted (16 a generation)
   // The latest step each rank reported in this run of the job (a rank's exit comes after
   // its own last report: one agent, one ordered connection).
   std::map<std::int64_t, std::int64_t> rank_steps_;

@@ -327,6 +327,7 @@ RankReport decode_rank_report(const json& j) {
         bad("fault: expected crash, hang, nan, slow or sdc, got \"" + r.fault + "\"");
     }
     if (r.type == "step" && !r.step) bad("step: missing (expected the step completed)");
+    if (r.type == "holding" && !r.step) bad("step: missing (expected the step the rank holds)");
     return r;
   });
 }
@@ -530,6 +531,20 @@ AgentMessage decode_agent_message(const json& j) {
       r.hash = opt_string(j, "hash", 256);
       r.rendezvous = opt_string(j, "rendezvous", 16);
       r.collective_s = opt_number(j, "collective_s", 0, 1e6);
+      for (const char* key : {"spared", "kept"}) {
+        const auto it = j.find(key);
+        if (it == j.end()) continue;
+        if (!it->is_array() || it->size() > (1u << 20))
+          bad(std::string(key) + ": expected an array of ranks");
+        std::vector<std::int64_t> ranks;
+        for (const json& x : *it) {
+          if (!x.is_number_integer() || x.get<std::int64_t>() < 0 ||
+              x.get<std::int64_t>() >= (1 << 20))
+            bad(std::string(key) + ": expected an array of ranks (integers 0..2^20-1)");
+          ranks.push_back(x.get<std::int64_t>());
+        }
+        (std::string(key) == "spared" ? r.spared : r.kept) = std::move(ranks);
+      }
       if (r.rendezvous && *r.rendezvous != "ok" && *r.rendezvous != "timed_out" &&
           *r.rendezvous != "failed" && *r.rendezvous != "not_reached")
         bad("rendezvous: expected \"ok\", \"timed_out\", \"failed\" or \"not_reached\"");

@@ -184,6 +184,10 @@ struct AgentReply {
   // probe inter_all_gather: seconds one timed all-gather took, without the process start.
   std::optional<double> collective_s;
   std::map<std::int64_t, std::string> by_rank;  // capture: stack signature by rank
+  // kill with spare_holding: the ranks spared because they hold in place; launch in_place: the
+  // ranks kept (given their re-form directive) rather than launched.
+  std::optional<std::vector<std::int64_t>> spared;
+  std::optional<std::vector<std::int64_t>> kept;
 };
 // Rank 0's probe published its rendezvous blob, for the controller to relay to the other
 // machines of the probe request `probe_req` (PROTOCOL.md, "Probes across machines").

@@ -42,12 +42,16 @@ using traces::median;
 using traces::Timed;
 
 using Durations = std::map<std::string, std::vector<double>>;
+// Scenario::replay_durations' entry that is no duration: per in-place StartJob of the live
+// run, whether it was taken in place (see replay_scenario).
+constexpr const char* kInPlaceTakenKey = "StartJob:in-place-taken";
 
 int first_successful_start(const EventLog& log);
 
 // The live run's timed actions in log order: each one's key (its action type, and mode or
 // test: "AcquireMachines:requeue", "RunProbe:gpu-diag"; the run's first successful start is
-// "StartJob:first", the other starts "StartJob") and its outcome duration, NaN when it did not
+// "StartJob:first", an in-place one, whose outcome begins "in place:", "StartJob:inplace", the
+// other starts "StartJob") and its outcome duration, NaN when it did not
 // succeed or measured something the simulator models itself: an acquisition that waited for
 // machines (the live note "MODE waits for machines: ..." before its outcome: a standby
 // shortfall filled by a machine back from repair) measured the wait, not a wake or a
@@ -72,8 +76,11 @@ std::vector<TimedAction> timed_actions(const EventLog& log) {
            });
   };
   std::map<ActionId, double> took;
-  for (const auto& o : log.outcomes)
+  std::set<ActionId> in_place;  // starts taken in place (live mode's outcome says so)
+  for (const auto& o : log.outcomes) {
     if (o.value.ok && !waited(o.value.id, o.line)) took[o.value.id] = o.value.duration_s;
+    if (o.value.detail.rfind("in place:", 0) == 0) in_place.insert(o.value.id);
+  }
   const int first = first_successful_start(log);
   std::vector<TimedAction> out;
   for (std::size_t i = 0; i < log.actions.size(); ++i) {
@@ -95,6 +102,7 @@ std::vector<TimedAction> timed_actions(const EventLog& log) {
         a.value.action);
     if (key.empty()) continue;
     if (key == "StartJob" && static_cast<int>(i) == first) key = "StartJob:first";
+    if (key == "StartJob" && in_place.count(a.value.id)) key = "StartJob:inplace";
     const auto it = took.find(a.value.id);
     out.push_back({i, key, it == took.end() ? std::nan("") : it->second});
   }
@@ -378,6 +386,9 @@ void calibrate_actions(const Durations& durations, std::map<std::string, Calibra
   from("job.first_init_s", {"StartJob:first"}, cal["job.init_s"].value,
        "job.init_s (the first start was not timed)");
   if (cal["job.init_s"].samples == 0) from("job.init_s", {"StartJob:first"}, 0, not_measured);
+  // In-place starts (recovery=flash, job.in_place) apart: only the relaunched ranks start.
+  from("job.inplace_init_s", {"StartJob:inplace"}, cal["job.init_s"].value,
+       "job.init_s (no in-place start was timed)");
   from("cluster.scheduler.requeue_base_s", {"AcquireMachines:requeue"}, sched.requeue_base_s,
        not_measured);
   from("cluster.scheduler.reschedule_base_s", {"AcquireMachines:reschedule"},
@@ -681,6 +692,7 @@ json scenario_doc(const LiveRun& run, const Calibration& cal, const ReplayedFaul
                 {"image_bytes", 0},
                 {"init_s", v.at("job.init_s").value},
                 {"first_init_s", v.at("job.first_init_s").value},
+                {"inplace_init_s", v.at("job.inplace_init_s").value},
                 {"collective_timeout_s", v.at("job.collective_timeout_s").value},
                 {"horizon_days", cal.sim_horizon_s / 86400.0}};
   doc["faults"] = {{"categories", faults.categories}};
@@ -819,8 +831,9 @@ json replay_result(const LiveRun& run, const Calibration& cal, const ReplayedFau
   out["calibration"] = calibration_json(cal);
   std::size_t timed = 0;
   for (const auto& [k, xs] : sc.replay_durations)
-    timed += static_cast<std::size_t>(
-        std::count_if(xs.begin(), xs.end(), [](double x) { return !std::isnan(x); }));
+    if (k != kInPlaceTakenKey)
+      timed += static_cast<std::size_t>(
+          std::count_if(xs.begin(), xs.end(), [](double x) { return !std::isnan(x); }));
   out["timed_as_live"] = timed;
   out["live"] = live_json(run, cal);
   out["sim"] = ran.result;
@@ -1076,7 +1089,21 @@ scenarios::Scenario replay_scenario(const LiveRun& run, const Calibration& cal,
   sc.trace = replay_trace(run.path, faults, cal, static_cast<std::size_t>(sc.cluster.machines));
   // The recorded stack takes the recorded decisions' own times; another stack takes other
   // decisions, which the medians time.
-  if (stack.name == run.log.header.stack) sc.replay_durations = occurrence_durations(run.log);
+  if (stack.name == run.log.header.stack) {
+    sc.replay_durations = occurrence_durations(run.log);
+    // Whether each start that asked to be in place was taken in place live (1) or not (0:
+    // no rank held its state, as after a fault during a re-form), in log order: the backend's
+    // choice, not the policy's, which the simulator's own blockers cannot see
+    // (SimWorld::start_job reads it under this key).
+    std::vector<double> taken;
+    std::set<ActionId> in_place;
+    for (const auto& o : run.log.outcomes)
+      if (o.value.detail.rfind("in place:", 0) == 0) in_place.insert(o.value.id);
+    for (const auto& a : run.log.actions)
+      if (const auto* x = std::get_if<StartJob>(&a.value.action); x && x->in_place)
+        taken.push_back(in_place.count(a.value.id) ? 1 : 0);
+    if (!taken.empty()) sc.replay_durations[kInPlaceTakenKey] = std::move(taken);
+  }
   return sc;
 }
 

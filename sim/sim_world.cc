@@ -764,7 +764,14 @@ void SimWorld::start_job(ActionId id, Mechanism mech, bool in_place) {
   new_batch_token();
   in_place_ = false;
   if (in_place) {
-    const std::string blocker = in_place_blocker();
+    std::string blocker = in_place_blocker();
+    // A replay: the live start was not in place (no rank held its state; sim/replay.cc).
+    if (const auto it = sc_.replay_durations.find("StartJob:in-place-taken");
+        it != sc_.replay_durations.end()) {
+      const std::size_t k = timed_["StartJob:in-place-taken"]++;
+      if (blocker.empty() && k < it->second.size() && it->second[k] == 0)
+        blocker = "the live run's start here was not in place";
+    }
     in_place_ = blocker.empty();
     if (!in_place_) note("in-place restart not possible (" + blocker + "): a standard restart");
   }
@@ -776,6 +783,7 @@ void SimWorld::start_job(ActionId id, Mechanism mech, bool in_place) {
                       sc_.job.init_per_machine_s * view_.slots();
   const char* key = mech == Mechanism::kHotUpdate  ? "HotUpdate"
                     : mech == Mechanism::kRollback ? "RollBack"
+                    : in_place_                    ? "StartJob:inplace"
                     : trained_                     ? "StartJob"
                                                    : "StartJob:first";
   push(now_ + secs(timed(key, init)), Internal{Internal::kStartInit, batch_token_});

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """A plain PyTorch DDP training script (gloo, CPU) that runs under faultline live mode.
 
-faultline-specific lines: 5, each marked "# faultline" (the import, Job, restore,
-begin_step, end_step), plus one DDP argument for bit-exact resumption
+faultline-specific lines: 6, each marked "# faultline" (the import, Job, restore,
+begin_step, recover, end_step), plus one DDP argument for bit-exact resumption
 (find_unused_parameters=True, see below). Without them this is an ordinary script: run it
 standalone (one process) or under torchrun; under `faultline agent` the same file reports
 its steps, checkpoints, restores after a failure and obeys `faultline live inject`.
+
+In place (recovery=flash with the live config's job.in_place): when a peer dies in the
+all-reduce, job.recover keeps this process and its state, re-forms the process group with
+the relaunched peer and rebuilds the DDP wrapper (Job's rebuild argument), and the loop goes
+on from the newest step a survivor completed. Without job.in_place it raises the error again.
 
 Deterministic: fixed seeds, and each step's data is a function of (step, rank) only, so a
 run resumed from a checkpoint ends with the same parameters, bit for bit, as a run without
@@ -61,23 +66,29 @@ def main():
     # re-buckets after each process's first iteration, so the first step after a restart
     # all-reduces with another layout; ring all-reduce sums an element in an order set by its
     # offset, and with more than 2 ranks the resumed run drifts from a fault-free one.
-    model = DDP(torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(),
-                                    torch.nn.Linear(HIDDEN, 1)), find_unused_parameters=True)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    job = faultline.Job(model, optimizer)  # faultline
-    start = job.restore()  # faultline
-    for step in range(start + 1, args.steps + 1):
-        job.begin_step(step)  # faultline
-        x, y = batch(step, dist.get_rank())
+    net = torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(),
+                              torch.nn.Linear(HIDDEN, 1))
+    wrap = lambda: DDP(net, find_unused_parameters=True)  # noqa: E731 (again when re-formed)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    job = faultline.Job(wrap(), optimizer, rebuild=wrap)  # faultline
+    step = job.restore()  # faultline
+    while step < args.steps:
+        job.begin_step(step + 1)  # faultline
+        x, y = batch(step + 1, dist.get_rank())
         optimizer.zero_grad()
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
+        try:
+            loss = F.mse_loss(job.model(x), y)
+            loss.backward()
+        except RuntimeError as e:  # a peer died in the all-reduce
+            step = job.recover(e)  # faultline
+            continue
         optimizer.step()
+        step += 1
         time.sleep(args.step_ms / 1000)
         job.end_step(step, loss)  # faultline
     if args.digest and dist.get_rank() == 0:
         with open(args.digest, "w") as f:
-            f.write(digest(model.module) + "\n")
+            f.write(digest(net) + "\n")
     dist.destroy_process_group()
 
 

@@ -111,7 +111,7 @@ def load_into(data, model, optimizer):
     return ckpt["step"]
 
 
-def _broadcast_bytes(data, src):
+def broadcast_bytes(data, src):
     """Sends src's bytes to every rank of the default group; returns them everywhere."""
     size = torch.tensor([len(data) if data is not None else 0], dtype=torch.int64)
     dist.broadcast(size, src)
@@ -148,5 +148,5 @@ def agree(store, rank, world_size):
         return step, data, True
     if not holders:
         raise RuntimeError("restore: checkpoint of step %d unreadable on every rank" % step)
-    received = _broadcast_bytes(data if rank == holders[0] else None, holders[0])
+    received = broadcast_bytes(data if rank == holders[0] else None, holders[0])
     return step, (data if data is not None else received), data is not None

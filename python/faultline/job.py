@@ -1,18 +1,24 @@
 """faultline.Job: the rank side of faultline live mode for a PyTorch training loop."""
 
+import gc
+import json
 import math
 import os
+import socket
 import sys
 import threading
 import time
 
 import torch
+import torch.distributed as dist
 
-from faultline.checkpoint import Checkpointer, CheckpointStore, agree, load_into
+from faultline.checkpoint import (Checkpointer, CheckpointStore, agree, broadcast_bytes, load_into,
+                                  serialize)
 from faultline.faults import KINDS, ONE_SHOT, FaultFile
 from faultline.report import Reporter
 
 DEFAULT_CKPT_EVERY = 10       # the reference job's default when the launch sets none
+DEFAULT_HOLD_TIMEOUT_S = 300  # in place: how long a survivor waits for its re-form directive
 
 
 def _env_int(env, name, default):
@@ -38,14 +44,41 @@ class Job:
     model may be a DistributedDataParallel wrapper: checkpoints hold the inner module's state,
     loadable without DDP. Steps must be deterministic functions of the restored state and the
     step number (data indexed by step) for a resumed run to reproduce a fault-free one.
+
+    In-place restarts (recovery=flash with the live config's job.in_place): pass rebuild, a
+    function that wraps the inner module again (``lambda: DDP(net)``) and returns the wrapper;
+    train through ``job.model`` and hand a collective's failure to recover()::
+
+        try:
+            loss = F.mse_loss(job.model(x), y); loss.backward()
+        except RuntimeError as e:       # a peer died in the all-reduce
+            step = job.recover(e)       # the step every rank continues after
+            continue
+
+    recover() keeps this process and its state at the last step it completed, says so to the
+    agent ("holding"), waits for the agent's re-form directive (a new generation and
+    rendezvous), re-forms the gloo process group, calls rebuild, and takes the newest state any
+    survivor holds by a broadcast; a relaunched rank (FAULTLINE_IN_PLACE=1) takes it in
+    restore() the same way, not from a checkpoint. Without job.in_place (no
+    FAULTLINE_REFORM_FILE), or without rebuild, recover() raises the error again: the rank
+    fails as it would without it.
     """
 
-    def __init__(self, model, optimizer=None, version=None, env=None):
+    def __init__(self, model, optimizer=None, version=None, env=None, rebuild=None):
         env = os.environ if env is None else env
         self.active = bool(env.get("FAULTLINE_REPORT_FD", "").strip())
         self.rank = _env_int(env, "RANK", 0)
         self.world_size = _env_int(env, "WORLD_SIZE", 1)
         self._model = getattr(model, "module", model)
+        self.model = model  # what the loop trains with: the wrapper, rebuilt when re-formed
+        self._rebuild = rebuild
+        self._gen = _env_int(env, "FAULTLINE_GEN", 0)
+        reform = env.get("FAULTLINE_REFORM_FILE", "") if self.active else ""
+        self._reform_file = reform if reform and rebuild is not None else None
+        self._relaunched = self.active and env.get("FAULTLINE_IN_PLACE", "") == "1"
+        hold = env.get("FAULTLINE_HOLD_TIMEOUT_S", "").strip()
+        self._hold_timeout_s = float(hold) if hold else DEFAULT_HOLD_TIMEOUT_S
+        self._done = 0              # the last step this process completed (or restored)
         self._optimizer = optimizer
         self._version = version
         self._reporter = Reporter(int(env["FAULTLINE_REPORT_FD"]) if self.active else None)
@@ -78,9 +111,13 @@ class Job:
         if not self.active:
             return 0
         try:
-            step, restored_from = self._restore()
+            if self._relaunched:
+                step, restored_from = self._sync_in_place(), "in_place"
+            else:
+                step, restored_from = self._restore()
         except Exception as e:  # any failure here leaves the rank useless: say why and go
             self._fatal("restore: %s" % e)
+        self._done = step
         self._reporter.started(self.rank, step, restored_from, self._version, KINDS)
         return step
 
@@ -127,6 +164,7 @@ class Job:
         job's). grad_norm: default the norm of the parameters' current gradients."""
         if not self.active:
             return
+        self._done = step
         self._computed_steps += 1
         self._corrupt = None
         if grad_norm is None:
@@ -151,6 +189,87 @@ class Job:
         if not grads:
             return None
         return math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))
+
+    # ----- in place -----
+
+    def recover(self, error):
+        """A collective failed (error: what it raised). In place: holds this rank's state, waits
+        for the re-form directive, re-forms the process group, rebuilds the wrapper (job.model)
+        and returns the step every rank continues after (the newest any survivor completed).
+        Otherwise raises error again."""
+        if self._reform_file is None:
+            raise error
+        held = self._done
+        # A peer may still wait on this rank in the collective (in a ring all-reduce, the
+        # dead rank's neighbours fail, the others wait on them): the broken group's connections
+        # are shut down, so that every rank fails and holds, instead of waiting for gloo's
+        # timeout (destroying the group closes them only once nothing refers to it).
+        shutdown_tcp_connections()
+        error.__traceback__ = None  # its frames may hold the old wrapper
+        self.model = None  # the old wrapper, with its hooks, before the group
+        gc.collect()
+        try:
+            dist.destroy_process_group()
+        except Exception:  # pylint: disable=broad-except
+            pass  # a group broken by the peer's death: nothing left to tear down
+        gc.collect()
+        # The state as it is now: rebuilding the wrapper broadcasts rank 0's parameters, and a
+        # relaunched rank 0 holds fresh ones.
+        state = serialize(held, self._model, self._optimizer)
+        self._reporter.holding(self.rank, held, "%s" % error)
+        directive = self._wait_directive()
+        try:
+            os.environ["MASTER_ADDR"] = directive["master_addr"]
+            os.environ["MASTER_PORT"] = str(directive["master_port"])
+            os.environ["FAULTLINE_GEN"] = str(directive["gen"])
+            os.environ["FAULTLINE_RENDEZVOUS_KEY"] = directive.get("rendezvous_key", "")
+            self._gen = int(directive["gen"])
+            dist.init_process_group("gloo", rank=self.rank, world_size=self.world_size)
+            self.model = self._rebuild()
+            step = self._sync_in_place(state)
+        except Exception as e:  # pylint: disable=broad-except
+            self._fatal("in place: re-forming generation %s failed: %s" % (directive["gen"], e))
+        self._done = step
+        self._reporter.started(self.rank, step, "in_place", self._version, KINDS)
+        return step
+
+    def _wait_directive(self):
+        """The agent's re-form directive for a generation after this process's, from
+        FAULTLINE_REFORM_FILE (JSON: gen, master_addr, master_port, rendezvous_key)."""
+        deadline = time.monotonic() + self._hold_timeout_s
+        while time.monotonic() < deadline:
+            try:
+                with open(self._reform_file) as f:
+                    d = json.load(f)
+                if (isinstance(d, dict) and isinstance(d.get("gen"), int) and d["gen"] > self._gen
+                        and d.get("rank") == self.rank):
+                    return d
+            except (OSError, ValueError):
+                pass  # not written yet, or being replaced
+            time.sleep(0.02)
+        self._fatal("in place: no re-form directive within FAULTLINE_HOLD_TIMEOUT_S = %g s"
+                    % self._hold_timeout_s)
+
+    def _sync_in_place(self, state=None):
+        """Every rank of the re-formed group: the newest state any rank holds (the lowest rank
+        holding it sends it) into every other, model and optimizer; returns its step. state: a
+        survivor's, serialized before the wrapper was rebuilt. A relaunched rank holds none."""
+        mine = torch.tensor([-1 if self._relaunched else self._done,
+                             self._ckpt.step], dtype=torch.int64)
+        held = [torch.zeros(2, dtype=torch.int64) for _ in range(self.world_size)]
+        dist.all_gather(held, mine)
+        steps = [int(h[0].item()) for h in held]
+        step = max(steps)
+        if step < 0:
+            raise RuntimeError("in place: no rank holds a state to restore from")
+        src = steps.index(step)
+        data = state if self.rank == src else None
+        received = broadcast_bytes(data, src)
+        if load_into(received, self._model, self._optimizer) != step:
+            raise RuntimeError("in place: rank %d's state holds another step" % src)
+        self._ckpt.step = max(int(h[1].item()) for h in held)
+        self._relaunched = False
+        return step
 
     # ----- faults -----
 
@@ -188,6 +307,35 @@ class Job:
         else:
             flip_exponent_bit(grad, self._step)
         return grad
+
+
+def shutdown_tcp_connections(store_port=None):
+    """Shuts down (both ways, the descriptors left open to their owners) the connected TCP
+    sockets of this process but the store's (local or remote port store_port, default
+    MASTER_PORT; a store server that sees its sockets shut down aborts the process): the
+    broken group's gloo pairs, when a rank holds in place. Returns how many."""
+    if store_port is None:
+        store_port = _env_int(os.environ, "MASTER_PORT", -1)
+    n = 0
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if not os.readlink("/proc/self/fd/%d" % fd).startswith("socket:"):
+                continue
+            s = socket.socket(fileno=fd)
+        except OSError:
+            continue  # closed meanwhile, or not a socket
+        try:
+            if (s.family in (socket.AF_INET, socket.AF_INET6) and s.type == socket.SOCK_STREAM
+                    and not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+                    and store_port not in (s.getsockname()[1], s.getpeername()[1])):
+                s.shutdown(socket.SHUT_RDWR)
+                n += 1
+        except OSError:
+            pass  # a listening socket, or one already shut down
+        finally:
+            s.detach()  # the descriptor stays its owner's
+    return n
 
 
 def flip_exponent_bit(t, step):

@@ -80,5 +80,12 @@ class Reporter:
     def checkpoint(self, rank, step):
         self.write({"type": "checkpoint", "rank": rank, "step": step})
 
+    def holding(self, rank, step, signature):
+        """In place (recovery=flash): a peer of this rank died; it keeps its process and its
+        state at `step`, the last it completed, and waits for the agent's re-form directive
+        (realexec/PROTOCOL.md, "In-place restarts"). signature: the collective's error."""
+        self.write({"type": "holding", "rank": rank, "step": step,
+                    "signature": signature[:1024]})
+
     def fatal(self, rank, signature):
         self.write({"type": "fatal", "rank": rank, "signature": signature})

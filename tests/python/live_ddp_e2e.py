@@ -12,10 +12,20 @@ to a fault-free run of the same example with the same world size, outside faultl
 Last, `faultline sim replay` of the run's event log must take the live run's decisions:
 each one matched, or explained by a listed unmodelled difference (docs/running-live.md).
 Exit 0 on success, 1 with the reason on failure (a missing torch included).
+
+--flash: recovery=flash with job.in_place (issue 52). The test kills m1's rank: the other
+ranks hold in place and keep their processes (their PIDs, read from /proc, unchanged), only
+rank 1 is relaunched, and every rank resumes from the newest step a survivor completed (not a
+checkpoint: at most the step in flight lost). Then it kills m2's rank, and m3's while the
+second in-place restart re-forms the group: that restart fails and the next one falls back to
+an ordinary restart from a checkpoint, said in the event log. The job ends bit-identical to
+the fault-free run, and the replay takes the live decisions; it prints the in-place and the
+ordinary restart's durations and the live and replayed ETTR.
 """
 
 import os
 import subprocess
+import sys
 import time
 
 import live_harness
@@ -28,21 +38,24 @@ RANKS = 4
 
 
 class Cluster(LiveCluster):
-    def __init__(self, args):
+    def __init__(self, args, flash=False):
         super().__init__(args)
         self.digest = os.path.join(self.dir, "digest.live")
         self.example = [args.python, args.example, "--steps", str(STEPS), "--step-ms", str(STEP_MS)]
         self.job_env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "GLOO_SOCKET_IFNAME": "lo",
                         "OMP_NUM_THREADS": "1"}  # 5 torch processes share a small machine
+        job = {"versions": {"v1": self.example + ["--digest", self.digest]},
+               "version": "v1", "gpus_per_machine": 1, "master_port": job_ports(RANKS + 1),
+               "nominal_step_time_s": STEP_MS / 1000, "env": self.job_env}
+        params = {"stall_window_s": 8, "recrash_window_s": 5, "probe_deadline_s": 60,
+                  "inspect_nic_s": 1, "standby_pool": 1}
+        if flash:
+            job["in_place"] = True
+            params["recovery"] = "flash"
         self.write_config(
-            "python e2e: PyTorch DDP example under live mode",
-            ["m%d" % i for i in range(RANKS)], ["s0"],
-            {"versions": {"v1": self.example + ["--digest", self.digest]},
-             "version": "v1", "gpus_per_machine": 1, "master_port": job_ports(RANKS + 1),
-             "nominal_step_time_s": STEP_MS / 1000, "env": self.job_env},
-            {"stack": "byterobust",
-             "params": {"stall_window_s": 8, "recrash_window_s": 5, "probe_deadline_s": 60,
-                        "inspect_nic_s": 1, "standby_pool": 1}})
+            "python e2e: PyTorch DDP example under live mode" + (" (flash)" if flash else ""),
+            ["m%d" % i for i in range(RANKS)], ["s0"], job,
+            {"stack": "byterobust", "params": params})
 
     def wait_started_after(self, t, timeout_s):
         return self.wait_for(lambda r: is_event(r, "JobStarted") and r["t_s"] > t, timeout_s,
@@ -131,5 +144,112 @@ def run(args):
         print("passed in %.1f s" % (time.monotonic() - t_begin))
 
 
+def rank_pids(c):
+    """The job's rank processes by rank, from /proc: the example's command line with this
+    run's digest file, and RANK from its environment."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+            if c.digest.encode() not in argv:
+                continue
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue  # gone meanwhile
+        out[int(env[b"RANK"])] = int(pid)
+    return out
+
+
+def outcome_of(c, start):
+    """The outcome record of the action a JobStarted event completed."""
+    aid = start["event"]["action"]
+    return c.wait_for(lambda r: r.get("kind") == "outcome" and r.get("id") == aid, 10,
+                      "the outcome of start %d" % aid)
+
+
+def run_flash(args):
+    t_begin = time.monotonic()
+    require_torch(args.python)
+    c = Cluster(args, flash=True)
+    with c.kept_on_failure():
+        reference = reference_digest(args, c.dir)
+        c.start()
+        # As above: the kill comes once the replayed job runs too.
+        c.wait_step(100, 90)
+        before = rank_pids(c)
+        check(sorted(before) == list(range(RANKS)), "rank processes found: %s" % before)
+        t_kill = c.inject("m1", "kill")
+        exited = lambda r: is_event(r, "ProcessExit") and r["t_s"] >= t_kill
+        exit_ev = c.wait_for(exited, 20, "a ProcessExit")
+        started = c.wait_started_after(t_kill, 60)
+        out = outcome_of(c, started)
+        resumed = started["event"]["step"]
+        after = rank_pids(c)
+        records = c.records()
+        last_before = max(r["step"] for r in records
+                          if r.get("kind") == "progress" and r["t_s"] <= exit_ev["t_s"])
+        held = [int(r["text"].split("after step ")[1]) for r in records
+                if r.get("kind") == "note" and "holds in place after step" in r.get("text", "")
+                and t_kill <= r["t_s"] <= started["t_s"]]
+        print("kill m1 at t=%.1f s: in-place restart took %.2f s (%s); resumed from step %d "
+              "(rank 0 reported step %d before the exit; held: %s)"
+              % (t_kill, out["duration_s"], out["detail"], resumed, last_before, held))
+        print("pids before %s, after %s" % (before, after))
+        check(out["detail"].startswith("in place: ranks 0,2,3 kept, ranks 1 relaunched"),
+              "the restart after the kill was not in place: %s" % out["detail"])
+        check(all(after.get(r) == before[r] for r in (0, 2, 3)),
+              "a survivor's process was replaced: %s then %s" % (before, after))
+        check(after.get(1) not in (None, before[1]), "rank 1 was not relaunched: %s" % after)
+        check(len(held) == RANKS - 1 and resumed == max(held),
+              "the job did not resume from the survivors' step: held %s, resumed %d"
+              % (held, resumed))
+        # At most the step in flight lost: the survivors held the step rank 0 reported last
+        # before the exit, or the one after it.
+        check(resumed >= last_before, "resumed from step %d, before rank 0's last step %d"
+              % (resumed, last_before))
+        in_place_s = out["duration_s"]
+        # A second in-place restart, and a kill of a survivor (m3) while it re-forms: that
+        # start fails, and the next one, with no rank holding, is an ordinary restart.
+        c.wait_step(resumed + 20, 60)
+        t_kill2 = c.inject("m2", "kill")
+        reform = c.wait_for(lambda r: r.get("kind") == "note" and r["t_s"] >= t_kill2 and
+                            r.get("text", "").startswith("in-place restart of generation"), 30,
+                            "the second in-place restart")
+        t_kill3 = c.inject("m3", "kill")
+        failed = c.wait_for(lambda r: is_event(r, "StartFailed") and r["t_s"] >= t_kill3, 60,
+                            "the in-place start failing after the kill during the re-form")
+        fallback = c.wait_for(lambda r: r.get("kind") == "note" and r["t_s"] >= t_kill3 and
+                              r.get("text", "").startswith("in-place restart not possible"), 60,
+                              "the fallback to an ordinary restart")
+        started2 = c.wait_started_after(fallback["t_s"], 90)
+        out2 = outcome_of(c, started2)
+        print("kill m2 at t=%.1f s, in-place re-form at t=%.1f s, kill m3 at t=%.1f s: start "
+              "failed at t=%.1f s (%s); %s; ordinary restart took %.2f s (%s)"
+              % (t_kill2, reform["t_s"], t_kill3, failed["t_s"],
+                 failed["event"].get("signature", ""), fallback["text"], out2["duration_s"],
+                 out2["detail"]))
+        check(not out2["detail"].startswith("in place"), "the fallback restart was in place")
+        check("(local)" in out2["detail"] or "(peer)" in out2["detail"],
+              "the fallback restart did not restore a checkpoint: %s" % out2["detail"])
+        print("restart durations: in place %.2f s, ordinary %.2f s" % (in_place_s,
+                                                                         out2["duration_s"]))
+        code = c.procs["controller"].wait(timeout=120)
+        check(code == 0, "the controller exited %d, not 0 (the job finished)" % code)
+        with open(c.digest) as f:
+            live = f.read().strip()
+        print("digest fault-free %s\ndigest live       %s" % (reference, live))
+        check(live == reference, "the parameters after the faults differ from the fault-free run's")
+        check_replay_decisions(args, c.dir)
+        print("passed in %.1f s" % (time.monotonic() - t_begin))
+
+
 if __name__ == "__main__":
-    live_harness.main(__doc__, run)
+    if "--flash" in sys.argv:
+        sys.argv.remove("--flash")
+        live_harness.main(__doc__, run_flash)
+    else:
+        live_harness.main(__doc__, run)

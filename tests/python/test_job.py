@@ -240,6 +240,33 @@ class JobTest(unittest.TestCase):
         h.close()
 
 
+class InPlaceOptInTest(unittest.TestCase):
+    """recover() acts only for a job that opts in (rebuild=) under a launch that re-forms in
+    place (FAULTLINE_REFORM_FILE, the config's job.in_place): otherwise the error goes on as
+    it would without faultline."""
+
+    def test_without_job_in_place_or_rebuild_the_error_is_raised_again(self):
+        with tempfile.TemporaryDirectory() as d:
+            for rebuild, reform in ((lambda: None, None), (None, os.path.join(d, "reform.0"))):
+                h = Harness(d)
+                if reform:
+                    h.env["FAULTLINE_REFORM_FILE"] = reform
+                job = faultline.Job(h.model, h.optimizer, env=h.env, rebuild=rebuild)
+                error = RuntimeError("Connection closed by peer")
+                with self.assertRaises(RuntimeError) as caught:
+                    job.recover(error)
+                self.assertIs(caught.exception, error)
+                self.assertNotIn(b"holding", _pending(h.r))
+
+
+def _pending(fd):
+    """What the fake agent's end of the report pipe holds now."""
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return b""
+
+
 def _agreement_rank(rank, port, workdirs, results):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     dist.init_process_group("gloo", rank=rank, world_size=2)

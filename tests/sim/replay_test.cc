@@ -279,6 +279,59 @@ TEST(SimReplay, MachineDownUnderRequeueAndByterobust) {
   EXPECT_FALSE(br["sim"]["policy_params"].contains("checkpoint_write_s"));
 }
 
+// In-place starts (recovery=flash live with job.in_place: the outcome begins "in place:") are
+// timed apart from the ordinary restarts: job.inplace_init_s from theirs, job.init_s from the
+// others'; a run without one gives job.inplace_init_s job.init_s's value.
+TEST(SimReplay, InPlaceStartsAreCalibratedApart) {
+  constexpr double kFirst = 2, kInPlace = 0.7, kOrdinary = 3.5;
+  LogFile log("inplace");
+  log.add(header());
+  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kFirst, 1, kFirst));
+  auto [s1, c1] = run_steps(log, kFirst, 100, 0);
+  (void)c1;
+  log.add(action(100, 2,
+                 {{"type", "StartJob"},
+                  {"reason", "restart"},
+                  {"mechanism", "reattempt"},
+                  {"in_place", true}}));
+  json in_place = outcome(100 + kInPlace, 2, kInPlace);
+  in_place["detail"] = "in place: ranks 0,2,3 kept, ranks 1 relaunched; every rank started";
+  log.add(in_place);
+  auto [s2, c2] = run_steps(log, 100 + kInPlace, 200, s1);
+  (void)c2;
+  // In place asked, an ordinary start taken (its outcome says nothing of in place).
+  log.add(action(200, 3,
+                 {{"type", "StartJob"},
+                  {"reason", "restart"},
+                  {"mechanism", "reattempt"},
+                  {"in_place", true}}));
+  log.add(outcome(200 + kOrdinary, 3, kOrdinary));
+  auto [s3, c3] = run_steps(log, 200 + kOrdinary, kHorizon, s2);
+  (void)c3;
+  log.add(summary(kHorizon, s3));
+  const json r = replay({log.write(), "--replicas", "1"});
+  ASSERT_TRUE(r.contains("calibration"));
+  EXPECT_DOUBLE_EQ(r["calibration"]["job.inplace_init_s"]["value"].get<double>(), kInPlace);
+  EXPECT_EQ(r["calibration"]["job.inplace_init_s"]["samples"].get<int>(), 1);
+  EXPECT_DOUBLE_EQ(r["calibration"]["job.init_s"]["value"].get<double>(), kOrdinary);
+  EXPECT_DOUBLE_EQ(r["calibration"]["job.first_init_s"]["value"].get<double>(), kFirst);
+
+  LogFile once("noinplace");
+  once.add(header());
+  once.add(
+      action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  once.add(outcome(kFirst, 1, kFirst));
+  auto [only, only_ckpt] = run_steps(once, kFirst, kHorizon, 0);
+  (void)only_ckpt;
+  once.add(summary(kHorizon, only));
+  const json o = replay({once.write(), "--replicas", "1"});
+  ASSERT_TRUE(o.contains("calibration"));
+  EXPECT_DOUBLE_EQ(o["calibration"]["job.inplace_init_s"]["value"].get<double>(),
+                   o["calibration"]["job.init_s"]["value"].get<double>());
+  EXPECT_EQ(o["calibration"]["job.inplace_init_s"]["samples"].get<int>(), 0);
+}
+
 // The first start and the restarts are timed apart (job.first_init_s, job.init_s): a fresh
 // launch of a PyTorch job took 2.2 s where a restart took 3.7 s, and one median for both put
 // the replayed job's first steps, and any fault early in the run, in the wrong place.

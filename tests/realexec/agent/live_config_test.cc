@@ -80,22 +80,31 @@ TEST_F(LiveConfigKeys, ReplicaGroupsAreForJobsOfOneProcessPerReplica) {
 
 // A module live mode cannot run is refused when the config is read, in one line naming the
 // field, rather than run as another (recovery=flash was run as an ordinary restart, noted).
+// recovery=flash runs live on a job that re-forms its process group in place (job.in_place).
 TEST_F(LiveConfigKeys, ARecoveryLiveModeCannotRunIsRefusedAtTheStart) {
   const json job{{"versions", {{"v1", {"/bin/true"}}}}};
-  const auto with = [&](const char* recovery, bool replica_groups) {
+  const auto with = [&](const char* recovery, bool replica_groups, bool in_place = false) {
     json j = job;
     j["replica_groups"] = replica_groups;
+    j["in_place"] = in_place;
     return load(j, {{"policy", {{"stack", "byterobust"}, {"params", {{"recovery", recovery}}}}}});
   };
   const std::string flash = with("flash", false);
   EXPECT_EQ(flash.rfind(dir_ + "/live.json: policy.params.recovery: expected a module that runs "
-                               "live, got \"flash\": simulator only: live mode has no in-place "
-                               "restart",
+                               "live, got \"flash\": live only with job.in_place",
                         0),
             0u)
       << flash;
   EXPECT_EQ(flash.find('\n'), std::string::npos) << "one line";
-  EXPECT_NE(with("flash", true), "") << "replica groups restart no one in place either";
+  EXPECT_EQ(with("flash", false, true), "") << "a job that re-forms in place runs it";
+  EXPECT_NE(with("flash", true), "") << "replica groups restart no one in place";
+  const std::string both = with("flash", true, true);
+  EXPECT_EQ(both, dir_ +
+                      "/live.json: job.in_place: expected false with job.replica_groups "
+                      "(replica groups rejoin a peer, they restart no one in place)");
+  json bad = job;
+  bad["in_place"] = "yes";
+  EXPECT_EQ(load(bad), dir_ + "/live.json: job.in_place: expected true or false");
   const std::string ddp = with("migrate", false);
   EXPECT_NE(ddp.find("policy.params.recovery: expected a module that runs live, got "
                      "\"migrate\": live only with job.replica_groups"),

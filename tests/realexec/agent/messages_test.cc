@@ -192,6 +192,27 @@ TEST(Messages, FaultAcknowledgementsAndTheKindsAJobTakesAreChecked) {
             "report: faults: expected fault kinds (printable strings of 1 to 16 characters)");
 }
 
+// In place (PROTOCOL.md, "In-place restarts"): a holding report names the step it holds; the
+// replies of a sparing kill and of an in-place launch name ranks.
+TEST(Messages, InPlaceReportsAndRepliesAreChecked) {
+  EXPECT_EQ(parse_rank_report_line(R"({"type":"holding","rank":2,"step":44})").step, 44);
+  EXPECT_EQ(refusal([] { parse_rank_report_line(R"({"type":"holding","rank":2})"); }),
+            "report: step: missing (expected the step the rank holds)");
+  const auto reply = std::get<AgentReply>(
+      decode_agent_message(json{{"type", "done"}, {"req", 4}, {"spared", {0, 3}}}));
+  ASSERT_TRUE(reply.spared);
+  EXPECT_EQ(*reply.spared, (std::vector<std::int64_t>{0, 3}));
+  EXPECT_FALSE(reply.kept);
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "done"}, {"req", 4}, {"kept", {-1}}});
+            }),
+            "done: kept: expected an array of ranks (integers 0..2^20-1)");
+  EXPECT_EQ(refusal([] {
+              decode_agent_message(json{{"type", "done"}, {"req", 4}, {"spared", "0"}});
+            }),
+            "done: spared: expected an array of ranks");
+}
+
 TEST(Messages, AgentRepliesAlertsAndExitsAreChecked) {
   EXPECT_EQ(refusal([] {
               decode_agent_message(json{{"type", "done"}, {"req", 1}, {"ok", "yes"}});
