@@ -800,7 +800,8 @@ TEST(SimReplay, NanSeenInStepSamplesAndPoolReturnsReplayPhaseByPhase) {
   // round's restart: it goes straight to replay).
   auto sdc = [&](double at, int machine, int slot, bool bitwise) {
     for (double t = t0 + 1; t <= at + 1e-9; t += 1) log.add(progress(t, ++step));
-    log.add(fault(at, machine, slot, "sdc", "after=0", true));
+    // after=3: the corruption escapes the one-step bit-wise test (after=0 would fail it).
+    log.add(fault(at, machine, slot, "sdc", "after=3", true));
     // The NaN is in the next step's sample: the policy stops the job, bit-wise (passes),
     // replay (two phases), evicts and takes the standby, restarts from the last step.
     double t = at + kStep;
