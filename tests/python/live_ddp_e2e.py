@@ -25,6 +25,7 @@ from live_harness import (LiveCluster, check, check_replay_decisions, free_port,
 STEPS = 260
 STEP_MS = 40
 RANKS = 4
+CRASH = "CUDA error: an illegal memory access was encountered"
 
 
 class Cluster(LiveCluster):
@@ -106,21 +107,63 @@ def run(args):
             check("rank 2 took the injected directive 'id=" in f.read(),
                   "the agent of m2 did not log rank 2's acknowledgement of the nan")
         check(t_nan <= nan_ev["t_s"], "the nan was recorded after the NaN it caused")
-        # slow 3 on m3: acknowledged by rank 3, recorded, and the job's steps slow down (every
+        # crash on m1, in the rank's own words: its fatal report's signature is the
+        # ProcessExit's, recorded once rank 1 acknowledged it (before it exited).
+        c.wait_step(started["event"].get("step", 0) + 15, 60)
+        t_crash = c.inject("m1", "crash", CRASH)
+        crash_ev = c.wait_for(lambda r: is_event(r, "ProcessExit") and r["t_s"] >= t_crash
+                              and r["event"].get("machine") == 1, 20, "a ProcessExit of m1")
+        started = c.wait_started_after(crash_ev["t_s"], 60)
+        print("crash on m1 at t=%.1f s: ProcessExit (exit %s, \"%s\") after %.1f s, resumed "
+              "from step %d after %.1f s"
+              % (t_crash, crash_ev["event"].get("exit_code"), crash_ev["event"].get("signature"),
+                 crash_ev["t_s"] - t_crash, started["event"].get("step", -1),
+                 started["t_s"] - t_crash))
+        check(CRASH in crash_ev["event"].get("signature", ""),
+              "the ProcessExit of m1 does not carry the crash's signature: %s" % crash_ev["event"])
+        check(crash_ev["event"].get("exit_code") == 1, "the crashed rank exited %s, not 1"
+              % crash_ev["event"].get("exit_code"))
+        check(started["event"].get("step", -1) > 0,
+              "the restart after the crash did not restore a checkpoint")
+        # sdc on m2: from its next step rank 2 flips an exponent bit of a local gradient
+        # element each step; the all-reduce carries it to every rank, the gradient norm
+        # explodes (a metric anomaly), and m2 must leave the job for it to train (the
+        # directive stays in m2's fault file, as a broken GPU would).
+        c.wait_step(started["event"].get("step", 0) + 15, 60)
+        t_sdc = c.inject("m2", "sdc")
+        anomaly = c.wait_for(lambda r: r.get("kind") == "note" and r["t_s"] >= t_sdc
+                             and r.get("text", "").startswith("detected: metric anomaly"),
+                             30, "the sdc's metric anomaly")
+        evict = c.wait_for(lambda r: r.get("kind") == "action" and r["t_s"] >= t_sdc
+                           and r["action"].get("type") == "EvictMachines"
+                           and 2 in r["action"].get("machines", []), 150,
+                           "m2 evicted for the sdc")
+        started = c.wait_started_after(evict["t_s"], 90)
+        print("sdc on m2 at t=%.1f s: %s after %.1f s; m2 evicted (%s) after %.1f s; resumed "
+              "from step %d after %.1f s"
+              % (t_sdc, anomaly["text"], anomaly["t_s"] - t_sdc,
+                 evict["action"].get("mechanism"), evict["t_s"] - t_sdc,
+                 started["event"].get("step", -1), started["t_s"] - t_sdc))
+        check(started["event"].get("step", -1) > 0,
+              "the restart after the sdc did not restore a checkpoint")
+        # slow 3 on m0: acknowledged by rank 0, recorded, and the job's steps slow down (every
         # rank waits for it in the all-reduce). It stays to the end, as in the replay.
         c.wait_step(started["event"].get("step", 0) + 15, 60)
         samples = lambda a, b: sorted(r["event"]["step_time_s"] for r in c.records()
                                       if is_event(r, "StepSample") and a <= r["t_s"] < b
                                       and r["event"].get("step_time_s"))
         before = samples(started["t_s"], float("inf"))
-        t_slow = c.inject("m3", "slow", "3")
+        t_slow = c.inject("m0", "slow", "3")
         c.wait_for(lambda r: r.get("kind") == "progress" and r["t_s"] > t_slow + 2, 60,
                    "training under the slow fault")
         after = samples(t_slow + 0.5, float("inf"))
         check(before and after, "no step samples around the slow fault")
         ratio = after[len(after) // 2] / before[len(before) // 2]
-        print("slow 3 on m3 at t=%.1f s: median step time x%.1f" % (t_slow, ratio))
-        check(ratio > 1.8, "the slow fault on m3 did not slow the job's steps (x%.2f)" % ratio)
+        print("slow 3 on m0 at t=%.1f s: median step time x%.1f" % (t_slow, ratio))
+        check(ratio > 1.8, "the slow fault on m0 did not slow the job's steps (x%.2f)" % ratio)
+        faults = [(r["fault"], r["machine"]) for r in c.records() if r.get("kind") == "fault"]
+        check(faults == [("kill", 1), ("nan", 2), ("crash", 1), ("sdc", 2), ("slow", 0)],
+              "fault records %s, not the five injected" % faults)
         code = c.procs["controller"].wait(timeout=120)
         check(code == 0, "the controller exited %d, not 0 (the job finished)" % code)
         with open(c.digest) as f:
