@@ -89,6 +89,7 @@ HANG_GAP_BOUND_S = REPLICA_TIMEOUT_S + 2 + GAP_BOUND_S
 SLOW_AT = STEPS - 100
 SLOW_FACTOR = 4
 FINISHED = "every rank finished its steps"
+CRASH = "CUDA error: an illegal memory access was encountered"
 
 
 def replica_event(kind, replica, after):
@@ -615,6 +616,41 @@ def run_faults(args):
         c.wait_for(lambda r: r.get("kind") == "progress" and r["t_s"] > restart["t_s"]
                    and r.get("step", 0) >= KILL_AT, 90, "training after the NaN restart")
 
+        # --- crash on m3: replica 3 exits in its own words, drops out and rejoins ---
+        t_crash = c.inject("m3", "crash", CRASH)
+        drop3 = c.wait_for(replica_event("ReplicaDropped", 3, t_crash), 30,
+                           "a ReplicaDropped of replica 3", forbid=restarted(restart["t_s"]))
+        back3 = c.wait_for(replica_event("ReplicaRejoined", 3, drop3["t_s"]), 90,
+                           "replica 3 rejoined after its crash", forbid=restarted(restart["t_s"]))
+        print("crash on m3 at t=%.1f s: ReplicaDropped after %.2f s (exit %s, \"%s\"), "
+              "rejoined after %.2f s, the world never stopped"
+              % (t_crash, drop3["t_s"] - t_crash, drop3["event"].get("exit_code"),
+                 drop3["event"].get("signature"), back3["t_s"] - t_crash))
+        check(CRASH in drop3["event"].get("signature", ""),
+              "replica 3's drop does not carry the crash's signature: %s" % drop3["event"])
+        check(drop3["event"].get("exit_code") == 1, "replica 3 exited %s, not 1"
+              % drop3["event"].get("exit_code"))
+
+        # --- sdc on m1: replica 1 corrupts its gradient each step; the all-reduce carries it
+        # to every replica, the gradient norm explodes: a metric anomaly; m1 must leave ---
+        t_sdc = c.inject("m1", "sdc")
+        anomaly = c.wait_for(lambda r: r.get("kind") == "note" and r["t_s"] >= t_sdc
+                             and r.get("text", "").startswith("detected: metric anomaly"),
+                             30, "the sdc's metric anomaly")
+        evict = c.wait_for(lambda r: r.get("kind") == "action" and r["t_s"] >= t_sdc
+                           and r["action"].get("type") == "EvictMachines"
+                           and 1 in r["action"].get("machines", []), 150,
+                           "m1 evicted for the sdc")
+        restart = c.wait_for(lambda r: is_event(r, "JobStarted") and r["t_s"] > evict["t_s"],
+                             90, "a JobStarted after m1's eviction")
+        print("sdc on m1 at t=%.1f s: %s after %.2f s; m1 evicted (%s) after %.1f s; the world "
+              "started again after %.1f s"
+              % (t_sdc, anomaly["text"], anomaly["t_s"] - t_sdc,
+                 evict["action"].get("mechanism"), evict["t_s"] - t_sdc,
+                 restart["t_s"] - t_sdc))
+        c.wait_for(lambda r: r.get("kind") == "progress" and r["t_s"] > restart["t_s"] + 2,
+                   90, "training after the sdc's eviction")
+
         # --- slow on m2, near the end (it stays): the group waits for replica 2 ---
         c.wait_step(SLOW_AT, 120)
         recs = c.records()
@@ -637,8 +673,8 @@ def run_faults(args):
         check(added >= floor, "the slow fault on m2 added %.3f s to the group's median step, "
               "not the %.3f s its pause alone must" % (added, floor))
         faults = [(r["fault"], r["machine"]) for r in c.records() if r.get("kind") == "fault"]
-        check(faults == [("nan", 1), ("slow", 2)], "fault records %s, not nan on m1 and slow on "
-              "m2" % faults)
+        check(faults == [("nan", 1), ("crash", 3), ("sdc", 1), ("slow", 2)],
+              "fault records %s, not nan on m1, crash on m3, sdc on m1 and slow on m2" % faults)
 
         c.wait_for(lambda r: r.get("kind") == "note" and r.get("text") == FINISHED, 300,
                    "the note \"%s\"" % FINISHED)
