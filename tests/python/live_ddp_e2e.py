@@ -2,13 +2,23 @@
 """End to end: the PyTorch DDP example (examples/pytorch/ddp_gloo.py) under real live mode.
 
 A controller and five agents on loopback (4 job machines, 1 standby, 1 rank each) run the
-example with python3. The test kills machine m1's rank (`inject --fault kill`), then makes
-m2's next gradient NaN (`inject --fault nan`), and checks that live mode saw both (a
-ProcessExit and a NaN step in state/events.jsonl), restarted the job from a checkpoint each
-time (the NaN recorded only once rank 2 acknowledged it, before the NaN it caused), then makes
-m3 slow (`inject --fault slow --detail 3`, acknowledged, recorded, the job's steps slower to
-the end), and that the job, run to its last step, ends with parameters bit-identical (SHA-256)
-to a fault-free run of the same example with the same world size, outside faultline.
+example with python3, and the test injects, one after the other, each once the job trains
+again:
+
+  kill on m1     a ProcessExit; the job restarts from a checkpoint.
+  nan on m2      recorded once rank 2 acknowledged it, before the NaN step sample it causes;
+                 the job restarts from a checkpoint before that step.
+  crash on m1    in the rank's own words: the ProcessExit carries the injected signature and
+                 exit code 1; the job restarts from a checkpoint.
+  sdc on m2      rank 2 flips an exponent bit of a local gradient element at each step: the
+                 all-reduced gradient norm explodes (a metric anomaly), the bit-wise test,
+                 which applies m2's persistent faults, fails on m2, which is evicted; s0 takes
+                 its slot and the job restarts from a checkpoint before the damage.
+  slow 3 on m0   acknowledged, recorded, the job's steps slower to the end.
+
+The job, run to its last step, must end with parameters bit-identical (SHA-256) to a
+fault-free run of the same example with the same world size, outside faultline, and the
+event log must hold exactly the five faults.
 Last, `faultline sim replay` of the run's event log must take the live run's decisions:
 each one matched, or explained by a listed unmodelled difference (docs/running-live.md).
 Exit 0 on success, 1 with the reason on failure (a missing torch included).
@@ -138,6 +148,11 @@ def run(args):
                            and r["action"].get("type") == "EvictMachines"
                            and 2 in r["action"].get("machines", []), 150,
                            "m2 evicted for the sdc")
+        # after=0 corrupts the bit-wise test's one step too: it fails on m2 (after=3 would pass
+        # it, and the replay module would locate the machine instead).
+        check(evict["action"].get("mechanism") == "stop_time_eviction",
+              "m2 was evicted by %s, not by the failed bit-wise test"
+              % evict["action"].get("mechanism"))
         started = c.wait_started_after(evict["t_s"], 90)
         print("sdc on m2 at t=%.1f s: %s after %.1f s; m2 evicted (%s) after %.1f s; resumed "
               "from step %d after %.1f s"

@@ -50,8 +50,16 @@ With --faults, another run (issue 52: a recorded fault is a fault that happened)
              the job's acknowledgement, recorded, and seen by the policy as a NaN step sample of
              replica 0, whose all-reduce carried it; the world stops for it and starts again,
              as the replay does (the old replica groups ignored nan: the replay diverged).
-  then       `inject --fault slow --detail 4` on m2: recorded once acknowledged; the carrier's
-             step times grow (the group waits for replica 2 in its all-reduce).
+  then       `inject --fault crash` on m3: replica 3 exits in its own words (its drop carries
+             the injected signature and exit code 1), drops out and rejoins; the world never
+             stops.
+  then       `inject --fault sdc` on m1: replica 1 flips an exponent bit of its local gradient
+             at each step; the all-reduce carries it to every replica (a metric anomaly), the
+             bit-wise test, which applies m1's persistent faults, fails on m1, which is
+             evicted; the world starts again with the standby s0 in its slot.
+  then       `inject --fault slow --detail 4` on m2, SLOW_AT steps in: recorded once
+             acknowledged; the carrier's step times grow (the group waits for replica 2 in its
+             all-reduce).
   the end    the job finishes; with --replay the replay takes the live decisions.
 
 Exit 0 on success, 1 with the reason on failure (a missing torch included).
@@ -641,6 +649,11 @@ def run_faults(args):
                            and r["action"].get("type") == "EvictMachines"
                            and 1 in r["action"].get("machines", []), 150,
                            "m1 evicted for the sdc")
+        # after=0 corrupts the bit-wise test's one step too: it fails on m1 (after=3 would pass
+        # it, and the replay module would locate the machine instead).
+        check(evict["action"].get("mechanism") == "stop_time_eviction",
+              "m1 was evicted by %s, not by the failed bit-wise test"
+              % evict["action"].get("mechanism"))
         restart = c.wait_for(lambda r: is_event(r, "JobStarted") and r["t_s"] > evict["t_s"],
                              90, "a JobStarted after m1's eviction")
         print("sdc on m1 at t=%.1f s: %s after %.2f s; m1 evicted (%s) after %.1f s; the world "
