@@ -53,6 +53,9 @@ With --faults, another run (issue 52: a recorded fault is a fault that happened)
   then       `inject --fault crash` on m3: replica 3 exits in its own words (its drop carries
              the injected signature and exit code 1), drops out and rejoins; the world never
              stops.
+  then       `inject --fault stop` on m2: replica 2 is frozen (SIGSTOP); the others'
+             collectives time out, the controller kills it (a drop for a hang) and it rejoins;
+             the world never stops.
   then       `inject --fault sdc` on m1: replica 1 flips an exponent bit of its local gradient
              at each step; the all-reduce carries it to every replica (a metric anomaly), the
              bit-wise test, which applies m1's persistent faults, fails on m1, which is
@@ -639,6 +642,20 @@ def run_faults(args):
         check(drop3["event"].get("exit_code") == 1, "replica 3 exited %s, not 1"
               % drop3["event"].get("exit_code"))
 
+        # --- stop on m2: replica 2 is frozen (SIGSTOP); the others' collectives time out, the
+        # controller kills the silent replica, which drops out and rejoins ---
+        t_stop = c.inject("m2", "stop")
+        drop2 = c.wait_for(replica_event("ReplicaDropped", 2, t_stop), 40,
+                           "a ReplicaDropped of replica 2", forbid=restarted(restart["t_s"]))
+        back2 = c.wait_for(replica_event("ReplicaRejoined", 2, drop2["t_s"]), 90,
+                           "replica 2 rejoined after its stop", forbid=restarted(restart["t_s"]))
+        print("stop on m2 at t=%.1f s: ReplicaDropped after %.2f s (\"%s\"), rejoined after "
+              "%.2f s, the world never stopped"
+              % (t_stop, drop2["t_s"] - t_stop, drop2["event"].get("signature"),
+                 back2["t_s"] - t_stop))
+        check(drop2["event"].get("signature", "").startswith("hang:"),
+              "replica 2's drop is not the hang of a silent replica: %s" % drop2["event"])
+
         # --- sdc on m1: replica 1 corrupts its gradient each step; the all-reduce carries it
         # to every replica, the gradient norm explodes: a metric anomaly; m1 must leave ---
         t_sdc = c.inject("m1", "sdc")
@@ -686,8 +703,9 @@ def run_faults(args):
         check(added >= floor, "the slow fault on m2 added %.3f s to the group's median step, "
               "not the %.3f s its pause alone must" % (added, floor))
         faults = [(r["fault"], r["machine"]) for r in c.records() if r.get("kind") == "fault"]
-        check(faults == [("nan", 1), ("crash", 3), ("sdc", 1), ("slow", 2)],
-              "fault records %s, not nan on m1, crash on m3, sdc on m1 and slow on m2" % faults)
+        check(faults == [("nan", 1), ("crash", 3), ("stop", 2), ("sdc", 1), ("slow", 2)],
+              "fault records %s, not nan on m1, crash on m3, stop on m2, sdc on m1 and slow on "
+              "m2" % faults)
 
         c.wait_for(lambda r: r.get("kind") == "note" and r.get("text") == FINISHED, 300,
                    "the note \"%s\"" % FINISHED)
