@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <initializer_list>
 #include <iomanip>
 #include <iterator>
@@ -551,10 +552,28 @@ Shape shape_of(const FaultRecord& f, const Observed& seen, bool replicas, json& 
   return s;
 }
 
+// The steps of the live run's bit-wise alignment probe: job.bitwise_steps of the config the
+// header names; live mode's default, 1, when the config is unreadable or does not set it.
+int bitwise_probe_steps(const traces::EventLogHeader& h) {
+  if (h.config_file.empty()) return 1;
+  std::ifstream in(h.config_file);
+  const json cfg = in ? json::parse(in, nullptr, false) : json();
+  const json* job = cfg.is_object() && cfg.contains("job") ? &cfg["job"] : nullptr;
+  if (job == nullptr || !job->is_object() || !job->contains("bitwise_steps")) return 1;
+  const json& steps = (*job)["bitwise_steps"];
+  return steps.is_number_integer() && steps.get<std::int64_t>() >= 1 &&
+                 steps.get<std::int64_t>() <= 1000000
+             ? static_cast<int>(steps.get<std::int64_t>())
+             : 1;
+}
+
 // Stop-time tests find what the live run's tests could find: a transient fault leaves a
-// healthy machine (nothing to find); silent corruption after N steps escapes the one-step
-// bit-wise test and is reproduced by replay.
-json recall_of(const FaultRecord& f) {
+// healthy machine (nothing to find); silent corruption from a process's (N+1)-th step
+// (`sdc after=N`, N = 0 without a detail) is reproduced by replay, and shows in the
+// bit-wise test of `bitwise_steps` steps (the stress test: 10 times as many), which apply
+// the machine's persistent faults, only when N is below its steps: after=0 fails the
+// one-step bit-wise test, after=3 escapes it.
+json recall_of(const FaultRecord& f, int bitwise_steps) {
   json recall = json::object();
   const bool sdc = f.fault == FaultKind::kSdc;
   for (int k = 0; k < kProbeKinds; ++k)
@@ -563,13 +582,19 @@ json recall_of(const FaultRecord& f) {
             ? 1.0
             : 0.0;
   recall["replay"] = sdc || f.persistent ? 1.0 : 0.0;
+  if (sdc) {
+    const std::string& d = f.detail;
+    const double after = d.rfind("after=", 0) == 0 ? std::strtod(d.c_str() + 6, nullptr) : 0;
+    recall[probe_key(ProbeKind::kBitwise)] = after < bitwise_steps ? 1.0 : 0.0;
+    recall[probe_key(ProbeKind::kStress)] = after < 10.0 * bitwise_steps ? 1.0 : 0.0;
+  }
   return recall;
 }
 
 // The fault category of replayed fault number `k` (0-based). `*empty_signature`: it exits
 // with no log line (the parsed scenario's default signature is then cleared).
 json fault_category(const ReplayedFault& r, std::size_t k, const traces::EventLogHeader& h,
-                    bool replicas, bool* empty_signature) {
+                    bool replicas, int bitwise_steps, bool* empty_signature) {
   const auto& f = r.record.value;
   const Observed& seen = r.seen;
   json c;
@@ -581,7 +606,7 @@ json fault_category(const ReplayedFault& r, std::size_t k, const traces::EventLo
   const Shape s = shape_of(f, seen, replicas, c);
   c["symptom"] = s.symptom;
   c["class"] = s.cls;
-  c["recall"] = recall_of(f);
+  c["recall"] = recall_of(f, bitwise_steps);
   if (!s.alert.empty()) c["alert"] = s.alert;
   const bool exits = s.symptom == "crash" || (s.symptom == "nan" && seen.found);
   if (exits) {
@@ -1036,9 +1061,11 @@ ReplayedFaults replayed_faults(const LiveRun& run, Calibration& cal) {
                                 "hang to watchdog exit, median of " + std::to_string(lags.size()),
                                 static_cast<int>(lags.size())};
   const bool replicas = ran_replica_groups(log);
+  const int bitwise_steps = bitwise_probe_steps(log.header);
   for (std::size_t k = 0; k < r.faults.size(); ++k) {
     bool empty_signature = false;
-    r.categories.push_back(fault_category(r.faults[k], k, log.header, replicas, &empty_signature));
+    r.categories.push_back(
+        fault_category(r.faults[k], k, log.header, replicas, bitwise_steps, &empty_signature));
     r.empty_signature.push_back(empty_signature);
     r.scopes.push_back(r.faults[k].record.value.fault == FaultKind::kUpdate ? traces::Scope::kJob
                                                                             : traces::Scope::kNode);

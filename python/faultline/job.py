@@ -118,7 +118,10 @@ class Job:
         except Exception as e:  # any failure here leaves the rank useless: say why and go
             self._fatal("restore: %s" % e)
         self._done = step
-        self._reporter.started(self.rank, step, restored_from, self._version, KINDS)
+        # The kinds it takes: none without a fault file (the agent then refuses every
+        # directive at once instead of waiting for an acknowledgement that cannot come).
+        self._reporter.started(self.rank, step, restored_from, self._version,
+                               KINDS if self._faults.enabled else None)
         return step
 
     def _restore(self):

@@ -392,8 +392,12 @@ void Job::store_peer_copy(const std::string& from_prev) {
 int Job::train() {
   join_group(rendezvous_deadline());
   restore(/*write_back=*/true);
+  // The kinds it takes: none without a fault file (the agent then refuses every directive at
+  // once instead of waiting for an acknowledgement that cannot come).
   reporter_.started(opt_.rank, state_.step, restored_from_, opt_.version,
-                    {"crash", "hang", "nan", "slow", "sdc"});
+                    opt_.fault_file.empty()
+                        ? std::vector<std::string>{}
+                        : std::vector<std::string>{"crash", "hang", "nan", "slow", "sdc"});
   int loss_fd = -1;
   if (opt_.rank == 0 && !opt_.loss_log.empty()) {
     loss_fd = ::open(opt_.loss_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

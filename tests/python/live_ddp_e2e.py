@@ -2,13 +2,23 @@
 """End to end: the PyTorch DDP example (examples/pytorch/ddp_gloo.py) under real live mode.
 
 A controller and five agents on loopback (4 job machines, 1 standby, 1 rank each) run the
-example with python3. The test kills machine m1's rank (`inject --fault kill`), then makes
-m2's next gradient NaN (`inject --fault nan`), and checks that live mode saw both (a
-ProcessExit and a NaN step in state/events.jsonl), restarted the job from a checkpoint each
-time (the NaN recorded only once rank 2 acknowledged it, before the NaN it caused), then makes
-m3 slow (`inject --fault slow --detail 3`, acknowledged, recorded, the job's steps slower to
-the end), and that the job, run to its last step, ends with parameters bit-identical (SHA-256)
-to a fault-free run of the same example with the same world size, outside faultline.
+example with python3, and the test injects, one after the other, each once the job trains
+again:
+
+  kill on m1     a ProcessExit; the job restarts from a checkpoint.
+  nan on m2      recorded once rank 2 acknowledged it, before the NaN step sample it causes;
+                 the job restarts from a checkpoint before that step.
+  crash on m1    in the rank's own words: the ProcessExit carries the injected signature and
+                 exit code 1; the job restarts from a checkpoint.
+  sdc on m2      rank 2 flips an exponent bit of a local gradient element at each step: the
+                 all-reduced gradient norm explodes (a metric anomaly), the bit-wise test,
+                 which applies m2's persistent faults, fails on m2, which is evicted; s0 takes
+                 its slot and the job restarts from a checkpoint before the damage.
+  slow 3 on m0   acknowledged, recorded, the job's steps slower to the end.
+
+The job, run to its last step, must end with parameters bit-identical (SHA-256) to a
+fault-free run of the same example with the same world size, outside faultline, and the
+event log must hold exactly the five faults.
 Last, `faultline sim replay` of the run's event log must take the live run's decisions:
 each one matched, or explained by a listed unmodelled difference (docs/running-live.md).
 Exit 0 on success, 1 with the reason on failure (a missing torch included).
@@ -35,6 +45,7 @@ from live_harness import (LiveCluster, check, check_replay_decisions, free_port,
 STEPS = 260
 STEP_MS = 40
 RANKS = 4
+CRASH = "CUDA error: an illegal memory access was encountered"
 
 
 class Cluster(LiveCluster):
@@ -119,21 +130,68 @@ def run(args):
             check("rank 2 took the injected directive 'id=" in f.read(),
                   "the agent of m2 did not log rank 2's acknowledgement of the nan")
         check(t_nan <= nan_ev["t_s"], "the nan was recorded after the NaN it caused")
-        # slow 3 on m3: acknowledged by rank 3, recorded, and the job's steps slow down (every
+        # crash on m1, in the rank's own words: its fatal report's signature is the
+        # ProcessExit's, recorded once rank 1 acknowledged it (before it exited).
+        c.wait_step(started["event"].get("step", 0) + 15, 60)
+        t_crash = c.inject("m1", "crash", CRASH)
+        crash_ev = c.wait_for(lambda r: is_event(r, "ProcessExit") and r["t_s"] >= t_crash
+                              and r["event"].get("machine") == 1, 20, "a ProcessExit of m1")
+        started = c.wait_started_after(crash_ev["t_s"], 60)
+        print("crash on m1 at t=%.1f s: ProcessExit (exit %s, \"%s\") after %.1f s, resumed "
+              "from step %d after %.1f s"
+              % (t_crash, crash_ev["event"].get("exit_code"), crash_ev["event"].get("signature"),
+                 crash_ev["t_s"] - t_crash, started["event"].get("step", -1),
+                 started["t_s"] - t_crash))
+        check(CRASH in crash_ev["event"].get("signature", ""),
+              "the ProcessExit of m1 does not carry the crash's signature: %s" % crash_ev["event"])
+        check(crash_ev["event"].get("exit_code") == 1, "the crashed rank exited %s, not 1"
+              % crash_ev["event"].get("exit_code"))
+        check(started["event"].get("step", -1) > 0,
+              "the restart after the crash did not restore a checkpoint")
+        # sdc on m2: from its next step rank 2 flips an exponent bit of a local gradient
+        # element each step; the all-reduce carries it to every rank, the gradient norm
+        # explodes (a metric anomaly), and m2 must leave the job for it to train (the
+        # directive stays in m2's fault file, as a broken GPU would).
+        c.wait_step(started["event"].get("step", 0) + 15, 60)
+        t_sdc = c.inject("m2", "sdc")
+        anomaly = c.wait_for(lambda r: r.get("kind") == "note" and r["t_s"] >= t_sdc
+                             and r.get("text", "").startswith("detected: metric anomaly"),
+                             30, "the sdc's metric anomaly")
+        evict = c.wait_for(lambda r: r.get("kind") == "action" and r["t_s"] >= t_sdc
+                           and r["action"].get("type") == "EvictMachines"
+                           and 2 in r["action"].get("machines", []), 150,
+                           "m2 evicted for the sdc")
+        # after=0 corrupts the bit-wise test's one step too: it fails on m2 (after=3 would pass
+        # it, and the replay module would locate the machine instead).
+        check(evict["action"].get("mechanism") == "stop_time_eviction",
+              "m2 was evicted by %s, not by the failed bit-wise test"
+              % evict["action"].get("mechanism"))
+        started = c.wait_started_after(evict["t_s"], 90)
+        print("sdc on m2 at t=%.1f s: %s after %.1f s; m2 evicted (%s) after %.1f s; resumed "
+              "from step %d after %.1f s"
+              % (t_sdc, anomaly["text"], anomaly["t_s"] - t_sdc,
+                 evict["action"].get("mechanism"), evict["t_s"] - t_sdc,
+                 started["event"].get("step", -1), started["t_s"] - t_sdc))
+        check(started["event"].get("step", -1) > 0,
+              "the restart after the sdc did not restore a checkpoint")
+        # slow 3 on m0: acknowledged by rank 0, recorded, and the job's steps slow down (every
         # rank waits for it in the all-reduce). It stays to the end, as in the replay.
         c.wait_step(started["event"].get("step", 0) + 15, 60)
         samples = lambda a, b: sorted(r["event"]["step_time_s"] for r in c.records()
                                       if is_event(r, "StepSample") and a <= r["t_s"] < b
                                       and r["event"].get("step_time_s"))
         before = samples(started["t_s"], float("inf"))
-        t_slow = c.inject("m3", "slow", "3")
+        t_slow = c.inject("m0", "slow", "3")
         c.wait_for(lambda r: r.get("kind") == "progress" and r["t_s"] > t_slow + 2, 60,
                    "training under the slow fault")
         after = samples(t_slow + 0.5, float("inf"))
         check(before and after, "no step samples around the slow fault")
         ratio = after[len(after) // 2] / before[len(before) // 2]
-        print("slow 3 on m3 at t=%.1f s: median step time x%.1f" % (t_slow, ratio))
-        check(ratio > 1.8, "the slow fault on m3 did not slow the job's steps (x%.2f)" % ratio)
+        print("slow 3 on m0 at t=%.1f s: median step time x%.1f" % (t_slow, ratio))
+        check(ratio > 1.8, "the slow fault on m0 did not slow the job's steps (x%.2f)" % ratio)
+        faults = [(r["fault"], r["machine"]) for r in c.records() if r.get("kind") == "fault"]
+        check(faults == [("kill", 1), ("nan", 2), ("crash", 1), ("sdc", 2), ("slow", 0)],
+              "fault records %s, not the five injected" % faults)
         code = c.procs["controller"].wait(timeout=120)
         check(code == 0, "the controller exited %d, not 0 (the job finished)" % code)
         with open(c.digest) as f:

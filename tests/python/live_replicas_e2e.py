@@ -50,8 +50,19 @@ With --faults, another run (issue 52: a recorded fault is a fault that happened)
              the job's acknowledgement, recorded, and seen by the policy as a NaN step sample of
              replica 0, whose all-reduce carried it; the world stops for it and starts again,
              as the replay does (the old replica groups ignored nan: the replay diverged).
-  then       `inject --fault slow --detail 4` on m2: recorded once acknowledged; the carrier's
-             step times grow (the group waits for replica 2 in its all-reduce).
+  then       `inject --fault crash` on m3: replica 3 exits in its own words (its drop carries
+             the injected signature and exit code 1), drops out and rejoins; the world never
+             stops.
+  then       `inject --fault stop` on m2: replica 2 is frozen (SIGSTOP); the others'
+             collectives time out, the controller kills it (a drop for a hang) and it rejoins;
+             the world never stops.
+  then       `inject --fault sdc` on m1: replica 1 flips an exponent bit of its local gradient
+             at each step; the all-reduce carries it to every replica (a metric anomaly), the
+             bit-wise test, which applies m1's persistent faults, fails on m1, which is
+             evicted; the world starts again with the standby s0 in its slot.
+  then       `inject --fault slow --detail 4` on m2, SLOW_AT steps in: recorded once
+             acknowledged; the carrier's step times grow (the group waits for replica 2 in its
+             all-reduce).
   the end    the job finishes; with --replay the replay takes the live decisions.
 
 Exit 0 on success, 1 with the reason on failure (a missing torch included).
@@ -89,6 +100,7 @@ HANG_GAP_BOUND_S = REPLICA_TIMEOUT_S + 2 + GAP_BOUND_S
 SLOW_AT = STEPS - 100
 SLOW_FACTOR = 4
 FINISHED = "every rank finished its steps"
+CRASH = "CUDA error: an illegal memory access was encountered"
 
 
 def replica_event(kind, replica, after):
@@ -615,6 +627,60 @@ def run_faults(args):
         c.wait_for(lambda r: r.get("kind") == "progress" and r["t_s"] > restart["t_s"]
                    and r.get("step", 0) >= KILL_AT, 90, "training after the NaN restart")
 
+        # --- crash on m3: replica 3 exits in its own words, drops out and rejoins ---
+        t_crash = c.inject("m3", "crash", CRASH)
+        drop3 = c.wait_for(replica_event("ReplicaDropped", 3, t_crash), 30,
+                           "a ReplicaDropped of replica 3", forbid=restarted(restart["t_s"]))
+        back3 = c.wait_for(replica_event("ReplicaRejoined", 3, drop3["t_s"]), 90,
+                           "replica 3 rejoined after its crash", forbid=restarted(restart["t_s"]))
+        print("crash on m3 at t=%.1f s: ReplicaDropped after %.2f s (exit %s, \"%s\"), "
+              "rejoined after %.2f s, the world never stopped"
+              % (t_crash, drop3["t_s"] - t_crash, drop3["event"].get("exit_code"),
+                 drop3["event"].get("signature"), back3["t_s"] - t_crash))
+        check(CRASH in drop3["event"].get("signature", ""),
+              "replica 3's drop does not carry the crash's signature: %s" % drop3["event"])
+        check(drop3["event"].get("exit_code") == 1, "replica 3 exited %s, not 1"
+              % drop3["event"].get("exit_code"))
+
+        # --- stop on m2: replica 2 is frozen (SIGSTOP); the others' collectives time out, the
+        # controller kills the silent replica, which drops out and rejoins ---
+        t_stop = c.inject("m2", "stop")
+        drop2 = c.wait_for(replica_event("ReplicaDropped", 2, t_stop), 40,
+                           "a ReplicaDropped of replica 2", forbid=restarted(restart["t_s"]))
+        back2 = c.wait_for(replica_event("ReplicaRejoined", 2, drop2["t_s"]), 90,
+                           "replica 2 rejoined after its stop", forbid=restarted(restart["t_s"]))
+        print("stop on m2 at t=%.1f s: ReplicaDropped after %.2f s (\"%s\"), rejoined after "
+              "%.2f s, the world never stopped"
+              % (t_stop, drop2["t_s"] - t_stop, drop2["event"].get("signature"),
+                 back2["t_s"] - t_stop))
+        check(drop2["event"].get("signature", "").startswith("hang:"),
+              "replica 2's drop is not the hang of a silent replica: %s" % drop2["event"])
+
+        # --- sdc on m1: replica 1 corrupts its gradient each step; the all-reduce carries it
+        # to every replica, the gradient norm explodes: a metric anomaly; m1 must leave ---
+        t_sdc = c.inject("m1", "sdc")
+        anomaly = c.wait_for(lambda r: r.get("kind") == "note" and r["t_s"] >= t_sdc
+                             and r.get("text", "").startswith("detected: metric anomaly"),
+                             30, "the sdc's metric anomaly")
+        evict = c.wait_for(lambda r: r.get("kind") == "action" and r["t_s"] >= t_sdc
+                           and r["action"].get("type") == "EvictMachines"
+                           and 1 in r["action"].get("machines", []), 150,
+                           "m1 evicted for the sdc")
+        # after=0 corrupts the bit-wise test's one step too: it fails on m1 (after=3 would pass
+        # it, and the replay module would locate the machine instead).
+        check(evict["action"].get("mechanism") == "stop_time_eviction",
+              "m1 was evicted by %s, not by the failed bit-wise test"
+              % evict["action"].get("mechanism"))
+        restart = c.wait_for(lambda r: is_event(r, "JobStarted") and r["t_s"] > evict["t_s"],
+                             90, "a JobStarted after m1's eviction")
+        print("sdc on m1 at t=%.1f s: %s after %.2f s; m1 evicted (%s) after %.1f s; the world "
+              "started again after %.1f s"
+              % (t_sdc, anomaly["text"], anomaly["t_s"] - t_sdc,
+                 evict["action"].get("mechanism"), evict["t_s"] - t_sdc,
+                 restart["t_s"] - t_sdc))
+        c.wait_for(lambda r: r.get("kind") == "progress" and r["t_s"] > restart["t_s"] + 2,
+                   90, "training after the sdc's eviction")
+
         # --- slow on m2, near the end (it stays): the group waits for replica 2 ---
         c.wait_step(SLOW_AT, 120)
         recs = c.records()
@@ -637,7 +703,8 @@ def run_faults(args):
         check(added >= floor, "the slow fault on m2 added %.3f s to the group's median step, "
               "not the %.3f s its pause alone must" % (added, floor))
         faults = [(r["fault"], r["machine"]) for r in c.records() if r.get("kind") == "fault"]
-        check(faults == [("nan", 1), ("slow", 2)], "fault records %s, not nan on m1 and slow on "
+        check(faults == [("nan", 1), ("crash", 3), ("stop", 2), ("sdc", 1), ("slow", 2)],
+              "fault records %s, not nan on m1, crash on m3, stop on m2, sdc on m1 and slow on "
               "m2" % faults)
 
         c.wait_for(lambda r: r.get("kind") == "note" and r.get("text") == FINISHED, 300,

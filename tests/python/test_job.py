@@ -41,14 +41,15 @@ def free_port():
 class Harness:
     """A Job under a fake agent: env of a launch, reports through a pipe."""
 
-    def __init__(self, workdir, rank=0, world_size=1, ckpt_every=2, model=None):
+    def __init__(self, workdir, rank=0, world_size=1, ckpt_every=2, model=None, fault_file=None):
         self.r, self.w = os.pipe()
         os.set_blocking(self.r, False)
         self.env = {"FAULTLINE_REPORT_FD": str(self.w), "RANK": str(rank),
                     "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0",
                     "FAULTLINE_CKPT_DIR": os.path.join(workdir, "ckpt"),
                     "FAULTLINE_CKPT_EVERY": str(ckpt_every),
-                    "FAULTLINE_FAULT_FILE": os.path.join(workdir, "faults")}
+                    "FAULTLINE_FAULT_FILE": os.path.join(workdir, "faults")
+                    if fault_file is None else fault_file}
         self.model = model or make_model()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
         self.job = faultline.Job(self.model, self.optimizer, env=self.env)
@@ -221,6 +222,17 @@ class JobTest(unittest.TestCase):
                          "CUDA error: an illegal memory access was encountered")
         self.assertNotIn("not reached", out.stdout)
         self.assertEqual([r["type"] for r in h.reports()], ["started", "fatal"])
+
+    def test_without_a_fault_file_the_started_report_lists_no_fault_kind(self):
+        # The agent refuses at once, in one line, a kind the job's started report does not
+        # list; a job that reads no fault file (FAULTLINE_FAULT_FILE blank, e.g. cleared by
+        # job.env) takes none, as faultline.replicas and faultline-trainjob say.
+        h = Harness(self.dir.name, fault_file="")
+        h.job.restore()
+        started = h.reports()[0]
+        self.assertEqual(started["type"], "started")
+        self.assertNotIn("faults", started)
+        h.close()
 
     def test_a_crash_is_acknowledged_before_the_rank_dies(self):
         import subprocess

@@ -853,7 +853,8 @@ TEST(SimReplay, NanSeenInStepSamplesAndPoolReturnsReplayPhaseByPhase) {
   // round's restart: it goes straight to replay).
   auto sdc = [&](double at, int machine, int slot, bool bitwise) {
     for (double t = t0 + 1; t <= at + 1e-9; t += 1) log.add(progress(t, ++step));
-    log.add(fault(at, machine, slot, "sdc", "after=0", true));
+    // after=3: the corruption escapes the one-step bit-wise test (after=0 would fail it).
+    log.add(fault(at, machine, slot, "sdc", "after=3", true));
     // The NaN is in the next step's sample: the policy stops the job, bit-wise (passes),
     // replay (two phases), evicts and takes the standby, restarts from the last step.
     double t = at + kStep;
@@ -929,6 +930,71 @@ TEST(SimReplay, NanSeenInStepSamplesAndPoolReturnsReplayPhaseByPhase) {
   EXPECT_NEAR(r["sim_ettr"]["mean"].get<double>(), kept / kHorizon, 1e-6);
   EXPECT_NEAR(r["live"]["ettr"].get<double>(), 567.0 / kHorizon, 1e-12);
   EXPECT_NEAR(r["ettr_diff_pts"].get<double>(), 0, 0.05);
+}
+
+// `live inject --fault sdc` without a detail is `sdc after=0`: the corruption starts at the
+// first step of every process on the machine, the one-step bit-wise test's too, which fails
+// there, and the policy evicts the machine at once (stop_time_eviction). The replay gave every
+// sdc a bit-wise recall of 0 and localized it by replay instead: the decisions parted.
+TEST(SimReplay, AnSdcFromTheFirstStepFailsTheBitwiseTestAsItDidLive) {
+  LogFile log("sdc-after-0");
+  json h = header("byterobust");
+  h["params"] = {{"standby_pool", 1}};
+  log.add(h);
+  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kInit, 1, kInit));
+  long step = 0;
+  for (double t = kInit + 1; t <= 200 + 1e-9; t += 1) log.add(progress(t, ++step));
+  log.add(fault(200.5, 1, 1, "sdc", "", true));
+  double t = 200.5 + kStep;
+  log.add({{"t_s", t}, {"kind", "note"}, {"text", "detected: metric anomaly grad_norm x1e30"}});
+  log.add(action(t, 2, {{"type", "StopJob"}, {"reason", "metric anomaly: grad_norm"}}));
+  log.add(outcome(t, 2, 0.01));
+  log.add(action(t, 3,
+                 {{"type", "RunProbe"},
+                  {"test", "bitwise"},
+                  {"machines", {0, 1, 2, 3}},
+                  {"deadline_s", 60.0},
+                  {"reason", "NaN: bit-wise alignment on every machine"}}));
+  log.add(outcome(t + 2, 3, 2));
+  t += 2;
+  log.add({{"t_s", t},
+           {"kind", "event"},
+           {"event",
+            {{"type", "ProbeResult"},
+             {"action", 3},
+             {"test", "bitwise"},
+             {"failed", {1}},
+             {"timed_out", false}}}});
+  log.add(action(t, 4,
+                 {{"type", "EvictMachines"},
+                  {"machines", {1}},
+                  {"reason", "failed bitwise"},
+                  {"mechanism", "stop_time_eviction"}}));
+  log.add(outcome(t, 4, 0.0));
+  log.add(action(t, 5,
+                 {{"type", "AcquireMachines"},
+                  {"mode", "standby"},
+                  {"slots", {1}},
+                  {"reason", "failed bitwise"},
+                  {"mechanism", "stop_time_eviction"}}));
+  log.add(outcome(t + 0.5, 5, 0.5));
+  t += 0.5;
+  log.add(action(t, 6,
+                 {{"type", "StartJob"}, {"reason", "replacements ready"}, {"mechanism", "none"}}));
+  log.add(outcome(t + kInit, 6, kInit));
+  t += kInit;
+  step = 180;  // the last checkpoint before the corruption
+  log.add(progress(t, step, true));
+  for (double u = t + 1; u <= kHorizon + 1e-9; u += 1) log.add(progress(u, ++step));
+  log.add(summary(kHorizon, step));
+  const json r = replay({log.write(), "--replicas", "1"});
+  ASSERT_TRUE(r.contains("sim"));
+  EXPECT_DOUBLE_EQ(r["sim"]["resolved_by_per_replica"].value("stop_time_eviction", 0.0), 1.0)
+      << r["sim"]["resolved_by_per_replica"].dump();
+  EXPECT_DOUBLE_EQ(r["sim"]["resolved_by_per_replica"].value("replay", 0.0), 0.0);
+  // Every live decision taken (the log leaves out the live set-up, which the replay adds).
+  EXPECT_EQ(r["decisions"]["matched"], r["decisions"]["live"]) << r["decisions"].dump(2);
 }
 
 TEST(SimReplay, TextOutputShowsLiveAndSimulatedEttrAndCalibration) {

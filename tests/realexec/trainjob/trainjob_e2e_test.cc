@@ -320,6 +320,8 @@ TEST(TrainjobE2E, LossLogIsByteIdenticalForAnyWorldSize) {
     ASSERT_EQ(started.size(), 1u);
     EXPECT_EQ(started[0]["step"], 0);
     EXPECT_EQ(started[0]["restored_from"], "init");
+    // No fault file: it takes no injected fault, and says so (the agent refuses them at once).
+    EXPECT_FALSE(started[0].contains("faults")) << started[0].dump();
   }
   // The loss falls, and another seed is another run (the comparison above can fail).
   const auto losses = loss_by_step(reference);
@@ -442,6 +444,9 @@ TEST(TrainjobE2E, CrashDirectiveFiresOnceWithItsSignature) {
   EXPECT_EQ(fatal[0]["signature"], signature);
   EXPECT_EQ(fatal[0]["rank"], 1);
   EXPECT_TRUE(g.of(1, "step").empty());  // fired at the first step boundary
+  // With a fault file it lists the five kinds it takes.
+  ASSERT_EQ(g.of(1, "started").size(), 1u);
+  EXPECT_EQ(g.of(1, "started")[0]["faults"], Json::array({"crash", "hang", "nan", "slow", "sdc"}));
   // Its partner loses the collective and says so.
   EXPECT_EQ(g.ranks[0].exit_code, 1);
   ASSERT_EQ(g.of(0, "fatal").size(), 1u);
