@@ -233,7 +233,8 @@ class Job:
         except Exception as e:  # pylint: disable=broad-except
             self._fatal("in place: re-forming generation %s failed: %s" % (directive["gen"], e))
         self._done = step
-        self._reporter.started(self.rank, step, "in_place", self._version, KINDS)
+        self._reporter.started(self.rank, step, "in_place", self._version,
+                               KINDS if self._faults.enabled else None)
         return step
 
     def _wait_directive(self):
