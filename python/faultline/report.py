@@ -8,6 +8,7 @@ loss or gradient norm goes out as ``null`` plus ``"<name>_nan": true``, never as
 import json
 import math
 import os
+import select
 
 
 def encode_number(obj, name, value):
@@ -38,24 +39,45 @@ def encode_line(obj):
 
 
 class Reporter:
-    """Writes reports to a file descriptor; fd None (not under faultline) writes nothing."""
+    """Writes reports to a file descriptor; fd None (not under faultline) writes nothing.
+
+    Step reports never hold training up: while the agent reads nothing (stopped for a
+    checkpoint save, swapping) the descriptor's buffer fills, and a blocking write would stall
+    the rank's step, its peers' collectives with it (a replica group then drops the replica as
+    hung). The newest step report waits instead, replacing older ones (the agent keeps only the
+    newest too), and goes out before the next report of any other kind, which does wait."""
 
     def __init__(self, fd):
         self._fd = fd
+        self._head = b""    # the rest of a line partly written: goes first
+        self._step = None   # the newest step report not yet written
 
     @property
     def active(self):
         return self._fd is not None
 
-    def write(self, obj):
+    def write(self, obj, step=False):
         if self._fd is None:
             return
         data = encode_line(obj)
         try:
-            while data:
-                data = data[os.write(self._fd, data):]
+            if step:
+                self._step = data
+                self._drain(block=False)
+                return
+            self._drain(block=True)
+            self._head = data
+            self._drain(block=True)
         except OSError:
             self._fd = None  # the agent is gone: keep training, stop reporting
+
+    def _drain(self, block):
+        while self._head or self._step:
+            if not block and not select.select([], [self._fd], [], 0)[1]:
+                return
+            if not self._head:
+                self._head, self._step = self._step, None
+            self._head = self._head[os.write(self._fd, self._head):]
 
     def started(self, rank, step, restored_from, version=None, faults=None):
         """faults: the fault-file kinds this job takes and acknowledges (faults.KINDS); the
@@ -75,7 +97,8 @@ class Reporter:
         self.write({"type": "fault", "rank": rank, "id": directive_id, "fault": kind})
 
     def step(self, rank, step, loss, grad_norm, step_time_s, checkpoint_step):
-        self.write(step_report(rank, step, loss, grad_norm, step_time_s, checkpoint_step))
+        self.write(step_report(rank, step, loss, grad_norm, step_time_s, checkpoint_step),
+                   step=True)
 
     def checkpoint(self, rank, step):
         self.write({"type": "checkpoint", "rank": rank, "step": step})

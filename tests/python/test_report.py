@@ -3,6 +3,9 @@
 import json
 import math
 import os
+import socket
+import threading
+import time
 import unittest
 
 from faultline.report import Reporter, encode_line, step_report
@@ -63,6 +66,39 @@ class ReportTest(unittest.TestCase):
         rep.fatal(0, "x")  # EPIPE (Python ignores SIGPIPE)
         self.assertFalse(rep.active)
         os.close(w)
+
+    def test_step_reports_never_block_while_the_agent_reads_nothing(self):
+        # A stopped agent (the CI run's replica group dropped the replica whose agent was
+        # SIGSTOPped for 15 s: its step reports filled the socket and its steps blocked).
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        rep = Reporter(b.fileno())
+        done = threading.Event()
+
+        def steps():
+            for step in range(1, 100001):
+                rep.step(0, step, 0.5, 1.0, 0.01, -1)
+            done.set()
+
+        t = threading.Thread(target=steps, daemon=True)
+        t.start()
+        self.assertTrue(done.wait(60), "a step report blocked on a full socket")
+        rep.fatal(0, "boom")  # waits for the reader; the newest step goes first
+        a.setblocking(False)
+        data = b""
+        while not data.endswith(b'"boom"}\n'):
+            try:
+                data += a.recv(1 << 20)
+            except BlockingIOError:
+                time.sleep(0.01)
+        lines = [strict_loads(l) for l in data.decode().splitlines()]  # every line whole
+        steps_seen = [o["step"] for o in lines if o["type"] == "step"]
+        self.assertLess(len(steps_seen), 100000, "nothing was coalesced")
+        self.assertEqual(steps_seen, sorted(steps_seen))
+        self.assertEqual(lines[-2], strict_loads(encode_line(step_report(0, 100000, 0.5, 1.0,
+                                                                         0.01, -1))))
+        self.assertEqual(lines[-1]["type"], "fatal")
+        a.close()
+        b.close()
 
     def test_no_descriptor_writes_nothing(self):
         rep = Reporter(None)
