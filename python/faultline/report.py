@@ -41,28 +41,32 @@ def encode_line(obj):
 class Reporter:
     """Writes reports to a file descriptor; fd None (not under faultline) writes nothing.
 
-    Step reports never hold training up: while the agent reads nothing (stopped for a
-    checkpoint save, swapping) the descriptor's buffer fills, and a blocking write would stall
-    the rank's step, its peers' collectives with it (a replica group then drops the replica as
-    hung). The newest step report waits instead, replacing older ones (the agent keeps only the
-    newest too), and goes out before the next report of any other kind, which does wait."""
+    Step and checkpoint reports never hold training up: while the agent reads nothing
+    (stopped for a checkpoint save, swapping) the descriptor's buffer fills, and a blocking
+    write would stall the rank's step, its peers' collectives with it (a replica group then
+    drops the replica as hung). The newest of each waits instead, replacing an older one of
+    its kind (the agent keeps only the newest too), and they go out in the order they were
+    last written, before the next report of any other kind, which does wait."""
+
+    LATEST_ONLY = ("step", "checkpoint")
 
     def __init__(self, fd):
         self._fd = fd
         self._head = b""    # the rest of a line partly written: goes first
-        self._step = None   # the newest step report not yet written
+        self._waiting = []  # (type, line): the newest report of each LATEST_ONLY type unsent
 
     @property
     def active(self):
         return self._fd is not None
 
-    def write(self, obj, step=False):
+    def write(self, obj):
         if self._fd is None:
             return
         data = encode_line(obj)
+        kind = obj.get("type")
         try:
-            if step:
-                self._step = data
+            if kind in self.LATEST_ONLY:
+                self._waiting = [w for w in self._waiting if w[0] != kind] + [(kind, data)]
                 self._drain(block=False)
                 return
             self._drain(block=True)
@@ -72,11 +76,11 @@ class Reporter:
             self._fd = None  # the agent is gone: keep training, stop reporting
 
     def _drain(self, block):
-        while self._head or self._step:
+        while self._head or self._waiting:
             if not block and not select.select([], [self._fd], [], 0)[1]:
                 return
             if not self._head:
-                self._head, self._step = self._step, None
+                self._head = self._waiting.pop(0)[1]
             self._head = self._head[os.write(self._fd, self._head):]
 
     def started(self, rank, step, restored_from, version=None, faults=None):
@@ -97,8 +101,7 @@ class Reporter:
         self.write({"type": "fault", "rank": rank, "id": directive_id, "fault": kind})
 
     def step(self, rank, step, loss, grad_norm, step_time_s, checkpoint_step):
-        self.write(step_report(rank, step, loss, grad_norm, step_time_s, checkpoint_step),
-                   step=True)
+        self.write(step_report(rank, step, loss, grad_norm, step_time_s, checkpoint_step))
 
     def checkpoint(self, rank, step):
         self.write({"type": "checkpoint", "rank": rank, "step": step})

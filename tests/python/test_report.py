@@ -77,6 +77,8 @@ class ReportTest(unittest.TestCase):
         def steps():
             for step in range(1, 100001):
                 rep.step(0, step, 0.5, 1.0, 0.01, -1)
+                if step % 10 == 0:  # a checkpoint report (the CI run's replica blocked on one)
+                    rep.checkpoint(0, step)
             done.set()
 
         t = threading.Thread(target=steps, daemon=True)
@@ -94,9 +96,12 @@ class ReportTest(unittest.TestCase):
         steps_seen = [o["step"] for o in lines if o["type"] == "step"]
         self.assertLess(len(steps_seen), 100000, "nothing was coalesced")
         self.assertEqual(steps_seen, sorted(steps_seen))
-        self.assertEqual(lines[-2], strict_loads(encode_line(step_report(0, 100000, 0.5, 1.0,
+        self.assertEqual(lines[-3], strict_loads(encode_line(step_report(0, 100000, 0.5, 1.0,
                                                                          0.01, -1))))
+        self.assertEqual(lines[-2], {"type": "checkpoint", "rank": 0, "step": 100000})
         self.assertEqual(lines[-1]["type"], "fatal")
+        ckpts = [o["step"] for o in lines if o["type"] == "checkpoint"]
+        self.assertEqual(ckpts, sorted(ckpts))
         a.close()
         b.close()
 
