@@ -197,6 +197,10 @@ void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
     note("standby " + machine_config(m).name + " lost (" + why +
          "); removed from the pool until its agent is back and it passes a repair check");
     save_journal();
+  } else {
+    // Nothing for the policy to decide, but the loss happened: the log keeps it.
+    note("agent of " + machine_config(m).name + " lost (" + why + "); it is out of the job (" +
+         (is_retired(m) ? "retired" : "its repair check waits for the agent") + ")");
   }
 }
 

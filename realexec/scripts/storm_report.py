@@ -87,6 +87,11 @@ def recorded(f, log, times):
                 "text", "").startswith(f"standby {f['machine']} lost"):
             f["standby"] = True  # a standby by then: out of the pool, nothing to decide
             return r["t_s"]
+        if kind in ("machine_loss", "partition") and r.get("kind") == "note" and r.get(
+                "text", "").startswith(f"agent of {f['machine']} lost (") and (
+                    "it is out of the job" in r["text"]):
+            f["standby"] = True  # evicted by then (its repair check pending): nothing to decide
+            return r["t_s"]
     return f["t_ctl"] if kind in ("hang", "slow") else None
 
 

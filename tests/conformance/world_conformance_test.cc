@@ -1129,6 +1129,29 @@ TEST(LiveRepair, AStandbyWhoseAgentComesBackRejoinsThePool) {
   EXPECT_TRUE(live.world->status()["retired"].empty());
 }
 
+// A machine out of the job and out of the pool (evicted, its repair check pending) whose
+// agent is lost has nothing for the policy to decide, but the loss happened: the event log
+// notes it, as it notes a lost standby's (the storm at 2,000 agents: a rack partitioned
+// while one of its machines awaited its check left no trace of that machine at all).
+TEST(LiveRepair, AnEvictedMachinesLostAgentIsNotedWithoutAnAlert) {
+  Script s;
+  s.start = [](World& w) { w.act(EvictMachines{{1}, "drill"}); };
+  int alerts = 0;
+  s.on = [&](const Event& e, World&) { alerts += std::holds_alternative<InspectionAlert>(e); };
+  const Registry reg = registry();
+  Live live(reg);
+  live.run(s, 1);
+  live.world->on_agent_lost(1, "peer closed the connection");
+  live.advance(1);
+  EXPECT_EQ(count_with(notes_of(live.dir),
+                       "agent of m1 lost (peer closed the connection); it is out of the job"),
+            1);
+  EXPECT_EQ(alerts, 0) << "not the job's machine: nothing to decide";
+  live.world->on_agent_connected(1, live::Auth{});
+  live.advance(11);
+  EXPECT_EQ(count_with(notes_of(live.dir), "m1 passed its repair check"), 1);
+}
+
 TEST(DetectorAcrossWorlds, TheSameSampleTimelineGivesTheSameFindingsInSimulationAndLive) {
   // The simulated run (the scenario's trace: slower steps at 600 s, a hang at 890 s):
   // the samples SimWorld delivers to a policy that only watches.
