@@ -329,7 +329,8 @@ RankReport decode_rank_report(const json& j) {
     if (auto sig = opt_string(j, "stack_signal", 16)) {
       if (*sig != "SIGUSR1" && *sig != "SIGUSR2")
         bad("stack_signal: expected \"SIGUSR1\" or \"SIGUSR2\" (the signal on which the rank "
-            "dumps its Python stacks), got \"" + *sig + "\"");
+            "dumps its Python stacks), got \"" +
+            *sig + "\"");
       r.stack_signal = *sig;
     }
     if (r.type == "step" && !r.step) bad("step: missing (expected the step completed)");

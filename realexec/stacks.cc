@@ -322,15 +322,13 @@ std::optional<std::string> python_frame_function(std::string_view line) {
     if (at == std::string_view::npos) return std::nullopt;
     std::size_t i = at + 8;
     std::size_t digits = i;
-    while (digits < line.size() && std::isdigit(static_cast<unsigned char>(line[digits])))
-      ++digits;
+    while (digits < line.size() && std::isdigit(static_cast<unsigned char>(line[digits]))) ++digits;
     if (digits == i && line.substr(i, 3) == "???") digits = i + 3;
     if (digits > i && line.substr(digits, 4) == " in ") {
       // Printable ASCII only (faulthandler escapes the rest as \xNN): a signature goes on the
       // wire as JSON, and a name past 200 characters is cut.
       std::string name;
-      for (char c : line.substr(digits + 4, 200))
-        name += (c >= 0x20 && c < 0x7f) ? c : '?';
+      for (char c : line.substr(digits + 4, 200)) name += (c >= 0x20 && c < 0x7f) ? c : '?';
       return name;
     }
     if (at == 0) break;
@@ -392,8 +390,8 @@ PythonDump parse_python_dump(const std::string& text) {
 
 std::string python_signature(const PythonDump& dump) {
   if (dump.blocks.empty()) return "";
-  const auto& b = dump.main >= 0 ? dump.blocks[static_cast<std::size_t>(dump.main)]
-                                 : dump.blocks.back();
+  const auto& b =
+      dump.main >= 0 ? dump.blocks[static_cast<std::size_t>(dump.main)] : dump.blocks.back();
   return join_frames(b.functions);
 }
 
@@ -469,7 +467,8 @@ void poll_python(const std::shared_ptr<PythonCapture>& c) {
   }
   const PythonDump& d = c->parsed;
   const std::string sig = python_signature(d);
-  if (!d.error.empty()) return finish_python(c, "capture failed: not a faulthandler dump: " + d.error);
+  if (!d.error.empty())
+    return finish_python(c, "capture failed: not a faulthandler dump: " + d.error);
   const Duration still = now - c->grew;
   const bool some = !c->text.empty();
   if ((d.main >= 0 && (d.main_followed || (some && still >= c->options.python_settle))) ||
@@ -482,7 +481,8 @@ void poll_python(const std::shared_ptr<PythonCapture>& c) {
   const std::optional<char> state = process_state(c->pid);
   if (!state || *state == 'Z' || *state == 'X')
     return finish_python(c, "capture failed: process is gone");
-  if (*state == 'T' || *state == 't') return finish_python(c, std::string("[stopped] ") + kStoppedNoPython);
+  if (*state == 'T' || *state == 't')
+    return finish_python(c, std::string("[stopped] ") + kStoppedNoPython);
   if (now - c->signalled >= c->options.deadline) {
     if (!sig.empty() && d.main >= 0) return finish_python(c, sig);
     char secs[32];
@@ -524,12 +524,11 @@ std::shared_ptr<ChildRun> capture_python_stack(Reactor& r, pid_t pid, int dump_f
     r.defer([c, why] { finish_python(c, "capture failed: cannot empty the stack dump: " + why); });
     return nullptr;
   }
-  // To the process alone: its children (data loader workers) take the default action.
+  // To the process alone, not its group: its children (data loader workers) registered
+  // nothing, and the signal would end them.
   if (::kill(pid, signo) != 0) {
     const std::string why = std::strerror(errno);
-    r.defer([c, why] {
-      finish_python(c, "capture failed: cannot signal the process: " + why);
-    });
+    r.defer([c, why] { finish_python(c, "capture failed: cannot signal the process: " + why); });
     return nullptr;
   }
   c->signalled = r.now();

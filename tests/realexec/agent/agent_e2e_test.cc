@@ -512,9 +512,10 @@ TEST_F(AgentE2E, AStackSignalOtherThanTheUserSignalsIsRefusedInOneLine) {
   start();
   ASSERT_EQ(launch("py-SIGKILL", {{0, 0}})["ok"], true);
   ASSERT_TRUE(wait([&] { return logged("stack_signal"); }, 60));
-  EXPECT_TRUE(logged("rank 0: report line dropped: report: stack_signal: expected \"SIGUSR1\" "
-                     "or \"SIGUSR2\" (the signal on which the rank dumps its Python stacks), "
-                     "got \"SIGKILL\""));
+  EXPECT_TRUE(
+      logged("rank 0: report line dropped: report: stack_signal: expected \"SIGUSR1\" "
+             "or \"SIGUSR2\" (the signal on which the rank dumps its Python stacks), "
+             "got \"SIGKILL\""));
   EXPECT_TRUE(controller_->of_type("report").empty());
 }
 

@@ -8,9 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-
 #include <chrono>
+#include <cstring>
 #include <iostream>
 
 #include "realexec/agent_host.h"
@@ -167,8 +166,7 @@ class PythonCapture : public ::testing::Test {
       done = true;
     });
     EXPECT_TRUE(r_.run_until([&] { return done; }, Duration::seconds(30)));
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "capture took " << s << " s: " << sig << std::endl;
     return {sig, s};
   }

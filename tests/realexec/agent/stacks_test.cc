@@ -220,9 +220,9 @@ TEST(PythonStacks, ATruncatedDumpIsJudgedOnItsWholeLines) {
 
 TEST(PythonStacks, WhatIsNotAFaulthandlerDumpIsRefusedNamingTheLine) {
   EXPECT_EQ(parse_python_dump("garbage\n").error, "line 1 is not faulthandler's (\"garbage\")");
-  EXPECT_EQ(parse_python_dump(std::string("\0\0\0\0Thread 0x1 (most recent call first):\n", 41))
-                .error,
-            "line 1 is not faulthandler's (\"????Thread 0x1 (most recent call first):\")");
+  EXPECT_EQ(
+      parse_python_dump(std::string("\0\0\0\0Thread 0x1 (most recent call first):\n", 41)).error,
+      "line 1 is not faulthandler's (\"????Thread 0x1 (most recent call first):\")");
   EXPECT_EQ(parse_python_dump("  File \"a.py\", line 1 in f\n").error,
             "line 1: a frame before any thread header");
   const std::string hostile = std::string(kPyHung) + "{\"type\": \"x\"}\n";
