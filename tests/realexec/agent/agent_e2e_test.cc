@@ -26,16 +26,16 @@ using nlohmann::json;
 constexpr const char* kToken = "test-token-0123456789abcdef";
 
 // A Python rank that registers faulthandler on FAULTLINE_STACK_FD as faultline.Job does
-// (python/faultline/report.py), announces the signal argv[1] in its started report and blocks
-// in a known function.
+// (python/faultline/report.py), announces the signal argv[1] in its started report from a
+// known function and blocks there.
 constexpr const char* kPyRank = R"(
 import faulthandler, json, os, signal, sys, time
 if sys.argv[1] == "SIGUSR2":
     faulthandler.register(signal.SIGUSR2, file=int(os.environ["FAULTLINE_STACK_FD"]),
                           all_threads=True, chain=False)
-os.write(3, (json.dumps({"type": "started", "rank": int(os.environ["RANK"]), "step": 0,
-                         "pid": os.getpid(), "stack_signal": sys.argv[1]}) + "\n").encode())
 def blocked_in_a_known_function():
+    os.write(3, (json.dumps({"type": "started", "rank": int(os.environ["RANK"]), "step": 0,
+                             "pid": os.getpid(), "stack_signal": sys.argv[1]}) + "\n").encode())
     while True:
         time.sleep(3600)
 blocked_in_a_known_function()
