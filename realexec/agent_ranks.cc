@@ -168,7 +168,6 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
   gen_ = gen;
   json pids = json::object();
   std::string failure;
-  std::weak_ptr<bool> guard = alive_;
   std::vector<int> kept;
   for (const auto& [rank, local] : wanted) {
     if (in_place && ranks_.count(rank)) {  // holding: its directive, and it stays
@@ -236,26 +235,7 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
       failure = "rank " + std::to_string(rank) + ": " + err;
       break;
     }
-    auto rk = std::make_unique<Rank>();
-    rk->rank = rank;
-    rk->local_rank = local;
-    rk->gen = gen;
-    rk->pid = out.pid;
-    rk->report_fd = sp[0];
-    rk->stack_fd = stack_fd;
-    rk->stderr_fd = out.stderr_fd;
-    rk->log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    set_nonblocking(rk->report_fd);
-    Rank* raw = rk.get();
-    ranks_[rank] = std::move(rk);
-    r_.add_fd(raw->report_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_report(*raw); });
-    if (raw->stderr_fd >= 0) {
-      r_.add_fd(raw->stderr_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_stderr(*raw); });
-    }
-    const int rank_id = rank;
-    host_->watch_rank(r_, out.pid, [this, guard, rank_id](int status) {
-      if (guard.lock()) on_rank_exit(rank_id, status);
-    });
+    adopt_rank(rank, local, gen, out, sp[0], stack_fd, log_path);
     pids[std::to_string(rank)] = out.pid;
   }
   if (!failure.empty()) {
@@ -271,6 +251,30 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
                 : std::to_string(wanted.size()) + " ranks"));
   reply_done(epoch_, req, started,
              {{"ok", true}, {"gen", gen}, {"pids", pids}, {"kept", json(kept)}});
+}
+
+void Agent::adopt_rank(int rank, int local_rank, std::int64_t gen, const Spawned& out,
+                       int report_fd, int stack_fd, const std::string& log_path) {
+  auto rk = std::make_unique<Rank>();
+  rk->rank = rank;
+  rk->local_rank = local_rank;
+  rk->gen = gen;
+  rk->pid = out.pid;
+  rk->report_fd = report_fd;
+  rk->stack_fd = stack_fd;
+  rk->stderr_fd = out.stderr_fd;
+  rk->log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  set_nonblocking(rk->report_fd);
+  Rank* raw = rk.get();
+  ranks_[rank] = std::move(rk);
+  r_.add_fd(raw->report_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_report(*raw); });
+  if (raw->stderr_fd >= 0) {
+    r_.add_fd(raw->stderr_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_stderr(*raw); });
+  }
+  std::weak_ptr<bool> guard = alive_;
+  host_->watch_rank(r_, out.pid, [this, guard, rank](int status) {
+    if (guard.lock()) on_rank_exit(rank, status);
+  });
 }
 
 void Agent::launch_after_reaping(const json& m, std::int64_t req, Instant started, Instant until) {
