@@ -102,6 +102,10 @@ class Agent {
   void reply_done(std::uint64_t epoch, std::int64_t req, Instant started, nlohmann::json body);
   void reply_error(std::int64_t req, const std::string& reason);
   void handle_launch(const nlohmann::json& m, std::int64_t req);
+  // A rank of generation `gen` just spawned (`out`): kept with our ends of its report socket
+  // and stack dump, its stderr and exit watched.
+  void adopt_rank(int rank, int local_rank, std::int64_t gen, const Spawned& out, int report_fd,
+                  int stack_fd, const std::string& log_path);
   // Launches once the ranks being killed are reaped, or fails the launch at `until`.
   void launch_after_reaping(const nlohmann::json& m, std::int64_t req, Instant started,
                             Instant until);

@@ -6,8 +6,11 @@
 // agents fit in one process.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <functional>
 #include <memory>
@@ -39,6 +42,19 @@ class AgentHost {
   virtual std::shared_ptr<ChildRun> run(Reactor& r, SpawnSpec spec, Duration deadline,
                                         std::function<void(const ChildResult&)> done) {
     return run_child(r, std::move(spec), deadline, std::move(done));
+  }
+  // Where a rank writes its Python stacks when signalled (FAULTLINE_STACK_FD, stacks.h's
+  // capture_python_stack): a new memfd in append mode, owned by the caller, so that no path
+  // of the job's can be swapped under the agent; -1 when there is none (the rank's stacks are
+  // then read with gdb). The virtual fleet's ranks, which run no code, get none.
+  virtual int stack_dump_fd(const std::string& name) {
+    const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC);
+    // Append: after the agent empties it, the rank's next dump starts at offset 0.
+    if (fd >= 0 && ::fcntl(fd, F_SETFL, O_APPEND) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
   }
   // A connection to the controller, as connect_tcp() in wire.h.
   virtual int dial(const std::string& host, int port, std::string* err) {

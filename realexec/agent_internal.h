@@ -155,6 +155,10 @@ struct Agent::Rank {
   int report_fd = -1;  // our end of the socketpair (fd 3 in the rank)
   int stderr_fd = -1;  // read end of the rank's stderr pipe
   int log_fd = -1;     // logs/rank<r>.gen<g>.log, where stderr is copied
+  // Our end of the rank's FAULTLINE_STACK_FD (fd 4 in the rank; -1: none), and the signal its
+  // `started` report said it dumps its Python stacks on (0: none said; captured with gdb).
+  int stack_fd = -1;
+  int stack_signal = 0;
   std::string report_buf;
   bool report_skipping = false;  // inside an over-long report line
   int bad_reports = 0;

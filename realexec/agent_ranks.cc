@@ -168,7 +168,6 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
   gen_ = gen;
   json pids = json::object();
   std::string failure;
-  std::weak_ptr<bool> guard = alive_;
   std::vector<int> kept;
   for (const auto& [rank, local] : wanted) {
     if (in_place && ranks_.count(rank)) {  // holding: its directive, and it stays
@@ -201,10 +200,19 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     if (reform || in_place) env["FAULTLINE_REFORM_FILE"] = reform_file(rank);
     if (in_place) env["FAULTLINE_IN_PLACE"] = "1";
     for (const auto& [k, v] : config_.job.env) env[k] = v;
+    // The rank's Python stack dumps (stacks.h, capture_python_stack): fd 4, the agent's own
+    // descriptor, after job.env (the agent reads only this one).
+    const int stack_fd = host_->stack_dump_fd("faultline-stacks-rank" + std::to_string(rank));
+    if (stack_fd >= 0) {
+      env["FAULTLINE_STACK_FD"] = "4";
+    } else {
+      env.erase("FAULTLINE_STACK_FD");
+    }
 
     int sp[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
       failure = std::string("socketpair: ") + std::strerror(errno);
+      if (stack_fd >= 0) ::close(stack_fd);
       break;
     }
     const std::string log_path = machine_->workdir + "/logs/rank" + std::to_string(rank) + ".gen" +
@@ -216,34 +224,18 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     spec.stdout_to = Redirect::file(log_path);
     spec.stderr_to = Redirect::pipe();
     spec.extra_fds[3] = sp[1];
+    if (stack_fd >= 0) spec.extra_fds[4] = stack_fd;
     Spawned out;
     std::string err;
     bool ok = host_->spawn_rank(spec, &out, &err);
     ::close(sp[1]);
     if (!ok) {
       ::close(sp[0]);
+      if (stack_fd >= 0) ::close(stack_fd);
       failure = "rank " + std::to_string(rank) + ": " + err;
       break;
     }
-    auto rk = std::make_unique<Rank>();
-    rk->rank = rank;
-    rk->local_rank = local;
-    rk->gen = gen;
-    rk->pid = out.pid;
-    rk->report_fd = sp[0];
-    rk->stderr_fd = out.stderr_fd;
-    rk->log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    set_nonblocking(rk->report_fd);
-    Rank* raw = rk.get();
-    ranks_[rank] = std::move(rk);
-    r_.add_fd(raw->report_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_report(*raw); });
-    if (raw->stderr_fd >= 0) {
-      r_.add_fd(raw->stderr_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_stderr(*raw); });
-    }
-    const int rank_id = rank;
-    host_->watch_rank(r_, out.pid, [this, guard, rank_id](int status) {
-      if (guard.lock()) on_rank_exit(rank_id, status);
-    });
+    adopt_rank(rank, local, gen, out, sp[0], stack_fd, log_path);
     pids[std::to_string(rank)] = out.pid;
   }
   if (!failure.empty()) {
@@ -259,6 +251,30 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
                 : std::to_string(wanted.size()) + " ranks"));
   reply_done(epoch_, req, started,
              {{"ok", true}, {"gen", gen}, {"pids", pids}, {"kept", json(kept)}});
+}
+
+void Agent::adopt_rank(int rank, int local_rank, std::int64_t gen, const Spawned& out,
+                       int report_fd, int stack_fd, const std::string& log_path) {
+  auto rk = std::make_unique<Rank>();
+  rk->rank = rank;
+  rk->local_rank = local_rank;
+  rk->gen = gen;
+  rk->pid = out.pid;
+  rk->report_fd = report_fd;
+  rk->stack_fd = stack_fd;
+  rk->stderr_fd = out.stderr_fd;
+  rk->log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  set_nonblocking(rk->report_fd);
+  Rank* raw = rk.get();
+  ranks_[rank] = std::move(rk);
+  r_.add_fd(raw->report_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_report(*raw); });
+  if (raw->stderr_fd >= 0) {
+    r_.add_fd(raw->stderr_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_stderr(*raw); });
+  }
+  std::weak_ptr<bool> guard = alive_;
+  host_->watch_rank(r_, out.pid, [this, guard, rank](int status) {
+    if (guard.lock()) on_rank_exit(rank, status);
+  });
 }
 
 void Agent::launch_after_reaping(const json& m, std::int64_t req, Instant started, Instant until) {
@@ -441,9 +457,11 @@ void Agent::close_rank_fds(Rank& rk) {
       *fd = -1;
     }
   }
-  if (rk.log_fd >= 0) {
-    ::close(rk.log_fd);
-    rk.log_fd = -1;
+  for (int* fd : {&rk.log_fd, &rk.stack_fd}) {
+    if (*fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+    }
   }
 }
 
@@ -490,6 +508,9 @@ void Agent::on_rank_report(Rank& rk) {
       }
       if (report.type == "holding") rk.holding = true;
       if (report.type == "started") rk.holding = false;
+      // Its Python stacks on a signal, when it has the agent's descriptor to write them to.
+      if (report.type == "started")
+        rk.stack_signal = rk.stack_fd >= 0 ? stack_signal_number(report.stack_signal) : 0;
       if (report.type == "started")
         rk.takes_faults = report.faults
                               ? std::set<std::string>(report.faults->begin(), report.faults->end())

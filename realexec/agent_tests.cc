@@ -463,15 +463,18 @@ void Agent::handle_capture(const json& m, std::int64_t req) {
   std::weak_ptr<bool> guard = alive_;
   for (const auto& [rank, rk] : ranks_) {
     const std::string key = std::to_string(rank);
-    auto child =
-        capture_stack(r_, rk->pid, options_.stacks,
-                      [this, guard, g, key, epoch, req, started](const std::string& sig) {
-                        if (!guard.lock()) return;
-                        g->by_rank[key] = sig;
-                        if (--g->left == 0) {
-                          reply_done(epoch, req, started, {{"ok", true}, {"by_rank", g->by_rank}});
-                        }
-                      });
+    auto answer = [this, guard, g, key, epoch, req, started](const std::string& sig) {
+      if (!guard.lock()) return;
+      g->by_rank[key] = sig;
+      if (--g->left == 0) {
+        reply_done(epoch, req, started, {{"ok", true}, {"by_rank", g->by_rank}});
+      }
+    };
+    // A Python rank that announced its stack signal dumps its own stacks; the others get gdb.
+    auto child = rk->stack_signal != 0 && rk->stack_fd >= 0
+                     ? capture_python_stack(r_, rk->pid, rk->stack_fd, rk->stack_signal,
+                                            options_.stacks, std::move(answer))
+                     : capture_stack(r_, rk->pid, options_.stacks, std::move(answer));
     if (child) children_.push_back(child);
   }
 }

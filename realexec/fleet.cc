@@ -214,6 +214,7 @@ class FakeHost final : public AgentHost {
     tick(pid);
     return true;
   }
+  int stack_dump_fd(const std::string&) override { return -1; }
   void watch_rank(Reactor&, pid_t pid, std::function<void(int)> on_exit) override {
     if (auto it = ranks_.find(pid); it != ranks_.end()) it->second.on_exit = std::move(on_exit);
   }

@@ -326,6 +326,13 @@ RankReport decode_rank_report(const json& j) {
       if (!is_file_fault(r.fault))
         bad("fault: expected crash, hang, nan, slow or sdc, got \"" + r.fault + "\"");
     }
+    if (auto sig = opt_string(j, "stack_signal", 16)) {
+      if (*sig != "SIGUSR1" && *sig != "SIGUSR2")
+        bad("stack_signal: expected \"SIGUSR1\" or \"SIGUSR2\" (the signal on which the rank "
+            "dumps its Python stacks), got \"" +
+            *sig + "\"");
+      r.stack_signal = *sig;
+    }
     if (r.type == "step" && !r.step) bad("step: missing (expected the step completed)");
     if (r.type == "holding" && !r.step) bad("step: missing (expected the step the rank holds)");
     return r;
@@ -397,6 +404,7 @@ json encode(const RankReport& r) {
   if (r.faults) j["faults"] = *r.faults;
   if (!r.fault_id.empty()) j["id"] = r.fault_id;
   if (!r.fault.empty()) j["fault"] = r.fault;
+  if (!r.stack_signal.empty()) j["stack_signal"] = r.stack_signal;
   return j;
 }
 

@@ -112,6 +112,9 @@ struct RankReport {
   // (PROTOCOL.md, "Fault acknowledgement"): the directive's id and its kind.
   std::string fault_id;
   std::string fault;
+  // started: the signal on which the rank writes every thread's Python stack (faulthandler) to
+  // FAULTLINE_STACK_FD, "SIGUSR1" or "SIGUSR2" (PROTOCOL.md, "capture"); "" when it does not.
+  std::string stack_signal;
 
   bool loss_nan() const;       // the loss was reported and not finite
   bool grad_norm_nan() const;  // the gradient norm was reported and not finite

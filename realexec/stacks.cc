@@ -1,7 +1,15 @@
-// Stack signatures from gdb or eu-stack text, and the capture child.
+// Stack signatures from gdb, eu-stack or faulthandler text, and the captures: a debugger child,
+// or a Python rank's own dump on a signal.
 #include "realexec/stacks.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -292,6 +300,241 @@ std::shared_ptr<ChildRun> capture_stack(Reactor& r, pid_t pid, const StackCaptur
         done(prefix + "capture failed: " + why);
       },
       64 * 1024 * 16);
+}
+
+// ---------------------------------------------------------------------------------------
+// Python ranks
+
+namespace {
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+// NAME of '  File "PATH", line N in NAME' (N digits, or "???" when unknown); nullopt when the
+// line is not a frame. PATH may hold anything, NAME not ", line ": the last match counts.
+std::optional<std::string> python_frame_function(std::string_view line) {
+  if (!starts_with(line, "  File \"")) return std::nullopt;
+  std::size_t at = line.size();
+  while (at > 0) {
+    at = line.rfind("\", line ", at - 1);
+    if (at == std::string_view::npos) return std::nullopt;
+    std::size_t i = at + 8;
+    std::size_t digits = i;
+    while (digits < line.size() && std::isdigit(static_cast<unsigned char>(line[digits]))) ++digits;
+    if (digits == i && line.substr(i, 3) == "???") digits = i + 3;
+    if (digits > i && line.substr(digits, 4) == " in ") {
+      // Printable ASCII only (faulthandler escapes the rest as \xNN): a signature goes on the
+      // wire as JSON, and a name past 200 characters is cut.
+      std::string name;
+      for (char c : line.substr(digits + 4, 200)) name += (c >= 0x20 && c < 0x7f) ? c : '?';
+      return name;
+    }
+    if (at == 0) break;
+  }
+  return std::nullopt;
+}
+
+bool is_main_block(const PythonDump::Block& b) {
+  return !b.functions.empty() &&
+         (b.functions.back() == "<module>" || b.functions.back() == "_run_module_as_main");
+}
+
+}  // namespace
+
+PythonDump parse_python_dump(const std::string& text) {
+  PythonDump d;
+  const std::size_t whole = text.rfind('\n');
+  if (whole == std::string::npos) return d;
+  std::size_t start = 0;
+  int number = 0;
+  while (start <= whole) {
+    const std::size_t nl = text.find('\n', start);
+    std::string_view line(text.data() + start, nl - start);
+    start = nl + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || line == "...") continue;  // between blocks; after the 100th thread
+    if (ends_with(line, "(most recent call first):") &&
+        (starts_with(line, "Thread ") || starts_with(line, "Current thread") ||
+         starts_with(line, "Stack "))) {
+      d.blocks.emplace_back();
+      continue;
+    }
+    if (auto name = python_frame_function(line)) {
+      if (d.blocks.empty()) {
+        d.error = "line " + std::to_string(number) + ": a frame before any thread header";
+        return d;
+      }
+      d.blocks.back().functions.push_back(*name);
+      continue;
+    }
+    // "  ...", "  <no Python frame>" and what later Pythons add inside a block.
+    if (starts_with(line, "  ") && !d.blocks.empty()) continue;
+    std::string shown(line.substr(0, 60));
+    for (char& c : shown)
+      if (c < 0x20 || c >= 0x7f) c = '?';
+    d.error = "line " + std::to_string(number) + " is not faulthandler's (\"" + shown + "\")";
+    return d;
+  }
+  for (std::size_t i = 0; i < d.blocks.size(); ++i) {
+    if (is_main_block(d.blocks[i])) {
+      d.main = static_cast<int>(i);
+      d.main_followed = i + 1 < d.blocks.size();
+      break;
+    }
+  }
+  return d;
+}
+
+std::string python_signature(const PythonDump& dump) {
+  if (dump.blocks.empty()) return "";
+  const auto& b =
+      dump.main >= 0 ? dump.blocks[static_cast<std::size_t>(dump.main)] : dump.blocks.back();
+  return join_frames(b.functions);
+}
+
+std::string faulthandler_signature(const std::string& text) {
+  return python_signature(parse_python_dump(text));
+}
+
+int stack_signal_number(const std::string& name) {
+  if (name == "SIGUSR1") return SIGUSR1;
+  if (name == "SIGUSR2") return SIGUSR2;
+  return 0;
+}
+
+bool catches_signal(pid_t pid, int signo, const std::string& proc_root) {
+  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    std::string hex = trim(std::string_view(line).substr(7));
+    if (hex.empty() || hex.size() > 16 || signo < 1 || signo > 64) return false;
+    std::uint64_t mask = 0;
+    for (char c : hex) {
+      if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+      mask = mask << 4 | static_cast<std::uint64_t>(std::isdigit(static_cast<unsigned char>(c))
+                                                        ? c - '0'
+                                                        : std::tolower(c) - 'a' + 10);
+    }
+    return (mask >> (signo - 1)) & 1u;
+  }
+  return false;
+}
+
+namespace {
+
+// One Python capture in flight: its own descriptor of the dump, what was read, the clock.
+struct PythonCapture {
+  Reactor* r = nullptr;
+  pid_t pid = -1;
+  int fd = -1;
+  int signo = 0;
+  StackCaptureOptions options;
+  std::function<void(const std::string&)> done;
+  Instant signalled;
+  Instant grew;  // the last time the dump grew (the signal's time before it did)
+  std::string text;
+  PythonDump parsed;
+  ~PythonCapture() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void finish_python(const std::shared_ptr<PythonCapture>& c, const std::string& signature) {
+  auto done = std::move(c->done);
+  c->done = nullptr;
+  if (done) done(signature);
+}
+
+void poll_python(const std::shared_ptr<PythonCapture>& c) {
+  const Instant now = c->r->now();
+  bool grew = false;
+  while (c->text.size() < kMaxPythonDump) {
+    char buf[16384];
+    const std::size_t want = std::min(sizeof buf, kMaxPythonDump - c->text.size());
+    const ssize_t n = ::pread(c->fd, buf, want, static_cast<off_t>(c->text.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    c->text.append(buf, static_cast<std::size_t>(n));
+    grew = true;
+  }
+  if (grew) {
+    c->grew = now;
+    c->parsed = parse_python_dump(c->text);
+  }
+  const PythonDump& d = c->parsed;
+  const std::string sig = python_signature(d);
+  if (!d.error.empty())
+    return finish_python(c, "capture failed: not a faulthandler dump: " + d.error);
+  const Duration still = now - c->grew;
+  const bool some = !c->text.empty();
+  if ((d.main >= 0 && (d.main_followed || (some && still >= c->options.python_settle))) ||
+      (d.main < 0 && !d.blocks.empty() && still >= c->options.python_settle_no_main)) {
+    return finish_python(c, sig.empty() ? "capture failed: the main thread's dump holds no Python "
+                                          "frame"
+                                        : sig);
+  }
+  // Not complete yet: a process that died or was stopped meanwhile writes no more.
+  const std::optional<char> state = process_state(c->pid);
+  if (!state || *state == 'Z' || *state == 'X')
+    return finish_python(c, "capture failed: process is gone");
+  if (*state == 'T' || *state == 't')
+    return finish_python(c, std::string("[stopped] ") + kStoppedNoPython);
+  if (now - c->signalled >= c->options.deadline) {
+    if (!sig.empty() && d.main >= 0) return finish_python(c, sig);
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", c->options.deadline.to_seconds());
+    return finish_python(c, "capture failed: no complete Python stack dump within " +
+                                std::string(secs) + " s of " + signal_name(c->signo) + " (" +
+                                std::to_string(c->text.size()) + " bytes)");
+  }
+  c->r->add_timer(c->options.python_poll, [c] { poll_python(c); });
+}
+
+}  // namespace
+
+std::shared_ptr<ChildRun> capture_python_stack(Reactor& r, pid_t pid, int dump_fd, int signo,
+                                               const StackCaptureOptions& options,
+                                               std::function<void(const std::string&)> done) {
+  const std::optional<char> state = process_state(pid);
+  if (!state || *state == 'Z' || *state == 'X') {
+    r.defer([done] { done("capture failed: process is gone"); });
+    return nullptr;
+  }
+  if (*state == 'T' || *state == 't') {
+    r.defer([done] { done(std::string("[stopped] ") + kStoppedNoPython); });
+    return nullptr;
+  }
+  // A process that does not catch the signal would die of it (SIGUSR1 and SIGUSR2 terminate
+  // by default): one that announced it and then reset it, or exec'd, is read with gdb.
+  if (stack_signal_number(signal_name(signo)) == 0 || !catches_signal(pid, signo))
+    return capture_stack(r, pid, options, std::move(done));
+  auto c = std::make_shared<PythonCapture>();
+  c->r = &r;
+  c->pid = pid;
+  c->signo = signo;
+  c->options = options;
+  c->done = std::move(done);
+  c->fd = ::fcntl(dump_fd, F_DUPFD_CLOEXEC, 0);
+  if (c->fd < 0 || ::ftruncate(c->fd, 0) != 0) {
+    const std::string why = std::strerror(errno);
+    r.defer([c, why] { finish_python(c, "capture failed: cannot empty the stack dump: " + why); });
+    return nullptr;
+  }
+  // To the process alone, not its group: its children (data loader workers) registered
+  // nothing, and the signal would end them.
+  if (::kill(pid, signo) != 0) {
+    const std::string why = std::strerror(errno);
+    r.defer([c, why] { finish_python(c, "capture failed: cannot signal the process: " + why); });
+    return nullptr;
+  }
+  c->signalled = r.now();
+  c->grew = c->signalled;
+  r.add_timer(options.python_poll, [c] { poll_python(c); });
+  return nullptr;
 }
 
 }  // namespace faultline::live

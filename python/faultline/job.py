@@ -15,7 +15,7 @@ import torch.distributed as dist
 from faultline.checkpoint import (Checkpointer, CheckpointStore, agree, broadcast_bytes, load_into,
                                   serialize)
 from faultline.faults import KINDS, ONE_SHOT, FaultFile
-from faultline.report import Reporter
+from faultline.report import Reporter, register_stack_dump
 
 DEFAULT_CKPT_EVERY = 10       # the reference job's default when the launch sets none
 DEFAULT_HOLD_TIMEOUT_S = 300  # in place: how long a survivor waits for its re-form directive
@@ -94,6 +94,9 @@ class Job:
         self._corrupt = None        # "nan" or "sdc": what the next local gradient gets
         self._step = 0
         self._t0 = time.monotonic()
+        # The agent's stack capture signals this process to write its Python stacks (the
+        # started report names the signal) instead of attaching a debugger.
+        self._stack_signal = register_stack_dump(env) if self.active else None
         if self.active:
             self._hook_first_parameter()
 
@@ -121,7 +124,7 @@ class Job:
         # The kinds it takes: none without a fault file (the agent then refuses every
         # directive at once instead of waiting for an acknowledgement that cannot come).
         self._reporter.started(self.rank, step, restored_from, self._version,
-                               KINDS if self._faults.enabled else None)
+                               KINDS if self._faults.enabled else None, self._stack_signal)
         return step
 
     def _restore(self):
@@ -234,7 +237,7 @@ class Job:
             self._fatal("in place: re-forming generation %s failed: %s" % (directive["gen"], e))
         self._done = step
         self._reporter.started(self.rank, step, "in_place", self._version,
-                               KINDS if self._faults.enabled else None)
+                               KINDS if self._faults.enabled else None, self._stack_signal)
         return step
 
     def _wait_directive(self):

@@ -5,10 +5,12 @@ loss or gradient norm goes out as ``null`` plus ``"<name>_nan": true``, never as
 ``NaN`` token, so any strict JSON reader (and the agent's type checks) accepts every line.
 """
 
+import faulthandler
 import json
 import math
 import os
 import select
+import signal
 
 
 def encode_number(obj, name, value):
@@ -83,15 +85,20 @@ class Reporter:
                 self._head = self._waiting.pop(0)[1]
             self._head = self._head[os.write(self._fd, self._head):]
 
-    def started(self, rank, step, restored_from, version=None, faults=None):
+    def started(self, rank, step, restored_from, version=None, faults=None, stack_signal=None):
         """faults: the fault-file kinds this job takes and acknowledges (faults.KINDS); the
-        agent refuses to inject any other kind into it."""
+        agent refuses to inject any other kind into it. stack_signal: "SIGUSR1" or "SIGUSR2",
+        the signal on which this process writes every thread's Python stack to
+        FAULTLINE_STACK_FD (register_stack_dump); the agent's stack capture then sends it
+        instead of attaching a debugger."""
         obj = {"type": "started", "rank": rank, "step": step, "restored_from": restored_from,
                "pid": os.getpid()}
         if version is not None:
             obj["version"] = version
         if faults is not None:
             obj["faults"] = list(faults)
+        if stack_signal is not None:
+            obj["stack_signal"] = stack_signal
         self.write(obj)
 
     def fault(self, rank, directive_id, kind):
@@ -115,3 +122,33 @@ class Reporter:
 
     def fatal(self, rank, signature):
         self.write({"type": "fatal", "rank": rank, "signature": signature})
+
+
+STACK_SIGNALS = ("SIGUSR2", "SIGUSR1")
+
+
+def register_stack_dump(env):
+    """Under a faultline agent (FAULTLINE_STACK_FD set: a descriptor the agent reads), registers
+    faulthandler to write every thread's Python stack there on SIGUSR2, or on SIGUSR1 when the
+    program has a handler of its own on SIGUSR2 (on neither when it has both). faulthandler's
+    handler is C: it writes even while the main thread is blocked in a collective. Returns the
+    signal's name for the started report, or None (the agent then reads the stacks with gdb,
+    which takes seconds for a process that loaded libtorch)."""
+    value = env.get("FAULTLINE_STACK_FD", "").strip()
+    if not value:
+        return None
+    try:
+        fd = int(value)
+        os.fstat(fd)
+    except (ValueError, OSError):
+        return None
+    for name in STACK_SIGNALS:
+        signo = getattr(signal, name)
+        if signal.getsignal(signo) != signal.SIG_DFL:
+            continue  # the program's own (or ignored)
+        try:
+            faulthandler.register(signo, file=fd, all_threads=True, chain=False)
+        except (ValueError, RuntimeError, OSError):
+            return None
+        return name
+    return None

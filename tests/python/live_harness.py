@@ -238,11 +238,13 @@ class LiveCluster:
         return self.wait_for(reached, timeout_s, "step %d in the event log" % step)
 
 
-def check_replay_decisions(args, workdir, why_ettr=""):
+def check_replay_decisions(args, workdir, why_ettr="", ettr_points=None):
     """`faultline sim replay` of the run's event log (replica 0 under the recorded seed): every
     live decision matched, or each mismatch explained by a listed unmodelled difference. Prints
-    the ETTRs beside each other (`why_ettr`: what the replay leaves out). Returns the replay's
-    result document."""
+    the ETTRs beside each other (`why_ettr`: what the replay leaves out); with ettr_points, the
+    replayed ETTR must be within that many points of the live one beyond the pauses between
+    steps that no record explains (a loaded host's: the replay measures them,
+    `unmodelled_pauses`). Returns the replay's result document."""
     events = os.path.join(workdir, "state", "events.jsonl")
     p = subprocess.run([args.faultline, "sim", "replay", events, "--replicas", "1",
                         "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -262,6 +264,16 @@ def check_replay_decisions(args, workdir, why_ettr=""):
     check(d["unexplained"] == 0,
           "the replay's decisions differ from the live run's, unexplained: live %s, sim %s"
           % (side(m and m["live"]), side(m and m["sim"])))
+    if ettr_points is not None:
+        live, sim = 100 * out["live"]["ettr"], 100 * out["sim_ettr"]["mean"]
+        load = out["unmodelled_pauses"]["pts"]
+        print("ETTR live %.2f%%, replayed %.2f%%: %.2f points apart, %.2f of them pauses no "
+              "record explains (%d gaps)" % (live, sim, abs(live - sim), load,
+                                             out["unmodelled_pauses"]["gaps"]))
+        check(abs(live - sim) <= ettr_points + load,
+              "ETTR live %.2f%%, replayed %.2f%%: %.2f points apart, more than %g beyond the "
+              "%.2f points of unexplained pauses" % (live, sim, abs(live - sim), ettr_points,
+                                                     load))
     return out
 
 

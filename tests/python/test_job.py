@@ -5,6 +5,7 @@ import json
 import math
 import multiprocessing
 import os
+import signal
 import socket
 import tempfile
 import time
@@ -180,16 +181,20 @@ class JobTest(unittest.TestCase):
         self.assertLess(step["step_time_s"], 2.0)
         h.close()
 
-    def test_hang_blocks_the_rank(self):
+    def test_hang_blocks_the_rank_and_its_stack_dump_says_where(self):
         import subprocess
         import sys
         h = Harness(self.dir.name)
         with open(h.env["FAULTLINE_FAULT_FILE"], "w") as f:
             f.write("hang\n")
+        # The agent's stack descriptor (a memfd in append mode there; a file here).
+        dump = os.path.join(self.dir.name, "stacks")
+        stack_fd = os.open(dump, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        env = dict(os.environ, **h.env, FAULTLINE_STACK_FD=str(stack_fd))
         code = ("import faultline, torch; j = faultline.Job(torch.nn.Linear(2, 1)); "
-                "j.begin_step(1); print('not reached')")
-        p = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, **h.env),
-                             pass_fds=(h.w,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+                "j.restore(); j.begin_step(1); print('not reached')")
+        p = subprocess.Popen([sys.executable, "-c", code], env=env, pass_fds=(h.w, stack_fd),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
         # Consumed before it acts (a restart runs on): awaited, since importing torch takes
         # seconds on a loaded machine; then the rank stays blocked.
         deadline = time.monotonic() + 120
@@ -202,8 +207,34 @@ class JobTest(unittest.TestCase):
             time.sleep(0.05)
         with self.assertRaises(subprocess.TimeoutExpired):
             p.wait(timeout=2)
+        # The started report names the signal; on it the hung rank writes its Python stacks,
+        # its main thread's blocked in the hang (the agent's capture reads this, realexec/
+        # stacks.h), and it keeps hanging.
+        started = h.reports()[0]
+        self.assertEqual((started["type"], started.get("stack_signal")), ("started", "SIGUSR2"))
+        os.kill(p.pid, signal.SIGUSR2)
+        deadline = time.monotonic() + 30
+        while True:
+            with open(dump) as f:
+                text = f.read()
+            if "<module>" in text:
+                break
+            self.assertLess(time.monotonic(), deadline, "no stack dump: %r" % text)
+            time.sleep(0.05)
+        main = [b for b in text.split("\n\n") if "<module>" in b][0].splitlines()
+        functions = [line.rsplit(" in ", 1)[1] for line in main[1:]]
+        self.assertEqual(functions[-3:], ["_fire", "begin_step", "<module>"], text)
+        self.assertIn("wait", functions[0], text)
+        self.assertIsNone(p.poll(), "the dump ended the hung rank")
         p.kill()
         self.assertEqual(p.communicate()[0], b"")
+        os.close(stack_fd)
+        h.close()
+
+    def test_without_the_agents_stack_descriptor_no_stack_signal_is_announced(self):
+        h = Harness(self.dir.name)
+        h.job.restore()
+        self.assertNotIn("stack_signal", h.reports()[0])
         h.close()
 
     def test_crash_reports_fatal_prints_the_signature_and_exits_1(self):

@@ -1,14 +1,17 @@
 """Report encoding: strict JSON, non-finite numbers as null plus a boolean _nan flag."""
 
+import faulthandler
 import json
 import math
 import os
+import signal
 import socket
+import tempfile
 import threading
 import time
 import unittest
 
-from faultline.report import Reporter, encode_line, step_report
+from faultline.report import Reporter, encode_line, register_stack_dump, step_report
 
 
 def strict_loads(line):
@@ -109,6 +112,71 @@ class ReportTest(unittest.TestCase):
         rep = Reporter(None)
         rep.step(0, 1, 1.0, 1.0, 0.1, -1)
         self.assertFalse(rep.active)
+
+
+def parked_in_a_known_function(ready, release):
+    ready.set()
+    release.wait()
+
+
+class StackDumpTest(unittest.TestCase):
+    """register_stack_dump: the Python stacks the agent's capture reads (realexec/stacks.h)."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "stacks")
+        # As the agent's memfd: append mode, so a dump after the agent emptied it starts at 0.
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def tearDown(self):
+        for signo in (signal.SIGUSR1, signal.SIGUSR2):
+            faulthandler.unregister(signo)
+            signal.signal(signo, signal.SIG_DFL)
+        os.close(self.fd)
+        self.dir.cleanup()
+
+    def dump(self, signo):
+        os.ftruncate(self.fd, 0)
+        # To this thread: faulthandler's handler has written the dump when this returns.
+        signal.pthread_kill(threading.get_ident(), signo)
+        with open(self.path) as f:
+            return f.read()
+
+    def test_without_the_agents_descriptor_nothing_is_registered(self):
+        for env in ({}, {"FAULTLINE_STACK_FD": ""}, {"FAULTLINE_STACK_FD": "x"},
+                    {"FAULTLINE_STACK_FD": "987654"}):
+            self.assertIsNone(register_stack_dump(env), env)
+        self.assertEqual(signal.getsignal(signal.SIGUSR2), signal.SIG_DFL)
+
+    def test_the_signal_writes_every_threads_python_stack(self):
+        self.assertEqual(register_stack_dump({"FAULTLINE_STACK_FD": str(self.fd)}), "SIGUSR2")
+        ready, release = threading.Event(), threading.Event()
+        t = threading.Thread(target=parked_in_a_known_function, args=(ready, release))
+        t.start()
+        self.assertTrue(ready.wait(30))
+        try:
+            for _ in range(2):  # emptied between dumps: each starts at offset 0
+                text = self.dump(signal.SIGUSR2)
+                self.assertNotIn("\0", text)
+                blocks = text.split("\n\n")
+                self.assertEqual(len(blocks), 2, text)
+                self.assertTrue(blocks[0].startswith("Thread 0x"), text)
+                self.assertIn(" in parked_in_a_known_function\n", blocks[0])
+                self.assertTrue(blocks[1].startswith("Current thread 0x"), text)
+                self.assertIn(" in dump\n", blocks[1])
+                self.assertIn(" in test_the_signal_writes_every_threads_python_stack\n",
+                              blocks[1])
+        finally:
+            release.set()
+            t.join()
+
+    def test_a_signal_the_program_handles_itself_is_left_to_it(self):
+        seen = []
+        signal.signal(signal.SIGUSR2, lambda *a: seen.append("usr2"))
+        self.assertEqual(register_stack_dump({"FAULTLINE_STACK_FD": str(self.fd)}), "SIGUSR1")
+        self.assertIn(" in dump\n", self.dump(signal.SIGUSR1))
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        self.assertIsNone(register_stack_dump({"FAULTLINE_STACK_FD": str(self.fd)}))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "realexec/agent.h"
@@ -23,6 +24,22 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kToken = "test-token-0123456789abcdef";
+
+// A Python rank that registers faulthandler on FAULTLINE_STACK_FD as faultline.Job does
+// (python/faultline/report.py), announces the signal argv[1] in its started report from a
+// known function and blocks there.
+constexpr const char* kPyRank = R"(
+import faulthandler, json, os, signal, sys, time
+if sys.argv[1] == "SIGUSR2":
+    faulthandler.register(signal.SIGUSR2, file=int(os.environ["FAULTLINE_STACK_FD"]),
+                          all_threads=True, chain=False)
+def blocked_in_a_known_function():
+    os.write(3, (json.dumps({"type": "started", "rank": int(os.environ["RANK"]), "step": 0,
+                             "pid": os.getpid(), "stack_signal": sys.argv[1]}) + "\n").encode())
+    while True:
+        time.sleep(3600)
+blocked_in_a_known_function()
+)";
 
 // Accepts agent connections, checks the hello's token, records every message.
 class FakeController {
@@ -177,6 +194,9 @@ class AgentE2E : public ::testing::Test {
     config_.job.versions["junk"] = {helper, "junk"};
     config_.job.versions["take"] = {helper, "take"};
     config_.job.versions["clean"] = {helper, "report", "0", "0"};
+    // A Python rank as faultline.Job announces its stack dump (argv: the signal it names).
+    for (const char* sig : {"SIGUSR2", "SIGKILL"})
+      config_.job.versions[std::string("py-") + sig] = {"/usr/bin/python3", "-c", kPyRank, sig};
     config_.job.env["FAULTLINE_TEST_EXTRA"] = "extra";
     config_.trainjob_bin = helper;
     config_.probe_bin = helper;
@@ -452,6 +472,51 @@ TEST_F(AgentE2E, RanksGetTheLaunchEnvironment) {
   ASSERT_TRUE(wait([&] { return controller_->of_type("report").size() == 2; }));
   EXPECT_EQ(controller_->of_type("report")[1]["gen"], 4);
   EXPECT_EQ(controller_->of_type("report")[1]["report"]["RANK"], "0");
+}
+
+// Issue 52: gdb spent 9 to 10 s on each PyTorch rank of a loaded 2-core machine, so the
+// capture of a hung DDP job hit its 15 s deadline everywhere and found no outlier. A rank
+// that announced its stack signal dumps its own Python stacks; a stopped one cannot run the
+// handler and is answered at once, not signalled.
+TEST_F(AgentE2E, APythonRankDumpsItsOwnStacksAndAStoppedOneIsAnsweredAtOnce) {
+  if (find_program("/usr/bin/python3").empty()) GTEST_SKIP() << "no /usr/bin/python3";
+  start();
+  json d = launch("py-SIGUSR2", {{0, 0}, {1, 1}});
+  ASSERT_EQ(d["ok"], true) << d.dump();
+  // Python's start on a loaded machine: awaited.
+  ASSERT_TRUE(wait([&] { return controller_->of_type("report").size() == 2; }, 60));
+  for (const auto& r : controller_->of_type("report"))
+    EXPECT_EQ(r["report"]["stack_signal"], "SIGUSR2") << r.dump();
+  json c = controller_->request({{"type", "capture"}});
+  ASSERT_EQ(c["type"], "done") << c.dump();
+  const std::string sig = "blocked_in_a_known_function < <module>";
+  EXPECT_EQ(c["by_rank"]["0"], sig);
+  EXPECT_EQ(c["by_rank"]["1"], sig);
+  std::cout << "capture of 2 Python ranks took " << c["duration_s"] << " s" << std::endl;
+  EXPECT_LT(c["duration_s"].get<double>(), 5.0);
+  auto pids = agent_->rank_pids();
+  json s = controller_->request({{"type", "inject"}, {"fault", "stop"}});
+  EXPECT_EQ(s["ok"], true) << s.dump();
+  for (int i = 0; i < 500 && process_state(pids[0]) != 'T'; ++i) ::usleep(10000);
+  c = controller_->request({{"type", "capture"}});
+  ASSERT_EQ(c["type"], "done") << c.dump();
+  EXPECT_EQ(c["by_rank"]["0"], std::string("[stopped] ") + kStoppedNoPython);
+  EXPECT_EQ(c["by_rank"]["1"], sig);
+  std::cout << "with rank 0 stopped: " << c["duration_s"] << " s" << std::endl;
+  EXPECT_LT(c["duration_s"].get<double>(), 5.0);
+  EXPECT_TRUE(controller_->of_type("exit").empty()) << "a capture ended a rank";
+}
+
+TEST_F(AgentE2E, AStackSignalOtherThanTheUserSignalsIsRefusedInOneLine) {
+  if (find_program("/usr/bin/python3").empty()) GTEST_SKIP() << "no /usr/bin/python3";
+  start();
+  ASSERT_EQ(launch("py-SIGKILL", {{0, 0}})["ok"], true);
+  ASSERT_TRUE(wait([&] { return logged("stack_signal"); }, 60));
+  EXPECT_TRUE(
+      logged("rank 0: report line dropped: report: stack_signal: expected \"SIGUSR1\" "
+             "or \"SIGUSR2\" (the signal on which the rank dumps its Python stacks), "
+             "got \"SIGKILL\""));
+  EXPECT_TRUE(controller_->of_type("report").empty());
 }
 
 TEST_F(AgentE2E, KillWorksOnAStoppedRankAndCaptureMarksIt) {

@@ -192,6 +192,32 @@ TEST(Messages, FaultAcknowledgementsAndTheKindsAJobTakesAreChecked) {
             "report: faults: expected fault kinds (printable strings of 1 to 16 characters)");
 }
 
+// The signal on which a Python rank dumps its stacks (issue 52): the agent sends it when it
+// captures, so only the user signals pass; anything else drops the line, in one line.
+TEST(Messages, TheStackSignalOfAStartedReportIsAUserSignal) {
+  const RankReport started =
+      parse_rank_report_line(R"({"type":"started","step":0,"stack_signal":"SIGUSR2"})");
+  EXPECT_EQ(started.stack_signal, "SIGUSR2");
+  EXPECT_EQ(encode(started)["stack_signal"], "SIGUSR2");
+  EXPECT_EQ(parse_rank_report_line(R"({"type":"started","step":0})").stack_signal, "");
+  EXPECT_FALSE(encode(parse_rank_report_line(R"({"type":"started"})")).contains("stack_signal"));
+  for (const char* bad : {"SIGKILL", "SIGSTOP", "SIGTERM", "sigusr1", "10", ""}) {
+    EXPECT_EQ(refusal([&] {
+                parse_rank_report_line(json{{"type", "started"}, {"stack_signal", bad}}.dump());
+              }),
+              std::string("report: stack_signal: expected \"SIGUSR1\" or \"SIGUSR2\" (the "
+                          "signal on which the rank dumps its Python stacks), got \"") +
+                  bad + "\"");
+  }
+  EXPECT_EQ(refusal([] { parse_rank_report_line(R"({"type":"started","stack_signal":12})"); }),
+            "report: stack_signal: expected a string");
+  EXPECT_EQ(refusal([] {
+              parse_rank_report_line(R"({"type":"started","stack_signal":")" +
+                                     std::string(100, 'S') + R"("})");
+            }),
+            "report: stack_signal: expected at most 16 characters");
+}
+
 // In place (PROTOCOL.md, "In-place restarts"): a holding report names the step it holds; the
 // replies of a sparing kill and of an in-place launch name ranks.
 TEST(Messages, InPlaceReportsAndRepliesAreChecked) {

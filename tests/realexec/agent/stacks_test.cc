@@ -1,8 +1,12 @@
-// Signature normalisation on captured debugger output (realistic samples, inline).
+// Signature normalisation on captured debugger output and Python (faulthandler) dumps
+// (realistic samples, inline).
 #include "realexec/stacks.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <string>
 
 namespace faultline::live {
 namespace {
@@ -111,6 +115,143 @@ TEST(Stacks, LongStacksAreCut) {
   std::string sig = gdb_signature(text, 1);
   EXPECT_EQ(sig.substr(0, 10), "f0 < f1 < ");
   EXPECT_EQ(sig.substr(sig.size() - 6), " < ...");
+}
+
+// A faultline.Job rank of examples/pytorch/ddp_gloo.py hung by the `hang` directive, as
+// Python 3.11's faulthandler writes it on SIGUSR2 (all threads; the main thread last).
+constexpr const char* kPyHung = R"(Thread 0x00007f3b2d7fe6c0 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 324 in wait
+  File "/usr/lib/python3.11/threading.py", line 622 in wait
+  File "/work/python/faultline/watch.py", line 5 in watcher
+  File "/usr/lib/python3.11/threading.py", line 975 in run
+  File "/usr/lib/python3.11/threading.py", line 1038 in _bootstrap_inner
+  File "/usr/lib/python3.11/threading.py", line 995 in _bootstrap
+
+Current thread 0x00007f3b3a1e1040 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 320 in wait
+  File "/usr/lib/python3.11/threading.py", line 622 in wait
+  File "/work/python/faultline/job.py", line 297 in _fire
+  File "/work/python/faultline/job.py", line 146 in begin_step
+  File "/work/examples/pytorch/ddp_gloo.py", line 77 in main
+  File "/work/examples/pytorch/ddp_gloo.py", line 95 in <module>
+)";
+
+// Its peer, blocked in DDP's gradient all-reduce inside backward (no Python frame runs the
+// collective), signalled on another machine, another install path, another line numbering.
+constexpr const char* kPyPeer = R"(Current thread 0x00007f00aa7fc640 (most recent call first):
+  File "/usr/lib/python3/dist-packages/torch/autograd/graph.py", line 744 in _engine_run_backward
+  File "/usr/lib/python3/dist-packages/torch/autograd/__init__.py", line 267 in backward
+  File "/usr/lib/python3/dist-packages/torch/_tensor.py", line 525 in backward
+  File "/srv/job/examples/pytorch/ddp_gloo.py", line 83 in main
+  File "/srv/job/examples/pytorch/ddp_gloo.py", line 96 in <module>
+)";
+
+TEST(PythonStacks, MainThreadOfAFaulthandlerDump) {
+  EXPECT_EQ(faulthandler_signature(kPyHung), "wait < wait < _fire < begin_step < main < <module>");
+  EXPECT_EQ(faulthandler_signature(kPyPeer),
+            "_engine_run_backward < backward < backward < main < <module>");
+  const PythonDump d = parse_python_dump(kPyHung);
+  EXPECT_EQ(d.error, "");
+  ASSERT_EQ(d.blocks.size(), 2u);
+  EXPECT_EQ(d.main, 1);
+  EXPECT_FALSE(d.main_followed);  // last: complete only once the dump stops growing
+}
+
+TEST(PythonStacks, SamePlaceSameStringWhateverThePathsLinesAndThreadOrder) {
+  std::string other = kPyHung;
+  for (char& c : other) {
+    if (c == '7') c = '6';  // thread ids and line numbers
+  }
+  EXPECT_EQ(faulthandler_signature(other), faulthandler_signature(kPyHung));
+  // The main thread first and not the current one (the signal landed on a gloo thread).
+  const std::string main_first = "Thread" + std::string(kPyPeer).substr(14) +
+                                 "\nCurrent thread 0x1 (most recent call first):\n"
+                                 "  <no Python frame>\n";
+  EXPECT_EQ(main_first.rfind("Thread 0x00007f00aa7fc640 (most", 0), 0u);
+  const PythonDump d = parse_python_dump(main_first);
+  EXPECT_EQ(d.error, "");
+  EXPECT_EQ(d.main, 0);
+  EXPECT_TRUE(d.main_followed);  // whole: another block began after it
+  EXPECT_EQ(python_signature(d), faulthandler_signature(kPyPeer));
+}
+
+TEST(PythonStacks, RunpyMainAndDumpsWithoutAModuleFrame) {
+  // python -m pkg.train: runpy's frames under the module's.
+  EXPECT_EQ(faulthandler_signature("Current thread 0x1 (most recent call first):\n"
+                                   "  File \"/t/train.py\", line 9 in step\n"
+                                   "  File \"/t/train.py\", line 12 in <module>\n"
+                                   "  File \"<frozen runpy>\", line 88 in _run_code\n"
+                                   "  File \"<frozen runpy>\", line 198 in _run_module_as_main\n"),
+            "step < <module> < _run_code < _run_module_as_main");
+  // No "<module>" frame anywhere (an embedded interpreter): the last block, CPython's oldest
+  // thread.
+  const PythonDump d = parse_python_dump(
+      "Thread 0x2 (most recent call first):\n  File \"a.py\", line 1 in worker\n\n"
+      "Thread 0x1 (most recent call first):\n  File \"b.py\", line 2 in serve\n");
+  EXPECT_EQ(d.main, -1);
+  EXPECT_EQ(python_signature(d), "serve");
+  // A main thread without Python frames, and frames cut at 100 ("  ..."), and a name cut.
+  EXPECT_EQ(faulthandler_signature("Stack (most recent call first):\n  <no Python frame>\n"), "");
+  std::string deep = "Current thread 0x1 (most recent call first):\n";
+  for (int i = 0; i < 100; ++i)
+    deep += "  File \"r.py\", line " + std::to_string(i) + " in f" + std::to_string(i) + "\n";
+  deep += "  ...\n";
+  const std::string sig = faulthandler_signature(deep);
+  EXPECT_EQ(sig.substr(0, 10), "f0 < f1 < ");
+  EXPECT_EQ(sig.substr(sig.size() - 6), " < ...");
+  EXPECT_EQ(faulthandler_signature("Stack (most recent call first):\n  File \"x\", line ??? in "
+                                   "???\n  File \"x\", line 3 in " +
+                                   std::string(1000, 'n') + "\n"),
+            "??? < " + std::string(200, 'n'));
+}
+
+TEST(PythonStacks, ATruncatedDumpIsJudgedOnItsWholeLines) {
+  const std::string whole = kPyHung;
+  // Cut inside the main thread's last frame: no main thread yet, the cut line left out.
+  const std::string cut = whole.substr(0, whole.size() - 12);
+  const PythonDump d = parse_python_dump(cut);
+  EXPECT_EQ(d.error, "");
+  EXPECT_EQ(d.main, -1);
+  ASSERT_EQ(d.blocks.size(), 2u);
+  EXPECT_EQ(d.blocks[1].functions.back(), "main");
+  EXPECT_TRUE(parse_python_dump("").blocks.empty());
+  EXPECT_TRUE(parse_python_dump("Thread 0x1 (most rec").blocks.empty());
+}
+
+TEST(PythonStacks, WhatIsNotAFaulthandlerDumpIsRefusedNamingTheLine) {
+  EXPECT_EQ(parse_python_dump("garbage\n").error, "line 1 is not faulthandler's (\"garbage\")");
+  EXPECT_EQ(
+      parse_python_dump(std::string("\0\0\0\0Thread 0x1 (most recent call first):\n", 41)).error,
+      "line 1 is not faulthandler's (\"????Thread 0x1 (most recent call first):\")");
+  EXPECT_EQ(parse_python_dump("  File \"a.py\", line 1 in f\n").error,
+            "line 1: a frame before any thread header");
+  const std::string hostile = std::string(kPyHung) + "{\"type\": \"x\"}\n";
+  EXPECT_EQ(parse_python_dump(hostile).error,
+            "line 16 is not faulthandler's (\"{\"type\": \"x\"}\")");
+  // Names that are not printable ASCII become '?' (a signature goes out as JSON).
+  EXPECT_EQ(faulthandler_signature("Stack (most recent call first):\n  File \"a\", line 1 in "
+                                   "f\xc3\xa9\x01\n"),
+            "f???");
+}
+
+TEST(PythonStacks, OnlyTheUserSignalsAreAnnounceable) {
+  EXPECT_EQ(stack_signal_number("SIGUSR1"), SIGUSR1);
+  EXPECT_EQ(stack_signal_number("SIGUSR2"), SIGUSR2);
+  for (const char* s : {"SIGKILL", "SIGSTOP", "SIGTERM", "SIGSEGV", "10", "", "sigusr1"})
+    EXPECT_EQ(stack_signal_number(s), 0) << s;
+}
+
+void ignore_signal(int) {}
+
+TEST(PythonStacks, CaughtSignalsOfThisProcess) {
+  struct sigaction sa {};
+  struct sigaction old {};
+  sa.sa_handler = ignore_signal;
+  ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old), 0);
+  EXPECT_TRUE(catches_signal(::getpid(), SIGUSR1));
+  ::sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_FALSE(catches_signal(::getpid(), SIGUSR1));
+  EXPECT_FALSE(catches_signal(999999999, SIGUSR1));
 }
 
 TEST(Stacks, ProcessStateOfThisProcess) {
