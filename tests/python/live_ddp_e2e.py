@@ -247,9 +247,16 @@ def run(args):
                    "training under the slow fault")
         after = samples(t_slow + 0.5, float("inf"))
         check(before and after, "no step samples around the slow fault")
-        ratio = after[len(after) // 2] / before[len(before) // 2]
-        print("slow 3 on m0 at t=%.1f s: median step time x%.1f" % (t_slow, ratio))
-        check(ratio > 1.8, "the slow fault on m0 did not slow the job's steps (x%.2f)" % ratio)
+        median = lambda xs: xs[len(xs) // 2]
+        added = median(after) - median(before)
+        print("slow 3 on m0 at t=%.1f s: median step %.3f s -> %.3f s (x%.1f)"
+              % (t_slow, median(before), median(after), median(after) / median(before)))
+        # Rank 0 sleeps (3 - 1) x its own step, which holds the example's STEP_MS pause, and every
+        # rank waits for it in the all-reduce: the job's median step grows by at least half of
+        # 2 x STEP_MS however loaded the host (a ratio shrinks when load inflates both medians).
+        floor = 0.5 * (3 - 1) * STEP_MS / 1000
+        check(added >= floor, "the slow fault on m0 added %.3f s to the job's median step, not "
+              "the %.3f s its pause alone must" % (added, floor))
         faults = [(r["fault"], r["machine"]) for r in c.records() if r.get("kind") == "fault"]
         check(faults == [("kill", 1), ("nan", 2), ("crash", 1), ("hang", 3), ("stop", 1),
                          ("sdc", 2), ("slow", 0)],
