@@ -30,12 +30,14 @@ commands:
   generate FILE         a synthetic trace drawn from the fit of FILE
 
 Formats (--from / --to): jsonl, csv (the canonical format, traces/FORMAT.md), infinitehbd,
-oobleck, columns (any CSV / JSON Lines / JSON log, with --columns MAP.json); default: detected.
+oobleck, columns (any CSV / JSON Lines / JSON log, with --columns MAP.json), fta (the Failure
+Trace Archive's event traces; --from only); default: detected (never fta).
 Run 'faultline trace <command> --help' for its options.
 )TXT";
 
 constexpr const char* kInputHelp = R"TXT(input options:
-  --from FORMAT       jsonl|csv|infinitehbd|oobleck|columns (default: detected from the file)
+  --from FORMAT       jsonl|csv|infinitehbd|oobleck|columns|fta (default: detected from the
+                      file; fta is never detected)
   --columns MAP.json  column map for a log in another layout (implies --from columns)
   --strict            stop at the first bad record (exit 2) instead of skipping it
   --max-issues N      print at most N bad-record messages (default 20)
@@ -184,7 +186,7 @@ int input_option(const std::vector<std::string>& args, std::size_t& i, Input& in
   if (a == "--from") {
     const std::string* v = value();
     if (!v || !parse_format(*v, &in.format)) {
-      *err = "--from: expected jsonl|csv|infinitehbd|oobleck|columns";
+      *err = "--from: expected jsonl|csv|infinitehbd|oobleck|columns|fta";
       return -1;
     }
     return 1;
@@ -218,7 +220,7 @@ int input_option(const std::vector<std::string>& args, std::size_t& i, Input& in
 // missing or not one of them.
 bool output_format(const std::vector<std::string>& args, std::size_t& i, Format* to) {
   return i + 1 < args.size() && parse_format(args[++i], to) && *to != Format::kAuto &&
-         *to != Format::kColumns;
+         *to != Format::kColumns && *to != Format::kFta;
 }
 
 // Reads the input trace; prints issues; returns false (with the exit code) on failure.
