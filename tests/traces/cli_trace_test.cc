@@ -395,6 +395,100 @@ TEST(TraceCli, MixWritesTheShippedModel) {
   EXPECT_NE(run_cli({"trace", "mix", "--list"}).out.find("byterobust-table1"), std::string::npos);
 }
 
+// Llama 3 405B's Table 5 (arXiv 2407.21783): 419 unexpected interruptions in 54 days on
+// 16,384 GPUs. The mix at the published rate for that job is the shipped model, one
+// category per row, and its rates give back the table's counts.
+TEST(TraceCli, MixLlama3AtThePublishedRateGivesTable5sCounts) {
+  CliResult r = run_cli({"trace", "mix", "llama3-405b", "--gpus", "16384", "--days", "54"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json m = json::parse(r.out);
+  EXPECT_EQ(m, json::parse(slurp(FAULTLINE_SOURCE_DIR "/traces/models/llama3-405b.json")));
+  // Table 5's rows, in its order, with their counts (independent of the model's text).
+  const std::vector<std::pair<std::string, int>> table5 = {{"faulty_gpu", 148},
+                                                           {"gpu_hbm3", 72},
+                                                           {"software_bug", 54},
+                                                           {"network_switch_cable", 35},
+                                                           {"host_maintenance", 32},
+                                                           {"gpu_sram", 19},
+                                                           {"gpu_system_processor", 17},
+                                                           {"nic", 7},
+                                                           {"nccl_watchdog", 7},
+                                                           {"silent_data_corruption", 6},
+                                                           {"gpu_thermal", 6},
+                                                           {"host_ssd", 3},
+                                                           {"host_power_supply", 3},
+                                                           {"host_chassis", 2},
+                                                           {"host_io_board", 2},
+                                                           {"dependency", 2},
+                                                           {"host_cpu", 2},
+                                                           {"host_memory", 2}};
+  ASSERT_EQ(m["categories"].size(), table5.size());
+  double total = 0;
+  for (std::size_t i = 0; i < table5.size(); ++i) {
+    const json& c = m["categories"][i];
+    EXPECT_EQ(c["name"], table5[i].first);
+    // Per machine-day on 2,048 machines (16,384 / 8), per day for job-wide causes.
+    const double count = c.contains("rate_per_job_day")
+                             ? c["rate_per_job_day"].get<double>() * 54
+                             : c["rate_per_machine_day"].get<double>() * 2048 * 54;
+    EXPECT_NEAR(count, table5[i].second, 1e-3 * table5[i].second) << c["name"];
+    total += count;
+  }
+  EXPECT_NEAR(total, 419, 0.05);
+  EXPECT_NE(r.err.find("419.0 expected in 54 days"), std::string::npos) << r.err;
+  // The same per-machine rates at 8x the size: 8x the machine faults, the same job ones.
+  const json big = json::parse(run_cli({"trace", "mix", "llama3-405b", "--machines", "16384"}).out);
+  EXPECT_EQ(big["categories"][0]["rate_per_machine_day"],
+            m["categories"][0]["rate_per_machine_day"]);
+  EXPECT_EQ(big["categories"][2]["rate_per_job_day"], m["categories"][2]["rate_per_job_day"]);
+  // A given rate rescales it as it does Table 1.
+  const json scaled = json::parse(
+      run_cli({"trace", "mix", "llama3-405b", "--machines", "100", "--incidents-per-day", "4.19"})
+          .out);
+  EXPECT_NEAR(scaled["categories"][0]["rate_per_machine_day"].get<double>(), 4.19 * 148 / 419 / 100,
+              1e-7);
+  // Bad sizes and rates are refused in one line, exit 2.
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--gpus", "16383"},
+                                              {"--gpus", "16384", "--machines", "2048"},
+                                              {"--machines", "2048", "--gpus-per-machine", "4"},
+                                              {"--gpus", "0"},
+                                              {"--days", "0"},
+                                              {}}) {
+    std::vector<std::string> args = {"trace", "mix", "llama3-405b"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const CliResult b = run_cli(args);
+    EXPECT_EQ(b.exit_code, 2) << b.err;
+    EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
+  }
+  EXPECT_NE(run_cli({"trace", "mix", "llama3-405b", "--gpus", "16383"}).err.find("multiple of 8"),
+            std::string::npos);
+  const CliResult norate = run_cli({"trace", "mix", "byterobust-table1", "--gpus", "9600"});
+  EXPECT_EQ(norate.exit_code, 2);
+  EXPECT_NE(norate.err.find("no published rate"), std::string::npos) << norate.err;
+  EXPECT_NE(run_cli({"trace", "mix", "--list"}).out.find("llama3-405b"), std::string::npos);
+}
+
+// The done-when of issue 53: the mix, used in `sim run` on the published job (Llama 3's
+// 16,384 GPUs for 54 days, scenarios/llama3-16k.json without its planned code updates),
+// gives 419 +- 3 sqrt(419) interruptions a replica.
+TEST(TraceCli, MixLlama3InTheSimulatorGivesTable5sInterruptions) {
+  const std::string model = temp("llama3-405b.json");
+  CliResult r =
+      run_cli({"trace", "mix", "llama3-405b", "--gpus", "16384", "--days", "54", "-o", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli({"sim", "run", scenarios_dir() + "/llama3-16k.json", "--replicas", "4", "--jobs", "2",
+               "--quiet", "--format", "json", "--set", "faults=" + slurp(model)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["incidents"]["by_category"].size(), 18u);
+  EXPECT_FALSE(j["incidents"]["by_category"].contains("planned"));
+  const double injected = j["incidents"]["faults_injected_per_replica"].get<double>();
+  const double interruptions = j["incidents"]["per_replica"].get<double>();
+  EXPECT_NEAR(injected, 419, 3 * std::sqrt(419.0));
+  EXPECT_NEAR(interruptions, 419, 3 * std::sqrt(419.0));
+  EXPECT_LE(interruptions, injected);
+}
+
 // A ToR failure logged on two servers of one rack is one incident that takes all 16
 // machines of the rack the first server's slot sits in.
 TEST(TraceCli, SwitchScopeFaultTakesTheWholeRackInTheSimulator) {
