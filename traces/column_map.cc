@@ -314,7 +314,7 @@ ColumnMap builtin_column_map(Format f) {
       break;
     case Format::kFta:
       // The Failure Trace Archive's event_trace table (its public traces' *_event_trace.tab):
-      // tab-separated, values padded with blanks, no header (a header row is skipped),
+      // tab-separated, values padded with blanks, read by position (a header row is skipped),
       // event_id, component_id, node_id, platform_id, node_name, event_type,
       // event_start_time, event_stop_time, event_end_reason; times in Unix seconds.
       // event_type 0 is an unavailability interval (a whole fault lasting stop - start), 1
