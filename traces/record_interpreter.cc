@@ -230,6 +230,12 @@ Interpreter::Verdict Interpreter::read_end_time(const RecordView& r, std::size_t
     return bad(line, map_.end_time, "end_time",
                "end time " + shown(r.end_time.text) + " is before the start " + shown(r.time.text) +
                    " (expected end >= start)");
+  // Each time is within 1e12 s, their difference need not be: a duration the canonical
+  // format would refuse is refused here too.
+  if (!(end - t <= kMaxAbsTime))
+    return bad(line, map_.end_time, "end_time",
+               "end time " + shown(r.end_time.text) + " is more than 1e12 s after the start " +
+                   shown(r.time.text));
   *duration = end - t;
   return std::nullopt;
 }

@@ -163,6 +163,16 @@ TEST(TraceCli, FromFtaReadsPaddedEventTracesAsIs) {
             std::string::npos)
       << jl;
   EXPECT_EQ(run_cli({"trace", "convert", out, temp("x.tab"), "--to", "fta"}).exit_code, 2);
+  // Both times within 1e12 s, their difference not: a duration the canonical format refuses
+  // (it was written, and the file it made could not be read back).
+  const std::string far = temp("far.tab");
+  std::ofstream(far) << row({"1", "1", "5", "3", "n", "0", "-1000000000000", "1000000000000", "1"});
+  r = run_cli({"trace", "convert", far, temp("far.jsonl"), "--from", "fta", "--strict"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("far.tab:1: column 7 (event_stop_time): end time 1000000000000 is more "
+                       "than 1e12 s after the start -1000000000000"),
+            std::string::npos)
+      << r.err;
 
   // The column map: every padded value refused; with "trim" the same trace.
   const std::string map = temp("fta-map.json");
