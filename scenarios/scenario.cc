@@ -368,8 +368,8 @@ void parse_trace(const json& j, const std::string& file, Scenario& sc,
   ts.file = t.string("file", "", true);
   if (ts.file.empty()) t.fail(t.at("file"), "expected a non-empty path");
   ts.file = resolve(ts.file);
-  ts.format =
-      t.choice("format", "auto", {"auto", "jsonl", "csv", "infinitehbd", "oobleck", "columns"});
+  ts.format = t.choice("format", "auto",
+                       {"auto", "jsonl", "csv", "infinitehbd", "oobleck", "columns", "fta"});
   ts.columns = resolve(t.string("columns", ""));
   if (ts.format == "columns" && ts.columns.empty())
     t.fail(t.at("columns"), "required for \"format\": \"columns\" (a column-map file)");

@@ -273,7 +273,7 @@ double default_recall(const FaultCategory& c, const std::string& test);
 // Its categories come from the mapping table and follow those of faults.categories.
 struct TraceSource {
   std::string file;                     // resolved against the scenario file's directory
-  std::string format = "auto";          // auto|jsonl|csv|infinitehbd|oobleck|columns
+  std::string format = "auto";          // auto|jsonl|csv|infinitehbd|oobleck|columns|fta
   std::string columns;                  // column-map file (format "columns"), resolved
   std::string mapping;                  // category mapping table, resolved; "" = one per class
   std::string mode = "bootstrap";       // replay | bootstrap

@@ -26,16 +26,19 @@ commands:
   fit FILE [-o M.json]  maximum-likelihood fits (exponential, Weibull, lognormal) of per-node time
                         between failures and of repair times; -o writes a scenario fault model
   convert IN OUT        between formats (canonical jsonl/csv, infinitehbd, oobleck)
-  mix NAME              a published incident mix as a scenario fault model, rescaled
+  mix NAME              a published incident mix as a scenario fault model, at its published
+                        rate or rescaled
   generate FILE         a synthetic trace drawn from the fit of FILE
 
 Formats (--from / --to): jsonl, csv (the canonical format, traces/FORMAT.md), infinitehbd,
-oobleck, columns (any CSV / JSON Lines / JSON log, with --columns MAP.json); default: detected.
+oobleck, columns (any CSV / JSON Lines / JSON log, with --columns MAP.json), fta (the Failure
+Trace Archive's event traces; --from only); default: detected (never fta).
 Run 'faultline trace <command> --help' for its options.
 )TXT";
 
 constexpr const char* kInputHelp = R"TXT(input options:
-  --from FORMAT       jsonl|csv|infinitehbd|oobleck|columns (default: detected from the file)
+  --from FORMAT       jsonl|csv|infinitehbd|oobleck|columns|fta (default: detected from the
+                      file; fta is never detected)
   --columns MAP.json  column map for a log in another layout (implies --from columns)
   --strict            stop at the first bad record (exit 2) instead of skipping it
   --max-issues N      print at most N bad-record messages (default 20)
@@ -107,18 +110,30 @@ options:
 )TXT";
 
 constexpr const char* kMixHelp =
-    R"TXT(usage: faultline trace mix NAME --incidents-per-day X --machines N [-o FILE]
+    R"TXT(usage: faultline trace mix NAME (--machines N | --gpus N) [--incidents-per-day X]
+                         [--days D] [-o FILE]
        faultline trace mix --list
 
-Writes a published incident mix as a scenario fault model ({"categories": [...]}),
-scaled so that a job of N machines sees X incidents a day: machine-scope categories get
+Writes a published incident mix as a scenario fault model ({"categories": [...]}) for a
+job of N machines (--gpus N: N / --gpus-per-machine machines).
+
+At the published rate (the default, for a mix whose source gives one, e.g. llama3-405b:
+419 interruptions in 54 days on 2,048 machines of 8 GPUs), machine-scope categories get
+the source's count per machine-day and job-wide ones its count per day, whatever the
+job's size: `faultline trace mix llama3-405b --gpus 16384 --days 54` is the published job.
+With --incidents-per-day X (required for byterobust-table1, whose table gives no rate for
+one job), the job sees X incidents a day: machine-scope categories get
 rate_per_machine_day = X * share / N, job-wide ones rate_per_job_day = X * share.
-traces/models/byterobust-table1.json is byterobust-table1 at ByteRobust's dense job
-(175 incidents in 90 days on 1,200 machines: --incidents-per-day 1.9444 --machines 1200).
+traces/models/ holds each mix at its source's job, and README.md there each row's mapping.
 
 options:
-  --incidents-per-day X   incidents per day for the whole job
   --machines N            machines in the job
+  --gpus N                GPUs in the job, a multiple of --gpus-per-machine
+  --gpus-per-machine G    GPUs per machine for --gpus (default: the mix's source's, 8)
+  --incidents-per-day X   incidents per day for the whole job (default: the published rate)
+  --days D                the job's length: stderr gives the incidents a day and the
+                          number expected in D days (the model's rates are per day: D
+                          changes none of them)
   -o, --out FILE          write to FILE (default stdout)
   --list                  the built-in mixes
 )TXT";
@@ -184,7 +199,7 @@ int input_option(const std::vector<std::string>& args, std::size_t& i, Input& in
   if (a == "--from") {
     const std::string* v = value();
     if (!v || !parse_format(*v, &in.format)) {
-      *err = "--from: expected jsonl|csv|infinitehbd|oobleck|columns";
+      *err = "--from: expected jsonl|csv|infinitehbd|oobleck|columns|fta";
       return -1;
     }
     return 1;
@@ -218,7 +233,7 @@ int input_option(const std::vector<std::string>& args, std::size_t& i, Input& in
 // missing or not one of them.
 bool output_format(const std::vector<std::string>& args, std::size_t& i, Format* to) {
   return i + 1 < args.size() && parse_format(args[++i], to) && *to != Format::kAuto &&
-         *to != Format::kColumns;
+         *to != Format::kColumns && *to != Format::kFta;
 }
 
 // Reads the input trace; prints issues; returns false (with the exit code) on failure.
@@ -458,8 +473,8 @@ int convert(const std::vector<std::string>& args) {
 
 int mix(const std::vector<std::string>& args) {
   std::string name, out = "-";
-  double rate = NAN;
-  long long machines = 0;
+  double rate = NAN, days = NAN;
+  long long machines = 0, gpus = 0, per_machine = 0;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
@@ -475,6 +490,15 @@ int mix(const std::vector<std::string>& args) {
     } else if (a == "--machines") {
       if (i + 1 >= args.size() || !to_int(args[++i], 1, 100'000'000, &machines))
         return usage("--machines: expected an integer >= 1");
+    } else if (a == "--gpus") {
+      if (i + 1 >= args.size() || !to_int(args[++i], 1, 1'000'000'000, &gpus))
+        return usage("--gpus: expected an integer >= 1");
+    } else if (a == "--gpus-per-machine") {
+      if (i + 1 >= args.size() || !to_int(args[++i], 1, 1024, &per_machine))
+        return usage("--gpus-per-machine: expected an integer in [1, 1024]");
+    } else if (a == "--days") {
+      if (i + 1 >= args.size() || !to_double(args[++i], &days) || !(days > 0) || days > 1e5)
+        return usage("--days: expected a number in (0, 100000]");
     } else if (a == "-o" || a == "--out") {
       if (i + 1 >= args.size()) return usage(a + ": expected a file");
       out = args[++i];
@@ -487,8 +511,27 @@ int mix(const std::vector<std::string>& args) {
     }
   }
   if (name.empty()) return usage("mix: expected a mix name (--list shows them)");
-  if (std::isnan(rate) || machines == 0)
-    return usage("mix: expected --incidents-per-day X and --machines N");
+  PublishedRate published;
+  try {
+    published = mix_published_rate(name);
+  } catch (const TraceError& e) {
+    return usage(e.what());
+  }
+  if (machines > 0 && gpus > 0) return usage("mix: expected --machines N or --gpus N, not both");
+  if (per_machine > 0 && gpus == 0) return usage("--gpus-per-machine: only with --gpus");
+  if (gpus > 0) {
+    if (per_machine == 0)
+      per_machine = published.gpus_per_machine > 0 ? published.gpus_per_machine : 8;
+    if (gpus % per_machine != 0)
+      return usage("--gpus: expected a multiple of " + std::to_string(per_machine) +
+                   " (GPUs per machine), got " + std::to_string(gpus));
+    machines = gpus / per_machine;
+    if (machines > 100'000'000) return usage("--gpus: expected at most 100,000,000 machines");
+  }
+  if (machines == 0) return usage("mix: expected --machines N or --gpus N");
+  if (std::isnan(rate) && !published.published())
+    return usage("mix: " + name +
+                 " has no published rate for one job: expected --incidents-per-day X");
   nlohmann::ordered_json model;
   try {
     model = published_mix(name, rate, static_cast<int>(machines));
@@ -499,6 +542,13 @@ int mix(const std::vector<std::string>& args) {
   if (!write_text_file(out, model.dump(2) + "\n", &err)) {
     std::fprintf(stderr, "faultline: %s\n", err.c_str());
     return 1;
+  }
+  if (!std::isnan(days)) {
+    const double per_day = mix_incidents_per_day(model, static_cast<int>(machines));
+    std::fprintf(stderr,
+                 "faultline: mix: %s on %lld machines: %.4g incidents a day, %.1f expected in "
+                 "%g days\n",
+                 name.c_str(), machines, per_day, per_day * days, days);
   }
   return 0;
 }

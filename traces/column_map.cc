@@ -17,6 +17,7 @@ namespace faultline::traces {
 namespace {
 
 using internal::kIgnore;
+using internal::kUp;
 using internal::shown;
 
 // A field name or column number at `path`.
@@ -88,7 +89,7 @@ double unit_seconds(ConfigObj& o, const std::string& key, double def) {
 // ---------------------------------------------------------------- parse_column_map parts
 // Each reads its keys of the map in a fixed order: the first bad one is the one reported.
 
-// "format", and for CSV its "delimiter", "header" and "comment".
+// "format", and for CSV its "delimiter", "header", "comment" and "trim".
 void read_container(ConfigObj& o, ColumnMap& m) {
   const std::string fmt = o.choice("format", "", {"csv", "jsonl", "json"});
   if (fmt.empty()) o.fail("$.format", "required: csv|jsonl|json");
@@ -104,8 +105,9 @@ void read_container(ConfigObj& o, ColumnMap& m) {
     const std::string c = o.string("comment", "#");
     if (c.size() > 1) o.fail("$.comment", "expected one character or \"\"");
     m.comment = c.empty() ? '\0' : c[0];
+    m.trim = o.boolean("trim", false);
   } else {
-    for (const char* k : {"delimiter", "header", "comment"})
+    for (const char* k : {"delimiter", "header", "comment", "trim"})
       if (o.has(k)) o.fail(o.at(k), "only for \"format\": \"csv\"");
   }
 }
@@ -182,6 +184,7 @@ void read_event(ConfigObj& o, ColumnMap& m, bool csv) {
                                                {"end", static_cast<int>(EventKind::kFaultEnd)},
                                                {"fault", static_cast<int>(EventKind::kFault)},
                                                {"join", static_cast<int>(EventKind::kNodeJoin)},
+                                               {"up", kUp},
                                                {"ignore", kIgnore}};
   for (const auto& [key, kind] : kinds) {
     for (const auto& v : e.strings(key)) {
@@ -190,7 +193,7 @@ void read_event(ConfigObj& o, ColumnMap& m, bool csv) {
     }
   }
   if (m.event_values.empty())
-    e.fail("$.event", "expected value lists: start, end, fault, join, ignore (at least one)");
+    e.fail("$.event", "expected value lists: start, end, fault, join, up, ignore (at least one)");
   e.finish();
 }
 
@@ -252,6 +255,7 @@ void read_attributes(ConfigObj& o, ColumnMap& m, bool csv) {
 
 std::string FieldRef::describe() const {
   if (is_constant) return "constant";
+  if (index >= 0 && !name.empty()) return "column " + std::to_string(index) + " (" + name + ")";
   if (!name.empty()) return name;
   return "column " + std::to_string(index);
 }
@@ -307,6 +311,28 @@ ColumnMap builtin_column_map(Format f) {
       m.level = {"", -1, "Other", true};
       m.cls = {"", -1, "Preemption", true};
       m.desc = {"", -1, "remove", true};
+      break;
+    case Format::kFta:
+      // The Failure Trace Archive's event_trace table (its public traces' *_event_trace.tab):
+      // tab-separated, values padded with blanks, read by position (a header row is skipped),
+      // event_id, component_id, node_id, platform_id, node_name, event_type,
+      // event_start_time, event_stop_time, event_end_reason; times in Unix seconds.
+      // event_type 0 is an unavailability interval (a whole fault lasting stop - start), 1
+      // an availability one (the node is up: in the fleet and the window, not a fault).
+      m.container = Container::kCsv;
+      m.delimiter = '\t';
+      m.header = false;
+      m.comment = '#';
+      m.trim = true;
+      m.time = {"event_start_time", 6, "", false};
+      m.end_time = {"event_stop_time", 7, "", false};
+      m.origin = TimeOrigin::kFixed;  // Unix seconds: time zero is 1970-01-01
+      m.origin_unix_s = 0;
+      m.node = {"node_id", 2, "", false};
+      m.event = {"event_type", 5, "", false};
+      m.event_values = {
+          {"0", static_cast<int>(EventKind::kFault)}, {"1", kUp}, {"event_type", kIgnore}};
+      m.cls = {"", -1, "Unavailability", true};
       break;
   }
   return m;

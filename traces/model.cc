@@ -36,11 +36,14 @@ const char* kKeyOrder[] = {"name",
                            "scope",
                            "symptom",
                            "persistent",
+                           "code_bug",
+                           "fix_h",
                            "repair_h",
                            "observe_after_s",
                            "slowdown_factor",
                            "duration_s",
                            "alert",
+                           "alert_coverage",
                            "signature",
                            "exit_code"};
 
@@ -220,39 +223,84 @@ const MixRow kByteRobustTable1[] = {
     {"code_data_adjustment", "manual", "manual", "job", false, 9582, "", 0, 0, 0, 0, ""},
 };
 
-}  // namespace
+// Llama 3 405B's pre-training (The Llama 3 Herd of Models, arXiv 2407.21783, Table 5): 419
+// unexpected interruptions in 54 days on 16,384 H100 GPUs, 2,048 machines of 8, by root
+// cause, one category per row in the table's order. Each row is a scenario category without
+// its rate, and its count; traces/models/README.md gives each choice and why. The fields
+// follow scenarios/llama3-16k.json, which groups the same rows into 11 categories.
+constexpr const char* kLlama3Table5 = R"JSON([
+  {"count": 148, "name": "faulty_gpu", "class": "explicit", "scope": "machine", "symptom": "crash",
+   "persistent": true, "repair_h": 48, "observe_after_s": 60, "alert": "gpu", "alert_coverage": 0.71,
+   "signature": "RuntimeError: CUDA error: an illegal memory access was encountered"},
+  {"count": 72, "name": "gpu_hbm3", "class": "explicit", "scope": "machine", "symptom": "crash",
+   "persistent": true, "repair_h": 72, "observe_after_s": 60, "alert": "gpu", "alert_coverage": 0.71,
+   "signature": "RuntimeError: CUDA error: uncorrectable ECC error encountered"},
+  {"count": 54, "name": "software_bug", "class": "explicit", "scope": "job", "symptom": "crash",
+   "code_bug": true, "fix_h": 4, "observe_after_s": 60,
+   "signature": "AssertionError: expected a contiguous tensor in the pipeline send buffer"},
+  {"count": 35, "name": "network_switch_cable", "class": "explicit", "scope": "machine",
+   "symptom": "crash", "persistent": true, "repair_h": 24, "observe_after_s": 60, "alert": "nic",
+   "signature": "NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129"},
+  {"count": 32, "name": "host_maintenance", "class": "explicit", "scope": "machine",
+   "symptom": "crash", "persistent": true, "repair_h": 12, "observe_after_s": 60, "alert": "host",
+   "signature": "torch.distributed.DistNetworkError: Connection reset by peer"},
+  {"count": 19, "name": "gpu_sram", "class": "explicit", "scope": "machine", "symptom": "crash",
+   "persistent": true, "repair_h": 72, "observe_after_s": 60, "alert": "gpu", "alert_coverage": 0.71,
+   "signature": "NVRM: Xid (PCI:0000:1b:00): 48, An uncorrectable double bit error (DBE) has been detected"},
+  {"count": 17, "name": "gpu_system_processor", "class": "explicit", "scope": "machine",
+   "symptom": "crash", "persistent": true, "repair_h": 72, "observe_after_s": 60, "alert": "gpu",
+   "alert_coverage": 0.71,
+   "signature": "NVRM: Xid (PCI:0000:1b:00): 119, Timeout waiting for RPC from GSP"},
+  {"count": 7, "name": "nic", "class": "explicit", "scope": "machine", "symptom": "crash",
+   "persistent": true, "repair_h": 24, "observe_after_s": 60, "alert": "nic",
+   "signature": "NCCL WARN NET/IB : mlx5_0:1 port down"},
+  {"count": 7, "name": "nccl_watchdog", "class": "implicit", "scope": "machine", "symptom": "hang",
+   "persistent": false, "duration_s": 0, "repair_h": 24},
+  {"count": 6, "name": "silent_data_corruption", "class": "implicit", "scope": "machine",
+   "symptom": "nan", "persistent": true, "repair_h": 72, "observe_after_s": 20,
+   "signature": "RuntimeError: Rank 0: found NaN in local grad norm"},
+  {"count": 6, "name": "gpu_thermal", "class": "explicit", "scope": "machine", "symptom": "crash",
+   "persistent": true, "repair_h": 72, "observe_after_s": 60, "alert": "gpu", "alert_coverage": 0.71,
+   "signature": "RuntimeError: CUDA error: unspecified launch failure"},
+  {"count": 3, "name": "host_ssd", "class": "explicit", "scope": "machine", "symptom": "crash",
+   "persistent": true, "repair_h": 72, "observe_after_s": 60, "alert": "host",
+   "signature": "RuntimeError: NCCL communicator was aborted on rank 1403 (remote process exited)"},
+  {"count": 3, "name": "host_power_supply", "class": "explicit", "scope": "machine",
+   "symptom": "crash", "persistent": true, "repair_h": 72, "observe_after_s": 60, "alert": "host",
+   "signature": "RuntimeError: NCCL communicator was aborted on rank 1403 (remote process exited)"},
+  {"count": 2, "name": "host_chassis", "class": "explicit", "scope": "machine", "symptom": "crash",
+   "persistent": true, "repair_h": 72, "observe_after_s": 60, "alert": "host",
+   "signature": "RuntimeError: NCCL communicator was aborted on rank 1403 (remote process exited)"},
+  {"count": 2, "name": "host_io_board", "class": "explicit", "scope": "machine", "symptom": "crash",
+   "persistent": true, "repair_h": 72, "observe_after_s": 60, "alert": "host",
+   "signature": "RuntimeError: NCCL communicator was aborted on rank 1403 (remote process exited)"},
+  {"count": 2, "name": "dependency", "class": "explicit", "scope": "job", "symptom": "crash",
+   "persistent": false, "observe_after_s": 60, "alert": "storage",
+   "signature": "OSError: [Errno 5] Input/output error: '/mnt/checkpoints/step-812000/model_optim_rng.pt'"},
+  {"count": 2, "name": "host_cpu", "class": "explicit", "scope": "machine", "symptom": "crash",
+   "persistent": true, "repair_h": 72, "observe_after_s": 60, "alert": "host",
+   "signature": "RuntimeError: NCCL communicator was aborted on rank 1403 (remote process exited)"},
+  {"count": 2, "name": "host_memory", "class": "explicit", "scope": "machine", "symptom": "crash",
+   "persistent": true, "repair_h": 72, "observe_after_s": 60, "alert": "host",
+   "signature": "RuntimeError: NCCL communicator was aborted on rank 1403 (remote process exited)"}
+])JSON";
 
-std::vector<std::string> mix_names() { return {"byterobust-table1"}; }
+// A built-in mix: its rows (scenario categories with a "count", no rate) and, where its
+// source gives one, its published rate.
+struct Mix {
+  const char* name;
+  const char* description;
+  PublishedRate rate;
+  json rows;
+};
 
-std::string mix_description(const std::string& name) {
-  if (name == "byterobust-table1")
-    return "ByteRobust (SOSP'25) Table 1: 55,365 incidents over three months of production LLM "
-           "training, "
-           "17 symptoms (explicit 70.7%, implicit 11.0%, manual 17.3%)";
-  return "";
-}
-
-ordered_json published_mix(const std::string& name, double incidents_per_day, int machines) {
-  if (name != "byterobust-table1") {
-    std::string all;
-    for (const auto& n : mix_names()) all += (all.empty() ? "" : "|") + n;
-    throw TraceError("unknown mix \"" + name + "\" (expected " + all + ")");
-  }
-  if (!(incidents_per_day > 0) || !std::isfinite(incidents_per_day))
-    throw TraceError("--incidents-per-day: expected a number > 0");
-  if (machines <= 0) throw TraceError("--machines: expected an integer >= 1");
-  double total = 0;
-  for (const MixRow& r : kByteRobustTable1) total += r.count;
-  ordered_json cats = ordered_json::array();
+json byterobust_rows() {
+  json rows = json::array();
   for (const MixRow& r : kByteRobustTable1) {
-    const double share = r.count / total;
-    ordered_json c;
+    json c;
+    c["count"] = r.count;
     c["name"] = r.name;
     c["class"] = r.cls;
-    if (std::string(r.scope) == "job")
-      c["rate_per_job_day"] = round_sig(incidents_per_day * share, 4);
-    else
-      c["rate_per_machine_day"] = round_sig(incidents_per_day * share / machines, 4);
     c["scope"] = r.scope;
     c["symptom"] = r.symptom;
     c["persistent"] = r.persistent;
@@ -262,9 +310,88 @@ ordered_json published_mix(const std::string& name, double incidents_per_day, in
     if (r.alert[0]) c["alert"] = r.alert;
     if (r.signature[0]) c["signature"] = r.signature;
     if (r.exit_code) c["exit_code"] = r.exit_code;
-    cats.push_back(c);
+    rows.push_back(c);
+  }
+  return rows;
+}
+
+const std::vector<Mix>& mixes() {
+  static const std::vector<Mix> all = {
+      {"byterobust-table1",
+       "ByteRobust (SOSP'25) Table 1: 55,365 incidents over three months of production LLM "
+       "training, 17 symptoms (explicit 70.7%, implicit 11.0%, manual 17.3%); no rate for one "
+       "job: give --incidents-per-day",
+       {},
+       byterobust_rows()},
+      {"llama3-405b",
+       "Llama 3 405B pre-training (arXiv 2407.21783, Table 5): 419 unexpected interruptions in "
+       "54 days on 16,384 GPUs (2,048 machines of 8), 18 root causes; the published rate by "
+       "default",
+       {419, 54, 2048, 8},
+       json::parse(kLlama3Table5)}};
+  return all;
+}
+
+const Mix& find_mix(const std::string& name) {
+  for (const Mix& m : mixes())
+    if (name == m.name) return m;
+  std::string all;
+  for (const auto& n : mix_names()) all += (all.empty() ? "" : "|") + n;
+  throw TraceError("unknown mix \"" + name + "\" (expected " + all + ")");
+}
+
+}  // namespace
+
+std::vector<std::string> mix_names() {
+  std::vector<std::string> names;
+  for (const Mix& m : mixes()) names.push_back(m.name);
+  return names;
+}
+
+std::string mix_description(const std::string& name) {
+  for (const Mix& m : mixes())
+    if (name == m.name) return m.description;
+  return "";
+}
+
+PublishedRate mix_published_rate(const std::string& name) { return find_mix(name).rate; }
+
+ordered_json published_mix(const std::string& name, double incidents_per_day, int machines) {
+  const Mix& mix = find_mix(name);
+  const bool published = std::isnan(incidents_per_day);
+  if (published && !mix.rate.published())
+    throw TraceError("mix \"" + name + "\" has no published rate: expected --incidents-per-day");
+  if (!published && (!(incidents_per_day > 0) || !std::isfinite(incidents_per_day)))
+    throw TraceError("--incidents-per-day: expected a number > 0");
+  if (machines <= 0) throw TraceError("--machines: expected an integer >= 1");
+  double total = 0;
+  for (const auto& r : mix.rows) total += r["count"].get<double>();
+  ordered_json cats = ordered_json::array();
+  for (const auto& r : mix.rows) {
+    const double count = r["count"].get<double>();
+    const double share = count / total;
+    const bool job = r["scope"] == "job";
+    // Published: the source's count per machine-day (machine scope) or per day (job scope),
+    // whatever the job's size. Given a rate: its share of the job's incidents a day.
+    const double rate =
+        published ? (job ? count / mix.rate.days : count / (mix.rate.days * mix.rate.machines))
+                  : (job ? incidents_per_day * share : incidents_per_day * share / machines);
+    json c = r;
+    c.erase("count");
+    c[job ? "rate_per_job_day" : "rate_per_machine_day"] = round_sig(rate, 4);
+    cats.push_back(ordered(c));
   }
   return ordered_json{{"categories", cats}};
+}
+
+double mix_incidents_per_day(const ordered_json& model, int machines) {
+  double sum = 0;
+  for (const auto& c : model["categories"]) {
+    if (c.contains("rate_per_job_day")) sum += c["rate_per_job_day"].get<double>();
+    if (c.contains("rate_per_machine_day"))
+      sum += c["rate_per_machine_day"].get<double>() * machines;
+  }
+  return sum;
 }
 
 // ---------------------------------------------------------------- generation

@@ -8,8 +8,9 @@
 //   as "faults", or pass it with --set "faults=$(cat model.json)". A value the scenario
 //   loader would refuse refuses the model: clipped to the schema's limit it would be a
 //   distribution nobody fitted, run without a word.
-// - published_mix: a published incident mix (ByteRobust's Table 1) rescaled to a
-//   chosen incident rate for a job of a chosen size.
+// - published_mix: a published incident mix (ByteRobust's Table 1, Llama 3 405B's Table 5)
+//   at its published rate, where its source gives one, or rescaled to a chosen incident
+//   rate, for a job of a chosen size.
 // - generate_trace: synthetic per-node timelines drawn from a trace fit, to check a
 //   fit against its source or to make traces of any size.
 #pragma once
@@ -74,15 +75,31 @@ struct FaultModel {
 
 FaultModel fault_model(const Trace& t, const CategoryMap& map, const ModelOptions& opt);
 
-// Built-in published mixes.
+// Built-in published mixes (traces/models/README.md: each row's mapping and its source).
 std::vector<std::string> mix_names();
 std::string mix_description(const std::string& name);
-// The mix scaled to `incidents_per_day` for a job of `machines` machines: machine
-// categories get rate_per_machine_day = rate x share / machines, job-wide ones
-// rate_per_job_day = rate x share. Throws TraceError for an unknown name or a
-// non-positive rate or size.
+
+// A mix's published rate, where its source gives one: `incidents` in `days` on a job of
+// `machines` machines of `gpus_per_machine` GPUs.
+struct PublishedRate {
+  double incidents = 0, days = 0;
+  int machines = 0, gpus_per_machine = 0;
+  bool published() const { return incidents > 0; }
+};
+// Throws TraceError for an unknown name.
+PublishedRate mix_published_rate(const std::string& name);
+
+// The mix for a job of `machines` machines. With `incidents_per_day` NaN, at its published
+// rate: machine categories get the source's count per machine-day (count / (days x
+// machines)), job-wide ones its count per day, whatever the job's size. Else scaled to
+// `incidents_per_day`: machine categories get rate_per_machine_day = rate x share /
+// machines, job-wide ones rate_per_job_day = rate x share. Throws TraceError for an
+// unknown name, a mix without a published rate and no rate, or a non-positive rate or size.
 nlohmann::ordered_json published_mix(const std::string& name, double incidents_per_day,
                                      int machines);
+// The incidents a day a fault model ({"categories": [...]}) gives a job of `machines`
+// machines: its machine rates times `machines`, plus its job rates.
+double mix_incidents_per_day(const nlohmann::ordered_json& model, int machines);
 
 struct GenerateOptions {
   int nodes = 0;    // 0 = the fit's fleet

@@ -254,21 +254,28 @@ class CsvColumns {
 
   void fill(const std::vector<std::string>& row, RecordView& view) const {
     view.clear();
+    // A padded export's value without its padding (ColumnMap::trim).
+    auto cell = [&](int col) -> std::string_view {
+      std::string_view v = row[static_cast<std::size_t>(col)];
+      if (!map_.trim) return v;
+      const std::size_t b = v.find_first_not_of(" \t");
+      if (b == std::string_view::npos) return {};
+      return v.substr(b, v.find_last_not_of(" \t") - b + 1);
+    };
     for (const Bound& b : bound_) {
       if (b.ref->is_constant) {
         (view.*(b.slot)).set(b.ref->constant);
       } else if (b.index < static_cast<int>(row.size())) {
-        (view.*(b.slot)).set(row[static_cast<std::size_t>(b.index)]);
+        (view.*(b.slot)).set(cell(b.index));
       }
     }
     view.node_parts.resize(part_cols_.size());
     for (std::size_t i = 0; i < part_cols_.size(); ++i)
-      if (part_cols_[i] < static_cast<int>(row.size()))
-        view.node_parts[i].set(row[static_cast<std::size_t>(part_cols_[i])]);
+      if (part_cols_[i] < static_cast<int>(row.size())) view.node_parts[i].set(cell(part_cols_[i]));
     for (const auto& [name, col] : attr_cols_) {
-      if (col < static_cast<int>(row.size()) && !row[static_cast<std::size_t>(col)].empty()) {
+      if (col < static_cast<int>(row.size()) && !cell(col).empty()) {
         Slot s;
-        s.set(row[static_cast<std::size_t>(col)]);
+        s.set(cell(col));
         view.attrs.emplace_back(name, s);
       }
     }
@@ -395,13 +402,15 @@ const char* format_name(Format f) {
       return "oobleck";
     case Format::kColumns:
       return "columns";
+    case Format::kFta:
+      return "fta";
   }
   return "?";
 }
 
 bool parse_format(std::string_view s, Format* out) {
   for (Format f : {Format::kAuto, Format::kJsonl, Format::kCsv, Format::kInfiniteHbd,
-                   Format::kOobleck, Format::kColumns})
+                   Format::kOobleck, Format::kColumns, Format::kFta})
     if (s == format_name(f)) {
       *out = f;
       return true;

@@ -1,5 +1,6 @@
 // Trace readers: the canonical format (JSON Lines and CSV, traces/FORMAT.md), the
-// InfiniteHBD release (a JSON array), Oobleck's membership CSVs, and a generic
+// InfiniteHBD release (a JSON array), Oobleck's membership CSVs, the Failure Trace
+// Archive's event traces (tab-separated, blank-padded), and a generic
 // CSV / JSON Lines / JSON-array reader driven by a column map, so a new log needs a
 // small JSON file and no code.
 //
@@ -24,10 +25,11 @@
 
 namespace faultline::traces {
 
-enum class Format : std::uint8_t { kAuto, kJsonl, kCsv, kInfiniteHbd, kOobleck, kColumns };
+enum class Format : std::uint8_t { kAuto, kJsonl, kCsv, kInfiniteHbd, kOobleck, kColumns, kFta };
 
 // "auto", "jsonl" (canonical JSON Lines), "csv" (canonical CSV), "infinitehbd",
-// "oobleck", "columns" (generic, with a column map).
+// "oobleck", "columns" (generic, with a column map), "fta" (the Failure Trace Archive's
+// event_trace tables; read only, never detected).
 const char* format_name(Format f);
 bool parse_format(std::string_view s, Format* out);
 // Guesses from the file name and the first bytes: .jsonl/.ndjson → jsonl; a JSON
@@ -42,7 +44,9 @@ struct FieldRef {
   std::string constant;
   bool is_constant = false;
   bool set() const { return is_constant || index >= 0 || !name.empty(); }
-  std::string describe() const;  // for messages: the key, "column 3" or "constant"
+  // For messages: the key, "column 3", "column 5 (event_type)" (a built-in format's
+  // column, which has both) or "constant".
+  std::string describe() const;
 };
 
 enum class Container : std::uint8_t { kCsv, kJsonl, kJsonArray };
@@ -55,6 +59,7 @@ struct ColumnMap {
   char delimiter = ',';
   bool header = true;  // CSV: the first row names the columns
   char comment = '#';  // CSV: lines starting with it are skipped ('\0' = none)
+  bool trim = false;   // CSV: blanks (spaces, tabs) around a value are padding, not part of it
 
   FieldRef time;
   double time_unit_s = 1;                 // numeric times: seconds per unit
@@ -73,9 +78,12 @@ struct ColumnMap {
   // An empty end leaves the duration unknown. Not with `duration`.
   FieldRef end_time;
   FieldRef event;  // unset: every record is a whole fault
-  // Event value → kind; kinds outside EventKind mean "ignore the record", checked before
-  // any other field, and an ignored "" matches an empty or missing value (blank rows).
-  // Empty: the canonical names (fault_start, fault_end, fault, node_join).
+  // Event value → kind; kinds outside EventKind mean "ignore the record" (kIgnore), checked
+  // before any other field, and an ignored "" matches an empty or missing value (blank
+  // rows), or "the node was up" (kUp, record_interpreter.h): no event, but the node is in
+  // the fleet and [time, end_time] in the observation window (the Failure Trace Archive's
+  // availability intervals). Empty: the canonical names (fault_start, fault_end, fault,
+  // node_join).
   std::vector<std::pair<std::string, int>> event_values;
   // A node_join on a node with an open fault ends that fault (membership traces
   // where a replaced node comes back).
@@ -94,7 +102,7 @@ struct ColumnMap {
   bool canonical = false;  // accepts the canonical meta record and checks kinds strictly
 };
 
-// The column maps of the built-in formats (kJsonl, kCsv, kInfiniteHbd, kOobleck).
+// The column maps of the built-in formats (kJsonl, kCsv, kInfiniteHbd, kOobleck, kFta).
 ColumnMap builtin_column_map(Format f);
 // Parses a column-map file; throws TraceError "file: $.path: expected ...".
 ColumnMap parse_column_map(const std::string& json_text, const std::string& file);

@@ -75,10 +75,12 @@ bool Interpreter::record(const RecordView& r, std::size_t line) {
 
   std::string_view node;
   EventKind kind = EventKind::kFault;
+  bool up = false;
   double duration = NAN;
   Scope scope = Scope::kNode;
   if (Verdict v = read_node(r, line, &node)) return *v;
-  if (Verdict v = read_kind(r, line, &kind)) return *v;
+  if (Verdict v = read_kind(r, line, &kind, &up)) return *v;
+  if (up) return up_record(r, line, t, node);
   if (Verdict v = read_duration(r, line, kind, &duration)) return *v;
   if (Verdict v = read_end_time(r, line, kind, t, &duration)) return *v;
   if (Verdict v = read_scope(r, line, &scope)) return *v;
@@ -95,7 +97,29 @@ bool Interpreter::record(const RecordView& r, std::size_t line) {
   if (!r.scope_id.empty()) e.group = trace_.intern_group(r.scope_id.text);
   if (Verdict v = read_attributes(r, line, e)) return *v;
   min_time_ = std::min(min_time_, t);
+  max_time_ = std::max(max_time_, std::isnan(duration) ? t : t + duration);
   trace_.events.push_back(e);
+  ++res_.records;
+  return true;
+}
+
+// A record saying the node was up from `t` to its end time (or at `t`, without one): the
+// node joins the trace's nodes, the interval the window; no event.
+bool Interpreter::up_record(const RecordView& r, std::size_t line, double t,
+                            std::string_view node) {
+  double end = t;
+  if (map_.end_time.set() && !r.end_time.empty()) {
+    std::string why;
+    if (!parse_time(r.end_time, &end, &why)) return bad(line, map_.end_time, "end_time", why);
+    if (!(end >= t))
+      return bad(line, map_.end_time, "end_time",
+                 "end time " + shown(r.end_time.text) + " is before the start " +
+                     shown(r.time.text) + " (expected end >= start)");
+  }
+  trace_.intern_node(node);
+  up_ = true;
+  min_time_ = std::min(min_time_, t);
+  max_time_ = std::max(max_time_, end);
   ++res_.records;
   return true;
 }
@@ -137,7 +161,8 @@ Interpreter::Verdict Interpreter::read_node(const RecordView& r, std::size_t lin
 
 // The event kind: the canonical names, or the map's value lists (an ignored value ends
 // the record, which is not an error).
-Interpreter::Verdict Interpreter::read_kind(const RecordView& r, std::size_t line, EventKind* out) {
+Interpreter::Verdict Interpreter::read_kind(const RecordView& r, std::size_t line, EventKind* out,
+                                            bool* up) {
   if (!map_.event.set()) return std::nullopt;
   if (r.event.empty()) return bad(line, map_.event, "event", "missing event kind");
   int k = -2;
@@ -152,6 +177,10 @@ Interpreter::Verdict Interpreter::read_kind(const RecordView& r, std::size_t lin
       }
   }
   if (k == kIgnore) return true;
+  if (k == kUp) {
+    *up = true;
+    return std::nullopt;
+  }
   if (k < 0) {
     std::string known;
     if (map_.event_values.empty()) {
@@ -201,6 +230,12 @@ Interpreter::Verdict Interpreter::read_end_time(const RecordView& r, std::size_t
     return bad(line, map_.end_time, "end_time",
                "end time " + shown(r.end_time.text) + " is before the start " + shown(r.time.text) +
                    " (expected end >= start)");
+  // Each time is within 1e12 s, their difference need not be: a duration the canonical
+  // format would refuse is refused here too.
+  if (!(end - t <= kMaxAbsTime))
+    return bad(line, map_.end_time, "end_time",
+               "end time " + shown(r.end_time.text) + " is more than 1e12 s after the start " +
+                   shown(r.time.text));
   *duration = end - t;
   return std::nullopt;
 }
@@ -298,7 +333,9 @@ bool Interpreter::meta(const scan::JRecord& rec, std::size_t line, std::size_t f
 }
 
 void Interpreter::finish() {
+  double shift = 0;  // what the first record's origin takes off every time
   if (map_.origin == TimeOrigin::kFirstRecord && std::isfinite(min_time_) && min_time_ != 0) {
+    shift = min_time_;
     for (Event& e : trace_.events) e.time_s -= min_time_;
     if (trace_.origin.empty())
       trace_.origin = map_.date_format.empty()
@@ -327,6 +364,13 @@ void Interpreter::finish() {
   }
   if (map_.fleet_nodes > 0 && trace_.fleet_nodes == 0)
     trace_.fleet_nodes = std::max<int>(map_.fleet_nodes, static_cast<int>(trace_.nodes.size()));
+  if (up_) {
+    // Up records observed the fleet: every node named (also those that never failed) and
+    // from the first record's time to the last record's end, which a written trace keeps
+    // as its meta record's fleet_nodes and window.
+    if (trace_.fleet_nodes == 0) trace_.fleet_nodes = static_cast<int>(trace_.nodes.size());
+    if (!trace_.window) trace_.window = std::make_pair(min_time_ - shift, max_time_ - shift);
+  }
   if (trace_.pairing == Pairing::kByCategory) trace_.pairing = map_.pairing;
 }
 

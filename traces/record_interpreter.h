@@ -22,6 +22,10 @@ namespace faultline::traces::internal {
 inline constexpr double kMaxAbsTime = 1e12;  // seconds; ~31,700 years
 // ColumnMap::event_values kind of a value whose records are skipped.
 inline constexpr int kIgnore = -1;
+// ColumnMap::event_values kind of a value whose records say the node was up (available)
+// from the record's time to its end time: no event, but the node is in the fleet and the
+// interval in the observation window.
+inline constexpr int kUp = -3;
 
 // `s` for a message: its first 40 bytes, control characters as '?'.
 std::string shown(std::string_view s);
@@ -95,7 +99,8 @@ class Interpreter {
   using Verdict = std::optional<bool>;
   bool ignored(const RecordView& r) const;
   Verdict read_node(const RecordView& r, std::size_t line, std::string_view* node);
-  Verdict read_kind(const RecordView& r, std::size_t line, EventKind* kind);
+  Verdict read_kind(const RecordView& r, std::size_t line, EventKind* kind, bool* up);
+  bool up_record(const RecordView& r, std::size_t line, double t, std::string_view node);
   Verdict read_duration(const RecordView& r, std::size_t line, EventKind kind, double* duration);
   Verdict read_end_time(const RecordView& r, std::size_t line, EventKind kind, double t,
                         double* duration);
@@ -115,6 +120,10 @@ class Interpreter {
   Sink& sink_;
   ReadResult& res_;
   double min_time_ = INFINITY;
+  // Up records (kUp): whether any was read, and the latest time or end time of every
+  // record kept, the end of the observation window they declare.
+  bool up_ = false;
+  double max_time_ = -INFINITY;
   scan::JRecord attrs_rec_;
   std::string node_id_;  // composite node key being joined
 };

@@ -117,12 +117,12 @@ class CompareResult(Fields):
       means ``incidents_mean``, ``faults_injected_mean``, ``evictions_true_mean``,
       ``evictions_false_mean``, ``checkpoints_mean``, ``gpu_hours_lost_mean``,
       ``standby_exhaustions_mean``;
-    - ``c.replicas``: every stack's replicas.csv in one DataFrame, column ``stack`` first;
+    - ``c.replicas``: every stack's replicas.csv in one DataFrame, column ``stack_name`` first;
     - ``c.paired``: per-replica ETTR differences to the baseline (index ``replica``, one column
       per other stack);
     - ``c.results``: dict label -> :class:`Result` of each stack (its replicas, incidents,
       decisions);
-    - ``c.incidents``: every stack's incidents.csv (column ``stack`` first) if asked, else None.
+    - ``c.incidents``: every stack's incidents.csv (column ``stack_name`` first) if asked, else None.
     """
 
     def __init__(self, data, results):
@@ -386,7 +386,9 @@ def _concat(results, attr):
     if not frames or any(f is None for f in frames.values()):
         return None
     import pandas as pd
-    return pd.concat([f.assign(stack=label)[["stack"] + list(f.columns)]
+    # The label column is `stack_name`, not `stack`: a column named like a DataFrame method
+    # (DataFrame.stack) cannot be read as an attribute (c.replicas.stack is the method).
+    return pd.concat([f.assign(stack_name=label)[["stack_name"] + list(f.columns)]
                       for label, f in frames.items()], ignore_index=True)
 
 
@@ -439,7 +441,7 @@ def _compare_table(data):
 
 def _paired(replicas, data):
     base = data.get("baseline")
-    wide = replicas.pivot(index="replica", columns="stack", values="ettr")
+    wide = replicas.pivot(index="replica", columns="stack_name", values="ettr")
     others = [s["label"] for s in data.get("stacks", []) if s["label"] != base]
     paired = wide[others].sub(wide[base], axis=0)
     paired.columns.name = None

@@ -1,7 +1,8 @@
 // libFuzzer target: the generic reader. The input is a column map, a line "---", and
 // a log; the map is validated (errors are fine, crashes are not) and, when valid,
-// drives the reader. Inputs without the separator read a fixed CSV map and a JSON
-// Lines map, and also go through the category-mapping parser.
+// drives the reader. Inputs without the separator read a fixed CSV map, a JSON Lines
+// map and the built-in fta map (tab-separated, padded, up records), and also go through
+// the category-mapping parser.
 #include "tests/fuzz/fuzz_common.h"
 #include "traces/config.h"
 
@@ -48,6 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   faultline::traces::fuzz::run(data, size, Format::kColumns, &csv_map());
   faultline::traces::fuzz::run(data, size, Format::kColumns, &jsonl_map());
+  faultline::traces::fuzz::run(data, size, Format::kFta);
   try {
     (void)parse_category_map(text, "fuzz-mapping");
   } catch (const TraceError&) {

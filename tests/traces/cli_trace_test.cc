@@ -89,6 +89,112 @@ TEST(TraceCli, BadRecordsAreReportedAndStrictExitsTwo) {
   }
 }
 
+// The Failure Trace Archive's event_trace table as its public traces ship it: tab-separated,
+// values padded with blanks, event_type 0 (down from start to stop) and 1 (up), Unix
+// seconds. --from fta reads it as is: two faults of 2 h and 1 h on a fleet of three nodes
+// (node 18 never fails, only its up interval names it) over the 10 days the intervals
+// cover; a bad row is skipped with one line naming the file, the line and the column.
+TEST(TraceCli, FromFtaReadsPaddedEventTracesAsIs) {
+  const std::string in = temp("lanl_event_trace.tab");
+  auto row = [](const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      std::string c = cells[i];
+      if (c.size() < 10 && i != 4) c.insert(0, 10 - c.size(), ' ');  // padded numbers
+      line += (i ? "\t" : "") + c;
+    }
+    return line + "\n";
+  };
+  const std::string good =
+      "event_id\tcomponent_id\tnode_id\tplatform_id\tnode_name\tevent_type\tevent_start_time\t"
+      "event_stop_time\tevent_end_reason\n" +
+      row({"1", "1", "17", "3", "node-017", "1", "1104537600.000000", "1104624000.000000", "0"}) +
+      row({"2", "1", "17", "3", "node-017", "0", "1104624000.000000", "1104631200.000000", "1"}) +
+      row({"3", "1", "17", "3", "node-017", "1", "1104631200.000000", "1105401600.000000", "0"}) +
+      row({"4", "1", "18", "3", "node-018", "1", "1104537600.000000", "1105401600.000000", "0"}) +
+      row({"5", "1", "19", "3", "node-019", "0", "1104710400.000000", "1104714000.000000", "1"});
+  std::ofstream(in) << good
+                    << row({"6", "1", "19", "3", "node-019", "2", "1104800000", "1104800100", "1"})
+                    << row({"7", "1", "19", "3", "node-019", "0", "1104900000", "1104800000", "1"});
+  CliResult r = run_cli({"trace", "stats", in, "--from", "fta", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["format"], "fta");
+  EXPECT_EQ(j["faults"], 2);
+  EXPECT_EQ(j["events"]["fault"], 2);
+  EXPECT_EQ(j["nodes"]["in_trace"], 3);
+  EXPECT_EQ(j["nodes"]["fleet"], 3);
+  EXPECT_EQ(j["nodes"]["with_faults"], 2);
+  EXPECT_EQ(j["span"]["first_s"], 1104537600);
+  EXPECT_EQ(j["span"]["last_s"], 1105401600);
+  EXPECT_DOUBLE_EQ(j["span"]["days"].get<double>(), 10);
+  EXPECT_NEAR(j["faults_per_1000_node_days"].get<double>(), 2.0 / (3 * 10) * 1000, 1e-9);
+  EXPECT_DOUBLE_EQ(j["repair_h"]["mean"].get<double>(), 1.5);
+  EXPECT_EQ(j["by_class"][0]["name"], "Unavailability");
+  // The two bad rows: one line each, naming the file, the line and the column.
+  EXPECT_NE(r.err.find("lanl_event_trace.tab:7: column 5 (event_type): unknown event kind \"2\""),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("lanl_event_trace.tab:8: column 7 (event_stop_time): end time 1104800000 "
+                       "is before the start 1104900000"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("2 bad record(s) skipped"), std::string::npos) << r.err;
+  r = run_cli({"trace", "stats", in, "--from", "fta", "--strict"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find(in + ":7: column 5 (event_type): unknown event kind \"2\" "
+                            "(expected 0|1|event_type)\n"),
+            0u)
+      << r.err;
+
+  // Written out, the trace keeps its fleet, window and time zero; the up rows are no events.
+  const std::string fine = temp("fine.tab"), out = temp("fine.jsonl");
+  std::ofstream(fine) << good;
+  r = run_cli({"trace", "convert", fine, out, "--from", "fta"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string jl = slurp(out);
+  EXPECT_EQ(jl.substr(0, jl.find('\n')),
+            "{\"meta\":{\"version\":1,\"fleet_nodes\":3,\"origin\":\"1970-01-01T00:00:00Z\","
+            "\"window\":[1104537600,1105401600]}}")
+      << jl;
+  EXPECT_EQ(std::count(jl.begin(), jl.end(), '\n'), 3);
+  EXPECT_NE(jl.find("{\"time_s\":1104624000,\"node\":\"17\",\"event\":\"fault\","
+                    "\"class\":\"Unavailability\",\"duration_s\":7200}"),
+            std::string::npos)
+      << jl;
+  EXPECT_EQ(run_cli({"trace", "convert", out, temp("x.tab"), "--to", "fta"}).exit_code, 2);
+  // Both times within 1e12 s, their difference not: a duration the canonical format refuses
+  // (it was written, and the file it made could not be read back).
+  const std::string far = temp("far.tab");
+  std::ofstream(far) << row({"1", "1", "5", "3", "n", "0", "-1000000000000", "1000000000000", "1"});
+  r = run_cli({"trace", "convert", far, temp("far.jsonl"), "--from", "fta", "--strict"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("far.tab:1: column 7 (event_stop_time): end time 1000000000000 is more "
+                       "than 1e12 s after the start -1000000000000"),
+            std::string::npos)
+      << r.err;
+
+  // The issue's column map: every padded value refused; with "trim" the same trace.
+  const std::string map = temp("fta-map.json");
+  std::ofstream(map) << R"({"format": "csv", "delimiter": "\t", "header": false,
+      "time": 6, "end_time": 7, "node": 2,
+      "event": {"field": 5, "fault": ["0"], "up": ["1"], "ignore": ["event_type"]}})";
+  r = run_cli({"trace", "stats", fine, "--columns", map, "--strict"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("fine.tab:2: column 5: unknown event kind \"         1\""),
+            std::string::npos)
+      << r.err;
+  std::ofstream(map) << R"({"format": "csv", "delimiter": "\t", "header": false, "trim": true,
+      "time": 6, "end_time": 7, "node": 2,
+      "event": {"field": 5, "fault": ["0"], "up": ["1"], "ignore": ["event_type"]}})";
+  r = run_cli({"trace", "stats", fine, "--columns", map, "--strict", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json c = json::parse(r.out);
+  EXPECT_EQ(c["faults"], 2);
+  EXPECT_EQ(c["nodes"]["fleet"], 3);
+  EXPECT_DOUBLE_EQ(c["span"]["days"].get<double>(), 10);
+}
+
 TEST(TraceCli, ConvertRoundTripAndFitModel) {
   FAULTLINE_REQUIRE_SHARED(kHbd);
   const std::string a = temp("a.jsonl"), b = temp("b.csv"), c = temp("c.jsonl"),
@@ -297,6 +403,100 @@ TEST(TraceCli, MixWritesTheShippedModel) {
       run_cli({"trace", "mix", "nope", "--incidents-per-day", "1", "--machines", "1"}).exit_code,
       2);
   EXPECT_NE(run_cli({"trace", "mix", "--list"}).out.find("byterobust-table1"), std::string::npos);
+}
+
+// Llama 3 405B's Table 5 (arXiv 2407.21783): 419 unexpected interruptions in 54 days on
+// 16,384 GPUs. The mix at the published rate for that job is the shipped model, one
+// category per row, and its rates give back the table's counts.
+TEST(TraceCli, MixLlama3AtThePublishedRateGivesTable5sCounts) {
+  CliResult r = run_cli({"trace", "mix", "llama3-405b", "--gpus", "16384", "--days", "54"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json m = json::parse(r.out);
+  EXPECT_EQ(m, json::parse(slurp(FAULTLINE_SOURCE_DIR "/traces/models/llama3-405b.json")));
+  // Table 5's rows, in its order, with their counts (independent of the model's text).
+  const std::vector<std::pair<std::string, int>> table5 = {{"faulty_gpu", 148},
+                                                           {"gpu_hbm3", 72},
+                                                           {"software_bug", 54},
+                                                           {"network_switch_cable", 35},
+                                                           {"host_maintenance", 32},
+                                                           {"gpu_sram", 19},
+                                                           {"gpu_system_processor", 17},
+                                                           {"nic", 7},
+                                                           {"nccl_watchdog", 7},
+                                                           {"silent_data_corruption", 6},
+                                                           {"gpu_thermal", 6},
+                                                           {"host_ssd", 3},
+                                                           {"host_power_supply", 3},
+                                                           {"host_chassis", 2},
+                                                           {"host_io_board", 2},
+                                                           {"dependency", 2},
+                                                           {"host_cpu", 2},
+                                                           {"host_memory", 2}};
+  ASSERT_EQ(m["categories"].size(), table5.size());
+  double total = 0;
+  for (std::size_t i = 0; i < table5.size(); ++i) {
+    const json& c = m["categories"][i];
+    EXPECT_EQ(c["name"], table5[i].first);
+    // Per machine-day on 2,048 machines (16,384 / 8), per day for job-wide causes.
+    const double count = c.contains("rate_per_job_day")
+                             ? c["rate_per_job_day"].get<double>() * 54
+                             : c["rate_per_machine_day"].get<double>() * 2048 * 54;
+    EXPECT_NEAR(count, table5[i].second, 1e-3 * table5[i].second) << c["name"];
+    total += count;
+  }
+  EXPECT_NEAR(total, 419, 0.05);
+  EXPECT_NE(r.err.find("419.0 expected in 54 days"), std::string::npos) << r.err;
+  // The same per-machine rates at 8x the size: 8x the machine faults, the same job ones.
+  const json big = json::parse(run_cli({"trace", "mix", "llama3-405b", "--machines", "16384"}).out);
+  EXPECT_EQ(big["categories"][0]["rate_per_machine_day"],
+            m["categories"][0]["rate_per_machine_day"]);
+  EXPECT_EQ(big["categories"][2]["rate_per_job_day"], m["categories"][2]["rate_per_job_day"]);
+  // A given rate rescales it as it does Table 1.
+  const json scaled = json::parse(
+      run_cli({"trace", "mix", "llama3-405b", "--machines", "100", "--incidents-per-day", "4.19"})
+          .out);
+  EXPECT_NEAR(scaled["categories"][0]["rate_per_machine_day"].get<double>(), 4.19 * 148 / 419 / 100,
+              1e-7);
+  // Bad sizes and rates are refused in one line, exit 2.
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--gpus", "16383"},
+                                              {"--gpus", "16384", "--machines", "2048"},
+                                              {"--machines", "2048", "--gpus-per-machine", "4"},
+                                              {"--gpus", "0"},
+                                              {"--days", "0"},
+                                              {}}) {
+    std::vector<std::string> args = {"trace", "mix", "llama3-405b"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const CliResult b = run_cli(args);
+    EXPECT_EQ(b.exit_code, 2) << b.err;
+    EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
+  }
+  EXPECT_NE(run_cli({"trace", "mix", "llama3-405b", "--gpus", "16383"}).err.find("multiple of 8"),
+            std::string::npos);
+  const CliResult norate = run_cli({"trace", "mix", "byterobust-table1", "--gpus", "9600"});
+  EXPECT_EQ(norate.exit_code, 2);
+  EXPECT_NE(norate.err.find("no published rate"), std::string::npos) << norate.err;
+  EXPECT_NE(run_cli({"trace", "mix", "--list"}).out.find("llama3-405b"), std::string::npos);
+}
+
+// The done-when of issue 53: the mix, used in `sim run` on the published job (Llama 3's
+// 16,384 GPUs for 54 days, scenarios/llama3-16k.json without its planned code updates),
+// gives 419 +- 3 sqrt(419) interruptions a replica.
+TEST(TraceCli, MixLlama3InTheSimulatorGivesTable5sInterruptions) {
+  const std::string model = temp("llama3-405b.json");
+  CliResult r =
+      run_cli({"trace", "mix", "llama3-405b", "--gpus", "16384", "--days", "54", "-o", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli({"sim", "run", scenarios_dir() + "/llama3-16k.json", "--replicas", "4", "--jobs", "2",
+               "--quiet", "--format", "json", "--set", "faults=" + slurp(model)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["incidents"]["by_category"].size(), 18u);
+  EXPECT_FALSE(j["incidents"]["by_category"].contains("planned"));
+  const double injected = j["incidents"]["faults_injected_per_replica"].get<double>();
+  const double interruptions = j["incidents"]["per_replica"].get<double>();
+  EXPECT_NEAR(injected, 419, 3 * std::sqrt(419.0));
+  EXPECT_NEAR(interruptions, 419, 3 * std::sqrt(419.0));
+  EXPECT_LE(interruptions, injected);
 }
 
 // A ToR failure logged on two servers of one rack is one incident that takes all 16

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -328,6 +330,49 @@ TEST(ScenarioTrace, FittedAndPublishedModelsLoadAsScenarioFaults) {
   EXPECT_NEAR(scaled["categories"][0]["rate_per_machine_day"].get<double>(),
               10 * 19968 / 55365.0 / 100, 2e-4 * 0.036);
   EXPECT_THROW(traces::published_mix("nope", 1, 1), traces::TraceError);
+
+  // Llama 3's Table 5 at its published rate loads as well, and agrees with
+  // scenarios/llama3-16k.json, written apart from it, which groups the same 18 rows into
+  // 11 categories: each group's rates add up to the scenario's (to its 4 significant
+  // digits), and a row alone in its group has the scenario's fields.
+  const auto llama = traces::published_mix("llama3-405b", NAN, 2048);
+  EXPECT_EQ(load_with(llama).faults.size(), 18u);
+  std::ifstream lf(kScenarios + "llama3-16k.json");
+  const json scenario = json::parse(lf)["faults"]["categories"];
+  const std::map<std::string, std::string> group = {{"gpu_sram", "gpu_other"},
+                                                    {"gpu_system_processor", "gpu_other"},
+                                                    {"gpu_thermal", "gpu_other"},
+                                                    {"host_ssd", "host_hardware"},
+                                                    {"host_power_supply", "host_hardware"},
+                                                    {"host_chassis", "host_hardware"},
+                                                    {"host_io_board", "host_hardware"},
+                                                    {"host_cpu", "host_hardware"},
+                                                    {"host_memory", "host_hardware"}};
+  std::map<std::string, double> summed;
+  for (const auto& c : llama["categories"]) {
+    const std::string name = c["name"];
+    const auto g = group.find(name);
+    const std::string in = g == group.end() ? name : g->second;
+    const char* key = c.contains("rate_per_job_day") ? "rate_per_job_day" : "rate_per_machine_day";
+    summed[in] += c[key].get<double>();
+    const auto sc = std::find_if(scenario.begin(), scenario.end(),
+                                 [&](const json& x) { return x["name"] == in; });
+    ASSERT_NE(sc, scenario.end()) << in;
+    for (auto it = c.begin(); it != c.end(); ++it) {
+      if (it.key() == "rate_per_job_day" || it.key() == "rate_per_machine_day") continue;
+      if (g != group.end() && it.key() == "signature") continue;  // one line per row
+      if (it.key() == "name") continue;
+      ASSERT_TRUE(sc->contains(it.key())) << name << "." << it.key();
+      EXPECT_EQ(json::parse(it.value().dump()), (*sc)[it.key()]) << name << "." << it.key();
+    }
+  }
+  for (const auto& c : scenario) {
+    if (c["name"] == "planned") continue;  // Table 5 counts unexpected interruptions only
+    const double want = c.contains("rate_per_job_day") ? c["rate_per_job_day"].get<double>()
+                                                       : c["rate_per_machine_day"].get<double>();
+    EXPECT_NEAR(summed[c["name"].get<std::string>()], want, 1e-3 * want) << c["name"];
+  }
+  EXPECT_EQ(summed.size(), scenario.size() - 1);
 
   FAULTLINE_REQUIRE_SHARED(kHbd);
   traces::ReadResult rr = traces::read_trace_file(kHbd, traces::Format::kInfiniteHbd, {});
