@@ -572,7 +572,8 @@ int find_point(const SweepSpec& spec, const std::vector<PlannedPoint>& points,
     const auto eq = part.find('=');
     if (eq == std::string::npos || eq == 0)
       throw analysis::PlanError("--baseline " + text +
-                                ": expected KEY=VALUE[+KEY=VALUE...], got '" + part + "'");
+                                ": expected KEY=VALUE[+KEY=VALUE...], got '" + part +
+                                "' (swept: " + all + ")");
     const std::string key = part.substr(0, eq);
     std::vector<std::string> hits;  // the swept keys it names: the whole path or its last part
     for (const auto& k : keys)

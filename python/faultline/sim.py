@@ -157,9 +157,9 @@ class SweepResult(Fields):
       own row: 0 and all ties) and for a job of fixed work ``time_to_train_days_diff_*``.
     """
 
-    def __init__(self, data):
+    def __init__(self, data, table=None):
         super().__init__(data)
-        self.__dict__.update(json=data, table=_sweep_table(data))
+        self.__dict__.update(json=data, table=_sweep_table(data) if table is None else table)
 
     def __repr__(self):
         return "<SweepResult %s: %d points>" % (
@@ -498,7 +498,7 @@ def _sweep_table(data):
                 for stat in ("mean", "lo", "hi"):
                     row["%s_diff_%s" % (m, stat)] = (0.0 if i == base else
                                                      _get(v, "metrics", m, stat))
-            lo, hi = (0.0, 0.0) if i == base else _ci(v, "unpaired_ci95")
+            lo, hi = (math.nan, math.nan) if i == base else _ci(v, "unpaired_ci95")
             row["ettr_diff_unpaired_lo"], row["ettr_diff_unpaired_hi"] = lo, hi
             for k, own in (("wins", 0.0), ("ties", 1.0), ("losses", 0.0)):
                 row[k] = own if i == base else _get(v, k)
@@ -535,28 +535,25 @@ class _Bar:
     line redrawn in place on stderr."""
 
     def __init__(self):
-        self.t0 = time.monotonic()
-        self.tqdm = None
         self.last = -1.0
         try:
             import warnings
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # tqdm.auto without ipywidgets: text instead
                 from tqdm.auto import tqdm
-            self.tqdm_cls = tqdm
+            # Made now, so that its clock (the rate, the time left) starts with the sweep.
+            self.tqdm = tqdm(total=None, unit="replica", desc="faultline sweep", leave=True)
         except ImportError:
-            self.tqdm_cls = None
+            self.tqdm = None
 
     def __call__(self, p):
-        if self.tqdm_cls is not None:
-            if self.tqdm is None:
-                self.tqdm = self.tqdm_cls(total=p.replicas_total, unit="replica",
-                                          desc="faultline sweep", leave=True)
-            self.tqdm.n = p.replicas_done
+        if self.tqdm is not None:
+            if self.tqdm.total != p.replicas_total:
+                self.tqdm.total = p.replicas_total
             if p.points_total:
                 self.tqdm.set_postfix_str("%d/%d points" % (p.points_done, p.points_total),
                                           refresh=False)
-            self.tqdm.refresh()
+            self.tqdm.update(p.replicas_done - self.tqdm.n)
             return
         end = p.replicas_done == p.replicas_total and p.points_done == p.points_total
         if not end and p.elapsed_s - self.last < 0.2:
@@ -752,7 +749,9 @@ def sweep(scenario, grid=None, *, zip=None, baseline=None, replicas=None, jobs=N
                 bar.close()
         if run.dict_path and data.get("scenario") == run.dict_path:
             data["scenario"] = DICT_NAME
-        return SweepResult(data)
+        import pandas as pd
+        table = pd.read_csv(os.path.join(run.out, "sweep.csv"), float_precision="round_trip")
+        return SweepResult(data, table)
 
 
 def _baseline_flags(baseline):

@@ -468,7 +468,11 @@ TEST(SimSweep, ABaselineThatIsNoPointOfTheGridIsRefused) {
                     "--grid", "cluster.scheduler.requeue_base_s=300,600", "--baseline", b}));
     EXPECT_EQ(r.exit_code, 2) << b << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_NE(r.err.find("--baseline"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--baseline " + std::string(b) + ": "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("swept: policy.params.checkpoint_interval_s, "
+                         "cluster.scheduler.requeue_base_s"),
+              std::string::npos)
+        << r.err;
     EXPECT_FALSE(fs::exists(dir.path() / "sweep.csv")) << b;
   }
 }
