@@ -418,6 +418,11 @@ TEST(SimSweep, BaselineGivesEveryPointThePairedDifferenceCompareGives) {
     EXPECT_DOUBLE_EQ(v["unpaired_ci95"][e].get<double>(), cv["unpaired_ci95"][e].get<double>());
   }
   EXPECT_NE(v["mean"].get<double>(), 0.0);
+  // The rest of what compare shows of a stack, per point, equal to compare's figures.
+  for (const char* k :
+       {"ettr", "resolved_by_per_replica", "evictions", "max_fruitless_rounds",
+        "standby_exhaustions_per_replica", "remote_checkpoint_fallbacks_per_replica"})
+    EXPECT_EQ(sw["points"][0][k], cmp["stacks"][1][k]) << k;
 
   // The test's own paired CI from result.json's per-replica values.
   auto ettr = [&](int i) {
