@@ -9,7 +9,8 @@
 # REPLICAS (default 20) replicas per point, JOBS (default 2) --jobs. Prints the wall seconds
 # of each side (median and range) and the ratio sweep/compare (median of the pairs); checks
 # first that both give every point the same ETTR (they run the same replicas). With
-# MAX_RATIO=X it exits 1 when the median ratio is above X.
+# MAX_RATIO=X it exits 1 when the median ratio is above X. POOLS=A,B,... and INTERVALS=A,B,...
+# replace the grid's values (a smaller grid: the ctest bench.sweep_vs_compare).
 set -eu
 bin=$(readlink -f "${1:?usage: sweep-vs-compare.sh FAULTLINE [RUNS] [REPLICAS] [JOBS]}")
 runs=${2:-3}
@@ -20,8 +21,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 scenario=$root/scenarios/byterobust-dense-9600.json
 work=$(mktemp -d /tmp/sweep-vs-compare.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-pools=(0 1 2 4 6 8 12 16 -1)
-intervals=(300 600 900 1200 1800 2700 3600)
+IFS=, read -r -a pools <<<"${POOLS:-0,1,2,4,6,8,12,16,-1}"
+IFS=, read -r -a intervals <<<"${INTERVALS:-300,600,900,1200,1800,2700,3600}"
 common=(--set policy.params.checkpoint=memory --replicas "$replicas" --jobs "$jobs" --quiet --format json)
 sweep=("$bin" sim sweep "$scenario" "${common[@]}"
        --grid "policy.params.standby_pool=$(IFS=,; echo "${pools[*]}")"
