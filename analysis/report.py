@@ -404,6 +404,39 @@ def headline_table(group, with_diff=True):
     return "\n".join(rows)
 
 
+def time_to_train_table(runs):
+    """A job of fixed work: each run's time to train in days, the mean with its Student t and
+    bootstrap 95% CIs and p50/p90/p99 with their bootstrap CIs (result.json time_to_train; an
+    end a censored replica reaches is beyond the cap). Empty when no run has one."""
+    have = [r for r in runs if isinstance(r.result.get("time_to_train"), dict)]
+    if not have:
+        return ""
+
+    def days(x):
+        return "&gt; cap" if x is None else "%.2f" % float(x)
+
+    def ci(t, key):
+        v = t.get(key)
+        return " [%s, %s]" % (days(v[0]), days(v[1])) if isinstance(v, list) and len(v) == 2 else ""
+
+    rows = ["<table><tr><th>stack</th><th>finished / censored</th><th>mean, days [95% CI; bootstrap]</th>"
+            "<th>p50 [95% CI]</th><th>p90 [95% CI]</th><th>p99 [95% CI]</th></tr>"]
+    for r in have:
+        t = r.result["time_to_train"]
+        mean = "none finished" if t.get("mean") is None else "%s%s%s" % (
+            days(t["mean"]), ci(t, "ci95"), ci(t, "mean_ci95_bootstrap").replace(" [", "; [", 1))
+        cells = [named(r), "%s / %s" % (t.get("finished", "?"), t.get("censored", "?")), mean]
+        cells += ["%s%s" % (days(t.get(q)), ci(t, q + "_ci95")) for q in ("p50", "p90", "p99")]
+        rows.append("<tr>%s</tr>" % "".join("<td>%s</td>" % c for c in cells))
+    rows.append("</table>")
+    boot = have[0].result["time_to_train"].get("bootstrap") or {}
+    rows.append('<p class="note">Time to train of %s days of work. Quantiles over every replica (a censored '
+                'one counts as longer than any); their CIs are percentile bootstrap intervals over replicas '
+                '(%s resamples, seeded by the scenario seed); the mean is over the replicas that finished.</p>'
+                % (days(have[0].result["time_to_train"].get("work_days")), boot.get("resamples", "?")))
+    return "\n".join(rows)
+
+
 def phase_table(run):
     """Where the unproductive time of one run goes: hours per replica by phase, with CIs."""
     bd, ci = run.result.get("breakdown_s", {}), run.result.get("breakdown_ci95_s", {})
@@ -1768,11 +1801,13 @@ def build_page(args, runs, compares, sweeps, tunes, lives=()):
         page.h3("Stacks compared: %s (%s replicas each, paired)" % (c.name, c.doc.get("replicas", "?")))
         page.p(headline_sentence(c.group))
         page.raw(headline_table(c.group))
+        page.raw(time_to_train_table(c.group.runs))
     if runs:
         if run_group:
             page.h3("Run directories")
             page.p(headline_sentence(run_group))
             page.raw(headline_table(run_group))
+            page.raw(time_to_train_table(runs))
             if any(r is not runs[0] and r.diff is None for r in runs):
                 page.p('<span class="note">Paired differences need the same scenario, seed and replicas as the '
                        'first directory (%s); the others are compared unpaired only.</span>'
@@ -1782,6 +1817,7 @@ def build_page(args, runs, compares, sweeps, tunes, lives=()):
             page.h3("Run: %s on %s (%s)" % (r0.label, r0.result.get("scenario", "?"),
                                             os.path.basename(os.path.normpath(r0.path))))
             page.raw(headline_table(Group(r0.label, runs, r0, "", ""), with_diff=False))
+            page.raw(time_to_train_table(runs))
             page.raw(phase_table(r0))
     for s in sweeps:
         page.h3("Sweep: %s (%d points)" % (s.name, len(s.points)))

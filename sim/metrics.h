@@ -171,4 +171,24 @@ struct Summary {
 // Mean with a 95% confidence interval (Student t for small n, normal beyond 30).
 Summary summarize(const std::vector<double>& xs);
 
+// Percentile-bootstrap 95% confidence intervals over replicas (Efron's percentile method):
+// `resamples` resamples of the n values, each n draws with replacement from an Rng seeded
+// by (seed, a fixed key), so the same values and seed give the same interval bit for bit;
+// each resample gives the statistic, and the interval is the 2.5% and 97.5% quantiles of
+// those (linear interpolation, type 7). An end is +inf where values of +inf (censored: longer
+// than any) reach it; NaN ends for no values.
+struct Interval {
+  double lo = 0, hi = 0;
+};
+// The q-quantile (type 7, as numpy's default) of every resample, for each q of `qs`.
+// `sorted`: ascending, +inf last.
+std::vector<Interval> bootstrap_quantile_ci95(const std::vector<double>& sorted,
+                                              const std::vector<double>& qs, int resamples,
+                                              std::uint64_t seed);
+// The mean of every resample (finite values).
+Interval bootstrap_mean_ci95(const std::vector<double>& xs, int resamples, std::uint64_t seed);
+// The q-quantile (type 7) of sorted values; +inf when it falls on or next to a +inf, NaN for
+// none.
+double quantile_type7(const std::vector<double>& sorted, double q);
+
 }  // namespace faultline::sim

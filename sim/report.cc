@@ -45,6 +45,9 @@ json quantile(const std::vector<double>& sorted, double q) {
   return x;
 }
 
+// Resamples of the time-to-train bootstrap (percentile intervals want at least 1,000).
+constexpr int kBootstrapResamples = 2000;
+
 // A job of fixed work: its time to train over the replicas that finished it, the
 // quantiles over all of them (a censored replica counts as longer than any), and how many
 // the cap stopped first.
@@ -68,6 +71,21 @@ json time_to_train(const scenarios::Scenario& sc, const std::vector<ReplicaResul
   t["p50"] = quantile(all, 0.5);
   t["p90"] = quantile(all, 0.9);
   t["p99"] = quantile(all, 0.99);
+  // Bootstrap CIs over replicas (sim/metrics.h): the mean's over the replicas that finished,
+  // the quantiles' over all (an end a censored replica reaches is null: beyond the cap).
+  auto ends = [](const Interval& ci) {
+    auto end = [](double x) { return std::isfinite(x) ? json(x) : json(nullptr); };
+    return json::array({end(ci.lo), end(ci.hi)});
+  };
+  const Interval mean_ci = bootstrap_mean_ci95(done, kBootstrapResamples, sc.seed);
+  t["mean_ci95_bootstrap"] = done.empty() ? json(nullptr) : ends(mean_ci);
+  const std::vector<Interval> qs =
+      bootstrap_quantile_ci95(all, {0.5, 0.9, 0.99}, kBootstrapResamples, sc.seed);
+  t["p50_ci95"] = ends(qs[0]);
+  t["p90_ci95"] = ends(qs[1]);
+  t["p99_ci95"] = ends(qs[2]);
+  t["bootstrap"] = {
+      {"method", "percentile"}, {"resamples", kBootstrapResamples}, {"seed", sc.seed}};
   t["finished"] = done.size();
   t["censored"] = rs.size() - done.size();
   if (done.size() < rs.size())
@@ -447,12 +465,20 @@ void table_summary(std::ostringstream& o, const json& r) {
       return x.is_null() ? std::string("> cap") : num(x.get<double>());
     };
     o << "time to train " << num(t["work_days"].get<double>()) << " days of work: ";
+    // A quantile with its bootstrap CI, " [lo .. hi]" (older results have none).
+    auto q = [&](const char* k) {
+      std::string x = days(t[k]);
+      const std::string ci = std::string(k) + "_ci95";
+      if (t.contains(ci) && t[ci].is_array())
+        x += " [" + days(t[ci][0]) + " .. " + days(t[ci][1]) + "]";
+      return x;
+    };
     if (t["mean"].is_null())
       o << "none finished";
     else
       o << "mean " << std::setprecision(1) << t["mean"].get<double>() << " days (95% CI "
         << t["ci95"][0].get<double>() << " .. " << t["ci95"][1].get<double>() << ")";
-    o << ", p50 " << days(t["p50"]) << ", p90 " << days(t["p90"]) << ", p99 " << days(t["p99"]);
+    o << ", p50 " << q("p50") << ", p90 " << q("p90") << ", p99 " << q("p99");
     if (t["censored"].get<std::int64_t>() > 0)
       o << "; " << t["censored"].get<std::int64_t>() << " censored at the cap of "
         << num(t["cap_days"].get<double>()) << " days";

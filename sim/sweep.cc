@@ -15,6 +15,7 @@
 #include "sim/metrics.h"
 #include "sim/report.h"
 #include "sim/runner.h"
+#include "traces/stats.h"
 
 namespace faultline::sim {
 
@@ -82,6 +83,9 @@ std::vector<double> replica_metrics(const ReplicaResult& r, const scenarios::Sce
     m.push_back((r.elapsed_s - static_cast<double>(b.productive) * 1e-9) / 3600.0 * gpus);
   else
     m.push_back((1.0 - r.ettr) * sc.job.horizon_days * 24.0 * gpus);
+  m.push_back(static_cast<double>(r.evictions_false_positive));
+  m.push_back(static_cast<double>(r.standby_exhaustions));
+  m.push_back(static_cast<double>(r.remote_fallbacks));
   return m;
 }
 
@@ -137,36 +141,24 @@ std::vector<std::pair<std::uint64_t, std::vector<std::uint8_t>>> read_chunk(cons
   return out;
 }
 
-// In a forked child (execute's pool): replicas [first, last) of one point, computed as
-// run_replicas does (replica 0 in this process first, every other replica in a fork of
-// the state after it), written as one chunk file. Ticks once per replica.
+// In a forked child (execute's pool): replicas [first, last) of one point, computed by
+// run_replica_list as `sim run` and `sim compare` compute them (replica 0 in this process
+// first, every other replica in a fork of the state after it; a fork runs further replicas
+// for as long as none of them needed SimGrid), written as one chunk file. Ticks once per
+// replica.
 void run_chunk(const PlannedPoint& p, int first, int last, const Registry& registry,
                const fs::path& file, const std::function<void()>& tick) {
-  ReplicaRunner runner(p.scenario, registry);
-  const RunOptions opt;
+  std::vector<std::uint64_t> which;
+  for (int r = first; r < last; ++r) which.push_back(static_cast<std::uint64_t>(r));
+  const std::vector<ReplicaResult> rs = run_replica_list(
+      p.scenario, which, 1, RunOptions{}, registry, nullptr, [&](int, int) { tick(); });
   std::string out(kChunkMagic, sizeof kChunkMagic);
-  auto add = [&](std::uint64_t replica, const std::vector<std::uint8_t>& bytes) {
-    put_u64(out, replica);
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    const std::vector<std::uint8_t> bytes = encode(rs[i]);
+    put_u64(out, which[i]);
     put_u64(out, bytes.size());
     out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    tick();
-  };
-  const std::vector<std::uint8_t> r0 = encode(runner.run(0, opt));
-  std::vector<int> rest;
-  for (int r = first; r < last; ++r)
-    if (r == 0)
-      add(0, r0);
-    else
-      rest.push_back(r);
-  fork_pool(
-      rest.size(), ForkPoolOptions{1, nullptr, {}},
-      [&](std::size_t i, const std::function<void()>&) {
-        return encode(runner.run(static_cast<std::uint64_t>(rest[i]), opt));
-      },
-      [&](std::size_t i, std::vector<std::uint8_t> bytes) {
-        add(static_cast<std::uint64_t>(rest[i]), bytes);
-      },
-      [&](std::size_t i) { return "replica " + std::to_string(rest[i]); });
+  }
   write_atomic(file, out);
 }
 
@@ -182,8 +174,10 @@ const std::vector<std::string>& metric_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n{"ettr"};
     for (const auto& k : kBuckets) n.push_back(std::string(k.name) + "_s");
-    for (const char* x : {"unproductive_s", "incidents", "faults_injected", "evictions_true",
-                          "evictions_false", "checkpoints", "gpu_hours_lost"})
+    for (const char* x :
+         {"unproductive_s", "incidents", "faults_injected", "evictions_true", "evictions_false",
+          "checkpoints", "gpu_hours_lost", "evictions_false_positive", "standby_exhaustions",
+          "remote_checkpoint_fallbacks"})
       n.push_back(x);
     return n;
   }();
@@ -337,6 +331,13 @@ json SweepStore::finish(const PlannedPoint& p) const {
     metrics[names[i]] = {{"mean", s.mean}, {"lo", s.lo}, {"hi", s.hi}};
     per_replica[names[i]] = per[i];
   }
+  // A job of fixed work: each replica's time to train in days, null when the cap stopped it
+  // first (the paired differences of --baseline use the replicas both points finished).
+  if (p.scenario.job.work_days > 0) {
+    json days = json::array();
+    for (const auto& r : rs) days.push_back(r.finished ? json(r.elapsed_s / 86400) : json(nullptr));
+    per_replica["time_to_train_days"] = days;
+  }
   result["metrics"] = metrics;
   result["per_replica"] = per_replica;
   write_atomic(dir / "result.json", result.dump(1) + "\n");
@@ -374,6 +375,13 @@ void execute(const std::vector<PlannedPoint>& points, const std::vector<WorkItem
   if (items.empty()) return;
   long long total = 0;
   for (const auto& it : items) total += it.last - it.first;
+  // Points whose replicas are all computed: those with no item, then each as its last
+  // item ends.
+  std::vector<int> left(points.size(), 0);
+  for (const auto& it : items) ++left[static_cast<std::size_t>(it.point)];
+  const auto npoints = static_cast<long long>(points.size());
+  long long points_done = std::count(left.begin(), left.end(), 0);
+  if (opt.on_points) opt.on_points(points_done, npoints);
   if (opt.on_progress) opt.on_progress(0, total);
   ForkPoolOptions pool{opt.jobs, nullptr, {}};
   if (opt.on_progress)
@@ -389,7 +397,10 @@ void execute(const std::vector<PlannedPoint>& points, const std::vector<WorkItem
                   tick);
         return std::vector<std::uint8_t>{};
       },
-      [](std::size_t, std::vector<std::uint8_t>) {},
+      [&](std::size_t i, std::vector<std::uint8_t>) {
+        if (--left[static_cast<std::size_t>(items[i].point)] == 0 && opt.on_points)
+          opt.on_points(++points_done, npoints);
+      },
       [&](std::size_t i) {
         const WorkItem& it = items[i];
         return "sweep point " + assignment_text(points[it.point].point.params) + ", replicas " +
@@ -408,7 +419,14 @@ std::vector<json> run_points(const std::vector<PlannedPoint>& points, const Regi
   }
   execute(points, items, registry, store, opt);
   std::vector<json> out;
-  for (const auto& p : points) out.push_back(store.done(p) ? store.result(p) : store.finish(p));
+  for (const auto& p : points) {
+    out.push_back(store.done(p) ? store.result(p) : store.finish(p));
+    for (const auto& m : metric_names())
+      if (!out.back().contains("metrics") || !out.back()["metrics"].contains(m) ||
+          !out.back().contains("per_replica") || !out.back()["per_replica"].contains(m))
+        throw std::runtime_error(store.point_dir(p) + "/result.json: has no metric " + m +
+                                 " (an older faultline wrote it): sweep into a new --out DIR");
+  }
   return out;
 }
 
@@ -430,15 +448,180 @@ std::string value_of(const PlannedPoint& p, const std::string& key) {
   return "";
 }
 
+// A point's per-replica values of `metric` (result.json's per_replica; null: NaN).
+std::vector<double> per_replica(const json& result, const std::string& metric) {
+  std::vector<double> out;
+  for (const auto& x : result["per_replica"][metric])
+    out.push_back(x.is_number() ? x.get<double>() : std::nan(""));
+  return out;
+}
+
+// A point against the baseline point on the same replicas (common random numbers): for
+// every metric the mean and 95% CI of the per-replica differences (paired); for ETTR also
+// the CI an unpaired comparison of the same replicas would give (difference of the means,
+// Student t with 2n - 2 degrees of freedom, pooled standard error) and the shares of
+// replicas where the point's ETTR is above, equal to or below the baseline's; for a job of
+// fixed work the paired difference of the time to train in days, over the replicas both
+// finished. The fields and their meaning are sim compare's vs_baseline.
+ordered_json vs_baseline(const json& a, const json& b) {
+  ordered_json out;
+  const std::vector<double> ea = per_replica(a, "ettr"), eb = per_replica(b, "ettr");
+  const std::size_t n = std::min(ea.size(), eb.size());
+  std::size_t wins = 0, ties = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    wins += ea[i] > eb[i];
+    ties += ea[i] == eb[i];
+  }
+  const double share = n > 0 ? 1.0 / static_cast<double>(n) : 0;
+  out["replicas"] = n;
+  ordered_json diff = ordered_json::object();
+  for (const auto& m : metric_names()) {
+    const std::vector<double> xa = per_replica(a, m), xb = per_replica(b, m);
+    std::vector<double> d;
+    for (std::size_t i = 0; i < std::min(xa.size(), xb.size()); ++i) d.push_back(xa[i] - xb[i]);
+    const Summary s = summarize(d);
+    diff[m] = {{"mean", s.mean}, {"lo", s.lo}, {"hi", s.hi}};
+  }
+  const Summary sa = summarize({ea.begin(), ea.begin() + static_cast<std::ptrdiff_t>(n)}),
+                sb = summarize({eb.begin(), eb.begin() + static_cast<std::ptrdiff_t>(n)});
+  const double se =
+      n > 1 ? std::sqrt((sa.stddev * sa.stddev + sb.stddev * sb.stddev) / static_cast<double>(n))
+            : 0;
+  const double half = n > 1 ? traces::student_t95(2 * n - 2) * se : 0;
+  const double mean = diff["ettr"]["mean"].get<double>();
+  out["mean"] = mean;
+  out["ci95"] = {diff["ettr"]["lo"], diff["ettr"]["hi"]};
+  out["unpaired_ci95"] = {mean - half, mean + half};
+  out["wins"] = static_cast<double>(wins) * share;
+  out["ties"] = static_cast<double>(ties) * share;
+  out["losses"] = static_cast<double>(n - wins - ties) * share;
+  if (a["per_replica"].contains("time_to_train_days") &&
+      b["per_replica"].contains("time_to_train_days")) {
+    const std::vector<double> ta = per_replica(a, "time_to_train_days"),
+                              tb = per_replica(b, "time_to_train_days");
+    std::vector<double> dt;
+    for (std::size_t i = 0; i < std::min(ta.size(), tb.size()); ++i)
+      if (!std::isnan(ta[i]) && !std::isnan(tb[i])) dt.push_back(ta[i] - tb[i]);
+    if (!dt.empty()) {
+      const Summary t = summarize(dt);
+      out["time_to_train_days"] = {
+          {"replicas", dt.size()}, {"mean", t.mean}, {"ci95", {t.lo, t.hi}}};
+    }
+  }
+  out["metrics"] = diff;
+  return out;
+}
+
+// A number of the CSV; empty for null (a quantile a censored replica reaches).
+std::string csv_number(const json& x) {
+  return x.is_number() ? analysis::format_double(x.get<double>()) : "";
+}
+
+// Whether any point is a job of fixed work (its result has a time_to_train).
+bool any_time_to_train(const std::vector<json>& results) {
+  for (const auto& r : results)
+    if (r.contains("time_to_train")) return true;
+  return false;
+}
+
+// The time-to-train columns of sweep.csv, in order: (column, path into time_to_train).
+const std::vector<std::pair<std::string, std::vector<std::string>>>& time_to_train_columns() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> cols = {
+      {"time_to_train_days_mean", {"mean"}},
+      {"time_to_train_days_lo", {"ci95", "0"}},
+      {"time_to_train_days_hi", {"ci95", "1"}},
+      {"time_to_train_days_p50", {"p50"}},
+      {"time_to_train_days_p50_lo", {"p50_ci95", "0"}},
+      {"time_to_train_days_p50_hi", {"p50_ci95", "1"}},
+      {"time_to_train_days_p90", {"p90"}},
+      {"time_to_train_days_p90_lo", {"p90_ci95", "0"}},
+      {"time_to_train_days_p90_hi", {"p90_ci95", "1"}},
+      {"time_to_train_days_p99", {"p99"}},
+      {"time_to_train_days_p99_lo", {"p99_ci95", "0"}},
+      {"time_to_train_days_p99_hi", {"p99_ci95", "1"}},
+      {"time_to_train_censored", {"censored"}}};
+  return cols;
+}
+
+json at_path(const json& x, const std::vector<std::string>& path) {
+  const json* cur = &x;
+  for (const auto& k : path) {
+    if (cur->is_array()) {
+      const std::size_t i = static_cast<std::size_t>(std::stoul(k));
+      if (i >= cur->size()) return nullptr;
+      cur = &(*cur)[i];
+    } else if (cur->is_object() && cur->contains(k)) {
+      cur = &(*cur)[k];
+    } else {
+      return nullptr;
+    }
+  }
+  return *cur;
+}
+
 }  // namespace
+
+int find_point(const SweepSpec& spec, const std::vector<PlannedPoint>& points,
+               const std::string& text) {
+  const auto keys = param_keys(spec, points);
+  std::string all;
+  for (const auto& k : keys) all += (all.empty() ? "" : ", ") + k;
+  std::vector<std::pair<std::string, json>> want;  // (full key, value)
+  std::stringstream ss(text);
+  for (std::string part; std::getline(ss, part, '+');) {
+    const auto eq = part.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw analysis::PlanError("--baseline " + text +
+                                ": expected KEY=VALUE[+KEY=VALUE...], got '" + part +
+                                "' (swept: " + all + ")");
+    const std::string key = part.substr(0, eq);
+    std::vector<std::string> hits;  // the swept keys it names: the whole path or its last part
+    for (const auto& k : keys)
+      if (k == key ||
+          (k.size() > key.size() && k.compare(k.size() - key.size(), key.size(), key) == 0 &&
+           k[k.size() - key.size() - 1] == '.'))
+        hits.push_back(k);
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) hits = {key};
+    if (hits.size() != 1)
+      throw analysis::PlanError(
+          "--baseline " + text + ": " + key +
+          (hits.empty() ? " is not a swept field" : " names several swept fields") +
+          " (swept: " + all + ")");
+    want.emplace_back(hits[0], param_value(part.substr(eq + 1)));
+  }
+  std::vector<int> found;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    bool match = true;
+    for (const auto& [k, v] : want) match = match && param_value(value_of(points[i], k)) == v;
+    if (match) found.push_back(static_cast<int>(i));
+  }
+  if (found.size() == 1) return found[0];
+  throw analysis::PlanError("--baseline " + text +
+                            (found.empty() ? ": no point of the grid has these values"
+                                           : ": " + std::to_string(found.size()) +
+                                                 " points have these values; give a value of "
+                                                 "every swept field") +
+                            " (swept: " + all + ")");
+}
 
 std::string sweep_csv(const SweepSpec& spec, const std::vector<PlannedPoint>& points,
                       const std::vector<json>& results) {
   const auto keys = param_keys(spec, points);
+  const bool ttt = any_time_to_train(results);
+  const bool base = spec.baseline >= 0 && spec.baseline < static_cast<int>(results.size());
   std::string out;
   for (const auto& k : keys) out += analysis::csv_field(k) + ",";
   out += "replicas";
   for (const auto& m : metric_names()) out += "," + m + "_mean," + m + "_lo," + m + "_hi";
+  if (ttt)
+    for (const auto& col : time_to_train_columns()) out += "," + col.first;
+  if (base) {
+    for (const auto& m : metric_names())
+      out += "," + m + "_diff_mean," + m + "_diff_lo," + m + "_diff_hi";
+    out += ",ettr_diff_unpaired_lo,ettr_diff_unpaired_hi,wins,ties,losses";
+    if (ttt)
+      out += ",time_to_train_days_diff_mean,time_to_train_days_diff_lo,time_to_train_days_diff_hi";
+  }
   out += "\n";
   for (size_t i = 0; i < points.size(); ++i) {
     for (const auto& k : keys) out += analysis::csv_field(value_of(points[i], k)) + ",";
@@ -447,6 +630,28 @@ std::string sweep_csv(const SweepSpec& spec, const std::vector<PlannedPoint>& po
     for (const auto& m : metric_names())
       for (const char* f : {"mean", "lo", "hi"})
         out += "," + analysis::format_double(ms[m][f].get<double>());
+    if (ttt) {
+      const json t = results[i].contains("time_to_train") ? results[i]["time_to_train"] : json();
+      for (const auto& col : time_to_train_columns())
+        out += "," + csv_number(at_path(t, col.second));
+    }
+    if (base) {
+      const ordered_json v =
+          vs_baseline(results[i], results[static_cast<std::size_t>(spec.baseline)]);
+      for (const auto& m : metric_names())
+        for (const char* f : {"mean", "lo", "hi"})
+          out += "," + analysis::format_double(v["metrics"][m][f].get<double>());
+      for (const auto& x :
+           {v["unpaired_ci95"][0], v["unpaired_ci95"][1], v["wins"], v["ties"], v["losses"]})
+        out += "," + analysis::format_double(x.get<double>());
+      if (ttt && v.contains("time_to_train_days")) {
+        const ordered_json& t = v["time_to_train_days"];
+        for (const auto& x : {t["mean"], t["ci95"][0], t["ci95"][1]})
+          out += "," + analysis::format_double(x.get<double>());
+      } else if (ttt) {
+        out += ",,,";
+      }
+    }
     out += "\n";
   }
   return out;
@@ -454,6 +659,7 @@ std::string sweep_csv(const SweepSpec& spec, const std::vector<PlannedPoint>& po
 
 ordered_json sweep_json(const SweepSpec& spec, const std::vector<PlannedPoint>& points,
                         const std::vector<json>& results) {
+  const bool base = spec.baseline >= 0 && spec.baseline < static_cast<int>(results.size());
   ordered_json j;
   j["scenario"] = spec.scenario_path;
   j["scenario_name"] = points.empty() ? "" : points[0].scenario.name;
@@ -470,9 +676,16 @@ ordered_json sweep_json(const SweepSpec& spec, const std::vector<PlannedPoint>& 
   }
   j["axes"] = axes;
   j["metrics"] = metric_names();
+  if (base) {
+    const auto& bp = points[static_cast<std::size_t>(spec.baseline)];
+    ordered_json params = ordered_json::object();
+    for (const auto& [k, v] : bp.point.params) params[k] = ordered_json(param_value(v));
+    j["baseline"] = {{"index", spec.baseline}, {"id", bp.point.id}, {"params", params}};
+  }
   ordered_json rows = ordered_json::array();
   for (size_t i = 0; i < points.size(); ++i) {
     const auto& p = points[i];
+    const json& r = results[i];
     ordered_json row;
     row["id"] = p.point.id;
     ordered_json params = ordered_json::object();
@@ -483,12 +696,19 @@ ordered_json sweep_json(const SweepSpec& spec, const std::vector<PlannedPoint>& 
     row["replicas"] = p.scenario.replicas;
     ordered_json ms = ordered_json::object();
     for (const auto& m : metric_names()) {
-      const json& x = results[i]["metrics"][m];
+      const json& x = r["metrics"][m];
       ms[m] = {{"mean", x["mean"].get<double>()},
                {"lo", x["lo"].get<double>()},
                {"hi", x["hi"].get<double>()}};
     }
     row["metrics"] = ms;
+    // What sim compare shows of a stack beside the metrics, as its JSON names it.
+    for (const char* k :
+         {"ettr", "time_to_train", "resolved_by_per_replica", "evictions", "max_fruitless_rounds",
+          "standby_exhaustions_per_replica", "remote_checkpoint_fallbacks_per_replica"})
+      if (r.contains(k)) row[k] = ordered_json::parse(r[k].dump());
+    if (base && static_cast<int>(i) != spec.baseline)  // as sim compare: none on the baseline
+      row["vs_baseline"] = vs_baseline(r, results[static_cast<std::size_t>(spec.baseline)]);
     row["result"] = "points/" + p.point.id + "/result.json";
     rows.push_back(row);
   }
@@ -499,6 +719,7 @@ ordered_json sweep_json(const SweepSpec& spec, const std::vector<PlannedPoint>& 
 std::string sweep_table(const SweepSpec& spec, const std::vector<PlannedPoint>& points,
                         const std::vector<json>& results) {
   const auto keys = param_keys(spec, points);
+  const bool base = spec.baseline >= 0 && spec.baseline < static_cast<int>(results.size());
   std::vector<std::string> heads;
   for (const auto& k : keys) {
     const auto dot = k.rfind('.');
@@ -514,7 +735,9 @@ std::string sweep_table(const SweepSpec& spec, const std::vector<PlannedPoint>& 
   o << std::fixed;
   for (size_t c = 0; c < keys.size(); ++c)
     o << std::setw(static_cast<int>(width[c])) << heads[c] << "  ";
-  o << "    ETTR %   95% CI            unproductive h  incidents\n";
+  o << "    ETTR %   95% CI            unproductive h  incidents";
+  if (base) o << "   paired diff, pts [95% CI]   won/tied/lost %";
+  o << "\n";
   for (size_t i = 0; i < points.size(); ++i) {
     for (size_t c = 0; c < keys.size(); ++c)
       o << std::setw(static_cast<int>(width[c])) << value_of(points[i], keys[c]) << "  ";
@@ -523,7 +746,20 @@ std::string sweep_table(const SweepSpec& spec, const std::vector<PlannedPoint>& 
       << std::setw(6) << 100 * m["ettr"]["lo"].get<double>() << ", " << std::setw(6)
       << 100 * m["ettr"]["hi"].get<double>() << "]" << std::setprecision(1) << std::setw(16)
       << m["unproductive_s"]["mean"].get<double>() / 3600 << std::setw(11)
-      << m["incidents"]["mean"].get<double>() << "\n";
+      << m["incidents"]["mean"].get<double>();
+    if (base && static_cast<int>(i) == spec.baseline) {
+      o << "   baseline";
+    } else if (base) {
+      const ordered_json v =
+          vs_baseline(results[i], results[static_cast<std::size_t>(spec.baseline)]);
+      char cell[96];
+      std::snprintf(cell, sizeof cell, "   %+7.3f [%+7.3f, %+7.3f]   %3.0f/%3.0f/%3.0f",
+                    100 * v["mean"].get<double>(), 100 * v["ci95"][0].get<double>(),
+                    100 * v["ci95"][1].get<double>(), 100 * v["wins"].get<double>(),
+                    100 * v["ties"].get<double>(), 100 * v["losses"].get<double>());
+      o << cell;
+    }
+    o << "\n";
   }
   return o.str();
 }

@@ -39,6 +39,9 @@ struct SweepSpec {
   std::string scenario_path;
   analysis::SweepBase base;          // scenario_text is filled by make_plan
   std::vector<analysis::Axis> axes;  // empty: one point, the scenario itself
+  // --baseline: the index of the point every other is compared with (paired differences
+  // in the table, sweep.csv and sweep.json); -1: none.
+  int baseline = -1;
 };
 
 struct PlannedPoint {
@@ -66,6 +69,9 @@ struct ExecOptions {
   int jobs = 1;  // work items in parallel (each one process at a time)
   // Called in this process as replicas finish: (replicas done, replicas to do).
   std::function<void(long long, long long)> on_progress;
+  // Called in this process as points finish: (points whose replicas are all computed, those
+  // with nothing pending from the start included; points in all).
+  std::function<void(long long, long long)> on_points;
 };
 
 // Per-replica metrics of the sweep table, in column order (ettr, each breakdown
@@ -113,8 +119,19 @@ std::vector<nlohmann::json> run_points(const std::vector<PlannedPoint>& points,
                                        const Registry& registry, const SweepStore& store,
                                        const ExecOptions& opt);
 
+// The point of `points` that --baseline's KEY=VALUE[+KEY=VALUE...] names (KEY: a swept
+// field's path, or its last part when no other swept field ends alike; values compared as
+// JSON, so 1800 is 1800.0). Throws analysis::PlanError naming the swept fields when it names
+// no point or several.
+int find_point(const SweepSpec& spec, const std::vector<PlannedPoint>& points,
+               const std::string& text);
+
 // The sweep's tidy table: one row per point, parameters, replicas, then mean, lo, hi of
-// every metric. Deterministic text (shortest round-trip numbers).
+// every metric; for a job of fixed work the time to train (mean and its CI, p50/p90/p99 and
+// their bootstrap CIs, censored replicas); with spec.baseline, every metric's paired
+// difference to the baseline point (mean, lo, hi), ETTR's unpaired CI and the shares of
+// replicas won, tied and lost (sim compare's vs_baseline). Deterministic text (shortest
+// round-trip numbers).
 std::string sweep_csv(const SweepSpec& spec, const std::vector<PlannedPoint>& points,
                       const std::vector<nlohmann::json>& results);
 nlohmann::ordered_json sweep_json(const SweepSpec& spec, const std::vector<PlannedPoint>& points,

@@ -6,6 +6,9 @@
 // starts a run, so each command gets a process of its own, with the Python modules
 // registered here (the child inherits them) and this process's interpreter. The child's
 // stdout and stderr are captured; the command's exit code comes back with them.
+#include <fcntl.h>
+#include <poll.h>
+#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <sys/mman.h>
@@ -26,6 +29,7 @@
 #include "plugins/python_host.h"
 #include "plugins/python_modules.h"
 #include "sim/cli/commands.h"
+#include "sim/cli/progress_bar.h"
 
 namespace py = pybind11;
 
@@ -59,12 +63,14 @@ std::string read_all(int fd) {
   return out;
 }
 
-// The child: stdout and stderr into the memory files, the command, its exit code.
-[[noreturn]] void run_child(const std::vector<std::string>& args, int out, int err) {
+// The child: stdout and stderr into the memory files, the command, its exit code. `sink`:
+// the write end of the progress pipe (-1: none).
+[[noreturn]] void run_child(const std::vector<std::string>& args, int out, int err, int sink) {
   std::fflush(stdout);
   std::fflush(stderr);
   ::dup2(out, 1);
   ::dup2(err, 2);
+  faultline::cli::progress_sink_fd() = sink;
   int rc = 1;
   try {
     faultline::plugins::python::own_process();
@@ -78,15 +84,51 @@ std::string read_all(int fd) {
   ::_exit(rc);
 }
 
+// The progress pipe's complete lines "DONE TOTAL POINTS_DONE POINTS_TOTAL" read so far,
+// each handed to `progress` (with the interpreter held); a partial line waits in `buf`.
+void drain_progress(
+    int fd, std::string& buf,
+    const std::function<void(long long, long long, long long, long long)>& progress) {
+  char chunk[4096];
+  ssize_t n;
+  while ((n = ::read(fd, chunk, sizeof chunk)) > 0) buf.append(chunk, static_cast<std::size_t>(n));
+  std::size_t nl;
+  while ((nl = buf.find('\n')) != std::string::npos) {
+    long long d = 0, t = 0, pd = 0, pt = 0;
+    if (std::sscanf(buf.substr(0, nl).c_str(), "%lld %lld %lld %lld", &d, &t, &pd, &pt) == 4)
+      progress(d, t, pd, pt);
+    buf.erase(0, nl + 1);
+  }
+}
+
 // Waits for the child without holding the interpreter; Ctrl-C (a pending KeyboardInterrupt)
-// kills it and raises.
-int wait_child(pid_t pid) {
+// kills it and raises. With a progress pipe (`fd` >= 0), wakes for its lines and hands them to
+// `progress` meanwhile; an exception `progress` raises kills the child too.
+int wait_child(
+    pid_t pid, int fd = -1,
+    const std::function<void(long long, long long, long long, long long)>& progress = {}) {
   int status = 0;
+  std::string buf;
   for (;;) {
     pid_t r;
     {
       py::gil_scoped_release release;
-      r = ::waitpid(pid, &status, 0);
+      if (fd >= 0) {
+        pollfd p{fd, POLLIN, 0};
+        (void)::poll(&p, 1, 200);
+        r = ::waitpid(pid, &status, WNOHANG);
+      } else {
+        r = ::waitpid(pid, &status, 0);
+      }
+    }
+    if (fd >= 0) {
+      try {
+        drain_progress(fd, buf, progress);
+      } catch (...) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        throw;
+      }
     }
     if (r == pid) break;
     if (r < 0 && errno != EINTR)
@@ -101,23 +143,37 @@ int wait_child(pid_t pid) {
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-std::tuple<int, std::string, std::string> command(const std::vector<std::string>& args) {
+std::tuple<int, std::string, std::string> command(
+    const std::vector<std::string>& args,
+    const std::function<void(long long, long long, long long, long long)>& progress) {
   std::string why;
   if (!allowed(args, &why)) return {2, "", "faultline: " + why + "\n"};
   const int out = ::memfd_create("faultline-stdout", MFD_CLOEXEC);
   const int err = ::memfd_create("faultline-stderr", MFD_CLOEXEC);
   if (out < 0 || err < 0)
     throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
+  int pipe_fds[2] = {-1, -1};
+  if (progress && ::pipe2(pipe_fds, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) run_child(args, out, err);
+  if (pid == 0) {
+    if (pipe_fds[0] >= 0) ::close(pipe_fds[0]);
+    run_child(args, out, err, pipe_fds[1]);
+  }
+  if (pipe_fds[1] >= 0) {
+    ::close(pipe_fds[1]);
+    ::fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+  }
   int rc;
   try {
-    rc = wait_child(pid);
+    rc = wait_child(pid, pipe_fds[0], progress);
   } catch (...) {
     ::close(out), ::close(err);
+    if (pipe_fds[0] >= 0) ::close(pipe_fds[0]);
     throw;
   }
+  if (pipe_fds[0] >= 0) ::close(pipe_fds[0]);
   std::tuple<int, std::string, std::string> result{rc, read_all(out), read_all(err)};
   ::close(out), ::close(err);
   return result;
@@ -129,8 +185,10 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "faultline's simulator in this process (faultline.simulate, faultline.register)";
   // Python stays consistent across the forks below (PyOS_BeforeFork and after).
   faultline::plugins::python::ensure_interpreter();
-  m.def("command", &command, py::arg("args"),
-        "Runs `faultline ARGS` in a forked child; returns (exit code, stdout, stderr)");
+  m.def("command", &command, py::arg("args"), py::arg("progress") = py::none(),
+        "Runs `faultline ARGS` in a forked child; returns (exit code, stdout, stderr). "
+        "progress(done, total, points_done, points_total), if given, is called as the "
+        "command's progress bar moves (replicas, and a sweep's points)");
   m.def(
       "load_plugin",
       [](const std::string& path) -> std::optional<std::string> {

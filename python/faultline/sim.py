@@ -12,12 +12,16 @@ import json
 import math
 import numbers
 import os
+import sys
 import tempfile
+import time
+from collections import namedtuple
 from collections.abc import Mapping
 
 from faultline.errors import Error, InputError
 
-__all__ = ["simulate", "compare", "sweep", "Result", "CompareResult", "SweepResult", "Fields"]
+__all__ = ["simulate", "compare", "sweep", "Result", "CompareResult", "SweepResult", "Fields",
+           "Progress"]
 
 DICT_NAME = "<dict>"  # how a scenario given as a dict is named in error messages
 
@@ -145,12 +149,17 @@ class SweepResult(Fields):
     - ``s.json``: that JSON (a dict);
     - ``s.table``: DataFrame, one row per point, the columns of sweep.csv: the swept fields
       (their ``set`` paths), ``replicas``, then ``<metric>_mean|lo|hi`` (95% CI) for every
-      metric in ``s.metrics`` (ettr, the ``*_s`` buckets, unproductive_s, incidents, ...).
+      metric in ``s.metrics`` (ettr, the ``*_s`` buckets, unproductive_s, incidents, ...); for
+      a job of fixed work ``time_to_train_days_mean|lo|hi``, ``_p50|_p90|_p99`` with their
+      bootstrap CIs (``_lo``, ``_hi``) and ``time_to_train_censored``; with a `baseline`,
+      ``<metric>_diff_mean|lo|hi`` (paired difference to the baseline point, 95% CI),
+      ``ettr_diff_unpaired_lo|hi``, ``wins|ties|losses`` (shares of replicas; the baseline's
+      own row: 0 and all ties) and for a job of fixed work ``time_to_train_days_diff_*``.
     """
 
-    def __init__(self, data):
+    def __init__(self, data, table=None):
         super().__init__(data)
-        self.__dict__.update(json=data, table=_sweep_table(data))
+        self.__dict__.update(json=data, table=_sweep_table(data) if table is None else table)
 
     def __repr__(self):
         return "<SweepResult %s: %d points>" % (
@@ -316,9 +325,13 @@ def _message(stderr, rc):
     return line.strip() or "faultline exited with code %d" % rc
 
 
-def _command(args, tmp_scenario=None):
-    """Runs ``faultline ARGS...``; returns its stdout, or raises Error / InputError."""
-    rc, out, err = _core().command([str(a) for a in args])
+def _command(args, tmp_scenario=None, progress=None):
+    """Runs ``faultline ARGS...``; returns its stdout, or raises Error / InputError.
+    `progress(done, total, points_done, points_total)`, if given, is called as it goes."""
+    if progress is None:
+        rc, out, err = _core().command([str(a) for a in args])
+    else:
+        rc, out, err = _core().command([str(a) for a in args], progress)
     if tmp_scenario:
         err = err.replace(tmp_scenario, DICT_NAME)
     if rc != 0:
@@ -347,8 +360,8 @@ class _Run:
     def __exit__(self, *exc):
         self.tmp.cleanup()
 
-    def run(self, args):
-        return _command(args, self.dict_path)
+    def run(self, args, progress=None):
+        return _command(args, self.dict_path, progress)
 
 
 # ---- reading what the CLI wrote -----------------------------------------------------------
@@ -448,18 +461,145 @@ def _paired(replicas, data):
     return paired
 
 
+_TIME_TO_TRAIN = [("time_to_train_days_mean", ("mean",)), ("time_to_train_days_lo", ("ci95", 0)),
+                  ("time_to_train_days_hi", ("ci95", 1))] + [
+    (col, path) for q in ("p50", "p90", "p99") for col, path in (
+        ("time_to_train_days_" + q, (q,)), ("time_to_train_days_%s_lo" % q, (q + "_ci95", 0)),
+        ("time_to_train_days_%s_hi" % q, (q + "_ci95", 1)))] + [
+    ("time_to_train_censored", ("censored",))]
+
+
+def _number(d, path):
+    for key in path:
+        try:
+            d = d[key]
+        except (KeyError, IndexError, TypeError):
+            return math.nan
+    return math.nan if d is None else d
+
+
 def _sweep_table(data):
     import pandas as pd
     keys = [k for axis in data.get("axes", []) for k in axis["keys"]]
+    metrics = data.get("metrics", [])
+    base = (data.get("baseline") or {}).get("index")
+    timed = any("time_to_train" in p for p in data.get("points", []))
     rows = []
-    for p in data.get("points", []):
+    for i, p in enumerate(data.get("points", [])):
         row = {k: p["params"].get(k) for k in keys}
         row["replicas"] = p.get("replicas")
-        for m in data.get("metrics", []):
+        for m in metrics:
             for stat in ("mean", "lo", "hi"):
                 row["%s_%s" % (m, stat)] = _get(p, "metrics", m, stat)
+        if timed:
+            for col, path in _TIME_TO_TRAIN:
+                row[col] = _number(p.get("time_to_train"), path)
+        if base is not None:  # the baseline's own row: no difference, every replica tied
+            v = p.get("vs_baseline") or {}
+            for m in metrics:
+                for stat in ("mean", "lo", "hi"):
+                    row["%s_diff_%s" % (m, stat)] = (0.0 if i == base else
+                                                     _get(v, "metrics", m, stat))
+            lo, hi = (math.nan, math.nan) if i == base else _ci(v, "unpaired_ci95")
+            row["ettr_diff_unpaired_lo"], row["ettr_diff_unpaired_hi"] = lo, hi
+            for k, own in (("wins", 0.0), ("ties", 1.0), ("losses", 0.0)):
+                row[k] = own if i == base else _get(v, k)
+            if timed:
+                t = v.get("time_to_train_days")
+                row["time_to_train_days_diff_mean"] = _number(t, ("mean",))
+                row["time_to_train_days_diff_lo"] = _number(t, ("ci95", 0))
+                row["time_to_train_days_diff_hi"] = _number(t, ("ci95", 1))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ---- progress -----------------------------------------------------------------------------
+
+Progress = namedtuple("Progress", "replicas_done replicas_total points_done points_total "
+                                  "elapsed_s")
+Progress.__doc__ = """What a `progress` callable of :func:`sweep` receives as the sweep goes:
+replicas computed and to compute in this call (points stored by an earlier sweep with the
+same `out` count as done and are not recomputed), points whose replicas are all computed and
+points in all, seconds since the call began."""
+
+
+def _in_notebook():
+    shell = sys.modules.get("IPython")
+    try:
+        ip = shell.get_ipython() if shell else None
+    except Exception:  # pragma: no cover - an IPython without a shell
+        return False
+    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+
+
+class _Bar:
+    """A progress bar: tqdm's (its notebook widget in Jupyter) when tqdm is installed, else a
+    line redrawn in place on stderr."""
+
+    def __init__(self):
+        self.last = -1.0
+        try:
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # tqdm.auto without ipywidgets: text instead
+                from tqdm.auto import tqdm
+            # Made now, so that its clock (the rate, the time left) starts with the sweep.
+            self.tqdm = tqdm(total=None, unit="replica", desc="faultline sweep", leave=True)
+        except ImportError:
+            self.tqdm = None
+
+    def __call__(self, p):
+        if self.tqdm is not None:
+            if self.tqdm.total != p.replicas_total:
+                self.tqdm.total = p.replicas_total
+            if p.points_total:
+                self.tqdm.set_postfix_str("%d/%d points" % (p.points_done, p.points_total),
+                                          refresh=False)
+            self.tqdm.update(p.replicas_done - self.tqdm.n)
+            return
+        end = p.replicas_done == p.replicas_total and p.points_done == p.points_total
+        if not end and p.elapsed_s - self.last < 0.2:
+            return
+        self.last = p.elapsed_s
+        width = 30
+        fill = int(width * p.replicas_done / max(1, p.replicas_total))
+        line = "\r[%s%s] %d/%d points, %d/%d replicas %.1f s" % (
+            "#" * fill, " " * (width - fill), p.points_done, p.points_total, p.replicas_done,
+            p.replicas_total, p.elapsed_s)
+        if 0 < p.replicas_done < p.replicas_total:
+            line += ", about %.0f s left" % (
+                p.elapsed_s / p.replicas_done * (p.replicas_total - p.replicas_done))
+        sys.stderr.write(line + "\x1b[K" + ("\n" if end else ""))
+        sys.stderr.flush()
+
+    def close(self):
+        if self.tqdm is not None:
+            self.tqdm.close()
+
+
+def _progress(progress):
+    """(the callable _core.command gets, a bar to close or None) for sweep's `progress`."""
+    if progress is False:
+        return None, None
+    if progress is None or progress is True:
+        try:
+            interactive = sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            interactive = False
+        if progress is None and not (interactive or _in_notebook()):
+            return None, None
+        bar = _Bar()
+        user = bar
+    elif callable(progress):
+        bar, user = None, progress
+    else:
+        raise TypeError("progress: expected None, True, False or a callable, got %r"
+                        % (progress,))
+    t0 = time.monotonic()
+
+    def call(done, total, points_done, points_total):
+        user(Progress(done, total, points_done, points_total, time.monotonic() - t0))
+    return call, bar
 
 
 # ---- the API ------------------------------------------------------------------------------
@@ -578,8 +718,8 @@ def _axes_flags(grid, zip_):
     return out
 
 
-def sweep(scenario, grid=None, *, zip=None, replicas=None, jobs=None, seed=None, set=None,
-          allow_unused=False, out=None):
+def sweep(scenario, grid=None, *, zip=None, baseline=None, replicas=None, jobs=None, seed=None,
+          set=None, allow_unused=False, out=None, progress=None):
     """Simulates every point of a parameter grid (``faultline sim sweep``), each point on the
     same replicas and seeds (common random numbers: differences between points are not
     noise). Returns a :class:`SweepResult` (``s.table``: one row per point).
@@ -587,15 +727,44 @@ def sweep(scenario, grid=None, *, zip=None, replicas=None, jobs=None, seed=None,
     grid: {path: [values]}: one axis per path, the cartesian product is swept (first axis
         slowest), e.g. {"policy.params.checkpoint_interval_s": [600, 1800, 3600]}.
     zip: {path: [values]}: paths whose lists have the same length move together (one axis).
+    baseline: {path: value}: a point of the grid (``--baseline``; a path may be the swept
+        path's last part, e.g. {"checkpoint_interval_s": 1800}); every point gets its paired
+        difference to it (``s.table``'s ``<metric>_diff_mean|lo|hi``, ``wins``, ``ties``,
+        ``losses``; ``vs_baseline`` in each point's JSON).
     replicas, jobs, seed, set, allow_unused: as in :func:`simulate`.
     out: store the points, sweep.csv and sweep.json there; a later sweep with the same `out`
         (and the same inputs) reuses the points already computed (default: a temporary
         directory, removed).
+    progress: None (default): a progress bar while the sweep runs when stderr is a terminal
+        or in a Jupyter notebook (tqdm's when installed); True: always; False: never; a
+        callable: called with a :class:`Progress` as the sweep goes, instead of the bar.
     """
+    call, bar = _progress(progress)
     with _Run(scenario, out) as run:
         args = (["sim", "sweep", run.path, "--format", "json", "--quiet", "--out", run.out]
-                + _axes_flags(grid, zip) + _common(replicas, jobs, seed, set, allow_unused))
-        data = json.loads(run.run(args))
+                + _axes_flags(grid, zip) + _baseline_flags(baseline)
+                + _common(replicas, jobs, seed, set, allow_unused))
+        try:
+            data = json.loads(run.run(args, call))
+        finally:
+            if bar is not None:
+                bar.close()
         if run.dict_path and data.get("scenario") == run.dict_path:
             data["scenario"] = DICT_NAME
-        return SweepResult(data)
+        import pandas as pd
+        table = pd.read_csv(os.path.join(run.out, "sweep.csv"), float_precision="round_trip")
+        return SweepResult(data, table)
+
+
+def _baseline_flags(baseline):
+    if baseline is None:
+        return []
+    parts = []
+    for key, value in _mapping("baseline", baseline).items():
+        text = _value("baseline[%r]" % key, value)
+        if "+" in text:
+            raise ValueError("baseline[%r]: a value with '+' cannot be passed" % key)
+        parts.append("%s=%s" % (_path_key("baseline", key), text))
+    if not parts:
+        raise ValueError("baseline: expected {path: value} of a point of the grid")
+    return ["--baseline", "+".join(parts)]

@@ -102,6 +102,8 @@ options:
                       finding slow replicas and for tests/bench/scaling.sh. A measurement,
                       not a result: it varies from run to run
   --quiet             no progress bar
+  --progress          the progress bar on stderr also when it is not a terminal (one line
+                      every 2 s); never with --quiet
   --allow-unused      run even if a policy parameter is set that the stack does not read
                       (with its module choices); refused otherwise, naming when it is read
   -h, --help          this text
@@ -262,7 +264,7 @@ int sim_run(const std::vector<std::string>& args) {
   }
 
   const auto t0 = std::chrono::steady_clock::now();
-  faultline::cli::ProgressBar bar(!c.f.quiet);
+  faultline::cli::ProgressBar bar(!c.f.quiet, "", c.f.progress);
   auto progress = [&](int done, int total) { bar(done, total); };
   const int jobs = static_cast<int>(c.f.jobs);
   std::vector<sim::ReplicaResult> results;

@@ -52,6 +52,8 @@ options:
   --set PATH=VALUE    scenario override, repeatable (as in sim run)
   --format table|json
   --quiet             no progress bar
+  --progress          the progress bar on stderr also when it is not a terminal (one line
+                      every 2 s); never with --quiet
   --allow-unused      run even if a policy parameter is set that the stack does not read
                       (with its module choices); refused otherwise, naming when it is read
   --out DIR           one sub-directory per stack with result.json and replicas.csv, and
@@ -290,7 +292,7 @@ int load_compared(const CompareArgs& c, const Registry& registry,
 // or 1 after printing why a run failed.
 int run_compared(const CompareArgs& c, const std::vector<scenarios::Scenario>& scs,
                  const Registry& registry, std::vector<std::vector<sim::ReplicaResult>>& all) {
-  ProgressBar bar(!c.f.quiet);
+  ProgressBar bar(!c.f.quiet, "", c.f.progress);
   try {
     long long total = 0, before = 0;
     for (const auto& sc : scs) total += sc.replicas;

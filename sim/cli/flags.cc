@@ -56,7 +56,7 @@ int sim_flag(const std::vector<std::string>& args, std::size_t& i, SimFlags& f,
   const FlagSpec* spec = find_flag(kSimFlags, a);
   if (!spec) return 0;
   if (!spec->value) {  // a switch
-    (a == "--quiet" ? f.quiet : f.allow_unused) = true;
+    (a == "--quiet" ? f.quiet : a == "--progress" ? f.progress : f.allow_unused) = true;
     return 1;
   }
   if (i + 1 >= args.size()) return usage_error(expected(*spec)), -2;

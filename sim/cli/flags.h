@@ -18,6 +18,7 @@ struct SimFlags {
   std::string out_dir;
   std::string format = "table";
   bool quiet = false;
+  bool progress = false;      // --progress: the progress bar also when stderr is no terminal
   bool allow_unused = false;  // --allow-unused: policy.allow_unused_params=true
 
   // --seed, --replicas and --allow-unused as scenario overrides, after the --sets.
@@ -37,6 +38,7 @@ inline constexpr FlagSpec kSimFlags[] = {
     {"--format", "one of the command's formats"},
     {"--out", "a directory"},
     {"--quiet", nullptr},
+    {"--progress", nullptr},
     {"--allow-unused", nullptr},
 };
 

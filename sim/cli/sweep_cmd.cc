@@ -57,10 +57,21 @@ options:
   --out DIR             store points, sweep.csv and sweep.json in DIR; a rerun with the
                         same DIR resumes (default: a temporary directory, removed)
   --format table|csv|json   what goes to stdout (default: table)
+  --baseline KEY=VALUE[+KEY=VALUE...]
+                        a point of the grid, by its values (KEY: the swept field or its
+                        last part, e.g. standby_pool=0+checkpoint_interval_s=1800): every
+                        point gets its paired difference to it (the same replicas and
+                        seeds) for every metric, mean and 95% CI, and for ETTR the unpaired
+                        CI and the shares of replicas won, tied and lost, as sim compare
+                        gives them (columns METRIC_diff_mean|lo|hi, ettr_diff_unpaired_lo|hi,
+                        wins, ties, losses; vs_baseline in sweep.json)
   --mpi                 run under mpirun: spread (point, replica) pairs over the ranks
                         and gather on rank 0 (runs faultline-mpi); output byte-identical
                         to a one-machine run
-  --quiet               no progress bar (it is drawn only when stderr is a terminal)
+  --quiet               no progress bar (on stderr: points and replicas done, elapsed
+                        and time left; drawn only when stderr is a terminal)
+  --progress            the progress bar also when stderr is not a terminal (one line
+                        every 2 s); never with --quiet
   --allow-unused        run points that set a policy parameter their stack does not read
                         (refused otherwise: every value would give the same result)
   -h, --help            this text
@@ -68,7 +79,12 @@ options:
 metrics (columns METRIC_mean, METRIC_lo, METRIC_hi): ettr; productive_s, detection_s,
 diagnosis_s, failover_s, restore_s, recompute_s, checkpoint_s, degraded_s,
 warmup_s, waiting_for_machines_s, unproductive_s (seconds per replica); incidents, faults_injected, evictions_true,
-evictions_false, checkpoints (per replica); gpu_hours_lost (per replica).
+evictions_false, checkpoints (per replica); gpu_hours_lost (per replica);
+evictions_false_positive, standby_exhaustions, remote_checkpoint_fallbacks (per replica).
+A job of fixed work (job.work_days) adds time_to_train_days_mean|lo|hi, _p50|_p90|_p99
+with their bootstrap CIs (_lo, _hi; empty where a censored replica reaches them) and
+time_to_train_censored. sweep.json has, per point, also sim compare's fields of a stack
+(ettr, time_to_train, resolved_by_per_replica, evictions, max_fruitless_rounds, ...).
 
 example:
   faultline sim sweep scenarios/byterobust-dense-9600.json --jobs 2 --out sweep-ckpt \
@@ -99,8 +115,8 @@ options:
   --rounds R            refinement rounds (default: 3)
   --within X            also report the smallest value within X of the best (e.g. 0.001
                         = 0.1%), refining around it
-  --replicas N, --seed S, --jobs J, --set PATH=VALUE, --out DIR, --quiet, --allow-unused
-                        as in sim sweep (--out DIR keeps and reuses every candidate, and
+  --replicas N, --seed S, --jobs J, --set PATH=VALUE, --out DIR, --quiet, --progress,
+  --allow-unused        as in sim sweep (--out DIR keeps and reuses every candidate, and
                         writes DIR/tune.json: what --format json prints, each candidate
                         with the round it was evaluated in, and the best after each round;
                         `faultline report DIR` draws it)
@@ -172,9 +188,10 @@ bool parse_items(const std::string& s, std::vector<sim::WorkItem>* out) {
 
 // The options of sim sweep beside the shared ones (flags.h), in the same table shape.
 constexpr FlagSpec kSweepFlags[] = {
-    {"--grid", "KEY=V1,V2,..."},     // an axis
-    {"--zip", "KEY=V1,V2,..."},      // fields that move together
-    {"--mpi", nullptr},              // run under mpirun (faultline-mpi)
+    {"--grid", "KEY=V1,V2,..."},  // an axis
+    {"--zip", "KEY=V1,V2,..."},   // fields that move together
+    {"--mpi", nullptr},           // run under mpirun (faultline-mpi)
+    {"--baseline", "KEY=VALUE[+KEY=VALUE...], a point of the grid"},
     {"--plan", nullptr},             // internal, used by faultline-mpi
     {"--work", "P:A:B[,P:A:B...]"},  // internal, used by faultline-mpi
 };
@@ -184,7 +201,8 @@ struct SweepArgs : CommonArgs {
   std::vector<analysis::Axis> axes;
   int zip_axis = -1;  // the axis of the --zip fields; -1: none yet
   bool mpi = false, plan_only = false;
-  std::string work;  // --work items
+  std::string work;      // --work items
+  std::string baseline;  // --baseline KEY=VALUE[+...]
 };
 
 // Adds --grid KEY=V1,... as an axis of its own, or --zip KEY=A,... to the one axis of all
@@ -224,6 +242,9 @@ int apply_sweep_flag(const FlagSpec& spec, const std::string* v, SweepArgs& c) {
     return usage_error(expected(spec));
   } else if (name == "--work") {
     c.work = *v;
+  } else if (name == "--baseline") {
+    if (v->empty()) return usage_error(expected(spec));
+    c.baseline = *v;
   } else {  // --grid, --zip
     return add_axis(name, *v, c);
   }
@@ -318,10 +339,11 @@ int run_work(const SweepArgs& c, const std::vector<sim::PlannedPoint>& points,
 void run_sweep(const SweepArgs& c, const sim::SweepSpec& spec,
                const std::vector<sim::PlannedPoint>& points, const Registry& registry,
                const sim::SweepStore& store, bool keep) {
-  ProgressBar bar(!c.quiet);
+  ProgressBar bar(!c.quiet, "", c.progress);
   sim::ExecOptions opt;
   opt.jobs = static_cast<int>(c.jobs);
   opt.on_progress = [&](long long d, long long t) { bar(d, t); };
+  opt.on_points = [&](long long d, long long t) { bar.set_points(d, t); };
   const std::vector<json> results = sim::run_points(points, registry, store, opt);
   const std::string csv = sim::sweep_csv(spec, points, results);
   const std::string js = sim::sweep_json(spec, points, results).dump(2) + "\n";
@@ -450,7 +472,7 @@ struct TuneSearch {
     std::vector<analysis::Assignment> assigns;
     for (double x : xs) assigns.push_back({{c.param, value_label(c.range, x)}});
     const auto pts = sim::plan_points(spec, assigns, registry);
-    ProgressBar bar(!c.quiet, "round " + std::to_string(round) + " ");
+    ProgressBar bar(!c.quiet, "round " + std::to_string(round) + " ", c.progress);
     sim::ExecOptions opt;
     opt.jobs = static_cast<int>(c.jobs);
     opt.on_progress = [&](long long d, long long t) { bar(d, t); };
@@ -622,6 +644,13 @@ int sim_sweep(const std::vector<std::string>& args) {
     return 2;
   } catch (const analysis::PlanError& e) {
     return usage_error(e.what());
+  }
+  if (!c.baseline.empty()) {
+    try {
+      spec.baseline = sim::find_point(spec, points, c.baseline);
+    } catch (const analysis::PlanError& e) {
+      return usage_error(e.what());
+    }
   }
 
   try {

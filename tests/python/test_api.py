@@ -236,6 +236,46 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(r.ettr.mean, row.ettr_mean)
         self.assertEqual(r.policy_modules.checkpoint.name, "remote")
 
+    def test_baseline_table_is_the_clis_csv_and_pairs_as_compare_does(self):
+        base = {"checkpoint_interval_s": 1800, "policy.params.checkpoint": "remote"}
+        s = faultline.sweep(SCENARIO, GRID, replicas=3, baseline=base)
+        args = [a for k, v in GRID.items() for a in ("--grid", "%s=%s" % (k, ",".join(
+            str(x) for x in v)))]
+        want = pd.read_csv(io.StringIO(cli(
+            "sim", "sweep", SCENARIO, *args, "--replicas", 3, "--format", "csv", "--quiet",
+            "--baseline", "checkpoint_interval_s=1800+policy.params.checkpoint=remote")),
+            float_precision="round_trip")
+        assert_frame_equal(s.table, want, check_dtype=False)
+        self.assertEqual(s.baseline.index, 3)
+        self.assertEqual(s.table.ties[3], 1.0)
+        self.assertEqual(s.points[0].vs_baseline.mean, s.table.ettr_diff_mean[0])
+        with self.assertRaises(faultline.InputError):
+            faultline.sweep(SCENARIO, GRID, replicas=1, baseline={"checkpoint_interval_s": 7})
+
+    def test_progress_reaches_every_point_and_replica_and_never_stdout(self):
+        seen = []
+        s = faultline.sweep(SCENARIO, GRID, replicas=3, progress=seen.append)
+        self.assertTrue(seen)
+        last = seen[-1]
+        self.assertIsInstance(last, faultline.sim.Progress)
+        self.assertEqual((last.replicas_done, last.replicas_total), (12, 12))
+        self.assertEqual((last.points_done, last.points_total), (4, 4))
+        self.assertEqual([p.replicas_done for p in seen], sorted(p.replicas_done for p in seen))
+        self.assertEqual(len(s.table), 4)
+        # The bar without tqdm: a line redrawn on stderr, ending at every point.
+        err = io.StringIO()
+        with mock.patch.dict(sys.modules, {"tqdm": None, "tqdm.auto": None}), \
+                mock.patch.object(sys, "stderr", err):
+            faultline.sweep(SCENARIO, GRID, replicas=2, progress=True)
+        self.assertIn("4/4 points, 8/8 replicas", err.getvalue())
+        # Not a terminal, no notebook: no bar unless asked.
+        err = io.StringIO()
+        with mock.patch.object(sys, "stderr", err):
+            faultline.sweep(SCENARIO, GRID, replicas=2)
+        self.assertEqual(err.getvalue(), "")
+        with self.assertRaises(TypeError):
+            faultline.sweep(SCENARIO, GRID, replicas=2, progress="yes")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -147,6 +147,20 @@ TEST(WorkDays, TimeToTrainIsTheWorkPlusOneRestartPerFault) {
   EXPECT_EQ(t["censored"].get<int>(), 0);
   EXPECT_LE(t["p50"].get<double>(), t["p90"].get<double>());
   EXPECT_LE(t["p90"].get<double>(), t["p99"].get<double>());
+  // The bootstrap CIs (sim/metrics.h): the mean's agrees with the Student t interval of the
+  // same replicas (within a fifth of its half-width), and the median's holds the true median
+  // of W + (N + 1) c: N's median is 8 (P(N <= 7) = 0.45, P(N <= 8) = 0.59), so 12.25 days.
+  const double half = (t["ci95"][1].get<double>() - t["ci95"][0].get<double>()) / 2;
+  EXPECT_NEAR(t["mean_ci95_bootstrap"][0].get<double>(), t["ci95"][0].get<double>(), 0.2 * half);
+  EXPECT_NEAR(t["mean_ci95_bootstrap"][1].get<double>(), t["ci95"][1].get<double>(), 0.2 * half);
+  EXPECT_LE(t["p50_ci95"][0].get<double>(), 10 + 9 * c_days);
+  EXPECT_GE(t["p50_ci95"][1].get<double>(), 10 + 9 * c_days);
+  for (const char* q : {"p50", "p90", "p99"}) {
+    const std::string ci = std::string(q) + "_ci95";
+    EXPECT_LE(t[ci][0].get<double>(), t[q].get<double>()) << q;
+    EXPECT_GE(t[ci][1].get<double>(), t[q].get<double>()) << q;
+  }
+  EXPECT_EQ(t["bootstrap"]["resamples"].get<int>(), 2000);
   const Column ttt = column(out + "/replicas.csv", "time_to_train_days");
   EXPECT_NEAR(ttt.var, n * c_days * c_days, 0.3 * n * c_days * c_days);
   // ETTR on a job of fixed work: the work over the time to train.
@@ -172,7 +186,9 @@ TEST(WorkDays, AReplicaTheCapStopsIsCensoredNotATimeToTrain) {
   const auto& t = r["time_to_train"];
   EXPECT_GT(t["censored"].get<int>(), 0);
   EXPECT_EQ(t["finished"].get<int>() + t["censored"].get<int>(), 20);
-  EXPECT_TRUE(t["p90"].is_null());  // beyond the cap: unknown
+  EXPECT_TRUE(t["p90"].is_null());          // beyond the cap: unknown
+  EXPECT_TRUE(t["p90_ci95"][1].is_null());  // and so is its interval's upper end
+  EXPECT_TRUE(t["p99_ci95"][1].is_null());
   if (!t["max"].is_null()) {
     EXPECT_LE(t["max"].get<double>(), 11.0);
   }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""analysis/report.py draws stacks on a categorical axis (ctest: report.categorical_axes).
+"""analysis/report.py draws stacks on a categorical axis (ctest: report.categorical_axes), and
+shows a job of fixed work's time to train with its confidence intervals.
 
 A sweep over policy.stack (or any non-numeric value) must show one point with a CI bar per
 stack, never a line joining stacks, whose slope would mean nothing; a numeric axis keeps
@@ -86,6 +87,25 @@ class CategoricalAxes(unittest.TestCase):
     def test_a_numeric_axis_keeps_its_line(self):
         ax = self.draw("policy.params.checkpoint_interval_s", [1200, 2400, 3600], [0.74, 0.79, 0.77])
         self.assertEqual(len(joined(ax)), 1)
+
+
+class TimeToTrainTable(unittest.TestCase):
+    """The run headline's time-to-train table: every figure of result.json's time_to_train with
+    its interval, a censored end as beyond the cap; nothing for a fixed window."""
+
+    def test_every_quantile_with_its_interval(self):
+        report = load_report()
+        t = {"mean": 12.31, "ci95": [12.2, 12.42], "mean_ci95_bootstrap": [12.21, 12.41],
+             "p50": 12.25, "p50_ci95": [12.0, 12.5], "p90": 13.25, "p90_ci95": [13.0, 13.5],
+             "p99": None, "p99_ci95": [14.0, None], "finished": 190, "censored": 10,
+             "work_days": 10, "bootstrap": {"method": "percentile", "resamples": 2000, "seed": 1}}
+        run = report.Run(None, {"policy": "requeue", "time_to_train": t, "ettr": {}})
+        html = report.time_to_train_table([run])
+        for want in ("12.31 [12.20, 12.42]; [12.21, 12.41]", "12.25 [12.00, 12.50]",
+                     "13.25 [13.00, 13.50]", "&gt; cap [14.00, &gt; cap]", "190 / 10",
+                     "2000 resamples"):
+            self.assertIn(want, html)
+        self.assertEqual(report.time_to_train_table([report.Run(None, {"policy": "x"})]), "")
 
 
 if __name__ == "__main__":

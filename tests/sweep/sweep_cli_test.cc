@@ -134,13 +134,29 @@ TEST(SimSweep, CsvHasOneRowPerPointWithParametersThenMeanAndCi) {
   EXPECT_EQ(h[3], "ettr_mean");
   EXPECT_EQ(h[4], "ettr_lo");
   EXPECT_EQ(h[5], "ettr_hi");
-  for (const char* m :
-       {"productive_s", "detection_s", "diagnosis_s", "failover_s", "restore_s", "recompute_s",
-        "checkpoint_s", "degraded_s", "warmup_s", "waiting_for_machines_s", "missing_replicas_s",
-        "unproductive_s", "incidents", "faults_injected", "evictions_true", "evictions_false",
-        "checkpoints", "gpu_hours_lost"})
+  for (const char* m : {"productive_s",
+                        "detection_s",
+                        "diagnosis_s",
+                        "failover_s",
+                        "restore_s",
+                        "recompute_s",
+                        "checkpoint_s",
+                        "degraded_s",
+                        "warmup_s",
+                        "waiting_for_machines_s",
+                        "missing_replicas_s",
+                        "unproductive_s",
+                        "incidents",
+                        "faults_injected",
+                        "evictions_true",
+                        "evictions_false",
+                        "checkpoints",
+                        "gpu_hours_lost",
+                        "evictions_false_positive",
+                        "standby_exhaustions",
+                        "remote_checkpoint_fallbacks"})
     for (const char* f : {"_mean", "_lo", "_hi"}) column(h, std::string(m) + f);
-  EXPECT_EQ(h.size(), 2 + 1 + 19 * 3u);
+  EXPECT_EQ(h.size(), 2 + 1 + 22 * 3u);
   const std::vector<std::pair<std::string, std::string>> order = {{"1800", "300"}, {"1800", "600"},
                                                                   {"1800", "900"}, {"3600", "300"},
                                                                   {"3600", "600"}, {"3600", "900"}};
@@ -365,6 +381,133 @@ TEST(SimSweep, AParameterTheStackDoesNotReadIsRefusedUnlessAllowed) {
   EXPECT_NE(k["points"][0]["metrics"]["ettr"]["mean"], k["points"][1]["metrics"]["ettr"]["mean"]);
   EXPECT_FALSE(json::parse(slurp(dir2.path() / k["points"][0]["result"].get<std::string>()))
                    .contains("unread_params"));
+}
+
+// --baseline: every point's paired differences to the baseline point, checked against two
+// independent computations: sim compare --variant of the same two points (its own
+// vs_baseline: the same replicas and seeds) and the test's own, from the points' per-replica
+// ETTR (mean of the differences, Student t with 11 degrees of freedom: 2.201).
+TEST(SimSweep, BaselineGivesEveryPointThePairedDifferenceCompareGives) {
+  TempDir dir("sweep-baseline");
+  CliResult s = run_cli(sweep_args(kDense, dir.str(),
+                                   {"--replicas", "12", "--jobs", "2", "--format", "json", "--grid",
+                                    "policy.params.checkpoint_interval_s=600,1800,3600",
+                                    "--baseline", "checkpoint_interval_s=1800"}));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const json sw = json::parse(s.out);
+  ASSERT_EQ(sw["baseline"]["index"], 1);
+  EXPECT_EQ(sw["baseline"]["params"]["policy.params.checkpoint_interval_s"], 1800);
+  ASSERT_EQ(sw["points"].size(), 3u);
+  EXPECT_FALSE(sw["points"][1].contains("vs_baseline"));  // as compare: none on the baseline
+  const json& v = sw["points"][0]["vs_baseline"];
+
+  CliResult c = run_cli({"sim", "compare", kDense, "--replicas", "12", "--jobs", "2", "--quiet",
+                         "--format", "json", "--set", "policy.stack=requeue", "--set",
+                         "policy.params.checkpoint_interval_s=1800", "--variant",
+                         "c600:policy.params.checkpoint_interval_s=600"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const json cmp = json::parse(c.out);
+  ASSERT_EQ(cmp["stacks"].size(), 2u);
+  const json& cv = cmp["stacks"][1]["vs_baseline"];
+  EXPECT_EQ(sw["points"][0]["ettr"]["mean"], cmp["stacks"][1]["ettr"]["mean"]);
+  EXPECT_EQ(sw["points"][1]["ettr"]["mean"], cmp["stacks"][0]["ettr"]["mean"]);
+  for (const char* k : {"mean", "wins", "ties", "losses"})
+    EXPECT_DOUBLE_EQ(v[k].get<double>(), cv[k].get<double>()) << k;
+  for (int e : {0, 1}) {
+    EXPECT_DOUBLE_EQ(v["ci95"][e].get<double>(), cv["ci95"][e].get<double>());
+    EXPECT_DOUBLE_EQ(v["unpaired_ci95"][e].get<double>(), cv["unpaired_ci95"][e].get<double>());
+  }
+  EXPECT_NE(v["mean"].get<double>(), 0.0);
+  // The rest of what compare shows of a stack, per point, equal to compare's figures.
+  for (const char* k :
+       {"ettr", "resolved_by_per_replica", "evictions", "max_fruitless_rounds",
+        "standby_exhaustions_per_replica", "remote_checkpoint_fallbacks_per_replica"})
+    EXPECT_EQ(sw["points"][0][k], cmp["stacks"][1][k]) << k;
+
+  // The test's own paired CI from result.json's per-replica values.
+  auto ettr = [&](int i) {
+    const json r = json::parse(slurp(dir.path() / sw["points"][i]["result"].get<std::string>()));
+    return r["per_replica"]["ettr"].get<std::vector<double>>();
+  };
+  const auto a = ettr(0), b = ettr(1);
+  ASSERT_EQ(a.size(), 12u);
+  double sum = 0, ss = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += a[i] - b[i];
+  const double mean = sum / 12;
+  for (size_t i = 0; i < a.size(); ++i) ss += (a[i] - b[i] - mean) * (a[i] - b[i] - mean);
+  const double half = 2.201 * std::sqrt(ss / 11) / std::sqrt(12.0);
+  EXPECT_NEAR(v["mean"].get<double>(), mean, 1e-12);
+  EXPECT_NEAR(v["ci95"][0].get<double>(), mean - half, 1e-9);
+  EXPECT_NEAR(v["ci95"][1].get<double>(), mean + half, 1e-9);
+  EXPECT_NEAR(v["metrics"]["ettr"]["mean"].get<double>(), mean, 1e-12);
+
+  // sweep.csv: the same figures; the baseline's own row is all ties, its differences 0.
+  const auto rows = read_csv(slurp(dir.path() / "sweep.csv"));
+  ASSERT_EQ(rows.size(), 4u);
+  const auto& h = rows[0];
+  EXPECT_EQ(std::stod(rows[1][column(h, "ettr_diff_mean")]), v["mean"].get<double>());
+  EXPECT_EQ(std::stod(rows[1][column(h, "ettr_diff_lo")]), v["ci95"][0].get<double>());
+  EXPECT_EQ(std::stod(rows[1][column(h, "wins")]), v["wins"].get<double>());
+  EXPECT_EQ(std::stod(rows[2][column(h, "ettr_diff_mean")]), 0.0);
+  EXPECT_EQ(std::stod(rows[2][column(h, "ties")]), 1.0);
+  column(h, "unproductive_s_diff_hi");
+  // The table marks the baseline and gives the others' won/tied/lost.
+  CliResult t = run_cli(
+      sweep_args(kDense, dir.str(),
+                 {"--replicas", "12", "--grid", "policy.params.checkpoint_interval_s=600,1800,3600",
+                  "--baseline", "policy.params.checkpoint_interval_s=1800.0"}));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("won/tied/lost"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("baseline"), std::string::npos) << t.out;
+}
+
+// --baseline names a point of the grid, or the sweep stops before it runs: a usage error in
+// one line naming the swept fields.
+TEST(SimSweep, ABaselineThatIsNoPointOfTheGridIsRefused) {
+  TempDir dir("sweep-baseline-bad");
+  for (const char* b :
+       {"checkpoint_interval_s=999", "nosuch=1", "checkpoint_interval_s", "requeue_base_s=300"}) {
+    CliResult r = run_cli(
+        sweep_args(kDaly, dir.str(),
+                   {"--replicas", "2", "--grid", "policy.params.checkpoint_interval_s=1800,3600",
+                    "--grid", "cluster.scheduler.requeue_base_s=300,600", "--baseline", b}));
+    EXPECT_EQ(r.exit_code, 2) << b << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("--baseline " + std::string(b) + ": "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("swept: policy.params.checkpoint_interval_s, "
+                         "cluster.scheduler.requeue_base_s"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(dir.path() / "sweep.csv")) << b;
+  }
+}
+
+// Progress: with --progress and stderr not a terminal, lines of points and replicas done on
+// stderr, never on stdout; --quiet wins; without either nothing (stderr is no terminal here).
+TEST(SimSweep, ProgressGoesToStderrOnlyWhenAsked) {
+  TempDir a("sweep-progress"), b("sweep-progress-quiet"), c("sweep-progress-none");
+  const std::vector<std::string> grid{"--replicas", "6",
+                                      "--format",   "csv",
+                                      "--grid",     "policy.params.checkpoint_interval_s=600,1800"};
+  auto run = [&](const TempDir& d, std::vector<std::string> extra) {
+    std::vector<std::string> v{
+        "sim", "sweep", kDense, "--out", d.str(), "--set", "policy.stack=requeue"};
+    v.insert(v.end(), grid.begin(), grid.end());
+    v.insert(v.end(), extra.begin(), extra.end());
+    return run_cli(v);
+  };
+  CliResult p = run(a, {"--progress"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.err.find("2/2 points, 12/12 replicas"), std::string::npos) << p.err;
+  EXPECT_EQ(p.out.find("replicas "), std::string::npos);
+  EXPECT_EQ(p.out, slurp(a.path() / "sweep.csv"));
+  CliResult q = run(b, {"--progress", "--quiet"});
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_EQ(q.err, "");
+  CliResult n = run(c, {});
+  ASSERT_EQ(n.exit_code, 0) << n.err;
+  EXPECT_EQ(n.err, "");
+  EXPECT_EQ(n.out, p.out);
 }
 
 // mpirun -n 2 gives the same bytes as the one-machine run (CSV on stdout and in DIR,
