@@ -67,6 +67,7 @@ constexpr double ReplicaResult::*kReals[] = {
     &ReplicaResult::elapsed_s,
     &ReplicaResult::exposure_s,
     &ReplicaResult::cpu_s,
+    &ReplicaResult::standby_machine_s,
 };
 constexpr bool ReplicaResult::*kFlags[] = {
     &ReplicaResult::finished,

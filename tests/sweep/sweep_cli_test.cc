@@ -286,8 +286,9 @@ TEST(SimSweep, AChunkItCannotReadIsRefusedNamingTheFile) {
   const std::string record("\0\0\0\0\0\0\0\0\3\0\0\0\0\0\0\0abc", 19);
   for (const auto& [magic, expected] :
        {std::pair<std::string, std::string>{"FLCHUNK1",
-                                            "a chunk of format 1, this build reads format 2"},
-        {"FLCHUNK2", "replica 0: replica result: truncated or not written by this build"}}) {
+                                            "a chunk of format 1, this build reads format 3"},
+        {"FLCHUNK2", "a chunk of format 2, this build reads format 3"},
+        {"FLCHUNK3", "replica 0: replica result: truncated or not written by this build"}}) {
     fs::remove(result);
     std::ofstream(chunk, std::ios::binary) << magic << record;
     CliResult r = run_cli(args);
