@@ -86,8 +86,9 @@ void MultiTuner::add(Evaluated e) {
       c = std::move(e);
       return;
     }
-  auto it = std::lower_bound(cs_.begin(), cs_.end(), e.x,
-                             [](const Evaluated& a, const std::vector<double>& x) { return a.x < x; });
+  auto it =
+      std::lower_bound(cs_.begin(), cs_.end(), e.x,
+                       [](const Evaluated& a, const std::vector<double>& x) { return a.x < x; });
   cs_.insert(it, std::move(e));
 }
 

@@ -323,7 +323,7 @@ struct Scenario {
   bool compute_clock = false;
   DiagnosisSpec diagnosis;
   std::optional<CostSpec> costs;  // `costs`; none: no cost is computed or reported
-  std::string policy;  // registered stack name
+  std::string policy;             // registered stack name
   Params policy_params;
   // policy.params set here that the stack will not read with its module choices (kept only
   // with policy.allow_unused_params; refused otherwise).

@@ -19,10 +19,10 @@ ReplicaCost replica_cost(const scenarios::CostSpec& costs, const scenarios::Scen
   c.standby = costs.spare_machine_hour * c.standby_machine_h;
   c.delay = costs.delay_day * std::max(0.0, r.elapsed_s - productive_s) / 86400;
   c.total = c.gpu + c.standby + c.delay;
-  c.per_trained_day = productive_s > 0 ? c.total / (productive_s / 86400)
-                                       : std::numeric_limits<double>::infinity();
-  c.goodput_per_cost = c.total > 0 ? productive_s / 3600 * gpus / c.total
-                                   : std::numeric_limits<double>::infinity();
+  c.per_trained_day =
+      productive_s > 0 ? c.total / (productive_s / 86400) : std::numeric_limits<double>::infinity();
+  c.goodput_per_cost =
+      c.total > 0 ? productive_s / 3600 * gpus / c.total : std::numeric_limits<double>::infinity();
   return c;
 }
 

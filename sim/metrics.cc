@@ -63,11 +63,8 @@ constexpr std::int64_t ReplicaResult::*kCounts[] = {
     &ReplicaResult::preemptions,
 };
 constexpr double ReplicaResult::*kReals[] = {
-    &ReplicaResult::ettr,
-    &ReplicaResult::elapsed_s,
-    &ReplicaResult::exposure_s,
-    &ReplicaResult::cpu_s,
-    &ReplicaResult::standby_machine_s,
+    &ReplicaResult::ettr,  &ReplicaResult::elapsed_s,         &ReplicaResult::exposure_s,
+    &ReplicaResult::cpu_s, &ReplicaResult::standby_machine_s,
 };
 constexpr bool ReplicaResult::*kFlags[] = {
     &ReplicaResult::finished,

@@ -317,9 +317,8 @@ std::int64_t SimWorld::repair_ns(double mean_h, Rng& rng) const {
 
 void SimWorld::count_standby_time() {
   if (now_ <= standby_counted_) return;
-  result_.standby_machine_s +=
-      static_cast<double>(view_.standby().size()) * static_cast<double>(now_ - standby_counted_) *
-      1e-9;
+  result_.standby_machine_s += static_cast<double>(view_.standby().size()) *
+                               static_cast<double>(now_ - standby_counted_) * 1e-9;
   standby_counted_ = now_;
 }
 

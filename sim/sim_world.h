@@ -484,9 +484,9 @@ class SimWorld final : public World {
 
   std::map<std::pair<int, double>, std::pair<std::vector<Transfer>, FlowNet::Key>> whole_job_;
   std::map<std::string, Duration> inspections_;
-  bool watch_steps_ = false;  // the policy asked for StepSamples
-  int pool_target_ = -1;      // -1: the scenario's standby_machines
-  int refills_ = 0;           // pool refills under way
+  bool watch_steps_ = false;          // the policy asked for StepSamples
+  int pool_target_ = -1;              // -1: the scenario's standby_machines
+  int refills_ = 0;                   // pool refills under way
   std::int64_t standby_counted_ = 0;  // the pool's machine-time is counted up to here
   std::map<ActionId, RunProbe> probes_;
   std::map<ActionId, std::vector<double>>

@@ -383,7 +383,7 @@ struct TuneArgs : CommonArgs {
   // The first --param and --objective, and --goal: what the one-parameter search reads.
   std::string param, objective = "ettr", goal;
   analysis::TuneRange range;
-  std::vector<analysis::ParamAxis> params;          // every --param
+  std::vector<analysis::ParamAxis> params;             // every --param
   std::vector<std::string> objectives{"ettr"}, goals;  // --objective, --goal split on commas
   long long points = 7, rounds = 3;
   long long budget = 0;  // 0: none
@@ -445,7 +445,8 @@ int parse_objectives(const FlagSpec& spec, const std::string* v, TuneArgs& c) {
   const auto& costs = sim::cost_metric_names();
   c.objectives = split_commas(*v);
   if (c.objectives.size() > 2)
-    return usage_error("--objective " + *v + ": at most two objectives (a Pareto front of two), got " +
+    return usage_error("--objective " + *v +
+                       ": at most two objectives (a Pareto front of two), got " +
                        std::to_string(c.objectives.size()));
   for (const auto& m : c.objectives)
     if (std::find(names.begin(), names.end(), m) == names.end() &&
@@ -473,7 +474,10 @@ int apply_tune_flag(const FlagSpec& spec, const std::string* v, TuneArgs& c) {
     c.goal = c.goals[0];
   } else if (name == "--points" || name == "--rounds" || name == "--budget") {
     long long x;
-    if (!v || !parse_int(*v, name == "--rounds" ? 0 : name == "--points" ? 3 : 1,
+    if (!v || !parse_int(*v,
+                         name == "--rounds"   ? 0
+                         : name == "--points" ? 3
+                                              : 1,
                          name == "--budget" ? 1'000'000 : 1000, &x))
       return usage_error(expected(spec));
     (name == "--points" ? c.points : name == "--rounds" ? c.rounds : c.budget) = x;
@@ -891,8 +895,9 @@ std::string multi_table(const MultiSearch& s, const ordered_json& out) {
   std::ostringstream o;
   o << "tuning ";
   for (size_t p = 0; p < c.params.size(); ++p)
-    o << (p ? ", " : "") << c.params[p].key << " in [" << value_label(c.params[p].range, c.params[p].range.lo)
-      << ", " << value_label(c.params[p].range, c.params[p].range.hi) << "]"
+    o << (p ? ", " : "") << c.params[p].key << " in ["
+      << value_label(c.params[p].range, c.params[p].range.lo) << ", "
+      << value_label(c.params[p].range, c.params[p].range.hi) << "]"
       << (c.params[p].range.log ? " (log)" : "");
   o << " for ";
   for (size_t k = 0; k < c.objectives.size(); ++k)
@@ -931,8 +936,9 @@ std::string multi_table(const MultiSearch& s, const ordered_json& out) {
     } else {
       const auto& d = r["diff_vs_best"];
       const std::string& m = c.objectives[0];
-      last = table_num(m, d["mean"].get<double>()) + " [" + table_num(m, d["ci95"][0].get<double>()) +
-             ", " + table_num(m, d["ci95"][1].get<double>()) + "]" +
+      last = table_num(m, d["mean"].get<double>()) + " [" +
+             table_num(m, d["ci95"][0].get<double>()) + ", " +
+             table_num(m, d["ci95"][1].get<double>()) + "]" +
              (r["indistinguishable_from_best"].get<bool>() ? "  ~ best" : "");
     }
     row.push_back(last);
@@ -961,7 +967,8 @@ std::string multi_table(const MultiSearch& s, const ordered_json& out) {
 void run_multi(const TuneArgs& c, const sim::SweepSpec& spec, const Registry& registry,
                const sim::SweepStore& store) {
   std::vector<analysis::Objective> objs;
-  for (size_t k = 0; k < c.objectives.size(); ++k) objs.push_back({c.objectives[k], maximized(c, k)});
+  for (size_t k = 0; k < c.objectives.size(); ++k)
+    objs.push_back({c.objectives[k], maximized(c, k)});
   analysis::MultiTuner tuner(c.params, objs, static_cast<int>(c.points));
   MultiSearch search{c, spec, registry, store, tuner};
   search.run();

@@ -178,7 +178,8 @@ TEST(Pareto, RefinementReachesEveryFrontPointOfAnExhaustiveGrid) {
     const double l = std::log(x[1] / 1000);
     return point(x, 1 - 0.5 * std::exp(-x[0] / 3) - 0.01 * l * l, x[0], noise);
   };
-  const std::vector<ParamAxis> axes{{"standby", {0, 16, true}}, {"interval", {300, 3600, false, true}}};
+  const std::vector<ParamAxis> axes{{"standby", {0, 16, true}},
+                                    {"interval", {300, 3600, false, true}}};
   MultiTuner t(axes, {{"ettr", true}, {"cost", false}}, 5);
   int evaluations = 0;
   for (const auto& x : t.first()) t.add(eval(x)), ++evaluations;
@@ -193,7 +194,8 @@ TEST(Pareto, RefinementReachesEveryFrontPointOfAnExhaustiveGrid) {
   std::vector<double> all(17);
   for (int i = 0; i <= 16; ++i) all[i] = i;
   EXPECT_EQ(standbys, all);
-  for (const auto& x : grid_points({{"standby", {0, 16, true}}, {"interval", {300, 3600, false, true}}}, 17)) {
+  for (const auto& x :
+       grid_points({{"standby", {0, 16, true}}, {"interval", {300, 3600, false, true}}}, 17)) {
     const Evaluated g = eval(x);
     bool covered = false;
     for (const auto& f : front)

@@ -139,8 +139,8 @@ TEST(Scenario, RestartCostsDefaultToTodaysAndRefuseNegatives) {
 TEST(Scenario, CostsAreOffByDefaultAndRefuseBadPricesNamingTheField) {
   Registry r = policies::builtin_registry();
   EXPECT_FALSE(parse_scenario(kMinimal, "m.json", {}, r).costs.has_value());
-  const Scenario s = parse_scenario(
-      kMinimal, "m.json", {"costs.gpu_hour=2", "costs.spare_machine_hour=16"}, r);
+  const Scenario s =
+      parse_scenario(kMinimal, "m.json", {"costs.gpu_hour=2", "costs.spare_machine_hour=16"}, r);
   ASSERT_TRUE(s.costs.has_value());
   EXPECT_EQ(s.costs->gpu_hour, 2);
   EXPECT_EQ(s.costs->spare_machine_hour, 16);

@@ -873,12 +873,13 @@ TEST(SimRun, DominantAssumptionsAreTheBreakdownsAttributedParts) {
 // cost appears anywhere.
 TEST(SimRun, CostsFollowThePricesThePoolAndTheTimeLost) {
   const std::string dense = scenarios_dir() + "/byterobust-dense-9600.json";
-  const std::vector<std::string> priced{"--set", "costs.gpu_hour=2",
-                                        "--set", "costs.spare_machine_hour=16",
-                                        "--set", "costs.delay_day=1000",
-                                        "--set", "policy.params.standby_pool=4",
-                                        "--set", "job.horizon_days=30",
-                                        "--replicas", "6", "--jobs", "2"};
+  const std::vector<std::string> priced{"--set",      "costs.gpu_hour=2",
+                                        "--set",      "costs.spare_machine_hour=16",
+                                        "--set",      "costs.delay_day=1000",
+                                        "--set",      "policy.params.standby_pool=4",
+                                        "--set",      "job.horizon_days=30",
+                                        "--replicas", "6",
+                                        "--jobs",     "2"};
   const double horizon_h = 30 * 24.0, gpus = 9600;
   // No faults: every replica alike, the pool full from 120 + 2 + 120 s on (the scheduler's
   // reschedule of one machine and its GPU self-check).
@@ -897,8 +898,7 @@ TEST(SimRun, CostsFollowThePricesThePoolAndTheTimeLost) {
   const double total = 2 * gpus * horizon_h + 16 * standby_h + 1000 * (1 - ettr) * 30;
   EXPECT_NEAR(c["per_replica"]["mean"].get<double>(), total, 1e-6);
   EXPECT_NEAR(c["per_trained_day"]["mean"].get<double>(), total / (ettr * 30), 1e-6);
-  EXPECT_NEAR(c["goodput_per_cost"]["mean"].get<double>(), ettr * horizon_h * gpus / total,
-              1e-12);
+  EXPECT_NEAR(c["goodput_per_cost"]["mean"].get<double>(), ettr * horizon_h * gpus / total, 1e-12);
   // With the dense job's faults: standbys are taken and refilled, so the pool holds fewer
   // machine-hours; the parts still add up, the GPUs still cost the horizon.
   args = {dense};

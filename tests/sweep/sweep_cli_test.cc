@@ -586,15 +586,37 @@ double mean_of(const std::vector<double>& xs) {
 // (--rounds 0) some grid point is not (the refinement is what finds the front).
 TEST(SimTune, TheParetoFrontCoversAnExhaustiveGridOnTheSameSeeds) {
   TempDir dir("tune-pareto");
-  const std::vector<std::string> common{
-      "--replicas", "12", "--jobs", "2", "--quiet", "--out", dir.str(), "--set",
-      "policy.params.checkpoint=memory", "--set", "costs.gpu_hour=2", "--set",
-      "costs.spare_machine_hour=16", "--set", "job.horizon_days=30"};
+  const std::vector<std::string> common{"--replicas",
+                                        "12",
+                                        "--jobs",
+                                        "2",
+                                        "--quiet",
+                                        "--out",
+                                        dir.str(),
+                                        "--set",
+                                        "policy.params.checkpoint=memory",
+                                        "--set",
+                                        "costs.gpu_hour=2",
+                                        "--set",
+                                        "costs.spare_machine_hour=16",
+                                        "--set",
+                                        "job.horizon_days=30"};
   auto tune = [&](const std::string& rounds) {
-    std::vector<std::string> a{"sim", "tune", kDense, "--param", "policy.params.standby_pool=0:16",
-                               "--param", "policy.params.checkpoint_interval_s=300:4800:log",
-                               "--objective", "ettr,cost", "--points", "5", "--rounds", rounds,
-                               "--format", "json"};
+    std::vector<std::string> a{"sim",
+                               "tune",
+                               kDense,
+                               "--param",
+                               "policy.params.standby_pool=0:16",
+                               "--param",
+                               "policy.params.checkpoint_interval_s=300:4800:log",
+                               "--objective",
+                               "ettr,cost",
+                               "--points",
+                               "5",
+                               "--rounds",
+                               rounds,
+                               "--format",
+                               "json"};
     a.insert(a.end(), common.begin(), common.end());
     CliResult r = run_cli(a);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -608,8 +630,12 @@ TEST(SimTune, TheParetoFrontCoversAnExhaustiveGridOnTheSameSeeds) {
   // The exhaustive grid, and the front points (a --zip sweep), from sim sweep.
   std::string standbys, intervals;
   for (int k = 0; k <= 16; ++k) standbys += (k ? "," : "") + std::to_string(k);
-  std::vector<std::string> a{"sim", "sweep", kDense, "--grid",
-                             "policy.params.standby_pool=" + standbys, "--grid",
+  std::vector<std::string> a{"sim",
+                             "sweep",
+                             kDense,
+                             "--grid",
+                             "policy.params.standby_pool=" + standbys,
+                             "--grid",
                              "policy.params.checkpoint_interval_s=300,1200,4800"};
   a.insert(a.end(), common.begin(), common.end());
   CliResult grid = run_cli(a);
@@ -623,8 +649,12 @@ TEST(SimTune, TheParetoFrontCoversAnExhaustiveGridOnTheSameSeeds) {
       i_list += (i_list.empty() ? "" : ",") +
                 value_text(f["params"]["policy.params.checkpoint_interval_s"]);
     }
-    std::vector<std::string> z{"sim", "sweep", kDense, "--zip",
-                               "policy.params.standby_pool=" + s_list, "--zip",
+    std::vector<std::string> z{"sim",
+                               "sweep",
+                               kDense,
+                               "--zip",
+                               "policy.params.standby_pool=" + s_list,
+                               "--zip",
                                "policy.params.checkpoint_interval_s=" + i_list};
     z.insert(z.end(), common.begin(), common.end());
     CliResult r = run_cli(z);
@@ -647,10 +677,10 @@ TEST(SimTune, TheParetoFrontCoversAnExhaustiveGridOnTheSameSeeds) {
     for (const auto& [gk, g] : grid_points) {
       bool covered = false;
       for (const auto& [fk, f] : front) {
-        const bool ettr = mean_of(f.first) >= mean_of(g.first) ||
-                          paired_ci_holds_zero(f.first, g.first);
-        const bool cost = mean_of(f.second) <= mean_of(g.second) ||
-                          paired_ci_holds_zero(f.second, g.second);
+        const bool ettr =
+            mean_of(f.first) >= mean_of(g.first) || paired_ci_holds_zero(f.first, g.first);
+        const bool cost =
+            mean_of(f.second) <= mean_of(g.second) || paired_ci_holds_zero(f.second, g.second);
         covered = covered || (ettr && cost);
       }
       if (!covered) out.push_back(gk);
