@@ -63,8 +63,11 @@ constexpr std::int64_t ReplicaResult::*kCounts[] = {
     &ReplicaResult::preemptions,
 };
 constexpr double ReplicaResult::*kReals[] = {
-    &ReplicaResult::ettr,  &ReplicaResult::elapsed_s,         &ReplicaResult::exposure_s,
-    &ReplicaResult::cpu_s, &ReplicaResult::standby_machine_s,
+    &ReplicaResult::ettr,
+    &ReplicaResult::elapsed_s,
+    &ReplicaResult::exposure_s,
+    &ReplicaResult::cpu_s,
+    &ReplicaResult::standby_machine_s,  // the standby pool's machine-time (sim/costs.h)
 };
 constexpr bool ReplicaResult::*kFlags[] = {
     &ReplicaResult::finished,
