@@ -65,9 +65,14 @@ std::vector<std::size_t> pareto_front(const std::vector<Evaluated>& cs,
                                       const std::vector<Objective>& objs) {
   std::vector<std::size_t> front;
   for (std::size_t i = 0; i < cs.size(); ++i) {
+    // Dominated, or a tie on every objective with a candidate earlier by x (a parameter
+    // that changes nothing would otherwise put every one of its values on the front).
     bool dominated = false;
-    for (std::size_t j = 0; j < cs.size() && !dominated; ++j)
-      dominated = j != i && dominates(cs[j], cs[i], objs);
+    for (std::size_t j = 0; j < cs.size() && !dominated; ++j) {
+      bool tie = j < i;
+      for (std::size_t k = 0; k < objs.size() && tie; ++k) tie = cs[j].mean(k) == cs[i].mean(k);
+      dominated = tie || (j != i && dominates(cs[j], cs[i], objs));
+    }
     if (!dominated) front.push_back(i);
   }
   // Best first by the first objective; cs is sorted by x, so a stable sort breaks ties by x.

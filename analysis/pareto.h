@@ -44,8 +44,10 @@ std::vector<std::vector<double>> grid_points(const std::vector<ParamAxis>& axes,
 bool dominates(const Evaluated& a, const Evaluated& b, const std::vector<Objective>& objs);
 // The paired difference of a and b has a 95% CI holding 0 on every objective.
 bool indistinguishable(const Evaluated& a, const Evaluated& b);
-// The candidates no other dominates, best first by the first objective (ties: smaller x).
-// For one objective: the best candidate and any with an equal mean.
+// The candidates no other dominates, best first by the first objective; of candidates
+// with equal means on every objective only the first by x (a parameter that changes
+// nothing puts one of its values on the front, not all). For one objective: the best
+// candidate, the first by x of those with the best mean.
 std::vector<std::size_t> pareto_front(const std::vector<Evaluated>& cs,
                                       const std::vector<Objective>& objs);
 
