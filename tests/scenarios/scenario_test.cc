@@ -148,14 +148,14 @@ TEST(Scenario, CostsAreOffByDefaultAndRefuseBadPricesNamingTheField) {
   EXPECT_EQ(minimal_error({"costs.gpu_hour=-1"}),
             "m.json: $.costs.gpu_hour: expected a number in [0, 1e+09], got -1");
   EXPECT_EQ(minimal_error({"costs.delay_day=nan"}),
-            "m.json: $.costs.delay_day: expected a number, got string \"nan\"");
+            "m.json: $.costs.delay_day: expected a number, got a string \"nan\"");
   EXPECT_EQ(minimal_error({"costs.gpu_hour=2", "costs.gpu_hours=3"}),
             "m.json: $.costs.gpu_hours: unknown key; expected one of: delay_day, gpu_hour, "
             "spare_machine_hour");
   EXPECT_EQ(minimal_error({"costs={}"}),
             "m.json: $.costs: expected at least one of gpu_hour, spare_machine_hour, delay_day "
             "above 0");
-  EXPECT_EQ(minimal_error({"costs=3"}), "m.json: $.costs: expected an object, got number 3");
+  EXPECT_EQ(minimal_error({"costs=3"}), "m.json: $.costs: expected an object, got an integer");
 }
 
 TEST(Scenario, ErrorNamesFilePathAndExpectation) {
