@@ -601,7 +601,7 @@ TEST(SimTune, TheParetoFrontCoversAnExhaustiveGridOnTheSameSeeds) {
                                         "costs.spare_machine_hour=16",
                                         "--set",
                                         "job.horizon_days=30"};
-  auto tune = [&](const std::string& rounds) {
+  auto tune = [&](const std::string& rounds, const std::vector<std::string>& more = {}) {
     std::vector<std::string> a{"sim",
                                "tune",
                                kDense,
@@ -618,6 +618,7 @@ TEST(SimTune, TheParetoFrontCoversAnExhaustiveGridOnTheSameSeeds) {
                                "--format",
                                "json"};
     a.insert(a.end(), common.begin(), common.end());
+    a.insert(a.end(), more.begin(), more.end());
     CliResult r = run_cli(a);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.exit_code == 0 ? json::parse(r.out) : json::object();
@@ -627,6 +628,17 @@ TEST(SimTune, TheParetoFrontCoversAnExhaustiveGridOnTheSameSeeds) {
   ASSERT_FALSE(full["front"].empty());
   EXPECT_EQ(full["objectives"][1]["goal"], "min");
   EXPECT_EQ(coarse["search"]["evaluations"], 25);
+  // A budget cuts the refinement (the points come from the store: same inputs, same ids).
+  const json cut = tune("3", {"--budget", "30"});
+  EXPECT_EQ(cut["search"]["evaluations"], 30);
+  EXPECT_EQ(cut["search"]["stopped_by"], "budget");
+  // One objective over two parameters: the best point (the largest mean), no front.
+  const json one = tune("0", {"--objective", "ettr"});
+  EXPECT_FALSE(one.contains("front"));
+  double best = 0;
+  for (const auto& c : one["candidates"])
+    best = std::max(best, c["objectives"]["ettr"]["mean"].get<double>());
+  EXPECT_EQ(one["best"]["objectives"]["ettr"]["mean"].get<double>(), best);
   // The exhaustive grid, and the front points (a --zip sweep), from sim sweep.
   std::string standbys, intervals;
   for (int k = 0; k <= 16; ++k) standbys += (k ? "," : "") + std::to_string(k);
