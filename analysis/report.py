@@ -262,6 +262,9 @@ class Tune:
     def __init__(self, path):
         self.path = path
         self.doc = read_json(os.path.join(path, "tune.json"))
+        if isinstance(self.doc.get("params"), list):
+            raise InputError("%s/tune.json: a tuning of several parameters or two objectives; the report "
+                             "draws one-parameter tunings (its front and candidates are in tune.json)" % path)
         if not isinstance(self.doc.get("candidates"), list) or "best" not in self.doc:
             raise InputError("%s/tune.json: expected candidates and best" % path)
         self.name = "%s (%s)" % (self.doc.get("param", "?"), os.path.basename(os.path.normpath(path)))

@@ -42,13 +42,26 @@ void add_unique(std::vector<double>& xs, double x, const std::vector<double>& kn
   xs.push_back(x);
 }
 
+// The value i/n of the way from a to b: linearly (computed as it always was, so linear
+// grids keep their values to the last bit), or in log(x) on a log scale.
+double between(const TuneRange& r, double a, double b, int i, int n) {
+  if (r.log && a > 0 && b > 0) {
+    // Six significant digits: 600, not 599.9999999999999, on the command line and in ids.
+    const double x = std::exp(std::log(a) + (std::log(b) - std::log(a)) * i / n);
+    const double e = std::floor(std::log10(x)) - 5;  // 10^|e| is exact in a double
+    if (e >= 0) return std::round(x / std::pow(10.0, e)) * std::pow(10.0, e);
+    return std::round(x * std::pow(10.0, -e)) / std::pow(10.0, -e);
+  }
+  return a + (b - a) * i / n;
+}
+
 }  // namespace
 
 std::vector<double> coarse_grid(const TuneRange& r, int points) {
   std::vector<double> out;
   if (points < 2 || !(r.lo <= r.hi)) return {r.lo};
   for (int i = 0; i < points; ++i) {
-    double x = i == points - 1 ? r.hi : r.lo + (r.hi - r.lo) * i / (points - 1);
+    double x = i == points - 1 ? r.hi : between(r, r.lo, r.hi, i, points - 1);
     if (r.integer) x = std::round(x);
     add_unique(out, x, {});
   }
@@ -60,7 +73,7 @@ std::vector<double> fill_between(const TuneRange& r, double a, double b, int poi
   std::vector<double> out;
   if (!(a < b) || points < 1) return out;
   for (int i = 1; i <= points; ++i) {
-    double x = a + (b - a) * i / (points + 1);
+    double x = between(r, a, b, i, points + 1);
     if (r.integer) x = std::round(x);
     if (x <= a || x >= b) continue;
     add_unique(out, x, known);

@@ -25,15 +25,16 @@ MeanCi paired_difference(const std::vector<double>& a, const std::vector<double>
 struct TuneRange {
   double lo = 0, hi = 0;
   bool integer = false;  // candidates are whole numbers
+  bool log = false;      // values spread evenly in log(x) (requires lo > 0)
 };
 
-// `points` values evenly spread over [lo, hi], ends included, de-duplicated (integers
-// rounded). Requires points >= 2 and lo <= hi.
+// `points` values evenly spread over [lo, hi] (in log(x) on a log scale), ends included,
+// de-duplicated (integers rounded). Requires points >= 2 and lo <= hi.
 std::vector<double> coarse_grid(const TuneRange& r, int points);
 
 // `points` values evenly spread over the open interval (a, b) between two evaluated
-// neighbours, skipping those in `known`; empty when the interval holds no new value
-// (or, for integers, no whole number).
+// neighbours (in log(x) on a log scale), skipping those in `known`; empty when the
+// interval holds no new value (or, for integers, no whole number).
 std::vector<double> fill_between(const TuneRange& r, double a, double b, int points,
                                  const std::vector<double>& known);
 

@@ -171,6 +171,11 @@ const std::map<std::string, Doc>& docs() {
     {"diagnosis.false_positive.stress", {"ratio", "False positives of the stress test.", "`false_positive_rate`"}},
     {"diagnosis.standby_wake_s", {"s", "A parked standby's time from wake-up to joined."}},
 
+    {"costs", {"", "Prices of the run, in one currency unit (absent: no cost anywhere in the results). With them, `sim run` reports `cost` (per replica, per trained day, goodput per unit cost, each with a 95% CI) and sweeps and `sim tune` the metrics cost, cost_per_trained_day and goodput_per_cost. At least one price is above 0."}},
+    {"costs.gpu_hour", {"per GPU-hour", "Every GPU of the job, for as long as the run lasts (the horizon, or a job of fixed work's time to train), productive or not."}},
+    {"costs.spare_machine_hour", {"per machine-hour", "A warm standby machine held idle in the pool, for the time it sits there (measured: the pool's size over time; a standby counts until it joins the job, its wake-up included, and a refill from the moment it arrives)."}},
+    {"costs.delay_day", {"per day", "Every day the job is not training: (1 - ETTR) × horizon, or for a job of fixed work its time to train beyond the work."}},
+
     {"policy", {"", "The policy stack and its parameters."}},
     {"policy.stack", {"", "A registered stack (`faultline policies`; below)."}},
     {"policy.params", {"", "The stack's parameters (below), checked against its declaration; one the stack does not read with its module choices is refused."}},

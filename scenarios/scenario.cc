@@ -717,6 +717,20 @@ void parse_diagnosis(const json& dj, const std::string& file, DiagnosisSpec& g) 
   d.finish();
 }
 
+// $.costs: prices of the run's GPUs, idle standbys and delay (CostSpec), in one currency
+// unit. At least one is above 0: a run that costs nothing has no cost per anything.
+CostSpec parse_costs(const json& cj, const std::string& file) {
+  Obj c(cj, "$.costs", file);
+  CostSpec k;
+  k.gpu_hour = c.number("gpu_hour", 0, 0, 1e9);
+  k.spare_machine_hour = c.number("spare_machine_hour", 0, 0, 1e9);
+  k.delay_day = c.number("delay_day", 0, 0, 1e15);
+  c.finish();
+  if (!(k.gpu_hour > 0 || k.spare_machine_hour > 0 || k.delay_day > 0))
+    c.fail("$.costs", "expected at least one of gpu_hour, spare_machine_hour, delay_day above 0");
+  return k;
+}
+
 // $.policy.stack: the registered stack it names.
 const PolicyInfo& find_stack(const Obj& p, const Registry& registry, const std::string& stack) {
   const PolicyInfo* info = registry.find(stack);
@@ -1093,6 +1107,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   parse_job(required_object(root, "job"), file, sc);
   parse_faults(required_object(root, "faults"), file, sc);
   if (const json* dj = root.get("diagnosis")) parse_diagnosis(*dj, file, sc.diagnosis);
+  if (const json* cj = root.get("costs")) sc.costs = parse_costs(*cj, file);
   parse_policy(required_object(root, "policy"), file, registry, cluster_sets_standby, sc);
   root.finish();
   // Last, once every field is read and checked (the reference records them all first).
@@ -1147,6 +1162,7 @@ std::vector<FieldInfo> scenario_fields(const Registry& registry) {
                {"warning",
                 {{"lead_time_s", 600}, {"probability", 1}, {"false_per_machine_day", 0}}}}})}}},
       {"diagnosis", {{"false_positive", false_positive}}},
+      {"costs", {{"gpu_hour", 1}}},
       {"policy", {{"stack", registry.names().empty() ? std::string() : registry.names().front()}}}};
   json traced = full;
   traced["faults"] = {{"trace",

@@ -288,6 +288,18 @@ struct TraceSource {
   std::shared_ptr<const traces::FleetTimelines> timelines;  // loaded at validation
 };
 
+// What the run costs, in one currency unit (scenario `costs`; absent: no cost anywhere in
+// the results). A replica costs gpu_hour for every GPU of the job for as long as it runs
+// (the horizon, or a job of fixed work's time to train), spare_machine_hour for every
+// machine-hour a warm standby sits in the pool, and delay_day for every day the job is not
+// training (the unproductive time: (1 - ETTR) x horizon, or a fixed work's time to train
+// beyond the work).
+struct CostSpec {
+  double gpu_hour = 0;
+  double spare_machine_hour = 0;
+  double delay_day = 0;
+};
+
 struct Scenario {
   std::string file;  // where it came from, for messages
   std::string name;  // file stem
@@ -310,7 +322,8 @@ struct Scenario {
   // stopped, restarting, hung or waiting job is never struck; AIReSim's clock).
   bool compute_clock = false;
   DiagnosisSpec diagnosis;
-  std::string policy;  // registered stack name
+  std::optional<CostSpec> costs;  // `costs`; none: no cost is computed or reported
+  std::string policy;             // registered stack name
   Params policy_params;
   // policy.params set here that the stack will not read with its module choices (kept only
   // with policy.allow_unused_params; refused otherwise).

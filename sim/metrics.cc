@@ -69,6 +69,7 @@ constexpr double ReplicaResult::*kReals[] = {
     &ReplicaResult::elapsed_s,
     &ReplicaResult::exposure_s,
     &ReplicaResult::cpu_s,
+    &ReplicaResult::standby_machine_s,  // the standby pool's machine-time (sim/costs.h)
 };
 constexpr bool ReplicaResult::*kFlags[] = {
     &ReplicaResult::finished,

@@ -130,6 +130,7 @@ struct ReplicaResult {
   std::int64_t machines_beyond_fleet =
       0;                           // endless fleet: fresh machines the wider cluster supplied
   std::int64_t machines_used = 0;  // distinct machines the run used (job, standbys, replacements)
+  double standby_machine_s = 0;    // machine-time warm standbys sat in the pool (costs)
   std::int64_t preemptions = 0;    // finite fleet: preemptible machines taken
   bool depleted = false;  // finite fleet: waiting at the end for machines that will never come
   std::vector<TimelinePoint> timeline;

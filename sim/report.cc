@@ -12,6 +12,7 @@
 #include "policies/api/action.h"
 #include "policies/builtin.h"
 #include "sim/assumptions.h"
+#include "sim/costs.h"
 
 namespace faultline::sim {
 
@@ -424,6 +425,7 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
         (1.0 - out["ettr"]["mean"].get<double>()) * horizon_s / 3600.0 * gpus;
   }
   out["fleet"] = fleet_json(sc, rs);
+  if (sc.costs) out["cost"] = cost_json(sc, rs);
   out["wall_s"] = wall_s;
   return out;
 }
@@ -484,6 +486,7 @@ void table_summary(std::ostringstream& o, const json& r) {
         << num(t["cap_days"].get<double>()) << " days";
     o << "\n";
   }
+  o << cost_table_line(r);
   if (r.contains("fleet")) {
     const auto& f = r["fleet"];
     if (f["kind"] == "finite")

@@ -168,7 +168,7 @@ void SimWorld::reserve_in_domain(Acquire& acq) {
   auto in_domain = [&](int d) {
     for (MachineId x : view_.standby())
       if (view_.domain_of(x) == d) {
-        view_.take_standby(x);
+        unpark_standby(x);
         return x;
       }
     return draw_in_domain(d);
@@ -339,7 +339,7 @@ void SimWorld::apply(ActionId id, const SetStandbyPool& p) {
        parked > 0 && static_cast<int>(view_.standby().size()) < pool_target_; --parked) {
     const MachineId m = draw_machine();
     if (m == kNoMachine) break;
-    view_.add_standby(m);
+    park_standby(m);
   }
   refill_pool(now_ == 0);  // at the start the scheduler's first host selection fills it
 }

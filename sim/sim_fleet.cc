@@ -207,7 +207,7 @@ void SimWorld::machine_free(MachineId m, bool repaired) {
     wants_.erase(wants_.begin());
     if (w.slot < 0) {  // a standby refill that found no machine
       --refills_;
-      view_.add_standby(m);
+      park_standby(m);
       return;
     }
     auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
@@ -228,7 +228,7 @@ void SimWorld::machine_free(MachineId m, bool repaired) {
     return;
   }
   if (repaired_refill)
-    view_.add_standby(m);
+    park_standby(m);
   else
     free_pool_.push_back(m);
 }
@@ -313,6 +313,23 @@ std::int64_t SimWorld::repair_ns(double mean_h, Rng& rng) const {
     }
   }
   return secs(mean_s);
+}
+
+void SimWorld::count_standby_time() {
+  if (now_ <= standby_counted_) return;
+  result_.standby_machine_s += static_cast<double>(view_.standby().size()) *
+                               static_cast<double>(now_ - standby_counted_) * 1e-9;
+  standby_counted_ = now_;
+}
+
+void SimWorld::park_standby(MachineId m) {
+  count_standby_time();
+  view_.add_standby(m);
+}
+
+void SimWorld::unpark_standby(MachineId m) {
+  count_standby_time();
+  view_.take_standby(m);
 }
 
 void SimWorld::refill_pool(bool by_scheduler) {
@@ -453,7 +470,7 @@ void SimWorld::standby_woken(ActionId id) {
   for (SlotId s : it->from_pool) {
     if (view_.machine_in(s) != kNoMachine || view_.standby().empty()) continue;
     const MachineId m = view_.standby().front();
-    view_.take_standby(m);
+    unpark_standby(m);
     view_.place(m, s);
     on_join(m);
     mark_fresh(s);

@@ -146,7 +146,7 @@ void SimWorld::apply(ActionId id, const MigrateMachines& a) {
       view_.set_domain(standby, view_.domain_of_slot(view_.slot_of(m)));
     } else {
       standby = view_.standby().front();
-      view_.take_standby(standby);
+      unpark_standby(standby);
     }
     mg.moves.emplace_back(m, standby);
     const SlotId s = view_.slot_of(m);
@@ -198,7 +198,7 @@ void SimWorld::give_back(const Migration& mg, MachineId standby) {
   if (mg.ready_spares)
     machine_free(standby, false);  // an oracle spare not used: the free pool has it
   else
-    view_.add_standby(standby);
+    park_standby(standby);
 }
 
 void SimWorld::abandon_migrations() {

@@ -220,6 +220,7 @@ ReplicaResult SimWorld::run() {
   progress_.keep(result_.breakdown);
   const std::int64_t end = now_;  // the horizon, or the instant the work was done
   result_.elapsed_s = end * 1e-9;
+  count_standby_time();  // the pool's machine-time up to the end
   result_.finished = finished;
   result_.exposure_s = (sc_.compute_clock ? exposed_ : end) * 1e-9;
   result_.machines_used = view_.machine_count();
@@ -533,7 +534,7 @@ void SimWorld::on_internal(const Internal& in) {
       if (m == kNoMachine)
         return want_machine(0, -1);  // still under way, until a machine comes free
       --refills_;
-      view_.add_standby(m);
+      park_standby(m);
       return;
     }
     case Internal::kProbeDone:

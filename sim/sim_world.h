@@ -178,6 +178,11 @@ class SimWorld final : public World {
   // the scheduler's own host selection (`by_scheduler`: the start, a replacement beyond
   // the pool) draws them from the free pool; repaired machines refill it otherwise.
   void refill_pool(bool by_scheduler = false);
+  // The warm standby pool changes only through these two: each first adds the pool's
+  // machine-time since its last change to ReplicaResult::standby_machine_s.
+  void park_standby(MachineId m);
+  void unpark_standby(MachineId m);
+  void count_standby_time();
   // Finite fleet: a slot of acquisition `acq` (or, with slot -1, a standby refill) that no
   // free machine could serve waits for the next machine to come free, in order.
   struct Want {
@@ -479,9 +484,10 @@ class SimWorld final : public World {
 
   std::map<std::pair<int, double>, std::pair<std::vector<Transfer>, FlowNet::Key>> whole_job_;
   std::map<std::string, Duration> inspections_;
-  bool watch_steps_ = false;  // the policy asked for StepSamples
-  int pool_target_ = -1;      // -1: the scenario's standby_machines
-  int refills_ = 0;           // pool refills under way
+  bool watch_steps_ = false;          // the policy asked for StepSamples
+  int pool_target_ = -1;              // -1: the scenario's standby_machines
+  int refills_ = 0;                   // pool refills under way
+  std::int64_t standby_counted_ = 0;  // the pool's machine-time is counted up to here
   std::map<ActionId, RunProbe> probes_;
   std::map<ActionId, std::vector<double>>
       group_seconds_;  // a grouped probe's timings, until delivered

@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "sim/costs.h"
 #include "sim/fork_pool.h"
 #include "sim/metrics.h"
 #include "sim/report.h"
@@ -25,9 +26,9 @@ using nlohmann::ordered_json;
 
 namespace {
 
-// A chunk's first 8 bytes: the format (2: results as sim/metrics.h's encode writes them
-// since 2026-12; 1 held them as msgpack).
-constexpr char kChunkMagic[8] = {'F', 'L', 'C', 'H', 'U', 'N', 'K', '2'};
+// A chunk's first 8 bytes: the format (3: results as sim/metrics.h's encode writes them
+// with standby_machine_s; 2 without it; 1 held them as msgpack).
+constexpr char kChunkMagic[8] = {'F', 'L', 'C', 'H', 'U', 'N', 'K', '3'};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -326,10 +327,20 @@ json SweepStore::finish(const PlannedPoint& p) const {
     for (size_t i = 0; i < names.size(); ++i) per[i].push_back(m[i]);
   }
   json metrics = json::object(), per_replica = json::object();
-  for (size_t i = 0; i < names.size(); ++i) {
-    const Summary s = summarize(per[i]);
-    metrics[names[i]] = {{"mean", s.mean}, {"lo", s.lo}, {"hi", s.hi}};
-    per_replica[names[i]] = per[i];
+  auto add_metric = [&](const std::string& name, const std::vector<double>& xs) {
+    const Summary s = summarize(xs);
+    metrics[name] = {{"mean", s.mean}, {"lo", s.lo}, {"hi", s.hi}};
+    per_replica[name] = xs;
+  };
+  for (size_t i = 0; i < names.size(); ++i) add_metric(names[i], per[i]);
+  if (p.scenario.costs) {  // the cost metrics (sim/costs.h), only with the scenario's costs
+    const auto& cnames = cost_metric_names();
+    std::vector<std::vector<double>> cper(cnames.size());
+    for (const auto& r : rs) {
+      const auto m = cost_metrics(replica_cost(*p.scenario.costs, p.scenario, r));
+      for (size_t i = 0; i < cnames.size(); ++i) cper[i].push_back(m[i]);
+    }
+    for (size_t i = 0; i < cnames.size(); ++i) add_metric(cnames[i], cper[i]);
   }
   // A job of fixed work: each replica's time to train in days, null when the cap stopped it
   // first (the paired differences of --baseline use the replicas both points finished).
@@ -431,6 +442,17 @@ std::vector<json> run_points(const std::vector<PlannedPoint>& points, const Regi
 }
 
 namespace {
+
+// The metrics of the table: metric_names(), and the cost metrics when every point has them
+// (its scenario has costs).
+std::vector<std::string> table_metrics(const std::vector<json>& results) {
+  std::vector<std::string> names = metric_names();
+  bool costs = !results.empty();
+  for (const auto& r : results) costs = costs && r["metrics"].contains("cost");
+  if (costs)
+    for (const auto& m : cost_metric_names()) names.push_back(m);
+  return names;
+}
 
 std::vector<std::string> param_keys(const SweepSpec& spec,
                                     const std::vector<PlannedPoint>& points) {
@@ -612,7 +634,8 @@ std::string sweep_csv(const SweepSpec& spec, const std::vector<PlannedPoint>& po
   std::string out;
   for (const auto& k : keys) out += analysis::csv_field(k) + ",";
   out += "replicas";
-  for (const auto& m : metric_names()) out += "," + m + "_mean," + m + "_lo," + m + "_hi";
+  const std::vector<std::string> metrics = table_metrics(results);
+  for (const auto& m : metrics) out += "," + m + "_mean," + m + "_lo," + m + "_hi";
   if (ttt)
     for (const auto& col : time_to_train_columns()) out += "," + col.first;
   if (base) {
@@ -627,7 +650,7 @@ std::string sweep_csv(const SweepSpec& spec, const std::vector<PlannedPoint>& po
     for (const auto& k : keys) out += analysis::csv_field(value_of(points[i], k)) + ",";
     out += std::to_string(points[i].scenario.replicas);
     const json& ms = results[i]["metrics"];
-    for (const auto& m : metric_names())
+    for (const auto& m : metrics)
       for (const char* f : {"mean", "lo", "hi"})
         out += "," + analysis::format_double(ms[m][f].get<double>());
     if (ttt) {
@@ -675,7 +698,8 @@ ordered_json sweep_json(const SweepSpec& spec, const std::vector<PlannedPoint>& 
     axes.push_back({{"keys", a.keys}, {"values", values}});
   }
   j["axes"] = axes;
-  j["metrics"] = metric_names();
+  const std::vector<std::string> metrics = table_metrics(results);
+  j["metrics"] = metrics;
   if (base) {
     const auto& bp = points[static_cast<std::size_t>(spec.baseline)];
     ordered_json params = ordered_json::object();
@@ -695,7 +719,7 @@ ordered_json sweep_json(const SweepSpec& spec, const std::vector<PlannedPoint>& 
     row["seed"] = p.scenario.seed;
     row["replicas"] = p.scenario.replicas;
     ordered_json ms = ordered_json::object();
-    for (const auto& m : metric_names()) {
+    for (const auto& m : metrics) {
       const json& x = r["metrics"][m];
       ms[m] = {{"mean", x["mean"].get<double>()},
                {"lo", x["lo"].get<double>()},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "analysis/pareto.h"
 #include "analysis/sweep_plan.h"
 #include "analysis/tune.h"
 
@@ -119,6 +120,90 @@ TEST(Tune, RefinementFindsThePeakAndTheSmallestValueWithin) {
   EXPECT_NE(best_index(cs, false), best);
   // Nothing left to refine on whole numbers: next() runs dry.
   EXPECT_TRUE(tuner.next().empty() || tuner.candidates().size() > 40);
+}
+
+// A log scale spreads values evenly in log(x); integers round, duplicates go.
+TEST(Pareto, LogGridsAndTheirProduct) {
+  const auto g = coarse_grid({1, 1000, false, true}, 4);
+  ASSERT_EQ(g.size(), 4u);
+  EXPECT_NEAR(g[1], 10, 1e-9);
+  EXPECT_NEAR(g[2], 100, 1e-9);
+  EXPECT_EQ(g[3], 1000);
+  EXPECT_EQ(coarse_grid({1, 16, true, true}, 5), (std::vector<double>{1, 2, 4, 8, 16}));
+  // Between two values of a log axis: their geometric mean.
+  EXPECT_NEAR(fill_between({1, 100, false, true}, 1, 100, 1, {})[0], 10, 1e-9);
+  const auto pts = grid_points({{"a", {0, 2, true}}, {"b", {1, 100, false, true}}}, 3);
+  ASSERT_EQ(pts.size(), 9u);
+  EXPECT_EQ(pts[0], (std::vector<double>{0, 1}));
+  EXPECT_NEAR(pts[1][1], 10, 1e-9);
+  EXPECT_EQ(pts[3][0], 1);  // the first parameter moves slowest
+}
+
+Evaluated point(std::vector<double> x, double a, double b, const std::vector<double>& noise) {
+  Evaluated e;
+  e.x = std::move(x);
+  e.per_replica.resize(2);
+  for (double n : noise) {
+    e.per_replica[0].push_back(a + n);
+    e.per_replica[1].push_back(b);
+  }
+  return e;
+}
+
+// The front: what no other candidate beats on both means, best first by the first
+// objective; a shared noise cancels in paired differences.
+TEST(Pareto, FrontAndIndistinguishablePoints) {
+  const std::vector<Objective> objs{{"ettr", true}, {"cost", false}};
+  const std::vector<double> noise{-0.2, 0.1, 0.3, -0.1};
+  const std::vector<Evaluated> cs{point({0}, 0.90, 10, noise), point({1}, 0.95, 20, noise),
+                                  point({2}, 0.94, 30, noise), point({3}, 0.97, 30, noise),
+                                  point({4}, 0.97, 30, noise)};
+  EXPECT_TRUE(dominates(cs[3], cs[2], objs));
+  EXPECT_FALSE(dominates(cs[3], cs[4], objs));  // equal on both: neither dominates
+  EXPECT_FALSE(dominates(cs[0], cs[1], objs));
+  // 4 ties 3 on both: only the first by x is on the front.
+  EXPECT_EQ(pareto_front(cs, objs), (std::vector<std::size_t>{3, 1, 0}));
+  EXPECT_TRUE(indistinguishable(cs[3], cs[4]));
+  EXPECT_FALSE(indistinguishable(cs[1], cs[2]));  // 0.01 apart on every replica
+  // One objective: the best.
+  EXPECT_EQ(pareto_front(cs, {{"ettr", true}}), (std::vector<std::size_t>{3}));
+}
+
+// The search on a synthetic problem with an exact answer: ETTR rises with standbys x0 and
+// peaks at an interval x1 of 1000 (log scale); cost is x0. Every point of an exhaustive
+// grid is dominated by, or equal to, a point of the front the search returns, and the
+// front holds every standby count (each one is worth its cost here).
+TEST(Pareto, RefinementReachesEveryFrontPointOfAnExhaustiveGrid) {
+  const std::vector<double> noise{-0.02, 0.01, 0.03, -0.01, 0.0};
+  auto eval = [&](const std::vector<double>& x) {
+    const double l = std::log(x[1] / 1000);
+    return point(x, 1 - 0.5 * std::exp(-x[0] / 3) - 0.01 * l * l, x[0], noise);
+  };
+  const std::vector<ParamAxis> axes{{"standby", {0, 16, true}},
+                                    {"interval", {300, 3600, false, true}}};
+  MultiTuner t(axes, {{"ettr", true}, {"cost", false}}, 5);
+  int evaluations = 0;
+  for (const auto& x : t.first()) t.add(eval(x)), ++evaluations;
+  EXPECT_EQ(evaluations, 25);
+  for (int round = 0; round < 4; ++round)
+    for (const auto& x : t.next()) t.add(eval(x)), ++evaluations;
+  std::vector<Evaluated> front;
+  for (std::size_t f : t.front()) front.push_back(t.candidates()[f]);
+  std::vector<double> standbys;
+  for (const auto& f : front) standbys.push_back(f.x[0]);
+  std::sort(standbys.begin(), standbys.end());
+  std::vector<double> all(17);
+  for (int i = 0; i <= 16; ++i) all[i] = i;
+  EXPECT_EQ(standbys, all);
+  for (const auto& x :
+       grid_points({{"standby", {0, 16, true}}, {"interval", {300, 3600, false, true}}}, 17)) {
+    const Evaluated g = eval(x);
+    bool covered = false;
+    for (const auto& f : front)
+      covered = covered || (f.mean(0) >= g.mean(0) - 1e-12 && f.mean(1) <= g.mean(1) + 1e-12);
+    EXPECT_TRUE(covered) << x[0] << " " << x[1];
+  }
+  EXPECT_LT(evaluations, 17 * 17);
 }
 
 }  // namespace

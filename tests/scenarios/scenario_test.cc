@@ -134,6 +134,30 @@ TEST(Scenario, RestartCostsDefaultToTodaysAndRefuseNegatives) {
             "m.json: $.job.inplace_init_s: expected a number in [0, 1e+06], got -0.5");
 }
 
+// costs: absent by default (nothing is costed); prices read as given; a negative, a
+// non-number, an unknown key or no price at all is one line naming the field.
+TEST(Scenario, CostsAreOffByDefaultAndRefuseBadPricesNamingTheField) {
+  Registry r = policies::builtin_registry();
+  EXPECT_FALSE(parse_scenario(kMinimal, "m.json", {}, r).costs.has_value());
+  const Scenario s =
+      parse_scenario(kMinimal, "m.json", {"costs.gpu_hour=2", "costs.spare_machine_hour=16"}, r);
+  ASSERT_TRUE(s.costs.has_value());
+  EXPECT_EQ(s.costs->gpu_hour, 2);
+  EXPECT_EQ(s.costs->spare_machine_hour, 16);
+  EXPECT_EQ(s.costs->delay_day, 0);
+  EXPECT_EQ(minimal_error({"costs.gpu_hour=-1"}),
+            "m.json: $.costs.gpu_hour: expected a number in [0, 1e+09], got -1");
+  EXPECT_EQ(minimal_error({"costs.delay_day=nan"}),
+            "m.json: $.costs.delay_day: expected a number, got a string \"nan\"");
+  EXPECT_EQ(minimal_error({"costs.gpu_hour=2", "costs.gpu_hours=3"}),
+            "m.json: $.costs.gpu_hours: unknown key; expected one of: delay_day, gpu_hour, "
+            "spare_machine_hour");
+  EXPECT_EQ(minimal_error({"costs={}"}),
+            "m.json: $.costs: expected at least one of gpu_hour, spare_machine_hour, delay_day "
+            "above 0");
+  EXPECT_EQ(minimal_error({"costs=3"}), "m.json: $.costs: expected an object, got an integer");
+}
+
 TEST(Scenario, ErrorNamesFilePathAndExpectation) {
   Registry r = policies::builtin_registry();
   try {

@@ -867,5 +867,61 @@ TEST(SimRun, DominantAssumptionsAreTheBreakdownsAttributedParts) {
       << t.out;
 }
 
+// costs: the GPUs cost gpu_hour x GPUs x the horizon; a standby costs spare_machine_hour for
+// the time it sits in the pool (without faults: from its refill, reschedule and self-check
+// after the start, to the horizon); a day not training costs delay_day. Without costs no
+// cost appears anywhere.
+TEST(SimRun, CostsFollowThePricesThePoolAndTheTimeLost) {
+  const std::string dense = scenarios_dir() + "/byterobust-dense-9600.json";
+  const std::vector<std::string> priced{"--set",      "costs.gpu_hour=2",
+                                        "--set",      "costs.spare_machine_hour=16",
+                                        "--set",      "costs.delay_day=1000",
+                                        "--set",      "policy.params.standby_pool=4",
+                                        "--set",      "job.horizon_days=30",
+                                        "--replicas", "6",
+                                        "--jobs",     "2"};
+  const double horizon_h = 30 * 24.0, gpus = 9600;
+  // No faults: every replica alike, the pool full from 120 + 2 + 120 s on (the scheduler's
+  // reschedule of one machine and its GPU self-check).
+  std::vector<std::string> args{dense, "--set",
+                                R"(faults.categories=[{"name":"none","rate_per_machine_day":0}])"};
+  args.insert(args.end(), priced.begin(), priced.end());
+  const json calm = run_json(args);
+  ASSERT_TRUE(calm.contains("cost")) << calm.dump();
+  const json& c = calm["cost"];
+  const double standby_h = 4 * (horizon_h - 242.0 / 3600);
+  EXPECT_NEAR(c["standby_machine_hours_per_replica"].get<double>(), standby_h, 1e-6);
+  EXPECT_NEAR(c["parts_per_replica"]["gpu"].get<double>(), 2 * gpus * horizon_h, 1e-6);
+  EXPECT_NEAR(c["parts_per_replica"]["standby"].get<double>(), 16 * standby_h, 1e-6);
+  const double ettr = calm["ettr"]["mean"].get<double>();
+  EXPECT_NEAR(c["parts_per_replica"]["delay"].get<double>(), 1000 * (1 - ettr) * 30, 1e-6);
+  const double total = 2 * gpus * horizon_h + 16 * standby_h + 1000 * (1 - ettr) * 30;
+  EXPECT_NEAR(c["per_replica"]["mean"].get<double>(), total, 1e-6);
+  EXPECT_NEAR(c["per_trained_day"]["mean"].get<double>(), total / (ettr * 30), 1e-6);
+  EXPECT_NEAR(c["goodput_per_cost"]["mean"].get<double>(), ettr * horizon_h * gpus / total, 1e-12);
+  // With the dense job's faults: standbys are taken and refilled, so the pool holds fewer
+  // machine-hours; the parts still add up, the GPUs still cost the horizon.
+  args = {dense};
+  args.insert(args.end(), priced.begin(), priced.end());
+  const json faulty = run_json(args);
+  const json& f = faulty["cost"];
+  EXPECT_NEAR(f["parts_per_replica"]["gpu"].get<double>(), 2 * gpus * horizon_h, 1e-6);
+  EXPECT_LT(f["standby_machine_hours_per_replica"].get<double>(), standby_h);
+  EXPECT_GT(f["standby_machine_hours_per_replica"].get<double>(), 0.9 * standby_h);
+  EXPECT_NEAR(f["parts_per_replica"]["delay"].get<double>(),
+              1000 * (1 - faulty["ettr"]["mean"].get<double>()) * 30, 1e-6);
+  EXPECT_LE(f["per_replica"]["ci95"][0].get<double>(), f["per_replica"]["mean"].get<double>());
+  EXPECT_GE(f["per_replica"]["ci95"][1].get<double>(), f["per_replica"]["mean"].get<double>());
+  CliResult table = run_cli({"sim", "run", dense, "--set", "costs.gpu_hour=2", "--set",
+                             "job.horizon_days=30", "--replicas", "4", "--quiet"});
+  EXPECT_NE(table.out.find("\ncost       13824000 (95% CI "), std::string::npos) << table.out;
+  // No costs: no cost field, no cost line.
+  const json plain = run_json({dense, "--set", "job.horizon_days=30", "--replicas", "4"});
+  EXPECT_FALSE(plain.contains("cost"));
+  CliResult plain_table =
+      run_cli({"sim", "run", dense, "--set", "job.horizon_days=30", "--replicas", "4", "--quiet"});
+  EXPECT_EQ(plain_table.out.find("\ncost "), std::string::npos) << plain_table.out;
+}
+
 }  // namespace
 }  // namespace faultline::testing

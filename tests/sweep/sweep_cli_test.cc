@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -302,8 +303,9 @@ TEST(SimSweep, AChunkItCannotReadIsRefusedNamingTheFile) {
   const std::string record("\0\0\0\0\0\0\0\0\3\0\0\0\0\0\0\0abc", 19);
   for (const auto& [magic, expected] :
        {std::pair<std::string, std::string>{"FLCHUNK1",
-                                            "a chunk of format 1, this build reads format 2"},
-        {"FLCHUNK2", "replica 0: replica result: truncated or not written by this build"}}) {
+                                            "a chunk of format 1, this build reads format 3"},
+        {"FLCHUNK2", "a chunk of format 2, this build reads format 3"},
+        {"FLCHUNK3", "replica 0: replica result: truncated or not written by this build"}}) {
     fs::remove(result);
     std::ofstream(chunk, std::ios::binary) << magic << record;
     CliResult r = run_cli(args);
@@ -679,6 +681,200 @@ TEST(SimTune, FindsTheBestCheckpointIntervalAndTheSmallestWithin) {
   for (const auto& c : t["candidates"]) first_round += c["round"].get<int>() == 0;
   EXPECT_EQ(first_round, 5u);
   EXPECT_EQ(t["rounds"].back()["best"]["value"], j["best"]["value"]);
+}
+
+// The paired 95% CI of a[i] - b[i] holds 0 (Student t; the tests below run 12 replicas).
+bool paired_ci_holds_zero(const std::vector<double>& a, const std::vector<double>& b) {
+  const double n = static_cast<double>(a.size());
+  double mean = 0, ss = 0;
+  for (size_t i = 0; i < a.size(); ++i) mean += (a[i] - b[i]) / n;
+  for (size_t i = 0; i < a.size(); ++i) ss += std::pow(a[i] - b[i] - mean, 2);
+  EXPECT_EQ(a.size(), 12u);
+  const double half = 2.201 * std::sqrt(ss / (n - 1)) / std::sqrt(n);  // t(0.975, 11)
+  return mean - half <= 0 && mean + half >= 0;
+}
+
+// A parameter value as a --grid or --zip writes it: a whole number without a fraction.
+std::string value_text(const json& v) {
+  if (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()))
+    return std::to_string(static_cast<long long>(v.get<double>()));
+  return v.dump();
+}
+
+// Per-replica ETTR and cost of every point of a sweep.json, by "standby_pool/interval".
+std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> sweep_points(
+    const fs::path& dir) {
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> out;
+  const json sweep = json::parse(slurp(dir / "sweep.json"));
+  for (const auto& p : sweep["points"]) {
+    const json r = json::parse(slurp(dir / p["result"].get<std::string>()));
+    const std::string key = value_text(p["params"]["policy.params.standby_pool"]) + "/" +
+                            value_text(p["params"]["policy.params.checkpoint_interval_s"]);
+    out[key] = {r["per_replica"]["ettr"].get<std::vector<double>>(),
+                r["per_replica"]["cost"].get<std::vector<double>>()};
+  }
+  return out;
+}
+
+double mean_of(const std::vector<double>& xs) {
+  double s = 0;
+  for (double x : xs) s += x;
+  return s / static_cast<double>(xs.size());
+}
+
+// Issue 53's done-when, small: standbys x checkpoint interval on the dense job for ETTR and
+// cost. Every point of an exhaustive grid, simulated by sim sweep on the same seeds, is
+// covered by a point of the front tune returns: on each objective the front point is better
+// by mean, or their paired difference is not significant. With the coarse grid alone
+// (--rounds 0) some grid point is not (the refinement is what finds the front).
+TEST(SimTune, TheParetoFrontCoversAnExhaustiveGridOnTheSameSeeds) {
+  TempDir dir("tune-pareto");
+  const std::vector<std::string> common{"--replicas",
+                                        "12",
+                                        "--jobs",
+                                        "2",
+                                        "--quiet",
+                                        "--out",
+                                        dir.str(),
+                                        "--set",
+                                        "policy.params.checkpoint=memory",
+                                        "--set",
+                                        "costs.gpu_hour=2",
+                                        "--set",
+                                        "costs.spare_machine_hour=16",
+                                        "--set",
+                                        "job.horizon_days=30"};
+  auto tune = [&](const std::string& rounds, const std::vector<std::string>& more = {}) {
+    std::vector<std::string> a{"sim",
+                               "tune",
+                               kDense,
+                               "--param",
+                               "policy.params.standby_pool=0:16",
+                               "--param",
+                               "policy.params.checkpoint_interval_s=300:4800:log",
+                               "--objective",
+                               "ettr,cost",
+                               "--points",
+                               "5",
+                               "--rounds",
+                               rounds,
+                               "--format",
+                               "json"};
+    a.insert(a.end(), common.begin(), common.end());
+    a.insert(a.end(), more.begin(), more.end());
+    CliResult r = run_cli(a);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? json::parse(r.out) : json::object();
+  };
+  const json full = tune("3"), coarse = tune("0");
+  ASSERT_TRUE(full.contains("front")) << full.dump();
+  ASSERT_FALSE(full["front"].empty());
+  EXPECT_EQ(full["objectives"][1]["goal"], "min");
+  EXPECT_EQ(coarse["search"]["evaluations"], 25);
+  // A budget cuts the refinement (the points come from the store: same inputs, same ids).
+  const json cut = tune("3", {"--budget", "30"});
+  EXPECT_EQ(cut["search"]["evaluations"], 30);
+  EXPECT_EQ(cut["search"]["stopped_by"], "budget");
+  // One objective over two parameters: the best point (the largest mean), no front.
+  const json one = tune("0", {"--objective", "ettr"});
+  EXPECT_FALSE(one.contains("front"));
+  double best = 0;
+  for (const auto& c : one["candidates"])
+    best = std::max(best, c["objectives"]["ettr"]["mean"].get<double>());
+  EXPECT_EQ(one["best"]["objectives"]["ettr"]["mean"].get<double>(), best);
+  // The exhaustive grid, and the front points (a --zip sweep), from sim sweep.
+  std::string standbys, intervals;
+  for (int k = 0; k <= 16; ++k) standbys += (k ? "," : "") + std::to_string(k);
+  std::vector<std::string> a{"sim",
+                             "sweep",
+                             kDense,
+                             "--grid",
+                             "policy.params.standby_pool=" + standbys,
+                             "--grid",
+                             "policy.params.checkpoint_interval_s=300,1200,4800"};
+  a.insert(a.end(), common.begin(), common.end());
+  CliResult grid = run_cli(a);
+  ASSERT_EQ(grid.exit_code, 0) << grid.err;
+  const auto grid_points = sweep_points(dir.path());
+  ASSERT_EQ(grid_points.size(), 17u * 3);
+  auto front_of = [&](const json& t) {
+    std::string s_list, i_list;
+    for (const auto& f : t["front"]) {
+      s_list += (s_list.empty() ? "" : ",") + value_text(f["params"]["policy.params.standby_pool"]);
+      i_list += (i_list.empty() ? "" : ",") +
+                value_text(f["params"]["policy.params.checkpoint_interval_s"]);
+    }
+    std::vector<std::string> z{"sim",
+                               "sweep",
+                               kDense,
+                               "--zip",
+                               "policy.params.standby_pool=" + s_list,
+                               "--zip",
+                               "policy.params.checkpoint_interval_s=" + i_list};
+    z.insert(z.end(), common.begin(), common.end());
+    CliResult r = run_cli(z);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return sweep_points(dir.path());
+  };
+  auto uncovered = [&](const json& t) {
+    const auto front = front_of(t);
+    EXPECT_EQ(front.size(), t["front"].size());
+    // The front's own figures are those of sim sweep on the same points.
+    for (const auto& f : t["front"]) {
+      const std::string key = value_text(f["params"]["policy.params.standby_pool"]) + "/" +
+                              value_text(f["params"]["policy.params.checkpoint_interval_s"]);
+      EXPECT_NEAR(f["objectives"]["ettr"]["mean"].get<double>(), mean_of(front.at(key).first),
+                  1e-12);
+      EXPECT_NEAR(f["objectives"]["cost"]["mean"].get<double>(), mean_of(front.at(key).second),
+                  1e-6);
+    }
+    std::vector<std::string> out;
+    for (const auto& [gk, g] : grid_points) {
+      bool covered = false;
+      for (const auto& [fk, f] : front) {
+        const bool ettr =
+            mean_of(f.first) >= mean_of(g.first) || paired_ci_holds_zero(f.first, g.first);
+        const bool cost =
+            mean_of(f.second) <= mean_of(g.second) || paired_ci_holds_zero(f.second, g.second);
+        covered = covered || (ettr && cost);
+      }
+      if (!covered) out.push_back(gk);
+    }
+    return out;
+  };
+  const auto missed = uncovered(full);
+  EXPECT_TRUE(missed.empty()) << missed.size() << " grid points not covered, the first "
+                              << (missed.empty() ? "" : missed[0]);
+  EXPECT_FALSE(uncovered(coarse).empty()) << "the coarse grid alone covers the exhaustive grid";
+}
+
+// Bad input to sim tune is one line naming the flag and what it expects, exit 2.
+TEST(SimTune, BadInputIsOneLine) {
+  const std::string p = "policy.params.standby_pool";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--param", p}, "--param: expected KEY=LO:HI[:log]"},
+      {{"--param", p + "=16:0"}, "expected numbers LO < HI"},
+      {{"--param", "policy.params.checkpoint_interval_s=0:3600:log"}, "a log scale needs LO > 0"},
+      {{"--param", p + "=0:16:ln"}, "expected KEY=LO:HI or KEY=LO:HI:log"},
+      {{"--param", p + "=0:16", "--param", p + "=0:8"}, "is given twice"},
+      {{"--param", p + "=0:16", "--objective", "ettr,costs"}, "unknown metric 'costs'"},
+      {{"--param", p + "=0:16", "--objective", "ettr,cost,incidents"}, "at most two objectives"},
+      {{"--param", p + "=0:16", "--objective", "ettr,cost", "--goal", "max"},
+       "--goal: expected 2 goal(s)"},
+      {{"--param", p + "=0:16", "--param", "policy.params.mfu_rounds=1:9", "--within", "0.01"},
+       "--within: only with one --param and one --objective"},
+      {{"--param", p + "=0:16", "--param", "policy.params.mfu_rounds=1:9", "--budget", "10"},
+       "--budget 10: the coarse grid alone has 25 candidates"},
+      {{"--param", p + "=0:16", "--objective", "ettr,cost"}, "has no costs"},
+  };
+  for (const auto& [extra, want] : cases) {
+    std::vector<std::string> a{"sim", "tune", kDense, "--quiet"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    CliResult r = run_cli(a);
+    EXPECT_EQ(r.exit_code, 2) << want;
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST(Report, RendersAPageWithEmbeddedFigures) {
