@@ -487,15 +487,21 @@ TEST(TrainjobE2E, NanHangAndBadVersion) {
   EXPECT_EQ(h.of(0, "started").size(), 1u);
   EXPECT_TRUE(h.of(0, "step").empty());
 
-  // slow: a persistent factor on the step time (here 3 x the 20 ms pace).
+  // slow: a persistent factor on the step time (here 3 x the 50 ms pace) of rank 1's machine;
+  // the all-gather holds rank 0, whose steps the controller watches, to its pace: at least
+  // twice the pace, the rest room for the ranks starting a step a little apart.
   std::ofstream(tmp / "slow") << "slow 3\n";
   GroupSpec slow;
+  slow.world = 2;
   slow.args = model_args(3);
-  slow.args.insert(slow.args.end(), {"--step-ms", "20"});
-  slow.fault_files = {tmp / "slow"};
+  slow.args.insert(slow.args.end(), {"--step-ms", "50"});
+  slow.fault_files = {tmp / "no-faults", tmp / "slow"};
   const auto s = run_group(slow);
   expect_all_exit(s, 0);
-  for (const auto& step : s.of(0, "step")) EXPECT_GE(step["step_time_s"].get<double>(), 0.058);
+  ASSERT_EQ(s.of(0, "step").size(), 3u);
+  ASSERT_EQ(s.of(1, "step").size(), 3u);
+  for (const auto& step : s.of(1, "step")) EXPECT_GE(step["step_time_s"].get<double>(), 0.148);
+  for (const auto& step : s.of(0, "step")) EXPECT_GE(step["step_time_s"].get<double>(), 0.1);
   EXPECT_EQ(slurp(tmp / "slow"), "slow 3\n");
 
   // A bad code version crashes at step 3 on every rank.
