@@ -242,30 +242,36 @@ def _study_tune(scenario, ranges, objectives, goals, study, budget, batch, repli
     tmp = tempfile.TemporaryDirectory(prefix="faultline-tune-") if out is None else None
     store = os.fsdecode(out) if out is not None else tmp.name
     try:
-        with _sim._Run(scenario, None) as run:
-            # One store for every trial: the same seeds; a point asked twice runs once.
-            path = scenario if run.dict_path is None else run.path
-            known = {}
-            done = 0
-            while done < budget:
-                trials = [study.ask() for _ in range(min(size, budget - done))]
+        known = {}  # one store for every trial: the same seeds; a point asked twice runs once
+        done = 0
+        while done < budget:
+            trials = [study.ask() for _ in range(min(size, budget - done))]
+            try:
                 xs = [_suggest(t, ranges) for t in trials]
                 new = sorted({x for x in xs if x not in known})
                 if new:
-                    known.update(_evaluate(path, ranges, new, objectives, store, replicas, jobs,
-                                           seed, sets, allow_unused, progress))
-                for t, x in zip(trials, xs):
-                    per = known[x]
-                    for m, vs in zip(objectives, per):
-                        t.set_user_attr(ATTR_PREFIX + m, vs)
-                    study.tell(t, [sum(vs) / len(vs) for vs in per])
-                done += len(trials)
-            data = _study_json(scenario, run, ranges, objectives, goals, study, known, budget,
-                               size)
+                    known.update(_evaluate(scenario, ranges, new, objectives, store, replicas,
+                                           jobs, seed, sets, allow_unused, progress))
+            except BaseException:
+                for t in trials:  # not left running in the study
+                    study.tell(t, state=_failed())
+                raise
+            for t, x in zip(trials, xs):
+                per = known[x]
+                for m, vs in zip(objectives, per):
+                    t.set_user_attr(ATTR_PREFIX + m, vs)
+                study.tell(t, [sum(vs) / len(vs) for vs in per])
+            done += len(trials)
+        data = _study_json(scenario, ranges, objectives, goals, study, known, budget, size)
     finally:
         if tmp is not None:
             tmp.cleanup()
     return TuneResult(data, study)
+
+
+def _failed():
+    from optuna.trial import TrialState
+    return TrialState.FAIL
 
 
 def _trial_values(trial, objectives, replicas_n):
@@ -276,7 +282,7 @@ def _trial_values(trial, objectives, replicas_n):
     return per
 
 
-def _study_json(scenario, run, ranges, objectives, goals, study, known, budget, size):
+def _study_json(scenario, ranges, objectives, goals, study, known, budget, size):
     core = _sim._core()
     keys = [r[0] for r in ranges]
 
@@ -306,7 +312,8 @@ def _study_json(scenario, run, ranges, objectives, goals, study, known, budget, 
     else:
         best = study.best_trial
         front = [cands.index(params_of(best))]
-    data = {"scenario": _sim.DICT_NAME if run.dict_path else os.fsdecode(scenario)}
+    data = {"scenario": _sim.DICT_NAME if isinstance(scenario, Mapping)
+            else os.fsdecode(scenario)}
     data["params"] = [{"key": k, "range": [lo, hi], "integer": integer,
                        "scale": "log" if log else "linear"}
                       for k, lo, hi, log, integer in ranges]

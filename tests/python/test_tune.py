@@ -15,6 +15,7 @@ import faultline.sim
 
 try:
     import optuna
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
 except ImportError:  # pragma: no cover - depends on the machine
     optuna = None
     if os.environ.get("CI"):
@@ -132,6 +133,19 @@ class TuneArgumentsTest(unittest.TestCase):
         with self.assertRaises(faultline.InputError):
             faultline.tune(SCENARIO, PARAMS, ["ettr", "cost"], study="study", budget=4)
 
+    @needs_optuna
+    def test_a_refused_point_fails_its_trials_and_names_the_dict(self):
+        with open(SCENARIO, encoding="utf-8") as f:
+            scenario = json.load(f)
+        study = optuna.create_study(directions=["maximize", "minimize"])
+        with self.assertRaises(faultline.InputError) as e:
+            faultline.tune(scenario, {"policy.params.nope": (0, 4)}, ["ettr", "cost"],
+                           study=study, budget=2, replicas=1)
+        self.assertTrue(str(e.exception).startswith("<dict>: $.policy.params.nope: unknown "
+                                                    "parameter 'nope'"), str(e.exception))
+        # Both trials of the batch (NSGA-II's population, cut to the budget) fail.
+        self.assertEqual([t.state.name for t in study.trials], ["FAIL", "FAIL"])
+
 
 class SimTuneTest(unittest.TestCase):
     def test_without_a_study_it_is_sim_tunes_json(self):
@@ -156,7 +170,6 @@ class OptunaTuneTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         cls.dir = tempfile.TemporaryDirectory(prefix="faultline-tune-test-")
         cls.store = os.path.join(cls.dir.name, "store")
         cls.study = optuna.create_study(
