@@ -161,6 +161,20 @@ class SimTuneTest(unittest.TestCase):
         self.assertIsNone(t.study)
 
 
+class DeterminismTest(unittest.TestCase):
+    @needs_optuna
+    def test_same_seeds_same_front_and_trials(self):
+        def run():
+            study = optuna.create_study(
+                directions=["maximize", "minimize"],
+                sampler=optuna.samplers.NSGAIISampler(population_size=4, seed=3))
+            t = faultline.tune(SCENARIO, PARAMS, ["ettr", "cost"], study=study, budget=8,
+                               replicas=2, set=SETS)
+            return t.json, [(tr.params, tr.values) for tr in study.trials]
+        a, b = run(), run()
+        self.assertEqual(json.dumps(a, sort_keys=True), json.dumps(b, sort_keys=True))
+
+
 @needs_optuna
 class OptunaTuneTest(unittest.TestCase):
     """Issue 53's done-when in Python: NSGA-II (fixed seed) proposes standbys x interval,
