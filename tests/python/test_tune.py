@@ -7,6 +7,7 @@ Optuna tests skip, except under CI (CI set in the environment), where they fail.
 import json
 import math
 import os
+import subprocess
 import tempfile
 import unittest
 
@@ -159,6 +160,24 @@ class SimTuneTest(unittest.TestCase):
         self.assertEqual(len(t.table), 9)
         self.assertEqual(int(t.table.on_front.sum()), len(t.front))
         self.assertIsNone(t.study)
+
+    def test_the_numbers_are_the_clis(self):
+        pkg = os.path.dirname(os.path.abspath(faultline.__file__))
+        binary = os.environ.get("FAULTLINE_BIN") or os.path.join(pkg, "..", "..", "bin",
+                                                                 "faultline")
+        args = [binary, "sim", "tune", SCENARIO, "--param", STANDBY + "=0:16", "--param",
+                INTERVAL + "=300:4800:log", "--objective", "ettr,cost", "--points", "3",
+                "--rounds", "1", "--replicas", "3", "--format", "json", "--quiet"]
+        for k, v in SETS.items():
+            args += ["--set", "%s=%s" % (k, v)]
+        with tempfile.TemporaryDirectory() as d:
+            cli = json.loads(subprocess.run(args + ["--out", d], capture_output=True, text=True,
+                                            check=True).stdout)
+        t = faultline.tune(SCENARIO, PARAMS, ["ettr", "cost"], points=3, rounds=1, replicas=3,
+                           set=SETS)
+        for data in (cli, t.json):
+            data.pop("scenario")
+        self.assertEqual(json.dumps(t.json, sort_keys=True), json.dumps(cli, sort_keys=True))
 
 
 class DeterminismTest(unittest.TestCase):
