@@ -25,6 +25,8 @@
 #include <tuple>
 #include <vector>
 
+#include "analysis/pareto.h"
+#include "analysis/tune.h"
 #include "plugins/loader.h"
 #include "plugins/python_host.h"
 #include "plugins/python_modules.h"
@@ -179,6 +181,36 @@ std::tuple<int, std::string, std::string> command(
   return result;
 }
 
+// Candidates as analysis::Evaluated: per_replica[c][k] is objective k's value on every
+// replica for candidate c (x: the candidate's index, so the caller's order breaks ties).
+std::vector<faultline::analysis::Evaluated> evaluated(
+    const std::vector<std::vector<std::vector<double>>>& per_replica) {
+  std::vector<faultline::analysis::Evaluated> cs;
+  for (std::size_t c = 0; c < per_replica.size(); ++c) {
+    faultline::analysis::Evaluated e;
+    e.x = {static_cast<double>(c)};
+    e.per_replica = per_replica[c];
+    cs.push_back(std::move(e));
+  }
+  return cs;
+}
+
+// The objectives of `sim tune` as analysis::Objective, checked against the candidates.
+std::vector<faultline::analysis::Objective> objectives(
+    const std::vector<std::vector<std::vector<double>>>& per_replica,
+    const std::vector<bool>& maximize) {
+  std::vector<faultline::analysis::Objective> objs;
+  for (bool m : maximize) objs.push_back({"", m});
+  for (const auto& c : per_replica) {
+    if (c.size() != objs.size())
+      throw py::value_error("pareto_front: every candidate needs one list per objective");
+    for (const auto& xs : c)
+      if (xs.size() != per_replica[0][0].size())
+        throw py::value_error("pareto_front: every list needs one value per replica");
+  }
+  return objs;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -189,6 +221,41 @@ PYBIND11_MODULE(_core, m) {
         "Runs `faultline ARGS` in a forked child; returns (exit code, stdout, stderr). "
         "progress(done, total, points_done, points_total), if given, is called as the "
         "command's progress bar moves (replicas, and a sweep's points)");
+  // The Pareto arithmetic of `sim tune` (analysis/pareto.h), for faultline.tune.
+  m.def(
+      "pareto_front",
+      [](const std::vector<std::vector<std::vector<double>>>& per_replica,
+         const std::vector<bool>& maximize) {
+        const auto objs = objectives(per_replica, maximize);
+        return faultline::analysis::pareto_front(evaluated(per_replica), objs);
+      },
+      py::arg("per_replica"), py::arg("maximize"),
+      "The Pareto front of candidates (per_replica[c][k]: objective k on every replica), best "
+      "first by the first objective, as sim tune computes it; of candidates with equal means "
+      "the first in the given order");
+  m.def(
+      "indistinguishable",
+      [](const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+        if (a.size() != b.size())
+          throw py::value_error("indistinguishable: as many objectives in both");
+        for (std::size_t k = 0; k < a.size(); ++k)
+          if (a[k].size() != b[k].size())
+            throw py::value_error("indistinguishable: as many replicas in both");
+        faultline::analysis::Evaluated ea, eb;
+        ea.per_replica = a;
+        eb.per_replica = b;
+        return faultline::analysis::indistinguishable(ea, eb);
+      },
+      py::arg("a"), py::arg("b"),
+      "Whether the paired differences a - b (a[k]: objective k on every replica) have a 95% "
+      "CI holding 0 on every objective, as sim tune's indistinguishable_from");
+  m.def(
+      "mean_ci95",
+      [](const std::vector<double>& xs) {
+        const auto m = faultline::analysis::mean_ci95(xs);
+        return std::tuple<double, double, double>(m.mean, m.lo, m.hi);
+      },
+      py::arg("xs"), "(mean, lo, hi): the mean and its 95% CI (Student's t), as sim tune's");
   m.def(
       "load_plugin",
       [](const std::string& path) -> std::optional<std::string> {

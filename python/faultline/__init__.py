@@ -5,6 +5,8 @@ Simulation (docs/python.md; needs pandas for the tables, not torch):
 - :func:`simulate` (``sim run``), :func:`compare` (``sim compare``), :func:`sweep`
   (``sim sweep``): results as attributes (``r.ettr.mean``) and pandas DataFrames
   (``r.replicas``, ``c.table``, ``s.table``); module :mod:`faultline.sim`.
+- :func:`tune` (``sim tune``, or an Optuna study's sampler driving faultline's evaluations):
+  the Pareto front with CIs (``t.front``, ``t.table``); module :mod:`faultline.tuning`.
 - :class:`Error` (the simulator failed; ``.exit_code``) and :class:`InputError` (it refused
   its input; also a ``ValueError``); module :mod:`faultline.errors`.
 
@@ -25,8 +27,9 @@ import importlib as _importlib
 
 from faultline.errors import Error, InputError
 from faultline.sim import compare, simulate, sweep
+from faultline.tuning import tune
 
-__all__ = ["simulate", "compare", "sweep", "Error", "InputError"]
+__all__ = ["simulate", "compare", "sweep", "tune", "Error", "InputError"]
 
 _LAZY = {"Job": "faultline.job", "ReplicaGroup": "faultline.replicas"}
 
