@@ -16,7 +16,7 @@ int dispatch(const std::vector<std::string>& args);
 
 // faultline sim sweep SCENARIO --grid key=v1,v2 ... (sweep_cmd.cc)
 int sim_sweep(const std::vector<std::string>& args);
-// faultline sim tune SCENARIO --param key=lo:hi ... (sweep_cmd.cc)
+// faultline sim tune SCENARIO --param key=lo:hi ... (tune_cmd.cc)
 int sim_tune(const std::vector<std::string>& args);
 // faultline sim compare SCENARIO --stacks A,B,... (compare_cmd.cc)
 int sim_compare(const std::vector<std::string>& args);
