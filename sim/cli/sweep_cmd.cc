@@ -310,7 +310,7 @@ int sim_sweep(const std::vector<std::string>& args) {
     }
   }
 
-  try {
+  return run_reporting_errors([&] {
     std::unique_ptr<TempDir> tmp;
     if (c.out_dir.empty()) tmp = std::make_unique<TempDir>();
     sim::SweepStore store(tmp ? tmp->path() : c.out_dir);
@@ -320,14 +320,8 @@ int sim_sweep(const std::vector<std::string>& args) {
     }
     if (!c.work.empty()) return run_work(c, points, registry, store);
     run_sweep(c, spec, points, registry, store, /*keep=*/!tmp);
-  } catch (const faultline::policies::ModuleError& e) {
-    std::fprintf(stderr, "faultline: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "faultline: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }
 
 }  // namespace faultline::cli

@@ -7,11 +7,13 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 
+#include "policies/module.h"
 #include "sim/cli/flags.h"
 #include "sim/sweep.h"
 
@@ -58,6 +60,21 @@ inline sim::SweepSpec make_spec(const CommonArgs& c) {
   spec.base.seed = c.seed;
   spec.base.replicas = c.replicas;
   return spec;
+}
+
+// Runs a command's work after its arguments were checked and returns its exit code: a policy
+// module's error is the user's (2), any other failure the run's (1), each one line on stderr.
+template <class Body>
+int run_reporting_errors(Body&& body) {
+  try {
+    return body();
+  } catch (const faultline::policies::ModuleError& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "faultline: %s\n", e.what());
+    return 1;
+  }
 }
 
 }  // namespace faultline::cli

@@ -751,7 +751,7 @@ int sim_tune(const std::vector<std::string>& args) {
   Registry registry = policies::builtin_registry();
   sim::SweepSpec spec = make_spec(c);
   analysis::Tuner tuner(c.range, static_cast<int>(c.points), maximize, c.within);
-  try {
+  return run_reporting_errors([&] {
     if (const int rc = check_tune_scenario(c, spec, registry); rc >= 0) return rc;
     std::unique_ptr<TempDir> tmp;
     if (c.out_dir.empty()) tmp = std::make_unique<TempDir>();
@@ -765,14 +765,8 @@ int sim_tune(const std::vector<std::string>& args) {
 
     const ordered_json out = tune_json(search, maximize);
     emit(c, out, tune_table(search, maximize, out));
-  } catch (const faultline::policies::ModuleError& e) {
-    std::fprintf(stderr, "faultline: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "faultline: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }
 
 }  // namespace faultline::cli
