@@ -5,7 +5,6 @@ drawn from result.json, replicas.csv, timeline.csv and incidents.csv."""
 import csv
 import html
 import os
-import re
 
 from .inputs import BUCKETS
 from .page import BUCKET_COLORS, BUCKET_HELP, FIG_W, SMALL, pct, pp, stack_colors
@@ -451,60 +450,14 @@ def incident_figure(page, run, replica):
                      "and how long it took to detect and to resolve." % (replica, run.label))
 
 
-MECHANISM_RE = re.compile(r"^replica (\d+) t=([0-9.]+) act (acquire machines: (\w+)|hot update|roll back|evict )")
-MECHANISM_NAMES = {"requeue": "requeue (whole job)", "reschedule": "reschedule (cold replacement)",
-                   "standby": "warm standby", "oracle": "oracle spare"}
-
-
 def mechanism_counts(run):
-    """Recovery actions by mechanism: from the result when the simulator reports them,
-    else from the incidents.csv resolution column, else from decisions.log."""
+    """Incidents per replica by the mechanism that resolved them, as the simulator credits
+    them (result.json resolved_by_per_replica); none from a result without it."""
     rb = run.result.get("resolved_by_per_replica")
-    if isinstance(rb, dict) and rb:
-        return ({k.replace("_", " "): float(v) for k, v in rb.items() if float(v) > 0},
-                "incidents per replica, from result.json")
-    inc = run.result.get("incidents", {})
-    if isinstance(inc.get("by_mechanism"), dict) and inc["by_mechanism"]:
-        out = {}
-        for k, v in inc["by_mechanism"].items():
-            out[k] = float(v["incidents_per_replica"] if isinstance(v, dict) else v)
-        return out, "incidents per replica, from result.json"
-    path = run.file("incidents.csv")
-    if path:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            col = next((c for c in ("resolution", "mechanism") if c in (reader.fieldnames or [])), None)
-            if col:
-                out = {}
-                for rec in reader:
-                    out[rec[col]] = out.get(rec[col], 0) + 1
-                return out, "incidents, from incidents.csv"
-    path = run.file("decisions.log")
-    if path:
-        # One recovery per (replica, time): an eviction followed by an acquisition at the
-        # same instant is one replacement, named by how the machines were acquired.
-        events = {}
-        with open(path, errors="replace") as f:
-            for line in f:
-                m = MECHANISM_RE.match(line)
-                if not m:
-                    continue
-                if m.group(4):
-                    name, rank = MECHANISM_NAMES.get(m.group(4), m.group(4)), 0
-                elif m.group(3).startswith("hot"):
-                    name, rank = "hot update", 1
-                elif m.group(3).startswith("roll"):
-                    name, rank = "rollback", 1
-                else:
-                    name, rank = "eviction only", 2
-                key = (m.group(1), m.group(2))
-                if key not in events or rank < events[key][1]:
-                    events[key] = (name, rank)
-        out = {}
-        for name, _ in events.values():
-            out[name] = out.get(name, 0) + 1
-        return out, "recoveries, from decisions.log"
-    return {}, ""
+    if not isinstance(rb, dict):
+        return {}, ""
+    return ({k.replace("_", " "): float(v) for k, v in rb.items() if float(v) > 0},
+            "incidents per replica, from result.json")
 
 
 def shares_figure(page, run):
