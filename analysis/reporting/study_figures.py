@@ -29,113 +29,131 @@ def sweep_headline(sweep):
 
 
 def sweep_figures(page, sweep):
-    import matplotlib.pyplot as plt
-    import numpy as np
     pts = sweep.points
     axes = [a for a in sweep.axes if a["values"]]
     if not pts:
         return
     reps = sorted({p["replicas"] for p in pts})
     rep_text = "/".join(str(r) for r in reps)
-
-    def key_of(a):
-        return a["keys"][0]
-
-    def val(p, k):
-        return p["params"].get(k)
-
-    def m(p, name, f="mean"):
-        return p["metrics"][name][f] * (100 if name == "ettr" else 1)
-
     for a in axes:
-        k = key_of(a)
-        xs = [v[0] for v in a["values"]]
-        others = [key_of(b) for b in axes if b is not a]
-        groups = {}
-        for p in pts:
-            g = tuple((o, json.dumps(val(p, o))) for o in others)
-            groups.setdefault(g, []).append(p)
-        is_num = numeric(xs)
-        fig, ax = plt.subplots(figsize=(FIG_W if is_num else min(FIG_W, 3 + 1.3 * len(xs)), 5.5))
-        shown = list(groups.items())[:12]
-        for gi, (g, members) in enumerate(shown):
-            members = sorted(members, key=lambda p: xs.index(val(p, k)) if val(p, k) in xs else 0)
-            mean = np.array([m(p, "ettr") for p in members])
-            lo = np.array([m(p, "ettr", "lo") for p in members])
-            hi = np.array([m(p, "ettr", "hi") for p in members])
-            label = ", ".join("%s=%s" % (o.split(".")[-1], fmt_value(json.loads(v))) for o, v in g) or "ETTR"
-            if is_num:
-                xv = [val(p, k) for p in members]
-                line, = ax.plot(xv, mean, marker="o", ms=5, lw=2, label=label)
-                ax.fill_between(xv, lo, hi, color=line.get_color(), alpha=0.2)
-            else:
-                # A categorical axis (stacks, module names): points with CI bars, never a line
-                # between categories; groups side by side within a category.
-                off = (gi - (len(shown) - 1) / 2) * min(0.6 / max(len(shown), 1), 0.2)
-                xv = [xs.index(val(p, k)) + off if val(p, k) in xs else 0 for p in members]
-                ax.errorbar(xv, mean, yerr=[mean - lo, hi - mean], fmt="o", ms=7, capsize=5, lw=2, label=label)
-        if is_num:
-            pos = [x for x in xs if x > 0]
-            if len(pos) == len(xs) and max(xs) / min(xs) > 50:
-                ax.set_xscale("log")
-        else:
-            ax.set_xticks(range(len(xs)))
-            ax.set_xticklabels([fmt_value(x) for x in xs], rotation=20 if len(xs) > 5 else 0)
-            ax.set_xlim(-0.6, len(xs) - 0.4)
-            ax.grid(axis="y", alpha=0.3)
-        ax.set_xlabel(unit_label(k))
-        ax.set_ylabel("ETTR (%%), mean with 95%% CI %s" % ("band" if is_num else "bar"))
-        ax.set_title("ETTR vs %s (%s replicas per point, same seeds)" % (k.split(".")[-1], rep_text))
-        if is_num:
-            ax.grid(alpha=0.3, which="both")
-        if len(groups) > 1:
-            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="other parameters")
-        what = "confidence band" if is_num else "confidence interval"
-        if others:
-            caption = ("Sweep of %s: mean ETTR against %s with its 95%% %s, one %s per setting of the "
-                       "other swept parameters%s. %s that coincide are points where %s makes no "
-                       "difference (the same fault histories drive every point). From sweep.json."
-                       % (sweep.name, k, what, "line" if is_num else "colour",
-                          " (first 12 shown)" if len(groups) > 12 else "",
-                          "Lines" if is_num else "Points", ", ".join(others)))
-        else:
-            caption = ("Sweep of %s: mean ETTR against %s with its 95%% %s (the same fault histories "
-                       "drive every point). From sweep.json." % (sweep.name, k, what))
-        page.figure(fig, caption)
-
+        sweep_axis_figure(page, sweep, a, axes, rep_text)
     if len(axes) == 2:
-        ka, kb = key_of(axes[0]), key_of(axes[1])
-        va = [v[0] for v in axes[0]["values"]]
-        vb = [v[0] for v in axes[1]["values"]]
-        grid = np.full((len(va), len(vb)), np.nan)
-        half = np.full((len(va), len(vb)), np.nan)
-        for p in pts:
-            try:
-                i, j = va.index(val(p, ka)), vb.index(val(p, kb))
-            except ValueError:
-                continue
-            grid[i, j] = m(p, "ettr")
-            half[i, j] = (m(p, "ettr", "hi") - m(p, "ettr", "lo")) / 2
-        fig, ax = plt.subplots(figsize=(min(FIG_W, 1.5 * len(vb) + 4), 0.8 * len(va) + 3))
-        im = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower")
-        cb = fig.colorbar(im, ax=ax)
-        cb.set_label("mean ETTR (%)")
-        finite = grid[np.isfinite(grid)]
-        mid = (finite.min() + finite.max()) / 2 if finite.size else 0
-        for i in range(len(va)):
-            for j in range(len(vb)):
-                if np.isfinite(grid[i, j]):
-                    ax.text(j, i, "%.2f\n±%.2f" % (grid[i, j], half[i, j]), ha="center", va="center",
-                            fontsize=SMALL, color="white" if grid[i, j] < mid else "black")
-        ax.set_xticks(range(len(vb)))
-        ax.set_xticklabels([fmt_value(v) for v in vb])
-        ax.set_yticks(range(len(va)))
-        ax.set_yticklabels([fmt_value(v) for v in va])
-        ax.set_xlabel(unit_label(kb))
-        ax.set_ylabel(unit_label(ka))
-        ax.set_title("Mean ETTR (%%) over %s × %s" % (ka.split(".")[-1], kb.split(".")[-1]))
-        page.figure(fig, "Sweep of %s: mean ETTR (%%) at every grid point, with the half-width of its 95%% CI, "
-                         "from sweep.json." % sweep.name)
+        sweep_heatmap(page, sweep, axes)
+
+
+def sweep_key(a):
+    """A swept axis's parameter (the first of the keys it sets together)."""
+    return a["keys"][0]
+
+
+def param_value(p, k):
+    return p["params"].get(k)
+
+
+def metric(p, name, f="mean"):
+    """A point's metric (ETTR in %)."""
+    return p["metrics"][name][f] * (100 if name == "ettr" else 1)
+
+
+def sweep_axis_figure(page, sweep, a, axes, rep_text):
+    """Mean ETTR against one swept parameter, a line (or, on a categorical axis, points)
+    per setting of the others."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    pts = sweep.points
+    k = sweep_key(a)
+    xs = [v[0] for v in a["values"]]
+    others = [sweep_key(b) for b in axes if b is not a]
+    groups = {}
+    for p in pts:
+        g = tuple((o, json.dumps(param_value(p, o))) for o in others)
+        groups.setdefault(g, []).append(p)
+    is_num = numeric(xs)
+    fig, ax = plt.subplots(figsize=(FIG_W if is_num else min(FIG_W, 3 + 1.3 * len(xs)), 5.5))
+    shown = list(groups.items())[:12]
+    for gi, (g, members) in enumerate(shown):
+        members = sorted(members, key=lambda p: xs.index(param_value(p, k)) if param_value(p, k) in xs else 0)
+        mean = np.array([metric(p, "ettr") for p in members])
+        lo = np.array([metric(p, "ettr", "lo") for p in members])
+        hi = np.array([metric(p, "ettr", "hi") for p in members])
+        label = ", ".join("%s=%s" % (o.split(".")[-1], fmt_value(json.loads(v))) for o, v in g) or "ETTR"
+        if is_num:
+            xv = [param_value(p, k) for p in members]
+            line, = ax.plot(xv, mean, marker="o", ms=5, lw=2, label=label)
+            ax.fill_between(xv, lo, hi, color=line.get_color(), alpha=0.2)
+        else:
+            # A categorical axis (stacks, module names): points with CI bars, never a line
+            # between categories; groups side by side within a category.
+            off = (gi - (len(shown) - 1) / 2) * min(0.6 / max(len(shown), 1), 0.2)
+            xv = [xs.index(param_value(p, k)) + off if param_value(p, k) in xs else 0 for p in members]
+            ax.errorbar(xv, mean, yerr=[mean - lo, hi - mean], fmt="o", ms=7, capsize=5, lw=2, label=label)
+    if is_num:
+        pos = [x for x in xs if x > 0]
+        if len(pos) == len(xs) and max(xs) / min(xs) > 50:
+            ax.set_xscale("log")
+    else:
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels([fmt_value(x) for x in xs], rotation=20 if len(xs) > 5 else 0)
+        ax.set_xlim(-0.6, len(xs) - 0.4)
+        ax.grid(axis="y", alpha=0.3)
+    ax.set_xlabel(unit_label(k))
+    ax.set_ylabel("ETTR (%%), mean with 95%% CI %s" % ("band" if is_num else "bar"))
+    ax.set_title("ETTR vs %s (%s replicas per point, same seeds)" % (k.split(".")[-1], rep_text))
+    if is_num:
+        ax.grid(alpha=0.3, which="both")
+    if len(groups) > 1:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="other parameters")
+    what = "confidence band" if is_num else "confidence interval"
+    if others:
+        caption = ("Sweep of %s: mean ETTR against %s with its 95%% %s, one %s per setting of the "
+                   "other swept parameters%s. %s that coincide are points where %s makes no "
+                   "difference (the same fault histories drive every point). From sweep.json."
+                   % (sweep.name, k, what, "line" if is_num else "colour",
+                      " (first 12 shown)" if len(groups) > 12 else "",
+                      "Lines" if is_num else "Points", ", ".join(others)))
+    else:
+        caption = ("Sweep of %s: mean ETTR against %s with its 95%% %s (the same fault histories "
+                   "drive every point). From sweep.json." % (sweep.name, k, what))
+    page.figure(fig, caption)
+
+
+def sweep_heatmap(page, sweep, axes):
+    """Mean ETTR at every point of a two-parameter grid."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    pts = sweep.points
+    ka, kb = sweep_key(axes[0]), sweep_key(axes[1])
+    va = [v[0] for v in axes[0]["values"]]
+    vb = [v[0] for v in axes[1]["values"]]
+    grid = np.full((len(va), len(vb)), np.nan)
+    half = np.full((len(va), len(vb)), np.nan)
+    for p in pts:
+        try:
+            i, j = va.index(param_value(p, ka)), vb.index(param_value(p, kb))
+        except ValueError:
+            continue
+        grid[i, j] = metric(p, "ettr")
+        half[i, j] = (metric(p, "ettr", "hi") - metric(p, "ettr", "lo")) / 2
+    fig, ax = plt.subplots(figsize=(min(FIG_W, 1.5 * len(vb) + 4), 0.8 * len(va) + 3))
+    im = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower")
+    cb = fig.colorbar(im, ax=ax)
+    cb.set_label("mean ETTR (%)")
+    finite = grid[np.isfinite(grid)]
+    mid = (finite.min() + finite.max()) / 2 if finite.size else 0
+    for i in range(len(va)):
+        for j in range(len(vb)):
+            if np.isfinite(grid[i, j]):
+                ax.text(j, i, "%.2f\n±%.2f" % (grid[i, j], half[i, j]), ha="center", va="center",
+                        fontsize=SMALL, color="white" if grid[i, j] < mid else "black")
+    ax.set_xticks(range(len(vb)))
+    ax.set_xticklabels([fmt_value(v) for v in vb])
+    ax.set_yticks(range(len(va)))
+    ax.set_yticklabels([fmt_value(v) for v in va])
+    ax.set_xlabel(unit_label(kb))
+    ax.set_ylabel(unit_label(ka))
+    ax.set_title("Mean ETTR (%%) over %s × %s" % (ka.split(".")[-1], kb.split(".")[-1]))
+    page.figure(fig, "Sweep of %s: mean ETTR (%%) at every grid point, with the half-width of its 95%% CI, "
+                     "from sweep.json." % sweep.name)
 
 
 def tune_headline(tune):
