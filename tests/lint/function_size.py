@@ -111,7 +111,7 @@ def sources(root):
         if rel == "tests" or rel.startswith("tests" + os.sep):
             continue  # test bodies are read as scripts: long is allowed there
         for f in sorted(files):
-            if f.endswith((".cc", ".h", ".cu", ".py")) and not f.endswith(("_test.cc", "_tests.cc")):
+            if f.endswith((".cc", ".h", ".cu", ".py")):
                 yield os.path.join(d, f)
 
 
