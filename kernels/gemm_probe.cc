@@ -183,6 +183,86 @@ void put_burn_metrics(ProbeReport& report, const std::string& p, const BurnResul
   }
 }
 
+// The ABFT sums of one burn, n doubles each in one allocation: the reference checksums and
+// Q terms (from the inputs alone: they do not change during the burn) and the sums of C.
+enum SumVector {
+  kBRowSum,
+  kBRowSq,
+  kAColSum,
+  kAColSq,
+  kRowRef,
+  kRowQ,
+  kColRef,
+  kColQ,
+  kRowSum,
+  kColSum,
+  kVectors
+};
+
+double* sum_vector(double* vectors, SumVector which, int n) {
+  return vectors + static_cast<std::size_t>(which) * n;
+}
+
+// Zeroes `vectors` and computes the reference row and column checksums and Q terms of A x B.
+void reference_checksums(ElementType type, int n, const void* a, const void* b, double* vectors,
+                         cudaStream_t s) {
+  auto vec = [&](SumVector which) { return sum_vector(vectors, which, n); };
+  FAULTLINE_CUDA(cudaMemsetAsync(vectors, 0, sizeof(double) * kVectors * n, s));
+  launch_matrix_sums(b, type, n, n, vec(kBRowSum), vec(kBRowSq), nullptr, nullptr, s);
+  launch_matrix_sums(a, type, n, n, nullptr, nullptr, vec(kAColSum), vec(kAColSq), s);
+  launch_gemv_rows(a, type, n, n, vec(kBRowSum), false, vec(kRowRef), s);
+  launch_gemv_rows(a, type, n, n, vec(kBRowSq), true, vec(kRowQ), s);
+  launch_gemv_cols(b, type, n, n, vec(kAColSum), false, vec(kColRef), s);
+  launch_gemv_cols(b, type, n, n, vec(kAColSq), true, vec(kColQ), s);
+}
+
+// The time of one GEMM (ms): the mean of three after two to warm up.
+double calibrate_gemm_ms(const PathSetup& p, cublasHandle_t handle, const void* a, const void* b,
+                         void* c, int n, const Stream& stream) {
+  const cudaStream_t s = stream.get();
+  Event e0, e1;
+  run_gemm(p, handle, a, b, c, p.type, n, s);
+  run_gemm(p, handle, a, b, c, p.type, n, s);
+  e0.record(s);
+  for (int i = 0; i < 3; ++i) run_gemm(p, handle, a, b, c, p.type, n, s);
+  e1.record(s);
+  FAULTLINE_CUDA(cudaGetLastError());
+  stream.synchronize("GEMM calibration");
+  return elapsed_ms(e0, e1) / 3.0;
+}
+
+// The comparison of C's sums with the reference (log, flags and margin left to the caller).
+AbftCompareArgs abft_args(double* vectors, int n, GemmPrecision precision, double sigma) {
+  AbftCompareArgs args{};
+  args.row_sum = sum_vector(vectors, kRowSum, n);
+  args.row_expected = sum_vector(vectors, kRowRef, n);
+  args.row_q = sum_vector(vectors, kRowQ, n);
+  args.m = n;
+  args.col_sum = sum_vector(vectors, kColSum, n);
+  args.col_expected = sum_vector(vectors, kColRef, n);
+  args.col_q = sum_vector(vectors, kColQ, n);
+  args.n = n;
+  args.coefficient = abft_variance_coefficient(precision, n);
+  args.sigma = sigma;
+  return args;
+}
+
+// A burn chunk of `chunk` iterations that took `ms`: its flagged iterations (read back from
+// the device) are mismatches, and with an injected bit flip in each, injected and detected.
+void count_burn_chunk(const int* device_flags, std::vector<int>& host_flags, int chunk,
+                      bool bitflip, double ms, BurnResult& result) {
+  FAULTLINE_CUDA(
+      cudaMemcpy(host_flags.data(), device_flags, sizeof(int) * chunk, cudaMemcpyDeviceToHost));
+  const auto flagged = std::count(host_flags.begin(), host_flags.end(), 1);
+  result.mismatched_iterations += flagged;
+  if (bitflip) {
+    result.injected += chunk;
+    result.detected += flagged;
+  }
+  result.burn_iterations += chunk;
+  result.burn_ms += ms;
+}
+
 BurnResult burn(GemmPath path, const ProbeOptions& options, const ProbeContext& context,
                 ProbeReport& report, const Stream& stream, cublasHandle_t handle) {
   const PathSetup p = setup_for(path);
@@ -202,28 +282,8 @@ BurnResult burn(GemmPath path, const ProbeOptions& options, const ProbeContext& 
   launch_fill_uniform(b.get(), p.type, elements, stream_key(seed, 0xB), s);
 
   // Reference checksums and Q terms, from the inputs alone (they do not change during the burn).
-  enum {
-    kBRowSum,
-    kBRowSq,
-    kAColSum,
-    kAColSq,
-    kRowRef,
-    kRowQ,
-    kColRef,
-    kColQ,
-    kRowSum,
-    kColSum,
-    kVectors
-  };
   auto vectors = device_alloc<double>(static_cast<std::size_t>(kVectors) * n, "cudaMalloc(sums)");
-  auto vec = [&](int which) { return vectors.get() + static_cast<std::size_t>(which) * n; };
-  FAULTLINE_CUDA(cudaMemsetAsync(vectors.get(), 0, sizeof(double) * kVectors * n, s));
-  launch_matrix_sums(b.get(), p.type, n, n, vec(kBRowSum), vec(kBRowSq), nullptr, nullptr, s);
-  launch_matrix_sums(a.get(), p.type, n, n, nullptr, nullptr, vec(kAColSum), vec(kAColSq), s);
-  launch_gemv_rows(a.get(), p.type, n, n, vec(kBRowSum), false, vec(kRowRef), s);
-  launch_gemv_rows(a.get(), p.type, n, n, vec(kBRowSq), true, vec(kRowQ), s);
-  launch_gemv_cols(b.get(), p.type, n, n, vec(kAColSum), false, vec(kColRef), s);
-  launch_gemv_cols(b.get(), p.type, n, n, vec(kAColSq), true, vec(kColQ), s);
+  reference_checksums(p.type, n, a.get(), b.get(), vectors.get(), s);
   auto log = device_alloc<AbftLog>(1, "cudaMalloc(log)");
   auto flags = device_alloc<int>(kMaxChunk, "cudaMalloc(flags)");
   FAULTLINE_CUDA(cudaMemsetAsync(log.get(), 0, sizeof(AbftLog), s));
@@ -232,30 +292,12 @@ BurnResult burn(GemmPath path, const ProbeOptions& options, const ProbeContext& 
 
   // Calibrate: time of one GEMM, hence iterations per chunk and the throttle's sleep.
   BurnResult result;
-  Event e0, e1;
-  run_gemm(p, handle, a.get(), b.get(), c.get(), p.type, n, s);
-  run_gemm(p, handle, a.get(), b.get(), c.get(), p.type, n, s);
-  e0.record(s);
-  for (int i = 0; i < 3; ++i) run_gemm(p, handle, a.get(), b.get(), c.get(), p.type, n, s);
-  e1.record(s);
-  FAULTLINE_CUDA(cudaGetLastError());
-  stream.synchronize("GEMM calibration");
-  result.gemm_ms = elapsed_ms(e0, e1) / 3.0;
+  result.gemm_ms = calibrate_gemm_ms(p, handle, a.get(), b.get(), c.get(), n, stream);
   const int chunk =
       std::clamp(static_cast<int>(kChunkTargetMs / std::max(result.gemm_ms, 1e-3)), 1, kMaxChunk);
   const double sleep_us = throttle ? result.gemm_ms * 1000.0 : 0.0;
 
-  AbftCompareArgs args{};
-  args.row_sum = vec(kRowSum);
-  args.row_expected = vec(kRowRef);
-  args.row_q = vec(kRowQ);
-  args.m = n;
-  args.col_sum = vec(kColSum);
-  args.col_expected = vec(kColRef);
-  args.col_q = vec(kColQ);
-  args.n = n;
-  args.coefficient = abft_variance_coefficient(p.precision, n);
-  args.sigma = options.gemm.tolerance_sigma;
+  AbftCompareArgs args = abft_args(vectors.get(), n, p.precision, options.gemm.tolerance_sigma);
   args.log = log.get();
   args.iteration_flags = flags.get();
   args.track_margin = bitflip ? 0 : 1;
@@ -267,6 +309,7 @@ BurnResult burn(GemmPath path, const ProbeOptions& options, const ProbeContext& 
   auto last_publish = Clock::now();
   int burn_chunks = 0;
   int baseline_chunks = 0;
+  Event e0, e1;
   for (int chunk_index = 0;; ++chunk_index) {
     const bool baseline_chunk = baseline && chunk_index % kBaselineEvery == 1;
     e0.record(s);
@@ -285,7 +328,7 @@ BurnResult burn(GemmPath path, const ProbeOptions& options, const ProbeContext& 
               mix64(stream_key(seed, 0xF11B) ^ static_cast<std::uint64_t>(iteration)) % elements;
           launch_flip_element_bit(c.get(), p.type, where, s);
         }
-        launch_matrix_sums(c.get(), p.type, n, n, vec(kRowSum), nullptr, vec(kColSum), nullptr, s);
+        launch_matrix_sums(c.get(), p.type, n, n, args.row_sum, nullptr, args.col_sum, nullptr, s);
         args.iteration = static_cast<int>(iteration);
         args.flag_index = it;
         launch_abft_compare(args, s);
@@ -300,16 +343,7 @@ BurnResult burn(GemmPath path, const ProbeOptions& options, const ProbeContext& 
       result.baseline_ms += ms;
       ++baseline_chunks;
     } else {
-      FAULTLINE_CUDA(
-          cudaMemcpy(host_flags.data(), flags.get(), sizeof(int) * chunk, cudaMemcpyDeviceToHost));
-      const auto flagged = std::count(host_flags.begin(), host_flags.end(), 1);
-      result.mismatched_iterations += flagged;
-      if (bitflip) {
-        result.injected += chunk;
-        result.detected += flagged;
-      }
-      result.burn_iterations += chunk;
-      result.burn_ms += ms;
+      count_burn_chunk(flags.get(), host_flags, chunk, bitflip, ms, result);
       ++burn_chunks;
     }
     const bool enough = burn_chunks >= 2 && (!baseline || baseline_chunks >= 1);

@@ -100,6 +100,69 @@ class ErrorTally {
   nlohmann::json records_ = nlohmann::json::array();
 };
 
+// STREAM-like copy, triad and read bandwidth over three arrays of up to a quarter of the
+// free memory each: the best and mean of h.iterations timed kernels, into report.
+void measure_hbm_bandwidth(const HbmOptions& h, bool throttle, Stream& stream,
+                           ProbeReport& report) {
+  const cudaStream_t s = stream.get();
+  std::size_t free_bytes = 0, total_bytes = 0;
+  FAULTLINE_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  std::uint64_t array_bytes = std::min<std::uint64_t>(h.bandwidth_bytes, free_bytes / 4);
+  array_bytes -= array_bytes % 16;
+  auto x = device_alloc<std::byte>(array_bytes, "cudaMalloc(bandwidth a)");
+  auto y = device_alloc<std::byte>(array_bytes, "cudaMalloc(bandwidth b)");
+  auto z = device_alloc<std::byte>(array_bytes, "cudaMalloc(bandwidth c)");
+  auto sink = device_alloc<std::uint32_t>(1, "cudaMalloc(sink)");
+  FAULTLINE_CUDA(cudaMemsetAsync(x.get(), 0, array_bytes, s));
+  FAULTLINE_CUDA(cudaMemsetAsync(y.get(), 0, array_bytes, s));
+  FAULTLINE_CUDA(cudaMemsetAsync(z.get(), 0, array_bytes, s));
+  const std::uint64_t vectors = array_bytes / 16;
+  const double b = static_cast<double>(array_bytes);
+  const auto copy = time_kernel([&] { launch_copy(x.get(), y.get(), vectors, s); }, 2 * b,
+                                h.iterations, throttle, stream);
+  const auto triad = time_kernel([&] { launch_triad(x.get(), y.get(), z.get(), 3.0f, vectors, s); },
+                                 3 * b, h.iterations, throttle, stream);
+  const auto read = time_kernel([&] { launch_read(x.get(), vectors, sink.get(), s); }, b,
+                                h.iterations, throttle, stream);
+  report.metrics["hbm_bandwidth_array_bytes"] = b;
+  report.metrics["hbm_copy_gbps"] = copy.best_gbps;
+  report.metrics["hbm_copy_mean_gbps"] = copy.mean_gbps;
+  report.metrics["hbm_triad_gbps"] = triad.best_gbps;
+  report.metrics["hbm_triad_mean_gbps"] = triad.mean_gbps;
+  report.metrics["hbm_read_gbps"] = read.best_gbps;
+  report.metrics["hbm_read_mean_gbps"] = read.mean_gbps;
+  report.metrics["hbm_bandwidth_gbps"] =
+      std::max({copy.best_gbps, triad.best_gbps, read.best_gbps});
+}
+
+// The most of *test_bytes (rounded down to the allocation granule) that cudaMalloc grants,
+// shrinking by a twentieth at a time; *test_bytes becomes what was allocated. Throws
+// GpuError when not even one granule is free.
+std::uint32_t* allocate_test_memory(std::uint64_t* test_bytes) {
+  *test_bytes -= *test_bytes % kAllocationGranule;
+  while (*test_bytes >= kAllocationGranule) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, *test_bytes) == cudaSuccess) return static_cast<std::uint32_t*>(p);
+    (void)cudaGetLastError();
+    *test_bytes -= std::max<std::uint64_t>(
+        kAllocationGranule, (*test_bytes / 20) - (*test_bytes / 20) % kAllocationGranule);
+  }
+  throw GpuError("cannot allocate device memory to test", -1);
+}
+
+// The memory tests' totals: bit and word errors, the first errors, and with an injected
+// bit flip how many were injected and found.
+void report_memory_tests(const ErrorTally& tally, bool bitflip, std::int64_t injected,
+                         std::int64_t detected, ProbeReport& report) {
+  report.metrics["hbm_bit_errors"] = static_cast<double>(tally.bit_errors());
+  report.metrics["hbm_word_errors"] = static_cast<double>(tally.word_errors());
+  report.details["first_errors"] = tally.records();
+  if (bitflip) {
+    report.metrics["injected_faults"] = static_cast<double>(injected);
+    report.metrics["detected_injected_faults"] = static_cast<double>(detected);
+  }
+}
+
 }  // namespace
 
 void run_hbm_probe(const ProbeOptions& options, const ProbeContext& context, ProbeReport& report) {
@@ -109,59 +172,17 @@ void run_hbm_probe(const ProbeOptions& options, const ProbeContext& context, Pro
   Stream stream;
   const cudaStream_t s = stream.get();
 
-  // ---- bandwidth ----
-  std::size_t free_bytes = 0, total_bytes = 0;
-  FAULTLINE_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
-  std::uint64_t array_bytes = std::min<std::uint64_t>(h.bandwidth_bytes, free_bytes / 4);
-  array_bytes -= array_bytes % 16;
-  {
-    auto x = device_alloc<std::byte>(array_bytes, "cudaMalloc(bandwidth a)");
-    auto y = device_alloc<std::byte>(array_bytes, "cudaMalloc(bandwidth b)");
-    auto z = device_alloc<std::byte>(array_bytes, "cudaMalloc(bandwidth c)");
-    auto sink = device_alloc<std::uint32_t>(1, "cudaMalloc(sink)");
-    FAULTLINE_CUDA(cudaMemsetAsync(x.get(), 0, array_bytes, s));
-    FAULTLINE_CUDA(cudaMemsetAsync(y.get(), 0, array_bytes, s));
-    FAULTLINE_CUDA(cudaMemsetAsync(z.get(), 0, array_bytes, s));
-    const std::uint64_t vectors = array_bytes / 16;
-    const double b = static_cast<double>(array_bytes);
-    const auto copy = time_kernel([&] { launch_copy(x.get(), y.get(), vectors, s); }, 2 * b,
-                                  h.iterations, throttle, stream);
-    const auto triad =
-        time_kernel([&] { launch_triad(x.get(), y.get(), z.get(), 3.0f, vectors, s); }, 3 * b,
-                    h.iterations, throttle, stream);
-    const auto read = time_kernel([&] { launch_read(x.get(), vectors, sink.get(), s); }, b,
-                                  h.iterations, throttle, stream);
-    report.metrics["hbm_bandwidth_array_bytes"] = b;
-    report.metrics["hbm_copy_gbps"] = copy.best_gbps;
-    report.metrics["hbm_copy_mean_gbps"] = copy.mean_gbps;
-    report.metrics["hbm_triad_gbps"] = triad.best_gbps;
-    report.metrics["hbm_triad_mean_gbps"] = triad.mean_gbps;
-    report.metrics["hbm_read_gbps"] = read.best_gbps;
-    report.metrics["hbm_read_mean_gbps"] = read.mean_gbps;
-    report.metrics["hbm_bandwidth_gbps"] =
-        std::max({copy.best_gbps, triad.best_gbps, read.best_gbps});
-  }
+  measure_hbm_bandwidth(h, throttle, stream, report);
   if (throttle)
     report.notes.push_back("throttle injected: a 2 ms sleep precedes each timed kernel");
   if (context.publish) context.publish(report);
 
   // ---- memory tests ----
+  std::size_t free_bytes = 0, total_bytes = 0;
   FAULTLINE_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
   std::uint64_t test_bytes =
       static_cast<std::uint64_t>(static_cast<double>(free_bytes) * h.fraction);
-  test_bytes -= test_bytes % kAllocationGranule;
-  std::uint32_t* words = nullptr;
-  while (test_bytes >= kAllocationGranule) {
-    void* p = nullptr;
-    if (cudaMalloc(&p, test_bytes) == cudaSuccess) {
-      words = static_cast<std::uint32_t*>(p);
-      break;
-    }
-    (void)cudaGetLastError();
-    test_bytes -= std::max<std::uint64_t>(
-        kAllocationGranule, (test_bytes / 20) - (test_bytes / 20) % kAllocationGranule);
-  }
-  if (words == nullptr) throw GpuError("cannot allocate device memory to test", -1);
+  std::uint32_t* words = allocate_test_memory(&test_bytes);
   DeviceBuffer<std::uint32_t> buffer(words);
   const std::uint64_t count = test_bytes / 4;
   auto device_log = device_alloc<MemoryErrorLog>(1, "cudaMalloc(error log)");
@@ -240,13 +261,7 @@ void run_hbm_probe(const ProbeOptions& options, const ProbeContext& context, Pro
   }
   report.metrics["hbm_test_seconds"] =
       std::chrono::duration<double>(Clock::now() - tests_start).count();
-  report.metrics["hbm_bit_errors"] = static_cast<double>(tally.bit_errors());
-  report.metrics["hbm_word_errors"] = static_cast<double>(tally.word_errors());
-  report.details["first_errors"] = tally.records();
-  if (bitflip) {
-    report.metrics["injected_faults"] = static_cast<double>(injected);
-    report.metrics["detected_injected_faults"] = static_cast<double>(detected);
-  }
+  report_memory_tests(tally, bitflip, injected, detected, report);
 }
 
 }  // namespace faultline::kernels

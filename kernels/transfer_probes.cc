@@ -52,6 +52,61 @@ std::uint64_t read_log(MemoryErrorLog* device_log, cudaStream_t stream) {
   return log.bit_errors;
 }
 
+// One GPU's buffers for the peer-to-peer probe: a source filled with its own pattern, a
+// destination and an error log zeroed, and a stream.
+struct P2pDevice {
+  DeviceBuffer<std::uint32_t> src;
+  DeviceBuffer<std::uint32_t> dst;
+  DeviceBuffer<MemoryErrorLog> log;
+  std::unique_ptr<Stream> stream;
+  PatternSpec pattern;
+};
+
+std::vector<P2pDevice> p2p_devices(int gpus, std::uint64_t count, std::uint64_t seed) {
+  std::vector<P2pDevice> dev(gpus);
+  for (int d = 0; d < gpus; ++d) {
+    FAULTLINE_CUDA(cudaSetDevice(d));
+    dev[d].stream = std::make_unique<Stream>();
+    dev[d].src = device_alloc<std::uint32_t>(count, "cudaMalloc(p2p src)");
+    dev[d].dst = device_alloc<std::uint32_t>(count, "cudaMalloc(p2p dst)");
+    dev[d].log = device_alloc<MemoryErrorLog>(1, "cudaMalloc(p2p log)");
+    dev[d].pattern.kind = PatternKind::kRandom;
+    dev[d].pattern.key = stream_key(seed, 0x92900 + static_cast<std::uint64_t>(d));
+    const cudaStream_t s = dev[d].stream->get();
+    launch_fill_pattern(dev[d].src.get(), count, dev[d].pattern, s);
+    FAULTLINE_CUDA(cudaMemsetAsync(dev[d].dst.get(), 0, count * 4, s));
+    FAULTLINE_CUDA(cudaMemsetAsync(dev[d].log.get(), 0, sizeof(MemoryErrorLog), s));
+    FAULTLINE_CUDA(cudaStreamSynchronize(s));
+  }
+  return dev;
+}
+
+// Enables peer access between every ordered pair of GPUs that allows it; the matrix of which
+// pairs have it (a GPU with itself does), the pairs without it counted into *without.
+nlohmann::json enable_peer_access(int gpus, int* without) {
+  nlohmann::json access = nlohmann::json::array();
+  for (int a = 0; a < gpus; ++a) {
+    nlohmann::json row = nlohmann::json::array();
+    for (int b = 0; b < gpus; ++b) {
+      int can = 0;
+      if (a != b) {
+        FAULTLINE_CUDA(cudaDeviceCanAccessPeer(&can, a, b));
+        if (can != 0) {
+          FAULTLINE_CUDA(cudaSetDevice(a));
+          const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+          if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) check_cuda(e, "peer");
+          (void)cudaGetLastError();
+        } else {
+          ++*without;
+        }
+      }
+      row.push_back(a == b || can != 0);
+    }
+    access.push_back(row);
+  }
+  return access;
+}
+
 }  // namespace
 
 void run_pcie_probe(const ProbeOptions& options, const ProbeContext&, ProbeReport& report) {
@@ -140,49 +195,9 @@ void run_p2p_probe(const ProbeOptions& options, const ProbeContext& context, Pro
   const std::uint64_t count = t.bytes / 4;
   const double bytes = static_cast<double>(count) * 4;
 
-  struct PerDevice {
-    DeviceBuffer<std::uint32_t> src;
-    DeviceBuffer<std::uint32_t> dst;
-    DeviceBuffer<MemoryErrorLog> log;
-    std::unique_ptr<Stream> stream;
-    PatternSpec pattern;
-  };
-  std::vector<PerDevice> dev(gpus);
-  for (int d = 0; d < gpus; ++d) {
-    FAULTLINE_CUDA(cudaSetDevice(d));
-    dev[d].stream = std::make_unique<Stream>();
-    dev[d].src = device_alloc<std::uint32_t>(count, "cudaMalloc(p2p src)");
-    dev[d].dst = device_alloc<std::uint32_t>(count, "cudaMalloc(p2p dst)");
-    dev[d].log = device_alloc<MemoryErrorLog>(1, "cudaMalloc(p2p log)");
-    dev[d].pattern.kind = PatternKind::kRandom;
-    dev[d].pattern.key = stream_key(options.common.seed, 0x92900 + static_cast<std::uint64_t>(d));
-    const cudaStream_t s = dev[d].stream->get();
-    launch_fill_pattern(dev[d].src.get(), count, dev[d].pattern, s);
-    FAULTLINE_CUDA(cudaMemsetAsync(dev[d].dst.get(), 0, count * 4, s));
-    FAULTLINE_CUDA(cudaMemsetAsync(dev[d].log.get(), 0, sizeof(MemoryErrorLog), s));
-    FAULTLINE_CUDA(cudaStreamSynchronize(s));
-  }
-  nlohmann::json access = nlohmann::json::array();
+  std::vector<P2pDevice> dev = p2p_devices(gpus, count, options.common.seed);
   int pairs_without_access = 0;
-  for (int a = 0; a < gpus; ++a) {
-    nlohmann::json row = nlohmann::json::array();
-    for (int b = 0; b < gpus; ++b) {
-      int can = 0;
-      if (a != b) {
-        FAULTLINE_CUDA(cudaDeviceCanAccessPeer(&can, a, b));
-        if (can != 0) {
-          FAULTLINE_CUDA(cudaSetDevice(a));
-          const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
-          if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) check_cuda(e, "peer");
-          (void)cudaGetLastError();
-        } else {
-          ++pairs_without_access;
-        }
-      }
-      row.push_back(a == b || can != 0);
-    }
-    access.push_back(row);
-  }
+  const nlohmann::json access = enable_peer_access(gpus, &pairs_without_access);
 
   std::vector<double> rates;
   nlohmann::json matrix = nlohmann::json::array();

@@ -93,6 +93,47 @@ int hex_value(char c) {
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
+
+// Four hex digits at s[pos] into *v, pos past them; false (pos unmoved) when they are not.
+bool read_hex4(std::string_view s, std::size_t& pos, std::uint32_t* v) {
+  if (s.size() - pos < 4) return false;
+  std::uint32_t x = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int h = hex_value(s[pos + i]);
+    if (h < 0) return false;
+    x = x * 16 + static_cast<std::uint32_t>(h);
+  }
+  pos += 4;
+  *v = x;
+  return true;
+}
+
+// A \u escape, pos just past the 'u': its character appended to `out` as UTF-8, a surrogate
+// pair joined into one, a lone surrogate as U+FFFD (a high one followed by another \u escape
+// that is not its low half: U+FFFD, then that escape's character). False on bad hex digits.
+bool unicode_escape(std::string_view s, std::size_t& pos, std::string& out) {
+  std::uint32_t cp = 0;
+  if (!read_hex4(s, pos, &cp)) return false;
+  if (cp >= 0xD800 && cp <= 0xDBFF) {
+    std::uint32_t lo = 0;
+    if (s.size() - pos >= 6 && s[pos] == '\\' && s[pos + 1] == 'u') {
+      pos += 2;
+      if (!read_hex4(s, pos, &lo)) return false;
+      if (lo >= 0xDC00 && lo <= 0xDFFF) {
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      } else {
+        append_utf8(out, 0xFFFD);
+        cp = lo >= 0xD800 && lo <= 0xDFFF ? 0xFFFD : lo;
+      }
+    } else {
+      cp = 0xFFFD;
+    }
+  } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+    cp = 0xFFFD;
+  }
+  append_utf8(out, cp);
+  return true;
+}
 }  // namespace
 
 bool JsonCursor::string(std::string_view* view, std::string& out, bool* owned, std::string* err) {
@@ -156,41 +197,9 @@ bool JsonCursor::string(std::string_view* view, std::string& out, bool* owned, s
       case 't':
         out += '\t';
         break;
-      case 'u': {
-        auto read4 = [&](std::uint32_t* v) {
-          if (s_.size() - pos_ < 4) return false;
-          std::uint32_t x = 0;
-          for (int i = 0; i < 4; ++i) {
-            const int h = hex_value(s_[pos_ + i]);
-            if (h < 0) return false;
-            x = x * 16 + static_cast<std::uint32_t>(h);
-          }
-          pos_ += 4;
-          *v = x;
-          return true;
-        };
-        std::uint32_t cp = 0;
-        if (!read4(&cp)) return fail(err, "bad \\u escape");
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-          std::uint32_t lo = 0;
-          if (s_.size() - pos_ >= 6 && s_[pos_] == '\\' && s_[pos_ + 1] == 'u') {
-            pos_ += 2;
-            if (!read4(&lo)) return fail(err, "bad \\u escape");
-            if (lo >= 0xDC00 && lo <= 0xDFFF) {
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else {
-              append_utf8(out, 0xFFFD);
-              cp = lo >= 0xD800 && lo <= 0xDFFF ? 0xFFFD : lo;
-            }
-          } else {
-            cp = 0xFFFD;
-          }
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-          cp = 0xFFFD;
-        }
-        append_utf8(out, cp);
+      case 'u':
+        if (!unicode_escape(s_, pos_, out)) return fail(err, "bad \\u escape");
         break;
-      }
       default:
         return fail(err, "bad escape \\" + std::string(1, e));
     }

@@ -7,6 +7,7 @@ set(FAULTLINE_TRACES_SOURCES
   column_map.cc
   config.cc
   fit.cc
+  fit_trace.cc
   issues.cc
   model.cc
   readers.cc

@@ -348,6 +348,161 @@ bool parse_rank_table(const std::string& table, int w, std::vector<std::string>&
   return table_ok;
 }
 
+// A rendezvous that failed: why, and whether it ran out of time.
+struct RendezvousError {
+  std::string why;
+  bool timed_out = false;
+};
+using MaybeError = std::optional<RendezvousError>;
+
+struct ListenerGuard {
+  int& fd;
+  ~ListenerGuard() { close_fd(fd); }
+};
+
+// Rank 0: takes every other rank's registration on the master port (its control connection,
+// into control_fds, and its data address and port) and sends them all the rank table.
+MaybeError lead_registration(const GroupConfig& config, const in_addr& master,
+                             const in_addr& bind_addr, int data_listener,
+                             Clock::time_point deadline, std::vector<int>& control_fds,
+                             std::vector<std::string>& addrs, std::vector<int>& ports) {
+  const int w = config.world_size;
+  std::string error;
+  in_addr any{};
+  any.s_addr = htonl(INADDR_ANY);
+  int master_listener = listen_on(any, config.master_port, deadline, &error);
+  if (master_listener < 0) return RendezvousError{error, Clock::now() >= deadline};
+  ListenerGuard master_guard{master_listener};
+  addrs[0] = config.host_addr.empty() ? addr_text(master) : addr_text(bind_addr);
+  ports[0] = local_port(data_listener);
+  control_fds.assign(w, -1);
+  int registered = 1;
+  // A registration is believed only once it proves to be one of ours: with a key (the
+  // agent's launches), one without it, or of another generation, is a stranger's, closed
+  // while rank 0 keeps waiting; without a key, one that does not fit this group is too. A
+  // registration that carries the key and still does not fit fails the rendezvous at once.
+  int refused = 0;
+  std::string last_refusal;
+  auto refuse = [&](int fd, const std::string& why) {
+    last_refusal = "from " + peer_text(fd) + ": " + why;
+    ::close(fd);
+    if (++refused <= 5)
+      std::fprintf(stderr, "rendezvous: rank 0 refused a registration %s\n", last_refusal.c_str());
+  };
+  while (registered < w) {
+    const int fd = accept_before(master_listener, deadline);
+    if (fd < 0) {
+      std::string missing;
+      for (int r = 1; r < w; ++r) {
+        if (control_fds[r] < 0) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+      }
+      return RendezvousError{"rank 0 waited for ranks [" + missing + "]" +
+                                 (refused ? " (refused " + std::to_string(refused) +
+                                                " registrations; the last " + last_refusal + ")"
+                                          : ""),
+                             true};
+    }
+    std::string hello;
+    const auto st =
+        recv_frame(fd, &hello, std::min(deadline, Clock::now() + kHelloWait), "a registering rank");
+    const std::optional<Hello> h = st.ok ? parse_hello(hello) : std::nullopt;
+    if (!h) {
+      ::close(fd);  // not one of ours (or it died while registering): keep waiting
+      continue;
+    }
+    bool fatal = false;
+    if (const auto why = judge(config, *h, control_fds, &fatal)) {
+      if (!fatal) {
+        refuse(fd, *why);
+        continue;
+      }
+      ::close(fd);
+      return RendezvousError{*why};
+    }
+    control_fds[h->rank] = fd;
+    addrs[h->rank] = h->addr;
+    ports[h->rank] = h->port;
+    ++registered;
+  }
+  const std::string table = nlohmann::json{{"addrs", addrs}, {"ports", ports}}.dump();
+  for (int r = 1; r < w; ++r) {
+    const auto st = send_frame(control_fds[r], table, deadline, rank_name(r));
+    if (!st.ok) return RendezvousError{st.error, st.timed_out};
+  }
+  return std::nullopt;
+}
+
+// Any other rank: registers with rank 0 (its control connection, into control_fds) and
+// receives the rank table.
+MaybeError follow_registration(const GroupConfig& config, const in_addr& master,
+                               const in_addr& bind_addr, int data_listener,
+                               Clock::time_point deadline, std::vector<int>& control_fds,
+                               std::vector<std::string>& addrs, std::vector<int>& ports) {
+  const int w = config.world_size;
+  const int rank = config.rank;
+  std::string error;
+  const int fd = connect_retry(master, config.master_port, deadline, &error);
+  if (fd < 0) return RendezvousError{"rank " + std::to_string(rank) + ": " + error, true};
+  control_fds = {fd};
+  std::string my_addr;
+  if (config.host_addr.empty()) {
+    sockaddr_in sa{};
+    socklen_t len = sizeof sa;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+    my_addr = addr_text(sa.sin_addr);  // the address rank 0 sees us from
+  } else {
+    my_addr = addr_text(bind_addr);
+  }
+  nlohmann::json reg{
+      {"rank", rank}, {"world_size", w}, {"addr", my_addr}, {"port", local_port(data_listener)}};
+  if (!config.key.empty()) reg["key"] = config.key;
+  if (config.gen >= 0) reg["gen"] = config.gen;
+  const std::string hello = reg.dump();
+  auto st = send_frame(fd, hello, deadline, rank_name(0));
+  std::string table;
+  if (st.ok) st = recv_frame(fd, &table, deadline, rank_name(0));
+  if (!st.ok) {
+    return RendezvousError{
+        "rank " + std::to_string(rank) + " waiting for the rank table: " + st.error, st.timed_out};
+  }
+  if (!parse_rank_table(table, w, addrs, ports))
+    return RendezvousError{"malformed rank table from rank 0"};
+  return std::nullopt;
+}
+
+// The ring: connect to the successor, then accept the predecessor (connect completes against
+// the listen backlog, so the order cannot deadlock).
+MaybeError join_ring(int rank, int w, const std::vector<std::string>& addrs,
+                     const std::vector<int>& ports, int data_listener, Clock::time_point deadline,
+                     int* next_fd, int* prev_fd) {
+  std::string error;
+  const int next = (rank + 1) % w;
+  const int prev = (rank + w - 1) % w;
+  in_addr next_addr{};
+  if (!resolve(addrs[next], &next_addr, &error)) return RendezvousError{error};
+  *next_fd = connect_retry(next_addr, ports[next], deadline, &error);
+  if (*next_fd < 0)
+    return RendezvousError{"ring: rank " + std::to_string(next) + ": " + error, true};
+  const std::int32_t me = rank;
+  auto st = transfer(*next_fd, reinterpret_cast<const std::byte*>(&me), sizeof me, -1, nullptr, 0,
+                     deadline, rank_name(next), rank_name(next));
+  if (!st.ok) return RendezvousError{"ring: " + st.error, st.timed_out};
+  while (*prev_fd < 0) {
+    const int fd = accept_before(data_listener, deadline);
+    if (fd < 0)
+      return RendezvousError{"ring: rank " + std::to_string(prev) + " did not connect", true};
+    std::int32_t who = -1;
+    st = transfer(-1, nullptr, 0, fd, reinterpret_cast<std::byte*>(&who), sizeof who,
+                  std::min(deadline, Clock::now() + kHelloWait), "?", "a connecting rank");
+    if (st.ok && who == prev) {
+      *prev_fd = fd;
+    } else {
+      ::close(fd);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 __attribute__((noinline)) void hang_in_collective() {
@@ -381,129 +536,16 @@ std::unique_ptr<Group> Group::rendezvous(const GroupConfig& config, Clock::time_
   }
   int data_listener = listen_on(bind_addr, 0, Clock::now(), &error);
   if (data_listener < 0) return failed(error);
-  struct ListenerGuard {
-    int& fd;
-    ~ListenerGuard() { close_fd(fd); }
-  } data_guard{data_listener};
+  ListenerGuard data_guard{data_listener};
 
   std::vector<std::string> addrs(w);
   std::vector<int> ports(w, 0);
-  if (rank == 0) {
-    in_addr any{};
-    any.s_addr = htonl(INADDR_ANY);
-    int master_listener = listen_on(any, config.master_port, deadline, &error);
-    if (master_listener < 0) return failed(error, Clock::now() >= deadline);
-    ListenerGuard master_guard{master_listener};
-    addrs[0] = config.host_addr.empty() ? addr_text(master) : addr_text(bind_addr);
-    ports[0] = local_port(data_listener);
-    g->control_fds_.assign(w, -1);
-    int registered = 1;
-    // A registration is believed only once it proves to be one of ours: with a key (the
-    // agent's launches), one without it, or of another generation, is a stranger's, closed
-    // while rank 0 keeps waiting; without a key, one that does not fit this group is too. A
-    // registration that carries the key and still does not fit fails the rendezvous at once.
-    int refused = 0;
-    std::string last_refusal;
-    auto refuse = [&](int fd, const std::string& why) {
-      last_refusal = "from " + peer_text(fd) + ": " + why;
-      ::close(fd);
-      if (++refused <= 5)
-        std::fprintf(stderr, "rendezvous: rank 0 refused a registration %s\n",
-                     last_refusal.c_str());
-    };
-    while (registered < w) {
-      const int fd = accept_before(master_listener, deadline);
-      if (fd < 0) {
-        std::string missing;
-        for (int r = 1; r < w; ++r) {
-          if (g->control_fds_[r] < 0) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-        }
-        return failed("rank 0 waited for ranks [" + missing + "]" +
-                          (refused ? " (refused " + std::to_string(refused) +
-                                         " registrations; the last " + last_refusal + ")"
-                                   : ""),
-                      true);
-      }
-      std::string hello;
-      const auto st = recv_frame(fd, &hello, std::min(deadline, Clock::now() + kHelloWait),
-                                 "a registering rank");
-      const std::optional<Hello> h = st.ok ? parse_hello(hello) : std::nullopt;
-      if (!h) {
-        ::close(fd);  // not one of ours (or it died while registering): keep waiting
-        continue;
-      }
-      bool fatal = false;
-      if (const auto why = judge(config, *h, g->control_fds_, &fatal)) {
-        if (!fatal) {
-          refuse(fd, *why);
-          continue;
-        }
-        ::close(fd);
-        return failed(*why);
-      }
-      g->control_fds_[h->rank] = fd;
-      addrs[h->rank] = h->addr;
-      ports[h->rank] = h->port;
-      ++registered;
-    }
-    const std::string table = nlohmann::json{{"addrs", addrs}, {"ports", ports}}.dump();
-    for (int r = 1; r < w; ++r) {
-      const auto st = send_frame(g->control_fds_[r], table, deadline, rank_name(r));
-      if (!st.ok) return failed(st.error, st.timed_out);
-    }
-  } else {
-    const int fd = connect_retry(master, config.master_port, deadline, &error);
-    if (fd < 0) return failed("rank " + std::to_string(rank) + ": " + error, true);
-    g->control_fds_ = {fd};
-    std::string my_addr;
-    if (config.host_addr.empty()) {
-      sockaddr_in sa{};
-      socklen_t len = sizeof sa;
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-      my_addr = addr_text(sa.sin_addr);  // the address rank 0 sees us from
-    } else {
-      my_addr = addr_text(bind_addr);
-    }
-    nlohmann::json reg{
-        {"rank", rank}, {"world_size", w}, {"addr", my_addr}, {"port", local_port(data_listener)}};
-    if (!config.key.empty()) reg["key"] = config.key;
-    if (config.gen >= 0) reg["gen"] = config.gen;
-    const std::string hello = reg.dump();
-    auto st = send_frame(fd, hello, deadline, rank_name(0));
-    std::string table;
-    if (st.ok) st = recv_frame(fd, &table, deadline, rank_name(0));
-    if (!st.ok) {
-      return failed("rank " + std::to_string(rank) + " waiting for the rank table: " + st.error,
-                    st.timed_out);
-    }
-    if (!parse_rank_table(table, w, addrs, ports))
-      return failed("malformed rank table from rank 0");
-  }
-
-  // The ring: connect to the successor, then accept the predecessor (connect completes against
-  // the listen backlog, so the order cannot deadlock).
-  const int next = (rank + 1) % w;
-  const int prev = (rank + w - 1) % w;
-  in_addr next_addr{};
-  if (!resolve(addrs[next], &next_addr, &error)) return failed(error);
-  g->next_fd_ = connect_retry(next_addr, ports[next], deadline, &error);
-  if (g->next_fd_ < 0) return failed("ring: rank " + std::to_string(next) + ": " + error, true);
-  const std::int32_t me = rank;
-  auto st = transfer(g->next_fd_, reinterpret_cast<const std::byte*>(&me), sizeof me, -1, nullptr,
-                     0, deadline, rank_name(next), rank_name(next));
-  if (!st.ok) return failed("ring: " + st.error, st.timed_out);
-  while (g->prev_fd_ < 0) {
-    const int fd = accept_before(data_listener, deadline);
-    if (fd < 0) return failed("ring: rank " + std::to_string(prev) + " did not connect", true);
-    std::int32_t who = -1;
-    st = transfer(-1, nullptr, 0, fd, reinterpret_cast<std::byte*>(&who), sizeof who,
-                  std::min(deadline, Clock::now() + kHelloWait), "?", "a connecting rank");
-    if (st.ok && who == prev) {
-      g->prev_fd_ = fd;
-    } else {
-      ::close(fd);
-    }
-  }
+  MaybeError e = rank == 0 ? lead_registration(config, master, bind_addr, data_listener, deadline,
+                                               g->control_fds_, addrs, ports)
+                           : follow_registration(config, master, bind_addr, data_listener, deadline,
+                                                 g->control_fds_, addrs, ports);
+  if (!e) e = join_ring(rank, w, addrs, ports, data_listener, deadline, &g->next_fd_, &g->prev_fd_);
+  if (e) return failed(e->why, e->timed_out);
   return g;
 }
 

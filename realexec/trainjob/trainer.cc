@@ -84,6 +84,16 @@ class Job {
 
   void join_group(Clock::time_point deadline);
   void restore(bool write_back);
+  // The step every rank restores, agreed over the group: rank 0 collects every rank's held
+  // steps, picks the newest one anybody holds and relays it from its lowest holder to every
+  // rank lacking it (lead_restore); the others send theirs and follow (follow_restore).
+  // `received`: the checkpoint relayed to this rank, when it lacks the step.
+  std::int64_t lead_restore(const std::vector<CheckpointStore::Held>& inventory,
+                            const std::set<std::int64_t>& mine, const Deadline& deadline,
+                            std::string* received);
+  std::int64_t follow_restore(const std::vector<CheckpointStore::Held>& inventory,
+                              const std::set<std::int64_t>& mine, const Deadline& deadline,
+                              std::string* received);
   void fire_one_shot_faults();
   // Tells the agent this process took `d` (a "fault" report with its id), once per id.
   void acknowledge(const FaultDirective& d);
@@ -137,85 +147,101 @@ void Job::join_group(Clock::time_point deadline) {
   if (!group_) fatal(st.error);
 }
 
+// The bytes of this rank's copy of `step`, or "" when it holds none that reads.
+std::string read_held(const std::vector<CheckpointStore::Held>& inventory, std::int64_t step) {
+  for (const auto& h : inventory) {
+    if (h.step == step) {
+      if (auto b = read_whole_file(h.path)) return *b;
+    }
+  }
+  return {};
+}
+
+void check_restore(const CommStatus& st) {
+  if (!st.ok) fatal("restore: " + st.error);
+}
+
+std::int64_t Job::lead_restore(const std::vector<CheckpointStore::Held>& inventory,
+                               const std::set<std::int64_t>& mine, const Deadline& deadline,
+                               std::string* received) {
+  const int w = opt_.world_size;
+  std::vector<std::set<std::int64_t>> held(w);
+  held[0] = mine;
+  for (int r = 1; r < w; ++r) {
+    std::string msg;
+    check_restore(group_->recv_from(r, &msg, deadline));
+    const auto j = nlohmann::json::parse(msg, nullptr, false);
+    if (!j.is_object() || !j.contains("steps") || !j["steps"].is_array()) {
+      fatal("restore: malformed inventory from rank " + std::to_string(r));
+    }
+    for (const auto& s : j["steps"]) held[r].insert(s.get<std::int64_t>());
+  }
+  std::int64_t step = -1;
+  for (const auto& h : held) {
+    if (!h.empty()) step = std::max(step, *h.rbegin());
+  }
+  int holder = -1;
+  std::vector<int> lacking;
+  for (int r = 0; r < w && step >= 0; ++r) {
+    if (held[r].count(step)) {
+      if (holder < 0) holder = r;
+    } else {
+      lacking.push_back(r);
+    }
+  }
+  for (int r = 1; r < w; ++r) {
+    const bool lacks = std::find(lacking.begin(), lacking.end(), r) != lacking.end();
+    const nlohmann::json decision{
+        {"step", step}, {"upload", r == holder && !lacking.empty()}, {"receive", lacks}};
+    check_restore(group_->send_to(r, decision.dump(), deadline));
+  }
+  if (!lacking.empty()) {
+    std::string bytes;
+    if (holder == 0) {
+      bytes = read_held(inventory, step);
+    } else {
+      check_restore(group_->recv_from(holder, &bytes, deadline));
+    }
+    for (int r : lacking) {
+      if (r == 0) {
+        *received = bytes;
+      } else {
+        check_restore(group_->send_to(r, bytes, deadline));
+      }
+    }
+  }
+  return step;
+}
+
+std::int64_t Job::follow_restore(const std::vector<CheckpointStore::Held>& inventory,
+                                 const std::set<std::int64_t>& mine, const Deadline& deadline,
+                                 std::string* received) {
+  check_restore(group_->send_to(0, nlohmann::json{{"steps", mine}}.dump(), deadline));
+  std::string msg;
+  check_restore(group_->recv_from(0, &msg, deadline));
+  const auto j = nlohmann::json::parse(msg, nullptr, false);
+  if (!j.is_object() || !j.contains("step") || !j.contains("upload") || !j.contains("receive")) {
+    fatal("restore: malformed decision from rank 0");
+  }
+  const std::int64_t step = j["step"].get<std::int64_t>();
+  if (j["upload"].get<bool>())
+    check_restore(group_->send_to(0, read_held(inventory, step), deadline));
+  if (j["receive"].get<bool>()) check_restore(group_->recv_from(0, received, deadline));
+  return step;
+}
+
 void Job::restore(bool write_back) {
   const auto inventory = store_ ? store_->inventory() : std::vector<CheckpointStore::Held>{};
   std::set<std::int64_t> mine;
   for (const auto& h : inventory) mine.insert(h.step);
   const int w = opt_.world_size;
   const Deadline deadline = rendezvous_deadline();
-  auto read_held = [&](std::int64_t step) -> std::string {
-    for (const auto& h : inventory) {
-      if (h.step == step) {
-        if (auto b = read_whole_file(h.path)) return *b;
-      }
-    }
-    return {};
-  };
-  auto check = [](const CommStatus& st) {
-    if (!st.ok) fatal("restore: " + st.error);
-  };
-
   std::int64_t step = mine.empty() ? -1 : *mine.rbegin();
   std::string received;
   if (w > 1 && opt_.rank == 0) {
-    // Rank 0 collects every rank's complete steps, picks the newest one anybody holds, and
-    // relays it from its lowest holder to every rank lacking it.
-    std::vector<std::set<std::int64_t>> held(w);
-    held[0] = mine;
-    for (int r = 1; r < w; ++r) {
-      std::string msg;
-      check(group_->recv_from(r, &msg, deadline));
-      const auto j = nlohmann::json::parse(msg, nullptr, false);
-      if (!j.is_object() || !j.contains("steps") || !j["steps"].is_array()) {
-        fatal("restore: malformed inventory from rank " + std::to_string(r));
-      }
-      for (const auto& s : j["steps"]) held[r].insert(s.get<std::int64_t>());
-    }
-    step = -1;
-    for (const auto& h : held) {
-      if (!h.empty()) step = std::max(step, *h.rbegin());
-    }
-    int holder = -1;
-    std::vector<int> lacking;
-    for (int r = 0; r < w && step >= 0; ++r) {
-      if (held[r].count(step)) {
-        if (holder < 0) holder = r;
-      } else {
-        lacking.push_back(r);
-      }
-    }
-    for (int r = 1; r < w; ++r) {
-      const bool lacks = std::find(lacking.begin(), lacking.end(), r) != lacking.end();
-      const nlohmann::json decision{
-          {"step", step}, {"upload", r == holder && !lacking.empty()}, {"receive", lacks}};
-      check(group_->send_to(r, decision.dump(), deadline));
-    }
-    if (!lacking.empty()) {
-      std::string bytes;
-      if (holder == 0) {
-        bytes = read_held(step);
-      } else {
-        check(group_->recv_from(holder, &bytes, deadline));
-      }
-      for (int r : lacking) {
-        if (r == 0) {
-          received = bytes;
-        } else {
-          check(group_->send_to(r, bytes, deadline));
-        }
-      }
-    }
+    step = lead_restore(inventory, mine, deadline, &received);
   } else if (w > 1) {
-    check(group_->send_to(0, nlohmann::json{{"steps", mine}}.dump(), deadline));
-    std::string msg;
-    check(group_->recv_from(0, &msg, deadline));
-    const auto j = nlohmann::json::parse(msg, nullptr, false);
-    if (!j.is_object() || !j.contains("step") || !j.contains("upload") || !j.contains("receive")) {
-      fatal("restore: malformed decision from rank 0");
-    }
-    step = j["step"].get<std::int64_t>();
-    if (j["upload"].get<bool>()) check(group_->send_to(0, read_held(step), deadline));
-    if (j["receive"].get<bool>()) check(group_->recv_from(0, &received, deadline));
+    step = follow_restore(inventory, mine, deadline, &received);
   }
 
   if (step < 0) {

@@ -158,6 +158,31 @@ TEST(CanonicalJsonl, ReadsEveryField) {
   EXPECT_EQ(t.events[1].line, 4u);
 }
 
+// \u escapes in a node name: a BMP character, a surrogate pair joined into one, a lone high
+// surrogate (alone, or before a \u escape that is not its low half) and a lone low one as
+// U+FFFD; bad hex digits are an error naming the escape.
+TEST(CanonicalJsonl, DecodesUnicodeEscapes) {
+  const char* text =
+      "{\"time_s\":1,\"node\":\"a\\u00e9\",\"event\":\"fault\"}\n"
+      "{\"time_s\":2,\"node\":\"b\\ud83d\\ude00\",\"event\":\"fault\"}\n"
+      "{\"time_s\":3,\"node\":\"c\\ud800x\",\"event\":\"fault\"}\n"
+      "{\"time_s\":4,\"node\":\"d\\ud800\\u0041\",\"event\":\"fault\"}\n"
+      "{\"time_s\":5,\"node\":\"e\\udc00\",\"event\":\"fault\"}\n"
+      "{\"time_s\":6,\"node\":\"f\\ud800\\udbff\",\"event\":\"fault\"}\n";
+  auto x = read(text, Format::kJsonl);
+  ASSERT_TRUE(x->r.ok()) << x->r.first_issue;
+  const Trace& t = x->r.trace;
+  ASSERT_EQ(t.events.size(), 6u);
+  const std::string fffd = "\xef\xbf\xbd";
+  const std::string want[] = {"a\xc3\xa9",      "b\xf0\x9f\x98\x80", "c" + fffd + "x",
+                              "d" + fffd + "A", "e" + fffd,          "f" + fffd + fffd};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(t.nodes[t.events[i].node], want[i]) << i;
+  auto bad = read("{\"time_s\":1,\"node\":\"a\\u00g9\",\"event\":\"fault\"}\n", Format::kJsonl,
+                  /*strict=*/true);
+  EXPECT_FALSE(bad->r.ok());
+  EXPECT_NE(bad->r.first_issue.find("bad \\u escape"), std::string::npos) << bad->r.first_issue;
+}
+
 TEST(CanonicalJsonl, BadRecordsNameLineFieldAndReason) {
   const char* text =
       "{\"time_s\":1,\"node\":\"a\",\"event\":\"fault_start\"}\n"
