@@ -141,6 +141,7 @@ class SimWorld final : public World {
     kAttribution,
     kProbe0,
     kReplayDraw = kProbe0 + 5,
+    kUrgency,  // a code update: urgent or not (non_urgent)
     kPurposes
   };
   struct Fault {

@@ -653,5 +653,50 @@ TEST(CodeUpdates, VersionsCountByOne) {
   std::filesystem::remove_all(out);
 }
 
+// A share `non_urgent` of the updates is not urgent, drawn per update and the same for the
+// same seed: a job of 20 replicas meets 240 updates, about that share of them not urgent.
+TEST(CodeUpdates, ANonUrgentShareIsDrawnPerUpdate) {
+  json doc = updating_job(12);
+  doc["replicas"] = 20;
+  doc["faults"]["categories"][0]["non_urgent"] = 0.25;
+  const auto out = scratch_dir("code-update-urgency");
+  std::filesystem::remove_all(out);
+  const std::string scen = write_scenario("code-updates-urgency", doc);
+  sim_run_json({scen, "--jobs", "2", "--out", out.string(), "--decisions"});
+  std::ifstream in(out / "decisions.log");
+  double requests = 0, urgent = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("event code update requested") == std::string::npos) continue;
+    ++requests;
+    urgent += line.find("(urgent)") != std::string::npos;
+  }
+  ASSERT_GT(requests, 150);
+  const double p = 0.25;
+  EXPECT_NEAR((requests - urgent) / requests, p, 4 * std::sqrt(p * (1 - p) / requests));
+  const json again = sim_run_json({scen, "--jobs", "1"});
+  EXPECT_EQ(again["ettr"], sim_run_json({scen, "--jobs", "2"})["ettr"]);
+  std::filesystem::remove_all(out);
+}
+
+// With non-urgent updates, byterobust's defer_non_urgent and deferral_window_h change the
+// result: a day of updates held for 24 h costs no restart, held for 1 h or applied at once
+// it does. With urgent ones only (the default) neither parameter changes anything.
+TEST(CodeUpdates, DeferralParametersChangeTheResultOnlyWithNonUrgentUpdates) {
+  auto ettr = [](double non_urgent, const std::vector<std::string>& sets) {
+    json doc = updating_job(12);
+    doc["faults"]["categories"][0]["non_urgent"] = non_urgent;
+    std::vector<std::string> args = {write_scenario("code-updates-deferral", doc), "--jobs", "1"};
+    for (const auto& s : sets) args.insert(args.end(), {"--set", "policy.params." + s});
+    return sim_run_json(args)["ettr"]["mean"].get<double>();
+  };
+  const double held = ettr(1, {});  // never forced within the day
+  EXPECT_LT(ettr(1, {"deferral_window_h=1"}), held);
+  EXPECT_LT(ettr(1, {"defer_non_urgent=0"}), held);
+  const double urgent = ettr(0, {});
+  EXPECT_LT(urgent, held);
+  EXPECT_EQ(ettr(0, {"defer_non_urgent=0"}), urgent);
+  EXPECT_EQ(ettr(0, {"deferral_window_h=1"}), urgent);
+}
+
 }  // namespace
 }  // namespace faultline::testing
