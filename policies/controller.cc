@@ -281,6 +281,7 @@ class ByteRobust final : public Policy {
     detect_timer_.schedule(w, detector_->next_check());
     // One that arrived after this restart was asked for, to be applied now: now.
     if (auto version = update_.started()) apply_update(w, *version, "held through the recovery");
+    deferral_timer_.schedule(w, update_.window_end());  // gone if the update rode this start
   }
   void handle(const ActionFailed& f, World& w) {
     w.note("action failed: " + f.reason);
@@ -334,7 +335,7 @@ class ByteRobust final : public Policy {
       return;
     }
     if (ActionId capture = slowdowns_.timer(t, w, running())) mfu_capture(capture);
-    if (t.tag != timer_tags::kDeferredUpdate) return;
+    if (!deferral_timer_.fired(t)) return;
     if (auto version = update_.window_ended(running()))
       apply_update(w, *version, "forced after the deferral window");
   }
@@ -771,15 +772,16 @@ class ByteRobust final : public Policy {
   // ------------------------------------------------------------ code updates
   void handle(const CodeUpdateRequested& c, World& w) {
     const HeldUpdate::Answer a =
-        update_.requested(c.version, c.urgent, p_.get("defer_non_urgent") != 0, !running());
-    if (a == HeldUpdate::Answer::kHoldForWindow)
-      w.set_timer(Duration::hours(p_.get("deferral_window_h")), timer_tags::kDeferredUpdate);
+        update_.requested(c.version, c.urgent, p_.get("defer_non_urgent") != 0, !running(),
+                          w.now() + Duration::hours(p_.get("deferral_window_h")));
+    deferral_timer_.schedule(w, update_.window_end());
     if (a == HeldUpdate::Answer::kApplyNow)
       apply_update(w, c.version,
                    c.urgent ? "urgent update" : "update applied now (defer_non_urgent=0)");
   }
   void apply_update(World& w, std::string version, std::string why) {
     update_.applying(version);
+    deferral_timer_.schedule(w, update_.window_end());
     stop_now(w, "code update " + version);
     // The new code starts once any dropped replica's slot is filled.
     restart(w, Restart{Restart::Kind::kHotUpdate, std::move(why), Mechanism::kHotUpdate, false,
@@ -798,6 +800,7 @@ class ByteRobust final : public Policy {
   const Params p_;
   const std::unique_ptr<Detector> detector_;
   ModuleTimer detect_timer_{timer_tags::kDetect};
+  ModuleTimer deferral_timer_{timer_tags::kDeferredUpdate};  // at update_.window_end()
   const std::unique_ptr<Localizer> localizer_;
   bool localizing_ = false;  // the localizer's conversation is under way
   const std::unique_ptr<CheckpointPlanner> checkpoint_;

@@ -114,6 +114,7 @@ const std::map<std::string, Doc>& docs() {
     {"faults.categories[].repair_h", {"h", "Manual repair time of a machine evicted for this fault."}},
     {"faults.categories[].observe_after_s", {"s", "The exit (crash, nan) is seen this long after the fault."}},
     {"faults.categories[].exits", {"", "nan only: the job's NaN check ends its processes; false = only step samples show it."}},
+    {"faults.categories[].non_urgent", {"ratio", "manual only: share of the code updates that are not urgent (drawn per update); a stack may hold them for its next restart (byterobust's defer_non_urgent, deferral_window_h). 0: every update is urgent."}},
     {"faults.categories[].slowdown_factor", {"ratio", "Step-time multiplier of a slowdown."}},
     {"faults.categories[].link_only", {"", "A slowdown confined to the machine's network link: stacks show no outlier and tests of one machine pass; its transfers run at 1/slowdown_factor of the link, which only a test timing them sees (the pairwise check)."}},
     {"faults.categories[].duration_s", {"s", "How long a transient slowdown lasts (0 = until evicted)."}},

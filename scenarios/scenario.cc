@@ -247,6 +247,8 @@ void check_category(const Obj& o, const FaultCategory& c) {
   if (c.symptom == Symptom::kManual && c.scope != FaultScope::kJob)
     o.fail(o.at("scope"),
            "expected \"job\" for symptom \"manual\" (a code change affects the whole job)");
+  if (o.has("non_urgent") && c.symptom != Symptom::kManual)
+    o.fail(o.at("non_urgent"), "only with \"symptom\": \"manual\" (a share of the code updates)");
   if (c.persistent && c.scope == FaultScope::kJob)
     o.fail(o.at("persistent"), "expected false for scope \"job\" (no machine to evict)");
   if (o.has("attribution") && c.scope == FaultScope::kJob)
@@ -295,6 +297,7 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   if (o.has("exits") && c.symptom != Symptom::kNan)
     o.fail(o.at("exits"),
            "only with \"symptom\": \"nan\" (a crash always exits; a hang or slowdown never does)");
+  c.non_urgent = o.number("non_urgent", 0, 0, 1);
   c.slowdown_factor = o.number("slowdown_factor", 1.5, 1, 100);
   c.duration_s = o.number("duration_s", 0, 0, 1e9);
   c.link_only = o.boolean("link_only", false);

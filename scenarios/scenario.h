@@ -198,6 +198,10 @@ struct FaultCategory {
   // (a live job that reports its loss, realexec's reference job): only its step samples
   // show the NaN, and a stack that does not read them never sees it.
   bool exits = true;
+  // manual: the share of the code updates that are not urgent (CodeUpdateRequested with
+  // urgent false: a stack may hold them for its next restart, byterobust's defer_non_urgent),
+  // drawn per update from the fault's own stream. 0: every update is urgent.
+  double non_urgent = 0;
   double slowdown_factor = 1.5;  // step time multiplier (slowdown)
   // slowdown: confined to the machine's network link (a NIC running at reduced rate, a bad
   // cable or port). Its compute is healthy, so every rank waits in the same collective

@@ -58,7 +58,6 @@ void SimWorld::apply(ActionId id, const StopJob&) {
 }
 
 void SimWorld::apply(ActionId id, const StartJob& st) {
-  if (!st.version.empty()) ++code_version_;  // a held update rides this restart
   start_job(id, st.mechanism, st.in_place && st.version.empty());
 }
 
@@ -308,9 +307,8 @@ void SimWorld::apply(ActionId id, RunReplay& r) {
        Internal{Internal::kReplayDone, id});
 }
 
-void SimWorld::apply(ActionId id, const HotUpdate& h) {
+void SimWorld::apply(ActionId id, const HotUpdate&) {
   if (job_ == JobState::kRunning) job_down();
-  ++code_version_;
   start_job(id, Mechanism::kHotUpdate);
 }
 
@@ -328,7 +326,6 @@ void SimWorld::apply(ActionId id, const RollBack&) {
       settle(f, Outcome::kAbsorbed);
     }
   }
-  code_version_ = good_version_;
   if (auto why = empty_slot_refusal(view_)) return refuse(id, std::move(*why));  // action.h
   start_job(id, Mechanism::kRollback);
 }

@@ -244,10 +244,14 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
         push(now_ + secs(cat.duration_s), Internal{Internal::kFaultEnd, f.id});
       update_rate(true);
       break;
-    case Symptom::kManual:
-      affects = true;
-      deliver_at(now_, CodeUpdateRequested{"v" + std::to_string(++code_version_), true}, false);
+    case Symptom::kManual: {
+      // A non-urgent update interrupts nothing by itself: the stack may hold it for its next
+      // restart, and a restart it takes for it shows in the ETTR, not as an incident.
+      const bool urgent = cat.non_urgent == 0 || !fault_rng(f, kUrgency).bernoulli(cat.non_urgent);
+      affects = urgent;
+      deliver_at(now_, CodeUpdateRequested{"v" + std::to_string(++code_version_), urgent}, false);
       break;
+    }
   }
   if (affects) {
     if (!f.incident) {

@@ -720,8 +720,6 @@ void SimWorld::finish_start() {
   // Persistent faults on machines still in the job, and code bugs still in the code,
   // strike again.
   std::vector<FaultId> rearm;
-  bool code_fault = false;
-  for (FaultId id : fresh) code_fault |= sc_.faults[fault_log_[id].category].code_bug;
   for (FaultId id : open_) {
     Fault& f = fault_log_[id];
     if (!f.active) continue;
@@ -743,7 +741,6 @@ void SimWorld::finish_start() {
       fault_log_[id].resolution = static_cast<int>(mechanism_);
     }
   mechanism_ = Mechanism::kNone;
-  if (rearm.empty() && !code_fault) good_version_ = code_version_;
   rearm.insert(rearm.end(), fresh.begin(), fresh.end());
   for (FaultId id : rearm) {  // still open: resolve_open keeps what still affects the job
     Fault& f = fault_log_[id];

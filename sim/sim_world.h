@@ -141,6 +141,7 @@ class SimWorld final : public World {
     kAttribution,
     kProbe0,
     kReplayDraw = kProbe0 + 5,
+    kUrgency,  // a code update: urgent or not (non_urgent)
     kPurposes
   };
   struct Fault {
@@ -465,7 +466,7 @@ class SimWorld final : public World {
   // blocking (Attributed::mfu_checkpoint).
   bool mfu_blocking_ = false;
   bool oracle_ = false;
-  int code_version_ = 0;
+  int code_version_ = 0;           // the newest code update requested: they count v1, v2, ...
   std::uint64_t batch_token_ = 0;  // current start/acquire batch, to ignore stale ones
   int real_in_flight_ = 0;
   // Batches under way, all of the current batch_token_: real ones (in SimGrid) and
@@ -493,9 +494,7 @@ class SimWorld final : public World {
       group_seconds_;  // a grouped probe's timings, until delivered
   std::map<ActionId, RunReplay> replays_;
   Mechanism mechanism_ = Mechanism::kNone;
-  int good_version_ = 0;
-  std::int64_t remote_interval_ =
-      Duration::hours(1).ns;  // newest code version that ran without a code fault
+  std::int64_t remote_interval_ = Duration::hours(1).ns;
 
   struct Replicas {
     bool on = false;  // EnableReplicaGroups

@@ -145,24 +145,45 @@ TEST(AlertFilter, NetworkAlertsEvictOnlyWhenTheyRepeatWithinTheWindow) {
 // A held update: by choice until the window ends or a restart carries it; for a recovery
 // until its restart, or at once when it came after that restart was asked for.
 TEST(HeldUpdate, RidesTheNextRestartOrIsForcedWhenTheWindowEnds) {
+  const Instant end = at(24 * 3600);
   HeldUpdate u;
-  EXPECT_EQ(u.requested("v2", false, true, false), HeldUpdate::Answer::kHoldForWindow);
+  EXPECT_EQ(u.requested("v2", false, true, false, end), HeldUpdate::Answer::kHoldForWindow);
   EXPECT_FALSE(u.window_ended(false).has_value());  // a recovery: it rides its restart
   EXPECT_EQ(u.restart(), "v2");
   EXPECT_FALSE(u.started().has_value());  // applied by that start
   EXPECT_EQ(u.restart(), "");             // and not again
 
-  EXPECT_EQ(u.requested("v3", false, true, false), HeldUpdate::Answer::kHoldForWindow);
+  EXPECT_EQ(u.requested("v3", false, true, false, end), HeldUpdate::Answer::kHoldForWindow);
   EXPECT_EQ(u.window_ended(true).value_or("-"), "v3");  // the job runs: forced now
   u.applying("v3");
   EXPECT_FALSE(u.started().has_value());
 
-  EXPECT_EQ(u.requested("v4", true, true, false), HeldUpdate::Answer::kApplyNow);  // urgent
-  EXPECT_EQ(u.requested("v5", false, false, true), HeldUpdate::Answer::kHoldForRecovery);
+  EXPECT_EQ(u.requested("v4", true, true, false, end), HeldUpdate::Answer::kApplyNow);  // urgent
+  EXPECT_EQ(u.requested("v5", false, false, true, end), HeldUpdate::Answer::kHoldForRecovery);
   EXPECT_EQ(u.started().value_or("-"), "v5");  // the start under way was asked for before it came
   u.restart();
   u.roll_back();  // a rollback does not carry it (it may be the bug)
   EXPECT_EQ(u.started().value_or("-"), "v5");
+}
+
+// The window's end is the deferral timer's time: the oldest held update's, kept by a newer
+// one that carries it, and gone with the update (a restart carried it, it was applied).
+TEST(HeldUpdate, WindowEndIsTheOldestHeldUpdatesAndGoesWithIt) {
+  HeldUpdate u;
+  EXPECT_EQ(u.window_end(), Instant::max());
+  u.requested("v2", false, true, false, at(24 * 3600));
+  u.requested("v3", false, true, false, at(34 * 3600));  // carries v2 and its window
+  EXPECT_EQ(u.window_end(), at(24 * 3600));
+  EXPECT_EQ(u.restart(), "v3");
+  u.started();  // v3 rode this start
+  EXPECT_EQ(u.window_end(), Instant::max());
+  u.requested("v4", false, true, false, at(44 * 3600));  // a window of its own
+  EXPECT_EQ(u.window_end(), at(44 * 3600));
+  u.applying("v4");
+  EXPECT_EQ(u.window_end(), Instant::max());
+  u.requested("v5", false, true, false, at(50 * 3600));
+  EXPECT_FALSE(u.window_ended(false).has_value());  // ended during a recovery: rides it
+  EXPECT_EQ(u.window_end(), Instant::max());
 }
 
 // Stop-time tests run the plan in order on the same suspects; a NaN's alignment test

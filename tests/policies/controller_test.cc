@@ -558,6 +558,47 @@ TEST(ByteRobust, DeferredCodeUpdateIsAppliedByTheNextRecoveryNotDropped) {
   }
 }
 
+// Two successive deferred updates each get their own window: v2 held at 0 h rides a
+// recovery at 1 h, v3 held at 20 h is forced at 44 h, not at 24 h by v2's spent window.
+// It used to be: every held update armed a timer with the same tag, and any of them
+// forced the update held when it fired.
+TEST(ByteRobust, SecondDeferredUpdateIsForcedAtTheEndOfItsOwnWindow) {
+  Harness h;  // defer_non_urgent 1, deferral_window_h 24
+  h.p->on_event(CodeUpdateRequested{"v2", false}, h.w);
+  h.at(3600);
+  h.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, h.w);  // a recovery begins
+  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  ASSERT_EQ(starts_on(h.w, "v2"), 1) << "the recovery's restart does not carry v2";
+  h.started(0);
+  h.at(20 * 3600.0);
+  h.p->on_event(CodeUpdateRequested{"v3", false}, h.w);
+  h.at(43 * 3600.0);
+  EXPECT_EQ(starts_on(h.w, "v3"), 0) << "v3 was forced before its window (v2's timer)";
+  EXPECT_TRUE(h.w.all<HotUpdate>().empty());
+  h.at(45 * 3600.0);
+  EXPECT_EQ(starts_on(h.w, "v3"), 1) << "v3 was not forced at the end of its window";
+  EXPECT_EQ(starts_on(h.w, "v2"), 1);
+}
+
+// Updates held one after the other without a restart in between: the newest carries the
+// older ones and is forced when the oldest one's window ends, once.
+TEST(ByteRobust, NewerHeldUpdateKeepsTheOldestWindow) {
+  Harness h;
+  h.p->on_event(CodeUpdateRequested{"v2", false}, h.w);
+  h.at(10 * 3600.0);
+  h.p->on_event(CodeUpdateRequested{"v3", false}, h.w);
+  h.at(23 * 3600.0);
+  EXPECT_TRUE(h.w.all<HotUpdate>().empty());
+  h.at(25 * 3600.0);
+  auto hu = h.w.all<HotUpdate>();
+  ASSERT_EQ(hu.size(), 1u);
+  EXPECT_EQ(hu[0].version, "v3");
+  h.started(0);
+  h.at(40 * 3600.0);
+  EXPECT_EQ(h.w.all<HotUpdate>().size(), 1u) << "v3 applied twice";
+  EXPECT_EQ(starts_on(h.w, "v2"), 0);
+}
+
 // Modules swapped by name (by index here; scenarios give the names): checkpoint,
 // detection, recovery and localization each change what the stack does.
 TEST(ByteRobustModules, CheckpointModulesSetTheirPlans) {

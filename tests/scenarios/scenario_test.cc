@@ -243,6 +243,23 @@ TEST(Scenario, AlertCoverageAndCheckpointMfuLossDefaultToNoEffect) {
                ScenarioError);
 }
 
+// Code updates are urgent unless the category gives a share that is not; the share means
+// nothing for the other symptoms and is refused there, in one line naming it.
+TEST(Scenario, NonUrgentIsAShareOfTheCodeUpdates) {
+  Registry r = policies::builtin_registry();
+  EXPECT_EQ(parse_scenario(kMinimal, "m.json", {}, r).faults[0].non_urgent, 0);
+  const std::vector<std::string> manual = {"faults.categories.c.symptom=manual",
+                                           "faults.categories.c.non_urgent=0.25"};
+  EXPECT_EQ(parse_scenario(kMinimal, "m.json", manual, r).faults[0].non_urgent, 0.25);
+  EXPECT_EQ(minimal_error({"faults.categories.c.non_urgent=0.25"}),
+            "m.json: $.faults.categories[0].non_urgent: only with \"symptom\": \"manual\" (a "
+            "share of the code updates)");
+  EXPECT_NE(
+      minimal_error({"faults.categories.c.symptom=manual", "faults.categories.c.non_urgent=2"})
+          .find("$.faults.categories[0].non_urgent"),
+      std::string::npos);
+}
+
 // A NaN exits (the job's NaN check) unless the category says the job has none; the key
 // means nothing for the other symptoms and is refused there.
 TEST(Scenario, NanExitsUnlessTheCategorySaysNot) {

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -606,6 +608,94 @@ TEST(Migration, FalseWarningsCostExactlyOnePauseEach) {
   // Against the stack that ignores them: the ETTR lost is the pauses.
   EXPECT_NEAR(sb["ettr"]["mean"].get<double>() - mig["ettr"]["mean"].get<double>(),
               20 * warned / (30 * 86400.0), 1e-6);
+}
+
+// Code updates (symptom "manual") under byterobust: a job of 16 machines that meets only
+// them, `updates_per_day` of them, for a day.
+json updating_job(double updates_per_day) {
+  json doc = job(16, 0, false);
+  doc["replicas"] = 2;
+  doc["job"]["horizon_days"] = 1;
+  doc["faults"]["categories"] = json::array({{{"name", "code_update"},
+                                              {"class", "manual"},
+                                              {"rate_per_job_day", updates_per_day},
+                                              {"scope", "job"},
+                                              {"symptom", "manual"}}});
+  doc["policy"] = {{"stack", "byterobust"}, {"params", json::object()}};
+  return doc;
+}
+
+// The versions a decision log's update requests name, by replica, in order.
+std::map<int, std::vector<int>> requested_versions(const std::string& decisions_log) {
+  std::map<int, std::vector<int>> out;
+  std::ifstream in(decisions_log);
+  const std::regex re(R"(^replica (\d+) .* event code update requested v(\d+))");
+  std::smatch m;
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_search(line, m, re)) out[std::stoi(m[1])].push_back(std::stoi(m[2]));
+  return out;
+}
+
+// The simulator's code updates count by one: v1, v2, v3 in every replica. They counted
+// v1, v3, v5: a request and the hot update that applied it each took a version.
+TEST(CodeUpdates, VersionsCountByOne) {
+  const auto out = scratch_dir("code-update-versions");
+  std::filesystem::remove_all(out);
+  sim_run_json({write_scenario("code-updates", updating_job(12)), "--jobs", "1", "--out",
+                out.string(), "--decisions"});
+  const auto versions = requested_versions((out / "decisions.log").string());
+  ASSERT_EQ(versions.size(), 2u);
+  for (const auto& [replica, vs] : versions) {
+    SCOPED_TRACE("replica " + std::to_string(replica));
+    ASSERT_GE(vs.size(), 3u);
+    for (std::size_t i = 0; i < vs.size(); ++i) EXPECT_EQ(vs[i], static_cast<int>(i) + 1);
+  }
+  std::filesystem::remove_all(out);
+}
+
+// A share `non_urgent` of the updates is not urgent, drawn per update and the same for the
+// same seed: a job of 20 replicas meets 240 updates, about that share of them not urgent.
+TEST(CodeUpdates, ANonUrgentShareIsDrawnPerUpdate) {
+  json doc = updating_job(12);
+  doc["replicas"] = 20;
+  doc["faults"]["categories"][0]["non_urgent"] = 0.25;
+  const auto out = scratch_dir("code-update-urgency");
+  std::filesystem::remove_all(out);
+  const std::string scen = write_scenario("code-updates-urgency", doc);
+  sim_run_json({scen, "--jobs", "2", "--out", out.string(), "--decisions"});
+  std::ifstream in(out / "decisions.log");
+  double requests = 0, urgent = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("event code update requested") == std::string::npos) continue;
+    ++requests;
+    urgent += line.find("(urgent)") != std::string::npos;
+  }
+  ASSERT_GT(requests, 150);
+  const double p = 0.25;
+  EXPECT_NEAR((requests - urgent) / requests, p, 4 * std::sqrt(p * (1 - p) / requests));
+  const json again = sim_run_json({scen, "--jobs", "1"});
+  EXPECT_EQ(again["ettr"], sim_run_json({scen, "--jobs", "2"})["ettr"]);
+  std::filesystem::remove_all(out);
+}
+
+// With non-urgent updates, byterobust's defer_non_urgent and deferral_window_h change the
+// result: a day of updates held for 24 h costs no restart, held for 1 h or applied at once
+// it does. With urgent ones only (the default) neither parameter changes anything.
+TEST(CodeUpdates, DeferralParametersChangeTheResultOnlyWithNonUrgentUpdates) {
+  auto ettr = [](double non_urgent, const std::vector<std::string>& sets) {
+    json doc = updating_job(12);
+    doc["faults"]["categories"][0]["non_urgent"] = non_urgent;
+    std::vector<std::string> args = {write_scenario("code-updates-deferral", doc), "--jobs", "1"};
+    for (const auto& s : sets) args.insert(args.end(), {"--set", "policy.params." + s});
+    return sim_run_json(args)["ettr"]["mean"].get<double>();
+  };
+  const double held = ettr(1, {});  // never forced within the day
+  EXPECT_LT(ettr(1, {"deferral_window_h=1"}), held);
+  EXPECT_LT(ettr(1, {"defer_non_urgent=0"}), held);
+  const double urgent = ettr(0, {});
+  EXPECT_LT(urgent, held);
+  EXPECT_EQ(ettr(0, {"defer_non_urgent=0"}), urgent);
+  EXPECT_EQ(ettr(0, {"deferral_window_h=1"}), urgent);
 }
 
 }  // namespace
