@@ -3,15 +3,15 @@
 #include <stdexcept>
 
 #include "policies/checkpoint/plans.h"
-#include "policies/controller.h"
 #include "policies/detection/detectors.h"
 #include "policies/failslow/ladders.h"
 #include "policies/localization/localizers.h"
-#include "policies/recovery/baselines.h"
 #include "policies/recovery/flash.h"
 #include "policies/recovery/migration.h"
 #include "policies/recovery/replace.h"
 #include "policies/recovery/replica_drop.h"
+#include "policies/stacks/baselines.h"
+#include "policies/stacks/byterobust/ladder.h"
 #include "policies/verdict/verdicts.h"
 
 namespace faultline::policies {

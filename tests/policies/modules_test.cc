@@ -11,10 +11,10 @@
 
 #include "policies/builtin.h"
 #include "policies/checkpoint/plans.h"
-#include "policies/controller.h"
 #include "policies/failslow/ladders.h"
 #include "policies/localization/localizers.h"
 #include "policies/recovery/replace.h"
+#include "policies/stacks/byterobust/ladder.h"
 #include "policies/verdict/verdicts.h"
 
 namespace faultline::policies {

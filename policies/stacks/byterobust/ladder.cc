@@ -1,4 +1,4 @@
-#include "policies/controller.h"
+#include "policies/stacks/byterobust/ladder.h"
 
 #include <algorithm>
 #include <optional>
@@ -6,14 +6,14 @@
 #include <utility>
 
 #include "policies/builtin.h"
-#include "policies/byterobust/held_update.h"
-#include "policies/byterobust/incidents.h"
-#include "policies/byterobust/replica_groups.h"
-#include "policies/byterobust/rounds.h"
-#include "policies/byterobust/slowdowns.h"
-#include "policies/diagnosis/stop_time.h"
 #include "policies/localization/localization.h"
 #include "policies/module.h"
+#include "policies/stacks/byterobust/held_update.h"
+#include "policies/stacks/byterobust/incidents.h"
+#include "policies/stacks/byterobust/replica_groups.h"
+#include "policies/stacks/byterobust/rounds.h"
+#include "policies/stacks/byterobust/slowdowns.h"
+#include "policies/stacks/byterobust/stop_time.h"
 
 namespace faultline::policies {
 

@@ -2,11 +2,11 @@
 // and, through add_module_params, each module's knobs (declared by the modules that read
 // them, policies/module.h), with their units, defaults, ranges and sources; and the World
 // facilities it may use, its own and, through add_module_uses, its modules'.
-// A declarative table, kept apart from the stack's logic (controller.cc) so that each
+// A declarative table, kept apart from the stack's logic (ladder.cc) so that each
 // reads on its own; `faultline policies` and docs/scenario-reference.md print it.
 #include "policies/builtin.h"
-#include "policies/controller.h"
 #include "policies/module.h"
+#include "policies/stacks/byterobust/ladder.h"
 
 namespace faultline::policies {
 

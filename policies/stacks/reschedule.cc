@@ -3,7 +3,7 @@
 // names no machine requeues the whole job; every restart is from the last periodic remote
 // checkpoint. Nothing in it is ByteRobust's, so it lives apart from that stack.
 #include "policies/api/world.h"
-#include "policies/controller.h"
+#include "policies/stacks/byterobust/ladder.h"
 
 namespace faultline::policies {
 

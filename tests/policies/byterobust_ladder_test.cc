@@ -1,6 +1,4 @@
 // The byterobust stack against FakeWorld: which actions for which observations.
-#include "policies/controller.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +6,8 @@
 #include <limits>
 
 #include "policies/builtin.h"
-#include "policies/diagnosis/stop_time.h"
+#include "policies/stacks/byterobust/ladder.h"
+#include "policies/stacks/byterobust/stop_time.h"
 #include "tests/support/fake_world.h"
 
 namespace faultline {

@@ -1,6 +1,6 @@
 // The ByteRobust fault-tolerance ladder, composed from the modules (policies/module.h)
-// and registered as the `byterobust` stack. controller.cc keeps the ladder and the order
-// of its questions; what the questions need lives in policies/byterobust/ (incident
+// and registered as the `byterobust` stack. ladder.cc keeps the ladder and the order
+// of its questions; what the questions need lives in policies/stacks/byterobust/ (incident
 // identity, the MFU decline, a held code update) and in the modules.
 //
 // Flow (docs/domain.md §4): real-time inspection alerts that the detection module judges worth it
