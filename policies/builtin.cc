@@ -12,23 +12,27 @@
 #include "policies/recovery/replica_drop.h"
 #include "policies/stacks/baselines.h"
 #include "policies/stacks/byterobust/ladder.h"
+#include "policies/stacks/reschedule.h"
 #include "policies/verdict/verdicts.h"
 
 namespace faultline::policies {
 
-void register_builtin(Registry& r) {
+void register_builtin(Registry& r, const ModuleRegistry& modules) {
   r.add(requeue_info(), make_requeue);
   r.add(oracle_info(), make_oracle);
-  r.add(byterobust_info(), make_byterobust);
+  r.add(byterobust_info(modules),
+        [&modules](const Params& p) { return make_byterobust(modules, p); });
   r.add(reschedule_info(), make_reschedule);
   r.add(failover_bench_info(), make_failover_bench);
 }
 
-Registry builtin_registry() {
+Registry builtin_registry(const ModuleRegistry& modules) {
   Registry r;
-  register_builtin(r);
+  register_builtin(r, modules);
   return r;
 }
+
+Registry builtin_registry() { return builtin_registry(modules()); }
 
 void register_builtin_modules(ModuleRegistry& m) {
   // The first of a kind is a stack's default choice.
