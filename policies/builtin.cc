@@ -38,10 +38,9 @@ void register_builtin_modules(ModuleRegistry& m) {
   // The first of a kind is a stack's default choice.
   m.add(realtime_detection_info(), make_realtime_detection);
   m.add(timeout_detection_info(), make_timeout_detection);
-  m.add(dual_phase_replay_info(), make_dual_phase_replay);
-  m.add(bisection_info(), make_bisection);
-  m.add(stress_info(), make_stress);
-  m.add(pairwise_info(), make_pairwise);
+#define FAULTLINE_ADD_LOCALIZER(name) m.add(name##_info(), make_##name);
+  FAULTLINE_BUILTIN_LOCALIZERS(FAULTLINE_ADD_LOCALIZER)
+#undef FAULTLINE_ADD_LOCALIZER
   m.add(peer_checkpoint_info(), make_peer_checkpoint);
   m.add(memory_checkpoint_info(), make_memory_checkpoint);
   m.add(remote_checkpoint_info(), make_remote_checkpoint);
