@@ -3,41 +3,44 @@
 #include <stdexcept>
 
 #include "policies/checkpoint/plans.h"
-#include "policies/controller.h"
 #include "policies/detection/detectors.h"
 #include "policies/failslow/ladders.h"
 #include "policies/localization/localizers.h"
-#include "policies/recovery/baselines.h"
 #include "policies/recovery/flash.h"
 #include "policies/recovery/migration.h"
 #include "policies/recovery/replace.h"
 #include "policies/recovery/replica_drop.h"
+#include "policies/stacks/baselines.h"
+#include "policies/stacks/byterobust/ladder.h"
+#include "policies/stacks/reschedule.h"
 #include "policies/verdict/verdicts.h"
 
 namespace faultline::policies {
 
-void register_builtin(Registry& r) {
+void register_builtin(Registry& r, const ModuleRegistry& modules) {
   r.add(requeue_info(), make_requeue);
   r.add(oracle_info(), make_oracle);
-  r.add(byterobust_info(), make_byterobust);
+  r.add(byterobust_info(modules),
+        [&modules](const Params& p) { return make_byterobust(modules, p); });
   r.add(reschedule_info(), make_reschedule);
   r.add(failover_bench_info(), make_failover_bench);
 }
 
-Registry builtin_registry() {
+Registry builtin_registry(const ModuleRegistry& modules) {
   Registry r;
-  register_builtin(r);
+  register_builtin(r, modules);
   return r;
 }
+
+Registry builtin_registry() { return builtin_registry(modules()); }
 
 void register_builtin_modules(ModuleRegistry& m) {
   // The first of a kind is a stack's default choice.
   m.add(realtime_detection_info(), make_realtime_detection);
   m.add(timeout_detection_info(), make_timeout_detection);
-  m.add(dual_phase_replay_info(), make_dual_phase_replay);
-  m.add(bisection_info(), make_bisection);
-  m.add(stress_info(), make_stress);
-  m.add(pairwise_info(), make_pairwise);
+#define FAULTLINE_ADD_LOCALIZER(name) m.add(name##_info(), make_##name);
+  FAULTLINE_BUILTIN_LOCALIZERS(FAULTLINE_ADD_LOCALIZER)
+#undef FAULTLINE_ADD_LOCALIZER
   m.add(peer_checkpoint_info(), make_peer_checkpoint);
   m.add(memory_checkpoint_info(), make_memory_checkpoint);
   m.add(remote_checkpoint_info(), make_remote_checkpoint);

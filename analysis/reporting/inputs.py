@@ -65,7 +65,7 @@ def mean_ci(xs):
 
 
 # The reference stacks that bound what any policy can reach, by stack name (the oracle is the
-# upper bound: policies/recovery/baselines.h; tests/sim/bounds_test.cc checks that no stack or module
+# upper bound: policies/stacks/baselines.h; tests/sim/bounds_test.cc checks that no stack or module
 # beats it on a shipped scenario).
 BOUNDS = {"oracle": ("the upper bound", "told every fault at once, the best recovery the job allows per fault")}
 

@@ -22,17 +22,21 @@
 
 namespace faultline::policies {
 
-const ModuleInfo& dual_phase_replay_info();
-std::unique_ptr<Localizer> make_dual_phase_replay(const Params& p);
+// The built-in localizers, one line each, in registration order (the first is the
+// stacks' default): X(name) declares name_info() and make_name(), which name.cc defines,
+// and builtin.cc registers each. A localizer added to the tree is its file (name.cc, built
+// with every .cc of this folder), its test and its line here.
+#define FAULTLINE_BUILTIN_LOCALIZERS(X) \
+  X(dual_phase_replay)                  \
+  X(bisection)                          \
+  X(stress)                             \
+  X(pairwise)
 
-const ModuleInfo& bisection_info();
-std::unique_ptr<Localizer> make_bisection(const Params& p);
-
-const ModuleInfo& stress_info();
-std::unique_ptr<Localizer> make_stress(const Params& p);
-
-const ModuleInfo& pairwise_info();
-std::unique_ptr<Localizer> make_pairwise(const Params& p);
+#define FAULTLINE_DECLARE_LOCALIZER(name) \
+  const ModuleInfo& name##_info();        \
+  std::unique_ptr<Localizer> make_##name(const Params& p);
+FAULTLINE_BUILTIN_LOCALIZERS(FAULTLINE_DECLARE_LOCALIZER)
+#undef FAULTLINE_DECLARE_LOCALIZER
 
 // Replay groups of slots as the machines now in them (a slot without one stays kNoMachine).
 std::vector<MachineSet> machines_of_groups(const ClusterView& view,

@@ -1,6 +1,6 @@
 // The baseline stacks against FakeWorld: which actions, in which order, for which
 // observations.
-#include "policies/recovery/baselines.h"
+#include "policies/stacks/baselines.h"
 
 #include <gtest/gtest.h>
 

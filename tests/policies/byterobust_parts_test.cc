@@ -1,13 +1,13 @@
-// The parts of the byterobust stack's ladder that are values (policies/byterobust/,
-// policies/detection/alert_filter.h, policies/diagnosis/stop_time.h), each driven alone
+// The parts of the byterobust stack's ladder that are values (policies/stacks/byterobust/,
+// policies/detection/alert_filter.h, policies/stacks/byterobust/stop_time.h), each driven alone
 // with synthetic inputs and checked against the rule its header states. The stack's own
-// tests (controller_test.cc) check the ladder that composes them.
+// tests (byterobust_ladder_test.cc) check the ladder that composes them.
 #include <gtest/gtest.h>
 
-#include "policies/byterobust/held_update.h"
-#include "policies/byterobust/incidents.h"
 #include "policies/detection/alert_filter.h"
-#include "policies/diagnosis/stop_time.h"
+#include "policies/stacks/byterobust/held_update.h"
+#include "policies/stacks/byterobust/incidents.h"
+#include "policies/stacks/byterobust/stop_time.h"
 #include "policies/verdict/verdicts.h"
 
 namespace faultline::policies {

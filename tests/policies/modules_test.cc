@@ -11,10 +11,10 @@
 
 #include "policies/builtin.h"
 #include "policies/checkpoint/plans.h"
-#include "policies/controller.h"
 #include "policies/failslow/ladders.h"
 #include "policies/localization/localizers.h"
 #include "policies/recovery/replace.h"
+#include "policies/stacks/byterobust/ladder.h"
 #include "policies/verdict/verdicts.h"
 
 namespace faultline::policies {
@@ -32,7 +32,7 @@ ClusterView view_of(int machines, int pp, int dp) {
 
 Params byterobust_params(std::map<std::string, double> over = {}) {
   Params p;
-  EXPECT_FALSE(Params::resolve(byterobust_info().params, over, &p));
+  EXPECT_FALSE(Params::resolve(byterobust_info(modules()).params, over, &p));
   return p;
 }
 
@@ -285,7 +285,7 @@ TEST(ModuleRegistry, NamesAreUniquePerKindAndFeedTheStacksChoices) {
                              {"recovery", ModuleKind::kRecovery},
                              {"failslow", ModuleKind::kFailSlow},
                              {"verdict", ModuleKind::kVerdict}})
-    EXPECT_EQ(byterobust_info().find_param(param)->choices, m.names(kind)) << param;
+    EXPECT_EQ(byterobust_info(modules()).find_param(param)->choices, m.names(kind)) << param;
 }
 
 // The choice help and the module guide's table list exactly the registered modules of each
@@ -312,7 +312,7 @@ TEST(ModuleRegistry, ChoiceHelpAndTheGuidesListsNameEveryRegisteredModule) {
   for (ModuleKind kind : kModuleKinds) {
     const std::string k = module_kind_name(kind);
     EXPECT_EQ(listed[k], m.names(kind)) << "the guide's table, row `" << k << "`";
-    const std::string help = byterobust_info().find_param(k)->help;
+    const std::string help = byterobust_info(modules()).find_param(k)->help;
     for (const ModuleInfo* info : m.of(kind))
       EXPECT_NE(help.find(info->name + " (" + info->summary + ")"), std::string::npos)
           << k << ": " << help;
@@ -323,7 +323,7 @@ TEST(ModuleRegistry, ChoiceHelpAndTheGuidesListsNameEveryRegisteredModule) {
 // parameters and one of that choice's modules (a typo would silently mark it always read),
 // and the conditions hold exactly for the modules that read the parameter.
 TEST(ModuleRegistry, ParametersSayWhichModuleChoicesReadThem) {
-  const PolicyInfo& info = byterobust_info();
+  const PolicyInfo& info = byterobust_info(modules());
   for (const ParamSpec& p : info.params)
     for (const std::string& cond : p.read_when) {
       const auto eq = cond.find('=');
@@ -608,7 +608,7 @@ TEST(EvictFailSlow, EvictsAtOnceAsByteRobustDoes) {
   auto m = make_evict_failslow(byterobust_params());
   EXPECT_EQ(m->located(0, 0, 3, Instant{}, Instant{}, view_of(8, 2, 4)), SlowdownLevel::kEvict);
   EXPECT_EQ(m->next_check(), Instant::max());
-  EXPECT_EQ(byterobust_info().find_param("failslow")->choices,
+  EXPECT_EQ(byterobust_info(modules()).find_param("failslow")->choices,
             (std::vector<std::string>{"evict", "ski_rental"}));
 }
 

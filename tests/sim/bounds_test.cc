@@ -6,7 +6,7 @@
 // registered stack (but the failover-bench experiment), the byterobust stack with each
 // choice of each of its module parameters swapped in alone (read from the registry: a new
 // module is covered too), and two modules at the most favourable parameters the bound's
-// argument relies on (policies/recovery/baselines.h): replica drop with a quorum of one, no
+// argument relies on (policies/stacks/baselines.h): replica drop with a quorum of one, no
 // pause at a quorum change and the shortest hang timeout, and migration without a pause on
 // any warning. Every stack sees the same fault histories as the oracle, replica by replica
 // (compare pairs them), and fails the test when the paired 95% CI of its ETTR minus the

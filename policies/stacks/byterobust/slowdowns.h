@@ -18,10 +18,10 @@
 #include <memory>
 #include <string>
 
-#include "policies/byterobust/module_timer.h"
-#include "policies/byterobust/timer_tags.h"
 #include "policies/localization/localization.h"
 #include "policies/module.h"
+#include "policies/stacks/byterobust/module_timer.h"
+#include "policies/stacks/byterobust/timer_tags.h"
 
 namespace faultline::policies {
 

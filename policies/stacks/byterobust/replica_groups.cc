@@ -1,4 +1,4 @@
-#include "policies/byterobust/replica_groups.h"
+#include "policies/stacks/byterobust/replica_groups.h"
 
 #include <string>
 

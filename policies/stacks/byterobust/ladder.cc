@@ -1,19 +1,18 @@
-#include "policies/controller.h"
+#include "policies/stacks/byterobust/ladder.h"
 
 #include <algorithm>
 #include <optional>
 #include <set>
 #include <utility>
 
-#include "policies/builtin.h"
-#include "policies/byterobust/held_update.h"
-#include "policies/byterobust/incidents.h"
-#include "policies/byterobust/replica_groups.h"
-#include "policies/byterobust/rounds.h"
-#include "policies/byterobust/slowdowns.h"
-#include "policies/diagnosis/stop_time.h"
 #include "policies/localization/localization.h"
 #include "policies/module.h"
+#include "policies/stacks/byterobust/held_update.h"
+#include "policies/stacks/byterobust/incidents.h"
+#include "policies/stacks/byterobust/replica_groups.h"
+#include "policies/stacks/byterobust/rounds.h"
+#include "policies/stacks/byterobust/slowdowns.h"
+#include "policies/stacks/byterobust/stop_time.h"
 
 namespace faultline::policies {
 
@@ -25,21 +24,22 @@ namespace {
 // the modules (policies/module.h).
 class ByteRobust final : public Policy {
  public:
-  explicit ByteRobust(const Params& p)
+  ByteRobust(const ModuleRegistry& m, const Params& p)
       : p_(p),
-        detector_(modules().make_detector(chosen(byterobust_info(), p, "detection"), p)),
-        localizer_(modules().make_localizer(chosen(byterobust_info(), p, "localization"), p)),
-        checkpoint_(modules().make_checkpoint(chosen(byterobust_info(), p, "checkpoint"), p)),
-        recovery_(modules().make_recovery(chosen(byterobust_info(), p, "recovery"), p)),
-        verdict_(modules().make_verdict(chosen(byterobust_info(), p, "verdict"), p)),
-        slowdowns_(modules().make_failslow(chosen(byterobust_info(), p, "failslow"), p), p,
+        info_(byterobust_info(m)),
+        detector_(m.make_detector(chosen(info_, p, "detection"), p)),
+        localizer_(m.make_localizer(chosen(info_, p, "localization"), p)),
+        checkpoint_(m.make_checkpoint(chosen(info_, p, "checkpoint"), p)),
+        recovery_(m.make_recovery(chosen(info_, p, "recovery"), p)),
+        verdict_(m.make_verdict(chosen(info_, p, "verdict"), p)),
+        slowdowns_(m.make_failslow(chosen(info_, p, "failslow"), p), p,
                    [this](World& w, SlotId slot, const std::string& why) {
                      evict_and_replace(w, over_eviction_set(w.cluster(), {slot}),
                                        Mechanism::kOverEviction, why);
                    }),
         incidents_(Duration::seconds(p.get("recrash_window_s"))),
         tests_(Duration::seconds(p.get("probe_deadline_s"))) {}
-  const PolicyInfo& info() const override { return byterobust_info(); }
+  const PolicyInfo& info() const override { return info_; }
 
   void start(World& w) override {
     w.note("modules: " +
@@ -798,6 +798,7 @@ class ByteRobust final : public Policy {
   };
 
   const Params p_;
+  const PolicyInfo info_;  // byterobust_info() of the modules it was built from
   const std::unique_ptr<Detector> detector_;
   ModuleTimer detect_timer_{timer_tags::kDetect};
   ModuleTimer deferral_timer_{timer_tags::kDeferredUpdate};  // at update_.window_end()
@@ -851,6 +852,8 @@ class ByteRobust final : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> make_byterobust(const Params& p) { return std::make_unique<ByteRobust>(p); }
+std::unique_ptr<Policy> make_byterobust(const ModuleRegistry& modules, const Params& p) {
+  return std::make_unique<ByteRobust>(modules, p);
+}
 
 }  // namespace faultline::policies

@@ -1,6 +1,4 @@
 // The byterobust stack against FakeWorld: which actions for which observations.
-#include "policies/controller.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +6,8 @@
 #include <limits>
 
 #include "policies/builtin.h"
-#include "policies/diagnosis/stop_time.h"
+#include "policies/stacks/byterobust/ladder.h"
+#include "policies/stacks/byterobust/stop_time.h"
 #include "tests/support/fake_world.h"
 
 namespace faultline {
@@ -138,7 +137,9 @@ TEST(ByteRobust, LemonRecoveryRetiresAMachineEvictedOnEvidenceTwice) {
 // and the job is neither stopped nor its machines evicted; its outcome needs nothing more.
 // Not while the stack replaces machines; the default recovery ignores warnings.
 TEST(ByteRobust, MigrateRecoveryMovesAWarnedMachineWhileTheJobTrains) {
-  const int migrate = policies::byterobust_info().find_param("recovery")->choice_index("migrate");
+  const int migrate = policies::byterobust_info(policies::modules())
+                          .find_param("recovery")
+                          ->choice_index("migrate");
   ASSERT_GE(migrate, 0);
   Harness h({{"recovery", migrate}, {"migration_pause_s", 12}});
   h.w.mutable_cluster().add_standby(h.w.mutable_cluster().add_machine());
@@ -168,7 +169,8 @@ TEST(ByteRobust, MigrateRecoveryMovesAWarnedMachineWhileTheJobTrains) {
 // machine evicted as collateral of an over-eviction is no evidence and stays off it; the
 // default recovery sends no list.
 TEST(ByteRobust, ScoredRecoveryAsksTheSchedulerToHandOutMachinesEvictedOnEvidenceLast) {
-  const int scored = policies::byterobust_info().find_param("recovery")->choice_index("scored");
+  const int scored =
+      policies::byterobust_info(policies::modules()).find_param("recovery")->choice_index("scored");
   ASSERT_GE(scored, 0);
   Harness h({{"recovery", scored}, {"scored_strikes", 1}});
   for (MachineId m : {5, 9}) {
@@ -1059,8 +1061,9 @@ Action answer_until_start(Ladder& h,
 TEST(StopVerdict, RunsWithoutProgressEndTheRunWhereIdenticalIncidentsNeverDo) {
   const char* shard =
       "RuntimeError: DataLoader worker exited unexpectedly: shard-01873.tar: truncated record";
-  const int verdict_choice =
-      policies::byterobust_info().find_param("verdict")->choice_index("no_progress");
+  const int verdict_choice = policies::byterobust_info(policies::modules())
+                                 .find_param("verdict")
+                                 ->choice_index("no_progress");
   ASSERT_GE(verdict_choice, 0);
   for (const bool no_progress : {false, true}) {
     Ladder h(no_progress ? std::map<std::string, double>{{"verdict", verdict_choice}}
@@ -1098,8 +1101,9 @@ TEST(StopVerdict, RunsWithoutProgressEndTheRunWhereIdenticalIncidentsNeverDo) {
 // Progress resets the count: runs that crash but each get further than the last are
 // failures of machines, not of the code or the data, and never end the run.
 TEST(StopVerdict, RunsThatCommitNewerCheckpointsNeverEndTheRun) {
-  const int verdict_choice =
-      policies::byterobust_info().find_param("verdict")->choice_index("no_progress");
+  const int verdict_choice = policies::byterobust_info(policies::modules())
+                                 .find_param("verdict")
+                                 ->choice_index("no_progress");
   Ladder h({{"verdict", verdict_choice}});
   double t = 4000;
   for (int k = 0; k < 10; ++k) {

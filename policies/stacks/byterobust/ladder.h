@@ -1,6 +1,6 @@
 // The ByteRobust fault-tolerance ladder, composed from the modules (policies/module.h)
-// and registered as the `byterobust` stack. controller.cc keeps the ladder and the order
-// of its questions; what the questions need lives in policies/byterobust/ (incident
+// and registered as the `byterobust` stack. ladder.cc keeps the ladder and the order
+// of its questions; what the questions need lives in policies/stacks/byterobust/ (incident
 // identity, the MFU decline, a held code update) and in the modules.
 //
 // Flow (docs/domain.md §4): real-time inspection alerts that the detection module judges worth it
@@ -23,7 +23,8 @@
 //
 // Each module is swapped by name through the stack's choice parameters (detection,
 // localization, checkpoint, recovery, failslow, verdict); `faultline policies` lists the
-// choices, generated from the module registry, plugins included.
+// choices, generated from the module registry it is handed (builtin.cc hands it the
+// program's: the built-in modules and those plugins registered).
 #pragma once
 
 #include <memory>
@@ -32,10 +33,13 @@
 
 namespace faultline::policies {
 
-const PolicyInfo& byterobust_info();
-std::unique_ptr<Policy> make_byterobust(const Params& p);
+class ModuleRegistry;
 
-const PolicyInfo& reschedule_info();
-std::unique_ptr<Policy> make_reschedule(const Params& p);
+// The stack's parameters (params.cc): its own knobs, a choice among `modules` of each kind
+// and the parameters those modules declare.
+PolicyInfo byterobust_info(const ModuleRegistry& modules);
+// Builds the stack from `modules`, which outlives it; `p` resolved against
+// byterobust_info(modules).
+std::unique_ptr<Policy> make_byterobust(const ModuleRegistry& modules, const Params& p);
 
 }  // namespace faultline::policies

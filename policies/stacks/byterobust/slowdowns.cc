@@ -1,4 +1,4 @@
-#include "policies/byterobust/slowdowns.h"
+#include "policies/stacks/byterobust/slowdowns.h"
 
 #include <algorithm>
 #include <cmath>

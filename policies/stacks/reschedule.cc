@@ -2,8 +2,9 @@
 // the machine a crash names is evicted and replaced cold by the scheduler; a crash that
 // names no machine requeues the whole job; every restart is from the last periodic remote
 // checkpoint. Nothing in it is ByteRobust's, so it lives apart from that stack.
+#include "policies/stacks/reschedule.h"
+
 #include "policies/api/world.h"
-#include "policies/controller.h"
 
 namespace faultline::policies {
 

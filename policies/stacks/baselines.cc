@@ -1,4 +1,4 @@
-#include "policies/recovery/baselines.h"
+#include "policies/stacks/baselines.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "policies/diagnosis/stop_time.h"
+#include "policies/stacks/byterobust/stop_time.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "policies/byterobust/incidents.h"
+#include "policies/stacks/byterobust/incidents.h"
 
 namespace faultline::policies {
 

@@ -1,4 +1,4 @@
-#include "policies/byterobust/rounds.h"
+#include "policies/stacks/byterobust/rounds.h"
 
 #include <algorithm>
 
