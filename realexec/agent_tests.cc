@@ -83,6 +83,51 @@ std::string last_note(const json& report) {
   return s;
 }
 
+// The reply to a probe faultline-probe ran (gpu_diag, intra_all_to_all).
+json kernel_probe_body(const std::string& test, const ChildResult& res) {
+  json body = {{"test", test}, {"timed_out", false}};
+  if (!res.started) {
+    body["ok"] = false;
+    body["detail"] = res.spawn_error;
+    return body;
+  }
+  const std::string verdict = add_verdict(probe_report_of(res), body);
+  const int code = res.exit_code();
+  if (res.timed_out || code == kernels::kExitDeadline) {
+    body["ok"] = false;
+    body["timed_out"] = true;
+    body["detail"] = res.timed_out ? "killed at the deadline" : "deadline_exceeded";
+  } else if (code == kernels::kExitPass) {
+    body["ok"] = true;
+    body["detail"] = verdict.empty() ? "pass" : verdict;
+  } else if (code == kernels::kExitNoGpu) {
+    body["ok"] = true;
+    body["detail"] = "no_gpu";
+  } else {
+    body["ok"] = false;
+    std::string why = code == kernels::kExitUsage ? "usage error"
+                      : verdict.empty()           ? "fail"
+                                                  : verdict;
+    std::string last = last_line(res.err);
+    body["detail"] = why + " (" + describe_wait_status(res.wait_status) + ")" +
+                     (last.empty() ? "" : ": " + last);
+  }
+  return body;
+}
+
+// How far a relayed all-gather's rendezvous got, as the probe's report says; "not_reached"
+// when it does not say (one killed or crashed before saying did not join).
+std::string rendezvous_of(const json& report) {
+  if (report.is_object() && report.contains("details") && report["details"].is_object()) {
+    const json& d = report["details"];
+    if (d.contains("rendezvous") && d["rendezvous"].is_string()) {
+      const std::string v = d["rendezvous"];
+      if (v == "ok" || v == "timed_out" || v == "failed") return v;
+    }
+  }
+  return "not_reached";
+}
+
 }  // namespace
 
 void Agent::require_capacity() {
@@ -146,35 +191,7 @@ void Agent::handle_probe(const json& m, std::int64_t req) {
     spec.cwd = child_cwd();
     run_tracked(std::move(spec), deadline,
                 [this, epoch, req, started, test](const ChildResult& res) {
-                  json body = {{"test", test}, {"timed_out", false}};
-                  if (!res.started) {
-                    body["ok"] = false;
-                    body["detail"] = res.spawn_error;
-                    reply_done(epoch, req, started, body);
-                    return;
-                  }
-                  const std::string verdict = add_verdict(probe_report_of(res), body);
-                  const int code = res.exit_code();
-                  if (res.timed_out || code == kernels::kExitDeadline) {
-                    body["ok"] = false;
-                    body["timed_out"] = true;
-                    body["detail"] = res.timed_out ? "killed at the deadline" : "deadline_exceeded";
-                  } else if (code == kernels::kExitPass) {
-                    body["ok"] = true;
-                    body["detail"] = verdict.empty() ? "pass" : verdict;
-                  } else if (code == kernels::kExitNoGpu) {
-                    body["ok"] = true;
-                    body["detail"] = "no_gpu";
-                  } else {
-                    body["ok"] = false;
-                    std::string why = code == kernels::kExitUsage ? "usage error"
-                                      : verdict.empty()           ? "fail"
-                                                                  : verdict;
-                    std::string last = last_line(res.err);
-                    body["detail"] = why + " (" + describe_wait_status(res.wait_status) + ")" +
-                                     (last.empty() ? "" : ": " + last);
-                  }
-                  reply_done(epoch, req, started, body);
+                  reply_done(epoch, req, started, kernel_probe_body(test, res));
                 });
     return;
   }
@@ -274,68 +291,62 @@ void Agent::run_relayed_all_gather(const json& m, std::int64_t req, Instant star
                "--deadline",      fmt_seconds(static_cast<double>(deadline_ms) / 1000.0 * 0.9)};
   spec.env = make_env(env);
   spec.cwd = child_cwd();
-  run_tracked(
-      std::move(spec), Duration::millis(static_cast<double>(deadline_ms)),
-      [this, p, epoch, req, started, deadline_ms, env](const ChildResult& res) {
-        // A last look first: the probe may exit right after writing the file, and the blob
-        // must reach the controller before this reply (one ordered connection).
-        if (p->rank == 0) publish_rendezvous(*p);
-        p->running = false;
-        if (p->timer) r_.cancel_timer(p->timer);
-        p->timer = 0;
-        std::error_code ec;
-        std::filesystem::remove(p->path, ec);
-        if (auto it = relayed_.find(req); it != relayed_.end() && it->second == p)
-          relayed_.erase(it);
+  run_tracked(std::move(spec), Duration::millis(static_cast<double>(deadline_ms)),
+              [this, p, epoch, req, started, deadline_ms, env](const ChildResult& res) {
+                // A last look first: the probe may exit right after writing the file, and
+                // the blob must reach the controller before this reply (one ordered
+                // connection).
+                if (p->rank == 0) publish_rendezvous(*p);
+                p->running = false;
+                if (p->timer) r_.cancel_timer(p->timer);
+                p->timer = 0;
+                std::error_code ec;
+                std::filesystem::remove(p->path, ec);
+                if (auto it = relayed_.find(req); it != relayed_.end() && it->second == p)
+                  relayed_.erase(it);
 
-        json body = {{"test", "inter_all_gather"}, {"timed_out", false}};
-        if (!res.started) {
-          body["ok"] = false;
-          body["rendezvous"] = "not_reached";
-          body["detail"] = res.spawn_error;
-          reply_done(epoch, req, started, body);
-          return;
-        }
-        const json report = probe_report_of(res);
-        const std::string verdict = add_verdict(report, body);
-        const int code = res.exit_code();
-        // How far it got: the probe says; one killed or crashed before saying did not
-        // join. A probe too old to take part without a GPU says nothing and exits no_gpu.
-        std::string rdv = "not_reached";
-        if (report.is_object() && report.contains("details") && report["details"].is_object()) {
-          const json& d = report["details"];
-          if (d.contains("rendezvous") && d["rendezvous"].is_string()) {
-            const std::string v = d["rendezvous"];
-            if (v == "ok" || v == "timed_out" || v == "failed") rdv = v;
-          }
-        }
-        if (!(code == kernels::kExitNoGpu && rdv == "not_reached")) body["rendezvous"] = rdv;
-        const std::string note = last_note(report);
-        if (res.timed_out || code == kernels::kExitDeadline) {
-          body["ok"] = false;
-          body["timed_out"] = true;
-          body["detail"] =
-              std::string(res.timed_out ? "killed at the deadline" : "deadline_exceeded") +
-              (note.empty() || res.timed_out ? "" : ": " + note);
-        } else if (code == kernels::kExitPass) {
-          body["ok"] = true;
-          body["detail"] = verdict.empty() ? "pass" : verdict;
-        } else if (code == kernels::kExitNoGpu) {
-          const std::int64_t left_ms =
-              deadline_ms - static_cast<std::int64_t>(res.elapsed.to_seconds() * 1000);
-          run_fallback_all_gather(epoch, req, started, left_ms, env, body);
-          return;
-        } else {
-          body["ok"] = false;
-          const std::string why = code == kernels::kExitUsage ? "usage error"
-                                  : verdict.empty()           ? "fail"
-                                                              : verdict;
-          std::string last = note.empty() ? last_line(res.err) : note;
-          body["detail"] = why + " (" + describe_wait_status(res.wait_status) + ")" +
-                           (last.empty() ? "" : ": " + last);
-        }
-        reply_done(epoch, req, started, body);
-      });
+                json body = {{"test", "inter_all_gather"}, {"timed_out", false}};
+                if (!res.started) {
+                  body["ok"] = false;
+                  body["rendezvous"] = "not_reached";
+                  body["detail"] = res.spawn_error;
+                  reply_done(epoch, req, started, body);
+                  return;
+                }
+                const json report = probe_report_of(res);
+                const std::string verdict = add_verdict(report, body);
+                const int code = res.exit_code();
+                // How far it got, as the probe says. A probe too old to take part without a GPU
+                // says nothing and exits no_gpu.
+                const std::string rdv = rendezvous_of(report);
+                if (!(code == kernels::kExitNoGpu && rdv == "not_reached"))
+                  body["rendezvous"] = rdv;
+                const std::string note = last_note(report);
+                if (res.timed_out || code == kernels::kExitDeadline) {
+                  body["ok"] = false;
+                  body["timed_out"] = true;
+                  body["detail"] =
+                      std::string(res.timed_out ? "killed at the deadline" : "deadline_exceeded") +
+                      (note.empty() || res.timed_out ? "" : ": " + note);
+                } else if (code == kernels::kExitPass) {
+                  body["ok"] = true;
+                  body["detail"] = verdict.empty() ? "pass" : verdict;
+                } else if (code == kernels::kExitNoGpu) {
+                  const std::int64_t left_ms =
+                      deadline_ms - static_cast<std::int64_t>(res.elapsed.to_seconds() * 1000);
+                  run_fallback_all_gather(epoch, req, started, left_ms, env, body);
+                  return;
+                } else {
+                  body["ok"] = false;
+                  const std::string why = code == kernels::kExitUsage ? "usage error"
+                                          : verdict.empty()           ? "fail"
+                                                                      : verdict;
+                  std::string last = note.empty() ? last_line(res.err) : note;
+                  body["detail"] = why + " (" + describe_wait_status(res.wait_status) + ")" +
+                                   (last.empty() ? "" : ": " + last);
+                }
+                reply_done(epoch, req, started, body);
+              });
   if (rank == 0) watch_rendezvous(p);
 }
 
