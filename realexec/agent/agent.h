@@ -34,6 +34,11 @@
 
 namespace faultline::live {
 
+namespace agent_detail {
+struct LaunchPlan;     // a launch request, decoded (agent_ranks.cc)
+struct ReplicaLaunch;  // its replica groups
+}  // namespace agent_detail
+
 // Knobs that are not part of the live config: paths tests replace, and timings.
 struct AgentOptions {
   std::string sysfs_root = "/sys";
@@ -102,6 +107,16 @@ class Agent {
   void reply_done(std::uint64_t epoch, std::int64_t req, Instant started, nlohmann::json body);
   void reply_error(std::int64_t req, const std::string& reason);
   void handle_launch(const nlohmann::json& m, std::int64_t req);
+  // handle_launch's parts: the job's work directories ("" or why one cannot be made); a
+  // holding rank kept into generation `gen` (in place); rank `rank`'s environment; the rank
+  // spawned with `argv` and `env`, its pid in `pids` ("" or why it did not start).
+  std::string make_workdirs() const;
+  void keep_holding_rank(int rank, std::int64_t gen, nlohmann::json& pids);
+  std::map<std::string, std::string> rank_env(const agent_detail::LaunchPlan& l, int rank,
+                                              int local) const;
+  std::string spawn_rank(int rank, int local, std::int64_t gen,
+                         const std::vector<std::string>& argv,
+                         std::map<std::string, std::string> env, nlohmann::json& pids);
   // A rank of generation `gen` just spawned (`out`): kept with our ends of its report socket
   // and stack dump, its stderr and exit watched.
   void adopt_rank(int rank, int local_rank, std::int64_t gen, const Spawned& out, int report_fd,

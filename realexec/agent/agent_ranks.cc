@@ -40,15 +40,24 @@ std::string Agent::child_cwd() const {
   return "";
 }
 
-namespace {
-
 // Replica groups (python/faultline/replicas.py): the replicas' count, their collectives'
 // timeout and the quorum they start in, written to the quorum file before they start.
-struct ReplicaLaunch {
+struct agent_detail::ReplicaLaunch {
   std::int64_t count = 1;
   double timeout_s = 60;
   Quorum quorum;
 };
+
+// A launch request, decoded: what every rank's environment is made of (rank_env).
+struct agent_detail::LaunchPlan {
+  std::int64_t gen = 0, world = 1, master_port = 0, ckpt_every = 0;
+  std::string master_addr;
+  std::size_t local_world = 0;  // the ranks this agent runs
+  bool reform = false, in_place = false;
+  const ReplicaLaunch* replicas = nullptr;  // none: no replica groups
+};
+
+namespace {
 
 std::optional<ReplicaLaunch> replica_launch(const json& m, std::size_t ranks) {
   const auto it = m.find("replicas");
@@ -147,15 +156,9 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     return;
   }
   if (machine_->workdir.empty()) bad("machine " + name_ + " has no workdir in the config");
-  std::error_code ec;
-  for (const char* sub : {"/ckpt", "/logs"}) {
-    std::filesystem::create_directories(machine_->workdir + sub, ec);
-    if (ec) {
-      reply_done(epoch_, req, started,
-                 {{"ok", false},
-                  {"detail", "cannot create " + machine_->workdir + sub + ": " + ec.message()}});
-      return;
-    }
+  if (std::string err = make_workdirs(); !err.empty()) {
+    reply_done(epoch_, req, started, {{"ok", false}, {"detail", err}});
+    return;
   }
 
   if (replicas) {
@@ -166,6 +169,9 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
     }
   }
   gen_ = gen;
+  const LaunchPlan plan{gen,        world,       master_port,
+                        ckpt_every, master_addr, wanted.size(),
+                        reform,     in_place,    replicas ? &*replicas : nullptr};
   json pids = json::object();
   std::string failure;
   std::vector<int> kept;
@@ -175,68 +181,13 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
         failure = "rank " + std::to_string(rank) + ": " + err;
         break;
       }
-      ranks_.at(rank)->gen = gen;
-      ranks_.at(rank)->holding = false;
+      keep_holding_rank(rank, gen, pids);
       kept.push_back(rank);
-      pids[std::to_string(rank)] = ranks_.at(rank)->pid;
       continue;
     }
-    std::map<std::string, std::string> env = base_env();
-    env["RANK"] = std::to_string(rank);
-    env["WORLD_SIZE"] = std::to_string(world);
-    env["LOCAL_RANK"] = std::to_string(local);
-    env["LOCAL_WORLD_SIZE"] = std::to_string(wanted.size());
-    env["MASTER_ADDR"] = master_addr;
-    env["MASTER_PORT"] = std::to_string(master_port);
-    env["FAULTLINE_CKPT_EVERY"] = std::to_string(ckpt_every);
-    env["FAULTLINE_REPORT_FD"] = "3";
-    env["FAULTLINE_GEN"] = std::to_string(gen);
-    env["FAULTLINE_RENDEZVOUS_KEY"] = rendezvous_key(
-        "launch\n" + std::to_string(gen) + "\n" + master_addr + ":" + std::to_string(master_port));
-    if (replicas) {
-      replica_env(*replicas, rank, master_port, quorum_file(), env);
-      env["FAULTLINE_QUORUM_KEY"] = quorum_key(gen);
-    }
-    if (reform || in_place) env["FAULTLINE_REFORM_FILE"] = reform_file(rank);
-    if (in_place) env["FAULTLINE_IN_PLACE"] = "1";
-    for (const auto& [k, v] : config_.job.env) env[k] = v;
-    // The rank's Python stack dumps (stack_capture.h, capture_python_stack): fd 4, the agent's own
-    // descriptor, after job.env (the agent reads only this one).
-    const int stack_fd = host_->stack_dump_fd("faultline-stacks-rank" + std::to_string(rank));
-    if (stack_fd >= 0) {
-      env["FAULTLINE_STACK_FD"] = "4";
-    } else {
-      env.erase("FAULTLINE_STACK_FD");
-    }
-
-    int sp[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
-      failure = std::string("socketpair: ") + std::strerror(errno);
-      if (stack_fd >= 0) ::close(stack_fd);
+    std::map<std::string, std::string> env = rank_env(plan, rank, local);
+    if (failure = spawn_rank(rank, local, gen, vit->second, std::move(env), pids); !failure.empty())
       break;
-    }
-    const std::string log_path = machine_->workdir + "/logs/rank" + std::to_string(rank) + ".gen" +
-                                 std::to_string(gen) + ".log";
-    SpawnSpec spec;
-    spec.argv = vit->second;
-    spec.env = make_env(env);
-    spec.cwd = machine_->workdir;
-    spec.stdout_to = Redirect::file(log_path);
-    spec.stderr_to = Redirect::pipe();
-    spec.extra_fds[3] = sp[1];
-    if (stack_fd >= 0) spec.extra_fds[4] = stack_fd;
-    Spawned out;
-    std::string err;
-    bool ok = host_->spawn_rank(spec, &out, &err);
-    ::close(sp[1]);
-    if (!ok) {
-      ::close(sp[0]);
-      if (stack_fd >= 0) ::close(stack_fd);
-      failure = "rank " + std::to_string(rank) + ": " + err;
-      break;
-    }
-    adopt_rank(rank, local, gen, out, sp[0], stack_fd, log_path);
-    pids[std::to_string(rank)] = out.pid;
   }
   if (!failure.empty()) {
     log("launch of generation " + std::to_string(gen) + " failed: " + failure);
@@ -251,6 +202,86 @@ void Agent::handle_launch(const json& m, std::int64_t req) {
                 : std::to_string(wanted.size()) + " ranks"));
   reply_done(epoch_, req, started,
              {{"ok", true}, {"gen", gen}, {"pids", pids}, {"kept", json(kept)}});
+}
+
+std::string Agent::make_workdirs() const {
+  std::error_code ec;
+  for (const char* sub : {"/ckpt", "/logs"}) {
+    std::filesystem::create_directories(machine_->workdir + sub, ec);
+    if (ec) return "cannot create " + machine_->workdir + sub + ": " + ec.message();
+  }
+  return "";
+}
+
+void Agent::keep_holding_rank(int rank, std::int64_t gen, json& pids) {
+  ranks_.at(rank)->gen = gen;
+  ranks_.at(rank)->holding = false;
+  pids[std::to_string(rank)] = ranks_.at(rank)->pid;
+}
+
+std::map<std::string, std::string> Agent::rank_env(const LaunchPlan& l, int rank, int local) const {
+  std::map<std::string, std::string> env = base_env();
+  env["RANK"] = std::to_string(rank);
+  env["WORLD_SIZE"] = std::to_string(l.world);
+  env["LOCAL_RANK"] = std::to_string(local);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(l.local_world);
+  env["MASTER_ADDR"] = l.master_addr;
+  env["MASTER_PORT"] = std::to_string(l.master_port);
+  env["FAULTLINE_CKPT_EVERY"] = std::to_string(l.ckpt_every);
+  env["FAULTLINE_REPORT_FD"] = "3";
+  env["FAULTLINE_GEN"] = std::to_string(l.gen);
+  env["FAULTLINE_RENDEZVOUS_KEY"] =
+      rendezvous_key("launch\n" + std::to_string(l.gen) + "\n" + l.master_addr + ":" +
+                     std::to_string(l.master_port));
+  if (l.replicas) {
+    replica_env(*l.replicas, rank, l.master_port, quorum_file(), env);
+    env["FAULTLINE_QUORUM_KEY"] = quorum_key(l.gen);
+  }
+  if (l.reform || l.in_place) env["FAULTLINE_REFORM_FILE"] = reform_file(rank);
+  if (l.in_place) env["FAULTLINE_IN_PLACE"] = "1";
+  for (const auto& [k, v] : config_.job.env) env[k] = v;
+  return env;
+}
+
+std::string Agent::spawn_rank(int rank, int local, std::int64_t gen,
+                              const std::vector<std::string>& argv,
+                              std::map<std::string, std::string> env, json& pids) {
+  // The rank's Python stack dumps (stack_capture.h, capture_python_stack): fd 4, the agent's own
+  // descriptor, after job.env (the agent reads only this one).
+  const int stack_fd = host_->stack_dump_fd("faultline-stacks-rank" + std::to_string(rank));
+  if (stack_fd >= 0) {
+    env["FAULTLINE_STACK_FD"] = "4";
+  } else {
+    env.erase("FAULTLINE_STACK_FD");
+  }
+
+  int sp[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+    if (stack_fd >= 0) ::close(stack_fd);
+    return std::string("socketpair: ") + std::strerror(errno);
+  }
+  const std::string log_path = machine_->workdir + "/logs/rank" + std::to_string(rank) + ".gen" +
+                               std::to_string(gen) + ".log";
+  SpawnSpec spec;
+  spec.argv = argv;
+  spec.env = make_env(env);
+  spec.cwd = machine_->workdir;
+  spec.stdout_to = Redirect::file(log_path);
+  spec.stderr_to = Redirect::pipe();
+  spec.extra_fds[3] = sp[1];
+  if (stack_fd >= 0) spec.extra_fds[4] = stack_fd;
+  Spawned out;
+  std::string err;
+  bool ok = host_->spawn_rank(spec, &out, &err);
+  ::close(sp[1]);
+  if (!ok) {
+    ::close(sp[0]);
+    if (stack_fd >= 0) ::close(stack_fd);
+    return "rank " + std::to_string(rank) + ": " + err;
+  }
+  adopt_rank(rank, local, gen, out, sp[0], stack_fd, log_path);
+  pids[std::to_string(rank)] = out.pid;
+  return "";
 }
 
 void Agent::adopt_rank(int rank, int local_rank, std::int64_t gen, const Spawned& out,
