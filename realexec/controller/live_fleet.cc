@@ -137,11 +137,11 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
   // that failed on a full disk before the controller died); adoption then needs every
   // machine of the job to run that same generation.
   if (auth.gen && *auth.gen >= s.gen) {
-    adopted_ranks_[m] = std::set<std::int64_t>(auth.alive_ranks.begin(), auth.alive_ranks.end());
-    adopted_gen_[m] = *auth.gen;
+    adoption_.ranks[m] = std::set<std::int64_t>(auth.alive_ranks.begin(), auth.alive_ranks.end());
+    adoption_.gen[m] = *auth.gen;
   } else {
-    adopted_ranks_[m] = {};
-    adopted_gen_.erase(m);
+    adoption_.ranks[m] = {};
+    adoption_.gen.erase(m);
   }
   if (!inspections_.empty()) {
     json kinds = json::object();
@@ -169,15 +169,15 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
     }
   }
   retry_waiting_acquire();
-  if (adopting_ && adopt_timer_) {
+  if (adoption_.active && adoption_.timer) {
     bool all = true;
-    for (MachineId x : job_machines()) all &= link_.connected(x) && adopted_ranks_.count(x);
+    for (MachineId x : job_machines()) all &= link_.connected(x) && adoption_.ranks.count(x);
     if (all) {
-      reactor_.cancel_timer(adopt_timer_);
-      adopt_timer_ = reactor_.add_timer(Duration::zero(), [this] {
+      reactor_.cancel_timer(adoption_.timer);
+      adoption_.timer = reactor_.add_timer(Duration::zero(), [this] {
         // Re-enter do_start's check through a fresh start of the adoption timer path.
-        adopt_timer_ = 0;
-        const ActionId id = adopt_action_;
+        adoption_.timer = 0;
+        const ActionId id = adoption_.action;
         do_start(id, "adopt");
       });
     }
@@ -186,8 +186,8 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
 
 void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
   fail_requests_of(m, "agent lost: " + why);
-  adopted_ranks_.erase(m);
-  adopted_gen_.erase(m);
+  adoption_.ranks.erase(m);
+  adoption_.gen.erase(m);
   if (cluster_.slot_of(m) >= 0) {
     note("agent of " + machine_config(m).name + " lost: " + why);
     // With replica groups too: its replica drops out when the policy evicts it, or once the
@@ -207,13 +207,13 @@ void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
 void LiveWorld::on_agent_message(MachineId m, const json& msg) {
   const AgentMessage decoded = decode_agent_message(msg);  // throws BadMessage: nothing done
   if (const auto* reply = std::get_if<AgentReply>(&decoded)) {
-    auto it = replies_.find(reply->req);
-    if (it == replies_.end() || it->second.first != m) return;
+    auto it = requests_.replies.find(reply->req);
+    if (it == requests_.replies.end() || it->second.first != m) return;
     Reply r = std::move(it->second.second);
-    replies_.erase(it);
-    if (auto tm = reply_timers_.find(reply->req); tm != reply_timers_.end()) {
+    requests_.replies.erase(it);
+    if (auto tm = requests_.timers.find(reply->req); tm != requests_.timers.end()) {
       reactor_.cancel_timer(tm->second);
-      reply_timers_.erase(tm);
+      requests_.timers.erase(tm);
     }
     r(*reply);
   } else if (const auto* report = std::get_if<AgentReport>(&decoded)) {

@@ -360,8 +360,8 @@ void LiveWorld::on_rendezvous(MachineId m, const AgentRendezvous& msg) {
   // noted, and relays nothing.
   const std::string req = std::to_string(msg.probe_req);
   auto it = relays_.find(msg.probe_req);
-  auto pending = replies_.find(msg.probe_req);
-  if (it == relays_.end() || pending == replies_.end() || pending->second.first != m ||
+  auto pending = requests_.replies.find(msg.probe_req);
+  if (it == relays_.end() || pending == requests_.replies.end() || pending->second.first != m ||
       it->second->root != m)
     bad("rendezvous: probe_req: " + req +
         " is not a running inter_all_gather probe of this machine as rank 0");

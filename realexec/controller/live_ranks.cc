@@ -59,7 +59,7 @@ void LiveWorld::kill_all(std::function<void()> then) {
   auto done = std::make_shared<std::function<void()>>(std::move(then));
   MachineSet targets = job_machines();
   for (MachineId m = 0; m < cluster_.machine_count(); ++m)
-    if (cluster_.slot_of(m) < 0 && link_.connected(m) && adopted_ranks_.count(m))
+    if (cluster_.slot_of(m) < 0 && link_.connected(m) && adoption_.ranks.count(m))
       targets.push_back(m);
   *pending = static_cast<int>(targets.size()) + 1;
   auto finish = [pending, done] {
@@ -79,7 +79,7 @@ void LiveWorld::kill_sparing(std::function<void(HeldRanks)> then) {
   const MachineSet job = job_machines();
   MachineSet others;
   for (MachineId m = 0; m < cluster_.machine_count(); ++m)
-    if (cluster_.slot_of(m) < 0 && link_.connected(m) && adopted_ranks_.count(m))
+    if (cluster_.slot_of(m) < 0 && link_.connected(m) && adoption_.ranks.count(m))
       others.push_back(m);
   *pending = static_cast<int>(job.size() + others.size()) + 1;
   auto finish = [pending, held, done] {
@@ -168,13 +168,13 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
   start_began_ = t;
   launch_gen_ = -1;
   account_restart_began(t);
-  if (adopting_) {
+  if (adoption_.active) {
     // A restarted controller: wait for the slots' agents to report what they run.
-    adopt_action_ = id;
+    adoption_.action = id;
     const auto check = [this] {
-      adopt_timer_ = 0;
-      if (!adopting_) return;
-      adopting_ = false;
+      adoption_.timer = 0;
+      if (!adoption_.active) return;
+      adoption_.active = false;
       auto& s = journal_.state();
       bool all = true;
       std::set<std::int64_t> gens;
@@ -184,8 +184,9 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
           replicas_.enabled ? replicas_out() : std::set<std::int64_t>{};
       for (MachineId m : job_machines()) {
         if (out.count(cluster_.slot_of(m))) continue;
-        if (static_cast<int>(adopted_ranks_[m].size()) != config_.job.gpus_per_machine) all = false;
-        gens.insert(adopted_gen_.count(m) ? adopted_gen_[m] : -1);
+        if (static_cast<int>(adoption_.ranks[m].size()) != config_.job.gpus_per_machine)
+          all = false;
+        gens.insert(adoption_.gen.count(m) ? adoption_.gen[m] : -1);
       }
       if (all && gens.size() == 1 && *gens.begin() > s.gen) {
         note("the journal is stale (generation " + std::to_string(s.gen) +
@@ -196,7 +197,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
         save_journal();
       }
       all = all && gens.size() == 1 && *gens.begin() == s.gen;
-      if (all && starting_ == adopt_action_) {
+      if (all && starting_ == adoption_.action) {
         if (config_.job.replica_groups)  // as the journal's quorum left them
           for (SlotId slot = 0; slot < cluster_.slots(); ++slot)
             if (!out.count(slot)) replicas_.members.insert(slot);
@@ -205,9 +206,9 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
         starting_ = 0;
         steps_since_start_ = 0;
         sample_ = PendingSample{now()};
-        outcome(adopt_action_, true,
+        outcome(adoption_.action, true,
                 "adopted generation " + std::to_string(s.gen) + " still running", start_began_);
-        deliver(JobStarted{adopt_action_, std::max<std::int64_t>(0, last_step_)});
+        deliver(JobStarted{adoption_.action, std::max<std::int64_t>(0, last_step_)});
         if (!out.empty()) resume_replicas_out(out);
         return;
       }
@@ -216,10 +217,10 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
       const std::int64_t g = config_.job.gpus_per_machine;
       for (MachineId m : job_machines()) {
         const int slot = cluster_.slot_of(m);
-        if (!link_.connected(m) || !adopted_ranks_.count(m) || out.count(slot)) continue;
-        if (adopted_gen_.count(m) && adopted_gen_[m] != s.gen) continue;
+        if (!link_.connected(m) || !adoption_.ranks.count(m) || out.count(slot)) continue;
+        if (adoption_.gen.count(m) && adoption_.gen[m] != s.gen) continue;
         for (std::int64_t r = slot * g; r < (slot + 1) * g; ++r)
-          if (!adopted_ranks_[m].count(r)) {
+          if (!adoption_.ranks[m].count(r)) {
             note("event log gap: rank " + std::to_string(r) + " on " + machine_config(m).name +
                  " (generation " + std::to_string(s.gen) +
                  ") ended while no controller was running; its exit is lost");
@@ -229,16 +230,17 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
       note("cannot adopt generation " + std::to_string(s.gen) +
            ": not every rank is alive; relaunching");
       kill_all([this] {
-        if (starting_ == adopt_action_) launch(adopt_action_, start_began_);
+        if (starting_ == adoption_.action) launch(adoption_.action, start_began_);
       });
     };
     bool all_connected = true;
     for (MachineId m : job_machines())
-      all_connected &= link_.connected(m) && adopted_ranks_.count(m);
+      all_connected &= link_.connected(m) && adoption_.ranks.count(m);
     if (all_connected) {
       reactor_.defer(check);
     } else {
-      adopt_timer_ = reactor_.add_timer(Duration::seconds(2 * config_.heartbeat_timeout_s), check);
+      adoption_.timer =
+          reactor_.add_timer(Duration::seconds(2 * config_.heartbeat_timeout_s), check);
     }
     return;
   }
@@ -275,8 +277,8 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
   clean_exits_.clear();
   exit_reported_ = false;
   note_unnoted_exits();
-  dropped_exit_budget_ = kDroppedExitBurst;
-  dropped_exit_budget_at_ = now();
+  dropped_exits_.budget = kDroppedExitBurst;
+  dropped_exits_.budget_at = now();
   holding_notes_ = 0;
   rank_steps_.clear();
   rank_report_at_.clear();
@@ -548,14 +550,14 @@ void LiveWorld::note_dropped_exit(MachineId m, std::int64_t rank, int code, int 
       signature.rfind("exit code ", 0) == 0)
     return;
   const Instant t = now();
-  dropped_exit_budget_ = std::min<double>(
-      kDroppedExitBurst, dropped_exit_budget_ + (t - dropped_exit_budget_at_).to_seconds());
-  dropped_exit_budget_at_ = t;
-  if (dropped_exit_budget_ < 1) {
-    ++dropped_exits_unnoted_;
+  dropped_exits_.budget = std::min<double>(
+      kDroppedExitBurst, dropped_exits_.budget + (t - dropped_exits_.budget_at).to_seconds());
+  dropped_exits_.budget_at = t;
+  if (dropped_exits_.budget < 1) {
+    ++dropped_exits_.unnoted;
     return;
   }
-  dropped_exit_budget_ -= 1;
+  dropped_exits_.budget -= 1;
   note_unnoted_exits();
   const std::string when = after      ? std::string("after ") + after
                            : running_ ? "while another rank's exit is handled"
@@ -566,12 +568,12 @@ void LiveWorld::note_dropped_exit(MachineId m, std::int64_t rank, int code, int 
 }
 
 void LiveWorld::note_unnoted_exits() {
-  if (dropped_exits_unnoted_ == 0) return;
-  note(std::to_string(dropped_exits_unnoted_) +
+  if (dropped_exits_.unnoted == 0) return;
+  note(std::to_string(dropped_exits_.unnoted) +
        " more ranks exited in their own words while no incident could open, not noted one by "
        "one (" +
        std::to_string(kDroppedExitBurst) + " notes at once, then one a second)");
-  dropped_exits_unnoted_ = 0;
+  dropped_exits_.unnoted = 0;
 }
 
 // A start that failed because `rank` exited; its step is the one the rank had started

@@ -384,8 +384,8 @@ void LiveWorld::resume_replicas_out(const std::set<std::int64_t>& out) {
   bool killed = false;
   for (std::int64_t r : out) {
     const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
-    if (m == kNoMachine || !link_.connected(m) || !adopted_ranks_.count(m) ||
-        adopted_ranks_[m].empty())
+    if (m == kNoMachine || !link_.connected(m) || !adoption_.ranks.count(m) ||
+        adoption_.ranks[m].empty())
       continue;
     request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
             Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});

@@ -161,10 +161,10 @@ void LiveWorld::remap_machines(JournalState& s) {
 }
 
 LiveWorld::~LiveWorld() {
-  for (auto& [id, t] : timers_) reactor_.cancel_timer(t);
-  for (auto& [req, t] : reply_timers_) reactor_.cancel_timer(t);
+  for (auto& [id, t] : policy_timers_.reactor) reactor_.cancel_timer(t);
+  for (auto& [req, t] : requests_.timers) reactor_.cancel_timer(t);
   if (start_timer_) reactor_.cancel_timer(start_timer_);
-  if (adopt_timer_) reactor_.cancel_timer(adopt_timer_);
+  if (adoption_.timer) reactor_.cancel_timer(adoption_.timer);
 }
 
 Instant LiveWorld::now() const { return Instant{reactor_.now().ns - origin_.ns}; }
@@ -217,14 +217,14 @@ void LiveWorld::start() {
     if (clock_behind_s_ > 0)
       note("the wall clock is " + std::to_string(clock_behind_s_) +
            " s behind the journal's last save: run time continues from the journal instead");
-    adopting_ = journal_.state().running;
+    adoption_.active = journal_.state().running;
     incident_stats_from_journal();
   }
   save_journal();
   started_ = true;
-  delivering_ = true;
+  delivery_.delivering = true;
   policy_->start(*this);
-  delivering_ = false;
+  delivery_.delivering = false;
   drain();
 }
 
@@ -236,26 +236,26 @@ void LiveWorld::deliver(Event e) {
     note("before the policy started: " + describe(e));
     return;
   }
-  queue_.push_back(std::move(e));
-  if (!delivering_ && !drain_scheduled_) {
-    drain_scheduled_ = true;
+  delivery_.queue.push_back(std::move(e));
+  if (!delivery_.delivering && !delivery_.drain_scheduled) {
+    delivery_.drain_scheduled = true;
     reactor_.defer([this] {
-      drain_scheduled_ = false;
+      delivery_.drain_scheduled = false;
       drain();
     });
   }
 }
 
 void LiveWorld::drain() {
-  if (delivering_) return;
-  delivering_ = true;
-  while (!queue_.empty()) {
-    Event e = std::move(queue_.front());
-    queue_.pop_front();
+  if (delivery_.delivering) return;
+  delivery_.delivering = true;
+  while (!delivery_.queue.empty()) {
+    Event e = std::move(delivery_.queue.front());
+    delivery_.queue.pop_front();
     log("event", {{"event", to_json(e)}});
     policy_->on_event(e, *this);
   }
-  delivering_ = false;
+  delivery_.delivering = false;
 }
 
 void LiveWorld::outcome(ActionId id, bool ok, const std::string& detail, Instant started) {
@@ -266,19 +266,19 @@ void LiveWorld::outcome(ActionId id, bool ok, const std::string& detail, Instant
 // --- requests to agents ------------------------------------------------------------------
 
 std::uint64_t LiveWorld::request(MachineId m, json msg, Duration timeout, Reply on_reply) {
-  const std::uint64_t req = next_req_++;
+  const std::uint64_t req = requests_.next++;
   msg["req"] = req;
   if (!link_.send(m, msg)) {
     reactor_.defer([on_reply] { on_reply(failed_reply("agent not connected")); });
     return req;
   }
-  replies_[req] = {m, std::move(on_reply)};
-  reply_timers_[req] = reactor_.add_timer(timeout, [this, req] {
-    reply_timers_.erase(req);
-    auto it = replies_.find(req);
-    if (it == replies_.end()) return;
+  requests_.replies[req] = {m, std::move(on_reply)};
+  requests_.timers[req] = reactor_.add_timer(timeout, [this, req] {
+    requests_.timers.erase(req);
+    auto it = requests_.replies.find(req);
+    if (it == requests_.replies.end()) return;
     Reply r = std::move(it->second.second);
-    replies_.erase(it);
+    requests_.replies.erase(it);
     r(failed_reply("agent did not answer in time", true));
   });
   return req;
@@ -286,14 +286,14 @@ std::uint64_t LiveWorld::request(MachineId m, json msg, Duration timeout, Reply 
 
 void LiveWorld::fail_requests_of(MachineId m, const std::string& why) {
   std::vector<std::uint64_t> reqs;
-  for (const auto& [req, p] : replies_)
+  for (const auto& [req, p] : requests_.replies)
     if (p.first == m) reqs.push_back(req);
   for (auto req : reqs) {
-    Reply r = std::move(replies_[req].second);
-    replies_.erase(req);
-    if (auto t = reply_timers_.find(req); t != reply_timers_.end()) {
+    Reply r = std::move(requests_.replies[req].second);
+    requests_.replies.erase(req);
+    if (auto t = requests_.timers.find(req); t != requests_.timers.end()) {
       reactor_.cancel_timer(t->second);
-      reply_timers_.erase(t);
+      requests_.timers.erase(t);
     }
     r(failed_reply(why));
   }
@@ -325,11 +325,11 @@ ActionId LiveWorld::act(Action a) {
   log("action", {{"id", id}, {"action", to_json(a)}});
   // A policy that acts without end (each failure answered by a new action) would flood
   // the log; stop the run with a clear message instead.
-  if (now() - burst_start_ > Duration::seconds(1)) {
-    burst_start_ = now();
-    burst_actions_ = 0;
+  if (now() - burst_.start > Duration::seconds(1)) {
+    burst_.start = now();
+    burst_.actions = 0;
   }
-  if (++burst_actions_ > kMaxActionsPerSecond) {
+  if (++burst_.actions > kMaxActionsPerSecond) {
     note("policy livelock: more than " + std::to_string(kMaxActionsPerSecond) +
          " actions in one second; stopping");
     std::fprintf(stderr,
@@ -472,19 +472,19 @@ void LiveWorld::act_on(ActionId id, const MitigateSlowdown& a, Instant t) {
          t);
 }
 TimerId LiveWorld::set_timer(Duration after, std::uint64_t tag) {
-  const TimerId id = next_timer_++;
-  timers_[id] = reactor_.add_timer(after, [this, id, tag] {
-    timers_.erase(id);
+  const TimerId id = policy_timers_.next++;
+  policy_timers_.reactor[id] = reactor_.add_timer(after, [this, id, tag] {
+    policy_timers_.reactor.erase(id);
     deliver(TimerFired{id, tag});
   });
   return id;
 }
 
 void LiveWorld::cancel_timer(TimerId id) {
-  auto it = timers_.find(id);
-  if (it == timers_.end()) return;
+  auto it = policy_timers_.reactor.find(id);
+  if (it == policy_timers_.reactor.end()) return;
   reactor_.cancel_timer(it->second);
-  timers_.erase(it);
+  policy_timers_.reactor.erase(it);
 }
 
 json LiveWorld::status() const {

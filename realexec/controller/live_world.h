@@ -443,16 +443,28 @@ class LiveWorld final : public World {
       0;  // the wall clock was behind the journal's time at the restart
 
   ActionId next_action_ = 1;
-  std::uint64_t next_req_ = 1;
-  std::map<std::uint64_t, std::pair<MachineId, Reply>> replies_;
-  std::map<std::uint64_t, std::uint64_t> reply_timers_;
-  std::map<TimerId, std::uint64_t> timers_;  // policy timer -> reactor timer
-  TimerId next_timer_ = 1;
-  std::deque<Event> queue_;
-  bool delivering_ = false;
+  // Requests to agents waiting for their reply (request()): req -> machine and handler, and
+  // the reactor timer of each one's timeout.
+  struct Requests {
+    std::uint64_t next = 1;
+    std::map<std::uint64_t, std::pair<MachineId, Reply>> replies;
+    std::map<std::uint64_t, std::uint64_t> timers;
+  };
+  Requests requests_;
+  struct PolicyTimers {
+    std::map<TimerId, std::uint64_t> reactor;  // policy timer -> reactor timer
+    TimerId next = 1;
+  };
+  PolicyTimers policy_timers_;
+  // Events waiting for the policy (deliver(), drain()).
+  struct Delivery {
+    std::deque<Event> queue;
+    bool delivering = false;       // a handler of the policy runs
+    bool drain_scheduled = false;  // a drain() is deferred on the reactor
+  };
+  Delivery delivery_;
   bool started_ = false;
   bool closed_ = false;  // the summary is written; nothing more is delivered or done
-  bool drain_scheduled_ = false;
 
   // Job state (journaled: gen, version, good version, running, placement).
   bool running_ = false;   // every rank of the current generation started
@@ -466,9 +478,12 @@ class LiveWorld final : public World {
   // note_dropped_exit's budget: kDroppedExitBurst notes at once (every rank of a large job may
   // exit at a stop), then one a second; exits past it are counted, and the count is noted.
   static constexpr int kDroppedExitBurst = 16;
-  double dropped_exit_budget_ = kDroppedExitBurst;
-  Instant dropped_exit_budget_at_{};
-  int dropped_exits_unnoted_ = 0;
+  struct DroppedExitNotes {
+    double budget = kDroppedExitBurst;
+    Instant budget_at{};
+    int unnoted = 0;
+  };
+  DroppedExitNotes dropped_exits_;
   void note_unnoted_exits();
   int holding_notes_ = 0;  // ranks that said they hold in place, noted (16 a generation)
   // The latest step each rank reported in this run of the job (a rank's exit comes after
@@ -489,11 +504,14 @@ class LiveWorld final : public World {
   bool finished_ = false;
 
   // Resume: the journal's generation, adopted when every slot's agent still runs it.
-  bool adopting_ = false;
-  std::map<MachineId, std::set<std::int64_t>> adopted_ranks_;
-  std::map<MachineId, std::int64_t> adopted_gen_;  // the generation each agent said it runs
-  ActionId adopt_action_ = 0;
-  std::uint64_t adopt_timer_ = 0;
+  struct Adoption {
+    bool active = false;
+    std::map<MachineId, std::set<std::int64_t>> ranks;
+    std::map<MachineId, std::int64_t> gen;  // the generation each agent said it runs
+    ActionId action = 0;
+    std::uint64_t timer = 0;
+  };
+  Adoption adoption_;
 
   // Step samples for the policy's detection module (WatchSteps): what rank 0 reported
   // since the last sample.
@@ -519,8 +537,12 @@ class LiveWorld final : public World {
   };
   std::optional<WaitingAcquire> waiting_acquire_;  // requeue/reschedule short of machines
   MachineSet avoid_;  // standbys that join a slot last (AvoidMachines: host scoring)
-  Instant burst_start_{};
-  int burst_actions_ = 0;
+  // act()'s livelock guard: actions taken since `start`.
+  struct Burst {
+    Instant start{};
+    int actions = 0;
+  };
+  Burst burst_;
 };
 
 }  // namespace faultline::live
