@@ -19,12 +19,14 @@
 #include <set>
 #include <stdexcept>
 
+#include "realexec/controller/controller_internal.h"
 #include "realexec/controller/host_liveness.h"
 #include "traces/config.h"
 
 namespace faultline::live {
 
 using nlohmann::json;
+using namespace controller_detail;
 
 namespace {
 
@@ -80,52 +82,14 @@ LiveConfig in_run_order(const LiveConfig& c, bool fresh) {
   return out;
 }
 
-constexpr double kHelloTimeoutS = 5;
-// Limits for what anyone who can reach the port may hold (docs/operator-guide.md, "Limits"):
-// unauthenticated connections, and the frame size before authentication (a hello and an
-// answer to the challenge are well under 4 KiB).
-constexpr int kMaxUnauthenticated = 64;
-constexpr std::size_t kMaxFrameBeforeAuth = 4096;
-// Client sessions (live status, inject, ...) per access (admin, read-only), and how long one
-// may sit idle: enough of them must not lock an operator out.
-constexpr int kMaxClientsPerAccess = 16;
-constexpr double kClientIdleS = 60;
-// Bad proofs said one by one per minute before the rest are summed up.
-constexpr std::uint64_t kBadCredentialLinesPerMinute = 10;
-// Notes about the sessions of one access (read-only, admin) said one by one in a minute; the
-// rest are summed up in one line at the minute's end. The session limit resets nothing: a
-// token holder churning sessions writes no more than that.
-constexpr std::uint64_t kSessionLinesPerMinute = 10;
-constexpr double kAcceptPauseS = 0.25;  // after accept fails for want of fds
-// An unauthenticated connection younger than this is never pushed out to make room: a
-// legitimate handshake takes one round trip.
-constexpr double kHandshakeGraceS = 1;
-// How long accepts wait when every unauthenticated connection is under way (a herd of agents
-// redialling at once): one round trip of a handshake.
-constexpr double kHandshakePauseS = 0.01;
-constexpr int kAcceptsPerWake = 64;
-constexpr double kStartupWaitS = 30;
-// fds the controller holds besides its connections: epoll, timerfd, signalfd, the listeners,
-// the event log, journal and lock files, pidfds of its helpers.
-constexpr rlim_t kReservedFds = 64;
-constexpr std::uint64_t kOwnReqBase = 1ull << 40;  // controller-originated requests
-// `inject --fault warn` without a detail: TrainMover's predictors warn minutes ahead.
-constexpr double kDefaultWarnLeadS = 600;
-
-// Injectable faults and whether each leaves the machine broken until it is evicted.
-const std::map<std::string, bool>& fault_kinds() {
-  static const std::map<std::string, bool> kinds = {
-      {"kill", false},        {"stop", true},    {"crash", false}, {"hang", false},
-      {"nan", false},         {"slow", true},    {"sdc", true},    {"nic_down", true},
-      {"machine_down", true}, {"repair", false}, {"warn", false}};
-  return kinds;
-}
-
 }  // namespace
 
 Controller::Controller(const LiveConfig& config, const Registry& registry, Reactor& reactor,
                        bool fresh)
-    : config_(in_run_order(config, fresh)), reactor_(reactor) {
+    : config_(in_run_order(config, fresh)),
+      reactor_(reactor),
+      bad_credential_notes_(kBadCredentialLinesPerMinute),
+      session_notes_{NoteWindow(kSessionLinesPerMinute), NoteWindow(kSessionLinesPerMinute)} {
   std::string err;
   if (!load_token(config_.token_file, &token_, &err)) throw std::runtime_error(err);
   for (std::size_t i = 0; i < config_.machines.size(); ++i)
@@ -526,209 +490,6 @@ double Controller::silent_s(MachineId m) const {
   return (reactor_.now() - s->second.last_heard).to_seconds();
 }
 
-void Controller::on_accept() {
-  // At most kAcceptsPerWake at a time, then back to the loop (the level-triggered listener
-  // calls again): a flood dialled again as fast as it is pushed out would otherwise keep this
-  // loop going while the hellos of the ones it let in, and every agent, wait unread.
-  for (int i = 0; i < kAcceptsPerWake; ++i) {
-    if (!room_for_handshake()) return;
-    std::string peer;
-    const int fd = accept_tcp(listen_fd_, &peer);
-    if (fd < 0) {
-      const int e = errno;
-      if (accept_starved(e)) {
-        // Out of fds: the pending connection stays in the backlog and the level-triggered
-        // listener would wake the loop at once, forever. Stop listening for a moment.
-        if (accept_failures_++ == 0)
-          world_->note(std::string("cannot accept connections: ") + std::strerror(e) +
-                       "; pausing accepts for " + std::to_string(kAcceptPauseS) +
-                       " s at a time until fds are free (raise LimitNOFILE)");
-        accept_paused_ = true;
-        reactor_.modify_fd(listen_fd_, 0);
-        reactor_.add_timer(Duration::seconds(kAcceptPauseS), [this] {
-          accept_paused_ = false;
-          if (listen_fd_ >= 0 && !handshake_paused_) reactor_.modify_fd(listen_fd_, EPOLLIN);
-        });
-      } else if (accept_failures_ > 0 && e == EAGAIN) {
-        world_->note("accepting connections again after " + std::to_string(accept_failures_) +
-                     " failures for want of fds");
-        accept_failures_ = 0;
-      }
-      return;
-    }
-    const std::uint64_t sid = next_session_++;
-    Session& s = sessions_[sid];
-    s.seq = accept_seq_++;
-    s.accepted = reactor_.now();
-    unauthenticated_now_.emplace(s.seq, sid);
-    s.conn = std::make_unique<Conn>(
-        reactor_, fd, peer,
-        Conn::Handlers{[this, sid](const json& m) { on_message(sid, m); },
-                       [this, sid](const std::string& why) { on_close(sid, why); }});
-    s.conn->set_max_frame(kMaxFrameBeforeAuth);
-    s.fd = fd;
-    // Keepalive probes tell a silent agent whose host answers from a host that is gone; the
-    // kernel gives up on the connection only after the heartbeat timer has (two probes more).
-    enable_keepalive(fd, 1, 1, static_cast<int>(std::ceil(config_.heartbeat_timeout_s)) + 2);
-    s.timer = reactor_.add_timer(Duration::seconds(kHelloTimeoutS), [this, sid] {
-      auto it = sessions_.find(sid);
-      if (it == sessions_.end()) return;
-      it->second.timer = 0;
-      if (it->second.role == Session::Role::kHello || it->second.role == Session::Role::kChallenged)
-        refuse(sid, "no authenticated hello within 5 s");
-    });
-  }
-}
-
-bool Controller::room_for_handshake() {
-  // Entries whose session is gone or past its handshake are dropped first.
-  while (!unauthenticated_now_.empty()) {
-    auto s = sessions_.find(unauthenticated_now_.begin()->second);
-    if (s != sessions_.end() &&
-        (s->second.role == Session::Role::kHello || s->second.role == Session::Role::kChallenged))
-      break;
-    unauthenticated_now_.erase(unauthenticated_now_.begin());
-  }
-  if (static_cast<int>(unauthenticated_now_.size()) < kMaxUnauthenticated) return true;
-  if (const std::uint64_t sid = room_maker()) {
-    make_room_unauthenticated(sid);
-    return true;
-  }
-  // A herd of agents redialling at once (a controller restart): every handshake is young
-  // and finishes in a round trip. The rest wait in the listen backlog (accepts resume as
-  // soon as one finishes, or after a short pause) instead of pushing out the ones under way.
-  handshake_paused_ = true;
-  reactor_.modify_fd(listen_fd_, 0);
-  reactor_.add_timer(Duration::seconds(kHandshakePauseS), [this] { resume_accepts(); });
-  return false;
-}
-
-std::uint64_t Controller::room_maker() const {
-  // The oldest connection still silent first: no hello read and nothing waiting to be read.
-  // Agents and operators send their hello as they connect: one queued in the listen backlog
-  // has it waiting when accepted, and one accepted before it arrived is the newest, pushed out
-  // only after 64 more accepts. Connections held open without a word make room for each other
-  // at the rate accept() takes them. A grace of 0.1 s (64 accepts per 0.1 s) left the accept
-  // queue full of them: the kernel dropped the SYNs of agents and operators (retried after 1,
-  // 3, 7 s), and `live status` behind 2,000 took 8.4 s; a restarted agent 7.7 s. Then the
-  // oldest past kHandshakeGraceS.
-  for (const auto& [seq, sid] : unauthenticated_now_) {
-    auto it = sessions_.find(sid);
-    if (it != sessions_.end() && it->second.role == Session::Role::kHello &&
-        bytes_waiting(it->second.fd) == 0)
-      return sid;
-  }
-  const Instant now = reactor_.now();
-  const std::uint64_t oldest = unauthenticated_now_.begin()->second;
-  auto it = sessions_.find(oldest);
-  if (it != sessions_.end() && now - it->second.accepted >= Duration::seconds(kHandshakeGraceS))
-    return oldest;
-  return 0;
-}
-
-void Controller::leave_unauthenticated(std::uint64_t sid, const Session& s) {
-  unauthenticated_now_.erase({s.seq, sid});
-  resume_accepts();
-}
-
-void Controller::resume_accepts() {
-  if (!handshake_paused_) return;
-  handshake_paused_ = false;
-  if (!accept_paused_ && listen_fd_ >= 0) reactor_.modify_fd(listen_fd_, EPOLLIN);
-}
-
-void Controller::make_room_unauthenticated(std::uint64_t sid) {
-  // An agent or an operator finishes its handshake in milliseconds, so a flood of idle
-  // connections only pushes out its own.
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end()) return;
-  ++evicted_unauthenticated_;
-  note_unauthenticated("closed the unauthenticated connection from " + it->second.conn->peer() +
-                       (it->second.role == Session::Role::kHello ? " (no hello)" : "") + ": " +
-                       std::to_string(kMaxUnauthenticated) + " were open (" +
-                       std::to_string(evicted_unauthenticated_) + " closed so far)");
-  leave_unauthenticated(sid, it->second);
-  it->second.role = Session::Role::kClient;  // its close is no refusal to report again
-  it->second.conn->close("too many unauthenticated connections");
-}
-
-void Controller::make_room_clients(bool read_only) {
-  std::vector<std::pair<Instant, std::uint64_t>> same;
-  for (const auto& [sid, s] : sessions_)
-    if (s.role == Session::Role::kClient && s.machine == kNoMachine && s.read_only == read_only &&
-        s.conn && s.conn->is_open() && s.idle_timer != 0)
-      same.emplace_back(s.last_heard, sid);
-  if (static_cast<int>(same.size()) < kMaxClientsPerAccess) return;
-  std::sort(same.begin(), same.end());
-  auto it = sessions_.find(same.front().second);
-  note_session(read_only, std::string("closed the least recently active ") +
-                              (read_only ? "read-only" : "admin") + " session (from " +
-                              it->second.conn->peer() +
-                              "): " + std::to_string(kMaxClientsPerAccess) + " were open");
-  it->second.conn->close("too many sessions of this access");
-}
-
-void Controller::arm_client_idle(std::uint64_t sid) {
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end()) return;
-  if (it->second.idle_timer) reactor_.cancel_timer(it->second.idle_timer);
-  it->second.last_heard = reactor_.now();
-  it->second.idle_timer = reactor_.add_timer(Duration::seconds(kClientIdleS), [this, sid] {
-    auto s = sessions_.find(sid);
-    if (s == sessions_.end()) return;
-    s->second.idle_timer = 0;
-    if (s->second.conn && s->second.conn->is_open())
-      s->second.conn->close("idle for " + std::to_string(static_cast<int>(kClientIdleS)) + " s");
-  });
-}
-
-void Controller::note_bad_credential(const std::string& text) {
-  ++bad_credentials_;
-  if (++bad_credentials_window_ <= kBadCredentialLinesPerMinute) {
-    const std::string line = text + " (" + std::to_string(bad_credentials_) + " bad proofs so far)";
-    world_->note(line);
-    std::cerr << log_stamp() << " faultline live: " << line << "\n";
-  } else {
-    ++bad_credentials_unsaid_;
-  }
-  if (bad_credential_timer_ == 0)
-    bad_credential_timer_ = reactor_.add_timer(Duration::seconds(60), [this] {
-      bad_credential_timer_ = 0;
-      if (bad_credentials_unsaid_ > 0) {
-        const std::string line = std::to_string(bad_credentials_unsaid_) +
-                                 " more connections refused for a bad token in the last minute (" +
-                                 std::to_string(bad_credentials_) +
-                                 " bad proofs so far): a credential attack?";
-        world_->note(line);
-        std::cerr << log_stamp() << " faultline live: " << line << "\n";
-      }
-      bad_credentials_window_ = 0;
-      bad_credentials_unsaid_ = 0;
-    });
-}
-
-void Controller::refuse(std::uint64_t sid, const std::string& why) {
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end()) return;
-  if (why == "bad token") {
-    const Hello& h = it->second.handshake.hello();
-    note_bad_credential("refused connection from " + it->second.conn->peer() + " (" +
-                        h.proof_role() + (h.name.empty() ? "" : " " + h.name.substr(0, 64)) +
-                        (h.read_only ? ", read-only" : "") + "): bad token");
-  } else {
-    note_unauthenticated("refused connection from " + it->second.conn->peer() + ": " + why);
-  }
-  it->second.conn->send(json{{"type", "refused"}, {"reason", why}});
-  leave_unauthenticated(sid, it->second);
-  it->second.role = Session::Role::kClient;  // no further messages are acted on
-  it->second.conn->set_handlers(
-      {[](const json&) {}, [this, sid](const std::string& w) { on_close(sid, w); }});
-  reactor_.add_timer(Duration::seconds(0.2), [this, sid] {
-    auto s = sessions_.find(sid);
-    if (s != sessions_.end() && s->second.conn->is_open()) s->second.conn->close("refused");
-  });
-}
-
 void Controller::arm_heartbeat(std::uint64_t sid) {
   auto it = sessions_.find(sid);
   if (it == sessions_.end()) return;
@@ -819,56 +580,6 @@ void Controller::on_message(std::uint64_t sid, const json& msg) {
   }
 }
 
-void Controller::note_unauthenticated(const std::string& text) {
-  // Anyone can connect: the first 20 are noted, then one line per 1000, so that a flood of
-  // connections cannot fill the event log or the terminal.
-  ++unauthenticated_;
-  if (unauthenticated_ > 20 && unauthenticated_ % 1000 != 0) return;
-  const std::string line =
-      text +
-      (unauthenticated_ > 20 ? " (" + std::to_string(unauthenticated_) + " refused so far)" : "");
-  world_->note(line);
-  std::cerr << log_stamp() << " faultline live: " << line << "\n";
-}
-
-void Controller::note_session(bool read_only, const std::string& text) {
-  SessionNotes& n = session_notes_[read_only ? 1 : 0];
-  ++n.total;
-  if (++n.window <= kSessionLinesPerMinute) {
-    world_->note(text);
-  } else {
-    ++n.unsaid;
-  }
-  if (n.timer != 0) return;
-  n.timer = reactor_.add_timer(Duration::seconds(60), [this, read_only] {
-    SessionNotes& x = session_notes_[read_only ? 1 : 0];
-    x.timer = 0;
-    if (x.unsaid > 0)
-      world_->note(
-          std::to_string(x.unsaid) + " more notes about " + (read_only ? "read-only" : "admin") +
-          " sessions in the last minute were left out (" + std::to_string(x.total) + " so far)");
-    x.window = 0;
-    x.unsaid = 0;
-  });
-}
-
-void Controller::note_refusal(Session& s, const std::string& reason) {
-  if (s.role == Session::Role::kClient && s.machine == kNoMachine) {
-    // A client's refusals count across its sessions: a new session starts no new allowance.
-    ++s.refused;
-    return note_session(s.read_only, "refused a message from " + s.conn->peer() + ": " + reason);
-  }
-  // The first few of each connection, then one line per 1000: a flood of junk must not
-  // fill the event log.
-  ++s.refused;
-  if (s.refused <= 5 || s.refused % 1000 == 0) {
-    const std::string who =
-        s.machine != kNoMachine ? "agent of " + config_machine_name(s.machine) : s.conn->peer();
-    world_->note("refused a message from " + who + ": " + reason +
-                 (s.refused > 5 ? " (" + std::to_string(s.refused) + " refused so far)" : ""));
-  }
-}
-
 MachineId Controller::machine_id(const std::string& name) const {
   auto it = machine_ids_.find(name);
   return it == machine_ids_.end() ? kNoMachine : it->second;
@@ -954,152 +665,6 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
   arm_heartbeat(sid);
   world_->on_agent_connected(m, auth);
   if (!world_started_ && all_awaited_connected()) reactor_.defer([this] { start_world(); });
-}
-
-namespace {
-// Each status_part's items, dumped, at most this many bytes: a part is well under the 1 MiB
-// frame (kMaxFrameBytes) whatever the document holds.
-constexpr std::size_t kStatusPartBytes = 256 << 10;
-
-std::size_t dumped_size(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace).size();
-}
-
-std::string frame_limit_error(std::size_t bytes) {
-  return "the reply is " + std::to_string(bytes) + " bytes, over the " +
-         std::to_string(kMaxFrameBytes) + "-byte frame limit";
-}
-
-// Moves the items of every top-level array of `st` into status_part messages of request
-// `req`, each under kStatusPartBytes (an item over it alone: one part of its own, refused when
-// over a frame); the arrays stay in `st`, empty. Order: the document's keys, then the items'.
-std::vector<json> status_parts(json& st, const json& req) {
-  std::vector<json> parts;
-  for (auto& [field, value] : st.items()) {
-    if (!value.is_array() || value.empty()) continue;
-    json items = json::array();
-    std::size_t bytes = 0;
-    for (auto& item : value) {
-      const std::size_t n = dumped_size(item) + 1;
-      if (!items.empty() && bytes + n > kStatusPartBytes) {
-        parts.push_back(
-            {{"type", "status_part"}, {"req", req}, {"field", field}, {"items", items}});
-        items = json::array();
-        bytes = 0;
-      }
-      items.push_back(std::move(item));
-      bytes += n;
-    }
-    parts.push_back({{"type", "status_part"}, {"req", req}, {"field", field}, {"items", items}});
-    value = json::array();
-  }
-  return parts;
-}
-}  // namespace
-
-void Controller::send_reply(Session& s, const json& reply) {
-  // A reply over the frame limit would be dropped by the wire without a word: the client is
-  // told in one line instead.
-  const std::size_t bytes = dumped_size(reply);
-  if (bytes <= kMaxFrameBytes) {
-    s.conn->send(reply);
-    return;
-  }
-  s.conn->send(json{{"type", "done"},
-                    {"req", reply.value("req", json(0))},
-                    {"ok", false},
-                    {"detail", frame_limit_error(bytes)}});
-}
-
-void Controller::send_status(Session& s, const json& req, bool parts) {
-  json done{
-      {"type", "done"}, {"req", req}, {"ok", true}, {"detail", ""}, {"status", world_->status()}};
-  const std::size_t bytes = dumped_size(done);
-  if (bytes <= kMaxFrameBytes) return s.conn->send(done), void();
-  if (!parts)
-    return send_reply(s, {{"type", "done"},
-                          {"req", req},
-                          {"ok", false},
-                          {"detail", "status: " + frame_limit_error(bytes) +
-                                         "; a client of this release takes it in parts"}});
-  if (bytes > kMaxQueuedBytes / 2)
-    return send_reply(s, {{"type", "done"},
-                          {"req", req},
-                          {"ok", false},
-                          {"detail", "status: the document is " + std::to_string(bytes) +
-                                         " bytes, more than a client's connection may queue"}});
-  const std::vector<json> pieces = status_parts(done["status"], req);
-  for (const json& p : pieces) send_reply(s, p);
-  done["status_parts"] = pieces.size();
-  send_reply(s, done);
-}
-
-void Controller::on_client(std::uint64_t sid, Session& s, const ClientRequest& request) {
-  auto reply = [&](bool ok, const std::string& detail, json extra = json::object()) {
-    extra["type"] = "done";
-    extra["req"] = request.req;
-    extra["ok"] = ok;
-    extra["detail"] = detail;
-    send_reply(s, extra);
-  };
-  if (const auto* st = std::get_if<StatusRequest>(&request.body))
-    return send_status(s, request.req, st->parts);
-  if (s.read_only) {
-    note_refusal(s, "a read-only session may only ask for status");
-    return reply(false, "refused: a read-only session may only ask for status");
-  }
-  if (std::holds_alternative<StopRequest>(request.body)) {
-    reply(true, "stopping");
-    return shutdown("stopped by an operator");
-  }
-  if (const auto* u = std::get_if<UpdateRequest>(&request.body)) {
-    if (!config_.job.versions.count(u->version))
-      return reply(false, "update: version: expected one of job.versions");
-    world_->request_code_update(u->version, u->urgent);
-    return reply(true, "code update " + u->version + " requested");
-  }
-  const auto& in = std::get<InjectRequest>(request.body);
-  const MachineId m = machine_id(in.machine);
-  if (m == kNoMachine)
-    return reply(false, "inject: machine: expected a machine name from the config");
-  auto k = fault_kinds().find(in.fault);
-  if (k == fault_kinds().end())
-    return reply(false,
-                 "inject: fault: expected "
-                 "kill|stop|crash|hang|nan|slow|sdc|nic_down|machine_down|repair|warn");
-  if (!connected(m)) return reply(false, "inject: machine " + in.machine + " is not connected");
-  if (in.fault == "repair") {
-    // Clear the machine's injected faults, then return it to the pool if evicted.
-    send(m,
-         json{{"type", "inject"}, {"req", kOwnReqBase + 1}, {"fault", in.fault}, {"detail", ""}});
-    const bool pooled = world_->repaired(m);
-    return reply(true, in.machine + " repaired" + (pooled ? "; back in the standby pool" : ""));
-  }
-  if (auto why = inject_detail_error(in.fault, in.detail))
-    return reply(false, "inject: detail: " + *why);
-  if (in.fault == "warn") {
-    // A failure predictor's warning, which the controller sends (the agents have none):
-    // nothing is done on the machine.
-    const double lead = in.detail.empty() ? kDefaultWarnLeadS : std::stod(in.detail);
-    world_->warn(m, lead);
-    return reply(true, "warn injected on " + in.machine + ": a failure in " +
-                           traces::json_brief(lead) + " s");
-  }
-  // Answered once the agent applied it: the operator's "injected" and the log's fault
-  // record both mean it happened.
-  world_->inject(m, in.fault, in.detail, k->second,
-                 [this, sid, req = request.req, fault = in.fault, name = in.machine](
-                     bool ok, const std::string& why) {
-                   auto it = sessions_.find(sid);
-                   if (it == sessions_.end() || !it->second.conn || !it->second.conn->is_open())
-                     return;
-                   it->second.conn->send(
-                       json{{"type", "done"},
-                            {"req", req},
-                            {"ok", ok},
-                            {"detail", ok ? fault + " injected on " + name
-                                          : "inject: the agent of " + name + " refused: " + why}});
-                 });
 }
 
 void Controller::on_close(std::uint64_t sid, const std::string& why) {

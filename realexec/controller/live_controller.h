@@ -19,6 +19,7 @@
 
 #include "realexec/controller/live_world.h"
 #include "realexec/controller/metrics_http.h"
+#include "realexec/controller/note_window.h"
 #include "realexec/live_config.h"
 #include "realexec/net/auth.h"
 #include "realexec/net/messages.h"
@@ -154,16 +155,10 @@ class Controller final : public MachineLink {
   std::uint64_t accept_seq_ = 0;
   std::uint64_t accept_failures_ = 0;
   std::uint64_t evicted_unauthenticated_ = 0;
-  std::uint64_t bad_credentials_ = 0;         // all refusals for a bad proof
-  std::uint64_t bad_credentials_window_ = 0;  // in the current minute
-  std::uint64_t bad_credentials_unsaid_ = 0;  // in it, beyond the ones said one by one
-  std::uint64_t bad_credential_timer_ = 0;
-  struct SessionNotes {
-    std::uint64_t total = 0, window = 0, unsaid = 0, timer = 0;
-  };
-  SessionNotes session_notes_[2];  // admin, read-only
-  int dir_lock_fd_ = -1;           // flock of STATE_DIR itself, held for the controller's life
-  int lock_fd_ = -1;               // STATE_DIR/controller.lock: the holder's pid
+  NoteWindow bad_credential_notes_;  // refusals for a bad proof
+  NoteWindow session_notes_[2];      // about clients' sessions: admin, read-only
+  int dir_lock_fd_ = -1;             // flock of STATE_DIR itself, held for the controller's life
+  int lock_fd_ = -1;                 // STATE_DIR/controller.lock: the holder's pid
   std::unique_ptr<MetricsServer> metrics_;  // null: no metrics_listen
   std::uint64_t next_session_ = 1;
   std::map<std::uint64_t, Session> sessions_;
