@@ -13,7 +13,7 @@ namespace faultline::live {
 // usage, configuration or token, 1 for runtime failures, 128+N after signal N.
 int agent_main(const std::vector<std::string>& args);
 
-// `faultline live CONFIG ...`; `args` excludes "faultline live" (realexec/live_cli.cc).
+// `faultline live CONFIG ...`; `args` excludes "faultline live" (realexec/controller/live_cli.cc).
 int live_main(const std::vector<std::string>& args);
 
 }  // namespace faultline::live

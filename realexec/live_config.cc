@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "policies/module.h"
-#include "realexec/wire.h"
+#include "realexec/net/wire.h"
 
 namespace faultline::live {
 

@@ -9,7 +9,7 @@
 #include "plugins/loader.h"
 #include "plugins/python_modules.h"
 #include "realexec/cli.h"
-#include "realexec/fleet.h"
+#include "realexec/fleet/fleet.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -418,7 +418,7 @@ void calibrate_actions(const Durations& durations, std::map<std::string, Calibra
 
 // A live run that never rescheduled still refilled its standby pool: machines taken out
 // come back once they pass their repair check (or an operator repairs them), and a standby
-// shortfall waits for them (realexec/live_world.cc). The simulator refills its pool, and
+// shortfall waits for them (realexec/controller/live_world.cc). The simulator refills its pool, and
 // fills a shortfall, from the scheduler after reschedule_base_s (plus the self-check,
 // gpu_diag_s): left at the large-cluster default (120 s), a pool that the run refilled in
 // seconds stays empty for minutes. Each return (the live controller's note "NAME ... back in

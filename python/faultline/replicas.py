@@ -126,7 +126,7 @@ def parse_quorum(text, path="<quorum file>"):
 
 
 def quorum_mac(key, quorum):
-    """The agent's signature of a quorum (realexec/auth.h quorum_mac): HMAC-SHA256 with the
+    """The agent's signature of a quorum (realexec/net/auth.h quorum_mac): HMAC-SHA256 with the
     launch's FAULTLINE_QUORUM_KEY over its number, members, store and joiners, 64 hex digits."""
     msg = "faultline-quorum/1\n%d\n%s\n%s\n%s" % (
         quorum.number, ",".join(str(m) for m in sorted(quorum.members)), quorum.store,

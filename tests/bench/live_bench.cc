@@ -1,7 +1,8 @@
 // The live controller's cost per agent message, at 1,000 machines: the frame's JSON parse
 // (what Conn does for every message) and LiveWorld's handling of a heartbeat, a step report
 // and a rank exit (decode, then the world's bookkeeping; the policy sees what it acts on).
-// The controller adds a map lookup and a timer check per message (controller.cc).
+// The controller adds a map lookup and a timer check per message
+// (realexec/controller/live_controller.cc).
 //
 //   faultline_bench_live [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -12,9 +13,9 @@
 #include <string>
 
 #include "policies/builtin.h"
-#include "realexec/journal.h"
+#include "realexec/controller/journal.h"
+#include "realexec/controller/live_world.h"
 #include "realexec/live_config.h"
-#include "realexec/live_world.h"
 #include "traces/event_log.h"
 
 namespace {

@@ -209,7 +209,7 @@ class JobTest(unittest.TestCase):
             p.wait(timeout=2)
         # The started report names the signal; on it the hung rank writes its Python stacks,
         # its main thread's blocked in the hang (the agent's capture reads this, realexec/
-        # stacks.h), and it keeps hanging.
+        # stack_capture.h), and it keeps hanging.
         started = h.reports()[0]
         self.assertEqual((started["type"], started.get("stack_signal")), ("started", "SIGUSR2"))
         os.kill(p.pid, signal.SIGUSR2)

@@ -141,7 +141,7 @@ class SignedQuorumTest(unittest.TestCase):
     KEY = "k-of-generation-7"
 
     def test_the_signature_is_the_agents(self):
-        # The same vector as tests/realexec/agent/messages_test.cc (realexec/auth.h).
+        # The same vector as tests/realexec/agent/messages_test.cc (realexec/net/auth.h).
         q = Quorum(12, (0, 2, 5), "10.0.0.1:29401", (5,))
         self.assertEqual(quorum_mac(self.KEY, q),
                          "2be4311009aead4281e0b27568bd71d81ff399b7e83d613480dd1d957324ad31")

@@ -120,7 +120,7 @@ def parked_in_a_known_function(ready, release):
 
 
 class StackDumpTest(unittest.TestCase):
-    """register_stack_dump: the Python stacks the agent's capture reads (realexec/stacks.h)."""
+    """register_stack_dump: the Python stacks the agent's capture reads (realexec/agent/stack_capture.h)."""
 
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()

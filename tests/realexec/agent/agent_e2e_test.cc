@@ -13,9 +13,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "realexec/agent.h"
-#include "realexec/auth.h"
-#include "realexec/stacks.h"
+#include "realexec/agent/agent.h"
+#include "realexec/agent/stack_capture.h"
+#include "realexec/net/auth.h"
 
 namespace faultline::live {
 namespace {

@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "realexec/auth.h"
-#include "realexec/proc.h"
-#include "realexec/wire.h"
+#include "realexec/net/auth.h"
+#include "realexec/net/proc.h"
+#include "realexec/net/wire.h"
 
 namespace faultline::live {
 namespace {

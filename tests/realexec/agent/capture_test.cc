@@ -12,9 +12,9 @@
 #include <cstring>
 #include <iostream>
 
-#include "realexec/agent_host.h"
-#include "realexec/proc.h"
-#include "realexec/stacks.h"
+#include "realexec/agent/agent_host.h"
+#include "realexec/agent/stack_capture.h"
+#include "realexec/net/proc.h"
 
 namespace faultline::live {
 namespace {

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "policies/builtin.h"
-#include "realexec/controller.h"
-#include "realexec/journal.h"
+#include "realexec/controller/journal.h"
+#include "realexec/controller/live_controller.h"
 #include "realexec/live_config.h"
-#include "realexec/reactor.h"
+#include "realexec/net/reactor.h"
 #include "traces/event_log.h"
 
 namespace faultline::live {

@@ -1,5 +1,5 @@
 // Inspection readers on a fake sysfs tree and kernel-log lines.
-#include "realexec/inspect.h"
+#include "realexec/agent/inspect.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 // The controller's journal on a disk that really fills (issue 15): a failed save keeps the
 // previous journal whole, leaves no temporary file behind, is reported in health() and
 // works again at the next save once there is room.
-#include "realexec/journal.h"
+#include "realexec/controller/journal.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "policies/builtin.h"
-#include "realexec/launcher.h"
+#include "realexec/launch/launcher.h"
 
 namespace faultline::live {
 namespace {

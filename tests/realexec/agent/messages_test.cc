@@ -1,8 +1,8 @@
-// Live mode's message codec (realexec/messages.h): every message that crashed a process in
+// Live mode's message codec (realexec/net/messages.h): every message that crashed a process in
 // the operator's review is refused with a reason naming the field, NaN is read the way jobs
 // write it, a million generated and mutated frames raise nothing but a refusal, and the
 // handshake (auth.h) proves the token both ways without replay, reflection or a token sent.
-#include "realexec/messages.h"
+#include "realexec/net/messages.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "realexec/auth.h"
+#include "realexec/net/auth.h"
 
 namespace faultline::live {
 namespace {

@@ -1,7 +1,7 @@
-// The /metrics endpoint (realexec/metrics_http.h): what each request gets, and that hostile
-// clients (garbage, an oversized head, a slowloris, a flood of connections) neither crash
+// The /metrics endpoint (realexec/controller/metrics_http.h): what each request gets, and that
+// hostile clients (garbage, an oversized head, a slowloris, a flood of connections) neither crash
 // nor hang the reactor, and that Prometheus still gets its answer meanwhile.
-#include "realexec/metrics_http.h"
+#include "realexec/controller/metrics_http.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "realexec/wire.h"
+#include "realexec/net/wire.h"
 #include "tests/realexec/idle_flood.h"
 
 namespace faultline::live {

@@ -1,7 +1,7 @@
-// The exposition renderer (realexec/metrics.h), read back by a parser written here from the
-// format's description (not from the renderer): names, escaping, histogram buckets, values
-// that round-trip exactly, and the names the format forbids.
-#include "realexec/metrics.h"
+// The exposition renderer (realexec/controller/metrics.h), read back by a parser written here from
+// the format's description (not from the renderer): names, escaping, histogram buckets, values that
+// round-trip exactly, and the names the format forbids.
+#include "realexec/controller/metrics.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The reactor's ordering guarantees: timers by (deadline, set order), cancellation,
 // defer, fd removal from inside a handler, child exit status through pidfd, signals.
-#include "realexec/reactor.h"
+#include "realexec/net/reactor.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

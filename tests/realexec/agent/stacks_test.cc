@@ -1,12 +1,12 @@
 // Signature normalisation on captured debugger output and Python (faulthandler) dumps
 // (realistic samples, inline).
-#include "realexec/stacks.h"
-
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <string>
+
+#include "realexec/agent/stack_capture.h"
 
 namespace faultline::live {
 namespace {

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "realexec/agent.h"
-#include "realexec/auth.h"
+#include "realexec/agent/agent.h"
+#include "realexec/net/auth.h"
 
 namespace faultline::live {
 namespace {

@@ -1,6 +1,6 @@
 // The framed protocol: round trips, limits and bad frames closing with a reason,
 // ordering under a burst, TCP helpers and the token file.
-#include "realexec/wire.h"
+#include "realexec/net/wire.h"
 
 #include <gtest/gtest.h>
 #include <sys/epoll.h>

@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-#include "realexec/auth.h"
+#include "realexec/net/auth.h"
 #include "tests/realexec/live/live_support.h"
 #include "traces/event_log.h"
 

@@ -59,11 +59,11 @@
 #include <vector>
 
 #include "policies/builtin.h"
-#include "realexec/auth.h"
-#include "realexec/journal.h"
+#include "realexec/controller/journal.h"
 #include "realexec/live_config.h"
-#include "realexec/messages.h"
-#include "realexec/wire.h"
+#include "realexec/net/auth.h"
+#include "realexec/net/messages.h"
+#include "realexec/net/wire.h"
 #include "tests/realexec/live/live_support.h"
 
 namespace {

@@ -64,7 +64,7 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-// One frame of the wire protocol (realexec/wire.h): a 4-byte big-endian length, the body.
+// One frame of the wire protocol (realexec/net/wire.h): a 4-byte big-endian length, the body.
 inline std::string frame(const std::string& body, std::uint32_t claimed_length) {
   std::string f(4, '\0');
   f[0] = static_cast<char>(claimed_length >> 24), f[1] = static_cast<char>(claimed_length >> 16);

@@ -1,0 +1,412 @@
+// Replica groups in live mode (EnableReplicaGroups, RejoinReplica; FT-HSDP, torchft) on the
+// job library's faultline.replicas (python/faultline/replicas.py): one process per
+// data-parallel replica, its id its rank and slot. The controller keeps the quorum and the
+// agents write it to each replica's quorum file; every replica hosts a TCPStore on
+// job.master_port + 1 + its id, and a quorum forms on the store of its lowest member that is
+// not joining. A replica that fails drops out while the others train on (ReplicaDropped): a
+// rank's exit, an eviction of its machine (the policy's answer to its agent lost), or a
+// silence, found when the other members say their collectives of the quorum failed and it
+// did not (a hang, or a machine lost that no one evicted). A rejoin
+// launches it again with the current quorum; once it says it waits, the next quorum admits
+// it with its state from a live peer, and its "started" report is the ReplicaRejoined.
+#include <algorithm>
+
+#include "realexec/controller/live_world.h"
+#include "realexec/controller/live_world_internal.h"
+#include "traces/config.h"
+
+namespace faultline::live {
+
+using nlohmann::json;
+using world_detail::kRequestTimeoutS;
+
+namespace {
+// After a member says its quorum failed, how long the others have to say so too (or to exit)
+// before the silent ones are judged hung: the members' collectives time out together, within
+// their report's trip through the agents.
+constexpr double kFailedQuorumGraceS = 2.0;
+}  // namespace
+
+void LiveWorld::act_on(ActionId id, const EnableReplicaGroups& a, Instant t) {
+  // act() refused a minimum outside [1, data-parallel degree].
+  if (!config_.job.replica_groups)
+    return refuse(id,
+                  "the job's code does not run replica groups (job.replica_groups is false in " +
+                      config_.file + "): every failure stops the job",
+                  t);
+  replicas_.enabled = a;
+  outcome(id, true,
+          std::to_string(cluster_.pp_groups()) + " replicas, the job stops below " +
+              std::to_string(a.min_replicas),
+          t);
+}
+
+void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
+  // act() refused a stopped job, an unknown replica and an empty slot.
+  const std::int64_t r = a.replica;
+  if (!replicas_.enabled) return refuse(id, "replica groups not enabled", t);
+  if (replicas_.members.count(r) || replicas_.joining.count(r))
+    return refuse(id, "replica " + std::to_string(r) + " is not dropped", t);
+  const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
+  replicas_.joining[r] = id;
+  replicas_.rejoin_began[id] = t;  // its outcome: when the replica trains again, or drops again
+  if (!link_.connected(m)) {
+    // As a machine still broken fails a rejoin in the simulator: the replica drops again,
+    // naming it, and the policy decides whether to evict it.
+    drop_replica(r, m, 1, "rejoin: the agent of " + machine_config(m).name + " is not connected");
+    return;
+  }
+  note("replica " + std::to_string(r) + " rejoins on " + machine_config(m).name + ": " + a.reason);
+  // It starts in the current quorum, which does not contain it, and says it waits; the next
+  // quorum admits it (replica_report), so that the others train on while it starts.
+  const Quorum current = quorum_of(journal_.state().replica_quorum, {});
+  const auto& s = journal_.state();
+  request(m,
+          json{{"type", "launch"},
+               {"gen", s.gen},
+               {"version", s.version},
+               {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
+               {"world_size", cluster_.slots()},
+               {"master_addr", machine_config(cluster_.machine_in(0)).addr},
+               {"master_port", config_.job.master_port},
+               {"ckpt_every", s.ckpt_every},
+               {"replicas", replica_launch(current)}},
+          Duration::seconds(kRequestTimeoutS), [this, id, r, m](const AgentReply& reply) {
+            auto it = replicas_.joining.find(r);
+            if (it == replicas_.joining.end() || it->second != id) return;
+            if (reply.ok) {
+              replicas_.launched.insert(r);
+              return;
+            }
+            drop_replica(
+                r, m, 1,
+                "rejoin: launch failed on " + machine_config(m).name + ": " + reply.detail);
+          });
+  reactor_.add_timer(Duration::seconds(config_.job.startup_timeout_s), [this, id, r, m] {
+    auto it = replicas_.joining.find(r);
+    if (it == replicas_.joining.end() || it->second != id) return;
+    request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+            Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+    drop_replica(r, m, 1, "rejoin: not started within job.startup_timeout_s");
+  });
+}
+
+json LiveWorld::replica_launch(const Quorum& q) const {
+  const double timeout =
+      replicas_.enabled ? replicas_.enabled->timeout.to_seconds() : kRequestTimeoutS;
+  return json{{"count", cluster_.pp_groups()}, {"timeout_s", timeout}, {"quorum", encode(q)}};
+}
+
+Quorum LiveWorld::next_quorum(std::vector<std::int64_t> join) {
+  return quorum_of(++journal_.state().replica_quorum, std::move(join));
+}
+
+Quorum LiveWorld::quorum_of(std::int64_t number, std::vector<std::int64_t> join) const {
+  Quorum q;
+  q.number = number;
+  q.members.assign(replicas_.members.begin(), replicas_.members.end());
+  std::sort(join.begin(), join.end());
+  q.join = std::move(join);
+  std::int64_t host = q.members.empty() ? 0 : q.members.front();
+  for (std::int64_t r : q.members)
+    if (!std::binary_search(q.join.begin(), q.join.end(), r)) {
+      host = r;
+      break;
+    }
+  const MachineId m = cluster_.machine_in(static_cast<SlotId>(host));
+  q.store = (m == kNoMachine ? std::string("127.0.0.1") : machine_config(m).addr) + ":" +
+            std::to_string(config_.job.master_port + 1 + host);
+  return q;
+}
+
+void LiveWorld::send_quorum(const Quorum& q, std::int64_t except) {
+  replicas_.changed = true;
+  std::string members;
+  for (std::int64_t r : q.members) members += (members.empty() ? "" : ",") + std::to_string(r);
+  note("quorum " + std::to_string(q.number) + ": replicas [" + members + "]" +
+       (q.join.empty() ? "" : ", replica " + std::to_string(q.join.front()) + " joining") +
+       ", store " + q.store);
+  save_journal();
+  for (std::int64_t r : q.members) {
+    if (r == except) continue;
+    const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
+    if (m == kNoMachine || !link_.connected(m)) continue;
+    request(m, json{{"type", "quorum"}, {"gen", journal_.state().gen}, {"quorum", encode(q)}},
+            Duration::seconds(kRequestTimeoutS), [this, m, n = q.number](const AgentReply& r) {
+              if (!r.ok)
+                note("quorum " + std::to_string(n) + " not written on " + machine_config(m).name +
+                     ": " + r.detail);
+            });
+  }
+}
+
+int LiveWorld::live_replicas() const {
+  return static_cast<int>(replicas_.members.size()) -
+         static_cast<int>(
+             std::count_if(replicas_.joining.begin(), replicas_.joining.end(),
+                           [&](const auto& j) { return replicas_.members.count(j.first) > 0; }));
+}
+
+std::int64_t LiveWorld::step_rank() const {
+  if (!config_.job.replica_groups) return 0;
+  for (std::int64_t r : replicas_.members)
+    if (!replicas_.joining.count(r)) return r;
+  return 0;
+}
+
+void LiveWorld::drop_replica(std::int64_t r, MachineId m, int code, const std::string& signature) {
+  if (const auto it = replicas_.joining.find(r); it != replicas_.joining.end())
+    rejoin_outcome(it->second, false,
+                   "replica " + std::to_string(r) + " dropped again while rejoining: " + signature);
+  replicas_.joining.erase(r);
+  replicas_.launched.erase(r);
+  const bool member = replicas_.members.erase(r) > 0;
+  clean_exits_.erase(r);
+  replica_incident_opens(r, m, signature);  // journaled before the quorum goes out
+  if (member) send_quorum(next_quorum({}));
+  note("replica " + std::to_string(r) + " dropped out of the quorum (" +
+       std::to_string(live_replicas()) + " of " + std::to_string(cluster_.pp_groups()) +
+       " train on): " + signature);
+  deliver(ReplicaDropped{static_cast<int>(r), m, code, signature, rank_step(r), live_replicas()});
+}
+
+bool LiveWorld::replica_exit(MachineId m, std::int64_t rank, int code,
+                             const std::string& signature) {
+  if (!replicas_.enabled || !running_ || starting_) return false;
+  if (replicas_.joining.count(rank)) {
+    if (!replicas_.launched.count(rank)) return true;     // its previous process, reaped late
+    drop_replica(rank, m, code, "rejoin: " + signature);  // failed again while rejoining
+    return true;
+  }
+  if (!replicas_.members.count(rank)) return true;  // out already: the echo of its drop
+  if (live_replicas() - 1 < replicas_.enabled->min_replicas) return false;
+  drop_replica(rank, m, code, signature);
+  return true;
+}
+
+bool LiveWorld::replica_evict(const MachineSet& machines, const std::string& reason) {
+  if (!replicas_.enabled || !running_ || starting_) return false;
+  std::vector<std::int64_t> drop;
+  for (MachineId m : machines) {
+    const SlotId s = m >= 0 && m < cluster_.machine_count() ? cluster_.slot_of(m) : -1;
+    if (s >= 0 && replicas_.members.count(s) && !replicas_.joining.count(s)) drop.push_back(s);
+  }
+  if (live_replicas() - static_cast<int>(drop.size()) < replicas_.enabled->min_replicas)
+    return false;
+  for (std::int64_t r : drop)
+    drop_replica(r, cluster_.machine_in(static_cast<SlotId>(r)), 137, "evicted: " + reason);
+  return true;
+}
+
+bool LiveWorld::replica_report(MachineId m, std::int64_t rank, const RankReport& r) {
+  if (!config_.job.replica_groups) return false;
+  // This controller numbers the quorums: a report of a later one than it formed read a quorum
+  // file the controller did not write (a neighbour's, a stale one, a forged one). Believed, it
+  // would move the group to a quorum that never comes; it is refused and noted (the first 5,
+  // then one in 1000).
+  if (r.quorum && *r.quorum > journal_.state().replica_quorum &&
+      (r.type == "quorum" || r.type == "waiting" || r.type == "quorum_failed")) {
+    if (++replicas_.disbelieved <= 5 || replicas_.disbelieved % 1000 == 0)
+      note("refused a " + r.type + " report of replica " + std::to_string(rank) + " on " +
+           machine_config(m).name + ": quorum " + std::to_string(*r.quorum) +
+           " is beyond the latest this controller formed (" +
+           std::to_string(journal_.state().replica_quorum) +
+           "): its quorum file was not written by this controller (" +
+           std::to_string(replicas_.disbelieved) + " refused so far)");
+    return true;
+  }
+  if (r.type == "waiting") {
+    // A replica launched by a RejoinReplica waits for a quorum with it: the next one admits it.
+    if (replicas_.joining.count(rank) && !replicas_.members.count(rank)) {
+      replicas_.members.insert(rank);
+      send_quorum(next_quorum({rank}));
+    }
+    return true;
+  }
+  if (r.type == "started" && replicas_.joining.count(rank)) {
+    const ActionId id = replicas_.joining[rank];
+    replicas_.joining.erase(rank);
+    replicas_.launched.erase(rank);
+    const std::string back = "replica " + std::to_string(rank) + " on " + machine_config(m).name +
+                             " trains again from step " + std::to_string(r.step.value_or(-1)) +
+                             " (" + (r.restored_from.empty() ? std::string("?") : r.restored_from) +
+                             ")";
+    note(back);
+    rejoin_outcome(id, true, back);
+    replica_incident_closes(rank, "recovered");
+    deliver(ReplicaRejoined{id, static_cast<int>(rank), live_replicas()});
+    return true;
+  }
+  if (r.type == "quorum_failed") {
+    const std::int64_t q = r.quorum.value_or(-1);
+    if (!replicas_.enabled || !running_ || q != journal_.state().replica_quorum) return true;
+    if (replicas_.failed[q].insert(rank).second && replicas_.failed[q].size() == 1) {
+      // Each member's step when the first said so: one that trains on is no hung member.
+      replicas_.failed_steps.clear();
+      for (std::int64_t x : replicas_.members) replicas_.failed_steps[x] = rank_step(x);
+      replicas_.failed_timer =
+          reactor_.add_timer(Duration::seconds(kFailedQuorumGraceS), [this, q] {
+            replicas_.failed_timer = 0;
+            judge_failed_quorum(q);
+          });
+    }
+    return true;
+  }
+  return r.type == "quorum";  // informative: the group formed
+}
+
+// A member said quorum `q` failed and the grace passed: the members that did not say so (and
+// did not exit) hung. They are killed and drop out; when every member said so, no one hung
+// (a collective that timed out on a loaded machine) and the same members form a new quorum.
+void LiveWorld::judge_failed_quorum(std::int64_t q) {
+  const std::set<std::int64_t> said = replicas_.failed[q];
+  replicas_.failed.erase(replicas_.failed.begin(), replicas_.failed.upper_bound(q));
+  if (!replicas_.enabled || !running_ || q != journal_.state().replica_quorum) return;
+  std::vector<std::int64_t> hung, trained_on;
+  for (std::int64_t r : replicas_.members)
+    if (!said.count(r) && !replicas_.joining.count(r))
+      (rank_step(r) > replicas_.failed_steps[r] ? trained_on : hung).push_back(r);
+  if (!trained_on.empty()) {
+    // A member that reported steps after the quorum was said to fail is training in it: the
+    // report was false (or its sayer's alone), and no healthy member is killed for it. A
+    // sayer that really left the group times out waiting for the next quorum and exits.
+    std::string list;
+    for (std::int64_t r : trained_on) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    std::string sayers;
+    for (std::int64_t r : said) sayers += (sayers.empty() ? "" : ", ") + std::to_string(r);
+    note("quorum " + std::to_string(q) + " was said to fail by replica " + sayers +
+         ", but replica " + list + " trained on in it: no replica is judged hung");
+    return;
+  }
+  if (hung.empty()) {
+    note("quorum " + std::to_string(q) + " failed in every member: forming it again");
+    send_quorum(next_quorum({}));
+    return;
+  }
+  const std::string why = "hang: no answer in quorum " + std::to_string(q) +
+                          "'s collectives within the replicas' timeout of " +
+                          traces::json_brief(replicas_.enabled->timeout.to_seconds()) + " s";
+  const MachineId first = cluster_.machine_in(static_cast<SlotId>(hung.front()));
+  for (std::int64_t r : hung) {
+    const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
+    if (m != kNoMachine && link_.connected(m))
+      request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+              Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+  }
+  if (live_replicas() - static_cast<int>(hung.size()) < replicas_.enabled->min_replicas) {
+    report_exit(first, hung.front(), 124, why);  // too few would train on: the job stops
+    return;
+  }
+  for (std::int64_t r : hung)
+    drop_replica(r, cluster_.machine_in(static_cast<SlotId>(r)), 124, why);
+}
+
+json LiveWorld::replicas_status() const {
+  json joining = json::array();
+  for (const auto& [r, id] : replicas_.joining) joining.push_back(r);
+  json out{
+      {"enabled", replicas_.enabled.has_value()},
+      {"replicas", cluster_.pp_groups()},
+      {"live", live_replicas()},
+      {"quorum", journal_.state().replica_quorum},
+      {"members", std::vector<std::int64_t>(replicas_.members.begin(), replicas_.members.end())},
+      {"joining", joining}};
+  if (replicas_.enabled) out["min_replicas"] = replicas_.enabled->min_replicas;
+  return out;
+}
+
+// --- replica drops as incidents ------------------------------------------------------------
+
+void LiveWorld::replica_incident_opens(std::int64_t r, MachineId m, const std::string& signature) {
+  if (open_replica_incident(r)) return;  // out already (its rejoin failed): the same incident
+  // From its last step report, as a stop of the job from rank 0's.
+  const auto at = rank_report_at_.find(r);
+  const Instant began = at != rank_report_at_.end() && at->second < now() ? at->second : now();
+  const bool named = m >= 0 && m < cluster_.machine_count();
+  Incident in{began,
+              std::nullopt,
+              "replica " + std::to_string(r) + (named ? " on " + machine_config(m).name : "") +
+                  " dropped out: " + signature,
+              "replica_drop",
+              now(),
+              std::nullopt,
+              {}};
+  in.replica = r;
+  incidents_.push_back(std::move(in));
+  if (incidents_.size() > 1000) incidents_.erase(incidents_.begin());
+  ++incident_stats_.opened["replica_drop"];
+  incident_stats_.detection.observe((now() - began).to_seconds());
+  save_journal();
+}
+
+void LiveWorld::replica_incident_closes(std::int64_t r, const std::string& resolution) {
+  Incident* in = open_replica_incident(r);
+  if (!in) return;
+  in->resolved = now();
+  ++incident_stats_.closed[{in->category, resolution}];
+  incident_stats_.recovery.observe((*in->resolved - in->detected).to_seconds());
+  save_journal();
+}
+
+LiveWorld::Incident* LiveWorld::open_replica_incident(std::int64_t r) {
+  for (auto it = incidents_.rbegin(); it != incidents_.rend(); ++it)
+    if (it->replica == r && !it->resolved) return &*it;
+  return nullptr;
+}
+
+std::set<std::int64_t> LiveWorld::replicas_out() const {
+  std::set<std::int64_t> out;
+  for (const Incident& in : incidents_)
+    if (in.replica >= 0 && !in.resolved) out.insert(in.replica);
+  return out;
+}
+
+bool LiveWorld::rejoin_outcome(ActionId id, bool ok, const std::string& detail) {
+  const auto it = replicas_.rejoin_began.find(id);
+  if (it == replicas_.rejoin_began.end()) return false;
+  const Instant began = it->second;
+  replicas_.rejoin_began.erase(it);
+  outcome(id, ok, detail, began);
+  return true;
+}
+
+void LiveWorld::rejoins_superseded() {
+  for (const auto& [r, id] : replicas_.joining)
+    rejoin_outcome(
+        id, false,
+        "the job was launched again: replica " + std::to_string(r) + " starts with every replica");
+}
+
+void LiveWorld::resume_replicas_out(const std::set<std::int64_t>& out) {
+  // A rejoin under way when the previous controller stopped: its process waits for (or is in)
+  // a quorum this controller did not form, and the policy that asked for it is gone. It is
+  // killed, and the others train on in a quorum without it.
+  bool killed = false;
+  for (std::int64_t r : out) {
+    const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
+    if (m == kNoMachine || !link_.connected(m) || !adoption_.ranks.count(m) ||
+        adoption_.ranks[m].empty())
+      continue;
+    request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+            Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+    killed = true;
+  }
+  if (killed) send_quorum(next_quorum({}));
+  for (std::int64_t r : out) {
+    const Incident* in = open_replica_incident(r);
+    const std::string cause = in ? in->cause : "replica " + std::to_string(r) + " out";
+    note("replica " + std::to_string(r) +
+         " was out of the quorum when the previous controller stopped; the policy is told "
+         "again (" +
+         cause + ")");
+    deliver(ReplicaDropped{static_cast<int>(r), cluster_.machine_in(static_cast<SlotId>(r)), 1,
+                           "out of the quorum when the controller restarted: " + cause,
+                           rank_step(r), live_replicas()});
+  }
+}
+
+double LiveWorld::replica_share_s() const {
+  return journal_.state().replica_share_s + replica_share_pending_;
+}
+
+}  // namespace faultline::live

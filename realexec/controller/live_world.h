@@ -1,0 +1,548 @@
+// LiveWorld: the live backend's World. It runs a registered policy stack, unchanged,
+// against real training processes on real machines reached through their agents.
+//
+// Policies see only what the agents observe (process exits with their log line, step
+// reports, inspection alerts, probe verdicts, captured stacks, replay hashes) and act
+// through the shared Action vocabulary, which LiveWorld turns into agent requests
+// (launch, kill, probe, capture, replay). Every event shown and action taken is
+// written to the event log; the placement of machines, the code version and the job
+// generation are journaled, so a restarted controller adopts the job it was managing.
+//
+// Machine ids follow the config: job machines 0..M-1 in slot order, then standbys.
+// Requests to agents go through a MachineLink (the controller's connections); replies
+// and reports come back through on_agent_message. Events raised while an action is
+// being started are queued and delivered after the policy's handler returns.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "policies/api/policy.h"
+#include "realexec/controller/journal.h"
+#include "realexec/controller/metrics.h"
+#include "realexec/live_config.h"
+#include "realexec/net/messages.h"
+#include "realexec/net/reactor.h"
+#include "traces/event_log.h"
+
+namespace faultline::live {
+
+// How LiveWorld reaches agents (implemented by the Controller; faked in unit tests).
+class MachineLink {
+ public:
+  virtual ~MachineLink() = default;
+  // Sends a request; false when the machine's agent is not connected.
+  virtual bool send(MachineId m, const nlohmann::json& msg) = 0;
+  virtual bool connected(MachineId m) const = 0;
+  // Seconds since machine m's agent was last heard (0 when not known): a heartbeat late.
+  virtual double silent_s(MachineId) const { return 0; }
+};
+
+class LiveWorld final : public World {
+ public:
+  // `journal` holds the state to resume from (journal.resumed() says whether it was
+  // loaded from disk). `log` is open for append. Neither is owned.
+  LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor, MachineLink& link,
+            traces::EventLogWriter& log, Journal& journal);
+  ~LiveWorld() override;
+
+  // Builds the policy stack and calls its start(); call once, after the log header.
+  void start();
+
+  // --- from the controller ----------------------------------------------------------
+  // `auth` says which ranks of which generation the agent still runs (adoption).
+  void on_agent_connected(MachineId m, const Auth& auth);
+  // Decodes the message first (realexec/net/messages.h): one that does not decode throws
+  // BadMessage and changes nothing.
+  void on_agent_message(MachineId m, const nlohmann::json& msg);
+  void on_agent_lost(MachineId m, const std::string& why);
+  // An operator's code update (CodeUpdateRequested for the policy).
+  void request_code_update(const std::string& version, bool urgent);
+  // Called with a record's run time whenever the event log could not write it at once
+  // (it waits in memory): the controller marks the outage where a crash cannot erase it.
+  void on_log_pending(std::function<void(double t_s)> f) { on_log_pending_ = std::move(f); }
+  // Records a previous controller lost (waiting for a failing disk when it died): counted
+  // in the status's event_log.lost.
+  void lost_before_restart(std::uint64_t n) { lost_before_restart_ += n; }
+  std::uint64_t lost_before_restart() const { return lost_before_restart_; }
+  // Records an injected fault (ground truth, never shown to the policy).
+  void record_fault(MachineId m, const std::string& kind, const std::string& detail,
+                    bool persistent);
+  // Sends an operator's fault to machine m's agent and records it as ground truth once the
+  // agent says it applied it; a refusal is noted as a refusal, never recorded as a fault.
+  // `done(ok, detail)` follows the agent's answer (machine_down, whose agent exits without
+  // one, is recorded as it is sent).
+  void inject(MachineId m, const std::string& fault, const std::string& detail, bool persistent,
+              std::function<void(bool ok, const std::string& detail)> done);
+  // An operator's failure warning for machine m (`faultline live inject --fault warn`, as a
+  // failure predictor would send it): recorded as ground truth (what is true is that the
+  // warning was sent; nothing fails) and shown to the policy as a FailureWarning with this
+  // lead (live_migrate.cc).
+  void warn(MachineId m, double lead_s);
+  // An operator repaired machine m: an evicted machine returns to the standby pool.
+  // Returns false (and changes nothing) when m is serving a slot or already parked.
+  bool repaired(MachineId m);
+  nlohmann::json status() const;
+  // Writes the summary record; returns the measured ETTR. From then on the accounting
+  // (status, metrics) stays as of this moment: the run's final account.
+  double write_summary();
+  // The metrics of `GET /metrics` (docs/metrics.md), as of now; defined in live_metrics.cc.
+  std::vector<MetricFamily> metrics() const;
+  bool finished() const { return finished_; }
+  // The verdict of an EndRun ("code_or_data"), empty when the run was not ended.
+  const std::string& ended_verdict() const { return journal_.state().ended_verdict; }
+
+  // --- World ---------------------------------------------------------------------------
+  Instant now() const override;
+  const ClusterView& cluster() const override { return cluster_; }
+  ActionId act(Action a) override;
+  TimerId set_timer(Duration after, std::uint64_t tag) override;
+  void cancel_timer(TimerId id) override;
+  Rng& rng() override { return rng_; }
+  void note(std::string_view reason) override;
+
+ private:
+  struct Pending;  // an action waiting for agent replies
+  using Reply = std::function<void(const AgentReply&)>;
+
+  void deliver(Event e);
+  void drain();
+  void log(const std::string& kind, nlohmann::json fields);
+  void outcome(ActionId id, bool ok, const std::string& detail, Instant started);
+  void save_journal();
+
+  // Sends `msg` with a fresh req id, which it returns; `on_reply` gets the agent's reply, or a
+  // synthetic failed one (ok false, a detail) when the agent is lost or `timeout` passes first.
+  std::uint64_t request(MachineId m, nlohmann::json msg, Duration timeout, Reply on_reply);
+  void fail_requests_of(MachineId m, const std::string& why);
+
+  // Refuses `id`: its outcome (not ok, `why`) and ActionFailed{id, why}.
+  void refuse(ActionId id, const std::string& why, Instant t);
+  // act() logs the action, guards against a livelock and refuses what the contract refuses
+  // (policies/api/refusals.h), then hands it to the overload for its kind (live_world.cc),
+  // which adds live mode's own refusals; `t` is the time its outcome is measured from.
+  void act_on(ActionId id, const StopJob& a, Instant t);            // kills every rank
+  void act_on(ActionId id, const EndRun& a, Instant t);             // stops the job for good
+  void act_on(ActionId id, const StartJob& a, Instant t);           // on a known version
+  void act_on(ActionId id, const EvictMachines& a, Instant t);      // see do_evict
+  void act_on(ActionId id, const AcquireMachines& a, Instant t);    // see do_acquire
+  void act_on(ActionId id, const SetCheckpointPlan& a, Instant t);  // from the next launch
+  void act_on(ActionId id, const WatchSteps& a, Instant t);         // StepSample cadence
+  void act_on(ActionId id, const EnableOracle& a, Instant t);       // refused: no ground truth
+  void act_on(ActionId id, const Note& a, Instant t);               // an event-log note
+  void act_on(ActionId id, const EnableInspection& a, Instant t);   // on every agent
+  void act_on(ActionId id, const RunProbe& a, Instant t);           // see do_probe
+  void act_on(ActionId id, const CaptureStacks& a, Instant t);      // see do_capture
+  void act_on(ActionId id, const RunReplay& a, Instant t);          // see do_replay
+  void act_on(ActionId id, const HotUpdate& a, Instant t);          // a restart on a known version
+  void act_on(ActionId id, const RollBack& a, Instant t);           // a restart on the good version
+  void act_on(ActionId id, const SetStandbyPool& a, Instant t);     // only checks the pool
+  void act_on(ActionId id, const AvoidMachines& a, Instant t);      // standbys handed out last
+  void act_on(ActionId id, const MitigateSlowdown& a, Instant t);   // refused: fixed layout
+  void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // see live_replicas.cc
+  void act_on(ActionId id, const RejoinReplica& a, Instant t);        // see live_replicas.cc
+  void act_on(ActionId id, const MigrateMachines& a, Instant t);      // see live_migrate.cc
+
+  // Action handlers.
+  // `spare`: with job.in_place, the ranks that hold in place survive the stop (kill_sparing).
+  void do_stop(ActionId id, const StopJob& a, bool spare = true);
+  // `in_place`: keep the ranks that hold in place and relaunch the others (job.in_place); with
+  // none holding, an ordinary start, noted.
+  void do_start(ActionId id, const std::string& why, bool in_place = false);
+  void start_in_place(ActionId id, Instant t);  // do_start's in-place part (live_ranks.cc)
+  void note_holding(MachineId m, std::int64_t rank, std::int64_t step);
+  void do_evict(ActionId id, const EvictMachines& a);
+  void do_acquire(ActionId id, const AcquireMachines& a);
+  void do_probe(ActionId id, const RunProbe& a);
+  // Runs `test` on `machines` (bit-wise and stress compared with a reference run on this
+  // host); `done` gets the machines that failed, whether one timed out, and details.
+  // inter_all_gather's rank 0 listens on `master_port` (0: the job's master_port + 100);
+  // `timed` hears each machine's own time of the collective, when its probe reported one.
+  using ProbeDone =
+      std::function<void(const MachineSet& failed, bool timed_out, const std::string& details)>;
+  void probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done,
+                      int master_port = 0, std::function<void(MachineId, double)> timed = nullptr);
+  // RunProbe::groups: one inter_all_gather per group, all at once, each its own rendezvous.
+  void do_grouped_probe(ActionId id, const RunProbe& a);
+  // inter_all_gather with probe_bin: the NCCL unique id that rank 0's probe publishes comes to
+  // the controller and is relayed to the other machines of the same probe, on the authenticated
+  // channel (PROTOCOL.md, "Probes across machines"). One group per probe, keyed by the req of
+  // rank 0's probe request, from the requests' sending to the probe's end.
+  struct RelayGroup {
+    MachineId root = kNoMachine;                              // rank 0's machine
+    std::vector<std::pair<MachineId, std::uint64_t>> others;  // ranks 1.., with their probe req
+    bool published = false;                                   // rank 0's blob came and was relayed
+  };
+  std::map<std::uint64_t, std::shared_ptr<RelayGroup>> relays_;
+  void on_rendezvous(MachineId m, const AgentRendezvous& msg);
+  // After a relayed probe: when machines did not complete the rendezvous, only they are the
+  // failed ones (rank 0's machine when its id never came), and `details` says so; when every
+  // machine joined, `details` says that.
+  void attribute_rendezvous(const RelayGroup& g, const MachineSet& machines,
+                            const std::map<MachineId, std::string>& joined, MachineSet& failed,
+                            std::string& details) const;
+
+  // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
+  // A machine taken out of the job: a strike, then retirement or a repair check.
+  void taken_out(MachineId m);
+  // Out of the fleet for good (repair.retire_after strikes, or the policy said so): no
+  // repair check; only an operator's repair returns it.
+  void retire(MachineId m, const std::string& why);
+  void schedule_repair(MachineId m, Duration after);
+  void run_repair_check(MachineId m);
+  // A resumed journal's ids mapped to this config's order by the names it saved.
+  void remap_machines(JournalState& s);
+  void probe_repaired(MachineId m, Duration deadline);
+  void repair_failed(MachineId m, const std::string& why);
+  bool is_retired(MachineId m) const;
+  bool in_pool(MachineId m) const;
+  struct Repair {
+    std::uint64_t timer = 0;  // reactor timer of the next check; 0: none
+    int checks = 0;           // checks run since it was taken out
+    bool running = false;
+    bool given_up = false;  // max_checks failed: left to a human
+    Instant since{};        // an inspection alert after this fails the check
+  };
+  std::map<MachineId, Repair> repairs_;
+  std::map<MachineId, Instant> last_alert_;
+  void do_capture(ActionId id);
+  // A capture that agents with late heartbeats did not answer (machine -> seconds silent).
+  void silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t);
+  void do_replay(ActionId id, const RunReplay& a);
+  void do_inspect(const EnableInspection& a);
+  void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t);
+  void retry_waiting_acquire();
+
+  // --- replica groups (live_replicas.cc; job.replica_groups, python/faultline/replicas.py) --
+  // Every launch of such a job starts quorum 1 of all replicas. With EnableReplicaGroups, a
+  // failed replica drops out while the others train (ReplicaDropped) and a RejoinReplica
+  // launches it again, admitted to the quorum once it waits for one (ReplicaRejoined).
+  struct Replicas {
+    std::optional<EnableReplicaGroups> enabled;  // the policy's; none: a failure stops the job
+    std::set<std::int64_t> members;              // in the latest quorum (admitted joiners too)
+    std::map<std::int64_t, ActionId> joining;    // launched by a RejoinReplica, not started yet
+    // Joiners whose launch the agent confirmed: an exit of the replica before that is its
+    // previous process's (killed for a hang or an eviction), which the agent reaps first.
+    std::set<std::int64_t> launched;
+    std::map<std::int64_t, std::set<std::int64_t>> failed;  // quorum -> members that said it failed
+    std::map<std::int64_t, std::int64_t> failed_steps;  // member -> its step at the first saying
+    std::uint64_t failed_timer = 0;  // the grace before the silent members are judged hung
+    bool changed = false;            // a quorum change since the last step report
+    std::uint64_t disbelieved = 0;   // reports of a quorum this controller never formed
+    std::map<ActionId, Instant> rejoin_began;  // RejoinReplica without an outcome yet
+  };
+  Replicas replicas_;
+  // The launch's "replicas" field (count, timeout, the quorum to start in).
+  nlohmann::json replica_launch(const Quorum& q) const;
+  // The next quorum of replicas_.members, `join` taking their state from a peer; its store
+  // is the one of the lowest member not joining.
+  Quorum next_quorum(std::vector<std::int64_t> join);
+  Quorum quorum_of(std::int64_t number, std::vector<std::int64_t> join) const;
+  void send_quorum(const Quorum& q, std::int64_t except = -1);
+  // A rank of the job exited while it trains with replica groups: true when that is a drop
+  // (or an echo of one) rather than a failure that stops the job.
+  bool replica_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
+  void drop_replica(std::int64_t r, MachineId m, int code, const std::string& signature);
+  // A report of a replica-group rank (waiting, started, quorum_failed); true when consumed.
+  bool replica_report(MachineId m, std::int64_t rank, const RankReport& r);
+  void judge_failed_quorum(std::int64_t quorum);
+  // Machines evicted while the job trains with replica groups: true when their replicas drop
+  // out and the job trains on.
+  bool replica_evict(const MachineSet& machines, const std::string& reason);
+  // The rank whose step reports carry the job's step: 0, or the lowest replica training.
+  std::int64_t step_rank() const;
+  int live_replicas() const;
+  // The steps' time the missing replicas did not train, so far (part of missing_replicas).
+  double replica_share_s() const;
+  double replica_share_pending_ = 0;       // not yet in the journal (flush_account)
+  nlohmann::json replicas_status() const;  // status: the quorum, its members, the joiners
+  // A replica's drop is an incident (category replica_drop, as the simulator's drop is one
+  // resolved by the replica_drop mechanism): it opens when the replica leaves the quorum and
+  // closes when it trains again. The job trains on meanwhile: it is no stop of the job, and
+  // its lost time is the missing replicas' share of the steps (account_step).
+  void replica_incident_opens(std::int64_t r, MachineId m, const std::string& signature);
+  void replica_incident_closes(std::int64_t r, const std::string& resolution);
+  // The replicas out of the quorum (their incident open), for the journal and the adoption.
+  std::set<std::int64_t> replicas_out() const;
+  // The outcome of a RejoinReplica still under way; false when it has one already.
+  bool rejoin_outcome(ActionId id, bool ok, const std::string& detail);
+  // A launch brings every replica back: the rejoins under way end, not done.
+  void rejoins_superseded();
+  // A restarted controller adopted the job without the replicas the journal says were out:
+  // it kills what runs of them (a rejoin under way), forms the quorum without them, and
+  // tells the policy each is out (ReplicaDropped), which brings them back.
+  void resume_replicas_out(const std::set<std::int64_t>& out);
+
+  void kill_all(std::function<void()> then);
+  // Ranks by machine that hold in place (a peer died; they keep their process and state).
+  using HeldRanks = std::map<MachineId, std::vector<std::int64_t>>;
+  // Kills every rank but those holding in place, each agent giving the others kHoldGraceS to
+  // hold first; `then` gets the ranks spared.
+  void kill_sparing(std::function<void(HeldRanks)> then);
+  // `kept`: an in-place start, the ranks kept (the others launched with FAULTLINE_IN_PLACE).
+  void launch(ActionId id, Instant started, const HeldRanks* kept = nullptr);
+  std::string in_place_note_;  // the pending start's "in place: ..." (empty: an ordinary one)
+  // `category` (metrics label): rank_exit, eviction, policy_stop or job_finished.
+  void job_broken(const std::string& category, const std::string& cause);
+  // Every rank of the job runs: ends the start-up phase or resolves the open incident.
+  void job_running();
+  // Incidents: from the job's stop to every rank running again (status).
+  struct Incident {
+    Instant began;  // rank 0's last step report before the stop (or the stop itself)
+    std::optional<Instant> resolved;
+    std::string cause;
+    std::string category;
+    Instant detected;                      // when the controller knew the job had stopped
+    std::optional<Instant> restart_began;  // the first start launched after it
+    Duration waited{};                     // AcquireMachines waited for machines in it
+    std::int64_t replica = -1;             // a replica's drop (live_replicas.cc); -1: a stop
+  };
+  std::vector<Incident> incidents_;
+  Incident* open_replica_incident(std::int64_t r);  // replica r's drop while open
+
+  // --- migration (live_migrate.cc; MigrateMachines on replica groups) --------------------
+  // One machine at a time: a joiner of its replica starts on a parked standby in a quorum
+  // without it; once it waits, the standby takes the slot, the next quorum admits it with a
+  // live peer's state and the old machine's process is killed (it leaves for repair); the
+  // joiner's "started" ends the migration (MachinesReady). The job never stops.
+  struct Migration {
+    ActionId id = 0;
+    std::int64_t replica = -1;
+    MachineId from = kNoMachine, to = kNoMachine;
+    std::int64_t gen = -1;
+    Instant began{};
+    std::optional<Instant> swapped;  // the standby took the slot (the quorum admitting it sent)
+    std::uint64_t timer = 0;         // job.startup_timeout_s for the joiner to wait
+  };
+  std::optional<Migration> migration_;
+  // The standby a migration takes: a parked, connected one (AvoidMachines' last).
+  MachineId migration_standby() const;
+  // The current quorum without `replica`: the joiner waits in it until it is admitted.
+  Quorum quorum_without(std::int64_t replica) const;
+  void swap_in_migration();
+  // The migration failed (`why`): its outcome and ActionFailed; a standby not yet in the slot
+  // has its process killed and goes back to the pool.
+  void fail_migration(const std::string& why);
+  // Hooks of on_report and on_exit, before their slot check (the standby is in none until the
+  // swap): true when the report or exit was the migration's and is consumed.
+  bool migration_report(MachineId m, std::int64_t rank, const RankReport& r);
+  bool migration_exit(MachineId m, const AgentExit& msg);
+
+  // --- the account of lost time (live_metrics.cc; docs/metrics.md, "Lost time") ----------
+  // Seconds per lost phase (traces/time_phases.h names) as of `until`: what the journal
+  // holds, plus the open stop period's phases.
+  std::map<std::string, double> lost_at(Instant until) const;
+  // A stop period's seconds in each phase up to `until`: detection (began to detected),
+  // diagnosis (detected to the first restart), failover (to every rank running again),
+  // less what it waited for machines (waiting_for_machines).
+  std::map<std::string, double> stop_phases(const Incident& in, Instant until) const;
+  // The stop period open now: the start-up, or the latest stop of the job while unresolved.
+  const Incident* open_stop() const;
+  // The latest stop of the job (no replica's drop) while unresolved.
+  const Incident* open_job_stop() const;
+  Incident* open_job_stop_mutable() {
+    return const_cast<Incident*>(std::as_const(*this).open_job_stop());
+  }
+  Incident* open_stop_mutable();
+  // Rank 0 reported `step` (before last_step_ moves to it): recompute when it went back,
+  // the step's time over the nominal one as warm-up or checkpoint, and the rest of the time
+  // since the last report beyond its step as degraded.
+  void account_step(std::int64_t step, double step_time_s,
+                    std::optional<std::int64_t> checkpoint_step);
+  void account_restart_began(Instant t);    // a start was launched
+  void account_waited(Instant since);       // an AcquireMachines waited from `since` to now
+  void account_closed(const Incident& in);  // adds a stop period's phases for good
+  void account_running();                   // every rank runs: the start-up ends
+  // At construction: the stop period to continue (the journal's, or the start-up).
+  void resume_account();
+  // The open stop period as the journal keeps it (none when the job runs).
+  std::optional<JournalState::Stop> journal_stop() const;
+  // The pending step measures into the journal's account, and the journal saved.
+  void flush_account();
+  nlohmann::json account_json(Instant until) const;  // status and the "account" record
+  void write_account();                              // the event log's "account" record
+  std::optional<Incident> startup_;             // from the run's start to every rank first running
+  std::map<std::string, double> lost_pending_;  // step measures not yet in the journal
+  Instant lost_flushed_at_{};
+  // What the metrics count beyond incidents_ (which keeps only the latest 1000).
+  struct IncidentStats {
+    std::map<std::string, std::uint64_t> opened;  // category -> count
+    // (category, resolution) -> count; resolution: recovered, or run_ended (still open
+    // when the summary was written).
+    std::map<std::pair<std::string, std::string>, std::uint64_t> closed;
+    Histogram detection{latency_bounds()}, recovery{latency_bounds()};
+    static std::vector<double> latency_bounds();
+  };
+  IncidentStats incident_stats_;
+  // The counters to and from the journal's (a restarted controller continues them).
+  void incident_stats_to_journal();
+  void incident_stats_from_journal();
+  std::optional<Instant> closed_at_;  // the summary's time: the accounting's "now" after it
+  Instant account_now() const { return closed_at_ ? *closed_at_ : now(); }
+  Instant last_progress_at_{};  // time of rank 0's last step report
+  // ETTR so far, as the summary computes it.
+  struct Accounting {
+    double step_time_s = 0, elapsed_s = 0, productive_s = 0, ettr = 0;
+    std::int64_t first = 0, last = 0;
+  };
+  Accounting accounting() const { return accounting_at(account_now()); }
+  // As of `at` (one reading of the clock for everything derived from it).
+  Accounting accounting_at(Instant at) const;
+  MachineSet job_machines() const;
+  // Where a machine is, for status and metrics.
+  enum class MachineState {
+    kJob,
+    kStandby,
+    kRetired,
+    kRepairCheck,
+    kAwaitingRepair,
+    kLeftToOperator,
+    kOut
+  };
+  MachineState machine_state(MachineId m) const;
+  const LiveMachine& machine_config(MachineId m) const;
+  bool runs_rank(MachineId m, std::int64_t rank, const char* what) const;
+  void on_report(MachineId m, const AgentReport& msg);
+  void on_exit(MachineId m, const AgentExit& msg);
+  void report_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
+  // `after`: what the exit came after ("its generation was replaced"); default, the job's state.
+  void note_dropped_exit(MachineId m, std::int64_t rank, int code, int sig,
+                         const std::string& signature, const char* after = nullptr);
+  void attribute_victim_exit();
+  void hold_victim(MachineId m, std::int64_t rank, int code, const std::string& signature);
+  void fail_start(MachineId m, std::int64_t rank, const std::string& signature);
+  std::int64_t rank_step(std::int64_t rank) const;
+  // False (and noted) when `step` is beyond what the job can have reached by now.
+  bool believable_step(MachineId m, std::int64_t rank, std::int64_t step);
+  std::uint64_t refused_steps_ = 0;  // step reports refused by believable_step
+  // Runs the reference computation (bit-wise probe or replay) on the controller host.
+  void run_reference(std::vector<std::string> argv,
+                     std::function<void(std::optional<std::string>)> done);
+
+  const LiveConfig& config_;
+  Reactor& reactor_;
+  MachineLink& link_;
+  traces::EventLogWriter& log_;
+  Journal& journal_;
+  ClusterView cluster_;
+  Rng rng_;
+  std::unique_ptr<Policy> policy_;
+  Instant origin_;
+  double clock_behind_s_ = 0;
+  bool remapped_ = false;  // the journal's machine ids were mapped to the config's by name
+  std::function<void(double)> on_log_pending_;
+  std::uint64_t lost_before_restart_ =
+      0;  // the wall clock was behind the journal's time at the restart
+
+  ActionId next_action_ = 1;
+  // Requests to agents waiting for their reply (request()): req -> machine and handler, and
+  // the reactor timer of each one's timeout.
+  struct Requests {
+    std::uint64_t next = 1;
+    std::map<std::uint64_t, std::pair<MachineId, Reply>> replies;
+    std::map<std::uint64_t, std::uint64_t> timers;
+  };
+  Requests requests_;
+  struct PolicyTimers {
+    std::map<TimerId, std::uint64_t> reactor;  // policy timer -> reactor timer
+    TimerId next = 1;
+  };
+  PolicyTimers policy_timers_;
+  // Events waiting for the policy (deliver(), drain()).
+  struct Delivery {
+    std::deque<Event> queue;
+    bool delivering = false;       // a handler of the policy runs
+    bool drain_scheduled = false;  // a drain() is deferred on the reactor
+  };
+  Delivery delivery_;
+  bool started_ = false;
+  bool closed_ = false;  // the summary is written; nothing more is delivered or done
+
+  // Job state (journaled: gen, version, good version, running, placement).
+  bool running_ = false;   // every rank of the current generation started
+  ActionId starting_ = 0;  // StartJob / HotUpdate / RollBack waiting for ranks
+  Instant start_began_{};
+  std::int64_t launch_gen_ = -1;  // generation the pending start launched (-1: not yet)
+  std::uint64_t start_timer_ = 0;
+  std::set<std::int64_t> started_ranks_;
+  std::int64_t start_step_ = 0;
+  bool exit_reported_ = false;  // the generation's first exit went to the policy
+  // note_dropped_exit's budget: kDroppedExitBurst notes at once (every rank of a large job may
+  // exit at a stop), then one a second; exits past it are counted, and the count is noted.
+  static constexpr int kDroppedExitBurst = 16;
+  struct DroppedExitNotes {
+    double budget = kDroppedExitBurst;
+    Instant budget_at{};
+    int unnoted = 0;
+  };
+  DroppedExitNotes dropped_exits_;
+  void note_unnoted_exits();
+  int holding_notes_ = 0;  // ranks that said they hold in place, noted (16 a generation)
+  // The latest step each rank reported in this run of the job (a rank's exit comes after
+  // its own last report: one agent, one ordered connection).
+  std::map<std::int64_t, std::int64_t> rank_steps_;
+  std::map<std::int64_t, Instant> rank_report_at_;  // and when it reported it
+  // A rank that exited because a peer stopped answering (see is_peer_symptom), held for
+  // kPeerGraceS in case the cause exits too; then attributed (see attribute_victim_exit).
+  struct VictimExit {
+    MachineId machine = kNoMachine;
+    std::int64_t rank = -1;
+    int code = 1;
+    std::string signature;
+  };
+  std::optional<VictimExit> victim_;
+  std::uint64_t victim_timer_ = 0;
+  std::set<std::int64_t> clean_exits_;
+  bool finished_ = false;
+
+  // Resume: the journal's generation, adopted when every slot's agent still runs it.
+  struct Adoption {
+    bool active = false;
+    std::map<MachineId, std::set<std::int64_t>> ranks;
+    std::map<MachineId, std::int64_t> gen;  // the generation each agent said it runs
+    ActionId action = 0;
+    std::uint64_t timer = 0;
+  };
+  Adoption adoption_;
+
+  // Step samples for the policy's detection module (WatchSteps): what rank 0 reported
+  // since the last sample.
+  std::optional<WatchSteps> watch_;
+  struct PendingSample {
+    PendingSample() = default;
+    explicit PendingSample(Instant t) : since(t) {}
+    Instant since{};
+    std::int64_t steps = 0;
+    double time_s = 0;
+    std::optional<double> loss, grad_norm;
+    bool nan = false;
+  };
+  PendingSample sample_;
+  std::int64_t last_step_ = -1;
+  std::vector<double> healthy_step_times_;  // for the accounting's nominal step time
+  std::int64_t steps_since_start_ = 0;
+  std::map<std::string, double> inspections_;  // kind -> interval s
+  struct WaitingAcquire {
+    ActionId id = 0;
+    std::vector<SlotId> slots;
+    Instant started;
+  };
+  std::optional<WaitingAcquire> waiting_acquire_;  // requeue/reschedule short of machines
+  MachineSet avoid_;  // standbys that join a slot last (AvoidMachines: host scoring)
+  // act()'s livelock guard: actions taken since `start`.
+  struct Burst {
+    Instant start{};
+    int actions = 0;
+  };
+  Burst burst_;
+};
+
+}  // namespace faultline::live
