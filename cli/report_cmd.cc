@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/cli/commands.h"
+#include "cli/analysis_commands.h"
 
 namespace faultline::cli {
 

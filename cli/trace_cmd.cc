@@ -1,4 +1,4 @@
-#include "traces/cli.h"
+#include "cli/trace_cmd.h"
 
 #include <cerrno>
 #include <cmath>

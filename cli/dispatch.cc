@@ -1,8 +1,6 @@
 // `faultline`'s commands (main.cc is the program; the faultline._core Python extension module
 // runs them too). Subcommands dispatch to the folder that owns them; each has --help. Exit
 // codes: 0 success, 1 runtime failure, 2 bad input or usage.
-#include "traces/cli.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,15 +14,16 @@
 #include <string>
 #include <vector>
 
-#include "analysis/cli/commands.h"
+#include "cli/analysis_commands.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/progress_bar.h"
+#include "cli/trace_cmd.h"
 #include "plugins/loader.h"
 #include "policies/builtin.h"
 #include "policies/module.h"
 #include "scenarios/reference.h"
 #include "scenarios/scenario.h"
-#include "sim/cli/commands.h"
-#include "sim/cli/flags.h"
-#include "sim/cli/progress_bar.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 

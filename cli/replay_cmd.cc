@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/commands.h"
+#include "cli/flags.h"
 #include "policies/builtin.h"
-#include "sim/cli/commands.h"
-#include "sim/cli/flags.h"
 #include "sim/replay.h"
 
 namespace faultline::cli {

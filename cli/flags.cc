@@ -1,4 +1,4 @@
-#include "sim/cli/flags.h"
+#include "cli/flags.h"
 
 #include <algorithm>
 #include <cerrno>

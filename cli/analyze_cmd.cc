@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analysis/cli/analyze_options.h"
-#include "analysis/cli/commands.h"
 #include "analysis/models.h"
+#include "cli/analysis_commands.h"
+#include "cli/analyze_options.h"
 #include "policies/builtin.h"
 #include "scenarios/scenario.h"
 

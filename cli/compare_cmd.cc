@@ -9,11 +9,11 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/progress_bar.h"
 #include "policies/builtin.h"
 #include "policies/module.h"
-#include "sim/cli/commands.h"
-#include "sim/cli/flags.h"
-#include "sim/cli/progress_bar.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 #include "traces/stats.h"

@@ -12,12 +12,12 @@
 #include <sstream>
 
 #include "analysis/sweep_plan.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/progress_bar.h"
+#include "cli/sweep_common.h"
 #include "policies/builtin.h"
 #include "policies/module.h"
-#include "sim/cli/commands.h"
-#include "sim/cli/flags.h"
-#include "sim/cli/progress_bar.h"
-#include "sim/cli/sweep_common.h"
 #include "sim/sweep.h"
 
 namespace faultline::cli {
