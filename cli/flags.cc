@@ -1,9 +1,6 @@
 #include "cli/flags.h"
 
-#include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 
 namespace faultline::cli {
 
@@ -20,67 +17,43 @@ int usage_error(const std::string& msg) {
   return 2;
 }
 
-bool parse_int(const std::string& s, long long lo, long long hi, long long* out) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno || end == s.c_str() || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
+FlagTable command_table(const std::string& usage, const std::string& about) {
+  return FlagTable("faultline", usage, about);
 }
 
-const FlagSpec* find_flag(std::span<const FlagSpec> table, const std::string& a) {
-  for (const auto& s : table)
-    if (a == s.name) return &s;
-  return nullptr;
+void add_sim_flags(FlagTable& t, SimFlags& f, const std::vector<std::string>& formats,
+                   const std::string& format_help, const std::string& out_help) {
+  t.integer("--replicas", "N", "N >= 1",
+            "number of replicas (default: the scenario's \"replicas\")", 1, 1LL << 62, &f.replicas);
+  t.integer("--jobs", "J", "J in [1, 4096]",
+            "replicas run in parallel as forked processes (default: 1)", 1, 4096, &f.jobs);
+  t.integer("--seed", "S", "S >= 0", "scenario seed (default: the scenario's \"seed\")", 0,
+            1LL << 62, &f.seed);
+  t.texts("--set", "PATH=VALUE",
+          "override a scenario field before validation; repeatable.\n"
+          "PATH is dotted JSON, e.g. job.pp=4, cluster.machines=2400,\n"
+          "policy.params.checkpoint=remote,\n"
+          "faults.categories.cuda_error.rate_per_machine_day=0.002\n"
+          "(array elements by index or by \"name\"). VALUE is JSON, or a string.",
+          &f.sets);
+  t.choice("--format", format_help, formats, &f.format);
+  t.add({"--out", "DIR", "a directory", out_help, [&f](const std::string& v) {
+           if (v.empty()) return std::string("--out: expected a directory");
+           f.out_dir = v;
+           return std::string();
+         }});
 }
 
-const std::string* flag_value(const std::vector<std::string>& args, std::size_t& i) {
-  return i + 1 < args.size() ? &args[++i] : nullptr;
-}
-
-std::string expected(const FlagSpec& spec) {
-  return std::string(spec.name) + ": expected " + spec.value;
-}
-
-int positional_arg(const std::string& a, std::string& path) {
-  if (!a.empty() && a[0] == '-') return usage_error("unknown option " + a);
-  if (!path.empty()) return usage_error("unexpected argument " + a);
-  path = a;
-  return -1;
-}
-
-int sim_flag(const std::vector<std::string>& args, std::size_t& i, SimFlags& f,
-             const std::vector<std::string>& formats) {
-  const std::string& a = args[i];
-  const FlagSpec* spec = find_flag(kSimFlags, a);
-  if (!spec) return 0;
-  if (!spec->value) {  // a switch
-    (a == "--quiet" ? f.quiet : a == "--progress" ? f.progress : f.allow_unused) = true;
-    return 1;
-  }
-  if (i + 1 >= args.size()) return usage_error(expected(*spec)), -2;
-  const std::string& v = args[++i];
-  if (a == "--replicas" || a == "--jobs" || a == "--seed") {
-    long long x;
-    const long long lo = a == "--seed" ? 0 : 1;
-    if (!parse_int(v, lo, a == "--jobs" ? 4096 : (1LL << 62), &x))
-      return usage_error(expected(*spec) + ", got '" + v + "'"), -2;
-    (a == "--replicas" ? f.replicas : a == "--jobs" ? f.jobs : f.seed) = x;
-  } else if (a == "--set") {
-    f.sets.push_back(v);
-  } else if (a == "--out") {
-    if (v.empty()) return usage_error("--out: expected a directory"), -2;
-    f.out_dir = v;
-  } else {  // --format
-    if (std::find(formats.begin(), formats.end(), v) == formats.end()) {
-      std::string all;
-      for (const auto& x : formats) all += (all.empty() ? "" : " or ") + x;
-      return usage_error("--format: expected " + all + ", got '" + v + "'"), -2;
-    }
-    f.format = v;
-  }
-  return 1;
+void add_sim_switches(FlagTable& t, SimFlags& f) {
+  t.toggle("--quiet", "no progress bar", &f.quiet);
+  t.toggle("--progress",
+           "the progress bar on stderr also when it is not a terminal (one line\n"
+           "every 2 s); never with --quiet",
+           &f.progress);
+  t.toggle("--allow-unused",
+           "run even if a policy parameter is set that the stack does not read\n"
+           "(with its module choices); refused otherwise, naming when it is read",
+           &f.allow_unused);
 }
 
 }  // namespace faultline::cli
