@@ -3,7 +3,7 @@
 option of its flag table (cli/flag_table.h; FAULTLINE_LIST_FLAGS=1 makes a table print its
 options' names instead of parsing).
 
-usage: flag_help_test.py --faultline BIN
+usage: flag_help_test.py --faultline BIN [--trainjob BIN]
 """
 import argparse
 import os
@@ -37,28 +37,32 @@ def run(argv, list_flags=False):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--faultline", required=True)
+    ap.add_argument("--trainjob", help="faultline-trainjob, a program of one command")
     a = ap.parse_args()
     bad = []
+    commands = [[a.faultline, *path] for path in FAULTLINE]
+    if a.trainjob:
+        commands.append([a.trainjob])
     for path, subs in DISPATCHERS.items():
         r = run([a.faultline, *path, "--help"])
         if r.returncode != 0:
             bad.append("%s --help: exit %d" % (" ".join(path), r.returncode))
         bad += ["%s --help: does not name %s" % (" ".join(path) or "faultline", s)
                 for s in subs if s not in r.stdout]
-    for path in FAULTLINE:
-        cmd = " ".join(path)
-        h = run([a.faultline, *path, "--help"])
+    for argv in commands:
+        cmd = " ".join([os.path.basename(argv[0])] + argv[1:])
+        h = run([*argv, "--help"])
         if h.returncode != 0:
-            bad.append("faultline %s --help: exit %d: %s" % (cmd, h.returncode, h.stderr.strip()))
+            bad.append("%s --help: exit %d: %s" % (cmd, h.returncode, h.stderr.strip()))
             continue
-        names = run([a.faultline, *path, "--help"], list_flags=True)
+        names = run([*argv, "--help"], list_flags=True)
         if names.returncode != 0:
-            bad.append("faultline %s: the table's options: exit %d" % (cmd, names.returncode))
+            bad.append("%s: the table's options: exit %d" % (cmd, names.returncode))
             continue
         flags = names.stdout.split()
-        bad += ["faultline %s --help: does not list %s" % (cmd, f)
+        bad += ["%s --help: does not list %s" % (cmd, f)
                 for f in flags if f not in h.stdout]
-        print("faultline %-18s %2d options, all in --help" % (cmd, len(flags)))
+        print("%-28s %2d options, all in --help" % (cmd, len(flags)))
     for b in bad:
         print(b, file=sys.stderr)
     return 1 if bad else 0
