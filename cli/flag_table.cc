@@ -227,7 +227,12 @@ int FlagTable::parse(const std::vector<std::string>& args, std::string* message)
 std::string FlagTable::help() const {
   if (!help_text_.empty()) return help_text_;
   std::string out = "usage: " + usage_ + "\n";
-  if (!about_.empty()) out += "\n" + about_ + "\n";
+  // A paragraph ends with one newline, however its text ends.
+  const auto para = [](std::string text) {
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return "\n" + text + "\n";
+  };
+  if (!about_.empty()) out += para(about_);
   out += "\noptions:\n";
   for (const auto& f : flags_) {
     std::string left = f.alias.empty() ? f.name : f.alias + ", " + f.name;
@@ -235,7 +240,7 @@ std::string FlagTable::help() const {
     out += help_lines(left, f.help);
   }
   out += help_lines(std::string(kHelpAlias) + ", " + kHelpName, "this text");
-  if (!epilog_.empty()) out += "\n" + epilog_ + "\n";
+  if (!epilog_.empty()) out += para(epilog_);
   return out;
 }
 
