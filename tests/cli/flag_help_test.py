@@ -3,7 +3,7 @@
 option of its flag table (cli/flag_table.h; FAULTLINE_LIST_FLAGS=1 makes a table print its
 options' names instead of parsing).
 
-usage: flag_help_test.py --faultline BIN [--trainjob BIN]
+usage: flag_help_test.py --faultline BIN [--trainjob BIN] [--live BIN]
 """
 import argparse
 import os
@@ -38,11 +38,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--faultline", required=True)
     ap.add_argument("--trainjob", help="faultline-trainjob, a program of one command")
+    ap.add_argument("--live", help="faultline-live (its agent command so far)")
     a = ap.parse_args()
     bad = []
     commands = [[a.faultline, *path] for path in FAULTLINE]
     if a.trainjob:
         commands.append([a.trainjob])
+    if a.live:
+        commands.append([a.live, "agent"])
     for path, subs in DISPATCHERS.items():
         r = run([a.faultline, *path, "--help"])
         if r.returncode != 0:
