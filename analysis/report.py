@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """faultline report: one self-contained HTML page of figures from result directories.
 
-Run by `faultline report DIR... -o report.html` (analysis/cli/report_cmd.cc). Each DIR is
+Run by `faultline report DIR... -o report.html` (cli/report_cmd.cc). Each DIR is
 recognised by its files:
   run      `sim run --out`: result.json (timeline.csv, incidents.csv, decisions.log when
            asked for; replicas.csv)

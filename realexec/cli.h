@@ -1,6 +1,6 @@
 // The live-mode subcommands of the `faultline` program: `faultline live CONFIG` (the
 // controller) and `faultline agent CONFIG --name NAME` (one per machine). The program
-// (sim/cli/main.cc) hands everything after the subcommand name to these functions.
+// (cli/main.cc) hands everything after the subcommand name to these functions.
 #pragma once
 
 #include <string>

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_table.h"
 #include "plugins/loader.h"
 #include "plugins/python_modules.h"
 #include "realexec/cli.h"
@@ -34,8 +35,8 @@ int main(int argc, char** argv) {
         "       faultline-live fleet CONFIG [options] (virtual agents for scale tests)\n"
         "(the same as faultline live ... and faultline agent ...; --plugin FILE loads policy "
         "modules)\n",
-        args.empty() || args[0] == "-h" || args[0] == "--help" ? stdout : stderr);
-    return args.empty() || args[0] == "-h" || args[0] == "--help" ? 0 : 2;
+        args.empty() || faultline::cli::is_help(args[0]) ? stdout : stderr);
+    return args.empty() || faultline::cli::is_help(args[0]) ? 0 : 2;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   return args[0] == "live" ? faultline::live::live_main(rest) : faultline::live::agent_main(rest);

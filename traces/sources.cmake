@@ -3,7 +3,6 @@
 set(FAULTLINE_TRACES_SOURCES
   arrivals.cc
   category_map.cc
-  cli.cc
   column_map.cc
   config.cc
   fit.cc

@@ -27,11 +27,11 @@
 
 #include "analysis/pareto.h"
 #include "analysis/tune.h"
+#include "cli/commands.h"
+#include "cli/progress_bar.h"
 #include "plugins/loader.h"
 #include "plugins/python_host.h"
 #include "plugins/python_modules.h"
-#include "sim/cli/commands.h"
-#include "sim/cli/progress_bar.h"
 
 namespace py = pybind11;
 

@@ -23,7 +23,7 @@ from faultline import sim as _sim
 
 __all__ = ["tune", "TuneResult"]
 
-# sim tune's default goals: max for these, min for the others (sim/cli/tune_cmd.cc).
+# sim tune's default goals: max for these, min for the others (cli/tune_cmd.cc).
 _MAXIMIZED = ("ettr", "productive_s", "goodput_per_cost")
 
 # The user attributes a trial evaluated by tune() carries.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_table.h"
 #include "policies/builtin.h"
 #include "realexec/agent/agent.h"
 #include "realexec/cli.h"
@@ -16,22 +17,18 @@
 namespace faultline::live {
 namespace {
 
-constexpr const char* kAgentHelp = R"(usage: faultline agent CONFIG --name NAME
-
-Runs the live-mode agent of machine NAME (a job or standby machine of the live config
+constexpr const char* kAgentAbout =
+    R"(Runs the live-mode agent of machine NAME (a job or standby machine of the live config
 CONFIG). The agent dials the controller at the config's controller_host:controller_port,
 authenticates with the shared token (token_file, mode 0600), and launches, watches,
 probes and inspects the training ranks of this machine as the controller asks. It keeps
 redialling (0.5 s doubling to 5 s) while the controller is unreachable or refuses it;
 ranks keep running meanwhile. See realexec/PROTOCOL.md.
-
-options:
-  --name NAME   this machine's name in CONFIG (required)
-  -h, --help    this text
-
-exit codes: 0 after a shutdown request, 137 after an injected machine_down, 2 for a bad
-command line, config or token, 1 for runtime failures, 128+N after signal N.
 )";
+
+constexpr const char* kAgentEpilog =
+    R"(exit codes: 0 after a shutdown request, 137 after an injected machine_down, 2 for a bad
+command line, config or token, 1 for runtime failures, 128+N after signal N.)";
 
 int usage(const std::string& msg) {
   std::fprintf(stderr, "faultline agent: %s (see --help)\n", msg.c_str());
@@ -43,25 +40,12 @@ int usage(const std::string& msg) {
 int agent_main(const std::vector<std::string>& args) {
   std::string config_path;
   std::string name;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kAgentHelp, stdout);
-      return 0;
-    }
-    if (a == "--name") {
-      if (i + 1 >= args.size()) return usage("--name needs a value");
-      name = args[++i];
-    } else if (a.rfind("--name=", 0) == 0) {
-      name = a.substr(7);
-    } else if (!a.empty() && a[0] == '-') {
-      return usage("unknown option '" + a + "'");
-    } else if (config_path.empty()) {
-      config_path = a;
-    } else {
-      return usage("unexpected argument '" + a + "'");
-    }
-  }
+  cli::FlagTable t("faultline agent", "faultline agent CONFIG --name NAME", kAgentAbout);
+  t.inline_values();
+  t.text("--name", "NAME", "this machine's name in CONFIG (required)", &name);
+  t.positional(&config_path);
+  t.epilog(kAgentEpilog);
+  if (const int rc = t.parse(args); rc >= 0) return rc;
   if (config_path.empty()) return usage("missing CONFIG");
   if (name.empty()) return usage("missing --name NAME");
 

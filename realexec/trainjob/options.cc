@@ -2,7 +2,11 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <utility>
+
+#include "cli/flag_table.h"
 
 namespace faultline::live::trainjob {
 namespace {
@@ -28,93 +32,119 @@ ParsedOptions usage_error(std::string message) {
   return p;
 }
 
+// A whole-number option into `out`, in [lo, hi].
+template <typename T>
+cli::Flag whole(const std::string& name, const std::string& expect, const std::string& help, T lo,
+                T hi, T* out) {
+  return {name, "N", expect, help, [name, expect, lo, hi, out](const std::string& v) {
+            T x;
+            if (!parse_int(v, x) || x < lo || x > hi)
+              return name + ": expected " + expect + ", got '" + v + "'";
+            *out = x;
+            return std::string();
+          }};
+}
+
+// The command line of faultline-trainjob, applied into `o`.
+cli::FlagTable option_table(Options& o, bool& steps_given) {
+  cli::FlagTable t(
+      "faultline-trainjob",
+      "faultline-trainjob [--seed N] [--steps N] [--step-ms N] [--hidden N]\n"
+      "                          [--microbatches N] [--loss-log PATH] [--version STR]\n"
+      "                          [--bad-batch-at STEP] [--crash-at STEP]\n"
+      "       faultline-trainjob --probe bitwise [--seed N] [--steps K]\n"
+      "       faultline-trainjob --probe allgather [--deadline-ms N] [--probe-mib N]\n"
+      "       faultline-trainjob --replay --steps K [--seed N]",
+      "Reference data-parallel training job of faultline live mode. Environment: RANK,\n"
+      "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, FAULTLINE_HOST_ADDR,\n"
+      "FAULTLINE_REPORT_FD, FAULTLINE_CKPT_DIR, FAULTLINE_CKPT_EVERY, FAULTLINE_FAULT_FILE,\n"
+      "FAULTLINE_RENDEZVOUS_S, FAULTLINE_COLLECTIVE_TIMEOUT_S.");
+  constexpr std::int64_t kBig = INT64_MAX;
+  t.inline_values();
+  t.add(whole<std::uint64_t>("--seed", "an integer >= 0", "the job's seed (default 1)", 0,
+                             UINT64_MAX, &o.seed));
+  cli::Flag steps = whole<std::int64_t>("--steps", "an integer >= 0",
+                                        "stop once this step is reached (0: forever; probe\n"
+                                        "bitwise 1, replay 10)",
+                                        0, kBig, &o.steps);
+  steps.apply = [inner = steps.apply, &steps_given](const std::string& v) {
+    steps_given = true;
+    return inner(v);
+  };
+  t.add(std::move(steps));
+  t.add(whole<int>("--step-ms", "an integer >= 0", "time added to every step (ms, default 0)", 0,
+                   INT32_MAX, &o.step_ms));
+  t.add(whole<int>("--hidden", "an integer in [1, 65536]", "model width (default 64)", 1, 65536,
+                   &o.hidden));
+  t.add(whole<int>("--microbatches", "an integer in [1, 65536]",
+                   "micro-batches per step (default 8; divisible by WORLD_SIZE)", 1, 65536,
+                   &o.microbatches));
+  t.text("--loss-log", "PATH", "rank 0 appends \"step %.17g-loss\" to PATH", &o.loss_log);
+  t.add({"--version", "STR", "",
+         "echoed in `started` (default dev); containing \"bad\", every rank\ncrashes at step 3",
+         [&o](const std::string& v) {
+           o.version = v;
+           return std::string();
+         }});
+  t.add({"--probe", "bitwise|allgather", "bitwise or allgather",
+         "a stop-time test instead of training (one JSON line on stdout)",
+         [&o](const std::string& v) {
+           if (v == "bitwise") {
+             o.mode = Mode::kProbeBitwise;
+           } else if (v == "allgather") {
+             o.mode = Mode::kProbeAllgather;
+           } else {
+             return "--probe wants bitwise or allgather, got '" + v + "'";
+           }
+           return std::string();
+         }});
+  t.add(whole<std::int64_t>("--deadline-ms", "an integer >= 1",
+                            "allgather probe deadline (ms, default 30000)", 1, kBig,
+                            &o.deadline_ms));
+  t.add(whole<int>("--probe-mib", "an integer in [1, 1024]",
+                   "allgather probe: MiB per rank (default 4)", 1, 1024, &o.probe_mib));
+  t.add(whole<std::int64_t>("--bad-batch-at", "an integer >= 0",
+                            "the batch of this step makes every gradient NaN", 0, kBig,
+                            &o.bad_batch_at));
+  t.add(whole<std::int64_t>("--crash-at", "an integer >= 1",
+                            "the last rank dies in this step (an illegal memory access)", 1, kBig,
+                            &o.crash_at));
+  t.add({"--replay", "", "",
+         "recompute --steps steps from the checkpoint; rank 0 prints the hash\nof the weights (one "
+         "JSON line on stdout)",
+         [&o](const std::string&) {
+           o.mode = Mode::kReplay;
+           return std::string();
+         }});
+  return t;
+}
+
+// The flags into `o`; nullopt when the job goes on, else what to exit with.
+std::optional<ParsedOptions> parse_flags(const std::vector<std::string>& args, Options& o) {
+  bool steps_given = false;
+  ParsedOptions p;
+  cli::FlagTable t = option_table(o, steps_given);
+  const int rc = t.parse(args, &p.message);
+  if (rc >= 0) {
+    p.exit_code = rc;
+    return p;
+  }
+  if (!steps_given && o.mode == Mode::kProbeBitwise) o.steps = 1;
+  if (!steps_given && o.mode == Mode::kReplay) o.steps = 10;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string usage_text() {
-  return "usage: faultline-trainjob [--seed N] [--steps N] [--step-ms N] [--hidden N]\n"
-         "                          [--microbatches N] [--loss-log PATH] [--version STR]\n"
-         "                          [--bad-batch-at STEP] [--crash-at STEP]\n"
-         "       faultline-trainjob --probe bitwise [--seed N] [--steps K]\n"
-         "       faultline-trainjob --probe allgather [--deadline-ms N] [--probe-mib N]\n"
-         "       faultline-trainjob --replay --steps K [--seed N]\n"
-         "Reference data-parallel training job of faultline live mode. Environment: RANK,\n"
-         "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, "
-         "FAULTLINE_HOST_ADDR,\n"
-         "FAULTLINE_REPORT_FD, FAULTLINE_CKPT_DIR, FAULTLINE_CKPT_EVERY, FAULTLINE_FAULT_FILE,\n"
-         "FAULTLINE_RENDEZVOUS_S, FAULTLINE_COLLECTIVE_TIMEOUT_S.\n";
+  Options o;
+  bool steps_given = false;
+  return option_table(o, steps_given).help();
 }
 
 ParsedOptions parse_options(const std::vector<std::string>& args, const EnvLookup& env) {
   Options o;
-  bool steps_given = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> inline_value;
-    if (const auto eq = flag.find('='); flag.starts_with("--") && eq != std::string::npos) {
-      inline_value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    if (flag == "--help" || flag == "-h") {
-      ParsedOptions p;
-      p.message = usage_text();
-      return p;
-    }
-    if (flag == "--replay") {
-      if (inline_value) return usage_error("--replay takes no value");
-      o.mode = Mode::kReplay;
-      continue;
-    }
-    const bool known = flag == "--seed" || flag == "--steps" || flag == "--step-ms" ||
-                       flag == "--hidden" || flag == "--microbatches" || flag == "--loss-log" ||
-                       flag == "--version" || flag == "--probe" || flag == "--deadline-ms" ||
-                       flag == "--probe-mib" || flag == "--bad-batch-at" || flag == "--crash-at";
-    if (!known) return usage_error("unknown flag " + flag);
-    std::string value;
-    if (inline_value) {
-      value = *inline_value;
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return usage_error(flag + " needs a value");
-    }
-    bool ok = true;
-    if (flag == "--seed") {
-      ok = parse_int(value, o.seed);
-    } else if (flag == "--steps") {
-      ok = parse_int(value, o.steps) && o.steps >= 0;
-      steps_given = true;
-    } else if (flag == "--step-ms") {
-      ok = parse_int(value, o.step_ms) && o.step_ms >= 0;
-    } else if (flag == "--hidden") {
-      ok = parse_int(value, o.hidden) && o.hidden > 0 && o.hidden <= 65536;
-    } else if (flag == "--microbatches") {
-      ok = parse_int(value, o.microbatches) && o.microbatches > 0 && o.microbatches <= 65536;
-    } else if (flag == "--loss-log") {
-      o.loss_log = value;
-      ok = !value.empty();
-    } else if (flag == "--version") {
-      o.version = value;
-    } else if (flag == "--probe") {
-      if (value == "bitwise") {
-        o.mode = Mode::kProbeBitwise;
-      } else if (value == "allgather") {
-        o.mode = Mode::kProbeAllgather;
-      } else {
-        return usage_error("--probe wants bitwise or allgather, got '" + value + "'");
-      }
-    } else if (flag == "--deadline-ms") {
-      ok = parse_int(value, o.deadline_ms) && o.deadline_ms > 0;
-    } else if (flag == "--bad-batch-at") {
-      ok = parse_int(value, o.bad_batch_at) && o.bad_batch_at >= 0;
-    } else if (flag == "--crash-at") {
-      ok = parse_int(value, o.crash_at) && o.crash_at >= 1;
-    } else if (flag == "--probe-mib") {
-      ok = parse_int(value, o.probe_mib) && o.probe_mib > 0 && o.probe_mib <= 1024;
-    }
-    if (!ok) return usage_error("bad value '" + value + "' for " + flag);
-  }
-  if (!steps_given && o.mode == Mode::kProbeBitwise) o.steps = 1;
-  if (!steps_given && o.mode == Mode::kReplay) o.steps = 10;
+  if (auto exit = parse_flags(args, o)) return *exit;
 
   auto int_env = [&](const char* name, int& out, int lo, int hi) -> std::optional<ParsedOptions> {
     const char* v = env(name);

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <variant>
 
-#include "analysis/cli/analyze_options.h"
+#include "cli/analyze_options.h"
 #include "policies/api/rng.h"
 #include "policies/builtin.h"
 #include "policies/localization/localization.h"

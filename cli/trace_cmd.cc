@@ -1,12 +1,14 @@
-#include "traces/cli.h"
+#include "cli/trace_cmd.h"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/flag_table.h"
 #include "traces/category_map.h"
 #include "traces/config.h"
 #include "traces/fit.h"
@@ -16,6 +18,8 @@
 #include "traces/writers.h"
 
 namespace faultline::traces {
+
+using cli::FlagTable;
 
 namespace {
 
@@ -184,56 +188,88 @@ struct Input {
   long long max_issues = 20;
 };
 
-// Parses one option every trace-reading command takes at args[i]: the input options, and
-// -h/--help (prints `help` and the input options). Returns 1 consumed, 0 not one of them,
-// -1 error (in *err), 2 help printed (exit 0).
-int input_option(const std::vector<std::string>& args, std::size_t& i, Input& in, const char* help,
-                 std::string* err) {
-  const std::string& a = args[i];
-  if (a == "-h" || a == "--help") {
-    std::fputs(help, stdout);
-    std::fputs(kInputHelp, stdout);
-    return 2;
-  }
-  auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
-  if (a == "--from") {
-    const std::string* v = value();
-    if (!v || !parse_format(*v, &in.format)) {
-      *err = "--from: expected jsonl|csv|infinitehbd|oobleck|columns|fta";
-      return -1;
-    }
-    return 1;
-  }
-  if (a == "--columns") {
-    const std::string* v = value();
-    if (!v) {
-      *err = "--columns: expected a column-map file";
-      return -1;
-    }
-    in.columns = *v;
-    in.format = Format::kColumns;
-    return 1;
-  }
-  if (a == "--strict") {
-    in.strict = true;
-    return 1;
-  }
-  if (a == "--max-issues") {
-    const std::string* v = value();
-    if (!v || !to_int(*v, 0, 1LL << 40, &in.max_issues)) {
-      *err = "--max-issues: expected an integer >= 0";
-      return -1;
-    }
-    return 1;
-  }
-  return 0;
+// A format the writers support (--to). False when `v` is not one of them.
+bool output_format(const std::string& v, Format* to) {
+  return parse_format(v, to) && *to != Format::kAuto && *to != Format::kColumns &&
+         *to != Format::kFta;
 }
 
-// The value of --to at args[i]: a format the writers support. Returns false when it is
-// missing or not one of them.
-bool output_format(const std::vector<std::string>& args, std::size_t& i, Format* to) {
-  return i + 1 < args.size() && parse_format(args[++i], to) && *to != Format::kAuto &&
-         *to != Format::kColumns && *to != Format::kFta;
+// A value check of a trace command's option: `ok(v)` or the usage error `msg`.
+template <class Ok>
+std::function<std::string(const std::string&)> checked(std::string msg, Ok ok) {
+  return [msg, ok](const std::string& v) { return ok(v) ? std::string() : msg; };
+}
+
+// The table of a trace command: its hand-written --help (`help`, then the input options of
+// the commands that read a trace) and its messages "faultline: trace: ...".
+FlagTable trace_table(const char* help, bool reads_input) {
+  FlagTable t("faultline: trace", "faultline trace COMMAND [options]");
+  t.help_text(std::string(help) + (reads_input ? kInputHelp : ""));
+  return t;
+}
+
+// The options every trace-reading command takes (--from, --columns, --strict, --max-issues).
+void add_input_flags(FlagTable& flags, Input& in) {
+  flags.add({"--from", "FORMAT", "", "",
+             checked("--from: expected jsonl|csv|infinitehbd|oobleck|columns|fta",
+                     [&in](const std::string& v) { return parse_format(v, &in.format); })});
+  flags.add({"--columns", "MAP.json", "a column-map file", "", [&in](const std::string& v) {
+               in.columns = v;
+               in.format = Format::kColumns;
+               return std::string();
+             }});
+  flags.toggle("--strict", "", &in.strict);
+  flags.add({"--max-issues", "N", "", "",
+             checked("--max-issues: expected an integer >= 0", [&in](const std::string& v) {
+               return to_int(v, 0, 1LL << 40, &in.max_issues);
+             })});
+}
+
+// --format table|json of stats and fit.
+void add_format_flag(FlagTable& flags, std::string& format) {
+  flags.add({"--format", "table|json", "table or json", "",
+             checked("--format: expected table or json", [&format](const std::string& v) {
+               if (v != "table" && v != "json") return false;
+               format = v;
+               return true;
+             })});
+}
+
+// --to FORMAT of convert and generate.
+void add_to_flag(FlagTable& flags, Format& to) {
+  flags.add({"--to", "FORMAT", "jsonl|csv|infinitehbd|oobleck", "",
+             checked("--to: expected jsonl|csv|infinitehbd|oobleck",
+                     [&to](const std::string& v) { return output_format(v, &to); })});
+}
+
+// -o/--out FILE.
+void add_out_flag(FlagTable& flags, std::string& out) {
+  flags.add({"--out", "FILE", "a file", "",
+             [&out](const std::string& v) {
+               out = v;
+               return std::string();
+             },
+             "-o"});
+}
+
+// An integer option NAME in [lo, hi] with its message.
+void add_int_flag(FlagTable& flags, const std::string& name, const std::string& msg, long long lo,
+                  long long hi, long long& out) {
+  flags.add({name, "N", "", "", checked(msg, [lo, hi, &out](const std::string& v) {
+               return to_int(v, lo, hi, &out);
+             })});
+}
+
+// The positional arguments of a command: each into the first of `slots` still empty.
+std::function<std::string(const std::string&)> into(std::vector<std::string*> slots) {
+  return [slots](const std::string& a) {
+    for (auto* s : slots)
+      if (s->empty()) {
+        *s = a;
+        return std::string();
+      }
+    return "unexpected argument " + a;
+  };
 }
 
 // Reads the input trace; prints issues; returns false (with the exit code) on failure.
@@ -295,28 +331,12 @@ int stats(const std::vector<std::string>& args) {
   Input in;
   std::string format = "table";
   long long nodes = 0;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string err;
-    const int r = input_option(args, i, in, kStatsHelp, &err);
-    if (r < 0) return usage(err);
-    if (r == 2) return 0;
-    if (r > 0) continue;
-    if (a == "--format") {
-      if (i + 1 >= args.size() || (args[i + 1] != "table" && args[i + 1] != "json"))
-        return usage("--format: expected table or json");
-      format = args[++i];
-    } else if (a == "--nodes") {
-      if (i + 1 >= args.size() || !to_int(args[++i], 1, 100'000'000, &nodes))
-        return usage("--nodes: expected an integer >= 1");
-    } else if (!a.empty() && a[0] == '-' && a != "-") {
-      return usage("unknown option " + a);
-    } else if (in.path.empty()) {
-      in.path = a;
-    } else {
-      return usage("unexpected argument " + a);
-    }
-  }
+  auto flags = trace_table(kStatsHelp, true);
+  add_input_flags(flags, in);
+  add_format_flag(flags, format);
+  add_int_flag(flags, "--nodes", "--nodes: expected an integer >= 1", 1, 100'000'000, nodes);
+  flags.positional(into({&in.path}));
+  if (const int rc = flags.parse(args); rc >= 0) return rc;
   if (in.path.empty()) return usage("stats: expected FILE");
   Trace t;
   int code = 0;
@@ -337,43 +357,25 @@ int fit(const std::vector<std::string>& args) {
   long long nodes = 0, min_samples = 5;
   double resolution_s = 0;
   bool after_first_fault = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string err;
-    const int r = input_option(args, i, in, kFitHelp, &err);
-    if (r < 0) return usage(err);
-    if (r == 2) return 0;
-    if (r > 0) continue;
-    if (a == "--format") {
-      if (i + 1 >= args.size() || (args[i + 1] != "table" && args[i + 1] != "json"))
-        return usage("--format: expected table or json");
-      format = args[++i];
-    } else if (a == "-o" || a == "--out") {
-      if (i + 1 >= args.size()) return usage(a + ": expected a file");
-      out = args[++i];
-    } else if (a == "--mapping") {
-      if (i + 1 >= args.size()) return usage("--mapping: expected a mapping file");
-      mapping = args[++i];
-    } else if (a == "--nodes") {
-      if (i + 1 >= args.size() || !to_int(args[++i], 1, 100'000'000, &nodes))
-        return usage("--nodes: expected an integer >= 1");
-    } else if (a == "--min-samples") {
-      if (i + 1 >= args.size() || !to_int(args[++i], 2, 1'000'000, &min_samples))
-        return usage("--min-samples: expected an integer >= 2");
-    } else if (a == "--time-resolution") {
-      if (i + 1 >= args.size() || !to_double(args[++i], &resolution_s) || !(resolution_s >= 0) ||
-          resolution_s > 1e9)
-        return usage("--time-resolution: expected seconds in [0, 1e9]");
-    } else if (a == "--after-first-fault") {
-      after_first_fault = true;
-    } else if (!a.empty() && a[0] == '-' && a != "-") {
-      return usage("unknown option " + a);
-    } else if (in.path.empty()) {
-      in.path = a;
-    } else {
-      return usage("unexpected argument " + a);
-    }
-  }
+  auto flags = trace_table(kFitHelp, true);
+  add_input_flags(flags, in);
+  add_format_flag(flags, format);
+  add_out_flag(flags, out);
+  flags.add({"--mapping", "FILE", "a mapping file", "", [&mapping](const std::string& v) {
+               mapping = v;
+               return std::string();
+             }});
+  add_int_flag(flags, "--nodes", "--nodes: expected an integer >= 1", 1, 100'000'000, nodes);
+  add_int_flag(flags, "--min-samples", "--min-samples: expected an integer >= 2", 2, 1'000'000,
+               min_samples);
+  flags.add({"--time-resolution", "S", "", "",
+             checked("--time-resolution: expected seconds in [0, 1e9]", [&resolution_s](
+                                                                            const std::string& v) {
+               return to_double(v, &resolution_s) && resolution_s >= 0 && resolution_s <= 1e9;
+             })});
+  flags.toggle("--after-first-fault", "", &after_first_fault);
+  flags.positional(into({&in.path}));
+  if (const int rc = flags.parse(args); rc >= 0) return rc;
   if (in.path.empty()) return usage("fit: expected FILE");
   CategoryMap map;
   if (!mapping.empty()) {
@@ -431,28 +433,12 @@ int convert(const std::vector<std::string>& args) {
   std::string out;
   Format to = Format::kAuto;
   bool sort = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string err;
-    const int r = input_option(args, i, in, kConvertHelp, &err);
-    if (r < 0) return usage(err);
-    if (r == 2) return 0;
-    if (r > 0) continue;
-    if (a == "--to") {
-      if (!output_format(args, i, &to))
-        return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
-    } else if (a == "--sort") {
-      sort = true;
-    } else if (!a.empty() && a[0] == '-' && a != "-") {
-      return usage("unknown option " + a);
-    } else if (in.path.empty()) {
-      in.path = a;
-    } else if (out.empty()) {
-      out = a;
-    } else {
-      return usage("unexpected argument " + a);
-    }
-  }
+  auto flags = trace_table(kConvertHelp, true);
+  add_input_flags(flags, in);
+  add_to_flag(flags, to);
+  flags.toggle("--sort", "", &sort);
+  flags.positional(into({&in.path, &out}));
+  if (const int rc = flags.parse(args); rc >= 0) return rc;
   if (in.path.empty() || out.empty()) return usage("convert: expected IN OUT");
   if (to == Format::kAuto) to = format_from_extension(out);
   if (to == Format::kAuto)
@@ -475,40 +461,28 @@ int mix(const std::vector<std::string>& args) {
   std::string name, out = "-";
   double rate = NAN, days = NAN;
   long long machines = 0, gpus = 0, per_machine = 0;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kMixHelp, stdout);
-      return 0;
-    } else if (a == "--list") {
-      for (const auto& n : mix_names())
-        std::printf("%-20s %s\n", n.c_str(), mix_description(n).c_str());
-      return 0;
-    } else if (a == "--incidents-per-day") {
-      if (i + 1 >= args.size() || !to_double(args[++i], &rate) || !(rate > 0))
-        return usage("--incidents-per-day: expected a number > 0");
-    } else if (a == "--machines") {
-      if (i + 1 >= args.size() || !to_int(args[++i], 1, 100'000'000, &machines))
-        return usage("--machines: expected an integer >= 1");
-    } else if (a == "--gpus") {
-      if (i + 1 >= args.size() || !to_int(args[++i], 1, 1'000'000'000, &gpus))
-        return usage("--gpus: expected an integer >= 1");
-    } else if (a == "--gpus-per-machine") {
-      if (i + 1 >= args.size() || !to_int(args[++i], 1, 1024, &per_machine))
-        return usage("--gpus-per-machine: expected an integer in [1, 1024]");
-    } else if (a == "--days") {
-      if (i + 1 >= args.size() || !to_double(args[++i], &days) || !(days > 0) || days > 1e5)
-        return usage("--days: expected a number in (0, 100000]");
-    } else if (a == "-o" || a == "--out") {
-      if (i + 1 >= args.size()) return usage(a + ": expected a file");
-      out = args[++i];
-    } else if (!a.empty() && a[0] == '-') {
-      return usage("unknown option " + a);
-    } else if (name.empty()) {
-      name = a;
-    } else {
-      return usage("unexpected argument " + a);
-    }
+  bool list = false;
+  auto flags = trace_table(kMixHelp, false);
+  flags.toggle("--list", "", &list);
+  flags.add({"--incidents-per-day", "X", "", "",
+             checked("--incidents-per-day: expected a number > 0",
+                     [&rate](const std::string& v) { return to_double(v, &rate) && rate > 0; })});
+  add_int_flag(flags, "--machines", "--machines: expected an integer >= 1", 1, 100'000'000,
+               machines);
+  add_int_flag(flags, "--gpus", "--gpus: expected an integer >= 1", 1, 1'000'000'000, gpus);
+  add_int_flag(flags, "--gpus-per-machine", "--gpus-per-machine: expected an integer in [1, 1024]",
+               1, 1024, per_machine);
+  flags.add({"--days", "D", "", "",
+             checked("--days: expected a number in (0, 100000]", [&days](const std::string& v) {
+               return to_double(v, &days) && days > 0 && days <= 1e5;
+             })});
+  add_out_flag(flags, out);
+  flags.positional(into({&name}));
+  if (const int rc = flags.parse(args); rc >= 0) return rc;
+  if (list) {
+    for (const auto& n : mix_names())
+      std::printf("%-20s %s\n", n.c_str(), mix_description(n).c_str());
+    return 0;
   }
   if (name.empty()) return usage("mix: expected a mix name (--list shows them)");
   PublishedRate published;
@@ -559,36 +533,18 @@ int generate(const std::vector<std::string>& args) {
   Format to = Format::kAuto;
   long long nodes = 0, seed = 1;
   double days = 0;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string err;
-    const int r = input_option(args, i, in, kGenerateHelp, &err);
-    if (r < 0) return usage(err);
-    if (r == 2) return 0;
-    if (r > 0) continue;
-    if (a == "-o" || a == "--out") {
-      if (i + 1 >= args.size()) return usage(a + ": expected a file");
-      out = args[++i];
-    } else if (a == "--to") {
-      if (!output_format(args, i, &to))
-        return usage("--to: expected jsonl|csv|infinitehbd|oobleck");
-    } else if (a == "--nodes") {
-      if (i + 1 >= args.size() || !to_int(args[++i], 1, 10'000'000, &nodes))
-        return usage("--nodes: expected an integer >= 1");
-    } else if (a == "--days") {
-      if (i + 1 >= args.size() || !to_double(args[++i], &days) || !(days > 0) || days > 1e5)
-        return usage("--days: expected a number in (0, 100000]");
-    } else if (a == "--seed") {
-      if (i + 1 >= args.size() || !to_int(args[++i], 0, 1LL << 62, &seed))
-        return usage("--seed: expected an integer >= 0");
-    } else if (!a.empty() && a[0] == '-' && a != "-") {
-      return usage("unknown option " + a);
-    } else if (in.path.empty()) {
-      in.path = a;
-    } else {
-      return usage("unexpected argument " + a);
-    }
-  }
+  auto flags = trace_table(kGenerateHelp, true);
+  add_input_flags(flags, in);
+  add_out_flag(flags, out);
+  add_to_flag(flags, to);
+  add_int_flag(flags, "--nodes", "--nodes: expected an integer >= 1", 1, 10'000'000, nodes);
+  flags.add({"--days", "D", "", "",
+             checked("--days: expected a number in (0, 100000]", [&days](const std::string& v) {
+               return to_double(v, &days) && days > 0 && days <= 1e5;
+             })});
+  add_int_flag(flags, "--seed", "--seed: expected an integer >= 0", 0, 1LL << 62, seed);
+  flags.positional(into({&in.path}));
+  if (const int rc = flags.parse(args); rc >= 0) return rc;
   if (in.path.empty()) return usage("generate: expected FILE");
   if (to == Format::kAuto) to = format_from_extension(out);
   if (to == Format::kAuto) to = Format::kJsonl;
@@ -614,7 +570,7 @@ int generate(const std::vector<std::string>& args) {
 }  // namespace
 
 int trace_command(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+  if (args.empty() || cli::is_help(args[0]) || args[0] == "help") {
     std::fputs(kTraceHelp, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }

@@ -16,12 +16,12 @@
 #include "analysis/pareto.h"
 #include "analysis/sweep_plan.h"
 #include "analysis/tune.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/progress_bar.h"
+#include "cli/sweep_common.h"
 #include "policies/builtin.h"
 #include "policies/module.h"
-#include "sim/cli/commands.h"
-#include "sim/cli/flags.h"
-#include "sim/cli/progress_bar.h"
-#include "sim/cli/sweep_common.h"
 #include "sim/costs.h"
 #include "sim/sweep.h"
 
@@ -33,10 +33,8 @@ using nlohmann::ordered_json;
 
 namespace {
 
-constexpr const char* kTuneHelp =
-    R"(usage: faultline sim tune SCENARIO.json --param KEY=LO:HI [--param ...] [options]
-
-One parameter, one objective: finds the best value of a numeric scenario field, a
+constexpr const char* kTuneAbout =
+    R"(One parameter, one objective: finds the best value of a numeric scenario field, a
 coarse grid of --points values over [LO, HI], then --rounds refinements between the best
 value's neighbours. Every candidate runs the same replicas with the same seeds, so
 candidates are compared pairwise (paired differences), which resolves far smaller
@@ -52,34 +50,9 @@ held. With two objectives it reports the front (the candidates no other beats on
 objectives' means), each point with both objectives' means and 95% CIs and the front
 points it is statistically indistinguishable from (the paired 95% CIs of both
 differences hold 0); with one, the best point and the candidates indistinguishable from it.
+)";
 
-options:
-  --param KEY=LO:HI[:log]   a field (a --set path) and its range; whole numbers when LO and
-                        HI are written as integers (e.g. policy.params.standby_pool=0:16);
-                        :log spreads values evenly in log(x) (LO > 0); repeatable
-  --objective M[,M2]    one or two sweep metrics (default: ettr; see sim sweep --help),
-                        e.g. ettr,cost; the cost metrics (cost, cost_per_trained_day,
-                        goodput_per_cost) need the scenario's costs (--set costs.gpu_hour=2)
-  --goal G[,G2]         max or min for each objective (default: max for ettr, productive_s
-                        and goodput_per_cost, min for the others)
-  --points K            values per parameter in the coarse grid (default: 7 with one
-                        parameter, 5 with several)
-  --rounds R            refinement rounds (default: 3)
-  --budget N            evaluate at most N candidates in all (the coarse grid must fit);
-                        the round that would pass it is cut, keeping the refinements of
-                        the best front points
-  --within X            one parameter, one objective: also report the smallest value within
-                        X of the best (e.g. 0.001 = 0.1%), refining around it
-  --replicas N, --seed S, --jobs J, --set PATH=VALUE, --out DIR, --quiet, --progress,
-  --allow-unused        as in sim sweep (--out DIR keeps and reuses every candidate, so a
-                        rerun resumes, and writes DIR/tune.json: what --format json prints,
-                        each candidate with the round it was evaluated in, and the best or
-                        the front after each round; `faultline report DIR` draws a
-                        one-parameter tuning)
-  --format table|json   (default: table)
-  -h, --help            this text
-
-examples:
+constexpr const char* kTuneEpilog = R"(examples:
   faultline sim tune scenarios/byterobust-dense-9600.json --jobs 2 \
       --set policy.params.checkpoint=memory \
       --param policy.params.checkpoint_interval_s=60:3600
@@ -87,19 +60,7 @@ examples:
       --set policy.params.checkpoint=memory --set costs.gpu_hour=2 \
       --set costs.spare_machine_hour=16 --objective ettr,cost \
       --param policy.params.standby_pool=0:16 \
-      --param policy.params.checkpoint_interval_s=300:3600:log
-)";
-
-// The options of sim tune beside the shared ones (flags.h), in the same table shape.
-constexpr FlagSpec kTuneFlags[] = {
-    {"--param", "KEY=LO:HI[:log], e.g. policy.params.checkpoint_interval_s=60:3600"},
-    {"--objective", "one or two sweep metrics, e.g. ettr or ettr,cost"},
-    {"--goal", "max or min for each objective, e.g. max,min"},
-    {"--points", "an integer >= 3"},
-    {"--rounds", "an integer >= 0"},
-    {"--budget", "an integer >= 1 (candidates to evaluate)"},
-    {"--within", "a fraction in [0, 1), e.g. 0.001"},
-};
+      --param policy.params.checkpoint_interval_s=300:3600:log)";
 
 // What the command line of sim tune asks for.
 struct TuneArgs : CommonArgs {
@@ -125,91 +86,61 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-// --param KEY=LO:HI[:log] (`v`: nullptr when no value followed). Returns -1, or 2 after a
-// usage error.
-int parse_param(const FlagSpec& spec, const std::string* v, TuneArgs& c) {
-  const auto eq = v ? v->find('=') : std::string::npos;
-  const auto colon = v ? v->find(':', eq == std::string::npos ? 0 : eq) : std::string::npos;
-  if (!v || eq == std::string::npos || eq == 0 || colon == std::string::npos)
-    return usage_error(expected(spec) + (v ? ", got '" + *v + "'" : ""));
+// --param KEY=LO:HI[:log]. Returns "", or the usage error.
+std::string parse_param(const std::string& value, TuneArgs& c) {
+  const std::string* v = &value;
+  const auto eq = v->find('=');
+  const auto colon = v->find(':', eq == std::string::npos ? 0 : eq);
+  if (eq == std::string::npos || eq == 0 || colon == std::string::npos)
+    return "--param: expected KEY=LO:HI[:log], e.g. policy.params.checkpoint_interval_s=60:3600, "
+           "got '" +
+           *v + "'";
   analysis::ParamAxis axis;
   axis.key = v->substr(0, eq);
   const std::string lo = v->substr(eq + 1, colon - eq - 1);
   std::string hi = v->substr(colon + 1);
   if (const auto second = hi.find(':'); second != std::string::npos) {
     if (hi.substr(second + 1) != "log")
-      return usage_error("--param " + *v + ": expected KEY=LO:HI or KEY=LO:HI:log");
+      return "--param " + *v + ": expected KEY=LO:HI or KEY=LO:HI:log";
     axis.range.log = true;
     hi = hi.substr(0, second);
   }
   if (!parse_double(lo, &axis.range.lo) || !parse_double(hi, &axis.range.hi) ||
       !(axis.range.lo < axis.range.hi))
-    return usage_error("--param " + *v + ": expected numbers LO < HI");
-  if (axis.range.log && !(axis.range.lo > 0))
-    return usage_error("--param " + *v + ": a log scale needs LO > 0");
+    return "--param " + *v + ": expected numbers LO < HI";
+  if (axis.range.log && !(axis.range.lo > 0)) return "--param " + *v + ": a log scale needs LO > 0";
   long long ilo, ihi;
   axis.range.integer =
       parse_int(lo, LLONG_MIN, LLONG_MAX, &ilo) && parse_int(hi, LLONG_MIN, LLONG_MAX, &ihi);
   for (const auto& p : c.params)
-    if (p.key == axis.key) return usage_error("--param " + axis.key + " is given twice");
+    if (p.key == axis.key) return "--param " + axis.key + " is given twice";
   if (c.params.empty()) {
     c.param = axis.key;
     c.range = axis.range;
   }
   c.params.push_back(axis);
-  return -1;
+  return "";
 }
 
-// --objective M[,M2]: sweep metrics (and the cost metrics). Returns -1, or 2 after a usage
-// error.
-int parse_objectives(const FlagSpec& spec, const std::string* v, TuneArgs& c) {
-  if (!v) return usage_error(expected(spec));
+// --objective M[,M2]: sweep metrics (and the cost metrics). Returns "", or the usage error.
+std::string parse_objectives(const std::string& value, TuneArgs& c) {
+  const std::string* v = &value;
   const auto& names = sim::metric_names();
   const auto& costs = sim::cost_metric_names();
   c.objectives = split_commas(*v);
   if (c.objectives.size() > 2)
-    return usage_error("--objective " + *v +
-                       ": at most two objectives (a Pareto front of two), got " +
-                       std::to_string(c.objectives.size()));
+    return "--objective " + *v + ": at most two objectives (a Pareto front of two), got " +
+           std::to_string(c.objectives.size());
   for (const auto& m : c.objectives)
     if (std::find(names.begin(), names.end(), m) == names.end() &&
         std::find(costs.begin(), costs.end(), m) == costs.end())
-      return usage_error("--objective " + *v + ": unknown metric '" + m +
-                         "' (the metrics of sim sweep --help, or cost, cost_per_trained_day, "
-                         "goodput_per_cost)");
+      return "--objective " + *v + ": unknown metric '" + m +
+             "' (the metrics of sim sweep --help, or cost, cost_per_trained_day, "
+             "goodput_per_cost)";
   if (c.objectives.size() == 2 && c.objectives[0] == c.objectives[1])
-    return usage_error("--objective " + *v + ": the same metric twice");
+    return "--objective " + *v + ": the same metric twice";
   c.objective = c.objectives[0];
-  return -1;
-}
-
-// Applies one option of kTuneFlags and its value (nullptr: none followed). Returns -1, or
-// 2 after a usage error.
-int apply_tune_flag(const FlagSpec& spec, const std::string* v, TuneArgs& c) {
-  const std::string name = spec.name;
-  if (name == "--param") return parse_param(spec, v, c);
-  if (name == "--objective") return parse_objectives(spec, v, c);
-  if (name == "--goal") {
-    if (!v) return usage_error(expected(spec));
-    c.goals = split_commas(*v);
-    for (const auto& g : c.goals)
-      if (g != "max" && g != "min") return usage_error(expected(spec) + ", got '" + *v + "'");
-    c.goal = c.goals[0];
-  } else if (name == "--points" || name == "--rounds" || name == "--budget") {
-    long long x;
-    if (!v || !parse_int(*v,
-                         name == "--rounds"   ? 0
-                         : name == "--points" ? 3
-                                              : 1,
-                         name == "--budget" ? 1'000'000 : 1000, &x))
-      return usage_error(expected(spec));
-    (name == "--points" ? c.points : name == "--rounds" ? c.rounds : c.budget) = x;
-    c.points_given = c.points_given || name == "--points";
-  } else {  // --within
-    if (!v || !parse_double(*v, &c.within) || c.within < 0 || c.within >= 1)
-      return usage_error(expected(spec));
-  }
-  return -1;
+  return "";
 }
 
 // The candidates of the coarse grid.
@@ -220,25 +151,79 @@ std::size_t grid_size(const TuneArgs& c) {
   return n;
 }
 
+// sim tune's options beside the shared ones (flags.h), applied into `c`.
+FlagTable tune_table(TuneArgs& c) {
+  auto t = command_table(
+      "faultline sim tune SCENARIO.json --param KEY=LO:HI [--param ...] [options]", kTuneAbout);
+  t.add({"--param", "KEY=LO:HI[:log]",
+         "KEY=LO:HI[:log], e.g. policy.params.checkpoint_interval_s=60:3600",
+         "a field (a --set path) and its range; whole numbers when LO and\n"
+         "HI are written as integers (e.g. policy.params.standby_pool=0:16);\n"
+         ":log spreads values evenly in log(x) (LO > 0); repeatable",
+         [&c](const std::string& v) { return parse_param(v, c); }});
+  t.add({"--objective", "M[,M2]", "one or two sweep metrics, e.g. ettr or ettr,cost",
+         "one or two sweep metrics (default: ettr; see sim sweep --help),\n"
+         "e.g. ettr,cost; the cost metrics (cost, cost_per_trained_day,\n"
+         "goodput_per_cost) need the scenario's costs (--set costs.gpu_hour=2)",
+         [&c](const std::string& v) { return parse_objectives(v, c); }});
+  t.add({"--goal", "G[,G2]", "max or min for each objective, e.g. max,min",
+         "max or min for each objective (default: max for ettr, productive_s\n"
+         "and goodput_per_cost, min for the others)",
+         [&c](const std::string& v) {
+           c.goals = split_commas(v);
+           for (const auto& g : c.goals)
+             if (g != "max" && g != "min")
+               return "--goal: expected max or min for each objective, e.g. max,min, got '" + v +
+                      "'";
+           c.goal = c.goals[0];
+           return std::string();
+         }});
+  t.add({"--points", "K", "an integer >= 3",
+         "values per parameter in the coarse grid (default: 7 with one\n"
+         "parameter, 5 with several)",
+         [&c](const std::string& v) {
+           if (!parse_int(v, 3, 1000, &c.points))
+             return std::string("--points: expected an integer >= 3");
+           c.points_given = true;
+           return std::string();
+         }});
+  t.add({"--rounds", "R", "an integer >= 0", "refinement rounds (default: 3)",
+         [&c](const std::string& v) {
+           return parse_int(v, 0, 1000, &c.rounds) ? std::string()
+                                                   : "--rounds: expected an integer >= 0";
+         }});
+  t.add({"--budget", "N", "an integer >= 1 (candidates to evaluate)",
+         "evaluate at most N candidates in all (the coarse grid must fit);\n"
+         "the round that would pass it is cut, keeping the refinements of\n"
+         "the best front points",
+         [&c](const std::string& v) {
+           return parse_int(v, 1, 1'000'000, &c.budget)
+                      ? std::string()
+                      : "--budget: expected an integer >= 1 (candidates to evaluate)";
+         }});
+  t.add({"--within", "X", "a fraction in [0, 1), e.g. 0.001",
+         "one parameter, one objective: also report the smallest value within\n"
+         "X of the best (e.g. 0.001 = 0.1%), refining around it",
+         [&c](const std::string& v) {
+           if (!parse_double(v, &c.within) || c.within < 0 || c.within >= 1)
+             return std::string("--within: expected a fraction in [0, 1), e.g. 0.001");
+           return std::string();
+         }});
+  add_sim_flags(t, c, {"table", "json"}, "(default: table)",
+                "keep and reuse every candidate, so a rerun resumes, and write\n"
+                "DIR/tune.json: what --format json prints, each candidate with the\n"
+                "round it was evaluated in, and the best or the front after each\n"
+                "round; `faultline report DIR` draws a one-parameter tuning");
+  add_sim_switches(t, c);
+  t.positional(&c.scenario);
+  t.epilog(kTuneEpilog);
+  return t;
+}
+
 // Parses the command line of sim tune into `c`. Returns -1 to go on, else the exit code
 // (0 after --help, 2 after a usage error).
 int parse_tune_args(const std::vector<std::string>& args, TuneArgs& c) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kTuneHelp, stdout);
-      return 0;
-    }
-    const int r = sim_flag(args, i, c, {"table", "json"});
-    if (r == -2) return 2;
-    if (r == 1) continue;
-    int rc;
-    if (const FlagSpec* spec = find_flag(kTuneFlags, a))
-      rc = apply_tune_flag(*spec, flag_value(args, i), c);
-    else
-      rc = positional_arg(a, c.scenario);
-    if (rc >= 0) return rc;
-  }
+  if (const int rc = tune_table(c).parse(args); rc >= 0) return rc;
   if (c.scenario.empty()) return usage_error("sim tune: expected SCENARIO.json");
   if (c.params.empty()) return usage_error("sim tune: expected --param KEY=LO:HI");
   if (!c.goals.empty() && c.goals.size() != c.objectives.size())

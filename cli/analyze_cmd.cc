@@ -16,9 +16,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analysis/cli/analyze_options.h"
-#include "analysis/cli/commands.h"
 #include "analysis/models.h"
+#include "cli/analysis_commands.h"
+#include "cli/analyze_options.h"
+#include "cli/flag_table.h"
 #include "policies/builtin.h"
 #include "scenarios/scenario.h"
 
@@ -27,6 +28,10 @@ namespace faultline::cli {
 using nlohmann::ordered_json;
 
 namespace analyze_options {
+
+// The two options parse_options applies itself when a model allows them.
+constexpr const char* kStrict = "--strict";
+constexpr const char* kSet = "--set";
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "faultline: %s (see --help)\n", msg.c_str());
@@ -44,35 +49,27 @@ bool parse_double(const std::string& s, double* out) {
 
 int parse_options(const std::vector<std::string>& args, const std::vector<std::string>& allowed,
                   const char* help, Options* o) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(help, stdout);
-      return 0;
-    }
-    if (a == "--format") {
-      if (i + 1 >= args.size() || (args[i + 1] != "table" && args[i + 1] != "json"))
-        return usage_error("--format: expected table or json");
-      o->format = args[++i];
+  FlagTable t("faultline", "faultline analyze MODEL [options]");
+  t.help_text(help);
+  t.choice("--format", "table (default) or json", {"table", "json"}, &o->format);
+  for (const auto& name : allowed) {
+    if (name == kStrict) {
+      t.toggle(name, "", &o->strict);
       continue;
     }
-    if (a == "--strict" && std::find(allowed.begin(), allowed.end(), a) != allowed.end()) {
-      o->strict = true;
-      continue;
-    }
-    if (a.rfind("--", 0) == 0) {
-      if (std::find(allowed.begin(), allowed.end(), a) == allowed.end())
-        return usage_error("unknown option " + a);
-      if (i + 1 >= args.size()) return usage_error(a + ": expected a value");
-      if (a == "--set")
-        o->sets.push_back(args[++i]);
-      else
-        o->values[a] = args[++i];
-      continue;
-    }
-    o->positional.push_back(a);
+    t.add({name, "VALUE", "a value", "", [name, o](const std::string& v) {
+             if (name == kSet)
+               o->sets.push_back(v);
+             else
+               o->values[name] = v;
+             return std::string();
+           }});
   }
-  return -1;
+  t.positional([o](const std::string& a) {
+    o->positional.push_back(a);
+    return std::string();
+  });
+  return t.parse(args);
 }
 
 bool number(const Options& o, const std::string& name, bool required, double def, double lo,
@@ -605,7 +602,7 @@ int analyze(const std::vector<std::string>& args) {
   }
   const std::string& m = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (m == "-h" || m == "--help" || m == "help") {
+  if (is_help(m) || m == "help") {
     std::fputs(kAnalyzeHelp, stdout);
     return 0;
   }

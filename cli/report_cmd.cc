@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/cli/commands.h"
+#include "cli/analysis_commands.h"
+#include "cli/flag_table.h"
 
 namespace faultline::cli {
 
@@ -21,9 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kReportHelp = R"(usage: faultline report DIR [DIR...] -o report.html [options]
-
-Writes one self-contained HTML page (figures embedded as PNG, drawn at the size the page
+constexpr const char* kReportAbout =
+    R"(Writes one self-contained HTML page (figures embedded as PNG, drawn at the size the page
 shows them, text 11 pt or larger) from result directories and live state directories,
 each recognised by its files:
   run      `sim run --out DIR` (result.json, replicas.csv; timeline.csv with --timeline,
@@ -57,18 +57,13 @@ hours, incidents and GPU-hours lost per replica. Then, per kind:
            taken on which machines and the resolution; faults and actions by kind. A log
            without account records (older runs) gets a note instead of the phases
 A directory of none of these kinds is refused (exit 2).
+)";
 
-options:
-  -o, --out FILE     the HTML file to write (required)
-  --replica R        the replica whose timelines and incidents are drawn (default 0)
-  --title TEXT       the page title
-  -h, --help         this text
-
-Needs python3 with matplotlib (Debian: python3-matplotlib). FAULTLINE_PYTHON picks the
+constexpr const char* kReportEpilog =
+    R"(Needs python3 with matplotlib (Debian: python3-matplotlib). FAULTLINE_PYTHON picks the
 interpreter (default /usr/bin/python3, else python3 on PATH); FAULTLINE_REPORT_SCRIPT
 the script (default: faultline_report.py next to this binary, else the checkout's
-analysis/report.py).
-)";
+analysis/report.py).)";
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "faultline: %s (see --help)\n", msg.c_str());
@@ -97,30 +92,32 @@ std::string find_python() {
 int report(const std::vector<std::string>& args) {
   std::vector<std::string> dirs;
   std::string out, replica = "0", title;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kReportHelp, stdout);
-      return 0;
-    }
-    if (a == "-o" || a == "--out" || a == "--replica" || a == "--title") {
-      if (i + 1 >= args.size()) return usage_error(a + ": expected a value");
-      const std::string& v = args[++i];
-      if (a == "--replica") {
-        char* end = nullptr;
-        const long r = std::strtol(v.c_str(), &end, 10);
-        if (v.empty() || *end || r < 0) return usage_error("--replica: expected an integer >= 0");
-        replica = v;
-      } else if (a == "--title") {
-        title = v;
-      } else {
-        out = v;
-      }
-      continue;
-    }
-    if (!a.empty() && a[0] == '-') return usage_error("unknown option " + a);
-    dirs.push_back(a);
-  }
+  FlagTable t("faultline", "faultline report DIR [DIR...] -o report.html [options]", kReportAbout);
+  t.add({"--out", "FILE", "a value", "the HTML file to write (required)",
+         [&out](const std::string& v) {
+           out = v;
+           return std::string();
+         },
+         "-o"});
+  t.add({"--replica", "R", "", "the replica whose timelines and incidents are drawn (default 0)",
+         [&replica](const std::string& v) {
+           char* end = nullptr;
+           const long r = std::strtol(v.c_str(), &end, 10);
+           if (v.empty() || *end || r < 0)
+             return std::string("--replica: expected an integer >= 0");
+           replica = v;
+           return std::string();
+         }});
+  t.add({"--title", "TEXT", "a value", "the page title", [&title](const std::string& v) {
+           title = v;
+           return std::string();
+         }});
+  t.positional([&dirs](const std::string& d) {
+    dirs.push_back(d);
+    return std::string();
+  });
+  t.epilog(kReportEpilog);
+  if (const int rc = t.parse(args); rc >= 0) return rc;
   if (dirs.empty())
     return usage_error("report: expected at least one result or live state directory");
   if (out.empty()) return usage_error("report: expected -o report.html");

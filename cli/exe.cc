@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "analysis/cli/commands.h"
+#include "cli/analysis_commands.h"
 
 namespace faultline::cli {
 

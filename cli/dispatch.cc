@@ -1,8 +1,6 @@
 // `faultline`'s commands (main.cc is the program; the faultline._core Python extension module
 // runs them too). Subcommands dispatch to the folder that owns them; each has --help. Exit
 // codes: 0 success, 1 runtime failure, 2 bad input or usage.
-#include "traces/cli.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,15 +14,16 @@
 #include <string>
 #include <vector>
 
-#include "analysis/cli/commands.h"
+#include "cli/analysis_commands.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/progress_bar.h"
+#include "cli/trace_cmd.h"
 #include "plugins/loader.h"
 #include "policies/builtin.h"
 #include "policies/module.h"
 #include "scenarios/reference.h"
 #include "scenarios/scenario.h"
-#include "sim/cli/commands.h"
-#include "sim/cli/flags.h"
-#include "sim/cli/progress_bar.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 
@@ -67,50 +66,6 @@ modules built outside this tree (policies/plugin.h), loaded before anything else
 Run 'faultline <command> --help' for the options of a command.
 )";
 
-constexpr const char* kSimRunHelp = R"(usage: faultline sim run SCENARIO.json [options]
-
-Simulates the scenario's training job under its fault model and policy stack, one
-replica per independent fault history, and prints ETTR with a 95% confidence interval,
-the unproductive-time breakdown and incidents per category.
-
-options:
-  --replicas N        number of replicas (default: the scenario's "replicas")
-  --jobs J            replicas run in parallel as forked processes (default: 1)
-  --seed S            scenario seed (default: the scenario's "seed")
-  --set PATH=VALUE    override a scenario field before validation; repeatable.
-                      PATH is dotted JSON, e.g. job.pp=4, cluster.machines=2400,
-                      policy.params.checkpoint=remote,
-                      faults.categories.cuda_error.rate_per_machine_day=0.002
-                      (array elements by index or by "name"). VALUE is JSON, or a string.
-  --format table|json result on stdout as a table (default) or JSON
-  --out DIR           also write result.json, replicas.csv (and timeline.csv,
-                      incidents.csv, decisions.log when asked) into DIR
-  --timeline          record cumulative and 1-hour sliding-window ETTR per replica
-                      (every --timeline-step-s seconds, default 600) into timeline.csv
-  --timeline-step-s S sampling step of the timeline
-  --incidents         record every incident (time, category, detection, resolution and
-                      its mechanism, slots and machine ids) into incidents.csv
-  --decisions         record every event and action of the policy (decisions.log)
-  --replica K[,K...]  rerun only these replicas (numbered as in replicas.csv), each exactly
-                      as in the full run: its replicas.csv row, timeline, incidents and
-                      decisions are byte-identical to the full run's for replica K
-  --replicas-from FILE
-                      the same, the replica numbers taken from FILE: the first field of each
-                      line (a replicas.csv, or one number per line; a header line is skipped)
-  --replica-cpu FILE  write each replica's CPU time in the process that ran it (CSV:
-                      replica,cpu_ms; fork and result transfer excluded) into FILE: for
-                      finding slow replicas and for tests/bench/scaling.sh. A measurement,
-                      not a result: it varies from run to run
-  --quiet             no progress bar
-  --progress          the progress bar on stderr also when it is not a terminal (one line
-                      every 2 s); never with --quiet
-  --allow-unused      run even if a policy parameter is set that the stack does not read
-                      (with its module choices); refused otherwise, naming when it is read
-  -h, --help          this text
-
-Same seed, same result: the JSON is byte-identical except wall_s, whatever --jobs is.
-)";
-
 // Adds the replica numbers "K,K,..." to `which` (keeping the first of duplicates); false on
 // anything but non-negative integers.
 bool add_replica_numbers(const std::string& list, std::vector<std::uint64_t>& which) {
@@ -148,17 +103,6 @@ std::string read_replica_numbers(const std::string& file, std::vector<std::uint6
   return any ? "" : file + ": no replica numbers in it";
 }
 
-// The options of sim run beside the shared ones (flags.h), in the same table shape.
-constexpr faultline::cli::FlagSpec kRunFlags[] = {
-    {"--timeline", nullptr},
-    {"--timeline-step-s", "seconds >= 1"},
-    {"--incidents", nullptr},
-    {"--decisions", nullptr},
-    {"--replica", "K[,K...], replica numbers >= 0"},
-    {"--replica-cpu", "a file"},
-    {"--replicas-from", "a file"},
-};
-
 // What the command line asks for.
 struct RunArgs {
   std::string path;
@@ -168,54 +112,68 @@ struct RunArgs {
   std::string cpu_file;              // --replica-cpu
 };
 
-// Applies one option of kRunFlags and its value (nullptr: none followed). Returns -1, or 2
-// after a usage error.
-int apply_run_flag(const faultline::cli::FlagSpec& spec, const std::string* v, RunArgs& c) {
-  using faultline::cli::expected;
-  const std::string name = spec.name;
-  if (name == "--timeline") {
-    c.opt.timeline = true;
-  } else if (name == "--timeline-step-s") {
-    long long x;
-    if (!v || !faultline::cli::parse_int(*v, 1, 1LL << 40, &x)) return usage_error(expected(spec));
-    c.opt.timeline_step_s = static_cast<double>(x);
-  } else if (name == "--incidents") {
-    c.opt.incidents = true;
-  } else if (name == "--decisions") {
-    c.opt.decisions = true;
-  } else if (name == "--replica") {
-    if (!v || !add_replica_numbers(*v, c.which)) return usage_error(expected(spec));
-  } else if (name == "--replica-cpu") {
-    if (!v || v->empty()) return usage_error(expected(spec));
-    c.cpu_file = *v;
-  } else {  // --replicas-from
-    if (!v) return usage_error(expected(spec));
-    if (const std::string err = read_replica_numbers(*v, c.which); !err.empty())
-      return usage_error("--replicas-from " + err);
-  }
-  return -1;
+// sim run's options beside the shared ones (flags.h), applied into `c`.
+faultline::cli::FlagTable run_table(RunArgs& c) {
+  using faultline::cli::Flag;
+  auto t = faultline::cli::command_table(
+      "faultline sim run SCENARIO.json [options]",
+      "Simulates the scenario's training job under its fault model and policy stack, one\n"
+      "replica per independent fault history, and prints ETTR with a 95% confidence interval,\n"
+      "the unproductive-time breakdown and incidents per category.");
+  faultline::cli::add_sim_flags(t, c.f, {"table", "json"},
+                                "result on stdout as a table (default) or JSON",
+                                "also write result.json, replicas.csv (and timeline.csv,\n"
+                                "incidents.csv, decisions.log when asked) into DIR");
+  t.toggle("--timeline",
+           "record cumulative and 1-hour sliding-window ETTR per replica\n"
+           "(every --timeline-step-s seconds, default 600) into timeline.csv",
+           &c.opt.timeline);
+  t.add({"--timeline-step-s", "S", "seconds >= 1", "sampling step of the timeline",
+         [&c](const std::string& v) {
+           long long x;
+           if (!faultline::cli::parse_int(v, 1, 1LL << 40, &x))
+             return std::string("--timeline-step-s: expected seconds >= 1");
+           c.opt.timeline_step_s = static_cast<double>(x);
+           return std::string();
+         }});
+  t.toggle("--incidents",
+           "record every incident (time, category, detection, resolution and\n"
+           "its mechanism, slots and machine ids) into incidents.csv",
+           &c.opt.incidents);
+  t.toggle("--decisions", "record every event and action of the policy (decisions.log)",
+           &c.opt.decisions);
+  t.add({"--replica", "K[,K...]", "K[,K...], replica numbers >= 0",
+         "rerun only these replicas (numbered as in replicas.csv), each exactly\n"
+         "as in the full run: its replicas.csv row, timeline, incidents and\n"
+         "decisions are byte-identical to the full run's for replica K",
+         [&c](const std::string& v) {
+           return add_replica_numbers(v, c.which)
+                      ? std::string()
+                      : std::string("--replica: expected K[,K...], replica numbers >= 0");
+         }});
+  t.add({"--replicas-from", "FILE", "a file",
+         "the same, the replica numbers taken from FILE: the first field of each\n"
+         "line (a replicas.csv, or one number per line; a header line is skipped)",
+         [&c](const std::string& v) {
+           const std::string err = read_replica_numbers(v, c.which);
+           return err.empty() ? err : "--replicas-from " + err;
+         }});
+  t.text("--replica-cpu", "FILE",
+         "write each replica's CPU time in the process that ran it (CSV:\n"
+         "replica,cpu_ms; fork and result transfer excluded) into FILE: for\n"
+         "finding slow replicas and for tests/bench/scaling.sh. A measurement,\n"
+         "not a result: it varies from run to run",
+         &c.cpu_file);
+  faultline::cli::add_sim_switches(t, c.f);
+  t.positional(&c.path);
+  t.epilog("Same seed, same result: the JSON is byte-identical except wall_s, whatever --jobs is.");
+  return t;
 }
 
 // Parses the command line into `c`. Returns -1 to go on, else the exit code (0 after
 // --help, 2 after a usage error).
 int parse_run_args(const std::vector<std::string>& args, RunArgs& c) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (const int r = faultline::cli::sim_flag(args, i, c.f, {"table", "json"})) {
-      if (r < 0) return 2;
-      continue;
-    }
-    if (a == "-h" || a == "--help") {
-      std::fputs(kSimRunHelp, stdout);
-      return 0;
-    }
-    int rc;
-    if (const auto* spec = faultline::cli::find_flag(kRunFlags, a))
-      rc = apply_run_flag(*spec, spec->value ? faultline::cli::flag_value(args, i) : nullptr, c);
-    else
-      rc = faultline::cli::positional_arg(a, c.path);
-    if (rc >= 0) return rc;
-  }
+  if (const int rc = run_table(c).parse(args); rc >= 0) return rc;
   if (c.path.empty()) return usage_error("sim run: expected SCENARIO.json");
   return -1;
 }
@@ -350,59 +308,85 @@ int list_policies() {
   return 0;
 }
 
+int sim_schema(const std::vector<std::string>& args) {
+  auto t = faultline::cli::command_table(
+      "faultline sim schema > docs/scenario-reference.md",
+      "prints the scenario reference: every field (type, unit, default, allowed values,\n"
+      "meaning) and every built-in stack's parameters");
+  if (const int rc = t.parse(args); rc >= 0) return rc;
+  std::fputs(
+      faultline::scenarios::scenario_reference(faultline::policies::builtin_registry()).c_str(),
+      stdout);
+  return 0;
+}
+
+int version(const std::vector<std::string>&) {
+  std::printf("faultline 0.1.0\n");
+  return 0;
+}
+int policies_cmd(const std::vector<std::string>& args) {
+  auto t = faultline::cli::command_table(
+      "faultline policies",
+      "lists the policy stacks and the modules they compose, plugins' included");
+  if (const int rc = t.parse(args); rc >= 0) return rc;
+  return list_policies();
+}
+int probe(const std::vector<std::string>& args) {
+  return faultline::cli::exec_sibling("faultline-probe", args);
+}
+int trace(const std::vector<std::string>& args) { return faultline::traces::trace_command(args); }
+
+// A command or subcommand: its name and what runs it with the arguments after the name.
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+};
+constexpr Command kSimCommands[] = {
+    {"run", sim_run},
+    {"sweep", faultline::cli::sim_sweep},
+    {"compare", faultline::cli::sim_compare},
+    {"tune", faultline::cli::sim_tune},
+    {"replay", faultline::cli::sim_replay},
+    {"schema", sim_schema},
+};
+
+int sim_cmd(const std::vector<std::string>& args) {
+  if (args.empty() || faultline::cli::is_help(args[0])) {
+    std::fputs(
+        "usage: faultline sim run|compare|sweep|tune SCENARIO.json [options]\n"
+        "       faultline sim replay EVENTLOG [options]   (faultline sim run --help)\n"
+        "       faultline sim schema                      (the scenario reference)\n",
+        args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  for (const auto& c : kSimCommands)
+    if (args[0] == c.name) return c.run({args.begin() + 1, args.end()});
+  return usage_error("unknown sim command '" + args[0] + "'");
+}
+
+constexpr Command kCommands[] = {
+    {"version", version},
+    {"--version", version},
+    {"policies", policies_cmd},
+    // Sibling programs: GPU probes (kernels/) and live mode (realexec/), which link neither
+    // the simulator nor each other. They load the same plugins (FAULTLINE_PLUGINS).
+    {"probe", probe},
+    {"trace", trace},
+    {"analyze", faultline::cli::analyze},
+    {"report", faultline::cli::report},
+    {"sim", sim_cmd},
+};
+
 }  // namespace
 
 int faultline::cli::dispatch(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+  if (args.empty() || is_help(args[0]) || args[0] == "help") {
     std::fputs(kTopHelp, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
-  if (args[0] == "version" || args[0] == "--version") {
-    std::printf("faultline 0.1.0\n");
-    return 0;
-  }
-  if (args[0] == "policies") return list_policies();
-  // Sibling programs: GPU probes (kernels/) and live mode (realexec/), which link neither
-  // the simulator nor each other. They load the same plugins (FAULTLINE_PLUGINS).
-  if (args[0] == "probe")
-    return faultline::cli::exec_sibling("faultline-probe", {args.begin() + 1, args.end()});
   if (args[0] == "live" || args[0] == "agent")
     return faultline::cli::exec_sibling("faultline-live", args);
-  if (args[0] == "trace") return faultline::traces::trace_command({args.begin() + 1, args.end()});
-  if (args[0] == "analyze") return faultline::cli::analyze({args.begin() + 1, args.end()});
-  if (args[0] == "report") return faultline::cli::report({args.begin() + 1, args.end()});
-  if (args[0] == "sim") {
-    if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
-      std::fputs(
-          "usage: faultline sim run|compare|sweep|tune SCENARIO.json [options]\n"
-          "       faultline sim replay EVENTLOG [options]   (faultline sim run --help)\n"
-          "       faultline sim schema                      (the scenario reference)\n",
-          args.size() < 2 ? stderr : stdout);
-      return args.size() < 2 ? 2 : 0;
-    }
-    if (args[1] == "run") return sim_run({args.begin() + 2, args.end()});
-    if (args[1] == "sweep") return faultline::cli::sim_sweep({args.begin() + 2, args.end()});
-    if (args[1] == "compare") return faultline::cli::sim_compare({args.begin() + 2, args.end()});
-    if (args[1] == "tune") return faultline::cli::sim_tune({args.begin() + 2, args.end()});
-    if (args[1] == "replay") return faultline::cli::sim_replay({args.begin() + 2, args.end()});
-    if (args[1] == "schema") {
-      if (args.size() > 2) {
-        if (args[2] == "--help" || args[2] == "-h") {
-          std::fputs(
-              "usage: faultline sim schema > docs/scenario-reference.md\n"
-              "prints the scenario reference: every field (type, unit, default, allowed values,\n"
-              "meaning) and every built-in stack's parameters\n",
-              stdout);
-          return 0;
-        }
-        return usage_error("sim schema takes no arguments, got '" + args[2] + "'");
-      }
-      std::fputs(
-          faultline::scenarios::scenario_reference(faultline::policies::builtin_registry()).c_str(),
-          stdout);
-      return 0;
-    }
-    return usage_error("unknown sim command '" + args[1] + "'");
-  }
+  for (const auto& c : kCommands)
+    if (args[0] == c.name) return c.run({args.begin() + 1, args.end()});
   return usage_error("unknown command '" + args[0] + "'");
 }

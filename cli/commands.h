@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "analysis/cli/commands.h"  // self_exe, exe_dir
+#include "cli/analysis_commands.h"  // self_exe, exe_dir
 
 namespace faultline::cli {
 
 // faultline ARGS (plugins already loaded): the whole command line after the program's name
-// (cli.cc). The program's main and the faultline._core Python extension module call it.
+// (dispatch.cc). The program's main and the faultline._core Python extension module call it.
 int dispatch(const std::vector<std::string>& args);
 
 // faultline sim sweep SCENARIO --grid key=v1,v2 ... (sweep_cmd.cc)

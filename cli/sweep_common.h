@@ -13,8 +13,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli/flags.h"
 #include "policies/module.h"
-#include "sim/cli/flags.h"
 #include "sim/sweep.h"
 
 namespace faultline::cli {
@@ -47,7 +47,7 @@ class TempDir {
   std::string path_;
 };
 
-// The shared simulation options (sim/cli/flags.h) and the scenario.
+// The shared simulation options (cli/flags.h) and the scenario.
 struct CommonArgs : SimFlags {
   std::string scenario;
 };

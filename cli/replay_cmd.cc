@@ -8,18 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "cli/commands.h"
+#include "cli/flags.h"
 #include "policies/builtin.h"
-#include "sim/cli/commands.h"
-#include "sim/cli/flags.h"
 #include "sim/replay.h"
 
 namespace faultline::cli {
 
 namespace {
 
-constexpr const char* kHelp = R"(usage: faultline sim replay EVENTLOG [options]
-
-Re-runs the fault history of a live run's event log in the simulator and prints the
+constexpr const char* kReplayAbout =
+    R"(Re-runs the fault history of a live run's event log in the simulator and prints the
 live run's measured ETTR beside the simulated one (mean and 95% CI over replicas), the
 difference in percentage points, and incidents by resolution mechanism, live and
 simulated.
@@ -53,28 +52,11 @@ reason's kind (the reason up to its first ": ", numbers and asides left out), al
 those of simulated replica 0 under the same seed. It prints "decisions: K of N match the
 live run", how many mismatches the listed unmodelled differences explain, and the first
 mismatch with both sides (docs/running-live.md, "Replaying a live incident").
-
-options:
-  --stack NAME        policy stack to replay under (default: the recorded one). The
-                      recorded stack runs with the header's parameters, another stack
-                      with its defaults
-  --replicas N        replicas (default 20; the fault history is fixed, so they differ
-                      only in the policies' and the symptom model's random draws)
-  --seed S            seed (default: the header's)
-  --jobs J            parallel replica processes (default 1)
-  --set PATH=VALUE    override a field of the generated scenario, repeatable, as in
-                      sim run (e.g. diagnosis.gpu_diag_s=30, job.init_s=8,
-                      policy.params.checkpoint_interval_s=60); applied after calibration
-  --format text|json  output (default text)
-  --out DIR           also write result.json, replicas.csv and incidents.csv into DIR
-  --decisions         record the policy's events and actions (decisions.log in --out)
-  --check-decisions   exit 1 (after the report) when a live decision or a simulated
-                      one is unmatched and no listed unmodelled difference explains it
-  -h, --help          this text
-
-A malformed log is an error "faultline: FILE:LINE: $.field: what was expected" (exit 2);
-a torn last line (a crash mid-write) is left out with a warning.
 )";
+
+constexpr const char* kReplayEpilog =
+    R"(A malformed log is an error "faultline: FILE:LINE: $.field: what was expected" (exit 2);
+a torn last line (a crash mid-write) is left out with a warning.)";
 
 }  // namespace
 
@@ -83,31 +65,28 @@ int sim_replay(const std::vector<std::string>& args) {
   bool check_decisions = false;
   SimFlags f;
   f.replicas = 20;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (const int r = sim_flag(args, i, f, {"text", "json", "table"})) {
-      if (r < 0) return 2;
-      continue;
-    }
-    if (a == "-h" || a == "--help") {
-      std::fputs(kHelp, stdout);
-      return 0;
-    } else if (a == "--stack") {
-      if (i + 1 >= args.size() || args[i + 1].empty())
-        return usage_error("--stack: expected a policy stack name");
-      opt.stack = args[++i];
-    } else if (a == "--decisions") {
-      opt.decisions = true;
-    } else if (a == "--check-decisions") {
-      check_decisions = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option " + a);
-    } else if (opt.log_path.empty()) {
-      opt.log_path = a;
-    } else {
-      return usage_error("unexpected argument " + a);
-    }
-  }
+  auto t = command_table("faultline sim replay EVENTLOG [options]", kReplayAbout);
+  t.add({"--stack", "NAME", "a policy stack name",
+         "policy stack to replay under (default: the recorded one). The\n"
+         "recorded stack runs with the header's parameters, another stack\n"
+         "with its defaults",
+         [&opt](const std::string& v) {
+           if (v.empty()) return std::string("--stack: expected a policy stack name");
+           opt.stack = v;
+           return std::string();
+         }});
+  add_sim_flags(t, f, {"text", "json", "table"}, "output (default text)",
+                "also write result.json, replicas.csv and incidents.csv into DIR");
+  t.toggle("--decisions", "record the policy's events and actions (decisions.log in --out)",
+           &opt.decisions);
+  t.toggle("--check-decisions",
+           "exit 1 (after the report) when a live decision or a simulated\n"
+           "one is unmatched and no listed unmodelled difference explains it",
+           &check_decisions);
+  add_sim_switches(t, f);
+  t.positional(&opt.log_path);
+  t.epilog(kReplayEpilog);
+  if (const int rc = t.parse(args); rc >= 0) return rc;
   opt.sets = f.sets;
   if (f.allow_unused) opt.sets.push_back("policy.allow_unused_params=true");
   opt.replicas = f.replicas;

@@ -9,11 +9,11 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/progress_bar.h"
 #include "policies/builtin.h"
 #include "policies/module.h"
-#include "sim/cli/commands.h"
-#include "sim/cli/flags.h"
-#include "sim/cli/progress_bar.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 #include "traces/stats.h"
@@ -21,52 +21,6 @@
 namespace faultline::cli {
 
 namespace {
-
-constexpr const char* kHelp =
-    R"(usage: faultline sim compare SCENARIO.json --stacks A,B,... [options]
-
-Runs every policy stack on the same fault histories (replica i of every stack sees the
-same ground-truth faults: paired comparison) and prints, side by side, ETTR with its
-95% CI, each stack's paired ETTR difference to the baseline stack (mean and 95% CI of
-the per-replica differences, beside the wider CI an unpaired comparison of the same
-replicas would give) and the share of replicas where it beats, ties or loses to the
-baseline, the unproductive-time breakdown, incidents by resolution mechanism, evictions
-(true/false against ground truth) and standby-pool exhaustions. On a terminal, a
-progress bar with the time left.
-
-options:
-  --stacks A,B,...    registered stacks (default: byterobust,requeue,reschedule,oracle); a
-                      stack may carry parameters, NAME+PARAM=VALUE+...: e.g.
-                      byterobust,byterobust+localization=bisection compares two
-                      localization modules inside the same stack
-  --variant LABEL:PATH=VALUE+PATH=VALUE...
-                      a variant of the scenario (repeatable): its own stack with these
-                      overrides, paired with the rest, e.g. --variant wall:faults.clock=wall
-                      puts one modelling assumption side by side with the scenario's; with
-                      variants and no --stacks the scenario's own stack is the baseline
-  --baseline NAME     the stack (or variant label) the others are compared with (default:
-                      the first)
-  --replicas N        replicas per stack (default: the scenario's)
-  --jobs J            parallel replica processes (default: 1)
-  --seed S            scenario seed
-  --set PATH=VALUE    scenario override, repeatable (as in sim run)
-  --format table|json
-  --quiet             no progress bar
-  --progress          the progress bar on stderr also when it is not a terminal (one line
-                      every 2 s); never with --quiet
-  --allow-unused      run even if a policy parameter is set that the stack does not read
-                      (with its module choices); refused otherwise, naming when it is read
-  --out DIR           one sub-directory per stack with result.json and replicas.csv, and
-                      compare.json (what --format json prints)
-  --incidents         also write each stack's incidents.csv (as sim run --incidents):
-                      the same faults, incident by incident, side by side; needs --out
-  --decisions         also write each stack's decisions.log (as sim run --decisions);
-                      needs --out
-  -h, --help          this text
-
-A stack other than the scenario's runs with its default parameters (and those given
-after '+'); the scenario's own stack keeps the scenario's parameters.
-)";
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -120,15 +74,6 @@ nlohmann::json vs_baseline(const std::vector<sim::ReplicaResult>& a,
 // no stack of the comparison reads.
 constexpr scenarios::LoadOptions kDeferUnread{.refuse_unread_fields = false};
 
-// The options of sim compare beside the shared ones (flags.h), in the same table shape.
-constexpr FlagSpec kCompareFlags[] = {
-    {"--stacks", "A,B,..."},
-    {"--variant", "LABEL:PATH=VALUE[+PATH=VALUE...]"},
-    {"--baseline", "a stack of --stacks"},
-    {"--incidents", nullptr},
-    {"--decisions", nullptr},
-};
-
 // What the command line asks for. After validate_compare, `stacks` holds the stacks, then
 // the variants' labels, and `base` is the baseline's index among them.
 struct CompareArgs {
@@ -142,52 +87,72 @@ struct CompareArgs {
   std::size_t base = 0;
 };
 
-// Applies one option of kCompareFlags and its value (nullptr: none followed). Returns -1,
-// or 2 after a usage error.
-int apply_compare_flag(const FlagSpec& spec, const std::string* v, CompareArgs& c) {
-  const std::string name = spec.name;
-  if (name == "--incidents") {
-    c.opt.incidents = true;
-  } else if (name == "--decisions") {
-    c.opt.decisions = true;
-  } else if (name == "--baseline") {
-    if (!v || v->empty()) return usage_error(expected(spec));
-    c.baseline = *v;
-  } else if (name == "--stacks") {
-    if (!v || split(*v).empty()) return usage_error(expected(spec));
-    c.stacks = split(*v);
-    c.stacks_given = true;
-  } else {  // --variant
-    const std::string x = v ? *v : "";
-    const auto colon = x.find(':');
-    if (colon == std::string::npos || colon == 0 || x.find('=', colon) == std::string::npos)
-      return usage_error(expected(spec) + ", got '" + x + "'");
-    c.variants.emplace_back(x.substr(0, colon), x.substr(colon + 1));
-  }
-  return -1;
+// sim compare's options beside the shared ones (flags.h), applied into `c`.
+FlagTable compare_table(CompareArgs& c) {
+  auto t = command_table(
+      "faultline sim compare SCENARIO.json --stacks A,B,... [options]",
+      "Runs every policy stack on the same fault histories (replica i of every stack sees the\n"
+      "same ground-truth faults: paired comparison) and prints, side by side, ETTR with its\n"
+      "95% CI, each stack's paired ETTR difference to the baseline stack (mean and 95% CI of\n"
+      "the per-replica differences, beside the wider CI an unpaired comparison of the same\n"
+      "replicas would give) and the share of replicas where it beats, ties or loses to the\n"
+      "baseline, the unproductive-time breakdown, incidents by resolution mechanism, evictions\n"
+      "(true/false against ground truth) and standby-pool exhaustions. On a terminal, a\n"
+      "progress bar with the time left.");
+  t.add({"--stacks", "A,B,...", "A,B,...",
+         "registered stacks (default: byterobust,requeue,reschedule,oracle); a\n"
+         "stack may carry parameters, NAME+PARAM=VALUE+...: e.g.\n"
+         "byterobust,byterobust+localization=bisection compares two\n"
+         "localization modules inside the same stack",
+         [&c](const std::string& v) {
+           if (split(v).empty()) return std::string("--stacks: expected A,B,...");
+           c.stacks = split(v);
+           c.stacks_given = true;
+           return std::string();
+         }});
+  t.add({"--variant", "LABEL:PATH=VALUE+PATH=VALUE...", "LABEL:PATH=VALUE[+PATH=VALUE...]",
+         "a variant of the scenario (repeatable): its own stack with these\n"
+         "overrides, paired with the rest, e.g. --variant wall:faults.clock=wall\n"
+         "puts one modelling assumption side by side with the scenario's; with\n"
+         "variants and no --stacks the scenario's own stack is the baseline",
+         [&c](const std::string& x) {
+           const auto colon = x.find(':');
+           if (colon == std::string::npos || colon == 0 || x.find('=', colon) == std::string::npos)
+             return "--variant: expected LABEL:PATH=VALUE[+PATH=VALUE...], got '" + x + "'";
+           c.variants.emplace_back(x.substr(0, colon), x.substr(colon + 1));
+           return std::string();
+         }});
+  t.add({"--baseline", "NAME", "a stack of --stacks",
+         "the stack (or variant label) the others are compared with (default:\n"
+         "the first)",
+         [&c](const std::string& v) {
+           if (v.empty()) return std::string("--baseline: expected a stack of --stacks");
+           c.baseline = v;
+           return std::string();
+         }});
+  add_sim_flags(t, c.f, {"table", "json"}, "result on stdout as a table (default) or JSON",
+                "one sub-directory per stack with result.json and replicas.csv, and\n"
+                "compare.json (what --format json prints)");
+  t.toggle("--incidents",
+           "also write each stack's incidents.csv (as sim run --incidents):\n"
+           "the same faults, incident by incident, side by side; needs --out",
+           &c.opt.incidents);
+  t.toggle("--decisions",
+           "also write each stack's decisions.log (as sim run --decisions);\n"
+           "needs --out",
+           &c.opt.decisions);
+  add_sim_switches(t, c.f);
+  t.positional(&c.path);
+  t.epilog(
+      "A stack other than the scenario's runs with its default parameters (and those given\n"
+      "after '+'); the scenario's own stack keeps the scenario's parameters.");
+  return t;
 }
 
 // Parses the command line into `c`. Returns -1 to go on, else the exit code (0 after
 // --help, 2 after a usage error).
 int parse_compare_args(const std::vector<std::string>& args, CompareArgs& c) {
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (const int r = sim_flag(args, i, c.f, {"table", "json"})) {
-      if (r < 0) return 2;
-      continue;
-    }
-    if (a == "-h" || a == "--help") {
-      std::fputs(kHelp, stdout);
-      return 0;
-    }
-    int rc;
-    if (const FlagSpec* spec = find_flag(kCompareFlags, a))
-      rc = apply_compare_flag(*spec, spec->value ? flag_value(args, i) : nullptr, c);
-    else
-      rc = positional_arg(a, c.path);
-    if (rc >= 0) return rc;
-  }
-  return -1;
+  return compare_table(c).parse(args);
 }
 
 // Checks what the options need of each other; puts the scenario's own stack first when

@@ -1,7 +1,7 @@
 // The command line of the `faultline analyze` models, shared by analyze_cmd.cc (which
 // defines it) and localize_cmd.cc: each model's "--name VALUE" options checked against its
 // list, numbers with their bounds, the usage messages, and the table-or-JSON output of
-// --format. In a namespace of its own: sim/cli/flags.h has a usage_error of the same shape.
+// --format. In a namespace of its own: cli/flags.h has a usage_error of the same shape.
 #pragma once
 
 #include <map>

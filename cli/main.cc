@@ -1,10 +1,10 @@
-// `faultline`: the one command-line front (cli.cc holds its commands).
+// `faultline`: the one command-line front (dispatch.cc holds its commands).
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "cli/commands.h"
 #include "plugins/loader.h"
-#include "sim/cli/commands.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -1,5 +1,5 @@
 // `faultline trace ...`: statistics, fits, conversion, published mixes and synthetic
-// traces from the command line. The `faultline` program (sim/cli/main.cc) hands
+// traces from the command line. The `faultline` program (cli/main.cc) hands
 // everything after "trace" to trace_command.
 #pragma once
 

@@ -12,12 +12,12 @@
 #include <sstream>
 
 #include "analysis/sweep_plan.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/progress_bar.h"
+#include "cli/sweep_common.h"
 #include "policies/builtin.h"
 #include "policies/module.h"
-#include "sim/cli/commands.h"
-#include "sim/cli/flags.h"
-#include "sim/cli/progress_bar.h"
-#include "sim/cli/sweep_common.h"
 #include "sim/sweep.h"
 
 namespace faultline::cli {
@@ -28,9 +28,8 @@ using nlohmann::ordered_json;
 
 namespace {
 
-constexpr const char* kSweepHelp = R"(usage: faultline sim sweep SCENARIO.json [options]
-
-Simulates every point of a parameter grid over the scenario, each point with the same
+constexpr const char* kSweepAbout =
+    R"(Simulates every point of a parameter grid over the scenario, each point with the same
 replicas and seeds (common random numbers: same scenario seed and replica index, same
 fault arrivals at every point), so differences between points are not noise. Writes a
 tidy CSV (one row per point: the parameters, replicas, then mean, lo and hi of the 95%
@@ -38,41 +37,10 @@ CI of every metric) and JSON. Resumable: points already computed under --out DIR
 not computed again, and an interrupted sweep keeps its finished work items. Points are
 keyed by their inputs (scenario file bytes, --set, --seed, --replicas, the point's
 values), not by the simulator's version: use a fresh DIR after changing the simulator.
+)";
 
-options:
-  --grid KEY=V1,V2,...  one axis: a scenario field (a --set path) and its values (JSON
-                        or strings; commas inside [..], {..} or ".." do not split);
-                        repeatable, the cartesian product of all axes is swept, the
-                        first axis slowest
-  --zip KEY=A,B,...     fields that move together (all --zip lists of one length form
-                        one axis); repeatable
-  --set PATH=VALUE      override a field at every point (as in sim run); repeatable
-  --replicas N          replicas per point (default: the scenario's)
-  --seed S              scenario seed (default: the scenario's)
-  --jobs J              work items in parallel, one process each (default: 1)
-  --out DIR             store points, sweep.csv and sweep.json in DIR; a rerun with the
-                        same DIR resumes (default: a temporary directory, removed)
-  --format table|csv|json   what goes to stdout (default: table)
-  --baseline KEY=VALUE[+KEY=VALUE...]
-                        a point of the grid, by its values (KEY: the swept field or its
-                        last part, e.g. standby_pool=0+checkpoint_interval_s=1800): every
-                        point gets its paired difference to it (the same replicas and
-                        seeds) for every metric, mean and 95% CI, and for ETTR the unpaired
-                        CI and the shares of replicas won, tied and lost, as sim compare
-                        gives them (columns METRIC_diff_mean|lo|hi, ettr_diff_unpaired_lo|hi,
-                        wins, ties, losses; vs_baseline in sweep.json)
-  --mpi                 run under mpirun: spread (point, replica) pairs over the ranks
-                        and gather on rank 0 (runs faultline-mpi); output byte-identical
-                        to a one-machine run
-  --quiet               no progress bar (on stderr: points and replicas done, elapsed
-                        and time left; drawn only when stderr is a terminal)
-  --progress            the progress bar also when stderr is not a terminal (one line
-                        every 2 s); never with --quiet
-  --allow-unused        run points that set a policy parameter their stack does not read
-                        (refused otherwise: every value would give the same result)
-  -h, --help            this text
-
-metrics (columns METRIC_mean, METRIC_lo, METRIC_hi): ettr; productive_s, detection_s,
+constexpr const char* kSweepEpilog =
+    R"(metrics (columns METRIC_mean, METRIC_lo, METRIC_hi): ettr; productive_s, detection_s,
 diagnosis_s, failover_s, restore_s, recompute_s, checkpoint_s, degraded_s,
 warmup_s, waiting_for_machines_s, unproductive_s (seconds per replica); incidents, faults_injected, evictions_true,
 evictions_false, checkpoints (per replica); gpu_hours_lost (per replica);
@@ -89,8 +57,7 @@ example:
       --grid policy.params.checkpoint=peer,memory,remote
 
 internal (used by faultline-mpi): --plan prints the pending work of --out DIR as JSON;
---work P:A:B[,P:A:B...] computes replicas [A, B) of point P into DIR without aggregating.
-)";
+--work P:A:B[,P:A:B...] computes replicas [A, B) of point P into DIR without aggregating.)";
 
 // Items "P:A:B,P:A:B" of --work.
 bool parse_items(const std::string& s, std::vector<sim::WorkItem>* out) {
@@ -107,16 +74,6 @@ bool parse_items(const std::string& s, std::vector<sim::WorkItem>* out) {
   return !out->empty();
 }
 
-// The options of sim sweep beside the shared ones (flags.h), in the same table shape.
-constexpr FlagSpec kSweepFlags[] = {
-    {"--grid", "KEY=V1,V2,..."},  // an axis
-    {"--zip", "KEY=V1,V2,..."},   // fields that move together
-    {"--mpi", nullptr},           // run under mpirun (faultline-mpi)
-    {"--baseline", "KEY=VALUE[+KEY=VALUE...], a point of the grid"},
-    {"--plan", nullptr},             // internal, used by faultline-mpi
-    {"--work", "P:A:B[,P:A:B...]"},  // internal, used by faultline-mpi
-};
-
 // What the command line of sim sweep asks for.
 struct SweepArgs : CommonArgs {
   std::vector<analysis::Axis> axes;
@@ -126,71 +83,86 @@ struct SweepArgs : CommonArgs {
   std::string baseline;  // --baseline KEY=VALUE[+...]
 };
 
-// Adds --grid KEY=V1,... as an axis of its own, or --zip KEY=A,... to the one axis of all
-// --zip fields (the first --zip makes it). Returns -1, or 2 after a usage error.
-int add_axis(const std::string& flag, const std::string& arg, SweepArgs& c) {
+// Adds --grid KEY=V1,... as an axis of its own, or (`zip`) --zip KEY=A,... to the one axis
+// of all --zip fields (the first --zip makes it). Returns "", or the usage error.
+std::string add_axis(bool zip, const std::string& arg, SweepArgs& c) {
   try {
-    auto [key, values] = analysis::parse_axis_arg(arg, flag);
-    if (flag == "--zip" && c.zip_axis >= 0) {
+    auto [key, values] = analysis::parse_axis_arg(arg, zip ? "--zip" : "--grid");
+    if (zip && c.zip_axis >= 0) {
       analysis::Axis& ax = c.axes[c.zip_axis];
       if (values.size() != ax.values.size())
-        return usage_error("--zip " + key + ": " + std::to_string(values.size()) + " values, but " +
-                           ax.keys[0] + " has " + std::to_string(ax.values.size()));
+        return "--zip " + key + ": " + std::to_string(values.size()) + " values, but " +
+               ax.keys[0] + " has " + std::to_string(ax.values.size());
       ax.keys.push_back(key);
       for (size_t k = 0; k < values.size(); ++k) ax.values[k].push_back(values[k]);
-      return -1;
+      return "";
     }
-    if (flag == "--zip") c.zip_axis = static_cast<int>(c.axes.size());
+    if (zip) c.zip_axis = static_cast<int>(c.axes.size());
     analysis::Axis ax;
     ax.keys = {key};
     for (auto& v : values) ax.values.push_back({v});
     c.axes.push_back(std::move(ax));
   } catch (const analysis::PlanError& e) {
-    return usage_error(e.what());
+    return e.what();
   }
-  return -1;
+  return "";
 }
 
-// Applies one option of kSweepFlags and its value (nullptr: none followed). Returns -1, or
-// 2 after a usage error.
-int apply_sweep_flag(const FlagSpec& spec, const std::string* v, SweepArgs& c) {
-  const std::string name = spec.name;
-  if (name == "--mpi") {
-    c.mpi = true;
-  } else if (name == "--plan") {
-    c.plan_only = true;
-  } else if (!v) {
-    return usage_error(expected(spec));
-  } else if (name == "--work") {
-    c.work = *v;
-  } else if (name == "--baseline") {
-    if (v->empty()) return usage_error(expected(spec));
-    c.baseline = *v;
-  } else {  // --grid, --zip
-    return add_axis(name, *v, c);
-  }
-  return -1;
+// sim sweep's options beside the shared ones (flags.h), applied into `c`.
+FlagTable sweep_table(SweepArgs& c) {
+  auto t = command_table("faultline sim sweep SCENARIO.json [options]", kSweepAbout);
+  t.add({"--grid", "KEY=V1,V2,...", "",
+         "one axis: a scenario field (a --set path) and its values (JSON\n"
+         "or strings; commas inside [..], {..} or \"..\" do not split);\n"
+         "repeatable, the cartesian product of all axes is swept, the\n"
+         "first axis slowest",
+         [&c](const std::string& v) { return add_axis(false, v, c); }});
+  t.add({"--zip", "KEY=A,B,...", "KEY=V1,V2,...",
+         "fields that move together (all --zip lists of one length form\n"
+         "one axis); repeatable",
+         [&c](const std::string& v) { return add_axis(true, v, c); }});
+  add_sim_flags(t, c, {"table", "csv", "json"}, "what goes to stdout (default: table)",
+                "store points, sweep.csv and sweep.json in DIR; a rerun with the\n"
+                "same DIR resumes (default: a temporary directory, removed)");
+  t.add({"--baseline", "KEY=VALUE[+KEY=VALUE...]", "KEY=VALUE[+KEY=VALUE...], a point of the grid",
+         "a point of the grid, by its values (KEY: the swept field or its\n"
+         "last part, e.g. standby_pool=0+checkpoint_interval_s=1800): every\n"
+         "point gets its paired difference to it (the same replicas and\n"
+         "seeds) for every metric, mean and 95% CI, and for ETTR the unpaired\n"
+         "CI and the shares of replicas won, tied and lost, as sim compare\n"
+         "gives them (columns METRIC_diff_mean|lo|hi, ettr_diff_unpaired_lo|hi,\n"
+         "wins, ties, losses; vs_baseline in sweep.json)",
+         [&c](const std::string& v) {
+           if (v.empty())
+             return std::string(
+                 "--baseline: expected KEY=VALUE[+KEY=VALUE...], a point of the grid");
+           c.baseline = v;
+           return std::string();
+         }});
+  t.toggle("--mpi",
+           "run under mpirun: spread (point, replica) pairs over the ranks\n"
+           "and gather on rank 0 (runs faultline-mpi); output byte-identical\n"
+           "to a one-machine run",
+           &c.mpi);
+  t.toggle("--plan", "internal (faultline-mpi): print the pending work of --out DIR as JSON",
+           &c.plan_only);
+  t.add({"--work", "P:A:B[,P:A:B...]", "",
+         "internal (faultline-mpi): compute replicas [A, B) of point P into DIR\n"
+         "without aggregating",
+         [&c](const std::string& v) {
+           c.work = v;
+           return std::string();
+         }});
+  add_sim_switches(t, c);
+  t.positional(&c.scenario);
+  t.epilog(kSweepEpilog);
+  return t;
 }
 
 // Parses the command line of sim sweep into `c`. Returns -1 to go on, else the exit code
 // (0 after --help, 2 after a usage error).
 int parse_sweep_args(const std::vector<std::string>& args, SweepArgs& c) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kSweepHelp, stdout);
-      return 0;
-    }
-    const int r = sim_flag(args, i, c, {"table", "csv", "json"});
-    if (r == -2) return 2;
-    if (r == 1) continue;
-    int rc;
-    if (const FlagSpec* spec = find_flag(kSweepFlags, a))
-      rc = apply_sweep_flag(*spec, spec->value ? flag_value(args, i) : nullptr, c);
-    else
-      rc = positional_arg(a, c.scenario);
-    if (rc >= 0) return rc;
-  }
+  if (const int rc = sweep_table(c).parse(args); rc >= 0) return rc;
   if (c.scenario.empty()) return usage_error("sim sweep: expected SCENARIO.json");
   if ((c.plan_only || !c.work.empty()) && c.out_dir.empty())
     return usage_error("--plan and --work need --out DIR");
