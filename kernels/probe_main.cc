@@ -148,6 +148,89 @@ Clock::time_point soft_deadline_for(Clock::time_point start, double deadline_s) 
   return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(soft));
 }
 
+namespace {
+
+// The probe in a child process, watched to its deadline: the child publishes progress
+// reports on a pipe, and a child that dies or runs out of time leaves its last one.
+ProbeReport run_watched(ProbeBackend& backend, const ProbeOptions& options,
+                        const ProbeContext& context, const ThresholdTable& table,
+                        Clock::time_point start) {
+  const std::string probe(probe_name(options.probe));
+  ProbeReport report;
+  auto body = [&](int fd) -> int {
+    // Libraries may print to stdout (NCCL_DEBUG does); stdout must carry only our JSON.
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
+    if (options.common.inject == Injection::kHang) hang_forever();
+    ProbeContext child_context = context;
+    child_context.publish = [fd](const ProbeReport& snapshot) {
+      ProbeReport copy = snapshot;
+      copy.partial = true;
+      write_all(fd, render_report(copy, false) + "\n");
+    };
+    const ProbeReport final_report = run_and_evaluate(backend, options, child_context, table);
+    return write_all(fd, render_report(final_report, false) + "\n") ? 0 : 1;
+  };
+  const double remaining =
+      options.common.deadline_s - std::chrono::duration<double>(Clock::now() - start).count();
+  ChildResult child = run_in_child(body, std::max(remaining, 0.0));
+  std::optional<ProbeReport> last = parse_line(last_complete_line(child.output));
+  switch (child.kind) {
+    case ChildResult::Kind::kDeadline:
+      report = deadline_report(options, std::move(last));
+      break;
+    case ChildResult::Kind::kForkFailed:
+      report.probe = probe;
+      report.verdict = Verdict::kFail;
+      report.notes.push_back("cannot start the probe process: " + child.error);
+      break;
+    case ChildResult::Kind::kExited:
+    case ChildResult::Kind::kSignaled:
+      if (last && !last->partial) {
+        report = std::move(*last);
+      } else {
+        report = last ? std::move(*last) : ProbeReport{};
+        report.probe = probe;
+        report.partial = false;
+        report.checks.clear();
+        report.verdict = Verdict::kFail;
+        report.notes.push_back("the probe process " +
+                               (child.kind == ChildResult::Kind::kSignaled
+                                    ? "died of " + signal_description(child.signal)
+                                    : "exited with status " + std::to_string(child.exit_status)) +
+                               " without a final report" +
+                               (last ? "; metrics are from its last progress report" : ""));
+      }
+      break;
+  }
+  return report;
+}
+
+// The probe in this process, under an alarm that writes a prepared deadline report.
+ProbeReport run_in_process(ProbeBackend& backend, const ProbeOptions& options,
+                           const ProbeContext& context, const ThresholdTable& table,
+                           std::ostream& out) {
+  ProbeReport report;
+  // The alarm handler can only write bytes prepared in advance. While the probe runs, fd 1
+  // points at stderr (as in run_watched's child); the verdict goes to the saved stdout.
+  const std::string on_deadline =
+      render_report(deadline_report(options, std::nullopt), false) + "\n";
+  out.flush();
+  const int saved_stdout = ::dup(STDOUT_FILENO);
+  ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  {
+    InProcessDeadline alarm(std::max(options.common.deadline_s, 1e-3), on_deadline, kExitDeadline,
+                            saved_stdout);
+    if (options.common.inject == Injection::kHang) hang_forever();
+    report = run_and_evaluate(backend, options, context, table);
+  }
+  std::fflush(stdout);
+  ::dup2(saved_stdout, STDOUT_FILENO);
+  ::close(saved_stdout);
+  return report;
+}
+
+}  // namespace
+
 int probe_main(std::span<const std::string_view> args, ProbeBackend& backend, std::ostream& out,
                std::ostream& err, const ProgramEnvironment& environment) {
   const auto start = Clock::now();
@@ -185,73 +268,11 @@ int probe_main(std::span<const std::string_view> args, ProbeBackend& backend, st
   context.soft_deadline = soft_deadline_for(start, options.common.deadline_s);
   context.thresholds = &table;
 
-  ProbeReport report;
   out.flush();
   err.flush();
-  if (options.common.watchdog) {
-    auto body = [&](int fd) -> int {
-      // Libraries may print to stdout (NCCL_DEBUG does); stdout must carry only our JSON.
-      ::dup2(STDERR_FILENO, STDOUT_FILENO);
-      if (options.common.inject == Injection::kHang) hang_forever();
-      ProbeContext child_context = context;
-      child_context.publish = [fd](const ProbeReport& snapshot) {
-        ProbeReport copy = snapshot;
-        copy.partial = true;
-        write_all(fd, render_report(copy, false) + "\n");
-      };
-      const ProbeReport final_report = run_and_evaluate(backend, options, child_context, table);
-      return write_all(fd, render_report(final_report, false) + "\n") ? 0 : 1;
-    };
-    const double remaining =
-        options.common.deadline_s - std::chrono::duration<double>(Clock::now() - start).count();
-    ChildResult child = run_in_child(body, std::max(remaining, 0.0));
-    std::optional<ProbeReport> last = parse_line(last_complete_line(child.output));
-    switch (child.kind) {
-      case ChildResult::Kind::kDeadline:
-        report = deadline_report(options, std::move(last));
-        break;
-      case ChildResult::Kind::kForkFailed:
-        report.probe = probe;
-        report.verdict = Verdict::kFail;
-        report.notes.push_back("cannot start the probe process: " + child.error);
-        break;
-      case ChildResult::Kind::kExited:
-      case ChildResult::Kind::kSignaled:
-        if (last && !last->partial) {
-          report = std::move(*last);
-        } else {
-          report = last ? std::move(*last) : ProbeReport{};
-          report.probe = probe;
-          report.partial = false;
-          report.checks.clear();
-          report.verdict = Verdict::kFail;
-          report.notes.push_back("the probe process " +
-                                 (child.kind == ChildResult::Kind::kSignaled
-                                      ? "died of " + signal_description(child.signal)
-                                      : "exited with status " + std::to_string(child.exit_status)) +
-                                 " without a final report" +
-                                 (last ? "; metrics are from its last progress report" : ""));
-        }
-        break;
-    }
-  } else {
-    // In-process: the alarm handler can only write bytes prepared in advance. While the probe
-    // runs, fd 1 points at stderr (as in the child above); the verdict goes to the saved stdout.
-    const std::string on_deadline =
-        render_report(deadline_report(options, std::nullopt), false) + "\n";
-    out.flush();
-    const int saved_stdout = ::dup(STDOUT_FILENO);
-    ::dup2(STDERR_FILENO, STDOUT_FILENO);
-    {
-      InProcessDeadline alarm(std::max(options.common.deadline_s, 1e-3), on_deadline, kExitDeadline,
-                              saved_stdout);
-      if (options.common.inject == Injection::kHang) hang_forever();
-      report = run_and_evaluate(backend, options, context, table);
-    }
-    std::fflush(stdout);
-    ::dup2(saved_stdout, STDOUT_FILENO);
-    ::close(saved_stdout);
-  }
+  ProbeReport report = options.common.watchdog
+                           ? run_watched(backend, options, context, table, start)
+                           : run_in_process(backend, options, context, table, out);
   report.deadline_s = options.common.deadline_s;
   report.inject = std::string(injection_name(options.common.inject));
   report.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
