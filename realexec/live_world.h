@@ -25,13 +25,13 @@
 #include <utility>
 #include <vector>
 
+#include "eventlog/event_log.h"
 #include "policies/api/policy.h"
 #include "realexec/journal.h"
 #include "realexec/live_config.h"
 #include "realexec/messages.h"
 #include "realexec/metrics.h"
 #include "realexec/reactor.h"
-#include "traces/event_log.h"
 
 namespace faultline::live {
 

@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "eventlog/event_log.h"
 #include "policies/builtin.h"
 #include "realexec/journal.h"
 #include "realexec/live_config.h"
 #include "realexec/live_world.h"
-#include "traces/event_log.h"
 
 namespace {
 

@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "eventlog/event_log.h"
 #include "policies/builtin.h"
 #include "realexec/controller.h"
 #include "realexec/journal.h"
 #include "realexec/live_config.h"
 #include "realexec/reactor.h"
-#include "traces/event_log.h"
 
 namespace faultline::live {
 namespace {

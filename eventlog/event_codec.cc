@@ -2,7 +2,7 @@
 // of faultline::Event and faultline::Action, the type-name tables, and the inverses of the
 // enums' name functions. Apart from the event log's framing (event_log.cc) so that adding
 // an Event or Action touches this file only; the variant's order is its table order.
-#include "traces/event_codec.h"
+#include "eventlog/event_codec.h"
 
 #include <array>
 #include <cstddef>
@@ -14,8 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "eventlog/event_json.h"
 #include "traces/config.h"
-#include "traces/event_json.h"
 
 namespace faultline::traces {
 

@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
+#include "eventlog/event_codec.h"
 #include "policies/api/time.h"
 #include "traces/config.h"  // json_brief, json_type_of
-#include "traces/event_codec.h"
 
 namespace faultline::traces::internal {
 

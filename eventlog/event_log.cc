@@ -2,7 +2,7 @@
 // reading of a log line by line (header first, one record per line, a torn last line
 // tolerated) and the crash-safe appending writer. What an event or action looks like in
 // JSON is the codec's business (event_codec.h); this file only places it in records.
-#include "traces/event_log.h"
+#include "eventlog/event_log.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,8 +17,8 @@
 #include <sstream>
 #include <utility>
 
+#include "eventlog/event_json.h"
 #include "traces/config.h"
-#include "traces/event_json.h"
 #include "traces/stats.h"
 #include "traces/time_phases.h"
 

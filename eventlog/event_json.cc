@@ -2,7 +2,7 @@
 // event_json.h): the one place that says what a well-formed integer, number, duration,
 // string or array is in an event log, and how a malformed one is reported, so the codec
 // (event_codec.cc) and the framing (event_log.cc) report errors alike.
-#include "traces/event_json.h"
+#include "eventlog/event_json.h"
 
 #include <cmath>
 #include <sstream>
