@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "json/strict_object.h"
 #include "scenarios/stack_fields.h"
 #include "traces/config.h"
 
@@ -17,10 +18,6 @@ namespace faultline::scenarios {
 using nlohmann::json;
 
 namespace {
-
-// One wording for JSON type errors across scenarios and trace configs.
-std::string type_of(const json& j) { return traces::json_type_of(j); }
-std::string brief(const json& j) { return traces::json_brief(j); }
 
 // While scenario_fields() runs, every field the parser reads is recorded here: the
 // scenario reference is generated from the parser itself, so it cannot drift from it.
@@ -62,108 +59,25 @@ void record(const std::string& path, std::string type, std::string def, bool req
   g_fields->push_back(std::move(f));
 }
 
-// Reads one JSON object, remembering which keys were read so unknown keys are errors.
-class Obj {
+// Tells record() of every field the parser reads (json/strict_object.h's FieldObserver).
+class Recorder : public FieldObserver {
  public:
-  Obj(const json& j, std::string path, const std::string& file)
-      : j_(j), path_(std::move(path)), file_(file) {
-    if (path_ != "$") record(path_, "object", "", false);
-    if (!j_.is_object()) fail(path_, "expected an object, got " + type_of(j_));
+  void field(const std::string& path, const char* type, const json* def, bool required,
+             std::optional<std::pair<double, double>> range,
+             const std::vector<std::string>& choices) override {
+    record(path, type, def ? def->dump() : "", required, range, choices);
   }
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw ScenarioError(file_ + ": " + path + ": " + what);
-  }
-  std::string at(const std::string& key) const { return path_ + "." + key; }
-  bool has(const std::string& key) const { return j_.contains(key); }
-  const json* get(const std::string& key) {
-    seen_.insert(key);
-    auto it = j_.find(key);
-    return it == j_.end() ? nullptr : &*it;
-  }
-  double number(const std::string& key, double def, double lo, double hi, bool required = false) {
-    record(at(key), "number", json(def).dump(), required, std::make_pair(lo, hi));
-    const json* v = get(key);
-    if (!v) {
-      if (required) fail(at(key), "required number is missing");
-      return def;
-    }
-    if (!v->is_number()) fail(at(key), "expected a number, got " + type_of(*v) + " " + brief(*v));
-    double x = v->get<double>();
-    if (!(x >= lo && x <= hi) || !std::isfinite(x)) {
-      std::ostringstream o;
-      o << "expected a number in [" << lo << ", " << hi << "], got " << brief(*v);
-      fail(at(key), o.str());
-    }
-    return x;
-  }
-  std::int64_t integer(const std::string& key, std::int64_t def, std::int64_t lo, std::int64_t hi,
-                       bool required = false) {
-    record(at(key), "integer", json(def).dump(), required,
-           std::make_pair(static_cast<double>(lo), static_cast<double>(hi)));
-    const json* v = get(key);
-    if (!v) {
-      if (required) fail(at(key), "required integer is missing");
-      return def;
-    }
-    if (!v->is_number_integer() && !v->is_number_unsigned())
-      fail(at(key), "expected an integer, got " + type_of(*v) + " " + brief(*v));
-    if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
-      fail(at(key), "expected an integer <= " + std::to_string(hi) + ", got " + brief(*v));
-    }
-    std::int64_t x = v->get<std::int64_t>();
-    if (x < lo || x > hi)
-      fail(at(key), "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                        "], got " + brief(*v));
-    return x;
-  }
-  std::string string(const std::string& key, const std::string& def, bool required = false) {
-    if (!choosing_) record(at(key), "string", json(def).dump(), required);
-    const json* v = get(key);
-    if (!v) {
-      if (required) fail(at(key), "required string is missing");
-      return def;
-    }
-    if (!v->is_string()) fail(at(key), "expected a string, got " + type_of(*v) + " " + brief(*v));
-    return v->get<std::string>();
-  }
-  bool boolean(const std::string& key, bool def) {
-    record(at(key), "boolean", json(def).dump(), false);
-    const json* v = get(key);
-    if (!v) return def;
-    if (!v->is_boolean())
-      fail(at(key), "expected true or false, got " + type_of(*v) + " " + brief(*v));
-    return v->get<bool>();
-  }
-  std::string choice(const std::string& key, const std::string& def,
-                     const std::vector<std::string>& choices) {
-    record(at(key), "string", json(def).dump(), false, std::nullopt, choices);
-    choosing_ = true;
-    std::string s = string(key, def);
-    choosing_ = false;
-    for (const auto& c : choices)
-      if (c == s) return s;
-    std::string all;
-    for (const auto& c : choices) all += (all.empty() ? "" : "|") + c;
-    fail(at(key), "expected one of " + all + ", got \"" + s + "\"");
-  }
-  // Fails on the first key that was never read.
-  void finish() const {
-    for (auto it = j_.begin(); it != j_.end(); ++it) {
-      if (!seen_.count(it.key())) {
-        std::string known;
-        for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
-        fail(at(it.key()), "unknown key; expected one of: " + known);
-      }
-    }
-  }
-
- private:
-  const json& j_;
-  std::string path_;
-  const std::string& file_;
-  std::set<std::string> seen_;
-  bool choosing_ = false;
 };
+
+// The recorder while scenario_fields() runs, else none.
+FieldObserver* fields() {
+  static thread_local Recorder recorder;
+  return g_fields ? &recorder : nullptr;
+}
+
+// Reads one JSON object of the scenario: "file: $.path: expected ..." errors as
+// ScenarioError, unknown keys are errors, every field read recorded for the reference.
+using Obj = StrictObject<ScenarioError>;
 
 // Applies "a.b[2].c=value" to the document.
 void apply_set(json& doc, const std::string& set, const std::string& file) {
@@ -257,7 +171,7 @@ void check_category(const Obj& o, const FaultCategory& c) {
 // One fault category at `path` (faults.categories[i], or a category of a trace mapping). A
 // rate_per_job_day comes back as the marker -rate - 1, which the caller makes per machine.
 FaultCategory parse_category(const json& j, const std::string& path, const std::string& file) {
-  Obj o(j, path, file);
+  Obj o(j, path, file, fields());
   FaultCategory c;
   c.name = o.string("name", "", true);
   if (c.name.empty()) o.fail(o.at("name"), "expected a non-empty string");
@@ -320,7 +234,7 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
     o.fail(o.at("misattribution"),
            "only with attribution (the share of crash logs that name the culprit)");
   if (const json* rj = o.get("recall")) {
-    Obj r(*rj, path + ".recall", file);
+    Obj r(*rj, path + ".recall", file, fields());
     std::vector<std::string> tests{"replay"};
     for (int k = 0; k < kProbeKinds; ++k) tests.push_back(probe_key(static_cast<ProbeKind>(k)));
     for (const auto& t : tests)
@@ -329,7 +243,7 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
   }
   if (const json* wj = o.get("warning")) {
     // Failure prediction (WarningSpec): a warning names the machine a fault will strike.
-    Obj w(*wj, path + ".warning", file);
+    Obj w(*wj, path + ".warning", file, fields());
     c.warning.enabled = true;
     c.warning.lead_time_s = w.number("lead_time_s", 0, 0, 1e7);
     c.warning.probability = w.number("probability", 0, 0, 1);
@@ -357,7 +271,7 @@ FaultCategory parse_category(const json& j, const std::string& path, const std::
 // faults.trace: reads the trace and its mapping now, so a bad file fails at load time.
 void parse_trace(const json& j, const std::string& file, Scenario& sc,
                  std::set<std::string>& names) {
-  Obj t(j, "$.faults.trace", file);
+  Obj t(j, "$.faults.trace", file, fields());
   TraceSource ts;
   const std::filesystem::path dir = std::filesystem::path(file).parent_path();
   auto resolve = [&](const std::string& p) {
@@ -456,7 +370,7 @@ const json& required_object(Obj& root, const std::string& key) {
 
 // $.cluster.scheduler: the scheduler's response times and how it picks machines.
 void parse_scheduler(const json& j, const std::string& file, SchedulerSpec& sch) {
-  Obj s(j, "$.cluster.scheduler", file);
+  Obj s(j, "$.cluster.scheduler", file, fields());
   sch.requeue_base_s = s.number("requeue_base_s", sch.requeue_base_s, 0, 1e7);
   sch.requeue_per_machine_s = s.number("requeue_per_machine_s", sch.requeue_per_machine_s, 0, 1e5);
   sch.reschedule_base_s = s.number("reschedule_base_s", sch.reschedule_base_s, 0, 1e7);
@@ -562,7 +476,7 @@ void check_repair(const Obj& r, const ClusterSpec& cl, const RepairSpec& rp) {
 
 // $.cluster.repair: what happens to machines after they leave the job (RepairSpec).
 void parse_repair(const json& j, const std::string& file, const ClusterSpec& cl, RepairSpec& rp) {
-  Obj r(j, "$.cluster.repair", file);
+  Obj r(j, "$.cluster.repair", file, fields());
   parse_repair_outcomes(r, rp);
   parse_repair_fleet(r, cl, rp);
   check_repair(r, cl, rp);
@@ -572,7 +486,7 @@ void parse_repair(const json& j, const std::string& file, const ClusterSpec& cl,
 // $.cluster: machines, network, NVLink domains, then its scheduler and repair objects.
 // Returns whether it sets standby_machines (a stack with a standby module sizes its own).
 bool parse_cluster(const json& j, const std::string& file, Scenario& sc) {
-  Obj c(j, "$.cluster", file);
+  Obj c(j, "$.cluster", file, fields());
   auto& cl = sc.cluster;
   cl.machines = static_cast<int>(c.integer("machines", 0, 1, 1'000'000, true));
   cl.gpus_per_machine = static_cast<int>(c.integer("gpus_per_machine", 8, 1, 64));
@@ -607,7 +521,7 @@ bool parse_cluster(const json& j, const std::string& file, Scenario& sc) {
 // $.job: the parallelism (which must fill the cluster's GPUs), step time, checkpoint and
 // restart costs, and the horizon or the work to do. REQUIRES the cluster read.
 void parse_job(const json& jj, const std::string& file, Scenario& sc) {
-  Obj j(jj, "$.job", file);
+  Obj j(jj, "$.job", file, fields());
   auto& cl = sc.cluster;
   cl.tp = static_cast<int>(j.integer("tp", 1, 1, 1 << 20, true));
   cl.pp = static_cast<int>(j.integer("pp", 1, 1, 1 << 20, true));
@@ -632,14 +546,14 @@ void parse_job(const json& jj, const std::string& file, Scenario& sc) {
   if (j.has("work_days") && !(job.work_days > 0))
     j.fail(j.at("work_days"),
            "expected a number > 0 (days of productive training the job needs), got " +
-               brief(jj.at("work_days")));
+               json_brief(jj.at("work_days")));
   job.horizon_given = j.has("horizon_days") || job.work_days == 0;
   job.horizon_days =
       j.number("horizon_days", job.work_days > 0 ? job.work_days * kWorkCapFactor : 90, 1e-6, 36500,
                job.work_days == 0);
   if (job.work_days > 0 && job.horizon_days <= job.work_days)
     j.fail(j.at("horizon_days"),
-           "expected more than job.work_days (" + brief(jj.at("work_days")) +
+           "expected more than job.work_days (" + json_brief(jj.at("work_days")) +
                "): the cap of a job of fixed work must leave time for the work");
   const std::int64_t ranks = static_cast<std::int64_t>(cl.tp) * cl.pp * cl.dp;
   const std::int64_t gpus = static_cast<std::int64_t>(cl.machines) * cl.gpus_per_machine;
@@ -669,7 +583,7 @@ void parse_job(const json& jj, const std::string& file, Scenario& sc) {
 // $.faults: rate scale, clock, the categories (a per-job rate becomes per machine) and the
 // trace, whose mapping's categories follow them. REQUIRES the cluster read.
 void parse_faults(const json& fj, const std::string& file, Scenario& sc) {
-  Obj f(fj, "$.faults", file);
+  Obj f(fj, "$.faults", file, fields());
   const double scale = f.number("rate_scale", 1, 0, 1e6);
   sc.compute_clock = f.choice("clock", "wall", {"wall", "compute"}) == "compute";
   record("$.faults.categories", "array", "", false);
@@ -694,7 +608,7 @@ void parse_faults(const json& fj, const std::string& file, Scenario& sc) {
 
 // $.diagnosis: how long stop-time tests, capture and replay take, and false positives.
 void parse_diagnosis(const json& dj, const std::string& file, DiagnosisSpec& g) {
-  Obj d(dj, "$.diagnosis", file);
+  Obj d(dj, "$.diagnosis", file, fields());
   g.gpu_diag_s = d.number("gpu_diag_s", g.gpu_diag_s, 0, 1e6);
   g.intra_all_to_all_s = d.number("intra_all_to_all_s", g.intra_all_to_all_s, 0, 1e6);
   g.inter_all_gather_bytes = d.number("inter_all_gather_bytes", g.inter_all_gather_bytes, 0, 1e15);
@@ -707,7 +621,7 @@ void parse_diagnosis(const json& dj, const std::string& file, DiagnosisSpec& g) 
   g.reconfigure_s = d.number("reconfigure_s", g.reconfigure_s, 0, 1e6);
   g.false_positive_rate = d.number("false_positive_rate", g.false_positive_rate, 0, 1);
   if (const json* fj = d.get("false_positive")) {
-    Obj f(*fj, "$.diagnosis.false_positive", file);
+    Obj f(*fj, "$.diagnosis.false_positive", file, fields());
     for (int k = 0; k < kProbeKinds; ++k)
       if (const std::string t = probe_key(static_cast<ProbeKind>(k)); f.has(t))
         g.false_positive[t] = f.number(t, 0, 0, 1);
@@ -720,7 +634,7 @@ void parse_diagnosis(const json& dj, const std::string& file, DiagnosisSpec& g) 
 // $.costs: prices of the run's GPUs, idle standbys and delay (CostSpec), in one currency
 // unit. At least one is above 0: a run that costs nothing has no cost per anything.
 CostSpec parse_costs(const json& cj, const std::string& file) {
-  Obj c(cj, "$.costs", file);
+  Obj c(cj, "$.costs", file, fields());
   CostSpec k;
   k.gpu_hour = c.number("gpu_hour", 0, 0, 1e9);
   k.spare_machine_hour = c.number("spare_machine_hour", 0, 0, 1e9);
@@ -748,7 +662,7 @@ std::map<std::string, double> read_param_overrides(Obj& p, const PolicyInfo& inf
   record("$.policy.params", "object", "{}", false);
   if (const json* params = p.get("params")) {
     if (!params->is_object())
-      p.fail("$.policy.params", "expected an object, got " + type_of(*params));
+      p.fail("$.policy.params", "expected an object, got " + json_type_of(*params));
     for (auto it = params->begin(); it != params->end(); ++it) {
       const std::string where = "$.policy.params." + it.key();
       const ParamSpec* spec = info.find_param(it.key());
@@ -761,14 +675,14 @@ std::map<std::string, double> read_param_overrides(Obj& p, const PolicyInfo& inf
         if (i < 0) {
           std::string all;
           for (const auto& c : spec->choices) all += (all.empty() ? "" : "|") + c;
-          p.fail(where, "expected one of " + all + ", got " + brief(*it));
+          p.fail(where, "expected one of " + all + ", got " + json_brief(*it));
         }
         overrides[it.key()] = i;
       } else {
         p.fail(where,
                std::string(spec && !spec->choices.empty() ? "expected a module name or its index"
                                                           : "expected a number") +
-                   ", got " + type_of(*it) + " " + brief(*it));
+                   ", got " + json_type_of(*it) + " " + json_brief(*it));
       }
     }
   }
@@ -831,13 +745,13 @@ void parse_compared_with(Obj& p, const Registry& registry, Scenario& sc) {
   const json* cw = p.get("compared_with");
   if (!cw) return;
   if (!cw->is_array())
-    p.fail("$.policy.compared_with", "expected an array of stacks, got " + type_of(*cw));
+    p.fail("$.policy.compared_with", "expected an array of stacks, got " + json_type_of(*cw));
   for (std::size_t i = 0; i < cw->size(); ++i) {
     const std::string at = "$.policy.compared_with[" + std::to_string(i) + "]";
     const json& e = (*cw)[i];
     if (!e.is_string())
-      p.fail(at,
-             "expected a stack, NAME or NAME+PARAM=VALUE+..., got " + type_of(e) + " " + brief(e));
+      p.fail(at, "expected a stack, NAME or NAME+PARAM=VALUE+..., got " + json_type_of(e) + " " +
+                     json_brief(e));
     std::vector<std::string> parts;
     std::stringstream ss(e.get<std::string>());
     for (std::string x; std::getline(ss, x, '+');) parts.push_back(x);
@@ -845,7 +759,7 @@ void parse_compared_with(Obj& p, const Registry& registry, Scenario& sc) {
     if (!info) {
       std::string all;
       for (const auto& n : registry.names()) all += (all.empty() ? "" : "|") + n;
-      p.fail(at, "expected a registered stack (" + all + "), got " + brief(e));
+      p.fail(at, "expected a registered stack (" + all + "), got " + json_brief(e));
     }
     std::map<std::string, double> overrides;
     for (std::size_t k = 1; k < parts.size(); ++k) {
@@ -875,7 +789,7 @@ void parse_compared_with(Obj& p, const Registry& registry, Scenario& sc) {
 // is whether it sets standby_machines.
 void parse_policy(const json& pj, const std::string& file, const Registry& registry,
                   bool cluster_sets_standby, Scenario& sc) {
-  Obj p(pj, "$.policy", file);
+  Obj p(pj, "$.policy", file, fields());
   sc.policy = p.string("stack", "", true);
   const PolicyInfo& info = find_stack(p, registry, sc.policy);
   const std::map<std::string, double> overrides = read_param_overrides(p, info);
@@ -1098,7 +1012,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   Scenario sc;
   sc.file = file;
   sc.name = std::filesystem::path(file).stem().string();
-  Obj root(doc, "$", file);
+  Obj root(doc, "$", file, fields());
   sc.description = root.string("description", "", true);
   sc.seed = static_cast<std::uint64_t>(root.integer("seed", 1, 0, INT64_MAX));
   sc.replicas = static_cast<int>(root.integer("replicas", 100, 1, 10'000'000));
