@@ -9,18 +9,14 @@
 #include <set>
 #include <sstream>
 
+#include "scenarios/scenario_reader.h"
 #include "scenarios/stack_fields.h"
-#include "traces/config.h"
 
 namespace faultline::scenarios {
 
 using nlohmann::json;
 
 namespace {
-
-// One wording for JSON type errors across scenarios and trace configs.
-std::string type_of(const json& j) { return traces::json_type_of(j); }
-std::string brief(const json& j) { return traces::json_brief(j); }
 
 // While scenario_fields() runs, every field the parser reads is recorded here: the
 // scenario reference is generated from the parser itself, so it cannot drift from it.
@@ -41,9 +37,23 @@ std::string schema_path(const std::string& path) {
   return out;
 }
 
+// Tells record() of every field the parser reads (json/strict_object.h's FieldObserver).
+class Recorder : public FieldObserver {
+ public:
+  void field(const std::string& path, const char* type, const json* def, bool required,
+             std::optional<std::pair<double, double>> range,
+             const std::vector<std::string>& choices) override {
+    internal::record(path, type, def ? def->dump() : "", required, range, choices);
+  }
+};
+
+}  // namespace
+
+namespace internal {
+
 void record(const std::string& path, std::string type, std::string def, bool required,
-            std::optional<std::pair<double, double>> range = std::nullopt,
-            const std::vector<std::string>& choices = {}) {
+            std::optional<std::pair<double, double>> range,
+            const std::vector<std::string>& choices) {
   if (!g_fields) return;
   const std::string p = schema_path(path);
   for (const auto& f : *g_fields)
@@ -62,108 +72,21 @@ void record(const std::string& path, std::string type, std::string def, bool req
   g_fields->push_back(std::move(f));
 }
 
-// Reads one JSON object, remembering which keys were read so unknown keys are errors.
-class Obj {
- public:
-  Obj(const json& j, std::string path, const std::string& file)
-      : j_(j), path_(std::move(path)), file_(file) {
-    if (path_ != "$") record(path_, "object", "", false);
-    if (!j_.is_object()) fail(path_, "expected an object, got " + type_of(j_));
-  }
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw ScenarioError(file_ + ": " + path + ": " + what);
-  }
-  std::string at(const std::string& key) const { return path_ + "." + key; }
-  bool has(const std::string& key) const { return j_.contains(key); }
-  const json* get(const std::string& key) {
-    seen_.insert(key);
-    auto it = j_.find(key);
-    return it == j_.end() ? nullptr : &*it;
-  }
-  double number(const std::string& key, double def, double lo, double hi, bool required = false) {
-    record(at(key), "number", json(def).dump(), required, std::make_pair(lo, hi));
-    const json* v = get(key);
-    if (!v) {
-      if (required) fail(at(key), "required number is missing");
-      return def;
-    }
-    if (!v->is_number()) fail(at(key), "expected a number, got " + type_of(*v) + " " + brief(*v));
-    double x = v->get<double>();
-    if (!(x >= lo && x <= hi) || !std::isfinite(x)) {
-      std::ostringstream o;
-      o << "expected a number in [" << lo << ", " << hi << "], got " << brief(*v);
-      fail(at(key), o.str());
-    }
-    return x;
-  }
-  std::int64_t integer(const std::string& key, std::int64_t def, std::int64_t lo, std::int64_t hi,
-                       bool required = false) {
-    record(at(key), "integer", json(def).dump(), required,
-           std::make_pair(static_cast<double>(lo), static_cast<double>(hi)));
-    const json* v = get(key);
-    if (!v) {
-      if (required) fail(at(key), "required integer is missing");
-      return def;
-    }
-    if (!v->is_number_integer() && !v->is_number_unsigned())
-      fail(at(key), "expected an integer, got " + type_of(*v) + " " + brief(*v));
-    if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
-      fail(at(key), "expected an integer <= " + std::to_string(hi) + ", got " + brief(*v));
-    }
-    std::int64_t x = v->get<std::int64_t>();
-    if (x < lo || x > hi)
-      fail(at(key), "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                        "], got " + brief(*v));
-    return x;
-  }
-  std::string string(const std::string& key, const std::string& def, bool required = false) {
-    if (!choosing_) record(at(key), "string", json(def).dump(), required);
-    const json* v = get(key);
-    if (!v) {
-      if (required) fail(at(key), "required string is missing");
-      return def;
-    }
-    if (!v->is_string()) fail(at(key), "expected a string, got " + type_of(*v) + " " + brief(*v));
-    return v->get<std::string>();
-  }
-  bool boolean(const std::string& key, bool def) {
-    record(at(key), "boolean", json(def).dump(), false);
-    const json* v = get(key);
-    if (!v) return def;
-    if (!v->is_boolean())
-      fail(at(key), "expected true or false, got " + type_of(*v) + " " + brief(*v));
-    return v->get<bool>();
-  }
-  std::string choice(const std::string& key, const std::string& def,
-                     const std::vector<std::string>& choices) {
-    record(at(key), "string", json(def).dump(), false, std::nullopt, choices);
-    choosing_ = true;
-    std::string s = string(key, def);
-    choosing_ = false;
-    for (const auto& c : choices)
-      if (c == s) return s;
-    std::string all;
-    for (const auto& c : choices) all += (all.empty() ? "" : "|") + c;
-    fail(at(key), "expected one of " + all + ", got \"" + s + "\"");
-  }
-  // Fails on the first key that was never read.
-  void finish() const {
-    for (auto it = j_.begin(); it != j_.end(); ++it) {
-      if (!seen_.count(it.key())) {
-        std::string known;
-        for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
-        fail(at(it.key()), "unknown key; expected one of: " + known);
-      }
-    }
-  }
+FieldObserver* fields() {
+  static thread_local Recorder recorder;
+  return g_fields ? &recorder : nullptr;
+}
 
- private:
-  const json& j_;
-  std::string path_;
-  const std::string& file_;
-  std::set<std::string> seen_;
-  bool choosing_ = false;
-};
+}  // namespace internal
+
+namespace {
+
+using internal::fields;
+using internal::find_unread_fields;
+using internal::Obj;
+using internal::parse_diagnosis;
+using internal::parse_faults;
+using internal::record;
 
 // Applies "a.b[2].c=value" to the document.
 void apply_set(json& doc, const std::string& set, const std::string& file) {
@@ -232,210 +155,6 @@ void apply_set(json& doc, const std::string& set, const std::string& file) {
   }
 }
 
-// The category's closing cross-field checks (bug kinds, scope, symptom, attribution); the
-// fields are read.
-void check_category(const Obj& o, const FaultCategory& c) {
-  if (c.code_bug && c.scope != FaultScope::kJob)
-    o.fail(o.at("code_bug"), "expected scope \"job\" for a code bug (code runs everywhere)");
-  if (c.data_bug && c.scope != FaultScope::kJob)
-    o.fail(o.at("data_bug"), "expected scope \"job\" for a data bug (every run reads the data)");
-  if (c.data_bug && c.code_bug)
-    o.fail(o.at("data_bug"),
-           "expected false with \"code_bug\": true (a bug follows the code or the data)");
-  if (c.data_bug && (c.symptom == Symptom::kSlowdown || c.symptom == Symptom::kManual))
-    o.fail(o.at("data_bug"), "expected symptom crash, hang or nan for a data bug");
-  if (c.symptom == Symptom::kManual && c.scope != FaultScope::kJob)
-    o.fail(o.at("scope"),
-           "expected \"job\" for symptom \"manual\" (a code change affects the whole job)");
-  if (o.has("non_urgent") && c.symptom != Symptom::kManual)
-    o.fail(o.at("non_urgent"), "only with \"symptom\": \"manual\" (a share of the code updates)");
-  if (c.persistent && c.scope == FaultScope::kJob)
-    o.fail(o.at("persistent"), "expected false for scope \"job\" (no machine to evict)");
-  if (o.has("attribution") && c.scope == FaultScope::kJob)
-    o.fail(o.at("attribution"),
-           "only with scope \"machine\" or \"rack\" (a job-wide fault has no culprit machine)");
-}
-
-// One fault category at `path` (faults.categories[i], or a category of a trace mapping). A
-// rate_per_job_day comes back as the marker -rate - 1, which the caller makes per machine.
-FaultCategory parse_category(const json& j, const std::string& path, const std::string& file) {
-  Obj o(j, path, file);
-  FaultCategory c;
-  c.name = o.string("name", "", true);
-  if (c.name.empty()) o.fail(o.at("name"), "expected a non-empty string");
-  c.fault_class = o.choice("class", "explicit", {"explicit", "implicit", "manual"});
-  const bool per_machine = o.has("rate_per_machine_day");
-  const bool per_job = o.has("rate_per_job_day");
-  if (per_machine == per_job)
-    o.fail(path, "expected exactly one of rate_per_machine_day or rate_per_job_day");
-  c.rate_per_machine_day = o.number("rate_per_machine_day", 0, 0, 1e6);
-  // rate_per_job_day is converted once the machine count is known (see below).
-  double job_rate = o.number("rate_per_job_day", -1, 0, 1e9);
-  if (per_job) c.rate_per_machine_day = -job_rate - 1;  // marker, resolved by caller
-  c.weibull_shape = o.number("weibull_shape", 1, 0.05, 20);
-  c.lognormal_sigma = o.number("lognormal_sigma", 0, 0, 10);
-  if (o.has("lognormal_sigma") && c.lognormal_sigma <= 0)
-    o.fail(o.at("lognormal_sigma"),
-           "expected a number > 0 (the sigma of the log of the time between faults)");
-  if (c.lognormal_sigma > 0 && c.weibull_shape != 1)
-    o.fail(o.at("lognormal_sigma"),
-           "not with weibull_shape != 1 (one distribution of the time between faults)");
-  std::string scope = o.choice("scope", "machine", {"machine", "rack", "job"});
-  c.scope = scope == "machine" ? FaultScope::kMachine
-            : scope == "rack"  ? FaultScope::kRack
-                               : FaultScope::kJob;
-  std::string sym = o.choice("symptom", "crash", {"crash", "hang", "slowdown", "nan", "manual"});
-  c.symptom = sym == "crash"      ? Symptom::kCrash
-              : sym == "hang"     ? Symptom::kHang
-              : sym == "slowdown" ? Symptom::kSlowdown
-              : sym == "nan"      ? Symptom::kNan
-                                  : Symptom::kManual;
-  c.persistent = o.boolean("persistent", false);
-  c.repair_h = o.number("repair_h", 24, 0, 1e5);
-  c.observe_after_s = o.number("observe_after_s", 0, 0, 1e6);
-  c.exits = o.boolean("exits", true);
-  if (o.has("exits") && c.symptom != Symptom::kNan)
-    o.fail(o.at("exits"),
-           "only with \"symptom\": \"nan\" (a crash always exits; a hang or slowdown never does)");
-  c.non_urgent = o.number("non_urgent", 0, 0, 1);
-  c.slowdown_factor = o.number("slowdown_factor", 1.5, 1, 100);
-  c.duration_s = o.number("duration_s", 0, 0, 1e9);
-  c.link_only = o.boolean("link_only", false);
-  if (c.link_only && c.symptom != Symptom::kSlowdown)
-    o.fail(o.at("link_only"),
-           "only with \"symptom\": \"slowdown\" (a link that fails outright is a crash or a hang)");
-  if (c.link_only && c.scope != FaultScope::kMachine)
-    o.fail(o.at("link_only"), "expected scope \"machine\" (the link of one machine)");
-  c.signature = o.string("signature", "");
-  c.exit_code = static_cast<int>(o.integer("exit_code", 1, 0, 255));
-  c.alert = o.choice("alert", "", {"", "gpu", "nic", "host", "switch", "storage"});
-  c.alert_coverage = o.number("alert_coverage", 1, 0, 1);
-  if (o.has("alert_coverage") && c.alert.empty())
-    o.fail(o.at("alert_coverage"),
-           "only with \"alert\" (the inspection kind that can see the fault)");
-  c.code_bug = o.boolean("code_bug", false);
-  c.data_bug = o.boolean("data_bug", false);
-  c.fix_h = o.number("fix_h", 4, 0, 1e5);
-  c.attribution = o.number("attribution", 1, 0, 1);
-  c.misattribute_random = o.choice("misattribution", "pipeline_neighbour",
-                                   {"pipeline_neighbour", "random"}) == "random";
-  if (o.has("misattribution") && !o.has("attribution"))
-    o.fail(o.at("misattribution"),
-           "only with attribution (the share of crash logs that name the culprit)");
-  if (const json* rj = o.get("recall")) {
-    Obj r(*rj, path + ".recall", file);
-    std::vector<std::string> tests{"replay"};
-    for (int k = 0; k < kProbeKinds; ++k) tests.push_back(probe_key(static_cast<ProbeKind>(k)));
-    for (const auto& t : tests)
-      if (r.has(t)) c.recall[t] = r.number(t, 0, 0, 1);
-    r.finish();
-  }
-  if (const json* wj = o.get("warning")) {
-    // Failure prediction (WarningSpec): a warning names the machine a fault will strike.
-    Obj w(*wj, path + ".warning", file);
-    c.warning.enabled = true;
-    c.warning.lead_time_s = w.number("lead_time_s", 0, 0, 1e7);
-    c.warning.probability = w.number("probability", 0, 0, 1);
-    c.warning.false_per_machine_day = w.number("false_per_machine_day", 0, 0, 1e6);
-    w.finish();
-    if (c.scope != FaultScope::kMachine)
-      o.fail(o.at("warning"), "only with scope \"machine\" (a warning names one machine)");
-  }
-  // A rank's failure that its replica group can lose alone (replica groups): a crash or a
-  // hang of one machine's hardware. Not a fault of the code or the data (every replica runs
-  // them), a job-wide one, a NaN (the all-reduce carries it to every replica) or a slowdown.
-  const bool confinable = c.scope == FaultScope::kMachine && !c.job_bug() &&
-                          (c.symptom == Symptom::kCrash || c.symptom == Symptom::kHang);
-  c.replica_confined = o.boolean("replica_confined", confinable);
-  if (c.replica_confined && !confinable)
-    o.fail(o.at("replica_confined"),
-           "only for a crash or a hang of scope \"machine\" that is neither a code nor a data "
-           "bug (anything else reaches every replica)");
-  check_category(o, c);
-  if (c.signature.empty()) c.signature = c.name;
-  o.finish();
-  return c;
-}
-
-// faults.trace: reads the trace and its mapping now, so a bad file fails at load time.
-void parse_trace(const json& j, const std::string& file, Scenario& sc,
-                 std::set<std::string>& names) {
-  Obj t(j, "$.faults.trace", file);
-  TraceSource ts;
-  const std::filesystem::path dir = std::filesystem::path(file).parent_path();
-  auto resolve = [&](const std::string& p) {
-    if (p.empty()) return p;
-    const std::filesystem::path q(p);
-    return (q.is_absolute() ? q : dir / q).lexically_normal().string();
-  };
-  ts.file = t.string("file", "", true);
-  if (ts.file.empty()) t.fail(t.at("file"), "expected a non-empty path");
-  ts.file = resolve(ts.file);
-  ts.format = t.choice("format", "auto",
-                       {"auto", "jsonl", "csv", "infinitehbd", "oobleck", "columns", "fta"});
-  ts.columns = resolve(t.string("columns", ""));
-  if (ts.format == "columns" && ts.columns.empty())
-    t.fail(t.at("columns"), "required for \"format\": \"columns\" (a column-map file)");
-  if (!ts.columns.empty() && ts.format != "columns")
-    t.fail(t.at("columns"), "only with \"format\": \"columns\"");
-  ts.mapping = resolve(t.string("mapping", ""));
-  ts.mode = t.choice("mode", "bootstrap", {"replay", "bootstrap"});
-  ts.node_order = t.choice("node_order", "in_order", {"in_order", "random"});
-  if (t.has("node_order") && ts.mode != "replay")
-    t.fail(t.at("node_order"), "only with \"mode\": \"replay\" (bootstrap draws nodes at random)");
-  if (t.get("extra_slots")) {  // (get: a known key even when absent)
-    ts.extra_slots = t.choice("extra_slots", "", {"bootstrap", "fault_free"});
-    if (ts.mode != "replay")
-      t.fail(t.at("extra_slots"),
-             "only with \"mode\": \"replay\" (bootstrap draws a node for every slot)");
-  }
-  ts.time_scale = t.number("time_scale", 1, 1e-6, 1e6);
-  ts.start_day = t.number("start_day", 0, -1e6, 1e6);
-  if (t.has("start_day") && ts.mode != "replay")
-    t.fail(t.at("start_day"), "only with \"mode\": \"replay\"");
-  ts.fleet_nodes = static_cast<int>(t.integer("fleet_nodes", 0, 1, 100'000'000));
-  ts.strict = t.boolean("strict", true);
-  t.finish();
-  traces::SimTraceSpec spec;
-  spec.file = ts.file;
-  traces::parse_format(ts.format, &spec.format);
-  spec.columns = ts.columns;
-  spec.mapping = ts.mapping;
-  spec.fleet_nodes = ts.fleet_nodes;
-  spec.strict = ts.strict;
-  traces::SimTrace st;
-  try {
-    st = traces::load_sim_trace(spec);
-  } catch (const traces::SimTraceError& e) {
-    t.fail(t.at(e.field()), e.what());
-  }
-  // Replay onto more machines than the fleet has nodes: the slots no node drives would
-  // see no trace fault at all. The scenario says what they get, or the load refuses.
-  const auto fleet = static_cast<long long>(st.timelines.nodes.size());
-  if (ts.mode == "replay" && fleet < sc.cluster.machines && ts.extra_slots.empty())
-    t.fail(t.at("mode"), "replay of " + std::filesystem::path(ts.file).filename().string() +
-                             "'s fleet of " + std::to_string(fleet) + " nodes onto " +
-                             std::to_string(sc.cluster.machines) + " machines would leave " +
-                             std::to_string(sc.cluster.machines - fleet) +
-                             " slots without a trace fault; set \"extra_slots\": \"bootstrap\" "
-                             "(each extra slot replays a "
-                             "randomly drawn node's history) or \"fault_free\" (leave them so), or "
-                             "use \"mode\": \"bootstrap\"");
-  ts.first_category = static_cast<int>(sc.faults.size());
-  for (std::size_t i = 0; i < st.map.categories.size(); ++i) {
-    json c = st.map.categories[i];
-    c["rate_per_machine_day"] = 0;  // arrivals come from the trace
-    FaultCategory fc = parse_category(c, "$.categories[" + std::to_string(i) + "]",
-                                      ts.mapping.empty() ? file : ts.mapping);
-    if (!names.insert(fc.name).second)
-      t.fail(t.at("mapping"),
-             "category \"" + fc.name + "\" of the mapping is also in $.faults.categories");
-    sc.faults.push_back(std::move(fc));
-  }
-  ts.timelines = std::make_shared<const traces::FleetTimelines>(std::move(st.timelines));
-  sc.trace = std::move(ts);
-}
-
 // The JSON text as written; a syntax error is a ScenarioError.
 json parse_json(const std::string& text, const std::string& file) {
   json doc;
@@ -459,7 +178,7 @@ const json& required_object(Obj& root, const std::string& key) {
 
 // $.cluster.scheduler: the scheduler's response times and how it picks machines.
 void parse_scheduler(const json& j, const std::string& file, SchedulerSpec& sch) {
-  Obj s(j, "$.cluster.scheduler", file);
+  Obj s(j, "$.cluster.scheduler", file, fields());
   sch.requeue_base_s = s.number("requeue_base_s", sch.requeue_base_s, 0, 1e7);
   sch.requeue_per_machine_s = s.number("requeue_per_machine_s", sch.requeue_per_machine_s, 0, 1e5);
   sch.reschedule_base_s = s.number("reschedule_base_s", sch.reschedule_base_s, 0, 1e7);
@@ -565,7 +284,7 @@ void check_repair(const Obj& r, const ClusterSpec& cl, const RepairSpec& rp) {
 
 // $.cluster.repair: what happens to machines after they leave the job (RepairSpec).
 void parse_repair(const json& j, const std::string& file, const ClusterSpec& cl, RepairSpec& rp) {
-  Obj r(j, "$.cluster.repair", file);
+  Obj r(j, "$.cluster.repair", file, fields());
   parse_repair_outcomes(r, rp);
   parse_repair_fleet(r, cl, rp);
   check_repair(r, cl, rp);
@@ -575,7 +294,7 @@ void parse_repair(const json& j, const std::string& file, const ClusterSpec& cl,
 // $.cluster: machines, network, NVLink domains, then its scheduler and repair objects.
 // Returns whether it sets standby_machines (a stack with a standby module sizes its own).
 bool parse_cluster(const json& j, const std::string& file, Scenario& sc) {
-  Obj c(j, "$.cluster", file);
+  Obj c(j, "$.cluster", file, fields());
   auto& cl = sc.cluster;
   cl.machines = static_cast<int>(c.integer("machines", 0, 1, 1'000'000, true));
   cl.gpus_per_machine = static_cast<int>(c.integer("gpus_per_machine", 8, 1, 64));
@@ -610,7 +329,7 @@ bool parse_cluster(const json& j, const std::string& file, Scenario& sc) {
 // $.job: the parallelism (which must fill the cluster's GPUs), step time, checkpoint and
 // restart costs, and the horizon or the work to do. REQUIRES the cluster read.
 void parse_job(const json& jj, const std::string& file, Scenario& sc) {
-  Obj j(jj, "$.job", file);
+  Obj j(jj, "$.job", file, fields());
   auto& cl = sc.cluster;
   cl.tp = static_cast<int>(j.integer("tp", 1, 1, 1 << 20, true));
   cl.pp = static_cast<int>(j.integer("pp", 1, 1, 1 << 20, true));
@@ -635,14 +354,14 @@ void parse_job(const json& jj, const std::string& file, Scenario& sc) {
   if (j.has("work_days") && !(job.work_days > 0))
     j.fail(j.at("work_days"),
            "expected a number > 0 (days of productive training the job needs), got " +
-               brief(jj.at("work_days")));
+               json_brief(jj.at("work_days")));
   job.horizon_given = j.has("horizon_days") || job.work_days == 0;
   job.horizon_days =
       j.number("horizon_days", job.work_days > 0 ? job.work_days * kWorkCapFactor : 90, 1e-6, 36500,
                job.work_days == 0);
   if (job.work_days > 0 && job.horizon_days <= job.work_days)
     j.fail(j.at("horizon_days"),
-           "expected more than job.work_days (" + brief(jj.at("work_days")) +
+           "expected more than job.work_days (" + json_brief(jj.at("work_days")) +
                "): the cap of a job of fixed work must leave time for the work");
   const std::int64_t ranks = static_cast<std::int64_t>(cl.tp) * cl.pp * cl.dp;
   const std::int64_t gpus = static_cast<std::int64_t>(cl.machines) * cl.gpus_per_machine;
@@ -669,61 +388,10 @@ void parse_job(const json& jj, const std::string& file, Scenario& sc) {
   j.finish();
 }
 
-// $.faults: rate scale, clock, the categories (a per-job rate becomes per machine) and the
-// trace, whose mapping's categories follow them. REQUIRES the cluster read.
-void parse_faults(const json& fj, const std::string& file, Scenario& sc) {
-  Obj f(fj, "$.faults", file);
-  const double scale = f.number("rate_scale", 1, 0, 1e6);
-  sc.compute_clock = f.choice("clock", "wall", {"wall", "compute"}) == "compute";
-  record("$.faults.categories", "array", "", false);
-  const json* cats = f.get("categories");
-  const json* trace = f.get("trace");
-  if (cats ? !cats->is_array() : !trace)
-    f.fail("$.faults.categories", "expected an array of fault categories");
-  std::set<std::string> names;
-  for (size_t i = 0; cats && i < cats->size(); ++i) {
-    std::string p = "$.faults.categories[" + std::to_string(i) + "]";
-    FaultCategory c = parse_category((*cats)[i], p, file);
-    if (c.rate_per_machine_day < 0)
-      c.rate_per_machine_day = (-c.rate_per_machine_day - 1) / sc.cluster.machines;
-    c.rate_per_machine_day *= scale;
-    if (!names.insert(c.name).second)
-      f.fail(p + ".name", "duplicate category name \"" + c.name + "\"");
-    sc.faults.push_back(std::move(c));
-  }
-  if (trace) parse_trace(*trace, file, sc, names);
-  f.finish();
-}
-
-// $.diagnosis: how long stop-time tests, capture and replay take, and false positives.
-void parse_diagnosis(const json& dj, const std::string& file, DiagnosisSpec& g) {
-  Obj d(dj, "$.diagnosis", file);
-  g.gpu_diag_s = d.number("gpu_diag_s", g.gpu_diag_s, 0, 1e6);
-  g.intra_all_to_all_s = d.number("intra_all_to_all_s", g.intra_all_to_all_s, 0, 1e6);
-  g.inter_all_gather_bytes = d.number("inter_all_gather_bytes", g.inter_all_gather_bytes, 0, 1e15);
-  g.group_setup_s = d.number("group_setup_s", g.group_setup_s, 0, 1e6);
-  g.bitwise_s = d.number("bitwise_s", g.bitwise_s, 0, 1e6);
-  g.stress_s = d.number("stress_s", g.stress_s, 0, 1e7);
-  g.capture_s = d.number("capture_s", g.capture_s, 0, 1e5);
-  g.replay_s = d.number("replay_s", g.replay_s, 0, 1e6);
-  g.rebalance_s = d.number("rebalance_s", g.rebalance_s, 0, 1e6);
-  g.reconfigure_s = d.number("reconfigure_s", g.reconfigure_s, 0, 1e6);
-  g.false_positive_rate = d.number("false_positive_rate", g.false_positive_rate, 0, 1);
-  if (const json* fj = d.get("false_positive")) {
-    Obj f(*fj, "$.diagnosis.false_positive", file);
-    for (int k = 0; k < kProbeKinds; ++k)
-      if (const std::string t = probe_key(static_cast<ProbeKind>(k)); f.has(t))
-        g.false_positive[t] = f.number(t, 0, 0, 1);
-    f.finish();
-  }
-  g.standby_wake_s = d.number("standby_wake_s", g.standby_wake_s, 0, 1e5);
-  d.finish();
-}
-
 // $.costs: prices of the run's GPUs, idle standbys and delay (CostSpec), in one currency
 // unit. At least one is above 0: a run that costs nothing has no cost per anything.
 CostSpec parse_costs(const json& cj, const std::string& file) {
-  Obj c(cj, "$.costs", file);
+  Obj c(cj, "$.costs", file, fields());
   CostSpec k;
   k.gpu_hour = c.number("gpu_hour", 0, 0, 1e9);
   k.spare_machine_hour = c.number("spare_machine_hour", 0, 0, 1e9);
@@ -751,7 +419,7 @@ std::map<std::string, double> read_param_overrides(Obj& p, const PolicyInfo& inf
   record("$.policy.params", "object", "{}", false);
   if (const json* params = p.get("params")) {
     if (!params->is_object())
-      p.fail("$.policy.params", "expected an object, got " + type_of(*params));
+      p.fail("$.policy.params", "expected an object, got " + json_type_of(*params));
     for (auto it = params->begin(); it != params->end(); ++it) {
       const std::string where = "$.policy.params." + it.key();
       const ParamSpec* spec = info.find_param(it.key());
@@ -764,14 +432,14 @@ std::map<std::string, double> read_param_overrides(Obj& p, const PolicyInfo& inf
         if (i < 0) {
           std::string all;
           for (const auto& c : spec->choices) all += (all.empty() ? "" : "|") + c;
-          p.fail(where, "expected one of " + all + ", got " + brief(*it));
+          p.fail(where, "expected one of " + all + ", got " + json_brief(*it));
         }
         overrides[it.key()] = i;
       } else {
         p.fail(where,
                std::string(spec && !spec->choices.empty() ? "expected a module name or its index"
                                                           : "expected a number") +
-                   ", got " + type_of(*it) + " " + brief(*it));
+                   ", got " + json_type_of(*it) + " " + json_brief(*it));
       }
     }
   }
@@ -834,13 +502,13 @@ void parse_compared_with(Obj& p, const Registry& registry, Scenario& sc) {
   const json* cw = p.get("compared_with");
   if (!cw) return;
   if (!cw->is_array())
-    p.fail("$.policy.compared_with", "expected an array of stacks, got " + type_of(*cw));
+    p.fail("$.policy.compared_with", "expected an array of stacks, got " + json_type_of(*cw));
   for (std::size_t i = 0; i < cw->size(); ++i) {
     const std::string at = "$.policy.compared_with[" + std::to_string(i) + "]";
     const json& e = (*cw)[i];
     if (!e.is_string())
-      p.fail(at,
-             "expected a stack, NAME or NAME+PARAM=VALUE+..., got " + type_of(e) + " " + brief(e));
+      p.fail(at, "expected a stack, NAME or NAME+PARAM=VALUE+..., got " + json_type_of(e) + " " +
+                     json_brief(e));
     std::vector<std::string> parts;
     std::stringstream ss(e.get<std::string>());
     for (std::string x; std::getline(ss, x, '+');) parts.push_back(x);
@@ -848,7 +516,7 @@ void parse_compared_with(Obj& p, const Registry& registry, Scenario& sc) {
     if (!info) {
       std::string all;
       for (const auto& n : registry.names()) all += (all.empty() ? "" : "|") + n;
-      p.fail(at, "expected a registered stack (" + all + "), got " + brief(e));
+      p.fail(at, "expected a registered stack (" + all + "), got " + json_brief(e));
     }
     std::map<std::string, double> overrides;
     for (std::size_t k = 1; k < parts.size(); ++k) {
@@ -878,7 +546,7 @@ void parse_compared_with(Obj& p, const Registry& registry, Scenario& sc) {
 // is whether it sets standby_machines.
 void parse_policy(const json& pj, const std::string& file, const Registry& registry,
                   bool cluster_sets_standby, Scenario& sc) {
-  Obj p(pj, "$.policy", file);
+  Obj p(pj, "$.policy", file, fields());
   sc.policy = p.string("stack", "", true);
   const PolicyInfo& info = find_stack(p, registry, sc.policy);
   const std::map<std::string, double> overrides = read_param_overrides(p, info);
@@ -908,189 +576,7 @@ void parse_policy(const json& pj, const std::string& file, const Registry& regis
   p.finish();
 }
 
-// ---------------------------------------------------------------- fields only some stacks read
-
-// A stack and the values of its parameters: what decides which facilities it may use.
-struct Reader {
-  const PolicyInfo* info = nullptr;
-  Params values;
-  bool may_use_any(const std::vector<Facility>& fs) const {
-    for (Facility f : fs)
-      if (may_use(*info, f, values)) return true;
-    return false;
-  }
-};
-
-// The stack the scenario file itself names, with its own parameters, when it differs from
-// the one that runs (--set policy.stack, sim compare's other stacks): a field the file
-// wrote for it describes the environment for the stack it was written for. None when the
-// file names no registered stack or its parameters do not resolve.
-std::optional<Reader> file_stack(const json& original, const Registry& registry,
-                                 const Scenario& sc) {
-  const json* pj =
-      original.is_object() && original.contains("policy") ? &original["policy"] : nullptr;
-  if (!pj || !pj->is_object() || !pj->contains("stack") || !(*pj)["stack"].is_string())
-    return std::nullopt;
-  Reader r;
-  r.info = registry.find((*pj)["stack"].get<std::string>());
-  if (!r.info) return std::nullopt;
-  std::map<std::string, double> overrides;
-  if (pj->contains("params") && (*pj)["params"].is_object()) {
-    for (auto it = (*pj)["params"].begin(); it != (*pj)["params"].end(); ++it) {
-      const ParamSpec* spec = r.info->find_param(it.key());
-      if (it->is_boolean())
-        overrides[it.key()] = it->get<bool>() ? 1 : 0;
-      else if (it->is_number())
-        overrides[it.key()] = it->get<double>();
-      else if (it->is_string() && spec && spec->choice_index(it->get<std::string>()) >= 0)
-        overrides[it.key()] = spec->choice_index(it->get<std::string>());
-      else
-        return std::nullopt;
-    }
-  }
-  if (Params::resolve(r.info->params, overrides, &r.values)) return std::nullopt;
-  if (r.info->name == sc.policy && r.values.values() == sc.policy_params.values())
-    return std::nullopt;  // the same stack, the same choices: nothing more reads
-  return r;
-}
-
-// What reads a field (`fs`) and why the stack does not, for the refusal: the facilities'
-// summaries, and the module choices under which the stack would use one, with the
-// scenario's.
-std::string unread_why(const PolicyInfo& info, const Params& values,
-                       const std::vector<Facility>& fs) {
-  std::string what;
-  for (Facility f : fs) what += (what.empty() ? "" : " or ") + std::string(facility_summary(f));
-  const std::string tail = "; set policy.allow_unused_params=true (--allow-unused) to run anyway";
-  const std::string when = when_used(info, fs);
-  if (when.empty())
-    return "stack '" + info.name + "' never reads it: it is read only with " + what + ", which '" +
-           info.name + "' never uses" + tail;
-  std::string now;  // the scenario's choice of each parameter `when` names
-  for (std::size_t at = 0; at < when.size();) {
-    const std::size_t eq = when.find('=', at);
-    const std::string choice = when.substr(at, eq - at);
-    const ParamSpec* cs = info.find_param(choice);
-    const int i = cs ? static_cast<int>(values.get(choice)) : -1;
-    now += (now.empty() ? "" : ", ") + choice + "=" +
-           (cs && i >= 0 && i < static_cast<int>(cs->choices.size()) ? cs->choices[i]
-                                                                     : std::to_string(i));
-    const std::size_t next = when.find(" or ", eq);
-    at = next == std::string::npos ? when.size() : next + 4;
-  }
-  return "stack '" + info.name + "' does not read it here: it is read only with " + what +
-         ", which it uses only with " + when + " (this scenario has " + now + ")" + tail;
-}
-
-// The fields of `doc` that the stack that runs never reads (stack_fields()), each marked
-// kept when the file wrote it as it is for a stack that reads it: its own (when another
-// runs), or one of compared_with. REQUIRES the policy read.
-void find_unread_fields(const json& doc, const json& original, const Registry& registry,
-                        Scenario& sc) {
-  const PolicyInfo* info = registry.find(sc.policy);
-  if (!info) return;
-  const Reader runs{info, sc.policy_params};  // one that declares nothing may read everything
-  std::vector<Reader> written_for;            // the stacks the file is written for, besides `runs`
-  if (std::optional<Reader> own = file_stack(original, registry, sc)) written_for.push_back(*own);
-  for (const auto& other : sc.compared_with)
-    written_for.push_back({registry.find(other.stack), other.params});
-  for (const SetField& s : fields_set(doc)) {
-    if (runs.may_use_any(s.field->read_by)) {
-      sc.read_fields.push_back(s.at);
-      continue;
-    }
-    const json::json_pointer ptr = pointer_of(s.at);
-    const bool as_written = original.contains(ptr) && original.at(ptr) == *s.value;
-    bool kept = false;
-    for (const Reader& r : written_for)
-      kept = kept || (as_written && r.may_use_any(s.field->read_by));
-    sc.unread_fields.push_back({s.at, unread_why(*info, sc.policy_params, s.field->read_by), kept});
-  }
-}
-
 }  // namespace
-
-void refuse_unread_by_all(const std::vector<const Scenario*>& runs,
-                          const std::vector<std::string>& labels) {
-  if (runs.empty() || runs.front()->allow_unused_params) return;
-  // A field some run's stack reads is not ignored; one only kept (the file's environment
-  // for the stacks it is written for) is not either. One set otherwise that no run reads is.
-  for (const Scenario* first : runs)
-    for (const Scenario::UnreadField& u : first->unread_fields) {
-      if (u.kept) continue;
-      bool read = false;
-      for (const Scenario* sc : runs) {
-        const auto& v = sc->read_fields;
-        read = read || std::find(v.begin(), v.end(), u.path) != v.end();
-      }
-      if (read) continue;
-      if (runs.size() == 1) throw ScenarioError(first->file + ": " + u.path + ": " + u.why);
-      std::string all;
-      for (const auto& l : labels) all += (all.empty() ? "" : ", ") + l;
-      // The reason names what reads the field.
-      const auto what = u.why.find("it is read only with ");
-      const auto end = u.why.find(", which ");
-      throw ScenarioError(first->file + ": " + u.path + ": none of the runs here (" + all +
-                          ") reads it: " + u.why.substr(what, end - what) +
-                          "; set policy.allow_unused_params=true (--allow-unused) to run anyway");
-    }
-}
-
-double default_recall(const FaultCategory& c, const std::string& test) {
-  auto it = c.recall.find(test);
-  if (it != c.recall.end()) return it->second;
-  if (c.link_only) return 0;  // nothing fails: only the link's own traffic is slow
-  if (test == "stress") return 0.95;
-  if (test == "replay") return c.symptom == Symptom::kNan ? 0.99 : 0.9;
-  if (c.job_bug() || c.scope == FaultScope::kJob) return 0;  // nothing wrong with a machine
-  if (c.symptom == Symptom::kNan) return test == "bitwise" ? 0.99 : test == "gpu_diag" ? 0.7 : 0;
-  if (c.alert == "gpu")
-    return test == "gpu_diag"           ? 0.9
-           : test == "intra_all_to_all" ? 0.8
-           : test == "inter_all_gather" ? 0.3
-                                        : 0.2;
-  if (c.alert == "nic" || c.alert == "switch")
-    return test == "inter_all_gather" ? 0.95 : test == "intra_all_to_all" ? 0.1 : 0;
-  if (c.alert == "host") return test == "gpu_diag" ? 0.2 : 0.1;
-  return test == "gpu_diag"           ? 0.5
-         : test == "inter_all_gather" ? 0.5
-         : test == "intra_all_to_all" ? 0.4
-                                      : 0.3;
-}
-
-double false_positive(const DiagnosisSpec& d, const std::string& test) {
-  auto it = d.false_positive.find(test);
-  if (it != d.false_positive.end()) return it->second;
-  return test == "bitwise" ? 0 : d.false_positive_rate;
-}
-
-const char* symptom_name(Symptom s) {
-  switch (s) {
-    case Symptom::kCrash:
-      return "crash";
-    case Symptom::kHang:
-      return "hang";
-    case Symptom::kSlowdown:
-      return "slowdown";
-    case Symptom::kNan:
-      return "nan";
-    case Symptom::kManual:
-      return "manual";
-  }
-  return "?";
-}
-
-const char* scope_name(FaultScope s) {
-  switch (s) {
-    case FaultScope::kMachine:
-      return "machine";
-    case FaultScope::kRack:
-      return "rack";
-    case FaultScope::kJob:
-      return "job";
-  }
-  return "?";
-}
 
 Scenario parse_scenario(const std::string& text, const std::string& file,
                         const std::vector<std::string>& sets, const Registry& registry,
@@ -1101,7 +587,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file,
   Scenario sc;
   sc.file = file;
   sc.name = std::filesystem::path(file).stem().string();
-  Obj root(doc, "$", file);
+  Obj root(doc, "$", file, fields());
   sc.description = root.string("description", "", true);
   sc.seed = static_cast<std::uint64_t>(root.integer("seed", 1, 0, INT64_MAX));
   sc.replicas = static_cast<int>(root.integer("replicas", 100, 1, 10'000'000));

@@ -1,6 +1,13 @@
 #include "scenarios/stack_fields.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scenarios/scenario.h"
+#include "scenarios/scenario_reader.h"
 
 namespace faultline::scenarios {
 
@@ -175,6 +182,138 @@ std::vector<std::string> drop_unread_fields(json& doc, const PolicyInfo& info,
     doc[ptr.parent_pointer()].erase(ptr.back());
   }
   return dropped;
+}
+
+// ---------------------------------------------------------------- fields a scenario sets
+
+namespace {
+
+// A stack and the values of its parameters: what decides which facilities it may use.
+struct StackReading {
+  const PolicyInfo* info = nullptr;
+  Params values;
+  bool may_use_any(const std::vector<Facility>& fs) const {
+    for (Facility f : fs)
+      if (may_use(*info, f, values)) return true;
+    return false;
+  }
+};
+
+// The stack the scenario file itself names, with its own parameters, when it differs from
+// the one that runs (--set policy.stack, sim compare's other stacks): a field the file
+// wrote for it describes the environment for the stack it was written for. None when the
+// file names no registered stack or its parameters do not resolve.
+std::optional<StackReading> file_stack(const json& original, const Registry& registry,
+                                       const Scenario& sc) {
+  const json* pj =
+      original.is_object() && original.contains("policy") ? &original["policy"] : nullptr;
+  if (!pj || !pj->is_object() || !pj->contains("stack") || !(*pj)["stack"].is_string())
+    return std::nullopt;
+  StackReading r;
+  r.info = registry.find((*pj)["stack"].get<std::string>());
+  if (!r.info) return std::nullopt;
+  std::map<std::string, double> overrides;
+  if (pj->contains("params") && (*pj)["params"].is_object()) {
+    for (auto it = (*pj)["params"].begin(); it != (*pj)["params"].end(); ++it) {
+      const ParamSpec* spec = r.info->find_param(it.key());
+      if (it->is_boolean())
+        overrides[it.key()] = it->get<bool>() ? 1 : 0;
+      else if (it->is_number())
+        overrides[it.key()] = it->get<double>();
+      else if (it->is_string() && spec && spec->choice_index(it->get<std::string>()) >= 0)
+        overrides[it.key()] = spec->choice_index(it->get<std::string>());
+      else
+        return std::nullopt;
+    }
+  }
+  if (Params::resolve(r.info->params, overrides, &r.values)) return std::nullopt;
+  if (r.info->name == sc.policy && r.values.values() == sc.policy_params.values())
+    return std::nullopt;  // the same stack, the same choices: nothing more reads
+  return r;
+}
+
+// What reads a field (`fs`) and why the stack does not, for the refusal: the facilities'
+// summaries, and the module choices under which the stack would use one, with the
+// scenario's.
+std::string unread_why(const PolicyInfo& info, const Params& values,
+                       const std::vector<Facility>& fs) {
+  std::string what;
+  for (Facility f : fs) what += (what.empty() ? "" : " or ") + std::string(facility_summary(f));
+  const std::string tail = "; set policy.allow_unused_params=true (--allow-unused) to run anyway";
+  const std::string when = when_used(info, fs);
+  if (when.empty())
+    return "stack '" + info.name + "' never reads it: it is read only with " + what + ", which '" +
+           info.name + "' never uses" + tail;
+  std::string now;  // the scenario's choice of each parameter `when` names
+  for (std::size_t at = 0; at < when.size();) {
+    const std::size_t eq = when.find('=', at);
+    const std::string choice = when.substr(at, eq - at);
+    const ParamSpec* cs = info.find_param(choice);
+    const int i = cs ? static_cast<int>(values.get(choice)) : -1;
+    now += (now.empty() ? "" : ", ") + choice + "=" +
+           (cs && i >= 0 && i < static_cast<int>(cs->choices.size()) ? cs->choices[i]
+                                                                     : std::to_string(i));
+    const std::size_t next = when.find(" or ", eq);
+    at = next == std::string::npos ? when.size() : next + 4;
+  }
+  return "stack '" + info.name + "' does not read it here: it is read only with " + what +
+         ", which it uses only with " + when + " (this scenario has " + now + ")" + tail;
+}
+
+}  // namespace
+
+namespace internal {
+
+void find_unread_fields(const json& doc, const json& original, const Registry& registry,
+                        Scenario& sc) {
+  const PolicyInfo* info = registry.find(sc.policy);
+  if (!info) return;
+  const StackReading runs{info, sc.policy_params};  // one that declares nothing may read everything
+  std::vector<StackReading> written_for;  // the stacks the file is written for, besides `runs`
+  if (std::optional<StackReading> own = file_stack(original, registry, sc))
+    written_for.push_back(*own);
+  for (const auto& other : sc.compared_with)
+    written_for.push_back({registry.find(other.stack), other.params});
+  for (const SetField& s : fields_set(doc)) {
+    if (runs.may_use_any(s.field->read_by)) {
+      sc.read_fields.push_back(s.at);
+      continue;
+    }
+    const json::json_pointer ptr = pointer_of(s.at);
+    const bool as_written = original.contains(ptr) && original.at(ptr) == *s.value;
+    bool kept = false;
+    for (const StackReading& r : written_for)
+      kept = kept || (as_written && r.may_use_any(s.field->read_by));
+    sc.unread_fields.push_back({s.at, unread_why(*info, sc.policy_params, s.field->read_by), kept});
+  }
+}
+
+}  // namespace internal
+
+void refuse_unread_by_all(const std::vector<const Scenario*>& runs,
+                          const std::vector<std::string>& labels) {
+  if (runs.empty() || runs.front()->allow_unused_params) return;
+  // A field some run's stack reads is not ignored; one only kept (the file's environment
+  // for the stacks it is written for) is not either. One set otherwise that no run reads is.
+  for (const Scenario* first : runs)
+    for (const Scenario::UnreadField& u : first->unread_fields) {
+      if (u.kept) continue;
+      bool read = false;
+      for (const Scenario* sc : runs) {
+        const auto& v = sc->read_fields;
+        read = read || std::find(v.begin(), v.end(), u.path) != v.end();
+      }
+      if (read) continue;
+      if (runs.size() == 1) throw ScenarioError(first->file + ": " + u.path + ": " + u.why);
+      std::string all;
+      for (const auto& l : labels) all += (all.empty() ? "" : ", ") + l;
+      // The reason names what reads the field.
+      const auto what = u.why.find("it is read only with ");
+      const auto end = u.why.find(", which ");
+      throw ScenarioError(first->file + ": " + u.path + ": none of the runs here (" + all +
+                          ") reads it: " + u.why.substr(what, end - what) +
+                          "; set policy.allow_unused_params=true (--allow-unused) to run anyway");
+    }
 }
 
 }  // namespace faultline::scenarios

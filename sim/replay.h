@@ -1,5 +1,5 @@
 // Replay of a live run in the simulator (`faultline sim replay`): re-runs the fault history
-// recorded in a live run's event log (traces/event_log.h) under the recorded policy stack or
+// recorded in a live run's event log (eventlog/event_log.h) under the recorded policy stack or
 // another one, and sets the measured live ETTR beside the simulated one. The scenario is
 // built in memory from the log: the cluster and job layout of the header, the healthy step
 // time, the run's length as the horizon, and exactly the recorded faults (no modelled ones:
@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "eventlog/event_log.h"
 #include "policies/api/registry.h"
 #include "scenarios/scenario.h"
-#include "traces/event_log.h"
 #include "traces/trace.h"
 
 namespace faultline::sim {

@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "traces/event_codec.h"
+#include "eventlog/event_codec.h"
 
 namespace faultline::sim {
 

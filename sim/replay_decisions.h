@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "eventlog/event_log.h"
 #include "policies/api/action.h"
 #include "sim/metrics.h"
-#include "traces/event_log.h"
 
 namespace faultline::sim {
 

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "eventlog/event_codec.h"
 #include "policies/api/action.h"
 #include "policies/api/refusals.h"
 #include "sim/sim_world.h"
 #include "sim/sim_world_internal.h"
-#include "traces/event_codec.h"
 
 namespace faultline::sim {
 

@@ -3,7 +3,8 @@
 # realexec/ never includes SimGrid or CUDA; only sim/ includes SimGrid; plugins/ (linked
 # into faultline-live) includes neither SimGrid nor sim/.
 set(bad "")
-file(GLOB_RECURSE no_simgrid ${ROOT}/plugins/*.h ${ROOT}/plugins/*.cc ${ROOT}/traces/*.h ${ROOT}/traces/*.cc ${ROOT}/scenarios/*.h
+file(GLOB_RECURSE no_simgrid ${ROOT}/plugins/*.h ${ROOT}/plugins/*.cc ${ROOT}/traces/*.h ${ROOT}/traces/*.cc
+     ${ROOT}/eventlog/*.h ${ROOT}/eventlog/*.cc ${ROOT}/scenarios/*.h
      ${ROOT}/scenarios/*.cc ${ROOT}/analysis/*.h ${ROOT}/analysis/*.cc ${ROOT}/kernels/*.h
      ${ROOT}/kernels/*.cc ${ROOT}/kernels/*.cu)
 foreach(f IN LISTS no_simgrid)

@@ -187,7 +187,7 @@ void read_event(ConfigObj& o, ColumnMap& m, bool csv) {
                                                {"up", kUp},
                                                {"ignore", kIgnore}};
   for (const auto& [key, kind] : kinds) {
-    for (const auto& v : e.strings(key)) {
+    for (const auto& v : e.one_or_more_strings(key)) {
       if (!seen.insert(v).second) e.fail(e.at(key), "value \"" + shown(v) + "\" listed twice");
       m.event_values.emplace_back(v, kind);
     }
@@ -229,7 +229,7 @@ void read_scope(ConfigObj& o, ColumnMap& m, bool csv) {
   for (const auto& [key, scope] :
        {std::pair{"node", Scope::kNode}, std::pair{"rack", Scope::kRack},
         std::pair{"switch", Scope::kSwitch}, std::pair{"job", Scope::kJob}})
-    for (const auto& v : s.strings(key)) m.scope_values.emplace_back(v, scope);
+    for (const auto& v : s.one_or_more_strings(key)) m.scope_values.emplace_back(v, scope);
   s.finish();
   if (m.scope.is_constant) {
     Scope sc;

@@ -1,5 +1,5 @@
 // How writing a file stands after failures (a full disk, an I/O error): what the live
-// event log's writer (traces/event_log.h) and the live controller's journal
+// event log's writer (eventlog/event_log.h) and the live controller's journal
 // (realexec/controller/journal.h) report, and what `faultline live status` shows as "storage".
 #pragma once
 

@@ -2,7 +2,7 @@
 
 A result directory (`sim run|compare|sweep|tune --out`: result.json, replicas.csv,
 compare.json, sweep.json, tune.json) and a live state directory (`faultline live run`:
-events.jsonl, the event log of traces/event_log.h, and journal.json). Refusals are
+events.jsonl, the event log of eventlog/event_log.h, and journal.json). Refusals are
 InputError (exit 2 for a directory of the wrong kind)."""
 
 import csv
@@ -214,7 +214,7 @@ def detect(path):
 
 
 # A live run's state directory (`faultline live run`, STATE_DIR): events.jsonl, the event
-# log of traces/event_log.h, and journal.json. The headline comes from the log's summary
+# log of eventlog/event_log.h, and journal.json. The headline comes from the log's summary
 # record; ETTR over time and lost time by phase from its "account" records (cumulative,
 # written at each incident's close and with the summary), or, in a log that predates them,
 # ETTR from the progress records alone.
@@ -413,7 +413,7 @@ def live_incidents(live):
 
 def progress_ettr(live):
     """Cumulative ETTR at each progress record: steps kept × the fault-free step time over
-    the time since the run started (the summary's definition, traces/event_log.h)."""
+    the time since the run started (the summary's definition, eventlog/event_log.h)."""
     st = float((live.summary or {}).get("step_time_s") or live.header.get("nominal_step_time_s", 1.0))
     prog = [(float(r["t_s"]), int(r["step"])) for r in live.by_kind.get("progress", [])]
     if not prog:

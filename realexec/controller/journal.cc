@@ -15,8 +15,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "eventlog/event_log.h"
 #include "realexec/net/reactor.h"
-#include "traces/event_log.h"
 #include "traces/time_phases.h"
 
 namespace faultline::live {

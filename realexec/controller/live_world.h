@@ -25,13 +25,13 @@
 #include <utility>
 #include <vector>
 
+#include "eventlog/event_log.h"
 #include "policies/api/policy.h"
 #include "realexec/controller/journal.h"
 #include "realexec/controller/metrics.h"
 #include "realexec/live_config.h"
 #include "realexec/net/messages.h"
 #include "realexec/net/reactor.h"
-#include "traces/event_log.h"
 
 namespace faultline::live {
 

@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "eventlog/event_log.h"
 #include "policies/builtin.h"
 #include "realexec/controller/journal.h"
 #include "realexec/controller/live_world.h"
 #include "realexec/live_config.h"
-#include "traces/event_log.h"
 
 namespace {
 

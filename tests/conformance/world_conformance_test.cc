@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "eventlog/event_log.h"
 #include "policies/api/refusals.h"
 #include "policies/builtin.h"
 #include "policies/detection/detectors.h"
@@ -39,7 +40,6 @@
 #include "sim/network.h"
 #include "sim/runner.h"
 #include "tests/support/fake_world.h"
-#include "traces/event_log.h"
 #include "traces/time_phases.h"
 
 namespace faultline {

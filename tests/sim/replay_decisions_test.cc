@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "traces/event_log.h"
+#include "eventlog/event_log.h"
 
 namespace faultline::sim {
 namespace {

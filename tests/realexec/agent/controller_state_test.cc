@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "eventlog/event_log.h"
 #include "policies/builtin.h"
 #include "realexec/controller/journal.h"
 #include "realexec/controller/live_controller.h"
 #include "realexec/live_config.h"
 #include "realexec/net/reactor.h"
-#include "traces/event_log.h"
 
 namespace faultline::live {
 namespace {

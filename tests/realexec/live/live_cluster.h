@@ -35,9 +35,9 @@
 #include <thread>
 #include <vector>
 
+#include "eventlog/event_log.h"
 #include "realexec/net/auth.h"
 #include "tests/realexec/live/live_support.h"
-#include "traces/event_log.h"
 
 namespace faultline::live_e2e {
 

@@ -2,7 +2,7 @@
 // reading of a log line by line (header first, one record per line, a torn last line
 // tolerated) and the crash-safe appending writer. What an event or action looks like in
 // JSON is the codec's business (event_codec.h); this file only places it in records.
-#include "traces/event_log.h"
+#include "eventlog/event_log.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,8 +17,8 @@
 #include <sstream>
 #include <utility>
 
+#include "eventlog/event_json.h"
 #include "traces/config.h"
-#include "traces/event_json.h"
 #include "traces/stats.h"
 #include "traces/time_phases.h"
 
@@ -225,7 +225,7 @@ AccountRecord decode_account(JsonIn& in) {
     const auto phase = time_phase_from_name(it.key());
     if (!phase || *phase == TimePhase::kProductive) {
       const std::vector<const char*> names(kTimePhaseNames.begin() + 1, kTimePhaseNames.end());
-      in.fail(where, "expected a lost phase, one of " + internal::join_names(names));
+      in.fail(where, "expected a lost phase, one of " + join_names(names));
     }
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0)
       in.fail(where, "expected seconds >= 0, got " + json_type_of(*it) + " " + json_brief(*it));
@@ -280,10 +280,9 @@ void decode_record(json j, std::size_t line_no, bool& have_header, EventLog& log
   const std::string kind_name = in.string("kind", "", true);
   const auto kind = record_kind_from_name(kind_name);
   if (!kind)
-    in.fail("$.kind",
-            "expected one of " +
-                internal::join_names(names_of<RecordKind, kRecordKinds>(record_kind_name)) +
-                ", got \"" + kind_name + "\"");
+    in.fail("$.kind", "expected one of " +
+                          join_names(names_of<RecordKind, kRecordKinds>(record_kind_name)) +
+                          ", got \"" + kind_name + "\"");
   const double t_s = in.finite("t_s", 0, 0, 1e12, true);
   // Run time never goes back in a log: a record before the one above it was written by a
   // controller whose clock restarted (a journal read wrong after a reboot), and the replay

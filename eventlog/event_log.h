@@ -2,7 +2,7 @@
 // in the shared Event/Action vocabulary, so a live incident can be read back, audited
 // and replayed in the simulator under another policy stack (`faultline sim replay`).
 //
-// Events and actions encode as traces/event_codec.h says (included here: to_json,
+// Events and actions encode as eventlog/event_codec.h says (included here: to_json,
 // event_from_json, action_from_json, the enums' *_from_name and EventLogError); this
 // header is the framing around them.
 //
@@ -58,9 +58,9 @@
 #include <string_view>
 #include <vector>
 
+#include "eventlog/event_codec.h"
 #include "policies/api/action.h"
 #include "policies/api/event.h"
-#include "traces/event_codec.h"
 #include "traces/storage_health.h"
 
 namespace faultline::traces {

@@ -2,7 +2,7 @@
 // of faultline::Event and faultline::Action, the type-name tables, and the inverses of the
 // enums' name functions. Apart from the event log's framing (event_log.cc) so that adding
 // an Event or Action touches this file only; the variant's order is its table order.
-#include "traces/event_codec.h"
+#include "eventlog/event_codec.h"
 
 #include <array>
 #include <cstddef>
@@ -14,8 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "eventlog/event_json.h"
 #include "traces/config.h"
-#include "traces/event_json.h"
 
 namespace faultline::traces {
 
@@ -29,6 +29,7 @@ using internal::kI32Min;
 using internal::kI64Max;
 using internal::kI64Min;
 using internal::names_of;
+using internal::read_duration;
 using internal::real_json;
 using internal::to_s;
 
@@ -373,7 +374,7 @@ OracleFault decode(JsonIn& in, Tag<OracleFault>) {
   x.persistent = in.boolean("persistent", false);
   x.code_bug = in.boolean("code_bug", false);
   x.data_bug = in.boolean("data_bug", false);
-  x.lead = in.duration("lead_s", x.lead);
+  x.lead = read_duration(in, "lead_s", x.lead);
   x.slowdown = in.boolean("slowdown", false);
   x.replica = static_cast<int>(in.integer("replica", -1, -1, kI32Max));
   return x;
@@ -437,7 +438,7 @@ FailureWarning decode(JsonIn& in, Tag<FailureWarning>) {
   FailureWarning x;
   x.machine = machine(in);
   x.kind = in.string("kind", "");
-  x.lead = in.duration("lead_s", x.lead);
+  x.lead = read_duration(in, "lead_s", x.lead);
   x.detail = in.string("detail", "");
   return x;
 }
@@ -477,18 +478,18 @@ AcquireMachines decode(JsonIn& in, Tag<AcquireMachines>) {
 
 SetCheckpointPlan decode(JsonIn& in, Tag<SetCheckpointPlan>) {
   SetCheckpointPlan x;
-  x.interval = in.duration("interval_s", x.interval);
-  x.blocking = in.duration("blocking_s", x.blocking);
+  x.interval = read_duration(in, "interval_s", x.interval);
+  x.blocking = read_duration(in, "blocking_s", x.blocking);
   x.tier = in.enumerated<CheckpointTier>("tier", x.tier, tier_from_name,
                                          names_of<CheckpointTier, kTiers>(tier_name));
   x.reason = in.string("reason", "");
-  x.remote_interval = in.duration("remote_interval_s", x.remote_interval);
+  x.remote_interval = read_duration(in, "remote_interval_s", x.remote_interval);
   return x;
 }
 
 WatchSteps decode(JsonIn& in, Tag<WatchSteps>) {
   WatchSteps x;
-  x.every = in.duration("every_s", x.every);
+  x.every = read_duration(in, "every_s", x.every);
   x.reason = in.string("reason", "");
   return x;
 }
@@ -503,7 +504,7 @@ Note decode(JsonIn& in, Tag<Note>) {
 EnableInspection decode(JsonIn& in, Tag<EnableInspection>) {
   EnableInspection x;
   x.kind = in.string("kind", "");
-  x.interval = in.duration("interval_s", x.interval);
+  x.interval = read_duration(in, "interval_s", x.interval);
   x.reason = in.string("reason", "");
   return x;
 }
@@ -512,7 +513,7 @@ RunProbe decode(JsonIn& in, Tag<RunProbe>) {
   RunProbe x;
   x.test = probe(in, x.test);
   x.machines = in.ids("machines");
-  x.deadline = in.duration("deadline_s", x.deadline);
+  x.deadline = read_duration(in, "deadline_s", x.deadline);
   x.reason = in.string("reason", "");
   read_groups(in, x.groups);
   return x;
@@ -568,8 +569,8 @@ AvoidMachines decode(JsonIn& in, Tag<AvoidMachines>) {
 EnableReplicaGroups decode(JsonIn& in, Tag<EnableReplicaGroups>) {
   EnableReplicaGroups x;
   x.min_replicas = static_cast<int>(in.integer("min_replicas", 1, 0, kI32Max));
-  x.quorum_change = in.duration("quorum_change_s", x.quorum_change);
-  x.timeout = in.duration("timeout_s", x.timeout);
+  x.quorum_change = read_duration(in, "quorum_change_s", x.quorum_change);
+  x.timeout = read_duration(in, "timeout_s", x.timeout);
   x.reason = in.string("reason", "");
   return x;
 }
@@ -586,7 +587,7 @@ MigrateMachines decode(JsonIn& in, Tag<MigrateMachines>) {
   x.machines = in.ids("machines");
   x.reason = in.string("reason", "");
   x.mechanism = mechanism(in);
-  x.pause = in.duration("pause_s", x.pause);
+  x.pause = read_duration(in, "pause_s", x.pause);
   return x;
 }
 
@@ -616,8 +617,7 @@ V decode_variant(const json& j, const std::string& path) {
     in.finish();
     return v;
   }
-  in.fail(in.at("type"),
-          "expected one of " + internal::join_names(names) + ", got \"" + type + "\"");
+  in.fail(in.at("type"), "expected one of " + join_names(names) + ", got \"" + type + "\"");
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The policy vocabulary as JSON: faultline::Event and faultline::Action to and from
 // nlohmann::json, and the enums they carry to and from their names. This is the content
 // codec of the live event log; the log's framing (records, lines, the writer) is
-// traces/event_log.h, which includes this header, as leveldb keeps write_batch apart from
+// eventlog/event_log.h, which includes this header, as leveldb keeps write_batch apart from
 // log_reader/log_writer. Kept apart so that the vocabulary's encoding can be read, tested
 // and changed without the file format around it.
 //

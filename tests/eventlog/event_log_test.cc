@@ -1,7 +1,7 @@
 // The live event log: every Event and Action alternative round-trips exactly through
 // JSON, records are validated with file:line and field, and a torn last line (a crash
 // mid-write) is tolerated while a torn middle line is an error.
-#include "traces/event_log.h"
+#include "eventlog/event_log.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
