@@ -28,9 +28,9 @@ ActionId SimWorld::act(Action a) {
       !std::holds_alternative<EnableReplicaGroups>(a);
   if (acts_on_incident) mark_acted();
   if (auto why = refusal(a, {.cluster = view_,
-                             .job_running = job_ == JobState::kRunning,
-                             .ended = ended_,
-                             .verdict = ended_verdict_})) {
+                             .job_running = job_.state == JobState::kRunning,
+                             .ended = job_.ended,
+                             .verdict = job_.ended_verdict})) {
     refuse(id, std::move(*why));
     return id;
   }
@@ -39,12 +39,12 @@ ActionId SimWorld::act(Action a) {
 }
 
 void SimWorld::stop_job_now() {
-  if (job_ == JobState::kRunning) {
+  if (job_.state == JobState::kRunning) {
     job_down();
-  } else if (job_ == JobState::kStarting) {  // a start under way is abandoned
-    job_ = JobState::kDown;
-    ++epoch_;
-    new_batch_token();
+  } else if (job_.state == JobState::kStarting) {  // a start under way is abandoned
+    job_.state = JobState::kDown;
+    ++job_.epoch;
+    batches_.new_token();
   }
 }
 
@@ -70,13 +70,13 @@ void SimWorld::apply(ActionId id, const EvictMachines& e) {
     const SlotId s = view_.slot_of(m);
     if (s < 0) continue;  // not in the job (already evicted, a standby)
     if (opt_.incidents)
-      for (FaultId open : open_) fault_log_[open].evicted.push_back(m);
-    if (broken_[m]) {
+      for (FaultId open : symptoms_.open()) symptoms_.faults()[open].evicted.push_back(m);
+    if (fleet_.broken[m]) {
       ++result_.evictions_true;
     } else {
       ++result_.evictions_false;
       // A test failed it although healthy, or it went with its group.
-      if (fp_failed_[m]) ++result_.evictions_false_positive;
+      if (fleet_.fp_failed[m]) ++result_.evictions_false_positive;
     }
     // Replica groups: the quorum trains on without its replica.
     if (!replica_out(m) && !evicted_drops(m, e.reason)) stop_job_now();
@@ -107,7 +107,7 @@ void SimWorld::apply(ActionId id, const AcquireMachines& q) {
           ? sc_.scheduler.requeue_base_s + sc_.scheduler.requeue_per_machine_s * n
           : sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s * n;
   acq.waiting = 1;
-  acquiring_.push_back(acq);
+  fleet_.acquiring.push_back(acq);
   push(now_ + secs(timed(std::string("AcquireMachines:") + mode_name(q.mode), delay)),
        Internal{Internal::kAcquireScheduled, id});
 }
@@ -116,10 +116,10 @@ void SimWorld::apply(ActionId id, const AcquireMachines& q) {
 // reservation); machines with an active persistent fault are drained by the scheduler's
 // node health check and replaced.
 void SimWorld::requeue_all(Acquire& acq) {
-  if (job_ == JobState::kRunning) job_down();
-  job_ = JobState::kDown;
-  processes_kept_ = false;  // every process killed: no in-place restart after it
-  new_batch_token();
+  if (job_.state == JobState::kRunning) job_down();
+  job_.state = JobState::kDown;
+  job_.processes_kept = false;  // every process killed: no in-place restart after it
+  batches_.new_token();
   drop_acquisitions();
   acq.slots.clear();
   for (SlotId s = 0; s < view_.slots(); ++s) {
@@ -156,7 +156,7 @@ void SimWorld::acquire_standby(Acquire acq, bool same_domain) {
          Internal{Internal::kAcquireScheduled, id});
   }
   if (acq.waiting == 0) return deliver_at(now_, MachinesReady{id, {}}, false);
-  acquiring_.push_back(std::move(acq));
+  fleet_.acquiring.push_back(std::move(acq));
 }
 
 // Each slot's own NVLink domain first: a standby parked there, else a spare tray of its
@@ -309,23 +309,23 @@ void SimWorld::apply(ActionId id, RunReplay& r) {
 }
 
 void SimWorld::apply(ActionId id, const HotUpdate& h) {
-  if (job_ == JobState::kRunning) job_down();
+  if (job_.state == JobState::kRunning) job_down();
   ++code_version_;
   start_job(id, Mechanism::kHotUpdate);
 }
 
 void SimWorld::apply(ActionId id, const RollBack&) {
-  if (job_ == JobState::kRunning) job_down();
+  if (job_.state == JobState::kRunning) job_down();
   // Code bugs introduced since the last good version go away with it.
-  for (FaultId fid : open_) {
-    Fault& f = fault_log_[fid];
+  for (FaultId fid : symptoms_.open()) {
+    Fault& f = symptoms_.faults()[fid];
     if (sc_.faults[f.category].code_bug) f.active = false;
   }
-  for (FaultId fid : std::vector<FaultId>(pending_)) {
-    Fault& f = fault_log_[fid];
+  for (FaultId fid : std::vector<FaultId>(symptoms_.pending())) {
+    Fault& f = symptoms_.faults()[fid];
     if (sc_.faults[f.category].code_bug) {
       f.active = false;
-      settle(f, Outcome::kAbsorbed);
+      symptoms_.settle(f, Outcome::kAbsorbed);
     }
   }
   code_version_ = good_version_;
@@ -334,9 +334,9 @@ void SimWorld::apply(ActionId id, const RollBack&) {
 }
 
 void SimWorld::apply(ActionId id, const SetStandbyPool& p) {
-  pool_target_ = std::max(0, p.size);
+  fleet_.pool_target = std::max(0, p.size);
   for (int parked = now_ == 0 ? opt_.parked_standbys : 0;
-       parked > 0 && static_cast<int>(view_.standby().size()) < pool_target_; --parked) {
+       parked > 0 && static_cast<int>(view_.standby().size()) < fleet_.pool_target; --parked) {
     const MachineId m = draw_machine();
     if (m == kNoMachine) break;
     park_standby(m);
@@ -345,24 +345,24 @@ void SimWorld::apply(ActionId id, const SetStandbyPool& p) {
 }
 
 void SimWorld::apply(ActionId id, const AvoidMachines& x) {
-  avoid_.assign(avoid_.size(), false);
+  fleet_.avoid.assign(fleet_.avoid.size(), false);
   for (MachineId m : x.machines)
     if (m >= 0) {
-      if (static_cast<std::size_t>(m) >= avoid_.size())
-        avoid_.resize(static_cast<std::size_t>(m) + 1, false);
-      avoid_[static_cast<std::size_t>(m)] = true;
+      if (static_cast<std::size_t>(m) >= fleet_.avoid.size())
+        fleet_.avoid.resize(static_cast<std::size_t>(m) + 1, false);
+      fleet_.avoid[static_cast<std::size_t>(m)] = true;
     }
 }
 
 void SimWorld::apply(ActionId id, const MitigateSlowdown& x) {
   const int level = x.how == Mitigation::kRebalance ? 1 : 2;
   bool known = false;
-  for (auto& [slot, l] : mitigated_)
+  for (auto& [slot, l] : job_.mitigated)
     if (slot == x.slot) {
       l = std::max(l, level);
       known = true;
     }
-  if (!known) mitigated_.emplace_back(x.slot, level);
+  if (!known) job_.mitigated.emplace_back(x.slot, level);
   const auto& d = sc_.diagnosis;
   progress_.pause(secs(x.how == Mitigation::kRebalance ? d.rebalance_s : d.reconfigure_s));
   update_rate(true);
@@ -372,12 +372,12 @@ void SimWorld::apply(ActionId id, const EndRun& e) {
   // The job stays down until the on-call engineers, paged, fix the code or the
   // data and requeue it (job.on_call_fix_h); with none, for the rest of the
   // horizon: its time is lost.
-  if (!ended_ && sc_.job.on_call_fix_h > 0)
+  if (!job_.ended && sc_.job.on_call_fix_h > 0)
     push(now_ + secs(sc_.job.on_call_fix_h * 3600), Internal{Internal::kOnCallDone, id});
   stop_job_now();
-  if (!ended_) ++result_.runs_ended;
-  ended_ = true;
-  ended_verdict_ = e.verdict;
+  if (!job_.ended) ++result_.runs_ended;
+  job_.ended = true;
+  job_.ended_verdict = e.verdict;
 }
 
 }  // namespace faultline::sim

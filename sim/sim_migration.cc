@@ -57,7 +57,7 @@ bool SimWorld::warn(const FaultArrival& a, std::uint64_t key) {
   ++result_.warnings;
   ++warned_on_[m];
   const std::uint64_t token = warned_.size();
-  warned_.push_back({a, key, m, repairs_of_[m]});
+  warned_.push_back({a, key, m, fleet_.repairs_of[m]});
   const Duration lead = Duration::seconds(cat.warning.lead_time_s);
   deliver_at(now_, FailureWarning{m, warning_kind(cat), lead, "predicted: " + cat.name}, false);
   if (oracle_) {
@@ -75,7 +75,7 @@ void SimWorld::warned_strike(std::uint64_t token) {
   if (auto it = warned_on_.find(w.machine); it != warned_on_.end() && --it->second == 0)
     warned_on_.erase(it);
   const SlotId s = view_.slot_of(w.machine);
-  if (s >= 0 && repairs_of_[w.machine] == w.repairs) {
+  if (s >= 0 && fleet_.repairs_of[w.machine] == w.repairs) {
     FaultArrival a = w.arrival;
     a.slot = s;
     return strike(a, w.key);
@@ -84,14 +84,14 @@ void SimWorld::warned_strike(std::uint64_t token) {
   ++result_.faults_injected;
   ++result_.categories[w.arrival.category].injected;
   Fault f;
-  f.id = fault_log_.size();
+  f.id = symptoms_.faults().size();
   f.key = w.key;
   f.category = w.arrival.category;
   f.at = now_;
   f.machines = {w.machine};
   f.active = false;
   f.outcome = Outcome::kLeft;
-  fault_log_.push_back(std::move(f));
+  symptoms_.faults().push_back(std::move(f));
 }
 
 void SimWorld::start_warnings() {
@@ -181,7 +181,7 @@ void SimWorld::migration_step(ActionId id) {
     on_join(standby);
     joined.push_back(standby);
     ++result_.migrations;
-    if (broken_[old] || warned_on_.count(old)) {
+    if (fleet_.broken[old] || warned_on_.count(old)) {
       ++result_.evictions_true;
     } else {
       ++result_.evictions_false;  // healthy: the warning announced nothing

@@ -27,10 +27,16 @@
 #include "policies/api/policy.h"
 #include "policies/api/registry.h"
 #include "scenarios/scenario.h"
+#include "sim/batches.h"
+#include "sim/event_queue.h"
 #include "sim/faults.h"
+#include "sim/fleet.h"
+#include "sim/job.h"
 #include "sim/metrics.h"
 #include "sim/network.h"
 #include "sim/progress.h"
+#include "sim/replica_groups.h"
+#include "sim/symptom_model.h"
 
 namespace faultline::sim {
 
@@ -72,9 +78,6 @@ class SimWorld final : public World {
   bool keeps_notes() const override { return opt_.decisions; }
 
  private:
-  enum class JobState : std::uint8_t { kIdle, kRunning, kDown, kStarting };
-  enum class StartStage : std::uint8_t { kInit, kRestore };
-
   struct Deliver {
     Event event;
     std::int64_t epoch = -1;  // dropped if the job's run epoch changed (-1 = always)
@@ -110,67 +113,11 @@ class SimWorld final : public World {
     std::uint64_t token = 0;  // action id or fault id
   };
   using Payload = std::variant<Deliver, TimerItem, Internal>;
-  struct Item {
-    std::int64_t at;
-    std::uint64_t seq;
-    Payload payload;
-  };
-  // The queue orders small keys; payloads stay put in a slab (reused slots), so a heap
-  // sift moves 24 bytes instead of an Event. (at, seq) is a total order: the pop order
-  // does not depend on the heap's layout.
-  struct Key {
-    std::int64_t at;
-    std::uint64_t seq;
-    std::uint32_t slot;
-  };
-  struct Later {
-    bool operator()(const Key& a, const Key& b) const {
-      return a.at != b.at ? a.at > b.at : a.seq > b.seq;
-    }
-  };
+  using Queue = EventQueue<Payload>;
+  using Item = Queue::Item;
 
-  // What became of a fault (the ledger): exactly one outcome each, fixed the first
-  // time one applies; kPending until then (kPending at the horizon = "horizon").
-  enum class Outcome : std::uint8_t { kPending, kInterrupted, kCaught, kLeft, kAbsorbed };
-  // Per-fault random streams, so that two stacks that test differently still see the
-  // same draws for the same fault (common random numbers): each purpose of each fault
-  // has its own stream, and each use of it (the n-th gpu_diag of this fault) its own.
-  enum Purpose : std::uint8_t {
-    kCoverage,
-    kInspectionPhase,
-    kAttribution,
-    kProbe0,
-    kReplayDraw = kProbe0 + 5,
-    kPurposes
-  };
-  struct Fault {
-    FaultId id = 0;
-    std::uint64_t key = 0;  // arrival index (same in every stack); recurrences get their own
-    int category = 0;
-    Outcome outcome = Outcome::kPending;
-    std::array<std::uint16_t, kPurposes> uses{};
-    std::int64_t at = 0;
-    std::vector<SlotId> slots;
-    MachineSet machines;
-    bool incident = false;  // affected the job
-    bool active = true;     // still affects a machine in the job (persistent / slowdown)
-    std::int64_t detected = -1;
-    std::int64_t resolved = -1;
-    int resolution = kResolutionOpen;  // how it was resolved (IncidentRecord::resolution)
-    std::vector<MachineId> evicted;    // machines evicted while it was open (with --incidents)
-    bool rearmed = false;
-    bool alert_seen = true;  // the category's inspection can see this fault (alert_coverage)
-  };
-  struct Acquire {
-    ActionId id = 0;
-    AcquireMode mode;
-    std::vector<SlotId> slots;      // to be filled by the scheduler
-    std::vector<SlotId> from_pool;  // to be filled by waking standbys
-    // same_domain: machines of each slot's own NVLink domain, taken now, placed when woken.
-    std::vector<std::pair<SlotId, MachineId>> reserved;
-    int waiting = 0;      // parts not done yet
-    bool waking = false;  // of those, standbys waking (the others are the scheduler's)
-  };
+  using Acquire = Fleet::Acquire;
+  using Want = Fleet::Want;
   // Drops every acquisition under way; machines taken for them go back to the free pool.
   void drop_acquisitions();
   void acquire_part_done(ActionId id);
@@ -183,21 +130,14 @@ class SimWorld final : public World {
   void park_standby(MachineId m);
   void unpark_standby(MachineId m);
   void count_standby_time();
-  // Finite fleet: a slot of acquisition `acq` (or, with slot -1, a standby refill) that no
-  // free machine could serve waits for the next machine to come free, in order.
-  struct Want {
-    ActionId acq = 0;
-    SlotId slot = -1;
-  };
   void want_machine(ActionId acq, SlotId slot);
   // A machine comes free (back from repair, or preempted): it serves the oldest want, or
   // refills the standby pool (standby_refill "repaired"), or joins the free pool.
   void machine_free(MachineId m, bool repaired);
-  bool waiting_for_machines() const;
   // The fault clock: a fault's arrival time on it, as a wall instant (kNever when the job
   // is not computing under faults.clock "compute").
   std::int64_t fault_wall_time(std::int64_t arrival) const;
-  bool computing() const { return job_ == JobState::kRunning && !stuck_; }
+  bool computing() const { return job_.computing(); }
   // A repair's duration with mean `mean_h`, as cluster.repair.repair_time draws it.
   std::int64_t repair_ns(double mean_h, Rng& rng) const;
   // `in_place` (StartJob::in_place): only the restarted slots re-initialise and restore,
@@ -206,12 +146,9 @@ class SimWorld final : public World {
   // The duration of the next action of kind `key`: the live run's for a replay
   // (Scenario::replay_durations), else `modelled`.
   double timed(const std::string& key, double modelled);
-  // In-place restarts (FlashRecovery): the slots whose ranks restart (the fresh ones, else
-  // slot 0 standing for the failed rank's machine, which the model does not track); a
-  // slot's nearest data-parallel peer (same pipeline and tensor position in another
-  // replica) whose machine is not fresh, or -1; why an in-place restart cannot be done now
-  // (empty: it can).
-  std::vector<SlotId> restarted_slots() const;
+  // In-place restarts (FlashRecovery): a slot's nearest data-parallel peer (same pipeline
+  // and tensor position in another replica) whose machine is not fresh, or -1; why an
+  // in-place restart cannot be done now (empty: it can).
   SlotId dp_peer(SlotId s) const;
   std::string in_place_blocker() const;
   void deliver_probe(ActionId id);
@@ -317,17 +254,12 @@ class SimWorld final : public World {
   void run_whole_job_batch(int kind, double bytes, Internal done);
   void finish_start();
   std::vector<SlotId> empty_slots() const;
-  void mark_fresh(SlotId s);
   // False when a finite fleet has no free machine for it.
   bool place_new(SlotId s, bool oracle = false);
   double fault_ratio(const Fault& f) const;
-  // The next draw of this fault's stream for `purpose`.
-  Rng fault_rng(Fault& f, int purpose);
   // The machine a crash log names: the culprit with the category's attribution, else
   // its pipeline neighbour.
   MachineId attributed(Fault& f);
-  // Fault ledger: fixes a pending fault's outcome (it struck, its machines left, or it ended).
-  void settle(Fault& f, Outcome o);
   // Replica groups (sim_replicas.cc). What became of a rank's failure under them: not theirs
   // (they are off, the fault reaches every replica, the quorum would fall below its minimum:
   // the job goes down as without them), its replica dropped, or nothing (its replica was out
@@ -354,7 +286,6 @@ class SimWorld final : public World {
   // part in sim_fleet.cc).
   void on_join(MachineId m);
   void on_leave(MachineId m);
-  void track_machine(MachineId m, bool may_be_bad);  // per-machine state for a new id
   MachineId new_machine(bool may_be_bad);
   // kNoMachine when a finite fleet has no free machine.
   MachineId draw_machine();
@@ -371,10 +302,9 @@ class SimWorld final : public World {
   // The fault still affects machine m in the job (a persistent fault until its machine
   // is repaired; a transient one while it lasts).
   bool still_on(const Fault& f, MachineId m) const {
-    return view_.slot_of(m) >= 0 && (!sc_.faults[f.category].persistent || broken_[m] == f.id + 1);
+    return view_.slot_of(m) >= 0 &&
+           (!sc_.faults[f.category].persistent || fleet_.broken[m] == f.id + 1);
   }
-  // Whether machine m is bad, drawn from its own stream the first time it is asked.
-  bool is_bad(MachineId m);
 
   const scenarios::Scenario& sc_;
   ClusterView view_;
@@ -386,79 +316,27 @@ class SimWorld final : public World {
   RunOptions opt_;
   Rng policy_rng_;
   FaultStream faults_;
+  SymptomModel symptoms_;  // the fault ledger and its random streams
+  Fleet fleet_;            // the machines and the acquisitions
+  Batches batches_;        // the network transfers under way
 
-  std::vector<Key> heap_;            // std::push_heap / pop_heap with Later
-  std::vector<Payload> payloads_;    // by Key::slot
-  std::vector<std::uint32_t> free_;  // payload slots to reuse
-  std::uint64_t seq_ = 0;
+  Queue queue_;
   std::int64_t now_ = 0;
   std::int64_t accounted_ = 0;
   std::int64_t horizon_ = 0;
-  std::int64_t exposed_ = 0;     // time the job computed (faults.clock "compute" runs on it)
-  std::int64_t work_ = 0;        // job.work_days as productive ns (0: a fixed window)
-  double sg_base_ = 0;           // SimGrid clock at replica time zero
-  std::vector<bool> cancelled_;  // by TimerId (ids count up from 1)
-  TimerId next_timer_ = 1;
+  std::int64_t exposed_ = 0;  // time the job computed (faults.clock "compute" runs on it)
+  std::int64_t work_ = 0;     // job.work_days as productive ns (0: a fixed window)
+  Timers timers_;
   ActionId next_action_ = 1;
   std::int64_t events_ = 0;
   int same_instant_ = 0;
   std::string last_event_;
-  std::int64_t real_at_start_ = 0, cached_at_start_ = 0;
 
-  // Job and cluster state.
-  JobState job_ = JobState::kIdle;
-  StartStage stage_ = StartStage::kInit;
-  // In-place restarts (StartJob::in_place): the start under way is one; the job's processes
-  // hold its state (it ran since the last requeue); the progress lose() dropped since then,
-  // which the survivors still hold in memory.
-  bool in_place_ = false;
-  bool trained_ = false;  // a start has finished: the next ones are restarts (job.init_s)
-  std::map<std::string, std::size_t> timed_;  // actions of each replay_durations key so far
-  bool processes_kept_ = false;
-  std::int64_t lost_in_memory_ = 0;
-  ActionId start_action_ = 0;
-  std::int64_t epoch_ = 0;
-  bool stuck_ = false;
-  bool ended_ = false;  // EndRun: nothing starts the job again (until the on-call requeues it)
-  std::string ended_verdict_;
-  bool broken_unacted_ = false;
-  std::vector<Acquire> acquiring_;
-  std::vector<bool> fresh_;          // slot got a new machine since the job last ran
-  std::vector<SlotId> fresh_slots_;  // those slots: work per restart in changed slots, not N
-  std::vector<FaultId> broken_;      // per machine: active persistent fault id + 1, 0 = healthy
-  std::vector<Fault> fault_log_;
-  std::vector<FaultId> open_;          // incidents not yet resolved
-  std::vector<FaultId> resolved_now_;  // finish_start's scratch (capacity kept)
-  // Slots whose slowness the running job works around (MitigateSlowdown): the level,
-  // 1 rebalanced, 2 reconfigured. Undone when the job stops.
-  std::vector<std::pair<SlotId, int>> mitigated_;
-  std::vector<FaultId> pending_;  // active faults that have not struck the job yet
-  std::uint64_t arrivals_ = 0;    // arrival index, the key of per-fault streams
-  std::vector<double> thin_;  // per category: arrival-rate multiplier for bad machines (1 = none)
+  Job job_;  // the job's state machine
   // Per machine (index = MachineId).
-  std::vector<std::uint8_t> bad_;  // fails bad_rate_factor x as often: 0 no, 1 yes, 2 not drawn yet
-  std::vector<bool> evidence_;   // an alert, a failed test or a crash log named it since it joined
-  std::vector<bool> fp_failed_;  // a test failed it while it was healthy
-  std::vector<std::uint32_t> health_checks_of_;  // the scheduler's checks of it: its stream's key
-  std::array<std::uint64_t, kProbeKinds>
-      probes_of_{};                         // tests run, by kind: their false-failure streams
-  std::vector<int> failures_;               // persistent faults that landed on it (retirement)
-  std::vector<int> hits_;                   // faults of any kind that landed on it (host selection)
-  std::vector<std::int64_t> turns_bad_at_;  // a good machine turns bad then (-1: not drawn)
-  std::vector<std::uint32_t> cures_of_;     // times it was cured (its ageing stream's key)
-  std::vector<Want> wants_;
-  int preemptible_left_ = 0;
-  int preempting_ = 0;
-  int in_repair_ = 0;  // machines in the repair pipeline (coming back)
   std::vector<std::pair<std::int64_t, std::int64_t>>
-      waits_;  // with a timeline: [start, end) of each wait
-  std::vector<std::uint32_t> repairs_of_;
-  std::vector<MachineId> free_pool_;  // repaired machines the scheduler can hand out
-  std::vector<bool> avoid_;           // by machine: handed out last (AvoidMachines)
-  int spares_left_ = 0;               // never-used spare machines still in the free pool
-  std::vector<int> domain_free_;      // of those, per NVLink domain (cluster.nvlink_spares)
-  double cross_ = 1;                  // step-time multiplier while a TP group leaves its domain
-  std::uint64_t draws_ = 0;           // scheduler draws from the free pool
+      waits_;         // with a timeline: [start, end) of each wait
+  double cross_ = 1;  // step-time multiplier while a TP group leaves its domain
   ProgressModel progress_;
   CheckpointTier tier_ = CheckpointTier::kRemote;
   // The plan in force blocks for job.checkpoint_mfu_loss x its interval, above its own
@@ -466,28 +344,9 @@ class SimWorld final : public World {
   bool mfu_blocking_ = false;
   bool oracle_ = false;
   int code_version_ = 0;
-  std::uint64_t batch_token_ = 0;  // current start/acquire batch, to ignore stale ones
-  int real_in_flight_ = 0;
-  // Batches under way, all of the current batch_token_: real ones (in SimGrid) and
-  // memoised ones (a hold on the network until their end).
-  struct Underway {
-    FlowNet::BatchId real = 0;  // 0: a memoised batch
-    std::uint64_t hold = 0;
-  };
-  std::vector<Underway> underway_;
-  std::uint64_t next_hold_ = 0;
-  // A new batch token: every batch under way is given up (its completion would be
-  // ignored), so its transfers leave the network now.
-  void new_batch_token();
-  void abandon_batches();
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
-  std::map<std::pair<int, double>, std::pair<std::vector<Transfer>, FlowNet::Key>> whole_job_;
   std::map<std::string, Duration> inspections_;
-  bool watch_steps_ = false;          // the policy asked for StepSamples
-  int pool_target_ = -1;              // -1: the scenario's standby_machines
-  int refills_ = 0;                   // pool refills under way
-  std::int64_t standby_counted_ = 0;  // the pool's machine-time is counted up to here
+  bool watch_steps_ = false;  // the policy asked for StepSamples
   std::map<ActionId, RunProbe> probes_;
   std::map<ActionId, std::vector<double>>
       group_seconds_;  // a grouped probe's timings, until delivered
@@ -497,20 +356,7 @@ class SimWorld final : public World {
   std::int64_t remote_interval_ =
       Duration::hours(1).ns;  // newest code version that ran without a code fault
 
-  struct Replicas {
-    bool on = false;  // EnableReplicaGroups
-    int min = 1;
-    std::int64_t quorum_change = 0, timeout = 0;
-    enum State : std::uint8_t { kLive, kDropped, kRejoining };
-    std::vector<std::uint8_t> state;  // by replica (data-parallel index)
-    int out = 0;                      // replicas not live
-    struct Rejoin {
-      int replica = 0;
-      std::int64_t epoch = 0;
-    };
-    std::map<ActionId, Rejoin> rejoins;  // under way
-    std::optional<FaultId> hung;         // a confined hang the quorum waits on (stuck_)
-  } replicas_;
+  ReplicaGroups replicas_;  // the quorum under fault-tolerant data parallelism
 
   // Failure prediction (scenario categories' `warning`) and migration (MigrateMachines).
   struct Warned {
@@ -535,8 +381,6 @@ class SimWorld final : public World {
   std::vector<Migration> migrations_;
 
   ReplicaResult result_;
-  struct SgSync;
-  std::unique_ptr<SgSync> sync_;
 };
 
 }  // namespace faultline::sim
