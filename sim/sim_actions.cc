@@ -38,6 +38,7 @@ ActionId SimWorld::act(Action a) {
   return id;
 }
 
+// The job stops, running or starting (a start under way is abandoned with its transfers).
 void SimWorld::stop_job_now() {
   if (job_.state == JobState::kRunning) {
     job_down();
@@ -115,6 +116,8 @@ void SimWorld::apply(ActionId id, const AcquireMachines& q) {
 // The whole job is torn down and rescheduled. Healthy machines come back (the job's
 // reservation); machines with an active persistent fault are drained by the scheduler's
 // node health check and replaced.
+// AcquireMachines by mode: requeue tears the whole job down first; standbys wake (from
+// the slot's own NVLink domain first with same_domain); the oracle places fresh machines.
 void SimWorld::requeue_all(Acquire& acq) {
   if (job_.state == JobState::kRunning) job_down();
   job_.state = JobState::kDown;
@@ -211,28 +214,30 @@ void SimWorld::apply(ActionId id, const SetCheckpointPlan& p) {
   const std::int64_t interval = p.interval.ns > 0 ? p.interval.ns : secs(sc_.job.step_time_s);
   std::int64_t blocking = p.blocking.ns;
   // Overlapped in-memory saves cost throughput beyond their blocking time (Table 8).
-  mfu_blocking_ = false;
+  settings_.mfu_blocking = false;
   if (p.tier == CheckpointTier::kMemoryWithPeer && blocking > 0) {
     const auto mfu = static_cast<std::int64_t>(
         std::llround(sc_.job.checkpoint_mfu_loss * static_cast<double>(interval)));
-    mfu_blocking_ = mfu > blocking;
+    settings_.mfu_blocking = mfu > blocking;
     blocking = std::max(blocking, mfu);
   }
   progress_.set_plan(interval, blocking);
-  tier_ = p.tier;
-  remote_interval_ = std::max<std::int64_t>(interval, p.remote_interval.ns);
+  settings_.tier = p.tier;
+  settings_.remote_interval = std::max<std::int64_t>(interval, p.remote_interval.ns);
 }
 
-void SimWorld::apply(ActionId id, const WatchSteps&) { watch_steps_ = true; }
+void SimWorld::apply(ActionId id, const WatchSteps&) { settings_.watch_steps = true; }
 
-void SimWorld::apply(ActionId id, const EnableOracle&) { oracle_ = true; }
+void SimWorld::apply(ActionId id, const EnableOracle&) { settings_.oracle = true; }
 
 void SimWorld::apply(ActionId id, const Note& n) {
   note(n.text);
   result_.max_fruitless_rounds = std::max(result_.max_fruitless_rounds, n.fruitless_round);
 }
 
-void SimWorld::apply(ActionId id, const EnableInspection& e) { inspections_[e.kind] = e.interval; }
+void SimWorld::apply(ActionId id, const EnableInspection& e) {
+  settings_.inspections[e.kind] = e.interval;
+}
 
 void SimWorld::apply(ActionId id, RunProbe& in) {
   if (!in.groups.empty()) {
@@ -253,11 +258,11 @@ void SimWorld::apply(ActionId id, RunProbe& in) {
     const double modelled = std::min(setup, in.deadline.to_seconds()) + longest;
     push(now_ + secs(timed(std::string("RunProbe:") + probe_name(in.test), modelled)),
          Internal{Internal::kProbeDone, id});
-    group_seconds_[id] = std::move(t);
-    probes_[id] = std::move(in);
+    diagnoses_.group_seconds[id] = std::move(t);
+    diagnoses_.probes[id] = std::move(in);
     return;
   }
-  const RunProbe& p = probes_[id] = std::move(in);  // `a` is ours: move, not copy
+  const RunProbe& p = diagnoses_.probes[id] = std::move(in);  // `a` is ours: move, not copy
   const auto& d = sc_.diagnosis;
   const std::string key = std::string("RunProbe:") + probe_name(p.test);
   if (const double live = timed(key, -1); live >= 0) {  // a replay: the live test's time
@@ -303,7 +308,7 @@ void SimWorld::apply(ActionId id, const CaptureStacks&) {
 }
 
 void SimWorld::apply(ActionId id, RunReplay& r) {
-  replays_[id] = std::move(r);
+  diagnoses_.replays[id] = std::move(r);
   push(now_ + secs(timed("RunReplay", sc_.diagnosis.replay_s)),
        Internal{Internal::kReplayDone, id});
 }

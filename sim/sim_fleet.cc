@@ -25,6 +25,7 @@ MachineId SimWorld::new_machine(bool may_be_bad) {
   return m;
 }
 
+// kNoMachine when a finite fleet has no free machine.
 MachineId SimWorld::draw_machine() {
   // The scheduler hands out a machine from the free pool, chosen at random (AIReSim's
   // default host selection): a never-used spare or a machine back from repair. The
@@ -98,6 +99,8 @@ MachineId SimWorld::draw_machine() {
   }
 }
 
+// A free machine of NVLink domain d (a never-used spare tray of its rack, else one back
+// from repair there), health-checked as draw_machine's; kNoMachine when it has none.
 MachineId SimWorld::draw_in_domain(int d) {
   while (true) {
     MachineId m = kNoMachine;
@@ -124,11 +127,12 @@ MachineId SimWorld::draw_in_domain(int d) {
   }
 }
 
+// Drops every acquisition under way; machines taken for them go back to the free pool.
 void SimWorld::drop_acquisitions() {
   for (const Acquire& a : fleet_.acquiring)
     for (const auto& [slot, m] : a.reserved) fleet_.free_pool.push_back(m);
   fleet_.acquiring.clear();
-  std::erase_if(fleet_.wants, [](const Want& w) { return w.slot >= 0; });
+  std::erase_if(fleet_.wants, [](const Fleet::Want& w) { return w.slot >= 0; });
 }
 
 void SimWorld::want_machine(ActionId acq, SlotId slot) {
@@ -141,6 +145,8 @@ void SimWorld::want_machine(ActionId acq, SlotId slot) {
   }
 }
 
+// A machine comes free (back from repair, or preempted): it serves the oldest want, or
+// refills the standby pool (standby_refill "repaired"), or joins the free pool.
 void SimWorld::machine_free(MachineId m, bool repaired) {
   const bool repaired_refill =
       repaired && sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired &&
@@ -155,7 +161,7 @@ void SimWorld::machine_free(MachineId m, bool repaired) {
     return;
   }
   while (!fleet_.wants.empty()) {
-    const Want w = fleet_.wants.front();
+    const Fleet::Want w = fleet_.wants.front();
     fleet_.wants.erase(fleet_.wants.begin());
     if (w.slot < 0) {  // a standby refill that found no machine
       --fleet_.refills;
@@ -185,6 +191,8 @@ void SimWorld::machine_free(MachineId m, bool repaired) {
     fleet_.free_pool.push_back(m);
 }
 
+// The scheduler's node health check drains machine m (it has an active persistent fault
+// and the check sees it, with health_check_recall).
 bool SimWorld::health_check_drains(MachineId m) {
   if (!fleet_.broken[m]) return false;
   const std::uint32_t n = fleet_.health_checks_of[m]++;
@@ -229,6 +237,8 @@ void SimWorld::start_repair(MachineId m) {
   ++fleet_.in_repair;
 }
 
+// A repair ends (start_repair's token: the machine, fault cleared, cured): the machine
+// comes free.
 void SimWorld::repaired(std::uint64_t token) {
   const MachineId m = static_cast<MachineId>(token >> 2);
   --fleet_.in_repair;
@@ -249,6 +259,7 @@ void SimWorld::repaired(std::uint64_t token) {
   machine_free(m, true);
 }
 
+// A repair's duration with mean `mean_h`, as cluster.repair.repair_time draws it.
 std::int64_t SimWorld::repair_ns(double mean_h, Rng& rng) const {
   const double mean_s = mean_h * 3600;
   switch (sc_.repair.repair_time) {
@@ -272,6 +283,8 @@ void SimWorld::count_standby_time() {
   fleet_.standby_counted = now_;
 }
 
+// The warm standby pool changes only through these two: each first adds the pool's
+// machine-time since its last change to ReplicaResult::standby_machine_s.
 void SimWorld::park_standby(MachineId m) {
   count_standby_time();
   view_.add_standby(m);
@@ -282,6 +295,9 @@ void SimWorld::unpark_standby(MachineId m) {
   view_.take_standby(m);
 }
 
+// Schedules cold standbys toward the pool's target. With standby_refill "repaired" only
+// the scheduler's own host selection (`by_scheduler`: the start, a replacement beyond
+// the pool) draws them from the free pool; repaired machines refill it otherwise.
 void SimWorld::refill_pool(bool by_scheduler) {
   if (sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired && !by_scheduler)
     return;
@@ -312,6 +328,8 @@ void SimWorld::on_leave(MachineId m) {
                      fleet_.evidence[m] ? Outcome::kCaught : Outcome::kLeft);
 }
 
+// Machines entering and leaving the job (any slot), and the repair pipeline (the fleet's
+// part in sim_fleet.cc).
 void SimWorld::on_join(MachineId m) {
   if (opt_.action_records)
     result_.decisions.push_back("R " + std::to_string(now_) + " J " + std::to_string(m) + " " +
@@ -343,6 +361,7 @@ std::vector<SlotId> SimWorld::empty_slots() const {
   return out;
 }
 
+// False when a finite fleet has no free machine for it.
 bool SimWorld::place_new(SlotId s, bool oracle) {
   // The oracle's unlimited ready spares are fresh, good machines; the scheduler's come
   // from the free pool.

@@ -16,6 +16,7 @@ namespace faultline::sim {
 
 using internal::secs;
 
+// The actions (sim_actions.cc): one method each, and the refusal they may answer.
 void SimWorld::apply(ActionId, const EnableReplicaGroups& a) {
   // refusal() checked min_replicas against the data-parallel degree.
   replicas_.enable(view_.pp_groups(), a.min_replicas, a.quorum_change.ns, a.timeout.ns);
@@ -27,10 +28,12 @@ bool SimWorld::replica_out(MachineId m) const {
   return s >= 0 && replicas_.state[view_.pp_group_index(s)] != ReplicaGroups::kLive;
 }
 
+// The progress model's replica factor from the live replicas.
 void SimWorld::set_replica_factor() {
   progress_.set_replica_factor(replicas_.factor(sc_.job.partial_replica_rate));
 }
 
+// A (re)start brings every replica back; rejoins under way are moot.
 void SimWorld::all_replicas_back() {
   if (!replicas_.on) return;
   replicas_.all_back();
@@ -48,6 +51,8 @@ void SimWorld::drop_now(int replica, MachineId m, int exit_code, const std::stri
              false);
 }
 
+// What a crash or hang `f` striking now would become (its replica in *replica, unless
+// kNotMine), without doing it; drop_replica does it.
 SimWorld::Drop SimWorld::quorum_verdict(const Fault& f, int* replica) const {
   const auto& cat = sc_.faults[f.category];
   if (!replicas_.on || !cat.replica_confined || job_.state != JobState::kRunning || job_.stuck ||
@@ -69,8 +74,8 @@ SimWorld::Drop SimWorld::drop_replica(Fault& f, std::int64_t observe, bool hang)
   if (const Drop d = quorum_verdict(f, &r); d != Drop::kDropped) return d;
   const auto& cat = sc_.faults[f.category];
   const bool rejoining = replicas_.state[r] == ReplicaGroups::kRejoining;
-  if (oracle_) observe = now_;  // the oracle sees every drop at once, as every fault
-  f.detected = observe;         // the quorum acted on it, without the policy
+  if (settings_.oracle) observe = now_;  // the oracle sees every drop at once, as every fault
+  f.detected = observe;                  // the quorum acted on it, without the policy
   if (hang && !rejoining) {
     // Every replica waits in the collective the hung rank never joins, until the quorum's
     // timeout drops it.
@@ -84,6 +89,9 @@ SimWorld::Drop SimWorld::drop_replica(Fault& f, std::int64_t observe, bool hang)
   return Drop::kDropped;
 }
 
+// Machine m of a live replica is evicted from the running job: its replica drops out
+// (true), or the job stops when that would leave fewer than min_replicas (true, a
+// ProcessExit says so); false without replica groups or a running job.
 bool SimWorld::evicted_drops(MachineId m, const std::string& why) {
   if (!replicas_.on || job_.state != JobState::kRunning) return false;
   const int r = view_.pp_group_index(view_.slot_of(m));

@@ -6,6 +6,7 @@
 // scenario's recall and false-positive rates. Split from sim_world.cc by concern.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "sim/sim_world.h"
 #include "sim/sim_world_internal.h"
@@ -21,6 +22,8 @@ double SimWorld::fault_ratio(const Fault& f) const {
   return sc_.faults[f.category].slowdown_factor;
 }
 
+// The machine a crash log names: the culprit with the category's attribution, else
+// its pipeline neighbour.
 MachineId SimWorld::attributed(Fault& f) {
   const MachineId m = f.machines.empty() ? kNoMachine : f.machines.front();
   const auto& cat = sc_.faults[f.category];
@@ -65,6 +68,7 @@ void SimWorld::inject(const FaultArrival& a) {
   strike(a, key);
 }
 
+// A fault arrival past thinning (`key`: its arrival index) strikes now.
 void SimWorld::strike(const FaultArrival& a, std::uint64_t key) {
   const auto& cat = sc_.faults[a.category];
   ++result_.faults_injected;
@@ -108,10 +112,11 @@ void SimWorld::abort_start(const std::string& signature, MachineId m, std::int64
 
 // Real-time inspections see machine-level faults at their next check; network alerts
 // repeat (flap) while the fault lasts.
+// apply_symptom's parts (sim_symptoms.cc); the strikes say whether the job felt it.
 void SimWorld::alert_inspections(Fault& f) {
   const auto& cat = sc_.faults[f.category];
-  auto it = inspections_.find(cat.alert);
-  if (it != inspections_.end()) {
+  auto it = settings_.inspections.find(cat.alert);
+  if (it != settings_.inspections.end()) {
     const std::int64_t first =
         now_ +
         static_cast<std::int64_t>(symptoms_.rng(f, SymptomModel::kInspectionPhase).uniform() *
@@ -181,6 +186,8 @@ bool SimWorld::strike_hang(Fault& f) {
   return affects;
 }
 
+// What EnableOracle tells of fault f striking now: its category's ground truth and what
+// it does to the job (a slowdown, its replica out of the quorum).
 OracleFault SimWorld::oracle_fault(const Fault& f) const {
   const auto& cat = sc_.faults[f.category];
   OracleFault o{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug};
@@ -197,7 +204,7 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   bool affects = false;
   // Told before the strike's own events (a drop's ReplicaDropped), so that the oracle knows
   // what broke before it hears what became of the job.
-  if (oracle_ && !at_start) deliver_at(now_, oracle_fault(f), false);
+  if (settings_.oracle && !at_start) deliver_at(now_, oracle_fault(f), false);
   if (!cat.alert.empty() && f.alert_seen && m != kNoMachine) alert_inspections(f);
   // The next step's sample shows the NaN (the job is already down for the accounting,
   // its crash is observed later: the sample may come first).
@@ -264,6 +271,8 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   }
 }
 
+// The fault clock: a fault's arrival time on it, as a wall instant (kNever when the job
+// is not computing under faults.clock "compute").
 std::int64_t SimWorld::fault_wall_time(std::int64_t arrival) const {
   if (arrival == kNever || !sc_.compute_clock) return arrival;
   if (!computing()) return kNever;
@@ -271,8 +280,9 @@ std::int64_t SimWorld::fault_wall_time(std::int64_t arrival) const {
   return left > horizon_ - now_ ? kNever : now_ + left;
 }
 
+// A steady StepSample of the job now, delivered at `at` (when the policy asked for them).
 void SimWorld::send_sample(std::int64_t at, bool nan) {
-  if (!watch_steps_) return;
+  if (!settings_.watch_steps) return;
   StepSample s;
   s.step = steps_done();
   s.step_time_s =
@@ -284,6 +294,9 @@ void SimWorld::send_sample(std::int64_t at, bool nan) {
   deliver_at(at, std::move(s), !nan);
 }
 
+// Recomputes the progress rate; true when it just turned slow (a report is scheduled).
+// Recomputes the step rate from the open slowdowns; with `sample`, a change while the
+// job runs is sent as a steady StepSample.
 void SimWorld::update_rate(bool sample) {
   // The slowest machine sets the pace (lockstep), as far as the job works around it.
   double rate = 1;
@@ -315,6 +328,8 @@ void SimWorld::update_rate(bool sample) {
     send_sample(now_, false);
 }
 
+// Resolves the open incidents that no longer affect the job; appends their ids to
+// `resolved` when given.
 void SimWorld::resolve_open(bool at_start, std::vector<FaultId>* resolved) {
   std::size_t still = 0;  // symptoms_.open() compacted in place
   for (FaultId id : symptoms_.open()) {
@@ -345,6 +360,7 @@ void SimWorld::mark_acted() {
   }
 }
 
+// What the internal events do (sim_world.cc, sim_symptoms.cc, sim_fleet.cc).
 void SimWorld::fault_ended(FaultId id) {
   Fault& f = symptoms_.faults()[id];
   if (!f.active) return;
@@ -357,8 +373,8 @@ void SimWorld::fault_ended(FaultId id) {
 }
 
 void SimWorld::replay_done(ActionId action) {
-  auto it = replays_.find(action);
-  if (it == replays_.end()) return;
+  auto it = diagnoses_.replays.find(action);
+  if (it == diagnoses_.replays.end()) return;
   ReplayResult r{action, {}};
   bool code_fault = false;  // the job's own code (or its data) fails on every group
   for (FaultId id : symptoms_.open())
@@ -375,10 +391,12 @@ void SimWorld::replay_done(ActionId action) {
     }
     r.group_failed.push_back(failed);
   }
-  replays_.erase(it);
+  diagnoses_.replays.erase(it);
   deliver_at(now_, std::move(r), false);
 }
 
+// A grouped inter_all_gather (the pairwise check): each group's ring all-gather, all
+// groups at once, timed by the fluid model with every slow link's cap; seconds per group.
 std::vector<double> SimWorld::time_groups(const std::vector<MachineSet>& groups) const {
   // A slow link runs at 1/slowdown_factor of its bandwidth: its machine's NIC, for every
   // active link fault on it (the slowest wins).
@@ -417,14 +435,14 @@ std::vector<double> SimWorld::time_groups(const std::vector<MachineSet>& groups)
 }
 
 void SimWorld::deliver_probe(ActionId id) {
-  auto it = probes_.find(id);
-  if (it == probes_.end()) return;
+  auto it = diagnoses_.probes.find(id);
+  if (it == diagnoses_.probes.end()) return;
   const RunProbe& p = it->second;
   const int kind = static_cast<int>(p.test);
   const std::string test = probe_key(p.test);
   const double fp = scenarios::false_positive(sc_.diagnosis, test);
   ProbeResult r{id, p.test, {}, false};
-  auto timed = group_seconds_.find(id);
+  auto timed = diagnoses_.group_seconds.find(id);
   // Healthy machines fail a test independently with probability fp. The false failures
   // are found by geometric skips over the healthy machines, from one stream per probe (the
   // replica's n-th test of this kind): the distribution of one draw per machine, in draws
@@ -435,7 +453,7 @@ void SimWorld::deliver_probe(ActionId id) {
   // them (the collective errors), or when it ran into the deadline.
   std::vector<MachineId> order;
   std::vector<int> group_of;
-  if (timed != group_seconds_.end()) {
+  if (timed != diagnoses_.group_seconds.end()) {
     for (std::size_t g = 0; g < p.groups.size(); ++g)
       for (MachineId m : p.groups[g]) {
         order.push_back(m);
@@ -446,7 +464,7 @@ void SimWorld::deliver_probe(ActionId id) {
     for (std::size_t g = 0; g < p.groups.size(); ++g)
       if (r.group_seconds[g] >= p.deadline.to_seconds() - sc_.diagnosis.group_setup_s)
         r.group_failed[g] = r.timed_out = true;
-    group_seconds_.erase(timed);
+    diagnoses_.group_seconds.erase(timed);
   }
   const MachineSet& tested = order.empty() ? p.machines : order;
   for (std::size_t i = 0; i < tested.size(); ++i) {
@@ -480,7 +498,7 @@ void SimWorld::deliver_probe(ActionId id) {
         r.failed.insert(r.failed.end(), p.groups[g].begin(), p.groups[g].end());
     std::sort(r.failed.begin(), r.failed.end());
   }
-  probes_.erase(it);
+  diagnoses_.probes.erase(it);
   deliver_at(now_, std::move(r), false);
 }
 

@@ -1,6 +1,6 @@
-// SimWorld's core: construction, the event queue and its clock, the accounting of lost
-// time by phase, the run loop with its SimGrid actors, starts and restores, timers and
-// network transfers. The actions a policy takes are in sim_actions.cc, the symptom model
+// SimWorld's core: construction, the clock and the event loop (the queue is an EventQueue,
+// the transfers are Batches), dispatch, the accounting of lost time by phase, starts and
+// restores, timers. The actions a policy takes are in sim_actions.cc, the symptom model
 // (ground truth to observation) in sim_symptoms.cc, the fleet in sim_fleet.cc.
 #include "sim/sim_world.h"
 
@@ -53,7 +53,7 @@ SimWorld::~SimWorld() = default;
 void SimWorld::push(std::int64_t at, Payload p) { queue_.push(at, std::move(p)); }
 
 void SimWorld::deliver_at(std::int64_t at, Event e, bool epoch_bound) {
-  push(at, Deliver{std::move(e), epoch_bound ? job_.epoch : -1});
+  push(at, queued::Deliver{std::move(e), epoch_bound ? job_.epoch : -1});
 }
 
 void SimWorld::account(std::int64_t t) {
@@ -68,7 +68,7 @@ void SimWorld::account(std::int64_t t) {
       } else {
         const std::int64_t saving = b.checkpoint;
         progress_.run(accounted_, dt, b);
-        if (mfu_blocking_) a.mfu_checkpoint += b.checkpoint - saving;
+        if (settings_.mfu_blocking) a.mfu_checkpoint += b.checkpoint - saving;
         exposed_ += dt;
       }
       break;
@@ -104,6 +104,8 @@ void SimWorld::account(std::int64_t t) {
   accounted_ = t;
 }
 
+// account()'s share of `dt` of failover with acquisitions under way, and of diagnosis,
+// to the parts of Attributed that one input sets.
 void SimWorld::attribute_acquiring(std::int64_t dt) {
   Attributed& a = result_.attributed;
   bool scheduler = false, waking = false;
@@ -125,10 +127,10 @@ void SimWorld::attribute_diagnosis(std::int64_t dt) {
   Attributed& a = result_.attributed;
   if (job_.ended)
     a.on_call += dt;
-  else if (!replays_.empty())
+  else if (!diagnoses_.replays.empty())
     a.replay += dt;
-  else if (!probes_.empty())
-    a.probe[static_cast<int>(probes_.begin()->second.test)] += dt;
+  else if (!diagnoses_.probes.empty())
+    a.probe[static_cast<int>(diagnoses_.probes.begin()->second.test)] += dt;
 }
 
 void SimWorld::advance_to(std::int64_t t) {
@@ -172,6 +174,7 @@ ReplicaResult SimWorld::run() {
 
 // The event loop: faults, queued events and SimGrid's transfers in time order until the
 // horizon (false) or, for a job of fixed work, until the work is done (true).
+// run()'s parts: the event loop (true when the job's work was done), then the result.
 bool SimWorld::run_events() {
   while (true) {
     const std::int64_t t_queue = queue_.empty() ? kNever : queue_.next_at();
@@ -285,7 +288,7 @@ void SimWorld::record_timeline(std::int64_t end) {
 
 void SimWorld::dispatch(Item& item) {
   std::visit(Overloaded{
-                 [&](Deliver& d) {
+                 [&](queued::Deliver& d) {
                    if (d.epoch >= 0 && d.epoch != job_.epoch) return;
                    ++events_;
                    MachineId named = kNoMachine;
@@ -300,7 +303,7 @@ void SimWorld::dispatch(Item& item) {
                                                  describe(d.event));
                    policy_->on_event(d.event, *this);
                  },
-                 [&](TimerItem& t) {
+                 [&](queued::TimerItem& t) {
                    if (timers_.cancelled(t.id)) return;
                    ++events_;
                    policy_->on_event(TimerFired{t.id, t.tag}, *this);
@@ -331,6 +334,7 @@ std::int64_t SimWorld::steps_done() const {
 
 // ---------------------------------------------------------------- transfers
 
+// A whole-job batch (every slot from storage), built and hashed once per replica.
 void SimWorld::run_whole_job_batch(int kind, double bytes, Internal done) {
   const auto& [batch, key] = batches_.whole_job(kind, bytes, view_.slots());
   run_batch_keyed(batch, key, done);
@@ -462,7 +466,7 @@ void SimWorld::on_call_done() {
        "starts afresh");
   policy_ = registry_.make(sc_.policy, sc_.policy_params);
   policy_->start(*this);
-  if (oracle_) {
+  if (settings_.oracle) {
     // An oracle is told of every fault at once: the new one, of those that still
     // break machines of the job (the ended one was told and did nothing).
     for (const Fault& f : symptoms_.faults()) {
@@ -488,7 +492,7 @@ void SimWorld::start_init() {
     run_batch(std::move(restore), restored);
     return;
   }
-  if (bytes > 0 && tier_ == CheckpointTier::kRemote) {
+  if (bytes > 0 && settings_.tier == CheckpointTier::kRemote) {
     run_whole_job_batch(1, bytes, restored);
     return;
   }
@@ -503,7 +507,8 @@ void SimWorld::start_init() {
     // A job of PP + 1 machines has no such peer ((s + PP + 1) mod N is s itself): the
     // backup is on the next machine, as on a job that small every machine shares a group.
     SlotId peer = (s + 1) % view_.slots();
-    if (tier_ == CheckpointTier::kMemoryWithPeer && (s + sc_.cluster.pp + 1) % view_.slots() != s)
+    if (settings_.tier == CheckpointTier::kMemoryWithPeer &&
+        (s + sc_.cluster.pp + 1) % view_.slots() != s)
       peer = (s + sc_.cluster.pp + 1) % view_.slots();
     if (job_.fresh[peer] || peer == s) {
       peer_lost = true;
@@ -515,7 +520,8 @@ void SimWorld::start_init() {
     // Both copies of some shard are gone: back to the last remote checkpoint.
     ++result_.remote_fallbacks;
     const std::int64_t committed = progress_.committed_ns();
-    progress_.roll_back_committed(committed - committed % remote_interval_, result_.breakdown);
+    progress_.roll_back_committed(committed - committed % settings_.remote_interval,
+                                  result_.breakdown);
     if (bytes > 0) {
       run_whole_job_batch(1, bytes, restored);
       return;
@@ -617,6 +623,8 @@ void SimWorld::finish_start() {
   }
 }
 
+// `in_place` (StartJob::in_place): only the restarted slots re-initialise and restore,
+// from a data-parallel peer, when in_place_blocker() finds nothing against it.
 void SimWorld::start_job(ActionId id, Mechanism mech, bool in_place) {
   note_mechanism(mech);
   job_.state = JobState::kStarting;
@@ -651,6 +659,8 @@ void SimWorld::start_job(ActionId id, Mechanism mech, bool in_place) {
   push(now_ + secs(timed(key, init)), Internal{Internal::kStartInit, batches_.token()});
 }
 
+// The duration of the next action of kind `key`: the live run's for a replay
+// (Scenario::replay_durations), else `modelled`.
 double SimWorld::timed(const std::string& key, double modelled) {
   const auto it = sc_.replay_durations.find(key);
   if (it == sc_.replay_durations.end()) return modelled;
@@ -658,6 +668,9 @@ double SimWorld::timed(const std::string& key, double modelled) {
   return k < it->second.size() && std::isfinite(it->second[k]) ? it->second[k] : modelled;
 }
 
+// In-place restarts (FlashRecovery): a slot's nearest data-parallel peer (same pipeline
+// and tensor position in another replica) whose machine is not fresh, or -1; why an
+// in-place restart cannot be done now (empty: it can).
 SlotId SimWorld::dp_peer(SlotId s) const {
   const auto& c = view_.spec();
   const int slots = view_.slots();
@@ -688,7 +701,7 @@ std::string SimWorld::in_place_blocker() const {
 
 TimerId SimWorld::set_timer(Duration after, std::uint64_t tag) {
   const TimerId id = timers_.add();
-  push(now_ + std::max<std::int64_t>(0, after.ns), TimerItem{id, tag});
+  push(now_ + std::max<std::int64_t>(0, after.ns), queued::TimerItem{id, tag});
   return id;
 }
 
