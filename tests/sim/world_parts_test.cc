@@ -1,15 +1,20 @@
 // SimWorld's parts on their own: the event queue and timers, the symptom model's ledger and
-// streams, the fleet's bad machines, the replica groups' quorum and the job's fresh slots.
+// streams, the fleet's bad machines, the transfers, the replica groups' quorum and the
+// job's fresh slots.
 // The golden decision logs check them inside SimWorld; these pin what each promises.
 #include <gtest/gtest.h>
 
-#include <set>
+#include <cstdlib>
+#include <simgrid/s4u.hpp>
 #include <string>
 #include <vector>
 
+#include "policies/api/cluster_view.h"
+#include "sim/batches.h"
 #include "sim/event_queue.h"
 #include "sim/fleet.h"
 #include "sim/job.h"
+#include "sim/network.h"
 #include "sim/replica_groups.h"
 #include "sim/symptom_model.h"
 
@@ -150,6 +155,45 @@ TEST(Fleet, SparesComeFromTheNvlinkDomainsWhenTheyLeaveTraysFree) {
   EXPECT_FALSE(trays.waiting_for_machines());
   trays.wants.push_back({1, 3});
   EXPECT_TRUE(trays.waiting_for_machines());
+}
+
+// On an idle network a batch's time is the closed form and it holds the network; one that
+// shares it runs in SimGrid, and the replica's wait ends at its completion.
+TEST(Batches, AnIdleNetworkIsMemoisedAndASharedOneRunsInSimGrid) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto body = [] {
+    ClusterSpec spec;
+    spec.machines = 16;
+    spec.rack_size = 8;
+    spec.storage_hosts = 2;
+    ClusterView view(spec);
+    Platform platform(view);
+    FlowNet flows(platform);
+    const std::vector<Transfer> a{{platform.storage_host(0), platform.slot_host(1), 1e9}};
+    const std::vector<Transfer> b{{platform.storage_host(1), platform.slot_host(9), 2e9}};
+    bool ok = true;
+    simgrid::s4u::Actor::create("replica", platform.control_host(), [&] {
+      Batches batches(platform, flows);
+      batches.begin();
+      std::uint64_t hold = 0;
+      const std::int64_t d = batches.run(a, FlowNet::key_of(a), 0, &hold, [](std::int64_t) {});
+      ok = ok && d == flows.fluid_duration(a) && hold == 1 && !batches.real_under_way();
+      std::int64_t ended = -1;
+      std::uint64_t unused = 0;
+      const std::int64_t r =
+          batches.run(b, FlowNet::key_of(b), 0, &unused, [&](std::int64_t at) { ended = at; });
+      ok = ok && r == -1 && batches.real_under_way();
+      batches.end_hold(hold);
+      ok = ok && batches.wait(1'000'000'000'000) && ended > 0 && !batches.real_under_way();
+      ok = ok && batches.real_batches() == 1 && batches.cached_batches() == 1;
+      std::fprintf(stderr, "memoised %lld ns, SimGrid ended at %lld ns\n",
+                   static_cast<long long>(d), static_cast<long long>(ended));
+      batches.end();
+    });
+    platform.engine().run();
+    std::exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(body(), ::testing::ExitedWithCode(0), "SimGrid ended at");
 }
 
 TEST(ReplicaGroupsQuorum, KeepTheQuorumAndItsProgressFactor) {
