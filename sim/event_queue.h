@@ -24,7 +24,8 @@ class EventQueue {
     Payload payload;
   };
 
-  void push(std::int64_t at, Payload p) {
+  // Takes `p` by rvalue: the caller's payload moves once, into its slot.
+  void push(std::int64_t at, Payload&& p) {
     std::uint32_t slot;
     if (free_.empty()) {
       slot = static_cast<std::uint32_t>(payloads_.size());

@@ -41,7 +41,7 @@ TEST(EventQueue, PopsByTimeThenByPushOrder) {
 TEST(EventQueue, ReusesThePayloadSlotsOfPoppedItems) {
   EventQueue<int> q;
   for (int round = 0; round < 100; ++round) {
-    q.push(round, round);
+    q.push(round, int{round});
     q.push(round, round + 1);
     ASSERT_EQ(q.next_at(), round);
     EXPECT_EQ(q.pop().payload, round);
