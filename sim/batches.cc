@@ -60,6 +60,13 @@ void Batches::abandon() {
 std::int64_t Batches::run(const std::vector<Transfer>& batch, const FlowNet::Key& key,
                           std::int64_t now_ns, std::uint64_t* hold,
                           std::function<void(std::int64_t)> done) {
+  const std::int64_t d = memoised(batch, key, hold);
+  if (d < 0) start(batch, key, now_ns, std::move(done));
+  return d;
+}
+
+std::int64_t Batches::memoised(const std::vector<Transfer>& batch, const FlowNet::Key& key,
+                               std::uint64_t* hold) {
   // On an idle network a batch's time is known in closed form (SimGrid's cost for it is
   // quadratic in its transfers); SimGrid runs the batches that share the network.
   std::int64_t d =
@@ -68,13 +75,16 @@ std::int64_t Batches::run(const std::vector<Transfer>& batch, const FlowNet::Key
     d = flows_.fluid_duration(batch);
     flows_.remember(key, d);
   }
-  if (d >= 0) {
-    flows_.count_hit();
-    flows_.hold();
-    underway_.push_back({0, ++next_hold_});
-    *hold = next_hold_;
-    return d;
-  }
+  if (d < 0) return -1;
+  flows_.count_hit();
+  flows_.hold();
+  underway_.push_back({0, ++next_hold_});
+  *hold = next_hold_;
+  return d;
+}
+
+void Batches::start(const std::vector<Transfer>& batch, const FlowNet::Key& key,
+                    std::int64_t now_ns, std::function<void(std::int64_t)> done) {
   // Bring SimGrid's clock to our time, then run the transfers for real.
   sg4::this_actor::sleep_until(sg_base_ + now_ns * 1e-9);
   ++real_in_flight_;
@@ -88,7 +98,6 @@ std::int64_t Batches::run(const std::vector<Transfer>& batch, const FlowNet::Key
     sync_->cv->notify_all();
   });
   underway_.push_back({*id, 0});
-  return -1;
 }
 
 void Batches::end_hold(std::uint64_t hold) {

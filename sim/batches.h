@@ -42,12 +42,17 @@ class Batches {
   // Gives up every batch under way (the token stays).
   void abandon();
 
-  // Runs `batch` (key `key`) from replica time `now_ns`. Memoised or on an idle network:
-  // returns its duration and sets *hold to the hold the caller ends at now + duration
-  // (end_hold). Else starts it in SimGrid and returns -1: `done(sg_ns)` runs at its end with
-  // the replica time SimGrid reached, unless it was given up or the replica ended first.
+  // Runs `batch` (key `key`) from replica time `now_ns`: memoised() if it can, else start().
   std::int64_t run(const std::vector<Transfer>& batch, const FlowNet::Key& key, std::int64_t now_ns,
                    std::uint64_t* hold, std::function<void(std::int64_t)> done);
+  // Memoised or on an idle network: returns the batch's duration and sets *hold to the hold
+  // the caller ends at now + duration (end_hold). Else -1, and nothing runs.
+  std::int64_t memoised(const std::vector<Transfer>& batch, const FlowNet::Key& key,
+                        std::uint64_t* hold);
+  // Starts `batch` in SimGrid: `done(sg_ns)` runs at its end with the replica time SimGrid
+  // reached, unless it was given up or the replica ended first.
+  void start(const std::vector<Transfer>& batch, const FlowNet::Key& key, std::int64_t now_ns,
+             std::function<void(std::int64_t)> done);
   // A memoised batch's end: its hold on the network is released (unless it was given up).
   void end_hold(std::uint64_t hold);
   // Real batches are under way: the replica must wait on SimGrid to move on.

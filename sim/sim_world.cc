@@ -352,13 +352,14 @@ void SimWorld::run_batch(std::vector<Transfer> batch, Internal done) {
 void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key,
                                Internal done) {
   std::uint64_t hold = 0;
-  const std::int64_t d = batches_.run(batch, key, now_, &hold, [this, done](std::int64_t sg_ns) {
-    push(std::max(now_, sg_ns), done);
-  });
-  if (d >= 0) {
-    push(now_ + d, Internal{Internal::kHoldEnd, hold});  // releases the hold
-    push(now_ + d, done);
+  const std::int64_t d = batches_.memoised(batch, key, &hold);
+  if (d < 0) {
+    batches_.start(batch, key, now_,
+                   [this, done](std::int64_t sg_ns) { push(std::max(now_, sg_ns), done); });
+    return;
   }
+  push(now_ + d, Internal{Internal::kHoldEnd, hold});  // releases the hold
+  push(now_ + d, done);
 }
 
 void SimWorld::on_internal(const Internal& in) {
