@@ -28,9 +28,9 @@ ActionId SimWorld::act(Action a) {
       !std::holds_alternative<EnableReplicaGroups>(a);
   if (acts_on_incident) mark_acted();
   if (auto why = refusal(a, {.cluster = view_,
-                             .job_running = job_ == JobState::kRunning,
-                             .ended = ended_,
-                             .verdict = ended_verdict_})) {
+                             .job_running = job_.state == JobState::kRunning,
+                             .ended = job_.ended,
+                             .verdict = job_.ended_verdict})) {
     refuse(id, std::move(*why));
     return id;
   }
@@ -38,13 +38,14 @@ ActionId SimWorld::act(Action a) {
   return id;
 }
 
+// The job stops, running or starting (a start under way is abandoned with its transfers).
 void SimWorld::stop_job_now() {
-  if (job_ == JobState::kRunning) {
+  if (job_.state == JobState::kRunning) {
     job_down();
-  } else if (job_ == JobState::kStarting) {  // a start under way is abandoned
-    job_ = JobState::kDown;
-    ++epoch_;
-    new_batch_token();
+  } else if (job_.state == JobState::kStarting) {  // a start under way is abandoned
+    job_.state = JobState::kDown;
+    ++job_.epoch;
+    batches_.new_token();
   }
 }
 
@@ -69,13 +70,13 @@ void SimWorld::apply(ActionId id, const EvictMachines& e) {
     const SlotId s = view_.slot_of(m);
     if (s < 0) continue;  // not in the job (already evicted, a standby)
     if (opt_.incidents)
-      for (FaultId open : open_) fault_log_[open].evicted.push_back(m);
-    if (broken_[m]) {
+      for (FaultId open : symptoms_.open()) symptoms_.faults()[open].evicted.push_back(m);
+    if (fleet_.broken[m]) {
       ++result_.evictions_true;
     } else {
       ++result_.evictions_false;
       // A test failed it although healthy, or it went with its group.
-      if (fp_failed_[m]) ++result_.evictions_false_positive;
+      if (fleet_.fp_failed[m]) ++result_.evictions_false_positive;
     }
     // Replica groups: the quorum trains on without its replica.
     if (!replica_out(m) && !evicted_drops(m, e.reason)) stop_job_now();
@@ -106,7 +107,7 @@ void SimWorld::apply(ActionId id, const AcquireMachines& q) {
           ? sc_.scheduler.requeue_base_s + sc_.scheduler.requeue_per_machine_s * n
           : sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s * n;
   acq.waiting = 1;
-  acquiring_.push_back(acq);
+  fleet_.acquiring.push_back(acq);
   push(now_ + secs(timed(std::string("AcquireMachines:") + mode_name(q.mode), delay)),
        Internal{Internal::kAcquireScheduled, id});
 }
@@ -114,11 +115,13 @@ void SimWorld::apply(ActionId id, const AcquireMachines& q) {
 // The whole job is torn down and rescheduled. Healthy machines come back (the job's
 // reservation); machines with an active persistent fault are drained by the scheduler's
 // node health check and replaced.
+// AcquireMachines by mode: requeue tears the whole job down first; standbys wake (from
+// the slot's own NVLink domain first with same_domain); the oracle places fresh machines.
 void SimWorld::requeue_all(Acquire& acq) {
-  if (job_ == JobState::kRunning) job_down();
-  job_ = JobState::kDown;
-  processes_kept_ = false;  // every process killed: no in-place restart after it
-  new_batch_token();
+  if (job_.state == JobState::kRunning) job_down();
+  job_.state = JobState::kDown;
+  job_.processes_kept = false;  // every process killed: no in-place restart after it
+  batches_.new_token();
   drop_acquisitions();
   acq.slots.clear();
   for (SlotId s = 0; s < view_.slots(); ++s) {
@@ -155,7 +158,7 @@ void SimWorld::acquire_standby(Acquire acq, bool same_domain) {
          Internal{Internal::kAcquireScheduled, id});
   }
   if (acq.waiting == 0) return deliver_at(now_, MachinesReady{id, {}}, false);
-  acquiring_.push_back(std::move(acq));
+  fleet_.acquiring.push_back(std::move(acq));
 }
 
 // Each slot's own NVLink domain first: a standby parked there, else a spare tray of its
@@ -210,28 +213,30 @@ void SimWorld::apply(ActionId id, const SetCheckpointPlan& p) {
   const std::int64_t interval = p.interval.ns > 0 ? p.interval.ns : secs(sc_.job.step_time_s);
   std::int64_t blocking = p.blocking.ns;
   // Overlapped in-memory saves cost throughput beyond their blocking time (Table 8).
-  mfu_blocking_ = false;
+  settings_.mfu_blocking = false;
   if (p.tier == CheckpointTier::kMemoryWithPeer && blocking > 0) {
     const auto mfu = static_cast<std::int64_t>(
         std::llround(sc_.job.checkpoint_mfu_loss * static_cast<double>(interval)));
-    mfu_blocking_ = mfu > blocking;
+    settings_.mfu_blocking = mfu > blocking;
     blocking = std::max(blocking, mfu);
   }
   progress_.set_plan(interval, blocking);
-  tier_ = p.tier;
-  remote_interval_ = std::max<std::int64_t>(interval, p.remote_interval.ns);
+  settings_.tier = p.tier;
+  settings_.remote_interval = std::max<std::int64_t>(interval, p.remote_interval.ns);
 }
 
-void SimWorld::apply(ActionId id, const WatchSteps&) { watch_steps_ = true; }
+void SimWorld::apply(ActionId id, const WatchSteps&) { settings_.watch_steps = true; }
 
-void SimWorld::apply(ActionId id, const EnableOracle&) { oracle_ = true; }
+void SimWorld::apply(ActionId id, const EnableOracle&) { settings_.oracle = true; }
 
 void SimWorld::apply(ActionId id, const Note& n) {
   note(n.text);
   result_.max_fruitless_rounds = std::max(result_.max_fruitless_rounds, n.fruitless_round);
 }
 
-void SimWorld::apply(ActionId id, const EnableInspection& e) { inspections_[e.kind] = e.interval; }
+void SimWorld::apply(ActionId id, const EnableInspection& e) {
+  settings_.inspections[e.kind] = e.interval;
+}
 
 void SimWorld::apply(ActionId id, RunProbe& in) {
   if (!in.groups.empty()) {
@@ -252,11 +257,11 @@ void SimWorld::apply(ActionId id, RunProbe& in) {
     const double modelled = std::min(setup, in.deadline.to_seconds()) + longest;
     push(now_ + secs(timed(std::string("RunProbe:") + probe_name(in.test), modelled)),
          Internal{Internal::kProbeDone, id});
-    group_seconds_[id] = std::move(t);
-    probes_[id] = std::move(in);
+    diagnoses_.group_seconds[id] = std::move(t);
+    diagnoses_.probes[id] = std::move(in);
     return;
   }
-  const RunProbe& p = probes_[id] = std::move(in);  // `a` is ours: move, not copy
+  const RunProbe& p = diagnoses_.probes[id] = std::move(in);  // `a` is ours: move, not copy
   const auto& d = sc_.diagnosis;
   const std::string key = std::string("RunProbe:") + probe_name(p.test);
   if (const double live = timed(key, -1); live >= 0) {  // a replay: the live test's time
@@ -302,28 +307,28 @@ void SimWorld::apply(ActionId id, const CaptureStacks&) {
 }
 
 void SimWorld::apply(ActionId id, RunReplay& r) {
-  replays_[id] = std::move(r);
+  diagnoses_.replays[id] = std::move(r);
   push(now_ + secs(timed("RunReplay", sc_.diagnosis.replay_s)),
        Internal{Internal::kReplayDone, id});
 }
 
 void SimWorld::apply(ActionId id, const HotUpdate&) {
-  if (job_ == JobState::kRunning) job_down();
+  if (job_.state == JobState::kRunning) job_down();
   start_job(id, Mechanism::kHotUpdate);
 }
 
 void SimWorld::apply(ActionId id, const RollBack&) {
-  if (job_ == JobState::kRunning) job_down();
+  if (job_.state == JobState::kRunning) job_down();
   // Code bugs introduced since the last good version go away with it.
-  for (FaultId fid : open_) {
-    Fault& f = fault_log_[fid];
+  for (FaultId fid : symptoms_.open()) {
+    Fault& f = symptoms_.faults()[fid];
     if (sc_.faults[f.category].code_bug) f.active = false;
   }
-  for (FaultId fid : std::vector<FaultId>(pending_)) {
-    Fault& f = fault_log_[fid];
+  for (FaultId fid : std::vector<FaultId>(symptoms_.pending())) {
+    Fault& f = symptoms_.faults()[fid];
     if (sc_.faults[f.category].code_bug) {
       f.active = false;
-      settle(f, Outcome::kAbsorbed);
+      symptoms_.settle(f, Outcome::kAbsorbed);
     }
   }
   if (auto why = empty_slot_refusal(view_)) return refuse(id, std::move(*why));  // action.h
@@ -331,9 +336,9 @@ void SimWorld::apply(ActionId id, const RollBack&) {
 }
 
 void SimWorld::apply(ActionId id, const SetStandbyPool& p) {
-  pool_target_ = std::max(0, p.size);
+  fleet_.pool_target = std::max(0, p.size);
   for (int parked = now_ == 0 ? opt_.parked_standbys : 0;
-       parked > 0 && static_cast<int>(view_.standby().size()) < pool_target_; --parked) {
+       parked > 0 && static_cast<int>(view_.standby().size()) < fleet_.pool_target; --parked) {
     const MachineId m = draw_machine();
     if (m == kNoMachine) break;
     park_standby(m);
@@ -342,24 +347,24 @@ void SimWorld::apply(ActionId id, const SetStandbyPool& p) {
 }
 
 void SimWorld::apply(ActionId id, const AvoidMachines& x) {
-  avoid_.assign(avoid_.size(), false);
+  fleet_.avoid.assign(fleet_.avoid.size(), false);
   for (MachineId m : x.machines)
     if (m >= 0) {
-      if (static_cast<std::size_t>(m) >= avoid_.size())
-        avoid_.resize(static_cast<std::size_t>(m) + 1, false);
-      avoid_[static_cast<std::size_t>(m)] = true;
+      if (static_cast<std::size_t>(m) >= fleet_.avoid.size())
+        fleet_.avoid.resize(static_cast<std::size_t>(m) + 1, false);
+      fleet_.avoid[static_cast<std::size_t>(m)] = true;
     }
 }
 
 void SimWorld::apply(ActionId id, const MitigateSlowdown& x) {
   const int level = x.how == Mitigation::kRebalance ? 1 : 2;
   bool known = false;
-  for (auto& [slot, l] : mitigated_)
+  for (auto& [slot, l] : job_.mitigated)
     if (slot == x.slot) {
       l = std::max(l, level);
       known = true;
     }
-  if (!known) mitigated_.emplace_back(x.slot, level);
+  if (!known) job_.mitigated.emplace_back(x.slot, level);
   const auto& d = sc_.diagnosis;
   progress_.pause(secs(x.how == Mitigation::kRebalance ? d.rebalance_s : d.reconfigure_s));
   update_rate(true);
@@ -369,12 +374,12 @@ void SimWorld::apply(ActionId id, const EndRun& e) {
   // The job stays down until the on-call engineers, paged, fix the code or the
   // data and requeue it (job.on_call_fix_h); with none, for the rest of the
   // horizon: its time is lost.
-  if (!ended_ && sc_.job.on_call_fix_h > 0)
+  if (!job_.ended && sc_.job.on_call_fix_h > 0)
     push(now_ + secs(sc_.job.on_call_fix_h * 3600), Internal{Internal::kOnCallDone, id});
   stop_job_now();
-  if (!ended_) ++result_.runs_ended;
-  ended_ = true;
-  ended_verdict_ = e.verdict;
+  if (!job_.ended) ++result_.runs_ended;
+  job_.ended = true;
+  job_.ended_verdict = e.verdict;
 }
 
 }  // namespace faultline::sim

@@ -19,87 +19,45 @@ using internal::kNever;
 using internal::secs;
 using scenarios::FaultScope;
 
-namespace {
-constexpr std::uint8_t kUndrawn = 2;
-// When good machine m, good since `from` (its spell `spell` of being good), turns bad.
-std::int64_t turn_bad_time(const scenarios::Scenario& sc, std::uint64_t replica, MachineId m,
-                           std::uint32_t spell, std::int64_t from) {
-  const double mean_ns = 86400e9 / sc.repair.turn_bad_per_machine_day;
-  const double gap =
-      Rng({sc.seed, replica, 0xA6Eull, static_cast<std::uint64_t>(m), spell}).exponential(mean_ns);
-  return gap >= static_cast<double>(kNever - 1 - from) ? kNever - 1
-                                                       : from + static_cast<std::int64_t>(gap);
-}
-}  // namespace
-
-void SimWorld::track_machine(MachineId m, bool may_be_bad) {
-  broken_.push_back(0);
-  // Whether a machine is bad is drawn from its own stream: the job's first machines are
-  // the same in every stack.
-  bad_.push_back(may_be_bad && sc_.repair.bad_fraction > 0 ? kUndrawn : 0);
-  turns_bad_at_.push_back(may_be_bad && sc_.repair.turn_bad_per_machine_day > 0 ? -1 : kNever);
-  cures_of_.push_back(0);
-  hits_.push_back(0);
-  evidence_.push_back(false);
-  fp_failed_.push_back(false);
-  health_checks_of_.push_back(0);
-  failures_.push_back(0);
-  repairs_of_.push_back(0);
-}
-
-bool SimWorld::is_bad(MachineId m) {
-  if (m < 0 || m >= static_cast<MachineId>(bad_.size())) return false;
-  if (bad_[m] == kUndrawn)
-    bad_[m] = Rng({sc_.seed, replica_, 0xBADull, static_cast<std::uint64_t>(m)})
-                  .bernoulli(sc_.repair.bad_fraction);
-  if (bad_[m] == 0 && turns_bad_at_[m] != kNever) {
-    // Ageing: a good machine turns bad after an exponential time from the start, or from
-    // its last cure (its own stream, one draw per spell of being good).
-    if (turns_bad_at_[m] < 0) turns_bad_at_[m] = turn_bad_time(sc_, replica_, m, 0, 0);
-    if (now_ >= turns_bad_at_[m]) bad_[m] = 1;
-  }
-  return bad_[m] == 1;
-}
-
 MachineId SimWorld::new_machine(bool may_be_bad) {
   const MachineId m = view_.add_machine();
-  track_machine(m, may_be_bad);
+  fleet_.track(m, may_be_bad);
   return m;
 }
 
+// kNoMachine when a finite fleet has no free machine.
 MachineId SimWorld::draw_machine() {
   // The scheduler hands out a machine from the free pool, chosen at random (AIReSim's
   // default host selection): a never-used spare or a machine back from repair. The
   // wider cluster supplies a fresh machine when the pool is empty. Machines the policy
   // asked to be handed out last (AvoidMachines) are drawn only when nothing else is left.
   // Its node health check drains broken machines with health_check_recall.
-  auto avoided = [&](MachineId m) {
-    return static_cast<std::size_t>(m) < avoid_.size() && avoid_[m];
-  };
+  auto avoided = [&](MachineId m) { return fleet_.avoided(m); };
   while (true) {
     std::size_t usable =
-        free_pool_.size();  // pool machines not avoided (all of them without a list)
-    if (!avoid_.empty())
-      usable = static_cast<std::size_t>(std::count_if(free_pool_.begin(), free_pool_.end(),
-                                                      [&](MachineId m) { return !avoided(m); }));
-    const bool last_resort = spares_left_ == 0 && usable == 0;  // only avoided machines left
-    if (last_resort) usable = free_pool_.size();
-    std::uint64_t n = static_cast<std::uint64_t>(spares_left_) + usable;
+        fleet_.free_pool.size();  // pool machines not avoided (all of them without a list)
+    if (!fleet_.avoid.empty())
+      usable =
+          static_cast<std::size_t>(std::count_if(fleet_.free_pool.begin(), fleet_.free_pool.end(),
+                                                 [&](MachineId m) { return !avoided(m); }));
+    const bool last_resort = fleet_.spares_left == 0 && usable == 0;  // only avoided machines left
+    if (last_resort) usable = fleet_.free_pool.size();
+    std::uint64_t n = static_cast<std::uint64_t>(fleet_.spares_left) + usable;
     // Fewest failures first: only the machines struck least often so far are candidates
     // (never-used spares have none).
     int fewest = -1;
     if (n > 0 && sc_.scheduler.host_selection == scenarios::SchedulerSpec::Pick::kFewestFailures) {
-      fewest = spares_left_ > 0 ? 0 : std::numeric_limits<int>::max();
-      for (MachineId x : free_pool_)
-        if (last_resort || !avoided(x)) fewest = std::min(fewest, hits_[x]);
-      n = fewest == 0 ? static_cast<std::uint64_t>(spares_left_) : 0;
-      for (MachineId x : free_pool_)
-        if ((last_resort || !avoided(x)) && hits_[x] == fewest) ++n;
+      fewest = fleet_.spares_left > 0 ? 0 : std::numeric_limits<int>::max();
+      for (MachineId x : fleet_.free_pool)
+        if (last_resort || !avoided(x)) fewest = std::min(fewest, fleet_.hits[x]);
+      n = fewest == 0 ? static_cast<std::uint64_t>(fleet_.spares_left) : 0;
+      for (MachineId x : fleet_.free_pool)
+        if ((last_resort || !avoided(x)) && fleet_.hits[x] == fewest) ++n;
     }
     auto candidate = [&](MachineId x) {
-      return (last_resort || !avoided(x)) && (fewest < 0 || hits_[x] == fewest);
+      return (last_resort || !avoided(x)) && (fewest < 0 || fleet_.hits[x] == fewest);
     };
-    const std::uint64_t spares = fewest > 0 ? 0 : static_cast<std::uint64_t>(spares_left_);
+    const std::uint64_t spares = fewest > 0 ? 0 : static_cast<std::uint64_t>(fleet_.spares_left);
     MachineId m;
     if (n == 0) {
       if (sc_.repair.fleet == scenarios::RepairSpec::Fleet::kFinite) return kNoMachine;
@@ -107,30 +65,30 @@ MachineId SimWorld::draw_machine() {
       m = new_machine(true);
       ++result_.machines_beyond_fleet;
     } else {
-      const std::uint64_t i = Rng({sc_.seed, replica_, 0x5C4Eull, draws_++}).below(n);
+      const std::uint64_t i = Rng({sc_.seed, replica_, 0x5C4Eull, fleet_.draws++}).below(n);
       if (i < spares) {
-        --spares_left_;
+        --fleet_.spares_left;
         m = new_machine(true);
         // The i-th spare tray, counted domain by domain.
         std::uint64_t k = i;
-        for (std::size_t d = 0; d < domain_free_.size(); ++d) {
-          if (k < static_cast<std::uint64_t>(domain_free_[d])) {
-            --domain_free_[d];
+        for (std::size_t d = 0; d < fleet_.domain_free.size(); ++d) {
+          if (k < static_cast<std::uint64_t>(fleet_.domain_free[d])) {
+            --fleet_.domain_free[d];
             view_.set_domain(m, static_cast<int>(d));
             break;
           }
-          k -= static_cast<std::uint64_t>(domain_free_[d]);
+          k -= static_cast<std::uint64_t>(fleet_.domain_free[d]);
         }
       } else {
         // The (i - spares)-th candidate of the pool, in pool order.
         std::size_t k = 0;
         for (std::uint64_t skip = i - spares;; ++k)
-          if (candidate(free_pool_[k])) {
+          if (candidate(fleet_.free_pool[k])) {
             if (skip == 0) break;
             --skip;
           }
-        m = free_pool_[k];
-        free_pool_.erase(free_pool_.begin() + static_cast<std::ptrdiff_t>(k));
+        m = fleet_.free_pool[k];
+        fleet_.free_pool.erase(fleet_.free_pool.begin() + static_cast<std::ptrdiff_t>(k));
       }
     }
     if (health_check_drains(m)) {
@@ -141,22 +99,25 @@ MachineId SimWorld::draw_machine() {
   }
 }
 
+// A free machine of NVLink domain d (a never-used spare tray of its rack, else one back
+// from repair there), health-checked as draw_machine's; kNoMachine when it has none.
 MachineId SimWorld::draw_in_domain(int d) {
   while (true) {
     MachineId m = kNoMachine;
-    if (d >= 0 && static_cast<std::size_t>(d) < domain_free_.size() && domain_free_[d] > 0) {
-      --domain_free_[d];
-      --spares_left_;
+    if (d >= 0 && static_cast<std::size_t>(d) < fleet_.domain_free.size() &&
+        fleet_.domain_free[d] > 0) {
+      --fleet_.domain_free[d];
+      --fleet_.spares_left;
       m = new_machine(true);
       view_.set_domain(m, d);
     } else {
-      auto it = std::find_if(free_pool_.begin(), free_pool_.end(), [&](MachineId x) {
+      auto it = std::find_if(fleet_.free_pool.begin(), fleet_.free_pool.end(), [&](MachineId x) {
         return view_.domain_of(x) == d &&
-               !(static_cast<std::size_t>(x) < avoid_.size() && avoid_[x]);
+               !(static_cast<std::size_t>(x) < fleet_.avoid.size() && fleet_.avoid[x]);
       });
-      if (it == free_pool_.end()) return kNoMachine;
+      if (it == fleet_.free_pool.end()) return kNoMachine;
       m = *it;
-      free_pool_.erase(it);
+      fleet_.free_pool.erase(it);
     }
     if (health_check_drains(m)) {
       start_repair(m);
@@ -166,35 +127,32 @@ MachineId SimWorld::draw_in_domain(int d) {
   }
 }
 
+// Drops every acquisition under way; machines taken for them go back to the free pool.
 void SimWorld::drop_acquisitions() {
-  for (const Acquire& a : acquiring_)
-    for (const auto& [slot, m] : a.reserved) free_pool_.push_back(m);
-  acquiring_.clear();
-  std::erase_if(wants_, [](const Want& w) { return w.slot >= 0; });
+  for (const Acquire& a : fleet_.acquiring)
+    for (const auto& [slot, m] : a.reserved) fleet_.free_pool.push_back(m);
+  fleet_.acquiring.clear();
+  std::erase_if(fleet_.wants, [](const Fleet::Want& w) { return w.slot >= 0; });
 }
 
 void SimWorld::want_machine(ActionId acq, SlotId slot) {
-  wants_.push_back({acq, slot});
+  fleet_.wants.push_back({acq, slot});
   // A preemptible machine for each want the ones under way do not cover.
-  if (preemptible_left_ > 0 && preempting_ < static_cast<int>(wants_.size())) {
-    --preemptible_left_;
-    ++preempting_;
+  if (fleet_.preemptible_left > 0 && fleet_.preempting < static_cast<int>(fleet_.wants.size())) {
+    --fleet_.preemptible_left;
+    ++fleet_.preempting;
     push(now_ + secs(sc_.repair.preempt_s), Internal{Internal::kPreempted, 0});
   }
 }
 
-bool SimWorld::waiting_for_machines() const {
-  for (const Want& w : wants_)
-    if (w.slot >= 0) return true;
-  return false;
-}
-
+// A machine comes free (back from repair, or preempted): it serves the oldest want, or
+// refills the standby pool (standby_refill "repaired"), or joins the free pool.
 void SimWorld::machine_free(MachineId m, bool repaired) {
   const bool repaired_refill =
       repaired && sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired &&
-      static_cast<int>(view_.standby().size()) + refills_ < pool_target_;
-  if (wants_.empty() && !repaired_refill) {
-    free_pool_.push_back(m);  // the scheduler's health check sees it when it is drawn
+      static_cast<int>(view_.standby().size()) + fleet_.refills < fleet_.pool_target;
+  if (fleet_.wants.empty() && !repaired_refill) {
+    fleet_.free_pool.push_back(m);  // the scheduler's health check sees it when it is drawn
     return;
   }
   // Handed on at once: the scheduler's node health check sees it now.
@@ -202,21 +160,21 @@ void SimWorld::machine_free(MachineId m, bool repaired) {
     start_repair(m);
     return;
   }
-  while (!wants_.empty()) {
-    const Want w = wants_.front();
-    wants_.erase(wants_.begin());
+  while (!fleet_.wants.empty()) {
+    const Fleet::Want w = fleet_.wants.front();
+    fleet_.wants.erase(fleet_.wants.begin());
     if (w.slot < 0) {  // a standby refill that found no machine
-      --refills_;
+      --fleet_.refills;
       park_standby(m);
       return;
     }
-    auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+    auto it = std::find_if(fleet_.acquiring.begin(), fleet_.acquiring.end(),
                            [&](const Acquire& a) { return a.id == w.acq; });
-    if (it == acquiring_.end() || view_.machine_in(w.slot) != kNoMachine)
+    if (it == fleet_.acquiring.end() || view_.machine_in(w.slot) != kNoMachine)
       continue;  // given up meanwhile
     view_.place(m, w.slot);
     on_join(m);
-    mark_fresh(w.slot);
+    job_.mark_fresh(w.slot);
     update_rate(true);
     const Internal pulled{Internal::kAcquirePulled, w.acq};
     if (sc_.job.image_bytes > 0 && it->mode != AcquireMode::kRequeue)
@@ -230,12 +188,14 @@ void SimWorld::machine_free(MachineId m, bool repaired) {
   if (repaired_refill)
     park_standby(m);
   else
-    free_pool_.push_back(m);
+    fleet_.free_pool.push_back(m);
 }
 
+// The scheduler's node health check drains machine m (it has an active persistent fault
+// and the check sees it, with health_check_recall).
 bool SimWorld::health_check_drains(MachineId m) {
-  if (!broken_[m]) return false;
-  const std::uint32_t n = health_checks_of_[m]++;
+  if (!fleet_.broken[m]) return false;
+  const std::uint32_t n = fleet_.health_checks_of[m]++;
   if (!Rng({sc_.seed, replica_, 0x4EA1ull, static_cast<std::uint64_t>(m), n})
            .bernoulli(sc_.scheduler.health_check_recall))
     return false;
@@ -246,25 +206,26 @@ bool SimWorld::health_check_drains(MachineId m) {
 void SimWorld::start_repair(MachineId m) {
   view_.set_health(m, Health::kEvicted);
   const auto& rp = sc_.repair;
-  Rng rng({sc_.seed, replica_, 0x4E9A1ull, static_cast<std::uint64_t>(m), repairs_of_[m]++});
+  Rng rng({sc_.seed, replica_, 0x4E9A1ull, static_cast<std::uint64_t>(m), fleet_.repairs_of[m]++});
   // Token: the machine, whether the repair cleared its fault (bit 0) and cured it (bit 1).
   const std::uint64_t token = static_cast<std::uint64_t>(m) << 2;
-  if (!broken_[m]) {
+  if (!fleet_.broken[m]) {
     // Healthy (a false failure, over-eviction): the automatic check passes it.
     push(now_ + repair_ns(rp.auto_h, rng), Internal{Internal::kRepaired, token | 1});
-    ++in_repair_;
+    ++fleet_.in_repair;
     return;
   }
-  if (rp.retire_after > 0 && failures_[m] >= rp.retire_after) {
+  if (rp.retire_after > 0 && fleet_.failures[m] >= rp.retire_after) {
     ++result_.retired;
     return;
   }
-  const auto& cat = sc_.faults[fault_log_[broken_[m] - 1].category];
+  const auto& cat = sc_.faults[symptoms_.faults()[fleet_.broken[m] - 1].category];
   const bool manual = rng.bernoulli(rp.to_manual);
   const bool fixed = !rng.bernoulli(manual ? rp.manual_fail : rp.auto_fail);
   // A failed repair leaves the fault (our default), or only the machine's badness (AIReSim).
   const bool clears = fixed || rp.failed_repair_leaves == scenarios::RepairSpec::Leaves::kBadness;
-  const bool cures = fixed && rp.cure_bad > 0 && is_bad(m) && rng.bernoulli(rp.cure_bad);
+  const bool cures =
+      fixed && rp.cure_bad > 0 && fleet_.is_bad(m, now_) && rng.bernoulli(rp.cure_bad);
   std::int64_t took;
   if (rp.repair_time == scenarios::RepairSpec::Dist::kFixed) {
     took = secs((rp.auto_h + (manual ? cat.repair_h : 0)) * 3600);
@@ -273,32 +234,32 @@ void SimWorld::start_repair(MachineId m) {
     if (manual) took += repair_ns(cat.repair_h, rng);
   }
   push(now_ + took, Internal{Internal::kRepaired, token | (clears ? 1 : 0) | (cures ? 2 : 0)});
-  ++in_repair_;
+  ++fleet_.in_repair;
 }
 
+// A repair ends (start_repair's token: the machine, fault cleared, cured): the machine
+// comes free.
 void SimWorld::repaired(std::uint64_t token) {
   const MachineId m = static_cast<MachineId>(token >> 2);
-  --in_repair_;
+  --fleet_.in_repair;
   if (token & 1) {
-    if (broken_[m]) {
-      Fault& f = fault_log_[broken_[m] - 1];
-      broken_[m] = 0;
+    if (fleet_.broken[m]) {
+      Fault& f = symptoms_.faults()[fleet_.broken[m] - 1];
+      fleet_.broken[m] = 0;
       bool any = false;
-      for (MachineId x : f.machines) any |= broken_[x] == f.id + 1;
+      for (MachineId x : f.machines) any |= fleet_.broken[x] == f.id + 1;
       if (!any) f.active = false;
     }
     ++result_.repairs;
   }
   if (token & 2) {  // a successful repair cured a bad machine; it may age again
-    bad_[m] = 0;
-    ++cures_of_[m];
-    if (sc_.repair.turn_bad_per_machine_day > 0)
-      turns_bad_at_[m] = turn_bad_time(sc_, replica_, m, cures_of_[m], now_);
+    fleet_.cure(m, now_);
   }
   view_.set_health(m, Health::kHealthy);
   machine_free(m, true);
 }
 
+// A repair's duration with mean `mean_h`, as cluster.repair.repair_time draws it.
 std::int64_t SimWorld::repair_ns(double mean_h, Rng& rng) const {
   const double mean_s = mean_h * 3600;
   switch (sc_.repair.repair_time) {
@@ -316,12 +277,14 @@ std::int64_t SimWorld::repair_ns(double mean_h, Rng& rng) const {
 }
 
 void SimWorld::count_standby_time() {
-  if (now_ <= standby_counted_) return;
+  if (now_ <= fleet_.standby_counted) return;
   result_.standby_machine_s += static_cast<double>(view_.standby().size()) *
-                               static_cast<double>(now_ - standby_counted_) * 1e-9;
-  standby_counted_ = now_;
+                               static_cast<double>(now_ - fleet_.standby_counted) * 1e-9;
+  fleet_.standby_counted = now_;
 }
 
+// The warm standby pool changes only through these two: each first adds the pool's
+// machine-time since its last change to ReplicaResult::standby_machine_s.
 void SimWorld::park_standby(MachineId m) {
   count_standby_time();
   view_.add_standby(m);
@@ -332,12 +295,15 @@ void SimWorld::unpark_standby(MachineId m) {
   view_.take_standby(m);
 }
 
+// Schedules cold standbys toward the pool's target. With standby_refill "repaired" only
+// the scheduler's own host selection (`by_scheduler`: the start, a replacement beyond
+// the pool) draws them from the free pool; repaired machines refill it otherwise.
 void SimWorld::refill_pool(bool by_scheduler) {
   if (sc_.scheduler.standby_refill == scenarios::SchedulerSpec::Refill::kRepaired && !by_scheduler)
     return;
   // A refill is a cold machine from the scheduler plus its self-check.
-  while (static_cast<int>(view_.standby().size()) + refills_ < pool_target_) {
-    ++refills_;
+  while (static_cast<int>(view_.standby().size()) + fleet_.refills < fleet_.pool_target) {
+    ++fleet_.refills;
     push(now_ + secs(sc_.scheduler.reschedule_base_s + sc_.scheduler.reschedule_per_machine_s +
                      sc_.diagnosis.gpu_diag_s),
          Internal{Internal::kPoolRefilled, 0});
@@ -348,8 +314,8 @@ void SimWorld::on_leave(MachineId m) {
   // Pending faults whose machines have all left the job never strike it: caught when
   // something named the machine (an alert, a failed test, a crash log), else left.
   std::vector<FaultId> gone;
-  for (FaultId id : pending_) {
-    const Fault& f = fault_log_[id];
+  for (FaultId id : symptoms_.pending()) {
+    const Fault& f = symptoms_.faults()[id];
     if (sc_.faults[f.category].scope == FaultScope::kJob ||
         std::find(f.machines.begin(), f.machines.end(), m) == f.machines.end())
       continue;
@@ -357,31 +323,35 @@ void SimWorld::on_leave(MachineId m) {
     for (MachineId x : f.machines) still |= view_.slot_of(x) >= 0;
     if (!still) gone.push_back(id);
   }
-  for (FaultId id : gone) settle(fault_log_[id], evidence_[m] ? Outcome::kCaught : Outcome::kLeft);
+  for (FaultId id : gone)
+    symptoms_.settle(symptoms_.faults()[id],
+                     fleet_.evidence[m] ? Outcome::kCaught : Outcome::kLeft);
 }
 
+// Machines entering and leaving the job (any slot), and the repair pipeline (the fleet's
+// part in sim_fleet.cc).
 void SimWorld::on_join(MachineId m) {
   if (opt_.action_records)
     result_.decisions.push_back("R " + std::to_string(now_) + " J " + std::to_string(m) + " " +
                                 std::to_string(view_.slot_of(m)));
-  evidence_[m] = false;
-  fp_failed_[m] = false;
-  if (!broken_[m]) return;
+  fleet_.evidence[m] = false;
+  fleet_.fp_failed[m] = false;
+  if (!fleet_.broken[m]) return;
   // A machine whose repair failed (or that the health check missed) brings its fault
   // back: a recurrence with its own ledger entry, striking at the next start.
-  const Fault& old = fault_log_[broken_[m] - 1];
+  const Fault& old = symptoms_.faults()[fleet_.broken[m] - 1];
   Fault f;
-  f.id = fault_log_.size();
+  f.id = symptoms_.faults().size();
   f.key = (1ull << 62) + f.id;
   f.category = old.category;
   f.at = now_;
   f.slots = {view_.slot_of(m)};
   f.machines = {m};
   f.alert_seen = old.alert_seen;
-  broken_[m] = f.id + 1;
+  fleet_.broken[m] = f.id + 1;
   ++result_.categories[f.category].recurred;
-  fault_log_.push_back(std::move(f));
-  apply_symptom(fault_log_.back(), false);
+  symptoms_.faults().push_back(std::move(f));
+  apply_symptom(symptoms_.faults().back(), false);
 }
 
 std::vector<SlotId> SimWorld::empty_slots() const {
@@ -391,12 +361,7 @@ std::vector<SlotId> SimWorld::empty_slots() const {
   return out;
 }
 
-void SimWorld::mark_fresh(SlotId s) {
-  if (fresh_[s]) return;
-  fresh_[s] = true;
-  fresh_slots_.push_back(s);
-}
-
+// False when a finite fleet has no free machine for it.
 bool SimWorld::place_new(SlotId s, bool oracle) {
   // The oracle's unlimited ready spares are fresh, good machines; the scheduler's come
   // from the free pool.
@@ -405,14 +370,14 @@ bool SimWorld::place_new(SlotId s, bool oracle) {
   if (oracle) view_.set_domain(m, view_.domain_of_slot(s));  // ready spares where they are needed
   view_.place(m, s);
   on_join(m);
-  mark_fresh(s);
+  job_.mark_fresh(s);
   return true;
 }
 
 void SimWorld::acquire_scheduled(ActionId id) {
-  auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+  auto it = std::find_if(fleet_.acquiring.begin(), fleet_.acquiring.end(),
                          [&](const Acquire& a) { return a.id == id; });
-  if (it == acquiring_.end()) return;
+  if (it == fleet_.acquiring.end()) return;
   const Internal pulled{Internal::kAcquirePulled, id};
   if (it->mode == AcquireMode::kRequeue) {
     // Every machine of the requeued job pulls the image again. A slot a finite fleet
@@ -448,23 +413,23 @@ void SimWorld::acquire_scheduled(ActionId id) {
 }
 
 void SimWorld::standby_woken(ActionId id) {
-  auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+  auto it = std::find_if(fleet_.acquiring.begin(), fleet_.acquiring.end(),
                          [&](const Acquire& a) { return a.id == id; });
-  if (it == acquiring_.end()) return;
+  if (it == fleet_.acquiring.end()) return;
   it->waking = false;
   for (const auto& [s, m] : it->reserved) {
     if (const MachineId old = view_.machine_in(s); old != kNoMachine) {
       if (view_.in_own_domain(s)) {  // filled meanwhile
-        free_pool_.push_back(m);
+        fleet_.free_pool.push_back(m);
         continue;
       }
       view_.vacate(s);  // a machine outside the slot's domain makes way for one inside
       on_leave(old);
-      free_pool_.push_back(old);
+      fleet_.free_pool.push_back(old);
     }
     view_.place(m, s);
     on_join(m);
-    mark_fresh(s);
+    job_.mark_fresh(s);
   }
   it->reserved.clear();
   for (SlotId s : it->from_pool) {
@@ -473,7 +438,7 @@ void SimWorld::standby_woken(ActionId id) {
     unpark_standby(m);
     view_.place(m, s);
     on_join(m);
-    mark_fresh(s);
+    job_.mark_fresh(s);
   }
   update_rate(true);
   acquire_part_done(id);
@@ -481,14 +446,14 @@ void SimWorld::standby_woken(ActionId id) {
 }
 
 void SimWorld::acquire_part_done(ActionId id) {
-  auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+  auto it = std::find_if(fleet_.acquiring.begin(), fleet_.acquiring.end(),
                          [&](const Acquire& a) { return a.id == id; });
-  if (it == acquiring_.end() || --it->waiting > 0) return;
+  if (it == fleet_.acquiring.end() || --it->waiting > 0) return;
   MachineSet placed;
   for (const auto* list : {&it->slots, &it->from_pool})
     for (SlotId s : *list)
       if (view_.machine_in(s) != kNoMachine) placed.push_back(view_.machine_in(s));
-  acquiring_.erase(it);
+  fleet_.acquiring.erase(it);
   deliver_at(now_, MachinesReady{id, placed}, false);
 }
 

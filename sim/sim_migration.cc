@@ -48,6 +48,10 @@ std::string warning_kind(const scenarios::FaultCategory& cat) {
 }
 }  // namespace
 
+// Failure prediction and migration (sim_migration.cc). warn: a warned category's arrival
+// announced on its machine (true: it strikes later, from warned_strike). start_warnings:
+// the false-warning streams' first arrivals. migration_step: a migration's parts are done
+// one by one; the last swaps the machines. abandon_migrations: the job stopped.
 bool SimWorld::warn(const FaultArrival& a, std::uint64_t key) {
   const auto& cat = sc_.faults[a.category];
   const MachineId m = view_.machine_in(a.slot);
@@ -55,12 +59,12 @@ bool SimWorld::warn(const FaultArrival& a, std::uint64_t key) {
   if (m == kNoMachine || cat.warning.probability <= 0) return false;
   if (!Rng({sc_.seed, replica_, 0x3A27ull, key}).bernoulli(cat.warning.probability)) return false;
   ++result_.warnings;
-  ++warned_on_[m];
-  const std::uint64_t token = warned_.size();
-  warned_.push_back({a, key, m, repairs_of_[m]});
+  ++warnings_.on_machine[m];
+  const std::uint64_t token = warnings_.warned.size();
+  warnings_.warned.push_back({a, key, m, fleet_.repairs_of[m]});
   const Duration lead = Duration::seconds(cat.warning.lead_time_s);
   deliver_at(now_, FailureWarning{m, warning_kind(cat), lead, "predicted: " + cat.name}, false);
-  if (oracle_) {
+  if (settings_.oracle) {
     // The oracle knows which warnings are true: this one, and what it announces.
     OracleFault o{{m}, cat.name, cat.persistent, cat.code_bug, cat.data_bug, lead};
     o.slowdown = cat.symptom == Symptom::kSlowdown;
@@ -71,11 +75,12 @@ bool SimWorld::warn(const FaultArrival& a, std::uint64_t key) {
 }
 
 void SimWorld::warned_strike(std::uint64_t token) {
-  const Warned w = warned_[token];
-  if (auto it = warned_on_.find(w.machine); it != warned_on_.end() && --it->second == 0)
-    warned_on_.erase(it);
+  const Warnings::Warned w = warnings_.warned[token];
+  if (auto it = warnings_.on_machine.find(w.machine);
+      it != warnings_.on_machine.end() && --it->second == 0)
+    warnings_.on_machine.erase(it);
   const SlotId s = view_.slot_of(w.machine);
-  if (s >= 0 && repairs_of_[w.machine] == w.repairs) {
+  if (s >= 0 && fleet_.repairs_of[w.machine] == w.repairs) {
     FaultArrival a = w.arrival;
     a.slot = s;
     return strike(a, w.key);
@@ -84,25 +89,25 @@ void SimWorld::warned_strike(std::uint64_t token) {
   ++result_.faults_injected;
   ++result_.categories[w.arrival.category].injected;
   Fault f;
-  f.id = fault_log_.size();
+  f.id = symptoms_.faults().size();
   f.key = w.key;
   f.category = w.arrival.category;
   f.at = now_;
   f.machines = {w.machine};
   f.active = false;
   f.outcome = Outcome::kLeft;
-  fault_log_.push_back(std::move(f));
+  symptoms_.faults().push_back(std::move(f));
 }
 
 void SimWorld::start_warnings() {
-  false_rng_.clear();
+  warnings_.false_rng.clear();
   for (std::size_t c = 0; c < sc_.faults.size(); ++c) {
-    false_rng_.emplace_back(
+    warnings_.false_rng.emplace_back(
         std::initializer_list<std::uint64_t>{sc_.seed, replica_, 0xFA15Eull, c});
     const auto& w = sc_.faults[c].warning;
     if (w.enabled && w.false_per_machine_day > 0 && view_.slots() > 0) {
       const double mean_ns = 86400e9 / (w.false_per_machine_day * view_.slots());
-      const double gap = false_rng_[c].exponential(mean_ns);
+      const double gap = warnings_.false_rng[c].exponential(mean_ns);
       if (gap < static_cast<double>(horizon_ - now_))
         push(now_ + static_cast<std::int64_t>(gap), Internal{Internal::kFalseWarning, c});
     }
@@ -111,7 +116,7 @@ void SimWorld::start_warnings() {
 
 void SimWorld::false_warning(int category) {
   const auto& cat = sc_.faults[category];
-  Rng& rng = false_rng_[category];
+  Rng& rng = warnings_.false_rng[category];
   const SlotId s = static_cast<SlotId>(rng.below(static_cast<std::uint64_t>(view_.slots())));
   const double gap = rng.exponential(86400e9 / (cat.warning.false_per_machine_day * view_.slots()));
   if (gap < static_cast<double>(horizon_ - now_))
@@ -133,15 +138,15 @@ void SimWorld::apply(ActionId id, const MigrateMachines& a) {
   for (MachineId m : a.machines)
     if (std::find(machines.begin(), machines.end(), m) == machines.end()) machines.push_back(m);
   // The oracle's spares are unlimited and ready (as AcquireMode::kOracle's): no pool, no wake.
-  if (!oracle_ && view_.standby().size() < machines.size())
+  if (!settings_.oracle && view_.standby().size() < machines.size())
     return refuse(id, "the standby pool has " + std::to_string(view_.standby().size()) +
                           " warm standbys for " + std::to_string(machines.size()) + " machines");
-  Migration mg{id, {}, a.pause.ns, oracle_ ? 1 : 2, a.mechanism, oracle_};
+  Migration mg{id, {}, a.pause.ns, settings_.oracle ? 1 : 2, a.mechanism, settings_.oracle};
   std::vector<Transfer> copy;
   const double bytes = sc_.job.checkpoint_bytes_per_machine;
   for (MachineId m : machines) {
     MachineId standby;
-    if (oracle_) {
+    if (settings_.oracle) {
       standby = new_machine(false);
       view_.set_domain(standby, view_.domain_of_slot(view_.slot_of(m)));
     } else {
@@ -181,7 +186,7 @@ void SimWorld::migration_step(ActionId id) {
     on_join(standby);
     joined.push_back(standby);
     ++result_.migrations;
-    if (broken_[old] || warned_on_.count(old)) {
+    if (fleet_.broken[old] || warnings_.on_machine.count(old)) {
       ++result_.evictions_true;
     } else {
       ++result_.evictions_false;  // healthy: the warning announced nothing

@@ -6,6 +6,7 @@
 // scenario's recall and false-positive rates. Split from sim_world.cc by concern.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "sim/sim_world.h"
 #include "sim/sim_world_internal.h"
@@ -21,23 +22,14 @@ double SimWorld::fault_ratio(const Fault& f) const {
   return sc_.faults[f.category].slowdown_factor;
 }
 
-Rng SimWorld::fault_rng(Fault& f, int purpose) {
-  return Rng({sc_.seed, replica_, 0xFA17ull, f.key, static_cast<std::uint64_t>(purpose),
-              f.uses[purpose]++});
-}
-
-void SimWorld::settle(Fault& f, Outcome o) {
-  if (f.outcome != Outcome::kPending) return;
-  f.outcome = o;
-  pending_.erase(std::remove(pending_.begin(), pending_.end(), f.id), pending_.end());
-}
-
+// The machine a crash log names: the culprit with the category's attribution, else
+// its pipeline neighbour.
 MachineId SimWorld::attributed(Fault& f) {
   const MachineId m = f.machines.empty() ? kNoMachine : f.machines.front();
   const auto& cat = sc_.faults[f.category];
   const double share = cat.attribution;
   if (m == kNoMachine || share >= 1) return m;
-  Rng rng = fault_rng(f, kAttribution);
+  Rng rng = symptoms_.rng(f, SymptomModel::kAttribution);
   if (rng.bernoulli(share)) return m;
   if (cat.misattribute_random) {
     // A random other machine of the job (AIReSim's diagnosis_uncertainty).
@@ -61,27 +53,28 @@ MachineId SimWorld::attributed(Fault& f) {
 }
 
 void SimWorld::inject(const FaultArrival& a) {
-  const std::uint64_t key = arrivals_++;
+  const std::uint64_t key = symptoms_.next_key();
   const auto& cat = sc_.faults[a.category];
-  if (thin_[a.category] > 1) {
+  if (symptoms_.thin(a.category) > 1) {
     // Bad machines fail more often: keep the arrival with the machine's share of the
     // drawn rate (an empty slot keeps the population's mean share).
     const MachineId here = view_.machine_in(a.slot);
-    const double keep = here == kNoMachine ? 1.0 / thin_[a.category]
-                        : is_bad(here)     ? 1.0
-                                           : 1.0 / sc_.repair.bad_rate_factor;
+    const double keep = here == kNoMachine          ? 1.0 / symptoms_.thin(a.category)
+                        : fleet_.is_bad(here, now_) ? 1.0
+                                                    : 1.0 / sc_.repair.bad_rate_factor;
     if (keep < 1 && !Rng({sc_.seed, replica_, 0x7415ull, key}).bernoulli(keep)) return;
   }
   if (cat.warning.enabled && warn(a, key)) return;  // it strikes lead_time_s later
   strike(a, key);
 }
 
+// A fault arrival past thinning (`key`: its arrival index) strikes now.
 void SimWorld::strike(const FaultArrival& a, std::uint64_t key) {
   const auto& cat = sc_.faults[a.category];
   ++result_.faults_injected;
   ++result_.categories[a.category].injected;
   Fault f;
-  f.id = fault_log_.size();
+  f.id = symptoms_.faults().size();
   f.key = key;
   f.category = a.category;
   f.at = now_;
@@ -93,38 +86,41 @@ void SimWorld::strike(const FaultArrival& a, std::uint64_t key) {
     // Hit only empty slots (machines being replaced): nothing there to break.
     f.active = false;
     f.outcome = Outcome::kAbsorbed;
-    fault_log_.push_back(std::move(f));
+    symptoms_.faults().push_back(std::move(f));
     return;
   }
-  for (MachineId m : f.machines) ++hits_[m];
+  for (MachineId m : f.machines) ++fleet_.hits[m];
   if (cat.persistent)
     for (MachineId m : f.machines) {
-      broken_[m] = f.id + 1;
-      ++failures_[m];
+      fleet_.broken[m] = f.id + 1;
+      ++fleet_.failures[m];
     }
   // Whether inspections can see this fault is a property of the fault, drawn once: one
   // that DCGM or dmesg does not show stays invisible when it strikes again on a restart.
   if (!cat.alert.empty() && cat.alert_coverage < 1)
-    f.alert_seen = fault_rng(f, kCoverage).bernoulli(cat.alert_coverage);
-  fault_log_.push_back(std::move(f));
-  apply_symptom(fault_log_.back(), false);
+    f.alert_seen = symptoms_.rng(f, SymptomModel::kCoverage).bernoulli(cat.alert_coverage);
+  symptoms_.faults().push_back(std::move(f));
+  apply_symptom(symptoms_.faults().back(), false);
 }
 
 void SimWorld::abort_start(const std::string& signature, MachineId m, std::int64_t observe_at) {
-  job_ = JobState::kDown;
-  ++epoch_;
-  new_batch_token();
-  deliver_at(observe_at, StartFailed{start_action_, m, signature}, false);
+  job_.state = JobState::kDown;
+  ++job_.epoch;
+  batches_.new_token();
+  deliver_at(observe_at, StartFailed{job_.start_action, m, signature}, false);
 }
 
 // Real-time inspections see machine-level faults at their next check; network alerts
 // repeat (flap) while the fault lasts.
+// apply_symptom's parts (sim_symptoms.cc); the strikes say whether the job felt it.
 void SimWorld::alert_inspections(Fault& f) {
   const auto& cat = sc_.faults[f.category];
-  auto it = inspections_.find(cat.alert);
-  if (it != inspections_.end()) {
+  auto it = settings_.inspections.find(cat.alert);
+  if (it != settings_.inspections.end()) {
     const std::int64_t first =
-        now_ + static_cast<std::int64_t>(fault_rng(f, kInspectionPhase).uniform() * it->second.ns) +
+        now_ +
+        static_cast<std::int64_t>(symptoms_.rng(f, SymptomModel::kInspectionPhase).uniform() *
+                                  it->second.ns) +
         1;
     const bool flaps = cat.alert == "nic" || cat.alert == "switch";
     for (MachineId x : f.machines) {
@@ -143,22 +139,22 @@ bool SimWorld::strike_crash(Fault& f, std::int64_t observe) {
   bool affects = false;
   if (const Drop d = drop_replica(f, observe, false); d != Drop::kNotMine) {
     return d == Drop::kDropped;  // replica groups: the others train on
-  } else if (job_ == JobState::kRunning) {
+  } else if (job_.state == JobState::kRunning) {
     affects = true;
     const std::int64_t step = steps_done();
     job_down();
-    broken_unacted_ = true;
+    job_.broken_unacted = true;
     deliver_at(observe, ProcessExit{attributed(f), cat.exit_code, cat.signature, step}, false);
-  } else if (job_ == JobState::kStarting) {
+  } else if (job_.state == JobState::kStarting) {
     affects = true;
-    broken_unacted_ = true;
+    job_.broken_unacted = true;
     abort_start(cat.signature, attributed(f), observe);
-  } else if (!acquiring_.empty() && cat.scope == FaultScope::kJob) {
+  } else if (!fleet_.acquiring.empty() && cat.scope == FaultScope::kJob) {
     // A job-wide fault while machines are being acquired fails the restart.
     affects = true;
-    broken_unacted_ = true;
-    new_batch_token();
-    ActionId id = acquiring_.front().id;
+    job_.broken_unacted = true;
+    batches_.new_token();
+    ActionId id = fleet_.acquiring.front().id;
     drop_acquisitions();
     deliver_at(observe, StartFailed{id, kNoMachine, cat.signature}, false);
   }
@@ -171,25 +167,27 @@ bool SimWorld::strike_hang(Fault& f) {
   bool affects = false;
   if (const Drop d = drop_replica(f, now_, true); d != Drop::kNotMine) {
     return d == Drop::kDropped;  // replica groups: the quorum times out and drops it
-  } else if (job_ == JobState::kRunning && !stuck_) {
+  } else if (job_.state == JobState::kRunning && !job_.stuck) {
     affects = true;
-    stuck_ = true;
-    broken_unacted_ = true;
+    job_.stuck = true;
+    job_.broken_unacted = true;
     send_sample(now_, false);  // the step counter stops
     if (sc_.job.collective_timeout_s > 0) {
       // The NCCL watchdog aborts every rank; the log names the collective, not the culprit.
       push(now_ + secs(sc_.job.collective_timeout_s),
-           Internal{Internal::kWatchdog, static_cast<std::uint64_t>(epoch_)});
+           Internal{Internal::kWatchdog, static_cast<std::uint64_t>(job_.epoch)});
     }
-  } else if (job_ == JobState::kStarting) {
+  } else if (job_.state == JobState::kStarting) {
     affects = true;
-    broken_unacted_ = true;
+    job_.broken_unacted = true;
     abort_start("Watchdog caught collective operation timeout", kNoMachine,
                 now_ + secs(sc_.job.collective_timeout_s));
   }
   return affects;
 }
 
+// What EnableOracle tells of fault f striking now: its category's ground truth and what
+// it does to the job (a slowdown, its replica out of the quorum).
 OracleFault SimWorld::oracle_fault(const Fault& f) const {
   const auto& cat = sc_.faults[f.category];
   OracleFault o{f.machines, cat.name, cat.persistent, cat.code_bug, cat.data_bug};
@@ -206,11 +204,11 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   bool affects = false;
   // Told before the strike's own events (a drop's ReplicaDropped), so that the oracle knows
   // what broke before it hears what became of the job.
-  if (oracle_ && !at_start) deliver_at(now_, oracle_fault(f), false);
+  if (settings_.oracle && !at_start) deliver_at(now_, oracle_fault(f), false);
   if (!cat.alert.empty() && f.alert_seen && m != kNoMachine) alert_inspections(f);
   // The next step's sample shows the NaN (the job is already down for the accounting,
   // its crash is observed later: the sample may come first).
-  if (cat.symptom == Symptom::kNan && job_ == JobState::kRunning)
+  if (cat.symptom == Symptom::kNan && job_.state == JobState::kRunning)
     send_sample(now_ + secs(sc_.job.step_time_s), true);
   switch (cat.symptom) {
     case Symptom::kNan:
@@ -218,10 +216,10 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
         // No NaN check: the job trains on, every step wasted from here on (its progress
         // is lost back to the last checkpoint before the NaN), and only the sample above
         // shows it. A NaN during a start shows once the job runs (finish_start).
-        if (job_ == JobState::kRunning) {
+        if (job_.state == JobState::kRunning) {
           affects = true;
           job_down();
-          broken_unacted_ = true;
+          job_.broken_unacted = true;
         }
         break;
       }
@@ -233,11 +231,11 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
       affects = strike_hang(f);
       break;
     case Symptom::kSlowdown:
-      if (job_ == JobState::kRunning || job_ == JobState::kStarting) {
+      if (job_.state == JobState::kRunning || job_.state == JobState::kStarting) {
         affects = true;
         if (!f.incident) {  // open before the rate is recomputed: only open slowdowns slow the job
           f.incident = true;
-          open_.push_back(f.id);
+          symptoms_.open().push_back(f.id);
         }
       }
       if (cat.duration_s > 0 && !at_start)
@@ -247,7 +245,8 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
     case Symptom::kManual: {
       // A non-urgent update interrupts nothing by itself: the stack may hold it for its next
       // restart, and a restart it takes for it shows in the ETTR, not as an incident.
-      const bool urgent = cat.non_urgent == 0 || !fault_rng(f, kUrgency).bernoulli(cat.non_urgent);
+      const bool urgent = cat.non_urgent == 0 ||
+                          !symptoms_.rng(f, SymptomModel::kUrgency).bernoulli(cat.non_urgent);
       affects = urgent;
       deliver_at(now_, CodeUpdateRequested{"v" + std::to_string(++code_version_), urgent}, false);
       break;
@@ -256,9 +255,9 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
   if (affects) {
     if (!f.incident) {
       f.incident = true;
-      open_.push_back(f.id);
+      symptoms_.open().push_back(f.id);
     }
-    settle(f, Outcome::kInterrupted);
+    symptoms_.settle(f, Outcome::kInterrupted);
   }
   if (!cat.persistent && !cat.job_bug() && cat.symptom != Symptom::kSlowdown) f.active = false;
   if (cat.job_bug() && !at_start)
@@ -268,14 +267,17 @@ void SimWorld::apply_symptom(Fault& f, bool at_start) {
     // hung). A fault that lasts strikes at the next start on its machine (finish_start);
     // a transient one had nothing to hit.
     if (f.active) {
-      if (std::find(pending_.begin(), pending_.end(), f.id) == pending_.end())
-        pending_.push_back(f.id);
+      if (std::find(symptoms_.pending().begin(), symptoms_.pending().end(), f.id) ==
+          symptoms_.pending().end())
+        symptoms_.pending().push_back(f.id);
     } else {
-      settle(f, Outcome::kAbsorbed);
+      symptoms_.settle(f, Outcome::kAbsorbed);
     }
   }
 }
 
+// The fault clock: a fault's arrival time on it, as a wall instant (kNever when the job
+// is not computing under faults.clock "compute").
 std::int64_t SimWorld::fault_wall_time(std::int64_t arrival) const {
   if (arrival == kNever || !sc_.compute_clock) return arrival;
   if (!computing()) return kNever;
@@ -283,12 +285,13 @@ std::int64_t SimWorld::fault_wall_time(std::int64_t arrival) const {
   return left > horizon_ - now_ ? kNever : now_ + left;
 }
 
+// A steady StepSample of the job now, delivered at `at` (when the policy asked for them).
 void SimWorld::send_sample(std::int64_t at, bool nan) {
-  if (!watch_steps_) return;
+  if (!settings_.watch_steps) return;
   StepSample s;
   s.step = steps_done();
   s.step_time_s =
-      stuck_ ? std::numeric_limits<double>::infinity() : sc_.job.step_time_s / progress_.rate();
+      job_.stuck ? std::numeric_limits<double>::infinity() : sc_.job.step_time_s / progress_.rate();
   s.nan = nan;
   s.steady = true;
   // A NaN's sample reaches the policy even though the job is already down here; the
@@ -296,16 +299,19 @@ void SimWorld::send_sample(std::int64_t at, bool nan) {
   deliver_at(at, std::move(s), !nan);
 }
 
+// Recomputes the progress rate; true when it just turned slow (a report is scheduled).
+// Recomputes the step rate from the open slowdowns; with `sample`, a change while the
+// job runs is sent as a steady StepSample.
 void SimWorld::update_rate(bool sample) {
   // The slowest machine sets the pace (lockstep), as far as the job works around it.
   double rate = 1;
-  for (FaultId id : open_) {
-    const Fault& f = fault_log_[id];
+  for (FaultId id : symptoms_.open()) {
+    const Fault& f = symptoms_.faults()[id];
     if (!f.active || sc_.faults[f.category].symptom != Symptom::kSlowdown) continue;
     for (MachineId m : f.machines) {
       if (!still_on(f, m)) continue;
       int level = 0;
-      for (const auto& [slot, l] : mitigated_)
+      for (const auto& [slot, l] : job_.mitigated)
         if (slot == view_.slot_of(m)) level = l;
       rate = std::min(rate, level == 0 ? 1.0 / fault_ratio(f)
                                        : straggler_rate(view_.spec(), fault_ratio(f), level));
@@ -323,14 +329,16 @@ void SimWorld::update_rate(bool sample) {
   // the next start, as an incident (finish_start).
   const double before = progress_.rate();
   progress_.set_rate(rate);
-  if (sample && progress_.rate() != before && job_ == JobState::kRunning && !stuck_)
+  if (sample && progress_.rate() != before && job_.state == JobState::kRunning && !job_.stuck)
     send_sample(now_, false);
 }
 
+// Resolves the open incidents that no longer affect the job; appends their ids to
+// `resolved` when given.
 void SimWorld::resolve_open(bool at_start, std::vector<FaultId>* resolved) {
-  std::size_t still = 0;  // open_ compacted in place
-  for (FaultId id : open_) {
-    Fault& f = fault_log_[id];
+  std::size_t still = 0;  // symptoms_.open() compacted in place
+  for (FaultId id : symptoms_.open()) {
+    Fault& f = symptoms_.faults()[id];
     bool affecting = false;
     if (f.active) {
       if (sc_.faults[f.category].job_bug()) affecting = true;
@@ -338,7 +346,7 @@ void SimWorld::resolve_open(bool at_start, std::vector<FaultId>* resolved) {
         if (still_on(f, m)) affecting = true;
     }
     if (affecting) {
-      open_[still++] = id;
+      symptoms_.open()[still++] = id;
     } else {
       f.resolved = now_;
       // At a start the caller credits the start's mechanism (finish_start).
@@ -346,57 +354,61 @@ void SimWorld::resolve_open(bool at_start, std::vector<FaultId>* resolved) {
       if (resolved) resolved->push_back(id);
     }
   }
-  open_.resize(still);
+  symptoms_.open().resize(still);
 }
 
 void SimWorld::mark_acted() {
-  broken_unacted_ = false;
-  for (FaultId id : open_) {
-    Fault& f = fault_log_[id];
+  job_.broken_unacted = false;
+  for (FaultId id : symptoms_.open()) {
+    Fault& f = symptoms_.faults()[id];
     if (f.detected < 0) f.detected = now_;
   }
 }
 
+// What the internal events do (sim_world.cc, sim_symptoms.cc, sim_fleet.cc).
 void SimWorld::fault_ended(FaultId id) {
-  Fault& f = fault_log_[id];
+  Fault& f = symptoms_.faults()[id];
   if (!f.active) return;
   f.active = false;
-  settle(f, Outcome::kAbsorbed);  // a transient slowdown over before the job felt it
+  symptoms_.settle(f, Outcome::kAbsorbed);  // a transient slowdown over before the job felt it
   for (MachineId m : f.machines)
-    if (broken_[m] == f.id + 1) broken_[m] = 0;
+    if (fleet_.broken[m] == f.id + 1) fleet_.broken[m] = 0;
   update_rate(true);
-  if (job_ == JobState::kRunning) resolve_open(false);
+  if (job_.state == JobState::kRunning) resolve_open(false);
 }
 
 void SimWorld::replay_done(ActionId action) {
-  auto it = replays_.find(action);
-  if (it == replays_.end()) return;
+  auto it = diagnoses_.replays.find(action);
+  if (it == diagnoses_.replays.end()) return;
   ReplayResult r{action, {}};
   bool code_fault = false;  // the job's own code (or its data) fails on every group
-  for (FaultId id : open_)
-    if (fault_log_[id].active && sc_.faults[fault_log_[id].category].job_bug()) code_fault = true;
+  for (FaultId id : symptoms_.open())
+    if (symptoms_.faults()[id].active && sc_.faults[symptoms_.faults()[id].category].job_bug())
+      code_fault = true;
   for (const auto& group : it->second.groups) {
     bool failed = code_fault;
     for (MachineId m : group) {
-      if (m < 0 || m >= view_.machine_count() || !broken_[m]) continue;
-      Fault& f = fault_log_[broken_[m] - 1];
-      if (fault_rng(f, kReplayDraw)
+      if (m < 0 || m >= view_.machine_count() || !fleet_.broken[m]) continue;
+      Fault& f = symptoms_.faults()[fleet_.broken[m] - 1];
+      if (symptoms_.rng(f, SymptomModel::kReplayDraw)
               .bernoulli(scenarios::default_recall(sc_.faults[f.category], "replay")))
         failed = true;
     }
     r.group_failed.push_back(failed);
   }
-  replays_.erase(it);
+  diagnoses_.replays.erase(it);
   deliver_at(now_, std::move(r), false);
 }
 
+// A grouped inter_all_gather (the pairwise check): each group's ring all-gather, all
+// groups at once, timed by the fluid model with every slow link's cap; seconds per group.
 std::vector<double> SimWorld::time_groups(const std::vector<MachineSet>& groups) const {
   // A slow link runs at 1/slowdown_factor of its bandwidth: its machine's NIC, for every
   // active link fault on it (the slowest wins).
   std::map<int, double> degraded;
-  for (const auto* list : {&open_, &pending_})
+  for (const auto* list : {&symptoms_.open(), &symptoms_.pending()})
     for (FaultId id : *list) {
-      const Fault& f = fault_log_[id];
+      const Fault& f = symptoms_.faults()[id];
       const auto& cat = sc_.faults[f.category];
       if (!f.active || !cat.link_only) continue;
       for (MachineId m : f.machines)
@@ -428,25 +440,25 @@ std::vector<double> SimWorld::time_groups(const std::vector<MachineSet>& groups)
 }
 
 void SimWorld::deliver_probe(ActionId id) {
-  auto it = probes_.find(id);
-  if (it == probes_.end()) return;
+  auto it = diagnoses_.probes.find(id);
+  if (it == diagnoses_.probes.end()) return;
   const RunProbe& p = it->second;
   const int kind = static_cast<int>(p.test);
   const std::string test = probe_key(p.test);
   const double fp = scenarios::false_positive(sc_.diagnosis, test);
   ProbeResult r{id, p.test, {}, false};
-  auto timed = group_seconds_.find(id);
+  auto timed = diagnoses_.group_seconds.find(id);
   // Healthy machines fail a test independently with probability fp. The false failures
   // are found by geometric skips over the healthy machines, from one stream per probe (the
   // replica's n-th test of this kind): the distribution of one draw per machine, in draws
   // per false failure instead of per machine, which made a test of every machine O(N).
-  Rng fp_rng({sc_.seed, replica_, 0xF9ull, static_cast<std::uint64_t>(kind), probes_of_[kind]++});
+  Rng fp_rng = symptoms_.false_failure_rng(kind);
   std::uint64_t skip = fp > 0 ? fp_rng.geometric(fp) : ~std::uint64_t{0};
   // A grouped probe tests the machines of its groups, in order; a group fails with any of
   // them (the collective errors), or when it ran into the deadline.
   std::vector<MachineId> order;
   std::vector<int> group_of;
-  if (timed != group_seconds_.end()) {
+  if (timed != diagnoses_.group_seconds.end()) {
     for (std::size_t g = 0; g < p.groups.size(); ++g)
       for (MachineId m : p.groups[g]) {
         order.push_back(m);
@@ -457,22 +469,22 @@ void SimWorld::deliver_probe(ActionId id) {
     for (std::size_t g = 0; g < p.groups.size(); ++g)
       if (r.group_seconds[g] >= p.deadline.to_seconds() - sc_.diagnosis.group_setup_s)
         r.group_failed[g] = r.timed_out = true;
-    group_seconds_.erase(timed);
+    diagnoses_.group_seconds.erase(timed);
   }
   const MachineSet& tested = order.empty() ? p.machines : order;
   for (std::size_t i = 0; i < tested.size(); ++i) {
     const MachineId m = tested[i];
     if (m < 0 || m >= view_.machine_count()) continue;
     bool fails;
-    if (broken_[m]) {
-      Fault& f = fault_log_[broken_[m] - 1];
-      fails = fault_rng(f, kProbe0 + kind)
+    if (fleet_.broken[m]) {
+      Fault& f = symptoms_.faults()[fleet_.broken[m] - 1];
+      fails = symptoms_.rng(f, SymptomModel::kProbe0 + kind)
                   .bernoulli(scenarios::default_recall(sc_.faults[f.category], test));
     } else {
       fails = skip == 0;
       skip = fails ? fp_rng.geometric(fp) : skip - 1;
       if (fails) {
-        fp_failed_[m] = true;
+        fleet_.fp_failed[m] = true;
         ++result_.false_failures;
       }
     }
@@ -480,7 +492,7 @@ void SimWorld::deliver_probe(ActionId id) {
       r.group_failed[group_of[i]] = true;
     } else if (fails) {
       r.failed.push_back(m);
-      evidence_[m] = true;
+      fleet_.evidence[m] = true;
     }
   }
   // Which machine of a failed group is at fault, the group cannot say: it lists them all,
@@ -491,7 +503,7 @@ void SimWorld::deliver_probe(ActionId id) {
         r.failed.insert(r.failed.end(), p.groups[g].begin(), p.groups[g].end());
     std::sort(r.failed.begin(), r.failed.end());
   }
-  probes_.erase(it);
+  diagnoses_.probes.erase(it);
   deliver_at(now_, std::move(r), false);
 }
 
@@ -501,18 +513,18 @@ StackSignatures SimWorld::stack_signatures() const {
   // send/recv, everyone else waits in the data-parallel gradient sync; in a slowdown
   // the slow machine is still computing while the rest wait for it.
   StackSignatures sig;
-  if (job_ != JobState::kRunning) {  // nothing left to capture
+  if (job_.state != JobState::kRunning) {  // nothing left to capture
     sig.assign(view_.slots(), 0);
     return sig;
   }
   MachineId culprit = kNoMachine;
   bool hang = false;
-  for (FaultId id : open_) {
-    const Fault& f = fault_log_[id];
+  for (FaultId id : symptoms_.open()) {
+    const Fault& f = symptoms_.faults()[id];
     const auto sym = sc_.faults[f.category].symptom;
     // A slow link leaves every rank waiting in the same collective, its own included.
     if (!f.active || f.machines.empty() || sc_.faults[f.category].link_only) continue;
-    if ((stuck_ && sym == Symptom::kHang) || (!stuck_ && sym == Symptom::kSlowdown)) {
+    if ((job_.stuck && sym == Symptom::kHang) || (!job_.stuck && sym == Symptom::kSlowdown)) {
       culprit = f.machines.front();
       hang = sym == Symptom::kHang;
     }

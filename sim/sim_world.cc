@@ -1,62 +1,24 @@
-// SimWorld's core: construction, the event queue and its clock, the accounting of lost
-// time by phase, the run loop with its SimGrid actors, starts and restores, timers and
-// network transfers. The actions a policy takes are in sim_actions.cc, the symptom model
+// SimWorld's core: construction, the clock and the event loop (the queue is an EventQueue,
+// the transfers are Batches), dispatch, the accounting of lost time by phase, starts and
+// restores, timers. The actions a policy takes are in sim_actions.cc, the symptom model
 // (ground truth to observation) in sim_symptoms.cc, the fleet in sim_fleet.cc.
 #include "sim/sim_world.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <simgrid/s4u.hpp>
 #include <stdexcept>
 
 #include "sim/sim_world_internal.h"
 
 namespace faultline::sim {
 
-namespace sg4 = simgrid::s4u;
 using scenarios::FaultScope;
 using scenarios::Symptom;
 
 using internal::kNever;
 using internal::Overloaded;
 using internal::secs;
-
-namespace {
-// Bad machines (cluster.repair): in machine-scope hardware categories a bad machine fails
-// bad_rate_factor (k) times as often as a good one and the category's rate λ stays the
-// population mean, so a good machine fails at λ/(1-f+f·k). Arrivals are drawn at the bad
-// machines' rate λ·k/(1-f+f·k) on every slot and thinned by the machine that is there
-// (kept with probability 1 for a bad machine, 1/k for a good one).
-bool hardware(const scenarios::FaultCategory& c) {
-  return c.scope == FaultScope::kMachine && !c.job_bug() && c.symptom != Symptom::kManual &&
-         c.rate_per_machine_day > 0;
-}
-double thin_factor(const scenarios::Scenario& sc, const scenarios::FaultCategory& c) {
-  const double f = sc.repair.bad_fraction, k = sc.repair.bad_rate_factor;
-  if (!hardware(c) || !sc.repair.bad_model() || k <= 1) return 1;
-  return k / (1 - f + f * k);
-}
-std::vector<scenarios::FaultCategory> arrival_categories(const scenarios::Scenario& sc) {
-  std::vector<scenarios::FaultCategory> cats = sc.faults;
-  for (auto& c : cats) c.rate_per_machine_day *= thin_factor(sc, c);
-  return cats;
-}
-}  // namespace
-
-// How the replica waits on SimGrid while real batches run: an untimed wait on `cv`, woken by a
-// batch's completion (`batch_done`) or by an alarm actor at the deadline. Not a timed wait:
-// SimGrid 3.32 keeps a timed wait's timeout armed after a notify wakes the waiter, and the
-// timeout, firing after the replica ended, reads the freed condition variable (seen as a
-// crash at the end of a replica whose batches overlapped). An alarm holds the condition
-// variable and the flags it needs, so it outlives the replica harmlessly.
-struct SimWorld::SgSync {
-  sg4::MutexPtr mutex = sg4::Mutex::create();
-  sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
-  bool batch_done = false;
-  // The wait an alarm belongs to: a stale alarm (its wait was ended by a batch) stays quiet.
-  std::shared_ptr<std::uint64_t> wait = std::make_shared<std::uint64_t>(0);
-};
 
 SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platform& platform,
                    FlowNet& flows, const Registry& registry, std::uint64_t replica, RunOptions opt)
@@ -69,31 +31,14 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
       replica_(replica),
       opt_(opt),
       policy_rng_({sc.seed, replica, 0x9011C7ull}),
-      faults_(arrival_categories(sc), sc.cluster.machines, sc.cluster.rack_size, sc.seed, replica,
-              trace_arrivals(sc, replica)) {
+      faults_(SymptomModel::arrival_categories(sc), sc.cluster.machines, sc.cluster.rack_size,
+              sc.seed, replica, trace_arrivals(sc, replica)),
+      symptoms_(sc, replica),
+      fleet_(sc, replica, view_.machine_count(), view_.nvlink_domains()),
+      batches_(platform, flows),
+      job_(view_.slots()) {
   horizon_ = Duration::days(sc.job.horizon_days).ns;
   if (sc.job.work_days > 0) work_ = Duration::days(sc.job.work_days).ns;
-  preemptible_left_ =
-      sc.repair.fleet == scenarios::RepairSpec::Fleet::kFinite ? sc.repair.preemptible_machines : 0;
-  fresh_.assign(view_.slots(), false);  // the first start loads initial weights, not a checkpoint
-  for (const auto& c : sc.faults) thin_.push_back(thin_factor(sc, c));
-  const std::size_t expect =
-      static_cast<std::size_t>(view_.machine_count()) * 5 / 4 + 16;  // replacements come later
-  for (auto* v : {&broken_}) v->reserve(expect);
-  bad_.reserve(expect);
-  for (auto* v : {&evidence_, &fp_failed_}) v->reserve(expect);
-  health_checks_of_.reserve(expect);
-  failures_.reserve(expect);
-  hits_.reserve(expect);
-  repairs_of_.reserve(expect);
-  for (MachineId m = 0; m < view_.machine_count(); ++m) track_machine(m, true);
-  spares_left_ = sc.repair.spare_machines >= 0
-                     ? sc.repair.spare_machines
-                     : static_cast<int>(std::lround(0.048 * sc.cluster.machines));
-  if (sc.cluster.nvlink_spares > 0) {  // the spares are the trays each domain leaves free
-    domain_free_.assign(static_cast<std::size_t>(view_.nvlink_domains()), sc.cluster.nvlink_spares);
-    spares_left_ = view_.nvlink_domains() * sc.cluster.nvlink_spares;
-  }
   if (view_.tp_span() > 1) cross_ = sc.job.cross_domain_slowdown;
   progress_.set_record_segments(opt_.timeline);
   result_.replica = replica;
@@ -101,26 +46,14 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
   result_.resolved_by.assign(kMechanisms, 0);
 }
 
-SimWorld::~SimWorld() { *alive_ = false; }
+SimWorld::~SimWorld() = default;
 
 // ---------------------------------------------------------------- queue and clock
 
-void SimWorld::push(std::int64_t at, Payload p) {
-  std::uint32_t slot;
-  if (free_.empty()) {
-    slot = static_cast<std::uint32_t>(payloads_.size());
-    payloads_.push_back(std::move(p));
-  } else {
-    slot = free_.back();
-    free_.pop_back();
-    payloads_[slot] = std::move(p);
-  }
-  heap_.push_back(Key{at, seq_++, slot});
-  std::push_heap(heap_.begin(), heap_.end(), Later{});
-}
+void SimWorld::push(std::int64_t at, Payload p) { queue_.push(at, std::move(p)); }
 
 void SimWorld::deliver_at(std::int64_t at, Event e, bool epoch_bound) {
-  push(at, Deliver{std::move(e), epoch_bound ? epoch_ : -1});
+  push(at, queued::Deliver{std::move(e), epoch_bound ? job_.epoch : -1});
 }
 
 void SimWorld::account(std::int64_t t) {
@@ -128,30 +61,30 @@ void SimWorld::account(std::int64_t t) {
   const std::int64_t dt = t - accounted_;
   Breakdown& b = result_.breakdown;
   Attributed& a = result_.attributed;
-  switch (job_) {
+  switch (job_.state) {
     case JobState::kRunning:
-      if (stuck_) {
+      if (job_.stuck) {
         b.detection += dt;
       } else {
         const std::int64_t saving = b.checkpoint;
         progress_.run(accounted_, dt, b);
-        if (mfu_blocking_) a.mfu_checkpoint += b.checkpoint - saving;
+        if (settings_.mfu_blocking) a.mfu_checkpoint += b.checkpoint - saving;
         exposed_ += dt;
       }
       break;
     case JobState::kStarting:
-      if (stage_ == StartStage::kRestore) {
+      if (job_.stage == StartStage::kRestore) {
         b.restore += dt;
       } else {
         b.failover += dt;
-        (in_place_ ? a.inplace_init : a.init) += dt;
+        (job_.in_place ? a.inplace_init : a.init) += dt;
       }
       break;
     case JobState::kDown:
     case JobState::kIdle:
-      if (broken_unacted_)
+      if (job_.broken_unacted)
         b.detection += dt;
-      else if (waiting_for_machines()) {
+      else if (fleet_.waiting_for_machines()) {
         b.waiting_for_machines += dt;
         if (opt_.timeline) {
           if (!waits_.empty() && waits_.back().second == accounted_)
@@ -159,7 +92,7 @@ void SimWorld::account(std::int64_t t) {
           else
             waits_.emplace_back(accounted_, t);
         }
-      } else if (!acquiring_.empty()) {
+      } else if (!fleet_.acquiring.empty()) {
         b.failover += dt;
         attribute_acquiring(dt);
       } else {
@@ -171,10 +104,12 @@ void SimWorld::account(std::int64_t t) {
   accounted_ = t;
 }
 
+// account()'s share of `dt` of failover with acquisitions under way, and of diagnosis,
+// to the parts of Attributed that one input sets.
 void SimWorld::attribute_acquiring(std::int64_t dt) {
   Attributed& a = result_.attributed;
   bool scheduler = false, waking = false;
-  for (const Acquire& q : acquiring_) {
+  for (const Acquire& q : fleet_.acquiring) {
     if (q.mode == AcquireMode::kRequeue) {
       a.requeue += dt;
       return;
@@ -190,12 +125,12 @@ void SimWorld::attribute_acquiring(std::int64_t dt) {
 
 void SimWorld::attribute_diagnosis(std::int64_t dt) {
   Attributed& a = result_.attributed;
-  if (ended_)
+  if (job_.ended)
     a.on_call += dt;
-  else if (!replays_.empty())
+  else if (!diagnoses_.replays.empty())
     a.replay += dt;
-  else if (!probes_.empty())
-    a.probe[static_cast<int>(probes_.begin()->second.test)] += dt;
+  else if (!diagnoses_.probes.empty())
+    a.probe[static_cast<int>(diagnoses_.probes.begin()->second.test)] += dt;
 }
 
 void SimWorld::advance_to(std::int64_t t) {
@@ -204,18 +139,14 @@ void SimWorld::advance_to(std::int64_t t) {
 }
 
 ReplicaResult SimWorld::run() {
-  sync_ = std::make_unique<SgSync>();
-  sg_base_ = sg4::Engine::get_clock();
-  real_at_start_ = flows_.real_batches();
-  cached_at_start_ = flows_.cached_batches();
-  if (pool_target_ < 0) pool_target_ = sc_.cluster.standby_machines;
+  batches_.begin();
+  if (fleet_.pool_target < 0) fleet_.pool_target = sc_.cluster.standby_machines;
   start_warnings();
   policy_->start(*this);
   const bool finished = run_events();
   // Batches still under way at the horizon leave the network with this world (the
   // replicas forked from this one start on an idle network).
-  abandon_batches();
-  *alive_ = false;
+  batches_.end();
   // Horizon (or the work done): progress since the last checkpoint is kept.
   progress_.keep(result_.breakdown);
   const std::int64_t end = now_;  // the horizon, or the instant the work was done
@@ -226,15 +157,15 @@ ReplicaResult SimWorld::run() {
   result_.machines_used = view_.machine_count();
   // A finite fleet that can no longer field the job: it waits for machines and none is
   // coming (retirements took them; nothing in repair, nothing left to preempt).
-  result_.depleted = !finished && waiting_for_machines() && in_repair_ == 0 && preempting_ == 0 &&
-                     preemptible_left_ == 0;
+  result_.depleted = !finished && fleet_.waiting_for_machines() && fleet_.in_repair == 0 &&
+                     fleet_.preempting == 0 && fleet_.preemptible_left == 0;
   result_.ettr = static_cast<double>(result_.breakdown.productive) / static_cast<double>(end);
   result_.checkpoints = progress_.checkpoints();
   result_.steps =
       static_cast<std::int64_t>(result_.breakdown.productive / (sc_.job.step_time_s * 1e9));
   result_.events = events_;
-  result_.flow_batches_real = flows_.real_batches() - real_at_start_;
-  result_.flow_batches_cached = flows_.cached_batches() - cached_at_start_;
+  result_.flow_batches_real = batches_.real_batches();
+  result_.flow_batches_cached = batches_.cached_batches();
   record_outcomes(end);
   check_ledger();
   if (opt_.timeline) record_timeline(end);
@@ -243,9 +174,10 @@ ReplicaResult SimWorld::run() {
 
 // The event loop: faults, queued events and SimGrid's transfers in time order until the
 // horizon (false) or, for a job of fixed work, until the work is done (true).
+// run()'s parts: the event loop (true when the job's work was done), then the result.
 bool SimWorld::run_events() {
   while (true) {
-    const std::int64_t t_queue = heap_.empty() ? kNever : heap_.front().at;
+    const std::int64_t t_queue = queue_.empty() ? kNever : queue_.next_at();
     const std::int64_t t_fault = fault_wall_time(faults_.peek_time());
     // A job of fixed work ends when its productive time reaches the work.
     const std::int64_t t_done =
@@ -253,24 +185,9 @@ bool SimWorld::run_events() {
             ? now_ + progress_.wall_to_gain(work_ - result_.breakdown.productive)
             : kNever;
     const std::int64_t t_next = std::min({t_queue, t_fault, horizon_, t_done});
-    if (real_in_flight_ > 0 && t_next > now_) {
-      // Let SimGrid run the transfers until our next event or a batch completion.
-      std::unique_lock lock(*sync_->mutex);
-      const double deadline = sg_base_ + t_next * 1e-9;
-      const std::uint64_t mine = ++*sync_->wait;
-      sg4::Actor::create("alarm", platform_.control_host(),
-                         [cv = sync_->cv, wait = sync_->wait, mine, deadline] {
-                           sg4::this_actor::sleep_until(deadline);
-                           if (*wait == mine) cv->notify_all();
-                         });
-      sync_->batch_done = false;
-      sync_->cv->wait(lock);
-      ++*sync_->wait;  // its alarm, if still asleep, is stale now
-      if (sync_->batch_done) {
-        // A batch finished and queued its completion at the current SimGrid time.
-        continue;
-      }
-    }
+    // Let SimGrid run the transfers until our next event or a batch completion; a batch
+    // that finished queued its completion at the current SimGrid time.
+    if (batches_.real_under_way() && t_next > now_ && batches_.wait(t_next)) continue;
     if (t_next >= horizon_) {
       advance_to(horizon_);
       return false;
@@ -287,11 +204,7 @@ bool SimWorld::run_events() {
       inject(faults_.next());
       continue;
     }
-    std::pop_heap(heap_.begin(), heap_.end(), Later{});
-    const Key key = heap_.back();
-    heap_.pop_back();
-    Item item{key.at, key.seq, std::move(payloads_[key.slot])};
-    free_.push_back(key.slot);
+    Item item = queue_.pop();
     // A policy that keeps acting without time passing would never end; stop it loudly.
     same_instant_ = item.at == now_ ? same_instant_ + 1 : 0;
     if (same_instant_ > 100000)
@@ -304,7 +217,7 @@ bool SimWorld::run_events() {
 
 // Each fault's outcome and each incident's costs, by category; the costliest incident.
 void SimWorld::record_outcomes(std::int64_t end) {
-  for (const Fault& f : fault_log_) {
+  for (const Fault& f : symptoms_.faults()) {
     auto& c = result_.categories[f.category];
     const int o = f.incident                        ? kOutcomeInterrupted
                   : f.outcome == Outcome::kCaught   ? kOutcomeCaught
@@ -375,23 +288,23 @@ void SimWorld::record_timeline(std::int64_t end) {
 
 void SimWorld::dispatch(Item& item) {
   std::visit(Overloaded{
-                 [&](Deliver& d) {
-                   if (d.epoch >= 0 && d.epoch != epoch_) return;
+                 [&](queued::Deliver& d) {
+                   if (d.epoch >= 0 && d.epoch != job_.epoch) return;
                    ++events_;
                    MachineId named = kNoMachine;
                    if (const auto* a = std::get_if<InspectionAlert>(&d.event)) named = a->machine;
                    if (const auto* x = std::get_if<ProcessExit>(&d.event)) named = x->machine;
                    if (const auto* x = std::get_if<StartFailed>(&d.event)) named = x->machine;
-                   if (named >= 0 && named < static_cast<MachineId>(evidence_.size()))
-                     evidence_[named] = true;
+                   if (named >= 0 && named < static_cast<MachineId>(fleet_.evidence.size()))
+                     fleet_.evidence[named] = true;
                    if (same_instant_ > 99990) last_event_ += " | " + describe(d.event);
                    if (opt_.decisions)
                      result_.decisions.push_back(std::to_string(now_ * 1e-9) + " event " +
                                                  describe(d.event));
                    policy_->on_event(d.event, *this);
                  },
-                 [&](TimerItem& t) {
-                   if (cancelled_[t.id]) return;
+                 [&](queued::TimerItem& t) {
+                   if (timers_.cancelled(t.id)) return;
                    ++events_;
                    policy_->on_event(TimerFired{t.id, t.tag}, *this);
                  },
@@ -406,13 +319,13 @@ void SimWorld::dispatch(Item& item) {
 // ---------------------------------------------------------------- ground truth
 
 void SimWorld::job_down() {
-  lost_in_memory_ += progress_.pending_ns();  // the survivors still hold it (in-place restarts)
+  job_.lost_in_memory += progress_.pending_ns();  // the survivors still hold it (in-place restarts)
   progress_.lose(result_.breakdown);
-  mitigated_.clear();  // the next start lays the job out afresh
+  job_.mitigated.clear();  // the next start lays the job out afresh
   if (!migrations_.empty()) abandon_migrations();
-  job_ = JobState::kDown;
-  stuck_ = false;
-  ++epoch_;
+  job_.state = JobState::kDown;
+  job_.stuck = false;
+  ++job_.epoch;
 }
 
 std::int64_t SimWorld::steps_done() const {
@@ -421,19 +334,10 @@ std::int64_t SimWorld::steps_done() const {
 
 // ---------------------------------------------------------------- transfers
 
+// A whole-job batch (every slot from storage), built and hashed once per replica.
 void SimWorld::run_whole_job_batch(int kind, double bytes, Internal done) {
-  auto it = whole_job_.find({kind, bytes});
-  if (it == whole_job_.end()) {
-    std::vector<Transfer> batch;
-    batch.reserve(view_.slots());
-    for (SlotId s = 0; s < view_.slots(); ++s)
-      batch.push_back(
-          {platform_.storage_host(s % platform_.storage_hosts()), platform_.slot_host(s), bytes});
-    FlowNet::Key key = FlowNet::key_of(batch);
-    it = whole_job_.emplace(std::make_pair(kind, bytes), std::make_pair(std::move(batch), key))
-             .first;
-  }
-  run_batch_keyed(it->second.first, it->second.second, done);
+  const auto& [batch, key] = batches_.whole_job(kind, bytes, view_.slots());
+  run_batch_keyed(batch, key, done);
 }
 
 void SimWorld::run_batch(std::vector<Transfer> batch, Internal done) {
@@ -447,69 +351,29 @@ void SimWorld::run_batch(std::vector<Transfer> batch, Internal done) {
 
 void SimWorld::run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key,
                                Internal done) {
-  // On an idle network a batch's time is known in closed form (SimGrid's cost for it is
-  // quadratic in its transfers); SimGrid runs the batches that share the network.
-  std::int64_t d =
-      flows_.cached(key);  // one lookup: -1 when unknown or while the network is shared
-  if (d < 0 && flows_.in_flight() == 0) {
-    d = flows_.fluid_duration(batch);
-    flows_.remember(key, d);
-  }
-  if (d >= 0) {
-    flows_.count_hit();
-    flows_.hold();
-    underway_.push_back({0, ++next_hold_});
-    push(now_ + d, Internal{Internal::kHoldEnd, next_hold_});  // releases the hold
-    push(now_ + d, done);
+  std::uint64_t hold = 0;
+  const std::int64_t d = batches_.memoised(batch, key, &hold);
+  if (d < 0) {
+    batches_.start(batch, key, now_,
+                   [this, done](std::int64_t sg_ns) { push(std::max(now_, sg_ns), done); });
     return;
   }
-  // Bring SimGrid's clock to our time, then run the transfers for real.
-  sg4::this_actor::sleep_until(sg_base_ + now_ * 1e-9);
-  ++real_in_flight_;
-  auto id = std::make_shared<FlowNet::BatchId>(0);
-  *id = flows_.start(batch, key, [this, alive = alive_, done, id](std::int64_t) {
-    if (!*alive) return;  // the replica ended before this batch did
-    --real_in_flight_;
-    std::erase_if(underway_, [&](const Underway& u) { return u.real == *id; });
-    const std::int64_t at =
-        std::max(now_, Duration::round_ns((sg4::Engine::get_clock() - sg_base_) * 1e9));
-    push(at, done);
-    sync_->batch_done = true;
-    sync_->cv->notify_all();
-  });
-  underway_.push_back({*id, 0});
-}
-
-void SimWorld::new_batch_token() {
-  ++batch_token_;
-  abandon_batches();
-}
-
-void SimWorld::abandon_batches() {
-  for (const Underway& u : underway_) {
-    if (u.real) {
-      flows_.cancel(u.real);
-      --real_in_flight_;
-    } else {
-      flows_.release();
-    }
-  }
-  underway_.clear();
+  push(now_ + d, Internal{Internal::kHoldEnd, hold});  // releases the hold
+  push(now_ + d, done);
 }
 
 void SimWorld::on_internal(const Internal& in) {
   switch (in.kind) {
     case Internal::kHoldEnd: {
       // A memoised batch ends (unless it was given up and released already).
-      const auto n = std::erase_if(
-          underway_, [&](const Underway& u) { return u.real == 0 && u.hold == in.token; });
-      if (n) flows_.release();
+      batches_.end_hold(in.token);
       return;
     }
     case Internal::kFaultEnd:
       return fault_ended(in.token);
     case Internal::kWatchdog: {
-      if (static_cast<std::int64_t>(in.token) != epoch_ || job_ != JobState::kRunning || !stuck_)
+      if (static_cast<std::int64_t>(in.token) != job_.epoch || job_.state != JobState::kRunning ||
+          !job_.stuck)
         return;
       const std::int64_t step = steps_done();
       job_down();
@@ -521,9 +385,9 @@ void SimWorld::on_internal(const Internal& in) {
     case Internal::kAcquireScheduled:
       return acquire_scheduled(in.token);
     case Internal::kAcquirePulled: {
-      auto it = std::find_if(acquiring_.begin(), acquiring_.end(),
+      auto it = std::find_if(fleet_.acquiring.begin(), fleet_.acquiring.end(),
                              [&](const Acquire& a) { return a.id == in.token; });
-      if (it == acquiring_.end()) return;
+      if (it == fleet_.acquiring.end()) return;
       acquire_part_done(in.token);
       return;
     }
@@ -533,7 +397,7 @@ void SimWorld::on_internal(const Internal& in) {
       const MachineId m = draw_machine();
       if (m == kNoMachine)
         return want_machine(0, -1);  // still under way, until a machine comes free
-      --refills_;
+      --fleet_.refills;
       park_standby(m);
       return;
     }
@@ -546,9 +410,9 @@ void SimWorld::on_internal(const Internal& in) {
     case Internal::kReplayDone:
       return replay_done(in.token);
     case Internal::kCodeFixed: {
-      Fault& f = fault_log_[in.token];
+      Fault& f = symptoms_.faults()[in.token];
       f.active = false;  // a fix shipped by hand; the next restart runs clean
-      settle(f, Outcome::kAbsorbed);
+      symptoms_.settle(f, Outcome::kAbsorbed);
       return;
     }
     case Internal::kOnCallDone:
@@ -567,16 +431,16 @@ void SimWorld::on_internal(const Internal& in) {
     case Internal::kRejoined:
       return rejoined(in.token);
     case Internal::kPreempted: {
-      --preempting_;
+      --fleet_.preempting;
       ++result_.preemptions;
       machine_free(new_machine(true), false);
       return;
     }
     case Internal::kStartInit:
-      if (in.token != batch_token_ || job_ != JobState::kStarting) return;
+      if (in.token != batches_.token() || job_.state != JobState::kStarting) return;
       return start_init();
     case Internal::kStartRestored: {
-      if (in.token != batch_token_ || job_ != JobState::kStarting) return;
+      if (in.token != batches_.token() || job_.state != JobState::kStarting) return;
       finish_start();
       return;
     }
@@ -589,24 +453,24 @@ void SimWorld::on_call_done() {
   // the job. Its stack starts afresh, as a relaunched controller does: nothing of the
   // ended run's state survives, and its timers never fire.
   int fixed = 0;
-  for (Fault& f : fault_log_) {
+  for (Fault& f : symptoms_.faults()) {
     if (!f.active || !sc_.faults[f.category].job_bug()) continue;
     f.active = false;
-    settle(f, Outcome::kAbsorbed);
+    symptoms_.settle(f, Outcome::kAbsorbed);
     ++fixed;
   }
-  ended_ = false;
-  ended_verdict_.clear();
-  cancelled_.assign(next_timer_, true);
+  job_.ended = false;
+  job_.ended_verdict.clear();
+  timers_.cancel_all();
   note("the on-call fixed " + std::to_string(fixed) +
        " code or data bug(s) and requeues the job: the stack "
        "starts afresh");
   policy_ = registry_.make(sc_.policy, sc_.policy_params);
   policy_->start(*this);
-  if (oracle_) {
+  if (settings_.oracle) {
     // An oracle is told of every fault at once: the new one, of those that still
     // break machines of the job (the ended one was told and did nothing).
-    for (const Fault& f : fault_log_) {
+    for (const Fault& f : symptoms_.faults()) {
       if (!f.active || f.machines.empty()) continue;
       bool here = false;
       for (MachineId m : f.machines) here |= view_.slot_of(m) >= 0;
@@ -618,25 +482,25 @@ void SimWorld::on_call_done() {
 // The restore of a start: from the remote checkpoint, or from each fresh slot's in-memory
 // backup on its peer (the whole job falls back to the remote one when a backup is lost).
 void SimWorld::start_init() {
-  stage_ = StartStage::kRestore;
+  job_.stage = StartStage::kRestore;
   std::vector<Transfer> restore;
   const double bytes = sc_.job.checkpoint_bytes_per_machine;
-  const Internal restored{Internal::kStartRestored, batch_token_};
-  if (in_place_) {  // each restarted slot's state from its data-parallel peer's memory
-    for (SlotId s : restarted_slots())
+  const Internal restored{Internal::kStartRestored, batches_.token()};
+  if (job_.in_place) {  // each restarted slot's state from its data-parallel peer's memory
+    for (SlotId s : job_.restarted_slots())
       if (bytes > 0)
         restore.push_back({platform_.slot_host(dp_peer(s)), platform_.slot_host(s), bytes});
     run_batch(std::move(restore), restored);
     return;
   }
-  if (bytes > 0 && tier_ == CheckpointTier::kRemote) {
+  if (bytes > 0 && settings_.tier == CheckpointTier::kRemote) {
     run_whole_job_batch(1, bytes, restored);
     return;
   }
   bool peer_lost = false;
   // Only the slots that got a machine (in slot order, as the transfer list's key needs).
-  std::sort(fresh_slots_.begin(), fresh_slots_.end());
-  for (SlotId s : fresh_slots_) {
+  std::sort(job_.fresh_slots.begin(), job_.fresh_slots.end());
+  for (SlotId s : job_.fresh_slots) {
     // kMemoryWithPeer: the backup copy lives on a peer that shares none of the slot's
     // TP, PP or DP groups (the next pipeline, next stage), so evicting a whole group
     // keeps it. kMemory (Gemini-style): on the next machine, the next stage of the same
@@ -644,9 +508,10 @@ void SimWorld::start_init() {
     // A job of PP + 1 machines has no such peer ((s + PP + 1) mod N is s itself): the
     // backup is on the next machine, as on a job that small every machine shares a group.
     SlotId peer = (s + 1) % view_.slots();
-    if (tier_ == CheckpointTier::kMemoryWithPeer && (s + sc_.cluster.pp + 1) % view_.slots() != s)
+    if (settings_.tier == CheckpointTier::kMemoryWithPeer &&
+        (s + sc_.cluster.pp + 1) % view_.slots() != s)
       peer = (s + sc_.cluster.pp + 1) % view_.slots();
-    if (fresh_[peer] || peer == s) {
+    if (job_.fresh[peer] || peer == s) {
       peer_lost = true;
       break;
     }
@@ -656,7 +521,8 @@ void SimWorld::start_init() {
     // Both copies of some shard are gone: back to the last remote checkpoint.
     ++result_.remote_fallbacks;
     const std::int64_t committed = progress_.committed_ns();
-    progress_.roll_back_committed(committed - committed % remote_interval_, result_.breakdown);
+    progress_.roll_back_committed(committed - committed % settings_.remote_interval,
+                                  result_.breakdown);
     if (bytes > 0) {
       run_whole_job_batch(1, bytes, restored);
       return;
@@ -667,24 +533,26 @@ void SimWorld::start_init() {
 }
 
 void SimWorld::finish_start() {
-  job_ = JobState::kRunning;
-  trained_ = true;
-  stuck_ = false;
-  ++epoch_;
-  for (SlotId s : fresh_slots_) fresh_[s] = false;
-  fresh_slots_.clear();
-  if (in_place_) {
+  job_.state = JobState::kRunning;
+  job_.trained = true;
+  job_.stuck = false;
+  ++job_.epoch;
+  for (SlotId s : job_.fresh_slots) job_.fresh[s] = false;
+  job_.fresh_slots.clear();
+  if (job_.in_place) {
     // The survivors' state at the last completed step: only the step in flight is lost.
     const std::int64_t step = secs(sc_.job.step_time_s);
-    progress_.restore_pending(lost_in_memory_ - (progress_.committed_ns() + lost_in_memory_) % step,
-                              now_, result_.breakdown);
+    progress_.restore_pending(
+        job_.lost_in_memory - (progress_.committed_ns() + job_.lost_in_memory) % step, now_,
+        result_.breakdown);
   }
   const std::int64_t resumed_step =
-      (in_place_ ? progress_.committed_ns() + progress_.pending_ns() : progress_.committed_ns()) /
+      (job_.in_place ? progress_.committed_ns() + progress_.pending_ns()
+                     : progress_.committed_ns()) /
       secs(sc_.job.step_time_s);
-  in_place_ = false;
-  lost_in_memory_ = 0;
-  processes_kept_ = true;
+  job_.in_place = false;
+  job_.lost_in_memory = 0;
+  job_.processes_kept = true;
   // Survivors keep warm caches, but the job runs at its slowest rank's pace and the
   // restarted ranks start cold: the warm-up is the same as after a standard restart (our
   // assumption; FlashRecovery publishes none).
@@ -694,113 +562,113 @@ void SimWorld::finish_start() {
   // bugs in the code it now runs), strike now. Slowdowns take effect before the rate is
   // set; the others strike below, after JobStarted.
   std::vector<FaultId> fresh;
-  std::size_t keep = 0;  // pending_ compacted in place
-  for (FaultId id : pending_) {
-    Fault& f = fault_log_[id];
+  std::size_t keep = 0;  // symptoms_.pending() compacted in place
+  for (FaultId id : symptoms_.pending()) {
+    Fault& f = symptoms_.faults()[id];
     if (!f.active || f.outcome != Outcome::kPending) continue;
     const auto& cat = sc_.faults[f.category];
     bool here = cat.scope == FaultScope::kJob;
     for (MachineId m : f.machines) here |= still_on(f, m);
     if (!here) {
-      pending_[keep++] = id;
+      symptoms_.pending()[keep++] = id;
       continue;
     }
     if (cat.symptom == Symptom::kSlowdown) {
       f.incident = true;
-      open_.push_back(id);
+      symptoms_.open().push_back(id);
       f.outcome = Outcome::kInterrupted;
     } else {
       fresh.push_back(id);
     }
   }
-  pending_.resize(keep);
+  symptoms_.pending().resize(keep);
   update_rate(false);
-  deliver_at(now_, JobStarted{start_action_, resumed_step}, false);
+  deliver_at(now_, JobStarted{job_.start_action, resumed_step}, false);
   send_sample(now_, false);  // every start opens the sample stream with the step rate
   // Persistent faults on machines still in the job, and code bugs still in the code,
   // strike again.
   std::vector<FaultId> rearm;
-  for (FaultId id : open_) {
-    Fault& f = fault_log_[id];
+  for (FaultId id : symptoms_.open()) {
+    Fault& f = symptoms_.faults()[id];
     if (!f.active) continue;
     if (sc_.faults[f.category].job_bug()) {
       rearm.push_back(id);
       continue;
     }
     for (MachineId m : f.machines)
-      if (view_.slot_of(m) >= 0 && broken_[m] == f.id + 1) {
+      if (view_.slot_of(m) >= 0 && fleet_.broken[m] == f.id + 1) {
         rearm.push_back(id);
         break;
       }
   }
-  resolved_now_.clear();
-  resolve_open(true, &resolved_now_);
-  for (FaultId id : resolved_now_)
+  symptoms_.resolved_now().clear();
+  resolve_open(true, &symptoms_.resolved_now());
+  for (FaultId id : symptoms_.resolved_now())
     if (std::find(rearm.begin(), rearm.end(), id) == rearm.end()) {
       ++result_.resolved_by[static_cast<int>(mechanism_)];
-      fault_log_[id].resolution = static_cast<int>(mechanism_);
+      symptoms_.faults()[id].resolution = static_cast<int>(mechanism_);
     }
   mechanism_ = Mechanism::kNone;
   rearm.insert(rearm.end(), fresh.begin(), fresh.end());
   for (FaultId id : rearm) {  // still open: resolve_open keeps what still affects the job
-    Fault& f = fault_log_[id];
-    if (job_ != JobState::kRunning) {
+    Fault& f = symptoms_.faults()[id];
+    if (job_.state != JobState::kRunning) {
       // An earlier one brought the job down again: the rest wait for the next start.
-      if (f.outcome == Outcome::kPending && f.active) pending_.push_back(id);
+      if (f.outcome == Outcome::kPending && f.active) symptoms_.pending().push_back(id);
       continue;
     }
     if (sc_.faults[f.category].symptom != Symptom::kSlowdown) apply_symptom(f, true);
   }
 }
 
+// `in_place` (StartJob::in_place): only the restarted slots re-initialise and restore,
+// from a data-parallel peer, when in_place_blocker() finds nothing against it.
 void SimWorld::start_job(ActionId id, Mechanism mech, bool in_place) {
   note_mechanism(mech);
-  job_ = JobState::kStarting;
-  stage_ = StartStage::kInit;
-  start_action_ = id;
-  ++epoch_;
-  new_batch_token();
-  in_place_ = false;
+  job_.state = JobState::kStarting;
+  job_.stage = StartStage::kInit;
+  job_.start_action = id;
+  ++job_.epoch;
+  batches_.new_token();
+  job_.in_place = false;
   if (in_place) {
     std::string blocker = in_place_blocker();
     // A replay: the live start was not in place (no rank held its state; sim/replay.cc).
     if (const auto it = sc_.replay_durations.find("StartJob:in-place-taken");
         it != sc_.replay_durations.end()) {
-      const std::size_t k = timed_["StartJob:in-place-taken"]++;
+      const std::size_t k = job_.next_timed("StartJob:in-place-taken");
       if (blocker.empty() && k < it->second.size() && it->second[k] == 0)
         blocker = "the live run's start here was not in place";
     }
-    in_place_ = blocker.empty();
-    if (!in_place_) note("in-place restart not possible (" + blocker + "): a standard restart");
+    job_.in_place = blocker.empty();
+    if (!job_.in_place) note("in-place restart not possible (" + blocker + "): a standard restart");
   }
   // A whole-job start initialises every machine; an in-place one its restarted machines.
-  const double init =
-      in_place_ ? sc_.job.inplace_init_s +
-                      sc_.job.init_per_machine_s * static_cast<double>(restarted_slots().size())
-                : (trained_ ? sc_.job.init_s : sc_.job.first_init_s) +
-                      sc_.job.init_per_machine_s * view_.slots();
+  const double init = job_.in_place ? sc_.job.inplace_init_s +
+                                          sc_.job.init_per_machine_s *
+                                              static_cast<double>(job_.restarted_slots().size())
+                                    : (job_.trained ? sc_.job.init_s : sc_.job.first_init_s) +
+                                          sc_.job.init_per_machine_s * view_.slots();
   const char* key = mech == Mechanism::kHotUpdate  ? "HotUpdate"
                     : mech == Mechanism::kRollback ? "RollBack"
-                    : in_place_                    ? "StartJob:inplace"
-                    : trained_                     ? "StartJob"
+                    : job_.in_place                ? "StartJob:inplace"
+                    : job_.trained                 ? "StartJob"
                                                    : "StartJob:first";
-  push(now_ + secs(timed(key, init)), Internal{Internal::kStartInit, batch_token_});
+  push(now_ + secs(timed(key, init)), Internal{Internal::kStartInit, batches_.token()});
 }
 
+// The duration of the next action of kind `key`: the live run's for a replay
+// (Scenario::replay_durations), else `modelled`.
 double SimWorld::timed(const std::string& key, double modelled) {
   const auto it = sc_.replay_durations.find(key);
   if (it == sc_.replay_durations.end()) return modelled;
-  const std::size_t k = timed_[key]++;
+  const std::size_t k = job_.next_timed(key);
   return k < it->second.size() && std::isfinite(it->second[k]) ? it->second[k] : modelled;
 }
 
-std::vector<SlotId> SimWorld::restarted_slots() const {
-  std::vector<SlotId> out = fresh_slots_;
-  std::sort(out.begin(), out.end());  // the transfer list's key needs slot order
-  if (out.empty()) out.push_back(0);
-  return out;
-}
-
+// In-place restarts (FlashRecovery): a slot's nearest data-parallel peer (same pipeline
+// and tensor position in another replica) whose machine is not fresh, or -1; why an
+// in-place restart cannot be done now (empty: it can).
 SlotId SimWorld::dp_peer(SlotId s) const {
   const auto& c = view_.spec();
   const int slots = view_.slots();
@@ -814,31 +682,28 @@ SlotId SimWorld::dp_peer(SlotId s) const {
     return -1;
   for (int k = 1; static_cast<std::int64_t>(k) * stride < slots; ++k) {
     const SlotId p = static_cast<SlotId>((s + static_cast<std::int64_t>(k) * stride) % slots);
-    if (!fresh_[p] && view_.machine_in(p) != kNoMachine) return p;
+    if (!job_.fresh[p] && view_.machine_in(p) != kNoMachine) return p;
   }
   return -1;
 }
 
 std::string SimWorld::in_place_blocker() const {
-  if (!processes_kept_) return "no processes kept: the first start or a requeue";
-  for (FaultId id : open_)
-    if (sc_.faults[fault_log_[id].category].symptom == Symptom::kNan)
+  if (!job_.processes_kept) return "no processes kept: the first start or a requeue";
+  for (FaultId id : symptoms_.open())
+    if (sc_.faults[symptoms_.faults()[id].category].symptom == Symptom::kNan)
       return "a NaN: the state in memory is corrupt";
-  for (SlotId s : restarted_slots())
+  for (SlotId s : job_.restarted_slots())
     if (dp_peer(s) < 0) return "no data-parallel peer holds slot " + std::to_string(s) + "'s state";
   return {};
 }
 
 TimerId SimWorld::set_timer(Duration after, std::uint64_t tag) {
-  const TimerId id = next_timer_++;
-  cancelled_.resize(next_timer_, false);
-  push(now_ + std::max<std::int64_t>(0, after.ns), TimerItem{id, tag});
+  const TimerId id = timers_.add();
+  push(now_ + std::max<std::int64_t>(0, after.ns), queued::TimerItem{id, tag});
   return id;
 }
 
-void SimWorld::cancel_timer(TimerId id) {
-  if (id < cancelled_.size()) cancelled_[id] = true;
-}
+void SimWorld::cancel_timer(TimerId id) { timers_.cancel(id); }
 
 void SimWorld::note(std::string_view reason) {
   if (opt_.decisions)

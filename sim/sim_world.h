@@ -6,49 +6,34 @@
 // accounting of every nanosecond into the breakdown buckets. Policies see it only
 // through the World interface.
 //
-// Time: an integer-nanosecond (time, sequence) event queue drives the replica. SimGrid
-// supplies the durations that depend on topology and contention (checkpoint restore,
-// image pulls): while no real transfer is under way the clock jumps from event to event
-// without entering SimGrid; before a real batch starts the SimGrid clock is brought to
-// the replica's time, and until the batch ends the replica waits on SimGrid for
-// whichever comes first, its next event or a batch completion.
+// Time: an integer-nanosecond (time, sequence) event queue drives the replica; SimGrid
+// supplies the durations that depend on topology and contention (sim/batches.h).
 #pragma once
 
-#include <array>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <optional>
-#include <queue>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "policies/api/policy.h"
 #include "policies/api/registry.h"
 #include "scenarios/scenario.h"
+#include "sim/batches.h"
+#include "sim/event_queue.h"
 #include "sim/faults.h"
+#include "sim/fleet.h"
+#include "sim/job.h"
 #include "sim/metrics.h"
 #include "sim/network.h"
 #include "sim/progress.h"
+#include "sim/replica_groups.h"
+#include "sim/run_options.h"
+#include "sim/sim_events.h"
+#include "sim/symptom_model.h"
+#include "sim/warnings.h"
+#include "sim/world_requests.h"
 
 namespace faultline::sim {
-
-struct RunOptions {
-  bool timeline = false;
-  double timeline_step_s = 600;
-  bool decisions = false;
-  bool incidents = false;
-  // Machine-readable lines in ReplicaResult::decisions for `sim replay`'s comparison with
-  // the live run (sim/replay_decisions.h): "R <ns> A <action JSON>" per action and
-  // "R <ns> J <machine> <slot>" per machine joining a slot. The replay takes them out
-  // before anything is written; nothing else changes.
-  bool action_records = false;
-  // Standby machines already parked when the run begins (`sim replay`: a live run's
-  // configured standbys are connected and parked before its job starts): the pool's first
-  // fill, at time zero, takes up to this many at once instead of from the scheduler.
-  int parked_standbys = 0;
-};
 
 class SimWorld final : public World {
  public:
@@ -72,147 +57,25 @@ class SimWorld final : public World {
   bool keeps_notes() const override { return opt_.decisions; }
 
  private:
-  enum class JobState : std::uint8_t { kIdle, kRunning, kDown, kStarting };
-  enum class StartStage : std::uint8_t { kInit, kRestore };
+  using Internal = queued::Internal;
+  using Payload = queued::Payload;
+  using Queue = EventQueue<Payload>;
+  using Item = Queue::Item;
 
-  struct Deliver {
-    Event event;
-    std::int64_t epoch = -1;  // dropped if the job's run epoch changed (-1 = always)
-  };
-  struct TimerItem {
-    TimerId id;
-    std::uint64_t tag;
-  };
-  struct Internal {
-    enum Kind : std::uint8_t {
-      kAcquireScheduled,
-      kAcquirePulled,
-      kStartInit,
-      kStartRestored,
-      kFaultEnd,
-      kWatchdog,
-      kProbeDone,
-      kStacksDone,
-      kReplayDone,
-      kStandbyWoken,
-      kPoolRefilled,
-      kCodeFixed,
-      kRepaired,
-      kHoldEnd,
-      kOnCallDone,
-      kPreempted,
-      kReplicaTimeout,  // a hung replica's quorum timed out (token: the fault)
-      kRejoined,        // a RejoinReplica's state transfer ended (token: the action)
-      kWarnedStrike,    // a warned fault strikes (token: index into warned_)
-      kFalseWarning,    // a false warning of a category comes (token: the category)
-      kMigrateStep      // a migration's standbys woke or its copy ended (token: the action)
-    } kind;
-    std::uint64_t token = 0;  // action id or fault id
-  };
-  using Payload = std::variant<Deliver, TimerItem, Internal>;
-  struct Item {
-    std::int64_t at;
-    std::uint64_t seq;
-    Payload payload;
-  };
-  // The queue orders small keys; payloads stay put in a slab (reused slots), so a heap
-  // sift moves 24 bytes instead of an Event. (at, seq) is a total order: the pop order
-  // does not depend on the heap's layout.
-  struct Key {
-    std::int64_t at;
-    std::uint64_t seq;
-    std::uint32_t slot;
-  };
-  struct Later {
-    bool operator()(const Key& a, const Key& b) const {
-      return a.at != b.at ? a.at > b.at : a.seq > b.seq;
-    }
-  };
-
-  // What became of a fault (the ledger): exactly one outcome each, fixed the first
-  // time one applies; kPending until then (kPending at the horizon = "horizon").
-  enum class Outcome : std::uint8_t { kPending, kInterrupted, kCaught, kLeft, kAbsorbed };
-  // Per-fault random streams, so that two stacks that test differently still see the
-  // same draws for the same fault (common random numbers): each purpose of each fault
-  // has its own stream, and each use of it (the n-th gpu_diag of this fault) its own.
-  enum Purpose : std::uint8_t {
-    kCoverage,
-    kInspectionPhase,
-    kAttribution,
-    kProbe0,
-    kReplayDraw = kProbe0 + 5,
-    kUrgency,  // a code update: urgent or not (non_urgent)
-    kPurposes
-  };
-  struct Fault {
-    FaultId id = 0;
-    std::uint64_t key = 0;  // arrival index (same in every stack); recurrences get their own
-    int category = 0;
-    Outcome outcome = Outcome::kPending;
-    std::array<std::uint16_t, kPurposes> uses{};
-    std::int64_t at = 0;
-    std::vector<SlotId> slots;
-    MachineSet machines;
-    bool incident = false;  // affected the job
-    bool active = true;     // still affects a machine in the job (persistent / slowdown)
-    std::int64_t detected = -1;
-    std::int64_t resolved = -1;
-    int resolution = kResolutionOpen;  // how it was resolved (IncidentRecord::resolution)
-    std::vector<MachineId> evicted;    // machines evicted while it was open (with --incidents)
-    bool rearmed = false;
-    bool alert_seen = true;  // the category's inspection can see this fault (alert_coverage)
-  };
-  struct Acquire {
-    ActionId id = 0;
-    AcquireMode mode;
-    std::vector<SlotId> slots;      // to be filled by the scheduler
-    std::vector<SlotId> from_pool;  // to be filled by waking standbys
-    // same_domain: machines of each slot's own NVLink domain, taken now, placed when woken.
-    std::vector<std::pair<SlotId, MachineId>> reserved;
-    int waiting = 0;      // parts not done yet
-    bool waking = false;  // of those, standbys waking (the others are the scheduler's)
-  };
-  // Drops every acquisition under way; machines taken for them go back to the free pool.
+  using Acquire = Fleet::Acquire;
   void drop_acquisitions();
   void acquire_part_done(ActionId id);
-  // Schedules cold standbys toward the pool's target. With standby_refill "repaired" only
-  // the scheduler's own host selection (`by_scheduler`: the start, a replacement beyond
-  // the pool) draws them from the free pool; repaired machines refill it otherwise.
   void refill_pool(bool by_scheduler = false);
-  // The warm standby pool changes only through these two: each first adds the pool's
-  // machine-time since its last change to ReplicaResult::standby_machine_s.
   void park_standby(MachineId m);
   void unpark_standby(MachineId m);
   void count_standby_time();
-  // Finite fleet: a slot of acquisition `acq` (or, with slot -1, a standby refill) that no
-  // free machine could serve waits for the next machine to come free, in order.
-  struct Want {
-    ActionId acq = 0;
-    SlotId slot = -1;
-  };
   void want_machine(ActionId acq, SlotId slot);
-  // A machine comes free (back from repair, or preempted): it serves the oldest want, or
-  // refills the standby pool (standby_refill "repaired"), or joins the free pool.
   void machine_free(MachineId m, bool repaired);
-  bool waiting_for_machines() const;
-  // The fault clock: a fault's arrival time on it, as a wall instant (kNever when the job
-  // is not computing under faults.clock "compute").
   std::int64_t fault_wall_time(std::int64_t arrival) const;
-  bool computing() const { return job_ == JobState::kRunning && !stuck_; }
-  // A repair's duration with mean `mean_h`, as cluster.repair.repair_time draws it.
+  bool computing() const { return job_.computing(); }
   std::int64_t repair_ns(double mean_h, Rng& rng) const;
-  // `in_place` (StartJob::in_place): only the restarted slots re-initialise and restore,
-  // from a data-parallel peer, when in_place_blocker() finds nothing against it.
   void start_job(ActionId id, Mechanism mech, bool in_place = false);
-  // The duration of the next action of kind `key`: the live run's for a replay
-  // (Scenario::replay_durations), else `modelled`.
   double timed(const std::string& key, double modelled);
-  // In-place restarts (FlashRecovery): the slots whose ranks restart (the fresh ones, else
-  // slot 0 standing for the failed rank's machine, which the model does not track); a
-  // slot's nearest data-parallel peer (same pipeline and tensor position in another
-  // replica) whose machine is not fresh, or -1; why an in-place restart cannot be done now
-  // (empty: it can).
-  std::vector<SlotId> restarted_slots() const;
   SlotId dp_peer(SlotId s) const;
   std::string in_place_blocker() const;
   void deliver_probe(ActionId id);
@@ -225,18 +88,14 @@ class SimWorld final : public World {
   void deliver_at(std::int64_t at, Event e, bool epoch_bound);
   void advance_to(std::int64_t t);
   void account(std::int64_t t);
-  // account()'s share of `dt` of failover with acquisitions under way, and of diagnosis,
-  // to the parts of Attributed that one input sets.
   void attribute_acquiring(std::int64_t dt);
   void attribute_diagnosis(std::int64_t dt);
   void dispatch(Item& item);
   void on_internal(const Internal& in);
-  // run()'s parts: the event loop (true when the job's work was done), then the result.
   bool run_events();
   void record_outcomes(std::int64_t end);
   void check_ledger() const;
   void record_timeline(std::int64_t end);
-  // What the internal events do (sim_world.cc, sim_symptoms.cc, sim_fleet.cc).
   void fault_ended(FaultId id);         // a transient fault's duration is over
   void acquire_scheduled(ActionId id);  // the scheduler placed the acquisition's machines
   void standby_woken(ActionId id);      // its warm standbys (and reserved trays) joined
@@ -244,7 +103,6 @@ class SimWorld final : public World {
   void on_call_done();                  // the on-call engineers requeue an ended run
   void start_init();                    // a start's restore begins
 
-  // The actions (sim_actions.cc): one method each, and the refusal they may answer.
   void apply(ActionId id, const StopJob& a);
   void apply(ActionId id, const StartJob& a);
   void apply(ActionId id, const EvictMachines& a);
@@ -267,21 +125,13 @@ class SimWorld final : public World {
   void apply(ActionId id, const RejoinReplica& a);
   void apply(ActionId id, const MigrateMachines& a);
   void refuse(ActionId id, std::string why);  // ActionFailed, now
-  // The job stops, running or starting (a start under way is abandoned with its transfers).
   void stop_job_now();
-  // AcquireMachines by mode: requeue tears the whole job down first; standbys wake (from
-  // the slot's own NVLink domain first with same_domain); the oracle places fresh machines.
   void requeue_all(Acquire& acq);
   void acquire_standby(Acquire acq, bool same_domain);
   void reserve_in_domain(Acquire& acq);
   void acquire_oracle(const Acquire& acq);
   void inject(const FaultArrival& a);
-  // A fault arrival past thinning (`key`: its arrival index) strikes now.
   void strike(const FaultArrival& a, std::uint64_t key);
-  // Failure prediction and migration (sim_migration.cc). warn: a warned category's arrival
-  // announced on its machine (true: it strikes later, from warned_strike). start_warnings:
-  // the false-warning streams' first arrivals. migration_step: a migration's parts are done
-  // one by one; the last swaps the machines. abandon_migrations: the job stopped.
   bool warn(const FaultArrival& a, std::uint64_t key);
   void warned_strike(std::uint64_t token);
   void start_warnings();
@@ -289,93 +139,55 @@ class SimWorld final : public World {
   void migration_step(ActionId id);
   void abandon_migrations();
   void apply_symptom(Fault& f, bool at_start);
-  // What EnableOracle tells of fault f striking now: its category's ground truth and what
-  // it does to the job (a slowdown, its replica out of the quorum).
   OracleFault oracle_fault(const Fault& f) const;
-  // apply_symptom's parts (sim_symptoms.cc); the strikes say whether the job felt it.
   void alert_inspections(Fault& f);
   bool strike_crash(Fault& f, std::int64_t observe);
   bool strike_hang(Fault& f);
   void job_down();
   void abort_start(const std::string& signature, MachineId m, std::int64_t observe_at);
-  // Recomputes the progress rate; true when it just turned slow (a report is scheduled).
-  // Recomputes the step rate from the open slowdowns; with `sample`, a change while the
-  // job runs is sent as a steady StepSample.
   void update_rate(bool sample);
-  // A steady StepSample of the job now, delivered at `at` (when the policy asked for them).
   void send_sample(std::int64_t at, bool nan);
   std::int64_t steps_done() const;  // the global step counter now (as StepSample::step)
-  // Resolves the open incidents that no longer affect the job; appends their ids to
-  // `resolved` when given.
   void resolve_open(bool at_start, std::vector<FaultId>* resolved = nullptr);
   void mark_acted();
   void run_batch(std::vector<Transfer> batch, Internal done);
-  // A grouped inter_all_gather (the pairwise check): each group's ring all-gather, all
-  // groups at once, timed by the fluid model with every slow link's cap; seconds per group.
   std::vector<double> time_groups(const std::vector<MachineSet>& groups) const;
   void run_batch_keyed(const std::vector<Transfer>& batch, const FlowNet::Key& key, Internal done);
-  // A whole-job batch (every slot from storage), built and hashed once per replica.
   void run_whole_job_batch(int kind, double bytes, Internal done);
   void finish_start();
   std::vector<SlotId> empty_slots() const;
-  void mark_fresh(SlotId s);
-  // False when a finite fleet has no free machine for it.
   bool place_new(SlotId s, bool oracle = false);
   double fault_ratio(const Fault& f) const;
-  // The next draw of this fault's stream for `purpose`.
-  Rng fault_rng(Fault& f, int purpose);
-  // The machine a crash log names: the culprit with the category's attribution, else
-  // its pipeline neighbour.
   MachineId attributed(Fault& f);
-  // Fault ledger: fixes a pending fault's outcome (it struck, its machines left, or it ended).
-  void settle(Fault& f, Outcome o);
   // Replica groups (sim_replicas.cc). What became of a rank's failure under them: not theirs
   // (they are off, the fault reaches every replica, the quorum would fall below its minimum:
   // the job goes down as without them), its replica dropped, or nothing (its replica was out
   // of the quorum already and no rank of it trains).
   enum class Drop : std::uint8_t { kNotMine, kDropped, kIdle };
-  // What a crash or hang `f` striking now would become (its replica in *replica, unless
-  // kNotMine), without doing it; drop_replica does it.
   Drop quorum_verdict(const Fault& f, int* replica) const;
   Drop drop_replica(Fault& f, std::int64_t observe, bool hang);
   void drop_now(int replica, MachineId m, int exit_code, const std::string& signature,
                 std::int64_t observe);
   void replica_timed_out(FaultId id);
   void rejoined(ActionId id);
-  // A (re)start brings every replica back; rejoins under way are moot.
   void all_replicas_back();
-  // The progress model's replica factor from the live replicas.
   void set_replica_factor();
   bool replica_out(MachineId m) const;  // its replica is out of the quorum
-  // Machine m of a live replica is evicted from the running job: its replica drops out
-  // (true), or the job stops when that would leave fewer than min_replicas (true, a
-  // ProcessExit says so); false without replica groups or a running job.
   bool evicted_drops(MachineId m, const std::string& why);
-  // Machines entering and leaving the job (any slot), and the repair pipeline (the fleet's
-  // part in sim_fleet.cc).
   void on_join(MachineId m);
   void on_leave(MachineId m);
-  void track_machine(MachineId m, bool may_be_bad);  // per-machine state for a new id
   MachineId new_machine(bool may_be_bad);
-  // kNoMachine when a finite fleet has no free machine.
   MachineId draw_machine();
-  // A free machine of NVLink domain d (a never-used spare tray of its rack, else one back
-  // from repair there), health-checked as draw_machine's; kNoMachine when it has none.
   MachineId draw_in_domain(int d);
-  // The scheduler's node health check drains machine m (it has an active persistent fault
-  // and the check sees it, with health_check_recall).
   bool health_check_drains(MachineId m);
   void start_repair(MachineId m);
-  // A repair ends (start_repair's token: the machine, fault cleared, cured): the machine
-  // comes free.
   void repaired(std::uint64_t token);
   // The fault still affects machine m in the job (a persistent fault until its machine
   // is repaired; a transient one while it lasts).
   bool still_on(const Fault& f, MachineId m) const {
-    return view_.slot_of(m) >= 0 && (!sc_.faults[f.category].persistent || broken_[m] == f.id + 1);
+    return view_.slot_of(m) >= 0 &&
+           (!sc_.faults[f.category].persistent || fleet_.broken[m] == f.id + 1);
   }
-  // Whether machine m is bad, drawn from its own stream the first time it is asked.
-  bool is_bad(MachineId m);
 
   const scenarios::Scenario& sc_;
   ClusterView view_;
@@ -387,140 +199,37 @@ class SimWorld final : public World {
   RunOptions opt_;
   Rng policy_rng_;
   FaultStream faults_;
+  SymptomModel symptoms_;  // the fault ledger and its random streams
+  Fleet fleet_;            // the machines and the acquisitions
+  Batches batches_;        // the network transfers under way
 
-  std::vector<Key> heap_;            // std::push_heap / pop_heap with Later
-  std::vector<Payload> payloads_;    // by Key::slot
-  std::vector<std::uint32_t> free_;  // payload slots to reuse
-  std::uint64_t seq_ = 0;
+  Queue queue_;
   std::int64_t now_ = 0;
   std::int64_t accounted_ = 0;
   std::int64_t horizon_ = 0;
-  std::int64_t exposed_ = 0;     // time the job computed (faults.clock "compute" runs on it)
-  std::int64_t work_ = 0;        // job.work_days as productive ns (0: a fixed window)
-  double sg_base_ = 0;           // SimGrid clock at replica time zero
-  std::vector<bool> cancelled_;  // by TimerId (ids count up from 1)
-  TimerId next_timer_ = 1;
+  std::int64_t exposed_ = 0;  // time the job computed (faults.clock "compute" runs on it)
+  std::int64_t work_ = 0;     // job.work_days as productive ns (0: a fixed window)
+  Timers timers_;
   ActionId next_action_ = 1;
   std::int64_t events_ = 0;
   int same_instant_ = 0;
   std::string last_event_;
-  std::int64_t real_at_start_ = 0, cached_at_start_ = 0;
 
-  // Job and cluster state.
-  JobState job_ = JobState::kIdle;
-  StartStage stage_ = StartStage::kInit;
-  // In-place restarts (StartJob::in_place): the start under way is one; the job's processes
-  // hold its state (it ran since the last requeue); the progress lose() dropped since then,
-  // which the survivors still hold in memory.
-  bool in_place_ = false;
-  bool trained_ = false;  // a start has finished: the next ones are restarts (job.init_s)
-  std::map<std::string, std::size_t> timed_;  // actions of each replay_durations key so far
-  bool processes_kept_ = false;
-  std::int64_t lost_in_memory_ = 0;
-  ActionId start_action_ = 0;
-  std::int64_t epoch_ = 0;
-  bool stuck_ = false;
-  bool ended_ = false;  // EndRun: nothing starts the job again (until the on-call requeues it)
-  std::string ended_verdict_;
-  bool broken_unacted_ = false;
-  std::vector<Acquire> acquiring_;
-  std::vector<bool> fresh_;          // slot got a new machine since the job last ran
-  std::vector<SlotId> fresh_slots_;  // those slots: work per restart in changed slots, not N
-  std::vector<FaultId> broken_;      // per machine: active persistent fault id + 1, 0 = healthy
-  std::vector<Fault> fault_log_;
-  std::vector<FaultId> open_;          // incidents not yet resolved
-  std::vector<FaultId> resolved_now_;  // finish_start's scratch (capacity kept)
-  // Slots whose slowness the running job works around (MitigateSlowdown): the level,
-  // 1 rebalanced, 2 reconfigured. Undone when the job stops.
-  std::vector<std::pair<SlotId, int>> mitigated_;
-  std::vector<FaultId> pending_;  // active faults that have not struck the job yet
-  std::uint64_t arrivals_ = 0;    // arrival index, the key of per-fault streams
-  std::vector<double> thin_;  // per category: arrival-rate multiplier for bad machines (1 = none)
-  // Per machine (index = MachineId).
-  std::vector<std::uint8_t> bad_;  // fails bad_rate_factor x as often: 0 no, 1 yes, 2 not drawn yet
-  std::vector<bool> evidence_;   // an alert, a failed test or a crash log named it since it joined
-  std::vector<bool> fp_failed_;  // a test failed it while it was healthy
-  std::vector<std::uint32_t> health_checks_of_;  // the scheduler's checks of it: its stream's key
-  std::array<std::uint64_t, kProbeKinds>
-      probes_of_{};                         // tests run, by kind: their false-failure streams
-  std::vector<int> failures_;               // persistent faults that landed on it (retirement)
-  std::vector<int> hits_;                   // faults of any kind that landed on it (host selection)
-  std::vector<std::int64_t> turns_bad_at_;  // a good machine turns bad then (-1: not drawn)
-  std::vector<std::uint32_t> cures_of_;     // times it was cured (its ageing stream's key)
-  std::vector<Want> wants_;
-  int preemptible_left_ = 0;
-  int preempting_ = 0;
-  int in_repair_ = 0;  // machines in the repair pipeline (coming back)
+  Job job_;  // the job's state machine
   std::vector<std::pair<std::int64_t, std::int64_t>>
-      waits_;  // with a timeline: [start, end) of each wait
-  std::vector<std::uint32_t> repairs_of_;
-  std::vector<MachineId> free_pool_;  // repaired machines the scheduler can hand out
-  std::vector<bool> avoid_;           // by machine: handed out last (AvoidMachines)
-  int spares_left_ = 0;               // never-used spare machines still in the free pool
-  std::vector<int> domain_free_;      // of those, per NVLink domain (cluster.nvlink_spares)
-  double cross_ = 1;                  // step-time multiplier while a TP group leaves its domain
-  std::uint64_t draws_ = 0;           // scheduler draws from the free pool
+      waits_;         // with a timeline: [start, end) of each wait
+  double cross_ = 1;  // step-time multiplier while a TP group leaves its domain
   ProgressModel progress_;
-  CheckpointTier tier_ = CheckpointTier::kRemote;
-  // The plan in force blocks for job.checkpoint_mfu_loss x its interval, above its own
-  // blocking (Attributed::mfu_checkpoint).
-  bool mfu_blocking_ = false;
-  bool oracle_ = false;
-  int code_version_ = 0;           // the newest code update requested: they count v1, v2, ...
-  std::uint64_t batch_token_ = 0;  // current start/acquire batch, to ignore stale ones
-  int real_in_flight_ = 0;
-  // Batches under way, all of the current batch_token_: real ones (in SimGrid) and
-  // memoised ones (a hold on the network until their end).
-  struct Underway {
-    FlowNet::BatchId real = 0;  // 0: a memoised batch
-    std::uint64_t hold = 0;
-  };
-  std::vector<Underway> underway_;
-  std::uint64_t next_hold_ = 0;
-  // A new batch token: every batch under way is given up (its completion would be
-  // ignored), so its transfers leave the network now.
-  void new_batch_token();
-  void abandon_batches();
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  PolicySettings settings_;  // the policy's standing requests
+  int code_version_ = 0;     // the newest code update requested: they count v1, v2, ...
 
-  std::map<std::pair<int, double>, std::pair<std::vector<Transfer>, FlowNet::Key>> whole_job_;
-  std::map<std::string, Duration> inspections_;
-  bool watch_steps_ = false;          // the policy asked for StepSamples
-  int pool_target_ = -1;              // -1: the scenario's standby_machines
-  int refills_ = 0;                   // pool refills under way
-  std::int64_t standby_counted_ = 0;  // the pool's machine-time is counted up to here
-  std::map<ActionId, RunProbe> probes_;
-  std::map<ActionId, std::vector<double>>
-      group_seconds_;  // a grouped probe's timings, until delivered
-  std::map<ActionId, RunReplay> replays_;
+  PendingDiagnoses diagnoses_;  // tests and replays under way
   Mechanism mechanism_ = Mechanism::kNone;
-  std::int64_t remote_interval_ = Duration::hours(1).ns;
 
-  struct Replicas {
-    bool on = false;  // EnableReplicaGroups
-    int min = 1;
-    std::int64_t quorum_change = 0, timeout = 0;
-    enum State : std::uint8_t { kLive, kDropped, kRejoining };
-    std::vector<std::uint8_t> state;  // by replica (data-parallel index)
-    int out = 0;                      // replicas not live
-    struct Rejoin {
-      int replica = 0;
-      std::int64_t epoch = 0;
-    };
-    std::map<ActionId, Rejoin> rejoins;  // under way
-    std::optional<FaultId> hung;         // a confined hang the quorum waits on (stuck_)
-  } replicas_;
+  ReplicaGroups replicas_;  // the quorum under fault-tolerant data parallelism
 
   // Failure prediction (scenario categories' `warning`) and migration (MigrateMachines).
-  struct Warned {
-    FaultArrival arrival;
-    std::uint64_t key = 0;  // the arrival index: the fault's streams
-    MachineId machine = kNoMachine;
-    std::uint32_t repairs = 0;  // the machine's repairs when warned (the same machine after)
-  };
-  std::vector<Warned> warned_;          // by kWarnedStrike token
-  std::map<MachineId, int> warned_on_;  // warned faults yet to strike, by machine
-  std::vector<Rng> false_rng_;          // per category: its false warnings' stream
+  Warnings warnings_;
   struct Migration {
     ActionId id = 0;
     std::vector<std::pair<MachineId, MachineId>> moves;  // (old machine, its standby)
@@ -534,8 +243,6 @@ class SimWorld final : public World {
   std::vector<Migration> migrations_;
 
   ReplicaResult result_;
-  struct SgSync;
-  std::unique_ptr<SgSync> sync_;
 };
 
 }  // namespace faultline::sim

@@ -1,6 +1,6 @@
 // What the files that define SimWorld (sim_world.cc, sim_actions.cc, sim_symptoms.cc,
-// sim_fleet.cc) share and nobody else needs: the unit conversion of the event queue's
-// integer nanoseconds, its "never", and the overload set std::visit takes.
+// sim_fleet.cc, sim_migration.cc, sim_replicas.cc) share and nobody else needs: the unit conversion
+// of the event queue's integer nanoseconds, its "never", and the overload set std::visit takes.
 #pragma once
 
 #include <cstdint>
