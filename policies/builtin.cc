@@ -1,5 +1,6 @@
 #include "policies/builtin.h"
 
+#include <memory>
 #include <stdexcept>
 
 #include "policies/checkpoint/plans.h"
@@ -20,8 +21,8 @@ namespace faultline::policies {
 void register_builtin(Registry& r, const ModuleRegistry& modules) {
   r.add(requeue_info(), make_requeue);
   r.add(oracle_info(), make_oracle);
-  r.add(byterobust_info(modules),
-        [&modules](const Params& p) { return make_byterobust(modules, p); });
+  auto info = std::make_shared<const PolicyInfo>(byterobust_info(modules));
+  r.add(*info, [&modules, info](const Params& p) { return make_byterobust(modules, info, p); });
   r.add(reschedule_info(), make_reschedule);
   r.add(failover_bench_info(), make_failover_bench);
 }

@@ -24,22 +24,22 @@ namespace {
 // the modules (policies/module.h).
 class ByteRobust final : public Policy {
  public:
-  ByteRobust(const ModuleRegistry& m, const Params& p)
+  ByteRobust(const ModuleRegistry& m, std::shared_ptr<const PolicyInfo> info, const Params& p)
       : p_(p),
-        info_(byterobust_info(m)),
-        detector_(m.make_detector(chosen(info_, p, "detection"), p)),
-        localizer_(m.make_localizer(chosen(info_, p, "localization"), p)),
-        checkpoint_(m.make_checkpoint(chosen(info_, p, "checkpoint"), p)),
-        recovery_(m.make_recovery(chosen(info_, p, "recovery"), p)),
-        verdict_(m.make_verdict(chosen(info_, p, "verdict"), p)),
-        slowdowns_(m.make_failslow(chosen(info_, p, "failslow"), p), p,
+        info_(std::move(info)),
+        detector_(m.make_detector(chosen(*info_, p, "detection"), p)),
+        localizer_(m.make_localizer(chosen(*info_, p, "localization"), p)),
+        checkpoint_(m.make_checkpoint(chosen(*info_, p, "checkpoint"), p)),
+        recovery_(m.make_recovery(chosen(*info_, p, "recovery"), p)),
+        verdict_(m.make_verdict(chosen(*info_, p, "verdict"), p)),
+        slowdowns_(m.make_failslow(chosen(*info_, p, "failslow"), p), p,
                    [this](World& w, SlotId slot, const std::string& why) {
                      evict_and_replace(w, over_eviction_set(w.cluster(), {slot}),
                                        Mechanism::kOverEviction, why);
                    }),
         incidents_(Duration::seconds(p.get("recrash_window_s"))),
         tests_(Duration::seconds(p.get("probe_deadline_s"))) {}
-  const PolicyInfo& info() const override { return info_; }
+  const PolicyInfo& info() const override { return *info_; }
 
   void start(World& w) override {
     w.note("modules: " +
@@ -798,7 +798,9 @@ class ByteRobust final : public Policy {
   };
 
   const Params p_;
-  const PolicyInfo info_;  // byterobust_info() of the modules it was built from
+  // byterobust_info() of the modules it was built from, computed once per registration (a
+  // replica builds its stack from it without rebuilding every module's parameter list).
+  const std::shared_ptr<const PolicyInfo> info_;
   const std::unique_ptr<Detector> detector_;
   ModuleTimer detect_timer_{timer_tags::kDetect};
   ModuleTimer deferral_timer_{timer_tags::kDeferredUpdate};  // at update_.window_end()
@@ -852,8 +854,13 @@ class ByteRobust final : public Policy {
 
 }  // namespace
 
+std::unique_ptr<Policy> make_byterobust(const ModuleRegistry& modules,
+                                        std::shared_ptr<const PolicyInfo> info, const Params& p) {
+  return std::make_unique<ByteRobust>(modules, std::move(info), p);
+}
+
 std::unique_ptr<Policy> make_byterobust(const ModuleRegistry& modules, const Params& p) {
-  return std::make_unique<ByteRobust>(modules, p);
+  return make_byterobust(modules, std::make_shared<const PolicyInfo>(byterobust_info(modules)), p);
 }
 
 }  // namespace faultline::policies

@@ -41,5 +41,9 @@ PolicyInfo byterobust_info(const ModuleRegistry& modules);
 // Builds the stack from `modules`, which outlives it; `p` resolved against
 // byterobust_info(modules).
 std::unique_ptr<Policy> make_byterobust(const ModuleRegistry& modules, const Params& p);
+// The same with byterobust_info(modules) computed once by the caller (the registration's
+// factory), shared by every stack it builds.
+std::unique_ptr<Policy> make_byterobust(const ModuleRegistry& modules,
+                                        std::shared_ptr<const PolicyInfo> info, const Params& p);
 
 }  // namespace faultline::policies
