@@ -286,6 +286,29 @@ double own_exit_until(const EventLog& log, std::size_t i, double horizon) {
   return until;
 }
 
+// When a kill showed the policy nothing of its own and the job was stopped for another
+// machine's exit first (two kills a few ms apart: the second machine's exit reached the
+// controller first and the stop took the first machine's rank with the rest), the time its
+// fault is replayed at: that stop's, so that it strikes a job already down, as it did live;
+// otherwise its own time. `until_own` as observe's.
+double covered_kill_time(const EventLog& log, const Timed<FaultRecord>& f, const Observed& seen,
+                         double until_own) {
+  if (seen.found || f.value.fault != FaultKind::kKill) return f.t_s;
+  double stop = -1;
+  for (const auto& a : log.actions)
+    if (a.t_s > f.t_s && a.t_s < until_own && std::holds_alternative<StopJob>(a.value.action)) {
+      stop = a.t_s;
+      break;
+    }
+  if (stop < 0) return f.t_s;
+  for (const auto& e : log.events) {
+    if (e.t_s <= f.t_s || e.t_s > stop) continue;
+    const auto* x = std::get_if<ProcessExit>(&e.value);
+    if (x && x->machine != f.value.machine && x->machine != kNoMachine) return stop;
+  }
+  return f.t_s;
+}
+
 // The job's first successful start (StartJob whose outcome is ok, or has none): the
 // index into log.actions, or -1. Failed attempts before it (agents still connecting) are
 // set-up, not incidents.
@@ -1048,10 +1071,12 @@ ReplayedFaults replayed_faults(const LiveRun& run, Calibration& cal) {
       }
     const bool hangs = f.value.fault == FaultKind::kHang || f.value.fault == FaultKind::kStop;
     const bool job_wide = f.value.fault == FaultKind::kUpdate;
-    Observed seen =
-        job_wide ? Observed{} : observe(log, f, until, own_exit_until(log, i, until_end), hangs);
+    const double until_own = own_exit_until(log, i, until_end);
+    Observed seen = job_wide ? Observed{} : observe(log, f, until, until_own, hangs);
     if (hangs && seen.found) r.hang_lags.push_back(seen.lag_s);
-    r.faults.push_back({f, seen});
+    Timed<FaultRecord> at = f;
+    at.t_s = covered_kill_time(log, f, seen, until_own);
+    r.faults.push_back({at, seen});
     ++r.by_kind[traces::fault_kind_name(f.value.fault)];
   }
   const auto& lags = r.hang_lags;

@@ -591,6 +591,42 @@ TEST(SimReplay, AnExitAfterAnotherMachinesFaultStillBelongsToItsOwnFault) {
   EXPECT_NEAR(std::stod(exit_of_m2.substr(exit_of_m2.find("t=") + 2)), 100.11, 0.001) << exit_of_m2;
 }
 
+// Two kills 12 ms apart where the second machine's exit reached the controller first: the
+// policy stopped the job for it, and the first machine's rank died with the rest, its exit
+// never shown. The replay shows the policy the same exit first (it probed the second
+// machine live), not an instant exit of the first kill.
+TEST(SimReplay, AKillWhoseExitTheStopCoveredStrikesAJobAlreadyDown) {
+  LogFile log("covered");
+  log.add(header());
+  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(kInit, 1, kInit));
+  log.add(fault(100, 1, 1, "kill"));
+  log.add(fault(100.012, 2, 2, "kill"));
+  log.add({{"t_s", 100.029},
+           {"kind", "event"},
+           {"event",
+            {{"type", "ProcessExit"},
+             {"machine", 2},
+             {"exit_code", 137},
+             {"signature", "killed by signal 9 (SIGKILL)"}}}});
+  log.add(action(100.0291, 2, {{"type", "StopJob"}, {"reason", "crash"}}));
+  log.add(outcome(100.07, 2, 0.04));
+  log.add(summary(kHorizon, 500));
+  const std::string dir = log.path() + ".out";
+  const json r = replay({log.write(), "--replicas", "1", "--out", dir, "--decisions"});
+  ASSERT_TRUE(r.contains("sim"));
+  std::ifstream f(dir + "/decisions.log");
+  std::string line, first_exit;
+  while (std::getline(f, line))
+    if (first_exit.empty() && line.find("event process exit on ") != std::string::npos)
+      first_exit = line;
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(first_exit.empty());
+  EXPECT_NE(first_exit.find("process exit on 2 "), std::string::npos) << first_exit;
+  EXPECT_NEAR(std::stod(first_exit.substr(first_exit.find("t=") + 2)), 100.029, 0.001)
+      << first_exit;
+}
+
 // Start attempts that fail while agents connect are set-up, not incidents: the job's time
 // zero is its first successful start. What a controller logs after the summary (shutting
 // down, its policy reacting to the stopped ranks) is not part of the run.
