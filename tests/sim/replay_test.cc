@@ -99,6 +99,15 @@ json fault(double t, int machine, int slot, const std::string& kind, const std::
   if (persistent) f["persistent"] = *persistent;
   return f;
 }
+json process_exit(double t, int machine, int code, const std::string& signature) {
+  return {{"t_s", t},
+          {"kind", "event"},
+          {"event",
+           {{"type", "ProcessExit"},
+            {"machine", machine},
+            {"exit_code", code},
+            {"signature", signature}}}};
+}
 json progress(double t, long step, bool restart = false) {
   return {{"t_s", t}, {"kind", "progress"}, {"step", step}, {"loss", 2.0}, {"restart", restart}};
 }
@@ -216,11 +225,7 @@ long machine_down_run(LogFile& log, double first_init) {
   auto [last1, ckpt1] = run_steps(log, first_init, kFault, 0);
   (void)last1;
   log.add(fault(kFault, 1, 1, "machine_down", "power cut"));
-  log.add(
-      {{"t_s", kFault + kLag},
-       {"kind", "event"},
-       {"event",
-        {{"type", "ProcessExit"}, {"machine", 1}, {"exit_code", 1}, {"signature", "agent lost"}}}});
+  log.add(process_exit(kFault + kLag, 1, 1, "agent lost"));
   const double t_exit = kFault + kLag;
   log.add(action(t_exit, 2,
                  {{"type", "AcquireMachines"},
@@ -388,10 +393,7 @@ TEST(SimReplay, EachActionTakesItsOwnLiveDuration) {
     const int m = t_fault == kFault ? 1 : 2;
     log.add(fault(t_fault, m, m, "machine_down", "power cut"));
     const double t_exit = t_fault + kLag;
-    log.add({{"t_s", t_exit},
-             {"kind", "event"},
-             {"event",
-              {{"type", "ProcessExit"}, {"machine", m}, {"exit_code", 1}, {"signature", "lost"}}}});
+    log.add(process_exit(t_exit, m, 1, "lost"));
     log.add(action(t_exit, ++id,
                    {{"type", "AcquireMachines"},
                     {"mode", "requeue"},
@@ -433,10 +435,7 @@ TEST(SimReplay, InjectsExactlyTheRecordedFaults) {
   log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
   log.add(outcome(kInit, 1, kInit));
   log.add(fault(50, 0, 0, "kill"));
-  log.add({{"t_s", 50.5},
-           {"kind", "event"},
-           {"event",
-            {{"type", "ProcessExit"}, {"machine", 0}, {"exit_code", 137}, {"signature", ""}}}});
+  log.add(process_exit(50.5, 0, 137, ""));
   log.add(fault(100, 1, 1, "crash",
                 "RuntimeError: CUDA error: an illegal memory access was encountered"));
   log.add(fault(150, 2, 2, "hang"));
@@ -568,13 +567,7 @@ TEST(SimReplay, AnExitAfterAnotherMachinesFaultStillBelongsToItsOwnFault) {
   log.add(outcome(kInit, 1, kInit));
   log.add(fault(100, 2, 2, "kill"));
   log.add(fault(100.05, 1, 1, "kill"));
-  log.add({{"t_s", 100.11},
-           {"kind", "event"},
-           {"event",
-            {{"type", "ProcessExit"},
-             {"machine", 2},
-             {"exit_code", 137},
-             {"signature", "killed by signal 9 (SIGKILL)"}}}});
+  log.add(process_exit(100.11, 2, 137, "killed by signal 9 (SIGKILL)"));
   log.add(summary(kHorizon, 500));
   const std::string dir = log.path() + ".out";
   const json r = replay({log.write(), "--replicas", "1", "--out", dir, "--decisions"});
@@ -602,13 +595,7 @@ TEST(SimReplay, AKillWhoseExitTheStopCoveredStrikesAJobAlreadyDown) {
   log.add(outcome(kInit, 1, kInit));
   log.add(fault(100, 1, 1, "kill"));
   log.add(fault(100.012, 2, 2, "kill"));
-  log.add({{"t_s", 100.029},
-           {"kind", "event"},
-           {"event",
-            {{"type", "ProcessExit"},
-             {"machine", 2},
-             {"exit_code", 137},
-             {"signature", "killed by signal 9 (SIGKILL)"}}}});
+  log.add(process_exit(100.029, 2, 137, "killed by signal 9 (SIGKILL)"));
   log.add(action(100.0291, 2, {{"type", "StopJob"}, {"reason", "crash"}}));
   log.add(outcome(100.07, 2, 0.04));
   log.add(summary(kHorizon, 500));
