@@ -25,6 +25,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -127,6 +128,7 @@ int main(int argc, char** argv) {
     for (;;) {
       std::ifstream in(path);
       std::string kept;
+      std::vector<std::string> acks;  // sent once the file no longer holds what was consumed
       bool consumed = false;
       for (std::string line; std::getline(in, line);) {
         std::stringstream ls(line);
@@ -141,8 +143,8 @@ int main(int argc, char** argv) {
         const bool mine = id.rfind("id=", 0) == 0 && target == "local_rank=" + env("LOCAL_RANK") &&
                           ("," + take + ",").find("," + kind + ",") != std::string::npos;
         if (mine && acked.insert(id).second)
-          report("{\"type\":\"fault\",\"rank\":" + env("RANK") + ",\"id\":\"" + id.substr(3) +
-                 "\",\"fault\":\"" + kind + "\"}");
+          acks.push_back("{\"type\":\"fault\",\"rank\":" + env("RANK") + ",\"id\":\"" +
+                         id.substr(3) + "\",\"fault\":\"" + kind + "\"}");
         if (mine && kind != "slow" && kind != "sdc") {
           consumed = true;
           continue;
@@ -150,6 +152,7 @@ int main(int argc, char** argv) {
         kept += line + "\n";
       }
       if (consumed) std::ofstream(path, std::ios::trunc) << kept;
+      for (const std::string& a : acks) report(a);
       ::usleep(20000);
     }
   }
