@@ -295,7 +295,7 @@ void Agent::adopt_rank(int rank, int local_rank, std::int64_t gen, const Spawned
   rk->stack_fd = stack_fd;
   rk->stderr_fd = out.stderr_fd;
   rk->log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  set_nonblocking(rk->report_fd);
+  agent_detail::set_nonblocking(rk->report_fd);  // net/proc.cc has its own
   Rank* raw = rk.get();
   ranks_[rank] = std::move(rk);
   r_.add_fd(raw->report_fd, EPOLLIN, [this, raw](std::uint32_t) { on_rank_report(*raw); });
