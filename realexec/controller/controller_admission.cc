@@ -1,6 +1,5 @@
 // The controller's door: accepting connections, room for handshakes when many arrive at
 // once, refusals, and the notes about them (rate-limited: anyone can connect).
-#include <sys/epoll.h>
 
 #include <cerrno>
 #include <cstring>
@@ -22,34 +21,24 @@ void Controller::on_accept() {
   for (int i = 0; i < kAcceptsPerWake; ++i) {
     if (!room_for_handshake()) return;
     std::string peer;
-    const int fd = accept_tcp(listen_fd_, &peer);
+    const int fd = acceptor_.accept(&peer);
     if (fd < 0) {
       const int e = errno;
       if (accept_starved(e)) {
-        // Out of fds: the pending connection stays in the backlog and the level-triggered
-        // listener would wake the loop at once, forever. Stop listening for a moment.
-        if (accept_failures_++ == 0)
+        // Out of fds: the pending connection stays in the backlog; accepts pause a moment.
+        if (acceptor_.starved(Duration::seconds(kAcceptPauseS)))
           world_->note(std::string("cannot accept connections: ") + std::strerror(e) +
                        "; pausing accepts for " + std::to_string(kAcceptPauseS) +
                        " s at a time until fds are free (raise LimitNOFILE)");
-        accept_paused_ = true;
-        reactor_.modify_fd(listen_fd_, 0);
-        reactor_.add_timer(Duration::seconds(kAcceptPauseS), [this] {
-          accept_paused_ = false;
-          if (listen_fd_ >= 0 && !handshake_paused_) reactor_.modify_fd(listen_fd_, EPOLLIN);
-        });
-      } else if (accept_failures_ > 0 && e == EAGAIN) {
-        world_->note("accepting connections again after " + std::to_string(accept_failures_) +
-                     " failures for want of fds");
-        accept_failures_ = 0;
+      } else if (e == EAGAIN) {
+        if (const std::uint64_t failures = acceptor_.recovered())
+          world_->note("accepting connections again after " + std::to_string(failures) +
+                       " failures for want of fds");
       }
       return;
     }
-    const std::uint64_t sid = next_session_++;
-    Session& s = sessions_[sid];
-    s.seq = accept_seq_++;
-    s.accepted = reactor_.now();
-    unauthenticated_now_.emplace(s.seq, sid);
+    const std::uint64_t sid = sessions_.open(acceptor_.next_seq(), reactor_.now());
+    Session& s = sessions_.at(sid);
     s.conn = std::make_unique<Conn>(
         reactor_, fd, peer,
         Conn::Handlers{[this, sid](const json& m) { on_message(sid, m); },
@@ -60,39 +49,16 @@ void Controller::on_accept() {
     // kernel gives up on the connection only after the heartbeat timer has (two probes more).
     enable_keepalive(fd, 1, 1, static_cast<int>(std::ceil(config_.heartbeat_timeout_s)) + 2);
     s.timer = reactor_.add_timer(Duration::seconds(kHelloTimeoutS), [this, sid] {
-      auto it = sessions_.find(sid);
-      if (it == sessions_.end()) return;
-      it->second.timer = 0;
-      if (it->second.role == Session::Role::kHello || it->second.role == Session::Role::kChallenged)
-        refuse(sid, "no authenticated hello within 5 s");
+      Session* late = sessions_.find(sid);
+      if (!late) return;
+      late->timer = 0;
+      if (late->unauthenticated()) refuse(sid, "no authenticated hello within 5 s");
     });
   }
 }
 
 bool Controller::room_for_handshake() {
-  // Entries whose session is gone or past its handshake are dropped first.
-  while (!unauthenticated_now_.empty()) {
-    auto s = sessions_.find(unauthenticated_now_.begin()->second);
-    if (s != sessions_.end() &&
-        (s->second.role == Session::Role::kHello || s->second.role == Session::Role::kChallenged))
-      break;
-    unauthenticated_now_.erase(unauthenticated_now_.begin());
-  }
-  if (static_cast<int>(unauthenticated_now_.size()) < kMaxUnauthenticated) return true;
-  if (const std::uint64_t sid = room_maker()) {
-    make_room_unauthenticated(sid);
-    return true;
-  }
-  // A herd of agents redialling at once (a controller restart): every handshake is young
-  // and finishes in a round trip. The rest wait in the listen backlog (accepts resume as
-  // soon as one finishes, or after a short pause) instead of pushing out the ones under way.
-  handshake_paused_ = true;
-  reactor_.modify_fd(listen_fd_, 0);
-  reactor_.add_timer(Duration::seconds(kHandshakePauseS), [this] { resume_accepts(); });
-  return false;
-}
-
-std::uint64_t Controller::room_maker() const {
+  if (static_cast<int>(sessions_.unauthenticated()) < kMaxUnauthenticated) return true;
   // The oldest connection still silent first: no hello read and nothing waiting to be read.
   // Agents and operators send their hello as they connect: one queued in the listen backlog
   // has it waiting when accepted, and one accepted before it arrived is the newest, pushed out
@@ -101,73 +67,66 @@ std::uint64_t Controller::room_maker() const {
   // queue full of them: the kernel dropped the SYNs of agents and operators (retried after 1,
   // 3, 7 s), and `live status` behind 2,000 took 8.4 s; a restarted agent 7.7 s. Then the
   // oldest past kHandshakeGraceS.
-  for (const auto& [seq, sid] : unauthenticated_now_) {
-    auto it = sessions_.find(sid);
-    if (it != sessions_.end() && it->second.role == Session::Role::kHello &&
-        bytes_waiting(it->second.fd) == 0)
-      return sid;
+  if (const std::uint64_t sid =
+          sessions_.room_maker(reactor_.now(), Duration::seconds(kHandshakeGraceS),
+                               [](int fd) { return bytes_waiting(fd) == 0; })) {
+    make_room_unauthenticated(sid);
+    return true;
   }
-  const Instant now = reactor_.now();
-  const std::uint64_t oldest = unauthenticated_now_.begin()->second;
-  auto it = sessions_.find(oldest);
-  if (it != sessions_.end() && now - it->second.accepted >= Duration::seconds(kHandshakeGraceS))
-    return oldest;
-  return 0;
+  // A herd of agents redialling at once (a controller restart): every handshake is young
+  // and finishes in a round trip. The rest wait in the listen backlog (accepts resume as
+  // soon as one finishes, or after a short pause) instead of pushing out the ones under way.
+  acceptor_.pause_handshakes(Duration::seconds(kHandshakePauseS));
+  return false;
 }
 
 void Controller::leave_unauthenticated(std::uint64_t sid, const Session& s) {
-  unauthenticated_now_.erase({s.seq, sid});
-  resume_accepts();
-}
-
-void Controller::resume_accepts() {
-  if (!handshake_paused_) return;
-  handshake_paused_ = false;
-  if (!accept_paused_ && listen_fd_ >= 0) reactor_.modify_fd(listen_fd_, EPOLLIN);
+  sessions_.leave_unauthenticated(sid, s);
+  acceptor_.resume_handshakes();
 }
 
 void Controller::make_room_unauthenticated(std::uint64_t sid) {
   // An agent or an operator finishes its handshake in milliseconds, so a flood of idle
   // connections only pushes out its own.
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end()) return;
-  ++evicted_unauthenticated_;
-  note_unauthenticated("closed the unauthenticated connection from " + it->second.conn->peer() +
-                       (it->second.role == Session::Role::kHello ? " (no hello)" : "") + ": " +
+  Session* s = sessions_.find(sid);
+  if (!s) return;
+  const std::uint64_t evicted = sessions_.evicted();
+  note_unauthenticated("closed the unauthenticated connection from " + s->conn->peer() +
+                       (s->role == Session::Role::kHello ? " (no hello)" : "") + ": " +
                        std::to_string(kMaxUnauthenticated) + " were open (" +
-                       std::to_string(evicted_unauthenticated_) + " closed so far)");
-  leave_unauthenticated(sid, it->second);
-  it->second.role = Session::Role::kClient;  // its close is no refusal to report again
-  it->second.conn->close("too many unauthenticated connections");
+                       std::to_string(evicted) + " closed so far)");
+  leave_unauthenticated(sid, *s);
+  s->role = Session::Role::kClient;  // its close is no refusal to report again
+  s->conn->close("too many unauthenticated connections");
 }
 
 void Controller::make_room_clients(bool read_only) {
   std::vector<std::pair<Instant, std::uint64_t>> same;
-  for (const auto& [sid, s] : sessions_)
+  for (const auto& [sid, s] : sessions_.all())
     if (s.role == Session::Role::kClient && s.machine == kNoMachine && s.read_only == read_only &&
-        s.conn && s.conn->is_open() && s.idle_timer != 0)
+        s.open() && s.idle_timer != 0)
       same.emplace_back(s.last_heard, sid);
   if (static_cast<int>(same.size()) < kMaxClientsPerAccess) return;
   std::sort(same.begin(), same.end());
-  auto it = sessions_.find(same.front().second);
+  Session& lru = sessions_.at(same.front().second);
   note_session(read_only, std::string("closed the least recently active ") +
                               (read_only ? "read-only" : "admin") + " session (from " +
-                              it->second.conn->peer() +
-                              "): " + std::to_string(kMaxClientsPerAccess) + " were open");
-  it->second.conn->close("too many sessions of this access");
+                              lru.conn->peer() + "): " + std::to_string(kMaxClientsPerAccess) +
+                              " were open");
+  lru.conn->close("too many sessions of this access");
 }
 
 void Controller::arm_client_idle(std::uint64_t sid) {
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end()) return;
-  if (it->second.idle_timer) reactor_.cancel_timer(it->second.idle_timer);
-  it->second.last_heard = reactor_.now();
-  it->second.idle_timer = reactor_.add_timer(Duration::seconds(kClientIdleS), [this, sid] {
-    auto s = sessions_.find(sid);
-    if (s == sessions_.end()) return;
-    s->second.idle_timer = 0;
-    if (s->second.conn && s->second.conn->is_open())
-      s->second.conn->close("idle for " + std::to_string(static_cast<int>(kClientIdleS)) + " s");
+  Session* s = sessions_.find(sid);
+  if (!s) return;
+  if (s->idle_timer) reactor_.cancel_timer(s->idle_timer);
+  s->last_heard = reactor_.now();
+  s->idle_timer = reactor_.add_timer(Duration::seconds(kClientIdleS), [this, sid] {
+    Session* idle = sessions_.find(sid);
+    if (!idle) return;
+    idle->idle_timer = 0;
+    if (idle->open())
+      idle->conn->close("idle for " + std::to_string(static_cast<int>(kClientIdleS)) + " s");
   });
 }
 
@@ -187,24 +146,25 @@ void Controller::note_bad_credential(const std::string& text) {
 }
 
 void Controller::refuse(std::uint64_t sid, const std::string& why) {
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end()) return;
+  Session* found = sessions_.find(sid);
+  if (!found) return;
+  Session& s = *found;
   if (why == "bad token") {
-    const Hello& h = it->second.handshake.hello();
-    note_bad_credential("refused connection from " + it->second.conn->peer() + " (" +
-                        h.proof_role() + (h.name.empty() ? "" : " " + h.name.substr(0, 64)) +
+    const Hello& h = s.handshake.hello();
+    note_bad_credential("refused connection from " + s.conn->peer() + " (" + h.proof_role() +
+                        (h.name.empty() ? "" : " " + h.name.substr(0, 64)) +
                         (h.read_only ? ", read-only" : "") + "): bad token");
   } else {
-    note_unauthenticated("refused connection from " + it->second.conn->peer() + ": " + why);
+    note_unauthenticated("refused connection from " + s.conn->peer() + ": " + why);
   }
-  it->second.conn->send(json{{"type", "refused"}, {"reason", why}});
-  leave_unauthenticated(sid, it->second);
-  it->second.role = Session::Role::kClient;  // no further messages are acted on
-  it->second.conn->set_handlers(
+  s.conn->send(json{{"type", "refused"}, {"reason", why}});
+  leave_unauthenticated(sid, s);
+  s.role = Session::Role::kClient;  // no further messages are acted on
+  s.conn->set_handlers(
       {[](const json&) {}, [this, sid](const std::string& w) { on_close(sid, w); }});
   reactor_.add_timer(Duration::seconds(0.2), [this, sid] {
-    auto s = sessions_.find(sid);
-    if (s != sessions_.end() && s->second.conn->is_open()) s->second.conn->close("refused");
+    Session* refused = sessions_.find(sid);
+    if (refused && refused->conn->is_open()) refused->conn->close("refused");
   });
 }
 

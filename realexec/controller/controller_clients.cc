@@ -156,19 +156,18 @@ void Controller::on_client(std::uint64_t sid, Session& s, const ClientRequest& r
   }
   // Answered once the agent applied it: the operator's "injected" and the log's fault
   // record both mean it happened.
-  world_->inject(m, in.fault, in.detail, k->second,
-                 [this, sid, req = request.req, fault = in.fault, name = in.machine](
-                     bool ok, const std::string& why) {
-                   auto it = sessions_.find(sid);
-                   if (it == sessions_.end() || !it->second.conn || !it->second.conn->is_open())
-                     return;
-                   it->second.conn->send(
-                       json{{"type", "done"},
-                            {"req", req},
-                            {"ok", ok},
-                            {"detail", ok ? fault + " injected on " + name
-                                          : "inject: the agent of " + name + " refused: " + why}});
-                 });
+  world_->inject(
+      m, in.fault, in.detail, k->second,
+      [this, sid, req = request.req, fault = in.fault, name = in.machine](bool ok,
+                                                                          const std::string& why) {
+        Session* s = sessions_.find(sid);
+        if (!s || !s->open()) return;
+        s->conn->send(json{{"type", "done"},
+                           {"req", req},
+                           {"ok", ok},
+                           {"detail", ok ? fault + " injected on " + name
+                                         : "inject: the agent of " + name + " refused: " + why}});
+      });
 }
 
 }  // namespace faultline::live

@@ -88,6 +88,8 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
                        bool fresh)
     : config_(in_run_order(config, fresh)),
       reactor_(reactor),
+      storage_(config_.state_dir + "/outage"),
+      acceptor_(reactor),
       bad_credential_notes_(kBadCredentialLinesPerMinute),
       session_notes_{NoteWindow(kSessionLinesPerMinute), NoteWindow(kSessionLinesPerMinute)} {
   std::string err;
@@ -111,7 +113,7 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
   if (ec)
     throw std::runtime_error(config_.state_dir +
                              ": cannot create the state directory: " + ec.message());
-  lock_state_dir(fresh);
+  lock_.take(config_.state_dir, fresh);
   const std::string journal_path = config_.state_dir + "/journal.json";
   const std::string log_path = config_.state_dir + "/events.jsonl";
   if (fresh) {
@@ -128,9 +130,9 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
   // A log deleted or rotated away leaves a resumed run with a new, empty one: it gets a header
   // of its own (readers refuse a log without one), and a note that the earlier log is gone.
   const bool new_log = std::filesystem::file_size(log_path, ec) == 0 || ec;
-  marker_ = std::make_unique<OutageMarker>(config_.state_dir + "/outage");
-  if (fresh) std::filesystem::remove(marker_->path(), ec);
-  if (!marker_->open(&err))
+  OutageMarker& marker = storage_.marker();
+  if (fresh) std::filesystem::remove(marker.path(), ec);
+  if (!marker.open(&err))
     throw std::runtime_error(err + " (the state directory needs room for its outage marker)");
   try {
     log_ = std::make_unique<traces::EventLogWriter>(log_path);
@@ -147,7 +149,7 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
     world_->note(line);
     std::cerr << log_stamp() << " faultline live: " << line << "\n";
   }
-  if (const auto& gap = marker_->previous(); gap && journal_->resumed()) {
+  if (const auto& gap = marker.previous(); gap && journal_->resumed()) {
     // The previous controller died with records waiting for a failing disk: they are gone,
     // and the log says so where they would have been.
     const std::uint64_t n = gap->pending;
@@ -160,15 +162,14 @@ Controller::Controller(const LiveConfig& config, const Registry& registry, React
               << " records lost when the previous controller stopped during a storage outage ("
               << gap->error << ")\n";
   }
-  if (!marker_->ignored().empty() && journal_->resumed()) {
-    world_->note("outage marker " + marker_->path() + " ignored: " + marker_->ignored() +
+  if (!marker.ignored().empty() && journal_->resumed()) {
+    world_->note("outage marker " + marker.path() + " ignored: " + marker.ignored() +
                  "; no event log gap is assumed");
-    std::cerr << log_stamp() << " faultline live: " << marker_->path()
-              << " ignored: " << marker_->ignored() << "\n";
+    std::cerr << log_stamp() << " faultline live: " << marker.path()
+              << " ignored: " << marker.ignored() << "\n";
   }
-  world_->on_log_pending([this](double t_s) { mark_outage(t_s); });
-  listen_fd_ = listen_tcp(config_.controller_host, config_.controller_port, &err);
-  if (listen_fd_ < 0)
+  world_->on_log_pending([this](double t_s) { storage_.mark_outage(log_->health(), t_s); });
+  if (!acceptor_.listen(config_.controller_host, config_.controller_port, &err))
     throw std::runtime_error(config_.file + ": controller: cannot listen on " +
                              config_.controller_host + ":" +
                              std::to_string(config_.controller_port) + ": " + err);
@@ -225,48 +226,6 @@ void Controller::write_header(const Registry& registry, double t_s) {
   log_->header(t_s, h);
 }
 
-void Controller::lock_state_dir(bool fresh) {
-  // One controller per state directory, for its whole life: a second one (a `--fresh` typed
-  // into the wrong terminal, a unit started twice) would otherwise delete or interleave the
-  // journal and the event log under the running one. flock is released by the kernel when
-  // the holder dies, however it dies, so a crashed controller never leaves it stale. The lock
-  // is on the directory itself: a lock file can be deleted and made anew (a second lock on a
-  // new inode then succeeds), the directory cannot while the state is in it.
-  // STATE_DIR/controller.lock only names the holder's pid.
-  const std::string path = config_.state_dir + "/controller.lock";
-  dir_lock_fd_ = ::open(config_.state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_lock_fd_ < 0)
-    throw std::runtime_error(config_.state_dir +
-                             ": cannot open the state directory: " + std::strerror(errno));
-  if (::flock(dir_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int e = errno;
-    ::close(dir_lock_fd_);
-    dir_lock_fd_ = -1;
-    if (e != EWOULDBLOCK)
-      throw std::runtime_error(config_.state_dir +
-                               ": cannot lock the state directory: " + std::strerror(e));
-    std::string holder;
-    if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
-      char buf[32] = {};
-      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-      if (n > 0) holder.assign(buf, static_cast<std::size_t>(n));
-      ::close(fd);
-    }
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    if (holder.find_first_not_of("0123456789") != std::string::npos) holder.clear();
-    throw std::runtime_error(
-        config_.state_dir + ": in use by the controller with pid " +
-        (holder.empty() ? std::string("(unknown)") : holder) + " (" + path + ")" +
-        (fresh ? "; --fresh deletes nothing while it runs: stop it first" : "; stop it first"));
-  }
-  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (lock_fd_ < 0 || ::ftruncate(lock_fd_, 0) != 0 ||
-      ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
-    // The lock holds without the pid beside it; a second controller then names no pid.
-  }
-}
-
 void Controller::start_metrics() {
   std::string token, err;
   if (!config_.metrics_token_file.empty()) {
@@ -288,12 +247,8 @@ void Controller::start_metrics() {
 Controller::~Controller() {
   metrics_.reset();
   sessions_.clear();
-  if (listen_fd_ >= 0) {
-    reactor_.remove_fd(listen_fd_);
-    ::close(listen_fd_);
-  }
-  if (lock_fd_ >= 0) ::close(lock_fd_);
-  if (dir_lock_fd_ >= 0) ::close(dir_lock_fd_);  // releases the state directory
+  acceptor_.close();
+  lock_.release();  // releases the state directory
 }
 
 void Controller::check_fd_limit() {
@@ -322,7 +277,7 @@ void Controller::check_fd_limit() {
 int Controller::run(double duration_s) {
   run_started_ = reactor_.now();
   check_fd_limit();
-  reactor_.add_fd(listen_fd_, EPOLLIN, [this](std::uint32_t) { on_accept(); });
+  acceptor_.start([this] { on_accept(); });
   // SIGTERM/SIGINT stop the controller only: the agents keep the job running and a
   // restarted controller adopts it. `faultline live stop` ends the whole run.
   reactor_.on_signal(SIGTERM, [this] { reactor_.stop(); });
@@ -366,66 +321,10 @@ int Controller::run(double duration_s) {
   return code;
 }
 
-void Controller::mark_outage(double t_s) {
-  const traces::StorageHealth& h = log_->health();
-  if (h.pending == 0) {
-    pending_first_t_ = -1;
-    marker_->clear();
-    return;
-  }
-  if (pending_first_t_ < 0) pending_first_t_ = t_s;
-  pending_last_t_ = std::max(pending_last_t_, t_s);
-  marker_->set(
-      {h.pending, h.lost, h.since_unix_ms, pending_first_t_, pending_last_t_, h.last_error});
-}
-
 void Controller::watch_storage() {
-  log_->flush();
-  journal_->retry();
-  if (log_->health().pending == 0) {
-    pending_first_t_ = -1;
-    marker_->clear();
-  } else {
-    mark_outage(pending_last_t_);
-  }
-  const std::string stamp = log_stamp();
-  {
-    const traces::StorageHealth& h = log_->health();
-    if (h.outages > log_watch_.outages) {
-      log_watch_.outages = h.outages;
-      log_watch_.failing = true;
-      std::cerr << stamp << " faultline live: storage: writing the event log failed at "
-                << utc_stamp(h.since_unix_ms) << ": " << h.last_error << "; " << h.pending
-                << " records pending, kept in memory and retried (reported once per outage)\n";
-    }
-    if (log_watch_.failing && !h.failing) {
-      log_watch_.failing = false;
-      const std::string line = "storage: the event log is written again after failing since " +
-                               utc_stamp(h.since_unix_ms) + ": " + std::to_string(h.written_late) +
-                               " records written late, " + std::to_string(h.outage_lost) + " lost";
-      std::cerr << stamp << " faultline live: " << line << "\n";
-      if (!shutting_down_)
-        world_->note(line);  // the log itself says where it has a gap (never after the summary)
-    }
-  }
-  {
-    const traces::StorageHealth& h = journal_->health();
-    if (h.outages > journal_watch_.outages) {
-      journal_watch_.outages = h.outages;
-      journal_watch_.failing = true;
-      std::cerr << stamp << " faultline live: storage: saving the journal failed at "
-                << utc_stamp(h.since_unix_ms) << ": " << h.last_error
-                << "; the previous journal stays, retried (reported once per outage)\n";
-    }
-    if (journal_watch_.failing && !h.failing) {
-      journal_watch_.failing = false;
-      const std::string line =
-          "storage: the journal is saved again after failing since " + utc_stamp(h.since_unix_ms);
-      std::cerr << stamp << " faultline live: " << line << "\n";
-      if (!shutting_down_) world_->note(line);
-    }
-  }
-  std::cerr << std::flush;
+  storage_.watch(*log_, *journal_, [this](const std::string& line) {
+    if (!shutting_down_) world_->note(line);  // never after the summary
+  });
 }
 
 bool Controller::awaited(MachineId m) const {
@@ -459,8 +358,8 @@ void Controller::shutdown(const std::string& why) {
             << (reactor_.now() - run_started_).to_seconds() << " s\n";
   std::cout << log_stamp() << " faultline live: " << why << "; measured ETTR " << ettr << "\n"
             << std::flush;
-  for (auto& [sid, s] : sessions_)
-    if (s.role == Session::Role::kAgent && s.conn && s.conn->is_open())
+  for (auto& [sid, s] : sessions_.all())
+    if (s.role == Session::Role::kAgent && s.open())
       s.conn->send(json{{"type", "shutdown"}, {"req", kOwnReqBase}});
   // Give the agents a moment to receive it, and a scraper its chance at the final values.
   const double linger_s = metrics_ ? std::max(0.5, config_.metrics_linger_s) : 0.5;
@@ -468,43 +367,32 @@ void Controller::shutdown(const std::string& why) {
 }
 
 bool Controller::send(MachineId m, const json& msg) {
-  auto it = machine_session_.find(m);
-  if (it == machine_session_.end()) return false;
-  auto s = sessions_.find(it->second);
-  if (s == sessions_.end() || !s->second.conn || !s->second.conn->is_open()) return false;
-  return s->second.conn->send(msg);
+  Session* s = sessions_.agent(m);
+  return s && s->conn->send(msg);
 }
 
-bool Controller::connected(MachineId m) const {
-  auto it = machine_session_.find(m);
-  if (it == machine_session_.end()) return false;
-  auto s = sessions_.find(it->second);
-  return s != sessions_.end() && s->second.conn && s->second.conn->is_open();
-}
+bool Controller::connected(MachineId m) const { return sessions_.agent(m) != nullptr; }
 
 double Controller::silent_s(MachineId m) const {
-  auto it = machine_session_.find(m);
-  if (it == machine_session_.end()) return 0;
-  auto s = sessions_.find(it->second);
-  if (s == sessions_.end() || !s->second.conn || !s->second.conn->is_open()) return 0;
-  return (reactor_.now() - s->second.last_heard).to_seconds();
+  const Session* s = sessions_.agent(m);
+  return s ? (reactor_.now() - s->last_heard).to_seconds() : 0;
 }
 
 void Controller::arm_heartbeat(std::uint64_t sid) {
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end()) return;
-  if (it->second.timer) reactor_.cancel_timer(it->second.timer);
-  it->second.timer = reactor_.add_timer(Duration::seconds(config_.heartbeat_timeout_s),
-                                        [this, sid] { check_heartbeat(sid); });
+  Session* s = sessions_.find(sid);
+  if (!s) return;
+  if (s->timer) reactor_.cancel_timer(s->timer);
+  s->timer = reactor_.add_timer(Duration::seconds(config_.heartbeat_timeout_s),
+                                [this, sid] { check_heartbeat(sid); });
 }
 
 // The rules are docs/running-live.md's "Heartbeats and timeouts". The timer is not moved
 // with every message (a busy fleet sends thousands a second): it fires, looks at how long
 // the agent has been silent, and sleeps again for what is left.
 void Controller::check_heartbeat(std::uint64_t sid) {
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end()) return;
-  Session& s = it->second;
+  Session* found = sessions_.find(sid);
+  if (!found) return;
+  Session& s = *found;
   s.timer = 0;
   const double silence = (reactor_.now() - s.last_heard).to_seconds();
   const double timeout = config_.heartbeat_timeout_s;
@@ -529,9 +417,9 @@ void Controller::check_heartbeat(std::uint64_t sid) {
 }
 
 void Controller::on_message(std::uint64_t sid, const json& msg) {
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end()) return;
-  Session& s = it->second;
+  Session* found = sessions_.find(sid);
+  if (!found) return;
+  Session& s = *found;
   // Every message is decoded before anything is done with it (realexec/net/messages.h); one
   // that does not decode is refused with its reason and noted, and the process carries on.
   try {
@@ -638,25 +526,24 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
   const std::string& name = hello.name;
   const MachineId m = machine_id(name);
   if (m == kNoMachine) return refuse(sid, "unknown machine \"" + name.substr(0, 64) + "\"");
-  if (auto old = machine_session_.find(m); old != machine_session_.end() && old->second != sid) {
-    auto os = sessions_.find(old->second);
+  if (const std::uint64_t old = sessions_.bound(m); old != 0 && old != sid) {
+    Session* os = sessions_.find(old);
     // A session is bound to its machine: while the one there is live (heard from within
     // heartbeat_timeout_s) a second hello for the name is refused; a restarted agent gets
     // in once the old session has closed or gone silent.
-    if (os != sessions_.end() && os->second.conn && os->second.conn->is_open() &&
-        reactor_.now() - os->second.last_heard < Duration::seconds(config_.heartbeat_timeout_s))
-      return refuse(sid,
-                    name + " already has a live session (from " + os->second.conn->peer() + ")");
-    machine_session_.erase(old);
-    if (os != sessions_.end()) {
-      os->second.machine = kNoMachine;  // replaced: its close is not a loss
-      os->second.conn->close("replaced by a new connection");
+    if (os && os->open() &&
+        reactor_.now() - os->last_heard < Duration::seconds(config_.heartbeat_timeout_s))
+      return refuse(sid, name + " already has a live session (from " + os->conn->peer() + ")");
+    sessions_.unbind(m);
+    if (os) {
+      os->machine = kNoMachine;  // replaced: its close is not a loss
+      os->conn->close("replaced by a new connection");
     }
   }
   s.role = Session::Role::kAgent;
   s.machine = m;
   s.last_heard = reactor_.now();
-  machine_session_[m] = sid;
+  sessions_.bind(m, sid);
   const bool in_job = world_->cluster().slot_of(m) >= 0;
   s.conn->send(json{{"type", "welcome"},
                     {"machine", name},
@@ -668,36 +555,31 @@ void Controller::on_authenticated(std::uint64_t sid, const Auth& auth) {
 }
 
 void Controller::on_close(std::uint64_t sid, const std::string& why) {
-  auto it = sessions_.find(sid);
-  if (it == sessions_.end()) return;
-  const MachineId m = it->second.machine;
-  const bool agent = it->second.role == Session::Role::kAgent;
-  if (it->second.role == Session::Role::kChallenged) {
-    const Hello& h = it->second.handshake.hello();
-    note_unauthenticated("connection from " + it->second.conn->peer() + " (" + h.proof_role() +
+  Session* found = sessions_.find(sid);
+  if (!found) return;
+  Session& s = *found;
+  const MachineId m = s.machine;
+  const bool agent = s.role == Session::Role::kAgent;
+  if (s.role == Session::Role::kChallenged) {
+    const Hello& h = s.handshake.hello();
+    note_unauthenticated("connection from " + s.conn->peer() + " (" + h.proof_role() +
                          (h.name.empty() ? "" : " " + h.name) +
                          ") closed before answering the challenge: it did not prove the token (" +
                          why + ")");
   }
-  if (it->second.role == Session::Role::kHello && why != "peer closed the connection")
+  if (s.role == Session::Role::kHello && why != "peer closed the connection")
     // Frame-level garbage (a bad length, bytes that are no JSON, bad UTF-8) closes the
     // connection before any message: the reason is said, like any refusal.
-    note_unauthenticated("connection from " + it->second.conn->peer() +
-                         " closed before its hello: " + why);
-  if (it->second.timer) reactor_.cancel_timer(it->second.timer);
-  if (it->second.idle_timer) reactor_.cancel_timer(it->second.idle_timer);
+    note_unauthenticated("connection from " + s.conn->peer() + " closed before its hello: " + why);
+  if (s.timer) reactor_.cancel_timer(s.timer);
+  if (s.idle_timer) reactor_.cancel_timer(s.idle_timer);
   // Destroy the connection after this callback returns.
-  auto conn = std::shared_ptr<Conn>(std::move(it->second.conn));
-  leave_unauthenticated(sid, it->second);
-  sessions_.erase(it);
+  auto conn = std::shared_ptr<Conn>(std::move(s.conn));
+  leave_unauthenticated(sid, s);
+  sessions_.erase(sid);  // s is gone
   reactor_.defer([conn] {});
-  if (agent && m != kNoMachine) {
-    auto ms = machine_session_.find(m);
-    if (ms != machine_session_.end() && ms->second == sid) {
-      machine_session_.erase(ms);
-      if (!shutting_down_) world_->on_agent_lost(m, why);
-    }
-  }
+  if (agent && m != kNoMachine && sessions_.closed_agent(m, sid) && !shutting_down_)
+    world_->on_agent_lost(m, why);
 }
 
 }  // namespace faultline::live

@@ -17,9 +17,13 @@
 #include <string>
 #include <unordered_map>
 
+#include "realexec/controller/acceptor.h"
 #include "realexec/controller/live_world.h"
 #include "realexec/controller/metrics_http.h"
 #include "realexec/controller/note_window.h"
+#include "realexec/controller/session_table.h"
+#include "realexec/controller/state_dir_lock.h"
+#include "realexec/controller/storage_watch.h"
 #include "realexec/live_config.h"
 #include "realexec/net/auth.h"
 #include "realexec/net/messages.h"
@@ -52,36 +56,16 @@ class Controller final : public MachineLink {
   double silent_s(MachineId m) const override;
 
  private:
-  struct Session {
-    std::unique_ptr<Conn> conn;
-    // kHello: waiting for the hello; kChallenged: for the answer to our challenge.
-    enum class Role { kHello, kChallenged, kAgent, kClient } role = Role::kHello;
-    ControllerHandshake handshake;
-    bool read_only = false;  // a client that proved the status credential
-    MachineId machine = kNoMachine;
-    std::uint64_t timer = 0;       // handshake deadline, then heartbeat deadline
-    std::uint64_t refused = 0;     // messages refused on this connection
-    Instant last_heard{};          // agents: the last message received
-    std::uint64_t seq = 0;         // accept order: the oldest unauthenticated one makes room
-    std::uint64_t idle_timer = 0;  // clients: closed after kClientIdleS without a request
-    Instant accepted{};
-    int fd = -1;               // the connection's socket (owned by conn), for TCP_INFO
-    bool stall_noted = false;  // agents: "silent but its host answers" was said
-  };
   void on_accept();
   void on_message(std::uint64_t sid, const nlohmann::json& msg);
   void on_close(std::uint64_t sid, const std::string& why);
   void on_hello(std::uint64_t sid, const Hello& hello);
   void on_authenticated(std::uint64_t sid, const Auth& auth);
-  // Takes the state directory's lock or throws naming the controller that holds it.
-  void lock_state_dir(bool fresh);
   // The header (when the log is new) and the notes on what this controller resumed.
   void begin_log(const Registry& registry, const std::string& log_path, bool new_log,
                  bool reordered);
   // Writes the event log's header at run time `t_s`.
   void write_header(const Registry& registry, double t_s);
-  // Marks (in STATE_DIR/outage) that event-log records wait in memory; t_s: the newest.
-  void mark_outage(double t_s);
   void on_client(std::uint64_t sid, Session& s, const ClientRequest& request);
   void note_refusal(Session& s, const std::string& reason);
   void note_unauthenticated(const std::string& text);
@@ -94,15 +78,10 @@ class Controller final : public MachineLink {
   void arm_client_idle(std::uint64_t sid);
   // Closes unauthenticated session `sid` to make room for another.
   void make_room_unauthenticated(std::uint64_t sid);
-  // The unauthenticated session that makes room when kMaxUnauthenticated are open: the
-  // oldest still silent (no hello, nothing waiting to be read), else the oldest past
-  // kHandshakeGraceS; 0 when every one is younger.
-  std::uint64_t room_maker() const;
   // False (and accepts paused) when kMaxUnauthenticated handshakes, all young, are under way.
   bool room_for_handshake();
   // `sid` is no longer an unauthenticated connection (authenticated, refused or closed).
   void leave_unauthenticated(std::uint64_t sid, const Session& s);
-  void resume_accepts();  // after a pause for room
   void make_room_clients(bool read_only);
   std::string config_machine_name(MachineId m) const;
   MachineId machine_id(const std::string& name) const;  // kNoMachine: not in the config
@@ -130,10 +109,6 @@ class Controller final : public MachineLink {
   // Retries what waits to be written (the event log's backlog, a failed journal save) and
   // reports an outage of either on stderr: one line when it begins, one when it ends.
   void watch_storage();
-  struct StorageWatch {
-    std::uint64_t outages = 0;  // outages reported so far
-    bool failing = false;       // an outage was reported and has not ended
-  };
 
   // The caller's config with its machines in the order of the run it resumes (a copy).
   const LiveConfig config_;
@@ -142,33 +117,19 @@ class Controller final : public MachineLink {
   std::string status_token_;  // the read-only credential; empty: none
   std::unique_ptr<traces::EventLogWriter> log_;
   std::unique_ptr<Journal> journal_;
-  std::unique_ptr<OutageMarker>
-      marker_;                   // STATE_DIR/outage: records waiting in memory, across a crash
-  double pending_first_t_ = -1;  // run time of the oldest record waiting, -1: none
-  double pending_last_t_ = 0;
+  StorageWatch storage_;  // the event log's backlog, journal saves, STATE_DIR/outage
   std::unique_ptr<LiveWorld> world_;
-  int listen_fd_ = -1;
-  bool accept_paused_ = false;     // out of fds: accepting resumes after a pause
-  bool handshake_paused_ = false;  // kMaxUnauthenticated young handshakes: resumes as one ends
-  // Unauthenticated sessions by (accept order, sid): the oldest makes room.
-  std::set<std::pair<std::uint64_t, std::uint64_t>> unauthenticated_now_;
-  std::uint64_t accept_seq_ = 0;
-  std::uint64_t accept_failures_ = 0;
-  std::uint64_t evicted_unauthenticated_ = 0;
-  NoteWindow bad_credential_notes_;  // refusals for a bad proof
-  NoteWindow session_notes_[2];      // about clients' sessions: admin, read-only
-  int dir_lock_fd_ = -1;             // flock of STATE_DIR itself, held for the controller's life
-  int lock_fd_ = -1;                 // STATE_DIR/controller.lock: the holder's pid
+  Acceptor acceptor_;
+  NoteWindow bad_credential_notes_;         // refusals for a bad proof
+  NoteWindow session_notes_[2];             // about clients' sessions: admin, read-only
+  StateDirLock lock_;                       // STATE_DIR, held for the controller's life
   std::unique_ptr<MetricsServer> metrics_;  // null: no metrics_listen
-  std::uint64_t next_session_ = 1;
-  std::map<std::uint64_t, Session> sessions_;
-  std::map<MachineId, std::uint64_t> machine_session_;
+  SessionTable sessions_;
   std::unordered_map<std::string, MachineId> machine_ids_;  // job machines, then standbys
   MachineId await_cursor_ = 0;
   bool shutting_down_ = false;
   std::uint64_t unauthenticated_ = 0;  // refused or failed handshakes
   bool world_started_ = false;
-  StorageWatch log_watch_, journal_watch_;
   std::uint64_t heartbeats_ = 0;      // agent messages received, for the load line at exit
   std::uint64_t agent_messages_ = 0;  // the others
   Instant run_started_{};

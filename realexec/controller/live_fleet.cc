@@ -143,9 +143,9 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
     adoption_.ranks[m] = {};
     adoption_.gen.erase(m);
   }
-  if (!inspections_.empty()) {
+  if (!probes_.inspections().empty()) {
     json kinds = json::object();
-    for (const auto& [k, v] : inspections_) kinds[k] = v;
+    for (const auto& [k, v] : probes_.inspections()) kinds[k] = v;
     request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS),
             [](const AgentReply&) {});
   }
@@ -162,11 +162,8 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
             [](const AgentReply&) {});
   }
   if (cluster_.slot_of(m) < 0 && !in_pool(m) && !is_retired(m)) {
-    Repair& r = repairs_[m];
-    if (!r.running && !r.given_up && r.timer == 0) {
-      if (r.since.ns == 0) r.since = now();
+    if (repairs_.agent_back(m, now()))
       schedule_repair(m, Duration::seconds(config_.repair.check_after_s));
-    }
   }
   retry_waiting_acquire();
   if (adoption_.active && adoption_.timer) {
@@ -223,7 +220,7 @@ void LiveWorld::on_agent_message(MachineId m, const json& msg) {
   } else if (const auto* rdv = std::get_if<AgentRendezvous>(&decoded)) {
     on_rendezvous(m, *rdv);
   } else if (const auto* alert = std::get_if<AgentAlert>(&decoded)) {
-    last_alert_[m] = now();               // a machine under repair fails its check on it
+    repairs_.alert(m, now());             // a machine under repair fails its check on it
     if (cluster_.slot_of(m) < 0) return;  // standby or evicted: nothing the job policy acts on
     deliver(InspectionAlert{m, alert->kind, alert->detail});
   }
@@ -284,10 +281,7 @@ bool LiveWorld::repaired(MachineId m) {
   if (m < 0 || m >= cluster_.machine_count() || cluster_.slot_of(m) >= 0) return false;
   const auto& sb = cluster_.standby();
   if (std::find(sb.begin(), sb.end(), m) != sb.end()) return false;
-  if (auto r = repairs_.find(m); r != repairs_.end()) {
-    if (r->second.timer) reactor_.cancel_timer(r->second.timer);
-    repairs_.erase(r);
-  }
+  repairs_.forget(m);
   auto& js = journal_.state();
   js.strikes.erase(m);
   js.retired.erase(std::remove(js.retired.begin(), js.retired.end(), m), js.retired.end());
@@ -314,9 +308,7 @@ bool LiveWorld::in_pool(MachineId m) const {
 void LiveWorld::retire(MachineId m, const std::string& why) {
   auto& s = journal_.state();
   if (!is_retired(m)) s.retired.push_back(m);
-  if (auto r = repairs_.find(m); r != repairs_.end() && r->second.timer)
-    reactor_.cancel_timer(r->second.timer);
-  repairs_.erase(m);
+  repairs_.forget(m);
   note(machine_config(m).name + " retired: " + why + "; only an operator's repair returns it");
 }
 
@@ -328,35 +320,23 @@ void LiveWorld::taken_out(MachineId m) {
                   std::to_string(config_.repair.retire_after) + ")");
     return;
   }
-  Repair& r = repairs_[m];
-  if (r.timer) reactor_.cancel_timer(r.timer);
-  r = Repair{};
-  r.since = now();
+  repairs_.take_out(m, now());
   schedule_repair(m, Duration::seconds(config_.repair.check_after_s));
 }
 
 void LiveWorld::schedule_repair(MachineId m, Duration after) {
-  Repair& r = repairs_[m];
-  if (r.timer) reactor_.cancel_timer(r.timer);
-  r.timer = reactor_.add_timer(after, [this, m] {
-    auto it = repairs_.find(m);
-    if (it == repairs_.end()) return;
-    it->second.timer = 0;
-    run_repair_check(m);
-  });
+  repairs_.schedule(m, after, [this, m] { run_repair_check(m); });
 }
 
 void LiveWorld::run_repair_check(MachineId m) {
-  auto it = repairs_.find(m);
-  if (it == repairs_.end() || it->second.running) return;
+  const RepairQueue::Repair* r = repairs_.find(m);
+  if (!r || r->running) return;
   if (cluster_.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) {
-    repairs_.erase(it);
+    repairs_.forget(m);
     return;
   }
   if (!link_.connected(m)) return;  // checked when its agent is back (on_agent_connected)
-  Repair& r = it->second;
-  r.running = true;
-  ++r.checks;
+  repairs_.begin_check(m);
   const Duration deadline = Duration::seconds(60);
   // Whatever still runs there dies first: a machine is checked, and handed out again, only
   // without old ranks on it.
@@ -379,13 +359,12 @@ void LiveWorld::probe_repaired(MachineId m, Duration deadline) {
             ProbeKind::kBitwise, {m}, deadline,
             [this, m](const MachineSet& failed2, bool, const std::string& details2) {
               if (!failed2.empty()) return repair_failed(m, "bit-wise test failed" + details2);
-              auto it2 = repairs_.find(m);
-              if (it2 == repairs_.end()) return;
-              if (auto a = last_alert_.find(m);
-                  a != last_alert_.end() && a->second >= it2->second.since)
+              const RepairQueue::Repair* r = repairs_.find(m);
+              if (!r) return;
+              if (repairs_.alerted_since_taken_out(m))
                 return repair_failed(m, "it raised an inspection alert since it was taken out");
-              const int checks = it2->second.checks;
-              repairs_.erase(it2);
+              const int checks = r->checks;
+              repairs_.forget(m);
               if (cluster_.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) return;
               cluster_.set_health(m, Health::kHealthy);
               cluster_.add_standby(m);
@@ -399,20 +378,16 @@ void LiveWorld::probe_repaired(MachineId m, Duration deadline) {
 }
 
 void LiveWorld::repair_failed(MachineId m, const std::string& why) {
-  auto it = repairs_.find(m);
-  if (it == repairs_.end()) return;
-  Repair& r = it->second;
-  r.running = false;
-  if (r.checks >= config_.repair.max_checks) {
-    r.given_up = true;
-    note(machine_config(m).name + " failed its repair check " + std::to_string(r.checks) +
+  const RepairQueue::Repair* r = repairs_.find(m);
+  if (!r) return;
+  if (!repairs_.check_failed(m, config_.repair.max_checks, now())) {  // left to an operator
+    note(machine_config(m).name + " failed its repair check " + std::to_string(r->checks) +
          " times (" + why + "); left to an operator: faultline live inject CONFIG --machine " +
          machine_config(m).name + " --fault repair");
     return;
   }
   note(machine_config(m).name + " failed its repair check (" + why + "); next check in " +
        traces::json_brief(config_.repair.retry_after_s) + " s");
-  r.since = now();
   schedule_repair(m, Duration::seconds(config_.repair.retry_after_s));
 }
 
@@ -420,10 +395,10 @@ LiveWorld::MachineState LiveWorld::machine_state(MachineId m) const {
   if (cluster_.slot_of(m) >= 0) return MachineState::kJob;
   if (in_pool(m)) return MachineState::kStandby;
   if (is_retired(m)) return MachineState::kRetired;
-  if (auto r = repairs_.find(m); r != repairs_.end())
-    return r->second.given_up  ? MachineState::kLeftToOperator
-           : r->second.running ? MachineState::kRepairCheck
-                               : MachineState::kAwaitingRepair;
+  if (const RepairQueue::Repair* r = repairs_.find(m))
+    return r->given_up  ? MachineState::kLeftToOperator
+           : r->running ? MachineState::kRepairCheck
+                        : MachineState::kAwaitingRepair;
   return MachineState::kOut;
 }
 

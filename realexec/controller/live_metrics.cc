@@ -63,7 +63,7 @@ std::vector<MetricFamily> LiveWorld::metrics() const {
                          MetricType::kCounter, "phase", lost_at(until)));
 
   std::map<std::string, double> opened;
-  for (const auto& [category, n] : incident_stats_.opened)
+  for (const auto& [category, n] : incidents_.stats().opened)
     opened[category] = static_cast<double>(n);
   out.push_back(labelled("faultline_incidents_opened_total",
                          "Incidents opened (the job stopped training, or a replica dropped out: "
@@ -77,23 +77,23 @@ std::vector<MetricFamily> LiveWorld::metrics() const {
       MetricType::kCounter,
       {},
       {}};
-  for (const auto& [key, n] : incident_stats_.closed)
+  for (const auto& [key, n] : incidents_.stats().closed)
     closed.samples.push_back(
         Sample{{{"category", key.first}, {"resolution", key.second}}, static_cast<double>(n)});
   out.push_back(std::move(closed));
   double open = 0;
-  for (const Incident& in : incidents_) open += !in.resolved && !closed_at_ ? 1 : 0;
+  for (const Incident& in : incidents_.incidents()) open += !in.resolved && !closed_at_ ? 1 : 0;
   out.push_back(gauge("faultline_incidents_open",
                       "Incidents open now: the job's stop (0 or 1) and each replica out.", open));
   out.push_back(
       histogram("faultline_detection_latency_seconds",
                 "From rank 0's last step report to the controller knowing the job stopped (for "
                 "a replica_drop, from the replica's last step report to its drop).",
-                incident_stats_.detection));
+                incidents_.stats().detection));
   out.push_back(histogram("faultline_recovery_latency_seconds",
                           "From an incident's detection to every rank running again (the "
                           "replica training again).",
-                          incident_stats_.recovery));
+                          incidents_.stats().recovery));
 
   std::map<std::string, double> states;
   for (int s = 0; s <= static_cast<int>(MachineState::kOut); ++s) states[state_label(s)] = 0;
@@ -119,7 +119,7 @@ std::vector<MetricFamily> LiveWorld::metrics() const {
                       "Machines in the repair pipeline (waiting for or running their check).",
                       repair_queue));
   out.push_back(gauge("faultline_step", "Rank 0's latest reported step (-1: none yet).",
-                      static_cast<double>(last_step_)));
+                      static_cast<double>(progress_.last_step())));
   out.push_back(gauge("faultline_job_generation", "The job's generation (one per launch).",
                       static_cast<double>(journal_.state().gen)));
   out.push_back(
@@ -161,41 +161,31 @@ double sum_of(const std::map<std::string, double>& m) {
 
 }  // namespace
 
-const LiveWorld::Incident* LiveWorld::open_stop() const {
-  if (startup_) return &*startup_;
-  return open_job_stop();
-}
-
-const LiveWorld::Incident* LiveWorld::open_job_stop() const {
-  // Stops do not overlap: the latest is the only one that can be open.
-  for (auto it = incidents_.rbegin(); it != incidents_.rend(); ++it)
-    if (it->replica < 0) return it->resolved ? nullptr : &*it;
-  return nullptr;
-}
-
 void LiveWorld::incident_stats_to_journal() {
   auto& j = journal_.state().incidents;
-  j.opened = incident_stats_.opened;
-  j.closed = incident_stats_.closed;
+  const IncidentLedger::Stats& stats = incidents_.stats();
+  j.opened = stats.opened;
+  j.closed = stats.closed;
   const auto latency = [](const Histogram& h) {
     return JournalState::Latency{h.bounds(), h.per_bucket(), h.sum()};
   };
-  j.detection = latency(incident_stats_.detection);
-  j.recovery = latency(incident_stats_.recovery);
+  j.detection = latency(stats.detection);
+  j.recovery = latency(stats.recovery);
   auto& out = journal_.state().replicas_out;
   out.clear();
-  for (const Incident& in : incidents_)
+  for (const Incident& in : incidents_.incidents())
     if (in.replica >= 0 && !in.resolved)
       out.push_back({in.replica, in.cause, in.began.ns, in.detected.ns});
 }
 
 void LiveWorld::incident_stats_from_journal() {
   const auto& s = journal_.state();
-  incident_stats_.opened = s.incidents.opened;
-  incident_stats_.closed = s.incidents.closed;
+  IncidentLedger::Stats& stats = incidents_.stats();
+  stats.opened = s.incidents.opened;
+  stats.closed = s.incidents.closed;
   // Histograms of other bounds (another release's) restart empty rather than mis-bucketed.
-  for (auto [h, j] : {std::pair{&incident_stats_.detection, &s.incidents.detection},
-                      std::pair{&incident_stats_.recovery, &s.incidents.recovery}})
+  for (auto [h, j] : {std::pair{&stats.detection, &s.incidents.detection},
+                      std::pair{&stats.recovery, &s.incidents.recovery}})
     if (!j->buckets.empty() && !h->restore(j->bounds, j->buckets, j->sum))
       note(
           "the journal's incident latency histogram has other bounds than this release's: it "
@@ -209,7 +199,7 @@ void LiveWorld::incident_stats_from_journal() {
     Incident in{Instant{r.began_ns},    std::nullopt, r.cause, "replica_drop",
                 Instant{r.detected_ns}, std::nullopt, {}};
     in.replica = r.replica;
-    incidents_.push_back(std::move(in));
+    incidents_.resume(std::move(in));
   }
 }
 
@@ -224,7 +214,7 @@ std::map<std::string, double> LiveWorld::stop_phases(const Incident& in, Instant
   // Waiting for machines (an AcquireMachines short of standbys) comes out of the stopped
   // time after detection, out of the diagnosis first.
   Duration waited = in.waited;
-  if (&in == open_stop() && waiting_acquire_) {
+  if (&in == incidents_.open_stop() && waiting_acquire_) {
     const Instant from = std::max(waiting_acquire_->started, detected);
     if (from < until) waited += until - from;
   }
@@ -246,7 +236,7 @@ std::map<std::string, double> LiveWorld::lost_at(Instant until) const {
   std::map<std::string, double> lost;
   for (std::size_t i = 1; i < kTimePhaseCount; ++i) lost[kTimePhaseNames[i]] = 0;
   for (const auto& [k, v] : journal_.state().lost_s) lost[k] += v;
-  if (const Incident* in = open_stop())
+  if (const Incident* in = incidents_.open_stop())
     for (const auto& [k, v] : stop_phases(*in, until)) lost[k] += v;
   return lost;
 }
@@ -254,7 +244,7 @@ std::map<std::string, double> LiveWorld::lost_at(Instant until) const {
 void LiveWorld::account_step(std::int64_t step, double step_time_s,
                              std::optional<std::int64_t> checkpoint_step) {
   const Instant t = now();
-  const Accounting before = accounting_at(t);  // last_step_ is still the previous report's
+  const Accounting before = accounting_at(t);  // the last step is still the previous report's
   const double m = before.step_time_s;
   const std::int64_t now_last = std::max(before.first, step);
   if (step <= before.last) {
@@ -267,7 +257,7 @@ void LiveWorld::account_step(std::int64_t step, double step_time_s,
     // A step of the stopped generation, in flight at the stop, reported after it: it was
     // trained (productive), so the incident began no earlier than it (its detection is not
     // shown yet, see stop_phases; otherwise its time would be counted twice).
-    Incident* in = open_stop_mutable();
+    Incident* in = incidents_.open_stop();
     if (in && !in->restart_began) {
       in->began = std::min(std::max(in->began, t), in->detected);
       save_journal();
@@ -279,11 +269,11 @@ void LiveWorld::account_step(std::int64_t step, double step_time_s,
   // That share is taken out of the steps' productive time; the pauses of quorum changes (below)
   // were never in it.
   const int dp = cluster_.pp_groups();
-  if (replicas_.enabled && step > before.last && live_replicas() < dp) {
+  if (replicas_.enabled() && step > before.last && live_replicas() < dp) {
     const double share = static_cast<double>(step - std::max(before.last, before.first)) * m *
                          static_cast<double>(dp - live_replicas()) / dp;
     lost_pending_[phase_key(TimePhase::kMissingReplicas)] += share;
-    replica_share_pending_ += share;
+    replicas_.add_share(share);
   }
   // The time since the last report not yet assigned beyond its steps. Steps faster than the
   // nominal one make it negative: then nothing is added (a counter never goes back) and
@@ -296,7 +286,7 @@ void LiveWorld::account_step(std::int64_t step, double step_time_s,
   // the controller, and that part is failover already.
   double excess = std::isfinite(step_time_s) && step_time_s > m ? step_time_s - m : 0;
   excess = std::min(excess, std::max(0.0, rest));
-  if (steps_since_start_ < 2)
+  if (progress_.steps_since_start() < 2)
     lost_pending_[phase_key(TimePhase::kWarmup)] += excess;
   else if (checkpoint_step && *checkpoint_step == step)
     lost_pending_[phase_key(TimePhase::kCheckpoint)] += excess;
@@ -304,8 +294,8 @@ void LiveWorld::account_step(std::int64_t step, double step_time_s,
     excess = 0;
   // The rest is degraded (slow steps, gaps between steps), or the pause of a quorum change.
   rest -= excess;
-  const TimePhase gap = replicas_.changed ? TimePhase::kMissingReplicas : TimePhase::kDegraded;
-  replicas_.changed = false;
+  const TimePhase gap =
+      replicas_.take_changed() ? TimePhase::kMissingReplicas : TimePhase::kDegraded;
   if (rest > 0) lost_pending_[phase_key(gap)] += rest;
   if ((t - lost_flushed_at_).to_seconds() >= kFlushEveryS) flush_account();
 }
@@ -314,25 +304,20 @@ void LiveWorld::flush_account() {
   auto& lost = journal_.state().lost_s;
   for (const auto& [k, v] : lost_pending_) lost[k] += v;
   lost_pending_.clear();
-  journal_.state().replica_share_s += replica_share_pending_;
-  replica_share_pending_ = 0;
+  journal_.state().replica_share_s += replicas_.take_share();
   lost_flushed_at_ = now();
   save_journal();
 }
 
-LiveWorld::Incident* LiveWorld::open_stop_mutable() {
-  return const_cast<Incident*>(std::as_const(*this).open_stop());
-}
-
 void LiveWorld::account_restart_began(Instant t) {
-  Incident* in = open_stop_mutable();
+  Incident* in = incidents_.open_stop();
   if (!in || in->restart_began) return;
   in->restart_began = t;
   save_journal();  // the failover phase must continue across a controller restart
 }
 
 void LiveWorld::account_waited(Instant since) {
-  Incident* in = open_stop_mutable();
+  Incident* in = incidents_.open_stop();
   if (!in) return;
   const Instant from = std::max(since, in->detected);
   if (from < now()) in->waited += now() - from;
@@ -345,10 +330,11 @@ void LiveWorld::account_closed(const Incident& in) {
   // incident began no earlier than their training.
   Incident c = in;
   const Accounting acc = accounting_at(*in.resolved);
-  if (start_step_ > acc.last)
-    c.began = std::min(
-        c.detected,
-        c.began + Duration::seconds(static_cast<double>(start_step_ - acc.last) * acc.step_time_s));
+  if (ranks_.start_step() > acc.last)
+    c.began =
+        std::min(c.detected,
+                 c.began + Duration::seconds(static_cast<double>(ranks_.start_step() - acc.last) *
+                                             acc.step_time_s));
   auto& lost = journal_.state().lost_s;
   for (const auto& [k, v] : stop_phases(c, *c.resolved)) lost[k] += v;
   flush_account();
@@ -356,9 +342,9 @@ void LiveWorld::account_closed(const Incident& in) {
 }
 
 void LiveWorld::account_running() {
-  if (!startup_) return;
-  Incident in = *startup_;
-  startup_.reset();
+  std::optional<Incident> startup = incidents_.end_startup();
+  if (!startup) return;
+  Incident& in = *startup;
   in.resolved = now();
   auto& lost = journal_.state().lost_s;
   for (const auto& [k, v] : stop_phases(in, *in.resolved)) lost[k] += v;
@@ -371,8 +357,8 @@ void LiveWorld::resume_account() {
   if (!journal_.resumed() || (!s.stop && s.first_step < 0)) {
     // The run's start-up: from its start to every rank first running, a stop period
     // detected at once (the simulator's start is failover too).
-    startup_ =
-        Incident{Instant{}, std::nullopt, "start-up", "startup", Instant{}, std::nullopt, {}};
+    incidents_.begin_startup(
+        Incident{Instant{}, std::nullopt, "start-up", "startup", Instant{}, std::nullopt, {}});
     return;
   }
   if (!s.stop) return;
@@ -390,13 +376,13 @@ void LiveWorld::resume_account() {
   if (p.waiting_since_ns >= 0 && Instant{p.waiting_since_ns} < now())
     in.waited += now() - Instant{p.waiting_since_ns};
   if (p.category == "startup")
-    startup_ = std::move(in);
+    incidents_.begin_startup(std::move(in));
   else
-    incidents_.push_back(std::move(in));
+    incidents_.resume(std::move(in));
 }
 
 std::optional<JournalState::Stop> LiveWorld::journal_stop() const {
-  const Incident* in = open_stop();
+  const Incident* in = incidents_.open_stop();
   if (!in) return std::nullopt;
   JournalState::Stop p;
   p.category = in->category;

@@ -62,7 +62,7 @@ void LiveWorld::act_on(ActionId id, const MigrateMachines& a, Instant t) {
   if (migration_) return refuse(id, "a migration is under way", t);
   const MachineId from = a.machines.front();
   const std::int64_t r = cluster_.slot_of(from);
-  if (starting_ || !replicas_.members.count(r) || replicas_.joining.count(r))
+  if (start_.pending() || !replicas_.member(r) || replicas_.joining(r))
     return refuse(id, "replica " + std::to_string(r) + " is not training", t);
   const MachineId to = migration_standby();
   if (to == kNoMachine) return refuse(id, "no connected warm standby parked", t);
@@ -105,8 +105,7 @@ void LiveWorld::swap_in_migration() {
   cluster_.vacate(s);
   cluster_.set_health(mg.from, Health::kEvicted);
   cluster_.place(mg.to, s);
-  replicas_.joining[mg.replica] = mg.id;
-  replicas_.launched.insert(mg.replica);
+  replicas_.migrate(mg.replica, mg.id);
   send_quorum(next_quorum({mg.replica}));
   if (link_.connected(mg.from))
     request(mg.from, json{{"type", "kill"}, {"gen", mg.gen}}, Duration::seconds(kRequestTimeoutS),
@@ -136,8 +135,8 @@ bool LiveWorld::migration_report(MachineId m, std::int64_t rank, const RankRepor
   Migration& mg = *migration_;
   if (!mg.swapped) {
     if (r.type != "waiting") return true;  // nothing else comes from a joiner not admitted
-    if (!running_ || journal_.state().gen != mg.gen || !replicas_.members.count(mg.replica) ||
-        replicas_.joining.count(mg.replica)) {
+    if (!running_ || journal_.state().gen != mg.gen || !replicas_.member(mg.replica) ||
+        replicas_.joining(mg.replica)) {
       fail_migration("replica " + std::to_string(mg.replica) + " stopped training meanwhile");
       return true;
     }
@@ -147,8 +146,7 @@ bool LiveWorld::migration_report(MachineId m, std::int64_t rank, const RankRepor
   if (r.type != "started") return false;  // its steps, as any replica's
   const Migration done = mg;
   migration_.reset();
-  replicas_.joining.erase(done.replica);
-  replicas_.launched.erase(done.replica);
+  replicas_.joined(done.replica);
   const Instant t = now();
   outcome(done.id, true,
           "replica " + std::to_string(done.replica) + " moved from " +

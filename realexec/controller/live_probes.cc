@@ -51,9 +51,9 @@ MachineSet wrong_hashes(const std::optional<std::string>& reference,
 }  // namespace
 
 void LiveWorld::do_inspect(const EnableInspection& a) {
-  inspections_[a.kind] = a.interval.to_seconds();
+  probes_.inspect(a.kind, a.interval.to_seconds());
   json kinds = json::object();
-  for (const auto& [k, v] : inspections_) kinds[k] = v;
+  for (const auto& [k, v] : probes_.inspections()) kinds[k] = v;
   for (MachineId m = 0; m < cluster_.machine_count(); ++m)
     if (link_.connected(m))
       request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS),
@@ -242,8 +242,8 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
     std::optional<std::string> reference;
     bool timed_out = false;
     std::string details;
-    std::shared_ptr<RelayGroup> relay;        // a relayed inter_all_gather
-    std::uint64_t relay_key = 0;              // its key in relays_
+    std::shared_ptr<ProbeRelays::Group> relay;  // a relayed inter_all_gather
+    std::uint64_t relay_key = 0;                // its key in probes_
     std::map<MachineId, std::string> joined;  // machine -> how far its probe got in the rendezvous
   };
   auto st = std::make_shared<State>();
@@ -253,8 +253,9 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
   auto finish = [this, st, hashed, done, machines] {
     if (--st->remaining > 0) return;
     if (st->relay) {
-      relays_.erase(st->relay_key);
-      attribute_rendezvous(*st->relay, machines, st->joined, st->failed, st->details);
+      probes_.remove(st->relay_key);
+      ProbeRelays::attribute(*st->relay, machines, st->joined, st->failed, st->details,
+                             [this](MachineId x) { return machine_config(x).name; });
     }
     if (hashed) {
       const MachineSet wrong = wrong_hashes(st->reference, st->hashes);
@@ -275,12 +276,11 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
   }
   const std::string master = machines.empty() ? "127.0.0.1" : machine_config(machines[0]).addr;
   // With probe_bin, inter_all_gather is faultline-probe's NCCL all-gather across the machines,
-  // its unique id relayed by this controller (RelayGroup, on_rendezvous).
+  // its unique id relayed by this controller (ProbeRelays, on_rendezvous).
   const bool relayed =
       test == ProbeKind::kInterAllGather && !config_.probe_bin.empty() && !machines.empty();
   if (relayed) {
-    st->relay = std::make_shared<RelayGroup>();
-    st->relay->root = machines[0];
+    st->relay = ProbeRelays::make(machines[0]);
   }
   for (size_t i = 0; i < machines.size(); ++i) {
     const MachineId m = machines[i];
@@ -313,7 +313,7 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
                 });
     if (relayed) {
       if (i == 0) {
-        relays_[req] = st->relay;
+        probes_.add(req, st->relay);
         st->relay_key = req;
       } else {
         st->relay->others.emplace_back(m, req);
@@ -323,49 +323,17 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
   finish();
 }
 
-void LiveWorld::attribute_rendezvous(const RelayGroup& g, const MachineSet& machines,
-                                     const std::map<MachineId, std::string>& joined,
-                                     MachineSet& failed, std::string& details) const {
-  auto names = [this](const MachineSet& ms) {
-    std::string s;
-    for (MachineId x : ms) s += (s.empty() ? "" : ", ") + machine_config(x).name;
-    return s;
-  };
-  MachineSet missing;            // machines whose probe did not complete the rendezvous
-  bool took_part = g.published;  // else no probe said anything about a rendezvous (older probes)
-  for (MachineId x : machines) {
-    auto it = joined.find(x);
-    const std::string state = it == joined.end() ? "unknown" : it->second;
-    took_part |= state == "ok" || state == "timed_out" || state == "failed";
-    if (state != "ok" && !state.empty()) missing.push_back(x);
-  }
-  if (!took_part) return;
-  if (missing.empty()) {
-    details +=
-        "; rendezvous relayed by the controller: every machine joined (" + names(machines) + ")";
-    return;
-  }
-  if (failed.empty()) return;
-  // An all-gather needs every rank: the machines that joined and then failed waited for the
-  // missing ones. Without rank 0's id nobody could join: rank 0 is the one missing.
-  const MachineSet culprits = g.published ? missing : MachineSet{g.root};
-  failed = culprits;
-  details += "; rendezvous: " + names(culprits) + " did not join" +
-             (g.published ? "" : " (rank 0 never published the unique id)") +
-             (missing.size() < machines.size() || !g.published ? "; the others waited for it" : "");
-}
-
 void LiveWorld::on_rendezvous(MachineId m, const AgentRendezvous& msg) {
   // Only rank 0 of a probe still waiting for its reply, once: anything else is refused and
   // noted, and relays nothing.
   const std::string req = std::to_string(msg.probe_req);
-  auto it = relays_.find(msg.probe_req);
+  ProbeRelays::Group* group = probes_.find(msg.probe_req);
   auto pending = requests_.replies.find(msg.probe_req);
-  if (it == relays_.end() || pending == requests_.replies.end() || pending->second.first != m ||
-      it->second->root != m)
+  if (!group || pending == requests_.replies.end() || pending->second.first != m ||
+      group->root != m)
     bad("rendezvous: probe_req: " + req +
         " is not a running inter_all_gather probe of this machine as rank 0");
-  RelayGroup& g = *it->second;
+  ProbeRelays::Group& g = *group;
   if (g.published) bad("rendezvous: probe_req: " + req + " already published its blob");
   g.published = true;
   const std::string hex = to_hex(msg.blob);

@@ -5,8 +5,6 @@
 // caused by a peer. Here the job is judged broken or running again, which opens and closes
 // incidents.
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "policies/api/refusals.h"
 #include "realexec/controller/live_world.h"
@@ -22,16 +20,10 @@ using world_detail::kRequestTimeoutS;
 namespace {
 
 constexpr int kGoodVersionSteps = 20;  // steps a version must run to become the rollback target
-constexpr double kHealthyStep = 1.5;  // accounting: a step this much over the median is not nominal
 // How long a victim's exit (a collective timeout, a peer's connection lost) waits for the
 // exit of the rank that caused it: a killed rank's exit reaches its agent at once, its
 // peers' errors may overtake it by the agents' round trips.
 constexpr double kPeerGraceS = 1.5;
-// A step report is believed only when the job can have reached that step: at most this many
-// steps beyond the job's last one, plus as many as the time since its last progress allows
-// at steps kStepSpeedup times faster than the nominal step time (or the healthy median).
-constexpr double kStepSlack = 1000;
-constexpr double kStepSpeedup = 10;
 // In place (job.in_place): how long a stop waits for a rank to say it holds in place (a peer's
 // death reaches it at its next collective) before it is killed.
 constexpr double kHoldGraceS = 2;
@@ -48,8 +40,6 @@ bool is_peer_symptom(const std::string& sig) {
     if (sig.find(s) != std::string::npos) return true;
   return false;
 }
-
-using traces::median;
 
 }  // namespace
 
@@ -109,7 +99,7 @@ void LiveWorld::kill_sparing(std::function<void(HeldRanks)> then) {
 
 // In place: a peer died; `rank` keeps its process and its state at `step` (16 a generation).
 void LiveWorld::note_holding(MachineId m, std::int64_t rank, std::int64_t step) {
-  if (++holding_notes_ <= 16)
+  if (ranks_.admit_holding_note())
     note("rank " + std::to_string(rank) + " on " + machine_config(m).name +
          " holds in place after step " + std::to_string(step));
 }
@@ -120,11 +110,10 @@ void LiveWorld::job_broken(const std::string& category, const std::string& cause
     // The job stopped training: an incident opens, from its last step report (a hang or a
     // slowdown began before it was detected), until every rank runs again.
     const Instant began =
-        last_progress_at_.ns > 0 && last_progress_at_ < now() ? last_progress_at_ : now();
-    incidents_.push_back(Incident{began, std::nullopt, cause, category, now(), std::nullopt});
-    if (incidents_.size() > 1000) incidents_.erase(incidents_.begin());
-    ++incident_stats_.opened[category];
-    incident_stats_.detection.observe((now() - began).to_seconds());
+        progress_.last_progress_at().ns > 0 && progress_.last_progress_at() < now()
+            ? progress_.last_progress_at()
+            : now();
+    incidents_.open(Incident{began, std::nullopt, cause, category, now(), std::nullopt});
     running_ = false;
     journal_.state().running = false;
     save_journal();
@@ -134,11 +123,7 @@ void LiveWorld::job_broken(const std::string& category, const std::string& cause
 void LiveWorld::do_stop(ActionId id, const StopJob& a, bool spare) {
   const Instant t = now();
   job_broken("policy_stop", "stopped: " + a.reason);
-  if (starting_) {  // a start in flight is abandoned
-    if (start_timer_) reactor_.cancel_timer(start_timer_);
-    start_timer_ = 0;
-    starting_ = 0;
-  }
+  start_.end();  // a start in flight is abandoned
   if (spare && config_.job.in_place) {
     kill_sparing([this, id, t](HeldRanks held) {
       std::size_t n = 0;
@@ -162,11 +147,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
   // act() refused a start with an empty slot; an adoption (live_fleet.cc) comes back here
   // later, when a slot may have emptied since.
   if (auto why = empty_slot_refusal(cluster_)) return refuse(id, *why, t);
-  if (start_timer_) reactor_.cancel_timer(start_timer_);
-  start_timer_ = 0;
-  starting_ = id;
-  start_began_ = t;
-  launch_gen_ = -1;
+  start_.begin(id, t);
   account_restart_began(t);
   if (adoption_.active) {
     // A restarted controller: wait for the slots' agents to report what they run.
@@ -181,7 +162,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
       // Replicas out of the quorum when the previous controller stopped run nothing to adopt
       // (when the policy runs replica groups still: otherwise the job is launched again).
       const std::set<std::int64_t> out =
-          replicas_.enabled ? replicas_out() : std::set<std::int64_t>{};
+          replicas_.enabled() ? replicas_out() : std::set<std::int64_t>{};
       for (MachineId m : job_machines()) {
         if (out.count(cluster_.slot_of(m))) continue;
         if (static_cast<int>(adoption_.ranks[m].size()) != config_.job.gpus_per_machine)
@@ -197,18 +178,17 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
         save_journal();
       }
       all = all && gens.size() == 1 && *gens.begin() == s.gen;
-      if (all && starting_ == adoption_.action) {
+      if (all && start_.id() == adoption_.action) {
         if (config_.job.replica_groups)  // as the journal's quorum left them
           for (SlotId slot = 0; slot < cluster_.slots(); ++slot)
-            if (!out.count(slot)) replicas_.members.insert(slot);
+            if (!out.count(slot)) replicas_.admit(slot);
         running_ = true;
         job_running();
-        starting_ = 0;
-        steps_since_start_ = 0;
-        sample_ = PendingSample{now()};
+        start_.end();
+        progress_.started(now());
         outcome(adoption_.action, true,
-                "adopted generation " + std::to_string(s.gen) + " still running", start_began_);
-        deliver(JobStarted{adoption_.action, std::max<std::int64_t>(0, last_step_)});
+                "adopted generation " + std::to_string(s.gen) + " still running", start_.began());
+        deliver(JobStarted{adoption_.action, std::max<std::int64_t>(0, progress_.last_step())});
         if (!out.empty()) resume_replicas_out(out);
         return;
       }
@@ -230,7 +210,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
       note("cannot adopt generation " + std::to_string(s.gen) +
            ": not every rank is alive; relaunching");
       kill_all([this] {
-        if (starting_ == adoption_.action) launch(adoption_.action, start_began_);
+        if (start_.id() == adoption_.action) launch(adoption_.action, start_.began());
       });
     };
     bool all_connected = true;
@@ -247,19 +227,19 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
   note("start: " + why);
   if (in_place) return start_in_place(id, t);
   kill_all([this, id, t] {
-    if (starting_ == id) launch(id, t);
+    if (start_.id() == id) launch(id, t);
   });
 }
 
 void LiveWorld::start_in_place(ActionId id, Instant t) {
   kill_sparing([this, id, t](HeldRanks held) {
-    if (starting_ != id) return;
+    if (start_.id() != id) return;
     if (held.empty()) {
       note(
           "in-place restart not possible (no rank holds its state in place): a standard "
           "restart");
       kill_all([this, id, t] {
-        if (starting_ == id) launch(id, t);
+        if (start_.id() == id) launch(id, t);
       });
       return;
     }
@@ -270,33 +250,17 @@ void LiveWorld::start_in_place(ActionId id, Instant t) {
 void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
   auto& s = journal_.state();
   ++s.gen;
-  launch_gen_ = s.gen;
+  start_.launched(s.gen);
   running_ = false;
   s.running = false;
-  started_ranks_.clear();
-  clean_exits_.clear();
-  exit_reported_ = false;
   note_unnoted_exits();
-  dropped_exits_.budget = kDroppedExitBurst;
-  dropped_exits_.budget_at = now();
-  holding_notes_ = 0;
-  rank_steps_.clear();
-  rank_report_at_.clear();
-  victim_.reset();
-  if (victim_timer_) reactor_.cancel_timer(victim_timer_);
-  victim_timer_ = 0;
-  start_step_ = 0;
+  ranks_.launch(now());
+  victim_timer_.cancel();
   // A replica-group job starts in a quorum of every replica (live_replicas.cc).
   std::optional<Quorum> quorum;
   if (config_.job.replica_groups) {
-    replicas_.members.clear();
-    for (SlotId slot = 0; slot < cluster_.slots(); ++slot) replicas_.members.insert(slot);
     rejoins_superseded();
-    replicas_.joining.clear();
-    replicas_.launched.clear();
-    replicas_.failed.clear();
-    if (replicas_.failed_timer) reactor_.cancel_timer(replicas_.failed_timer);
-    replicas_.failed_timer = 0;
+    replicas_.launch_all(cluster_.slots());
     quorum = next_quorum({});
   }
   save_journal();
@@ -307,7 +271,7 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
   // ranks' previous group may still hold.
   const int port =
       kept ? config_.job.master_port + 1 + static_cast<int>(s.gen % 2) : config_.job.master_port;
-  in_place_note_.clear();
+  start_.set_in_place_note({});
   if (kept) {
     std::set<std::int64_t> stay;
     for (const auto& [m, ranks] : *kept) stay.insert(ranks.begin(), ranks.end());
@@ -316,8 +280,8 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
       std::string& to = stay.count(r) ? k : l;
       to += (to.empty() ? "" : ",") + std::to_string(r);
     }
-    in_place_note_ =
-        "in place: ranks " + k + " kept, ranks " + (l.empty() ? "none" : l) + " relaunched; ";
+    start_.set_in_place_note("in place: ranks " + k + " kept, ranks " + (l.empty() ? "none" : l) +
+                             " relaunched; ");
     note("in-place restart of generation " + std::to_string(s.gen) + ": ranks " + k +
          " kept their processes, ranks " + (l.empty() ? "none" : l) + " relaunched");
   }
@@ -334,23 +298,20 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
     if (kept) msg["in_place"] = true;
     request(
         m, std::move(msg), Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
-          if (starting_ != id || r.ok) return;
+          if (start_.id() != id || r.ok) return;
           const std::string why = "launch failed on " + machine_config(m).name + ": " + r.detail;
-          starting_ = 0;
-          if (start_timer_) reactor_.cancel_timer(start_timer_);
-          start_timer_ = 0;
-          outcome(id, false, in_place_note_ + why, start_began_);
+          start_.end();
+          outcome(id, false, start_.in_place_note() + why, start_.began());
           deliver(StartFailed{id, m, why});
         });
   }
-  start_timer_ = reactor_.add_timer(Duration::seconds(config_.job.startup_timeout_s), [this, id] {
-    start_timer_ = 0;
-    if (starting_ != id) return;
-    starting_ = 0;
+  start_.timer().arm(Duration::seconds(config_.job.startup_timeout_s), [this, id] {
+    if (start_.id() != id) return;
+    start_.end();
     outcome(id, false,
-            in_place_note_ + "ranks did not all start within job.startup_timeout_s = " +
+            start_.in_place_note() + "ranks did not all start within job.startup_timeout_s = " +
                 traces::json_brief(config_.job.startup_timeout_s) + " s",
-            start_began_);
+            start_.began());
     deliver(StartFailed{id, kNoMachine, "job start timed out"});
   });
 }
@@ -374,18 +335,16 @@ bool LiveWorld::runs_rank(MachineId m, std::int64_t rank, const char* what) cons
 // stall that restarts a healthy job. Noted with the rank and its machine (the first 5, then
 // one in 1000).
 bool LiveWorld::believable_step(MachineId m, std::int64_t rank, std::int64_t step) {
-  const std::int64_t base = std::max({last_step_, start_step_, rank_step(rank), std::int64_t{0}});
-  double step_s = config_.job.nominal_step_time_s;
-  if (!healthy_step_times_.empty()) step_s = std::min(step_s, median(healthy_step_times_));
-  const double since_s = (now() - last_progress_at_).to_seconds();
-  const double most = static_cast<double>(base) + kStepSlack +
-                      kStepSpeedup * std::max(0.0, since_s) / std::max(step_s, 1e-6);
-  if (static_cast<double>(step) <= most) return true;
-  if (++refused_steps_ <= 5 || refused_steps_ % 1000 == 0)
+  const StepProgress::Bound b =
+      progress_.believable(std::max(ranks_.start_step(), ranks_.rank_step(rank)),
+                           config_.job.nominal_step_time_s, now());
+  if (static_cast<double>(step) <= b.most) return true;
+  const std::uint64_t refused = progress_.refuse();
+  if (refused <= 5 || refused % 1000 == 0)
     note("refused a step report of rank " + std::to_string(rank) + " on " + machine_config(m).name +
          ": step " + std::to_string(step) + " is beyond what the job can have reached (step " +
-         std::to_string(base) + " " + traces::json_brief(since_s) + " s ago; at most " +
-         std::to_string(static_cast<std::int64_t>(most)) + "): " + std::to_string(refused_steps_) +
+         std::to_string(b.base) + " " + traces::json_brief(b.since_s) + " s ago; at most " +
+         std::to_string(static_cast<std::int64_t>(b.most)) + "): " + std::to_string(refused) +
          " refused so far");
   return false;
 }
@@ -402,33 +361,31 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   if (!runs_rank(m, rank, "report")) return;
   if (replica_report(m, rank, r)) return;
   if (r.type == "holding") return note_holding(m, rank, r.step.value_or(-1));
-  if (r.type == "started" && starting_) {
+  if (r.type == "started" && start_.pending()) {
     // While the start kills, the journal's generation is the outgoing one: its late
     // "started" reports must not complete a start that has not launched yet.
-    if (launch_gen_ != journal_.state().gen) return;
-    started_ranks_.insert(rank);
+    if (!start_.launched_gen(journal_.state().gen)) return;
+    ranks_.started(rank);
     // The restored step of a run's first start is its base (a new run on old checkpoints).
-    if (r.step && (last_step_ < 0 || believable_step(m, rank, *r.step))) start_step_ = *r.step;
-    if (static_cast<int>(started_ranks_.size()) ==
+    if (r.step && (progress_.last_step() < 0 || believable_step(m, rank, *r.step)))
+      ranks_.set_start_step(*r.step);
+    if (static_cast<int>(ranks_.started_count()) ==
         cluster_.slots() * config_.job.gpus_per_machine) {
-      const ActionId id = starting_;
-      starting_ = 0;
-      if (start_timer_) reactor_.cancel_timer(start_timer_);
-      start_timer_ = 0;
+      const ActionId id = start_.end();
       running_ = true;
       job_running();
       auto& s = journal_.state();
       s.running = true;
-      if (s.first_step < 0) s.first_step = start_step_;
-      steps_since_start_ = 0;
-      sample_ = PendingSample{now()};
+      if (s.first_step < 0) s.first_step = ranks_.start_step();
+      progress_.started(now());
       save_journal();
-      log("progress", {{"step", start_step_}, {"loss", nullptr}, {"restart", true}});
+      log("progress", {{"step", ranks_.start_step()}, {"loss", nullptr}, {"restart", true}});
       outcome(id, true,
-              in_place_note_ + "every rank started from step " + std::to_string(start_step_) +
-                  " (" + (r.restored_from.empty() ? std::string("?") : r.restored_from) + ")",
-              start_began_);
-      deliver(JobStarted{id, start_step_});
+              start_.in_place_note() + "every rank started from step " +
+                  std::to_string(ranks_.start_step()) + " (" +
+                  (r.restored_from.empty() ? std::string("?") : r.restored_from) + ")",
+              start_.began());
+      deliver(JobStarted{id, ranks_.start_step()});
     }
     return;
   }
@@ -436,8 +393,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   const std::int64_t step = *r.step;  // a step report without one does not decode
   if (!believable_step(m, rank, step)) return;
   if (running_) {
-    rank_steps_[rank] = step;
-    rank_report_at_[rank] = now();
+    ranks_.record_step(rank, step, now());
   }
   if (rank != step_rank()) return;  // rank 0 (or the lowest replica training) carries the step
   const double step_time = r.step_time_s.value_or(0);
@@ -445,46 +401,23 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   const bool grad_nan = r.grad_norm_nan();
   const std::optional<double> loss = loss_nan ? std::nullopt : r.loss;  // finite, or not known
   account_step(step, step_time, r.checkpoint_step);
-  last_step_ = step;
-  last_progress_at_ = now();
-  ++steps_since_start_;
+  progress_.advance(step, now());
   if (!loss)
     log("progress", {{"step", step}, {"loss", nullptr}, {"restart", false}});
   else
     log("progress", {{"step", step}, {"loss", *loss}, {"restart", false}});
   auto& s = journal_.state();
-  if (steps_since_start_ == kGoodVersionSteps && s.good_version != s.version) {
+  if (progress_.steps_since_start() == kGoodVersionSteps && s.good_version != s.version) {
     s.good_version = s.version;
     note("code version " + s.version + " ran " + std::to_string(kGoodVersionSteps) +
          " steps cleanly");
     save_journal();
   }
-  // Healthy step times, for the ETTR accounting's nominal step (not for detection, which
-  // is the policy's): past the first steps of a run and not far above the median so far.
-  if (std::isfinite(step_time) && step_time > 0 && steps_since_start_ > 2 &&
-      (healthy_step_times_.empty() || step_time <= kHealthyStep * median(healthy_step_times_))) {
-    healthy_step_times_.push_back(step_time);
-    if (healthy_step_times_.size() > 4096) healthy_step_times_.erase(healthy_step_times_.begin());
-  }
-  if (!running_ || !watch_) return;
-  // Observations for the policy's detection module, at the cadence it asked for: the steps
-  // since the last sample, their mean step time, the latest finite loss and gradient norm,
-  // and whether any of them was NaN.
-  sample_.steps += 1;
-  if (std::isfinite(step_time) && step_time > 0) sample_.time_s += step_time;
-  sample_.nan |= loss_nan || grad_nan;
-  if (loss) sample_.loss = *loss;
-  if (!grad_nan && r.grad_norm) sample_.grad_norm = *r.grad_norm;
-  if (sample_.nan || watch_->every.ns <= 0 || now() - sample_.since >= watch_->every) {
-    StepSample out;
-    out.step = step;
-    out.step_time_s = sample_.time_s / static_cast<double>(sample_.steps);
-    out.loss = sample_.loss;
-    out.grad_norm = sample_.grad_norm;
-    out.nan = sample_.nan;
-    sample_ = PendingSample{now()};
-    deliver(out);
-  }
+  progress_.add_step_time(step_time);
+  if (!running_) return;
+  const std::optional<double> grad_norm = grad_nan ? std::nullopt : r.grad_norm;
+  if (auto out = progress_.sample(step, step_time, loss, grad_norm, loss_nan || grad_nan, now()))
+    deliver(*out);
 }
 
 void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
@@ -502,13 +435,13 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
   const std::string& signature = msg.signature;
   const std::int64_t rank = msg.rank;
   if (code == 0 && sig == 0) {
-    clean_exits_.insert(rank);
+    ranks_.clean_exit(rank);
     // With replica groups, every replica of the quorum (none rejoining) ends the job.
-    const bool quorum_done = replicas_.enabled && running_ && replicas_.joining.empty() &&
-                             std::all_of(replicas_.members.begin(), replicas_.members.end(),
-                                         [&](std::int64_t r) { return clean_exits_.count(r) > 0; });
-    if (quorum_done ||
-        static_cast<int>(clean_exits_.size()) == cluster_.slots() * config_.job.gpus_per_machine) {
+    const bool quorum_done = replicas_.enabled() && running_ && replicas_.joiners().empty() &&
+                             std::all_of(replicas_.members().begin(), replicas_.members().end(),
+                                         [&](std::int64_t r) { return ranks_.exited_cleanly(r); });
+    if (quorum_done || static_cast<int>(ranks_.clean_exit_count()) ==
+                           cluster_.slots() * config_.job.gpus_per_machine) {
       note("every rank finished its steps");
       job_broken("job_finished", "every rank finished its steps");
       finished_ = true;
@@ -516,10 +449,10 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
     return;
   }
   if (replica_exit(m, rank, sig ? 128 + sig : code, signature)) return;  // it drops out
-  if (starting_) {
+  if (start_.pending()) {
     // Ranks of the previous generation die while a start kills them: not a failure of
     // this start, whose ranks are launched only after the kill.
-    if (launch_gen_ != journal_.state().gen)
+    if (!start_.launched_gen(journal_.state().gen))
       return note_dropped_exit(m, rank, code, sig, signature);
     if (sig == 0 && is_peer_symptom(signature)) {
       hold_victim(m, rank, code, signature);
@@ -529,7 +462,7 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
     return;
   }
   // Echoes of an exit already reported, or of the stop.
-  if (!running_ || exit_reported_) return note_dropped_exit(m, rank, code, sig, signature);
+  if (!running_ || ranks_.exit_reported()) return note_dropped_exit(m, rank, code, sig, signature);
   const int status = sig ? 128 + sig : code;
   if (sig == 0 && is_peer_symptom(signature)) {
     hold_victim(m, rank, status, signature);
@@ -550,14 +483,7 @@ void LiveWorld::note_dropped_exit(MachineId m, std::int64_t rank, int code, int 
       signature.rfind("exit code ", 0) == 0)
     return;
   const Instant t = now();
-  dropped_exits_.budget = std::min<double>(
-      kDroppedExitBurst, dropped_exits_.budget + (t - dropped_exits_.budget_at).to_seconds());
-  dropped_exits_.budget_at = t;
-  if (dropped_exits_.budget < 1) {
-    ++dropped_exits_.unnoted;
-    return;
-  }
-  dropped_exits_.budget -= 1;
+  if (!ranks_.admit_dropped_note(t)) return;
   note_unnoted_exits();
   const std::string when = after      ? std::string("after ") + after
                            : running_ ? "while another rank's exit is handled"
@@ -568,102 +494,71 @@ void LiveWorld::note_dropped_exit(MachineId m, std::int64_t rank, int code, int 
 }
 
 void LiveWorld::note_unnoted_exits() {
-  if (dropped_exits_.unnoted == 0) return;
-  note(std::to_string(dropped_exits_.unnoted) +
+  const int unnoted = ranks_.take_unnoted();
+  if (unnoted == 0) return;
+  note(std::to_string(unnoted) +
        " more ranks exited in their own words while no incident could open, not noted one by "
        "one (" +
-       std::to_string(kDroppedExitBurst) + " notes at once, then one a second)");
-  dropped_exits_.unnoted = 0;
+       std::to_string(RankGeneration::kDroppedExitBurst) + " notes at once, then one a second)");
 }
 
 // A start that failed because `rank` exited; its step is the one the rank had started
 // from, when it had reported that it started (so a crash in its first step counts as one
 // after that step).
 void LiveWorld::fail_start(MachineId m, std::int64_t rank, const std::string& signature) {
-  if (!starting_) return;
-  const ActionId id = starting_;
-  starting_ = 0;
-  if (start_timer_) reactor_.cancel_timer(start_timer_);
-  start_timer_ = 0;
-  if (victim_timer_) reactor_.cancel_timer(victim_timer_);
-  victim_timer_ = 0;
-  victim_.reset();
+  if (!start_.pending()) return;
+  const ActionId id = start_.end();
+  victim_timer_.cancel();
+  ranks_.take_victim();
   outcome(id, false,
-          in_place_note_ + "rank " + std::to_string(rank) + " exited while starting: " + signature,
-          start_began_);
-  deliver(StartFailed{id, m, signature, started_ranks_.count(rank) ? start_step_ : -1});
+          start_.in_place_note() + "rank " + std::to_string(rank) +
+              " exited while starting: " + signature,
+          start_.began());
+  deliver(StartFailed{id, m, signature, ranks_.has_started(rank) ? ranks_.start_step() : -1});
 }
 
 // A victim (a peer stopped answering) waits a little for the exit of the rank that caused it.
 void LiveWorld::hold_victim(MachineId m, std::int64_t rank, int code,
                             const std::string& signature) {
-  if (victim_) return;  // the first victim speaks for them all
-  victim_ = VictimExit{m, rank, code, signature};
-  victim_timer_ = reactor_.add_timer(Duration::seconds(kPeerGraceS), [this] {
-    victim_timer_ = 0;
-    attribute_victim_exit();
-  });
-}
-
-// The last step `rank` reported in this run of the job (the restored step before its first).
-std::int64_t LiveWorld::rank_step(std::int64_t rank) const {
-  const auto it = rank_steps_.find(rank);
-  return it != rank_steps_.end() ? it->second : start_step_;
+  // The first victim speaks for them all.
+  if (!ranks_.hold_victim(RankGeneration::Victim{m, rank, code, signature})) return;
+  victim_timer_.arm(Duration::seconds(kPeerGraceS), [this] { attribute_victim_exit(); });
 }
 
 void LiveWorld::report_exit(MachineId m, std::int64_t rank, int code,
                             const std::string& signature) {
-  if (!running_ || exit_reported_) return;
-  exit_reported_ = true;
-  if (victim_timer_) reactor_.cancel_timer(victim_timer_);
-  victim_timer_ = 0;
-  victim_.reset();
+  if (!running_ || ranks_.exit_reported()) return;
+  ranks_.mark_exit_reported();
+  victim_timer_.cancel();
+  ranks_.take_victim();
   job_broken("rank_exit", "rank " + std::to_string(rank) +
                               (m == kNoMachine ? "" : " on " + machine_config(m).name) +
                               " exited: " + signature);
-  deliver(ProcessExit{m, code, signature, rank_step(rank)});
+  deliver(ProcessExit{m, code, signature, ranks_.rank_step(rank)});
 }
 
 // No rank exited on its own within the grace: the victim's exit is reported as the
 // collective's, naming the machine whose ranks stalled first when the step reports show
 // one (all of its ranks behind every other rank), and no machine otherwise.
 void LiveWorld::attribute_victim_exit() {
-  if (!victim_) return;
-  const VictimExit v = *victim_;
-  victim_.reset();
-  if (starting_) {  // no rank exited on its own: the start failed where the victim was
+  const std::optional<RankGeneration::Victim> held = ranks_.take_victim();
+  if (!held) return;
+  const RankGeneration::Victim& v = *held;
+  if (start_.pending()) {  // no rank exited on its own: the start failed where the victim was
     fail_start(v.machine, v.rank, v.signature);
     return;
   }
-  if (!running_ || exit_reported_) return;
-  const int g = config_.job.gpus_per_machine;
-  const SlotId slots = cluster_.slots();
-  std::vector<std::int64_t> lo(static_cast<std::size_t>(slots)),
-      hi(static_cast<std::size_t>(slots));
-  SlotId laggard = 0;
-  for (SlotId s = 0; s < slots; ++s) {
-    const auto i = static_cast<std::size_t>(s);
-    lo[i] = std::numeric_limits<std::int64_t>::max();
-    hi[i] = -1;
-    for (int k = 0; k < g; ++k) {
-      const std::int64_t st = rank_step(static_cast<std::int64_t>(s) * g + k);
-      lo[i] = std::min(lo[i], st);
-      hi[i] = std::max(hi[i], st);
-    }
-    if (hi[i] < hi[static_cast<std::size_t>(laggard)]) laggard = s;
-  }
-  const std::int64_t behind = hi[static_cast<std::size_t>(laggard)];
-  std::int64_t others = std::numeric_limits<std::int64_t>::max();
-  for (SlotId s = 0; s < slots; ++s)
-    if (s != laggard) others = std::min(others, lo[static_cast<std::size_t>(s)]);
-  const MachineId named = slots > 1 && behind < others ? cluster_.machine_in(laggard) : kNoMachine;
+  if (!running_ || ranks_.exit_reported()) return;
+  const RankGeneration::Laggard lag =
+      ranks_.laggard(cluster_.slots(), config_.job.gpus_per_machine);
+  const MachineId named = lag.slot >= 0 ? cluster_.machine_in(lag.slot) : kNoMachine;
   note("rank " + std::to_string(v.rank) + " on " + machine_config(v.machine).name +
        " exited because a peer stopped answering (" + v.signature + "); " +
        (named == kNoMachine
             ? std::string("no machine's ranks are behind the others: the exit names no machine")
             : machine_config(named).name + "'s ranks stalled first, after step " +
-                  std::to_string(behind) + " (every other rank reported step " +
-                  std::to_string(others) + " or later)"));
+                  std::to_string(lag.behind) + " (every other rank reported step " +
+                  std::to_string(lag.others) + " or later)"));
   report_exit(named, v.rank, v.code, v.signature);
 }
 
@@ -671,15 +566,11 @@ void LiveWorld::job_running() {
   account_running();
   // A launch brought every replica back (an adoption, only those the journal had in).
   for (std::int64_t r : replicas_out())
-    if (replicas_.members.count(r) && !replicas_.joining.count(r))
-      replica_incident_closes(r, "recovered");
-  Incident* open = open_job_stop_mutable();
+    if (replicas_.member(r) && !replicas_.joining(r)) replica_incident_closes(r, "recovered");
+  Incident* open = incidents_.open_job_stop();
   if (!open) return;
-  Incident& in = *open;
-  in.resolved = now();
-  ++incident_stats_.closed[{in.category, "recovered"}];
-  incident_stats_.recovery.observe((*in.resolved - in.detected).to_seconds());
-  account_closed(in);
+  incidents_.resolve(*open, now(), "recovered");
+  account_closed(*open);
 }
 
 }  // namespace faultline::live

@@ -34,7 +34,7 @@ void LiveWorld::act_on(ActionId id, const EnableReplicaGroups& a, Instant t) {
                   "the job's code does not run replica groups (job.replica_groups is false in " +
                       config_.file + "): every failure stops the job",
                   t);
-  replicas_.enabled = a;
+  replicas_.enable(a);
   outcome(id, true,
           std::to_string(cluster_.pp_groups()) + " replicas, the job stops below " +
               std::to_string(a.min_replicas),
@@ -44,12 +44,11 @@ void LiveWorld::act_on(ActionId id, const EnableReplicaGroups& a, Instant t) {
 void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
   // act() refused a stopped job, an unknown replica and an empty slot.
   const std::int64_t r = a.replica;
-  if (!replicas_.enabled) return refuse(id, "replica groups not enabled", t);
-  if (replicas_.members.count(r) || replicas_.joining.count(r))
+  if (!replicas_.enabled()) return refuse(id, "replica groups not enabled", t);
+  if (replicas_.member(r) || replicas_.joining(r))
     return refuse(id, "replica " + std::to_string(r) + " is not dropped", t);
   const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
-  replicas_.joining[r] = id;
-  replicas_.rejoin_began[id] = t;  // its outcome: when the replica trains again, or drops again
+  replicas_.rejoin(r, id, t);  // its outcome: when the replica trains again, or drops again
   if (!link_.connected(m)) {
     // As a machine still broken fails a rejoin in the simulator: the replica drops again,
     // naming it, and the policy decides whether to evict it.
@@ -72,10 +71,9 @@ void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
                {"ckpt_every", s.ckpt_every},
                {"replicas", replica_launch(current)}},
           Duration::seconds(kRequestTimeoutS), [this, id, r, m](const AgentReply& reply) {
-            auto it = replicas_.joining.find(r);
-            if (it == replicas_.joining.end() || it->second != id) return;
+            if (replicas_.joiner(r) != id) return;
             if (reply.ok) {
-              replicas_.launched.insert(r);
+              replicas_.launched(r);
               return;
             }
             drop_replica(
@@ -83,8 +81,7 @@ void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
                 "rejoin: launch failed on " + machine_config(m).name + ": " + reply.detail);
           });
   reactor_.add_timer(Duration::seconds(config_.job.startup_timeout_s), [this, id, r, m] {
-    auto it = replicas_.joining.find(r);
-    if (it == replicas_.joining.end() || it->second != id) return;
+    if (replicas_.joiner(r) != id) return;
     request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
             Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     drop_replica(r, m, 1, "rejoin: not started within job.startup_timeout_s");
@@ -93,7 +90,7 @@ void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
 
 json LiveWorld::replica_launch(const Quorum& q) const {
   const double timeout =
-      replicas_.enabled ? replicas_.enabled->timeout.to_seconds() : kRequestTimeoutS;
+      replicas_.enabled() ? replicas_.enabled()->timeout.to_seconds() : kRequestTimeoutS;
   return json{{"count", cluster_.pp_groups()}, {"timeout_s", timeout}, {"quorum", encode(q)}};
 }
 
@@ -104,7 +101,7 @@ Quorum LiveWorld::next_quorum(std::vector<std::int64_t> join) {
 Quorum LiveWorld::quorum_of(std::int64_t number, std::vector<std::int64_t> join) const {
   Quorum q;
   q.number = number;
-  q.members.assign(replicas_.members.begin(), replicas_.members.end());
+  q.members.assign(replicas_.members().begin(), replicas_.members().end());
   std::sort(join.begin(), join.end());
   q.join = std::move(join);
   std::int64_t host = q.members.empty() ? 0 : q.members.front();
@@ -120,7 +117,7 @@ Quorum LiveWorld::quorum_of(std::int64_t number, std::vector<std::int64_t> join)
 }
 
 void LiveWorld::send_quorum(const Quorum& q, std::int64_t except) {
-  replicas_.changed = true;
+  replicas_.quorum_changed();
   std::string members;
   for (std::int64_t r : q.members) members += (members.empty() ? "" : ",") + std::to_string(r);
   note("quorum " + std::to_string(q.number) + ": replicas [" + members + "]" +
@@ -140,58 +137,49 @@ void LiveWorld::send_quorum(const Quorum& q, std::int64_t except) {
   }
 }
 
-int LiveWorld::live_replicas() const {
-  return static_cast<int>(replicas_.members.size()) -
-         static_cast<int>(
-             std::count_if(replicas_.joining.begin(), replicas_.joining.end(),
-                           [&](const auto& j) { return replicas_.members.count(j.first) > 0; }));
-}
+int LiveWorld::live_replicas() const { return replicas_.live(); }
 
 std::int64_t LiveWorld::step_rank() const {
-  if (!config_.job.replica_groups) return 0;
-  for (std::int64_t r : replicas_.members)
-    if (!replicas_.joining.count(r)) return r;
-  return 0;
+  return config_.job.replica_groups ? replicas_.step_rank() : 0;
 }
 
 void LiveWorld::drop_replica(std::int64_t r, MachineId m, int code, const std::string& signature) {
-  if (const auto it = replicas_.joining.find(r); it != replicas_.joining.end())
-    rejoin_outcome(it->second, false,
+  if (replicas_.joining(r))
+    rejoin_outcome(replicas_.joiner(r), false,
                    "replica " + std::to_string(r) + " dropped again while rejoining: " + signature);
-  replicas_.joining.erase(r);
-  replicas_.launched.erase(r);
-  const bool member = replicas_.members.erase(r) > 0;
-  clean_exits_.erase(r);
+  const bool member = replicas_.drop(r);
+  ranks_.forget_clean_exit(r);
   replica_incident_opens(r, m, signature);  // journaled before the quorum goes out
   if (member) send_quorum(next_quorum({}));
   note("replica " + std::to_string(r) + " dropped out of the quorum (" +
        std::to_string(live_replicas()) + " of " + std::to_string(cluster_.pp_groups()) +
        " train on): " + signature);
-  deliver(ReplicaDropped{static_cast<int>(r), m, code, signature, rank_step(r), live_replicas()});
+  deliver(ReplicaDropped{static_cast<int>(r), m, code, signature, ranks_.rank_step(r),
+                         live_replicas()});
 }
 
 bool LiveWorld::replica_exit(MachineId m, std::int64_t rank, int code,
                              const std::string& signature) {
-  if (!replicas_.enabled || !running_ || starting_) return false;
-  if (replicas_.joining.count(rank)) {
-    if (!replicas_.launched.count(rank)) return true;     // its previous process, reaped late
+  if (!replicas_.enabled() || !running_ || start_.pending()) return false;
+  if (replicas_.joining(rank)) {
+    if (!replicas_.was_launched(rank)) return true;       // its previous process, reaped late
     drop_replica(rank, m, code, "rejoin: " + signature);  // failed again while rejoining
     return true;
   }
-  if (!replicas_.members.count(rank)) return true;  // out already: the echo of its drop
-  if (live_replicas() - 1 < replicas_.enabled->min_replicas) return false;
+  if (!replicas_.member(rank)) return true;  // out already: the echo of its drop
+  if (live_replicas() - 1 < replicas_.enabled()->min_replicas) return false;
   drop_replica(rank, m, code, signature);
   return true;
 }
 
 bool LiveWorld::replica_evict(const MachineSet& machines, const std::string& reason) {
-  if (!replicas_.enabled || !running_ || starting_) return false;
+  if (!replicas_.enabled() || !running_ || start_.pending()) return false;
   std::vector<std::int64_t> drop;
   for (MachineId m : machines) {
     const SlotId s = m >= 0 && m < cluster_.machine_count() ? cluster_.slot_of(m) : -1;
-    if (s >= 0 && replicas_.members.count(s) && !replicas_.joining.count(s)) drop.push_back(s);
+    if (s >= 0 && replicas_.member(s) && !replicas_.joining(s)) drop.push_back(s);
   }
-  if (live_replicas() - static_cast<int>(drop.size()) < replicas_.enabled->min_replicas)
+  if (live_replicas() - static_cast<int>(drop.size()) < replicas_.enabled()->min_replicas)
     return false;
   for (std::int64_t r : drop)
     drop_replica(r, cluster_.machine_in(static_cast<SlotId>(r)), 137, "evicted: " + reason);
@@ -206,27 +194,26 @@ bool LiveWorld::replica_report(MachineId m, std::int64_t rank, const RankReport&
   // then one in 1000).
   if (r.quorum && *r.quorum > journal_.state().replica_quorum &&
       (r.type == "quorum" || r.type == "waiting" || r.type == "quorum_failed")) {
-    if (++replicas_.disbelieved <= 5 || replicas_.disbelieved % 1000 == 0)
+    const std::uint64_t disbelieved = replicas_.disbelieve();
+    if (disbelieved <= 5 || disbelieved % 1000 == 0)
       note("refused a " + r.type + " report of replica " + std::to_string(rank) + " on " +
            machine_config(m).name + ": quorum " + std::to_string(*r.quorum) +
            " is beyond the latest this controller formed (" +
            std::to_string(journal_.state().replica_quorum) +
-           "): its quorum file was not written by this controller (" +
-           std::to_string(replicas_.disbelieved) + " refused so far)");
+           "): its quorum file was not written by this controller (" + std::to_string(disbelieved) +
+           " refused so far)");
     return true;
   }
   if (r.type == "waiting") {
     // A replica launched by a RejoinReplica waits for a quorum with it: the next one admits it.
-    if (replicas_.joining.count(rank) && !replicas_.members.count(rank)) {
-      replicas_.members.insert(rank);
+    if (replicas_.joining(rank) && !replicas_.member(rank)) {
+      replicas_.admit(rank);
       send_quorum(next_quorum({rank}));
     }
     return true;
   }
-  if (r.type == "started" && replicas_.joining.count(rank)) {
-    const ActionId id = replicas_.joining[rank];
-    replicas_.joining.erase(rank);
-    replicas_.launched.erase(rank);
+  if (r.type == "started" && replicas_.joining(rank)) {
+    const ActionId id = replicas_.joined(rank);
     const std::string back = "replica " + std::to_string(rank) + " on " + machine_config(m).name +
                              " trains again from step " + std::to_string(r.step.value_or(-1)) +
                              " (" + (r.restored_from.empty() ? std::string("?") : r.restored_from) +
@@ -239,17 +226,11 @@ bool LiveWorld::replica_report(MachineId m, std::int64_t rank, const RankReport&
   }
   if (r.type == "quorum_failed") {
     const std::int64_t q = r.quorum.value_or(-1);
-    if (!replicas_.enabled || !running_ || q != journal_.state().replica_quorum) return true;
-    if (replicas_.failed[q].insert(rank).second && replicas_.failed[q].size() == 1) {
-      // Each member's step when the first said so: one that trains on is no hung member.
-      replicas_.failed_steps.clear();
-      for (std::int64_t x : replicas_.members) replicas_.failed_steps[x] = rank_step(x);
-      replicas_.failed_timer =
-          reactor_.add_timer(Duration::seconds(kFailedQuorumGraceS), [this, q] {
-            replicas_.failed_timer = 0;
-            judge_failed_quorum(q);
-          });
-    }
+    if (!replicas_.enabled() || !running_ || q != journal_.state().replica_quorum) return true;
+    // Each member's step when the first said so: one that trains on is no hung member.
+    if (replicas_.say_failed(q, rank, [this](std::int64_t x) { return ranks_.rank_step(x); }))
+      replicas_.failed_timer().arm(Duration::seconds(kFailedQuorumGraceS),
+                                   [this, q] { judge_failed_quorum(q); });
     return true;
   }
   return r.type == "quorum";  // informative: the group formed
@@ -259,13 +240,12 @@ bool LiveWorld::replica_report(MachineId m, std::int64_t rank, const RankReport&
 // did not exit) hung. They are killed and drop out; when every member said so, no one hung
 // (a collective that timed out on a loaded machine) and the same members form a new quorum.
 void LiveWorld::judge_failed_quorum(std::int64_t q) {
-  const std::set<std::int64_t> said = replicas_.failed[q];
-  replicas_.failed.erase(replicas_.failed.begin(), replicas_.failed.upper_bound(q));
-  if (!replicas_.enabled || !running_ || q != journal_.state().replica_quorum) return;
+  const std::set<std::int64_t> said = replicas_.take_said(q);
+  if (!replicas_.enabled() || !running_ || q != journal_.state().replica_quorum) return;
   std::vector<std::int64_t> hung, trained_on;
-  for (std::int64_t r : replicas_.members)
-    if (!said.count(r) && !replicas_.joining.count(r))
-      (rank_step(r) > replicas_.failed_steps[r] ? trained_on : hung).push_back(r);
+  for (std::int64_t r : replicas_.members())
+    if (!said.count(r) && !replicas_.joining(r))
+      (ranks_.rank_step(r) > replicas_.step_when_failed(r) ? trained_on : hung).push_back(r);
   if (!trained_on.empty()) {
     // A member that reported steps after the quorum was said to fail is training in it: the
     // report was false (or its sayer's alone), and no healthy member is killed for it. A
@@ -285,7 +265,7 @@ void LiveWorld::judge_failed_quorum(std::int64_t q) {
   }
   const std::string why = "hang: no answer in quorum " + std::to_string(q) +
                           "'s collectives within the replicas' timeout of " +
-                          traces::json_brief(replicas_.enabled->timeout.to_seconds()) + " s";
+                          traces::json_brief(replicas_.enabled()->timeout.to_seconds()) + " s";
   const MachineId first = cluster_.machine_in(static_cast<SlotId>(hung.front()));
   for (std::int64_t r : hung) {
     const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
@@ -293,7 +273,7 @@ void LiveWorld::judge_failed_quorum(std::int64_t q) {
       request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
               Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
   }
-  if (live_replicas() - static_cast<int>(hung.size()) < replicas_.enabled->min_replicas) {
+  if (live_replicas() - static_cast<int>(hung.size()) < replicas_.enabled()->min_replicas) {
     report_exit(first, hung.front(), 124, why);  // too few would train on: the job stops
     return;
   }
@@ -303,25 +283,25 @@ void LiveWorld::judge_failed_quorum(std::int64_t q) {
 
 json LiveWorld::replicas_status() const {
   json joining = json::array();
-  for (const auto& [r, id] : replicas_.joining) joining.push_back(r);
-  json out{
-      {"enabled", replicas_.enabled.has_value()},
-      {"replicas", cluster_.pp_groups()},
-      {"live", live_replicas()},
-      {"quorum", journal_.state().replica_quorum},
-      {"members", std::vector<std::int64_t>(replicas_.members.begin(), replicas_.members.end())},
-      {"joining", joining}};
-  if (replicas_.enabled) out["min_replicas"] = replicas_.enabled->min_replicas;
+  for (const auto& [r, id] : replicas_.joiners()) joining.push_back(r);
+  json out{{"enabled", replicas_.enabled().has_value()},
+           {"replicas", cluster_.pp_groups()},
+           {"live", live_replicas()},
+           {"quorum", journal_.state().replica_quorum},
+           {"members",
+            std::vector<std::int64_t>(replicas_.members().begin(), replicas_.members().end())},
+           {"joining", joining}};
+  if (replicas_.enabled()) out["min_replicas"] = replicas_.enabled()->min_replicas;
   return out;
 }
 
 // --- replica drops as incidents ------------------------------------------------------------
 
 void LiveWorld::replica_incident_opens(std::int64_t r, MachineId m, const std::string& signature) {
-  if (open_replica_incident(r)) return;  // out already (its rejoin failed): the same incident
+  if (incidents_.open_replica(r)) return;  // out already (its rejoin failed): the same incident
   // From its last step report, as a stop of the job from rank 0's.
-  const auto at = rank_report_at_.find(r);
-  const Instant began = at != rank_report_at_.end() && at->second < now() ? at->second : now();
+  const std::optional<Instant> at = ranks_.reported_at(r);
+  const Instant began = at && *at < now() ? *at : now();
   const bool named = m >= 0 && m < cluster_.machine_count();
   Incident in{began,
               std::nullopt,
@@ -332,46 +312,28 @@ void LiveWorld::replica_incident_opens(std::int64_t r, MachineId m, const std::s
               std::nullopt,
               {}};
   in.replica = r;
-  incidents_.push_back(std::move(in));
-  if (incidents_.size() > 1000) incidents_.erase(incidents_.begin());
-  ++incident_stats_.opened["replica_drop"];
-  incident_stats_.detection.observe((now() - began).to_seconds());
+  incidents_.open(std::move(in));
   save_journal();
 }
 
 void LiveWorld::replica_incident_closes(std::int64_t r, const std::string& resolution) {
-  Incident* in = open_replica_incident(r);
+  Incident* in = incidents_.open_replica(r);
   if (!in) return;
-  in->resolved = now();
-  ++incident_stats_.closed[{in->category, resolution}];
-  incident_stats_.recovery.observe((*in->resolved - in->detected).to_seconds());
+  incidents_.resolve(*in, now(), resolution);
   save_journal();
 }
 
-LiveWorld::Incident* LiveWorld::open_replica_incident(std::int64_t r) {
-  for (auto it = incidents_.rbegin(); it != incidents_.rend(); ++it)
-    if (it->replica == r && !it->resolved) return &*it;
-  return nullptr;
-}
-
-std::set<std::int64_t> LiveWorld::replicas_out() const {
-  std::set<std::int64_t> out;
-  for (const Incident& in : incidents_)
-    if (in.replica >= 0 && !in.resolved) out.insert(in.replica);
-  return out;
-}
+std::set<std::int64_t> LiveWorld::replicas_out() const { return incidents_.replicas_out(); }
 
 bool LiveWorld::rejoin_outcome(ActionId id, bool ok, const std::string& detail) {
-  const auto it = replicas_.rejoin_began.find(id);
-  if (it == replicas_.rejoin_began.end()) return false;
-  const Instant began = it->second;
-  replicas_.rejoin_began.erase(it);
-  outcome(id, ok, detail, began);
+  const std::optional<Instant> began = replicas_.take_rejoin(id);
+  if (!began) return false;
+  outcome(id, ok, detail, *began);
   return true;
 }
 
 void LiveWorld::rejoins_superseded() {
-  for (const auto& [r, id] : replicas_.joining)
+  for (const auto& [r, id] : replicas_.joiners())
     rejoin_outcome(
         id, false,
         "the job was launched again: replica " + std::to_string(r) + " starts with every replica");
@@ -393,7 +355,7 @@ void LiveWorld::resume_replicas_out(const std::set<std::int64_t>& out) {
   }
   if (killed) send_quorum(next_quorum({}));
   for (std::int64_t r : out) {
-    const Incident* in = open_replica_incident(r);
+    const Incident* in = incidents_.open_replica(r);
     const std::string cause = in ? in->cause : "replica " + std::to_string(r) + " out";
     note("replica " + std::to_string(r) +
          " was out of the quorum when the previous controller stopped; the policy is told "
@@ -401,12 +363,12 @@ void LiveWorld::resume_replicas_out(const std::set<std::int64_t>& out) {
          cause + ")");
     deliver(ReplicaDropped{static_cast<int>(r), cluster_.machine_in(static_cast<SlotId>(r)), 1,
                            "out of the quorum when the controller restarted: " + cause,
-                           rank_step(r), live_replicas()});
+                           ranks_.rank_step(r), live_replicas()});
   }
 }
 
 double LiveWorld::replica_share_s() const {
-  return journal_.state().replica_share_s + replica_share_pending_;
+  return journal_.state().replica_share_s + replicas_.share_pending();
 }
 
 }  // namespace faultline::live

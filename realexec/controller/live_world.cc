@@ -14,7 +14,6 @@
 #include "policies/api/registry.h"
 #include "realexec/net/wire.h"
 #include "traces/config.h"
-#include "traces/stats.h"
 #include "traces/time_phases.h"
 
 namespace faultline::live {
@@ -26,8 +25,6 @@ namespace {
 
 constexpr std::uint64_t kActionIdBlock = 256;
 constexpr int kMaxActionsPerSecond = 1000;
-
-using traces::median;
 
 AgentReply failed_reply(std::string detail, bool timed_out = false) {
   AgentReply r;
@@ -65,14 +62,18 @@ struct LiveWorld::Pending {
 
 LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor,
                      MachineLink& link, traces::EventLogWriter& log, Journal& journal)
-    : config_(config),
+    : repairs_(reactor),
+      replicas_(reactor),
+      config_(config),
       reactor_(reactor),
       link_(link),
       log_(log),
       journal_(journal),
       cluster_(config.cluster_spec()),
       rng_({config.seed, 0x11fe}),
-      policy_(registry.make(config.stack, config.params)) {
+      policy_(registry.make(config.stack, config.params)),
+      start_(reactor),
+      victim_timer_(reactor) {
   auto& s = journal_.state();
   if (!journal_.resumed()) {
     s = JournalState{};
@@ -105,8 +106,7 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
         cluster_.take_standby(m);
     // Ids up to the ceiling may be in the log already (issued after the last save).
     next_action_ = std::max(s.next_action, s.action_ceiling);
-    healthy_step_times_ = s.step_times;
-    last_step_ = s.last_step;
+    progress_.resume(s.last_step, s.step_times);
   }
   // Run time is wall time since the journal's origin when this controller started, then
   // monotonic time from there (a wall clock stepped by NTP later does not move it).
@@ -163,7 +163,7 @@ void LiveWorld::remap_machines(JournalState& s) {
 LiveWorld::~LiveWorld() {
   for (auto& [id, t] : policy_timers_.reactor) reactor_.cancel_timer(t);
   for (auto& [req, t] : requests_.timers) reactor_.cancel_timer(t);
-  if (start_timer_) reactor_.cancel_timer(start_timer_);
+  start_.timer().cancel();
   if (adoption_.timer) reactor_.cancel_timer(adoption_.timer);
 }
 
@@ -192,8 +192,8 @@ void LiveWorld::save_journal() {
   s.next_action = next_action_;
   s.action_ceiling = std::max(s.action_ceiling, next_action_);
   s.last_t_ns = std::max(s.last_t_ns, now().ns);
-  s.last_step = last_step_;
-  s.step_times = healthy_step_times_;
+  s.last_step = progress_.last_step();
+  s.step_times = progress_.healthy_step_times();
   s.stop = journal_stop();
   incident_stats_to_journal();
   // Noted once per outage, not once per save (the event log may be failing too, and its
@@ -413,7 +413,7 @@ void LiveWorld::act_on(ActionId id, const SetCheckpointPlan& a, Instant t) {
 }
 
 void LiveWorld::act_on(ActionId id, const WatchSteps& a, Instant t) {
-  watch_ = a;
+  progress_.watch(a);
   outcome(id, true, "step samples every " + std::to_string(a.every.to_seconds()) + " s", t);
 }
 
@@ -498,7 +498,7 @@ json LiveWorld::status() const {
   for (MachineId m : cluster_.standby()) standby.push_back(machine_config(m).name);
   // Machines out of the job and the pool: under repair (checks run), given up on, retired.
   json repairing = json::array(), retired = json::array();
-  for (const auto& [m, r] : repairs_)
+  for (const auto& [m, r] : repairs_.repairs())
     repairing.push_back({{"machine", machine_config(m).name},
                          {"checks", r.checks},
                          {"state", r.given_up  ? "left to an operator"
@@ -538,28 +538,28 @@ json LiveWorld::status() const {
                         {"strikes", s.strikes.count(m) ? s.strikes.at(m) : 0}});
   }
   json incidents = json::array();
-  const std::size_t from = incidents_.size() > 20 ? incidents_.size() - 20 : 0;
-  for (std::size_t i = from; i < incidents_.size(); ++i) {
-    const Incident& in = incidents_[i];
-    const bool rejoining = in.replica >= 0 && replicas_.joining.count(in.replica);
+  const std::vector<Incident>& kept = incidents_.incidents();
+  const std::size_t from = kept.size() > 20 ? kept.size() - 20 : 0;
+  for (std::size_t i = from; i < kept.size(); ++i) {
+    const Incident& in = kept[i];
+    const bool rejoining = in.replica >= 0 && replicas_.joining(in.replica);
     incidents.push_back(
         {{"began_s", in.began.to_seconds()},
          {"resolved_s", in.resolved ? json(in.resolved->to_seconds()) : json(nullptr)},
-         {"phase", in.resolved       ? "resolved"
-                   : in.replica >= 0 ? (rejoining ? "replica rejoining" : "replica out")
-                   : starting_       ? "restarting"
-                                     : "diagnosis and recovery"},
+         {"phase", in.resolved        ? "resolved"
+                   : in.replica >= 0  ? (rejoining ? "replica rejoining" : "replica out")
+                   : start_.pending() ? "restarting"
+                                      : "diagnosis and recovery"},
          {"category", in.category},
          {"cause", in.cause}});
   }
-  std::uint64_t opened = 0;  // every incident of the run (incidents_ keeps the latest 1000)
-  for (const auto& [category, n] : incident_stats_.opened) opened += n;
+  const std::uint64_t opened = incidents_.opened_total();  // every incident of the run
   const Accounting acc = accounting();
   json out{{"t_s", now().to_seconds()},
            {"gen", s.gen},
            {"version", s.version},
            {"running", running_},
-           {"step", last_step_},
+           {"step", progress_.last_step()},
            {"slots", slots},
            {"standby", standby},
            {"stack", config_.stack},
@@ -579,17 +579,12 @@ json LiveWorld::status() const {
   return out;
 }
 
-std::vector<double> LiveWorld::IncidentStats::latency_bounds() {
-  return {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600};
-}
-
 LiveWorld::Accounting LiveWorld::accounting_at(Instant at) const {
   const auto& s = journal_.state();
   Accounting a;
-  a.step_time_s =
-      healthy_step_times_.empty() ? config_.job.nominal_step_time_s : median(healthy_step_times_);
+  a.step_time_s = progress_.step_time_s(config_.job.nominal_step_time_s);
   a.first = std::max<std::int64_t>(0, s.first_step);
-  a.last = std::max<std::int64_t>(a.first, last_step_);
+  a.last = std::max<std::int64_t>(a.first, progress_.last_step());
   a.elapsed_s = at.to_seconds();
   // Steps trained with replicas missing count for their share (live_replicas.cc).
   a.productive_s =
@@ -600,8 +595,7 @@ LiveWorld::Accounting LiveWorld::accounting_at(Instant at) const {
 
 double LiveWorld::write_summary() {
   closed_at_ = now();
-  for (const Incident& in : incidents_)
-    if (!in.resolved) ++incident_stats_.closed[{in.category, "run_ended"}];
+  incidents_.close_run();
   const Accounting acc = accounting();
   const double step_time = acc.step_time_s;
   const std::int64_t first = acc.first;
@@ -614,12 +608,12 @@ double LiveWorld::write_summary() {
   // summary. A silence of more than two steps is a stop nothing had noticed yet (a hang
   // before its detection): detection, as the simulator counts a fault not yet acted on,
   // beyond the step under way. A shorter one is a step under way: degraded.
-  if (!open_stop()) {
+  if (!incidents_.open_stop()) {
     double assigned = 0;
     for (const auto& [k, v] : lost_at(*closed_at_)) assigned += v;
     for (const auto& [k, v] : lost_pending_) assigned += v;
     double rest = elapsed - productive - assigned;
-    const double silent = (*closed_at_ - last_progress_at_).to_seconds();
+    const double silent = (*closed_at_ - progress_.last_progress_at()).to_seconds();
     if (rest > 0 && step_time > 0 && silent > 2 * step_time) {
       const double undetected = std::min(rest, silent - step_time);
       lost_pending_[time_phase_name(TimePhase::kDetection)] += undetected;

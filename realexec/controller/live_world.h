@@ -27,8 +27,16 @@
 
 #include "eventlog/event_log.h"
 #include "policies/api/policy.h"
+#include "realexec/controller/incident_ledger.h"
+#include "realexec/controller/job_start.h"
 #include "realexec/controller/journal.h"
 #include "realexec/controller/metrics.h"
+#include "realexec/controller/one_shot_timer.h"
+#include "realexec/controller/probe_relays.h"
+#include "realexec/controller/rank_generation.h"
+#include "realexec/controller/repair_queue.h"
+#include "realexec/controller/replica_set.h"
+#include "realexec/controller/step_progress.h"
 #include "realexec/live_config.h"
 #include "realexec/net/messages.h"
 #include "realexec/net/reactor.h"
@@ -172,23 +180,9 @@ class LiveWorld final : public World {
                       int master_port = 0, std::function<void(MachineId, double)> timed = nullptr);
   // RunProbe::groups: one inter_all_gather per group, all at once, each its own rendezvous.
   void do_grouped_probe(ActionId id, const RunProbe& a);
-  // inter_all_gather with probe_bin: the NCCL unique id that rank 0's probe publishes comes to
-  // the controller and is relayed to the other machines of the same probe, on the authenticated
-  // channel (PROTOCOL.md, "Probes across machines"). One group per probe, keyed by the req of
-  // rank 0's probe request, from the requests' sending to the probe's end.
-  struct RelayGroup {
-    MachineId root = kNoMachine;                              // rank 0's machine
-    std::vector<std::pair<MachineId, std::uint64_t>> others;  // ranks 1.., with their probe req
-    bool published = false;                                   // rank 0's blob came and was relayed
-  };
-  std::map<std::uint64_t, std::shared_ptr<RelayGroup>> relays_;
+  // Relayed rendezvous of inter_all_gather probes, and the inspections enabled.
+  ProbeRelays probes_;
   void on_rendezvous(MachineId m, const AgentRendezvous& msg);
-  // After a relayed probe: when machines did not complete the rendezvous, only they are the
-  // failed ones (rank 0's machine when its id never came), and `details` says so; when every
-  // machine joined, `details` says that.
-  void attribute_rendezvous(const RelayGroup& g, const MachineSet& machines,
-                            const std::map<MachineId, std::string>& joined, MachineSet& failed,
-                            std::string& details) const;
 
   // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
   // A machine taken out of the job: a strike, then retirement or a repair check.
@@ -204,15 +198,7 @@ class LiveWorld final : public World {
   void repair_failed(MachineId m, const std::string& why);
   bool is_retired(MachineId m) const;
   bool in_pool(MachineId m) const;
-  struct Repair {
-    std::uint64_t timer = 0;  // reactor timer of the next check; 0: none
-    int checks = 0;           // checks run since it was taken out
-    bool running = false;
-    bool given_up = false;  // max_checks failed: left to a human
-    Instant since{};        // an inspection alert after this fails the check
-  };
-  std::map<MachineId, Repair> repairs_;
-  std::map<MachineId, Instant> last_alert_;
+  RepairQueue repairs_;
   void do_capture(ActionId id);
   // A capture that agents with late heartbeats did not answer (machine -> seconds silent).
   void silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t);
@@ -225,21 +211,7 @@ class LiveWorld final : public World {
   // Every launch of such a job starts quorum 1 of all replicas. With EnableReplicaGroups, a
   // failed replica drops out while the others train (ReplicaDropped) and a RejoinReplica
   // launches it again, admitted to the quorum once it waits for one (ReplicaRejoined).
-  struct Replicas {
-    std::optional<EnableReplicaGroups> enabled;  // the policy's; none: a failure stops the job
-    std::set<std::int64_t> members;              // in the latest quorum (admitted joiners too)
-    std::map<std::int64_t, ActionId> joining;    // launched by a RejoinReplica, not started yet
-    // Joiners whose launch the agent confirmed: an exit of the replica before that is its
-    // previous process's (killed for a hang or an eviction), which the agent reaps first.
-    std::set<std::int64_t> launched;
-    std::map<std::int64_t, std::set<std::int64_t>> failed;  // quorum -> members that said it failed
-    std::map<std::int64_t, std::int64_t> failed_steps;  // member -> its step at the first saying
-    std::uint64_t failed_timer = 0;  // the grace before the silent members are judged hung
-    bool changed = false;            // a quorum change since the last step report
-    std::uint64_t disbelieved = 0;   // reports of a quorum this controller never formed
-    std::map<ActionId, Instant> rejoin_began;  // RejoinReplica without an outcome yet
-  };
-  Replicas replicas_;
+  ReplicaSet replicas_;
   // The launch's "replicas" field (count, timeout, the quorum to start in).
   nlohmann::json replica_launch(const Quorum& q) const;
   // The next quorum of replicas_.members, `join` taking their state from a peer; its store
@@ -262,7 +234,6 @@ class LiveWorld final : public World {
   int live_replicas() const;
   // The steps' time the missing replicas did not train, so far (part of missing_replicas).
   double replica_share_s() const;
-  double replica_share_pending_ = 0;       // not yet in the journal (flush_account)
   nlohmann::json replicas_status() const;  // status: the quorum, its members, the joiners
   // A replica's drop is an incident (category replica_drop, as the simulator's drop is one
   // resolved by the replica_drop mechanism): it opens when the replica leaves the quorum and
@@ -289,24 +260,11 @@ class LiveWorld final : public World {
   void kill_sparing(std::function<void(HeldRanks)> then);
   // `kept`: an in-place start, the ranks kept (the others launched with FAULTLINE_IN_PLACE).
   void launch(ActionId id, Instant started, const HeldRanks* kept = nullptr);
-  std::string in_place_note_;  // the pending start's "in place: ..." (empty: an ordinary one)
   // `category` (metrics label): rank_exit, eviction, policy_stop or job_finished.
   void job_broken(const std::string& category, const std::string& cause);
   // Every rank of the job runs: ends the start-up phase or resolves the open incident.
   void job_running();
-  // Incidents: from the job's stop to every rank running again (status).
-  struct Incident {
-    Instant began;  // rank 0's last step report before the stop (or the stop itself)
-    std::optional<Instant> resolved;
-    std::string cause;
-    std::string category;
-    Instant detected;                      // when the controller knew the job had stopped
-    std::optional<Instant> restart_began;  // the first start launched after it
-    Duration waited{};                     // AcquireMachines waited for machines in it
-    std::int64_t replica = -1;             // a replica's drop (live_replicas.cc); -1: a stop
-  };
-  std::vector<Incident> incidents_;
-  Incident* open_replica_incident(std::int64_t r);  // replica r's drop while open
+  IncidentLedger incidents_;  // the start-up, the job's stops, the replicas' drops
 
   // --- migration (live_migrate.cc; MigrateMachines on replica groups) --------------------
   // One machine at a time: a joiner of its replica starts on a parked standby in a quorum
@@ -344,14 +302,6 @@ class LiveWorld final : public World {
   // diagnosis (detected to the first restart), failover (to every rank running again),
   // less what it waited for machines (waiting_for_machines).
   std::map<std::string, double> stop_phases(const Incident& in, Instant until) const;
-  // The stop period open now: the start-up, or the latest stop of the job while unresolved.
-  const Incident* open_stop() const;
-  // The latest stop of the job (no replica's drop) while unresolved.
-  const Incident* open_job_stop() const;
-  Incident* open_job_stop_mutable() {
-    return const_cast<Incident*>(std::as_const(*this).open_job_stop());
-  }
-  Incident* open_stop_mutable();
   // Rank 0 reported `step` (before last_step_ moves to it): recompute when it went back,
   // the step's time over the nominal one as warm-up or checkpoint, and the rest of the time
   // since the last report beyond its step as degraded.
@@ -369,25 +319,13 @@ class LiveWorld final : public World {
   void flush_account();
   nlohmann::json account_json(Instant until) const;  // status and the "account" record
   void write_account();                              // the event log's "account" record
-  std::optional<Incident> startup_;             // from the run's start to every rank first running
-  std::map<std::string, double> lost_pending_;  // step measures not yet in the journal
+  std::map<std::string, double> lost_pending_;       // step measures not yet in the journal
   Instant lost_flushed_at_{};
-  // What the metrics count beyond incidents_ (which keeps only the latest 1000).
-  struct IncidentStats {
-    std::map<std::string, std::uint64_t> opened;  // category -> count
-    // (category, resolution) -> count; resolution: recovered, or run_ended (still open
-    // when the summary was written).
-    std::map<std::pair<std::string, std::string>, std::uint64_t> closed;
-    Histogram detection{latency_bounds()}, recovery{latency_bounds()};
-    static std::vector<double> latency_bounds();
-  };
-  IncidentStats incident_stats_;
   // The counters to and from the journal's (a restarted controller continues them).
   void incident_stats_to_journal();
   void incident_stats_from_journal();
   std::optional<Instant> closed_at_;  // the summary's time: the accounting's "now" after it
   Instant account_now() const { return closed_at_ ? *closed_at_ : now(); }
-  Instant last_progress_at_{};  // time of rank 0's last step report
   // ETTR so far, as the summary computes it.
   struct Accounting {
     double step_time_s = 0, elapsed_s = 0, productive_s = 0, ettr = 0;
@@ -419,10 +357,8 @@ class LiveWorld final : public World {
   void attribute_victim_exit();
   void hold_victim(MachineId m, std::int64_t rank, int code, const std::string& signature);
   void fail_start(MachineId m, std::int64_t rank, const std::string& signature);
-  std::int64_t rank_step(std::int64_t rank) const;
   // False (and noted) when `step` is beyond what the job can have reached by now.
   bool believable_step(MachineId m, std::int64_t rank, std::int64_t step);
-  std::uint64_t refused_steps_ = 0;  // step reports refused by believable_step
   // Runs the reference computation (bit-wise probe or replay) on the controller host.
   void run_reference(std::vector<std::string> argv,
                      std::function<void(std::optional<std::string>)> done);
@@ -467,40 +403,14 @@ class LiveWorld final : public World {
   bool closed_ = false;  // the summary is written; nothing more is delivered or done
 
   // Job state (journaled: gen, version, good version, running, placement).
-  bool running_ = false;   // every rank of the current generation started
-  ActionId starting_ = 0;  // StartJob / HotUpdate / RollBack waiting for ranks
-  Instant start_began_{};
-  std::int64_t launch_gen_ = -1;  // generation the pending start launched (-1: not yet)
-  std::uint64_t start_timer_ = 0;
-  std::set<std::int64_t> started_ranks_;
-  std::int64_t start_step_ = 0;
-  bool exit_reported_ = false;  // the generation's first exit went to the policy
-  // note_dropped_exit's budget: kDroppedExitBurst notes at once (every rank of a large job may
-  // exit at a stop), then one a second; exits past it are counted, and the count is noted.
-  static constexpr int kDroppedExitBurst = 16;
-  struct DroppedExitNotes {
-    double budget = kDroppedExitBurst;
-    Instant budget_at{};
-    int unnoted = 0;
-  };
-  DroppedExitNotes dropped_exits_;
+  bool running_ = false;  // every rank of the current generation started
+  JobStart start_;        // StartJob / HotUpdate / RollBack waiting for ranks
+  RankGeneration ranks_;  // what the current generation's ranks said
+  // A victim's exit (see is_peer_symptom) waits kPeerGraceS for its cause's, then is
+  // attributed (attribute_victim_exit).
+  OneShotTimer victim_timer_;
   void note_unnoted_exits();
-  int holding_notes_ = 0;  // ranks that said they hold in place, noted (16 a generation)
-  // The latest step each rank reported in this run of the job (a rank's exit comes after
-  // its own last report: one agent, one ordered connection).
-  std::map<std::int64_t, std::int64_t> rank_steps_;
-  std::map<std::int64_t, Instant> rank_report_at_;  // and when it reported it
-  // A rank that exited because a peer stopped answering (see is_peer_symptom), held for
-  // kPeerGraceS in case the cause exits too; then attributed (see attribute_victim_exit).
-  struct VictimExit {
-    MachineId machine = kNoMachine;
-    std::int64_t rank = -1;
-    int code = 1;
-    std::string signature;
-  };
-  std::optional<VictimExit> victim_;
-  std::uint64_t victim_timer_ = 0;
-  std::set<std::int64_t> clean_exits_;
+
   bool finished_ = false;
 
   // Resume: the journal's generation, adopted when every slot's agent still runs it.
@@ -513,23 +423,7 @@ class LiveWorld final : public World {
   };
   Adoption adoption_;
 
-  // Step samples for the policy's detection module (WatchSteps): what rank 0 reported
-  // since the last sample.
-  std::optional<WatchSteps> watch_;
-  struct PendingSample {
-    PendingSample() = default;
-    explicit PendingSample(Instant t) : since(t) {}
-    Instant since{};
-    std::int64_t steps = 0;
-    double time_s = 0;
-    std::optional<double> loss, grad_norm;
-    bool nan = false;
-  };
-  PendingSample sample_;
-  std::int64_t last_step_ = -1;
-  std::vector<double> healthy_step_times_;  // for the accounting's nominal step time
-  std::int64_t steps_since_start_ = 0;
-  std::map<std::string, double> inspections_;  // kind -> interval s
+  StepProgress progress_;  // the step rank's reports: the job's progress, step samples
   struct WaitingAcquire {
     ActionId id = 0;
     std::vector<SlotId> slots;

@@ -1,0 +1,395 @@
+// LiveWorld's and the live Controller's parts (realexec/controller/): each a class with its own
+// state, tested alone.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include "realexec/controller/incident_ledger.h"
+#include "realexec/controller/job_start.h"
+#include "realexec/controller/one_shot_timer.h"
+#include "realexec/controller/probe_relays.h"
+#include "realexec/controller/rank_generation.h"
+#include "realexec/controller/repair_queue.h"
+#include "realexec/controller/replica_set.h"
+#include "realexec/controller/session_table.h"
+#include "realexec/controller/state_dir_lock.h"
+#include "realexec/controller/step_progress.h"
+#include "realexec/net/reactor.h"
+
+namespace faultline::live {
+namespace {
+
+Instant at_s(double s) { return Instant{0} + Duration::seconds(s); }
+
+TEST(RankGeneration, ALaunchForgetsThePreviousGenerationsWord) {
+  RankGeneration g;
+  g.started(3);
+  g.set_start_step(40);
+  g.record_step(3, 45, at_s(1));
+  g.clean_exit(2);
+  g.mark_exit_reported();
+  EXPECT_TRUE(g.hold_victim({1, 4, 1, "collective: timed out"}));
+  EXPECT_EQ(g.rank_step(3), 45);
+  EXPECT_EQ(g.rank_step(5), 40);  // a rank that never reported: the start step
+  g.launch(at_s(2));
+  EXPECT_FALSE(g.has_started(3));
+  EXPECT_EQ(g.start_step(), 0);
+  EXPECT_EQ(g.rank_step(3), 0);
+  EXPECT_FALSE(g.reported_at(3).has_value());
+  EXPECT_FALSE(g.exited_cleanly(2));
+  EXPECT_FALSE(g.exit_reported());
+  EXPECT_FALSE(g.holds_victim());
+}
+
+TEST(RankGeneration, TheFirstVictimSpeaksForThemAll) {
+  RankGeneration g;
+  EXPECT_TRUE(g.hold_victim({1, 4, 1, "first"}));
+  EXPECT_FALSE(g.hold_victim({2, 9, 1, "second"}));
+  const auto v = g.take_victim();
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rank, 4);
+  EXPECT_EQ(v->signature, "first");
+  EXPECT_FALSE(g.take_victim().has_value());
+}
+
+TEST(RankGeneration, TheLaggardIsTheSlotWhoseRanksAreAllBehindEveryOtherRank) {
+  RankGeneration g;  // 3 slots of 2 ranks
+  for (std::int64_t r : {0, 1, 4, 5}) g.record_step(r, 100, at_s(1));
+  g.record_step(2, 97, at_s(1));
+  g.record_step(3, 98, at_s(1));
+  RankGeneration::Laggard lag = g.laggard(3, 2);
+  EXPECT_EQ(lag.slot, 1);
+  EXPECT_EQ(lag.behind, 98);
+  EXPECT_EQ(lag.others, 100);
+  g.record_step(3, 100, at_s(2));  // slot 1 no longer all behind
+  EXPECT_EQ(g.laggard(3, 2).slot, -1);
+  EXPECT_EQ(g.laggard(1, 2).slot, -1);  // one slot names none
+}
+
+TEST(RankGeneration, DroppedExitNotesComeInABurstThenOneASecond) {
+  RankGeneration g;
+  g.launch(at_s(0));
+  for (int i = 0; i < RankGeneration::kDroppedExitBurst; ++i)
+    EXPECT_TRUE(g.admit_dropped_note(at_s(0)));
+  EXPECT_FALSE(g.admit_dropped_note(at_s(0)));
+  EXPECT_FALSE(g.admit_dropped_note(at_s(0.5)));
+  EXPECT_TRUE(g.admit_dropped_note(at_s(1.5)));
+  EXPECT_EQ(g.take_unnoted(), 2);
+  EXPECT_EQ(g.take_unnoted(), 0);
+  for (int i = 0; i < RankGeneration::kHoldingNotes; ++i) EXPECT_TRUE(g.admit_holding_note());
+  EXPECT_FALSE(g.admit_holding_note());
+  g.launch(at_s(2));
+  EXPECT_TRUE(g.admit_holding_note());
+}
+
+TEST(StepProgress, HealthyStepTimesSkipTheFirstStepsAndTheSlowOnes) {
+  StepProgress p;
+  EXPECT_DOUBLE_EQ(p.step_time_s(2.0), 2.0);  // none yet: the nominal one
+  p.started(at_s(0));
+  for (int i = 1; i <= 5; ++i) {
+    p.advance(i, at_s(i));
+    p.add_step_time(i == 4 ? 10.0 : 1.0);  // steps 1 and 2 not counted, step 4 too slow
+  }
+  EXPECT_EQ(p.healthy_step_times(), (std::vector<double>{1.0, 1.0}));
+  EXPECT_EQ(p.last_step(), 5);
+  EXPECT_EQ(p.steps_since_start(), 5);
+  EXPECT_EQ(p.last_progress_at(), at_s(5));
+  EXPECT_DOUBLE_EQ(p.step_time_s(2.0), 1.0);
+}
+
+TEST(StepProgress, ABelievableStepGrowsWithTheTimeSinceTheLastProgress) {
+  StepProgress p;
+  p.advance(100, at_s(10));
+  StepProgress::Bound b = p.believable(50, 1.0, at_s(10));
+  EXPECT_EQ(b.base, 100);
+  EXPECT_DOUBLE_EQ(b.most, 100 + StepProgress::kStepSlack);
+  b = p.believable(200, 1.0, at_s(12));  // the rank's own step is the base; 2 s at 10x
+  EXPECT_EQ(b.base, 200);
+  EXPECT_DOUBLE_EQ(b.most, 200 + StepProgress::kStepSlack + 20);
+  EXPECT_EQ(p.refuse(), 1u);
+  EXPECT_EQ(p.refuse(), 2u);
+}
+
+TEST(StepProgress, SamplesComeAtTheWatchedCadenceOrAtOnceOnANaN) {
+  StepProgress p;
+  EXPECT_FALSE(p.sample(1, 1.0, 2.0, 0.5, false, at_s(1)).has_value());  // not watching
+  p.watch(WatchSteps{Duration::seconds(10)});
+  p.started(at_s(0));
+  EXPECT_FALSE(p.sample(1, 1.0, 2.0, std::nullopt, false, at_s(1)).has_value());
+  auto s = p.sample(2, 3.0, std::nullopt, 0.5, false, at_s(10));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->step, 2);
+  EXPECT_DOUBLE_EQ(s->step_time_s, 2.0);
+  EXPECT_EQ(s->loss, 2.0);  // the latest finite one
+  EXPECT_EQ(s->grad_norm, 0.5);
+  EXPECT_FALSE(s->nan);
+  s = p.sample(3, 1.0, std::nullopt, std::nullopt, true, at_s(11));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_TRUE(s->nan);
+  EXPECT_FALSE(s->loss.has_value());
+}
+
+TEST(JobStart, EndingAStartCancelsItsTimer) {
+  Reactor reactor{ManualClock{}};
+  JobStart start(reactor);
+  EXPECT_FALSE(start.pending());
+  start.begin(7, at_s(1));
+  EXPECT_EQ(start.id(), 7u);
+  EXPECT_EQ(start.began(), at_s(1));
+  EXPECT_FALSE(start.launched_gen(3));
+  start.launched(3);
+  EXPECT_TRUE(start.launched_gen(3));
+  int fired = 0;
+  start.timer().arm(Duration::seconds(5), [&] { ++fired; });
+  EXPECT_TRUE(start.timer().armed());
+  EXPECT_EQ(start.end(), 7u);
+  EXPECT_FALSE(start.pending());
+  EXPECT_FALSE(start.timer().armed());
+  reactor.advance_to(at_s(10));
+  EXPECT_EQ(fired, 0);
+}
+
+TEST(OneShotTimer, FiringDisarmsItBeforeItsCallback) {
+  Reactor reactor{ManualClock{}};
+  OneShotTimer timer(reactor);
+  bool armed_in_callback = true;
+  timer.arm(Duration::seconds(1), [&] { armed_in_callback = timer.armed(); });
+  reactor.advance_to(at_s(2));
+  EXPECT_FALSE(armed_in_callback);
+  EXPECT_FALSE(timer.armed());
+  timer.cancel();  // not armed: nothing
+}
+
+TEST(RepairQueue, ACheckRunsOnItsTimerAndFailsUntilMaxChecks) {
+  Reactor reactor{ManualClock{}};
+  RepairQueue q(reactor);
+  int checks = 0;
+  q.take_out(3, at_s(1));
+  ASSERT_NE(q.find(3), nullptr);
+  EXPECT_TRUE(q.agent_back(3, at_s(1)));  // waits for nothing: its check is due
+  q.schedule(3, Duration::seconds(5), [&] { ++checks; });
+  EXPECT_FALSE(q.agent_back(3, at_s(2)));  // scheduled already
+  reactor.advance_to(at_s(10));
+  EXPECT_EQ(checks, 1);
+  EXPECT_EQ(q.find(3)->timer, 0u);
+  EXPECT_TRUE(q.begin_check(3));
+  EXPECT_FALSE(q.begin_check(3));  // one runs
+  EXPECT_TRUE(q.check_failed(3, 2, at_s(11)));
+  EXPECT_EQ(q.find(3)->since, at_s(11));
+  EXPECT_TRUE(q.begin_check(3));
+  EXPECT_FALSE(q.check_failed(3, 2, at_s(12)));  // 2 of 2: left to an operator
+  EXPECT_TRUE(q.find(3)->given_up);
+  EXPECT_FALSE(q.agent_back(3, at_s(13)));
+  q.forget(3);
+  EXPECT_EQ(q.find(3), nullptr);
+  EXPECT_FALSE(q.begin_check(3));
+}
+
+TEST(RepairQueue, AnAlertFailsOnlyTheRepairItCameIn) {
+  Reactor reactor{ManualClock{}};
+  RepairQueue q(reactor);
+  q.alert(2, at_s(1));
+  q.take_out(2, at_s(2));
+  EXPECT_FALSE(q.alerted_since_taken_out(2));  // before it was taken out
+  q.alert(2, at_s(3));
+  EXPECT_TRUE(q.alerted_since_taken_out(2));
+  EXPECT_FALSE(q.alerted_since_taken_out(5));  // not in the queue
+  int checks = 0;
+  q.schedule(2, Duration::seconds(1), [&] { ++checks; });
+  q.forget(2);  // cancels its check
+  reactor.advance_to(at_s(10));
+  EXPECT_EQ(checks, 0);
+}
+
+TEST(IncidentLedger, StopsAndDropsOpenAndResolveWithTheirLatencies) {
+  IncidentLedger l;
+  l.begin_startup(Incident{at_s(0), std::nullopt, "start-up", "startup", at_s(0)});
+  ASSERT_NE(l.open_stop(), nullptr);
+  EXPECT_EQ(l.open_stop()->category, "startup");
+  EXPECT_TRUE(l.end_startup().has_value());
+  EXPECT_EQ(l.open_stop(), nullptr);
+  l.open(Incident{at_s(10), std::nullopt, "rank 0 exited", "rank_exit", at_s(12)});
+  Incident drop{at_s(20), std::nullopt, "replica 1 dropped out", "replica_drop", at_s(21)};
+  drop.replica = 1;
+  l.open(drop);
+  ASSERT_NE(l.open_job_stop(), nullptr);
+  EXPECT_EQ(l.open_job_stop()->category, "rank_exit");
+  EXPECT_EQ(l.replicas_out(), (std::set<std::int64_t>{1}));
+  l.resolve(*l.open_job_stop(), at_s(30), "recovered");
+  EXPECT_EQ(l.open_stop(), nullptr);
+  EXPECT_NE(l.open_replica(1), nullptr);
+  EXPECT_EQ(l.opened_total(), 2u);
+  EXPECT_EQ(l.stats().detection.count(), 2u);
+  EXPECT_DOUBLE_EQ(l.stats().detection.sum(), 3.0);
+  EXPECT_DOUBLE_EQ(l.stats().recovery.sum(), 18.0);
+  l.close_run();
+  EXPECT_EQ(l.stats().closed.at({"rank_exit", "recovered"}), 1u);
+  EXPECT_EQ(l.stats().closed.at({"replica_drop", "run_ended"}), 1u);
+}
+
+TEST(IncidentLedger, KeepsTheLatestIncidentsAndCountsThemAll) {
+  IncidentLedger l;
+  for (std::size_t i = 0; i < IncidentLedger::kKept + 5; ++i) {
+    l.open(Incident{at_s(1), std::nullopt, "x", "policy_stop", at_s(1)});
+    l.resolve(*l.open_job_stop(), at_s(2), "recovered");
+  }
+  EXPECT_EQ(l.incidents().size(), IncidentLedger::kKept);
+  EXPECT_EQ(l.opened_total(), IncidentLedger::kKept + 5);
+}
+
+TEST(ProbeRelays, GroupsAreKeyedByRankZerosRequestUntilTheProbeEnds) {
+  ProbeRelays relays;
+  auto g = ProbeRelays::make(4);
+  EXPECT_EQ(g->root, 4);
+  relays.add(17, g);
+  ASSERT_NE(relays.find(17), nullptr);
+  EXPECT_EQ(relays.find(17)->root, 4);
+  EXPECT_EQ(relays.find(18), nullptr);
+  relays.remove(17);
+  EXPECT_EQ(relays.find(17), nullptr);
+  relays.inspect("gpu", 30);
+  relays.inspect("gpu", 10);
+  EXPECT_EQ(relays.inspections(), (std::map<std::string, double>{{"gpu", 10}}));
+}
+
+TEST(ProbeRelays, TheMachinesThatDidNotJoinAreTheFailedOnes) {
+  const auto name = [](MachineId m) { return "m" + std::to_string(m); };
+  ProbeRelays::Group g;
+  g.root = 0;
+  g.published = true;
+  MachineSet failed{0, 1, 2};
+  std::string details;
+  ProbeRelays::attribute(g, {0, 1, 2}, {{0, "ok"}, {1, "timed_out"}, {2, "ok"}}, failed, details,
+                         name);
+  EXPECT_EQ(failed, (MachineSet{1}));
+  EXPECT_EQ(details, "; rendezvous: m1 did not join; the others waited for it");
+  g.published = false;  // rank 0's id never came: rank 0 is the one missing
+  failed = {1, 2};
+  details.clear();
+  ProbeRelays::attribute(g, {0, 1, 2}, {{1, "timed_out"}, {2, "timed_out"}}, failed, details, name);
+  EXPECT_EQ(failed, (MachineSet{0}));
+  failed.clear();
+  details.clear();
+  g.published = true;
+  ProbeRelays::attribute(g, {0, 1}, {{0, "ok"}, {1, "ok"}}, failed, details, name);
+  EXPECT_TRUE(failed.empty());
+  EXPECT_EQ(details, "; rendezvous relayed by the controller: every machine joined (m0, m1)");
+}
+
+TEST(ReplicaSet, ALaunchFormsAQuorumOfEveryReplica) {
+  Reactor reactor{ManualClock{}};
+  ReplicaSet rs(reactor);
+  EXPECT_FALSE(rs.enabled().has_value());
+  rs.launch_all(4);
+  EXPECT_EQ(rs.members(), (std::set<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(rs.live(), 4);
+  EXPECT_EQ(rs.step_rank(), 0);
+  EXPECT_TRUE(rs.drop(0));
+  EXPECT_FALSE(rs.drop(0));
+  EXPECT_EQ(rs.step_rank(), 1);
+  rs.rejoin(0, 9, at_s(5));
+  EXPECT_TRUE(rs.joining(0));
+  EXPECT_EQ(rs.joiner(0), 9u);
+  EXPECT_FALSE(rs.was_launched(0));
+  rs.launched(0);
+  rs.admit(0);              // it waits: the next quorum admits it
+  EXPECT_EQ(rs.live(), 3);  // a joiner does not train yet
+  EXPECT_EQ(rs.step_rank(), 1);
+  EXPECT_EQ(rs.joined(0), 9u);
+  EXPECT_EQ(rs.live(), 4);
+  EXPECT_EQ(rs.take_rejoin(9), at_s(5));
+  EXPECT_FALSE(rs.take_rejoin(9).has_value());  // its outcome is given once
+}
+
+TEST(ReplicaSet, AFailedQuorumNotesEachMembersStepOnTheFirstSaying) {
+  Reactor reactor{ManualClock{}};
+  ReplicaSet rs(reactor);
+  rs.launch_all(3);
+  const auto step_of = [](std::int64_t r) { return 100 + r; };
+  EXPECT_TRUE(rs.say_failed(5, 1, step_of));
+  EXPECT_FALSE(rs.say_failed(5, 1, step_of));  // said again
+  EXPECT_FALSE(rs.say_failed(5, 2, step_of));  // not the first
+  EXPECT_EQ(rs.step_when_failed(0), 100);
+  EXPECT_EQ(rs.step_when_failed(2), 102);
+  EXPECT_TRUE(rs.say_failed(4, 0, step_of));
+  EXPECT_EQ(rs.take_said(5), (std::set<std::int64_t>{1, 2}));
+  EXPECT_TRUE(rs.take_said(4).empty());  // earlier quorums are forgotten with it
+  EXPECT_FALSE(rs.take_changed());
+  rs.quorum_changed();
+  EXPECT_TRUE(rs.take_changed());
+  EXPECT_FALSE(rs.take_changed());
+  rs.add_share(1.5);
+  rs.add_share(0.5);
+  EXPECT_DOUBLE_EQ(rs.share_pending(), 2.0);
+  EXPECT_DOUBLE_EQ(rs.take_share(), 2.0);
+  EXPECT_DOUBLE_EQ(rs.share_pending(), 0.0);
+  EXPECT_EQ(rs.disbelieve(), 1u);
+}
+
+TEST(SessionTable, TheOldestSilentHandshakeMakesRoom) {
+  SessionTable t;
+  const std::uint64_t a = t.open(0, at_s(0));
+  const std::uint64_t b = t.open(1, at_s(0.5));
+  const std::uint64_t c = t.open(2, at_s(1.8));
+  EXPECT_EQ(t.unauthenticated(), 3u);
+  t.at(a).fd = 10;
+  t.at(b).fd = 11;
+  t.at(c).fd = 12;
+  t.at(a).role = Session::Role::kChallenged;  // said hello: not silent
+  const auto silent = [](int fd) { return fd == 11; };
+  EXPECT_EQ(t.room_maker(at_s(2), Duration::seconds(1), silent), b);
+  const auto none_silent = [](int) { return false; };
+  EXPECT_EQ(t.room_maker(at_s(2), Duration::seconds(1), none_silent), a);  // past the grace
+  EXPECT_EQ(t.room_maker(at_s(0.5), Duration::seconds(1), none_silent), 0u);
+  t.at(a).role = Session::Role::kAgent;  // authenticated: dropped from the queue
+  EXPECT_EQ(t.unauthenticated(), 2u);
+  t.leave_unauthenticated(b, t.at(b));
+  t.erase(c);
+  EXPECT_EQ(t.unauthenticated(), 0u);
+  EXPECT_EQ(t.evicted(), 1u);
+}
+
+TEST(SessionTable, AMachineIsLostOnlyWhenItsOwnSessionCloses) {
+  SessionTable t;
+  const std::uint64_t old = t.open(0, at_s(0));
+  const std::uint64_t fresh = t.open(1, at_s(1));
+  t.bind(3, old);
+  EXPECT_EQ(t.bound(3), old);
+  EXPECT_EQ(t.agent(3), nullptr);  // no open connection
+  t.bind(3, fresh);                // a restarted agent replaced it
+  EXPECT_FALSE(t.closed_agent(3, old));
+  EXPECT_TRUE(t.closed_agent(3, fresh));
+  EXPECT_EQ(t.bound(3), 0u);
+}
+
+TEST(StateDirLock, ASecondControllerIsRefusedNamingTheFirst) {
+  char tmpl[] = "/tmp/faultline-lock-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  {
+    StateDirLock first;
+    first.take(dir, false);
+    EXPECT_TRUE(first.held());
+    StateDirLock second;
+    try {
+      second.take(dir, true);
+      ADD_FAILURE() << "a second lock was taken";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), dir + ": in use by the controller with pid " +
+                                           std::to_string(::getpid()) + " (" + dir +
+                                           "/controller.lock); --fresh deletes nothing while it "
+                                           "runs: stop it first");
+    }
+    EXPECT_FALSE(second.held());
+    first.release();
+    second.take(dir, false);  // released: the next one takes it
+    EXPECT_TRUE(second.held());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace faultline::live
