@@ -47,17 +47,14 @@ bool parse_double(const std::string& s, double* out) {
   return true;
 }
 
-int parse_options(const std::vector<std::string>& args, const std::vector<std::string>& allowed,
-                  const char* help, Options* o) {
-  FlagTable t("faultline", "faultline analyze MODEL [options]");
-  t.help_text(help);
-  t.choice("--format", "table (default) or json", {"table", "json"}, &o->format);
-  for (const auto& name : allowed) {
-    if (name == kStrict) {
-      t.toggle(name, "", &o->strict);
+int parse_options(const std::vector<std::string>& args, const Model& model, Options* o) {
+  FlagTable t("faultline", model.usage, model.about);
+  for (const auto& opt : model.options) {
+    if (opt.name == kStrict) {
+      t.toggle(opt.name, opt.help, &o->strict);
       continue;
     }
-    t.add({name, "VALUE", "a value", "", [name, o](const std::string& v) {
+    t.add({opt.name, opt.arg, "a value", opt.help, [name = opt.name, o](const std::string& v) {
              if (name == kSet)
                o->sets.push_back(v);
              else
@@ -65,6 +62,7 @@ int parse_options(const std::vector<std::string>& args, const std::vector<std::s
              return std::string();
            }});
   }
+  t.choice("--format", "output (default table)", {"table", "json"}, &o->format);
   t.positional([o](const std::string& a) {
     o->positional.push_back(a);
     return std::string();
@@ -121,6 +119,7 @@ namespace {
 
 using analyze_options::emit;
 using analyze_options::fmt;
+using analyze_options::Model;
 using analyze_options::number;
 using analyze_options::Options;
 using analyze_options::parse_options;
@@ -143,74 +142,54 @@ models:
              closed form and Meta's approximation
 )";
 
-constexpr const char* kDalyHelp =
-    R"(usage: faultline analyze daly --mtbf-s M --checkpoint-s D [--restart-s R] [--interval-s T]
-
-Daly's model: job failures are Poisson with mean time M between them; work runs in
+const Model kDaly = {
+    "faultline analyze daly --mtbf-s M --checkpoint-s D [--restart-s R] [--interval-s T]",
+    R"(Daly's model: job failures are Poisson with mean time M between them; work runs in
 segments of T followed by a blocking checkpoint of D; a failure at any moment costs a
 restart of R and loses the work since the last complete checkpoint. Prints
   ETTR = T / (M e^(R/M) (e^((T+D)/M) - 1))
 for the given T, and the T that maximises it (found numerically), with Young's and
-Daly's closed-form estimates of that optimum for comparison.
+Daly's closed-form estimates of that optimum for comparison.)",
+    {{"--mtbf-s", "M", "mean time between failures of the whole job, seconds (> 0)"},
+     {"--checkpoint-s", "D", "blocking time of one checkpoint, seconds (>= 0)"},
+     {"--restart-s", "R", "time from a failure to training again, seconds (default 0)"},
+     {"--interval-s", "T", "training time between checkpoints, seconds (optional)"}}};
 
-options:
-  --mtbf-s M          mean time between failures of the whole job, seconds (> 0)
-  --checkpoint-s D    blocking time of one checkpoint, seconds (>= 0)
-  --restart-s R       time from a failure to training again, seconds (default 0)
-  --interval-s T      training time between checkpoints, seconds (optional)
-  --format table|json
-)";
+const Model kYoung = {
+    "faultline analyze young --mtbf-s M --checkpoint-s D [--restart-s R]",
+    R"(Young's first-order optimal checkpoint interval tau* = sqrt(2 D M), with Daly's exact
+ETTR at tau* and at Daly's own optimum for comparison.)",
+    {{"--mtbf-s", "M", "mean time between failures of the whole job, seconds (> 0)"},
+     {"--checkpoint-s", "D", "blocking time of one checkpoint, seconds (>= 0)"},
+     {"--restart-s", "R", "restart cost used for the ETTR figures, seconds (default 0)"}}};
 
-constexpr const char* kYoungHelp =
-    R"(usage: faultline analyze young --mtbf-s M --checkpoint-s D [--restart-s R]
-
-Young's first-order optimal checkpoint interval tau* = sqrt(2 D M), with Daly's exact
-ETTR at tau* and at Daly's own optimum for comparison.
-
-options:
-  --mtbf-s M          mean time between failures of the whole job, seconds (> 0)
-  --checkpoint-s D    blocking time of one checkpoint, seconds (>= 0)
-  --restart-s R       restart cost used for the ETTR figures, seconds (default 0)
-  --format table|json
-)";
-
-constexpr const char* kMetaHelp =
-    R"(usage: faultline analyze meta-ettr --nodes N --rate-per-node-day r --restart-s u0
-                                    --write-s w [--interval-s D]
-
-Meta's approximation (Kokolis et al. 2024) for N nodes each failing r times per day,
+const Model kMeta = {
+    "faultline analyze meta-ettr --nodes N --rate-per-node-day r --restart-s u0\n"
+    "                                    --write-s w [--interval-s D]",
+    R"(Meta's approximation (Kokolis et al. 2024) for N nodes each failing r times per day,
 restart overhead u0, checkpoint interval D and checkpoint write time w:
   E[ETTR] ~ (1 - N r (u0 + D/2)) / (1 + w/D),   best D = sqrt(2 w / (N r)),
 with N r converted to failures per second. A small-loss approximation (within ~5% of
-Monte Carlo in the paper); it goes negative when failures are frequent.
+Monte Carlo in the paper); it goes negative when failures are frequent.)",
+    {{"--nodes", "N", "nodes (machines) in the job"},
+     {"--rate-per-node-day", "r", "failures per node per day"},
+     {"--restart-s", "u0", "restart overhead per failure, seconds"},
+     {"--write-s", "w", "checkpoint write time, seconds"},
+     {"--interval-s", "D", "checkpoint interval, seconds (optional; default: the best)"}}};
 
-options:
-  --nodes N              nodes (machines) in the job
-  --rate-per-node-day r  failures per node per day
-  --restart-s u0         restart overhead per failure, seconds
-  --write-s w            checkpoint write time, seconds
-  --interval-s D         checkpoint interval, seconds (optional; default: the best)
-  --format table|json
-)";
-
-constexpr const char* kStandbyHelp =
-    R"(usage: faultline analyze standby --machines N[,N2,...] --p P [--quantile Q]
-
-Warm-standby pool size (ByteRobust §6): the smallest k with
+const Model kStandby = {
+    "faultline analyze standby --machines N[,N2,...] --p P [--quantile Q]",
+    R"(Warm-standby pool size (ByteRobust §6): the smallest k with
 P(Binomial(N, p) <= k) >= Q, p being one machine's failure probability per day. The
 binomial CDF is summed in log space, so it is exact for any N. ByteRobust's published
-sizes: 2, 2, 3, 4 for 128, 256, 512, 1,024 machines (p ~ 1.2e-3, Q = 0.99).
+sizes: 2, 2, 3, 4 for 128, 256, 512, 1,024 machines (p ~ 1.2e-3, Q = 0.99).)",
+    {{"--machines", "N[,N2,...]", "machines in the job (a comma-separated list for a table)"},
+     {"--p", "P", "failure probability of one machine per day, in [0, 1]"},
+     {"--quantile", "Q", "the quantile to cover (default 0.99)"}}};
 
-options:
-  --machines N[,N2,...]  machines in the job (a comma-separated list for a table)
-  --p P                  failure probability of one machine per day, in [0, 1]
-  --quantile Q           the quantile to cover (default 0.99)
-  --format table|json
-)";
-
-constexpr const char* kCheckHelp = R"(usage: faultline analyze check [SCENARIO.json] [options]
-
-Runs the simulator (faultline sim run, in a child process, --format json) on a scenario
+const Model kCheck = {
+    "faultline analyze check [SCENARIO.json] [options]",
+    R"(Runs the simulator (faultline sim run, in a child process, --format json) on a scenario
 that meets Daly's assumptions and prints Daly's closed form against the simulated mean
 ETTR and its 95% CI, and the error of Meta's approximation against the simulation.
 The scenario must have the shape of scenarios/daly-check.json (the default): Poisson
@@ -220,20 +199,16 @@ no fault trace. The model's inputs are read from it:
   M = 86400 / (sum of the categories' rates per machine-day x machines)
   R = requeue_base_s + requeue_per_machine_s x machines + job.restart_warmup_s
   tau = policy.params.checkpoint_interval_s, delta = policy.params.checkpoint_write_s
-and Meta's approximation is mapped as N r = 1/M, u0 = R, D = tau, w = delta.
-
-options:
-  --replicas N, --jobs J, --seed S, --set PATH=VALUE   passed to sim run
-  --strict            exit 1 when Daly's value is outside the simulation's CI
-  --format table|json
-)";
+and Meta's approximation is mapped as N r = 1/M, u0 = R, D = tau, w = delta.)",
+    {{"--replicas", "N", "passed to sim run"},
+     {"--jobs", "J", "passed to sim run"},
+     {"--seed", "S", "passed to sim run"},
+     {"--set", "PATH=VALUE", "passed to sim run (repeatable)"},
+     {"--strict", "", "exit 1 when Daly's value is outside the simulation's CI"}}};
 
 int daly(const std::vector<std::string>& args) {
   Options o;
-  if (int rc = parse_options(args, {"--mtbf-s", "--restart-s", "--interval-s", "--checkpoint-s"},
-                             kDalyHelp, &o);
-      rc >= 0)
-    return rc;
+  if (int rc = parse_options(args, kDaly, &o); rc >= 0) return rc;
   if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
   double M, R, T = 0, D;
   if (!number(o, "--mtbf-s", true, 0, 0, &M, true) ||
@@ -269,9 +244,7 @@ int daly(const std::vector<std::string>& args) {
 
 int young(const std::vector<std::string>& args) {
   Options o;
-  if (int rc = parse_options(args, {"--mtbf-s", "--checkpoint-s", "--restart-s"}, kYoungHelp, &o);
-      rc >= 0)
-    return rc;
+  if (int rc = parse_options(args, kYoung, &o); rc >= 0) return rc;
   if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
   double M, D, R;
   if (!number(o, "--mtbf-s", true, 0, 0, &M, true) ||
@@ -295,11 +268,7 @@ int young(const std::vector<std::string>& args) {
 
 int meta(const std::vector<std::string>& args) {
   Options o;
-  if (int rc = parse_options(
-          args, {"--nodes", "--rate-per-node-day", "--restart-s", "--interval-s", "--write-s"},
-          kMetaHelp, &o);
-      rc >= 0)
-    return rc;
+  if (int rc = parse_options(args, kMeta, &o); rc >= 0) return rc;
   if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
   double N, r, u0, w, D;
   if (!number(o, "--nodes", true, 0, 0, &N, true) ||
@@ -331,8 +300,7 @@ int meta(const std::vector<std::string>& args) {
 
 int standby(const std::vector<std::string>& args) {
   Options o;
-  if (int rc = parse_options(args, {"--machines", "--p", "--quantile"}, kStandbyHelp, &o); rc >= 0)
-    return rc;
+  if (int rc = parse_options(args, kStandby, &o); rc >= 0) return rc;
   if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
   double p, q;
   if (!number(o, "--p", true, 0, 0, &p) || !number(o, "--quantile", false, 0.99, 0, &q)) return 2;
@@ -575,10 +543,7 @@ std::string check_table(const std::string& path, const scenarios::Scenario& sc,
 
 int check(const std::vector<std::string>& args) {
   Options o;
-  if (int rc = parse_options(args, {"--replicas", "--jobs", "--seed", "--set", "--strict"},
-                             kCheckHelp, &o);
-      rc >= 0)
-    return rc;
+  if (int rc = parse_options(args, kCheck, &o); rc >= 0) return rc;
   if (o.positional.size() > 1) return usage_error("unexpected argument " + o.positional[1]);
   std::string path = o.positional.empty() ? "scenarios/daly-check.json" : o.positional[0];
   if (o.positional.empty() && !std::filesystem::exists(path))

@@ -30,11 +30,22 @@ struct Options {
   bool strict = false;            // --strict
 };
 
-// Parses "--name VALUE" options named in `allowed` (--format, --help and, when allowed,
-// --strict and the repeatable --set are handled too) into `o`; `help` is printed for
-// --help. Returns an exit code >= 0 to stop with, or -1.
-int parse_options(const std::vector<std::string>& args, const std::vector<std::string>& allowed,
-                  const char* help, Options* o);
+// One option of a model: its name, what --help shows after it (empty for --strict, a
+// switch) and its help.
+struct Option {
+  std::string name, arg, help;
+};
+// A model's command line: its --help is generated from `usage`, `about` and `options`
+// (--format last).
+struct Model {
+  std::string usage, about;
+  std::vector<Option> options;
+};
+
+// Parses the "--name VALUE" options of `model` (--format, --help and, when the model has
+// them, --strict and the repeatable --set are handled too) into `o`. Returns an exit code
+// >= 0 to stop with, or -1.
+int parse_options(const std::vector<std::string>& args, const Model& model, Options* o);
 
 // A required or optional number option (`def` when absent) that must be >= lo (> lo when
 // lo_open). Returns false after printing a usage error.

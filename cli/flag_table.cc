@@ -36,6 +36,10 @@ std::string help_lines(const std::string& left, const std::string& help) {
 
 }  // namespace
 
+std::string usage_line(const std::string& program, const std::string& message) {
+  return program + ": " + message + " (see --help)";
+}
+
 bool is_help(const std::string& a) { return a == kHelpAlias || a == kHelpName; }
 
 std::string expected(const Flag& f) {
@@ -127,6 +131,16 @@ FlagTable& FlagTable::number(const std::string& name, const std::string& arg,
   return add(std::move(f));
 }
 
+FlagTable& FlagTable::value(const std::string& name, const std::string& arg,
+                            const std::string& expect, const std::string& help,
+                            std::function<bool(const std::string&)> accept) {
+  Flag f{name, arg, expect, help, nullptr};
+  f.apply = [f, accept = std::move(accept)](const std::string& v) {
+    return accept(v) ? std::string() : got(f, v);
+  };
+  return add(std::move(f));
+}
+
 FlagTable& FlagTable::choice(const std::string& name, const std::string& help,
                              std::vector<std::string> choices, std::string* out) {
   std::string all, bar;
@@ -156,6 +170,11 @@ FlagTable& FlagTable::positional(std::string* out) {
   });
 }
 
+FlagTable& FlagTable::unknown(std::function<std::string(const std::string&)> why) {
+  unknown_ = std::move(why);
+  return *this;
+}
+
 FlagTable& FlagTable::epilog(std::string text) {
   epilog_ = std::move(text);
   return *this;
@@ -167,7 +186,7 @@ FlagTable& FlagTable::help_text(std::string text) {
 }
 
 int FlagTable::usage_error(const std::string& msg) const {
-  std::fprintf(stderr, "%s: %s (see --help)\n", program_.c_str(), msg.c_str());
+  std::fprintf(stderr, "%s\n", usage_line(program_, msg).c_str());
   return 2;
 }
 
@@ -186,7 +205,7 @@ int FlagTable::parse(const std::vector<std::string>& args) const {
 
 int FlagTable::parse(const std::vector<std::string>& args, std::string* message) const {
   const auto usage = [&](const std::string& msg) {
-    *message = program_ + ": " + msg + " (see --help)";
+    *message = usage_line(program_, msg);
     return 2;
   };
   // tests/cli/flag_help_test.py: every option of the table, one a line, to check that
@@ -202,26 +221,51 @@ int FlagTable::parse(const std::vector<std::string>& args, std::string* message)
       return 0;
     }
     std::optional<std::string> inline_value;
-    if (const auto eq = a.find('='); inline_values_ && a.rfind("--", 0) == 0 && eq != a.npos) {
-      inline_value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-    }
-    const auto f = std::find_if(flags_.begin(), flags_.end(), [&](const Flag& x) {
-      return x.name == a || (!x.alias.empty() && x.alias == a);
-    });
     std::string err;
-    if (f != flags_.end()) {
-      if (f->arg.empty() && inline_value) return usage(a + " takes no value");
-      if (!f->arg.empty() && !inline_value && i + 1 >= args.size()) return usage(expected(*f));
-      err = f->apply(f->arg.empty() ? std::string() : inline_value ? *inline_value : args[++i]);
+    if (const Flag* f = find(&a, &inline_value)) {
+      err = take(*f, a, inline_value, args, &i);
     } else if (a.size() > 1 && a[0] == '-') {
-      err = "unknown option " + a;
+      err = unknown_ ? unknown_(a) : "unknown option " + a;
     } else {
       err = positional_ ? positional_(a) : "unexpected argument " + a;
     }
     if (!err.empty()) return usage(err);
   }
   return -1;
+}
+
+const Flag* FlagTable::find(std::string* a, std::optional<std::string>* inline_value) const {
+  if (const auto eq = a->find('='); inline_values_ && a->rfind("--", 0) == 0 && eq != a->npos) {
+    *inline_value = a->substr(eq + 1);
+    *a = a->substr(0, eq);
+  }
+  const auto f = std::find_if(flags_.begin(), flags_.end(), [&](const Flag& x) {
+    return x.name == *a || (!x.alias.empty() && x.alias == *a);
+  });
+  return f == flags_.end() ? nullptr : &*f;
+}
+
+std::string FlagTable::take(const Flag& f, const std::string& a,
+                            const std::optional<std::string>& inline_value,
+                            const std::vector<std::string>& args, std::size_t* i) const {
+  if (f.arg.empty() && inline_value) return a + " takes no value";
+  if (!f.arg.empty() && !inline_value && *i + 1 >= args.size()) return expected(f);
+  return f.apply(f.arg.empty() ? std::string() : inline_value ? *inline_value : args[++*i]);
+}
+
+std::string FlagTable::extract(std::vector<std::string>* args) const {
+  std::vector<std::string> rest;
+  for (std::size_t i = 0; i < args->size(); ++i) {
+    std::string a = (*args)[i];
+    std::optional<std::string> inline_value;
+    if (const Flag* f = find(&a, &inline_value)) {
+      if (std::string err = take(*f, a, inline_value, *args, &i); !err.empty()) return err;
+    } else {
+      rest.push_back((*args)[i]);
+    }
+  }
+  *args = std::move(rest);
+  return "";
 }
 
 std::string FlagTable::help() const {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ class FlagTable {
                      const std::string& help, long long lo, long long hi, int* out);
   FlagTable& number(const std::string& name, const std::string& arg, const std::string& expect,
                     const std::string& help, double lo, double hi, double* out);
+  // An option whose value `accept` checks and stores; false is the usage error
+  // "NAME: expected EXPECT, got 'VALUE'".
+  FlagTable& value(const std::string& name, const std::string& arg, const std::string& expect,
+                   const std::string& help, std::function<bool(const std::string&)> accept);
   FlagTable& choice(const std::string& name, const std::string& help,
                     std::vector<std::string> choices, std::string* out);
   // Arguments that are no option: `apply` takes each ("" or an error). Without it, an
@@ -51,6 +56,9 @@ class FlagTable {
   FlagTable& positional(std::function<std::string(const std::string&)> apply);
   // One positional argument into `out`; a second is "unexpected argument X".
   FlagTable& positional(std::string* out);
+  // What an option that is not in the table is told (default "unknown option X"): the probe
+  // says which probe's option it is.
+  FlagTable& unknown(std::function<std::string(const std::string&)> why);
   // Text after the options in --help.
   FlagTable& epilog(std::string text);
   // Also accept "--name=VALUE" for an option that takes a value (faultline-trainjob's form).
@@ -67,18 +75,33 @@ class FlagTable {
   // The same without printing: the help text (exit 0) or the usage error line (exit 2,
   // without its newline) goes into `message`.
   int parse(const std::vector<std::string>& args, std::string* message) const;
+  // Applies this table's options wherever they stand in `args` and takes them out, with
+  // their values, leaving every other argument in its order: for a program that removes an
+  // option before it dispatches (--plugin) or looks for one (--mpi). No --help, no positional
+  // arguments. Returns "", or the usage error without the program's name.
+  std::string extract(std::vector<std::string>* args) const;
   std::string help() const;
   std::span<const Flag> flags() const { return flags_; }
   // Prints "PROGRAM: MESSAGE (see --help)" on stderr and returns 2, the usage exit code.
   int usage_error(const std::string& msg) const;
 
  private:
+  // The option `a` names ("--name" or, with inline_values(), "--name=VALUE" into *inline_value);
+  // nullptr when none.
+  const Flag* find(std::string* a, std::optional<std::string>* inline_value) const;
+  // Applies `f`, found at args[*i], taking its value from there on; "" or the usage error.
+  std::string take(const Flag& f, const std::string& a,
+                   const std::optional<std::string>& inline_value,
+                   const std::vector<std::string>& args, std::size_t* i) const;
+
   std::string program_, usage_, about_, epilog_, help_text_;
   std::vector<Flag> flags_;
-  std::function<std::string(const std::string&)> positional_;
+  std::function<std::string(const std::string&)> positional_, unknown_;
   bool inline_values_ = false;
 };
 
+// The one usage-error line, without its newline: "PROGRAM: MESSAGE (see --help)".
+std::string usage_line(const std::string& program, const std::string& message);
 // Whether `a` asks for help (-h or --help), for commands that dispatch to subcommands.
 bool is_help(const std::string& a);
 // "NAME: expected EXPECT" of `f` (its `arg` when it has no `expect`).

@@ -29,11 +29,11 @@ using analyze_options::Options;
 using analyze_options::parse_options;
 using analyze_options::usage_error;
 
-constexpr const char* kLocalizeHelp =
-    R"(usage: faultline analyze localize [--machines N] [--pp P] [--faulty K[,K2,...]]
-                                   [--phase-s S] [--trials T] [--seed SEED] [--localizers A,B]
-
-Silent-fault localization (ByteRobust §4.2) on N = PP x DP machines: every registered
+const analyze_options::Model kLocalize = {
+    "faultline analyze localize [--machines N] [--pp P] [--faulty K[,K2,...]]\n"
+    "                                   [--phase-s S] [--trials T] [--seed SEED] [--localizers "
+    "A,B]",
+    R"(Silent-fault localization (ByteRobust §4.2) on N = PP x DP machines: every registered
 localization module (policies/module.h; plugins loaded with --plugin included) is run
 by its own code, the conversation the byterobust stack holds with it, answered from
 ground truth: a replay group fails when it holds a faulty machine, a probe fails
@@ -49,19 +49,16 @@ takes S seconds. The built-in ones:
     of a failing pair with a machine that passed; evicts what fails twice.
 "exact" rounds add the round that would test the candidates one by one when healthy
 machines are among them. With one faulty machine every position 0..N-1 is tried; with
-more, T random sets.
-
-options:
-  --machines N        machines in the job (default 1200)
-  --pp P              pipeline stages; N must be a multiple (default 8)
-  --faulty K,...      faulty machines per case (default 1,2)
-  --phase-s S         time of one replay round, seconds (default 3600: the dense
-                      scenario's diagnosis.replay_s)
-  --trials T          random faulty sets per K > 1 (default 2000)
-  --seed SEED         seed of those sets (default 1)
-  --localizers A,B    only these modules (default: every registered one)
-  --format table|json
-)";
+more, T random sets.)",
+    {{"--machines", "N", "machines in the job (default 1200)"},
+     {"--pp", "P", "pipeline stages; N must be a multiple (default 8)"},
+     {"--faulty", "K,...", "faulty machines per case (default 1,2)"},
+     {"--phase-s", "S",
+      "time of one replay round, seconds (default 3600: the dense\nscenario's "
+      "diagnosis.replay_s)"},
+     {"--trials", "T", "random faulty sets per K > 1 (default 2000)"},
+     {"--seed", "SEED", "seed of those sets (default 1)"},
+     {"--localizers", "A,B", "only these modules (default: every registered one)"}}};
 
 // A running mean and maximum.
 struct Tally {
@@ -121,12 +118,7 @@ int parse_localizers(const Options& o, LocalizeArgs& c) {
 // after --help, 2 after a usage error).
 int parse_localize_args(const std::vector<std::string>& args, LocalizeArgs& c) {
   Options& o = c.o;
-  if (int rc = parse_options(
-          args,
-          {"--machines", "--pp", "--faulty", "--phase-s", "--trials", "--seed", "--localizers"},
-          kLocalizeHelp, &o);
-      rc >= 0)
-    return rc;
+  if (int rc = parse_options(args, kLocalize, &o); rc >= 0) return rc;
   if (!o.positional.empty()) return usage_error("unexpected argument " + o.positional[0]);
   double machines, pp;
   if (!number(o, "--machines", false, 1200, 1, &machines) || !number(o, "--pp", false, 8, 1, &pp) ||

@@ -174,9 +174,11 @@ int parse_sweep_args(const std::vector<std::string>& args, SweepArgs& c) {
 // MPI symbols of its own). Returns only when it cannot: exit code 2.
 int exec_mpi(const std::vector<std::string>& args) {
   const std::string driver = exe_dir() + "/faultline-mpi";
+  std::vector<std::string> rest = args;
+  bool mpi = false;
+  FlagTable("faultline sim sweep", "").toggle("--mpi", "", &mpi).extract(&rest);
   std::vector<std::string> argv{driver, self_exe(), "sim", "sweep"};
-  for (const auto& a : args)
-    if (a != "--mpi") argv.push_back(a);
+  argv.insert(argv.end(), rest.begin(), rest.end());
   std::vector<char*> cargv;
   for (auto& s : argv) cargv.push_back(s.data());
   cargv.push_back(nullptr);

@@ -33,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_table.h"
+
 extern char** environ;
 
 namespace {
@@ -83,17 +85,21 @@ std::string make_temp_dir(const char* what) {
   return tmpl;
 }
 
+// The sweep's --out DIR, taken out of `args` (faultline sim sweep checked them before it ran
+// this program).
+std::string take_out(std::vector<std::string>* args) {
+  std::string out;
+  faultline::cli::FlagTable("faultline-mpi", "faultline-mpi FAULTLINE_BINARY sim sweep ARGS...")
+      .text("--out", "DIR", "the sweep's output directory", &out)
+      .extract(args);
+  return out;
+}
+
 // The sweep arguments with --out replaced by `dir` and `extra` appended.
 std::vector<std::string> with_out(const std::vector<std::string>& args, const std::string& dir,
                                   const std::vector<std::string>& extra) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--out") {
-      ++i;
-      continue;
-    }
-    out.push_back(args[i]);
-  }
+  std::vector<std::string> out = args;
+  take_out(&out);
   out.push_back("--out");
   out.push_back(dir);
   out.insert(out.end(), extra.begin(), extra.end());
@@ -312,8 +318,8 @@ int main(int argc, char** argv) {
   }
   m.faultline = argv[1];
   m.args.assign(argv + 2, argv + argc);
-  for (size_t i = 0; i + 1 < m.args.size(); ++i)
-    if (m.args[i] == "--out") m.out_dir = m.args[i + 1];
+  std::vector<std::string> without_out = m.args;
+  m.out_dir = take_out(&without_out);
 
   // 1. Rank 0 plans: which (point, replica) pairs are not computed yet.
   std::string plan_text;

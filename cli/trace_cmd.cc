@@ -40,32 +40,25 @@ Trace Archive's event traces; --from only); default: detected (never fta).
 Run 'faultline trace <command> --help' for its options.
 )TXT";
 
-constexpr const char* kInputHelp = R"TXT(input options:
-  --from FORMAT       jsonl|csv|infinitehbd|oobleck|columns|fta (default: detected from the
-                      file; fta is never detected)
-  --columns MAP.json  column map for a log in another layout (implies --from columns)
-  --strict            stop at the first bad record (exit 2) instead of skipping it
-  --max-issues N      print at most N bad-record messages (default 20)
-)TXT";
+// Each command's usage line and the paragraphs of its --help before the options, which
+// are generated from its table.
+struct Text {
+  const char *usage, *about;
+};
 
-constexpr const char* kStatsHelp = R"TXT(usage: faultline trace stats FILE [options]
-
-Counts events, faults and nodes; the span from the first to the last event; faults per
+constexpr Text kStats = {
+    "faultline trace stats FILE [options]",
+    R"TXT(Counts events, faults and nodes; the span from the first to the last event; faults per
 1,000 node-days and the fleet MTBF; faults per level and class; repair times (median,
 mean, p90) of paired fault_start/fault_end; fleet-wide and per-node inter-arrival times.
 
 The rate divides by a node count: --nodes when given, else the fleet size the trace
 declares (400 for InfiniteHBD, "fleet_nodes" in the canonical meta record), else the
-distinct nodes of the trace. The output names the one used.
+distinct nodes of the trace. The output names the one used.)TXT"};
 
-options:
-  --format table|json output (default table)
-  --nodes N           fleet size to divide by
-)TXT";
-
-constexpr const char* kFitHelp = R"TXT(usage: faultline trace fit FILE [options]
-
-Fits exponential, Weibull and lognormal distributions by maximum likelihood, with
+constexpr Text kFit = {
+    "faultline trace fit FILE [options]",
+    R"TXT(Fits exponential, Weibull and lognormal distributions by maximum likelihood, with
 right-censoring (fault-free stretches at the end of the trace, faults still open), to
   - per-node time between failures (days), overall and per class,
   - repair times (hours), overall and per class,
@@ -82,43 +75,19 @@ its per-node gaps (none for the exponential, else weibull_shape or lognormal_sig
 recommendation, with its p-value. A value outside the scenario schema (a lognormal_sigma
 above 10, a weibull_shape below 0.05, ...) is not clipped: each is reported in one line,
 nothing is written and the exit status is 2; the report without -o flags it with "!".
-Use the model in a scenario as "faults", or: --set "faults=$(cat model.json)".
+Use the model in a scenario as "faults", or: --set "faults=$(cat model.json)".)TXT"};
 
-options:
-  -o, --out FILE      write the fault model
-  --mapping MAP.json  trace class -> simulator category table (default: one crash category
-                      per class); shipped: traces/mappings/infinitehbd.json
-  --format table|json fit report (default table)
-  --nodes N           fleet size (see stats)
-  --min-samples N     fewest observed values for a fit (default 5; 10 for the model's shapes)
-  --time-resolution S fault times are recorded only to S seconds (86400: dates without a
-                      time): a fault at T happened in [T, T + S), and the times between
-                      failures are fitted interval-censored (default 0: exact times; the
-                      fault model of -o still reads them as exact)
-  --after-first-fault times between failures from each node's first fault on: the
-                      stretch before it started at an unknown earlier fault and is not
-                      a gap (reading it as one pulls a Weibull shape toward 1); fault-free
-                      nodes are left out (the fault model of -o is unchanged)
-)TXT";
-
-constexpr const char* kConvertHelp = R"TXT(usage: faultline trace convert IN OUT [options]
-
-Reads IN in any known format and writes OUT ("-" = stdout). The canonical formats
+constexpr Text kConvert = {
+    "faultline trace convert IN OUT [options]",
+    R"TXT(Reads IN in any known format and writes OUT ("-" = stdout). The canonical formats
 (jsonl, csv) are lossless in both directions; infinitehbd and oobleck hold less, and a
-note on stderr says what was dropped.
+note on stderr says what was dropped.)TXT"};
 
-options:
-  --to FORMAT         jsonl|csv|infinitehbd|oobleck (default: from OUT's extension:
-                      .jsonl, .csv, .json = infinitehbd)
-  --sort              write events in time order (default: as read)
-)TXT";
-
-constexpr const char* kMixHelp =
-    R"TXT(usage: faultline trace mix NAME (--machines N | --gpus N) [--incidents-per-day X]
-                         [--days D] [-o FILE]
-       faultline trace mix --list
-
-Writes a published incident mix as a scenario fault model ({"categories": [...]}) for a
+constexpr Text kMix = {
+    "faultline trace mix NAME (--machines N | --gpus N) [--incidents-per-day X]\n"
+    "                         [--days D] [-o FILE]\n"
+    "       faultline trace mix --list",
+    R"TXT(Writes a published incident mix as a scenario fault model ({"categories": [...]}) for a
 job of N machines (--gpus N: N / --gpus-per-machine machines).
 
 At the published rate (the default, for a mix whose source gives one, e.g. llama3-405b:
@@ -128,33 +97,13 @@ job's size: `faultline trace mix llama3-405b --gpus 16384 --days 54` is the publ
 With --incidents-per-day X (required for byterobust-table1, whose table gives no rate for
 one job), the job sees X incidents a day: machine-scope categories get
 rate_per_machine_day = X * share / N, job-wide ones rate_per_job_day = X * share.
-traces/models/ holds each mix at its source's job, and README.md there each row's mapping.
+traces/models/ holds each mix at its source's job, and README.md there each row's mapping.)TXT"};
 
-options:
-  --machines N            machines in the job
-  --gpus N                GPUs in the job, a multiple of --gpus-per-machine
-  --gpus-per-machine G    GPUs per machine for --gpus (default: the mix's source's, 8)
-  --incidents-per-day X   incidents per day for the whole job (default: the published rate)
-  --days D                the job's length: stderr gives the incidents a day and the
-                          number expected in D days (the model's rates are per day: D
-                          changes none of them)
-  -o, --out FILE          write to FILE (default stdout)
-  --list                  the built-in mixes
-)TXT";
-
-constexpr const char* kGenerateHelp = R"TXT(usage: faultline trace generate FILE [options]
-
-Fits FILE (as 'trace fit' does) and draws a synthetic trace from the fit: per node and
+constexpr Text kGenerate = {
+    "faultline trace generate FILE [options]",
+    R"TXT(Fits FILE (as 'trace fit' does) and draws a synthetic trace from the fit: per node and
 class a renewal process in equilibrium with the class's rate and Weibull shape,
-descriptions in the class's proportions, repair times from the best repair fit.
-
-options:
-  -o, --out FILE      output (default stdout)
-  --to FORMAT         jsonl|csv|infinitehbd|oobleck (default: OUT's extension, else jsonl)
-  --nodes N           fleet size to generate (default: the source's fleet)
-  --days D            length in days (default: the source's window)
-  --seed S            random seed (default 1)
-)TXT";
+descriptions in the class's proportions, repair times from the best repair fit.)TXT"};
 
 int usage(const std::string& msg) {
   std::fprintf(stderr, "faultline: trace: %s (see --help)\n", msg.c_str());
@@ -200,34 +149,37 @@ std::function<std::string(const std::string&)> checked(std::string msg, Ok ok) {
   return [msg, ok](const std::string& v) { return ok(v) ? std::string() : msg; };
 }
 
-// The table of a trace command: its hand-written --help (`help`, then the input options of
-// the commands that read a trace) and its messages "faultline: trace: ...".
-FlagTable trace_table(const char* help, bool reads_input) {
-  FlagTable t("faultline: trace", "faultline trace COMMAND [options]");
-  t.help_text(std::string(help) + (reads_input ? kInputHelp : ""));
-  return t;
+// The table of a trace command: its --help generated from `text` and its options, its
+// messages "faultline: trace: ...".
+FlagTable trace_table(const Text& text) {
+  return FlagTable("faultline: trace", text.usage, text.about);
 }
 
 // The options every trace-reading command takes (--from, --columns, --strict, --max-issues).
 void add_input_flags(FlagTable& flags, Input& in) {
-  flags.add({"--from", "FORMAT", "", "",
+  flags.add({"--from", "FORMAT", "",
+             "jsonl|csv|infinitehbd|oobleck|columns|fta (default: detected from the\n"
+             "file; fta is never detected)",
              checked("--from: expected jsonl|csv|infinitehbd|oobleck|columns|fta",
                      [&in](const std::string& v) { return parse_format(v, &in.format); })});
-  flags.add({"--columns", "MAP.json", "a column-map file", "", [&in](const std::string& v) {
+  flags.add({"--columns", "MAP.json", "a column-map file",
+             "column map for a log in another layout (implies --from columns)",
+             [&in](const std::string& v) {
                in.columns = v;
                in.format = Format::kColumns;
                return std::string();
              }});
-  flags.toggle("--strict", "", &in.strict);
-  flags.add({"--max-issues", "N", "", "",
+  flags.toggle("--strict", "stop at the first bad record (exit 2) instead of skipping it",
+               &in.strict);
+  flags.add({"--max-issues", "N", "", "print at most N bad-record messages (default 20)",
              checked("--max-issues: expected an integer >= 0", [&in](const std::string& v) {
                return to_int(v, 0, 1LL << 40, &in.max_issues);
              })});
 }
 
 // --format table|json of stats and fit.
-void add_format_flag(FlagTable& flags, std::string& format) {
-  flags.add({"--format", "table|json", "table or json", "",
+void add_format_flag(FlagTable& flags, std::string& format, const char* help) {
+  flags.add({"--format", "table|json", "table or json", help,
              checked("--format: expected table or json", [&format](const std::string& v) {
                if (v != "table" && v != "json") return false;
                format = v;
@@ -236,15 +188,15 @@ void add_format_flag(FlagTable& flags, std::string& format) {
 }
 
 // --to FORMAT of convert and generate.
-void add_to_flag(FlagTable& flags, Format& to) {
-  flags.add({"--to", "FORMAT", "jsonl|csv|infinitehbd|oobleck", "",
+void add_to_flag(FlagTable& flags, Format& to, const char* help) {
+  flags.add({"--to", "FORMAT", "jsonl|csv|infinitehbd|oobleck", help,
              checked("--to: expected jsonl|csv|infinitehbd|oobleck",
                      [&to](const std::string& v) { return output_format(v, &to); })});
 }
 
 // -o/--out FILE.
-void add_out_flag(FlagTable& flags, std::string& out) {
-  flags.add({"--out", "FILE", "a file", "",
+void add_out_flag(FlagTable& flags, std::string& out, const char* help) {
+  flags.add({"--out", "FILE", "a file", help,
              [&out](const std::string& v) {
                out = v;
                return std::string();
@@ -253,9 +205,10 @@ void add_out_flag(FlagTable& flags, std::string& out) {
 }
 
 // An integer option NAME in [lo, hi] with its message.
-void add_int_flag(FlagTable& flags, const std::string& name, const std::string& msg, long long lo,
-                  long long hi, long long& out) {
-  flags.add({name, "N", "", "", checked(msg, [lo, hi, &out](const std::string& v) {
+void add_int_flag(FlagTable& flags, const std::string& name, const std::string& arg,
+                  const std::string& help, const std::string& msg, long long lo, long long hi,
+                  long long& out) {
+  flags.add({name, arg, "", help, checked(msg, [lo, hi, &out](const std::string& v) {
                return to_int(v, lo, hi, &out);
              })});
 }
@@ -331,10 +284,11 @@ int stats(const std::vector<std::string>& args) {
   Input in;
   std::string format = "table";
   long long nodes = 0;
-  auto flags = trace_table(kStatsHelp, true);
+  auto flags = trace_table(kStats);
+  add_format_flag(flags, format, "output (default table)");
+  add_int_flag(flags, "--nodes", "N", "fleet size to divide by",
+               "--nodes: expected an integer >= 1", 1, 100'000'000, nodes);
   add_input_flags(flags, in);
-  add_format_flag(flags, format);
-  add_int_flag(flags, "--nodes", "--nodes: expected an integer >= 1", 1, 100'000'000, nodes);
   flags.positional(into({&in.path}));
   if (const int rc = flags.parse(args); rc >= 0) return rc;
   if (in.path.empty()) return usage("stats: expected FILE");
@@ -357,23 +311,37 @@ int fit(const std::vector<std::string>& args) {
   long long nodes = 0, min_samples = 5;
   double resolution_s = 0;
   bool after_first_fault = false;
-  auto flags = trace_table(kFitHelp, true);
-  add_input_flags(flags, in);
-  add_format_flag(flags, format);
-  add_out_flag(flags, out);
-  flags.add({"--mapping", "FILE", "a mapping file", "", [&mapping](const std::string& v) {
+  auto flags = trace_table(kFit);
+  add_out_flag(flags, out, "write the fault model");
+  flags.add({"--mapping", "MAP.json", "a mapping file",
+             "trace class -> simulator category table (default: one crash category\n"
+             "per class); shipped: traces/mappings/infinitehbd.json",
+             [&mapping](const std::string& v) {
                mapping = v;
                return std::string();
              }});
-  add_int_flag(flags, "--nodes", "--nodes: expected an integer >= 1", 1, 100'000'000, nodes);
-  add_int_flag(flags, "--min-samples", "--min-samples: expected an integer >= 2", 2, 1'000'000,
-               min_samples);
-  flags.add({"--time-resolution", "S", "", "",
+  add_format_flag(flags, format, "fit report (default table)");
+  add_int_flag(flags, "--nodes", "N", "fleet size (see stats)", "--nodes: expected an integer >= 1",
+               1, 100'000'000, nodes);
+  add_int_flag(flags, "--min-samples", "N",
+               "fewest observed values for a fit (default 5; 10 for the model's shapes)",
+               "--min-samples: expected an integer >= 2", 2, 1'000'000, min_samples);
+  flags.add({"--time-resolution", "S", "",
+             "fault times are recorded only to S seconds (86400: dates without a\n"
+             "time): a fault at T happened in [T, T + S), and the times between\n"
+             "failures are fitted interval-censored (default 0: exact times; the\n"
+             "fault model of -o still reads them as exact)",
              checked("--time-resolution: expected seconds in [0, 1e9]", [&resolution_s](
                                                                             const std::string& v) {
                return to_double(v, &resolution_s) && resolution_s >= 0 && resolution_s <= 1e9;
              })});
-  flags.toggle("--after-first-fault", "", &after_first_fault);
+  flags.toggle("--after-first-fault",
+               "times between failures from each node's first fault on: the\n"
+               "stretch before it started at an unknown earlier fault and is not\n"
+               "a gap (reading it as one pulls a Weibull shape toward 1); fault-free\n"
+               "nodes are left out (the fault model of -o is unchanged)",
+               &after_first_fault);
+  add_input_flags(flags, in);
   flags.positional(into({&in.path}));
   if (const int rc = flags.parse(args); rc >= 0) return rc;
   if (in.path.empty()) return usage("fit: expected FILE");
@@ -433,10 +401,12 @@ int convert(const std::vector<std::string>& args) {
   std::string out;
   Format to = Format::kAuto;
   bool sort = false;
-  auto flags = trace_table(kConvertHelp, true);
+  auto flags = trace_table(kConvert);
+  add_to_flag(flags, to,
+              "jsonl|csv|infinitehbd|oobleck (default: from OUT's extension:\n"
+              ".jsonl, .csv, .json = infinitehbd)");
+  flags.toggle("--sort", "write events in time order (default: as read)", &sort);
   add_input_flags(flags, in);
-  add_to_flag(flags, to);
-  flags.toggle("--sort", "", &sort);
   flags.positional(into({&in.path, &out}));
   if (const int rc = flags.parse(args); rc >= 0) return rc;
   if (in.path.empty() || out.empty()) return usage("convert: expected IN OUT");
@@ -462,21 +432,27 @@ int mix(const std::vector<std::string>& args) {
   double rate = NAN, days = NAN;
   long long machines = 0, gpus = 0, per_machine = 0;
   bool list = false;
-  auto flags = trace_table(kMixHelp, false);
-  flags.toggle("--list", "", &list);
-  flags.add({"--incidents-per-day", "X", "", "",
+  auto flags = trace_table(kMix);
+  add_int_flag(flags, "--machines", "N", "machines in the job",
+               "--machines: expected an integer >= 1", 1, 100'000'000, machines);
+  add_int_flag(flags, "--gpus", "N", "GPUs in the job, a multiple of --gpus-per-machine",
+               "--gpus: expected an integer >= 1", 1, 1'000'000'000, gpus);
+  add_int_flag(flags, "--gpus-per-machine", "G",
+               "GPUs per machine for --gpus (default: the mix's source's, 8)",
+               "--gpus-per-machine: expected an integer in [1, 1024]", 1, 1024, per_machine);
+  flags.add({"--incidents-per-day", "X", "",
+             "incidents per day for the whole job (default: the published rate)",
              checked("--incidents-per-day: expected a number > 0",
                      [&rate](const std::string& v) { return to_double(v, &rate) && rate > 0; })});
-  add_int_flag(flags, "--machines", "--machines: expected an integer >= 1", 1, 100'000'000,
-               machines);
-  add_int_flag(flags, "--gpus", "--gpus: expected an integer >= 1", 1, 1'000'000'000, gpus);
-  add_int_flag(flags, "--gpus-per-machine", "--gpus-per-machine: expected an integer in [1, 1024]",
-               1, 1024, per_machine);
-  flags.add({"--days", "D", "", "",
+  flags.add({"--days", "D", "",
+             "the job's length: stderr gives the incidents a day and the\n"
+             "number expected in D days (the model's rates are per day: D\n"
+             "changes none of them)",
              checked("--days: expected a number in (0, 100000]", [&days](const std::string& v) {
                return to_double(v, &days) && days > 0 && days <= 1e5;
              })});
-  add_out_flag(flags, out);
+  add_out_flag(flags, out, "write to FILE (default stdout)");
+  flags.toggle("--list", "the built-in mixes", &list);
   flags.positional(into({&name}));
   if (const int rc = flags.parse(args); rc >= 0) return rc;
   if (list) {
@@ -533,16 +509,18 @@ int generate(const std::vector<std::string>& args) {
   Format to = Format::kAuto;
   long long nodes = 0, seed = 1;
   double days = 0;
-  auto flags = trace_table(kGenerateHelp, true);
-  add_input_flags(flags, in);
-  add_out_flag(flags, out);
-  add_to_flag(flags, to);
-  add_int_flag(flags, "--nodes", "--nodes: expected an integer >= 1", 1, 10'000'000, nodes);
-  flags.add({"--days", "D", "", "",
+  auto flags = trace_table(kGenerate);
+  add_out_flag(flags, out, "output (default stdout)");
+  add_to_flag(flags, to, "jsonl|csv|infinitehbd|oobleck (default: OUT's extension, else jsonl)");
+  add_int_flag(flags, "--nodes", "N", "fleet size to generate (default: the source's fleet)",
+               "--nodes: expected an integer >= 1", 1, 10'000'000, nodes);
+  flags.add({"--days", "D", "", "length in days (default: the source's window)",
              checked("--days: expected a number in (0, 100000]", [&days](const std::string& v) {
                return to_double(v, &days) && days > 0 && days <= 1e5;
              })});
-  add_int_flag(flags, "--seed", "--seed: expected an integer >= 0", 0, 1LL << 62, seed);
+  add_int_flag(flags, "--seed", "S", "random seed (default 1)", "--seed: expected an integer >= 0",
+               0, 1LL << 62, seed);
+  add_input_flags(flags, in);
   flags.positional(into({&in.path}));
   if (const int rc = flags.parse(args); rc >= 0) return rc;
   if (in.path.empty()) return usage("generate: expected FILE");

@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cli/flag_table.h"
 #include "kernels/evaluation.h"
 #include "kernels/nvml_loader.h"
 #include "kernels/rendezvous.h"
@@ -235,12 +236,13 @@ int probe_main(std::span<const std::string_view> args, ProbeBackend& backend, st
                std::ostream& err, const ProgramEnvironment& environment) {
   const auto start = Clock::now();
   ParseResult parsed = parse_probe_args(args, environment.env);
-  auto usage_error = [&](const std::string& probe, const std::string& message) {
-    ProbeReport r = make_usage_error_report(probe, message);
+  // `line`: the one usage-error line (cli/flag_table.h), in the report's notes too.
+  auto usage_error = [&](const std::string& probe, const std::string& line) {
+    ProbeReport r = make_usage_error_report(probe, line);
     r.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
     out << render_report(r, false) << "\n";
     out.flush();
-    err << "faultline-probe: " << message << "\n(run 'faultline-probe --help' for usage)\n";
+    err << line << "\n";
     return kExitUsage;
   };
   if (parsed.kind == ParseResult::Kind::kHelp) {
@@ -259,7 +261,7 @@ int probe_main(std::span<const std::string_view> args, ProbeBackend& backend, st
     try {
       table = ThresholdTable::load(*path);
     } catch (const ThresholdsError& e) {
-      return usage_error(probe, e.what());
+      return usage_error(probe, cli::usage_line("faultline-probe", e.what()));
     }
   }
 

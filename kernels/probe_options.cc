@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "cli/flag_table.h"
+
 namespace faultline::kernels {
 namespace {
 
@@ -634,78 +636,67 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
   return *base << shift;
 }
 
+namespace {
+
+const std::string kProbeList = "gemm, hbm, pcie, p2p, nccl, env";
+
+// The flag table of probe `kind` (cli/flag_table.h): the options of option_table() that apply
+// to it, applied into *o and recorded in *seen; its --help is probe_help(kind).
+cli::FlagTable probe_table(ProbeKind kind, ProbeOptions* o, std::set<std::string>* seen) {
+  const std::string probe(probe_name(kind));
+  cli::FlagTable t("faultline-probe", "faultline-probe " + probe + " [options]");
+  t.inline_values().help_text(probe_help(kind));
+  for (const auto& spec : option_table()) {
+    if (!spec.apply || !applies_to(spec, kind)) continue;  // --help: the table's own
+    const std::string name(spec.name);
+    t.add({name, std::string(spec.arg), "", std::string(spec.help),
+           [o, seen, name, apply = spec.apply](const std::string& v) {
+             if (auto error = apply(*o, v)) return name + ": " + *error;
+             seen->insert(name);
+             return std::string();
+           }});
+  }
+  t.unknown([probe](const std::string& a) {
+    return find_option(a) ? "option " + a + " does not apply to probe " + probe
+                          : "unknown option " + a;
+  });
+  return t;
+}
+
+ParseResult usage(ParseResult result, const std::string& message) {
+  result.kind = ParseResult::Kind::kError;
+  result.text = cli::usage_line("faultline-probe", message);
+  return result;
+}
+
+}  // namespace
+
 ParseResult parse_probe_args(std::span<const std::string_view> args, const EnvLookup& env) {
   ParseResult result;
-  if (args.empty()) {
-    result.kind = ParseResult::Kind::kError;
-    result.text = "no probe given (expected one of gemm, hbm, pcie, p2p, nccl, env)";
-    return result;
-  }
-  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+  const std::string first = args.empty() ? "" : std::string(args[0]);
+  if (args.empty()) return usage(result, "no probe given (expected one of " + kProbeList + ")");
+  if (cli::is_help(first) || first == "help") {
     result.kind = ParseResult::Kind::kHelp;
     result.text = program_help();
     return result;
   }
-  result.probe_label = std::string(args[0]);
-  auto kind = parse_probe_kind(args[0]);
-  if (!kind) {
-    result.kind = ParseResult::Kind::kError;
-    result.text = "unknown probe '" + std::string(args[0]) +
-                  "' (expected one of gemm, hbm, pcie, p2p, nccl, env)";
-    return result;
-  }
+  result.probe_label = first;
+  const auto kind = parse_probe_kind(args[0]);
+  if (!kind)
+    return usage(result, "unknown probe '" + first + "' (expected one of " + kProbeList + ")");
   ProbeOptions& o = result.options;
   o.probe = *kind;
   std::set<std::string> seen;
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    std::string_view arg = args[i];
-    if (arg == "--help" || arg == "-h") {
+  const cli::FlagTable table = probe_table(*kind, &o, &seen);
+  switch (table.parse({args.begin() + 1, args.end()}, &result.text)) {
+    case 0:
       result.kind = ParseResult::Kind::kHelp;
-      result.text = probe_help(*kind);
       return result;
-    }
-    std::optional<std::string_view> inline_value;
-    if (auto eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
-      inline_value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    }
-    const OptionSpec* spec = find_option(arg);
-    if (spec == nullptr || !applies_to(*spec, *kind)) {
+    case 2:
       result.kind = ParseResult::Kind::kError;
-      result.text = spec == nullptr ? "unknown option '" + std::string(arg) + "'"
-                                    : "option " + std::string(arg) + " does not apply to probe " +
-                                          std::string(probe_name(*kind));
       return result;
-    }
-    std::string_view value;
-    if (!spec->arg.empty()) {
-      if (inline_value) {
-        value = *inline_value;
-      } else if (i + 1 < args.size()) {
-        value = args[++i];
-      } else {
-        result.kind = ParseResult::Kind::kError;
-        result.text =
-            "option " + std::string(arg) + " needs a value (" + std::string(spec->arg) + ")";
-        return result;
-      }
-    } else if (inline_value) {
-      result.kind = ParseResult::Kind::kError;
-      result.text = "option " + std::string(arg) + " takes no value";
-      return result;
-    }
-    if (auto error = spec->apply(o, value)) {
-      result.kind = ParseResult::Kind::kError;
-      result.text = std::string(arg) + ": " + *error;
-      return result;
-    }
-    seen.insert(std::string(arg));
   }
-  if (auto error = validate(o, seen, env)) {
-    result.kind = ParseResult::Kind::kError;
-    result.text = *error;
-    return result;
-  }
+  if (auto error = validate(o, seen, env)) return usage(result, *error);
   result.kind = ParseResult::Kind::kRun;
   return result;
 }

@@ -1,8 +1,9 @@
 #pragma once
 
 // Command line of `faultline-probe`: `faultline-probe <probe> [options]`, one probe per process.
-// The options are declared once, in a table in probe_options.cc, and both the parser and the
-// `--help` text are generated from it, so help cannot forget an option. Parsing never touches the
+// The options are declared once, in a table in probe_options.cc: each probe's flag table
+// (cli/flag_table.h: one usage-error wording) and the `--help` texts are generated from it, so
+// help cannot forget an option. Parsing never touches the
 // GPU, so a typo is answered with exit code 2 in microseconds on any machine.
 
 #include <cstdint>
@@ -112,7 +113,7 @@ struct ParseResult {
   Kind kind = Kind::kError;
   ProbeOptions options;
   std::string probe_label;  // the probe as typed (for error reports); empty when none
-  std::string text;         // kHelp: the help text; kError: the message
+  std::string text;         // kHelp: the help text; kError: the usage-error line (cli/flag_table.h)
 };
 
 // Reads an environment variable; injectable so tests do not depend on the real environment.

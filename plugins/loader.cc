@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "cli/flag_table.h"
 #include "plugins/python_modules.h"
 #include "policies/builtin.h"
 #include "policies/plugin.h"
@@ -89,19 +90,14 @@ std::optional<std::string> load_plugin(const std::string& path) {
 }
 
 std::optional<std::string> load_plugins(std::vector<std::string>& args) {
-  std::vector<std::string> files, rest;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--plugin") {
-      if (i + 1 >= args.size()) return std::string("--plugin: expected a plugin file after it");
-      files.push_back(args[++i]);
-    } else if (a.rfind("--plugin=", 0) == 0) {
-      files.push_back(a.substr(9));
-    } else {
-      rest.push_back(a);
-    }
-  }
-  args = std::move(rest);
+  std::vector<std::string> files;
+  cli::FlagTable plugin_flag("faultline", "faultline ... --plugin FILE ...");
+  plugin_flag.inline_values().add({"--plugin", "FILE", "a plugin file after it", "a plugin to load",
+                                   [&files](const std::string& f) {
+                                     files.push_back(f);
+                                     return std::string();
+                                   }});
+  if (std::string err = plugin_flag.extract(&args); !err.empty()) return err;
   if (const char* env = std::getenv("FAULTLINE_PLUGINS")) {
     std::string list = env;
     std::size_t start = 0;

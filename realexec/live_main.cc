@@ -27,17 +27,20 @@ int main(int argc, char** argv) {
       });
   if (!args.empty() && args[0] == "fleet")
     return faultline::live::fleet_main({args.begin() + 1, args.end()});
-  if (args.empty() || (args[0] != "live" && args[0] != "agent")) {
+  if (args.empty() || faultline::cli::is_help(args[0])) {
     std::fputs(
         "usage: faultline-live live run|inject|update|status|stop|launch|slurm-config CONFIG "
         "[options]\n"
         "       faultline-live agent CONFIG --name NAME\n"
         "       faultline-live fleet CONFIG [options] (virtual agents for scale tests)\n"
         "(the same as faultline live ... and faultline agent ...; --plugin FILE loads policy "
-        "modules)\n",
-        args.empty() || faultline::cli::is_help(args[0]) ? stdout : stderr);
-    return args.empty() || faultline::cli::is_help(args[0]) ? 0 : 2;
+        "modules; `faultline-live COMMAND --help` lists a command's options)\n",
+        stdout);
+    return 0;
   }
+  if (args[0] != "live" && args[0] != "agent")
+    return faultline::cli::FlagTable("faultline-live", "faultline-live COMMAND ...")
+        .usage_error("unknown command '" + args[0] + "'");
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   return args[0] == "live" ? faultline::live::live_main(rest) : faultline::live::agent_main(rest);
 }

@@ -28,6 +28,7 @@
 #include "analysis/pareto.h"
 #include "analysis/tune.h"
 #include "cli/commands.h"
+#include "cli/flag_table.h"
 #include "cli/progress_bar.h"
 #include "plugins/loader.h"
 #include "plugins/python_host.h"
@@ -47,12 +48,14 @@ bool allowed(const std::vector<std::string>& args, std::string* why) {
            "version, analyze, trace";
     return false;
   }
-  for (const auto& a : args)
-    if (a == "--mpi") {
-      *why = "faultline sim sweep --mpi: not available from Python (run the faultline program)";
-      return false;
-    }
-  return true;
+  bool mpi = false;
+  std::vector<std::string> rest = args;
+  faultline::cli::FlagTable("faultline sim sweep", "faultline sim sweep ... --mpi")
+      .toggle("--mpi", "run under mpirun", &mpi)
+      .extract(&rest);
+  if (mpi)
+    *why = "faultline sim sweep --mpi: not available from Python (run the faultline program)";
+  return !mpi;
 }
 
 std::string read_all(int fd) {

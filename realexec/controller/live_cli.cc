@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_table.h"
 #include "policies/builtin.h"
 #include "realexec/cli.h"
 #include "realexec/controller/live_controller.h"
@@ -51,7 +52,9 @@ const char* kUsage =
     "exit status of run: 0 when stopped or the job finished, 3 when the policy ended the run\n"
     "(the same incident kept recurring: code or data at fault, do not requeue), 4 when event\n"
     "log records were lost to write failures (a full disk outlasted the in-memory backlog;\n"
-    "3 takes precedence), 2 for a bad config or token, 1 for other failures.\n";
+    "3 takes precedence), 2 for a bad config or token, 1 for other failures.\n"
+    "\n"
+    "`faultline live COMMAND --help` lists a command's options.\n";
 
 // The status's account of lost time: productive and every lost phase, in the simulator's
 // names and order (traces/time_phases.h). Empty when the reply has none (an older controller).
@@ -205,10 +208,71 @@ class StatusParts {
   json acc_ = json::object();
 };
 
+// `faultline live`'s own usage errors (before a command has its table).
 int usage_error(const std::string& msg) {
-  std::cerr << "faultline live: " << msg << "\n"
-            << "run `faultline live --help` for usage\n";
-  return 2;
+  return cli::FlagTable("faultline live", "faultline live COMMAND CONFIG [options]")
+      .usage_error(msg);
+}
+
+// The options of the operator commands, each command's table filling its part.
+struct LiveArgs {
+  std::string config;
+  bool fresh = false, deferred = false, as_json = false;
+  double duration = 0;
+  std::string machine, fault, detail, version;
+};
+
+// The table of command `cmd` (run, inject, update, status or stop); CONFIG is its one argument.
+cli::FlagTable command_table(const std::string& cmd, LiveArgs* a) {
+  struct Text {
+    const char *name, *usage, *about;
+  };
+  static const Text kTexts[] = {
+      {"run", "faultline live run CONFIG [--fresh] [--duration SECONDS]",
+       "Runs the controller: the config's policy stack against the job on the config's\n"
+       "machines (start `faultline agent CONFIG --name NAME` on each). Resumes from\n"
+       "STATE_DIR/journal.json when present; the event log is STATE_DIR/events.jsonl. SIGTERM\n"
+       "stops the controller only (agents keep the job running for a restarted controller);\n"
+       "`faultline live stop` ends the run."},
+      {"inject", "faultline live inject CONFIG --machine NAME --fault KIND [--detail TEXT]",
+       "Injects a fault through the machine's agent and records it as ground truth."},
+      {"update", "faultline live update CONFIG --version NAME [--deferred]",
+       "Asks the policy for a code update (urgent unless --deferred)."},
+      {"status", "faultline live status CONFIG [--json]",
+       "Prints the controller's view: the run, ETTR so far, storage (ok, or failing since\n"
+       "when, with records pending and lost), every machine by state, the pool, recent\n"
+       "incidents and their phase."},
+      {"stop", "faultline live stop CONFIG",
+       "Writes the summary (measured ETTR), shuts the agents down and exits."},
+  };
+  const Text* text = kTexts;
+  while (text->name != cmd) ++text;
+  cli::FlagTable t("faultline live " + cmd, text->usage, text->about);
+  t.positional(&a->config);
+  if (cmd == "run") {
+    t.toggle("--fresh", "discard STATE_DIR/journal.json and start anew", &a->fresh);
+    t.value("--duration", "SECONDS", "a positive number of seconds",
+            "stop the run after SECONDS (default: run until stopped)",
+            [a](const std::string& v) { return cli::parse_double(v, 1e-9, 1e12, &a->duration); });
+    t.epilog(
+        "exit status: 0 when stopped or the job finished, 3 when the policy ended the run\n"
+        "(the same incident kept recurring: code or data at fault, do not requeue), 4 when\n"
+        "event log records were lost to write failures (a full disk outlasted the in-memory\n"
+        "backlog; 3 takes precedence), 2 for a bad config or token, 1 for other failures.");
+  } else if (cmd == "inject") {
+    t.text("--machine", "NAME", "the machine whose agent injects it (required)", &a->machine);
+    t.text("--fault", "KIND",
+           "kill | stop | crash | hang | nan | slow | sdc | nic_down | machine_down |\n"
+           "repair (required)",
+           &a->fault);
+    t.text("--detail", "TEXT", "recorded with the fault", &a->detail);
+  } else if (cmd == "update") {
+    t.text("--version", "NAME", "the version to run (required)", &a->version);
+    t.toggle("--deferred", "a non-urgent update (the policy may defer it)", &a->deferred);
+  } else if (cmd == "status") {
+    t.toggle("--json", "the same as JSON", &a->as_json);
+  }
+  return t;
 }
 
 // Sends one request as an operator client and prints the reply. Returns the exit code.
@@ -216,8 +280,10 @@ int usage_error(const std::string& msg) {
 int client_request(const LiveConfig& config, json request, bool read_only = false,
                    bool as_json = true) {
   std::string token, err;
-  if (!load_token(read_only ? config.status_token_file : config.token_file, &token, &err))
-    return usage_error(err), 2;
+  if (!load_token(read_only ? config.status_token_file : config.token_file, &token, &err)) {
+    std::cerr << "faultline live: " << err << "\n";
+    return 2;
+  }
   PeerHandshake handshake(read_only ? "client-read" : "client", "");
   Reactor reactor;
   const int fd = connect_tcp(config.controller_host, config.controller_port, &err);
@@ -299,7 +365,7 @@ int client_request(const LiveConfig& config, json request, bool read_only = fals
 }  // namespace
 
 int live_main(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+  if (args.empty() || cli::is_help(args[0])) {
     std::cout << kUsage;
     return args.empty() ? 2 : 0;
   }
@@ -308,54 +374,14 @@ int live_main(const std::vector<std::string>& args) {
   if (cmd == "slurm-config") return slurm_config_main(args);
   if (cmd != "run" && cmd != "inject" && cmd != "update" && cmd != "status" && cmd != "stop")
     return usage_error("unknown subcommand \"" + cmd + "\"");
-  if (args.size() < 2 || args[1].rfind("--", 0) == 0)
-    return usage_error(cmd + ": expected a CONFIG file");
-  bool fresh = false, deferred = false, as_json = false;
-  double duration = 0;
-  std::string machine, fault, detail, version;
-  for (size_t i = 2; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const char* flag) -> std::optional<std::string> {
-      if (i + 1 >= args.size()) return std::nullopt;
-      (void)flag;
-      return args[++i];
-    };
-    std::optional<std::string> v;
-    if (a == "--fresh" && cmd == "run") {
-      fresh = true;
-    } else if (a == "--json" && cmd == "status") {
-      as_json = true;
-    } else if (a == "--deferred" && cmd == "update") {
-      deferred = true;
-    } else if (a == "--duration" && cmd == "run") {
-      if (!(v = value("--duration")))
-        return usage_error("--duration: expected a number of seconds");
-      try {
-        duration = std::stod(*v);
-      } catch (...) {
-        return usage_error("--duration: expected a number of seconds, got \"" + *v + "\"");
-      }
-      if (!(duration > 0)) return usage_error("--duration: expected a positive number of seconds");
-    } else if (a == "--machine" && cmd == "inject") {
-      if (!(v = value(""))) return usage_error("--machine: expected a machine name");
-      machine = *v;
-    } else if (a == "--fault" && cmd == "inject") {
-      if (!(v = value(""))) return usage_error("--fault: expected a fault kind");
-      fault = *v;
-    } else if (a == "--detail" && cmd == "inject") {
-      if (!(v = value(""))) return usage_error("--detail: expected text");
-      detail = *v;
-    } else if (a == "--version" && cmd == "update") {
-      if (!(v = value(""))) return usage_error("--version: expected a version name");
-      version = *v;
-    } else {
-      return usage_error(cmd + ": unknown option \"" + a + "\"");
-    }
-  }
+  LiveArgs a;
+  const cli::FlagTable table = command_table(cmd, &a);
+  if (const int rc = table.parse({args.begin() + 1, args.end()}); rc >= 0) return rc;
+  if (a.config.empty()) return table.usage_error("expected a CONFIG file");
   const Registry registry = policies::builtin_registry();
   LiveConfig config;
   try {
-    config = load_live_config(args[1], registry);
+    config = load_live_config(a.config, registry);
   } catch (const LiveConfigError& e) {
     std::cerr << "faultline: " << e.what() << "\n";
     return 2;
@@ -363,30 +389,30 @@ int live_main(const std::vector<std::string>& args) {
   if (cmd == "run") {
     try {
       Reactor reactor;
-      Controller controller(config, registry, reactor, fresh);
-      return controller.run(duration);
+      Controller controller(config, registry, reactor, a.fresh);
+      return controller.run(a.duration);
     } catch (const std::exception& e) {
       std::cerr << "faultline: " << e.what() << "\n";
       return 2;
     }
   }
   if (cmd == "inject") {
-    if (machine.empty() || fault.empty())
-      return usage_error("inject: --machine and --fault are required");
+    if (a.machine.empty() || a.fault.empty())
+      return table.usage_error("--machine and --fault are required");
     return client_request(
         config,
-        json{{"type", "inject"}, {"machine", machine}, {"fault", fault}, {"detail", detail}});
+        json{{"type", "inject"}, {"machine", a.machine}, {"fault", a.fault}, {"detail", a.detail}});
   }
   if (cmd == "update") {
-    if (version.empty()) return usage_error("update: --version is required");
-    return client_request(config,
-                          json{{"type", "update"}, {"version", version}, {"urgent", !deferred}});
+    if (a.version.empty()) return table.usage_error("--version is required");
+    return client_request(
+        config, json{{"type", "update"}, {"version", a.version}, {"urgent", !a.deferred}});
   }
   // status asks with the read-only credential when the config has one.
   json request{{"type", cmd}};
   if (cmd == "status") request["parts"] = true;  // a document over one frame comes in parts
   return client_request(config, request, cmd == "status" && !config.status_token_file.empty(),
-                        as_json);
+                        a.as_json);
 }
 
 }  // namespace faultline::live

@@ -18,12 +18,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
+#include "cli/flag_table.h"
 #include "policies/builtin.h"
 #include "realexec/agent/agent.h"
 
@@ -697,86 +699,80 @@ int run_fleet(const FleetOptions& o) {
   return 0;
 }
 
+namespace {
+
+// The fleet's table: CONFIG into o->config_file, every option a number >= 0 that `set` stores
+// (as the old parser: counts are truncated, some clamped).
+cli::FlagTable fleet_table(FleetOptions* o) {
+  cli::FlagTable t("faultline-live fleet", "faultline-live fleet CONFIG [options]",
+                   "Runs K virtual agents (machines N.. of CONFIG, standbys after the job's "
+                   "machines) with\nfake ranks against the controller of CONFIG, injects a fault "
+                   "storm when --storm is\ngiven (with --quota N: N faults of every kind, paced, "
+                   "each with an id: live-storm.sh),\nand prints a JSON summary line "
+                   "(docs/running-live.md, docs/live-scale.md).");
+  t.positional(&o->config_file);
+  const auto number = [&t](const char* name, const char* arg, const char* help,
+                           std::function<void(double)> set) {
+    t.value(name, arg, "a number >= 0", help, [set](const std::string& v) {
+      double x;
+      if (!cli::parse_double(v, 0, HUGE_VAL, &x)) return false;
+      set(x);
+      return true;
+    });
+  };
+  const auto count = [](int* out) { return [out](double x) { *out = static_cast<int>(x); }; };
+  const auto seconds = [](double* out) { return [out](double x) { *out = x; }; };
+  number("--first", "N", "the first machine (an index into machines, then standby)",
+         count(&o->first));
+  number("--count", "K", "how many agents (default: every machine from --first on)",
+         count(&o->count));
+  number("--threads", "T", "reactors, each with its share of the agents (default 1)",
+         count(&o->threads));
+  number("--duration", "S", "how long the fleet runs (default 60)", seconds(&o->duration_s));
+  number("--storm", "SEED", "inject a fault storm of this seed (default 0: none)",
+         [o](double x) { o->storm_seed = static_cast<std::uint64_t>(x); });
+  number("--storm-start", "S", "the first fault, after the job is up (default 20)",
+         seconds(&o->storm_start_s));
+  number("--every", "S", "one fault this often (default 6, at least 0.1)",
+         [o](double x) { o->storm_every_s = std::max(0.1, x); });
+  number("--quiet-at", "S", "no fault within [S - every, S + quiet-for] (default: none)",
+         seconds(&o->quiet_at_s));
+  number("--quiet-for", "S", "how long that quiet window lasts (default 20)",
+         seconds(&o->quiet_for_s));
+  number("--partition-s", "S", "how long a partitioned rack cannot redial (default 8)",
+         seconds(&o->partition_s));
+  number("--rack", "N", "agents per rack; partitions take one rack (default 8, at least 1)",
+         [o](double x) { o->rack = std::max(1, static_cast<int>(x)); });
+  number("--slow-s", "S", "how long a slow host stalls its agents (default 2)",
+         seconds(&o->slow_s));
+  t.text("--out", "FILE", "injections and decisions, one JSON line each (default: none)",
+         &o->out_file);
+  number("--verbose", "N", "N > 0: the agents' log lines on stderr",
+         [o](double x) { o->verbose = x > 0; });
+  number("--quota", "N", "the paced storm (live-storm.sh): N faults of every kind",
+         count(&o->quota));
+  number("--overlap", "P", "the paced storm: a second fault follows with probability P (0.3)",
+         [o](double x) { o->overlap = std::min(1.0, x); });
+  number("--gap-min", "S", "the paced storm: the shortest gap between faults (1)",
+         seconds(&o->gap_min_s));
+  number("--gap-max", "S", "the paced storm: the longest gap (2.5, at least --gap-min)",
+         [o](double x) { o->gap_max_s = std::max(o->gap_min_s, x); });
+  number("--hang-hold", "S", "the paced storm: a hang holds the storm this long (15)",
+         seconds(&o->hang_hold_s));
+  number("--revive", "S", "the paced storm: a lost machine comes back after S (12)",
+         seconds(&o->revive_s));
+  number("--settle", "S", "the paced storm: the fleet ends S after the last fault (20)",
+         seconds(&o->settle_s));
+  return t;
+}
+
+}  // namespace
+
 int fleet_main(const std::vector<std::string>& args) {
-  static const char* const kUsage =
-      "usage: faultline-live fleet CONFIG [--first N] [--count K] [--threads T] [--duration S]\n"
-      "       [--storm SEED] [--storm-start S] [--every S] [--quiet-at S] [--quiet-for S]\n"
-      "       [--partition-s S] [--rack N] [--slow-s S] [--out FILE] [--verbose 1]\n"
-      "       [--quota N] [--overlap P] [--gap-min S] [--gap-max S] [--hang-hold S]\n"
-      "       [--revive S] [--settle S]\n"
-      "Runs K virtual agents (machines N.. of CONFIG, standbys after the job's machines) with\n"
-      "fake ranks against the controller of CONFIG, injects a fault storm when --storm is\n"
-      "given (with --quota N: N faults of every kind, paced, each with an id: live-storm.sh),\n"
-      "and prints a JSON summary line (docs/running-live.md, docs/live-scale.md).\n";
-  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
-    std::cout << kUsage;
-    return args.empty() ? 2 : 0;
-  }
   FleetOptions o;
-  o.config_file = args[0];
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (i + 1 >= args.size()) {
-      std::cerr << "faultline fleet: " << a << ": expected a value\n" << kUsage;
-      return 2;
-    }
-    const std::string& v = args[++i];
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    const bool num = end != v.c_str() && *end == '\0' && std::isfinite(x) && x >= 0;
-    if (a == "--out") {
-      o.out_file = v;
-      continue;
-    }
-    if (!num) {
-      std::cerr << "faultline fleet: " << a << ": expected a number >= 0, got '" << v << "'\n";
-      return 2;
-    }
-    if (a == "--first")
-      o.first = static_cast<int>(x);
-    else if (a == "--count")
-      o.count = static_cast<int>(x);
-    else if (a == "--threads")
-      o.threads = static_cast<int>(x);
-    else if (a == "--duration")
-      o.duration_s = x;
-    else if (a == "--storm")
-      o.storm_seed = static_cast<std::uint64_t>(x);
-    else if (a == "--storm-start")
-      o.storm_start_s = x;
-    else if (a == "--every")
-      o.storm_every_s = std::max(0.1, x);
-    else if (a == "--quiet-at")
-      o.quiet_at_s = x;
-    else if (a == "--quiet-for")
-      o.quiet_for_s = x;
-    else if (a == "--partition-s")
-      o.partition_s = x;
-    else if (a == "--rack")
-      o.rack = std::max(1, static_cast<int>(x));
-    else if (a == "--slow-s")
-      o.slow_s = x;
-    else if (a == "--quota")
-      o.quota = static_cast<int>(x);
-    else if (a == "--overlap")
-      o.overlap = std::min(1.0, x);
-    else if (a == "--gap-min")
-      o.gap_min_s = x;
-    else if (a == "--gap-max")
-      o.gap_max_s = std::max(o.gap_min_s, x);
-    else if (a == "--hang-hold")
-      o.hang_hold_s = x;
-    else if (a == "--revive")
-      o.revive_s = x;
-    else if (a == "--settle")
-      o.settle_s = x;
-    else if (a == "--verbose")
-      o.verbose = x > 0;
-    else {
-      std::cerr << "faultline fleet: unknown option " << a << "\n" << kUsage;
-      return 2;
-    }
-  }
+  const cli::FlagTable table = fleet_table(&o);
+  if (const int rc = table.parse(args); rc >= 0) return rc;
+  if (o.config_file.empty()) return table.usage_error("expected a CONFIG file");
   return run_fleet(o);
 }
 

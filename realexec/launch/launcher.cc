@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_table.h"
 #include "policies/builtin.h"
 #include "realexec/launch/launch_internal.h"
 #include "realexec/net/proc.h"
@@ -33,12 +34,7 @@ constexpr double kMaxBackoffS = 30;
 constexpr double kHealthySessionS = 60;  // a session that lived this long resets the backoff
 constexpr double kStopGraceS = 5;        // SIGTERM, then SIGKILL
 
-const char* kLaunchUsage =
-    "usage: faultline live launch CONFIG [--via local|ssh|slurm] [--only NAME,...] [--agent-bin "
-    "PATH]\n"
-    "         [--remote-config PATH] [--ssh-identity FILE] [--ssh-option KEY=VALUE]...\n"
-    "         [--connect-timeout SECONDS] [--log-dir DIR] [--slurm-job ID] [--slurm-drain yes|no]\n"
-    "\n"
+constexpr const char* kLaunchAbout =
     "Starts `AGENT_BIN agent CONFIG --name NAME` for every machine and standby of CONFIG\n"
     "(or those --only names) and starts each again when it ends, after a backoff (1 s\n"
     "doubling to 30 s), except after exit 0 (the run was stopped), 2 (a bad config or\n"
@@ -349,10 +345,10 @@ int run_capture(const std::vector<std::string>& argv, std::string* out) {
 
 namespace {
 
+constexpr const char* kLaunchProgram = "faultline live launch";
+
 int launch_usage_error(const std::string& what) {
-  std::cerr << "faultline live launch: " << what
-            << "\n(run 'faultline live launch --help' for usage)\n";
-  return 2;
+  return cli::FlagTable(kLaunchProgram, "").usage_error(what);
 }
 
 std::optional<double> parse_seconds(const std::string& text) {
@@ -439,52 +435,44 @@ std::string describe_session_end(const LaunchOptions& o, int status, const std::
   return "its agent ended: " + describe_wait_status(status) + said;
 }
 
-// launch's options after CONFIG into *o and *only; 0, or the exit status of a usage error.
-int parse_launch_options(const std::vector<std::string>& args, LaunchOptions* out,
-                         std::string* only_out) {
-  LaunchOptions& o = *out;
-  std::string& only = *only_out;
-  for (std::size_t i = 2; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (i + 1 >= args.size()) return launch_usage_error(a + ": unknown option or missing value");
-    const std::string& v = args[++i];
-    if (a == "--via") {
-      if (v != "local" && v != "ssh" && v != "slurm")
-        return launch_usage_error("--via: expected local, ssh or slurm, got \"" + v + "\"");
-      o.via = v == "ssh"     ? LaunchOptions::Via::kSsh
-              : v == "slurm" ? LaunchOptions::Via::kSlurm
-                             : LaunchOptions::Via::kLocal;
-    } else if (a == "--slurm-job") {
-      o.slurm_job = v;
-    } else if (a == "--slurm-drain") {
-      if (v != "yes" && v != "no")
-        return launch_usage_error("--slurm-drain: expected yes or no, got \"" + v + "\"");
-      o.slurm_drain = v == "yes";
-    } else if (a == "--only") {
-      only = v;
-    } else if (a == "--agent-bin") {
-      o.agent_bin = v;
-    } else if (a == "--remote-config") {
-      o.remote_config = v;
-    } else if (a == "--ssh-identity") {
-      o.identity_file = v;
-    } else if (a == "--ssh-option") {
-      if (v.find('=') == std::string::npos || v.front() == '-')
-        return launch_usage_error("--ssh-option: expected KEY=VALUE, got \"" + v + "\"");
-      o.ssh_options.push_back(v);
-    } else if (a == "--connect-timeout") {
-      const auto s = parse_seconds(v);
-      if (!s)
-        return launch_usage_error("--connect-timeout: expected seconds in (0, 3600], got \"" + v +
-                                  "\"");
-      o.connect_timeout_s = *s;
-    } else if (a == "--log-dir") {
-      o.log_dir = v;
-    } else {
-      return launch_usage_error("unknown option \"" + a + "\"");
-    }
-  }
-  return 0;
+// launch's table: CONFIG into *config, its options into *o and *only.
+cli::FlagTable launch_table(std::string* config, LaunchOptions* o, std::string* only) {
+  cli::FlagTable t(kLaunchProgram, "faultline live launch CONFIG [options]", kLaunchAbout);
+  t.positional(config);
+  t.value("--via", "local|ssh|slurm", "local, ssh or slurm", "where the agents run (default local)",
+          [o](const std::string& v) {
+            if (v != "local" && v != "ssh" && v != "slurm") return false;
+            o->via = v == "ssh"     ? LaunchOptions::Via::kSsh
+                     : v == "slurm" ? LaunchOptions::Via::kSlurm
+                                    : LaunchOptions::Via::kLocal;
+            return true;
+          });
+  t.text("--only", "NAME,...", "these machines only (default: every machine and standby)", only);
+  t.text("--agent-bin", "PATH", "the agent program (default: this program)", &o->agent_bin);
+  t.text("--remote-config", "PATH", "ssh: CONFIG's path on the hosts (default: its absolute path)",
+         &o->remote_config);
+  t.text("--ssh-identity", "FILE", "ssh: its -i FILE", &o->identity_file);
+  t.value("--ssh-option", "KEY=VALUE", "KEY=VALUE", "ssh: its -o KEY=VALUE (repeatable)",
+          [o](const std::string& v) {
+            if (v.find('=') == std::string::npos || v.front() == '-') return false;
+            o->ssh_options.push_back(v);
+            return true;
+          });
+  t.value("--connect-timeout", "SECONDS", "seconds in (0, 3600]",
+          "ssh: its ConnectTimeout (default 5)", [o](const std::string& v) {
+            const auto s = parse_seconds(v);
+            if (s) o->connect_timeout_s = *s;
+            return s.has_value();
+          });
+  t.text("--log-dir", "DIR", "each machine's output in DIR/NAME.log (default STATE_DIR/launch)",
+         &o->log_dir);
+  t.text("--slurm-job", "ID", "slurm: the allocation (default $SLURM_JOB_ID)", &o->slurm_job);
+  t.value("--slurm-drain", "yes|no", "yes or no",
+          "slurm: drain an evicted machine's node (default yes)", [o](const std::string& v) {
+            o->slurm_drain = v == "yes";
+            return v == "yes" || v == "no";
+          });
+  return t;
 }
 
 // --via slurm: the job's allocation must hold every machine launched; nodes that no
@@ -514,18 +502,14 @@ int check_slurm_allocation(LaunchOptions& o, const std::vector<const LiveMachine
 }
 
 int launch_main(const std::vector<std::string>& args) {
-  if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
-    std::cout << kLaunchUsage;
-    return 0;
-  }
-  if (args.size() < 2 || args[1].rfind("--", 0) == 0)
-    return launch_usage_error("expected a CONFIG file");
+  std::string config_file, only;
   LaunchOptions o;
-  std::string only;
-  if (const int bad = parse_launch_options(args, &o, &only)) return bad;
+  const cli::FlagTable table = launch_table(&config_file, &o, &only);
+  if (const int rc = table.parse({args.begin() + 1, args.end()}); rc >= 0) return rc;
+  if (config_file.empty()) return table.usage_error("expected a CONFIG file");
   LiveConfig config;
   try {
-    config = load_live_config(args[1], policies::builtin_registry());
+    config = load_live_config(config_file, policies::builtin_registry());
   } catch (const LiveConfigError& e) {
     std::cerr << "faultline live launch: " << e.what() << "\n";
     return 2;
@@ -565,9 +549,7 @@ int launch_main(const std::vector<std::string>& args) {
 
 namespace {
 
-const char* kSlurmConfigUsage =
-    "usage: faultline live slurm-config CONFIG [--slurm-job ID] [--out FILE]\n"
-    "\n"
+constexpr const char* kSlurmConfigAbout =
     "Writes the effective config of a Slurm allocation (--slurm-job, default $SLURM_JOB_ID):\n"
     "CONFIG with every node of the allocation that no machine or standby runs on (its\n"
     "`slurm_node`, default its name) appended to \"standby\", in allocation order: name and\n"
@@ -588,24 +570,14 @@ int slurm_config_error(const std::string& what) {
 }  // namespace
 
 int slurm_config_main(const std::vector<std::string>& args) {
-  if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
-    std::cout << kSlurmConfigUsage;
-    return 0;
-  }
-  auto usage = [](const std::string& what) {
-    return slurm_config_error(what + "\n(run 'faultline live slurm-config --help' for usage)");
-  };
-  if (args.size() < 2 || args[1].rfind("--", 0) == 0) return usage("expected a CONFIG file");
-  std::string job, out;
-  for (std::size_t i = 2; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if ((a != "--slurm-job" && a != "--out") || i + 1 >= args.size())
-      return usage(a == "--slurm-job" || a == "--out" ? a + ": expected a value"
-                                                      : "unknown option \"" + a + "\"");
-    (a == "--slurm-job" ? job : out) = args[++i];
-    if (a == "--out" && out.empty()) return usage("--out: expected a file name");
-  }
-  const std::string& file = args[1];
+  std::string file, job, out;
+  cli::FlagTable table("faultline live slurm-config",
+                       "faultline live slurm-config CONFIG [options]", kSlurmConfigAbout);
+  table.positional(&file);
+  table.text("--slurm-job", "ID", "the allocation (default $SLURM_JOB_ID)", &job);
+  table.text("--out", "FILE", "where to write it (default stdout)", &out);
+  if (const int rc = table.parse({args.begin() + 1, args.end()}); rc >= 0) return rc;
+  if (file.empty()) return table.usage_error("expected a CONFIG file");
   std::string text;
   {
     std::ifstream in(file);

@@ -3,7 +3,7 @@
 option of its flag table (cli/flag_table.h; FAULTLINE_LIST_FLAGS=1 makes a table print its
 options' names instead of parsing).
 
-usage: flag_help_test.py --faultline BIN [--trainjob BIN] [--live BIN]
+usage: flag_help_test.py --faultline BIN [--trainjob BIN] [--live BIN] [--probe BIN]
 """
 import argparse
 import os
@@ -24,6 +24,11 @@ DISPATCHERS = {(): ["sim", "analyze", "report", "policies", "trace"],
                ("sim",): ["run", "compare", "sweep", "tune", "replay", "schema"],
                ("analyze",): ["daly", "young", "meta-ettr", "standby", "localize", "check"],
                ("trace",): ["stats", "fit", "convert", "mix", "generate"]}
+# faultline-live: its commands, and the operator commands of `live`.
+LIVE_COMMANDS = ["live", "agent", "fleet"]
+LIVE = ["run", "inject", "update", "status", "stop", "launch", "slurm-config"]
+# faultline-probe: one command per probe.
+PROBES = ["gemm", "hbm", "pcie", "p2p", "nccl", "env"]
 
 
 def run(argv, list_flags=False):
@@ -38,20 +43,26 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--faultline", required=True)
     ap.add_argument("--trainjob", help="faultline-trainjob, a program of one command")
-    ap.add_argument("--live", help="faultline-live (its agent command so far)")
+    ap.add_argument("--live", help="faultline-live")
+    ap.add_argument("--probe", help="faultline-probe")
     a = ap.parse_args()
     bad = []
     commands = [[a.faultline, *path] for path in FAULTLINE]
+    dispatchers = [([a.faultline, *path], subs) for path, subs in DISPATCHERS.items()]
     if a.trainjob:
         commands.append([a.trainjob])
     if a.live:
-        commands.append([a.live, "agent"])
-    for path, subs in DISPATCHERS.items():
-        r = run([a.faultline, *path, "--help"])
+        commands += [[a.live, "agent"], [a.live, "fleet"]] + [[a.live, "live", c] for c in LIVE]
+        dispatchers += [([a.live], LIVE_COMMANDS), ([a.live, "live"], LIVE)]
+    if a.probe:
+        commands += [[a.probe, p] for p in PROBES]
+        dispatchers.append(([a.probe], PROBES))
+    for argv, subs in dispatchers:
+        cmd = " ".join([os.path.basename(argv[0])] + argv[1:])
+        r = run([*argv, "--help"])
         if r.returncode != 0:
-            bad.append("%s --help: exit %d" % (" ".join(path), r.returncode))
-        bad += ["%s --help: does not name %s" % (" ".join(path) or "faultline", s)
-                for s in subs if s not in r.stdout]
+            bad.append("%s --help: exit %d" % (cmd, r.returncode))
+        bad += ["%s --help: does not name %s" % (cmd, s) for s in subs if s not in r.stdout]
     for argv in commands:
         cmd = " ".join([os.path.basename(argv[0])] + argv[1:])
         h = run([*argv, "--help"])

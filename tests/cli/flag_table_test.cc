@@ -85,5 +85,40 @@ TEST(FlagTable, HelpIsGeneratedFromTheTable) {
   EXPECT_EQ(::testing::internal::GetCapturedStdout(), t.help());
 }
 
+TEST(FlagTable, ValueChecksWhatItStores) {
+  std::vector<std::string> kv;
+  FlagTable t("prog", "prog");
+  t.value("--opt", "KEY=VALUE", "KEY=VALUE", "an option", [&kv](const std::string& v) {
+    if (v.find('=') == std::string::npos) return false;
+    kv.push_back(v);
+    return true;
+  });
+  EXPECT_EQ(parse(t, {"--opt", "a=1", "--opt", "b=2"}).rc, -1);
+  EXPECT_EQ(kv, (std::vector<std::string>{"a=1", "b=2"}));
+  const Parsed bad = parse(t, {"--opt", "a"});
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_EQ(bad.err, "prog: --opt: expected KEY=VALUE, got 'a' (see --help)\n");
+}
+
+// extract(): a program takes its own options out of a command line before it dispatches the
+// rest (faultline's --plugin, the Python module's look for --mpi).
+TEST(FlagTable, ExtractTakesOutOnlyItsOptions) {
+  std::vector<std::string> files;
+  bool mpi = false;
+  FlagTable t("prog", "prog");
+  t.inline_values().texts("--plugin", "FILE", "a plugin", &files).toggle("--mpi", "mpi", &mpi);
+  std::vector<std::string> args = {"sim",   "run",   "--plugin",      "a.so", "s.json",
+                                   "--set", "--x=1", "--plugin=b.so", "--mpi"};
+  EXPECT_EQ(t.extract(&args), "");
+  EXPECT_EQ(args, (std::vector<std::string>{"sim", "run", "s.json", "--set", "--x=1"}));
+  EXPECT_EQ(files, (std::vector<std::string>{"a.so", "b.so"}));
+  EXPECT_TRUE(mpi);
+  std::vector<std::string> bad = {"sim", "--plugin"};
+  EXPECT_EQ(t.extract(&bad), "--plugin: expected FILE");
+  EXPECT_EQ(bad, (std::vector<std::string>{"sim", "--plugin"}));
+  std::vector<std::string> switched = {"--mpi=1"};
+  EXPECT_EQ(t.extract(&switched), "--mpi takes no value");
+}
+
 }  // namespace
 }  // namespace faultline::cli

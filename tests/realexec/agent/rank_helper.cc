@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_table.h"
+
 namespace {
 
 int report_fd() {
@@ -49,6 +51,33 @@ std::string env(const char* k) {
 
 __attribute__((noinline)) void helper_sleep_forever() {
   for (;;) ::sleep(100);
+}
+
+// The training job's probe and replay modes, with the options the agent gives them
+// (realexec/agent/agent_probes.cc): a JSON line with a hash.
+int trainjob_mode(int argc, char** argv) {
+  std::string probe, seed = "0", steps = "0", deadline_ms;
+  bool replay = false;
+  faultline::cli::FlagTable t("rank_helper",
+                              "rank_helper --probe KIND [--seed S] [--steps K] [--deadline-ms MS]\n"
+                              "       rank_helper --replay --steps K [--seed S]");
+  t.text("--probe", "KIND", "the probe mode: bitwise or allgather", &probe)
+      .toggle("--replay", "the replay mode", &replay)
+      .text("--seed", "S", "the seed", &seed)
+      .text("--steps", "K", "the steps", &steps)
+      .text("--deadline-ms", "MS", "the probe's deadline", &deadline_ms);
+  if (const int rc = t.parse({argv + 1, argv + argc}); rc >= 0) return rc;
+  if (replay) {
+    std::printf("{\"hash\":\"r-%s\",\"from_step\":40,\"rank\":%s}\n", steps.c_str(),
+                env("RANK").c_str());
+    return 0;
+  }
+  if (env("FAULTLINE_TEST_HANG") == "1") helper_sleep_forever();
+  std::printf(
+      "progress "
+      "line\n{\"hash\":\"h-%s-%s\",\"kind\":\"%s\",\"fault_file\":\"%s\",\"seconds\":0.25}\n",
+      seed.c_str(), steps.c_str(), probe.c_str(), env("FAULTLINE_FAULT_FILE").c_str());
+  return 0;
 }
 
 }  // namespace
@@ -156,26 +185,7 @@ int main(int argc, char** argv) {
       ::usleep(20000);
     }
   }
-  if (mode == "--probe") {
-    if (env("FAULTLINE_TEST_HANG") == "1") helper_sleep_forever();
-    std::string seed = "0";
-    std::string steps = "0";
-    for (int i = 2; i + 1 < argc; ++i) {
-      if (std::strcmp(argv[i], "--seed") == 0) seed = argv[i + 1];
-      if (std::strcmp(argv[i], "--steps") == 0) steps = argv[i + 1];
-    }
-    std::printf(
-        "progress "
-        "line\n{\"hash\":\"h-%s-%s\",\"kind\":\"%s\",\"fault_file\":\"%s\",\"seconds\":0.25}\n",
-        seed.c_str(), steps.c_str(), argc > 2 ? argv[2] : "", env("FAULTLINE_FAULT_FILE").c_str());
-    return 0;
-  }
-  if (mode == "--replay") {
-    std::string steps = argc > 3 ? argv[3] : "0";
-    std::printf("{\"hash\":\"r-%s\",\"from_step\":40,\"rank\":%s}\n", steps.c_str(),
-                env("RANK").c_str());
-    return 0;
-  }
+  if (mode.rfind("--", 0) == 0) return trainjob_mode(argc, argv);
   if (mode == "gemm" || mode == "nccl") {
     std::printf("{\"schema\":1,\"probe\":\"%s\",\"verdict\":\"no_gpu\",\"exit_code\":3}\n",
                 mode.c_str());

@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +59,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/flag_table.h"
 #include "policies/builtin.h"
 #include "realexec/controller/journal.h"
 #include "realexec/live_config.h"
@@ -1225,45 +1227,25 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "rank-wrap") return rank_wrap(argc, argv);
   Options o;
   o.self = fs::canonical("/proc/self/exe").string();
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "faultline_live_fuzz: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--target")
-      o.target = value();
-    else if (a == "--frames")
-      o.frames = std::atol(value().c_str());
-    else if (a == "--seed")
-      o.seed = std::strtoull(value().c_str(), nullptr, 10);
-    else if (a == "--dir")
-      o.dir = value();
-    else if (a == "--faultline")
-      o.faultline = value();
-    else if (a == "--trainjob")
-      o.trainjob = value();
-    else {
-      std::fprintf(stderr,
-                   "usage: faultline_live_fuzz [--target "
-                   "controller|agent|config|journal|rank-pipe|all] [--frames N]\n"
-                   "                           [--seed S] [--dir DIR]\n"
-                   "                           [--faultline BIN] [--trainjob BIN]\n");
-      return 2;
-    }
-  }
-  const std::vector<std::string> targets = {"controller", "agent",     "config",
-                                            "journal",    "rank-pipe", "all"};
-  if (o.frames <= 0 || std::find(targets.begin(), targets.end(), o.target) == targets.end()) {
-    std::fprintf(stderr,
-                 "faultline_live_fuzz: --frames must be positive, --target controller, agent, "
-                 "config, journal, "
-                 "rank-pipe or all\n");
-    return 2;
-  }
+  long long frames = o.frames;
+  faultline::cli::FlagTable flags("faultline_live_fuzz", "faultline_live_fuzz [options]");
+  flags
+      .choice("--target", "what to fuzz (default all)",
+              {"controller", "agent", "config", "journal", "rank-pipe", "all"}, &o.target)
+      .integer("--frames", "N", "N >= 1", "frames per target (default 1000000)", 1, LLONG_MAX,
+               &frames)
+      .value("--seed", "S", "an unsigned integer", "the seed (default 1)",
+             [&o](const std::string& v) {
+               long long x;
+               if (!faultline::cli::parse_int(v, 0, LLONG_MAX, &x)) return false;
+               o.seed = static_cast<std::uint64_t>(x);
+               return true;
+             })
+      .text("--dir", "DIR", "work here and keep it (default: a temporary directory)", &o.dir)
+      .text("--faultline", "BIN", "the faultline program", &o.faultline)
+      .text("--trainjob", "BIN", "the training job", &o.trainjob);
+  if (const int rc = flags.parse({argv + 1, argv + argc}); rc >= 0) return rc;
+  o.frames = static_cast<long>(frames);
   const bool keep = !o.dir.empty();
   if (o.dir.empty())
     o.dir = (fs::temp_directory_path() / ("faultline-live-fuzz-" + std::to_string(::getpid())))
