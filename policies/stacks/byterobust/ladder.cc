@@ -155,7 +155,8 @@ void ByteRobust::evict_and_replace(World& w, const std::vector<SlotId>& slots, M
   MachineSet machines, lemons;
   machines.reserve(slots.size());
   const bool evidence = m == Mechanism::kRealtimeEviction || m == Mechanism::kStopTimeEviction ||
-                        m == Mechanism::kReplay || m == Mechanism::kAttributedEviction;
+                        m == Mechanism::kReplay || m == Mechanism::kAttributedEviction ||
+                        !is_builtin(m);  // a localizer's own credit (Located::credit)
   bool avoid_more = false;
   for (SlotId s : slots) {
     const MachineId x = w.cluster().machine_in(s);
