@@ -7,7 +7,10 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -361,6 +364,21 @@ void ettr_rows(Columns& t, const std::string& baseline) {
   });
 }
 
+// The mechanisms of the table's rows: every built-in one, in its order, then the modules' own
+// that some stack's result credits, in the names' order.
+std::vector<std::string> mechanism_rows(const Columns& t) {
+  std::vector<std::string> rows;
+  for (Mechanism m : kBuiltinMechanisms) rows.emplace_back(m.name());
+  std::set<std::string> own;
+  for (const auto& r : t.stacks) {
+    const nlohmann::json by = r.value("resolved_by_per_replica", nlohmann::json::object());
+    for (const auto& it : by.items())
+      if (!is_builtin(Mechanism::named(it.key()))) own.insert(it.key());
+  }
+  rows.insert(rows.end(), own.begin(), own.end());
+  return rows;
+}
+
 // The table's rows of where the time went: the unproductive breakdown, incidents by
 // mechanism, evictions, fruitless runs, standby exhaustions, remote-checkpoint fallbacks.
 void cost_rows(Columns& t) {
@@ -372,10 +390,8 @@ void cost_rows(Columns& t) {
     t.row("  " + k, [&](J r) { return fixed(r["breakdown_s"][k].get<double>() / 3600, 2); });
   }
   t.o << "incidents resolved by (per replica)\n";
-  for (int k = 1; k < kMechanisms; ++k) {
-    const char* m = mechanism_name(static_cast<Mechanism>(k));
-    t.row(std::string("  ") + m,
-          [&](J r) { return fixed(r["resolved_by_per_replica"].value(m, 0.0), 1); });
+  for (const std::string& m : mechanism_rows(t)) {
+    t.row("  " + m, [&](J r) { return fixed(r["resolved_by_per_replica"].value(m, 0.0), 1); });
   }
   t.row("incidents per replica",
         [&](J r) { return fixed(r["incidents"]["per_replica"].get<double>(), 1); });

@@ -269,9 +269,11 @@ MachineId machine(JsonIn& in, const char* key = "machine") {
   return static_cast<MachineId>(in.integer(key, kNoMachine, kI32Min, kI32Max));
 }
 
+// Any name: a built-in stack's or a module's own (action.h); "none" when absent.
 Mechanism mechanism(JsonIn& in) {
-  return in.enumerated<Mechanism>("mechanism", Mechanism::kNone, mechanism_from_name,
-                                  names_of<Mechanism, kMechanisms>(mechanism_name));
+  const std::string name = in.string("mechanism", mechanism_name(Mechanism::kNone));
+  if (name.empty()) in.fail(in.at("mechanism"), "expected a mechanism's name, got \"\"");
+  return Mechanism::named(name);
 }
 
 ProbeKind probe(JsonIn& in, ProbeKind def) {
@@ -646,9 +648,6 @@ faultline::Action action_from_json(const json& j, const std::string& path) {
   return decode_variant<faultline::Action>(j, path);
 }
 
-std::optional<Mechanism> mechanism_from_name(std::string_view name) {
-  return internal::lookup<Mechanism, kMechanisms>(name, mechanism_name);
-}
 std::optional<AcquireMode> mode_from_name(std::string_view name) {
   return internal::lookup<AcquireMode, kModes>(name, mode_name);
 }

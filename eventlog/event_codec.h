@@ -35,9 +35,8 @@ nlohmann::json to_json(const faultline::Action& a);
 faultline::Event event_from_json(const nlohmann::json& j, const std::string& path = "$");
 faultline::Action action_from_json(const nlohmann::json& j, const std::string& path = "$");
 
-// Inverses of mechanism_name, mode_name, tier_name and probe_name; nullopt when `name`
-// is none of them.
-std::optional<Mechanism> mechanism_from_name(std::string_view name);
+// Inverses of mode_name, tier_name and probe_name; nullopt when `name` is none of them. (A
+// mechanism is any name: Mechanism::named.)
 std::optional<AcquireMode> mode_from_name(std::string_view name);
 std::optional<CheckpointTier> tier_from_name(std::string_view name);
 std::optional<ProbeKind> probe_from_name(std::string_view name);

@@ -64,6 +64,13 @@ void check_range(const std::vector<int>& ids, int lo, int n, const char* method,
                     " outside [" + std::to_string(lo) + ", " + std::to_string(n) + ")"};
 }
 
+// A mechanism's name (a built-in's or the module's own, action.h); a Failure when empty.
+Mechanism credit_named(const std::string& name, const char* method, const char* what) {
+  if (name.empty())
+    throw Failure{std::string(method) + "() answered " + what + " '', expected a name"};
+  return Mechanism::named(name);
+}
+
 // The enum value whose name is `name` among n values; a Failure listing them otherwise.
 template <class E>
 E named(const std::string& name, int n, const char* (*name_of)(E), const char* method,
@@ -110,8 +117,8 @@ LocalizationStep to_step(const py::object& r, const ClusterView& view, const cha
     l.evict = field<std::vector<int>>(r, "evict", method, "a list of slots");
     check_range(l.evict, 0, view.slots(), method, "Located with slot");
     l.code_at_fault = field<bool>(r, "code_at_fault", method, "a bool");
-    l.credit = named(field<std::string>(r, "credit", method, "a str"), kMechanisms, mechanism_name,
-                     method, "Located with credit");
+    l.credit = credit_named(field<std::string>(r, "credit", method, "a str"), method,
+                            "Located with credit");
     l.reason = field<std::string>(r, "reason", method, "a str");
     return l;
   }
@@ -159,8 +166,8 @@ AcquireMachines to_acquire(const py::object& r, const char* method) {
   check_range(a.slots, 0, 1 << 30, method, "AcquireMachines with slot");
   a.mode = named(field<std::string>(r, "mode", method, "a str"), 4, mode_name, method,
                  "AcquireMachines with mode");
-  a.mechanism = named(field<std::string>(r, "mechanism", method, "a str"), kMechanisms,
-                      mechanism_name, method, "AcquireMachines with mechanism");
+  a.mechanism = credit_named(field<std::string>(r, "mechanism", method, "a str"), method,
+                             "AcquireMachines with mechanism");
   a.reason = field<std::string>(r, "reason", method, "a str");
   a.same_domain = field<bool>(r, "same_domain", method, "a bool");
   return a;

@@ -147,8 +147,11 @@ using LocalizationTest = std::variant<RunProbe, RunReplay>;
 struct Located {
   std::vector<SlotId> evict;   // slots to evict; empty: nothing found (the stack reattempts)
   bool code_at_fault = false;  // e.g. every replay group failed: the stack rolls the code back
-  Mechanism credit = Mechanism::kReplay;  // the resolution mechanism an eviction counts as
-  std::string reason;                     // the eviction's, rollback's or reattempt's reason
+  // What an eviction counts as (resolved_by): a built-in's name, or the module's own
+  // (Mechanism::named(info().name)), which the stack also takes as evidence against the
+  // machines it names (as replay's).
+  Mechanism credit = Mechanism::kReplay;
+  std::string reason;  // the eviction's, rollback's or reattempt's reason
 };
 using LocalizationStep = std::variant<LocalizationTest, Located>;
 

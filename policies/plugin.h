@@ -37,8 +37,10 @@
 //     (EnableReplicaGroups, RejoinReplica, ReplicaDropped, ReplicaRejoined,
 //     Recovery::replica_groups, Mechanism::kReplicaDrop); StartJob::in_place,
 //     Recovery::restarts_in_place.
+// 12: Mechanism is a name (a pointer to it), no longer a one-byte enum: a module credits its
+//     own name (Located::credit, Recovery::replace, the actions' `mechanism`).
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 11
+#define FAULTLINE_PLUGIN_ABI 12
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

@@ -26,13 +26,12 @@ void CategoryTotals::add(const ReplicaResult& r) {
     s.detection_sum_s += k.detection_sum_s;
     s.detected += k.detected;
   }
-  if (resolved_by.size() < r.resolved_by.size()) resolved_by.resize(r.resolved_by.size());
-  for (std::size_t m = 0; m < r.resolved_by.size(); ++m) resolved_by[m] += r.resolved_by[m];
+  for (const auto& [name, n] : r.resolved_by) resolved_by[name] += n;
 }
 
 void release_categories(ReplicaResult& r) {
   std::vector<CategoryStats>().swap(r.categories);
-  std::vector<std::int64_t>().swap(r.resolved_by);
+  ResolvedBy().swap(r.resolved_by);
 }
 
 namespace {
@@ -142,6 +141,9 @@ class In {
   void finish() const {
     if (at_ != end_) fail();
   }
+  [[noreturn]] static void fail() {
+    throw std::runtime_error("replica result: truncated or not written by this build");
+  }
 
  private:
   std::size_t left() const { return static_cast<std::size_t>(end_ - at_); }
@@ -150,9 +152,6 @@ class In {
     const std::uint8_t* p = at_;
     at_ += n;
     return p;
-  }
-  [[noreturn]] static void fail() {
-    throw std::runtime_error("replica result: truncated or not written by this build");
   }
   const std::uint8_t* at_;
   const std::uint8_t* end_;
@@ -183,6 +182,15 @@ void fields(Io& io, R& r) {
       io.put_all(xs);
     else
       io.get_all(xs);
+  };
+  // A mechanism's name (interned as it is read).
+  auto name = [&](auto& m) {
+    std::vector<std::string> s{std::string(m.name())};
+    all(s);
+    if constexpr (!out) {
+      if (s.size() != 1) io.fail();
+      m = Mechanism::named(s[0]);
+    }
   };
   // A count of records that follow, each at least `least` bytes long.
   auto count = [&](auto& xs, std::size_t least) {
@@ -225,19 +233,28 @@ void fields(Io& io, R& r) {
     one(p.window_1h);
     one(p.waiting_h);
   }
-  count(r.incidents, 3 * 8 + 2 * 4 + 3 * 8);
+  count(r.incidents, 3 * 8 + 4 + 2 * 8 + 3 * 8);
   for (auto& i : r.incidents) {
     one(i.at_s);
     one(i.category);
     one(i.detected_s);
     one(i.resolved_s);
-    one(i.resolution);
+    name(i.resolution);
     all(i.slots);
     all(i.machines);
     all(i.evicted);
   }
+  // resolved_by's names, then their counts.
+  std::vector<std::string> names;
+  std::vector<std::int64_t> counts;
+  for (const auto& [k, n] : r.resolved_by) names.push_back(k), counts.push_back(n);
+  all(names);
+  all(counts);
+  if constexpr (!out) {
+    if (names.size() != counts.size()) io.fail();
+    for (std::size_t k = 0; k < names.size(); ++k) r.resolved_by[names[k]] = counts[k];
+  }
   all(r.decisions);
-  all(r.resolved_by);
 }
 
 }  // namespace

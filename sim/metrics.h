@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,11 +51,16 @@ struct TimelinePoint {
   double waiting_h = 0;   // hours spent waiting for machines (finite fleet) from the start to t
 };
 
-// How an incident ended (incidents.csv's `resolution`): a Mechanism (index = enum value:
-// the start that brought the job back credited it, as resolved_by counts), or one of these.
-inline constexpr int kResolutionOpen = -1;           // still open at the horizon
-inline constexpr int kResolutionWhileRunning = 100;  // ended while the job ran, no restart
-                                                     // (a transient slowdown ran its course)
+// How an incident ended (incidents.csv's `resolution`): the Mechanism the start that
+// brought the job back credited (as resolved_by counts it; kNone when that start named
+// none), or one of these.
+inline constexpr Mechanism kResolutionOpen{"open_at_horizon"};  // still open at the horizon
+// Ended while the job ran, no restart (a transient slowdown ran its course).
+inline constexpr Mechanism kResolutionWhileRunning{"ended_while_running"};
+
+// Incidents resolved, by the name of the mechanism credited (action.h): the built-ins' and
+// any module's own, in the names' order.
+using ResolvedBy = std::map<std::string, std::int64_t, std::less<>>;
 
 struct IncidentRecord {
   double at_s = 0;
@@ -61,7 +68,7 @@ struct IncidentRecord {
   double detected_s = -1;  // -1 = never acted on
   double resolved_s = -1;  // -1 = open at the horizon
   std::vector<int> slots;
-  int resolution = kResolutionOpen;
+  Mechanism resolution = kResolutionOpen;
   std::vector<int> machines;  // the machines in `slots` when the fault struck (decisions.log's ids)
   std::vector<int> evicted;   // machines the policy evicted while the incident was open
 };
@@ -112,9 +119,9 @@ struct ReplicaResult {
   std::int64_t flow_batches_real = 0;
   std::int64_t flow_batches_cached = 0;
   std::int64_t steps = 0;
-  std::vector<std::int64_t> resolved_by;  // incidents per Mechanism (index = enum value)
-  std::int64_t standby_exhaustions = 0;   // standby requests the pool could not fully serve
-  std::int64_t remote_fallbacks = 0;      // restores that lost both in-memory copies
+  ResolvedBy resolved_by;                // incidents per mechanism's name (kNone not counted)
+  std::int64_t standby_exhaustions = 0;  // standby requests the pool could not fully serve
+  std::int64_t remote_fallbacks = 0;     // restores that lost both in-memory copies
   // Failure prediction (scenario `warning`) and migration (MigrateMachines): warnings sent
   // (true and false), of those false ones, machines migrated, and of those healthy ones (a
   // false warning's: each also counts in evictions_false; the others in evictions_true).
@@ -153,7 +160,7 @@ struct CategoryTotals {
     double outcomes[kOutcomes] = {};
   };
   std::vector<Sums> categories;
-  std::vector<double> resolved_by;  // per Mechanism (index = enum value)
+  std::map<std::string, double, std::less<>> resolved_by;  // per mechanism's name
   // Adds r's categories and resolved_by.
   void add(const ReplicaResult& r);
 };

@@ -154,13 +154,7 @@ json trace_mapping(const scenarios::Scenario& sc) {
 
 }  // namespace
 
-std::string resolution_name(int resolution) {
-  if (resolution == kResolutionOpen) return "open_at_horizon";
-  if (resolution == kResolutionWhileRunning) return "ended_while_running";
-  if (resolution >= 0 && resolution < kMechanisms)
-    return mechanism_name(static_cast<Mechanism>(resolution));
-  return "?";
-}
+std::string resolution_name(Mechanism resolution) { return std::string(resolution.name()); }
 
 namespace {
 
@@ -389,11 +383,8 @@ json aggregate(const scenarios::Scenario& sc, const std::vector<ReplicaResult>& 
   out["outliers"] = outliers_json(sc, rs, ettr);
   json mech = json::object();
   double exhaust = 0, fallbacks = 0;
-  for (int m = 1; m < kMechanisms; ++m) {
-    const double c =
-        m < static_cast<int>(folded->resolved_by.size()) ? folded->resolved_by[m] : 0.0;
-    if (c > 0) mech[mechanism_name(static_cast<Mechanism>(m))] = c / n;
-  }
+  for (const auto& [name, c] : folded->resolved_by)
+    if (c > 0 && name != mechanism_name(Mechanism::kNone)) mech[name] = c / n;
   for (const auto& r : rs) {
     exhaust += r.standby_exhaustions;
     fallbacks += r.remote_fallbacks;

@@ -21,8 +21,8 @@ std::string format_table(const nlohmann::json& result);
 // incidents.csv's `resolution`: the mechanism of the start that resolved the incident
 // (mechanism_name, the keys of resolved_by_per_replica, "none" when that start named no
 // mechanism), "ended_while_running" (it ended while the job ran, with no restart: a
-// transient slowdown that ran its course) or "open_at_horizon".
-std::string resolution_name(int resolution);
+// transient slowdown that ran its course) or "open_at_horizon" (sim/metrics.h).
+std::string resolution_name(Mechanism resolution);
 // Writes result.json, replicas.csv, and (when present) timeline.csv, incidents.csv and
 // decisions.log into `dir` (created). Throws std::runtime_error on I/O failure.
 void write_out_dir(const std::string& dir, const nlohmann::json& result,

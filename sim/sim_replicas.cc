@@ -192,8 +192,8 @@ void SimWorld::rejoined(ActionId id) {
   symptoms_.resolved_now().clear();
   resolve_open(false, &symptoms_.resolved_now());
   for (FaultId f : symptoms_.resolved_now()) {
-    symptoms_.faults()[f].resolution = static_cast<int>(Mechanism::kReplicaDrop);
-    ++result_.resolved_by[static_cast<int>(Mechanism::kReplicaDrop)];
+    symptoms_.faults()[f].resolution = Mechanism::kReplicaDrop;
+    ++result_.resolved_by[Mechanism::kReplicaDrop.c_str()];
   }
   deliver_at(now_, ReplicaRejoined{id, r, view_.pp_groups() - replicas_.out}, false);
 }

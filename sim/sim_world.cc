@@ -43,7 +43,6 @@ SimWorld::SimWorld(const scenarios::Scenario& sc, const ClusterView& base, Platf
   progress_.set_record_segments(opt_.timeline);
   result_.replica = replica;
   result_.categories.resize(sc.faults.size());
-  result_.resolved_by.assign(kMechanisms, 0);
 }
 
 SimWorld::~SimWorld() = default;
@@ -605,8 +604,8 @@ void SimWorld::finish_start() {
   resolve_open(true, &symptoms_.resolved_now());
   for (FaultId id : symptoms_.resolved_now())
     if (std::find(rearm.begin(), rearm.end(), id) == rearm.end()) {
-      ++result_.resolved_by[static_cast<int>(mechanism_)];
-      symptoms_.faults()[id].resolution = static_cast<int>(mechanism_);
+      if (mechanism_ != Mechanism::kNone) ++result_.resolved_by[mechanism_.c_str()];
+      symptoms_.faults()[id].resolution = mechanism_;
     }
   mechanism_ = Mechanism::kNone;
   rearm.insert(rearm.end(), fresh.begin(), fresh.end());

@@ -50,8 +50,8 @@ class SymptomModel {
     bool active = true;     // still affects a machine in the job (persistent / slowdown)
     std::int64_t detected = -1;
     std::int64_t resolved = -1;
-    int resolution = kResolutionOpen;  // how it was resolved (IncidentRecord::resolution)
-    std::vector<MachineId> evicted;    // machines evicted while it was open (with --incidents)
+    Mechanism resolution = kResolutionOpen;  // how it was resolved (IncidentRecord::resolution)
+    std::vector<MachineId> evicted;  // machines evicted while it was open (with --incidents)
     bool rearmed = false;
     bool alert_seen = true;  // the category's inspection can see this fault (alert_coverage)
   };

@@ -9,7 +9,11 @@
 // shares are decided, and worded, in one place: refusal() in policies/api/refusals.h.
 #pragma once
 
+#include <cstddef>
+#include <cstring>
+#include <iosfwd>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -18,24 +22,81 @@
 
 namespace faultline {
 
-// How an incident was resolved, for metrics: set on the action that resolves it.
-enum class Mechanism : std::uint8_t {
-  kNone,
-  kRealtimeEviction,    // eviction on a real-time inspection alert
-  kStopTimeEviction,    // eviction after stop-time tests
-  kReattempt,           // restart as is (transient fault)
-  kRollback,            // code rolled back
-  kReplay,              // eviction after dual-phase replay or bisection
-  kOverEviction,        // analyzer: whole parallel group evicted
-  kHotUpdate,           // code change applied in place
-  kRequeue,             // whole job requeued
-  kReschedule,          // evicted machines replaced cold
-  kOracle,              // perfect knowledge (baseline)
-  kAttributedEviction,  // eviction of the machine that crash logs named again and again
-  kReplicaDrop,         // its replica dropped out and rejoined while the others trained
+// What resolved an incident, for metrics (resolved_by, incidents.csv's `resolution`): a
+// name, set on the action that resolves it. The built-in stacks credit the names below, as
+// constants (a typo is a compile error); a module that resolves incidents its own way
+// credits its own name (Mechanism::named(info().name)), with no list to add it to. kNone
+// ("none") credits nothing. Cheap to copy: a pointer to a name that lives as long as the
+// process (a literal, or a name interned by named()); compared by the name's text.
+class Mechanism {
+ public:
+  constexpr Mechanism() = default;  // kNone
+  // A name that is a literal (or another array of static storage).
+  template <std::size_t N>
+  constexpr explicit Mechanism(const char (&name)[N]) : name_(name) {}
+  // Any name (a module's, one read from an event log): interned, once per distinct name.
+  static Mechanism named(std::string_view name);
+
+  constexpr const char* c_str() const { return name_; }
+  std::string_view name() const { return name_; }
+  friend bool operator==(Mechanism a, Mechanism b) {
+    return a.name_ == b.name_ || std::strcmp(a.name_, b.name_) == 0;
+  }
+
+  static const Mechanism kNone;
+  static const Mechanism kRealtimeEviction;  // eviction on a real-time inspection alert
+  static const Mechanism kStopTimeEviction;  // eviction after stop-time tests
+  static const Mechanism kReattempt;         // restart as is (transient fault)
+  static const Mechanism kRollback;          // code rolled back
+  static const Mechanism kReplay;            // eviction after dual-phase replay or bisection
+  static const Mechanism kOverEviction;      // analyzer: whole parallel group evicted
+  static const Mechanism kHotUpdate;         // code change applied in place
+  static const Mechanism kRequeue;           // whole job requeued
+  static const Mechanism kReschedule;        // evicted machines replaced cold
+  static const Mechanism kOracle;            // perfect knowledge (baseline)
+  // Eviction of the machine that crash logs named again and again.
+  static const Mechanism kAttributedEviction;
+  // Its replica dropped out and rejoined while the others trained.
+  static const Mechanism kReplicaDrop;
+
+ private:
+  const char* name_ = "none";
 };
-inline constexpr int kMechanisms = 13;
-const char* mechanism_name(Mechanism m);
+inline constexpr Mechanism Mechanism::kNone{};
+inline constexpr Mechanism Mechanism::kRealtimeEviction{"realtime_eviction"};
+inline constexpr Mechanism Mechanism::kStopTimeEviction{"stop_time_eviction"};
+inline constexpr Mechanism Mechanism::kReattempt{"reattempt"};
+inline constexpr Mechanism Mechanism::kRollback{"rollback"};
+inline constexpr Mechanism Mechanism::kReplay{"replay"};
+inline constexpr Mechanism Mechanism::kOverEviction{"analyzer_over_eviction"};
+inline constexpr Mechanism Mechanism::kHotUpdate{"hot_update"};
+inline constexpr Mechanism Mechanism::kRequeue{"requeue"};
+inline constexpr Mechanism Mechanism::kReschedule{"reschedule"};
+inline constexpr Mechanism Mechanism::kOracle{"oracle"};
+inline constexpr Mechanism Mechanism::kAttributedEviction{"attributed_eviction"};
+inline constexpr Mechanism Mechanism::kReplicaDrop{"replica_drop"};
+// The built-in stacks' credits (not kNone), in the order `sim compare` lists them.
+inline constexpr Mechanism kBuiltinMechanisms[] = {Mechanism::kRealtimeEviction,
+                                                   Mechanism::kStopTimeEviction,
+                                                   Mechanism::kReattempt,
+                                                   Mechanism::kRollback,
+                                                   Mechanism::kReplay,
+                                                   Mechanism::kOverEviction,
+                                                   Mechanism::kHotUpdate,
+                                                   Mechanism::kRequeue,
+                                                   Mechanism::kReschedule,
+                                                   Mechanism::kOracle,
+                                                   Mechanism::kAttributedEviction,
+                                                   Mechanism::kReplicaDrop};
+inline const char* mechanism_name(Mechanism m) { return m.c_str(); }
+std::ostream& operator<<(std::ostream& o, Mechanism m);
+// One of the built-in stacks' credits, or kNone (else a module's own name).
+inline bool is_builtin(Mechanism m) {
+  if (m == Mechanism::kNone) return true;
+  for (Mechanism b : kBuiltinMechanisms)
+    if (m == b) return true;
+  return false;
+}
 
 // Stops the job (kills every rank); JobStopped follows, also when nothing was running.
 struct StopJob {

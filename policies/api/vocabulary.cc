@@ -1,5 +1,9 @@
 #include <iterator>
+#include <mutex>
+#include <ostream>
+#include <set>
 #include <sstream>
+#include <string>
 
 #include "policies/api/action.h"
 #include "policies/api/event.h"
@@ -50,37 +54,20 @@ const char* tier_name(CheckpointTier t) {
   return "?";
 }
 
-const char* mechanism_name(Mechanism m) {
-  switch (m) {
-    case Mechanism::kNone:
-      return "none";
-    case Mechanism::kRealtimeEviction:
-      return "realtime_eviction";
-    case Mechanism::kStopTimeEviction:
-      return "stop_time_eviction";
-    case Mechanism::kReattempt:
-      return "reattempt";
-    case Mechanism::kRollback:
-      return "rollback";
-    case Mechanism::kReplay:
-      return "replay";
-    case Mechanism::kOverEviction:
-      return "analyzer_over_eviction";
-    case Mechanism::kHotUpdate:
-      return "hot_update";
-    case Mechanism::kRequeue:
-      return "requeue";
-    case Mechanism::kReschedule:
-      return "reschedule";
-    case Mechanism::kOracle:
-      return "oracle";
-    case Mechanism::kAttributedEviction:
-      return "attributed_eviction";
-    case Mechanism::kReplicaDrop:
-      return "replica_drop";
-  }
-  return "?";
+Mechanism Mechanism::named(std::string_view name) {
+  // Interned for the process's life: an action copies its credit as a pointer. Names are
+  // few (the built-ins, the modules'), so the set never grows past a handful.
+  static std::mutex mu;
+  static std::set<std::string, std::less<>> names;
+  const std::lock_guard<std::mutex> lock(mu);
+  auto it = names.find(name);
+  if (it == names.end()) it = names.emplace(name).first;
+  Mechanism m;
+  m.name_ = it->c_str();
+  return m;
 }
+
+std::ostream& operator<<(std::ostream& o, Mechanism m) { return o << m.name(); }
 
 const char* probe_key(ProbeKind k) {
   switch (k) {

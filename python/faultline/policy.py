@@ -84,7 +84,8 @@ class RunReplay:
 class Located:
     """A localizer's verdict: the slots to evict (empty: nothing found, the stack
     reattempts), whether the code is at fault (the stack rolls it back), and the
-    mechanism the eviction counts as (replay, analyzer_over_eviction, stop_time_eviction...)."""
+    mechanism the eviction counts as (replay, analyzer_over_eviction, stop_time_eviction...,
+    or the module's own name: the results count it under that name)."""
     evict: List[int] = field(default_factory=list)
     code_at_fault: bool = False
     credit: str = "replay"

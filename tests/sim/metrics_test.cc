@@ -53,9 +53,9 @@ TEST(ReplicaResultCodec, EveryFieldComesBackUnderItsOwnName) {
   r.categories = {c};
   r.dominant = {2, 30.5, 40.5};
   r.timeline = {{1, 0.9, 0.8, 0.1}};
-  r.incidents = {{5.5, 1, 6.5, 7.5, {3, 4}, 2, {8}, {9}}};
+  r.incidents = {{5.5, 1, 6.5, 7.5, {3, 4}, Mechanism::named("my-localizer"), {8}, {9}}};
   r.decisions = {"a", "b"};
-  r.resolved_by = {1, 0, 2};
+  r.resolved_by = {{"analyzer_over_eviction", 1}, {"my-localizer", 0}, {"replay", 2}};
   r.warnings = 201;
   r.warnings_false = 202;
   r.migrations = 203;
@@ -111,7 +111,7 @@ TEST(ReplicaResultCodec, EveryFieldComesBackUnderItsOwnName) {
   EXPECT_EQ(d.incidents[0].slots, (std::vector<int>{3, 4}));
   EXPECT_EQ(d.incidents[0].evicted, std::vector<int>{9});
   EXPECT_EQ(d.decisions, (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(d.resolved_by, (std::vector<std::int64_t>{1, 0, 2}));
+  EXPECT_EQ(d.resolved_by, r.resolved_by);
   EXPECT_EQ(d.warnings, 201);
   EXPECT_EQ(d.warnings_false, 202);
   EXPECT_EQ(d.migrations, 203);
@@ -123,7 +123,7 @@ TEST(ReplicaResultCodec, EveryFieldComesBackUnderItsOwnName) {
     EXPECT_EQ(*x, ++at);
   for (auto x : b.probe) EXPECT_EQ(x, ++at);
   EXPECT_EQ(d.incidents[0].machines, std::vector<int>{8});
-  EXPECT_EQ(d.incidents[0].resolution, 2);
+  EXPECT_EQ(d.incidents[0].resolution, Mechanism::named("my-localizer"));
   EXPECT_EQ(d.dominant.category, 2);
   // Bit for bit: the same result encodes to the same bytes, and back to them.
   EXPECT_EQ(encode(d), encode(r));
@@ -135,19 +135,19 @@ TEST(ReplicaResultCodec, BytesItDidNotWriteAreRefused) {
   ReplicaResult r;
   r.categories.resize(2);
   r.timeline.resize(3);
-  r.incidents = {{5.5, 1, 6.5, 7.5, {3, 4}, 2, {8}, {9}}};
+  r.incidents = {{5.5, 1, 6.5, 7.5, {3, 4}, Mechanism::kRollback, {8}, {9}}};
   r.decisions = {"a decision"};
-  r.resolved_by = {1, 2};
+  r.resolved_by = {{"replay", 1}, {"rollback", 2}};
   const std::vector<std::uint8_t> bytes = encode(r);
   for (std::size_t n = 0; n < bytes.size(); ++n)
     EXPECT_THROW(decode({bytes.begin(), bytes.begin() + n}), std::runtime_error) << n;
   std::vector<std::uint8_t> longer = bytes;
   longer.push_back(0);
   EXPECT_THROW(decode(longer), std::runtime_error);
-  // The decisions' count (8 bytes before the last string's length and text and the
-  // resolved_by vector) set to 2^62: refused before anything is allocated for it.
+  // The decisions' count (8 bytes before the last string's length and text) set to 2^62:
+  // refused before anything is allocated for it.
   std::vector<std::uint8_t> huge = bytes;
-  const std::size_t tail = 8 + 8 + 10 + 8 + 2 * 8;
+  const std::size_t tail = 8 + 8 + 10;
   huge[huge.size() - tail + 7] = 0x40;
   EXPECT_THROW(decode(huge), std::runtime_error);
 }

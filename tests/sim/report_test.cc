@@ -48,8 +48,8 @@ TEST(Report, FoldedCategoriesAggregateBitForBitLikeKeptOnes) {
       r.categories.push_back(k);
       r.incident_count += k.incidents;
     }
-    r.resolved_by.assign(kMechanisms, 0);
-    r.resolved_by[1 + i % (kMechanisms - 1)] = static_cast<std::int64_t>(i % 3);
+    const std::size_t builtins = std::size(kBuiltinMechanisms);
+    r.resolved_by[kBuiltinMechanisms[i % builtins].c_str()] = static_cast<std::int64_t>(i % 3);
     kept.push_back(r);
   }
   std::vector<ReplicaResult> released = kept;
