@@ -243,6 +243,22 @@ class StrictObject {
     if (!v) return {};
     return ids(*v, at(key));
   }
+  // An array of numbers.
+  std::vector<double> numbers(const std::string& key) {
+    const nlohmann::json* v = get(key);
+    if (!v) return {};
+    if (!v->is_array())
+      fail(at(key), "expected an array of numbers, got " + json_type_of(*v) + " " + json_brief(*v));
+    std::vector<double> out;
+    out.reserve(v->size());
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_number())
+        fail(at(key) + "[" + std::to_string(i) + "]",
+             "expected a number, got " + json_type_of((*v)[i]) + " " + json_brief((*v)[i]));
+      out.push_back((*v)[i].get<double>());
+    }
+    return out;
+  }
   std::vector<bool> bools(const std::string& key) {
     const nlohmann::json* v = get(key);
     if (!v) return {};
@@ -262,10 +278,12 @@ class StrictObject {
   // Refuses now, before any field is read, a key not among `keys`, naming them all: for a
   // reader whose checks across fields would otherwise report a misspelt key's consequence
   // ("expected more than heartbeat_s") rather than the misspelling. finish() then holds.
-  void only(std::initializer_list<const char*> keys) {
-    for (const char* k : keys) seen_.insert(k);
+  template <class Keys>
+  void only(const Keys& keys) {
+    for (const auto& k : keys) seen_.insert(std::string(k));
     finish();
   }
+  void only(std::initializer_list<const char*> keys) { only<decltype(keys)>(keys); }
 
   // Fails on the first key that was never read, naming those that were.
   void finish() const {
