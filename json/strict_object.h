@@ -1,15 +1,17 @@
 // The one strict reader of a JSON object: scenarios, trace configurations (column maps,
-// category mappings) and the live event log read with it. It remembers which keys were
-// read, so that finish() refuses a key nobody reads, and it reports a malformed value in
-// one line, "FILE: PATH.field: expected ..., got ...", thrown as the reader's `Error`
-// (TraceError, ScenarioError, EventLogError): each reader keeps its own error type without
-// its own parser. Header-only, so that the fuzz targets use it without linking a library;
-// policies/ never includes it (policies/ sees no JSON, docs/architecture.md §2).
+// category mappings), the live event log, the live config, the controller's journal and the
+// probes' thresholds read with it. It remembers which keys were read, so that finish()
+// refuses a key nobody reads, and it reports a malformed value in one line, "FILE:
+// PATH.field: expected ..., got ...", thrown as the reader's `Error` (TraceError,
+// ScenarioError, EventLogError, LiveConfigError, ThresholdsError, ...): each reader keeps its
+// own error type without its own parser. Header-only, so that the fuzz targets use it without
+// linking a library; policies/ never includes it (policies/ sees no JSON, docs/architecture.md §2).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -39,6 +41,26 @@ inline std::string json_brief(const nlohmann::json& j) {
   std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
+}
+
+// `s` with each control character written \n or \xHH, so that an error stays one line
+// whatever the key or string that it quotes.
+inline std::string json_one_line(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const unsigned char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 // "a|b|c", for "expected one of" messages.
@@ -79,8 +101,10 @@ class StrictObject {
     check_object();
   }
 
+  // Throws "FILE: PATH: WHAT" in one line: a control character (from a key or a string value)
+  // is written \n or \xHH.
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw Error(prefix_ + path + ": " + what);
+    throw Error(json_one_line(prefix_ + path + ": " + what));
   }
   std::string at(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
   const std::string& path() const { return path_; }
@@ -219,6 +243,22 @@ class StrictObject {
     if (!v) return {};
     return ids(*v, at(key));
   }
+  // An array of numbers.
+  std::vector<double> numbers(const std::string& key) {
+    const nlohmann::json* v = get(key);
+    if (!v) return {};
+    if (!v->is_array())
+      fail(at(key), "expected an array of numbers, got " + json_type_of(*v) + " " + json_brief(*v));
+    std::vector<double> out;
+    out.reserve(v->size());
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_number())
+        fail(at(key) + "[" + std::to_string(i) + "]",
+             "expected a number, got " + json_type_of((*v)[i]) + " " + json_brief((*v)[i]));
+      out.push_back((*v)[i].get<double>());
+    }
+    return out;
+  }
   std::vector<bool> bools(const std::string& key) {
     const nlohmann::json* v = get(key);
     if (!v) return {};
@@ -234,6 +274,16 @@ class StrictObject {
     }
     return out;
   }
+
+  // Refuses now, before any field is read, a key not among `keys`, naming them all: for a
+  // reader whose checks across fields would otherwise report a misspelt key's consequence
+  // ("expected more than heartbeat_s") rather than the misspelling. finish() then holds.
+  template <class Keys>
+  void only(const Keys& keys) {
+    for (const auto& k : keys) seen_.insert(std::string(k));
+    finish();
+  }
+  void only(std::initializer_list<const char*> keys) { only<decltype(keys)>(keys); }
 
   // Fails on the first key that was never read, naming those that were.
   void finish() const {

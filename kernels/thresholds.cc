@@ -6,44 +6,35 @@
 #include <set>
 #include <sstream>
 
+#include "json/strict_object.h"
+
 namespace faultline::kernels {
 namespace {
 
-[[noreturn]] void fail(const std::string& source, const std::string& field,
-                       const std::string& expected) {
-  throw ThresholdsError(source + ": field '" + field + "': expected " + expected);
-}
+using nlohmann::json;
 
-void reject_unknown_keys(const nlohmann::json& obj, const std::set<std::string>& allowed,
-                         const std::string& source, const std::string& where) {
-  for (const auto& [key, value] : obj.items()) {
-    if (!allowed.contains(key)) {
-      std::string list;
-      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      fail(source, where + key, "one of the known keys (" + list + "); unknown key");
-    }
-  }
-}
+// The thresholds file's reader, one per JSON object: errors "FILE: PATH: expected ..., got
+// ...", thrown as ThresholdsError. Each object's keys are checked before its fields are read.
+using Reader = StrictObject<ThresholdsError>;
 
-double positive_number(const nlohmann::json& v, const std::string& source, const std::string& field,
-                       bool allow_zero) {
-  if (!v.is_number()) fail(source, field, "a number");
+double positive_number(const Reader& r, const json& v, const std::string& field, bool allow_zero) {
+  if (!v.is_number())
+    r.fail(field, "expected a number, got " + json_type_of(v) + " " + json_brief(v));
   const double d = v.get<double>();
   if (allow_zero ? d < 0 : d <= 0)
-    fail(source, field, allow_zero ? "a number >= 0" : "a number > 0");
+    r.fail(field, std::string(allow_zero ? "expected a number >= 0" : "expected a number > 0") +
+                      ", got " + json_brief(v));
   return d;
 }
 
-std::optional<double> spec_number(const nlohmann::json& obj, const std::string& key,
-                                  const std::string& source, const std::string& where,
-                                  bool required) {
-  auto it = obj.find(key);
-  if (it == obj.end()) {
-    if (required) fail(source, where + key, "a number or null (the key must be present)");
+std::optional<double> spec_number(Reader& r, const std::string& key, bool required) {
+  const json* v = r.get(key);
+  if (!v) {
+    if (required) r.fail(r.at(key), "expected a number or null (the key must be present)");
     return std::nullopt;
   }
-  if (it->is_null()) return std::nullopt;
-  return positive_number(*it, source, where + key, false);
+  if (v->is_null()) return std::nullopt;
+  return positive_number(r, *v, r.at(key), false);
 }
 
 const std::set<std::string> kFractionKeys = {"hbm_bandwidth",  "gemm_tflops",   "gemm_vs_baseline",
@@ -89,101 +80,87 @@ double* limit_field(Limits& l, const std::string& key) {
 }
 
 // Reads pass fractions into `f`; with `complete`, every key must be present.
-void read_fractions(const nlohmann::json& obj, PassFractions& f, bool complete,
-                    const std::string& source, const std::string& where) {
-  if (!obj.is_object()) fail(source, where, "an object");
-  reject_unknown_keys(obj, kFractionKeys, source, where + ".");
+void read_fractions(const json& obj, PassFractions& f, bool complete, const std::string& file,
+                    const std::string& where) {
+  Reader r(obj, where, file);
+  r.only(kFractionKeys);
   for (const auto& key : kFractionKeys) {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (complete) fail(source, where + "." + key, "a fraction in (0, 1] (missing)");
+    const json* v = r.get(key);
+    if (!v) {
+      if (complete) r.fail(r.at(key), "expected a fraction in (0, 1] (missing)");
       continue;
     }
-    const double v = positive_number(*it, source, where + "." + key, false);
-    if (v > 1.0) fail(source, where + "." + key, "a fraction in (0, 1]");
-    *fraction_field(f, key) = v;
+    const double x = positive_number(r, *v, r.at(key), false);
+    if (x > 1.0) r.fail(r.at(key), "expected a fraction in (0, 1], got " + json_brief(*v));
+    *fraction_field(f, key) = x;
   }
 }
 
-void read_limits(const nlohmann::json& obj, Limits& l, bool complete, const std::string& source,
+void read_limits(const json& obj, Limits& l, bool complete, const std::string& file,
                  const std::string& where) {
-  if (!obj.is_object()) fail(source, where, "an object");
-  reject_unknown_keys(obj, kLimitKeys, source, where + ".");
+  Reader r(obj, where, file);
+  r.only(kLimitKeys);
   for (const auto& key : kLimitKeys) {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (complete) fail(source, where + "." + key, "a number >= 0 (missing)");
+    const json* v = r.get(key);
+    if (!v) {
+      if (complete) r.fail(r.at(key), "expected a number >= 0 (missing)");
       continue;
     }
-    *limit_field(l, key) = positive_number(*it, source, where + "." + key, true);
+    *limit_field(l, key) = positive_number(r, *v, r.at(key), true);
   }
 }
 
 // "calibration": where each number comes from, keyed by the number's own key (a pass fraction,
 // a limit or a spec number); every value a non-empty sentence.
-void check_calibration(const nlohmann::json& obj, const std::string& source,
-                       const std::string& where) {
-  auto c = obj.find("calibration");
-  if (c == obj.end()) return;
-  const std::string w = where.empty() ? "calibration" : where + ".calibration";
-  if (!c->is_object()) fail(source, w, "an object of sentences keyed by a number's key");
+void check_calibration(Reader& parent) {
+  const json* c = parent.get("calibration");
+  if (!c) return;
+  const std::string w = parent.at("calibration");
+  if (!c->is_object()) parent.fail(w, "expected an object of sentences keyed by a number's key");
+  Reader r(*c, w, parent.file());
   std::set<std::string> allowed = kSpecKeys;
   allowed.insert(kFractionKeys.begin(), kFractionKeys.end());
   allowed.insert(kLimitKeys.begin(), kLimitKeys.end());
-  reject_unknown_keys(*c, allowed, source, w + ".");
+  r.only(allowed);
   for (const auto& [key, value] : c->items()) {
-    if (!value.is_string() || value.get<std::string>().empty()) {
-      fail(source, w + "." + key, "a non-empty string naming the number's source");
-    }
+    if (!value.is_string() || value.get<std::string>().empty())
+      r.fail(r.at(key),
+             "expected a non-empty string naming the number's source, got " + json_brief(value));
   }
 }
 
-ModelThresholds read_model(const nlohmann::json& obj, const PassFractions& fractions,
-                           const Limits& limits, const std::string& source,
-                           const std::string& where, bool is_fallback) {
-  if (!obj.is_object()) fail(source, where, "an object");
+ModelThresholds read_model(const json& obj, const PassFractions& fractions, const Limits& limits,
+                           const std::string& file, const std::string& where, bool is_fallback) {
+  Reader r(obj, where, file);
   std::set<std::string> allowed = kSpecKeys;
   allowed.insert({"name", "match", "pass_fractions", "limits", "source", "calibration"});
-  reject_unknown_keys(obj, allowed, source, where + ".");
-  check_calibration(obj, source, where);
+  r.only(allowed);
+  check_calibration(r);
   ModelThresholds m;
-  auto name = obj.find("name");
-  if (name == obj.end() || !name->is_string() || name->get<std::string>().empty()) {
-    fail(source, where + ".name", "a non-empty string");
+  m.name = r.string("name", "", true);
+  if (m.name.empty()) r.fail(r.at("name"), "expected a non-empty string");
+  if (const json* match = r.get("match")) {
+    if (!match->is_array())
+      r.fail(r.at("match"), "expected an array of strings, got " + json_type_of(*match));
+    m.match = r.strings("match");
+    for (const auto& s : m.match)
+      if (s.empty()) r.fail(r.at("match"), "expected an array of non-empty strings");
   }
-  m.name = name->get<std::string>();
-  auto match = obj.find("match");
-  if (match != obj.end()) {
-    if (!match->is_array()) fail(source, where + ".match", "an array of strings");
-    for (const auto& s : *match) {
-      if (!s.is_string() || s.get<std::string>().empty()) {
-        fail(source, where + ".match", "an array of non-empty strings");
-      }
-      m.match.push_back(s.get<std::string>());
-    }
-  }
-  if (!is_fallback && m.match.empty()) {
-    fail(source, where + ".match", "at least one device-name substring");
-  }
-  if (auto src = obj.find("source"); src != obj.end() && !src->is_string()) {
-    fail(source, where + ".source", "a string");
-  }
-  const std::string w = where + ".";
-  m.hbm_gbps = spec_number(obj, "hbm_gbps", source, w, !is_fallback);
-  m.bf16_dense_tflops = spec_number(obj, "bf16_dense_tflops", source, w, !is_fallback);
-  m.fp16_dense_tflops = spec_number(obj, "fp16_dense_tflops", source, w, !is_fallback);
-  m.tf32_dense_tflops = spec_number(obj, "tf32_dense_tflops", source, w, !is_fallback);
-  m.pcie_gbps = spec_number(obj, "pcie_gbps", source, w, !is_fallback);
-  m.nvlink_gbps = spec_number(obj, "nvlink_gbps", source, w, !is_fallback);
-  m.nccl_busbw_gbps = spec_number(obj, "nccl_busbw_gbps", source, w, !is_fallback);
+  if (!is_fallback && m.match.empty())
+    r.fail(r.at("match"), "expected at least one device-name substring");
+  r.string("source", "");
+  m.hbm_gbps = spec_number(r, "hbm_gbps", !is_fallback);
+  m.bf16_dense_tflops = spec_number(r, "bf16_dense_tflops", !is_fallback);
+  m.fp16_dense_tflops = spec_number(r, "fp16_dense_tflops", !is_fallback);
+  m.tf32_dense_tflops = spec_number(r, "tf32_dense_tflops", !is_fallback);
+  m.pcie_gbps = spec_number(r, "pcie_gbps", !is_fallback);
+  m.nvlink_gbps = spec_number(r, "nvlink_gbps", !is_fallback);
+  m.nccl_busbw_gbps = spec_number(r, "nccl_busbw_gbps", !is_fallback);
   m.fractions = fractions;
   m.limits = limits;
-  if (auto f = obj.find("pass_fractions"); f != obj.end()) {
-    read_fractions(*f, m.fractions, false, source, where + ".pass_fractions");
-  }
-  if (auto l = obj.find("limits"); l != obj.end()) {
-    read_limits(*l, m.limits, false, source, where + ".limits");
-  }
+  if (const json* f = r.get("pass_fractions"))
+    read_fractions(*f, m.fractions, false, file, r.at("pass_fractions"));
+  if (const json* l = r.get("limits")) read_limits(*l, m.limits, false, file, r.at("limits"));
   return m;
 }
 
@@ -211,39 +188,31 @@ std::optional<double> ModelThresholds::dense_tflops(GemmPath path) const {
 }
 
 ThresholdTable ThresholdTable::parse(const nlohmann::json& doc, std::string source) {
-  if (!doc.is_object()) fail(source, "(document)", "a JSON object");
-  reject_unknown_keys(
-      doc, {"description", "pass_fractions", "limits", "calibration", "models", "fallback"}, source,
-      "");
-  check_calibration(doc, source, "");
-  if (auto d = doc.find("description"); d == doc.end() || !d->is_string()) {
-    fail(source, "description", "a string saying what the numbers are and where they come from");
-  }
+  Reader r(doc, "", source);
+  r.only({"description", "pass_fractions", "limits", "calibration", "models", "fallback"});
+  check_calibration(r);
+  if (const json* d = r.get("description"); !d || !d->is_string())
+    r.fail("description", "expected a string saying what the numbers are and where they come from");
   PassFractions fractions;
   Limits limits;
-  auto f = doc.find("pass_fractions");
-  if (f == doc.end()) fail(source, "pass_fractions", "an object");
-  read_fractions(*f, fractions, true, source, "pass_fractions");
-  auto l = doc.find("limits");
-  if (l == doc.end()) fail(source, "limits", "an object");
-  read_limits(*l, limits, true, source, "limits");
+  read_fractions(r.need("pass_fractions", "object"), fractions, true, source, "pass_fractions");
+  read_limits(r.need("limits", "object"), limits, true, source, "limits");
 
   ThresholdTable table;
   table.source_ = source;
-  auto models = doc.find("models");
-  if (models == doc.end() || !models->is_array() || models->empty()) {
-    fail(source, "models", "a non-empty array");
-  }
+  const json* models = r.get("models");
+  if (!models || !models->is_array() || models->empty())
+    r.fail("models", "expected a non-empty array of models");
   std::set<std::string> names;
   for (std::size_t i = 0; i < models->size(); ++i) {
     const std::string where = "models[" + std::to_string(i) + "]";
     auto m = read_model((*models)[i], fractions, limits, source, where, false);
-    if (!names.insert(m.name).second) fail(source, where + ".name", "a unique model name");
+    if (!names.insert(m.name).second)
+      r.fail(where + ".name", "expected a unique model name, got \"" + m.name + "\" again");
     table.models_.push_back(std::move(m));
   }
-  auto fallback = doc.find("fallback");
-  if (fallback == doc.end()) fail(source, "fallback", "an object (the model for unknown GPUs)");
-  table.fallback_ = read_model(*fallback, fractions, limits, source, "fallback", true);
+  table.fallback_ = read_model(r.need("fallback", "object (the model for unknown GPUs)"), fractions,
+                               limits, source, "fallback", true);
   return table;
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "json/strict_object.h"
 #include "policies/module.h"
 #include "realexec/net/wire.h"
 
@@ -18,69 +19,10 @@ namespace {
 
 using nlohmann::json;
 
-class Reader {
- public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw LiveConfigError(file_ + ": " + path + ": " + what);
-  }
-  void only_keys(const json& obj, const std::string& path,
-                 std::initializer_list<const char*> keys) const {
-    if (!obj.is_object()) fail(path.empty() ? "(top level)" : path, "expected an object");
-    std::set<std::string> ok(keys.begin(), keys.end());
-    for (const auto& [k, v] : obj.items())
-      if (!ok.count(k)) fail(join(path, k), "unknown key");
-  }
-  static std::string join(const std::string& path, const std::string& k) {
-    return path.empty() ? k : path + "." + k;
-  }
-  std::string str(const json& obj, const std::string& path, const char* key,
-                  const std::string& dflt, bool required = false) const {
-    if (!obj.contains(key)) {
-      if (required) fail(join(path, key), "required (a string)");
-      return dflt;
-    }
-    const auto& v = obj.at(key);
-    if (!v.is_string()) fail(join(path, key), "expected a string");
-    return v.get<std::string>();
-  }
-  double num(const json& obj, const std::string& path, const char* key, double dflt, double lo,
-             double hi) const {
-    if (!obj.contains(key)) return dflt;
-    const auto& v = obj.at(key);
-    if (!v.is_number()) fail(join(path, key), "expected a number");
-    const double d = v.get<double>();
-    if (!(d >= lo && d <= hi))
-      fail(join(path, key),
-           "expected a number in [" + fmt(lo) + ", " + fmt(hi) + "], got " + fmt(d));
-    return d;
-  }
-  int integer(const json& obj, const std::string& path, const char* key, int dflt, int lo,
-              int hi) const {
-    if (!obj.contains(key)) return dflt;
-    const auto& v = obj.at(key);
-    if (!v.is_number_integer()) fail(join(path, key), "expected an integer");
-    const auto d = v.get<long long>();
-    if (d < lo || d > hi)
-      fail(join(path, key), "expected an integer in [" + std::to_string(lo) + ", " +
-                                std::to_string(hi) + "], got " + std::to_string(d));
-    return static_cast<int>(d);
-  }
-  bool boolean(const json& obj, const std::string& path, const char* key, bool dflt) const {
-    if (!obj.contains(key)) return dflt;
-    const auto& v = obj.at(key);
-    if (!v.is_boolean()) fail(join(path, key), "expected true or false");
-    return v.get<bool>();
-  }
-  static std::string fmt(double d) {
-    std::ostringstream o;
-    o << d;
-    return o.str();
-  }
-
- private:
-  std::string file_;
-};
+// The live config's reader, one per JSON object: errors "FILE: PATH: expected ...", thrown
+// as LiveConfigError. Each object's keys are checked before its fields are read (only()), so
+// that a misspelt key is reported as such rather than as what its absence led to.
+using Reader = StrictObject<LiveConfigError>;
 
 std::string resolve(const std::string& dir, const std::string& p) {
   if (p.empty() || std::filesystem::path(p).is_absolute()) return p;
@@ -109,60 +51,60 @@ bool valid_ssh_destination(const std::string& s) {
   });
 }
 
-// The PCI bus ids of a machine's GPUs (to match kernel Xid lines): `g`, the array at `path`.
-std::vector<std::string> read_gpu_pci(const Reader& r, const json& g, const std::string& path) {
-  if (!g.is_array()) r.fail(path, "expected an array of PCI bus id strings");
-  std::vector<std::string> out;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (!g[i].is_string()) r.fail(path + "[" + std::to_string(i) + "]", "expected a string");
-    out.push_back(g[i].get<std::string>());
-  }
-  return out;
+// The PCI bus ids of a machine's GPUs (to match kernel Xid lines), into *out when given.
+void read_gpu_pci(Reader& r, std::vector<std::string>* out) {
+  const json* g = r.get("gpu_pci");
+  if (!g) return;
+  if (!g->is_array())
+    r.fail(r.at("gpu_pci"), "expected an array of PCI bus id strings, got " + json_type_of(*g) +
+                                " " + json_brief(*g));
+  *out = r.strings("gpu_pci");
 }
 
-LiveMachine read_machine(const Reader& r, const json& m, const std::string& path,
+LiveMachine read_machine(const json& m, const std::string& path, const std::string& file,
                          const std::string& dir) {
-  r.only_keys(m, path, {"name", "addr", "workdir", "nic", "gpu_pci", "ssh", "slurm_node"});
+  Reader r(m, path, file);
+  r.only({"name", "addr", "workdir", "nic", "gpu_pci", "ssh", "slurm_node"});
   LiveMachine out;
-  out.name = r.str(m, path, "name", "", true);
-  if (!valid_name(out.name)) r.fail(path + ".name", "expected 1-64 characters of [A-Za-z0-9._-]");
-  out.addr = r.str(m, path, "addr", "127.0.0.1");
+  out.name = r.string("name", "", true);
+  if (!valid_name(out.name)) r.fail(r.at("name"), "expected 1-64 characters of [A-Za-z0-9._-]");
+  out.addr = r.string("addr", "127.0.0.1");
   // It becomes an ssh destination, a rendezvous address (MASTER_ADDR) and a probe's peer: one
   // host name or IP address (IPv6 as is, no brackets), never a list or a command.
   if (!valid_host(out.addr))
-    r.fail(path + ".addr",
+    r.fail(r.at("addr"),
            "expected one host name or IP address: 1-255 characters of [A-Za-z0-9._:-], not "
            "starting with '-'");
-  const std::string workdir = r.str(m, path, "workdir", "work/" + out.name);
+  const std::string workdir = r.string("workdir", "work/" + out.name);
   // Where the agent writes its ranks' files, the fault file and checkpoints: a path.
   if (workdir.empty() || std::any_of(workdir.begin(), workdir.end(),
                                      [](unsigned char ch) { return std::iscntrl(ch) != 0; }))
-    r.fail(path + ".workdir", "expected a non-empty path without control characters");
+    r.fail(r.at("workdir"), "expected a non-empty path without control characters");
   out.workdir = resolve(dir, workdir);
-  out.nic = r.str(m, path, "nic", "");
-  out.ssh = r.str(m, path, "ssh", "");
+  out.nic = r.string("nic", "");
+  out.ssh = r.string("ssh", "");
   // It becomes an ssh destination: nothing that ssh could read as an option or a shell as
   // more than a word.
-  if (m.contains("ssh") && !valid_ssh_destination(out.ssh))
-    r.fail(path + ".ssh",
+  if (r.has("ssh") && !valid_ssh_destination(out.ssh))
+    r.fail(r.at("ssh"),
            "expected [user@]host: 1-255 characters of [A-Za-z0-9._@:-], not starting with '-'");
-  out.slurm_node = r.str(m, path, "slurm_node", "");
+  out.slurm_node = r.string("slurm_node", "");
   // It becomes srun's --nodelist and scontrol's nodename: one host name, never a list or
   // an expression.
-  if (m.contains("slurm_node") && (!valid_name(out.slurm_node) || out.slurm_node.front() == '-'))
+  if (r.has("slurm_node") && (!valid_name(out.slurm_node) || out.slurm_node.front() == '-'))
     r.fail(
-        path + ".slurm_node",
+        r.at("slurm_node"),
         "expected one Slurm node name: 1-64 characters of [A-Za-z0-9._-], not starting with '-'");
-  if (m.contains("gpu_pci")) out.gpu_pci = read_gpu_pci(r, m.at("gpu_pci"), path + ".gpu_pci");
+  read_gpu_pci(r, &out.gpu_pci);
   return out;
 }
 
 // The Prometheus endpoint's keys; REQUIRES c's controller and token files already read.
-void read_metrics(const Reader& r, const json& doc, LiveConfig* c) {
-  const std::string listen = r.str(doc, "", "metrics_listen", "");
+void read_metrics(Reader& r, LiveConfig* c) {
+  const std::string listen = r.string("metrics_listen", "");
   if (listen.empty()) {
     for (const char* key : {"metrics_token_file", "metrics_linger_s"})
-      if (doc.contains(key)) r.fail(key, "expected only together with metrics_listen");
+      if (r.has(key)) r.fail(r.at(key), "expected only together with metrics_listen");
     return;
   }
   if (!split_host_port(listen, &c->metrics_host, &c->metrics_port) || c->metrics_port < 1)
@@ -172,7 +114,7 @@ void read_metrics(const Reader& r, const json& doc, LiveConfig* c) {
     r.fail("metrics_listen", "expected a port other than the controller's (" +
                                  std::to_string(c->controller_port) +
                                  "): the metrics endpoint speaks HTTP, not the control protocol");
-  if (const std::string t = r.str(doc, "", "metrics_token_file", ""); !t.empty()) {
+  if (const std::string t = r.string("metrics_token_file", ""); !t.empty()) {
     c->metrics_token_file = resolve(c->dir, t);
     // Prometheus sends it in every scrape, in the clear unless behind TLS: it must never be
     // a credential that can do more than read the metrics.
@@ -180,17 +122,17 @@ void read_metrics(const Reader& r, const json& doc, LiveConfig* c) {
       r.fail("metrics_token_file",
              "expected a file of its own (not token_file or status_token_file)");
   }
-  c->metrics_linger_s = r.num(doc, "", "metrics_linger_s", 0, 0, 600);
+  c->metrics_linger_s = r.number("metrics_linger_s", 0, 0, 600);
 }
 
 // The description, the controller's address and the credential files; REQUIRES c->dir.
-void read_controller(const Reader& r, const json& doc, LiveConfig* c) {
-  c->description = r.str(doc, "", "description", "");
-  const std::string ctl = r.str(doc, "", "controller", "127.0.0.1:7700");
+void read_controller(Reader& r, LiveConfig* c) {
+  c->description = r.string("description", "");
+  const std::string ctl = r.string("controller", "127.0.0.1:7700");
   if (!split_host_port(ctl, &c->controller_host, &c->controller_port) || c->controller_port < 1)
     r.fail("controller", "expected \"host:port\" with a port in 1..65535, got \"" + ctl + "\"");
-  c->token_file = resolve(c->dir, r.str(doc, "", "token_file", "", true));
-  if (const std::string st = r.str(doc, "", "status_token_file", ""); !st.empty()) {
+  c->token_file = resolve(c->dir, r.string("token_file", "", true));
+  if (const std::string st = r.string("status_token_file", ""); !st.empty()) {
     c->status_token_file = resolve(c->dir, st);
     if (c->status_token_file == c->token_file)
       r.fail("status_token_file",
@@ -199,18 +141,18 @@ void read_controller(const Reader& r, const json& doc, LiveConfig* c) {
 }
 
 // "machines" (required, at least one), then "standby": each name once across both.
-void read_machines(const Reader& r, const json& doc, LiveConfig* c) {
+void read_machines(Reader& r, LiveConfig* c) {
   std::set<std::string> names;
   for (const char* key : {"machines", "standby"}) {
-    if (!doc.contains(key)) {
+    const json* arr = r.get(key);
+    if (!arr) {
       if (std::string(key) == "machines") r.fail("machines", "required (an array of machines)");
       continue;
     }
-    const auto& arr = doc.at(key);
-    if (!arr.is_array()) r.fail(key, "expected an array of machines");
-    for (size_t i = 0; i < arr.size(); ++i) {
+    if (!arr->is_array()) r.fail(key, "expected an array of machines");
+    for (size_t i = 0; i < arr->size(); ++i) {
       const std::string path = std::string(key) + "[" + std::to_string(i) + "]";
-      LiveMachine m = read_machine(r, arr[i], path, c->dir);
+      LiveMachine m = read_machine((*arr)[i], path, r.file(), c->dir);
       if (!names.insert(m.name).second)
         r.fail(path + ".name", "duplicate machine name \"" + m.name + "\"");
       (std::string(key) == "machines" ? c->machines : c->standby).push_back(std::move(m));
@@ -220,10 +162,11 @@ void read_machines(const Reader& r, const json& doc, LiveConfig* c) {
 }
 
 // job.versions: each version's argv, a path in argv[0] resolved against c's directory.
-void read_versions(const Reader& r, const json& j, LiveConfig* c) {
-  if (!j.contains("versions") || !j.at("versions").is_object() || j.at("versions").empty())
+void read_versions(Reader& r, LiveConfig* c) {
+  const json* versions = r.get("versions");
+  if (!versions || !versions->is_object() || versions->empty())
     r.fail("job.versions", "expected an object mapping version names to argv arrays");
-  for (const auto& [name, argv] : j.at("versions").items()) {
+  for (const auto& [name, argv] : versions->items()) {
     const std::string path = "job.versions." + name;
     if (!valid_name(name)) r.fail(path, "version names are 1-64 characters of [A-Za-z0-9._-]");
     if (!argv.is_array() || argv.empty()) r.fail(path, "expected a non-empty array of strings");
@@ -239,38 +182,38 @@ void read_versions(const Reader& r, const json& j, LiveConfig* c) {
 
 // "job" (required): versions, the parallelism that fills the machines' GPUs, timing and the
 // ranks' environment. REQUIRES the machines read.
-void read_job(const Reader& r, const json& doc, LiveConfig* c) {
-  if (!doc.contains("job")) r.fail("job", "required (an object)");
-  const json& j = doc.at("job");
-  r.only_keys(j, "job",
-              {"versions", "version", "gpus_per_machine", "tp", "pp", "dp", "master_port",
-               "nominal_step_time_s", "env", "replay_steps", "bitwise_steps", "startup_timeout_s",
-               "replica_groups", "in_place"});
-  read_versions(r, j, c);
-  c->job.version = r.str(j, "job", "version", c->job.versions.begin()->first);
+void read_job(Reader& doc, LiveConfig* c) {
+  const json* job = doc.get("job");
+  if (!job) doc.fail("job", "required (an object)");
+  Reader r(*job, "job", doc.file());
+  r.only({"versions", "version", "gpus_per_machine", "tp", "pp", "dp", "master_port",
+          "nominal_step_time_s", "env", "replay_steps", "bitwise_steps", "startup_timeout_s",
+          "replica_groups", "in_place"});
+  read_versions(r, c);
+  c->job.version = r.string("version", c->job.versions.begin()->first);
   if (!c->job.versions.count(c->job.version))
     r.fail("job.version", "expected one of the names in job.versions");
-  c->job.gpus_per_machine = r.integer(j, "job", "gpus_per_machine", 1, 1, 64);
-  c->job.tp = r.integer(j, "job", "tp", 1, 1, 64);
-  c->job.pp = r.integer(j, "job", "pp", 1, 1, 1024);
+  c->job.gpus_per_machine = static_cast<int>(r.integer("gpus_per_machine", 1, 1, 64));
+  c->job.tp = static_cast<int>(r.integer("tp", 1, 1, 64));
+  c->job.pp = static_cast<int>(r.integer("pp", 1, 1, 1024));
   const int ranks = static_cast<int>(c->machines.size()) * c->job.gpus_per_machine;
-  c->job.dp = r.integer(j, "job", "dp", 0, 0, 1 << 20);
+  c->job.dp = static_cast<int>(r.integer("dp", 0, 0, 1 << 20));
   if (c->job.dp == 0) c->job.dp = ranks / (c->job.tp * c->job.pp);
   if (c->job.tp * c->job.pp * c->job.dp != ranks)
     r.fail("job", "expected tp * pp * dp = machines * gpus_per_machine = " + std::to_string(ranks));
   if (c->job.gpus_per_machine % c->job.tp != 0)
     r.fail("job.tp", "expected a divisor of gpus_per_machine");
-  c->job.master_port = r.integer(j, "job", "master_port", 29500, 1024, 65000);
-  c->job.nominal_step_time_s = r.num(j, "job", "nominal_step_time_s", 0.2, 1e-3, 3600);
-  c->job.startup_timeout_s = r.num(j, "job", "startup_timeout_s", 120, 1, 7 * 86400);
-  c->job.replay_steps = r.integer(j, "job", "replay_steps", 20, 1, 1000000);
-  c->job.bitwise_steps = r.integer(j, "job", "bitwise_steps", 1, 1, 1000000);
-  c->job.replica_groups = r.boolean(j, "job", "replica_groups", false);
+  c->job.master_port = static_cast<int>(r.integer("master_port", 29500, 1024, 65000));
+  c->job.nominal_step_time_s = r.number("nominal_step_time_s", 0.2, 1e-3, 3600);
+  c->job.startup_timeout_s = r.number("startup_timeout_s", 120, 1, 7 * 86400);
+  c->job.replay_steps = static_cast<int>(r.integer("replay_steps", 20, 1, 1000000));
+  c->job.bitwise_steps = static_cast<int>(r.integer("bitwise_steps", 1, 1, 1000000));
+  c->job.replica_groups = r.boolean("replica_groups", false);
   if (c->job.replica_groups && (c->job.gpus_per_machine != 1 || c->job.tp * c->job.pp != 1))
     r.fail("job.replica_groups",
            "expected gpus_per_machine = tp = pp = 1 (the job library runs one process per "
            "replica)");
-  c->job.in_place = r.boolean(j, "job", "in_place", false);
+  c->job.in_place = r.boolean("in_place", false);
   if (c->job.in_place && c->job.replica_groups)
     r.fail("job.in_place",
            "expected false with job.replica_groups (replica groups rejoin a peer, they restart "
@@ -281,10 +224,9 @@ void read_job(const Reader& r, const json& doc, LiveConfig* c) {
     r.fail("job.replica_groups",
            "expected at most 99 replicas (each hosts a store on "
            "job.master_port + 1 + its id)");
-  if (j.contains("env")) {
-    const auto& e = j.at("env");
-    if (!e.is_object()) r.fail("job.env", "expected an object of strings");
-    for (const auto& [k, v] : e.items()) {
+  if (const json* e = r.get("env")) {
+    if (!e->is_object()) r.fail("job.env", "expected an object of strings");
+    for (const auto& [k, v] : e->items()) {
       if (!v.is_string()) r.fail("job.env." + k, "expected a string");
       c->job.env[k] = v.get<std::string>();
     }
@@ -369,17 +311,15 @@ void refuse_simulator_only(const Reader& r, const PolicyInfo& info, const LiveCo
 }
 
 // "policy": the stack (a registered one) and its parameters, resolved against what it declares.
-void read_policy(const Reader& r, const json& doc, const Registry& registry, LiveConfig* c) {
+void read_policy(Reader& r, const Registry& registry, LiveConfig* c) {
   const json* params = nullptr;
-  if (doc.contains("policy")) {
-    const json& p = doc.at("policy");
-    r.only_keys(p, "policy", {"stack", "params"});
-    c->stack = r.str(p, "policy", "stack", c->stack);
-    if (p.contains("params")) {
-      params = &p.at("params");
-      if (!params->is_object())
-        r.fail("policy.params", "expected an object of numbers and module names");
-    }
+  if (const json* policy = r.get("policy")) {
+    Reader p(*policy, "policy", r.file());
+    p.only({"stack", "params"});
+    c->stack = p.string("stack", c->stack);
+    params = p.get("params");
+    if (params && !params->is_object())
+      r.fail("policy.params", "expected an object of numbers and module names");
   }
   const PolicyInfo* info = registry.find(c->stack);
   if (!info) {
@@ -394,39 +334,38 @@ void read_policy(const Reader& r, const json& doc, const Registry& registry, Liv
 }
 
 // The seed, the state directory, the programs to run and the heartbeat timing.
-void read_runtime(const Reader& r, const json& doc, LiveConfig* c) {
-  if (doc.contains("seed")) {
-    if (!doc.at("seed").is_number_unsigned()) r.fail("seed", "expected a non-negative integer");
-    c->seed = doc.at("seed").get<std::uint64_t>();
-  }
-  c->state_dir = resolve(c->dir, r.str(doc, "", "state_dir", "state"));
-  c->trainjob_bin = resolve(c->dir, r.str(doc, "", "trainjob_bin", "", true));
-  c->probe_bin = resolve(c->dir, r.str(doc, "", "probe_bin", ""));
-  c->heartbeat_s = r.num(doc, "", "heartbeat_s", 1, 0.05, 60);
-  c->heartbeat_timeout_s = r.num(doc, "", "heartbeat_timeout_s", 5, 0.2, 600);
+void read_runtime(Reader& r, LiveConfig* c) {
+  c->seed = r.unsigned_integer("seed", c->seed);
+  c->state_dir = resolve(c->dir, r.string("state_dir", "state"));
+  c->trainjob_bin = resolve(c->dir, r.string("trainjob_bin", "", true));
+  c->probe_bin = resolve(c->dir, r.string("probe_bin", ""));
+  c->heartbeat_s = r.number("heartbeat_s", 1, 0.05, 60);
+  c->heartbeat_timeout_s = r.number("heartbeat_timeout_s", 5, 0.2, 600);
   c->stalled_agent_timeout_s =
-      r.num(doc, "", "stalled_agent_timeout_s", std::max(60.0, c->heartbeat_timeout_s), 0.2, 3600);
+      r.number("stalled_agent_timeout_s", std::max(60.0, c->heartbeat_timeout_s), 0.2, 3600);
 }
 
 // "repair": when the controller checks a lost machine again, and when it retires it.
-void read_repair(const Reader& r, const json& doc, LiveConfig* c) {
-  if (!doc.contains("repair")) return;
-  const json& rp = doc.at("repair");
-  r.only_keys(rp, "repair", {"check_after_s", "retry_after_s", "max_checks", "retire_after"});
-  c->repair.check_after_s = r.num(rp, "repair", "check_after_s", c->repair.check_after_s, 0, 86400);
-  c->repair.retry_after_s =
-      r.num(rp, "repair", "retry_after_s", c->repair.retry_after_s, 0.1, 86400);
-  c->repair.max_checks = r.integer(rp, "repair", "max_checks", c->repair.max_checks, 1, 1000);
-  c->repair.retire_after = r.integer(rp, "repair", "retire_after", c->repair.retire_after, 0, 1000);
+void read_repair(Reader& doc, LiveConfig* c) {
+  const json* repair = doc.get("repair");
+  if (!repair) return;
+  Reader r(*repair, "repair", doc.file());
+  r.only({"check_after_s", "retry_after_s", "max_checks", "retire_after"});
+  c->repair.check_after_s = r.number("check_after_s", c->repair.check_after_s, 0, 86400);
+  c->repair.retry_after_s = r.number("retry_after_s", c->repair.retry_after_s, 0.1, 86400);
+  c->repair.max_checks = static_cast<int>(r.integer("max_checks", c->repair.max_checks, 1, 1000));
+  c->repair.retire_after =
+      static_cast<int>(r.integer("retire_after", c->repair.retire_after, 0, 1000));
 }
 
 // "slurm_standby": the template of the standbys `live slurm-config` adds for spare nodes.
-void read_slurm_standby(const Reader& r, const json& doc, LiveConfig* c) {
-  if (!doc.contains("slurm_standby")) return;
-  const json& ss = doc.at("slurm_standby");
-  r.only_keys(ss, "slurm_standby", {"workdir", "nic", "gpu_pci"});
+void read_slurm_standby(Reader& doc, LiveConfig* c) {
+  const json* standby = doc.get("slurm_standby");
+  if (!standby) return;
+  Reader r(*standby, "slurm_standby", doc.file());
+  r.only({"workdir", "nic", "gpu_pci"});
   c->slurm_standby.given = true;
-  c->slurm_standby.workdir = r.str(ss, "slurm_standby", "workdir", c->slurm_standby.workdir);
+  c->slurm_standby.workdir = r.string("workdir", c->slurm_standby.workdir);
   // {node} is the only placeholder: any other brace is a typo that would name one
   // directory for every node.
   std::string rest = c->slurm_standby.workdir;
@@ -435,9 +374,8 @@ void read_slurm_standby(const Reader& r, const json& doc, LiveConfig* c) {
     r.fail("slurm_standby.workdir",
            "expected a path in which {node} is the only placeholder, got \"" +
                c->slurm_standby.workdir + "\"");
-  c->slurm_standby.nic = r.str(ss, "slurm_standby", "nic", "");
-  if (ss.contains("gpu_pci"))
-    c->slurm_standby.gpu_pci = read_gpu_pci(r, ss.at("gpu_pci"), "slurm_standby.gpu_pci");
+  c->slurm_standby.nic = r.string("nic", "");
+  read_gpu_pci(r, &c->slurm_standby.gpu_pci);
 }
 
 }  // namespace
@@ -457,23 +395,7 @@ ClusterSpec LiveConfig::cluster_spec() const {
   return s;
 }
 
-std::string LiveConfigError::one_line(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const unsigned char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c < 0x20 || c == 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
+std::string LiveConfigError::one_line(const std::string& s) { return json_one_line(s); }
 
 const LiveMachine* LiveConfig::find(const std::string& name) const {
   for (const auto& m : machines)
@@ -548,43 +470,42 @@ json parse_strict_json(const std::string& text, const std::string& file) {
 
 LiveConfig parse_live_config(const std::string& text, const std::string& file,
                              const Registry& registry) {
-  Reader r(file);
   const json doc = parse_strict_json(text, file);
-  r.only_keys(doc, "",
-              {"description",
-               "controller",
-               "token_file",
-               "status_token_file",
-               "metrics_listen",
-               "metrics_token_file",
-               "metrics_linger_s",
-               "machines",
-               "standby",
-               "job",
-               "policy",
-               "seed",
-               "state_dir",
-               "trainjob_bin",
-               "probe_bin",
-               "heartbeat_s",
-               "heartbeat_timeout_s",
-               "stalled_agent_timeout_s",
-               "repair",
-               "slurm_standby"});
+  Reader r(doc, "", file);
+  r.only({"description",
+          "controller",
+          "token_file",
+          "status_token_file",
+          "metrics_listen",
+          "metrics_token_file",
+          "metrics_linger_s",
+          "machines",
+          "standby",
+          "job",
+          "policy",
+          "seed",
+          "state_dir",
+          "trainjob_bin",
+          "probe_bin",
+          "heartbeat_s",
+          "heartbeat_timeout_s",
+          "stalled_agent_timeout_s",
+          "repair",
+          "slurm_standby"});
   LiveConfig c;
   c.file = file;
   c.dir = std::filesystem::path(file).parent_path().string();
   if (c.dir.empty()) c.dir = ".";
   // The sections in the order they are read (the first error found is the one reported).
-  read_controller(r, doc, &c);
-  read_metrics(r, doc, &c);
-  read_machines(r, doc, &c);
-  read_job(r, doc, &c);
+  read_controller(r, &c);
+  read_metrics(r, &c);
+  read_machines(r, &c);
+  read_job(r, &c);
   check_ports(r, c);
-  read_policy(r, doc, registry, &c);
-  read_runtime(r, doc, &c);
-  read_repair(r, doc, &c);
-  read_slurm_standby(r, doc, &c);
+  read_policy(r, registry, &c);
+  read_runtime(r, &c);
+  read_repair(r, &c);
+  read_slurm_standby(r, &c);
   if (c.heartbeat_timeout_s <= c.heartbeat_s)
     r.fail("heartbeat_timeout_s", "expected more than heartbeat_s");
   if (c.stalled_agent_timeout_s < c.heartbeat_timeout_s)

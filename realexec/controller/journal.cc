@@ -11,11 +11,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
 #include "eventlog/event_log.h"
+#include "json/strict_object.h"
 #include "realexec/net/reactor.h"
 #include "traces/time_phases.h"
 
@@ -37,115 +39,168 @@ bool write_all(int fd, const std::string& s) {
   }
   return true;
 }
+// The journal's reader, one per JSON object: "PATH: expected ..., got ...", unknown keys
+// refused (Journal::parse names the file).
+using Reader = StrictObject<std::invalid_argument>;
+constexpr std::int64_t kMin64 = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t kMax64 = std::numeric_limits<std::int64_t>::max();
+
+// Seconds: a finite number >= 0.
+double seconds_at(const Reader& r, const json& v, const std::string& field) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+    r.fail(field, "expected seconds >= 0, got " + json_brief(v));
+  return v.get<double>();
+}
+
 // The account of lost time (added with it; absent in older journals, which resume with
 // zeros). A phase name this version does not know (a newer journal) is dropped; a value
 // that is not a finite, non-negative number makes the journal unusable.
-void parse_account(const json& j, JournalState& s) {
-  if (j.contains("lost_s")) {
-    if (!j.at("lost_s").is_object())
-      throw std::invalid_argument("lost_s: expected an object of seconds by phase");
-    for (const auto& [name, v] : j.at("lost_s").items()) {
-      const double x = v.get<double>();
-      if (!std::isfinite(x) || x < 0)
-        throw std::invalid_argument("lost_s." + name + ": expected seconds >= 0");
+void parse_account(Reader& r, JournalState& s) {
+  if (const json* lost = r.get("lost_s")) {
+    if (!lost->is_object())
+      r.fail("lost_s", "expected an object of seconds by phase, got " + json_type_of(*lost));
+    for (const auto& [name, v] : lost->items()) {
+      const double x = seconds_at(r, v, "lost_s." + name);
       if (const auto p = time_phase_from_name(name); p && *p != TimePhase::kProductive)
         s.lost_s[name] = x;
     }
   }
-  if (j.contains("stop") && !j.at("stop").is_null()) {
-    const json& o = j.at("stop");
+  if (const json* stop = r.get("stop"); stop && !stop->is_null()) {
+    Reader o(*stop, "stop");
     JournalState::Stop p;
-    p.category = o.at("category").get<std::string>();
-    p.cause = o.at("cause").get<std::string>();
-    p.began_ns = o.at("began_ns").get<std::int64_t>();
-    p.detected_ns = o.at("detected_ns").get<std::int64_t>();
-    p.restart_began_ns = o.at("restart_began_ns").get<std::int64_t>();
-    p.waited_ns = o.at("waited_ns").get<std::int64_t>();
-    p.waiting_since_ns = o.value("waiting_since_ns", std::int64_t{-1});
+    p.category = o.string("category", "", true);
+    p.cause = o.string("cause", "", true);
+    p.began_ns = o.integer("began_ns", 0, kMin64, kMax64, true);
+    p.detected_ns = o.integer("detected_ns", 0, kMin64, kMax64, true);
+    p.restart_began_ns = o.integer("restart_began_ns", 0, kMin64, kMax64, true);
+    p.waited_ns = o.integer("waited_ns", 0, kMin64, kMax64, true);
+    p.waiting_since_ns = o.integer("waiting_since_ns", -1, kMin64, kMax64);
+    o.finish();
     if (p.began_ns < 0 || p.detected_ns < p.began_ns || p.waited_ns < 0)
-      throw std::invalid_argument("stop: expected 0 <= began_ns <= detected_ns, waited_ns >= 0");
+      o.fail("stop", "expected 0 <= began_ns <= detected_ns, waited_ns >= 0");
     s.stop = std::move(p);
   }
 }
-// A count, a time in ns or a number of seconds of a field added after format 2's first
-// release: the wrong type (or a negative value) is refused naming the field.
-std::uint64_t count_at(const json& j, const std::string& field) {
-  if (!j.is_number_unsigned()) throw std::invalid_argument(field + ": expected a count >= 0");
+// A count of a field added after format 2's first release: the wrong type (or a negative
+// value) is refused naming the field.
+std::uint64_t count_at(const Reader& r, const json& j, const std::string& field) {
+  if (!j.is_number_unsigned()) r.fail(field, "expected a count >= 0, got " + json_brief(j));
   return j.get<std::uint64_t>();
-}
-std::int64_t ns_at(const json& o, const char* key, const std::string& field) {
-  const json& j = o.at(key);
-  if (!j.is_number_integer() || j.get<std::int64_t>() < 0)
-    throw std::invalid_argument(field + "." + key + ": expected run time in ns >= 0");
-  return j.get<std::int64_t>();
 }
 
 JournalState::Latency parse_latency(const json& j, const std::string& field) {
+  Reader o(j, field);
   JournalState::Latency h;
-  if (!j.is_object() || !j.contains("bounds") || !j.at("bounds").is_array() ||
-      !j.contains("buckets") || !j.at("buckets").is_array() || !j.contains("sum") ||
-      !j.at("sum").is_number())
-    throw std::invalid_argument(field + ": expected {\"bounds\": [s], \"buckets\": [counts], " +
-                                "\"sum\": s}");
-  for (const auto& b : j.at("bounds")) {
-    if (!b.is_number() || !std::isfinite(b.get<double>()) ||
-        (!h.bounds.empty() && b.get<double>() <= h.bounds.back()))
-      throw std::invalid_argument(field + ".bounds: expected increasing finite seconds");
-    h.bounds.push_back(b.get<double>());
-  }
-  for (const auto& c : j.at("buckets")) h.buckets.push_back(count_at(c, field + ".buckets"));
+  o.need("bounds", "array");
+  h.bounds = o.numbers("bounds");
+  for (std::size_t i = 0; i < h.bounds.size(); ++i)
+    if (!std::isfinite(h.bounds[i]) || (i > 0 && h.bounds[i] <= h.bounds[i - 1]))
+      o.fail(o.at("bounds"), "expected increasing finite seconds");
+  const json& buckets = o.need("buckets", "array");
+  if (!buckets.is_array())
+    o.fail(o.at("buckets"), "expected an array of counts, got " + json_type_of(buckets));
+  for (const auto& c : buckets) h.buckets.push_back(count_at(o, c, o.at("buckets")));
   if (h.buckets.size() != h.bounds.size() + 1)
-    throw std::invalid_argument(field + ".buckets: expected one count per bound and one above");
-  h.sum = j.at("sum").get<double>();
-  if (!std::isfinite(h.sum) || h.sum < 0)
-    throw std::invalid_argument(field + ".sum: expected seconds >= 0");
+    o.fail(o.at("buckets"), "expected one count per bound and one above");
+  h.sum = seconds_at(o, o.need("sum", "number"), o.at("sum"));
+  o.finish();
   return h;
 }
 
 // The incident counters and the replicas out (added with them; absent in older journals,
 // which resume with zeros and every replica in the quorum).
-void parse_incidents(const json& j, JournalState& s) {
-  if (j.contains("incidents")) {
-    const json& o = j.at("incidents");
-    // Copies: a range-for over a temporary's items() would outlive it.
-    const json opened = o.is_object() ? o.value("opened", json::object()) : json();
-    const json closed = o.is_object() ? o.value("closed", json::array()) : json();
-    if (!opened.is_object() || !closed.is_array())
-      throw std::invalid_argument(
-          "incidents: expected {\"opened\": {category: n}, \"closed\": [[category, "
-          "resolution, n]], \"detection\": ..., \"recovery\": ...}");
-    for (const auto& [k, v] : opened.items())
-      s.incidents.opened[k] = count_at(v, "incidents.opened." + k);
-    for (const auto& c : closed) {
-      if (!c.is_array() || c.size() != 3 || !c.at(0).is_string() || !c.at(1).is_string())
-        throw std::invalid_argument("incidents.closed: expected [category, resolution, n] rows");
-      s.incidents.closed[{c.at(0).get<std::string>(), c.at(1).get<std::string>()}] =
-          count_at(c.at(2), "incidents.closed");
+void parse_incidents(Reader& r, JournalState& s) {
+  if (const json* incidents = r.get("incidents")) {
+    Reader o(*incidents, "incidents");
+    if (const json* opened = o.get("opened")) {
+      if (!opened->is_object())
+        o.fail(o.at("opened"),
+               "expected an object of counts by category, got " + json_type_of(*opened));
+      for (const auto& [k, v] : opened->items())
+        s.incidents.opened[k] = count_at(o, v, o.at("opened") + "." + k);
     }
-    if (o.contains("detection"))
-      s.incidents.detection = parse_latency(o.at("detection"), "incidents.detection");
-    if (o.contains("recovery"))
-      s.incidents.recovery = parse_latency(o.at("recovery"), "incidents.recovery");
+    if (const json* closed = o.get("closed")) {
+      if (!closed->is_array()) o.fail(o.at("closed"), "expected [category, resolution, n] rows");
+      for (const auto& c : *closed) {
+        if (!c.is_array() || c.size() != 3 || !c.at(0).is_string() || !c.at(1).is_string())
+          o.fail(o.at("closed"), "expected [category, resolution, n] rows");
+        s.incidents.closed[{c.at(0).get<std::string>(), c.at(1).get<std::string>()}] =
+            count_at(o, c.at(2), o.at("closed"));
+      }
+    }
+    if (const json* d = o.get("detection"))
+      s.incidents.detection = parse_latency(*d, o.at("detection"));
+    if (const json* d = o.get("recovery"))
+      s.incidents.recovery = parse_latency(*d, o.at("recovery"));
+    o.finish();
   }
-  if (!j.contains("replicas_out")) return;
-  if (!j.at("replicas_out").is_array())
-    throw std::invalid_argument("replicas_out: expected an array of the replicas out");
-  for (const auto& o : j.at("replicas_out")) {
-    JournalState::ReplicaOut r;
-    if (!o.is_object() || !o.contains("replica") || !o.at("replica").is_number_integer() ||
-        o.at("replica").get<std::int64_t>() < 0 || !o.contains("cause") ||
-        !o.at("cause").is_string())
-      throw std::invalid_argument(
-          "replicas_out: expected {\"replica\": id >= 0, \"cause\": text, \"began_ns\": ns, "
-          "\"detected_ns\": ns}");
-    r.replica = o.at("replica").get<std::int64_t>();
-    r.cause = o.at("cause").get<std::string>();
-    r.began_ns = ns_at(o, "began_ns", "replicas_out");
-    r.detected_ns = ns_at(o, "detected_ns", "replicas_out");
-    if (r.detected_ns < r.began_ns)
-      throw std::invalid_argument("replicas_out: expected began_ns <= detected_ns");
-    s.replicas_out.push_back(std::move(r));
+  const json* out = r.get("replicas_out");
+  if (!out) return;
+  if (!out->is_array())
+    r.fail("replicas_out", "expected an array of the replicas out, got " + json_type_of(*out));
+  for (std::size_t i = 0; i < out->size(); ++i) {
+    Reader o((*out)[i], "replicas_out[" + std::to_string(i) + "]");
+    JournalState::ReplicaOut x;
+    x.replica = o.integer("replica", 0, 0, kMax64, true);
+    x.cause = o.string("cause", "", true);
+    x.began_ns = o.integer("began_ns", 0, 0, kMax64, true);
+    x.detected_ns = o.integer("detected_ns", 0, 0, kMax64, true);
+    o.finish();
+    if (x.detected_ns < x.began_ns) o.fail(o.path(), "expected began_ns <= detected_ns");
+    s.replicas_out.push_back(std::move(x));
   }
+}
+
+// Format 2's fields (format 1's origin_ns instead of origin_unix_ns), into `s`; the format
+// read. REQUIRES "format" read.
+int parse_state(Reader& r, JournalState& s) {
+  int format = kJournalFormat;
+  if (r.has("origin_unix_ns")) {
+    s.origin_unix_ns = r.integer("origin_unix_ns", 0, kMin64, kMax64);
+  } else {
+    // Format 1, the first release's: a CLOCK_MONOTONIC origin, right only on the boot that
+    // wrote it (after a reboot, run time would start again near 0). resume_after() takes
+    // the origin from the event log instead.
+    r.integer("origin_ns", 0, kMin64, kMax64, true);
+    format = 1;
+  }
+  s.last_t_ns = r.integer("last_t_ns", s.last_t_ns, kMin64, kMax64);
+  s.action_ceiling = r.unsigned_integer("action_ceiling", s.action_ceiling);
+  s.gen = r.integer("gen", 0, kMin64, kMax64, true);
+  s.version = r.string("version", "", true);
+  s.good_version = r.string("good_version", "", true);
+  s.running = r.boolean("running", false, true);
+  for (const auto& [key, ids] : {std::pair{"slots", &s.slots}, std::pair{"standby", &s.standby},
+                                 std::pair{"evicted", &s.evicted}})
+    *ids = r.ids(r.need(key, "array"), key);
+  s.ckpt_every = static_cast<int>(r.integer("ckpt_every", 0, std::numeric_limits<int>::min(),
+                                            std::numeric_limits<int>::max(), true));
+  s.replica_quorum = r.integer("replica_quorum", s.replica_quorum, kMin64, kMax64);
+  s.replica_share_s =
+      r.number("replica_share_s", s.replica_share_s, std::numeric_limits<double>::lowest(),
+               std::numeric_limits<double>::max());
+  s.first_step = r.integer("first_step", 0, kMin64, kMax64, true);
+  s.last_step = r.integer("last_step", 0, kMin64, kMax64, true);
+  s.next_action = r.unsigned_integer("next_action", 0, true);
+  r.need("step_times", "array");
+  s.step_times = r.numbers("step_times");
+  // Added with the repair pipeline; absent in older journals.
+  if (const json* strikes = r.get("strikes")) {
+    if (!strikes->is_array()) r.fail("strikes", "expected an array of [machine, strikes] pairs");
+    for (std::size_t i = 0; i < strikes->size(); ++i) {
+      const std::string where = "strikes[" + std::to_string(i) + "]";
+      const auto pair = r.ids((*strikes)[i], where);
+      if (pair.size() != 2) r.fail(where, "expected [machine, strikes]");
+      s.strikes[pair[0]] = pair[1];
+    }
+  }
+  if (r.has("retired")) s.retired = r.ids("retired");
+  s.ended_verdict = r.string("ended_verdict", s.ended_verdict);
+  if (r.has("machine_names")) s.machine_names = r.strings("machine_names");
+  parse_account(r, s);
+  parse_incidents(r, s);
+  r.finish();
+  return format;
 }
 
 json latency_json(const JournalState::Latency& h) {
@@ -178,55 +233,19 @@ bool Journal::load(std::string* err) {
 bool Journal::parse(const std::string& text, std::string* err) {
   try {
     const json j = json::parse(text);
-    JournalState s;
-    int format = kJournalFormat;
-    if (j.is_object() && j.contains("format")) {
-      const json& f = j.at("format");
-      if (!f.is_number_integer() ||
-          (f.get<std::int64_t>() != 1 && f.get<std::int64_t>() != kJournalFormat)) {
+    Reader r(j, "");
+    if (const json* f = r.get("format")) {
+      if (!f->is_number_integer() ||
+          (f->get<std::int64_t>() != 1 && f->get<std::int64_t>() != kJournalFormat)) {
         *err = path_ + ": format: expected a journal of format 1 or " +
                std::to_string(kJournalFormat) + " (what this release reads), got " +
-               f.dump().substr(0, 40) +
+               json_brief(*f) +
                " (a journal of a newer release: run that release, or start over with --fresh)";
         return false;
       }
     }
-    if (j.contains("origin_unix_ns")) {
-      s.origin_unix_ns = j.at("origin_unix_ns").get<std::int64_t>();
-    } else {
-      // Format 1, the first release's: a CLOCK_MONOTONIC origin, right only on the boot that
-      // wrote it (after a reboot, run time would start again near 0). resume_after() takes
-      // the origin from the event log instead.
-      (void)j.at("origin_ns").get<std::int64_t>();
-      format = 1;
-    }
-    if (j.contains("last_t_ns")) s.last_t_ns = j.at("last_t_ns").get<std::int64_t>();
-    if (j.contains("action_ceiling"))
-      s.action_ceiling = j.at("action_ceiling").get<std::uint64_t>();
-    s.gen = j.at("gen").get<std::int64_t>();
-    s.version = j.at("version").get<std::string>();
-    s.good_version = j.at("good_version").get<std::string>();
-    s.running = j.at("running").get<bool>();
-    s.slots = j.at("slots").get<std::vector<MachineId>>();
-    s.standby = j.at("standby").get<std::vector<MachineId>>();
-    s.evicted = j.at("evicted").get<std::vector<MachineId>>();
-    s.ckpt_every = j.at("ckpt_every").get<int>();
-    if (j.contains("replica_quorum")) s.replica_quorum = j.at("replica_quorum").get<std::int64_t>();
-    if (j.contains("replica_share_s")) s.replica_share_s = j.at("replica_share_s").get<double>();
-    s.first_step = j.at("first_step").get<std::int64_t>();
-    s.last_step = j.at("last_step").get<std::int64_t>();
-    s.next_action = j.at("next_action").get<std::uint64_t>();
-    s.step_times = j.at("step_times").get<std::vector<double>>();
-    // Added with the repair pipeline; absent in older journals.
-    if (j.contains("strikes"))
-      for (const auto& pr : j.at("strikes"))
-        s.strikes[pr.at(0).get<MachineId>()] = pr.at(1).get<int>();
-    if (j.contains("retired")) s.retired = j.at("retired").get<std::vector<MachineId>>();
-    if (j.contains("ended_verdict")) s.ended_verdict = j.at("ended_verdict").get<std::string>();
-    if (j.contains("machine_names"))
-      s.machine_names = j.at("machine_names").get<std::vector<std::string>>();
-    parse_account(j, s);
-    parse_incidents(j, s);
+    JournalState s;
+    const int format = parse_state(r, s);
     state_ = std::move(s);
     format_read_ = format;
   } catch (const std::exception& e) {
@@ -386,13 +405,16 @@ bool OutageMarker::open(std::string* err) {
     const json j = json::parse(ss.str(), nullptr, false);
     try {
       if (j.is_object() && j.value("open", false)) {
+        Reader r(j, "");
+        r.boolean("open", false);
         Outage o;
-        o.pending = j.at("pending").get<std::uint64_t>();
-        o.lost = j.at("lost").get<std::uint64_t>();
-        o.since_unix_ms = j.at("since_unix_ms").get<std::int64_t>();
-        o.first_t_s = j.at("first_t_s").get<double>();
-        o.last_t_s = j.at("last_t_s").get<double>();
-        o.error = j.at("error").get<std::string>();
+        o.pending = r.unsigned_integer("pending", 0, true);
+        o.lost = r.unsigned_integer("lost", 0, true);
+        o.since_unix_ms = r.integer("since_unix_ms", 0, kMin64, kMax64, true);
+        o.first_t_s = r.real("first_t_s", 0, true);
+        o.last_t_s = r.real("last_t_s", 0, true);
+        o.error = r.string("error", "", true);
+        r.finish();
         // What a controller writes, or not believed: at most a full backlog waits, run
         // times are finite and in order, the clock is past 1970.
         if (o.pending == 0 || o.pending > traces::EventLogWriter::kBacklogRecords)

@@ -45,6 +45,33 @@ TEST(StrictObject, RefusesUnknownKeysNamingTheKnownOnes) {
   EXPECT_EQ(error_of([&] { o.finish(); }), "f.json: $.zz: unknown key; expected one of: a, b");
 }
 
+// only(): the keys are checked before any field is read (the live config and the thresholds
+// report a misspelt key rather than what its absence led to), and named in full.
+TEST(StrictObject, OnlyRefusesAnUnknownKeyBeforeAnyFieldIsRead) {
+  const json j = {{"a", "not a number"}, {"zz", 3}};
+  StrictObject<MyError> o(j, "repair", "live.json");
+  EXPECT_EQ(error_of([&] {
+              o.only({"b", "a"});
+            }),
+            "live.json: repair.zz: unknown key; expected one of: a, b");
+  const json fine = {{"a", 1}};
+  StrictObject<MyError> f(fine, "repair", "live.json");
+  f.only({"a", "b"});
+  EXPECT_EQ(f.integer("a", 0, 0, 9), 1);
+  EXPECT_EQ(error_of([&] { f.finish(); }), "");
+}
+
+// A key or a string value with a control character in it: the error stays one line.
+TEST(StrictObject, ErrorsStayOneLine) {
+  const json j = {{"max_\nchecks", 2}, {"c", "x\ty"}};
+  StrictObject<MyError> o(j, "repair", "live.json");
+  EXPECT_EQ(error_of([&] { o.choice("c", "a", {"a"}); }),
+            "live.json: repair.c: expected one of a, got \"x\\x09y\"");
+  EXPECT_EQ(error_of([&] { o.finish(); }),
+            "live.json: repair.max_\\nchecks: unknown key; expected one of: c");
+  EXPECT_EQ(json_one_line("a\nb\x7f"), "a\\nb\\x7f");
+}
+
 TEST(StrictObject, TopLevelPathNamesKeysBare) {
   const json j = {{"port", 70000}};
   StrictObject<MyError> o(j, "", "live.json");

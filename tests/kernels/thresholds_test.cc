@@ -151,12 +151,13 @@ TEST(Thresholds, PerModelOverridesMergeIntoDefaults) {
 TEST(Thresholds, ErrorsNameTheFileAndField) {
   auto unknown = minimal_document();
   unknown["models"][0]["hbm_gbs"] = 3;
-  EXPECT_NE(error_of(unknown).find("test.json: field 'models[0].hbm_gbs'"), std::string::npos)
+  EXPECT_NE(error_of(unknown).find("test.json: models[0].hbm_gbs: unknown key; expected one of: "),
+            std::string::npos)
       << error_of(unknown);
 
   auto top = minimal_document();
   top["extra"] = 1;
-  EXPECT_NE(error_of(top).find("'extra'"), std::string::npos);
+  EXPECT_NE(error_of(top).find("test.json: extra: unknown key"), std::string::npos);
 
   auto fraction = minimal_document();
   fraction["pass_fractions"]["hbm_bandwidth"] = 1.5;
@@ -201,6 +202,35 @@ TEST(Thresholds, ErrorsNameTheFileAndField) {
   EXPECT_NE(error_of(nofallback).find("fallback"), std::string::npos);
 
   EXPECT_THROW(ThresholdTable::load("/nonexistent/thresholds.json"), ThresholdsError);
+}
+
+// The thresholds read with the one strict reader (json/strict_object.h): an unknown key is
+// refused naming every key its object takes, a wrong type is named with what it is, in one line
+// "FILE: PATH: expected ..., got ...".
+TEST(Thresholds, AnUnknownKeyOrAWrongTypeIsOneLineNamingTheFieldAndTheExpectation) {
+  auto unknown = minimal_document();
+  unknown["limits"]["temperature_max"] = 90;
+  EXPECT_EQ(error_of(unknown),
+            "test.json: limits.temperature_max: unknown key; expected one of: bit_errors_max, "
+            "checksum_mismatches_max, data_errors_max, ecc_uncorrected_max, "
+            "gemm_throughput_min_duration_s, gemm_throughput_min_size, "
+            "gemm_vs_baseline_min_duration_s, remapped_rows_failure_max, "
+            "remapped_rows_pending_max, retired_pages_pending_max, temperature_c_max");
+  auto type = minimal_document();
+  type["models"][0]["hbm_gbps"] = "fast";
+  EXPECT_EQ(error_of(type),
+            "test.json: models[0].hbm_gbps: expected a number, got a string \"fast\"");
+  auto fraction = minimal_document();
+  fraction["models"][0]["pass_fractions"] = {{"nccl_busbw", 1.5}};
+  EXPECT_EQ(
+      error_of(fraction),
+      "test.json: models[0].pass_fractions.nccl_busbw: expected a fraction in (0, 1], got 1.5");
+  auto match = minimal_document();
+  match["models"][0]["match"] = "X1";
+  EXPECT_EQ(error_of(match),
+            "test.json: models[0].match: expected an array of strings, got a string");
+  EXPECT_EQ(error_of(nlohmann::json::array()),
+            "test.json: (top level): expected an object, got an array");
 }
 
 TEST(Thresholds, BadJsonIsAnError) {

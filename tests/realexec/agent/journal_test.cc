@@ -241,11 +241,11 @@ TEST(JournalIncidents, OlderJournalsLoadAndWrongFieldsAreRefusedInOneLine) {
        "incidents.recovery.buckets"},
       {R"(,"replicas_out":{"replica":1}})", "replicas_out:"},
       {R"(,"replicas_out":[{"replica":"1","cause":"","began_ns":0,"detected_ns":0}]})",
-       "replicas_out:"},
+       "replicas_out[0].replica: expected an integer, got a string \"1\""},
       {R"(,"replicas_out":[{"replica":1,"cause":"","began_ns":0.5,"detected_ns":0}]})",
-       "replicas_out.began_ns"},
+       "replicas_out[0].began_ns"},
       {R"(,"replicas_out":[{"replica":1,"cause":"","began_ns":9,"detected_ns":2}]})",
-       "replicas_out: expected began_ns <= detected_ns"}};
+       "replicas_out[0]: expected began_ns <= detected_ns"}};
   for (const auto& [field, names] : bad) {
     Journal j("bad.json");
     err.clear();
@@ -254,6 +254,50 @@ TEST(JournalIncidents, OlderJournalsLoadAndWrongFieldsAreRefusedInOneLine) {
         << err;
     EXPECT_NE(err.find(names), std::string::npos) << "names " << names << ": " << err;
     EXPECT_EQ(err.find('\n'), std::string::npos) << "one line: " << err;
+  }
+}
+
+// The journal reads with the one strict reader (json/strict_object.h): a key this release
+// does not write is refused naming the keys its object takes, a value of the wrong type is
+// named with what it is, in one line; a truncated or corrupt journal is refused the same way
+// (the controller then stops with that line rather than resume from a guess).
+TEST(JournalFields, AnUnknownKeyOrAWrongTypeIsRefusedInOneLineNamingTheField) {
+  const std::string base =
+      R"({"format":2,"origin_unix_ns":1,"gen":1,"version":"v1","good_version":"v1",)"
+      R"("running":true,"slots":[0,1],"standby":[2],"evicted":[],"ckpt_every":10,)"
+      R"("first_step":0,"last_step":5,"next_action":4,"step_times":[0.1])";
+  const std::string prefix = "bad.json: (journal): expected a faultline controller journal (";
+  const auto error_of = [](const std::string& text) {
+    Journal j("bad.json");
+    std::string err;
+    EXPECT_FALSE(j.parse(text, &err)) << text;
+    EXPECT_FALSE(j.resumed());
+    return err;
+  };
+  EXPECT_EQ(
+      error_of(base + R"(,"gne":2})").rfind(prefix + "gne: unknown key; expected one of: ", 0), 0u)
+      << error_of(base + R"(,"gne":2})");
+  EXPECT_EQ(error_of(base + R"(,"stop":{"category":"c","cause":"","began_ns":1,)"
+                            R"("detected_ns":2,"restart_began_ns":-1,"waited_ns":0,"x":1}})"),
+            prefix +
+                "stop.x: unknown key; expected one of: began_ns, category, cause, detected_ns, "
+                "restart_began_ns, waited_ns, waiting_since_ns)");
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string text = base + "}";
+    return text.replace(text.find(from), from.size(), to);
+  };
+  EXPECT_EQ(error_of(with(R"("running":true)", R"("running":"yes")")),
+            prefix + "running: expected true or false, got a string \"yes\")");
+  EXPECT_EQ(error_of(with("[0.1]", R"([0.1,"x"])")),
+            prefix + "step_times[1]: expected a number, got a string \"x\")");
+  EXPECT_EQ(error_of(with("[0,1]", "[0,1.5]")),
+            prefix + "slots[1]: expected an integer, got a number 1.5)");
+  // Truncated anywhere: refused in one line, never a crash.
+  const std::string whole = base + "}";
+  for (std::size_t n = 0; n < whole.size(); n += 7) {
+    const std::string err = error_of(whole.substr(0, n));
+    EXPECT_EQ(err.rfind(prefix, 0), 0u) << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
   }
 }
 

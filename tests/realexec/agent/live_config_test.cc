@@ -70,7 +70,8 @@ TEST_F(LiveConfigKeys, ReplicaGroupsAreForJobsOfOneProcessPerReplica) {
   ASSERT_EQ(load(job, json::object(), &c), "");
   EXPECT_TRUE(c.job.replica_groups);
   job["replica_groups"] = 1;
-  EXPECT_EQ(load(job), dir_ + "/live.json: job.replica_groups: expected true or false");
+  EXPECT_EQ(load(job),
+            dir_ + "/live.json: job.replica_groups: expected true or false, got an integer 1");
   job["replica_groups"] = true;
   job["gpus_per_machine"] = 2;
   EXPECT_EQ(load(job), dir_ +
@@ -104,7 +105,8 @@ TEST_F(LiveConfigKeys, ARecoveryLiveModeCannotRunIsRefusedAtTheStart) {
                       "(replica groups rejoin a peer, they restart no one in place)");
   json bad = job;
   bad["in_place"] = "yes";
-  EXPECT_EQ(load(bad), dir_ + "/live.json: job.in_place: expected true or false");
+  EXPECT_EQ(load(bad),
+            dir_ + "/live.json: job.in_place: expected true or false, got a string \"yes\"");
   const std::string ddp = with("migrate", false);
   EXPECT_NE(ddp.find("policy.params.recovery: expected a module that runs live, got "
                      "\"migrate\": live only with job.replica_groups"),
@@ -583,7 +585,9 @@ TEST_F(LiveConfigKeys, NumbersOutOfRangeAndRepeatedKeysAreOneLineErrors) {
   EXPECT_EQ(err.rfind(dir_ + "/live.json: standby.addr: repeated key", 0), 0u) << err;
   // A key with a newline in it (the fuzzer's find): the error stays one line.
   err = load_text("\"repair\": {\"max_\\nchecks\": 2}}");
-  EXPECT_EQ(err, dir_ + "/live.json: repair.max_\\nchecks: unknown key");
+  EXPECT_EQ(err, dir_ +
+                     "/live.json: repair.max_\\nchecks: unknown key; expected one of: "
+                     "check_after_s, max_checks, retire_after, retry_after_s");
   // The same key in two different objects is no repeat.
   EXPECT_EQ(load_text(R"("standby": [{"name": "s0"}, {"name": "s1"}]})"), "");
   // The stalled-agent timeout cannot undercut the heartbeat timeout it extends; it follows a
@@ -603,6 +607,36 @@ TEST_F(LiveConfigKeys, NumbersOutOfRangeAndRepeatedKeysAreOneLineErrors) {
           "faultline live slurm-config: " + dir_ + "/live.json: (top level): expected numbers", 0),
       0u)
       << said;
+}
+
+// The live config reads with the one strict reader (json/strict_object.h): an unknown key is
+// refused naming the keys its object takes, before any field of that object is read (a
+// misspelt heartbeat_timeout_s is reported as such, not as the default it left in place), and
+// a value of the wrong type is named with what it is, in one line.
+TEST_F(LiveConfigKeys, AnUnknownKeyOrAWrongTypeIsOneLineNamingTheFieldAndTheExpectation) {
+  const json job{{"versions", {{"v1", {"/bin/true"}}}}};
+  EXPECT_EQ(load(job, {{"heartbeat_s", 10}, {"heartbeat_timout_s", 30}}),
+            dir_ +
+                "/live.json: heartbeat_timout_s: unknown key; expected one of: controller, "
+                "description, heartbeat_s, heartbeat_timeout_s, job, machines, "
+                "metrics_linger_s, metrics_listen, metrics_token_file, policy, probe_bin, "
+                "repair, seed, slurm_standby, stalled_agent_timeout_s, standby, state_dir, "
+                "status_token_file, token_file, trainjob_bin");
+  json typo = job;
+  typo["gpus"] = 2;
+  typo["tp"] = "two";
+  EXPECT_EQ(load(typo).rfind(dir_ + "/live.json: job.gpus: unknown key; expected one of: ", 0), 0u)
+      << load(typo);
+  typo.erase("gpus");
+  EXPECT_EQ(load(typo), dir_ + "/live.json: job.tp: expected an integer, got a string \"two\"");
+  EXPECT_EQ(load(job, {{"machines", {{{"name", "m0"}, {"gpu_pci", "0000:17:00.0"}}}}}),
+            dir_ +
+                "/live.json: machines[0].gpu_pci: expected an array of PCI bus id strings, "
+                "got a string \"0000:17:00.0\"");
+  EXPECT_EQ(load(job, {{"seed", -1}}),
+            dir_ + "/live.json: seed: expected an integer >= 0, got an integer -1");
+  EXPECT_EQ(load(job, {{"repair", {{"max_checks", 2.5}}}}),
+            dir_ + "/live.json: repair.max_checks: expected an integer, got a number 2.5");
 }
 
 }  // namespace
