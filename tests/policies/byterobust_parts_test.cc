@@ -1,7 +1,8 @@
 // The parts of the byterobust stack's ladder that are values (policies/stacks/byterobust/,
 // policies/detection/alert_filter.h, policies/stacks/byterobust/stop_time.h), each driven alone
 // with synthetic inputs and checked against the rule its header states. The stack's own
-// tests (byterobust_ladder_test.cc) check the ladder that composes them.
+// tests (byterobust_stack_test.cc and the other byterobust_*_test.cc files) check the ladder
+// that composes them.
 #include <gtest/gtest.h>
 
 #include "policies/detection/alert_filter.h"
