@@ -37,8 +37,10 @@
 //     (EnableReplicaGroups, RejoinReplica, ReplicaDropped, ReplicaRejoined,
 //     Recovery::replica_groups, Mechanism::kReplicaDrop); StartJob::in_place,
 //     Recovery::restarts_in_place.
+// 12: choices by name: Params holds a choice parameter's module name (Params::choice),
+//     Params::resolve takes ParamValues.
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 11
+#define FAULTLINE_PLUGIN_ABI 12
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

@@ -120,14 +120,24 @@ void calibrate_checkpoints(const EventLog& log, const PolicyInfo& info, Calibrat
         std::to_string(every_steps) + " steps between checkpoints x running step", 1};
 }
 
+// The parameters of `params` (numbers, and module names for a choice) as overrides.
+ParamValues param_values(const json& params) {
+  ParamValues out;
+  for (const auto& [k, v] : params.items()) {
+    if (v.is_number()) out[k] = v.get<double>();
+    if (v.is_string()) out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
 // The header records every resolved parameter, and a calibrated one may not apply either
 // (an interval under an every-step plan): those the replayed stack will not read with its
 // module choices are left out of `params` and `cal`, as setting them would change nothing
 // (and is refused). Returns whether the stack sizes its own standby pool.
 bool prune_params(const PolicyInfo& info, json& params, std::map<std::string, Calibrated>& cal) {
-  std::map<std::string, double> chosen;
-  for (const auto& [k, v] : params.items())
-    if (v.is_number() && info.find_param(k)) chosen[k] = v.get<double>();
+  ParamValues chosen = param_values(params);
+  for (auto it = chosen.begin(); it != chosen.end();)
+    it = info.find_param(it->first) ? std::next(it) : chosen.erase(it);
   Params values;
   const bool resolved = !Params::resolve(info.params, chosen, &values);
   // A stack with a standby module sizes its own pool (standby_pool): the scenario then
@@ -186,10 +196,7 @@ json scenario_doc(const LiveRun& run, const Calibration& cal, const ReplayedFaul
   doc["policy"] = {{"stack", stack.name}, {"params", stack.params}};
   // The environment as the live run measured it, less what the replayed stack never reads
   // (a scenario that sets those is refused): the calibration still reports them.
-  std::map<std::string, double> chosen;
-  for (const auto& [k, v] : stack.params.items())
-    if (v.is_number()) chosen[k] = v.get<double>();
-  if (Params values; !Params::resolve(stack.info->params, chosen, &values))
+  if (Params values; !Params::resolve(stack.info->params, param_values(stack.params), &values))
     scenarios::drop_unread_fields(doc, *stack.info, values);
   return doc;
 }
@@ -426,15 +433,14 @@ ReplayStack replay_stack(const LiveRun& run, const std::string& stack, const Pol
   s.info = &info;
   if (stack == h.stack) {
     for (const auto& [k, v] : h.params) s.params[k] = v;
-    for (const auto& [k, name] : h.choices) {  // by name: the index is the live process's
+    for (const auto& [k, name] : h.choices) {  // by name, as the live run chose them
       const ParamSpec* spec = info.find_param(k);
-      const int i = spec ? spec->choice_index(name) : -1;
-      if (i < 0)
+      if (!spec || spec->choice_index(name) < 0)
         throw ReplayError(run.path + ": policy.params." + k + ": the live run chose module '" +
                               name +
                               "', which is not registered here (load its plugin: --plugin FILE)",
                           2);
-      s.params[k] = i;
+      s.params[k] = name;
     }
     calibrate_checkpoints(run.log, info, cal);
   }
