@@ -259,8 +259,7 @@ void print_param(const faultline::ParamSpec& p) {
     std::string all;
     for (const auto& c : p.choices) all += (all.empty() ? "" : "|") + c;
     std::printf("    %-26s default %-10s one of %s  %s%s\n", p.name.c_str(),
-                p.choices[static_cast<size_t>(p.default_value)].c_str(), all.c_str(),
-                p.help.c_str(), when.c_str());
+                p.default_choice().c_str(), all.c_str(), p.help.c_str(), when.c_str());
     return;
   }
   std::printf("    %-26s default %-10g [%g, %g] %s  %s%s\n", p.name.c_str(), p.default_value, p.min,

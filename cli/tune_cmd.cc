@@ -698,6 +698,25 @@ void run_multi(const TuneArgs& c, const sim::SweepSpec& spec, const Registry& re
   emit(c, out, multi_table(search, out));
 }
 
+// The first --param that is a module choice of the scenario's stack, refused: its values are
+// module names, not a range of numbers (an index range would tune the registration order).
+// "" when none is.
+std::string choice_param(const TuneArgs& c, const scenarios::Scenario& sc,
+                         const Registry& registry) {
+  const PolicyInfo* info = registry.find(sc.policy);
+  const std::string prefix = "policy.params.";
+  for (const auto& p : c.params) {
+    if (!info || p.key.rfind(prefix, 0) != 0) continue;
+    const ParamSpec* spec = info->find_param(p.key.substr(prefix.size()));
+    if (!spec || spec->choices.empty()) continue;
+    std::string all;
+    for (const auto& m : spec->choices) all += (all.empty() ? "" : ",") + m;
+    return "--param " + p.key + ": expected a numeric parameter, got a module choice (" + all +
+           "): compare its modules with sim sweep --grid " + p.key + "=" + all;
+  }
+  return "";
+}
+
 // Reads and validates the base scenario (make_plan fills spec's scenario text), the ranges'
 // ends (every parameter at LO, then every one at HI) and that a cost objective has costs.
 // Returns -1, or 2 after printing why not; throws on other failures.
@@ -710,6 +729,10 @@ int check_tune_scenario(const TuneArgs& c, sim::SweepSpec& spec, const Registry&
       hi.emplace_back(p.key, value_label(p.range, p.range.hi));
     }
     const auto ends = sim::plan_points(spec, {lo, hi}, registry);
+    if (const std::string why = choice_param(c, ends[0].scenario, registry); !why.empty()) {
+      std::fprintf(stderr, "faultline: %s\n", why.c_str());
+      return 2;
+    }
     const auto& costs = sim::cost_metric_names();
     for (const auto& m : c.objectives)
       if (std::find(costs.begin(), costs.end(), m) != costs.end() && !ends[0].scenario.costs) {

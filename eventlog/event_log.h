@@ -9,8 +9,9 @@
 // A log is a sequence of records. Every record has "t_s" (seconds since the live run
 // started, monotonic clock) and "kind":
 //   header    first line: {"format":"faultline-eventlog","version":1,"stack":NAME,
-//             "params":{name:value},"seed":N,"cluster":{"machines","gpus_per_machine",
-//             "tp","pp","dp","standby_machines"},"nominal_step_time_s":x,
+//             "params":{name:value},"choices":{name:module},"seed":N,
+//             "cluster":{"machines","gpus_per_machine","tp","pp","dp","standby_machines"},
+//             "nominal_step_time_s":x,
 //             "checkpoint_every_steps":n,"config_file":PATH[,"machine_names":[NAME...]]}
 //   event     {"event":EVENT}: what the policy was shown
 //   action    {"id":N,"action":ACTION}: what the policy asked
@@ -102,10 +103,12 @@ std::optional<FaultKind> fault_kind_from_name(std::string_view name);
 
 struct EventLogHeader {
   std::string stack;
+  // The number parameters. Logs written before choices travelled by name also hold each
+  // choice parameter here, as an index into the modules that process registered (plugins
+  // included), which another process may register in another order: `choices` is read
+  // instead wherever it names the module.
   std::map<std::string, double> params;
-  // The module each choice parameter picks, by name: its number in `params` is an index
-  // into the modules registered in that process (plugins included), which another process
-  // may register in another order. Empty in logs written before it.
+  // The module each choice parameter picks, by name. Empty in logs written before it.
   std::map<std::string, std::string> choices;
   std::uint64_t seed = 0;
   int machines = 1;

@@ -346,6 +346,7 @@ template <class A, class M>
 std::unique_ptr<M> build(const std::shared_ptr<const Meta>& meta, const Params& p) {
   py::dict values;
   for (const auto& [name, v] : p.values()) values[py::str(name)] = v;
+  for (const auto& [name, module] : p.choices()) values[py::str(name)] = module;  // by name
   try {
     py::object obj = call(meta->who, py::reinterpret_borrow<py::object>(meta->cls), "__init__",
                           py::make_tuple(values));

@@ -360,9 +360,6 @@ class ModuleRegistry {
   std::vector<Entry> entries_;
 };
 
-// The name of the module a stack's choice parameter `param` picks in `values` (the
-// choices follow the registry's order). Requires `param` to be a choice of `stack`.
-std::string chosen(const PolicyInfo& stack, const Params& values, const std::string& param);
 // A stack's choice parameter among the registered modules of `kind`, in registration
 // order (the first is the default); its help is `help` followed by each module's name and
 // summary, generated from the registry (plugins' modules included).

@@ -232,10 +232,6 @@ void add_module_uses(const ModuleRegistry& r, std::vector<FacilityUse>& uses) {
     }
 }
 
-std::string chosen(const PolicyInfo& stack, const Params& values, const std::string& param) {
-  return stack.find_param(param)->choices.at(static_cast<std::size_t>(values.get(param)));
-}
-
 std::string module_list(std::initializer_list<const ModuleInfo*> modules) {
   std::string out;
   for (const ModuleInfo* m : modules)

@@ -39,6 +39,8 @@
 //     Recovery::restarts_in_place.
 // 12: Mechanism is a name (a pointer to it), no longer a one-byte enum: a module credits its
 //     own name (Located::credit, Recovery::replace, the actions' `mechanism`).
+//     And choices by name: Params holds a choice parameter's module name (Params::choice),
+//     Params::resolve takes ParamValues.
 // (CMakeLists.txt reads the number below.)
 #define FAULTLINE_PLUGIN_ABI 12
 

@@ -271,7 +271,8 @@ void check_ports(const Reader& r, const LiveConfig& c) {
   }
 }
 
-// policy.params: numbers, and module names (their index) for a module choice.
+// policy.params: numbers, and module names for a module choice (an index becomes its name in
+// Params::resolve).
 void read_param_overrides(const Reader& r, const json& params, const PolicyInfo& info,
                           LiveConfig* c) {
   for (const auto& [k, v] : params.items()) {
@@ -285,7 +286,7 @@ void read_param_overrides(const Reader& r, const json& params, const PolicyInfo&
         r.fail("policy.params." + k,
                "expected one of " + all + ", got \"" + v.get<std::string>() + "\"");
       }
-      c->param_overrides[k] = i;
+      c->param_overrides[k] = v.get<std::string>();
       continue;
     }
     if (!v.is_number())
@@ -299,15 +300,10 @@ void read_param_overrides(const Reader& r, const json& params, const PolicyInfo&
 // A module live mode cannot run (policies::live_refusal) is refused here, at the start,
 // rather than found out at its first decision: the run would not be the stack it names.
 void refuse_simulator_only(const Reader& r, const PolicyInfo& info, const LiveConfig& c) {
-  for (const auto& p : info.params) {
-    if (p.choices.empty()) continue;
-    const auto i = static_cast<std::size_t>(c.params.get(p.name));
-    if (i >= p.choices.size()) continue;
-    if (auto why =
-            policies::live_refusal(p.name, p.choices[i], c.job.replica_groups, c.job.in_place))
-      r.fail("policy.params." + p.name,
-             "expected a module that runs live, got \"" + p.choices[i] + "\": " + *why);
-  }
+  for (const auto& [param, module] : c.params.choices())
+    if (auto why = policies::live_refusal(param, module, c.job.replica_groups, c.job.in_place))
+      r.fail("policy.params." + param,
+             "expected a module that runs live, got \"" + module + "\": " + *why);
 }
 
 // "policy": the stack (a registered one) and its parameters, resolved against what it declares.

@@ -110,8 +110,8 @@ struct LiveConfig {
   std::vector<LiveMachine> standby;
   LiveJob job;
   std::string stack = "byterobust";
-  Params params;  // resolved against the stack's declared parameters
-  std::map<std::string, double> param_overrides;  // as written, for the event log header
+  Params params;                // resolved against the stack's declared parameters
+  ParamValues param_overrides;  // as written: numbers, and module names for a choice
   std::uint64_t seed = 1;
   std::string state_dir;     // journal.json, events.jsonl
   std::string trainjob_bin;  // program for bit-wise probes, all-gather and replay

@@ -269,13 +269,21 @@ void write_stack_fields(std::ostringstream& o, const Registry& registry) {
   }
 }
 
+// A choice's help less the modules module_choice appends to it (": name (summary); ..."):
+// `faultline policies` lists the modules, so that a module added leaves this page as it is.
+std::string choice_help(const ParamSpec& p) {
+  const auto at = p.help.find(": " + p.choices.front() + " (");
+  return at == std::string::npos ? p.help : p.help.substr(0, at);
+}
+
 // Every registered stack's parameters, as `faultline policies` lists them.
 void write_stacks(std::ostringstream& o, const Registry& registry) {
   o << "\n## Policy stacks and their parameters\n\n"
        "`policy.params` takes these, per stack (from each stack's declaration; `faultline "
        "policies`\n"
-       "prints the same). A choice parameter takes a module name. \"read when\" lists the module\n"
-       "choices under which the stack reads the parameter; setting it otherwise is refused.\n";
+       "prints the same). A choice parameter takes the name of a module of its kind\n"
+       "(`faultline policies` lists them, plugins' too). \"read when\" lists the module choices\n"
+       "under which the stack reads the parameter; setting it otherwise is refused.\n";
   for (const auto& name : registry.names()) {
     const PolicyInfo* info = registry.find(name);
     o << "\n### `" << name << "`\n\n" << info->summary << "\n\n";
@@ -288,17 +296,17 @@ void write_stacks(std::ostringstream& o, const Registry& registry) {
     for (const auto& p : info->params) {
       std::string def, allowed, when;
       if (!p.choices.empty()) {
-        const int i = static_cast<int>(std::lround(p.default_value));
-        def = i >= 0 && i < static_cast<int>(p.choices.size()) ? "`" + p.choices[i] + "`"
-                                                               : number_text(p.default_value);
-        for (const auto& c : p.choices) allowed += (allowed.empty() ? "" : ", ") + ("`" + c + "`");
+        def = p.default_choice().empty() ? number_text(p.default_value)
+                                         : "`" + p.default_choice() + "`";
+        allowed = "a `" + p.name + "` module";
       } else {
         def = number_text(p.default_value);
         allowed = "[" + number_text(p.min) + ", " + number_text(p.max) + "]";
       }
       for (const auto& w : p.read_when) when += (when.empty() ? "" : " or ") + ("`" + w + "`");
       o << "| `" << p.name << "` | " << p.unit << " | " << cell(def) << " | " << cell(allowed)
-        << " | " << (when.empty() ? "always" : cell(when)) << " | " << cell(p.help) << " |\n";
+        << " | " << (when.empty() ? "always" : cell(when)) << " | "
+        << cell(p.choices.empty() ? p.help : choice_help(p)) << " |\n";
     }
   }
 }

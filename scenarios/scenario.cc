@@ -413,9 +413,10 @@ const PolicyInfo& find_stack(const Obj& p, const Registry& registry, const std::
   return *info;
 }
 
-// $.policy.params as written: numbers, booleans (1/0) and module names (their index).
-std::map<std::string, double> read_param_overrides(Obj& p, const PolicyInfo& info) {
-  std::map<std::string, double> overrides;
+// $.policy.params as written: numbers, booleans (1/0) and module names (an index for a
+// choice becomes its name in Params::resolve).
+ParamValues read_param_overrides(Obj& p, const PolicyInfo& info) {
+  ParamValues overrides;
   record("$.policy.params", "object", "{}", false);
   if (const json* params = p.get("params")) {
     if (!params->is_object())
@@ -434,7 +435,7 @@ std::map<std::string, double> read_param_overrides(Obj& p, const PolicyInfo& inf
           for (const auto& c : spec->choices) all += (all.empty() ? "" : "|") + c;
           p.fail(where, "expected one of " + all + ", got " + json_brief(*it));
         }
-        overrides[it.key()] = i;
+        overrides[it.key()] = it->get<std::string>();
       } else {
         p.fail(where,
                std::string(spec && !spec->choices.empty() ? "expected a module name or its index"
@@ -448,8 +449,8 @@ std::map<std::string, double> read_param_overrides(Obj& p, const PolicyInfo& inf
 
 // Resolves the overrides against the stack's declared parameters into sc.policy_params;
 // an error names the parameter it is about.
-void resolve_params(const Obj& p, const PolicyInfo& info,
-                    const std::map<std::string, double>& overrides, Scenario& sc) {
+void resolve_params(const Obj& p, const PolicyInfo& info, const ParamValues& overrides,
+                    Scenario& sc) {
   if (auto err = Params::resolve(info.params, overrides, &sc.policy_params)) {
     std::string key;
     for (const auto& [k, v] : overrides)
@@ -464,8 +465,8 @@ void resolve_params(const Obj& p, const PolicyInfo& info,
 // A parameter the stack will not read (a module that is not chosen declares it) would make
 // every value give the same result: refuse it, naming when it would be read, or with
 // $.policy.allow_unused_params list it in sc.unread_params. REQUIRES the params resolved.
-void check_unread_params(Obj& p, const PolicyInfo& info,
-                         const std::map<std::string, double>& overrides, Scenario& sc) {
+void check_unread_params(Obj& p, const PolicyInfo& info, const ParamValues& overrides,
+                         Scenario& sc) {
   const bool allow_unused = p.boolean("allow_unused_params", false);
   sc.allow_unused_params = allow_unused;
   for (const auto& [k, v] : overrides) {
@@ -480,12 +481,8 @@ void check_unread_params(Obj& p, const PolicyInfo& info,
       when += (when.empty() ? "" : " or ") + c;
       const std::string choice = c.substr(0, c.find('='));
       const ParamSpec* cs = info.find_param(choice);
-      if (cs && now.find(choice + "=") == std::string::npos) {
-        const int i = static_cast<int>(sc.policy_params.get(choice));
-        now += (now.empty() ? "" : ", ") + choice + "=" +
-               (i >= 0 && i < static_cast<int>(cs->choices.size()) ? cs->choices[i]
-                                                                   : std::to_string(i));
-      }
+      if (cs && !cs->choices.empty() && now.find(choice + "=") == std::string::npos)
+        now += (now.empty() ? "" : ", ") + choice + "=" + sc.policy_params.choice(choice);
     }
     p.fail("$.policy.params." + k,
            "stack '" + sc.policy + "' does not read it here: it is read only with " + when +
@@ -518,7 +515,7 @@ void parse_compared_with(Obj& p, const Registry& registry, Scenario& sc) {
       for (const auto& n : registry.names()) all += (all.empty() ? "" : "|") + n;
       p.fail(at, "expected a registered stack (" + all + "), got " + json_brief(e));
     }
-    std::map<std::string, double> overrides;
+    ParamValues overrides;
     for (std::size_t k = 1; k < parts.size(); ++k) {
       const auto eq = parts[k].find('=');
       if (eq == std::string::npos || eq == 0)
@@ -528,7 +525,7 @@ void parse_compared_with(Obj& p, const Registry& registry, Scenario& sc) {
       char* end = nullptr;
       const double x = std::strtod(v.c_str(), &end);
       if (spec && spec->choice_index(v) >= 0)
-        overrides[key] = spec->choice_index(v);
+        overrides[key] = v;
       else if (v == "true" || v == "false")
         overrides[key] = v == "true";
       else if (!v.empty() && end && *end == 0)
@@ -549,7 +546,7 @@ void parse_policy(const json& pj, const std::string& file, const Registry& regis
   Obj p(pj, "$.policy", file, fields());
   sc.policy = p.string("stack", "", true);
   const PolicyInfo& info = find_stack(p, registry, sc.policy);
-  const std::map<std::string, double> overrides = read_param_overrides(p, info);
+  const ParamValues overrides = read_param_overrides(p, info);
   resolve_params(p, info, overrides, sc);
   check_unread_params(p, info, overrides, sc);
   parse_compared_with(p, registry, sc);

@@ -212,7 +212,7 @@ std::optional<StackReading> file_stack(const json& original, const Registry& reg
   StackReading r;
   r.info = registry.find((*pj)["stack"].get<std::string>());
   if (!r.info) return std::nullopt;
-  std::map<std::string, double> overrides;
+  ParamValues overrides;
   if (pj->contains("params") && (*pj)["params"].is_object()) {
     for (auto it = (*pj)["params"].begin(); it != (*pj)["params"].end(); ++it) {
       const ParamSpec* spec = r.info->find_param(it.key());
@@ -221,13 +221,13 @@ std::optional<StackReading> file_stack(const json& original, const Registry& reg
       else if (it->is_number())
         overrides[it.key()] = it->get<double>();
       else if (it->is_string() && spec && spec->choice_index(it->get<std::string>()) >= 0)
-        overrides[it.key()] = spec->choice_index(it->get<std::string>());
+        overrides[it.key()] = it->get<std::string>();
       else
         return std::nullopt;
     }
   }
   if (Params::resolve(r.info->params, overrides, &r.values)) return std::nullopt;
-  if (r.info->name == sc.policy && r.values.values() == sc.policy_params.values())
+  if (r.info->name == sc.policy && r.values == sc.policy_params)
     return std::nullopt;  // the same stack, the same choices: nothing more reads
   return r;
 }
@@ -249,10 +249,8 @@ std::string unread_why(const PolicyInfo& info, const Params& values,
     const std::size_t eq = when.find('=', at);
     const std::string choice = when.substr(at, eq - at);
     const ParamSpec* cs = info.find_param(choice);
-    const int i = cs ? static_cast<int>(values.get(choice)) : -1;
     now += (now.empty() ? "" : ", ") + choice + "=" +
-           (cs && i >= 0 && i < static_cast<int>(cs->choices.size()) ? cs->choices[i]
-                                                                     : std::to_string(i));
+           (cs && !cs->choices.empty() ? values.choice(choice) : std::string("-1"));
     const std::size_t next = when.find(" or ", eq);
     at = next == std::string::npos ? when.size() : next + 4;
   }

@@ -10,7 +10,7 @@ namespace faultline::sim {
 
 namespace {
 constexpr std::uint8_t kUndrawn = 2;
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kFleetNever = std::numeric_limits<std::int64_t>::max();
 }  // namespace
 
 Fleet::Fleet(const scenarios::Scenario& sc, std::uint64_t replica, int machines, int domains)
@@ -40,7 +40,7 @@ Fleet::Fleet(const scenarios::Scenario& sc, std::uint64_t replica, int machines,
 void Fleet::track(MachineId /*m*/, bool may_be_bad) {
   broken.push_back(0);
   bad.push_back(may_be_bad && sc_.repair.bad_fraction > 0 ? kUndrawn : 0);
-  turns_bad_at.push_back(may_be_bad && sc_.repair.turn_bad_per_machine_day > 0 ? -1 : kNever);
+  turns_bad_at.push_back(may_be_bad && sc_.repair.turn_bad_per_machine_day > 0 ? -1 : kFleetNever);
   cures_of.push_back(0);
   hits.push_back(0);
   evidence.push_back(false);
@@ -54,8 +54,8 @@ std::int64_t Fleet::turn_bad_time(MachineId m, std::uint32_t spell, std::int64_t
   const double mean_ns = 86400e9 / sc_.repair.turn_bad_per_machine_day;
   const double gap = Rng({sc_.seed, replica_, 0xA6Eull, static_cast<std::uint64_t>(m), spell})
                          .exponential(mean_ns);
-  return gap >= static_cast<double>(kNever - 1 - from) ? kNever - 1
-                                                       : from + static_cast<std::int64_t>(gap);
+  return gap >= static_cast<double>(kFleetNever - 1 - from) ? kFleetNever - 1
+                                                            : from + static_cast<std::int64_t>(gap);
 }
 
 bool Fleet::is_bad(MachineId m, std::int64_t now) {
@@ -63,7 +63,7 @@ bool Fleet::is_bad(MachineId m, std::int64_t now) {
   if (bad[m] == kUndrawn)
     bad[m] = Rng({sc_.seed, replica_, 0xBADull, static_cast<std::uint64_t>(m)})
                  .bernoulli(sc_.repair.bad_fraction);
-  if (bad[m] == 0 && turns_bad_at[m] != kNever) {
+  if (bad[m] == 0 && turns_bad_at[m] != kFleetNever) {
     // Ageing: a good machine turns bad after an exponential time from the start, or from
     // its last cure (its own stream, one draw per spell of being good).
     if (turns_bad_at[m] < 0) turns_bad_at[m] = turn_bad_time(m, 0, 0);

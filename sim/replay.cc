@@ -1,25 +1,16 @@
-// The stages of `faultline sim replay` (sim/replay.h): reading and trimming a live run's
-// event log, measuring the environment from it (step times, checkpoint spacing and stall,
-// action durations) into scenario fields, turning its faults into fault categories shaped by
-// what the live run showed the policy, building the scenario with the faults as a replayed
-// trace, running the replicas, and the result document and text report. The helpers in the
-// anonymous namespace are the measurements on the log and the pieces of those stages.
+// The last stages of `faultline sim replay` (sim/replay.h): the replayed stack and its
+// parameters, the scenario with the faults as a replayed trace, running the replicas, and the
+// result document and text report; replay() runs every stage. Reading the log and measuring
+// the environment are in replay_calibration.cc, the faults as categories in replay_faults.cc.
 #include "sim/replay.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cstdlib>
-#include <fstream>
-#include <initializer_list>
 #include <iomanip>
-#include <iterator>
-#include <limits>
+#include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <sstream>
-#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -27,9 +18,9 @@
 #include "scenarios/stack_fields.h"
 #include "sim/metrics.h"
 #include "sim/replay_decisions.h"
+#include "sim/replay_internal.h"
 #include "sim/report.h"
 #include "sim/runner.h"
-#include "traces/stats.h"
 
 namespace faultline::sim {
 
@@ -38,281 +29,20 @@ namespace {
 using nlohmann::json;
 using traces::EventLog;
 using traces::FaultKind;
-using traces::FaultRecord;
-using traces::median;
-using traces::Timed;
 
-using Durations = std::map<std::string, std::vector<double>>;
+using replay_internal::checkpoint_stall;
+using replay_internal::fmt;
+using replay_internal::occurrence_durations;
 // Scenario::replay_durations' entry that is no duration: per in-place StartJob of the live
 // run, whether it was taken in place (see replay_scenario).
 constexpr const char* kInPlaceTakenKey = "StartJob:in-place-taken";
 
-int first_successful_start(const EventLog& log);
-
-// The live run's timed actions in log order: each one's key (its action type, and mode or
-// test: "AcquireMachines:requeue", "RunProbe:gpu-diag"; the run's first successful start is
-// "StartJob:first", an in-place one, whose outcome begins "in place:", "StartJob:inplace", the
-// other starts "StartJob") and its outcome duration, NaN when it did not
-// succeed or measured something the simulator models itself: an acquisition that waited for
-// machines (the live note "MODE waits for machines: ..." before its outcome: a standby
-// shortfall filled by a machine back from repair) measured the wait, not a wake or a
-// reschedule (calibrate_pool_returns).
-struct TimedAction {
-  std::size_t index;  // into log.actions
-  std::string key;
-  double duration_s;
-};
-
-std::vector<TimedAction> timed_actions(const EventLog& log) {
-  std::map<ActionId, std::size_t> line_of;
-  for (const auto& a : log.actions)
-    if (std::holds_alternative<AcquireMachines>(a.value.action)) line_of[a.value.id] = a.line;
-  std::vector<std::size_t> waits;
-  for (const auto& n : log.notes)
-    if (n.value.find(" waits for machines: ") != std::string::npos) waits.push_back(n.line);
-  auto waited = [&](ActionId id, std::size_t outcome_line) {
-    auto it = line_of.find(id);
-    return it != line_of.end() && std::any_of(waits.begin(), waits.end(), [&](std::size_t l) {
-             return l > it->second && l < outcome_line;
-           });
-  };
-  std::map<ActionId, double> took;
-  std::set<ActionId> in_place;  // starts taken in place (live mode's outcome says so)
-  for (const auto& o : log.outcomes) {
-    if (o.value.ok && !waited(o.value.id, o.line)) took[o.value.id] = o.value.duration_s;
-    if (o.value.detail.rfind("in place:", 0) == 0) in_place.insert(o.value.id);
-  }
-  const int first = first_successful_start(log);
-  std::vector<TimedAction> out;
-  for (std::size_t i = 0; i < log.actions.size(); ++i) {
-    const auto& a = log.actions[i];
-    std::string key = std::visit(
-        [](const auto& x) -> std::string {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, StartJob>) return "StartJob";
-          if constexpr (std::is_same_v<T, HotUpdate>) return "HotUpdate";
-          if constexpr (std::is_same_v<T, RollBack>) return "RollBack";
-          if constexpr (std::is_same_v<T, AcquireMachines>)
-            return std::string("AcquireMachines:") + mode_name(x.mode);
-          if constexpr (std::is_same_v<T, RunProbe>)
-            return std::string("RunProbe:") + probe_name(x.test);
-          if constexpr (std::is_same_v<T, CaptureStacks>) return "CaptureStacks";
-          if constexpr (std::is_same_v<T, RunReplay>) return "RunReplay";
-          return "";
-        },
-        a.value.action);
-    if (key.empty()) continue;
-    if (key == "StartJob" && static_cast<int>(i) == first) key = "StartJob:first";
-    if (key == "StartJob" && in_place.count(a.value.id)) key = "StartJob:inplace";
-    const auto it = took.find(a.value.id);
-    out.push_back({i, key, it == took.end() ? std::nan("") : it->second});
-  }
-  return out;
-}
-
-// Outcome durations of the successful actions by key, for the medians.
-std::map<std::string, std::vector<double>> outcome_durations(const EventLog& log) {
-  std::map<std::string, std::vector<double>> out;
-  for (const auto& t : timed_actions(log))
-    if (!std::isnan(t.duration_s)) out[t.key].push_back(t.duration_s);
-  return out;
-}
-
-// The same, occurrence by occurrence from the first successful start on (the simulated job
-// starts there): the k-th action of a key in the replay takes the live run's k-th, so that a
-// fault lands in the same phase of a recovery as it did live. NaN: the median.
-std::map<std::string, std::vector<double>> occurrence_durations(const EventLog& log) {
-  const int first = first_successful_start(log);
-  std::map<std::string, std::vector<double>> out;
-  if (first < 0) return out;
-  for (const auto& t : timed_actions(log))
-    if (static_cast<int>(t.index) >= first) out[t.key].push_back(t.duration_s);
-  return out;
-}
-
-// Checkpoint stall per checkpoint, from progress samples one step apart: the excess
-// over the healthy step time of the two steps around each checkpoint step (the stall
-// shows up in one of them, whichever the job reports it in).
-std::optional<Calibrated> checkpoint_stall(const EventLog& log, std::int64_t n,
-                                           double step_time_s) {
-  if (n <= 0) return std::nullopt;
-  if (n == 1) return Calibrated{0, "every step checkpoints: the stall is inside the step time", 0};
-  std::map<std::int64_t, double> dt_to;  // step -> time since the previous step (one step apart)
-  const auto& p = log.progress;
-  for (std::size_t i = 1; i < p.size(); ++i)
-    if (!p[i].value.restart && p[i].value.step == p[i - 1].value.step + 1 &&
-        p[i].t_s > p[i - 1].t_s)
-      dt_to[p[i].value.step] = p[i].t_s - p[i - 1].t_s;
-  std::vector<double> stalls;
-  for (const auto& [step, dt] : dt_to) {
-    if (step % n != 0) continue;
-    auto next = dt_to.find(step + 1);
-    if (next == dt_to.end()) continue;
-    stalls.push_back(std::max(0.0, dt - step_time_s) + std::max(0.0, next->second - step_time_s));
-  }
-  if (stalls.empty()) return std::nullopt;
-  return Calibrated{median(stalls),
-                    "progress around " + std::to_string(stalls.size()) + " checkpoints",
-                    static_cast<int>(stalls.size())};
-}
-
-// Mean wall time per step while the job trains normally: consecutive samples of one
-// incarnation, leaving out the two steps around each checkpoint (the simulator models
-// the checkpoint as a stall of its own), steps while a recorded slowdown is active (it
-// models that as the fault), and outliers beyond twice the median (pauses the log does
-// not explain). Jitter makes this mean longer than the median the live ETTR counts with.
-// The outliers' time beyond the median step is `pause_s`: lost to the live ETTR, modelled
-// by nothing in the simulator (an overloaded host, a stalled disk), so it is reported: it is
-// added to *pauses_only even when no running step is left to average.
-std::optional<RunningSteps> mean_running_step(const EventLog& log, std::int64_t n, double median_s,
-                                              RunningSteps* pauses_only) {
-  auto near_checkpoint = [&](std::int64_t a, std::int64_t b) {  // any step in (a, b]
-    if (n <= 1) return false;
-    if (b - a >= n) return true;
-    for (std::int64_t s = a + 1; s <= b; ++s)
-      if (s % n == 0 || (s - 1) % n == 0) return true;
-    return false;
-  };
-  std::vector<double> slow_from;
-  for (const auto& f : log.faults)
-    if (f.value.fault == FaultKind::kSlow) slow_from.push_back(f.t_s);
-  const auto& p = log.progress;
-  double sum = 0;
-  int count = 0;
-  std::size_t next_slow = 0;
-  bool slow = false;
-  std::sort(slow_from.begin(), slow_from.end());
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    if (p[i].value.restart) slow = false;  // a restart is where a slow machine can have left
-    while (next_slow < slow_from.size() && slow_from[next_slow] <= p[i].t_s) {
-      slow = true;
-      ++next_slow;
-    }
-    if (i == 0 || slow || p[i].value.restart) continue;
-    const auto& a = p[i - 1];
-    const auto& b = p[i];
-    if (b.value.step <= a.value.step || !(b.t_s > a.t_s) ||
-        near_checkpoint(a.value.step, b.value.step))
-      continue;
-    const double per = (b.t_s - a.t_s) / static_cast<double>(b.value.step - a.value.step);
-    if (per > 2 * median_s) {
-      pauses_only->pause_s +=
-          (b.t_s - a.t_s) - median_s * static_cast<double>(b.value.step - a.value.step);
-      ++pauses_only->pauses;
-      continue;
-    }
-    sum += per;
-    ++count;
-  }
-  if (count == 0) return std::nullopt;
-  RunningSteps r = *pauses_only;
-  r.mean_s = sum / count;
-  r.count = count;
-  return r;
-}
-
-// Steps between checkpoints in the live run. The policy's plan (its SetCheckpointPlan
-// before the first start) decides, rounded up to whole steps of the nominal step time as
-// the live backend does (action.h); the header's value is the one known before the plan.
-// `every_step_plan`: the plan asked for a save every step (interval 0, the peer module),
-// which no interval parameter of the stack decided.
-Calibrated checkpoint_every(const EventLog& log, bool* every_step_plan) {
-  *every_step_plan = false;
-  double first_start = std::numeric_limits<double>::infinity();
-  for (const auto& a : log.actions)
-    if (std::holds_alternative<StartJob>(a.value.action)) {
-      first_start = a.t_s;
-      break;
-    }
-  const SetCheckpointPlan* plan = nullptr;
-  for (const auto& a : log.actions)
-    if (a.t_s <= first_start)
-      if (auto* p = std::get_if<SetCheckpointPlan>(&a.value.action)) plan = p;
-  if (!plan)
-    return {static_cast<double>(log.header.checkpoint_every_steps), "header checkpoint_every_steps",
-            1};
-  *every_step_plan = plan->interval.ns <= 0;
-  // Whole steps, with a tolerance for the rounding of the division (30 s / 1 s is 30).
-  const double every = plan->interval.ns <= 0 ? 1
-                                              : std::ceil(static_cast<double>(plan->interval.ns) /
-                                                              1e9 / log.header.nominal_step_time_s -
-                                                          1e-9);
-  return {std::max(1.0, every), "SetCheckpointPlan interval / nominal step, rounded up", 1};
-}
-
-// What the policy was shown after a fault: its first exit naming the fault's machine (or
-// none). An exit that names no machine counts only before `until` (the next fault on any
-// machine); one naming the fault's machine also after it, up to `until_own` (the next fault on
-// that machine, or the job's next successful start): two kills 0.05 s apart on two machines
-// each exit in their own words after both faults. `before_acting`: only exits before the
-// policy's next disruptive action (a hang's watchdog exit, not the echo of a stop).
-Observed observe(const EventLog& log, const Timed<FaultRecord>& f, double until, double until_own,
-                 bool before_acting) {
-  const double last = std::max(until, until_own);
-  double acted = last;
-  if (before_acting)
-    for (const auto& a : log.actions)
-      if (a.t_s >= f.t_s && a.t_s < acted &&
-          (std::holds_alternative<StopJob>(a.value.action) ||
-           std::holds_alternative<EvictMachines>(a.value.action) ||
-           std::holds_alternative<AcquireMachines>(a.value.action)))
-        acted = a.t_s;
-  for (const auto& e : log.events) {
-    if (e.t_s < f.t_s || e.t_s >= acted) continue;
-    const auto names = [&](MachineId m) {
-      return m == f.value.machine ? e.t_s < last : m == kNoMachine && e.t_s < until;
-    };
-    if (auto* x = std::get_if<ProcessExit>(&e.value); x && names(x->machine))
-      return {true, e.t_s - f.t_s, x->exit_code, x->signature};
-    if (auto* x = std::get_if<StartFailed>(&e.value); x && names(x->machine))
-      return {true, e.t_s - f.t_s, 1, x->signature};
-  }
-  return {};
-}
-
-// The end of what fault `i`'s own machine may still show of it (observe's `until_own`): the
-// next fault on that machine, or the job's next successful start (an exit after it is the
-// new run's), whichever comes first; the horizon at most.
-double own_exit_until(const EventLog& log, std::size_t i, double horizon) {
-  const auto& f = log.faults[i];
-  double until = horizon;
-  for (std::size_t k = i + 1; k < log.faults.size(); ++k)
-    if (log.faults[k].t_s > f.t_s && log.faults[k].value.machine == f.value.machine) {
-      until = log.faults[k].t_s;
-      break;
-    }
-  for (const auto& e : log.events)
-    if (e.t_s > f.t_s && e.t_s < until && std::holds_alternative<JobStarted>(e.value)) return e.t_s;
-  return until;
-}
-
-// When a kill showed the policy nothing of its own and the job was stopped for another
-// machine's exit first (two kills a few ms apart: the second machine's exit reached the
-// controller first and the stop took the first machine's rank with the rest), the time its
-// fault is replayed at: that stop's, so that it strikes a job already down, as it did live;
-// otherwise its own time. `until_own` as observe's.
-double covered_kill_time(const EventLog& log, const Timed<FaultRecord>& f, const Observed& seen,
-                         double until_own) {
-  if (seen.found || f.value.fault != FaultKind::kKill) return f.t_s;
-  double stop = -1;
-  for (const auto& a : log.actions)
-    if (a.t_s > f.t_s && a.t_s < until_own && std::holds_alternative<StopJob>(a.value.action)) {
-      stop = a.t_s;
-      break;
-    }
-  if (stop < 0) return f.t_s;
-  for (const auto& e : log.events) {
-    if (e.t_s <= f.t_s || e.t_s > stop) continue;
-    const auto* x = std::get_if<ProcessExit>(&e.value);
-    if (x && x->machine != f.value.machine && x->machine != kNoMachine) return stop;
-  }
-  return f.t_s;
-}
+}  // namespace
 
 // The job's first successful start (StartJob whose outcome is ok, or has none): the
 // index into log.actions, or -1. Failed attempts before it (agents still connecting) are
 // set-up, not incidents.
-int first_successful_start(const EventLog& log) {
+int replay_internal::first_successful_start(const EventLog& log) {
   std::map<ActionId, bool> ok;
   for (const auto& o : log.outcomes) ok[o.value.id] = o.value.ok;
   for (std::size_t i = 0; i < log.actions.size(); ++i) {
@@ -322,6 +52,8 @@ int first_successful_start(const EventLog& log) {
   }
   return -1;
 }
+
+namespace {
 
 // Live incidents by resolution mechanism, attributed as the simulator does: the last
 // mechanism named by an eviction, acquisition or start since the previous successful
@@ -359,303 +91,6 @@ std::map<std::string, double> live_mechanisms(const EventLog& log, int first_sta
   return out;
 }
 
-std::string fmt(double v, int prec) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(prec) << v;
-  return o.str();
-}
-
-// ------------------------------------------------------------ calibration
-
-// The median healthy step, which the live ETTR counts with: the summary's, else the progress
-// samples', else the header's nominal one.
-Calibrated median_step(const EventLog& log) {
-  if (log.summary && log.summary->value.step_time_s > 0)
-    return {log.summary->value.step_time_s, "summary record (median healthy step)", 1};
-  if (auto s = traces::healthy_step_time(log.progress))
-    return {*s, "median healthy step of the progress samples",
-            static_cast<int>(log.progress.size())};
-  return {log.header.nominal_step_time_s, "header nominal_step_time_s (no healthy steps logged)",
-          0};
-}
-
-// The environment's durations from the median outcome durations of successful actions, into
-// `cal` (scenario path -> value); the large-cluster defaults where the run never measured one.
-void calibrate_actions(const Durations& durations, std::map<std::string, Calibrated>& cal) {
-  auto from = [&](const std::string& target, std::initializer_list<const char*> keys, double def,
-                  const std::string& def_note) {
-    std::vector<double> xs;
-    std::string used;
-    for (const char* k : keys) {
-      auto it = durations.find(k);
-      if (it == durations.end()) continue;
-      xs.insert(xs.end(), it->second.begin(), it->second.end());
-      used += (used.empty() ? "" : "+") + std::string(k);
-    }
-    if (xs.empty()) {
-      cal[target] = {def, def_note, 0};
-    } else {
-      cal[target] = {median(xs), used + " median of " + std::to_string(xs.size()),
-                     static_cast<int>(xs.size())};
-    }
-  };
-  const std::string not_measured = "default (not measured in this run)";
-  const scenarios::SchedulerSpec sched;
-  const scenarios::DiagnosisSpec diag;
-  // Restarts and the first start apart: a fresh launch has nothing to stop or wait for.
-  // Each stands in for the other where the run measured only one.
-  from("job.init_s", {"StartJob"}, 0, not_measured);
-  if (cal["job.init_s"].samples == 0)
-    from("job.init_s", {"HotUpdate", "RollBack"}, 0, not_measured);
-  from("job.first_init_s", {"StartJob:first"}, cal["job.init_s"].value,
-       "job.init_s (the first start was not timed)");
-  if (cal["job.init_s"].samples == 0) from("job.init_s", {"StartJob:first"}, 0, not_measured);
-  // In-place starts (recovery=flash, job.in_place) apart: only the relaunched ranks start.
-  from("job.inplace_init_s", {"StartJob:inplace"}, cal["job.init_s"].value,
-       "job.init_s (no in-place start was timed)");
-  from("cluster.scheduler.requeue_base_s", {"AcquireMachines:requeue"}, sched.requeue_base_s,
-       not_measured);
-  from("cluster.scheduler.reschedule_base_s", {"AcquireMachines:reschedule"},
-       sched.reschedule_base_s, not_measured);
-  from("diagnosis.standby_wake_s", {"AcquireMachines:standby"}, diag.standby_wake_s, not_measured);
-  // A stop-time test the run never needed takes what the run's other tests took (the
-  // same machines and programs), not the big-cluster default.
-  std::vector<double> all_probes;
-  for (const auto& [k, xs] : durations)
-    if (k.rfind("RunProbe:", 0) == 0 && k != "RunProbe:inter-all-gather")
-      all_probes.insert(all_probes.end(), xs.begin(), xs.end());
-  const bool have_probes = !all_probes.empty();
-  const double probe_fallback = have_probes ? median(all_probes) : 0;
-  const std::string probe_note = "median of the run's other stop-time tests (this one never ran)";
-  auto probe = [&](const std::string& target, const char* key, double def) {
-    from(target, {key}, have_probes ? probe_fallback : def,
-         have_probes ? probe_note : not_measured);
-  };
-  probe("diagnosis.gpu_diag_s", "RunProbe:gpu-diag", diag.gpu_diag_s);
-  probe("diagnosis.intra_all_to_all_s", "RunProbe:intra-all-to-all", diag.intra_all_to_all_s);
-  probe("diagnosis.bitwise_s", "RunProbe:bitwise", diag.bitwise_s);
-  probe("diagnosis.stress_s", "RunProbe:stress", diag.stress_s);
-  from("diagnosis.capture_s", {"CaptureStacks"}, diag.capture_s, not_measured);
-  from("diagnosis.replay_s", {"RunReplay"}, diag.replay_s, not_measured);
-}
-
-// A live run that never rescheduled still refilled its standby pool: machines taken out
-// come back once they pass their repair check (or an operator repairs them), and a standby
-// shortfall waits for them (realexec/controller/live_world.cc). The simulator refills its pool, and
-// fills a shortfall, from the scheduler after reschedule_base_s (plus the self-check,
-// gpu_diag_s): left at the large-cluster default (120 s), a pool that the run refilled in
-// seconds stays empty for minutes. Each return (the live controller's note "NAME ... back in
-// the standby pool") is timed from the eviction before it.
-void calibrate_pool_returns(const EventLog& log, std::map<std::string, Calibrated>& cal) {
-  if (cal["cluster.scheduler.reschedule_base_s"].samples != 0) return;
-  std::vector<double> evicted_at, back;
-  for (const auto& a : log.actions)
-    if (std::holds_alternative<EvictMachines>(a.value.action)) evicted_at.push_back(a.t_s);
-  for (const auto& n : log.notes) {
-    if (n.value.find("back in the standby pool") == std::string::npos) continue;
-    auto it = std::upper_bound(evicted_at.begin(), evicted_at.end(), n.t_s);
-    if (it != evicted_at.begin()) back.push_back(n.t_s - *std::prev(it));
-  }
-  if (!back.empty())
-    cal["cluster.scheduler.reschedule_base_s"] = {
-        std::max(0.0, median(back) - cal["diagnosis.gpu_diag_s"].value),
-        "standby pool returns, median of " + std::to_string(back.size()) +
-            " (eviction to \"back in the standby pool\", less gpu_diag_s)",
-        static_cast<int>(back.size())};
-}
-
-// The inter-machine all-gather is a ring of real flows in the simulator: each NIC carries
-// one flow out and one in, so a test of T seconds moves about T x NIC/2 bytes. The
-// simulator's network model (CM02) completes such a ring 1.05x slower than the ideal fair
-// share (measured; tests/sim/replay_test.cc checks the probe's time).
-Calibrated inter_all_gather_bytes(const Durations& durations, double nic_gbps) {
-  const double kFlowOverhead = 1.05;
-  auto it = durations.find("RunProbe:inter-all-gather");
-  if (it != durations.end()) {
-    const double t = median(it->second);
-    return {t * nic_gbps * 1e9 / 8 / 2 / kFlowOverhead,
-            "RunProbe:inter-all-gather median of " + std::to_string(it->second.size()) + " (" +
-                fmt(t, 2) + " s at " + fmt(nic_gbps, 0) + " Gb/s NICs, approximate)",
-            static_cast<int>(it->second.size())};
-  }
-  const scenarios::DiagnosisSpec diag;
-  return {diag.inter_all_gather_bytes * nic_gbps / 3200, "default (not measured in this run)", 0};
-}
-
-// ------------------------------------------------------------ faults
-
-// How a replayed fault shows itself to the policy.
-struct Shape {
-  std::string symptom = "crash", cls = "explicit", alert, sig;
-  bool machine_down_lag = false;  // placed after the host inspection that sees it
-  int code = 1;
-};
-
-// Whether the live run trained in replica groups (an EnableReplicaGroups it carried out).
-bool ran_replica_groups(const EventLog& log) {
-  std::set<ActionId> enabled;
-  for (const auto& a : log.actions)
-    if (std::holds_alternative<EnableReplicaGroups>(a.value.action)) enabled.insert(a.value.id);
-  return std::any_of(log.outcomes.begin(), log.outcomes.end(),
-                     [&](const auto& o) { return o.value.ok && enabled.count(o.value.id); });
-}
-
-// The shape of fault `f` from its kind and what the live run saw after it; sets the
-// kind's own fields of category `c` (persistence, exits, slowdown, scope). `replicas`: the run
-// trained in replica groups.
-Shape shape_of(const FaultRecord& f, const Observed& seen, bool replicas, json& c) {
-  Shape s;
-  s.sig = seen.signature;
-  s.code = seen.found ? seen.exit_code : 1;
-  switch (f.fault) {
-    case FaultKind::kKill:
-      if (!seen.found) s.code = 137;
-      break;
-    case FaultKind::kMachineDown:
-      // Live mode sees a lost machine at once as its agent's connection dropping (a host
-      // alert); the peers' exits come after. The simulator polls host inspection every
-      // inspect_host_s, so the exit is placed just after that for the alert to come
-      // first, as it did live; a stack without inspection sees the crash.
-      s.alert = "host";
-      if (!seen.found)
-        s.sig = "agent lost: " + (f.detail.empty() ? std::string("machine down") : f.detail);
-      s.machine_down_lag = true;
-      break;
-    case FaultKind::kCrash:
-      if (!seen.found) s.sig = f.detail;
-      break;
-    case FaultKind::kHang:
-    case FaultKind::kStop:
-      // A rank hung in a collective stays hung until its processes are killed, like a
-      // frozen one: stack aggregation finds it either way. In replica groups the quorum's
-      // timeout drops the replica and its killed process is relaunched: the one-shot hang (or
-      // the stopped process) is gone, and the rejoin on the same machine works.
-      s.symptom = "hang";
-      s.cls = "implicit";
-      c["persistent"] = !replicas;
-      break;
-    case FaultKind::kNan:
-    case FaultKind::kSdc:
-      // Seen as an exit (a job with a NaN check), or only in the step samples: a job
-      // that reports its loss and trains on until the policy stops it, as the reference
-      // job does. Then the simulated job does not exit either; replayed as an exit at
-      // once, the stack took the crash path (stop-time tests, reattempts on the
-      // corrupt machine) instead of the NaN path the run took (bit-wise test, replay).
-      s.symptom = "nan";
-      s.cls = "implicit";
-      if (!seen.found) c["exits"] = false;
-      break;
-    case FaultKind::kSlow:
-      s.symptom = "slowdown";
-      s.cls = "implicit";
-      c["slowdown_factor"] = std::strtod(f.detail.c_str(), nullptr);
-      break;
-    case FaultKind::kNicDown:
-      s.alert = "nic";
-      if (!seen.found) s.symptom = "hang";  // nothing exited: the job stalled on the network
-      break;
-    case FaultKind::kWarn:
-      // A warning, and no failure behind it (an operator's drill of a predictor): replayed
-      // as a warned fault announced at the record's time with the recorded lead, whose strike
-      // changes nothing (a slowdown by a factor of 1), wherever its machine is by then.
-      s.symptom = "slowdown";
-      s.cls = "implicit";
-      c["slowdown_factor"] = 1.0;
-      c["warning"] = {{"lead_time_s", std::strtod(f.detail.c_str(), nullptr)},
-                      {"probability", 1.0},
-                      {"false_per_machine_day", 0.0}};
-      break;
-    case FaultKind::kUpdate:
-      s.symptom = "manual";
-      s.cls = "manual";
-      c["scope"] = "job";
-      c["persistent"] = false;
-      break;
-  }
-  return s;
-}
-
-// The steps of the live run's bit-wise alignment probe: job.bitwise_steps of the config the
-// header names; live mode's default, 1, when the config is unreadable or does not set it.
-int bitwise_probe_steps(const traces::EventLogHeader& h) {
-  if (h.config_file.empty()) return 1;
-  std::ifstream in(h.config_file);
-  const json cfg = in ? json::parse(in, nullptr, false) : json();
-  const json* job = cfg.is_object() && cfg.contains("job") ? &cfg["job"] : nullptr;
-  if (job == nullptr || !job->is_object() || !job->contains("bitwise_steps")) return 1;
-  const json& steps = (*job)["bitwise_steps"];
-  return steps.is_number_integer() && steps.get<std::int64_t>() >= 1 &&
-                 steps.get<std::int64_t>() <= 1000000
-             ? static_cast<int>(steps.get<std::int64_t>())
-             : 1;
-}
-
-// Stop-time tests find what the live run's tests could find: a transient fault leaves a
-// healthy machine (nothing to find); silent corruption from a process's (N+1)-th step
-// (`sdc after=N`, N = 0 without a detail) is reproduced by replay, and shows in the
-// bit-wise test of `bitwise_steps` steps (the stress test: 10 times as many), which apply
-// the machine's persistent faults, only when N is below its steps: after=0 fails the
-// one-step bit-wise test, after=3 escapes it.
-json recall_of(const FaultRecord& f, int bitwise_steps) {
-  json recall = json::object();
-  const bool sdc = f.fault == FaultKind::kSdc;
-  for (int k = 0; k < kProbeKinds; ++k)
-    recall[probe_key(static_cast<ProbeKind>(k))] =
-        f.fault == FaultKind::kNicDown && static_cast<ProbeKind>(k) == ProbeKind::kInterAllGather
-            ? 1.0
-            : 0.0;
-  recall["replay"] = sdc || f.persistent ? 1.0 : 0.0;
-  if (sdc) {
-    const std::string& d = f.detail;
-    const double after = d.rfind("after=", 0) == 0 ? std::strtod(d.c_str() + 6, nullptr) : 0;
-    recall[probe_key(ProbeKind::kBitwise)] = after < bitwise_steps ? 1.0 : 0.0;
-    recall[probe_key(ProbeKind::kStress)] = after < 10.0 * bitwise_steps ? 1.0 : 0.0;
-  }
-  return recall;
-}
-
-// The fault category of replayed fault number `k` (0-based). `*empty_signature`: it exits
-// with no log line (the parsed scenario's default signature is then cleared).
-json fault_category(const ReplayedFault& r, std::size_t k, const traces::EventLogHeader& h,
-                    bool replicas, int bitwise_steps, bool* empty_signature) {
-  const auto& f = r.record.value;
-  const Observed& seen = r.seen;
-  json c;
-  c["name"] = std::string(traces::fault_kind_name(f.fault)) + "#" + std::to_string(k + 1) +
-              "@line" + std::to_string(r.record.line);
-  c["rate_per_machine_day"] = 0;
-  c["scope"] = "machine";
-  c["persistent"] = f.persistent;
-  const Shape s = shape_of(f, seen, replicas, c);
-  c["symptom"] = s.symptom;
-  c["class"] = s.cls;
-  c["recall"] = recall_of(f, bitwise_steps);
-  if (!s.alert.empty()) c["alert"] = s.alert;
-  const bool exits = s.symptom == "crash" || (s.symptom == "nan" && seen.found);
-  if (exits) {
-    c["exit_code"] = std::clamp(s.code, 0, 255);
-    double lag = seen.found ? seen.lag_s : 0.0;
-    if (s.machine_down_lag) {
-      auto it = h.params.find("inspect_host_s");
-      lag = std::max(lag, (it != h.params.end() ? it->second : 2.0) + 0.5);
-    }
-    c["observe_after_s"] = lag;
-    if (!s.sig.empty()) c["signature"] = s.sig;
-  }
-  *empty_signature = exits && s.sig.empty();
-  return c;
-}
-
-// Why fault `f` is not replayed, or nothing.
-std::optional<std::string> skip_reason(const Timed<FaultRecord>& f, int machines,
-                                       double horizon_s) {
-  const bool job_wide = f.value.fault == FaultKind::kUpdate;
-  if (!job_wide && (f.value.slot < 0 || f.value.slot >= machines))
-    return "slot " + std::to_string(f.value.slot) + " is not a job slot";
-  if (f.t_s >= horizon_s) return "after the end of the run";
-  return std::nullopt;
-}
-
 // ------------------------------------------------------------ the scenario
 
 const PolicyInfo& find_stack(const Registry& registry, const std::string& stack) {
@@ -685,14 +120,24 @@ void calibrate_checkpoints(const EventLog& log, const PolicyInfo& info, Calibrat
         std::to_string(every_steps) + " steps between checkpoints x running step", 1};
 }
 
+// The parameters of `params` (numbers, and module names for a choice) as overrides.
+ParamValues param_values(const json& params) {
+  ParamValues out;
+  for (const auto& [k, v] : params.items()) {
+    if (v.is_number()) out[k] = v.get<double>();
+    if (v.is_string()) out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
 // The header records every resolved parameter, and a calibrated one may not apply either
 // (an interval under an every-step plan): those the replayed stack will not read with its
 // module choices are left out of `params` and `cal`, as setting them would change nothing
 // (and is refused). Returns whether the stack sizes its own standby pool.
 bool prune_params(const PolicyInfo& info, json& params, std::map<std::string, Calibrated>& cal) {
-  std::map<std::string, double> chosen;
-  for (const auto& [k, v] : params.items())
-    if (v.is_number() && info.find_param(k)) chosen[k] = v.get<double>();
+  ParamValues chosen = param_values(params);
+  for (auto it = chosen.begin(); it != chosen.end();)
+    it = info.find_param(it->first) ? std::next(it) : chosen.erase(it);
   Params values;
   const bool resolved = !Params::resolve(info.params, chosen, &values);
   // A stack with a standby module sizes its own pool (standby_pool): the scenario then
@@ -751,10 +196,7 @@ json scenario_doc(const LiveRun& run, const Calibration& cal, const ReplayedFaul
   doc["policy"] = {{"stack", stack.name}, {"params", stack.params}};
   // The environment as the live run measured it, less what the replayed stack never reads
   // (a scenario that sets those is refused): the calibration still reports them.
-  std::map<std::string, double> chosen;
-  for (const auto& [k, v] : stack.params.items())
-    if (v.is_number()) chosen[k] = v.get<double>();
-  if (Params values; !Params::resolve(stack.info->params, chosen, &values))
+  if (Params values; !Params::resolve(stack.info->params, param_values(stack.params), &values))
     scenarios::drop_unread_fields(doc, *stack.info, values);
   return doc;
 }
@@ -983,121 +425,6 @@ void text_mechanisms(std::ostringstream& o, const json& live_mech, const json& s
 
 }  // namespace
 
-LiveRun read_live_run(const std::string& path) {
-  LiveRun run;
-  run.path = path;
-  try {
-    run.log = traces::read_event_log(path);
-  } catch (const traces::EventLogError& e) {
-    throw ReplayError(e.what(), 2);
-  }
-  EventLog& log = run.log;
-  run.faults_in_log = log.faults.size();
-  if (!log.summary) return run;
-  for (const auto& f : log.faults)
-    if (f.line > log.summary->line) run.after_summary.push_back(f.line);
-  // The run ended at its summary; what a shutting-down controller logs after it (the
-  // policy reacting to the ranks being stopped) is not part of the run.
-  const std::size_t end = log.summary->line;
-  auto trim = [end](auto& v) {
-    v.erase(std::remove_if(v.begin(), v.end(), [end](const auto& r) { return r.line > end; }),
-            v.end());
-  };
-  trim(log.events);
-  trim(log.actions);
-  trim(log.outcomes);
-  trim(log.faults);
-  trim(log.progress);
-  return run;
-}
-
-Calibration calibrate(const LiveRun& run) {
-  const EventLog& log = run.log;
-  Calibration c;
-  const double last_t = log.records.empty() ? 0 : log.records.back().t_s;
-  c.horizon_s = log.summary ? log.summary->value.elapsed_s : last_t;
-  if (!(c.horizon_s > 0))
-    throw ReplayError(
-        run.path + ": the run has no length: no summary record and no record after t_s 0", 2);
-  c.step = median_step(log);
-  c.live = log.summary ? log.summary->value
-                       : traces::summarize_progress(log.progress, c.horizon_s, c.step.value);
-  // The simulator trains at the mean running step; the live ETTR counts steps at the
-  // median. Their ratio converts the simulated ETTR to the live definition.
-  c.every = checkpoint_every(log, &c.every_step_plan);
-  c.mean_step = c.step;
-  if (auto m =
-          mean_running_step(log, static_cast<std::int64_t>(c.every.value), c.step.value, &c.pauses))
-    c.mean_step = {m->mean_s,
-                   "mean running step of " + std::to_string(m->count) + " progress samples",
-                   m->count};
-  else
-    c.mean_step.source += " (no running steps to average)";
-  c.jitter_factor = c.step.value / c.mean_step.value;
-  // The live clock starts before the job does (agents connecting); the simulated job
-  // starts at its time zero. Simulate from the first successful StartJob and count the
-  // time before it as lost, as the live ETTR does.
-  c.first_start = first_successful_start(log);
-  if (c.first_start >= 0 && log.actions[c.first_start].t_s < c.horizon_s)
-    c.start_offset_s = log.actions[c.first_start].t_s;
-  c.sim_horizon_s = c.horizon_s - c.start_offset_s;
-  c.offset_factor = c.sim_horizon_s / c.horizon_s;
-  c.live_source = log.summary ? "summary record" : "computed from progress samples (no summary)";
-  const Durations durations = outcome_durations(log);
-  calibrate_actions(durations, c.values);
-  calibrate_pool_returns(log, c.values);
-  c.values["diagnosis.inter_all_gather_bytes"] = inter_all_gather_bytes(durations, c.nic_gbps);
-  return c;
-}
-
-ReplayedFaults replayed_faults(const LiveRun& run, Calibration& cal) {
-  const EventLog& log = run.log;
-  ReplayedFaults r;
-  for (std::size_t line : run.after_summary)
-    r.skipped.push_back(
-        {{"line", line}, {"reason", "after the summary record (the run had ended)"}});
-  for (std::size_t i = 0; i < log.faults.size(); ++i) {
-    const auto& f = log.faults[i];
-    if (auto why = skip_reason(f, log.header.machines, cal.horizon_s)) {
-      r.skipped.push_back({{"line", f.line}, {"reason", *why}});
-      continue;
-    }
-    const double until_end = cal.horizon_s;
-    double until = until_end;
-    for (std::size_t k = i + 1; k < log.faults.size(); ++k)
-      if (log.faults[k].t_s > f.t_s) {
-        until = log.faults[k].t_s;
-        break;
-      }
-    const bool hangs = f.value.fault == FaultKind::kHang || f.value.fault == FaultKind::kStop;
-    const bool job_wide = f.value.fault == FaultKind::kUpdate;
-    const double until_own = own_exit_until(log, i, until_end);
-    Observed seen = job_wide ? Observed{} : observe(log, f, until, until_own, hangs);
-    if (hangs && seen.found) r.hang_lags.push_back(seen.lag_s);
-    Timed<FaultRecord> at = f;
-    at.t_s = covered_kill_time(log, f, seen, until_own);
-    r.faults.push_back({at, seen});
-    ++r.by_kind[traces::fault_kind_name(f.value.fault)];
-  }
-  const auto& lags = r.hang_lags;
-  cal.values["job.collective_timeout_s"] =
-      lags.empty() ? Calibrated{600, "default (no hang reached its watchdog in this run)", 0}
-                   : Calibrated{median(lags),
-                                "hang to watchdog exit, median of " + std::to_string(lags.size()),
-                                static_cast<int>(lags.size())};
-  const bool replicas = ran_replica_groups(log);
-  const int bitwise_steps = bitwise_probe_steps(log.header);
-  for (std::size_t k = 0; k < r.faults.size(); ++k) {
-    bool empty_signature = false;
-    r.categories.push_back(
-        fault_category(r.faults[k], k, log.header, replicas, bitwise_steps, &empty_signature));
-    r.empty_signature.push_back(empty_signature);
-    r.scopes.push_back(r.faults[k].record.value.fault == FaultKind::kUpdate ? traces::Scope::kJob
-                                                                            : traces::Scope::kNode);
-  }
-  return r;
-}
-
 ReplayStack replay_stack(const LiveRun& run, const std::string& stack, const PolicyInfo& info,
                          Calibration& cal) {
   const auto& h = run.log.header;
@@ -1106,15 +433,14 @@ ReplayStack replay_stack(const LiveRun& run, const std::string& stack, const Pol
   s.info = &info;
   if (stack == h.stack) {
     for (const auto& [k, v] : h.params) s.params[k] = v;
-    for (const auto& [k, name] : h.choices) {  // by name: the index is the live process's
+    for (const auto& [k, name] : h.choices) {  // by name, as the live run chose them
       const ParamSpec* spec = info.find_param(k);
-      const int i = spec ? spec->choice_index(name) : -1;
-      if (i < 0)
+      if (!spec || spec->choice_index(name) < 0)
         throw ReplayError(run.path + ": policy.params." + k + ": the live run chose module '" +
                               name +
                               "', which is not registered here (load its plugin: --plugin FILE)",
                           2);
-      s.params[k] = i;
+      s.params[k] = name;
     }
     calibrate_checkpoints(run.log, info, cal);
   }

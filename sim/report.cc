@@ -165,6 +165,7 @@ void add_run(json& out, const scenarios::Scenario& sc, const std::vector<Replica
   out["policy"] = sc.policy;
   json params = json::object();
   for (const auto& [k, v] : sc.policy_params.values()) params[k] = v;
+  for (const auto& [k, name] : sc.policy_params.choices()) params[k] = name;  // a module's name
   out["policy_params"] = params;
   if (!sc.unread_params.empty()) out["unread_params"] = sc.unread_params;  // kept by --allow-unused
   // Fields the stack never reads, kept by --allow-unused, by another stack of a comparison or
@@ -174,18 +175,14 @@ void add_run(json& out, const scenarios::Scenario& sc, const std::vector<Replica
     for (const auto& u : sc.unread_fields) fields.push_back(u.path.substr(2));  // less "$."
     out["unread_fields"] = fields;
   }
-  // The modules the choice parameters picked, by name and version (the index alone
-  // depends on which plugins were loaded, and in what order).
+  // The modules the choice parameters picked, by name and version.
   json mods = json::object();
   for (auto kind : policies::kModuleKinds) {
     const std::string key = policies::module_kind_name(kind);
-    const auto it = sc.policy_params.values().find(key);
-    const auto all = policies::modules().of(kind);
-    if (it == sc.policy_params.values().end() || it->second < 0 ||
-        it->second >= static_cast<double>(all.size()))
-      continue;
-    const auto* m = all[static_cast<std::size_t>(it->second)];
-    mods[key] = {{"name", m->name}, {"version", m->version}};
+    const auto it = sc.policy_params.choices().find(key);
+    if (it == sc.policy_params.choices().end()) continue;
+    for (const auto* m : policies::modules().of(kind))
+      if (m->name == it->second) mods[key] = {{"name", m->name}, {"version", m->version}};
   }
   if (!mods.empty()) out["policy_modules"] = mods;
   out["replicas"] = rs.size();

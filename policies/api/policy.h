@@ -11,7 +11,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "policies/api/event.h"
@@ -26,8 +28,10 @@ struct ParamSpec {
   double default_value = 0;
   double min = 0;
   double max = 0;
-  // A choice among named modules: the value is the index of the name, a scenario may
-  // give the name instead, and min/max are 0 and choices.size() - 1.
+  // A choice among named modules: the value is a module's name (Params::choice), from the
+  // scenario through Params to the stack that builds it. default_value is the index of the
+  // default among these names and min/max are 0 and choices.size() - 1, so that a scenario
+  // may still give an index, which is turned into the name at once.
   std::vector<std::string> choices = {};
   // When the stack reads this parameter: "CHOICE=MODULE" conditions on its choice
   // parameters, any of which will do ("checkpoint=memory"); empty: always. A scenario
@@ -40,7 +44,37 @@ struct ParamSpec {
       if (choices[i] == name) return static_cast<int>(i);
     return -1;
   }
+  // A choice's default module name ("" for a parameter that is no choice).
+  std::string default_choice() const {
+    const auto i = static_cast<std::size_t>(default_value);
+    return default_value >= 0 && i < choices.size() ? choices[i] : std::string();
+  }
 };
+
+// A parameter's value as a scenario, a config or a command line gives it: a number, or the
+// module name of a choice parameter. (A number for a choice is its index among the
+// choices, as a scenario may write it; Params::resolve turns it into the name.)
+class ParamValue {
+ public:
+  // Implicit, so that overrides read as they are written: {{"recovery", "requeue"}}.
+  ParamValue() = default;
+  template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+  ParamValue(T number) : number_(static_cast<double>(number)) {}
+  ParamValue(std::string name) : name_(std::move(name)), is_name_(true) {}
+  ParamValue(const char* name) : ParamValue(std::string(name)) {}
+  bool is_name() const { return is_name_; }
+  double number() const { return number_; }
+  const std::string& name() const { return name_; }
+  bool operator==(const ParamValue& o) const {
+    return is_name_ == o.is_name_ && (is_name_ ? name_ == o.name_ : number_ == o.number_);
+  }
+
+ private:
+  double number_ = 0;
+  std::string name_;
+  bool is_name_ = false;
+};
+using ParamValues = std::map<std::string, ParamValue>;
 
 // What of the World a stack may use that a scenario field configures: an action whose
 // duration or outcome a field sets, or an event detail a field shapes. A scenario field
@@ -110,23 +144,40 @@ bool conditions_hold(const PolicyInfo& info, const std::vector<std::string>& whe
 // Whether a stack with these resolved values may use `f`: always when it declares nothing.
 bool may_use(const PolicyInfo& info, Facility f, const Params& values);
 
-// Resolved parameter values: every declared parameter has a value.
+// Resolved parameter values: every declared parameter has a value, a number or, for a
+// choice parameter, the name of the module it picks (never its index: the order in which
+// modules are registered differs between processes, plugins loaded or not).
 class Params {
  public:
   Params() = default;
   // Resolves overrides against the specs. Returns an error message naming the
   // parameter and what was expected, or nullopt when all overrides are valid.
   static std::optional<std::string> resolve(const std::vector<ParamSpec>& specs,
-                                            const std::map<std::string, double>& overrides,
-                                            Params* out);
-  // Requires `name` to be declared. (A string_view: policies ask by literal on hot paths,
-  // and the map compares without building a std::string.)
+                                            const ParamValues& overrides, Params* out);
+  // The same from numbers only, as tests hold them (a choice by its index among the specs'
+  // choices, as a scenario may write it). A template, so that braced overrides ({} or
+  // {{"recovery", "requeue"}}) take the overload above.
+  template <class Numbers,
+            std::enable_if_t<std::is_same_v<Numbers, std::map<std::string, double>>, int> = 0>
+  static std::optional<std::string> resolve(const std::vector<ParamSpec>& specs,
+                                            const Numbers& overrides, Params* out) {
+    return resolve(specs, ParamValues(overrides.begin(), overrides.end()), out);
+  }
+  // A number parameter's value. Requires `name` declared and no choice (logic_error).
+  // (A string_view: policies ask by literal on hot paths, and the map compares without
+  // building a std::string.)
   double get(std::string_view name) const;
+  // The module name a choice parameter picks. Requires `name` a declared choice.
+  const std::string& choice(std::string_view name) const;
   // Just the parameters `specs` declares, each with its value here (its default where this
   // holds none): what a policy module built from a stack's parameters is handed, so that
   // reading a parameter it does not declare throws.
   Params only(const std::vector<ParamSpec>& specs) const;
+  // The number parameters, and the choice parameters with their module names.
   const std::map<std::string, double, std::less<>>& values() const { return values_; }
+  const std::map<std::string, std::string, std::less<>>& choices() const { return choices_; }
+  bool operator==(const Params& o) const { return values_ == o.values_ && choices_ == o.choices_; }
+  bool operator!=(const Params& o) const { return !(*this == o); }
 
  private:
   struct Hash {
@@ -134,6 +185,7 @@ class Params {
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   std::map<std::string, double, std::less<>> values_;
+  std::map<std::string, std::string, std::less<>> choices_;
   // The same values hashed by name: get() runs on policies' hot paths (a tree walk of
   // string compares cost ~2% of a simulated replica).
   std::unordered_map<std::string, double, Hash, std::equal_to<>> index_;

@@ -207,11 +207,7 @@ void Controller::write_header(const Registry& registry, double t_s) {
   traces::EventLogHeader h;
   h.stack = config_.stack;
   h.params = {config_.params.values().begin(), config_.params.values().end()};
-  if (const PolicyInfo* info = registry.find(config_.stack))
-    for (const auto& spec : info->params)
-      if (!spec.choices.empty())
-        h.choices[spec.name] =
-            spec.choices.at(static_cast<std::size_t>(config_.params.get(spec.name)));
+  h.choices = {config_.params.choices().begin(), config_.params.choices().end()};
   h.seed = config_.seed;
   h.machines = spec.machines;
   h.gpus_per_machine = spec.gpus_per_machine;

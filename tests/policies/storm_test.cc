@@ -80,7 +80,9 @@ StormCase make_case(std::uint64_t seed) {
   spec.machines = spec.pp * spec.dp;
   c.modules["recovery"] = pick<std::string>(rng, {"standby", "reschedule", "requeue", "lemon",
                                                   "scored", "replica-drop", "flash", "migrate"});
-  c.modules["localization"] = pick<std::string>(rng, {"replay", "bisection", "stress", "pairwise"});
+  // Every built-in localizer, as registered: one added to the tree joins the storm.
+  const auto localizers = policies::modules().names(policies::ModuleKind::kLocalization);
+  c.modules["localization"] = pick(rng, localizers);
   c.modules["detection"] = rng.bernoulli(0.85) ? "realtime" : "timeout";
   c.options.seed = seed;
   c.options.recall = rng.bernoulli(0.5) ? 1.0 : 0.8;

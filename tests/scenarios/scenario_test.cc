@@ -81,17 +81,17 @@ TEST(Scenario, ModulesByNameAndRestartWarmup) {
   };
   Scenario s = with({});
   EXPECT_EQ(s.job.restart_warmup_s, 0);
-  EXPECT_EQ(s.policy_params.get("checkpoint"), 0);
+  EXPECT_EQ(s.policy_params.choice("checkpoint"), "peer");  // the first registered
   s = with({"policy.params.checkpoint=remote", "policy.params.localization=stress",
             "policy.params.recovery=requeue", "policy.params.detection=timeout",
             "job.restart_warmup_s=120"});
-  EXPECT_EQ(s.policy_params.get("checkpoint"), 2);
-  EXPECT_EQ(s.policy_params.get("localization"), 2);
-  EXPECT_EQ(s.policy_params.get("recovery"), 2);
-  EXPECT_EQ(s.policy_params.get("detection"), 1);
+  EXPECT_EQ(s.policy_params.choice("checkpoint"), "remote");
+  EXPECT_EQ(s.policy_params.choice("localization"), "stress");
+  EXPECT_EQ(s.policy_params.choice("recovery"), "requeue");
+  EXPECT_EQ(s.policy_params.choice("detection"), "timeout");
   EXPECT_EQ(s.job.restart_warmup_s, 120);
-  EXPECT_EQ(with({"policy.params.localization=1"}).policy_params.get("localization"),
-            1);  // by index
+  EXPECT_EQ(with({"policy.params.localization=1"}).policy_params.choice("localization"),
+            "bisection");  // by index, held as the name
   try {
     with({"policy.params.checkpoint=gemini"});
     FAIL() << "accepted an unknown module";

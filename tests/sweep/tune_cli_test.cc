@@ -342,6 +342,9 @@ TEST(SimTune, BadInputIsOneLine) {
       {{"--param", p + "=0:16", "--param", "policy.params.mfu_rounds=1:9", "--budget", "10"},
        "--budget 10: the coarse grid alone has 25 candidates"},
       {{"--param", p + "=0:16", "--objective", "ettr,cost"}, "has no costs"},
+      // A module choice takes names: an index range would tune the registration order.
+      {{"--param", "policy.params.recovery=0:2"},
+       "--param policy.params.recovery: expected a numeric parameter, got a module choice"},
   };
   for (const auto& [extra, want] : cases) {
     std::vector<std::string> a{"sim", "tune", kDense, "--quiet"};

@@ -10,12 +10,12 @@ ByteRobust::ByteRobust(const ModuleRegistry& m, std::shared_ptr<const PolicyInfo
                        const Params& p)
     : p_(p),
       info_(std::move(info)),
-      detector_(m.make_detector(chosen(*info_, p, "detection"), p)),
-      localizer_(m.make_localizer(chosen(*info_, p, "localization"), p)),
-      checkpoint_(m.make_checkpoint(chosen(*info_, p, "checkpoint"), p)),
-      recovery_(m.make_recovery(chosen(*info_, p, "recovery"), p)),
-      verdict_(m.make_verdict(chosen(*info_, p, "verdict"), p)),
-      slowdowns_(m.make_failslow(chosen(*info_, p, "failslow"), p), p,
+      detector_(m.make_detector(p.choice("detection"), p)),
+      localizer_(m.make_localizer(p.choice("localization"), p)),
+      checkpoint_(m.make_checkpoint(p.choice("checkpoint"), p)),
+      recovery_(m.make_recovery(p.choice("recovery"), p)),
+      verdict_(m.make_verdict(p.choice("verdict"), p)),
+      slowdowns_(m.make_failslow(p.choice("failslow"), p), p,
                  [this](World& w, SlotId slot, const std::string& why) {
                    evict_and_replace(w, over_eviction_set(w.cluster(), {slot}),
                                      Mechanism::kOverEviction, why);
