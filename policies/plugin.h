@@ -41,8 +41,9 @@
 //     own name (Located::credit, Recovery::replace, the actions' `mechanism`).
 //     And choices by name: Params holds a choice parameter's module name (Params::choice),
 //     Params::resolve takes ParamValues.
+// 13: Mechanism carries its name's hash beside the pointer (compared before the text).
 // (CMakeLists.txt reads the number below.)
-#define FAULTLINE_PLUGIN_ABI 12
+#define FAULTLINE_PLUGIN_ABI 13
 
 // Defines the plugin's entry points and opens the body of its registration function,
 // whose ModuleRegistry& parameter is named `registry_param`.

@@ -61,6 +61,13 @@ inline constexpr Mechanism kResolutionWhileRunning{"ended_while_running"};
 // Incidents resolved, by the name of the mechanism credited (action.h): the built-ins' and
 // any module's own, in the names' order.
 using ResolvedBy = std::map<std::string, std::int64_t, std::less<>>;
+// Counts one incident resolved by `m`: found by its name's text, copied into the map only the
+// first time (a start or a replica's drop credits one on every incident it closes).
+inline void credit(ResolvedBy& r, Mechanism m) {
+  auto it = r.find(m.name());
+  if (it == r.end()) it = r.emplace(std::string(m.name()), 0).first;
+  ++it->second;
+}
 
 struct IncidentRecord {
   double at_s = 0;

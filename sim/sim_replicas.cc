@@ -193,7 +193,7 @@ void SimWorld::rejoined(ActionId id) {
   resolve_open(false, &symptoms_.resolved_now());
   for (FaultId f : symptoms_.resolved_now()) {
     symptoms_.faults()[f].resolution = Mechanism::kReplicaDrop;
-    ++result_.resolved_by[Mechanism::kReplicaDrop.c_str()];
+    credit(result_.resolved_by, Mechanism::kReplicaDrop);
   }
   deliver_at(now_, ReplicaRejoined{id, r, view_.pp_groups() - replicas_.out}, false);
 }

@@ -604,7 +604,7 @@ void SimWorld::finish_start() {
   resolve_open(true, &symptoms_.resolved_now());
   for (FaultId id : symptoms_.resolved_now())
     if (std::find(rearm.begin(), rearm.end(), id) == rearm.end()) {
-      if (mechanism_ != Mechanism::kNone) ++result_.resolved_by[mechanism_.c_str()];
+      if (mechanism_ != Mechanism::kNone) credit(result_.resolved_by, mechanism_);
       symptoms_.faults()[id].resolution = mechanism_;
     }
   mechanism_ = Mechanism::kNone;

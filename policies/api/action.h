@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <iosfwd>
 #include <string>
@@ -27,20 +28,22 @@ namespace faultline {
 // constants (a typo is a compile error); a module that resolves incidents its own way
 // credits its own name (Mechanism::named(info().name)), with no list to add it to. kNone
 // ("none") credits nothing. Cheap to copy: a pointer to a name that lives as long as the
-// process (a literal, or a name interned by named()); compared by the name's text.
+// process (a literal, or a name interned by named()) and a hash of it; compared by the
+// name's text, which two different names rarely need (their hashes differ): the stacks
+// compare credits on every start and eviction.
 class Mechanism {
  public:
   constexpr Mechanism() = default;  // kNone
   // A name that is a literal (or another array of static storage).
   template <std::size_t N>
-  constexpr explicit Mechanism(const char (&name)[N]) : name_(name) {}
+  constexpr explicit Mechanism(const char (&name)[N]) : name_(name), hash_(hash_of(name)) {}
   // Any name (a module's, one read from an event log): interned, once per distinct name.
   static Mechanism named(std::string_view name);
 
   constexpr const char* c_str() const { return name_; }
   std::string_view name() const { return name_; }
   friend bool operator==(Mechanism a, Mechanism b) {
-    return a.name_ == b.name_ || std::strcmp(a.name_, b.name_) == 0;
+    return a.name_ == b.name_ || (a.hash_ == b.hash_ && std::strcmp(a.name_, b.name_) == 0);
   }
 
   static const Mechanism kNone;
@@ -60,7 +63,15 @@ class Mechanism {
   static const Mechanism kReplicaDrop;
 
  private:
+  // FNV-1a (32 bits) of the name's text (up to its terminating NUL).
+  static constexpr std::uint32_t hash_of(const char* name) {
+    std::uint32_t h = 2166136261u;
+    for (; *name != '\0'; ++name) h = (h ^ static_cast<unsigned char>(*name)) * 16777619u;
+    return h;
+  }
+
   const char* name_ = "none";
+  std::uint32_t hash_ = hash_of("none");
 };
 inline constexpr Mechanism Mechanism::kNone{};
 inline constexpr Mechanism Mechanism::kRealtimeEviction{"realtime_eviction"};

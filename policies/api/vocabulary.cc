@@ -64,6 +64,7 @@ Mechanism Mechanism::named(std::string_view name) {
   if (it == names.end()) it = names.emplace(name).first;
   Mechanism m;
   m.name_ = it->c_str();
+  m.hash_ = hash_of(m.name_);
   return m;
 }
 

@@ -104,5 +104,25 @@ TEST(OwnCredit, TheEventLogCarriesAModulesOwnCredit) {
   }
 }
 
+// A credit is its name's text, wherever the text is stored: a built-in constant, a name
+// interned by Mechanism::named (as a module or an event log gives it), a copy in another
+// array. Names whose hashes collide are still told apart: "costarring" and "liquid" (also
+// "declinate" and "macallums") have the same 32-bit FNV-1a hash, which Mechanism compares
+// before the text.
+TEST(OwnCredit, ACreditIsItsNamesTextWhereverTheTextIsStored) {
+  static const char replay_copy[] = {'r', 'e', 'p', 'l', 'a', 'y', '\0'};
+  static const char padded[16] = "replay";
+  EXPECT_EQ(Mechanism(replay_copy), Mechanism::kReplay);
+  EXPECT_EQ(Mechanism(padded), Mechanism::kReplay);
+  EXPECT_EQ(Mechanism::named("replay"), Mechanism::kReplay);
+  EXPECT_EQ(Mechanism::named(std::string("no") + "ne"), Mechanism::kNone);
+  EXPECT_EQ(Mechanism::named("own-credit"), Mechanism::named(std::string("own-") + "credit"));
+  EXPECT_NE(Mechanism::named("replay"), Mechanism::kReattempt);
+  EXPECT_NE(Mechanism::named("replay-2"), Mechanism::kReplay);
+  EXPECT_NE(Mechanism::named("costarring"), Mechanism::named("liquid"));
+  EXPECT_NE(Mechanism("costarring"), Mechanism::named("liquid"));
+  EXPECT_NE(Mechanism::named("declinate"), Mechanism("macallums"));
+  EXPECT_EQ(Mechanism("costarring"), Mechanism::named("costarring"));
+}
 }  // namespace
 }  // namespace faultline::sim

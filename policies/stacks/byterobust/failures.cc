@@ -138,7 +138,7 @@ void ByteRobust::on_crash(World& w, MachineId m, int code, const std::string& si
   // Evidence the tests missed: the log keeps naming the same machine although its tests
   // passed and a reattempt did not help. ByteRobust evicts on explicit, attributed
   // errors (§4: high-confidence machine-specific events are evicted at once).
-  const int evict_after = static_cast<int>(p_.get("attributed_evict_after"));
+  const int evict_after = limits_.attributed_evict_after;
   const bool attributable =
       kind == CrashKind::kMachine || kind == CrashKind::kNetwork || kind == CrashKind::kUnknown;
   if (r.again && gave_up(w, sig)) return;

@@ -6,9 +6,15 @@
 
 namespace faultline::policies {
 
+ByteRobust::Limits::Limits(const Params& p)
+    : max_fruitless_rounds(static_cast<int>(p.get("max_fruitless_rounds"))),
+      attributed_evict_after(static_cast<int>(p.get("attributed_evict_after"))),
+      defer_non_urgent(p.get("defer_non_urgent") != 0),
+      deferral_window(Duration::hours(p.get("deferral_window_h"))) {}
+
 ByteRobust::ByteRobust(const ModuleRegistry& m, std::shared_ptr<const PolicyInfo> info,
                        const Params& p)
-    : p_(p),
+    : limits_(p),
       info_(std::move(info)),
       detector_(m.make_detector(p.choice("detection"), p)),
       localizer_(m.make_localizer(p.choice("localization"), p)),
@@ -219,7 +225,7 @@ void ByteRobust::rollback_fruitless(World& w) {
 void ByteRobust::fruitless(World& w, const std::string& what) {
   ++fruitless_;
   w.act(Note{"fruitless round " + std::to_string(fruitless_) + "/" +
-                 std::to_string(static_cast<int>(p_.get("max_fruitless_rounds"))) + ": " + what,
+                 std::to_string(limits_.max_fruitless_rounds) + ": " + what,
              fruitless_});
 }
 
@@ -227,7 +233,7 @@ void ByteRobust::fruitless(World& w, const std::string& what) {
 // in which case the stack stops localizing and requeues the whole job (the scheduler's
 // node health check drains what our tests could not find).
 bool ByteRobust::gave_up(World& w, const std::string& why) {
-  if (fruitless_ < static_cast<int>(p_.get("max_fruitless_rounds"))) return false;
+  if (fruitless_ < limits_.max_fruitless_rounds) return false;
   w.note("giving up after " + std::to_string(fruitless_) + " fruitless rounds (" + why +
          "): requeue the whole job instead of another round");
   stop_if_running(w, "gave up localizing");
@@ -436,9 +442,8 @@ void ByteRobust::close_round() {
 
 // ------------------------------------------------------------ code updates
 void ByteRobust::handle(const CodeUpdateRequested& c, World& w) {
-  const HeldUpdate::Answer a =
-      update_.requested(c.version, c.urgent, p_.get("defer_non_urgent") != 0, !running(),
-                        w.now() + Duration::hours(p_.get("deferral_window_h")));
+  const HeldUpdate::Answer a = update_.requested(c.version, c.urgent, limits_.defer_non_urgent,
+                                                 !running(), w.now() + limits_.deferral_window);
   deferral_timer_.schedule(w, update_.window_end());
   if (a == HeldUpdate::Answer::kApplyNow)
     apply_update(w, c.version,

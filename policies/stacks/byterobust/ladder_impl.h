@@ -113,7 +113,15 @@ class ByteRobust final : public Policy {
     std::string what, why;
   };
 
-  const Params p_;
+  // The parameters the ladder reads as it goes, read once when it is built (not looked up
+  // by name on every crash, round and update).
+  struct Limits {
+    explicit Limits(const Params& p);
+    int max_fruitless_rounds, attributed_evict_after;
+    bool defer_non_urgent;
+    Duration deferral_window;
+  };
+  const Limits limits_;
   // byterobust_info() of the modules it was built from, computed once per registration (a
   // replica builds its stack from it without rebuilding every module's parameter list).
   const std::shared_ptr<const PolicyInfo> info_;
