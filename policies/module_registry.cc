@@ -177,11 +177,13 @@ std::unique_ptr<StopVerdict> ModuleRegistry::make_verdict(std::string_view name,
 
 ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string name,
                         std::string help) {
-  const std::vector<std::string> names = r.names(kind);
+  std::vector<std::string> names, versions;
   const char* sep = ": ";
   for (const ModuleInfo* m : r.of(kind)) {
     help += sep + m->name + " (" + m->summary + ")";
     sep = "; ";
+    names.push_back(m->name);
+    versions.push_back(m->version);
   }
   return ParamSpec{std::move(name),
                    std::move(help),
@@ -189,7 +191,9 @@ ParamSpec module_choice(const ModuleRegistry& r, ModuleKind kind, std::string na
                    0,
                    0,
                    names.empty() ? 0 : static_cast<double>(names.size() - 1),
-                   names};
+                   names,
+                   {},
+                   versions};
 }
 
 void add_module_params(const ModuleRegistry& r, std::vector<ParamSpec>& params) {

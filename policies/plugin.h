@@ -41,7 +41,8 @@
 //     own name (Located::credit, Recovery::replace, the actions' `mechanism`).
 //     And choices by name: Params holds a choice parameter's module name (Params::choice),
 //     Params::resolve takes ParamValues.
-// 13: Mechanism carries its name's hash beside the pointer (compared before the text).
+// 13: Mechanism carries its name's hash beside the pointer (compared before the text);
+//     ParamSpec::choice_versions and Params::version (the chosen modules' versions).
 // (CMakeLists.txt reads the number below.)
 #define FAULTLINE_PLUGIN_ABI 13
 

@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "policies/api/action.h"
-#include "policies/builtin.h"
 #include "sim/assumptions.h"
 #include "sim/costs.h"
 
@@ -175,15 +174,12 @@ void add_run(json& out, const scenarios::Scenario& sc, const std::vector<Replica
     for (const auto& u : sc.unread_fields) fields.push_back(u.path.substr(2));  // less "$."
     out["unread_fields"] = fields;
   }
-  // The modules the choice parameters picked, by name and version.
+  // The modules the choice parameters picked, by name and version: the versions of the
+  // registry the scenario was resolved with, the one its stack was built from.
   json mods = json::object();
-  for (auto kind : policies::kModuleKinds) {
-    const std::string key = policies::module_kind_name(kind);
-    const auto it = sc.policy_params.choices().find(key);
-    if (it == sc.policy_params.choices().end()) continue;
-    for (const auto* m : policies::modules().of(kind))
-      if (m->name == it->second) mods[key] = {{"name", m->name}, {"version", m->version}};
-  }
+  for (const auto& [key, name] : sc.policy_params.choices())
+    if (const std::string* version = sc.policy_params.version(key))
+      mods[key] = {{"name", name}, {"version", *version}};
   if (!mods.empty()) out["policy_modules"] = mods;
   out["replicas"] = rs.size();
   out["seed"] = sc.seed;

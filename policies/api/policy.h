@@ -37,6 +37,9 @@ struct ParamSpec {
   // parameters, any of which will do ("checkpoint=memory"); empty: always. A scenario
   // that sets a parameter its stack will not read is refused (policy.allow_unused_params).
   std::vector<std::string> read_when = {};
+  // A choice among modules: each choice's module version, in the choices' order (empty where
+  // the stack does not say), which result.json reports beside the chosen module's name.
+  std::vector<std::string> choice_versions = {};
 
   // The index of `name` among the choices, or -1.
   int choice_index(const std::string& name) const {
@@ -176,16 +179,25 @@ class Params {
   // The number parameters, and the choice parameters with their module names.
   const std::map<std::string, double, std::less<>>& values() const { return values_; }
   const std::map<std::string, std::string, std::less<>>& choices() const { return choices_; }
+  // The version of the module a choice parameter picks, as its spec declared it (nullptr:
+  // no choice of that name, or its spec gave no versions): the module that was built.
+  const std::string* version(std::string_view choice) const {
+    const auto it = versions_.find(choice);
+    return it == versions_.end() ? nullptr : &it->second;
+  }
   bool operator==(const Params& o) const { return values_ == o.values_ && choices_ == o.choices_; }
   bool operator!=(const Params& o) const { return !(*this == o); }
 
  private:
+  // versions_ from the specs' choice_versions, for the modules choices_ names.
+  void note_versions(const std::vector<ParamSpec>& specs);
   struct Hash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   std::map<std::string, double, std::less<>> values_;
   std::map<std::string, std::string, std::less<>> choices_;
+  std::map<std::string, std::string, std::less<>> versions_;  // of choices_' modules
   // The same values hashed by name: get() runs on policies' hot paths (a tree walk of
   // string compares cost ~2% of a simulated replica).
   std::unordered_map<std::string, double, Hash, std::equal_to<>> index_;

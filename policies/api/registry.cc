@@ -83,6 +83,7 @@ std::optional<std::string> Params::resolve(const std::vector<ParamSpec>& specs,
                                            const ParamValues& overrides, Params* out) {
   out->values_.clear();
   out->choices_.clear();
+  out->versions_.clear();
   out->index_.clear();
   for (const auto& s : specs) {
     if (s.choices.empty())
@@ -101,6 +102,7 @@ std::optional<std::string> Params::resolve(const std::vector<ParamSpec>& specs,
     }
     if (auto err = set_value(*spec, v, out->values_, out->choices_)) return err;
   }
+  out->note_versions(specs);
   out->index_ = {out->values_.begin(), out->values_.end()};
   return std::nullopt;
 }
@@ -132,8 +134,20 @@ Params Params::only(const std::vector<ParamSpec>& specs) const {
     auto it = values_.find(s.name);
     out.values_[s.name] = it == values_.end() ? s.default_value : it->second;
   }
+  out.note_versions(specs);
   out.index_ = {out.values_.begin(), out.values_.end()};
   return out;
+}
+
+void Params::note_versions(const std::vector<ParamSpec>& specs) {
+  versions_.clear();
+  for (const ParamSpec& s : specs) {
+    const auto it = choices_.find(s.name);
+    if (it == choices_.end()) continue;
+    const int i = s.choice_index(it->second);
+    if (i >= 0 && static_cast<std::size_t>(i) < s.choice_versions.size())
+      versions_[s.name] = s.choice_versions[static_cast<std::size_t>(i)];
+  }
 }
 
 void Registry::add(PolicyInfo info, Factory factory) {

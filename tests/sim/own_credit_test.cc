@@ -82,6 +82,12 @@ TEST(OwnCredit, AModuleOutsideTheTreeIsCreditedByItsOwnNameInResultJson) {
   EXPECT_GT(by.value("own-credit", 0.0), 0) << by.dump();
   // The built-in names stay as they were, beside it (the replacements' starts).
   for (const auto& [name, v] : by.items()) EXPECT_FALSE(name.empty());
+  // result.json names the module that ran, with its version, from the registry the stack was
+  // built from (not this process's registry, which has no "own-credit").
+  EXPECT_EQ(result["policy_modules"]["localization"],
+            (nlohmann::json{{"name", "own-credit"}, {"version", "1"}}))
+      << result["policy_modules"].dump();
+  EXPECT_EQ(result["policy_modules"]["detection"]["name"], sc.policy_params.choice("detection"));
 }
 
 // The event log writes a module's own credit and reads it back (a replay of a live run whose
