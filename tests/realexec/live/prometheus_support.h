@@ -90,6 +90,24 @@ inline std::string find_prometheus() {
 // A prometheus process of the test's own, killed (with its group) at scope exit.
 struct Prometheus {
   pid_t pid = -1;
+  // Starts `binary` with its config, data and log in `dir`: every second it scrapes
+  // 127.0.0.1:`metrics_port` with the bearer token in `token_file`; its API is on `api_port`.
+  void start(const std::string& binary, const std::string& dir, int metrics_port,
+             const std::string& token_file, int api_port) {
+    std::ofstream(dir + "/prometheus.yml")
+        << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+           "scrape_configs:\n"
+           "  - job_name: faultline\n"
+           "    scrape_interval: 1s\n"
+           "    scrape_timeout: 1s\n"
+           "    authorization: {type: Bearer, credentials_file: "
+        << token_file << "}\n    static_configs: [{targets: ['127.0.0.1:" << metrics_port
+        << "']}]\n";
+    pid = spawn({binary, "--config.file=" + dir + "/prometheus.yml",
+                 "--storage.tsdb.path=" + dir + "/prometheus-data",
+                 "--web.listen-address=127.0.0.1:" + std::to_string(api_port)},
+                dir + "/prometheus.log");
+  }
   ~Prometheus() {
     if (pid > 0) {
       kill(-pid, SIGKILL);
