@@ -22,15 +22,7 @@ namespace faultline::byterobust_test {
 
 using testing::FakeWorld;
 
-inline ClusterSpec spec16() {
-  ClusterSpec c;
-  c.machines = 16;
-  c.gpus_per_machine = 2;
-  c.tp = 2;
-  c.pp = 4;
-  c.dp = 4;
-  return c;
-}
+using testing::spec16;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
