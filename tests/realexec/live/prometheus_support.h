@@ -5,23 +5,13 @@
 #include <sys/socket.h>
 
 #include "tests/realexec/live/live_cluster.h"
+#include "tests/support/free_port.h"
 
 namespace faultline::live_e2e {
 
 namespace metrics_e2e {
 
-// A loopback port free at the time of asking (bound to port 0, then released).
-inline int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using faultline::testing::free_port;
 
 // One HTTP/1.0 exchange on loopback: the whole response (status line, headers, body), "" when
 // the connection fails.
