@@ -198,6 +198,17 @@ inline json replay(std::vector<std::string> args) {
   return json::parse(r.out);
 }
 
+// A run that never restarted (its first start done at `init`, then training to kHorizon),
+// replayed with one replica; `tag` names its log.
+inline json replay_one_start(const std::string& tag, double init) {
+  LogFile log(tag);
+  log.add(header());
+  initial_start(log, init);
+  const long last = run_steps(log, init, kHorizon, 0).first;
+  log.add(summary(kHorizon, last));
+  return replay({log.write(), "--replicas", "1"});
+}
+
 // A one-replica replay of `log` with its decisions written (--decisions): the result and the
 // lines of decisions.log.
 struct Decisions {

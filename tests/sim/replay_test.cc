@@ -166,13 +166,7 @@ TEST(SimReplay, InPlaceStartsAreCalibratedApart) {
   EXPECT_DOUBLE_EQ(r["calibration"]["job.init_s"]["value"].get<double>(), kOrdinary);
   EXPECT_DOUBLE_EQ(r["calibration"]["job.first_init_s"]["value"].get<double>(), kFirst);
 
-  LogFile once("noinplace");
-  once.add(header());
-  initial_start(once, kFirst);
-  auto [only, only_ckpt] = run_steps(once, kFirst, kHorizon, 0);
-  (void)only_ckpt;
-  once.add(summary(kHorizon, only));
-  const json o = replay({once.write(), "--replicas", "1"});
+  const json o = replay_one_start("noinplace", kFirst);
   ASSERT_TRUE(o.contains("calibration"));
   EXPECT_DOUBLE_EQ(o["calibration"]["job.inplace_init_s"]["value"].get<double>(),
                    o["calibration"]["job.init_s"]["value"].get<double>());
@@ -200,13 +194,7 @@ TEST(SimReplay, FirstStartAndRestartsAreCalibratedApart) {
               (before.committed + after.committed + after.pending) / kHorizon, 1e-6);
 
   // A run that never restarted: its one start stands for both.
-  LogFile once("onestart");
-  once.add(header());
-  initial_start(once, kFirst);
-  auto [only, only_ckpt] = run_steps(once, kFirst, kHorizon, 0);
-  (void)only_ckpt;
-  once.add(summary(kHorizon, only));
-  const json o = replay({once.write(), "--replicas", "1"});
+  const json o = replay_one_start("onestart", kFirst);
   ASSERT_TRUE(o.contains("sim"));
   EXPECT_DOUBLE_EQ(o["calibration"]["job.first_init_s"]["value"].get<double>(), kFirst);
   EXPECT_DOUBLE_EQ(o["calibration"]["job.init_s"]["value"].get<double>(), kFirst);
