@@ -36,63 +36,17 @@ case "$agents$quota$seed$restart_at$max_s$replay_timeout" in
   *[!0-9]*) echo "live-storm.sh: AGENTS, QUOTA, SEED, RESTART_AT, MAX_S, REPLAY_TIMEOUT_S: expected integers" >&2; exit 2;;
 esac
 [ "$agents" -ge 16 ] || { echo "live-storm.sh: AGENTS: expected at least 16" >&2; exit 2; }
-bin=$build/bin
-py=/usr/bin/python3
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-need=$((agents * 4 + 200))
-if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
-  echo "live-storm.sh: $agents agents need about $need file descriptors; ulimit -n is $(ulimit -n)" >&2
-  exit 2
-fi
-rm -rf "$work"; mkdir -p "$work"; work=$(cd "$work" && pwd)
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"; chmod 600 "$work/token"
+. "$(dirname "$0")/lib/fleet-run.sh"
+fleet_setup live-storm.sh
 # Standbys: lost machines come back 12 s later and partitioned ones after their repair check,
 # so the pool refills; a quarter more than live-scale.sh's for the faster storm.
 standby=$((agents / 20 > 12 ? agents / 20 : 12))
-# A port the kernel finds free (runs side by side, as under ctest -j2, do not meet on one)
-# and above the job's ports: job.master_port 29500, the grouped probes' ports from 29600 and
-# the replays' from 29700, up to 29699 + machines, which reach the kernel's ephemeral ports
-# (32768 up) from about 3,070 machines on; the config check refuses a controller port among them.
-port=$("$py" - "$((agents + standby))" <<'PY'
-import socket, sys
-top, held = 29699 + int(sys.argv[1]), []
-while len(held) < 1000 and (not held or held[-1].getsockname()[1] <= top):
-    held.append(socket.socket())
-    held[-1].bind(("127.0.0.1", 0))
-if held[-1].getsockname()[1] <= top:
-    sys.exit(f"no free port above the job's ports (above {top}) in 1000 tries")
-print(held[-1].getsockname()[1])
-PY
-)
+port=$(fleet_port "$((agents + standby))")
 # A 0.5 s step (the job is running again a few steps after a restart) and a 5 s stall window
 # (hangs are detected within seconds), so that 6 x QUOTA faults fit in minutes.
-"$py" - "$work" "$agents" "$standby" "$port" "$bin" <<'PY'
-import json, sys
-work, n, s, port, bin_ = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-m = lambda name: {"name": name, "addr": "127.0.0.1", "workdir": f"{work}/hosts/{name}"}
-cfg = {
-    "description": f"live-storm.sh: {n} virtual agents + {s} standbys",
-    "controller": f"127.0.0.1:{port}", "token_file": "token",
-    "machines": [m(f"m{i}") for i in range(n)], "standby": [m(f"s{i}") for i in range(s)],
-    "job": {"versions": {"v1": [f"{bin_}/faultline-trainjob"]}, "master_port": 29500,
-            "nominal_step_time_s": 0.5, "replay_steps": 4},
-    "policy": {"stack": "byterobust",
-               "params": {"stall_window_s": 5, "recrash_window_s": 20, "probe_deadline_s": 30,
-                          "standby_pool": s}},
-    "seed": 7, "state_dir": "state", "trainjob_bin": f"{bin_}/faultline-trainjob"}
-json.dump(cfg, open(f"{work}/live.json", "w"), indent=1)
-PY
+fleet_config live-storm.sh 0.5 5
 ctl=0; fleet=0
-cleanup() { for p in $ctl $fleet; do [ "$p" != 0 ] && kill "$p" 2>/dev/null; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
-sample() {
-  local p=$1 tag=$2
-  while kill -0 "$p" 2>/dev/null; do
-    { read -r -a st < "/proc/$p/stat" && hwm=$(awk '/VmHWM/ {print $2}' "/proc/$p/status") &&
-      echo "$tag ${st[13]} ${st[14]} $hwm" > "$work/usage.$tag"; } 2>/dev/null || true
-    sleep 1
-  done
-}
 cut -d' ' -f1 /proc/loadavg > "$work/load.start"
 start=$(date +%s)
 "$bin/faultline-live" live run "$work/live.json" --fresh --duration $((max_s + 60)) \

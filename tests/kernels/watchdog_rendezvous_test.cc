@@ -12,6 +12,7 @@
 
 #include "kernels/rendezvous.h"
 #include "kernels/watchdog.h"
+#include "tests/support/free_port.h"
 
 namespace faultline::kernels {
 namespace {
@@ -108,17 +109,7 @@ std::string temp_path(const std::string& name) {
   return path;
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using faultline::testing::free_port;
 
 TEST(Rendezvous, FileSharesTheUniqueId) {
   RendezvousSpec spec;

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "policies/builtin.h"
 #include "policies/stacks/byterobust/ladder.h"
@@ -21,15 +22,7 @@ namespace faultline::byterobust_test {
 
 using testing::FakeWorld;
 
-inline ClusterSpec spec16() {
-  ClusterSpec c;
-  c.machines = 16;
-  c.gpus_per_machine = 2;
-  c.tp = 2;
-  c.pp = 4;
-  c.dp = 4;
-  return c;
-}
+using testing::spec16;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -74,28 +67,24 @@ struct Harness {
   void nan() { sample(w, *p, 0, 1.0, true); }
   void nan_at(std::int64_t step) { sample(w, *p, step, 1.0, true); }
   void slowed() { byterobust_test::slowed(w, *p); }
+  // The last CaptureStacks read these stacks, one a machine.
+  void captured(const std::vector<std::string>& stacks) {
+    p->on_event(StacksCaptured{w.last_action_id(), StackSignatures(stacks)}, w);
+  }
+  // Every machine waits in the same all_reduce: a hang in the job's own code, no outlier.
+  void captured_alike() { captured(std::vector<std::string>(16, "all_reduce")); }
+  // The machines the last action asked for are ready, none of them new.
+  void ready() { p->on_event(MachinesReady{w.last_action_id(), {}}, w); }
 };
 
-struct Ladder {
-  FakeWorld w{spec16()};
-  std::unique_ptr<Policy> p;
-  explicit Ladder(std::map<std::string, double> over = {}) {
-    Registry r = policies::builtin_registry();
-    Params params;
-    EXPECT_FALSE(Params::resolve(r.find("byterobust")->params, over, &params));
-    p = r.make("byterobust", params);
-    p->start(w);
-    started();
-  }
+// The harness for the ladder's tests: the same stack, started the same way.
+struct Ladder : Harness {
+  using Harness::Harness;
+  using Harness::started;
   void started() {
     byterobust_test::started(w, *p, 0);
     w.actions.clear();
   }
-  void started(std::int64_t step) { byterobust_test::started(w, *p, step); }
-  void nan() { sample(w, *p, 0, 1.0, true); }
-  void nan_at(std::int64_t step) { sample(w, *p, step, 1.0, true); }
-  void slowed() { byterobust_test::slowed(w, *p); }
-  void at(double s) { w.advance_to(Instant{Duration::seconds(s).ns}, *p); }
   // Answers every stop-time test of the plan with "passed".
   void tests_pass() {
     for (int i = 0;

@@ -42,7 +42,7 @@ TEST(ByteRobust, GpuAlertEvictsAtOnceAndTakesAStandby) {
   ASSERT_EQ(acq.size(), 1u);
   EXPECT_EQ(acq[0].mode, AcquireMode::kStandby);
   EXPECT_EQ(acq[0].slots, std::vector<SlotId>{5});
-  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  h.ready();
   EXPECT_TRUE(std::holds_alternative<StartJob>(h.w.actions.back()));
 }
 
@@ -56,7 +56,7 @@ TEST(ByteRobust, LemonRecoveryRetiresAMachineEvictedOnEvidenceTwice) {
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_FALSE(ev[0].retire);
   EXPECT_EQ(h.w.all<AcquireMachines>()[0].mode, AcquireMode::kStandby);
-  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  h.ready();
   h.started(0);
   // Back from repair and in the job again, it fails again.
   h.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, h.w);
@@ -68,7 +68,7 @@ TEST(ByteRobust, LemonRecoveryRetiresAMachineEvictedOnEvidenceTwice) {
   Harness d;
   for (int i = 0; i < 3; ++i) {
     d.p->on_event(InspectionAlert{5, "gpu", "Xid 79"}, d.w);
-    d.p->on_event(MachinesReady{d.w.last_action_id(), {}}, d.w);
+    d.ready();
     d.started(0);
   }
   for (const auto& e : d.w.all<EvictMachines>()) EXPECT_FALSE(e.retire);
@@ -121,7 +121,7 @@ TEST(ByteRobust, ScoredRecoveryAsksTheSchedulerToHandOutMachinesEvictedOnEvidenc
     const auto last = h.w.actions.back();
     ASSERT_TRUE(std::holds_alternative<AcquireMachines>(last)) << describe(last);
     ASSERT_TRUE(std::holds_alternative<AvoidMachines>(h.w.actions[h.w.actions.size() - 2]));
-    h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+    h.ready();
     h.started(0);
   }
   const auto avoid = h.w.all<AvoidMachines>();
@@ -189,7 +189,7 @@ TEST(ByteRobust, StallCapturesStacksAndOverEvictsThePipelineGroup) {
   stacks[15] = "forward > all_gather";
   stacks[14] = "pipeline > isend";
   stacks[12] = stacks[13] = "pipeline > irecv";
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(stacks)}, h.w);
+  h.captured(stacks);
   auto ev = h.w.all<EvictMachines>();
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].machines, (MachineSet{12, 13, 14, 15}));
@@ -201,9 +201,7 @@ TEST(ByteRobust, StallSoonAfterTheRestartForAStallRollsBackThenReplays) {
   // aggregation finds no outliers and the job is reattempted; it stalls again at once.
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(),
-                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
-                h.w);
+  h.captured_alike();
   auto starts = h.w.all<StartJob>();
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].mechanism, Mechanism::kReattempt);
@@ -214,15 +212,11 @@ TEST(ByteRobust, StallSoonAfterTheRestartForAStallRollsBackThenReplays) {
   h.started(100);  // and stalls before step 101
   h.stalled_at(4700, 100);
   ASSERT_EQ(h.w.all<CaptureStacks>().size(), 2u);  // the stacks are read every time
-  h.p->on_event(StacksCaptured{h.w.last_action_id(),
-                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
-                h.w);
+  h.captured_alike();
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
   h.started(100);
   h.stalled_at(5400, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(),
-                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
-                h.w);
+  h.captured_alike();
   EXPECT_EQ(h.w.all<RunReplay>().size(), 1u);
 }
 
@@ -232,15 +226,13 @@ TEST(ByteRobust, AMachineHangThatStrikesAtTheRestartIsOverEvictedNotRolledBack) 
   // over-evict it, instead of rolling back good code and replaying for two hours.
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(),
-                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
-                h.w);
+  h.captured_alike();
   h.started(100);
   h.stalled_at(4700, 100);
   std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
   stacks[9] = "forward > all_gather";
   stacks[8] = stacks[10] = stacks[11] = "pipeline > irecv";
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(stacks)}, h.w);
+  h.captured(stacks);
   EXPECT_TRUE(h.w.all<RollBack>().empty());
   auto ev = h.w.all<EvictMachines>();
   ASSERT_EQ(ev.size(), 1u);
@@ -254,12 +246,12 @@ TEST(ByteRobust, StallAfterAnUnrelatedRecoveryIsDiagnosedAfresh) {
   h.stalled_at(4000, 100);
   std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
   stacks[15] = "forward > all_gather";
-  h.p->on_event(StacksCaptured{h.w.last_action_id(), StackSignatures(stacks)}, h.w);
-  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  h.captured(stacks);
+  h.ready();
   h.started(0);
   h.at(5000);
   h.p->on_event(InspectionAlert{3, "gpu", "Xid 79"}, h.w);
-  h.p->on_event(MachinesReady{h.w.last_action_id(), {}}, h.w);
+  h.ready();
   h.started(0);
   h.stalled_at(5700, 100);
   EXPECT_TRUE(h.w.all<RollBack>().empty());
@@ -271,21 +263,15 @@ TEST(ByteRobust, StallAfterProgressSinceTheRestartIsANewIncident) {
   // rather than escalate to replay.
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(),
-                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
-                h.w);
+  h.captured_alike();
   h.started(100);
   h.stalled_at(4700, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(),
-                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
-                h.w);
+  h.captured_alike();
   ASSERT_EQ(h.w.all<RollBack>().size(), 1u);
   h.started(100);
   h.stalled_at(5700, 140);
   EXPECT_EQ(h.w.all<CaptureStacks>().size(), 3u);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(),
-                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
-                h.w);
+  h.captured_alike();
   EXPECT_TRUE(h.w.all<RunReplay>().empty());
   EXPECT_EQ(h.w.all<RollBack>().size(), 1u);
 }
@@ -293,9 +279,7 @@ TEST(ByteRobust, StallAfterProgressSinceTheRestartIsANewIncident) {
 TEST(ByteRobust, StallLongAfterTheLastRestartIsDiagnosedAfresh) {
   Harness h;
   h.stalled_at(4000, 100);
-  h.p->on_event(StacksCaptured{h.w.last_action_id(),
-                               StackSignatures(std::vector<std::string>(16, "all_reduce"))},
-                h.w);
+  h.captured_alike();
   h.started(0);
   h.stalled_at(4000 + 7200, 100);  // an unrelated hang two hours later
   EXPECT_TRUE(h.w.all<RollBack>().empty());

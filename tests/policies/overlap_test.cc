@@ -17,15 +17,7 @@ namespace {
 
 using testing::FakeWorld;
 
-ClusterSpec spec16() {
-  ClusterSpec c;
-  c.machines = 16;
-  c.gpus_per_machine = 2;
-  c.tp = 2;
-  c.pp = 4;
-  c.dp = 4;
-  return c;
-}
+using testing::spec16;
 
 constexpr const char* kCuda = "RuntimeError: CUDA error: an illegal memory access";
 

@@ -110,8 +110,8 @@ inline json process_exit(double t, int machine, int code, const std::string& sig
 inline json progress(double t, long step, bool restart = false) {
   return {{"t_s", t}, {"kind", "progress"}, {"step", step}, {"loss", 2.0}, {"restart", restart}};
 }
-inline json summary(double elapsed, long final_step, long first_step = 0) {
-  const double productive = (final_step - first_step) * kStep;
+inline json summary(double elapsed, long final_step, long first_step = 0, double step = kStep) {
+  const double productive = (final_step - first_step) * step;
   return {{"t_s", elapsed},
           {"kind", "summary"},
           {"elapsed_s", elapsed},
@@ -119,7 +119,33 @@ inline json summary(double elapsed, long final_step, long first_step = 0) {
           {"first_step", first_step},
           {"productive_s", productive},
           {"ettr", productive / elapsed},
-          {"step_time_s", kStep}};
+          {"step_time_s", step}};
+}
+
+// The opening of a byterobust run that checkpoints every step in memory with a peer copy:
+// header (with the stack's recorded `params` and steps of `step` s), plan, the first start
+// (done at `init`).
+inline void begin_every_step_run(LogFile& log, json params, double step, double init) {
+  json h = header("byterobust");
+  h["params"] = std::move(params);
+  h["nominal_step_time_s"] = step;
+  h["checkpoint_every_steps"] = 1;
+  log.add(h);
+  log.add(action(0, 1,
+                 {{"type", "SetCheckpointPlan"},
+                  {"interval_s", 0.0},
+                  {"blocking_s", 0.02},
+                  {"tier", "memory+peer"},
+                  {"reason", "every step"},
+                  {"remote_interval_s", 3600.0}}));
+  log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(init, 2, init));
+}
+
+// A live run's first start: the initial StartJob (action 1) at 0 s, done at `init`.
+inline void initial_start(LogFile& log, double init = kInit) {
+  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
+  log.add(outcome(init, 1, init));
 }
 
 // The live timeline of a job that trains `from`..`to` (wall s) restarting from
@@ -170,6 +196,43 @@ inline json replay(std::vector<std::string> args) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (r.exit_code != 0) return json::object();
   return json::parse(r.out);
+}
+
+// A run that never restarted (its first start done at `init`, then training to kHorizon),
+// replayed with one replica; `tag` names its log.
+inline json replay_one_start(const std::string& tag, double init) {
+  LogFile log(tag);
+  log.add(header());
+  initial_start(log, init);
+  const long last = run_steps(log, init, kHorizon, 0).first;
+  log.add(summary(kHorizon, last));
+  return replay({log.write(), "--replicas", "1"});
+}
+
+// A one-replica replay of `log` with its decisions written (--decisions): the result and the
+// lines of decisions.log.
+struct Decisions {
+  json result;
+  std::vector<std::string> lines;
+};
+inline Decisions replay_decisions(LogFile& log) {
+  const std::string dir = log.path() + ".out";
+  Decisions d{replay({log.write(), "--replicas", "1", "--out", dir, "--decisions"}), {}};
+  std::ifstream f(dir + "/decisions.log");
+  for (std::string line; std::getline(f, line);) d.lines.push_back(line);
+  std::filesystem::remove_all(dir);
+  return d;
+}
+// The first decision line that contains `text`; empty when there is none.
+inline std::string first_line(const std::vector<std::string>& lines, const std::string& text) {
+  for (const auto& line : lines)
+    if (line.find(text) != std::string::npos) return line;
+  return "";
+}
+// The time (s) a decision line is at (its "t="); -1 for a line without one.
+inline double time_of(const std::string& line) {
+  const auto at = line.find("t=");
+  return at == std::string::npos ? -1 : std::stod(line.substr(at + 2));
 }
 
 }  // namespace faultline::testing::replay_log

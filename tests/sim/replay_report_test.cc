@@ -17,8 +17,7 @@ using namespace replay_log;
 TEST(SimReplay, TextOutputShowsLiveAndSimulatedEttrAndCalibration) {
   LogFile log("text");
   log.add(header());
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 1, kInit));
+  initial_start(log);
   log.add(summary(kHorizon, 500));
   log.raw(R"({"t_s":601,"kind":"no)");  // torn by a crash mid-write
   CliResult r = run_cli({"sim", "replay", log.write(false), "--replicas", "2"});
@@ -86,8 +85,7 @@ TEST(SimReplay, DecisionsThatDifferFromTheSimulatorsAreReportedAndChecked) {
 TEST(SimReplay, AStandbyAcquisitionThatWaitedForMachinesIsNotAWake) {
   LogFile log("wake");
   log.add(header());
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 1, kInit));
+  initial_start(log);
   const json acquire = {{"type", "AcquireMachines"},
                         {"mode", "standby"},
                         {"slots", {1}},
@@ -117,8 +115,7 @@ TEST(SimReplay, TheLiveRunsStandbysAreParkedWhenTheJobStarts) {
   json h = header("byterobust");
   h["params"] = {{"standby_pool", 1}};
   log.add(h);
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 1, kInit));
+  initial_start(log);
   log.add(fault(50, 3, 3, "machine_down", "", true));
   log.add(summary(kHorizon, 500));
   const json r = replay({log.write(), "--replicas", "1"});

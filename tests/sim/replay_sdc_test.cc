@@ -24,19 +24,7 @@ using namespace replay_log;
 TEST(SimReplay, NanSeenInStepSamplesAndPoolReturnsReplayPhaseByPhase) {
   constexpr double kBitwise = 2, kReplay = 3, kWake = 0.5, kBack = 30;
   LogFile log("sdc-phases");
-  json h = header("byterobust");
-  h["params"] = {{"standby_pool", 1}};
-  h["checkpoint_every_steps"] = 1;
-  log.add(h);
-  log.add(action(0, 1,
-                 {{"type", "SetCheckpointPlan"},
-                  {"interval_s", 0.0},
-                  {"blocking_s", 0.02},
-                  {"tier", "memory+peer"},
-                  {"reason", "every step"},
-                  {"remote_interval_s", 3600.0}}));
-  log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 2, kInit));
+  begin_every_step_run(log, {{"standby_pool", 1}}, kStep, kInit);
   int id = 3;
   double t0 = kInit;  // the job trains from here
   long step = 0;
@@ -134,8 +122,7 @@ TEST(SimReplay, AnSdcFromTheFirstStepFailsTheBitwiseTestAsItDidLive) {
   json h = header("byterobust");
   h["params"] = {{"standby_pool", 1}};
   log.add(h);
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 1, kInit));
+  initial_start(log);
   long step = 0;
   for (double t = kInit + 1; t <= 200 + 1e-9; t += 1) log.add(progress(t, ++step));
   log.add(fault(200.5, 1, 1, "sdc", "", true));

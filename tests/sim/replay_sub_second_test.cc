@@ -21,37 +21,12 @@ using namespace replay_log;
 // that runs faster than its nominal step does in under a second. The replay takes those
 // timings as they are (no error, no value moved into a range) and its ETTR is the
 // closed form of the run.
-json summary_at(double elapsed, long final_step, double step) {
-  return {{"t_s", elapsed},
-          {"kind", "summary"},
-          {"elapsed_s", elapsed},
-          {"final_step", final_step},
-          {"first_step", 0},
-          {"productive_s", final_step * step},
-          {"ettr", final_step * step / elapsed},
-          {"step_time_s", step}};
-}
-
 constexpr double kSmallStep = 0.2, kSmallInit = 3;
 
-// The opening of a byterobust run at sub-second steps that checkpoints every step in memory
-// with a peer copy: header (with the stack's recorded `params`), plan, the first start (done
-// at kSmallInit).
+// The opening of a byterobust run at sub-second steps that checkpoints every step (done at
+// kSmallInit).
 void begin_every_step_run(LogFile& log, json params = json::object()) {
-  json h = header("byterobust");
-  h["params"] = std::move(params);
-  h["nominal_step_time_s"] = kSmallStep;
-  h["checkpoint_every_steps"] = 1;
-  log.add(h);
-  log.add(action(0, 1,
-                 {{"type", "SetCheckpointPlan"},
-                  {"interval_s", 0.0},
-                  {"blocking_s", 0.02},
-                  {"tier", "memory+peer"},
-                  {"reason", "every step"},
-                  {"remote_interval_s", 3600.0}}));
-  log.add(action(0, 2, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kSmallInit, 2, kSmallInit));
+  replay_log::begin_every_step_run(log, std::move(params), kSmallStep, kSmallInit);
 }
 
 TEST(SimReplay, EveryStepCheckpointsAtSubSecondStepsReplay) {
@@ -64,7 +39,7 @@ TEST(SimReplay, EveryStepCheckpointsAtSubSecondStepsReplay) {
       ++step;
       log.add(progress(kSmallInit + step * kSmallStep, step));
     }
-    log.add(summary_at(kLength, step, kSmallStep));
+    log.add(summary(kLength, step, 0, kSmallStep));
     const json r = replay({log.write(), "--replicas", "2"});
     ASSERT_TRUE(r.contains("sim_ettr"));
     EXPECT_EQ(step, 585);
@@ -86,7 +61,7 @@ TEST(SimReplay, RecordedParametersTheStackDoesNotReadAreLeftOut) {
                              {"checkpoint_blocking_s", 0.02},
                              {"probe_deadline_s", 600}});
   for (long step = 1; step <= 100; ++step) log.add(progress(kSmallInit + step * kSmallStep, step));
-  log.add(summary_at(kSmallInit + 100 * kSmallStep, 100, kSmallStep));
+  log.add(summary(kSmallInit + 100 * kSmallStep, 100, 0, kSmallStep));
   const json r = replay({log.write(), "--replicas", "1"});
   ASSERT_TRUE(r.contains("sim"));
   EXPECT_FALSE(r["sim"].contains("unread_params"));
@@ -100,7 +75,7 @@ TEST(SimReplay, ModuleChoicesAreReplayedByNameNotByIndex) {
   LogFile log("choices");
   begin_every_step_run(log, {{"localization", 0}});  // 0: "replay" here
   for (long step = 1; step <= 100; ++step) log.add(progress(kSmallInit + step * kSmallStep, step));
-  log.add(summary_at(kSmallInit + 100 * kSmallStep, 100, kSmallStep));
+  log.add(summary(kSmallInit + 100 * kSmallStep, 100, 0, kSmallStep));
   std::ifstream in(log.write());
   std::vector<json> lines;
   for (std::string l; std::getline(in, l);) lines.push_back(json::parse(l));
@@ -139,7 +114,7 @@ TEST(SimReplay, PausesNoRecordExplainsAreReportedAsTheDifference) {
     t += dt;
     log.add(progress(t, ++step));
   }
-  log.add(summary_at(kLength, step, kSmallStep));
+  log.add(summary(kLength, step, 0, kSmallStep));
   const json r = replay({log.write(), "--replicas", "2"});
   ASSERT_TRUE(r.contains("unmodelled_pauses")) << r.dump();
   const double paused = 2 * (kPause - kSmallStep);
@@ -178,7 +153,7 @@ TEST(SimReplay, PeriodicSubSecondCheckpointsReplayAtTheirMeasuredInterval) {
       t += dt;
       log.add(progress(t, ++step));
     }
-    log.add(summary_at(kEnd, step, kSmallStep));
+    log.add(summary(kEnd, step, 0, kSmallStep));
     const json r = replay({log.write(), "--replicas", "2"});
     ASSERT_TRUE(r.contains("sim_ettr"));
     EXPECT_NEAR(r["sim"]["policy_params"]["checkpoint_interval_s"].get<double>(), 4 * kSmallStep,

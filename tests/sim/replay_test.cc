@@ -66,8 +66,7 @@ TEST(SimReplay, FaultFreeLogGivesTheCheckpointSteadyState) {
 constexpr double kFault = 190, kLag = 10, kRequeue = 8;
 long machine_down_run(LogFile& log, double first_init) {
   log.add(header());
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(first_init, 1, first_init));
+  initial_start(log, first_init);
   auto [last1, ckpt1] = run_steps(log, first_init, kFault, 0);
   (void)last1;
   log.add(fault(kFault, 1, 1, "machine_down", "power cut"));
@@ -137,8 +136,7 @@ TEST(SimReplay, InPlaceStartsAreCalibratedApart) {
   constexpr double kFirst = 2, kInPlace = 0.7, kOrdinary = 3.5;
   LogFile log("inplace");
   log.add(header());
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kFirst, 1, kFirst));
+  initial_start(log, kFirst);
   auto [s1, c1] = run_steps(log, kFirst, 100, 0);
   (void)c1;
   log.add(action(100, 2,
@@ -168,15 +166,7 @@ TEST(SimReplay, InPlaceStartsAreCalibratedApart) {
   EXPECT_DOUBLE_EQ(r["calibration"]["job.init_s"]["value"].get<double>(), kOrdinary);
   EXPECT_DOUBLE_EQ(r["calibration"]["job.first_init_s"]["value"].get<double>(), kFirst);
 
-  LogFile once("noinplace");
-  once.add(header());
-  once.add(
-      action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  once.add(outcome(kFirst, 1, kFirst));
-  auto [only, only_ckpt] = run_steps(once, kFirst, kHorizon, 0);
-  (void)only_ckpt;
-  once.add(summary(kHorizon, only));
-  const json o = replay({once.write(), "--replicas", "1"});
+  const json o = replay_one_start("noinplace", kFirst);
   ASSERT_TRUE(o.contains("calibration"));
   EXPECT_DOUBLE_EQ(o["calibration"]["job.inplace_init_s"]["value"].get<double>(),
                    o["calibration"]["job.init_s"]["value"].get<double>());
@@ -204,15 +194,7 @@ TEST(SimReplay, FirstStartAndRestartsAreCalibratedApart) {
               (before.committed + after.committed + after.pending) / kHorizon, 1e-6);
 
   // A run that never restarted: its one start stands for both.
-  LogFile once("onestart");
-  once.add(header());
-  once.add(
-      action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  once.add(outcome(kFirst, 1, kFirst));
-  auto [only, only_ckpt] = run_steps(once, kFirst, kHorizon, 0);
-  (void)only_ckpt;
-  once.add(summary(kHorizon, only));
-  const json o = replay({once.write(), "--replicas", "1"});
+  const json o = replay_one_start("onestart", kFirst);
   ASSERT_TRUE(o.contains("sim"));
   EXPECT_DOUBLE_EQ(o["calibration"]["job.first_init_s"]["value"].get<double>(), kFirst);
   EXPECT_DOUBLE_EQ(o["calibration"]["job.init_s"]["value"].get<double>(), kFirst);
@@ -227,8 +209,7 @@ TEST(SimReplay, EachActionTakesItsOwnLiveDuration) {
   constexpr double kFast = 2, kSlow = 40, kSecond = 400;
   LogFile log("occurrences");
   log.add(header());
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 1, kInit));
+  initial_start(log);
   long committed = 0;
   double from = kInit;
   int id = 1;
@@ -278,8 +259,7 @@ TEST(SimReplay, EachActionTakesItsOwnLiveDuration) {
 TEST(SimReplay, InjectsExactlyTheRecordedFaults) {
   LogFile log("kinds");
   log.add(header());
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 1, kInit));
+  initial_start(log);
   log.add(fault(50, 0, 0, "kill"));
   log.add(process_exit(50.5, 0, 137, ""));
   log.add(fault(100, 1, 1, "crash",
@@ -362,8 +342,7 @@ TEST(SimReplay, ProbesTakeTheirMeasuredTimes) {
   h["params"] = json::object();
   h["checkpoint_every_steps"] = 1;
   log.add(h);
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 1, kInit));
+  initial_start(log);
   log.add(action(1, 2,
                  {{"type", "RunProbe"},
                   {"test", "inter-all-gather"},
@@ -381,20 +360,12 @@ TEST(SimReplay, ProbesTakeTheirMeasuredTimes) {
   // A network crash: byterobust's plan for it is the inter-machine all-gather.
   log.add(fault(100, 1, 1, "crash", "NCCL WARN NET/IB : Got completion with error 12"));
   log.add(summary(kHorizon, 500));
-  const std::string dir = log.path() + ".out";
-  const json r = replay({log.write(), "--replicas", "1", "--out", dir, "--decisions"});
+  const Decisions d = replay_decisions(log);
+  const json& r = d.result;
   ASSERT_TRUE(r.contains("sim"));
   EXPECT_DOUBLE_EQ(r["calibration"]["diagnosis.gpu_diag_s"]["value"].get<double>(), 7.0);
-  std::ifstream f(dir + "/decisions.log");
-  std::string line;
-  double asked = -1, answered = -1;
-  while (std::getline(f, line)) {
-    auto at = [&]() { return std::stod(line.substr(line.find("t=") + 2)); };
-    if (line.find("act probe inter-all-gather") != std::string::npos && asked < 0) asked = at();
-    if (line.find("event probe inter-all-gather") != std::string::npos && answered < 0)
-      answered = at();
-  }
-  std::filesystem::remove_all(dir);
+  const double asked = time_of(first_line(d.lines, "act probe inter-all-gather"));
+  const double answered = time_of(first_line(d.lines, "event probe inter-all-gather"));
   ASSERT_GE(asked, 0);
   ASSERT_GE(answered, 0);
   EXPECT_NEAR(answered - asked, 4.0, 0.04);  // within 1%
@@ -409,25 +380,18 @@ TEST(SimReplay, ProbesTakeTheirMeasuredTimes) {
 TEST(SimReplay, AnExitAfterAnotherMachinesFaultStillBelongsToItsOwnFault) {
   LogFile log("overlap");
   log.add(header());
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 1, kInit));
+  initial_start(log);
   log.add(fault(100, 2, 2, "kill"));
   log.add(fault(100.05, 1, 1, "kill"));
   log.add(process_exit(100.11, 2, 137, "killed by signal 9 (SIGKILL)"));
   log.add(summary(kHorizon, 500));
-  const std::string dir = log.path() + ".out";
-  const json r = replay({log.write(), "--replicas", "1", "--out", dir, "--decisions"});
-  ASSERT_TRUE(r.contains("sim"));
-  std::ifstream f(dir + "/decisions.log");
-  std::string line, exit_of_m2;
-  while (std::getline(f, line))
-    if (exit_of_m2.empty() && line.find("event process exit on 2 ") != std::string::npos)
-      exit_of_m2 = line;
-  std::filesystem::remove_all(dir);
+  const Decisions d = replay_decisions(log);
+  ASSERT_TRUE(d.result.contains("sim"));
+  const std::string exit_of_m2 = first_line(d.lines, "event process exit on 2 ");
   ASSERT_FALSE(exit_of_m2.empty());
   EXPECT_NE(exit_of_m2.find("code 137: killed by signal 9 (SIGKILL)"), std::string::npos)
       << exit_of_m2;
-  EXPECT_NEAR(std::stod(exit_of_m2.substr(exit_of_m2.find("t=") + 2)), 100.11, 0.001) << exit_of_m2;
+  EXPECT_NEAR(time_of(exit_of_m2), 100.11, 0.001) << exit_of_m2;
 }
 
 // Two kills 12 ms apart where the second machine's exit reached the controller first: the
@@ -437,27 +401,19 @@ TEST(SimReplay, AnExitAfterAnotherMachinesFaultStillBelongsToItsOwnFault) {
 TEST(SimReplay, AKillWhoseExitTheStopCoveredStrikesAJobAlreadyDown) {
   LogFile log("covered");
   log.add(header());
-  log.add(action(0, 1, {{"type", "StartJob"}, {"reason", "initial start"}, {"mechanism", "none"}}));
-  log.add(outcome(kInit, 1, kInit));
+  initial_start(log);
   log.add(fault(100, 1, 1, "kill"));
   log.add(fault(100.012, 2, 2, "kill"));
   log.add(process_exit(100.029, 2, 137, "killed by signal 9 (SIGKILL)"));
   log.add(action(100.0291, 2, {{"type", "StopJob"}, {"reason", "crash"}}));
   log.add(outcome(100.07, 2, 0.04));
   log.add(summary(kHorizon, 500));
-  const std::string dir = log.path() + ".out";
-  const json r = replay({log.write(), "--replicas", "1", "--out", dir, "--decisions"});
-  ASSERT_TRUE(r.contains("sim"));
-  std::ifstream f(dir + "/decisions.log");
-  std::string line, first_exit;
-  while (std::getline(f, line))
-    if (first_exit.empty() && line.find("event process exit on ") != std::string::npos)
-      first_exit = line;
-  std::filesystem::remove_all(dir);
+  const Decisions d = replay_decisions(log);
+  ASSERT_TRUE(d.result.contains("sim"));
+  const std::string first_exit = first_line(d.lines, "event process exit on ");
   ASSERT_FALSE(first_exit.empty());
   EXPECT_NE(first_exit.find("process exit on 2 "), std::string::npos) << first_exit;
-  EXPECT_NEAR(std::stod(first_exit.substr(first_exit.find("t=") + 2)), 100.029, 0.001)
-      << first_exit;
+  EXPECT_NEAR(time_of(first_exit), 100.029, 0.001) << first_exit;
 }
 
 // Start attempts that fail while agents connect are set-up, not incidents: the job's time

@@ -11,6 +11,17 @@
 
 namespace faultline::testing {
 
+// ByteRobust's Fig. 7 cluster: 16 machines of 2 GPUs, TP=2, PP=4, DP=4.
+inline ClusterSpec spec16() {
+  ClusterSpec c;
+  c.machines = 16;
+  c.gpus_per_machine = 2;
+  c.tp = 2;
+  c.pp = 4;
+  c.dp = 4;
+  return c;
+}
+
 class FakeWorld : public World {
  public:
   explicit FakeWorld(const ClusterSpec& spec, std::uint64_t seed = 1) : view_(spec), rng_(seed) {}

@@ -9,6 +9,7 @@
 
 #include "policies/api/rng.h"
 #include "policies/recovery/standby.h"
+#include "tests/support/fake_world.h"
 
 namespace faultline::policies {
 namespace {
@@ -70,13 +71,7 @@ TEST(DualPhaseReplay, TwoFaultyMachinesLeaveAtMostFourCandidates) {
 TEST(StackAggregation, Fig7OverEvictsPipelineGroupOfMachine15) {
   // TP=2, PP=4, DP=4, 16 machines; 15 stuck in all-gather, 14 in isend, 12-13 in irecv,
   // 0-11 waiting in the optimizer's gradient sync.
-  ClusterSpec c;
-  c.machines = 16;
-  c.gpus_per_machine = 2;
-  c.tp = 2;
-  c.pp = 4;
-  c.dp = 4;
-  ClusterView view(c);
+  ClusterView view(testing::spec16());
   std::vector<std::string> stacks(16, "optimizer.step > all_reduce");
   stacks[15] = "forward > all_gather";
   stacks[14] = "pipeline > isend";

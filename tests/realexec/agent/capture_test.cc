@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <utility>
 
 #include "realexec/agent/agent_host.h"
 #include "realexec/agent/stack_capture.h"
@@ -19,29 +20,23 @@
 namespace faultline::live {
 namespace {
 
-class Capture : public ::testing::Test {
+// A child process of the test's own that writes "ready" on its stdout once it is where the
+// test wants it; killed with its group at the end.
+class ReadyChild : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (find_program("gdb").empty() && find_program("eu-stack").empty()) {
-      GTEST_SKIP() << "neither gdb nor eu-stack is installed";
-    }
-    SpawnSpec spec;
-    spec.argv = {FAULTLINE_AGENT_TEST_RANK, "sleep"};
-    spec.env = make_env({});
+  // Starts `spec` with its stdout piped here and waits up to `wait` for its "ready".
+  void start_ready(SpawnSpec spec, Duration wait) {
     spec.stdout_to = Redirect::pipe();
     std::string err;
     ASSERT_TRUE(spawn(spec, &child_, &err)) << err;
-    // Wait for "ready": by then main() has called helper_sleep_forever().
     std::string out;
     r_.add_fd(child_.stdout_fd, EPOLLIN, [&](std::uint32_t) {
       char buf[64];
       ssize_t n = ::read(child_.stdout_fd, buf, sizeof buf);
       if (n > 0) out.append(buf, static_cast<std::size_t>(n));
     });
-    ASSERT_TRUE(r_.run_until([&] { return out.find("ready") != std::string::npos; },
-                             Duration::seconds(10)));
+    ASSERT_TRUE(r_.run_until([&] { return out.find("ready") != std::string::npos; }, wait));
     r_.remove_fd(child_.stdout_fd);
-    ::usleep(50 * 1000);
   }
   void TearDown() override {
     if (child_.pid > 0) {
@@ -51,6 +46,23 @@ class Capture : public ::testing::Test {
       r_.run_until([&] { return st != -1; }, Duration::seconds(5));
     }
     if (child_.stdout_fd >= 0) ::close(child_.stdout_fd);
+  }
+  Reactor r_;
+  Spawned child_;
+};
+
+class Capture : public ReadyChild {
+ protected:
+  void SetUp() override {
+    if (find_program("gdb").empty() && find_program("eu-stack").empty()) {
+      GTEST_SKIP() << "neither gdb nor eu-stack is installed";
+    }
+    SpawnSpec spec;
+    spec.argv = {FAULTLINE_AGENT_TEST_RANK, "sleep"};
+    spec.env = make_env({});
+    // Wait for "ready": by then main() has called helper_sleep_forever().
+    start_ready(std::move(spec), Duration::seconds(10));
+    ::usleep(50 * 1000);
   }
   std::string capture() {
     std::string sig;
@@ -62,8 +74,6 @@ class Capture : public ::testing::Test {
     EXPECT_TRUE(r_.run_until([&] { return done; }, Duration::seconds(30)));
     return sig;
   }
-  Reactor r_;
-  Spawned child_;
 };
 
 TEST_F(Capture, RunningProcess) {
@@ -122,7 +132,7 @@ def blocked_in_a_known_function():
 blocked_in_a_known_function()
 )";
 
-class PythonCapture : public ::testing::Test {
+class PythonCapture : public ReadyChild {
  protected:
   void start(const std::string& variant) {
     if (find_program("/usr/bin/python3").empty()) GTEST_SKIP() << "no /usr/bin/python3";
@@ -131,29 +141,12 @@ class PythonCapture : public ::testing::Test {
     SpawnSpec spec;
     spec.argv = {"/usr/bin/python3", "-c", kPyRank, variant};
     spec.env = make_env({{"FAULTLINE_STACK_FD", "4"}});
-    spec.stdout_to = Redirect::pipe();
     spec.extra_fds[4] = dump_fd_;
-    std::string err;
-    ASSERT_TRUE(spawn(spec, &child_, &err)) << err;
-    std::string out;
-    r_.add_fd(child_.stdout_fd, EPOLLIN, [&](std::uint32_t) {
-      char buf[64];
-      ssize_t n = ::read(child_.stdout_fd, buf, sizeof buf);
-      if (n > 0) out.append(buf, static_cast<std::size_t>(n));
-    });
     // Python's start on a loaded machine: awaited, not slept.
-    ASSERT_TRUE(r_.run_until([&] { return out.find("ready") != std::string::npos; },
-                             Duration::seconds(60)));
-    r_.remove_fd(child_.stdout_fd);
+    start_ready(std::move(spec), Duration::seconds(60));
   }
   void TearDown() override {
-    if (child_.pid > 0) {
-      signal_group(child_.pid, SIGKILL);
-      int st = -1;
-      r_.watch_child(child_.pid, [&](int s) { st = s; });
-      r_.run_until([&] { return st != -1; }, Duration::seconds(5));
-    }
-    if (child_.stdout_fd >= 0) ::close(child_.stdout_fd);
+    ReadyChild::TearDown();
     if (dump_fd_ >= 0) ::close(dump_fd_);
   }
   // The signature and the seconds the capture took.
@@ -174,8 +167,6 @@ class PythonCapture : public ::testing::Test {
     struct stat st {};
     return ::fstat(dump_fd_, &st) == 0 ? st.st_size : -1;
   }
-  Reactor r_;
-  Spawned child_;
   int dump_fd_ = -1;
 };
 

@@ -74,19 +74,8 @@ TEST(LiveAccount, LostTimeCountersContinueAcrossAControllerKilledWithSigkill) {
     cfg["metrics_listen"] = "127.0.0.1:" + std::to_string(metrics_port);
     cfg["metrics_token_file"] = token_file;
   });
-  std::ofstream(c.dir() + "/prometheus.yml")
-      << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-         "scrape_configs:\n"
-         "  - job_name: faultline\n"
-         "    scrape_interval: 1s\n"
-         "    scrape_timeout: 1s\n"
-         "    authorization: {type: Bearer, credentials_file: "
-      << token_file << "}\n    static_configs: [{targets: ['127.0.0.1:" << metrics_port << "']}]\n";
   Prometheus prom;
-  prom.pid = spawn({prometheus, "--config.file=" + c.dir() + "/prometheus.yml",
-                    "--storage.tsdb.path=" + c.dir() + "/prometheus-data",
-                    "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
-                   c.dir() + "/prometheus.log");
+  prom.start(prometheus, c.dir(), metrics_port, token_file, prom_port);
   ASSERT_GT(prom.pid, 0);
   c.start_controller();
   c.start_agents();
@@ -94,12 +83,7 @@ TEST(LiveAccount, LostTimeCountersContinueAcrossAControllerKilledWithSigkill) {
   ASSERT_FALSE(c.wait_step(20, 60).is_null()) << "training did not reach step 20";
   ASSERT_EQ(c.inject("m1", "kill"), 0);
   const double t_fault = c.fault_time("kill");
-  ASSERT_FALSE(c.wait_for(
-                    [&](const json& r) {
-                      return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault;
-                    },
-                    40)
-                   .is_null())
+  ASSERT_FALSE(c.wait_event_after("JobStarted", t_fault, 40).is_null())
       << "training did not resume after the kill";
   // The incident's close wrote an account record: cumulative, every lost phase, in the
   // simulator's names.

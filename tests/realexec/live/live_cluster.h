@@ -593,6 +593,17 @@ class LiveCluster {
         return r.value("t_s", 0.0);
     return -1;
   }
+  // The first action (event) of `type`, or note that starts with `prefix`, the controller
+  // logged after its time `t` (s); null when none came within `timeout_s`.
+  json wait_action_after(const std::string& type, double t, double timeout_s) const {
+    return wait_for([&](const json& r) { return is_action(r, type) && r["t_s"] > t; }, timeout_s);
+  }
+  json wait_event_after(const std::string& type, double t, double timeout_s) const {
+    return wait_for([&](const json& r) { return is_event(r, type) && r["t_s"] > t; }, timeout_s);
+  }
+  json wait_note_after(const std::string& prefix, double t, double timeout_s) const {
+    return wait_for([&](const json& r) { return is_note(r, prefix) && r["t_s"] > t; }, timeout_s);
+  }
   static bool is_event(const json& r, const std::string& type) {
     return r.value("kind", "") == "event" && r.contains("event") &&
            r["event"].value("type", "") == type;
@@ -609,8 +620,7 @@ class LiveCluster {
 
   // After a fault at controller time t: the job started again after it, and trained on.
   void expect_trains_again(double t, const std::string& what) const {
-    const json started =
-        wait_for([&](const json& r) { return is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
+    const json started = wait_event_after("JobStarted", t, 60);
     ASSERT_FALSE(started.is_null()) << what << ": the job did not start again\n" << launcher_log();
     ASSERT_FALSE(wait_step(started["event"].value("step", 0L) + 8, 60).is_null())
         << what << ": no training after";

@@ -29,17 +29,13 @@ TEST(LiveE2E, KilledRankIsDetectedReattemptedAndResumesBitExactly) {
       20);
   ASSERT_FALSE(exit.is_null()) << "no ProcessExit after the kill";
   EXPECT_LT(exit["t_s"].get<double>() - t_fault, 5.0) << "detected within 5 s";
-  const json started = c.wait_for(
-      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
-      40);
+  const json started = c.wait_event_after("JobStarted", t_fault, 40);
   ASSERT_FALSE(started.is_null()) << "training did not resume";
   EXPECT_LT(started["t_s"].get<double>() - t_fault, 30.0) << "resumed within 30 s of the fault";
   // A rank killed without a log line is a transient crash to byterobust: the stop-time
   // tests pass and the job is reattempted on the same machines (the standby path is the
   // next test, where the machine itself is gone).
-  const json restart = c.wait_for(
-      [&](const json& r) { return LiveCluster::is_action(r, "StartJob") && r["t_s"] > t_fault; },
-      5);
+  const json restart = c.wait_action_after("StartJob", t_fault, 5);
   ASSERT_FALSE(restart.is_null());
   EXPECT_EQ(restart["action"].value("mechanism", ""), "reattempt");
   const long resumed_at = started["event"].value("step", -1L);
@@ -84,13 +80,8 @@ TEST(LiveE2E, TheDalyPlannerReplansAtEveryInterruptionAndTheRanksSaveAtTheNewInt
     return at == std::string::npos ? -1L : std::stol(d.substr(at + 17));
   };
   auto restart_after = [&](double t) {
-    const json plan = c.wait_for(
-        [&](const json& r) {
-          return LiveCluster::is_action(r, "SetCheckpointPlan") && r["t_s"] > t;
-        },
-        60);
-    const json started = c.wait_for(
-        [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t; }, 60);
+    const json plan = c.wait_action_after("SetCheckpointPlan", t, 60);
+    const json started = c.wait_event_after("JobStarted", t, 60);
     return std::make_pair(plan, started);
   };
   // Interruption 1.
@@ -168,16 +159,10 @@ TEST(LiveE2E, KillNineOfAMachineSwapsInTheWarmStandbyAndResumesBitExactly) {
   ASSERT_FALSE(alert.is_null());
   EXPECT_EQ(alert["event"].value("machine", -9), 2);
   EXPECT_LT(alert["t_s"].get<double>() - t_fault, 5.0) << "detected within 5 s";
-  const json ready = c.wait_for(
-      [&](const json& r) {
-        return LiveCluster::is_event(r, "MachinesReady") && r["t_s"] > t_fault;
-      },
-      30);
+  const json ready = c.wait_event_after("MachinesReady", t_fault, 30);
   ASSERT_FALSE(ready.is_null()) << "the standby did not join";
   EXPECT_EQ(ready["event"]["machines"], json::array({4})) << "standby s0 took slot 2";
-  const json started = c.wait_for(
-      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
-      40);
+  const json started = c.wait_event_after("JobStarted", t_fault, 40);
   ASSERT_FALSE(started.is_null());
   EXPECT_LT(started["t_s"].get<double>() - t_fault, 30.0) << "resumed within 30 s";
   // Resumed from the newest complete checkpoint: every step checkpoints, so at most the
@@ -204,9 +189,7 @@ TEST(LiveE2E, InjectedMachineLossIsRecordedAndReplacedByTheStandby) {
   ASSERT_FALSE(evict.is_null());
   EXPECT_EQ(evict["action"]["machines"], json::array({1}));
   EXPECT_EQ(evict["action"].value("mechanism", ""), "realtime_eviction");
-  const json started = c.wait_for(
-      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
-      40);
+  const json started = c.wait_event_after("JobStarted", t_fault, 40);
   ASSERT_FALSE(started.is_null());
   c.stop_run();
 }
@@ -245,9 +228,7 @@ TEST(LiveE2E, AnUnreachableHostIsReportedWithinTheHeartbeatTimeoutAndReplaced) {
   std::cout << "[unreachable] lost after " << lost["t_s"].get<double>() - t_cut
             << " s, evicted after " << evict["t_s"].get<double>() - t_cut << " s ("
             << evict["action"].value("mechanism", "") << ")\n";
-  const json started = c.wait_for(
-      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_cut; },
-      60);
+  const json started = c.wait_event_after("JobStarted", t_cut, 60);
   ASSERT_FALSE(started.is_null());
   ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 10, 60).is_null())
       << "training did not go on";
@@ -261,26 +242,16 @@ TEST(LiveE2E, FrozenRankIsFoundByStackAggregationAndEvicted) {
   ASSERT_FALSE(c.wait_step(20, 60).is_null());
   ASSERT_EQ(c.inject("m2", "stop"), 0);
   const double t_fault = c.fault_time("stop");
-  const json stalled = c.wait_for(
-      [&](const json& r) {
-        return LiveCluster::is_note(r, "detected: progress stalled") && r["t_s"] > t_fault;
-      },
-      40);
+  const json stalled = c.wait_note_after("detected: progress stalled", t_fault, 40);
   ASSERT_FALSE(stalled.is_null()) << "stall not detected";
   EXPECT_LT(stalled["t_s"].get<double>() - t_fault, 8.0 + 10.0)
       << "within the stall window plus 10 s";
-  const json evict = c.wait_for(
-      [&](const json& r) {
-        return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault;
-      },
-      60);
+  const json evict = c.wait_action_after("EvictMachines", t_fault, 60);
   ASSERT_FALSE(evict.is_null());
   EXPECT_EQ(evict["action"]["machines"], json::array({2}))
       << "the PP group of slot 2 (PP = 1: the machine)";
   EXPECT_EQ(evict["action"].value("mechanism", ""), "analyzer_over_eviction");
-  const json started = c.wait_for(
-      [&](const json& r) { return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > t_fault; },
-      60);
+  const json started = c.wait_event_after("JobStarted", t_fault, 60);
   ASSERT_FALSE(started.is_null());
   ASSERT_FALSE(c.wait_step(started["event"].value("step", 0L) + 10, 60).is_null());
   c.stop_run();
@@ -293,25 +264,13 @@ TEST(LiveE2E, SilentBitFlipIsLocatedByReplayAndEvicted) {
   ASSERT_FALSE(c.wait_step(15, 60).is_null());
   ASSERT_EQ(c.inject("m1", "sdc", "after=3"), 0);
   const double t_fault = c.fault_time("sdc");
-  const json caught = c.wait_for(
-      [&](const json& r) {
-        return LiveCluster::is_note(r, "detected: metric anomaly") && r["t_s"] > t_fault;
-      },
-      60);
+  const json caught = c.wait_note_after("detected: metric anomaly", t_fault, 60);
   ASSERT_FALSE(caught.is_null()) << "the bit flip was not caught by the metric triggers";
-  const json evict = c.wait_for(
-      [&](const json& r) {
-        return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault;
-      },
-      120);
+  const json evict = c.wait_action_after("EvictMachines", t_fault, 120);
   ASSERT_FALSE(evict.is_null()) << "nothing evicted";
   EXPECT_EQ(evict["action"]["machines"], json::array({1}));
   EXPECT_EQ(evict["action"].value("mechanism", ""), "replay");
-  const json started = c.wait_for(
-      [&](const json& r) {
-        return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > evict["t_s"];
-      },
-      60);
+  const json started = c.wait_event_after("JobStarted", evict["t_s"].get<double>(), 60);
   ASSERT_FALSE(started.is_null());
   c.stop_run();
 }
@@ -325,11 +284,7 @@ TEST(LiveE2E, NicDownRaisesInspectionAlertsAndEvictsPerTheFlapRule) {
   ASSERT_FALSE(c.wait_step(15, 60).is_null());
   ASSERT_EQ(c.inject("m3", "nic_down"), 0);
   const double t_fault = c.fault_time("nic_down");
-  const json evict = c.wait_for(
-      [&](const json& r) {
-        return LiveCluster::is_action(r, "EvictMachines") && r["t_s"] > t_fault;
-      },
-      60);
+  const json evict = c.wait_action_after("EvictMachines", t_fault, 60);
   ASSERT_FALSE(evict.is_null());
   EXPECT_EQ(evict["action"]["machines"], json::array({3}));
   EXPECT_EQ(evict["action"].value("mechanism", ""), "realtime_eviction");
@@ -339,11 +294,7 @@ TEST(LiveE2E, NicDownRaisesInspectionAlertsAndEvictsPerTheFlapRule) {
         r["t_s"] <= evict["t_s"])
       ++alerts;
   EXPECT_GE(alerts, 2) << "evicted only after the flap count of alerts";
-  const json started = c.wait_for(
-      [&](const json& r) {
-        return LiveCluster::is_event(r, "JobStarted") && r["t_s"] > evict["t_s"];
-      },
-      60);
+  const json started = c.wait_event_after("JobStarted", evict["t_s"].get<double>(), 60);
   ASSERT_FALSE(started.is_null());
   c.stop_run();
 }

@@ -40,6 +40,7 @@
 #include "realexec/net/messages.h"
 #include "realexec/net/wire.h"
 #include "tests/realexec/live/live_support.h"
+#include "tests/support/free_port.h"
 
 namespace faultline::live_fuzz {
 
@@ -287,17 +288,7 @@ inline void kill_group(pid_t p) {
   ::waitpid(p, nullptr, 0);
 }
 
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using faultline::testing::free_port;
 
 struct Options {
   std::string target = "all";

@@ -5,23 +5,13 @@
 #include <sys/socket.h>
 
 #include "tests/realexec/live/live_cluster.h"
+#include "tests/support/free_port.h"
 
 namespace faultline::live_e2e {
 
 namespace metrics_e2e {
 
-// A loopback port free at the time of asking (bound to port 0, then released).
-inline int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using faultline::testing::free_port;
 
 // One HTTP/1.0 exchange on loopback: the whole response (status line, headers, body), "" when
 // the connection fails.
@@ -90,6 +80,24 @@ inline std::string find_prometheus() {
 // A prometheus process of the test's own, killed (with its group) at scope exit.
 struct Prometheus {
   pid_t pid = -1;
+  // Starts `binary` with its config, data and log in `dir`: every second it scrapes
+  // 127.0.0.1:`metrics_port` with the bearer token in `token_file`; its API is on `api_port`.
+  void start(const std::string& binary, const std::string& dir, int metrics_port,
+             const std::string& token_file, int api_port) {
+    std::ofstream(dir + "/prometheus.yml")
+        << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+           "scrape_configs:\n"
+           "  - job_name: faultline\n"
+           "    scrape_interval: 1s\n"
+           "    scrape_timeout: 1s\n"
+           "    authorization: {type: Bearer, credentials_file: "
+        << token_file << "}\n    static_configs: [{targets: ['127.0.0.1:" << metrics_port
+        << "']}]\n";
+    pid = spawn({binary, "--config.file=" + dir + "/prometheus.yml",
+                 "--storage.tsdb.path=" + dir + "/prometheus-data",
+                 "--web.listen-address=127.0.0.1:" + std::to_string(api_port)},
+                dir + "/prometheus.log");
+  }
   ~Prometheus() {
     if (pid > 0) {
       kill(-pid, SIGKILL);

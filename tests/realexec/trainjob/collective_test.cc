@@ -12,21 +12,12 @@
 #include <thread>
 
 #include "realexec/trainjob/rng.h"
+#include "tests/support/free_port.h"
 
 namespace faultline::live::trainjob {
 namespace {
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  socklen_t len = sizeof sa;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  ::close(fd);
-  return ntohs(sa.sin_port);
-}
+using faultline::testing::free_port;
 
 // Runs body(rank, group) on `w` threads after a rendezvous; returns each rank's rendezvous
 // status.

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/free_port.h"
+
 namespace faultline::live::trainjob {
 namespace {
 
@@ -38,17 +40,7 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  socklen_t len = sizeof sa;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  ::close(fd);
-  return ntohs(sa.sin_port);
-}
+using faultline::testing::free_port;
 
 class TempDir {
  public:
