@@ -5,8 +5,8 @@
 #   -DFAULTLINE_UNITY_BUILD=OFF  one object per source file
 # With both OFF the build is the plain one file, one object build: the one that shows a missing
 # #include, which a precompiled header or a neighbour in a unity batch would hide. A name
-# defined in two .cc files of one library (helpers in anonymous namespaces, file-level
-# `using`) clashes in a unity batch: give each its own name.
+# defined in two .cc files of one library or test program (helpers in anonymous namespaces,
+# file-level `using`) clashes in a unity batch: give each its own name.
 #
 # Precompiled headers: Boost.Graph (policies/api/cluster_view.h, seen by every file that sees
 # the World), nlohmann/json and the standard library are parsed once per build instead of once
@@ -21,7 +21,7 @@
 # does not cache the files that use a precompiled header.
 
 option(FAULTLINE_PCH "Precompiled headers for Boost.Graph, nlohmann/json and the standard library" ON)
-option(FAULTLINE_UNITY_BUILD "Unity build of the libraries (several .cc files per object)" ON)
+option(FAULTLINE_UNITY_BUILD "Unity build of the libraries and test programs (several .cc files per object)" ON)
 
 # The standard headers most files include, and the third-party ones that dominate parsing.
 set(FAULTLINE_PCH_STD
@@ -110,4 +110,34 @@ function(faultline_unity target batches)
   list(LENGTH sources n)
   math(EXPR size "(${n} + ${batches} - 1) / ${batches}")
   set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${size})
+endfunction()
+
+# The test programs' unity build: every executable under tests/ with three .cc files or more
+# (the GoogleTest programs and the protocol fuzzer alike) builds in an even number of batches
+# of at most six files (3 to 12 files: 2 batches; 13 to 24: 4), so that GoogleTest's,
+# nlohmann/json's and the World's templates are instantiated once per batch instead of once
+# per file, and both cores have a batch to build. Called at the end of tests/CMakeLists.txt,
+# once every test program is declared; a batch reuses the precompiled header as a file did.
+function(faultline_unity_tests)
+  if(NOT FAULTLINE_UNITY_BUILD)
+    return()
+  endif()
+  set(dirs ${PROJECT_SOURCE_DIR}/tests)
+  while(dirs)
+    list(POP_FRONT dirs dir)
+    get_property(sub DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+    list(APPEND dirs ${sub})
+    get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(t IN LISTS targets)
+      get_target_property(type ${t} TYPE)
+      get_target_property(sources ${t} SOURCES)
+      list(FILTER sources INCLUDE REGEX "\\.cc$")
+      list(LENGTH sources n)
+      if(NOT type STREQUAL "EXECUTABLE" OR n LESS 3)
+        continue()
+      endif()
+      math(EXPR batches "2 * ((${n} + 11) / 12)")
+      faultline_unity(${t} ${batches})
+    endforeach()
+  endwhile()
 endfunction()

@@ -44,7 +44,7 @@ ClusterView view_of(int machines, int gpus = 1, int tp = 1, int pp = 1, int dp =
   return ClusterView(c);
 }
 
-Instant at(double s) { return Instant::at(Duration::seconds(s)); }
+Instant instant_at(double s) { return Instant::at(Duration::seconds(s)); }
 
 // Smallest k with P[Binomial(n, p) <= k] >= q, by summing the pmf term by term (the
 // recurrence pmf(k + 1) = pmf(k) (n - k) / (k + 1) p / (1 - p)).
@@ -156,14 +156,14 @@ TEST(ModuleParams, MigrateMovesAWarnedMachineWhenTheLeadCoversTheCopy) {
 TEST(ModuleParams, RealtimeDetectionStallsAfterExactlyItsWindow) {
   auto d = make_realtime_detection(own(realtime_detection_info(), {{"stall_window_s", 45}}));
   ASSERT_TRUE(d->watch());
-  d->restart(at(0), 0);
+  d->restart(instant_at(0), 0);
   StepSample s;
   s.step = 1;
   s.step_time_s = 1;
-  EXPECT_FALSE(d->observe(s, at(5)));
-  EXPECT_EQ(d->next_check(), at(50));
-  EXPECT_FALSE(d->check(at(49.999)));
-  const auto f = d->check(at(50));
+  EXPECT_FALSE(d->observe(s, instant_at(5)));
+  EXPECT_EQ(d->next_check(), instant_at(50));
+  EXPECT_FALSE(d->check(instant_at(49.999)));
+  const auto f = d->check(instant_at(50));
   ASSERT_TRUE(f);
   ASSERT_TRUE(std::holds_alternative<ProgressStalled>(*f));
   EXPECT_EQ(std::get<ProgressStalled>(*f).last_step, 1);
@@ -173,17 +173,17 @@ TEST(ModuleParams, RealtimeDetectionStallsAfterExactlyItsWindow) {
 TEST(ModuleParams, RealtimeDetectionJudgesSlowStepsByItsRatioAndTime) {
   auto d = make_realtime_detection(
       own(realtime_detection_info(), {{"slow_ratio", 1.2}, {"slow_for_s", 30}}));
-  d->restart(at(0), 0);
+  d->restart(instant_at(0), 0);
   StepSample s;
   s.steady = true;
   s.step = 0;
   s.step_time_s = 1.0;
-  d->observe(s, at(0));
+  d->observe(s, instant_at(0));
   s.step = 10;
   s.step_time_s = 1.5;  // 1.5x the baseline, above 1.2x
-  d->observe(s, at(10));
-  EXPECT_EQ(d->next_check(), at(40));  // slow for slow_for_s
-  const auto f = d->check(at(40));
+  d->observe(s, instant_at(10));
+  EXPECT_EQ(d->next_check(), instant_at(40));  // slow for slow_for_s
+  const auto f = d->check(instant_at(40));
   ASSERT_TRUE(f);
   EXPECT_TRUE(std::holds_alternative<StepTimeHigh>(*f));
 }
@@ -239,7 +239,7 @@ TEST(ModuleParams, SkiRentalEvictsAtTheBreakEvenOfItsRestartCost) {
   const double f = 2, cost = 600;
   auto m = make_ski_rental_failslow(
       own(ski_rental_failslow_info(), {{"failslow_restart_cost_s", cost}}));
-  EXPECT_EQ(m->located(0, 0, f, at(100), at(110), view), SlowdownLevel::kTolerate);
+  EXPECT_EQ(m->located(0, 0, f, instant_at(100), instant_at(110), view), SlowdownLevel::kTolerate);
   EXPECT_NEAR(m->next_check().to_seconds(), 100 + cost / (1 - 1 / f), 1e-6);
   EXPECT_EQ(m->check(m->next_check()), SlowdownLevel::kEvict);
 }

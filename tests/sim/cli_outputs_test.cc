@@ -23,8 +23,6 @@ namespace {
 
 using nlohmann::json;
 
-json run_json(std::vector<std::string> args) { return sim_run_json(std::move(args)); }
-
 // Every-step in-memory checkpoints cost Table 8's MFU loss, not just their blocking time;
 // the oracle's idealised save stays free.
 // Per-replica ETTRs of one stack, from the replicas.csv that `sim compare --out` writes.
@@ -289,7 +287,7 @@ TEST(SimRun, CheckpointMfuLossIsChargedToEveryStepSaves) {
                                "--set",
                                "job.restart_warmup_s=0"};
     a.insert(a.end(), extra.begin(), extra.end());
-    json r = run_json(a);
+    json r = sim_run_json(a);
     return r["breakdown_share"]["checkpoint"].get<double>();
   };
   EXPECT_NEAR(ckpt_share({}), 0.0071, 1e-4);  // 0.71% of a 10 s step
@@ -306,9 +304,9 @@ TEST(SimRun, OverEvictionLosesNeighbourCopiesButNotPeerCopies) {
   const std::string hangs =
       R"(faults.categories=[{"name":"h","rate_per_machine_day":0.0005,"symptom":"hang","persistent":true,"repair_h":24}])";
   auto run = [&](const char* module) {
-    return run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "10", "--jobs",
-                     "2", "--set", hangs, "--set",
-                     std::string("policy.params.checkpoint=") + module});
+    return sim_run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "10",
+                         "--jobs", "2", "--set", hangs, "--set",
+                         std::string("policy.params.checkpoint=") + module});
   };
   json memory = run("memory"), peer = run("peer");
   const double over = memory["resolved_by_per_replica"]["analyzer_over_eviction"];
@@ -326,8 +324,8 @@ TEST(SimRun, AlertCoverageSplitsRealTimeFromStopTimeEviction) {
   const std::string gpu_only =
       R"(faults.categories=[{"name":"g","rate_per_machine_day":0.001,"symptom":"crash","persistent":true,)"
       R"("alert":"gpu","alert_coverage":0.5,"observe_after_s":60,"signature":"RuntimeError: CUDA error"}])";
-  json r = run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "20", "--jobs",
-                     "2", "--set", gpu_only});
+  json r = sim_run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "20",
+                         "--jobs", "2", "--set", gpu_only});
   const auto& by = r["resolved_by_per_replica"];
   const double rt = by.value("realtime_eviction", 0.0), st = by.value("stop_time_eviction", 0.0);
   EXPECT_NEAR(rt / (rt + st + by.value("reattempt", 0.0)), 0.5, 0.08);
@@ -412,7 +410,7 @@ TEST(SimRun, AFieldTheStackNeverReadsIsAOneLineErrorNamingIt) {
                        "only with the warm standby pool (AcquireMachines standby, SetStandbyPool, "
                        "MigrateMachines), which 'requeue' never uses; set "
                        "policy.allow_unused_params=true (--allow-unused) to run anyway\n");
-  json kept = run_json({scen, "--allow-unused", "--jobs", "1"});
+  json kept = sim_run_json({scen, "--allow-unused", "--jobs", "1"});
   EXPECT_EQ(kept["unread_fields"], json({"cluster.standby_machines"}));
   CliResult table = run_cli({"sim", "run", scen, "--allow-unused", "--quiet"});
   EXPECT_EQ(table.exit_code, 0) << table.err;
@@ -442,8 +440,8 @@ TEST(SimCompare, AFieldOneComparedStackReadsIsKeptAndOneNoneReadsIsRefused) {
                           "reads it: it is read only with replays (RunReplay); set "
                           "policy.allow_unused_params=true (--allow-unused) to run anyway\n");
   // The dense job's file runs under requeue: what it wrote for byterobust is listed, not refused.
-  json rq = run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "1", "--set",
-                      "policy.stack=requeue", "--set", "job.horizon_days=1"});
+  json rq = sim_run_json({scenarios_dir() + "/byterobust-dense-9600.json", "--replicas", "1",
+                          "--set", "policy.stack=requeue", "--set", "job.horizon_days=1"});
   EXPECT_TRUE(rq.contains("unread_fields"));
 }
 
@@ -456,7 +454,7 @@ TEST(SimRun, DominantAssumptionsAreTheBreakdownsAttributedParts) {
       "warmup-bench", R"({"stack": "failover-bench", "params": {"k": 1, "mode": 1, "at_s": 3600}})",
       R"(, "init_s": 79, "restart_warmup_s": 700)",
       R"(, "scheduler": {"reschedule_base_s": 120, "reschedule_per_machine_s": 2})", "[]");
-  json r = run_json({scen, "--jobs", "1"});
+  json r = sim_run_json({scen, "--jobs", "1"});
   double lost = 0;
   for (auto& [k, v] : r["breakdown_s"].items())
     if (k != "productive") lost += v.get<double>();
@@ -505,7 +503,7 @@ TEST(SimRun, CostsFollowThePricesThePoolAndTheTimeLost) {
   std::vector<std::string> args{dense, "--set",
                                 R"(faults.categories=[{"name":"none","rate_per_machine_day":0}])"};
   args.insert(args.end(), priced.begin(), priced.end());
-  const json calm = run_json(args);
+  const json calm = sim_run_json(args);
   ASSERT_TRUE(calm.contains("cost")) << calm.dump();
   const json& c = calm["cost"];
   const double standby_h = 4 * (horizon_h - 242.0 / 3600);
@@ -522,7 +520,7 @@ TEST(SimRun, CostsFollowThePricesThePoolAndTheTimeLost) {
   // machine-hours; the parts still add up, the GPUs still cost the horizon.
   args = {dense};
   args.insert(args.end(), priced.begin(), priced.end());
-  const json faulty = run_json(args);
+  const json faulty = sim_run_json(args);
   const json& f = faulty["cost"];
   EXPECT_NEAR(f["parts_per_replica"]["gpu"].get<double>(), 2 * gpus * horizon_h, 1e-6);
   EXPECT_LT(f["standby_machine_hours_per_replica"].get<double>(), standby_h);
@@ -535,7 +533,7 @@ TEST(SimRun, CostsFollowThePricesThePoolAndTheTimeLost) {
                              "job.horizon_days=30", "--replicas", "4", "--quiet"});
   EXPECT_NE(table.out.find("\ncost       13824000 (95% CI "), std::string::npos) << table.out;
   // No costs: no cost field, no cost line.
-  const json plain = run_json({dense, "--set", "job.horizon_days=30", "--replicas", "4"});
+  const json plain = sim_run_json({dense, "--set", "job.horizon_days=30", "--replicas", "4"});
   EXPECT_FALSE(plain.contains("cost"));
   CliResult plain_table =
       run_cli({"sim", "run", dense, "--set", "job.horizon_days=30", "--replicas", "4", "--quiet"});

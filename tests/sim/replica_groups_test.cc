@@ -22,7 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string write_scenario(const std::string& name, const json& doc) {
+std::string write_groups_scenario(const std::string& name, const json& doc) {
   const std::filesystem::path dir = scratch_dir("replica-groups");
   std::filesystem::create_directories(dir);
   const std::filesystem::path p = dir / (name + ".json");
@@ -68,8 +68,9 @@ json crash(const std::string& name, double rate) {
 }
 
 TEST(ReplicaGroups, ETTREqualsTheExpectedShareOfLiveReplicas) {
-  const json r = sim_run_json(
-      {write_scenario("closed-form", job(json::array({crash("crash", kRate)}))), "--jobs", "2"});
+  const json r =
+      sim_run_json({write_groups_scenario("closed-form", job(json::array({crash("crash", kRate)}))),
+                    "--jobs", "2"});
   const double rt = kRate * kWakeS / 86400;  // r T, in the same unit
   const double live = 1 / (1 + rt);          // 12/13
   const double ettr = r["ettr"]["mean"].get<double>();
@@ -97,7 +98,7 @@ TEST(ReplicaGroups, FaultsThatReachEveryReplicaStillStopTheWorld) {
   code["code_bug"] = true;
   code["signature"] = "TypeError: user code";
   json doc = job(json::array({code}));
-  const json r = sim_run_json({write_scenario("code-bug", doc), "--jobs", "2"});
+  const json r = sim_run_json({write_groups_scenario("code-bug", doc), "--jobs", "2"});
   EXPECT_EQ(r["resolved_by_per_replica"].value("replica_drop", 0.0), 0.0);
   EXPECT_GT(r["resolved_by_per_replica"].value("rollback", 0.0), 0.0);
   EXPECT_EQ(r["breakdown_s"]["missing_replicas"].get<double>(), 0.0);
@@ -107,7 +108,7 @@ TEST(ReplicaGroups, AtTheMinimumEveryFailureStopsTheJob) {
   // min_replicas = dp: no replica may leave, so every crash stops and restarts the job.
   json doc = job(json::array({crash("crash", 0.05)}));
   doc["policy"]["params"]["min_replicas"] = 64;
-  const json r = sim_run_json({write_scenario("at-minimum", doc), "--jobs", "2"});
+  const json r = sim_run_json({write_groups_scenario("at-minimum", doc), "--jobs", "2"});
   EXPECT_EQ(r["resolved_by_per_replica"].value("replica_drop", 0.0), 0.0);
   EXPECT_EQ(r["breakdown_s"]["missing_replicas"].get<double>(), 0.0);
   EXPECT_GT(r["incidents"]["per_replica"].get<double>(), 0.0);
@@ -145,7 +146,7 @@ TEST(ReplicaGroups, BadInputIsAOneLineErrorNamingTheField) {
   nan["replica_confined"] = true;
   cases.push_back({"nan-confined", "replica_confined", job(json::array({nan}))});
   for (const Case& c : cases) {
-    const CliResult r = run_cli({"sim", "run", write_scenario(c.name, c.doc)});
+    const CliResult r = run_cli({"sim", "run", write_groups_scenario(c.name, c.doc)});
     EXPECT_EQ(r.exit_code, 2) << c.name << ": " << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.name << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.name << ": " << r.err;

@@ -17,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kToken = "trainjob-token-0123456789";
+constexpr const char* kTrainjobToken = "trainjob-token-0123456789";
 
 int free_port() {
   std::string err;
@@ -56,9 +56,10 @@ class WithTrainjob : public ::testing::Test {
           Conn::Handlers{
               [this](const json& m) {
                 if (m["type"] == "hello") {
-                  conn_->send(handshake_.challenge(kToken, decode_hello(m, kProtocolVersion)));
+                  conn_->send(
+                      handshake_.challenge(kTrainjobToken, decode_hello(m, kProtocolVersion)));
                 } else if (m["type"] == "auth") {
-                  if (handshake_.verify(kToken, decode_auth(m)))
+                  if (handshake_.verify(kTrainjobToken, decode_auth(m)))
                     conn_->send({{"type", "welcome"}, {"machine", "m0"}, {"role", "job"}});
                 } else {
                   got_.push_back(m);
@@ -69,7 +70,7 @@ class WithTrainjob : public ::testing::Test {
     AgentOptions o;
     o.kmsg_path = dir_ + "/no-kmsg";
     o.log = [](const std::string&) {};
-    agent_ = std::make_unique<Agent>(r_, config_, "m0", kToken, o);
+    agent_ = std::make_unique<Agent>(r_, config_, "m0", kTrainjobToken, o);
     agent_->start();
     ASSERT_TRUE(r_.run_until([&] { return agent_->connected(); }, Duration::seconds(5)));
   }
