@@ -71,20 +71,21 @@ void LiveWorld::act_on(ActionId id, const MigrateMachines& a, Instant t) {
   migration_ = Migration{id, r, from, to, s.gen, t, std::nullopt, 0};
   note("migrating replica " + std::to_string(r) + " from " + machine_config(from).name + " to " +
        machine_config(to).name + ": " + a.reason);
-  request(to,
-          json{{"type", "launch"},
-               {"gen", s.gen},
-               {"version", s.version},
-               {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
-               {"world_size", cluster_.slots()},
-               {"master_addr", machine_config(cluster_.machine_in(0)).addr},
-               {"master_port", config_.job.master_port},
-               {"ckpt_every", s.ckpt_every},
-               {"replicas", replica_launch(quorum_without(r))}},
-          Duration::seconds(kRequestTimeoutS), [this, id, to](const AgentReply& reply) {
-            if (reply.ok || !migration_ || migration_->id != id || migration_->swapped) return;
-            fail_migration("launch failed on " + machine_config(to).name + ": " + reply.detail);
-          });
+  requests_.send(
+      to,
+      json{{"type", "launch"},
+           {"gen", s.gen},
+           {"version", s.version},
+           {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
+           {"world_size", cluster_.slots()},
+           {"master_addr", machine_config(cluster_.machine_in(0)).addr},
+           {"master_port", config_.job.master_port},
+           {"ckpt_every", s.ckpt_every},
+           {"replicas", replica_launch(quorum_without(r))}},
+      Duration::seconds(kRequestTimeoutS), [this, id, to](const AgentReply& reply) {
+        if (reply.ok || !migration_ || migration_->id != id || migration_->swapped) return;
+        fail_migration("launch failed on " + machine_config(to).name + ": " + reply.detail);
+      });
   migration_->timer =
       reactor_.add_timer(Duration::seconds(config_.job.startup_timeout_s), [this, id] {
         if (!migration_ || migration_->id != id || migration_->swapped) return;
@@ -108,8 +109,8 @@ void LiveWorld::swap_in_migration() {
   replicas_.migrate(mg.replica, mg.id);
   send_quorum(next_quorum({mg.replica}));
   if (link_.connected(mg.from))
-    request(mg.from, json{{"type", "kill"}, {"gen", mg.gen}}, Duration::seconds(kRequestTimeoutS),
-            [](const AgentReply&) {});
+    requests_.send(mg.from, json{{"type", "kill"}, {"gen", mg.gen}},
+                   Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
   note(machine_config(mg.from).name + " leaves the job: its replica " + std::to_string(mg.replica) +
        " continues on " + machine_config(mg.to).name);
   taken_out(mg.from);
@@ -122,8 +123,8 @@ void LiveWorld::fail_migration(const std::string& why) {
   if (mg.timer) reactor_.cancel_timer(mg.timer);
   if (!mg.swapped) {
     if (link_.connected(mg.to))
-      request(mg.to, json{{"type", "kill"}, {"gen", mg.gen}}, Duration::seconds(kRequestTimeoutS),
-              [](const AgentReply&) {});
+      requests_.send(mg.to, json{{"type", "kill"}, {"gen", mg.gen}},
+                     Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     cluster_.add_standby(mg.to);
     save_journal();
   }

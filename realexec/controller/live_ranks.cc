@@ -56,8 +56,8 @@ void LiveWorld::kill_all(std::function<void()> then) {
     if (--*pending == 0) (*done)();
   };
   for (MachineId m : targets)
-    request(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
-            [finish](const AgentReply&) { finish(); });
+    requests_.send(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
+                   [finish](const AgentReply&) { finish(); });
   finish();
 }
 
@@ -76,7 +76,7 @@ void LiveWorld::kill_sparing(std::function<void(HeldRanks)> then) {
     if (--*pending == 0) (*done)(std::move(*held));
   };
   for (MachineId m : job)
-    request(
+    requests_.send(
         m,
         json{
             {"type", "kill"}, {"gen", gen}, {"spare_holding", true}, {"hold_grace_s", kHoldGraceS}},
@@ -92,8 +92,8 @@ void LiveWorld::kill_sparing(std::function<void(HeldRanks)> then) {
           finish();
         });
   for (MachineId m : others)
-    request(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
-            [finish](const AgentReply&) { finish(); });
+    requests_.send(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
+                   [finish](const AgentReply&) { finish(); });
   finish();
 }
 
@@ -296,7 +296,7 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
     if (quorum) msg["replicas"] = replica_launch(*quorum);
     if (config_.job.in_place) msg["reform"] = true;
     if (kept) msg["in_place"] = true;
-    request(
+    requests_.send(
         m, std::move(msg), Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
           if (start_.id() != id || r.ok) return;
           const std::string why = "launch failed on " + machine_config(m).name + ": " + r.detail;

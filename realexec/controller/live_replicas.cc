@@ -60,30 +60,30 @@ void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
   // quorum admits it (replica_report), so that the others train on while it starts.
   const Quorum current = quorum_of(journal_.state().replica_quorum, {});
   const auto& s = journal_.state();
-  request(m,
-          json{{"type", "launch"},
-               {"gen", s.gen},
-               {"version", s.version},
-               {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
-               {"world_size", cluster_.slots()},
-               {"master_addr", machine_config(cluster_.machine_in(0)).addr},
-               {"master_port", config_.job.master_port},
-               {"ckpt_every", s.ckpt_every},
-               {"replicas", replica_launch(current)}},
-          Duration::seconds(kRequestTimeoutS), [this, id, r, m](const AgentReply& reply) {
-            if (replicas_.joiner(r) != id) return;
-            if (reply.ok) {
-              replicas_.launched(r);
-              return;
-            }
-            drop_replica(
-                r, m, 1,
-                "rejoin: launch failed on " + machine_config(m).name + ": " + reply.detail);
-          });
+  requests_.send(m,
+                 json{{"type", "launch"},
+                      {"gen", s.gen},
+                      {"version", s.version},
+                      {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
+                      {"world_size", cluster_.slots()},
+                      {"master_addr", machine_config(cluster_.machine_in(0)).addr},
+                      {"master_port", config_.job.master_port},
+                      {"ckpt_every", s.ckpt_every},
+                      {"replicas", replica_launch(current)}},
+                 Duration::seconds(kRequestTimeoutS), [this, id, r, m](const AgentReply& reply) {
+                   if (replicas_.joiner(r) != id) return;
+                   if (reply.ok) {
+                     replicas_.launched(r);
+                     return;
+                   }
+                   drop_replica(
+                       r, m, 1,
+                       "rejoin: launch failed on " + machine_config(m).name + ": " + reply.detail);
+                 });
   reactor_.add_timer(Duration::seconds(config_.job.startup_timeout_s), [this, id, r, m] {
     if (replicas_.joiner(r) != id) return;
-    request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
-            Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+    requests_.send(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+                   Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     drop_replica(r, m, 1, "rejoin: not started within job.startup_timeout_s");
   });
 }
@@ -128,12 +128,13 @@ void LiveWorld::send_quorum(const Quorum& q, std::int64_t except) {
     if (r == except) continue;
     const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
     if (m == kNoMachine || !link_.connected(m)) continue;
-    request(m, json{{"type", "quorum"}, {"gen", journal_.state().gen}, {"quorum", encode(q)}},
-            Duration::seconds(kRequestTimeoutS), [this, m, n = q.number](const AgentReply& r) {
-              if (!r.ok)
-                note("quorum " + std::to_string(n) + " not written on " + machine_config(m).name +
-                     ": " + r.detail);
-            });
+    requests_.send(
+        m, json{{"type", "quorum"}, {"gen", journal_.state().gen}, {"quorum", encode(q)}},
+        Duration::seconds(kRequestTimeoutS), [this, m, n = q.number](const AgentReply& r) {
+          if (!r.ok)
+            note("quorum " + std::to_string(n) + " not written on " + machine_config(m).name +
+                 ": " + r.detail);
+        });
   }
 }
 
@@ -270,8 +271,8 @@ void LiveWorld::judge_failed_quorum(std::int64_t q) {
   for (std::int64_t r : hung) {
     const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
     if (m != kNoMachine && link_.connected(m))
-      request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
-              Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+      requests_.send(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+                     Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
   }
   if (live_replicas() - static_cast<int>(hung.size()) < replicas_.enabled()->min_replicas) {
     report_exit(first, hung.front(), 124, why);  // too few would train on: the job stops
@@ -349,8 +350,8 @@ void LiveWorld::resume_replicas_out(const std::set<std::int64_t>& out) {
     if (m == kNoMachine || !link_.connected(m) || !adoption_.ranks.count(m) ||
         adoption_.ranks[m].empty())
       continue;
-    request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
-            Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+    requests_.send(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+                   Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     killed = true;
   }
   if (killed) send_quorum(next_quorum({}));

@@ -26,14 +26,6 @@ namespace {
 constexpr std::uint64_t kActionIdBlock = 256;
 constexpr int kMaxActionsPerSecond = 1000;
 
-AgentReply failed_reply(std::string detail, bool timed_out = false) {
-  AgentReply r;
-  r.ok = false;
-  r.detail = std::move(detail);
-  r.timed_out = timed_out;
-  return r;
-}
-
 // One file's part of the status "storage" field.
 json storage_status(const traces::StorageHealth& h, const std::string& path,
                     std::uint64_t lost_before = 0) {
@@ -72,6 +64,7 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
       cluster_(config.cluster_spec()),
       rng_({config.seed, 0x11fe}),
       policy_(registry.make(config.stack, config.params)),
+      requests_(reactor, link),
       start_(reactor),
       victim_timer_(reactor) {
   auto& s = journal_.state();
@@ -162,7 +155,6 @@ void LiveWorld::remap_machines(JournalState& s) {
 
 LiveWorld::~LiveWorld() {
   for (auto& [id, t] : policy_timers_.reactor) reactor_.cancel_timer(t);
-  for (auto& [req, t] : requests_.timers) reactor_.cancel_timer(t);
   start_.timer().cancel();
   if (adoption_.timer) reactor_.cancel_timer(adoption_.timer);
 }
@@ -261,42 +253,6 @@ void LiveWorld::drain() {
 void LiveWorld::outcome(ActionId id, bool ok, const std::string& detail, Instant started) {
   log("outcome",
       {{"id", id}, {"ok", ok}, {"detail", detail}, {"duration_s", (now() - started).to_seconds()}});
-}
-
-// --- requests to agents ------------------------------------------------------------------
-
-std::uint64_t LiveWorld::request(MachineId m, json msg, Duration timeout, Reply on_reply) {
-  const std::uint64_t req = requests_.next++;
-  msg["req"] = req;
-  if (!link_.send(m, msg)) {
-    reactor_.defer([on_reply] { on_reply(failed_reply("agent not connected")); });
-    return req;
-  }
-  requests_.replies[req] = {m, std::move(on_reply)};
-  requests_.timers[req] = reactor_.add_timer(timeout, [this, req] {
-    requests_.timers.erase(req);
-    auto it = requests_.replies.find(req);
-    if (it == requests_.replies.end()) return;
-    Reply r = std::move(it->second.second);
-    requests_.replies.erase(it);
-    r(failed_reply("agent did not answer in time", true));
-  });
-  return req;
-}
-
-void LiveWorld::fail_requests_of(MachineId m, const std::string& why) {
-  std::vector<std::uint64_t> reqs;
-  for (const auto& [req, p] : requests_.replies)
-    if (p.first == m) reqs.push_back(req);
-  for (auto req : reqs) {
-    Reply r = std::move(requests_.replies[req].second);
-    requests_.replies.erase(req);
-    if (auto t = requests_.timers.find(req); t != requests_.timers.end()) {
-      reactor_.cancel_timer(t->second);
-      requests_.timers.erase(t);
-    }
-    r(failed_reply(why));
-  }
 }
 
 const LiveMachine& LiveWorld::machine_config(MachineId m) const {

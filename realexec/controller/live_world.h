@@ -9,9 +9,9 @@
 // generation are journaled, so a restarted controller adopts the job it was managing.
 //
 // Machine ids follow the config: job machines 0..M-1 in slot order, then standbys.
-// Requests to agents go through a MachineLink (the controller's connections); replies
-// and reports come back through on_agent_message. Events raised while an action is
-// being started are queued and delivered after the policy's handler returns.
+// Requests to agents go through AgentRequests over a MachineLink (the controller's
+// connections); replies and reports come back through on_agent_message. Events raised while
+// an action is being started are queued and delivered after the policy's handler returns.
 #pragma once
 
 #include <deque>
@@ -27,9 +27,11 @@
 
 #include "eventlog/event_log.h"
 #include "policies/api/policy.h"
+#include "realexec/controller/agent_requests.h"
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
 #include "realexec/controller/journal.h"
+#include "realexec/controller/machine_link.h"
 #include "realexec/controller/metrics.h"
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
@@ -42,17 +44,6 @@
 #include "realexec/net/reactor.h"
 
 namespace faultline::live {
-
-// How LiveWorld reaches agents (implemented by the Controller; faked in unit tests).
-class MachineLink {
- public:
-  virtual ~MachineLink() = default;
-  // Sends a request; false when the machine's agent is not connected.
-  virtual bool send(MachineId m, const nlohmann::json& msg) = 0;
-  virtual bool connected(MachineId m) const = 0;
-  // Seconds since machine m's agent was last heard (0 when not known): a heartbeat late.
-  virtual double silent_s(MachineId) const { return 0; }
-};
 
 class LiveWorld final : public World {
  public:
@@ -119,18 +110,12 @@ class LiveWorld final : public World {
 
  private:
   struct Pending;  // an action waiting for agent replies
-  using Reply = std::function<void(const AgentReply&)>;
 
   void deliver(Event e);
   void drain();
   void log(const std::string& kind, nlohmann::json fields);
   void outcome(ActionId id, bool ok, const std::string& detail, Instant started);
   void save_journal();
-
-  // Sends `msg` with a fresh req id, which it returns; `on_reply` gets the agent's reply, or a
-  // synthetic failed one (ok false, a detail) when the agent is lost or `timeout` passes first.
-  std::uint64_t request(MachineId m, nlohmann::json msg, Duration timeout, Reply on_reply);
-  void fail_requests_of(MachineId m, const std::string& why);
 
   // Refuses `id`: its outcome (not ok, `why`) and ActionFailed{id, why}.
   void refuse(ActionId id, const std::string& why, Instant t);
@@ -379,14 +364,7 @@ class LiveWorld final : public World {
       0;  // the wall clock was behind the journal's time at the restart
 
   ActionId next_action_ = 1;
-  // Requests to agents waiting for their reply (request()): req -> machine and handler, and
-  // the reactor timer of each one's timeout.
-  struct Requests {
-    std::uint64_t next = 1;
-    std::map<std::uint64_t, std::pair<MachineId, Reply>> replies;
-    std::map<std::uint64_t, std::uint64_t> timers;
-  };
-  Requests requests_;
+  AgentRequests requests_;  // requests to agents waiting for their reply
   struct PolicyTimers {
     std::map<TimerId, std::uint64_t> reactor;  // policy timer -> reactor timer
     TimerId next = 1;

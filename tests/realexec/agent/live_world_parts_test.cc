@@ -5,9 +5,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "realexec/controller/agent_requests.h"
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
 #include "realexec/controller/one_shot_timer.h"
@@ -24,6 +28,70 @@ namespace faultline::live {
 namespace {
 
 Instant at_s(double s) { return Instant{0} + Duration::seconds(s); }
+
+// A link that records what it sends; machines in `down` are not connected.
+struct FakeLink final : MachineLink {
+  std::vector<std::pair<MachineId, nlohmann::json>> sent;
+  std::set<MachineId> down;
+  bool send(MachineId m, const nlohmann::json& msg) override {
+    if (down.count(m)) return false;
+    sent.emplace_back(m, msg);
+    return true;
+  }
+  bool connected(MachineId m) const override { return !down.count(m); }
+};
+
+TEST(AgentRequests, AReplyReachesItsHandlerOnceAndOnlyFromItsMachine) {
+  Reactor reactor{ManualClock{}};
+  FakeLink link;
+  AgentRequests requests(reactor, link);
+  std::vector<std::string> heard;
+  const auto req = requests.send(2, {{"type", "kill"}}, Duration::seconds(5),
+                                 [&](const AgentReply& r) { heard.push_back(r.detail); });
+  ASSERT_EQ(link.sent.size(), 1u);
+  EXPECT_EQ(link.sent[0].second["req"], req);
+  EXPECT_TRUE(requests.waits(req, 2));
+  EXPECT_FALSE(requests.waits(req, 3));
+  AgentReply reply;
+  reply.req = req;
+  reply.ok = true;
+  reply.detail = "killed";
+  requests.answer(3, reply);  // another machine's word: ignored
+  EXPECT_TRUE(heard.empty());
+  requests.answer(2, reply);
+  requests.answer(2, reply);  // answered already: ignored
+  EXPECT_EQ(heard, std::vector<std::string>{"killed"});
+  reactor.advance_to(at_s(10));  // its timeout was cancelled
+  EXPECT_EQ(heard.size(), 1u);
+}
+
+TEST(AgentRequests, NotConnectedTimedOutAndLostAgentsFailTheRequest) {
+  Reactor reactor{ManualClock{}};
+  FakeLink link;
+  link.down = {4};
+  AgentRequests requests(reactor, link);
+  std::vector<AgentReply> heard;
+  auto keep = [&](const AgentReply& r) { heard.push_back(r); };
+  const auto a = requests.send(4, {{"type", "kill"}}, Duration::seconds(5), keep);
+  const auto b = requests.send(1, {{"type", "kill"}}, Duration::seconds(5), keep);
+  const auto c = requests.send(2, {{"type", "kill"}}, Duration::seconds(20), keep);
+  EXPECT_EQ(b, a + 1);
+  EXPECT_FALSE(requests.waits(a, 4));
+  EXPECT_TRUE(heard.empty());  // deferred: heard from the reactor
+  reactor.advance_to(at_s(6));
+  ASSERT_EQ(heard.size(), 2u);
+  EXPECT_EQ(heard[0].detail, "agent not connected");
+  EXPECT_EQ(heard[1].detail, "agent did not answer in time");
+  EXPECT_TRUE(heard[1].timed_out);
+  requests.fail_all_of(2, "agent lost: eof");
+  ASSERT_EQ(heard.size(), 3u);
+  EXPECT_FALSE(heard[2].ok);
+  EXPECT_EQ(heard[2].detail, "agent lost: eof");
+  EXPECT_FALSE(heard[2].timed_out);
+  EXPECT_FALSE(requests.waits(c, 2));
+  reactor.advance_to(at_s(30));
+  EXPECT_EQ(heard.size(), 3u);
+}
 
 TEST(RankGeneration, ALaunchForgetsThePreviousGenerationsWord) {
   RankGeneration g;
