@@ -18,7 +18,7 @@ std::filesystem::path scratch_dir(const std::string& name) {
          ("faultline-" + name + "-" + std::to_string(::getpid()));
 }
 
-CliResult run_cli(const std::vector<std::string>& args) {
+CliResult run_argv(const std::vector<std::string>& argv) {
   char out_tmpl[] = "/tmp/faultline-test-outXXXXXX";
   char err_tmpl[] = "/tmp/faultline-test-errXXXXXX";
   const int out_fd = mkstemp(out_tmpl);
@@ -28,12 +28,11 @@ CliResult run_cli(const std::vector<std::string>& args) {
   if (pid == 0) {
     dup2(out_fd, 1);
     dup2(err_fd, 2);
-    std::vector<std::string> all{faultline_binary()};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
+    std::vector<std::string> all = argv;
+    std::vector<char*> args;
+    for (auto& a : all) args.push_back(a.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
     _exit(127);
   }
   int status = 0;
@@ -53,6 +52,12 @@ CliResult run_cli(const std::vector<std::string>& args) {
   unlink(out_tmpl);
   unlink(err_tmpl);
   return r;
+}
+
+CliResult run_cli(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{faultline_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_argv(argv);
 }
 
 }  // namespace faultline::testing

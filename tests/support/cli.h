@@ -18,6 +18,8 @@ struct CliResult {
 std::string faultline_binary();
 // Runs faultline with `args`; captures stdout and stderr.
 CliResult run_cli(const std::vector<std::string>& args);
+// Runs any program (argv[0], looked up on PATH when it has no '/'); captures stdout and stderr.
+CliResult run_argv(const std::vector<std::string>& argv);
 // Directory of the repository's scenarios (set by CMake).
 std::string scenarios_dir();
 std::string tests_dir();

@@ -68,33 +68,7 @@ class TempDir {
 };
 
 // Runs any program; captures stdout and stderr.
-inline CliResult run_program(const std::vector<std::string>& argv) {
-  char out_tmpl[] = "/tmp/faultline-prog-outXXXXXX";
-  char err_tmpl[] = "/tmp/faultline-prog-errXXXXXX";
-  const int out_fd = mkstemp(out_tmpl);
-  const int err_fd = mkstemp(err_tmpl);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out_fd, 1);
-    dup2(err_fd, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out_tmpl);
-  r.err = slurp(err_tmpl);
-  close(out_fd);
-  close(err_fd);
-  unlink(out_tmpl);
-  unlink(err_tmpl);
-  return r;
-}
+inline CliResult run_program(const std::vector<std::string>& argv) { return run_argv(argv); }
 
 inline const std::string kDaly = scenarios_dir() + "/daly-check.json";
 inline const std::string kDense = scenarios_dir() + "/byterobust-dense-9600.json";
