@@ -125,7 +125,7 @@ void LiveWorld::retry_waiting_acquire() {
   if (ready.size() < empty.size()) return;
   const WaitingAcquire w = *waiting_acquire_;
   waiting_acquire_.reset();
-  account_waited(w.started);
+  account_.waited(w.started);
   place_into(w.id, empty, ready, w.started);
 }
 

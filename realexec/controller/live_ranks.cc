@@ -148,7 +148,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
   // later, when a slot may have emptied since.
   if (auto why = empty_slot_refusal(cluster_)) return refuse(id, *why, t);
   start_.begin(id, t);
-  account_restart_began(t);
+  account_.restart_began(t);
   if (adoption_.active) {
     // A restarted controller: wait for the slots' agents to report what they run.
     adoption_.action = id;
@@ -400,7 +400,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   const bool loss_nan = r.loss_nan();
   const bool grad_nan = r.grad_norm_nan();
   const std::optional<double> loss = loss_nan ? std::nullopt : r.loss;  // finite, or not known
-  account_step(step, step_time, r.checkpoint_step);
+  account_.step(step, step_time, r.checkpoint_step);
   progress_.advance(step, now());
   if (!loss)
     log("progress", {{"step", step}, {"loss", nullptr}, {"restart", false}});
@@ -563,14 +563,14 @@ void LiveWorld::attribute_victim_exit() {
 }
 
 void LiveWorld::job_running() {
-  account_running();
+  account_.running();
   // A launch brought every replica back (an adoption, only those the journal had in).
   for (std::int64_t r : replicas_out())
     if (replicas_.member(r) && !replicas_.joining(r)) replica_incident_closes(r, "recovered");
   Incident* open = incidents_.open_job_stop();
   if (!open) return;
   incidents_.resolve(*open, now(), "recovered");
-  account_closed(*open);
+  account_.closed(*open, ranks_.start_step());
 }
 
 }  // namespace faultline::live

@@ -368,8 +368,4 @@ void LiveWorld::resume_replicas_out(const std::set<std::int64_t>& out) {
   }
 }
 
-double LiveWorld::replica_share_s() const {
-  return journal_.state().replica_share_s + replicas_.share_pending();
-}
-
 }  // namespace faultline::live

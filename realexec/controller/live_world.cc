@@ -66,7 +66,14 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
       policy_(registry.make(config.stack, config.params)),
       requests_(reactor, link),
       start_(reactor),
-      victim_timer_(reactor) {
+      victim_timer_(reactor),
+      account_({journal, incidents_, progress_, replicas_, cluster_, config.job.nominal_step_time_s,
+                [this] { return now(); }, [this] { return running_; }, [this] { save_journal(); },
+                [this](json record) { this->log("account", std::move(record)); },
+                [this]() -> std::optional<Instant> {
+                  if (!waiting_acquire_) return std::nullopt;
+                  return waiting_acquire_->started;
+                }}) {
   auto& s = journal_.state();
   if (!journal_.resumed()) {
     s = JournalState{};
@@ -115,8 +122,7 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
     // behind again and drop its downtime (ETTR above 100%).
     s.origin_unix_ns = wall_now_ns() - s.last_t_ns;
   }
-  resume_account();
-  lost_flushed_at_ = now();
+  account_.resume();
 }
 
 void LiveWorld::remap_machines(JournalState& s) {
@@ -186,7 +192,7 @@ void LiveWorld::save_journal() {
   s.last_t_ns = std::max(s.last_t_ns, now().ns);
   s.last_step = progress_.last_step();
   s.step_times = progress_.healthy_step_times();
-  s.stop = journal_stop();
+  s.stop = account_.journal_stop();
   incident_stats_to_journal();
   // Noted once per outage, not once per save (the event log may be failing too, and its
   // backlog is bounded); the controller reports the outage and its end.
@@ -510,7 +516,7 @@ json LiveWorld::status() const {
          {"cause", in.cause}});
   }
   const std::uint64_t opened = incidents_.opened_total();  // every incident of the run
-  const Accounting acc = accounting();
+  const LostTimeAccount::Accounting acc = account_.accounting();
   json out{{"t_s", now().to_seconds()},
            {"gen", s.gen},
            {"version", s.version},
@@ -523,7 +529,7 @@ json LiveWorld::status() const {
            {"retired", retired},
            {"machines", machines},
            {"ettr_so_far", acc.ettr},
-           {"account", account_json(account_now())},
+           {"account", account_.to_json(account_.as_of())},
            {"incident_count", opened},
            {"incidents", incidents},
            {"ended_verdict", s.ended_verdict},
@@ -535,59 +541,17 @@ json LiveWorld::status() const {
   return out;
 }
 
-LiveWorld::Accounting LiveWorld::accounting_at(Instant at) const {
-  const auto& s = journal_.state();
-  Accounting a;
-  a.step_time_s = progress_.step_time_s(config_.job.nominal_step_time_s);
-  a.first = std::max<std::int64_t>(0, s.first_step);
-  a.last = std::max<std::int64_t>(a.first, progress_.last_step());
-  a.elapsed_s = at.to_seconds();
-  // Steps trained with replicas missing count for their share (live_replicas.cc).
-  a.productive_s =
-      std::max(0.0, static_cast<double>(a.last - a.first) * a.step_time_s - replica_share_s());
-  a.ettr = a.elapsed_s > 0 ? a.productive_s / a.elapsed_s : 0;
-  return a;
-}
-
 double LiveWorld::write_summary() {
-  closed_at_ = now();
-  incidents_.close_run();
-  const Accounting acc = accounting();
-  const double step_time = acc.step_time_s;
-  const std::int64_t first = acc.first;
-  const std::int64_t last = acc.last;
-  const double elapsed = acc.elapsed_s;
-  const double productive = acc.productive_s;
-  const double ettr = acc.ettr;
-  // The final account: the time since rank 0's last report while the job ran is assigned so
-  // that the phases sum to elapsed - productive; then it goes to the log just before the
-  // summary. A silence of more than two steps is a stop nothing had noticed yet (a hang
-  // before its detection): detection, as the simulator counts a fault not yet acted on,
-  // beyond the step under way. A shorter one is a step under way: degraded.
-  if (!incidents_.open_stop()) {
-    double assigned = 0;
-    for (const auto& [k, v] : lost_at(*closed_at_)) assigned += v;
-    for (const auto& [k, v] : lost_pending_) assigned += v;
-    double rest = elapsed - productive - assigned;
-    const double silent = (*closed_at_ - progress_.last_progress_at()).to_seconds();
-    if (rest > 0 && step_time > 0 && silent > 2 * step_time) {
-      const double undetected = std::min(rest, silent - step_time);
-      lost_pending_[time_phase_name(TimePhase::kDetection)] += undetected;
-      rest -= undetected;
-    }
-    if (rest > 0) lost_pending_[time_phase_name(TimePhase::kDegraded)] += rest;
-  }
-  flush_account();
-  write_account();
+  const LostTimeAccount::Accounting acc = account_.close();  // the final account, written
   closed_ = true;
-  log("summary", {{"elapsed_s", elapsed},
-                  {"final_step", last},
-                  {"first_step", first},
-                  {"productive_s", productive},
-                  {"ettr", ettr},
-                  {"step_time_s", step_time}});
+  log("summary", {{"elapsed_s", acc.elapsed_s},
+                  {"final_step", acc.last},
+                  {"first_step", acc.first},
+                  {"productive_s", acc.productive_s},
+                  {"ettr", acc.ettr},
+                  {"step_time_s", acc.step_time_s}});
   save_journal();
-  return ettr;
+  return acc.ettr;
 }
 
 }  // namespace faultline::live

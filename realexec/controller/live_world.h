@@ -31,6 +31,7 @@
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
 #include "realexec/controller/journal.h"
+#include "realexec/controller/lost_time_account.h"
 #include "realexec/controller/machine_link.h"
 #include "realexec/controller/metrics.h"
 #include "realexec/controller/one_shot_timer.h"
@@ -217,13 +218,11 @@ class LiveWorld final : public World {
   // The rank whose step reports carry the job's step: 0, or the lowest replica training.
   std::int64_t step_rank() const;
   int live_replicas() const;
-  // The steps' time the missing replicas did not train, so far (part of missing_replicas).
-  double replica_share_s() const;
   nlohmann::json replicas_status() const;  // status: the quorum, its members, the joiners
   // A replica's drop is an incident (category replica_drop, as the simulator's drop is one
   // resolved by the replica_drop mechanism): it opens when the replica leaves the quorum and
   // closes when it trains again. The job trains on meanwhile: it is no stop of the job, and
-  // its lost time is the missing replicas' share of the steps (account_step).
+  // its lost time is the missing replicas' share of the steps (LostTimeAccount::step).
   void replica_incident_opens(std::int64_t r, MachineId m, const std::string& signature);
   void replica_incident_closes(std::int64_t r, const std::string& resolution);
   // The replicas out of the quorum (their incident open), for the journal and the adoption.
@@ -279,46 +278,10 @@ class LiveWorld final : public World {
   bool migration_report(MachineId m, std::int64_t rank, const RankReport& r);
   bool migration_exit(MachineId m, const AgentExit& msg);
 
-  // --- the account of lost time (live_metrics.cc; docs/metrics.md, "Lost time") ----------
-  // Seconds per lost phase (traces/time_phases.h names) as of `until`: what the journal
-  // holds, plus the open stop period's phases.
-  std::map<std::string, double> lost_at(Instant until) const;
-  // A stop period's seconds in each phase up to `until`: detection (began to detected),
-  // diagnosis (detected to the first restart), failover (to every rank running again),
-  // less what it waited for machines (waiting_for_machines).
-  std::map<std::string, double> stop_phases(const Incident& in, Instant until) const;
-  // Rank 0 reported `step` (before last_step_ moves to it): recompute when it went back,
-  // the step's time over the nominal one as warm-up or checkpoint, and the rest of the time
-  // since the last report beyond its step as degraded.
-  void account_step(std::int64_t step, double step_time_s,
-                    std::optional<std::int64_t> checkpoint_step);
-  void account_restart_began(Instant t);    // a start was launched
-  void account_waited(Instant since);       // an AcquireMachines waited from `since` to now
-  void account_closed(const Incident& in);  // adds a stop period's phases for good
-  void account_running();                   // every rank runs: the start-up ends
-  // At construction: the stop period to continue (the journal's, or the start-up).
-  void resume_account();
-  // The open stop period as the journal keeps it (none when the job runs).
-  std::optional<JournalState::Stop> journal_stop() const;
-  // The pending step measures into the journal's account, and the journal saved.
-  void flush_account();
-  nlohmann::json account_json(Instant until) const;  // status and the "account" record
-  void write_account();                              // the event log's "account" record
-  std::map<std::string, double> lost_pending_;       // step measures not yet in the journal
-  Instant lost_flushed_at_{};
-  // The counters to and from the journal's (a restarted controller continues them).
+  // --- the account of lost time (account_, lost_time_account.h; docs/metrics.md)
+  // The incidents' counters to and from the journal's (a restarted controller continues them).
   void incident_stats_to_journal();
   void incident_stats_from_journal();
-  std::optional<Instant> closed_at_;  // the summary's time: the accounting's "now" after it
-  Instant account_now() const { return closed_at_ ? *closed_at_ : now(); }
-  // ETTR so far, as the summary computes it.
-  struct Accounting {
-    double step_time_s = 0, elapsed_s = 0, productive_s = 0, ettr = 0;
-    std::int64_t first = 0, last = 0;
-  };
-  Accounting accounting() const { return accounting_at(account_now()); }
-  // As of `at` (one reading of the clock for everything derived from it).
-  Accounting accounting_at(Instant at) const;
   MachineSet job_machines() const;
   // Where a machine is, for status and metrics.
   enum class MachineState {
@@ -415,6 +378,7 @@ class LiveWorld final : public World {
     int actions = 0;
   };
   Burst burst_;
+  LostTimeAccount account_;  // lost time by phase, ETTR so far (reads the parts above)
 };
 
 }  // namespace faultline::live

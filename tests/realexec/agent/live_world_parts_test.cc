@@ -14,6 +14,8 @@
 #include "realexec/controller/agent_requests.h"
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
+#include "realexec/controller/journal.h"
+#include "realexec/controller/lost_time_account.h"
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
 #include "realexec/controller/rank_generation.h"
@@ -307,6 +309,119 @@ TEST(IncidentLedger, KeepsTheLatestIncidentsAndCountsThemAll) {
   }
   EXPECT_EQ(l.incidents().size(), IncidentLedger::kKept);
   EXPECT_EQ(l.opened_total(), IncidentLedger::kKept + 5);
+}
+
+// A LostTimeAccount over parts of its own: the clock, the job's running and the wait for
+// machines in the test's hands; saves and "account" records counted.
+struct AccountRig {
+  Reactor reactor{ManualClock{}};
+  Journal journal{"/nonexistent/journal.json"};  // never saved: `save` only counts
+  IncidentLedger incidents;
+  StepProgress progress;
+  ReplicaSet replicas{reactor};
+  ClusterView cluster{ClusterSpec{}};
+  Instant t{};
+  bool running = false;
+  std::optional<Instant> waiting;
+  int saves = 0;
+  std::vector<nlohmann::json> records;
+  LostTimeAccount account{{journal, incidents, progress, replicas, cluster, 2.0,
+                           [this] { return t; }, [this] { return running; }, [this] { ++saves; },
+                           [this](nlohmann::json r) { records.push_back(std::move(r)); },
+                           [this] { return waiting; }}};
+  double lost(const std::string& phase) const {
+    const auto& l = journal.state().lost_s;
+    return l.count(phase) ? l.at(phase) : 0;
+  }
+};
+
+TEST(LostTimeAccount, TheStartUpIsFailoverUntilEveryRankRuns) {
+  AccountRig r;
+  r.account.resume();
+  ASSERT_NE(r.incidents.open_stop(), nullptr);
+  r.account.restart_began(r.t);  // the first start launched
+  EXPECT_EQ(r.saves, 1);
+  r.t = at_s(10);
+  EXPECT_DOUBLE_EQ(r.account.lost_at(r.t).at("failover"), 10);
+  EXPECT_EQ(r.account.lost_at(r.t).at("detection"), 0);
+  ASSERT_TRUE(r.account.journal_stop().has_value());
+  EXPECT_EQ(r.account.journal_stop()->category, "startup");
+  r.account.running();
+  EXPECT_EQ(r.incidents.open_stop(), nullptr);
+  EXPECT_FALSE(r.account.journal_stop().has_value());
+  EXPECT_DOUBLE_EQ(r.lost("failover"), 10);
+  EXPECT_EQ(r.saves, 1);  // the caller saves, with the first step
+}
+
+TEST(LostTimeAccount, AWaitForMachinesComesOutOfTheDiagnosisFirst) {
+  AccountRig r;
+  r.account.resume();
+  r.account.running();
+  r.running = true;
+  r.incidents.open(
+      Incident{at_s(9), std::nullopt, "exit", "rank_exit", at_s(10), std::nullopt, {}});
+  r.running = false;
+  r.waiting = at_s(12);
+  r.t = at_s(20);
+  auto lost = r.account.lost_at(r.t);
+  EXPECT_EQ(lost.at("detection"), 0);  // assigned at the close
+  EXPECT_DOUBLE_EQ(lost.at("waiting_for_machines"), 8);
+  EXPECT_DOUBLE_EQ(lost.at("diagnosis"), 2);
+  EXPECT_EQ(r.account.journal_stop()->waiting_since_ns, at_s(12).ns);
+  r.account.waited(*r.waiting);  // the machines came
+  r.waiting.reset();
+  r.account.restart_began(r.t);
+  EXPECT_EQ(r.saves, 2);
+  r.t = at_s(25);
+  Incident* open = r.incidents.open_job_stop();
+  r.incidents.resolve(*open, r.t, "recovered");
+  r.account.closed(*open, 0);
+  EXPECT_DOUBLE_EQ(r.lost("detection"), 1);
+  EXPECT_DOUBLE_EQ(r.lost("diagnosis"), 2);
+  EXPECT_DOUBLE_EQ(r.lost("waiting_for_machines"), 8);
+  EXPECT_DOUBLE_EQ(r.lost("failover"), 5);
+  ASSERT_EQ(r.records.size(), 1u);  // the "account" record
+  EXPECT_DOUBLE_EQ(r.records[0]["lost_s"]["failover"].get<double>(), 5);
+}
+
+TEST(LostTimeAccount, SlowFirstStepsAreWarmUpAndAStepBackIsRecompute) {
+  AccountRig r;
+  r.account.resume();
+  r.account.running();
+  r.running = true;
+  r.journal.state().first_step = 0;
+  r.progress.started(r.t);
+  r.t = at_s(5);
+  r.account.step(1, 5.0, std::nullopt);  // 2 s nominal, 3 s over: warm-up
+  r.progress.advance(1, r.t);
+  EXPECT_DOUBLE_EQ(r.lost("warmup"), 3);
+  EXPECT_EQ(r.saves, 1);  // flushed: a second since the last
+  r.t = at_s(5.5);
+  r.account.step(0, 2.0, std::nullopt);  // back to step 0: step 1 is recomputed
+  r.progress.advance(0, r.t);
+  EXPECT_EQ(r.lost("recompute"), 0);  // pending: flushed at most once a second
+  r.t = at_s(7);
+  r.account.step(1, 2.0, std::nullopt);
+  EXPECT_DOUBLE_EQ(r.lost("recompute"), 2);
+  EXPECT_EQ(r.saves, 2);
+}
+
+TEST(LostTimeAccount, TheSummaryAssignsALongSilenceToDetectionAndStopsTheClock) {
+  AccountRig r;
+  r.account.resume();
+  r.account.running();
+  r.running = true;
+  r.journal.state().first_step = 0;
+  r.t = at_s(100);  // no step since 0: a hang nothing noticed
+  const LostTimeAccount::Accounting acc = r.account.close();
+  EXPECT_DOUBLE_EQ(acc.elapsed_s, 100);
+  EXPECT_DOUBLE_EQ(r.lost("detection"), 98);  // beyond the step under way
+  EXPECT_DOUBLE_EQ(r.lost("degraded"), 2);
+  EXPECT_TRUE(r.account.ended());
+  ASSERT_EQ(r.records.size(), 1u);
+  r.t = at_s(200);
+  EXPECT_EQ(r.account.as_of(), at_s(100));
+  EXPECT_DOUBLE_EQ(r.account.accounting().elapsed_s, 100);
 }
 
 TEST(ProbeRelays, GroupsAreKeyedByRankZerosRequestUntilTheProbeEnds) {
