@@ -105,7 +105,8 @@ void LiveWorld::note_holding(MachineId m, std::int64_t rank, std::int64_t step) 
 }
 
 void LiveWorld::job_broken(const std::string& category, const std::string& cause) {
-  if (migration_) fail_migration("the job stopped during the migration (" + cause + ")");
+  if (migrations_.under_way())
+    migrations_.fail("the job stopped during the migration (" + cause + ")");
   if (running_) {
     // The job stopped training: an incident opens, from its last step report (a hang or a
     // slowdown began before it was detected), until every rank runs again.
@@ -357,7 +358,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
     bad("report: report.rank " + std::to_string(*r.rank) + " differs from the rank of its pipe, " +
         std::to_string(msg.rank));
   const std::int64_t rank = msg.rank >= 0 ? msg.rank : r.rank.value_or(-1);
-  if (migration_report(m, rank, r)) return;  // a migration's joiner (live_migrate.cc)
+  if (migrations_.report(m, rank, r)) return;  // a migration's joiner (migrations.h)
   if (!runs_rank(m, rank, "report")) return;
   if (replica_report(m, rank, r)) return;
   if (r.type == "holding") return note_holding(m, rank, r.step.value_or(-1));
@@ -428,7 +429,7 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
                         "its generation was replaced");
     return;
   }
-  if (migration_exit(m, msg)) return;  // a migration's joiner not in the slot yet
+  if (migrations_.exit(m, msg)) return;  // a migration's joiner not in the slot yet
   if (!runs_rank(m, msg.rank, "exit")) return;
   const int code = msg.code;
   const int sig = msg.signal;

@@ -34,6 +34,7 @@
 #include "realexec/controller/lost_time_account.h"
 #include "realexec/controller/machine_link.h"
 #include "realexec/controller/metrics.h"
+#include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
 #include "realexec/controller/rank_generation.h"
@@ -143,7 +144,7 @@ class LiveWorld final : public World {
   void act_on(ActionId id, const MitigateSlowdown& a, Instant t);   // refused: fixed layout
   void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // see live_replicas.cc
   void act_on(ActionId id, const RejoinReplica& a, Instant t);        // see live_replicas.cc
-  void act_on(ActionId id, const MigrateMachines& a, Instant t);      // see live_migrate.cc
+  void act_on(ActionId id, const MigrateMachines& a, Instant t);      // see migrations.h
 
   // Action handlers.
   // `spare`: with job.in_place, the ranks that hold in place survive the stop (kill_sparing).
@@ -250,34 +251,6 @@ class LiveWorld final : public World {
   void job_running();
   IncidentLedger incidents_;  // the start-up, the job's stops, the replicas' drops
 
-  // --- migration (live_migrate.cc; MigrateMachines on replica groups) --------------------
-  // One machine at a time: a joiner of its replica starts on a parked standby in a quorum
-  // without it; once it waits, the standby takes the slot, the next quorum admits it with a
-  // live peer's state and the old machine's process is killed (it leaves for repair); the
-  // joiner's "started" ends the migration (MachinesReady). The job never stops.
-  struct Migration {
-    ActionId id = 0;
-    std::int64_t replica = -1;
-    MachineId from = kNoMachine, to = kNoMachine;
-    std::int64_t gen = -1;
-    Instant began{};
-    std::optional<Instant> swapped;  // the standby took the slot (the quorum admitting it sent)
-    std::uint64_t timer = 0;         // job.startup_timeout_s for the joiner to wait
-  };
-  std::optional<Migration> migration_;
-  // The standby a migration takes: a parked, connected one (AvoidMachines' last).
-  MachineId migration_standby() const;
-  // The current quorum without `replica`: the joiner waits in it until it is admitted.
-  Quorum quorum_without(std::int64_t replica) const;
-  void swap_in_migration();
-  // The migration failed (`why`): its outcome and ActionFailed; a standby not yet in the slot
-  // has its process killed and goes back to the pool.
-  void fail_migration(const std::string& why);
-  // Hooks of on_report and on_exit, before their slot check (the standby is in none until the
-  // swap): true when the report or exit was the migration's and is consumed.
-  bool migration_report(MachineId m, std::int64_t rank, const RankReport& r);
-  bool migration_exit(MachineId m, const AgentExit& msg);
-
   // --- the account of lost time (account_, lost_time_account.h; docs/metrics.md)
   // The incidents' counters to and from the journal's (a restarted controller continues them).
   void incident_stats_to_journal();
@@ -379,6 +352,7 @@ class LiveWorld final : public World {
   };
   Burst burst_;
   LostTimeAccount account_;  // lost time by phase, ETTR so far (reads the parts above)
+  Migrations migrations_;    // MigrateMachines on replica groups, one at a time
 };
 
 }  // namespace faultline::live

@@ -8,7 +8,9 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "realexec/controller/agent_requests.h"
@@ -16,6 +18,7 @@
 #include "realexec/controller/job_start.h"
 #include "realexec/controller/journal.h"
 #include "realexec/controller/lost_time_account.h"
+#include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
 #include "realexec/controller/rank_generation.h"
@@ -422,6 +425,142 @@ TEST(LostTimeAccount, TheSummaryAssignsALongSilenceToDetectionAndStopsTheClock) 
   r.t = at_s(200);
   EXPECT_EQ(r.account.as_of(), at_s(100));
   EXPECT_DOUBLE_EQ(r.account.accounting().elapsed_s, 100);
+}
+
+// Migrations over a 2-replica job (machines 0 and 1) and one parked standby (machine 2): the
+// world's quorums and turns recorded.
+struct MigrationRig {
+  Reactor reactor{ManualClock{}};
+  FakeLink link;
+  AgentRequests requests{reactor, link};
+  ReplicaSet replicas{reactor};
+  Journal journal{"/nonexistent/journal.json"};
+  LiveConfig config = [] {
+    LiveConfig c;
+    c.file = "live.json";
+    for (const char* name : {"m0", "m1", "s0"}) {
+      LiveMachine m;
+      m.name = name;
+      m.addr = std::string("host-") + name;
+      (name[0] == 's' ? c.standby : c.machines).push_back(m);
+    }
+    c.job.replica_groups = true;
+    c.job.master_port = 29500;
+    return c;
+  }();
+  ClusterView cluster{[] {
+    ClusterSpec s;
+    s.machines = 2;
+    s.standby_machines = 1;
+    s.dp = 2;
+    return s;
+  }()};
+  MachineSet avoid;
+  bool running = true;
+  std::vector<std::string> notes, refused, outcomes;
+  std::vector<Event> delivered;
+  std::vector<Quorum> sent;
+  MachineSet taken_out;
+  Migrations migrations{{config,
+                         cluster,
+                         reactor,
+                         link,
+                         requests,
+                         replicas,
+                         journal,
+                         avoid,
+                         [this] { return reactor.now(); },
+                         [this] { return running; },
+                         [] { return false; },
+                         [this](std::string_view t) { notes.emplace_back(t); },
+                         [this](ActionId id, bool ok, const std::string& d, Instant) {
+                           outcomes.push_back(std::to_string(id) + (ok ? " ok: " : " failed: ") +
+                                              d);
+                         },
+                         [this](ActionId id, const std::string& why, Instant) {
+                           refused.push_back(std::to_string(id) + ": " + why);
+                         },
+                         [this](Event e) { delivered.push_back(std::move(e)); },
+                         [] {},
+                         [this](MachineId m) { taken_out.push_back(m); },
+                         [this] {
+                           Quorum q;
+                           q.members.assign(replicas.members().begin(), replicas.members().end());
+                           q.store = "10.0.0.1:29501";
+                           return q;
+                         },
+                         [this](std::vector<std::int64_t> join) {
+                           Quorum q;
+                           q.number = 2;
+                           q.members.assign(replicas.members().begin(), replicas.members().end());
+                           q.join = std::move(join);
+                           return q;
+                         },
+                         [this](const Quorum& q) { sent.push_back(q); },
+                         [](const Quorum& q) {
+                           return nlohmann::json{{"quorum", encode(q)}};
+                         }}};
+  MigrationRig() { replicas.launch_all(2); }
+};
+
+MigrateMachines migrate(MachineId m) {
+  MigrateMachines a;
+  a.machines = {m};
+  a.reason = "warned";
+  return a;
+}
+
+TEST(Migrations, AJoinerOnTheStandbyTakesTheSlotOnceItWaitsAndEndsAtItsStart) {
+  MigrationRig r;
+  r.migrations.start(7, migrate(1), at_s(0));
+  ASSERT_TRUE(r.migrations.under_way());
+  ASSERT_EQ(r.link.sent.size(), 1u);
+  EXPECT_EQ(r.link.sent[0].first, 2);  // the parked standby
+  const nlohmann::json& launch = r.link.sent[0].second;
+  EXPECT_EQ(launch["type"], "launch");
+  EXPECT_EQ(launch["ranks"][0]["rank"], 1);
+  EXPECT_EQ(launch["replicas"]["quorum"]["members"], nlohmann::json::array({0}));  // without it
+  EXPECT_TRUE(r.cluster.standby().empty());
+  r.migrations.start(8, migrate(0), at_s(0));
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_EQ(r.refused[0], "8: a migration is under way");
+  RankReport waiting;
+  waiting.type = "waiting";
+  EXPECT_TRUE(r.migrations.report(2, 1, waiting));  // the swap
+  EXPECT_EQ(r.cluster.machine_in(1), 2);
+  EXPECT_EQ(r.cluster.health(1), Health::kEvicted);
+  ASSERT_EQ(r.sent.size(), 1u);
+  EXPECT_EQ(r.sent[0].join, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(r.taken_out, (MachineSet{1}));
+  EXPECT_EQ(r.link.sent.back().first, 1);  // the old process killed
+  EXPECT_EQ(r.link.sent.back().second["type"], "kill");
+  RankReport step;
+  step.type = "step";
+  EXPECT_FALSE(r.migrations.report(2, 1, step));  // its steps are the replica's
+  RankReport started;
+  started.type = "started";
+  started.step = 5;
+  EXPECT_TRUE(r.migrations.report(2, 1, started));
+  EXPECT_FALSE(r.migrations.under_way());
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0].rfind("7 ok: replica 1 moved from m1 to s0 at step 5", 0), 0u)
+      << r.outcomes[0];
+  ASSERT_EQ(r.delivered.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<MachinesReady>(r.delivered[0]));
+}
+
+TEST(Migrations, AJoinerThatExitsBeforeTheSwapFailsItAndTheStandbyReturns) {
+  MigrationRig r;
+  r.migrations.start(7, migrate(1), at_s(0));
+  AgentExit exit;
+  exit.rank = 1;
+  exit.gen = r.journal.state().gen;
+  exit.code = 3;
+  EXPECT_TRUE(r.migrations.exit(2, exit));
+  EXPECT_FALSE(r.migrations.under_way());
+  EXPECT_EQ(r.cluster.standby(), (MachineSet{2}));
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_EQ(r.refused[0], "7: migration of replica 1: the joiner on s0 exited (code 3)");
 }
 
 TEST(ProbeRelays, GroupsAreKeyedByRankZerosRequestUntilTheProbeEnds) {
