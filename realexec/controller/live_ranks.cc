@@ -163,7 +163,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
       // Replicas out of the quorum when the previous controller stopped run nothing to adopt
       // (when the policy runs replica groups still: otherwise the job is launched again).
       const std::set<std::int64_t> out =
-          replicas_.enabled() ? replicas_out() : std::set<std::int64_t>{};
+          replicas_.enabled() ? incidents_.replicas_out() : std::set<std::int64_t>{};
       for (MachineId m : job_machines()) {
         if (out.count(cluster_.slot_of(m))) continue;
         if (static_cast<int>(adoption_.ranks[m].size()) != config_.job.gpus_per_machine)
@@ -262,7 +262,7 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
   if (config_.job.replica_groups) {
     rejoins_superseded();
     replicas_.launch_all(cluster_.slots());
-    quorum = next_quorum({});
+    quorum = quorums_.next({});
   }
   save_journal();
   const int g = config_.job.gpus_per_machine;
@@ -294,7 +294,7 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
              {"version", s.version}, {"ranks", ranks},
              {"world_size", world},  {"master_addr", master},
              {"master_port", port},  {"ckpt_every", s.ckpt_every}};
-    if (quorum) msg["replicas"] = replica_launch(*quorum);
+    if (quorum) msg["replicas"] = quorums_.launch_field(*quorum);
     if (config_.job.in_place) msg["reform"] = true;
     if (kept) msg["in_place"] = true;
     requests_.send(
@@ -566,7 +566,7 @@ void LiveWorld::attribute_victim_exit() {
 void LiveWorld::job_running() {
   account_.running();
   // A launch brought every replica back (an adoption, only those the journal had in).
-  for (std::int64_t r : replicas_out())
+  for (std::int64_t r : incidents_.replicas_out())
     if (replicas_.member(r) && !replicas_.joining(r)) replica_incident_closes(r, "recovered");
   Incident* open = incidents_.open_job_stop();
   if (!open) return;

@@ -74,29 +74,18 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
                   if (!waiting_acquire_) return std::nullopt;
                   return waiting_acquire_->started;
                 }}),
-      migrations_({config,
-                   cluster_,
-                   reactor,
-                   link,
-                   requests_,
-                   replicas_,
-                   journal,
-                   avoid_,
-                   [this] { return now(); },
-                   [this] { return running_; },
+      quorums_({config, cluster_, replicas_, journal, requests_, link,
+                [this](std::string_view text) { note(text); }, [this] { save_journal(); }}),
+      migrations_({config, cluster_, reactor, link, requests_, replicas_, quorums_, journal, avoid_,
+                   [this] { return now(); }, [this] { return running_; },
                    [this] { return start_.pending(); },
                    [this](std::string_view text) { note(text); },
                    [this](ActionId id, bool ok, const std::string& detail, Instant started) {
                      outcome(id, ok, detail, started);
                    },
                    [this](ActionId id, const std::string& why, Instant t) { refuse(id, why, t); },
-                   [this](Event e) { deliver(std::move(e)); },
-                   [this] { save_journal(); },
-                   [this](MachineId m) { taken_out(m); },
-                   [this] { return quorum_of(journal_.state().replica_quorum, {}); },
-                   [this](std::vector<std::int64_t> join) { return next_quorum(std::move(join)); },
-                   [this](const Quorum& q) { send_quorum(q); },
-                   [this](const Quorum& q) { return replica_launch(q); }}) {
+                   [this](Event e) { deliver(std::move(e)); }, [this] { save_journal(); },
+                   [this](MachineId m) { taken_out(m); }}) {
   auto& s = journal_.state();
   if (!journal_.resumed()) {
     s = JournalState{};

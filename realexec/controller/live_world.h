@@ -37,6 +37,7 @@
 #include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
+#include "realexec/controller/quorums.h"
 #include "realexec/controller/rank_generation.h"
 #include "realexec/controller/repair_queue.h"
 #include "realexec/controller/replica_set.h"
@@ -199,13 +200,6 @@ class LiveWorld final : public World {
   // failed replica drops out while the others train (ReplicaDropped) and a RejoinReplica
   // launches it again, admitted to the quorum once it waits for one (ReplicaRejoined).
   ReplicaSet replicas_;
-  // The launch's "replicas" field (count, timeout, the quorum to start in).
-  nlohmann::json replica_launch(const Quorum& q) const;
-  // The next quorum of replicas_.members, `join` taking their state from a peer; its store
-  // is the one of the lowest member not joining.
-  Quorum next_quorum(std::vector<std::int64_t> join);
-  Quorum quorum_of(std::int64_t number, std::vector<std::int64_t> join) const;
-  void send_quorum(const Quorum& q, std::int64_t except = -1);
   // A rank of the job exited while it trains with replica groups: true when that is a drop
   // (or an echo of one) rather than a failure that stops the job.
   bool replica_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
@@ -218,7 +212,6 @@ class LiveWorld final : public World {
   bool replica_evict(const MachineSet& machines, const std::string& reason);
   // The rank whose step reports carry the job's step: 0, or the lowest replica training.
   std::int64_t step_rank() const;
-  int live_replicas() const;
   nlohmann::json replicas_status() const;  // status: the quorum, its members, the joiners
   // A replica's drop is an incident (category replica_drop, as the simulator's drop is one
   // resolved by the replica_drop mechanism): it opens when the replica leaves the quorum and
@@ -226,8 +219,6 @@ class LiveWorld final : public World {
   // its lost time is the missing replicas' share of the steps (LostTimeAccount::step).
   void replica_incident_opens(std::int64_t r, MachineId m, const std::string& signature);
   void replica_incident_closes(std::int64_t r, const std::string& resolution);
-  // The replicas out of the quorum (their incident open), for the journal and the adoption.
-  std::set<std::int64_t> replicas_out() const;
   // The outcome of a RejoinReplica still under way; false when it has one already.
   bool rejoin_outcome(ActionId id, bool ok, const std::string& detail);
   // A launch brings every replica back: the rejoins under way end, not done.
@@ -352,6 +343,7 @@ class LiveWorld final : public World {
   };
   Burst burst_;
   LostTimeAccount account_;  // lost time by phase, ETTR so far (reads the parts above)
+  Quorums quorums_;          // forms the quorums of replicas_ and sends them
   Migrations migrations_;    // MigrateMachines on replica groups, one at a time
 };
 

@@ -29,7 +29,7 @@ MachineId Migrations::standby() const {
 }
 
 Quorum Migrations::quorum_without(std::int64_t replica) const {
-  Quorum q = j_.current_quorum();
+  Quorum q = j_.quorums.current();
   q.members.erase(std::remove(q.members.begin(), q.members.end(), replica), q.members.end());
   if (!q.members.empty()) {  // its store is a remaining member's (the lowest)
     const MachineId host = j_.cluster.machine_in(static_cast<SlotId>(q.members.front()));
@@ -69,7 +69,7 @@ void Migrations::start(ActionId id, const MigrateMachines& a, Instant t) {
                         {"master_addr", machine(j_.cluster.machine_in(0)).addr},
                         {"master_port", j_.config.job.master_port},
                         {"ckpt_every", s.ckpt_every},
-                        {"replicas", j_.replica_launch(quorum_without(r))}},
+                        {"replicas", j_.quorums.launch_field(quorum_without(r))}},
                    Duration::seconds(kRequestTimeoutS), [this, id, to](const AgentReply& reply) {
                      if (reply.ok || !m_ || m_->id != id || m_->swapped) return;
                      fail("launch failed on " + machine(to).name + ": " + reply.detail);
@@ -94,7 +94,7 @@ void Migrations::swap_in() {
   j_.cluster.set_health(mg.from, Health::kEvicted);
   j_.cluster.place(mg.to, s);
   j_.replicas.migrate(mg.replica, mg.id);
-  j_.send_quorum(j_.next_quorum({mg.replica}));
+  j_.quorums.send(j_.quorums.next({mg.replica}));
   if (j_.link.connected(mg.from))
     j_.requests.send(mg.from, json{{"type", "kill"}, {"gen", mg.gen}},
                      Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});

@@ -12,8 +12,9 @@
 // choosing recovery=migrate for one is refused at its start (live_config.cc,
 // policies::live_refusal).
 //
-// LiveWorld owns the state a migration reads and changes (handed in as Job) and forms the
-// quorums; this keeps the migration under way and its steps (migrations.cc).
+// LiveWorld owns the state a migration reads and changes (handed in as Job, with the Quorums
+// that form and send the quorums); this keeps the migration under way and its steps
+// (migrations.cc). Unit-tested in tests/realexec/agent/live_world_parts_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@
 #include "realexec/controller/agent_requests.h"
 #include "realexec/controller/journal.h"
 #include "realexec/controller/machine_link.h"
+#include "realexec/controller/quorums.h"
 #include "realexec/controller/replica_set.h"
 #include "realexec/live_config.h"
 #include "realexec/net/messages.h"
@@ -49,6 +51,7 @@ class Migrations {
     MachineLink& link;
     AgentRequests& requests;
     ReplicaSet& replicas;
+    Quorums& quorums;         // forms and sends the replicas' quorums
     Journal& journal;         // the generation, version, checkpoint cadence, quorum number
     const MachineSet& avoid;  // standbys handed out last (AvoidMachines)
     std::function<Instant()> now;
@@ -60,10 +63,6 @@ class Migrations {
     std::function<void(Event)> deliver;
     std::function<void()> save;                // saves the journal
     std::function<void(MachineId)> taken_out;  // out of the job: to the repair pipeline
-    std::function<Quorum()> current_quorum;    // the latest quorum of the members
-    std::function<Quorum(std::vector<std::int64_t>)> next_quorum;  // `join` from a peer
-    std::function<void(const Quorum&)> send_quorum;
-    std::function<nlohmann::json(const Quorum&)> replica_launch;  // the launch's "replicas"
   };
 
   explicit Migrations(Job job) : j_(std::move(job)) {}

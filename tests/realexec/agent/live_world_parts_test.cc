@@ -21,6 +21,7 @@
 #include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
+#include "realexec/controller/quorums.h"
 #include "realexec/controller/rank_generation.h"
 #include "realexec/controller/repair_queue.h"
 #include "realexec/controller/replica_set.h"
@@ -428,7 +429,7 @@ TEST(LostTimeAccount, TheSummaryAssignsALongSilenceToDetectionAndStopsTheClock) 
 }
 
 // Migrations over a 2-replica job (machines 0 and 1) and one parked standby (machine 2): the
-// world's quorums and turns recorded.
+// world's turns recorded.
 struct MigrationRig {
   Reactor reactor{ManualClock{}};
   FakeLink link;
@@ -459,49 +460,42 @@ struct MigrationRig {
   bool running = true;
   std::vector<std::string> notes, refused, outcomes;
   std::vector<Event> delivered;
-  std::vector<Quorum> sent;
   MachineSet taken_out;
-  Migrations migrations{{config,
-                         cluster,
-                         reactor,
-                         link,
-                         requests,
-                         replicas,
-                         journal,
-                         avoid,
-                         [this] { return reactor.now(); },
-                         [this] { return running; },
-                         [] { return false; },
-                         [this](std::string_view t) { notes.emplace_back(t); },
-                         [this](ActionId id, bool ok, const std::string& d, Instant) {
-                           outcomes.push_back(std::to_string(id) + (ok ? " ok: " : " failed: ") +
-                                              d);
-                         },
-                         [this](ActionId id, const std::string& why, Instant) {
-                           refused.push_back(std::to_string(id) + ": " + why);
-                         },
-                         [this](Event e) { delivered.push_back(std::move(e)); },
-                         [] {},
-                         [this](MachineId m) { taken_out.push_back(m); },
-                         [this] {
-                           Quorum q;
-                           q.members.assign(replicas.members().begin(), replicas.members().end());
-                           q.store = "10.0.0.1:29501";
-                           return q;
-                         },
-                         [this](std::vector<std::int64_t> join) {
-                           Quorum q;
-                           q.number = 2;
-                           q.members.assign(replicas.members().begin(), replicas.members().end());
-                           q.join = std::move(join);
-                           return q;
-                         },
-                         [this](const Quorum& q) { sent.push_back(q); },
-                         [](const Quorum& q) {
-                           return nlohmann::json{{"quorum", encode(q)}};
-                         }}};
+  Quorums quorums{{config, cluster, replicas, journal, requests, link,
+                   [this](std::string_view t) { notes.emplace_back(t); }, [] {}}};
+  Migrations migrations{
+      {config, cluster, reactor, link, requests, replicas, quorums, journal, avoid,
+       [this] { return reactor.now(); }, [this] { return running; }, [] { return false; },
+       [this](std::string_view t) { notes.emplace_back(t); },
+       [this](ActionId id, bool ok, const std::string& d, Instant) {
+         outcomes.push_back(std::to_string(id) + (ok ? " ok: " : " failed: ") + d);
+       },
+       [this](ActionId id, const std::string& why, Instant) {
+         refused.push_back(std::to_string(id) + ": " + why);
+       },
+       [this](Event e) { delivered.push_back(std::move(e)); }, [] {},
+       [this](MachineId m) { taken_out.push_back(m); }}};
   MigrationRig() { replicas.launch_all(2); }
 };
+
+TEST(Quorums, AQuorumFormsOnTheLowestMemberNotJoiningAndGoesToEveryOtherMember) {
+  MigrationRig r;
+  const Quorum q = r.quorums.of(4, {0});
+  EXPECT_EQ(q.members, (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(q.store, "host-m1:29502");  // replica 1's machine, master_port + 1 + 1
+  EXPECT_EQ(r.quorums.next({}).number, 1);
+  EXPECT_EQ(r.journal.state().replica_quorum, 1);
+  EXPECT_EQ(r.quorums.current().number, 1);
+  r.link.down.insert(1);
+  r.quorums.send(q, 0);  // neither the one excepted nor a machine not connected
+  EXPECT_TRUE(r.link.sent.empty());
+  r.link.down.clear();
+  r.quorums.send(q);
+  ASSERT_EQ(r.link.sent.size(), 2u);
+  EXPECT_EQ(r.link.sent[0].second["quorum"]["store"], "host-m1:29502");
+  EXPECT_EQ(r.notes.size(), 2u);  // each sending noted
+  EXPECT_EQ(r.quorums.launch_field(q)["count"], 2);
+}
 
 MigrateMachines migrate(MachineId m) {
   MigrateMachines a;
@@ -529,8 +523,11 @@ TEST(Migrations, AJoinerOnTheStandbyTakesTheSlotOnceItWaitsAndEndsAtItsStart) {
   EXPECT_TRUE(r.migrations.report(2, 1, waiting));  // the swap
   EXPECT_EQ(r.cluster.machine_in(1), 2);
   EXPECT_EQ(r.cluster.health(1), Health::kEvicted);
-  ASSERT_EQ(r.sent.size(), 1u);
-  EXPECT_EQ(r.sent[0].join, (std::vector<std::int64_t>{1}));
+  const auto& quorum = r.link.sent[r.link.sent.size() - 2];  // to the joiner, now replica 1
+  EXPECT_EQ(quorum.first, 2);
+  EXPECT_EQ(quorum.second["type"], "quorum");
+  EXPECT_EQ(quorum.second["quorum"]["join"], nlohmann::json::array({1}));
+  EXPECT_EQ(quorum.second["quorum"]["quorum"], 1);
   EXPECT_EQ(r.taken_out, (MachineSet{1}));
   EXPECT_EQ(r.link.sent.back().first, 1);  // the old process killed
   EXPECT_EQ(r.link.sent.back().second["type"], "kill");
