@@ -35,8 +35,8 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
     cluster_.set_health(m, Health::kEvicted);
     names += (names.empty() ? "" : ", ") + machine_config(m).name;
     if (link_.connected(m))
-      request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
-              Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+      requests_.send(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+                     Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     if (a.retire) {
       retire(m, "the policy retired it (" + a.reason + ")");
     } else {
@@ -125,7 +125,7 @@ void LiveWorld::retry_waiting_acquire() {
   if (ready.size() < empty.size()) return;
   const WaitingAcquire w = *waiting_acquire_;
   waiting_acquire_.reset();
-  account_waited(w.started);
+  account_.waited(w.started);
   place_into(w.id, empty, ready, w.started);
 }
 
@@ -146,8 +146,8 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
   if (!probes_.inspections().empty()) {
     json kinds = json::object();
     for (const auto& [k, v] : probes_.inspections()) kinds[k] = v;
-    request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS),
-            [](const AgentReply&) {});
+    requests_.send(m, json{{"type", "inspect"}, {"kinds", kinds}},
+                   Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
   }
   // A machine outside the job and the pool (evicted, or a standby whose agent was lost)
   // whose agent is back: check it, unless retired or given up on.
@@ -158,8 +158,8 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
     note(machine_config(m).name + " is outside the job but still runs " +
          std::to_string(auth.alive_ranks.size()) + " ranks of generation " +
          std::to_string(*auth.gen) + ": killing them");
-    request(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
-            [](const AgentReply&) {});
+    requests_.send(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
+                   [](const AgentReply&) {});
   }
   if (cluster_.slot_of(m) < 0 && !in_pool(m) && !is_retired(m)) {
     if (repairs_.agent_back(m, now()))
@@ -182,7 +182,7 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
 }
 
 void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
-  fail_requests_of(m, "agent lost: " + why);
+  requests_.fail_all_of(m, "agent lost: " + why);
   adoption_.ranks.erase(m);
   adoption_.gen.erase(m);
   if (cluster_.slot_of(m) >= 0) {
@@ -204,15 +204,7 @@ void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
 void LiveWorld::on_agent_message(MachineId m, const json& msg) {
   const AgentMessage decoded = decode_agent_message(msg);  // throws BadMessage: nothing done
   if (const auto* reply = std::get_if<AgentReply>(&decoded)) {
-    auto it = requests_.replies.find(reply->req);
-    if (it == requests_.replies.end() || it->second.first != m) return;
-    Reply r = std::move(it->second.second);
-    requests_.replies.erase(it);
-    if (auto tm = requests_.timers.find(reply->req); tm != requests_.timers.end()) {
-      reactor_.cancel_timer(tm->second);
-      requests_.timers.erase(tm);
-    }
-    r(*reply);
+    requests_.answer(m, *reply);
   } else if (const auto* report = std::get_if<AgentReport>(&decoded)) {
     on_report(m, *report);
   } else if (const auto* exit = std::get_if<AgentExit>(&decoded)) {
@@ -248,14 +240,14 @@ void LiveWorld::inject(MachineId m, const std::string& fault, const std::string&
   json msg{{"type", "inject"}, {"fault", fault}, {"detail", detail}};
   if (fault == "machine_down") {
     record_fault(m, fault, detail, persistent);
-    request(m, msg, Duration::seconds(kInjectTimeoutS), [](const AgentReply&) {});
+    requests_.send(m, msg, Duration::seconds(kInjectTimeoutS), [](const AgentReply&) {});
     return done(true, "");
   }
   // A fault-file directive is answered once the job acknowledged it (PROTOCOL.md, "Fault
   // acknowledgement"); kill, stop and nic_down once the agent itself did it.
   if (is_file_fault(fault)) msg["deadline_ms"] = static_cast<std::int64_t>(kAckDeadlineS * 1000);
   auto req = std::make_shared<std::uint64_t>(0);
-  *req = request(
+  *req = requests_.send(
       m, msg, Duration::seconds(kInjectTimeoutS),
       [this, m, fault, detail, persistent, req, done = std::move(done)](const AgentReply& r) {
         if (r.ok) {
@@ -266,8 +258,8 @@ void LiveWorld::inject(MachineId m, const std::string& fault, const std::string&
         if (r.timed_out) {
           // The agent may only be stopped and read the request later: it is cancelled there,
           // so it never acts once nobody records it.
-          request(m, json{{"type", "cancel"}, {"inject_req", *req}},
-                  Duration::seconds(kInjectTimeoutS), [](const AgentReply&) {});
+          requests_.send(m, json{{"type", "cancel"}, {"inject_req", *req}},
+                         Duration::seconds(kInjectTimeoutS), [](const AgentReply&) {});
           why = "no answer within " + traces::json_brief(kInjectTimeoutS) +
                 " s; cancelled at the agent";
         }
@@ -340,12 +332,13 @@ void LiveWorld::run_repair_check(MachineId m) {
   const Duration deadline = Duration::seconds(60);
   // Whatever still runs there dies first: a machine is checked, and handed out again, only
   // without old ranks on it.
-  request(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
-          [this, m, deadline](const AgentReply& killed) {
-            if (!killed.ok)
-              return repair_failed(m, "its old ranks were not killed (" + killed.detail + ")");
-            probe_repaired(m, deadline);
-          });
+  requests_.send(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
+                 [this, m, deadline](const AgentReply& killed) {
+                   if (!killed.ok)
+                     return repair_failed(m,
+                                          "its old ranks were not killed (" + killed.detail + ")");
+                   probe_repaired(m, deadline);
+                 });
 }
 
 // gpu_diag, then the bit-wise test; a machine that passes both (and raised no alert since it

@@ -56,8 +56,8 @@ void LiveWorld::do_inspect(const EnableInspection& a) {
   for (const auto& [k, v] : probes_.inspections()) kinds[k] = v;
   for (MachineId m = 0; m < cluster_.machine_count(); ++m)
     if (link_.connected(m))
-      request(m, json{{"type", "inspect"}, {"kinds", kinds}}, Duration::seconds(kRequestTimeoutS),
-              [](const AgentReply&) {});
+      requests_.send(m, json{{"type", "inspect"}, {"kinds", kinds}},
+                     Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
 }
 
 void LiveWorld::run_reference(std::vector<std::string> argv,
@@ -295,22 +295,23 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
              {"steps", steps}};
     if (relayed) msg["rendezvous"] = true;
     const std::uint64_t req =
-        request(m, msg, Duration::millis(deadline_ms + 10000),
-                [this, m, st, finish, hashed, timed](const AgentReply& r) {
-                  if (st->relay) st->joined[m] = r.rendezvous.value_or(r.ok ? "" : "unknown");
-                  if (timed && r.ok && r.collective_s) timed(m, *r.collective_s);
-                  if (!r.ok) {
-                    st->failed.push_back(m);
-                    if (r.timed_out) st->timed_out = true;
-                    st->details += "; " + machine_config(m).name + ": " + r.detail;
-                  } else if (hashed) {
-                    if (r.hash)
-                      st->hashes[m] = *r.hash;
-                    else
-                      st->failed.push_back(m);
-                  }
-                  finish();
-                });
+        requests_.send(m, msg, Duration::millis(deadline_ms + 10000),
+                       [this, m, st, finish, hashed, timed](const AgentReply& r) {
+                         if (st->relay)
+                           st->joined[m] = r.rendezvous.value_or(r.ok ? "" : "unknown");
+                         if (timed && r.ok && r.collective_s) timed(m, *r.collective_s);
+                         if (!r.ok) {
+                           st->failed.push_back(m);
+                           if (r.timed_out) st->timed_out = true;
+                           st->details += "; " + machine_config(m).name + ": " + r.detail;
+                         } else if (hashed) {
+                           if (r.hash)
+                             st->hashes[m] = *r.hash;
+                           else
+                             st->failed.push_back(m);
+                         }
+                         finish();
+                       });
     if (relayed) {
       if (i == 0) {
         probes_.add(req, st->relay);
@@ -328,9 +329,7 @@ void LiveWorld::on_rendezvous(MachineId m, const AgentRendezvous& msg) {
   // noted, and relays nothing.
   const std::string req = std::to_string(msg.probe_req);
   ProbeRelays::Group* group = probes_.find(msg.probe_req);
-  auto pending = requests_.replies.find(msg.probe_req);
-  if (!group || pending == requests_.replies.end() || pending->second.first != m ||
-      group->root != m)
+  if (!group || !requests_.waits(msg.probe_req, m) || group->root != m)
     bad("rendezvous: probe_req: " + req +
         " is not a running inter_all_gather probe of this machine as rank 0");
   ProbeRelays::Group& g = *group;
@@ -340,11 +339,12 @@ void LiveWorld::on_rendezvous(MachineId m, const AgentRendezvous& msg) {
   for (const auto& [other, other_req] : g.others) {
     // The agent writes it for its probe and answers; a refusal or a lost agent shows up as
     // that machine's probe not joining.
-    request(other, json{{"type", "rendezvous"}, {"probe_req", other_req}, {"blob", hex}},
-            Duration::seconds(kRequestTimeoutS), [this, other](const AgentReply& r) {
-              if (!r.ok)
-                note("rendezvous relay to " + machine_config(other).name + " failed: " + r.detail);
-            });
+    requests_.send(
+        other, json{{"type", "rendezvous"}, {"probe_req", other_req}, {"blob", hex}},
+        Duration::seconds(kRequestTimeoutS), [this, other](const AgentReply& r) {
+          if (!r.ok)
+            note("rendezvous relay to " + machine_config(other).name + " failed: " + r.detail);
+        });
   }
 }
 
@@ -367,17 +367,18 @@ void LiveWorld::do_capture(ActionId id) {
   };
   for (MachineId m : ms) {
     const SlotId slot = cluster_.slot_of(m);
-    request(m, json{{"type", "capture"}}, Duration::seconds(kRequestTimeoutS),
-            [this, st, slot, m, finish](const AgentReply& r) {
-              std::string sig;
-              for (const auto& [rank, s] : r.by_rank)
-                sig += (sig.empty() ? "" : " | ") + s;  // by rank: stable
-              if (sig.empty() && r.timed_out && link_.silent_s(m) >= config_.heartbeat_timeout_s)
-                st->silent[m] = link_.silent_s(m);
-              if (sig.empty()) sig = r.timed_out ? "<no answer>" : "<no process>";
-              st->by_slot[slot] = sig;
-              finish();
-            });
+    requests_.send(
+        m, json{{"type", "capture"}}, Duration::seconds(kRequestTimeoutS),
+        [this, st, slot, m, finish](const AgentReply& r) {
+          std::string sig;
+          for (const auto& [rank, s] : r.by_rank)
+            sig += (sig.empty() ? "" : " | ") + s;  // by rank: stable
+          if (sig.empty() && r.timed_out && link_.silent_s(m) >= config_.heartbeat_timeout_s)
+            st->silent[m] = link_.silent_s(m);
+          if (sig.empty()) sig = r.timed_out ? "<no answer>" : "<no process>";
+          st->by_slot[slot] = sig;
+          finish();
+        });
   }
   finish();
 }
@@ -449,20 +450,20 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
                {"deadline_ms", static_cast<int>(kReplayTimeoutS * 1000)},
                {"from_init", true},
                {"seed", config_.seed}};
-      request(m, msg, Duration::seconds(kReplayTimeoutS + 10),
-              [this, st, g, i, m, finish](const AgentReply& r) {
-                if (!r.ok) st->failed[g] = true;
-                if (!r.ok && st->why.empty())
-                  st->why = machine_config(m).name + ": " +
-                            (r.detail.empty() ? std::string("failed") : r.detail);
-                if (i == 0) {
-                  if (r.hash)
-                    st->hashes[g].push_back(*r.hash);
-                  else
-                    st->failed[g] = true;
-                }
-                finish();
-              });
+      requests_.send(m, msg, Duration::seconds(kReplayTimeoutS + 10),
+                     [this, st, g, i, m, finish](const AgentReply& r) {
+                       if (!r.ok) st->failed[g] = true;
+                       if (!r.ok && st->why.empty())
+                         st->why = machine_config(m).name + ": " +
+                                   (r.detail.empty() ? std::string("failed") : r.detail);
+                       if (i == 0) {
+                         if (r.hash)
+                           st->hashes[g].push_back(*r.hash);
+                         else
+                           st->failed[g] = true;
+                       }
+                       finish();
+                     });
     }
   }
   finish();

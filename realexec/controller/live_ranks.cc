@@ -56,8 +56,8 @@ void LiveWorld::kill_all(std::function<void()> then) {
     if (--*pending == 0) (*done)();
   };
   for (MachineId m : targets)
-    request(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
-            [finish](const AgentReply&) { finish(); });
+    requests_.send(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
+                   [finish](const AgentReply&) { finish(); });
   finish();
 }
 
@@ -76,7 +76,7 @@ void LiveWorld::kill_sparing(std::function<void(HeldRanks)> then) {
     if (--*pending == 0) (*done)(std::move(*held));
   };
   for (MachineId m : job)
-    request(
+    requests_.send(
         m,
         json{
             {"type", "kill"}, {"gen", gen}, {"spare_holding", true}, {"hold_grace_s", kHoldGraceS}},
@@ -92,8 +92,8 @@ void LiveWorld::kill_sparing(std::function<void(HeldRanks)> then) {
           finish();
         });
   for (MachineId m : others)
-    request(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
-            [finish](const AgentReply&) { finish(); });
+    requests_.send(m, json{{"type", "kill"}, {"gen", gen}}, Duration::seconds(kRequestTimeoutS),
+                   [finish](const AgentReply&) { finish(); });
   finish();
 }
 
@@ -105,7 +105,8 @@ void LiveWorld::note_holding(MachineId m, std::int64_t rank, std::int64_t step) 
 }
 
 void LiveWorld::job_broken(const std::string& category, const std::string& cause) {
-  if (migration_) fail_migration("the job stopped during the migration (" + cause + ")");
+  if (migrations_.under_way())
+    migrations_.fail("the job stopped during the migration (" + cause + ")");
   if (running_) {
     // The job stopped training: an incident opens, from its last step report (a hang or a
     // slowdown began before it was detected), until every rank runs again.
@@ -148,7 +149,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
   // later, when a slot may have emptied since.
   if (auto why = empty_slot_refusal(cluster_)) return refuse(id, *why, t);
   start_.begin(id, t);
-  account_restart_began(t);
+  account_.restart_began(t);
   if (adoption_.active) {
     // A restarted controller: wait for the slots' agents to report what they run.
     adoption_.action = id;
@@ -162,7 +163,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
       // Replicas out of the quorum when the previous controller stopped run nothing to adopt
       // (when the policy runs replica groups still: otherwise the job is launched again).
       const std::set<std::int64_t> out =
-          replicas_.enabled() ? replicas_out() : std::set<std::int64_t>{};
+          replicas_.enabled() ? incidents_.replicas_out() : std::set<std::int64_t>{};
       for (MachineId m : job_machines()) {
         if (out.count(cluster_.slot_of(m))) continue;
         if (static_cast<int>(adoption_.ranks[m].size()) != config_.job.gpus_per_machine)
@@ -261,7 +262,7 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
   if (config_.job.replica_groups) {
     rejoins_superseded();
     replicas_.launch_all(cluster_.slots());
-    quorum = next_quorum({});
+    quorum = quorums_.next({});
   }
   save_journal();
   const int g = config_.job.gpus_per_machine;
@@ -293,10 +294,10 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
              {"version", s.version}, {"ranks", ranks},
              {"world_size", world},  {"master_addr", master},
              {"master_port", port},  {"ckpt_every", s.ckpt_every}};
-    if (quorum) msg["replicas"] = replica_launch(*quorum);
+    if (quorum) msg["replicas"] = quorums_.launch_field(*quorum);
     if (config_.job.in_place) msg["reform"] = true;
     if (kept) msg["in_place"] = true;
-    request(
+    requests_.send(
         m, std::move(msg), Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
           if (start_.id() != id || r.ok) return;
           const std::string why = "launch failed on " + machine_config(m).name + ": " + r.detail;
@@ -357,7 +358,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
     bad("report: report.rank " + std::to_string(*r.rank) + " differs from the rank of its pipe, " +
         std::to_string(msg.rank));
   const std::int64_t rank = msg.rank >= 0 ? msg.rank : r.rank.value_or(-1);
-  if (migration_report(m, rank, r)) return;  // a migration's joiner (live_migrate.cc)
+  if (migrations_.report(m, rank, r)) return;  // a migration's joiner (migrations.h)
   if (!runs_rank(m, rank, "report")) return;
   if (replica_report(m, rank, r)) return;
   if (r.type == "holding") return note_holding(m, rank, r.step.value_or(-1));
@@ -400,7 +401,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   const bool loss_nan = r.loss_nan();
   const bool grad_nan = r.grad_norm_nan();
   const std::optional<double> loss = loss_nan ? std::nullopt : r.loss;  // finite, or not known
-  account_step(step, step_time, r.checkpoint_step);
+  account_.step(step, step_time, r.checkpoint_step);
   progress_.advance(step, now());
   if (!loss)
     log("progress", {{"step", step}, {"loss", nullptr}, {"restart", false}});
@@ -428,7 +429,7 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
                         "its generation was replaced");
     return;
   }
-  if (migration_exit(m, msg)) return;  // a migration's joiner not in the slot yet
+  if (migrations_.exit(m, msg)) return;  // a migration's joiner not in the slot yet
   if (!runs_rank(m, msg.rank, "exit")) return;
   const int code = msg.code;
   const int sig = msg.signal;
@@ -563,14 +564,14 @@ void LiveWorld::attribute_victim_exit() {
 }
 
 void LiveWorld::job_running() {
-  account_running();
+  account_.running();
   // A launch brought every replica back (an adoption, only those the journal had in).
-  for (std::int64_t r : replicas_out())
+  for (std::int64_t r : incidents_.replicas_out())
     if (replicas_.member(r) && !replicas_.joining(r)) replica_incident_closes(r, "recovered");
   Incident* open = incidents_.open_job_stop();
   if (!open) return;
   incidents_.resolve(*open, now(), "recovered");
-  account_closed(*open);
+  account_.closed(*open, ranks_.start_step());
 }
 
 }  // namespace faultline::live

@@ -58,86 +58,35 @@ void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
   note("replica " + std::to_string(r) + " rejoins on " + machine_config(m).name + ": " + a.reason);
   // It starts in the current quorum, which does not contain it, and says it waits; the next
   // quorum admits it (replica_report), so that the others train on while it starts.
-  const Quorum current = quorum_of(journal_.state().replica_quorum, {});
+  const Quorum current = quorums_.current();
   const auto& s = journal_.state();
-  request(m,
-          json{{"type", "launch"},
-               {"gen", s.gen},
-               {"version", s.version},
-               {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
-               {"world_size", cluster_.slots()},
-               {"master_addr", machine_config(cluster_.machine_in(0)).addr},
-               {"master_port", config_.job.master_port},
-               {"ckpt_every", s.ckpt_every},
-               {"replicas", replica_launch(current)}},
-          Duration::seconds(kRequestTimeoutS), [this, id, r, m](const AgentReply& reply) {
-            if (replicas_.joiner(r) != id) return;
-            if (reply.ok) {
-              replicas_.launched(r);
-              return;
-            }
-            drop_replica(
-                r, m, 1,
-                "rejoin: launch failed on " + machine_config(m).name + ": " + reply.detail);
-          });
+  requests_.send(m,
+                 json{{"type", "launch"},
+                      {"gen", s.gen},
+                      {"version", s.version},
+                      {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
+                      {"world_size", cluster_.slots()},
+                      {"master_addr", machine_config(cluster_.machine_in(0)).addr},
+                      {"master_port", config_.job.master_port},
+                      {"ckpt_every", s.ckpt_every},
+                      {"replicas", quorums_.launch_field(current)}},
+                 Duration::seconds(kRequestTimeoutS), [this, id, r, m](const AgentReply& reply) {
+                   if (replicas_.joiner(r) != id) return;
+                   if (reply.ok) {
+                     replicas_.launched(r);
+                     return;
+                   }
+                   drop_replica(
+                       r, m, 1,
+                       "rejoin: launch failed on " + machine_config(m).name + ": " + reply.detail);
+                 });
   reactor_.add_timer(Duration::seconds(config_.job.startup_timeout_s), [this, id, r, m] {
     if (replicas_.joiner(r) != id) return;
-    request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
-            Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+    requests_.send(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+                   Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     drop_replica(r, m, 1, "rejoin: not started within job.startup_timeout_s");
   });
 }
-
-json LiveWorld::replica_launch(const Quorum& q) const {
-  const double timeout =
-      replicas_.enabled() ? replicas_.enabled()->timeout.to_seconds() : kRequestTimeoutS;
-  return json{{"count", cluster_.pp_groups()}, {"timeout_s", timeout}, {"quorum", encode(q)}};
-}
-
-Quorum LiveWorld::next_quorum(std::vector<std::int64_t> join) {
-  return quorum_of(++journal_.state().replica_quorum, std::move(join));
-}
-
-Quorum LiveWorld::quorum_of(std::int64_t number, std::vector<std::int64_t> join) const {
-  Quorum q;
-  q.number = number;
-  q.members.assign(replicas_.members().begin(), replicas_.members().end());
-  std::sort(join.begin(), join.end());
-  q.join = std::move(join);
-  std::int64_t host = q.members.empty() ? 0 : q.members.front();
-  for (std::int64_t r : q.members)
-    if (!std::binary_search(q.join.begin(), q.join.end(), r)) {
-      host = r;
-      break;
-    }
-  const MachineId m = cluster_.machine_in(static_cast<SlotId>(host));
-  q.store = (m == kNoMachine ? std::string("127.0.0.1") : machine_config(m).addr) + ":" +
-            std::to_string(config_.job.master_port + 1 + host);
-  return q;
-}
-
-void LiveWorld::send_quorum(const Quorum& q, std::int64_t except) {
-  replicas_.quorum_changed();
-  std::string members;
-  for (std::int64_t r : q.members) members += (members.empty() ? "" : ",") + std::to_string(r);
-  note("quorum " + std::to_string(q.number) + ": replicas [" + members + "]" +
-       (q.join.empty() ? "" : ", replica " + std::to_string(q.join.front()) + " joining") +
-       ", store " + q.store);
-  save_journal();
-  for (std::int64_t r : q.members) {
-    if (r == except) continue;
-    const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
-    if (m == kNoMachine || !link_.connected(m)) continue;
-    request(m, json{{"type", "quorum"}, {"gen", journal_.state().gen}, {"quorum", encode(q)}},
-            Duration::seconds(kRequestTimeoutS), [this, m, n = q.number](const AgentReply& r) {
-              if (!r.ok)
-                note("quorum " + std::to_string(n) + " not written on " + machine_config(m).name +
-                     ": " + r.detail);
-            });
-  }
-}
-
-int LiveWorld::live_replicas() const { return replicas_.live(); }
 
 std::int64_t LiveWorld::step_rank() const {
   return config_.job.replica_groups ? replicas_.step_rank() : 0;
@@ -150,12 +99,12 @@ void LiveWorld::drop_replica(std::int64_t r, MachineId m, int code, const std::s
   const bool member = replicas_.drop(r);
   ranks_.forget_clean_exit(r);
   replica_incident_opens(r, m, signature);  // journaled before the quorum goes out
-  if (member) send_quorum(next_quorum({}));
+  if (member) quorums_.send(quorums_.next({}));
   note("replica " + std::to_string(r) + " dropped out of the quorum (" +
-       std::to_string(live_replicas()) + " of " + std::to_string(cluster_.pp_groups()) +
+       std::to_string(replicas_.live()) + " of " + std::to_string(cluster_.pp_groups()) +
        " train on): " + signature);
   deliver(ReplicaDropped{static_cast<int>(r), m, code, signature, ranks_.rank_step(r),
-                         live_replicas()});
+                         replicas_.live()});
 }
 
 bool LiveWorld::replica_exit(MachineId m, std::int64_t rank, int code,
@@ -167,7 +116,7 @@ bool LiveWorld::replica_exit(MachineId m, std::int64_t rank, int code,
     return true;
   }
   if (!replicas_.member(rank)) return true;  // out already: the echo of its drop
-  if (live_replicas() - 1 < replicas_.enabled()->min_replicas) return false;
+  if (replicas_.live() - 1 < replicas_.enabled()->min_replicas) return false;
   drop_replica(rank, m, code, signature);
   return true;
 }
@@ -179,7 +128,7 @@ bool LiveWorld::replica_evict(const MachineSet& machines, const std::string& rea
     const SlotId s = m >= 0 && m < cluster_.machine_count() ? cluster_.slot_of(m) : -1;
     if (s >= 0 && replicas_.member(s) && !replicas_.joining(s)) drop.push_back(s);
   }
-  if (live_replicas() - static_cast<int>(drop.size()) < replicas_.enabled()->min_replicas)
+  if (replicas_.live() - static_cast<int>(drop.size()) < replicas_.enabled()->min_replicas)
     return false;
   for (std::int64_t r : drop)
     drop_replica(r, cluster_.machine_in(static_cast<SlotId>(r)), 137, "evicted: " + reason);
@@ -208,7 +157,7 @@ bool LiveWorld::replica_report(MachineId m, std::int64_t rank, const RankReport&
     // A replica launched by a RejoinReplica waits for a quorum with it: the next one admits it.
     if (replicas_.joining(rank) && !replicas_.member(rank)) {
       replicas_.admit(rank);
-      send_quorum(next_quorum({rank}));
+      quorums_.send(quorums_.next({rank}));
     }
     return true;
   }
@@ -221,7 +170,7 @@ bool LiveWorld::replica_report(MachineId m, std::int64_t rank, const RankReport&
     note(back);
     rejoin_outcome(id, true, back);
     replica_incident_closes(rank, "recovered");
-    deliver(ReplicaRejoined{id, static_cast<int>(rank), live_replicas()});
+    deliver(ReplicaRejoined{id, static_cast<int>(rank), replicas_.live()});
     return true;
   }
   if (r.type == "quorum_failed") {
@@ -260,7 +209,7 @@ void LiveWorld::judge_failed_quorum(std::int64_t q) {
   }
   if (hung.empty()) {
     note("quorum " + std::to_string(q) + " failed in every member: forming it again");
-    send_quorum(next_quorum({}));
+    quorums_.send(quorums_.next({}));
     return;
   }
   const std::string why = "hang: no answer in quorum " + std::to_string(q) +
@@ -270,10 +219,10 @@ void LiveWorld::judge_failed_quorum(std::int64_t q) {
   for (std::int64_t r : hung) {
     const MachineId m = cluster_.machine_in(static_cast<SlotId>(r));
     if (m != kNoMachine && link_.connected(m))
-      request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
-              Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+      requests_.send(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+                     Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
   }
-  if (live_replicas() - static_cast<int>(hung.size()) < replicas_.enabled()->min_replicas) {
+  if (replicas_.live() - static_cast<int>(hung.size()) < replicas_.enabled()->min_replicas) {
     report_exit(first, hung.front(), 124, why);  // too few would train on: the job stops
     return;
   }
@@ -286,7 +235,7 @@ json LiveWorld::replicas_status() const {
   for (const auto& [r, id] : replicas_.joiners()) joining.push_back(r);
   json out{{"enabled", replicas_.enabled().has_value()},
            {"replicas", cluster_.pp_groups()},
-           {"live", live_replicas()},
+           {"live", replicas_.live()},
            {"quorum", journal_.state().replica_quorum},
            {"members",
             std::vector<std::int64_t>(replicas_.members().begin(), replicas_.members().end())},
@@ -323,8 +272,6 @@ void LiveWorld::replica_incident_closes(std::int64_t r, const std::string& resol
   save_journal();
 }
 
-std::set<std::int64_t> LiveWorld::replicas_out() const { return incidents_.replicas_out(); }
-
 bool LiveWorld::rejoin_outcome(ActionId id, bool ok, const std::string& detail) {
   const std::optional<Instant> began = replicas_.take_rejoin(id);
   if (!began) return false;
@@ -349,11 +296,11 @@ void LiveWorld::resume_replicas_out(const std::set<std::int64_t>& out) {
     if (m == kNoMachine || !link_.connected(m) || !adoption_.ranks.count(m) ||
         adoption_.ranks[m].empty())
       continue;
-    request(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
-            Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+    requests_.send(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
+                   Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     killed = true;
   }
-  if (killed) send_quorum(next_quorum({}));
+  if (killed) quorums_.send(quorums_.next({}));
   for (std::int64_t r : out) {
     const Incident* in = incidents_.open_replica(r);
     const std::string cause = in ? in->cause : "replica " + std::to_string(r) + " out";
@@ -363,12 +310,8 @@ void LiveWorld::resume_replicas_out(const std::set<std::int64_t>& out) {
          cause + ")");
     deliver(ReplicaDropped{static_cast<int>(r), cluster_.machine_in(static_cast<SlotId>(r)), 1,
                            "out of the quorum when the controller restarted: " + cause,
-                           ranks_.rank_step(r), live_replicas()});
+                           ranks_.rank_step(r), replicas_.live()});
   }
-}
-
-double LiveWorld::replica_share_s() const {
-  return journal_.state().replica_share_s + replicas_.share_pending();
 }
 
 }  // namespace faultline::live

@@ -26,14 +26,6 @@ namespace {
 constexpr std::uint64_t kActionIdBlock = 256;
 constexpr int kMaxActionsPerSecond = 1000;
 
-AgentReply failed_reply(std::string detail, bool timed_out = false) {
-  AgentReply r;
-  r.ok = false;
-  r.detail = std::move(detail);
-  r.timed_out = timed_out;
-  return r;
-}
-
 // One file's part of the status "storage" field.
 json storage_status(const traces::StorageHealth& h, const std::string& path,
                     std::uint64_t lost_before = 0) {
@@ -72,8 +64,28 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
       cluster_(config.cluster_spec()),
       rng_({config.seed, 0x11fe}),
       policy_(registry.make(config.stack, config.params)),
+      requests_(reactor, link),
       start_(reactor),
-      victim_timer_(reactor) {
+      victim_timer_(reactor),
+      account_({journal, incidents_, progress_, replicas_, cluster_, config.job.nominal_step_time_s,
+                [this] { return now(); }, [this] { return running_; }, [this] { save_journal(); },
+                [this](json record) { this->log("account", std::move(record)); },
+                [this]() -> std::optional<Instant> {
+                  if (!waiting_acquire_) return std::nullopt;
+                  return waiting_acquire_->started;
+                }}),
+      quorums_({config, cluster_, replicas_, journal, requests_, link,
+                [this](std::string_view text) { note(text); }, [this] { save_journal(); }}),
+      migrations_({config, cluster_, reactor, link, requests_, replicas_, quorums_, journal, avoid_,
+                   [this] { return now(); }, [this] { return running_; },
+                   [this] { return start_.pending(); },
+                   [this](std::string_view text) { note(text); },
+                   [this](ActionId id, bool ok, const std::string& detail, Instant started) {
+                     outcome(id, ok, detail, started);
+                   },
+                   [this](ActionId id, const std::string& why, Instant t) { refuse(id, why, t); },
+                   [this](Event e) { deliver(std::move(e)); }, [this] { save_journal(); },
+                   [this](MachineId m) { taken_out(m); }}) {
   auto& s = journal_.state();
   if (!journal_.resumed()) {
     s = JournalState{};
@@ -122,8 +134,7 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
     // behind again and drop its downtime (ETTR above 100%).
     s.origin_unix_ns = wall_now_ns() - s.last_t_ns;
   }
-  resume_account();
-  lost_flushed_at_ = now();
+  account_.resume();
 }
 
 void LiveWorld::remap_machines(JournalState& s) {
@@ -162,7 +173,6 @@ void LiveWorld::remap_machines(JournalState& s) {
 
 LiveWorld::~LiveWorld() {
   for (auto& [id, t] : policy_timers_.reactor) reactor_.cancel_timer(t);
-  for (auto& [req, t] : requests_.timers) reactor_.cancel_timer(t);
   start_.timer().cancel();
   if (adoption_.timer) reactor_.cancel_timer(adoption_.timer);
 }
@@ -194,7 +204,7 @@ void LiveWorld::save_journal() {
   s.last_t_ns = std::max(s.last_t_ns, now().ns);
   s.last_step = progress_.last_step();
   s.step_times = progress_.healthy_step_times();
-  s.stop = journal_stop();
+  s.stop = account_.journal_stop();
   incident_stats_to_journal();
   // Noted once per outage, not once per save (the event log may be failing too, and its
   // backlog is bounded); the controller reports the outage and its end.
@@ -261,42 +271,6 @@ void LiveWorld::drain() {
 void LiveWorld::outcome(ActionId id, bool ok, const std::string& detail, Instant started) {
   log("outcome",
       {{"id", id}, {"ok", ok}, {"detail", detail}, {"duration_s", (now() - started).to_seconds()}});
-}
-
-// --- requests to agents ------------------------------------------------------------------
-
-std::uint64_t LiveWorld::request(MachineId m, json msg, Duration timeout, Reply on_reply) {
-  const std::uint64_t req = requests_.next++;
-  msg["req"] = req;
-  if (!link_.send(m, msg)) {
-    reactor_.defer([on_reply] { on_reply(failed_reply("agent not connected")); });
-    return req;
-  }
-  requests_.replies[req] = {m, std::move(on_reply)};
-  requests_.timers[req] = reactor_.add_timer(timeout, [this, req] {
-    requests_.timers.erase(req);
-    auto it = requests_.replies.find(req);
-    if (it == requests_.replies.end()) return;
-    Reply r = std::move(it->second.second);
-    requests_.replies.erase(it);
-    r(failed_reply("agent did not answer in time", true));
-  });
-  return req;
-}
-
-void LiveWorld::fail_requests_of(MachineId m, const std::string& why) {
-  std::vector<std::uint64_t> reqs;
-  for (const auto& [req, p] : requests_.replies)
-    if (p.first == m) reqs.push_back(req);
-  for (auto req : reqs) {
-    Reply r = std::move(requests_.replies[req].second);
-    requests_.replies.erase(req);
-    if (auto t = requests_.timers.find(req); t != requests_.timers.end()) {
-      reactor_.cancel_timer(t->second);
-      requests_.timers.erase(t);
-    }
-    r(failed_reply(why));
-  }
 }
 
 const LiveMachine& LiveWorld::machine_config(MachineId m) const {
@@ -554,7 +528,7 @@ json LiveWorld::status() const {
          {"cause", in.cause}});
   }
   const std::uint64_t opened = incidents_.opened_total();  // every incident of the run
-  const Accounting acc = accounting();
+  const LostTimeAccount::Accounting acc = account_.accounting();
   json out{{"t_s", now().to_seconds()},
            {"gen", s.gen},
            {"version", s.version},
@@ -567,7 +541,7 @@ json LiveWorld::status() const {
            {"retired", retired},
            {"machines", machines},
            {"ettr_so_far", acc.ettr},
-           {"account", account_json(account_now())},
+           {"account", account_.to_json(account_.as_of())},
            {"incident_count", opened},
            {"incidents", incidents},
            {"ended_verdict", s.ended_verdict},
@@ -579,59 +553,17 @@ json LiveWorld::status() const {
   return out;
 }
 
-LiveWorld::Accounting LiveWorld::accounting_at(Instant at) const {
-  const auto& s = journal_.state();
-  Accounting a;
-  a.step_time_s = progress_.step_time_s(config_.job.nominal_step_time_s);
-  a.first = std::max<std::int64_t>(0, s.first_step);
-  a.last = std::max<std::int64_t>(a.first, progress_.last_step());
-  a.elapsed_s = at.to_seconds();
-  // Steps trained with replicas missing count for their share (live_replicas.cc).
-  a.productive_s =
-      std::max(0.0, static_cast<double>(a.last - a.first) * a.step_time_s - replica_share_s());
-  a.ettr = a.elapsed_s > 0 ? a.productive_s / a.elapsed_s : 0;
-  return a;
-}
-
 double LiveWorld::write_summary() {
-  closed_at_ = now();
-  incidents_.close_run();
-  const Accounting acc = accounting();
-  const double step_time = acc.step_time_s;
-  const std::int64_t first = acc.first;
-  const std::int64_t last = acc.last;
-  const double elapsed = acc.elapsed_s;
-  const double productive = acc.productive_s;
-  const double ettr = acc.ettr;
-  // The final account: the time since rank 0's last report while the job ran is assigned so
-  // that the phases sum to elapsed - productive; then it goes to the log just before the
-  // summary. A silence of more than two steps is a stop nothing had noticed yet (a hang
-  // before its detection): detection, as the simulator counts a fault not yet acted on,
-  // beyond the step under way. A shorter one is a step under way: degraded.
-  if (!incidents_.open_stop()) {
-    double assigned = 0;
-    for (const auto& [k, v] : lost_at(*closed_at_)) assigned += v;
-    for (const auto& [k, v] : lost_pending_) assigned += v;
-    double rest = elapsed - productive - assigned;
-    const double silent = (*closed_at_ - progress_.last_progress_at()).to_seconds();
-    if (rest > 0 && step_time > 0 && silent > 2 * step_time) {
-      const double undetected = std::min(rest, silent - step_time);
-      lost_pending_[time_phase_name(TimePhase::kDetection)] += undetected;
-      rest -= undetected;
-    }
-    if (rest > 0) lost_pending_[time_phase_name(TimePhase::kDegraded)] += rest;
-  }
-  flush_account();
-  write_account();
+  const LostTimeAccount::Accounting acc = account_.close();  // the final account, written
   closed_ = true;
-  log("summary", {{"elapsed_s", elapsed},
-                  {"final_step", last},
-                  {"first_step", first},
-                  {"productive_s", productive},
-                  {"ettr", ettr},
-                  {"step_time_s", step_time}});
+  log("summary", {{"elapsed_s", acc.elapsed_s},
+                  {"final_step", acc.last},
+                  {"first_step", acc.first},
+                  {"productive_s", acc.productive_s},
+                  {"ettr", acc.ettr},
+                  {"step_time_s", acc.step_time_s}});
   save_journal();
-  return ettr;
+  return acc.ettr;
 }
 
 }  // namespace faultline::live

@@ -9,9 +9,9 @@
 // generation are journaled, so a restarted controller adopts the job it was managing.
 //
 // Machine ids follow the config: job machines 0..M-1 in slot order, then standbys.
-// Requests to agents go through a MachineLink (the controller's connections); replies
-// and reports come back through on_agent_message. Events raised while an action is
-// being started are queued and delivered after the policy's handler returns.
+// Requests to agents go through AgentRequests over a MachineLink (the controller's
+// connections); replies and reports come back through on_agent_message. Events raised while
+// an action is being started are queued and delivered after the policy's handler returns.
 #pragma once
 
 #include <deque>
@@ -27,12 +27,17 @@
 
 #include "eventlog/event_log.h"
 #include "policies/api/policy.h"
+#include "realexec/controller/agent_requests.h"
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
 #include "realexec/controller/journal.h"
+#include "realexec/controller/lost_time_account.h"
+#include "realexec/controller/machine_link.h"
 #include "realexec/controller/metrics.h"
+#include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
+#include "realexec/controller/quorums.h"
 #include "realexec/controller/rank_generation.h"
 #include "realexec/controller/repair_queue.h"
 #include "realexec/controller/replica_set.h"
@@ -42,17 +47,6 @@
 #include "realexec/net/reactor.h"
 
 namespace faultline::live {
-
-// How LiveWorld reaches agents (implemented by the Controller; faked in unit tests).
-class MachineLink {
- public:
-  virtual ~MachineLink() = default;
-  // Sends a request; false when the machine's agent is not connected.
-  virtual bool send(MachineId m, const nlohmann::json& msg) = 0;
-  virtual bool connected(MachineId m) const = 0;
-  // Seconds since machine m's agent was last heard (0 when not known): a heartbeat late.
-  virtual double silent_s(MachineId) const { return 0; }
-};
 
 class LiveWorld final : public World {
  public:
@@ -119,18 +113,12 @@ class LiveWorld final : public World {
 
  private:
   struct Pending;  // an action waiting for agent replies
-  using Reply = std::function<void(const AgentReply&)>;
 
   void deliver(Event e);
   void drain();
   void log(const std::string& kind, nlohmann::json fields);
   void outcome(ActionId id, bool ok, const std::string& detail, Instant started);
   void save_journal();
-
-  // Sends `msg` with a fresh req id, which it returns; `on_reply` gets the agent's reply, or a
-  // synthetic failed one (ok false, a detail) when the agent is lost or `timeout` passes first.
-  std::uint64_t request(MachineId m, nlohmann::json msg, Duration timeout, Reply on_reply);
-  void fail_requests_of(MachineId m, const std::string& why);
 
   // Refuses `id`: its outcome (not ok, `why`) and ActionFailed{id, why}.
   void refuse(ActionId id, const std::string& why, Instant t);
@@ -157,7 +145,7 @@ class LiveWorld final : public World {
   void act_on(ActionId id, const MitigateSlowdown& a, Instant t);   // refused: fixed layout
   void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // see live_replicas.cc
   void act_on(ActionId id, const RejoinReplica& a, Instant t);        // see live_replicas.cc
-  void act_on(ActionId id, const MigrateMachines& a, Instant t);      // see live_migrate.cc
+  void act_on(ActionId id, const MigrateMachines& a, Instant t);      // see migrations.h
 
   // Action handlers.
   // `spare`: with job.in_place, the ranks that hold in place survive the stop (kill_sparing).
@@ -212,13 +200,6 @@ class LiveWorld final : public World {
   // failed replica drops out while the others train (ReplicaDropped) and a RejoinReplica
   // launches it again, admitted to the quorum once it waits for one (ReplicaRejoined).
   ReplicaSet replicas_;
-  // The launch's "replicas" field (count, timeout, the quorum to start in).
-  nlohmann::json replica_launch(const Quorum& q) const;
-  // The next quorum of replicas_.members, `join` taking their state from a peer; its store
-  // is the one of the lowest member not joining.
-  Quorum next_quorum(std::vector<std::int64_t> join);
-  Quorum quorum_of(std::int64_t number, std::vector<std::int64_t> join) const;
-  void send_quorum(const Quorum& q, std::int64_t except = -1);
   // A rank of the job exited while it trains with replica groups: true when that is a drop
   // (or an echo of one) rather than a failure that stops the job.
   bool replica_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
@@ -231,18 +212,13 @@ class LiveWorld final : public World {
   bool replica_evict(const MachineSet& machines, const std::string& reason);
   // The rank whose step reports carry the job's step: 0, or the lowest replica training.
   std::int64_t step_rank() const;
-  int live_replicas() const;
-  // The steps' time the missing replicas did not train, so far (part of missing_replicas).
-  double replica_share_s() const;
   nlohmann::json replicas_status() const;  // status: the quorum, its members, the joiners
   // A replica's drop is an incident (category replica_drop, as the simulator's drop is one
   // resolved by the replica_drop mechanism): it opens when the replica leaves the quorum and
   // closes when it trains again. The job trains on meanwhile: it is no stop of the job, and
-  // its lost time is the missing replicas' share of the steps (account_step).
+  // its lost time is the missing replicas' share of the steps (LostTimeAccount::step).
   void replica_incident_opens(std::int64_t r, MachineId m, const std::string& signature);
   void replica_incident_closes(std::int64_t r, const std::string& resolution);
-  // The replicas out of the quorum (their incident open), for the journal and the adoption.
-  std::set<std::int64_t> replicas_out() const;
   // The outcome of a RejoinReplica still under way; false when it has one already.
   bool rejoin_outcome(ActionId id, bool ok, const std::string& detail);
   // A launch brings every replica back: the rejoins under way end, not done.
@@ -266,74 +242,10 @@ class LiveWorld final : public World {
   void job_running();
   IncidentLedger incidents_;  // the start-up, the job's stops, the replicas' drops
 
-  // --- migration (live_migrate.cc; MigrateMachines on replica groups) --------------------
-  // One machine at a time: a joiner of its replica starts on a parked standby in a quorum
-  // without it; once it waits, the standby takes the slot, the next quorum admits it with a
-  // live peer's state and the old machine's process is killed (it leaves for repair); the
-  // joiner's "started" ends the migration (MachinesReady). The job never stops.
-  struct Migration {
-    ActionId id = 0;
-    std::int64_t replica = -1;
-    MachineId from = kNoMachine, to = kNoMachine;
-    std::int64_t gen = -1;
-    Instant began{};
-    std::optional<Instant> swapped;  // the standby took the slot (the quorum admitting it sent)
-    std::uint64_t timer = 0;         // job.startup_timeout_s for the joiner to wait
-  };
-  std::optional<Migration> migration_;
-  // The standby a migration takes: a parked, connected one (AvoidMachines' last).
-  MachineId migration_standby() const;
-  // The current quorum without `replica`: the joiner waits in it until it is admitted.
-  Quorum quorum_without(std::int64_t replica) const;
-  void swap_in_migration();
-  // The migration failed (`why`): its outcome and ActionFailed; a standby not yet in the slot
-  // has its process killed and goes back to the pool.
-  void fail_migration(const std::string& why);
-  // Hooks of on_report and on_exit, before their slot check (the standby is in none until the
-  // swap): true when the report or exit was the migration's and is consumed.
-  bool migration_report(MachineId m, std::int64_t rank, const RankReport& r);
-  bool migration_exit(MachineId m, const AgentExit& msg);
-
-  // --- the account of lost time (live_metrics.cc; docs/metrics.md, "Lost time") ----------
-  // Seconds per lost phase (traces/time_phases.h names) as of `until`: what the journal
-  // holds, plus the open stop period's phases.
-  std::map<std::string, double> lost_at(Instant until) const;
-  // A stop period's seconds in each phase up to `until`: detection (began to detected),
-  // diagnosis (detected to the first restart), failover (to every rank running again),
-  // less what it waited for machines (waiting_for_machines).
-  std::map<std::string, double> stop_phases(const Incident& in, Instant until) const;
-  // Rank 0 reported `step` (before last_step_ moves to it): recompute when it went back,
-  // the step's time over the nominal one as warm-up or checkpoint, and the rest of the time
-  // since the last report beyond its step as degraded.
-  void account_step(std::int64_t step, double step_time_s,
-                    std::optional<std::int64_t> checkpoint_step);
-  void account_restart_began(Instant t);    // a start was launched
-  void account_waited(Instant since);       // an AcquireMachines waited from `since` to now
-  void account_closed(const Incident& in);  // adds a stop period's phases for good
-  void account_running();                   // every rank runs: the start-up ends
-  // At construction: the stop period to continue (the journal's, or the start-up).
-  void resume_account();
-  // The open stop period as the journal keeps it (none when the job runs).
-  std::optional<JournalState::Stop> journal_stop() const;
-  // The pending step measures into the journal's account, and the journal saved.
-  void flush_account();
-  nlohmann::json account_json(Instant until) const;  // status and the "account" record
-  void write_account();                              // the event log's "account" record
-  std::map<std::string, double> lost_pending_;       // step measures not yet in the journal
-  Instant lost_flushed_at_{};
-  // The counters to and from the journal's (a restarted controller continues them).
+  // --- the account of lost time (account_, lost_time_account.h; docs/metrics.md)
+  // The incidents' counters to and from the journal's (a restarted controller continues them).
   void incident_stats_to_journal();
   void incident_stats_from_journal();
-  std::optional<Instant> closed_at_;  // the summary's time: the accounting's "now" after it
-  Instant account_now() const { return closed_at_ ? *closed_at_ : now(); }
-  // ETTR so far, as the summary computes it.
-  struct Accounting {
-    double step_time_s = 0, elapsed_s = 0, productive_s = 0, ettr = 0;
-    std::int64_t first = 0, last = 0;
-  };
-  Accounting accounting() const { return accounting_at(account_now()); }
-  // As of `at` (one reading of the clock for everything derived from it).
-  Accounting accounting_at(Instant at) const;
   MachineSet job_machines() const;
   // Where a machine is, for status and metrics.
   enum class MachineState {
@@ -379,14 +291,7 @@ class LiveWorld final : public World {
       0;  // the wall clock was behind the journal's time at the restart
 
   ActionId next_action_ = 1;
-  // Requests to agents waiting for their reply (request()): req -> machine and handler, and
-  // the reactor timer of each one's timeout.
-  struct Requests {
-    std::uint64_t next = 1;
-    std::map<std::uint64_t, std::pair<MachineId, Reply>> replies;
-    std::map<std::uint64_t, std::uint64_t> timers;
-  };
-  Requests requests_;
+  AgentRequests requests_;  // requests to agents waiting for their reply
   struct PolicyTimers {
     std::map<TimerId, std::uint64_t> reactor;  // policy timer -> reactor timer
     TimerId next = 1;
@@ -437,6 +342,9 @@ class LiveWorld final : public World {
     int actions = 0;
   };
   Burst burst_;
+  LostTimeAccount account_;  // lost time by phase, ETTR so far (reads the parts above)
+  Quorums quorums_;          // forms the quorums of replicas_ and sends them
+  Migrations migrations_;    // MigrateMachines on replica groups, one at a time
 };
 
 }  // namespace faultline::live

@@ -5,13 +5,23 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
 
+#include "realexec/controller/agent_requests.h"
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
+#include "realexec/controller/journal.h"
+#include "realexec/controller/lost_time_account.h"
+#include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
+#include "realexec/controller/quorums.h"
 #include "realexec/controller/rank_generation.h"
 #include "realexec/controller/repair_queue.h"
 #include "realexec/controller/replica_set.h"
@@ -24,6 +34,70 @@ namespace faultline::live {
 namespace {
 
 Instant at_s(double s) { return Instant{0} + Duration::seconds(s); }
+
+// A link that records what it sends; machines in `down` are not connected.
+struct FakeLink final : MachineLink {
+  std::vector<std::pair<MachineId, nlohmann::json>> sent;
+  std::set<MachineId> down;
+  bool send(MachineId m, const nlohmann::json& msg) override {
+    if (down.count(m)) return false;
+    sent.emplace_back(m, msg);
+    return true;
+  }
+  bool connected(MachineId m) const override { return !down.count(m); }
+};
+
+TEST(AgentRequests, AReplyReachesItsHandlerOnceAndOnlyFromItsMachine) {
+  Reactor reactor{ManualClock{}};
+  FakeLink link;
+  AgentRequests requests(reactor, link);
+  std::vector<std::string> heard;
+  const auto req = requests.send(2, {{"type", "kill"}}, Duration::seconds(5),
+                                 [&](const AgentReply& r) { heard.push_back(r.detail); });
+  ASSERT_EQ(link.sent.size(), 1u);
+  EXPECT_EQ(link.sent[0].second["req"], req);
+  EXPECT_TRUE(requests.waits(req, 2));
+  EXPECT_FALSE(requests.waits(req, 3));
+  AgentReply reply;
+  reply.req = req;
+  reply.ok = true;
+  reply.detail = "killed";
+  requests.answer(3, reply);  // another machine's word: ignored
+  EXPECT_TRUE(heard.empty());
+  requests.answer(2, reply);
+  requests.answer(2, reply);  // answered already: ignored
+  EXPECT_EQ(heard, std::vector<std::string>{"killed"});
+  reactor.advance_to(at_s(10));  // its timeout was cancelled
+  EXPECT_EQ(heard.size(), 1u);
+}
+
+TEST(AgentRequests, NotConnectedTimedOutAndLostAgentsFailTheRequest) {
+  Reactor reactor{ManualClock{}};
+  FakeLink link;
+  link.down = {4};
+  AgentRequests requests(reactor, link);
+  std::vector<AgentReply> heard;
+  auto keep = [&](const AgentReply& r) { heard.push_back(r); };
+  const auto a = requests.send(4, {{"type", "kill"}}, Duration::seconds(5), keep);
+  const auto b = requests.send(1, {{"type", "kill"}}, Duration::seconds(5), keep);
+  const auto c = requests.send(2, {{"type", "kill"}}, Duration::seconds(20), keep);
+  EXPECT_EQ(b, a + 1);
+  EXPECT_FALSE(requests.waits(a, 4));
+  EXPECT_TRUE(heard.empty());  // deferred: heard from the reactor
+  reactor.advance_to(at_s(6));
+  ASSERT_EQ(heard.size(), 2u);
+  EXPECT_EQ(heard[0].detail, "agent not connected");
+  EXPECT_EQ(heard[1].detail, "agent did not answer in time");
+  EXPECT_TRUE(heard[1].timed_out);
+  requests.fail_all_of(2, "agent lost: eof");
+  ASSERT_EQ(heard.size(), 3u);
+  EXPECT_FALSE(heard[2].ok);
+  EXPECT_EQ(heard[2].detail, "agent lost: eof");
+  EXPECT_FALSE(heard[2].timed_out);
+  EXPECT_FALSE(requests.waits(c, 2));
+  reactor.advance_to(at_s(30));
+  EXPECT_EQ(heard.size(), 3u);
+}
 
 TEST(RankGeneration, ALaunchForgetsThePreviousGenerationsWord) {
   RankGeneration g;
@@ -239,6 +313,251 @@ TEST(IncidentLedger, KeepsTheLatestIncidentsAndCountsThemAll) {
   }
   EXPECT_EQ(l.incidents().size(), IncidentLedger::kKept);
   EXPECT_EQ(l.opened_total(), IncidentLedger::kKept + 5);
+}
+
+// A LostTimeAccount over parts of its own: the clock, the job's running and the wait for
+// machines in the test's hands; saves and "account" records counted.
+struct AccountRig {
+  Reactor reactor{ManualClock{}};
+  Journal journal{"/nonexistent/journal.json"};  // never saved: `save` only counts
+  IncidentLedger incidents;
+  StepProgress progress;
+  ReplicaSet replicas{reactor};
+  ClusterView cluster{ClusterSpec{}};
+  Instant t{};
+  bool running = false;
+  std::optional<Instant> waiting;
+  int saves = 0;
+  std::vector<nlohmann::json> records;
+  LostTimeAccount account{{journal, incidents, progress, replicas, cluster, 2.0,
+                           [this] { return t; }, [this] { return running; }, [this] { ++saves; },
+                           [this](nlohmann::json r) { records.push_back(std::move(r)); },
+                           [this] { return waiting; }}};
+  double lost(const std::string& phase) const {
+    const auto& l = journal.state().lost_s;
+    return l.count(phase) ? l.at(phase) : 0;
+  }
+};
+
+TEST(LostTimeAccount, TheStartUpIsFailoverUntilEveryRankRuns) {
+  AccountRig r;
+  r.account.resume();
+  ASSERT_NE(r.incidents.open_stop(), nullptr);
+  r.account.restart_began(r.t);  // the first start launched
+  EXPECT_EQ(r.saves, 1);
+  r.t = at_s(10);
+  EXPECT_DOUBLE_EQ(r.account.lost_at(r.t).at("failover"), 10);
+  EXPECT_EQ(r.account.lost_at(r.t).at("detection"), 0);
+  ASSERT_TRUE(r.account.journal_stop().has_value());
+  EXPECT_EQ(r.account.journal_stop()->category, "startup");
+  r.account.running();
+  EXPECT_EQ(r.incidents.open_stop(), nullptr);
+  EXPECT_FALSE(r.account.journal_stop().has_value());
+  EXPECT_DOUBLE_EQ(r.lost("failover"), 10);
+  EXPECT_EQ(r.saves, 1);  // the caller saves, with the first step
+}
+
+TEST(LostTimeAccount, AWaitForMachinesComesOutOfTheDiagnosisFirst) {
+  AccountRig r;
+  r.account.resume();
+  r.account.running();
+  r.running = true;
+  r.incidents.open(
+      Incident{at_s(9), std::nullopt, "exit", "rank_exit", at_s(10), std::nullopt, {}});
+  r.running = false;
+  r.waiting = at_s(12);
+  r.t = at_s(20);
+  auto lost = r.account.lost_at(r.t);
+  EXPECT_EQ(lost.at("detection"), 0);  // assigned at the close
+  EXPECT_DOUBLE_EQ(lost.at("waiting_for_machines"), 8);
+  EXPECT_DOUBLE_EQ(lost.at("diagnosis"), 2);
+  EXPECT_EQ(r.account.journal_stop()->waiting_since_ns, at_s(12).ns);
+  r.account.waited(*r.waiting);  // the machines came
+  r.waiting.reset();
+  r.account.restart_began(r.t);
+  EXPECT_EQ(r.saves, 2);
+  r.t = at_s(25);
+  Incident* open = r.incidents.open_job_stop();
+  r.incidents.resolve(*open, r.t, "recovered");
+  r.account.closed(*open, 0);
+  EXPECT_DOUBLE_EQ(r.lost("detection"), 1);
+  EXPECT_DOUBLE_EQ(r.lost("diagnosis"), 2);
+  EXPECT_DOUBLE_EQ(r.lost("waiting_for_machines"), 8);
+  EXPECT_DOUBLE_EQ(r.lost("failover"), 5);
+  ASSERT_EQ(r.records.size(), 1u);  // the "account" record
+  EXPECT_DOUBLE_EQ(r.records[0]["lost_s"]["failover"].get<double>(), 5);
+}
+
+TEST(LostTimeAccount, SlowFirstStepsAreWarmUpAndAStepBackIsRecompute) {
+  AccountRig r;
+  r.account.resume();
+  r.account.running();
+  r.running = true;
+  r.journal.state().first_step = 0;
+  r.progress.started(r.t);
+  r.t = at_s(5);
+  r.account.step(1, 5.0, std::nullopt);  // 2 s nominal, 3 s over: warm-up
+  r.progress.advance(1, r.t);
+  EXPECT_DOUBLE_EQ(r.lost("warmup"), 3);
+  EXPECT_EQ(r.saves, 1);  // flushed: a second since the last
+  r.t = at_s(5.5);
+  r.account.step(0, 2.0, std::nullopt);  // back to step 0: step 1 is recomputed
+  r.progress.advance(0, r.t);
+  EXPECT_EQ(r.lost("recompute"), 0);  // pending: flushed at most once a second
+  r.t = at_s(7);
+  r.account.step(1, 2.0, std::nullopt);
+  EXPECT_DOUBLE_EQ(r.lost("recompute"), 2);
+  EXPECT_EQ(r.saves, 2);
+}
+
+TEST(LostTimeAccount, TheSummaryAssignsALongSilenceToDetectionAndStopsTheClock) {
+  AccountRig r;
+  r.account.resume();
+  r.account.running();
+  r.running = true;
+  r.journal.state().first_step = 0;
+  r.t = at_s(100);  // no step since 0: a hang nothing noticed
+  const LostTimeAccount::Accounting acc = r.account.close();
+  EXPECT_DOUBLE_EQ(acc.elapsed_s, 100);
+  EXPECT_DOUBLE_EQ(r.lost("detection"), 98);  // beyond the step under way
+  EXPECT_DOUBLE_EQ(r.lost("degraded"), 2);
+  EXPECT_TRUE(r.account.ended());
+  ASSERT_EQ(r.records.size(), 1u);
+  r.t = at_s(200);
+  EXPECT_EQ(r.account.as_of(), at_s(100));
+  EXPECT_DOUBLE_EQ(r.account.accounting().elapsed_s, 100);
+}
+
+// Migrations over a 2-replica job (machines 0 and 1) and one parked standby (machine 2): the
+// world's turns recorded.
+struct MigrationRig {
+  Reactor reactor{ManualClock{}};
+  FakeLink link;
+  AgentRequests requests{reactor, link};
+  ReplicaSet replicas{reactor};
+  Journal journal{"/nonexistent/journal.json"};
+  LiveConfig config = [] {
+    LiveConfig c;
+    c.file = "live.json";
+    for (const char* name : {"m0", "m1", "s0"}) {
+      LiveMachine m;
+      m.name = name;
+      m.addr = std::string("host-") + name;
+      (name[0] == 's' ? c.standby : c.machines).push_back(m);
+    }
+    c.job.replica_groups = true;
+    c.job.master_port = 29500;
+    return c;
+  }();
+  ClusterView cluster{[] {
+    ClusterSpec s;
+    s.machines = 2;
+    s.standby_machines = 1;
+    s.dp = 2;
+    return s;
+  }()};
+  MachineSet avoid;
+  bool running = true;
+  std::vector<std::string> notes, refused, outcomes;
+  std::vector<Event> delivered;
+  MachineSet taken_out;
+  Quorums quorums{{config, cluster, replicas, journal, requests, link,
+                   [this](std::string_view t) { notes.emplace_back(t); }, [] {}}};
+  Migrations migrations{
+      {config, cluster, reactor, link, requests, replicas, quorums, journal, avoid,
+       [this] { return reactor.now(); }, [this] { return running; }, [] { return false; },
+       [this](std::string_view t) { notes.emplace_back(t); },
+       [this](ActionId id, bool ok, const std::string& d, Instant) {
+         outcomes.push_back(std::to_string(id) + (ok ? " ok: " : " failed: ") + d);
+       },
+       [this](ActionId id, const std::string& why, Instant) {
+         refused.push_back(std::to_string(id) + ": " + why);
+       },
+       [this](Event e) { delivered.push_back(std::move(e)); }, [] {},
+       [this](MachineId m) { taken_out.push_back(m); }}};
+  MigrationRig() { replicas.launch_all(2); }
+};
+
+TEST(Quorums, AQuorumFormsOnTheLowestMemberNotJoiningAndGoesToEveryOtherMember) {
+  MigrationRig r;
+  const Quorum q = r.quorums.of(4, {0});
+  EXPECT_EQ(q.members, (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(q.store, "host-m1:29502");  // replica 1's machine, master_port + 1 + 1
+  EXPECT_EQ(r.quorums.next({}).number, 1);
+  EXPECT_EQ(r.journal.state().replica_quorum, 1);
+  EXPECT_EQ(r.quorums.current().number, 1);
+  r.link.down.insert(1);
+  r.quorums.send(q, 0);  // neither the one excepted nor a machine not connected
+  EXPECT_TRUE(r.link.sent.empty());
+  r.link.down.clear();
+  r.quorums.send(q);
+  ASSERT_EQ(r.link.sent.size(), 2u);
+  EXPECT_EQ(r.link.sent[0].second["quorum"]["store"], "host-m1:29502");
+  EXPECT_EQ(r.notes.size(), 2u);  // each sending noted
+  EXPECT_EQ(r.quorums.launch_field(q)["count"], 2);
+}
+
+MigrateMachines migrate(MachineId m) {
+  MigrateMachines a;
+  a.machines = {m};
+  a.reason = "warned";
+  return a;
+}
+
+TEST(Migrations, AJoinerOnTheStandbyTakesTheSlotOnceItWaitsAndEndsAtItsStart) {
+  MigrationRig r;
+  r.migrations.start(7, migrate(1), at_s(0));
+  ASSERT_TRUE(r.migrations.under_way());
+  ASSERT_EQ(r.link.sent.size(), 1u);
+  EXPECT_EQ(r.link.sent[0].first, 2);  // the parked standby
+  const nlohmann::json& launch = r.link.sent[0].second;
+  EXPECT_EQ(launch["type"], "launch");
+  EXPECT_EQ(launch["ranks"][0]["rank"], 1);
+  EXPECT_EQ(launch["replicas"]["quorum"]["members"], nlohmann::json::array({0}));  // without it
+  EXPECT_TRUE(r.cluster.standby().empty());
+  r.migrations.start(8, migrate(0), at_s(0));
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_EQ(r.refused[0], "8: a migration is under way");
+  RankReport waiting;
+  waiting.type = "waiting";
+  EXPECT_TRUE(r.migrations.report(2, 1, waiting));  // the swap
+  EXPECT_EQ(r.cluster.machine_in(1), 2);
+  EXPECT_EQ(r.cluster.health(1), Health::kEvicted);
+  const auto& quorum = r.link.sent[r.link.sent.size() - 2];  // to the joiner, now replica 1
+  EXPECT_EQ(quorum.first, 2);
+  EXPECT_EQ(quorum.second["type"], "quorum");
+  EXPECT_EQ(quorum.second["quorum"]["join"], nlohmann::json::array({1}));
+  EXPECT_EQ(quorum.second["quorum"]["quorum"], 1);
+  EXPECT_EQ(r.taken_out, (MachineSet{1}));
+  EXPECT_EQ(r.link.sent.back().first, 1);  // the old process killed
+  EXPECT_EQ(r.link.sent.back().second["type"], "kill");
+  RankReport step;
+  step.type = "step";
+  EXPECT_FALSE(r.migrations.report(2, 1, step));  // its steps are the replica's
+  RankReport started;
+  started.type = "started";
+  started.step = 5;
+  EXPECT_TRUE(r.migrations.report(2, 1, started));
+  EXPECT_FALSE(r.migrations.under_way());
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0].rfind("7 ok: replica 1 moved from m1 to s0 at step 5", 0), 0u)
+      << r.outcomes[0];
+  ASSERT_EQ(r.delivered.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<MachinesReady>(r.delivered[0]));
+}
+
+TEST(Migrations, AJoinerThatExitsBeforeTheSwapFailsItAndTheStandbyReturns) {
+  MigrationRig r;
+  r.migrations.start(7, migrate(1), at_s(0));
+  AgentExit exit;
+  exit.rank = 1;
+  exit.gen = r.journal.state().gen;
+  exit.code = 3;
+  EXPECT_TRUE(r.migrations.exit(2, exit));
+  EXPECT_FALSE(r.migrations.under_way());
+  EXPECT_EQ(r.cluster.standby(), (MachineSet{2}));
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_EQ(r.refused[0], "7: migration of replica 1: the joiner on s0 exited (code 3)");
 }
 
 TEST(ProbeRelays, GroupsAreKeyedByRankZerosRequestUntilTheProbeEnds) {
