@@ -1,5 +1,6 @@
 """faultline.Job: the rank side of faultline live mode for a PyTorch training loop."""
 
+import ctypes
 import gc
 import json
 import math
@@ -19,6 +20,7 @@ from faultline.report import Reporter, register_stack_dump
 
 DEFAULT_CKPT_EVERY = 10       # the reference job's default when the launch sets none
 DEFAULT_HOLD_TIMEOUT_S = 300  # in place: how long a survivor waits for its re-form directive
+BROKEN_GROUP_MARGIN_S = 1     # after a broken group's timeout, before it is released
 
 
 def _env_int(env, name, default):
@@ -79,6 +81,7 @@ class Job:
         hold = env.get("FAULTLINE_HOLD_TIMEOUT_S", "").strip()
         self._hold_timeout_s = float(hold) if hold else DEFAULT_HOLD_TIMEOUT_S
         self._done = 0              # the last step this process completed (or restored)
+        self._broken = BrokenGroups()  # groups a peer's death broke, kept until their timeout
         self._optimizer = optimizer
         self._version = version
         self._reporter = Reporter(int(env["FAULTLINE_REPORT_FD"]) if self.active else None)
@@ -150,6 +153,7 @@ class Job:
         to the agent before it acts."""
         if not self.active:
             return
+        self._broken.release_due()
         self._step = step
         self._faults.poll()
         for d in list(self._faults.active):  # a copy: consume() re-reads the file
@@ -212,6 +216,8 @@ class Job:
         # timeout (destroying the group closes them only once nothing refers to it).
         shutdown_tcp_connections()
         error.__traceback__ = None  # its frames may hold the old wrapper
+        # The broken group is kept, not destroyed: see BrokenGroups.
+        self._broken.keep(self.model, _group_timeout_s(self.model))
         self.model = None  # the old wrapper, with its hooks, before the group
         gc.collect()
         try:
@@ -314,6 +320,52 @@ class Job:
         else:
             flip_exponent_bit(grad, self._step)
         return grad
+
+
+class BrokenGroups:
+    """The process groups a peer's death broke, each kept until its timeout has passed.
+
+    A broken gloo group can keep a worker thread waiting in a collective that no peer will
+    complete (one posted as the group broke), until the group's timeout: 30 minutes by default.
+    The group's destructor joins that thread while holding the GIL, so the last reference to a
+    broken group must not be dropped on the training thread -- and the loss of the step that
+    failed holds it (DDP's autograd graph holds its reducer, the reducer the group) until the
+    loop assigns the next step's loss, in the middle of that step, while the other ranks wait
+    for this one in the all-reduce. recover() hands the broken wrapper here; begin_step()
+    releases it once its timeout and BROKEN_GROUP_MARGIN_S have passed (its workers done).
+    One still kept when the process exits is never destroyed: the extra reference taken
+    here outlives interpreter shutdown, whose destructor would otherwise wait the same way.
+    """
+
+    def __init__(self):
+        self._kept = []  # (release time on the monotonic clock, object), oldest first
+
+    def keep(self, obj, timeout_s):
+        if obj is None:
+            return
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+        self._kept.append((time.monotonic() + timeout_s + BROKEN_GROUP_MARGIN_S, obj))
+
+    def release_due(self):
+        now = time.monotonic()
+        while self._kept and self._kept[0][0] <= now:
+            _, obj = self._kept.pop(0)
+            ctypes.pythonapi.Py_DecRef(ctypes.py_object(obj))
+
+    def __len__(self):
+        return len(self._kept)
+
+
+def _group_timeout_s(wrapper):
+    """The timeout of the group a DDP wrapper all-reduces over (the default group's when it
+    names none), in seconds; torch's default when the group does not say."""
+    group = getattr(wrapper, "process_group", None)
+    try:
+        if group is None:
+            group = dist.distributed_c10d._get_default_group()
+        return group.options._timeout.total_seconds()
+    except (AttributeError, RuntimeError):
+        return dist.default_pg_timeout.total_seconds()
 
 
 def shutdown_tcp_connections(store_port=None):

@@ -1,6 +1,7 @@
 """faultline.Job: the no-op standalone mode, checkpoints, injected faults, and the restore
 agreement of a 2-process gloo group on loopback."""
 
+import gc
 import json
 import math
 import multiprocessing
@@ -301,6 +302,67 @@ class InPlaceOptInTest(unittest.TestCase):
                 self.assertIs(caught.exception, error)
                 self.assertNotIn(b"holding", _pending(h.r))
 
+
+
+def _directive(path, gen, port, rank=0):
+    """The agent's re-form directive (realexec/agent: FAULTLINE_REFORM_FILE)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump({"gen": gen, "master_addr": "127.0.0.1", "master_port": port, "rank": rank,
+                   "rendezvous_key": ""}, f)
+    os.replace(path + ".tmp", path)
+
+
+def _broken_group_lifetime(workdir, ports, timeout_s, results):
+    """A rank of a one-process gloo group through recover(); puts whether the broken DDP wrapper
+    was alive once the failed step's loss was dropped, and after its group's timeout."""
+    import datetime
+    import weakref
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(ports[0]), GLOO_SOCKET_IFNAME="lo")
+    dist.init_process_group("gloo", rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    net = make_model()
+    wrap = lambda: torch.nn.parallel.DistributedDataParallel(  # noqa: E731
+        net, find_unused_parameters=True)
+    h = Harness(workdir, model=net)
+    h.env["FAULTLINE_REFORM_FILE"] = os.path.join(workdir, "reform.0")
+    job = faultline.Job(wrap(), h.optimizer, env=h.env, rebuild=wrap)
+    job.restore()
+    x = torch.randn(16, 4)
+    # DDP's autograd graph holds its reducer, and the reducer the group: the loss of the step
+    # that failed holds the broken group until the loop assigns the next step's loss.
+    loss = torch.nn.functional.mse_loss(job.model(x), x.sum(1, keepdim=True))
+    broken = weakref.ref(job.model)
+    _directive(h.env["FAULTLINE_REFORM_FILE"], 1, ports[1])
+    step = job.recover(RuntimeError("Connection closed by peer"))
+    del loss
+    gc.collect()
+    kept = broken() is not None
+    time.sleep(timeout_s + 2)  # past the broken group's timeout and recover's margin
+    job.begin_step(step + 1)
+    gc.collect()
+    results.put((step, kept, broken() is not None))
+    dist.destroy_process_group()
+
+
+class BrokenGroupTest(unittest.TestCase):
+    def test_a_broken_group_outlives_the_failed_step_and_goes_after_its_timeout(self):
+        # A broken gloo group's destructor joins its worker threads, and a worker can wait in a
+        # collective no peer will complete until the group's timeout (30 min by default):
+        # dropped with the failed step's loss, on the training thread, it stalled the rank in
+        # its next step while the others waited in the all-reduce (the live e2e test's flash
+        # run, once in about six). recover() keeps the broken group until its timeout passed.
+        with tempfile.TemporaryDirectory() as d:
+            ctx = multiprocessing.get_context("spawn")
+            results = ctx.Queue()
+            p = ctx.Process(target=_broken_group_lifetime,
+                            args=(d, (free_port(), free_port()), 1, results))
+            p.start()
+            step, kept, after_timeout = results.get(timeout=90)
+            p.join(30)
+            self.assertEqual(p.exitcode, 0)
+            self.assertEqual(step, 0)
+            self.assertTrue(kept, "the broken group went with the failed step's loss")
+            self.assertFalse(after_timeout, "the broken group outlived its timeout")
 
 def _pending(fd):
     """What the fake agent's end of the report pipe holds now."""
