@@ -26,7 +26,7 @@ constexpr double kAckDeadlineS = 10;
 void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
   const Instant t = now();
   // With replica groups, the replicas of the machines drop out and the job trains on.
-  const bool replicas_drop = replica_evict(a.machines, a.reason);
+  const bool replicas_drop = replicas_.evict(a.machines, a.reason);
   std::string names;
   for (MachineId m : a.machines) {
     // Only machines in the job's slots (action.h): a standby or an evicted machine is left as is.
@@ -188,7 +188,7 @@ void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
   if (cluster_.slot_of(m) >= 0) {
     note("agent of " + machine_config(m).name + " lost: " + why);
     // With replica groups too: its replica drops out when the policy evicts it, or once the
-    // other replicas say their collectives with it failed (live_replicas.cc).
+    // other replicas say their collectives with it failed (replica_groups.cc).
     deliver(InspectionAlert{m, "host", "agent lost: " + why});
   } else if (cluster_.take_standby(m)) {
     note("standby " + machine_config(m).name + " lost (" + why +

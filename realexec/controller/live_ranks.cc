@@ -163,7 +163,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
       // Replicas out of the quorum when the previous controller stopped run nothing to adopt
       // (when the policy runs replica groups still: otherwise the job is launched again).
       const std::set<std::int64_t> out =
-          replicas_.enabled() ? incidents_.replicas_out() : std::set<std::int64_t>{};
+          replicas_.set().enabled() ? incidents_.replicas_out() : std::set<std::int64_t>{};
       for (MachineId m : job_machines()) {
         if (out.count(cluster_.slot_of(m))) continue;
         if (static_cast<int>(adoption_.ranks[m].size()) != config_.job.gpus_per_machine)
@@ -182,7 +182,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
       if (all && start_.id() == adoption_.action) {
         if (config_.job.replica_groups)  // as the journal's quorum left them
           for (SlotId slot = 0; slot < cluster_.slots(); ++slot)
-            if (!out.count(slot)) replicas_.admit(slot);
+            if (!out.count(slot)) replicas_.set().admit(slot);
         running_ = true;
         job_running();
         start_.end();
@@ -190,7 +190,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
         outcome(adoption_.action, true,
                 "adopted generation " + std::to_string(s.gen) + " still running", start_.began());
         deliver(JobStarted{adoption_.action, std::max<std::int64_t>(0, progress_.last_step())});
-        if (!out.empty()) resume_replicas_out(out);
+        if (!out.empty()) replicas_.resume_out(out, adoption_.ranks);
         return;
       }
       // Ranks that ended while no controller watched: their exits never reached a log.
@@ -257,12 +257,10 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
   note_unnoted_exits();
   ranks_.launch(now());
   victim_timer_.cancel();
-  // A replica-group job starts in a quorum of every replica (live_replicas.cc).
+  // A replica-group job starts in a quorum of every replica (replica_groups.cc).
   std::optional<Quorum> quorum;
   if (config_.job.replica_groups) {
-    rejoins_superseded();
-    replicas_.launch_all(cluster_.slots());
-    quorum = quorums_.next({});
+    quorum = replicas_.launch_all();
   }
   save_journal();
   const int g = config_.job.gpus_per_machine;
@@ -294,7 +292,7 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
              {"version", s.version}, {"ranks", ranks},
              {"world_size", world},  {"master_addr", master},
              {"master_port", port},  {"ckpt_every", s.ckpt_every}};
-    if (quorum) msg["replicas"] = quorums_.launch_field(*quorum);
+    if (quorum) msg["replicas"] = replicas_.quorums().launch_field(*quorum);
     if (config_.job.in_place) msg["reform"] = true;
     if (kept) msg["in_place"] = true;
     requests_.send(
@@ -360,7 +358,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   const std::int64_t rank = msg.rank >= 0 ? msg.rank : r.rank.value_or(-1);
   if (migrations_.report(m, rank, r)) return;  // a migration's joiner (migrations.h)
   if (!runs_rank(m, rank, "report")) return;
-  if (replica_report(m, rank, r)) return;
+  if (replicas_.report(m, rank, r)) return;
   if (r.type == "holding") return note_holding(m, rank, r.step.value_or(-1));
   if (r.type == "started" && start_.pending()) {
     // While the start kills, the journal's generation is the outgoing one: its late
@@ -396,7 +394,8 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   if (running_) {
     ranks_.record_step(rank, step, now());
   }
-  if (rank != step_rank()) return;  // rank 0 (or the lowest replica training) carries the step
+  if (rank != replicas_.step_rank())
+    return;  // rank 0 (or the lowest replica training) carries the step
   const double step_time = r.step_time_s.value_or(0);
   const bool loss_nan = r.loss_nan();
   const bool grad_nan = r.grad_norm_nan();
@@ -438,8 +437,9 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
   if (code == 0 && sig == 0) {
     ranks_.clean_exit(rank);
     // With replica groups, every replica of the quorum (none rejoining) ends the job.
-    const bool quorum_done = replicas_.enabled() && running_ && replicas_.joiners().empty() &&
-                             std::all_of(replicas_.members().begin(), replicas_.members().end(),
+    const ReplicaSet& set = replicas_.set();
+    const bool quorum_done = set.enabled() && running_ && set.joiners().empty() &&
+                             std::all_of(set.members().begin(), set.members().end(),
                                          [&](std::int64_t r) { return ranks_.exited_cleanly(r); });
     if (quorum_done || static_cast<int>(ranks_.clean_exit_count()) ==
                            cluster_.slots() * config_.job.gpus_per_machine) {
@@ -449,7 +449,7 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
     }
     return;
   }
-  if (replica_exit(m, rank, sig ? 128 + sig : code, signature)) return;  // it drops out
+  if (replicas_.exit(m, rank, sig ? 128 + sig : code, signature)) return;  // it drops out
   if (start_.pending()) {
     // Ranks of the previous generation die while a start kills them: not a failure of
     // this start, whose ranks are launched only after the kill.
@@ -567,7 +567,8 @@ void LiveWorld::job_running() {
   account_.running();
   // A launch brought every replica back (an adoption, only those the journal had in).
   for (std::int64_t r : incidents_.replicas_out())
-    if (replicas_.member(r) && !replicas_.joining(r)) replica_incident_closes(r, "recovered");
+    if (replicas_.set().member(r) && !replicas_.set().joining(r))
+      replicas_.incident_closes(r, "recovered");
   Incident* open = incidents_.open_job_stop();
   if (!open) return;
   incidents_.resolve(*open, now(), "recovered");

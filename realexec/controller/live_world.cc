@@ -55,7 +55,6 @@ struct LiveWorld::Pending {
 LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor,
                      MachineLink& link, traces::EventLogWriter& log, Journal& journal)
     : repairs_(reactor),
-      replicas_(reactor),
       config_(config),
       reactor_(reactor),
       link_(link),
@@ -67,17 +66,27 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
       requests_(reactor, link),
       start_(reactor),
       victim_timer_(reactor),
-      account_({journal, incidents_, progress_, replicas_, cluster_, config.job.nominal_step_time_s,
-                [this] { return now(); }, [this] { return running_; }, [this] { save_journal(); },
+      replicas_({config, cluster_, reactor, link, requests_, journal, ranks_, incidents_,
+                 [this] { return now(); }, [this] { return running_; },
+                 [this] { return start_.pending(); }, [this](std::string_view text) { note(text); },
+                 [this](ActionId id, bool ok, const std::string& detail, Instant started) {
+                   outcome(id, ok, detail, started);
+                 },
+                 [this](ActionId id, const std::string& why, Instant t) { refuse(id, why, t); },
+                 [this](Event e) { deliver(std::move(e)); }, [this] { save_journal(); },
+                 [this](MachineId m, std::int64_t rank, int code, const std::string& signature) {
+                   report_exit(m, rank, code, signature);
+                 }}),
+      account_({journal, incidents_, progress_, replicas_.set(), cluster_,
+                config.job.nominal_step_time_s, [this] { return now(); },
+                [this] { return running_; }, [this] { save_journal(); },
                 [this](json record) { this->log("account", std::move(record)); },
                 [this]() -> std::optional<Instant> {
                   if (!waiting_acquire_) return std::nullopt;
                   return waiting_acquire_->started;
                 }}),
-      quorums_({config, cluster_, replicas_, journal, requests_, link,
-                [this](std::string_view text) { note(text); }, [this] { save_journal(); }}),
-      migrations_({config, cluster_, reactor, link, requests_, replicas_, quorums_, journal, avoid_,
-                   [this] { return now(); }, [this] { return running_; },
+      migrations_({config, cluster_, reactor, link, requests_, replicas_.set(), replicas_.quorums(),
+                   journal, avoid_, [this] { return now(); }, [this] { return running_; },
                    [this] { return start_.pending(); },
                    [this](std::string_view text) { note(text); },
                    [this](ActionId id, bool ok, const std::string& detail, Instant started) {
@@ -437,6 +446,14 @@ void LiveWorld::act_on(ActionId id, const AvoidMachines& a, Instant t) {
           t);
 }
 
+void LiveWorld::act_on(ActionId id, const EnableReplicaGroups& a, Instant t) {
+  replicas_.enable(id, a, t);
+}
+
+void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
+  replicas_.rejoin(id, a, t);
+}
+
 void LiveWorld::act_on(ActionId id, const MitigateSlowdown& a, Instant t) {
   // act() refused it when the job is not running. The job's layout (micro-batches per rank,
   // layers per stage) is fixed at launch.
@@ -516,7 +533,7 @@ json LiveWorld::status() const {
   const std::size_t from = kept.size() > 20 ? kept.size() - 20 : 0;
   for (std::size_t i = from; i < kept.size(); ++i) {
     const Incident& in = kept[i];
-    const bool rejoining = in.replica >= 0 && replicas_.joining(in.replica);
+    const bool rejoining = in.replica >= 0 && replicas_.set().joining(in.replica);
     incidents.push_back(
         {{"began_s", in.began.to_seconds()},
          {"resolved_s", in.resolved ? json(in.resolved->to_seconds()) : json(nullptr)},
@@ -549,7 +566,7 @@ json LiveWorld::status() const {
             {{"state", log_.health().failing || journal_.health().failing ? "failing" : "ok"},
              {"event_log", storage_status(log_.health(), log_.path(), lost_before_restart_)},
              {"journal", storage_status(journal_.health(), journal_.path())}}}};
-  if (config_.job.replica_groups) out["replicas"] = replicas_status();
+  if (config_.job.replica_groups) out["replicas"] = replicas_.status();
   return out;
 }
 

@@ -37,10 +37,9 @@
 #include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
-#include "realexec/controller/quorums.h"
 #include "realexec/controller/rank_generation.h"
 #include "realexec/controller/repair_queue.h"
-#include "realexec/controller/replica_set.h"
+#include "realexec/controller/replica_groups.h"
 #include "realexec/controller/step_progress.h"
 #include "realexec/live_config.h"
 #include "realexec/net/messages.h"
@@ -143,8 +142,8 @@ class LiveWorld final : public World {
   void act_on(ActionId id, const SetStandbyPool& a, Instant t);     // only checks the pool
   void act_on(ActionId id, const AvoidMachines& a, Instant t);      // standbys handed out last
   void act_on(ActionId id, const MitigateSlowdown& a, Instant t);   // refused: fixed layout
-  void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // see live_replicas.cc
-  void act_on(ActionId id, const RejoinReplica& a, Instant t);        // see live_replicas.cc
+  void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // see replica_groups.h
+  void act_on(ActionId id, const RejoinReplica& a, Instant t);        // see replica_groups.h
   void act_on(ActionId id, const MigrateMachines& a, Instant t);      // see migrations.h
 
   // Action handlers.
@@ -194,39 +193,6 @@ class LiveWorld final : public World {
   void do_inspect(const EnableInspection& a);
   void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t);
   void retry_waiting_acquire();
-
-  // --- replica groups (live_replicas.cc; job.replica_groups, python/faultline/replicas.py) --
-  // Every launch of such a job starts quorum 1 of all replicas. With EnableReplicaGroups, a
-  // failed replica drops out while the others train (ReplicaDropped) and a RejoinReplica
-  // launches it again, admitted to the quorum once it waits for one (ReplicaRejoined).
-  ReplicaSet replicas_;
-  // A rank of the job exited while it trains with replica groups: true when that is a drop
-  // (or an echo of one) rather than a failure that stops the job.
-  bool replica_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
-  void drop_replica(std::int64_t r, MachineId m, int code, const std::string& signature);
-  // A report of a replica-group rank (waiting, started, quorum_failed); true when consumed.
-  bool replica_report(MachineId m, std::int64_t rank, const RankReport& r);
-  void judge_failed_quorum(std::int64_t quorum);
-  // Machines evicted while the job trains with replica groups: true when their replicas drop
-  // out and the job trains on.
-  bool replica_evict(const MachineSet& machines, const std::string& reason);
-  // The rank whose step reports carry the job's step: 0, or the lowest replica training.
-  std::int64_t step_rank() const;
-  nlohmann::json replicas_status() const;  // status: the quorum, its members, the joiners
-  // A replica's drop is an incident (category replica_drop, as the simulator's drop is one
-  // resolved by the replica_drop mechanism): it opens when the replica leaves the quorum and
-  // closes when it trains again. The job trains on meanwhile: it is no stop of the job, and
-  // its lost time is the missing replicas' share of the steps (LostTimeAccount::step).
-  void replica_incident_opens(std::int64_t r, MachineId m, const std::string& signature);
-  void replica_incident_closes(std::int64_t r, const std::string& resolution);
-  // The outcome of a RejoinReplica still under way; false when it has one already.
-  bool rejoin_outcome(ActionId id, bool ok, const std::string& detail);
-  // A launch brings every replica back: the rejoins under way end, not done.
-  void rejoins_superseded();
-  // A restarted controller adopted the job without the replicas the journal says were out:
-  // it kills what runs of them (a rejoin under way), forms the quorum without them, and
-  // tells the policy each is out (ReplicaDropped), which brings them back.
-  void resume_replicas_out(const std::set<std::int64_t>& out);
 
   void kill_all(std::function<void()> then);
   // Ranks by machine that hold in place (a peer died; they keep their process and state).
@@ -342,8 +308,9 @@ class LiveWorld final : public World {
     int actions = 0;
   };
   Burst burst_;
+  // The replica groups (job.replica_groups): their state, quorums and handlers.
+  ReplicaGroups replicas_;
   LostTimeAccount account_;  // lost time by phase, ETTR so far (reads the parts above)
-  Quorums quorums_;          // forms the quorums of replicas_ and sends them
   Migrations migrations_;    // MigrateMachines on replica groups, one at a time
 };
 
