@@ -1,8 +1,9 @@
 // The fleet as LiveWorld sees it: agents that connect (adoption, inspections, a repair check
 // for a machine back from outside the job), are lost or send messages; machines taken out of
 // the job (eviction) and handed to it (acquisition from the standby pool); an operator's
-// faults, code updates and repairs; and the repair pipeline that checks a machine taken out
-// (gpu_diag, then the bit-wise test) before it rejoins the pool, or retires it.
+// faults, code updates and repairs. The repair pipeline that checks a machine taken out
+// (gpu_diag, then the bit-wise test) before it rejoins the pool, or retires it, is
+// RepairPipeline (repair_pipeline.h).
 #include <algorithm>
 
 #include "realexec/controller/live_world.h"
@@ -38,9 +39,9 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
       requests_.send(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
                      Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     if (a.retire) {
-      retire(m, "the policy retired it (" + a.reason + ")");
+      repairs_.retire(m, "the policy retired it (" + a.reason + ")");
     } else {
-      taken_out(m);
+      repairs_.take_out(m);
     }
   }
   if (names.empty()) {
@@ -65,7 +66,7 @@ void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
         cluster_.vacate(s);
         cluster_.set_health(m, Health::kEvicted);
         note("requeue: " + machine_config(m).name + " is unreachable and is left out");
-        taken_out(m);
+        repairs_.take_out(m);
       }
     }
   }
@@ -161,10 +162,7 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
     requests_.send(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
                    [](const AgentReply&) {});
   }
-  if (cluster_.slot_of(m) < 0 && !in_pool(m) && !is_retired(m)) {
-    if (repairs_.agent_back(m, now()))
-      schedule_repair(m, Duration::seconds(config_.repair.check_after_s));
-  }
+  repairs_.agent_back(m);
   retry_waiting_acquire();
   if (adoption_.active && adoption_.timer) {
     bool all = true;
@@ -197,7 +195,7 @@ void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
   } else {
     // Nothing for the policy to decide, but the loss happened: the log keeps it.
     note("agent of " + machine_config(m).name + " lost (" + why + "); it is out of the job (" +
-         (is_retired(m) ? "retired" : "its repair check waits for the agent") + ")");
+         (repairs_.is_retired(m) ? "retired" : "its repair check waits for the agent") + ")");
   }
 }
 
@@ -283,116 +281,6 @@ bool LiveWorld::repaired(MachineId m) {
   save_journal();
   retry_waiting_acquire();
   return true;
-}
-
-// --- the repair pipeline ------------------------------------------------------------------------
-
-bool LiveWorld::is_retired(MachineId m) const {
-  const auto& r = journal_.state().retired;
-  return std::find(r.begin(), r.end(), m) != r.end();
-}
-
-bool LiveWorld::in_pool(MachineId m) const {
-  const auto& sb = cluster_.standby();
-  return std::find(sb.begin(), sb.end(), m) != sb.end();
-}
-
-void LiveWorld::retire(MachineId m, const std::string& why) {
-  auto& s = journal_.state();
-  if (!is_retired(m)) s.retired.push_back(m);
-  repairs_.forget(m);
-  note(machine_config(m).name + " retired: " + why + "; only an operator's repair returns it");
-}
-
-void LiveWorld::taken_out(MachineId m) {
-  auto& s = journal_.state();
-  const int strikes = ++s.strikes[m];
-  if (config_.repair.retire_after > 0 && strikes >= config_.repair.retire_after) {
-    retire(m, "taken out of the job " + std::to_string(strikes) + " times (repair.retire_after = " +
-                  std::to_string(config_.repair.retire_after) + ")");
-    return;
-  }
-  repairs_.take_out(m, now());
-  schedule_repair(m, Duration::seconds(config_.repair.check_after_s));
-}
-
-void LiveWorld::schedule_repair(MachineId m, Duration after) {
-  repairs_.schedule(m, after, [this, m] { run_repair_check(m); });
-}
-
-void LiveWorld::run_repair_check(MachineId m) {
-  const RepairQueue::Repair* r = repairs_.find(m);
-  if (!r || r->running) return;
-  if (cluster_.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) {
-    repairs_.forget(m);
-    return;
-  }
-  if (!link_.connected(m)) return;  // checked when its agent is back (on_agent_connected)
-  repairs_.begin_check(m);
-  const Duration deadline = Duration::seconds(60);
-  // Whatever still runs there dies first: a machine is checked, and handed out again, only
-  // without old ranks on it.
-  requests_.send(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
-                 [this, m, deadline](const AgentReply& killed) {
-                   if (!killed.ok)
-                     return repair_failed(m,
-                                          "its old ranks were not killed (" + killed.detail + ")");
-                   probe_repaired(m, deadline);
-                 });
-}
-
-// gpu_diag, then the bit-wise test; a machine that passes both (and raised no alert since it
-// was taken out) is back in the standby pool.
-void LiveWorld::probe_repaired(MachineId m, Duration deadline) {
-  probe_machines(
-      ProbeKind::kGpuDiag, {m}, deadline,
-      [this, m, deadline](const MachineSet& failed, bool, const std::string& details) {
-        if (!failed.empty()) return repair_failed(m, "gpu_diag failed" + details);
-        probe_machines(
-            ProbeKind::kBitwise, {m}, deadline,
-            [this, m](const MachineSet& failed2, bool, const std::string& details2) {
-              if (!failed2.empty()) return repair_failed(m, "bit-wise test failed" + details2);
-              const RepairQueue::Repair* r = repairs_.find(m);
-              if (!r) return;
-              if (repairs_.alerted_since_taken_out(m))
-                return repair_failed(m, "it raised an inspection alert since it was taken out");
-              const int checks = r->checks;
-              repairs_.forget(m);
-              if (cluster_.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) return;
-              cluster_.set_health(m, Health::kHealthy);
-              cluster_.add_standby(m);
-              note(machine_config(m).name + " passed its repair check (gpu_diag, bit-wise" +
-                   (checks > 1 ? ", check " + std::to_string(checks) : std::string()) +
-                   "); back in the standby pool");
-              save_journal();
-              retry_waiting_acquire();
-            });
-      });
-}
-
-void LiveWorld::repair_failed(MachineId m, const std::string& why) {
-  const RepairQueue::Repair* r = repairs_.find(m);
-  if (!r) return;
-  if (!repairs_.check_failed(m, config_.repair.max_checks, now())) {  // left to an operator
-    note(machine_config(m).name + " failed its repair check " + std::to_string(r->checks) +
-         " times (" + why + "); left to an operator: faultline live inject CONFIG --machine " +
-         machine_config(m).name + " --fault repair");
-    return;
-  }
-  note(machine_config(m).name + " failed its repair check (" + why + "); next check in " +
-       traces::json_brief(config_.repair.retry_after_s) + " s");
-  schedule_repair(m, Duration::seconds(config_.repair.retry_after_s));
-}
-
-LiveWorld::MachineState LiveWorld::machine_state(MachineId m) const {
-  if (cluster_.slot_of(m) >= 0) return MachineState::kJob;
-  if (in_pool(m)) return MachineState::kStandby;
-  if (is_retired(m)) return MachineState::kRetired;
-  if (const RepairQueue::Repair* r = repairs_.find(m))
-    return r->given_up  ? MachineState::kLeftToOperator
-           : r->running ? MachineState::kRepairCheck
-                        : MachineState::kAwaitingRepair;
-  return MachineState::kOut;
 }
 
 }  // namespace faultline::live

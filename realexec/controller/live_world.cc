@@ -54,7 +54,13 @@ struct LiveWorld::Pending {
 
 LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor,
                      MachineLink& link, traces::EventLogWriter& log, Journal& journal)
-    : repairs_(reactor),
+    : repairs_({config, cluster_, reactor, journal, requests_, link, [this] { return now(); },
+                [this](std::string_view text) { note(text); }, [this] { save_journal(); },
+                [this](ProbeKind test, const MachineSet& machines, Duration deadline,
+                       RepairPipeline::ProbeDone done) {
+                  probe_machines(test, machines, deadline, std::move(done));
+                },
+                [this] { retry_waiting_acquire(); }}),
       config_(config),
       reactor_(reactor),
       link_(link),
@@ -94,7 +100,7 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
                    },
                    [this](ActionId id, const std::string& why, Instant t) { refuse(id, why, t); },
                    [this](Event e) { deliver(std::move(e)); }, [this] { save_journal(); },
-                   [this](MachineId m) { taken_out(m); }}) {
+                   [this](MachineId m) { repairs_.take_out(m); }}) {
   auto& s = journal_.state();
   if (!journal_.resumed()) {
     s = JournalState{};
@@ -489,7 +495,7 @@ json LiveWorld::status() const {
   for (MachineId m : cluster_.standby()) standby.push_back(machine_config(m).name);
   // Machines out of the job and the pool: under repair (checks run), given up on, retired.
   json repairing = json::array(), retired = json::array();
-  for (const auto& [m, r] : repairs_.repairs())
+  for (const auto& [m, r] : repairs_.queue().repairs())
     repairing.push_back({{"machine", machine_config(m).name},
                          {"checks", r.checks},
                          {"state", r.given_up  ? "left to an operator"
@@ -500,7 +506,8 @@ json LiveWorld::status() const {
   json machines = json::array();
   for (MachineId m = 0; m < cluster_.machine_count(); ++m) {
     std::string state;
-    switch (machine_state(m)) {
+    using MachineState = RepairPipeline::MachineState;
+    switch (repairs_.state(m)) {
       case MachineState::kJob:
         state = "job slot " + std::to_string(cluster_.slot_of(m));
         break;

@@ -38,7 +38,7 @@
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
 #include "realexec/controller/rank_generation.h"
-#include "realexec/controller/repair_queue.h"
+#include "realexec/controller/repair_pipeline.h"
 #include "realexec/controller/replica_groups.h"
 #include "realexec/controller/step_progress.h"
 #include "realexec/live_config.h"
@@ -171,21 +171,10 @@ class LiveWorld final : public World {
   ProbeRelays probes_;
   void on_rendezvous(MachineId m, const AgentRendezvous& msg);
 
-  // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
-  // A machine taken out of the job: a strike, then retirement or a repair check.
-  void taken_out(MachineId m);
-  // Out of the fleet for good (repair.retire_after strikes, or the policy said so): no
-  // repair check; only an operator's repair returns it.
-  void retire(MachineId m, const std::string& why);
-  void schedule_repair(MachineId m, Duration after);
-  void run_repair_check(MachineId m);
   // A resumed journal's ids mapped to this config's order by the names it saved.
   void remap_machines(JournalState& s);
-  void probe_repaired(MachineId m, Duration deadline);
-  void repair_failed(MachineId m, const std::string& why);
-  bool is_retired(MachineId m) const;
-  bool in_pool(MachineId m) const;
-  RepairQueue repairs_;
+  // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
+  RepairPipeline repairs_;
   void do_capture(ActionId id);
   // A capture that agents with late heartbeats did not answer (machine -> seconds silent).
   void silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t);
@@ -213,17 +202,6 @@ class LiveWorld final : public World {
   void incident_stats_to_journal();
   void incident_stats_from_journal();
   MachineSet job_machines() const;
-  // Where a machine is, for status and metrics.
-  enum class MachineState {
-    kJob,
-    kStandby,
-    kRetired,
-    kRepairCheck,
-    kAwaitingRepair,
-    kLeftToOperator,
-    kOut
-  };
-  MachineState machine_state(MachineId m) const;
   const LiveMachine& machine_config(MachineId m) const;
   bool runs_rank(MachineId m, std::int64_t rank, const char* what) const;
   void on_report(MachineId m, const AgentReport& msg);

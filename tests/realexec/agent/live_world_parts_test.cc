@@ -21,6 +21,7 @@
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
 #include "realexec/controller/rank_generation.h"
+#include "realexec/controller/repair_pipeline.h"
 #include "realexec/controller/repair_queue.h"
 #include "realexec/controller/replica_set.h"
 #include "realexec/controller/session_table.h"
@@ -262,6 +263,111 @@ TEST(RepairQueue, AnAlertFailsOnlyTheRepairItCameIn) {
   q.forget(2);  // cancels its check
   reactor.advance_to(at_s(10));
   EXPECT_EQ(checks, 0);
+}
+
+// RepairPipeline over 2 job machines and a standby (machine 2), its probes answered by the test.
+struct RepairRig {
+  Reactor reactor{ManualClock{}};
+  FakeLink link;
+  AgentRequests requests{reactor, link};
+  Journal journal{"/nonexistent/journal.json"};
+  LiveConfig config = [] {
+    LiveConfig c;
+    for (const char* name : {"m0", "m1", "s0"}) {
+      LiveMachine m;
+      m.name = name;
+      (name[0] == 's' ? c.standby : c.machines).push_back(m);
+    }
+    c.repair.check_after_s = 10;
+    c.repair.retry_after_s = 60;
+    c.repair.max_checks = 2;
+    c.repair.retire_after = 3;
+    return c;
+  }();
+  ClusterView cluster{[] {
+    ClusterSpec s;
+    s.machines = 2;
+    s.standby_machines = 1;
+    s.dp = 2;
+    return s;
+  }()};
+  std::vector<std::string> notes;
+  std::vector<std::pair<ProbeKind, RepairPipeline::ProbeDone>> probes;
+  int back_in_pool = 0;
+  RepairPipeline pipeline{
+      {config, cluster, reactor, journal, requests, link, [this] { return reactor.now(); },
+       [this](std::string_view t) { notes.emplace_back(t); }, [] {},
+       [this](ProbeKind k, const MachineSet&, Duration, RepairPipeline::ProbeDone done) {
+         probes.emplace_back(k, std::move(done));
+       },
+       [this] { ++back_in_pool; }}};
+  // Takes machine m out of its slot and hands it to the pipeline.
+  void evict(MachineId m) {
+    cluster.vacate(cluster.slot_of(m));
+    cluster.set_health(m, Health::kEvicted);
+    pipeline.take_out(m);
+  }
+  // Answers the latest request to m (the kill before a check).
+  void answer_last(MachineId m, bool ok) {
+    AgentReply reply;
+    reply.req = link.sent.back().second["req"];
+    reply.ok = ok;
+    requests.answer(m, reply);
+  }
+};
+
+TEST(RepairPipeline, AMachineTakenOutIsKilledProbedAndReturnedToThePool) {
+  RepairRig r;
+  using State = RepairPipeline::MachineState;
+  EXPECT_EQ(r.pipeline.state(0), State::kJob);
+  EXPECT_EQ(r.pipeline.state(2), State::kStandby);
+  r.evict(1);
+  EXPECT_EQ(r.journal.state().strikes.at(1), 1);
+  EXPECT_EQ(r.pipeline.state(1), State::kAwaitingRepair);
+  r.reactor.advance_to(at_s(11));  // repair.check_after_s: the check kills first
+  EXPECT_EQ(r.pipeline.state(1), State::kRepairCheck);
+  ASSERT_EQ(r.link.sent.size(), 1u);
+  EXPECT_EQ(r.link.sent[0].second["type"], "kill");
+  r.answer_last(1, true);
+  ASSERT_EQ(r.probes.size(), 1u);
+  EXPECT_EQ(r.probes[0].first, ProbeKind::kGpuDiag);
+  r.probes[0].second({}, false, "");
+  ASSERT_EQ(r.probes.size(), 2u);
+  EXPECT_EQ(r.probes[1].first, ProbeKind::kBitwise);
+  r.probes[1].second({}, false, "");
+  EXPECT_EQ(r.pipeline.state(1), State::kStandby);
+  EXPECT_EQ(r.cluster.health(1), Health::kHealthy);
+  EXPECT_EQ(r.back_in_pool, 1);
+  EXPECT_EQ(r.notes.back(),
+            "m1 passed its repair check (gpu_diag, bit-wise); back in the standby pool");
+}
+
+TEST(RepairPipeline, FailedChecksLeaveItToAnOperatorAndStrikesRetireIt) {
+  RepairRig r;
+  using State = RepairPipeline::MachineState;
+  r.evict(1);
+  r.reactor.advance_to(at_s(11));
+  r.answer_last(1, false);  // its old ranks were not killed: check 1 of 2 failed
+  EXPECT_EQ(r.pipeline.state(1), State::kAwaitingRepair);
+  EXPECT_EQ(r.notes.back(),
+            "m1 failed its repair check (its old ranks were not killed ()); next check in 60.0 s");
+  r.reactor.advance_to(at_s(72));
+  r.answer_last(1, true);
+  ASSERT_EQ(r.probes.size(), 1u);
+  r.probes[0].second({1}, false, "; m1: no gpu");
+  EXPECT_EQ(r.pipeline.state(1), State::kLeftToOperator);
+  r.pipeline.alert(1, at_s(80));
+  r.pipeline.agent_back(1);  // given up on: no check
+  EXPECT_EQ(r.link.sent.size(), 2u);
+  r.pipeline.forget(1);  // an operator repaired it
+  EXPECT_EQ(r.pipeline.state(1), State::kOut);
+  r.pipeline.take_out(1);
+  r.pipeline.take_out(1);  // the third strike: retired
+  EXPECT_TRUE(r.pipeline.is_retired(1));
+  EXPECT_EQ(r.pipeline.state(1), State::kRetired);
+  EXPECT_EQ(r.notes.back(),
+            "m1 retired: taken out of the job 3 times (repair.retire_after = 3); only an "
+            "operator's repair returns it");
 }
 
 TEST(IncidentLedger, StopsAndDropsOpenAndResolveWithTheirLatencies) {
