@@ -144,9 +144,9 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
     adoption_.ranks[m] = {};
     adoption_.gen.erase(m);
   }
-  if (!probes_.inspections().empty()) {
+  if (!tests_.inspections().empty()) {
     json kinds = json::object();
-    for (const auto& [k, v] : probes_.inspections()) kinds[k] = v;
+    for (const auto& [k, v] : tests_.inspections()) kinds[k] = v;
     requests_.send(m, json{{"type", "inspect"}, {"kinds", kinds}},
                    Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
   }
@@ -208,7 +208,7 @@ void LiveWorld::on_agent_message(MachineId m, const json& msg) {
   } else if (const auto* exit = std::get_if<AgentExit>(&decoded)) {
     on_exit(m, *exit);
   } else if (const auto* rdv = std::get_if<AgentRendezvous>(&decoded)) {
-    on_rendezvous(m, *rdv);
+    tests_.rendezvous(m, *rdv);
   } else if (const auto* alert = std::get_if<AgentAlert>(&decoded)) {
     repairs_.alert(m, now());             // a machine under repair fails its check on it
     if (cluster_.slot_of(m) < 0) return;  // standby or evicted: nothing the job policy acts on

@@ -2,7 +2,7 @@
 // glue, event delivery, requests to agents with their replies and timeouts, the policy's
 // timers, act()'s dispatch with one act_on overload per action kind, status() and the ETTR
 // accounting with its incidents. The job's ranks live in live_ranks.cc, stop-time tests in
-// live_probes.cc, agents and the machine pool in live_fleet.cc, metrics in live_metrics.cc.
+// stop_tests.cc, agents and the machine pool in live_fleet.cc, metrics in live_metrics.cc.
 #include "realexec/controller/live_world.h"
 
 #include <algorithm>
@@ -45,6 +45,30 @@ json storage_status(const traces::StorageHealth& h, const std::string& path,
       {"last_error", h.last_error}};
 }
 
+// Rebuilds the placement the previous controller left (a resumed journal's evicted machines,
+// slots and standbys) on the config's cluster.
+void rebuild_placement(ClusterView& cluster, const JournalState& s) {
+  for (MachineId m : s.evicted) {
+    if (m >= 0 && m < cluster.machine_count()) {
+      if (cluster.slot_of(m) >= 0) cluster.vacate(cluster.slot_of(m));
+      cluster.take_standby(m);
+      cluster.set_health(m, Health::kEvicted);
+    }
+  }
+  for (SlotId i = 0; i < cluster.slots() && i < static_cast<SlotId>(s.slots.size()); ++i) {
+    const MachineId m = s.slots[i];
+    if (m == kNoMachine) {
+      if (cluster.machine_in(i) != kNoMachine) cluster.vacate(i);
+    } else if (m < cluster.machine_count()) {
+      cluster.take_standby(m);
+      cluster.place(m, i);
+    }
+  }
+  for (MachineId m : std::vector<MachineId>(cluster.standby()))
+    if (std::find(s.standby.begin(), s.standby.end(), m) == s.standby.end())
+      cluster.take_standby(m);
+}
+
 }  // namespace
 
 // One action that waits for several agents.
@@ -54,11 +78,18 @@ struct LiveWorld::Pending {
 
 LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor,
                      MachineLink& link, traces::EventLogWriter& log, Journal& journal)
-    : repairs_({config, cluster_, reactor, journal, requests_, link, [this] { return now(); },
+    : tests_({config, cluster_, reactor, link, requests_, [this] { return now(); },
+              [this] { return job_machines(); }, [this](std::string_view text) { note(text); },
+              [this](ActionId id, bool ok, const std::string& detail, Instant started) {
+                outcome(id, ok, detail, started);
+              },
+              [this](ActionId id, const std::string& why, Instant t) { refuse(id, why, t); },
+              [this](Event e) { deliver(std::move(e)); }}),
+      repairs_({config, cluster_, reactor, journal, requests_, link, [this] { return now(); },
                 [this](std::string_view text) { note(text); }, [this] { save_journal(); },
                 [this](ProbeKind test, const MachineSet& machines, Duration deadline,
                        RepairPipeline::ProbeDone done) {
-                  probe_machines(test, machines, deadline, std::move(done));
+                  tests_.run(test, machines, deadline, std::move(done));
                 },
                 [this] { retry_waiting_acquire(); }}),
       config_(config),
@@ -111,26 +142,7 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
     s.standby = cluster_.standby();
   } else {
     remap_machines(s);
-    // Rebuild the placement the previous controller left.
-    for (MachineId m : s.evicted) {
-      if (m >= 0 && m < cluster_.machine_count()) {
-        if (cluster_.slot_of(m) >= 0) cluster_.vacate(cluster_.slot_of(m));
-        cluster_.take_standby(m);
-        cluster_.set_health(m, Health::kEvicted);
-      }
-    }
-    for (SlotId i = 0; i < cluster_.slots() && i < static_cast<SlotId>(s.slots.size()); ++i) {
-      const MachineId m = s.slots[i];
-      if (m == kNoMachine) {
-        if (cluster_.machine_in(i) != kNoMachine) cluster_.vacate(i);
-      } else if (m < cluster_.machine_count()) {
-        cluster_.take_standby(m);
-        cluster_.place(m, i);
-      }
-    }
-    for (MachineId m : std::vector<MachineId>(cluster_.standby()))
-      if (std::find(s.standby.begin(), s.standby.end(), m) == s.standby.end())
-        cluster_.take_standby(m);
+    rebuild_placement(cluster_, s);  // the placement the previous controller left
     // Ids up to the ceiling may be in the log already (issued after the last save).
     next_action_ = std::max(s.next_action, s.action_ceiling);
     progress_.resume(s.last_step, s.step_times);
@@ -413,17 +425,17 @@ void LiveWorld::act_on(ActionId id, const EnableOracle&, Instant t) {
 void LiveWorld::act_on(ActionId, const Note& a, Instant) { note(a.text); }
 
 void LiveWorld::act_on(ActionId id, const EnableInspection& a, Instant t) {
-  do_inspect(a);  // act() refused an interval that is not positive
+  tests_.inspect(a);  // act() refused an interval that is not positive
   outcome(id, true,
           "inspection of " + a.kind + " every " + std::to_string(a.interval.to_seconds()) + " s",
           t);
 }
 
-void LiveWorld::act_on(ActionId id, const RunProbe& a, Instant) { do_probe(id, a); }
+void LiveWorld::act_on(ActionId id, const RunProbe& a, Instant) { tests_.probe(id, a); }
 
-void LiveWorld::act_on(ActionId id, const CaptureStacks&, Instant) { do_capture(id); }
+void LiveWorld::act_on(ActionId id, const CaptureStacks&, Instant) { tests_.capture(id); }
 
-void LiveWorld::act_on(ActionId id, const RunReplay& a, Instant) { do_replay(id, a); }
+void LiveWorld::act_on(ActionId id, const RunReplay& a, Instant) { tests_.replay(id, a); }
 
 void LiveWorld::act_on(ActionId id, const HotUpdate& a, Instant t) {
   if (!config_.job.versions.count(a.version))

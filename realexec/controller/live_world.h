@@ -36,11 +36,11 @@
 #include "realexec/controller/metrics.h"
 #include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
-#include "realexec/controller/probe_relays.h"
 #include "realexec/controller/rank_generation.h"
 #include "realexec/controller/repair_pipeline.h"
 #include "realexec/controller/replica_groups.h"
 #include "realexec/controller/step_progress.h"
+#include "realexec/controller/stop_tests.h"
 #include "realexec/live_config.h"
 #include "realexec/net/messages.h"
 #include "realexec/net/reactor.h"
@@ -134,9 +134,9 @@ class LiveWorld final : public World {
   void act_on(ActionId id, const EnableOracle& a, Instant t);       // refused: no ground truth
   void act_on(ActionId id, const Note& a, Instant t);               // an event-log note
   void act_on(ActionId id, const EnableInspection& a, Instant t);   // on every agent
-  void act_on(ActionId id, const RunProbe& a, Instant t);           // see do_probe
-  void act_on(ActionId id, const CaptureStacks& a, Instant t);      // see do_capture
-  void act_on(ActionId id, const RunReplay& a, Instant t);          // see do_replay
+  void act_on(ActionId id, const RunProbe& a, Instant t);           // see stop_tests.h
+  void act_on(ActionId id, const CaptureStacks& a, Instant t);      // see stop_tests.h
+  void act_on(ActionId id, const RunReplay& a, Instant t);          // see stop_tests.h
   void act_on(ActionId id, const HotUpdate& a, Instant t);          // a restart on a known version
   void act_on(ActionId id, const RollBack& a, Instant t);           // a restart on the good version
   void act_on(ActionId id, const SetStandbyPool& a, Instant t);     // only checks the pool
@@ -156,30 +156,13 @@ class LiveWorld final : public World {
   void note_holding(MachineId m, std::int64_t rank, std::int64_t step);
   void do_evict(ActionId id, const EvictMachines& a);
   void do_acquire(ActionId id, const AcquireMachines& a);
-  void do_probe(ActionId id, const RunProbe& a);
-  // Runs `test` on `machines` (bit-wise and stress compared with a reference run on this
-  // host); `done` gets the machines that failed, whether one timed out, and details.
-  // inter_all_gather's rank 0 listens on `master_port` (0: the job's master_port + 100);
-  // `timed` hears each machine's own time of the collective, when its probe reported one.
-  using ProbeDone =
-      std::function<void(const MachineSet& failed, bool timed_out, const std::string& details)>;
-  void probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done,
-                      int master_port = 0, std::function<void(MachineId, double)> timed = nullptr);
-  // RunProbe::groups: one inter_all_gather per group, all at once, each its own rendezvous.
-  void do_grouped_probe(ActionId id, const RunProbe& a);
-  // Relayed rendezvous of inter_all_gather probes, and the inspections enabled.
-  ProbeRelays probes_;
-  void on_rendezvous(MachineId m, const AgentRendezvous& msg);
+  // The stop-time tests (stop_tests.h): probes, stack captures, replays, inspections.
+  StopTests tests_;
 
   // A resumed journal's ids mapped to this config's order by the names it saved.
   void remap_machines(JournalState& s);
   // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
   RepairPipeline repairs_;
-  void do_capture(ActionId id);
-  // A capture that agents with late heartbeats did not answer (machine -> seconds silent).
-  void silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t);
-  void do_replay(ActionId id, const RunReplay& a);
-  void do_inspect(const EnableInspection& a);
   void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t);
   void retry_waiting_acquire();
 
@@ -215,9 +198,6 @@ class LiveWorld final : public World {
   void fail_start(MachineId m, std::int64_t rank, const std::string& signature);
   // False (and noted) when `step` is beyond what the job can have reached by now.
   bool believable_step(MachineId m, std::int64_t rank, std::int64_t step);
-  // Runs the reference computation (bit-wise probe or replay) on the controller host.
-  void run_reference(std::vector<std::string> argv,
-                     std::function<void(std::optional<std::string>)> done);
 
   const LiveConfig& config_;
   Reactor& reactor_;

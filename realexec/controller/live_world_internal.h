@@ -1,5 +1,5 @@
 // Internals shared by LiveWorld's source files (live_world.cc: the core, dispatch and
-// the status; live_ranks.cc: the job's ranks; live_probes.cc: stop-time tests;
+// the status; live_ranks.cc: the job's ranks; stop_tests.cc: stop-time tests;
 // live_fleet.cc: agents, the machine pool and repairs). Not part of LiveWorld's interface:
 // only what more than one of those files needs lives here, so that a change to it is seen
 // by each of them.

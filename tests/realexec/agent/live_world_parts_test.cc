@@ -27,6 +27,7 @@
 #include "realexec/controller/session_table.h"
 #include "realexec/controller/state_dir_lock.h"
 #include "realexec/controller/step_progress.h"
+#include "realexec/controller/stop_tests.h"
 #include "realexec/net/reactor.h"
 #include "tests/realexec/agent/live_world_parts_fakes.h"
 
@@ -556,6 +557,85 @@ TEST(ProbeRelays, TheMachinesThatDidNotJoinAreTheFailedOnes) {
   ProbeRelays::attribute(g, {0, 1}, {{0, "ok"}, {1, "ok"}}, failed, details, name);
   EXPECT_TRUE(failed.empty());
   EXPECT_EQ(details, "; rendezvous relayed by the controller: every machine joined (m0, m1)");
+}
+
+// StopTests over 2 job machines (m0, m1): the world's turns recorded.
+struct StopTestsRig {
+  Reactor reactor{ManualClock{}};
+  FakeLink link;
+  AgentRequests requests{reactor, link};
+  LiveConfig config = [] {
+    LiveConfig c;
+    for (const char* name : {"m0", "m1"}) {
+      LiveMachine m;
+      m.name = name;
+      m.addr = std::string("host-") + name;
+      c.machines.push_back(m);
+    }
+    c.job.master_port = 29500;
+    return c;
+  }();
+  ClusterView cluster{[] {
+    ClusterSpec s;
+    s.machines = 2;
+    s.dp = 2;
+    return s;
+  }()};
+  std::vector<std::string> notes, outcomes, refused;
+  std::vector<Event> delivered;
+  StopTests tests{{config, cluster, reactor, link, requests, [this] { return reactor.now(); },
+                   [] {
+                     return MachineSet{0, 1};
+                   },
+                   [this](std::string_view t) { notes.emplace_back(t); },
+                   [this](ActionId id, bool ok, const std::string& d, Instant) {
+                     outcomes.push_back(std::to_string(id) + (ok ? " ok: " : " failed: ") + d);
+                   },
+                   [this](ActionId id, const std::string& why, Instant) {
+                     refused.push_back(std::to_string(id) + ": " + why);
+                   },
+                   [this](Event e) { delivered.push_back(std::move(e)); }}};
+  // Answers the request sent i-th.
+  void answer(std::size_t i, bool ok, const std::string& detail = "") {
+    AgentReply reply;
+    reply.req = link.sent.at(i).second["req"];
+    reply.ok = ok;
+    reply.detail = detail;
+    requests.answer(link.sent.at(i).first, reply);
+  }
+};
+
+TEST(StopTests, AProbeFailsTheMachinesWhoseAgentSaidItFailed) {
+  StopTestsRig r;
+  RunProbe a;
+  a.machines = {0, 1, 7};  // 7: outside the fleet, left out
+  r.tests.probe(3, a);
+  ASSERT_EQ(r.link.sent.size(), 2u);
+  EXPECT_EQ(r.link.sent[1].second["type"], "probe");
+  EXPECT_EQ(r.link.sent[1].second["test"], "gpu_diag");
+  EXPECT_EQ(r.link.sent[1].second["rank"], 1);
+  r.answer(0, true);
+  EXPECT_TRUE(r.outcomes.empty());
+  r.answer(1, false, "xid 79");
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0], "3 ok: gpu_diag: failed on m1; m1: xid 79");
+  ASSERT_EQ(r.delivered.size(), 1u);
+  EXPECT_EQ(std::get<ProbeResult>(r.delivered[0]).failed, (MachineSet{1}));
+}
+
+TEST(StopTests, InspectionsGoToEveryAgentAndAStrangersRendezvousIsRefused) {
+  StopTestsRig r;
+  EnableInspection a;
+  a.kind = "host";
+  a.interval = Duration::seconds(5);
+  r.tests.inspect(a);
+  EXPECT_EQ(r.tests.inspections().at("host"), 5);
+  ASSERT_EQ(r.link.sent.size(), 2u);
+  EXPECT_EQ(r.link.sent[0].second["kinds"]["host"], 5);
+  AgentRendezvous rdv;
+  rdv.probe_req = 99;
+  EXPECT_THROW(r.tests.rendezvous(0, rdv), BadMessage);
+  EXPECT_EQ(r.link.sent.size(), 2u);  // nothing relayed
 }
 
 TEST(SessionTable, TheOldestSilentHandshakeMakesRoom) {
