@@ -53,83 +53,6 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
   outcome(id, true, "evicted " + names + " (" + a.reason + ")", t);
 }
 
-void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
-  const Instant t = now();
-  if (a.mode == AcquireMode::kOracle) {
-    return refuse(id, "live mode has no oracle spares", t);
-  }
-  if (a.mode == AcquireMode::kRequeue) {
-    // A requeued job gets healthy machines: a slot whose agent is gone is refilled.
-    for (SlotId s = 0; s < cluster_.slots(); ++s) {
-      const MachineId m = cluster_.machine_in(s);
-      if (m != kNoMachine && !link_.connected(m)) {
-        cluster_.vacate(s);
-        cluster_.set_health(m, Health::kEvicted);
-        note("requeue: " + machine_config(m).name + " is unreachable and is left out");
-        repairs_.take_out(m);
-      }
-    }
-  }
-  std::vector<SlotId> slots = a.slots;
-  if (slots.empty() || a.mode == AcquireMode::kRequeue)
-    for (SlotId s = 0; s < cluster_.slots(); ++s)
-      if (cluster_.machine_in(s) == kNoMachine &&
-          std::find(slots.begin(), slots.end(), s) == slots.end())
-        slots.push_back(s);
-  std::vector<SlotId> empty;
-  for (SlotId s : slots)
-    if (s >= 0 && s < cluster_.slots() && cluster_.machine_in(s) == kNoMachine) empty.push_back(s);
-  MachineSet ready;
-  for (MachineId m : cluster_.standby())
-    if (link_.connected(m) && cluster_.health(m) != Health::kEvicted) ready.push_back(m);
-  if (ready.size() < empty.size()) {
-    const std::string why = std::to_string(empty.size()) + " slots to fill, " +
-                            std::to_string(ready.size()) + " standby machines connected";
-    // Every mode waits, as a job waits in a scheduler's queue, until enough machines are
-    // parked (a standby connects or an operator repairs a machine): a standby shortfall is
-    // filled as the scheduler would fill it (action.h), as in the simulator.
-    note(std::string(mode_name(a.mode)) + " waits for machines: " + why);
-    waiting_acquire_ = WaitingAcquire{id, empty, t};
-    save_journal();  // the wait is journaled: its lost time continues across a restart
-    return;
-  }
-  place_into(id, empty, ready, t);
-}
-
-void LiveWorld::place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready,
-                           Instant t) {
-  // Machines the policy asked to be handed out last (AvoidMachines) join after the others.
-  std::stable_partition(ready.begin(), ready.end(), [&](MachineId m) {
-    return std::find(avoid_.begin(), avoid_.end(), m) == avoid_.end();
-  });
-  MachineSet placed;
-  for (size_t i = 0; i < empty.size(); ++i) {
-    cluster_.take_standby(ready[i]);
-    cluster_.place(ready[i], empty[i]);
-    placed.push_back(ready[i]);
-  }
-  save_journal();
-  std::string names;
-  for (MachineId m : placed) names += (names.empty() ? "" : ", ") + machine_config(m).name;
-  outcome(id, true, placed.empty() ? "no empty slot" : "standby " + names + " joined", t);
-  deliver(MachinesReady{id, placed});
-}
-
-void LiveWorld::retry_waiting_acquire() {
-  if (!waiting_acquire_) return;
-  MachineSet ready;
-  for (MachineId m : cluster_.standby())
-    if (link_.connected(m) && cluster_.health(m) != Health::kEvicted) ready.push_back(m);
-  std::vector<SlotId> empty;
-  for (SlotId s : waiting_acquire_->slots)
-    if (cluster_.machine_in(s) == kNoMachine) empty.push_back(s);
-  if (ready.size() < empty.size()) return;
-  const WaitingAcquire w = *waiting_acquire_;
-  waiting_acquire_.reset();
-  account_.waited(w.started);
-  place_into(w.id, empty, ready, w.started);
-}
-
 // --- what agents tell ----------------------------------------------------------------------
 
 void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
@@ -163,7 +86,7 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
                    [](const AgentReply&) {});
   }
   repairs_.agent_back(m);
-  retry_waiting_acquire();
+  acquisitions_.retry();
   if (adoption_.active && adoption_.timer) {
     bool all = true;
     for (MachineId x : job_machines()) all &= link_.connected(x) && adoption_.ranks.count(x);
@@ -279,7 +202,7 @@ bool LiveWorld::repaired(MachineId m) {
   cluster_.add_standby(m);
   note(machine_config(m).name + " repaired; back in the standby pool");
   save_journal();
-  retry_waiting_acquire();
+  acquisitions_.retry();
   return true;
 }
 

@@ -91,7 +91,7 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
                        RepairPipeline::ProbeDone done) {
                   tests_.run(test, machines, deadline, std::move(done));
                 },
-                [this] { retry_waiting_acquire(); }}),
+                [this] { acquisitions_.retry(); }}),
       config_(config),
       reactor_(reactor),
       link_(link),
@@ -103,6 +103,15 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
       requests_(reactor, link),
       start_(reactor),
       victim_timer_(reactor),
+      acquisitions_({config, cluster_, link, [this] { return now(); },
+                     [this](std::string_view text) { note(text); },
+                     [this](ActionId id, bool ok, const std::string& detail, Instant started) {
+                       outcome(id, ok, detail, started);
+                     },
+                     [this](ActionId id, const std::string& why, Instant t) { refuse(id, why, t); },
+                     [this](Event e) { deliver(std::move(e)); }, [this] { save_journal(); },
+                     [this](MachineId m) { repairs_.take_out(m); },
+                     [this](Instant since) { account_.waited(since); }}),
       replicas_({config, cluster_, reactor, link, requests_, journal, ranks_, incidents_,
                  [this] { return now(); }, [this] { return running_; },
                  [this] { return start_.pending(); }, [this](std::string_view text) { note(text); },
@@ -118,13 +127,10 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
                 config.job.nominal_step_time_s, [this] { return now(); },
                 [this] { return running_; }, [this] { save_journal(); },
                 [this](json record) { this->log("account", std::move(record)); },
-                [this]() -> std::optional<Instant> {
-                  if (!waiting_acquire_) return std::nullopt;
-                  return waiting_acquire_->started;
-                }}),
+                [this] { return acquisitions_.waiting_since(); }}),
       migrations_({config, cluster_, reactor, link, requests_, replicas_.set(), replicas_.quorums(),
-                   journal, avoid_, [this] { return now(); }, [this] { return running_; },
-                   [this] { return start_.pending(); },
+                   journal, acquisitions_.avoided(), [this] { return now(); },
+                   [this] { return running_; }, [this] { return start_.pending(); },
                    [this](std::string_view text) { note(text); },
                    [this](ActionId id, bool ok, const std::string& detail, Instant started) {
                      outcome(id, ok, detail, started);
@@ -397,7 +403,9 @@ void LiveWorld::act_on(ActionId id, const StartJob& a, Instant t) {
 
 void LiveWorld::act_on(ActionId id, const EvictMachines& a, Instant) { do_evict(id, a); }
 
-void LiveWorld::act_on(ActionId id, const AcquireMachines& a, Instant) { do_acquire(id, a); }
+void LiveWorld::act_on(ActionId id, const AcquireMachines& a, Instant) {
+  acquisitions_.acquire(id, a);
+}
 
 void LiveWorld::act_on(ActionId id, const SetCheckpointPlan& a, Instant t) {
   // The tolerance keeps 30 s at 1 s steps at 30 steps despite rounding.
@@ -459,7 +467,7 @@ void LiveWorld::act_on(ActionId id, const SetStandbyPool& a, Instant t) {
 
 void LiveWorld::act_on(ActionId id, const AvoidMachines& a, Instant t) {
   // Live mode's scheduler is its standby list: these join a slot last.
-  avoid_ = a.machines;
+  acquisitions_.avoid(a.machines);
   outcome(id, true, std::to_string(a.machines.size()) + " machines taken from the standbys last",
           t);
 }

@@ -27,6 +27,7 @@
 
 #include "eventlog/event_log.h"
 #include "policies/api/policy.h"
+#include "realexec/controller/acquisitions.h"
 #include "realexec/controller/agent_requests.h"
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
@@ -128,7 +129,7 @@ class LiveWorld final : public World {
   void act_on(ActionId id, const EndRun& a, Instant t);             // stops the job for good
   void act_on(ActionId id, const StartJob& a, Instant t);           // on a known version
   void act_on(ActionId id, const EvictMachines& a, Instant t);      // see do_evict
-  void act_on(ActionId id, const AcquireMachines& a, Instant t);    // see do_acquire
+  void act_on(ActionId id, const AcquireMachines& a, Instant t);    // see acquisitions.h
   void act_on(ActionId id, const SetCheckpointPlan& a, Instant t);  // from the next launch
   void act_on(ActionId id, const WatchSteps& a, Instant t);         // StepSample cadence
   void act_on(ActionId id, const EnableOracle& a, Instant t);       // refused: no ground truth
@@ -155,7 +156,6 @@ class LiveWorld final : public World {
   void start_in_place(ActionId id, Instant t);  // do_start's in-place part (live_ranks.cc)
   void note_holding(MachineId m, std::int64_t rank, std::int64_t step);
   void do_evict(ActionId id, const EvictMachines& a);
-  void do_acquire(ActionId id, const AcquireMachines& a);
   // The stop-time tests (stop_tests.h): probes, stack captures, replays, inspections.
   StopTests tests_;
 
@@ -163,8 +163,6 @@ class LiveWorld final : public World {
   void remap_machines(JournalState& s);
   // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
   RepairPipeline repairs_;
-  void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t);
-  void retry_waiting_acquire();
 
   void kill_all(std::function<void()> then);
   // Ranks by machine that hold in place (a peer died; they keep their process and state).
@@ -253,19 +251,14 @@ class LiveWorld final : public World {
   Adoption adoption_;
 
   StepProgress progress_;  // the step rank's reports: the job's progress, step samples
-  struct WaitingAcquire {
-    ActionId id = 0;
-    std::vector<SlotId> slots;
-    Instant started;
-  };
-  std::optional<WaitingAcquire> waiting_acquire_;  // requeue/reschedule short of machines
-  MachineSet avoid_;  // standbys that join a slot last (AvoidMachines: host scoring)
   // act()'s livelock guard: actions taken since `start`.
   struct Burst {
     Instant start{};
     int actions = 0;
   };
   Burst burst_;
+  // AcquireMachines waiting for standbys, and AvoidMachines' order (acquisitions.h).
+  Acquisitions acquisitions_;
   // The replica groups (job.replica_groups): their state, quorums and handlers.
   ReplicaGroups replicas_;
   LostTimeAccount account_;  // lost time by phase, ETTR so far (reads the parts above)

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "realexec/controller/acquisitions.h"
 #include "realexec/controller/agent_requests.h"
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
@@ -636,6 +637,81 @@ TEST(StopTests, InspectionsGoToEveryAgentAndAStrangersRendezvousIsRefused) {
   rdv.probe_req = 99;
   EXPECT_THROW(r.tests.rendezvous(0, rdv), BadMessage);
   EXPECT_EQ(r.link.sent.size(), 2u);  // nothing relayed
+}
+
+// Acquisitions over 2 job machines and 2 standbys (machines 2 and 3): the world's turns recorded.
+struct AcquisitionRig {
+  Reactor reactor{ManualClock{}};
+  FakeLink link;
+  LiveConfig config = [] {
+    LiveConfig c;
+    for (const char* name : {"m0", "m1", "s0", "s1"}) {
+      LiveMachine m;
+      m.name = name;
+      (name[0] == 's' ? c.standby : c.machines).push_back(m);
+    }
+    return c;
+  }();
+  ClusterView cluster{[] {
+    ClusterSpec s;
+    s.machines = 2;
+    s.standby_machines = 2;
+    s.dp = 2;
+    return s;
+  }()};
+  std::vector<std::string> notes, outcomes, refused;
+  std::vector<Event> delivered;
+  MachineSet taken_out;
+  std::vector<Instant> waited;
+  Acquisitions acquisitions{{config, cluster, link, [this] { return reactor.now(); },
+                             [this](std::string_view t) { notes.emplace_back(t); },
+                             [this](ActionId id, bool ok, const std::string& d, Instant) {
+                               outcomes.push_back(std::to_string(id) +
+                                                  (ok ? " ok: " : " failed: ") + d);
+                             },
+                             [this](ActionId id, const std::string& why, Instant) {
+                               refused.push_back(std::to_string(id) + ": " + why);
+                             },
+                             [this](Event e) { delivered.push_back(std::move(e)); }, [] {},
+                             [this](MachineId m) { taken_out.push_back(m); },
+                             [this](Instant since) { waited.push_back(since); }}};
+  void empty_slot(SlotId s) {
+    const MachineId m = cluster.machine_in(s);
+    cluster.vacate(s);
+    cluster.set_health(m, Health::kEvicted);
+  }
+};
+
+TEST(Acquisitions, AvoidedStandbysJoinLastAndAShortfallWaitsForMachines) {
+  AcquisitionRig r;
+  r.acquisitions.avoid({2});
+  r.empty_slot(1);
+  AcquireMachines a;
+  a.mode = AcquireMode::kStandby;
+  r.acquisitions.acquire(4, a);           // the empty slots: slot 1
+  EXPECT_EQ(r.cluster.machine_in(1), 3);  // s1, s0 being avoided
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0], "4 ok: standby s1 joined");
+  ASSERT_TRUE(std::holds_alternative<MachinesReady>(r.delivered.back()));
+  r.link.down.insert(2);
+  r.empty_slot(0);
+  r.acquisitions.acquire(5, a);  // s0's agent is not connected: it waits
+  EXPECT_EQ(r.acquisitions.waiting_since(), r.reactor.now());
+  EXPECT_EQ(r.notes.back(),
+            "standby waits for machines: 1 slots to fill, 0 standby machines "
+            "connected");
+  r.acquisitions.retry();
+  EXPECT_TRUE(r.acquisitions.waiting_since().has_value());
+  r.link.down.clear();
+  r.acquisitions.retry();
+  EXPECT_FALSE(r.acquisitions.waiting_since().has_value());
+  EXPECT_EQ(r.cluster.machine_in(0), 2);
+  EXPECT_EQ(r.waited.size(), 1u);
+  EXPECT_EQ(r.outcomes.back(), "5 ok: standby s0 joined");
+  a.mode = AcquireMode::kOracle;
+  r.acquisitions.acquire(6, a);
+  EXPECT_EQ(r.refused, (std::vector<std::string>{"6: live mode has no oracle spares"}));
+  EXPECT_TRUE(r.taken_out.empty());
 }
 
 TEST(SessionTable, TheOldestSilentHandshakeMakesRoom) {
