@@ -6,11 +6,6 @@
 
 namespace faultline::live {
 
-const LiveMachine& Acquisitions::machine(MachineId m) const {
-  const int jobs = static_cast<int>(j_.config.machines.size());
-  return m < jobs ? j_.config.machines[m] : j_.config.standby[m - jobs];
-}
-
 std::optional<Instant> Acquisitions::waiting_since() const {
   if (!waiting_) return std::nullopt;
   return waiting_->started;
@@ -28,7 +23,7 @@ void Acquisitions::acquire(ActionId id, const AcquireMachines& a) {
       if (m != kNoMachine && !j_.link.connected(m)) {
         j_.cluster.vacate(s);
         j_.cluster.set_health(m, Health::kEvicted);
-        j_.note("requeue: " + machine(m).name + " is unreachable and is left out");
+        j_.note("requeue: " + j_.config.machine(m).name + " is unreachable and is left out");
         j_.taken_out(m);
       }
     }
@@ -74,7 +69,7 @@ void Acquisitions::place_into(ActionId id, const std::vector<SlotId>& empty, Mac
   }
   j_.save();
   std::string names;
-  for (MachineId m : placed) names += (names.empty() ? "" : ", ") + machine(m).name;
+  for (MachineId m : placed) names += (names.empty() ? "" : ", ") + j_.config.machine(m).name;
   j_.outcome(id, true, placed.empty() ? "no empty slot" : "standby " + names + " joined", t);
   j_.deliver(MachinesReady{id, placed});
 }

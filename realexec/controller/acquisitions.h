@@ -57,7 +57,6 @@ class Acquisitions {
 
  private:
   void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t);
-  const LiveMachine& machine(MachineId m) const;
 
   struct Waiting {
     ActionId id = 0;

@@ -34,7 +34,7 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
     if (m < 0 || m >= cluster_.machine_count() || cluster_.slot_of(m) < 0) continue;
     cluster_.vacate(cluster_.slot_of(m));
     cluster_.set_health(m, Health::kEvicted);
-    names += (names.empty() ? "" : ", ") + machine_config(m).name;
+    names += (names.empty() ? "" : ", ") + config_.machine(m).name;
     if (link_.connected(m))
       requests_.send(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
                      Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
@@ -79,7 +79,7 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
     // Ranks on a machine outside the job: left from before its eviction (its agent was
     // silent then, so the kill never reached it). They die now, before anything else runs
     // there (they may hold the GPU, or the rendezvous port).
-    note(machine_config(m).name + " is outside the job but still runs " +
+    note(config_.machine(m).name + " is outside the job but still runs " +
          std::to_string(auth.alive_ranks.size()) + " ranks of generation " +
          std::to_string(*auth.gen) + ": killing them");
     requests_.send(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
@@ -107,17 +107,17 @@ void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
   adoption_.ranks.erase(m);
   adoption_.gen.erase(m);
   if (cluster_.slot_of(m) >= 0) {
-    note("agent of " + machine_config(m).name + " lost: " + why);
+    note("agent of " + config_.machine(m).name + " lost: " + why);
     // With replica groups too: its replica drops out when the policy evicts it, or once the
     // other replicas say their collectives with it failed (replica_groups.cc).
     deliver(InspectionAlert{m, "host", "agent lost: " + why});
   } else if (cluster_.take_standby(m)) {
-    note("standby " + machine_config(m).name + " lost (" + why +
+    note("standby " + config_.machine(m).name + " lost (" + why +
          "); removed from the pool until its agent is back and it passes a repair check");
     save_journal();
   } else {
     // Nothing for the policy to decide, but the loss happened: the log keeps it.
-    note("agent of " + machine_config(m).name + " lost (" + why + "); it is out of the job (" +
+    note("agent of " + config_.machine(m).name + " lost (" + why + "); it is out of the job (" +
          (repairs_.is_retired(m) ? "retired" : "its repair check waits for the agent") + ")");
   }
 }
@@ -184,7 +184,7 @@ void LiveWorld::inject(MachineId m, const std::string& fault, const std::string&
           why = "no answer within " + traces::json_brief(kInjectTimeoutS) +
                 " s; cancelled at the agent";
         }
-        note("the agent of " + machine_config(m).name + " did not apply the injected " + fault +
+        note("the agent of " + config_.machine(m).name + " did not apply the injected " + fault +
              " (" + why + "): not a fault of this run");
         done(false, why);
       });
@@ -200,7 +200,7 @@ bool LiveWorld::repaired(MachineId m) {
   js.retired.erase(std::remove(js.retired.begin(), js.retired.end(), m), js.retired.end());
   cluster_.set_health(m, Health::kHealthy);
   cluster_.add_standby(m);
-  note(machine_config(m).name + " repaired; back in the standby pool");
+  note(config_.machine(m).name + " repaired; back in the standby pool");
   save_journal();
   acquisitions_.retry();
   return true;

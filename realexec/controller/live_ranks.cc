@@ -100,7 +100,7 @@ void LiveWorld::kill_sparing(std::function<void(HeldRanks)> then) {
 // In place: a peer died; `rank` keeps its process and its state at `step` (16 a generation).
 void LiveWorld::note_holding(MachineId m, std::int64_t rank, std::int64_t step) {
   if (ranks_.admit_holding_note())
-    note("rank " + std::to_string(rank) + " on " + machine_config(m).name +
+    note("rank " + std::to_string(rank) + " on " + config_.machine(m).name +
          " holds in place after step " + std::to_string(step));
 }
 
@@ -202,7 +202,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
         if (adoption_.gen.count(m) && adoption_.gen[m] != s.gen) continue;
         for (std::int64_t r = slot * g; r < (slot + 1) * g; ++r)
           if (!adoption_.ranks[m].count(r)) {
-            note("event log gap: rank " + std::to_string(r) + " on " + machine_config(m).name +
+            note("event log gap: rank " + std::to_string(r) + " on " + config_.machine(m).name +
                  " (generation " + std::to_string(s.gen) +
                  ") ended while no controller was running; its exit is lost");
             lost_before_restart(1);
@@ -265,7 +265,7 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
   save_journal();
   const int g = config_.job.gpus_per_machine;
   const int world = cluster_.slots() * g;
-  const std::string master = machine_config(cluster_.machine_in(0)).addr;
+  const std::string master = config_.machine(cluster_.machine_in(0)).addr;
   // An in-place re-form meets on its own port, alternating, apart from the one the kept
   // ranks' previous group may still hold.
   const int port =
@@ -298,7 +298,7 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
     requests_.send(
         m, std::move(msg), Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
           if (start_.id() != id || r.ok) return;
-          const std::string why = "launch failed on " + machine_config(m).name + ": " + r.detail;
+          const std::string why = "launch failed on " + config_.machine(m).name + ": " + r.detail;
           start_.end();
           outcome(id, false, start_.in_place_note() + why, start_.began());
           deliver(StartFailed{id, m, why});
@@ -325,7 +325,7 @@ bool LiveWorld::runs_rank(MachineId m, std::int64_t rank, const char* what) cons
   const std::int64_t g = config_.job.gpus_per_machine;
   if (rank < slot * g || rank >= (slot + 1) * g)
     bad(std::string(what) + ": rank " + std::to_string(rank) + " is not run by " +
-        machine_config(m).name + " (slot " + std::to_string(slot) + ")");
+        config_.machine(m).name + " (slot " + std::to_string(slot) + ")");
   return true;
 }
 
@@ -340,9 +340,10 @@ bool LiveWorld::believable_step(MachineId m, std::int64_t rank, std::int64_t ste
   if (static_cast<double>(step) <= b.most) return true;
   const std::uint64_t refused = progress_.refuse();
   if (refused <= 5 || refused % 1000 == 0)
-    note("refused a step report of rank " + std::to_string(rank) + " on " + machine_config(m).name +
-         ": step " + std::to_string(step) + " is beyond what the job can have reached (step " +
-         std::to_string(b.base) + " " + traces::json_brief(b.since_s) + " s ago; at most " +
+    note("refused a step report of rank " + std::to_string(rank) + " on " +
+         config_.machine(m).name + ": step " + std::to_string(step) +
+         " is beyond what the job can have reached (step " + std::to_string(b.base) + " " +
+         traces::json_brief(b.since_s) + " s ago; at most " +
          std::to_string(static_cast<std::int64_t>(b.most)) + "): " + std::to_string(refused) +
          " refused so far");
   return false;
@@ -489,7 +490,7 @@ void LiveWorld::note_dropped_exit(MachineId m, std::int64_t rank, int code, int 
   const std::string when = after      ? std::string("after ") + after
                            : running_ ? "while another rank's exit is handled"
                                       : "while the job is not running";
-  note("rank " + std::to_string(rank) + " on " + machine_config(m).name + " exited (code " +
+  note("rank " + std::to_string(rank) + " on " + config_.machine(m).name + " exited (code " +
        std::to_string(code) + ") " + when + ": " + signature +
        " (no new incident: the restart under way covers it)");
 }
@@ -533,7 +534,7 @@ void LiveWorld::report_exit(MachineId m, std::int64_t rank, int code,
   victim_timer_.cancel();
   ranks_.take_victim();
   job_broken("rank_exit", "rank " + std::to_string(rank) +
-                              (m == kNoMachine ? "" : " on " + machine_config(m).name) +
+                              (m == kNoMachine ? "" : " on " + config_.machine(m).name) +
                               " exited: " + signature);
   deliver(ProcessExit{m, code, signature, ranks_.rank_step(rank)});
 }
@@ -553,11 +554,11 @@ void LiveWorld::attribute_victim_exit() {
   const RankGeneration::Laggard lag =
       ranks_.laggard(cluster_.slots(), config_.job.gpus_per_machine);
   const MachineId named = lag.slot >= 0 ? cluster_.machine_in(lag.slot) : kNoMachine;
-  note("rank " + std::to_string(v.rank) + " on " + machine_config(v.machine).name +
+  note("rank " + std::to_string(v.rank) + " on " + config_.machine(v.machine).name +
        " exited because a peer stopped answering (" + v.signature + "); " +
        (named == kNoMachine
             ? std::string("no machine's ranks are behind the others: the exit names no machine")
-            : machine_config(named).name + "'s ranks stalled first, after step " +
+            : config_.machine(named).name + "'s ranks stalled first, after step " +
                   std::to_string(lag.behind) + " (every other rank reported step " +
                   std::to_string(lag.others) + " or later)"));
   report_exit(named, v.rank, v.code, v.signature);

@@ -306,11 +306,6 @@ void LiveWorld::outcome(ActionId id, bool ok, const std::string& detail, Instant
       {{"id", id}, {"ok", ok}, {"detail", detail}, {"duration_s", (now() - started).to_seconds()}});
 }
 
-const LiveMachine& LiveWorld::machine_config(MachineId m) const {
-  const int jobs = static_cast<int>(config_.machines.size());
-  return m < jobs ? config_.machines[m] : config_.standby[m - jobs];
-}
-
 MachineSet LiveWorld::job_machines() const {
   MachineSet out;
   for (SlotId s = 0; s < cluster_.slots(); ++s)
@@ -509,19 +504,19 @@ json LiveWorld::status() const {
   json slots = json::array();
   for (SlotId i = 0; i < cluster_.slots(); ++i) {
     const MachineId m = cluster_.machine_in(i);
-    slots.push_back(m == kNoMachine ? json(nullptr) : json(machine_config(m).name));
+    slots.push_back(m == kNoMachine ? json(nullptr) : json(config_.machine(m).name));
   }
   json standby = json::array();
-  for (MachineId m : cluster_.standby()) standby.push_back(machine_config(m).name);
+  for (MachineId m : cluster_.standby()) standby.push_back(config_.machine(m).name);
   // Machines out of the job and the pool: under repair (checks run), given up on, retired.
   json repairing = json::array(), retired = json::array();
   for (const auto& [m, r] : repairs_.queue().repairs())
-    repairing.push_back({{"machine", machine_config(m).name},
+    repairing.push_back({{"machine", config_.machine(m).name},
                          {"checks", r.checks},
                          {"state", r.given_up  ? "left to an operator"
                                    : r.running ? "checking"
                                                : "waiting"}});
-  for (MachineId m : s.retired) retired.push_back(machine_config(m).name);
+  for (MachineId m : s.retired) retired.push_back(config_.machine(m).name);
   // Every machine by state, for the operator's table.
   json machines = json::array();
   for (MachineId m = 0; m < cluster_.machine_count(); ++m) {
@@ -550,7 +545,7 @@ json LiveWorld::status() const {
         state = "out";
         break;
     }
-    machines.push_back({{"machine", machine_config(m).name},
+    machines.push_back({{"machine", config_.machine(m).name},
                         {"state", state},
                         {"connected", link_.connected(m)},
                         {"strikes", s.strikes.count(m) ? s.strikes.at(m) : 0}});

@@ -183,7 +183,6 @@ class LiveWorld final : public World {
   void incident_stats_to_journal();
   void incident_stats_from_journal();
   MachineSet job_machines() const;
-  const LiveMachine& machine_config(MachineId m) const;
   bool runs_rank(MachineId m, std::int64_t rank, const char* what) const;
   void on_report(MachineId m, const AgentReport& msg);
   void on_exit(MachineId m, const AgentExit& msg);

@@ -94,7 +94,6 @@ class Migrations {
   // The current quorum without `replica`: the joiner waits in it until it is admitted.
   Quorum quorum_without(std::int64_t replica) const;
   void swap_in();
-  const LiveMachine& machine(MachineId m) const;
 
   Job j_;
   std::optional<Migration> m_;

@@ -51,8 +51,6 @@ class Quorums {
   nlohmann::json launch_field(const Quorum& q) const;
 
  private:
-  const LiveMachine& machine(MachineId m) const;
-
   Job j_;
 };
 

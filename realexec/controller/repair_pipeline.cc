@@ -12,11 +12,6 @@ namespace faultline::live {
 using nlohmann::json;
 using world_detail::kRequestTimeoutS;
 
-const LiveMachine& RepairPipeline::machine(MachineId m) const {
-  const int jobs = static_cast<int>(j_.config.machines.size());
-  return m < jobs ? j_.config.machines[m] : j_.config.standby[m - jobs];
-}
-
 void RepairPipeline::agent_back(MachineId m) {
   if (j_.cluster.slot_of(m) < 0 && !in_pool(m) && !is_retired(m)) {
     if (queue_.agent_back(m, j_.now()))
@@ -38,7 +33,8 @@ void RepairPipeline::retire(MachineId m, const std::string& why) {
   auto& s = j_.journal.state();
   if (!is_retired(m)) s.retired.push_back(m);
   queue_.forget(m);
-  j_.note(machine(m).name + " retired: " + why + "; only an operator's repair returns it");
+  j_.note(j_.config.machine(m).name + " retired: " + why +
+          "; only an operator's repair returns it");
 }
 
 void RepairPipeline::take_out(MachineId m) {
@@ -98,7 +94,8 @@ void RepairPipeline::probe_repaired(MachineId m, Duration deadline) {
                         if (j_.cluster.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) return;
                         j_.cluster.set_health(m, Health::kHealthy);
                         j_.cluster.add_standby(m);
-                        j_.note(machine(m).name + " passed its repair check (gpu_diag, bit-wise" +
+                        j_.note(j_.config.machine(m).name +
+                                " passed its repair check (gpu_diag, bit-wise" +
                                 (checks > 1 ? ", check " + std::to_string(checks) : std::string()) +
                                 "); back in the standby pool");
                         j_.save();
@@ -111,12 +108,12 @@ void RepairPipeline::repair_failed(MachineId m, const std::string& why) {
   const RepairQueue::Repair* r = queue_.find(m);
   if (!r) return;
   if (!queue_.check_failed(m, j_.config.repair.max_checks, j_.now())) {  // left to an operator
-    j_.note(machine(m).name + " failed its repair check " + std::to_string(r->checks) + " times (" +
-            why + "); left to an operator: faultline live inject CONFIG --machine " +
-            machine(m).name + " --fault repair");
+    j_.note(j_.config.machine(m).name + " failed its repair check " + std::to_string(r->checks) +
+            " times (" + why + "); left to an operator: faultline live inject CONFIG --machine " +
+            j_.config.machine(m).name + " --fault repair");
     return;
   }
-  j_.note(machine(m).name + " failed its repair check (" + why + "); next check in " +
+  j_.note(j_.config.machine(m).name + " failed its repair check (" + why + "); next check in " +
           traces::json_brief(j_.config.repair.retry_after_s) + " s");
   schedule(m, Duration::seconds(j_.config.repair.retry_after_s));
 }

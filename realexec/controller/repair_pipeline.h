@@ -86,7 +86,6 @@ class RepairPipeline {
   void run_check(MachineId m);
   void probe_repaired(MachineId m, Duration deadline);
   void repair_failed(MachineId m, const std::string& why);
-  const LiveMachine& machine(MachineId m) const;
 
   Job j_;
   RepairQueue queue_;

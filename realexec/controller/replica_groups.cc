@@ -34,11 +34,6 @@ ReplicaGroups::ReplicaGroups(Job job)
       set_(j_.reactor),
       quorums_({j_.config, j_.cluster, set_, j_.journal, j_.requests, j_.link, j_.note, j_.save}) {}
 
-const LiveMachine& ReplicaGroups::machine(MachineId m) const {
-  const int jobs = static_cast<int>(j_.config.machines.size());
-  return m < jobs ? j_.config.machines[m] : j_.config.standby[m - jobs];
-}
-
 void ReplicaGroups::enable(ActionId id, const EnableReplicaGroups& a, Instant t) {
   // act() refused a minimum outside [1, data-parallel degree].
   if (!j_.config.job.replica_groups)
@@ -64,33 +59,35 @@ void ReplicaGroups::rejoin(ActionId id, const RejoinReplica& a, Instant t) {
   if (!j_.link.connected(m)) {
     // As a machine still broken fails a rejoin in the simulator: the replica drops again,
     // naming it, and the policy decides whether to evict it.
-    drop(r, m, 1, "rejoin: the agent of " + machine(m).name + " is not connected");
+    drop(r, m, 1, "rejoin: the agent of " + j_.config.machine(m).name + " is not connected");
     return;
   }
-  j_.note("replica " + std::to_string(r) + " rejoins on " + machine(m).name + ": " + a.reason);
+  j_.note("replica " + std::to_string(r) + " rejoins on " + j_.config.machine(m).name + ": " +
+          a.reason);
   // It starts in the current quorum, which does not contain it, and says it waits; the next
   // quorum admits it (replica_report), so that the others train on while it starts.
   const Quorum current = quorums_.current();
   const auto& s = j_.journal.state();
-  j_.requests.send(m,
-                   json{{"type", "launch"},
-                        {"gen", s.gen},
-                        {"version", s.version},
-                        {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
-                        {"world_size", j_.cluster.slots()},
-                        {"master_addr", machine(j_.cluster.machine_in(0)).addr},
-                        {"master_port", j_.config.job.master_port},
-                        {"ckpt_every", s.ckpt_every},
-                        {"replicas", quorums_.launch_field(current)}},
-                   Duration::seconds(kRequestTimeoutS), [this, id, r, m](const AgentReply& reply) {
-                     if (set_.joiner(r) != id) return;
-                     if (reply.ok) {
-                       set_.launched(r);
-                       return;
-                     }
-                     drop(r, m, 1,
-                          "rejoin: launch failed on " + machine(m).name + ": " + reply.detail);
-                   });
+  j_.requests.send(
+      m,
+      json{{"type", "launch"},
+           {"gen", s.gen},
+           {"version", s.version},
+           {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
+           {"world_size", j_.cluster.slots()},
+           {"master_addr", j_.config.machine(j_.cluster.machine_in(0)).addr},
+           {"master_port", j_.config.job.master_port},
+           {"ckpt_every", s.ckpt_every},
+           {"replicas", quorums_.launch_field(current)}},
+      Duration::seconds(kRequestTimeoutS), [this, id, r, m](const AgentReply& reply) {
+        if (set_.joiner(r) != id) return;
+        if (reply.ok) {
+          set_.launched(r);
+          return;
+        }
+        drop(r, m, 1,
+             "rejoin: launch failed on " + j_.config.machine(m).name + ": " + reply.detail);
+      });
   j_.reactor.add_timer(Duration::seconds(j_.config.job.startup_timeout_s), [this, id, r, m] {
     if (set_.joiner(r) != id) return;
     j_.requests.send(m, json{{"type", "kill"}, {"gen", j_.journal.state().gen}},
@@ -155,7 +152,7 @@ bool ReplicaGroups::report(MachineId m, std::int64_t rank, const RankReport& r) 
     const std::uint64_t disbelieved = set_.disbelieve();
     if (disbelieved <= 5 || disbelieved % 1000 == 0)
       j_.note("refused a " + r.type + " report of replica " + std::to_string(rank) + " on " +
-              machine(m).name + ": quorum " + std::to_string(*r.quorum) +
+              j_.config.machine(m).name + ": quorum " + std::to_string(*r.quorum) +
               " is beyond the latest this controller formed (" +
               std::to_string(j_.journal.state().replica_quorum) +
               "): its quorum file was not written by this controller (" +
@@ -172,10 +169,10 @@ bool ReplicaGroups::report(MachineId m, std::int64_t rank, const RankReport& r) 
   }
   if (r.type == "started" && set_.joining(rank)) {
     const ActionId id = set_.joined(rank);
-    const std::string back = "replica " + std::to_string(rank) + " on " + machine(m).name +
-                             " trains again from step " + std::to_string(r.step.value_or(-1)) +
-                             " (" + (r.restored_from.empty() ? std::string("?") : r.restored_from) +
-                             ")";
+    const std::string back = "replica " + std::to_string(rank) + " on " +
+                             j_.config.machine(m).name + " trains again from step " +
+                             std::to_string(r.step.value_or(-1)) + " (" +
+                             (r.restored_from.empty() ? std::string("?") : r.restored_from) + ")";
     j_.note(back);
     rejoin_outcome(id, true, back);
     incident_closes(rank, "recovered");
@@ -261,7 +258,7 @@ void ReplicaGroups::incident_opens(std::int64_t r, MachineId m, const std::strin
   const bool named = m >= 0 && m < j_.cluster.machine_count();
   Incident in{began,
               std::nullopt,
-              "replica " + std::to_string(r) + (named ? " on " + machine(m).name : "") +
+              "replica " + std::to_string(r) + (named ? " on " + j_.config.machine(m).name : "") +
                   " dropped out: " + signature,
               "replica_drop",
               j_.now(),

@@ -106,7 +106,6 @@ class ReplicaGroups {
   void incident_opens(std::int64_t r, MachineId m, const std::string& signature);
   // The outcome of a RejoinReplica still under way; false when it has one already.
   bool rejoin_outcome(ActionId id, bool ok, const std::string& detail);
-  const LiveMachine& machine(MachineId m) const;
 
   Job j_;
   ReplicaSet set_;

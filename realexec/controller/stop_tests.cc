@@ -52,11 +52,6 @@ MachineSet wrong_hashes(const std::optional<std::string>& reference,
 
 }  // namespace
 
-const LiveMachine& StopTests::machine(MachineId m) const {
-  const int jobs = static_cast<int>(j_.config.machines.size());
-  return m < jobs ? j_.config.machines[m] : j_.config.standby[m - jobs];
-}
-
 void StopTests::inspect(const EnableInspection& a) {
   probes_.inspect(a.kind, a.interval.to_seconds());
   json kinds = json::object();
@@ -147,7 +142,7 @@ void StopTests::probe(ActionId id, const RunProbe& a) {
       [this, id, t, test = a.test](const MachineSet& failed, bool timed_out,
                                    const std::string& details) {
         std::string names;
-        for (MachineId m : failed) names += (names.empty() ? "" : ", ") + machine(m).name;
+        for (MachineId m : failed) names += (names.empty() ? "" : ", ") + j_.config.machine(m).name;
         j_.outcome(id, true,
                    std::string(probe_wire_name(test)) + ": " +
                        (failed.empty() ? "all passed" : "failed on " + names) + details,
@@ -167,7 +162,8 @@ void StopTests::grouped_probe(ActionId id, const RunProbe& a) {
   std::vector<int> ports;
   for (size_t g = 0; g < a.groups.size(); ++g) {
     const std::string at = "groups[" + std::to_string(g) + "]";
-    const int port = j_.config.job.master_port + 100 + on_host[machine(a.groups[g][0]).addr]++;
+    const int port =
+        j_.config.job.master_port + 100 + on_host[j_.config.machine(a.groups[g][0]).addr]++;
     if (port > 65535)
       return j_.refuse(id,
                        at + ": master port " + std::to_string(port) +
@@ -260,7 +256,7 @@ void StopTests::run(ProbeKind test, const MachineSet& machines, Duration deadlin
     if (st->relay) {
       probes_.remove(st->relay_key);
       ProbeRelays::attribute(*st->relay, machines, st->joined, st->failed, st->details,
-                             [this](MachineId x) { return machine(x).name; });
+                             [this](MachineId x) { return j_.config.machine(x).name; });
     }
     if (hashed) {
       const MachineSet wrong = wrong_hashes(st->reference, st->hashes);
@@ -279,7 +275,7 @@ void StopTests::run(ProbeKind test, const MachineSet& machines, Duration deadlin
                     finish();
                   });
   }
-  const std::string master = machines.empty() ? "127.0.0.1" : machine(machines[0]).addr;
+  const std::string master = machines.empty() ? "127.0.0.1" : j_.config.machine(machines[0]).addr;
   // With probe_bin, inter_all_gather is faultline-probe's NCCL all-gather across the machines,
   // its unique id relayed by this controller (ProbeRelays, on_rendezvous).
   const bool relayed =
@@ -308,7 +304,7 @@ void StopTests::run(ProbeKind test, const MachineSet& machines, Duration deadlin
                            if (!r.ok) {
                              st->failed.push_back(m);
                              if (r.timed_out) st->timed_out = true;
-                             st->details += "; " + machine(m).name + ": " + r.detail;
+                             st->details += "; " + j_.config.machine(m).name + ": " + r.detail;
                            } else if (hashed) {
                              if (r.hash)
                                st->hashes[m] = *r.hash;
@@ -344,11 +340,12 @@ void StopTests::rendezvous(MachineId m, const AgentRendezvous& msg) {
   for (const auto& [other, other_req] : g.others) {
     // The agent writes it for its probe and answers; a refusal or a lost agent shows up as
     // that machine's probe not joining.
-    j_.requests.send(
-        other, json{{"type", "rendezvous"}, {"probe_req", other_req}, {"blob", hex}},
-        Duration::seconds(kRequestTimeoutS), [this, other](const AgentReply& r) {
-          if (!r.ok) j_.note("rendezvous relay to " + machine(other).name + " failed: " + r.detail);
-        });
+    j_.requests.send(other, json{{"type", "rendezvous"}, {"probe_req", other_req}, {"blob", hex}},
+                     Duration::seconds(kRequestTimeoutS), [this, other](const AgentReply& r) {
+                       if (!r.ok)
+                         j_.note("rendezvous relay to " + j_.config.machine(other).name +
+                                 " failed: " + r.detail);
+                     });
   }
 }
 
@@ -395,7 +392,7 @@ void StopTests::capture(ActionId id) {
 void StopTests::silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t) {
   std::string names;
   for (const auto& [m, s] : silent) {
-    names += (names.empty() ? "" : ", ") + machine(m).name;
+    names += (names.empty() ? "" : ", ") + j_.config.machine(m).name;
     j_.deliver(InspectionAlert{m, "host",
                                "agent silent for " + std::to_string(static_cast<int>(s)) +
                                    " s (heartbeats late): no answer to the stack capture"});
@@ -442,7 +439,7 @@ void StopTests::replay(ActionId id, const RunReplay& a) {
   for (size_t g = 0; g < a.groups.size(); ++g) {
     const auto& group = a.groups[g];
     if (group.empty()) continue;
-    const std::string master = machine(group[0]).addr;
+    const std::string master = j_.config.machine(group[0]).addr;
     for (size_t i = 0; i < group.size(); ++i) {
       const MachineId m = group[i];
       json msg{{"type", "replay"},
@@ -458,7 +455,7 @@ void StopTests::replay(ActionId id, const RunReplay& a) {
                        [this, st, g, i, m, finish](const AgentReply& r) {
                          if (!r.ok) st->failed[g] = true;
                          if (!r.ok && st->why.empty())
-                           st->why = machine(m).name + ": " +
+                           st->why = j_.config.machine(m).name + ": " +
                                      (r.detail.empty() ? std::string("failed") : r.detail);
                          if (i == 0) {
                            if (r.hash)

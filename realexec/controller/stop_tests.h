@@ -77,7 +77,6 @@ class StopTests {
   // Runs the reference computation (bit-wise probe or replay) on the controller host.
   void run_reference(std::vector<std::string> argv,
                      std::function<void(std::optional<std::string>)> done);
-  const LiveMachine& machine(MachineId m) const;
 
   Job j_;
   ProbeRelays probes_;  // relayed rendezvous of inter_all_gather probes, the inspections enabled
