@@ -71,11 +71,6 @@ void rebuild_placement(ClusterView& cluster, const JournalState& s) {
 
 }  // namespace
 
-// One action that waits for several agents.
-struct LiveWorld::Pending {
-  int remaining = 0;
-};
-
 LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor,
                      MachineLink& link, traces::EventLogWriter& log, Journal& journal)
     : tests_({config, cluster_, reactor, link, requests_, [this] { return now(); },
@@ -101,6 +96,12 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
       rng_({config.seed, 0x11fe}),
       policy_(registry.make(config.stack, config.params)),
       requests_(reactor, link),
+      policy_timers_(reactor),
+      delivery_(reactor,
+                [this](const Event& e) {
+                  this->log("event", {{"event", to_json(e)}});
+                  policy_->on_event(e, *this);
+                }),
       start_(reactor),
       victim_timer_(reactor),
       acquisitions_({config, cluster_, link, [this] { return now(); },
@@ -205,7 +206,6 @@ void LiveWorld::remap_machines(JournalState& s) {
 }
 
 LiveWorld::~LiveWorld() {
-  for (auto& [id, t] : policy_timers_.reactor) reactor_.cancel_timer(t);
   start_.timer().cancel();
   if (adoption_.timer) reactor_.cancel_timer(adoption_.timer);
 }
@@ -265,10 +265,7 @@ void LiveWorld::start() {
   }
   save_journal();
   started_ = true;
-  delivery_.delivering = true;
-  policy_->start(*this);
-  delivery_.delivering = false;
-  drain();
+  delivery_.run([this] { policy_->start(*this); });
 }
 
 // --- events ----------------------------------------------------------------------------
@@ -279,26 +276,7 @@ void LiveWorld::deliver(Event e) {
     note("before the policy started: " + describe(e));
     return;
   }
-  delivery_.queue.push_back(std::move(e));
-  if (!delivery_.delivering && !delivery_.drain_scheduled) {
-    delivery_.drain_scheduled = true;
-    reactor_.defer([this] {
-      delivery_.drain_scheduled = false;
-      drain();
-    });
-  }
-}
-
-void LiveWorld::drain() {
-  if (delivery_.delivering) return;
-  delivery_.delivering = true;
-  while (!delivery_.queue.empty()) {
-    Event e = std::move(delivery_.queue.front());
-    delivery_.queue.pop_front();
-    log("event", {{"event", to_json(e)}});
-    policy_->on_event(e, *this);
-  }
-  delivery_.delivering = false;
+  delivery_.push(std::move(e));
 }
 
 void LiveWorld::outcome(ActionId id, bool ok, const std::string& detail, Instant started) {
@@ -327,11 +305,7 @@ ActionId LiveWorld::act(Action a) {
   log("action", {{"id", id}, {"action", to_json(a)}});
   // A policy that acts without end (each failure answered by a new action) would flood
   // the log; stop the run with a clear message instead.
-  if (now() - burst_.start > Duration::seconds(1)) {
-    burst_.start = now();
-    burst_.actions = 0;
-  }
-  if (++burst_.actions > kMaxActionsPerSecond) {
+  if (!burst_.admit(now(), kMaxActionsPerSecond)) {
     note("policy livelock: more than " + std::to_string(kMaxActionsPerSecond) +
          " actions in one second; stopping");
     std::fprintf(stderr,
@@ -484,20 +458,10 @@ void LiveWorld::act_on(ActionId id, const MitigateSlowdown& a, Instant t) {
          t);
 }
 TimerId LiveWorld::set_timer(Duration after, std::uint64_t tag) {
-  const TimerId id = policy_timers_.next++;
-  policy_timers_.reactor[id] = reactor_.add_timer(after, [this, id, tag] {
-    policy_timers_.reactor.erase(id);
-    deliver(TimerFired{id, tag});
-  });
-  return id;
+  return policy_timers_.set(after, [this, tag](TimerId id) { deliver(TimerFired{id, tag}); });
 }
 
-void LiveWorld::cancel_timer(TimerId id) {
-  auto it = policy_timers_.reactor.find(id);
-  if (it == policy_timers_.reactor.end()) return;
-  reactor_.cancel_timer(it->second);
-  policy_timers_.reactor.erase(it);
-}
+void LiveWorld::cancel_timer(TimerId id) { policy_timers_.cancel(id); }
 
 json LiveWorld::status() const {
   const auto& s = journal_.state();

@@ -14,12 +14,10 @@
 // an action is being started are queued and delivered after the policy's handler returns.
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -28,6 +26,7 @@
 #include "eventlog/event_log.h"
 #include "policies/api/policy.h"
 #include "realexec/controller/acquisitions.h"
+#include "realexec/controller/action_burst.h"
 #include "realexec/controller/agent_requests.h"
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
@@ -37,6 +36,8 @@
 #include "realexec/controller/metrics.h"
 #include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
+#include "realexec/controller/policy_delivery.h"
+#include "realexec/controller/policy_timers.h"
 #include "realexec/controller/rank_generation.h"
 #include "realexec/controller/repair_pipeline.h"
 #include "realexec/controller/replica_groups.h"
@@ -112,10 +113,7 @@ class LiveWorld final : public World {
   void note(std::string_view reason) override;
 
  private:
-  struct Pending;  // an action waiting for agent replies
-
   void deliver(Event e);
-  void drain();
   void log(const std::string& kind, nlohmann::json fields);
   void outcome(ActionId id, bool ok, const std::string& detail, Instant started);
   void save_journal();
@@ -212,19 +210,9 @@ class LiveWorld final : public World {
       0;  // the wall clock was behind the journal's time at the restart
 
   ActionId next_action_ = 1;
-  AgentRequests requests_;  // requests to agents waiting for their reply
-  struct PolicyTimers {
-    std::map<TimerId, std::uint64_t> reactor;  // policy timer -> reactor timer
-    TimerId next = 1;
-  };
-  PolicyTimers policy_timers_;
-  // Events waiting for the policy (deliver(), drain()).
-  struct Delivery {
-    std::deque<Event> queue;
-    bool delivering = false;       // a handler of the policy runs
-    bool drain_scheduled = false;  // a drain() is deferred on the reactor
-  };
-  Delivery delivery_;
+  AgentRequests requests_;      // requests to agents waiting for their reply
+  PolicyTimers policy_timers_;  // the policy's timers on the reactor (policy_timers.h)
+  PolicyDelivery delivery_;     // events waiting for the policy (deliver(), policy_delivery.h)
   bool started_ = false;
   bool closed_ = false;  // the summary is written; nothing more is delivered or done
 
@@ -250,12 +238,7 @@ class LiveWorld final : public World {
   Adoption adoption_;
 
   StepProgress progress_;  // the step rank's reports: the job's progress, step samples
-  // act()'s livelock guard: actions taken since `start`.
-  struct Burst {
-    Instant start{};
-    int actions = 0;
-  };
-  Burst burst_;
+  ActionBurst burst_;      // act()'s livelock guard (action_burst.h)
   // AcquireMachines waiting for standbys, and AvoidMachines' order (acquisitions.h).
   Acquisitions acquisitions_;
   // The replica groups (job.replica_groups): their state, quorums and handlers.
