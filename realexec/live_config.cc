@@ -401,6 +401,11 @@ const LiveMachine* LiveConfig::find(const std::string& name) const {
   return nullptr;
 }
 
+const LiveMachine& LiveConfig::machine(MachineId m) const {
+  const int jobs = static_cast<int>(machines.size());
+  return m < jobs ? machines[m] : standby[m - jobs];
+}
+
 json parse_strict_json(const std::string& text, const std::string& file) {
   // A repeated key would silently take the last value, and a number out of double range
   // (1e999) throws out_of_range where parse_error was expected: both become the one-line

@@ -131,6 +131,9 @@ struct LiveConfig {
   ClusterSpec cluster_spec() const;
   // The machine entry named `name` (job or standby), or nullptr.
   const LiveMachine* find(const std::string& name) const;
+  // The machine entry of id `m`: the job's machines 0..M-1 in slot order, then the standbys
+  // (m is one of them).
+  const LiveMachine& machine(MachineId m) const;
 };
 
 // JSON as every live file is read: a repeated key or a number out of double range is a

@@ -28,7 +28,7 @@ struct Incident {
   Instant detected;                      // when the controller knew the job had stopped
   std::optional<Instant> restart_began;  // the first start launched after it
   Duration waited{};                     // AcquireMachines waited for machines in it
-  std::int64_t replica = -1;             // a replica's drop (live_replicas.cc); -1: a stop
+  std::int64_t replica = -1;             // a replica's drop (replica_groups.cc); -1: a stop
 };
 
 class IncidentLedger {

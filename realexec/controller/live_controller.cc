@@ -486,10 +486,8 @@ bool Controller::all_awaited_connected() {
 }
 
 std::string Controller::config_machine_name(MachineId m) const {
-  const auto jobs = config_.machines.size();
-  if (m >= 0 && static_cast<std::size_t>(m) < jobs) return config_.machines[m].name;
-  if (m >= 0 && static_cast<std::size_t>(m) - jobs < config_.standby.size())
-    return config_.standby[m - jobs].name;
+  if (m >= 0 && static_cast<std::size_t>(m) < config_.machines.size() + config_.standby.size())
+    return config_.machine(m).name;
   return "machine " + std::to_string(m);
 }
 

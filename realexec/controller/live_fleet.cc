@@ -1,8 +1,9 @@
 // The fleet as LiveWorld sees it: agents that connect (adoption, inspections, a repair check
 // for a machine back from outside the job), are lost or send messages; machines taken out of
 // the job (eviction) and handed to it (acquisition from the standby pool); an operator's
-// faults, code updates and repairs; and the repair pipeline that checks a machine taken out
-// (gpu_diag, then the bit-wise test) before it rejoins the pool, or retires it.
+// faults, code updates and repairs. The repair pipeline that checks a machine taken out
+// (gpu_diag, then the bit-wise test) before it rejoins the pool, or retires it, is
+// RepairPipeline (repair_pipeline.h).
 #include <algorithm>
 
 #include "realexec/controller/live_world.h"
@@ -26,21 +27,21 @@ constexpr double kAckDeadlineS = 10;
 void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
   const Instant t = now();
   // With replica groups, the replicas of the machines drop out and the job trains on.
-  const bool replicas_drop = replica_evict(a.machines, a.reason);
+  const bool replicas_drop = replicas_.evict(a.machines, a.reason);
   std::string names;
   for (MachineId m : a.machines) {
     // Only machines in the job's slots (action.h): a standby or an evicted machine is left as is.
     if (m < 0 || m >= cluster_.machine_count() || cluster_.slot_of(m) < 0) continue;
     cluster_.vacate(cluster_.slot_of(m));
     cluster_.set_health(m, Health::kEvicted);
-    names += (names.empty() ? "" : ", ") + machine_config(m).name;
+    names += (names.empty() ? "" : ", ") + config_.machine(m).name;
     if (link_.connected(m))
       requests_.send(m, json{{"type", "kill"}, {"gen", journal_.state().gen}},
                      Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
     if (a.retire) {
-      retire(m, "the policy retired it (" + a.reason + ")");
+      repairs_.retire(m, "the policy retired it (" + a.reason + ")");
     } else {
-      taken_out(m);
+      repairs_.take_out(m);
     }
   }
   if (names.empty()) {
@@ -50,83 +51,6 @@ void LiveWorld::do_evict(ActionId id, const EvictMachines& a) {
   if (!replicas_drop) job_broken("eviction", "evicted " + names + " (" + a.reason + ")");
   save_journal();
   outcome(id, true, "evicted " + names + " (" + a.reason + ")", t);
-}
-
-void LiveWorld::do_acquire(ActionId id, const AcquireMachines& a) {
-  const Instant t = now();
-  if (a.mode == AcquireMode::kOracle) {
-    return refuse(id, "live mode has no oracle spares", t);
-  }
-  if (a.mode == AcquireMode::kRequeue) {
-    // A requeued job gets healthy machines: a slot whose agent is gone is refilled.
-    for (SlotId s = 0; s < cluster_.slots(); ++s) {
-      const MachineId m = cluster_.machine_in(s);
-      if (m != kNoMachine && !link_.connected(m)) {
-        cluster_.vacate(s);
-        cluster_.set_health(m, Health::kEvicted);
-        note("requeue: " + machine_config(m).name + " is unreachable and is left out");
-        taken_out(m);
-      }
-    }
-  }
-  std::vector<SlotId> slots = a.slots;
-  if (slots.empty() || a.mode == AcquireMode::kRequeue)
-    for (SlotId s = 0; s < cluster_.slots(); ++s)
-      if (cluster_.machine_in(s) == kNoMachine &&
-          std::find(slots.begin(), slots.end(), s) == slots.end())
-        slots.push_back(s);
-  std::vector<SlotId> empty;
-  for (SlotId s : slots)
-    if (s >= 0 && s < cluster_.slots() && cluster_.machine_in(s) == kNoMachine) empty.push_back(s);
-  MachineSet ready;
-  for (MachineId m : cluster_.standby())
-    if (link_.connected(m) && cluster_.health(m) != Health::kEvicted) ready.push_back(m);
-  if (ready.size() < empty.size()) {
-    const std::string why = std::to_string(empty.size()) + " slots to fill, " +
-                            std::to_string(ready.size()) + " standby machines connected";
-    // Every mode waits, as a job waits in a scheduler's queue, until enough machines are
-    // parked (a standby connects or an operator repairs a machine): a standby shortfall is
-    // filled as the scheduler would fill it (action.h), as in the simulator.
-    note(std::string(mode_name(a.mode)) + " waits for machines: " + why);
-    waiting_acquire_ = WaitingAcquire{id, empty, t};
-    save_journal();  // the wait is journaled: its lost time continues across a restart
-    return;
-  }
-  place_into(id, empty, ready, t);
-}
-
-void LiveWorld::place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready,
-                           Instant t) {
-  // Machines the policy asked to be handed out last (AvoidMachines) join after the others.
-  std::stable_partition(ready.begin(), ready.end(), [&](MachineId m) {
-    return std::find(avoid_.begin(), avoid_.end(), m) == avoid_.end();
-  });
-  MachineSet placed;
-  for (size_t i = 0; i < empty.size(); ++i) {
-    cluster_.take_standby(ready[i]);
-    cluster_.place(ready[i], empty[i]);
-    placed.push_back(ready[i]);
-  }
-  save_journal();
-  std::string names;
-  for (MachineId m : placed) names += (names.empty() ? "" : ", ") + machine_config(m).name;
-  outcome(id, true, placed.empty() ? "no empty slot" : "standby " + names + " joined", t);
-  deliver(MachinesReady{id, placed});
-}
-
-void LiveWorld::retry_waiting_acquire() {
-  if (!waiting_acquire_) return;
-  MachineSet ready;
-  for (MachineId m : cluster_.standby())
-    if (link_.connected(m) && cluster_.health(m) != Health::kEvicted) ready.push_back(m);
-  std::vector<SlotId> empty;
-  for (SlotId s : waiting_acquire_->slots)
-    if (cluster_.machine_in(s) == kNoMachine) empty.push_back(s);
-  if (ready.size() < empty.size()) return;
-  const WaitingAcquire w = *waiting_acquire_;
-  waiting_acquire_.reset();
-  account_.waited(w.started);
-  place_into(w.id, empty, ready, w.started);
 }
 
 // --- what agents tell ----------------------------------------------------------------------
@@ -143,9 +67,9 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
     adoption_.ranks[m] = {};
     adoption_.gen.erase(m);
   }
-  if (!probes_.inspections().empty()) {
+  if (!tests_.inspections().empty()) {
     json kinds = json::object();
-    for (const auto& [k, v] : probes_.inspections()) kinds[k] = v;
+    for (const auto& [k, v] : tests_.inspections()) kinds[k] = v;
     requests_.send(m, json{{"type", "inspect"}, {"kinds", kinds}},
                    Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
   }
@@ -155,17 +79,14 @@ void LiveWorld::on_agent_connected(MachineId m, const Auth& auth) {
     // Ranks on a machine outside the job: left from before its eviction (its agent was
     // silent then, so the kill never reached it). They die now, before anything else runs
     // there (they may hold the GPU, or the rendezvous port).
-    note(machine_config(m).name + " is outside the job but still runs " +
+    note(config_.machine(m).name + " is outside the job but still runs " +
          std::to_string(auth.alive_ranks.size()) + " ranks of generation " +
          std::to_string(*auth.gen) + ": killing them");
     requests_.send(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
                    [](const AgentReply&) {});
   }
-  if (cluster_.slot_of(m) < 0 && !in_pool(m) && !is_retired(m)) {
-    if (repairs_.agent_back(m, now()))
-      schedule_repair(m, Duration::seconds(config_.repair.check_after_s));
-  }
-  retry_waiting_acquire();
+  repairs_.agent_back(m);
+  acquisitions_.retry();
   if (adoption_.active && adoption_.timer) {
     bool all = true;
     for (MachineId x : job_machines()) all &= link_.connected(x) && adoption_.ranks.count(x);
@@ -186,18 +107,18 @@ void LiveWorld::on_agent_lost(MachineId m, const std::string& why) {
   adoption_.ranks.erase(m);
   adoption_.gen.erase(m);
   if (cluster_.slot_of(m) >= 0) {
-    note("agent of " + machine_config(m).name + " lost: " + why);
+    note("agent of " + config_.machine(m).name + " lost: " + why);
     // With replica groups too: its replica drops out when the policy evicts it, or once the
-    // other replicas say their collectives with it failed (live_replicas.cc).
+    // other replicas say their collectives with it failed (replica_groups.cc).
     deliver(InspectionAlert{m, "host", "agent lost: " + why});
   } else if (cluster_.take_standby(m)) {
-    note("standby " + machine_config(m).name + " lost (" + why +
+    note("standby " + config_.machine(m).name + " lost (" + why +
          "); removed from the pool until its agent is back and it passes a repair check");
     save_journal();
   } else {
     // Nothing for the policy to decide, but the loss happened: the log keeps it.
-    note("agent of " + machine_config(m).name + " lost (" + why + "); it is out of the job (" +
-         (is_retired(m) ? "retired" : "its repair check waits for the agent") + ")");
+    note("agent of " + config_.machine(m).name + " lost (" + why + "); it is out of the job (" +
+         (repairs_.is_retired(m) ? "retired" : "its repair check waits for the agent") + ")");
   }
 }
 
@@ -210,7 +131,7 @@ void LiveWorld::on_agent_message(MachineId m, const json& msg) {
   } else if (const auto* exit = std::get_if<AgentExit>(&decoded)) {
     on_exit(m, *exit);
   } else if (const auto* rdv = std::get_if<AgentRendezvous>(&decoded)) {
-    on_rendezvous(m, *rdv);
+    tests_.rendezvous(m, *rdv);
   } else if (const auto* alert = std::get_if<AgentAlert>(&decoded)) {
     repairs_.alert(m, now());             // a machine under repair fails its check on it
     if (cluster_.slot_of(m) < 0) return;  // standby or evicted: nothing the job policy acts on
@@ -263,7 +184,7 @@ void LiveWorld::inject(MachineId m, const std::string& fault, const std::string&
           why = "no answer within " + traces::json_brief(kInjectTimeoutS) +
                 " s; cancelled at the agent";
         }
-        note("the agent of " + machine_config(m).name + " did not apply the injected " + fault +
+        note("the agent of " + config_.machine(m).name + " did not apply the injected " + fault +
              " (" + why + "): not a fault of this run");
         done(false, why);
       });
@@ -279,120 +200,10 @@ bool LiveWorld::repaired(MachineId m) {
   js.retired.erase(std::remove(js.retired.begin(), js.retired.end(), m), js.retired.end());
   cluster_.set_health(m, Health::kHealthy);
   cluster_.add_standby(m);
-  note(machine_config(m).name + " repaired; back in the standby pool");
+  note(config_.machine(m).name + " repaired; back in the standby pool");
   save_journal();
-  retry_waiting_acquire();
+  acquisitions_.retry();
   return true;
-}
-
-// --- the repair pipeline ------------------------------------------------------------------------
-
-bool LiveWorld::is_retired(MachineId m) const {
-  const auto& r = journal_.state().retired;
-  return std::find(r.begin(), r.end(), m) != r.end();
-}
-
-bool LiveWorld::in_pool(MachineId m) const {
-  const auto& sb = cluster_.standby();
-  return std::find(sb.begin(), sb.end(), m) != sb.end();
-}
-
-void LiveWorld::retire(MachineId m, const std::string& why) {
-  auto& s = journal_.state();
-  if (!is_retired(m)) s.retired.push_back(m);
-  repairs_.forget(m);
-  note(machine_config(m).name + " retired: " + why + "; only an operator's repair returns it");
-}
-
-void LiveWorld::taken_out(MachineId m) {
-  auto& s = journal_.state();
-  const int strikes = ++s.strikes[m];
-  if (config_.repair.retire_after > 0 && strikes >= config_.repair.retire_after) {
-    retire(m, "taken out of the job " + std::to_string(strikes) + " times (repair.retire_after = " +
-                  std::to_string(config_.repair.retire_after) + ")");
-    return;
-  }
-  repairs_.take_out(m, now());
-  schedule_repair(m, Duration::seconds(config_.repair.check_after_s));
-}
-
-void LiveWorld::schedule_repair(MachineId m, Duration after) {
-  repairs_.schedule(m, after, [this, m] { run_repair_check(m); });
-}
-
-void LiveWorld::run_repair_check(MachineId m) {
-  const RepairQueue::Repair* r = repairs_.find(m);
-  if (!r || r->running) return;
-  if (cluster_.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) {
-    repairs_.forget(m);
-    return;
-  }
-  if (!link_.connected(m)) return;  // checked when its agent is back (on_agent_connected)
-  repairs_.begin_check(m);
-  const Duration deadline = Duration::seconds(60);
-  // Whatever still runs there dies first: a machine is checked, and handed out again, only
-  // without old ranks on it.
-  requests_.send(m, json{{"type", "kill"}}, Duration::seconds(kRequestTimeoutS),
-                 [this, m, deadline](const AgentReply& killed) {
-                   if (!killed.ok)
-                     return repair_failed(m,
-                                          "its old ranks were not killed (" + killed.detail + ")");
-                   probe_repaired(m, deadline);
-                 });
-}
-
-// gpu_diag, then the bit-wise test; a machine that passes both (and raised no alert since it
-// was taken out) is back in the standby pool.
-void LiveWorld::probe_repaired(MachineId m, Duration deadline) {
-  probe_machines(
-      ProbeKind::kGpuDiag, {m}, deadline,
-      [this, m, deadline](const MachineSet& failed, bool, const std::string& details) {
-        if (!failed.empty()) return repair_failed(m, "gpu_diag failed" + details);
-        probe_machines(
-            ProbeKind::kBitwise, {m}, deadline,
-            [this, m](const MachineSet& failed2, bool, const std::string& details2) {
-              if (!failed2.empty()) return repair_failed(m, "bit-wise test failed" + details2);
-              const RepairQueue::Repair* r = repairs_.find(m);
-              if (!r) return;
-              if (repairs_.alerted_since_taken_out(m))
-                return repair_failed(m, "it raised an inspection alert since it was taken out");
-              const int checks = r->checks;
-              repairs_.forget(m);
-              if (cluster_.slot_of(m) >= 0 || in_pool(m) || is_retired(m)) return;
-              cluster_.set_health(m, Health::kHealthy);
-              cluster_.add_standby(m);
-              note(machine_config(m).name + " passed its repair check (gpu_diag, bit-wise" +
-                   (checks > 1 ? ", check " + std::to_string(checks) : std::string()) +
-                   "); back in the standby pool");
-              save_journal();
-              retry_waiting_acquire();
-            });
-      });
-}
-
-void LiveWorld::repair_failed(MachineId m, const std::string& why) {
-  const RepairQueue::Repair* r = repairs_.find(m);
-  if (!r) return;
-  if (!repairs_.check_failed(m, config_.repair.max_checks, now())) {  // left to an operator
-    note(machine_config(m).name + " failed its repair check " + std::to_string(r->checks) +
-         " times (" + why + "); left to an operator: faultline live inject CONFIG --machine " +
-         machine_config(m).name + " --fault repair");
-    return;
-  }
-  note(machine_config(m).name + " failed its repair check (" + why + "); next check in " +
-       traces::json_brief(config_.repair.retry_after_s) + " s");
-  schedule_repair(m, Duration::seconds(config_.repair.retry_after_s));
-}
-
-LiveWorld::MachineState LiveWorld::machine_state(MachineId m) const {
-  if (cluster_.slot_of(m) >= 0) return MachineState::kJob;
-  if (in_pool(m)) return MachineState::kStandby;
-  if (is_retired(m)) return MachineState::kRetired;
-  if (const RepairQueue::Repair* r = repairs_.find(m))
-    return r->given_up  ? MachineState::kLeftToOperator
-           : r->running ? MachineState::kRepairCheck
-                        : MachineState::kAwaitingRepair;
-  return MachineState::kOut;
 }
 
 }  // namespace faultline::live

@@ -30,7 +30,7 @@ MetricFamily histogram(std::string name, std::string help, const Histogram& h) {
 }
 
 const char* state_label(int state) {
-  // In the order of LiveWorld::MachineState.
+  // In the order of RepairPipeline::MachineState.
   static const char* const kNames[] = {
       "job", "standby", "retired", "repair_check", "awaiting_repair", "left_to_operator", "out"};
   return kNames[state];
@@ -96,12 +96,13 @@ std::vector<MetricFamily> LiveWorld::metrics() const {
                           "replica training again).",
                           incidents_.stats().recovery));
 
+  using MachineState = RepairPipeline::MachineState;
   std::map<std::string, double> states;
   for (int s = 0; s <= static_cast<int>(MachineState::kOut); ++s) states[state_label(s)] = 0;
   int connected = 0;
   int repair_queue = 0;
   for (MachineId m = 0; m < cluster_.machine_count(); ++m) {
-    const MachineState s = machine_state(m);
+    const MachineState s = repairs_.state(m);
     states[state_label(static_cast<int>(s))] += 1;
     if (s == MachineState::kRepairCheck || s == MachineState::kAwaitingRepair) ++repair_queue;
     if (link_.connected(m)) ++connected;

@@ -100,7 +100,7 @@ void LiveWorld::kill_sparing(std::function<void(HeldRanks)> then) {
 // In place: a peer died; `rank` keeps its process and its state at `step` (16 a generation).
 void LiveWorld::note_holding(MachineId m, std::int64_t rank, std::int64_t step) {
   if (ranks_.admit_holding_note())
-    note("rank " + std::to_string(rank) + " on " + machine_config(m).name +
+    note("rank " + std::to_string(rank) + " on " + config_.machine(m).name +
          " holds in place after step " + std::to_string(step));
 }
 
@@ -163,7 +163,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
       // Replicas out of the quorum when the previous controller stopped run nothing to adopt
       // (when the policy runs replica groups still: otherwise the job is launched again).
       const std::set<std::int64_t> out =
-          replicas_.enabled() ? incidents_.replicas_out() : std::set<std::int64_t>{};
+          replicas_.set().enabled() ? incidents_.replicas_out() : std::set<std::int64_t>{};
       for (MachineId m : job_machines()) {
         if (out.count(cluster_.slot_of(m))) continue;
         if (static_cast<int>(adoption_.ranks[m].size()) != config_.job.gpus_per_machine)
@@ -182,7 +182,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
       if (all && start_.id() == adoption_.action) {
         if (config_.job.replica_groups)  // as the journal's quorum left them
           for (SlotId slot = 0; slot < cluster_.slots(); ++slot)
-            if (!out.count(slot)) replicas_.admit(slot);
+            if (!out.count(slot)) replicas_.set().admit(slot);
         running_ = true;
         job_running();
         start_.end();
@@ -190,7 +190,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
         outcome(adoption_.action, true,
                 "adopted generation " + std::to_string(s.gen) + " still running", start_.began());
         deliver(JobStarted{adoption_.action, std::max<std::int64_t>(0, progress_.last_step())});
-        if (!out.empty()) resume_replicas_out(out);
+        if (!out.empty()) replicas_.resume_out(out, adoption_.ranks);
         return;
       }
       // Ranks that ended while no controller watched: their exits never reached a log.
@@ -202,7 +202,7 @@ void LiveWorld::do_start(ActionId id, const std::string& why, bool in_place) {
         if (adoption_.gen.count(m) && adoption_.gen[m] != s.gen) continue;
         for (std::int64_t r = slot * g; r < (slot + 1) * g; ++r)
           if (!adoption_.ranks[m].count(r)) {
-            note("event log gap: rank " + std::to_string(r) + " on " + machine_config(m).name +
+            note("event log gap: rank " + std::to_string(r) + " on " + config_.machine(m).name +
                  " (generation " + std::to_string(s.gen) +
                  ") ended while no controller was running; its exit is lost");
             lost_before_restart(1);
@@ -257,17 +257,15 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
   note_unnoted_exits();
   ranks_.launch(now());
   victim_timer_.cancel();
-  // A replica-group job starts in a quorum of every replica (live_replicas.cc).
+  // A replica-group job starts in a quorum of every replica (replica_groups.cc).
   std::optional<Quorum> quorum;
   if (config_.job.replica_groups) {
-    rejoins_superseded();
-    replicas_.launch_all(cluster_.slots());
-    quorum = quorums_.next({});
+    quorum = replicas_.launch_all();
   }
   save_journal();
   const int g = config_.job.gpus_per_machine;
   const int world = cluster_.slots() * g;
-  const std::string master = machine_config(cluster_.machine_in(0)).addr;
+  const std::string master = config_.machine(cluster_.machine_in(0)).addr;
   // An in-place re-form meets on its own port, alternating, apart from the one the kept
   // ranks' previous group may still hold.
   const int port =
@@ -294,13 +292,13 @@ void LiveWorld::launch(ActionId id, Instant started, const HeldRanks* kept) {
              {"version", s.version}, {"ranks", ranks},
              {"world_size", world},  {"master_addr", master},
              {"master_port", port},  {"ckpt_every", s.ckpt_every}};
-    if (quorum) msg["replicas"] = quorums_.launch_field(*quorum);
+    if (quorum) msg["replicas"] = replicas_.quorums().launch_field(*quorum);
     if (config_.job.in_place) msg["reform"] = true;
     if (kept) msg["in_place"] = true;
     requests_.send(
         m, std::move(msg), Duration::seconds(kRequestTimeoutS), [this, id, m](const AgentReply& r) {
           if (start_.id() != id || r.ok) return;
-          const std::string why = "launch failed on " + machine_config(m).name + ": " + r.detail;
+          const std::string why = "launch failed on " + config_.machine(m).name + ": " + r.detail;
           start_.end();
           outcome(id, false, start_.in_place_note() + why, start_.began());
           deliver(StartFailed{id, m, why});
@@ -327,7 +325,7 @@ bool LiveWorld::runs_rank(MachineId m, std::int64_t rank, const char* what) cons
   const std::int64_t g = config_.job.gpus_per_machine;
   if (rank < slot * g || rank >= (slot + 1) * g)
     bad(std::string(what) + ": rank " + std::to_string(rank) + " is not run by " +
-        machine_config(m).name + " (slot " + std::to_string(slot) + ")");
+        config_.machine(m).name + " (slot " + std::to_string(slot) + ")");
   return true;
 }
 
@@ -342,9 +340,10 @@ bool LiveWorld::believable_step(MachineId m, std::int64_t rank, std::int64_t ste
   if (static_cast<double>(step) <= b.most) return true;
   const std::uint64_t refused = progress_.refuse();
   if (refused <= 5 || refused % 1000 == 0)
-    note("refused a step report of rank " + std::to_string(rank) + " on " + machine_config(m).name +
-         ": step " + std::to_string(step) + " is beyond what the job can have reached (step " +
-         std::to_string(b.base) + " " + traces::json_brief(b.since_s) + " s ago; at most " +
+    note("refused a step report of rank " + std::to_string(rank) + " on " +
+         config_.machine(m).name + ": step " + std::to_string(step) +
+         " is beyond what the job can have reached (step " + std::to_string(b.base) + " " +
+         traces::json_brief(b.since_s) + " s ago; at most " +
          std::to_string(static_cast<std::int64_t>(b.most)) + "): " + std::to_string(refused) +
          " refused so far");
   return false;
@@ -360,7 +359,7 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   const std::int64_t rank = msg.rank >= 0 ? msg.rank : r.rank.value_or(-1);
   if (migrations_.report(m, rank, r)) return;  // a migration's joiner (migrations.h)
   if (!runs_rank(m, rank, "report")) return;
-  if (replica_report(m, rank, r)) return;
+  if (replicas_.report(m, rank, r)) return;
   if (r.type == "holding") return note_holding(m, rank, r.step.value_or(-1));
   if (r.type == "started" && start_.pending()) {
     // While the start kills, the journal's generation is the outgoing one: its late
@@ -396,7 +395,8 @@ void LiveWorld::on_report(MachineId m, const AgentReport& msg) {
   if (running_) {
     ranks_.record_step(rank, step, now());
   }
-  if (rank != step_rank()) return;  // rank 0 (or the lowest replica training) carries the step
+  if (rank != replicas_.step_rank())
+    return;  // rank 0 (or the lowest replica training) carries the step
   const double step_time = r.step_time_s.value_or(0);
   const bool loss_nan = r.loss_nan();
   const bool grad_nan = r.grad_norm_nan();
@@ -438,8 +438,9 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
   if (code == 0 && sig == 0) {
     ranks_.clean_exit(rank);
     // With replica groups, every replica of the quorum (none rejoining) ends the job.
-    const bool quorum_done = replicas_.enabled() && running_ && replicas_.joiners().empty() &&
-                             std::all_of(replicas_.members().begin(), replicas_.members().end(),
+    const ReplicaSet& set = replicas_.set();
+    const bool quorum_done = set.enabled() && running_ && set.joiners().empty() &&
+                             std::all_of(set.members().begin(), set.members().end(),
                                          [&](std::int64_t r) { return ranks_.exited_cleanly(r); });
     if (quorum_done || static_cast<int>(ranks_.clean_exit_count()) ==
                            cluster_.slots() * config_.job.gpus_per_machine) {
@@ -449,7 +450,7 @@ void LiveWorld::on_exit(MachineId m, const AgentExit& msg) {
     }
     return;
   }
-  if (replica_exit(m, rank, sig ? 128 + sig : code, signature)) return;  // it drops out
+  if (replicas_.exit(m, rank, sig ? 128 + sig : code, signature)) return;  // it drops out
   if (start_.pending()) {
     // Ranks of the previous generation die while a start kills them: not a failure of
     // this start, whose ranks are launched only after the kill.
@@ -489,7 +490,7 @@ void LiveWorld::note_dropped_exit(MachineId m, std::int64_t rank, int code, int 
   const std::string when = after      ? std::string("after ") + after
                            : running_ ? "while another rank's exit is handled"
                                       : "while the job is not running";
-  note("rank " + std::to_string(rank) + " on " + machine_config(m).name + " exited (code " +
+  note("rank " + std::to_string(rank) + " on " + config_.machine(m).name + " exited (code " +
        std::to_string(code) + ") " + when + ": " + signature +
        " (no new incident: the restart under way covers it)");
 }
@@ -533,7 +534,7 @@ void LiveWorld::report_exit(MachineId m, std::int64_t rank, int code,
   victim_timer_.cancel();
   ranks_.take_victim();
   job_broken("rank_exit", "rank " + std::to_string(rank) +
-                              (m == kNoMachine ? "" : " on " + machine_config(m).name) +
+                              (m == kNoMachine ? "" : " on " + config_.machine(m).name) +
                               " exited: " + signature);
   deliver(ProcessExit{m, code, signature, ranks_.rank_step(rank)});
 }
@@ -553,11 +554,11 @@ void LiveWorld::attribute_victim_exit() {
   const RankGeneration::Laggard lag =
       ranks_.laggard(cluster_.slots(), config_.job.gpus_per_machine);
   const MachineId named = lag.slot >= 0 ? cluster_.machine_in(lag.slot) : kNoMachine;
-  note("rank " + std::to_string(v.rank) + " on " + machine_config(v.machine).name +
+  note("rank " + std::to_string(v.rank) + " on " + config_.machine(v.machine).name +
        " exited because a peer stopped answering (" + v.signature + "); " +
        (named == kNoMachine
             ? std::string("no machine's ranks are behind the others: the exit names no machine")
-            : machine_config(named).name + "'s ranks stalled first, after step " +
+            : config_.machine(named).name + "'s ranks stalled first, after step " +
                   std::to_string(lag.behind) + " (every other rank reported step " +
                   std::to_string(lag.others) + " or later)"));
   report_exit(named, v.rank, v.code, v.signature);
@@ -567,7 +568,8 @@ void LiveWorld::job_running() {
   account_.running();
   // A launch brought every replica back (an adoption, only those the journal had in).
   for (std::int64_t r : incidents_.replicas_out())
-    if (replicas_.member(r) && !replicas_.joining(r)) replica_incident_closes(r, "recovered");
+    if (replicas_.set().member(r) && !replicas_.set().joining(r))
+      replicas_.incident_closes(r, "recovered");
   Incident* open = incidents_.open_job_stop();
   if (!open) return;
   incidents_.resolve(*open, now(), "recovered");

@@ -2,7 +2,7 @@
 // glue, event delivery, requests to agents with their replies and timeouts, the policy's
 // timers, act()'s dispatch with one act_on overload per action kind, status() and the ETTR
 // accounting with its incidents. The job's ranks live in live_ranks.cc, stop-time tests in
-// live_probes.cc, agents and the machine pool in live_fleet.cc, metrics in live_metrics.cc.
+// stop_tests.cc, agents and the machine pool in live_fleet.cc, metrics in live_metrics.cc.
 #include "realexec/controller/live_world.h"
 
 #include <algorithm>
@@ -45,17 +45,48 @@ json storage_status(const traces::StorageHealth& h, const std::string& path,
       {"last_error", h.last_error}};
 }
 
-}  // namespace
+// Rebuilds the placement the previous controller left (a resumed journal's evicted machines,
+// slots and standbys) on the config's cluster.
+void rebuild_placement(ClusterView& cluster, const JournalState& s) {
+  for (MachineId m : s.evicted) {
+    if (m >= 0 && m < cluster.machine_count()) {
+      if (cluster.slot_of(m) >= 0) cluster.vacate(cluster.slot_of(m));
+      cluster.take_standby(m);
+      cluster.set_health(m, Health::kEvicted);
+    }
+  }
+  for (SlotId i = 0; i < cluster.slots() && i < static_cast<SlotId>(s.slots.size()); ++i) {
+    const MachineId m = s.slots[i];
+    if (m == kNoMachine) {
+      if (cluster.machine_in(i) != kNoMachine) cluster.vacate(i);
+    } else if (m < cluster.machine_count()) {
+      cluster.take_standby(m);
+      cluster.place(m, i);
+    }
+  }
+  for (MachineId m : std::vector<MachineId>(cluster.standby()))
+    if (std::find(s.standby.begin(), s.standby.end(), m) == s.standby.end())
+      cluster.take_standby(m);
+}
 
-// One action that waits for several agents.
-struct LiveWorld::Pending {
-  int remaining = 0;
-};
+}  // namespace
 
 LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor& reactor,
                      MachineLink& link, traces::EventLogWriter& log, Journal& journal)
-    : repairs_(reactor),
-      replicas_(reactor),
+    : tests_({config, cluster_, reactor, link, requests_, [this] { return now(); },
+              [this] { return job_machines(); }, [this](std::string_view text) { note(text); },
+              [this](ActionId id, bool ok, const std::string& detail, Instant started) {
+                outcome(id, ok, detail, started);
+              },
+              [this](ActionId id, const std::string& why, Instant t) { refuse(id, why, t); },
+              [this](Event e) { deliver(std::move(e)); }}),
+      repairs_({config, cluster_, reactor, journal, requests_, link, [this] { return now(); },
+                [this](std::string_view text) { note(text); }, [this] { save_journal(); },
+                [this](ProbeKind test, const MachineSet& machines, Duration deadline,
+                       RepairPipeline::ProbeDone done) {
+                  tests_.run(test, machines, deadline, std::move(done));
+                },
+                [this] { acquisitions_.retry(); }}),
       config_(config),
       reactor_(reactor),
       link_(link),
@@ -65,27 +96,49 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
       rng_({config.seed, 0x11fe}),
       policy_(registry.make(config.stack, config.params)),
       requests_(reactor, link),
+      policy_timers_(reactor),
+      delivery_(reactor,
+                [this](const Event& e) {
+                  this->log("event", {{"event", to_json(e)}});
+                  policy_->on_event(e, *this);
+                }),
       start_(reactor),
       victim_timer_(reactor),
-      account_({journal, incidents_, progress_, replicas_, cluster_, config.job.nominal_step_time_s,
-                [this] { return now(); }, [this] { return running_; }, [this] { save_journal(); },
+      acquisitions_({config, cluster_, link, [this] { return now(); },
+                     [this](std::string_view text) { note(text); },
+                     [this](ActionId id, bool ok, const std::string& detail, Instant started) {
+                       outcome(id, ok, detail, started);
+                     },
+                     [this](ActionId id, const std::string& why, Instant t) { refuse(id, why, t); },
+                     [this](Event e) { deliver(std::move(e)); }, [this] { save_journal(); },
+                     [this](MachineId m) { repairs_.take_out(m); },
+                     [this](Instant since) { account_.waited(since); }}),
+      replicas_({config, cluster_, reactor, link, requests_, journal, ranks_, incidents_,
+                 [this] { return now(); }, [this] { return running_; },
+                 [this] { return start_.pending(); }, [this](std::string_view text) { note(text); },
+                 [this](ActionId id, bool ok, const std::string& detail, Instant started) {
+                   outcome(id, ok, detail, started);
+                 },
+                 [this](ActionId id, const std::string& why, Instant t) { refuse(id, why, t); },
+                 [this](Event e) { deliver(std::move(e)); }, [this] { save_journal(); },
+                 [this](MachineId m, std::int64_t rank, int code, const std::string& signature) {
+                   report_exit(m, rank, code, signature);
+                 }}),
+      account_({journal, incidents_, progress_, replicas_.set(), cluster_,
+                config.job.nominal_step_time_s, [this] { return now(); },
+                [this] { return running_; }, [this] { save_journal(); },
                 [this](json record) { this->log("account", std::move(record)); },
-                [this]() -> std::optional<Instant> {
-                  if (!waiting_acquire_) return std::nullopt;
-                  return waiting_acquire_->started;
-                }}),
-      quorums_({config, cluster_, replicas_, journal, requests_, link,
-                [this](std::string_view text) { note(text); }, [this] { save_journal(); }}),
-      migrations_({config, cluster_, reactor, link, requests_, replicas_, quorums_, journal, avoid_,
-                   [this] { return now(); }, [this] { return running_; },
-                   [this] { return start_.pending(); },
+                [this] { return acquisitions_.waiting_since(); }}),
+      migrations_({config, cluster_, reactor, link, requests_, replicas_.set(), replicas_.quorums(),
+                   journal, acquisitions_.avoided(), [this] { return now(); },
+                   [this] { return running_; }, [this] { return start_.pending(); },
                    [this](std::string_view text) { note(text); },
                    [this](ActionId id, bool ok, const std::string& detail, Instant started) {
                      outcome(id, ok, detail, started);
                    },
                    [this](ActionId id, const std::string& why, Instant t) { refuse(id, why, t); },
                    [this](Event e) { deliver(std::move(e)); }, [this] { save_journal(); },
-                   [this](MachineId m) { taken_out(m); }}) {
+                   [this](MachineId m) { repairs_.take_out(m); }}) {
   auto& s = journal_.state();
   if (!journal_.resumed()) {
     s = JournalState{};
@@ -96,26 +149,7 @@ LiveWorld::LiveWorld(const LiveConfig& config, const Registry& registry, Reactor
     s.standby = cluster_.standby();
   } else {
     remap_machines(s);
-    // Rebuild the placement the previous controller left.
-    for (MachineId m : s.evicted) {
-      if (m >= 0 && m < cluster_.machine_count()) {
-        if (cluster_.slot_of(m) >= 0) cluster_.vacate(cluster_.slot_of(m));
-        cluster_.take_standby(m);
-        cluster_.set_health(m, Health::kEvicted);
-      }
-    }
-    for (SlotId i = 0; i < cluster_.slots() && i < static_cast<SlotId>(s.slots.size()); ++i) {
-      const MachineId m = s.slots[i];
-      if (m == kNoMachine) {
-        if (cluster_.machine_in(i) != kNoMachine) cluster_.vacate(i);
-      } else if (m < cluster_.machine_count()) {
-        cluster_.take_standby(m);
-        cluster_.place(m, i);
-      }
-    }
-    for (MachineId m : std::vector<MachineId>(cluster_.standby()))
-      if (std::find(s.standby.begin(), s.standby.end(), m) == s.standby.end())
-        cluster_.take_standby(m);
+    rebuild_placement(cluster_, s);  // the placement the previous controller left
     // Ids up to the ceiling may be in the log already (issued after the last save).
     next_action_ = std::max(s.next_action, s.action_ceiling);
     progress_.resume(s.last_step, s.step_times);
@@ -172,7 +206,6 @@ void LiveWorld::remap_machines(JournalState& s) {
 }
 
 LiveWorld::~LiveWorld() {
-  for (auto& [id, t] : policy_timers_.reactor) reactor_.cancel_timer(t);
   start_.timer().cancel();
   if (adoption_.timer) reactor_.cancel_timer(adoption_.timer);
 }
@@ -232,10 +265,7 @@ void LiveWorld::start() {
   }
   save_journal();
   started_ = true;
-  delivery_.delivering = true;
-  policy_->start(*this);
-  delivery_.delivering = false;
-  drain();
+  delivery_.run([this] { policy_->start(*this); });
 }
 
 // --- events ----------------------------------------------------------------------------
@@ -246,36 +276,12 @@ void LiveWorld::deliver(Event e) {
     note("before the policy started: " + describe(e));
     return;
   }
-  delivery_.queue.push_back(std::move(e));
-  if (!delivery_.delivering && !delivery_.drain_scheduled) {
-    delivery_.drain_scheduled = true;
-    reactor_.defer([this] {
-      delivery_.drain_scheduled = false;
-      drain();
-    });
-  }
-}
-
-void LiveWorld::drain() {
-  if (delivery_.delivering) return;
-  delivery_.delivering = true;
-  while (!delivery_.queue.empty()) {
-    Event e = std::move(delivery_.queue.front());
-    delivery_.queue.pop_front();
-    log("event", {{"event", to_json(e)}});
-    policy_->on_event(e, *this);
-  }
-  delivery_.delivering = false;
+  delivery_.push(std::move(e));
 }
 
 void LiveWorld::outcome(ActionId id, bool ok, const std::string& detail, Instant started) {
   log("outcome",
       {{"id", id}, {"ok", ok}, {"detail", detail}, {"duration_s", (now() - started).to_seconds()}});
-}
-
-const LiveMachine& LiveWorld::machine_config(MachineId m) const {
-  const int jobs = static_cast<int>(config_.machines.size());
-  return m < jobs ? config_.machines[m] : config_.standby[m - jobs];
 }
 
 MachineSet LiveWorld::job_machines() const {
@@ -299,11 +305,7 @@ ActionId LiveWorld::act(Action a) {
   log("action", {{"id", id}, {"action", to_json(a)}});
   // A policy that acts without end (each failure answered by a new action) would flood
   // the log; stop the run with a clear message instead.
-  if (now() - burst_.start > Duration::seconds(1)) {
-    burst_.start = now();
-    burst_.actions = 0;
-  }
-  if (++burst_.actions > kMaxActionsPerSecond) {
+  if (!burst_.admit(now(), kMaxActionsPerSecond)) {
     note("policy livelock: more than " + std::to_string(kMaxActionsPerSecond) +
          " actions in one second; stopping");
     std::fprintf(stderr,
@@ -370,7 +372,9 @@ void LiveWorld::act_on(ActionId id, const StartJob& a, Instant t) {
 
 void LiveWorld::act_on(ActionId id, const EvictMachines& a, Instant) { do_evict(id, a); }
 
-void LiveWorld::act_on(ActionId id, const AcquireMachines& a, Instant) { do_acquire(id, a); }
+void LiveWorld::act_on(ActionId id, const AcquireMachines& a, Instant) {
+  acquisitions_.acquire(id, a);
+}
 
 void LiveWorld::act_on(ActionId id, const SetCheckpointPlan& a, Instant t) {
   // The tolerance keeps 30 s at 1 s steps at 30 steps despite rounding.
@@ -398,17 +402,17 @@ void LiveWorld::act_on(ActionId id, const EnableOracle&, Instant t) {
 void LiveWorld::act_on(ActionId, const Note& a, Instant) { note(a.text); }
 
 void LiveWorld::act_on(ActionId id, const EnableInspection& a, Instant t) {
-  do_inspect(a);  // act() refused an interval that is not positive
+  tests_.inspect(a);  // act() refused an interval that is not positive
   outcome(id, true,
           "inspection of " + a.kind + " every " + std::to_string(a.interval.to_seconds()) + " s",
           t);
 }
 
-void LiveWorld::act_on(ActionId id, const RunProbe& a, Instant) { do_probe(id, a); }
+void LiveWorld::act_on(ActionId id, const RunProbe& a, Instant) { tests_.probe(id, a); }
 
-void LiveWorld::act_on(ActionId id, const CaptureStacks&, Instant) { do_capture(id); }
+void LiveWorld::act_on(ActionId id, const CaptureStacks&, Instant) { tests_.capture(id); }
 
-void LiveWorld::act_on(ActionId id, const RunReplay& a, Instant) { do_replay(id, a); }
+void LiveWorld::act_on(ActionId id, const RunReplay& a, Instant) { tests_.replay(id, a); }
 
 void LiveWorld::act_on(ActionId id, const HotUpdate& a, Instant t) {
   if (!config_.job.versions.count(a.version))
@@ -432,9 +436,17 @@ void LiveWorld::act_on(ActionId id, const SetStandbyPool& a, Instant t) {
 
 void LiveWorld::act_on(ActionId id, const AvoidMachines& a, Instant t) {
   // Live mode's scheduler is its standby list: these join a slot last.
-  avoid_ = a.machines;
+  acquisitions_.avoid(a.machines);
   outcome(id, true, std::to_string(a.machines.size()) + " machines taken from the standbys last",
           t);
+}
+
+void LiveWorld::act_on(ActionId id, const EnableReplicaGroups& a, Instant t) {
+  replicas_.enable(id, a, t);
+}
+
+void LiveWorld::act_on(ActionId id, const RejoinReplica& a, Instant t) {
+  replicas_.rejoin(id, a, t);
 }
 
 void LiveWorld::act_on(ActionId id, const MitigateSlowdown& a, Instant t) {
@@ -446,44 +458,35 @@ void LiveWorld::act_on(ActionId id, const MitigateSlowdown& a, Instant t) {
          t);
 }
 TimerId LiveWorld::set_timer(Duration after, std::uint64_t tag) {
-  const TimerId id = policy_timers_.next++;
-  policy_timers_.reactor[id] = reactor_.add_timer(after, [this, id, tag] {
-    policy_timers_.reactor.erase(id);
-    deliver(TimerFired{id, tag});
-  });
-  return id;
+  return policy_timers_.set(after, [this, tag](TimerId id) { deliver(TimerFired{id, tag}); });
 }
 
-void LiveWorld::cancel_timer(TimerId id) {
-  auto it = policy_timers_.reactor.find(id);
-  if (it == policy_timers_.reactor.end()) return;
-  reactor_.cancel_timer(it->second);
-  policy_timers_.reactor.erase(it);
-}
+void LiveWorld::cancel_timer(TimerId id) { policy_timers_.cancel(id); }
 
 json LiveWorld::status() const {
   const auto& s = journal_.state();
   json slots = json::array();
   for (SlotId i = 0; i < cluster_.slots(); ++i) {
     const MachineId m = cluster_.machine_in(i);
-    slots.push_back(m == kNoMachine ? json(nullptr) : json(machine_config(m).name));
+    slots.push_back(m == kNoMachine ? json(nullptr) : json(config_.machine(m).name));
   }
   json standby = json::array();
-  for (MachineId m : cluster_.standby()) standby.push_back(machine_config(m).name);
+  for (MachineId m : cluster_.standby()) standby.push_back(config_.machine(m).name);
   // Machines out of the job and the pool: under repair (checks run), given up on, retired.
   json repairing = json::array(), retired = json::array();
-  for (const auto& [m, r] : repairs_.repairs())
-    repairing.push_back({{"machine", machine_config(m).name},
+  for (const auto& [m, r] : repairs_.queue().repairs())
+    repairing.push_back({{"machine", config_.machine(m).name},
                          {"checks", r.checks},
                          {"state", r.given_up  ? "left to an operator"
                                    : r.running ? "checking"
                                                : "waiting"}});
-  for (MachineId m : s.retired) retired.push_back(machine_config(m).name);
+  for (MachineId m : s.retired) retired.push_back(config_.machine(m).name);
   // Every machine by state, for the operator's table.
   json machines = json::array();
   for (MachineId m = 0; m < cluster_.machine_count(); ++m) {
     std::string state;
-    switch (machine_state(m)) {
+    using MachineState = RepairPipeline::MachineState;
+    switch (repairs_.state(m)) {
       case MachineState::kJob:
         state = "job slot " + std::to_string(cluster_.slot_of(m));
         break;
@@ -506,7 +509,7 @@ json LiveWorld::status() const {
         state = "out";
         break;
     }
-    machines.push_back({{"machine", machine_config(m).name},
+    machines.push_back({{"machine", config_.machine(m).name},
                         {"state", state},
                         {"connected", link_.connected(m)},
                         {"strikes", s.strikes.count(m) ? s.strikes.at(m) : 0}});
@@ -516,7 +519,7 @@ json LiveWorld::status() const {
   const std::size_t from = kept.size() > 20 ? kept.size() - 20 : 0;
   for (std::size_t i = from; i < kept.size(); ++i) {
     const Incident& in = kept[i];
-    const bool rejoining = in.replica >= 0 && replicas_.joining(in.replica);
+    const bool rejoining = in.replica >= 0 && replicas_.set().joining(in.replica);
     incidents.push_back(
         {{"began_s", in.began.to_seconds()},
          {"resolved_s", in.resolved ? json(in.resolved->to_seconds()) : json(nullptr)},
@@ -549,7 +552,7 @@ json LiveWorld::status() const {
             {{"state", log_.health().failing || journal_.health().failing ? "failing" : "ok"},
              {"event_log", storage_status(log_.health(), log_.path(), lost_before_restart_)},
              {"journal", storage_status(journal_.health(), journal_.path())}}}};
-  if (config_.job.replica_groups) out["replicas"] = replicas_status();
+  if (config_.job.replica_groups) out["replicas"] = replicas_.status();
   return out;
 }
 

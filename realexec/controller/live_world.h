@@ -14,12 +14,10 @@
 // an action is being started are queued and delivered after the policy's handler returns.
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -27,6 +25,8 @@
 
 #include "eventlog/event_log.h"
 #include "policies/api/policy.h"
+#include "realexec/controller/acquisitions.h"
+#include "realexec/controller/action_burst.h"
 #include "realexec/controller/agent_requests.h"
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
@@ -36,12 +36,13 @@
 #include "realexec/controller/metrics.h"
 #include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
-#include "realexec/controller/probe_relays.h"
-#include "realexec/controller/quorums.h"
+#include "realexec/controller/policy_delivery.h"
+#include "realexec/controller/policy_timers.h"
 #include "realexec/controller/rank_generation.h"
-#include "realexec/controller/repair_queue.h"
-#include "realexec/controller/replica_set.h"
+#include "realexec/controller/repair_pipeline.h"
+#include "realexec/controller/replica_groups.h"
 #include "realexec/controller/step_progress.h"
+#include "realexec/controller/stop_tests.h"
 #include "realexec/live_config.h"
 #include "realexec/net/messages.h"
 #include "realexec/net/reactor.h"
@@ -112,10 +113,7 @@ class LiveWorld final : public World {
   void note(std::string_view reason) override;
 
  private:
-  struct Pending;  // an action waiting for agent replies
-
   void deliver(Event e);
-  void drain();
   void log(const std::string& kind, nlohmann::json fields);
   void outcome(ActionId id, bool ok, const std::string& detail, Instant started);
   void save_journal();
@@ -129,22 +127,22 @@ class LiveWorld final : public World {
   void act_on(ActionId id, const EndRun& a, Instant t);             // stops the job for good
   void act_on(ActionId id, const StartJob& a, Instant t);           // on a known version
   void act_on(ActionId id, const EvictMachines& a, Instant t);      // see do_evict
-  void act_on(ActionId id, const AcquireMachines& a, Instant t);    // see do_acquire
+  void act_on(ActionId id, const AcquireMachines& a, Instant t);    // see acquisitions.h
   void act_on(ActionId id, const SetCheckpointPlan& a, Instant t);  // from the next launch
   void act_on(ActionId id, const WatchSteps& a, Instant t);         // StepSample cadence
   void act_on(ActionId id, const EnableOracle& a, Instant t);       // refused: no ground truth
   void act_on(ActionId id, const Note& a, Instant t);               // an event-log note
   void act_on(ActionId id, const EnableInspection& a, Instant t);   // on every agent
-  void act_on(ActionId id, const RunProbe& a, Instant t);           // see do_probe
-  void act_on(ActionId id, const CaptureStacks& a, Instant t);      // see do_capture
-  void act_on(ActionId id, const RunReplay& a, Instant t);          // see do_replay
+  void act_on(ActionId id, const RunProbe& a, Instant t);           // see stop_tests.h
+  void act_on(ActionId id, const CaptureStacks& a, Instant t);      // see stop_tests.h
+  void act_on(ActionId id, const RunReplay& a, Instant t);          // see stop_tests.h
   void act_on(ActionId id, const HotUpdate& a, Instant t);          // a restart on a known version
   void act_on(ActionId id, const RollBack& a, Instant t);           // a restart on the good version
   void act_on(ActionId id, const SetStandbyPool& a, Instant t);     // only checks the pool
   void act_on(ActionId id, const AvoidMachines& a, Instant t);      // standbys handed out last
   void act_on(ActionId id, const MitigateSlowdown& a, Instant t);   // refused: fixed layout
-  void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // see live_replicas.cc
-  void act_on(ActionId id, const RejoinReplica& a, Instant t);        // see live_replicas.cc
+  void act_on(ActionId id, const EnableReplicaGroups& a, Instant t);  // see replica_groups.h
+  void act_on(ActionId id, const RejoinReplica& a, Instant t);        // see replica_groups.h
   void act_on(ActionId id, const MigrateMachines& a, Instant t);      // see migrations.h
 
   // Action handlers.
@@ -156,77 +154,13 @@ class LiveWorld final : public World {
   void start_in_place(ActionId id, Instant t);  // do_start's in-place part (live_ranks.cc)
   void note_holding(MachineId m, std::int64_t rank, std::int64_t step);
   void do_evict(ActionId id, const EvictMachines& a);
-  void do_acquire(ActionId id, const AcquireMachines& a);
-  void do_probe(ActionId id, const RunProbe& a);
-  // Runs `test` on `machines` (bit-wise and stress compared with a reference run on this
-  // host); `done` gets the machines that failed, whether one timed out, and details.
-  // inter_all_gather's rank 0 listens on `master_port` (0: the job's master_port + 100);
-  // `timed` hears each machine's own time of the collective, when its probe reported one.
-  using ProbeDone =
-      std::function<void(const MachineSet& failed, bool timed_out, const std::string& details)>;
-  void probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done,
-                      int master_port = 0, std::function<void(MachineId, double)> timed = nullptr);
-  // RunProbe::groups: one inter_all_gather per group, all at once, each its own rendezvous.
-  void do_grouped_probe(ActionId id, const RunProbe& a);
-  // Relayed rendezvous of inter_all_gather probes, and the inspections enabled.
-  ProbeRelays probes_;
-  void on_rendezvous(MachineId m, const AgentRendezvous& msg);
+  // The stop-time tests (stop_tests.h): probes, stack captures, replays, inspections.
+  StopTests tests_;
 
-  // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
-  // A machine taken out of the job: a strike, then retirement or a repair check.
-  void taken_out(MachineId m);
-  // Out of the fleet for good (repair.retire_after strikes, or the policy said so): no
-  // repair check; only an operator's repair returns it.
-  void retire(MachineId m, const std::string& why);
-  void schedule_repair(MachineId m, Duration after);
-  void run_repair_check(MachineId m);
   // A resumed journal's ids mapped to this config's order by the names it saved.
   void remap_machines(JournalState& s);
-  void probe_repaired(MachineId m, Duration deadline);
-  void repair_failed(MachineId m, const std::string& why);
-  bool is_retired(MachineId m) const;
-  bool in_pool(MachineId m) const;
-  RepairQueue repairs_;
-  void do_capture(ActionId id);
-  // A capture that agents with late heartbeats did not answer (machine -> seconds silent).
-  void silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t);
-  void do_replay(ActionId id, const RunReplay& a);
-  void do_inspect(const EnableInspection& a);
-  void place_into(ActionId id, const std::vector<SlotId>& empty, MachineSet ready, Instant t);
-  void retry_waiting_acquire();
-
-  // --- replica groups (live_replicas.cc; job.replica_groups, python/faultline/replicas.py) --
-  // Every launch of such a job starts quorum 1 of all replicas. With EnableReplicaGroups, a
-  // failed replica drops out while the others train (ReplicaDropped) and a RejoinReplica
-  // launches it again, admitted to the quorum once it waits for one (ReplicaRejoined).
-  ReplicaSet replicas_;
-  // A rank of the job exited while it trains with replica groups: true when that is a drop
-  // (or an echo of one) rather than a failure that stops the job.
-  bool replica_exit(MachineId m, std::int64_t rank, int code, const std::string& signature);
-  void drop_replica(std::int64_t r, MachineId m, int code, const std::string& signature);
-  // A report of a replica-group rank (waiting, started, quorum_failed); true when consumed.
-  bool replica_report(MachineId m, std::int64_t rank, const RankReport& r);
-  void judge_failed_quorum(std::int64_t quorum);
-  // Machines evicted while the job trains with replica groups: true when their replicas drop
-  // out and the job trains on.
-  bool replica_evict(const MachineSet& machines, const std::string& reason);
-  // The rank whose step reports carry the job's step: 0, or the lowest replica training.
-  std::int64_t step_rank() const;
-  nlohmann::json replicas_status() const;  // status: the quorum, its members, the joiners
-  // A replica's drop is an incident (category replica_drop, as the simulator's drop is one
-  // resolved by the replica_drop mechanism): it opens when the replica leaves the quorum and
-  // closes when it trains again. The job trains on meanwhile: it is no stop of the job, and
-  // its lost time is the missing replicas' share of the steps (LostTimeAccount::step).
-  void replica_incident_opens(std::int64_t r, MachineId m, const std::string& signature);
-  void replica_incident_closes(std::int64_t r, const std::string& resolution);
-  // The outcome of a RejoinReplica still under way; false when it has one already.
-  bool rejoin_outcome(ActionId id, bool ok, const std::string& detail);
-  // A launch brings every replica back: the rejoins under way end, not done.
-  void rejoins_superseded();
-  // A restarted controller adopted the job without the replicas the journal says were out:
-  // it kills what runs of them (a rejoin under way), forms the quorum without them, and
-  // tells the policy each is out (ReplicaDropped), which brings them back.
-  void resume_replicas_out(const std::set<std::int64_t>& out);
+  // The repair pipeline (LiveRepair): machines out of the job come back to the pool.
+  RepairPipeline repairs_;
 
   void kill_all(std::function<void()> then);
   // Ranks by machine that hold in place (a peer died; they keep their process and state).
@@ -247,18 +181,6 @@ class LiveWorld final : public World {
   void incident_stats_to_journal();
   void incident_stats_from_journal();
   MachineSet job_machines() const;
-  // Where a machine is, for status and metrics.
-  enum class MachineState {
-    kJob,
-    kStandby,
-    kRetired,
-    kRepairCheck,
-    kAwaitingRepair,
-    kLeftToOperator,
-    kOut
-  };
-  MachineState machine_state(MachineId m) const;
-  const LiveMachine& machine_config(MachineId m) const;
   bool runs_rank(MachineId m, std::int64_t rank, const char* what) const;
   void on_report(MachineId m, const AgentReport& msg);
   void on_exit(MachineId m, const AgentExit& msg);
@@ -271,9 +193,6 @@ class LiveWorld final : public World {
   void fail_start(MachineId m, std::int64_t rank, const std::string& signature);
   // False (and noted) when `step` is beyond what the job can have reached by now.
   bool believable_step(MachineId m, std::int64_t rank, std::int64_t step);
-  // Runs the reference computation (bit-wise probe or replay) on the controller host.
-  void run_reference(std::vector<std::string> argv,
-                     std::function<void(std::optional<std::string>)> done);
 
   const LiveConfig& config_;
   Reactor& reactor_;
@@ -291,19 +210,9 @@ class LiveWorld final : public World {
       0;  // the wall clock was behind the journal's time at the restart
 
   ActionId next_action_ = 1;
-  AgentRequests requests_;  // requests to agents waiting for their reply
-  struct PolicyTimers {
-    std::map<TimerId, std::uint64_t> reactor;  // policy timer -> reactor timer
-    TimerId next = 1;
-  };
-  PolicyTimers policy_timers_;
-  // Events waiting for the policy (deliver(), drain()).
-  struct Delivery {
-    std::deque<Event> queue;
-    bool delivering = false;       // a handler of the policy runs
-    bool drain_scheduled = false;  // a drain() is deferred on the reactor
-  };
-  Delivery delivery_;
+  AgentRequests requests_;      // requests to agents waiting for their reply
+  PolicyTimers policy_timers_;  // the policy's timers on the reactor (policy_timers.h)
+  PolicyDelivery delivery_;     // events waiting for the policy (deliver(), policy_delivery.h)
   bool started_ = false;
   bool closed_ = false;  // the summary is written; nothing more is delivered or done
 
@@ -329,21 +238,12 @@ class LiveWorld final : public World {
   Adoption adoption_;
 
   StepProgress progress_;  // the step rank's reports: the job's progress, step samples
-  struct WaitingAcquire {
-    ActionId id = 0;
-    std::vector<SlotId> slots;
-    Instant started;
-  };
-  std::optional<WaitingAcquire> waiting_acquire_;  // requeue/reschedule short of machines
-  MachineSet avoid_;  // standbys that join a slot last (AvoidMachines: host scoring)
-  // act()'s livelock guard: actions taken since `start`.
-  struct Burst {
-    Instant start{};
-    int actions = 0;
-  };
-  Burst burst_;
+  ActionBurst burst_;      // act()'s livelock guard (action_burst.h)
+  // AcquireMachines waiting for standbys, and AvoidMachines' order (acquisitions.h).
+  Acquisitions acquisitions_;
+  // The replica groups (job.replica_groups): their state, quorums and handlers.
+  ReplicaGroups replicas_;
   LostTimeAccount account_;  // lost time by phase, ETTR so far (reads the parts above)
-  Quorums quorums_;          // forms the quorums of replicas_ and sends them
   Migrations migrations_;    // MigrateMachines on replica groups, one at a time
 };
 

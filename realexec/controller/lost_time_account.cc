@@ -262,7 +262,7 @@ LostTimeAccount::Accounting LostTimeAccount::at(Instant at) const {
   a.first = std::max<std::int64_t>(0, s.first_step);
   a.last = std::max<std::int64_t>(a.first, s_.progress.last_step());
   a.elapsed_s = at.to_seconds();
-  // Steps trained with replicas missing count for their share (live_replicas.cc).
+  // Steps trained with replicas missing count for their share (replica_groups.cc).
   a.productive_s =
       std::max(0.0, static_cast<double>(a.last - a.first) * a.step_time_s - replica_share_s());
   a.ettr = a.elapsed_s > 0 ? a.productive_s / a.elapsed_s : 0;

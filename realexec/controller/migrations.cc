@@ -13,11 +13,6 @@ namespace faultline::live {
 using nlohmann::json;
 using world_detail::kRequestTimeoutS;
 
-const LiveMachine& Migrations::machine(MachineId m) const {
-  const int jobs = static_cast<int>(j_.config.machines.size());
-  return m < jobs ? j_.config.machines[m] : j_.config.standby[m - jobs];
-}
-
 MachineId Migrations::standby() const {
   MachineId last = kNoMachine;
   for (MachineId m : j_.cluster.standby()) {
@@ -33,7 +28,7 @@ Quorum Migrations::quorum_without(std::int64_t replica) const {
   q.members.erase(std::remove(q.members.begin(), q.members.end(), replica), q.members.end());
   if (!q.members.empty()) {  // its store is a remaining member's (the lowest)
     const MachineId host = j_.cluster.machine_in(static_cast<SlotId>(q.members.front()));
-    q.store = machine(host).addr + ":" +
+    q.store = j_.config.machine(host).addr + ":" +
               std::to_string(j_.config.job.master_port + 1 + q.members.front());
   }
   return q;
@@ -58,21 +53,21 @@ void Migrations::start(ActionId id, const MigrateMachines& a, Instant t) {
   j_.cluster.take_standby(to);
   const auto& s = j_.journal.state();
   m_ = Migration{id, r, from, to, s.gen, t, std::nullopt, 0};
-  j_.note("migrating replica " + std::to_string(r) + " from " + machine(from).name + " to " +
-          machine(to).name + ": " + a.reason);
+  j_.note("migrating replica " + std::to_string(r) + " from " + j_.config.machine(from).name +
+          " to " + j_.config.machine(to).name + ": " + a.reason);
   j_.requests.send(to,
                    json{{"type", "launch"},
                         {"gen", s.gen},
                         {"version", s.version},
                         {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
                         {"world_size", j_.cluster.slots()},
-                        {"master_addr", machine(j_.cluster.machine_in(0)).addr},
+                        {"master_addr", j_.config.machine(j_.cluster.machine_in(0)).addr},
                         {"master_port", j_.config.job.master_port},
                         {"ckpt_every", s.ckpt_every},
                         {"replicas", j_.quorums.launch_field(quorum_without(r))}},
                    Duration::seconds(kRequestTimeoutS), [this, id, to](const AgentReply& reply) {
                      if (reply.ok || !m_ || m_->id != id || m_->swapped) return;
-                     fail("launch failed on " + machine(to).name + ": " + reply.detail);
+                     fail("launch failed on " + j_.config.machine(to).name + ": " + reply.detail);
                    });
   m_->timer = j_.reactor.add_timer(Duration::seconds(j_.config.job.startup_timeout_s), [this, id] {
     if (!m_ || m_->id != id || m_->swapped) return;
@@ -98,8 +93,8 @@ void Migrations::swap_in() {
   if (j_.link.connected(mg.from))
     j_.requests.send(mg.from, json{{"type", "kill"}, {"gen", mg.gen}},
                      Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
-  j_.note(machine(mg.from).name + " leaves the job: its replica " + std::to_string(mg.replica) +
-          " continues on " + machine(mg.to).name);
+  j_.note(j_.config.machine(mg.from).name + " leaves the job: its replica " +
+          std::to_string(mg.replica) + " continues on " + j_.config.machine(mg.to).name);
   j_.taken_out(mg.from);
   j_.save();
 }
@@ -137,9 +132,9 @@ bool Migrations::report(MachineId m, std::int64_t rank, const RankReport& r) {
   j_.replicas.joined(done.replica);
   const Instant t = j_.now();
   j_.outcome(done.id, true,
-             "replica " + std::to_string(done.replica) + " moved from " + machine(done.from).name +
-                 " to " + machine(done.to).name + " at step " +
-                 std::to_string(r.step.value_or(-1)) + " (" +
+             "replica " + std::to_string(done.replica) + " moved from " +
+                 j_.config.machine(done.from).name + " to " + j_.config.machine(done.to).name +
+                 " at step " + std::to_string(r.step.value_or(-1)) + " (" +
                  (r.restored_from.empty() ? std::string("?") : r.restored_from) + "); paused " +
                  traces::json_brief(std::round((t - *done.swapped).to_seconds() * 100) / 100) +
                  " s from the quorum that admitted it",
@@ -151,7 +146,7 @@ bool Migrations::report(MachineId m, std::int64_t rank, const RankReport& r) {
 bool Migrations::exit(MachineId m, const AgentExit& msg) {
   if (!m_ || m != m_->to || msg.rank != m_->replica || msg.gen != m_->gen) return false;
   const bool swapped = m_->swapped.has_value();
-  fail("the joiner on " + machine(m).name + " exited (" +
+  fail("the joiner on " + j_.config.machine(m).name + " exited (" +
        (msg.signal ? "signal " + std::to_string(msg.signal) : "code " + std::to_string(msg.code)) +
        ")" + (msg.signature.empty() ? "" : ": " + msg.signature));
   // Once in the slot, its exit is the replica's, as any other's (a drop, or a stop).

@@ -14,7 +14,7 @@
 //
 // LiveWorld owns the state a migration reads and changes (handed in as Job, with the Quorums
 // that form and send the quorums); this keeps the migration under way and its steps
-// (migrations.cc). Unit-tested in tests/realexec/agent/live_world_parts_test.cc.
+// (migrations.cc). Unit-tested in tests/realexec/agent/replica_parts_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -94,7 +94,6 @@ class Migrations {
   // The current quorum without `replica`: the joiner waits in it until it is admitted.
   Quorum quorum_without(std::int64_t replica) const;
   void swap_in();
-  const LiveMachine& machine(MachineId m) const;
 
   Job j_;
   std::optional<Migration> m_;

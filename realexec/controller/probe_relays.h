@@ -1,4 +1,4 @@
-// ProbeRelays: what LiveWorld's tests on agents keep between requests (live_probes.cc): the
+// ProbeRelays: what LiveWorld's tests on agents keep between requests (stop_tests.cc): the
 // relayed rendezvous of each inter_all_gather probe under way, and the host inspections the
 // policy enabled (kind -> interval), which every agent that connects is given.
 //

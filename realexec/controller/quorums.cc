@@ -11,11 +11,6 @@ namespace faultline::live {
 using nlohmann::json;
 using world_detail::kRequestTimeoutS;
 
-const LiveMachine& Quorums::machine(MachineId m) const {
-  const int jobs = static_cast<int>(j_.config.machines.size());
-  return m < jobs ? j_.config.machines[m] : j_.config.standby[m - jobs];
-}
-
 json Quorums::launch_field(const Quorum& q) const {
   const double timeout =
       j_.replicas.enabled() ? j_.replicas.enabled()->timeout.to_seconds() : kRequestTimeoutS;
@@ -39,7 +34,7 @@ Quorum Quorums::of(std::int64_t number, std::vector<std::int64_t> join) const {
       break;
     }
   const MachineId m = j_.cluster.machine_in(static_cast<SlotId>(host));
-  q.store = (m == kNoMachine ? std::string("127.0.0.1") : machine(m).addr) + ":" +
+  q.store = (m == kNoMachine ? std::string("127.0.0.1") : j_.config.machine(m).addr) + ":" +
             std::to_string(j_.config.job.master_port + 1 + host);
   return q;
 }
@@ -60,8 +55,8 @@ void Quorums::send(const Quorum& q, std::int64_t except) {
         m, json{{"type", "quorum"}, {"gen", j_.journal.state().gen}, {"quorum", encode(q)}},
         Duration::seconds(kRequestTimeoutS), [this, m, n = q.number](const AgentReply& r) {
           if (!r.ok)
-            j_.note("quorum " + std::to_string(n) + " not written on " + machine(m).name + ": " +
-                    r.detail);
+            j_.note("quorum " + std::to_string(n) + " not written on " + j_.config.machine(m).name +
+                    ": " + r.detail);
         });
   }
 }

@@ -3,8 +3,8 @@
 // numbered by the journal (a restarted controller continues the numbers), with the members
 // joining from a live peer; it forms on the TCPStore of its lowest member not joining
 // (job.master_port + 1 + its id), and the agents write it to each member's quorum file.
-// LiveWorld (live_replicas.cc) and Migrations decide when; this forms and sends them.
-// Unit-tested in tests/realexec/agent/live_world_parts_test.cc.
+// ReplicaGroups (replica_groups.h) and Migrations decide when; this forms and sends them.
+// Unit-tested in tests/realexec/agent/replica_parts_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -51,8 +51,6 @@ class Quorums {
   nlohmann::json launch_field(const Quorum& q) const;
 
  private:
-  const LiveMachine& machine(MachineId m) const;
-
   Job j_;
 };
 

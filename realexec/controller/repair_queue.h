@@ -1,8 +1,8 @@
 // RepairQueue: the machines taken out of the job on their way back to the standby pool
-// (LiveRepair, live_fleet.cc): each one's next check (a reactor timer), the checks run, whether
-// one runs now or the machine is left to an operator, and since when an inspection alert fails
-// its check; with the latest inspection alert of every machine. LiveWorld runs the checks
-// (kill, gpu_diag, the bit-wise test); this keeps their state and their timers.
+// (LiveRepair, repair_pipeline.h): each one's next check (a reactor timer), the checks run,
+// whether one runs now or the machine is left to an operator, and since when an inspection
+// alert fails its check; with the latest inspection alert of every machine. RepairPipeline
+// runs the checks (kill, gpu_diag, the bit-wise test); this keeps their state and timers.
 #pragma once
 
 #include <cstddef>

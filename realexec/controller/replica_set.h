@@ -1,10 +1,10 @@
-// ReplicaSet: the job's replica groups as the live controller keeps them (live_replicas.cc;
+// ReplicaSet: the job's replica groups as the live controller keeps them (replica_groups.h;
 // job.replica_groups, python/faultline/replicas.py): the policy's EnableReplicaGroups, the
 // members of the latest quorum, the replicas rejoining (launched by a RejoinReplica or a
 // migration, not started yet), the members that said a quorum failed and each member's step
 // then, and the share of the steps the missing replicas did not train. LiveWorld forms the
 // quorums and talks to the agents; this keeps their state. Unit-tested in
-// tests/realexec/agent/live_world_parts_test.cc.
+// tests/realexec/agent/replica_parts_test.cc.
 #pragma once
 
 #include <cstdint>

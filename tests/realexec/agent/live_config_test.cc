@@ -639,5 +639,19 @@ TEST_F(LiveConfigKeys, AnUnknownKeyOrAWrongTypeIsOneLineNamingTheFieldAndTheExpe
             dir_ + "/live.json: repair.max_checks: expected an integer, got a number 2.5");
 }
 
+TEST(LiveConfigMachines, AnIdCountsTheJobsMachinesInSlotOrderThenTheStandbys) {
+  LiveConfig c;
+  for (const char* name : {"m0", "m1", "s0", "s1"}) {
+    LiveMachine m;
+    m.name = name;
+    (name[0] == 's' ? c.standby : c.machines).push_back(m);
+  }
+  EXPECT_EQ(c.machine(0).name, "m0");
+  EXPECT_EQ(c.machine(1).name, "m1");
+  EXPECT_EQ(c.machine(2).name, "s0");
+  EXPECT_EQ(c.machine(3).name, "s1");
+  EXPECT_EQ(&c.machine(3), c.find("s1"));
+}
+
 }  // namespace
 }  // namespace faultline::live

@@ -13,39 +13,27 @@
 #include <variant>
 #include <vector>
 
+#include "realexec/controller/acquisitions.h"
 #include "realexec/controller/agent_requests.h"
 #include "realexec/controller/incident_ledger.h"
 #include "realexec/controller/job_start.h"
 #include "realexec/controller/journal.h"
 #include "realexec/controller/lost_time_account.h"
-#include "realexec/controller/migrations.h"
 #include "realexec/controller/one_shot_timer.h"
 #include "realexec/controller/probe_relays.h"
-#include "realexec/controller/quorums.h"
 #include "realexec/controller/rank_generation.h"
+#include "realexec/controller/repair_pipeline.h"
 #include "realexec/controller/repair_queue.h"
 #include "realexec/controller/replica_set.h"
 #include "realexec/controller/session_table.h"
 #include "realexec/controller/state_dir_lock.h"
 #include "realexec/controller/step_progress.h"
+#include "realexec/controller/stop_tests.h"
 #include "realexec/net/reactor.h"
+#include "tests/realexec/agent/live_world_parts_fakes.h"
 
 namespace faultline::live {
 namespace {
-
-Instant at_s(double s) { return Instant{0} + Duration::seconds(s); }
-
-// A link that records what it sends; machines in `down` are not connected.
-struct FakeLink final : MachineLink {
-  std::vector<std::pair<MachineId, nlohmann::json>> sent;
-  std::set<MachineId> down;
-  bool send(MachineId m, const nlohmann::json& msg) override {
-    if (down.count(m)) return false;
-    sent.emplace_back(m, msg);
-    return true;
-  }
-  bool connected(MachineId m) const override { return !down.count(m); }
-};
 
 TEST(AgentRequests, AReplyReachesItsHandlerOnceAndOnlyFromItsMachine) {
   Reactor reactor{ManualClock{}};
@@ -279,6 +267,111 @@ TEST(RepairQueue, AnAlertFailsOnlyTheRepairItCameIn) {
   EXPECT_EQ(checks, 0);
 }
 
+// RepairPipeline over 2 job machines and a standby (machine 2), its probes answered by the test.
+struct RepairRig {
+  Reactor reactor{ManualClock{}};
+  FakeLink link;
+  AgentRequests requests{reactor, link};
+  Journal journal{"/nonexistent/journal.json"};
+  LiveConfig config = [] {
+    LiveConfig c;
+    for (const char* name : {"m0", "m1", "s0"}) {
+      LiveMachine m;
+      m.name = name;
+      (name[0] == 's' ? c.standby : c.machines).push_back(m);
+    }
+    c.repair.check_after_s = 10;
+    c.repair.retry_after_s = 60;
+    c.repair.max_checks = 2;
+    c.repair.retire_after = 3;
+    return c;
+  }();
+  ClusterView cluster{[] {
+    ClusterSpec s;
+    s.machines = 2;
+    s.standby_machines = 1;
+    s.dp = 2;
+    return s;
+  }()};
+  std::vector<std::string> notes;
+  std::vector<std::pair<ProbeKind, RepairPipeline::ProbeDone>> probes;
+  int back_in_pool = 0;
+  RepairPipeline pipeline{
+      {config, cluster, reactor, journal, requests, link, [this] { return reactor.now(); },
+       [this](std::string_view t) { notes.emplace_back(t); }, [] {},
+       [this](ProbeKind k, const MachineSet&, Duration, RepairPipeline::ProbeDone done) {
+         probes.emplace_back(k, std::move(done));
+       },
+       [this] { ++back_in_pool; }}};
+  // Takes machine m out of its slot and hands it to the pipeline.
+  void evict(MachineId m) {
+    cluster.vacate(cluster.slot_of(m));
+    cluster.set_health(m, Health::kEvicted);
+    pipeline.take_out(m);
+  }
+  // Answers the latest request to m (the kill before a check).
+  void answer_last(MachineId m, bool ok) {
+    AgentReply reply;
+    reply.req = link.sent.back().second["req"];
+    reply.ok = ok;
+    requests.answer(m, reply);
+  }
+};
+
+TEST(RepairPipeline, AMachineTakenOutIsKilledProbedAndReturnedToThePool) {
+  RepairRig r;
+  using State = RepairPipeline::MachineState;
+  EXPECT_EQ(r.pipeline.state(0), State::kJob);
+  EXPECT_EQ(r.pipeline.state(2), State::kStandby);
+  r.evict(1);
+  EXPECT_EQ(r.journal.state().strikes.at(1), 1);
+  EXPECT_EQ(r.pipeline.state(1), State::kAwaitingRepair);
+  r.reactor.advance_to(at_s(11));  // repair.check_after_s: the check kills first
+  EXPECT_EQ(r.pipeline.state(1), State::kRepairCheck);
+  ASSERT_EQ(r.link.sent.size(), 1u);
+  EXPECT_EQ(r.link.sent[0].second["type"], "kill");
+  r.answer_last(1, true);
+  ASSERT_EQ(r.probes.size(), 1u);
+  EXPECT_EQ(r.probes[0].first, ProbeKind::kGpuDiag);
+  r.probes[0].second({}, false, "");
+  ASSERT_EQ(r.probes.size(), 2u);
+  EXPECT_EQ(r.probes[1].first, ProbeKind::kBitwise);
+  r.probes[1].second({}, false, "");
+  EXPECT_EQ(r.pipeline.state(1), State::kStandby);
+  EXPECT_EQ(r.cluster.health(1), Health::kHealthy);
+  EXPECT_EQ(r.back_in_pool, 1);
+  EXPECT_EQ(r.notes.back(),
+            "m1 passed its repair check (gpu_diag, bit-wise); back in the standby pool");
+}
+
+TEST(RepairPipeline, FailedChecksLeaveItToAnOperatorAndStrikesRetireIt) {
+  RepairRig r;
+  using State = RepairPipeline::MachineState;
+  r.evict(1);
+  r.reactor.advance_to(at_s(11));
+  r.answer_last(1, false);  // its old ranks were not killed: check 1 of 2 failed
+  EXPECT_EQ(r.pipeline.state(1), State::kAwaitingRepair);
+  EXPECT_EQ(r.notes.back(),
+            "m1 failed its repair check (its old ranks were not killed ()); next check in 60.0 s");
+  r.reactor.advance_to(at_s(72));
+  r.answer_last(1, true);
+  ASSERT_EQ(r.probes.size(), 1u);
+  r.probes[0].second({1}, false, "; m1: no gpu");
+  EXPECT_EQ(r.pipeline.state(1), State::kLeftToOperator);
+  r.pipeline.alert(1, at_s(80));
+  r.pipeline.agent_back(1);  // given up on: no check
+  EXPECT_EQ(r.link.sent.size(), 2u);
+  r.pipeline.forget(1);  // an operator repaired it
+  EXPECT_EQ(r.pipeline.state(1), State::kOut);
+  r.pipeline.take_out(1);
+  r.pipeline.take_out(1);  // the third strike: retired
+  EXPECT_TRUE(r.pipeline.is_retired(1));
+  EXPECT_EQ(r.pipeline.state(1), State::kRetired);
+  EXPECT_EQ(r.notes.back(),
+            "m1 retired: taken out of the job 3 times (repair.retire_after = 3); only an "
+            "operator's repair returns it");
+}
+
 TEST(IncidentLedger, StopsAndDropsOpenAndResolveWithTheirLatencies) {
   IncidentLedger l;
   l.begin_startup(Incident{at_s(0), std::nullopt, "start-up", "startup", at_s(0)});
@@ -428,138 +521,6 @@ TEST(LostTimeAccount, TheSummaryAssignsALongSilenceToDetectionAndStopsTheClock) 
   EXPECT_DOUBLE_EQ(r.account.accounting().elapsed_s, 100);
 }
 
-// Migrations over a 2-replica job (machines 0 and 1) and one parked standby (machine 2): the
-// world's turns recorded.
-struct MigrationRig {
-  Reactor reactor{ManualClock{}};
-  FakeLink link;
-  AgentRequests requests{reactor, link};
-  ReplicaSet replicas{reactor};
-  Journal journal{"/nonexistent/journal.json"};
-  LiveConfig config = [] {
-    LiveConfig c;
-    c.file = "live.json";
-    for (const char* name : {"m0", "m1", "s0"}) {
-      LiveMachine m;
-      m.name = name;
-      m.addr = std::string("host-") + name;
-      (name[0] == 's' ? c.standby : c.machines).push_back(m);
-    }
-    c.job.replica_groups = true;
-    c.job.master_port = 29500;
-    return c;
-  }();
-  ClusterView cluster{[] {
-    ClusterSpec s;
-    s.machines = 2;
-    s.standby_machines = 1;
-    s.dp = 2;
-    return s;
-  }()};
-  MachineSet avoid;
-  bool running = true;
-  std::vector<std::string> notes, refused, outcomes;
-  std::vector<Event> delivered;
-  MachineSet taken_out;
-  Quorums quorums{{config, cluster, replicas, journal, requests, link,
-                   [this](std::string_view t) { notes.emplace_back(t); }, [] {}}};
-  Migrations migrations{
-      {config, cluster, reactor, link, requests, replicas, quorums, journal, avoid,
-       [this] { return reactor.now(); }, [this] { return running; }, [] { return false; },
-       [this](std::string_view t) { notes.emplace_back(t); },
-       [this](ActionId id, bool ok, const std::string& d, Instant) {
-         outcomes.push_back(std::to_string(id) + (ok ? " ok: " : " failed: ") + d);
-       },
-       [this](ActionId id, const std::string& why, Instant) {
-         refused.push_back(std::to_string(id) + ": " + why);
-       },
-       [this](Event e) { delivered.push_back(std::move(e)); }, [] {},
-       [this](MachineId m) { taken_out.push_back(m); }}};
-  MigrationRig() { replicas.launch_all(2); }
-};
-
-TEST(Quorums, AQuorumFormsOnTheLowestMemberNotJoiningAndGoesToEveryOtherMember) {
-  MigrationRig r;
-  const Quorum q = r.quorums.of(4, {0});
-  EXPECT_EQ(q.members, (std::vector<std::int64_t>{0, 1}));
-  EXPECT_EQ(q.store, "host-m1:29502");  // replica 1's machine, master_port + 1 + 1
-  EXPECT_EQ(r.quorums.next({}).number, 1);
-  EXPECT_EQ(r.journal.state().replica_quorum, 1);
-  EXPECT_EQ(r.quorums.current().number, 1);
-  r.link.down.insert(1);
-  r.quorums.send(q, 0);  // neither the one excepted nor a machine not connected
-  EXPECT_TRUE(r.link.sent.empty());
-  r.link.down.clear();
-  r.quorums.send(q);
-  ASSERT_EQ(r.link.sent.size(), 2u);
-  EXPECT_EQ(r.link.sent[0].second["quorum"]["store"], "host-m1:29502");
-  EXPECT_EQ(r.notes.size(), 2u);  // each sending noted
-  EXPECT_EQ(r.quorums.launch_field(q)["count"], 2);
-}
-
-MigrateMachines migrate(MachineId m) {
-  MigrateMachines a;
-  a.machines = {m};
-  a.reason = "warned";
-  return a;
-}
-
-TEST(Migrations, AJoinerOnTheStandbyTakesTheSlotOnceItWaitsAndEndsAtItsStart) {
-  MigrationRig r;
-  r.migrations.start(7, migrate(1), at_s(0));
-  ASSERT_TRUE(r.migrations.under_way());
-  ASSERT_EQ(r.link.sent.size(), 1u);
-  EXPECT_EQ(r.link.sent[0].first, 2);  // the parked standby
-  const nlohmann::json& launch = r.link.sent[0].second;
-  EXPECT_EQ(launch["type"], "launch");
-  EXPECT_EQ(launch["ranks"][0]["rank"], 1);
-  EXPECT_EQ(launch["replicas"]["quorum"]["members"], nlohmann::json::array({0}));  // without it
-  EXPECT_TRUE(r.cluster.standby().empty());
-  r.migrations.start(8, migrate(0), at_s(0));
-  ASSERT_EQ(r.refused.size(), 1u);
-  EXPECT_EQ(r.refused[0], "8: a migration is under way");
-  RankReport waiting;
-  waiting.type = "waiting";
-  EXPECT_TRUE(r.migrations.report(2, 1, waiting));  // the swap
-  EXPECT_EQ(r.cluster.machine_in(1), 2);
-  EXPECT_EQ(r.cluster.health(1), Health::kEvicted);
-  const auto& quorum = r.link.sent[r.link.sent.size() - 2];  // to the joiner, now replica 1
-  EXPECT_EQ(quorum.first, 2);
-  EXPECT_EQ(quorum.second["type"], "quorum");
-  EXPECT_EQ(quorum.second["quorum"]["join"], nlohmann::json::array({1}));
-  EXPECT_EQ(quorum.second["quorum"]["quorum"], 1);
-  EXPECT_EQ(r.taken_out, (MachineSet{1}));
-  EXPECT_EQ(r.link.sent.back().first, 1);  // the old process killed
-  EXPECT_EQ(r.link.sent.back().second["type"], "kill");
-  RankReport step;
-  step.type = "step";
-  EXPECT_FALSE(r.migrations.report(2, 1, step));  // its steps are the replica's
-  RankReport started;
-  started.type = "started";
-  started.step = 5;
-  EXPECT_TRUE(r.migrations.report(2, 1, started));
-  EXPECT_FALSE(r.migrations.under_way());
-  ASSERT_EQ(r.outcomes.size(), 1u);
-  EXPECT_EQ(r.outcomes[0].rfind("7 ok: replica 1 moved from m1 to s0 at step 5", 0), 0u)
-      << r.outcomes[0];
-  ASSERT_EQ(r.delivered.size(), 1u);
-  EXPECT_TRUE(std::holds_alternative<MachinesReady>(r.delivered[0]));
-}
-
-TEST(Migrations, AJoinerThatExitsBeforeTheSwapFailsItAndTheStandbyReturns) {
-  MigrationRig r;
-  r.migrations.start(7, migrate(1), at_s(0));
-  AgentExit exit;
-  exit.rank = 1;
-  exit.gen = r.journal.state().gen;
-  exit.code = 3;
-  EXPECT_TRUE(r.migrations.exit(2, exit));
-  EXPECT_FALSE(r.migrations.under_way());
-  EXPECT_EQ(r.cluster.standby(), (MachineSet{2}));
-  ASSERT_EQ(r.refused.size(), 1u);
-  EXPECT_EQ(r.refused[0], "7: migration of replica 1: the joiner on s0 exited (code 3)");
-}
-
 TEST(ProbeRelays, GroupsAreKeyedByRankZerosRequestUntilTheProbeEnds) {
   ProbeRelays relays;
   auto g = ProbeRelays::make(4);
@@ -599,54 +560,158 @@ TEST(ProbeRelays, TheMachinesThatDidNotJoinAreTheFailedOnes) {
   EXPECT_EQ(details, "; rendezvous relayed by the controller: every machine joined (m0, m1)");
 }
 
-TEST(ReplicaSet, ALaunchFormsAQuorumOfEveryReplica) {
+// StopTests over 2 job machines (m0, m1): the world's turns recorded.
+struct StopTestsRig {
   Reactor reactor{ManualClock{}};
-  ReplicaSet rs(reactor);
-  EXPECT_FALSE(rs.enabled().has_value());
-  rs.launch_all(4);
-  EXPECT_EQ(rs.members(), (std::set<std::int64_t>{0, 1, 2, 3}));
-  EXPECT_EQ(rs.live(), 4);
-  EXPECT_EQ(rs.step_rank(), 0);
-  EXPECT_TRUE(rs.drop(0));
-  EXPECT_FALSE(rs.drop(0));
-  EXPECT_EQ(rs.step_rank(), 1);
-  rs.rejoin(0, 9, at_s(5));
-  EXPECT_TRUE(rs.joining(0));
-  EXPECT_EQ(rs.joiner(0), 9u);
-  EXPECT_FALSE(rs.was_launched(0));
-  rs.launched(0);
-  rs.admit(0);              // it waits: the next quorum admits it
-  EXPECT_EQ(rs.live(), 3);  // a joiner does not train yet
-  EXPECT_EQ(rs.step_rank(), 1);
-  EXPECT_EQ(rs.joined(0), 9u);
-  EXPECT_EQ(rs.live(), 4);
-  EXPECT_EQ(rs.take_rejoin(9), at_s(5));
-  EXPECT_FALSE(rs.take_rejoin(9).has_value());  // its outcome is given once
+  FakeLink link;
+  AgentRequests requests{reactor, link};
+  LiveConfig config = [] {
+    LiveConfig c;
+    for (const char* name : {"m0", "m1"}) {
+      LiveMachine m;
+      m.name = name;
+      m.addr = std::string("host-") + name;
+      c.machines.push_back(m);
+    }
+    c.job.master_port = 29500;
+    return c;
+  }();
+  ClusterView cluster{[] {
+    ClusterSpec s;
+    s.machines = 2;
+    s.dp = 2;
+    return s;
+  }()};
+  std::vector<std::string> notes, outcomes, refused;
+  std::vector<Event> delivered;
+  StopTests tests{{config, cluster, reactor, link, requests, [this] { return reactor.now(); },
+                   [] {
+                     return MachineSet{0, 1};
+                   },
+                   [this](std::string_view t) { notes.emplace_back(t); },
+                   [this](ActionId id, bool ok, const std::string& d, Instant) {
+                     outcomes.push_back(std::to_string(id) + (ok ? " ok: " : " failed: ") + d);
+                   },
+                   [this](ActionId id, const std::string& why, Instant) {
+                     refused.push_back(std::to_string(id) + ": " + why);
+                   },
+                   [this](Event e) { delivered.push_back(std::move(e)); }}};
+  // Answers the request sent i-th.
+  void answer(std::size_t i, bool ok, const std::string& detail = "") {
+    AgentReply reply;
+    reply.req = link.sent.at(i).second["req"];
+    reply.ok = ok;
+    reply.detail = detail;
+    requests.answer(link.sent.at(i).first, reply);
+  }
+};
+
+TEST(StopTests, AProbeFailsTheMachinesWhoseAgentSaidItFailed) {
+  StopTestsRig r;
+  RunProbe a;
+  a.machines = {0, 1, 7};  // 7: outside the fleet, left out
+  r.tests.probe(3, a);
+  ASSERT_EQ(r.link.sent.size(), 2u);
+  EXPECT_EQ(r.link.sent[1].second["type"], "probe");
+  EXPECT_EQ(r.link.sent[1].second["test"], "gpu_diag");
+  EXPECT_EQ(r.link.sent[1].second["rank"], 1);
+  r.answer(0, true);
+  EXPECT_TRUE(r.outcomes.empty());
+  r.answer(1, false, "xid 79");
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0], "3 ok: gpu_diag: failed on m1; m1: xid 79");
+  ASSERT_EQ(r.delivered.size(), 1u);
+  EXPECT_EQ(std::get<ProbeResult>(r.delivered[0]).failed, (MachineSet{1}));
 }
 
-TEST(ReplicaSet, AFailedQuorumNotesEachMembersStepOnTheFirstSaying) {
+TEST(StopTests, InspectionsGoToEveryAgentAndAStrangersRendezvousIsRefused) {
+  StopTestsRig r;
+  EnableInspection a;
+  a.kind = "host";
+  a.interval = Duration::seconds(5);
+  r.tests.inspect(a);
+  EXPECT_EQ(r.tests.inspections().at("host"), 5);
+  ASSERT_EQ(r.link.sent.size(), 2u);
+  EXPECT_EQ(r.link.sent[0].second["kinds"]["host"], 5);
+  AgentRendezvous rdv;
+  rdv.probe_req = 99;
+  EXPECT_THROW(r.tests.rendezvous(0, rdv), BadMessage);
+  EXPECT_EQ(r.link.sent.size(), 2u);  // nothing relayed
+}
+
+// Acquisitions over 2 job machines and 2 standbys (machines 2 and 3): the world's turns recorded.
+struct AcquisitionRig {
   Reactor reactor{ManualClock{}};
-  ReplicaSet rs(reactor);
-  rs.launch_all(3);
-  const auto step_of = [](std::int64_t r) { return 100 + r; };
-  EXPECT_TRUE(rs.say_failed(5, 1, step_of));
-  EXPECT_FALSE(rs.say_failed(5, 1, step_of));  // said again
-  EXPECT_FALSE(rs.say_failed(5, 2, step_of));  // not the first
-  EXPECT_EQ(rs.step_when_failed(0), 100);
-  EXPECT_EQ(rs.step_when_failed(2), 102);
-  EXPECT_TRUE(rs.say_failed(4, 0, step_of));
-  EXPECT_EQ(rs.take_said(5), (std::set<std::int64_t>{1, 2}));
-  EXPECT_TRUE(rs.take_said(4).empty());  // earlier quorums are forgotten with it
-  EXPECT_FALSE(rs.take_changed());
-  rs.quorum_changed();
-  EXPECT_TRUE(rs.take_changed());
-  EXPECT_FALSE(rs.take_changed());
-  rs.add_share(1.5);
-  rs.add_share(0.5);
-  EXPECT_DOUBLE_EQ(rs.share_pending(), 2.0);
-  EXPECT_DOUBLE_EQ(rs.take_share(), 2.0);
-  EXPECT_DOUBLE_EQ(rs.share_pending(), 0.0);
-  EXPECT_EQ(rs.disbelieve(), 1u);
+  FakeLink link;
+  LiveConfig config = [] {
+    LiveConfig c;
+    for (const char* name : {"m0", "m1", "s0", "s1"}) {
+      LiveMachine m;
+      m.name = name;
+      (name[0] == 's' ? c.standby : c.machines).push_back(m);
+    }
+    return c;
+  }();
+  ClusterView cluster{[] {
+    ClusterSpec s;
+    s.machines = 2;
+    s.standby_machines = 2;
+    s.dp = 2;
+    return s;
+  }()};
+  std::vector<std::string> notes, outcomes, refused;
+  std::vector<Event> delivered;
+  MachineSet taken_out;
+  std::vector<Instant> waited;
+  Acquisitions acquisitions{{config, cluster, link, [this] { return reactor.now(); },
+                             [this](std::string_view t) { notes.emplace_back(t); },
+                             [this](ActionId id, bool ok, const std::string& d, Instant) {
+                               outcomes.push_back(std::to_string(id) +
+                                                  (ok ? " ok: " : " failed: ") + d);
+                             },
+                             [this](ActionId id, const std::string& why, Instant) {
+                               refused.push_back(std::to_string(id) + ": " + why);
+                             },
+                             [this](Event e) { delivered.push_back(std::move(e)); }, [] {},
+                             [this](MachineId m) { taken_out.push_back(m); },
+                             [this](Instant since) { waited.push_back(since); }}};
+  void empty_slot(SlotId s) {
+    const MachineId m = cluster.machine_in(s);
+    cluster.vacate(s);
+    cluster.set_health(m, Health::kEvicted);
+  }
+};
+
+TEST(Acquisitions, AvoidedStandbysJoinLastAndAShortfallWaitsForMachines) {
+  AcquisitionRig r;
+  r.acquisitions.avoid({2});
+  r.empty_slot(1);
+  AcquireMachines a;
+  a.mode = AcquireMode::kStandby;
+  r.acquisitions.acquire(4, a);           // the empty slots: slot 1
+  EXPECT_EQ(r.cluster.machine_in(1), 3);  // s1, s0 being avoided
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0], "4 ok: standby s1 joined");
+  ASSERT_TRUE(std::holds_alternative<MachinesReady>(r.delivered.back()));
+  r.link.down.insert(2);
+  r.empty_slot(0);
+  r.acquisitions.acquire(5, a);  // s0's agent is not connected: it waits
+  EXPECT_EQ(r.acquisitions.waiting_since(), r.reactor.now());
+  EXPECT_EQ(r.notes.back(),
+            "standby waits for machines: 1 slots to fill, 0 standby machines "
+            "connected");
+  r.acquisitions.retry();
+  EXPECT_TRUE(r.acquisitions.waiting_since().has_value());
+  r.link.down.clear();
+  r.acquisitions.retry();
+  EXPECT_FALSE(r.acquisitions.waiting_since().has_value());
+  EXPECT_EQ(r.cluster.machine_in(0), 2);
+  EXPECT_EQ(r.waited.size(), 1u);
+  EXPECT_EQ(r.outcomes.back(), "5 ok: standby s0 joined");
+  a.mode = AcquireMode::kOracle;
+  r.acquisitions.acquire(6, a);
+  EXPECT_EQ(r.refused, (std::vector<std::string>{"6: live mode has no oracle spares"}));
+  EXPECT_TRUE(r.taken_out.empty());
 }
 
 TEST(SessionTable, TheOldestSilentHandshakeMakesRoom) {

@@ -1,7 +1,10 @@
 // Stop-time tests, run on the agents for the policy: host inspections, probes (one machine
 // each, or inter_all_gather across machines with its NCCL unique id relayed by the
 // controller), grouped probes, stack capture and replays. Bit-wise probes and replays are
-// compared with a reference run on the controller's own host (run_reference).
+// compared with a reference run on the controller's own host (run_reference). The
+// StopTests part (stop_tests.h).
+#include "realexec/controller/stop_tests.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -13,7 +16,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "realexec/controller/live_world.h"
 #include "realexec/controller/live_world_internal.h"
 
 extern char** environ;
@@ -50,26 +52,26 @@ MachineSet wrong_hashes(const std::optional<std::string>& reference,
 
 }  // namespace
 
-void LiveWorld::do_inspect(const EnableInspection& a) {
+void StopTests::inspect(const EnableInspection& a) {
   probes_.inspect(a.kind, a.interval.to_seconds());
   json kinds = json::object();
   for (const auto& [k, v] : probes_.inspections()) kinds[k] = v;
-  for (MachineId m = 0; m < cluster_.machine_count(); ++m)
-    if (link_.connected(m))
-      requests_.send(m, json{{"type", "inspect"}, {"kinds", kinds}},
-                     Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
+  for (MachineId m = 0; m < j_.cluster.machine_count(); ++m)
+    if (j_.link.connected(m))
+      j_.requests.send(m, json{{"type", "inspect"}, {"kinds", kinds}},
+                       Duration::seconds(kRequestTimeoutS), [](const AgentReply&) {});
 }
 
-void LiveWorld::run_reference(std::vector<std::string> argv,
+void StopTests::run_reference(std::vector<std::string> argv,
                               std::function<void(std::optional<std::string>)> done) {
   // The controller's host is trusted hardware outside the job: it computes the
   // fault-free answer that bit-wise probes and replays are compared with.
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) {
-    reactor_.defer([done] { done(std::nullopt); });
+    j_.reactor.defer([done] { done(std::nullopt); });
     return;
   }
-  const std::string dir = config_.state_dir + "/reference";
+  const std::string dir = j_.config.state_dir + "/reference";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   posix_spawn_file_actions_t fa;
@@ -96,23 +98,23 @@ void LiveWorld::run_reference(std::vector<std::string> argv,
   ::close(out[1]);
   if (rc != 0) {
     ::close(out[0]);
-    reactor_.defer([done] { done(std::nullopt); });
+    j_.reactor.defer([done] { done(std::nullopt); });
     return;
   }
   auto buf = std::make_shared<std::string>();
   const int fd = out[0];
-  reactor_.add_fd(fd, EPOLLIN, [this, fd, buf](std::uint32_t) {
+  j_.reactor.add_fd(fd, EPOLLIN, [this, fd, buf](std::uint32_t) {
     char tmp[4096];
     const ssize_t n = ::read(fd, tmp, sizeof tmp);
     if (n > 0 && buf->size() < (1 << 16)) buf->append(tmp, static_cast<size_t>(n));
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) reactor_.remove_fd(fd);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) j_.reactor.remove_fd(fd);
   });
-  reactor_.watch_child(pid, [this, fd, buf, done](int status) {
+  j_.reactor.watch_child(pid, [this, fd, buf, done](int status) {
     // Drain what is left, then parse the last JSON line with a hash.
     char tmp[4096];
     ssize_t n;
     while ((n = ::read(fd, tmp, sizeof tmp)) > 0) buf->append(tmp, static_cast<size_t>(n));
-    reactor_.remove_fd(fd);
+    j_.reactor.remove_fd(fd);
     ::close(fd);
     std::optional<std::string> hash;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -130,28 +132,27 @@ void LiveWorld::run_reference(std::vector<std::string> argv,
   });
 }
 
-void LiveWorld::do_probe(ActionId id, const RunProbe& a) {
-  if (!a.groups.empty()) return do_grouped_probe(id, a);
-  const Instant t = now();
+void StopTests::probe(ActionId id, const RunProbe& a) {
+  if (!a.groups.empty()) return grouped_probe(id, a);
+  const Instant t = j_.now();
   MachineSet machines;
   for (MachineId m : a.machines)
-    if (m >= 0 && m < cluster_.machine_count()) machines.push_back(m);
-  probe_machines(a.test, machines, a.deadline,
-                 [this, id, t, test = a.test](const MachineSet& failed, bool timed_out,
-                                              const std::string& details) {
-                   std::string names;
-                   for (MachineId m : failed)
-                     names += (names.empty() ? "" : ", ") + machine_config(m).name;
-                   outcome(id, true,
-                           std::string(probe_wire_name(test)) + ": " +
-                               (failed.empty() ? "all passed" : "failed on " + names) + details,
-                           t);
-                   deliver(ProbeResult{id, test, failed, timed_out});
-                 });
+    if (m >= 0 && m < j_.cluster.machine_count()) machines.push_back(m);
+  run(a.test, machines, a.deadline,
+      [this, id, t, test = a.test](const MachineSet& failed, bool timed_out,
+                                   const std::string& details) {
+        std::string names;
+        for (MachineId m : failed) names += (names.empty() ? "" : ", ") + j_.config.machine(m).name;
+        j_.outcome(id, true,
+                   std::string(probe_wire_name(test)) + ": " +
+                       (failed.empty() ? "all passed" : "failed on " + names) + details,
+                   t);
+        j_.deliver(ProbeResult{id, test, failed, timed_out});
+      });
 }
 
-void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
-  const Instant t = now();
+void StopTests::grouped_probe(ActionId id, const RunProbe& a) {
+  const Instant t = j_.now();
   // act() refused what the contract refuses (policies/api/refusals.h): another test than
   // inter_all_gather, a group of one, a machine outside the fleet or in two groups.
   // `machines` is not used: the groups say who takes part.
@@ -161,12 +162,13 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
   std::vector<int> ports;
   for (size_t g = 0; g < a.groups.size(); ++g) {
     const std::string at = "groups[" + std::to_string(g) + "]";
-    const int port = config_.job.master_port + 100 + on_host[machine_config(a.groups[g][0]).addr]++;
+    const int port =
+        j_.config.job.master_port + 100 + on_host[j_.config.machine(a.groups[g][0]).addr]++;
     if (port > 65535)
-      return refuse(id,
-                    at + ": master port " + std::to_string(port) +
-                        " is above 65535 (too many groups on one host)",
-                    t);
+      return j_.refuse(id,
+                       at + ": master port " + std::to_string(port) +
+                           " is above 65535 (too many groups on one host)",
+                       t);
     ports.push_back(port);
   }
   struct State {
@@ -187,13 +189,13 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
   st->details.resize(a.groups.size());
   st->collective_s.resize(a.groups.size());
   for (size_t g = 0; g < a.groups.size(); ++g) {
-    probe_machines(
+    run(
         a.test, a.groups[g], a.deadline,
         [this, id, t, st, g](const MachineSet& failed, bool timed_out, const std::string& details) {
           // The collective's own time when every machine of the group reported it (the
           // slowest sets it), as the simulator times it; else from the sending to the last
           // reply, process start included.
-          st->group_seconds[g] = (now() - t).to_seconds();
+          st->group_seconds[g] = (j_.now() - t).to_seconds();
           if (st->collective_s[g].size() == st->groups[g].size()) {
             st->group_seconds[g] = 0;
             for (const auto& [m, s] : st->collective_s[g])
@@ -219,21 +221,20 @@ void LiveWorld::do_grouped_probe(ActionId id, const RunProbe& a) {
           }
           std::sort(failed_all.begin(), failed_all.end());
           failed_all.erase(std::unique(failed_all.begin(), failed_all.end()), failed_all.end());
-          outcome(
+          j_.outcome(
               id, true,
               std::string(probe_wire_name(ProbeKind::kInterAllGather)) + " per group: " + summary,
               t);
-          deliver(ProbeResult{id, ProbeKind::kInterAllGather, failed_all, st->timed_out,
-                              st->group_failed, st->group_seconds});
+          j_.deliver(ProbeResult{id, ProbeKind::kInterAllGather, failed_all, st->timed_out,
+                                 st->group_failed, st->group_seconds});
         },
         ports[g], [st, g](MachineId m, double s) { st->collective_s[g][m] = s; });
   }
 }
 
-void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Duration deadline,
-                               ProbeDone done, int master_port,
-                               std::function<void(MachineId, double)> timed) {
-  if (master_port == 0) master_port = config_.job.master_port + 100;
+void StopTests::run(ProbeKind test, const MachineSet& machines, Duration deadline, ProbeDone done,
+                    int master_port, std::function<void(MachineId, double)> timed) {
+  if (master_port == 0) master_port = j_.config.job.master_port + 100;
   const int deadline_ms = static_cast<int>(std::min(deadline.to_seconds(), 600.0) * 1000);
   struct State {
     int remaining = 0;
@@ -248,14 +249,14 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
   };
   auto st = std::make_shared<State>();
   const bool hashed = test == ProbeKind::kBitwise || test == ProbeKind::kStress;
-  const int steps = config_.job.bitwise_steps * (test == ProbeKind::kStress ? 10 : 1);
+  const int steps = j_.config.job.bitwise_steps * (test == ProbeKind::kStress ? 10 : 1);
   st->remaining = static_cast<int>(machines.size()) + (hashed ? 1 : 0) + 1;
   auto finish = [this, st, hashed, done, machines] {
     if (--st->remaining > 0) return;
     if (st->relay) {
       probes_.remove(st->relay_key);
       ProbeRelays::attribute(*st->relay, machines, st->joined, st->failed, st->details,
-                             [this](MachineId x) { return machine_config(x).name; });
+                             [this](MachineId x) { return j_.config.machine(x).name; });
     }
     if (hashed) {
       const MachineSet wrong = wrong_hashes(st->reference, st->hashes);
@@ -266,19 +267,19 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
     done(st->failed, st->timed_out, st->details);
   };
   if (hashed) {
-    run_reference({config_.trainjob_bin, "--probe", "bitwise", "--seed",
-                   std::to_string(config_.seed), "--steps", std::to_string(steps)},
+    run_reference({j_.config.trainjob_bin, "--probe", "bitwise", "--seed",
+                   std::to_string(j_.config.seed), "--steps", std::to_string(steps)},
                   [st, finish](std::optional<std::string> h) {
                     st->reference = h;
                     if (!h) st->details += "; the reference run failed";
                     finish();
                   });
   }
-  const std::string master = machines.empty() ? "127.0.0.1" : machine_config(machines[0]).addr;
+  const std::string master = machines.empty() ? "127.0.0.1" : j_.config.machine(machines[0]).addr;
   // With probe_bin, inter_all_gather is faultline-probe's NCCL all-gather across the machines,
   // its unique id relayed by this controller (ProbeRelays, on_rendezvous).
   const bool relayed =
-      test == ProbeKind::kInterAllGather && !config_.probe_bin.empty() && !machines.empty();
+      test == ProbeKind::kInterAllGather && !j_.config.probe_bin.empty() && !machines.empty();
   if (relayed) {
     st->relay = ProbeRelays::make(machines[0]);
   }
@@ -291,27 +292,27 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
              {"world_size", static_cast<int>(machines.size())},
              {"master_addr", master},
              {"master_port", master_port},
-             {"seed", config_.seed},
+             {"seed", j_.config.seed},
              {"steps", steps}};
     if (relayed) msg["rendezvous"] = true;
     const std::uint64_t req =
-        requests_.send(m, msg, Duration::millis(deadline_ms + 10000),
-                       [this, m, st, finish, hashed, timed](const AgentReply& r) {
-                         if (st->relay)
-                           st->joined[m] = r.rendezvous.value_or(r.ok ? "" : "unknown");
-                         if (timed && r.ok && r.collective_s) timed(m, *r.collective_s);
-                         if (!r.ok) {
-                           st->failed.push_back(m);
-                           if (r.timed_out) st->timed_out = true;
-                           st->details += "; " + machine_config(m).name + ": " + r.detail;
-                         } else if (hashed) {
-                           if (r.hash)
-                             st->hashes[m] = *r.hash;
-                           else
+        j_.requests.send(m, msg, Duration::millis(deadline_ms + 10000),
+                         [this, m, st, finish, hashed, timed](const AgentReply& r) {
+                           if (st->relay)
+                             st->joined[m] = r.rendezvous.value_or(r.ok ? "" : "unknown");
+                           if (timed && r.ok && r.collective_s) timed(m, *r.collective_s);
+                           if (!r.ok) {
                              st->failed.push_back(m);
-                         }
-                         finish();
-                       });
+                             if (r.timed_out) st->timed_out = true;
+                             st->details += "; " + j_.config.machine(m).name + ": " + r.detail;
+                           } else if (hashed) {
+                             if (r.hash)
+                               st->hashes[m] = *r.hash;
+                             else
+                               st->failed.push_back(m);
+                           }
+                           finish();
+                         });
     if (relayed) {
       if (i == 0) {
         probes_.add(req, st->relay);
@@ -324,12 +325,12 @@ void LiveWorld::probe_machines(ProbeKind test, const MachineSet& machines, Durat
   finish();
 }
 
-void LiveWorld::on_rendezvous(MachineId m, const AgentRendezvous& msg) {
+void StopTests::rendezvous(MachineId m, const AgentRendezvous& msg) {
   // Only rank 0 of a probe still waiting for its reply, once: anything else is refused and
   // noted, and relays nothing.
   const std::string req = std::to_string(msg.probe_req);
   ProbeRelays::Group* group = probes_.find(msg.probe_req);
-  if (!group || !requests_.waits(msg.probe_req, m) || group->root != m)
+  if (!group || !j_.requests.waits(msg.probe_req, m) || group->root != m)
     bad("rendezvous: probe_req: " + req +
         " is not a running inter_all_gather probe of this machine as rank 0");
   ProbeRelays::Group& g = *group;
@@ -339,42 +340,42 @@ void LiveWorld::on_rendezvous(MachineId m, const AgentRendezvous& msg) {
   for (const auto& [other, other_req] : g.others) {
     // The agent writes it for its probe and answers; a refusal or a lost agent shows up as
     // that machine's probe not joining.
-    requests_.send(
-        other, json{{"type", "rendezvous"}, {"probe_req", other_req}, {"blob", hex}},
-        Duration::seconds(kRequestTimeoutS), [this, other](const AgentReply& r) {
-          if (!r.ok)
-            note("rendezvous relay to " + machine_config(other).name + " failed: " + r.detail);
-        });
+    j_.requests.send(other, json{{"type", "rendezvous"}, {"probe_req", other_req}, {"blob", hex}},
+                     Duration::seconds(kRequestTimeoutS), [this, other](const AgentReply& r) {
+                       if (!r.ok)
+                         j_.note("rendezvous relay to " + j_.config.machine(other).name +
+                                 " failed: " + r.detail);
+                     });
   }
 }
 
-void LiveWorld::do_capture(ActionId id) {
-  const Instant t = now();
+void StopTests::capture(ActionId id) {
+  const Instant t = j_.now();
   struct State {
     int remaining = 0;
     std::vector<std::string> by_slot;
     std::map<MachineId, double> silent;  // machines whose agent is silent: seconds
   };
   auto st = std::make_shared<State>();
-  st->by_slot.assign(cluster_.slots(), "");
-  const MachineSet ms = job_machines();
+  st->by_slot.assign(j_.cluster.slots(), "");
+  const MachineSet ms = j_.job_machines();
   st->remaining = static_cast<int>(ms.size()) + 1;
   auto finish = [this, id, t, st] {
     if (--st->remaining > 0) return;
     if (!st->silent.empty()) return silent_capture(id, st->silent, t);
-    outcome(id, true, "stacks of " + std::to_string(st->by_slot.size()) + " slots", t);
-    deliver(StacksCaptured{id, StackSignatures(st->by_slot)});
+    j_.outcome(id, true, "stacks of " + std::to_string(st->by_slot.size()) + " slots", t);
+    j_.deliver(StacksCaptured{id, StackSignatures(st->by_slot)});
   };
   for (MachineId m : ms) {
-    const SlotId slot = cluster_.slot_of(m);
-    requests_.send(
+    const SlotId slot = j_.cluster.slot_of(m);
+    j_.requests.send(
         m, json{{"type", "capture"}}, Duration::seconds(kRequestTimeoutS),
         [this, st, slot, m, finish](const AgentReply& r) {
           std::string sig;
           for (const auto& [rank, s] : r.by_rank)
             sig += (sig.empty() ? "" : " | ") + s;  // by rank: stable
-          if (sig.empty() && r.timed_out && link_.silent_s(m) >= config_.heartbeat_timeout_s)
-            st->silent[m] = link_.silent_s(m);
+          if (sig.empty() && r.timed_out && j_.link.silent_s(m) >= j_.config.heartbeat_timeout_s)
+            st->silent[m] = j_.link.silent_s(m);
           if (sig.empty()) sig = r.timed_out ? "<no answer>" : "<no process>";
           st->by_slot[slot] = sig;
           finish();
@@ -388,19 +389,19 @@ void LiveWorld::do_capture(ActionId id) {
 // reported as a host alert, and the capture fails: its stacks would name the peers that wait
 // on the silent machine (a stall window shorter than stalled_agent_timeout_s evicted the
 // frozen agent's healthy partner).
-void LiveWorld::silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t) {
+void StopTests::silent_capture(ActionId id, const std::map<MachineId, double>& silent, Instant t) {
   std::string names;
   for (const auto& [m, s] : silent) {
-    names += (names.empty() ? "" : ", ") + machine_config(m).name;
-    deliver(InspectionAlert{m, "host",
-                            "agent silent for " + std::to_string(static_cast<int>(s)) +
-                                " s (heartbeats late): no answer to the stack capture"});
+    names += (names.empty() ? "" : ", ") + j_.config.machine(m).name;
+    j_.deliver(InspectionAlert{m, "host",
+                               "agent silent for " + std::to_string(static_cast<int>(s)) +
+                                   " s (heartbeats late): no answer to the stack capture"});
   }
-  refuse(id, "the agent of " + names + " is silent: the stall is attributed to it", t);
+  j_.refuse(id, "the agent of " + names + " is silent: the stall is attributed to it", t);
 }
 
-void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
-  const Instant t = now();
+void StopTests::replay(ActionId id, const RunReplay& a) {
+  const Instant t = j_.now();
   struct State {
     int remaining = 0;
     std::vector<bool> failed;
@@ -422,15 +423,15 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
         if (!st->reference || h != *st->reference) st->failed[g] = true;
       verdict += st->failed[g] ? "F" : ".";
     }
-    outcome(id, st->reference.has_value(),
-            "groups " + verdict + (st->reference ? "" : " (reference run failed)") +
-                (st->why.empty() ? "" : "; " + st->why),
-            t);
-    deliver(ReplayResult{id, st->failed});
+    j_.outcome(id, st->reference.has_value(),
+               "groups " + verdict + (st->reference ? "" : " (reference run failed)") +
+                   (st->why.empty() ? "" : "; " + st->why),
+               t);
+    j_.deliver(ReplayResult{id, st->failed});
   };
-  const int steps = config_.job.replay_steps;
-  run_reference({config_.trainjob_bin, "--replay", "--steps", std::to_string(steps), "--seed",
-                 std::to_string(config_.seed)},
+  const int steps = j_.config.job.replay_steps;
+  run_reference({j_.config.trainjob_bin, "--replay", "--steps", std::to_string(steps), "--seed",
+                 std::to_string(j_.config.seed)},
                 [st, finish](std::optional<std::string> h) {
                   st->reference = h;
                   finish();
@@ -438,7 +439,7 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
   for (size_t g = 0; g < a.groups.size(); ++g) {
     const auto& group = a.groups[g];
     if (group.empty()) continue;
-    const std::string master = machine_config(group[0]).addr;
+    const std::string master = j_.config.machine(group[0]).addr;
     for (size_t i = 0; i < group.size(); ++i) {
       const MachineId m = group[i];
       json msg{{"type", "replay"},
@@ -446,24 +447,24 @@ void LiveWorld::do_replay(ActionId id, const RunReplay& a) {
                {"rank", static_cast<int>(i)},
                {"world_size", static_cast<int>(group.size())},
                {"master_addr", master},
-               {"master_port", config_.job.master_port + 200 + static_cast<int>(g)},
+               {"master_port", j_.config.job.master_port + 200 + static_cast<int>(g)},
                {"deadline_ms", static_cast<int>(kReplayTimeoutS * 1000)},
                {"from_init", true},
-               {"seed", config_.seed}};
-      requests_.send(m, msg, Duration::seconds(kReplayTimeoutS + 10),
-                     [this, st, g, i, m, finish](const AgentReply& r) {
-                       if (!r.ok) st->failed[g] = true;
-                       if (!r.ok && st->why.empty())
-                         st->why = machine_config(m).name + ": " +
-                                   (r.detail.empty() ? std::string("failed") : r.detail);
-                       if (i == 0) {
-                         if (r.hash)
-                           st->hashes[g].push_back(*r.hash);
-                         else
-                           st->failed[g] = true;
-                       }
-                       finish();
-                     });
+               {"seed", j_.config.seed}};
+      j_.requests.send(m, msg, Duration::seconds(kReplayTimeoutS + 10),
+                       [this, st, g, i, m, finish](const AgentReply& r) {
+                         if (!r.ok) st->failed[g] = true;
+                         if (!r.ok && st->why.empty())
+                           st->why = j_.config.machine(m).name + ": " +
+                                     (r.detail.empty() ? std::string("failed") : r.detail);
+                         if (i == 0) {
+                           if (r.hash)
+                             st->hashes[g].push_back(*r.hash);
+                           else
+                             st->failed[g] = true;
+                         }
+                         finish();
+                       });
     }
   }
   finish();
