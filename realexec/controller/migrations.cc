@@ -55,16 +55,7 @@ void Migrations::start(ActionId id, const MigrateMachines& a, Instant t) {
   m_ = Migration{id, r, from, to, s.gen, t, std::nullopt, 0};
   j_.note("migrating replica " + std::to_string(r) + " from " + j_.config.machine(from).name +
           " to " + j_.config.machine(to).name + ": " + a.reason);
-  j_.requests.send(to,
-                   json{{"type", "launch"},
-                        {"gen", s.gen},
-                        {"version", s.version},
-                        {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
-                        {"world_size", j_.cluster.slots()},
-                        {"master_addr", j_.config.machine(j_.cluster.machine_in(0)).addr},
-                        {"master_port", j_.config.job.master_port},
-                        {"ckpt_every", s.ckpt_every},
-                        {"replicas", j_.quorums.launch_field(quorum_without(r))}},
+  j_.requests.send(to, j_.quorums.launch_one(r, quorum_without(r)),
                    Duration::seconds(kRequestTimeoutS), [this, id, to](const AgentReply& reply) {
                      if (reply.ok || !m_ || m_->id != id || m_->swapped) return;
                      fail("launch failed on " + j_.config.machine(to).name + ": " + reply.detail);

@@ -17,6 +17,19 @@ json Quorums::launch_field(const Quorum& q) const {
   return json{{"count", j_.cluster.pp_groups()}, {"timeout_s", timeout}, {"quorum", encode(q)}};
 }
 
+json Quorums::launch_one(std::int64_t replica, const Quorum& q) const {
+  const auto& s = j_.journal.state();
+  return json{{"type", "launch"},
+              {"gen", s.gen},
+              {"version", s.version},
+              {"ranks", json::array({{{"rank", replica}, {"local_rank", 0}}})},
+              {"world_size", j_.cluster.slots()},
+              {"master_addr", j_.config.machine(j_.cluster.machine_in(0)).addr},
+              {"master_port", j_.config.job.master_port},
+              {"ckpt_every", s.ckpt_every},
+              {"replicas", launch_field(q)}};
+}
+
 Quorum Quorums::next(std::vector<std::int64_t> join) {
   return of(++j_.journal.state().replica_quorum, std::move(join));
 }

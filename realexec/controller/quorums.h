@@ -49,6 +49,9 @@ class Quorums {
   void send(const Quorum& q, std::int64_t except = -1);
   // A launch's "replicas" field (count, timeout, the quorum to start in).
   nlohmann::json launch_field(const Quorum& q) const;
+  // The agent's launch of `replica`'s one rank in the current generation (a rejoin, a
+  // migration), starting in `q`.
+  nlohmann::json launch_one(std::int64_t replica, const Quorum& q) const;
 
  private:
   Job j_;

@@ -66,20 +66,9 @@ void ReplicaGroups::rejoin(ActionId id, const RejoinReplica& a, Instant t) {
           a.reason);
   // It starts in the current quorum, which does not contain it, and says it waits; the next
   // quorum admits it (replica_report), so that the others train on while it starts.
-  const Quorum current = quorums_.current();
-  const auto& s = j_.journal.state();
   j_.requests.send(
-      m,
-      json{{"type", "launch"},
-           {"gen", s.gen},
-           {"version", s.version},
-           {"ranks", json::array({{{"rank", r}, {"local_rank", 0}}})},
-           {"world_size", j_.cluster.slots()},
-           {"master_addr", j_.config.machine(j_.cluster.machine_in(0)).addr},
-           {"master_port", j_.config.job.master_port},
-           {"ckpt_every", s.ckpt_every},
-           {"replicas", quorums_.launch_field(current)}},
-      Duration::seconds(kRequestTimeoutS), [this, id, r, m](const AgentReply& reply) {
+      m, quorums_.launch_one(r, quorums_.current()), Duration::seconds(kRequestTimeoutS),
+      [this, id, r, m](const AgentReply& reply) {
         if (set_.joiner(r) != id) return;
         if (reply.ok) {
           set_.launched(r);

@@ -274,25 +274,14 @@ struct RepairRig {
   AgentRequests requests{reactor, link};
   Journal journal{"/nonexistent/journal.json"};
   LiveConfig config = [] {
-    LiveConfig c;
-    for (const char* name : {"m0", "m1", "s0"}) {
-      LiveMachine m;
-      m.name = name;
-      (name[0] == 's' ? c.standby : c.machines).push_back(m);
-    }
+    LiveConfig c = config_of({"m0", "m1", "s0"});
     c.repair.check_after_s = 10;
     c.repair.retry_after_s = 60;
     c.repair.max_checks = 2;
     c.repair.retire_after = 3;
     return c;
   }();
-  ClusterView cluster{[] {
-    ClusterSpec s;
-    s.machines = 2;
-    s.standby_machines = 1;
-    s.dp = 2;
-    return s;
-  }()};
+  ClusterView cluster{dp_job(2, 1)};
   std::vector<std::string> notes;
   std::vector<std::pair<ProbeKind, RepairPipeline::ProbeDone>> probes;
   int back_in_pool = 0;
@@ -643,22 +632,8 @@ TEST(StopTests, InspectionsGoToEveryAgentAndAStrangersRendezvousIsRefused) {
 struct AcquisitionRig {
   Reactor reactor{ManualClock{}};
   FakeLink link;
-  LiveConfig config = [] {
-    LiveConfig c;
-    for (const char* name : {"m0", "m1", "s0", "s1"}) {
-      LiveMachine m;
-      m.name = name;
-      (name[0] == 's' ? c.standby : c.machines).push_back(m);
-    }
-    return c;
-  }();
-  ClusterView cluster{[] {
-    ClusterSpec s;
-    s.machines = 2;
-    s.standby_machines = 2;
-    s.dp = 2;
-    return s;
-  }()};
+  LiveConfig config = config_of({"m0", "m1", "s0", "s1"});
+  ClusterView cluster{dp_job(2, 2)};
   std::vector<std::string> notes, outcomes, refused;
   std::vector<Event> delivered;
   MachineSet taken_out;

@@ -33,25 +33,12 @@ struct MigrationRig {
   ReplicaSet replicas{reactor};
   Journal journal{"/nonexistent/journal.json"};
   LiveConfig config = [] {
-    LiveConfig c;
-    c.file = "live.json";
-    for (const char* name : {"m0", "m1", "s0"}) {
-      LiveMachine m;
-      m.name = name;
-      m.addr = std::string("host-") + name;
-      (name[0] == 's' ? c.standby : c.machines).push_back(m);
-    }
+    LiveConfig c = config_of({"m0", "m1", "s0"});
     c.job.replica_groups = true;
     c.job.master_port = 29500;
     return c;
   }();
-  ClusterView cluster{[] {
-    ClusterSpec s;
-    s.machines = 2;
-    s.standby_machines = 1;
-    s.dp = 2;
-    return s;
-  }()};
+  ClusterView cluster{dp_job(2, 1)};
   MachineSet avoid;
   bool running = true;
   std::vector<std::string> notes, refused, outcomes;
@@ -91,6 +78,24 @@ TEST(Quorums, AQuorumFormsOnTheLowestMemberNotJoiningAndGoesToEveryOtherMember) 
   EXPECT_EQ(r.link.sent[0].second["quorum"]["store"], "host-m1:29502");
   EXPECT_EQ(r.notes.size(), 2u);  // each sending noted
   EXPECT_EQ(r.quorums.launch_field(q)["count"], 2);
+}
+
+TEST(Quorums, ALaunchOfOneReplicaIsItsRankInTheCurrentGenerationStartingInTheQuorumGiven) {
+  MigrationRig r;
+  r.journal.state().gen = 3;
+  r.journal.state().version = "v2";
+  r.journal.state().ckpt_every = 5;
+  const Quorum q = r.quorums.of(4, {});
+  const nlohmann::json launch = r.quorums.launch_one(1, q);
+  EXPECT_EQ(launch["type"], "launch");
+  EXPECT_EQ(launch["gen"], 3);
+  EXPECT_EQ(launch["version"], "v2");
+  EXPECT_EQ(launch["ranks"], nlohmann::json::parse(R"([{"rank": 1, "local_rank": 0}])"));
+  EXPECT_EQ(launch["world_size"], 2);
+  EXPECT_EQ(launch["master_addr"], "host-m0");  // slot 0's machine
+  EXPECT_EQ(launch["master_port"], 29500);
+  EXPECT_EQ(launch["ckpt_every"], 5);
+  EXPECT_EQ(launch["replicas"], r.quorums.launch_field(q));
 }
 
 MigrateMachines migrate(MachineId m) {
@@ -213,24 +218,12 @@ struct ReplicaGroupsRig {
   AgentRequests requests{reactor, link};
   Journal journal{"/nonexistent/journal.json"};
   LiveConfig config = [] {
-    LiveConfig c;
-    c.file = "live.json";
-    for (const char* name : {"m0", "m1"}) {
-      LiveMachine m;
-      m.name = name;
-      m.addr = std::string("host-") + name;
-      c.machines.push_back(m);
-    }
+    LiveConfig c = config_of({"m0", "m1"});
     c.job.replica_groups = true;
     c.job.master_port = 29500;
     return c;
   }();
-  ClusterView cluster{[] {
-    ClusterSpec s;
-    s.machines = 2;
-    s.dp = 2;
-    return s;
-  }()};
+  ClusterView cluster{dp_job(2, 0)};
   RankGeneration ranks;
   IncidentLedger incidents;
   bool running = true;
